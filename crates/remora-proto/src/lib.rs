@@ -1,0 +1,527 @@
+//! Remora's wire types: the messages a process exchanges with its node daemon, and that
+//! daemons of one host exchange with each other, over Unix `SOCK_SEQPACKET` sockets.
+//!
+//! Every message is one datagram: a 4-byte header (the magic `RM` and a little-endian
+//! protocol version) followed by a postcard-encoded body. Descriptors (memfds) travel beside
+//! the bytes as SCM_RIGHTS. A frame with the wrong magic or version, or a body that does not
+//! decode, is a [`DecodeError`]; the receiver drops the connection and logs why.
+//!
+//! ```
+//! use remora_proto::{decode, encode, Request, RequestFrame};
+//! let frame = RequestFrame { id: 7, req: Request::Probe { node: 8 } };
+//! let bytes = encode(&frame).unwrap();
+//! let back: RequestFrame = decode(&bytes).unwrap();
+//! assert_eq!(back, frame);
+//! ```
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod paths;
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+/// The first two bytes of every frame.
+pub const MAGIC: [u8; 2] = *b"RM";
+/// The protocol version this build speaks. Bump on any incompatible change.
+pub const VERSION: u16 = 1;
+/// The largest frame either side sends or accepts.
+pub const MAX_FRAME: usize = 64 * 1024;
+/// The request id that asks for no reply (one-way notes such as map bookkeeping).
+pub const NO_REPLY: u64 = 0;
+
+/// Why a frame could not be decoded.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Fewer bytes than a header.
+    #[error("frame of {0} bytes is shorter than its header")]
+    Short(usize),
+    /// Not a Remora frame.
+    #[error("bad magic {0:02x?}")]
+    Magic([u8; 2]),
+    /// Another protocol version.
+    #[error("protocol version {theirs}, this side speaks {ours}")]
+    Version {
+        /// The version in the frame.
+        theirs: u16,
+        /// Ours.
+        ours: u16,
+    },
+    /// The body does not decode as the expected message.
+    #[error("malformed body: {0}")]
+    Body(String),
+    /// Longer than [`MAX_FRAME`].
+    #[error("frame of {0} bytes exceeds the limit")]
+    TooLong(usize),
+}
+
+/// Encode a message into one frame.
+///
+/// # Errors
+/// [`DecodeError::TooLong`] when the frame would exceed [`MAX_FRAME`], or
+/// [`DecodeError::Body`] when serialisation fails.
+pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, DecodeError> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    let out = postcard::to_extend(msg, out).map_err(|e| DecodeError::Body(e.to_string()))?;
+    if out.len() > MAX_FRAME {
+        return Err(DecodeError::TooLong(out.len()));
+    }
+    Ok(out)
+}
+
+/// Decode one frame.
+///
+/// # Errors
+/// A [`DecodeError`] naming what is wrong with the frame.
+pub fn decode<T: DeserializeOwned>(buf: &[u8]) -> Result<T, DecodeError> {
+    if buf.len() > MAX_FRAME {
+        return Err(DecodeError::TooLong(buf.len()));
+    }
+    if buf.len() < 4 {
+        return Err(DecodeError::Short(buf.len()));
+    }
+    if buf[..2] != MAGIC {
+        return Err(DecodeError::Magic([buf[0], buf[1]]));
+    }
+    let v = u16::from_le_bytes([buf[2], buf[3]]);
+    if v != VERSION {
+        return Err(DecodeError::Version { theirs: v, ours: VERSION });
+    }
+    let (msg, rest) = postcard::take_from_bytes(&buf[4..]).map_err(|e| DecodeError::Body(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(DecodeError::Body(format!("{} trailing bytes", rest.len())));
+    }
+    Ok(msg)
+}
+
+/// Who opened a connection to a daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    /// An application process of this node.
+    Client,
+    /// The daemon of another node of this host, acting for one of its sessions.
+    Peer {
+        /// The node the peer daemon plays.
+        node: u32,
+    },
+    /// The `remora` command line (status, shutdown): holds no resources.
+    Control,
+}
+
+/// Where a map points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MapTarget {
+    /// A local segment, by daemon handle.
+    Local {
+        /// The segment handle.
+        seg: u64,
+    },
+    /// A remote segment connection, by daemon handle.
+    Remote {
+        /// The connection handle.
+        conn: u64,
+    },
+}
+
+/// A request to a daemon.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// The first message on every connection.
+    Hello {
+        /// The sender's protocol version (also in every header; repeated for the log).
+        version: u16,
+        /// The sender's role.
+        role: Role,
+    },
+    /// Create a local segment (`SCICreateSegment`). The reply carries the memfd unless
+    /// `empty`.
+    CreateSegment {
+        /// The id, or `None` to let the node choose one (`SCI_FLAG_AUTO_ID`).
+        id: Option<u32>,
+        /// Size in bytes.
+        size: u64,
+        /// Never connectable (`SCI_FLAG_PRIVATE`).
+        private: bool,
+        /// No memory yet (`SCI_FLAG_EMPTY`); memory comes with [`Request::AttachMemory`].
+        empty: bool,
+    },
+    /// Give an empty segment its memory: the request carries a memfd
+    /// (`SCIRegisterSegmentMemory`).
+    AttachMemory {
+        /// The segment handle.
+        seg: u64,
+    },
+    /// `SCIPrepareSegment`.
+    Prepare {
+        /// The segment handle.
+        seg: u64,
+        /// The local adapter number.
+        adapter: u32,
+    },
+    /// `SCISetSegmentAvailable`.
+    SetAvailable {
+        /// The segment handle.
+        seg: u64,
+        /// The local adapter number.
+        adapter: u32,
+    },
+    /// `SCISetSegmentUnavailable`.
+    SetUnavailable {
+        /// The segment handle.
+        seg: u64,
+        /// The local adapter number.
+        adapter: u32,
+        /// Disconnect everyone connected (`SCI_FLAG_FORCE_DISCONNECT`).
+        force_disconnect: bool,
+        /// Tell everyone connected (`SCI_FLAG_NOTIFY`).
+        notify: bool,
+    },
+    /// `SCIRemoveSegment` (or, from a process that attached a shared segment, detach).
+    RemoveSegment {
+        /// The segment handle.
+        seg: u64,
+    },
+    /// `SCIShareSegment`: let other processes of this node attach the segment.
+    ShareSegment {
+        /// The segment handle.
+        seg: u64,
+    },
+    /// `SCIAttachLocalSegment`. The reply carries the memfd.
+    AttachShared {
+        /// The segment id.
+        id: u32,
+    },
+    /// `SCIConnectSegment`. The reply carries the memfd.
+    Connect {
+        /// The node that owns the segment.
+        node: u32,
+        /// The segment id.
+        id: u32,
+        /// How long to wait for the segment to become available; `None` waits forever.
+        timeout_ms: Option<u32>,
+    },
+    /// `SCIDisconnectSegment`.
+    Disconnect {
+        /// The connection handle.
+        conn: u64,
+    },
+    /// Bookkeeping: the process mapped a segment (sent with [`NO_REPLY`]).
+    MapNote {
+        /// The process's own map number.
+        map: u64,
+        /// What is mapped.
+        target: MapTarget,
+        /// First byte.
+        offset: u64,
+        /// Length.
+        size: u64,
+        /// Read-only map.
+        readonly: bool,
+    },
+    /// Bookkeeping: the process unmapped (sent with [`NO_REPLY`]).
+    UnmapNote {
+        /// The process's own map number.
+        map: u64,
+    },
+    /// `SCIProbeNode`.
+    Probe {
+        /// The node to probe.
+        node: u32,
+    },
+    /// What `remora status` shows.
+    Status,
+    /// Stop the daemon (`remora shutdown`).
+    Shutdown,
+}
+
+/// A request with its id; replies carry the same id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestFrame {
+    /// Chosen by the sender; [`NO_REPLY`] for one-way notes.
+    pub id: u64,
+    /// The request.
+    pub req: Request,
+}
+
+/// The errors a daemon reports. Each personality maps them to its vendor codes in one table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum Error {
+    /// No segment with that id (or not available yet when the wait ran out of time).
+    #[error("no such segment")]
+    NoSuchSegment,
+    /// The segment id is already used on this node.
+    #[error("segment id in use")]
+    SegmentIdUsed,
+    /// Dependent resources exist.
+    #[error("resource busy")]
+    Busy,
+    /// The call is illegal in the resource's current state.
+    #[error("illegal operation in this state")]
+    IllegalOperation,
+    /// The segment must be prepared first.
+    #[error("segment not prepared")]
+    NotPrepared,
+    /// No node with that id is known.
+    #[error("no such node")]
+    NoSuchNode,
+    /// No adapter with that number.
+    #[error("no such adapter")]
+    NoSuchAdapter,
+    /// The time ran out.
+    #[error("timeout")]
+    Timeout,
+    /// An offset or size outside the resource.
+    #[error("out of range")]
+    OutOfRange,
+    /// The connection no longer exists.
+    #[error("not connected")]
+    NotConnected,
+    /// The handle is unknown (stale or never valid).
+    #[error("unknown handle")]
+    UnknownHandle,
+    /// A parameter is invalid.
+    #[error("illegal parameter: {0}")]
+    IllegalParameter(String),
+    /// Out of memory or ids.
+    #[error("no space")]
+    NoSpace,
+    /// The node does not answer.
+    #[error("node not responding")]
+    NodeNotResponding,
+    /// Not allowed for this caller.
+    #[error("access denied")]
+    Access,
+    /// A system call failed.
+    #[error("system error: {0}")]
+    System(String),
+    /// The peer broke the protocol.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+}
+
+/// Why an importer lost its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LostReason {
+    /// The owner made the segment unavailable with force-disconnect.
+    ForcedDisconnect,
+    /// The owning process went away.
+    OwnerGone,
+    /// The owning node (daemon) went away.
+    NodeGone,
+}
+
+/// Something that happened without a request: sent by a daemon to the session concerned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Event {
+    /// Someone connected to one of the session's segments.
+    SegmentConnected {
+        /// The segment handle.
+        seg: u64,
+        /// The importing node.
+        node: u32,
+    },
+    /// Someone disconnected from one of the session's segments.
+    SegmentDisconnected {
+        /// The segment handle.
+        seg: u64,
+        /// The importing node.
+        node: u32,
+    },
+    /// The owner set the segment unavailable with notify.
+    SegmentUnavailable {
+        /// The connection handle.
+        conn: u64,
+    },
+    /// The connection is gone.
+    ConnectionLost {
+        /// The connection handle.
+        conn: u64,
+        /// Why.
+        reason: LostReason,
+    },
+}
+
+/// A daemon's answer to a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    /// Nothing more to say.
+    Ok,
+    /// Answer to [`Request::Hello`].
+    Hello {
+        /// The daemon's node id.
+        node: u32,
+    },
+    /// A local segment (create or attach); the memfd rides along unless it is empty.
+    Segment {
+        /// The daemon's handle.
+        seg: u64,
+        /// The id (`None` for private segments).
+        id: Option<u32>,
+        /// Size in bytes.
+        size: u64,
+        /// Prepared on adapter 0.
+        prepared: bool,
+        /// Available to importers.
+        available: bool,
+    },
+    /// A connection; the memfd rides along.
+    Connected {
+        /// The daemon's handle.
+        conn: u64,
+        /// Size of the segment.
+        size: u64,
+    },
+    /// Answer to [`Request::Probe`].
+    Probe {
+        /// The node answers.
+        reachable: bool,
+    },
+    /// Answer to [`Request::Status`].
+    Status(NodeStatus),
+}
+
+/// A daemon's message to a process: a reply or an event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ServerMsg {
+    /// The answer to request `id`.
+    Reply {
+        /// The request id.
+        id: u64,
+        /// Success or the reason for failure.
+        result: Result<Reply, Error>,
+    },
+    /// An unsolicited event.
+    Event(Event),
+}
+
+/// The state of a node, for `remora status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct NodeStatus {
+    /// Node id.
+    pub node: u32,
+    /// Process id of the daemon.
+    pub pid: u32,
+    /// Started by the library (exits when idle).
+    pub auto_started: bool,
+    /// Seconds since start.
+    pub uptime_s: u64,
+    /// Sessions.
+    pub sessions: Vec<SessionStatus>,
+    /// Segments.
+    pub segments: Vec<SegmentStatus>,
+    /// Connections (imports by this node's sessions).
+    pub connections: Vec<ConnectionStatus>,
+    /// Maps.
+    pub maps: Vec<MapStatus>,
+}
+
+/// One session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionStatus {
+    /// Session number.
+    pub session: u64,
+    /// Peer process id.
+    pub pid: u32,
+    /// Role.
+    pub role: Role,
+}
+
+/// One local segment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentStatus {
+    /// Handle.
+    pub seg: u64,
+    /// Id.
+    pub id: Option<u32>,
+    /// Size.
+    pub size: u64,
+    /// Owning session (0 once removed).
+    pub owner: u64,
+    /// "created", "prepared", "available", "removed".
+    pub state: String,
+    /// Importers connected now.
+    pub importers: u32,
+    /// Shared for attach.
+    pub shared: bool,
+}
+
+/// One connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionStatus {
+    /// Handle.
+    pub conn: u64,
+    /// Importing session.
+    pub session: u64,
+    /// Node that owns the segment.
+    pub node: u32,
+    /// Segment id.
+    pub id: u32,
+    /// Size.
+    pub size: u64,
+    /// Still valid.
+    pub alive: bool,
+}
+
+/// One map.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapStatus {
+    /// Session.
+    pub session: u64,
+    /// The process's map number.
+    pub map: u64,
+    /// Target.
+    pub target: MapTarget,
+    /// Offset.
+    pub offset: u64,
+    /// Size.
+    pub size: u64,
+    /// Read-only.
+    pub readonly: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn rejects_wrong_header() {
+        assert_eq!(decode::<RequestFrame>(b"RM"), Err(DecodeError::Short(2)));
+        assert!(matches!(decode::<RequestFrame>(b"XX\x01\x00\x00"), Err(DecodeError::Magic(_))));
+        assert!(matches!(decode::<RequestFrame>(b"RM\x09\x00\x00"), Err(DecodeError::Version { .. })));
+        let mut ok = encode(&RequestFrame { id: 1, req: Request::Status }).unwrap();
+        ok.push(0);
+        assert!(matches!(decode::<RequestFrame>(&ok), Err(DecodeError::Body(_))));
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        let m = ServerMsg::Reply {
+            id: 9,
+            result: Ok(Reply::Segment { seg: 3, id: Some(4), size: 4096, prepared: false, available: false }),
+        };
+        assert_eq!(decode::<ServerMsg>(&encode(&m).unwrap()).unwrap(), m);
+        let e = ServerMsg::Reply { id: 2, result: Err(Error::IllegalParameter("x".into())) };
+        assert_eq!(decode::<ServerMsg>(&encode(&e).unwrap()).unwrap(), e);
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = decode::<RequestFrame>(&bytes);
+            let _ = decode::<ServerMsg>(&bytes);
+            let mut framed = b"RM\x01\x00".to_vec();
+            framed.extend_from_slice(&bytes);
+            let _ = decode::<RequestFrame>(&framed);
+            let _ = decode::<ServerMsg>(&framed);
+        }
+
+        #[test]
+        fn connect_round_trips(id in any::<u64>(), node in any::<u32>(), seg in any::<u32>(), t in any::<Option<u32>>()) {
+            let f = RequestFrame { id, req: Request::Connect { node, id: seg, timeout_ms: t } };
+            prop_assert_eq!(decode::<RequestFrame>(&encode(&f).unwrap()).unwrap(), f);
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! The syscall and mapping layer of Remora.
+//!
+//! Every `unsafe` block of the project that touches the kernel lives here (the C-ABI crates
+//! hold the rest). Upper layers get safe types: [`Memfd`] for sealed shared-memory files,
+//! [`Mapping`] for `mmap`ed views of them, and [`seqpacket`] for the control socket with
+//! file-descriptor passing (SCM_RIGHTS).
+//!
+//! ```
+//! use remora_sys::{AsFd, Memfd, Mapping, MapOptions};
+//! let fd = Memfd::create("example", 8192).unwrap();
+//! let map = Mapping::new(fd.as_fd(), 0, 8192, MapOptions::default()).unwrap();
+//! map.write(100, b"hello").unwrap();
+//! let mut back = [0u8; 5];
+//! map.read(100, &mut back).unwrap();
+//! assert_eq!(&back, b"hello");
+//! ```
+
+pub mod memfd;
+pub mod mapping;
+pub mod seqpacket;
+pub mod user_memory;
+
+pub use mapping::{MapOptions, Mapping};
+pub use memfd::Memfd;
+pub use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+/// The size of a page on this machine.
+pub fn page_size() -> usize {
+    rustix::param::page_size()
+}
+
+/// The size of a CPU cache line, read from sysfs (64 when sysfs does not say).
+pub fn cache_line_size() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(64)
+}
+
+/// The path of the shared object or executable whose mapping contains `addr`, read from
+/// `/proc/self/maps`. Used to find files installed beside the library (e.g. `remorad`).
+pub fn object_containing(addr: usize) -> Option<std::path::PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    for line in maps.lines() {
+        let mut parts = line.split_whitespace();
+        let range = parts.next()?;
+        let (lo, hi) = range.split_once('-')?;
+        let lo = usize::from_str_radix(lo, 16).ok()?;
+        let hi = usize::from_str_radix(hi, 16).ok()?;
+        if addr >= lo && addr < hi {
+            let path = parts.nth(4)?;
+            if path.starts_with('/') {
+                return Some(path.into());
+            }
+            return None;
+        }
+    }
+    None
+}
+
+/// Round `n` up to a multiple of the page size.
+pub fn page_round_up(n: usize) -> usize {
+    let p = page_size();
+    n.div_ceil(p) * p
+}

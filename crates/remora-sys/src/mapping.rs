@@ -1,0 +1,216 @@
+//! `mmap`ed views of segment memory.
+
+use rustix::mm::{MapFlags, ProtFlags};
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::AtomicU64;
+
+/// How to map.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MapOptions {
+    /// Map read-only: the MMU faults any store.
+    pub readonly: bool,
+    /// Place the first byte of the mapping at this address. The kernel refuses
+    /// (`EEXIST`) rather than replace memory already mapped there (`MAP_FIXED_NOREPLACE`).
+    pub fixed_addr: Option<usize>,
+}
+
+/// A shared mapping of `len` bytes of a file starting at byte `offset`.
+///
+/// The offset need not be page-aligned: the mapping starts at the page below it and the
+/// pointer points at the requested byte. The mapping is removed on drop.
+#[derive(Debug)]
+pub struct Mapping {
+    base: *mut u8,
+    map_len: usize,
+    ptr: *mut u8,
+    len: usize,
+    readonly: bool,
+}
+
+// SAFETY: a Mapping is a plain address range of shared memory; it carries no thread-affine
+// state, and all access through it goes through methods that are sound from any thread
+// (copies into shared memory that other processes may also write, like any shm segment).
+unsafe impl Send for Mapping {}
+// SAFETY: see Send; `&Mapping` only allows copies and atomics into the range.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Map `len` bytes of `fd` from `offset`.
+    ///
+    /// # Errors
+    /// `EINVAL` for a zero length or a fixed address whose page offset differs from the
+    /// offset's; otherwise the errno of `mmap` (`EEXIST` when the fixed range is in use).
+    pub fn new(fd: BorrowedFd<'_>, offset: u64, len: usize, opts: MapOptions) -> io::Result<Mapping> {
+        if len == 0 {
+            return Err(io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error()));
+        }
+        let page = crate::page_size() as u64;
+        let delta = (offset % page) as usize;
+        let file_off = offset - delta as u64;
+        let map_len = crate::page_round_up(len + delta);
+        let prot = if opts.readonly { ProtFlags::READ } else { ProtFlags::READ | ProtFlags::WRITE };
+        let mut flags = MapFlags::SHARED;
+        let hint = match opts.fixed_addr {
+            Some(addr) => {
+                if addr % page as usize != delta {
+                    return Err(io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error()));
+                }
+                flags |= MapFlags::FIXED_NOREPLACE;
+                (addr - delta) as *mut std::ffi::c_void
+            }
+            None => std::ptr::null_mut(),
+        };
+        // SAFETY: with a null hint the kernel picks unused addresses; with a hint we pass
+        // MAP_FIXED_NOREPLACE, so no existing mapping of this process is replaced. The fd
+        // is borrowed for the duration of the call only; the mapping keeps its own reference.
+        let base = unsafe { rustix::mm::mmap(hint, map_len, prot, flags, fd, file_off)? } as *mut u8;
+        if let Some(addr) = opts.fixed_addr {
+            // Old kernels ignore FIXED_NOREPLACE and treat it as a hint.
+            if base as usize != addr - delta {
+                // SAFETY: `base..base+map_len` was just mapped by us and is not shared.
+                unsafe {
+                    let _ = rustix::mm::munmap(base.cast(), map_len);
+                }
+                return Err(io::Error::from_raw_os_error(rustix::io::Errno::EXIST.raw_os_error()));
+            }
+        }
+        // SAFETY: delta < page <= map_len, so the pointer stays inside the mapping.
+        let ptr = unsafe { base.add(delta) };
+        Ok(Mapping { base, map_len, ptr, len, readonly: opts.readonly })
+    }
+
+    /// The address of the first mapped byte (the requested offset).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// The number of bytes the caller asked for.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true: a mapping has at least one byte.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether stores fault.
+    pub fn is_readonly(&self) -> bool {
+        self.readonly
+    }
+
+    /// Whether `addr..addr+len` lies inside the mapping; returns the offset if so.
+    pub fn offset_of(&self, addr: usize, len: usize) -> Option<usize> {
+        let start = self.ptr as usize;
+        let off = addr.checked_sub(start)?;
+        (off.checked_add(len)? <= self.len).then_some(off)
+    }
+
+    fn check(&self, off: usize, len: usize) -> io::Result<()> {
+        match off.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(io::Error::from_raw_os_error(rustix::io::Errno::RANGE.raw_os_error())),
+        }
+    }
+
+    /// Copy `data` into the mapping at `off`.
+    ///
+    /// # Errors
+    /// `ERANGE` when the range leaves the mapping, `EACCES` on a read-only mapping.
+    pub fn write(&self, off: usize, data: &[u8]) -> io::Result<()> {
+        self.check(off, data.len())?;
+        if self.readonly {
+            return Err(io::Error::from_raw_os_error(rustix::io::Errno::ACCESS.raw_os_error()));
+        }
+        // SAFETY: the range was checked to be inside the live, writable mapping; `data` is
+        // a valid slice that cannot overlap shared memory we hand out only as raw pointers.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(off), data.len()) };
+        Ok(())
+    }
+
+    /// Copy from the mapping at `off` into `out`.
+    ///
+    /// # Errors
+    /// `ERANGE` when the range leaves the mapping.
+    pub fn read(&self, off: usize, out: &mut [u8]) -> io::Result<()> {
+        self.check(off, out.len())?;
+        // SAFETY: the range was checked to be inside the live mapping; `out` is an exclusive
+        // slice of our own memory.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(off), out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    /// An atomic view of the 8 bytes at `off` (8-byte aligned, inside, writable mapping).
+    pub fn atomic_u64(&self, off: usize) -> Option<&AtomicU64> {
+        if self.readonly || off % 8 != 0 || self.check(off, 8).is_err() {
+            return None;
+        }
+        // SAFETY: the address is 8-aligned, inside the mapping, and the mapping outlives the
+        // returned reference (it is tied to &self). AtomicU64 permits shared mutation, which
+        // is what shared memory is.
+        Some(unsafe { &*(self.ptr.add(off) as *const AtomicU64) })
+    }
+
+    /// Load the 8 bytes at `off` with acquire ordering (works on read-only maps too).
+    pub fn load_u64(&self, off: usize) -> Option<u64> {
+        if off % 8 != 0 || self.check(off, 8).is_err() {
+            return None;
+        }
+        // SAFETY: aligned, in range, mapping alive; an atomic load never writes.
+        let a = unsafe { &*(self.ptr.add(off) as *const AtomicU64) };
+        Some(a.load(std::sync::atomic::Ordering::Acquire))
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `base..base+map_len` is the range this value mapped and still owns.
+        unsafe {
+            let _ = rustix::mm::munmap(self.base.cast(), self.map_len);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Memfd;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn unaligned_offset_and_shared_views() {
+        let fd = Memfd::create("m", 3 * 4096).unwrap();
+        let a = Mapping::new(fd.as_fd(), 0, 3 * 4096, MapOptions::default()).unwrap();
+        let b = Mapping::new(fd.as_fd(), 5000, 100, MapOptions::default()).unwrap();
+        a.write(5000, b"xyz").unwrap();
+        let mut out = [0u8; 3];
+        b.read(0, &mut out).unwrap();
+        assert_eq!(&out, b"xyz");
+        assert!(b.read(98, &mut out).is_err());
+        assert!(b.write(usize::MAX, b"a").is_err());
+    }
+
+    #[test]
+    fn readonly_refuses_writes() {
+        let fd = Memfd::create("r", 4096).unwrap();
+        let m = Mapping::new(fd.as_fd(), 0, 4096, MapOptions { readonly: true, fixed_addr: None })
+            .unwrap();
+        assert!(m.write(0, b"a").is_err());
+        assert!(m.atomic_u64(0).is_none());
+        assert_eq!(m.load_u64(0), Some(0));
+    }
+
+    #[test]
+    fn fixed_address_no_replace() {
+        let fd = Memfd::create("f", 4096).unwrap();
+        let first = Mapping::new(fd.as_fd(), 0, 4096, MapOptions::default()).unwrap();
+        let addr = first.as_ptr() as usize;
+        let clash = Mapping::new(fd.as_fd(), 0, 4096, MapOptions { readonly: false, fixed_addr: Some(addr) });
+        assert!(clash.is_err());
+        drop(first);
+        let again =
+            Mapping::new(fd.as_fd(), 0, 4096, MapOptions { readonly: false, fixed_addr: Some(addr) }).unwrap();
+        assert_eq!(again.as_ptr() as usize, addr);
+    }
+}

@@ -1,0 +1,80 @@
+//! Sealed memfds: the memory of every Remora segment.
+
+use rustix::fs::{MemfdFlags, SealFlags};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+/// An anonymous shared-memory file (`memfd_create`) whose size is sealed.
+///
+/// The daemon owns one per segment and hands duplicates to processes over SCM_RIGHTS.
+#[derive(Debug)]
+pub struct Memfd {
+    fd: OwnedFd,
+    size: u64,
+}
+
+impl Memfd {
+    /// Create a memfd of `size` bytes (zero-filled), close-on-exec, with its size sealed
+    /// (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`) so no holder can truncate it under
+    /// another's mapping.
+    ///
+    /// # Errors
+    /// The errno of `memfd_create`, `ftruncate` or `fcntl(F_ADD_SEALS)`.
+    pub fn create(name: &str, size: u64) -> io::Result<Memfd> {
+        let fd = rustix::fs::memfd_create(
+            format!("remora:{name}"),
+            MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+        )?;
+        rustix::fs::ftruncate(&fd, size)?;
+        rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+        Ok(Memfd { fd, size })
+    }
+
+    /// Adopt a memfd received from another process, reading its size with `fstat`.
+    ///
+    /// # Errors
+    /// The errno of `fstat`.
+    pub fn from_fd(fd: OwnedFd) -> io::Result<Memfd> {
+        let st = rustix::fs::fstat(&fd)?;
+        Ok(Memfd { fd, size: st.st_size as u64 })
+    }
+
+    /// The size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Duplicate the descriptor (close-on-exec).
+    ///
+    /// # Errors
+    /// The errno of `fcntl(F_DUPFD_CLOEXEC)`.
+    pub fn try_clone(&self) -> io::Result<Memfd> {
+        Ok(Memfd { fd: rustix::io::fcntl_dupfd_cloexec(&self.fd, 3)?, size: self.size })
+    }
+
+    /// Give up the wrapper, keeping the descriptor.
+    pub fn into_fd(self) -> OwnedFd {
+        self.fd
+    }
+}
+
+impl AsFd for Memfd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sealed_size_cannot_change() {
+        let m = Memfd::create("t", 4096).unwrap();
+        assert_eq!(m.size(), 4096);
+        assert!(rustix::fs::ftruncate(&m, 8192).is_err());
+        assert!(rustix::fs::ftruncate(&m, 0).is_err());
+        let c = Memfd::from_fd(m.try_clone().unwrap().into_fd()).unwrap();
+        assert_eq!(c.size(), 4096);
+    }
+}

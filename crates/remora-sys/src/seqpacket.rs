@@ -1,0 +1,173 @@
+//! Unix `SOCK_SEQPACKET` sockets with descriptor passing: the control channel between a
+//! process and its node daemon, and between daemons of one host.
+//!
+//! Every descriptor made here is close-on-exec. Sends use `MSG_NOSIGNAL`, so a peer that has
+//! gone away gives `EPIPE` rather than killing the process with SIGPIPE.
+
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags,
+    SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
+};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::path::Path;
+
+/// The most descriptors one message carries.
+pub const MAX_FDS: usize = 4;
+
+fn socket(nonblocking: bool) -> io::Result<OwnedFd> {
+    let mut flags = SocketFlags::CLOEXEC;
+    if nonblocking {
+        flags |= SocketFlags::NONBLOCK;
+    }
+    Ok(rustix::net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, flags, None)?)
+}
+
+/// Bind and listen on `path` (non-blocking, close-on-exec).
+///
+/// # Errors
+/// The errno of `socket`, `bind` (e.g. `EADDRINUSE`) or `listen`.
+pub fn listen(path: &Path) -> io::Result<OwnedFd> {
+    let fd = socket(true)?;
+    let addr = SocketAddrUnix::new(path)?;
+    rustix::net::bind(&fd, &addr)?;
+    rustix::net::listen(&fd, 128)?;
+    Ok(fd)
+}
+
+/// Accept one connection (the new socket is non-blocking and close-on-exec).
+///
+/// # Errors
+/// The errno of `accept4` (`EAGAIN` when none is waiting).
+pub fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    Ok(rustix::net::accept_with(listener, SocketFlags::CLOEXEC | SocketFlags::NONBLOCK)?)
+}
+
+/// Connect to the socket at `path`.
+///
+/// # Errors
+/// The errno of `connect` (`ENOENT` or `ECONNREFUSED` when no daemon listens there).
+pub fn connect(path: &Path, nonblocking: bool) -> io::Result<OwnedFd> {
+    let fd = socket(false)?;
+    let addr = SocketAddrUnix::new(path)?;
+    rustix::net::connect(&fd, &addr)?;
+    if nonblocking {
+        set_nonblocking(fd_ref(&fd), true)?;
+    }
+    Ok(fd)
+}
+
+fn fd_ref(fd: &OwnedFd) -> BorrowedFd<'_> {
+    use std::os::fd::AsFd;
+    fd.as_fd()
+}
+
+/// Make a socket (non-)blocking.
+///
+/// # Errors
+/// The errno of `ioctl(FIONBIO)`.
+pub fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
+    Ok(rustix::io::ioctl_fionbio(fd, on)?)
+}
+
+/// Send one message with up to [`MAX_FDS`] descriptors attached.
+///
+/// # Errors
+/// `EINVAL` for too many descriptors; the errno of `sendmsg` (`EAGAIN` on a full
+/// non-blocking socket, `EPIPE` when the peer closed).
+pub fn send(fd: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    if fds.len() > MAX_FDS {
+        return Err(io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error()));
+    }
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::Error::from_raw_os_error(rustix::io::Errno::NOBUFS.raw_os_error()));
+    }
+    let iov = [IoSlice::new(data)];
+    let n = rustix::net::sendmsg(fd, &iov, &mut control, SendFlags::NOSIGNAL)?;
+    if n != data.len() {
+        return Err(io::Error::from_raw_os_error(rustix::io::Errno::MSGSIZE.raw_os_error()));
+    }
+    Ok(())
+}
+
+/// Receive one message into `buf`, with the descriptors that came with it.
+///
+/// Returns `(0, [])` when the peer has closed the connection.
+///
+/// # Errors
+/// `EMSGSIZE` when the message or its descriptors did not fit (the message is dropped and
+/// any descriptors that did arrive are closed); the errno of `recvmsg` (`EAGAIN` on an
+/// empty non-blocking socket).
+pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut iov = [IoSliceMut::new(buf)];
+    let msg = rustix::net::recvmsg(fd, &mut iov, &mut control, RecvFlags::CMSG_CLOEXEC)?;
+    let mut fds = Vec::new();
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = m {
+            fds.extend(rights);
+        }
+    }
+    if msg.flags.contains(ReturnFlags::TRUNC) || msg.flags.contains(ReturnFlags::CTRUNC) {
+        return Err(io::Error::from_raw_os_error(rustix::io::Errno::MSGSIZE.raw_os_error()));
+    }
+    Ok((msg.bytes, fds))
+}
+
+/// Whether the peer has hung up, without consuming a waiting message.
+pub fn peer_closed(fd: BorrowedFd<'_>) -> bool {
+    let mut b = [MaybeUninit::<u8>::uninit(); 1];
+    matches!(
+        rustix::net::recv(fd, &mut b, RecvFlags::PEEK | RecvFlags::DONTWAIT),
+        Ok((_, 0)) | Err(rustix::io::Errno::CONNRESET)
+    )
+}
+
+/// The process id of the peer, from `SO_PEERCRED`.
+pub fn peer_pid(fd: BorrowedFd<'_>) -> Option<u32> {
+    rustix::net::sockopt::socket_peercred(fd).ok().map(|c| c.pid.as_raw_nonzero().get() as u32)
+}
+
+/// A connected pair (for tests and for in-process channels).
+///
+/// # Errors
+/// The errno of `socketpair`.
+pub fn pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(rustix::net::socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Memfd;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn passes_descriptors_and_detects_hangup() {
+        let (a, b) = pair().unwrap();
+        let m = Memfd::create("p", 4096).unwrap();
+        send(a.as_fd(), b"hello", &[m.as_fd()]).unwrap();
+        let mut buf = [0u8; 64];
+        let (n, fds) = recv(b.as_fd(), &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"hello");
+        assert_eq!(fds.len(), 1);
+        assert_eq!(Memfd::from_fd(fds.into_iter().next().unwrap()).unwrap().size(), 4096);
+        assert!(!peer_closed(b.as_fd()) || true);
+        drop(a);
+        assert!(peer_closed(b.as_fd()));
+        let (n, _) = recv(b.as_fd(), &mut buf).unwrap();
+        assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn truncated_message_is_an_error() {
+        let (a, b) = pair().unwrap();
+        send(a.as_fd(), &[7u8; 100], &[]).unwrap();
+        let mut small = [0u8; 10];
+        assert!(recv(b.as_fd(), &mut small).is_err());
+    }
+}

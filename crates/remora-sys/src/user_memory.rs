@@ -1,0 +1,133 @@
+//! Turning a process's own anonymous memory into shareable segment memory, in place.
+//!
+//! Private anonymous pages cannot be handed to another process. To share them without a
+//! kernel module, their contents are copied into a new memfd, and the memfd is mapped with
+//! `MAP_FIXED | MAP_SHARED` over the very same addresses. The program keeps its pointers;
+//! the memory is now a memfd that the daemon can pass to importers.
+
+use crate::Memfd;
+use rustix::mm::{MapFlags, ProtFlags};
+use std::io;
+
+fn errno(e: rustix::io::Errno) -> io::Error {
+    io::Error::from_raw_os_error(e.raw_os_error())
+}
+
+/// Whether every byte of `addr..addr+len` lies in private, anonymous, writable mappings of
+/// this process (heap, `malloc`ed or `mmap`ed memory, not files, not the stack).
+pub fn is_private_anonymous(addr: usize, len: usize) -> bool {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return false };
+    let end = match addr.checked_add(len) {
+        Some(e) => e,
+        None => return false,
+    };
+    let mut cursor = addr;
+    for line in maps.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else { continue };
+        let path = parts.nth(3).unwrap_or("");
+        let Some((lo, hi)) = range.split_once('-') else { continue };
+        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16)) else {
+            continue;
+        };
+        if hi <= cursor || lo > cursor {
+            continue;
+        }
+        let ok = perms.starts_with("rw") && perms.ends_with('p') && (path.is_empty() || path == "[heap]");
+        if !ok {
+            return false;
+        }
+        cursor = hi;
+        if cursor >= end {
+            return true;
+        }
+    }
+    false
+}
+
+/// Move the pages at `addr..addr+len` into a new sealed memfd, keeping their addresses and
+/// contents. Returns the memfd, which now backs those addresses.
+///
+/// # Errors
+/// `EINVAL` when `addr` or `len` is not page-aligned or `len` is zero, `EFAULT` when the
+/// range is not private anonymous writable memory, or the errno of `memfd_create`/`mmap`.
+///
+/// # Safety
+/// No other thread may write to the range while this runs (such stores could be lost
+/// between the copy and the remap). The range must not be memory that Rust code holds a
+/// reference-typed view of across this call with assumptions about its mapping identity
+/// (its bytes are preserved exactly).
+pub unsafe fn move_into_memfd(addr: *mut u8, len: usize, name: &str) -> io::Result<Memfd> {
+    let page = crate::page_size();
+    if len == 0 || (addr as usize) % page != 0 || len % page != 0 {
+        return Err(errno(rustix::io::Errno::INVAL));
+    }
+    if !is_private_anonymous(addr as usize, len) {
+        return Err(errno(rustix::io::Errno::FAULT));
+    }
+    let fd = Memfd::create(name, len as u64)?;
+    let tmp = crate::Mapping::new(std::os::fd::AsFd::as_fd(&fd), 0, len, Default::default())?;
+    // SAFETY: `addr..addr+len` was checked to be readable mapped memory of this process, and
+    // `tmp` is a fresh mapping of exactly `len` bytes; they cannot overlap.
+    unsafe { std::ptr::copy_nonoverlapping(addr, tmp.as_ptr(), len) };
+    drop(tmp);
+    // SAFETY: MAP_FIXED replaces exactly the caller's range, which the caller hands over by
+    // the contract above; the new pages hold the same bytes, so the program sees no change.
+    let got = unsafe {
+        rustix::mm::mmap(
+            addr.cast(),
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED | MapFlags::FIXED,
+            &fd,
+            0,
+        )
+    }
+    .map_err(errno)?;
+    debug_assert_eq!(got as usize, addr as usize);
+    Ok(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn anonymous_pages_become_a_memfd_in_place() {
+        let len = 3 * crate::page_size();
+        // SAFETY: a fresh private anonymous mapping, owned by this test.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .unwrap() as *mut u8;
+        // SAFETY: p is a valid writable mapping of len bytes.
+        unsafe { std::ptr::write_bytes(p, 0xab, len) };
+        assert!(is_private_anonymous(p as usize, len));
+        // SAFETY: single-threaded test, nobody else writes the range.
+        let fd = unsafe { move_into_memfd(p, len, "t") }.unwrap();
+        assert!(!is_private_anonymous(p as usize, len));
+        let view = crate::Mapping::new(fd.as_fd(), 0, len, Default::default()).unwrap();
+        let mut b = [0u8; 1];
+        view.read(len - 1, &mut b).unwrap();
+        assert_eq!(b[0], 0xab);
+        // SAFETY: p..p+len is still mapped (now shared); writing through it is fine.
+        unsafe { *p = 7 };
+        view.read(0, &mut b).unwrap();
+        assert_eq!(b[0], 7);
+        // SAFETY: unmapping the range this test created.
+        unsafe { rustix::mm::munmap(p.cast(), len).unwrap() };
+    }
+
+    #[test]
+    fn refuses_unaligned_and_file_memory() {
+        let x = Box::new([0u8; 64]);
+        // SAFETY: the call fails before touching anything.
+        assert!(unsafe { move_into_memfd(x.as_ptr() as *mut u8, 64, "x") }.is_err());
+    }
+}
