@@ -19,14 +19,13 @@ extern "C" {
 #endif
 
 /*
- * "unsigned long long" is not part of C89.  GCC and Clang accept it in
- * C89 mode anyway; marking the declarations with __extension__ keeps
- * "-std=c89 -pedantic" builds quiet.
+ * "unsigned long long" is not part of C89 or C++98, but every compiler
+ * Remora targets accepts it.  Silence the pedantic -Wlong-long diagnostic
+ * for the declarations in this header only.
  */
-#if defined(__GNUC__) && !defined(__cplusplus)
-#define REMORA_SISCI_EXT __extension__
-#else
-#define REMORA_SISCI_EXT
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 5)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wlong-long"
 #endif
 
 /* ------------------------------------------------------------------------
@@ -111,7 +110,7 @@ typedef struct sci_address {
 } sci_address_t;
 
 /* Bus (I/O) address as seen by a device; 64 bits wide in API 2.0. */
-REMORA_SISCI_EXT typedef unsigned long long sci_ioaddr_t;
+typedef unsigned long long sci_ioaddr_t;
 
 /* Maximum number of entries accepted by one vectored DMA request. */
 #define DIS_DMA_MAX_VECLEN 256
@@ -237,7 +236,7 @@ typedef struct sci_query_remote_segment {
 typedef struct sci_query_map {
     sci_map_t    map;        /* mapping to ask about */
     unsigned int subcommand; /* one of SCI_Q_MAP_* */
-    REMORA_SISCI_EXT unsigned long long data; /* the answer */
+    unsigned long long data; /* the answer */
 } sci_query_map_t;
 
 /* SCI_Q_DMA: DMA availability and capabilities of an adapter.  The kind
@@ -250,13 +249,13 @@ typedef struct sci_query_dma {
 
 /* Description of a SmartIO PCIe device (also used as a search filter). */
 typedef struct sci_smartio_device_info {
-    REMORA_SISCI_EXT unsigned long long fdid; /* fabric device id */
+    unsigned long long fdid; /* fabric device id */
     unsigned short pci_device_id;
     unsigned short pci_vendor_id;
     unsigned int   pci_class;
     unsigned short pci_subsystem_device_id;
     unsigned short pci_subsystem_vendor_id;
-    REMORA_SISCI_EXT unsigned long long pci_serial_number;
+    unsigned long long pci_serial_number;
     unsigned short remote_bdf;     /* bus/device/function on its host */
     unsigned short local_bdf;      /* bus/device/function seen locally */
     unsigned int   adapter;        /* local adapter that reaches it */
@@ -268,10 +267,14 @@ typedef struct sci_smartio_device_info {
 
 /* SCI_Q_DEVICE: information about a SmartIO device. */
 typedef struct sci_smartio_query_device {
-    REMORA_SISCI_EXT unsigned long long fdid; /* device to ask about */
+    unsigned long long fdid; /* device to ask about */
     unsigned int  subcommand;                 /* one of SCI_Q_DEVICE_* */
     void         *data;                       /* where the answer goes */
 } sci_smartio_query_device_t;
+
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 5)
+#pragma GCC diagnostic pop
+#endif
 
 #ifdef __cplusplus
 }

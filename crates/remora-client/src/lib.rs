@@ -1,1 +1,232 @@
-//! placeholder
+//! The Remora client runtime: what every personality library uses to reach its node.
+//!
+//! A [`Session`] is one control connection to the node daemon (Unix `SOCK_SEQPACKET`). If no
+//! daemon plays the node yet, [`Session::open`] starts `remorad` itself and waits for its
+//! socket, so a program needs no set-up step. Calls are blocking; the runtime starts no
+//! thread of its own in this version.
+//!
+//! ```no_run
+//! use remora_client::{Config, Session};
+//! use remora_proto::{Reply, Request};
+//! let session = Session::open(&Config::from_env().unwrap()).unwrap();
+//! let (reply, _fds) = session.request(Request::Probe { node: session.node() }, &[]).unwrap();
+//! assert_eq!(reply, Reply::Probe { reachable: true });
+//! ```
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod spawn;
+
+use remora_proto::{
+    decode, encode, paths, Event, LostReason, Reply, Request, RequestFrame, Role, ServerMsg,
+    MAX_FRAME, NO_REPLY, VERSION,
+};
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+pub use spawn::find_daemon;
+
+/// Errors of the client runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The daemon refused the request.
+    #[error(transparent)]
+    Daemon(#[from] remora_proto::Error),
+    /// No daemon could be reached or started.
+    #[error("no node daemon: {0}")]
+    NoDaemon(String),
+    /// The daemon closed the session.
+    #[error("the node daemon closed the session")]
+    DaemonGone,
+    /// The daemon sent something this side does not understand.
+    #[error("protocol: {0}")]
+    Protocol(String),
+    /// A system call failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Where a process finds its node.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The node this process belongs to (`REMORA_NODE`, default 4).
+    pub node: u32,
+    /// The runtime directory (`REMORA_RUNTIME_DIR`, ...).
+    pub runtime_dir: PathBuf,
+    /// The daemon binary to start (`REMORA_DAEMON`); searched for when `None`.
+    pub daemon: Option<PathBuf>,
+    /// Start a daemon when none runs (`REMORA_NO_SPAWN=1` turns this off).
+    pub spawn: bool,
+    /// How long a daemon started by the library lingers without clients
+    /// (`REMORA_IDLE_EXIT` seconds, default 30).
+    pub idle_exit: Duration,
+}
+
+impl Config {
+    /// The configuration the environment describes.
+    ///
+    /// # Errors
+    /// [`ClientError::NoDaemon`] when `REMORA_NODE` or `REMORA_IDLE_EXIT` is malformed.
+    pub fn from_env() -> Result<Config, ClientError> {
+        let node = paths::node_from_env().map_err(ClientError::NoDaemon)?;
+        let idle = match std::env::var("REMORA_IDLE_EXIT") {
+            Ok(v) if !v.is_empty() => v
+                .parse::<u64>()
+                .map_err(|_| ClientError::NoDaemon(format!("REMORA_IDLE_EXIT={v:?} is not a number of seconds")))?,
+            _ => 30,
+        };
+        Ok(Config {
+            node,
+            runtime_dir: paths::runtime_dir(),
+            daemon: std::env::var_os("REMORA_DAEMON").filter(|v| !v.is_empty()).map(PathBuf::from),
+            spawn: std::env::var("REMORA_NO_SPAWN").map(|v| v != "1").unwrap_or(true),
+            idle_exit: Duration::from_secs(idle.max(1)),
+        })
+    }
+
+    /// The same configuration for another node.
+    pub fn with_node(&self, node: u32) -> Config {
+        Config { node, ..self.clone() }
+    }
+}
+
+/// One control connection to the node daemon.
+#[derive(Debug)]
+pub struct Session {
+    fd: Mutex<OwnedFd>,
+    node: u32,
+    next: AtomicU64,
+    events: Mutex<VecDeque<Event>>,
+    lost: Mutex<HashMap<u64, LostReason>>,
+}
+
+impl Session {
+    /// Open a session as an application process, starting the daemon if needed.
+    ///
+    /// # Errors
+    /// [`ClientError::NoDaemon`] when no daemon runs and none could be started.
+    pub fn open(cfg: &Config) -> Result<Session, ClientError> {
+        Session::open_as(cfg, Role::Client, cfg.spawn)
+    }
+
+    /// Open a control session (no resources; never starts a daemon).
+    ///
+    /// # Errors
+    /// [`ClientError::NoDaemon`] when no daemon plays the node.
+    pub fn open_control(cfg: &Config) -> Result<Session, ClientError> {
+        Session::open_as(cfg, Role::Control, false)
+    }
+
+    fn open_as(cfg: &Config, role: Role, spawn: bool) -> Result<Session, ClientError> {
+        let path = paths::socket_path(&cfg.runtime_dir, cfg.node);
+        let fd = match remora_sys::seqpacket::connect(&path, false) {
+            Ok(fd) => fd,
+            Err(e) if spawn => {
+                tracing::debug!("no daemon for node {} ({e}); starting one", cfg.node);
+                spawn::start_daemon(cfg)?
+            }
+            Err(e) => return Err(ClientError::NoDaemon(format!("node {} at {}: {e}", cfg.node, path.display()))),
+        };
+        let s = Session {
+            fd: Mutex::new(fd),
+            node: cfg.node,
+            next: AtomicU64::new(1),
+            events: Mutex::new(VecDeque::new()),
+            lost: Mutex::new(HashMap::new()),
+        };
+        match s.request(Request::Hello { version: VERSION, role }, &[])? {
+            (Reply::Hello { node }, _) if node == cfg.node => Ok(s),
+            (other, _) => Err(ClientError::Protocol(format!("unexpected hello answer {other:?}"))),
+        }
+    }
+
+    /// The node this session belongs to.
+    pub fn node(&self) -> u32 {
+        self.node
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, OwnedFd> {
+        self.fd.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn absorb(&self, ev: Event) {
+        if let Event::ConnectionLost { conn, reason } = ev {
+            self.lost.lock().unwrap_or_else(|p| p.into_inner()).insert(conn, reason);
+        }
+        self.events.lock().unwrap_or_else(|p| p.into_inner()).push_back(ev);
+    }
+
+    /// Send a request and wait for its reply (events that arrive meanwhile are queued).
+    ///
+    /// # Errors
+    /// [`ClientError::Daemon`] with the daemon's reason, [`ClientError::DaemonGone`] when
+    /// the daemon closed the session, or the I/O error.
+    pub fn request(&self, req: Request, fds: &[BorrowedFd<'_>]) -> Result<(Reply, Vec<OwnedFd>), ClientError> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let bytes = encode(&RequestFrame { id, req }).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let sock = self.lock();
+        remora_sys::seqpacket::send(sock.as_fd(), &bytes, fds).map_err(gone)?;
+        let mut buf = vec![0u8; MAX_FRAME];
+        loop {
+            let (n, got) = remora_sys::seqpacket::recv(sock.as_fd(), &mut buf).map_err(gone)?;
+            if n == 0 {
+                return Err(ClientError::DaemonGone);
+            }
+            match decode::<ServerMsg>(&buf[..n]).map_err(|e| ClientError::Protocol(e.to_string()))? {
+                ServerMsg::Reply { id: rid, result } if rid == id => return Ok((result?, got)),
+                ServerMsg::Reply { id: rid, .. } => {
+                    return Err(ClientError::Protocol(format!("reply to {rid} while waiting for {id}")))
+                }
+                ServerMsg::Event(ev) => self.absorb(ev),
+            }
+        }
+    }
+
+    /// Send a one-way note (no reply).
+    ///
+    /// # Errors
+    /// The I/O error of sending.
+    pub fn note(&self, req: Request) -> Result<(), ClientError> {
+        let bytes = encode(&RequestFrame { id: NO_REPLY, req }).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let sock = self.lock();
+        remora_sys::seqpacket::send(sock.as_fd(), &bytes, &[]).map_err(gone)
+    }
+
+    /// Read any events the daemon has sent, without blocking.
+    pub fn poll_events(&self) {
+        let sock = self.lock();
+        let mut buf = vec![0u8; MAX_FRAME];
+        while let Ok(true) = remora_sys::seqpacket::readable_now(sock.as_fd()) {
+            match remora_sys::seqpacket::recv(sock.as_fd(), &mut buf) {
+                Ok((n, _)) if n > 0 => {
+                    if let Ok(ServerMsg::Event(ev)) = decode::<ServerMsg>(&buf[..n]) {
+                        self.absorb(ev);
+                    }
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// Take the queued events.
+    pub fn take_events(&self) -> Vec<Event> {
+        self.events.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect()
+    }
+
+    /// Whether the daemon has reported connection `conn` lost, and why.
+    pub fn lost(&self, conn: u64) -> Option<LostReason> {
+        self.lost.lock().unwrap_or_else(|p| p.into_inner()).get(&conn).copied()
+    }
+}
+
+fn gone(e: std::io::Error) -> ClientError {
+    match e.raw_os_error() {
+        Some(32) | Some(104) => ClientError::DaemonGone,
+        _ => ClientError::Io(e),
+    }
+}

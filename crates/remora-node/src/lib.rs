@@ -1,1 +1,171 @@
-//! placeholder
+//! The Remora node daemon: one `remorad` plays one node (the adapter plus its driver).
+//!
+//! It owns the memory of every segment of its node (sealed memfds), hands it to processes
+//! over SCM_RIGHTS, keeps the books of every session (segments, connections, maps) and
+//! releases everything a process held as soon as its socket closes. Nodes of one host find
+//! each other in the runtime directory; a connection to a segment of another node of this
+//! host goes through that node's daemon, which hands the memfd over, so the map is zero-copy.
+//!
+//! ```no_run
+//! let cfg = remora_node::Config::new(4, std::path::PathBuf::from("/tmp/remora-doc"));
+//! remora_node::run(cfg).unwrap();
+//! ```
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod peer;
+pub mod registry;
+mod session;
+
+use registry::Registry;
+use remora_proto::paths;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// How a daemon runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The node id.
+    pub node: u32,
+    /// The runtime directory (socket, lock).
+    pub runtime_dir: PathBuf,
+    /// Exit after this long without client or peer sessions (`None`: never).
+    pub idle_exit: Option<Duration>,
+    /// Started by the library rather than by a person.
+    pub auto_started: bool,
+}
+
+impl Config {
+    /// A daemon for `node` in `runtime_dir` that never exits by itself.
+    pub fn new(node: u32, runtime_dir: PathBuf) -> Config {
+        Config { node, runtime_dir, idle_exit: None, auto_started: false }
+    }
+}
+
+/// Errors that stop a daemon from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Another daemon already plays this node.
+    #[error("node {0} already has a daemon")]
+    AlreadyRunning(u32),
+    /// A system call failed.
+    #[error("{0}: {1}")]
+    Io(&'static str, std::io::Error),
+}
+
+/// The shared state of a running daemon.
+pub struct Node {
+    /// The configuration.
+    pub config: Config,
+    /// The books.
+    pub reg: Mutex<Registry>,
+    /// Rung on every change that a waiting connect might care about.
+    pub changed: Notify,
+    /// Rung to stop the daemon.
+    pub shutdown: Notify,
+    started: Instant,
+    last_active: Mutex<Instant>,
+}
+
+impl Node {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
+        // A panic while holding the lock would poison it; the books are still consistent
+        // at every statement boundary, so keep serving.
+        self.reg.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Run a daemon until it is shut down, idles out or gets SIGTERM/SIGINT.
+///
+/// # Errors
+/// [`StartError`] when the directory, lock or socket cannot be set up.
+pub fn run(config: Config) -> Result<(), StartError> {
+    paths::ensure_dir(&config.runtime_dir).map_err(|e| StartError::Io("runtime directory", e))?;
+    let lock_file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(paths::lock_path(&config.runtime_dir, config.node))
+        .map_err(|e| StartError::Io("lock file", e))?;
+    if rustix::fs::flock(lock_file.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        return Err(StartError::AlreadyRunning(config.node));
+    }
+    let sock = paths::socket_path(&config.runtime_dir, config.node);
+    let _ = std::fs::remove_file(&sock);
+    let listener = remora_sys::seqpacket::listen(&sock).map_err(|e| StartError::Io("listen", e))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| StartError::Io("runtime", e))?;
+    let node = Arc::new(Node {
+        reg: Mutex::new(Registry::new(config.node)),
+        config,
+        changed: Notify::new(),
+        shutdown: Notify::new(),
+        started: Instant::now(),
+        last_active: Mutex::new(Instant::now()),
+    });
+    tracing::info!(node = node.config.node, socket = %sock.display(), "node daemon up");
+    let result = rt.block_on(serve(node.clone(), listener));
+    // Only remove the socket if it is still ours (a successor may have replaced it).
+    let _ = std::fs::remove_file(&sock);
+    drop(lock_file);
+    tracing::info!(node = node.config.node, "node daemon down");
+    result
+}
+
+async fn serve(node: Arc<Node>, listener: std::os::fd::OwnedFd) -> Result<(), StartError> {
+    let listener =
+        remora_sys::async_conn::register(listener).map_err(|e| StartError::Io("listener", e))?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| StartError::Io("signal", e))?;
+    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| StartError::Io("signal", e))?;
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            r = listener.readable() => {
+                let Ok(mut guard) = r else { continue };
+                match guard.try_io(|l| remora_sys::seqpacket::accept(l.get_ref().as_fd())) {
+                    Ok(Ok(fd)) => {
+                        let node = node.clone();
+                        tokio::spawn(async move { session::run(node, fd).await });
+                    }
+                    Ok(Err(e)) => tracing::warn!("accept: {e}"),
+                    Err(_) => {}
+                }
+            }
+            _ = node.shutdown.notified() => { tracing::info!("shutdown requested"); break }
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = tick.tick() => {
+                if let Some(idle) = node.config.idle_exit {
+                    let active = node.lock().active_sessions();
+                    let mut last = node.last_active.lock().unwrap_or_else(|p| p.into_inner());
+                    if active > 0 {
+                        *last = Instant::now();
+                    } else if last.elapsed() >= idle {
+                        tracing::info!("no clients for {:?}: exiting", idle);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Encode and send a daemon message on a connection.
+pub(crate) async fn send_msg(
+    conn: &remora_sys::async_conn::AsyncConn,
+    msg: &remora_proto::ServerMsg,
+    fds: &[std::os::fd::BorrowedFd<'_>],
+) -> std::io::Result<()> {
+    let bytes = remora_proto::encode(msg)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    conn.send(&bytes, fds).await
+}

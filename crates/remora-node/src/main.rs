@@ -1,1 +1,82 @@
-fn main(){}
+//! `remorad`: the Remora node daemon.
+
+#![deny(unsafe_code)]
+
+use clap::Parser;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The Remora node daemon: plays one node (adapter and driver) of a Remora cluster.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// The node id (default: REMORA_NODE, else 4).
+    #[arg(long)]
+    node: Option<u32>,
+    /// The runtime directory (default: REMORA_RUNTIME_DIR, else $XDG_RUNTIME_DIR/remora,
+    /// else /tmp/remora-<uid>).
+    #[arg(long)]
+    runtime_dir: Option<PathBuf>,
+    /// Exit after this many seconds without clients (0: never).
+    #[arg(long, default_value_t = 0)]
+    idle_exit: u64,
+    /// Started by the library (shown by `remora status`).
+    #[arg(long, hide = true)]
+    auto: bool,
+    /// Start the daemon in the background (in its own process group) and return at once.
+    #[arg(long)]
+    detach: bool,
+}
+
+/// Re-run this program without `--detach` as a grandchild of the caller: the caller reaps
+/// us at once and the daemon is adopted by init, so it leaves no zombie behind.
+fn detach() -> ! {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("remorad"));
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--detach").collect();
+    match std::process::Command::new(exe).args(args).process_group(0).spawn() {
+        Ok(_) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("remorad: cannot detach: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("REMORA_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    if args.detach {
+        detach();
+    }
+    let node = match args.node {
+        Some(n) => n,
+        None => match remora_proto::paths::node_from_env() {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!("remorad: {e}");
+                std::process::exit(2);
+            }
+        },
+    };
+    let mut cfg = remora_node::Config::new(node, args.runtime_dir.unwrap_or_else(remora_proto::paths::runtime_dir));
+    cfg.idle_exit = (args.idle_exit > 0).then(|| Duration::from_secs(args.idle_exit));
+    cfg.auto_started = args.auto;
+    match remora_node::run(cfg) {
+        Ok(()) => {}
+        Err(remora_node::StartError::AlreadyRunning(n)) => {
+            eprintln!("remorad: node {n} already has a daemon");
+            std::process::exit(0);
+        }
+        Err(e) => {
+            eprintln!("remorad: {e}");
+            std::process::exit(1);
+        }
+    }
+}

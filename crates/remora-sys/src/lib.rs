@@ -19,6 +19,8 @@ pub mod memfd;
 pub mod mapping;
 pub mod seqpacket;
 pub mod user_memory;
+#[cfg(feature = "tokio")]
+pub mod async_conn;
 
 pub use mapping::{MapOptions, Mapping};
 pub use memfd::Memfd;

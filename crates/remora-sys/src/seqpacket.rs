@@ -127,6 +127,17 @@ pub fn peer_closed(fd: BorrowedFd<'_>) -> bool {
     )
 }
 
+/// Whether a message (or a hang-up) is waiting, without blocking.
+///
+/// # Errors
+/// The errno of `poll`.
+pub fn readable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+    let n = poll(&mut fds, Some(&rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 }))?;
+    Ok(n > 0)
+}
+
 /// The process id of the peer, from `SO_PEERCRED`.
 pub fn peer_pid(fd: BorrowedFd<'_>) -> Option<u32> {
     rustix::net::sockopt::socket_peercred(fd).ok().map(|c| c.pid.as_raw_nonzero().get() as u32)

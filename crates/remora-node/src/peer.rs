@@ -1,0 +1,148 @@
+//! Links to the daemons of other nodes on this host.
+//!
+//! A session that imports a segment of node N opens its own connection to N's daemon (role
+//! `Peer`) and keeps it for as long as it lives. So N's books for that link are exactly the
+//! session's imports: when the session ends, the link closes and N releases them; when N
+//! goes away, the link closes and the session's connections to N are marked lost.
+
+use remora_sys::async_conn::AsyncConn;
+use crate::Node;
+use remora_proto::{
+    decode, encode, paths, Error, Event, LostReason, Reply, Request, RequestFrame, Role,
+    ServerMsg, MAX_FRAME, VERSION,
+};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+
+type ReplyMsg = (Result<Reply, Error>, Vec<OwnedFd>);
+
+/// A session's link to another node's daemon.
+pub struct Proxy {
+    conn: Arc<AsyncConn>,
+    replies: tokio::sync::Mutex<UnboundedReceiver<(u64, ReplyMsg)>>,
+    next: AtomicU64,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+async fn exchange(conn: &AsyncConn, req: Request) -> Result<ReplyMsg, Error> {
+    let bytes = encode(&RequestFrame { id: 1, req }).map_err(|e| Error::Protocol(e.to_string()))?;
+    conn.send(&bytes, &[]).await.map_err(|_| Error::NodeNotResponding)?;
+    let mut buf = vec![0u8; MAX_FRAME];
+    let (n, fds) = conn.recv(&mut buf).await.map_err(|_| Error::NodeNotResponding)?;
+    if n == 0 {
+        return Err(Error::NodeNotResponding);
+    }
+    match decode::<ServerMsg>(&buf[..n]) {
+        Ok(ServerMsg::Reply { result, .. }) => Ok((result, fds)),
+        Ok(ServerMsg::Event(_)) => Err(Error::Protocol("event before hello".into())),
+        Err(e) => Err(Error::Protocol(e.to_string())),
+    }
+}
+
+/// Open a connection to node `target`'s daemon and say hello as `role`.
+async fn dial(node: &Node, target: u32, role: Role) -> Result<AsyncConn, Error> {
+    let path = paths::socket_path(&node.config.runtime_dir, target);
+    if !path.exists() {
+        return Err(Error::NoSuchNode);
+    }
+    let fd = remora_sys::seqpacket::connect(&path, true).map_err(|_| Error::NoSuchNode)?;
+    let conn = AsyncConn::new(fd).map_err(|e| Error::System(e.to_string()))?;
+    let hello = tokio::time::timeout(
+        Duration::from_secs(2),
+        exchange(&conn, Request::Hello { version: VERSION, role }),
+    )
+    .await
+    .map_err(|_| Error::NodeNotResponding)??;
+    match hello.0 {
+        Ok(Reply::Hello { node: n }) if n == target => Ok(conn),
+        Ok(_) => Err(Error::Protocol(format!("socket of node {target} answered as another node"))),
+        Err(e) => Err(e),
+    }
+}
+
+/// `SCIProbeNode` for another node of this host: a full hello round trip.
+pub async fn probe(node: &Node, target: u32) -> bool {
+    dial(node, target, Role::Control).await.is_ok()
+}
+
+impl Proxy {
+    /// Link session `session` to node `target`.
+    pub async fn open(
+        node: &Arc<Node>,
+        session: u64,
+        target: u32,
+        events: UnboundedSender<Event>,
+    ) -> Result<Proxy, Error> {
+        let conn = Arc::new(dial(node, target, Role::Peer { node: node.config.node }).await?);
+        let (tx, rx) = unbounded_channel();
+        let reader = tokio::spawn(read_loop(node.clone(), session, target, conn.clone(), tx, events));
+        Ok(Proxy { conn, replies: tokio::sync::Mutex::new(rx), next: AtomicU64::new(1), reader })
+    }
+
+    /// Send a request and wait for its reply.
+    pub async fn request(&self, req: Request) -> Result<ReplyMsg, Error> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let bytes = encode(&RequestFrame { id, req }).map_err(|e| Error::Protocol(e.to_string()))?;
+        let mut replies = self.replies.lock().await;
+        self.conn.send(&bytes, &[]).await.map_err(|_| Error::NodeNotResponding)?;
+        loop {
+            match replies.recv().await {
+                Some((rid, msg)) if rid == id => return Ok(msg),
+                Some(_) => continue,
+                None => return Err(Error::NodeNotResponding),
+            }
+        }
+    }
+}
+
+async fn read_loop(
+    node: Arc<Node>,
+    session: u64,
+    target: u32,
+    conn: Arc<AsyncConn>,
+    replies: UnboundedSender<(u64, ReplyMsg)>,
+    events: UnboundedSender<Event>,
+) {
+    let mut buf = vec![0u8; MAX_FRAME];
+    loop {
+        let (n, fds) = match conn.recv(&mut buf).await {
+            Ok((n, fds)) if n > 0 => (n, fds),
+            _ => break,
+        };
+        match decode::<ServerMsg>(&buf[..n]) {
+            Ok(ServerMsg::Reply { id, result }) => {
+                let _ = replies.send((id, (result, fds)));
+            }
+            Ok(ServerMsg::Event(ev)) => {
+                let mut reg = node.lock();
+                match ev {
+                    Event::ConnectionLost { conn: remote, reason } => {
+                        reg.lose_proxied(session, &[remote], reason);
+                    }
+                    Event::SegmentUnavailable { conn: remote } => {
+                        if let Some(conn) = reg.local_of_remote(session, remote) {
+                            let _ = events.send(Event::SegmentUnavailable { conn });
+                        }
+                    }
+                    // Segment events of a peer link concern segments we do not own.
+                    Event::SegmentConnected { .. } | Event::SegmentDisconnected { .. } => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!(node = target, "malformed frame from peer daemon, closing link: {e}");
+                break;
+            }
+        }
+    }
+    node.lock().lose_node(session, target, LostReason::NodeGone);
+    node.changed.notify_waiters();
+}

@@ -1,0 +1,668 @@
+//! The node's bookkeeping: segments, connections, sessions and maps, with every rule that
+//! does not need to wait. Kept synchronous (behind one mutex, never held across an await)
+//! so each rule is a plain function that is easy to test.
+
+use remora_proto::{
+    ConnectionStatus, Error, Event, LostReason, MapStatus, MapTarget, NodeStatus, Role,
+    SegmentStatus, SessionStatus,
+};
+use remora_sys::Memfd;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// The first id handed out for `SCI_FLAG_AUTO_ID`; applications pick small ids.
+pub const AUTO_ID_BASE: u32 = 0x4000_0000;
+/// The only adapter a Remora node has.
+pub const ADAPTER: u32 = 0;
+
+/// A local segment.
+#[derive(Debug)]
+pub struct Segment {
+    /// Handle.
+    pub seg: u64,
+    /// Id; `None` for private segments.
+    pub id: Option<u32>,
+    /// Size in bytes.
+    pub size: u64,
+    /// Owning session (0 after removal).
+    pub owner: u64,
+    /// Memory; `None` while an empty segment waits for `AttachMemory`, and after removal.
+    pub memfd: Option<Memfd>,
+    /// Prepared on the adapter.
+    pub prepared: bool,
+    /// Available for connections.
+    pub available: bool,
+    /// Created private.
+    pub private: bool,
+    /// Shared for attach.
+    pub shared: bool,
+    /// Removed by its owner; kept while importers remain.
+    pub removed: bool,
+    /// Sessions that attached it.
+    pub attached: BTreeSet<u64>,
+    /// Connections importing it.
+    pub importers: BTreeSet<u64>,
+}
+
+/// What a connection reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnKind {
+    /// A segment of this node.
+    Local {
+        /// Segment handle.
+        seg: u64,
+    },
+    /// A segment of another node of this host, through a proxy session.
+    Proxied {
+        /// The other daemon's connection handle.
+        remote: u64,
+    },
+}
+
+/// A connection held by a session of this node.
+#[derive(Debug)]
+pub struct Connection {
+    /// Handle.
+    pub conn: u64,
+    /// The session that holds it.
+    pub session: u64,
+    /// The node that owns the segment.
+    pub node: u32,
+    /// The node of the importer (differs from ours for peer sessions).
+    pub importer_node: u32,
+    /// Segment id.
+    pub id: u32,
+    /// Size.
+    pub size: u64,
+    /// Where it goes.
+    pub kind: ConnKind,
+    /// Not lost.
+    pub alive: bool,
+}
+
+/// A session.
+#[derive(Debug)]
+pub struct Session {
+    /// Process id of the peer.
+    pub pid: u32,
+    /// Role.
+    pub role: Role,
+    /// Where events for it go.
+    pub events: UnboundedSender<Event>,
+}
+
+/// The registry.
+#[derive(Debug)]
+pub struct Registry {
+    /// This node.
+    pub node: u32,
+    next: u64,
+    /// Segments by handle.
+    pub segments: BTreeMap<u64, Segment>,
+    ids: HashMap<u32, u64>,
+    /// Connections by handle.
+    pub conns: BTreeMap<u64, Connection>,
+    /// Sessions by number.
+    pub sessions: BTreeMap<u64, Session>,
+    maps: BTreeMap<(u64, u64), MapStatus>,
+}
+
+fn adapter(a: u32) -> Result<(), Error> {
+    if a == ADAPTER {
+        Ok(())
+    } else {
+        Err(Error::NoSuchAdapter)
+    }
+}
+
+impl Registry {
+    /// An empty registry for `node`.
+    pub fn new(node: u32) -> Registry {
+        Registry {
+            node,
+            next: 1,
+            segments: BTreeMap::new(),
+            ids: HashMap::new(),
+            conns: BTreeMap::new(),
+            sessions: BTreeMap::new(),
+            maps: BTreeMap::new(),
+        }
+    }
+
+    fn handle(&mut self) -> u64 {
+        let h = self.next;
+        self.next += 1;
+        h
+    }
+
+    fn tell(&self, session: u64, ev: Event) {
+        if let Some(s) = self.sessions.get(&session) {
+            let _ = s.events.send(ev);
+        }
+    }
+
+    /// Register a session and return its number.
+    pub fn add_session(&mut self, pid: u32, role: Role, events: UnboundedSender<Event>) -> u64 {
+        let sid = self.handle();
+        self.sessions.insert(sid, Session { pid, role, events });
+        sid
+    }
+
+    /// Sessions that hold resources or may (everything but control connections).
+    pub fn active_sessions(&self) -> usize {
+        self.sessions.values().filter(|s| s.role != Role::Control).count()
+    }
+
+    /// `SCICreateSegment`.
+    ///
+    /// # Errors
+    /// `SegmentIdUsed`, `NoSpace` (memfd creation failed or no free auto id),
+    /// `IllegalParameter` for a zero size of a non-empty segment.
+    pub fn create_segment(
+        &mut self,
+        session: u64,
+        id: Option<u32>,
+        size: u64,
+        private: bool,
+        empty: bool,
+    ) -> Result<&Segment, Error> {
+        if size == 0 && !empty {
+            return Err(Error::IllegalParameter("segment size 0".into()));
+        }
+        let id = if private {
+            None
+        } else {
+            match id {
+                Some(id) if self.ids.contains_key(&id) => return Err(Error::SegmentIdUsed),
+                Some(id) => Some(id),
+                None => Some(
+                    (AUTO_ID_BASE..=u32::MAX)
+                        .find(|i| !self.ids.contains_key(i))
+                        .ok_or(Error::NoSpace)?,
+                ),
+            }
+        };
+        let memfd = if empty {
+            None
+        } else {
+            let name = format!("n{}-s{}", self.node, id.map(|i| i.to_string()).unwrap_or_else(|| "private".into()));
+            Some(Memfd::create(&name, size).map_err(|e| {
+                if e.raw_os_error() == Some(12) {
+                    Error::NoSpace
+                } else {
+                    Error::System(e.to_string())
+                }
+            })?)
+        };
+        let seg = self.handle();
+        if let Some(id) = id {
+            self.ids.insert(id, seg);
+        }
+        self.segments.insert(
+            seg,
+            Segment {
+                seg,
+                id,
+                size,
+                owner: session,
+                memfd,
+                prepared: false,
+                available: false,
+                private,
+                shared: false,
+                removed: false,
+                attached: BTreeSet::new(),
+                importers: BTreeSet::new(),
+            },
+        );
+        Ok(&self.segments[&seg])
+    }
+
+    fn own_segment(&mut self, session: u64, seg: u64) -> Result<&mut Segment, Error> {
+        match self.segments.get_mut(&seg) {
+            Some(s) if !s.removed && (s.owner == session || s.attached.contains(&session)) => Ok(s),
+            _ => Err(Error::UnknownHandle),
+        }
+    }
+
+    /// `SCIRegisterSegmentMemory`: give an empty segment its memory.
+    ///
+    /// # Errors
+    /// `UnknownHandle`, `IllegalOperation` when the segment already has memory.
+    pub fn attach_memory(&mut self, session: u64, seg: u64, memfd: Memfd) -> Result<u64, Error> {
+        let s = self.own_segment(session, seg)?;
+        if s.memfd.is_some() {
+            return Err(Error::IllegalOperation);
+        }
+        s.size = memfd.size();
+        s.memfd = Some(memfd);
+        Ok(s.size)
+    }
+
+    /// `SCIPrepareSegment`.
+    ///
+    /// # Errors
+    /// `UnknownHandle`, `NoSuchAdapter`, `IllegalOperation` for a segment without memory.
+    pub fn prepare(&mut self, session: u64, seg: u64, a: u32) -> Result<(), Error> {
+        let s = self.own_segment(session, seg)?;
+        adapter(a)?;
+        if s.memfd.is_none() {
+            return Err(Error::IllegalOperation);
+        }
+        s.prepared = true;
+        Ok(())
+    }
+
+    /// `SCISetSegmentAvailable`.
+    ///
+    /// # Errors
+    /// `UnknownHandle`, `NoSuchAdapter`, `NotPrepared`, `IllegalOperation` for private ones.
+    pub fn set_available(&mut self, session: u64, seg: u64, a: u32) -> Result<(), Error> {
+        let s = self.own_segment(session, seg)?;
+        adapter(a)?;
+        if s.private {
+            return Err(Error::IllegalOperation);
+        }
+        if !s.prepared {
+            return Err(Error::NotPrepared);
+        }
+        s.available = true;
+        Ok(())
+    }
+
+    /// `SCISetSegmentUnavailable`.
+    ///
+    /// # Errors
+    /// `UnknownHandle`, `NoSuchAdapter`, `IllegalOperation` when not available.
+    pub fn set_unavailable(
+        &mut self,
+        session: u64,
+        seg: u64,
+        a: u32,
+        force: bool,
+        notify: bool,
+    ) -> Result<(), Error> {
+        let s = self.own_segment(session, seg)?;
+        adapter(a)?;
+        if !s.available {
+            return Err(Error::IllegalOperation);
+        }
+        s.available = false;
+        let importers: Vec<u64> = if force { std::mem::take(&mut s.importers).into_iter().collect() } else { s.importers.iter().copied().collect() };
+        for c in importers {
+            let Some(conn) = self.conns.get_mut(&c) else { continue };
+            let sess = conn.session;
+            if force {
+                conn.alive = false;
+                self.tell(sess, Event::ConnectionLost { conn: c, reason: LostReason::ForcedDisconnect });
+            } else if notify {
+                self.tell(sess, Event::SegmentUnavailable { conn: c });
+            }
+        }
+        Ok(())
+    }
+
+    /// `SCIShareSegment`.
+    ///
+    /// # Errors
+    /// `UnknownHandle`; `IllegalOperation` for private segments.
+    pub fn share(&mut self, session: u64, seg: u64) -> Result<(), Error> {
+        let s = self.own_segment(session, seg)?;
+        if s.private {
+            return Err(Error::IllegalOperation);
+        }
+        s.shared = true;
+        Ok(())
+    }
+
+    /// `SCIAttachLocalSegment`.
+    ///
+    /// # Errors
+    /// `NoSuchSegment`; `Access` when the segment is not shared.
+    pub fn attach_shared(&mut self, session: u64, id: u32) -> Result<&Segment, Error> {
+        let seg = *self.ids.get(&id).ok_or(Error::NoSuchSegment)?;
+        let s = self.segments.get_mut(&seg).ok_or(Error::NoSuchSegment)?;
+        if !s.shared || s.memfd.is_none() {
+            return Err(Error::Access);
+        }
+        if s.owner != session {
+            s.attached.insert(session);
+        }
+        Ok(&self.segments[&seg])
+    }
+
+    /// `SCIRemoveSegment`: the owner removes (the id is free at once; the memory lives on
+    /// in the importers' mappings); an attacher detaches.
+    ///
+    /// # Errors
+    /// `UnknownHandle`; `Busy` while other processes have it attached.
+    pub fn remove_segment(&mut self, session: u64, seg: u64) -> Result<(), Error> {
+        let s = self.own_segment(session, seg)?;
+        if s.owner != session {
+            s.attached.remove(&session);
+            return Ok(());
+        }
+        if !s.attached.is_empty() {
+            return Err(Error::Busy);
+        }
+        self.retire(seg, None);
+        Ok(())
+    }
+
+    /// Take a segment out of use: free its id, drop the daemon's memory reference, and
+    /// (when its owner died) tell the importers.
+    fn retire(&mut self, seg: u64, lost: Option<LostReason>) {
+        let Some(s) = self.segments.get_mut(&seg) else { return };
+        if let Some(id) = s.id {
+            if self.ids.get(&id) == Some(&seg) {
+                self.ids.remove(&id);
+            }
+        }
+        s.removed = true;
+        s.available = false;
+        s.owner = 0;
+        s.memfd = None;
+        let importers: Vec<u64> = s.importers.iter().copied().collect();
+        if importers.is_empty() {
+            self.segments.remove(&seg);
+        }
+        if let Some(reason) = lost {
+            for c in importers {
+                if let Some(conn) = self.conns.get_mut(&c) {
+                    conn.alive = false;
+                    let sess = conn.session;
+                    self.tell(sess, Event::ConnectionLost { conn: c, reason });
+                }
+            }
+        }
+    }
+
+    /// Try to connect `session` to segment `id` of this node.
+    ///
+    /// # Errors
+    /// `NoSuchSegment` while no segment has the id, `NotAvailable`-like `Timeout`
+    /// is decided by the caller; `ConnectionRefused` is reported as `Access` for private.
+    pub fn connect_local(
+        &mut self,
+        session: u64,
+        importer_node: u32,
+        id: u32,
+    ) -> Result<(u64, u64, Memfd), ConnectWait> {
+        let seg = *self.ids.get(&id).ok_or(ConnectWait::Missing)?;
+        let s = self.segments.get_mut(&seg).ok_or(ConnectWait::Missing)?;
+        if !s.available {
+            return Err(ConnectWait::Unavailable);
+        }
+        let Some(memfd) = s.memfd.as_ref() else { return Err(ConnectWait::Unavailable) };
+        let fd = memfd.try_clone().map_err(|e| ConnectWait::Failed(Error::System(e.to_string())))?;
+        let size = s.size;
+        let owner = s.owner;
+        let conn = self.next;
+        self.next += 1;
+        s.importers.insert(conn);
+        self.conns.insert(
+            conn,
+            Connection {
+                conn,
+                session,
+                node: self.node,
+                importer_node,
+                id,
+                size,
+                kind: ConnKind::Local { seg },
+                alive: true,
+            },
+        );
+        self.tell(owner, Event::SegmentConnected { seg, node: importer_node });
+        Ok((conn, size, fd))
+    }
+
+    /// Record a connection to another node's segment made through a proxy.
+    pub fn add_proxied(&mut self, session: u64, node: u32, id: u32, size: u64, remote: u64) -> u64 {
+        let conn = self.handle();
+        self.conns.insert(
+            conn,
+            Connection {
+                conn,
+                session,
+                node,
+                importer_node: self.node,
+                id,
+                size,
+                kind: ConnKind::Proxied { remote },
+                alive: true,
+            },
+        );
+        conn
+    }
+
+    /// `SCIDisconnectSegment`. Returns the connection's kind (a proxied one must also be
+    /// disconnected at its node).
+    ///
+    /// # Errors
+    /// `UnknownHandle`.
+    pub fn disconnect(&mut self, session: u64, conn: u64) -> Result<(ConnKind, u32), Error> {
+        match self.conns.get(&conn) {
+            Some(c) if c.session == session => {}
+            _ => return Err(Error::UnknownHandle),
+        }
+        let c = self.conns.remove(&conn).expect("checked above");
+        self.maps.retain(|_, m| m.target != MapTarget::Remote { conn });
+        if let ConnKind::Local { seg } = c.kind {
+            if let Some(s) = self.segments.get_mut(&seg) {
+                s.importers.remove(&conn);
+                let owner = s.owner;
+                if s.removed && s.importers.is_empty() {
+                    self.segments.remove(&seg);
+                } else {
+                    self.tell(owner, Event::SegmentDisconnected { seg, node: c.importer_node });
+                }
+            }
+        }
+        Ok((c.kind, c.node))
+    }
+
+    /// Mark the proxied connections with these remote handles lost, and tell their sessions.
+    pub fn lose_proxied(&mut self, session: u64, remote: &[u64], reason: LostReason) {
+        let hit: Vec<u64> = self
+            .conns
+            .values()
+            .filter(|c| c.session == session && matches!(c.kind, ConnKind::Proxied { remote: r } if remote.contains(&r)))
+            .map(|c| c.conn)
+            .collect();
+        for conn in hit {
+            if let Some(c) = self.conns.get_mut(&conn) {
+                if c.alive {
+                    c.alive = false;
+                    self.tell(session, Event::ConnectionLost { conn, reason });
+                }
+            }
+        }
+    }
+
+    /// Mark every proxied connection of `session` to `node` lost, and tell the session.
+    pub fn lose_node(&mut self, session: u64, node: u32, reason: LostReason) {
+        let remotes: Vec<u64> = self
+            .conns
+            .values()
+            .filter(|c| c.session == session && c.node == node)
+            .filter_map(|c| match c.kind {
+                ConnKind::Proxied { remote } => Some(remote),
+                ConnKind::Local { .. } => None,
+            })
+            .collect();
+        self.lose_proxied(session, &remotes, reason);
+    }
+
+    /// The local handle of a proxied connection.
+    pub fn local_of_remote(&self, session: u64, remote: u64) -> Option<u64> {
+        self.conns
+            .values()
+            .find(|c| c.session == session && c.kind == ConnKind::Proxied { remote })
+            .map(|c| c.conn)
+    }
+
+    /// Record a map (bookkeeping only: the mapping itself is the process's).
+    pub fn map_note(&mut self, session: u64, m: MapStatus) {
+        self.maps.insert((session, m.map), MapStatus { session, ..m });
+    }
+
+    /// Forget a map.
+    pub fn unmap_note(&mut self, session: u64, map: u64) {
+        self.maps.remove(&(session, map));
+    }
+
+    /// Release everything a session held. Returns the proxied connections it had, by node.
+    pub fn end_session(&mut self, session: u64) {
+        let conns: Vec<u64> = self.conns.values().filter(|c| c.session == session).map(|c| c.conn).collect();
+        for c in conns {
+            let _ = self.disconnect(session, c);
+        }
+        let owned: Vec<u64> = self.segments.values().filter(|s| s.owner == session).map(|s| s.seg).collect();
+        for seg in owned {
+            if let Some(s) = self.segments.get_mut(&seg) {
+                if !s.attached.is_empty() {
+                    // Hand ownership to the longest-attached process: the memory is shared.
+                    let heir = *s.attached.iter().next().expect("non-empty");
+                    s.attached.remove(&heir);
+                    s.owner = heir;
+                    continue;
+                }
+            }
+            self.retire(seg, Some(LostReason::OwnerGone));
+        }
+        for s in self.segments.values_mut() {
+            s.attached.remove(&session);
+        }
+        self.maps.retain(|(s, _), _| *s != session);
+        self.sessions.remove(&session);
+    }
+
+    /// A snapshot for `remora status`.
+    pub fn status(&self, pid: u32, auto_started: bool, uptime_s: u64) -> NodeStatus {
+        NodeStatus {
+            node: self.node,
+            pid,
+            auto_started,
+            uptime_s,
+            sessions: self
+                .sessions
+                .iter()
+                .map(|(&session, s)| SessionStatus { session, pid: s.pid, role: s.role })
+                .collect(),
+            segments: self
+                .segments
+                .values()
+                .map(|s| SegmentStatus {
+                    seg: s.seg,
+                    id: s.id,
+                    size: s.size,
+                    owner: s.owner,
+                    state: if s.removed {
+                        "removed"
+                    } else if s.available {
+                        "available"
+                    } else if s.prepared {
+                        "prepared"
+                    } else {
+                        "created"
+                    }
+                    .into(),
+                    importers: s.importers.len() as u32,
+                    shared: s.shared,
+                })
+                .collect(),
+            connections: self
+                .conns
+                .values()
+                .map(|c| ConnectionStatus {
+                    conn: c.conn,
+                    session: c.session,
+                    node: c.node,
+                    id: c.id,
+                    size: c.size,
+                    alive: c.alive,
+                })
+                .collect(),
+            maps: self.maps.values().cloned().collect(),
+        }
+    }
+}
+
+/// Why a connect could not complete yet.
+#[derive(Debug)]
+pub enum ConnectWait {
+    /// No segment has the id (yet).
+    Missing,
+    /// The segment exists but is not available (yet).
+    Unavailable,
+    /// A hard failure.
+    Failed(Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::mpsc::unbounded_channel;
+
+    fn reg() -> (Registry, u64, u64, tokio::sync::mpsc::UnboundedReceiver<Event>) {
+        let mut r = Registry::new(4);
+        let (tx, _rx) = unbounded_channel();
+        let a = r.add_session(1, Role::Client, tx);
+        let (tx2, rx2) = unbounded_channel();
+        let b = r.add_session(2, Role::Client, tx2);
+        (r, a, b, rx2)
+    }
+
+    #[test]
+    fn state_machine_and_ids() {
+        let (mut r, a, b, mut rx) = reg();
+        let seg = r.create_segment(a, Some(7), 4096, false, false).unwrap().seg;
+        assert_eq!(r.create_segment(b, Some(7), 4096, false, false).unwrap_err(), Error::SegmentIdUsed);
+        assert_eq!(r.set_available(a, seg, 0), Err(Error::NotPrepared));
+        assert_eq!(r.set_unavailable(a, seg, 0, false, false), Err(Error::IllegalOperation));
+        assert_eq!(r.prepare(a, seg, 1), Err(Error::NoSuchAdapter));
+        assert_eq!(r.prepare(b, seg, 0), Err(Error::UnknownHandle));
+        r.prepare(a, seg, 0).unwrap();
+        assert!(matches!(r.connect_local(b, 4, 7), Err(ConnectWait::Unavailable)));
+        r.set_available(a, seg, 0).unwrap();
+        let (conn, size, _fd) = r.connect_local(b, 4, 7).unwrap();
+        assert_eq!(size, 4096);
+        r.remove_segment(a, seg).unwrap();
+        // The id is free again while the importer still holds the memory.
+        assert!(r.create_segment(a, Some(7), 8192, false, false).is_ok());
+        assert_eq!(r.segments.values().filter(|s| s.removed).count(), 1);
+        r.disconnect(b, conn).unwrap();
+        assert_eq!(r.segments.values().filter(|s| s.removed).count(), 0);
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn owner_death_frees_ids_and_tells_importers() {
+        let (mut r, a, b, mut rx) = reg();
+        let seg = r.create_segment(a, Some(1), 4096, false, false).unwrap().seg;
+        r.prepare(a, seg, 0).unwrap();
+        r.set_available(a, seg, 0).unwrap();
+        let (conn, _, _) = r.connect_local(b, 8, 1).unwrap();
+        r.end_session(a);
+        assert!(matches!(rx.try_recv(), Ok(Event::ConnectionLost { conn: c, reason: LostReason::OwnerGone }) if c == conn));
+        assert!(r.create_segment(b, Some(1), 4096, false, false).is_ok());
+        r.end_session(b);
+        assert!(r.segments.is_empty() && r.conns.is_empty());
+    }
+
+    #[test]
+    fn private_and_auto_ids() {
+        let (mut r, a, _, _) = reg();
+        let p = r.create_segment(a, Some(3), 4096, true, false).unwrap();
+        assert_eq!(p.id, None);
+        let p = p.seg;
+        r.prepare(a, p, 0).unwrap();
+        assert_eq!(r.set_available(a, p, 0), Err(Error::IllegalOperation));
+        let x = r.create_segment(a, None, 4096, false, false).unwrap().id.unwrap();
+        let y = r.create_segment(a, None, 4096, false, false).unwrap().id.unwrap();
+        assert!(x >= AUTO_ID_BASE && y != x);
+        let e = r.create_segment(a, Some(9), 0, false, true).unwrap().seg;
+        assert_eq!(r.prepare(a, e, 0), Err(Error::IllegalOperation));
+    }
+}

@@ -1,0 +1,289 @@
+//! One connection to the daemon: a process of this node, a peer daemon, or the CLI.
+
+use remora_sys::async_conn::AsyncConn;
+use crate::send_msg;
+use crate::peer::{self, Proxy};
+use crate::registry::{ConnKind, ConnectWait};
+use crate::Node;
+use remora_proto::{
+    decode, Error, Event, MapStatus, Reply, Request, RequestFrame, Role, ServerMsg, MAX_FRAME,
+    NO_REPLY,
+};
+use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+
+struct Session {
+    node: Arc<Node>,
+    sid: u64,
+    role: Role,
+    conn: AsyncConn,
+    proxies: HashMap<u32, Proxy>,
+    events: UnboundedSender<Event>,
+}
+
+type Outcome = (Result<Reply, Error>, Vec<OwnedFd>);
+
+/// Serve one connection until it closes, then release everything it held.
+pub async fn run(node: Arc<Node>, fd: OwnedFd) {
+    let pid = remora_sys::seqpacket::peer_pid(fd.as_fd()).unwrap_or(0);
+    let conn = match AsyncConn::new(fd) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(pid, "cannot serve connection: {e}");
+            return;
+        }
+    };
+    let mut buf = vec![0u8; MAX_FRAME];
+    let role = match tokio::time::timeout(Duration::from_secs(5), conn.recv(&mut buf)).await {
+        Ok(Ok((n, _))) if n > 0 => match decode::<RequestFrame>(&buf[..n]) {
+            Ok(RequestFrame { id, req: Request::Hello { role, .. } }) => {
+                let reply = ServerMsg::Reply { id, result: Ok(Reply::Hello { node: node.config.node }) };
+                if send_msg(&conn, &reply, &[]).await.is_err() {
+                    return;
+                }
+                role
+            }
+            Ok(other) => {
+                tracing::warn!(pid, "first message is not a hello ({:?}); closing", other.req);
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(pid, "malformed first frame; closing: {e}");
+                return;
+            }
+        },
+        Ok(_) => return,
+        Err(_) => {
+            tracing::warn!(pid, "no hello within 5 s; closing");
+            return;
+        }
+    };
+    let (tx, mut rx) = unbounded_channel();
+    let sid = node.lock().add_session(pid, role, tx.clone());
+    tracing::debug!(sid, pid, ?role, "session open");
+    let mut s = Session { node: node.clone(), sid, role, conn, proxies: HashMap::new(), events: tx };
+    loop {
+        tokio::select! {
+            r = s.conn.recv(&mut buf) => {
+                let (n, fds) = match r {
+                    Ok((0, _)) => break,
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!(sid, pid, "receive failed, closing session: {e}");
+                        break;
+                    }
+                };
+                let frame = match decode::<RequestFrame>(&buf[..n]) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        tracing::warn!(sid, pid, "malformed frame, closing session: {e}");
+                        break;
+                    }
+                };
+                let (result, out_fds) = s.handle(frame.req, fds).await;
+                s.node.changed.notify_waiters();
+                if frame.id != NO_REPLY {
+                    let borrowed: Vec<BorrowedFd<'_>> = out_fds.iter().map(|f| f.as_fd()).collect();
+                    let msg = ServerMsg::Reply { id: frame.id, result };
+                    if send_msg(&s.conn, &msg, &borrowed).await.is_err() {
+                        break;
+                    }
+                }
+            }
+            Some(ev) = rx.recv() => {
+                if send_msg(&s.conn, &ServerMsg::Event(ev), &[]).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    s.proxies.clear();
+    node.lock().end_session(sid);
+    node.changed.notify_waiters();
+    tracing::debug!(sid, pid, "session closed; its resources are released");
+}
+
+fn fd_of(m: &remora_sys::Memfd) -> Result<OwnedFd, Error> {
+    m.try_clone().map(|m| m.into_fd()).map_err(|e| Error::System(e.to_string()))
+}
+
+fn is_memfd(fd: &OwnedFd) -> bool {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map(|p| p.to_string_lossy().starts_with("/memfd:"))
+        .unwrap_or(false)
+}
+
+impl Session {
+    fn me(&self) -> u32 {
+        self.node.config.node
+    }
+
+    async fn handle(&mut self, req: Request, mut fds: Vec<OwnedFd>) -> Outcome {
+        if self.role == Role::Control
+            && !matches!(req, Request::Probe { .. } | Request::Status | Request::Shutdown)
+        {
+            return (Err(Error::Access), vec![]);
+        }
+        let sid = self.sid;
+        let ok = |r: Result<(), Error>| (r.map(|_| Reply::Ok), vec![]);
+        match req {
+            Request::Hello { .. } => (Err(Error::Protocol("second hello".into())), vec![]),
+            Request::CreateSegment { id, size, private, empty } => {
+                let mut reg = self.node.lock();
+                match reg.create_segment(sid, id, size, private, empty) {
+                    Ok(s) => {
+                        let reply = Reply::Segment { seg: s.seg, id: s.id, size: s.size, prepared: false, available: false };
+                        match s.memfd.as_ref().map(fd_of).transpose() {
+                            Ok(fd) => (Ok(reply), fd.into_iter().collect()),
+                            Err(e) => (Err(e), vec![]),
+                        }
+                    }
+                    Err(e) => (Err(e), vec![]),
+                }
+            }
+            Request::AttachMemory { seg } => {
+                if fds.len() != 1 || !is_memfd(&fds[0]) {
+                    return (Err(Error::IllegalParameter("AttachMemory needs exactly one memfd".into())), vec![]);
+                }
+                let memfd = match remora_sys::Memfd::from_fd(fds.remove(0)) {
+                    Ok(m) => m,
+                    Err(e) => return (Err(Error::System(e.to_string())), vec![]),
+                };
+                let r = self.node.lock().attach_memory(sid, seg, memfd);
+                (r.map(|size| Reply::Segment { seg, id: None, size, prepared: false, available: false }), vec![])
+            }
+            Request::Prepare { seg, adapter } => ok(self.node.lock().prepare(sid, seg, adapter)),
+            Request::SetAvailable { seg, adapter } => ok(self.node.lock().set_available(sid, seg, adapter)),
+            Request::SetUnavailable { seg, adapter, force_disconnect, notify } => {
+                ok(self.node.lock().set_unavailable(sid, seg, adapter, force_disconnect, notify))
+            }
+            Request::RemoveSegment { seg } => ok(self.node.lock().remove_segment(sid, seg)),
+            Request::ShareSegment { seg } => ok(self.node.lock().share(sid, seg)),
+            Request::AttachShared { id } => {
+                let mut reg = self.node.lock();
+                match reg.attach_shared(sid, id) {
+                    Ok(s) => {
+                        let reply = Reply::Segment { seg: s.seg, id: s.id, size: s.size, prepared: s.prepared, available: s.available };
+                        match s.memfd.as_ref().map(fd_of).transpose() {
+                            Ok(fd) => (Ok(reply), fd.into_iter().collect()),
+                            Err(e) => (Err(e), vec![]),
+                        }
+                    }
+                    Err(e) => (Err(e), vec![]),
+                }
+            }
+            Request::Connect { node, id, timeout_ms } => {
+                if node == self.me() {
+                    self.connect_local(id, timeout_ms).await
+                } else if matches!(self.role, Role::Peer { .. }) {
+                    (Err(Error::NoSuchNode), vec![])
+                } else {
+                    self.connect_remote(node, id, timeout_ms).await
+                }
+            }
+            Request::Disconnect { conn } => {
+                let r = self.node.lock().disconnect(sid, conn);
+                match r {
+                    Ok((ConnKind::Proxied { remote }, node)) => {
+                        if let Some(p) = self.proxies.get(&node) {
+                            let _ = p.request(Request::Disconnect { conn: remote }).await;
+                        }
+                        (Ok(Reply::Ok), vec![])
+                    }
+                    Ok(_) => (Ok(Reply::Ok), vec![]),
+                    Err(e) => (Err(e), vec![]),
+                }
+            }
+            Request::MapNote { map, target, offset, size, readonly } => {
+                self.node.lock().map_note(sid, MapStatus { session: sid, map, target, offset, size, readonly });
+                (Ok(Reply::Ok), vec![])
+            }
+            Request::UnmapNote { map } => {
+                self.node.lock().unmap_note(sid, map);
+                (Ok(Reply::Ok), vec![])
+            }
+            Request::Probe { node } => {
+                let reachable = node == self.me() || peer::probe(&self.node, node).await;
+                (Ok(Reply::Probe { reachable }), vec![])
+            }
+            Request::Status => {
+                let up = self.node.started.elapsed().as_secs();
+                let st = self.node.lock().status(std::process::id(), self.node.config.auto_started, up);
+                (Ok(Reply::Status(st)), vec![])
+            }
+            Request::Shutdown => {
+                self.node.shutdown.notify_one();
+                (Ok(Reply::Ok), vec![])
+            }
+        }
+    }
+
+    fn importer_node(&self) -> u32 {
+        match self.role {
+            Role::Peer { node } => node,
+            _ => self.me(),
+        }
+    }
+
+    async fn connect_local(&self, id: u32, timeout_ms: Option<u32>) -> Outcome {
+        let deadline = timeout_ms.map(|t| Instant::now() + Duration::from_millis(t as u64));
+        let importer = self.importer_node();
+        loop {
+            let notified = self.node.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let last = match self.node.lock().connect_local(self.sid, importer, id) {
+                Ok((conn, size, fd)) => return (Ok(Reply::Connected { conn, size }), vec![fd.into_fd()]),
+                Err(ConnectWait::Failed(e)) => return (Err(e), vec![]),
+                Err(w) => w,
+            };
+            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if remaining == Some(Duration::ZERO) {
+                let e = match last {
+                    ConnectWait::Missing => Error::NoSuchSegment,
+                    _ => Error::Timeout,
+                };
+                return (Err(e), vec![]);
+            }
+            let sleep = tokio::time::sleep(remaining.unwrap_or(Duration::from_secs(3600)));
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = sleep => {}
+                _ = self.conn.hangup() => return (Err(Error::Protocol("caller hung up".into())), vec![]),
+            }
+        }
+    }
+
+    async fn connect_remote(&mut self, node: u32, id: u32, timeout_ms: Option<u32>) -> Outcome {
+        if !self.proxies.contains_key(&node) {
+            match Proxy::open(&self.node, self.sid, node, self.events.clone()).await {
+                Ok(p) => {
+                    self.proxies.insert(node, p);
+                }
+                Err(e) => return (Err(e), vec![]),
+            }
+        }
+        let proxy = &self.proxies[&node];
+        let req = Request::Connect { node, id, timeout_ms };
+        let answer = tokio::select! {
+            a = proxy.request(req) => a,
+            _ = self.conn.hangup() => return (Err(Error::Protocol("caller hung up".into())), vec![]),
+        };
+        match answer {
+            Ok((Ok(Reply::Connected { conn: remote, size }), fds)) if fds.len() == 1 => {
+                let conn = self.node.lock().add_proxied(self.sid, node, id, size, remote);
+                (Ok(Reply::Connected { conn, size }), fds)
+            }
+            Ok((Ok(other), _)) => (Err(Error::Protocol(format!("unexpected answer {other:?}"))), vec![]),
+            Ok((Err(e), _)) => (Err(e), vec![]),
+            Err(e) => {
+                self.proxies.remove(&node);
+                (Err(e), vec![])
+            }
+        }
+    }
+}

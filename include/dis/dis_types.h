@@ -1,0 +1,1 @@
+#include "../dis_types.h" /* Remora: forwarder for -I<prefix>/include/dis */

@@ -1,0 +1,1 @@
+#include "../sisci_error.h" /* Remora: forwarder for -I<prefix>/include/dis */
