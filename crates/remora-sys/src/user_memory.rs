@@ -131,3 +131,14 @@ mod tests {
         assert!(unsafe { move_into_memfd(x.as_ptr() as *mut u8, 64, "x") }.is_err());
     }
 }
+
+/// Move an exclusively borrowed, page-aligned slice of private anonymous memory into a
+/// memfd in place (the safe form of [`move_into_memfd`]).
+///
+/// # Errors
+/// As [`move_into_memfd`].
+pub fn move_slice_into_memfd(mem: &'static mut [u8], name: &str) -> io::Result<Memfd> {
+    // SAFETY: the exclusive 'static borrow guarantees no other code writes the range during
+    // the move, and the bytes are preserved, so the slice stays valid afterwards.
+    unsafe { move_into_memfd(mem.as_mut_ptr(), mem.len(), name) }
+}

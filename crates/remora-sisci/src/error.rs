@@ -1,0 +1,127 @@
+//! The errors of the SISCI personality, with the guide's meanings (vendor codes live in the
+//! C-ABI crate's one table).
+
+use remora_client::ClientError;
+
+/// Why a SISCI call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// Dependent resources exist (`SCI_ERR_BUSY`).
+    #[error("resource busy: dependent resources exist")]
+    Busy,
+    /// Illegal in the resource's state (`SCI_ERR_ILLEGAL_OPERATION`).
+    #[error("illegal operation in the current state")]
+    IllegalOperation,
+    /// The segment is not prepared (`SCI_ERR_SEGMENT_NOT_PREPARED`).
+    #[error("segment not prepared")]
+    NotPrepared,
+    /// No such segment (`SCI_ERR_NO_SUCH_SEGMENT`).
+    #[error("no such segment")]
+    NoSuchSegment,
+    /// The id is taken (`SCI_ERR_SEGMENTID_USED`).
+    #[error("segment id already used on this node")]
+    SegmentIdUsed,
+    /// No such node (`SCI_ERR_NO_SUCH_NODEID`).
+    #[error("no such node")]
+    NoSuchNode,
+    /// No such adapter (`SCI_ERR_NO_SUCH_ADAPTERNO`).
+    #[error("no such adapter")]
+    NoSuchAdapter,
+    /// Time ran out (`SCI_ERR_TIMEOUT`).
+    #[error("timeout")]
+    Timeout,
+    /// Offset or size outside the resource (`SCI_ERR_OUT_OF_RANGE`).
+    #[error("out of range")]
+    OutOfRange,
+    /// The connection is gone (`SCI_ERR_NOT_CONNECTED`).
+    #[error("not connected")]
+    NotConnected,
+    /// A bad argument (`SCI_ERR_ILLEGAL_PARAMETER`).
+    #[error("illegal parameter: {0}")]
+    IllegalParameter(String),
+    /// An unknown flag (`SCI_ERR_ILLEGAL_FLAG`).
+    #[error("illegal flag 0x{0:x}")]
+    IllegalFlag(u32),
+    /// A bad address (`SCI_ERR_ILLEGAL_ADDRESS`).
+    #[error("illegal address")]
+    IllegalAddress,
+    /// Size not aligned (`SCI_ERR_SIZE_ALIGNMENT`).
+    #[error("size alignment")]
+    SizeAlignment,
+    /// Offset not aligned (`SCI_ERR_OFFSET_ALIGNMENT`).
+    #[error("offset alignment")]
+    OffsetAlignment,
+    /// Out of memory or ids (`SCI_ERR_NOSPC`).
+    #[error("no space")]
+    NoSpace,
+    /// Not permitted (`SCI_ERR_ACCESS`).
+    #[error("access denied")]
+    Access,
+    /// `SCIInitialize` was not called (`SCI_ERR_NOT_INITIALIZED`).
+    #[error("not initialized")]
+    NotInitialized,
+    /// Needs Dolphin hardware (`SCI_ERR_NOT_SUPPORTED`).
+    #[error("not supported without Dolphin hardware")]
+    NotSupported,
+    /// Unknown query (`SCI_ERR_ILLEGAL_QUERY`).
+    #[error("illegal query")]
+    IllegalQuery,
+    /// The node does not answer (`SCI_ERR_NODE_NOT_RESPONDING`).
+    #[error("node not responding")]
+    NodeNotResponding,
+    /// A transfer failed (`SCI_ERR_TRANSFER_FAILED`).
+    #[error("transfer failed")]
+    TransferFailed,
+    /// A system error (`SCI_ERR_SYSTEM`).
+    #[error("system error: {0}")]
+    System(String),
+}
+
+/// The result of a SISCI call.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<remora_proto::Error> for Error {
+    fn from(e: remora_proto::Error) -> Error {
+        use remora_proto::Error as P;
+        match e {
+            P::NoSuchSegment => Error::NoSuchSegment,
+            P::SegmentIdUsed => Error::SegmentIdUsed,
+            P::Busy => Error::Busy,
+            P::IllegalOperation => Error::IllegalOperation,
+            P::NotPrepared => Error::NotPrepared,
+            P::NoSuchNode => Error::NoSuchNode,
+            P::NoSuchAdapter => Error::NoSuchAdapter,
+            P::Timeout => Error::Timeout,
+            P::OutOfRange => Error::OutOfRange,
+            P::NotConnected => Error::NotConnected,
+            P::UnknownHandle => Error::IllegalParameter("stale handle".into()),
+            P::IllegalParameter(s) => Error::IllegalParameter(s),
+            P::NoSpace => Error::NoSpace,
+            P::NodeNotResponding => Error::NodeNotResponding,
+            P::Access => Error::Access,
+            P::System(s) | P::Protocol(s) => Error::System(s),
+        }
+    }
+}
+
+impl From<ClientError> for Error {
+    fn from(e: ClientError) -> Error {
+        match e {
+            ClientError::Daemon(d) => d.into(),
+            ClientError::DaemonGone => Error::NodeNotResponding,
+            other => Error::System(other.to_string()),
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        match e.raw_os_error() {
+            Some(12) => Error::NoSpace,
+            Some(34) => Error::OutOfRange,
+            Some(13) => Error::Access,
+            Some(17) => Error::IllegalAddress,
+            _ => Error::System(e.to_string()),
+        }
+    }
+}
