@@ -1,1 +1,68 @@
-fn main(){}
+//! `remora`: the command line of a Remora host.
+//!
+//! `remora status` shows the nodes of this host with their sessions, segments, connections
+//! and maps; `remora shutdown` stops daemons; `remora install` lays out headers, libraries and
+//! binaries for C programs; `remora bench` measures Remora beside its raw reference.
+
+#![deny(unsafe_code)]
+
+mod bench;
+mod install;
+mod status;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+/// The command line of a Remora host.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Show the nodes on this host: segments, connections and maps.
+    Status,
+    /// Ask a node whether it answers (like SCIProbeNode).
+    Probe {
+        /// The node to probe.
+        node: u32,
+    },
+    /// Stop node daemons.
+    Shutdown {
+        /// The node to stop (default: REMORA_NODE, else 4).
+        #[arg(long, conflicts_with = "all")]
+        node: Option<u32>,
+        /// Stop every node of this host.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Install headers, libsisci.so, pkg-config file and binaries under a prefix.
+    Install {
+        /// The prefix (e.g. /usr/local or /opt/DIS).
+        #[arg(long)]
+        prefix: PathBuf,
+    },
+    /// Measure Remora beside its raw reference in the same run.
+    Bench {
+        #[command(subcommand)]
+        which: bench::Which,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Status => status::status(),
+        Cmd::Probe { node } => status::probe(node),
+        Cmd::Shutdown { node, all } => status::shutdown(node, all),
+        Cmd::Install { prefix } => install::install(&prefix),
+        Cmd::Bench { which } => bench::run(which),
+    };
+    if let Err(e) = r {
+        eprintln!("remora: {e}");
+        std::process::exit(1);
+    }
+}

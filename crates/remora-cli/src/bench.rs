@@ -1,0 +1,306 @@
+//! `remora bench`: each Remora path beside its raw reference, in the same run, with ratios.
+//!
+//! * `pio`: one-way latency of a store into a mapped segment of another node of this host,
+//!   seen by a polling peer (half a ping-pong round trip), beside the same ping-pong over a
+//!   raw shared-memory file.
+//! * `memcpy`: `SCIMemCpy` bandwidth into a mapped segment of another node beside `memcpy`
+//!   between two buffers of the same size.
+//! * `connect`: connect plus map of a segment of another node of this host.
+
+use clap::Subcommand;
+use remora_sisci::{CreateFlags, Descriptor, LocalSegment, MapFlags, RemoteSegment, Sisci};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Which benchmark.
+#[derive(Subcommand, Debug)]
+pub enum Which {
+    /// Store-to-observe latency through a mapped segment of another node.
+    Pio {
+        /// Round trips per measured batch.
+        #[arg(long, default_value_t = 2000)]
+        batch: u32,
+        /// Batches of each kind (interleaved).
+        #[arg(long, default_value_t = 15)]
+        rounds: u32,
+    },
+    /// SCIMemCpy bandwidth beside memcpy, 64 KiB to 64 MiB.
+    Memcpy {
+        /// Repetitions per size.
+        #[arg(long, default_value_t = 9)]
+        reps: u32,
+    },
+    /// Connect + map latency of a segment of another node on this host.
+    Connect {
+        /// Samples.
+        #[arg(long, default_value_t = 300)]
+        samples: u32,
+    },
+    /// All of the above with their defaults.
+    All,
+    /// The responder half of `pio` (started by `pio` itself).
+    #[command(hide = true)]
+    PioChild {
+        #[arg(long)]
+        raw_path: String,
+        #[arg(long)]
+        peer_node: u32,
+        #[arg(long)]
+        peer_seg: u32,
+        #[arg(long)]
+        own_seg: u32,
+        #[arg(long)]
+        batch: u32,
+        #[arg(long)]
+        rounds: u32,
+    },
+}
+
+pub fn run(w: Which) -> Result<(), String> {
+    match w {
+        Which::Pio { batch, rounds } => pio(batch, rounds),
+        Which::Memcpy { reps } => memcpy(reps),
+        Which::Connect { samples } => connect(samples),
+        Which::All => {
+            pio(2000, 15)?;
+            memcpy(9)?;
+            connect(300)
+        }
+        Which::PioChild { raw_path, peer_node, peer_seg, own_seg, batch, rounds } => {
+            pio_child(&raw_path, peer_node, peer_seg, own_seg, batch, rounds)
+        }
+    }
+}
+
+fn e<E: std::fmt::Display>(x: E) -> String {
+    x.to_string()
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[v.len() / 2]
+}
+
+fn header() {
+    println!("{:<34} {:>14} {:>14} {:>8}  target", "measure", "remora", "reference", "ratio");
+}
+
+fn row(name: &str, ours: String, theirs: String, ratio: f64, target: &str) {
+    println!("{name:<34} {ours:>14} {theirs:>14} {ratio:>8.2}  {target}");
+}
+
+/// The two nodes a benchmark uses: this process's node and the next one (node + 4).
+fn nodes() -> Result<(Sisci, Sisci), String> {
+    let a = Sisci::initialize().map_err(e)?;
+    let mut cfg = a.config().clone();
+    cfg.node = a.local_node_id() + 4;
+    Ok((a.clone(), Sisci::with_config(cfg)))
+}
+
+/// Spin until `word` holds `want`; gives up (Err) after 10 s so a dead peer cannot hang us.
+fn wait_for(word: &AtomicU64, want: u64) -> Result<(), String> {
+    let mut spins = 0u64;
+    let mut since = None;
+    while word.load(Ordering::Acquire) != want {
+        std::hint::spin_loop();
+        spins += 1;
+        if spins % (1 << 20) == 0 {
+            let t = *since.get_or_insert_with(Instant::now);
+            if t.elapsed() > Duration::from_secs(10) {
+                return Err("peer stopped answering".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One batch of ping-pongs: we store `i` into `out` and wait for the peer to echo it into
+/// `inp`. Returns nanoseconds per one-way trip.
+fn pingpong(out: &AtomicU64, inp: &AtomicU64, base: u64, n: u32) -> Result<f64, String> {
+    let t = Instant::now();
+    for i in 1..=n as u64 {
+        out.store(base + i, Ordering::Release);
+        wait_for(inp, base + i)?;
+    }
+    Ok(t.elapsed().as_nanos() as f64 / (2.0 * n as f64))
+}
+
+/// The echo side: wait for `i` in `inp`, store it into `out`.
+fn echo(out: &AtomicU64, inp: &AtomicU64, base: u64, n: u32) -> Result<(), String> {
+    for i in 1..=n as u64 {
+        wait_for(inp, base + i)?;
+        out.store(base + i, Ordering::Release);
+    }
+    Ok(())
+}
+
+fn raw_file(path: &str, create: bool) -> Result<remora_sys::Mapping, String> {
+    let f = std::fs::OpenOptions::new().read(true).write(true).create(create).truncate(false).open(path).map_err(e)?;
+    if create {
+        f.set_len(8192).map_err(e)?;
+    }
+    remora_sys::Mapping::new(std::os::fd::AsFd::as_fd(&f), 0, 8192, Default::default()).map_err(e)
+}
+
+const PARENT_SEG: u32 = 0x7e00_0001;
+const CHILD_SEG: u32 = 0x7e00_0002;
+
+fn pio(batch: u32, rounds: u32) -> Result<(), String> {
+    let (a, b) = nodes()?;
+    let raw_path = format!("/dev/shm/remora-bench-{}", std::process::id());
+    let raw = raw_file(&raw_path, true)?;
+    let dev = Descriptor::open(&a).map_err(e)?;
+    let seg = LocalSegment::create(&dev, Some(PARENT_SEG), 4096, CreateFlags::default()).map_err(e)?;
+    let local = seg.map(0, 4096, None, MapFlags::default()).map_err(e)?;
+    seg.prepare(0).map_err(e)?;
+    seg.set_available(0).map_err(e)?;
+    let exe = std::env::current_exe().map_err(e)?;
+    let mut child = Command::new(exe)
+        .env("REMORA_NODE", b.local_node_id().to_string())
+        .args(["bench", "pio-child", "--raw-path", &raw_path])
+        .args(["--peer-node", &a.local_node_id().to_string()])
+        .args(["--peer-seg", &PARENT_SEG.to_string(), "--own-seg", &CHILD_SEG.to_string()])
+        .args(["--batch", &batch.to_string(), "--rounds", &rounds.to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(e)?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().ok_or("no child stdout")?).read_line(&mut line).map_err(e)?;
+    if line.trim() != "ready" {
+        let _ = child.kill();
+        return Err(format!("responder failed to start: {line:?}"));
+    }
+    let remote = RemoteSegment::connect(&dev, b.local_node_id(), CHILD_SEG, 0, Some(Duration::from_secs(10))).map_err(e)?;
+    let rmap = remote.map(0, 4096, None, MapFlags::default()).map_err(e)?;
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    let result = (|| -> Result<(), String> {
+        for r in 0..rounds as u64 {
+            let base = r * batch as u64 * 4;
+            // Raw: parent writes word 0 of the file, child echoes into word 512 (next page).
+            let rout = raw.atomic_u64(0).ok_or("raw map")?;
+            let rin = raw.atomic_u64(4096).ok_or("raw map")?;
+            theirs.push(pingpong(rout, rin, base, batch)?);
+            // Remora: parent stores into the child's segment, child into ours.
+            let t = rmap.with_atomic(0, |out| local.with_atomic(0, |inp| pingpong(out, inp, base, batch)));
+            ours.push(t.map_err(e)?.map_err(e)??);
+        }
+        Ok(())
+    })();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&raw_path);
+    result?;
+    let (o, t) = (median(&mut ours), median(&mut theirs));
+    header();
+    row("pio one-way latency (store→seen)", format!("{o:.0} ns"), format!("{t:.0} ns"), o / t, "≤ 1.20 (raw shm ping-pong)");
+    drop((rmap, local));
+    Ok(())
+}
+
+fn pio_child(raw_path: &str, peer_node: u32, peer_seg: u32, own_seg: u32, batch: u32, rounds: u32) -> Result<(), String> {
+    let sci = Sisci::initialize().map_err(e)?;
+    let raw = raw_file(raw_path, false)?;
+    let dev = Descriptor::open(&sci).map_err(e)?;
+    let seg = LocalSegment::create(&dev, Some(own_seg), 4096, CreateFlags::default()).map_err(e)?;
+    let local = seg.map(0, 4096, None, MapFlags::default()).map_err(e)?;
+    seg.prepare(0).map_err(e)?;
+    seg.set_available(0).map_err(e)?;
+    let remote = RemoteSegment::connect(&dev, peer_node, peer_seg, 0, Some(Duration::from_secs(10))).map_err(e)?;
+    let rmap = remote.map(0, 4096, None, MapFlags::default()).map_err(e)?;
+    println!("ready");
+    std::io::stdout().flush().map_err(e)?;
+    for r in 0..rounds as u64 {
+        let base = r * batch as u64 * 4;
+        echo(raw.atomic_u64(4096).ok_or("raw")?, raw.atomic_u64(0).ok_or("raw")?, base, batch)?;
+        rmap.with_atomic(0, |out| local.with_atomic(0, |inp| echo(out, inp, base, batch)))
+            .map_err(e)?
+            .map_err(e)??;
+    }
+    // Keep the segment until the parent has finished reading its last echo.
+    std::thread::sleep(Duration::from_millis(50));
+    Ok(())
+}
+
+fn memcpy(reps: u32) -> Result<(), String> {
+    let (a, b) = nodes()?;
+    const MAX: usize = 64 << 20;
+    let da = Descriptor::open(&a).map_err(e)?;
+    let db = Descriptor::open(&b).map_err(e)?;
+    let seg = LocalSegment::create(&da, None, MAX, CreateFlags::default()).map_err(e)?;
+    seg.prepare(0).map_err(e)?;
+    seg.set_available(0).map_err(e)?;
+    let remote = RemoteSegment::connect(&db, a.local_node_id(), seg.id(), 0, Some(Duration::from_secs(10))).map_err(e)?;
+    let map = remote.map(0, MAX, None, MapFlags::default()).map_err(e)?;
+    let mut src = vec![0x5au8; MAX];
+    let mut dst = vec![0u8; MAX];
+    // Touch every page once so neither side measures page faults.
+    remora_sisci::mem_copy(None, &mut src, &map, 0, false, false).map_err(e)?;
+    dst.copy_from_slice(&src);
+    header();
+    let mut size = 64 << 10;
+    while size <= MAX {
+        let iters = (256 << 20) / size; // ~256 MiB per sample
+        let mut ours = Vec::new();
+        let mut theirs = Vec::new();
+        for _ in 0..reps {
+            let t = Instant::now();
+            for _ in 0..iters {
+                std::hint::black_box(&mut dst[..size]).copy_from_slice(std::hint::black_box(&src[..size]));
+            }
+            theirs.push((size * iters) as f64 / t.elapsed().as_secs_f64() / 1e9);
+            let t = Instant::now();
+            for _ in 0..iters {
+                remora_sisci::mem_copy(None, std::hint::black_box(&mut src[..size]), &map, 0, false, false).map_err(e)?;
+            }
+            ours.push((size * iters) as f64 / t.elapsed().as_secs_f64() / 1e9);
+        }
+        let (o, t) = (median(&mut ours), median(&mut theirs));
+        row(
+            &format!("SCIMemCpy {} KiB", size >> 10),
+            format!("{o:.2} GB/s"),
+            format!("{t:.2} GB/s"),
+            o / t,
+            "≥ 0.90 (memcpy)",
+        );
+        size *= 4;
+    }
+    drop(map);
+    remote.disconnect().map_err(e)?;
+    seg.remove().map_err(e)?;
+    Ok(())
+}
+
+fn connect(samples: u32) -> Result<(), String> {
+    let (a, b) = nodes()?;
+    let da = Descriptor::open(&a).map_err(e)?;
+    let db = Descriptor::open(&b).map_err(e)?;
+    let seg = LocalSegment::create(&da, None, 1 << 20, CreateFlags::default()).map_err(e)?;
+    seg.prepare(0).map_err(e)?;
+    seg.set_available(0).map_err(e)?;
+    let mut v = Vec::new();
+    let mut raw = Vec::new();
+    for _ in 0..samples {
+        let t = Instant::now();
+        let r = RemoteSegment::connect(&db, a.local_node_id(), seg.id(), 0, Some(Duration::from_secs(10))).map_err(e)?;
+        let m = r.map(0, r.size(), None, MapFlags::default()).map_err(e)?;
+        v.push(t.elapsed().as_secs_f64() * 1e6);
+        m.unmap().map_err(e)?;
+        r.disconnect().map_err(e)?;
+        // Reference: open and map a raw shared-memory file of the same size.
+        let t = Instant::now();
+        let f = remora_sys::Memfd::create("bench", 1 << 20).map_err(e)?;
+        let m = remora_sys::Mapping::new(std::os::fd::AsFd::as_fd(&f), 0, 1 << 20, Default::default()).map_err(e)?;
+        raw.push(t.elapsed().as_secs_f64() * 1e6);
+        drop((m, f));
+    }
+    let (o, t) = (median(&mut v), median(&mut raw));
+    header();
+    row("connect + map (other node, 1 MiB)", format!("{o:.1} µs"), format!("{t:.1} µs"), o / t, "median ≤ 100 µs (reference: memfd+mmap)");
+    seg.remove().map_err(e)?;
+    Ok(())
+}

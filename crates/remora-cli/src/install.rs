@@ -1,0 +1,62 @@
+//! `remora install --prefix DIR`: what a C program needs, where Dolphin's layout puts it.
+
+use std::path::{Path, PathBuf};
+
+/// The hand-written headers, embedded at build time.
+const HEADERS: &[(&str, &str)] = &[
+    ("sisci_api.h", include_str!("../../../include/sisci_api.h")),
+    ("sisci_types.h", include_str!("../../../include/sisci_types.h")),
+    ("sisci_error.h", include_str!("../../../include/sisci_error.h")),
+    ("dis_types.h", include_str!("../../../include/dis_types.h")),
+];
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn copy(from: &Path, to: &Path) -> Result<(), String> {
+    // Copy to a temporary name and rename, so a running program keeps its old file.
+    let tmp = to.with_extension("remora-new");
+    std::fs::copy(from, &tmp).map_err(|e| format!("{} -> {}: {e}", from.display(), tmp.display()))?;
+    std::fs::rename(&tmp, to).map_err(|e| format!("{}: {e}", to.display()))
+}
+
+/// Where the build put `name`: beside this executable.
+fn built(name: &str) -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let p = exe.parent().map(|d| d.join(name)).ok_or("no executable directory")?;
+    if p.exists() {
+        Ok(p)
+    } else {
+        Err(format!("{} not found: run `cargo build --release --workspace` first", p.display()))
+    }
+}
+
+pub fn install(prefix: &Path) -> Result<(), String> {
+    let inc = prefix.join("include");
+    let dis = inc.join("dis");
+    let lib = prefix.join("lib64");
+    let bin = prefix.join("bin");
+    for d in [&inc, &dis, &lib, &bin, &lib.join("pkgconfig")] {
+        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+    }
+    for (name, text) in HEADERS {
+        write(&inc.join(name), text)?;
+        // Programs that add -I/opt/DIS/include/dis find the same headers there.
+        write(&dis.join(name), text)?;
+    }
+    copy(&built("libsisci.so")?, &lib.join("libsisci.so"))?;
+    copy(&built("remorad")?, &bin.join("remorad"))?;
+    copy(&built("remora")?, &bin.join("remora"))?;
+    let pc = format!(
+        "prefix={}\nincludedir=${{prefix}}/include\nlibdir=${{prefix}}/lib64\n\n\
+         Name: sisci\nDescription: Remora's SISCI API (software remote-memory interconnect)\n\
+         Version: {}\nCflags: -I${{includedir}} -D_REENTRANT\nLibs: -L${{libdir}} -Wl,-rpath,${{libdir}} -lsisci\n",
+        prefix.display(),
+        env!("CARGO_PKG_VERSION")
+    );
+    write(&lib.join("pkgconfig/sisci.pc"), &pc)?;
+    println!("installed Remora under {}", prefix.display());
+    println!("  build a SISCI program:  cc -I {0}/include prog.c -L {0}/lib64 -Wl,-rpath,{0}/lib64 -lsisci", prefix.display());
+    Ok(())
+}
