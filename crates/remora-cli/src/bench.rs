@@ -236,10 +236,10 @@ fn memcpy(reps: u32) -> Result<(), String> {
     seg.set_available(0).map_err(e)?;
     let remote = RemoteSegment::connect(&db, a.local_node_id(), seg.id(), 0, Some(Duration::from_secs(10))).map_err(e)?;
     let map = remote.map(0, MAX, None, MapFlags::default()).map_err(e)?;
-    let mut src = vec![0x5au8; MAX];
+    let src = vec![0x5au8; MAX];
     let mut dst = vec![0u8; MAX];
     // Touch every page once so neither side measures page faults.
-    remora_sisci::mem_copy(None, &mut src, &map, 0, false, false).map_err(e)?;
+    remora_sisci::mem_copy(None, &src, &map, 0, false).map_err(e)?;
     dst.copy_from_slice(&src);
     header();
     let mut size = 64 << 10;
@@ -255,7 +255,7 @@ fn memcpy(reps: u32) -> Result<(), String> {
             theirs.push((size * iters) as f64 / t.elapsed().as_secs_f64() / 1e9);
             let t = Instant::now();
             for _ in 0..iters {
-                remora_sisci::mem_copy(None, std::hint::black_box(&mut src[..size]), &map, 0, false, false).map_err(e)?;
+                remora_sisci::mem_copy(None, std::hint::black_box(&src[..size]), &map, 0, false).map_err(e)?;
             }
             ours.push((size * iters) as f64 / t.elapsed().as_secs_f64() / 1e9);
         }

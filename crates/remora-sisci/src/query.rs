@@ -28,7 +28,7 @@ impl Sisci {
     /// [`crate::Error::NoSuchAdapter`] for adapters other than 0.
     pub fn adapter_info(&self, adapter: u32) -> Result<AdapterInfo> {
         check_adapter(adapter)?;
-        let link = remora_client::Session::open(self.config()).is_ok();
+        let link = remora_client::Session::open_control(self.config()).is_ok();
         Ok(AdapterInfo {
             node_id: self.local_node_id(),
             dma_size_alignment: 1,

@@ -174,12 +174,12 @@ fn mem_copy_both_directions_and_sequences() {
     let r = RemoteSegment::connect(&b, 4, 50, 0, None).unwrap();
     let m = r.map(0, 1 << 20, None, MapFlags::default()).unwrap();
     let seq = m.create_sequence().unwrap();
-    let mut data: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
-    mem_copy(Some(&seq), &mut data, &m, 1000, false, true).unwrap();
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
+    mem_copy(Some(&seq), &data, &m, 1000, true).unwrap();
     let mut back = vec![0u8; 100_000];
-    mem_copy(None, &mut back, &m, 1000, true, false).unwrap();
+    mem_read(None, &mut back, &m, 1000, false).unwrap();
     assert_eq!(back, data);
-    assert_eq!(mem_copy(None, &mut back, &m, (1 << 20) - 10, false, false).unwrap_err(), Error::OutOfRange);
+    assert_eq!(mem_copy(None, &back, &m, (1 << 20) - 10, false).unwrap_err(), Error::OutOfRange);
     assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::Ok);
     assert_eq!(seq.check(true, true).unwrap(), SequenceStatus::Ok);
     seq.store_barrier();

@@ -1,0 +1,474 @@
+//! Local segments (create, prepare, available, remove, register memory, share, attach)
+//! and remote segments (connect, disconnect, getters).
+
+use crate::consts::*;
+use crate::errors::{check_flags, run, run_quiet, ErrorOut, Fail, Out, Outcome};
+use crate::handles::{self, handle, key};
+use crate::types::{
+    sci_cb_local_segment_t, sci_cb_remote_segment_t, sci_desc_t, sci_error_t, sci_local_segment_t,
+    sci_remote_segment_t, sci_segment_cb_reason_t,
+};
+use remora_sisci::{CreateFlags, Descriptor, LocalSegment, RemoteSegment};
+use std::ffi::{c_uint, c_void};
+use std::time::Duration;
+
+/// `SCICreateSegment` flags that need hardware Remora does not have.
+const CREATE_HARDWARE: u32 = SCI_FLAG_PHYSICAL | SCI_FLAG_CUDA_BUFFER | SCI_FLAG_SCIF_BUFFER;
+/// `SCICreateSegment` flags of features that arrive later (multicast, DMA).
+const CREATE_LATER: u32 = SCI_FLAG_BROADCAST | SCI_FLAG_ALLOW_UNICAST | SCI_FLAG_DMA_GLOBAL;
+
+/// The local segment a handle names.
+fn local(segment: sci_local_segment_t) -> Outcome<LocalSegment> {
+    handles::get(key(segment))
+}
+
+/// The remote segment a handle names.
+fn remote(segment: sci_remote_segment_t) -> Outcome<RemoteSegment> {
+    handles::get(key(segment))
+}
+
+/// `SCICreateSegment`: create a segment of `size` bytes with id `segment_id` (chosen by the
+/// node with `SCI_FLAG_AUTO_ID`; none with `SCI_FLAG_PRIVATE`) and store its handle.
+/// `SCI_FLAG_EMPTY` creates it without memory (see `SCIRegisterSegmentMemory`).
+/// `SCI_FLAG_USE_CALLBACK` is accepted; callbacks are not called yet.
+///
+/// # Errors
+/// `SCI_ERR_SEGMENTID_USED`; `SCI_ERR_NOSPC`; `SCI_ERR_ILLEGAL_PARAMETER` for a bad
+/// descriptor, a NULL `segment` or a zero size; `SCI_ERR_ILLEGAL_FLAG` for unknown flags;
+/// `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_BROADCAST`, `SCI_FLAG_ALLOW_UNICAST`,
+/// `SCI_FLAG_DMA_GLOBAL`; `SCI_ERR_NOT_SUPPORTED` for `SCI_FLAG_PHYSICAL`,
+/// `SCI_FLAG_CUDA_BUFFER`, `SCI_FLAG_SCIF_BUFFER`.
+///
+/// # Safety
+/// `segment` and `error` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn SCICreateSegment(
+    sd: sci_desc_t,
+    segment: *mut sci_local_segment_t,
+    segment_id: c_uint,
+    size: usize,
+    callback: sci_cb_local_segment_t,
+    callback_arg: *mut c_void,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) {
+    let _ = (callback, callback_arg);
+    // SAFETY: `error` is NULL or writable (this function's contract).
+    let status = unsafe { ErrorOut::new(error) };
+    run(status, (), || {
+        let accepted = SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE | SCI_FLAG_EMPTY | SCI_FLAG_USE_CALLBACK;
+        check_flags(flags, accepted | CREATE_HARDWARE, CREATE_LATER)?;
+        if flags & CREATE_HARDWARE != 0 {
+            return Err(Fail(SCI_ERR_NOT_SUPPORTED));
+        }
+        // SAFETY: `segment` is NULL or writable (this function's contract).
+        let out = unsafe { Out::new(segment) }?;
+        let desc: Descriptor = handles::get(key(sd))?;
+        let id = if flags & SCI_FLAG_AUTO_ID != 0 {
+            None
+        } else {
+            Some(segment_id)
+        };
+        let how = CreateFlags {
+            private: flags & SCI_FLAG_PRIVATE != 0,
+            empty: flags & SCI_FLAG_EMPTY != 0,
+        };
+        let seg = LocalSegment::create(&desc, id, size, how)?;
+        out.set(handle(handles::insert(seg)?));
+        Ok(())
+    })
+}
+
+/// `SCIPrepareSegment`: make the segment usable through adapter `local_adapter_no`.
+/// `SCI_FLAG_DMA_SOURCE_ONLY` is accepted (a hint without effect here).
+///
+/// # Errors
+/// `SCI_ERR_NO_SUCH_ADAPTERNO`; `SCI_ERR_ILLEGAL_OPERATION` for a segment without memory;
+/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; `SCI_ERR_ILLEGAL_FLAG`.
+///
+/// # Safety
+/// `error` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn SCIPrepareSegment(
+    segment: sci_local_segment_t,
+    local_adapter_no: c_uint,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) {
+    // SAFETY: `error` is NULL or writable (this function's contract).
+    let status = unsafe { ErrorOut::new(error) };
+    run(status, (), || {
+        check_flags(flags, SCI_FLAG_DMA_SOURCE_ONLY, 0)?;
+        local(segment)?.prepare(local_adapter_no)?;
+        Ok(())
+    })
+}
+
+/// `SCISetSegmentAvailable`: let nodes connect to the segment.
+///
+/// # Errors
+/// `SCI_ERR_SEGMENT_NOT_PREPARED`; `SCI_ERR_ILLEGAL_OPERATION` for a private segment;
+/// `SCI_ERR_NO_SUCH_ADAPTERNO`; `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle;
+/// `SCI_ERR_ILLEGAL_FLAG` for any flag.
+///
+/// # Safety
+/// `error` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn SCISetSegmentAvailable(
+    segment: sci_local_segment_t,
+    local_adapter_no: c_uint,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) {
+    // SAFETY: `error` is NULL or writable (this function's contract).
+    let status = unsafe { ErrorOut::new(error) };
+    run(status, (), || {
+        check_flags(flags, 0, 0)?;
+        local(segment)?.set_available(local_adapter_no)?;
+        Ok(())
+    })
+}
+
+/// `SCISetSegmentUnavailable`: refuse new connections; `SCI_FLAG_FORCE_DISCONNECT` drops
+/// the existing ones, `SCI_FLAG_NOTIFY` tells the connected nodes.
+///
+/// # Errors
+/// `SCI_ERR_ILLEGAL_OPERATION` when it is not available; `SCI_ERR_NO_SUCH_ADAPTERNO`;
+/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; `SCI_ERR_ILLEGAL_FLAG`.
+///
+/// # Safety
+/// `error` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn SCISetSegmentUnavailable(
+    segment: sci_local_segment_t,
+    local_adapter_no: c_uint,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) {
+    // SAFETY: `error` is NULL or writable (this function's contract).
+    let status = unsafe { ErrorOut::new(error) };
+    run(status, (), || {
+        check_flags(flags, SCI_FLAG_FORCE_DISCONNECT | SCI_FLAG_NOTIFY, 0)?;
+        let force = flags & SCI_FLAG_FORCE_DISCONNECT != 0;
+        let notify = flags & SCI_FLAG_NOTIFY != 0;
+        local(segment)?.set_unavailable(local_adapter_no, force, notify)?;
+        Ok(())
+    })
+}
+
+/// `SCIRemoveSegment`: remove (or, for an attached segment, detach) the segment; its
+/// handle becomes invalid.
+///
+/// # Errors
+/// `SCI_ERR_BUSY` while maps of it exist or other processes attached it;
+/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; `SCI_ERR_FLAG_NOT_IMPLEMENTED` for
+/// `SCI_FLAG_FORCE_REMOVE`; `SCI_ERR_ILLEGAL_FLAG`.
+///
+/// # Safety
+/// `error` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn SCIRemoveSegment(
+    segment: sci_local_segment_t,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) {
+    // SAFETY: `error` is NULL or writable (this function's contract).
+    let status = unsafe { ErrorOut::new(error) };
+    run(status, (), || {
+        check_flags(flags, 0, SCI_FLAG_FORCE_REMOVE)?;
+        local(segment)?.remove()?;
+        handles::remove(key(segment));
+        Ok(())
+    })
+}
+
+/// `SCIWaitForLocalSegmentEvent`: segment events arrive with a later version of Remora.
+/// Returns 0 (no reason).
+///
+/// # Errors
+/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; otherwise `SCI_ERR_NOT_IMPLEMENTED`.
+///
+/// # Safety
+/// `error` is NULL or writable. `source_node_id` and `local_adapter_no` are not used.
+#[no_mangle]
+pub unsafe extern "C" fn SCIWaitForLocalSegmentEvent(
+    segment: sci_local_segment_t,
+    source_node_id: *mut c_uint,
+    local_adapter_no: *mut c_uint,
+    timeout: c_uint,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) -> sci_segment_cb_reason_t {
+    let _ = (source_node_id, local_adapter_no, timeout, flags);
+    // SAFETY: `error` is NULL or writable (this function's contract).
+    let status = unsafe { ErrorOut::new(error) };
+    run(status, 0, || {
+        local(segment)?;
+        // The events task adds segment events (connect/disconnect notifications).
+        Err(Fail(SCI_ERR_NOT_IMPLEMENTED))
+    })
+}
+
+/// `SCIGetLocalSegmentId`: the segment's id (0 for a private segment or a bad handle).
+///
+/// # Errors
+/// None reported (no error argument): 0 for a bad handle.
+#[no_mangle]
+pub extern "C" fn SCIGetLocalSegmentId(segment: sci_local_segment_t) -> c_uint {
+    run_quiet(0, || Ok(local(segment)?.id()))
+}
+
+/// `SCIGetLocalSegmentSize`: the segment's size in bytes (0 for a bad handle).
+///
+/// # Errors
+/// None reported (no error argument): 0 for a bad handle.
+#[no_mangle]
+pub extern "C" fn SCIGetLocalSegmentSize(segment: sci_local_segment_t) -> usize {
+    run_quiet(0, || Ok(local(segment)?.size()))
+}
+
+/// `SCIRegisterSegmentMemory`: give the `SCI_FLAG_EMPTY` segment the `size` bytes at
+/// `address` (page-aligned private anonymous memory of this process, e.g. from `mmap` or
+/// a page-aligned `malloc`). The addresses stay valid for the program; from now on they
+/// are the segment's memory. `SCI_FLAG_LOCK_USER_MEM` is accepted.
+///
+/// # Errors
+/// `SCI_ERR_ILLEGAL_ADDRESS` for NULL or memory that is not private anonymous memory;
+/// `SCI_ERR_OUT_OF_RANGE` when the range wraps around the address space;
+/// `SCI_ERR_OFFSET_ALIGNMENT`/`SCI_ERR_SIZE_ALIGNMENT` when not page-aligned;
+/// `SCI_ERR_ILLEGAL_OPERATION` when the segment has memory already;
+/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; `SCI_ERR_ILLEGAL_FLAG`.
+///
+/// # Safety
+/// `error` is NULL or writable. `address..address+size` is memory of this process that
+/// the caller hands to the segment for the segment's whole life: no other thread may
+/// write to it during this call, and it must not be freed while the segment exists.
+#[no_mangle]
+pub unsafe extern "C" fn SCIRegisterSegmentMemory(
+    address: *mut c_void,
+    size: usize,
+    segment: sci_local_segment_t,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) {
+    // SAFETY: `error` is NULL or writable (this function's contract).
+    let status = unsafe { ErrorOut::new(error) };
+    run(status, (), || {
+        check_flags(flags, SCI_FLAG_LOCK_USER_MEM, 0)?;
+        let seg = local(segment)?;
+        if address.is_null() {
+            return Err(Fail(SCI_ERR_ILLEGAL_ADDRESS));
+        }
+        if size > isize::MAX as usize || (address as usize).checked_add(size).is_none() {
+            return Err(Fail(SCI_ERR_OUT_OF_RANGE));
+        }
+        // SAFETY: `address` is non-NULL, the range neither wraps nor exceeds
+        // isize::MAX, and by this function's contract it is memory of this process
+        // that the caller hands over to the segment for its whole life, with no
+        // concurrent writers during the call. The safe API moves it into a memfd in
+        // place and keeps no reference to the slice afterwards.
+        let mem: &'static mut [u8] =
+            unsafe { std::slice::from_raw_parts_mut(address.cast::<u8>(), size) };
+        seg.register_memory(mem)?;
+        Ok(())
+    })
+}
+
+/// `SCIShareSegment`: let other processes of this node attach the segment
+/// (`SCIAttachLocalSegment`).
+///
+/// # Errors
+/// `SCI_ERR_ILLEGAL_OPERATION` for a private segment; `SCI_ERR_ILLEGAL_PARAMETER` for a
+/// bad handle; `SCI_ERR_ILLEGAL_FLAG` for any flag.
+///
+/// # Safety
+/// `error` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn SCIShareSegment(
+    segment: sci_local_segment_t,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) {
+    // SAFETY: `error` is NULL or writable (this function's contract).
+    let status = unsafe { ErrorOut::new(error) };
+    run(status, (), || {
+        check_flags(flags, 0, 0)?;
+        local(segment)?.share()?;
+        Ok(())
+    })
+}
+
+/// `SCIAttachLocalSegment`: attach the segment with id `segment_id` that a process of this
+/// node shared; stores the handle in `*segment` and its size in `*size` (when `size` is
+/// not NULL). `SCI_FLAG_USE_CALLBACK` is accepted; callbacks are not called yet.
+///
+/// # Errors
+/// `SCI_ERR_NO_SUCH_SEGMENT`; `SCI_ERR_ACCESS` when it is not shared;
+/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad descriptor or a NULL `segment`;
+/// `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_BROADCAST`; `SCI_ERR_ILLEGAL_FLAG`.
+///
+/// # Safety
+/// `segment`, `size` and `error` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn SCIAttachLocalSegment(
+    sd: sci_desc_t,
+    segment: *mut sci_local_segment_t,
+    segment_id: c_uint,
+    size: *mut usize,
+    callback: sci_cb_local_segment_t,
+    callback_arg: *mut c_void,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) {
+    let _ = (callback, callback_arg);
+    // SAFETY: `error` is NULL or writable (this function's contract).
+    let status = unsafe { ErrorOut::new(error) };
+    run(status, (), || {
+        check_flags(flags, SCI_FLAG_USE_CALLBACK, SCI_FLAG_BROADCAST)?;
+        // SAFETY: `segment` is NULL or writable (this function's contract).
+        let out = unsafe { Out::new(segment) }?;
+        let size_out = match size.is_null() {
+            true => None,
+            // SAFETY: `size` is NULL or writable (this function's contract).
+            false => Some(unsafe { Out::new(size) }?),
+        };
+        let desc: Descriptor = handles::get(key(sd))?;
+        let seg = LocalSegment::attach(&desc, segment_id)?;
+        let bytes = seg.size();
+        out.set(handle(handles::insert(seg)?));
+        if let Some(s) = size_out {
+            s.set(bytes);
+        }
+        Ok(())
+    })
+}
+
+/// `SCIConnectSegment`: connect to segment `segment_id` of node `node_id` (this node
+/// included), waiting up to `timeout` ms for it to become available
+/// (`SCI_INFINITE_TIMEOUT`: no limit), and store the handle in `*segment`.
+/// `SCI_FLAG_USE_CALLBACK` is accepted; callbacks are not called yet.
+///
+/// # Errors
+/// `SCI_ERR_NO_SUCH_NODEID` at once for an unknown node; `SCI_ERR_NO_SUCH_SEGMENT` when
+/// no segment had the id in time; `SCI_ERR_TIMEOUT` when it existed but was not available;
+/// `SCI_ERR_NO_SUCH_ADAPTERNO`; `SCI_ERR_ILLEGAL_PARAMETER` for a bad descriptor or a
+/// NULL `segment`; `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_ASYNCHRONOUS_CONNECT`
+/// and `SCI_FLAG_BROADCAST`; `SCI_ERR_ILLEGAL_FLAG`.
+///
+/// # Safety
+/// `segment` and `error` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn SCIConnectSegment(
+    sd: sci_desc_t,
+    segment: *mut sci_remote_segment_t,
+    node_id: c_uint,
+    segment_id: c_uint,
+    local_adapter_no: c_uint,
+    callback: sci_cb_remote_segment_t,
+    callback_arg: *mut c_void,
+    timeout: c_uint,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) {
+    let _ = (callback, callback_arg);
+    // SAFETY: `error` is NULL or writable (this function's contract).
+    let status = unsafe { ErrorOut::new(error) };
+    run(status, (), || {
+        // An asynchronous connect returns before the connection exists and reports it
+        // through a callback or SCIWaitForRemoteSegmentEvent: the events task adds it.
+        // Connecting synchronously instead would silently change its meaning.
+        check_flags(
+            flags,
+            SCI_FLAG_USE_CALLBACK,
+            SCI_FLAG_ASYNCHRONOUS_CONNECT | SCI_FLAG_BROADCAST,
+        )?;
+        // SAFETY: `segment` is NULL or writable (this function's contract).
+        let out = unsafe { Out::new(segment) }?;
+        let desc: Descriptor = handles::get(key(sd))?;
+        let wait = match timeout {
+            SCI_INFINITE_TIMEOUT => None,
+            ms => Some(Duration::from_millis(u64::from(ms))),
+        };
+        let seg = RemoteSegment::connect(&desc, node_id, segment_id, local_adapter_no, wait)?;
+        out.set(handle(handles::insert(seg)?));
+        Ok(())
+    })
+}
+
+/// `SCIDisconnectSegment`: drop the connection; its handle becomes invalid.
+///
+/// # Errors
+/// `SCI_ERR_BUSY` while maps of it exist; `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle;
+/// `SCI_ERR_ILLEGAL_FLAG` for any flag.
+///
+/// # Safety
+/// `error` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn SCIDisconnectSegment(
+    segment: sci_remote_segment_t,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) {
+    // SAFETY: `error` is NULL or writable (this function's contract).
+    let status = unsafe { ErrorOut::new(error) };
+    run(status, (), || {
+        check_flags(flags, 0, 0)?;
+        remote(segment)?.disconnect()?;
+        handles::remove(key(segment));
+        Ok(())
+    })
+}
+
+/// `SCIGetRemoteSegmentSize`: the connected segment's size in bytes (0 for a bad handle).
+///
+/// # Errors
+/// None reported (no error argument): 0 for a bad handle.
+#[no_mangle]
+pub extern "C" fn SCIGetRemoteSegmentSize(segment: sci_remote_segment_t) -> usize {
+    run_quiet(0, || Ok(remote(segment)?.size()))
+}
+
+/// `SCIGetRemoteSegmentId`: the connected segment's id (0 for a bad handle).
+///
+/// # Errors
+/// None reported (no error argument): 0 for a bad handle.
+#[no_mangle]
+pub extern "C" fn SCIGetRemoteSegmentId(segment: sci_remote_segment_t) -> c_uint {
+    run_quiet(0, || Ok(remote(segment)?.id()))
+}
+
+/// `SCIGetRemoteSegmentNodeId`: the node that owns the connected segment (0 for a bad
+/// handle).
+///
+/// # Errors
+/// None reported (no error argument): 0 for a bad handle.
+#[no_mangle]
+pub extern "C" fn SCIGetRemoteSegmentNodeId(segment: sci_remote_segment_t) -> c_uint {
+    run_quiet(0, || Ok(remote(segment)?.node()))
+}
+
+/// `SCIWaitForRemoteSegmentEvent`: segment events arrive with a later version of Remora.
+/// Returns 0 (no reason).
+///
+/// # Errors
+/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; otherwise `SCI_ERR_NOT_IMPLEMENTED`.
+///
+/// # Safety
+/// `error` is NULL or writable. `status` is not used.
+#[no_mangle]
+pub unsafe extern "C" fn SCIWaitForRemoteSegmentEvent(
+    segment: sci_remote_segment_t,
+    status: *mut sci_error_t,
+    timeout: c_uint,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) -> sci_segment_cb_reason_t {
+    let _ = (status, timeout, flags);
+    // SAFETY: `error` is NULL or writable (this function's contract).
+    let status = unsafe { ErrorOut::new(error) };
+    run(status, 0, || {
+        remote(segment)?;
+        // The events task adds remote segment events (lost, operational, ...).
+        Err(Fail(SCI_ERR_NOT_IMPLEMENTED))
+    })
+}

@@ -1,0 +1,77 @@
+//! The C types of the exported functions: opaque handles, enum-valued integers and
+//! callback signatures, spelled as in `include/sisci_types.h`.
+//!
+//! Handles are pointers to opaque structures that C code only passes around. Remora never
+//! dereferences them: the pointer's value is a key of the crate's handle table (see the
+//! `handles` module), so a forged or stale handle is looked up, never followed.
+
+// C type names are kept verbatim so the Rust and C sides read alike.
+#![allow(non_camel_case_types)]
+
+use std::ffi::{c_uint, c_void};
+
+/// `sci_error_t`: a C enum of `unsigned int` size holding an `SCI_ERR_*` value.
+pub type sci_error_t = c_uint;
+/// `sci_segment_cb_reason_t`: an `SCI_CB_*` value.
+pub type sci_segment_cb_reason_t = c_uint;
+/// `sci_sequence_status_t`: an `SCI_SEQ_*` value.
+pub type sci_sequence_status_t = c_uint;
+/// `sci_callback_action_t`: an `SCI_CALLBACK_*` value.
+pub type sci_callback_action_t = c_uint;
+/// `dis_nodeId_list_t`: node ids sharing one adapter name, ended by a 0 entry.
+pub type dis_nodeId_list_t = [c_uint; 5];
+/// `dis_virt_adapter_t`: the kind of (virtual) adapter behind a name.
+pub type dis_virt_adapter_t = c_uint;
+
+/// Declares an opaque C structure and the handle type that points to it.
+macro_rules! opaque_handle {
+    ($(#[$doc:meta] $strukt:ident => $handle:ident;)*) => {$(
+        #[$doc]
+        ///
+        /// Opaque: it has no fields and is never dereferenced.
+        #[repr(C)]
+        #[derive(Debug)]
+        pub struct $strukt {
+            _opaque: [u8; 0],
+        }
+        #[doc = concat!("A handle: a pointer to [`", stringify!($strukt), "`], used as a table key.")]
+        pub type $handle = *mut $strukt;
+    )*};
+}
+
+opaque_handle! {
+    /// `struct sci_desc`: a virtual device (`SCIOpen`).
+    sci_desc => sci_desc_t;
+    /// `struct sci_local_segment`: a segment of this node (`SCICreateSegment`).
+    sci_local_segment => sci_local_segment_t;
+    /// `struct sci_remote_segment`: a connection to a segment (`SCIConnectSegment`).
+    sci_remote_segment => sci_remote_segment_t;
+    /// `struct sci_map`: a mapping of a segment (`SCIMapRemoteSegment`, `SCIMapLocalSegment`).
+    sci_map => sci_map_t;
+    /// `struct sci_sequence`: an error-checking sequence (`SCICreateMapSequence`).
+    sci_sequence => sci_sequence_t;
+    /// `struct sci_smartio_device`: a borrowed SmartIO device (hardware only; never issued).
+    sci_smartio_device => sci_smartio_device_t;
+}
+
+/// `sci_cb_local_segment_t`: an event on a local segment (accepted, not yet called).
+pub type sci_cb_local_segment_t = Option<
+    unsafe extern "C" fn(
+        arg: *mut c_void,
+        segment: sci_local_segment_t,
+        reason: sci_segment_cb_reason_t,
+        nodeId: c_uint,
+        localAdapterNo: c_uint,
+        error: sci_error_t,
+    ) -> sci_callback_action_t,
+>;
+
+/// `sci_cb_remote_segment_t`: an event on a remote segment (accepted, not yet called).
+pub type sci_cb_remote_segment_t = Option<
+    unsafe extern "C" fn(
+        arg: *mut c_void,
+        segment: sci_remote_segment_t,
+        reason: sci_segment_cb_reason_t,
+        status: sci_error_t,
+    ) -> sci_callback_action_t,
+>;

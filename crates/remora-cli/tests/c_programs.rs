@@ -1,0 +1,141 @@
+//! C programs built against the installed headers and library, run as real clients:
+//! `remora install`, `cc`, and two nodes of this host.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+struct Env {
+    prefix: tempfile::TempDir,
+    runtime: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        let prefix = tempfile::Builder::new().prefix("remora-prefix").tempdir().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_remora"))
+            .args(["install", "--prefix"])
+            .arg(prefix.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "remora install failed: {}", String::from_utf8_lossy(&out.stderr));
+        Env { prefix, runtime: tempfile::Builder::new().prefix("remora-rt").tempdir().unwrap() }
+    }
+
+    /// Compile `src` with the flags a Dolphin SISCI program uses.
+    fn build(&self, src: &Path, extra_inc: &[&str]) -> PathBuf {
+        let out = self.prefix.path().join(src.file_stem().unwrap());
+        let p = self.prefix.path();
+        let mut cc = Command::new("cc");
+        cc.args(["-std=gnu99", "-Wall", "-Wextra", "-Werror", "-D_REENTRANT"]);
+        cc.arg("-I").arg(p.join("include"));
+        for i in extra_inc {
+            cc.arg("-I").arg(p.join(i));
+        }
+        cc.arg(src).arg("-o").arg(&out);
+        cc.arg("-L").arg(p.join("lib64")).arg(format!("-Wl,-rpath,{}", p.join("lib64").display())).arg("-lsisci");
+        let o = cc.output().expect("cc must be installed (apt-get install gcc)");
+        assert!(o.status.success(), "cc {}: {}", src.display(), String::from_utf8_lossy(&o.stderr));
+        out
+    }
+
+    /// A command for node `node`; the library finds remorad in the prefix's bin by itself.
+    fn run(&self, exe: &Path, node: u32) -> Command {
+        let mut c = Command::new(exe);
+        c.env("REMORA_RUNTIME_DIR", self.runtime.path())
+            .env("REMORA_NODE", node.to_string())
+            .env("REMORA_IDLE_EXIT", "2")
+            .env_remove("REMORA_DAEMON");
+        c
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let _ = Command::new(env!("CARGO_BIN_EXE_remora"))
+            .args(["shutdown", "--all"])
+            .env("REMORA_RUNTIME_DIR", self.runtime.path())
+            .output();
+    }
+}
+
+fn wait_with_timeout(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            panic!("program did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn hello_world_pair_across_two_nodes() {
+    let env = Env::new();
+    let recv = env.build(&root().join("examples/hello_receiver.c"), &[]);
+    let send = env.build(&root().join("examples/hello_sender.c"), &[]);
+    let mut r = env.run(&recv, 4).stdout(Stdio::piped()).spawn().unwrap();
+    let s = env.run(&send, 8).arg("4").output().unwrap();
+    assert!(s.status.success(), "sender: {}", String::from_utf8_lossy(&s.stderr));
+    let status = wait_with_timeout(&mut r, Duration::from_secs(20));
+    let mut out = String::new();
+    std::io::Read::read_to_string(r.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(status.success(), "receiver failed: {out}");
+    assert!(out.contains("Hello, World!"), "receiver said: {out}");
+    // Both nodes were started by the library itself and appear in the runtime directory.
+    assert_eq!(remora_proto::paths::nodes_in(env.runtime.path()), vec![4, 8]);
+}
+
+#[test]
+fn bad_input_gets_documented_codes() {
+    let env = Env::new();
+    let exe = env.build(&root().join("tests/c/bad_input.c"), &[]);
+    let o = env.run(&exe, 4).output().unwrap();
+    assert!(
+        o.status.success(),
+        "bad_input failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("checks passed"));
+}
+
+#[test]
+fn readonly_map_faults_on_store() {
+    let env = Env::new();
+    let exe = env.build(&root().join("tests/c/readonly_fault.c"), &[]);
+    let o = env.run(&exe, 4).output().unwrap();
+    assert_eq!(o.status.signal(), Some(11), "expected SIGSEGV, got {:?}: {}", o.status, String::from_utf8_lossy(&o.stdout));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("reads fine"));
+}
+
+#[test]
+fn dolphin_include_paths_build_unchanged() {
+    // Programs that add -I.../include/dis (as Dolphin's build files do) find the same headers.
+    let env = Env::new();
+    env.build(&root().join("examples/hello_sender.c"), &["include/dis"]);
+    let o = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "sisci"])
+        .env("PKG_CONFIG_PATH", env.prefix.path().join("lib64/pkgconfig"))
+        .output();
+    if let Ok(o) = o {
+        if o.status.success() {
+            assert!(String::from_utf8_lossy(&o.stdout).contains("-lsisci"));
+        }
+    }
+}
+
+#[test]
+fn header_constants_match_the_library() {
+    let o = Command::new("bash").arg(root().join("scripts/check-consts.sh")).output().unwrap();
+    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+}

@@ -1,0 +1,128 @@
+//! A process that dies loses nothing of anyone else's, and its node frees all it held.
+//! A client that writes garbage is disconnected; the daemon serves everyone else.
+
+mod common;
+
+use remora_proto::{Reply, Request};
+use remora_sisci::*;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CHILD_ENV: &str = "REMORA_TEST_CLEANUP_CHILD";
+
+fn status(h: &common::Harness, node: u32) -> remora_proto::NodeStatus {
+    let s = remora_client::Session::open_control(&h.config(node)).unwrap();
+    match s.request(Request::Status, &[]).unwrap().0 {
+        Reply::Status(st) => st,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The child: on node 8 it owns a segment (mapped), and imports node 4's segment (mapped,
+/// with a sequence); then it waits to be killed.
+fn child(dir: &str) {
+    let mut cfg = remora_sisci::Config::from_env().unwrap();
+    cfg.runtime_dir = dir.into();
+    cfg.node = 8;
+    cfg.daemon = Some(common::daemon_path());
+    let sci = Sisci::with_config(cfg);
+    let dev = Descriptor::open(&sci).unwrap();
+    let own = LocalSegment::create(&dev, Some(77), 65536, CreateFlags::default()).unwrap();
+    own.prepare(0).unwrap();
+    own.set_available(0).unwrap();
+    let _own_map = own.map(0, 65536, None, MapFlags::default()).unwrap();
+    let r = RemoteSegment::connect(&dev, 4, 5, 0, None).unwrap();
+    let m = r.map(0, 4096, None, MapFlags::default()).unwrap();
+    let _seq = m.create_sequence().unwrap();
+    m.write(0, b"child was here").unwrap();
+    println!("ready");
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+#[test]
+fn sigkilled_client_is_cleaned_up_within_a_second() {
+    if let Ok(dir) = std::env::var(CHILD_ENV) {
+        child(&dir);
+        return;
+    }
+    let h = common::Harness::new();
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let s = LocalSegment::create(&a, Some(5), 4096, CreateFlags::default()).unwrap();
+    s.prepare(0).unwrap();
+    s.set_available(0).unwrap();
+    // Node 8 must exist before the child so that our importer below can reach it.
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+
+    let mut kid = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "sigkilled_client_is_cleaned_up_within_a_second", "--nocapture"])
+        .env(CHILD_ENV, h.dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(kid.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ready") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "child died before it was ready");
+    }
+    // We import the child's segment too: we must be told when its owner dies.
+    let theirs = RemoteSegment::connect(&b, 8, 77, 0, Some(Duration::from_secs(5))).unwrap();
+    let st8 = status(&h, 8);
+    assert!(st8.segments.iter().any(|x| x.id == Some(77) && x.importers == 1));
+    assert!(st8.maps.len() >= 2, "the child's maps are on the books: {:?}", st8.maps);
+    assert_eq!(status(&h, 4).segments.iter().find(|x| x.id == Some(5)).unwrap().importers, 1);
+
+    kid.kill().unwrap();
+    kid.wait().unwrap();
+    let t = Instant::now();
+    loop {
+        let st8 = status(&h, 8);
+        let st4 = status(&h, 4);
+        let child_gone = !st8.segments.iter().any(|x| x.id == Some(77) && !x.state.contains("removed"))
+            && st8.maps.is_empty()
+            && st4.segments.iter().find(|x| x.id == Some(5)).unwrap().importers == 0;
+        if child_gone {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(1), "not cleaned up within a second: {st8:?} {st4:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Its id is free again, and the importer was told its connection is lost.
+    assert!(theirs.is_lost());
+    let again = LocalSegment::create(&b, Some(77), 4096, CreateFlags::default()).unwrap();
+    again.remove().unwrap();
+    // The child's store into our segment is still there: nothing of ours was lost.
+    let mut buf = [0u8; 14];
+    s.map(0, 4096, None, MapFlags::default()).unwrap().read(0, &mut buf).unwrap();
+    assert_eq!(&buf, b"child was here");
+}
+
+#[test]
+fn garbage_on_the_socket_closes_only_that_session() {
+    let h = common::Harness::new();
+    let dev = Descriptor::open(&h.sci(4)).unwrap();
+    let s = LocalSegment::create(&dev, Some(9), 4096, CreateFlags::default()).unwrap();
+    let path = remora_proto::paths::socket_path(h.dir.path(), 4);
+    for junk in [&b"\x00\x01garbage"[..], b"RM\x01\x00\xff\xff\xff\xff\xff", b"RM\x63\x00", b""] {
+        let fd = remora_sys::seqpacket::connect(&path, false).unwrap();
+        use std::os::fd::AsFd;
+        let _ = remora_sys::seqpacket::send(fd.as_fd(), junk, &[]);
+        let mut buf = [0u8; 256];
+        // The daemon hangs up on us (an empty datagram waits for the hello timeout).
+        if !junk.is_empty() {
+            let (n, _) = remora_sys::seqpacket::recv(fd.as_fd(), &mut buf).unwrap();
+            assert_eq!(n, 0, "daemon should close a session that sent {junk:?}");
+        }
+    }
+    // Garbage after a valid hello, too.
+    let raw = remora_client::Session::open(&h.config(4)).unwrap();
+    drop(raw);
+    // Everyone else is still served.
+    s.prepare(0).unwrap();
+    s.set_available(0).unwrap();
+    let r = RemoteSegment::connect(&dev, 4, 9, 0, Some(Duration::from_secs(1))).unwrap();
+    assert_eq!(r.size(), 4096);
+}

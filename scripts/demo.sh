@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The main job on a fresh machine, with zero set-up: build, install into ./target/prefix,
+# run the SISCI hello-world pair as two nodes of this host (each program starts its own
+# node daemon), then a short benchmark across the two nodes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v cc >/dev/null || { echo "installing gcc"; apt-get update -qq && apt-get install -y -qq gcc make; }
+cargo build --release --workspace
+prefix="${PREFIX:-$PWD/target/prefix}"
+target/release/remora install --prefix "$prefix"
+make -s -C examples PREFIX="$prefix"
+echo "--- hello world: receiver on node 4, sender on node 8"
+REMORA_NODE=4 examples/hello_receiver &
+receiver=$!
+REMORA_NODE=8 examples/hello_sender 4
+wait "$receiver"
+echo "--- benchmarks (node 4 and node 8 of this host)"
+"$prefix/bin/remora" bench pio --rounds 9
+"$prefix/bin/remora" bench memcpy --reps 5
+"$prefix/bin/remora" bench connect --samples 200
+"$prefix/bin/remora" status
