@@ -75,23 +75,30 @@ impl Config {
     pub fn from_env() -> Result<Config, ClientError> {
         let node = paths::node_from_env().map_err(ClientError::NoDaemon)?;
         let idle = match std::env::var("REMORA_IDLE_EXIT") {
-            Ok(v) if !v.is_empty() => v
-                .parse::<u64>()
-                .map_err(|_| ClientError::NoDaemon(format!("REMORA_IDLE_EXIT={v:?} is not a number of seconds")))?,
+            Ok(v) if !v.is_empty() => v.parse::<u64>().map_err(|_| {
+                ClientError::NoDaemon(format!("REMORA_IDLE_EXIT={v:?} is not a number of seconds"))
+            })?,
             _ => 30,
         };
         Ok(Config {
             node,
             runtime_dir: paths::runtime_dir(),
-            daemon: std::env::var_os("REMORA_DAEMON").filter(|v| !v.is_empty()).map(PathBuf::from),
-            spawn: std::env::var("REMORA_NO_SPAWN").map(|v| v != "1").unwrap_or(true),
+            daemon: std::env::var_os("REMORA_DAEMON")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
+            spawn: std::env::var("REMORA_NO_SPAWN")
+                .map(|v| v != "1")
+                .unwrap_or(true),
             idle_exit: Duration::from_secs(idle.max(1)),
         })
     }
 
     /// The same configuration for another node.
     pub fn with_node(&self, node: u32) -> Config {
-        Config { node, ..self.clone() }
+        Config {
+            node,
+            ..self.clone()
+        }
     }
 }
 
@@ -130,7 +137,13 @@ impl Session {
                 tracing::debug!("no daemon for node {} ({e}); starting one", cfg.node);
                 spawn::start_daemon(cfg)?
             }
-            Err(e) => return Err(ClientError::NoDaemon(format!("node {} at {}: {e}", cfg.node, path.display()))),
+            Err(e) => {
+                return Err(ClientError::NoDaemon(format!(
+                    "node {} at {}: {e}",
+                    cfg.node,
+                    path.display()
+                )))
+            }
         };
         let s = Session {
             fd: Mutex::new(fd),
@@ -139,9 +152,17 @@ impl Session {
             events: Mutex::new(VecDeque::new()),
             lost: Mutex::new(HashMap::new()),
         };
-        match s.request(Request::Hello { version: VERSION, role }, &[])? {
+        match s.request(
+            Request::Hello {
+                version: VERSION,
+                role,
+            },
+            &[],
+        )? {
             (Reply::Hello { node }, _) if node == cfg.node => Ok(s),
-            (other, _) => Err(ClientError::Protocol(format!("unexpected hello answer {other:?}"))),
+            (other, _) => Err(ClientError::Protocol(format!(
+                "unexpected hello answer {other:?}"
+            ))),
         }
     }
 
@@ -156,9 +177,15 @@ impl Session {
 
     fn absorb(&self, ev: Event) {
         if let Event::ConnectionLost { conn, reason } = ev {
-            self.lost.lock().unwrap_or_else(|p| p.into_inner()).insert(conn, reason);
+            self.lost
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(conn, reason);
         }
-        self.events.lock().unwrap_or_else(|p| p.into_inner()).push_back(ev);
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(ev);
     }
 
     /// Send a request and wait for its reply (events that arrive meanwhile are queued).
@@ -166,9 +193,14 @@ impl Session {
     /// # Errors
     /// [`ClientError::Daemon`] with the daemon's reason, [`ClientError::DaemonGone`] when
     /// the daemon closed the session, or the I/O error.
-    pub fn request(&self, req: Request, fds: &[BorrowedFd<'_>]) -> Result<(Reply, Vec<OwnedFd>), ClientError> {
+    pub fn request(
+        &self,
+        req: Request,
+        fds: &[BorrowedFd<'_>],
+    ) -> Result<(Reply, Vec<OwnedFd>), ClientError> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let bytes = encode(&RequestFrame { id, req }).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let bytes =
+            encode(&RequestFrame { id, req }).map_err(|e| ClientError::Protocol(e.to_string()))?;
         let sock = self.lock();
         remora_sys::seqpacket::send(sock.as_fd(), &bytes, fds).map_err(gone)?;
         let mut buf = vec![0u8; MAX_FRAME];
@@ -177,10 +209,14 @@ impl Session {
             if n == 0 {
                 return Err(ClientError::DaemonGone);
             }
-            match decode::<ServerMsg>(&buf[..n]).map_err(|e| ClientError::Protocol(e.to_string()))? {
+            match decode::<ServerMsg>(&buf[..n])
+                .map_err(|e| ClientError::Protocol(e.to_string()))?
+            {
                 ServerMsg::Reply { id: rid, result } if rid == id => return Ok((result?, got)),
                 ServerMsg::Reply { id: rid, .. } => {
-                    return Err(ClientError::Protocol(format!("reply to {rid} while waiting for {id}")))
+                    return Err(ClientError::Protocol(format!(
+                        "reply to {rid} while waiting for {id}"
+                    )))
                 }
                 ServerMsg::Event(ev) => self.absorb(ev),
             }
@@ -192,7 +228,8 @@ impl Session {
     /// # Errors
     /// The I/O error of sending.
     pub fn note(&self, req: Request) -> Result<(), ClientError> {
-        let bytes = encode(&RequestFrame { id: NO_REPLY, req }).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let bytes = encode(&RequestFrame { id: NO_REPLY, req })
+            .map_err(|e| ClientError::Protocol(e.to_string()))?;
         let sock = self.lock();
         remora_sys::seqpacket::send(sock.as_fd(), &bytes, &[]).map_err(gone)
     }
@@ -215,12 +252,20 @@ impl Session {
 
     /// Take the queued events.
     pub fn take_events(&self) -> Vec<Event> {
-        self.events.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect()
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect()
     }
 
     /// Whether the daemon has reported connection `conn` lost, and why.
     pub fn lost(&self, conn: u64) -> Option<LostReason> {
-        self.lost.lock().unwrap_or_else(|p| p.into_inner()).get(&conn).copied()
+        self.lost
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&conn)
+            .copied()
     }
 }
 

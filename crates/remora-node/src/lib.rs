@@ -42,7 +42,12 @@ pub struct Config {
 impl Config {
     /// A daemon for `node` in `runtime_dir` that never exits by itself.
     pub fn new(node: u32, runtime_dir: PathBuf) -> Config {
-        Config { node, runtime_dir, idle_exit: None, auto_started: false }
+        Config {
+            node,
+            runtime_dir,
+            idle_exit: None,
+            auto_started: false,
+        }
     }
 }
 
@@ -91,7 +96,12 @@ pub fn run(config: Config) -> Result<(), StartError> {
         .write(true)
         .open(paths::lock_path(&config.runtime_dir, config.node))
         .map_err(|e| StartError::Io("lock file", e))?;
-    if rustix::fs::flock(lock_file.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+    if rustix::fs::flock(
+        lock_file.as_fd(),
+        rustix::fs::FlockOperation::NonBlockingLockExclusive,
+    )
+    .is_err()
+    {
         return Err(StartError::AlreadyRunning(config.node));
     }
     let sock = paths::socket_path(&config.runtime_dir, config.node);

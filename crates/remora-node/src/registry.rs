@@ -150,7 +150,10 @@ impl Registry {
 
     /// Sessions that hold resources or may (everything but control connections).
     pub fn active_sessions(&self) -> usize {
-        self.sessions.values().filter(|s| s.role != Role::Control).count()
+        self.sessions
+            .values()
+            .filter(|s| s.role != Role::Control)
+            .count()
     }
 
     /// `SCICreateSegment`.
@@ -185,7 +188,12 @@ impl Registry {
         let memfd = if empty {
             None
         } else {
-            let name = format!("n{}-s{}", self.node, id.map(|i| i.to_string()).unwrap_or_else(|| "private".into()));
+            let name = format!(
+                "n{}-s{}",
+                self.node,
+                id.map(|i| i.to_string())
+                    .unwrap_or_else(|| "private".into())
+            );
             Some(Memfd::create(&name, size).map_err(|e| {
                 if e.raw_os_error() == Some(12) {
                     Error::NoSpace
@@ -288,13 +296,25 @@ impl Registry {
             return Err(Error::IllegalOperation);
         }
         s.available = false;
-        let importers: Vec<u64> = if force { std::mem::take(&mut s.importers).into_iter().collect() } else { s.importers.iter().copied().collect() };
+        let importers: Vec<u64> = if force {
+            std::mem::take(&mut s.importers).into_iter().collect()
+        } else {
+            s.importers.iter().copied().collect()
+        };
         for c in importers {
-            let Some(conn) = self.conns.get_mut(&c) else { continue };
+            let Some(conn) = self.conns.get_mut(&c) else {
+                continue;
+            };
             let sess = conn.session;
             if force {
                 conn.alive = false;
-                self.tell(sess, Event::ConnectionLost { conn: c, reason: LostReason::ForcedDisconnect });
+                self.tell(
+                    sess,
+                    Event::ConnectionLost {
+                        conn: c,
+                        reason: LostReason::ForcedDisconnect,
+                    },
+                );
             } else if notify {
                 self.tell(sess, Event::SegmentUnavailable { conn: c });
             }
@@ -352,7 +372,9 @@ impl Registry {
     /// Take a segment out of use: free its id, drop the daemon's memory reference, and
     /// (when its owner died) tell the importers.
     fn retire(&mut self, seg: u64, lost: Option<LostReason>) {
-        let Some(s) = self.segments.get_mut(&seg) else { return };
+        let Some(s) = self.segments.get_mut(&seg) else {
+            return;
+        };
         if let Some(id) = s.id {
             if self.ids.get(&id) == Some(&seg) {
                 self.ids.remove(&id);
@@ -393,8 +415,12 @@ impl Registry {
         if !s.available {
             return Err(ConnectWait::Unavailable);
         }
-        let Some(memfd) = s.memfd.as_ref() else { return Err(ConnectWait::Unavailable) };
-        let fd = memfd.try_clone().map_err(|e| ConnectWait::Failed(Error::System(e.to_string())))?;
+        let Some(memfd) = s.memfd.as_ref() else {
+            return Err(ConnectWait::Unavailable);
+        };
+        let fd = memfd
+            .try_clone()
+            .map_err(|e| ConnectWait::Failed(Error::System(e.to_string())))?;
         let size = s.size;
         let owner = s.owner;
         let conn = self.next;
@@ -413,7 +439,13 @@ impl Registry {
                 alive: true,
             },
         );
-        self.tell(owner, Event::SegmentConnected { seg, node: importer_node });
+        self.tell(
+            owner,
+            Event::SegmentConnected {
+                seg,
+                node: importer_node,
+            },
+        );
         Ok((conn, size, fd))
     }
 
@@ -447,7 +479,8 @@ impl Registry {
             _ => return Err(Error::UnknownHandle),
         }
         let c = self.conns.remove(&conn).expect("checked above");
-        self.maps.retain(|_, m| m.target != MapTarget::Remote { conn });
+        self.maps
+            .retain(|_, m| m.target != MapTarget::Remote { conn });
         if let ConnKind::Local { seg } = c.kind {
             if let Some(s) = self.segments.get_mut(&seg) {
                 s.importers.remove(&conn);
@@ -455,7 +488,13 @@ impl Registry {
                 if s.removed && s.importers.is_empty() {
                     self.segments.remove(&seg);
                 } else {
-                    self.tell(owner, Event::SegmentDisconnected { seg, node: c.importer_node });
+                    self.tell(
+                        owner,
+                        Event::SegmentDisconnected {
+                            seg,
+                            node: c.importer_node,
+                        },
+                    );
                 }
             }
         }
@@ -467,7 +506,10 @@ impl Registry {
         let hit: Vec<u64> = self
             .conns
             .values()
-            .filter(|c| c.session == session && matches!(c.kind, ConnKind::Proxied { remote: r } if remote.contains(&r)))
+            .filter(|c| {
+                c.session == session
+                    && matches!(c.kind, ConnKind::Proxied { remote: r } if remote.contains(&r))
+            })
             .map(|c| c.conn)
             .collect();
         for conn in hit {
@@ -504,7 +546,8 @@ impl Registry {
 
     /// Record a map (bookkeeping only: the mapping itself is the process's).
     pub fn map_note(&mut self, session: u64, m: MapStatus) {
-        self.maps.insert((session, m.map), MapStatus { session, ..m });
+        self.maps
+            .insert((session, m.map), MapStatus { session, ..m });
     }
 
     /// Forget a map.
@@ -514,11 +557,21 @@ impl Registry {
 
     /// Release everything a session held. Returns the proxied connections it had, by node.
     pub fn end_session(&mut self, session: u64) {
-        let conns: Vec<u64> = self.conns.values().filter(|c| c.session == session).map(|c| c.conn).collect();
+        let conns: Vec<u64> = self
+            .conns
+            .values()
+            .filter(|c| c.session == session)
+            .map(|c| c.conn)
+            .collect();
         for c in conns {
             let _ = self.disconnect(session, c);
         }
-        let owned: Vec<u64> = self.segments.values().filter(|s| s.owner == session).map(|s| s.seg).collect();
+        let owned: Vec<u64> = self
+            .segments
+            .values()
+            .filter(|s| s.owner == session)
+            .map(|s| s.seg)
+            .collect();
         for seg in owned {
             if let Some(s) = self.segments.get_mut(&seg) {
                 if !s.attached.is_empty() {
@@ -548,7 +601,11 @@ impl Registry {
             sessions: self
                 .sessions
                 .iter()
-                .map(|(&session, s)| SessionStatus { session, pid: s.pid, role: s.role })
+                .map(|(&session, s)| SessionStatus {
+                    session,
+                    pid: s.pid,
+                    role: s.role,
+                })
                 .collect(),
             segments: self
                 .segments
@@ -605,7 +662,12 @@ mod tests {
     use super::*;
     use tokio::sync::mpsc::unbounded_channel;
 
-    fn reg() -> (Registry, u64, u64, tokio::sync::mpsc::UnboundedReceiver<Event>) {
+    fn reg() -> (
+        Registry,
+        u64,
+        u64,
+        tokio::sync::mpsc::UnboundedReceiver<Event>,
+    ) {
         let mut r = Registry::new(4);
         let (tx, _rx) = unbounded_channel();
         let a = r.add_session(1, Role::Client, tx);
@@ -617,14 +679,27 @@ mod tests {
     #[test]
     fn state_machine_and_ids() {
         let (mut r, a, b, mut rx) = reg();
-        let seg = r.create_segment(a, Some(7), 4096, false, false).unwrap().seg;
-        assert_eq!(r.create_segment(b, Some(7), 4096, false, false).unwrap_err(), Error::SegmentIdUsed);
+        let seg = r
+            .create_segment(a, Some(7), 4096, false, false)
+            .unwrap()
+            .seg;
+        assert_eq!(
+            r.create_segment(b, Some(7), 4096, false, false)
+                .unwrap_err(),
+            Error::SegmentIdUsed
+        );
         assert_eq!(r.set_available(a, seg, 0), Err(Error::NotPrepared));
-        assert_eq!(r.set_unavailable(a, seg, 0, false, false), Err(Error::IllegalOperation));
+        assert_eq!(
+            r.set_unavailable(a, seg, 0, false, false),
+            Err(Error::IllegalOperation)
+        );
         assert_eq!(r.prepare(a, seg, 1), Err(Error::NoSuchAdapter));
         assert_eq!(r.prepare(b, seg, 0), Err(Error::UnknownHandle));
         r.prepare(a, seg, 0).unwrap();
-        assert!(matches!(r.connect_local(b, 4, 7), Err(ConnectWait::Unavailable)));
+        assert!(matches!(
+            r.connect_local(b, 4, 7),
+            Err(ConnectWait::Unavailable)
+        ));
         r.set_available(a, seg, 0).unwrap();
         let (conn, size, _fd) = r.connect_local(b, 4, 7).unwrap();
         assert_eq!(size, 4096);
@@ -640,12 +715,17 @@ mod tests {
     #[test]
     fn owner_death_frees_ids_and_tells_importers() {
         let (mut r, a, b, mut rx) = reg();
-        let seg = r.create_segment(a, Some(1), 4096, false, false).unwrap().seg;
+        let seg = r
+            .create_segment(a, Some(1), 4096, false, false)
+            .unwrap()
+            .seg;
         r.prepare(a, seg, 0).unwrap();
         r.set_available(a, seg, 0).unwrap();
         let (conn, _, _) = r.connect_local(b, 8, 1).unwrap();
         r.end_session(a);
-        assert!(matches!(rx.try_recv(), Ok(Event::ConnectionLost { conn: c, reason: LostReason::OwnerGone }) if c == conn));
+        assert!(
+            matches!(rx.try_recv(), Ok(Event::ConnectionLost { conn: c, reason: LostReason::OwnerGone }) if c == conn)
+        );
         assert!(r.create_segment(b, Some(1), 4096, false, false).is_ok());
         r.end_session(b);
         assert!(r.segments.is_empty() && r.conns.is_empty());
@@ -659,8 +739,16 @@ mod tests {
         let p = p.seg;
         r.prepare(a, p, 0).unwrap();
         assert_eq!(r.set_available(a, p, 0), Err(Error::IllegalOperation));
-        let x = r.create_segment(a, None, 4096, false, false).unwrap().id.unwrap();
-        let y = r.create_segment(a, None, 4096, false, false).unwrap().id.unwrap();
+        let x = r
+            .create_segment(a, None, 4096, false, false)
+            .unwrap()
+            .id
+            .unwrap();
+        let y = r
+            .create_segment(a, None, 4096, false, false)
+            .unwrap()
+            .id
+            .unwrap();
         assert!(x >= AUTO_ID_BASE && y != x);
         let e = r.create_segment(a, Some(9), 0, false, true).unwrap().seg;
         assert_eq!(r.prepare(a, e, 0), Err(Error::IllegalOperation));

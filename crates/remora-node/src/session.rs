@@ -1,14 +1,14 @@
 //! One connection to the daemon: a process of this node, a peer daemon, or the CLI.
 
-use remora_sys::async_conn::AsyncConn;
-use crate::send_msg;
 use crate::peer::{self, Proxy};
 use crate::registry::{ConnKind, ConnectWait};
+use crate::send_msg;
 use crate::Node;
 use remora_proto::{
     decode, Error, Event, MapStatus, Reply, Request, RequestFrame, Role, ServerMsg, MAX_FRAME,
     NO_REPLY,
 };
+use remora_sys::async_conn::AsyncConn;
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
@@ -39,15 +39,27 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
     let mut buf = vec![0u8; MAX_FRAME];
     let role = match tokio::time::timeout(Duration::from_secs(5), conn.recv(&mut buf)).await {
         Ok(Ok((n, _))) if n > 0 => match decode::<RequestFrame>(&buf[..n]) {
-            Ok(RequestFrame { id, req: Request::Hello { role, .. } }) => {
-                let reply = ServerMsg::Reply { id, result: Ok(Reply::Hello { node: node.config.node }) };
+            Ok(RequestFrame {
+                id,
+                req: Request::Hello { role, .. },
+            }) => {
+                let reply = ServerMsg::Reply {
+                    id,
+                    result: Ok(Reply::Hello {
+                        node: node.config.node,
+                    }),
+                };
                 if send_msg(&conn, &reply, &[]).await.is_err() {
                     return;
                 }
                 role
             }
             Ok(other) => {
-                tracing::warn!(pid, "first message is not a hello ({:?}); closing", other.req);
+                tracing::warn!(
+                    pid,
+                    "first message is not a hello ({:?}); closing",
+                    other.req
+                );
                 return;
             }
             Err(e) => {
@@ -64,7 +76,14 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
     let (tx, mut rx) = unbounded_channel();
     let sid = node.lock().add_session(pid, role, tx.clone());
     tracing::debug!(sid, pid, ?role, "session open");
-    let mut s = Session { node: node.clone(), sid, role, conn, proxies: HashMap::new(), events: tx };
+    let mut s = Session {
+        node: node.clone(),
+        sid,
+        role,
+        conn,
+        proxies: HashMap::new(),
+        events: tx,
+    };
     loop {
         tokio::select! {
             r = s.conn.recv(&mut buf) => {
@@ -107,7 +126,9 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
 }
 
 fn fd_of(m: &remora_sys::Memfd) -> Result<OwnedFd, Error> {
-    m.try_clone().map(|m| m.into_fd()).map_err(|e| Error::System(e.to_string()))
+    m.try_clone()
+        .map(|m| m.into_fd())
+        .map_err(|e| Error::System(e.to_string()))
 }
 
 fn is_memfd(fd: &OwnedFd) -> bool {
@@ -124,7 +145,10 @@ impl Session {
 
     async fn handle(&mut self, req: Request, mut fds: Vec<OwnedFd>) -> Outcome {
         if self.role == Role::Control
-            && !matches!(req, Request::Probe { .. } | Request::Status | Request::Shutdown)
+            && !matches!(
+                req,
+                Request::Probe { .. } | Request::Status | Request::Shutdown
+            )
         {
             return (Err(Error::Access), vec![]);
         }
@@ -132,11 +156,22 @@ impl Session {
         let ok = |r: Result<(), Error>| (r.map(|_| Reply::Ok), vec![]);
         match req {
             Request::Hello { .. } => (Err(Error::Protocol("second hello".into())), vec![]),
-            Request::CreateSegment { id, size, private, empty } => {
+            Request::CreateSegment {
+                id,
+                size,
+                private,
+                empty,
+            } => {
                 let mut reg = self.node.lock();
                 match reg.create_segment(sid, id, size, private, empty) {
                     Ok(s) => {
-                        let reply = Reply::Segment { seg: s.seg, id: s.id, size: s.size, prepared: false, available: false };
+                        let reply = Reply::Segment {
+                            seg: s.seg,
+                            id: s.id,
+                            size: s.size,
+                            prepared: false,
+                            available: false,
+                        };
                         match s.memfd.as_ref().map(fd_of).transpose() {
                             Ok(fd) => (Ok(reply), fd.into_iter().collect()),
                             Err(e) => (Err(e), vec![]),
@@ -147,27 +182,55 @@ impl Session {
             }
             Request::AttachMemory { seg } => {
                 if fds.len() != 1 || !is_memfd(&fds[0]) {
-                    return (Err(Error::IllegalParameter("AttachMemory needs exactly one memfd".into())), vec![]);
+                    return (
+                        Err(Error::IllegalParameter(
+                            "AttachMemory needs exactly one memfd".into(),
+                        )),
+                        vec![],
+                    );
                 }
                 let memfd = match remora_sys::Memfd::from_fd(fds.remove(0)) {
                     Ok(m) => m,
                     Err(e) => return (Err(Error::System(e.to_string())), vec![]),
                 };
                 let r = self.node.lock().attach_memory(sid, seg, memfd);
-                (r.map(|size| Reply::Segment { seg, id: None, size, prepared: false, available: false }), vec![])
+                (
+                    r.map(|size| Reply::Segment {
+                        seg,
+                        id: None,
+                        size,
+                        prepared: false,
+                        available: false,
+                    }),
+                    vec![],
+                )
             }
             Request::Prepare { seg, adapter } => ok(self.node.lock().prepare(sid, seg, adapter)),
-            Request::SetAvailable { seg, adapter } => ok(self.node.lock().set_available(sid, seg, adapter)),
-            Request::SetUnavailable { seg, adapter, force_disconnect, notify } => {
-                ok(self.node.lock().set_unavailable(sid, seg, adapter, force_disconnect, notify))
+            Request::SetAvailable { seg, adapter } => {
+                ok(self.node.lock().set_available(sid, seg, adapter))
             }
+            Request::SetUnavailable {
+                seg,
+                adapter,
+                force_disconnect,
+                notify,
+            } => ok(self
+                .node
+                .lock()
+                .set_unavailable(sid, seg, adapter, force_disconnect, notify)),
             Request::RemoveSegment { seg } => ok(self.node.lock().remove_segment(sid, seg)),
             Request::ShareSegment { seg } => ok(self.node.lock().share(sid, seg)),
             Request::AttachShared { id } => {
                 let mut reg = self.node.lock();
                 match reg.attach_shared(sid, id) {
                     Ok(s) => {
-                        let reply = Reply::Segment { seg: s.seg, id: s.id, size: s.size, prepared: s.prepared, available: s.available };
+                        let reply = Reply::Segment {
+                            seg: s.seg,
+                            id: s.id,
+                            size: s.size,
+                            prepared: s.prepared,
+                            available: s.available,
+                        };
                         match s.memfd.as_ref().map(fd_of).transpose() {
                             Ok(fd) => (Ok(reply), fd.into_iter().collect()),
                             Err(e) => (Err(e), vec![]),
@@ -176,7 +239,11 @@ impl Session {
                     Err(e) => (Err(e), vec![]),
                 }
             }
-            Request::Connect { node, id, timeout_ms } => {
+            Request::Connect {
+                node,
+                id,
+                timeout_ms,
+            } => {
                 if node == self.me() {
                     self.connect_local(id, timeout_ms).await
                 } else if matches!(self.role, Role::Peer { .. }) {
@@ -198,8 +265,24 @@ impl Session {
                     Err(e) => (Err(e), vec![]),
                 }
             }
-            Request::MapNote { map, target, offset, size, readonly } => {
-                self.node.lock().map_note(sid, MapStatus { session: sid, map, target, offset, size, readonly });
+            Request::MapNote {
+                map,
+                target,
+                offset,
+                size,
+                readonly,
+            } => {
+                self.node.lock().map_note(
+                    sid,
+                    MapStatus {
+                        session: sid,
+                        map,
+                        target,
+                        offset,
+                        size,
+                        readonly,
+                    },
+                );
                 (Ok(Reply::Ok), vec![])
             }
             Request::UnmapNote { map } => {
@@ -212,7 +295,10 @@ impl Session {
             }
             Request::Status => {
                 let up = self.node.started.elapsed().as_secs();
-                let st = self.node.lock().status(std::process::id(), self.node.config.auto_started, up);
+                let st =
+                    self.node
+                        .lock()
+                        .status(std::process::id(), self.node.config.auto_started, up);
                 (Ok(Reply::Status(st)), vec![])
             }
             Request::Shutdown => {
@@ -237,7 +323,9 @@ impl Session {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let last = match self.node.lock().connect_local(self.sid, importer, id) {
-                Ok((conn, size, fd)) => return (Ok(Reply::Connected { conn, size }), vec![fd.into_fd()]),
+                Ok((conn, size, fd)) => {
+                    return (Ok(Reply::Connected { conn, size }), vec![fd.into_fd()])
+                }
                 Err(ConnectWait::Failed(e)) => return (Err(e), vec![]),
                 Err(w) => w,
             };
@@ -268,17 +356,27 @@ impl Session {
             }
         }
         let proxy = &self.proxies[&node];
-        let req = Request::Connect { node, id, timeout_ms };
+        let req = Request::Connect {
+            node,
+            id,
+            timeout_ms,
+        };
         let answer = tokio::select! {
             a = proxy.request(req) => a,
             _ = self.conn.hangup() => return (Err(Error::Protocol("caller hung up".into())), vec![]),
         };
         match answer {
             Ok((Ok(Reply::Connected { conn: remote, size }), fds)) if fds.len() == 1 => {
-                let conn = self.node.lock().add_proxied(self.sid, node, id, size, remote);
+                let conn = self
+                    .node
+                    .lock()
+                    .add_proxied(self.sid, node, id, size, remote);
                 (Ok(Reply::Connected { conn, size }), fds)
             }
-            Ok((Ok(other), _)) => (Err(Error::Protocol(format!("unexpected answer {other:?}"))), vec![]),
+            Ok((Ok(other), _)) => (
+                Err(Error::Protocol(format!("unexpected answer {other:?}"))),
+                vec![],
+            ),
             Ok((Err(e), _)) => (Err(e), vec![]),
             Err(e) => {
                 self.proxies.remove(&node);

@@ -87,9 +87,13 @@ pub fn decode<T: DeserializeOwned>(buf: &[u8]) -> Result<T, DecodeError> {
     }
     let v = u16::from_le_bytes([buf[2], buf[3]]);
     if v != VERSION {
-        return Err(DecodeError::Version { theirs: v, ours: VERSION });
+        return Err(DecodeError::Version {
+            theirs: v,
+            ours: VERSION,
+        });
     }
-    let (msg, rest) = postcard::take_from_bytes(&buf[4..]).map_err(|e| DecodeError::Body(e.to_string()))?;
+    let (msg, rest) =
+        postcard::take_from_bytes(&buf[4..]).map_err(|e| DecodeError::Body(e.to_string()))?;
     if !rest.is_empty() {
         return Err(DecodeError::Body(format!("{} trailing bytes", rest.len())));
     }
@@ -489,21 +493,43 @@ mod tests {
     #[test]
     fn rejects_wrong_header() {
         assert_eq!(decode::<RequestFrame>(b"RM"), Err(DecodeError::Short(2)));
-        assert!(matches!(decode::<RequestFrame>(b"XX\x01\x00\x00"), Err(DecodeError::Magic(_))));
-        assert!(matches!(decode::<RequestFrame>(b"RM\x09\x00\x00"), Err(DecodeError::Version { .. })));
-        let mut ok = encode(&RequestFrame { id: 1, req: Request::Status }).unwrap();
+        assert!(matches!(
+            decode::<RequestFrame>(b"XX\x01\x00\x00"),
+            Err(DecodeError::Magic(_))
+        ));
+        assert!(matches!(
+            decode::<RequestFrame>(b"RM\x09\x00\x00"),
+            Err(DecodeError::Version { .. })
+        ));
+        let mut ok = encode(&RequestFrame {
+            id: 1,
+            req: Request::Status,
+        })
+        .unwrap();
         ok.push(0);
-        assert!(matches!(decode::<RequestFrame>(&ok), Err(DecodeError::Body(_))));
+        assert!(matches!(
+            decode::<RequestFrame>(&ok),
+            Err(DecodeError::Body(_))
+        ));
     }
 
     #[test]
     fn replies_round_trip() {
         let m = ServerMsg::Reply {
             id: 9,
-            result: Ok(Reply::Segment { seg: 3, id: Some(4), size: 4096, prepared: false, available: false }),
+            result: Ok(Reply::Segment {
+                seg: 3,
+                id: Some(4),
+                size: 4096,
+                prepared: false,
+                available: false,
+            }),
         };
         assert_eq!(decode::<ServerMsg>(&encode(&m).unwrap()).unwrap(), m);
-        let e = ServerMsg::Reply { id: 2, result: Err(Error::IllegalParameter("x".into())) };
+        let e = ServerMsg::Reply {
+            id: 2,
+            result: Err(Error::IllegalParameter("x".into())),
+        };
         assert_eq!(decode::<ServerMsg>(&encode(&e).unwrap()).unwrap(), e);
     }
 

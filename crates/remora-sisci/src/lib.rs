@@ -81,7 +81,9 @@ impl Sisci {
     /// # Errors
     /// [`Error::IllegalParameter`] when `REMORA_NODE` or another variable is malformed.
     pub fn initialize() -> Result<Sisci> {
-        Ok(Sisci { cfg: Config::from_env().map_err(|e| Error::IllegalParameter(e.to_string()))? })
+        Ok(Sisci {
+            cfg: Config::from_env().map_err(|e| Error::IllegalParameter(e.to_string()))?,
+        })
     }
 
     /// A library for an explicit configuration (several nodes in one process, tests).
@@ -167,7 +169,12 @@ impl Descriptor {
     /// node is unknown or does not answer.
     pub fn probe_node(&self, adapter: u32, node: u32) -> Result<bool> {
         check_adapter(adapter)?;
-        match self.live()?.session.request(Request::Probe { node }, &[])?.0 {
+        match self
+            .live()?
+            .session
+            .request(Request::Probe { node }, &[])?
+            .0
+        {
             Reply::Probe { reachable: true } => Ok(true),
             Reply::Probe { reachable: false } => Err(Error::NoSuchNode),
             other => Err(Error::System(format!("unexpected reply {other:?}"))),
@@ -212,7 +219,10 @@ struct LocalInner {
 impl Drop for LocalInner {
     fn drop(&mut self) {
         if !self.removed.load(Ordering::Acquire) {
-            let _ = self.desc.session().request(Request::RemoveSegment { seg: self.seg }, &[]);
+            let _ = self
+                .desc
+                .session()
+                .request(Request::RemoveSegment { seg: self.seg }, &[]);
         }
     }
 }
@@ -223,7 +233,11 @@ pub struct LocalSegment {
     inner: Arc<LocalInner>,
 }
 
-fn segment_from_reply(desc: &Descriptor, reply: Reply, fds: Vec<std::os::fd::OwnedFd>) -> Result<LocalSegment> {
+fn segment_from_reply(
+    desc: &Descriptor,
+    reply: Reply,
+    fds: Vec<std::os::fd::OwnedFd>,
+) -> Result<LocalSegment> {
     let Reply::Segment { seg, id, size, .. } = reply else {
         return Err(Error::System(format!("unexpected reply {reply:?}")));
     };
@@ -251,8 +265,18 @@ impl LocalSegment {
     /// # Errors
     /// [`Error::SegmentIdUsed`], [`Error::NoSpace`], [`Error::IllegalParameter`] for a zero
     /// size, [`Error::IllegalOperation`] on a closed descriptor.
-    pub fn create(desc: &Descriptor, id: Option<u32>, size: usize, flags: CreateFlags) -> Result<LocalSegment> {
-        let req = Request::CreateSegment { id, size: size as u64, private: flags.private, empty: flags.empty };
+    pub fn create(
+        desc: &Descriptor,
+        id: Option<u32>,
+        size: usize,
+        flags: CreateFlags,
+    ) -> Result<LocalSegment> {
+        let req = Request::CreateSegment {
+            id,
+            size: size as u64,
+            private: flags.private,
+            empty: flags.empty,
+        };
         let (reply, fds) = desc.live()?.session.request(req, &[])?;
         segment_from_reply(desc, reply, fds)
     }
@@ -262,7 +286,10 @@ impl LocalSegment {
     /// # Errors
     /// [`Error::NoSuchSegment`]; [`Error::Access`] when it is not shared.
     pub fn attach(desc: &Descriptor, id: u32) -> Result<LocalSegment> {
-        let (reply, fds) = desc.live()?.session.request(Request::AttachShared { id }, &[])?;
+        let (reply, fds) = desc
+            .live()?
+            .session
+            .request(Request::AttachShared { id }, &[])?;
         segment_from_reply(desc, reply, fds)
     }
 
@@ -304,7 +331,10 @@ impl LocalSegment {
     /// [`Error::NoSuchAdapter`]; [`Error::IllegalOperation`] for an empty segment.
     pub fn prepare(&self, adapter: u32) -> Result<()> {
         check_adapter(adapter)?;
-        self.call(Request::Prepare { seg: self.inner.seg, adapter })
+        self.call(Request::Prepare {
+            seg: self.inner.seg,
+            adapter,
+        })
     }
 
     /// `SCISetSegmentAvailable`.
@@ -313,16 +343,29 @@ impl LocalSegment {
     /// [`Error::NotPrepared`]; [`Error::IllegalOperation`] for a private segment.
     pub fn set_available(&self, adapter: u32) -> Result<()> {
         check_adapter(adapter)?;
-        self.call(Request::SetAvailable { seg: self.inner.seg, adapter })
+        self.call(Request::SetAvailable {
+            seg: self.inner.seg,
+            adapter,
+        })
     }
 
     /// `SCISetSegmentUnavailable` (`SCI_FLAG_FORCE_DISCONNECT`, `SCI_FLAG_NOTIFY`).
     ///
     /// # Errors
     /// [`Error::IllegalOperation`] when it is not available.
-    pub fn set_unavailable(&self, adapter: u32, force_disconnect: bool, notify: bool) -> Result<()> {
+    pub fn set_unavailable(
+        &self,
+        adapter: u32,
+        force_disconnect: bool,
+        notify: bool,
+    ) -> Result<()> {
         check_adapter(adapter)?;
-        self.call(Request::SetUnavailable { seg: self.inner.seg, adapter, force_disconnect, notify })
+        self.call(Request::SetUnavailable {
+            seg: self.inner.seg,
+            adapter,
+            force_disconnect,
+            notify,
+        })
     }
 
     /// `SCIShareSegment`.
@@ -330,7 +373,9 @@ impl LocalSegment {
     /// # Errors
     /// [`Error::IllegalOperation`] for a private segment.
     pub fn share(&self) -> Result<()> {
-        self.call(Request::ShareSegment { seg: self.inner.seg })
+        self.call(Request::ShareSegment {
+            seg: self.inner.seg,
+        })
     }
 
     /// `SCIRegisterSegmentMemory`: make `mem` (private anonymous memory of this process,
@@ -343,23 +388,32 @@ impl LocalSegment {
     pub fn register_memory(&self, mem: &'static mut [u8]) -> Result<()> {
         let inner = self.live()?;
         let page = remora_sys::page_size();
-        if mem.as_ptr() as usize % page != 0 {
+        if !(mem.as_ptr() as usize).is_multiple_of(page) {
             return Err(Error::OffsetAlignment);
         }
-        if mem.is_empty() || mem.len() % page != 0 {
+        if mem.is_empty() || !mem.len().is_multiple_of(page) {
             return Err(Error::SizeAlignment);
         }
-        if inner.memfd.read().unwrap_or_else(|p| p.into_inner()).is_some() {
+        if inner
+            .memfd
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
             return Err(Error::IllegalOperation);
         }
-        let memfd = remora_sys::user_memory::move_slice_into_memfd(mem, "registered").map_err(|e| {
-            if e.raw_os_error() == Some(14) {
-                Error::IllegalAddress
-            } else {
-                Error::from(e)
-            }
-        })?;
-        let (reply, _) = inner.desc.session().request(Request::AttachMemory { seg: inner.seg }, &[memfd.as_fd()])?;
+        let memfd =
+            remora_sys::user_memory::move_slice_into_memfd(mem, "registered").map_err(|e| {
+                if e.raw_os_error() == Some(14) {
+                    Error::IllegalAddress
+                } else {
+                    Error::from(e)
+                }
+            })?;
+        let (reply, _) = inner
+            .desc
+            .session()
+            .request(Request::AttachMemory { seg: inner.seg }, &[memfd.as_fd()])?;
         if let Reply::Segment { size, .. } = reply {
             inner.size.store(size, Ordering::Release);
         }
@@ -377,9 +431,16 @@ impl LocalSegment {
         if inner.deps.busy() {
             return Err(Error::Busy);
         }
-        inner.desc.session().request(Request::RemoveSegment { seg: inner.seg }, &[])?;
+        inner
+            .desc
+            .session()
+            .request(Request::RemoveSegment { seg: inner.seg }, &[])?;
         inner.removed.store(true, Ordering::Release);
-        inner.memfd.write().unwrap_or_else(|p| p.into_inner()).take();
+        inner
+            .memfd
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         inner.token.lock().unwrap_or_else(|p| p.into_inner()).take();
         Ok(())
     }
@@ -389,7 +450,13 @@ impl LocalSegment {
     /// # Errors
     /// [`Error::OutOfRange`], [`Error::IllegalAddress`] when a fixed address is taken,
     /// [`Error::IllegalOperation`] for a segment without memory.
-    pub fn map(&self, offset: usize, size: usize, addr: Option<usize>, flags: MapFlags) -> Result<Map> {
+    pub fn map(
+        &self,
+        offset: usize,
+        size: usize,
+        addr: Option<usize>,
+        flags: MapFlags,
+    ) -> Result<Map> {
         let inner = self.live()?;
         let memfd = inner.memfd.read().unwrap_or_else(|p| p.into_inner());
         let memfd = memfd.as_ref().ok_or(Error::IllegalOperation)?;
@@ -424,7 +491,10 @@ struct RemoteInner {
 impl Drop for RemoteInner {
     fn drop(&mut self) {
         if !self.disconnected.load(Ordering::Acquire) {
-            let _ = self.desc.session().request(Request::Disconnect { conn: self.conn }, &[]);
+            let _ = self
+                .desc
+                .session()
+                .request(Request::Disconnect { conn: self.conn }, &[]);
         }
     }
 }
@@ -443,14 +513,30 @@ impl RemoteSegment {
     /// [`Error::NoSuchNode`] at once for an unknown node; [`Error::NoSuchSegment`] when the
     /// time ran out and no segment had the id; [`Error::Timeout`] when it existed but was
     /// not available; [`Error::NoSuchAdapter`].
-    pub fn connect(desc: &Descriptor, node: u32, id: u32, adapter: u32, timeout: Option<Duration>) -> Result<RemoteSegment> {
+    pub fn connect(
+        desc: &Descriptor,
+        node: u32,
+        id: u32,
+        adapter: u32,
+        timeout: Option<Duration>,
+    ) -> Result<RemoteSegment> {
         check_adapter(adapter)?;
         let timeout_ms = timeout.map(|t| t.as_millis().min(u32::MAX as u128 - 1) as u32);
-        let (reply, fds) = desc.live()?.session.request(Request::Connect { node, id, timeout_ms }, &[])?;
+        let (reply, fds) = desc.live()?.session.request(
+            Request::Connect {
+                node,
+                id,
+                timeout_ms,
+            },
+            &[],
+        )?;
         let Reply::Connected { conn, size } = reply else {
             return Err(Error::System(format!("unexpected reply {reply:?}")));
         };
-        let fd = fds.into_iter().next().ok_or_else(|| Error::System("connect reply without memory".into()))?;
+        let fd = fds
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::System("connect reply without memory".into()))?;
         Ok(RemoteSegment {
             inner: Arc::new(RemoteInner {
                 token: Mutex::new(Some(desc.inner.deps.token())),
@@ -509,7 +595,10 @@ impl RemoteSegment {
         if inner.deps.busy() {
             return Err(Error::Busy);
         }
-        inner.desc.session().request(Request::Disconnect { conn: inner.conn }, &[])?;
+        inner
+            .desc
+            .session()
+            .request(Request::Disconnect { conn: inner.conn }, &[])?;
         inner.disconnected.store(true, Ordering::Release);
         inner.token.lock().unwrap_or_else(|p| p.into_inner()).take();
         Ok(())
@@ -520,7 +609,13 @@ impl RemoteSegment {
     ///
     /// # Errors
     /// [`Error::OutOfRange`]; [`Error::IllegalAddress`] when a fixed address is taken.
-    pub fn map(&self, offset: usize, size: usize, addr: Option<usize>, flags: MapFlags) -> Result<Map> {
+    pub fn map(
+        &self,
+        offset: usize,
+        size: usize,
+        addr: Option<usize>,
+        flags: MapFlags,
+    ) -> Result<Map> {
         let inner = self.live()?;
         Map::create(
             &inner.desc,
@@ -567,7 +662,10 @@ struct MapInner {
 impl Drop for MapInner {
     fn drop(&mut self) {
         if self.mapping.get_mut().map(|m| m.is_some()).unwrap_or(false) {
-            let _ = self.desc.session().note(Request::UnmapNote { map: self.number });
+            let _ = self
+                .desc
+                .session()
+                .note(Request::UnmapNote { map: self.number });
         }
     }
 }
@@ -604,8 +702,22 @@ impl Map {
                 return Err(Error::IllegalAddress);
             }
         }
-        let mapping = Mapping::new(memfd.as_fd(), offset as u64, size, MapOptions { readonly: flags.readonly, fixed_addr: addr })
-            .map_err(|e| if e.raw_os_error() == Some(17) || addr.is_some() { Error::IllegalAddress } else { Error::from(e) })?;
+        let mapping = Mapping::new(
+            memfd.as_fd(),
+            offset as u64,
+            size,
+            MapOptions {
+                readonly: flags.readonly,
+                fixed_addr: addr,
+            },
+        )
+        .map_err(|e| {
+            if e.raw_os_error() == Some(17) || addr.is_some() {
+                Error::IllegalAddress
+            } else {
+                Error::from(e)
+            }
+        })?;
         let number = desc.inner.next_map.fetch_add(1, Ordering::Relaxed);
         let _ = desc.session().note(Request::MapNote {
             map: number,
@@ -657,7 +769,9 @@ impl Map {
 
     fn with<R>(&self, f: impl FnOnce(&Mapping) -> std::io::Result<R>) -> Result<R> {
         let g = self.inner.mapping.read().unwrap_or_else(|p| p.into_inner());
-        let m = g.as_ref().ok_or_else(|| Error::IllegalParameter("map unmapped".into()))?;
+        let m = g
+            .as_ref()
+            .ok_or_else(|| Error::IllegalParameter("map unmapped".into()))?;
         f(m).map_err(|e| match e.raw_os_error() {
             Some(13) => Error::IllegalOperation,
             _ => Error::from(e),
@@ -685,10 +799,16 @@ impl Map {
     /// # Errors
     /// [`Error::OutOfRange`] or [`Error::OffsetAlignment`]; [`Error::IllegalOperation`] on
     /// a read-only map.
-    pub fn with_atomic<R>(&self, offset: usize, f: impl FnOnce(&std::sync::atomic::AtomicU64) -> R) -> Result<R> {
+    pub fn with_atomic<R>(
+        &self,
+        offset: usize,
+        f: impl FnOnce(&std::sync::atomic::AtomicU64) -> R,
+    ) -> Result<R> {
         let g = self.inner.mapping.read().unwrap_or_else(|p| p.into_inner());
-        let m = g.as_ref().ok_or_else(|| Error::IllegalParameter("map unmapped".into()))?;
-        if offset % 8 != 0 {
+        let m = g
+            .as_ref()
+            .ok_or_else(|| Error::IllegalParameter("map unmapped".into()))?;
+        if !offset.is_multiple_of(8) {
             return Err(Error::OffsetAlignment);
         }
         if m.is_readonly() {
@@ -705,12 +825,22 @@ impl Map {
         if self.inner.deps.busy() {
             return Err(Error::Busy);
         }
-        let mut g = self.inner.mapping.write().unwrap_or_else(|p| p.into_inner());
+        let mut g = self
+            .inner
+            .mapping
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
         if g.take().is_none() {
             return Err(Error::IllegalParameter("map unmapped".into()));
         }
-        let _ = self.inner.desc.session().note(Request::UnmapNote { map: self.inner.number });
-        self.inner.token.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let _ = self.inner.desc.session().note(Request::UnmapNote {
+            map: self.inner.number,
+        });
+        self.inner
+            .token
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         Ok(())
     }
 
@@ -783,7 +913,11 @@ impl Sequence {
     pub fn start(&self) -> Result<SequenceStatus> {
         let inner = self.live()?;
         std::sync::atomic::fence(Ordering::SeqCst);
-        Ok(if inner.map.link_lost() { SequenceStatus::NotRetriable } else { SequenceStatus::Ok })
+        Ok(if inner.map.link_lost() {
+            SequenceStatus::NotRetriable
+        } else {
+            SequenceStatus::Ok
+        })
     }
 
     /// `SCICheckSequence`: flush (unless `no_flush`), wait for stores to complete (unless
@@ -796,7 +930,11 @@ impl Sequence {
         if !no_flush || !no_store_barrier {
             std::sync::atomic::fence(Ordering::SeqCst);
         }
-        Ok(if inner.map.link_lost() { SequenceStatus::NotRetriable } else { SequenceStatus::Ok })
+        Ok(if inner.map.link_lost() {
+            SequenceStatus::NotRetriable
+        } else {
+            SequenceStatus::Ok
+        })
     }
 
     /// `SCIStoreBarrier`: every store made before it has reached the segment's memory.
@@ -827,7 +965,13 @@ pub fn flush() {
 /// # Errors
 /// [`Error::OutOfRange`]; [`Error::IllegalOperation`] writing a read-only map;
 /// [`Error::TransferFailed`] when the checked sequence reports an error.
-pub fn mem_copy(seq: Option<&Sequence>, data: &[u8], map: &Map, offset: usize, error_check: bool) -> Result<()> {
+pub fn mem_copy(
+    seq: Option<&Sequence>,
+    data: &[u8],
+    map: &Map,
+    offset: usize,
+    error_check: bool,
+) -> Result<()> {
     map.write(offset, data)?;
     std::sync::atomic::fence(Ordering::Release);
     checked(seq, error_check)
@@ -839,7 +983,13 @@ pub fn mem_copy(seq: Option<&Sequence>, data: &[u8], map: &Map, offset: usize, e
 /// # Errors
 /// [`Error::OutOfRange`]; [`Error::TransferFailed`] when the checked sequence reports an
 /// error.
-pub fn mem_read(seq: Option<&Sequence>, out: &mut [u8], map: &Map, offset: usize, error_check: bool) -> Result<()> {
+pub fn mem_read(
+    seq: Option<&Sequence>,
+    out: &mut [u8],
+    map: &Map,
+    offset: usize,
+    error_check: bool,
+) -> Result<()> {
     map.read(offset, out)?;
     checked(seq, error_check)
 }

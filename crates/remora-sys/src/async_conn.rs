@@ -51,7 +51,8 @@ impl AsyncConn {
     pub async fn send(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
         loop {
             let mut guard = self.fd.writable().await?;
-            match guard.try_io(|inner| crate::seqpacket::send(inner.get_ref().as_fd(), bytes, fds)) {
+            match guard.try_io(|inner| crate::seqpacket::send(inner.get_ref().as_fd(), bytes, fds))
+            {
                 Ok(r) => return r,
                 Err(_would_block) => continue,
             }
@@ -61,7 +62,9 @@ impl AsyncConn {
     /// Resolve when the peer has hung up (waiting messages do not count).
     pub async fn hangup(&self) {
         loop {
-            let Ok(mut guard) = self.fd.readable().await else { return };
+            let Ok(mut guard) = self.fd.readable().await else {
+                return;
+            };
             if crate::seqpacket::peer_closed(self.fd()) {
                 return;
             }

@@ -15,12 +15,12 @@
 //! assert_eq!(&back, b"hello");
 //! ```
 
-pub mod memfd;
-pub mod mapping;
-pub mod seqpacket;
-pub mod user_memory;
 #[cfg(feature = "tokio")]
 pub mod async_conn;
+pub mod mapping;
+pub mod memfd;
+pub mod seqpacket;
+pub mod user_memory;
 
 pub use mapping::{MapOptions, Mapping};
 pub use memfd::Memfd;

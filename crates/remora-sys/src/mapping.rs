@@ -41,20 +41,33 @@ impl Mapping {
     /// # Errors
     /// `EINVAL` for a zero length or a fixed address whose page offset differs from the
     /// offset's; otherwise the errno of `mmap` (`EEXIST` when the fixed range is in use).
-    pub fn new(fd: BorrowedFd<'_>, offset: u64, len: usize, opts: MapOptions) -> io::Result<Mapping> {
+    pub fn new(
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        opts: MapOptions,
+    ) -> io::Result<Mapping> {
         if len == 0 {
-            return Err(io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error()));
+            return Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::INVAL.raw_os_error(),
+            ));
         }
         let page = crate::page_size() as u64;
         let delta = (offset % page) as usize;
         let file_off = offset - delta as u64;
         let map_len = crate::page_round_up(len + delta);
-        let prot = if opts.readonly { ProtFlags::READ } else { ProtFlags::READ | ProtFlags::WRITE };
+        let prot = if opts.readonly {
+            ProtFlags::READ
+        } else {
+            ProtFlags::READ | ProtFlags::WRITE
+        };
         let mut flags = MapFlags::SHARED;
         let hint = match opts.fixed_addr {
             Some(addr) => {
                 if addr % page as usize != delta {
-                    return Err(io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error()));
+                    return Err(io::Error::from_raw_os_error(
+                        rustix::io::Errno::INVAL.raw_os_error(),
+                    ));
                 }
                 flags |= MapFlags::FIXED_NOREPLACE;
                 (addr - delta) as *mut std::ffi::c_void
@@ -64,7 +77,8 @@ impl Mapping {
         // SAFETY: with a null hint the kernel picks unused addresses; with a hint we pass
         // MAP_FIXED_NOREPLACE, so no existing mapping of this process is replaced. The fd
         // is borrowed for the duration of the call only; the mapping keeps its own reference.
-        let base = unsafe { rustix::mm::mmap(hint, map_len, prot, flags, fd, file_off)? } as *mut u8;
+        let base =
+            unsafe { rustix::mm::mmap(hint, map_len, prot, flags, fd, file_off)? } as *mut u8;
         if let Some(addr) = opts.fixed_addr {
             // Old kernels ignore FIXED_NOREPLACE and treat it as a hint.
             if base as usize != addr - delta {
@@ -72,12 +86,20 @@ impl Mapping {
                 unsafe {
                     let _ = rustix::mm::munmap(base.cast(), map_len);
                 }
-                return Err(io::Error::from_raw_os_error(rustix::io::Errno::EXIST.raw_os_error()));
+                return Err(io::Error::from_raw_os_error(
+                    rustix::io::Errno::EXIST.raw_os_error(),
+                ));
             }
         }
         // SAFETY: delta < page <= map_len, so the pointer stays inside the mapping.
         let ptr = unsafe { base.add(delta) };
-        Ok(Mapping { base, map_len, ptr, len, readonly: opts.readonly })
+        Ok(Mapping {
+            base,
+            map_len,
+            ptr,
+            len,
+            readonly: opts.readonly,
+        })
     }
 
     /// The address of the first mapped byte (the requested offset).
@@ -110,7 +132,9 @@ impl Mapping {
     fn check(&self, off: usize, len: usize) -> io::Result<()> {
         match off.checked_add(len) {
             Some(end) if end <= self.len => Ok(()),
-            _ => Err(io::Error::from_raw_os_error(rustix::io::Errno::RANGE.raw_os_error())),
+            _ => Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::RANGE.raw_os_error(),
+            )),
         }
     }
 
@@ -121,7 +145,9 @@ impl Mapping {
     pub fn write(&self, off: usize, data: &[u8]) -> io::Result<()> {
         self.check(off, data.len())?;
         if self.readonly {
-            return Err(io::Error::from_raw_os_error(rustix::io::Errno::ACCESS.raw_os_error()));
+            return Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::ACCESS.raw_os_error(),
+            ));
         }
         // SAFETY: the range was checked to be inside the live, writable mapping; `data` is
         // a valid slice that cannot overlap shared memory we hand out only as raw pointers.
@@ -143,7 +169,7 @@ impl Mapping {
 
     /// An atomic view of the 8 bytes at `off` (8-byte aligned, inside, writable mapping).
     pub fn atomic_u64(&self, off: usize) -> Option<&AtomicU64> {
-        if self.readonly || off % 8 != 0 || self.check(off, 8).is_err() {
+        if self.readonly || !off.is_multiple_of(8) || self.check(off, 8).is_err() {
             return None;
         }
         // SAFETY: the address is 8-aligned, inside the mapping, and the mapping outlives the
@@ -154,7 +180,7 @@ impl Mapping {
 
     /// Load the 8 bytes at `off` with acquire ordering (works on read-only maps too).
     pub fn load_u64(&self, off: usize) -> Option<u64> {
-        if off % 8 != 0 || self.check(off, 8).is_err() {
+        if !off.is_multiple_of(8) || self.check(off, 8).is_err() {
             return None;
         }
         // SAFETY: aligned, in range, mapping alive; an atomic load never writes.
@@ -194,8 +220,16 @@ mod tests {
     #[test]
     fn readonly_refuses_writes() {
         let fd = Memfd::create("r", 4096).unwrap();
-        let m = Mapping::new(fd.as_fd(), 0, 4096, MapOptions { readonly: true, fixed_addr: None })
-            .unwrap();
+        let m = Mapping::new(
+            fd.as_fd(),
+            0,
+            4096,
+            MapOptions {
+                readonly: true,
+                fixed_addr: None,
+            },
+        )
+        .unwrap();
         assert!(m.write(0, b"a").is_err());
         assert!(m.atomic_u64(0).is_none());
         assert_eq!(m.load_u64(0), Some(0));
@@ -206,11 +240,27 @@ mod tests {
         let fd = Memfd::create("f", 4096).unwrap();
         let first = Mapping::new(fd.as_fd(), 0, 4096, MapOptions::default()).unwrap();
         let addr = first.as_ptr() as usize;
-        let clash = Mapping::new(fd.as_fd(), 0, 4096, MapOptions { readonly: false, fixed_addr: Some(addr) });
+        let clash = Mapping::new(
+            fd.as_fd(),
+            0,
+            4096,
+            MapOptions {
+                readonly: false,
+                fixed_addr: Some(addr),
+            },
+        );
         assert!(clash.is_err());
         drop(first);
-        let again =
-            Mapping::new(fd.as_fd(), 0, 4096, MapOptions { readonly: false, fixed_addr: Some(addr) }).unwrap();
+        let again = Mapping::new(
+            fd.as_fd(),
+            0,
+            4096,
+            MapOptions {
+                readonly: false,
+                fixed_addr: Some(addr),
+            },
+        )
+        .unwrap();
         assert_eq!(again.as_ptr() as usize, addr);
     }
 }

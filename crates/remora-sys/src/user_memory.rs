@@ -16,7 +16,9 @@ fn errno(e: rustix::io::Errno) -> io::Error {
 /// Whether every byte of `addr..addr+len` lies in private, anonymous, writable mappings of
 /// this process (heap, `malloc`ed or `mmap`ed memory, not files, not the stack).
 pub fn is_private_anonymous(addr: usize, len: usize) -> bool {
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return false };
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return false;
+    };
     let end = match addr.checked_add(len) {
         Some(e) => e,
         None => return false,
@@ -24,16 +26,23 @@ pub fn is_private_anonymous(addr: usize, len: usize) -> bool {
     let mut cursor = addr;
     for line in maps.lines() {
         let mut parts = line.split_whitespace();
-        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else { continue };
+        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else {
+            continue;
+        };
         let path = parts.nth(3).unwrap_or("");
-        let Some((lo, hi)) = range.split_once('-') else { continue };
-        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16)) else {
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+        else {
             continue;
         };
         if hi <= cursor || lo > cursor {
             continue;
         }
-        let ok = perms.starts_with("rw") && perms.ends_with('p') && (path.is_empty() || path == "[heap]");
+        let ok = perms.starts_with("rw")
+            && perms.ends_with('p')
+            && (path.is_empty() || path == "[heap]");
         if !ok {
             return false;
         }
@@ -59,7 +68,7 @@ pub fn is_private_anonymous(addr: usize, len: usize) -> bool {
 /// (its bytes are preserved exactly).
 pub unsafe fn move_into_memfd(addr: *mut u8, len: usize, name: &str) -> io::Result<Memfd> {
     let page = crate::page_size();
-    if len == 0 || (addr as usize) % page != 0 || len % page != 0 {
+    if len == 0 || !(addr as usize).is_multiple_of(page) || !len.is_multiple_of(page) {
         return Err(errno(rustix::io::Errno::INVAL));
     }
     if !is_private_anonymous(addr as usize, len) {
@@ -86,6 +95,17 @@ pub unsafe fn move_into_memfd(addr: *mut u8, len: usize, name: &str) -> io::Resu
     .map_err(errno)?;
     debug_assert_eq!(got as usize, addr as usize);
     Ok(fd)
+}
+
+/// Move an exclusively borrowed, page-aligned slice of private anonymous memory into a
+/// memfd in place (the safe form of [`move_into_memfd`]).
+///
+/// # Errors
+/// As [`move_into_memfd`].
+pub fn move_slice_into_memfd(mem: &'static mut [u8], name: &str) -> io::Result<Memfd> {
+    // SAFETY: the exclusive 'static borrow guarantees no other code writes the range during
+    // the move, and the bytes are preserved, so the slice stays valid afterwards.
+    unsafe { move_into_memfd(mem.as_mut_ptr(), mem.len(), name) }
 }
 
 #[cfg(test)]
@@ -130,15 +150,4 @@ mod tests {
         // SAFETY: the call fails before touching anything.
         assert!(unsafe { move_into_memfd(x.as_ptr() as *mut u8, 64, "x") }.is_err());
     }
-}
-
-/// Move an exclusively borrowed, page-aligned slice of private anonymous memory into a
-/// memfd in place (the safe form of [`move_into_memfd`]).
-///
-/// # Errors
-/// As [`move_into_memfd`].
-pub fn move_slice_into_memfd(mem: &'static mut [u8], name: &str) -> io::Result<Memfd> {
-    // SAFETY: the exclusive 'static borrow guarantees no other code writes the range during
-    // the move, and the bytes are preserved, so the slice stays valid afterwards.
-    unsafe { move_into_memfd(mem.as_mut_ptr(), mem.len(), name) }
 }
