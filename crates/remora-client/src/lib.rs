@@ -105,7 +105,8 @@ impl Config {
 /// One control connection to the node daemon.
 #[derive(Debug)]
 pub struct Session {
-    fd: Mutex<OwnedFd>,
+    /// The socket and a receive buffer, used by one request at a time.
+    fd: Mutex<(OwnedFd, Vec<u8>)>,
     node: u32,
     next: AtomicU64,
     events: Mutex<VecDeque<Event>>,
@@ -146,7 +147,7 @@ impl Session {
             }
         };
         let s = Session {
-            fd: Mutex::new(fd),
+            fd: Mutex::new((fd, vec![0u8; MAX_FRAME])),
             node: cfg.node,
             next: AtomicU64::new(1),
             events: Mutex::new(VecDeque::new()),
@@ -171,7 +172,7 @@ impl Session {
         self.node
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, OwnedFd> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (OwnedFd, Vec<u8>)> {
         self.fd.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -201,11 +202,11 @@ impl Session {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let bytes =
             encode(&RequestFrame { id, req }).map_err(|e| ClientError::Protocol(e.to_string()))?;
-        let sock = self.lock();
+        let mut guard = self.lock();
+        let (sock, buf) = &mut *guard;
         remora_sys::seqpacket::send(sock.as_fd(), &bytes, fds).map_err(gone)?;
-        let mut buf = vec![0u8; MAX_FRAME];
         loop {
-            let (n, got) = remora_sys::seqpacket::recv(sock.as_fd(), &mut buf).map_err(gone)?;
+            let (n, got) = remora_sys::seqpacket::recv(sock.as_fd(), buf).map_err(gone)?;
             if n == 0 {
                 return Err(ClientError::DaemonGone);
             }
@@ -230,16 +231,16 @@ impl Session {
     pub fn note(&self, req: Request) -> Result<(), ClientError> {
         let bytes = encode(&RequestFrame { id: NO_REPLY, req })
             .map_err(|e| ClientError::Protocol(e.to_string()))?;
-        let sock = self.lock();
-        remora_sys::seqpacket::send(sock.as_fd(), &bytes, &[]).map_err(gone)
+        let guard = self.lock();
+        remora_sys::seqpacket::send(guard.0.as_fd(), &bytes, &[]).map_err(gone)
     }
 
     /// Read any events the daemon has sent, without blocking.
     pub fn poll_events(&self) {
-        let sock = self.lock();
-        let mut buf = vec![0u8; MAX_FRAME];
+        let mut guard = self.lock();
+        let (sock, buf) = &mut *guard;
         while let Ok(true) = remora_sys::seqpacket::readable_now(sock.as_fd()) {
-            match remora_sys::seqpacket::recv(sock.as_fd(), &mut buf) {
+            match remora_sys::seqpacket::recv(sock.as_fd(), buf) {
                 Ok((n, _)) if n > 0 => {
                     if let Ok(ServerMsg::Event(ev)) = decode::<ServerMsg>(&buf[..n]) {
                         self.absorb(ev);

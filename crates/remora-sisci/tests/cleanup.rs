@@ -159,9 +159,47 @@ fn garbage_on_the_socket_closes_only_that_session() {
             assert_eq!(n, 0, "daemon should close a session that sent {junk:?}");
         }
     }
-    // Garbage after a valid hello, too.
-    let raw = remora_client::Session::open(&h.config(4)).unwrap();
-    drop(raw);
+    // Garbage after a valid hello, too: the session is closed and what it held is freed.
+    {
+        use std::os::fd::AsFd;
+        let fd = remora_sys::seqpacket::connect(&path, false).unwrap();
+        let hello = remora_proto::RequestFrame {
+            id: 1,
+            req: Request::Hello {
+                version: remora_proto::VERSION,
+                role: remora_proto::Role::Client,
+            },
+        };
+        remora_sys::seqpacket::send(fd.as_fd(), &remora_proto::encode(&hello).unwrap(), &[])
+            .unwrap();
+        let mut buf = vec![0u8; remora_proto::MAX_FRAME];
+        let (n, _) = remora_sys::seqpacket::recv(fd.as_fd(), &mut buf).unwrap();
+        assert!(n > 0, "hello answered");
+        let create = remora_proto::RequestFrame {
+            id: 2,
+            req: Request::CreateSegment {
+                id: Some(123),
+                size: 4096,
+                private: false,
+                empty: false,
+            },
+        };
+        remora_sys::seqpacket::send(fd.as_fd(), &remora_proto::encode(&create).unwrap(), &[])
+            .unwrap();
+        let (n, _) = remora_sys::seqpacket::recv(fd.as_fd(), &mut buf).unwrap();
+        assert!(n > 0, "create answered");
+        remora_sys::seqpacket::send(fd.as_fd(), b"RM\x01\x00\x63garbage", &[]).unwrap();
+        let (n, _) = remora_sys::seqpacket::recv(fd.as_fd(), &mut buf).unwrap();
+        assert_eq!(
+            n, 0,
+            "daemon closes a session that sends garbage after hello"
+        );
+        // Its segment id is free again.
+        LocalSegment::create(&dev, Some(123), 4096, CreateFlags::default())
+            .unwrap()
+            .remove()
+            .unwrap();
+    }
     // Everyone else is still served.
     s.prepare(0).unwrap();
     s.set_available(0).unwrap();
