@@ -773,11 +773,7 @@ mod tests {
         // SCICheckSequence.
         assert_eq!(SCI_FLAG_NO_FLUSH & SCI_FLAG_NO_STORE_BARRIER, 0);
         // SCIConnectSegment.
-        let connect = [
-            SCI_FLAG_USE_CALLBACK,
-            SCI_FLAG_ASYNCHRONOUS_CONNECT,
-            SCI_FLAG_BROADCAST,
-        ];
+        let connect = [SCI_FLAG_USE_CALLBACK, SCI_FLAG_ASYNCHRONOUS_CONNECT, SCI_FLAG_BROADCAST];
         assert_disjoint(&connect);
         // SCIMapRemoteSegment.
         let map = [

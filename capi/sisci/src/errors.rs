@@ -46,6 +46,10 @@ pub(crate) fn code(e: &Error) -> sci_error_t {
         Error::IllegalQuery => SCI_ERR_ILLEGAL_QUERY,
         Error::NodeNotResponding => SCI_ERR_NODE_NOT_RESPONDING,
         Error::TransferFailed => SCI_ERR_TRANSFER_FAILED,
+        Error::IntnoUsed => SCI_ERR_INTNO_USED,
+        Error::NoSuchIntno => SCI_ERR_NO_SUCH_INTNO,
+        Error::Cancelled => SCI_ERR_CANCELLED,
+        Error::MaxEntries => SCI_ERR_MAX_ENTRIES,
         Error::System(_) => SCI_ERR_SYSTEM,
     }
 }

@@ -142,11 +142,7 @@ pub(crate) fn get<T: Object>(key: usize) -> Outcome<T> {
     if key & TAG_MASK != T::TAG {
         return Err(BAD_HANDLE);
     }
-    read()
-        .get(&key)
-        .and_then(T::from_entry)
-        .cloned()
-        .ok_or(BAD_HANDLE)
+    read().get(&key).and_then(T::from_entry).cloned().ok_or(BAD_HANDLE)
 }
 
 /// Forget handle `key` (after its object was released).
@@ -180,22 +176,13 @@ mod tests {
     fn null_and_wrong_kind_are_rejected() {
         assert_eq!(get::<Map>(0).unwrap_err(), BAD_HANDLE);
         // A never-issued key of the right kind.
-        assert_eq!(
-            get::<Map>((usize::MAX >> TAG_BITS << TAG_BITS) | Map::TAG).unwrap_err(),
-            BAD_HANDLE
-        );
+        assert_eq!(get::<Map>((usize::MAX >> TAG_BITS << TAG_BITS) | Map::TAG).unwrap_err(), BAD_HANDLE);
         assert_eq!(get::<Sequence>(Map::TAG).unwrap_err(), BAD_HANDLE);
     }
 
     #[test]
     fn tags_are_distinct_and_non_zero() {
-        let tags = [
-            Descriptor::TAG,
-            LocalSegment::TAG,
-            RemoteSegment::TAG,
-            Map::TAG,
-            Sequence::TAG,
-        ];
+        let tags = [Descriptor::TAG, LocalSegment::TAG, RemoteSegment::TAG, Map::TAG, Sequence::TAG];
         for (i, a) in tags.iter().enumerate() {
             assert!(*a != 0 && *a <= TAG_MASK);
             for b in &tags[i + 1..] {

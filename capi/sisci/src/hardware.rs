@@ -2,9 +2,7 @@
 //! addresses, PCIe requesters, SmartIO device lending) or a host-name directory. They are
 //! exported so that programs link and run; each reports `SCI_ERR_NOT_SUPPORTED`.
 
-use crate::consts::{
-    sci_address_t, sci_ioaddr_t, sci_smartio_device_info_t, SCI_ERR_NOT_SUPPORTED,
-};
+use crate::consts::{sci_address_t, sci_ioaddr_t, sci_smartio_device_info_t, SCI_ERR_NOT_SUPPORTED};
 use crate::errors::{run, run_quiet, ErrorOut, Fail};
 use crate::types::{
     dis_nodeId_list_t, dis_virt_adapter_t, sci_cb_remote_segment_t, sci_desc_t, sci_error_t,

@@ -17,10 +17,7 @@ struct Library {
     users: usize,
 }
 
-static LIBRARY: Mutex<Library> = Mutex::new(Library {
-    sci: None,
-    users: 0,
-});
+static LIBRARY: Mutex<Library> = Mutex::new(Library { sci: None, users: 0 });
 
 fn library() -> std::sync::MutexGuard<'static, Library> {
     LIBRARY.lock().unwrap_or_else(|p| p.into_inner())
@@ -131,9 +128,7 @@ pub unsafe extern "C" fn SCIClose(sd: sci_desc_t, flags: c_uint, error: *mut sci
 /// None reported (no error argument).
 #[no_mangle]
 pub extern "C" fn SCIGetErrorString(error: sci_error_t) -> *const c_char {
-    crate::errors::run_quiet(crate::errors::UNKNOWN_ERROR.as_ptr(), || {
-        Ok(error_string(error))
-    })
+    crate::errors::run_quiet(crate::errors::UNKNOWN_ERROR.as_ptr(), || Ok(error_string(error)))
 }
 
 /// `SCIGetLocalNodeId`: the node id of adapter `adapter_no` (the node of this process).

@@ -4,8 +4,7 @@ use crate::consts::*;
 use crate::errors::{check_flags, run, run_quiet, ErrorOut, Fail, Out, Outcome};
 use crate::handles::{self, handle, key};
 use crate::types::{
-    sci_error_t, sci_local_segment_t, sci_map_t, sci_remote_segment_t, sci_sequence_status_t,
-    sci_sequence_t,
+    sci_error_t, sci_local_segment_t, sci_map_t, sci_remote_segment_t, sci_sequence_status_t, sci_sequence_t,
 };
 use remora_sisci::{LocalSegment, Map, MapFlags, RemoteSegment, Sequence, SequenceStatus};
 use std::ffi::{c_uint, c_void};
@@ -55,12 +54,7 @@ fn map_options(flags: u32, addr: *mut c_void) -> Outcome<(MapFlags, Option<usize
     } else {
         None
     };
-    Ok((
-        MapFlags {
-            readonly: flags & SCI_FLAG_READONLY_MAP != 0,
-        },
-        fixed,
-    ))
+    Ok((MapFlags { readonly: flags & SCI_FLAG_READONLY_MAP != 0 }, fixed))
 }
 
 /// Register a new map and hand out its handle and address.
@@ -168,9 +162,7 @@ pub unsafe extern "C" fn SCIUnmapSegment(map: sci_map_t, flags: c_uint, error: *
 /// None reported (no error argument): NULL for a NULL, stale or wrong-kind handle.
 #[no_mangle]
 pub extern "C" fn SCIGetMapPointer(map: sci_map_t) -> *mut c_void {
-    run_quiet(ptr::null_mut(), || {
-        Ok(map_of(map)?.as_ptr().cast::<c_void>())
-    })
+    run_quiet(ptr::null_mut(), || Ok(map_of(map)?.as_ptr().cast::<c_void>()))
 }
 
 /// `SCICreateMapSequence`: create an error-checking sequence for the map and store its
@@ -208,11 +200,7 @@ pub unsafe extern "C" fn SCICreateMapSequence(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIRemoveSequence(
-    sequence: sci_sequence_t,
-    flags: c_uint,
-    error: *mut sci_error_t,
-) {
+pub unsafe extern "C" fn SCIRemoveSequence(sequence: sci_sequence_t, flags: c_uint, error: *mut sci_error_t) {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
@@ -277,9 +265,7 @@ pub unsafe extern "C" fn SCICheckSequence(
         check_flags(flags, SCI_FLAG_NO_FLUSH | SCI_FLAG_NO_STORE_BARRIER, 0)?;
         let no_flush = flags & SCI_FLAG_NO_FLUSH != 0;
         let no_barrier = flags & SCI_FLAG_NO_STORE_BARRIER != 0;
-        Ok(status_code(
-            sequence_of(sequence)?.check(no_flush, no_barrier)?,
-        ))
+        Ok(status_code(sequence_of(sequence)?.check(no_flush, no_barrier)?))
     })
 }
 
@@ -343,11 +329,7 @@ unsafe fn mem_cpy(
 ) -> Outcome<()> {
     check_flags(flags, SCI_FLAG_BLOCK_READ | SCI_FLAG_ERROR_CHECK, 0)?;
     let map = map_of(map)?;
-    let seq = if sequence.is_null() {
-        None
-    } else {
-        Some(sequence_of(sequence)?)
-    };
+    let seq = if sequence.is_null() { None } else { Some(sequence_of(sequence)?) };
     if size == 0 {
         return Ok(());
     }
@@ -438,14 +420,7 @@ pub unsafe extern "C" fn SCIMemCopy(
         // SAFETY: `mem_addr` is NULL or valid for `size` bytes, unshared during the call
         // (this function's contract).
         unsafe {
-            mem_cpy(
-                ptr::null_mut(),
-                mem_addr,
-                remote_map,
-                remote_offset as usize,
-                size as usize,
-                flags,
-            )
+            mem_cpy(ptr::null_mut(), mem_addr, remote_map, remote_offset as usize, size as usize, flags)
         }
     })
 }
@@ -481,9 +456,7 @@ pub unsafe extern "C" fn SCIMemWrite(
             return Err(Fail(SCI_ERR_ILLEGAL_PARAMETER));
         }
         let (src, dst) = (mem_addr as usize, remote_addr as usize);
-        let src_end = src
-            .checked_add(size)
-            .ok_or(Fail(SCI_ERR_ILLEGAL_PARAMETER))?;
+        let src_end = src.checked_add(size).ok_or(Fail(SCI_ERR_ILLEGAL_PARAMETER))?;
         let (map, offset) = handles::find_map(dst, size).ok_or(Fail(SCI_ERR_OUT_OF_RANGE))?;
         if src < dst + size && dst < src_end {
             return Err(Fail(SCI_ERR_ILLEGAL_PARAMETER));

@@ -210,8 +210,7 @@ unsafe fn query(command: u32, data: *mut c_void, flags: u32) -> Outcome<()> {
             // SAFETY: `data` points to a sci_query_map_t (this function's contract).
             let q = unsafe { arg::<sci_query_map_t>(data) }?;
             match q.subcommand {
-                SCI_Q_MAP_MAPPED_TO_LOCAL_TARGET
-                | SCI_Q_MAP_QUERY_REMOTE_MAPPED_TO_LOCAL_TARGET => {}
+                SCI_Q_MAP_MAPPED_TO_LOCAL_TARGET | SCI_Q_MAP_QUERY_REMOTE_MAPPED_TO_LOCAL_TARGET => {}
                 SCI_Q_MAP_IOADDR | SCI_Q_MAP_PHYS_ADDR => return Err(Fail(SCI_ERR_NOT_SUPPORTED)),
                 _ => return Err(Fail(SCI_ERR_ILLEGAL_QUERY)),
             }

@@ -64,15 +64,8 @@ pub unsafe extern "C" fn SCICreateSegment(
         // SAFETY: `segment` is NULL or writable (this function's contract).
         let out = unsafe { Out::new(segment) }?;
         let desc: Descriptor = handles::get(key(sd))?;
-        let id = if flags & SCI_FLAG_AUTO_ID != 0 {
-            None
-        } else {
-            Some(segment_id)
-        };
-        let how = CreateFlags {
-            private: flags & SCI_FLAG_PRIVATE != 0,
-            empty: flags & SCI_FLAG_EMPTY != 0,
-        };
+        let id = if flags & SCI_FLAG_AUTO_ID != 0 { None } else { Some(segment_id) };
+        let how = CreateFlags { private: flags & SCI_FLAG_PRIVATE != 0, empty: flags & SCI_FLAG_EMPTY != 0 };
         let seg = LocalSegment::create(&desc, id, size, how)?;
         out.set(handle(handles::insert(seg)?));
         Ok(())
@@ -267,8 +260,7 @@ pub unsafe extern "C" fn SCIRegisterSegmentMemory(
         // that the caller hands over to the segment for its whole life, with no
         // concurrent writers during the call. The safe API moves it into a memfd in
         // place and keeps no reference to the slice afterwards.
-        let mem: &'static mut [u8] =
-            unsafe { std::slice::from_raw_parts_mut(address.cast::<u8>(), size) };
+        let mem: &'static mut [u8] = unsafe { std::slice::from_raw_parts_mut(address.cast::<u8>(), size) };
         seg.register_memory(mem)?;
         Ok(())
     })
@@ -333,7 +325,7 @@ pub unsafe extern "C" fn SCIAttachLocalSegment(
             false => Some(unsafe { Out::new(size) }?),
         };
         let desc: Descriptor = handles::get(key(sd))?;
-        let seg = LocalSegment::attach(&desc, segment_id)?;
+        let seg = LocalSegment::attach(&desc, segment_id, None)?;
         let bytes = seg.size();
         out.set(handle(handles::insert(seg)?));
         if let Some(s) = size_out {
@@ -377,11 +369,7 @@ pub unsafe extern "C" fn SCIConnectSegment(
         // An asynchronous connect returns before the connection exists and reports it
         // through a callback or SCIWaitForRemoteSegmentEvent: the events task adds it.
         // Connecting synchronously instead would silently change its meaning.
-        check_flags(
-            flags,
-            SCI_FLAG_USE_CALLBACK,
-            SCI_FLAG_ASYNCHRONOUS_CONNECT | SCI_FLAG_BROADCAST,
-        )?;
+        check_flags(flags, SCI_FLAG_USE_CALLBACK, SCI_FLAG_ASYNCHRONOUS_CONNECT | SCI_FLAG_BROADCAST)?;
         // SAFETY: `segment` is NULL or writable (this function's contract).
         let out = unsafe { Out::new(segment) }?;
         let desc: Descriptor = handles::get(key(sd))?;

@@ -49,9 +49,7 @@ macro_rules! fails {
 
 fn describe(code: sci_error_t) -> String {
     // SAFETY: SCIGetErrorString returns a static NUL-terminated string.
-    unsafe { CStr::from_ptr(SCIGetErrorString(code)) }
-        .to_string_lossy()
-        .into_owned()
+    unsafe { CStr::from_ptr(SCIGetErrorString(code)) }.to_string_lossy().into_owned()
 }
 
 /// Reinterpret a handle as another kind (what a confused C program might pass).
@@ -84,19 +82,12 @@ impl Drop for Cleanup {
 fn daemon_path() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let p = exe.parent().unwrap().parent().unwrap().join("remorad");
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo build -p remora-node` first",
-        p.display()
-    );
+    assert!(p.exists(), "{} is missing: run `cargo build -p remora-node` first", p.display());
     p
 }
 
 fn query_string(command: u32, buf: &mut [u8]) -> sci_error_t {
-    let mut q = sci_query_string_t {
-        str: buf.as_mut_ptr().cast(),
-        length: buf.len() as c_uint,
-    };
+    let mut q = sci_query_string_t { str: buf.as_mut_ptr().cast(), length: buf.len() as c_uint };
     sci!(SCIQuery(command, std::ptr::addr_of_mut!(q).cast(), 0)).1
 }
 
@@ -120,21 +111,13 @@ fn scenario() {
     let mut node: c_uint = 0;
     fails!(SCI_ERR_NOT_INITIALIZED, SCIGetLocalNodeId(0, &mut node, 0));
     let mut buf = [0u8; 64];
-    assert_eq!(
-        query_string(SCI_Q_VENDORID, &mut buf),
-        SCI_ERR_NOT_INITIALIZED
-    );
+    assert_eq!(query_string(SCI_Q_VENDORID, &mut buf), SCI_ERR_NOT_INITIALIZED);
     // SAFETY: a NULL error pointer is allowed.
     unsafe { SCIOpen(&mut sd, 0, null_mut()) };
     assert!(sd.is_null());
     SCITerminate(); // unmatched: harmless
 
-    let cleanup = Cleanup {
-        dir: tempfile::Builder::new()
-            .prefix("remora-capi")
-            .tempdir()
-            .unwrap(),
-    };
+    let cleanup = Cleanup { dir: tempfile::Builder::new().prefix("remora-capi").tempdir().unwrap() };
     std::env::set_var("REMORA_RUNTIME_DIR", cleanup.dir.path());
     std::env::set_var("REMORA_DAEMON", daemon_path());
     std::env::set_var("REMORA_IDLE_EXIT", "5");
@@ -149,14 +132,8 @@ fn scenario() {
     ok!(SCIInitialize(0));
     ok!(SCIGetLocalNodeId(0, &mut node, 0));
     assert_eq!(node, NODE);
-    fails!(
-        SCI_ERR_NO_SUCH_ADAPTERNO,
-        SCIGetLocalNodeId(1, &mut node, 0)
-    );
-    fails!(
-        SCI_ERR_ILLEGAL_PARAMETER,
-        SCIGetLocalNodeId(0, null_mut(), 0)
-    );
+    fails!(SCI_ERR_NO_SUCH_ADAPTERNO, SCIGetLocalNodeId(1, &mut node, 0));
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIGetLocalNodeId(0, null_mut(), 0));
 
     fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIOpen(null_mut(), 0));
     fails!(SCI_ERR_ILLEGAL_FLAG, SCIOpen(&mut sd, 0x10));
@@ -168,14 +145,8 @@ fn scenario() {
     assert!(!sd2.is_null() && sd2 != sd);
 
     assert_eq!(ok!(SCIProbeNode(sd, 0, NODE, 0)), 1);
-    assert_eq!(
-        fails!(SCI_ERR_NO_SUCH_NODEID, SCIProbeNode(sd, 0, NO_NODE, 0)),
-        0
-    );
-    assert_eq!(
-        fails!(SCI_ERR_NO_SUCH_ADAPTERNO, SCIProbeNode(sd, 3, NODE, 0)),
-        0
-    );
+    assert_eq!(fails!(SCI_ERR_NO_SUCH_NODEID, SCIProbeNode(sd, 0, NO_NODE, 0)), 0);
+    assert_eq!(fails!(SCI_ERR_NO_SUCH_ADAPTERNO, SCIProbeNode(sd, 3, NODE, 0)), 0);
 
     // ---- Queries ---------------------------------------------------------------------
     queries_without_handles();
@@ -184,14 +155,8 @@ fn scenario() {
     const ID: u32 = 10;
     const SIZE: usize = 8192;
     let mut seg: sci_local_segment_t = null_mut();
-    fails!(
-        SCI_ERR_ILLEGAL_PARAMETER,
-        SCICreateSegment(sd, null_mut(), ID, SIZE, None, null_mut(), 0)
-    );
-    fails!(
-        SCI_ERR_ILLEGAL_FLAG,
-        SCICreateSegment(sd, &mut seg, ID, SIZE, None, null_mut(), 0x8000)
-    );
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCICreateSegment(sd, null_mut(), ID, SIZE, None, null_mut(), 0));
+    fails!(SCI_ERR_ILLEGAL_FLAG, SCICreateSegment(sd, &mut seg, ID, SIZE, None, null_mut(), 0x8000));
     fails!(
         SCI_ERR_FLAG_NOT_IMPLEMENTED,
         SCICreateSegment(sd, &mut seg, ID, SIZE, None, null_mut(), SCI_FLAG_BROADCAST)
@@ -201,43 +166,21 @@ fn scenario() {
         SCICreateSegment(sd, &mut seg, ID, SIZE, None, null_mut(), SCI_FLAG_PHYSICAL)
     );
     assert!(seg.is_null());
-    ok!(SCICreateSegment(
-        sd,
-        &mut seg,
-        ID,
-        SIZE,
-        None,
-        null_mut(),
-        SCI_FLAG_USE_CALLBACK
-    ));
+    ok!(SCICreateSegment(sd, &mut seg, ID, SIZE, None, null_mut(), SCI_FLAG_USE_CALLBACK));
     assert_eq!(SCIGetLocalSegmentId(seg), ID);
     assert_eq!(SCIGetLocalSegmentSize(seg), SIZE);
     let mut dup: sci_local_segment_t = null_mut();
-    fails!(
-        SCI_ERR_SEGMENTID_USED,
-        SCICreateSegment(sd2, &mut dup, ID, SIZE, None, null_mut(), 0)
-    );
+    fails!(SCI_ERR_SEGMENTID_USED, SCICreateSegment(sd2, &mut dup, ID, SIZE, None, null_mut(), 0));
 
     let mut auto: sci_local_segment_t = null_mut();
-    ok!(SCICreateSegment(
-        sd,
-        &mut auto,
-        0,
-        4096,
-        None,
-        null_mut(),
-        SCI_FLAG_AUTO_ID
-    ));
+    ok!(SCICreateSegment(sd, &mut auto, 0, 4096, None, null_mut(), SCI_FLAG_AUTO_ID));
     assert_ne!(SCIGetLocalSegmentId(auto), 0);
     assert_ne!(auto, seg);
     ok!(SCIRemoveSegment(auto, 0));
     fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveSegment(auto, 0));
     assert_eq!(SCIGetLocalSegmentSize(auto), 0);
 
-    fails!(
-        SCI_ERR_SEGMENT_NOT_PREPARED,
-        SCISetSegmentAvailable(seg, 0, 0)
-    );
+    fails!(SCI_ERR_SEGMENT_NOT_PREPARED, SCISetSegmentAvailable(seg, 0, 0));
     fails!(SCI_ERR_NO_SUCH_ADAPTERNO, SCIPrepareSegment(seg, 1, 0));
     fails!(SCI_ERR_ILLEGAL_FLAG, SCIPrepareSegment(seg, 0, 0x100));
     ok!(SCIPrepareSegment(seg, 0, SCI_FLAG_DMA_SOURCE_ONLY));
@@ -264,17 +207,7 @@ fn scenario() {
     );
     fails!(
         SCI_ERR_FLAG_NOT_IMPLEMENTED,
-        SCIConnectSegment(
-            sd,
-            &mut rseg,
-            NODE,
-            ID,
-            0,
-            None,
-            null_mut(),
-            inf,
-            SCI_FLAG_ASYNCHRONOUS_CONNECT
-        )
+        SCIConnectSegment(sd, &mut rseg, NODE, ID, 0, None, null_mut(), inf, SCI_FLAG_ASYNCHRONOUS_CONNECT)
     );
     fails!(
         SCI_ERR_NO_SUCH_SEGMENT,
@@ -285,152 +218,61 @@ fn scenario() {
         SCIConnectSegment(sd, null_mut(), NODE, ID, 0, None, null_mut(), inf, 0)
     );
     assert!(rseg.is_null());
-    ok!(SCIConnectSegment(
-        sd,
-        &mut rseg,
-        NODE,
-        ID,
-        0,
-        None,
-        null_mut(),
-        inf,
-        SCI_FLAG_USE_CALLBACK
-    ));
+    ok!(SCIConnectSegment(sd, &mut rseg, NODE, ID, 0, None, null_mut(), inf, SCI_FLAG_USE_CALLBACK));
     assert_eq!(SCIGetRemoteSegmentSize(rseg), SIZE);
     assert_eq!(SCIGetRemoteSegmentId(rseg), ID);
     assert_eq!(SCIGetRemoteSegmentNodeId(rseg), NODE);
 
     // ---- Remote maps -------------------------------------------------------------------
     let mut rmap: sci_map_t = null_mut();
-    fails!(
-        SCI_ERR_OUT_OF_RANGE,
-        SCIMapRemoteSegment(rseg, &mut rmap, 4096, SIZE, null_mut(), 0)
-    );
-    fails!(
-        SCI_ERR_SIZE_ALIGNMENT,
-        SCIMapRemoteSegment(rseg, &mut rmap, 0, 0, null_mut(), 0)
-    );
+    fails!(SCI_ERR_OUT_OF_RANGE, SCIMapRemoteSegment(rseg, &mut rmap, 4096, SIZE, null_mut(), 0));
+    fails!(SCI_ERR_SIZE_ALIGNMENT, SCIMapRemoteSegment(rseg, &mut rmap, 0, 0, null_mut(), 0));
     fails!(
         SCI_ERR_ILLEGAL_ADDRESS,
-        SCIMapRemoteSegment(
-            rseg,
-            &mut rmap,
-            0,
-            SIZE,
-            null_mut(),
-            SCI_FLAG_FIXED_MAP_ADDR
-        )
+        SCIMapRemoteSegment(rseg, &mut rmap, 0, SIZE, null_mut(), SCI_FLAG_FIXED_MAP_ADDR)
     );
     fails!(
         SCI_ERR_FLAG_NOT_IMPLEMENTED,
-        SCIMapRemoteSegment(
-            rseg,
-            &mut rmap,
-            0,
-            SIZE,
-            null_mut(),
-            SCI_FLAG_LOCK_OPERATION
-        )
+        SCIMapRemoteSegment(rseg, &mut rmap, 0, SIZE, null_mut(), SCI_FLAG_LOCK_OPERATION)
     );
-    fails!(
-        SCI_ERR_ILLEGAL_FLAG,
-        SCIMapRemoteSegment(rseg, &mut rmap, 0, SIZE, null_mut(), 0x1_0000)
-    );
-    fails!(
-        SCI_ERR_ILLEGAL_PARAMETER,
-        SCIMapRemoteSegment(rseg, null_mut(), 0, SIZE, null_mut(), 0)
-    );
+    fails!(SCI_ERR_ILLEGAL_FLAG, SCIMapRemoteSegment(rseg, &mut rmap, 0, SIZE, null_mut(), 0x1_0000));
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIMapRemoteSegment(rseg, null_mut(), 0, SIZE, null_mut(), 0));
     assert!(rmap.is_null());
-    let hints = SCI_FLAG_NO_MEMORY_LOOPBACK
-        | SCI_FLAG_READ_PREFETCH_AGGR_HOLD_MAP
-        | SCI_FLAG_IO_MAP_IOSPACE;
-    let rptr = ok!(SCIMapRemoteSegment(
-        rseg,
-        &mut rmap,
-        0,
-        SIZE,
-        null_mut(),
-        hints
-    ));
+    let hints = SCI_FLAG_NO_MEMORY_LOOPBACK | SCI_FLAG_READ_PREFETCH_AGGR_HOLD_MAP | SCI_FLAG_IO_MAP_IOSPACE;
+    let rptr = ok!(SCIMapRemoteSegment(rseg, &mut rmap, 0, SIZE, null_mut(), hints));
     assert!(!rptr.is_null());
     assert_ne!(rptr.cast::<c_void>(), lptr, "each map is its own mapping");
     fails!(SCI_ERR_BUSY, SCIDisconnectSegment(rseg, 0));
 
     // ---- Copies through the maps -------------------------------------------------------
     let mut hello = *b"hello, remora";
-    ok!(SCIMemCpy(
-        null_mut(),
-        hello.as_mut_ptr().cast(),
-        rmap,
-        100,
-        hello.len(),
-        0
-    ));
+    ok!(SCIMemCpy(null_mut(), hello.as_mut_ptr().cast(), rmap, 100, hello.len(), 0));
     let mut back = [0u8; 13];
-    ok!(SCIMemCpy(
-        null_mut(),
-        back.as_mut_ptr().cast(),
-        lmap,
-        100,
-        back.len(),
-        SCI_FLAG_BLOCK_READ
-    ));
+    ok!(SCIMemCpy(null_mut(), back.as_mut_ptr().cast(), lmap, 100, back.len(), SCI_FLAG_BLOCK_READ));
     assert_eq!(&back, b"hello, remora");
     // SAFETY: `lptr` maps SIZE bytes of the segment; 100..113 is inside.
     let direct = unsafe { std::slice::from_raw_parts(lptr.cast::<u8>().add(100), 13) };
     assert_eq!(direct, b"hello, remora");
     fails!(
         SCI_ERR_OUT_OF_RANGE,
-        SCIMemCpy(
-            null_mut(),
-            hello.as_mut_ptr().cast(),
-            rmap,
-            SIZE - 4,
-            hello.len(),
-            0
-        )
+        SCIMemCpy(null_mut(), hello.as_mut_ptr().cast(), rmap, SIZE - 4, hello.len(), 0)
     );
-    fails!(
-        SCI_ERR_ILLEGAL_PARAMETER,
-        SCIMemCpy(null_mut(), null_mut(), rmap, 0, 8, 0)
-    );
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIMemCpy(null_mut(), null_mut(), rmap, 0, 8, 0));
     ok!(SCIMemCpy(null_mut(), null_mut(), rmap, 0, 0, 0));
     fails!(
         SCI_ERR_OUT_OF_RANGE,
-        SCIMemCpy(
-            null_mut(),
-            hello.as_mut_ptr().cast(),
-            rmap,
-            usize::MAX - 2,
-            8,
-            0
-        )
+        SCIMemCpy(null_mut(), hello.as_mut_ptr().cast(), rmap, usize::MAX - 2, 8, 0)
     );
-    fails!(
-        SCI_ERR_ILLEGAL_FLAG,
-        SCIMemCpy(null_mut(), hello.as_mut_ptr().cast(), rmap, 0, 4, 0x1)
-    );
+    fails!(SCI_ERR_ILLEGAL_FLAG, SCIMemCpy(null_mut(), hello.as_mut_ptr().cast(), rmap, 0, 4, 0x1));
     // The buffer may not be the mapped range itself.
-    fails!(
-        SCI_ERR_ILLEGAL_PARAMETER,
-        SCIMemCpy(null_mut(), rptr.cast(), rmap, 0, 16, 0)
-    );
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIMemCpy(null_mut(), rptr.cast(), rmap, 0, 16, 0));
     // API 1.x form.
     let mut word = *b"1.x!";
     ok!(SCIMemCopy(word.as_mut_ptr().cast(), rmap, 200, 4, 0));
     let mut word_back = [0u8; 4];
-    ok!(SCIMemCopy(
-        word_back.as_mut_ptr().cast(),
-        lmap,
-        200,
-        4,
-        SCI_FLAG_BLOCK_READ
-    ));
+    ok!(SCIMemCopy(word_back.as_mut_ptr().cast(), lmap, 200, 4, SCI_FLAG_BLOCK_READ));
     assert_eq!(&word_back, b"1.x!");
-    fails!(
-        SCI_ERR_OUT_OF_RANGE,
-        SCIMemCopy(word.as_mut_ptr().cast(), rmap, SIZE as c_uint, 4, 0)
-    );
+    fails!(SCI_ERR_OUT_OF_RANGE, SCIMemCopy(word.as_mut_ptr().cast(), rmap, SIZE as c_uint, 4, 0));
 
     // SCIMemWrite into a mapped address, and outside every map.
     let mut abc = *b"abc";
@@ -438,85 +280,33 @@ fn scenario() {
     let target = unsafe { rptr.cast::<u8>().add(300) }.cast::<c_void>();
     ok!(SCIMemWrite(abc.as_mut_ptr().cast(), target, 3, 0));
     let mut abc_back = [0u8; 3];
-    ok!(SCIMemCpy(
-        null_mut(),
-        abc_back.as_mut_ptr().cast(),
-        lmap,
-        300,
-        3,
-        SCI_FLAG_BLOCK_READ
-    ));
+    ok!(SCIMemCpy(null_mut(), abc_back.as_mut_ptr().cast(), lmap, 300, 3, SCI_FLAG_BLOCK_READ));
     assert_eq!(&abc_back, b"abc");
     let mut elsewhere = [0u8; 16];
-    fails!(
-        SCI_ERR_OUT_OF_RANGE,
-        SCIMemWrite(abc.as_mut_ptr().cast(), elsewhere.as_mut_ptr().cast(), 3, 0)
-    );
+    fails!(SCI_ERR_OUT_OF_RANGE, SCIMemWrite(abc.as_mut_ptr().cast(), elsewhere.as_mut_ptr().cast(), 3, 0));
     // SAFETY: SIZE - 1 is the last byte of the map; the call must refuse the 3 bytes.
     let edge = unsafe { rptr.cast::<u8>().add(SIZE - 1) }.cast::<c_void>();
-    fails!(
-        SCI_ERR_OUT_OF_RANGE,
-        SCIMemWrite(abc.as_mut_ptr().cast(), edge, 3, 0)
-    );
-    fails!(
-        SCI_ERR_ILLEGAL_PARAMETER,
-        SCIMemWrite(null_mut(), target, 3, 0)
-    );
-    fails!(
-        SCI_ERR_ILLEGAL_FLAG,
-        SCIMemWrite(abc.as_mut_ptr().cast(), target, 3, 0x2)
-    );
+    fails!(SCI_ERR_OUT_OF_RANGE, SCIMemWrite(abc.as_mut_ptr().cast(), edge, 3, 0));
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIMemWrite(null_mut(), target, 3, 0));
+    fails!(SCI_ERR_ILLEGAL_FLAG, SCIMemWrite(abc.as_mut_ptr().cast(), target, 3, 0x2));
 
     // A read-only map refuses writes and allows reads.
     let mut romap: sci_map_t = null_mut();
-    ok!(SCIMapRemoteSegment(
-        rseg,
-        &mut romap,
-        0,
-        4096,
-        null_mut(),
-        SCI_FLAG_READONLY_MAP
-    ));
-    fails!(
-        SCI_ERR_ILLEGAL_OPERATION,
-        SCIMemCpy(null_mut(), hello.as_mut_ptr().cast(), romap, 0, 4, 0)
-    );
+    ok!(SCIMapRemoteSegment(rseg, &mut romap, 0, 4096, null_mut(), SCI_FLAG_READONLY_MAP));
+    fails!(SCI_ERR_ILLEGAL_OPERATION, SCIMemCpy(null_mut(), hello.as_mut_ptr().cast(), romap, 0, 4, 0));
     let mut ro_back = [0u8; 13];
-    ok!(SCIMemCpy(
-        null_mut(),
-        ro_back.as_mut_ptr().cast(),
-        romap,
-        100,
-        13,
-        SCI_FLAG_BLOCK_READ
-    ));
+    ok!(SCIMemCpy(null_mut(), ro_back.as_mut_ptr().cast(), romap, 100, 13, SCI_FLAG_BLOCK_READ));
     assert_eq!(&ro_back, b"hello, remora");
     ok!(SCIUnmapSegment(romap, 0));
 
     // ---- Sequences ---------------------------------------------------------------------
     let mut seq: sci_sequence_t = null_mut();
-    fails!(
-        SCI_ERR_ILLEGAL_PARAMETER,
-        SCICreateMapSequence(rmap, null_mut(), 0)
-    );
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCICreateMapSequence(rmap, null_mut(), 0));
     ok!(SCICreateMapSequence(rmap, &mut seq, SCI_FLAG_FAST_BARRIER));
     assert_eq!(ok!(SCIStartSequence(seq, 0)), SCI_SEQ_OK);
-    ok!(SCIMemCpy(
-        seq,
-        hello.as_mut_ptr().cast(),
-        rmap,
-        0,
-        hello.len(),
-        SCI_FLAG_ERROR_CHECK
-    ));
+    ok!(SCIMemCpy(seq, hello.as_mut_ptr().cast(), rmap, 0, hello.len(), SCI_FLAG_ERROR_CHECK));
     assert_eq!(ok!(SCICheckSequence(seq, 0)), SCI_SEQ_OK);
-    assert_eq!(
-        ok!(SCICheckSequence(
-            seq,
-            SCI_FLAG_NO_FLUSH | SCI_FLAG_NO_STORE_BARRIER
-        )),
-        SCI_SEQ_OK
-    );
+    assert_eq!(ok!(SCICheckSequence(seq, SCI_FLAG_NO_FLUSH | SCI_FLAG_NO_STORE_BARRIER)), SCI_SEQ_OK);
     fails!(SCI_ERR_ILLEGAL_FLAG, SCICheckSequence(seq, 0x4));
     SCIStoreBarrier(seq, 0);
     SCIFlush(seq, SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY);
@@ -530,85 +320,42 @@ fn scenario() {
         subcommand: SCI_Q_LOCAL_SEGMENT_IOADDR,
         data: sci_query_segment_data_t::default(),
     };
-    ok!(SCIQuery(
-        SCI_Q_LOCAL_SEGMENT,
-        std::ptr::addr_of_mut!(ql).cast(),
-        0
-    ));
+    ok!(SCIQuery(SCI_Q_LOCAL_SEGMENT, std::ptr::addr_of_mut!(ql).cast(), 0));
     assert_eq!(ql.data.ioaddr, (u64::from(NODE) << 32) | u64::from(ID));
     assert_eq!(ql.data.ioaddr, segment_ioaddr(NODE, ID));
     ql.subcommand = SCI_Q_REMOTE_SEGMENT_IOADDR;
-    fails!(
-        SCI_ERR_ILLEGAL_QUERY,
-        SCIQuery(SCI_Q_LOCAL_SEGMENT, std::ptr::addr_of_mut!(ql).cast(), 0)
-    );
+    fails!(SCI_ERR_ILLEGAL_QUERY, SCIQuery(SCI_Q_LOCAL_SEGMENT, std::ptr::addr_of_mut!(ql).cast(), 0));
     ql.subcommand = SCI_Q_LOCAL_SEGMENT_PHYS_ADDR;
-    fails!(
-        SCI_ERR_NOT_SUPPORTED,
-        SCIQuery(SCI_Q_LOCAL_SEGMENT, std::ptr::addr_of_mut!(ql).cast(), 0)
-    );
+    fails!(SCI_ERR_NOT_SUPPORTED, SCIQuery(SCI_Q_LOCAL_SEGMENT, std::ptr::addr_of_mut!(ql).cast(), 0));
     ql.subcommand = SCI_Q_LOCAL_SEGMENT_IOADDR;
     ql.segment = rseg.cast();
-    fails!(
-        SCI_ERR_ILLEGAL_PARAMETER,
-        SCIQuery(SCI_Q_LOCAL_SEGMENT, std::ptr::addr_of_mut!(ql).cast(), 0)
-    );
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIQuery(SCI_Q_LOCAL_SEGMENT, std::ptr::addr_of_mut!(ql).cast(), 0));
 
     let mut qr = sci_query_remote_segment_t {
         segment: rseg.cast(),
         subcommand: SCI_Q_REMOTE_SEGMENT_IOADDR,
         data: sci_query_segment_data_t::default(),
     };
-    ok!(SCIQuery(
-        SCI_Q_REMOTE_SEGMENT,
-        std::ptr::addr_of_mut!(qr).cast(),
-        0
-    ));
+    ok!(SCIQuery(SCI_Q_REMOTE_SEGMENT, std::ptr::addr_of_mut!(qr).cast(), 0));
     assert_eq!(qr.data.ioaddr, segment_ioaddr(NODE, ID));
 
-    let mut qm = sci_query_map_t {
-        map: rmap.cast(),
-        subcommand: SCI_Q_MAP_MAPPED_TO_LOCAL_TARGET,
-        data: 7,
-    };
+    let mut qm = sci_query_map_t { map: rmap.cast(), subcommand: SCI_Q_MAP_MAPPED_TO_LOCAL_TARGET, data: 7 };
     ok!(SCIQuery(SCI_Q_MAP, std::ptr::addr_of_mut!(qm).cast(), 0));
     assert_eq!(qm.data, 1);
     qm.subcommand = SCI_Q_MAP_PHYS_ADDR;
-    fails!(
-        SCI_ERR_NOT_SUPPORTED,
-        SCIQuery(SCI_Q_MAP, std::ptr::addr_of_mut!(qm).cast(), 0)
-    );
+    fails!(SCI_ERR_NOT_SUPPORTED, SCIQuery(SCI_Q_MAP, std::ptr::addr_of_mut!(qm).cast(), 0));
     qm.subcommand = 999;
-    fails!(
-        SCI_ERR_ILLEGAL_QUERY,
-        SCIQuery(SCI_Q_MAP, std::ptr::addr_of_mut!(qm).cast(), 0)
-    );
+    fails!(SCI_ERR_ILLEGAL_QUERY, SCIQuery(SCI_Q_MAP, std::ptr::addr_of_mut!(qm).cast(), 0));
 
     // ---- Sharing and attaching -----------------------------------------------------------
     let mut attached: sci_local_segment_t = null_mut();
     let mut attached_size = 0usize;
     fails!(
         SCI_ERR_ACCESS,
-        SCIAttachLocalSegment(
-            sd2,
-            &mut attached,
-            ID,
-            &mut attached_size,
-            None,
-            null_mut(),
-            0
-        )
+        SCIAttachLocalSegment(sd2, &mut attached, ID, &mut attached_size, None, null_mut(), 0)
     );
     ok!(SCIShareSegment(seg, 0));
-    ok!(SCIAttachLocalSegment(
-        sd2,
-        &mut attached,
-        ID,
-        &mut attached_size,
-        None,
-        null_mut(),
-        0
-    ));
+    ok!(SCIAttachLocalSegment(sd2, &mut attached, ID, &mut attached_size, None, null_mut(), 0));
     assert_eq!(attached_size, SIZE);
     assert_eq!(SCIGetLocalSegmentId(attached), ID);
     ok!(SCIRemoveSegment(attached, 0));
@@ -620,15 +367,9 @@ fn scenario() {
 
     // ---- Events are not implemented yet ------------------------------------------------
     let (mut src, mut adapter) = (0u32, 0u32);
-    fails!(
-        SCI_ERR_NOT_IMPLEMENTED,
-        SCIWaitForLocalSegmentEvent(seg, &mut src, &mut adapter, 10, 0)
-    );
+    fails!(SCI_ERR_NOT_IMPLEMENTED, SCIWaitForLocalSegmentEvent(seg, &mut src, &mut adapter, 10, 0));
     let mut status: sci_error_t = 0;
-    fails!(
-        SCI_ERR_NOT_IMPLEMENTED,
-        SCIWaitForRemoteSegmentEvent(rseg, &mut status, 10, 0)
-    );
+    fails!(SCI_ERR_NOT_IMPLEMENTED, SCIWaitForRemoteSegmentEvent(rseg, &mut status, 10, 0));
 
     // ---- Release in order ----------------------------------------------------------------
     ok!(SCIRemoveSequence(seq, 0));
@@ -642,14 +383,8 @@ fn scenario() {
     fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveSequence(seq, 0));
     fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIStartSequence(seq, 0));
     fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIUnmapSegment(rmap, 0));
-    fails!(
-        SCI_ERR_ILLEGAL_PARAMETER,
-        SCIMemCpy(null_mut(), hello.as_mut_ptr().cast(), rmap, 0, 4, 0)
-    );
-    fails!(
-        SCI_ERR_OUT_OF_RANGE,
-        SCIMemWrite(abc.as_mut_ptr().cast(), target, 3, 0)
-    );
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIMemCpy(null_mut(), hello.as_mut_ptr().cast(), rmap, 0, 4, 0));
+    fails!(SCI_ERR_OUT_OF_RANGE, SCIMemWrite(abc.as_mut_ptr().cast(), target, 3, 0));
     assert!(SCIGetMapPointer(lmap).is_null());
     fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIDisconnectSegment(rseg, 0));
     assert_eq!(SCIGetRemoteSegmentSize(rseg), 0);
@@ -682,84 +417,31 @@ fn scenario() {
 fn queries_without_handles() {
     let mut buf = [0u8; 64];
     assert_eq!(query_string(SCI_Q_VENDORID, &mut buf), SCI_ERR_OK);
-    let vendor = CStr::from_bytes_until_nul(&buf)
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let vendor = CStr::from_bytes_until_nul(&buf).unwrap().to_str().unwrap().to_owned();
     assert!(vendor.starts_with("Remora"), "{vendor}");
     // Truncated to the buffer, NUL-terminated, nothing written past it.
     let mut small = [0xaau8; 8];
     assert_eq!(query_string(SCI_Q_VENDORID, &mut small[..4]), SCI_ERR_OK);
-    assert_eq!(
-        &small[..4],
-        &vendor.as_bytes()[..3]
-            .iter()
-            .copied()
-            .chain([0])
-            .collect::<Vec<_>>()[..]
-    );
+    assert_eq!(&small[..4], &vendor.as_bytes()[..3].iter().copied().chain([0]).collect::<Vec<_>>()[..]);
     assert_eq!(small[4], 0xaa);
-    assert_eq!(
-        query_string(SCI_Q_VENDORID, &mut small[..0]),
-        SCI_ERR_ILLEGAL_PARAMETER
-    );
-    let mut q = sci_query_string_t {
-        str: null_mut(),
-        length: 16,
-    };
-    fails!(
-        SCI_ERR_ILLEGAL_PARAMETER,
-        SCIQuery(SCI_Q_API, std::ptr::addr_of_mut!(q).cast(), 0)
-    );
+    assert_eq!(query_string(SCI_Q_VENDORID, &mut small[..0]), SCI_ERR_ILLEGAL_PARAMETER);
+    let mut q = sci_query_string_t { str: null_mut(), length: 16 };
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIQuery(SCI_Q_API, std::ptr::addr_of_mut!(q).cast(), 0));
     assert_eq!(query_string(SCI_Q_API, &mut buf), SCI_ERR_OK);
     let api = CStr::from_bytes_until_nul(&buf).unwrap().to_str().unwrap();
     assert!(api.contains("2.0"), "{api}");
-    assert_eq!(
-        query_string(SCI_Q_SISCI_DRIVER_VERSION, &mut buf),
-        SCI_ERR_OK
-    );
+    assert_eq!(query_string(SCI_Q_SISCI_DRIVER_VERSION, &mut buf), SCI_ERR_OK);
 
-    assert_eq!(
-        query_adapter(SCI_Q_ADAPTER_NODEID, 0, 0),
-        (NODE, SCI_ERR_OK)
-    );
-    assert_eq!(
-        query_adapter(SCI_Q_ADAPTER_NODE_ID, 0, 0),
-        (NODE, SCI_ERR_OK)
-    );
-    assert_eq!(
-        query_adapter(SCI_Q_ADAPTER_NODEID, 1, 0).1,
-        SCI_ERR_NO_SUCH_ADAPTERNO
-    );
-    assert_eq!(
-        query_adapter(SCI_Q_ADAPTER_NUMBER_OF_LINKS, 0, 0),
-        (1, SCI_ERR_OK)
-    );
-    assert_eq!(
-        query_adapter(SCI_Q_ADAPTER_LINK_OPERATIONAL, 0, 0),
-        (1, SCI_ERR_OK)
-    );
-    assert_eq!(
-        query_adapter(SCI_Q_ADAPTER_LINK_OPERATIONAL, 0, 1).1,
-        SCI_ERR_ILLEGAL_PARAMETER
-    );
-    assert_eq!(
-        query_adapter(SCI_Q_ADAPTER_CONFIGURED, 0, 0),
-        (1, SCI_ERR_OK)
-    );
-    assert_eq!(
-        query_adapter(SCI_Q_ADAPTER_SERIAL_NUMBER, 0, 0),
-        (0, SCI_ERR_OK)
-    );
-    assert_eq!(
-        query_adapter(SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT, 0, 0),
-        (1, SCI_ERR_OK)
-    );
-    assert_eq!(
-        query_adapter(SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT, 0, 0),
-        (1, SCI_ERR_OK)
-    );
+    assert_eq!(query_adapter(SCI_Q_ADAPTER_NODEID, 0, 0), (NODE, SCI_ERR_OK));
+    assert_eq!(query_adapter(SCI_Q_ADAPTER_NODE_ID, 0, 0), (NODE, SCI_ERR_OK));
+    assert_eq!(query_adapter(SCI_Q_ADAPTER_NODEID, 1, 0).1, SCI_ERR_NO_SUCH_ADAPTERNO);
+    assert_eq!(query_adapter(SCI_Q_ADAPTER_NUMBER_OF_LINKS, 0, 0), (1, SCI_ERR_OK));
+    assert_eq!(query_adapter(SCI_Q_ADAPTER_LINK_OPERATIONAL, 0, 0), (1, SCI_ERR_OK));
+    assert_eq!(query_adapter(SCI_Q_ADAPTER_LINK_OPERATIONAL, 0, 1).1, SCI_ERR_ILLEGAL_PARAMETER);
+    assert_eq!(query_adapter(SCI_Q_ADAPTER_CONFIGURED, 0, 0), (1, SCI_ERR_OK));
+    assert_eq!(query_adapter(SCI_Q_ADAPTER_SERIAL_NUMBER, 0, 0), (0, SCI_ERR_OK));
+    assert_eq!(query_adapter(SCI_Q_ADAPTER_DMA_SIZE_ALIGNMENT, 0, 0), (1, SCI_ERR_OK));
+    assert_eq!(query_adapter(SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT, 0, 0), (1, SCI_ERR_OK));
     let (mtu, err) = query_adapter(SCI_Q_ADAPTER_DMA_MTU, 0, 0);
     assert!(err == SCI_ERR_OK && mtu > 0);
     let (min_dma, err) = query_adapter(SCI_Q_ADAPTER_SUGGESTED_MIN_DMA_SIZE, 0, 0);
@@ -768,10 +450,7 @@ fn queries_without_handles() {
     assert_eq!((card, err), (REMORA_CARD_TYPE, SCI_ERR_OK));
     // SAFETY: static NUL-terminated strings.
     let (ty, fam) = unsafe {
-        (
-            CStr::from_ptr(SCIGetAdapterTypeString(card)),
-            CStr::from_ptr(SCIGetAdapterFamilyString(0)),
-        )
+        (CStr::from_ptr(SCIGetAdapterTypeString(card)), CStr::from_ptr(SCIGetAdapterFamilyString(0)))
     };
     assert!(!ty.is_empty() && !fam.is_empty());
     assert_eq!(query_adapter(999, 0, 0).1, SCI_ERR_ILLEGAL_QUERY);
@@ -781,10 +460,7 @@ fn queries_without_handles() {
         subcommand: SCI_Q_ADAPTER_NODEID,
         data: null_mut(),
     };
-    fails!(
-        SCI_ERR_ILLEGAL_PARAMETER,
-        SCIQuery(SCI_Q_ADAPTER, std::ptr::addr_of_mut!(qa).cast(), 0)
-    );
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIQuery(SCI_Q_ADAPTER, std::ptr::addr_of_mut!(qa).cast(), 0));
 
     let mut line: c_uint = 0;
     let mut qs = sci_query_system_t {
@@ -794,10 +470,7 @@ fn queries_without_handles() {
     ok!(SCIQuery(SCI_Q_SYSTEM, std::ptr::addr_of_mut!(qs).cast(), 0));
     assert!(line.is_power_of_two() && line >= 16, "{line}");
     qs.subcommand = 99;
-    fails!(
-        SCI_ERR_ILLEGAL_QUERY,
-        SCIQuery(SCI_Q_SYSTEM, std::ptr::addr_of_mut!(qs).cast(), 0)
-    );
+    fails!(SCI_ERR_ILLEGAL_QUERY, SCIQuery(SCI_Q_SYSTEM, std::ptr::addr_of_mut!(qs).cast(), 0));
 
     let mut avail: c_uint = 7;
     let mut qd = sci_query_dma_t {
@@ -805,37 +478,15 @@ fn queries_without_handles() {
         subcommand: SCI_Q_DMA_AVAILABLE,
         data: std::ptr::addr_of_mut!(avail).cast(),
     };
-    ok!(SCIQuery(
-        SCI_Q_DMA,
-        std::ptr::addr_of_mut!(qd).cast(),
-        SCI_FLAG_DMA_GLOBAL
-    ));
+    ok!(SCIQuery(SCI_Q_DMA, std::ptr::addr_of_mut!(qd).cast(), SCI_FLAG_DMA_GLOBAL));
     assert_eq!(avail, 0);
-    fails!(
-        SCI_ERR_ILLEGAL_FLAG,
-        SCIQuery(SCI_Q_DMA, std::ptr::addr_of_mut!(qd).cast(), 0x8)
-    );
+    fails!(SCI_ERR_ILLEGAL_FLAG, SCIQuery(SCI_Q_DMA, std::ptr::addr_of_mut!(qd).cast(), 0x8));
 
-    fails!(
-        SCI_ERR_ILLEGAL_QUERY,
-        SCIQuery(77, std::ptr::addr_of_mut!(qs).cast(), 0)
-    );
-    fails!(
-        SCI_ERR_ILLEGAL_PARAMETER,
-        SCIQuery(SCI_Q_ADAPTER, null_mut(), 0)
-    );
-    fails!(
-        SCI_ERR_ILLEGAL_PARAMETER,
-        SCIQuery(SCI_Q_LOCAL_SEGMENT, null_mut(), 0)
-    );
-    fails!(
-        SCI_ERR_NOT_SUPPORTED,
-        SCIQuery(SCI_Q_DEVICE, std::ptr::addr_of_mut!(qs).cast(), 0)
-    );
-    fails!(
-        SCI_ERR_ILLEGAL_FLAG,
-        SCIQuery(SCI_Q_SYSTEM, std::ptr::addr_of_mut!(qs).cast(), 0x1)
-    );
+    fails!(SCI_ERR_ILLEGAL_QUERY, SCIQuery(77, std::ptr::addr_of_mut!(qs).cast(), 0));
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIQuery(SCI_Q_ADAPTER, null_mut(), 0));
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIQuery(SCI_Q_LOCAL_SEGMENT, null_mut(), 0));
+    fails!(SCI_ERR_NOT_SUPPORTED, SCIQuery(SCI_Q_DEVICE, std::ptr::addr_of_mut!(qs).cast(), 0));
+    fails!(SCI_ERR_ILLEGAL_FLAG, SCIQuery(SCI_Q_SYSTEM, std::ptr::addr_of_mut!(qs).cast(), 0x1));
 }
 
 /// Every call family given a live handle of the wrong kind, or a forged value.
@@ -857,19 +508,10 @@ fn wrong_kind_handles(
     fails!(BAD, SCIClose(as_kind(seg), 0));
     assert_eq!(fails!(BAD, SCIProbeNode(as_kind(map), 0, NODE, 0)), 0);
     let mut s: sci_local_segment_t = null_mut();
-    fails!(
-        BAD,
-        SCICreateSegment(as_kind(rseg), &mut s, 99, 4096, None, null_mut(), 0)
-    );
-    fails!(
-        BAD,
-        SCIAttachLocalSegment(as_kind(seq), &mut s, 10, null_mut(), None, null_mut(), 0)
-    );
+    fails!(BAD, SCICreateSegment(as_kind(rseg), &mut s, 99, 4096, None, null_mut(), 0));
+    fails!(BAD, SCIAttachLocalSegment(as_kind(seq), &mut s, 10, null_mut(), None, null_mut(), 0));
     let mut r: sci_remote_segment_t = null_mut();
-    fails!(
-        BAD,
-        SCIConnectSegment(as_kind(seg), &mut r, NODE, 10, 0, None, null_mut(), 100, 0)
-    );
+    fails!(BAD, SCIConnectSegment(as_kind(seg), &mut r, NODE, 10, 0, None, null_mut(), 100, 0));
     assert!(s.is_null() && r.is_null());
 
     // Local segments.
@@ -878,29 +520,18 @@ fn wrong_kind_handles(
     fails!(BAD, SCISetSegmentUnavailable(as_kind(sd), 0, 0));
     fails!(BAD, SCIRemoveSegment(as_kind(rseg), 0));
     fails!(BAD, SCIShareSegment(as_kind(seq), 0));
-    fails!(
-        BAD,
-        SCIRegisterSegmentMemory(buf.as_mut_ptr().cast(), 4096, as_kind(map), 0)
-    );
+    fails!(BAD, SCIRegisterSegmentMemory(buf.as_mut_ptr().cast(), 4096, as_kind(map), 0));
     assert_eq!(SCIGetLocalSegmentId(as_kind(rseg)), 0);
     assert_eq!(SCIGetLocalSegmentSize(as_kind(map)), 0);
     let mut m: sci_map_t = null_mut();
-    assert!(fails!(
-        BAD,
-        SCIMapLocalSegment(as_kind(rseg), &mut m, 0, 4096, null_mut(), 0)
-    )
-    .is_null());
+    assert!(fails!(BAD, SCIMapLocalSegment(as_kind(rseg), &mut m, 0, 4096, null_mut(), 0)).is_null());
 
     // Remote segments.
     fails!(BAD, SCIDisconnectSegment(as_kind(seg), 0));
     assert_eq!(SCIGetRemoteSegmentSize(as_kind(seg)), 0);
     assert_eq!(SCIGetRemoteSegmentId(as_kind(map)), 0);
     assert_eq!(SCIGetRemoteSegmentNodeId(as_kind(sd)), 0);
-    assert!(fails!(
-        BAD,
-        SCIMapRemoteSegment(as_kind(seg), &mut m, 0, 4096, null_mut(), 0)
-    )
-    .is_null());
+    assert!(fails!(BAD, SCIMapRemoteSegment(as_kind(seg), &mut m, 0, 4096, null_mut(), 0)).is_null());
     assert!(m.is_null());
 
     // Maps.
@@ -912,54 +543,22 @@ fn wrong_kind_handles(
     let mut q: sci_sequence_t = null_mut();
     fails!(BAD, SCICreateMapSequence(as_kind(rseg), &mut q, 0));
     assert!(q.is_null());
-    fails!(
-        BAD,
-        SCIMemCpy(null_mut(), buf.as_mut_ptr().cast(), as_kind(seg), 0, 8, 0)
-    );
-    fails!(
-        BAD,
-        SCIMemCpy(null_mut(), buf.as_mut_ptr().cast(), odd_map, 0, 8, 0)
-    );
-    fails!(
-        BAD,
-        SCIMemCopy(buf.as_mut_ptr().cast(), as_kind(sd), 0, 8, 0)
-    );
-    fails!(
-        BAD,
-        SCICacheSync(
-            as_kind(seq),
-            buf.as_mut_ptr().cast(),
-            8,
-            SCI_FLAG_CACHE_FLUSH
-        )
-    );
+    fails!(BAD, SCIMemCpy(null_mut(), buf.as_mut_ptr().cast(), as_kind(seg), 0, 8, 0));
+    fails!(BAD, SCIMemCpy(null_mut(), buf.as_mut_ptr().cast(), odd_map, 0, 8, 0));
+    fails!(BAD, SCIMemCopy(buf.as_mut_ptr().cast(), as_kind(sd), 0, 8, 0));
+    fails!(BAD, SCICacheSync(as_kind(seq), buf.as_mut_ptr().cast(), 8, SCI_FLAG_CACHE_FLUSH));
     assert_eq!(SCIGetMapPhysAddr(map), 0);
 
     // Sequences.
     fails!(BAD, SCIRemoveSequence(as_kind(map), 0));
-    assert_eq!(
-        fails!(BAD, SCIStartSequence(as_kind(sd), 0)),
-        SCI_SEQ_NOT_RETRIABLE
-    );
-    assert_eq!(
-        fails!(BAD, SCICheckSequence(as_kind(seg), 0)),
-        SCI_SEQ_NOT_RETRIABLE
-    );
-    fails!(
-        BAD,
-        SCIMemCpy(as_kind(map), buf.as_mut_ptr().cast(), map, 0, 8, 0)
-    );
+    assert_eq!(fails!(BAD, SCIStartSequence(as_kind(sd), 0)), SCI_SEQ_NOT_RETRIABLE);
+    assert_eq!(fails!(BAD, SCICheckSequence(as_kind(seg), 0)), SCI_SEQ_NOT_RETRIABLE);
+    fails!(BAD, SCIMemCpy(as_kind(map), buf.as_mut_ptr().cast(), map, 0, 8, 0));
     SCIStoreBarrier(as_kind(map), 0);
 
     // Events.
-    fails!(
-        BAD,
-        SCIWaitForLocalSegmentEvent(as_kind(rseg), null_mut(), null_mut(), 10, 0)
-    );
-    fails!(
-        BAD,
-        SCIWaitForRemoteSegmentEvent(as_kind(seg), null_mut(), 10, 0)
-    );
+    fails!(BAD, SCIWaitForLocalSegmentEvent(as_kind(rseg), null_mut(), null_mut(), 10, 0));
+    fails!(BAD, SCIWaitForRemoteSegmentEvent(as_kind(seg), null_mut(), 10, 0));
 
     // Queries.
     let mut qr = sci_query_remote_segment_t {
@@ -967,19 +566,9 @@ fn wrong_kind_handles(
         subcommand: SCI_Q_REMOTE_SEGMENT_IOADDR,
         data: sci_query_segment_data_t::default(),
     };
-    fails!(
-        BAD,
-        SCIQuery(SCI_Q_REMOTE_SEGMENT, std::ptr::addr_of_mut!(qr).cast(), 0)
-    );
-    let mut qm = sci_query_map_t {
-        map: seq.cast(),
-        subcommand: SCI_Q_MAP_MAPPED_TO_LOCAL_TARGET,
-        data: 0,
-    };
-    fails!(
-        BAD,
-        SCIQuery(SCI_Q_MAP, std::ptr::addr_of_mut!(qm).cast(), 0)
-    );
+    fails!(BAD, SCIQuery(SCI_Q_REMOTE_SEGMENT, std::ptr::addr_of_mut!(qr).cast(), 0));
+    let mut qm = sci_query_map_t { map: seq.cast(), subcommand: SCI_Q_MAP_MAPPED_TO_LOCAL_TARGET, data: 0 };
+    fails!(BAD, SCIQuery(SCI_Q_MAP, std::ptr::addr_of_mut!(qm).cast(), 0));
 }
 
 /// NULL handles for every call family.
@@ -992,48 +581,25 @@ fn null_handles() {
     let mut q: sci_sequence_t = null_mut();
     fails!(BAD, SCIClose(null_mut(), 0));
     assert_eq!(fails!(BAD, SCIProbeNode(null_mut(), 0, NODE, 0)), 0);
-    fails!(
-        BAD,
-        SCICreateSegment(null_mut(), &mut s, 1, 4096, None, null_mut(), 0)
-    );
-    fails!(
-        BAD,
-        SCIConnectSegment(null_mut(), &mut r, NODE, 1, 0, None, null_mut(), 10, 0)
-    );
+    fails!(BAD, SCICreateSegment(null_mut(), &mut s, 1, 4096, None, null_mut(), 0));
+    fails!(BAD, SCIConnectSegment(null_mut(), &mut r, NODE, 1, 0, None, null_mut(), 10, 0));
     fails!(BAD, SCIPrepareSegment(null_mut(), 0, 0));
     fails!(BAD, SCISetSegmentAvailable(null_mut(), 0, 0));
     fails!(BAD, SCIRemoveSegment(null_mut(), 0));
-    fails!(
-        BAD,
-        SCIRegisterSegmentMemory(buf.as_mut_ptr().cast(), 8, null_mut(), 0)
-    );
+    fails!(BAD, SCIRegisterSegmentMemory(buf.as_mut_ptr().cast(), 8, null_mut(), 0));
     assert_eq!(SCIGetLocalSegmentSize(null_mut()), 0);
     fails!(BAD, SCIDisconnectSegment(null_mut(), 0));
     assert_eq!(SCIGetRemoteSegmentSize(null_mut()), 0);
-    assert!(fails!(
-        BAD,
-        SCIMapRemoteSegment(null_mut(), &mut m, 0, 8, null_mut(), 0)
-    )
-    .is_null());
-    assert!(fails!(
-        BAD,
-        SCIMapLocalSegment(null_mut(), &mut m, 0, 8, null_mut(), 0)
-    )
-    .is_null());
+    assert!(fails!(BAD, SCIMapRemoteSegment(null_mut(), &mut m, 0, 8, null_mut(), 0)).is_null());
+    assert!(fails!(BAD, SCIMapLocalSegment(null_mut(), &mut m, 0, 8, null_mut(), 0)).is_null());
     fails!(BAD, SCIUnmapSegment(null_mut(), 0));
     assert!(SCIGetMapPointer(null_mut()).is_null());
     fails!(BAD, SCICreateMapSequence(null_mut(), &mut q, 0));
     fails!(BAD, SCIRemoveSequence(null_mut(), 0));
     fails!(BAD, SCIStartSequence(null_mut(), 0));
     fails!(BAD, SCICheckSequence(null_mut(), 0));
-    fails!(
-        BAD,
-        SCIMemCpy(null_mut(), buf.as_mut_ptr().cast(), null_mut(), 0, 8, 0)
-    );
-    fails!(
-        BAD,
-        SCIMemCopy(buf.as_mut_ptr().cast(), null_mut(), 0, 8, 0)
-    );
+    fails!(BAD, SCIMemCpy(null_mut(), buf.as_mut_ptr().cast(), null_mut(), 0, 8, 0));
+    fails!(BAD, SCIMemCopy(buf.as_mut_ptr().cast(), null_mut(), 0, 8, 0));
     // SCIStoreBarrier, SCIFlush and SCICacheSync accept a NULL sequence or map.
     SCIStoreBarrier(null_mut(), 0);
     SCIFlush(null_mut(), 0);
@@ -1043,10 +609,7 @@ fn null_handles() {
         8,
         SCI_FLAG_CACHE_FLUSH | SCI_FLAG_CACHE_INVALIDATE
     ));
-    fails!(
-        SCI_ERR_ILLEGAL_FLAG,
-        SCICacheSync(null_mut(), buf.as_mut_ptr().cast(), 8, 0x1)
-    );
+    fails!(SCI_ERR_ILLEGAL_FLAG, SCICacheSync(null_mut(), buf.as_mut_ptr().cast(), 8, 0x1));
     assert!(s.is_null() && r.is_null() && m.is_null() && q.is_null());
 }
 
@@ -1059,40 +622,13 @@ fn null_error_pointers(map: sci_map_t) {
         SCIClose(null_mut(), 0, null_mut());
         SCIRemoveSegment(null_mut(), 0, null_mut());
         SCIQuery(77, null_mut(), 0, null_mut());
-        SCIMemCpy(
-            null_mut(),
-            buf.as_mut_ptr().cast(),
-            map,
-            usize::MAX - 2,
-            8,
-            0,
-            null_mut(),
-        );
-        SCIMemCpy(
-            null_mut(),
-            buf.as_mut_ptr().cast(),
-            map,
-            1000,
-            8,
-            0,
-            null_mut(),
-        );
+        SCIMemCpy(null_mut(), buf.as_mut_ptr().cast(), map, usize::MAX - 2, 8, 0, null_mut());
+        SCIMemCpy(null_mut(), buf.as_mut_ptr().cast(), map, 1000, 8, 0, null_mut());
         let mut back = [0u8; 8];
-        SCIMemCpy(
-            null_mut(),
-            back.as_mut_ptr().cast(),
-            map,
-            1000,
-            8,
-            SCI_FLAG_BLOCK_READ,
-            null_mut(),
-        );
+        SCIMemCpy(null_mut(), back.as_mut_ptr().cast(), map, 1000, 8, SCI_FLAG_BLOCK_READ, null_mut());
         assert_eq!(&back, b"nullerr!");
         SCIGetCSRRegister(null_mut(), 0, 0, 0, 0, null_mut());
-        assert_eq!(
-            SCIStartSequence(null_mut(), 0, null_mut()),
-            SCI_SEQ_NOT_RETRIABLE
-        );
+        assert_eq!(SCIStartSequence(null_mut(), 0, null_mut()), SCI_SEQ_NOT_RETRIABLE);
     }
 }
 
@@ -1100,28 +636,11 @@ fn null_error_pointers(map: sci_map_t) {
 fn registered_memory(sd: sci_desc_t) {
     const LEN: usize = 256 * 1024;
     let mut seg: sci_local_segment_t = null_mut();
-    ok!(SCICreateSegment(
-        sd,
-        &mut seg,
-        0,
-        0,
-        None,
-        null_mut(),
-        SCI_FLAG_EMPTY | SCI_FLAG_AUTO_ID
-    ));
+    ok!(SCICreateSegment(sd, &mut seg, 0, 0, None, null_mut(), SCI_FLAG_EMPTY | SCI_FLAG_AUTO_ID));
     let mut map: sci_map_t = null_mut();
-    fails!(
-        SCI_ERR_ILLEGAL_OPERATION,
-        SCIMapLocalSegment(seg, &mut map, 0, 4096, null_mut(), 0)
-    );
-    fails!(
-        SCI_ERR_ILLEGAL_ADDRESS,
-        SCIRegisterSegmentMemory(null_mut(), LEN, seg, 0)
-    );
-    fails!(
-        SCI_ERR_ILLEGAL_FLAG,
-        SCIRegisterSegmentMemory(null_mut(), LEN, seg, 0x1)
-    );
+    fails!(SCI_ERR_ILLEGAL_OPERATION, SCIMapLocalSegment(seg, &mut map, 0, 4096, null_mut(), 0));
+    fails!(SCI_ERR_ILLEGAL_ADDRESS, SCIRegisterSegmentMemory(null_mut(), LEN, seg, 0));
+    fails!(SCI_ERR_ILLEGAL_FLAG, SCIRegisterSegmentMemory(null_mut(), LEN, seg, 0x1));
 
     // Page-aligned heap memory, never freed: it belongs to the segment from now on.
     let layout = std::alloc::Layout::from_size_align(LEN, 4096).unwrap();
@@ -1129,66 +648,27 @@ fn registered_memory(sd: sci_desc_t) {
     let mem = unsafe { std::alloc::alloc_zeroed(layout) };
     assert!(!mem.is_null());
     // SAFETY: `mem` is a fresh allocation of LEN bytes.
-    unsafe {
-        mem.add(5000)
-            .copy_from_nonoverlapping(b"before".as_ptr(), 6)
-    };
-    ok!(SCIRegisterSegmentMemory(
-        mem.cast(),
-        LEN,
-        seg,
-        SCI_FLAG_LOCK_USER_MEM
-    ));
+    unsafe { mem.add(5000).copy_from_nonoverlapping(b"before".as_ptr(), 6) };
+    ok!(SCIRegisterSegmentMemory(mem.cast(), LEN, seg, SCI_FLAG_LOCK_USER_MEM));
     assert_eq!(SCIGetLocalSegmentSize(seg), LEN);
-    fails!(
-        SCI_ERR_ILLEGAL_OPERATION,
-        SCIRegisterSegmentMemory(mem.cast(), LEN, seg, 0)
-    );
+    fails!(SCI_ERR_ILLEGAL_OPERATION, SCIRegisterSegmentMemory(mem.cast(), LEN, seg, 0));
 
     ok!(SCIPrepareSegment(seg, 0, 0));
     let ptr = ok!(SCIMapLocalSegment(seg, &mut map, 0, LEN, null_mut(), 0));
-    assert_ne!(
-        ptr.cast::<u8>(),
-        mem,
-        "the map is a second view of the memory"
-    );
+    assert_ne!(ptr.cast::<u8>(), mem, "the map is a second view of the memory");
     let mut back = [0u8; 6];
-    ok!(SCIMemCpy(
-        null_mut(),
-        back.as_mut_ptr().cast(),
-        map,
-        5000,
-        6,
-        SCI_FLAG_BLOCK_READ
-    ));
+    ok!(SCIMemCpy(null_mut(), back.as_mut_ptr().cast(), map, 5000, 6, SCI_FLAG_BLOCK_READ));
     assert_eq!(&back, b"before");
     // Stores through the program's own pointer reach the segment, and the other way.
     // SAFETY: `mem` still addresses LEN bytes (now the segment's memory).
     unsafe { mem.add(6000).copy_from_nonoverlapping(b"after".as_ptr(), 5) };
     let mut after = [0u8; 5];
-    ok!(SCIMemCpy(
-        null_mut(),
-        after.as_mut_ptr().cast(),
-        map,
-        6000,
-        5,
-        SCI_FLAG_BLOCK_READ
-    ));
+    ok!(SCIMemCpy(null_mut(), after.as_mut_ptr().cast(), map, 6000, 5, SCI_FLAG_BLOCK_READ));
     assert_eq!(&after, b"after");
     let mut via_map = *b"mapped";
-    ok!(SCIMemCpy(
-        null_mut(),
-        via_map.as_mut_ptr().cast(),
-        map,
-        7000,
-        6,
-        0
-    ));
+    ok!(SCIMemCpy(null_mut(), via_map.as_mut_ptr().cast(), map, 7000, 6, 0));
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { std::slice::from_raw_parts(mem.add(7000), 6) },
-        b"mapped"
-    );
+    assert_eq!(unsafe { std::slice::from_raw_parts(mem.add(7000), 6) }, b"mapped");
 
     ok!(SCIUnmapSegment(map, 0));
     ok!(SCIRemoveSegment(seg, 0));
@@ -1204,18 +684,9 @@ fn hardware_only_calls_are_not_supported() {
     let mut list: dis_nodeId_list_t = [0; 5];
     let mut kind: dis_virt_adapter_t = 0;
     let mut name = *b"host\0";
-    fails!(
-        NS,
-        SCIGetNodeIdByAdapterName(name.as_mut_ptr().cast(), &mut list, &mut kind, 0)
-    );
-    fails!(
-        NS,
-        SCIAttachPhysicalMemory(0, null_mut(), 0, 4096, null_mut(), 0)
-    );
-    fails!(
-        NS,
-        SCIConnectSCISpace(null_mut(), 0, &mut seg, sci_address_t::default(), 4096, 0)
-    );
+    fails!(NS, SCIGetNodeIdByAdapterName(name.as_mut_ptr().cast(), &mut list, &mut kind, 0));
+    fails!(NS, SCIAttachPhysicalMemory(0, null_mut(), 0, 4096, null_mut(), 0));
+    fails!(NS, SCIConnectSCISpace(null_mut(), 0, &mut seg, sci_address_t::default(), 4096, 0));
     assert_eq!(fails!(NS, SCIGetCSRRegister(null_mut(), 0, 4, 0, 0)), 0);
     fails!(NS, SCISetCSRRegister(null_mut(), 0, 4, 0, 1, 0));
     assert_eq!(fails!(NS, SCIGetLocalCSR(null_mut(), 0, 0, 0)), 0);
@@ -1225,46 +696,15 @@ fn hardware_only_calls_are_not_supported() {
     fails!(NS, SCIBorrowDevice(null_mut(), &mut dev, 1, 0));
     fails!(NS, SCIReturnDevice(dev, 0));
     fails!(NS, SCIReleaseExclusiveBorrow(dev, 0));
-    assert_eq!(
-        fails!(
-            NS,
-            SCIGetDeviceList(null_mut(), fdids.as_mut_ptr(), fdids.len(), null(), 0)
-        ),
-        0
-    );
+    assert_eq!(fails!(NS, SCIGetDeviceList(null_mut(), fdids.as_mut_ptr(), fdids.len(), null(), 0)), 0);
     assert_eq!(SCIGetFabricDeviceId(dev), 0);
-    fails!(
-        NS,
-        SCIConnectDeviceSegment(dev, &mut seg, 1, SCI_MEMTYPE_BAR, None, null_mut(), 0)
-    );
-    fails!(
-        NS,
-        SCIConnectDeviceSegmentPath(dev, &mut seg, 0, 1, SCI_MEMTYPE_BAR, None, null_mut(), 0)
-    );
-    fails!(
-        NS,
-        SCIConnectDeviceMemory(null_mut(), &mut seg, 0, dev, 0, 0, SCI_FLAG_BAR)
-    );
-    fails!(
-        NS,
-        SCICreateDeviceSegment(
-            dev,
-            1,
-            4096,
-            SCI_MEMTYPE_PRIVATE,
-            SCI_MEMACCESS_HOST_READ,
-            0
-        )
-    );
-    fails!(
-        NS,
-        SCIMapRemoteSegmentForDevice(seg, dev, &mut ioaddr, 0, 4096, 0)
-    );
+    fails!(NS, SCIConnectDeviceSegment(dev, &mut seg, 1, SCI_MEMTYPE_BAR, None, null_mut(), 0));
+    fails!(NS, SCIConnectDeviceSegmentPath(dev, &mut seg, 0, 1, SCI_MEMTYPE_BAR, None, null_mut(), 0));
+    fails!(NS, SCIConnectDeviceMemory(null_mut(), &mut seg, 0, dev, 0, 0, SCI_FLAG_BAR));
+    fails!(NS, SCICreateDeviceSegment(dev, 1, 4096, SCI_MEMTYPE_PRIVATE, SCI_MEMACCESS_HOST_READ, 0));
+    fails!(NS, SCIMapRemoteSegmentForDevice(seg, dev, &mut ioaddr, 0, 4096, 0));
     fails!(NS, SCIUnmapRemoteSegmentForDevice(seg, dev, 0));
-    fails!(
-        NS,
-        SCIMapLocalSegmentForDevice(null_mut(), 0, dev, &mut ioaddr, 0, 4096, 0)
-    );
+    fails!(NS, SCIMapLocalSegmentForDevice(null_mut(), 0, dev, &mut ioaddr, 0, 4096, 0));
     fails!(NS, SCIUnmapLocalSegmentForDevice(null_mut(), 0, dev, 0));
     assert_eq!(SCIGetMapPhysAddr(null_mut()), 0);
     assert!(seg.is_null() && dev.is_null() && ioaddr == 0 && list == [0; 5]);
@@ -1332,18 +772,12 @@ fn every_error_code_has_a_description() {
         let p = SCIGetErrorString(code);
         assert!(!p.is_null());
         let text = describe(code);
-        assert!(
-            !text.is_empty() && text != "Unknown error",
-            "{code:#x}: {text}"
-        );
+        assert!(!text.is_empty() && text != "Unknown error", "{code:#x}: {text}");
     }
     assert_eq!(describe(SCI_ERR_OK), "OK");
     for unknown in [1, 0x1234, SCI_ERR_MASK, 0x4000_0999, u32::MAX] {
         assert_eq!(describe(unknown), "Unknown error");
     }
     // The same pointer every time: static strings.
-    assert_eq!(
-        SCIGetErrorString(SCI_ERR_BUSY),
-        SCIGetErrorString(SCI_ERR_BUSY)
-    );
+    assert_eq!(SCIGetErrorString(SCI_ERR_BUSY), SCIGetErrorString(SCI_ERR_BUSY));
 }

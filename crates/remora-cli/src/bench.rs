@@ -68,14 +68,9 @@ pub fn run(w: Which) -> Result<(), String> {
             memcpy(9)?;
             connect(300)
         }
-        Which::PioChild {
-            raw_path,
-            peer_node,
-            peer_seg,
-            own_seg,
-            batch,
-            rounds,
-        } => pio_child(&raw_path, peer_node, peer_seg, own_seg, batch, rounds),
+        Which::PioChild { raw_path, peer_node, peer_seg, own_seg, batch, rounds } => {
+            pio_child(&raw_path, peer_node, peer_seg, own_seg, batch, rounds)
+        }
     }
 }
 
@@ -92,10 +87,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn header() {
-    println!(
-        "{:<34} {:>14} {:>14} {:>8}  target",
-        "measure", "remora", "reference", "ratio"
-    );
+    println!("{:<34} {:>14} {:>14} {:>8}  target", "measure", "remora", "reference", "ratio");
 }
 
 fn row(name: &str, ours: String, theirs: String, ratio: f64, target: &str) {
@@ -169,8 +161,7 @@ fn pio(batch: u32, rounds: u32) -> Result<(), String> {
     let raw_path = format!("/dev/shm/remora-bench-{}", std::process::id());
     let raw = raw_file(&raw_path, true)?;
     let dev = Descriptor::open(&a).map_err(e)?;
-    let seg =
-        LocalSegment::create(&dev, Some(PARENT_SEG), 4096, CreateFlags::default()).map_err(e)?;
+    let seg = LocalSegment::create(&dev, Some(PARENT_SEG), 4096, CreateFlags::default()).map_err(e)?;
     let local = seg.map(0, 4096, None, MapFlags::default()).map_err(e)?;
     seg.prepare(0).map_err(e)?;
     seg.set_available(0).map_err(e)?;
@@ -179,37 +170,19 @@ fn pio(batch: u32, rounds: u32) -> Result<(), String> {
         .env("REMORA_NODE", b.local_node_id().to_string())
         .args(["bench", "pio-child", "--raw-path", &raw_path])
         .args(["--peer-node", &a.local_node_id().to_string()])
-        .args([
-            "--peer-seg",
-            &PARENT_SEG.to_string(),
-            "--own-seg",
-            &CHILD_SEG.to_string(),
-        ])
-        .args([
-            "--batch",
-            &batch.to_string(),
-            "--rounds",
-            &rounds.to_string(),
-        ])
+        .args(["--peer-seg", &PARENT_SEG.to_string(), "--own-seg", &CHILD_SEG.to_string()])
+        .args(["--batch", &batch.to_string(), "--rounds", &rounds.to_string()])
         .stdout(Stdio::piped())
         .spawn()
         .map_err(e)?;
     let mut line = String::new();
-    BufReader::new(child.stdout.take().ok_or("no child stdout")?)
-        .read_line(&mut line)
-        .map_err(e)?;
+    BufReader::new(child.stdout.take().ok_or("no child stdout")?).read_line(&mut line).map_err(e)?;
     if line.trim() != "ready" {
         let _ = child.kill();
         return Err(format!("responder failed to start: {line:?}"));
     }
-    let remote = RemoteSegment::connect(
-        &dev,
-        b.local_node_id(),
-        CHILD_SEG,
-        0,
-        Some(Duration::from_secs(10)),
-    )
-    .map_err(e)?;
+    let remote = RemoteSegment::connect(&dev, b.local_node_id(), CHILD_SEG, 0, Some(Duration::from_secs(10)))
+        .map_err(e)?;
     let rmap = remote.map(0, 4096, None, MapFlags::default()).map_err(e)?;
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
@@ -221,9 +194,7 @@ fn pio(batch: u32, rounds: u32) -> Result<(), String> {
             let rin = raw.atomic_u64(4096).ok_or("raw map")?;
             theirs.push(pingpong(rout, rin, base, batch)?);
             // Remora: parent stores into the child's segment, child into ours.
-            let t = rmap.with_atomic(0, |out| {
-                local.with_atomic(0, |inp| pingpong(out, inp, base, batch))
-            });
+            let t = rmap.with_atomic(0, |out| local.with_atomic(0, |inp| pingpong(out, inp, base, batch)));
             ours.push(t.map_err(e)?.map_err(e)??);
         }
         Ok(())
@@ -260,24 +231,16 @@ fn pio_child(
     seg.prepare(0).map_err(e)?;
     seg.set_available(0).map_err(e)?;
     let remote =
-        RemoteSegment::connect(&dev, peer_node, peer_seg, 0, Some(Duration::from_secs(10)))
-            .map_err(e)?;
+        RemoteSegment::connect(&dev, peer_node, peer_seg, 0, Some(Duration::from_secs(10))).map_err(e)?;
     let rmap = remote.map(0, 4096, None, MapFlags::default()).map_err(e)?;
     println!("ready");
     std::io::stdout().flush().map_err(e)?;
     for r in 0..rounds as u64 {
         let base = r * batch as u64 * 4;
-        echo(
-            raw.atomic_u64(4096).ok_or("raw")?,
-            raw.atomic_u64(0).ok_or("raw")?,
-            base,
-            batch,
-        )?;
-        rmap.with_atomic(0, |out| {
-            local.with_atomic(0, |inp| echo(out, inp, base, batch))
-        })
-        .map_err(e)?
-        .map_err(e)??;
+        echo(raw.atomic_u64(4096).ok_or("raw")?, raw.atomic_u64(0).ok_or("raw")?, base, batch)?;
+        rmap.with_atomic(0, |out| local.with_atomic(0, |inp| echo(out, inp, base, batch)))
+            .map_err(e)?
+            .map_err(e)??;
     }
     // Keep the segment until the parent has finished reading its last echo.
     std::thread::sleep(Duration::from_millis(50));
@@ -292,14 +255,8 @@ fn memcpy(reps: u32) -> Result<(), String> {
     let seg = LocalSegment::create(&da, None, MAX, CreateFlags::default()).map_err(e)?;
     seg.prepare(0).map_err(e)?;
     seg.set_available(0).map_err(e)?;
-    let remote = RemoteSegment::connect(
-        &db,
-        a.local_node_id(),
-        seg.id(),
-        0,
-        Some(Duration::from_secs(10)),
-    )
-    .map_err(e)?;
+    let remote = RemoteSegment::connect(&db, a.local_node_id(), seg.id(), 0, Some(Duration::from_secs(10)))
+        .map_err(e)?;
     let map = remote.map(0, MAX, None, MapFlags::default()).map_err(e)?;
     let src = vec![0x5au8; MAX];
     let mut dst = vec![0u8; MAX];
@@ -315,8 +272,7 @@ fn memcpy(reps: u32) -> Result<(), String> {
         for _ in 0..reps {
             let t = Instant::now();
             for _ in 0..iters {
-                std::hint::black_box(&mut dst[..size])
-                    .copy_from_slice(std::hint::black_box(&src[..size]));
+                std::hint::black_box(&mut dst[..size]).copy_from_slice(std::hint::black_box(&src[..size]));
             }
             theirs.push((size * iters) as f64 / t.elapsed().as_secs_f64() / 1e9);
             let t = Instant::now();
@@ -353,14 +309,8 @@ fn connect(samples: u32) -> Result<(), String> {
     let mut raw = Vec::new();
     for _ in 0..samples {
         let t = Instant::now();
-        let r = RemoteSegment::connect(
-            &db,
-            a.local_node_id(),
-            seg.id(),
-            0,
-            Some(Duration::from_secs(10)),
-        )
-        .map_err(e)?;
+        let r = RemoteSegment::connect(&db, a.local_node_id(), seg.id(), 0, Some(Duration::from_secs(10)))
+            .map_err(e)?;
         let m = r.map(0, r.size(), None, MapFlags::default()).map_err(e)?;
         v.push(t.elapsed().as_secs_f64() * 1e6);
         m.unmap().map_err(e)?;
@@ -368,9 +318,8 @@ fn connect(samples: u32) -> Result<(), String> {
         // Reference: open and map a raw shared-memory file of the same size.
         let t = Instant::now();
         let f = remora_sys::Memfd::create("bench", 1 << 20).map_err(e)?;
-        let m =
-            remora_sys::Mapping::new(std::os::fd::AsFd::as_fd(&f), 0, 1 << 20, Default::default())
-                .map_err(e)?;
+        let m = remora_sys::Mapping::new(std::os::fd::AsFd::as_fd(&f), 0, 1 << 20, Default::default())
+            .map_err(e)?;
         raw.push(t.elapsed().as_secs_f64() * 1e6);
         drop((m, f));
     }

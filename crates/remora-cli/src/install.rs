@@ -5,14 +5,8 @@ use std::path::{Path, PathBuf};
 /// The hand-written headers, embedded at build time.
 const HEADERS: &[(&str, &str)] = &[
     ("sisci_api.h", include_str!("../../../include/sisci_api.h")),
-    (
-        "sisci_types.h",
-        include_str!("../../../include/sisci_types.h"),
-    ),
-    (
-        "sisci_error.h",
-        include_str!("../../../include/sisci_error.h"),
-    ),
+    ("sisci_types.h", include_str!("../../../include/sisci_types.h")),
+    ("sisci_error.h", include_str!("../../../include/sisci_error.h")),
     ("dis_types.h", include_str!("../../../include/dis_types.h")),
 ];
 
@@ -23,25 +17,18 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
 fn copy(from: &Path, to: &Path) -> Result<(), String> {
     // Copy to a temporary name and rename, so a running program keeps its old file.
     let tmp = to.with_extension("remora-new");
-    std::fs::copy(from, &tmp)
-        .map_err(|e| format!("{} -> {}: {e}", from.display(), tmp.display()))?;
+    std::fs::copy(from, &tmp).map_err(|e| format!("{} -> {}: {e}", from.display(), tmp.display()))?;
     std::fs::rename(&tmp, to).map_err(|e| format!("{}: {e}", to.display()))
 }
 
 /// Where the build put `name`: beside this executable.
 fn built(name: &str) -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let p = exe
-        .parent()
-        .map(|d| d.join(name))
-        .ok_or("no executable directory")?;
+    let p = exe.parent().map(|d| d.join(name)).ok_or("no executable directory")?;
     if p.exists() {
         Ok(p)
     } else {
-        Err(format!(
-            "{} not found: run `cargo build --release --workspace` first",
-            p.display()
-        ))
+        Err(format!("{} not found: run `cargo build --release --workspace` first", p.display()))
     }
 }
 
@@ -70,6 +57,9 @@ pub fn install(prefix: &Path) -> Result<(), String> {
     );
     write(&lib.join("pkgconfig/sisci.pc"), &pc)?;
     println!("installed Remora under {}", prefix.display());
-    println!("  build a SISCI program:  cc -I {0}/include prog.c -L {0}/lib64 -Wl,-rpath,{0}/lib64 -lsisci", prefix.display());
+    println!(
+        "  build a SISCI program:  cc -I {0}/include prog.c -L {0}/lib64 -Wl,-rpath,{0}/lib64 -lsisci",
+        prefix.display()
+    );
     Ok(())
 }

@@ -16,32 +16,23 @@ pub fn status() -> Result<(), String> {
         return Ok(());
     }
     for node in nodes {
-        let st = match Session::open_control(&cfg.with_node(node))
-            .and_then(|s| s.request(Request::Status, &[]))
-        {
-            Ok((Reply::Status(st), _)) => st,
-            Ok(_) => return Err(format!("node {node}: unexpected answer")),
-            Err(e) => {
-                println!("\nnode {node}: not answering ({e}); stale socket?");
-                continue;
-            }
-        };
+        let st =
+            match Session::open_control(&cfg.with_node(node)).and_then(|s| s.request(Request::Status, &[])) {
+                Ok((Reply::Status(st), _)) => st,
+                Ok(_) => return Err(format!("node {node}: unexpected answer")),
+                Err(e) => {
+                    println!("\nnode {node}: not answering ({e}); stale socket?");
+                    continue;
+                }
+            };
         println!(
             "\nnode {}  pid {}  up {}s  {}",
             st.node,
             st.pid,
             st.uptime_s,
-            if st.auto_started {
-                "started by the library (exits when idle)"
-            } else {
-                "started by hand"
-            }
+            if st.auto_started { "started by the library (exits when idle)" } else { "started by hand" }
         );
-        let clients: Vec<_> = st
-            .sessions
-            .iter()
-            .filter(|s| s.role != Role::Control)
-            .collect();
+        let clients: Vec<_> = st.sessions.iter().filter(|s| s.role != Role::Control).collect();
         println!("  sessions: {}", clients.len());
         for s in clients {
             let role = match s.role {
@@ -55,8 +46,7 @@ pub fn status() -> Result<(), String> {
         for s in &st.segments {
             println!(
                 "    id {:<12} {:>12} bytes  {:<10} owner #{:<5} importers {}{}",
-                s.id.map(|i| i.to_string())
-                    .unwrap_or_else(|| "private".into()),
+                s.id.map(|i| i.to_string()).unwrap_or_else(|| "private".into()),
                 s.size,
                 s.state,
                 s.owner,
@@ -104,28 +94,19 @@ pub fn probe(node: u32) -> Result<(), String> {
             println!("node {node} is reachable from node {}", cfg.node);
             Ok(())
         }
-        _ => Err(format!(
-            "node {node} is not reachable from node {} (SCI_ERR_NO_SUCH_NODEID)",
-            cfg.node
-        )),
+        _ => Err(format!("node {node} is not reachable from node {} (SCI_ERR_NO_SUCH_NODEID)", cfg.node)),
     }
 }
 
 pub fn shutdown(node: Option<u32>, all: bool) -> Result<(), String> {
     let cfg = config()?;
-    let nodes = if all {
-        paths::nodes_in(&cfg.runtime_dir)
-    } else {
-        vec![node.unwrap_or(cfg.node)]
-    };
+    let nodes = if all { paths::nodes_in(&cfg.runtime_dir) } else { vec![node.unwrap_or(cfg.node)] };
     if nodes.is_empty() {
         println!("no nodes running");
     }
     let mut failed = false;
     for n in nodes {
-        match Session::open_control(&cfg.with_node(n))
-            .and_then(|s| s.request(Request::Shutdown, &[]))
-        {
+        match Session::open_control(&cfg.with_node(n)).and_then(|s| s.request(Request::Shutdown, &[])) {
             Ok(_) => println!("node {n}: shutting down"),
             Err(e) => {
                 eprintln!("node {n}: {e}");

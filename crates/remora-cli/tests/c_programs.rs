@@ -17,27 +17,14 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        let prefix = tempfile::Builder::new()
-            .prefix("remora-prefix")
-            .tempdir()
-            .unwrap();
+        let prefix = tempfile::Builder::new().prefix("remora-prefix").tempdir().unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_remora"))
             .args(["install", "--prefix"])
             .arg(prefix.path())
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "remora install failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Env {
-            prefix,
-            runtime: tempfile::Builder::new()
-                .prefix("remora-rt")
-                .tempdir()
-                .unwrap(),
-        }
+        assert!(out.status.success(), "remora install failed: {}", String::from_utf8_lossy(&out.stderr));
+        Env { prefix, runtime: tempfile::Builder::new().prefix("remora-rt").tempdir().unwrap() }
     }
 
     /// Compile `src` with the flags a Dolphin SISCI program uses.
@@ -55,15 +42,8 @@ impl Env {
             .arg(p.join("lib64"))
             .arg(format!("-Wl,-rpath,{}", p.join("lib64").display()))
             .arg("-lsisci");
-        let o = cc
-            .output()
-            .expect("cc must be installed (apt-get install gcc)");
-        assert!(
-            o.status.success(),
-            "cc {}: {}",
-            src.display(),
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let o = cc.output().expect("cc must be installed (apt-get install gcc)");
+        assert!(o.status.success(), "cc {}: {}", src.display(), String::from_utf8_lossy(&o.stderr));
         out
     }
 
@@ -108,21 +88,14 @@ fn hello_world_pair_across_two_nodes() {
     let send = env.build(&root().join("examples/hello_sender.c"), &[]);
     let mut r = env.run(&recv, 4).stdout(Stdio::piped()).spawn().unwrap();
     let s = env.run(&send, 8).arg("4").output().unwrap();
-    assert!(
-        s.status.success(),
-        "sender: {}",
-        String::from_utf8_lossy(&s.stderr)
-    );
+    assert!(s.status.success(), "sender: {}", String::from_utf8_lossy(&s.stderr));
     let status = wait_with_timeout(&mut r, Duration::from_secs(20));
     let mut out = String::new();
     std::io::Read::read_to_string(r.stdout.as_mut().unwrap(), &mut out).unwrap();
     assert!(status.success(), "receiver failed: {out}");
     assert!(out.contains("Hello, World!"), "receiver said: {out}");
     // Both nodes were started by the library itself and appear in the runtime directory.
-    assert_eq!(
-        remora_proto::paths::nodes_in(env.runtime.path()),
-        vec![4, 8]
-    );
+    assert_eq!(remora_proto::paths::nodes_in(env.runtime.path()), vec![4, 8]);
 }
 
 #[test]
@@ -172,10 +145,7 @@ fn dolphin_include_paths_build_unchanged() {
 
 #[test]
 fn header_constants_match_the_library() {
-    let o = Command::new("bash")
-        .arg(root().join("scripts/check-consts.sh"))
-        .output()
-        .unwrap();
+    let o = Command::new("bash").arg(root().join("scripts/check-consts.sh")).output().unwrap();
     assert!(
         o.status.success(),
         "{}{}",

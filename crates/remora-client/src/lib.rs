@@ -16,17 +16,18 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod events;
 mod spawn;
 
 use remora_proto::{
-    decode, encode, paths, Event, LostReason, Reply, Request, RequestFrame, Role, ServerMsg,
-    MAX_FRAME, NO_REPLY, VERSION,
+    decode, encode, paths, Event, LostReason, Reply, Request, RequestFrame, Role, ServerMsg, MAX_FRAME,
+    NO_REPLY, VERSION,
 };
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use spawn::find_daemon;
@@ -83,34 +84,71 @@ impl Config {
         Ok(Config {
             node,
             runtime_dir: paths::runtime_dir(),
-            daemon: std::env::var_os("REMORA_DAEMON")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from),
-            spawn: std::env::var("REMORA_NO_SPAWN")
-                .map(|v| v != "1")
-                .unwrap_or(true),
+            daemon: std::env::var_os("REMORA_DAEMON").filter(|v| !v.is_empty()).map(PathBuf::from),
+            spawn: std::env::var("REMORA_NO_SPAWN").map(|v| v != "1").unwrap_or(true),
             idle_exit: Duration::from_secs(idle.max(1)),
         })
     }
 
     /// The same configuration for another node.
     pub fn with_node(&self, node: u32) -> Config {
-        Config {
-            node,
-            ..self.clone()
+        Config { node, ..self.clone() }
+    }
+}
+
+/// Receives the daemon's events (on the event thread).
+pub type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// What a session knows from events, shared with the event thread.
+#[derive(Default)]
+struct EventState {
+    events: Mutex<VecDeque<Event>>,
+    lost: Mutex<HashMap<u64, LostReason>>,
+    sink: Mutex<Option<EventSink>>,
+}
+
+impl EventState {
+    fn absorb(&self, ev: Event) {
+        if let Event::ConnectionLost { conn, reason } = ev {
+            self.lost.lock().unwrap_or_else(|p| p.into_inner()).insert(conn, reason);
+        }
+        let sink = self.sink.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(sink) = sink {
+            sink(&ev);
+        }
+        let mut q = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        q.push_back(ev);
+        // Keep the backlog bounded for programs that never look at it.
+        while q.len() > 1024 {
+            q.pop_front();
         }
     }
 }
 
 /// One control connection to the node daemon.
-#[derive(Debug)]
 pub struct Session {
     /// The socket and a receive buffer, used by one request at a time.
     fd: Mutex<(OwnedFd, Vec<u8>)>,
     node: u32,
     next: AtomicU64,
-    events: Mutex<VecDeque<Event>>,
-    lost: Mutex<HashMap<u64, LostReason>>,
+    state: Arc<EventState>,
+    token: Mutex<Option<u64>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("node", &self.node).finish()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(t) = self.token.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            if let Ok(l) = events::event_loop() {
+                l.unregister(t);
+            }
+        }
+    }
 }
 
 impl Session {
@@ -139,31 +177,24 @@ impl Session {
                 spawn::start_daemon(cfg)?
             }
             Err(e) => {
-                return Err(ClientError::NoDaemon(format!(
-                    "node {} at {}: {e}",
-                    cfg.node,
-                    path.display()
-                )))
+                return Err(ClientError::NoDaemon(format!("node {} at {}: {e}", cfg.node, path.display())))
             }
         };
         let s = Session {
             fd: Mutex::new((fd, vec![0u8; MAX_FRAME])),
             node: cfg.node,
             next: AtomicU64::new(1),
-            events: Mutex::new(VecDeque::new()),
-            lost: Mutex::new(HashMap::new()),
+            state: Arc::default(),
+            token: Mutex::new(None),
         };
-        match s.request(
-            Request::Hello {
-                version: VERSION,
-                role,
-            },
-            &[],
-        )? {
-            (Reply::Hello { node }, _) if node == cfg.node => Ok(s),
-            (other, _) => Err(ClientError::Protocol(format!(
-                "unexpected hello answer {other:?}"
-            ))),
+        match s.request(Request::Hello { version: VERSION, role }, &[])? {
+            (Reply::Hello { node }, fds) if node == cfg.node => {
+                if let Some(ev) = fds.into_iter().next() {
+                    s.listen(ev)?;
+                }
+                Ok(s)
+            }
+            (other, _) => Err(ClientError::Protocol(format!("unexpected hello answer {other:?}"))),
         }
     }
 
@@ -176,17 +207,44 @@ impl Session {
         self.fd.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Hand the event socket to the event thread.
+    fn listen(&self, ev: OwnedFd) -> Result<(), ClientError> {
+        let state = Arc::downgrade(&self.state);
+        let sock = ev.try_clone()?;
+        let mut buf = vec![0u8; MAX_FRAME];
+        let handler: events::Handler = Box::new(move || {
+            let Some(state) = state.upgrade() else { return false };
+            loop {
+                match remora_sys::seqpacket::readable_now(sock.as_fd()) {
+                    Ok(true) => {}
+                    _ => return true,
+                }
+                match remora_sys::seqpacket::recv(sock.as_fd(), &mut buf) {
+                    Ok((n, _)) if n > 0 => match decode::<ServerMsg>(&buf[..n]) {
+                        Ok(ServerMsg::Event(e)) => state.absorb(e),
+                        Ok(other) => tracing::warn!("unexpected message on the event socket: {other:?}"),
+                        Err(e) => {
+                            tracing::warn!("malformed event from the daemon: {e}");
+                            return false;
+                        }
+                    },
+                    // The daemon went away: nothing more will come.
+                    _ => return false,
+                }
+            }
+        });
+        let token = events::event_loop()?.register(ev, handler)?;
+        *self.token.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
+        Ok(())
+    }
+
+    /// Send every event of this session to `sink` (on the event thread) from now on.
+    pub fn set_event_sink(&self, sink: EventSink) {
+        *self.state.sink.lock().unwrap_or_else(|p| p.into_inner()) = Some(sink);
+    }
+
     fn absorb(&self, ev: Event) {
-        if let Event::ConnectionLost { conn, reason } = ev {
-            self.lost
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(conn, reason);
-        }
-        self.events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back(ev);
+        self.state.absorb(ev);
     }
 
     /// Send a request and wait for its reply (events that arrive meanwhile are queued).
@@ -200,8 +258,7 @@ impl Session {
         fds: &[BorrowedFd<'_>],
     ) -> Result<(Reply, Vec<OwnedFd>), ClientError> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let bytes =
-            encode(&RequestFrame { id, req }).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let bytes = encode(&RequestFrame { id, req }).map_err(|e| ClientError::Protocol(e.to_string()))?;
         let mut guard = self.lock();
         let (sock, buf) = &mut *guard;
         remora_sys::seqpacket::send(sock.as_fd(), &bytes, fds).map_err(gone)?;
@@ -210,14 +267,10 @@ impl Session {
             if n == 0 {
                 return Err(ClientError::DaemonGone);
             }
-            match decode::<ServerMsg>(&buf[..n])
-                .map_err(|e| ClientError::Protocol(e.to_string()))?
-            {
+            match decode::<ServerMsg>(&buf[..n]).map_err(|e| ClientError::Protocol(e.to_string()))? {
                 ServerMsg::Reply { id: rid, result } if rid == id => return Ok((result?, got)),
                 ServerMsg::Reply { id: rid, .. } => {
-                    return Err(ClientError::Protocol(format!(
-                        "reply to {rid} while waiting for {id}"
-                    )))
+                    return Err(ClientError::Protocol(format!("reply to {rid} while waiting for {id}")))
                 }
                 ServerMsg::Event(ev) => self.absorb(ev),
             }
@@ -229,44 +282,20 @@ impl Session {
     /// # Errors
     /// The I/O error of sending.
     pub fn note(&self, req: Request) -> Result<(), ClientError> {
-        let bytes = encode(&RequestFrame { id: NO_REPLY, req })
-            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let bytes =
+            encode(&RequestFrame { id: NO_REPLY, req }).map_err(|e| ClientError::Protocol(e.to_string()))?;
         let guard = self.lock();
         remora_sys::seqpacket::send(guard.0.as_fd(), &bytes, &[]).map_err(gone)
     }
 
-    /// Read any events the daemon has sent, without blocking.
-    pub fn poll_events(&self) {
-        let mut guard = self.lock();
-        let (sock, buf) = &mut *guard;
-        while let Ok(true) = remora_sys::seqpacket::readable_now(sock.as_fd()) {
-            match remora_sys::seqpacket::recv(sock.as_fd(), buf) {
-                Ok((n, _)) if n > 0 => {
-                    if let Ok(ServerMsg::Event(ev)) = decode::<ServerMsg>(&buf[..n]) {
-                        self.absorb(ev);
-                    }
-                }
-                _ => break,
-            }
-        }
-    }
-
-    /// Take the queued events.
+    /// Take the queued events (the last 1024 at most).
     pub fn take_events(&self) -> Vec<Event> {
-        self.events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain(..)
-            .collect()
+        self.state.events.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect()
     }
 
     /// Whether the daemon has reported connection `conn` lost, and why.
     pub fn lost(&self, conn: u64) -> Option<LostReason> {
-        self.lost
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&conn)
-            .copied()
+        self.state.lost.lock().unwrap_or_else(|p| p.into_inner()).get(&conn).copied()
     }
 }
 

@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 const START_WAIT: Duration = Duration::from_secs(10);
 
 fn candidate(dir: &Path) -> Option<PathBuf> {
-    [dir.join("remorad"), dir.join("../bin/remorad")]
-        .into_iter()
-        .find(|p| p.is_file())
+    [dir.join("remorad"), dir.join("../bin/remorad")].into_iter().find(|p| p.is_file())
 }
 
 /// Find `remorad`: `REMORA_DAEMON` (via [`Config::daemon`]), beside the library or
@@ -42,11 +40,7 @@ pub fn find_daemon(cfg: &Config) -> Option<PathBuf> {
         return Some(p);
     }
     std::env::var_os("PATH")
-        .map(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join("remorad"))
-                .find(|p| p.is_file())
-        })
+        .map(|p| std::env::split_paths(&p).map(|d| d.join("remorad")).find(|p| p.is_file()))
         .unwrap_or(None)
 }
 
@@ -77,10 +71,7 @@ pub(crate) fn start_daemon(cfg: &Config) -> Result<OwnedFd, ClientError> {
         .status()
         .map_err(|e| ClientError::NoDaemon(format!("cannot run {}: {e}", daemon.display())))?;
     if !status.success() {
-        return Err(ClientError::NoDaemon(format!(
-            "{} exited with {status}",
-            daemon.display()
-        )));
+        return Err(ClientError::NoDaemon(format!("{} exited with {status}", daemon.display())));
     }
     let path = paths::socket_path(&cfg.runtime_dir, cfg.node);
     let start = Instant::now();

@@ -14,6 +14,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod dma;
 mod peer;
 pub mod registry;
 mod session;
@@ -42,12 +43,7 @@ pub struct Config {
 impl Config {
     /// A daemon for `node` in `runtime_dir` that never exits by itself.
     pub fn new(node: u32, runtime_dir: PathBuf) -> Config {
-        Config {
-            node,
-            runtime_dir,
-            idle_exit: None,
-            auto_started: false,
-        }
+        Config { node, runtime_dir, idle_exit: None, auto_started: false }
     }
 }
 
@@ -96,12 +92,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         .write(true)
         .open(paths::lock_path(&config.runtime_dir, config.node))
         .map_err(|e| StartError::Io("lock file", e))?;
-    if rustix::fs::flock(
-        lock_file.as_fd(),
-        rustix::fs::FlockOperation::NonBlockingLockExclusive,
-    )
-    .is_err()
-    {
+    if rustix::fs::flock(lock_file.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
         return Err(StartError::AlreadyRunning(config.node));
     }
     let sock = paths::socket_path(&config.runtime_dir, config.node);
@@ -129,8 +120,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
 }
 
 async fn serve(node: Arc<Node>, listener: std::os::fd::OwnedFd) -> Result<(), StartError> {
-    let listener =
-        remora_sys::async_conn::register(listener).map_err(|e| StartError::Io("listener", e))?;
+    let listener = remora_sys::async_conn::register(listener).map_err(|e| StartError::Io("listener", e))?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| StartError::Io("signal", e))?;
     let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
@@ -175,7 +165,7 @@ pub(crate) async fn send_msg(
     msg: &remora_proto::ServerMsg,
     fds: &[std::os::fd::BorrowedFd<'_>],
 ) -> std::io::Result<()> {
-    let bytes = remora_proto::encode(msg)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let bytes =
+        remora_proto::encode(msg).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     conn.send(&bytes, fds).await
 }

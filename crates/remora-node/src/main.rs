@@ -33,15 +33,8 @@ struct Args {
 fn detach() -> ! {
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("remorad"));
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--detach")
-        .collect();
-    match std::process::Command::new(exe)
-        .args(args)
-        .process_group(0)
-        .spawn()
-    {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--detach").collect();
+    match std::process::Command::new(exe).args(args).process_group(0).spawn() {
         Ok(_) => std::process::exit(0),
         Err(e) => {
             eprintln!("remorad: cannot detach: {e}");
@@ -72,11 +65,8 @@ fn main() {
             }
         },
     };
-    let mut cfg = remora_node::Config::new(
-        node,
-        args.runtime_dir
-            .unwrap_or_else(remora_proto::paths::runtime_dir),
-    );
+    let mut cfg =
+        remora_node::Config::new(node, args.runtime_dir.unwrap_or_else(remora_proto::paths::runtime_dir));
     cfg.idle_exit = (args.idle_exit > 0).then(|| Duration::from_secs(args.idle_exit));
     cfg.auto_started = args.auto;
     match remora_node::run(cfg) {

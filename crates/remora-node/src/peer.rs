@@ -35,14 +35,9 @@ impl Drop for Proxy {
 
 async fn exchange(conn: &AsyncConn, req: Request) -> Result<ReplyMsg, Error> {
     let bytes = encode(&RequestFrame { id: 1, req }).map_err(|e| Error::Protocol(e.to_string()))?;
-    conn.send(&bytes, &[])
-        .await
-        .map_err(|_| Error::NodeNotResponding)?;
+    conn.send(&bytes, &[]).await.map_err(|_| Error::NodeNotResponding)?;
     let mut buf = vec![0u8; MAX_FRAME];
-    let (n, fds) = conn
-        .recv(&mut buf)
-        .await
-        .map_err(|_| Error::NodeNotResponding)?;
+    let (n, fds) = conn.recv(&mut buf).await.map_err(|_| Error::NodeNotResponding)?;
     if n == 0 {
         return Err(Error::NodeNotResponding);
     }
@@ -63,21 +58,13 @@ async fn dial(node: &Node, target: u32, role: Role) -> Result<AsyncConn, Error> 
     let conn = AsyncConn::new(fd).map_err(|e| Error::System(e.to_string()))?;
     let hello = tokio::time::timeout(
         Duration::from_secs(2),
-        exchange(
-            &conn,
-            Request::Hello {
-                version: VERSION,
-                role,
-            },
-        ),
+        exchange(&conn, Request::Hello { version: VERSION, role }),
     )
     .await
     .map_err(|_| Error::NodeNotResponding)??;
     match hello.0 {
         Ok(Reply::Hello { node: n }) if n == target => Ok(conn),
-        Ok(_) => Err(Error::Protocol(format!(
-            "socket of node {target} answered as another node"
-        ))),
+        Ok(_) => Err(Error::Protocol(format!("socket of node {target} answered as another node"))),
         Err(e) => Err(e),
     }
 }
@@ -95,43 +82,18 @@ impl Proxy {
         target: u32,
         events: UnboundedSender<Event>,
     ) -> Result<Proxy, Error> {
-        let conn = Arc::new(
-            dial(
-                node,
-                target,
-                Role::Peer {
-                    node: node.config.node,
-                },
-            )
-            .await?,
-        );
+        let conn = Arc::new(dial(node, target, Role::Peer { node: node.config.node }).await?);
         let (tx, rx) = unbounded_channel();
-        let reader = tokio::spawn(read_loop(
-            node.clone(),
-            session,
-            target,
-            conn.clone(),
-            tx,
-            events,
-        ));
-        Ok(Proxy {
-            conn,
-            replies: tokio::sync::Mutex::new(rx),
-            next: AtomicU64::new(1),
-            reader,
-        })
+        let reader = tokio::spawn(read_loop(node.clone(), session, target, conn.clone(), tx, events));
+        Ok(Proxy { conn, replies: tokio::sync::Mutex::new(rx), next: AtomicU64::new(1), reader })
     }
 
     /// Send a request and wait for its reply.
     pub async fn request(&self, req: Request) -> Result<ReplyMsg, Error> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let bytes =
-            encode(&RequestFrame { id, req }).map_err(|e| Error::Protocol(e.to_string()))?;
+        let bytes = encode(&RequestFrame { id, req }).map_err(|e| Error::Protocol(e.to_string()))?;
         let mut replies = self.replies.lock().await;
-        self.conn
-            .send(&bytes, &[])
-            .await
-            .map_err(|_| Error::NodeNotResponding)?;
+        self.conn.send(&bytes, &[]).await.map_err(|_| Error::NodeNotResponding)?;
         loop {
             match replies.recv().await {
                 Some((rid, msg)) if rid == id => return Ok(msg),
@@ -163,10 +125,7 @@ async fn read_loop(
             Ok(ServerMsg::Event(ev)) => {
                 let mut reg = node.lock();
                 match ev {
-                    Event::ConnectionLost {
-                        conn: remote,
-                        reason,
-                    } => {
+                    Event::ConnectionLost { conn: remote, reason } => {
                         reg.lose_proxied(session, &[remote], reason);
                     }
                     Event::SegmentUnavailable { conn: remote } => {
@@ -179,10 +138,7 @@ async fn read_loop(
                 }
             }
             Err(e) => {
-                tracing::warn!(
-                    node = target,
-                    "malformed frame from peer daemon, closing link: {e}"
-                );
+                tracing::warn!(node = target, "malformed frame from peer daemon, closing link: {e}");
                 break;
             }
         }

@@ -3,15 +3,22 @@
 //! so each rule is a plain function that is easy to test.
 
 use remora_proto::{
-    ConnectionStatus, Error, Event, LostReason, MapStatus, MapTarget, NodeStatus, Role,
-    SegmentStatus, SessionStatus,
+    ConnectionStatus, Error, Event, LostReason, MapStatus, MapTarget, NodeStatus, Role, SegmentStatus,
+    SessionStatus,
 };
-use remora_sys::Memfd;
+use remora_sys::dma::{DmaPage, DMA_ERR_NOT_CONNECTED, DMA_ERR_NOT_PREPARED};
+use remora_sys::intr::IntrPage;
+use remora_sys::sync::EventFd;
+use remora_sys::{AsFd, Mapping, Memfd};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedSender;
 
 /// The first id handed out for `SCI_FLAG_AUTO_ID`; applications pick small ids.
 pub const AUTO_ID_BASE: u32 = 0x4000_0000;
+/// The first number handed out for interrupts without `SCI_FLAG_FIXED_INTNO`.
+pub const AUTO_INTNO_BASE: u32 = 0x4000_0000;
 /// The only adapter a Remora node has.
 pub const ADAPTER: u32 = 0;
 
@@ -42,6 +49,8 @@ pub struct Segment {
     pub attached: BTreeSet<u64>,
     /// Connections importing it.
     pub importers: BTreeSet<u64>,
+    /// The DMA engine's view of the memory, made on first use.
+    pub dma_map: Option<Arc<Mapping>>,
 }
 
 /// What a connection reaches.
@@ -78,6 +87,57 @@ pub struct Connection {
     pub kind: ConnKind,
     /// Not lost.
     pub alive: bool,
+    /// The segment's memory (a duplicate), for the DMA engine.
+    pub memfd: Option<Memfd>,
+    /// The DMA engine's view of the memory, made on first use.
+    pub dma_map: Option<Arc<Mapping>>,
+}
+
+/// An interrupt created on this node.
+#[derive(Debug)]
+pub struct Interrupt {
+    /// Handle.
+    pub intr: u64,
+    /// Number.
+    pub intno: u32,
+    /// A data interrupt.
+    pub data: bool,
+    /// Owning session.
+    pub owner: u64,
+    /// The shared page.
+    pub memfd: Memfd,
+    /// The wake-up eventfd.
+    pub event: EventFd,
+    /// The daemon's own view of the page (to mark it removed).
+    pub page: IntrPage,
+    /// Connections to it.
+    pub conns: BTreeSet<u64>,
+}
+
+/// A session's connection to an interrupt.
+#[derive(Debug)]
+pub struct IntrConn {
+    /// The session.
+    pub session: u64,
+    /// The owning node.
+    pub node: u32,
+    /// The number.
+    pub intno: u32,
+    /// A data interrupt.
+    pub data: bool,
+    /// The interrupt handle on this node, or the other daemon's connection handle.
+    pub target: ConnKind,
+}
+
+/// A DMA queue served by this node's engine.
+#[derive(Debug)]
+pub struct DmaQueue {
+    /// Owning session.
+    pub owner: u64,
+    /// The shared page.
+    pub page: Arc<DmaPage>,
+    /// Capacity.
+    pub max: u32,
 }
 
 /// A session.
@@ -105,6 +165,13 @@ pub struct Registry {
     /// Sessions by number.
     pub sessions: BTreeMap<u64, Session>,
     maps: BTreeMap<(u64, u64), MapStatus>,
+    /// Interrupts by handle.
+    pub interrupts: BTreeMap<u64, Interrupt>,
+    intnos: HashMap<(bool, u32), u64>,
+    /// Interrupt connections by handle.
+    pub intr_conns: BTreeMap<u64, IntrConn>,
+    /// DMA queues by handle.
+    pub dma: BTreeMap<u64, DmaQueue>,
 }
 
 fn adapter(a: u32) -> Result<(), Error> {
@@ -126,6 +193,10 @@ impl Registry {
             conns: BTreeMap::new(),
             sessions: BTreeMap::new(),
             maps: BTreeMap::new(),
+            interrupts: BTreeMap::new(),
+            intnos: HashMap::new(),
+            intr_conns: BTreeMap::new(),
+            dma: BTreeMap::new(),
         }
     }
 
@@ -141,6 +212,14 @@ impl Registry {
         }
     }
 
+    /// Whether two sessions belong to one process (a process may open several: one per
+    /// SISCI descriptor), so that a DMA queue of one may use segments of another.
+    pub fn same_process(&self, a: u64, b: u64) -> bool {
+        a == b
+            || matches!((self.sessions.get(&a), self.sessions.get(&b)),
+                (Some(x), Some(y)) if x.pid == y.pid && x.pid != 0 && x.role == Role::Client && y.role == Role::Client)
+    }
+
     /// Register a session and return its number.
     pub fn add_session(&mut self, pid: u32, role: Role, events: UnboundedSender<Event>) -> u64 {
         let sid = self.handle();
@@ -150,10 +229,7 @@ impl Registry {
 
     /// Sessions that hold resources or may (everything but control connections).
     pub fn active_sessions(&self) -> usize {
-        self.sessions
-            .values()
-            .filter(|s| s.role != Role::Control)
-            .count()
+        self.sessions.values().filter(|s| s.role != Role::Control).count()
     }
 
     /// `SCICreateSegment`.
@@ -179,21 +255,15 @@ impl Registry {
                 Some(id) if self.ids.contains_key(&id) => return Err(Error::SegmentIdUsed),
                 Some(id) => Some(id),
                 None => Some(
-                    (AUTO_ID_BASE..=u32::MAX)
-                        .find(|i| !self.ids.contains_key(i))
-                        .ok_or(Error::NoSpace)?,
+                    (AUTO_ID_BASE..=u32::MAX).find(|i| !self.ids.contains_key(i)).ok_or(Error::NoSpace)?,
                 ),
             }
         };
         let memfd = if empty {
             None
         } else {
-            let name = format!(
-                "n{}-s{}",
-                self.node,
-                id.map(|i| i.to_string())
-                    .unwrap_or_else(|| "private".into())
-            );
+            let name =
+                format!("n{}-s{}", self.node, id.map(|i| i.to_string()).unwrap_or_else(|| "private".into()));
             Some(Memfd::create(&name, size).map_err(|e| {
                 if e.raw_os_error() == Some(12) {
                     Error::NoSpace
@@ -221,6 +291,7 @@ impl Registry {
                 removed: false,
                 attached: BTreeSet::new(),
                 importers: BTreeSet::new(),
+                dma_map: None,
             },
         );
         Ok(&self.segments[&seg])
@@ -308,13 +379,7 @@ impl Registry {
             let sess = conn.session;
             if force {
                 conn.alive = false;
-                self.tell(
-                    sess,
-                    Event::ConnectionLost {
-                        conn: c,
-                        reason: LostReason::ForcedDisconnect,
-                    },
-                );
+                self.tell(sess, Event::ConnectionLost { conn: c, reason: LostReason::ForcedDisconnect });
             } else if notify {
                 self.tell(sess, Event::SegmentUnavailable { conn: c });
             }
@@ -418,9 +483,8 @@ impl Registry {
         let Some(memfd) = s.memfd.as_ref() else {
             return Err(ConnectWait::Unavailable);
         };
-        let fd = memfd
-            .try_clone()
-            .map_err(|e| ConnectWait::Failed(Error::System(e.to_string())))?;
+        let fd = memfd.try_clone().map_err(|e| ConnectWait::Failed(Error::System(e.to_string())))?;
+        let keep = memfd.try_clone().map_err(|e| ConnectWait::Failed(Error::System(e.to_string())))?;
         let size = s.size;
         let owner = s.owner;
         let conn = self.next;
@@ -437,20 +501,24 @@ impl Registry {
                 size,
                 kind: ConnKind::Local { seg },
                 alive: true,
+                memfd: Some(keep),
+                dma_map: None,
             },
         );
-        self.tell(
-            owner,
-            Event::SegmentConnected {
-                seg,
-                node: importer_node,
-            },
-        );
+        self.tell(owner, Event::SegmentConnected { seg, node: importer_node });
         Ok((conn, size, fd))
     }
 
     /// Record a connection to another node's segment made through a proxy.
-    pub fn add_proxied(&mut self, session: u64, node: u32, id: u32, size: u64, remote: u64) -> u64 {
+    pub fn add_proxied(
+        &mut self,
+        session: u64,
+        node: u32,
+        id: u32,
+        size: u64,
+        remote: u64,
+        memfd: Option<Memfd>,
+    ) -> u64 {
         let conn = self.handle();
         self.conns.insert(
             conn,
@@ -463,9 +531,171 @@ impl Registry {
                 size,
                 kind: ConnKind::Proxied { remote },
                 alive: true,
+                memfd,
+                dma_map: None,
             },
         );
         conn
+    }
+
+    /// `SCICreateInterrupt`: returns the handle, number, page memfd and eventfd.
+    ///
+    /// # Errors
+    /// `IntnoUsed`; `NoSpace` when no number is free; `System` when the page cannot be made.
+    pub fn create_interrupt(
+        &mut self,
+        session: u64,
+        intno: Option<u32>,
+        data: bool,
+    ) -> Result<(u64, u32, OwnedFd, OwnedFd), Error> {
+        let intno = match intno {
+            Some(n) if self.intnos.contains_key(&(data, n)) => return Err(Error::IntnoUsed),
+            Some(n) => n,
+            None => (AUTO_INTNO_BASE..=u32::MAX)
+                .find(|n| !self.intnos.contains_key(&(data, *n)))
+                .ok_or(Error::NoSpace)?,
+        };
+        let sys = |e: std::io::Error| Error::System(e.to_string());
+        let memfd = IntrPage::create(&format!("n{}-intr{}", self.node, intno)).map_err(sys)?;
+        let event = EventFd::new().map_err(sys)?;
+        let page = IntrPage::open(&memfd, event.try_clone().map_err(sys)?).map_err(sys)?;
+        let fds = (memfd.try_clone().map_err(sys)?.into_fd(), event.try_clone().map_err(sys)?.into_fd());
+        let intr = self.handle();
+        self.intnos.insert((data, intno), intr);
+        self.interrupts.insert(
+            intr,
+            Interrupt { intr, intno, data, owner: session, memfd, event, page, conns: BTreeSet::new() },
+        );
+        Ok((intr, intno, fds.0, fds.1))
+    }
+
+    /// `SCIRemoveInterrupt`: waiters wake with "cancelled", triggers fail from now on.
+    ///
+    /// # Errors
+    /// `UnknownHandle`.
+    pub fn remove_interrupt(&mut self, session: u64, intr: u64) -> Result<(), Error> {
+        match self.interrupts.get(&intr) {
+            Some(i) if i.owner == session => {}
+            _ => return Err(Error::UnknownHandle),
+        }
+        let i = self.interrupts.remove(&intr).expect("checked");
+        i.page.remove();
+        self.intnos.remove(&(i.data, i.intno));
+        Ok(())
+    }
+
+    /// Connect `session` to interrupt `intno` of this node.
+    pub fn connect_interrupt(
+        &mut self,
+        session: u64,
+        importer_node: u32,
+        intno: u32,
+        data: bool,
+    ) -> Result<(u64, OwnedFd, OwnedFd), ConnectWait> {
+        let h = *self.intnos.get(&(data, intno)).ok_or(ConnectWait::Missing)?;
+        let sys = |e: std::io::Error| ConnectWait::Failed(Error::System(e.to_string()));
+        let i = self.interrupts.get(&h).ok_or(ConnectWait::Missing)?;
+        let fds = (i.memfd.try_clone().map_err(sys)?.into_fd(), i.event.try_clone().map_err(sys)?.into_fd());
+        let conn = self.handle();
+        self.interrupts.get_mut(&h).expect("present").conns.insert(conn);
+        self.intr_conns.insert(
+            conn,
+            IntrConn { session, node: importer_node, intno, data, target: ConnKind::Local { seg: h } },
+        );
+        Ok((conn, fds.0, fds.1))
+    }
+
+    /// Record an interrupt connection made through a proxy.
+    pub fn add_proxied_interrupt(
+        &mut self,
+        session: u64,
+        node: u32,
+        intno: u32,
+        data: bool,
+        remote: u64,
+    ) -> u64 {
+        let conn = self.handle();
+        self.intr_conns
+            .insert(conn, IntrConn { session, node, intno, data, target: ConnKind::Proxied { remote } });
+        conn
+    }
+
+    /// `SCIDisconnectInterrupt`: returns the connection's target.
+    ///
+    /// # Errors
+    /// `UnknownHandle`.
+    pub fn disconnect_interrupt(&mut self, session: u64, conn: u64) -> Result<IntrConn, Error> {
+        match self.intr_conns.get(&conn) {
+            Some(c) if c.session == session => {}
+            _ => return Err(Error::UnknownHandle),
+        }
+        let c = self.intr_conns.remove(&conn).expect("checked");
+        if let ConnKind::Local { seg: h } = c.target {
+            if let Some(i) = self.interrupts.get_mut(&h) {
+                i.conns.remove(&conn);
+            }
+        }
+        Ok(c)
+    }
+
+    /// Register a DMA queue and return its handle.
+    pub fn add_dma(&mut self, session: u64, page: Arc<DmaPage>, max: u32) -> u64 {
+        let q = self.handle();
+        self.dma.insert(q, DmaQueue { owner: session, page, max });
+        q
+    }
+
+    /// `SCIRemoveDMAQueue`: the engine stops serving it.
+    ///
+    /// # Errors
+    /// `UnknownHandle`.
+    pub fn remove_dma(&mut self, session: u64, queue: u64) -> Result<(), Error> {
+        match self.dma.get(&queue) {
+            Some(q) if q.owner == session => {}
+            _ => return Err(Error::UnknownHandle),
+        }
+        self.dma.remove(&queue).expect("checked").page.close();
+        Ok(())
+    }
+
+    /// The DMA engine's mapping of a local segment `session` may use: owned or attached,
+    /// prepared, with memory. Errors are `DMA_ERR_*` codes.
+    pub fn dma_local(&mut self, session: u64, seg: u64) -> Result<Arc<Mapping>, u32> {
+        let mine = |o: u64, r: &Registry| r.same_process(o, session);
+        let ok = match self.segments.get(&seg) {
+            Some(s) => !s.removed && (mine(s.owner, self) || s.attached.iter().any(|a| mine(*a, self))),
+            None => false,
+        };
+        let s = match self.segments.get_mut(&seg) {
+            Some(s) if ok => s,
+            _ => return Err(DMA_ERR_NOT_PREPARED),
+        };
+        if !s.prepared {
+            return Err(DMA_ERR_NOT_PREPARED);
+        }
+        if s.dma_map.is_none() {
+            let m = s.memfd.as_ref().ok_or(DMA_ERR_NOT_PREPARED)?;
+            let map = Mapping::new(m.as_fd(), 0, s.size as usize, Default::default())
+                .map_err(|_| DMA_ERR_NOT_PREPARED)?;
+            s.dma_map = Some(Arc::new(map));
+        }
+        Ok(s.dma_map.clone().expect("made above"))
+    }
+
+    /// The DMA engine's mapping of a connection of `session` that is alive.
+    pub fn dma_remote(&mut self, session: u64, conn: u64) -> Result<Arc<Mapping>, u32> {
+        let ok = self.conns.get(&conn).is_some_and(|c| c.alive && self.same_process(c.session, session));
+        let c = match self.conns.get_mut(&conn) {
+            Some(c) if ok => c,
+            _ => return Err(DMA_ERR_NOT_CONNECTED),
+        };
+        if c.dma_map.is_none() {
+            let m = c.memfd.as_ref().ok_or(DMA_ERR_NOT_CONNECTED)?;
+            let map = Mapping::new(m.as_fd(), 0, c.size as usize, Default::default())
+                .map_err(|_| DMA_ERR_NOT_CONNECTED)?;
+            c.dma_map = Some(Arc::new(map));
+        }
+        Ok(c.dma_map.clone().expect("made above"))
     }
 
     /// `SCIDisconnectSegment`. Returns the connection's kind (a proxied one must also be
@@ -479,8 +709,7 @@ impl Registry {
             _ => return Err(Error::UnknownHandle),
         }
         let c = self.conns.remove(&conn).expect("checked above");
-        self.maps
-            .retain(|_, m| m.target != MapTarget::Remote { conn });
+        self.maps.retain(|_, m| m.target != MapTarget::Remote { conn });
         if let ConnKind::Local { seg } = c.kind {
             if let Some(s) = self.segments.get_mut(&seg) {
                 s.importers.remove(&conn);
@@ -488,13 +717,7 @@ impl Registry {
                 if s.removed && s.importers.is_empty() {
                     self.segments.remove(&seg);
                 } else {
-                    self.tell(
-                        owner,
-                        Event::SegmentDisconnected {
-                            seg,
-                            node: c.importer_node,
-                        },
-                    );
+                    self.tell(owner, Event::SegmentDisconnected { seg, node: c.importer_node });
                 }
             }
         }
@@ -546,8 +769,7 @@ impl Registry {
 
     /// Record a map (bookkeeping only: the mapping itself is the process's).
     pub fn map_note(&mut self, session: u64, m: MapStatus) {
-        self.maps
-            .insert((session, m.map), MapStatus { session, ..m });
+        self.maps.insert((session, m.map), MapStatus { session, ..m });
     }
 
     /// Forget a map.
@@ -557,21 +779,11 @@ impl Registry {
 
     /// Release everything a session held. Returns the proxied connections it had, by node.
     pub fn end_session(&mut self, session: u64) {
-        let conns: Vec<u64> = self
-            .conns
-            .values()
-            .filter(|c| c.session == session)
-            .map(|c| c.conn)
-            .collect();
+        let conns: Vec<u64> = self.conns.values().filter(|c| c.session == session).map(|c| c.conn).collect();
         for c in conns {
             let _ = self.disconnect(session, c);
         }
-        let owned: Vec<u64> = self
-            .segments
-            .values()
-            .filter(|s| s.owner == session)
-            .map(|s| s.seg)
-            .collect();
+        let owned: Vec<u64> = self.segments.values().filter(|s| s.owner == session).map(|s| s.seg).collect();
         for seg in owned {
             if let Some(s) = self.segments.get_mut(&seg) {
                 if !s.attached.is_empty() {
@@ -587,6 +799,20 @@ impl Registry {
         for s in self.segments.values_mut() {
             s.attached.remove(&session);
         }
+        let ics: Vec<u64> =
+            self.intr_conns.iter().filter(|(_, c)| c.session == session).map(|(k, _)| *k).collect();
+        for c in ics {
+            let _ = self.disconnect_interrupt(session, c);
+        }
+        let owned: Vec<u64> =
+            self.interrupts.values().filter(|i| i.owner == session).map(|i| i.intr).collect();
+        for i in owned {
+            let _ = self.remove_interrupt(session, i);
+        }
+        let queues: Vec<u64> = self.dma.iter().filter(|(_, q)| q.owner == session).map(|(k, _)| *k).collect();
+        for q in queues {
+            let _ = self.remove_dma(session, q);
+        }
         self.maps.retain(|(s, _), _| *s != session);
         self.sessions.remove(&session);
     }
@@ -601,11 +827,7 @@ impl Registry {
             sessions: self
                 .sessions
                 .iter()
-                .map(|(&session, s)| SessionStatus {
-                    session,
-                    pid: s.pid,
-                    role: s.role,
-                })
+                .map(|(&session, s)| SessionStatus { session, pid: s.pid, role: s.role })
                 .collect(),
             segments: self
                 .segments
@@ -642,6 +864,12 @@ impl Registry {
                 })
                 .collect(),
             maps: self.maps.values().cloned().collect(),
+            interrupts: self
+                .interrupts
+                .values()
+                .map(|i| (i.owner, i.intno, i.data, i.conns.len() as u32))
+                .collect(),
+            dma_queues: self.dma.iter().map(|(h, q)| (q.owner, *h, q.max)).collect(),
         }
     }
 }
@@ -662,12 +890,7 @@ mod tests {
     use super::*;
     use tokio::sync::mpsc::unbounded_channel;
 
-    fn reg() -> (
-        Registry,
-        u64,
-        u64,
-        tokio::sync::mpsc::UnboundedReceiver<Event>,
-    ) {
+    fn reg() -> (Registry, u64, u64, tokio::sync::mpsc::UnboundedReceiver<Event>) {
         let mut r = Registry::new(4);
         let (tx, _rx) = unbounded_channel();
         let a = r.add_session(1, Role::Client, tx);
@@ -679,27 +902,14 @@ mod tests {
     #[test]
     fn state_machine_and_ids() {
         let (mut r, a, b, mut rx) = reg();
-        let seg = r
-            .create_segment(a, Some(7), 4096, false, false)
-            .unwrap()
-            .seg;
-        assert_eq!(
-            r.create_segment(b, Some(7), 4096, false, false)
-                .unwrap_err(),
-            Error::SegmentIdUsed
-        );
+        let seg = r.create_segment(a, Some(7), 4096, false, false).unwrap().seg;
+        assert_eq!(r.create_segment(b, Some(7), 4096, false, false).unwrap_err(), Error::SegmentIdUsed);
         assert_eq!(r.set_available(a, seg, 0), Err(Error::NotPrepared));
-        assert_eq!(
-            r.set_unavailable(a, seg, 0, false, false),
-            Err(Error::IllegalOperation)
-        );
+        assert_eq!(r.set_unavailable(a, seg, 0, false, false), Err(Error::IllegalOperation));
         assert_eq!(r.prepare(a, seg, 1), Err(Error::NoSuchAdapter));
         assert_eq!(r.prepare(b, seg, 0), Err(Error::UnknownHandle));
         r.prepare(a, seg, 0).unwrap();
-        assert!(matches!(
-            r.connect_local(b, 4, 7),
-            Err(ConnectWait::Unavailable)
-        ));
+        assert!(matches!(r.connect_local(b, 4, 7), Err(ConnectWait::Unavailable)));
         r.set_available(a, seg, 0).unwrap();
         let (conn, size, _fd) = r.connect_local(b, 4, 7).unwrap();
         assert_eq!(size, 4096);
@@ -715,10 +925,7 @@ mod tests {
     #[test]
     fn owner_death_frees_ids_and_tells_importers() {
         let (mut r, a, b, mut rx) = reg();
-        let seg = r
-            .create_segment(a, Some(1), 4096, false, false)
-            .unwrap()
-            .seg;
+        let seg = r.create_segment(a, Some(1), 4096, false, false).unwrap().seg;
         r.prepare(a, seg, 0).unwrap();
         r.set_available(a, seg, 0).unwrap();
         let (conn, _, _) = r.connect_local(b, 8, 1).unwrap();
@@ -739,16 +946,8 @@ mod tests {
         let p = p.seg;
         r.prepare(a, p, 0).unwrap();
         assert_eq!(r.set_available(a, p, 0), Err(Error::IllegalOperation));
-        let x = r
-            .create_segment(a, None, 4096, false, false)
-            .unwrap()
-            .id
-            .unwrap();
-        let y = r
-            .create_segment(a, None, 4096, false, false)
-            .unwrap()
-            .id
-            .unwrap();
+        let x = r.create_segment(a, None, 4096, false, false).unwrap().id.unwrap();
+        let y = r.create_segment(a, None, 4096, false, false).unwrap().id.unwrap();
         assert!(x >= AUTO_ID_BASE && y != x);
         let e = r.create_segment(a, Some(9), 0, false, true).unwrap().seg;
         assert_eq!(r.prepare(a, e, 0), Err(Error::IllegalOperation));

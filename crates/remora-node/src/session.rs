@@ -5,8 +5,7 @@ use crate::registry::{ConnKind, ConnectWait};
 use crate::send_msg;
 use crate::Node;
 use remora_proto::{
-    decode, Error, Event, MapStatus, Reply, Request, RequestFrame, Role, ServerMsg, MAX_FRAME,
-    NO_REPLY,
+    decode, Error, Event, MapStatus, Reply, Request, RequestFrame, Role, ServerMsg, MAX_FRAME, NO_REPLY,
 };
 use remora_sys::async_conn::AsyncConn;
 use std::collections::HashMap;
@@ -18,6 +17,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 struct Session {
     node: Arc<Node>,
     sid: u64,
+    pid: u32,
     role: Role,
     conn: AsyncConn,
     proxies: HashMap<u32, Proxy>,
@@ -37,29 +37,39 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
         }
     };
     let mut buf = vec![0u8; MAX_FRAME];
+    let event_sock: Option<AsyncConn>;
     let role = match tokio::time::timeout(Duration::from_secs(5), conn.recv(&mut buf)).await {
         Ok(Ok((n, _))) if n > 0 => match decode::<RequestFrame>(&buf[..n]) {
-            Ok(RequestFrame {
-                id,
-                req: Request::Hello { role, .. },
-            }) => {
-                let reply = ServerMsg::Reply {
-                    id,
-                    result: Ok(Reply::Hello {
-                        node: node.config.node,
-                    }),
+            Ok(RequestFrame { id, req: Request::Hello { role, .. } }) => {
+                // Application processes get a second socket for events, so that replies
+                // and events never interleave on one stream.
+                let pair = if role == Role::Client {
+                    match remora_sys::seqpacket::pair() {
+                        Ok(p) => Some(p),
+                        Err(e) => {
+                            tracing::warn!(pid, "cannot make an event socket: {e}");
+                            return;
+                        }
+                    }
+                } else {
+                    None
                 };
-                if send_msg(&conn, &reply, &[]).await.is_err() {
+                let reply = ServerMsg::Reply { id, result: Ok(Reply::Hello { node: node.config.node }) };
+                let fds: Vec<BorrowedFd<'_>> = pair.iter().map(|(_, theirs)| theirs.as_fd()).collect();
+                if send_msg(&conn, &reply, &fds).await.is_err() {
                     return;
                 }
+                event_sock = match pair.map(|(ours, _)| AsyncConn::new(ours)).transpose() {
+                    Ok(e) => e,
+                    Err(e) => {
+                        tracing::warn!(pid, "cannot serve the event socket: {e}");
+                        return;
+                    }
+                };
                 role
             }
             Ok(other) => {
-                tracing::warn!(
-                    pid,
-                    "first message is not a hello ({:?}); closing",
-                    other.req
-                );
+                tracing::warn!(pid, "first message is not a hello ({:?}); closing", other.req);
                 return;
             }
             Err(e) => {
@@ -76,14 +86,7 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
     let (tx, mut rx) = unbounded_channel();
     let sid = node.lock().add_session(pid, role, tx.clone());
     tracing::debug!(sid, pid, ?role, "session open");
-    let mut s = Session {
-        node: node.clone(),
-        sid,
-        role,
-        conn,
-        proxies: HashMap::new(),
-        events: tx,
-    };
+    let mut s = Session { node: node.clone(), sid, pid, role, conn, proxies: HashMap::new(), events: tx };
     loop {
         tokio::select! {
             r = s.conn.recv(&mut buf) => {
@@ -113,7 +116,8 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
                 }
             }
             Some(ev) = rx.recv() => {
-                if send_msg(&s.conn, &ServerMsg::Event(ev), &[]).await.is_err() {
+                let out = event_sock.as_ref().unwrap_or(&s.conn);
+                if send_msg(out, &ServerMsg::Event(ev), &[]).await.is_err() {
                     break;
                 }
             }
@@ -126,9 +130,7 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
 }
 
 fn fd_of(m: &remora_sys::Memfd) -> Result<OwnedFd, Error> {
-    m.try_clone()
-        .map(|m| m.into_fd())
-        .map_err(|e| Error::System(e.to_string()))
+    m.try_clone().map(|m| m.into_fd()).map_err(|e| Error::System(e.to_string()))
 }
 
 fn is_memfd(fd: &OwnedFd) -> bool {
@@ -145,10 +147,7 @@ impl Session {
 
     async fn handle(&mut self, req: Request, mut fds: Vec<OwnedFd>) -> Outcome {
         if self.role == Role::Control
-            && !matches!(
-                req,
-                Request::Probe { .. } | Request::Status | Request::Shutdown
-            )
+            && !matches!(req, Request::Probe { .. } | Request::Status | Request::Shutdown)
         {
             return (Err(Error::Access), vec![]);
         }
@@ -156,12 +155,7 @@ impl Session {
         let ok = |r: Result<(), Error>| (r.map(|_| Reply::Ok), vec![]);
         match req {
             Request::Hello { .. } => (Err(Error::Protocol("second hello".into())), vec![]),
-            Request::CreateSegment {
-                id,
-                size,
-                private,
-                empty,
-            } => {
+            Request::CreateSegment { id, size, private, empty } => {
                 let mut reg = self.node.lock();
                 match reg.create_segment(sid, id, size, private, empty) {
                     Ok(s) => {
@@ -183,9 +177,7 @@ impl Session {
             Request::AttachMemory { seg } => {
                 if fds.len() != 1 || !is_memfd(&fds[0]) {
                     return (
-                        Err(Error::IllegalParameter(
-                            "AttachMemory needs exactly one memfd".into(),
-                        )),
+                        Err(Error::IllegalParameter("AttachMemory needs exactly one memfd".into())),
                         vec![],
                     );
                 }
@@ -195,29 +187,15 @@ impl Session {
                 };
                 let r = self.node.lock().attach_memory(sid, seg, memfd);
                 (
-                    r.map(|size| Reply::Segment {
-                        seg,
-                        id: None,
-                        size,
-                        prepared: false,
-                        available: false,
-                    }),
+                    r.map(|size| Reply::Segment { seg, id: None, size, prepared: false, available: false }),
                     vec![],
                 )
             }
             Request::Prepare { seg, adapter } => ok(self.node.lock().prepare(sid, seg, adapter)),
-            Request::SetAvailable { seg, adapter } => {
-                ok(self.node.lock().set_available(sid, seg, adapter))
+            Request::SetAvailable { seg, adapter } => ok(self.node.lock().set_available(sid, seg, adapter)),
+            Request::SetUnavailable { seg, adapter, force_disconnect, notify } => {
+                ok(self.node.lock().set_unavailable(sid, seg, adapter, force_disconnect, notify))
             }
-            Request::SetUnavailable {
-                seg,
-                adapter,
-                force_disconnect,
-                notify,
-            } => ok(self
-                .node
-                .lock()
-                .set_unavailable(sid, seg, adapter, force_disconnect, notify)),
             Request::RemoveSegment { seg } => ok(self.node.lock().remove_segment(sid, seg)),
             Request::ShareSegment { seg } => ok(self.node.lock().share(sid, seg)),
             Request::AttachShared { id } => {
@@ -239,11 +217,7 @@ impl Session {
                     Err(e) => (Err(e), vec![]),
                 }
             }
-            Request::Connect {
-                node,
-                id,
-                timeout_ms,
-            } => {
+            Request::Connect { node, id, timeout_ms } => {
                 if node == self.me() {
                     self.connect_local(id, timeout_ms).await
                 } else if matches!(self.role, Role::Peer { .. }) {
@@ -265,24 +239,10 @@ impl Session {
                     Err(e) => (Err(e), vec![]),
                 }
             }
-            Request::MapNote {
-                map,
-                target,
-                offset,
-                size,
-                readonly,
-            } => {
-                self.node.lock().map_note(
-                    sid,
-                    MapStatus {
-                        session: sid,
-                        map,
-                        target,
-                        offset,
-                        size,
-                        readonly,
-                    },
-                );
+            Request::MapNote { map, target, offset, size, readonly } => {
+                self.node
+                    .lock()
+                    .map_note(sid, MapStatus { session: sid, map, target, offset, size, readonly });
                 (Ok(Reply::Ok), vec![])
             }
             Request::UnmapNote { map } => {
@@ -293,12 +253,49 @@ impl Session {
                 let reachable = node == self.me() || peer::probe(&self.node, node).await;
                 (Ok(Reply::Probe { reachable }), vec![])
             }
+            Request::CreateInterrupt { intno, data } => {
+                match self.node.lock().create_interrupt(sid, intno, data) {
+                    Ok((intr, intno, page, ev)) => (Ok(Reply::Interrupt { intr, intno }), vec![page, ev]),
+                    Err(e) => (Err(e), vec![]),
+                }
+            }
+            Request::RemoveInterrupt { intr } => ok(self.node.lock().remove_interrupt(sid, intr)),
+            Request::ConnectInterrupt { node, intno, data, timeout_ms } => {
+                if node == self.me() {
+                    let importer = self.importer_node();
+                    let r = self
+                        .wait_until(timeout_ms, Error::NoSuchIntno, |reg| {
+                            reg.connect_interrupt(sid, importer, intno, data)
+                        })
+                        .await;
+                    match r {
+                        Ok((conn, page, ev)) => (Ok(Reply::Interrupt { intr: conn, intno }), vec![page, ev]),
+                        Err(e) => (Err(e), vec![]),
+                    }
+                } else if matches!(self.role, Role::Peer { .. }) {
+                    (Err(Error::NoSuchNode), vec![])
+                } else {
+                    self.connect_interrupt_remote(node, intno, data, timeout_ms).await
+                }
+            }
+            Request::DisconnectInterrupt { intr } => {
+                let r = self.node.lock().disconnect_interrupt(sid, intr);
+                match r {
+                    Ok(c) => {
+                        if let (ConnKind::Proxied { remote }, Some(p)) = (c.target, self.proxies.get(&c.node))
+                        {
+                            let _ = p.request(Request::DisconnectInterrupt { intr: remote }).await;
+                        }
+                        (Ok(Reply::Ok), vec![])
+                    }
+                    Err(e) => (Err(e), vec![]),
+                }
+            }
+            Request::CreateDmaQueue { max_entries } => self.create_dma(max_entries),
+            Request::RemoveDmaQueue { queue } => ok(self.node.lock().remove_dma(sid, queue)),
             Request::Status => {
                 let up = self.node.started.elapsed().as_secs();
-                let st =
-                    self.node
-                        .lock()
-                        .status(std::process::id(), self.node.config.auto_started, up);
+                let st = self.node.lock().status(std::process::id(), self.node.config.auto_started, up);
                 (Ok(Reply::Status(st)), vec![])
             }
             Request::Shutdown => {
@@ -316,32 +313,103 @@ impl Session {
     }
 
     async fn connect_local(&self, id: u32, timeout_ms: Option<u32>) -> Outcome {
-        let deadline = timeout_ms.map(|t| Instant::now() + Duration::from_millis(t as u64));
         let importer = self.importer_node();
+        let sid = self.sid;
+        match self
+            .wait_until(timeout_ms, Error::NoSuchSegment, |reg| reg.connect_local(sid, importer, id))
+            .await
+        {
+            Ok((conn, size, fd)) => (Ok(Reply::Connected { conn, size }), vec![fd.into_fd()]),
+            Err(e) => (Err(e), vec![]),
+        }
+    }
+
+    /// Retry `attempt` whenever the books change, until it succeeds, fails hard, the time
+    /// runs out (`missing` if the thing never existed, else `Timeout`), or the caller hangs up.
+    async fn wait_until<T>(
+        &self,
+        timeout_ms: Option<u32>,
+        missing: Error,
+        mut attempt: impl FnMut(&mut crate::registry::Registry) -> Result<T, ConnectWait>,
+    ) -> Result<T, Error> {
+        let deadline = timeout_ms.map(|t| Instant::now() + Duration::from_millis(t as u64));
         loop {
             let notified = self.node.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let last = match self.node.lock().connect_local(self.sid, importer, id) {
-                Ok((conn, size, fd)) => {
-                    return (Ok(Reply::Connected { conn, size }), vec![fd.into_fd()])
-                }
-                Err(ConnectWait::Failed(e)) => return (Err(e), vec![]),
+            let last = match attempt(&mut self.node.lock()) {
+                Ok(x) => return Ok(x),
+                Err(ConnectWait::Failed(e)) => return Err(e),
                 Err(w) => w,
             };
             let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if remaining == Some(Duration::ZERO) {
-                let e = match last {
-                    ConnectWait::Missing => Error::NoSuchSegment,
+                return Err(match last {
+                    ConnectWait::Missing => missing,
                     _ => Error::Timeout,
-                };
-                return (Err(e), vec![]);
+                });
             }
             let sleep = tokio::time::sleep(remaining.unwrap_or(Duration::from_secs(3600)));
             tokio::select! {
                 _ = &mut notified => {}
                 _ = sleep => {}
-                _ = self.conn.hangup() => return (Err(Error::Protocol("caller hung up".into())), vec![]),
+                _ = self.conn.hangup() => return Err(Error::Protocol("caller hung up".into())),
+            }
+        }
+    }
+
+    fn create_dma(&self, max: u32) -> Outcome {
+        use remora_sys::dma::DmaPage;
+        use remora_sys::sync::EventFd;
+        let sys = |e: std::io::Error| Error::System(e.to_string());
+        let made = (|| -> Result<_, Error> {
+            let memfd =
+                DmaPage::create(max).map_err(|_| Error::IllegalParameter(format!("{max} DMA entries")))?;
+            let ev = EventFd::new().map_err(sys)?;
+            let page = DmaPage::open(&memfd, ev.try_clone().map_err(sys)?, max).map_err(sys)?;
+            Ok((memfd, ev, page))
+        })();
+        let (memfd, ev, page) = match made {
+            Ok(x) => x,
+            Err(e) => return (Err(e), vec![]),
+        };
+        let page = Arc::new(page);
+        let queue = self.node.lock().add_dma(self.sid, page.clone(), max);
+        crate::dma::spawn(self.node.clone(), self.sid, self.pid, page);
+        (Ok(Reply::DmaQueue { queue }), vec![memfd.into_fd(), ev.into_fd()])
+    }
+
+    async fn connect_interrupt_remote(
+        &mut self,
+        node: u32,
+        intno: u32,
+        data: bool,
+        timeout_ms: Option<u32>,
+    ) -> Outcome {
+        if !self.proxies.contains_key(&node) {
+            match Proxy::open(&self.node, self.sid, node, self.events.clone()).await {
+                Ok(p) => {
+                    self.proxies.insert(node, p);
+                }
+                Err(e) => return (Err(e), vec![]),
+            }
+        }
+        let proxy = &self.proxies[&node];
+        let req = Request::ConnectInterrupt { node, intno, data, timeout_ms };
+        let answer = tokio::select! {
+            a = proxy.request(req) => a,
+            _ = self.conn.hangup() => return (Err(Error::Protocol("caller hung up".into())), vec![]),
+        };
+        match answer {
+            Ok((Ok(Reply::Interrupt { intr: remote, intno }), fds)) if fds.len() == 2 => {
+                let conn = self.node.lock().add_proxied_interrupt(self.sid, node, intno, data, remote);
+                (Ok(Reply::Interrupt { intr: conn, intno }), fds)
+            }
+            Ok((Ok(other), _)) => (Err(Error::Protocol(format!("unexpected answer {other:?}"))), vec![]),
+            Ok((Err(e), _)) => (Err(e), vec![]),
+            Err(e) => {
+                self.proxies.remove(&node);
+                (Err(e), vec![])
             }
         }
     }
@@ -356,27 +424,18 @@ impl Session {
             }
         }
         let proxy = &self.proxies[&node];
-        let req = Request::Connect {
-            node,
-            id,
-            timeout_ms,
-        };
+        let req = Request::Connect { node, id, timeout_ms };
         let answer = tokio::select! {
             a = proxy.request(req) => a,
             _ = self.conn.hangup() => return (Err(Error::Protocol("caller hung up".into())), vec![]),
         };
         match answer {
             Ok((Ok(Reply::Connected { conn: remote, size }), fds)) if fds.len() == 1 => {
-                let conn = self
-                    .node
-                    .lock()
-                    .add_proxied(self.sid, node, id, size, remote);
+                let keep = fds[0].try_clone().ok().and_then(|fd| remora_sys::Memfd::from_fd(fd).ok());
+                let conn = self.node.lock().add_proxied(self.sid, node, id, size, remote, keep);
                 (Ok(Reply::Connected { conn, size }), fds)
             }
-            Ok((Ok(other), _)) => (
-                Err(Error::Protocol(format!("unexpected answer {other:?}"))),
-                vec![],
-            ),
+            Ok((Ok(other), _)) => (Err(Error::Protocol(format!("unexpected answer {other:?}"))), vec![]),
             Ok((Err(e), _)) => (Err(e), vec![]),
             Err(e) => {
                 self.proxies.remove(&node);

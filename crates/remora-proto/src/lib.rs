@@ -87,13 +87,9 @@ pub fn decode<T: DeserializeOwned>(buf: &[u8]) -> Result<T, DecodeError> {
     }
     let v = u16::from_le_bytes([buf[2], buf[3]]);
     if v != VERSION {
-        return Err(DecodeError::Version {
-            theirs: v,
-            ours: VERSION,
-        });
+        return Err(DecodeError::Version { theirs: v, ours: VERSION });
     }
-    let (msg, rest) =
-        postcard::take_from_bytes(&buf[4..]).map_err(|e| DecodeError::Body(e.to_string()))?;
+    let (msg, rest) = postcard::take_from_bytes(&buf[4..]).map_err(|e| DecodeError::Body(e.to_string()))?;
     if !rest.is_empty() {
         return Err(DecodeError::Body(format!("{} trailing bytes", rest.len())));
     }
@@ -234,6 +230,47 @@ pub enum Request {
         /// The node to probe.
         node: u32,
     },
+    /// `SCICreateInterrupt` / `SCICreateDataInterrupt`. The reply carries the interrupt
+    /// page (memfd) and its eventfd.
+    CreateInterrupt {
+        /// The number wanted (`SCI_FLAG_FIXED_INTNO`), or `None` to let the node choose.
+        intno: Option<u32>,
+        /// A data interrupt (its own number space).
+        data: bool,
+    },
+    /// `SCIRemoveInterrupt` / `SCIRemoveDataInterrupt`.
+    RemoveInterrupt {
+        /// The interrupt handle.
+        intr: u64,
+    },
+    /// `SCIConnectInterrupt` / `SCIConnectDataInterrupt`. The reply carries the page and
+    /// the eventfd, so triggers go straight to the waiter.
+    ConnectInterrupt {
+        /// The node that owns the interrupt.
+        node: u32,
+        /// Its number.
+        intno: u32,
+        /// A data interrupt.
+        data: bool,
+        /// How long to wait for it to exist; `None` waits forever.
+        timeout_ms: Option<u32>,
+    },
+    /// `SCIDisconnectInterrupt` / `SCIDisconnectDataInterrupt`.
+    DisconnectInterrupt {
+        /// The connection handle.
+        intr: u64,
+    },
+    /// `SCICreateDMAQueue`. The reply carries the queue page (memfd) and its eventfd; the
+    /// node's DMA engine serves the queue from then on.
+    CreateDmaQueue {
+        /// Descriptors the queue holds.
+        max_entries: u32,
+    },
+    /// `SCIRemoveDMAQueue`.
+    RemoveDmaQueue {
+        /// The queue handle.
+        queue: u64,
+    },
     /// What `remora status` shows.
     Status,
     /// Stop the daemon (`remora shutdown`).
@@ -303,6 +340,12 @@ pub enum Error {
     /// The peer broke the protocol.
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// The interrupt number is taken.
+    #[error("interrupt number in use")]
+    IntnoUsed,
+    /// No interrupt with that number (or not yet, when the wait ran out of time).
+    #[error("no such interrupt")]
+    NoSuchIntno,
 }
 
 /// Why an importer lost its connection.
@@ -384,6 +427,18 @@ pub enum Reply {
     },
     /// Answer to [`Request::Status`].
     Status(NodeStatus),
+    /// An interrupt (created or connected); page memfd and eventfd ride along.
+    Interrupt {
+        /// The daemon's handle.
+        intr: u64,
+        /// Its number.
+        intno: u32,
+    },
+    /// A DMA queue; page memfd and eventfd ride along.
+    DmaQueue {
+        /// The daemon's handle.
+        queue: u64,
+    },
 }
 
 /// A daemon's message to a process: a reply or an event.
@@ -419,6 +474,10 @@ pub struct NodeStatus {
     pub connections: Vec<ConnectionStatus>,
     /// Maps.
     pub maps: Vec<MapStatus>,
+    /// Interrupts created on this node: (session, number, data?, connections).
+    pub interrupts: Vec<(u64, u32, bool, u32)>,
+    /// DMA queues: (session, handle, capacity).
+    pub dma_queues: Vec<(u64, u64, u32)>,
 }
 
 /// One session.
@@ -493,43 +552,21 @@ mod tests {
     #[test]
     fn rejects_wrong_header() {
         assert_eq!(decode::<RequestFrame>(b"RM"), Err(DecodeError::Short(2)));
-        assert!(matches!(
-            decode::<RequestFrame>(b"XX\x01\x00\x00"),
-            Err(DecodeError::Magic(_))
-        ));
-        assert!(matches!(
-            decode::<RequestFrame>(b"RM\x09\x00\x00"),
-            Err(DecodeError::Version { .. })
-        ));
-        let mut ok = encode(&RequestFrame {
-            id: 1,
-            req: Request::Status,
-        })
-        .unwrap();
+        assert!(matches!(decode::<RequestFrame>(b"XX\x01\x00\x00"), Err(DecodeError::Magic(_))));
+        assert!(matches!(decode::<RequestFrame>(b"RM\x09\x00\x00"), Err(DecodeError::Version { .. })));
+        let mut ok = encode(&RequestFrame { id: 1, req: Request::Status }).unwrap();
         ok.push(0);
-        assert!(matches!(
-            decode::<RequestFrame>(&ok),
-            Err(DecodeError::Body(_))
-        ));
+        assert!(matches!(decode::<RequestFrame>(&ok), Err(DecodeError::Body(_))));
     }
 
     #[test]
     fn replies_round_trip() {
         let m = ServerMsg::Reply {
             id: 9,
-            result: Ok(Reply::Segment {
-                seg: 3,
-                id: Some(4),
-                size: 4096,
-                prepared: false,
-                available: false,
-            }),
+            result: Ok(Reply::Segment { seg: 3, id: Some(4), size: 4096, prepared: false, available: false }),
         };
         assert_eq!(decode::<ServerMsg>(&encode(&m).unwrap()).unwrap(), m);
-        let e = ServerMsg::Reply {
-            id: 2,
-            result: Err(Error::IllegalParameter("x".into())),
-        };
+        let e = ServerMsg::Reply { id: 2, result: Err(Error::IllegalParameter("x".into())) };
         assert_eq!(decode::<ServerMsg>(&encode(&e).unwrap()).unwrap(), e);
     }
 

@@ -37,10 +37,9 @@ fn uid() -> u32 {
 /// A message when `REMORA_NODE` is set but is not a number.
 pub fn node_from_env() -> Result<u32, String> {
     match std::env::var("REMORA_NODE") {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse()
-            .map_err(|_| format!("REMORA_NODE={v:?} is not a node number")),
+        Ok(v) if !v.trim().is_empty() => {
+            v.trim().parse().map_err(|_| format!("REMORA_NODE={v:?} is not a node number"))
+        }
         _ => Ok(DEFAULT_NODE),
     }
 }
@@ -63,10 +62,7 @@ pub fn nodes_in(dir: &Path) -> Vec<u32> {
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            name.strip_prefix("node-")?
-                .strip_suffix(".sock")?
-                .parse()
-                .ok()
+            name.strip_prefix("node-")?.strip_suffix(".sock")?.parse().ok()
         })
         .collect();
     v.sort_unstable();
@@ -80,10 +76,7 @@ pub fn nodes_in(dir: &Path) -> Vec<u32> {
 pub fn ensure_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     if !dir.exists() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
     Ok(())

@@ -72,6 +72,18 @@ pub enum Error {
     /// A transfer failed (`SCI_ERR_TRANSFER_FAILED`).
     #[error("transfer failed")]
     TransferFailed,
+    /// The interrupt number is taken (`SCI_ERR_INTNO_USED`).
+    #[error("interrupt number in use")]
+    IntnoUsed,
+    /// No such interrupt (`SCI_ERR_NO_SUCH_INTNO`).
+    #[error("no such interrupt")]
+    NoSuchIntno,
+    /// A wait was cancelled because its resource was removed (`SCI_ERR_CANCELLED`).
+    #[error("cancelled: the resource was removed")]
+    Cancelled,
+    /// More entries than the DMA queue holds (`SCI_ERR_MAX_ENTRIES`).
+    #[error("too many entries for the queue")]
+    MaxEntries,
     /// A system error (`SCI_ERR_SYSTEM`).
     #[error("system error: {0}")]
     System(String),
@@ -100,6 +112,8 @@ impl From<remora_proto::Error> for Error {
             P::NodeNotResponding => Error::NodeNotResponding,
             P::Access => Error::Access,
             P::System(s) | P::Protocol(s) => Error::System(s),
+            P::IntnoUsed => Error::IntnoUsed,
+            P::NoSuchIntno => Error::NoSuchIntno,
         }
     }
 }

@@ -47,10 +47,7 @@ impl Sisci {
 
     /// `SCIQuery(SCI_Q_API)`.
     pub fn api_string(&self) -> String {
-        format!(
-            "SISCI API version 2.0.0 (Remora {})",
-            env!("CARGO_PKG_VERSION")
-        )
+        format!("SISCI API version 2.0.0 (Remora {})", env!("CARGO_PKG_VERSION"))
     }
 
     /// `SCIQuery(SCI_Q_SYSTEM, SCI_Q_SYSTEM_CPU_CACHE_LINE_SIZE)`.

@@ -57,11 +57,7 @@ fn sigkilled_client_is_cleaned_up_within_a_second() {
     let b = Descriptor::open(&h.sci(8)).unwrap();
 
     let mut kid = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "sigkilled_client_is_cleaned_up_within_a_second",
-            "--nocapture",
-        ])
+        .args(["--exact", "sigkilled_client_is_cleaned_up_within_a_second", "--nocapture"])
         .env(CHILD_ENV, h.dir.path())
         .stdout(Stdio::piped())
         .spawn()
@@ -70,32 +66,14 @@ fn sigkilled_client_is_cleaned_up_within_a_second() {
     let mut line = String::new();
     while !line.contains("ready") {
         line.clear();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "child died before it was ready"
-        );
+        assert!(out.read_line(&mut line).unwrap() > 0, "child died before it was ready");
     }
     // We import the child's segment too: we must be told when its owner dies.
     let theirs = RemoteSegment::connect(&b, 8, 77, 0, Some(Duration::from_secs(5))).unwrap();
     let st8 = status(&h, 8);
-    assert!(st8
-        .segments
-        .iter()
-        .any(|x| x.id == Some(77) && x.importers == 1));
-    assert!(
-        st8.maps.len() >= 2,
-        "the child's maps are on the books: {:?}",
-        st8.maps
-    );
-    assert_eq!(
-        status(&h, 4)
-            .segments
-            .iter()
-            .find(|x| x.id == Some(5))
-            .unwrap()
-            .importers,
-        1
-    );
+    assert!(st8.segments.iter().any(|x| x.id == Some(77) && x.importers == 1));
+    assert!(st8.maps.len() >= 2, "the child's maps are on the books: {:?}", st8.maps);
+    assert_eq!(status(&h, 4).segments.iter().find(|x| x.id == Some(5)).unwrap().importers, 1);
 
     kid.kill().unwrap();
     kid.wait().unwrap();
@@ -103,25 +81,13 @@ fn sigkilled_client_is_cleaned_up_within_a_second() {
     loop {
         let st8 = status(&h, 8);
         let st4 = status(&h, 4);
-        let child_gone = !st8
-            .segments
-            .iter()
-            .any(|x| x.id == Some(77) && !x.state.contains("removed"))
+        let child_gone = !st8.segments.iter().any(|x| x.id == Some(77) && !x.state.contains("removed"))
             && st8.maps.is_empty()
-            && st4
-                .segments
-                .iter()
-                .find(|x| x.id == Some(5))
-                .unwrap()
-                .importers
-                == 0;
+            && st4.segments.iter().find(|x| x.id == Some(5)).unwrap().importers == 0;
         if child_gone {
             break;
         }
-        assert!(
-            t.elapsed() < Duration::from_secs(1),
-            "not cleaned up within a second: {st8:?} {st4:?}"
-        );
+        assert!(t.elapsed() < Duration::from_secs(1), "not cleaned up within a second: {st8:?} {st4:?}");
         std::thread::sleep(Duration::from_millis(10));
     }
     // Its id is free again, and the importer was told its connection is lost.
@@ -130,10 +96,7 @@ fn sigkilled_client_is_cleaned_up_within_a_second() {
     again.remove().unwrap();
     // The child's store into our segment is still there: nothing of ours was lost.
     let mut buf = [0u8; 14];
-    s.map(0, 4096, None, MapFlags::default())
-        .unwrap()
-        .read(0, &mut buf)
-        .unwrap();
+    s.map(0, 4096, None, MapFlags::default()).unwrap().read(0, &mut buf).unwrap();
     assert_eq!(&buf, b"child was here");
 }
 
@@ -143,12 +106,7 @@ fn garbage_on_the_socket_closes_only_that_session() {
     let dev = Descriptor::open(&h.sci(4)).unwrap();
     let s = LocalSegment::create(&dev, Some(9), 4096, CreateFlags::default()).unwrap();
     let path = remora_proto::paths::socket_path(h.dir.path(), 4);
-    for junk in [
-        &b"\x00\x01garbage"[..],
-        b"RM\x01\x00\xff\xff\xff\xff\xff",
-        b"RM\x63\x00",
-        b"",
-    ] {
+    for junk in [&b"\x00\x01garbage"[..], b"RM\x01\x00\xff\xff\xff\xff\xff", b"RM\x63\x00", b""] {
         let fd = remora_sys::seqpacket::connect(&path, false).unwrap();
         use std::os::fd::AsFd;
         let _ = remora_sys::seqpacket::send(fd.as_fd(), junk, &[]);
@@ -165,40 +123,24 @@ fn garbage_on_the_socket_closes_only_that_session() {
         let fd = remora_sys::seqpacket::connect(&path, false).unwrap();
         let hello = remora_proto::RequestFrame {
             id: 1,
-            req: Request::Hello {
-                version: remora_proto::VERSION,
-                role: remora_proto::Role::Client,
-            },
+            req: Request::Hello { version: remora_proto::VERSION, role: remora_proto::Role::Client },
         };
-        remora_sys::seqpacket::send(fd.as_fd(), &remora_proto::encode(&hello).unwrap(), &[])
-            .unwrap();
+        remora_sys::seqpacket::send(fd.as_fd(), &remora_proto::encode(&hello).unwrap(), &[]).unwrap();
         let mut buf = vec![0u8; remora_proto::MAX_FRAME];
         let (n, _) = remora_sys::seqpacket::recv(fd.as_fd(), &mut buf).unwrap();
         assert!(n > 0, "hello answered");
         let create = remora_proto::RequestFrame {
             id: 2,
-            req: Request::CreateSegment {
-                id: Some(123),
-                size: 4096,
-                private: false,
-                empty: false,
-            },
+            req: Request::CreateSegment { id: Some(123), size: 4096, private: false, empty: false },
         };
-        remora_sys::seqpacket::send(fd.as_fd(), &remora_proto::encode(&create).unwrap(), &[])
-            .unwrap();
+        remora_sys::seqpacket::send(fd.as_fd(), &remora_proto::encode(&create).unwrap(), &[]).unwrap();
         let (n, _) = remora_sys::seqpacket::recv(fd.as_fd(), &mut buf).unwrap();
         assert!(n > 0, "create answered");
         remora_sys::seqpacket::send(fd.as_fd(), b"RM\x01\x00\x63garbage", &[]).unwrap();
         let (n, _) = remora_sys::seqpacket::recv(fd.as_fd(), &mut buf).unwrap();
-        assert_eq!(
-            n, 0,
-            "daemon closes a session that sends garbage after hello"
-        );
+        assert_eq!(n, 0, "daemon closes a session that sends garbage after hello");
         // Its segment id is free again.
-        LocalSegment::create(&dev, Some(123), 4096, CreateFlags::default())
-            .unwrap()
-            .remove()
-            .unwrap();
+        LocalSegment::create(&dev, Some(123), 4096, CreateFlags::default()).unwrap().remove().unwrap();
     }
     // Everyone else is still served.
     s.prepare(0).unwrap();

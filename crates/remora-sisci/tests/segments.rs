@@ -21,19 +21,13 @@ fn local_segment_state_machine() {
     assert_eq!(s.id(), 10);
     assert_eq!(s.size(), 4096);
     assert_eq!(s.set_available(0), Err(Error::NotPrepared));
-    assert_eq!(
-        s.set_unavailable(0, false, false),
-        Err(Error::IllegalOperation)
-    );
+    assert_eq!(s.set_unavailable(0, false, false), Err(Error::IllegalOperation));
     assert_eq!(s.prepare(1), Err(Error::NoSuchAdapter));
     s.prepare(0).unwrap();
     s.prepare(0).unwrap();
     s.set_available(0).unwrap();
     s.set_unavailable(0, false, false).unwrap();
-    assert_eq!(
-        s.set_unavailable(0, false, false),
-        Err(Error::IllegalOperation)
-    );
+    assert_eq!(s.set_unavailable(0, false, false), Err(Error::IllegalOperation));
     s.set_available(0).unwrap();
     assert_eq!(
         LocalSegment::create(&dev, Some(10), 4096, CreateFlags::default()).unwrap_err(),
@@ -46,47 +40,23 @@ fn local_segment_state_machine() {
     s.remove().unwrap();
     assert!(s.remove().is_err(), "a removed segment is a stale handle");
     // The id is free again.
-    LocalSegment::create(&dev, Some(10), 4096, CreateFlags::default())
-        .unwrap()
-        .remove()
-        .unwrap();
+    LocalSegment::create(&dev, Some(10), 4096, CreateFlags::default()).unwrap().remove().unwrap();
 }
 
 #[test]
 fn private_empty_and_auto_id() {
     let h = common::Harness::new();
     let dev = Descriptor::open(&h.sci(4)).unwrap();
-    let p = LocalSegment::create(
-        &dev,
-        Some(1),
-        4096,
-        CreateFlags {
-            private: true,
-            empty: false,
-        },
-    )
-    .unwrap();
+    let p = LocalSegment::create(&dev, Some(1), 4096, CreateFlags { private: true, empty: false }).unwrap();
     p.prepare(0).unwrap();
     assert_eq!(p.set_available(0), Err(Error::IllegalOperation));
     assert_eq!(p.share(), Err(Error::IllegalOperation));
     let a = LocalSegment::create(&dev, None, 4096, CreateFlags::default()).unwrap();
     let b = LocalSegment::create(&dev, None, 4096, CreateFlags::default()).unwrap();
     assert_ne!(a.id(), b.id());
-    let e = LocalSegment::create(
-        &dev,
-        Some(2),
-        4096,
-        CreateFlags {
-            private: false,
-            empty: true,
-        },
-    )
-    .unwrap();
+    let e = LocalSegment::create(&dev, Some(2), 4096, CreateFlags { private: false, empty: true }).unwrap();
     assert_eq!(e.prepare(0), Err(Error::IllegalOperation));
-    assert_eq!(
-        e.map(0, 4096, None, MapFlags::default()).unwrap_err(),
-        Error::IllegalOperation
-    );
+    assert_eq!(e.map(0, 4096, None, MapFlags::default()).unwrap_err(), Error::IllegalOperation);
 }
 
 #[test]
@@ -121,10 +91,7 @@ fn connect_rules_and_waiting() {
     let b = Descriptor::open(&h.sci(8)).unwrap();
     // Unknown node: at once, even with an infinite timeout.
     let t = Instant::now();
-    assert_eq!(
-        RemoteSegment::connect(&b, 99, 1, 0, None).unwrap_err(),
-        Error::NoSuchNode
-    );
+    assert_eq!(RemoteSegment::connect(&b, 99, 1, 0, None).unwrap_err(), Error::NoSuchNode);
     assert!(t.elapsed() < Duration::from_secs(2));
     // Missing segment: NO_SUCH_SEGMENT when the wait runs out.
     let t = Instant::now();
@@ -139,10 +106,7 @@ fn connect_rules_and_waiting() {
         RemoteSegment::connect(&b, 4, 30, 0, Some(Duration::from_millis(100))).unwrap_err(),
         Error::Timeout
     );
-    assert_eq!(
-        RemoteSegment::connect(&b, 4, 30, 1, None).unwrap_err(),
-        Error::NoSuchAdapter
-    );
+    assert_eq!(RemoteSegment::connect(&b, 4, 30, 1, None).unwrap_err(), Error::NoSuchAdapter);
     // A connect that waits is completed when the segment becomes available.
     let s2 = s.clone();
     let t = std::thread::spawn(move || {
@@ -184,32 +148,18 @@ fn maps_offsets_readonly_and_fixed_addresses() {
     part.read(0, &mut got).unwrap();
     assert_eq!(got, &pattern[5000..5333]);
     assert_eq!(part.read(1, &mut got).unwrap_err(), Error::OutOfRange);
-    assert_eq!(
-        r.map(3 * 4096 - 10, 11, None, MapFlags::default())
-            .unwrap_err(),
-        Error::OutOfRange
-    );
-    assert_eq!(
-        r.map(usize::MAX, 2, None, MapFlags::default()).unwrap_err(),
-        Error::OutOfRange
-    );
+    assert_eq!(r.map(3 * 4096 - 10, 11, None, MapFlags::default()).unwrap_err(), Error::OutOfRange);
+    assert_eq!(r.map(usize::MAX, 2, None, MapFlags::default()).unwrap_err(), Error::OutOfRange);
     // Read-only maps refuse stores.
     let ro = r.map(0, 4096, None, MapFlags { readonly: true }).unwrap();
     assert_eq!(ro.write(0, b"x").unwrap_err(), Error::IllegalOperation);
-    assert_eq!(
-        ro.with_atomic(0, |_| ()).unwrap_err(),
-        Error::IllegalOperation
-    );
+    assert_eq!(ro.with_atomic(0, |_| ()).unwrap_err(), Error::IllegalOperation);
     ro.read(0, &mut got[..10]).unwrap();
     assert_eq!(got[..10], pattern[..10]);
     // A fixed address: the same place again after unmapping.
     let m = r.map(4096, 4096, None, MapFlags::default()).unwrap();
     let addr = m.as_ptr() as usize;
-    assert_eq!(
-        r.map(4096, 4096, Some(addr), MapFlags::default())
-            .unwrap_err(),
-        Error::IllegalAddress
-    );
+    assert_eq!(r.map(4096, 4096, Some(addr), MapFlags::default()).unwrap_err(), Error::IllegalAddress);
     m.unmap().unwrap();
     let again = r.map(4096, 4096, Some(addr), MapFlags::default()).unwrap();
     assert_eq!(again.as_ptr() as usize, addr);
@@ -232,10 +182,7 @@ fn mem_copy_both_directions_and_sequences() {
     let mut back = vec![0u8; 100_000];
     mem_read(None, &mut back, &m, 1000, false).unwrap();
     assert_eq!(back, data);
-    assert_eq!(
-        mem_copy(None, &back, &m, (1 << 20) - 10, false).unwrap_err(),
-        Error::OutOfRange
-    );
+    assert_eq!(mem_copy(None, &back, &m, (1 << 20) - 10, false).unwrap_err(), Error::OutOfRange);
     assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::Ok);
     assert_eq!(seq.check(true, true).unwrap(), SequenceStatus::Ok);
     seq.store_barrier();
@@ -259,16 +206,10 @@ fn forced_disconnect_is_reported_to_the_importer() {
     s.set_unavailable(0, true, true).unwrap();
     let t = Instant::now();
     while !r.is_lost() {
-        assert!(
-            t.elapsed() < Duration::from_secs(2),
-            "the importer was never told"
-        );
+        assert!(t.elapsed() < Duration::from_secs(2), "the importer was never told");
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(
-        seq.check(false, false).unwrap(),
-        SequenceStatus::NotRetriable
-    );
+    assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::NotRetriable);
     // New connections are refused while unavailable.
     assert_eq!(
         RemoteSegment::connect(&b, 4, 60, 0, Some(Duration::from_millis(50))).unwrap_err(),
@@ -283,23 +224,14 @@ fn share_and_attach_between_processes_of_a_node() {
     let owner = Descriptor::open(&sci).unwrap();
     let other = Descriptor::open(&sci).unwrap();
     let s = LocalSegment::create(&owner, Some(70), 4096, CreateFlags::default()).unwrap();
-    assert_eq!(LocalSegment::attach(&other, 70).unwrap_err(), Error::Access);
-    assert_eq!(
-        LocalSegment::attach(&other, 71).unwrap_err(),
-        Error::NoSuchSegment
-    );
+    assert_eq!(LocalSegment::attach(&other, 70, None).unwrap_err(), Error::Access);
+    assert_eq!(LocalSegment::attach(&other, 71, None).unwrap_err(), Error::NoSuchSegment);
     s.share().unwrap();
-    let att = LocalSegment::attach(&other, 70).unwrap();
+    let att = LocalSegment::attach(&other, 70, None).unwrap();
     assert_eq!(att.size(), 4096);
-    att.map(0, 4096, None, MapFlags::default())
-        .unwrap()
-        .write(8, b"shared")
-        .unwrap();
+    att.map(0, 4096, None, MapFlags::default()).unwrap().write(8, b"shared").unwrap();
     let mut b = [0u8; 6];
-    s.map(0, 4096, None, MapFlags::default())
-        .unwrap()
-        .read(8, &mut b)
-        .unwrap();
+    s.map(0, 4096, None, MapFlags::default()).unwrap().read(8, &mut b).unwrap();
     assert_eq!(&b, b"shared");
     // State is shared: the attacher prepares, the owner sees it prepared.
     att.prepare(0).unwrap();
@@ -319,25 +251,12 @@ fn registered_user_memory_is_shared_in_place() {
     let h = common::Harness::new();
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let pages: &'static mut [Page] = Box::leak(
-        (0..64)
-            .map(|_| Page([0; 4096]))
-            .collect::<Vec<_>>()
-            .into_boxed_slice(),
-    );
+    let pages: &'static mut [Page] =
+        Box::leak((0..64).map(|_| Page([0; 4096])).collect::<Vec<_>>().into_boxed_slice());
     let mem: &'static mut [u8] = pages.as_mut_bytes();
     mem[..5].copy_from_slice(b"early");
     let addr = mem.as_ptr() as usize;
-    let s = LocalSegment::create(
-        &a,
-        Some(80),
-        0,
-        CreateFlags {
-            private: false,
-            empty: true,
-        },
-    )
-    .unwrap();
+    let s = LocalSegment::create(&a, Some(80), 0, CreateFlags { private: false, empty: true }).unwrap();
     let mem_ptr: *const u8 = mem.as_ptr();
     s.register_memory(mem).unwrap();
     assert_eq!(s.size(), 64 * 4096);
@@ -347,10 +266,7 @@ fn registered_user_memory_is_shared_in_place() {
     let m = r.map(0, r.size(), None, MapFlags::default()).unwrap();
     let mut got = [0u8; 5];
     m.read(0, &mut got).unwrap();
-    assert_eq!(
-        &got, b"early",
-        "contents survive the move into shared memory"
-    );
+    assert_eq!(&got, b"early", "contents survive the move into shared memory");
     m.write(4096 * 63, b"late").unwrap();
     // The same addresses of this process now show the importer's store.
     let lm = s.map(0, s.size(), None, MapFlags::default()).unwrap();
@@ -360,21 +276,9 @@ fn registered_user_memory_is_shared_in_place() {
     lm.read(4096 * 63, &mut late).unwrap();
     assert_eq!(&late, b"late");
     // A second registration is illegal; unaligned memory is refused.
-    let e = LocalSegment::create(
-        &a,
-        Some(81),
-        0,
-        CreateFlags {
-            private: false,
-            empty: true,
-        },
-    )
-    .unwrap();
+    let e = LocalSegment::create(&a, Some(81), 0, CreateFlags { private: false, empty: true }).unwrap();
     let odd: &'static mut [u8] = Box::leak(vec![0u8; 8192 + 1].into_boxed_slice());
-    assert!(matches!(
-        e.register_memory(&mut odd[1..]),
-        Err(Error::OffsetAlignment | Error::SizeAlignment)
-    ));
+    assert!(matches!(e.register_memory(&mut odd[1..]), Err(Error::OffsetAlignment | Error::SizeAlignment)));
 }
 
 #[test]

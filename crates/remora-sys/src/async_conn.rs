@@ -51,8 +51,7 @@ impl AsyncConn {
     pub async fn send(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
         loop {
             let mut guard = self.fd.writable().await?;
-            match guard.try_io(|inner| crate::seqpacket::send(inner.get_ref().as_fd(), bytes, fds))
-            {
+            match guard.try_io(|inner| crate::seqpacket::send(inner.get_ref().as_fd(), bytes, fds)) {
                 Ok(r) => return r,
                 Err(_would_block) => continue,
             }

@@ -17,9 +17,13 @@
 
 #[cfg(feature = "tokio")]
 pub mod async_conn;
+pub mod dma;
+pub mod intr;
 pub mod mapping;
 pub mod memfd;
+pub mod poller;
 pub mod seqpacket;
+pub mod sync;
 pub mod user_memory;
 
 pub use mapping::{MapOptions, Mapping};

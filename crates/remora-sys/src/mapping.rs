@@ -3,7 +3,7 @@
 use rustix::mm::{MapFlags, ProtFlags};
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 
 /// How to map.
 #[derive(Debug, Clone, Copy, Default)]
@@ -41,33 +41,20 @@ impl Mapping {
     /// # Errors
     /// `EINVAL` for a zero length or a fixed address whose page offset differs from the
     /// offset's; otherwise the errno of `mmap` (`EEXIST` when the fixed range is in use).
-    pub fn new(
-        fd: BorrowedFd<'_>,
-        offset: u64,
-        len: usize,
-        opts: MapOptions,
-    ) -> io::Result<Mapping> {
+    pub fn new(fd: BorrowedFd<'_>, offset: u64, len: usize, opts: MapOptions) -> io::Result<Mapping> {
         if len == 0 {
-            return Err(io::Error::from_raw_os_error(
-                rustix::io::Errno::INVAL.raw_os_error(),
-            ));
+            return Err(io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error()));
         }
         let page = crate::page_size() as u64;
         let delta = (offset % page) as usize;
         let file_off = offset - delta as u64;
         let map_len = crate::page_round_up(len + delta);
-        let prot = if opts.readonly {
-            ProtFlags::READ
-        } else {
-            ProtFlags::READ | ProtFlags::WRITE
-        };
+        let prot = if opts.readonly { ProtFlags::READ } else { ProtFlags::READ | ProtFlags::WRITE };
         let mut flags = MapFlags::SHARED;
         let hint = match opts.fixed_addr {
             Some(addr) => {
                 if addr % page as usize != delta {
-                    return Err(io::Error::from_raw_os_error(
-                        rustix::io::Errno::INVAL.raw_os_error(),
-                    ));
+                    return Err(io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error()));
                 }
                 flags |= MapFlags::FIXED_NOREPLACE;
                 (addr - delta) as *mut std::ffi::c_void
@@ -77,8 +64,7 @@ impl Mapping {
         // SAFETY: with a null hint the kernel picks unused addresses; with a hint we pass
         // MAP_FIXED_NOREPLACE, so no existing mapping of this process is replaced. The fd
         // is borrowed for the duration of the call only; the mapping keeps its own reference.
-        let base =
-            unsafe { rustix::mm::mmap(hint, map_len, prot, flags, fd, file_off)? } as *mut u8;
+        let base = unsafe { rustix::mm::mmap(hint, map_len, prot, flags, fd, file_off)? } as *mut u8;
         if let Some(addr) = opts.fixed_addr {
             // Old kernels ignore FIXED_NOREPLACE and treat it as a hint.
             if base as usize != addr - delta {
@@ -86,20 +72,12 @@ impl Mapping {
                 unsafe {
                     let _ = rustix::mm::munmap(base.cast(), map_len);
                 }
-                return Err(io::Error::from_raw_os_error(
-                    rustix::io::Errno::EXIST.raw_os_error(),
-                ));
+                return Err(io::Error::from_raw_os_error(rustix::io::Errno::EXIST.raw_os_error()));
             }
         }
         // SAFETY: delta < page <= map_len, so the pointer stays inside the mapping.
         let ptr = unsafe { base.add(delta) };
-        Ok(Mapping {
-            base,
-            map_len,
-            ptr,
-            len,
-            readonly: opts.readonly,
-        })
+        Ok(Mapping { base, map_len, ptr, len, readonly: opts.readonly })
     }
 
     /// The address of the first mapped byte (the requested offset).
@@ -132,9 +110,7 @@ impl Mapping {
     fn check(&self, off: usize, len: usize) -> io::Result<()> {
         match off.checked_add(len) {
             Some(end) if end <= self.len => Ok(()),
-            _ => Err(io::Error::from_raw_os_error(
-                rustix::io::Errno::RANGE.raw_os_error(),
-            )),
+            _ => Err(io::Error::from_raw_os_error(rustix::io::Errno::RANGE.raw_os_error())),
         }
     }
 
@@ -145,9 +121,7 @@ impl Mapping {
     pub fn write(&self, off: usize, data: &[u8]) -> io::Result<()> {
         self.check(off, data.len())?;
         if self.readonly {
-            return Err(io::Error::from_raw_os_error(
-                rustix::io::Errno::ACCESS.raw_os_error(),
-            ));
+            return Err(io::Error::from_raw_os_error(rustix::io::Errno::ACCESS.raw_os_error()));
         }
         // SAFETY: the range was checked to be inside the live, writable mapping; `data` is
         // a valid slice that cannot overlap shared memory we hand out only as raw pointers.
@@ -176,6 +150,93 @@ impl Mapping {
         // returned reference (it is tied to &self). AtomicU64 permits shared mutation, which
         // is what shared memory is.
         Some(unsafe { &*(self.ptr.add(off) as *const AtomicU64) })
+    }
+
+    /// An atomic view of the 4 bytes at `off` (4-byte aligned, inside, writable mapping).
+    pub fn atomic_u32(&self, off: usize) -> Option<&AtomicU32> {
+        if self.readonly || !off.is_multiple_of(4) || self.check(off, 4).is_err() {
+            return None;
+        }
+        // SAFETY: aligned, in range, mapping alive for the returned lifetime; AtomicU32
+        // permits shared mutation.
+        Some(unsafe { &*(self.ptr.add(off) as *const AtomicU32) })
+    }
+
+    /// Copy `len` bytes inside the mapping from `src` to `dst` (ranges may overlap).
+    ///
+    /// # Errors
+    /// `ERANGE` when either range leaves the mapping; `EACCES` on a read-only mapping.
+    pub fn copy_within(&self, src: usize, dst: usize, len: usize) -> io::Result<()> {
+        self.check(src, len)?;
+        self.check(dst, len)?;
+        if self.readonly {
+            return Err(io::Error::from_raw_os_error(rustix::io::Errno::ACCESS.raw_os_error()));
+        }
+        // SAFETY: both ranges were checked to lie inside the live writable mapping;
+        // `copy` handles overlap.
+        unsafe { std::ptr::copy(self.ptr.add(src), self.ptr.add(dst), len) };
+        Ok(())
+    }
+
+    /// Copy `len` bytes from `src` (at `src_off`) into this mapping at `dst_off`.
+    ///
+    /// # Errors
+    /// `ERANGE` when either range leaves its mapping; `EACCES` when this one is read-only.
+    pub fn copy_from(&self, dst_off: usize, src: &Mapping, src_off: usize, len: usize) -> io::Result<()> {
+        if std::ptr::eq(self, src) {
+            return self.copy_within(src_off, dst_off, len);
+        }
+        src.check(src_off, len)?;
+        self.check(dst_off, len)?;
+        if self.readonly {
+            return Err(io::Error::from_raw_os_error(rustix::io::Errno::ACCESS.raw_os_error()));
+        }
+        // SAFETY: both ranges were checked against their live mappings. Two mappings of
+        // the same memfd may alias, so use `copy` (memmove), which permits overlap.
+        unsafe { std::ptr::copy(src.ptr.add(src_off), self.ptr.add(dst_off), len) };
+        Ok(())
+    }
+
+    /// Fill `len` bytes at `off` from `file` at `file_off` (`pread`): how the DMA engine
+    /// reads a process's memory through `/proc/PID/mem`.
+    ///
+    /// # Errors
+    /// `ERANGE`/`EACCES` as [`Mapping::write`]; the I/O error of reading, or
+    /// `UnexpectedEof` when the file ended early.
+    pub fn fill_from_file(
+        &self,
+        off: usize,
+        len: usize,
+        file: &std::fs::File,
+        file_off: u64,
+    ) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.check(off, len)?;
+        if self.readonly {
+            return Err(io::Error::from_raw_os_error(rustix::io::Errno::ACCESS.raw_os_error()));
+        }
+        // SAFETY: the range is inside the live writable mapping. It is shared memory that
+        // other processes may also touch; the kernel writes it like any other store.
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(off), len) };
+        file.read_exact_at(dst, file_off)
+    }
+
+    /// Write `len` bytes at `off` into `file` at `file_off` (`pwrite`).
+    ///
+    /// # Errors
+    /// `ERANGE` when the range leaves the mapping; the I/O error of writing.
+    pub fn drain_to_file(
+        &self,
+        off: usize,
+        len: usize,
+        file: &std::fs::File,
+        file_off: u64,
+    ) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.check(off, len)?;
+        // SAFETY: the range is inside the live mapping; we only read it.
+        let src = unsafe { std::slice::from_raw_parts(self.ptr.add(off), len) };
+        file.write_all_at(src, file_off)
     }
 
     /// Load the 8 bytes at `off` with acquire ordering (works on read-only maps too).
@@ -220,16 +281,7 @@ mod tests {
     #[test]
     fn readonly_refuses_writes() {
         let fd = Memfd::create("r", 4096).unwrap();
-        let m = Mapping::new(
-            fd.as_fd(),
-            0,
-            4096,
-            MapOptions {
-                readonly: true,
-                fixed_addr: None,
-            },
-        )
-        .unwrap();
+        let m = Mapping::new(fd.as_fd(), 0, 4096, MapOptions { readonly: true, fixed_addr: None }).unwrap();
         assert!(m.write(0, b"a").is_err());
         assert!(m.atomic_u64(0).is_none());
         assert_eq!(m.load_u64(0), Some(0));
@@ -240,27 +292,11 @@ mod tests {
         let fd = Memfd::create("f", 4096).unwrap();
         let first = Mapping::new(fd.as_fd(), 0, 4096, MapOptions::default()).unwrap();
         let addr = first.as_ptr() as usize;
-        let clash = Mapping::new(
-            fd.as_fd(),
-            0,
-            4096,
-            MapOptions {
-                readonly: false,
-                fixed_addr: Some(addr),
-            },
-        );
+        let clash = Mapping::new(fd.as_fd(), 0, 4096, MapOptions { readonly: false, fixed_addr: Some(addr) });
         assert!(clash.is_err());
         drop(first);
-        let again = Mapping::new(
-            fd.as_fd(),
-            0,
-            4096,
-            MapOptions {
-                readonly: false,
-                fixed_addr: Some(addr),
-            },
-        )
-        .unwrap();
+        let again = Mapping::new(fd.as_fd(), 0, 4096, MapOptions { readonly: false, fixed_addr: Some(addr) })
+            .unwrap();
         assert_eq!(again.as_ptr() as usize, addr);
     }
 }

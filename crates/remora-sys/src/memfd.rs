@@ -36,10 +36,7 @@ impl Memfd {
     /// The errno of `fstat`.
     pub fn from_fd(fd: OwnedFd) -> io::Result<Memfd> {
         let st = rustix::fs::fstat(&fd)?;
-        Ok(Memfd {
-            fd,
-            size: st.st_size as u64,
-        })
+        Ok(Memfd { fd, size: st.st_size as u64 })
     }
 
     /// The size in bytes.
@@ -52,10 +49,7 @@ impl Memfd {
     /// # Errors
     /// The errno of `fcntl(F_DUPFD_CLOEXEC)`.
     pub fn try_clone(&self) -> io::Result<Memfd> {
-        Ok(Memfd {
-            fd: rustix::io::fcntl_dupfd_cloexec(&self.fd, 3)?,
-            size: self.size,
-        })
+        Ok(Memfd { fd: rustix::io::fcntl_dupfd_cloexec(&self.fd, 3)?, size: self.size })
     }
 
     /// Give up the wrapper, keeping the descriptor.

@@ -5,8 +5,8 @@
 //! gone away gives `EPIPE` rather than killing the process with SIGPIPE.
 
 use rustix::net::{
-    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags,
-    SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
 };
 use std::io::{self, IoSlice, IoSliceMut};
 use std::mem::MaybeUninit;
@@ -21,12 +21,7 @@ fn socket(nonblocking: bool) -> io::Result<OwnedFd> {
     if nonblocking {
         flags |= SocketFlags::NONBLOCK;
     }
-    Ok(rustix::net::socket_with(
-        AddressFamily::UNIX,
-        SocketType::SEQPACKET,
-        flags,
-        None,
-    )?)
+    Ok(rustix::net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, flags, None)?)
 }
 
 /// Bind and listen on `path` (non-blocking, close-on-exec).
@@ -46,10 +41,7 @@ pub fn listen(path: &Path) -> io::Result<OwnedFd> {
 /// # Errors
 /// The errno of `accept4` (`EAGAIN` when none is waiting).
 pub fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    Ok(rustix::net::accept_with(
-        listener,
-        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
-    )?)
+    Ok(rustix::net::accept_with(listener, SocketFlags::CLOEXEC | SocketFlags::NONBLOCK)?)
 }
 
 /// Connect to the socket at `path`.
@@ -86,23 +78,17 @@ pub fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
 /// non-blocking socket, `EPIPE` when the peer closed).
 pub fn send(fd: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
     if fds.len() > MAX_FDS {
-        return Err(io::Error::from_raw_os_error(
-            rustix::io::Errno::INVAL.raw_os_error(),
-        ));
+        return Err(io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error()));
     }
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
-        return Err(io::Error::from_raw_os_error(
-            rustix::io::Errno::NOBUFS.raw_os_error(),
-        ));
+        return Err(io::Error::from_raw_os_error(rustix::io::Errno::NOBUFS.raw_os_error()));
     }
     let iov = [IoSlice::new(data)];
     let n = rustix::net::sendmsg(fd, &iov, &mut control, SendFlags::NOSIGNAL)?;
     if n != data.len() {
-        return Err(io::Error::from_raw_os_error(
-            rustix::io::Errno::MSGSIZE.raw_os_error(),
-        ));
+        return Err(io::Error::from_raw_os_error(rustix::io::Errno::MSGSIZE.raw_os_error()));
     }
     Ok(())
 }
@@ -127,9 +113,7 @@ pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedF
         }
     }
     if msg.flags.contains(ReturnFlags::TRUNC) || msg.flags.contains(ReturnFlags::CTRUNC) {
-        return Err(io::Error::from_raw_os_error(
-            rustix::io::Errno::MSGSIZE.raw_os_error(),
-        ));
+        return Err(io::Error::from_raw_os_error(rustix::io::Errno::MSGSIZE.raw_os_error()));
     }
     Ok((msg.bytes, fds))
 }
@@ -150,21 +134,13 @@ pub fn peer_closed(fd: BorrowedFd<'_>) -> bool {
 pub fn readable_now(fd: BorrowedFd<'_>) -> io::Result<bool> {
     use rustix::event::{poll, PollFd, PollFlags};
     let mut fds = [PollFd::new(&fd, PollFlags::IN)];
-    let n = poll(
-        &mut fds,
-        Some(&rustix::time::Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        }),
-    )?;
+    let n = poll(&mut fds, Some(&rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 }))?;
     Ok(n > 0)
 }
 
 /// The process id of the peer, from `SO_PEERCRED`.
 pub fn peer_pid(fd: BorrowedFd<'_>) -> Option<u32> {
-    rustix::net::sockopt::socket_peercred(fd)
-        .ok()
-        .map(|c| c.pid.as_raw_nonzero().get() as u32)
+    rustix::net::sockopt::socket_peercred(fd).ok().map(|c| c.pid.as_raw_nonzero().get() as u32)
 }
 
 /// A connected pair (for tests and for in-process channels).
@@ -172,12 +148,7 @@ pub fn peer_pid(fd: BorrowedFd<'_>) -> Option<u32> {
 /// # Errors
 /// The errno of `socketpair`.
 pub fn pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    Ok(rustix::net::socketpair(
-        AddressFamily::UNIX,
-        SocketType::SEQPACKET,
-        SocketFlags::CLOEXEC,
-        None,
-    )?)
+    Ok(rustix::net::socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?)
 }
 
 #[cfg(test)]
@@ -195,12 +166,7 @@ mod tests {
         let (n, fds) = recv(b.as_fd(), &mut buf).unwrap();
         assert_eq!(&buf[..n], b"hello");
         assert_eq!(fds.len(), 1);
-        assert_eq!(
-            Memfd::from_fd(fds.into_iter().next().unwrap())
-                .unwrap()
-                .size(),
-            4096
-        );
+        assert_eq!(Memfd::from_fd(fds.into_iter().next().unwrap()).unwrap().size(), 4096);
         drop(a);
         assert!(peer_closed(b.as_fd()));
         let (n, _) = recv(b.as_fd(), &mut buf).unwrap();

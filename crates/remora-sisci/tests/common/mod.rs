@@ -13,12 +13,7 @@ pub struct Harness {
 
 impl Harness {
     pub fn new() -> Harness {
-        Harness {
-            dir: tempfile::Builder::new()
-                .prefix("remora-test")
-                .tempdir()
-                .unwrap(),
-        }
+        Harness { dir: tempfile::Builder::new().prefix("remora-test").tempdir().unwrap() }
     }
 
     pub fn config(&self, node: u32) -> Config {
@@ -50,10 +45,6 @@ pub fn daemon_path() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap();
     let p = dir.join("remorad");
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo build --workspace` first",
-        p.display()
-    );
+    assert!(p.exists(), "{} is missing: run `cargo build --workspace` first", p.display());
     p
 }

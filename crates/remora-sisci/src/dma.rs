@@ -1,0 +1,520 @@
+//! DMA queues. The node daemon is the DMA engine: a post writes descriptors into a page
+//! shared with the engine and wakes it; the engine copies between its own mappings of the
+//! segments and reports completion through the same page. No payload passes through this
+//! process.
+//!
+//! The queue follows the guide's state machine: IDLE → POSTED → DONE | ERROR | ABORTED, a
+//! finished queue may be posted again, and any other call order gives
+//! [`Error::IllegalOperation`]. The 1.x calls add GATHER (enqueue, then post).
+
+use crate::events::CallbackAction;
+use crate::segment::{LocalSegment, RemoteSegment};
+use crate::{check_adapter, spin, DepToken, Descriptor, Error, Result, UserRegion};
+use remora_client::events::event_loop;
+use remora_proto::{Reply, Request};
+use remora_sys::dma::*;
+use remora_sys::sync::EventFd;
+use remora_sys::Memfd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The state of a DMA queue (`sci_dma_queue_state_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DmaState {
+    /// Created or reset; nothing posted (`SCI_DMAQUEUE_IDLE`).
+    Idle,
+    /// Descriptors enqueued with the 1.x call, not yet posted (`SCI_DMAQUEUE_GATHER`).
+    Gather,
+    /// The engine works on it (`SCI_DMAQUEUE_POSTED`).
+    Posted,
+    /// Every transfer completed (`SCI_DMAQUEUE_DONE`).
+    Done,
+    /// Stopped on request (`SCI_DMAQUEUE_ABORTED`).
+    Aborted,
+    /// A transfer failed (`SCI_DMAQUEUE_ERROR`).
+    Error,
+}
+
+/// One element of a vector transfer (`dis_dma_vec_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DmaVec {
+    /// Bytes.
+    pub size: usize,
+    /// Offset in the local segment.
+    pub local_offset: usize,
+    /// Offset in the remote segment.
+    pub remote_offset: usize,
+}
+
+/// Flags of a transfer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DmaFlags {
+    /// Copy from the remote segment into the local side (`SCI_FLAG_DMA_READ`).
+    pub read: bool,
+    /// Return only when the transfer has ended (`SCI_FLAG_DMA_WAIT`).
+    pub wait: bool,
+}
+
+/// A completion callback (`sci_cb_dma_t`): runs on the event thread with the outcome.
+pub type DmaCallback = Box<dyn FnMut(&DmaQueue, Result<()>) -> CallbackAction + Send>;
+
+#[derive(Default)]
+struct QState {
+    phase: Option<DmaState>,
+    gathered: Vec<DmaDesc>,
+    gathered_refs: Vec<DepToken>,
+    inflight: Vec<DepToken>,
+    callback: Option<DmaCallback>,
+    with_callback: bool,
+}
+
+struct QInner {
+    desc: Descriptor,
+    handle: u64,
+    page: DmaPage,
+    st: Mutex<QState>,
+    token: Mutex<Option<DepToken>>,
+    removed: AtomicBool,
+    listener: Mutex<Option<u64>>,
+}
+
+impl std::fmt::Debug for QInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DmaQueue").field("handle", &self.handle).finish()
+    }
+}
+
+impl Drop for QInner {
+    fn drop(&mut self) {
+        if let Some(t) = self.listener.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            if let Ok(l) = event_loop() {
+                l.unregister(t);
+            }
+        }
+        if !self.removed.load(Ordering::Acquire) {
+            let _ = self.desc.session().request(Request::RemoveDmaQueue { queue: self.handle }, &[]);
+        }
+    }
+}
+
+/// A DMA queue (`sci_dma_queue_t`).
+#[derive(Debug, Clone)]
+pub struct DmaQueue {
+    inner: Arc<QInner>,
+}
+
+fn page_state(s: u32) -> DmaState {
+    match s {
+        DMA_DONE => DmaState::Done,
+        DMA_ABORTED => DmaState::Aborted,
+        DMA_POSTED => DmaState::Posted,
+        DMA_IDLE => DmaState::Idle,
+        _ => DmaState::Error,
+    }
+}
+
+fn detail(code: u32) -> Error {
+    match code {
+        DMA_ERR_RANGE => Error::OutOfRange,
+        DMA_ERR_NOT_PREPARED => Error::NotPrepared,
+        DMA_ERR_NOT_CONNECTED => Error::NotConnected,
+        DMA_ERR_INVALID => Error::IllegalParameter("malformed DMA descriptors".into()),
+        _ => Error::TransferFailed,
+    }
+}
+
+fn in_range(len: usize, off: usize, size: usize) -> bool {
+    off.checked_add(size).is_some_and(|e| e <= len)
+}
+
+impl DmaQueue {
+    /// `SCICreateDMAQueue` with room for `max_entries` descriptors.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchAdapter`]; [`Error::IllegalParameter`] for 0 or more than 65536 entries.
+    pub fn create(desc: &Descriptor, adapter: u32, max_entries: u32) -> Result<DmaQueue> {
+        check_adapter(adapter)?;
+        if max_entries == 0 || max_entries > MAX_ENTRIES {
+            return Err(Error::IllegalParameter(format!("{max_entries} DMA entries")));
+        }
+        let (reply, fds) = desc.live()?.session.request(Request::CreateDmaQueue { max_entries }, &[])?;
+        let Reply::DmaQueue { queue } = reply else {
+            return Err(Error::System(format!("unexpected reply {reply:?}")));
+        };
+        let mut fds = fds.into_iter();
+        let (Some(page), Some(ev)) = (fds.next(), fds.next()) else {
+            return Err(Error::System("queue reply without its page".into()));
+        };
+        let page = DmaPage::open(&Memfd::from_fd(page)?, EventFd::from_fd(ev), max_entries)?;
+        Ok(DmaQueue {
+            inner: Arc::new(QInner {
+                token: Mutex::new(Some(desc.inner.deps.token())),
+                desc: desc.clone(),
+                handle: queue,
+                page,
+                st: Mutex::new(QState { phase: Some(DmaState::Idle), ..Default::default() }),
+                removed: AtomicBool::new(false),
+                listener: Mutex::new(None),
+            }),
+        })
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, QState>> {
+        if self.inner.removed.load(Ordering::Acquire) {
+            return Err(Error::IllegalParameter("queue removed".into()));
+        }
+        Ok(self.inner.st.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The capacity.
+    pub fn max_entries(&self) -> u32 {
+        self.inner.page.max_entries()
+    }
+
+    /// Bring a posted job's end into the books.
+    fn settle(&self, st: &mut QState) {
+        if st.phase == Some(DmaState::Posted) {
+            let s = self.inner.page.state();
+            if s != DMA_POSTED {
+                st.phase = Some(page_state(s));
+                st.inflight.clear();
+            }
+        }
+    }
+
+    /// The outcome of the last finished job.
+    fn outcome(&self, state: DmaState) -> Result<()> {
+        match state {
+            DmaState::Done => Ok(()),
+            DmaState::Aborted => Err(Error::Cancelled),
+            _ => Err(detail(self.inner.page.error())),
+        }
+    }
+
+    fn check_remote(remote: &RemoteSegment) -> Result<usize> {
+        let link = remote.link()?;
+        if remote.is_lost() {
+            return Err(Error::NotConnected);
+        }
+        Ok(link.size)
+    }
+
+    fn check_local(local: &LocalSegment) -> Result<()> {
+        let inner = local.live()?;
+        if !inner.prepared.load(Ordering::Acquire) {
+            return Err(Error::NotPrepared);
+        }
+        Ok(())
+    }
+
+    fn descs(
+        local: &LocalSegment,
+        remote: &RemoteSegment,
+        vec: &[DmaVec],
+        read: bool,
+    ) -> Result<Vec<DmaDesc>> {
+        Self::check_local(local)?;
+        let rsize = Self::check_remote(remote)?;
+        let lsize = local.size();
+        vec.iter()
+            .map(|v| {
+                if v.size == 0
+                    || !in_range(lsize, v.local_offset, v.size)
+                    || !in_range(rsize, v.remote_offset, v.size)
+                {
+                    return Err(Error::OutOfRange);
+                }
+                Ok(DmaDesc {
+                    local: local.handle(),
+                    remote: remote.handle(),
+                    local_off: v.local_offset as u64,
+                    remote_off: v.remote_offset as u64,
+                    size: v.size as u64,
+                    flags: if read { DMA_F_READ } else { 0 },
+                })
+            })
+            .collect()
+    }
+
+    fn post(
+        &self,
+        mut st: std::sync::MutexGuard<'_, QState>,
+        descs: Vec<DmaDesc>,
+        refs: Vec<DepToken>,
+        callback: Option<DmaCallback>,
+        wait: bool,
+    ) -> Result<()> {
+        if descs.len() > self.max_entries() as usize {
+            return Err(Error::MaxEntries);
+        }
+        if callback.is_some() {
+            self.listen()?;
+        }
+        st.with_callback = callback.is_some();
+        st.callback = callback;
+        self.inner.page.set_armed(st.with_callback);
+        self.inner.page.post(&descs).map_err(|_| Error::IllegalParameter("empty DMA job".into()))?;
+        st.phase = Some(DmaState::Posted);
+        st.inflight = refs;
+        drop(st);
+        if wait {
+            self.wait(None)?;
+        }
+        Ok(())
+    }
+
+    fn ready_to_post(st: &QState) -> Result<()> {
+        match st.phase {
+            Some(DmaState::Idle | DmaState::Done | DmaState::Error | DmaState::Aborted) => Ok(()),
+            _ => Err(Error::IllegalOperation),
+        }
+    }
+
+    /// `SCIStartDmaTransfer`: copy `size` bytes between `local` at `local_offset` and
+    /// `remote` at `remote_offset` (towards the remote side unless `flags.read`).
+    ///
+    /// # Errors
+    /// [`Error::IllegalOperation`] while the queue is posted or gathering;
+    /// [`Error::NotPrepared`], [`Error::NotConnected`], [`Error::OutOfRange`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        &self,
+        local: &LocalSegment,
+        remote: &RemoteSegment,
+        local_offset: usize,
+        size: usize,
+        remote_offset: usize,
+        flags: DmaFlags,
+        callback: Option<DmaCallback>,
+    ) -> Result<()> {
+        let v = [DmaVec { size, local_offset, remote_offset }];
+        self.start_vec(local, remote, &v, flags, callback)
+    }
+
+    /// `SCIStartDmaTransferVec`: several transfers between one local and one remote segment.
+    ///
+    /// # Errors
+    /// As [`DmaQueue::start`]; [`Error::MaxEntries`] for more elements than the queue holds.
+    pub fn start_vec(
+        &self,
+        local: &LocalSegment,
+        remote: &RemoteSegment,
+        vec: &[DmaVec],
+        flags: DmaFlags,
+        callback: Option<DmaCallback>,
+    ) -> Result<()> {
+        let mut st = self.lock()?;
+        self.settle(&mut st);
+        Self::ready_to_post(&st)?;
+        if vec.is_empty() {
+            return Err(Error::IllegalParameter("no transfers".into()));
+        }
+        let descs = Self::descs(local, remote, vec, flags.read)?;
+        let refs = vec![local.inner.deps.token(), remote.inner.deps.token()];
+        self.post(st, descs, refs, callback, flags.wait)
+    }
+
+    /// `SCIStartDmaTransferMem`: copy between this process's memory `mem` and `remote` at
+    /// `remote_offset`; the engine reads (or, with `flags.read`, writes) `mem` directly.
+    ///
+    /// # Errors
+    /// As [`DmaQueue::start`].
+    pub fn start_mem(
+        &self,
+        mem: UserRegion,
+        remote: &RemoteSegment,
+        remote_offset: usize,
+        flags: DmaFlags,
+        callback: Option<DmaCallback>,
+    ) -> Result<()> {
+        let mut st = self.lock()?;
+        self.settle(&mut st);
+        Self::ready_to_post(&st)?;
+        let rsize = Self::check_remote(remote)?;
+        if mem.is_empty() || !in_range(rsize, remote_offset, mem.len()) || mem.addr() == 0 {
+            return Err(Error::OutOfRange);
+        }
+        let d = DmaDesc {
+            local: mem.addr() as u64,
+            remote: remote.handle(),
+            local_off: 0,
+            remote_off: remote_offset as u64,
+            size: mem.len() as u64,
+            flags: DMA_F_USER_MEM | if flags.read { DMA_F_READ } else { 0 },
+        };
+        let refs = vec![remote.inner.deps.token()];
+        self.post(st, vec![d], refs, callback, flags.wait)
+    }
+
+    /// `SCIEnqueueDMATransfer` (API 1.x): add one transfer; the queue gathers until
+    /// [`DmaQueue::post_gathered`]. Returns the state.
+    ///
+    /// # Errors
+    /// [`Error::IllegalOperation`] unless IDLE or GATHER; [`Error::MaxEntries`] when full;
+    /// [`Error::NotPrepared`], [`Error::NotConnected`], [`Error::OutOfRange`].
+    pub fn enqueue(
+        &self,
+        local: &LocalSegment,
+        remote: &RemoteSegment,
+        local_offset: usize,
+        remote_offset: usize,
+        size: usize,
+        read: bool,
+    ) -> Result<DmaState> {
+        let mut st = self.lock()?;
+        if !matches!(st.phase, Some(DmaState::Idle | DmaState::Gather)) {
+            return Err(Error::IllegalOperation);
+        }
+        if st.gathered.len() >= self.max_entries() as usize {
+            return Err(Error::MaxEntries);
+        }
+        let d = Self::descs(local, remote, &[DmaVec { size, local_offset, remote_offset }], read)?;
+        st.gathered.extend(d);
+        st.gathered_refs.push(local.inner.deps.token());
+        st.gathered_refs.push(remote.inner.deps.token());
+        st.phase = Some(DmaState::Gather);
+        Ok(DmaState::Gather)
+    }
+
+    /// `SCIPostDMAQueue` (API 1.x): start the gathered transfers.
+    ///
+    /// # Errors
+    /// [`Error::IllegalOperation`] unless gathering.
+    pub fn post_gathered(&self, callback: Option<DmaCallback>) -> Result<()> {
+        let mut st = self.lock()?;
+        if st.phase != Some(DmaState::Gather) {
+            return Err(Error::IllegalOperation);
+        }
+        let descs = std::mem::take(&mut st.gathered);
+        let refs = std::mem::take(&mut st.gathered_refs);
+        self.post(st, descs, refs, callback, false)
+    }
+
+    /// `SCIResetDMAQueue` (API 1.x): back to IDLE, dropping gathered transfers.
+    ///
+    /// # Errors
+    /// [`Error::IllegalOperation`] while posted.
+    pub fn reset(&self) -> Result<()> {
+        let mut st = self.lock()?;
+        self.settle(&mut st);
+        if st.phase == Some(DmaState::Posted) {
+            return Err(Error::IllegalOperation);
+        }
+        st.gathered.clear();
+        st.gathered_refs.clear();
+        st.phase = Some(DmaState::Idle);
+        self.inner.page.reset();
+        Ok(())
+    }
+
+    /// `SCIDMAQueueState`.
+    pub fn state(&self) -> DmaState {
+        let mut st = self.inner.st.lock().unwrap_or_else(|p| p.into_inner());
+        self.settle(&mut st);
+        st.phase.unwrap_or(DmaState::Idle)
+    }
+
+    /// Why the last job ended in ERROR, if it did.
+    pub fn last_error(&self) -> Option<Error> {
+        (self.state() == DmaState::Error).then(|| detail(self.inner.page.error()))
+    }
+
+    /// `SCIWaitForDMAQueue`: wait for the posted job to end (`None`: forever) and return
+    /// the final state; a finished queue returns its state at once.
+    ///
+    /// # Errors
+    /// [`Error::IllegalOperation`] when idle, gathering, or posted with a callback;
+    /// [`Error::Timeout`].
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<DmaState> {
+        {
+            let mut st = self.lock()?;
+            self.settle(&mut st);
+            match st.phase {
+                Some(DmaState::Posted) if st.with_callback => return Err(Error::IllegalOperation),
+                Some(DmaState::Posted) => {}
+                Some(s @ (DmaState::Done | DmaState::Error | DmaState::Aborted)) => return Ok(s),
+                _ => return Err(Error::IllegalOperation),
+            }
+        }
+        self.inner.page.wait_done(spin(), timeout).ok_or(Error::Timeout)?;
+        Ok(self.state())
+    }
+
+    /// `SCIAbortDMAQueue`: stop the posted job (at the engine's next 4 MiB boundary) and
+    /// wait for it to stop; the state is then ABORTED, or DONE/ERROR if it ended first.
+    ///
+    /// # Errors
+    /// [`Error::IllegalOperation`] when idle or gathering.
+    pub fn abort(&self) -> Result<()> {
+        let mut st = self.lock()?;
+        self.settle(&mut st);
+        match st.phase {
+            Some(DmaState::Posted) => {}
+            Some(DmaState::Done | DmaState::Error | DmaState::Aborted) => return Ok(()),
+            _ => return Err(Error::IllegalOperation),
+        }
+        self.inner.page.request_abort();
+        drop(st);
+        self.inner.page.wait_done(spin(), Some(Duration::from_secs(30))).ok_or(Error::Timeout)?;
+        self.state();
+        Ok(())
+    }
+
+    /// `SCIRemoveDMAQueue`.
+    ///
+    /// # Errors
+    /// [`Error::IllegalOperation`] while posted.
+    pub fn remove(&self) -> Result<()> {
+        let mut st = self.lock()?;
+        self.settle(&mut st);
+        if st.phase == Some(DmaState::Posted) {
+            return Err(Error::IllegalOperation);
+        }
+        self.inner.desc.session().request(Request::RemoveDmaQueue { queue: self.inner.handle }, &[])?;
+        self.inner.removed.store(true, Ordering::Release);
+        st.gathered_refs.clear();
+        if let Some(t) = self.inner.listener.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            if let Ok(l) = event_loop() {
+                l.unregister(t);
+            }
+        }
+        self.inner.token.lock().unwrap_or_else(|p| p.into_inner()).take();
+        Ok(())
+    }
+
+    /// Make the event thread watch the completion eventfd (once per queue).
+    fn listen(&self) -> Result<()> {
+        let mut l = self.inner.listener.lock().unwrap_or_else(|p| p.into_inner());
+        if l.is_some() {
+            return Ok(());
+        }
+        let weak = Arc::downgrade(&self.inner);
+        let drain = self.inner.page.event().try_clone()?;
+        let token = event_loop()?.register(
+            self.inner.page.event().try_clone()?.into_fd(),
+            Box::new(move || {
+                drain.drain();
+                let Some(inner) = weak.upgrade() else { return false };
+                let q = DmaQueue { inner };
+                let (cb, state) = {
+                    let mut st = q.inner.st.lock().unwrap_or_else(|p| p.into_inner());
+                    let was_posted = st.phase == Some(DmaState::Posted);
+                    q.settle(&mut st);
+                    match st.phase {
+                        Some(s @ (DmaState::Done | DmaState::Error | DmaState::Aborted)) if was_posted => {
+                            (st.callback.take(), s)
+                        }
+                        _ => return true,
+                    }
+                };
+                if let Some(mut cb) = cb {
+                    let _ = cb(&q, q.outcome(state));
+                }
+                true
+            }),
+        )?;
+        *l = Some(token);
+        Ok(())
+    }
+}

@@ -1,0 +1,170 @@
+//! Events of segments and the callback rules: a resource either has a callback, which runs
+//! on the runtime's event thread, or its events queue up for the matching wait call.
+
+use crate::{Error, Result};
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// What a callback tells the library (`sci_callback_action_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallbackAction {
+    /// Keep the callback (`SCI_CALLBACK_CONTINUE`).
+    Continue,
+    /// Remove the callback (`SCI_CALLBACK_CANCEL`).
+    Cancel,
+}
+
+/// Why a segment callback runs or a segment wait returns (`sci_segment_cb_reason_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentReason {
+    /// A connection was made (`SCI_CB_CONNECT`).
+    Connect,
+    /// A connection was released or refused (`SCI_CB_DISCONNECT`).
+    Disconnect,
+    /// The route to the other node is down for now (`SCI_CB_NOT_OPERATIONAL`).
+    NotOperational,
+    /// The route works (again) (`SCI_CB_OPERATIONAL`).
+    Operational,
+    /// The other side is gone for good (`SCI_CB_LOST`).
+    Lost,
+}
+
+/// An event of a local segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalEvent {
+    /// What happened.
+    pub reason: SegmentReason,
+    /// The node concerned.
+    pub node: u32,
+    /// The local adapter that saw it.
+    pub adapter: u32,
+}
+
+/// An event of a remote segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteEvent {
+    /// What happened.
+    pub reason: SegmentReason,
+    /// `None`, or why an asynchronous connect failed.
+    pub status: Option<Error>,
+}
+
+/// A callback on handle `H` for events `E`.
+pub type Callback<H, E> = Box<dyn FnMut(&H, E) -> CallbackAction + Send>;
+
+struct State<H, E> {
+    queue: VecDeque<E>,
+    callback: Option<Callback<H, E>>,
+    uses_callback: bool,
+    running: bool,
+    cancelled: bool,
+}
+
+/// The events of one resource.
+pub(crate) struct EventQueue<H, E> {
+    state: Mutex<State<H, E>>,
+    cond: Condvar,
+}
+
+impl<H, E> std::fmt::Debug for EventQueue<H, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventQueue")
+    }
+}
+
+impl<H, E> EventQueue<H, E> {
+    pub(crate) fn new(callback: Option<Callback<H, E>>) -> Self {
+        EventQueue {
+            state: Mutex::new(State {
+                uses_callback: callback.is_some(),
+                queue: VecDeque::new(),
+                callback,
+                running: false,
+                cancelled: false,
+            }),
+            cond: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<H, E>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Deliver `e`: to the callback if there is one (outside the lock, so it may call the
+    /// API), else to the queue for a waiter.
+    pub(crate) fn push(&self, handle: &H, e: E) {
+        let mut g = self.lock();
+        if g.cancelled {
+            return;
+        }
+        if g.uses_callback {
+            let Some(mut cb) = g.callback.take() else {
+                // The callback is running on this thread or was cancelled: queue it for
+                // the running callback's caller to see later, or drop it after cancel.
+                if g.running {
+                    g.queue.push_back(e);
+                }
+                return;
+            };
+            g.running = true;
+            drop(g);
+            let mut next = Some(e);
+            let mut keep = true;
+            while let Some(ev) = next.take() {
+                if cb(handle, ev) == CallbackAction::Cancel {
+                    keep = false;
+                    break;
+                }
+                next = self.lock().queue.pop_front();
+            }
+            let mut g = self.lock();
+            g.running = false;
+            if keep {
+                g.callback = Some(cb);
+            } else {
+                g.queue.clear();
+            }
+            return;
+        }
+        g.queue.push_back(e);
+        self.cond.notify_all();
+    }
+
+    /// Wait for the next event (the `SCIWaitFor…Event` calls).
+    ///
+    /// # Errors
+    /// [`Error::IllegalOperation`] when the resource uses a callback, [`Error::Timeout`],
+    /// [`Error::Cancelled`] when the resource is removed meanwhile.
+    pub(crate) fn wait(&self, timeout: Option<Duration>) -> Result<E> {
+        let start = Instant::now();
+        let mut g = self.lock();
+        if g.uses_callback {
+            return Err(Error::IllegalOperation);
+        }
+        loop {
+            if g.cancelled {
+                return Err(Error::Cancelled);
+            }
+            if let Some(e) = g.queue.pop_front() {
+                return Ok(e);
+            }
+            g = match timeout {
+                None => self.cond.wait(g).unwrap_or_else(|p| p.into_inner()),
+                Some(t) => {
+                    let left =
+                        t.checked_sub(start.elapsed()).filter(|l| !l.is_zero()).ok_or(Error::Timeout)?;
+                    self.cond.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0
+                }
+            };
+        }
+    }
+
+    /// The resource is gone: waiters return [`Error::Cancelled`]; no more callbacks.
+    pub(crate) fn cancel(&self) {
+        let mut g = self.lock();
+        g.cancelled = true;
+        g.callback = None;
+        self.cond.notify_all();
+    }
+}

@@ -1,0 +1,454 @@
+//! Interrupts and data interrupts. A trigger is a store and a wake-up on a page shared with
+//! the waiter (no daemon on the path); waiting spins briefly, then blocks in the kernel.
+
+use crate::events::CallbackAction;
+use crate::{check_adapter, spin, timeout_ms, DepToken, Descriptor, Error, Result};
+use remora_client::events::event_loop;
+use remora_proto::{Reply, Request};
+use remora_sys::intr::{IntrPage, IntrWait, TriggerError};
+use remora_sys::sync::EventFd;
+use remora_sys::Memfd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The largest payload of a data interrupt, in bytes; longer triggers fail with
+/// [`Error::OutOfRange`].
+pub const MAX_DATA_INTERRUPT: usize = remora_sys::intr::MAX_DATA;
+
+/// A plain interrupt's callback (`sci_cb_interrupt_t`).
+pub type InterruptCallback = Box<dyn FnMut(&Interrupt) -> CallbackAction + Send>;
+/// A data interrupt's callback with the payload (`sci_cb_data_interrupt_t`).
+pub type DataCallback = Box<dyn FnMut(&DataInterrupt, &[u8]) -> CallbackAction + Send>;
+
+fn open_page(desc: &Descriptor, req: Request) -> Result<(u64, u32, IntrPage)> {
+    let (reply, fds) = desc.live()?.session.request(req, &[])?;
+    let Reply::Interrupt { intr, intno } = reply else {
+        return Err(Error::System(format!("unexpected reply {reply:?}")));
+    };
+    let mut fds = fds.into_iter();
+    let (Some(page), Some(ev)) = (fds.next(), fds.next()) else {
+        return Err(Error::System("interrupt reply without its page".into()));
+    };
+    let page = IntrPage::open(&Memfd::from_fd(page)?, EventFd::from_fd(ev))?;
+    Ok((intr, intno, page))
+}
+
+fn trigger_error(e: TriggerError) -> Error {
+    match e {
+        TriggerError::Removed => Error::NoSuchIntno,
+        TriggerError::Full => Error::NoSpace,
+        TriggerError::TooLong => Error::OutOfRange,
+    }
+}
+
+/// The parts every interrupt handle has.
+#[derive(Debug)]
+struct Core {
+    desc: Descriptor,
+    handle: u64,
+    intno: u32,
+    page: IntrPage,
+    token: Mutex<Option<DepToken>>,
+    gone: AtomicBool,
+    listener: Mutex<Option<u64>>,
+}
+
+impl Core {
+    fn new(desc: &Descriptor, handle: u64, intno: u32, page: IntrPage) -> Core {
+        Core {
+            token: Mutex::new(Some(desc.inner.deps.token())),
+            desc: desc.clone(),
+            handle,
+            intno,
+            page,
+            gone: AtomicBool::new(false),
+            listener: Mutex::new(None),
+        }
+    }
+
+    fn live(&self) -> Result<&Core> {
+        if self.gone.load(Ordering::Acquire) {
+            return Err(Error::IllegalParameter("interrupt released".into()));
+        }
+        Ok(self)
+    }
+
+    /// Release: tell the daemon (`req`), stop the callback, free the descriptor.
+    fn release(&self, req: Request) -> Result<()> {
+        self.live()?;
+        self.desc.session().request(req, &[])?;
+        self.gone.store(true, Ordering::Release);
+        self.stop_listening();
+        self.token.lock().unwrap_or_else(|p| p.into_inner()).take();
+        Ok(())
+    }
+
+    fn stop_listening(&self) {
+        self.page.set_armed(false);
+        if let Some(t) = self.listener.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            if let Ok(l) = event_loop() {
+                l.unregister(t);
+            }
+        }
+    }
+
+    /// Run `on_ready` on the event thread whenever the page's eventfd fires.
+    fn listen(&self, mut on_ready: impl FnMut() -> bool + Send + 'static) -> Result<()> {
+        let ev = self.page.event().try_clone()?;
+        let drain = self.page.event().try_clone()?;
+        let token = event_loop()?.register(
+            ev.into_fd(),
+            Box::new(move || {
+                drain.drain();
+                on_ready()
+            }),
+        )?;
+        *self.listener.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
+        self.page.set_armed(true);
+        // Look once now: a trigger may have come before the callback was armed.
+        self.page.event().signal();
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct LocalIntr {
+    core: Core,
+    counting: bool,
+    seen: Mutex<u32>,
+    uses_callback: bool,
+}
+
+impl Drop for LocalIntr {
+    fn drop(&mut self) {
+        self.core.stop_listening();
+        if !self.core.gone.load(Ordering::Acquire) {
+            let _ =
+                self.core.desc.session().request(Request::RemoveInterrupt { intr: self.core.handle }, &[]);
+        }
+    }
+}
+
+/// An interrupt of this node that others trigger (`sci_local_interrupt_t`).
+///
+/// A trigger that comes while nobody waits is kept: the next wait returns at once. Without
+/// `counting`, several such triggers count as one; with it (`SCI_FLAG_COUNTING_INT`), each
+/// trigger satisfies one wait.
+#[derive(Debug, Clone)]
+pub struct Interrupt {
+    inner: Arc<LocalIntr>,
+}
+
+impl Interrupt {
+    /// `SCICreateInterrupt`: `intno` `Some` asks for that number (`SCI_FLAG_FIXED_INTNO`).
+    ///
+    /// # Errors
+    /// [`Error::IntnoUsed`], [`Error::NoSuchAdapter`].
+    pub fn create(
+        desc: &Descriptor,
+        adapter: u32,
+        intno: Option<u32>,
+        counting: bool,
+        callback: Option<InterruptCallback>,
+    ) -> Result<Interrupt> {
+        check_adapter(adapter)?;
+        let (handle, intno, page) = open_page(desc, Request::CreateInterrupt { intno, data: false })?;
+        let seen = page.triggers();
+        let intr = Interrupt {
+            inner: Arc::new(LocalIntr {
+                core: Core::new(desc, handle, intno, page),
+                counting,
+                seen: Mutex::new(seen),
+                uses_callback: callback.is_some(),
+            }),
+        };
+        if let Some(mut cb) = callback {
+            let weak = Arc::downgrade(&intr.inner);
+            intr.inner.core.listen(move || {
+                let Some(inner) = weak.upgrade() else { return false };
+                let me = Interrupt { inner };
+                while me.take_trigger() {
+                    if cb(&me) == CallbackAction::Cancel {
+                        me.inner.core.page.set_armed(false);
+                        return false;
+                    }
+                }
+                !me.inner.core.page.is_removed()
+            })?;
+        }
+        Ok(intr)
+    }
+
+    /// Consume one pending trigger, if any.
+    fn take_trigger(&self) -> bool {
+        let now = self.inner.core.page.triggers();
+        let mut seen = self.inner.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if now == *seen || self.inner.core.page.is_removed() {
+            return false;
+        }
+        *seen = if self.inner.counting { seen.wrapping_add(1) } else { now };
+        true
+    }
+
+    /// The interrupt number.
+    pub fn number(&self) -> u32 {
+        self.inner.core.intno
+    }
+
+    /// `SCIWaitForInterrupt` (`None` waits forever).
+    ///
+    /// # Errors
+    /// [`Error::Timeout`]; [`Error::Cancelled`] when the interrupt is removed meanwhile;
+    /// [`Error::IllegalOperation`] when it has a callback.
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<()> {
+        let core = self.inner.core.live()?;
+        if self.inner.uses_callback {
+            return Err(Error::IllegalOperation);
+        }
+        let seen = *self.inner.seen.lock().unwrap_or_else(|p| p.into_inner());
+        match core.page.wait(spin(), timeout, |n| n != seen) {
+            IntrWait::Triggered(_) => {
+                self.take_trigger();
+                Ok(())
+            }
+            IntrWait::TimedOut => Err(Error::Timeout),
+            IntrWait::Removed => Err(Error::Cancelled),
+        }
+    }
+
+    /// `SCIRemoveInterrupt`: blocked waiters return [`Error::Cancelled`]; triggers fail.
+    ///
+    /// # Errors
+    /// [`Error::IllegalParameter`] when already removed.
+    pub fn remove(&self) -> Result<()> {
+        self.inner.core.release(Request::RemoveInterrupt { intr: self.inner.core.handle })
+    }
+}
+
+#[derive(Debug)]
+struct RemoteIntr {
+    core: Core,
+}
+
+impl Drop for RemoteIntr {
+    fn drop(&mut self) {
+        if !self.core.gone.load(Ordering::Acquire) {
+            let _ = self
+                .core
+                .desc
+                .session()
+                .request(Request::DisconnectInterrupt { intr: self.core.handle }, &[]);
+        }
+    }
+}
+
+fn connect(
+    desc: &Descriptor,
+    node: u32,
+    adapter: u32,
+    intno: u32,
+    data: bool,
+    timeout: Option<Duration>,
+) -> Result<Core> {
+    check_adapter(adapter)?;
+    let (handle, intno, page) =
+        open_page(desc, Request::ConnectInterrupt { node, intno, data, timeout_ms: timeout_ms(timeout) })?;
+    Ok(Core::new(desc, handle, intno, page))
+}
+
+/// A connection to an interrupt of some node (`sci_remote_interrupt_t`).
+#[derive(Debug, Clone)]
+pub struct RemoteInterrupt {
+    inner: Arc<RemoteIntr>,
+}
+
+impl RemoteInterrupt {
+    /// `SCIConnectInterrupt`: waits up to `timeout` (`None`: forever) for the interrupt.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchNode`]; [`Error::NoSuchIntno`] when the time ran out.
+    pub fn connect(
+        desc: &Descriptor,
+        node: u32,
+        adapter: u32,
+        intno: u32,
+        timeout: Option<Duration>,
+    ) -> Result<RemoteInterrupt> {
+        Ok(RemoteInterrupt {
+            inner: Arc::new(RemoteIntr { core: connect(desc, node, adapter, intno, false, timeout)? }),
+        })
+    }
+
+    /// `SCITriggerInterrupt`: wakes the waiter directly.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchIntno`] when the interrupt was removed.
+    pub fn trigger(&self) -> Result<()> {
+        self.inner.core.live()?.page.trigger().map_err(trigger_error)
+    }
+
+    /// The interrupt number.
+    pub fn number(&self) -> u32 {
+        self.inner.core.intno
+    }
+
+    /// `SCIDisconnectInterrupt`.
+    ///
+    /// # Errors
+    /// [`Error::IllegalParameter`] when already disconnected.
+    pub fn disconnect(&self) -> Result<()> {
+        self.inner.core.release(Request::DisconnectInterrupt { intr: self.inner.core.handle })
+    }
+}
+
+#[derive(Debug)]
+struct LocalData {
+    core: Core,
+    uses_callback: bool,
+    recv: Mutex<()>,
+}
+
+impl Drop for LocalData {
+    fn drop(&mut self) {
+        self.core.stop_listening();
+        if !self.core.gone.load(Ordering::Acquire) {
+            let _ =
+                self.core.desc.session().request(Request::RemoveInterrupt { intr: self.core.handle }, &[]);
+        }
+    }
+}
+
+/// A data interrupt of this node: each trigger carries up to [`MAX_DATA_INTERRUPT`] bytes,
+/// delivered in order (`sci_local_data_interrupt_t`). Up to 64 can wait unconsumed.
+#[derive(Debug, Clone)]
+pub struct DataInterrupt {
+    inner: Arc<LocalData>,
+}
+
+impl DataInterrupt {
+    /// `SCICreateDataInterrupt`.
+    ///
+    /// # Errors
+    /// [`Error::IntnoUsed`], [`Error::NoSuchAdapter`].
+    pub fn create(
+        desc: &Descriptor,
+        adapter: u32,
+        intno: Option<u32>,
+        callback: Option<DataCallback>,
+    ) -> Result<DataInterrupt> {
+        check_adapter(adapter)?;
+        let (handle, intno, page) = open_page(desc, Request::CreateInterrupt { intno, data: true })?;
+        let intr = DataInterrupt {
+            inner: Arc::new(LocalData {
+                core: Core::new(desc, handle, intno, page),
+                uses_callback: callback.is_some(),
+                recv: Mutex::new(()),
+            }),
+        };
+        if let Some(mut cb) = callback {
+            let weak = Arc::downgrade(&intr.inner);
+            let mut buf = vec![0u8; MAX_DATA_INTERRUPT];
+            intr.inner.core.listen(move || {
+                let Some(inner) = weak.upgrade() else { return false };
+                let me = DataInterrupt { inner };
+                loop {
+                    let got = {
+                        let _g = me.inner.recv.lock().unwrap_or_else(|p| p.into_inner());
+                        me.inner.core.page.recv(&mut buf)
+                    };
+                    let Some(n) = got else { break };
+                    if cb(&me, &buf[..n]) == CallbackAction::Cancel {
+                        me.inner.core.page.set_armed(false);
+                        return false;
+                    }
+                }
+                !me.inner.core.page.is_removed()
+            })?;
+        }
+        Ok(intr)
+    }
+
+    /// The interrupt number.
+    pub fn number(&self) -> u32 {
+        self.inner.core.intno
+    }
+
+    /// `SCIWaitForDataInterrupt`: the next payload into `buf`; returns its length.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`]; [`Error::Cancelled`] when removed meanwhile;
+    /// [`Error::OutOfRange`] when `buf` is shorter than the payload (which stays queued);
+    /// [`Error::IllegalOperation`] when it has a callback.
+    pub fn wait(&self, buf: &mut [u8], timeout: Option<Duration>) -> Result<usize> {
+        let core = self.inner.core.live()?;
+        if self.inner.uses_callback {
+            return Err(Error::IllegalOperation);
+        }
+        let _g = self.inner.recv.lock().unwrap_or_else(|p| p.into_inner());
+        match core.page.wait(spin(), timeout, |_| core.page.has_data()) {
+            IntrWait::Triggered(_) => {}
+            IntrWait::TimedOut => return Err(Error::Timeout),
+            IntrWait::Removed => return Err(Error::Cancelled),
+        }
+        match core.page.peek_len() {
+            Some(n) if n > buf.len() => Err(Error::OutOfRange),
+            Some(_) => core.page.recv(buf).ok_or(Error::Timeout),
+            None => Err(Error::Timeout),
+        }
+    }
+
+    /// `SCIRemoveDataInterrupt`.
+    ///
+    /// # Errors
+    /// [`Error::IllegalParameter`] when already removed.
+    pub fn remove(&self) -> Result<()> {
+        self.inner.core.release(Request::RemoveInterrupt { intr: self.inner.core.handle })
+    }
+}
+
+/// A connection to a data interrupt of some node (`sci_remote_data_interrupt_t`).
+#[derive(Debug, Clone)]
+pub struct RemoteDataInterrupt {
+    inner: Arc<RemoteIntr>,
+}
+
+impl RemoteDataInterrupt {
+    /// `SCIConnectDataInterrupt`.
+    ///
+    /// # Errors
+    /// [`Error::NoSuchNode`]; [`Error::NoSuchIntno`] when the time ran out.
+    pub fn connect(
+        desc: &Descriptor,
+        node: u32,
+        adapter: u32,
+        intno: u32,
+        timeout: Option<Duration>,
+    ) -> Result<RemoteDataInterrupt> {
+        Ok(RemoteDataInterrupt {
+            inner: Arc::new(RemoteIntr { core: connect(desc, node, adapter, intno, true, timeout)? }),
+        })
+    }
+
+    /// `SCITriggerDataInterrupt`: deliver `data` to the owner.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] for more than [`MAX_DATA_INTERRUPT`] bytes; [`Error::NoSpace`]
+    /// when 64 interrupts wait unconsumed; [`Error::NoSuchIntno`] when it was removed.
+    pub fn trigger(&self, data: &[u8]) -> Result<()> {
+        self.inner.core.live()?.page.send(data).map_err(trigger_error)
+    }
+
+    /// The interrupt number.
+    pub fn number(&self) -> u32 {
+        self.inner.core.intno
+    }
+
+    /// `SCIDisconnectDataInterrupt`.
+    ///
+    /// # Errors
+    /// [`Error::IllegalParameter`] when already disconnected.
+    pub fn disconnect(&self) -> Result<()> {
+        self.inner.core.release(Request::DisconnectInterrupt { intr: self.inner.core.handle })
+    }
+}

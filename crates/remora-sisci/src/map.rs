@@ -1,0 +1,353 @@
+//! Maps (plain loads and stores into a segment), sequences, and the PIO copy helpers.
+
+use crate::segment::{LocalSegment, RemoteSegment};
+use crate::{DepToken, Deps, Descriptor, Error, Result};
+use remora_client::Session;
+use remora_proto::{MapTarget, Request};
+use remora_sys::{AsFd, MapOptions, Mapping, Memfd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// Flags of the map calls.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MapFlags {
+    /// Map read-only: a store faults (`SCI_FLAG_READONLY_MAP`).
+    pub readonly: bool,
+}
+
+/// The segment a map came from; held so the segment outlives its maps.
+#[derive(Debug)]
+#[allow(dead_code)]
+pub(crate) enum MapParent {
+    Local(LocalSegment),
+    Remote(RemoteSegment),
+}
+
+#[derive(Debug)]
+struct MapInner {
+    session: Arc<Session>,
+    number: u64,
+    mapping: RwLock<Option<Mapping>>,
+    addr: usize,
+    size: usize,
+    parent: MapParent,
+    deps: Arc<Deps>,
+    token: Mutex<Option<DepToken>>,
+}
+
+impl Drop for MapInner {
+    fn drop(&mut self) {
+        if self.mapping.get_mut().map(|m| m.is_some()).unwrap_or(false) {
+            let _ = self.session.note(Request::UnmapNote { map: self.number });
+        }
+    }
+}
+
+/// A mapped segment (`sci_map_t`): plain loads and stores reach the segment's memory.
+#[derive(Debug, Clone)]
+pub struct Map {
+    inner: Arc<MapInner>,
+}
+
+impl Map {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn create(
+        session: Arc<Session>,
+        desc: &Descriptor,
+        memfd: &Memfd,
+        seg_size: usize,
+        offset: usize,
+        size: usize,
+        addr: Option<usize>,
+        flags: MapFlags,
+        target: MapTarget,
+        parent_deps: &Arc<Deps>,
+        parent: MapParent,
+    ) -> Result<Map> {
+        if size == 0 {
+            return Err(Error::SizeAlignment);
+        }
+        match offset.checked_add(size) {
+            Some(end) if end <= seg_size => {}
+            _ => return Err(Error::OutOfRange),
+        }
+        let page = remora_sys::page_size();
+        if let Some(a) = addr {
+            if a % page != offset % page {
+                return Err(Error::IllegalAddress);
+            }
+        }
+        let opts = MapOptions { readonly: flags.readonly, fixed_addr: addr };
+        let mapping = Mapping::new(memfd.as_fd(), offset as u64, size, opts).map_err(|e| {
+            if e.raw_os_error() == Some(17) || addr.is_some() {
+                Error::IllegalAddress
+            } else {
+                Error::from(e)
+            }
+        })?;
+        let number = desc.inner.next_map.fetch_add(1, Ordering::Relaxed);
+        let _ = session.note(Request::MapNote {
+            map: number,
+            target,
+            offset: offset as u64,
+            size: size as u64,
+            readonly: flags.readonly,
+        });
+        Ok(Map {
+            inner: Arc::new(MapInner {
+                session,
+                number,
+                addr: mapping.as_ptr() as usize,
+                size,
+                mapping: RwLock::new(Some(mapping)),
+                parent,
+                deps: Arc::default(),
+                token: Mutex::new(Some(parent_deps.token())),
+            }),
+        })
+    }
+
+    /// `SCIGetMapPointer`: the address of the first mapped byte.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.inner.addr as *mut u8
+    }
+
+    /// The mapped length.
+    pub fn size(&self) -> usize {
+        self.inner.size
+    }
+
+    /// Whether it is a map of a remote segment (`SCIMapRemoteSegment`).
+    pub fn is_remote(&self) -> bool {
+        matches!(self.inner.parent, MapParent::Remote(_))
+    }
+
+    /// Whether the memory behind the map is on this host (`SCI_Q_MAP_MAPPED_TO_LOCAL_TARGET`):
+    /// always, for segments of nodes of this host.
+    pub fn is_local_target(&self) -> bool {
+        true
+    }
+
+    /// Whether the map's address range contains `addr..addr+len`; the offset if so.
+    pub fn offset_of(&self, addr: usize, len: usize) -> Option<usize> {
+        let off = addr.checked_sub(self.inner.addr)?;
+        (off.checked_add(len)? <= self.inner.size).then_some(off)
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&Mapping) -> std::io::Result<R>) -> Result<R> {
+        let g = self.inner.mapping.read().unwrap_or_else(|p| p.into_inner());
+        let m = g.as_ref().ok_or_else(|| Error::IllegalParameter("map unmapped".into()))?;
+        f(m).map_err(|e| match e.raw_os_error() {
+            Some(13) => Error::IllegalOperation,
+            _ => Error::from(e),
+        })
+    }
+
+    /// Store `data` at `offset` (the PIO path of `SCIMemCpy`).
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`]; [`Error::IllegalOperation`] on a read-only map.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.with(|m| m.write(offset, data))
+    }
+
+    /// Load into `out` from `offset` (`SCIMemCpy` with `SCI_FLAG_BLOCK_READ`).
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`].
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.with(|m| m.read(offset, out))
+    }
+
+    /// An atomic view of the 8 bytes at `offset`, for polling and flags.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] or [`Error::OffsetAlignment`]; [`Error::IllegalOperation`] on
+    /// a read-only map.
+    pub fn with_atomic<R>(
+        &self,
+        offset: usize,
+        f: impl FnOnce(&std::sync::atomic::AtomicU64) -> R,
+    ) -> Result<R> {
+        let g = self.inner.mapping.read().unwrap_or_else(|p| p.into_inner());
+        let m = g.as_ref().ok_or_else(|| Error::IllegalParameter("map unmapped".into()))?;
+        if !offset.is_multiple_of(8) {
+            return Err(Error::OffsetAlignment);
+        }
+        if m.is_readonly() {
+            return Err(Error::IllegalOperation);
+        }
+        m.atomic_u64(offset).map(f).ok_or(Error::OutOfRange)
+    }
+
+    /// `SCIUnmapSegment`.
+    ///
+    /// # Errors
+    /// [`Error::Busy`] while sequences of it exist.
+    pub fn unmap(&self) -> Result<()> {
+        if self.inner.deps.busy() {
+            return Err(Error::Busy);
+        }
+        let mut g = self.inner.mapping.write().unwrap_or_else(|p| p.into_inner());
+        if g.take().is_none() {
+            return Err(Error::IllegalParameter("map unmapped".into()));
+        }
+        let _ = self.inner.session.note(Request::UnmapNote { map: self.inner.number });
+        self.inner.token.lock().unwrap_or_else(|p| p.into_inner()).take();
+        Ok(())
+    }
+
+    /// `SCICreateMapSequence`.
+    ///
+    /// # Errors
+    /// [`Error::IllegalParameter`] on an unmapped map.
+    pub fn create_sequence(&self) -> Result<Sequence> {
+        self.with(|_| Ok(()))?;
+        Ok(Sequence {
+            inner: Arc::new(SeqInner {
+                map: self.clone(),
+                token: Mutex::new(Some(self.inner.deps.token())),
+                removed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    fn link_lost(&self) -> bool {
+        match &self.inner.parent {
+            MapParent::Remote(r) => r.is_lost(),
+            MapParent::Local(_) => false,
+        }
+    }
+}
+
+/// The status of a sequence (`sci_sequence_status_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SequenceStatus {
+    /// No error since the last check (`SCI_SEQ_OK`).
+    Ok,
+    /// A transient error: retry the transfer (`SCI_SEQ_RETRIABLE`).
+    Retriable,
+    /// A fatal error: start the sequence again before retrying (`SCI_SEQ_NOT_RETRIABLE`).
+    NotRetriable,
+    /// An error whose kind is not known yet: start again (`SCI_SEQ_PENDING`).
+    Pending,
+}
+
+#[derive(Debug)]
+struct SeqInner {
+    map: Map,
+    token: Mutex<Option<DepToken>>,
+    removed: AtomicBool,
+}
+
+/// An error-checked sequence of accesses to a map (`sci_sequence_t`).
+///
+/// On one host the only errors are lost connections (the exporting process or node went
+/// away, or the exporter forced a disconnect): they make every later start and check
+/// report [`SequenceStatus::NotRetriable`]. Link errors between hosts are reported here too.
+#[derive(Debug, Clone)]
+pub struct Sequence {
+    inner: Arc<SeqInner>,
+}
+
+impl Sequence {
+    fn live(&self) -> Result<&SeqInner> {
+        if self.inner.removed.load(Ordering::Acquire) {
+            return Err(Error::IllegalParameter("sequence removed".into()));
+        }
+        Ok(&self.inner)
+    }
+
+    /// The map this sequence checks.
+    pub fn map(&self) -> &Map {
+        &self.inner.map
+    }
+
+    /// `SCIStartSequence`: `Ok` when no error is pending on the map's link.
+    ///
+    /// # Errors
+    /// [`Error::IllegalParameter`] for a removed sequence.
+    pub fn start(&self) -> Result<SequenceStatus> {
+        let inner = self.live()?;
+        std::sync::atomic::fence(Ordering::SeqCst);
+        Ok(if inner.map.link_lost() { SequenceStatus::NotRetriable } else { SequenceStatus::Ok })
+    }
+
+    /// `SCICheckSequence`: flush (unless `no_flush`), wait for stores to complete (unless
+    /// `no_store_barrier`), and report whether an error happened since the last start/check.
+    ///
+    /// # Errors
+    /// [`Error::IllegalParameter`] for a removed sequence.
+    pub fn check(&self, no_flush: bool, no_store_barrier: bool) -> Result<SequenceStatus> {
+        let inner = self.live()?;
+        if !no_flush || !no_store_barrier {
+            std::sync::atomic::fence(Ordering::SeqCst);
+        }
+        Ok(if inner.map.link_lost() { SequenceStatus::NotRetriable } else { SequenceStatus::Ok })
+    }
+
+    /// `SCIStoreBarrier`: every store made before it has reached the segment's memory.
+    pub fn store_barrier(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    /// `SCIRemoveSequence`.
+    ///
+    /// # Errors
+    /// [`Error::IllegalParameter`] when already removed.
+    pub fn remove(&self) -> Result<()> {
+        let inner = self.live()?;
+        inner.removed.store(true, Ordering::Release);
+        inner.token.lock().unwrap_or_else(|p| p.into_inner()).take();
+        Ok(())
+    }
+}
+
+/// `SCIFlush`: drain this CPU's store buffers (a full memory fence).
+pub fn flush() {
+    std::sync::atomic::fence(Ordering::SeqCst);
+}
+
+/// `SCIMemCpy`: store `data` into `map` at `offset`; then, when a sequence is given and
+/// `error_check` is set (`SCI_FLAG_ERROR_CHECK`), check it.
+///
+/// # Errors
+/// [`Error::OutOfRange`]; [`Error::IllegalOperation`] writing a read-only map;
+/// [`Error::TransferFailed`] when the checked sequence reports an error.
+pub fn mem_copy(
+    seq: Option<&Sequence>,
+    data: &[u8],
+    map: &Map,
+    offset: usize,
+    error_check: bool,
+) -> Result<()> {
+    map.write(offset, data)?;
+    std::sync::atomic::fence(Ordering::Release);
+    checked(seq, error_check)
+}
+
+/// `SCIMemCpy` with `SCI_FLAG_BLOCK_READ`: load from `map` at `offset` into `out`; then
+/// check the sequence as [`mem_copy`] does.
+///
+/// # Errors
+/// [`Error::OutOfRange`]; [`Error::TransferFailed`] when the checked sequence reports an
+/// error.
+pub fn mem_read(
+    seq: Option<&Sequence>,
+    out: &mut [u8],
+    map: &Map,
+    offset: usize,
+    error_check: bool,
+) -> Result<()> {
+    map.read(offset, out)?;
+    checked(seq, error_check)
+}
+
+fn checked(seq: Option<&Sequence>, error_check: bool) -> Result<()> {
+    if let (Some(s), true) = (seq, error_check) {
+        if s.check(false, false)? != SequenceStatus::Ok {
+            return Err(Error::TransferFailed);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,308 @@
+//! The shared page of an interrupt: how a trigger reaches a waiter with no daemon on the path.
+//!
+//! The daemon creates one small memfd per interrupt and hands it, with an eventfd, to the
+//! creating process and to every process that connects. Layout (all fields little-endian
+//! atomics, offsets fixed):
+//!
+//! ```text
+//!  0  triggers  u32  bumped by every trigger; the futex word waiters sleep on
+//!  4  waiters   u32  threads blocked in the kernel (a trigger wakes them only if > 0)
+//!  8  removed   u32  set when the interrupt is removed: waiters wake, triggers fail
+//! 12  armed     u32  a callback listens on the eventfd (a trigger signals it if set)
+//! 16  tail      u64  data interrupts: next ticket a producer claims
+//! 24  head      u64  data interrupts: next ticket the owner consumes
+//! 64  slots     DATA_SLOTS × SLOT_SIZE: seq u64, len u32, pad u32, data [MAX_DATA]
+//! ```
+//!
+//! Data interrupts use a bounded multi-producer queue (Vyukov's sequence-numbered slots):
+//! a producer claims a ticket with a compare-and-swap on `tail`, copies its payload into
+//! the ticket's slot and publishes it by storing `seq = ticket + 1`; the owner consumes in
+//! ticket order. Nothing read from the page is trusted for memory safety: lengths are
+//! clamped to [`MAX_DATA`], slot indices are taken modulo [`DATA_SLOTS`].
+
+use crate::sync::{futex_wake_all, spin_then_block, EventFd, WaitOutcome};
+use crate::{Mapping, Memfd};
+use std::io;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The largest payload of one data interrupt, in bytes.
+pub const MAX_DATA: usize = 1024;
+/// Data interrupts that can wait unconsumed before a trigger reports the queue full.
+pub const DATA_SLOTS: usize = 64;
+const HEADER: usize = 64;
+const SLOT_SIZE: usize = 16 + MAX_DATA;
+/// The size of an interrupt page.
+pub const PAGE_BYTES: usize = HEADER + DATA_SLOTS * SLOT_SIZE;
+
+const TRIGGERS: usize = 0;
+const WAITERS: usize = 4;
+const REMOVED: usize = 8;
+const ARMED: usize = 12;
+const TAIL: usize = 16;
+const HEAD: usize = 24;
+
+/// Why a trigger failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TriggerError {
+    /// The interrupt was removed.
+    Removed,
+    /// All data slots hold unconsumed interrupts.
+    Full,
+    /// The payload exceeds [`MAX_DATA`].
+    TooLong,
+}
+
+/// How a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntrWait {
+    /// Triggered; the new trigger count.
+    Triggered(u32),
+    /// The time ran out.
+    TimedOut,
+    /// The interrupt was removed.
+    Removed,
+}
+
+/// A mapped interrupt page plus its eventfd.
+#[derive(Debug)]
+pub struct IntrPage {
+    map: Mapping,
+    event: EventFd,
+}
+
+impl IntrPage {
+    /// Create the memfd of a new interrupt page, initialised (daemon side).
+    ///
+    /// # Errors
+    /// The errno of creating or mapping the memfd.
+    pub fn create(name: &str) -> io::Result<Memfd> {
+        let fd = Memfd::create(name, PAGE_BYTES as u64)?;
+        let map = Mapping::new(fd.as_fd(), 0, PAGE_BYTES, Default::default())?;
+        for i in 0..DATA_SLOTS {
+            map.atomic_u64(HEADER + i * SLOT_SIZE).expect("slot in page").store(i as u64, Ordering::Release);
+        }
+        Ok(fd)
+    }
+
+    /// Map a received interrupt page.
+    ///
+    /// # Errors
+    /// `EINVAL` when the memfd is too small; the errno of `mmap`.
+    pub fn open(memfd: &Memfd, event: EventFd) -> io::Result<IntrPage> {
+        if memfd.size() < PAGE_BYTES as u64 {
+            return Err(io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error()));
+        }
+        Ok(IntrPage { map: Mapping::new(memfd.as_fd(), 0, PAGE_BYTES, Default::default())?, event })
+    }
+
+    fn u32(&self, off: usize) -> &AtomicU32 {
+        self.map.atomic_u32(off).expect("fixed offset inside the page")
+    }
+
+    fn u64(&self, off: usize) -> &AtomicU64 {
+        self.map.atomic_u64(off).expect("fixed offset inside the page")
+    }
+
+    /// The eventfd a callback thread polls.
+    pub fn event(&self) -> &EventFd {
+        &self.event
+    }
+
+    /// The number of triggers so far (wrapping).
+    pub fn triggers(&self) -> u32 {
+        self.u32(TRIGGERS).load(Ordering::SeqCst)
+    }
+
+    /// Whether the interrupt was removed.
+    pub fn is_removed(&self) -> bool {
+        self.u32(REMOVED).load(Ordering::SeqCst) != 0
+    }
+
+    /// Ask triggers to signal the eventfd (a callback is listening) or stop doing so.
+    pub fn set_armed(&self, on: bool) {
+        self.u32(ARMED).store(on as u32, Ordering::SeqCst);
+    }
+
+    fn ring(&self) {
+        let t = self.u32(TRIGGERS);
+        t.fetch_add(1, Ordering::SeqCst);
+        if self.u32(WAITERS).load(Ordering::SeqCst) > 0 {
+            futex_wake_all(t);
+        }
+        if self.u32(ARMED).load(Ordering::SeqCst) != 0 {
+            self.event.signal();
+        }
+    }
+
+    /// Trigger a plain interrupt.
+    ///
+    /// # Errors
+    /// [`TriggerError::Removed`].
+    pub fn trigger(&self) -> Result<(), TriggerError> {
+        if self.is_removed() {
+            return Err(TriggerError::Removed);
+        }
+        self.ring();
+        Ok(())
+    }
+
+    /// Trigger a data interrupt carrying `data`.
+    ///
+    /// # Errors
+    /// [`TriggerError::TooLong`], [`TriggerError::Full`], [`TriggerError::Removed`].
+    pub fn send(&self, data: &[u8]) -> Result<(), TriggerError> {
+        if data.len() > MAX_DATA {
+            return Err(TriggerError::TooLong);
+        }
+        if self.is_removed() {
+            return Err(TriggerError::Removed);
+        }
+        let tail = self.u64(TAIL);
+        let mut pos = tail.load(Ordering::Relaxed);
+        let slot = loop {
+            let slot = HEADER + (pos as usize % DATA_SLOTS) * SLOT_SIZE;
+            let seq = self.u64(slot).load(Ordering::Acquire);
+            let dif = seq.wrapping_sub(pos) as i64;
+            if dif == 0 {
+                match tail.compare_exchange_weak(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(_) => break slot,
+                    Err(now) => pos = now,
+                }
+            } else if dif < 0 {
+                return Err(TriggerError::Full);
+            } else {
+                pos = tail.load(Ordering::Relaxed);
+            }
+        };
+        self.map.write(slot + 16, data).expect("payload fits its slot");
+        self.u32(slot + 8).store(data.len() as u32, Ordering::Relaxed);
+        self.u64(slot).store(pos + 1, Ordering::Release);
+        self.ring();
+        Ok(())
+    }
+
+    /// Take the oldest data interrupt into `buf`; returns its full length (which may
+    /// exceed `buf`, in which case the payload is truncated). `None` when none waits.
+    /// Only one thread of the owning process may call this at a time.
+    pub fn recv(&self, buf: &mut [u8]) -> Option<usize> {
+        let head = self.u64(HEAD);
+        let pos = head.load(Ordering::Relaxed);
+        let slot = HEADER + (pos as usize % DATA_SLOTS) * SLOT_SIZE;
+        let seq = self.u64(slot).load(Ordering::Acquire);
+        if seq != pos.wrapping_add(1) {
+            return None;
+        }
+        let len = (self.u32(slot + 8).load(Ordering::Relaxed) as usize).min(MAX_DATA);
+        let n = len.min(buf.len());
+        self.map.read(slot + 16, &mut buf[..n]).expect("payload inside its slot");
+        self.u64(slot).store(pos.wrapping_add(DATA_SLOTS as u64), Ordering::Release);
+        head.store(pos.wrapping_add(1), Ordering::Relaxed);
+        Some(len)
+    }
+
+    /// The length of the oldest unconsumed data interrupt, if any.
+    pub fn peek_len(&self) -> Option<usize> {
+        let pos = self.u64(HEAD).load(Ordering::Relaxed);
+        let slot = HEADER + (pos as usize % DATA_SLOTS) * SLOT_SIZE;
+        if self.u64(slot).load(Ordering::Acquire) != pos.wrapping_add(1) {
+            return None;
+        }
+        Some((self.u32(slot + 8).load(Ordering::Relaxed) as usize).min(MAX_DATA))
+    }
+
+    /// Whether a data interrupt waits to be consumed.
+    pub fn has_data(&self) -> bool {
+        let pos = self.u64(HEAD).load(Ordering::Relaxed);
+        let slot = HEADER + (pos as usize % DATA_SLOTS) * SLOT_SIZE;
+        self.u64(slot).load(Ordering::Acquire) == pos.wrapping_add(1)
+    }
+
+    /// Wait until `ready(triggers)` holds, spinning for `spin` first; `None` waits forever.
+    pub fn wait(
+        &self,
+        spin: Duration,
+        timeout: Option<Duration>,
+        mut ready: impl FnMut(u32) -> bool,
+    ) -> IntrWait {
+        let t = self.u32(TRIGGERS);
+        let out = spin_then_block(t, self.u32(WAITERS), spin, timeout, || {
+            self.is_removed() || ready(t.load(Ordering::SeqCst))
+        });
+        if self.is_removed() {
+            return IntrWait::Removed;
+        }
+        match out {
+            WaitOutcome::Ready => IntrWait::Triggered(t.load(Ordering::SeqCst)),
+            WaitOutcome::TimedOut => IntrWait::TimedOut,
+        }
+    }
+
+    /// Mark the interrupt removed and wake everyone waiting on it.
+    pub fn remove(&self) {
+        self.u32(REMOVED).store(1, Ordering::SeqCst);
+        let t = self.u32(TRIGGERS);
+        t.fetch_add(1, Ordering::SeqCst);
+        futex_wake_all(t);
+        self.event.signal();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (IntrPage, IntrPage) {
+        let fd = IntrPage::create("t").unwrap();
+        let ev = EventFd::new().unwrap();
+        let a = IntrPage::open(&fd, ev.try_clone().unwrap()).unwrap();
+        let b = IntrPage::open(&fd.try_clone().unwrap(), ev).unwrap();
+        (a, b)
+    }
+
+    #[test]
+    fn plain_trigger_wakes_a_blocked_waiter() {
+        let (owner, remote) = pair();
+        let seen = owner.triggers();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            remote.trigger().unwrap();
+            remote
+        });
+        assert!(matches!(
+            owner.wait(Duration::ZERO, Some(Duration::from_secs(5)), |n| n != seen),
+            IntrWait::Triggered(_)
+        ));
+        let remote = t.join().unwrap();
+        assert_eq!(
+            owner.wait(Duration::ZERO, Some(Duration::from_millis(10)), |n| n != seen + 1),
+            IntrWait::TimedOut
+        );
+        owner.remove();
+        assert_eq!(remote.trigger(), Err(TriggerError::Removed));
+        assert_eq!(owner.wait(Duration::ZERO, None, |_| false), IntrWait::Removed);
+    }
+
+    #[test]
+    fn data_queue_keeps_order_and_bounds() {
+        let (owner, remote) = pair();
+        owner.set_armed(true);
+        for i in 0..DATA_SLOTS {
+            remote.send(&[i as u8; 10]).unwrap();
+        }
+        assert_eq!(remote.send(b"x"), Err(TriggerError::Full));
+        assert_eq!(remote.send(&[0; MAX_DATA + 1]), Err(TriggerError::TooLong));
+        assert!(owner.event().drain() > 0);
+        let mut buf = [0u8; 4];
+        for i in 0..DATA_SLOTS {
+            assert_eq!(owner.recv(&mut buf), Some(10));
+            assert_eq!(buf[0], i as u8);
+        }
+        assert_eq!(owner.recv(&mut buf), None);
+        remote.send(b"again").unwrap();
+        let mut big = [0u8; 16];
+        assert_eq!(owner.recv(&mut big), Some(5));
+        assert_eq!(&big[..5], b"again");
+    }
+}

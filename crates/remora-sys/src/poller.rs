@@ -1,0 +1,81 @@
+//! A small epoll wrapper for the client runtime's one event thread.
+
+use rustix::event::epoll;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+/// An epoll instance (close-on-exec), level-triggered for readability.
+#[derive(Debug)]
+pub struct Poller {
+    ep: OwnedFd,
+}
+
+impl Poller {
+    /// A new poller.
+    ///
+    /// # Errors
+    /// The errno of `epoll_create1`.
+    pub fn new() -> io::Result<Poller> {
+        Ok(Poller { ep: epoll::create(epoll::CreateFlags::CLOEXEC)? })
+    }
+
+    /// Watch `fd` for readability (and hang-up), reporting `token`.
+    ///
+    /// # Errors
+    /// The errno of `epoll_ctl`.
+    pub fn add(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()> {
+        Ok(epoll::add(
+            &self.ep,
+            fd,
+            epoll::EventData::new_u64(token),
+            epoll::EventFlags::IN | epoll::EventFlags::RDHUP,
+        )?)
+    }
+
+    /// Stop watching `fd`.
+    ///
+    /// # Errors
+    /// The errno of `epoll_ctl`.
+    pub fn delete(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        Ok(epoll::delete(&self.ep, fd)?)
+    }
+
+    /// Wait up to `timeout` (`None`: forever) and return the tokens of ready descriptors.
+    ///
+    /// # Errors
+    /// The errno of `epoll_wait` (`EINTR` is reported as no events).
+    pub fn wait(&self, timeout: Option<Duration>) -> io::Result<Vec<u64>> {
+        let mut events = Vec::with_capacity(32);
+        let ts = timeout
+            .map(|t| rustix::time::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as _ });
+        match epoll::wait(&self.ep, rustix::buffer::spare_capacity(&mut events), ts.as_ref()) {
+            Ok(_) => Ok(events.iter().map(|e| e.data.u64()).collect()),
+            Err(rustix::io::Errno::INTR) => Ok(Vec::new()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+impl AsFd for Poller {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.ep.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sync::EventFd;
+
+    #[test]
+    fn reports_ready_tokens() {
+        let p = Poller::new().unwrap();
+        let e = EventFd::new().unwrap();
+        p.add(e.as_fd(), 7).unwrap();
+        assert!(p.wait(Some(Duration::from_millis(1))).unwrap().is_empty());
+        e.signal();
+        assert_eq!(p.wait(Some(Duration::from_millis(100))).unwrap(), vec![7]);
+        p.delete(e.as_fd()).unwrap();
+    }
+}

@@ -1,0 +1,170 @@
+//! Cross-process wake-ups: eventfds, shared futexes, and spin-then-block waiting.
+//!
+//! Every wait here spins for a short, bounded time and then blocks in the kernel, so two
+//! waiting threads on a two-core machine never burn both cores for long.
+
+use rustix::event::EventfdFlags;
+use rustix::thread::futex;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a waiter spins before it blocks, unless told otherwise.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(50);
+
+/// An eventfd: a counter another process can bump to wake a poller.
+#[derive(Debug)]
+pub struct EventFd {
+    fd: OwnedFd,
+}
+
+impl EventFd {
+    /// A new non-blocking, close-on-exec eventfd at zero.
+    ///
+    /// # Errors
+    /// The errno of `eventfd2`.
+    pub fn new() -> io::Result<EventFd> {
+        Ok(EventFd { fd: rustix::event::eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)? })
+    }
+
+    /// Adopt a received eventfd.
+    pub fn from_fd(fd: OwnedFd) -> EventFd {
+        EventFd { fd }
+    }
+
+    /// Add one to the counter (wakes pollers). Errors are ignored: a full counter
+    /// (`EAGAIN`) already means "readable".
+    pub fn signal(&self) {
+        let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
+    }
+
+    /// Read and reset the counter; 0 when it was zero.
+    pub fn drain(&self) -> u64 {
+        let mut b = [0u8; 8];
+        match rustix::io::read(&self.fd, &mut b) {
+            Ok(8) => u64::from_ne_bytes(b),
+            _ => 0,
+        }
+    }
+
+    /// Duplicate the descriptor.
+    ///
+    /// # Errors
+    /// The errno of `fcntl(F_DUPFD_CLOEXEC)`.
+    pub fn try_clone(&self) -> io::Result<EventFd> {
+        Ok(EventFd { fd: rustix::io::fcntl_dupfd_cloexec(&self.fd, 3)? })
+    }
+
+    /// Give up the wrapper.
+    pub fn into_fd(self) -> OwnedFd {
+        self.fd
+    }
+}
+
+impl AsFd for EventFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// Block while `word` holds `expected`, at most `timeout` (shared futex: works across
+/// processes on `MAP_SHARED` memory). Returns early on any wake or change.
+pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+    let ts = timeout.map(|t| rustix::time::Timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as i64,
+        tv_nsec: t.subsec_nanos() as _,
+    });
+    let _ = futex::wait(word, futex::Flags::empty(), expected, ts.as_ref());
+}
+
+/// Wake every thread blocked on `word`, in any process.
+pub fn futex_wake_all(word: &AtomicU32) {
+    let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
+}
+
+/// How a spin-then-block wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitOutcome {
+    /// The condition became true.
+    Ready,
+    /// The time ran out.
+    TimedOut,
+}
+
+/// Wait until `ready()` holds: spin for `spin`, then block on `word` (re-checking after
+/// every wake). `waiters` is raised while blocked so that wakers know to call
+/// [`futex_wake_all`]. `timeout` `None` waits forever.
+pub fn spin_then_block(
+    word: &AtomicU32,
+    waiters: &AtomicU32,
+    spin: Duration,
+    timeout: Option<Duration>,
+    mut ready: impl FnMut() -> bool,
+) -> WaitOutcome {
+    let start = Instant::now();
+    let mut n = 0u32;
+    loop {
+        if ready() {
+            return WaitOutcome::Ready;
+        }
+        n = n.wrapping_add(1);
+        if n % 64 == 0 && start.elapsed() >= spin {
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    waiters.fetch_add(1, Ordering::SeqCst);
+    let out = loop {
+        let seen = word.load(Ordering::SeqCst);
+        if ready() {
+            break WaitOutcome::Ready;
+        }
+        let left = match timeout {
+            Some(t) => match t.checked_sub(start.elapsed()) {
+                Some(l) if !l.is_zero() => Some(l),
+                _ => break WaitOutcome::TimedOut,
+            },
+            None => None,
+        };
+        // Wake at least every 100 ms to re-check, so a lost wake-up costs little.
+        let slice = left.map(|l| l.min(Duration::from_millis(100))).or(Some(Duration::from_millis(100)));
+        futex_wait(word, seen, slice);
+    };
+    waiters.fetch_sub(1, Ordering::SeqCst);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn eventfd_counts() {
+        let e = EventFd::new().unwrap();
+        assert_eq!(e.drain(), 0);
+        e.signal();
+        e.signal();
+        assert_eq!(e.try_clone().unwrap().drain(), 2);
+    }
+
+    #[test]
+    fn spin_then_block_wakes_and_times_out() {
+        let w = Arc::new((AtomicU32::new(0), AtomicU32::new(0)));
+        let w2 = w.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            w2.0.fetch_add(1, Ordering::SeqCst);
+            futex_wake_all(&w2.0);
+        });
+        let r = spin_then_block(&w.0, &w.1, Duration::from_micros(10), Some(Duration::from_secs(5)), || {
+            w.0.load(Ordering::SeqCst) == 1
+        });
+        assert_eq!(r, WaitOutcome::Ready);
+        t.join().unwrap();
+        let r = spin_then_block(&w.0, &w.1, Duration::ZERO, Some(Duration::from_millis(20)), || false);
+        assert_eq!(r, WaitOutcome::TimedOut);
+        assert_eq!(w.1.load(Ordering::SeqCst), 0);
+    }
+}
