@@ -13,21 +13,32 @@ use crate::Node;
 use remora_sys::dma::*;
 use remora_sys::sync::DEFAULT_SPIN;
 use remora_sys::Mapping;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const CHUNK: usize = 4 << 20;
 
 /// Start the worker of a queue owned by `session` (process `pid`).
 pub fn spawn(node: Arc<Node>, session: u64, pid: u32, page: Arc<DmaPage>) {
+    let epoch = node.lock().epoch.clone();
     let r = std::thread::Builder::new().name("remora-dma".into()).spawn(move || {
+        let mut cache = Cache { epoch: u64::MAX, maps: HashMap::new() };
         while page.wait_posted(DEFAULT_SPIN) {
-            let (state, err) = run_job(&node, session, pid, &page);
+            let (state, err) = run_job(&node, session, pid, &page, &epoch, &mut cache);
             page.complete(state, err);
         }
     });
     if let Err(e) = r {
         tracing::error!("cannot start a DMA worker: {e}");
     }
+}
+
+/// What a worker resolved, valid while the registry's epoch stays the same: repeated
+/// transfers between the same segments then skip the registry entirely.
+struct Cache {
+    epoch: u64,
+    maps: HashMap<(u64, bool), Arc<Mapping>>,
 }
 
 enum Local {
@@ -48,12 +59,36 @@ fn in_range(map_len: usize, off: u64, size: u64) -> bool {
     off.checked_add(size).is_some_and(|end| end <= map_len as u64)
 }
 
-fn plan(node: &Node, session: u64, descs: &[DmaDesc]) -> Result<Vec<Step>, u32> {
-    let mut reg = node.lock();
+fn plan(
+    node: &Node,
+    session: u64,
+    descs: &[DmaDesc],
+    epoch: &AtomicU64,
+    cache: &mut Cache,
+) -> Result<Vec<Step>, u32> {
+    let now = epoch.load(Ordering::SeqCst);
+    if now != cache.epoch {
+        cache.maps.clear();
+        cache.epoch = now;
+    }
+    let cached = descs.iter().all(|d| {
+        cache.maps.contains_key(&(d.remote, true))
+            && (d.flags & DMA_F_USER_MEM != 0 || cache.maps.contains_key(&(d.local, false)))
+    });
+    let mut reg = if cached { None } else { Some(node.lock()) };
+    let mut resolve = |h: u64, remote: bool| -> Result<Arc<Mapping>, u32> {
+        if let Some(m) = cache.maps.get(&(h, remote)) {
+            return Ok(m.clone());
+        }
+        let reg = reg.as_mut().expect("locked when anything is missing");
+        let m = if remote { reg.dma_remote(session, h)? } else { reg.dma_local(session, h)? };
+        cache.maps.insert((h, remote), m.clone());
+        Ok(m)
+    };
     descs
         .iter()
         .map(|d| {
-            let remote = reg.dma_remote(session, d.remote)?;
+            let remote = resolve(d.remote, true)?;
             if !in_range(remote.len(), d.remote_off, d.size) {
                 return Err(DMA_ERR_RANGE);
             }
@@ -61,7 +96,7 @@ fn plan(node: &Node, session: u64, descs: &[DmaDesc]) -> Result<Vec<Step>, u32> 
                 d.local.checked_add(d.size).ok_or(DMA_ERR_RANGE)?;
                 Local::User(d.local)
             } else {
-                let m = reg.dma_local(session, d.local)?;
+                let m = resolve(d.local, false)?;
                 if !in_range(m.len(), d.local_off, d.size) {
                     return Err(DMA_ERR_RANGE);
                 }
@@ -79,9 +114,16 @@ fn plan(node: &Node, session: u64, descs: &[DmaDesc]) -> Result<Vec<Step>, u32> 
         .collect()
 }
 
-fn run_job(node: &Node, session: u64, pid: u32, page: &DmaPage) -> (u32, u32) {
+fn run_job(
+    node: &Node,
+    session: u64,
+    pid: u32,
+    page: &DmaPage,
+    epoch: &AtomicU64,
+    cache: &mut Cache,
+) -> (u32, u32) {
     let Some(descs) = page.take() else { return (DMA_ERROR, DMA_ERR_INVALID) };
-    let steps = match plan(node, session, &descs) {
+    let steps = match plan(node, session, &descs, epoch, cache) {
         Ok(s) => s,
         Err(e) => return (DMA_ERROR, e),
     };

@@ -172,6 +172,9 @@ pub struct Registry {
     pub intr_conns: BTreeMap<u64, IntrConn>,
     /// DMA queues by handle.
     pub dma: BTreeMap<u64, DmaQueue>,
+    /// Bumped whenever memory may stop being usable by the DMA engine (disconnect, loss,
+    /// removal, session end), so engine workers can cache what they resolved until then.
+    pub epoch: Arc<std::sync::atomic::AtomicU64>,
 }
 
 fn adapter(a: u32) -> Result<(), Error> {
@@ -197,7 +200,12 @@ impl Registry {
             intnos: HashMap::new(),
             intr_conns: BTreeMap::new(),
             dma: BTreeMap::new(),
+            epoch: Arc::default(),
         }
+    }
+
+    fn revoke(&self) {
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn handle(&mut self) -> u64 {
@@ -361,6 +369,7 @@ impl Registry {
         force: bool,
         notify: bool,
     ) -> Result<(), Error> {
+        self.revoke();
         let s = self.own_segment(session, seg)?;
         adapter(a)?;
         if !s.available {
@@ -422,6 +431,7 @@ impl Registry {
     /// # Errors
     /// `UnknownHandle`; `Busy` while other processes have it attached.
     pub fn remove_segment(&mut self, session: u64, seg: u64) -> Result<(), Error> {
+        self.revoke();
         let s = self.own_segment(session, seg)?;
         if s.owner != session {
             s.attached.remove(&session);
@@ -437,6 +447,7 @@ impl Registry {
     /// Take a segment out of use: free its id, drop the daemon's memory reference, and
     /// (when its owner died) tell the importers.
     fn retire(&mut self, seg: u64, lost: Option<LostReason>) {
+        self.revoke();
         let Some(s) = self.segments.get_mut(&seg) else {
             return;
         };
@@ -704,6 +715,7 @@ impl Registry {
     /// # Errors
     /// `UnknownHandle`.
     pub fn disconnect(&mut self, session: u64, conn: u64) -> Result<(ConnKind, u32), Error> {
+        self.revoke();
         match self.conns.get(&conn) {
             Some(c) if c.session == session => {}
             _ => return Err(Error::UnknownHandle),
@@ -726,6 +738,7 @@ impl Registry {
 
     /// Mark the proxied connections with these remote handles lost, and tell their sessions.
     pub fn lose_proxied(&mut self, session: u64, remote: &[u64], reason: LostReason) {
+        self.revoke();
         let hit: Vec<u64> = self
             .conns
             .values()
@@ -779,6 +792,7 @@ impl Registry {
 
     /// Release everything a session held. Returns the proxied connections it had, by node.
     pub fn end_session(&mut self, session: u64) {
+        self.revoke();
         let conns: Vec<u64> = self.conns.values().filter(|c| c.session == session).map(|c| c.conn).collect();
         for c in conns {
             let _ = self.disconnect(session, c);

@@ -202,12 +202,21 @@ impl Interrupt {
     /// [`Error::Timeout`]; [`Error::Cancelled`] when the interrupt is removed meanwhile;
     /// [`Error::IllegalOperation`] when it has a callback.
     pub fn wait(&self, timeout: Option<Duration>) -> Result<()> {
+        self.wait_with_spin(timeout, spin())
+    }
+
+    /// [`Interrupt::wait`] that spins for `spin` (instead of `REMORA_SPIN_US`) before it
+    /// blocks: zero blocks at once, which costs no CPU but a kernel wake-up per trigger.
+    ///
+    /// # Errors
+    /// As [`Interrupt::wait`].
+    pub fn wait_with_spin(&self, timeout: Option<Duration>, spin: Duration) -> Result<()> {
         let core = self.inner.core.live()?;
         if self.inner.uses_callback {
             return Err(Error::IllegalOperation);
         }
         let seen = *self.inner.seen.lock().unwrap_or_else(|p| p.into_inner());
-        match core.page.wait(spin(), timeout, |n| n != seen) {
+        match core.page.wait(spin, timeout, |n| n != seen) {
             IntrWait::Triggered(_) => {
                 self.take_trigger();
                 Ok(())

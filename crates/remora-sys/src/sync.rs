@@ -108,8 +108,11 @@ pub fn spin_then_block(
         if ready() {
             return WaitOutcome::Ready;
         }
+        if spin.is_zero() {
+            break;
+        }
         n = n.wrapping_add(1);
-        if n % 64 == 0 && start.elapsed() >= spin {
+        if n.is_multiple_of(64) && start.elapsed() >= spin {
             break;
         }
         std::hint::spin_loop();
