@@ -66,6 +66,20 @@ pub fn status() -> Result<(), String> {
                 if c.alive { "" } else { "  LOST" }
             );
         }
+        println!("  interrupts: {}", st.interrupts.len());
+        for (session, intno, data, conns) in &st.interrupts {
+            println!(
+                "    {} {:<10} owner #{:<5} connections {}",
+                if *data { "data" } else { "    " },
+                intno,
+                session,
+                conns
+            );
+        }
+        println!("  DMA queues: {}", st.dma_queues.len());
+        for (session, q, max) in &st.dma_queues {
+            println!("    #{q:<5} session #{session:<5} entries {max}");
+        }
         println!("  maps: {}", st.maps.len());
         for m in &st.maps {
             let t = match m.target {

@@ -148,3 +148,79 @@ fn garbage_on_the_socket_closes_only_that_session() {
     let r = RemoteSegment::connect(&dev, 4, 9, 0, Some(Duration::from_secs(1))).unwrap();
     assert_eq!(r.size(), 4096);
 }
+
+const DMA_CHILD_ENV: &str = "REMORA_TEST_DMA_CHILD";
+
+/// The child: on node 8, a DMA queue pushing 64 MiB into node 4's segment 50, over and
+/// over, until it is killed.
+fn dma_child(dir: &str) {
+    let mut cfg = remora_sisci::Config::from_env().unwrap();
+    cfg.runtime_dir = dir.into();
+    cfg.node = 8;
+    cfg.daemon = Some(common::daemon_path());
+    let sci = Sisci::with_config(cfg);
+    let dev = Descriptor::open(&sci).unwrap();
+    let src = LocalSegment::create(&dev, Some(51), 64 << 20, CreateFlags::default()).unwrap();
+    src.prepare(0).unwrap();
+    src.map(0, 64 << 20, None, MapFlags::default()).unwrap().write(0, &vec![0xee; 64 << 20]).unwrap();
+    let r = RemoteSegment::connect(&dev, 4, 50, 0, None).unwrap();
+    let q = DmaQueue::create(&dev, 0, 1).unwrap();
+    println!("ready");
+    loop {
+        q.start(&src, &r, 0, 64 << 20, 0, DmaFlags::default(), None).unwrap();
+        let _ = q.wait(None);
+    }
+}
+
+#[test]
+fn killed_during_dma_frees_the_queue_and_touches_nothing_else() {
+    if let Ok(dir) = std::env::var(DMA_CHILD_ENV) {
+        dma_child(&dir);
+        return;
+    }
+    let h = common::Harness::new();
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let target = LocalSegment::create(&a, Some(50), 64 << 20, CreateFlags::default()).unwrap();
+    target.prepare(0).unwrap();
+    target.set_available(0).unwrap();
+    let bystander = LocalSegment::create(&a, Some(52), 1 << 20, CreateFlags::default()).unwrap();
+    let bm = bystander.map(0, 1 << 20, None, MapFlags::default()).unwrap();
+    bm.write(0, &vec![0x11; 1 << 20]).unwrap();
+    let mut kid = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "killed_during_dma_frees_the_queue_and_touches_nothing_else", "--nocapture"])
+        .env(DMA_CHILD_ENV, h.dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(kid.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ready") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "child died before it was ready");
+    }
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(status(&h, 8).dma_queues.len(), 1);
+    kid.kill().unwrap();
+    kid.wait().unwrap();
+    let t = Instant::now();
+    while !status(&h, 8).dma_queues.is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(1), "queue not freed within a second");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The bystander segment is untouched; the target holds only the child's bytes or zeros.
+    let mut got = vec![0u8; 1 << 20];
+    bm.read(0, &mut got).unwrap();
+    assert!(got.iter().all(|&b| b == 0x11));
+    let tm = target.map(0, 64 << 20, None, MapFlags::default()).unwrap();
+    let mut big = vec![0u8; 64 << 20];
+    tm.read(0, &mut big).unwrap();
+    assert!(big.iter().all(|&b| b == 0xee || b == 0));
+    // The node still serves DMA.
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let src = LocalSegment::create(&b, Some(53), 4096, CreateFlags::default()).unwrap();
+    src.prepare(0).unwrap();
+    let r = RemoteSegment::connect(&b, 4, 50, 0, None).unwrap();
+    let q = DmaQueue::create(&b, 0, 1).unwrap();
+    q.start(&src, &r, 0, 4096, 0, DmaFlags { read: false, wait: true }, None).unwrap();
+    assert_eq!(q.state(), DmaState::Done);
+}
