@@ -99,7 +99,9 @@ pub fn run(w: Which) -> Result<(), String> {
             intr(200, 9)?;
             dma(7)
         }
-        Which::IntrChild { raw_path, peer_node, batch, rounds } => intr_child(&raw_path, peer_node, batch, rounds),
+        Which::IntrChild { raw_path, peer_node, batch, rounds } => {
+            intr_child(&raw_path, peer_node, batch, rounds)
+        }
         Which::PioChild { raw_path, peer_node, peer_seg, own_seg, batch, rounds } => {
             pio_child(&raw_path, peer_node, peer_seg, own_seg, batch, rounds)
         }
@@ -392,9 +394,13 @@ impl RawPair<'_> {
     }
 
     fn wait(&self, seen: &mut u32, spin: Duration) -> Result<(), String> {
-        let r = remora_sys::sync::spin_then_block(self.inp, self.inp_waiters, spin, Some(Duration::from_secs(10)), || {
-            self.inp.load(Ordering::SeqCst) != *seen
-        });
+        let r = remora_sys::sync::spin_then_block(
+            self.inp,
+            self.inp_waiters,
+            spin,
+            Some(Duration::from_secs(10)),
+            || self.inp.load(Ordering::SeqCst) != *seen,
+        );
         *seen = self.inp.load(Ordering::SeqCst);
         match r {
             remora_sys::sync::WaitOutcome::Ready => Ok(()),
@@ -434,18 +440,24 @@ fn intr(batch: u32, rounds: u32) -> Result<(), String> {
         let _ = child.kill();
         return Err(format!("responder failed to start: {line:?}"));
     }
-    let theirs =
-        remora_sisci::RemoteInterrupt::connect(&dev, b.local_node_id(), 0, CHILD_INTNO, Some(Duration::from_secs(10)))
-            .map_err(e)?;
+    let theirs = remora_sisci::RemoteInterrupt::connect(
+        &dev,
+        b.local_node_id(),
+        0,
+        CHILD_INTNO,
+        Some(Duration::from_secs(10)),
+    )
+    .map_err(e)?;
     let pair = raw_pair(&raw, true)?;
     let (mut rb, mut ob, mut rs, mut os) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let spin = remora_sys::sync::DEFAULT_SPIN;
     let mut seen = 0u32;
     let result = (|| -> Result<(), String> {
         for _ in 0..rounds {
-            for (mode_spin, n, raw_out, ours_out) in
-                [(Duration::ZERO, batch, &mut rb, &mut ob), (spin, batch * SPIN_BATCH_FACTOR, &mut rs, &mut os)]
-            {
+            for (mode_spin, n, raw_out, ours_out) in [
+                (Duration::ZERO, batch, &mut rb, &mut ob),
+                (spin, batch * SPIN_BATCH_FACTOR, &mut rs, &mut os),
+            ] {
                 let t = Instant::now();
                 for _ in 0..n {
                     pair.signal();
@@ -467,9 +479,21 @@ fn intr(batch: u32, rounds: u32) -> Result<(), String> {
     result?;
     header();
     let (o, t) = (median(&mut ob), median(&mut rb));
-    row("interrupt wake, waiter blocked", format!("{:.1} µs", o / 1e3), format!("{:.1} µs", t / 1e3), o / t, "≤ 1.20 (raw futex)");
+    row(
+        "interrupt wake, waiter blocked",
+        format!("{:.1} µs", o / 1e3),
+        format!("{:.1} µs", t / 1e3),
+        o / t,
+        "≤ 1.20 (raw futex)",
+    );
     let (o, t) = (median(&mut os), median(&mut rs));
-    row("interrupt wake, waiter spinning", format!("{o:.0} ns"), format!("{t:.0} ns"), o / t, "≤ 1 µs (raw spin-then-block)");
+    row(
+        "interrupt wake, waiter spinning",
+        format!("{o:.0} ns"),
+        format!("{t:.0} ns"),
+        o / t,
+        "≤ 1 µs (raw spin-then-block)",
+    );
     Ok(())
 }
 
@@ -478,9 +502,14 @@ fn intr_child(raw_path: &str, peer_node: u32, batch: u32, rounds: u32) -> Result
     let raw = raw_file(raw_path, false)?;
     let dev = Descriptor::open(&sci).map_err(e)?;
     let mine = remora_sisci::Interrupt::create(&dev, 0, Some(CHILD_INTNO), true, None).map_err(e)?;
-    let theirs =
-        remora_sisci::RemoteInterrupt::connect(&dev, peer_node, 0, PARENT_INTNO, Some(Duration::from_secs(10)))
-            .map_err(e)?;
+    let theirs = remora_sisci::RemoteInterrupt::connect(
+        &dev,
+        peer_node,
+        0,
+        PARENT_INTNO,
+        Some(Duration::from_secs(10)),
+    )
+    .map_err(e)?;
     println!("ready");
     std::io::stdout().flush().map_err(e)?;
     let pair = raw_pair(&raw, false)?;
@@ -517,7 +546,8 @@ fn dma(reps: u32) -> Result<(), String> {
     let src = LocalSegment::create(&db, None, MAX, CreateFlags::default()).map_err(e)?;
     src.prepare(0).map_err(e)?;
     let remote =
-        RemoteSegment::connect(&db, a.local_node_id(), target.id(), 0, Some(Duration::from_secs(10))).map_err(e)?;
+        RemoteSegment::connect(&db, a.local_node_id(), target.id(), 0, Some(Duration::from_secs(10)))
+            .map_err(e)?;
     let q = DmaQueue::create(&db, 0, 16).map_err(e)?;
     let wait = DmaFlags { read: false, wait: true };
     // Touch every page on both sides once.
@@ -539,7 +569,13 @@ fn dma(reps: u32) -> Result<(), String> {
         raw8.push(t.elapsed().as_secs_f64() * 1e6);
     }
     let (o, t) = (median(&mut lat), median(&mut raw8));
-    row("DMA 8 B post-to-completion", format!("{o:.2} µs"), format!("{:.3} µs", t), o / t.max(1e-9), "reported (memcpy 8 B)");
+    row(
+        "DMA 8 B post-to-completion",
+        format!("{o:.2} µs"),
+        format!("{:.3} µs", t),
+        o / t.max(1e-9),
+        "reported (memcpy 8 B)",
+    );
     let mut size = 64 << 10;
     while size <= MAX {
         let iters = ((256 << 20) / size).max(2);
@@ -547,7 +583,8 @@ fn dma(reps: u32) -> Result<(), String> {
         for _ in 0..reps {
             let t = Instant::now();
             for _ in 0..iters {
-                std::hint::black_box(&mut dstbuf[..size]).copy_from_slice(std::hint::black_box(&srcbuf[..size]));
+                std::hint::black_box(&mut dstbuf[..size])
+                    .copy_from_slice(std::hint::black_box(&srcbuf[..size]));
             }
             theirs.push((size * iters) as f64 / t.elapsed().as_secs_f64() / 1e9);
             let t = Instant::now();
@@ -557,7 +594,13 @@ fn dma(reps: u32) -> Result<(), String> {
             ours.push((size * iters) as f64 / t.elapsed().as_secs_f64() / 1e9);
         }
         let (o, t) = (median(&mut ours), median(&mut theirs));
-        row(&format!("DMA {} KiB, 1 per post", size >> 10), format!("{o:.2} GB/s"), format!("{t:.2} GB/s"), o / t, "≥ 0.80 (memcpy)");
+        row(
+            &format!("DMA {} KiB, 1 per post", size >> 10),
+            format!("{o:.2} GB/s"),
+            format!("{t:.2} GB/s"),
+            o / t,
+            "≥ 0.80 (memcpy)",
+        );
         size *= 4;
     }
     // The same sizes with 16 transfers per post (a queue of depth 16): the engine's
@@ -575,7 +618,8 @@ fn dma(reps: u32) -> Result<(), String> {
             for _ in 0..iters {
                 for i in 0..DEPTH {
                     let r = i * size..(i + 1) * size;
-                    std::hint::black_box(&mut dstbuf[r.clone()]).copy_from_slice(std::hint::black_box(&srcbuf[r]));
+                    std::hint::black_box(&mut dstbuf[r.clone()])
+                        .copy_from_slice(std::hint::black_box(&srcbuf[r]));
                 }
             }
             theirs.push((size * DEPTH * iters) as f64 / t.elapsed().as_secs_f64() / 1e9);
@@ -586,7 +630,13 @@ fn dma(reps: u32) -> Result<(), String> {
             ours.push((size * DEPTH * iters) as f64 / t.elapsed().as_secs_f64() / 1e9);
         }
         let (o, t) = (median(&mut ours), median(&mut theirs));
-        row(&format!("DMA {} KiB, 16 per post", size >> 10), format!("{o:.2} GB/s"), format!("{t:.2} GB/s"), o / t, "≥ 0.80 (memcpy)");
+        row(
+            &format!("DMA {} KiB, 16 per post", size >> 10),
+            format!("{o:.2} GB/s"),
+            format!("{t:.2} GB/s"),
+            o / t,
+            "≥ 0.80 (memcpy)",
+        );
         size *= 4;
     }
     q.remove().map_err(e)?;

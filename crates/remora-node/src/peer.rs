@@ -133,8 +133,15 @@ async fn read_loop(
                             let _ = events.send(Event::SegmentUnavailable { conn });
                         }
                     }
+                    Event::ConnectionLink { conn: remote, operational } => {
+                        if let Some(conn) = reg.local_of_remote(session, remote) {
+                            let _ = events.send(Event::ConnectionLink { conn, operational });
+                        }
+                    }
                     // Segment events of a peer link concern segments we do not own.
-                    Event::SegmentConnected { .. } | Event::SegmentDisconnected { .. } => {}
+                    Event::SegmentConnected { .. }
+                    | Event::SegmentDisconnected { .. }
+                    | Event::SegmentLink { .. } => {}
                 }
             }
             Err(e) => {

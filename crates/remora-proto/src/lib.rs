@@ -381,6 +381,23 @@ pub enum Event {
         /// The connection handle.
         conn: u64,
     },
+    /// The route between this node and `node` changed, as seen by one of the session's
+    /// segments that `node` imports (raised by the network transports).
+    SegmentLink {
+        /// The segment handle.
+        seg: u64,
+        /// The importing node.
+        node: u32,
+        /// The route works (`true`) or is down for now (`false`).
+        operational: bool,
+    },
+    /// The route to the node that owns a connection's segment changed.
+    ConnectionLink {
+        /// The connection handle.
+        conn: u64,
+        /// The route works (`true`) or is down for now (`false`).
+        operational: bool,
+    },
     /// The connection is gone.
     ConnectionLost {
         /// The connection handle.

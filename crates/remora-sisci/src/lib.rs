@@ -150,6 +150,24 @@ impl Dispatch {
                     });
                 }
             }
+            Event::SegmentLink { seg, node, operational } => {
+                let reason =
+                    if operational { SegmentReason::Operational } else { SegmentReason::NotOperational };
+                let target =
+                    self.locals.lock().unwrap_or_else(|p| p.into_inner()).get(&seg).and_then(Weak::upgrade);
+                if let Some(inner) = target {
+                    segment::LocalSegment::from_inner(inner).deliver(LocalEvent {
+                        reason,
+                        node,
+                        adapter: ADAPTER,
+                    });
+                }
+            }
+            Event::ConnectionLink { conn, operational } => {
+                let reason =
+                    if operational { SegmentReason::Operational } else { SegmentReason::NotOperational };
+                self.remote(conn, reason, None)
+            }
             Event::SegmentUnavailable { conn } => self.remote(conn, SegmentReason::Disconnect, None),
             Event::ConnectionLost { conn, reason } => match reason {
                 LostReason::ForcedDisconnect => {

@@ -38,7 +38,10 @@ fn dma_push_pull_vec_and_state_machine() {
     assert_eq!(q.wait(None).unwrap_err(), Error::IllegalOperation);
     assert_eq!(q.abort().unwrap_err(), Error::IllegalOperation);
     // Out of range.
-    assert_eq!(q.start(&src, &remote, 1, 1 << 20, 0, DmaFlags::default(), None).unwrap_err(), Error::OutOfRange);
+    assert_eq!(
+        q.start(&src, &remote, 1, 1 << 20, 0, DmaFlags::default(), None).unwrap_err(),
+        Error::OutOfRange
+    );
     // Push the whole segment.
     q.start(&src, &remote, 0, 1 << 20, 0, DmaFlags::default(), None).unwrap();
     assert_eq!(q.wait(Some(Duration::from_secs(10))).unwrap(), DmaState::Done);
@@ -69,7 +72,10 @@ fn dma_push_pull_vec_and_state_machine() {
     if posted {
         assert_eq!(src.remove().unwrap_err(), Error::Busy);
         assert_eq!(big.remove().unwrap_err(), Error::IllegalOperation);
-        assert_eq!(big.start(&src, &remote, 0, 1, 0, DmaFlags::default(), None).unwrap_err(), Error::IllegalOperation);
+        assert_eq!(
+            big.start(&src, &remote, 0, 1, 0, DmaFlags::default(), None).unwrap_err(),
+            Error::IllegalOperation
+        );
     }
     assert_eq!(big.wait(None).unwrap(), DmaState::Done);
     big.remove().unwrap();
@@ -100,7 +106,8 @@ fn dma_legacy_calls_user_memory_abort_and_callbacks() {
 
     // From (and into) unregistered user memory.
     let msg: &'static mut [u8] = Box::leak(b"straight from user memory".to_vec().into_boxed_slice());
-    q.start_mem(UserRegion::from_static(msg), &remote, 777, DmaFlags { read: false, wait: true }, None).unwrap();
+    q.start_mem(UserRegion::from_static(msg), &remote, 777, DmaFlags { read: false, wait: true }, None)
+        .unwrap();
     assert_eq!(q.state(), DmaState::Done);
     let tm = target.map(0, 64 << 20, None, MapFlags::default()).unwrap();
     let mut got = [0u8; 25];
@@ -109,7 +116,8 @@ fn dma_legacy_calls_user_memory_abort_and_callbacks() {
     tm.write(9000, b"pulled back").unwrap();
     let back: &'static mut [u8] = Box::leak(vec![0u8; 11].into_boxed_slice());
     let back_ptr = back.as_ptr();
-    q.start_mem(UserRegion::from_static(back), &remote, 9000, DmaFlags { read: true, wait: true }, None).unwrap();
+    q.start_mem(UserRegion::from_static(back), &remote, 9000, DmaFlags { read: true, wait: true }, None)
+        .unwrap();
     assert_eq!(q.state(), DmaState::Done);
     let _ = back_ptr;
 
