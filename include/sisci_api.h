@@ -61,6 +61,10 @@ extern "C" {
 #define DIS_BROADCAST_NODEID_GROUP_ALL  252U
 /* Placeholder node id meaning "this host". */
 #define SCI_LOCAL_HOST                  0U
+/* Largest payload, in bytes, that one data interrupt carries
+ * (SCITriggerDataInterrupt); a buffer this big always suffices for
+ * SCIWaitForDataInterrupt. */
+#define SCI_MAX_DATA_INTERRUPT_LENGTH   1024U
 
 /* ========================================================================
  * Flags
@@ -309,7 +313,9 @@ const char *SCIGetAdapterFamilyString(unsigned int family);
  * Local segments
  * ====================================================================== */
 
-/* Create a local segment of `size` bytes with the given id. */
+/* Create a local segment of `size` bytes with the given id.  With
+ * SCI_FLAG_USE_CALLBACK and a callback, connect/disconnect events go to the
+ * callback instead of SCIWaitForLocalSegmentEvent(). */
 void SCICreateSegment(sci_desc_t sd, sci_local_segment_t *segment,
                       unsigned int segmentId, size_t size,
                       sci_cb_local_segment_t callback, void *callbackArg,
@@ -334,7 +340,9 @@ void SCISetSegmentUnavailable(sci_local_segment_t segment,
 void SCIRemoveSegment(sci_local_segment_t segment, unsigned int flags,
                       sci_error_t *error);
 
-/* Wait for a connect/disconnect event on a local segment. */
+/* Wait for a connect/disconnect event on a local segment; returns its
+ * reason and stores the node and adapter concerned (either pointer may be
+ * NULL). */
 sci_segment_cb_reason_t SCIWaitForLocalSegmentEvent(
     sci_local_segment_t segment, unsigned int *sourcenodeId,
     unsigned int *localAdapterNo, unsigned int timeout, unsigned int flags,
@@ -372,7 +380,10 @@ void SCIAttachLocalSegment(sci_desc_t sd, sci_local_segment_t *segment,
  * Remote segments
  * ====================================================================== */
 
-/* Connect to segment `segmentId` on node `nodeId`. */
+/* Connect to segment `segmentId` on node `nodeId`, waiting up to `timeout`
+ * ms for it to become available.  With SCI_FLAG_ASYNCHRONOUS_CONNECT the
+ * call returns at once and the result arrives as an SCI_CB_CONNECT or
+ * SCI_CB_DISCONNECT event (callback or SCIWaitForRemoteSegmentEvent()). */
 void SCIConnectSegment(sci_desc_t sd, sci_remote_segment_t *segment,
                        unsigned int nodeId, unsigned int segmentId,
                        unsigned int localAdapterNo,
@@ -393,7 +404,8 @@ unsigned int SCIGetRemoteSegmentId(sci_remote_segment_t segment);
 /* Return the node id that owns a connected remote segment. */
 unsigned int SCIGetRemoteSegmentNodeId(sci_remote_segment_t segment);
 
-/* Wait for an event (lost, operational, ...) on a remote segment. */
+/* Wait for an event (connected, disconnected, lost, ...) on a remote
+ * segment; returns its reason and stores its status (may be NULL). */
 sci_segment_cb_reason_t SCIWaitForRemoteSegmentEvent(
     sci_remote_segment_t segment, sci_error_t *status, unsigned int timeout,
     unsigned int flags, sci_error_t *error);
@@ -482,13 +494,204 @@ void SCICacheSync(sci_map_t map, void *addr, size_t length,
  * not provided. */
 
 /* ========================================================================
- * DMA, interrupts, data interrupts and block transfers
+ * DMA queues
  *
- * Placeholder: the DMA queue calls (SCICreateDMAQueue, SCIStartDmaTransfer*,
- * ...), interrupts (SCICreateInterrupt, ...), data interrupts
- * (SCICreateDataInterrupt, ...), conditional interrupts and the API 1.x
- * block-transfer calls are declared here by a later change.
+ * A queue moves data between a local segment (or, for the ...Mem call,
+ * any memory of the process) and a connected remote segment.  States:
+ * IDLE -> POSTED -> DONE | ERROR | ABORTED; a finished queue may be
+ * started again.  The API 1.x calls add GATHER (enqueue, then post).  A
+ * call the state does not allow fails with SCI_ERR_ILLEGAL_OPERATION.
+ *
+ * Transfer flags: SCI_FLAG_DMA_READ (remote -> local; the default is
+ * local -> remote), SCI_FLAG_DMA_WAIT (return when the transfer has
+ * ended), SCI_FLAG_USE_CALLBACK (call `callback` when it ends instead of
+ * SCIWaitForDMAQueue), SCI_FLAG_DMA_GLOBAL / SCI_FLAG_DMA_SYSDMA (engine
+ * choice; Remora has one engine and accepts them without effect).
  * ====================================================================== */
+
+/* Create a queue for up to maxEntries transfers; it starts IDLE.
+ * SCI_FLAG_DMA_PHDMA (physical DMA) is hardware only:
+ * SCI_ERR_NOT_SUPPORTED. */
+void SCICreateDMAQueue(sci_desc_t sd, sci_dma_queue_t *dq,
+                       unsigned int localAdapterNo, unsigned int maxEntries,
+                       unsigned int flags, sci_error_t *error);
+
+/* Release a queue that is not POSTED. */
+void SCIRemoveDMAQueue(sci_dma_queue_t dq, unsigned int flags,
+                       sci_error_t *error);
+
+/* Stop a POSTED queue and wait until it stopped; afterwards the state is
+ * ABORTED, or DONE/ERROR if the transfer won the race.  A no-op in a
+ * final state. */
+void SCIAbortDMAQueue(sci_dma_queue_t dq, unsigned int flags,
+                      sci_error_t *error);
+
+/* Return the queue's state without changing it.  A bad handle gives
+ * SCI_DMAQUEUE_ERROR (there is no error argument). */
+sci_dma_queue_state_t SCIDMAQueueState(sci_dma_queue_t dq);
+
+/* Wait (timeout in ms, or SCI_INFINITE_TIMEOUT) for a POSTED queue to
+ * reach a final state and return it; returns at once in a final state.
+ * Not allowed when the transfer was started with a callback. */
+sci_dma_queue_state_t SCIWaitForDMAQueue(sci_dma_queue_t dq,
+                                         unsigned int timeout,
+                                         unsigned int flags,
+                                         sci_error_t *error);
+
+/* Copy `size` bytes between localSegment (prepared) at localOffset and
+ * remoteSegment at remoteOffset.  Note the order: local offset, size,
+ * remote offset. */
+void SCIStartDmaTransfer(sci_dma_queue_t dq, sci_local_segment_t localSegment,
+                         sci_remote_segment_t remoteSegment,
+                         size_t localOffset, size_t size, size_t remoteOffset,
+                         sci_cb_dma_t callback, void *callbackArg,
+                         unsigned int flags, sci_error_t *error);
+
+/* Start vecLength transfers between the same two segments as one job.
+ * The per-element flags field is ignored. */
+void SCIStartDmaTransferVec(sci_dma_queue_t dq,
+                            sci_local_segment_t localSegment,
+                            sci_remote_segment_t remoteSegment,
+                            size_t vecLength, dis_dma_vec_t *vec,
+                            sci_cb_dma_t callback, void *callbackArg,
+                            unsigned int flags, sci_error_t *error);
+
+/* Copy `size` bytes between ordinary memory of this process and
+ * remoteSegment at remoteOffset.  The memory must stay valid (and, for a
+ * read, untouched) until the transfer has ended. */
+void SCIStartDmaTransferMem(sci_dma_queue_t dq, void *localAddress,
+                            sci_remote_segment_t remoteSegment, size_t size,
+                            size_t remoteOffset, sci_cb_dma_t callback,
+                            void *callbackArg, unsigned int flags,
+                            sci_error_t *error);
+
+/* API 1.x: add one transfer to the queue (state GATHER).  Note the 1.x
+ * order: local offset, remote offset, size.  Returns the queue state. */
+sci_dma_queue_state_t SCIEnqueueDMATransfer(sci_dma_queue_t dq,
+                                            sci_local_segment_t localSegment,
+                                            sci_remote_segment_t remoteSegment,
+                                            unsigned int localOffset,
+                                            unsigned int remoteOffset,
+                                            unsigned int size,
+                                            unsigned int flags,
+                                            sci_error_t *error);
+
+/* API 1.x: start the transfers gathered with SCIEnqueueDMATransfer(). */
+void SCIPostDMAQueue(sci_dma_queue_t dq, sci_cb_dma_t callback,
+                     void *callbackArg, unsigned int flags,
+                     sci_error_t *error);
+
+/* API 1.x: return a queue that is not POSTED to IDLE, dropping gathered
+ * transfers. */
+void SCIResetDMAQueue(sci_dma_queue_t dq, unsigned int flags,
+                      sci_error_t *error);
+
+/* API 1.x physical DMA between bus addresses.
+ * Hardware only: Remora returns SCI_ERR_NOT_SUPPORTED. */
+void SCIphDmaEnqueue(sci_dma_queue_t dq, unsigned int size,
+                     sci_ioaddr_t localBusAddr, unsigned int remote_nodeid,
+                     unsigned int remote_highaddr, unsigned int remote_lowaddr,
+                     unsigned int flags, sci_error_t *error);
+
+/* Start a physical DMA queue.
+ * Hardware only: Remora returns SCI_ERR_NOT_SUPPORTED (and
+ * SCI_DMAQUEUE_IDLE). */
+sci_dma_queue_state_t SCIphDmaStart(sci_dma_queue_t dq, sci_cb_dma_t callback,
+                                    void *callbackArg, unsigned int flags,
+                                    sci_error_t *error);
+
+/* The DMA channel calls (SCIRequestDMAChannel, SCIReturnDMAChannel,
+ * SCIAssignDMAChannel) are not provided. */
+
+/* ========================================================================
+ * Interrupts
+ *
+ * A trigger that arrives while nobody waits is kept for the next wait;
+ * several such triggers count as one unless the interrupt was created
+ * with SCI_FLAG_COUNTING_INT.  With SCI_FLAG_USE_CALLBACK and a callback,
+ * each trigger runs the callback instead (SCIWaitForInterrupt is then
+ * not allowed); returning SCI_CALLBACK_CANCEL stops further calls.
+ * ====================================================================== */
+
+/* Create an interrupt.  With SCI_FLAG_FIXED_INTNO *interruptNo is the
+ * number wanted (SCI_ERR_INTNO_USED if taken); otherwise the number chosen
+ * is stored there. */
+void SCICreateInterrupt(sci_desc_t sd, sci_local_interrupt_t *interrupt,
+                        unsigned int localAdapterNo, unsigned int *interruptNo,
+                        sci_cb_interrupt_t callback, void *callbackArg,
+                        unsigned int flags, sci_error_t *error);
+
+/* Remove an interrupt; blocked waiters get SCI_ERR_CANCELLED. */
+void SCIRemoveInterrupt(sci_local_interrupt_t interrupt, unsigned int flags,
+                        sci_error_t *error);
+
+/* Wait (timeout in ms, or SCI_INFINITE_TIMEOUT) for a trigger. */
+void SCIWaitForInterrupt(sci_local_interrupt_t interrupt, unsigned int timeout,
+                         unsigned int flags, sci_error_t *error);
+
+/* Connect to interrupt `interruptNo` of node `nodeId`, waiting up to
+ * `timeout` ms for it to be created. */
+void SCIConnectInterrupt(sci_desc_t sd, sci_remote_interrupt_t *interrupt,
+                         unsigned int nodeId, unsigned int localAdapterNo,
+                         unsigned int interruptNo, unsigned int timeout,
+                         unsigned int flags, sci_error_t *error);
+
+/* Drop a connection to an interrupt. */
+void SCIDisconnectInterrupt(sci_remote_interrupt_t interrupt,
+                            unsigned int flags, sci_error_t *error);
+
+/* Trigger a connected interrupt; SCI_ERR_NO_SUCH_INTNO once it is gone. */
+void SCITriggerInterrupt(sci_remote_interrupt_t interrupt, unsigned int flags,
+                         sci_error_t *error);
+
+/* ========================================================================
+ * Data interrupts (API 2.0): each trigger carries up to
+ * SCI_MAX_DATA_INTERRUPT_LENGTH bytes, delivered in order.
+ * ====================================================================== */
+
+/* Create a data interrupt (interrupt numbers as for SCICreateInterrupt).
+ * A callback gets a pointer to the payload, valid during the call. */
+void SCICreateDataInterrupt(sci_desc_t sd,
+                            sci_local_data_interrupt_t *interrupt,
+                            unsigned int localAdapterNo,
+                            unsigned int *interruptNo,
+                            sci_cb_data_interrupt_t callback,
+                            void *callbackArg, unsigned int flags,
+                            sci_error_t *error);
+
+/* Remove a data interrupt; blocked waiters get SCI_ERR_CANCELLED. */
+void SCIRemoveDataInterrupt(sci_local_data_interrupt_t interrupt,
+                            unsigned int flags, sci_error_t *error);
+
+/* Wait for the next payload and copy it to `data`.  *length is the
+ * buffer's size on entry and the payload's length on return; a payload
+ * longer than the buffer gives SCI_ERR_OUT_OF_RANGE, leaves *length
+ * unchanged and stays queued. */
+void SCIWaitForDataInterrupt(sci_local_data_interrupt_t interrupt, void *data,
+                             unsigned int *length, unsigned int timeout,
+                             unsigned int flags, sci_error_t *error);
+
+/* Connect to data interrupt `interruptNo` of node `nodeId`, waiting up to
+ * `timeout` ms for it to be created. */
+void SCIConnectDataInterrupt(sci_desc_t sd,
+                             sci_remote_data_interrupt_t *interrupt,
+                             unsigned int nodeId, unsigned int localAdapterNo,
+                             unsigned int interruptNo, unsigned int timeout,
+                             unsigned int flags, sci_error_t *error);
+
+/* Drop a connection to a data interrupt. */
+void SCIDisconnectDataInterrupt(sci_remote_data_interrupt_t interrupt,
+                                unsigned int flags, sci_error_t *error);
+
+/* Send `length` bytes (at most SCI_MAX_DATA_INTERRUPT_LENGTH, else
+ * SCI_ERR_OUT_OF_RANGE) to the interrupt's owner. */
+void SCITriggerDataInterrupt(sci_remote_data_interrupt_t interrupt, void *data,
+                             unsigned int length, unsigned int flags,
+                             sci_error_t *error);
+
+/* Conditional interrupts (SCIRegisterInterruptFlag, ...), named interrupts
+ * and the API 1.x block transfers (SCITransferBlock, ...) are not
+ * provided yet. */
 
 /* ========================================================================
  * Adapter CSR access (SCI era)

@@ -180,6 +180,8 @@ pub const SCI_CALLBACK_CONTINUE: u32 = 2;
 
 /// Maximum number of `dis_dma_vec_t` entries in one vectored DMA request.
 pub const DIS_DMA_MAX_VECLEN: u32 = 256;
+/// Largest payload of one data interrupt, in bytes (`SCITriggerDataInterrupt`).
+pub const SCI_MAX_DATA_INTERRUPT_LENGTH: u32 = 1024;
 /// Major version of the implemented SISCI API.
 pub const SISCI_API_VER_MAJOR: u32 = 2;
 /// Minor version of the implemented SISCI API.

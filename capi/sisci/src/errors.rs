@@ -155,6 +155,21 @@ pub(crate) fn run<T>(error: ErrorOut, fail: T, body: impl FnOnce() -> Outcome<T>
     value
 }
 
+/// Like [`run`], for calls whose return value on failure depends on how far the body got
+/// (the DMA calls return the queue's state even when they fail): the body may replace the
+/// `fail` value before it fails.
+pub(crate) fn run_with<T>(error: ErrorOut, fail: T, body: impl FnOnce(&mut T) -> Outcome<T>) -> T {
+    let mut fallback = fail;
+    let outcome = catch_unwind(AssertUnwindSafe(|| body(&mut fallback)));
+    let (value, status) = match outcome {
+        Ok(Ok(v)) => (v, SCI_ERR_OK),
+        Ok(Err(Fail(c))) => (fallback, c),
+        Err(_) => (fallback, SCI_ERR_SYSTEM),
+    };
+    error.set(status);
+    value
+}
+
 /// Run the body of an entry point that has no error argument: catch any panic and
 /// return `fail` for a panic or a failure.
 pub(crate) fn run_quiet<T>(fail: T, body: impl FnOnce() -> Outcome<T>) -> T {
@@ -233,6 +248,22 @@ mod tests {
     }
 
     #[test]
+    fn run_with_returns_the_fallback_the_body_left() {
+        let mut status = SCI_ERR_OK;
+        // SAFETY: `status` is a live local.
+        let out = unsafe { ErrorOut::new(&mut status) };
+        let v = run_with(out, 5u32, |f| {
+            *f = 2;
+            Err(Fail(SCI_ERR_TIMEOUT))
+        });
+        assert_eq!((v, status), (2, SCI_ERR_TIMEOUT));
+        // SAFETY: `status` is a live local.
+        let out = unsafe { ErrorOut::new(&mut status) };
+        assert_eq!(run_with(out, 5u32, |_| Ok(3)), 3);
+        assert_eq!(status, SCI_ERR_OK);
+    }
+
+    #[test]
     fn every_safe_error_maps_to_a_described_code() {
         let all = [
             Error::Busy,
@@ -257,6 +288,10 @@ mod tests {
             Error::IllegalQuery,
             Error::NodeNotResponding,
             Error::TransferFailed,
+            Error::IntnoUsed,
+            Error::NoSuchIntno,
+            Error::Cancelled,
+            Error::MaxEntries,
             Error::System(String::new()),
         ];
         for e in &all {

@@ -1,12 +1,14 @@
 //! Calls that need Dolphin hardware (CSR registers, physical memory, raw interconnect
-//! addresses, PCIe requesters, SmartIO device lending) or a host-name directory. They are
+//! addresses, physical DMA, PCIe requesters, SmartIO device lending) or a host-name
+//! directory. They are
 //! exported so that programs link and run; each reports `SCI_ERR_NOT_SUPPORTED`.
 
 use crate::consts::{sci_address_t, sci_ioaddr_t, sci_smartio_device_info_t, SCI_ERR_NOT_SUPPORTED};
 use crate::errors::{run, run_quiet, ErrorOut, Fail};
 use crate::types::{
-    dis_nodeId_list_t, dis_virt_adapter_t, sci_cb_remote_segment_t, sci_desc_t, sci_error_t,
-    sci_local_segment_t, sci_remote_segment_t, sci_smartio_device_t,
+    dis_nodeId_list_t, dis_virt_adapter_t, sci_cb_dma_t, sci_cb_remote_segment_t, sci_desc_t,
+    sci_dma_queue_state_t, sci_dma_queue_t, sci_error_t, sci_local_segment_t, sci_remote_segment_t,
+    sci_smartio_device_t,
 };
 use std::ffi::{c_char, c_uint, c_ulonglong, c_void};
 
@@ -94,6 +96,26 @@ not_supported! {
         csr_value: c_uint,
         flags: c_uint,
     );
+
+    /// `SCIphDmaEnqueue` (API 1.x): queue a DMA transfer between physical bus addresses.
+    fn SCIphDmaEnqueue(
+        dq: sci_dma_queue_t,
+        size: c_uint,
+        local_bus_addr: sci_ioaddr_t,
+        remote_node_id: c_uint,
+        remote_high_addr: c_uint,
+        remote_low_addr: c_uint,
+        flags: c_uint,
+    );
+
+    /// `SCIphDmaStart` (API 1.x): start the physical DMA queue; returns 0
+    /// (`SCI_DMAQUEUE_IDLE`).
+    fn SCIphDmaStart(
+        dq: sci_dma_queue_t,
+        callback: sci_cb_dma_t,
+        callback_arg: *mut c_void,
+        flags: c_uint,
+    ) -> sci_dma_queue_state_t;
 
     /// `SCIRegisterPCIeRequester`: let a local PCIe device reach remote memory.
     fn SCIRegisterPCIeRequester(sd: sci_desc_t, local_adapter_no: c_uint, bus: c_uint, devfn: c_uint, flags: c_uint);

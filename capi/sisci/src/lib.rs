@@ -6,12 +6,22 @@
 //! # How calls are made safe
 //!
 //! * **Handles are table keys.** `sci_desc_t`, `sci_local_segment_t`,
-//!   `sci_remote_segment_t`, `sci_map_t` and `sci_sequence_t` are never dereferenced: each
-//!   is a non-zero integer that names an entry of a global table, with the kind of object
-//!   in its low bits and a counter that never repeats above them. NULL, stale (released)
-//!   and wrong-kind handles give `SCI_ERR_ILLEGAL_PARAMETER` (or 0/NULL from the calls
-//!   without an error argument); releasing calls (`SCIClose`, `SCIRemoveSegment`,
-//!   `SCIDisconnectSegment`, `SCIUnmapSegment`, `SCIRemoveSequence`) forget the handle.
+//!   `sci_remote_segment_t`, `sci_map_t`, `sci_sequence_t`, `sci_dma_queue_t`,
+//!   `sci_local_interrupt_t`, `sci_remote_interrupt_t`, `sci_local_data_interrupt_t` and
+//!   `sci_remote_data_interrupt_t` are never dereferenced: each is a non-zero integer that
+//!   names an entry of a global table, with the kind of object in its low bits and a
+//!   counter that never repeats above them. NULL, stale (released) and wrong-kind handles
+//!   give `SCI_ERR_ILLEGAL_PARAMETER` (or 0/NULL, or `SCI_DMAQUEUE_ERROR` from
+//!   `SCIDMAQueueState`, for the calls without an error argument); releasing calls
+//!   (`SCIClose`, `SCIRemoveSegment`, `SCIDisconnectSegment`, `SCIUnmapSegment`,
+//!   `SCIRemoveSequence`, `SCIRemoveDMAQueue`, `SCIRemoveInterrupt`,
+//!   `SCIDisconnectInterrupt`, `SCIRemoveDataInterrupt`, `SCIDisconnectDataInterrupt`)
+//!   forget the handle.
+//! * **Callbacks** (`sci_cb_*_t`) run only when the registering call gets
+//!   `SCI_FLAG_USE_CALLBACK` and a non-NULL function (a function without the flag is
+//!   ignored). They run on the library's event thread, receive the same handle value the
+//!   program holds, and may call any function of the API: no lock of the library is held
+//!   while they run. `SCI_CALLBACK_CANCEL` stops further calls.
 //! * **One error table.** Errors of the safe API become `SCI_ERR_*` codes in one function
 //!   (`errors::code`). Every `sci_error_t *error` argument may be NULL.
 //! * **No unwinding into C.** Every entry point runs its body under `catch_unwind`; a panic
@@ -45,22 +55,33 @@
 //! * Name directory: `SCIGetNodeIdByAdapterName`.
 //! * Queries: `SCI_Q_DEVICE`, `SCI_Q_LOCAL_SEGMENT_PHYS_ADDR`,
 //!   `SCI_Q_LOCAL_SEGMENT_VIRTUAL_KERNEL_ADDR`, `SCI_Q_MAP_IOADDR`, `SCI_Q_MAP_PHYS_ADDR`.
+//! * Physical DMA: `SCIphDmaEnqueue`, `SCIphDmaStart` (returns `SCI_DMAQUEUE_IDLE`), and
+//!   `SCICreateDMAQueue` with `SCI_FLAG_DMA_PHDMA`.
 //!
 //! `SCICacheSync` is not among them: Remora's memory is coherent, so it is a memory fence
 //! that succeeds.
 //!
+//! # DMA, interrupts and events
+//!
+//! The node daemon is the DMA engine (`SCICreateDMAQueue`, `SCIStartDmaTransfer`,
+//! `…Vec`, `…Mem`, the API 1.x `SCIEnqueueDMATransfer`/`SCIPostDMAQueue`/
+//! `SCIResetDMAQueue`, `SCIDMAQueueState`, `SCIWaitForDMAQueue`, `SCIAbortDMAQueue`,
+//! `SCIRemoveDMAQueue`); the engine choices `SCI_FLAG_DMA_GLOBAL`/`SCI_FLAG_DMA_SYSDMA`
+//! are accepted without effect. Interrupts and data interrupts (payloads up to
+//! `SCI_MAX_DATA_INTERRUPT_LENGTH` bytes) are shared-memory wake-ups. Segment events
+//! (`SCIWaitForLocalSegmentEvent`, `SCIWaitForRemoteSegmentEvent`, the segment callbacks)
+//! and `SCI_FLAG_ASYNCHRONOUS_CONNECT` work as the guide describes.
+//!
 //! # Not yet implemented (they arrive with later versions)
 //!
-//! * `SCIWaitForLocalSegmentEvent`, `SCIWaitForRemoteSegmentEvent`:
-//!   `SCI_ERR_NOT_IMPLEMENTED` (the events task). Callbacks passed with
-//!   `SCI_FLAG_USE_CALLBACK` are accepted but not called yet.
-//! * Flags, `SCI_ERR_FLAG_NOT_IMPLEMENTED`: `SCI_FLAG_ASYNCHRONOUS_CONNECT` (events),
-//!   `SCI_FLAG_BROADCAST` and `SCI_FLAG_ALLOW_UNICAST` (multicast), `SCI_FLAG_DMA_GLOBAL`
-//!   on `SCICreateSegment` (DMA), `SCI_FLAG_LOCK_OPERATION` and the interrupt map flags,
-//!   `SCI_FLAG_FORCE_REMOVE`.
-//! * DMA: `SCIQuery(SCI_Q_DMA, SCI_Q_DMA_AVAILABLE)` answers 0 and
-//!   `SCI_Q_DMA_CAPABILITIES` gives `SCI_ERR_DMA_NOT_AVAILABLE`; the DMA and interrupt
-//!   calls are not exported yet.
+//! * Flags, `SCI_ERR_FLAG_NOT_IMPLEMENTED`: `SCI_FLAG_BROADCAST` and
+//!   `SCI_FLAG_ALLOW_UNICAST` (multicast, also on DMA transfers and data interrupts),
+//!   `SCI_FLAG_LOCK_OPERATION` and the interrupt map flags, `SCI_FLAG_FORCE_REMOVE`,
+//!   `SCI_FLAG_SHARED_INT` and `SCI_FLAG_SHARE_EXTERNAL` (shared interrupt numbers).
+//! * Not exported: conditional interrupts (`SCIRegisterInterruptFlag`, …), the API 1.x
+//!   block transfers (`SCITransferBlock`, …), `SCICreateNamedInterrupt`, and the DMA
+//!   channel calls (`SCIRequestDMAChannel`, `SCIReturnDMAChannel`,
+//!   `SCIAssignDMAChannel`), whose signatures are not public.
 //!
 //! Unknown flags give `SCI_ERR_ILLEGAL_FLAG` everywhere.
 
@@ -70,19 +91,33 @@
 // The exported functions keep the C API's names.
 #![allow(non_snake_case)]
 
+mod callbacks;
 pub mod consts;
+mod dma;
 mod errors;
 mod handles;
 mod hardware;
+mod interrupts;
 mod library;
 mod maps;
 mod query;
 mod segments;
 pub mod types;
 
+pub use dma::*;
 pub use hardware::*;
+pub use interrupts::*;
 pub use library::*;
 pub use maps::*;
 pub use query::{segment_ioaddr, SCIQuery, REMORA_CARD_TYPE};
 pub use segments::*;
 pub use types::*;
+
+/// A C timeout in milliseconds as the safe API takes it: `SCI_INFINITE_TIMEOUT` is no
+/// limit.
+pub(crate) fn wait_time(ms: std::ffi::c_uint) -> Option<std::time::Duration> {
+    match ms {
+        consts::SCI_INFINITE_TIMEOUT => None,
+        ms => Some(std::time::Duration::from_millis(u64::from(ms))),
+    }
+}

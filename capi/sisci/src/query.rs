@@ -17,6 +17,9 @@ pub const REMORA_CARD_TYPE: u32 = 0x5244;
 /// daemon's DMA engine: the `SCI_Q_ADAPTER_SUGGESTED_MIN_DMA_SIZE` answer.
 const SUGGESTED_MIN_DMA_SIZE: u32 = 64 * 1024;
 
+/// The most entries a DMA queue (and so one vector transfer) may have.
+const DMA_MAX_QUEUE_ENTRIES: u32 = remora_sys::dma::MAX_ENTRIES;
+
 /// The synthetic global address of segment `id` of `node` (`SCI_Q_*_SEGMENT_IOADDR`).
 ///
 /// Remora has no bus addresses; it answers with a value that names the segment across the
@@ -112,8 +115,10 @@ fn adapter_answer(info: &AdapterInfo, sub: u32, port: u32) -> Outcome<u32> {
 ///   address `(node << 32) | segment id` ([`segment_ioaddr`]) in `data.ioaddr`.
 /// * `SCI_Q_MAP` with `MAPPED_TO_LOCAL_TARGET` or `QUERY_REMOTE_MAPPED_TO_LOCAL_TARGET`:
 ///   1 when the map reaches memory of this host (always, for now).
-/// * `SCI_Q_DMA` (`sci_query_dma_t`, DMA kind in `flags`): `AVAILABLE` is 0 until the DMA
-///   engine arrives.
+/// * `SCI_Q_DMA` (`sci_query_dma_t`, DMA kind in `flags`; every kind is the node's one
+///   engine): `AVAILABLE` is 1; `CAPABILITIES` fills a `sci_dma_capabilities_t` (one
+///   channel, transfers up to 4 GiB - 1 per element, vectors as long as the queue, local
+///   memory to remote and back, byte alignment).
 ///
 /// # Errors
 /// `SCI_ERR_ILLEGAL_QUERY` for unknown commands and sub-commands (including one given
@@ -121,9 +126,8 @@ fn adapter_answer(info: &AdapterInfo, sub: u32, port: u32) -> Outcome<u32> {
 /// pointer, a zero-length string buffer, a bad handle or a `portNo` past the last link;
 /// `SCI_ERR_NOT_INITIALIZED` for the library-wide commands before `SCIInitialize`;
 /// `SCI_ERR_NO_SUCH_ADAPTERNO`; `SCI_ERR_NOT_SUPPORTED` for hardware facts (physical and
-/// kernel addresses, map bus addresses, `SCI_Q_DEVICE`); `SCI_ERR_DMA_NOT_AVAILABLE` for
-/// `SCI_Q_DMA_CAPABILITIES`; `SCI_ERR_ILLEGAL_FLAG` for flags (other than the DMA kinds
-/// with `SCI_Q_DMA`).
+/// kernel addresses, map bus addresses, `SCI_Q_DEVICE`); `SCI_ERR_ILLEGAL_FLAG` for flags
+/// (other than the DMA kinds with `SCI_Q_DMA`).
 ///
 /// # Safety
 /// `error` is NULL or writable; `data` is NULL or points to the structure `command`
@@ -225,10 +229,28 @@ unsafe fn query(command: u32, data: *mut c_void, flags: u32) -> Outcome<()> {
                 return Err(remora_sisci::Error::NoSuchAdapter.into());
             }
             match q.subcommand {
-                // The DMA engine arrives with a later version: no DMA of any kind yet.
                 // SAFETY: `q.data` points to the unsigned int answer (this function's contract).
-                SCI_Q_DMA_AVAILABLE => unsafe { answer_uint(q.data, 0) },
-                SCI_Q_DMA_CAPABILITIES => Err(Fail(SCI_ERR_DMA_NOT_AVAILABLE)),
+                SCI_Q_DMA_AVAILABLE => unsafe { answer_uint(q.data, 1) },
+                SCI_Q_DMA_CAPABILITIES => {
+                    let caps = q.data.cast::<sci_dma_capabilities_t>();
+                    if caps.is_null() || !caps.is_aligned() {
+                        return Err(Fail(SCI_ERR_ILLEGAL_PARAMETER));
+                    }
+                    let answer = sci_dma_capabilities_t {
+                        num_channels: 1,
+                        max_transfer_size: u32::MAX,
+                        max_vector_length: DMA_MAX_QUEUE_ENTRIES,
+                        support_mem2io: 1,
+                        support_io2mem: 1,
+                        support_io2io: 0,
+                        min_align_bytes: 1,
+                        suggested_align_bytes: 64,
+                    };
+                    // SAFETY: non-NULL and aligned; `q.data` points to a writable
+                    // sci_dma_capabilities_t for this sub-command (this function's contract).
+                    unsafe { caps.write(answer) };
+                    Ok(())
+                }
                 _ => Err(Fail(SCI_ERR_ILLEGAL_QUERY)),
             }
         }

@@ -1,6 +1,7 @@
 //! Local segments (create, prepare, available, remove, register memory, share, attach)
 //! and remote segments (connect, disconnect, getters).
 
+use crate::callbacks::{self, reason_code, status_code};
 use crate::consts::*;
 use crate::errors::{check_flags, run, run_quiet, ErrorOut, Fail, Out, Outcome};
 use crate::handles::{self, handle, key};
@@ -8,14 +9,29 @@ use crate::types::{
     sci_cb_local_segment_t, sci_cb_remote_segment_t, sci_desc_t, sci_error_t, sci_local_segment_t,
     sci_remote_segment_t, sci_segment_cb_reason_t,
 };
-use remora_sisci::{CreateFlags, Descriptor, LocalSegment, RemoteSegment};
+use crate::wait_time;
+use remora_sisci::{ConnectFlags, CreateFlags, Descriptor, LocalSegment, RemoteSegment};
 use std::ffi::{c_uint, c_void};
-use std::time::Duration;
 
 /// `SCICreateSegment` flags that need hardware Remora does not have.
 const CREATE_HARDWARE: u32 = SCI_FLAG_PHYSICAL | SCI_FLAG_CUDA_BUFFER | SCI_FLAG_SCIF_BUFFER;
-/// `SCICreateSegment` flags of features that arrive later (multicast, DMA).
-const CREATE_LATER: u32 = SCI_FLAG_BROADCAST | SCI_FLAG_ALLOW_UNICAST | SCI_FLAG_DMA_GLOBAL;
+/// `SCICreateSegment` flags of features that arrive later (multicast).
+const CREATE_LATER: u32 = SCI_FLAG_BROADCAST | SCI_FLAG_ALLOW_UNICAST;
+
+/// An optional C out-parameter: `None` for NULL.
+///
+/// # Errors
+/// `SCI_ERR_ILLEGAL_PARAMETER` when `p` is misaligned.
+///
+/// # Safety
+/// `p` is NULL or writable for one `T` for the rest of the call.
+unsafe fn optional_out<T>(p: *mut T) -> Outcome<Option<Out<T>>> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: `p` is non-NULL and writable (this function's contract).
+    Ok(Some(unsafe { Out::new(p) }?))
+}
 
 /// The local segment a handle names.
 fn local(segment: sci_local_segment_t) -> Outcome<LocalSegment> {
@@ -30,17 +46,23 @@ fn remote(segment: sci_remote_segment_t) -> Outcome<RemoteSegment> {
 /// `SCICreateSegment`: create a segment of `size` bytes with id `segment_id` (chosen by the
 /// node with `SCI_FLAG_AUTO_ID`; none with `SCI_FLAG_PRIVATE`) and store its handle.
 /// `SCI_FLAG_EMPTY` creates it without memory (see `SCIRegisterSegmentMemory`).
-/// `SCI_FLAG_USE_CALLBACK` is accepted; callbacks are not called yet.
+/// With `SCI_FLAG_USE_CALLBACK` and a non-NULL `callback`, connects and disconnects of
+/// importers are reported to `callback(callback_arg, segment, reason, node, adapter,
+/// SCI_ERR_OK)` on the library's event thread (and `SCIWaitForLocalSegmentEvent` is
+/// illegal); otherwise they queue up for `SCIWaitForLocalSegmentEvent`.
+/// `SCI_FLAG_DMA_GLOBAL` is accepted (a hint without effect: there is one DMA engine).
 ///
 /// # Errors
 /// `SCI_ERR_SEGMENTID_USED`; `SCI_ERR_NOSPC`; `SCI_ERR_ILLEGAL_PARAMETER` for a bad
 /// descriptor, a NULL `segment` or a zero size; `SCI_ERR_ILLEGAL_FLAG` for unknown flags;
-/// `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_BROADCAST`, `SCI_FLAG_ALLOW_UNICAST`,
-/// `SCI_FLAG_DMA_GLOBAL`; `SCI_ERR_NOT_SUPPORTED` for `SCI_FLAG_PHYSICAL`,
-/// `SCI_FLAG_CUDA_BUFFER`, `SCI_FLAG_SCIF_BUFFER`.
+/// `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_BROADCAST`, `SCI_FLAG_ALLOW_UNICAST`;
+/// `SCI_ERR_NOT_SUPPORTED` for `SCI_FLAG_PHYSICAL`, `SCI_FLAG_CUDA_BUFFER`,
+/// `SCI_FLAG_SCIF_BUFFER`.
 ///
 /// # Safety
-/// `segment` and `error` are NULL or writable.
+/// `segment` and `error` are NULL or writable. A callback is a valid function of the
+/// `sci_cb_local_segment_t` type, and it and `callback_arg` stay usable until the segment
+/// is removed.
 #[no_mangle]
 pub unsafe extern "C" fn SCICreateSegment(
     sd: sci_desc_t,
@@ -52,11 +74,14 @@ pub unsafe extern "C" fn SCICreateSegment(
     flags: c_uint,
     error: *mut sci_error_t,
 ) {
-    let _ = (callback, callback_arg);
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
-        let accepted = SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE | SCI_FLAG_EMPTY | SCI_FLAG_USE_CALLBACK;
+        let accepted = SCI_FLAG_AUTO_ID
+            | SCI_FLAG_PRIVATE
+            | SCI_FLAG_EMPTY
+            | SCI_FLAG_USE_CALLBACK
+            | SCI_FLAG_DMA_GLOBAL;
         check_flags(flags, accepted | CREATE_HARDWARE, CREATE_LATER)?;
         if flags & CREATE_HARDWARE != 0 {
             return Err(Fail(SCI_ERR_NOT_SUPPORTED));
@@ -66,8 +91,10 @@ pub unsafe extern "C" fn SCICreateSegment(
         let desc: Descriptor = handles::get(key(sd))?;
         let id = if flags & SCI_FLAG_AUTO_ID != 0 { None } else { Some(segment_id) };
         let how = CreateFlags { private: flags & SCI_FLAG_PRIVATE != 0, empty: flags & SCI_FLAG_EMPTY != 0 };
-        let seg = LocalSegment::create(&desc, id, size, how)?;
-        out.set(handle(handles::insert(seg)?));
+        let slot = handles::reserve::<LocalSegment>()?;
+        let cb = callbacks::local_segment(callback, callback_arg, flags, slot.key(), slot.gate());
+        let seg = LocalSegment::create_with_callback(&desc, id, size, how, cb)?;
+        out.set(handle(slot.fill(seg)));
         Ok(())
     })
 }
@@ -175,14 +202,20 @@ pub unsafe extern "C" fn SCIRemoveSegment(
     })
 }
 
-/// `SCIWaitForLocalSegmentEvent`: segment events arrive with a later version of Remora.
-/// Returns 0 (no reason).
+/// `SCIWaitForLocalSegmentEvent`: wait up to `timeout` ms (`SCI_INFINITE_TIMEOUT`: no
+/// limit) for the next event of the segment (an importer connected or disconnected) and
+/// return its `SCI_CB_*` reason, with the node concerned in `*source_node_id` and the
+/// adapter in `*local_adapter_no` (either pointer may be NULL when the caller does not
+/// need it). Events that came while nobody waited are kept, in order. Returns 0 on
+/// failure.
 ///
 /// # Errors
-/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; otherwise `SCI_ERR_NOT_IMPLEMENTED`.
+/// `SCI_ERR_TIMEOUT`; `SCI_ERR_CANCELLED` when the segment is removed meanwhile;
+/// `SCI_ERR_ILLEGAL_OPERATION` when the segment was created with a callback;
+/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; `SCI_ERR_ILLEGAL_FLAG` for any flag.
 ///
 /// # Safety
-/// `error` is NULL or writable. `source_node_id` and `local_adapter_no` are not used.
+/// `source_node_id`, `local_adapter_no` and `error` are NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn SCIWaitForLocalSegmentEvent(
     segment: sci_local_segment_t,
@@ -192,13 +225,21 @@ pub unsafe extern "C" fn SCIWaitForLocalSegmentEvent(
     flags: c_uint,
     error: *mut sci_error_t,
 ) -> sci_segment_cb_reason_t {
-    let _ = (source_node_id, local_adapter_no, timeout, flags);
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, 0, || {
-        local(segment)?;
-        // The events task adds segment events (connect/disconnect notifications).
-        Err(Fail(SCI_ERR_NOT_IMPLEMENTED))
+        check_flags(flags, 0, 0)?;
+        // SAFETY: both are NULL or writable (this function's contract).
+        let (node_out, adapter_out) =
+            unsafe { (optional_out(source_node_id)?, optional_out(local_adapter_no)?) };
+        let event = local(segment)?.wait_event(wait_time(timeout))?;
+        if let Some(o) = node_out {
+            o.set(event.node);
+        }
+        if let Some(o) = adapter_out {
+            o.set(event.adapter);
+        }
+        Ok(reason_code(event.reason))
     })
 }
 
@@ -292,7 +333,8 @@ pub unsafe extern "C" fn SCIShareSegment(
 
 /// `SCIAttachLocalSegment`: attach the segment with id `segment_id` that a process of this
 /// node shared; stores the handle in `*segment` and its size in `*size` (when `size` is
-/// not NULL). `SCI_FLAG_USE_CALLBACK` is accepted; callbacks are not called yet.
+/// not NULL). With `SCI_FLAG_USE_CALLBACK` and a non-NULL `callback`, the events of this
+/// attachment go to the callback, as for `SCICreateSegment`.
 ///
 /// # Errors
 /// `SCI_ERR_NO_SUCH_SEGMENT`; `SCI_ERR_ACCESS` when it is not shared;
@@ -300,7 +342,8 @@ pub unsafe extern "C" fn SCIShareSegment(
 /// `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_BROADCAST`; `SCI_ERR_ILLEGAL_FLAG`.
 ///
 /// # Safety
-/// `segment`, `size` and `error` are NULL or writable.
+/// `segment`, `size` and `error` are NULL or writable. A callback is a valid
+/// `sci_cb_local_segment_t`, usable with `callback_arg` until the segment is removed.
 #[no_mangle]
 pub unsafe extern "C" fn SCIAttachLocalSegment(
     sd: sci_desc_t,
@@ -312,22 +355,20 @@ pub unsafe extern "C" fn SCIAttachLocalSegment(
     flags: c_uint,
     error: *mut sci_error_t,
 ) {
-    let _ = (callback, callback_arg);
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
         check_flags(flags, SCI_FLAG_USE_CALLBACK, SCI_FLAG_BROADCAST)?;
         // SAFETY: `segment` is NULL or writable (this function's contract).
         let out = unsafe { Out::new(segment) }?;
-        let size_out = match size.is_null() {
-            true => None,
-            // SAFETY: `size` is NULL or writable (this function's contract).
-            false => Some(unsafe { Out::new(size) }?),
-        };
+        // SAFETY: `size` is NULL or writable (this function's contract).
+        let size_out = unsafe { optional_out(size) }?;
         let desc: Descriptor = handles::get(key(sd))?;
-        let seg = LocalSegment::attach(&desc, segment_id, None)?;
+        let slot = handles::reserve::<LocalSegment>()?;
+        let cb = callbacks::local_segment(callback, callback_arg, flags, slot.key(), slot.gate());
+        let seg = LocalSegment::attach(&desc, segment_id, cb)?;
         let bytes = seg.size();
-        out.set(handle(handles::insert(seg)?));
+        out.set(handle(slot.fill(seg)));
         if let Some(s) = size_out {
             s.set(bytes);
         }
@@ -338,17 +379,26 @@ pub unsafe extern "C" fn SCIAttachLocalSegment(
 /// `SCIConnectSegment`: connect to segment `segment_id` of node `node_id` (this node
 /// included), waiting up to `timeout` ms for it to become available
 /// (`SCI_INFINITE_TIMEOUT`: no limit), and store the handle in `*segment`.
-/// `SCI_FLAG_USE_CALLBACK` is accepted; callbacks are not called yet.
+///
+/// With `SCI_FLAG_ASYNCHRONOUS_CONNECT` the call returns at once with a handle that is not
+/// connected yet; the outcome arrives as an `SCI_CB_CONNECT` event (the handle is usable)
+/// or an `SCI_CB_DISCONNECT` event whose status says why it failed (release the handle
+/// with `SCIDisconnectSegment`). With `SCI_FLAG_USE_CALLBACK` and a non-NULL `callback`,
+/// events go to `callback(callback_arg, segment, reason, status)` (on the library's
+/// threads) instead of `SCIWaitForRemoteSegmentEvent`.
 ///
 /// # Errors
 /// `SCI_ERR_NO_SUCH_NODEID` at once for an unknown node; `SCI_ERR_NO_SUCH_SEGMENT` when
-/// no segment had the id in time; `SCI_ERR_TIMEOUT` when it existed but was not available;
-/// `SCI_ERR_NO_SUCH_ADAPTERNO`; `SCI_ERR_ILLEGAL_PARAMETER` for a bad descriptor or a
-/// NULL `segment`; `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_ASYNCHRONOUS_CONNECT`
-/// and `SCI_FLAG_BROADCAST`; `SCI_ERR_ILLEGAL_FLAG`.
+/// no segment had the id in time; `SCI_ERR_TIMEOUT` when it existed but was not available
+/// (an asynchronous connect reports these three as the status of its `SCI_CB_DISCONNECT`
+/// event instead); `SCI_ERR_NO_SUCH_ADAPTERNO`; `SCI_ERR_ILLEGAL_PARAMETER` for a bad descriptor or a
+/// NULL `segment`; `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_BROADCAST`;
+/// `SCI_ERR_ILLEGAL_FLAG`.
 ///
 /// # Safety
-/// `segment` and `error` are NULL or writable.
+/// `segment` and `error` are NULL or writable. A callback is a valid
+/// `sci_cb_remote_segment_t`, usable with `callback_arg` until the segment is
+/// disconnected.
 #[no_mangle]
 pub unsafe extern "C" fn SCIConnectSegment(
     sd: sci_desc_t,
@@ -362,23 +412,26 @@ pub unsafe extern "C" fn SCIConnectSegment(
     flags: c_uint,
     error: *mut sci_error_t,
 ) {
-    let _ = (callback, callback_arg);
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
-        // An asynchronous connect returns before the connection exists and reports it
-        // through a callback or SCIWaitForRemoteSegmentEvent: the events task adds it.
-        // Connecting synchronously instead would silently change its meaning.
-        check_flags(flags, SCI_FLAG_USE_CALLBACK, SCI_FLAG_ASYNCHRONOUS_CONNECT | SCI_FLAG_BROADCAST)?;
+        check_flags(flags, SCI_FLAG_USE_CALLBACK | SCI_FLAG_ASYNCHRONOUS_CONNECT, SCI_FLAG_BROADCAST)?;
         // SAFETY: `segment` is NULL or writable (this function's contract).
         let out = unsafe { Out::new(segment) }?;
         let desc: Descriptor = handles::get(key(sd))?;
-        let wait = match timeout {
-            SCI_INFINITE_TIMEOUT => None,
-            ms => Some(Duration::from_millis(u64::from(ms))),
-        };
-        let seg = RemoteSegment::connect(&desc, node_id, segment_id, local_adapter_no, wait)?;
-        out.set(handle(handles::insert(seg)?));
+        let how = ConnectFlags { asynchronous: flags & SCI_FLAG_ASYNCHRONOUS_CONNECT != 0 };
+        let slot = handles::reserve::<RemoteSegment>()?;
+        let cb = callbacks::remote_segment(callback, callback_arg, flags, slot.key(), slot.gate());
+        let seg = RemoteSegment::connect_with(
+            &desc,
+            node_id,
+            segment_id,
+            local_adapter_no,
+            wait_time(timeout),
+            how,
+            cb,
+        )?;
+        out.set(handle(slot.fill(seg)));
         Ok(())
     })
 }
@@ -435,14 +488,18 @@ pub extern "C" fn SCIGetRemoteSegmentNodeId(segment: sci_remote_segment_t) -> c_
     run_quiet(0, || Ok(remote(segment)?.node()))
 }
 
-/// `SCIWaitForRemoteSegmentEvent`: segment events arrive with a later version of Remora.
-/// Returns 0 (no reason).
+/// `SCIWaitForRemoteSegmentEvent`: wait up to `timeout` ms (`SCI_INFINITE_TIMEOUT`: no
+/// limit) for the next event of the connection and return its `SCI_CB_*` reason, with
+/// its status in `*status` (`SCI_ERR_OK`, or why an asynchronous connect failed or the
+/// connection ended; `status` may be NULL). Returns 0 on failure.
 ///
 /// # Errors
-/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; otherwise `SCI_ERR_NOT_IMPLEMENTED`.
+/// `SCI_ERR_TIMEOUT`; `SCI_ERR_CANCELLED` when the segment is disconnected meanwhile;
+/// `SCI_ERR_ILLEGAL_OPERATION` when the connection has a callback;
+/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; `SCI_ERR_ILLEGAL_FLAG` for any flag.
 ///
 /// # Safety
-/// `error` is NULL or writable. `status` is not used.
+/// `status` and `error` are NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn SCIWaitForRemoteSegmentEvent(
     segment: sci_remote_segment_t,
@@ -451,12 +508,16 @@ pub unsafe extern "C" fn SCIWaitForRemoteSegmentEvent(
     flags: c_uint,
     error: *mut sci_error_t,
 ) -> sci_segment_cb_reason_t {
-    let _ = (status, timeout, flags);
     // SAFETY: `error` is NULL or writable (this function's contract).
-    let status = unsafe { ErrorOut::new(error) };
-    run(status, 0, || {
-        remote(segment)?;
-        // The events task adds remote segment events (lost, operational, ...).
-        Err(Fail(SCI_ERR_NOT_IMPLEMENTED))
+    let report = unsafe { ErrorOut::new(error) };
+    run(report, 0, || {
+        check_flags(flags, 0, 0)?;
+        // SAFETY: `status` is NULL or writable (this function's contract).
+        let status_out = unsafe { optional_out(status) }?;
+        let event = remote(segment)?.wait_event(wait_time(timeout))?;
+        if let Some(o) = status_out {
+            o.set(status_code(event.status.as_ref().map_or(Ok(()), Err)));
+        }
+        Ok(reason_code(event.reason))
     })
 }

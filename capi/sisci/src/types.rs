@@ -18,6 +18,8 @@ pub type sci_segment_cb_reason_t = c_uint;
 pub type sci_sequence_status_t = c_uint;
 /// `sci_callback_action_t`: an `SCI_CALLBACK_*` value.
 pub type sci_callback_action_t = c_uint;
+/// `sci_dma_queue_state_t`: an `SCI_DMAQUEUE_*` value.
+pub type sci_dma_queue_state_t = c_uint;
 /// `dis_nodeId_list_t`: node ids sharing one adapter name, ended by a 0 entry.
 pub type dis_nodeId_list_t = [c_uint; 5];
 /// `dis_virt_adapter_t`: the kind of (virtual) adapter behind a name.
@@ -52,9 +54,19 @@ opaque_handle! {
     sci_sequence => sci_sequence_t;
     /// `struct sci_smartio_device`: a borrowed SmartIO device (hardware only; never issued).
     sci_smartio_device => sci_smartio_device_t;
+    /// `struct sci_dma_queue`: a DMA queue (`SCICreateDMAQueue`).
+    sci_dma_queue => sci_dma_queue_t;
+    /// `struct sci_local_interrupt`: an interrupt of this process (`SCICreateInterrupt`).
+    sci_local_interrupt => sci_local_interrupt_t;
+    /// `struct sci_remote_interrupt`: a connection to an interrupt (`SCIConnectInterrupt`).
+    sci_remote_interrupt => sci_remote_interrupt_t;
+    /// `struct sci_local_data_interrupt`: a data interrupt of this process.
+    sci_local_data_interrupt => sci_local_data_interrupt_t;
+    /// `struct sci_remote_data_interrupt`: a connection to a data interrupt.
+    sci_remote_data_interrupt => sci_remote_data_interrupt_t;
 }
 
-/// `sci_cb_local_segment_t`: an event on a local segment (accepted, not yet called).
+/// `sci_cb_local_segment_t`: an event on a local segment (connect, disconnect).
 pub type sci_cb_local_segment_t = Option<
     unsafe extern "C" fn(
         arg: *mut c_void,
@@ -66,12 +78,42 @@ pub type sci_cb_local_segment_t = Option<
     ) -> sci_callback_action_t,
 >;
 
-/// `sci_cb_remote_segment_t`: an event on a remote segment (accepted, not yet called).
+/// `sci_cb_remote_segment_t`: an event on a remote segment (asynchronous connect done or
+/// failed, disconnect notice, lost connection).
 pub type sci_cb_remote_segment_t = Option<
     unsafe extern "C" fn(
         arg: *mut c_void,
         segment: sci_remote_segment_t,
         reason: sci_segment_cb_reason_t,
+        status: sci_error_t,
+    ) -> sci_callback_action_t,
+>;
+
+/// `sci_cb_dma_t`: a DMA queue finished (`status` is `SCI_ERR_OK` or why it failed).
+pub type sci_cb_dma_t = Option<
+    unsafe extern "C" fn(
+        arg: *mut c_void,
+        queue: sci_dma_queue_t,
+        status: sci_error_t,
+    ) -> sci_callback_action_t,
+>;
+
+/// `sci_cb_interrupt_t`: an interrupt arrived.
+pub type sci_cb_interrupt_t = Option<
+    unsafe extern "C" fn(
+        arg: *mut c_void,
+        interrupt: sci_local_interrupt_t,
+        status: sci_error_t,
+    ) -> sci_callback_action_t,
+>;
+
+/// `sci_cb_data_interrupt_t`: a data interrupt arrived with `length` bytes at `data`.
+pub type sci_cb_data_interrupt_t = Option<
+    unsafe extern "C" fn(
+        arg: *mut c_void,
+        interrupt: sci_local_data_interrupt_t,
+        data: *mut c_void,
+        length: c_uint,
         status: sci_error_t,
     ) -> sci_callback_action_t,
 >;

@@ -10,7 +10,8 @@ use sisci::*;
 use std::ffi::{c_uint, c_void, CStr};
 use std::path::PathBuf;
 use std::ptr::{null, null_mut};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// The node this test process belongs to.
 const NODE: u32 = 12;
@@ -205,10 +206,24 @@ fn scenario() {
         SCI_ERR_NO_SUCH_NODEID,
         SCIConnectSegment(sd, &mut rseg, NO_NODE, ID, 0, None, null_mut(), inf, 0)
     );
-    fails!(
-        SCI_ERR_FLAG_NOT_IMPLEMENTED,
-        SCIConnectSegment(sd, &mut rseg, NODE, ID, 0, None, null_mut(), inf, SCI_FLAG_ASYNCHRONOUS_CONNECT)
-    );
+    // An asynchronous connect returns a handle at once; its outcome is an event.
+    let mut pending: sci_remote_segment_t = null_mut();
+    ok!(SCIConnectSegment(
+        sd,
+        &mut pending,
+        NODE,
+        ID,
+        0,
+        None,
+        null_mut(),
+        inf,
+        SCI_FLAG_ASYNCHRONOUS_CONNECT
+    ));
+    let mut status: sci_error_t = 0xdead;
+    assert_eq!(ok!(SCIWaitForRemoteSegmentEvent(pending, &mut status, 10_000, 0)), SCI_CB_CONNECT);
+    assert_eq!(status, SCI_ERR_OK);
+    assert_eq!(SCIGetRemoteSegmentSize(pending), SIZE);
+    ok!(SCIDisconnectSegment(pending, 0));
     fails!(
         SCI_ERR_NO_SUCH_SEGMENT,
         SCIConnectSegment(sd, &mut rseg, NODE, ID + 1, 0, None, null_mut(), 100, 0)
@@ -365,11 +380,26 @@ fn scenario() {
     null_handles();
     null_error_pointers(rmap);
 
-    // ---- Events are not implemented yet ------------------------------------------------
-    let (mut src, mut adapter) = (0u32, 0u32);
-    fails!(SCI_ERR_NOT_IMPLEMENTED, SCIWaitForLocalSegmentEvent(seg, &mut src, &mut adapter, 10, 0));
+    // ---- Segment events ------------------------------------------------------------------
+    // `seg` got SCI_FLAG_USE_CALLBACK without a function: its events queue up for waits.
+    let (mut src, mut adapter) = (0u32, 7u32);
+    let first = ok!(SCIWaitForLocalSegmentEvent(seg, &mut src, &mut adapter, 5000, 0));
+    assert_eq!((first, src, adapter), (SCI_CB_CONNECT, NODE, 0));
+    loop {
+        let (reason, err) = sci!(SCIWaitForLocalSegmentEvent(seg, null_mut(), null_mut(), 50, 0));
+        if err == SCI_ERR_TIMEOUT {
+            assert_eq!(reason, 0);
+            break;
+        }
+        assert_eq!(err, SCI_ERR_OK);
+        assert!(reason == SCI_CB_CONNECT || reason == SCI_CB_DISCONNECT, "{reason}");
+    }
+    fails!(SCI_ERR_ILLEGAL_FLAG, SCIWaitForLocalSegmentEvent(seg, &mut src, &mut adapter, 10, 0x2));
     let mut status: sci_error_t = 0;
-    fails!(SCI_ERR_NOT_IMPLEMENTED, SCIWaitForRemoteSegmentEvent(rseg, &mut status, 10, 0));
+    fails!(SCI_ERR_TIMEOUT, SCIWaitForRemoteSegmentEvent(rseg, &mut status, 10, 0));
+
+    // ---- DMA and interrupts, with callbacks ------------------------------------------------
+    dma_and_interrupts(sd, seg, rseg, lmap);
 
     // ---- Release in order ----------------------------------------------------------------
     ok!(SCIRemoveSequence(seq, 0));
@@ -479,7 +509,14 @@ fn queries_without_handles() {
         data: std::ptr::addr_of_mut!(avail).cast(),
     };
     ok!(SCIQuery(SCI_Q_DMA, std::ptr::addr_of_mut!(qd).cast(), SCI_FLAG_DMA_GLOBAL));
-    assert_eq!(avail, 0);
+    assert_eq!(avail, 1);
+    let mut caps = sci_dma_capabilities_t::default();
+    qd.subcommand = SCI_Q_DMA_CAPABILITIES;
+    qd.data = std::ptr::addr_of_mut!(caps).cast();
+    ok!(SCIQuery(SCI_Q_DMA, std::ptr::addr_of_mut!(qd).cast(), 0));
+    assert!(caps.num_channels >= 1 && caps.max_vector_length >= 1 && caps.support_mem2io == 1, "{caps:?}");
+    qd.data = null_mut();
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIQuery(SCI_Q_DMA, std::ptr::addr_of_mut!(qd).cast(), 0));
     fails!(SCI_ERR_ILLEGAL_FLAG, SCIQuery(SCI_Q_DMA, std::ptr::addr_of_mut!(qd).cast(), 0x8));
 
     fails!(SCI_ERR_ILLEGAL_QUERY, SCIQuery(77, std::ptr::addr_of_mut!(qs).cast(), 0));
@@ -707,6 +744,8 @@ fn hardware_only_calls_are_not_supported() {
     fails!(NS, SCIMapLocalSegmentForDevice(null_mut(), 0, dev, &mut ioaddr, 0, 4096, 0));
     fails!(NS, SCIUnmapLocalSegmentForDevice(null_mut(), 0, dev, 0));
     assert_eq!(SCIGetMapPhysAddr(null_mut()), 0);
+    fails!(NS, SCIphDmaEnqueue(null_mut(), 4096, 0, 4, 0, 0, 0));
+    assert_eq!(fails!(NS, SCIphDmaStart(null_mut(), None, null_mut(), 0)), SCI_DMAQUEUE_IDLE);
     assert!(seg.is_null() && dev.is_null() && ioaddr == 0 && list == [0; 5]);
     // SAFETY: NULL error pointers are allowed.
     unsafe { SCIReturnDevice(null_mut(), 0, null_mut()) };
@@ -780,4 +819,173 @@ fn every_error_code_has_a_description() {
     }
     // The same pointer every time: static strings.
     assert_eq!(SCIGetErrorString(SCI_ERR_BUSY), SCIGetErrorString(SCI_ERR_BUSY));
+}
+
+/// What the test callbacks saw: the handle they were given and how often they ran.
+static DMA_HANDLE: AtomicUsize = AtomicUsize::new(0);
+static DMA_STATUS: AtomicU32 = AtomicU32::new(u32::MAX);
+static DMA_CALLS: AtomicU32 = AtomicU32::new(0);
+static INTR_HANDLE: AtomicUsize = AtomicUsize::new(0);
+static INTR_CALLS: AtomicU32 = AtomicU32::new(0);
+static DATA_LEN: AtomicU32 = AtomicU32::new(u32::MAX);
+static DATA_HANDLE: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn on_dma(arg: *mut c_void, queue: sci_dma_queue_t, status: sci_error_t) -> u32 {
+    assert_eq!(arg as usize, 0x5150);
+    DMA_HANDLE.store(queue as usize, Ordering::SeqCst);
+    DMA_STATUS.store(status, Ordering::SeqCst);
+    DMA_CALLS.fetch_add(1, Ordering::SeqCst);
+    SCI_CALLBACK_CONTINUE
+}
+
+unsafe extern "C" fn on_intr(_arg: *mut c_void, intr: sci_local_interrupt_t, _status: sci_error_t) -> u32 {
+    INTR_HANDLE.store(intr as usize, Ordering::SeqCst);
+    // The handle is usable from inside the callback: waiting on it is illegal (a callback
+    // is registered), not a bad handle.
+    let mut err = 0;
+    // SAFETY: `err` is a live local; the handle is the library's own.
+    unsafe { SCIWaitForInterrupt(intr, 0, 0, &mut err) };
+    assert_eq!(err, SCI_ERR_ILLEGAL_OPERATION);
+    if INTR_CALLS.fetch_add(1, Ordering::SeqCst) + 1 >= 2 {
+        SCI_CALLBACK_CANCEL
+    } else {
+        SCI_CALLBACK_CONTINUE
+    }
+}
+
+unsafe extern "C" fn on_data(
+    _arg: *mut c_void,
+    intr: sci_local_data_interrupt_t,
+    data: *mut c_void,
+    length: c_uint,
+    _status: sci_error_t,
+) -> u32 {
+    // SAFETY: the library passes `length` readable bytes at `data`.
+    let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), length as usize) };
+    assert_eq!(bytes, b"data!");
+    DATA_HANDLE.store(intr as usize, Ordering::SeqCst);
+    DATA_LEN.store(length, Ordering::SeqCst);
+    SCI_CALLBACK_CONTINUE
+}
+
+fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(t.elapsed() < Duration::from_secs(10), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// DMA queues, interrupts and data interrupts through the C ABI (loopback on this node):
+/// the state machine, callbacks with the program's handles, wrong kinds and stale handles.
+fn dma_and_interrupts(sd: sci_desc_t, seg: sci_local_segment_t, rseg: sci_remote_segment_t, lmap: sci_map_t) {
+    const BAD: sci_error_t = SCI_ERR_ILLEGAL_PARAMETER;
+    let mut dq: sci_dma_queue_t = null_mut();
+    fails!(BAD, SCICreateDMAQueue(as_kind(seg), &mut dq, 0, 4, 0));
+    ok!(SCICreateDMAQueue(sd, &mut dq, 0, 4, 0));
+    assert_eq!(SCIDMAQueueState(dq), SCI_DMAQUEUE_IDLE);
+    assert_eq!(SCIDMAQueueState(as_kind(seg)), SCI_DMAQUEUE_ERROR);
+    assert_eq!(fails!(SCI_ERR_ILLEGAL_OPERATION, SCIWaitForDMAQueue(dq, 10, 0)), SCI_DMAQUEUE_IDLE);
+
+    // Within the one segment (local side and remote side are the same memory here).
+    let mut pattern = *b"dma through the C ABI";
+    ok!(SCIMemCpy(null_mut(), pattern.as_mut_ptr().cast(), lmap, 0, pattern.len(), 0));
+    let n = pattern.len();
+    fails!(BAD, SCIStartDmaTransfer(dq, as_kind(rseg), rseg, 0, n, 4096, None, null_mut(), 0));
+    fails!(BAD, SCIStartDmaTransfer(as_kind(seg), seg, rseg, 0, n, 4096, None, null_mut(), 0));
+    fails!(SCI_ERR_OUT_OF_RANGE, SCIStartDmaTransfer(dq, seg, rseg, 0, n, 8190, None, null_mut(), 0));
+    ok!(SCIStartDmaTransfer(
+        dq,
+        seg,
+        rseg,
+        0,
+        n,
+        4096,
+        Some(on_dma),
+        0x5150 as *mut c_void,
+        SCI_FLAG_USE_CALLBACK
+    ));
+    wait_until("the DMA callback", || DMA_CALLS.load(Ordering::SeqCst) == 1);
+    assert_eq!(DMA_HANDLE.load(Ordering::SeqCst), dq as usize, "the callback gets the program's handle");
+    assert_eq!(DMA_STATUS.load(Ordering::SeqCst), SCI_ERR_OK);
+    assert_eq!(SCIDMAQueueState(dq), SCI_DMAQUEUE_DONE);
+    let mut back = [0u8; 21];
+    ok!(SCIMemCpy(null_mut(), back.as_mut_ptr().cast(), lmap, 4096, n, SCI_FLAG_BLOCK_READ));
+    assert_eq!(&back, &pattern);
+    // Vector and user memory, waiting in the call.
+    let mut vec = [
+        dis_dma_vec_t { size: 4, local_offset: 0, remote_offset: 6000, flags: 0 },
+        dis_dma_vec_t { size: 4, local_offset: 4, remote_offset: 6004, flags: 0 },
+    ];
+    ok!(SCIStartDmaTransferVec(dq, seg, rseg, 2, vec.as_mut_ptr(), None, null_mut(), SCI_FLAG_DMA_WAIT));
+    let mut eight = [0u8; 8];
+    ok!(SCIMemCpy(null_mut(), eight.as_mut_ptr().cast(), lmap, 6000, 8, SCI_FLAG_BLOCK_READ));
+    assert_eq!(&eight, &pattern[..8]);
+    let mut user = [0u8; 8];
+    let flags = SCI_FLAG_DMA_WAIT | SCI_FLAG_DMA_READ;
+    ok!(SCIStartDmaTransferMem(dq, user.as_mut_ptr().cast(), rseg, 8, 6000, None, null_mut(), flags));
+    assert_eq!(&user, &pattern[..8]);
+    assert_eq!(ok!(SCIWaitForDMAQueue(dq, 0, 0)), SCI_DMAQUEUE_DONE);
+    // A DMA queue depends on its descriptor.
+    fails!(SCI_ERR_BUSY, SCIClose(sd, 0));
+    ok!(SCIRemoveDMAQueue(dq, 0));
+    fails!(BAD, SCIRemoveDMAQueue(dq, 0));
+    assert_eq!(SCIDMAQueueState(dq), SCI_DMAQUEUE_ERROR);
+
+    // An interrupt whose callback cancels itself after two calls.
+    let mut intr: sci_local_interrupt_t = null_mut();
+    let mut no: c_uint = 0;
+    let flags = SCI_FLAG_USE_CALLBACK | SCI_FLAG_COUNTING_INT;
+    ok!(SCICreateInterrupt(sd, &mut intr, 0, &mut no, Some(on_intr), null_mut(), flags));
+    assert_ne!(no, 0);
+    fails!(SCI_ERR_ILLEGAL_OPERATION, SCIWaitForInterrupt(intr, 10, 0));
+    let mut rintr: sci_remote_interrupt_t = null_mut();
+    fails!(BAD, SCIConnectInterrupt(as_kind(intr), &mut rintr, NODE, 0, no, 10, 0));
+    ok!(SCIConnectInterrupt(sd, &mut rintr, NODE, 0, no, 1000, 0));
+    fails!(BAD, SCITriggerInterrupt(as_kind(intr), 0));
+    for _ in 0..4 {
+        ok!(SCITriggerInterrupt(rintr, 0));
+    }
+    wait_until("two interrupt callbacks", || INTR_CALLS.load(Ordering::SeqCst) >= 2);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(INTR_CALLS.load(Ordering::SeqCst), 2, "SCI_CALLBACK_CANCEL stops the callback");
+    assert_eq!(INTR_HANDLE.load(Ordering::SeqCst), intr as usize);
+    fails!(BAD, SCIRemoveInterrupt(as_kind(rintr), 0));
+    ok!(SCIRemoveInterrupt(intr, 0));
+    fails!(SCI_ERR_NO_SUCH_INTNO, SCITriggerInterrupt(rintr, 0));
+    ok!(SCIDisconnectInterrupt(rintr, 0));
+    fails!(BAD, SCIDisconnectInterrupt(rintr, 0));
+
+    // A data interrupt with a callback.
+    let mut dintr: sci_local_data_interrupt_t = null_mut();
+    let mut dno: c_uint = 0;
+    ok!(SCICreateDataInterrupt(
+        sd,
+        &mut dintr,
+        0,
+        &mut dno,
+        Some(on_data),
+        null_mut(),
+        SCI_FLAG_USE_CALLBACK
+    ));
+    let mut rd: sci_remote_data_interrupt_t = null_mut();
+    ok!(SCIConnectDataInterrupt(sd, &mut rd, NODE, 0, dno, 1000, 0));
+    let mut payload = *b"data!";
+    fails!(
+        SCI_ERR_OUT_OF_RANGE,
+        SCITriggerDataInterrupt(rd, payload.as_mut_ptr().cast(), SCI_MAX_DATA_INTERRUPT_LENGTH + 1, 0)
+    );
+    ok!(SCITriggerDataInterrupt(rd, payload.as_mut_ptr().cast(), 5, 0));
+    wait_until("the data-interrupt callback", || DATA_LEN.load(Ordering::SeqCst) == 5);
+    assert_eq!(DATA_HANDLE.load(Ordering::SeqCst), dintr as usize);
+    let mut len: c_uint = 16;
+    let mut buf = [0u8; 16];
+    fails!(
+        SCI_ERR_ILLEGAL_OPERATION,
+        SCIWaitForDataInterrupt(dintr, buf.as_mut_ptr().cast(), &mut len, 10, 0)
+    );
+    fails!(BAD, SCIWaitForDataInterrupt(as_kind(rd), buf.as_mut_ptr().cast(), &mut len, 10, 0));
+    ok!(SCIDisconnectDataInterrupt(rd, 0));
+    ok!(SCIRemoveDataInterrupt(dintr, 0));
+    fails!(BAD, SCIRemoveDataInterrupt(dintr, 0));
 }

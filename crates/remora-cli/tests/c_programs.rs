@@ -98,6 +98,67 @@ fn hello_world_pair_across_two_nodes() {
     assert_eq!(remora_proto::paths::nodes_in(env.runtime.path()), vec![4, 8]);
 }
 
+/// Run `receiver` as node 4 and `sender` as node 8 (told the receiver's node), and check that
+/// both succeed and the receiver printed the greeting.
+fn run_pair(receiver: &str, sender: &str) {
+    let env = Env::new();
+    let recv = env.build(&root().join(receiver), &[]);
+    let send = env.build(&root().join(sender), &[]);
+    let mut r = env.run(&recv, 4).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let s = env.run(&send, 8).arg("4").output().unwrap();
+    if !s.status.success() {
+        let _ = r.kill();
+    }
+    assert!(
+        s.status.success(),
+        "{sender}: {}{}",
+        String::from_utf8_lossy(&s.stdout),
+        String::from_utf8_lossy(&s.stderr)
+    );
+    let status = wait_with_timeout(&mut r, Duration::from_secs(30));
+    let (mut out, mut err) = (String::new(), String::new());
+    std::io::Read::read_to_string(r.stdout.as_mut().unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_string(r.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{receiver} failed: {out}{err}");
+    assert!(out.contains("Hello, World!"), "{receiver} said: {out}{err}");
+}
+
+#[test]
+fn dma_pair_across_two_nodes() {
+    run_pair("examples/dma_receiver.c", "examples/dma_sender.c");
+}
+
+#[test]
+fn interrupt_pair_across_two_nodes() {
+    run_pair("examples/intr_receiver.c", "examples/intr_sender.c");
+}
+
+#[test]
+fn callbacks_fire_with_the_programs_handles() {
+    let env = Env::new();
+    let exe = env.build(&root().join("examples/callbacks.c"), &[]);
+    let mut child = env.run(&exe, 4).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let status = wait_with_timeout(&mut child, Duration::from_secs(60));
+    let (mut out, mut err) = (String::new(), String::new());
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "callbacks failed ({status:?}): {out}{err}");
+    assert!(out.contains("callbacks: ok"), "callbacks said: {out}{err}");
+}
+
+#[test]
+fn bad_dma_and_interrupt_input_gets_documented_codes() {
+    let env = Env::new();
+    let exe = env.build(&root().join("tests/c/bad_input_dma_intr.c"), &[]);
+    let mut child = env.run(&exe, 4).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let status = wait_with_timeout(&mut child, Duration::from_secs(120));
+    let (mut out, mut err) = (String::new(), String::new());
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "bad_input_dma_intr failed ({status:?}): {out}{err}");
+    assert!(out.contains("checks passed"), "bad_input_dma_intr said: {out}{err}");
+}
+
 #[test]
 fn bad_input_gets_documented_codes() {
     let env = Env::new();

@@ -112,7 +112,7 @@ impl EventLoop {
                 let handler = self.lock().1.get_mut(&t).and_then(|e| e.handler.take());
                 let Some(mut h) = handler else { continue };
                 let keep =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h())).unwrap_or_else(|_| {
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut h)).unwrap_or_else(|_| {
                         tracing::error!("an event handler panicked; it is removed");
                         false
                     });

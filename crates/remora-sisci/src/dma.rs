@@ -248,6 +248,10 @@ impl DmaQueue {
         if descs.len() > self.max_entries() as usize {
             return Err(Error::MaxEntries);
         }
+        if wait && callback.is_some() {
+            // A callback forbids waiting: refuse before anything is posted.
+            return Err(Error::IllegalOperation);
+        }
         if callback.is_some() {
             self.listen()?;
         }
@@ -259,7 +263,8 @@ impl DmaQueue {
         st.inflight = refs;
         drop(st);
         if wait {
-            self.wait(None)?;
+            let end = self.wait(None)?;
+            return self.outcome(end);
         }
         Ok(())
     }
@@ -272,7 +277,8 @@ impl DmaQueue {
     }
 
     /// `SCIStartDmaTransfer`: copy `size` bytes between `local` at `local_offset` and
-    /// `remote` at `remote_offset` (towards the remote side unless `flags.read`).
+    /// `remote` at `remote_offset` (towards the remote side unless `flags.read`). With
+    /// `flags.wait` it returns when the job has ended, with the job's outcome.
     ///
     /// # Errors
     /// [`Error::IllegalOperation`] while the queue is posted or gathering;

@@ -37,10 +37,13 @@ mod map;
 mod query;
 mod segment;
 
-pub use dma::{DmaFlags, DmaQueue, DmaState, DmaVec};
+pub use dma::{DmaCallback, DmaFlags, DmaQueue, DmaState, DmaVec};
 pub use error::{Error, Result};
 pub use events::{CallbackAction, LocalEvent, RemoteEvent, SegmentReason};
-pub use interrupt::{DataInterrupt, Interrupt, RemoteDataInterrupt, RemoteInterrupt, MAX_DATA_INTERRUPT};
+pub use interrupt::{
+    DataCallback, DataInterrupt, Interrupt, InterruptCallback, RemoteDataInterrupt, RemoteInterrupt,
+    MAX_DATA_INTERRUPT,
+};
 pub use map::{flush, mem_copy, mem_read, Map, MapFlags, Sequence, SequenceStatus};
 pub use query::AdapterInfo;
 pub use remora_client::Config;
