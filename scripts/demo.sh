@@ -14,8 +14,20 @@ REMORA_NODE=4 examples/hello_receiver &
 receiver=$!
 REMORA_NODE=8 examples/hello_sender 4
 wait "$receiver"
+echo "--- DMA: the receiver's segment is written by node 8's DMA engine"
+REMORA_NODE=4 examples/dma_receiver &
+receiver=$!
+REMORA_NODE=8 examples/dma_sender 4
+wait "$receiver"
+echo "--- interrupts: node 8 triggers interrupt 12345 of node 4"
+REMORA_NODE=4 examples/intr_receiver &
+receiver=$!
+REMORA_NODE=8 examples/intr_sender 4
+wait "$receiver"
 echo "--- benchmarks (node 4 and node 8 of this host)"
 "$prefix/bin/remora" bench pio --rounds 9
 "$prefix/bin/remora" bench memcpy --reps 5
 "$prefix/bin/remora" bench connect --samples 200
+"$prefix/bin/remora" bench intr --rounds 5
+"$prefix/bin/remora" bench dma --reps 3
 "$prefix/bin/remora" status
