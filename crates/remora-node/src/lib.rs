@@ -14,6 +14,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cluster;
 mod dma;
 mod peer;
 pub mod registry;
@@ -38,12 +39,14 @@ pub struct Config {
     pub idle_exit: Option<Duration>,
     /// Started by the library rather than by a person.
     pub auto_started: bool,
+    /// The cluster: other hosts' nodes and the secret (`None`: this host only).
+    pub cluster: Option<cluster::Cluster>,
 }
 
 impl Config {
     /// A daemon for `node` in `runtime_dir` that never exits by itself.
     pub fn new(node: u32, runtime_dir: PathBuf) -> Config {
-        Config { node, runtime_dir, idle_exit: None, auto_started: false }
+        Config { node, runtime_dir, idle_exit: None, auto_started: false, cluster: None }
     }
 }
 

@@ -23,6 +23,10 @@ struct Args {
     /// Started by the library (shown by `remora status`).
     #[arg(long, hide = true)]
     auto: bool,
+    /// The cluster file (default: REMORA_CLUSTER, else /etc/remora/cluster.toml if it
+    /// exists; without one the node knows only the nodes of its own host).
+    #[arg(long)]
+    cluster: Option<PathBuf>,
     /// Start the daemon in the background (in its own process group) and return at once.
     #[arg(long)]
     detach: bool,
@@ -69,6 +73,23 @@ fn main() {
         remora_node::Config::new(node, args.runtime_dir.unwrap_or_else(remora_proto::paths::runtime_dir));
     cfg.idle_exit = (args.idle_exit > 0).then(|| Duration::from_secs(args.idle_exit));
     cfg.auto_started = args.auto;
+    let cluster = match &args.cluster {
+        Some(p) => remora_node::cluster::Cluster::load(p).map(Some),
+        None => remora_node::cluster::Cluster::from_env(),
+    };
+    cfg.cluster = match cluster {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("remorad: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Some(c) = &cfg.cluster {
+        if c.addr(node).is_none() {
+            eprintln!("remorad: node {node} is not in the cluster file");
+            std::process::exit(2);
+        }
+    }
     match remora_node::run(cfg) {
         Ok(()) => {}
         Err(remora_node::StartError::AlreadyRunning(n)) => {

@@ -1,0 +1,146 @@
+//! The cluster file: every node of the cluster, where it listens, and the shared secret.
+//!
+//! ```toml
+//! secret = "..."                 # or: secret_file = "/etc/remora/secret"
+//! heartbeat_ms = 200             # optional: heartbeat period (default 200 ms)
+//! force_tcp = false              # optional: reach even same-host nodes over TCP
+//! [[node]]
+//! id = 4
+//! host = "10.0.0.1"
+//! port = 7400
+//! ```
+//!
+//! Found at `REMORA_CLUSTER`, else `/etc/remora/cluster.toml`; with neither, a node knows only
+//! the nodes of its own host.
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// One node of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeAddr {
+    /// The node id.
+    pub id: u32,
+    /// Host name or address it listens on.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+#[derive(Debug, Deserialize)]
+struct File {
+    secret: Option<String>,
+    secret_file: Option<PathBuf>,
+    heartbeat_ms: Option<u64>,
+    force_tcp: Option<bool>,
+    #[serde(default)]
+    node: Vec<NodeAddr>,
+}
+
+/// A parsed cluster file.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// The shared secret that authenticates daemons to each other.
+    pub secret: Vec<u8>,
+    /// Every node.
+    pub nodes: Vec<NodeAddr>,
+    /// The heartbeat period.
+    pub heartbeat: Duration,
+    /// Use TCP even to nodes that share this host's runtime directory.
+    pub force_tcp: bool,
+}
+
+impl Cluster {
+    /// Parse a cluster file.
+    ///
+    /// # Errors
+    /// A message naming what is wrong: unreadable file, bad TOML, no secret, a secret
+    /// shorter than 16 bytes, duplicate node ids.
+    pub fn load(path: &Path) -> Result<Cluster, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Cluster::parse(&text, path.parent().unwrap_or(Path::new(".")))
+    }
+
+    /// Parse cluster-file text (`base` resolves a relative `secret_file`).
+    ///
+    /// # Errors
+    /// As [`Cluster::load`].
+    pub fn parse(text: &str, base: &Path) -> Result<Cluster, String> {
+        let f: File = toml::from_str(text).map_err(|e| format!("cluster file: {e}"))?;
+        let secret = match (f.secret, f.secret_file) {
+            (Some(s), None) => s.into_bytes(),
+            (None, Some(p)) => {
+                let p = if p.is_absolute() { p } else { base.join(p) };
+                let s = std::fs::read(&p).map_err(|e| format!("secret_file {}: {e}", p.display()))?;
+                String::from_utf8_lossy(&s).trim().as_bytes().to_vec()
+            }
+            (Some(_), Some(_)) => return Err("cluster file: give either secret or secret_file, not both".into()),
+            (None, None) => return Err("cluster file: no secret (secret or secret_file)".into()),
+        };
+        if secret.len() < 16 {
+            return Err("cluster file: the secret must have at least 16 bytes".into());
+        }
+        let mut ids: Vec<u32> = f.node.iter().map(|n| n.id).collect();
+        ids.sort_unstable();
+        if ids.windows(2).any(|w| w[0] == w[1]) {
+            return Err("cluster file: a node id appears twice".into());
+        }
+        Ok(Cluster {
+            secret,
+            nodes: f.node,
+            heartbeat: Duration::from_millis(f.heartbeat_ms.unwrap_or(200).max(10)),
+            force_tcp: f.force_tcp.unwrap_or(false),
+        })
+    }
+
+    /// The cluster file the environment names, if any.
+    ///
+    /// # Errors
+    /// As [`Cluster::load`], for a file that exists but is malformed.
+    pub fn from_env() -> Result<Option<Cluster>, String> {
+        if let Some(p) = std::env::var_os("REMORA_CLUSTER").filter(|p| !p.is_empty()) {
+            return Cluster::load(Path::new(&p)).map(Some);
+        }
+        let default = Path::new("/etc/remora/cluster.toml");
+        if default.exists() {
+            return Cluster::load(default).map(Some);
+        }
+        Ok(None)
+    }
+
+    /// The address of `node`.
+    pub fn addr(&self, node: u32) -> Option<&NodeAddr> {
+        self.nodes.iter().find(|n| n.id == node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_form_and_rejects_bad_ones() {
+        let c = Cluster::parse(
+            "secret = \"0123456789abcdef\"\n[[node]]\nid = 4\nhost = \"10.0.0.1\"\nport = 7400\n[[node]]\nid = 8\nhost = \"10.0.0.2\"\nport = 7400\n",
+            Path::new("/"),
+        )
+        .unwrap();
+        assert_eq!(c.nodes.len(), 2);
+        assert_eq!(c.addr(8).unwrap().host, "10.0.0.2");
+        assert_eq!(c.heartbeat, Duration::from_millis(200));
+        assert!(Cluster::parse("[[node]]\nid=1\nhost=\"a\"\nport=1\n", Path::new("/")).is_err());
+        assert!(Cluster::parse("secret=\"short\"\n", Path::new("/")).is_err());
+        assert!(Cluster::parse(
+            "secret=\"0123456789abcdef\"\n[[node]]\nid=1\nhost=\"a\"\nport=1\n[[node]]\nid=1\nhost=\"b\"\nport=2\n",
+            Path::new("/")
+        )
+        .is_err());
+        let dir = std::env::temp_dir().join(format!("remora-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("s"), "abcdefghijklmnopqrstuvwxyz\n").unwrap();
+        let c = Cluster::parse("secret_file = \"s\"\n", &dir).unwrap();
+        assert_eq!(c.secret, b"abcdefghijklmnopqrstuvwxyz");
+    }
+}
