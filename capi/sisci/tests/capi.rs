@@ -72,6 +72,7 @@ impl Drop for Cleanup {
                 daemon: None,
                 spawn: false,
                 idle_exit: Duration::from_secs(5),
+                cluster: None,
             };
             if let Ok(s) = remora_client::Session::open_control(&cfg) {
                 let _ = s.request(remora_proto::Request::Shutdown, &[]);

@@ -66,6 +66,8 @@ pub struct Config {
     /// How long a daemon started by the library lingers without clients
     /// (`REMORA_IDLE_EXIT` seconds, default 30).
     pub idle_exit: Duration,
+    /// The cluster file a daemon started by the library uses (`REMORA_CLUSTER`).
+    pub cluster: Option<PathBuf>,
 }
 
 impl Config {
@@ -87,6 +89,7 @@ impl Config {
             daemon: std::env::var_os("REMORA_DAEMON").filter(|v| !v.is_empty()).map(PathBuf::from),
             spawn: std::env::var("REMORA_NO_SPAWN").map(|v| v != "1").unwrap_or(true),
             idle_exit: Duration::from_secs(idle.max(1)),
+            cluster: std::env::var_os("REMORA_CLUSTER").filter(|v| !v.is_empty()).map(PathBuf::from),
         })
     }
 

@@ -56,7 +56,11 @@ pub(crate) fn start_daemon(cfg: &Config) -> Result<OwnedFd, ClientError> {
         .create(true)
         .append(true)
         .open(cfg.runtime_dir.join(format!("node-{}.log", cfg.node)))?;
-    let status = Command::new(&daemon)
+    let mut cmd = Command::new(&daemon);
+    if let Some(c) = &cfg.cluster {
+        cmd.arg("--cluster").arg(c);
+    }
+    let status = cmd
         .arg("--node")
         .arg(cfg.node.to_string())
         .arg("--runtime-dir")

@@ -76,7 +76,9 @@ impl Cluster {
                 let s = std::fs::read(&p).map_err(|e| format!("secret_file {}: {e}", p.display()))?;
                 String::from_utf8_lossy(&s).trim().as_bytes().to_vec()
             }
-            (Some(_), Some(_)) => return Err("cluster file: give either secret or secret_file, not both".into()),
+            (Some(_), Some(_)) => {
+                return Err("cluster file: give either secret or secret_file, not both".into())
+            }
             (None, None) => return Err("cluster file: no secret (secret or secret_file)".into()),
         };
         if secret.len() < 16 {

@@ -9,6 +9,7 @@
 //! references to the memory, so a process that dies mid-transfer cannot make it touch
 //! anything else; its queue is closed and the worker exits after the job.
 
+use crate::registry::DmaTarget;
 use crate::Node;
 use remora_sys::dma::*;
 use remora_sys::sync::DEFAULT_SPIN;
@@ -38,7 +39,7 @@ pub fn spawn(node: Arc<Node>, session: u64, pid: u32, page: Arc<DmaPage>) {
 /// transfers between the same segments then skip the registry entirely.
 struct Cache {
     epoch: u64,
-    maps: HashMap<(u64, bool), Arc<Mapping>>,
+    maps: HashMap<(u64, bool), DmaTarget>,
 }
 
 enum Local {
@@ -49,10 +50,17 @@ enum Local {
 struct Step {
     local: Local,
     local_off: usize,
-    remote: Arc<Mapping>,
+    remote: DmaTarget,
     remote_off: usize,
     size: usize,
     read: bool,
+}
+
+fn target_len(t: &DmaTarget) -> usize {
+    match t {
+        DmaTarget::Map(m) => m.len(),
+        DmaTarget::Tcp { size, .. } => *size as usize,
+    }
 }
 
 fn in_range(map_len: usize, off: u64, size: u64) -> bool {
@@ -76,12 +84,12 @@ fn plan(
             && (d.flags & DMA_F_USER_MEM != 0 || cache.maps.contains_key(&(d.local, false)))
     });
     let mut reg = if cached { None } else { Some(node.lock()) };
-    let mut resolve = |h: u64, remote: bool| -> Result<Arc<Mapping>, u32> {
+    let mut resolve = |h: u64, remote: bool| -> Result<DmaTarget, u32> {
         if let Some(m) = cache.maps.get(&(h, remote)) {
             return Ok(m.clone());
         }
         let reg = reg.as_mut().expect("locked when anything is missing");
-        let m = if remote { reg.dma_remote(session, h)? } else { reg.dma_local(session, h)? };
+        let m = if remote { reg.dma_remote(session, h)? } else { DmaTarget::Map(reg.dma_local(session, h)?) };
         cache.maps.insert((h, remote), m.clone());
         Ok(m)
     };
@@ -89,14 +97,14 @@ fn plan(
         .iter()
         .map(|d| {
             let remote = resolve(d.remote, true)?;
-            if !in_range(remote.len(), d.remote_off, d.size) {
+            if !in_range(target_len(&remote), d.remote_off, d.size) {
                 return Err(DMA_ERR_RANGE);
             }
             let local = if d.flags & DMA_F_USER_MEM != 0 {
                 d.local.checked_add(d.size).ok_or(DMA_ERR_RANGE)?;
                 Local::User(d.local)
             } else {
-                let m = resolve(d.local, false)?;
+                let DmaTarget::Map(m) = resolve(d.local, false)? else { return Err(DMA_ERR_NOT_PREPARED) };
                 if !in_range(m.len(), d.local_off, d.size) {
                     return Err(DMA_ERR_RANGE);
                 }
@@ -114,6 +122,80 @@ fn plan(
         .collect()
 }
 
+/// The posting process's memory, opened on first use.
+struct UserMem {
+    pid: u32,
+    file: Option<std::fs::File>,
+    bounce: Option<Arc<Mapping>>,
+}
+
+impl UserMem {
+    fn file(&mut self) -> std::io::Result<&std::fs::File> {
+        if self.file.is_none() {
+            let f =
+                std::fs::OpenOptions::new().read(true).write(true).open(format!("/proc/{}/mem", self.pid))?;
+            self.file = Some(f);
+        }
+        Ok(self.file.as_ref().expect("opened"))
+    }
+
+    /// A scratch mapping for user memory that travels to or from another host.
+    fn bounce(&mut self) -> std::io::Result<Arc<Mapping>> {
+        if self.bounce.is_none() {
+            let fd = remora_sys::Memfd::create("dma-bounce", CHUNK as u64)?;
+            self.bounce =
+                Some(Arc::new(Mapping::new(remora_sys::AsFd::as_fd(&fd), 0, CHUNK, Default::default())?));
+        }
+        Ok(self.bounce.clone().expect("made"))
+    }
+}
+
+fn copy_chunk(node: &Node, s: &Step, done: usize, n: usize, user: &mut UserMem) -> std::io::Result<()> {
+    let fail = || std::io::Error::other("transfer to the other host failed");
+    let peer =
+        |id: u32| node.links.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned().ok_or_else(fail);
+    let roff = s.remote_off + done;
+    match (&s.local, &s.remote) {
+        (Local::Seg(l), DmaTarget::Map(r)) => {
+            if s.read {
+                l.copy_from(s.local_off + done, r, roff, n)
+            } else {
+                r.copy_from(roff, l, s.local_off + done, n)
+            }
+        }
+        (Local::User(addr), DmaTarget::Map(r)) => {
+            let at = addr + done as u64;
+            let f = user.file()?;
+            if s.read {
+                r.drain_to_file(roff, n, f, at)
+            } else {
+                r.fill_from_file(roff, n, f, at)
+            }
+        }
+        (Local::Seg(l), DmaTarget::Tcp { node: id, remote, .. }) => {
+            let p = peer(*id)?;
+            let ok = if s.read {
+                p.bulk_read(*remote, roff as u64, l, s.local_off + done, n)
+            } else {
+                p.bulk_write(*remote, roff as u64, l, s.local_off + done, n)
+            };
+            ok.then_some(()).ok_or_else(fail)
+        }
+        (Local::User(addr), DmaTarget::Tcp { node: id, remote, .. }) => {
+            let p = peer(*id)?;
+            let at = addr + done as u64;
+            let b = user.bounce()?;
+            if s.read {
+                p.bulk_read(*remote, roff as u64, &b, 0, n).then_some(()).ok_or_else(fail)?;
+                b.drain_to_file(0, n, user.file()?, at)
+            } else {
+                b.fill_from_file(0, n, user.file()?, at)?;
+                p.bulk_write(*remote, roff as u64, &b, 0, n).then_some(()).ok_or_else(fail)
+            }
+        }
+    }
+}
+
 fn run_job(
     node: &Node,
     session: u64,
@@ -127,7 +209,7 @@ fn run_job(
         Ok(s) => s,
         Err(e) => return (DMA_ERROR, e),
     };
-    let mut mem: Option<std::fs::File> = None;
+    let mut user = UserMem { pid, file: None, bounce: None };
     for s in steps {
         let mut done = 0;
         while done < s.size {
@@ -135,41 +217,8 @@ fn run_job(
                 return (DMA_ABORTED, 0);
             }
             let n = (s.size - done).min(CHUNK);
-            let r = match &s.local {
-                Local::Seg(l) => {
-                    if s.read {
-                        l.copy_from(s.local_off + done, &s.remote, s.remote_off + done, n)
-                    } else {
-                        s.remote.copy_from(s.remote_off + done, l, s.local_off + done, n)
-                    }
-                }
-                Local::User(addr) => {
-                    if mem.is_none() {
-                        match std::fs::OpenOptions::new()
-                            .read(true)
-                            .write(true)
-                            .open(format!("/proc/{pid}/mem"))
-                        {
-                            Ok(f) => mem = Some(f),
-                            Err(e) => {
-                                tracing::warn!(
-                                    pid,
-                                    "DMA from user memory: cannot open the process's memory: {e}"
-                                );
-                                return (DMA_ERROR, DMA_ERR_TRANSFER);
-                            }
-                        }
-                    }
-                    let f = mem.as_ref().expect("opened above");
-                    let at = addr + done as u64;
-                    if s.read {
-                        s.remote.drain_to_file(s.remote_off + done, n, f, at)
-                    } else {
-                        s.remote.fill_from_file(s.remote_off + done, n, f, at)
-                    }
-                }
-            };
-            if r.is_err() {
+            if let Err(e) = copy_chunk(node, &s, done, n, &mut user) {
+                tracing::warn!(pid, "DMA transfer failed: {e}");
                 return (DMA_ERROR, DMA_ERR_TRANSFER);
             }
             done += n;

@@ -19,6 +19,7 @@ mod dma;
 mod peer;
 pub mod registry;
 mod session;
+pub mod transport;
 
 use registry::Registry;
 use remora_proto::paths;
@@ -73,10 +74,15 @@ pub struct Node {
     pub shutdown: Notify,
     started: Instant,
     last_active: Mutex<Instant>,
+    /// Changes at every start: peers use it to tell a restart from a pause.
+    pub incarnation: u64,
+    /// Links to nodes of other hosts, by node id.
+    pub links: Mutex<std::collections::HashMap<u32, Arc<transport::tcp::TcpPeer>>>,
 }
 
 impl Node {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
+    /// The books, locked.
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
         // A panic while holding the lock would poison it; the books are still consistent
         // at every statement boundary, so keep serving.
         self.reg.lock().unwrap_or_else(|p| p.into_inner())
@@ -112,6 +118,8 @@ pub fn run(config: Config) -> Result<(), StartError> {
         shutdown: Notify::new(),
         started: Instant::now(),
         last_active: Mutex::new(Instant::now()),
+        incarnation: transport::tcp::new_incarnation(),
+        links: Mutex::new(std::collections::HashMap::new()),
     });
     tracing::info!(node = node.config.node, socket = %sock.display(), "node daemon up");
     let result = rt.block_on(serve(node.clone(), listener));
@@ -123,6 +131,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
 }
 
 async fn serve(node: Arc<Node>, listener: std::os::fd::OwnedFd) -> Result<(), StartError> {
+    transport::tcp::start(node.clone()).await.map_err(|e| StartError::Io("cluster listener", e))?;
     let listener = remora_sys::async_conn::register(listener).map_err(|e| StartError::Io("listener", e))?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| StartError::Io("signal", e))?;

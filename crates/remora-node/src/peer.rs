@@ -141,7 +141,8 @@ async fn read_loop(
                     // Segment events of a peer link concern segments we do not own.
                     Event::SegmentConnected { .. }
                     | Event::SegmentDisconnected { .. }
-                    | Event::SegmentLink { .. } => {}
+                    | Event::SegmentLink { .. }
+                    | Event::SegmentLost { .. } => {}
                 }
             }
             Err(e) => {

@@ -66,6 +66,37 @@ pub enum ConnKind {
         /// The other daemon's connection handle.
         remote: u64,
     },
+    /// A segment of a node on another host, through the `tcp` transport.
+    Remote {
+        /// The other daemon's connection handle.
+        remote: u64,
+    },
+}
+
+impl ConnKind {
+    /// The other daemon's handle, for connections that go through another daemon.
+    pub fn remote(&self) -> Option<u64> {
+        match *self {
+            ConnKind::Proxied { remote } | ConnKind::Remote { remote } => Some(remote),
+            ConnKind::Local { .. } => None,
+        }
+    }
+}
+
+/// Where the DMA engine finds a connection's memory.
+#[derive(Debug, Clone)]
+pub enum DmaTarget {
+    /// Mapped here (this host's memory).
+    Map(Arc<Mapping>),
+    /// On another host: moved through the `tcp` transport.
+    Tcp {
+        /// The node.
+        node: u32,
+        /// Its connection handle.
+        remote: u64,
+        /// The segment's size.
+        size: u64,
+    },
 }
 
 /// A connection held by a session of this node.
@@ -212,6 +243,11 @@ impl Registry {
         let h = self.next;
         self.next += 1;
         h
+    }
+
+    /// Send `ev` to a session (dropped if it is gone).
+    pub fn tell_session(&self, session: u64, ev: Event) {
+        self.tell(session, ev)
     }
 
     fn tell(&self, session: u64, ev: Event) {
@@ -530,6 +566,7 @@ impl Registry {
         remote: u64,
         memfd: Option<Memfd>,
     ) -> u64 {
+        let kind = if memfd.is_some() { ConnKind::Proxied { remote } } else { ConnKind::Remote { remote } };
         let conn = self.handle();
         self.conns.insert(
             conn,
@@ -540,7 +577,7 @@ impl Registry {
                 importer_node: self.node,
                 id,
                 size,
-                kind: ConnKind::Proxied { remote },
+                kind,
                 alive: true,
                 memfd,
                 dma_map: None,
@@ -624,11 +661,38 @@ impl Registry {
         intno: u32,
         data: bool,
         remote: u64,
+        tcp: bool,
     ) -> u64 {
         let conn = self.handle();
-        self.intr_conns
-            .insert(conn, IntrConn { session, node, intno, data, target: ConnKind::Proxied { remote } });
+        let target = if tcp { ConnKind::Remote { remote } } else { ConnKind::Proxied { remote } };
+        self.intr_conns.insert(conn, IntrConn { session, node, intno, data, target });
         conn
+    }
+
+    /// Trigger interrupt connection `conn` of `session` (a connection to an interrupt of
+    /// this node), with a payload for data interrupts.
+    ///
+    /// # Errors
+    /// `UnknownHandle`; `NoSuchIntno` when the interrupt was removed; `NoSpace` when a
+    /// data interrupt's queue is full; `IllegalParameter` for a payload too long.
+    pub fn trigger_interrupt(&mut self, session: u64, conn: u64, data: Option<&[u8]>) -> Result<(), Error> {
+        let c = match self.intr_conns.get(&conn) {
+            Some(c) if c.session == session => c,
+            _ => return Err(Error::UnknownHandle),
+        };
+        let ConnKind::Local { seg: h } = c.target else { return Err(Error::UnknownHandle) };
+        let i = self.interrupts.get(&h).ok_or(Error::NoSuchIntno)?;
+        let r = match data {
+            Some(d) => i.page.send(d),
+            None => i.page.trigger(),
+        };
+        r.map_err(|e| match e {
+            remora_sys::intr::TriggerError::Removed => Error::NoSuchIntno,
+            remora_sys::intr::TriggerError::Full => Error::NoSpace,
+            remora_sys::intr::TriggerError::TooLong => {
+                Error::IllegalParameter("data interrupt payload too long".into())
+            }
+        })
     }
 
     /// `SCIDisconnectInterrupt`: returns the connection's target.
@@ -694,19 +758,22 @@ impl Registry {
     }
 
     /// The DMA engine's mapping of a connection of `session` that is alive.
-    pub fn dma_remote(&mut self, session: u64, conn: u64) -> Result<Arc<Mapping>, u32> {
+    pub fn dma_remote(&mut self, session: u64, conn: u64) -> Result<DmaTarget, u32> {
         let ok = self.conns.get(&conn).is_some_and(|c| c.alive && self.same_process(c.session, session));
         let c = match self.conns.get_mut(&conn) {
             Some(c) if ok => c,
             _ => return Err(DMA_ERR_NOT_CONNECTED),
         };
+        if let ConnKind::Remote { remote } = c.kind {
+            return Ok(DmaTarget::Tcp { node: c.node, remote, size: c.size });
+        }
         if c.dma_map.is_none() {
             let m = c.memfd.as_ref().ok_or(DMA_ERR_NOT_CONNECTED)?;
             let map = Mapping::new(m.as_fd(), 0, c.size as usize, Default::default())
                 .map_err(|_| DMA_ERR_NOT_CONNECTED)?;
             c.dma_map = Some(Arc::new(map));
         }
-        Ok(c.dma_map.clone().expect("made above"))
+        Ok(DmaTarget::Map(c.dma_map.clone().expect("made above")))
     }
 
     /// `SCIDisconnectSegment`. Returns the connection's kind (a proxied one must also be
@@ -742,10 +809,7 @@ impl Registry {
         let hit: Vec<u64> = self
             .conns
             .values()
-            .filter(|c| {
-                c.session == session
-                    && matches!(c.kind, ConnKind::Proxied { remote: r } if remote.contains(&r))
-            })
+            .filter(|c| c.session == session && c.kind.remote().is_some_and(|r| remote.contains(&r)))
             .map(|c| c.conn)
             .collect();
         for conn in hit {
@@ -764,20 +828,14 @@ impl Registry {
             .conns
             .values()
             .filter(|c| c.session == session && c.node == node)
-            .filter_map(|c| match c.kind {
-                ConnKind::Proxied { remote } => Some(remote),
-                ConnKind::Local { .. } => None,
-            })
+            .filter_map(|c| c.kind.remote())
             .collect();
         self.lose_proxied(session, &remotes, reason);
     }
 
     /// The local handle of a proxied connection.
     pub fn local_of_remote(&self, session: u64, remote: u64) -> Option<u64> {
-        self.conns
-            .values()
-            .find(|c| c.session == session && c.kind == ConnKind::Proxied { remote })
-            .map(|c| c.conn)
+        self.conns.values().find(|c| c.session == session && c.kind.remote() == Some(remote)).map(|c| c.conn)
     }
 
     /// Record a map (bookkeeping only: the mapping itself is the process's).
@@ -884,6 +942,7 @@ impl Registry {
                 .map(|i| (i.owner, i.intno, i.data, i.conns.len() as u32))
                 .collect(),
             dma_queues: self.dma.iter().map(|(h, q)| (q.owner, *h, q.max)).collect(),
+            peers: Vec::new(),
         }
     }
 }

@@ -3,7 +3,10 @@
 use crate::peer::{self, Proxy};
 use crate::registry::{ConnKind, ConnectWait};
 use crate::send_msg;
+use crate::transport::tcp::LinkState;
+use crate::transport::{route, Route};
 use crate::Node;
+use remora_proto::link::{PeerReply, PeerRequest};
 use remora_proto::{
     decode, Error, Event, MapStatus, Reply, Request, RequestFrame, Role, ServerMsg, MAX_FRAME, NO_REPLY,
 };
@@ -124,6 +127,10 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
         }
     }
     s.proxies.clear();
+    let links: Vec<_> = node.links.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+    for l in links {
+        l.session_end(sid);
+    }
     node.lock().end_session(sid);
     node.changed.notify_waiters();
     tracing::debug!(sid, pid, "session closed; its resources are released");
@@ -217,15 +224,23 @@ impl Session {
                     Err(e) => (Err(e), vec![]),
                 }
             }
-            Request::Connect { node, id, timeout_ms } => {
-                if node == self.me() {
-                    self.connect_local(id, timeout_ms).await
-                } else if matches!(self.role, Role::Peer { .. }) {
-                    (Err(Error::NoSuchNode), vec![])
-                } else {
-                    self.connect_remote(node, id, timeout_ms).await
+            Request::Connect { node, id, timeout_ms } => match route(&self.node, node) {
+                Route::Me => self.connect_local(id, timeout_ms).await,
+                _ if matches!(self.role, Role::Peer { .. }) => (Err(Error::NoSuchNode), vec![]),
+                Route::Local => self.connect_remote(node, id, timeout_ms).await,
+                Route::Tcp => {
+                    let r = self.ask_tcp(node, PeerRequest::Connect { id, timeout_ms }).await;
+                    match r {
+                        Ok(PeerReply::Connected { conn: remote, size }) => {
+                            let conn = self.node.lock().add_proxied(sid, node, id, size, remote, None);
+                            (Ok(Reply::Connected { conn, size }), vec![])
+                        }
+                        Ok(other) => (Err(Error::Protocol(format!("unexpected answer {other:?}"))), vec![]),
+                        Err(e) => (Err(e), vec![]),
+                    }
                 }
-            }
+                Route::Unknown => (Err(Error::NoSuchNode), vec![]),
+            },
             Request::Disconnect { conn } => {
                 let r = self.node.lock().disconnect(sid, conn);
                 match r {
@@ -233,6 +248,10 @@ impl Session {
                         if let Some(p) = self.proxies.get(&node) {
                             let _ = p.request(Request::Disconnect { conn: remote }).await;
                         }
+                        (Ok(Reply::Ok), vec![])
+                    }
+                    Ok((ConnKind::Remote { remote }, node)) => {
+                        let _ = self.ask_tcp(node, PeerRequest::Disconnect { conn: remote }).await;
                         (Ok(Reply::Ok), vec![])
                     }
                     Ok(_) => (Ok(Reply::Ok), vec![]),
@@ -250,8 +269,43 @@ impl Session {
                 (Ok(Reply::Ok), vec![])
             }
             Request::Probe { node } => {
-                let reachable = node == self.me() || peer::probe(&self.node, node).await;
+                let reachable = match route(&self.node, node) {
+                    Route::Me => true,
+                    Route::Local => peer::probe(&self.node, node).await,
+                    Route::Tcp => matches!(
+                        tokio::time::timeout(Duration::from_secs(2), self.ask_tcp(node, PeerRequest::Probe))
+                            .await,
+                        Ok(Ok(_))
+                    ),
+                    Route::Unknown => false,
+                };
                 (Ok(Reply::Probe { reachable }), vec![])
+            }
+            Request::TriggerInterrupt { intr, data } => {
+                let target = self
+                    .node
+                    .lock()
+                    .intr_conns
+                    .get(&intr)
+                    .filter(|c| c.session == sid)
+                    .map(|c| (c.target, c.node));
+                match target {
+                    Some((ConnKind::Remote { remote }, node)) => {
+                        let r = self.ask_tcp(node, PeerRequest::Trigger { intr: remote, data }).await;
+                        (r.map(|_| Reply::Ok), vec![])
+                    }
+                    Some((ConnKind::Proxied { remote }, node)) => match self.proxies.get(&node) {
+                        Some(p) => match p.request(Request::TriggerInterrupt { intr: remote, data }).await {
+                            Ok((r, _)) => (r, vec![]),
+                            Err(e) => (Err(e), vec![]),
+                        },
+                        None => (Err(Error::NodeNotResponding), vec![]),
+                    },
+                    Some((ConnKind::Local { .. }, _)) => {
+                        ok(self.node.lock().trigger_interrupt(sid, intr, data.as_deref()))
+                    }
+                    None => (Err(Error::UnknownHandle), vec![]),
+                }
             }
             Request::CreateInterrupt { intno, data } => {
                 match self.node.lock().create_interrupt(sid, intno, data) {
@@ -261,6 +315,20 @@ impl Session {
             }
             Request::RemoveInterrupt { intr } => ok(self.node.lock().remove_interrupt(sid, intr)),
             Request::ConnectInterrupt { node, intno, data, timeout_ms } => {
+                let tcp = route(&self.node, node) == Route::Tcp;
+                if tcp && !matches!(self.role, Role::Peer { .. }) {
+                    let r =
+                        self.ask_tcp(node, PeerRequest::ConnectInterrupt { intno, data, timeout_ms }).await;
+                    return match r {
+                        Ok(PeerReply::Interrupt { intr: remote, intno }) => {
+                            let conn =
+                                self.node.lock().add_proxied_interrupt(sid, node, intno, data, remote, true);
+                            (Ok(Reply::Interrupt { intr: conn, intno }), vec![])
+                        }
+                        Ok(other) => (Err(Error::Protocol(format!("unexpected answer {other:?}"))), vec![]),
+                        Err(e) => (Err(e), vec![]),
+                    };
+                }
                 if node == self.me() {
                     let importer = self.importer_node();
                     let r = self
@@ -286,6 +354,10 @@ impl Session {
                         {
                             let _ = p.request(Request::DisconnectInterrupt { intr: remote }).await;
                         }
+                        if let ConnKind::Remote { remote } = c.target {
+                            let _ =
+                                self.ask_tcp(c.node, PeerRequest::DisconnectInterrupt { intr: remote }).await;
+                        }
                         (Ok(Reply::Ok), vec![])
                     }
                     Err(e) => (Err(e), vec![]),
@@ -295,13 +367,43 @@ impl Session {
             Request::RemoveDmaQueue { queue } => ok(self.node.lock().remove_dma(sid, queue)),
             Request::Status => {
                 let up = self.node.started.elapsed().as_secs();
-                let st = self.node.lock().status(std::process::id(), self.node.config.auto_started, up);
+                let mut st = self.node.lock().status(std::process::id(), self.node.config.auto_started, up);
+                let links: Vec<_> =
+                    self.node.links.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+                st.peers = links
+                    .iter()
+                    .map(|l| remora_proto::PeerStatus {
+                        node: l.id,
+                        addr: l.addr.clone(),
+                        state: match l.state() {
+                            LinkState::Up => "up",
+                            LinkState::NotOperational => "not operational",
+                            LinkState::Down => "down",
+                            LinkState::Lost => "lost",
+                        }
+                        .into(),
+                        rtt_us: l.rtt_us(),
+                        bytes_in: l.bytes_in.load(std::sync::atomic::Ordering::Relaxed),
+                        bytes_out: l.bytes_out.load(std::sync::atomic::Ordering::Relaxed),
+                    })
+                    .collect();
+                st.peers.sort_by_key(|p| p.node);
                 (Ok(Reply::Status(st)), vec![])
             }
             Request::Shutdown => {
                 self.node.shutdown.notify_one();
                 (Ok(Reply::Ok), vec![])
             }
+        }
+    }
+
+    /// Ask node `node` over the `tcp` transport, giving up if the caller hangs up.
+    async fn ask_tcp(&self, node: u32, req: PeerRequest) -> Result<PeerReply, Error> {
+        let peer = self.node.links.lock().unwrap_or_else(|p| p.into_inner()).get(&node).cloned();
+        let Some(peer) = peer else { return Err(Error::NoSuchNode) };
+        tokio::select! {
+            r = peer.request(self.sid, req) => r,
+            _ = self.conn.hangup() => Err(Error::Protocol("caller hung up".into())),
         }
     }
 
@@ -402,7 +504,7 @@ impl Session {
         };
         match answer {
             Ok((Ok(Reply::Interrupt { intr: remote, intno }), fds)) if fds.len() == 2 => {
-                let conn = self.node.lock().add_proxied_interrupt(self.sid, node, intno, data, remote);
+                let conn = self.node.lock().add_proxied_interrupt(self.sid, node, intno, data, remote, false);
                 (Ok(Reply::Interrupt { intr: conn, intno }), fds)
             }
             Ok((Ok(other), _)) => (Err(Error::Protocol(format!("unexpected answer {other:?}"))), vec![]),

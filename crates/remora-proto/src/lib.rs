@@ -17,6 +17,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod link;
 pub mod paths;
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
@@ -275,6 +276,14 @@ pub enum Request {
     Status,
     /// Stop the daemon (`remora shutdown`).
     Shutdown,
+    /// Trigger an interrupt of another host through the daemons (an interrupt of this
+    /// host is triggered directly through its page).
+    TriggerInterrupt {
+        /// The interrupt-connection handle.
+        intr: u64,
+        /// The payload of a data interrupt.
+        data: Option<Vec<u8>>,
+    },
 }
 
 /// A request with its id; replies carry the same id.
@@ -398,6 +407,13 @@ pub enum Event {
         /// The route works (`true`) or is down for now (`false`).
         operational: bool,
     },
+    /// A node that imported one of the session's segments is gone for good.
+    SegmentLost {
+        /// The segment handle.
+        seg: u64,
+        /// The importing node.
+        node: u32,
+    },
     /// The connection is gone.
     ConnectionLost {
         /// The connection handle.
@@ -495,6 +511,25 @@ pub struct NodeStatus {
     pub interrupts: Vec<(u64, u32, bool, u32)>,
     /// DMA queues: (session, handle, capacity).
     pub dma_queues: Vec<(u64, u64, u32)>,
+    /// Links to nodes of other hosts.
+    pub peers: Vec<PeerStatus>,
+}
+
+/// One link to a node of another host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerStatus {
+    /// The node.
+    pub node: u32,
+    /// Its address.
+    pub addr: String,
+    /// "up", "not operational", "down", "lost".
+    pub state: String,
+    /// The last heartbeat round trip, in microseconds.
+    pub rtt_us: u64,
+    /// Bytes received from it.
+    pub bytes_in: u64,
+    /// Bytes sent to it.
+    pub bytes_out: u64,
 }
 
 /// One session.

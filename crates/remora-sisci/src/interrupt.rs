@@ -21,16 +21,18 @@ pub type InterruptCallback = Box<dyn FnMut(&Interrupt) -> CallbackAction + Send>
 /// A data interrupt's callback with the payload (`sci_cb_data_interrupt_t`).
 pub type DataCallback = Box<dyn FnMut(&DataInterrupt, &[u8]) -> CallbackAction + Send>;
 
-fn open_page(desc: &Descriptor, req: Request) -> Result<(u64, u32, IntrPage)> {
+fn open_page(desc: &Descriptor, req: Request) -> Result<(u64, u32, Option<IntrPage>)> {
     let (reply, fds) = desc.live()?.session.request(req, &[])?;
     let Reply::Interrupt { intr, intno } = reply else {
         return Err(Error::System(format!("unexpected reply {reply:?}")));
     };
     let mut fds = fds.into_iter();
-    let (Some(page), Some(ev)) = (fds.next(), fds.next()) else {
-        return Err(Error::System("interrupt reply without its page".into()));
+    // An interrupt of another host comes without its page: triggers then go through the
+    // daemons.
+    let page = match (fds.next(), fds.next()) {
+        (Some(page), Some(ev)) => Some(IntrPage::open(&Memfd::from_fd(page)?, EventFd::from_fd(ev))?),
+        _ => None,
     };
-    let page = IntrPage::open(&Memfd::from_fd(page)?, EventFd::from_fd(ev))?;
     Ok((intr, intno, page))
 }
 
@@ -48,22 +50,47 @@ struct Core {
     desc: Descriptor,
     handle: u64,
     intno: u32,
-    page: IntrPage,
+    remote_page: Option<IntrPage>,
     token: Mutex<Option<DepToken>>,
     gone: AtomicBool,
     listener: Mutex<Option<u64>>,
 }
 
 impl Core {
-    fn new(desc: &Descriptor, handle: u64, intno: u32, page: IntrPage) -> Core {
+    fn new(desc: &Descriptor, handle: u64, intno: u32, page: Option<IntrPage>) -> Core {
         Core {
             token: Mutex::new(Some(desc.inner.deps.token())),
             desc: desc.clone(),
             handle,
             intno,
-            page,
+            remote_page: page,
             gone: AtomicBool::new(false),
             listener: Mutex::new(None),
+        }
+    }
+
+    /// The page of an interrupt of this host (always present for interrupts we create).
+    fn page(&self) -> &IntrPage {
+        self.remote_page.as_ref().expect("interrupts of this host have their page")
+    }
+
+    /// Trigger, directly through the page or, for another host, through the daemons.
+    fn fire(&self, data: Option<&[u8]>) -> Result<()> {
+        let core = self.live()?;
+        match &core.remote_page {
+            Some(p) => match data {
+                Some(d) => p.send(d),
+                None => p.trigger(),
+            }
+            .map_err(trigger_error),
+            None => {
+                if data.is_some_and(|d| d.len() > MAX_DATA_INTERRUPT) {
+                    return Err(Error::OutOfRange);
+                }
+                let req = Request::TriggerInterrupt { intr: core.handle, data: data.map(|d| d.to_vec()) };
+                core.desc.session().request(req, &[])?;
+                Ok(())
+            }
         }
     }
 
@@ -85,7 +112,9 @@ impl Core {
     }
 
     fn stop_listening(&self) {
-        self.page.set_armed(false);
+        if let Some(p) = &self.remote_page {
+            p.set_armed(false);
+        }
         if let Some(t) = self.listener.lock().unwrap_or_else(|p| p.into_inner()).take() {
             if let Ok(l) = event_loop() {
                 l.unregister(t);
@@ -95,8 +124,8 @@ impl Core {
 
     /// Run `on_ready` on the event thread whenever the page's eventfd fires.
     fn listen(&self, mut on_ready: impl FnMut() -> bool + Send + 'static) -> Result<()> {
-        let ev = self.page.event().try_clone()?;
-        let drain = self.page.event().try_clone()?;
+        let ev = self.page().event().try_clone()?;
+        let drain = self.page().event().try_clone()?;
         let token = event_loop()?.register(
             ev.into_fd(),
             Box::new(move || {
@@ -105,9 +134,9 @@ impl Core {
             }),
         )?;
         *self.listener.lock().unwrap_or_else(|p| p.into_inner()) = Some(token);
-        self.page.set_armed(true);
+        self.page().set_armed(true);
         // Look once now: a trigger may have come before the callback was armed.
-        self.page.event().signal();
+        self.page().event().signal();
         Ok(())
     }
 }
@@ -154,10 +183,11 @@ impl Interrupt {
     ) -> Result<Interrupt> {
         check_adapter(adapter)?;
         let (handle, intno, page) = open_page(desc, Request::CreateInterrupt { intno, data: false })?;
+        let page = page.ok_or_else(|| Error::System("interrupt created without its page".into()))?;
         let seen = page.triggers();
         let intr = Interrupt {
             inner: Arc::new(LocalIntr {
-                core: Core::new(desc, handle, intno, page),
+                core: Core::new(desc, handle, intno, Some(page)),
                 counting,
                 seen: Mutex::new(seen),
                 uses_callback: callback.is_some(),
@@ -170,11 +200,11 @@ impl Interrupt {
                 let me = Interrupt { inner };
                 while me.take_trigger() {
                     if cb(&me) == CallbackAction::Cancel {
-                        me.inner.core.page.set_armed(false);
+                        me.inner.core.page().set_armed(false);
                         return false;
                     }
                 }
-                !me.inner.core.page.is_removed()
+                !me.inner.core.page().is_removed()
             })?;
         }
         Ok(intr)
@@ -182,9 +212,9 @@ impl Interrupt {
 
     /// Consume one pending trigger, if any.
     fn take_trigger(&self) -> bool {
-        let now = self.inner.core.page.triggers();
+        let now = self.inner.core.page().triggers();
         let mut seen = self.inner.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if now == *seen || self.inner.core.page.is_removed() {
+        if now == *seen || self.inner.core.page().is_removed() {
             return false;
         }
         *seen = if self.inner.counting { seen.wrapping_add(1) } else { now };
@@ -216,7 +246,7 @@ impl Interrupt {
             return Err(Error::IllegalOperation);
         }
         let seen = *self.inner.seen.lock().unwrap_or_else(|p| p.into_inner());
-        match core.page.wait(spin, timeout, |n| n != seen) {
+        match core.page().wait(spin, timeout, |n| n != seen) {
             IntrWait::Triggered(_) => {
                 self.take_trigger();
                 Ok(())
@@ -294,7 +324,7 @@ impl RemoteInterrupt {
     /// # Errors
     /// [`Error::NoSuchIntno`] when the interrupt was removed.
     pub fn trigger(&self) -> Result<()> {
-        self.inner.core.live()?.page.trigger().map_err(trigger_error)
+        self.inner.core.fire(None)
     }
 
     /// The interrupt number.
@@ -348,6 +378,9 @@ impl DataInterrupt {
     ) -> Result<DataInterrupt> {
         check_adapter(adapter)?;
         let (handle, intno, page) = open_page(desc, Request::CreateInterrupt { intno, data: true })?;
+        if page.is_none() {
+            return Err(Error::System("interrupt created without its page".into()));
+        }
         let intr = DataInterrupt {
             inner: Arc::new(LocalData {
                 core: Core::new(desc, handle, intno, page),
@@ -364,15 +397,15 @@ impl DataInterrupt {
                 loop {
                     let got = {
                         let _g = me.inner.recv.lock().unwrap_or_else(|p| p.into_inner());
-                        me.inner.core.page.recv(&mut buf)
+                        me.inner.core.page().recv(&mut buf)
                     };
                     let Some(n) = got else { break };
                     if cb(&me, &buf[..n]) == CallbackAction::Cancel {
-                        me.inner.core.page.set_armed(false);
+                        me.inner.core.page().set_armed(false);
                         return false;
                     }
                 }
-                !me.inner.core.page.is_removed()
+                !me.inner.core.page().is_removed()
             })?;
         }
         Ok(intr)
@@ -395,14 +428,14 @@ impl DataInterrupt {
             return Err(Error::IllegalOperation);
         }
         let _g = self.inner.recv.lock().unwrap_or_else(|p| p.into_inner());
-        match core.page.wait(spin(), timeout, |_| core.page.has_data()) {
+        match core.page().wait(spin(), timeout, |_| core.page().has_data()) {
             IntrWait::Triggered(_) => {}
             IntrWait::TimedOut => return Err(Error::Timeout),
             IntrWait::Removed => return Err(Error::Cancelled),
         }
-        match core.page.peek_len() {
+        match core.page().peek_len() {
             Some(n) if n > buf.len() => Err(Error::OutOfRange),
-            Some(_) => core.page.recv(buf).ok_or(Error::Timeout),
+            Some(_) => core.page().recv(buf).ok_or(Error::Timeout),
             None => Err(Error::Timeout),
         }
     }
@@ -445,7 +478,7 @@ impl RemoteDataInterrupt {
     /// [`Error::OutOfRange`] for more than [`MAX_DATA_INTERRUPT`] bytes; [`Error::NoSpace`]
     /// when 64 interrupts wait unconsumed; [`Error::NoSuchIntno`] when it was removed.
     pub fn trigger(&self, data: &[u8]) -> Result<()> {
-        self.inner.core.live()?.page.send(data).map_err(trigger_error)
+        self.inner.core.fire(Some(data))
     }
 
     /// The interrupt number.

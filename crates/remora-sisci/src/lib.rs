@@ -171,6 +171,17 @@ impl Dispatch {
                     if operational { SegmentReason::Operational } else { SegmentReason::NotOperational };
                 self.remote(conn, reason, None)
             }
+            Event::SegmentLost { seg, node } => {
+                let target =
+                    self.locals.lock().unwrap_or_else(|p| p.into_inner()).get(&seg).and_then(Weak::upgrade);
+                if let Some(inner) = target {
+                    segment::LocalSegment::from_inner(inner).deliver(LocalEvent {
+                        reason: SegmentReason::Lost,
+                        node,
+                        adapter: ADAPTER,
+                    });
+                }
+            }
             Event::SegmentUnavailable { conn } => self.remote(conn, SegmentReason::Disconnect, None),
             Event::ConnectionLost { conn, reason } => match reason {
                 LostReason::ForcedDisconnect => {

@@ -311,7 +311,8 @@ pub(crate) struct Link {
     pub(crate) session: Arc<Session>,
     pub(crate) conn: u64,
     pub(crate) size: usize,
-    pub(crate) memfd: Memfd,
+    /// The segment's memory when it is on this host; `None` for another host's segment.
+    pub(crate) memfd: Option<Memfd>,
 }
 
 #[derive(Debug)]
@@ -348,14 +349,17 @@ fn connect_on(
     node: u32,
     id: u32,
     timeout: Option<Duration>,
-) -> Result<(u64, usize, Memfd)> {
+) -> Result<(u64, usize, Option<Memfd>)> {
     let (reply, fds) =
         session.request(Request::Connect { node, id, timeout_ms: timeout_ms(timeout) }, &[])?;
     let Reply::Connected { conn, size } = reply else {
         return Err(Error::System(format!("unexpected reply {reply:?}")));
     };
-    let fd = fds.into_iter().next().ok_or_else(|| Error::System("connect reply without memory".into()))?;
-    Ok((conn, size as usize, Memfd::from_fd(fd)?))
+    let memfd = match fds.into_iter().next() {
+        Some(fd) => Some(Memfd::from_fd(fd)?),
+        None => None,
+    };
+    Ok((conn, size as usize, memfd))
 }
 
 impl RemoteSegment {
@@ -540,18 +544,26 @@ impl RemoteSegment {
         Ok(())
     }
 
+    /// Whether the segment's memory is on this host (nodes of other hosts are reached over
+    /// the network: DMA, interrupts and events work, maps do not yet).
+    pub fn is_on_this_host(&self) -> bool {
+        self.inner.link.get().is_some_and(|l| l.memfd.is_some())
+    }
+
     /// `SCIMapRemoteSegment`: any offset and size inside the segment; read-only maps are
     /// enforced by the MMU.
     ///
     /// # Errors
     /// [`Error::OutOfRange`]; [`Error::IllegalAddress`] when a fixed address is taken;
-    /// [`Error::NotConnected`] while an asynchronous connect runs.
+    /// [`Error::NotConnected`] while an asynchronous connect runs; [`Error::NotSupported`]
+    /// for a segment of a node on another host (mapping across hosts comes with the DSM).
     pub fn map(&self, offset: usize, size: usize, addr: Option<usize>, flags: MapFlags) -> Result<Map> {
         let l = self.link()?;
+        let Some(memfd) = l.memfd.as_ref() else { return Err(Error::NotSupported) };
         Map::create(
             l.session.clone(),
             &self.inner.desc,
-            &l.memfd,
+            memfd,
             l.size,
             offset,
             size,

@@ -239,6 +239,33 @@ impl Mapping {
         file.write_all_at(src, file_off)
     }
 
+    /// Fill `len` bytes at `off` from a stream (`read_exact`): how bulk payload arriving
+    /// from another node lands in a segment with no intermediate buffer.
+    ///
+    /// # Errors
+    /// `ERANGE`/`EACCES` as [`Mapping::write`]; the stream's I/O error.
+    pub fn fill_from_reader(&self, off: usize, len: usize, r: &mut impl std::io::Read) -> io::Result<()> {
+        self.check(off, len)?;
+        if self.readonly {
+            return Err(io::Error::from_raw_os_error(rustix::io::Errno::ACCESS.raw_os_error()));
+        }
+        // SAFETY: the range is inside the live writable mapping (shared memory other
+        // processes may also touch; the kernel stores into it like any other writer).
+        let dst = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(off), len) };
+        r.read_exact(dst)
+    }
+
+    /// Write `len` bytes at `off` to a stream (`write_all`), with no intermediate buffer.
+    ///
+    /// # Errors
+    /// `ERANGE` when the range leaves the mapping; the stream's I/O error.
+    pub fn write_to(&self, off: usize, len: usize, w: &mut impl std::io::Write) -> io::Result<()> {
+        self.check(off, len)?;
+        // SAFETY: the range is inside the live mapping; we only read it.
+        let src = unsafe { std::slice::from_raw_parts(self.ptr.add(off), len) };
+        w.write_all(src)
+    }
+
     /// Load the 8 bytes at `off` with acquire ordering (works on read-only maps too).
     pub fn load_u64(&self, off: usize) -> Option<u64> {
         if !off.is_multiple_of(8) || self.check(off, 8).is_err() {

@@ -9,11 +9,33 @@ use std::time::Duration;
 
 pub struct Harness {
     pub dir: tempfile::TempDir,
+    pub cluster: Option<PathBuf>,
+}
+
+/// A free TCP port on the loopback interface.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 impl Harness {
     pub fn new() -> Harness {
-        Harness { dir: tempfile::Builder::new().prefix("remora-test").tempdir().unwrap() }
+        Harness { dir: tempfile::Builder::new().prefix("remora-test").tempdir().unwrap(), cluster: None }
+    }
+
+    /// Nodes `nodes` of this host, joined by a cluster file on loopback; with `force_tcp`
+    /// they talk over TCP although they share the runtime directory.
+    pub fn with_cluster(nodes: &[u32], force_tcp: bool) -> Harness {
+        let mut h = Harness::new();
+        let mut text = format!(
+            "secret = \"remora-test-secret-0123456789\"\nheartbeat_ms = 50\nforce_tcp = {force_tcp}\n"
+        );
+        for n in nodes {
+            text += &format!("[[node]]\nid = {n}\nhost = \"127.0.0.1\"\nport = {}\n", free_port());
+        }
+        let path = h.dir.path().join("cluster.toml");
+        std::fs::write(&path, text).unwrap();
+        h.cluster = Some(path);
+        h
     }
 
     pub fn config(&self, node: u32) -> Config {
@@ -23,6 +45,7 @@ impl Harness {
             daemon: Some(daemon_path()),
             spawn: true,
             idle_exit: Duration::from_secs(60),
+            cluster: self.cluster.clone(),
         }
     }
 
