@@ -66,6 +66,15 @@ pub fn status() -> Result<(), String> {
                 if c.alive { "" } else { "  LOST" }
             );
         }
+        if !st.peers.is_empty() {
+            println!("  peers (other hosts): {}", st.peers.len());
+            for p in &st.peers {
+                println!(
+                    "    node {:<5} {:<22} {:<16} rtt {:>6} µs  in {:>12} B  out {:>12} B",
+                    p.node, p.addr, p.state, p.rtt_us, p.bytes_in, p.bytes_out
+                );
+            }
+        }
         println!("  interrupts: {}", st.interrupts.len());
         for (session, intno, data, conns) in &st.interrupts {
             println!(

@@ -3,7 +3,6 @@
 
 #![allow(dead_code)]
 
-use remora_sisci::{Config, Sisci};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -70,4 +69,111 @@ pub fn daemon_path() -> PathBuf {
     let p = dir.join("remorad");
     assert!(p.exists(), "{} is missing: run `cargo build --workspace` first", p.display());
     p
+}
+
+use remora_sisci::*;
+use std::sync::mpsc;
+
+pub fn checksum(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+pub fn pattern(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// The conformance suite: node 4 (`sa`) exports, node 8 (`sb`) imports.
+pub fn conformance(sa: &Sisci, sb: &Sisci, over_tcp: bool) {
+    let a = Descriptor::open(sa).unwrap();
+    let b = Descriptor::open(sb).unwrap();
+    assert_eq!(a.probe_node(0, 8), Ok(true));
+    assert_eq!(b.probe_node(0, 4), Ok(true));
+    assert_eq!(b.probe_node(0, 12), Err(Error::NoSuchNode));
+
+    // Connect, and the owner hears it.
+    const SIZE: usize = 8 << 20;
+    let target = LocalSegment::create(&a, Some(1), SIZE, CreateFlags::default()).unwrap();
+    target.prepare(0).unwrap();
+    target.set_available(0).unwrap();
+    let remote = RemoteSegment::connect(&b, 4, 1, 0, Some(Duration::from_secs(5))).unwrap();
+    assert_eq!((remote.node(), remote.id(), remote.size()), (4, 1, SIZE));
+    assert_eq!(target.wait_event(Some(Duration::from_secs(5))).unwrap().reason, SegmentReason::Connect);
+    assert_eq!(remote.is_on_this_host(), !over_tcp);
+    if over_tcp {
+        assert_eq!(remote.map(0, 4096, None, MapFlags::default()).unwrap_err(), Error::NotSupported);
+    }
+
+    // DMA push, vector, pull and from user memory, checksummed end to end.
+    let src = LocalSegment::create(&b, Some(2), SIZE, CreateFlags::default()).unwrap();
+    src.prepare(0).unwrap();
+    let data = pattern(SIZE, 42);
+    let sm = src.map(0, SIZE, None, MapFlags::default()).unwrap();
+    sm.write(0, &data).unwrap();
+    let q = DmaQueue::create(&b, 0, 8).unwrap();
+    q.start(&src, &remote, 0, SIZE, 0, DmaFlags { read: false, wait: true }, None).unwrap();
+    let tm = target.map(0, SIZE, None, MapFlags::default()).unwrap();
+    let mut got = vec![0u8; SIZE];
+    tm.read(0, &mut got).unwrap();
+    assert_eq!(checksum(&got), checksum(&data), "pushed data differs");
+    let vec = [
+        DmaVec { size: 1000, local_offset: 5, remote_offset: SIZE - 1000 },
+        DmaVec { size: 4 << 20, local_offset: 1 << 20, remote_offset: 7 },
+    ];
+    sm.write(0, &vec![0u8; SIZE]).unwrap();
+    q.start_vec(&src, &remote, &vec, DmaFlags { read: true, wait: true }, None).unwrap();
+    let mut back = vec![0u8; 4 << 20];
+    sm.read(1 << 20, &mut back).unwrap();
+    assert_eq!(checksum(&back), checksum(&data[7..7 + (4 << 20)]), "pulled data differs");
+    sm.read(5, &mut back[..1000]).unwrap();
+    assert_eq!(&back[..1000], &data[SIZE - 1000..]);
+    let msg: &'static mut [u8] = Box::leak(b"user memory crosses the link".to_vec().into_boxed_slice());
+    q.start_mem(UserRegion::from_static(msg), &remote, 3000, DmaFlags { read: false, wait: true }, None)
+        .unwrap();
+    tm.read(3000, &mut got[..28]).unwrap();
+    assert_eq!(&got[..28], b"user memory crosses the link");
+    // Out of range is refused before anything moves.
+    assert_eq!(
+        q.start(&src, &remote, 0, 16, SIZE - 8, DmaFlags::default(), None).unwrap_err(),
+        Error::OutOfRange
+    );
+
+    // Interrupts and data interrupts across.
+    let intr = Interrupt::create(&a, 0, Some(100), false, None).unwrap();
+    let ri = RemoteInterrupt::connect(&b, 4, 0, 100, Some(Duration::from_secs(5))).unwrap();
+    ri.trigger().unwrap();
+    intr.wait(Some(Duration::from_secs(5))).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let di = DataInterrupt::create(
+        &a,
+        0,
+        Some(101),
+        Some(Box::new(move |_d, data| {
+            tx.send(data.to_vec()).unwrap();
+            CallbackAction::Continue
+        })),
+    )
+    .unwrap();
+    let rdi = RemoteDataInterrupt::connect(&b, 4, 0, 101, Some(Duration::from_secs(5))).unwrap();
+    for i in 0..5u8 {
+        rdi.trigger(&[i; 100]).unwrap();
+    }
+    for i in 0..5u8 {
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), vec![i; 100]);
+    }
+    assert_eq!(rdi.trigger(&[0; MAX_DATA_INTERRUPT + 1]).unwrap_err(), Error::OutOfRange);
+    di.remove().unwrap();
+    assert_eq!(rdi.trigger(b"gone").unwrap_err(), Error::NoSuchIntno);
+
+    // Disconnect is seen by the owner.
+    q.remove().unwrap();
+    remote.disconnect().unwrap();
+    assert_eq!(target.wait_event(Some(Duration::from_secs(5))).unwrap().reason, SegmentReason::Disconnect);
 }
