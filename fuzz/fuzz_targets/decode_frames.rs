@@ -3,6 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use remora_proto::link::{BulkHeader, LinkMsg};
 use remora_proto::{decode, encode, RequestFrame, ServerMsg};
 
 fuzz_target!(|data: &[u8]| {
@@ -10,6 +11,10 @@ fuzz_target!(|data: &[u8]| {
         let again = encode(&f).expect("a decoded frame encodes");
         assert_eq!(decode::<RequestFrame>(&again).expect("and decodes again"), f);
     }
+    if let Ok(m) = decode::<LinkMsg>(data) {
+        assert_eq!(decode::<LinkMsg>(&encode(&m).expect("encodes")).expect("decodes"), m);
+    }
+    let _ = decode::<BulkHeader>(data);
     if let Ok(m) = decode::<ServerMsg>(data) {
         let again = encode(&m).expect("a decoded message encodes");
         assert_eq!(decode::<ServerMsg>(&again).expect("and decodes again"), m);

@@ -631,6 +631,8 @@ mod tests {
             framed.extend_from_slice(&bytes);
             let _ = decode::<RequestFrame>(&framed);
             let _ = decode::<ServerMsg>(&framed);
+            let _ = decode::<link::LinkMsg>(&framed);
+            let _ = decode::<link::BulkHeader>(&framed);
         }
 
         #[test]

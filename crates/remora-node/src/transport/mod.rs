@@ -23,16 +23,72 @@
 //!
 //! # The transports
 //!
-//! | name | reaches | shares memory | file |
+//! Each transport is one [`Transport`] value in [`TRANSPORTS`], the registration table,
+//! tried in order; the first that reaches a node carries its traffic.
+//!
+//! | name | reaches | shares memory | code |
 //! | --- | --- | --- | --- |
 //! | `local` | nodes of this host (same runtime directory) | yes | `crate::peer` |
 //! | `tcp` | nodes of the cluster file, over TCP | no | [`tcp`] |
 //!
-//! Which one a session uses for a node is decided in one place, [`route`].
+//! One conformance suite (`crates/remora-sisci/tests/transport.rs`, and across network
+//! namespaces `tests/multihost.rs`) runs the same checks over every transport.
 
 pub mod tcp;
 
 use crate::Node;
+
+/// A way to reach other nodes.
+pub trait Transport: Sync {
+    /// The name in the table.
+    fn name(&self) -> &'static str;
+    /// Whether segments reached through it are mapped directly (shared memory).
+    fn shares_memory(&self) -> bool;
+    /// Whether it carries traffic from `me` to `node`.
+    fn reaches(&self, me: &Node, node: u32) -> bool;
+    /// The route a session takes through it.
+    fn route(&self) -> Route;
+}
+
+/// The `local` transport: another daemon of this host hands memfds over its Unix socket.
+struct Local;
+
+impl Transport for Local {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+    fn shares_memory(&self) -> bool {
+        true
+    }
+    fn reaches(&self, me: &Node, node: u32) -> bool {
+        let forced = me.config.cluster.as_ref().is_some_and(|c| c.force_tcp && c.addr(node).is_some());
+        !forced && remora_proto::paths::socket_path(&me.config.runtime_dir, node).exists()
+    }
+    fn route(&self) -> Route {
+        Route::Local
+    }
+}
+
+/// The `tcp` transport: nodes of the cluster file.
+struct Tcp;
+
+impl Transport for Tcp {
+    fn name(&self) -> &'static str {
+        "tcp"
+    }
+    fn shares_memory(&self) -> bool {
+        false
+    }
+    fn reaches(&self, me: &Node, node: u32) -> bool {
+        me.config.cluster.as_ref().is_some_and(|c| c.addr(node).is_some())
+    }
+    fn route(&self) -> Route {
+        Route::Tcp
+    }
+}
+
+/// The registration table: one line per transport, in order of preference.
+pub static TRANSPORTS: &[&dyn Transport] = &[&Local, &Tcp];
 
 /// How this node reaches another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,21 +103,15 @@ pub enum Route {
     Unknown,
 }
 
-/// The transport for `node`.
+/// The transport for `node`: the first in [`TRANSPORTS`] that reaches it.
 pub fn route(me: &Node, node: u32) -> Route {
     if node == me.config.node {
         return Route::Me;
     }
-    let in_cluster = me.config.cluster.as_ref().is_some_and(|c| c.addr(node).is_some());
-    if in_cluster && me.config.cluster.as_ref().is_some_and(|c| c.force_tcp) {
-        return Route::Tcp;
-    }
-    if remora_proto::paths::socket_path(&me.config.runtime_dir, node).exists() {
-        return Route::Local;
-    }
-    if in_cluster {
-        Route::Tcp
-    } else {
-        Route::Unknown
-    }
+    TRANSPORTS.iter().find(|t| t.reaches(me, node)).map(|t| t.route()).unwrap_or(Route::Unknown)
+}
+
+/// The name of the transport that carries traffic to `node`, for status and logs.
+pub fn transport_name(me: &Node, node: u32) -> &'static str {
+    TRANSPORTS.iter().find(|t| t.reaches(me, node)).map(|t| t.name()).unwrap_or("none")
 }
