@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use remora_proto::link::{BulkHeader, LinkMsg};
+use remora_proto::link::{BulkFrame, LinkMsg};
 use remora_proto::{decode, encode, RequestFrame, ServerMsg};
 
 fuzz_target!(|data: &[u8]| {
@@ -14,7 +14,9 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(m) = decode::<LinkMsg>(data) {
         assert_eq!(decode::<LinkMsg>(&encode(&m).expect("encodes")).expect("decodes"), m);
     }
-    let _ = decode::<BulkHeader>(data);
+    if let Ok(h) = BulkFrame::parse(data) {
+        assert_eq!(BulkFrame::parse(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&h))).unwrap(), h);
+    }
     if let Ok(m) = decode::<ServerMsg>(data) {
         let again = encode(&m).expect("a decoded message encodes");
         assert_eq!(decode::<ServerMsg>(&again).expect("and decodes again"), m);

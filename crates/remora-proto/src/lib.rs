@@ -632,7 +632,7 @@ mod tests {
             let _ = decode::<RequestFrame>(&framed);
             let _ = decode::<ServerMsg>(&framed);
             let _ = decode::<link::LinkMsg>(&framed);
-            let _ = decode::<link::BulkHeader>(&framed);
+            let _ = link::BulkFrame::parse(&bytes);
         }
 
         #[test]

@@ -2,9 +2,10 @@
 //!
 //! Two TCP connections join every pair of nodes: a control flow (requests, replies, events,
 //! heartbeats) and a bulk flow (DMA payload), so a long transfer never delays a heartbeat or
-//! a small request. Every frame is a 4-byte little-endian length followed by a frame as
-//! [`crate::encode`] makes it (magic, version, postcard body); bulk payload bytes follow
-//! their [`BulkHeader`] frame raw.
+//! a small request. A control frame is a 4-byte little-endian length followed by a frame as
+//! [`crate::encode`] makes it (magic, version, postcard body). A bulk frame is a fixed
+//! 40-byte [`BulkFrame`] (zerocopy layout, checked by [`BulkFrame::parse`]) followed by its
+//! payload bytes raw. The handshake of both flows uses control frames.
 //!
 //! The handshake authenticates both sides from the cluster secret: the dialer sends
 //! [`LinkMsg::Hello`] with a fresh nonce; the listener answers [`LinkMsg::Challenge`] with
@@ -12,8 +13,10 @@
 //! [`LinkMsg::Auth`] with its own HMAC; the listener checks that and sends
 //! [`LinkMsg::Welcome`], or [`LinkMsg::Refused`] with a reason.
 
-use crate::{Error, Event};
+use crate::{Error, Event, MAGIC, VERSION};
 use serde::{Deserialize, Serialize};
+use zerocopy::little_endian::{U16, U64};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// The largest control frame.
 pub const MAX_LINK_FRAME: usize = 64 * 1024;
@@ -199,4 +202,97 @@ pub struct BulkHeader {
     pub len: u64,
     /// For Ack (and a failed Read's Data): success.
     pub ok: bool,
+}
+
+/// The wire layout of a bulk frame header: 40 bytes, little-endian.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct BulkFrame {
+    magic: [u8; 2],
+    version: U16,
+    op: u8,
+    ok: u8,
+    pad: [u8; 2],
+    tag: U64,
+    conn: U64,
+    offset: U64,
+    len: U64,
+}
+
+/// The size of a bulk frame header.
+pub const BULK_FRAME: usize = std::mem::size_of::<BulkFrame>();
+
+impl BulkFrame {
+    /// The wire form of `h`.
+    pub fn from_header(h: &BulkHeader) -> BulkFrame {
+        BulkFrame {
+            magic: MAGIC,
+            version: U16::new(VERSION),
+            op: match h.op {
+                BulkOp::Write => 1,
+                BulkOp::Read => 2,
+                BulkOp::Data => 3,
+                BulkOp::Ack => 4,
+            },
+            ok: h.ok as u8,
+            pad: [0; 2],
+            tag: U64::new(h.tag),
+            conn: U64::new(h.conn),
+            offset: U64::new(h.offset),
+            len: U64::new(h.len),
+        }
+    }
+
+    /// Check and decode a received header.
+    ///
+    /// # Errors
+    /// A [`crate::DecodeError`] for a short buffer, wrong magic or version, unknown
+    /// operation, or a payload longer than [`MAX_BULK_CHUNK`].
+    pub fn parse(bytes: &[u8]) -> Result<BulkHeader, crate::DecodeError> {
+        let f = BulkFrame::read_from_bytes(bytes).map_err(|_| crate::DecodeError::Short(bytes.len()))?;
+        if f.magic != MAGIC {
+            return Err(crate::DecodeError::Magic(f.magic));
+        }
+        if f.version.get() != VERSION {
+            return Err(crate::DecodeError::Version { theirs: f.version.get(), ours: VERSION });
+        }
+        let op = match f.op {
+            1 => BulkOp::Write,
+            2 => BulkOp::Read,
+            3 => BulkOp::Data,
+            4 => BulkOp::Ack,
+            n => return Err(crate::DecodeError::Body(format!("unknown bulk operation {n}"))),
+        };
+        if f.len.get() > MAX_BULK_CHUNK as u64 {
+            return Err(crate::DecodeError::TooLong(f.len.get() as usize));
+        }
+        Ok(BulkHeader {
+            op,
+            tag: f.tag.get(),
+            conn: f.conn.get(),
+            offset: f.offset.get(),
+            len: f.len.get(),
+            ok: f.ok != 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bulk_frames_round_trip_and_reject_garbage() {
+        let h = BulkHeader { op: BulkOp::Write, tag: 7, conn: 9, offset: 1 << 40, len: 4096, ok: true };
+        let f = BulkFrame::from_header(&h);
+        assert_eq!(BULK_FRAME, 40);
+        assert_eq!(BulkFrame::parse(f.as_bytes()).unwrap(), h);
+        let mut bad = f.as_bytes().to_vec();
+        bad[4] = 99;
+        assert!(BulkFrame::parse(&bad).is_err());
+        let mut long = BulkFrame::from_header(&BulkHeader { len: u64::MAX, ..h }).as_bytes().to_vec();
+        assert!(BulkFrame::parse(&long).is_err());
+        long.truncate(10);
+        assert!(BulkFrame::parse(&long).is_err());
+    }
 }

@@ -296,8 +296,8 @@ impl TcpPeer {
             self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&hdr.tag);
             return Err(());
         };
-        let r = write_frame(s, &hdr).and_then(|n| {
-            self.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
+        let r = s.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&hdr))).and_then(|()| {
+            self.bytes_out.fetch_add(BULK_FRAME as u64, Ordering::Relaxed);
             match payload {
                 Some((m, off)) => {
                     self.bytes_out.fetch_add(hdr.len, Ordering::Relaxed);
@@ -643,7 +643,10 @@ fn start_bulk(node: &Arc<Node>, peer: &Arc<TcpPeer>, s: StdStream) -> std::io::R
 fn bulk_reader(node: Weak<Node>, peer: Arc<TcpPeer>, mut s: StdStream) {
     let mut scratch = vec![0u8; 64 << 10];
     loop {
-        let hdr: BulkHeader = match read_frame(&mut s) {
+        let mut raw = [0u8; BULK_FRAME];
+        let hdr = match s.read_exact(&mut raw).and_then(|()| {
+            BulkFrame::parse(&raw).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        }) {
             Ok(h) => h,
             Err(e) => {
                 if e.kind() == std::io::ErrorKind::InvalidData {
