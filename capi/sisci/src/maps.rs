@@ -286,16 +286,21 @@ pub extern "C" fn SCIStoreBarrier(sequence: sci_sequence_t, flags: c_uint) {
     })
 }
 
-/// `SCIFlush`: drain this CPU's store buffers (a full fence). The sequence may be NULL;
-/// `SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY` changes nothing. There is no error argument.
+/// `SCIFlush`: drain this CPU's store buffers (a full fence); with a sequence of a map of
+/// another host's segment, also send the map's stores home. The sequence may be NULL;
+/// `SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY` limits it to the fence. There is no error argument.
 ///
 /// # Errors
 /// None reported (no error argument).
 #[no_mangle]
 pub extern "C" fn SCIFlush(sequence: sci_sequence_t, flags: c_uint) {
-    let _ = (sequence, flags);
     run_quiet((), || {
         remora_sisci::flush();
+        if flags & SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY == 0 && !sequence.is_null() {
+            if let Ok(seq) = sequence_of(sequence) {
+                seq.flush();
+            }
+        }
         Ok(())
     })
 }

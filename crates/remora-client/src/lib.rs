@@ -16,6 +16,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod dsm;
 pub mod events;
 mod spawn;
 

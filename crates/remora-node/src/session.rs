@@ -1,7 +1,7 @@
 //! One connection to the daemon: a process of this node, a peer daemon, or the CLI.
 
 use crate::peer::{self, Proxy};
-use crate::registry::{ConnKind, ConnectWait};
+use crate::registry::{ConnKind, ConnectWait, DmaTarget};
 use crate::send_msg;
 use crate::transport::tcp::LinkState;
 use crate::transport::{route, Route};
@@ -281,6 +281,10 @@ impl Session {
                 };
                 (Ok(Reply::Probe { reachable }), vec![])
             }
+            Request::SegRead { conn, offset, len } => {
+                (self.seg_read(conn, offset, len).await.map(Reply::Data), vec![])
+            }
+            Request::SegWrite { conn, runs } => (self.seg_write(conn, runs).await.map(|_| Reply::Ok), vec![]),
             Request::TriggerInterrupt { intr, data } => {
                 let target = self
                     .node
@@ -393,6 +397,57 @@ impl Session {
             Request::Shutdown => {
                 self.node.shutdown.notify_one();
                 (Ok(Reply::Ok), vec![])
+            }
+        }
+    }
+
+    /// Read bytes of a connection's segment: mapped here, or asked of its node over TCP.
+    async fn seg_read(&self, conn: u64, offset: u64, len: u32) -> Result<Vec<u8>, Error> {
+        if len as usize > remora_proto::MAX_DATA_IO {
+            return Err(Error::IllegalParameter(format!("read of {len} bytes")));
+        }
+        let target = self.node.lock().dma_remote(self.sid, conn).map_err(|_| Error::NotConnected)?;
+        match target {
+            DmaTarget::Map(m) => {
+                let mut v = vec![0u8; len as usize];
+                m.read(offset as usize, &mut v).map_err(|_| Error::OutOfRange)?;
+                Ok(v)
+            }
+            DmaTarget::Tcp { node, remote, size } => {
+                if offset.checked_add(len as u64).is_none_or(|e| e > size) {
+                    return Err(Error::OutOfRange);
+                }
+                match self.ask_tcp(node, PeerRequest::Read { conn: remote, offset, len }).await? {
+                    PeerReply::Data(v) if v.len() == len as usize => Ok(v),
+                    other => Err(Error::Protocol(format!("unexpected answer {other:?}"))),
+                }
+            }
+        }
+    }
+
+    /// Store runs into a connection's segment: mapped here, or sent to its node over TCP.
+    async fn seg_write(&self, conn: u64, runs: Vec<(u64, Vec<u8>)>) -> Result<(), Error> {
+        let total: usize = runs.iter().map(|r| r.1.len()).sum();
+        if total > remora_proto::MAX_DATA_IO {
+            return Err(Error::IllegalParameter(format!("write of {total} bytes")));
+        }
+        let target = self.node.lock().dma_remote(self.sid, conn).map_err(|_| Error::NotConnected)?;
+        let size = match &target {
+            DmaTarget::Map(m) => m.len() as u64,
+            DmaTarget::Tcp { size, .. } => *size,
+        };
+        if runs.iter().any(|(o, d)| o.checked_add(d.len() as u64).is_none_or(|e| e > size)) {
+            return Err(Error::OutOfRange);
+        }
+        match target {
+            DmaTarget::Map(m) => {
+                for (o, d) in &runs {
+                    m.write(*o as usize, d).map_err(|_| Error::OutOfRange)?;
+                }
+                Ok(())
+            }
+            DmaTarget::Tcp { node, remote, .. } => {
+                self.ask_tcp(node, PeerRequest::Write { conn: remote, runs }).await.map(|_| ())
             }
         }
     }

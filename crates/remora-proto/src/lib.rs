@@ -28,6 +28,8 @@ pub const MAGIC: [u8; 2] = *b"RM";
 pub const VERSION: u16 = 1;
 /// The largest frame either side sends or accepts.
 pub const MAX_FRAME: usize = 64 * 1024;
+/// The most bytes one [`Request::SegRead`] or [`Request::SegWrite`] carries.
+pub const MAX_DATA_IO: usize = 48 * 1024;
 /// The request id that asks for no reply (one-way notes such as map bookkeeping).
 pub const NO_REPLY: u64 = 0;
 
@@ -276,6 +278,24 @@ pub enum Request {
     Status,
     /// Stop the daemon (`remora shutdown`).
     Shutdown,
+    /// Read `len` bytes (at most [`MAX_DATA_IO`]) of a connection's segment (the DSM pager
+    /// fetching a page of another host's segment).
+    SegRead {
+        /// The connection handle.
+        conn: u64,
+        /// Offset in the segment.
+        offset: u64,
+        /// Bytes.
+        len: u32,
+    },
+    /// Store runs of bytes (at most [`MAX_DATA_IO`] in all) into a connection's segment
+    /// (the DSM pager sending a page's changes home).
+    SegWrite {
+        /// The connection handle.
+        conn: u64,
+        /// (offset in the segment, bytes) runs.
+        runs: Vec<(u64, Vec<u8>)>,
+    },
     /// Trigger an interrupt of another host through the daemons (an interrupt of this
     /// host is triggered directly through its page).
     TriggerInterrupt {
@@ -467,6 +487,8 @@ pub enum Reply {
         /// Its number.
         intno: u32,
     },
+    /// Bytes read from a segment.
+    Data(Vec<u8>),
     /// A DMA queue; page memfd and eventfd ride along.
     DmaQueue {
         /// The daemon's handle.

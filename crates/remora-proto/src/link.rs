@@ -151,6 +151,22 @@ pub enum PeerRequest {
     },
     /// Does the node answer?
     Probe,
+    /// Read bytes of a connection's segment (at most [`crate::MAX_DATA_IO`]).
+    Read {
+        /// The answering node's connection handle.
+        conn: u64,
+        /// Offset.
+        offset: u64,
+        /// Bytes.
+        len: u32,
+    },
+    /// Store runs of bytes into a connection's segment.
+    Write {
+        /// The answering node's connection handle.
+        conn: u64,
+        /// (offset, bytes) runs.
+        runs: Vec<(u64, Vec<u8>)>,
+    },
 }
 
 /// What the answering node says.
@@ -165,6 +181,8 @@ pub enum PeerReply {
         /// Segment size.
         size: u64,
     },
+    /// Bytes read.
+    Data(Vec<u8>),
     /// An interrupt connection.
     Interrupt {
         /// The answering node's handle.

@@ -15,6 +15,67 @@ pub struct MapFlags {
     pub readonly: bool,
 }
 
+/// What a map's memory is: a shared mapping of the segment's memfd (this host), or pages
+/// served by the DSM pager (a segment of another host).
+#[derive(Debug)]
+pub(crate) enum Backing {
+    Mmap(Mapping),
+    Dsm(remora_client::dsm::DsmMap),
+}
+
+impl Backing {
+    fn as_ptr(&self) -> *mut u8 {
+        match self {
+            Backing::Mmap(m) => m.as_ptr(),
+            Backing::Dsm(d) => d.as_ptr(),
+        }
+    }
+    fn write(&self, off: usize, data: &[u8]) -> std::io::Result<()> {
+        match self {
+            Backing::Mmap(m) => m.write(off, data),
+            Backing::Dsm(d) => d.write(off, data),
+        }
+    }
+    fn read(&self, off: usize, out: &mut [u8]) -> std::io::Result<()> {
+        match self {
+            Backing::Mmap(m) => m.read(off, out),
+            Backing::Dsm(d) => d.read(off, out),
+        }
+    }
+    fn is_readonly(&self) -> bool {
+        match self {
+            Backing::Mmap(m) => m.is_readonly(),
+            Backing::Dsm(_) => false,
+        }
+    }
+    fn atomic_u64(&self, off: usize) -> Option<&std::sync::atomic::AtomicU64> {
+        match self {
+            Backing::Mmap(m) => m.atomic_u64(off),
+            Backing::Dsm(d) => d.atomic_u64(off),
+        }
+    }
+    /// Make stores visible at the home (DSM) or in memory (a fence). `false` when they could
+    /// not reach the home node.
+    fn flush(&self) -> bool {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        match self {
+            Backing::Mmap(_) => true,
+            Backing::Dsm(d) => d.flush(),
+        }
+    }
+    /// Make later loads see what reached the home (DSM).
+    fn acquire(&self) -> bool {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        match self {
+            Backing::Mmap(_) => true,
+            Backing::Dsm(d) => d.refresh(),
+        }
+    }
+    fn lost(&self) -> bool {
+        matches!(self, Backing::Dsm(d) if d.is_lost())
+    }
+}
+
 /// The segment a map came from; held so the segment outlives its maps.
 #[derive(Debug)]
 #[allow(dead_code)]
@@ -27,7 +88,8 @@ pub(crate) enum MapParent {
 struct MapInner {
     session: Arc<Session>,
     number: u64,
-    mapping: RwLock<Option<Mapping>>,
+    mapping: RwLock<Option<Backing>>,
+    readonly: bool,
     addr: usize,
     size: usize,
     parent: MapParent,
@@ -85,6 +147,21 @@ impl Map {
                 Error::from(e)
             }
         })?;
+        Ok(Map::wrap(session, desc, Backing::Mmap(mapping), offset, size, flags, target, parent_deps, parent))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn wrap(
+        session: Arc<Session>,
+        desc: &Descriptor,
+        backing: Backing,
+        offset: usize,
+        size: usize,
+        flags: MapFlags,
+        target: MapTarget,
+        parent_deps: &Arc<Deps>,
+        parent: MapParent,
+    ) -> Map {
         let number = desc.inner.next_map.fetch_add(1, Ordering::Relaxed);
         let _ = session.note(Request::MapNote {
             map: number,
@@ -93,18 +170,19 @@ impl Map {
             size: size as u64,
             readonly: flags.readonly,
         });
-        Ok(Map {
+        Map {
             inner: Arc::new(MapInner {
                 session,
                 number,
-                addr: mapping.as_ptr() as usize,
+                addr: backing.as_ptr() as usize,
                 size,
-                mapping: RwLock::new(Some(mapping)),
+                readonly: flags.readonly,
+                mapping: RwLock::new(Some(backing)),
                 parent,
                 deps: Arc::default(),
                 token: Mutex::new(Some(parent_deps.token())),
             }),
-        })
+        }
     }
 
     /// `SCIGetMapPointer`: the address of the first mapped byte.
@@ -134,7 +212,7 @@ impl Map {
         (off.checked_add(len)? <= self.inner.size).then_some(off)
     }
 
-    fn with<R>(&self, f: impl FnOnce(&Mapping) -> std::io::Result<R>) -> Result<R> {
+    fn with<R>(&self, f: impl FnOnce(&Backing) -> std::io::Result<R>) -> Result<R> {
         let g = self.inner.mapping.read().unwrap_or_else(|p| p.into_inner());
         let m = g.as_ref().ok_or_else(|| Error::IllegalParameter("map unmapped".into()))?;
         f(m).map_err(|e| match e.raw_os_error() {
@@ -148,6 +226,9 @@ impl Map {
     /// # Errors
     /// [`Error::OutOfRange`]; [`Error::IllegalOperation`] on a read-only map.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        if self.inner.readonly {
+            return Err(Error::IllegalOperation);
+        }
         self.with(|m| m.write(offset, data))
     }
 
@@ -171,7 +252,7 @@ impl Map {
     ) -> Result<R> {
         let g = self.inner.mapping.read().unwrap_or_else(|p| p.into_inner());
         let m = g.as_ref().ok_or_else(|| Error::IllegalParameter("map unmapped".into()))?;
-        if !offset.is_multiple_of(8) {
+        if !self.inner.addr.wrapping_add(offset).is_multiple_of(8) {
             return Err(Error::OffsetAlignment);
         }
         if m.is_readonly() {
@@ -189,8 +270,10 @@ impl Map {
             return Err(Error::Busy);
         }
         let mut g = self.inner.mapping.write().unwrap_or_else(|p| p.into_inner());
-        if g.take().is_none() {
-            return Err(Error::IllegalParameter("map unmapped".into()));
+        match g.take() {
+            None => return Err(Error::IllegalParameter("map unmapped".into())),
+            Some(Backing::Dsm(d)) => d.release(),
+            Some(Backing::Mmap(_)) => {}
         }
         let _ = self.inner.session.note(Request::UnmapNote { map: self.inner.number });
         self.inner.token.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -213,10 +296,24 @@ impl Map {
     }
 
     fn link_lost(&self) -> bool {
-        match &self.inner.parent {
-            MapParent::Remote(r) => r.is_lost(),
-            MapParent::Local(_) => false,
-        }
+        let dsm_lost =
+            self.inner.mapping.read().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|b| b.lost());
+        dsm_lost
+            || match &self.inner.parent {
+                MapParent::Remote(r) => r.is_lost(),
+                MapParent::Local(_) => false,
+            }
+    }
+
+    /// Make this map's stores visible at the segment's memory (for another host's segment:
+    /// send them home and wait). `false` when they could not reach it.
+    pub fn flush(&self) -> bool {
+        self.inner.mapping.read().unwrap_or_else(|p| p.into_inner()).as_ref().is_none_or(|b| b.flush())
+    }
+
+    /// Make later loads of this map see every store that reached the segment's memory.
+    pub fn acquire(&self) -> bool {
+        self.inner.mapping.read().unwrap_or_else(|p| p.into_inner()).as_ref().is_none_or(|b| b.acquire())
     }
 }
 
@@ -269,7 +366,7 @@ impl Sequence {
     /// [`Error::IllegalParameter`] for a removed sequence.
     pub fn start(&self) -> Result<SequenceStatus> {
         let inner = self.live()?;
-        std::sync::atomic::fence(Ordering::SeqCst);
+        inner.map.acquire();
         Ok(if inner.map.link_lost() { SequenceStatus::NotRetriable } else { SequenceStatus::Ok })
     }
 
@@ -280,7 +377,9 @@ impl Sequence {
     /// [`Error::IllegalParameter`] for a removed sequence.
     pub fn check(&self, no_flush: bool, no_store_barrier: bool) -> Result<SequenceStatus> {
         let inner = self.live()?;
-        if !no_flush || !no_store_barrier {
+        if !no_flush {
+            inner.map.flush();
+        } else if !no_store_barrier {
             std::sync::atomic::fence(Ordering::SeqCst);
         }
         Ok(if inner.map.link_lost() { SequenceStatus::NotRetriable } else { SequenceStatus::Ok })
@@ -288,7 +387,13 @@ impl Sequence {
 
     /// `SCIStoreBarrier`: every store made before it has reached the segment's memory.
     pub fn store_barrier(&self) {
-        std::sync::atomic::fence(Ordering::SeqCst);
+        self.inner.map.flush();
+    }
+
+    /// `SCIFlush` on this sequence's map: like [`Sequence::store_barrier`] (for a segment
+    /// of another host, the stores are sent home).
+    pub fn flush(&self) {
+        self.inner.map.flush();
     }
 
     /// `SCIRemoveSequence`.

@@ -559,7 +559,37 @@ impl RemoteSegment {
     /// for a segment of a node on another host (mapping across hosts comes with the DSM).
     pub fn map(&self, offset: usize, size: usize, addr: Option<usize>, flags: MapFlags) -> Result<Map> {
         let l = self.link()?;
-        let Some(memfd) = l.memfd.as_ref() else { return Err(Error::NotSupported) };
+        let Some(memfd) = l.memfd.as_ref() else {
+            // A segment of another host: the DSM pager serves the pages.
+            if addr.is_some() {
+                return Err(Error::NotSupported);
+            }
+            match offset.checked_add(size) {
+                Some(end) if size > 0 && end <= l.size => {}
+                _ if size == 0 => return Err(Error::SizeAlignment),
+                _ => return Err(Error::OutOfRange),
+            }
+            let dsm = remora_client::dsm::DsmMap::new(
+                l.session.clone(),
+                l.conn,
+                l.size as u64,
+                offset as u64,
+                size,
+                flags.readonly,
+            )
+            .map_err(|_| Error::NotSupported)?;
+            return Ok(Map::wrap(
+                l.session.clone(),
+                &self.inner.desc,
+                crate::map::Backing::Dsm(dsm),
+                offset,
+                size,
+                flags,
+                MapTarget::Remote { conn: l.conn },
+                &self.inner.deps,
+                MapParent::Remote(self.clone()),
+            ));
+        };
         Map::create(
             l.session.clone(),
             &self.inner.desc,

@@ -58,11 +58,11 @@ fn tcp_link_failures_are_events_not_hangs() {
         })),
     )
     .unwrap();
-    let map = {
-        // Sequences need a map; over TCP there is none, so check through the lost state.
-        remote.map(0, 4096, None, MapFlags::default()).err()
-    };
-    assert_eq!(map, Some(Error::NotSupported));
+    // A map across hosts, with its sequence: OK now, NOT_RETRIABLE once the home is lost.
+    let map = remote.map(0, 8192, None, MapFlags::default()).unwrap();
+    let seq = map.create_sequence().unwrap();
+    map.write(0, b"x").unwrap();
+    assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::Ok);
 
     // A silent peer: NOT_OPERATIONAL within three heartbeats (50 ms each), then OPERATIONAL.
     let pid4 = daemon_pid(&h, 4);
@@ -95,6 +95,8 @@ fn tcp_link_failures_are_events_not_hangs() {
         assert!(t.elapsed() < Duration::from_secs(5));
     }
     assert!(remote.is_lost());
+    assert_eq!(seq.start().unwrap(), SequenceStatus::NotRetriable);
+    assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::NotRetriable);
     let r = q.start(&src, &remote, 0, 4096, 0, DmaFlags { read: false, wait: true }, None);
     assert!(r.is_err(), "a transfer to a lost node fails");
     // A restarted node: new connects work.

@@ -24,6 +24,7 @@ pub mod memfd;
 pub mod poller;
 pub mod seqpacket;
 pub mod sync;
+pub mod uffd;
 pub mod user_memory;
 
 pub use mapping::{MapOptions, Mapping};

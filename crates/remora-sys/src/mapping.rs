@@ -143,7 +143,10 @@ impl Mapping {
 
     /// An atomic view of the 8 bytes at `off` (8-byte aligned, inside, writable mapping).
     pub fn atomic_u64(&self, off: usize) -> Option<&AtomicU64> {
-        if self.readonly || !off.is_multiple_of(8) || self.check(off, 8).is_err() {
+        if self.readonly
+            || !(self.ptr as usize).wrapping_add(off).is_multiple_of(8)
+            || self.check(off, 8).is_err()
+        {
             return None;
         }
         // SAFETY: the address is 8-aligned, inside the mapping, and the mapping outlives the
@@ -154,7 +157,10 @@ impl Mapping {
 
     /// An atomic view of the 4 bytes at `off` (4-byte aligned, inside, writable mapping).
     pub fn atomic_u32(&self, off: usize) -> Option<&AtomicU32> {
-        if self.readonly || !off.is_multiple_of(4) || self.check(off, 4).is_err() {
+        if self.readonly
+            || !(self.ptr as usize).wrapping_add(off).is_multiple_of(4)
+            || self.check(off, 4).is_err()
+        {
             return None;
         }
         // SAFETY: aligned, in range, mapping alive for the returned lifetime; AtomicU32
@@ -268,7 +274,7 @@ impl Mapping {
 
     /// Load the 8 bytes at `off` with acquire ordering (works on read-only maps too).
     pub fn load_u64(&self, off: usize) -> Option<u64> {
-        if !off.is_multiple_of(8) || self.check(off, 8).is_err() {
+        if !(self.ptr as usize).wrapping_add(off).is_multiple_of(8) || self.check(off, 8).is_err() {
             return None;
         }
         // SAFETY: aligned, in range, mapping alive; an atomic load never writes.

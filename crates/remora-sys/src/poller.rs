@@ -63,6 +63,22 @@ impl AsFd for Poller {
     }
 }
 
+/// Wait until one of `fds` is readable or `timeout` passes (`None`: forever), with
+/// nanosecond resolution (`ppoll`). Interruptions count as a wake-up.
+///
+/// # Errors
+/// The errno of `ppoll` other than `EINTR`.
+pub fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<()> {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut p: Vec<PollFd<'_>> = fds.iter().map(|f| PollFd::new(f, PollFlags::IN)).collect();
+    let ts = timeout
+        .map(|t| rustix::time::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as _ });
+    match poll(&mut p, ts.as_ref()) {
+        Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

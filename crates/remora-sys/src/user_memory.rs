@@ -105,6 +105,47 @@ pub fn move_slice_into_memfd(mem: &'static mut [u8], name: &str) -> io::Result<M
     unsafe { move_into_memfd(mem.as_mut_ptr(), mem.len(), name) }
 }
 
+/// A range of this process's memory that the node's DMA engine may read or write
+/// (`SCIStartDmaTransferMem`). Creating one from raw parts is `unsafe`: the caller vouches
+/// that the range stays valid, and is not otherwise accessed in conflicting ways, until the
+/// transfer that uses it has ended.
+#[derive(Debug, Clone, Copy)]
+pub struct UserRegion {
+    addr: usize,
+    len: usize,
+}
+
+impl UserRegion {
+    /// A region over memory that lives forever and that the caller gives up to the engine.
+    pub fn from_static(mem: &'static mut [u8]) -> UserRegion {
+        UserRegion { addr: mem.as_mut_ptr() as usize, len: mem.len() }
+    }
+
+    /// A region from an address and a length.
+    ///
+    /// # Safety
+    /// `addr..addr+len` must be memory of this process that stays mapped, and that no one
+    /// else reads or writes in conflict with the transfer, until the transfer ends.
+    pub unsafe fn from_raw_parts(addr: *mut u8, len: usize) -> UserRegion {
+        UserRegion { addr: addr as usize, len }
+    }
+
+    /// The first address.
+    pub fn addr(&self) -> usize {
+        self.addr
+    }
+
+    /// The length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,46 +187,5 @@ mod tests {
         let x = Box::new([0u8; 64]);
         // SAFETY: the call fails before touching anything.
         assert!(unsafe { move_into_memfd(x.as_ptr() as *mut u8, 64, "x") }.is_err());
-    }
-}
-
-/// A range of this process's memory that the node's DMA engine may read or write
-/// (`SCIStartDmaTransferMem`). Creating one from raw parts is `unsafe`: the caller vouches
-/// that the range stays valid, and is not otherwise accessed in conflicting ways, until the
-/// transfer that uses it has ended.
-#[derive(Debug, Clone, Copy)]
-pub struct UserRegion {
-    addr: usize,
-    len: usize,
-}
-
-impl UserRegion {
-    /// A region over memory that lives forever and that the caller gives up to the engine.
-    pub fn from_static(mem: &'static mut [u8]) -> UserRegion {
-        UserRegion { addr: mem.as_mut_ptr() as usize, len: mem.len() }
-    }
-
-    /// A region from an address and a length.
-    ///
-    /// # Safety
-    /// `addr..addr+len` must be memory of this process that stays mapped, and that no one
-    /// else reads or writes in conflict with the transfer, until the transfer ends.
-    pub unsafe fn from_raw_parts(addr: *mut u8, len: usize) -> UserRegion {
-        UserRegion { addr: addr as usize, len }
-    }
-
-    /// The first address.
-    pub fn addr(&self) -> usize {
-        self.addr
-    }
-
-    /// The length.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether it is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 }

@@ -554,6 +554,38 @@ async fn serve_request(
         PeerRequest::DisconnectInterrupt { intr } => {
             node.lock().disconnect_interrupt(sid, intr).map(|_| PeerReply::Ok)
         }
+        PeerRequest::Read { conn, offset, len } => {
+            if len as usize > remora_proto::MAX_DATA_IO {
+                Err(Error::IllegalParameter(format!("read of {len} bytes")))
+            } else {
+                match served_mapping(&node, &peer, conn, offset, len as u64) {
+                    Some(m) => {
+                        let mut v = vec![0u8; len as usize];
+                        m.read(offset as usize, &mut v)
+                            .map(|_| PeerReply::Data(v))
+                            .map_err(|_| Error::OutOfRange)
+                    }
+                    None => Err(Error::OutOfRange),
+                }
+            }
+        }
+        PeerRequest::Write { conn, runs } => {
+            let total: usize = runs.iter().map(|r| r.1.len()).sum();
+            let maps: Option<Vec<_>> =
+                runs.iter().map(|(o, d)| served_mapping(&node, &peer, conn, *o, d.len() as u64)).collect();
+            match maps {
+                _ if total > remora_proto::MAX_DATA_IO => {
+                    Err(Error::IllegalParameter(format!("write of {total} bytes")))
+                }
+                Some(maps) => {
+                    for (m, (o, d)) in maps.iter().zip(&runs) {
+                        let _ = m.write(*o as usize, d);
+                    }
+                    Ok(PeerReply::Ok)
+                }
+                None => Err(Error::OutOfRange),
+            }
+        }
         PeerRequest::Trigger { intr, data } => {
             node.lock().trigger_interrupt(sid, intr, data.as_deref()).map(|_| PeerReply::Ok)
         }

@@ -107,9 +107,7 @@ pub fn conformance(sa: &Sisci, sb: &Sisci, over_tcp: bool) {
     assert_eq!((remote.node(), remote.id(), remote.size()), (4, 1, SIZE));
     assert_eq!(target.wait_event(Some(Duration::from_secs(5))).unwrap().reason, SegmentReason::Connect);
     assert_eq!(remote.is_on_this_host(), !over_tcp);
-    if over_tcp {
-        assert_eq!(remote.map(0, 4096, None, MapFlags::default()).unwrap_err(), Error::NotSupported);
-    }
+    dsm_rules(&target, &remote);
 
     // DMA push, vector, pull and from user memory, checksummed end to end.
     let src = LocalSegment::create(&b, Some(2), SIZE, CreateFlags::default()).unwrap();
@@ -176,4 +174,64 @@ pub fn conformance(sa: &Sisci, sb: &Sisci, over_tcp: bool) {
     q.remove().unwrap();
     remote.disconnect().unwrap();
     assert_eq!(target.wait_event(Some(Duration::from_secs(5))).unwrap().reason, SegmentReason::Disconnect);
+}
+
+/// Loads and stores through a map of `remote` (this host's memory, or the DSM across
+/// hosts) obey the documented consistency model; `target` is the exporter's segment.
+pub fn dsm_rules(target: &LocalSegment, remote: &RemoteSegment) {
+    use std::time::Instant;
+    let home = target.map(0, 3 * 4096, None, MapFlags::default()).unwrap();
+    let m = remote.map(100, 3 * 4096 - 100, None, MapFlags::default()).unwrap();
+    let seq = m.create_sequence().unwrap();
+    // A store reaches the home at once on a barrier...
+    m.write(0, b"stored remotely").unwrap();
+    seq.store_barrier();
+    let mut got = [0u8; 15];
+    home.read(100, &mut got).unwrap();
+    assert_eq!(&got, b"stored remotely");
+    // ...and by itself within the flush bound (default 50 us; allow scheduling slack).
+    m.with_atomic(4000 - 100 + 4, |w| w.store(0xfeed, std::sync::atomic::Ordering::SeqCst)).ok();
+    m.write(5000, b"later").unwrap();
+    let t = Instant::now();
+    loop {
+        home.read(5100, &mut got[..5]).unwrap();
+        if &got[..5] == b"later" {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(2), "store never reached the home");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    // The home's stores are seen after an acquire, and by a poller within the refresh bound.
+    home.write(8000, b"from home").unwrap();
+    assert_eq!(seq.start().unwrap(), SequenceStatus::Ok);
+    let mut back = [0u8; 9];
+    m.read(7900, &mut back).unwrap();
+    assert_eq!(&back, b"from home");
+    home.write(8000, b"polled!!!").unwrap();
+    let t = Instant::now();
+    loop {
+        m.read(7900, &mut back).unwrap();
+        if &back == b"polled!!!" {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(2), "the poller never saw the home's store");
+        std::hint::spin_loop();
+    }
+    // Stores to different bytes of one page by the home and the importer both survive.
+    m.write(0, b"AAAA").unwrap();
+    home.write(300, b"BBBB").unwrap();
+    assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::Ok);
+    let mut four = [0u8; 4];
+    home.read(100, &mut four).unwrap();
+    assert_eq!(&four, b"AAAA");
+    home.read(300, &mut four).unwrap();
+    assert_eq!(&four, b"BBBB");
+    // Out of range, read-only.
+    assert_eq!(remote.map(0, remote.size() + 1, None, MapFlags::default()).unwrap_err(), Error::OutOfRange);
+    let ro = remote.map(0, 4096, None, MapFlags { readonly: true }).unwrap();
+    assert_eq!(ro.write(0, b"x").unwrap_err(), Error::IllegalOperation);
+    ro.unmap().unwrap();
+    seq.remove().unwrap();
+    m.unmap().unwrap();
+    home.unmap().unwrap();
 }
