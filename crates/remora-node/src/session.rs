@@ -189,7 +189,15 @@ impl Session {
                     );
                 }
                 let memfd = match remora_sys::Memfd::from_fd(fds.remove(0)) {
-                    Ok(m) => m,
+                    Ok(m) if m.is_size_sealed() => m,
+                    Ok(_) => {
+                        return (
+                            Err(Error::IllegalParameter(
+                                "AttachMemory needs a memfd sealed against shrinking".into(),
+                            )),
+                            vec![],
+                        )
+                    }
                     Err(e) => return (Err(Error::System(e.to_string())), vec![]),
                 };
                 let r = self.node.lock().attach_memory(sid, seg, memfd);
@@ -589,6 +597,8 @@ impl Session {
         match answer {
             Ok((Ok(Reply::Connected { conn: remote, size }), fds)) if fds.len() == 1 => {
                 let keep = fds[0].try_clone().ok().and_then(|fd| remora_sys::Memfd::from_fd(fd).ok());
+                // Never trust a size larger than the memory that came with it.
+                let size = keep.as_ref().map_or(size, |m| size.min(m.size()));
                 let conn = self.node.lock().add_proxied(self.sid, node, id, size, remote, keep);
                 (Ok(Reply::Connected { conn, size }), fds)
             }

@@ -505,10 +505,10 @@ impl DmaQueue {
                 let q = DmaQueue { inner };
                 let (cb, state) = {
                     let mut st = q.inner.st.lock().unwrap_or_else(|p| p.into_inner());
-                    let was_posted = st.phase == Some(DmaState::Posted);
                     q.settle(&mut st);
                     match st.phase {
-                        Some(s @ (DmaState::Done | DmaState::Error | DmaState::Aborted)) if was_posted => {
+                        // Fire once per job, even if a state query saw its end first.
+                        Some(s @ (DmaState::Done | DmaState::Error | DmaState::Aborted)) => {
                             (st.callback.take(), s)
                         }
                         _ => return true,

@@ -161,7 +161,13 @@ impl IntrPage {
         }
         let tail = self.u64(TAIL);
         let mut pos = tail.load(Ordering::Relaxed);
+        // The page is shared with untrusted processes: never loop without bound.
+        let mut tries = 0;
         let slot = loop {
+            tries += 1;
+            if tries > 4 * DATA_SLOTS {
+                return Err(TriggerError::Full);
+            }
             let slot = HEADER + (pos as usize % DATA_SLOTS) * SLOT_SIZE;
             let seq = self.u64(slot).load(Ordering::Acquire);
             let dif = seq.wrapping_sub(pos) as i64;
@@ -183,8 +189,8 @@ impl IntrPage {
         Ok(())
     }
 
-    /// Take the oldest data interrupt into `buf`; returns its full length (which may
-    /// exceed `buf`, in which case the payload is truncated). `None` when none waits.
+    /// Take the oldest data interrupt into `buf`; returns the bytes copied (a payload
+    /// longer than `buf` is truncated; [`IntrPage::peek_len`] tells the length first). `None` when none waits.
     /// Only one thread of the owning process may call this at a time.
     pub fn recv(&self, buf: &mut [u8]) -> Option<usize> {
         let head = self.u64(HEAD);
@@ -199,7 +205,7 @@ impl IntrPage {
         self.map.read(slot + 16, &mut buf[..n]).expect("payload inside its slot");
         self.u64(slot).store(pos.wrapping_add(DATA_SLOTS as u64), Ordering::Release);
         head.store(pos.wrapping_add(1), Ordering::Relaxed);
-        Some(len)
+        Some(n)
     }
 
     /// The length of the oldest unconsumed data interrupt, if any.

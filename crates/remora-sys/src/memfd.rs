@@ -39,6 +39,12 @@ impl Memfd {
         Ok(Memfd { fd, size: st.st_size as u64 })
     }
 
+    /// Whether the size is sealed against shrinking (so a mapping of it can never fault
+    /// with SIGBUS because another holder truncated it).
+    pub fn is_size_sealed(&self) -> bool {
+        rustix::fs::fcntl_get_seals(&self.fd).is_ok_and(|s| s.contains(SealFlags::SHRINK))
+    }
+
     /// The size in bytes.
     pub fn size(&self) -> u64 {
         self.size

@@ -44,7 +44,7 @@ type Pending = HashMap<u64, oneshot::Sender<Result<PeerReply, Error>>>;
 /// What waits for a bulk operation's answer.
 enum BulkWait {
     Ack(std::sync::mpsc::Sender<bool>),
-    Read { dest: Arc<Mapping>, off: usize, done: std::sync::mpsc::Sender<bool> },
+    Read { dest: Arc<Mapping>, off: usize, len: u64, done: std::sync::mpsc::Sender<bool> },
 }
 
 /// One remote node.
@@ -284,13 +284,17 @@ impl TcpPeer {
         }
     }
 
+    /// Send a bulk frame; `wait` (for our own operations, never for replies) is
+    /// registered under the frame's tag before it leaves.
     fn bulk_send(
         &self,
         hdr: BulkHeader,
         payload: Option<(&Mapping, usize)>,
-        wait: BulkWait,
+        wait: Option<BulkWait>,
     ) -> Result<(), ()> {
-        self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).insert(hdr.tag, wait);
+        if let Some(wait) = wait {
+            self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).insert(hdr.tag, wait);
+        }
         let mut g = self.bulk.lock().unwrap_or_else(|p| p.into_inner());
         let Some(s) = g.as_mut() else {
             self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&hdr.tag);
@@ -332,7 +336,7 @@ impl TcpPeer {
                 len: n as u64,
                 ok: true,
             };
-            if self.bulk_send(hdr, Some((src, src_off + done)), BulkWait::Ack(tx)).is_err() {
+            if self.bulk_send(hdr, Some((src, src_off + done)), Some(BulkWait::Ack(tx))).is_err() {
                 return false;
             }
             acks.push(rx);
@@ -365,14 +369,22 @@ impl TcpPeer {
                 len: n as u64,
                 ok: true,
             };
-            let wait = BulkWait::Read { dest: dest.clone(), off: dest_off + done, done: tx };
-            if self.bulk_send(hdr, None, wait).is_err() {
+            let wait = BulkWait::Read { dest: dest.clone(), off: dest_off + done, len: n as u64, done: tx };
+            if self.bulk_send(hdr, None, Some(wait)).is_err() {
                 return false;
             }
-            waits.push(rx);
+            waits.push((tag, rx));
             done += n;
         }
-        waits.into_iter().all(|rx| rx.recv_timeout(Duration::from_secs(60)).unwrap_or(false))
+        let mut ok = true;
+        for (tag, rx) in waits {
+            if !rx.recv_timeout(Duration::from_secs(60)).unwrap_or(false) {
+                // Late data for a failed job must not land later.
+                self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
+                ok = false;
+            }
+        }
+        ok
     }
 
     fn fail_all(&self) {
@@ -538,14 +550,20 @@ async fn serve_request(
     let from = peer.id;
     let r = match req {
         PeerRequest::Probe => Ok(PeerReply::Ok),
-        PeerRequest::Connect { id, timeout_ms } => {
-            wait_for(&node, timeout_ms, Error::NoSuchSegment, |reg| reg.connect_local(sid, from, id))
-                .await
-                .map(|(conn, size, _fd)| PeerReply::Connected { conn, size })
-        }
+        PeerRequest::Connect { id, timeout_ms } => wait_for(&node, timeout_ms, Error::NoSuchSegment, |reg| {
+            if !reg.sessions.contains_key(&sid) {
+                return Err(ConnectWait::Failed(Error::Protocol("the requesting session ended".into())));
+            }
+            reg.connect_local(sid, from, id)
+        })
+        .await
+        .map(|(conn, size, _fd)| PeerReply::Connected { conn, size }),
         PeerRequest::Disconnect { conn } => node.lock().disconnect(sid, conn).map(|_| PeerReply::Ok),
         PeerRequest::ConnectInterrupt { intno, data, timeout_ms } => {
             wait_for(&node, timeout_ms, Error::NoSuchIntno, |reg| {
+                if !reg.sessions.contains_key(&sid) {
+                    return Err(ConnectWait::Failed(Error::Protocol("the requesting session ended".into())));
+                }
                 reg.connect_interrupt(sid, from, intno, data)
             })
             .await
@@ -662,6 +680,8 @@ async fn accept_one(node: Arc<Node>, stream: TcpStream) -> std::io::Result<()> {
 
 fn start_bulk(node: &Arc<Node>, peer: &Arc<TcpPeer>, s: StdStream) -> std::io::Result<()> {
     let _ = s.set_nodelay(true);
+    // A peer that stops reading cannot hold a writer forever.
+    let _ = s.set_write_timeout(Some(Duration::from_secs(30)));
     let reader = s.try_clone()?;
     if let Some(old) = peer.bulk.lock().unwrap_or_else(|p| p.into_inner()).replace(s) {
         let _ = old.shutdown(std::net::Shutdown::Both);
@@ -700,7 +720,7 @@ fn bulk_reader(node: Weak<Node>, peer: Arc<TcpPeer>, mut s: StdStream) {
                     break;
                 }
                 let ack = BulkHeader { op: BulkOp::Ack, ok: target.is_some(), len: 0, ..hdr };
-                peer.bulk_send(ack, None, BulkWait::Ack(std::sync::mpsc::channel().0)).is_ok()
+                peer.bulk_send(ack, None, None).is_ok()
             }
             BulkOp::Read => {
                 let target = served_mapping(&node, &peer, hdr.conn, hdr.offset, hdr.len);
@@ -710,18 +730,12 @@ fn bulk_reader(node: Weak<Node>, peer: Arc<TcpPeer>, mut s: StdStream) {
                     len: if target.is_some() { hdr.len } else { 0 },
                     ..hdr
                 };
-                peer.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&hdr.tag);
-                peer.bulk_send(
-                    data,
-                    target.as_deref().map(|m| (m, hdr.offset as usize)),
-                    BulkWait::Ack(std::sync::mpsc::channel().0),
-                )
-                .is_ok()
+                peer.bulk_send(data, target.as_deref().map(|m| (m, hdr.offset as usize)), None).is_ok()
             }
             BulkOp::Data => {
                 let w = peer.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&hdr.tag);
                 match w {
-                    Some(BulkWait::Read { dest, off, done }) if hdr.ok => {
+                    Some(BulkWait::Read { dest, off, len, done }) if hdr.ok && hdr.len == len => {
                         let r = dest.fill_from_reader(off, hdr.len as usize, &mut s);
                         let _ = done.send(r.is_ok());
                         r.is_ok()
@@ -970,11 +984,20 @@ async fn run_control(
                 if silent > hb * 3 && peer.state() == LinkState::Up {
                     peer.set_state(LinkState::NotOperational);
                 }
+                if silent > hb * 150 {
+                    // Silent far past any pause: give the connection up, fail what waits on
+                    // it, and let redial (or loss) decide.
+                    tracing::warn!(peer = peer.id, "no frame for {silent:?}: closing the link");
+                    break;
+                }
             }
             Some((newer, inc)) = inbound.recv() => {
                 // The peer redialled (its side saw the old connection die): switch to it.
                 writer.abort();
                 *peer.ctrl.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                for (_, tx) in peer.pending.lock().unwrap_or_else(|p| p.into_inner()).drain() {
+                    let _ = tx.send(Err(Error::NodeNotResponding));
+                }
                 let old = peer.peer_incarnation.swap(inc, Ordering::SeqCst);
                 if old != inc {
                     peer.set_state(LinkState::Lost);
