@@ -214,3 +214,28 @@ fn header_constants_match_the_library() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn hello_world_pio_across_two_hosts() {
+    // The guide's PIO hello world, receiver on host 1 and sender on host 2 of a cluster of
+    // network namespaces: the sender's store goes through a DSM map of the other host.
+    let daemon = match remora_testkit::find_daemon() {
+        Ok(d) => d,
+        Err(s) => return eprintln!("skipping multi-host hello world: {}", s.0),
+    };
+    let c = match remora_testkit::NetCluster::start(2, &daemon) {
+        Ok(c) => c,
+        Err(s) => return eprintln!("skipping multi-host hello world: {}", s.0),
+    };
+    let env = Env::new();
+    let recv = env.build(&root().join("examples/hello_receiver.c"), &[]);
+    let send = env.build(&root().join("examples/hello_sender.c"), &[]);
+    let mut r = c.command(1, &recv).stdout(Stdio::piped()).spawn().unwrap();
+    let s = c.command(2, &send).arg(c.node(1).to_string()).output().unwrap();
+    assert!(s.status.success(), "sender: {}{}", String::from_utf8_lossy(&s.stdout), String::from_utf8_lossy(&s.stderr));
+    let status = wait_with_timeout(&mut r, Duration::from_secs(30));
+    let mut out = String::new();
+    std::io::Read::read_to_string(r.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(status.success(), "receiver failed: {out}");
+    assert!(out.contains("Hello, World!"), "receiver said: {out}");
+}

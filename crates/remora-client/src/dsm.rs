@@ -24,10 +24,11 @@
 //! * Only the bytes a process changed are sent home (diffs against the twin), so processes
 //!   on several hosts storing to different bytes of one page never overwrite each other.
 //!   Stores of several hosts to the same bytes: the last to reach the home node wins.
-//! * When the home node is lost, resident pages keep their last contents, stores stay
-//!   local, and an access to a page that is not resident raises SIGBUS (`UFFDIO_POISON`)
-//!   rather than hanging; the connection reports the loss (`SCI_CB_LOST`, sequences
-//!   NOT_RETRIABLE).
+//! * When the home node is lost, pages still resident keep their last contents and stores
+//!   to them stay local; an access to a page that is not resident (never touched, or
+//!   dropped by the last refresh, so within `refresh` nearly every page) raises SIGBUS
+//!   (`UFFDIO_POISON`) rather than hanging. The connection reports the loss
+//!   (`SCI_CB_LOST`), sequences report NOT_RETRIABLE, flushes fail.
 //!
 //! The pager lives in the client process (not the daemon) so that a fault is resolved by a
 //! thread of the faulting process with one request to its own daemon: no userfaultfd

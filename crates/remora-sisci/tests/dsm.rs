@@ -1,0 +1,219 @@
+//! Maps of segments on other hosts (the DSM), across a cluster of network namespaces:
+//! ping-pong through mapped memory only, a torture test of several importers writing
+//! checksummed records into one segment, and what happens when the home node is lost
+//! (an access to a page that is not resident raises SIGBUS; nothing hangs).
+//! Needs root and iproute2; elsewhere each test says why it skips.
+
+mod common;
+
+use remora_sisci::*;
+use remora_testkit::{find_daemon, NetCluster};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+fn cluster(hosts: usize) -> Option<NetCluster> {
+    let daemon = match find_daemon() {
+        Ok(d) => d,
+        Err(s) => {
+            eprintln!("skipping DSM test: {}", s.0);
+            return None;
+        }
+    };
+    match NetCluster::start(hosts, &daemon) {
+        Ok(c) => Some(c),
+        Err(s) => {
+            eprintln!("skipping DSM test: {}", s.0);
+            None
+        }
+    }
+}
+
+fn sci(c: &NetCluster, k: usize) -> Sisci {
+    Sisci::with_config(Config {
+        node: c.node(k),
+        runtime_dir: c.runtime_dir(k).to_path_buf(),
+        daemon: None,
+        spawn: false,
+        idle_exit: Duration::from_secs(60),
+        cluster: Some(c.cluster_file().to_path_buf()),
+    })
+}
+
+fn export(dev: &Descriptor, id: u32, size: usize) -> LocalSegment {
+    let s = LocalSegment::create(dev, Some(id), size, CreateFlags::default()).unwrap();
+    s.prepare(0).unwrap();
+    s.set_available(0).unwrap();
+    s
+}
+
+#[test]
+fn ping_pong_through_maps_across_hosts() {
+    let Some(c) = cluster(2) else { return };
+    let (sa, sb) = (sci(&c, 1), sci(&c, 2));
+    let a = Descriptor::open(&sa).unwrap();
+    let b = Descriptor::open(&sb).unwrap();
+    let seg_a = export(&a, 1, 4096);
+    let seg_b = export(&b, 2, 4096);
+    let to_b = RemoteSegment::connect(&a, 8, 2, 0, Some(Duration::from_secs(10))).unwrap();
+    let to_a = RemoteSegment::connect(&b, 4, 1, 0, Some(Duration::from_secs(10))).unwrap();
+    assert!(!to_b.is_on_this_host());
+    let (la, lb) = (seg_a.map(0, 4096, None, MapFlags::default()).unwrap(), seg_b.map(0, 4096, None, MapFlags::default()).unwrap());
+    let (ra, rb) = (to_a.map(0, 4096, None, MapFlags::default()).unwrap(), to_b.map(0, 4096, None, MapFlags::default()).unwrap());
+    const ROUNDS: u64 = 200;
+    let responder = std::thread::spawn(move || {
+        // Host 2's side: wait for i in its own segment, answer i into host 1's segment.
+        for i in 1..=ROUNDS {
+            let t = Instant::now();
+            while lb.with_atomic(0, |w| w.load(Ordering::Acquire)).unwrap() != i {
+                assert!(t.elapsed() < Duration::from_secs(10), "round {i} never arrived");
+                std::hint::spin_loop();
+            }
+            ra.with_atomic(0, |w| w.store(i, Ordering::Release)).unwrap();
+        }
+    });
+    for i in 1..=ROUNDS {
+        rb.with_atomic(0, |w| w.store(i, Ordering::Release)).unwrap();
+        let t = Instant::now();
+        while la.with_atomic(0, |w| w.load(Ordering::Acquire)).unwrap() != i {
+            assert!(t.elapsed() < Duration::from_secs(10), "answer {i} never arrived");
+            std::hint::spin_loop();
+        }
+    }
+    responder.join().unwrap();
+}
+
+#[test]
+fn torture_several_importers_on_several_hosts() {
+    let Some(c) = cluster(3) else { return };
+    let home = Descriptor::open(&sci(&c, 1)).unwrap();
+    const SLOT: usize = 64;
+    const WRITERS: usize = 4; // two per importing host
+    const RECORDS: u64 = 300;
+    let seg = export(&home, 10, 4096);
+    let hm = seg.map(0, 4096, None, MapFlags::default()).unwrap();
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let s = sci(&c, 2 + w % 2);
+        writers.push(std::thread::spawn(move || {
+            let dev = Descriptor::open(&s).unwrap();
+            let r = RemoteSegment::connect(&dev, 4, 10, 0, Some(Duration::from_secs(10))).unwrap();
+            let m = r.map(0, 4096, None, MapFlags::default()).unwrap();
+            let seq = m.create_sequence().unwrap();
+            // Each writer owns slot w: [seq u64][payload 48 bytes][checksum u64], all in one page.
+            for n in 1..=RECORDS {
+                let mut rec = [0u8; SLOT];
+                rec[..8].copy_from_slice(&n.to_le_bytes());
+                for (i, b) in rec[8..56].iter_mut().enumerate() {
+                    *b = (n as u8).wrapping_mul(7).wrapping_add(i as u8).wrapping_add(w as u8);
+                }
+                let sum = common::checksum(&rec[..56]);
+                rec[56..].copy_from_slice(&sum.to_le_bytes());
+                m.write(w * SLOT, &rec).unwrap();
+                if n % 50 == 0 {
+                    assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::Ok);
+                }
+            }
+            seq.store_barrier();
+        }));
+    }
+    // The home reads while they write: never a torn record (a record whose checksum fails
+    // is one being written; it must be whole by the end).
+    let t = Instant::now();
+    let mut last = [0u64; WRITERS];
+    loop {
+        for (w, l) in last.iter_mut().enumerate() {
+            let mut rec = [0u8; SLOT];
+            hm.read(w * SLOT, &mut rec).unwrap();
+            let n = u64::from_le_bytes(rec[..8].try_into().unwrap());
+            let sum = u64::from_le_bytes(rec[56..].try_into().unwrap());
+            if n > 0 && sum == common::checksum(&rec[..56]) {
+                assert!(n >= *l, "writer {w} went backwards: {n} after {l}");
+                *l = n;
+            }
+        }
+        if last.iter().all(|&n| n == RECORDS) {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "records stalled at {last:?}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    for w in writers {
+        w.join().unwrap();
+    }
+    // Nothing lost, nothing torn: every slot holds its writer's last record, whole.
+    for w in 0..WRITERS {
+        let mut rec = [0u8; SLOT];
+        hm.read(w * SLOT, &mut rec).unwrap();
+        assert_eq!(u64::from_le_bytes(rec[..8].try_into().unwrap()), RECORDS);
+        assert_eq!(u64::from_le_bytes(rec[56..].try_into().unwrap()), common::checksum(&rec[..56]));
+    }
+}
+
+const CHILD: &str = "REMORA_TEST_DSM_LOST_CHILD";
+
+#[test]
+fn lost_home_raises_sigbus_instead_of_hanging() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::process::ExitStatusExt;
+    if let Ok(spec) = std::env::var(CHILD) {
+        // Child: map 4 pages of the home's segment, touch page 0, then wait for the parent
+        // to kill the home and touch page 3 (never resident): SIGBUS, not a hang.
+        let mut parts = spec.split('|');
+        let cfg = Config {
+            node: parts.next().unwrap().parse().unwrap(),
+            runtime_dir: parts.next().unwrap().into(),
+            daemon: None,
+            spawn: false,
+            idle_exit: Duration::from_secs(60),
+            cluster: Some(parts.next().unwrap().into()),
+        };
+        let dev = Descriptor::open(&Sisci::with_config(cfg)).unwrap();
+        let r = RemoteSegment::connect(&dev, 4, 20, 0, Some(Duration::from_secs(10))).unwrap();
+        let m = r.map(0, 4 * 4096, None, MapFlags::default()).unwrap();
+        let mut b = [0u8; 1];
+        m.read(0, &mut b).unwrap();
+        println!("ready {}", b[0]);
+        std::io::stdout().flush().unwrap();
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).unwrap();
+        // Pages dropped by the refresh, and never-touched ones, raise SIGBUS now.
+        m.read(3 * 4096, &mut b).unwrap();
+        println!("no fault");
+        return;
+    }
+    let Some(mut c) = cluster(2) else { return };
+    let home = Descriptor::open(&sci(&c, 1)).unwrap();
+    let seg = export(&home, 20, 4 * 4096);
+    seg.map(0, 4096, None, MapFlags::default()).unwrap().write(0, &[42]).unwrap();
+    let spec = format!("{}|{}|{}", c.node(2), c.runtime_dir(2).display(), c.cluster_file().display());
+    let mut kid = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "lost_home_raises_sigbus_instead_of_hanging", "--nocapture"])
+        .env(CHILD, spec)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(kid.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("ready") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "child died before it was ready");
+    }
+    assert_eq!(line.trim(), "ready 42");
+    drop(home);
+    c.kill_daemon(1);
+    std::thread::sleep(Duration::from_millis(300));
+    kid.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = kid.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "access to a lost home's page hung");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(!rest.contains("no fault"), "{rest}");
+    assert_eq!(status.signal(), Some(7), "expected SIGBUS, got {status:?}: {rest}");
+}
