@@ -53,6 +53,13 @@ pub enum Which {
         #[arg(long, default_value_t = 7)]
         reps: u32,
     },
+    /// DSM across hosts (TCP on loopback): first touch, ping-pong through maps, stores to
+    /// resident pages, each beside its raw reference.
+    Dsm {
+        /// Round trips for the ping-pong.
+        #[arg(long, default_value_t = 300)]
+        rounds: u32,
+    },
     /// All of the above with their defaults.
     All,
     /// The responder half of `intr` (started by `intr` itself).
@@ -92,12 +99,14 @@ pub fn run(w: Which) -> Result<(), String> {
         Which::Connect { samples } => connect(samples),
         Which::Intr { batch, rounds } => intr(batch, rounds),
         Which::Dma { reps } => dma(reps),
+        Which::Dsm { rounds } => dsm(rounds),
         Which::All => {
             pio(2000, 15)?;
             memcpy(9)?;
             connect(300)?;
             intr(200, 9)?;
-            dma(7)
+            dma(7)?;
+            dsm(300)
         }
         Which::IntrChild { raw_path, peer_node, batch, rounds } => {
             intr_child(&raw_path, peer_node, batch, rounds)
@@ -640,5 +649,218 @@ fn dma(reps: u32) -> Result<(), String> {
         size *= 4;
     }
     q.remove().map_err(e)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// DSM
+
+/// Two nodes of this host joined over TCP on loopback (as if on two hosts), in a private
+/// runtime directory; daemons are started by the library and stopped at the end.
+struct TcpPair {
+    dir: std::path::PathBuf,
+    a: Sisci,
+    b: Sisci,
+}
+
+impl TcpPair {
+    fn new() -> Result<TcpPair, String> {
+        let dir = std::env::temp_dir().join(format!("remora-bench-dsm-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(e)?;
+        let port =
+            || std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port());
+        let (p4, p8) = (port().map_err(e)?, port().map_err(e)?);
+        let text = format!(
+            "secret = \"remora-bench-secret-0123456789\"\nforce_tcp = true\n[[node]]\nid = 4\nhost = \"127.0.0.1\"\nport = {p4}\n[[node]]\nid = 8\nhost = \"127.0.0.1\"\nport = {p8}\n"
+        );
+        let file = dir.join("cluster.toml");
+        std::fs::write(&file, text).map_err(e)?;
+        let base = Sisci::initialize().map_err(e)?.config().clone();
+        let mk = |node| {
+            let mut c = base.clone();
+            c.node = node;
+            c.runtime_dir = dir.clone();
+            c.cluster = Some(file.clone());
+            Sisci::with_config(c)
+        };
+        Ok(TcpPair { a: mk(4), b: mk(8), dir })
+    }
+}
+
+impl Drop for TcpPair {
+    fn drop(&mut self) {
+        for n in [4, 8] {
+            if let Ok(s) = remora_client::Session::open_control(&self.a.config().with_node(n)) {
+                let _ = s.request(remora_proto::Request::Shutdown, &[]);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Raw TCP ping-pong on loopback between two threads: median one-way time of `size`-byte
+/// messages, and (for page-sized ones) the round trip.
+fn raw_tcp(size: usize, rounds: u32) -> Result<f64, String> {
+    use std::io::{Read as _, Write as _};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(e)?;
+    let addr = l.local_addr().map_err(e)?;
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut s, _) = l.accept()?;
+        s.set_nodelay(true)?;
+        let mut buf = vec![0u8; size];
+        for _ in 0..rounds {
+            s.read_exact(&mut buf)?;
+            s.write_all(&buf)?;
+        }
+        Ok(())
+    });
+    let mut s = std::net::TcpStream::connect(addr).map_err(e)?;
+    s.set_nodelay(true).map_err(e)?;
+    let mut buf = vec![0u8; size];
+    let mut v = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        s.write_all(&buf).map_err(e)?;
+        s.read_exact(&mut buf).map_err(e)?;
+        v.push(t.elapsed().as_nanos() as f64 / 2.0);
+    }
+    echo.join().map_err(|_| "echo thread")?.map_err(e)?;
+    Ok(median(&mut v))
+}
+
+/// Raw userfaultfd fill of one page by a helper thread (no network): median nanoseconds.
+fn raw_uffd_fill(pages: usize) -> Result<f64, String> {
+    use remora_sys::uffd::Uffd;
+    let u = std::sync::Arc::new(Uffd::new().map_err(e)?);
+    let region = std::sync::Arc::new(u.register(pages * 4096, true).map_err(e)?);
+    let (u2, r2) = (u.clone(), region.clone());
+    let pager = std::thread::spawn(move || {
+        let page = vec![1u8; 4096];
+        let mut done = 0;
+        while done < pages {
+            let _ = remora_sys::poller::wait_readable(
+                &[std::os::fd::AsFd::as_fd(&*u2)],
+                Some(Duration::from_secs(5)),
+            );
+            while let Ok(Some(f)) = u2.next_fault() {
+                let _ = u2.copy_page(&r2, f.addr, &page, false);
+                done += 1;
+            }
+        }
+    });
+    let mut v = Vec::new();
+    let mut b = [0u8; 1];
+    for p in 0..pages {
+        let t = Instant::now();
+        region.read_at(p * 4096, &mut b).map_err(e)?;
+        v.push(t.elapsed().as_nanos() as f64);
+    }
+    pager.join().map_err(|_| "pager thread")?;
+    Ok(median(&mut v))
+}
+
+fn dsm(rounds: u32) -> Result<(), String> {
+    let pair = TcpPair::new()?;
+    let da = Descriptor::open(&pair.a).map_err(e)?;
+    let db = Descriptor::open(&pair.b).map_err(e)?;
+    const PAGES: usize = 256;
+    let seg_a = LocalSegment::create(&da, Some(1), PAGES * 4096, CreateFlags::default()).map_err(e)?;
+    seg_a.prepare(0).map_err(e)?;
+    seg_a.set_available(0).map_err(e)?;
+    let seg_b = LocalSegment::create(&db, Some(2), 4096, CreateFlags::default()).map_err(e)?;
+    seg_b.prepare(0).map_err(e)?;
+    seg_b.set_available(0).map_err(e)?;
+    let to_a = RemoteSegment::connect(&db, 4, 1, 0, Some(Duration::from_secs(10))).map_err(e)?;
+    let to_b = RemoteSegment::connect(&da, 8, 2, 0, Some(Duration::from_secs(10))).map_err(e)?;
+    header();
+
+    // First touch of a remote page.
+    let m = to_a.map(0, PAGES * 4096, None, MapFlags::default()).map_err(e)?;
+    let mut v = Vec::new();
+    let mut b = [0u8; 1];
+    for p in 0..PAGES {
+        let t = Instant::now();
+        m.read(p * 4096, &mut b).map_err(e)?;
+        v.push(t.elapsed().as_nanos() as f64);
+    }
+    let ours = median(&mut v);
+    let fill = raw_uffd_fill(PAGES)?;
+    let rtt = 2.0 * raw_tcp(4096, 2000)?;
+    row(
+        "DSM first touch of a remote page",
+        format!("{:.1} µs", ours / 1e3),
+        format!("{:.1} µs", (fill + rtt) / 1e3),
+        ours / (fill + rtt),
+        "≤ 2 (uffd fill + TCP round trip)",
+    );
+
+    // Stores to a resident page vs. plain memory.
+    let n = 2_000_000u64;
+    m.with_atomic(0, |w| w.store(0, Ordering::Relaxed)).map_err(e)?;
+    let t = Instant::now();
+    m.with_atomic(8, |w| {
+        for i in 0..n {
+            w.store(i, Ordering::Relaxed);
+        }
+    })
+    .map_err(e)?;
+    let ours = t.elapsed().as_nanos() as f64 / n as f64;
+    let plain = AtomicU64::new(0);
+    let t = Instant::now();
+    for i in 0..n {
+        std::hint::black_box(&plain).store(i, Ordering::Relaxed);
+    }
+    let raw = t.elapsed().as_nanos() as f64 / n as f64;
+    row(
+        "DSM store to a resident page",
+        format!("{ours:.2} ns"),
+        format!("{raw:.2} ns"),
+        ours / raw,
+        "memory speed (plain store)",
+    );
+    m.unmap().map_err(e)?;
+
+    // Ping-pong through maps only.
+    let la = seg_a.map(0, 4096, None, MapFlags::default()).map_err(e)?;
+    let lb = seg_b.map(0, 4096, None, MapFlags::default()).map_err(e)?;
+    let ra = to_a.map(0, 4096, None, MapFlags::default()).map_err(e)?;
+    let rb = to_b.map(0, 4096, None, MapFlags::default()).map_err(e)?;
+    la.with_atomic(64, |w| w.store(0, Ordering::Relaxed)).map_err(e)?;
+    let echo = std::thread::spawn(move || -> Result<(), String> {
+        for i in 1..=rounds as u64 {
+            let t = Instant::now();
+            while lb.with_atomic(64, |w| w.load(Ordering::Acquire)).map_err(e)? != i {
+                if t.elapsed() > Duration::from_secs(10) {
+                    return Err("ping-pong stalled".into());
+                }
+                std::hint::spin_loop();
+            }
+            ra.with_atomic(64, |w| w.store(i, Ordering::Release)).map_err(e)?;
+        }
+        Ok(())
+    });
+    let mut v = Vec::new();
+    for i in 1..=rounds as u64 {
+        let t = Instant::now();
+        rb.with_atomic(64, |w| w.store(i, Ordering::Release)).map_err(e)?;
+        while la.with_atomic(64, |w| w.load(Ordering::Acquire)).map_err(e)? != i {
+            if t.elapsed() > Duration::from_secs(10) {
+                return Err("ping-pong stalled".into());
+            }
+            std::hint::spin_loop();
+        }
+        v.push(t.elapsed().as_nanos() as f64 / 2.0);
+    }
+    echo.join().map_err(|_| "echo thread")??;
+    let ours = median(&mut v);
+    let raw = raw_tcp(8, 2000)?;
+    row(
+        "DSM ping-pong one-way (maps only)",
+        format!("{:.1} µs", ours / 1e3),
+        format!("{:.1} µs", raw / 1e3),
+        ours / raw,
+        "≤ 3 (raw TCP ping-pong)",
+    );
     Ok(())
 }

@@ -232,7 +232,12 @@ fn hello_world_pio_across_two_hosts() {
     let send = env.build(&root().join("examples/hello_sender.c"), &[]);
     let mut r = c.command(1, &recv).stdout(Stdio::piped()).spawn().unwrap();
     let s = c.command(2, &send).arg(c.node(1).to_string()).output().unwrap();
-    assert!(s.status.success(), "sender: {}{}", String::from_utf8_lossy(&s.stdout), String::from_utf8_lossy(&s.stderr));
+    assert!(
+        s.status.success(),
+        "sender: {}{}",
+        String::from_utf8_lossy(&s.stdout),
+        String::from_utf8_lossy(&s.stderr)
+    );
     let status = wait_with_timeout(&mut r, Duration::from_secs(30));
     let mut out = String::new();
     std::io::Read::read_to_string(r.stdout.as_mut().unwrap(), &mut out).unwrap();

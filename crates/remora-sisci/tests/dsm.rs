@@ -57,8 +57,14 @@ fn ping_pong_through_maps_across_hosts() {
     let to_b = RemoteSegment::connect(&a, 8, 2, 0, Some(Duration::from_secs(10))).unwrap();
     let to_a = RemoteSegment::connect(&b, 4, 1, 0, Some(Duration::from_secs(10))).unwrap();
     assert!(!to_b.is_on_this_host());
-    let (la, lb) = (seg_a.map(0, 4096, None, MapFlags::default()).unwrap(), seg_b.map(0, 4096, None, MapFlags::default()).unwrap());
-    let (ra, rb) = (to_a.map(0, 4096, None, MapFlags::default()).unwrap(), to_b.map(0, 4096, None, MapFlags::default()).unwrap());
+    let (la, lb) = (
+        seg_a.map(0, 4096, None, MapFlags::default()).unwrap(),
+        seg_b.map(0, 4096, None, MapFlags::default()).unwrap(),
+    );
+    let (ra, rb) = (
+        to_a.map(0, 4096, None, MapFlags::default()).unwrap(),
+        to_b.map(0, 4096, None, MapFlags::default()).unwrap(),
+    );
     const ROUNDS: u64 = 200;
     let responder = std::thread::spawn(move || {
         // Host 2's side: wait for i in its own segment, answer i into host 1's segment.
