@@ -106,6 +106,7 @@ pub type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
 /// What a session knows from events, shared with the event thread.
 #[derive(Default)]
 struct EventState {
+    gone: std::sync::atomic::AtomicBool,
     events: Mutex<VecDeque<Event>>,
     lost: Mutex<HashMap<u64, LostReason>>,
     sink: Mutex<Option<EventSink>>,
@@ -233,7 +234,10 @@ impl Session {
                         }
                     },
                     // The daemon went away: nothing more will come.
-                    _ => return false,
+                    _ => {
+                        state.gone.store(true, Ordering::SeqCst);
+                        return false;
+                    }
                 }
             }
         });
@@ -290,6 +294,11 @@ impl Session {
             encode(&RequestFrame { id: NO_REPLY, req }).map_err(|e| ClientError::Protocol(e.to_string()))?;
         let guard = self.lock();
         remora_sys::seqpacket::send(guard.0.as_fd(), &bytes, &[]).map_err(gone)
+    }
+
+    /// Whether the daemon has closed this session (it exited or crashed).
+    pub fn daemon_gone(&self) -> bool {
+        self.state.gone.load(Ordering::SeqCst)
     }
 
     /// Take the queued events (the last 1024 at most).

@@ -210,11 +210,21 @@ fn run_job(
         Err(e) => return (DMA_ERROR, e),
     };
     let mut user = UserMem { pid, file: None, bounce: None };
+    let mut planned = epoch.load(Ordering::SeqCst);
     for s in steps {
         let mut done = 0;
         while done < s.size {
             if page.abort_requested() {
                 return (DMA_ABORTED, 0);
+            }
+            // Something was disconnected, lost or removed since the job was checked: check
+            // it again before moving another byte.
+            let now = epoch.load(Ordering::SeqCst);
+            if now != planned {
+                if let Err(e) = plan(node, session, &descs, epoch, cache) {
+                    return (DMA_ERROR, e);
+                }
+                planned = now;
             }
             let n = (s.size - done).min(CHUNK);
             if let Err(e) = copy_chunk(node, &s, done, n, &mut user) {

@@ -443,8 +443,26 @@ impl DmaQueue {
                 _ => return Err(Error::IllegalOperation),
             }
         }
-        self.inner.page.wait_done(spin(), timeout).ok_or(Error::Timeout)?;
-        Ok(self.state())
+        // Wait in slices, so that a daemon (the DMA engine) that dies ends the wait.
+        let start = std::time::Instant::now();
+        loop {
+            let slice = match timeout {
+                Some(t) => t.saturating_sub(start.elapsed()).min(Duration::from_millis(200)),
+                None => Duration::from_millis(200),
+            };
+            if self.inner.page.wait_done(spin(), Some(slice)).is_some() {
+                return Ok(self.state());
+            }
+            if self.inner.desc.session().daemon_gone() {
+                let mut st = self.inner.st.lock().unwrap_or_else(|p| p.into_inner());
+                st.phase = Some(DmaState::Error);
+                st.inflight.clear();
+                return Ok(DmaState::Error);
+            }
+            if timeout.is_some_and(|t| start.elapsed() >= t) {
+                return Err(Error::Timeout);
+            }
+        }
     }
 
     /// `SCIAbortDMAQueue`: stop the posted job (at the engine's next 4 MiB boundary) and

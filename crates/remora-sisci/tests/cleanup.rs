@@ -224,3 +224,26 @@ fn killed_during_dma_frees_the_queue_and_touches_nothing_else() {
     q.start(&src, &r, 0, 4096, 0, DmaFlags { read: false, wait: true }, None).unwrap();
     assert_eq!(q.state(), DmaState::Done);
 }
+
+#[test]
+fn a_dead_dma_engine_ends_the_wait_in_error() {
+    let h = common::Harness::new();
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let target = LocalSegment::create(&a, Some(1), 64 << 20, CreateFlags::default()).unwrap();
+    target.prepare(0).unwrap();
+    target.set_available(0).unwrap();
+    let src = LocalSegment::create(&a, Some(2), 64 << 20, CreateFlags::default()).unwrap();
+    src.prepare(0).unwrap();
+    let r = RemoteSegment::connect(&a, 4, 1, 0, None).unwrap();
+    let q = DmaQueue::create(&a, 0, 1).unwrap();
+    let pid = status(&h, 4).pid;
+    // Keep posting until one is caught in flight, then kill the engine.
+    q.start(&src, &r, 0, 64 << 20, 0, DmaFlags::default(), None).unwrap();
+    assert!(std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap().success());
+    let t = Instant::now();
+    let end = q.wait(None).unwrap();
+    assert!(matches!(end, DmaState::Done | DmaState::Error), "{end:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "the wait outlived the engine by {:?}", t.elapsed());
+    // Further calls report the dead daemon instead of hanging.
+    assert!(q.start(&src, &r, 0, 4096, 0, DmaFlags { read: false, wait: true }, None).is_err());
+}

@@ -71,6 +71,8 @@ pub struct TcpPeer {
     changed: Notify,
     /// Sessions of this node that hold something at the peer (for SessionEnd).
     vsessions: Mutex<HashMap<u64, u64>>,
+    /// Sessions that ended while the link was down: told when it comes back.
+    ended: Mutex<Vec<u64>>,
 }
 
 impl std::fmt::Debug for TcpPeer {
@@ -234,6 +236,7 @@ impl TcpPeer {
             inbound: Mutex::new(None),
             changed: Notify::new(),
             vsessions: Mutex::new(HashMap::new()),
+            ended: Mutex::new(Vec::new()),
         }
     }
 
@@ -279,8 +282,10 @@ impl TcpPeer {
 
     /// Session `origin` of this node ended: tell the peer to release what it held for it.
     pub fn session_end(&self, origin: u64) {
-        if self.vsessions.lock().unwrap_or_else(|p| p.into_inner()).remove(&origin).is_some() {
-            self.send(LinkMsg::SessionEnd { origin });
+        if self.vsessions.lock().unwrap_or_else(|p| p.into_inner()).remove(&origin).is_some()
+            && !self.send(LinkMsg::SessionEnd { origin })
+        {
+            self.ended.lock().unwrap_or_else(|p| p.into_inner()).push(origin);
         }
     }
 
@@ -475,6 +480,7 @@ fn lose_peer(node: &Node, peer: &TcpPeer) {
     }
     drop(reg);
     peer.vsessions.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    peer.ended.lock().unwrap_or_else(|p| p.into_inner()).clear();
     SERVED.lock().unwrap_or_else(|p| p.into_inner()).retain(|(n, _), _| *n != peer.id);
     node.changed.notify_waiters();
 }
@@ -909,6 +915,11 @@ async fn run_control(
     *peer.ctrl.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
     *peer.last_rx.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     peer.set_state(LinkState::Up);
+    // Sessions that ended while the link was down: the peer still holds their resources.
+    let ended: Vec<u64> = std::mem::take(&mut *peer.ended.lock().unwrap_or_else(|p| p.into_inner()));
+    for origin in ended {
+        peer.send(LinkMsg::SessionEnd { origin });
+    }
     let p = peer.clone();
     let writer = tokio::spawn(async move {
         while let Some(m) = rx.recv().await {
