@@ -90,6 +90,25 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
     let sid = node.lock().add_session(pid, role, tx.clone());
     tracing::debug!(sid, pid, ?role, "session open");
     let mut s = Session { node: node.clone(), sid, pid, role, conn, proxies: HashMap::new(), events: tx };
+    // Application processes have an event socket of their own: forward events there from a
+    // task of their own, so they flow even while a request of the session waits (a long
+    // connect, say). Other roles get events between requests on the main socket.
+    // `keep` holds the sending side of the idle channel the loop listens on when events
+    // go through the forwarding task.
+    let (keep, idle) = unbounded_channel::<remora_proto::Event>();
+    let mut rx = match event_sock {
+        Some(ev_sock) => {
+            tokio::spawn(async move {
+                while let Some(ev) = rx.recv().await {
+                    if send_msg(&ev_sock, &ServerMsg::Event(ev), &[]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            idle
+        }
+        None => rx,
+    };
     loop {
         tokio::select! {
             r = s.conn.recv(&mut buf) => {
@@ -119,13 +138,13 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
                 }
             }
             Some(ev) = rx.recv() => {
-                let out = event_sock.as_ref().unwrap_or(&s.conn);
-                if send_msg(out, &ServerMsg::Event(ev), &[]).await.is_err() {
+                if send_msg(&s.conn, &ServerMsg::Event(ev), &[]).await.is_err() {
                     break;
                 }
             }
         }
     }
+    drop(keep);
     s.proxies.clear();
     let links: Vec<_> = node.links.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
     for l in links {
