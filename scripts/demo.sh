@@ -30,4 +30,5 @@ echo "--- benchmarks (node 4 and node 8 of this host)"
 "$prefix/bin/remora" bench connect --samples 200
 "$prefix/bin/remora" bench intr --rounds 5
 "$prefix/bin/remora" bench dma --reps 3
+"$prefix/bin/remora" bench dsm
 "$prefix/bin/remora" status
