@@ -7,36 +7,16 @@
 mod common;
 
 use remora_sisci::*;
-use remora_testkit::{find_daemon, NetCluster};
+use remora_testkit::NetCluster;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 fn cluster(hosts: usize) -> Option<NetCluster> {
-    let daemon = match find_daemon() {
-        Ok(d) => d,
-        Err(s) => {
-            eprintln!("skipping DSM test: {}", s.0);
-            return None;
-        }
-    };
-    match NetCluster::start(hosts, &daemon) {
-        Ok(c) => Some(c),
-        Err(s) => {
-            eprintln!("skipping DSM test: {}", s.0);
-            None
-        }
-    }
+    common::net_cluster(hosts)
 }
 
 fn sci(c: &NetCluster, k: usize) -> Sisci {
-    Sisci::with_config(Config {
-        node: c.node(k),
-        runtime_dir: c.runtime_dir(k).to_path_buf(),
-        daemon: None,
-        spawn: false,
-        idle_exit: Duration::from_secs(60),
-        cluster: Some(c.cluster_file().to_path_buf()),
-    })
+    common::net_sci(c, k)
 }
 
 fn export(dev: &Descriptor, id: u32, size: usize) -> LocalSegment {

@@ -235,3 +235,34 @@ pub fn dsm_rules(target: &LocalSegment, remote: &RemoteSegment) {
     m.unmap().unwrap();
     home.unmap().unwrap();
 }
+
+/// A cluster of network-namespace hosts, or `None` (with the reason printed) where this
+/// machine cannot make one.
+pub fn net_cluster(hosts: usize) -> Option<remora_testkit::NetCluster> {
+    let daemon = match remora_testkit::find_daemon() {
+        Ok(d) => d,
+        Err(s) => {
+            eprintln!("skipping multi-host test: {}", s.0);
+            return None;
+        }
+    };
+    match remora_testkit::NetCluster::start(hosts, &daemon) {
+        Ok(c) => Some(c),
+        Err(s) => {
+            eprintln!("skipping multi-host test: {}", s.0);
+            None
+        }
+    }
+}
+
+/// The library as a process of host `k` of the cluster sees it (its daemon already runs).
+pub fn net_sci(c: &remora_testkit::NetCluster, k: usize) -> Sisci {
+    Sisci::with_config(Config {
+        node: c.node(k),
+        runtime_dir: c.runtime_dir(k).to_path_buf(),
+        daemon: None,
+        spawn: false,
+        idle_exit: Duration::from_secs(60),
+        cluster: Some(c.cluster_file().to_path_buf()),
+    })
+}
