@@ -23,10 +23,18 @@ const CHUNK: usize = 4 << 20;
 /// Start the worker of a queue owned by `session` (process `pid`).
 pub fn spawn(node: Arc<Node>, session: u64, pid: u32, page: Arc<DmaPage>) {
     let epoch = node.lock().epoch.clone();
+    // The posting process's memory, opened now, while the process that created the queue is
+    // alive: the file stays bound to that process even if its pid is reused later.
+    let mem = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/{pid}/mem"))
+        .ok()
+        .map(Arc::new);
     let r = std::thread::Builder::new().name("remora-dma".into()).spawn(move || {
         let mut cache = Cache { epoch: u64::MAX, maps: HashMap::new() };
         while page.wait_posted(DEFAULT_SPIN) {
-            let (state, err) = run_job(&node, session, pid, &page, &epoch, &mut cache);
+            let (state, err) = run_job(&node, session, pid, mem.clone(), &page, &epoch, &mut cache);
             page.complete(state, err);
         }
     });
@@ -125,18 +133,18 @@ fn plan(
 /// The posting process's memory, opened on first use.
 struct UserMem {
     pid: u32,
-    file: Option<std::fs::File>,
+    file: Option<Arc<std::fs::File>>,
     bounce: Option<Arc<Mapping>>,
 }
 
 impl UserMem {
     fn file(&mut self) -> std::io::Result<&std::fs::File> {
-        if self.file.is_none() {
-            let f =
-                std::fs::OpenOptions::new().read(true).write(true).open(format!("/proc/{}/mem", self.pid))?;
-            self.file = Some(f);
+        match &self.file {
+            Some(f) => Ok(f),
+            None => {
+                Err(std::io::Error::other(format!("the memory of process {} cannot be opened", self.pid)))
+            }
         }
-        Ok(self.file.as_ref().expect("opened"))
     }
 
     /// A scratch mapping for user memory that travels to or from another host.
@@ -200,6 +208,7 @@ fn run_job(
     node: &Node,
     session: u64,
     pid: u32,
+    mem: Option<Arc<std::fs::File>>,
     page: &DmaPage,
     epoch: &AtomicU64,
     cache: &mut Cache,
@@ -209,7 +218,7 @@ fn run_job(
         Ok(s) => s,
         Err(e) => return (DMA_ERROR, e),
     };
-    let mut user = UserMem { pid, file: None, bounce: None };
+    let mut user = UserMem { pid, file: mem, bounce: None };
     let mut planned = epoch.load(Ordering::SeqCst);
     for s in steps {
         let mut done = 0;

@@ -54,7 +54,11 @@ async fn dial(node: &Node, target: u32, role: Role) -> Result<AsyncConn, Error> 
     if !path.exists() {
         return Err(Error::NoSuchNode);
     }
-    let fd = remora_sys::seqpacket::connect(&path, true).map_err(|_| Error::NoSuchNode)?;
+    // A daemon whose backlog is full would block connect(2): keep it off the runtime thread.
+    let fd = tokio::task::spawn_blocking(move || remora_sys::seqpacket::connect(&path, true))
+        .await
+        .map_err(|_| Error::NoSuchNode)?
+        .map_err(|_| Error::NoSuchNode)?;
     let conn = AsyncConn::new(fd).map_err(|e| Error::System(e.to_string()))?;
     let hello = tokio::time::timeout(
         Duration::from_secs(2),
