@@ -31,6 +31,18 @@ pub(crate) fn sisci() -> Outcome<Sisci> {
     library().sci.clone().ok_or(Fail(SCI_ERR_NOT_INITIALIZED))
 }
 
+static AT_EXIT: std::sync::Once = std::sync::Once::new();
+
+extern "C" {
+    fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+}
+
+/// Run at process exit: stores made through maps of other hosts' segments reach their home
+/// even when the program exits without unmapping. Never unwinds into C.
+extern "C" fn flush_at_exit() {
+    let _ = std::panic::catch_unwind(|| remora_client::dsm::flush_all(std::time::Duration::from_secs(2)));
+}
+
 /// `SCIInitialize`: read the node and runtime directory from the environment
 /// (`REMORA_NODE`, `REMORA_RUNTIME_DIR`, …). May be called several times; each call needs
 /// its own `SCITerminate`.
@@ -52,6 +64,13 @@ pub unsafe extern "C" fn SCIInitialize(flags: c_uint, error: *mut sci_error_t) {
             lib.sci = Some(Sisci::initialize()?);
         }
         lib.users += 1;
+        AT_EXIT.call_once(|| {
+            // SAFETY: atexit(3) only stores the function pointer; `flush_at_exit` is an
+            // `extern "C"` function of this library, which stays loaded until exit.
+            unsafe {
+                atexit(flush_at_exit);
+            }
+        });
         Ok(())
     })
 }
@@ -64,6 +83,8 @@ pub unsafe extern "C" fn SCIInitialize(flags: c_uint, error: *mut sci_error_t) {
 #[no_mangle]
 pub extern "C" fn SCITerminate() {
     crate::errors::run_quiet((), || {
+        // Stores into maps of other hosts' segments go home now, not a flush interval later.
+        remora_client::dsm::flush_all(std::time::Duration::from_secs(2));
         let mut lib = library();
         lib.users = lib.users.saturating_sub(1);
         if lib.users == 0 {

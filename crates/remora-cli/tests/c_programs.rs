@@ -244,3 +244,25 @@ fn hello_world_pio_across_two_hosts() {
     assert!(status.success(), "receiver failed: {out}");
     assert!(out.contains("Hello, World!"), "receiver said: {out}");
 }
+
+#[test]
+fn stores_reach_the_other_host_even_without_unmap() {
+    let daemon = match remora_testkit::find_daemon() {
+        Ok(d) => d,
+        Err(s) => return eprintln!("skipping: {}", s.0),
+    };
+    let c = match remora_testkit::NetCluster::start(2, &daemon) {
+        Ok(c) => c,
+        Err(s) => return eprintln!("skipping: {}", s.0),
+    };
+    let env = Env::new();
+    let recv = env.build(&root().join("examples/hello_receiver.c"), &[]);
+    let send = env.build(&root().join("tests/c/exit_without_unmap.c"), &[]);
+    let mut r = c.command(1, &recv).stdout(Stdio::piped()).spawn().unwrap();
+    let s = c.command(2, &send).arg(c.node(1).to_string()).output().unwrap();
+    assert!(s.status.success(), "sender exited with {:?}", s.status);
+    let status = wait_with_timeout(&mut r, Duration::from_secs(30));
+    let mut out = String::new();
+    std::io::Read::read_to_string(r.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(status.success() && out.contains("Hello, World!"), "receiver said: {out}");
+}

@@ -79,6 +79,7 @@ struct PMap {
 }
 
 enum Cmd {
+    FlushAll(Sender<bool>),
     Add(u64, PMap),
     Flush(u64, Sender<bool>),
     Refresh(u64, Sender<bool>),
@@ -94,9 +95,19 @@ struct Pager {
     refresh: Duration,
 }
 
+static PAGER: OnceLock<Result<Arc<Pager>, String>> = OnceLock::new();
+
+/// Send every DSM map's stores home and wait (at most `limit`): for `SCITerminate` and
+/// process exit. Does nothing when no map of another host was ever made.
+pub fn flush_all(limit: Duration) -> bool {
+    let Some(Ok(p)) = PAGER.get() else { return true };
+    let (tx, rx) = channel();
+    p.command(Cmd::FlushAll(tx));
+    rx.recv_timeout(limit).unwrap_or(false)
+}
+
 fn pager() -> Result<&'static Arc<Pager>, DsmError> {
-    static P: OnceLock<Result<Arc<Pager>, String>> = OnceLock::new();
-    let r = P.get_or_init(|| {
+    let r = PAGER.get_or_init(|| {
         let uffd = Uffd::new().map_err(|e| e.to_string())?;
         let waker = EventFd::new().map_err(|e| e.to_string())?;
         let p = Arc::new(Pager {
@@ -342,6 +353,13 @@ impl Pager {
             let cmd = self.cmds.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
             let Some(cmd) = cmd else { break };
             match cmd {
+                Cmd::FlushAll(tx) => {
+                    let mut ok = true;
+                    for (_, m) in maps.values_mut() {
+                        ok &= self.flush_map(m);
+                    }
+                    let _ = tx.send(ok);
+                }
                 Cmd::Add(id, m) => {
                     maps.insert(m.region.base(), (id, m));
                 }
