@@ -8,14 +8,14 @@
 //!                                         (SegRead through this node's daemon), installs
 //!                                         it write-protected
 //!   store to a clean page  ──► fault ──► pager keeps a twin (copy), lifts protection
-//!   within `flush` (default 50 µs) ───► pager protects the page again, diffs it against
+//!   within `flush` (default 20 µs) ───► pager protects the page again, diffs it against
 //!                                         its twin, sends the changed bytes home (SegWrite)
 //!   every `refresh` (default 1 ms) ───► pager drops clean pages: the next load refetches
 //! ```
 //!
 //! Consistency model (what a program may rely on):
 //! * A store reaches the home node within `flush` after the page was first written
-//!   (`REMORA_DSM_FLUSH_US`, default 50), and at once at [`DsmMap::flush`] (`SCIFlush`,
+//!   (`REMORA_DSM_FLUSH_US`, default 20), and at once at [`DsmMap::flush`] (`SCIFlush`,
 //!   `SCIStoreBarrier`, `SCICheckSequence`, unmap).
 //! * A load sees every store that reached the home node before the last
 //!   [`DsmMap::refresh`] (`SCIStartSequence`), and any page is refetched within `refresh`
@@ -115,7 +115,7 @@ fn pager() -> Result<&'static Arc<Pager>, DsmError> {
             waker,
             cmds: Mutex::new(VecDeque::new()),
             next: AtomicU64::new(1),
-            flush: env_us("REMORA_DSM_FLUSH_US", 50),
+            flush: env_us("REMORA_DSM_FLUSH_US", 20),
             refresh: env_us("REMORA_DSM_REFRESH_US", 1000),
         });
         let runner = p.clone();
@@ -299,6 +299,7 @@ impl Pager {
     }
 
     fn run(&self) {
+        remora_sys::sync::precise_timers();
         let mut maps: BTreeMap<usize, (u64, PMap)> = BTreeMap::new();
         loop {
             let now = Instant::now();

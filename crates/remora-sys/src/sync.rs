@@ -138,6 +138,12 @@ pub fn spin_then_block(
     out
 }
 
+/// Make this thread's timed sleeps precise (`PR_SET_TIMERSLACK` of 1 ns): by default Linux
+/// may wake a sleeping thread up to 50 µs late, which is longer than the pager's flush delay.
+pub fn precise_timers() {
+    let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
