@@ -569,8 +569,11 @@ impl RemoteSegment {
                 _ if size == 0 => return Err(Error::SizeAlignment),
                 _ => return Err(Error::OutOfRange),
             }
+            // The pager gets a session of its own: a fault must never wait behind a long
+            // request (a connect, say) of the descriptor's session.
+            let pager_session = Arc::new(Session::open(&self.inner.desc.inner.cfg)?);
             let dsm = remora_client::dsm::DsmMap::new(
-                l.session.clone(),
+                pager_session,
                 l.conn,
                 l.size as u64,
                 offset as u64,
