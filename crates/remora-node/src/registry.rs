@@ -221,7 +221,9 @@ impl Registry {
     pub fn new(node: u32) -> Registry {
         Registry {
             node,
-            next: 1,
+            // Handles differ from one daemon start to the next, so a handle kept from a
+            // previous instance never names a new object.
+            next: (crate::transport::tcp::new_incarnation() & 0xffff_ffff) << 24 | 1,
             segments: BTreeMap::new(),
             ids: HashMap::new(),
             conns: BTreeMap::new(),

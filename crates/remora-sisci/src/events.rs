@@ -109,23 +109,26 @@ impl<H, E> EventQueue<H, E> {
             };
             g.running = true;
             drop(g);
-            let mut next = Some(e);
-            let mut keep = true;
-            while let Some(ev) = next.take() {
+            let mut ev = e;
+            loop {
                 if cb(handle, ev) == CallbackAction::Cancel {
-                    keep = false;
-                    break;
+                    let mut g = self.lock();
+                    g.running = false;
+                    g.queue.clear();
+                    return;
                 }
-                next = self.lock().queue.pop_front();
+                // Take the next event and, when there is none, hand the callback back under
+                // the same lock, so an event pushed meanwhile is never stranded.
+                let mut g = self.lock();
+                match g.queue.pop_front() {
+                    Some(next) => ev = next,
+                    None => {
+                        g.running = false;
+                        g.callback = Some(cb);
+                        return;
+                    }
+                }
             }
-            let mut g = self.lock();
-            g.running = false;
-            if keep {
-                g.callback = Some(cb);
-            } else {
-                g.queue.clear();
-            }
-            return;
         }
         g.queue.push_back(e);
         self.cond.notify_all();
