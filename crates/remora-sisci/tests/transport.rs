@@ -117,3 +117,35 @@ fn tcp_link_failures_are_events_not_hangs() {
     };
     assert_eq!(r2.size(), 4096);
 }
+
+#[test]
+fn tcp_pulls_in_both_directions_at_once_do_not_deadlock() {
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    const SIZE: usize = 32 << 20;
+    let mk = |d: &Descriptor, id| {
+        let s = LocalSegment::create(d, Some(id), SIZE, CreateFlags::default()).unwrap();
+        s.prepare(0).unwrap();
+        s.set_available(0).unwrap();
+        s
+    };
+    let (sa, sb) = (mk(&a, 1), mk(&b, 2));
+    sa.map(0, SIZE, None, MapFlags::default()).unwrap().write(0, &common::pattern(SIZE, 1)).unwrap();
+    sb.map(0, SIZE, None, MapFlags::default()).unwrap().write(0, &common::pattern(SIZE, 2)).unwrap();
+    let (la, lb) = (mk(&a, 3), mk(&b, 4));
+    let to_b = RemoteSegment::connect(&a, 8, 2, 0, Some(Duration::from_secs(5))).unwrap();
+    let to_a = RemoteSegment::connect(&b, 4, 1, 0, Some(Duration::from_secs(5))).unwrap();
+    let (qa, qb) = (DmaQueue::create(&a, 0, 1).unwrap(), DmaQueue::create(&b, 0, 1).unwrap());
+    for _ in 0..3 {
+        qa.start(&la, &to_b, 0, SIZE, 0, DmaFlags { read: true, wait: false }, None).unwrap();
+        qb.start(&lb, &to_a, 0, SIZE, 0, DmaFlags { read: true, wait: false }, None).unwrap();
+        assert_eq!(qa.wait(Some(Duration::from_secs(20))).unwrap(), DmaState::Done);
+        assert_eq!(qb.wait(Some(Duration::from_secs(20))).unwrap(), DmaState::Done);
+    }
+    let mut got = vec![0u8; SIZE];
+    la.map(0, SIZE, None, MapFlags::default()).unwrap().read(0, &mut got).unwrap();
+    assert_eq!(common::checksum(&got), common::checksum(&common::pattern(SIZE, 2)));
+    lb.map(0, SIZE, None, MapFlags::default()).unwrap().read(0, &mut got).unwrap();
+    assert_eq!(common::checksum(&got), common::checksum(&common::pattern(SIZE, 1)));
+}

@@ -65,7 +65,7 @@ pub struct TcpPeer {
     pub bytes_in: AtomicU64,
     /// Bytes sent.
     pub bytes_out: AtomicU64,
-    bulk: Mutex<Option<StdStream>>,
+    bulk: Mutex<Option<(StdStream, std::sync::mpsc::Sender<BulkOut>)>>,
     bulk_wait: Mutex<HashMap<u64, BulkWait>>,
     inbound: Mutex<Option<mpsc::UnboundedSender<(TcpStream, u64)>>>,
     changed: Notify,
@@ -289,44 +289,31 @@ impl TcpPeer {
         }
     }
 
-    /// Send a bulk frame; `wait` (for our own operations, never for replies) is
-    /// registered under the frame's tag before it leaves.
+    /// Queue a bulk frame for the link's writer thread; `wait` (for our own operations,
+    /// never for replies) is registered under the frame's tag before it leaves. Never blocks
+    /// on the socket, so a reader answering a request cannot deadlock against the peer.
     fn bulk_send(
         &self,
         hdr: BulkHeader,
-        payload: Option<(&Mapping, usize)>,
+        payload: Option<(Arc<Mapping>, usize)>,
         wait: Option<BulkWait>,
     ) -> Result<(), ()> {
         if let Some(wait) = wait {
             self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).insert(hdr.tag, wait);
         }
-        let mut g = self.bulk.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(s) = g.as_mut() else {
-            self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&hdr.tag);
-            return Err(());
-        };
-        let r = s.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&hdr))).and_then(|()| {
-            self.bytes_out.fetch_add(BULK_FRAME as u64, Ordering::Relaxed);
-            match payload {
-                Some((m, off)) => {
-                    self.bytes_out.fetch_add(hdr.len, Ordering::Relaxed);
-                    m.write_to(off, hdr.len as usize, s)
-                }
-                None => Ok(()),
+        let tx = self.bulk.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(_, tx)| tx.clone());
+        match tx.map(|tx| tx.send(BulkOut { hdr, payload })) {
+            Some(Ok(())) => Ok(()),
+            _ => {
+                self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&hdr.tag);
+                Err(())
             }
-        });
-        if r.is_err() {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-            *g = None;
-            self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&hdr.tag);
-            return Err(());
         }
-        Ok(())
     }
 
     /// Write `len` bytes from `src` at `src_off` into the peer's connection `conn` at
     /// `offset` (blocking; for DMA workers). `false` when the transfer failed.
-    pub fn bulk_write(&self, conn: u64, offset: u64, src: &Mapping, src_off: usize, len: usize) -> bool {
+    pub fn bulk_write(&self, conn: u64, offset: u64, src: &Arc<Mapping>, src_off: usize, len: usize) -> bool {
         let mut acks = Vec::new();
         let mut done = 0;
         while done < len {
@@ -341,7 +328,7 @@ impl TcpPeer {
                 len: n as u64,
                 ok: true,
             };
-            if self.bulk_send(hdr, Some((src, src_off + done)), Some(BulkWait::Ack(tx))).is_err() {
+            if self.bulk_send(hdr, Some((src.clone(), src_off + done)), Some(BulkWait::Ack(tx))).is_err() {
                 return false;
             }
             acks.push(rx);
@@ -397,7 +384,7 @@ impl TcpPeer {
             let _ = tx.send(Err(Error::NodeNotResponding));
         }
         self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        if let Some(s) = self.bulk.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some((s, _)) = self.bulk.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }
@@ -689,12 +676,44 @@ fn start_bulk(node: &Arc<Node>, peer: &Arc<TcpPeer>, s: StdStream) -> std::io::R
     // A peer that stops reading cannot hold a writer forever.
     let _ = s.set_write_timeout(Some(Duration::from_secs(30)));
     let reader = s.try_clone()?;
-    if let Some(old) = peer.bulk.lock().unwrap_or_else(|p| p.into_inner()).replace(s) {
+    let writer = s.try_clone()?;
+    let (tx, rx) = std::sync::mpsc::channel::<BulkOut>();
+    if let Some((old, _)) = peer.bulk.lock().unwrap_or_else(|p| p.into_inner()).replace((s, tx)) {
         let _ = old.shutdown(std::net::Shutdown::Both);
     }
     let (n, p) = (Arc::downgrade(node), peer.clone());
     std::thread::Builder::new().name("remora-bulk".into()).spawn(move || bulk_reader(n, p, reader))?;
+    let p = peer.clone();
+    std::thread::Builder::new().name("remora-bulk-out".into()).spawn(move || bulk_writer(p, writer, rx))?;
     Ok(())
+}
+
+/// A bulk frame waiting for the writer thread.
+struct BulkOut {
+    hdr: BulkHeader,
+    payload: Option<(Arc<Mapping>, usize)>,
+}
+
+/// Write queued bulk frames until the flow breaks or is replaced.
+fn bulk_writer(peer: Arc<TcpPeer>, mut s: StdStream, rx: std::sync::mpsc::Receiver<BulkOut>) {
+    while let Ok(out) = rx.recv() {
+        let r =
+            s.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&out.hdr))).and_then(|()| {
+                peer.bytes_out.fetch_add(BULK_FRAME as u64, Ordering::Relaxed);
+                match &out.payload {
+                    Some((m, off)) => {
+                        peer.bytes_out.fetch_add(out.hdr.len, Ordering::Relaxed);
+                        m.write_to(*off, out.hdr.len as usize, &mut s)
+                    }
+                    None => Ok(()),
+                }
+            });
+        if r.is_err() {
+            // The reader sees the flow close and fails every waiting operation.
+            let _ = s.shutdown(std::net::Shutdown::Both);
+            break;
+        }
+    }
 }
 
 /// Serve the incoming side of a bulk flow until it breaks.
@@ -736,7 +755,7 @@ fn bulk_reader(node: Weak<Node>, peer: Arc<TcpPeer>, mut s: StdStream) {
                     len: if target.is_some() { hdr.len } else { 0 },
                     ..hdr
                 };
-                peer.bulk_send(data, target.as_deref().map(|m| (m, hdr.offset as usize)), None).is_ok()
+                peer.bulk_send(data, target.map(|m| (m, hdr.offset as usize)), None).is_ok()
             }
             BulkOp::Data => {
                 let w = peer.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&hdr.tag);
