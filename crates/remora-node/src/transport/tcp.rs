@@ -73,6 +73,8 @@ pub struct TcpPeer {
     vsessions: Mutex<HashMap<u64, u64>>,
     /// Sessions that ended while the link was down: told when it comes back.
     ended: Mutex<Vec<u64>>,
+    /// Sessions made here for the peer's sessions: its session → ours.
+    served: Mutex<HashMap<u64, u64>>,
 }
 
 impl std::fmt::Debug for TcpPeer {
@@ -237,6 +239,7 @@ impl TcpPeer {
             changed: Notify::new(),
             vsessions: Mutex::new(HashMap::new()),
             ended: Mutex::new(Vec::new()),
+            served: Mutex::new(HashMap::new()),
         }
     }
 
@@ -468,22 +471,18 @@ fn lose_peer(node: &Node, peer: &TcpPeer) {
     drop(reg);
     peer.vsessions.lock().unwrap_or_else(|p| p.into_inner()).clear();
     peer.ended.lock().unwrap_or_else(|p| p.into_inner()).clear();
-    SERVED.lock().unwrap_or_else(|p| p.into_inner()).retain(|(n, _), _| *n != peer.id);
+    peer.served.lock().unwrap_or_else(|p| p.into_inner()).clear();
     node.changed.notify_waiters();
 }
 
-/// Sessions made here for requests from other nodes: (peer node, origin) → session.
-static SERVED: Mutex<Option<HashMap<(u32, u64), u64>>> = Mutex::new(None);
-
 fn served_session(node: &Arc<Node>, peer: &Arc<TcpPeer>, origin: u64) -> u64 {
-    let mut g = SERVED.lock().unwrap_or_else(|p| p.into_inner());
-    let map = g.get_or_insert_with(HashMap::new);
-    if let Some(s) = map.get(&(peer.id, origin)) {
+    let mut map = peer.served.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(s) = map.get(&origin) {
         return *s;
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
     let sid = node.lock().add_session(0, Role::Peer { node: peer.id }, tx);
-    map.insert((peer.id, origin), sid);
+    map.insert(origin, sid);
     let p = peer.clone();
     tokio::spawn(async move {
         while let Some(event) = rx.recv().await {
@@ -491,18 +490,6 @@ fn served_session(node: &Arc<Node>, peer: &Arc<TcpPeer>, origin: u64) -> u64 {
         }
     });
     sid
-}
-
-trait ServedExt {
-    fn retain(&mut self, f: impl FnMut(&(u32, u64), &mut u64) -> bool);
-}
-
-impl ServedExt for Option<HashMap<(u32, u64), u64>> {
-    fn retain(&mut self, f: impl FnMut(&(u32, u64), &mut u64) -> bool) {
-        if let Some(m) = self {
-            m.retain(f);
-        }
-    }
 }
 
 async fn wait_for<T>(
@@ -993,7 +980,7 @@ async fn run_control(
                     }
                     LinkMsg::Event { origin, event } => deliver_event(node, peer.id, origin, event),
                     LinkMsg::SessionEnd { origin } => {
-                        let sid = SERVED.lock().unwrap_or_else(|p| p.into_inner()).as_mut().and_then(|m| m.remove(&(peer.id, origin)));
+                        let sid = peer.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&origin);
                         if let Some(sid) = sid {
                             node.lock().end_session(sid);
                             node.changed.notify_waiters();
