@@ -1019,6 +1019,8 @@ async fn run_control(
                 if old != inc {
                     peer.set_state(LinkState::Lost);
                 }
+                // Close the old connection before serving the new one.
+                drop(rd);
                 Box::pin(run_control(node, peer, newer, hb, inbound)).await;
                 return;
             }
