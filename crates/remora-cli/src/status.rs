@@ -39,6 +39,7 @@ pub fn status() -> Result<(), String> {
                 Role::Client => "process".to_string(),
                 Role::Peer { node } => format!("node {node}"),
                 Role::Control => "control".into(),
+                Role::Scif => "scif endpoint".into(),
             };
             println!("    #{:<5} pid {:<8} {}", s.session, s.pid, role);
         }

@@ -173,6 +173,25 @@ impl Session {
         Session::open_as(cfg, Role::Control, false)
     }
 
+    /// Open a session for one SCIF endpoint: it holds the endpoint's port, listener or
+    /// connection side, and its end releases them. Starts the daemon of `cfg.node` when
+    /// `spawn` and `cfg.spawn` allow.
+    ///
+    /// # Errors
+    /// [`ClientError::NoDaemon`] when no daemon plays the node.
+    pub fn open_scif(cfg: &Config, spawn: bool) -> Result<Session, ClientError> {
+        Session::open_as(cfg, Role::Scif, spawn && cfg.spawn)
+    }
+
+    /// Whether the daemon has closed this session's socket (it exited or crashed). Cheap;
+    /// answers `false` while a request is in flight on another thread.
+    pub fn hung_up(&self) -> bool {
+        match self.fd.try_lock() {
+            Ok(g) => remora_sys::seqpacket::peer_closed(g.0.as_fd()),
+            Err(_) => false,
+        }
+    }
+
     fn open_as(cfg: &Config, role: Role, spawn: bool) -> Result<Session, ClientError> {
         let path = paths::socket_path(&cfg.runtime_dir, cfg.node);
         let fd = match remora_sys::seqpacket::connect(&path, false) {

@@ -18,6 +18,7 @@ pub mod cluster;
 mod dma;
 mod peer;
 pub mod registry;
+pub mod scif;
 mod session;
 pub mod transport;
 

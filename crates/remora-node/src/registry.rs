@@ -206,6 +206,8 @@ pub struct Registry {
     /// Bumped whenever memory may stop being usable by the DMA engine (disconnect, loss,
     /// removal, session end), so engine workers can cache what they resolved until then.
     pub epoch: Arc<std::sync::atomic::AtomicU64>,
+    /// The SCIF books.
+    pub scif: crate::scif::Scif,
 }
 
 fn adapter(a: u32) -> Result<(), Error> {
@@ -234,6 +236,7 @@ impl Registry {
             intr_conns: BTreeMap::new(),
             dma: BTreeMap::new(),
             epoch: Arc::default(),
+            scif: Default::default(),
         }
     }
 
@@ -853,6 +856,7 @@ impl Registry {
     /// Release everything a session held. Returns the proxied connections it had, by node.
     pub fn end_session(&mut self, session: u64) {
         self.revoke();
+        self.scif.end_session(session);
         let conns: Vec<u64> = self.conns.values().filter(|c| c.session == session).map(|c| c.conn).collect();
         for c in conns {
             let _ = self.disconnect(session, c);

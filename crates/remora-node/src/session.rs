@@ -22,6 +22,7 @@ struct Session {
     sid: u64,
     pid: u32,
     role: Role,
+    uid: u32,
     conn: AsyncConn,
     proxies: HashMap<u32, Proxy>,
     events: UnboundedSender<Event>,
@@ -32,6 +33,7 @@ type Outcome = (Result<Reply, Error>, Vec<OwnedFd>);
 /// Serve one connection until it closes, then release everything it held.
 pub async fn run(node: Arc<Node>, fd: OwnedFd) {
     let pid = remora_sys::seqpacket::peer_pid(fd.as_fd()).unwrap_or(0);
+    let uid = remora_sys::seqpacket::peer_uid(fd.as_fd()).unwrap_or(u32::MAX);
     let conn = match AsyncConn::new(fd) {
         Ok(c) => c,
         Err(e) => {
@@ -89,7 +91,8 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
     let (tx, mut rx) = unbounded_channel();
     let sid = node.lock().add_session(pid, role, tx.clone());
     tracing::debug!(sid, pid, ?role, "session open");
-    let mut s = Session { node: node.clone(), sid, pid, role, conn, proxies: HashMap::new(), events: tx };
+    let mut s =
+        Session { node: node.clone(), sid, pid, role, uid, conn, proxies: HashMap::new(), events: tx };
     // Application processes have an event socket of their own: forward events there from a
     // task of their own, so they flow even while a request of the session waits (a long
     // connect, say). Other roles get events between requests on the main socket.
@@ -176,6 +179,25 @@ impl Session {
             && !matches!(req, Request::Probe { .. } | Request::Status | Request::Shutdown)
         {
             return (Err(Error::Access), vec![]);
+        }
+        let scif_req = matches!(
+            req,
+            Request::ScifBind { .. }
+                | Request::ScifListen { .. }
+                | Request::ScifConnect { .. }
+                | Request::ScifAccept { .. }
+                | Request::ScifRegister { .. }
+                | Request::ScifUnregister { .. }
+                | Request::ScifWindows { .. }
+                | Request::ScifClose
+                | Request::ScifNodes
+        );
+        if scif_req != (self.role == Role::Scif) && !matches!(req, Request::Probe { .. } | Request::ScifNodes)
+        {
+            return (Err(Error::Access), vec![]);
+        }
+        if scif_req {
+            return self.scif(req, fds).await;
         }
         let sid = self.sid;
         let ok = |r: Result<(), Error>| (r.map(|_| Reply::Ok), vec![]);
@@ -396,6 +418,15 @@ impl Session {
             }
             Request::CreateDmaQueue { max_entries } => self.create_dma(max_entries),
             Request::RemoveDmaQueue { queue } => ok(self.node.lock().remove_dma(sid, queue)),
+            Request::ScifBind { .. }
+            | Request::ScifListen { .. }
+            | Request::ScifConnect { .. }
+            | Request::ScifAccept { .. }
+            | Request::ScifRegister { .. }
+            | Request::ScifUnregister { .. }
+            | Request::ScifWindows { .. }
+            | Request::ScifClose
+            | Request::ScifNodes => (Err(Error::Access), vec![]),
             Request::Status => {
                 let up = self.node.started.elapsed().as_secs();
                 let mut st = self.node.lock().status(std::process::id(), self.node.config.auto_started, up);
@@ -425,6 +456,103 @@ impl Session {
                 self.node.shutdown.notify_one();
                 (Ok(Reply::Ok), vec![])
             }
+        }
+    }
+
+    /// The SCIF requests of an endpoint's session.
+    async fn scif(&mut self, req: Request, mut fds: Vec<OwnedFd>) -> Outcome {
+        let sid = self.sid;
+        let me = self.me();
+        match req {
+            Request::ScifBind { port, privileged } => {
+                let r = self.node.lock().scif.bind(sid, port, privileged && self.uid == 0);
+                (r.map(|port| Reply::ScifPort { port }), vec![])
+            }
+            Request::ScifListen { backlog } => {
+                let r = self.node.lock().scif.listen(sid, backlog, fds);
+                (r.map(|token| Reply::ScifListening { token }), vec![])
+            }
+            Request::ScifConnect { port, from_node, from_port } => {
+                if fds.len() != 1 {
+                    return (Err(Error::IllegalParameter("connect needs a doorbell".into())), vec![]);
+                }
+                let ringer = fds.remove(0);
+                let queued = self.node.lock().scif.request(sid, port, (from_node, from_port), ringer);
+                let (id, rx) = match queued {
+                    Ok(x) => x,
+                    Err(e) => return (Err(e), vec![]),
+                };
+                self.node.changed.notify_waiters();
+                let answer = tokio::select! {
+                    a = rx => a.unwrap_or(Err(Error::ConnRefused)),
+                    _ = self.conn.hangup() => {
+                        self.node.lock().scif.withdraw(port, id);
+                        return (Err(Error::Protocol("caller hung up".into())), vec![]);
+                    }
+                };
+                match answer {
+                    Ok(a) => (
+                        Ok(Reply::ScifConnected { side: 0, peer_node: a.peer.0, peer_port: a.peer.1 }),
+                        vec![a.region, a.peer_ringer],
+                    ),
+                    Err(e) => (Err(e), vec![]),
+                }
+            }
+            Request::ScifAccept { port, token, sync } => {
+                if fds.len() != 1 {
+                    return (Err(Error::IllegalParameter("accept needs a doorbell".into())), vec![]);
+                }
+                let ringer = fds.remove(0);
+                let attempt = |reg: &mut crate::registry::Registry| match reg
+                    .scif
+                    .accept(sid, me, port, token, &ringer)
+                {
+                    Ok(x) => Ok(x),
+                    Err(Error::Again) if sync => Err(ConnectWait::Unavailable),
+                    Err(e) => Err(ConnectWait::Failed(e)),
+                };
+                match self.wait_until(None, Error::Again, attempt).await {
+                    Ok((region, theirs, from)) => (
+                        Ok(Reply::ScifConnected { side: 1, peer_node: from.0, peer_port: from.1 }),
+                        vec![region, theirs],
+                    ),
+                    Err(e) => (Err(e), vec![]),
+                }
+            }
+            Request::ScifRegister { offset, len, prot, fixed, memfd_offset } => {
+                if fds.len() != 1 || !is_memfd(&fds[0]) {
+                    return (Err(Error::IllegalParameter("register needs exactly one memfd".into())), vec![]);
+                }
+                let memfd = match remora_sys::Memfd::from_fd(fds.remove(0)) {
+                    Ok(m) if m.is_size_sealed() => m,
+                    Ok(_) => return (Err(Error::IllegalParameter("memfd not sealed".into())), vec![]),
+                    Err(e) => return (Err(Error::System(e.to_string())), vec![]),
+                };
+                let r = self.node.lock().scif.register(sid, offset, len, prot, fixed, memfd_offset, memfd);
+                (r.map(|offset| Reply::ScifOffset { offset }), vec![])
+            }
+            Request::ScifUnregister { offset, len } => {
+                (self.node.lock().scif.unregister(sid, offset, len).map(|_| Reply::Ok), vec![])
+            }
+            Request::ScifWindows { peer, from } => match self.node.lock().scif.windows(sid, peer, from) {
+                Ok((list, fds)) => (Ok(Reply::ScifWindows(list)), fds),
+                Err(e) => (Err(e), vec![]),
+            },
+            Request::ScifClose => {
+                self.node.lock().scif.close(sid);
+                (Ok(Reply::Ok), vec![])
+            }
+            Request::ScifNodes => {
+                let mut nodes = remora_proto::paths::nodes_in(&self.node.config.runtime_dir);
+                nodes.push(me);
+                let links: Vec<_> =
+                    self.node.links.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+                nodes.extend(links.iter().filter(|l| l.state() == LinkState::Up).map(|l| l.id));
+                nodes.sort_unstable();
+                nodes.dedup();
+                (Ok(Reply::ScifNodes(nodes)), vec![])
+            }
+            other => (Err(Error::Protocol(format!("not a SCIF request: {other:?}"))), vec![]),
         }
     }
 

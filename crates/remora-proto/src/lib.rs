@@ -111,6 +111,9 @@ pub enum Role {
     },
     /// The `remora` command line (status, shutdown): holds no resources.
     Control,
+    /// One SCIF endpoint of an application process: the session holds at most one bound
+    /// port, one listener and one side of one connection, and its end closes them.
+    Scif,
 }
 
 /// Where a map points.
@@ -304,6 +307,76 @@ pub enum Request {
         /// The payload of a data interrupt.
         data: Option<Vec<u8>>,
     },
+
+    /// `scif_bind`: bind this session's endpoint to `port` (0 picks a free port at or
+    /// above `SCIF_PORT_RSVD`). Answer: [`Reply::ScifPort`].
+    ScifBind {
+        /// The port, or 0.
+        port: u16,
+        /// The caller may take ports below 1024 (it runs as root).
+        privileged: bool,
+    },
+    /// `scif_listen`: make the bound endpoint a listener. The request carries the
+    /// endpoint's doorbell (reader, then ringer): the daemon keeps it readable while
+    /// connection requests wait. Answer: [`Reply::ScifListening`].
+    ScifListen {
+        /// How many requests may wait.
+        backlog: u32,
+    },
+    /// `scif_connect`, sent to the daemon of the node that listens. Carries the connecting
+    /// endpoint's doorbell ringer. Answer: [`Reply::ScifConnected`] with the region memfd
+    /// and the acceptor's ringer.
+    ScifConnect {
+        /// The port listened on.
+        port: u16,
+        /// The connecting endpoint's node.
+        from_node: u32,
+        /// The connecting endpoint's port.
+        from_port: u16,
+    },
+    /// `scif_accept`, sent on the new endpoint's own session. Carries the new endpoint's
+    /// ringer. Answer: [`Reply::ScifConnected`].
+    ScifAccept {
+        /// The listening port.
+        port: u16,
+        /// The listener's token ([`Reply::ScifListening`]).
+        token: u64,
+        /// Wait for a request (`SCIF_ACCEPT_SYNC`) rather than fail with `Again`.
+        sync: bool,
+    },
+    /// `scif_register`: add a window to this endpoint's registered address space. Carries
+    /// the memfd holding the memory. Answer: [`Reply::ScifOffset`].
+    ScifRegister {
+        /// Where (`fixed`) or a hint.
+        offset: u64,
+        /// Bytes (a page multiple).
+        len: u64,
+        /// `SCIF_PROT_READ` (1) | `SCIF_PROT_WRITE` (2).
+        prot: u8,
+        /// `SCIF_MAP_FIXED`.
+        fixed: bool,
+        /// Where the window's memory starts in the memfd.
+        memfd_offset: u64,
+    },
+    /// `scif_unregister`: remove the windows that `offset..offset+len` covers exactly.
+    ScifUnregister {
+        /// Start.
+        offset: u64,
+        /// Bytes.
+        len: u64,
+    },
+    /// List windows of this endpoint (`peer` false) or of its peer, from `from` on, at
+    /// most [`SCIF_WINDOWS_PER_REPLY`]; one memfd rides along per window.
+    ScifWindows {
+        /// The peer's windows rather than our own.
+        peer: bool,
+        /// The lowest offset of interest.
+        from: u64,
+    },
+    /// `scif_close` of a connected endpoint (also implied when the session ends).
+    ScifClose,
+    /// `scif_get_nodeIDs`: the nodes this node reaches, itself included.
+    ScifNodes,
 }
 
 /// A request with its id; replies carry the same id.
@@ -375,6 +448,21 @@ pub enum Error {
     /// No interrupt with that number (or not yet, when the wait ran out of time).
     #[error("no such interrupt")]
     NoSuchIntno,
+    /// Nobody listens there, or the listener's queue is full.
+    #[error("connection refused")]
+    ConnRefused,
+    /// The port or the registered range is taken.
+    #[error("address in use")]
+    AddrInUse,
+    /// Nothing to take now; try again.
+    #[error("try again")]
+    Again,
+    /// The peer closed the connection.
+    #[error("connection reset")]
+    ConnReset,
+    /// The endpoint is already connected (or listening).
+    #[error("already connected")]
+    IsConnected,
 }
 
 /// Why an importer lost its connection.
@@ -494,6 +582,51 @@ pub enum Reply {
         /// The daemon's handle.
         queue: u64,
     },
+
+    /// A bound SCIF port.
+    ScifPort {
+        /// The port.
+        port: u16,
+    },
+    /// A SCIF listener.
+    ScifListening {
+        /// Proves to [`Request::ScifAccept`] on another session that the caller listens.
+        token: u64,
+    },
+    /// One side of a SCIF connection: the region memfd and the peer's ringer ride along.
+    ScifConnected {
+        /// Which side this is (0 connector, 1 acceptor).
+        side: u8,
+        /// The peer's node.
+        peer_node: u32,
+        /// The peer's port.
+        peer_port: u16,
+    },
+    /// A registered window's offset.
+    ScifOffset {
+        /// The offset.
+        offset: u64,
+    },
+    /// Registered windows; their memfds ride along in the same order.
+    ScifWindows(Vec<ScifWindow>),
+    /// Node ids.
+    ScifNodes(Vec<u32>),
+}
+
+/// At most this many windows per [`Request::ScifWindows`] answer.
+pub const SCIF_WINDOWS_PER_REPLY: usize = 32;
+
+/// A registered SCIF window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScifWindow {
+    /// Start in the registered address space.
+    pub offset: u64,
+    /// Bytes.
+    pub len: u64,
+    /// `SCIF_PROT_READ` (1) | `SCIF_PROT_WRITE` (2).
+    pub prot: u8,
+    /// Where the window starts in its memfd.
+    pub memfd_offset: u64,
 }
 
 /// A daemon's message to a process: a reply or an event.

@@ -17,10 +17,12 @@
 
 #[cfg(feature = "tokio")]
 pub mod async_conn;
+pub mod bell;
 pub mod dma;
 pub mod intr;
 pub mod mapping;
 pub mod memfd;
+pub mod msgring;
 pub mod poller;
 pub mod seqpacket;
 pub mod sync;
@@ -69,4 +71,15 @@ pub fn object_containing(addr: usize) -> Option<std::path::PathBuf> {
 pub fn page_round_up(n: usize) -> usize {
     let p = page_size();
     n.div_ceil(p) * p
+}
+
+/// Whether this process runs with root's effective user id.
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// The inode number of an open file (0 when `fstat` fails): tells two descriptors of
+/// one memfd apart from descriptors of different ones.
+pub fn inode_of(fd: BorrowedFd<'_>) -> u64 {
+    rustix::fs::fstat(fd).map(|s| s.st_ino).unwrap_or(0)
 }

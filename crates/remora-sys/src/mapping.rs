@@ -80,6 +80,82 @@ impl Mapping {
         Ok(Mapping { base, map_len, ptr, len, readonly: opts.readonly })
     }
 
+    /// Map several page-aligned pieces of files one after another into one contiguous
+    /// range of addresses (a SCIF map across adjacent windows). Each piece is
+    /// `(fd, offset, len)`; offsets and lengths must be page multiples.
+    ///
+    /// # Errors
+    /// `EINVAL` for an empty list or unaligned pieces; the errno of `mmap`.
+    pub fn new_pieces(pieces: &[(BorrowedFd<'_>, u64, usize)], readonly: bool) -> io::Result<Mapping> {
+        // SAFETY: no address is requested, so nothing of the process is replaced.
+        unsafe { Mapping::new_pieces_at(pieces, readonly, None) }
+    }
+
+    /// [`Mapping::new_pieces`] at address `at`, replacing whatever the process had mapped
+    /// there (`MAP_FIXED`), as `scif_mmap` with `SCIF_MAP_FIXED` does.
+    ///
+    /// # Errors
+    /// As [`Mapping::new_pieces`]; `EINVAL` when `at` is not page-aligned.
+    ///
+    /// # Safety
+    /// With `Some(at)`, the caller owns `at..at+total` (nothing else of the program relies on
+    /// what was mapped there).
+    pub unsafe fn new_pieces_at(
+        pieces: &[(BorrowedFd<'_>, u64, usize)],
+        readonly: bool,
+        at: Option<usize>,
+    ) -> io::Result<Mapping> {
+        let page = crate::page_size();
+        let inval = || io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error());
+        if pieces.is_empty()
+            || pieces.iter().any(|&(_, off, len)| len == 0 || off % page as u64 != 0 || len % page != 0)
+            || at.is_some_and(|a| a % page != 0)
+        {
+            return Err(inval());
+        }
+        let total: usize = pieces.iter().map(|p| p.2).sum();
+        let prot = if readonly { ProtFlags::READ } else { ProtFlags::READ | ProtFlags::WRITE };
+        let mut flags = MapFlags::PRIVATE | MapFlags::NORESERVE;
+        if at.is_some() {
+            flags |= MapFlags::FIXED;
+        }
+        let hint = at.map_or(std::ptr::null_mut(), |a| a as *mut std::ffi::c_void);
+        // SAFETY: an anonymous inaccessible reservation; with a fixed address the caller
+        // vouched for the range, otherwise the kernel picks unused addresses.
+        let base = unsafe { rustix::mm::mmap_anonymous(hint, total, ProtFlags::empty(), flags)? } as *mut u8;
+        let mut done = 0usize;
+        for &(fd, off, len) in pieces {
+            // SAFETY: `base+done..+len` lies inside the reservation we own; MAP_FIXED
+            // replaces only our own reservation.
+            let r = unsafe {
+                rustix::mm::mmap(
+                    base.add(done).cast(),
+                    len,
+                    prot,
+                    MapFlags::SHARED | MapFlags::FIXED,
+                    fd,
+                    off,
+                )
+            };
+            if let Err(e) = r {
+                // SAFETY: the whole reservation is ours.
+                unsafe {
+                    let _ = rustix::mm::munmap(base.cast(), total);
+                }
+                return Err(e.into());
+            }
+            done += len;
+        }
+        Ok(Mapping { base, map_len: total, ptr: base, len: total, readonly })
+    }
+
+    /// Give up ownership of the range without unmapping it; returns its address and length.
+    /// The range stays mapped until the program unmaps it (`scif_munmap`).
+    pub fn leak(self) -> (*mut u8, usize) {
+        let me = std::mem::ManuallyDrop::new(self);
+        (me.base, me.map_len)
+    }
+
     /// The address of the first mapped byte (the requested offset).
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr

@@ -143,6 +143,11 @@ pub fn peer_pid(fd: BorrowedFd<'_>) -> Option<u32> {
     rustix::net::sockopt::socket_peercred(fd).ok().map(|c| c.pid.as_raw_nonzero().get() as u32)
 }
 
+/// The user id of the peer, from `SO_PEERCRED`.
+pub fn peer_uid(fd: BorrowedFd<'_>) -> Option<u32> {
+    rustix::net::sockopt::socket_peercred(fd).ok().map(|c| c.uid.as_raw())
+}
+
 /// A connected pair (for tests and for in-process channels).
 ///
 /// # Errors

@@ -144,6 +144,86 @@ impl UserRegion {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    /// Copy bytes of the region at `off` into `out` (what the program would see at those
+    /// addresses).
+    ///
+    /// # Errors
+    /// `ERANGE` when the range leaves the region.
+    pub fn read(&self, off: usize, out: &mut [u8]) -> io::Result<()> {
+        if off.checked_add(out.len()).is_none_or(|e| e > self.len) {
+            return Err(errno(rustix::io::Errno::RANGE));
+        }
+        // SAFETY: the range lies inside the region, which its creator vouched stays mapped
+        // (`from_static` or the `from_raw_parts` contract).
+        unsafe { std::ptr::copy((self.addr + off) as *const u8, out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    /// Copy `data` into the region at `off`.
+    ///
+    /// # Errors
+    /// `ERANGE` when the range leaves the region.
+    pub fn write(&self, off: usize, data: &[u8]) -> io::Result<()> {
+        if off.checked_add(data.len()).is_none_or(|e| e > self.len) {
+            return Err(errno(rustix::io::Errno::RANGE));
+        }
+        // SAFETY: as in `read`; the region is writable memory the creator handed over.
+        unsafe { std::ptr::copy(data.as_ptr(), (self.addr + off) as *mut u8, data.len()) };
+        Ok(())
+    }
+}
+
+/// Memory already moved into memfds by [`share_region`]: `(start, len, memfd, inode)`.
+static SHARED: std::sync::Mutex<Vec<(usize, usize, std::sync::Arc<Memfd>, u64)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The inode of the file mapped at `addr` in this process, from `/proc/self/maps`.
+fn inode_at(addr: usize) -> Option<u64> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    for line in maps.lines() {
+        let mut parts = line.split_whitespace();
+        let (lo, hi) = parts.next()?.split_once('-')?;
+        let (lo, hi) = (usize::from_str_radix(lo, 16).ok()?, usize::from_str_radix(hi, 16).ok()?);
+        if addr >= lo && addr < hi {
+            return parts.nth(3)?.parse().ok();
+        }
+    }
+    None
+}
+
+/// Make `region` shareable and say where it lives: the memfd that backs it and the byte
+/// offset of its first page in that memfd. Private anonymous memory is moved into a new
+/// memfd in place (as [`move_into_memfd`]); memory that an earlier call moved is found
+/// again, so registering the same pages twice shares them (`scif_register` of one buffer
+/// in two windows).
+///
+/// # Errors
+/// `EINVAL` when the region is not page-aligned or empty; `EFAULT` when it is neither
+/// private anonymous memory nor memory moved before (a file mapping, say).
+pub fn share_region(region: UserRegion, name: &str) -> io::Result<(std::sync::Arc<Memfd>, u64)> {
+    let page = crate::page_size();
+    let (addr, len) = (region.addr(), region.len());
+    if len == 0 || !addr.is_multiple_of(page) || !len.is_multiple_of(page) {
+        return Err(errno(rustix::io::Errno::INVAL));
+    }
+    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((start, _, fd, ino)) =
+        shared.iter().find(|(s, l, _, _)| addr >= *s && addr.checked_add(len).is_some_and(|e| e <= s + l))
+    {
+        let (mapped_first, mapped_last) = (inode_at(addr), inode_at(addr + len - 1));
+        if mapped_first == Some(*ino) && mapped_last == Some(*ino) {
+            return Ok((fd.clone(), (addr - start) as u64));
+        }
+    }
+    // SAFETY: the `UserRegion` contract: the range is this process's memory, stays mapped
+    // and is not accessed in conflict while we move it; its bytes are preserved.
+    let fd = unsafe { move_into_memfd(addr as *mut u8, len, name)? };
+    let ino = rustix::fs::fstat(&fd).map(|st| st.st_ino).map_err(|e| errno(e))?;
+    shared.retain(|(s, l, _, _)| s + l <= addr || *s >= addr + len);
+    let fd = std::sync::Arc::new(fd);
+    shared.push((addr, len, fd.clone(), ino));
+    Ok((fd, 0))
 }
 
 #[cfg(test)]

@@ -1,0 +1,421 @@
+//! The SCIF books of a node: bound ports, listeners with their waiting connection
+//! requests, connections (their shared region and both sides' doorbells) and each side's
+//! registered windows.
+//!
+//! A connection lives in the daemon of the node that listened; both ends hold the region
+//! and each other's doorbell ringer, so messages go process to process. Every endpoint
+//! has a session of its own, so a session holds at most one port, one listener and one
+//! connection side, and the session's end closes them (process death included).
+
+use remora_proto::{Error, ScifWindow, SCIF_WINDOWS_PER_REPLY};
+use remora_sys::bell;
+use remora_sys::msgring::MsgRegion;
+use remora_sys::Memfd;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use tokio::sync::oneshot;
+
+/// The first port `scif_bind(epd, 0)` hands out (`SCIF_PORT_RSVD`).
+pub const PORT_RSVD: u16 = 1088;
+/// Ports below this need root (`SCIF_ADMIN_PORT_END`).
+pub const ADMIN_PORT_END: u16 = 1024;
+/// Where windows registered without `SCIF_MAP_FIXED` are placed (far above the fixed
+/// offsets programs hard-code).
+const AUTO_BASE: u64 = 1 << 32;
+/// The largest offset a window may reach (`off_t` stays positive).
+const OFFSET_LIMIT: u64 = 1 << 62;
+
+/// What a connecting session gets when a listener accepts it.
+#[derive(Debug)]
+pub struct Accepted {
+    /// The connection.
+    pub conn: u64,
+    /// The region memfd.
+    pub region: OwnedFd,
+    /// The acceptor's ringer.
+    pub peer_ringer: OwnedFd,
+    /// The acceptor's node and port.
+    pub peer: (u32, u16),
+}
+
+struct Pending {
+    id: u64,
+    sid: u64,
+    from: (u32, u16),
+    ringer: OwnedFd,
+    reply: oneshot::Sender<Result<Accepted, Error>>,
+}
+
+struct Listener {
+    sid: u64,
+    token: u64,
+    reader: OwnedFd,
+    ringer: OwnedFd,
+    backlog: usize,
+    pending: VecDeque<Pending>,
+}
+
+impl Listener {
+    /// Keep the listener readable exactly while requests wait.
+    fn level(&self) {
+        bell::drain(self.reader.as_fd());
+        if !self.pending.is_empty() {
+            bell::ring(self.ringer.as_fd());
+        }
+    }
+}
+
+struct Window {
+    len: u64,
+    prot: u8,
+    memfd: Memfd,
+    memfd_offset: u64,
+}
+
+struct Side {
+    sid: Option<u64>,
+    ringer: OwnedFd,
+    windows: BTreeMap<u64, Window>,
+}
+
+struct Conn {
+    memfd: Memfd,
+    region: MsgRegion,
+    sides: [Side; 2],
+}
+
+/// The SCIF books.
+#[derive(Default)]
+pub struct Scif {
+    ports: HashMap<u16, u64>,
+    listeners: HashMap<u16, Listener>,
+    conns: HashMap<u64, Conn>,
+    /// Session → (connection, side).
+    sides: HashMap<u64, (u64, usize)>,
+    next: u64,
+}
+
+fn sys(e: std::io::Error) -> Error {
+    Error::System(e.to_string())
+}
+
+impl Scif {
+    fn id(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    /// The port session `sid` is bound to.
+    pub fn port_of(&self, sid: u64) -> Option<u16> {
+        self.ports.iter().find(|(_, s)| **s == sid).map(|(p, _)| *p)
+    }
+
+    /// `scif_bind`.
+    ///
+    /// # Errors
+    /// `IllegalParameter` when already bound, `Access` for a port below 1024 without
+    /// privilege, `AddrInUse` for a taken port, `NoSpace` when no port is free.
+    pub fn bind(&mut self, sid: u64, port: u16, privileged: bool) -> Result<u16, Error> {
+        if self.port_of(sid).is_some() {
+            return Err(Error::IllegalParameter("endpoint already bound".into()));
+        }
+        if self.sides.contains_key(&sid) {
+            return Err(Error::IsConnected);
+        }
+        let port = if port == 0 {
+            (PORT_RSVD..=u16::MAX).find(|p| !self.ports.contains_key(p)).ok_or(Error::NoSpace)?
+        } else {
+            if port < ADMIN_PORT_END && !privileged {
+                return Err(Error::Access);
+            }
+            if self.ports.contains_key(&port) {
+                return Err(Error::AddrInUse);
+            }
+            port
+        };
+        self.ports.insert(port, sid);
+        Ok(port)
+    }
+
+    /// `scif_listen`: returns the listener's token.
+    ///
+    /// # Errors
+    /// `IllegalParameter` when unbound (or the doorbell is missing), `IsConnected` when
+    /// connected or already listening.
+    pub fn listen(&mut self, sid: u64, backlog: u32, mut fds: Vec<OwnedFd>) -> Result<u64, Error> {
+        if self.sides.contains_key(&sid) {
+            return Err(Error::IsConnected);
+        }
+        let port = self.port_of(sid).ok_or_else(|| Error::IllegalParameter("endpoint not bound".into()))?;
+        if self.listeners.contains_key(&port) {
+            return Err(Error::IsConnected);
+        }
+        if fds.len() != 2 {
+            return Err(Error::IllegalParameter("listen needs the endpoint's doorbell".into()));
+        }
+        let ringer = fds.pop().expect("two");
+        let reader = fds.pop().expect("two");
+        let token = rand_u64();
+        let backlog = backlog.clamp(1, 4096) as usize;
+        self.listeners
+            .insert(port, Listener { sid, token, reader, ringer, backlog, pending: VecDeque::new() });
+        Ok(token)
+    }
+
+    /// Queue a connection request on `port`. Returns the request id and where the answer
+    /// comes.
+    ///
+    /// # Errors
+    /// `ConnRefused` when nobody listens or the queue is full; `IsConnected` when the
+    /// session already has a connection.
+    pub fn request(
+        &mut self,
+        sid: u64,
+        port: u16,
+        from: (u32, u16),
+        ringer: OwnedFd,
+    ) -> Result<(u64, oneshot::Receiver<Result<Accepted, Error>>), Error> {
+        if self.sides.contains_key(&sid) {
+            return Err(Error::IsConnected);
+        }
+        let id = self.id();
+        let l = self.listeners.get_mut(&port).ok_or(Error::ConnRefused)?;
+        if l.pending.len() >= l.backlog {
+            return Err(Error::ConnRefused);
+        }
+        let (tx, rx) = oneshot::channel();
+        l.pending.push_back(Pending { id, sid, from, ringer, reply: tx });
+        l.level();
+        Ok((id, rx))
+    }
+
+    /// Withdraw request `id` (its session hung up while waiting).
+    pub fn withdraw(&mut self, port: u16, id: u64) {
+        if let Some(l) = self.listeners.get_mut(&port) {
+            l.pending.retain(|p| p.id != id);
+            l.level();
+        }
+    }
+
+    /// `scif_accept` on session `sid` (the new endpoint's): take the first waiting request
+    /// of the listener on `port`. Returns the region, the connector's ringer and its port.
+    ///
+    /// # Errors
+    /// `IllegalParameter` when nobody with that token listens on `port`, `Again` when no
+    /// request waits, `IsConnected` when the session is already connected.
+    pub fn accept(
+        &mut self,
+        sid: u64,
+        me: u32,
+        port: u16,
+        token: u64,
+        ringer: &OwnedFd,
+    ) -> Result<(OwnedFd, OwnedFd, (u32, u16)), Error> {
+        if self.sides.contains_key(&sid) || self.port_of(sid).is_some() {
+            return Err(Error::IsConnected);
+        }
+        loop {
+            let l = self
+                .listeners
+                .get_mut(&port)
+                .filter(|l| l.token == token)
+                .ok_or_else(|| Error::IllegalParameter("not a listening endpoint".into()))?;
+            let Some(p) = l.pending.pop_front() else { return Err(Error::Again) };
+            l.level();
+            let memfd = MsgRegion::create().map_err(sys)?;
+            let region = MsgRegion::open(memfd.as_fd()).map_err(sys)?;
+            let conn = self.id();
+            let dup = |f: &OwnedFd| f.try_clone().map_err(sys);
+            let accepted = Accepted {
+                conn,
+                region: memfd.try_clone().map_err(sys)?.into_fd(),
+                peer_ringer: dup(ringer)?,
+                peer: (me, port),
+            };
+            let theirs = dup(&p.ringer)?;
+            let p_sid = p.sid;
+            let sides = [
+                Side { sid: Some(p.sid), ringer: p.ringer, windows: BTreeMap::new() },
+                Side { sid: Some(sid), ringer: dup(ringer)?, windows: BTreeMap::new() },
+            ];
+            let region_fd = memfd.try_clone().map_err(sys)?.into_fd();
+            self.conns.insert(conn, Conn { memfd, region, sides });
+            if p.reply.send(Ok(accepted)).is_err() {
+                // The connector gave up meanwhile: forget this one and take the next.
+                self.conns.remove(&conn);
+                continue;
+            }
+            self.sides.insert(p_sid, (conn, 0));
+            self.sides.insert(sid, (conn, 1));
+            return Ok((region_fd, theirs, p.from));
+        }
+    }
+
+    fn side_of(&mut self, sid: u64) -> Result<(&mut Conn, usize), Error> {
+        let (conn, side) = *self.sides.get(&sid).ok_or(Error::NotConnected)?;
+        let c = self.conns.get_mut(&conn).ok_or(Error::NotConnected)?;
+        Ok((c, side))
+    }
+
+    /// `scif_register`: returns the window's offset.
+    ///
+    /// # Errors
+    /// `NotConnected`, `ConnReset` when the peer closed, `IllegalParameter` for unaligned
+    /// or empty ranges, bad protections or memory the memfd does not hold, `AddrInUse`
+    /// when a fixed range overlaps a window, `NoSpace` when no range is free.
+    #[allow(clippy::too_many_arguments)]
+    pub fn register(
+        &mut self,
+        sid: u64,
+        offset: u64,
+        len: u64,
+        prot: u8,
+        fixed: bool,
+        memfd_offset: u64,
+        memfd: Memfd,
+    ) -> Result<u64, Error> {
+        let page = remora_sys::page_size() as u64;
+        let (c, s) = self.side_of(sid)?;
+        if c.region.closed(1 - s).load(Ordering::Acquire) != 0 {
+            return Err(Error::ConnReset);
+        }
+        let bad = |why: &str| Error::IllegalParameter(why.into());
+        if len == 0 || len % page != 0 || offset % page != 0 || memfd_offset % page != 0 {
+            return Err(bad("offset and length must be page multiples"));
+        }
+        if prot & !3 != 0 {
+            return Err(bad("unknown protection flags"));
+        }
+        if memfd_offset.checked_add(len).is_none_or(|e| e > memfd.size()) {
+            return Err(bad("memory outside the memfd"));
+        }
+        let windows = &mut c.sides[s].windows;
+        let free = |w: &BTreeMap<u64, Window>, at: u64| -> Result<bool, Error> {
+            let end = at.checked_add(len).filter(|e| *e <= OFFSET_LIMIT).ok_or(Error::NoSpace)?;
+            let before = w.range(..end).next_back();
+            Ok(before.is_none_or(|(o, win)| o + win.len <= at))
+        };
+        let at = if fixed {
+            if offset.checked_add(len).is_none_or(|e| e > OFFSET_LIMIT) {
+                return Err(bad("offset out of range"));
+            }
+            if !free(windows, offset)? {
+                return Err(Error::AddrInUse);
+            }
+            offset
+        } else {
+            let mut at = AUTO_BASE.max(offset);
+            loop {
+                if free(windows, at)? {
+                    break at;
+                }
+                let (o, w) = windows.range(..at + len).next_back().expect("an overlapping window");
+                at = o + w.len;
+            }
+        };
+        windows.insert(at, Window { len, prot, memfd, memfd_offset });
+        c.region.win_gen(s).fetch_add(1, Ordering::AcqRel);
+        Ok(at)
+    }
+
+    /// `scif_unregister`: remove the windows inside `offset..offset+len`, which must not
+    /// cut through any window.
+    ///
+    /// # Errors
+    /// `NotConnected`; `IllegalParameter` for unaligned input; `OutOfRange` when the range
+    /// cuts a window or holds none.
+    pub fn unregister(&mut self, sid: u64, offset: u64, len: u64) -> Result<(), Error> {
+        let page = remora_sys::page_size() as u64;
+        let (c, s) = self.side_of(sid)?;
+        if len == 0 || len % page != 0 || offset % page != 0 {
+            return Err(Error::IllegalParameter("offset and length must be page multiples".into()));
+        }
+        let end = offset.checked_add(len).ok_or(Error::OutOfRange)?;
+        let windows = &mut c.sides[s].windows;
+        if windows.range(..offset).next_back().is_some_and(|(o, w)| o + w.len > offset) {
+            return Err(Error::OutOfRange);
+        }
+        let inside: Vec<u64> = windows.range(offset..end).map(|(o, _)| *o).collect();
+        if inside.is_empty() || inside.iter().any(|o| o + windows[o].len > end) {
+            return Err(Error::OutOfRange);
+        }
+        for o in inside {
+            windows.remove(&o);
+        }
+        c.region.win_gen(s).fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// The windows of this side (or its peer's) from `from` on, with their memfds.
+    ///
+    /// # Errors
+    /// `NotConnected`; the errno of duplicating a descriptor.
+    pub fn windows(
+        &mut self,
+        sid: u64,
+        peer: bool,
+        from: u64,
+    ) -> Result<(Vec<ScifWindow>, Vec<OwnedFd>), Error> {
+        let (c, s) = self.side_of(sid)?;
+        let side = if peer { 1 - s } else { s };
+        let mut list = Vec::new();
+        let mut fds = Vec::new();
+        for (o, w) in c.sides[side].windows.range(from..).take(SCIF_WINDOWS_PER_REPLY) {
+            list.push(ScifWindow { offset: *o, len: w.len, prot: w.prot, memfd_offset: w.memfd_offset });
+            fds.push(w.memfd.try_clone().map_err(sys)?.into_fd());
+        }
+        Ok((list, fds))
+    }
+
+    /// Close session `sid`'s side of its connection: its windows go (maps of them stay
+    /// valid), the peer sees hang-up. The connection goes when both sides have closed.
+    pub fn close(&mut self, sid: u64) {
+        let Some((conn, s)) = self.sides.remove(&sid) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        c.sides[s].sid = None;
+        c.sides[s].windows.clear();
+        c.region.win_gen(s).fetch_add(1, Ordering::AcqRel);
+        c.region.closed(s).store(1, Ordering::Release);
+        bell::hang_up(c.sides[1 - s].ringer.as_fd());
+        if c.sides.iter().all(|x| x.sid.is_none()) {
+            let _ = &c.memfd;
+            self.conns.remove(&conn);
+        }
+    }
+
+    /// Release everything session `sid` held.
+    pub fn end_session(&mut self, sid: u64) {
+        self.close(sid);
+        if let Some(port) = self.port_of(sid) {
+            self.ports.remove(&port);
+            if let Some(l) = self.listeners.remove(&port) {
+                for p in l.pending {
+                    let _ = p.reply.send(Err(Error::ConnRefused));
+                }
+                bell::hang_up(l.ringer.as_fd());
+            }
+        }
+        self.listeners.retain(|_, l| l.sid != sid);
+    }
+
+    /// Counts for status: (ports, listeners, connections).
+    pub fn counts(&self) -> (usize, usize, usize) {
+        (self.ports.len(), self.listeners.len(), self.conns.len())
+    }
+}
+
+fn rand_u64() -> u64 {
+    crate::transport::tcp::new_incarnation() | 1
+}
+
+impl std::fmt::Debug for Scif {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (ports, listeners, conns) = self.counts();
+        f.debug_struct("Scif")
+            .field("ports", &ports)
+            .field("listeners", &listeners)
+            .field("conns", &conns)
+            .finish()
+    }
+}

@@ -1,0 +1,570 @@
+//! Endpoints: open, bind, listen, connect, accept, close; and messaging.
+
+use crate::window::WinCache;
+use crate::{Error, Result, Scif};
+use remora_client::Session;
+use remora_proto::{Reply, Request};
+use remora_sys::bell;
+use remora_sys::msgring::MsgRegion;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long a blocking receive spins on the ring before it sleeps on the doorbell.
+const SPIN: Duration = Duration::from_micros(50);
+/// Blocked calls re-check the daemon this often.
+const RECHECK: Duration = Duration::from_millis(100);
+
+/// A SCIF port identifier: a node and a port on it (`struct scif_portID`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PortId {
+    /// The node id.
+    pub node: u32,
+    /// The port.
+    pub port: u16,
+}
+
+enum State {
+    Open,
+    Bound { port: u16, home: Session },
+    Listening { port: u16, token: u64, _home: Session },
+    Connecting,
+    Connected { _home: Option<Session> },
+    Closed,
+}
+
+/// A connected endpoint's shared state.
+pub(crate) struct Conn {
+    pub(crate) session: Session,
+    pub(crate) region: MsgRegion,
+    /// 0 for the connecting end, 1 for the accepting end.
+    pub(crate) side: usize,
+    peer_ringer: OwnedFd,
+    pub(crate) local: PortId,
+    pub(crate) peer: PortId,
+    send_lock: Mutex<()>,
+    recv_lock: Mutex<()>,
+    pub(crate) own_windows: Mutex<WinCache>,
+    pub(crate) peer_windows: Mutex<WinCache>,
+}
+
+impl Conn {
+    pub(crate) fn peer_closed(&self) -> bool {
+        self.region.closed(1 - self.side).load(Ordering::Acquire) != 0
+    }
+}
+
+pub(crate) struct Inner {
+    scif: Arc<Scif>,
+    reader: OwnedFd,
+    ringer: OwnedFd,
+    closed: AtomicBool,
+    state: Mutex<State>,
+    conn: OnceLock<Arc<Conn>>,
+    async_connect: Mutex<Option<Result<u16>>>,
+}
+
+/// A SCIF endpoint (`scif_epd_t`). Clones refer to the same endpoint.
+#[derive(Clone)]
+pub struct Endpoint {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint").field("fd", &self.fd()).finish()
+    }
+}
+
+fn euid_is_root() -> bool {
+    remora_sys::is_root()
+}
+
+impl Endpoint {
+    /// `scif_open`: a new, unbound endpoint.
+    ///
+    /// # Errors
+    /// [`Error::NoMemory`] when no descriptor can be made.
+    pub fn open(scif: &Arc<Scif>) -> Result<Endpoint> {
+        let (reader, ringer) = bell::pair().map_err(|e| Error::NoMemory(e.to_string()))?;
+        Ok(Endpoint::from_parts(scif.clone(), reader, ringer, State::Open))
+    }
+
+    fn from_parts(scif: Arc<Scif>, reader: OwnedFd, ringer: OwnedFd, state: State) -> Endpoint {
+        Endpoint {
+            inner: Arc::new(Inner {
+                scif,
+                reader,
+                ringer,
+                closed: AtomicBool::new(false),
+                state: Mutex::new(state),
+                conn: OnceLock::new(),
+                async_connect: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The library this endpoint belongs to.
+    pub fn scif(&self) -> &Arc<Scif> {
+        &self.inner.scif
+    }
+
+    /// `scif_get_fd`: the descriptor that stands for the endpoint. It is readable when a
+    /// connection request or data waits, writable when the send queue has room, and hung
+    /// up when the peer closed.
+    pub fn fd(&self) -> RawFd {
+        self.inner.reader.as_raw_fd()
+    }
+
+    /// The descriptor, borrowed.
+    pub fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inner.reader.as_fd()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn live(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::BadEndpoint);
+        }
+        Ok(())
+    }
+
+    /// The connection, when connected.
+    pub(crate) fn conn(&self) -> Result<&Arc<Conn>> {
+        self.live()?;
+        self.inner.conn.get().ok_or(Error::NotConnected)
+    }
+
+    /// The connection, failing with [`Error::Reset`] when the peer has closed.
+    pub(crate) fn live_conn(&self) -> Result<&Arc<Conn>> {
+        let c = self.conn()?;
+        if c.peer_closed() {
+            return Err(Error::Reset);
+        }
+        Ok(c)
+    }
+
+    /// `scif_bind`: bind to `port`, or to a free port at or above `SCIF_PORT_RSVD` when
+    /// `port` is 0. Returns the port.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when already bound, [`Error::IsConnected`] when connected,
+    /// [`Error::Access`] for a port below 1024 without root, [`Error::AddrInUse`] for a
+    /// taken port, [`Error::NoSpace`] when no port is free, [`Error::NoDevice`] when the
+    /// node daemon cannot be reached or started.
+    pub fn bind(&self, port: u16) -> Result<u16> {
+        self.live()?;
+        let mut st = self.state();
+        match &*st {
+            State::Open => {}
+            State::Connecting | State::Connected { .. } => return Err(Error::IsConnected),
+            State::Closed => return Err(Error::BadEndpoint),
+            _ => return Err(Error::Invalid("endpoint already bound".into())),
+        }
+        let home = Session::open_scif(self.inner.scif.config(), true)?;
+        let port = match home.request(Request::ScifBind { port, privileged: euid_is_root() }, &[])? {
+            (Reply::ScifPort { port }, _) => port,
+            (other, _) => return Err(Error::Invalid(format!("unexpected answer {other:?}"))),
+        };
+        *st = State::Bound { port, home };
+        Ok(port)
+    }
+
+    /// `scif_listen`: accept connection requests on the bound port, `backlog` of them
+    /// waiting at most.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when not bound (or already listening), [`Error::IsConnected`]
+    /// when connected.
+    pub fn listen(&self, backlog: u32) -> Result<()> {
+        self.live()?;
+        let mut st = self.state();
+        let (port, home) = match std::mem::replace(&mut *st, State::Closed) {
+            State::Bound { port, home } => (port, home),
+            other => {
+                let err = match &other {
+                    State::Connecting | State::Connected { .. } => Error::IsConnected,
+                    State::Closed => Error::BadEndpoint,
+                    _ => Error::Invalid("endpoint not bound, or already listening".into()),
+                };
+                *st = other;
+                return Err(err);
+            }
+        };
+        let fds = [self.inner.reader.as_fd(), self.inner.ringer.as_fd()];
+        match home.request(Request::ScifListen { backlog }, &fds) {
+            Ok((Reply::ScifListening { token }, _)) => {
+                *st = State::Listening { port, token, _home: home };
+                Ok(())
+            }
+            Ok((other, _)) => {
+                *st = State::Bound { port, home };
+                Err(Error::Invalid(format!("unexpected answer {other:?}")))
+            }
+            Err(e) => {
+                *st = State::Bound { port, home };
+                Err(e.into())
+            }
+        }
+    }
+
+    /// `scif_connect`: connect to the listener at `dst` (binding to a free port first if
+    /// unbound). Returns the local port. When the program has set `O_NONBLOCK` on the
+    /// descriptor, the connect goes on in the background: the call fails with
+    /// [`Error::InProgress`], the descriptor turns writable when it ends, and the next call
+    /// returns its result.
+    ///
+    /// # Errors
+    /// [`Error::Refused`] when nobody listens there, [`Error::NoDevice`] for an unknown or
+    /// unreachable node, [`Error::IsConnected`] when already connected, [`Error::Invalid`]
+    /// for a listening endpoint.
+    pub fn connect(&self, dst: PortId) -> Result<u16> {
+        self.live()?;
+        if let Some(r) = self.inner.async_connect.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return r;
+        }
+        let (port, home) = {
+            let mut st = self.state();
+            match &*st {
+                State::Open | State::Bound { .. } => {}
+                State::Connecting => return Err(Error::InProgress),
+                State::Connected { .. } => return Err(Error::IsConnected),
+                State::Listening { .. } => return Err(Error::Invalid("endpoint is listening".into())),
+                State::Closed => return Err(Error::BadEndpoint),
+            }
+            if matches!(&*st, State::Open) {
+                drop(st);
+                self.bind(0)?;
+                st = self.state();
+            }
+            match std::mem::replace(&mut *st, State::Connecting) {
+                State::Bound { port, home } => (port, home),
+                other => {
+                    *st = other;
+                    return Err(Error::Invalid("endpoint changed state during connect".into()));
+                }
+            }
+        };
+        if bell::is_nonblocking(self.as_fd()) {
+            bell::stuff(self.as_fd());
+            let me = self.clone();
+            std::thread::Builder::new()
+                .name("scif-connect".into())
+                .spawn(move || {
+                    let r = me.finish_connect(dst, port, home);
+                    *me.inner.async_connect.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                    bell::unstuff(me.inner.ringer.as_fd());
+                })
+                .map_err(|e| Error::NoMemory(e.to_string()))?;
+            return Err(Error::InProgress);
+        }
+        self.finish_connect(dst, port, home)
+    }
+
+    fn finish_connect(&self, dst: PortId, port: u16, home: Session) -> Result<u16> {
+        let r = self.dial(dst, port);
+        let mut st = self.state();
+        match r {
+            Ok(conn) => {
+                let _ = self.inner.conn.set(Arc::new(conn));
+                *st = State::Connected { _home: Some(home) };
+                Ok(port)
+            }
+            Err(e) => {
+                if !matches!(&*st, State::Closed) {
+                    *st = State::Bound { port, home };
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn dial(&self, dst: PortId, port: u16) -> Result<Conn> {
+        let scif = &self.inner.scif;
+        let cfg = scif.config();
+        let session = if dst.node == scif.node() {
+            Session::open_scif(cfg, true)?
+        } else if remora_proto::paths::socket_path(&cfg.runtime_dir, dst.node).exists() {
+            Session::open_scif(&cfg.with_node(dst.node), false).map_err(|_| Error::NoDevice)?
+        } else {
+            return Err(Error::NoDevice);
+        };
+        let req = Request::ScifConnect { port: dst.port, from_node: scif.node(), from_port: port };
+        let (reply, fds) = session.request(req, &[self.inner.ringer.as_fd()])?;
+        let local = PortId { node: scif.node(), port };
+        Conn::adopt(session, reply, fds, local)
+    }
+
+    /// `scif_accept`: take a waiting connection request (or wait for one when `sync`,
+    /// `SCIF_ACCEPT_SYNC`). Returns the new connected endpoint and the peer's port id.
+    ///
+    /// # Errors
+    /// [`Error::Again`] when nothing waits and not `sync`, [`Error::Invalid`] when the
+    /// endpoint is not listening (or was closed while waiting).
+    pub fn accept(&self, sync: bool) -> Result<(Endpoint, PortId)> {
+        self.live()?;
+        let (port, token) = match &*self.state() {
+            State::Listening { port, token, .. } => (*port, *token),
+            State::Closed => return Err(Error::BadEndpoint),
+            _ => return Err(Error::Invalid("endpoint is not listening".into())),
+        };
+        let scif = self.inner.scif.clone();
+        let (reader, ringer) = bell::pair().map_err(|e| Error::NoMemory(e.to_string()))?;
+        let session = Session::open_scif(scif.config(), true)?;
+        let req = Request::ScifAccept { port, token, sync };
+        let (reply, fds) = session.request(req, &[ringer.as_fd()]).map_err(|e| {
+            if self.inner.closed.load(Ordering::Acquire) {
+                Error::BadEndpoint
+            } else {
+                e.into()
+            }
+        })?;
+        let local = PortId { node: scif.node(), port };
+        let conn = Conn::adopt(session, reply, fds, local)?;
+        let peer = conn.peer;
+        let ep = Endpoint::from_parts(scif, reader, ringer, State::Connected { _home: None });
+        let _ = ep.inner.conn.set(Arc::new(conn));
+        Ok((ep, peer))
+    }
+
+    /// This endpoint's port id, once bound.
+    pub fn local_port(&self) -> Option<PortId> {
+        if let Some(c) = self.inner.conn.get() {
+            return Some(c.local);
+        }
+        let node = self.inner.scif.node();
+        match &*self.state() {
+            State::Bound { port, .. } | State::Listening { port, .. } => Some(PortId { node, port: *port }),
+            _ => None,
+        }
+    }
+
+    /// The peer's port id, when connected.
+    pub fn peer(&self) -> Option<PortId> {
+        self.inner.conn.get().map(|c| c.peer)
+    }
+
+    /// `scif_close`: close the endpoint. The peer sees hang-up (it may still drain what
+    /// was sent), the windows go (maps of them stay valid until unmapped), the port is
+    /// freed, and every thread blocked on the endpoint wakes.
+    ///
+    /// # Errors
+    /// [`Error::BadEndpoint`] when already closed.
+    pub fn close(&self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Err(Error::BadEndpoint);
+        }
+        if let Some(c) = self.inner.conn.get() {
+            c.region.closed(c.side).store(1, Ordering::Release);
+            let _ = c.session.request(Request::ScifClose, &[]);
+        }
+        bell::hang_up(self.inner.ringer.as_fd());
+        *self.state() = State::Closed;
+        Ok(())
+    }
+
+    /// Whether [`Endpoint::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+
+    /// `scif_send`: queue `data` for the peer. Blocking (`SCIF_SEND_BLOCK`) returns when
+    /// all of it is queued; otherwise as much as fits now is queued. Returns the bytes
+    /// queued.
+    ///
+    /// # Errors
+    /// [`Error::NotConnected`], [`Error::Reset`] when the peer closed before anything was
+    /// sent, [`Error::BadEndpoint`] when the endpoint was closed.
+    pub fn send(&self, data: &[u8], block: bool) -> Result<usize> {
+        let c = self.live_conn()?;
+        let _g = c.send_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let d = c.side;
+        let mut sent = 0;
+        loop {
+            let n = c.region.push(d, &data[sent..]);
+            if n > 0 {
+                sent += n;
+                self.ring_peer(c, d);
+            }
+            if sent == data.len() {
+                return Ok(sent);
+            }
+            // The ring is full: not writable until the peer takes some.
+            self.stuff(c, d);
+            if !block {
+                return Ok(sent);
+            }
+            let ready =
+                bell::wait(self.as_fd(), true, Some(RECHECK)).map_err(|e| Error::NoMemory(e.to_string()))?;
+            if self.inner.closed.load(Ordering::Acquire) {
+                return if sent > 0 { Ok(sent) } else { Err(Error::BadEndpoint) };
+            }
+            if c.peer_closed() || (!ready.writable && c.session.hung_up()) {
+                return if sent > 0 { Ok(sent) } else { Err(Error::Reset) };
+            }
+        }
+    }
+
+    /// Tell the peer bytes are in ring `d`, unless it is spinning on the ring already.
+    fn ring_peer(&self, c: &Conn, d: usize) {
+        fence(Ordering::SeqCst);
+        if c.region.rx_spin(d).load(Ordering::SeqCst) == 0
+            && c.region.bell_pending(d).swap(1, Ordering::SeqCst) == 0
+        {
+            bell::ring(c.peer_ringer.as_fd());
+        }
+    }
+
+    /// Make our descriptor unwritable while ring `d` is full (the consumer undoes it).
+    fn stuff(&self, c: &Conn, d: usize) {
+        if c.region.tx_stuffed(d).load(Ordering::SeqCst) != 0 {
+            return;
+        }
+        bell::stuff(self.as_fd());
+        c.region.tx_stuffed(d).store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if c.region.room(d) > 0 && c.region.tx_stuffed(d).swap(0, Ordering::SeqCst) == 1 {
+            bell::unstuff(self.inner.ringer.as_fd());
+        }
+    }
+
+    /// After taking bytes from ring `d`: let a stuffed producer write again.
+    fn took(&self, c: &Conn, d: usize) {
+        fence(Ordering::SeqCst);
+        if c.region.tx_stuffed(d).load(Ordering::SeqCst) != 0
+            && c.region.tx_stuffed(d).swap(0, Ordering::SeqCst) == 1
+        {
+            bell::unstuff(c.peer_ringer.as_fd());
+        }
+    }
+
+    /// Keep the descriptor readable exactly while ring `d` holds bytes.
+    fn settle(&self, c: &Conn, d: usize) {
+        fence(Ordering::SeqCst);
+        if c.region.queued(d) == 0 {
+            if c.region.bell_pending(d).load(Ordering::SeqCst) != 0 {
+                bell::drain(self.as_fd());
+                c.region.bell_pending(d).store(0, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                if c.region.queued(d) > 0 && c.region.bell_pending(d).swap(1, Ordering::SeqCst) == 0 {
+                    bell::ring(self.inner.ringer.as_fd());
+                }
+            }
+        } else if c.region.bell_pending(d).swap(1, Ordering::SeqCst) == 0 {
+            bell::ring(self.inner.ringer.as_fd());
+        }
+    }
+
+    /// `scif_recv`: take bytes the peer sent. Blocking (`SCIF_RECV_BLOCK`) returns when
+    /// `buf` is full; otherwise it takes what is there (possibly nothing). After the peer
+    /// closed, what it sent can still be taken.
+    ///
+    /// # Errors
+    /// [`Error::NotConnected`], [`Error::Reset`] when the peer closed and nothing is left,
+    /// [`Error::BadEndpoint`] when the endpoint was closed.
+    pub fn recv(&self, buf: &mut [u8], block: bool) -> Result<usize> {
+        let c = self.conn()?;
+        let _g = c.recv_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let d = 1 - c.side;
+        let mut got = 0;
+        let r = loop {
+            let n = c.region.pop(d, &mut buf[got..]);
+            if n > 0 {
+                got += n;
+                self.took(c, d);
+            }
+            if got == buf.len() {
+                break Ok(got);
+            }
+            if c.peer_closed() && c.region.queued(d) == 0 {
+                break if got > 0 { Ok(got) } else { Err(Error::Reset) };
+            }
+            if !block {
+                break Ok(got);
+            }
+            if let Err(e) = self.wait_data(c, d) {
+                break if got > 0 { Ok(got) } else { Err(e) };
+            }
+        };
+        self.settle(c, d);
+        r
+    }
+
+    /// Wait for bytes in ring `d` (or the peer's close): spin, then sleep on the doorbell.
+    fn wait_data(&self, c: &Conn, d: usize) -> Result<()> {
+        let ready = || c.region.queued(d) > 0 || c.peer_closed();
+        c.region.rx_spin(d).store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let start = Instant::now();
+        let mut n = 0u32;
+        let spun = loop {
+            if ready() {
+                break true;
+            }
+            n = n.wrapping_add(1);
+            if n.is_multiple_of(64) && start.elapsed() >= SPIN {
+                break false;
+            }
+            std::hint::spin_loop();
+        };
+        c.region.rx_spin(d).store(0, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if spun {
+            return Ok(());
+        }
+        loop {
+            if ready() {
+                return Ok(());
+            }
+            if self.inner.closed.load(Ordering::Acquire) {
+                return Err(Error::BadEndpoint);
+            }
+            let r =
+                bell::wait(self.as_fd(), false, Some(RECHECK)).map_err(|e| Error::NoMemory(e.to_string()))?;
+            if r.readable && !r.hung_up && c.region.queued(d) == 0 {
+                // A stale bell: take it, and re-arm if bytes slipped in meanwhile.
+                self.settle(c, d);
+            }
+            if !r.readable && !r.hung_up && c.session.hung_up() && !ready() {
+                return Err(Error::Reset);
+            }
+            if r.hung_up && !ready() && !self.inner.closed.load(Ordering::Acquire) {
+                // Hang-up without a closed flag: the daemon went away.
+                if c.session.hung_up() {
+                    return Err(Error::Reset);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+impl Conn {
+    fn adopt(session: Session, reply: Reply, mut fds: Vec<OwnedFd>, local: PortId) -> Result<Conn> {
+        let Reply::ScifConnected { side, peer_node, peer_port } = reply else {
+            return Err(Error::Invalid(format!("unexpected answer {reply:?}")));
+        };
+        if fds.len() != 2 || side > 1 {
+            return Err(Error::Invalid("connection answer without its descriptors".into()));
+        }
+        let peer_ringer = fds.pop().expect("two");
+        let region_fd = fds.pop().expect("two");
+        let region = MsgRegion::open(region_fd.as_fd()).map_err(|e| Error::NoMemory(e.to_string()))?;
+        Ok(Conn {
+            session,
+            region,
+            side: side as usize,
+            peer_ringer,
+            local,
+            peer: PortId { node: peer_node, port: peer_port },
+            send_lock: Mutex::new(()),
+            recv_lock: Mutex::new(()),
+            own_windows: Mutex::default(),
+            peer_windows: Mutex::default(),
+        })
+    }
+}

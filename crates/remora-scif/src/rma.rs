@@ -1,0 +1,258 @@
+//! Remote memory access: `scif_readfrom`, `scif_writeto`, `scif_vreadfrom`,
+//! `scif_vwriteto`, and the fences.
+//!
+//! Between endpoints of one host both windows are mapped in the caller, so an RMA is a
+//! copy by the calling CPU (what `SCIF_RMA_USECPU` asks for) and is complete when the call
+//! returns: `SCIF_RMA_SYNC` holds trivially and a fence waits only for RMAs other threads
+//! (or the peer) still have in flight. Each end counts the RMAs it started and finished in
+//! the connection's shared region, which is what fences wait on.
+
+use crate::endpoint::Conn;
+use crate::window::{resolve, Piece};
+use crate::{Endpoint, Error, Result};
+use std::sync::atomic::{fence, Ordering};
+use std::time::{Duration, Instant};
+
+/// `rma_flags`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RmaFlags {
+    /// `SCIF_RMA_USECPU`: copy with the CPU (always so on one host).
+    pub use_cpu: bool,
+    /// `SCIF_RMA_USECACHE`: keep temporary registrations (nothing to keep here).
+    pub use_cache: bool,
+    /// `SCIF_RMA_SYNC`: return when complete (always so on one host).
+    pub sync: bool,
+    /// `SCIF_RMA_ORDERED`: the last cache line lands after everything before it.
+    pub ordered: bool,
+}
+
+/// Whose RMAs a fence covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FenceInit {
+    /// RMAs started through this endpoint (`SCIF_FENCE_INIT_SELF`).
+    SelfInit,
+    /// RMAs started through the peer endpoint (`SCIF_FENCE_INIT_PEER`).
+    Peer,
+}
+
+const MARK_BITS: u32 = 30;
+const MARK_MASK: u64 = (1 << MARK_BITS) - 1;
+
+/// Copy `len` bytes from the `src` pieces to the `dst` pieces, skipping the first `skip`.
+fn copy_pieces(dst: &[Piece], src: &[Piece], skip: usize, len: usize) -> Result<()> {
+    let (mut di, mut doff, mut si, mut soff) = (0, 0, 0, 0);
+    let advance = |pieces: &[Piece], i: &mut usize, off: &mut usize, mut by: usize| {
+        while by > 0 && *i < pieces.len() {
+            let left = pieces[*i].2 - *off;
+            if by < left {
+                *off += by;
+                return;
+            }
+            by -= left;
+            *i += 1;
+            *off = 0;
+        }
+    };
+    advance(dst, &mut di, &mut doff, skip);
+    advance(src, &mut si, &mut soff, skip);
+    let mut left = len;
+    while left > 0 {
+        let (dm, dbase, dlen) = &dst[di];
+        let (sm, sbase, slen) = &src[si];
+        let n = left.min(dlen - doff).min(slen - soff);
+        dm.copy_from(dbase + doff, sm, sbase + soff, n).map_err(|e| Error::NoMemory(e.to_string()))?;
+        left -= n;
+        advance(dst, &mut di, &mut doff, n);
+        advance(src, &mut si, &mut soff, n);
+    }
+    Ok(())
+}
+
+/// Copy between pieces, the last cache line last when `ordered`.
+fn copy_all(dst: &[Piece], src: &[Piece], len: usize, ordered: bool) -> Result<()> {
+    if !ordered || len <= 64 {
+        return copy_pieces(dst, src, 0, len);
+    }
+    copy_pieces(dst, src, 0, len - 64)?;
+    fence(Ordering::Release);
+    copy_pieces(dst, src, len - 64, 64)
+}
+
+impl Conn {
+    fn rma<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.region.rma_started(self.side).fetch_add(1, Ordering::AcqRel);
+        let r = f();
+        self.region.rma_done(self.side).fetch_add(1, Ordering::AcqRel);
+        r
+    }
+
+    fn wait_done(&self, side: usize, target: u64) -> Result<()> {
+        let reached = || {
+            let done = self.region.rma_done(side).load(Ordering::Acquire);
+            (done.wrapping_sub(target) & MARK_MASK) < (1 << (MARK_BITS - 1))
+        };
+        let start = Instant::now();
+        while !reached() {
+            if side != self.side && self.peer_closed() {
+                return Ok(());
+            }
+            if start.elapsed() < Duration::from_micros(50) {
+                std::hint::spin_loop();
+            } else {
+                if self.session.hung_up() {
+                    return Err(Error::Reset);
+                }
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_len(len: usize) -> Result<()> {
+    if len == 0 {
+        return Err(Error::Invalid("length must not be zero".into()));
+    }
+    Ok(())
+}
+
+impl Endpoint {
+    /// `scif_writeto`: copy `len` bytes from our registered range at `loffset` to the
+    /// peer's at `roffset`.
+    ///
+    /// # Errors
+    /// [`Error::NoWindow`] when a range leaves the registered windows, [`Error::Access`]
+    /// when our window is not readable or the peer's not writable, [`Error::Invalid`] for
+    /// a zero length, [`Error::NotConnected`], [`Error::Reset`].
+    pub fn write_to(&self, loffset: u64, len: usize, roffset: u64, flags: RmaFlags) -> Result<()> {
+        check_len(len)?;
+        let c = self.live_conn()?;
+        let src = resolve(&c.windows(false)?, loffset, len as u64, 1)?;
+        let dst = resolve(&c.windows(true)?, roffset, len as u64, 2)?;
+        c.rma(|| copy_all(&dst, &src, len, flags.ordered))
+    }
+
+    /// `scif_readfrom`: copy `len` bytes from the peer's registered range at `roffset`
+    /// into ours at `loffset`.
+    ///
+    /// # Errors
+    /// As [`Endpoint::write_to`], with the protections reversed.
+    pub fn read_from(&self, loffset: u64, len: usize, roffset: u64, flags: RmaFlags) -> Result<()> {
+        check_len(len)?;
+        let c = self.live_conn()?;
+        let dst = resolve(&c.windows(false)?, loffset, len as u64, 2)?;
+        let src = resolve(&c.windows(true)?, roffset, len as u64, 1)?;
+        c.rma(|| copy_all(&dst, &src, len, flags.ordered))
+    }
+
+    /// `scif_vwriteto`: copy `data` to the peer's registered range at `roffset`.
+    ///
+    /// # Errors
+    /// As [`Endpoint::write_to`].
+    pub fn vwrite_to(&self, data: &[u8], roffset: u64, flags: RmaFlags) -> Result<()> {
+        check_len(data.len())?;
+        let c = self.live_conn()?;
+        let dst = resolve(&c.windows(true)?, roffset, data.len() as u64, 2)?;
+        c.rma(|| {
+            let split = if flags.ordered && data.len() > 64 { data.len() - 64 } else { data.len() };
+            let mut at = 0;
+            for (m, off, n) in &dst {
+                let end = at + n;
+                if at < split && split < end {
+                    m.write(*off, &data[at..split]).map_err(|e| Error::NoMemory(e.to_string()))?;
+                    fence(Ordering::Release);
+                    m.write(off + (split - at), &data[split..end])
+                        .map_err(|e| Error::NoMemory(e.to_string()))?;
+                } else {
+                    if at == split {
+                        fence(Ordering::Release);
+                    }
+                    m.write(*off, &data[at..end]).map_err(|e| Error::NoMemory(e.to_string()))?;
+                }
+                at = end;
+            }
+            Ok(())
+        })
+    }
+
+    /// `scif_vreadfrom`: copy the peer's registered range at `roffset` into `buf`.
+    ///
+    /// # Errors
+    /// As [`Endpoint::read_from`].
+    pub fn vread_from(&self, buf: &mut [u8], roffset: u64, _flags: RmaFlags) -> Result<()> {
+        check_len(buf.len())?;
+        let c = self.live_conn()?;
+        let src = resolve(&c.windows(true)?, roffset, buf.len() as u64, 1)?;
+        c.rma(|| {
+            let mut at = 0;
+            for (m, off, n) in &src {
+                m.read(*off, &mut buf[at..at + n]).map_err(|e| Error::NoMemory(e.to_string()))?;
+                at += n;
+            }
+            Ok(())
+        })
+    }
+
+    /// `scif_fence_mark`: a handle for the RMAs started so far through this endpoint
+    /// ([`FenceInit::SelfInit`]) or its peer, for [`Endpoint::fence_wait`].
+    ///
+    /// # Errors
+    /// [`Error::NotConnected`], [`Error::Reset`].
+    pub fn fence_mark(&self, init: FenceInit) -> Result<i32> {
+        let c = self.live_conn()?;
+        let (side, bit) = match init {
+            FenceInit::SelfInit => (c.side, 0),
+            FenceInit::Peer => (1 - c.side, 1),
+        };
+        let started = c.region.rma_started(side).load(Ordering::Acquire);
+        Ok((((started & MARK_MASK) << 1) | bit) as i32)
+    }
+
+    /// `scif_fence_wait`: wait until the RMAs of `mark` have completed.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a negative mark, [`Error::NotConnected`], [`Error::Reset`].
+    pub fn fence_wait(&self, mark: i32) -> Result<()> {
+        if mark < 0 {
+            return Err(Error::Invalid("not a fence mark".into()));
+        }
+        let c = self.conn()?;
+        let m = mark as u64;
+        let side = if m & 1 == 0 { c.side } else { 1 - c.side };
+        c.wait_done(side, m >> 1)
+    }
+
+    /// `scif_fence_signal`: once the RMAs started so far (by `init`) have completed, store
+    /// `local.1` at our registered offset `local.0` and/or `remote.1` at the peer's
+    /// registered offset `remote.0` (8-byte aligned offsets inside windows).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for unaligned offsets or neither target, [`Error::NoWindow`]
+    /// when an offset is outside the windows, [`Error::NotConnected`], [`Error::Reset`].
+    pub fn fence_signal(
+        &self,
+        local: Option<(u64, u64)>,
+        remote: Option<(u64, u64)>,
+        init: FenceInit,
+    ) -> Result<()> {
+        let c = self.live_conn()?;
+        if local.is_none() && remote.is_none() {
+            return Err(Error::Invalid("signal neither end".into()));
+        }
+        if local.iter().chain(remote.iter()).any(|(off, _)| off % 8 != 0) {
+            return Err(Error::Invalid("signal offsets must be 8-byte aligned".into()));
+        }
+        let lw = local.map(|(off, v)| resolve(&c.windows(false)?, off, 8, 0).map(|p| (p, v))).transpose()?;
+        let rw = remote.map(|(off, v)| resolve(&c.windows(true)?, off, 8, 0).map(|p| (p, v))).transpose()?;
+        let mark = self.fence_mark(init)?;
+        self.fence_wait(mark)?;
+        for (pieces, v) in lw.into_iter().chain(rw) {
+            let (m, off, _) = &pieces[0];
+            match m.atomic_u64(*off) {
+                Some(a) => a.store(v, Ordering::Release),
+                None => m.write(*off, &v.to_ne_bytes()).map_err(|e| Error::NoMemory(e.to_string()))?,
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,235 @@
+//! Registered windows: `scif_register`, `scif_unregister`, `scif_mmap`, and the cached
+//! view of both ends' registered address spaces that RMA uses.
+
+use crate::endpoint::Conn;
+use crate::{Endpoint, Error, Result, UserRegion};
+use remora_proto::{Reply, Request, ScifWindow, SCIF_WINDOWS_PER_REPLY};
+use remora_sys::Mapping;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Window protections (`SCIF_PROT_READ`, `SCIF_PROT_WRITE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Prot {
+    /// The window may be read (be an RMA source, be mapped readable).
+    pub read: bool,
+    /// The window may be written (be an RMA destination, be mapped writable).
+    pub write: bool,
+}
+
+impl Prot {
+    /// Read and write.
+    pub const RW: Prot = Prot { read: true, write: true };
+
+    pub(crate) fn bits(self) -> u8 {
+        self.read as u8 | (self.write as u8) << 1
+    }
+}
+
+/// One window as this process sees it: mapped, with its memfd.
+pub(crate) struct Win {
+    pub(crate) info: ScifWindow,
+    pub(crate) fd: Arc<OwnedFd>,
+    pub(crate) map: Arc<Mapping>,
+    ino: u64,
+}
+
+/// The windows of one end, valid for one generation of its window list.
+#[derive(Default)]
+pub(crate) struct WinCache {
+    gen: Option<u32>,
+    list: Arc<Vec<Win>>,
+}
+
+/// A piece of a range: a mapping, the offset in it, and the length.
+pub(crate) type Piece = (Arc<Mapping>, usize, usize);
+
+/// A piece of a peer's registered range, for mapping it: the memfd, the byte offset in
+/// it (a page multiple) and the length.
+#[derive(Debug, Clone)]
+pub struct PeerPiece {
+    /// The memfd.
+    pub fd: Arc<OwnedFd>,
+    /// Where the piece starts in the memfd.
+    pub offset: u64,
+    /// Bytes.
+    pub len: usize,
+}
+
+fn ino_of(fd: &OwnedFd) -> u64 {
+    remora_sys::inode_of(fd.as_fd())
+}
+
+impl Conn {
+    /// The current windows of our side (`peer` false) or the peer's.
+    pub(crate) fn windows(&self, peer: bool) -> Result<Arc<Vec<Win>>> {
+        let side = if peer { 1 - self.side } else { self.side };
+        let gen = self.region.win_gen(side).load(Ordering::Acquire);
+        let cache = if peer { &self.peer_windows } else { &self.own_windows };
+        let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.gen == Some(gen) {
+            return Ok(cache.list.clone());
+        }
+        let mut list: Vec<Win> = Vec::new();
+        let mut from = 0u64;
+        loop {
+            let (reply, fds) = self.session.request(Request::ScifWindows { peer, from }, &[])?;
+            let Reply::ScifWindows(infos) = reply else {
+                return Err(Error::Invalid(format!("unexpected answer {reply:?}")));
+            };
+            if infos.len() != fds.len() {
+                return Err(Error::Invalid("window list without its memfds".into()));
+            }
+            let more = infos.len() == SCIF_WINDOWS_PER_REPLY;
+            for (info, fd) in infos.into_iter().zip(fds) {
+                from = info.offset + 1;
+                let ino = ino_of(&fd);
+                let old = cache.list.iter().find(|w| w.info == info && w.ino == ino);
+                let w = match old {
+                    Some(w) => Win { info, fd: w.fd.clone(), map: w.map.clone(), ino },
+                    None => {
+                        let map = Mapping::new(
+                            fd.as_fd(),
+                            info.memfd_offset,
+                            info.len as usize,
+                            Default::default(),
+                        )
+                        .map_err(|e| Error::NoMemory(e.to_string()))?;
+                        Win { info, fd: Arc::new(fd), map: Arc::new(map), ino }
+                    }
+                };
+                list.push(w);
+            }
+            if !more {
+                break;
+            }
+        }
+        cache.gen = Some(gen);
+        cache.list = Arc::new(list);
+        Ok(cache.list.clone())
+    }
+}
+
+/// The pieces of `off..off+len` in `list`, each window needing the `need` protections.
+pub(crate) fn resolve(list: &[Win], off: u64, len: u64, need: u8) -> Result<Vec<Piece>> {
+    let end = off.checked_add(len).ok_or(Error::NoWindow)?;
+    let mut out = Vec::new();
+    let mut at = off;
+    while at < end {
+        let i = list.partition_point(|w| w.info.offset <= at);
+        let w = i.checked_sub(1).map(|i| &list[i]).ok_or(Error::NoWindow)?;
+        let w_end = w.info.offset + w.info.len;
+        if at >= w_end {
+            return Err(Error::NoWindow);
+        }
+        if w.info.prot & need != need {
+            return Err(Error::Access);
+        }
+        let n = end.min(w_end) - at;
+        out.push((w.map.clone(), (at - w.info.offset) as usize, n as usize));
+        at += n;
+    }
+    Ok(out)
+}
+
+impl Endpoint {
+    /// `scif_register`: make `mem` a window of this endpoint's registered address space,
+    /// at `offset` exactly when `fixed` (`SCIF_MAP_FIXED`), else where the node chooses.
+    /// The memory stays where it is (private pages move into shareable memory in place).
+    /// Returns the window's offset.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for unaligned or empty input, [`Error::Fault`] for memory that
+    /// cannot be shared (a file mapping), [`Error::AddrInUse`] when a fixed range overlaps
+    /// a window, [`Error::NotConnected`], [`Error::Reset`] when the peer closed.
+    pub fn register(&self, mem: UserRegion, offset: u64, prot: Prot, fixed: bool) -> Result<u64> {
+        let c = self.live_conn()?;
+        let page = remora_sys::page_size() as u64;
+        if mem.is_empty()
+            || !(mem.len() as u64).is_multiple_of(page)
+            || !(mem.addr() as u64).is_multiple_of(page)
+        {
+            return Err(Error::Invalid("address and length must be page multiples".into()));
+        }
+        if fixed && !offset.is_multiple_of(page) {
+            return Err(Error::Invalid("offset must be a page multiple".into()));
+        }
+        let (memfd, memfd_offset) = remora_sys::user_memory::share_region(mem, "scif-window")?;
+        let req = Request::ScifRegister {
+            offset: if fixed { offset } else { offset - offset % page },
+            len: mem.len() as u64,
+            prot: prot.bits(),
+            fixed,
+            memfd_offset,
+        };
+        match c.session.request(req, &[memfd.as_fd()])? {
+            (Reply::ScifOffset { offset }, _) => Ok(offset),
+            (other, _) => Err(Error::Invalid(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// `scif_unregister`: remove the windows inside `offset..offset+len` (which must not
+    /// cut through a window). Maps of them stay valid until unmapped.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for unaligned input, [`Error::NoWindow`] when the range holds no
+    /// window or cuts one, [`Error::NotConnected`].
+    pub fn unregister(&self, offset: u64, len: u64) -> Result<()> {
+        let c = self.conn()?;
+        match c.session.request(Request::ScifUnregister { offset, len }, &[])? {
+            (Reply::Ok, _) => Ok(()),
+            (other, _) => Err(Error::Invalid(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// The pieces of the peer's registered range `offset..offset+len` for `scif_mmap`,
+    /// checked against `prot`.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for unaligned or empty input, [`Error::NoWindow`] when the range
+    /// leaves the peer's windows, [`Error::Access`] when a window lacks a protection asked
+    /// for, [`Error::NotConnected`], [`Error::Reset`].
+    pub fn peer_pieces(&self, offset: u64, len: usize, prot: Prot) -> Result<Vec<PeerPiece>> {
+        let c = self.live_conn()?;
+        let page = remora_sys::page_size();
+        if len == 0 || !len.is_multiple_of(page) || !offset.is_multiple_of(page as u64) {
+            return Err(Error::Invalid("offset and length must be page multiples".into()));
+        }
+        let list = c.windows(true)?;
+        let end = offset.checked_add(len as u64).ok_or(Error::NoWindow)?;
+        let mut out = Vec::new();
+        let mut at = offset;
+        while at < end {
+            let i = list.partition_point(|w| w.info.offset <= at);
+            let w = i.checked_sub(1).map(|i| &list[i]).ok_or(Error::NoWindow)?;
+            let w_end = w.info.offset + w.info.len;
+            if at >= w_end {
+                return Err(Error::NoWindow);
+            }
+            if w.info.prot & prot.bits() != prot.bits() {
+                return Err(Error::Access);
+            }
+            let n = end.min(w_end) - at;
+            out.push(PeerPiece {
+                fd: w.fd.clone(),
+                offset: w.info.memfd_offset + (at - w.info.offset),
+                len: n as usize,
+            });
+            at += n;
+        }
+        Ok(out)
+    }
+
+    /// `scif_mmap` without a fixed address: map the peer's registered range
+    /// `offset..offset+len`. The map stays valid even after the peer closes or
+    /// unregisters (the memory lives while it is mapped).
+    ///
+    /// # Errors
+    /// As [`Endpoint::peer_pieces`]; [`Error::NoMemory`] when `mmap` fails.
+    pub fn map_peer(&self, offset: u64, len: usize, prot: Prot) -> Result<Mapping> {
+        let pieces = self.peer_pieces(offset, len, prot)?;
+        let parts: Vec<_> = pieces.iter().map(|p| (p.fd.as_fd(), p.offset, p.len)).collect();
+        Mapping::new_pieces(&parts, !prot.write).map_err(|e| Error::NoMemory(e.to_string()))
+    }
+}

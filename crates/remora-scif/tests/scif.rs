@@ -1,0 +1,305 @@
+//! The SCIF personality between processes' endpoints on one host: nodes 4 and 8 with
+//! daemons the library starts itself, in a private runtime directory.
+
+use remora_client::Config;
+use remora_scif::*;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Harness {
+    dir: tempfile::TempDir,
+}
+
+impl Harness {
+    fn new() -> Harness {
+        Harness { dir: tempfile::Builder::new().prefix("remora-scif").tempdir().unwrap() }
+    }
+
+    fn scif(&self, node: u32) -> Arc<Scif> {
+        Scif::with_config(self.config(node))
+    }
+
+    fn config(&self, node: u32) -> Config {
+        Config {
+            node,
+            runtime_dir: self.dir.path().to_path_buf(),
+            daemon: Some(remora_testkit::find_daemon().expect("cargo build --workspace first")),
+            spawn: true,
+            idle_exit: Duration::from_secs(60),
+            cluster: None,
+        }
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        for node in remora_proto::paths::nodes_in(self.dir.path()) {
+            let cfg = self.config(node);
+            if let Ok(s) = remora_client::Session::open_control(&cfg) {
+                let _ = s.request(remora_proto::Request::Shutdown, &[]);
+            }
+        }
+    }
+}
+
+/// A connected pair: (client on node `a`, server endpoint on node `b`).
+fn pair(h: &Harness, a: u32, b: u32) -> (Endpoint, Endpoint) {
+    let sb = h.scif(b);
+    let l = Endpoint::open(&sb).unwrap();
+    let port = l.bind(0).unwrap();
+    assert!(port >= PORT_RSVD);
+    l.listen(4).unwrap();
+    let sa = h.scif(a);
+    let c = Endpoint::open(&sa).unwrap();
+    let t = std::thread::spawn(move || {
+        let p = c.connect(PortId { node: b, port }).unwrap();
+        assert_eq!(c.local_port().unwrap().port, p);
+        c
+    });
+    let (s, peer) = l.accept(true).unwrap();
+    let c = t.join().unwrap();
+    assert_eq!(peer.node, a);
+    assert_eq!(peer, c.local_port().unwrap());
+    assert_eq!(c.peer().unwrap(), PortId { node: b, port });
+    (c, s)
+}
+
+fn ready(ep: &Endpoint, write: bool) -> remora_sys::bell::Ready {
+    remora_sys::bell::wait(ep.as_fd(), write, Some(Duration::ZERO)).unwrap()
+}
+
+#[test]
+fn messages_flow_in_order_across_nodes_and_in_loopback() {
+    let h = Harness::new();
+    for (a, b) in [(8, 4), (4, 4)] {
+        let (c, s) = pair(&h, a, b);
+        for i in 0u64..200 {
+            assert_eq!(c.send(&i.to_le_bytes(), true).unwrap(), 8);
+            let mut b = [0u8; 8];
+            assert_eq!(s.recv(&mut b, true).unwrap(), 8);
+            assert_eq!(u64::from_le_bytes(b), i);
+        }
+        // Bigger than the ring: blocking flow control in both directions.
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+        let s2 = s.clone();
+        let t = std::thread::spawn(move || {
+            let mut got = vec![0u8; 3_000_000];
+            assert_eq!(s2.recv(&mut got, true).unwrap(), got.len());
+            got
+        });
+        assert_eq!(c.send(&big, true).unwrap(), big.len());
+        assert!(t.join().unwrap() == big);
+        let mut none = [0u8; 4];
+        assert_eq!(s.recv(&mut none, false).unwrap(), 0);
+    }
+}
+
+#[test]
+fn descriptors_report_readiness() {
+    let h = Harness::new();
+    let sb = h.scif(4);
+    let l = Endpoint::open(&sb).unwrap();
+    let port = l.bind(0).unwrap();
+    l.listen(4).unwrap();
+    assert!(!ready(&l, false).readable);
+    assert_eq!(l.accept(false).unwrap_err(), Error::Again);
+    let sa = h.scif(8);
+    let c = Endpoint::open(&sa).unwrap();
+    let t = std::thread::spawn(move || {
+        c.connect(PortId { node: 4, port }).unwrap();
+        c
+    });
+    let r = remora_sys::bell::wait(l.as_fd(), false, Some(Duration::from_secs(10))).unwrap();
+    assert!(r.readable, "a waiting request makes the listener readable");
+    let (s, _) = l.accept(false).unwrap();
+    let c = t.join().unwrap();
+    assert!(!ready(&l, false).readable, "nothing waits any more");
+    assert!(!ready(&s, false).readable);
+    assert!(ready(&s, true).writable);
+    c.send(b"abc", false).unwrap();
+    let r = remora_sys::bell::wait(s.as_fd(), false, Some(Duration::from_secs(5))).unwrap();
+    assert!(r.readable);
+    let mut b = [0u8; 2];
+    assert_eq!(s.recv(&mut b, false).unwrap(), 2);
+    assert!(ready(&s, false).readable, "one byte is still there");
+    let mut b = [0u8; 8];
+    assert_eq!(s.recv(&mut b, false).unwrap(), 1);
+    assert!(!ready(&s, false).readable);
+    // Fill the ring: the sender stops being writable, and is again once the peer reads.
+    let junk = vec![7u8; 200_000];
+    let n = c.send(&junk, false).unwrap();
+    assert!(n < junk.len());
+    assert!(!ready(&c, true).writable);
+    let mut sink = vec![0u8; n];
+    assert_eq!(s.recv(&mut sink, true).unwrap(), n);
+    assert!(ready(&c, true).writable);
+    // Close: the peer sees hang-up, drains, then gets Reset.
+    c.send(b"bye", true).unwrap();
+    c.close().unwrap();
+    assert_eq!(c.send(b"x", true).unwrap_err(), Error::BadEndpoint);
+    let r = remora_sys::bell::wait(s.as_fd(), false, Some(Duration::from_secs(5))).unwrap();
+    assert!(r.hung_up);
+    let mut b = [0u8; 3];
+    assert_eq!(s.recv(&mut b, true).unwrap(), 3);
+    assert_eq!(&b, b"bye");
+    assert_eq!(s.recv(&mut b, true).unwrap_err(), Error::Reset);
+    assert_eq!(s.send(b"x", true).unwrap_err(), Error::Reset);
+}
+
+#[test]
+fn close_wakes_blocked_threads() {
+    let h = Harness::new();
+    let (c, s) = pair(&h, 8, 4);
+    let s2 = s.clone();
+    let t = std::thread::spawn(move || {
+        let mut b = [0u8; 4];
+        s2.recv(&mut b, true)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    s.close().unwrap();
+    assert!(t.join().unwrap().is_err());
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    drop(c);
+    // A blocking accept wakes when its listener closes.
+    let sb = h.scif(4);
+    let l = Endpoint::open(&sb).unwrap();
+    l.bind(0).unwrap();
+    l.listen(1).unwrap();
+    let l2 = l.clone();
+    let t = std::thread::spawn(move || l2.accept(true).map(|_| ()));
+    std::thread::sleep(Duration::from_millis(200));
+    l.close().unwrap();
+    assert!(t.join().unwrap().is_err());
+}
+
+#[test]
+fn bind_listen_connect_errors() {
+    let h = Harness::new();
+    let s = h.scif(4);
+    let a = Endpoint::open(&s).unwrap();
+    let p = a.bind(0).unwrap();
+    assert!(matches!(a.bind(0), Err(Error::Invalid(_))));
+    let b = Endpoint::open(&s).unwrap();
+    assert_eq!(b.bind(p).unwrap_err(), Error::AddrInUse);
+    assert!(matches!(b.listen(1), Err(Error::Invalid(_))));
+    if !remora_sys::is_root() {
+        assert_eq!(b.bind(80).unwrap_err(), Error::Access);
+    }
+    assert_eq!(b.connect(PortId { node: 4, port: p }).unwrap_err(), Error::Refused);
+    let c = Endpoint::open(&s).unwrap();
+    assert_eq!(c.connect(PortId { node: 999, port: 5000 }).unwrap_err(), Error::NoDevice);
+    assert_eq!(c.send(b"x", false).unwrap_err(), Error::NotConnected);
+    assert!(matches!(a.accept(false), Err(Error::Invalid(_))));
+    let ids = s.node_ids().unwrap();
+    assert!(ids.contains(&4));
+    // The port is free again once its endpoint closes.
+    a.close().unwrap();
+    assert_eq!(a.close().unwrap_err(), Error::BadEndpoint);
+    let d = Endpoint::open(&s).unwrap();
+    assert_eq!(d.bind(p).unwrap(), p);
+}
+
+/// Page-aligned, private anonymous memory that lives for the rest of the test process.
+fn anon(len: usize) -> UserRegion {
+    let v = Box::leak(vec![0u8; len + 4096].into_boxed_slice());
+    let start = (4096 - (v.as_ptr() as usize % 4096)) % 4096;
+    UserRegion::from_static(&mut v[start..start + len])
+}
+
+fn peek(r: &UserRegion, off: usize, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    r.read(off, &mut v).unwrap();
+    v
+}
+
+#[test]
+fn windows_rma_fences_and_maps() {
+    let h = Harness::new();
+    let (c, s) = pair(&h, 8, 4);
+    let creg = anon(16 * 4096);
+    let sreg = anon(16 * 4096);
+    let pattern: Vec<u8> = (0..16 * 4096).map(|i| (i % 241) as u8).collect();
+    creg.write(0, &pattern).unwrap();
+    let coff = c.register(creg, 0x80000, Prot::RW, true).unwrap();
+    assert_eq!(coff, 0x80000);
+    assert_eq!(c.register(creg, 0x81000, Prot::RW, true).unwrap_err(), Error::AddrInUse);
+    let soff = s.register(sreg, 0, Prot::RW, false).unwrap();
+    assert_eq!(soff % 4096, 0);
+    c.write_to(coff + 13, 30_000, soff + 7, RmaFlags::default()).unwrap();
+    let mark = c.fence_mark(FenceInit::SelfInit).unwrap();
+    c.fence_wait(mark).unwrap();
+    let mark = s.fence_mark(FenceInit::Peer).unwrap();
+    s.fence_wait(mark).unwrap();
+    let sview = |off: usize, len: usize| peek(&sreg, off, len);
+    let want: Vec<u8> = (13..13 + 30_000).map(|i| (i % 241) as u8).collect();
+    assert!(sview(7, 30_000) == want, "writeto arrived intact");
+    let mut back = vec![0u8; 1000];
+    c.vread_from(&mut back, soff + 7, RmaFlags::default()).unwrap();
+    assert_eq!(&back[..], &want[..1000]);
+    c.vwrite_to(b"vwrite!", soff + 100_000 % 65536, RmaFlags { ordered: true, ..Default::default() })
+        .unwrap();
+    s.read_from(soff + 40_000, 4096, coff, RmaFlags { sync: true, ..Default::default() }).unwrap();
+    assert_eq!(sview(40_000, 16), (0..16).map(|i| (i % 241) as u8).collect::<Vec<_>>());
+    // Out of the windows, and protections.
+    assert_eq!(c.write_to(coff, 4096, soff + 16 * 4096, RmaFlags::default()).unwrap_err(), Error::NoWindow);
+    assert_eq!(c.write_to(coff, 8192, soff + 15 * 4096, RmaFlags::default()).unwrap_err(), Error::NoWindow);
+    // Fence signal, local and remote.
+    s.fence_signal(Some((soff + 64, 0xfeed)), Some((coff + 128, 0xbeef)), FenceInit::SelfInit).unwrap();
+    assert_eq!(u64::from_ne_bytes(sview(64, 8).try_into().unwrap()), 0xfeed);
+    assert_eq!(u64::from_ne_bytes(peek(&creg, 128, 8).try_into().unwrap()), 0xbeef);
+    assert!(matches!(s.fence_signal(Some((soff + 3, 1)), None, FenceInit::SelfInit), Err(Error::Invalid(_))));
+    // Map the peer's window; stores land in its memory.
+    let m = c.map_peer(soff, 2 * 4096, Prot::RW).unwrap();
+    m.write(4096 + 5, b"mapped").unwrap();
+    assert_eq!(&sview(4096 + 5, 6), b"mapped");
+    assert_eq!(c.map_peer(soff + 16 * 4096, 4096, Prot::RW).unwrap_err(), Error::NoWindow);
+    // Unregister: RMA to the range fails; the existing map still works.
+    s.unregister(soff, 16 * 4096).unwrap();
+    assert_eq!(c.write_to(coff, 64, soff, RmaFlags::default()).unwrap_err(), Error::NoWindow);
+    assert_eq!(s.unregister(soff, 16 * 4096).unwrap_err(), Error::NoWindow);
+    m.write(0, b"still").unwrap();
+    assert_eq!(&sview(0, 5), b"still");
+    // A read-only window refuses being written and mapped writable.
+    let ro = anon(4096);
+    let roff = s.register(ro, 0x200000, Prot { read: true, write: false }, true).unwrap();
+    assert_eq!(c.write_to(coff, 64, roff, RmaFlags::default()).unwrap_err(), Error::Access);
+    assert_eq!(c.map_peer(roff, 4096, Prot::RW).unwrap_err(), Error::Access);
+    c.read_from(coff, 64, roff, RmaFlags::default()).unwrap();
+    // After the peer closes, its maps stay readable and RMAs fail with Reset.
+    s.close().unwrap();
+    let mut b = [0u8; 5];
+    m.read(0, &mut b).unwrap();
+    assert_eq!(&b, b"still");
+    assert_eq!(c.write_to(coff, 64, roff, RmaFlags::default()).unwrap_err(), Error::Reset);
+}
+
+#[test]
+fn windows_span_contiguous_registrations() {
+    let h = Harness::new();
+    let (c, s) = pair(&h, 4, 8);
+    let a = anon(4096);
+    let b = anon(4096);
+    s.register(a, 0x100000, Prot::RW, true).unwrap();
+    s.register(b, 0x101000, Prot::RW, true).unwrap();
+    let data: Vec<u8> = (0..8192u32).map(|i| (i * 7 % 256) as u8).collect();
+    c.vwrite_to(&data, 0x100000, RmaFlags::default()).unwrap();
+    assert_eq!(peek(&a, 4095, 1)[0], data[4095]);
+    assert_eq!(peek(&b, 0, 1)[0], data[4096]);
+    let m = c.map_peer(0x100000, 8192, Prot::RW).unwrap();
+    let mut back = vec![0u8; 8192];
+    m.read(0, &mut back).unwrap();
+    assert!(back == data);
+}
+
+#[test]
+fn process_death_hangs_up_the_peer() {
+    let h = Harness::new();
+    let (c, s) = pair(&h, 8, 4);
+    // Dropping every handle without close ends the endpoint's sessions, as an exit does.
+    drop(c);
+    let r = remora_sys::bell::wait(s.as_fd(), false, Some(Duration::from_secs(5))).unwrap();
+    assert!(r.hung_up);
+    let mut b = [0u8; 1];
+    assert_eq!(s.recv(&mut b, true).unwrap_err(), Error::Reset);
+}

@@ -1,0 +1,161 @@
+//! Doorbells: the file descriptor that stands for a SCIF endpoint.
+//!
+//! A SCIF endpoint must be a real descriptor that `poll`, `select` and `epoll` understand,
+//! yet its data moves through shared memory. A doorbell is a connected pair of Unix
+//! stream sockets: the *reader* end is the endpoint descriptor the program holds, the
+//! *ringer* end is held by whoever must make it ready (the peer process, the daemon, the
+//! endpoint's own library).
+//!
+//! * **Readable**: a byte was rung into the reader ([`ring`]).
+//! * **Hang-up**: someone shut the ringer down ([`hang_up`]): the reader then reports
+//!   `POLLIN | POLLHUP` for good, and every thread blocked on it wakes.
+//! * **Writable**: normally always. [`stuff`] fills the reader's send buffer so that it is
+//!   *not* writable (a full send queue, a connect still in flight); [`unstuff`] (reading
+//!   on the ringer) makes it writable again. The reader's send buffer is kept small so
+//!   stuffing is a few kilobytes.
+//!
+//! All operations are non-blocking (`MSG_DONTWAIT`) whatever the descriptor's own flags,
+//! so a program may set `O_NONBLOCK` on its endpoint without changing how we use it, and
+//! none raises `SIGPIPE` (`MSG_NOSIGNAL`).
+
+use rustix::event::{PollFd, PollFlags};
+use rustix::net::{AddressFamily, RecvFlags, SendFlags, Shutdown, SocketFlags, SocketType};
+use std::io;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::time::Duration;
+
+/// A new doorbell: `(reader, ringer)`, both close-on-exec and blocking.
+///
+/// # Errors
+/// The errno of `socketpair`.
+pub fn pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) =
+        rustix::net::socketpair(AddressFamily::UNIX, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
+    // The kernel doubles the value and applies its minimum; a small buffer keeps stuffing cheap.
+    let _ = rustix::net::sockopt::set_socket_send_buffer_size(&r, 4096);
+    Ok((r, w))
+}
+
+/// Ring: make the reader readable. A closed or shut-down ringer is ignored (the reader
+/// already reports hang-up).
+pub fn ring(ringer: BorrowedFd<'_>) {
+    let _ = rustix::net::send(ringer, &[1u8], SendFlags::DONTWAIT | SendFlags::NOSIGNAL);
+}
+
+/// Take every rung byte off the reader; returns how many there were.
+pub fn drain(reader: BorrowedFd<'_>) -> usize {
+    let mut buf = [0u8; 256];
+    let mut total = 0;
+    loop {
+        match rustix::net::recv(reader, &mut buf[..], RecvFlags::DONTWAIT) {
+            Ok((0, _)) | Err(_) => return total,
+            Ok((n, _)) => {
+                total += n;
+                if n < buf.len() {
+                    return total;
+                }
+            }
+        }
+    }
+}
+
+/// Take at most one rung byte off the reader; whether there was one.
+pub fn take_one(reader: BorrowedFd<'_>) -> bool {
+    let mut b = [0u8; 1];
+    matches!(rustix::net::recv(reader, &mut b[..], RecvFlags::DONTWAIT), Ok((1, _)))
+}
+
+/// Shut the doorbell down both ways: the reader reports hang-up and every poller wakes.
+pub fn hang_up(fd: BorrowedFd<'_>) {
+    let _ = rustix::net::shutdown(fd, Shutdown::Both);
+}
+
+/// Make the reader not writable by filling its send buffer.
+pub fn stuff(reader: BorrowedFd<'_>) {
+    let zeros = [0u8; 4096];
+    for _ in 0..64 {
+        match rustix::net::send(reader, &zeros, SendFlags::DONTWAIT | SendFlags::NOSIGNAL) {
+            Ok(n) if n > 0 => {}
+            _ => return,
+        }
+    }
+}
+
+/// Make the reader writable again: read what [`stuff`] wrote, on the ringer.
+pub fn unstuff(ringer: BorrowedFd<'_>) {
+    let mut buf = [0u8; 4096];
+    for _ in 0..256 {
+        match rustix::net::recv(ringer, &mut buf[..], RecvFlags::DONTWAIT) {
+            Ok((n, _)) if n > 0 => {}
+            _ => return,
+        }
+    }
+}
+
+/// What `poll` says of a descriptor right now or within `timeout` (`None`: forever).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ready {
+    /// `POLLIN`.
+    pub readable: bool,
+    /// `POLLOUT`.
+    pub writable: bool,
+    /// `POLLHUP`, `POLLERR` or `POLLNVAL`.
+    pub hung_up: bool,
+}
+
+/// Wait until `fd` is readable (or writable, when `want_write`) or hung up, at most
+/// `timeout`. Interruptions return what is ready (possibly nothing).
+///
+/// # Errors
+/// The errno of `ppoll` other than `EINTR`.
+pub fn wait(fd: BorrowedFd<'_>, want_write: bool, timeout: Option<Duration>) -> io::Result<Ready> {
+    let mut flags = PollFlags::IN;
+    if want_write {
+        flags |= PollFlags::OUT;
+    }
+    let mut p = [PollFd::new(&fd, flags)];
+    let ts = timeout
+        .map(|t| rustix::time::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as _ });
+    match rustix::event::poll(&mut p, ts.as_ref()) {
+        Ok(_) | Err(rustix::io::Errno::INTR) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let r = p[0].revents();
+    Ok(Ready {
+        readable: r.contains(PollFlags::IN),
+        writable: r.contains(PollFlags::OUT),
+        hung_up: r.intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL),
+    })
+}
+
+/// Whether the descriptor has `O_NONBLOCK` set (by the program, with `fcntl`).
+pub fn is_nonblocking(fd: BorrowedFd<'_>) -> bool {
+    rustix::fs::fcntl_getfl(fd).is_ok_and(|f| f.contains(rustix::fs::OFlags::NONBLOCK))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn ring_drain_hang_up() {
+        let (r, w) = pair().unwrap();
+        let now = Some(Duration::ZERO);
+        assert_eq!(wait(r.as_fd(), false, now).unwrap(), Ready::default());
+        ring(w.as_fd());
+        ring(w.as_fd());
+        assert!(wait(r.as_fd(), false, now).unwrap().readable);
+        assert_eq!(drain(r.as_fd()), 2);
+        assert!(!wait(r.as_fd(), false, now).unwrap().readable);
+        assert!(wait(r.as_fd(), true, now).unwrap().writable);
+        stuff(r.as_fd());
+        assert!(!wait(r.as_fd(), true, now).unwrap().writable);
+        unstuff(w.as_fd());
+        assert!(wait(r.as_fd(), true, now).unwrap().writable);
+        hang_up(w.as_fd());
+        let got = wait(r.as_fd(), false, None).unwrap();
+        assert!(got.hung_up && got.readable);
+        ring(w.as_fd());
+    }
+}
