@@ -8,6 +8,7 @@ const HEADERS: &[(&str, &str)] = &[
     ("sisci_types.h", include_str!("../../../include/sisci_types.h")),
     ("sisci_error.h", include_str!("../../../include/sisci_error.h")),
     ("dis_types.h", include_str!("../../../include/dis_types.h")),
+    ("scif.h", include_str!("../../../include/scif.h")),
 ];
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
@@ -46,6 +47,13 @@ pub fn install(prefix: &Path) -> Result<(), String> {
         write(&dis.join(name), text)?;
     }
     copy(&built("libsisci.so")?, &lib.join("libsisci.so"))?;
+    // libscif as MPSS shipped it: the versioned file, its soname link and the dev link.
+    copy(&built("libscif.so")?, &lib.join("libscif.so.0.0.1"))?;
+    for link in ["libscif.so.0", "libscif.so"] {
+        let p = lib.join(link);
+        let _ = std::fs::remove_file(&p);
+        std::os::unix::fs::symlink("libscif.so.0.0.1", &p).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
     copy(&built("remorad")?, &bin.join("remorad"))?;
     copy(&built("remora")?, &bin.join("remora"))?;
     let pc = format!(
@@ -56,9 +64,21 @@ pub fn install(prefix: &Path) -> Result<(), String> {
         env!("CARGO_PKG_VERSION")
     );
     write(&lib.join("pkgconfig/sisci.pc"), &pc)?;
+    let pc = format!(
+        "prefix={}\nincludedir=${{prefix}}/include\nlibdir=${{prefix}}/lib64\n\n\
+         Name: scif\nDescription: Remora's SCIF API (Intel Symmetric Communications Interface)\n\
+         Version: {}\nCflags: -I${{includedir}}\nLibs: -L${{libdir}} -Wl,-rpath,${{libdir}} -lscif\n",
+        prefix.display(),
+        env!("CARGO_PKG_VERSION")
+    );
+    write(&lib.join("pkgconfig/scif.pc"), &pc)?;
     println!("installed Remora under {}", prefix.display());
     println!(
         "  build a SISCI program:  cc -I {0}/include prog.c -L {0}/lib64 -Wl,-rpath,{0}/lib64 -lsisci",
+        prefix.display()
+    );
+    println!(
+        "  build a SCIF program:   cc -I {0}/include prog.c -L {0}/lib64 -Wl,-rpath,{0}/lib64 -lscif",
         prefix.display()
     );
     Ok(())

@@ -139,6 +139,15 @@ impl Endpoint {
         self.inner.conn.get().ok_or(Error::NotConnected)
     }
 
+    /// Check that the endpoint is connected and its peer still there (what a zero-byte
+    /// send or receive reports).
+    ///
+    /// # Errors
+    /// [`Error::BadEndpoint`], [`Error::NotConnected`], [`Error::Reset`].
+    pub fn conn_check(&self) -> Result<()> {
+        self.live_conn().map(|_| ())
+    }
+
     /// The connection, failing with [`Error::Reset`] when the peer has closed.
     pub(crate) fn live_conn(&self) -> Result<&Arc<Conn>> {
         let c = self.conn()?;

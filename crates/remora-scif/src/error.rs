@@ -51,6 +51,9 @@ pub enum Error {
     /// A non-blocking connect is under way; `POLLOUT` tells when it ends (`EINPROGRESS`).
     #[error("connect in progress")]
     InProgress,
+    /// A signal interrupted the wait (`EINTR`).
+    #[error("interrupted")]
+    Interrupted,
     /// This build cannot do it (`EOPNOTSUPP`).
     #[error("not supported: {0}")]
     NotSupported(&'static str),

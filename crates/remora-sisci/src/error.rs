@@ -114,6 +114,10 @@ impl From<remora_proto::Error> for Error {
             P::System(s) | P::Protocol(s) => Error::System(s),
             P::IntnoUsed => Error::IntnoUsed,
             P::NoSuchIntno => Error::NoSuchIntno,
+            // SCIF answers; a SISCI request never gets them.
+            P::ConnRefused | P::AddrInUse | P::Again | P::ConnReset | P::IsConnected => {
+                Error::System(e.to_string())
+            }
         }
     }
 }

@@ -1,0 +1,63 @@
+//! The one table from the safe API's errors to errno values, and the guard every entry
+//! point runs in (errno set, no panic reaches C).
+
+use remora_scif::Error;
+use std::ffi::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// The errno of a safe-API error: the crate's single mapping table.
+pub(crate) fn errno_of(e: &Error) -> c_int {
+    use rustix::io::Errno;
+    let e = match e {
+        Error::BadEndpoint => Errno::BADF,
+        Error::Invalid(_) => Errno::INVAL,
+        Error::IsConnected => Errno::ISCONN,
+        Error::NotConnected => Errno::NOTCONN,
+        Error::Refused => Errno::CONNREFUSED,
+        Error::Reset => Errno::CONNRESET,
+        Error::NoDevice => Errno::NODEV,
+        Error::AddrInUse => Errno::ADDRINUSE,
+        Error::Again => Errno::AGAIN,
+        Error::Access => Errno::ACCESS,
+        Error::NoWindow => Errno::NXIO,
+        Error::Fault => Errno::FAULT,
+        Error::NoSpace => Errno::NOSPC,
+        Error::NoMemory(_) => Errno::NOMEM,
+        Error::InProgress => Errno::INPROGRESS,
+        Error::Interrupted => Errno::INTR,
+        Error::NotSupported(_) => Errno::OPNOTSUPP,
+    };
+    e.raw_os_error()
+}
+
+unsafe extern "C" {
+    fn __errno_location() -> *mut c_int;
+}
+
+/// Set the calling thread's errno.
+pub(crate) fn set_errno(v: c_int) {
+    // SAFETY: glibc's errno location is a valid thread-local int for the calling thread.
+    unsafe { *__errno_location() = v };
+}
+
+/// Run an entry point's body: `Ok` values pass through; an error sets errno and returns
+/// `fail`; a panic is caught, sets `ENOMEM` (the library could not do it) and returns
+/// `fail`.
+pub(crate) fn guard<T: Copy>(fail: T, body: impl FnOnce() -> Result<T, Error>) -> T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            set_errno(errno_of(&e));
+            fail
+        }
+        Err(_) => {
+            set_errno(rustix::io::Errno::NOMEM.raw_os_error());
+            fail
+        }
+    }
+}
+
+/// An `EINVAL` error with a reason.
+pub(crate) fn inval(why: &str) -> Error {
+    Error::Invalid(why.into())
+}
