@@ -238,20 +238,30 @@ pub unsafe extern "C" fn scif_accept(
 /// `msg` points to `len` readable bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn scif_send(epd: scif_epd_t, msg: *mut c_void, len: c_int, flags: c_int) -> c_int {
+    if len > 0 && msg.is_null() {
+        return guard(-1, || ep(epd).and(Err(Error::Fault)));
+    }
+    let data = if len > 0 {
+        // SAFETY: non-NULL, `len` readable bytes by the contract.
+        unsafe { std::slice::from_raw_parts(msg as *const u8, len as usize) }
+    } else {
+        &[]
+    };
+    send(epd, data, if len < 0 { -1 } else { flags })
+}
+
+/// `scif_send` on a slice: the body of the C entry point, for Rust callers (benchmarks).
+/// A negative `flags` stands for a negative length.
+pub fn send(epd: scif_epd_t, data: &[u8], flags: c_int) -> c_int {
     guard(-1, || {
         let e = ep(epd)?;
-        if len < 0 || flags & !SCIF_SEND_BLOCK != 0 {
+        if !(0..=SCIF_SEND_BLOCK).contains(&flags) || data.len() > c_int::MAX as usize {
             return Err(inval("negative length or unknown flags"));
         }
-        if len == 0 {
+        if data.is_empty() {
             e.conn_check()?;
             return Ok(0);
         }
-        if msg.is_null() {
-            return Err(Error::Fault);
-        }
-        // SAFETY: non-NULL, `len` readable bytes by the contract.
-        let data = unsafe { std::slice::from_raw_parts(msg as *const u8, len as usize) };
         Ok(e.send(data, flags & SCIF_SEND_BLOCK != 0)? as c_int)
     })
 }
@@ -262,22 +272,41 @@ pub unsafe extern "C" fn scif_send(epd: scif_epd_t, msg: *mut c_void, len: c_int
 /// `msg` points to `len` writable bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn scif_recv(epd: scif_epd_t, msg: *mut c_void, len: c_int, flags: c_int) -> c_int {
+    if len > 0 && msg.is_null() {
+        return guard(-1, || ep(epd).and(Err(Error::Fault)));
+    }
+    let buf = if len > 0 {
+        // SAFETY: non-NULL, `len` writable bytes by the contract.
+        unsafe { std::slice::from_raw_parts_mut(msg as *mut u8, len as usize) }
+    } else {
+        &mut []
+    };
+    recv(epd, buf, if len < 0 { -1 } else { flags })
+}
+
+/// `scif_recv` into a slice: the body of the C entry point, for Rust callers.
+/// A negative `flags` stands for a negative length.
+pub fn recv(epd: scif_epd_t, buf: &mut [u8], flags: c_int) -> c_int {
     guard(-1, || {
         let e = ep(epd)?;
-        if len < 0 || flags & !SCIF_RECV_BLOCK != 0 {
+        if !(0..=SCIF_RECV_BLOCK).contains(&flags) || buf.len() > c_int::MAX as usize {
             return Err(inval("negative length or unknown flags"));
         }
-        if len == 0 {
+        if buf.is_empty() {
             e.conn_check()?;
             return Ok(0);
         }
-        if msg.is_null() {
-            return Err(Error::Fault);
-        }
-        // SAFETY: non-NULL, `len` writable bytes by the contract.
-        let buf = unsafe { std::slice::from_raw_parts_mut(msg as *mut u8, len as usize) };
         Ok(e.recv(buf, flags & SCIF_RECV_BLOCK != 0)? as c_int)
     })
+}
+
+/// Put an endpoint made with the safe API into the descriptor table, so the C calls
+/// accept its descriptor. Returns the descriptor.
+///
+/// # Errors
+/// [`Error::NoDevice`] when the library cannot start.
+pub fn adopt(e: Endpoint) -> Result<scif_epd_t, Error> {
+    add(e)
 }
 
 /// `scif_register`: returns the window's offset, or `SCIF_REGISTER_FAILED`.

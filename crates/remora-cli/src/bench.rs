@@ -60,8 +60,28 @@ pub enum Which {
         #[arg(long, default_value_t = 300)]
         rounds: u32,
     },
+    /// SCIF between two nodes of this host: 8-byte message latency (beside raw shared
+    /// memory and UCX's `ucx_perftest`), RMA bandwidth beside memcpy, scif_mmap stores.
+    Scif {
+        /// Round trips per measured batch.
+        #[arg(long, default_value_t = 20000)]
+        batch: u32,
+        /// Batches of each kind (interleaved).
+        #[arg(long, default_value_t = 11)]
+        rounds: u32,
+    },
     /// All of the above with their defaults.
     All,
+    /// The responder half of `scif` (started by `scif` itself).
+    #[command(hide = true)]
+    ScifChild {
+        #[arg(long)]
+        raw_path: String,
+        #[arg(long)]
+        batch: u32,
+        #[arg(long)]
+        rounds: u32,
+    },
     /// The responder half of `intr` (started by `intr` itself).
     #[command(hide = true)]
     IntrChild {
@@ -100,13 +120,16 @@ pub fn run(w: Which) -> Result<(), String> {
         Which::Intr { batch, rounds } => intr(batch, rounds),
         Which::Dma { reps } => dma(reps),
         Which::Dsm { rounds } => dsm(rounds),
+        Which::Scif { batch, rounds } => crate::bench_scif::scif(batch, rounds),
+        Which::ScifChild { raw_path, batch, rounds } => crate::bench_scif::scif_child(&raw_path, batch, rounds),
         Which::All => {
             pio(2000, 15)?;
             memcpy(9)?;
             connect(300)?;
             intr(200, 9)?;
             dma(7)?;
-            dsm(300)
+            dsm(300)?;
+            crate::bench_scif::scif(20000, 11)
         }
         Which::IntrChild { raw_path, peer_node, batch, rounds } => {
             intr_child(&raw_path, peer_node, batch, rounds)
@@ -117,11 +140,11 @@ pub fn run(w: Which) -> Result<(), String> {
     }
 }
 
-fn e<E: std::fmt::Display>(x: E) -> String {
+pub(crate) fn e<E: std::fmt::Display>(x: E) -> String {
     x.to_string()
 }
 
-fn median(v: &mut [f64]) -> f64 {
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     if v.is_empty() {
         return f64::NAN;
@@ -129,11 +152,11 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn header() {
+pub(crate) fn header() {
     println!("{:<34} {:>14} {:>14} {:>8}  target", "measure", "remora", "reference", "ratio");
 }
 
-fn row(name: &str, ours: String, theirs: String, ratio: f64, target: &str) {
+pub(crate) fn row(name: &str, ours: String, theirs: String, ratio: f64, target: &str) {
     println!("{name:<34} {ours:>14} {theirs:>14} {ratio:>8.2}  {target}");
 }
 
@@ -164,7 +187,7 @@ fn wait_for(word: &AtomicU64, want: u64) -> Result<(), String> {
 
 /// One batch of ping-pongs: we store `i` into `out` and wait for the peer to echo it into
 /// `inp`. Returns nanoseconds per one-way trip.
-fn pingpong(out: &AtomicU64, inp: &AtomicU64, base: u64, n: u32) -> Result<f64, String> {
+pub(crate) fn pingpong(out: &AtomicU64, inp: &AtomicU64, base: u64, n: u32) -> Result<f64, String> {
     let t = Instant::now();
     for i in 1..=n as u64 {
         out.store(base + i, Ordering::Release);
@@ -174,7 +197,7 @@ fn pingpong(out: &AtomicU64, inp: &AtomicU64, base: u64, n: u32) -> Result<f64, 
 }
 
 /// The echo side: wait for `i` in `inp`, store it into `out`.
-fn echo(out: &AtomicU64, inp: &AtomicU64, base: u64, n: u32) -> Result<(), String> {
+pub(crate) fn echo(out: &AtomicU64, inp: &AtomicU64, base: u64, n: u32) -> Result<(), String> {
     for i in 1..=n as u64 {
         wait_for(inp, base + i)?;
         out.store(base + i, Ordering::Release);
@@ -182,7 +205,7 @@ fn echo(out: &AtomicU64, inp: &AtomicU64, base: u64, n: u32) -> Result<(), Strin
     Ok(())
 }
 
-fn raw_file(path: &str, create: bool) -> Result<remora_sys::Mapping, String> {
+pub(crate) fn raw_file(path: &str, create: bool) -> Result<remora_sys::Mapping, String> {
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 mod bench;
+mod bench_scif;
 mod install;
 mod status;
 

@@ -191,12 +191,16 @@ impl Endpoint {
     /// leaves the peer's windows, [`Error::Access`] when a window lacks a protection asked
     /// for, [`Error::NotConnected`], [`Error::Reset`].
     pub fn peer_pieces(&self, offset: u64, len: usize, prot: Prot) -> Result<Vec<PeerPiece>> {
+        self.pieces(true, offset, len, prot)
+    }
+
+    fn pieces(&self, peer: bool, offset: u64, len: usize, prot: Prot) -> Result<Vec<PeerPiece>> {
         let c = self.live_conn()?;
         let page = remora_sys::page_size();
         if len == 0 || !len.is_multiple_of(page) || !offset.is_multiple_of(page as u64) {
             return Err(Error::Invalid("offset and length must be page multiples".into()));
         }
-        let list = c.windows(true)?;
+        let list = c.windows(peer)?;
         let end = offset.checked_add(len as u64).ok_or(Error::NoWindow)?;
         let mut out = Vec::new();
         let mut at = offset;
@@ -229,6 +233,17 @@ impl Endpoint {
     /// As [`Endpoint::peer_pieces`]; [`Error::NoMemory`] when `mmap` fails.
     pub fn map_peer(&self, offset: u64, len: usize, prot: Prot) -> Result<Mapping> {
         let pieces = self.peer_pieces(offset, len, prot)?;
+        let parts: Vec<_> = pieces.iter().map(|p| (p.fd.as_fd(), p.offset, p.len)).collect();
+        Mapping::new_pieces(&parts, !prot.write).map_err(|e| Error::NoMemory(e.to_string()))
+    }
+
+    /// Map this endpoint's own registered range `offset..offset+len` (another view of the
+    /// registered memory, e.g. for atomics on it). Not a SCIF call.
+    ///
+    /// # Errors
+    /// As [`Endpoint::map_peer`].
+    pub fn map_own(&self, offset: u64, len: usize, prot: Prot) -> Result<Mapping> {
+        let pieces = self.pieces(false, offset, len, prot)?;
         let parts: Vec<_> = pieces.iter().map(|p| (p.fd.as_fd(), p.offset, p.len)).collect();
         Mapping::new_pieces(&parts, !prot.write).map_err(|e| Error::NoMemory(e.to_string()))
     }

@@ -34,6 +34,9 @@ static const char *role = "?";
 static const char *volatile phase_name = "start";
 static int nchecks;
 
+/* Helpers shared by the SCIF test programs; not every program uses all. */
+#define MAYBE_UNUSED __attribute__((unused))
+
 static const char *errname(int e)
 {
     switch (e) {
@@ -82,12 +85,12 @@ static void die(const char *file, int line, const char *fmt, ...)
 
 #define FAIL(...) die(__FILE__, __LINE__, __VA_ARGS__)
 
-static void ok(const char *what)
+MAYBE_UNUSED static void ok(const char *what)
 {
     printf("%s %s: ok %d: %s\n", prog, role, ++nchecks, what);
 }
 
-static void note(const char *what)
+MAYBE_UNUSED static void note(const char *what)
 {
     printf("%s %s: note: %s\n", prog, role, what);
 }
@@ -171,7 +174,7 @@ static void on_alarm(int sig)
 
 /* --------------------------------------------------------------- helpers */
 
-static void msleep(int ms)
+MAYBE_UNUSED static void msleep(int ms)
 {
     struct timespec ts;
     ts.tv_sec = ms / 1000;
@@ -180,14 +183,14 @@ static void msleep(int ms)
     }
 }
 
-static double now_ms(void)
+MAYBE_UNUSED static double now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static uint16_t my_node(void)
+MAYBE_UNUSED static uint16_t my_node(void)
 {
     uint16_t self = 0xffff;
     int n = scif_get_nodeIDs(NULL, 0, &self);
@@ -196,7 +199,7 @@ static uint16_t my_node(void)
     return self;
 }
 
-static int node_listed(uint16_t node)
+MAYBE_UNUSED static int node_listed(uint16_t node)
 {
     uint16_t nodes[64], self;
     int n = scif_get_nodeIDs(nodes, 64, &self), i;
@@ -210,7 +213,7 @@ static int node_listed(uint16_t node)
 /* Open an endpoint and connect it, retrying while the listener is not up
  * yet (the tutorial idiom).  Returns the endpoint; *lport gets the local
  * port scif_connect() reports. */
-static scif_epd_t connect_retry(uint16_t node, uint16_t port, int *lport)
+MAYBE_UNUSED static scif_epd_t connect_retry(uint16_t node, uint16_t port, int *lport)
 {
     struct scif_portID dst;
     double t0 = now_ms();
@@ -232,24 +235,24 @@ static scif_epd_t connect_retry(uint16_t node, uint16_t port, int *lport)
     return epd;
 }
 
-static void send_all(scif_epd_t epd, void *buf, int len)
+MAYBE_UNUSED static void send_all(scif_epd_t epd, void *buf, int len)
 {
     CHECK_EQ_Q(scif_send(epd, buf, len, SCIF_SEND_BLOCK), len,
                "blocking scif_send moves every byte");
 }
 
-static void recv_all(scif_epd_t epd, void *buf, int len)
+MAYBE_UNUSED static void recv_all(scif_epd_t epd, void *buf, int len)
 {
     CHECK_EQ_Q(scif_recv(epd, buf, len, SCIF_RECV_BLOCK), len,
                "blocking scif_recv fills the whole buffer");
 }
 
-static void send_u32(scif_epd_t epd, uint32_t v)
+MAYBE_UNUSED static void send_u32(scif_epd_t epd, uint32_t v)
 {
     send_all(epd, &v, (int)sizeof v);
 }
 
-static uint32_t recv_u32(scif_epd_t epd)
+MAYBE_UNUSED static uint32_t recv_u32(scif_epd_t epd)
 {
     uint32_t v = 0;
     recv_all(epd, &v, (int)sizeof v);

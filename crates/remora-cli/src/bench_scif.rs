@@ -1,0 +1,243 @@
+//! `remora bench scif`: SCIF between two processes on two nodes of this host, each path
+//! beside its reference in the same run.
+//!
+//! * 8-byte `scif_send` → `scif_recv` one-way latency (half a ping-pong round trip, the
+//!   receiver polling in a blocking receive) beside a raw shared-memory ping-pong and,
+//!   when `ucx_perftest` is installed (Debian's `ucx-utils`), UCX's tagged-message latency
+//!   over shared memory (`UCX_TLS=shm,self`).
+//! * `scif_writeto` and `scif_vwriteto` bandwidth beside `memcpy` of the same size.
+//! * Store latency through a `scif_mmap`ed peer window beside the raw ping-pong (the
+//!   reference of the SISCI PIO figure).
+
+use crate::bench::{e, header, median, row};
+use remora_scif::{Endpoint, PortId, Prot, RmaFlags, Scif, UserRegion};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+const BIG: usize = 64 << 20;
+const BIG_OFF: u64 = 0;
+const PAGE_OFF: u64 = 1 << 30;
+
+fn leak(len: usize) -> UserRegion {
+    let v = Box::leak(vec![0u8; len + 4096].into_boxed_slice());
+    let start = (4096 - (v.as_ptr() as usize % 4096)) % 4096;
+    UserRegion::from_static(&mut v[start..start + len])
+}
+
+fn msg(epd: i32, v: u64) -> Result<(), String> {
+    if scif::send(epd, &v.to_le_bytes(), 1) != 8 {
+        return Err("scif_send failed".into());
+    }
+    Ok(())
+}
+
+fn get(epd: i32) -> Result<u64, String> {
+    let mut b = [0u8; 8];
+    if scif::recv(epd, &mut b, 1) != 8 {
+        return Err("scif_recv failed".into());
+    }
+    Ok(u64::from_le_bytes(b))
+}
+
+/// One batch of 8-byte ping-pongs over SCIF; nanoseconds per one-way trip.
+fn scif_pingpong(epd: i32, n: u32) -> Result<f64, String> {
+    let t = Instant::now();
+    for i in 0..n as u64 {
+        msg(epd, i)?;
+        if get(epd)? != i {
+            return Err("echo out of order".into());
+        }
+    }
+    Ok(t.elapsed().as_nanos() as f64 / (2.0 * n as f64))
+}
+
+fn scif_echo(epd: i32, n: u32) -> Result<(), String> {
+    for _ in 0..n {
+        let v = get(epd)?;
+        msg(epd, v)?;
+    }
+    Ok(())
+}
+
+/// UCX's 8-byte tagged latency over shared memory, in ns (None when not installed).
+fn ucx_tag_lat() -> Option<f64> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port().to_string();
+    let args = ["-t", "tag_lat", "-s", "8", "-n", "200000", "-p", &port];
+    let mut server = Command::new("ucx_perftest")
+        .args(args)
+        .env("UCX_TLS", "shm,self")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let out = Command::new("ucx_perftest").arg("127.0.0.1").args(args).env("UCX_TLS", "shm,self").output();
+    let _ = server.kill();
+    let _ = server.wait();
+    let text = String::from_utf8_lossy(&out.ok()?.stdout).to_string();
+    let line = text.lines().find(|l| l.trim_start().starts_with("Final:"))?;
+    let p50: f64 = line.split_whitespace().nth(2)?.parse().ok()?;
+    Some(p50 * 1000.0)
+}
+
+pub fn scif(batch: u32, rounds: u32) -> Result<(), String> {
+    let scif = Scif::new().map_err(e)?;
+    let child_node = scif.node() + 4;
+    let raw_path = format!("/dev/shm/remora-bench-scif-{}", std::process::id());
+    let raw = crate::bench::raw_file(&raw_path, true)?;
+    let exe = std::env::current_exe().map_err(e)?;
+    let mut child = Command::new(exe)
+        .env("REMORA_NODE", child_node.to_string())
+        .args(["bench", "scif-child", "--raw-path", &raw_path])
+        .args(["--batch", &batch.to_string(), "--rounds", &rounds.to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(e)?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().ok_or("no child stdout")?).read_line(&mut line).map_err(e)?;
+    let Some(port) = line.trim().strip_prefix("ready ").and_then(|p| p.parse::<u16>().ok()) else {
+        let _ = child.kill();
+        return Err(format!("responder failed to start: {line:?}"));
+    };
+    let result = parent(&scif, child_node, port, &raw, batch, rounds);
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&raw_path);
+    result
+}
+
+fn parent(
+    scif: &std::sync::Arc<Scif>,
+    node: u32,
+    port: u16,
+    raw: &remora_sys::Mapping,
+    batch: u32,
+    rounds: u32,
+) -> Result<(), String> {
+    let ep = Endpoint::open(scif).map_err(e)?;
+    ep.connect(PortId { node, port }).map_err(e)?;
+    let epd = scif::adopt(ep.clone()).map_err(e)?;
+    get(epd)?;
+    // 1. Messages.
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for r in 0..rounds as u64 {
+        let base = r * batch as u64 * 4;
+        let rout = raw.atomic_u64(0).ok_or("raw map")?;
+        let rin = raw.atomic_u64(4096).ok_or("raw map")?;
+        theirs.push(crate::bench::pingpong(rout, rin, base, batch)?);
+        ours.push(scif_pingpong(epd, batch)?);
+    }
+    let (o, t) = (median(&mut ours), median(&mut theirs));
+    header();
+    row("scif_send→recv 8 B one-way", format!("{o:.0} ns"), format!("{t:.0} ns"), o / t, "(raw shm ping-pong)");
+    // 2. RMA bandwidth.
+    let src = leak(BIG);
+    src.write(0, &vec![0x5a; BIG]).map_err(e)?;
+    let loff = ep.register(src, BIG_OFF, Prot::RW, true).map_err(e)?;
+    let plain = vec![0x5au8; BIG];
+    let mut dst = vec![0u8; BIG];
+    dst.copy_from_slice(&plain);
+    ep.write_to(loff, BIG, BIG_OFF, RmaFlags::default()).map_err(e)?;
+    let mut size = 64 << 10;
+    while size <= BIG {
+        let iters = ((256 << 20) / size).max(1);
+        let (mut w, mut v, mut m) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..5 {
+            let gb = |t: Instant| (size * iters) as f64 / t.elapsed().as_secs_f64() / 1e9;
+            let t = Instant::now();
+            for _ in 0..iters {
+                std::hint::black_box(&mut dst[..size]).copy_from_slice(std::hint::black_box(&plain[..size]));
+            }
+            m.push(gb(t));
+            let t = Instant::now();
+            for _ in 0..iters {
+                ep.write_to(loff, size, BIG_OFF, RmaFlags::default()).map_err(e)?;
+            }
+            w.push(gb(t));
+            let t = Instant::now();
+            for _ in 0..iters {
+                ep.vwrite_to(std::hint::black_box(&plain[..size]), BIG_OFF, RmaFlags::default()).map_err(e)?;
+            }
+            v.push(gb(t));
+        }
+        let (w, v, m) = (median(&mut w), median(&mut v), median(&mut m));
+        let kib = size >> 10;
+        row(&format!("scif_writeto {kib} KiB"), format!("{w:.2} GB/s"), format!("{m:.2} GB/s"), w / m, "≥ 0.90 (memcpy)");
+        row(&format!("scif_vwriteto {kib} KiB"), format!("{v:.2} GB/s"), format!("{m:.2} GB/s"), v / m, "≥ 0.90 (memcpy)");
+        size *= 16;
+    }
+    // 3. Stores through scif_mmap.
+    let page = leak(4096);
+    ep.register(page, PAGE_OFF, Prot::RW, true).map_err(e)?;
+    msg(epd, 1)?;
+    get(epd)?;
+    let out = ep.map_peer(PAGE_OFF, 4096, Prot::RW).map_err(e)?;
+    let inp = ep.map_own(PAGE_OFF, 4096, Prot::RW).map_err(e)?;
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for r in 0..rounds as u64 {
+        let base = (rounds as u64 + r) * batch as u64 * 4;
+        let rout = raw.atomic_u64(0).ok_or("raw map")?;
+        let rin = raw.atomic_u64(4096).ok_or("raw map")?;
+        theirs.push(crate::bench::pingpong(rout, rin, base, batch)?);
+        let (o, i) = (out.atomic_u64(0).ok_or("map")?, inp.atomic_u64(0).ok_or("map")?);
+        ours.push(crate::bench::pingpong(o, i, base, batch)?);
+    }
+    let (o, t) = (median(&mut ours), median(&mut theirs));
+    row("scif_mmap store one-way", format!("{o:.0} ns"), format!("{t:.0} ns"), o / t, "≈ 1.00 (raw shm, = PIO)");
+    msg(epd, 2)?;
+    // 4. UCX, with our peer idle.
+    let ours = {
+        let mut v = Vec::new();
+        for _ in 0..rounds {
+            v.push(scif_pingpong(epd, batch)?);
+        }
+        median(&mut v)
+    };
+    msg(epd, u64::MAX)?;
+    match ucx_tag_lat() {
+        Some(u) => row("scif 8 B one-way vs UCX tag_lat", format!("{ours:.0} ns"), format!("{u:.0} ns"), ours / u, "≤ 1.00 (ucx_perftest shm)"),
+        None => println!("(ucx_perftest not found: apt-get install ucx-utils for the UCX reference)"),
+    }
+    scif::scif_close(epd);
+    let _ = out.atomic_u64(0).map(|a| a.load(Ordering::Relaxed));
+    Ok(())
+}
+
+pub fn scif_child(raw_path: &str, batch: u32, rounds: u32) -> Result<(), String> {
+    let scif = Scif::new().map_err(e)?;
+    let raw = crate::bench::raw_file(raw_path, false)?;
+    let l = Endpoint::open(&scif).map_err(e)?;
+    let port = l.bind(0).map_err(e)?;
+    l.listen(1).map_err(e)?;
+    println!("ready {port}");
+    std::io::stdout().flush().map_err(e)?;
+    let (ep, _) = l.accept(true).map_err(e)?;
+    let epd = scif::adopt(ep.clone()).map_err(e)?;
+    let big = leak(BIG);
+    ep.register(big, BIG_OFF, Prot::RW, true).map_err(e)?;
+    let page = leak(4096);
+    ep.register(page, PAGE_OFF, Prot::RW, true).map_err(e)?;
+    msg(epd, 0)?;
+    for r in 0..rounds as u64 {
+        let base = r * batch as u64 * 4;
+        crate::bench::echo(raw.atomic_u64(4096).ok_or("raw")?, raw.atomic_u64(0).ok_or("raw")?, base, batch)?;
+        scif_echo(epd, batch)?;
+    }
+    get(epd)?;
+    let out = ep.map_peer(PAGE_OFF, 4096, Prot::RW).map_err(e)?;
+    let inp = ep.map_own(PAGE_OFF, 4096, Prot::RW).map_err(e)?;
+    msg(epd, 1)?;
+    for r in 0..rounds as u64 {
+        let base = (rounds as u64 + r) * batch as u64 * 4;
+        crate::bench::echo(raw.atomic_u64(4096).ok_or("raw")?, raw.atomic_u64(0).ok_or("raw")?, base, batch)?;
+        let (o, i) = (out.atomic_u64(0).ok_or("map")?, inp.atomic_u64(0).ok_or("map")?);
+        crate::bench::echo(o, i, base, batch)?;
+    }
+    get(epd)?;
+    for _ in 0..rounds {
+        scif_echo(epd, batch)?;
+    }
+    get(epd)?;
+    Ok(())
+}

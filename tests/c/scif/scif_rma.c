@@ -1,0 +1,1246 @@
+/*
+ * scif_rma: SCIF registered memory, RMA, fences, scif_mmap, fork, window
+ * lifetime, across two nodes.
+ *
+ *   scif_rma server PORT          (run with REMORA_NODE=4)
+ *   scif_rma client NODE PORT     (run with REMORA_NODE=8; NODE = server's node)
+ *
+ * Both sides register the same layout of windows on their connection:
+ *   0x080000  A   64 KiB, posix_memalign, SCIF_MAP_FIXED (tutorial offset)
+ *   0x100000  C1  one page  \  two separate allocations, adjacent in the
+ *   0x101000  C2  one page  /  registered address space
+ *   0x200000  R   one page, SCIF_PROT_READ only
+ *   0x300000  S   one page, target of scif_fence_signal values
+ *   0x400000  U   one page, unregistered on the peer's request
+ *   0x500000  F   one page, source of the RMA done by a fork()ed child
+ *   (hint 0)  B   64 KiB carved out of malloc() memory, placed by the library
+ * and the two exchange B's offset.  Then the client drives a round of RMA
+ * checks while the server serves requests ("fill this range with pattern
+ * s", "verify this range", "wait for this signal value", "unregister U"),
+ * then the roles swap, then the server runs the fork check and finally the
+ * client checks that a scif_mmap() of the server's window outlives the
+ * connection.
+ *
+ * Prints one "ok" line per check and "PASS" at the end; on failure prints
+ * where and why and exits non-zero.  alarm(60) guards against hangs.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <scif.h>
+
+/* ---------------------------------------------------------------- checks */
+
+static const char *prog = "scif_rma";
+static const char *role = "?";
+static const char *volatile phase_name = "start";
+static int nchecks;
+
+/* Helpers shared by the SCIF test programs; not every program uses all. */
+#define MAYBE_UNUSED __attribute__((unused))
+
+static const char *errname(int e)
+{
+    switch (e) {
+    case 0: return "0";
+    case EPERM: return "EPERM";
+    case ENOENT: return "ENOENT";
+    case EINTR: return "EINTR";
+    case ENXIO: return "ENXIO";
+    case EBADF: return "EBADF";
+    case EAGAIN: return "EAGAIN";
+    case ENOMEM: return "ENOMEM";
+    case EACCES: return "EACCES";
+    case EFAULT: return "EFAULT";
+    case ENODEV: return "ENODEV";
+    case EINVAL: return "EINVAL";
+    case ENOTTY: return "ENOTTY";
+    case ENOSPC: return "ENOSPC";
+    case EPIPE: return "EPIPE";
+    case ENOSYS: return "ENOSYS";
+    case EOPNOTSUPP: return "EOPNOTSUPP";
+    case EADDRINUSE: return "EADDRINUSE";
+    case ECONNRESET: return "ECONNRESET";
+    case EISCONN: return "EISCONN";
+    case ENOTCONN: return "ENOTCONN";
+    case ETIMEDOUT: return "ETIMEDOUT";
+    case ECONNREFUSED: return "ECONNREFUSED";
+    case EINPROGRESS: return "EINPROGRESS";
+    default: return "E?";
+    }
+}
+
+static void die(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+static void die(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    fprintf(stderr, "%s %s: FAIL at %s:%d (phase %s): ", prog, role, file, line,
+            phase_name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+#define FAIL(...) die(__FILE__, __LINE__, __VA_ARGS__)
+
+MAYBE_UNUSED static void ok(const char *what)
+{
+    printf("%s %s: ok %d: %s\n", prog, role, ++nchecks, what);
+}
+
+MAYBE_UNUSED static void note(const char *what)
+{
+    printf("%s %s: note: %s\n", prog, role, what);
+}
+
+/* cond must hold (errno is reported as it was before cond was tested). */
+#define CHECK_(cond, what, say)                                                  \
+    do {                                                                         \
+        int e_ = errno;                                                          \
+        if (!(cond))                                                             \
+            FAIL("%s: expected %s; errno %d %s (%s)", what, #cond, e_,           \
+                 errname(e_), strerror(e_));                                     \
+        if (say)                                                                 \
+            ok(what);                                                            \
+    } while (0)
+#define CHECK(cond, what) CHECK_(cond, what, 1)
+#define CHECK_Q(cond, what) CHECK_(cond, what, 0)
+
+/* got must equal want (compared as integers). */
+#define CHECK_EQ_(got, want, what, say)                                          \
+    do {                                                                         \
+        long long g_ = (long long)(got);                                         \
+        int e_ = errno;                                                          \
+        long long w_ = (long long)(want);                                        \
+        if (g_ != w_)                                                            \
+            FAIL("%s: expected %s == %lld, got %lld; errno %d %s (%s)", what,    \
+                 #got, w_, g_, e_, errname(e_), strerror(e_));                   \
+        if (say)                                                                 \
+            ok(what);                                                            \
+    } while (0)
+#define CHECK_EQ(got, want, what) CHECK_EQ_(got, want, what, 1)
+#define CHECK_EQ_Q(got, want, what) CHECK_EQ_(got, want, what, 0)
+
+/* expr must fail: return -1 with errno w1 (or w2). */
+#define CHECK_ERR2(expr, w1, w2, what)                                           \
+    do {                                                                         \
+        long long r_;                                                            \
+        int e_;                                                                  \
+        errno = 0;                                                               \
+        r_ = (long long)(expr);                                                  \
+        e_ = errno;                                                              \
+        if (r_ != -1 || (e_ != (w1) && e_ != (w2)))                              \
+            FAIL("%s: expected -1 with %s%s%s, got %lld with errno %d %s (%s)",  \
+                 what, errname(w1), (w1) == (w2) ? "" : " or ",                  \
+                 (w1) == (w2) ? "" : errname(w2), r_, e_, errname(e_),           \
+                 strerror(e_));                                                  \
+        ok(what);                                                                \
+    } while (0)
+#define CHECK_ERR(expr, want, what) CHECK_ERR2(expr, want, want, what)
+
+/* pointer-returning expr must fail: return SCIF_MMAP_FAILED with errno want. */
+#define CHECK_ERR_PTR(expr, want, what)                                          \
+    do {                                                                         \
+        void *r_;                                                                \
+        int e_;                                                                  \
+        errno = 0;                                                               \
+        r_ = (expr);                                                             \
+        e_ = errno;                                                              \
+        if (r_ != SCIF_MMAP_FAILED || e_ != (want))                              \
+            FAIL("%s: expected SCIF_MMAP_FAILED with %s, got %p with errno %d "  \
+                 "%s (%s)", what, errname(want), r_, e_, errname(e_),            \
+                 strerror(e_));                                                  \
+        ok(what);                                                                \
+    } while (0)
+
+#define PHASE(name)                                                              \
+    do {                                                                         \
+        phase_name = (name);                                                     \
+        printf("%s %s: == phase %s\n", prog, role, (name));                      \
+    } while (0)
+
+static void on_alarm(int sig)
+{
+    const char *p = (const char *)phase_name;
+    (void)sig;
+    if (write(2, "TIMEOUT (alarm 60 s) in phase ", 30) < 0 ||
+        write(2, p, strlen(p)) < 0 || write(2, "\n", 1) < 0) {
+        /* nothing more we can do */
+    }
+    _exit(3);
+}
+
+/* --------------------------------------------------------------- helpers */
+
+MAYBE_UNUSED static void msleep(int ms)
+{
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
+MAYBE_UNUSED static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+MAYBE_UNUSED static uint16_t my_node(void)
+{
+    uint16_t self = 0xffff;
+    int n = scif_get_nodeIDs(NULL, 0, &self);
+    CHECK(n >= 1, "scif_get_nodeIDs(NULL, 0, &self) counts at least this node");
+    CHECK(self != 0xffff, "scif_get_nodeIDs stores the own node id");
+    return self;
+}
+
+MAYBE_UNUSED static int node_listed(uint16_t node)
+{
+    uint16_t nodes[64], self;
+    int n = scif_get_nodeIDs(nodes, 64, &self), i;
+    CHECK_Q(n >= 1, "scif_get_nodeIDs with a list");
+    for (i = 0; i < n && i < 64; i++)
+        if (nodes[i] == node)
+            return 1;
+    return 0;
+}
+
+/* Open an endpoint and connect it, retrying while the listener is not up
+ * yet (the tutorial idiom).  Returns the endpoint; *lport gets the local
+ * port scif_connect() reports. */
+MAYBE_UNUSED static scif_epd_t connect_retry(uint16_t node, uint16_t port, int *lport)
+{
+    struct scif_portID dst;
+    double t0 = now_ms();
+    scif_epd_t epd = scif_open();
+    int rc;
+
+    CHECK_Q(epd != SCIF_OPEN_FAILED, "scif_open for a client endpoint");
+    dst.node = node;
+    dst.port = port;
+    for (;;) {
+        errno = 0;
+        rc = scif_connect(epd, &dst);
+        if (rc >= 0 || errno != ECONNREFUSED || now_ms() - t0 > 10000.0)
+            break;
+        msleep(20);
+    }
+    CHECK_Q(rc > 0, "scif_connect returns the local port (> 0)");
+    *lport = rc;
+    return epd;
+}
+
+MAYBE_UNUSED static void send_all(scif_epd_t epd, void *buf, int len)
+{
+    CHECK_EQ_Q(scif_send(epd, buf, len, SCIF_SEND_BLOCK), len,
+               "blocking scif_send moves every byte");
+}
+
+MAYBE_UNUSED static void recv_all(scif_epd_t epd, void *buf, int len)
+{
+    CHECK_EQ_Q(scif_recv(epd, buf, len, SCIF_RECV_BLOCK), len,
+               "blocking scif_recv fills the whole buffer");
+}
+
+MAYBE_UNUSED static void send_u32(scif_epd_t epd, uint32_t v)
+{
+    send_all(epd, &v, (int)sizeof v);
+}
+
+MAYBE_UNUSED static uint32_t recv_u32(scif_epd_t epd)
+{
+    uint32_t v = 0;
+    recv_all(epd, &v, (int)sizeof v);
+    return v;
+}
+
+
+static void msleep_us(long us)
+{
+    struct timespec ts;
+    ts.tv_sec = us / 1000000L;
+    ts.tv_nsec = (us % 1000000L) * 1000L;
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+}
+
+/* ------------------------------------------------------------ the windows */
+
+#define PAGE 4096
+#define WIN_LEN (64 * 1024)
+#define RW (SCIF_PROT_READ | SCIF_PROT_WRITE)
+
+#define OFF_A ((off_t)0x80000)
+#define OFF_C1 ((off_t)0x100000)
+#define OFF_C2 ((off_t)0x101000)
+#define OFF_R ((off_t)0x200000)
+#define OFF_S ((off_t)0x300000)
+#define OFF_U ((off_t)0x400000)
+#define OFF_F ((off_t)0x500000)
+
+#define SEED_GUARD 0xffffffffu /* fill with GUARD_BYTE */
+#define SEED_ZERO 0xfffffffeu  /* fill with zeros */
+#define GUARD_BYTE 0xee
+#define RSEED 77u /* what R holds, on both sides */
+#define FSEED 91u /* what F holds, on both sides */
+#define LSEED 93u /* what the server's B holds for the lifetime check */
+
+struct win {
+    off_t off;
+    size_t len;
+    uint8_t *addr;
+    int prot;
+};
+
+enum { W_A, W_C1, W_C2, W_R, W_S, W_U, W_F, W_B, NWIN };
+static struct win win[NWIN];
+
+static scif_epd_t M = -1;  /* the main connection */
+static off_t peer_b = -1;  /* offset of the peer's B window */
+static off_t hole = -1;    /* an offset in no window on either side */
+static off_t gap_end = -1; /* end of a peer RW window that no window follows */
+
+static uint8_t pat(unsigned seed, size_t i)
+{
+    return (uint8_t)((i * 131u) ^ (i >> 9) ^ (seed * 77u + 5u));
+}
+
+static uint8_t want_byte(unsigned seed, size_t i)
+{
+    if (seed == SEED_GUARD)
+        return GUARD_BYTE;
+    if (seed == SEED_ZERO)
+        return 0;
+    return pat(seed, i);
+}
+
+static int local_has(off_t off)
+{
+    int i;
+    for (i = 0; i < NWIN; i++)
+        if (win[i].addr && off >= win[i].off && off < win[i].off + (off_t)win[i].len)
+            return 1;
+    return 0;
+}
+
+/* The peer registers the same fixed layout, plus its B at peer_b. */
+static int peer_has(off_t off)
+{
+    int i;
+    for (i = 0; i < NWIN; i++) {
+        off_t start = i == W_B ? peer_b : win[i].off;
+        if (win[i].addr && off >= start && off < start + (off_t)win[i].len)
+            return 1;
+    }
+    return 0;
+}
+
+/* Local address of registered offset off (ranges may cross C1/C2). */
+static uint8_t *at(off_t off)
+{
+    int i;
+    for (i = 0; i < NWIN; i++)
+        if (win[i].addr && off >= win[i].off && off < win[i].off + (off_t)win[i].len)
+            return win[i].addr + (off - win[i].off);
+    FAIL("test bug: offset 0x%llx lies in no local window", (long long)off);
+}
+
+static void fill_mem(uint8_t *p, size_t len, unsigned seed)
+{
+    size_t k;
+    for (k = 0; k < len; k++)
+        p[k] = want_byte(seed, k);
+}
+
+static void fill_off(off_t off, size_t len, unsigned seed)
+{
+    size_t k;
+    for (k = 0; k < len; k++)
+        *at(off + (off_t)k) = want_byte(seed, k);
+}
+
+static void verify_mem(const uint8_t *p, size_t len, unsigned seed, const char *what)
+{
+    size_t k;
+    for (k = 0; k < len; k++)
+        if (p[k] != want_byte(seed, k))
+            FAIL("%s: byte %zu of %zu is 0x%02x, expected 0x%02x", what, k, len,
+                 p[k], want_byte(seed, k));
+}
+
+/* Check [off, off+len) holds pattern seed; with guard, also that the bytes
+ * just outside it still hold the guard byte. */
+static void verify_off(off_t off, size_t len, unsigned seed, int guard, const char *what)
+{
+    size_t k;
+    for (k = 0; k < len; k++) {
+        uint8_t got = *at(off + (off_t)k);
+        if (got != want_byte(seed, k))
+            FAIL("%s: byte %zu of %zu (offset 0x%llx) is 0x%02x, expected 0x%02x",
+                 what, k, len, (long long)(off + (off_t)k), got, want_byte(seed, k));
+    }
+    if (guard && local_has(off - 1) && *at(off - 1) != GUARD_BYTE)
+        FAIL("%s: byte before the range was overwritten (0x%02x)", what, *at(off - 1));
+    if (guard && local_has(off + (off_t)len) && *at(off + (off_t)len) != GUARD_BYTE)
+        FAIL("%s: byte after the range was overwritten (0x%02x)", what,
+             *at(off + (off_t)len));
+}
+
+/* Wait until the 64-bit word at registered offset off equals val. */
+static int wait_u64(off_t off, uint64_t val, int ms)
+{
+    double t0 = now_ms();
+    uint64_t v;
+    for (;;) {
+        __sync_synchronize();
+        memcpy(&v, at(off), sizeof v);
+        if (v == val)
+            return 1;
+        if (now_ms() - t0 > ms)
+            return 0;
+        msleep_us(50);
+    }
+}
+
+static const char *flagname(int f)
+{
+    static char buf[8][64];
+    static int next;
+    char *b = buf[next++ % 8];
+    b[0] = '\0';
+    if (f == 0)
+        strcpy(b, "0");
+    if (f & SCIF_RMA_USECPU)
+        strcat(b, "|USECPU");
+    if (f & SCIF_RMA_USECACHE)
+        strcat(b, "|USECACHE");
+    if (f & SCIF_RMA_SYNC)
+        strcat(b, "|SYNC");
+    if (f & SCIF_RMA_ORDERED)
+        strcat(b, "|ORDERED");
+    return b[0] == '|' ? b + 1 : b;
+}
+
+static void fence_self(void)
+{
+    int mark = -1;
+    CHECK_EQ_Q(scif_fence_mark(M, SCIF_FENCE_INIT_SELF, &mark), 0,
+               "scif_fence_mark(SCIF_FENCE_INIT_SELF)");
+    CHECK_EQ_Q(scif_fence_wait(M, mark), 0, "scif_fence_wait on a SELF mark");
+}
+
+static void fence_peer(void)
+{
+    int mark = -1;
+    CHECK_EQ_Q(scif_fence_mark(M, SCIF_FENCE_INIT_PEER, &mark), 0,
+               "scif_fence_mark(SCIF_FENCE_INIT_PEER)");
+    CHECK_EQ_Q(scif_fence_wait(M, mark), 0, "scif_fence_wait on a PEER mark");
+}
+
+/* ---------------------------------------------------------- the protocol */
+
+struct cmd {
+    uint32_t tag;
+    uint32_t seed;
+    int64_t off;
+    uint64_t len;
+    uint64_t val;
+};
+
+enum {
+    CMD_FILL = 0x434d0001, /* fill [off, off+len) with pattern seed */
+    CMD_VERIFY,            /* fence INIT_PEER, then check the pattern */
+    CMD_VERIFY_GUARD,      /* same, and check the guard bytes around it */
+    CMD_WAIT_SIGNAL,       /* spin until the u64 at off equals val */
+    CMD_UNREG,             /* scif_unregister(off, len) */
+    CMD_REREG,             /* register U again at off (SCIF_MAP_FIXED) */
+    CMD_END,               /* end of this round */
+    CMD_ACK,
+    MSG_HELLO,
+    MSG_LIFE_READY,
+    MSG_CLOSE_M,
+    MSG_CLOSED,
+    MSG_EXIT
+};
+
+static void send_cmd(scif_epd_t epd, uint32_t tag, off_t off, uint64_t len,
+                     unsigned seed, uint64_t val)
+{
+    struct cmd c;
+    memset(&c, 0, sizeof c);
+    c.tag = tag;
+    c.seed = seed;
+    c.off = (int64_t)off;
+    c.len = len;
+    c.val = val;
+    send_all(epd, &c, (int)sizeof c);
+}
+
+static struct cmd recv_cmd(scif_epd_t epd)
+{
+    struct cmd c;
+    memset(&c, 0, sizeof c);
+    /* An ECONNRESET here usually means the peer failed a check: see its output. */
+    recv_all(epd, &c, (int)sizeof c);
+    return c;
+}
+
+static struct cmd expect_cmd(scif_epd_t epd, uint32_t tag)
+{
+    struct cmd c = recv_cmd(epd);
+    CHECK_EQ_Q(c.tag, tag, "the peer sent the expected message");
+    return c;
+}
+
+/* Ask the peer to do something and wait until it has. */
+static void rpc(uint32_t tag, off_t off, uint64_t len, unsigned seed, uint64_t val)
+{
+    send_cmd(M, tag, off, len, seed, val);
+    expect_cmd(M, CMD_ACK);
+}
+
+/* The passive side of a round: carry out the peer's requests. */
+static void serve(void)
+{
+    char what[160];
+    for (;;) {
+        struct cmd c = recv_cmd(M);
+        switch (c.tag) {
+        case CMD_FILL:
+            fill_off((off_t)c.off, c.len, c.seed);
+            break;
+        case CMD_VERIFY:
+        case CMD_VERIFY_GUARD:
+            fence_peer();
+            snprintf(what, sizeof what, "peer's RMA/store landed in my window at 0x%llx, %llu bytes%s",
+                     (long long)c.off, (unsigned long long)c.len,
+                     c.tag == CMD_VERIFY_GUARD ? " (and not beyond)" : "");
+            verify_off((off_t)c.off, c.len, c.seed, c.tag == CMD_VERIFY_GUARD, what);
+            ok(what);
+            break;
+        case CMD_WAIT_SIGNAL:
+            snprintf(what, sizeof what,
+                     "SIGNAL_REMOTE value 0x%llx appeared at my offset 0x%llx",
+                     (unsigned long long)c.val, (long long)c.off);
+            CHECK(wait_u64((off_t)c.off, c.val, 10000), what);
+            break;
+        case CMD_UNREG:
+            CHECK_EQ(scif_unregister(M, (off_t)c.off, c.len), 0,
+                     "scif_unregister of my window U (peer's request)");
+            break;
+        case CMD_REREG:
+            CHECK_EQ(scif_register(M, win[W_U].addr, PAGE, (off_t)c.off, RW, SCIF_MAP_FIXED),
+                     (off_t)c.off, "re-register U at its old offset after unregister");
+            break;
+        case CMD_END:
+            send_cmd(M, CMD_ACK, 0, 0, 0, 0);
+            return;
+        default:
+            FAIL("unexpected request 0x%x from the peer", (unsigned)c.tag);
+        }
+        send_cmd(M, CMD_ACK, 0, 0, 0, 0);
+    }
+}
+
+/* ------------------------------------------------------------ set-up */
+
+static uint8_t *page_alloc(size_t len)
+{
+    void *p = NULL;
+    CHECK_EQ_Q(posix_memalign(&p, PAGE, len), 0, "posix_memalign");
+    memset(p, 0, len);
+    return (uint8_t *)p;
+}
+
+static int overlaps_window(off_t off, size_t len, int skip)
+{
+    int i;
+    for (i = 0; i < NWIN; i++)
+        if (i != skip && win[i].addr && off < win[i].off + (off_t)win[i].len &&
+            win[i].off < off + (off_t)len)
+            return 1;
+    return 0;
+}
+
+static void add_fixed(int w, off_t off, size_t len, int prot, const char *what)
+{
+    win[w].off = off;
+    win[w].len = len;
+    win[w].prot = prot;
+    if (!win[w].addr)
+        win[w].addr = page_alloc(len);
+    if (w == W_R)
+        fill_mem(win[w].addr, len, RSEED);
+    if (w == W_F)
+        fill_mem(win[w].addr, len, FSEED);
+    CHECK_EQ(scif_register(M, win[w].addr, len, off, prot, SCIF_MAP_FIXED), off, what);
+}
+
+static void setup_windows(void)
+{
+    uint8_t *raw, *b, *spare;
+    off_t x, local_hole = -1, c;
+
+    PHASE("register");
+    add_fixed(W_A, OFF_A, WIN_LEN, RW, "register A at 0x80000 with SCIF_MAP_FIXED");
+    add_fixed(W_C1, OFF_C1, PAGE, RW, "register C1 at 0x100000 (one page)");
+    add_fixed(W_C2, OFF_C2, PAGE, RW, "register C2 at 0x101000, adjacent to C1");
+    add_fixed(W_R, OFF_R, PAGE, SCIF_PROT_READ, "register R read-only at 0x200000");
+    add_fixed(W_S, OFF_S, PAGE, RW, "register S (signal page) at 0x300000");
+    add_fixed(W_U, OFF_U, PAGE, RW, "register U at 0x400000");
+    add_fixed(W_F, OFF_F, PAGE, RW, "register F at 0x500000");
+
+    /* Plain malloc() memory, rounded up to a page boundary. */
+    raw = (uint8_t *)malloc(WIN_LEN + PAGE);
+    CHECK_Q(raw != NULL, "malloc");
+    b = (uint8_t *)(((uintptr_t)raw + PAGE - 1) & ~(uintptr_t)(PAGE - 1));
+    memset(b, 0, WIN_LEN);
+    x = scif_register(M, b, WIN_LEN, 0, RW, 0);
+    CHECK(x != SCIF_REGISTER_FAILED, "register malloc'd memory (B) with offset hint 0");
+    CHECK(x >= 0 && x % PAGE == 0, "library-chosen offset of B is page aligned");
+    CHECK(!overlaps_window(x, WIN_LEN, W_B), "library-chosen B overlaps no other window");
+    win[W_B].off = x;
+    win[W_B].len = WIN_LEN;
+    win[W_B].addr = b;
+    win[W_B].prot = RW;
+
+    /* One page may be represented by several windows. */
+    x = scif_register(M, win[W_A].addr, PAGE, 0x600000, RW, 0);
+    CHECK(x != SCIF_REGISTER_FAILED && x >= 0 && x % PAGE == 0,
+          "second window onto A's first page (hint 0x600000, no MAP_FIXED)");
+    CHECK(!overlaps_window(x, PAGE, -1), "the hinted window overlaps no existing window");
+    CHECK_EQ(scif_unregister(M, x, PAGE), 0, "scif_unregister of the hinted window");
+
+    for (c = 0x7000000; c <= 0x7c00000; c += 0x400000)
+        if (!overlaps_window(c, PAGE, -1)) {
+            local_hole = c;
+            break;
+        }
+    CHECK_Q(local_hole >= 0, "found an unregistered offset");
+
+    spare = page_alloc(2 * PAGE);
+    CHECK_ERR(scif_register(M, spare, PAGE, OFF_A + PAGE, RW, SCIF_MAP_FIXED), EADDRINUSE,
+              "MAP_FIXED window inside an existing window fails EADDRINUSE");
+    CHECK_ERR(scif_register(M, spare, 2 * PAGE, OFF_A - PAGE, RW, SCIF_MAP_FIXED), EADDRINUSE,
+              "MAP_FIXED window straddling the start of a window fails EADDRINUSE");
+    CHECK_ERR(scif_register(M, spare, PAGE, OFF_C2, RW, SCIF_MAP_FIXED), EADDRINUSE,
+              "MAP_FIXED window at an existing window's offset fails EADDRINUSE");
+    CHECK_ERR(scif_register(M, spare + 1, PAGE, 0, RW, 0), EINVAL,
+              "scif_register of an unaligned address fails EINVAL");
+    CHECK_ERR(scif_register(M, spare, PAGE - 1, 0, RW, 0), EINVAL,
+              "scif_register of a length that is not a page multiple fails EINVAL");
+    CHECK_ERR(scif_register(M, spare, 0, 0, RW, 0), EINVAL,
+              "scif_register of length 0 fails EINVAL");
+    CHECK_ERR(scif_register(M, spare, PAGE, local_hole + 1, RW, SCIF_MAP_FIXED), EINVAL,
+              "MAP_FIXED with an unaligned offset fails EINVAL");
+    CHECK_ERR(scif_register(M, spare, PAGE, (off_t)-PAGE, RW, SCIF_MAP_FIXED), EINVAL,
+              "MAP_FIXED with a negative offset fails EINVAL");
+    CHECK_ERR(scif_register(M, spare, PAGE, 0, 0x4, 0), EINVAL,
+              "scif_register with unknown prot_flags fails EINVAL");
+    CHECK_ERR(scif_register(M, spare, PAGE, 0, RW, 0x1), EINVAL,
+              "scif_register with unknown map_flags fails EINVAL");
+
+    CHECK_ERR(scif_unregister(M, OFF_A + PAGE, PAGE), EINVAL,
+              "scif_unregister of a range inside a window fails EINVAL");
+    CHECK_ERR(scif_unregister(M, OFF_A, WIN_LEN - PAGE), EINVAL,
+              "scif_unregister of the leading part of a window fails EINVAL");
+    CHECK_ERR(scif_unregister(M, local_hole, PAGE), ENXIO,
+              "scif_unregister of a range with no window fails ENXIO");
+    CHECK_ERR(scif_unregister(M, (off_t)-PAGE, PAGE), EINVAL,
+              "scif_unregister of a negative offset fails EINVAL");
+    CHECK_EQ(scif_unregister(M, OFF_C1, 2 * PAGE), 0,
+             "one scif_unregister closes the two adjacent windows C1, C2");
+    CHECK_ERR(scif_unregister(M, OFF_C1, PAGE), ENXIO,
+              "C1 is gone after the unregister");
+    add_fixed(W_C1, OFF_C1, PAGE, RW, "C1's offset can be registered again");
+    add_fixed(W_C2, OFF_C2, PAGE, RW, "C2's offset can be registered again");
+
+    fence_self();
+    fence_peer();
+    ok("scif_fence_mark/wait (SELF and PEER) with no RMA outstanding");
+}
+
+/* After the peers have told each other where B is. */
+static void pick_offsets(void)
+{
+    off_t c;
+    static const off_t ends[3] = {OFF_C2 + PAGE, OFF_S + PAGE, OFF_F + PAGE};
+    int i;
+
+    for (c = 0x7000000; c <= 0x7c00000; c += 0x400000)
+        if (!overlaps_window(c, PAGE, -1) && !peer_has(c) && !peer_has(c + PAGE - 1)) {
+            hole = c;
+            break;
+        }
+    CHECK_Q(hole >= 0, "found an offset in no window on either side");
+    for (i = 0; i < 3; i++)
+        if (!peer_has(ends[i])) {
+            gap_end = ends[i];
+            break;
+        }
+    CHECK_Q(gap_end >= 0, "found a peer window with no window after it");
+}
+
+/* ---------------------------------------------------- the active side */
+
+static void round_writeto(void)
+{
+    static const int flags[] = {0,
+                                SCIF_RMA_USECPU,
+                                SCIF_RMA_SYNC,
+                                SCIF_RMA_ORDERED,
+                                SCIF_RMA_USECPU | SCIF_RMA_SYNC,
+                                SCIF_RMA_USECPU | SCIF_RMA_ORDERED,
+                                SCIF_RMA_SYNC | SCIF_RMA_ORDERED};
+    char what[160];
+    unsigned i, seed;
+
+    PHASE("writeto");
+    for (i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        seed = 100 + i;
+        fill_off(OFF_A, WIN_LEN, seed);
+        snprintf(what, sizeof what, "scif_writeto 64 KiB A -> peer B, flags %s%s",
+                 flagname(flags[i]), flags[i] & SCIF_RMA_SYNC ? "" : " + fence");
+        CHECK_EQ(scif_writeto(M, OFF_A, WIN_LEN, peer_b, flags[i]), 0, what);
+        if (!(flags[i] & SCIF_RMA_SYNC))
+            fence_self();
+        rpc(CMD_VERIFY, peer_b, WIN_LEN, seed, 0);
+    }
+
+    rpc(CMD_FILL, peer_b, WIN_LEN, SEED_GUARD, 0);
+    fill_off(OFF_A + 13, 1000, 120);
+    CHECK_EQ(scif_writeto(M, OFF_A + 13, 1000, peer_b + 77, 0), 0,
+             "scif_writeto 1000 bytes from offset 13 to peer offset 77");
+    fence_self();
+    rpc(CMD_VERIFY_GUARD, peer_b + 77, 1000, 120, 0);
+
+    fill_off(OFF_A + 4095, 1, 121);
+    CHECK_EQ(scif_writeto(M, OFF_A + 4095, 1, peer_b + 4095, SCIF_RMA_USECPU), 0,
+             "scif_writeto of a single byte at the end of a page");
+    fence_self();
+    rpc(CMD_VERIFY_GUARD, peer_b + 4095, 1, 121, 0);
+
+    rpc(CMD_FILL, peer_b, WIN_LEN, SEED_GUARD, 0);
+    fill_off(OFF_A + 4000, 9000, 122);
+    CHECK_EQ(scif_writeto(M, OFF_A + 4000, 9000, peer_b + 777, SCIF_RMA_SYNC), 0,
+             "scif_writeto 9000 bytes across pages, different misalignments");
+    rpc(CMD_VERIFY_GUARD, peer_b + 777, 9000, 122, 0);
+}
+
+static void round_readfrom(void)
+{
+    static const int flags[] = {0, SCIF_RMA_USECPU, SCIF_RMA_SYNC, SCIF_RMA_ORDERED,
+                                SCIF_RMA_USECPU | SCIF_RMA_SYNC};
+    char what[160];
+    unsigned i, seed;
+
+    PHASE("readfrom");
+    for (i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        seed = 130 + i;
+        rpc(CMD_FILL, peer_b, WIN_LEN, seed, 0);
+        fill_off(OFF_A, WIN_LEN, SEED_GUARD);
+        snprintf(what, sizeof what, "scif_readfrom 64 KiB peer B -> A, flags %s%s",
+                 flagname(flags[i]), flags[i] & SCIF_RMA_SYNC ? "" : " + fence");
+        CHECK_EQ(scif_readfrom(M, OFF_A, WIN_LEN, peer_b, flags[i]), 0, what);
+        if (!(flags[i] & SCIF_RMA_SYNC))
+            fence_self();
+        verify_off(OFF_A, WIN_LEN, seed, 0, what);
+        ok("data read from the peer is intact");
+    }
+
+    rpc(CMD_FILL, peer_b + 13, 1000, 140, 0);
+    fill_off(OFF_A, WIN_LEN, SEED_GUARD);
+    CHECK_EQ(scif_readfrom(M, OFF_A + 1, 1000, peer_b + 13, 0), 0,
+             "scif_readfrom 1000 bytes from peer offset 13 to local offset 1");
+    fence_self();
+    verify_off(OFF_A + 1, 1000, 140, 1, "unaligned readfrom");
+    ok("unaligned readfrom data intact, neighbours untouched");
+}
+
+static void round_vrma(void)
+{
+    static const int wflags[] = {0, SCIF_RMA_USECACHE, SCIF_RMA_USECPU | SCIF_RMA_SYNC,
+                                 SCIF_RMA_USECACHE | SCIF_RMA_ORDERED, SCIF_RMA_USECACHE};
+    static const int rflags[] = {0, SCIF_RMA_USECACHE, SCIF_RMA_SYNC, SCIF_RMA_USECACHE,
+                                 SCIF_RMA_USECPU};
+    char what[160];
+    uint8_t *h, sb[100];
+    unsigned i, seed;
+
+    PHASE("vwriteto/vreadfrom");
+    h = (uint8_t *)malloc(70000);
+    CHECK_Q(h != NULL, "malloc");
+    for (i = 0; i < sizeof wflags / sizeof wflags[0]; i++) {
+        seed = 150 + i;
+        fill_mem(h + 5, 65000, seed);
+        snprintf(what, sizeof what,
+                 "scif_vwriteto 65000 bytes of malloc memory -> peer A+3, flags %s",
+                 flagname(wflags[i]));
+        CHECK_EQ(scif_vwriteto(M, h + 5, 65000, OFF_A + 3, wflags[i]), 0, what);
+        if (!(wflags[i] & SCIF_RMA_SYNC))
+            fence_self();
+        rpc(CMD_VERIFY, OFF_A + 3, 65000, seed, 0);
+    }
+
+    rpc(CMD_FILL, peer_b, WIN_LEN, SEED_GUARD, 0);
+    fill_mem(sb, sizeof sb, 160);
+    CHECK_EQ(scif_vwriteto(M, sb, sizeof sb, peer_b + 1, SCIF_RMA_SYNC), 0,
+             "scif_vwriteto of 100 bytes from the stack");
+    rpc(CMD_VERIFY_GUARD, peer_b + 1, sizeof sb, 160, 0);
+
+    for (i = 0; i < sizeof rflags / sizeof rflags[0]; i++) {
+        seed = 170 + i;
+        rpc(CMD_FILL, peer_b, WIN_LEN, seed, 0);
+        memset(h, GUARD_BYTE, 70000);
+        snprintf(what, sizeof what, "scif_vreadfrom 64 KiB peer B -> malloc memory, flags %s",
+                 flagname(rflags[i]));
+        CHECK_EQ(scif_vreadfrom(M, h + 7, WIN_LEN, peer_b, rflags[i]), 0, what);
+        if (!(rflags[i] & SCIF_RMA_SYNC))
+            fence_self();
+        verify_mem(h + 7, WIN_LEN, seed, what);
+        CHECK(h[6] == GUARD_BYTE && h[7 + WIN_LEN] == GUARD_BYTE,
+              "vreadfrom data intact, neighbours untouched");
+    }
+
+    rpc(CMD_FILL, peer_b + 13, 1000, 180, 0);
+    memset(h, GUARD_BYTE, 70000);
+    CHECK_EQ(scif_vreadfrom(M, h + 1, 1000, peer_b + 13, 0), 0,
+             "scif_vreadfrom 1000 bytes from peer offset 13");
+    fence_self();
+    verify_mem(h + 1, 1000, 180, "unaligned vreadfrom");
+    ok("unaligned vreadfrom data intact");
+    free(h);
+}
+
+static void round_fence(void)
+{
+    int mark;
+    const uint64_t lval = 0x1a2b3c4d5e6f7081ULL, rval = 0x8172635445362718ULL;
+
+    PHASE("fence");
+    CHECK_ERR(scif_fence_mark(M, 0, &mark), EINVAL, "scif_fence_mark with no INIT flag fails EINVAL");
+    CHECK_ERR(scif_fence_mark(M, SCIF_FENCE_INIT_SELF | SCIF_FENCE_INIT_PEER, &mark), EINVAL,
+              "scif_fence_mark with both INIT flags fails EINVAL");
+
+    /* Completion flag in local memory (tutorial scif_connect_rma_fence). */
+    fill_off(OFF_S, PAGE, SEED_ZERO);
+    fill_off(OFF_A, WIN_LEN, 200);
+    CHECK_EQ(scif_writeto(M, OFF_A, WIN_LEN, peer_b, 0), 0, "scif_writeto before a local signal");
+    CHECK_EQ(scif_fence_signal(M, OFF_S, lval, 0, 0, SCIF_FENCE_INIT_SELF | SCIF_SIGNAL_LOCAL), 0,
+             "scif_fence_signal(INIT_SELF | SIGNAL_LOCAL)");
+    CHECK(wait_u64(OFF_S, lval, 10000), "lval appears in my own registered memory");
+    rpc(CMD_VERIFY, peer_b, WIN_LEN, 200, 0);
+
+    /* Doorbell: the peer spins on its memory until rval arrives. */
+    rpc(CMD_FILL, OFF_S, PAGE, SEED_ZERO, 0);
+    fill_off(OFF_A, WIN_LEN, 201);
+    send_cmd(M, CMD_WAIT_SIGNAL, OFF_S + 8, 0, 0, rval);
+    msleep(20);
+    CHECK_EQ(scif_writeto(M, OFF_A, WIN_LEN, peer_b, 0), 0, "scif_writeto before a remote signal");
+    CHECK_EQ(scif_fence_signal(M, 0, 0, OFF_S + 8, rval, SCIF_FENCE_INIT_SELF | SCIF_SIGNAL_REMOTE),
+             0, "scif_fence_signal(INIT_SELF | SIGNAL_REMOTE)");
+    expect_cmd(M, CMD_ACK);
+    ok("the peer saw rval (doorbell)");
+    rpc(CMD_VERIFY, peer_b, WIN_LEN, 201, 0);
+
+    /* Both at once, at offsets that are 4- but not 8-byte aligned. */
+    rpc(CMD_FILL, OFF_S, PAGE, SEED_ZERO, 0);
+    fill_off(OFF_S, PAGE, SEED_ZERO);
+    fill_off(OFF_A, WIN_LEN, 202);
+    send_cmd(M, CMD_WAIT_SIGNAL, OFF_S + 44, 0, 0, rval + 1);
+    CHECK_EQ(scif_vwriteto(M, at(OFF_A), WIN_LEN, peer_b, 0), 0, "scif_vwriteto before a double signal");
+    CHECK_EQ(scif_fence_signal(M, OFF_S + 36, lval + 1, OFF_S + 44, rval + 1,
+                               SCIF_FENCE_INIT_SELF | SCIF_SIGNAL_LOCAL | SCIF_SIGNAL_REMOTE),
+             0, "scif_fence_signal(LOCAL | REMOTE) at DWORD- (not QWORD-) aligned offsets");
+    CHECK(wait_u64(OFF_S + 36, lval + 1, 10000), "lval appears at local offset S+36");
+    expect_cmd(M, CMD_ACK);
+    ok("the peer saw rval at its offset S+44");
+    rpc(CMD_VERIFY, peer_b, WIN_LEN, 202, 0);
+
+    /* Marking the peer's RMAs (none outstanding) still writes the value. */
+    CHECK_EQ(scif_fence_signal(M, OFF_S + 64, lval + 2, 0, 0,
+                               SCIF_FENCE_INIT_PEER | SCIF_SIGNAL_LOCAL),
+             0, "scif_fence_signal(INIT_PEER | SIGNAL_LOCAL)");
+    CHECK(wait_u64(OFF_S + 64, lval + 2, 10000), "INIT_PEER local signal value appears");
+
+    CHECK_ERR(scif_fence_signal(M, OFF_S + 2, 1, 0, 0, SCIF_FENCE_INIT_SELF | SCIF_SIGNAL_LOCAL),
+              EINVAL, "local signal offset not 4-byte aligned fails EINVAL");
+    CHECK_ERR(scif_fence_signal(M, 0, 0, OFF_S + 6, 1, SCIF_FENCE_INIT_SELF | SCIF_SIGNAL_REMOTE),
+              EINVAL, "remote signal offset not 4-byte aligned fails EINVAL");
+    CHECK_ERR(scif_fence_signal(M, hole, 1, 0, 0, SCIF_FENCE_INIT_SELF | SCIF_SIGNAL_LOCAL),
+              ENXIO, "local signal offset in no window fails ENXIO");
+    CHECK_ERR(scif_fence_signal(M, 0, 0, hole, 1, SCIF_FENCE_INIT_SELF | SCIF_SIGNAL_REMOTE),
+              ENXIO, "remote signal offset in no window fails ENXIO");
+    CHECK_ERR(scif_fence_signal(M, OFF_S, 1, 0, 0, SCIF_FENCE_INIT_SELF), EINVAL,
+              "scif_fence_signal without SIGNAL_LOCAL/REMOTE fails EINVAL");
+    CHECK_ERR(scif_fence_signal(M, OFF_S, 1, 0, 0,
+                                SCIF_FENCE_INIT_SELF | SCIF_FENCE_INIT_PEER | SCIF_SIGNAL_LOCAL),
+              EINVAL, "scif_fence_signal with both INIT flags fails EINVAL");
+}
+
+static void round_span(void)
+{
+    uint8_t h[2 * PAGE];
+
+    PHASE("span");
+    fill_off(OFF_A, 2 * PAGE, 210);
+    CHECK_EQ(scif_writeto(M, OFF_A, 2 * PAGE, OFF_C1, 0), 0,
+             "scif_writeto 8 KiB across the peer's adjacent windows C1+C2");
+    fence_self();
+    rpc(CMD_VERIFY, OFF_C1, 2 * PAGE, 210, 0);
+
+    fill_off(OFF_A, WIN_LEN, SEED_GUARD);
+    CHECK_EQ(scif_readfrom(M, OFF_A, 2 * PAGE, OFF_C1, SCIF_RMA_SYNC), 0,
+             "scif_readfrom 8 KiB across the peer's C1+C2");
+    verify_off(OFF_A, 2 * PAGE, 210, 1, "readfrom across windows");
+    memset(h, 0, sizeof h);
+    CHECK_EQ(scif_vreadfrom(M, h, sizeof h, OFF_C1, 0), 0,
+             "scif_vreadfrom 8 KiB across the peer's C1+C2");
+    fence_self();
+    verify_mem(h, sizeof h, 210, "vreadfrom across windows");
+    ok("data read across two windows is intact");
+
+    fill_off(OFF_C1, 2 * PAGE, 211);
+    CHECK_EQ(scif_writeto(M, OFF_C1, 2 * PAGE, peer_b, SCIF_RMA_SYNC), 0,
+             "scif_writeto from my own adjacent windows C1+C2");
+    rpc(CMD_VERIFY, peer_b, 2 * PAGE, 211, 0);
+
+    rpc(CMD_FILL, OFF_C1, 2 * PAGE, SEED_GUARD, 0);
+    fill_off(OFF_A + 100, 5000, 212);
+    CHECK_EQ(scif_writeto(M, OFF_A + 100, 5000, OFF_C1 + 2000, 0), 0,
+             "unaligned scif_writeto crossing the C1/C2 boundary");
+    fence_self();
+    rpc(CMD_VERIFY_GUARD, OFF_C1 + 2000, 5000, 212, 0);
+
+    CHECK_ERR(scif_writeto(M, OFF_A, PAGE, gap_end - PAGE / 2, 0), ENXIO,
+              "scif_writeto running past the end of the peer's windows fails ENXIO");
+    CHECK_ERR(scif_readfrom(M, OFF_A, PAGE, gap_end - PAGE / 2, 0), ENXIO,
+              "scif_readfrom running past the end of the peer's windows fails ENXIO");
+}
+
+static void round_mmap(void)
+{
+    uint8_t *p, *q, *ro, *fx;
+    void *res;
+
+    PHASE("mmap");
+    p = (uint8_t *)scif_mmap(NULL, WIN_LEN, RW, 0, M, peer_b);
+    CHECK(p != SCIF_MMAP_FAILED, "scif_mmap of the peer's B window");
+    CHECK((uintptr_t)p % PAGE == 0, "scif_mmap returns a page-aligned address");
+    rpc(CMD_FILL, peer_b, WIN_LEN, 220, 0);
+    verify_mem(p, WIN_LEN, 220, "peer's stores seen through scif_mmap");
+    ok("the peer's stores are visible through the mapping");
+    fill_mem(p, WIN_LEN, 221);
+    rpc(CMD_VERIFY, peer_b, WIN_LEN, 221, 0);
+    ok("stores through the mapping are visible to the peer");
+
+    q = (uint8_t *)scif_mmap(NULL, 2 * PAGE, RW, 0, M, OFF_C1);
+    CHECK(q != SCIF_MMAP_FAILED, "scif_mmap of 8 KiB across the peer's C1+C2");
+    fill_mem(q, 2 * PAGE, 222);
+    rpc(CMD_VERIFY, OFF_C1, 2 * PAGE, 222, 0);
+
+    ro = (uint8_t *)scif_mmap(NULL, PAGE, SCIF_PROT_READ, 0, M, OFF_R);
+    CHECK(ro != SCIF_MMAP_FAILED, "read-only scif_mmap of the peer's read-only window");
+    verify_mem(ro, PAGE, RSEED, "read-only window contents");
+    ok("read-only mapping shows the window's contents");
+    CHECK_ERR_PTR(scif_mmap(NULL, PAGE, RW, 0, M, OFF_R), EACCES,
+                  "writable scif_mmap of a read-only window fails EACCES");
+    CHECK_ERR_PTR(scif_mmap(NULL, PAGE, RW, 0, M, hole), ENXIO,
+                  "scif_mmap of a range with no window fails ENXIO (SCIF_MMAP_FAILED)");
+    CHECK_ERR_PTR(scif_mmap(NULL, 2 * PAGE, RW, 0, M, gap_end - PAGE), ENXIO,
+                  "scif_mmap running past the end of the windows fails ENXIO");
+    CHECK_ERR_PTR(scif_mmap(NULL, PAGE, RW, 0, M, peer_b + 1), EINVAL,
+                  "scif_mmap of an unaligned offset fails EINVAL");
+    CHECK_ERR_PTR(scif_mmap(NULL, 100, RW, 0, M, peer_b), EINVAL,
+                  "scif_mmap of a length that is not a page multiple fails EINVAL");
+
+    res = mmap(NULL, 2 * PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK_Q(res != MAP_FAILED, "mmap reserve");
+    fx = (uint8_t *)res + PAGE;
+    CHECK(scif_mmap(fx, PAGE, RW, SCIF_MAP_FIXED, M, peer_b) == (void *)fx,
+          "scif_mmap with SCIF_MAP_FIXED maps exactly at addr");
+    verify_mem(fx, PAGE, 221, "SCIF_MAP_FIXED mapping contents");
+    ok("SCIF_MAP_FIXED mapping shows the peer's window");
+
+    CHECK_EQ(scif_munmap(p, WIN_LEN), 0, "scif_munmap of the B mapping");
+    CHECK_EQ(scif_munmap(q, 2 * PAGE), 0, "scif_munmap of the C1+C2 mapping");
+    CHECK_EQ(scif_munmap(ro, PAGE), 0, "scif_munmap of the read-only mapping");
+    CHECK_EQ(scif_munmap(fx, PAGE), 0, "scif_munmap of the fixed mapping");
+    CHECK_EQ(munmap(res, PAGE), 0, "munmap of the reserve");
+    CHECK_ERR(scif_munmap((void *)(uintptr_t)1, PAGE), EINVAL,
+              "scif_munmap of an unaligned address fails EINVAL");
+}
+
+static void round_errors(void)
+{
+    uint8_t h[PAGE];
+
+    PHASE("rma errors");
+    CHECK_ERR(scif_writeto(M, OFF_A, 100, hole, 0), ENXIO,
+              "scif_writeto to a remote offset in no window fails ENXIO");
+    CHECK_ERR(scif_readfrom(M, OFF_A, 100, hole, 0), ENXIO,
+              "scif_readfrom from a remote offset in no window fails ENXIO");
+    CHECK_ERR(scif_writeto(M, hole, 100, peer_b, 0), ENXIO,
+              "scif_writeto from a local offset in no window fails ENXIO");
+    CHECK_ERR(scif_readfrom(M, hole, 100, peer_b, 0), ENXIO,
+              "scif_readfrom to a local offset in no window fails ENXIO");
+    CHECK_ERR(scif_vwriteto(M, h, 100, hole, 0), ENXIO,
+              "scif_vwriteto to a remote offset in no window fails ENXIO");
+    CHECK_ERR(scif_vreadfrom(M, h, 100, hole, 0), ENXIO,
+              "scif_vreadfrom from a remote offset in no window fails ENXIO");
+    CHECK_ERR(scif_writeto(M, OFF_A, 100, (off_t)-PAGE, 0), ENXIO,
+              "scif_writeto to a negative remote offset fails ENXIO");
+    CHECK_ERR(scif_readfrom(M, (off_t)-PAGE, 100, peer_b, 0), ENXIO,
+              "scif_readfrom to a negative local offset fails ENXIO");
+    CHECK_ERR(scif_writeto(M, OFF_A, 100, peer_b, 0x100), EINVAL,
+              "scif_writeto with unknown rma_flags fails EINVAL");
+    CHECK_ERR(scif_vreadfrom(M, h, 100, peer_b, 0x100), EINVAL,
+              "scif_vreadfrom with unknown rma_flags fails EINVAL");
+
+    /* The man pages spell it EACCESS; the errno constant is EACCES. */
+    CHECK_ERR(scif_writeto(M, OFF_A, 100, OFF_R, 0), EACCES,
+              "scif_writeto into the peer's read-only window fails EACCES");
+    CHECK_ERR(scif_vwriteto(M, h, 100, OFF_R, 0), EACCES,
+              "scif_vwriteto into the peer's read-only window fails EACCES");
+    CHECK_ERR(scif_readfrom(M, OFF_R, 100, peer_b, 0), EACCES,
+              "scif_readfrom into my own read-only window fails EACCES");
+    fill_off(OFF_A, WIN_LEN, SEED_GUARD);
+    CHECK_EQ(scif_readfrom(M, OFF_A, PAGE, OFF_R, SCIF_RMA_SYNC), 0,
+             "scif_readfrom from the peer's read-only window is allowed");
+    verify_off(OFF_A, PAGE, RSEED, 0, "readfrom of a read-only window");
+    CHECK_EQ(scif_writeto(M, OFF_R, PAGE, peer_b, SCIF_RMA_SYNC), 0,
+             "scif_writeto from my own read-only window is allowed");
+    rpc(CMD_VERIFY, peer_b, PAGE, RSEED, 0);
+
+    fill_off(OFF_A, PAGE, 230);
+    CHECK_EQ(scif_writeto(M, OFF_A, PAGE, OFF_U, SCIF_RMA_SYNC), 0,
+             "scif_writeto into the peer's U before it is unregistered");
+    rpc(CMD_VERIFY, OFF_U, PAGE, 230, 0);
+    rpc(CMD_UNREG, OFF_U, PAGE, 0, 0);
+    CHECK_ERR(scif_writeto(M, OFF_A, PAGE, OFF_U, SCIF_RMA_SYNC), ENXIO,
+              "scif_writeto into an unregistered window fails ENXIO");
+    CHECK_ERR(scif_readfrom(M, OFF_A, PAGE, OFF_U, SCIF_RMA_SYNC), ENXIO,
+              "scif_readfrom from an unregistered window fails ENXIO");
+    CHECK_ERR(scif_vwriteto(M, h, 100, OFF_U, 0), ENXIO,
+              "scif_vwriteto into an unregistered window fails ENXIO");
+    CHECK_ERR_PTR(scif_mmap(NULL, PAGE, RW, 0, M, OFF_U), ENXIO,
+                  "scif_mmap of an unregistered window fails ENXIO");
+    rpc(CMD_REREG, OFF_U, PAGE, 0, 0);
+    fill_off(OFF_A, PAGE, 231);
+    CHECK_EQ(scif_writeto(M, OFF_A, PAGE, OFF_U, SCIF_RMA_SYNC), 0,
+             "scif_writeto into the re-registered window works");
+    rpc(CMD_VERIFY, OFF_U, PAGE, 231, 0);
+}
+
+static void initiate(void)
+{
+    round_writeto();
+    round_readfrom();
+    round_vrma();
+    round_fence();
+    round_span();
+    round_mmap();
+    round_errors();
+    rpc(CMD_END, 0, 0, 0, 0);
+}
+
+/* ------------------------------------------------------- common start */
+
+static void hello(uint16_t expect_node)
+{
+    struct cmd c;
+    uint16_t self = my_node();
+
+    send_cmd(M, MSG_HELLO, win[W_B].off, 0, self, 0);
+    c = expect_cmd(M, MSG_HELLO);
+    CHECK_EQ(c.seed, expect_node, "the peer reports the expected node id");
+    peer_b = (off_t)c.off;
+    CHECK(peer_b >= 0 && peer_b % PAGE == 0, "received the peer's B offset");
+    pick_offsets();
+}
+
+/* ---------------------------------------------------------------- server */
+
+static int run_server(uint16_t port)
+{
+    scif_epd_t lep, m2;
+    struct scif_portID peer;
+    struct cmd c;
+    pid_t pid;
+    int st = 0;
+
+    PHASE("connect");
+    lep = scif_open();
+    CHECK(lep != SCIF_OPEN_FAILED, "scif_open");
+    CHECK_EQ(scif_bind(lep, port), port, "scif_bind(PORT)");
+    CHECK_EQ(scif_listen(lep, 4), 0, "scif_listen");
+    CHECK_EQ(scif_accept(lep, &peer, &M, SCIF_ACCEPT_SYNC), 0, "scif_accept(SCIF_ACCEPT_SYNC)");
+    setup_windows();
+    hello(peer.node);
+
+    PHASE("round 1 (client drives)");
+    serve();
+    PHASE("round 2 (server drives)");
+    initiate();
+
+    PHASE("fork");
+    fill_off(OFF_F, PAGE, FSEED);
+    rpc(CMD_FILL, peer_b, 2 * PAGE, SEED_GUARD, 0);
+    fflush(NULL);
+    pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        int mark = -1;
+        alarm(20);
+        role = "server-child";
+        errno = 0;
+        if (scif_writeto(M, OFF_F, PAGE, peer_b, SCIF_RMA_SYNC) != 0) {
+            fprintf(stderr, "%s child: FAIL: scif_writeto on the inherited endpoint: %s (%s)\n",
+                    prog, errname(errno), strerror(errno));
+            _exit(10);
+        }
+        if (scif_writeto(M, OFF_F, 100, peer_b + PAGE, 0) != 0 ||
+            scif_fence_mark(M, SCIF_FENCE_INIT_SELF, &mark) != 0 || scif_fence_wait(M, mark) != 0) {
+            fprintf(stderr, "%s child: FAIL: writeto + fence on the inherited endpoint: %s (%s)\n",
+                    prog, errname(errno), strerror(errno));
+            _exit(11);
+        }
+        _exit(0);
+    }
+    CHECK_EQ(waitpid(pid, &st, 0), pid, "waitpid for the child");
+    CHECK(WIFEXITED(st), "the child exited normally");
+    CHECK_EQ(WEXITSTATUS(st), 0, "the child's RMAs through the inherited endpoint succeeded");
+    rpc(CMD_VERIFY, peer_b, PAGE, FSEED, 0);
+    rpc(CMD_VERIFY, peer_b + PAGE, 100, FSEED, 0);
+    ok("the child's writes reached the peer; the parent still uses the endpoint");
+    rpc(CMD_END, 0, 0, 0, 0);
+
+    PHASE("lifetime");
+    fill_off(win[W_B].off, WIN_LEN, LSEED);
+    send_cmd(M, MSG_LIFE_READY, 0, 0, 0, 0);
+    CHECK_EQ(scif_accept(lep, &peer, &m2, SCIF_ACCEPT_SYNC), 0, "accept a second connection");
+    c = expect_cmd(M, MSG_CLOSE_M);
+    (void)c;
+    CHECK_EQ(scif_close(M), 0, "scif_close of the connection whose window the client mapped");
+    send_cmd(m2, MSG_CLOSED, 0, 0, 0, 0);
+    expect_cmd(m2, MSG_EXIT);
+    CHECK_EQ(scif_close(m2), 0, "scif_close of the second connection");
+    CHECK_EQ(scif_close(lep), 0, "scif_close of the listener");
+    printf("%s %s: %d checks\nPASS\n", prog, role, nchecks);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- client */
+
+static int run_client(uint16_t node, uint16_t port)
+{
+    scif_epd_t m2;
+    int lport, rc;
+    uint8_t *p, tmp[64];
+    struct scif_pollepd sp;
+    double t0;
+
+    PHASE("connect");
+    M = connect_retry(node, port, &lport);
+    ok("scif_connect to the server (retrying while ECONNREFUSED)");
+    setup_windows();
+    hello(node);
+
+    PHASE("round 1 (client drives)");
+    initiate();
+    PHASE("round 2 (server drives)");
+    serve();
+    PHASE("fork (server drives)");
+    serve();
+
+    PHASE("lifetime");
+    expect_cmd(M, MSG_LIFE_READY);
+    p = (uint8_t *)scif_mmap(NULL, WIN_LEN, RW, 0, M, peer_b);
+    CHECK(p != SCIF_MMAP_FAILED, "scif_mmap of the server's B");
+    verify_mem(p, WIN_LEN, LSEED, "server's B through the mapping");
+    ok("mapping shows the server's data");
+    m2 = connect_retry(node, port, &lport);
+    ok("second connection to the server");
+    send_cmd(M, MSG_CLOSE_M, 0, 0, 0, 0);
+    expect_cmd(m2, MSG_CLOSED);
+    t0 = now_ms();
+    do {
+        sp.epd = M;
+        sp.events = SCIF_POLLIN;
+        sp.revents = 0;
+        rc = scif_poll(&sp, 1, 100);
+        CHECK_Q(rc >= 0, "scif_poll");
+    } while (!(sp.revents & SCIF_POLLHUP) && now_ms() - t0 < 10000.0);
+    CHECK(sp.revents & SCIF_POLLHUP, "the connection reports SCIF_POLLHUP after the server closed it");
+    verify_mem(p, WIN_LEN, LSEED, "mapping after the peer's scif_close");
+    ok("the mapping is still readable, data intact, after the peer closed");
+    CHECK_ERR(scif_writeto(M, OFF_A, 100, peer_b, 0), ECONNRESET,
+              "scif_writeto on the closed connection fails ECONNRESET");
+    CHECK_ERR(scif_recv(M, tmp, (int)sizeof tmp, 0), ECONNRESET,
+              "scif_recv on the closed connection fails ECONNRESET");
+    send_cmd(m2, MSG_EXIT, 0, 0, 0, 0);
+    t0 = now_ms();
+    do {
+        sp.epd = m2;
+        sp.events = SCIF_POLLIN;
+        sp.revents = 0;
+        rc = scif_poll(&sp, 1, 100);
+        CHECK_Q(rc >= 0, "scif_poll");
+    } while (!(sp.revents & SCIF_POLLHUP) && now_ms() - t0 < 10000.0);
+    CHECK(sp.revents & SCIF_POLLHUP, "the server closed its last connection");
+    verify_mem(p, WIN_LEN, LSEED, "mapping after the server finished");
+    ok("the mapping is still intact after the server let go of everything");
+    CHECK_EQ(scif_munmap(p, WIN_LEN), 0, "scif_munmap of the outliving mapping");
+    CHECK_EQ(scif_close(M), 0, "scif_close of the reset connection");
+    CHECK_EQ(scif_close(m2), 0, "scif_close of the second connection");
+    printf("%s %s: %d checks\nPASS\n", prog, role, nchecks);
+    return 0;
+}
+
+static int parse_u16(const char *s, const char *what)
+{
+    char *end;
+    long v = strtol(s, &end, 0);
+    if (*s == '\0' || *end != '\0' || v < 0 || v > 65535) {
+        fprintf(stderr, "%s: bad %s '%s'\n", prog, what, s);
+        exit(2);
+    }
+    return (int)v;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGALRM, on_alarm);
+    alarm(60);
+    if (argc == 3 && strcmp(argv[1], "server") == 0) {
+        role = "server";
+        return run_server((uint16_t)parse_u16(argv[2], "port"));
+    }
+    if (argc == 4 && strcmp(argv[1], "client") == 0) {
+        role = "client";
+        return run_client((uint16_t)parse_u16(argv[2], "node"),
+                          (uint16_t)parse_u16(argv[3], "port"));
+    }
+    fprintf(stderr, "usage: %s server PORT | %s client NODE PORT\n", prog, prog);
+    return 2;
+}
