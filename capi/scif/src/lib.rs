@@ -37,8 +37,10 @@ mod errors;
 
 use errors::{guard, inval};
 use remora_scif::{Endpoint, Error, FenceInit, PortId, Prot, RmaFlags, Scif, UserRegion};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_long, c_short, c_uint, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 /// `scif_epd_t`.
@@ -113,6 +115,29 @@ fn lib() -> Result<&'static Lib, Error> {
         .map_err(Clone::clone)
 }
 
+/// Bumped whenever an endpoint leaves the table, so per-thread caches notice.
+static CLOSES: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The endpoint this thread used last, with the close count it was valid at: the hot
+    /// path (`scif_send`/`scif_recv` in a loop) skips the table's lock and hash.
+    static LAST: RefCell<Option<(scif_epd_t, u64, Endpoint)>> = const { RefCell::new(None) };
+}
+
+/// Run `f` on the endpoint `epd` names.
+fn with_ep<T>(epd: scif_epd_t, f: impl FnOnce(&Endpoint) -> Result<T, Error>) -> Result<T, Error> {
+    let closes = CLOSES.load(Ordering::Acquire);
+    let hit = LAST.with(|l| matches!(&*l.borrow(), Some((fd, at, _)) if *fd == epd && *at == closes));
+    if !hit {
+        let e = ep(epd)?;
+        LAST.with(|l| *l.borrow_mut() = Some((epd, closes, e)));
+    }
+    LAST.with(|l| match &*l.borrow() {
+        Some((_, _, e)) => f(e),
+        None => Err(Error::BadEndpoint),
+    })
+}
+
 fn ep(epd: scif_epd_t) -> Result<Endpoint, Error> {
     let l = lib()?;
     l.eps.read().unwrap_or_else(|p| p.into_inner()).get(&epd).cloned().ok_or(Error::BadEndpoint)
@@ -165,6 +190,8 @@ pub extern "C" fn scif_close(epd: scif_epd_t) -> c_int {
     guard(-1, || {
         let l = lib()?;
         let e = l.eps.write().unwrap_or_else(|p| p.into_inner()).remove(&epd).ok_or(Error::BadEndpoint)?;
+        CLOSES.fetch_add(1, Ordering::AcqRel);
+        LAST.with(|c| c.borrow_mut().take());
         e.close()?;
         Ok(0)
     })
@@ -254,15 +281,16 @@ pub unsafe extern "C" fn scif_send(epd: scif_epd_t, msg: *mut c_void, len: c_int
 /// A negative `flags` stands for a negative length.
 pub fn send(epd: scif_epd_t, data: &[u8], flags: c_int) -> c_int {
     guard(-1, || {
-        let e = ep(epd)?;
-        if !(0..=SCIF_SEND_BLOCK).contains(&flags) || data.len() > c_int::MAX as usize {
-            return Err(inval("negative length or unknown flags"));
-        }
-        if data.is_empty() {
-            e.conn_check()?;
-            return Ok(0);
-        }
-        Ok(e.send(data, flags & SCIF_SEND_BLOCK != 0)? as c_int)
+        with_ep(epd, |e| {
+            if !(0..=SCIF_SEND_BLOCK).contains(&flags) || data.len() > c_int::MAX as usize {
+                return Err(inval("negative length or unknown flags"));
+            }
+            if data.is_empty() {
+                e.conn_check()?;
+                return Ok(0);
+            }
+            Ok(e.send(data, flags & SCIF_SEND_BLOCK != 0)? as c_int)
+        })
     })
 }
 
@@ -288,15 +316,16 @@ pub unsafe extern "C" fn scif_recv(epd: scif_epd_t, msg: *mut c_void, len: c_int
 /// A negative `flags` stands for a negative length.
 pub fn recv(epd: scif_epd_t, buf: &mut [u8], flags: c_int) -> c_int {
     guard(-1, || {
-        let e = ep(epd)?;
-        if !(0..=SCIF_RECV_BLOCK).contains(&flags) || buf.len() > c_int::MAX as usize {
-            return Err(inval("negative length or unknown flags"));
-        }
-        if buf.is_empty() {
-            e.conn_check()?;
-            return Ok(0);
-        }
-        Ok(e.recv(buf, flags & SCIF_RECV_BLOCK != 0)? as c_int)
+        with_ep(epd, |e| {
+            if !(0..=SCIF_RECV_BLOCK).contains(&flags) || buf.len() > c_int::MAX as usize {
+                return Err(inval("negative length or unknown flags"));
+            }
+            if buf.is_empty() {
+                e.conn_check()?;
+                return Ok(0);
+            }
+            Ok(e.recv(buf, flags & SCIF_RECV_BLOCK != 0)? as c_int)
+        })
     })
 }
 

@@ -121,7 +121,9 @@ pub fn run(w: Which) -> Result<(), String> {
         Which::Dma { reps } => dma(reps),
         Which::Dsm { rounds } => dsm(rounds),
         Which::Scif { batch, rounds } => crate::bench_scif::scif(batch, rounds),
-        Which::ScifChild { raw_path, batch, rounds } => crate::bench_scif::scif_child(&raw_path, batch, rounds),
+        Which::ScifChild { raw_path, batch, rounds } => {
+            crate::bench_scif::scif_child(&raw_path, batch, rounds)
+        }
         Which::All => {
             pio(2000, 15)?;
             memcpy(9)?;
@@ -173,7 +175,6 @@ fn wait_for(word: &AtomicU64, want: u64) -> Result<(), String> {
     let mut spins = 0u64;
     let mut since = None;
     while word.load(Ordering::Acquire) != want {
-        std::hint::spin_loop();
         spins += 1;
         if spins.is_multiple_of(1 << 20) {
             let t = *since.get_or_insert_with(Instant::now);

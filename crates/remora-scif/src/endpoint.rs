@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 /// How long a blocking receive spins on the ring before it sleeps on the doorbell.
 const SPIN: Duration = Duration::from_micros(50);
+/// How long a sender waits for a receiver on its way into `recv` before ringing.
+const NOTICE: Duration = Duration::from_micros(1);
 /// Blocked calls re-check the daemon this often.
 const RECHECK: Duration = Duration::from_millis(100);
 
@@ -394,10 +396,25 @@ impl Endpoint {
         let d = c.side;
         let mut sent = 0;
         loop {
-            let n = c.region.push(d, &data[sent..]);
-            if n > 0 {
-                sent += n;
-                self.ring_peer(c, d);
+            let (n, unseen) = c.region.push(d, &data[sent..]);
+            sent += n;
+            if let Some(u) = unseen {
+                // The receiver may be on its way into a receive: give it a moment to look
+                // before paying for a doorbell.
+                let t = Instant::now();
+                let mut seen = false;
+                for i in 0u32.. {
+                    if c.region.noticed(&u) {
+                        seen = true;
+                        break;
+                    }
+                    if i.is_multiple_of(32) && t.elapsed() >= NOTICE {
+                        break;
+                    }
+                }
+                if !seen && c.region.bell_pending(d).swap(1, Ordering::SeqCst) == 0 {
+                    bell::ring(c.peer_ringer.as_fd());
+                }
             }
             if sent == data.len() {
                 return Ok(sent);
@@ -418,16 +435,6 @@ impl Endpoint {
         }
     }
 
-    /// Tell the peer bytes are in ring `d`, unless it is spinning on the ring already.
-    fn ring_peer(&self, c: &Conn, d: usize) {
-        fence(Ordering::SeqCst);
-        if c.region.rx_spin(d).load(Ordering::SeqCst) == 0
-            && c.region.bell_pending(d).swap(1, Ordering::SeqCst) == 0
-        {
-            bell::ring(c.peer_ringer.as_fd());
-        }
-    }
-
     /// Make our descriptor unwritable while ring `d` is full (the consumer undoes it).
     fn stuff(&self, c: &Conn, d: usize) {
         if c.region.tx_stuffed(d).load(Ordering::SeqCst) != 0 {
@@ -436,14 +443,13 @@ impl Endpoint {
         bell::stuff(self.as_fd());
         c.region.tx_stuffed(d).store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        if c.region.room(d) > 0 && c.region.tx_stuffed(d).swap(0, Ordering::SeqCst) == 1 {
+        if c.region.has_room(d) && c.region.tx_stuffed(d).swap(0, Ordering::SeqCst) == 1 {
             bell::unstuff(self.inner.ringer.as_fd());
         }
     }
 
-    /// After taking bytes from ring `d`: let a stuffed producer write again.
+    /// After taking bytes from ring `d` (and a fence): let a stuffed producer write again.
     fn took(&self, c: &Conn, d: usize) {
-        fence(Ordering::SeqCst);
         if c.region.tx_stuffed(d).load(Ordering::SeqCst) != 0
             && c.region.tx_stuffed(d).swap(0, Ordering::SeqCst) == 1
         {
@@ -451,15 +457,14 @@ impl Endpoint {
         }
     }
 
-    /// Keep the descriptor readable exactly while ring `d` holds bytes.
+    /// Keep the descriptor readable exactly while ring `d` holds bytes (after a fence).
     fn settle(&self, c: &Conn, d: usize) {
-        fence(Ordering::SeqCst);
-        if c.region.queued(d) == 0 {
+        if !c.region.has_data(d) {
             if c.region.bell_pending(d).load(Ordering::SeqCst) != 0 {
                 bell::drain(self.as_fd());
                 c.region.bell_pending(d).store(0, Ordering::SeqCst);
                 fence(Ordering::SeqCst);
-                if c.region.queued(d) > 0 && c.region.bell_pending(d).swap(1, Ordering::SeqCst) == 0 {
+                if c.region.has_data(d) && c.region.bell_pending(d).swap(1, Ordering::SeqCst) == 0 {
                     bell::ring(self.inner.ringer.as_fd());
                 }
             }
@@ -480,51 +485,59 @@ impl Endpoint {
         let _g = c.recv_lock.lock().unwrap_or_else(|p| p.into_inner());
         let d = 1 - c.side;
         let mut got = 0;
+        let mut took = false;
         let r = loop {
             let n = c.region.pop(d, &mut buf[got..]);
-            if n > 0 {
-                got += n;
-                self.took(c, d);
-            }
+            got += n;
+            took |= n > 0;
             if got == buf.len() {
                 break Ok(got);
             }
-            if c.peer_closed() && c.region.queued(d) == 0 {
+            if c.peer_closed() && !c.region.has_data(d) {
                 break if got > 0 { Ok(got) } else { Err(Error::Reset) };
             }
             if !block {
                 break Ok(got);
             }
+            if took {
+                // Room for a producer that may be waiting for it, before we wait.
+                fence(Ordering::SeqCst);
+                self.took(c, d);
+                took = false;
+            }
             if let Err(e) = self.wait_data(c, d) {
                 break if got > 0 { Ok(got) } else { Err(e) };
             }
         };
+        fence(Ordering::SeqCst);
+        if took {
+            self.took(c, d);
+        }
         self.settle(c, d);
         r
     }
 
     /// Wait for bytes in ring `d` (or the peer's close): spin, then sleep on the doorbell.
     fn wait_data(&self, c: &Conn, d: usize) -> Result<()> {
-        let ready = || c.region.queued(d) > 0 || c.peer_closed();
-        c.region.rx_spin(d).store(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        let start = Instant::now();
+        let ready = || c.region.has_data(d) || c.peer_closed();
+        c.region.watch(d, true);
+        let mut start = None;
         let mut n = 0u32;
         let spun = loop {
             if ready() {
                 break true;
             }
             n = n.wrapping_add(1);
-            if n.is_multiple_of(64) && start.elapsed() >= SPIN {
+            // Read the clock rarely: the common wait is far shorter than one reading.
+            if n.is_multiple_of(256) && start.get_or_insert_with(Instant::now).elapsed() >= SPIN {
                 break false;
             }
-            std::hint::spin_loop();
         };
-        c.region.rx_spin(d).store(0, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
         if spun {
+            // The waiter word names a slot now filled: it can never match again.
             return Ok(());
         }
+        c.region.watch(d, false);
         loop {
             if ready() {
                 return Ok(());
@@ -534,8 +547,9 @@ impl Endpoint {
             }
             let r =
                 bell::wait(self.as_fd(), false, Some(RECHECK)).map_err(|e| Error::NoMemory(e.to_string()))?;
-            if r.readable && !r.hung_up && c.region.queued(d) == 0 {
+            if r.readable && !r.hung_up && !c.region.has_data(d) {
                 // A stale bell: take it, and re-arm if bytes slipped in meanwhile.
+                fence(Ordering::SeqCst);
                 self.settle(c, d);
             }
             if !r.readable && !r.hung_up && c.session.hung_up() && !ready() {

@@ -1,21 +1,33 @@
-//! The shared memory of one SCIF connection: two byte rings (one per direction) and the
-//! words both ends and the daemon use to coordinate.
+//! The shared memory of one SCIF connection: two message rings (one per direction) and
+//! the words both ends and the daemon use to coordinate.
 //!
 //! The daemon that holds the connection creates the region and hands the memfd to both
 //! ends; messages then move process to process with no daemon on the path. Side 0 is the
 //! connecting end, side 1 the accepting end; ring `d` carries bytes from side `d` to side
-//! `1 - d`. Each ring has one producer and one consumer; the producer owns `tail`, the
-//! consumer owns `head`, both count bytes since the start, and every offset is taken
-//! modulo the ring size, so a corrupt counter written by a misbehaving peer can garble
-//! its own messages but never reach outside the region.
+//! `1 - d`.
+//!
+//! A ring is [`SLOTS`] cache-line slots. A slot holds a sequence word, a *waiter* word, a
+//! length and up to [`PAYLOAD`] bytes, so one line carries both the data and the signal
+//! that it is there: the receiver polls the one slot it expects, and a message costs the
+//! transfer of that line and little else. The receiver writes the sequence number it
+//! waits for into the slot's waiter word before it spins; a sender that finds it there
+//! knows the receiver is watching and need not ring the doorbell. Each ring has one
+//! producer and one consumer; the producer's and consumer's positions live on lines of
+//! their own and are read across only when the ring looks full. Offsets are taken modulo
+//! the ring size and lengths are clamped, so a misbehaving peer can garble its own
+//! messages but never reach outside the region.
 
 use crate::{Mapping, Memfd};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
-/// Bytes in each direction's ring.
-pub const RING: usize = 64 * 1024;
+/// Slots in each direction's ring.
+pub const SLOTS: usize = 1024;
+const SLOT: usize = 64;
+/// Payload bytes per slot.
+pub const PAYLOAD: usize = SLOT - 12;
+const RING: usize = SLOTS * SLOT;
 const HEADER: usize = 4096;
 /// The size of a region.
 pub const SIZE: usize = HEADER + 2 * RING;
@@ -24,11 +36,15 @@ const MAGIC: u64 = 0x5245_4d4f_5343_4946; // "REMOSCIF"
 const fn dir_base(d: usize) -> usize {
     256 + d * 1024
 }
+// The producer's line: next message index, cached consumer position.
 const TAIL: usize = 0;
+const HEAD_CACHE: usize = 8;
+// The consumer's line: slot index and bytes taken from that slot.
 const HEAD: usize = 128;
-const RX_SPIN: usize = 256;
-const BELL_PENDING: usize = 260;
-const TX_STUFFED: usize = 264;
+const HEAD_OFF: usize = 136;
+// Rarely written words.
+const BELL_PENDING: usize = 256;
+const TX_STUFFED: usize = 260;
 const fn side_base(s: usize) -> usize {
     2304 + s * 256
 }
@@ -36,6 +52,20 @@ const CLOSED: usize = 0;
 const WIN_GEN: usize = 4;
 const RMA_STARTED: usize = 64;
 const RMA_DONE: usize = 72;
+// Within a slot.
+const S_SEQ: usize = 0;
+const S_WAITER: usize = 4;
+const S_LEN: usize = 8;
+const S_DATA: usize = 12;
+
+/// The first slot of a push that no consumer was watching.
+#[derive(Debug, Clone, Copy)]
+pub struct Unseen {
+    d: usize,
+    at: usize,
+    seq: u32,
+    index: u64,
+}
 
 /// A mapped connection region.
 #[derive(Debug)]
@@ -83,64 +113,110 @@ impl MsgRegion {
         self.map.atomic_u32(off).expect("region words are aligned and inside")
     }
 
-    /// Copy as much of `data` as fits into ring `d`; returns the bytes queued.
-    pub fn push(&self, d: usize, data: &[u8]) -> usize {
+    fn slot(&self, d: usize, index: u64) -> usize {
+        HEADER + d * RING + (index % SLOTS as u64) as usize * SLOT
+    }
+
+    /// Queue as much of `data` as fits in ring `d`. Returns the bytes queued and, when the
+    /// receiver was not watching the first slot written, that slot: ring the receiver
+    /// unless [`MsgRegion::noticed`] says it has looked since.
+    pub fn push(&self, d: usize, data: &[u8]) -> (usize, Option<Unseen>) {
         let base = dir_base(d);
-        let tail = self.u64(base + TAIL).load(Ordering::Relaxed);
-        let head = self.u64(base + HEAD).load(Ordering::Acquire);
-        let used = (tail.wrapping_sub(head) as usize).min(RING);
-        let n = data.len().min(RING - used);
-        if n == 0 {
-            return 0;
+        let mut tail = self.u64(base + TAIL).load(Ordering::Relaxed);
+        let mut head = self.u64(base + HEAD_CACHE).load(Ordering::Relaxed);
+        let mut first = None;
+        let mut sent = 0;
+        while sent < data.len() {
+            if tail.wrapping_sub(head) >= SLOTS as u64 {
+                head = self.u64(base + HEAD).load(Ordering::Acquire);
+                self.u64(base + HEAD_CACHE).store(head, Ordering::Relaxed);
+                if tail.wrapping_sub(head) >= SLOTS as u64 {
+                    break;
+                }
+            }
+            let at = self.slot(d, tail);
+            let n = (data.len() - sent).min(PAYLOAD);
+            let _ = self.map.write(at + S_DATA, &data[sent..sent + n]);
+            self.u32(at + S_LEN).store(n as u32, Ordering::Relaxed);
+            let seq = tail.wrapping_add(1) as u32;
+            self.u32(at + S_SEQ).store(seq, Ordering::Release);
+            first.get_or_insert((at, seq, tail));
+            tail = tail.wrapping_add(1);
+            sent += n;
         }
-        let at = (tail % RING as u64) as usize;
-        let first = n.min(RING - at);
-        let ring = HEADER + d * RING;
-        let _ = self.map.write(ring + at, &data[..first]);
-        if first < n {
-            let _ = self.map.write(ring, &data[first..n]);
-        }
-        self.u64(base + TAIL).store(tail.wrapping_add(n as u64), Ordering::Release);
-        n
+        self.u64(base + TAIL).store(tail, Ordering::Relaxed);
+        let unseen = match first {
+            Some((at, seq, index)) => {
+                fence(Ordering::SeqCst);
+                (self.u32(at + S_WAITER).load(Ordering::SeqCst) != seq).then_some(Unseen {
+                    d,
+                    at,
+                    seq,
+                    index,
+                })
+            }
+            None => None,
+        };
+        (sent, unseen)
+    }
+
+    /// Whether the consumer has, since [`MsgRegion::push`], started watching the slot or
+    /// taken it (then it will keep its descriptor's readiness right itself).
+    pub fn noticed(&self, u: &Unseen) -> bool {
+        self.u32(u.at + S_WAITER).load(Ordering::SeqCst) == u.seq
+            || self.u64(dir_base(u.d) + HEAD).load(Ordering::Acquire).wrapping_sub(u.index) as i64 > 0
     }
 
     /// Take up to `out.len()` bytes from ring `d`; returns how many.
     pub fn pop(&self, d: usize, out: &mut [u8]) -> usize {
         let base = dir_base(d);
-        let head = self.u64(base + HEAD).load(Ordering::Relaxed);
-        let tail = self.u64(base + TAIL).load(Ordering::Acquire);
-        let avail = (tail.wrapping_sub(head) as usize).min(RING);
-        let n = out.len().min(avail);
-        if n == 0 {
-            return 0;
+        let mut head = self.u64(base + HEAD).load(Ordering::Relaxed);
+        let mut off = self.u32(base + HEAD_OFF).load(Ordering::Relaxed) as usize;
+        let mut got = 0;
+        while got < out.len() {
+            let at = self.slot(d, head);
+            if self.u32(at + S_SEQ).load(Ordering::Acquire) != head.wrapping_add(1) as u32 {
+                break;
+            }
+            let len = (self.u32(at + S_LEN).load(Ordering::Relaxed) as usize).min(PAYLOAD);
+            if off < len {
+                let n = (len - off).min(out.len() - got);
+                let _ = self.map.read(at + S_DATA + off, &mut out[got..got + n]);
+                got += n;
+                off += n;
+            }
+            if off >= len {
+                head = head.wrapping_add(1);
+                off = 0;
+            }
         }
-        let at = (head % RING as u64) as usize;
-        let first = n.min(RING - at);
-        let ring = HEADER + d * RING;
-        let _ = self.map.read(ring + at, &mut out[..first]);
-        if first < n {
-            let _ = self.map.read(ring, &mut out[first..n]);
-        }
-        self.u64(base + HEAD).store(head.wrapping_add(n as u64), Ordering::Release);
-        n
+        self.u32(base + HEAD_OFF).store(off as u32, Ordering::Relaxed);
+        self.u64(base + HEAD).store(head, Ordering::Release);
+        got
     }
 
-    /// Bytes waiting in ring `d`.
-    pub fn queued(&self, d: usize) -> usize {
+    /// Whether ring `d` holds bytes for its consumer.
+    pub fn has_data(&self, d: usize) -> bool {
+        let head = self.u64(dir_base(d) + HEAD).load(Ordering::Acquire);
+        self.u32(self.slot(d, head) + S_SEQ).load(Ordering::Acquire) == head.wrapping_add(1) as u32
+    }
+
+    /// Whether ring `d` has a free slot for its producer.
+    pub fn has_room(&self, d: usize) -> bool {
         let base = dir_base(d);
-        let tail = self.u64(base + TAIL).load(Ordering::Acquire);
+        let tail = self.u64(base + TAIL).load(Ordering::Relaxed);
         let head = self.u64(base + HEAD).load(Ordering::Acquire);
-        (tail.wrapping_sub(head) as usize).min(RING)
+        tail.wrapping_sub(head) < SLOTS as u64
     }
 
-    /// Free bytes in ring `d`.
-    pub fn room(&self, d: usize) -> usize {
-        RING - self.queued(d)
-    }
-
-    /// Raised by ring `d`'s consumer while it spins in a receive: producers skip the bell.
-    pub fn rx_spin(&self, d: usize) -> &AtomicU32 {
-        self.u32(dir_base(d) + RX_SPIN)
+    /// The consumer of ring `d` announces (`true`) or withdraws (`false`) that it watches
+    /// the next slot, so senders need not ring. Sequentially consistent: a sender either
+    /// sees the announcement or its message is seen by the consumer's next check.
+    pub fn watch(&self, d: usize, on: bool) {
+        let head = self.u64(dir_base(d) + HEAD).load(Ordering::Relaxed);
+        let v = if on { head.wrapping_add(1) as u32 } else { 0 };
+        self.u32(self.slot(d, head) + S_WAITER).store(v, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
     }
 
     /// Raised while a bell byte for ring `d` waits in the consumer's descriptor.
@@ -185,17 +261,35 @@ mod tests {
         let b = MsgRegion::open(fd.as_fd()).unwrap();
         let data: Vec<u8> = (0..RING * 3).map(|i| (i % 251) as u8).collect();
         let (mut sent, mut got) = (0, Vec::new());
-        let mut buf = vec![0u8; 10_000];
+        let mut buf = vec![0u8; 777];
         while got.len() < data.len() {
-            sent += a.push(0, &data[sent..(sent + 7_000).min(data.len())]);
+            sent += a.push(0, &data[sent..(sent + 7_000).min(data.len())]).0;
             let n = b.pop(0, &mut buf);
             got.extend_from_slice(&buf[..n]);
         }
         assert_eq!(got, data);
-        assert_eq!(b.queued(0), 0);
-        assert_eq!(a.push(0, &vec![0u8; RING + 5]), RING);
-        assert_eq!(a.room(0), 0);
-        assert_eq!(b.queued(1), 0);
+        assert!(!b.has_data(0));
+        assert_eq!(a.push(0, &vec![0u8; RING * 2]).0, SLOTS * PAYLOAD);
+        assert!(!a.has_room(0));
+        assert!(!b.has_data(1));
+    }
+
+    #[test]
+    fn a_watching_consumer_needs_no_bell() {
+        let fd = MsgRegion::create().unwrap();
+        let r = MsgRegion::open(fd.as_fd()).unwrap();
+        assert!(r.push(1, b"x").1.is_some(), "nobody watches: ring");
+        let mut b = [0u8; 1];
+        assert_eq!(r.pop(1, &mut b), 1);
+        r.watch(1, true);
+        assert!(r.push(1, b"y").1.is_none(), "the consumer watches the slot");
+        r.pop(1, &mut b);
+        r.watch(1, true);
+        r.watch(1, false);
+        let u = r.push(1, b"z").1.expect("withdrawn: ring again");
+        assert!(!r.noticed(&u));
+        r.watch(1, true);
+        assert!(r.noticed(&u), "watching now");
     }
 
     #[test]

@@ -212,8 +212,10 @@ MAYBE_UNUSED static int node_listed(uint16_t node)
 }
 
 /* Open an endpoint and connect it, retrying while the listener is not up
- * yet (the tutorial idiom).  Returns the endpoint; *lport gets the local
- * port scif_connect() reports. */
+ * yet (the tutorial idiom: ECONNREFUSED).  On Remora a node only exists once
+ * its node daemon runs, so while the server is still starting the answer
+ * may be ENODEV; that is retried too.  Returns the endpoint; *lport gets the
+ * local port scif_connect() reports. */
 MAYBE_UNUSED static scif_epd_t connect_retry(uint16_t node, uint16_t port, int *lport)
 {
     struct scif_portID dst;
@@ -227,11 +229,12 @@ MAYBE_UNUSED static scif_epd_t connect_retry(uint16_t node, uint16_t port, int *
     for (;;) {
         errno = 0;
         rc = scif_connect(epd, &dst);
-        if (rc >= 0 || errno != ECONNREFUSED || now_ms() - t0 > 10000.0)
+        if (rc >= 0 || (errno != ECONNREFUSED && errno != ENODEV) ||
+            now_ms() - t0 > 10000.0)
             break;
         msleep(20);
     }
-    CHECK_Q(rc > 0, "scif_connect returns the local port (> 0)");
+    CHECK_Q(rc > 0, "scif_connect (retried for 10 s on ECONNREFUSED/ENODEV) returns the local port");
     *lport = rc;
     return epd;
 }
