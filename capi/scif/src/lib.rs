@@ -153,6 +153,11 @@ fn offset(o: i64) -> Result<u64, Error> {
     u64::try_from(o).map_err(|_| inval("negative offset"))
 }
 
+/// A registered-address-space offset of an RMA: a negative one lies in no window.
+fn rma_offset(o: i64) -> Result<u64, Error> {
+    u64::try_from(o).map_err(|_| Error::NoWindow)
+}
+
 fn rma_flags(flags: c_int) -> Result<RmaFlags, Error> {
     if flags & !(SCIF_RMA_USECPU | SCIF_RMA_USECACHE | SCIF_RMA_SYNC | SCIF_RMA_ORDERED) != 0 {
         return Err(inval("unknown RMA flags"));
@@ -207,7 +212,11 @@ pub extern "C" fn scif_bind(epd: scif_epd_t, pn: u16) -> c_int {
 #[unsafe(no_mangle)]
 pub extern "C" fn scif_listen(epd: scif_epd_t, backlog: c_int) -> c_int {
     guard(-1, || {
-        ep(epd)?.listen(backlog.max(1) as u32)?;
+        let e = ep(epd)?;
+        if backlog <= 0 {
+            return Err(inval("backlog must be positive"));
+        }
+        e.listen(backlog as u32)?;
         Ok(0)
     })
 }
@@ -413,7 +422,7 @@ pub unsafe extern "C" fn scif_mmap(
 pub unsafe extern "C" fn scif_munmap(addr: *mut c_void, len: usize) -> c_int {
     guard(-1, || {
         let page = remora_sys::page_size();
-        if len == 0 || (addr as usize) % page != 0 {
+        if len == 0 || !(addr as usize).is_multiple_of(page) {
             return Err(inval("unaligned address or empty range"));
         }
         // SAFETY: the caller's contract.
@@ -434,7 +443,7 @@ pub extern "C" fn scif_readfrom(
     guard(-1, || {
         let e = ep(epd)?;
         let f = rma_flags(rma)?;
-        e.read_from(offset(loffset)?, len, offset(roffset)?, f)?;
+        e.read_from(rma_offset(loffset)?, len, rma_offset(roffset)?, f)?;
         Ok(0)
     })
 }
@@ -445,7 +454,7 @@ pub extern "C" fn scif_writeto(epd: scif_epd_t, loffset: i64, len: usize, roffse
     guard(-1, || {
         let e = ep(epd)?;
         let f = rma_flags(rma)?;
-        e.write_to(offset(loffset)?, len, offset(roffset)?, f)?;
+        e.write_to(rma_offset(loffset)?, len, rma_offset(roffset)?, f)?;
         Ok(0)
     })
 }
@@ -465,7 +474,7 @@ pub unsafe extern "C" fn scif_vreadfrom(
     guard(-1, || {
         let e = ep(epd)?;
         let f = rma_flags(rma)?;
-        let o = offset(off)?;
+        let o = rma_offset(off)?;
         if addr.is_null() {
             return Err(Error::Fault);
         }
@@ -494,7 +503,7 @@ pub unsafe extern "C" fn scif_vwriteto(
     guard(-1, || {
         let e = ep(epd)?;
         let f = rma_flags(rma)?;
-        let o = offset(off)?;
+        let o = rma_offset(off)?;
         if addr.is_null() {
             return Err(Error::Fault);
         }
@@ -564,8 +573,8 @@ pub extern "C" fn scif_fence_signal(
             return Err(inval("unknown fence flags"));
         }
         let init = fence_init(flags)?;
-        let local = if flags & SCIF_SIGNAL_LOCAL != 0 { Some((offset(loff)?, lval)) } else { None };
-        let remote = if flags & SCIF_SIGNAL_REMOTE != 0 { Some((offset(roff)?, rval)) } else { None };
+        let local = if flags & SCIF_SIGNAL_LOCAL != 0 { Some((rma_offset(loff)?, lval)) } else { None };
+        let remote = if flags & SCIF_SIGNAL_REMOTE != 0 { Some((rma_offset(roff)?, rval)) } else { None };
         e.fence_signal(local, remote, init)?;
         Ok(0)
     })

@@ -47,6 +47,27 @@ impl Env {
         out
     }
 
+    /// Compile a SCIF program the way the MPSS tutorials do (`-lscif -lpthread`).
+    fn build_scif(&self, src: &Path) -> PathBuf {
+        let out = self.prefix.path().join(src.file_stem().unwrap());
+        let p = self.prefix.path();
+        let o = Command::new("cc")
+            .args(["-std=gnu99", "-Wall", "-Wextra", "-Werror", "-D_REENTRANT"])
+            .arg("-I")
+            .arg(p.join("include"))
+            .arg(src)
+            .arg("-o")
+            .arg(&out)
+            .arg("-L")
+            .arg(p.join("lib64"))
+            .arg(format!("-Wl,-rpath,{}", p.join("lib64").display()))
+            .args(["-lscif", "-lpthread"])
+            .output()
+            .expect("cc must be installed (apt-get install gcc)");
+        assert!(o.status.success(), "cc {}: {}", src.display(), String::from_utf8_lossy(&o.stderr));
+        out
+    }
+
     /// A command for node `node`; the library finds remorad in the prefix's bin by itself.
     fn run(&self, exe: &Path, node: u32) -> Command {
         let mut c = Command::new(exe);
@@ -265,4 +286,97 @@ fn stores_reach_the_other_host_even_without_unmap() {
     let mut out = String::new();
     std::io::Read::read_to_string(r.stdout.as_mut().unwrap(), &mut out).unwrap();
     assert!(status.success() && out.contains("Hello, World!"), "receiver said: {out}");
+}
+
+/// Run a SCIF program as a server on node 4 and a client on node 8 (told the server's
+/// node and the port); both must print PASS.
+fn run_scif_pair(src: &str, port: u16) {
+    let env = Env::new();
+    let exe = env.build_scif(&root().join(src));
+    let mut server = env
+        .run(&exe, 4)
+        .args(["server", &port.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = env.run(&exe, 8).args(["client", "4", &port.to_string()]).output().unwrap();
+    let status = wait_with_timeout(&mut server, Duration::from_secs(90));
+    let (mut out, mut err) = (String::new(), String::new());
+    std::io::Read::read_to_string(server.stdout.as_mut().unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_string(server.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let cout = String::from_utf8_lossy(&client.stdout);
+    let cerr = String::from_utf8_lossy(&client.stderr);
+    assert!(
+        client.status.success() && cout.contains("PASS"),
+        "{src} client: {cout}{cerr}\nserver: {out}{err}"
+    );
+    assert!(status.success() && out.contains("PASS"), "{src} server: {out}{err}\nclient: {cout}{cerr}");
+}
+
+#[test]
+fn scif_connect_messaging_poll_and_close_across_two_nodes() {
+    run_scif_pair("tests/c/scif/scif_msg.c", 2050);
+}
+
+#[test]
+fn scif_windows_rma_fences_mmap_and_fork_across_two_nodes() {
+    run_scif_pair("tests/c/scif/scif_rma.c", 2060);
+}
+
+#[test]
+fn scif_error_cases_get_documented_errno() {
+    let env = Env::new();
+    let exe = env.build_scif(&root().join("tests/c/scif/scif_errors.c"));
+    let out = env.run(&exe, 4).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("PASS"),
+        "scif_errors: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn libscif_exports_every_call_with_the_mpss_symbol_version() {
+    let env = Env::new();
+    let lib = env.prefix.path().join("lib64/libscif.so.0");
+    assert!(lib.exists(), "libscif.so.0 (the soname link) is installed");
+    let out = Command::new("objdump").arg("-T").arg(&lib).output();
+    let Ok(out) = out else {
+        eprintln!("SKIP: objdump is not installed (apt-get install binutils)");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    for f in [
+        "scif_open",
+        "scif_close",
+        "scif_bind",
+        "scif_listen",
+        "scif_connect",
+        "scif_accept",
+        "scif_send",
+        "scif_recv",
+        "scif_register",
+        "scif_unregister",
+        "scif_mmap",
+        "scif_munmap",
+        "scif_readfrom",
+        "scif_writeto",
+        "scif_vreadfrom",
+        "scif_vwriteto",
+        "scif_fence_mark",
+        "scif_fence_wait",
+        "scif_fence_signal",
+        "scif_get_nodeIDs",
+        "scif_get_fd",
+        "scif_poll",
+    ] {
+        assert!(
+            text.lines().any(|l| l.contains("SCIF_0.0") && l.split_whitespace().last() == Some(f)),
+            "{f} is exported as {f}@@SCIF_0.0"
+        );
+    }
+    let d = Command::new("readelf").arg("-d").arg(&lib).output().unwrap();
+    assert!(String::from_utf8_lossy(&d.stdout).contains("[libscif.so.0]"), "soname is libscif.so.0");
 }

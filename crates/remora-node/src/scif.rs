@@ -114,8 +114,8 @@ impl Scif {
     /// `scif_bind`.
     ///
     /// # Errors
-    /// `IllegalParameter` when already bound, `Access` for a port below 1024 without
-    /// privilege, `AddrInUse` for a taken port, `NoSpace` when no port is free.
+    /// `IllegalParameter` when this endpoint or the port is already bound, `Access` for a
+    /// port below 1024 without privilege, `NoSpace` when no port is free.
     pub fn bind(&mut self, sid: u64, port: u16, privileged: bool) -> Result<u16, Error> {
         if self.port_of(sid).is_some() {
             return Err(Error::IllegalParameter("endpoint already bound".into()));
@@ -130,7 +130,8 @@ impl Scif {
                 return Err(Error::Access);
             }
             if self.ports.contains_key(&port) {
-                return Err(Error::AddrInUse);
+                // The kernel header's answer for a port that is already bound: EINVAL.
+                return Err(Error::IllegalParameter(format!("port {port} is already bound")));
             }
             port
         };
@@ -281,7 +282,11 @@ impl Scif {
             return Err(Error::ConnReset);
         }
         let bad = |why: &str| Error::IllegalParameter(why.into());
-        if len == 0 || len % page != 0 || offset % page != 0 || memfd_offset % page != 0 {
+        if len == 0
+            || !len.is_multiple_of(page)
+            || !offset.is_multiple_of(page)
+            || !memfd_offset.is_multiple_of(page)
+        {
             return Err(bad("offset and length must be page multiples"));
         }
         if prot & !3 != 0 {
@@ -323,22 +328,26 @@ impl Scif {
     /// cut through any window.
     ///
     /// # Errors
-    /// `NotConnected`; `IllegalParameter` for unaligned input; `OutOfRange` when the range
-    /// cuts a window or holds none.
+    /// `NotConnected`; `IllegalParameter` for unaligned input or a range that cuts through
+    /// a window; `OutOfRange` when the range holds no window.
     pub fn unregister(&mut self, sid: u64, offset: u64, len: u64) -> Result<(), Error> {
         let page = remora_sys::page_size() as u64;
         let (c, s) = self.side_of(sid)?;
-        if len == 0 || len % page != 0 || offset % page != 0 {
+        if len == 0 || !len.is_multiple_of(page) || !offset.is_multiple_of(page) {
             return Err(Error::IllegalParameter("offset and length must be page multiples".into()));
         }
         let end = offset.checked_add(len).ok_or(Error::OutOfRange)?;
         let windows = &mut c.sides[s].windows;
+        let cut = || Error::IllegalParameter("the range cuts through a window".into());
         if windows.range(..offset).next_back().is_some_and(|(o, w)| o + w.len > offset) {
-            return Err(Error::OutOfRange);
+            return Err(cut());
         }
         let inside: Vec<u64> = windows.range(offset..end).map(|(o, _)| *o).collect();
-        if inside.is_empty() || inside.iter().any(|o| o + windows[o].len > end) {
+        if inside.is_empty() {
             return Err(Error::OutOfRange);
+        }
+        if inside.iter().any(|o| o + windows[o].len > end) {
+            return Err(cut());
         }
         for o in inside {
             windows.remove(&o);

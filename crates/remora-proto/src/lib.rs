@@ -614,7 +614,7 @@ pub enum Reply {
 }
 
 /// At most this many windows per [`Request::ScifWindows`] answer.
-pub const SCIF_WINDOWS_PER_REPLY: usize = 32;
+pub const SCIF_WINDOWS_PER_REPLY: usize = 16;
 
 /// A registered SCIF window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

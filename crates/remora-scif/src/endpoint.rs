@@ -163,9 +163,9 @@ impl Endpoint {
     /// `port` is 0. Returns the port.
     ///
     /// # Errors
-    /// [`Error::Invalid`] when already bound, [`Error::IsConnected`] when connected,
-    /// [`Error::Access`] for a port below 1024 without root, [`Error::AddrInUse`] for a
-    /// taken port, [`Error::NoSpace`] when no port is free, [`Error::NoDevice`] when the
+    /// [`Error::Invalid`] when the endpoint or the port is already bound,
+    /// [`Error::IsConnected`] when connected, [`Error::Access`] for a port below 1024
+    /// without root, [`Error::NoSpace`] when no port is free, [`Error::NoDevice`] when the
     /// node daemon cannot be reached or started.
     pub fn bind(&self, port: u16) -> Result<u16> {
         self.live()?;
@@ -189,18 +189,23 @@ impl Endpoint {
     /// waiting at most.
     ///
     /// # Errors
-    /// [`Error::Invalid`] when not bound (or already listening), [`Error::IsConnected`]
-    /// when connected.
+    /// [`Error::Invalid`] when not bound or `backlog` is 0, [`Error::IsConnected`] when
+    /// connected or already listening.
     pub fn listen(&self, backlog: u32) -> Result<()> {
         self.live()?;
         let mut st = self.state();
+        if backlog == 0 {
+            return Err(Error::Invalid("backlog must be positive".into()));
+        }
         let (port, home) = match std::mem::replace(&mut *st, State::Closed) {
             State::Bound { port, home } => (port, home),
             other => {
                 let err = match &other {
-                    State::Connecting | State::Connected { .. } => Error::IsConnected,
+                    State::Connecting | State::Connected { .. } | State::Listening { .. } => {
+                        Error::IsConnected
+                    }
                     State::Closed => Error::BadEndpoint,
-                    _ => Error::Invalid("endpoint not bound, or already listening".into()),
+                    _ => Error::Invalid("endpoint not bound".into()),
                 };
                 *st = other;
                 return Err(err);
@@ -209,6 +214,8 @@ impl Endpoint {
         let fds = [self.inner.reader.as_fd(), self.inner.ringer.as_fd()];
         match home.request(Request::ScifListen { backlog }, &fds) {
             Ok((Reply::ScifListening { token }, _)) => {
+                // A listener is never writable (POLLOUT means nothing on it).
+                bell::stuff(self.as_fd());
                 *st = State::Listening { port, token, _home: home };
                 Ok(())
             }
@@ -231,8 +238,8 @@ impl Endpoint {
     ///
     /// # Errors
     /// [`Error::Refused`] when nobody listens there, [`Error::NoDevice`] for an unknown or
-    /// unreachable node, [`Error::IsConnected`] when already connected, [`Error::Invalid`]
-    /// for a listening endpoint.
+    /// unreachable node, [`Error::IsConnected`] when already connected,
+    /// [`Error::NotSupported`] for a listening endpoint.
     pub fn connect(&self, dst: PortId) -> Result<u16> {
         self.live()?;
         if let Some(r) = self.inner.async_connect.lock().unwrap_or_else(|p| p.into_inner()).take() {
@@ -244,7 +251,9 @@ impl Endpoint {
                 State::Open | State::Bound { .. } => {}
                 State::Connecting => return Err(Error::InProgress),
                 State::Connected { .. } => return Err(Error::IsConnected),
-                State::Listening { .. } => return Err(Error::Invalid("endpoint is listening".into())),
+                State::Listening { .. } => {
+                    return Err(Error::NotSupported("connect on a listening endpoint"))
+                }
                 State::Closed => return Err(Error::BadEndpoint),
             }
             if matches!(&*st, State::Open) {

@@ -224,10 +224,10 @@ impl Endpoint {
 
     /// `scif_fence_signal`: once the RMAs started so far (by `init`) have completed, store
     /// `local.1` at our registered offset `local.0` and/or `remote.1` at the peer's
-    /// registered offset `remote.0` (8-byte aligned offsets inside windows).
+    /// registered offset `remote.0` (DWORD-aligned offsets inside windows).
     ///
     /// # Errors
-    /// [`Error::Invalid`] for unaligned offsets or neither target, [`Error::NoWindow`]
+    /// [`Error::Invalid`] for offsets not 4-byte aligned or neither target, [`Error::NoWindow`]
     /// when an offset is outside the windows, [`Error::NotConnected`], [`Error::Reset`].
     pub fn fence_signal(
         &self,
@@ -239,8 +239,8 @@ impl Endpoint {
         if local.is_none() && remote.is_none() {
             return Err(Error::Invalid("signal neither end".into()));
         }
-        if local.iter().chain(remote.iter()).any(|(off, _)| off % 8 != 0) {
-            return Err(Error::Invalid("signal offsets must be 8-byte aligned".into()));
+        if local.iter().chain(remote.iter()).any(|(off, _)| off % 4 != 0) {
+            return Err(Error::Invalid("signal offsets must be 4-byte (DWORD) aligned".into()));
         }
         let lw = local.map(|(off, v)| resolve(&c.windows(false)?, off, 8, 0).map(|p| (p, v))).transpose()?;
         let rw = remote.map(|(off, v)| resolve(&c.windows(true)?, off, 8, 0).map(|p| (p, v))).transpose()?;
@@ -248,9 +248,18 @@ impl Endpoint {
         self.fence_wait(mark)?;
         for (pieces, v) in lw.into_iter().chain(rw) {
             let (m, off, _) = &pieces[0];
-            match m.atomic_u64(*off) {
-                Some(a) => a.store(v, Ordering::Release),
-                None => m.write(*off, &v.to_ne_bytes()).map_err(|e| Error::NoMemory(e.to_string()))?,
+            match (pieces.len(), m.atomic_u64(*off)) {
+                (1, Some(a)) => a.store(v, Ordering::Release),
+                _ => {
+                    // Only DWORD-aligned (or split across windows): plain stores, in order.
+                    let bytes = v.to_ne_bytes();
+                    let mut at = 0;
+                    for (m, off, n) in &pieces {
+                        m.write(*off, &bytes[at..at + n]).map_err(|e| Error::NoMemory(e.to_string()))?;
+                        at += n;
+                    }
+                    fence(Ordering::Release);
+                }
             }
         }
         Ok(())

@@ -14,7 +14,7 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::Path;
 
 /// The most descriptors one message carries.
-pub const MAX_FDS: usize = 4;
+pub const MAX_FDS: usize = 16;
 
 fn socket(nonblocking: bool) -> io::Result<OwnedFd> {
     let mut flags = SocketFlags::CLOEXEC;

@@ -51,6 +51,69 @@ pub fn is_private_anonymous(addr: usize, len: usize) -> bool {
     false
 }
 
+/// Whether every byte of `addr..addr+len` is writable memory that [`share_region`] may
+/// move: private anonymous pages, or pages an earlier move put into a Remora memfd.
+fn is_movable(addr: usize, len: usize) -> bool {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return false;
+    };
+    let Some(end) = addr.checked_add(len) else { return false };
+    let mut cursor = addr;
+    for line in maps.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let path = parts.nth(3).unwrap_or("");
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16)) else {
+            continue;
+        };
+        if hi <= cursor || lo > cursor {
+            continue;
+        }
+        let private =
+            perms.starts_with("rw") && perms.ends_with('p') && (path.is_empty() || path == "[heap]");
+        let ours = perms.starts_with("rw") && perms.ends_with('s') && path.starts_with("/memfd:remora:");
+        if !private && !ours {
+            return false;
+        }
+        cursor = hi;
+        if cursor >= end {
+            return true;
+        }
+    }
+    false
+}
+
+/// Copy `addr..addr+len` into a new sealed memfd and map it over the same addresses.
+///
+/// # Safety
+/// As [`move_into_memfd`]; the range must have been checked to be mapped and writable.
+unsafe fn rehome(addr: *mut u8, len: usize, name: &str) -> io::Result<Memfd> {
+    let fd = Memfd::create(name, len as u64)?;
+    let tmp = crate::Mapping::new(std::os::fd::AsFd::as_fd(&fd), 0, len, Default::default())?;
+    // SAFETY: the caller checked the range is mapped readable memory; `tmp` is fresh.
+    unsafe { std::ptr::copy_nonoverlapping(addr, tmp.as_ptr(), len) };
+    drop(tmp);
+    // SAFETY: MAP_FIXED over the caller's range, which the contract hands over; the bytes
+    // are preserved.
+    unsafe {
+        rustix::mm::mmap(
+            addr.cast(),
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED | MapFlags::FIXED,
+            &fd,
+            0,
+        )
+    }
+    .map_err(errno)?;
+    Ok(fd)
+}
+
 /// Move the pages at `addr..addr+len` into a new sealed memfd, keeping their addresses and
 /// contents. Returns the memfd, which now backs those addresses.
 ///
@@ -174,9 +237,11 @@ impl UserRegion {
     }
 }
 
-/// Memory already moved into memfds by [`share_region`]: `(start, len, memfd, inode)`.
-static SHARED: std::sync::Mutex<Vec<(usize, usize, std::sync::Arc<Memfd>, u64)>> =
-    std::sync::Mutex::new(Vec::new());
+/// One range moved by [`share_region`]: `(start, len, memfd, inode)`.
+type Moved = (usize, usize, std::sync::Arc<Memfd>, u64);
+
+/// Memory already moved into memfds by [`share_region`].
+static SHARED: std::sync::Mutex<Vec<Moved>> = std::sync::Mutex::new(Vec::new());
 
 /// The inode of the file mapped at `addr` in this process, from `/proc/self/maps`.
 fn inode_at(addr: usize) -> Option<u64> {
@@ -216,10 +281,17 @@ pub fn share_region(region: UserRegion, name: &str) -> io::Result<(std::sync::Ar
             return Ok((fd.clone(), (addr - start) as u64));
         }
     }
+    // A range that is partly memory moved before (a window over pages of an earlier
+    // window and fresh pages) moves as a whole into a new memfd: earlier windows keep the
+    // pages they had, as a SCIF window keeps its pages when the addresses are remapped.
+    if !is_movable(addr, len) {
+        return Err(errno(rustix::io::Errno::FAULT));
+    }
     // SAFETY: the `UserRegion` contract: the range is this process's memory, stays mapped
-    // and is not accessed in conflict while we move it; its bytes are preserved.
-    let fd = unsafe { move_into_memfd(addr as *mut u8, len, name)? };
-    let ino = rustix::fs::fstat(&fd).map(|st| st.st_ino).map_err(|e| errno(e))?;
+    // and is not accessed in conflict while we move it; it was checked to be writable
+    // memory of a movable kind; its bytes are preserved.
+    let fd = unsafe { rehome(addr as *mut u8, len, name)? };
+    let ino = rustix::fs::fstat(&fd).map(|st| st.st_ino).map_err(errno)?;
     shared.retain(|(s, l, _, _)| s + l <= addr || *s >= addr + len);
     let fd = std::sync::Arc::new(fd);
     shared.push((addr, len, fd.clone(), ino));
