@@ -19,6 +19,7 @@ mod dma;
 mod peer;
 pub mod registry;
 pub mod scif;
+mod scif_link;
 mod session;
 pub mod transport;
 

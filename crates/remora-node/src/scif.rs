@@ -31,6 +31,8 @@ const OFFSET_LIMIT: u64 = 1 << 62;
 pub struct Accepted {
     /// The connection.
     pub conn: u64,
+    /// The relay to start (a connector on another host).
+    pub relay: Option<RelayStart>,
     /// The region memfd.
     pub region: OwnedFd,
     /// The acceptor's ringer.
@@ -44,7 +46,50 @@ struct Pending {
     sid: u64,
     from: (u32, u16),
     ringer: OwnedFd,
+    /// A connector on another host: the relay's end of the doorbell it will use.
+    remote: Option<RemoteEnd>,
     reply: oneshot::Sender<Result<Accepted, Error>>,
+}
+
+/// The far end of a connection whose peer is on another host.
+#[derive(Debug)]
+pub struct RemoteEnd {
+    /// The peer's node.
+    pub node: u32,
+    /// The peer daemon's handle of the connection.
+    pub conn: u64,
+    /// The reader of the doorbell the local endpoint rings (the relay watches it).
+    pub reader: OwnedFd,
+}
+
+/// What a connection's relay task hears from the books.
+#[derive(Debug)]
+pub enum RelayIn {
+    /// Bytes from the peer on the other host, for the local endpoint.
+    Data(Vec<u8>),
+    /// The peer on the other host closed (or its node is lost).
+    PeerClosed,
+    /// The local endpoint closed: forward what it sent, then tell the peer.
+    LocalClosed,
+}
+
+/// What starts a relay: everything it needs outside the books.
+#[derive(Debug)]
+pub struct RelayStart {
+    /// The connection.
+    pub conn: u64,
+    /// Its region.
+    pub region: std::sync::Arc<MsgRegion>,
+    /// The local endpoint's side.
+    pub local: usize,
+    /// The local endpoint's ringer (the relay rings it and unstuffs it).
+    pub ringer: OwnedFd,
+    /// The ringer of the relay's own doorbell (to undo its own stuffing).
+    pub proxy_ringer: OwnedFd,
+    /// The far end.
+    pub remote: RemoteEnd,
+    /// Where the books send news.
+    pub rx: tokio::sync::mpsc::UnboundedReceiver<RelayIn>,
 }
 
 struct Listener {
@@ -81,8 +126,14 @@ struct Side {
 
 struct Conn {
     memfd: Memfd,
-    region: MsgRegion,
+    region: std::sync::Arc<MsgRegion>,
     sides: [Side; 2],
+    /// Set when the peer is on another host: the relay task of the connection.
+    relay: Option<tokio::sync::mpsc::UnboundedSender<RelayIn>>,
+    /// Which side stands for the peer on the other host.
+    proxy: Option<usize>,
+    /// The far peer's node and its daemon's handle of the connection.
+    far: Option<(u32, u64)>,
 }
 
 /// The SCIF books.
@@ -176,6 +227,7 @@ impl Scif {
         port: u16,
         from: (u32, u16),
         ringer: OwnedFd,
+        remote: Option<RemoteEnd>,
     ) -> Result<(u64, oneshot::Receiver<Result<Accepted, Error>>), Error> {
         if self.sides.contains_key(&sid) {
             return Err(Error::IsConnected);
@@ -186,7 +238,7 @@ impl Scif {
             return Err(Error::ConnRefused);
         }
         let (tx, rx) = oneshot::channel();
-        l.pending.push_back(Pending { id, sid, from, ringer, reply: tx });
+        l.pending.push_back(Pending { id, sid, from, ringer, remote, reply: tx });
         l.level();
         Ok((id, rx))
     }
@@ -212,7 +264,7 @@ impl Scif {
         port: u16,
         token: u64,
         ringer: &OwnedFd,
-    ) -> Result<(OwnedFd, OwnedFd, (u32, u16)), Error> {
+    ) -> Result<(OwnedFd, OwnedFd, (u32, u16), bool), Error> {
         if self.sides.contains_key(&sid) || self.port_of(sid).is_some() {
             return Err(Error::IsConnected);
         }
@@ -225,11 +277,30 @@ impl Scif {
             let Some(p) = l.pending.pop_front() else { return Err(Error::Again) };
             l.level();
             let memfd = MsgRegion::create().map_err(sys)?;
-            let region = MsgRegion::open(memfd.as_fd()).map_err(sys)?;
+            let region = std::sync::Arc::new(MsgRegion::open(memfd.as_fd()).map_err(sys)?);
             let conn = self.id();
             let dup = |f: &OwnedFd| f.try_clone().map_err(sys);
+            let far = p.remote.as_ref().map(|r| (r.node, r.conn));
+            let (relay, relay_tx) = match p.remote {
+                Some(remote) => {
+                    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                    let start = RelayStart {
+                        conn,
+                        region: region.clone(),
+                        local: 1,
+                        ringer: dup(ringer)?,
+                        proxy_ringer: dup(&p.ringer)?,
+                        remote,
+                        rx,
+                    };
+                    (Some(start), Some(tx))
+                }
+                None => (None, None),
+            };
+            let remote_connector = relay.is_some();
             let accepted = Accepted {
                 conn,
+                relay,
                 region: memfd.try_clone().map_err(sys)?.into_fd(),
                 peer_ringer: dup(ringer)?,
                 peer: (me, port),
@@ -241,7 +312,8 @@ impl Scif {
                 Side { sid: Some(sid), ringer: dup(ringer)?, windows: BTreeMap::new() },
             ];
             let region_fd = memfd.try_clone().map_err(sys)?.into_fd();
-            self.conns.insert(conn, Conn { memfd, region, sides });
+            let proxy = remote_connector.then_some(0);
+            self.conns.insert(conn, Conn { memfd, region, sides, relay: relay_tx, proxy, far });
             if p.reply.send(Ok(accepted)).is_err() {
                 // The connector gave up meanwhile: forget this one and take the next.
                 self.conns.remove(&conn);
@@ -249,8 +321,141 @@ impl Scif {
             }
             self.sides.insert(p_sid, (conn, 0));
             self.sides.insert(sid, (conn, 1));
-            return Ok((region_fd, theirs, p.from));
+            return Ok((region_fd, theirs, p.from, remote_connector));
         }
+    }
+
+    /// Start a connection to a listener on another host (the connecting side, on the
+    /// connector's node): books the connection with side 1 standing for the far peer,
+    /// whose doorbell is `(reader, ringer)`. Returns the connection, its region memfd and
+    /// where the relay's news will come.
+    ///
+    /// # Errors
+    /// `IsConnected` when the session is already connected; a system error.
+    #[allow(clippy::type_complexity)]
+    pub fn connect_out(
+        &mut self,
+        sid: u64,
+        ringer: OwnedFd,
+        proxy_ringer: OwnedFd,
+    ) -> Result<(u64, std::sync::Arc<MsgRegion>, OwnedFd, tokio::sync::mpsc::UnboundedReceiver<RelayIn>), Error>
+    {
+        if self.sides.contains_key(&sid) {
+            return Err(Error::IsConnected);
+        }
+        let memfd = MsgRegion::create().map_err(sys)?;
+        let region = std::sync::Arc::new(MsgRegion::open(memfd.as_fd()).map_err(sys)?);
+        let conn = self.id();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let sides = [
+            Side { sid: Some(sid), ringer, windows: BTreeMap::new() },
+            Side { sid: None, ringer: proxy_ringer, windows: BTreeMap::new() },
+        ];
+        let fd = memfd.try_clone().map_err(sys)?.into_fd();
+        self.conns.insert(
+            conn,
+            Conn { memfd, region: region.clone(), sides, relay: Some(tx), proxy: Some(1), far: None },
+        );
+        self.sides.insert(sid, (conn, 0));
+        Ok((conn, region, fd, rx))
+    }
+
+    /// The local endpoint of connection `conn`'s ringer (for its relay).
+    pub fn local_ringer(&self, conn: u64, side: usize) -> Option<OwnedFd> {
+        self.conns.get(&conn).and_then(|c| c.sides[side].ringer.try_clone().ok())
+    }
+
+    /// News for connection `conn`'s relay (data or a close from the other host).
+    pub fn to_relay(&self, conn: u64, msg: RelayIn) -> Result<(), Error> {
+        match self.conns.get(&conn).and_then(|c| c.relay.as_ref()) {
+            Some(tx) => tx.send(msg).map_err(|_| Error::NotConnected),
+            None => Err(Error::NotConnected),
+        }
+    }
+
+    /// The far peer of every connection to `node` is gone: their endpoints see a reset.
+    pub fn lose_node(&mut self, node: u32) {
+        for c in self.conns.values() {
+            if let (Some(tx), Some((n, _))) = (&c.relay, c.far) {
+                if n == node {
+                    let _ = tx.send(RelayIn::PeerClosed);
+                }
+            }
+        }
+    }
+
+    /// Record the far end of a connection made with [`Scif::connect_out`].
+    pub fn set_far(&mut self, conn: u64, node: u32, far: u64) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.far = Some((node, far));
+        }
+    }
+
+    /// Forget a connection made with [`Scif::connect_out`] that the far node refused.
+    pub fn abort_out(&mut self, sid: u64) {
+        if let Some((conn, _)) = self.sides.remove(&sid) {
+            self.conns.remove(&conn);
+        }
+    }
+
+    /// The far end (node, its handle) of session `sid`'s connection, when relayed; fails
+    /// with `ConnReset` once the far peer has closed.
+    ///
+    /// # Errors
+    /// `NotConnected` without a relayed connection, `ConnReset` after the far close.
+    pub fn far_of(&self, sid: u64) -> Result<(u32, u64), Error> {
+        let (conn, s) = self.sides.get(&sid).ok_or(Error::NotConnected)?;
+        let c = self.conns.get(conn).ok_or(Error::NotConnected)?;
+        if c.region.closed(1 - s).load(Ordering::Acquire) != 0 {
+            return Err(Error::ConnReset);
+        }
+        c.far.ok_or(Error::NotConnected)
+    }
+
+    /// Whether the connection of session `sid` reaches its peer through a relay, and the
+    /// connection handle.
+    pub fn relayed(&self, sid: u64) -> Option<u64> {
+        let (conn, _) = self.sides.get(&sid)?;
+        self.conns.get(conn).filter(|c| c.relay.is_some()).map(|_| *conn)
+    }
+
+    /// The windows of the local endpoint of relayed connection `conn` that
+    /// `offset..offset+len` covers, checked for `need` protections (RMA from another host).
+    ///
+    /// # Errors
+    /// `NotConnected`, `OutOfRange` outside the windows, `Access` without the protection.
+    pub fn remote_rma_pieces(
+        &self,
+        conn: u64,
+        offset: u64,
+        len: u64,
+        need: u8,
+    ) -> Result<Vec<(Memfd, u64, u64)>, Error> {
+        let c = self.conns.get(&conn).ok_or(Error::NotConnected)?;
+        let local = match c.proxy {
+            Some(p) => 1 - p,
+            None => return Err(Error::NotConnected),
+        };
+        if c.sides[local].sid.is_none() {
+            return Err(Error::ConnReset);
+        }
+        let windows = &c.sides[local].windows;
+        let end = offset.checked_add(len).ok_or(Error::OutOfRange)?;
+        let mut at = offset;
+        let mut out = Vec::new();
+        while at < end {
+            let (o, w) = windows.range(..=at).next_back().ok_or(Error::OutOfRange)?;
+            if at >= o + w.len {
+                return Err(Error::OutOfRange);
+            }
+            if w.prot & need != need {
+                return Err(Error::Access);
+            }
+            let n = end.min(o + w.len) - at;
+            out.push((w.memfd.try_clone().map_err(sys)?, w.memfd_offset + (at - o), n));
+            at += n;
+        }
+        Ok(out)
     }
 
     fn side_of(&mut self, sid: u64) -> Result<(&mut Conn, usize), Error> {
@@ -385,9 +590,27 @@ impl Scif {
         c.sides[s].sid = None;
         c.sides[s].windows.clear();
         c.region.win_gen(s).fetch_add(1, Ordering::AcqRel);
-        c.region.closed(s).store(1, Ordering::Release);
-        bell::hang_up(c.sides[1 - s].ringer.as_fd());
-        if c.sides.iter().all(|x| x.sid.is_none()) {
+        match (&c.relay, c.proxy) {
+            // The far peer's stand-in ended (its node's session or link): the relay tells
+            // the local endpoint, after the data already here.
+            (Some(tx), Some(p)) if p == s => {
+                let _ = tx.send(RelayIn::PeerClosed);
+            }
+            // The local endpoint closed: the relay forwards what it sent, then the close.
+            (Some(tx), Some(_)) => {
+                c.region.closed(s).store(1, Ordering::Release);
+                let _ = tx.send(RelayIn::LocalClosed);
+            }
+            _ => {
+                c.region.closed(s).store(1, Ordering::Release);
+                bell::hang_up(c.sides[1 - s].ringer.as_fd());
+            }
+        }
+        let local_gone = match c.proxy {
+            Some(p) => c.sides[1 - p].sid.is_none(),
+            None => c.sides.iter().all(|x| x.sid.is_none()),
+        };
+        if local_gone {
             let _ = &c.memfd;
             self.conns.remove(&conn);
         }

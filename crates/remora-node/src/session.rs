@@ -190,6 +190,8 @@ impl Session {
                 | Request::ScifUnregister { .. }
                 | Request::ScifWindows { .. }
                 | Request::ScifClose
+                | Request::ScifRemoteWrite { .. }
+                | Request::ScifRemoteRead { .. }
                 | Request::ScifNodes
         );
         if scif_req != (self.role == Role::Scif) && !matches!(req, Request::Probe { .. } | Request::ScifNodes)
@@ -426,6 +428,8 @@ impl Session {
             | Request::ScifUnregister { .. }
             | Request::ScifWindows { .. }
             | Request::ScifClose
+            | Request::ScifRemoteWrite { .. }
+            | Request::ScifRemoteRead { .. }
             | Request::ScifNodes => (Err(Error::Access), vec![]),
             Request::Status => {
                 let up = self.node.started.elapsed().as_secs();
@@ -472,12 +476,19 @@ impl Session {
                 let r = self.node.lock().scif.listen(sid, backlog, fds);
                 (r.map(|token| Reply::ScifListening { token }), vec![])
             }
-            Request::ScifConnect { port, from_node, from_port } => {
+            Request::ScifConnect { node, port, from_node, from_port } => {
                 if fds.len() != 1 {
                     return (Err(Error::IllegalParameter("connect needs a doorbell".into())), vec![]);
                 }
                 let ringer = fds.remove(0);
-                let queued = self.node.lock().scif.request(sid, port, (from_node, from_port), ringer);
+                if node != me {
+                    return match route(&self.node, node) {
+                        Route::Tcp => self.scif_connect_out(node, port, (from_node, from_port), ringer).await,
+                        Route::Local => (Ok(Reply::ScifDialDirect), vec![]),
+                        _ => (Err(Error::NoSuchNode), vec![]),
+                    };
+                }
+                let queued = self.node.lock().scif.request(sid, port, (from_node, from_port), ringer, None);
                 let (id, rx) = match queued {
                     Ok(x) => x,
                     Err(e) => return (Err(e), vec![]),
@@ -492,7 +503,12 @@ impl Session {
                 };
                 match answer {
                     Ok(a) => (
-                        Ok(Reply::ScifConnected { side: 0, peer_node: a.peer.0, peer_port: a.peer.1 }),
+                        Ok(Reply::ScifConnected {
+                            side: 0,
+                            remote: false,
+                            peer_node: a.peer.0,
+                            peer_port: a.peer.1,
+                        }),
                         vec![a.region, a.peer_ringer],
                     ),
                     Err(e) => (Err(e), vec![]),
@@ -512,8 +528,8 @@ impl Session {
                     Err(e) => Err(ConnectWait::Failed(e)),
                 };
                 match self.wait_until(None, Error::Again, attempt).await {
-                    Ok((region, theirs, from)) => (
-                        Ok(Reply::ScifConnected { side: 1, peer_node: from.0, peer_port: from.1 }),
+                    Ok((region, theirs, from, remote)) => (
+                        Ok(Reply::ScifConnected { side: 1, remote, peer_node: from.0, peer_port: from.1 }),
                         vec![region, theirs],
                     ),
                     Err(e) => (Err(e), vec![]),
@@ -542,6 +558,28 @@ impl Session {
                 self.node.lock().scif.close(sid);
                 (Ok(Reply::Ok), vec![])
             }
+            Request::ScifRemoteWrite { offset, data } => {
+                let far = self.node.lock().scif.far_of(sid);
+                let r = match far {
+                    Ok((node, conn)) => {
+                        self.ask_tcp(node, PeerRequest::ScifWrite { conn, offset, data }).await
+                    }
+                    Err(e) => Err(e),
+                };
+                (r.map(|_| Reply::Ok), vec![])
+            }
+            Request::ScifRemoteRead { offset, len } => {
+                let far = self.node.lock().scif.far_of(sid);
+                let r = match far {
+                    Ok((node, conn)) => self.ask_tcp(node, PeerRequest::ScifRead { conn, offset, len }).await,
+                    Err(e) => Err(e),
+                };
+                match r {
+                    Ok(PeerReply::Data(v)) if v.len() == len as usize => (Ok(Reply::Data(v)), vec![]),
+                    Ok(other) => (Err(Error::Protocol(format!("unexpected answer {other:?}"))), vec![]),
+                    Err(e) => (Err(e), vec![]),
+                }
+            }
             Request::ScifNodes => {
                 let mut nodes = remora_proto::paths::nodes_in(&self.node.config.runtime_dir);
                 nodes.push(me);
@@ -553,6 +591,68 @@ impl Session {
                 (Ok(Reply::ScifNodes(nodes)), vec![])
             }
             other => (Err(Error::Protocol(format!("not a SCIF request: {other:?}"))), vec![]),
+        }
+    }
+
+    /// `scif_connect` to a listener on a node of another host: book the connection here,
+    /// ask that node over the link, and start the relay once it accepts.
+    async fn scif_connect_out(&mut self, node: u32, port: u16, from: (u32, u16), ringer: OwnedFd) -> Outcome {
+        let sys = |e: std::io::Error| Error::System(e.to_string());
+        let made = (|| {
+            let (reader, proxy_ringer) = remora_sys::bell::pair().map_err(sys)?;
+            let theirs = proxy_ringer.try_clone().map_err(sys)?;
+            let keep = proxy_ringer.try_clone().map_err(sys)?;
+            let booked = self.node.lock().scif.connect_out(self.sid, ringer, proxy_ringer)?;
+            Ok::<_, Error>((reader, theirs, keep, booked))
+        })();
+        let (reader, theirs, keep, (conn, region, region_fd, rx)) = match made {
+            Ok(x) => x,
+            Err(e) => return (Err(e), vec![]),
+        };
+        let peer = self.node.links.lock().unwrap_or_else(|p| p.into_inner()).get(&node).cloned();
+        let Some(peer) = peer else {
+            self.node.lock().scif.abort_out(self.sid);
+            return (Err(Error::NoSuchNode), vec![]);
+        };
+        let origin = crate::scif_link::origin_of(conn);
+        let req = PeerRequest::ScifConnect { port, from, conn };
+        let answer = tokio::select! {
+            a = peer.request(origin, req) => a,
+            _ = self.conn.hangup() => Err(Error::Protocol("caller hung up".into())),
+        };
+        match answer {
+            Ok(PeerReply::ScifAccepted { conn: far, port: far_port }) => {
+                let local_ringer = {
+                    let mut reg = self.node.lock();
+                    reg.scif.set_far(conn, node, far);
+                    reg.scif.local_ringer(conn, 0)
+                };
+                let Some(local_ringer) = local_ringer else {
+                    return (Err(Error::NotConnected), vec![]);
+                };
+                let start = crate::scif::RelayStart {
+                    conn,
+                    region,
+                    local: 0,
+                    ringer: local_ringer,
+                    proxy_ringer: keep,
+                    remote: crate::scif::RemoteEnd { node, conn: far, reader },
+                    rx,
+                };
+                crate::scif_link::spawn(self.node.clone(), start);
+                let reply =
+                    Reply::ScifConnected { side: 0, remote: true, peer_node: node, peer_port: far_port };
+                (Ok(reply), vec![region_fd, theirs])
+            }
+            other => {
+                self.node.lock().scif.abort_out(self.sid);
+                peer.session_end(origin);
+                let e = match other {
+                    Err(e) => e,
+                    Ok(o) => Error::Protocol(format!("unexpected answer {o:?}")),
+                };
+                (Err(e), vec![])
+            }
         }
     }
 

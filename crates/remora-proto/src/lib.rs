@@ -327,6 +327,9 @@ pub enum Request {
     /// endpoint's doorbell ringer. Answer: [`Reply::ScifConnected`] with the region memfd
     /// and the acceptor's ringer.
     ScifConnect {
+        /// The node that listens (this daemon's, or a node of another host that this
+        /// daemon reaches over the network).
+        node: u32,
         /// The port listened on.
         port: u16,
         /// The connecting endpoint's node.
@@ -375,6 +378,21 @@ pub enum Request {
     },
     /// `scif_close` of a connected endpoint (also implied when the session ends).
     ScifClose,
+    /// RMA into the peer's registered windows when the peer is on another host.
+    ScifRemoteWrite {
+        /// Offset in the peer's registered address space.
+        offset: u64,
+        /// The bytes (at most [`MAX_DATA_IO`]).
+        data: Vec<u8>,
+    },
+    /// RMA from the peer's registered windows when the peer is on another host.
+    /// Answer: [`Reply::Data`].
+    ScifRemoteRead {
+        /// Offset in the peer's registered address space.
+        offset: u64,
+        /// Bytes (at most [`MAX_DATA_IO`]).
+        len: u32,
+    },
     /// `scif_get_nodeIDs`: the nodes this node reaches, itself included.
     ScifNodes,
 }
@@ -597,11 +615,17 @@ pub enum Reply {
     ScifConnected {
         /// Which side this is (0 connector, 1 acceptor).
         side: u8,
+        /// The peer is on another host: messages go through the daemons, RMA through
+        /// [`Request::ScifRemoteWrite`] / [`Request::ScifRemoteRead`], maps are refused.
+        remote: bool,
         /// The peer's node.
         peer_node: u32,
         /// The peer's port.
         peer_port: u16,
     },
+    /// The node asked for in [`Request::ScifConnect`] is on this host: connect through its
+    /// own daemon.
+    ScifDialDirect,
     /// A registered window's offset.
     ScifOffset {
         /// The offset.

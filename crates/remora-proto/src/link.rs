@@ -167,6 +167,45 @@ pub enum PeerRequest {
         /// (offset, bytes) runs.
         runs: Vec<(u64, Vec<u8>)>,
     },
+    /// `scif_connect` to a listener of the answering node.
+    ScifConnect {
+        /// The port listened on.
+        port: u16,
+        /// The connecting endpoint's port id (node, port).
+        from: (u32, u16),
+        /// The asking node's handle of the connection (for data and close it sends back).
+        conn: u64,
+    },
+    /// Bytes an endpoint sent, for its peer on the answering node (in order).
+    ScifData {
+        /// The answering node's connection handle.
+        conn: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// The endpoint on the asking node closed (after all its data).
+    ScifClose {
+        /// The answering node's connection handle.
+        conn: u64,
+    },
+    /// RMA: store bytes into the registered windows of the peer on the answering node.
+    ScifWrite {
+        /// The answering node's connection handle.
+        conn: u64,
+        /// Offset in the peer's registered address space.
+        offset: u64,
+        /// The bytes (at most [`crate::MAX_DATA_IO`]).
+        data: Vec<u8>,
+    },
+    /// RMA: read bytes of the registered windows of the peer on the answering node.
+    ScifRead {
+        /// The answering node's connection handle.
+        conn: u64,
+        /// Offset in the peer's registered address space.
+        offset: u64,
+        /// Bytes (at most [`crate::MAX_DATA_IO`]).
+        len: u32,
+    },
 }
 
 /// What the answering node says.
@@ -189,6 +228,13 @@ pub enum PeerReply {
         intr: u64,
         /// Its number.
         intno: u32,
+    },
+    /// A SCIF connection was accepted.
+    ScifAccepted {
+        /// The answering node's handle of the connection.
+        conn: u64,
+        /// The accepting endpoint's port.
+        port: u16,
     },
 }
 

@@ -40,6 +40,8 @@ enum State {
 pub(crate) struct Conn {
     pub(crate) session: Session,
     pub(crate) region: MsgRegion,
+    /// The peer is on another host: RMA goes through the daemons, maps are refused.
+    pub(crate) remote: bool,
     /// 0 for the connecting end, 1 for the accepting end.
     pub(crate) side: usize,
     peer_ringer: OwnedFd,
@@ -306,15 +308,32 @@ impl Endpoint {
     fn dial(&self, dst: PortId, port: u16) -> Result<Conn> {
         let scif = &self.inner.scif;
         let cfg = scif.config();
-        let session = if dst.node == scif.node() {
-            Session::open_scif(cfg, true)?
-        } else if remora_proto::paths::socket_path(&cfg.runtime_dir, dst.node).exists() {
-            Session::open_scif(&cfg.with_node(dst.node), false).map_err(|_| Error::NoDevice)?
-        } else {
-            return Err(Error::NoDevice);
+        // A node of this host: ask its daemon directly (memory is shared). Any other node,
+        // or any node at all in a cluster (the cluster file may force the network): our own
+        // daemon relays, says to dial directly, or knows no such node.
+        let direct = |node: u32| -> Result<Session> {
+            Session::open_scif(&cfg.with_node(node), false).map_err(|_| Error::NoDevice)
         };
-        let req = Request::ScifConnect { port: dst.port, from_node: scif.node(), from_port: port };
-        let (reply, fds) = session.request(req, &[self.inner.ringer.as_fd()])?;
+        let local =
+            dst.node != scif.node() && remora_proto::paths::socket_path(&cfg.runtime_dir, dst.node).exists();
+        let req =
+            Request::ScifConnect { node: dst.node, port: dst.port, from_node: scif.node(), from_port: port };
+        let ringer = [self.inner.ringer.as_fd()];
+        let (session, (reply, fds)) = if local && cfg.cluster.is_none() {
+            let s = direct(dst.node)?;
+            let r = s.request(req, &ringer)?;
+            (s, r)
+        } else {
+            let s = Session::open_scif(cfg, true)?;
+            match s.request(req.clone(), &ringer)? {
+                (Reply::ScifDialDirect, _) => {
+                    let s = direct(dst.node)?;
+                    let r = s.request(req, &ringer)?;
+                    (s, r)
+                }
+                r => (s, r),
+            }
+        };
         let local = PortId { node: scif.node(), port };
         Conn::adopt(session, reply, fds, local)
     }
@@ -577,7 +596,7 @@ impl Endpoint {
 
 impl Conn {
     fn adopt(session: Session, reply: Reply, mut fds: Vec<OwnedFd>, local: PortId) -> Result<Conn> {
-        let Reply::ScifConnected { side, peer_node, peer_port } = reply else {
+        let Reply::ScifConnected { side, remote, peer_node, peer_port } = reply else {
             return Err(Error::Invalid(format!("unexpected answer {reply:?}")));
         };
         if fds.len() != 2 || side > 1 {
@@ -589,6 +608,7 @@ impl Conn {
         Ok(Conn {
             session,
             region,
+            remote,
             side: side as usize,
             peer_ringer,
             local,

@@ -109,6 +109,52 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// RMA into the far peer's windows, through the daemons, in chunks.
+    fn remote_write(&self, roffset: u64, data: &[u8]) -> Result<()> {
+        for (i, chunk) in data.chunks(remora_proto::MAX_DATA_IO).enumerate() {
+            let offset = roffset + (i * remora_proto::MAX_DATA_IO) as u64;
+            let req = remora_proto::Request::ScifRemoteWrite { offset, data: chunk.to_vec() };
+            self.session.request(req, &[])?;
+        }
+        Ok(())
+    }
+
+    /// RMA from the far peer's windows, through the daemons, in chunks.
+    fn remote_read(&self, roffset: u64, out: &mut [u8]) -> Result<()> {
+        for (i, chunk) in out.chunks_mut(remora_proto::MAX_DATA_IO).enumerate() {
+            let offset = roffset + (i * remora_proto::MAX_DATA_IO) as u64;
+            let req = remora_proto::Request::ScifRemoteRead { offset, len: chunk.len() as u32 };
+            match self.session.request(req, &[])? {
+                (remora_proto::Reply::Data(v), _) if v.len() == chunk.len() => chunk.copy_from_slice(&v),
+                (other, _) => return Err(Error::Invalid(format!("unexpected answer {other:?}"))),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Gather `len` bytes of local pieces into a buffer.
+fn gather(pieces: &[Piece], len: usize) -> Result<Vec<u8>> {
+    let mut v = vec![0u8; len];
+    let mut at = 0;
+    for (m, off, n) in pieces {
+        m.read(*off, &mut v[at..at + n]).map_err(|e| Error::NoMemory(e.to_string()))?;
+        at += n;
+    }
+    Ok(v)
+}
+
+/// Scatter a buffer into local pieces.
+fn scatter(pieces: &[Piece], data: &[u8]) -> Result<()> {
+    let mut at = 0;
+    for (m, off, n) in pieces {
+        m.write(*off, &data[at..at + n]).map_err(|e| Error::NoMemory(e.to_string()))?;
+        at += n;
+    }
+    Ok(())
+}
+
 fn check_len(len: usize) -> Result<()> {
     if len == 0 {
         return Err(Error::Invalid("length must not be zero".into()));
@@ -128,6 +174,9 @@ impl Endpoint {
         check_len(len)?;
         let c = self.live_conn()?;
         let src = resolve(&c.windows(false)?, loffset, len as u64, 1)?;
+        if c.remote {
+            return c.rma(|| c.remote_write(roffset, &gather(&src, len)?));
+        }
         let dst = resolve(&c.windows(true)?, roffset, len as u64, 2)?;
         c.rma(|| copy_all(&dst, &src, len, flags.ordered))
     }
@@ -141,6 +190,13 @@ impl Endpoint {
         check_len(len)?;
         let c = self.live_conn()?;
         let dst = resolve(&c.windows(false)?, loffset, len as u64, 2)?;
+        if c.remote {
+            return c.rma(|| {
+                let mut v = vec![0u8; len];
+                c.remote_read(roffset, &mut v)?;
+                scatter(&dst, &v)
+            });
+        }
         let src = resolve(&c.windows(true)?, roffset, len as u64, 1)?;
         c.rma(|| copy_all(&dst, &src, len, flags.ordered))
     }
@@ -152,6 +208,9 @@ impl Endpoint {
     pub fn vwrite_to(&self, data: &[u8], roffset: u64, flags: RmaFlags) -> Result<()> {
         check_len(data.len())?;
         let c = self.live_conn()?;
+        if c.remote {
+            return c.rma(|| c.remote_write(roffset, data));
+        }
         let dst = resolve(&c.windows(true)?, roffset, data.len() as u64, 2)?;
         c.rma(|| {
             let split = if flags.ordered && data.len() > 64 { data.len() - 64 } else { data.len() };
@@ -182,6 +241,9 @@ impl Endpoint {
     pub fn vread_from(&self, buf: &mut [u8], roffset: u64, _flags: RmaFlags) -> Result<()> {
         check_len(buf.len())?;
         let c = self.live_conn()?;
+        if c.remote {
+            return c.rma(|| c.remote_read(roffset, buf));
+        }
         let src = resolve(&c.windows(true)?, roffset, buf.len() as u64, 1)?;
         c.rma(|| {
             let mut at = 0;
@@ -243,10 +305,22 @@ impl Endpoint {
             return Err(Error::Invalid("signal offsets must be 4-byte (DWORD) aligned".into()));
         }
         let lw = local.map(|(off, v)| resolve(&c.windows(false)?, off, 8, 0).map(|p| (p, v))).transpose()?;
+        if c.remote {
+            let mark = self.fence_mark(init)?;
+            self.fence_wait(mark)?;
+            if let Some((off, v)) = remote {
+                c.remote_write(off, &v.to_ne_bytes())?;
+            }
+            return self.store_signals(lw.into_iter().collect());
+        }
         let rw = remote.map(|(off, v)| resolve(&c.windows(true)?, off, 8, 0).map(|p| (p, v))).transpose()?;
         let mark = self.fence_mark(init)?;
         self.fence_wait(mark)?;
-        for (pieces, v) in lw.into_iter().chain(rw) {
+        self.store_signals(lw.into_iter().chain(rw).collect())
+    }
+
+    fn store_signals(&self, targets: Vec<(Vec<Piece>, u64)>) -> Result<()> {
+        for (pieces, v) in targets {
             let (m, off, _) = &pieces[0];
             match (pieces.len(), m.atomic_u64(*off)) {
                 (1, Some(a)) => a.store(v, Ordering::Release),

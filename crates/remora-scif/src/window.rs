@@ -196,6 +196,11 @@ impl Endpoint {
 
     fn pieces(&self, peer: bool, offset: u64, len: usize, prot: Prot) -> Result<Vec<PeerPiece>> {
         let c = self.live_conn()?;
+        if peer && c.remote {
+            // Mapping memory of another host needs the DSM pager, which serves SISCI
+            // segments but not SCIF windows yet.
+            return Err(Error::NoDevice);
+        }
         let page = remora_sys::page_size();
         if len == 0 || !len.is_multiple_of(page) || !offset.is_multiple_of(page as u64) {
             return Err(Error::Invalid("offset and length must be page multiples".into()));

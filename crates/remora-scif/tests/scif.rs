@@ -8,11 +8,28 @@ use std::time::{Duration, Instant};
 
 struct Harness {
     dir: tempfile::TempDir,
+    cluster: Option<std::path::PathBuf>,
 }
 
 impl Harness {
     fn new() -> Harness {
-        Harness { dir: tempfile::Builder::new().prefix("remora-scif").tempdir().unwrap() }
+        Harness { dir: tempfile::Builder::new().prefix("remora-scif").tempdir().unwrap(), cluster: None }
+    }
+
+    /// Nodes joined by a cluster file on loopback that forces TCP between them: the path
+    /// endpoints on two hosts take.
+    fn over_tcp(nodes: &[u32]) -> Harness {
+        let mut h = Harness::new();
+        let mut text =
+            "secret = \"remora-scif-test-secret-0123\"\nheartbeat_ms = 50\nforce_tcp = true\n".to_string();
+        for n in nodes {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            text += &format!("[[node]]\nid = {n}\nhost = \"127.0.0.1\"\nport = {port}\n");
+        }
+        let path = h.dir.path().join("cluster.toml");
+        std::fs::write(&path, text).unwrap();
+        h.cluster = Some(path);
+        h
     }
 
     fn scif(&self, node: u32) -> Arc<Scif> {
@@ -26,7 +43,7 @@ impl Harness {
             daemon: Some(remora_testkit::find_daemon().expect("cargo build --workspace first")),
             spawn: true,
             idle_exit: Duration::from_secs(60),
-            cluster: None,
+            cluster: self.cluster.clone(),
         }
     }
 }
@@ -305,4 +322,70 @@ fn process_death_hangs_up_the_peer() {
     assert!(r.hung_up);
     let mut b = [0u8; 1];
     assert_eq!(s.recv(&mut b, true).unwrap_err(), Error::Reset);
+}
+
+#[test]
+fn endpoints_on_two_hosts_exchange_messages_and_rma_through_the_link() {
+    let h = Harness::over_tcp(&[4, 8]);
+    // Start node 8's daemon (the listener's) and let the link come up.
+    assert!(h.scif(8).node_ids().unwrap().contains(&8));
+    assert!(h.scif(4).node_ids().unwrap().contains(&4));
+    let t0 = Instant::now();
+    while !h.scif(4).node_ids().unwrap().contains(&8) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the link between nodes 4 and 8 came up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (c, s) = pair(&h, 4, 8);
+    for i in 0u64..50 {
+        c.send(&i.to_le_bytes(), true).unwrap();
+        let mut b = [0u8; 8];
+        s.recv(&mut b, true).unwrap();
+        assert_eq!(u64::from_le_bytes(b), i);
+        s.send(&b, true).unwrap();
+        c.recv(&mut b, true).unwrap();
+        assert_eq!(u64::from_le_bytes(b), i);
+    }
+    // More than a ring's worth, both ways at once: flow control through the relays.
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let (s2, big2) = (s.clone(), big.clone());
+    let t = std::thread::spawn(move || {
+        let mut got = vec![0u8; big2.len()];
+        assert_eq!(s2.recv(&mut got, true).unwrap(), got.len());
+        assert!(got == big2);
+        s2.send(&big2, true).unwrap();
+    });
+    c.send(&big, true).unwrap();
+    let mut back = vec![0u8; big.len()];
+    assert_eq!(c.recv(&mut back, true).unwrap(), back.len());
+    assert!(back == big);
+    t.join().unwrap();
+    // RMA through the daemons.
+    let creg = anon(64 * 1024);
+    let sreg = anon(64 * 1024);
+    let pattern: Vec<u8> = (0..64 * 1024).map(|i| (i % 199) as u8).collect();
+    creg.write(0, &pattern).unwrap();
+    let coff = c.register(creg, 0x10000, Prot::RW, true).unwrap();
+    let soff = s.register(sreg, 0x20000, Prot::RW, true).unwrap();
+    c.write_to(coff, 60_000, soff + 100, RmaFlags::default()).unwrap();
+    assert!(peek(&sreg, 100, 60_000) == pattern[..60_000]);
+    let mut v = vec![0u8; 500];
+    c.vread_from(&mut v, soff + 100, RmaFlags::default()).unwrap();
+    assert_eq!(&v[..], &pattern[..500]);
+    s.vwrite_to(b"from afar", coff + 8, RmaFlags::default()).unwrap();
+    assert_eq!(&peek(&creg, 8, 9), b"from afar");
+    s.read_from(soff, 4096, coff + 4096, RmaFlags::default()).unwrap();
+    assert!(peek(&sreg, 0, 4096) == pattern[4096..8192]);
+    assert_eq!(c.write_to(coff, 64, 0x90000, RmaFlags::default()).unwrap_err(), Error::NoWindow);
+    c.fence_signal(None, Some((soff + 8, 77)), FenceInit::SelfInit).unwrap();
+    assert_eq!(u64::from_ne_bytes(peek(&sreg, 8, 8).try_into().unwrap()), 77);
+    assert_eq!(c.map_peer(soff, 4096, Prot::RW).unwrap_err(), Error::NoDevice);
+    // A close crosses the link after the data sent before it.
+    c.send(b"last words", true).unwrap();
+    c.close().unwrap();
+    let mut b = [0u8; 10];
+    assert_eq!(s.recv(&mut b, true).unwrap(), 10);
+    assert_eq!(&b, b"last words");
+    assert_eq!(s.recv(&mut b, true).unwrap_err(), Error::Reset);
+    let r = remora_sys::bell::wait(s.as_fd(), false, Some(Duration::from_secs(5))).unwrap();
+    assert!(r.hung_up);
 }

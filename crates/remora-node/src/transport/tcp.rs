@@ -438,6 +438,7 @@ fn link_events(node: &Node, peer: u32, operational: bool) {
 /// here is released (owners hear `SegmentLost`).
 fn lose_peer(node: &Node, peer: &TcpPeer) {
     let mut reg = node.lock();
+    reg.scif.lose_node(peer.id);
     let sessions: Vec<u64> = reg
         .conns
         .values()
@@ -519,6 +520,12 @@ async fn wait_for<T>(
     }
 }
 
+/// A connecting endpoint's port id, with the node forced to the peer's own id (a node
+/// cannot connect on another node's behalf).
+fn from_node_check(from: (u32, u16), peer: u32) -> (u32, u16) {
+    (peer, from.1)
+}
+
 /// Serve one request from `peer` for its session `origin`.
 async fn serve_request(
     node: Arc<Node>,
@@ -586,6 +593,21 @@ async fn serve_request(
         }
         PeerRequest::Trigger { intr, data } => {
             node.lock().trigger_interrupt(sid, intr, data.as_deref()).map(|_| PeerReply::Ok)
+        }
+        PeerRequest::ScifConnect { port, from, conn } => {
+            crate::scif_link::serve_connect(&node, sid, from_node_check(from, peer.id), port, conn).await
+        }
+        PeerRequest::ScifData { conn, data } => {
+            node.lock().scif.to_relay(conn, crate::scif::RelayIn::Data(data)).map(|_| PeerReply::Ok)
+        }
+        PeerRequest::ScifClose { conn } => {
+            node.lock().scif.to_relay(conn, crate::scif::RelayIn::PeerClosed).map(|_| PeerReply::Ok)
+        }
+        PeerRequest::ScifWrite { conn, offset, data } => {
+            crate::scif_link::serve_write(&node, conn, offset, &data).map(|_| PeerReply::Ok)
+        }
+        PeerRequest::ScifRead { conn, offset, len } => {
+            crate::scif_link::serve_read(&node, conn, offset, len).map(PeerReply::Data)
         }
     };
     node.changed.notify_waiters();

@@ -1,0 +1,182 @@
+//! SCIF connections between endpoints on two hosts: each host's daemon holds the region
+//! its endpoint uses and relays messages, in order, over the node link; RMA into the far
+//! peer's windows is done by the far daemon on request.
+//!
+//! The local endpoint talks to its region exactly as to a peer on the same host. The
+//! relay stands in for the far peer: it is the consumer of the endpoint's outgoing ring
+//! (the endpoint's doorbell rings the relay) and the producer of its incoming ring (the
+//! relay rings the endpoint, and, when that ring is full, waits until the endpoint takes
+//! bytes, using the same doorbell stuffing as endpoints use between themselves).
+
+use crate::scif::{RelayIn, RelayStart, RemoteEnd};
+use crate::Node;
+use remora_proto::link::{PeerReply, PeerRequest};
+use remora_proto::{Error, MAX_DATA_IO};
+use remora_sys::bell;
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+
+/// The link origin a relay uses: its own, so that its session at the far node ends only
+/// when the relay has delivered everything.
+pub fn origin_of(conn: u64) -> u64 {
+    (1 << 63) | conn
+}
+
+/// Start the relay of a connection.
+pub fn spawn(node: Arc<Node>, start: RelayStart) {
+    tokio::spawn(run(node, start));
+}
+
+async fn run(node: Arc<Node>, st: RelayStart) {
+    let RelayStart { conn, region, local, ringer, proxy_ringer, remote, mut rx } = st;
+    let RemoteEnd { node: far_node, conn: far, reader } = remote;
+    let origin = origin_of(conn);
+    let peer = node.links.lock().unwrap_or_else(|p| p.into_inner()).get(&far_node).cloned();
+    let proxy = 1 - local;
+    let hang_up_local = || {
+        region.closed(proxy).store(1, Ordering::Release);
+        bell::hang_up(ringer.as_fd());
+    };
+    let (Some(peer), Ok(reader)) = (peer, remora_sys::async_conn::register(reader)) else {
+        hang_up_local();
+        return;
+    };
+    let (out_dir, in_dir) = (local, proxy);
+    let mut inbound: VecDeque<Vec<u8>> = VecDeque::new();
+    let (mut local_closed, mut peer_closed) = (false, false);
+    let mut buf = vec![0u8; MAX_DATA_IO];
+    loop {
+        // Forward what the endpoint sent, in order, one chunk per round trip.
+        loop {
+            let n = region.pop(out_dir, &mut buf);
+            if n == 0 {
+                break;
+            }
+            fence(Ordering::SeqCst);
+            if region.tx_stuffed(out_dir).swap(0, Ordering::SeqCst) == 1 {
+                bell::unstuff(ringer.as_fd());
+            }
+            if !peer_closed {
+                let req = PeerRequest::ScifData { conn: far, data: buf[..n].to_vec() };
+                if peer.request(origin, req).await.is_err() {
+                    peer_closed = true;
+                }
+            }
+        }
+        // Deliver what the far peer sent, as far as the ring takes it.
+        let mut full = false;
+        while let Some(front) = inbound.front_mut() {
+            let (n, unseen) = region.push(in_dir, front);
+            if n > 0 && unseen.is_some() && region.bell_pending(in_dir).swap(1, Ordering::SeqCst) == 0 {
+                bell::ring(ringer.as_fd());
+            }
+            front.drain(..n);
+            if !front.is_empty() {
+                full = true;
+                break;
+            }
+            inbound.pop_front();
+        }
+        if full && region.tx_stuffed(in_dir).load(Ordering::SeqCst) == 0 {
+            bell::stuff(reader.get_ref().as_fd());
+            region.tx_stuffed(in_dir).store(1, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if region.has_room(in_dir) && region.tx_stuffed(in_dir).swap(0, Ordering::SeqCst) == 1 {
+                bell::unstuff(proxy_ringer.as_fd());
+                continue;
+            }
+        }
+        if local_closed && !region.has_data(out_dir) {
+            if !peer_closed {
+                let _ = peer.request(origin, PeerRequest::ScifClose { conn: far }).await;
+            }
+            break;
+        }
+        if peer_closed && inbound.is_empty() {
+            hang_up_local();
+            if local_closed {
+                break;
+            }
+        }
+        tokio::select! {
+            g = reader.readable() => {
+                if let Ok(mut g) = g {
+                    bell::drain(reader.get_ref().as_fd());
+                    g.clear_ready();
+                    region.bell_pending(out_dir).store(0, Ordering::SeqCst);
+                    fence(Ordering::SeqCst);
+                }
+            }
+            g = reader.writable(), if full => {
+                if let Ok(mut g) = g {
+                    g.clear_ready();
+                }
+            }
+            m = rx.recv() => match m {
+                Some(RelayIn::Data(d)) => inbound.push_back(d),
+                Some(RelayIn::PeerClosed) => peer_closed = true,
+                Some(RelayIn::LocalClosed) => local_closed = true,
+                None => break,
+            },
+        }
+    }
+    tracing::debug!(conn, fd = reader.get_ref().as_raw_fd(), "SCIF relay done");
+    peer.session_end(origin);
+}
+
+/// A connection request from an endpoint on another host (`PeerRequest::ScifConnect`):
+/// queue it on the listener like a local one and wait for an accept.
+pub async fn serve_connect(
+    node: &Arc<Node>,
+    sid: u64,
+    from: (u32, u16),
+    port: u16,
+    far: u64,
+) -> Result<PeerReply, Error> {
+    let (reader, ringer) = bell::pair().map_err(|e| Error::System(e.to_string()))?;
+    let remote = RemoteEnd { node: from.0, conn: far, reader };
+    let (_, rx) = node.lock().scif.request(sid, port, from, ringer, Some(remote))?;
+    node.changed.notify_waiters();
+    let accepted = rx.await.unwrap_or(Err(Error::ConnRefused))?;
+    let conn = accepted.conn;
+    let port = accepted.peer.1;
+    if let Some(start) = accepted.relay {
+        spawn(node.clone(), start);
+    }
+    Ok(PeerReply::ScifAccepted { conn, port })
+}
+
+/// `PeerRequest::ScifWrite`: RMA into the windows of the local endpoint of `conn`.
+pub fn serve_write(node: &Node, conn: u64, offset: u64, data: &[u8]) -> Result<(), Error> {
+    if data.len() > MAX_DATA_IO {
+        return Err(Error::IllegalParameter(format!("write of {} bytes", data.len())));
+    }
+    let pieces = node.lock().scif.remote_rma_pieces(conn, offset, data.len() as u64, 2)?;
+    let mut at = 0;
+    for (fd, off, n) in pieces {
+        let m = remora_sys::Mapping::new(fd.as_fd(), off, n as usize, Default::default())
+            .map_err(|e| Error::System(e.to_string()))?;
+        m.write(0, &data[at..at + n as usize]).map_err(|_| Error::OutOfRange)?;
+        at += n as usize;
+    }
+    Ok(())
+}
+
+/// `PeerRequest::ScifRead`: RMA from the windows of the local endpoint of `conn`.
+pub fn serve_read(node: &Node, conn: u64, offset: u64, len: u32) -> Result<Vec<u8>, Error> {
+    if len as usize > MAX_DATA_IO {
+        return Err(Error::IllegalParameter(format!("read of {len} bytes")));
+    }
+    let pieces = node.lock().scif.remote_rma_pieces(conn, offset, len as u64, 1)?;
+    let mut out = vec![0u8; len as usize];
+    let mut at = 0;
+    for (fd, off, n) in pieces {
+        let m = remora_sys::Mapping::new(fd.as_fd(), off, n as usize, Default::default())
+            .map_err(|e| Error::System(e.to_string()))?;
+        m.read(0, &mut out[at..at + n as usize]).map_err(|_| Error::OutOfRange)?;
+        at += n as usize;
+    }
+    Ok(out)
+}
