@@ -380,3 +380,45 @@ fn libscif_exports_every_call_with_the_mpss_symbol_version() {
     let d = Command::new("readelf").arg("-d").arg(&lib).output().unwrap();
     assert!(String::from_utf8_lossy(&d.stdout).contains("[libscif.so.0]"), "soname is libscif.so.0");
 }
+
+/// A SCIF program's server on host 1 and client on host 2 of a cluster of network
+/// namespaces: messages and RMA go through the daemons over TCP.
+fn run_scif_across_hosts(src: &str, port: u16, env_vars: &[(&str, &str)]) {
+    let daemon = match remora_testkit::find_daemon() {
+        Ok(d) => d,
+        Err(s) => return eprintln!("skipping multi-host SCIF: {}", s.0),
+    };
+    let c = match remora_testkit::NetCluster::start(2, &daemon) {
+        Ok(c) => c,
+        Err(s) => return eprintln!("skipping multi-host SCIF: {}", s.0),
+    };
+    let env = Env::new();
+    let exe = env.build_scif(&root().join(src));
+    let mut server = c.command(1, &exe);
+    server.args(["server", &port.to_string()]).envs(env_vars.iter().copied());
+    let mut server = server.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut client = c.command(2, &exe);
+    client.args(["client", &c.node(1).to_string(), &port.to_string()]).envs(env_vars.iter().copied());
+    let client = client.output().unwrap();
+    let status = wait_with_timeout(&mut server, Duration::from_secs(90));
+    let (mut out, mut err) = (String::new(), String::new());
+    std::io::Read::read_to_string(server.stdout.as_mut().unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_string(server.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let cout = String::from_utf8_lossy(&client.stdout);
+    let cerr = String::from_utf8_lossy(&client.stderr);
+    assert!(
+        client.status.success() && cout.contains("PASS"),
+        "{src} client: {cout}{cerr}\nserver: {out}{err}"
+    );
+    assert!(status.success() && out.contains("PASS"), "{src} server: {out}{err}\nclient: {cout}{cerr}");
+}
+
+#[test]
+fn scif_messaging_across_two_hosts() {
+    run_scif_across_hosts("tests/c/scif/scif_msg.c", 2150, &[]);
+}
+
+#[test]
+fn scif_rma_fences_and_fork_across_two_hosts() {
+    run_scif_across_hosts("tests/c/scif/scif_rma.c", 2160, &[("SCIF_TEST_FAR", "1")]);
+}
