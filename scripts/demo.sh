@@ -24,6 +24,11 @@ REMORA_NODE=4 examples/intr_receiver &
 receiver=$!
 REMORA_NODE=8 examples/intr_sender 4
 wait "$receiver"
+echo "--- SCIF: server on node 4, client on node 8 (a message, then an RMA and a fence signal)"
+REMORA_NODE=4 examples/scif_hello server 2050 &
+server=$!
+REMORA_NODE=8 examples/scif_hello client 4 2050
+wait "$server"
 echo "--- benchmarks (node 4 and node 8 of this host)"
 "$prefix/bin/remora" bench pio --rounds 9
 "$prefix/bin/remora" bench memcpy --reps 5
@@ -31,4 +36,7 @@ echo "--- benchmarks (node 4 and node 8 of this host)"
 "$prefix/bin/remora" bench intr --rounds 5
 "$prefix/bin/remora" bench dma --reps 3
 "$prefix/bin/remora" bench dsm
+command -v ucx_perftest >/dev/null || \
+    { apt-get install -y -qq ucx-utils >/dev/null 2>&1 || echo "(no ucx-utils: the UCX reference is skipped)"; }
+"$prefix/bin/remora" bench scif --rounds 5
 "$prefix/bin/remora" status

@@ -422,3 +422,59 @@ fn scif_messaging_across_two_hosts() {
 fn scif_rma_fences_and_fork_across_two_hosts() {
     run_scif_across_hosts("tests/c/scif/scif_rma.c", 2160, &[("SCIF_TEST_FAR", "1")]);
 }
+
+#[test]
+fn scif_hello_example_pair_across_two_nodes() {
+    let env = Env::new();
+    let exe = env.build_scif(&root().join("examples/scif_hello.c"));
+    let mut server = env.run(&exe, 4).args(["server", "2070"]).stdout(Stdio::piped()).spawn().unwrap();
+    let client = env.run(&exe, 8).args(["client", "4", "2070"]).output().unwrap();
+    assert!(client.status.success(), "client: {}", String::from_utf8_lossy(&client.stderr));
+    let status = wait_with_timeout(&mut server, Duration::from_secs(30));
+    let mut out = String::new();
+    std::io::Read::read_to_string(server.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(status.success(), "server: {out}");
+    assert!(out.contains("message from node 8") && out.contains("Hello, World! (a message)"), "{out}");
+    assert!(out.contains("written into my window: Hello, World! (an RMA)"), "{out}");
+}
+
+#[test]
+fn scif_header_constants_match_the_library() {
+    let env = Env::new();
+    let consts: &[(&str, i64)] = &[
+        ("SCIF_ACCEPT_SYNC", scif::SCIF_ACCEPT_SYNC as i64),
+        ("SCIF_SEND_BLOCK", scif::SCIF_SEND_BLOCK as i64),
+        ("SCIF_RECV_BLOCK", scif::SCIF_RECV_BLOCK as i64),
+        ("SCIF_PROT_READ", scif::SCIF_PROT_READ as i64),
+        ("SCIF_PROT_WRITE", scif::SCIF_PROT_WRITE as i64),
+        ("SCIF_MAP_FIXED", scif::SCIF_MAP_FIXED as i64),
+        ("SCIF_MAP_KERNEL", scif::SCIF_MAP_KERNEL as i64),
+        ("SCIF_FENCE_INIT_SELF", scif::SCIF_FENCE_INIT_SELF as i64),
+        ("SCIF_FENCE_INIT_PEER", scif::SCIF_FENCE_INIT_PEER as i64),
+        ("SCIF_SIGNAL_LOCAL", scif::SCIF_SIGNAL_LOCAL as i64),
+        ("SCIF_SIGNAL_REMOTE", scif::SCIF_SIGNAL_REMOTE as i64),
+        ("SCIF_RMA_USECPU", scif::SCIF_RMA_USECPU as i64),
+        ("SCIF_RMA_USECACHE", scif::SCIF_RMA_USECACHE as i64),
+        ("SCIF_RMA_SYNC", scif::SCIF_RMA_SYNC as i64),
+        ("SCIF_RMA_ORDERED", scif::SCIF_RMA_ORDERED as i64),
+        ("SCIF_REGISTER_FAILED", scif::SCIF_REGISTER_FAILED),
+        ("SCIF_PORT_RSVD", remora_scif::PORT_RSVD as i64),
+    ];
+    let mut src = String::from("#include <stdio.h>\n#include <scif.h>\nint main(void) {\n");
+    for (name, _) in consts {
+        src += &format!("    printf(\"{name} %lld\\n\", (long long)({name}));\n");
+    }
+    src += "    printf(\"sizeof_portID %zu\\n\", sizeof(struct scif_portID));\n";
+    src += "    printf(\"sizeof_pollepd %zu\\n\", sizeof(struct scif_pollepd));\n    return 0;\n}\n";
+    let c = env.prefix.path().join("scif_consts.c");
+    std::fs::write(&c, src).unwrap();
+    let exe = env.build_scif(&c);
+    let out = Command::new(&exe).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for (name, want) in consts {
+        let line = format!("{name} {want}");
+        assert!(text.lines().any(|l| l == line), "scif.h disagrees with libscif on {name}: {text}");
+    }
+    assert!(text.contains(&format!("sizeof_portID {}", std::mem::size_of::<scif::ScifPortId>())));
+    assert!(text.contains(&format!("sizeof_pollepd {}", std::mem::size_of::<scif::ScifPollEpd>())));
+}

@@ -389,3 +389,50 @@ fn endpoints_on_two_hosts_exchange_messages_and_rma_through_the_link() {
     let r = remora_sys::bell::wait(s.as_fd(), false, Some(Duration::from_secs(5))).unwrap();
     assert!(r.hung_up);
 }
+
+#[test]
+fn nonblocking_connect_completes_in_the_background() {
+    let h = Harness::new();
+    let sb = h.scif(4);
+    let l = Endpoint::open(&sb).unwrap();
+    let port = l.bind(0).unwrap();
+    l.listen(2).unwrap();
+    assert!(!ready(&l, true).writable, "a listener is never writable");
+    let c = Endpoint::open(&h.scif(8)).unwrap();
+    remora_sys::seqpacket::set_nonblocking(c.as_fd(), true).unwrap();
+    assert_eq!(c.connect(PortId { node: 4, port }).unwrap_err(), Error::InProgress);
+    assert_eq!(c.connect(PortId { node: 4, port }).unwrap_err(), Error::InProgress);
+    assert!(!ready(&c, true).writable, "not writable while the connect is under way");
+    let (s, _) = l.accept(true).unwrap();
+    let r = remora_sys::bell::wait(c.as_fd(), true, Some(Duration::from_secs(5))).unwrap();
+    assert!(r.writable, "writable once connected");
+    let p = c.connect(PortId { node: 4, port }).unwrap();
+    assert_eq!(c.local_port().unwrap().port, p);
+    assert_eq!(c.connect(PortId { node: 4, port }).unwrap_err(), Error::IsConnected);
+    c.send(b"hi", true).unwrap();
+    let mut b = [0u8; 2];
+    s.recv(&mut b, true).unwrap();
+    assert_eq!(&b, b"hi");
+}
+
+#[test]
+fn losing_the_far_node_resets_its_connections() {
+    let h = Harness::over_tcp(&[4, 8]);
+    assert!(h.scif(8).node_ids().unwrap().contains(&8));
+    let t0 = Instant::now();
+    while !h.scif(4).node_ids().unwrap().contains(&8) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the link between nodes 4 and 8 came up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (c, s) = pair(&h, 4, 8);
+    c.send(b"x", true).unwrap();
+    let mut b = [0u8; 1];
+    s.recv(&mut b, true).unwrap();
+    // The far daemon goes away: the connection ends with a reset, nothing hangs.
+    let ctl = remora_client::Session::open_control(&h.config(8)).unwrap();
+    let _ = ctl.request(remora_proto::Request::Shutdown, &[]);
+    let r = remora_sys::bell::wait(c.as_fd(), false, Some(Duration::from_secs(20))).unwrap();
+    assert!(r.hung_up, "the endpoint hears of the loss");
+    assert_eq!(c.recv(&mut b, true).unwrap_err(), Error::Reset);
+    assert_eq!(c.send(b"y", true).unwrap_err(), Error::Reset);
+}
