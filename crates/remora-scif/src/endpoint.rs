@@ -18,6 +18,38 @@ const NOTICE: Duration = Duration::from_micros(1);
 /// Blocked calls re-check the daemon this often.
 const RECHECK: Duration = Duration::from_millis(100);
 
+/// One sender (or one receiver) at a time on an endpoint: the rings have one producer and
+/// one consumer. Taking it costs one atomic exchange and releasing it a plain store (a
+/// mutex costs an exchange more, on the message path); a second thread spins briefly,
+/// then sleeps in growing steps (a receiver may hold it while it waits for data).
+#[derive(Default)]
+struct Excl(AtomicBool);
+
+struct ExclGuard<'a>(&'a AtomicBool);
+
+impl Excl {
+    fn lock(&self) -> ExclGuard<'_> {
+        let mut tries = 0u32;
+        loop {
+            if !self.0.swap(true, Ordering::Acquire) {
+                return ExclGuard(&self.0);
+            }
+            tries += 1;
+            if tries < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(Duration::from_micros((tries as u64 - 63).min(1000)));
+            }
+        }
+    }
+}
+
+impl Drop for ExclGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 /// A SCIF port identifier: a node and a port on it (`struct scif_portID`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct PortId {
@@ -47,8 +79,8 @@ pub(crate) struct Conn {
     peer_ringer: OwnedFd,
     pub(crate) local: PortId,
     pub(crate) peer: PortId,
-    send_lock: Mutex<()>,
-    recv_lock: Mutex<()>,
+    send_lock: Excl,
+    recv_lock: Excl,
     pub(crate) own_windows: Mutex<WinCache>,
     pub(crate) peer_windows: Mutex<WinCache>,
 }
@@ -420,7 +452,7 @@ impl Endpoint {
     /// sent, [`Error::BadEndpoint`] when the endpoint was closed.
     pub fn send(&self, data: &[u8], block: bool) -> Result<usize> {
         let c = self.live_conn()?;
-        let _g = c.send_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _g = c.send_lock.lock();
         let d = c.side;
         let mut sent = 0;
         loop {
@@ -510,14 +542,18 @@ impl Endpoint {
     /// [`Error::BadEndpoint`] when the endpoint was closed.
     pub fn recv(&self, buf: &mut [u8], block: bool) -> Result<usize> {
         let c = self.conn()?;
-        let _g = c.recv_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let _g = c.recv_lock.lock();
         let d = 1 - c.side;
         let mut got = 0;
         let mut took = false;
+        let mut inside = false;
         let r = loop {
-            let n = c.region.pop(d, &mut buf[got..]);
+            let (n, mid) = c.region.pop_ex(d, &mut buf[got..]);
             got += n;
             took |= n > 0;
+            if n > 0 {
+                inside = mid;
+            }
             if got == buf.len() {
                 break Ok(got);
             }
@@ -537,11 +573,16 @@ impl Endpoint {
                 break if got > 0 { Ok(got) } else { Err(e) };
             }
         };
-        fence(Ordering::SeqCst);
+        // `pop_ex` ended with a full barrier.
         if took {
             self.took(c, d);
         }
-        self.settle(c, d);
+        if inside || c.region.bell_pending(d).load(Ordering::SeqCst) != 0 {
+            self.settle(c, d);
+        }
+        // Otherwise every byte still in the ring came with a doorbell of its own or comes
+        // from a push the sender will ring for (it saw no watcher on its first slot), so
+        // the descriptor's readiness is already right.
         r
     }
 
@@ -613,8 +654,8 @@ impl Conn {
             peer_ringer,
             local,
             peer: PortId { node: peer_node, port: peer_port },
-            send_lock: Mutex::new(()),
-            recv_lock: Mutex::new(()),
+            send_lock: Excl::default(),
+            recv_lock: Excl::default(),
             own_windows: Mutex::default(),
             peer_windows: Mutex::default(),
         })

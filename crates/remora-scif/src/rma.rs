@@ -8,7 +8,7 @@
 //! the connection's shared region, which is what fences wait on.
 
 use crate::endpoint::Conn;
-use crate::window::{resolve, Piece};
+use crate::window::{resolve, resolve_one, Piece};
 use crate::{Endpoint, Error, Result};
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
@@ -173,7 +173,16 @@ impl Endpoint {
     pub fn write_to(&self, loffset: u64, len: usize, roffset: u64, flags: RmaFlags) -> Result<()> {
         check_len(len)?;
         let c = self.live_conn()?;
-        let src = resolve(&c.windows(false)?, loffset, len as u64, 1)?;
+        let own = c.windows(false)?;
+        if !c.remote && !flags.ordered {
+            let peer = c.windows(true)?;
+            if let (Some((sm, so)), Some((dm, dof))) =
+                (resolve_one(&own, loffset, len as u64, 1), resolve_one(&peer, roffset, len as u64, 2))
+            {
+                return c.rma(|| dm.copy_from(dof, sm, so, len).map_err(|e| Error::NoMemory(e.to_string())));
+            }
+        }
+        let src = resolve(&own, loffset, len as u64, 1)?;
         if c.remote {
             return c.rma(|| c.remote_write(roffset, &gather(&src, len)?));
         }
@@ -211,7 +220,13 @@ impl Endpoint {
         if c.remote {
             return c.rma(|| c.remote_write(roffset, data));
         }
-        let dst = resolve(&c.windows(true)?, roffset, data.len() as u64, 2)?;
+        let peer = c.windows(true)?;
+        if !flags.ordered {
+            if let Some((m, off)) = resolve_one(&peer, roffset, data.len() as u64, 2) {
+                return c.rma(|| m.write(off, data).map_err(|e| Error::NoMemory(e.to_string())));
+            }
+        }
+        let dst = resolve(&peer, roffset, data.len() as u64, 2)?;
         c.rma(|| {
             let split = if flags.ordered && data.len() > 64 { data.len() - 64 } else { data.len() };
             let mut at = 0;

@@ -111,6 +111,16 @@ impl Conn {
     }
 }
 
+/// The window holding all of `off..off+len`, when one does and has the `need`
+/// protections: the mapping and the offset in it (the common case, without allocating).
+pub(crate) fn resolve_one(list: &[Win], off: u64, len: u64, need: u8) -> Option<(&Mapping, usize)> {
+    let i = list.partition_point(|w| w.info.offset <= off).checked_sub(1)?;
+    let w = &list[i];
+    let end = off.checked_add(len)?;
+    (end <= w.info.offset + w.info.len && w.info.prot & need == need)
+        .then(|| (&*w.map, (off - w.info.offset) as usize))
+}
+
 /// The pieces of `off..off+len` in `list`, each window needing the `need` protections.
 pub(crate) fn resolve(list: &[Win], off: u64, len: u64, need: u8) -> Result<Vec<Piece>> {
     let end = off.checked_add(len).ok_or(Error::NoWindow)?;

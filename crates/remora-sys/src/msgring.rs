@@ -20,7 +20,7 @@
 use crate::{Mapping, Memfd};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Slots in each direction's ring.
 pub const SLOTS: usize = 1024;
@@ -57,6 +57,8 @@ const S_SEQ: usize = 0;
 const S_WAITER: usize = 4;
 const S_LEN: usize = 8;
 const S_DATA: usize = 12;
+/// In a slot's length word: more slots of the same push follow.
+const CONT: u32 = 1 << 31;
 
 /// The first slot of a push that no consumer was watching.
 #[derive(Debug, Clone, Copy)]
@@ -137,24 +139,22 @@ impl MsgRegion {
             let at = self.slot(d, tail);
             let n = (data.len() - sent).min(PAYLOAD);
             let _ = self.map.write(at + S_DATA, &data[sent..sent + n]);
-            self.u32(at + S_LEN).store(n as u32, Ordering::Relaxed);
+            // More slots of this push follow: a consumer that stops after this slot must
+            // not assume the ring is empty (no doorbell was rung for them).
+            let more = if sent + n < data.len() { CONT } else { 0 };
+            self.u32(at + S_LEN).store(n as u32 | more, Ordering::Relaxed);
             let seq = tail.wrapping_add(1) as u32;
             self.u32(at + S_SEQ).store(seq, Ordering::Release);
             first.get_or_insert((at, seq, tail));
             tail = tail.wrapping_add(1);
             sent += n;
         }
-        self.u64(base + TAIL).store(tail, Ordering::Relaxed);
+        // A locked exchange on our own line: a full barrier (cheaper than a fence), so the
+        // waiter word below is read after the slots are published.
+        self.u64(base + TAIL).swap(tail, Ordering::SeqCst);
         let unseen = match first {
-            Some((at, seq, index)) => {
-                fence(Ordering::SeqCst);
-                (self.u32(at + S_WAITER).load(Ordering::SeqCst) != seq).then_some(Unseen {
-                    d,
-                    at,
-                    seq,
-                    index,
-                })
-            }
+            Some((at, seq, index)) => (self.u32(at + S_WAITER).load(Ordering::SeqCst) != seq)
+                .then_some(Unseen { d, at, seq, index }),
             None => None,
         };
         (sent, unseen)
@@ -169,16 +169,25 @@ impl MsgRegion {
 
     /// Take up to `out.len()` bytes from ring `d`; returns how many.
     pub fn pop(&self, d: usize, out: &mut [u8]) -> usize {
+        self.pop_ex(d, out).0
+    }
+
+    /// [`MsgRegion::pop`], also telling whether the consumer stopped inside a push (in a
+    /// slot, or after a slot that more of the same push follows): then bytes may be
+    /// waiting that no doorbell announced.
+    pub fn pop_ex(&self, d: usize, out: &mut [u8]) -> (usize, bool) {
         let base = dir_base(d);
         let mut head = self.u64(base + HEAD).load(Ordering::Relaxed);
         let mut off = self.u32(base + HEAD_OFF).load(Ordering::Relaxed) as usize;
         let mut got = 0;
+        let mut inside = off > 0;
         while got < out.len() {
             let at = self.slot(d, head);
             if self.u32(at + S_SEQ).load(Ordering::Acquire) != head.wrapping_add(1) as u32 {
                 break;
             }
-            let len = (self.u32(at + S_LEN).load(Ordering::Relaxed) as usize).min(PAYLOAD);
+            let word = self.u32(at + S_LEN).load(Ordering::Relaxed);
+            let len = ((word & !CONT) as usize).min(PAYLOAD);
             if off < len {
                 let n = (len - off).min(out.len() - got);
                 let _ = self.map.read(at + S_DATA + off, &mut out[got..got + n]);
@@ -188,11 +197,16 @@ impl MsgRegion {
             if off >= len {
                 head = head.wrapping_add(1);
                 off = 0;
+                inside = word & CONT != 0;
+            } else {
+                inside = true;
             }
         }
         self.u32(base + HEAD_OFF).store(off as u32, Ordering::Relaxed);
-        self.u64(base + HEAD).store(head, Ordering::Release);
-        got
+        // A full barrier (see `push`): what the consumer reads next (the producer's
+        // stuffed flag, the doorbell flag) is read after the slots are released.
+        self.u64(base + HEAD).swap(head, Ordering::SeqCst);
+        (got, inside)
     }
 
     /// Whether ring `d` holds bytes for its consumer.
@@ -215,8 +229,7 @@ impl MsgRegion {
     pub fn watch(&self, d: usize, on: bool) {
         let head = self.u64(dir_base(d) + HEAD).load(Ordering::Relaxed);
         let v = if on { head.wrapping_add(1) as u32 } else { 0 };
-        self.u32(self.slot(d, head) + S_WAITER).store(v, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        self.u32(self.slot(d, head) + S_WAITER).swap(v, Ordering::SeqCst);
     }
 
     /// Raised while a bell byte for ring `d` waits in the consumer's descriptor.
