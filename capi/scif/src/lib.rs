@@ -28,14 +28,17 @@
 //! * RMA between endpoints of one host is a copy by the calling CPU between mappings of
 //!   both windows, complete when the call returns (`SCIF_RMA_SYNC` always holds; fences
 //!   wait only for RMAs still in flight in other threads or the peer).
-//! * Endpoints on nodes of other hosts are not reachable through SCIF yet: `scif_connect`
-//!   to such a node fails with `ENODEV`.
+//! * Endpoints on nodes of other hosts: messages go through both daemons over the node
+//!   link, RMA is done by the far daemon, and `scif_mmap` of a far window is a software DSM
+//!   map (no `SCIF_MAP_FIXED`; stores are sent home before each `scif_send`, fence,
+//!   `scif_munmap` and at exit).
 
 #![warn(missing_docs)]
 
 mod errors;
 
 use errors::{guard, inval};
+use remora_client::dsm as remora_client_dsm;
 use remora_scif::{Endpoint, Error, FenceInit, PortId, Prot, RmaFlags, Scif, UserRegion};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -147,6 +150,26 @@ fn add(e: Endpoint) -> Result<scif_epd_t, Error> {
     let fd = e.fd();
     lib()?.eps.write().unwrap_or_else(|p| p.into_inner()).insert(fd, e);
     Ok(fd)
+}
+
+/// DSM maps of windows on other hosts, by address (for `scif_munmap`).
+fn far_maps() -> &'static std::sync::Mutex<HashMap<usize, remora_client_dsm::DsmMap>> {
+    static MAPS: OnceLock<std::sync::Mutex<HashMap<usize, remora_client_dsm::DsmMap>>> = OnceLock::new();
+    MAPS.get_or_init(|| {
+        // A program that stores through such a map and exits without unmapping loses
+        // nothing: the stores are sent home at exit.
+        unsafe extern "C" {
+            fn atexit(f: extern "C" fn()) -> c_int;
+        }
+        extern "C" fn flush_at_exit() {
+            let _ = std::panic::catch_unwind(|| {
+                remora_client_dsm::flush_all(std::time::Duration::from_secs(5));
+            });
+        }
+        // SAFETY: registering a function that never unwinds (it catches panics).
+        unsafe { atexit(flush_at_exit) };
+        std::sync::Mutex::new(HashMap::new())
+    })
 }
 
 fn offset(o: i64) -> Result<u64, Error> {
@@ -402,6 +425,17 @@ pub unsafe extern "C" fn scif_mmap(
         if map_flags & !SCIF_MAP_FIXED != 0 {
             return Err(inval("unknown map flags"));
         }
+        if e.peer_is_far() {
+            if map_flags & SCIF_MAP_FIXED != 0 {
+                return Err(Error::NoMemory(
+                    "SCIF_MAP_FIXED is not available for windows of another host".into(),
+                ));
+            }
+            let m = e.map_far(offset(off)?, len, p)?;
+            let addr = m.as_ptr();
+            far_maps().lock().unwrap_or_else(|p| p.into_inner()).insert(addr as usize, m);
+            return Ok(addr as *mut c_void);
+        }
         let pieces = e.peer_pieces(offset(off)?, len, p)?;
         let parts: Vec<_> =
             pieces.iter().map(|x| (std::os::fd::AsFd::as_fd(&*x.fd), x.offset, x.len)).collect();
@@ -424,6 +458,12 @@ pub unsafe extern "C" fn scif_munmap(addr: *mut c_void, len: usize) -> c_int {
         let page = remora_sys::page_size();
         if len == 0 || !(addr as usize).is_multiple_of(page) {
             return Err(inval("unaligned address or empty range"));
+        }
+        let far = far_maps().lock().unwrap_or_else(|p| p.into_inner()).remove(&(addr as usize));
+        if let Some(m) = far {
+            // A DSM map of another host's window: its stores go home, then it goes.
+            m.release();
+            return Ok(0);
         }
         // SAFETY: the caller's contract.
         unsafe { rustix::mm::munmap(addr, len) }.map_err(|_| inval("munmap refused"))?;

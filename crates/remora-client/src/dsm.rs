@@ -65,10 +65,23 @@ struct Page {
     twin: Option<Box<[u8]>>,
 }
 
+/// Where a map's pages live.
+#[derive(Debug, Clone, Copy)]
+pub enum Home {
+    /// A SISCI segment connection (`SegRead`/`SegWrite` through this node's daemon).
+    Segment {
+        /// The connection handle.
+        conn: u64,
+    },
+    /// The registered windows of a SCIF endpoint's peer on another host
+    /// (`ScifRemoteRead`/`ScifRemoteWrite` on the endpoint's session).
+    ScifPeer,
+}
+
 struct PMap {
     region: Arc<UffdRegion>,
     session: Arc<Session>,
-    conn: u64,
+    home: Home,
     seg_off: u64,
     seg_size: u64,
     readonly: bool,
@@ -158,6 +171,21 @@ impl DsmMap {
         len: usize,
         readonly: bool,
     ) -> Result<DsmMap, DsmError> {
+        DsmMap::new_at(session, Home::Segment { conn }, seg_size, offset, len, readonly)
+    }
+
+    /// Map `len` bytes at `offset` of `home` (whose address space ends at `size`).
+    ///
+    /// # Errors
+    /// [`DsmError::Unavailable`] where userfaultfd cannot be used (logged once with why).
+    pub fn new_at(
+        session: Arc<Session>,
+        home: Home,
+        seg_size: u64,
+        offset: u64,
+        len: usize,
+        readonly: bool,
+    ) -> Result<DsmMap, DsmError> {
         let p = pager()
             .inspect_err(|e| tracing::warn!("maps of other hosts' segments are not supported here: {e}"))?;
         let seg_off = offset & !(PAGE as u64 - 1);
@@ -171,7 +199,7 @@ impl DsmMap {
         let pm = PMap {
             region: region.clone(),
             session,
-            conn,
+            home,
             seg_off,
             seg_size,
             readonly,
@@ -390,7 +418,11 @@ impl Pager {
             None
         } else {
             let len = (m.seg_size - off).min(PAGE as u64) as u32;
-            match m.session.request(Request::SegRead { conn: m.conn, offset: off, len }, &[]) {
+            let req = match m.home {
+                Home::Segment { conn } => Request::SegRead { conn, offset: off, len },
+                Home::ScifPeer => Request::ScifRemoteRead { offset: off, len },
+            };
+            match m.session.request(req, &[]) {
                 Ok((Reply::Data(d), _)) if d.len() == len as usize => {
                     page[..d.len()].copy_from_slice(&d);
                     Some(page)
@@ -497,8 +529,14 @@ fn send(m: &PMap, runs: Vec<(u64, Vec<u8>)>) -> bool {
     if m.lost.load(Ordering::SeqCst) {
         return false;
     }
-    match m.session.request(Request::SegWrite { conn: m.conn, runs }, &[]) {
-        Ok(_) => true,
+    let r = match m.home {
+        Home::Segment { conn } => m.session.request(Request::SegWrite { conn, runs }, &[]).map(|_| ()),
+        Home::ScifPeer => runs.into_iter().try_for_each(|(offset, data)| {
+            m.session.request(Request::ScifRemoteWrite { offset, data }, &[]).map(|_| ())
+        }),
+    };
+    match r {
+        Ok(()) => true,
         Err(e) => {
             tracing::warn!("DSM: stores could not reach the home node: {e}");
             m.lost.store(true, Ordering::SeqCst);

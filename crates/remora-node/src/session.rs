@@ -192,6 +192,7 @@ impl Session {
                 | Request::ScifClose
                 | Request::ScifRemoteWrite { .. }
                 | Request::ScifRemoteRead { .. }
+                | Request::ScifRemoteCheck { .. }
                 | Request::ScifNodes
         );
         if scif_req != (self.role == Role::Scif) && !matches!(req, Request::Probe { .. } | Request::ScifNodes)
@@ -430,6 +431,7 @@ impl Session {
             | Request::ScifClose
             | Request::ScifRemoteWrite { .. }
             | Request::ScifRemoteRead { .. }
+            | Request::ScifRemoteCheck { .. }
             | Request::ScifNodes => (Err(Error::Access), vec![]),
             Request::Status => {
                 let up = self.node.started.elapsed().as_secs();
@@ -563,6 +565,16 @@ impl Session {
                 let r = match far {
                     Ok((node, conn)) => {
                         self.ask_tcp(node, PeerRequest::ScifWrite { conn, offset, data }).await
+                    }
+                    Err(e) => Err(e),
+                };
+                (r.map(|_| Reply::Ok), vec![])
+            }
+            Request::ScifRemoteCheck { offset, len, prot } => {
+                let far = self.node.lock().scif.far_of(sid);
+                let r = match far {
+                    Ok((node, conn)) => {
+                        self.ask_tcp(node, PeerRequest::ScifCheck { conn, offset, len, prot }).await
                     }
                     Err(e) => Err(e),
                 };

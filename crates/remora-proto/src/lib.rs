@@ -385,6 +385,16 @@ pub enum Request {
         /// The bytes (at most [`MAX_DATA_IO`]).
         data: Vec<u8>,
     },
+    /// Check that the peer on another host has windows covering `offset..offset+len`
+    /// with protections `prot` (before mapping them).
+    ScifRemoteCheck {
+        /// Offset in the peer's registered address space.
+        offset: u64,
+        /// Bytes.
+        len: u64,
+        /// `SCIF_PROT_READ` (1) | `SCIF_PROT_WRITE` (2).
+        prot: u8,
+    },
     /// RMA from the peer's registered windows when the peer is on another host.
     /// Answer: [`Reply::Data`].
     ScifRemoteRead {

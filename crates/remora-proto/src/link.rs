@@ -197,6 +197,18 @@ pub enum PeerRequest {
         /// The bytes (at most [`crate::MAX_DATA_IO`]).
         data: Vec<u8>,
     },
+    /// Check that windows of the peer on the answering node cover a range with the given
+    /// protections (before a map of them).
+    ScifCheck {
+        /// The answering node's connection handle.
+        conn: u64,
+        /// Offset in the peer's registered address space.
+        offset: u64,
+        /// Bytes.
+        len: u64,
+        /// `SCIF_PROT_READ` (1) | `SCIF_PROT_WRITE` (2).
+        prot: u8,
+    },
     /// RMA: read bytes of the registered windows of the peer on the answering node.
     ScifRead {
         /// The answering node's connection handle.

@@ -70,7 +70,7 @@ enum State {
 
 /// A connected endpoint's shared state.
 pub(crate) struct Conn {
-    pub(crate) session: Session,
+    pub(crate) session: Arc<Session>,
     pub(crate) region: MsgRegion,
     /// The peer is on another host: RMA goes through the daemons, maps are refused.
     pub(crate) remote: bool,
@@ -182,6 +182,11 @@ impl Endpoint {
     /// [`Error::BadEndpoint`], [`Error::NotConnected`], [`Error::Reset`].
     pub fn conn_check(&self) -> Result<()> {
         self.live_conn().map(|_| ())
+    }
+
+    /// The connection, if any (no state checks).
+    pub(crate) fn inner_conn(&self) -> Option<&Arc<Conn>> {
+        self.inner.conn.get()
     }
 
     /// The connection, failing with [`Error::Reset`] when the peer has closed.
@@ -452,6 +457,10 @@ impl Endpoint {
     /// sent, [`Error::BadEndpoint`] when the endpoint was closed.
     pub fn send(&self, data: &[u8], block: bool) -> Result<usize> {
         let c = self.live_conn()?;
+        if c.remote {
+            // Stores into maps of the far peer's windows reach it before this message.
+            remora_client::dsm::flush_all(Duration::from_secs(5));
+        }
         let _g = c.send_lock.lock();
         let d = c.side;
         let mut sent = 0;
@@ -647,7 +656,7 @@ impl Conn {
         let region_fd = fds.pop().expect("two");
         let region = MsgRegion::open(region_fd.as_fd()).map_err(|e| Error::NoMemory(e.to_string()))?;
         Ok(Conn {
-            session,
+            session: Arc::new(session),
             region,
             remote,
             side: side as usize,

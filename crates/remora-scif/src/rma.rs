@@ -277,6 +277,10 @@ impl Endpoint {
     /// [`Error::NotConnected`], [`Error::Reset`].
     pub fn fence_mark(&self, init: FenceInit) -> Result<i32> {
         let c = self.live_conn()?;
+        if c.remote {
+            // Stores into maps of the far peer's windows are ordered by fences too.
+            remora_client::dsm::flush_all(std::time::Duration::from_secs(5));
+        }
         let (side, bit) = match init {
             FenceInit::SelfInit => (c.side, 0),
             FenceInit::Peer => (1 - c.side, 1),

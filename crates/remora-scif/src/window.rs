@@ -207,8 +207,7 @@ impl Endpoint {
     fn pieces(&self, peer: bool, offset: u64, len: usize, prot: Prot) -> Result<Vec<PeerPiece>> {
         let c = self.live_conn()?;
         if peer && c.remote {
-            // Mapping memory of another host needs the DSM pager, which serves SISCI
-            // segments but not SCIF windows yet.
+            // Windows of another host are mapped through the DSM pager (`map_far`).
             return Err(Error::NoDevice);
         }
         let page = remora_sys::page_size();
@@ -261,5 +260,44 @@ impl Endpoint {
         let pieces = self.pieces(false, offset, len, prot)?;
         let parts: Vec<_> = pieces.iter().map(|p| (p.fd.as_fd(), p.offset, p.len)).collect();
         Mapping::new_pieces(&parts, !prot.write).map_err(|e| Error::NoMemory(e.to_string()))
+    }
+
+    /// Whether the peer is on another host (its windows map through the DSM pager).
+    pub fn peer_is_far(&self) -> bool {
+        self.inner_conn().is_some_and(|c| c.remote)
+    }
+
+    /// `scif_mmap` of a window of a peer on another host: a software DSM map (pages fetched
+    /// from the peer's node on first touch, stores sent back within the DSM's flush delay
+    /// and at once before every `scif_send`, fence and unmap). The map ends with the
+    /// connection: after the peer closes, pages not yet here raise SIGBUS.
+    ///
+    /// # Errors
+    /// As [`Endpoint::map_peer`]; [`Error::NotSupported`] where userfaultfd is unavailable.
+    pub fn map_far(&self, offset: u64, len: usize, prot: Prot) -> Result<remora_client::dsm::DsmMap> {
+        let c = self.live_conn()?;
+        let page = remora_sys::page_size();
+        if len == 0 || !len.is_multiple_of(page) || !offset.is_multiple_of(page as u64) {
+            return Err(Error::Invalid("offset and length must be page multiples".into()));
+        }
+        if !c.remote {
+            return Err(Error::Invalid("the peer is on this host: use map_peer".into()));
+        }
+        match c
+            .session
+            .request(Request::ScifRemoteCheck { offset, len: len as u64, prot: prot.bits() }, &[])?
+        {
+            (Reply::Ok, _) => {}
+            (other, _) => return Err(Error::Invalid(format!("unexpected answer {other:?}"))),
+        }
+        remora_client::dsm::DsmMap::new_at(
+            c.session.clone(),
+            remora_client::dsm::Home::ScifPeer,
+            u64::MAX,
+            offset,
+            len,
+            !prot.write,
+        )
+        .map_err(|_| Error::NotSupported("userfaultfd is unavailable: no maps of another host's memory"))
     }
 }

@@ -378,7 +378,20 @@ fn endpoints_on_two_hosts_exchange_messages_and_rma_through_the_link() {
     assert_eq!(c.write_to(coff, 64, 0x90000, RmaFlags::default()).unwrap_err(), Error::NoWindow);
     c.fence_signal(None, Some((soff + 8, 77)), FenceInit::SelfInit).unwrap();
     assert_eq!(u64::from_ne_bytes(peek(&sreg, 8, 8).try_into().unwrap()), 77);
-    assert_eq!(c.map_peer(soff, 4096, Prot::RW).unwrap_err(), Error::NoDevice);
+    assert_eq!(c.map_peer(soff, 4096, Prot::RW).unwrap_err(), Error::NoDevice, "a far window needs map_far");
+    // A DSM map of the far window: loads fetch the peer's pages, stores reach it before
+    // the next message.
+    let m = c.map_far(soff, 2 * 4096, Prot::RW).unwrap();
+    let mut got = vec![0u8; 100];
+    m.read(100, &mut got).unwrap();
+    assert!(got == peek(&sreg, 100, 100), "the peer's window through the map");
+    m.write(3000, b"stored through a DSM map").unwrap();
+    c.send(b"!", true).unwrap();
+    let mut b1 = [0u8; 1];
+    s.recv(&mut b1, true).unwrap();
+    assert_eq!(&peek(&sreg, 3000, 24), b"stored through a DSM map");
+    assert_eq!(c.map_far(0x900000, 4096, Prot::RW).unwrap_err(), Error::NoWindow);
+    drop(m);
     // A close crosses the link after the data sent before it.
     c.send(b"last words", true).unwrap();
     c.close().unwrap();

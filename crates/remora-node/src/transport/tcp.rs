@@ -606,6 +606,9 @@ async fn serve_request(
         PeerRequest::ScifWrite { conn, offset, data } => {
             crate::scif_link::serve_write(&node, conn, offset, &data).map(|_| PeerReply::Ok)
         }
+        PeerRequest::ScifCheck { conn, offset, len, prot } => {
+            node.lock().scif.remote_rma_pieces(conn, offset, len, prot & 3).map(|_| PeerReply::Ok)
+        }
         PeerRequest::ScifRead { conn, offset, len } => {
             crate::scif_link::serve_read(&node, conn, offset, len).map(PeerReply::Data)
         }
