@@ -69,8 +69,10 @@ async fn run(node: Arc<Node>, st: RelayStart) {
         let mut full = false;
         while let Some(front) = inbound.front_mut() {
             let (n, unseen) = region.push(in_dir, front);
-            if n > 0 && unseen.is_some() && region.bell_pending(in_dir).swap(1, Ordering::SeqCst) == 0 {
+            if n > 0 && unseen.is_some() && region.bell_pending(in_dir).load(Ordering::SeqCst) == 0 {
+                // Ring, then raise the flag (as endpoints do).
                 bell::ring(ringer.as_fd());
+                region.bell_pending(in_dir).store(1, Ordering::SeqCst);
             }
             front.drain(..n);
             if !front.is_empty() {

@@ -481,8 +481,11 @@ impl Endpoint {
                         break;
                     }
                 }
-                if !seen && c.region.bell_pending(d).swap(1, Ordering::SeqCst) == 0 {
+                // Ring first, then raise the flag: a consumer that sees the flag finds the
+                // byte there to take (the other order could leave a byte nobody takes).
+                if !seen && c.region.bell_pending(d).load(Ordering::SeqCst) == 0 {
                     bell::ring(c.peer_ringer.as_fd());
+                    c.region.bell_pending(d).store(1, Ordering::SeqCst);
                 }
             }
             if sent == data.len() {
@@ -626,9 +629,15 @@ impl Endpoint {
             let r =
                 bell::wait(self.as_fd(), false, Some(RECHECK)).map_err(|e| Error::NoMemory(e.to_string()))?;
             if r.readable && !r.hung_up && !c.region.has_data(d) {
-                // A stale bell: take it, and re-arm if bytes slipped in meanwhile.
+                // A stale bell (a sender's ring can land after we took its bytes and
+                // cleared the flag): take every byte, whatever the flag says, or poll would
+                // keep answering at once; then re-arm if bytes slipped in meanwhile.
+                bell::drain(self.as_fd());
+                c.region.bell_pending(d).store(0, Ordering::SeqCst);
                 fence(Ordering::SeqCst);
-                self.settle(c, d);
+                if c.region.has_data(d) && c.region.bell_pending(d).swap(1, Ordering::SeqCst) == 0 {
+                    bell::ring(self.inner.ringer.as_fd());
+                }
             }
             if !r.readable && !r.hung_up && c.session.hung_up() && !ready() {
                 return Err(Error::Reset);
