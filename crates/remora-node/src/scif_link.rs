@@ -69,10 +69,8 @@ async fn run(node: Arc<Node>, st: RelayStart) {
         let mut full = false;
         while let Some(front) = inbound.front_mut() {
             let (n, unseen) = region.push(in_dir, front);
-            if n > 0 && unseen.is_some() && region.bell_pending(in_dir).load(Ordering::SeqCst) == 0 {
-                // Ring, then raise the flag (as endpoints do).
-                bell::ring(ringer.as_fd());
-                region.bell_pending(in_dir).store(1, Ordering::SeqCst);
+            if n > 0 && unseen.is_some() {
+                bell::ring_once(region.bell_pending(in_dir), ringer.as_fd());
             }
             front.drain(..n);
             if !front.is_empty() {
@@ -105,9 +103,10 @@ async fn run(node: Arc<Node>, st: RelayStart) {
         tokio::select! {
             g = reader.readable() => {
                 if let Ok(mut g) = g {
-                    bell::drain(reader.get_ref().as_fd());
+                    if !bell::take(region.bell_pending(out_dir), reader.get_ref().as_fd()) {
+                        bell::drain(reader.get_ref().as_fd());
+                    }
                     g.clear_ready();
-                    region.bell_pending(out_dir).store(0, Ordering::SeqCst);
                     fence(Ordering::SeqCst);
                 }
             }

@@ -481,11 +481,8 @@ impl Endpoint {
                         break;
                     }
                 }
-                // Ring first, then raise the flag: a consumer that sees the flag finds the
-                // byte there to take (the other order could leave a byte nobody takes).
-                if !seen && c.region.bell_pending(d).load(Ordering::SeqCst) == 0 {
-                    bell::ring(c.peer_ringer.as_fd());
-                    c.region.bell_pending(d).store(1, Ordering::SeqCst);
+                if !seen {
+                    bell::ring_once(c.region.bell_pending(d), c.peer_ringer.as_fd());
                 }
             }
             if sent == data.len() {
@@ -532,16 +529,14 @@ impl Endpoint {
     /// Keep the descriptor readable exactly while ring `d` holds bytes (after a fence).
     fn settle(&self, c: &Conn, d: usize) {
         if !c.region.has_data(d) {
-            if c.region.bell_pending(d).load(Ordering::SeqCst) != 0 {
-                bell::drain(self.as_fd());
-                c.region.bell_pending(d).store(0, Ordering::SeqCst);
+            if bell::take(c.region.bell_pending(d), self.as_fd()) {
                 fence(Ordering::SeqCst);
-                if c.region.has_data(d) && c.region.bell_pending(d).swap(1, Ordering::SeqCst) == 0 {
-                    bell::ring(self.inner.ringer.as_fd());
+                if c.region.has_data(d) {
+                    bell::ring_once(c.region.bell_pending(d), self.inner.ringer.as_fd());
                 }
             }
-        } else if c.region.bell_pending(d).swap(1, Ordering::SeqCst) == 0 {
-            bell::ring(self.inner.ringer.as_fd());
+        } else {
+            bell::ring_once(c.region.bell_pending(d), self.inner.ringer.as_fd());
         }
     }
 
@@ -632,11 +627,12 @@ impl Endpoint {
                 // A stale bell (a sender's ring can land after we took its bytes and
                 // cleared the flag): take every byte, whatever the flag says, or poll would
                 // keep answering at once; then re-arm if bytes slipped in meanwhile.
-                bell::drain(self.as_fd());
-                c.region.bell_pending(d).store(0, Ordering::SeqCst);
+                if !bell::take(c.region.bell_pending(d), self.as_fd()) {
+                    bell::drain(self.as_fd());
+                }
                 fence(Ordering::SeqCst);
-                if c.region.has_data(d) && c.region.bell_pending(d).swap(1, Ordering::SeqCst) == 0 {
-                    bell::ring(self.inner.ringer.as_fd());
+                if c.region.has_data(d) {
+                    bell::ring_once(c.region.bell_pending(d), self.inner.ringer.as_fd());
                 }
             }
             if !r.readable && !r.hung_up && c.session.hung_up() && !ready() {

@@ -449,3 +449,60 @@ fn losing_the_far_node_resets_its_connections() {
     assert_eq!(c.recv(&mut b, true).unwrap_err(), Error::Reset);
     assert_eq!(c.send(b"y", true).unwrap_err(), Error::Reset);
 }
+
+/// A receiver driven by poll(2) and non-blocking receives (an event loop) against a
+/// sender with irregular pauses: every message arrives and no wake-up is lost.
+fn poll_driven(h: &Harness, a: u32, b: u32) {
+    let (c, s) = pair(h, a, b);
+    const N: u64 = 20_000;
+    let t = std::thread::spawn(move || {
+        for i in 0..N {
+            c.send(&i.to_le_bytes(), true).unwrap();
+            if i % 97 == 0 {
+                std::thread::sleep(Duration::from_micros(i % 300));
+            }
+        }
+        c
+    });
+    let mut next = 0u64;
+    let mut buf = [0u8; 8 * 64];
+    let mut partial = Vec::new();
+    while next < N {
+        let r = remora_sys::bell::wait(s.as_fd(), false, Some(Duration::from_secs(10))).unwrap();
+        assert!(r.readable, "poll reported nothing within 10 s with {next} of {N} received");
+        loop {
+            let n = s.recv(&mut buf, false).unwrap();
+            if n == 0 {
+                break;
+            }
+            partial.extend_from_slice(&buf[..n]);
+            while partial.len() >= 8 {
+                let v = u64::from_le_bytes(partial[..8].try_into().unwrap());
+                assert_eq!(v, next, "in order");
+                next += 1;
+                partial.drain(..8);
+            }
+        }
+    }
+    let _c = t.join().unwrap();
+    // Nothing is left that would keep poll(2) answering.
+    assert!(!ready(&s, false).readable, "no stale readiness once everything is taken");
+}
+
+#[test]
+fn a_poll_driven_receiver_misses_nothing_on_one_host() {
+    let h = Harness::new();
+    poll_driven(&h, 8, 4);
+}
+
+#[test]
+fn a_poll_driven_receiver_misses_nothing_across_hosts() {
+    let h = Harness::over_tcp(&[4, 8]);
+    assert!(h.scif(8).node_ids().unwrap().contains(&8));
+    let t0 = Instant::now();
+    while !h.scif(4).node_ids().unwrap().contains(&8) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the link between nodes 4 and 8 came up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    poll_driven(&h, 4, 8);
+}

@@ -92,6 +92,50 @@ pub fn unstuff(ringer: BorrowedFd<'_>) {
     }
 }
 
+/// A doorbell's flag word (shared with the other side), as [`ring_once`] and [`take`] use
+/// it: nothing rung.
+pub const IDLE: u32 = 0;
+/// A ringer is between claiming the flag and its byte's arrival.
+pub const RINGING: u32 = 1;
+/// A byte waits in the reader.
+pub const RUNG: u32 = 2;
+
+/// Ring unless already rung: at most one byte waits per flag, and the flag says `RUNG`
+/// only once the byte is there, so [`take`] never misses it nor leaves it behind.
+pub fn ring_once(flag: &std::sync::atomic::AtomicU32, ringer: BorrowedFd<'_>) {
+    use std::sync::atomic::Ordering;
+    if flag.compare_exchange(IDLE, RINGING, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+        ring(ringer);
+        flag.store(RUNG, Ordering::SeqCst);
+    }
+}
+
+/// Take the byte a [`ring_once`] left (waiting out a ringer that is mid-way), and clear the
+/// flag. Returns whether there was one.
+pub fn take(flag: &std::sync::atomic::AtomicU32, reader: BorrowedFd<'_>) -> bool {
+    use std::sync::atomic::Ordering;
+    let mut n = 0u32;
+    loop {
+        match flag.load(Ordering::SeqCst) {
+            IDLE => return false,
+            RUNG => {
+                drain(reader);
+                flag.store(IDLE, Ordering::SeqCst);
+                return true;
+            }
+            _ => {
+                // The ringer is inside its send(2): brief, but it may be preempted.
+                n += 1;
+                if n < 1000 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::sleep(Duration::from_micros(20));
+                }
+            }
+        }
+    }
+}
+
 /// What `poll` says of a descriptor right now or within `timeout` (`None`: forever).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Ready {
@@ -157,5 +201,21 @@ mod tests {
         let got = wait(r.as_fd(), false, None).unwrap();
         assert!(got.hung_up && got.readable);
         ring(w.as_fd());
+    }
+
+    #[test]
+    fn flagged_rings_leave_one_byte_and_take_clears_it() {
+        use std::sync::atomic::AtomicU32;
+        let (r, w) = pair().unwrap();
+        let flag = AtomicU32::new(IDLE);
+        let now = Some(Duration::ZERO);
+        assert!(!take(&flag, r.as_fd()));
+        ring_once(&flag, w.as_fd());
+        ring_once(&flag, w.as_fd());
+        assert_eq!(flag.load(std::sync::atomic::Ordering::SeqCst), RUNG);
+        assert!(wait(r.as_fd(), false, now).unwrap().readable);
+        assert!(take(&flag, r.as_fd()));
+        assert!(!wait(r.as_fd(), false, now).unwrap().readable, "no byte left behind");
+        assert_eq!(flag.load(std::sync::atomic::Ordering::SeqCst), IDLE);
     }
 }

@@ -5,6 +5,30 @@ use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
+/// Copy `len` bytes; small copies (message slots, words) inline instead of a `memcpy` call.
+///
+/// # Safety
+/// As `copy_nonoverlapping`: both ranges valid for `len` bytes and not overlapping.
+#[inline(always)]
+unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
+    if len <= 16 {
+        let mut i = 0;
+        while i + 8 <= len {
+            // SAFETY: i + 8 <= len, inside both ranges; unaligned access is explicit.
+            unsafe { dst.add(i).cast::<u64>().write_unaligned(src.add(i).cast::<u64>().read_unaligned()) };
+            i += 8;
+        }
+        while i < len {
+            // SAFETY: i < len, inside both ranges.
+            unsafe { *dst.add(i) = *src.add(i) };
+            i += 1;
+        }
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+    }
+}
+
 /// How to map.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MapOptions {
@@ -201,7 +225,7 @@ impl Mapping {
         }
         // SAFETY: the range was checked to be inside the live, writable mapping; `data` is
         // a valid slice that cannot overlap shared memory we hand out only as raw pointers.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(off), data.len()) };
+        unsafe { copy_bytes(data.as_ptr(), self.ptr.add(off), data.len()) };
         Ok(())
     }
 
@@ -213,7 +237,7 @@ impl Mapping {
         self.check(off, out.len())?;
         // SAFETY: the range was checked to be inside the live mapping; `out` is an exclusive
         // slice of our own memory.
-        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(off), out.as_mut_ptr(), out.len()) };
+        unsafe { copy_bytes(self.ptr.add(off), out.as_mut_ptr(), out.len()) };
         Ok(())
     }
 
