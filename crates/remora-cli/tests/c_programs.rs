@@ -68,6 +68,18 @@ impl Env {
         out
     }
 
+    /// Wait until node `node`'s daemon (started by a program's library) listens: a program
+    /// on another node that connects earlier would, as with Dolphin's driver, be told the
+    /// node does not exist.
+    fn wait_node(&self, node: u32) {
+        let sock = remora_proto::paths::socket_path(self.runtime.path(), node);
+        let t = Instant::now();
+        while !sock.exists() {
+            assert!(t.elapsed() < Duration::from_secs(20), "node {node}'s daemon did not start");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// A command for node `node`; the library finds remorad in the prefix's bin by itself.
     fn run(&self, exe: &Path, node: u32) -> Command {
         let mut c = Command::new(exe);
@@ -108,6 +120,7 @@ fn hello_world_pair_across_two_nodes() {
     let recv = env.build(&root().join("examples/hello_receiver.c"), &[]);
     let send = env.build(&root().join("examples/hello_sender.c"), &[]);
     let mut r = env.run(&recv, 4).stdout(Stdio::piped()).spawn().unwrap();
+    env.wait_node(4);
     let s = env.run(&send, 8).arg("4").output().unwrap();
     assert!(s.status.success(), "sender: {}", String::from_utf8_lossy(&s.stderr));
     let status = wait_with_timeout(&mut r, Duration::from_secs(20));
@@ -126,6 +139,7 @@ fn run_pair(receiver: &str, sender: &str) {
     let recv = env.build(&root().join(receiver), &[]);
     let send = env.build(&root().join(sender), &[]);
     let mut r = env.run(&recv, 4).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    env.wait_node(4);
     let s = env.run(&send, 8).arg("4").output().unwrap();
     if !s.status.success() {
         let _ = r.kill();
