@@ -100,6 +100,32 @@ impl Drop for Env {
     }
 }
 
+/// A program under test that is killed if the test ends before it (a failed assertion must
+/// not leave a receiver spinning on the machine).
+struct Reap(std::process::Child);
+
+impl std::ops::Deref for Reap {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reap {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 fn wait_with_timeout(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
     let t = Instant::now();
     loop {
@@ -119,7 +145,7 @@ fn hello_world_pair_across_two_nodes() {
     let env = Env::new();
     let recv = env.build(&root().join("examples/hello_receiver.c"), &[]);
     let send = env.build(&root().join("examples/hello_sender.c"), &[]);
-    let mut r = env.run(&recv, 4).stdout(Stdio::piped()).spawn().unwrap();
+    let mut r = Reap(env.run(&recv, 4).stdout(Stdio::piped()).spawn().unwrap());
     env.wait_node(4);
     let s = env.run(&send, 8).arg("4").output().unwrap();
     assert!(s.status.success(), "sender: {}", String::from_utf8_lossy(&s.stderr));
@@ -138,7 +164,7 @@ fn run_pair(receiver: &str, sender: &str) {
     let env = Env::new();
     let recv = env.build(&root().join(receiver), &[]);
     let send = env.build(&root().join(sender), &[]);
-    let mut r = env.run(&recv, 4).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut r = Reap(env.run(&recv, 4).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
     env.wait_node(4);
     let s = env.run(&send, 8).arg("4").output().unwrap();
     if !s.status.success() {
@@ -172,7 +198,7 @@ fn interrupt_pair_across_two_nodes() {
 fn callbacks_fire_with_the_programs_handles() {
     let env = Env::new();
     let exe = env.build(&root().join("examples/callbacks.c"), &[]);
-    let mut child = env.run(&exe, 4).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = Reap(env.run(&exe, 4).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
     let status = wait_with_timeout(&mut child, Duration::from_secs(60));
     let (mut out, mut err) = (String::new(), String::new());
     std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
@@ -185,7 +211,7 @@ fn callbacks_fire_with_the_programs_handles() {
 fn bad_dma_and_interrupt_input_gets_documented_codes() {
     let env = Env::new();
     let exe = env.build(&root().join("tests/c/bad_input_dma_intr.c"), &[]);
-    let mut child = env.run(&exe, 4).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = Reap(env.run(&exe, 4).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
     let status = wait_with_timeout(&mut child, Duration::from_secs(120));
     let (mut out, mut err) = (String::new(), String::new());
     std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
@@ -265,7 +291,7 @@ fn hello_world_pio_across_two_hosts() {
     let env = Env::new();
     let recv = env.build(&root().join("examples/hello_receiver.c"), &[]);
     let send = env.build(&root().join("examples/hello_sender.c"), &[]);
-    let mut r = c.command(1, &recv).stdout(Stdio::piped()).spawn().unwrap();
+    let mut r = Reap(c.command(1, &recv).stdout(Stdio::piped()).spawn().unwrap());
     let s = c.command(2, &send).arg(c.node(1).to_string()).output().unwrap();
     assert!(
         s.status.success(),
@@ -293,7 +319,7 @@ fn stores_reach_the_other_host_even_without_unmap() {
     let env = Env::new();
     let recv = env.build(&root().join("examples/hello_receiver.c"), &[]);
     let send = env.build(&root().join("tests/c/exit_without_unmap.c"), &[]);
-    let mut r = c.command(1, &recv).stdout(Stdio::piped()).spawn().unwrap();
+    let mut r = Reap(c.command(1, &recv).stdout(Stdio::piped()).spawn().unwrap());
     let s = c.command(2, &send).arg(c.node(1).to_string()).output().unwrap();
     assert!(s.status.success(), "sender exited with {:?}", s.status);
     let status = wait_with_timeout(&mut r, Duration::from_secs(30));
@@ -307,13 +333,14 @@ fn stores_reach_the_other_host_even_without_unmap() {
 fn run_scif_pair(src: &str, port: u16) {
     let env = Env::new();
     let exe = env.build_scif(&root().join(src));
-    let mut server = env
-        .run(&exe, 4)
-        .args(["server", &port.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut server = Reap(
+        env.run(&exe, 4)
+            .args(["server", &port.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let client = env.run(&exe, 8).args(["client", "4", &port.to_string()]).output().unwrap();
     let status = wait_with_timeout(&mut server, Duration::from_secs(90));
     let (mut out, mut err) = (String::new(), String::new());
@@ -410,7 +437,7 @@ fn run_scif_across_hosts(src: &str, port: u16, env_vars: &[(&str, &str)]) {
     let exe = env.build_scif(&root().join(src));
     let mut server = c.command(1, &exe);
     server.args(["server", &port.to_string()]).envs(env_vars.iter().copied());
-    let mut server = server.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut server = Reap(server.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
     let mut client = c.command(2, &exe);
     client.args(["client", &c.node(1).to_string(), &port.to_string()]).envs(env_vars.iter().copied());
     let client = client.output().unwrap();
@@ -441,7 +468,7 @@ fn scif_rma_fences_and_fork_across_two_hosts() {
 fn scif_hello_example_pair_across_two_nodes() {
     let env = Env::new();
     let exe = env.build_scif(&root().join("examples/scif_hello.c"));
-    let mut server = env.run(&exe, 4).args(["server", "2070"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut server = Reap(env.run(&exe, 4).args(["server", "2070"]).stdout(Stdio::piped()).spawn().unwrap());
     let client = env.run(&exe, 8).args(["client", "4", "2070"]).output().unwrap();
     assert!(client.status.success(), "client: {}", String::from_utf8_lossy(&client.stderr));
     let status = wait_with_timeout(&mut server, Duration::from_secs(30));
