@@ -130,14 +130,16 @@ thread_local! {
 /// Run `f` on the endpoint `epd` names.
 fn with_ep<T>(epd: scif_epd_t, f: impl FnOnce(&Endpoint) -> Result<T, Error>) -> Result<T, Error> {
     let closes = CLOSES.load(Ordering::Acquire);
-    let hit = LAST.with(|l| matches!(&*l.borrow(), Some((fd, at, _)) if *fd == epd && *at == closes));
-    if !hit {
-        let e = ep(epd)?;
-        LAST.with(|l| *l.borrow_mut() = Some((epd, closes, e)));
-    }
-    LAST.with(|l| match &*l.borrow() {
-        Some((_, _, e)) => f(e),
-        None => Err(Error::BadEndpoint),
+    LAST.with(|l| {
+        let mut slot = l.borrow_mut();
+        match &*slot {
+            Some((fd, at, _)) if *fd == epd && *at == closes => {}
+            _ => *slot = Some((epd, closes, ep(epd)?)),
+        }
+        match &*slot {
+            Some((_, _, e)) => f(e),
+            None => Err(Error::BadEndpoint),
+        }
     })
 }
 

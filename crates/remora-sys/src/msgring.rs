@@ -33,8 +33,10 @@ const HEADER: usize = 4096;
 pub const SIZE: usize = HEADER + 2 * RING;
 const MAGIC: u64 = 0x5245_4d4f_5343_4946; // "REMOSCIF"
 
+/// Directions and sides are 0 or 1; anything else is folded into that range, so no caller
+/// can reach outside the region.
 const fn dir_base(d: usize) -> usize {
-    256 + d * 1024
+    256 + (d & 1) * 1024
 }
 // The producer's line: next message index, cached consumer position.
 const TAIL: usize = 0;
@@ -46,7 +48,7 @@ const HEAD_OFF: usize = 136;
 const BELL_PENDING: usize = 256;
 const TX_STUFFED: usize = 260;
 const fn side_base(s: usize) -> usize {
-    2304 + s * 256
+    2304 + (s & 1) * 256
 }
 const CLOSED: usize = 0;
 const WIN_GEN: usize = 4;
@@ -107,16 +109,27 @@ impl MsgRegion {
         Ok(r)
     }
 
+    /// The word at `off`. Every caller passes a constant of the layout above or a slot
+    /// offset computed modulo the ring size, so `off` is inside the region and aligned.
+    #[inline(always)]
     fn u64(&self, off: usize) -> &AtomicU64 {
-        self.map.atomic_u64(off).expect("region words are aligned and inside")
+        debug_assert!(off + 8 <= SIZE && off.is_multiple_of(8));
+        // SAFETY: the region is a live, writable, page-aligned mapping of SIZE bytes (checked
+        // at open); `off` is inside it and 8-aligned (see above); the reference lives no
+        // longer than `self`, which owns the mapping. Shared mutation through atomics is
+        // what the region is for.
+        unsafe { &*(self.map.as_ptr().add(off) as *const AtomicU64) }
     }
 
+    #[inline(always)]
     fn u32(&self, off: usize) -> &AtomicU32 {
-        self.map.atomic_u32(off).expect("region words are aligned and inside")
+        debug_assert!(off + 4 <= SIZE && off.is_multiple_of(4));
+        // SAFETY: as in `u64`, with 4-byte alignment.
+        unsafe { &*(self.map.as_ptr().add(off) as *const AtomicU32) }
     }
 
     fn slot(&self, d: usize, index: u64) -> usize {
-        HEADER + d * RING + (index % SLOTS as u64) as usize * SLOT
+        HEADER + (d & 1) * RING + (index % SLOTS as u64) as usize * SLOT
     }
 
     /// Queue as much of `data` as fits in ring `d`. Returns the bytes queued and, when the
