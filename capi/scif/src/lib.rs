@@ -501,6 +501,31 @@ pub extern "C" fn scif_writeto(epd: scif_epd_t, loffset: i64, len: usize, roffse
     })
 }
 
+/// The checks `scif_vreadfrom` and `scif_vwriteto` share, then `op` on the endpoint with
+/// the buffer's address, the offset and the flags.
+fn v_rma(
+    epd: scif_epd_t,
+    addr: *mut c_void,
+    len: usize,
+    off: i64,
+    rma: c_int,
+    op: impl FnOnce(&Endpoint, *mut u8, u64, RmaFlags) -> Result<(), Error>,
+) -> c_int {
+    guard(-1, || {
+        let e = ep(epd)?;
+        let f = rma_flags(rma)?;
+        let o = rma_offset(off)?;
+        if addr.is_null() {
+            return Err(Error::Fault);
+        }
+        if len == 0 {
+            return Err(inval("zero length"));
+        }
+        op(&e, addr as *mut u8, o, f)?;
+        Ok(0)
+    })
+}
+
 /// `scif_vreadfrom`.
 ///
 /// # Safety
@@ -513,20 +538,10 @@ pub unsafe extern "C" fn scif_vreadfrom(
     off: i64,
     rma: c_int,
 ) -> c_int {
-    guard(-1, || {
-        let e = ep(epd)?;
-        let f = rma_flags(rma)?;
-        let o = rma_offset(off)?;
-        if addr.is_null() {
-            return Err(Error::Fault);
-        }
-        if len == 0 {
-            return Err(inval("zero length"));
-        }
-        // SAFETY: non-NULL, `len` writable bytes by the contract.
-        let buf = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, len) };
-        e.vread_from(buf, o, f)?;
-        Ok(0)
+    v_rma(epd, addr, len, off, rma, |e, p, o, f| {
+        // SAFETY: `p` is non-NULL (checked) and, by the contract, `len` writable bytes.
+        let buf = unsafe { std::slice::from_raw_parts_mut(p, len) };
+        e.vread_from(buf, o, f)
     })
 }
 
@@ -542,20 +557,10 @@ pub unsafe extern "C" fn scif_vwriteto(
     off: i64,
     rma: c_int,
 ) -> c_int {
-    guard(-1, || {
-        let e = ep(epd)?;
-        let f = rma_flags(rma)?;
-        let o = rma_offset(off)?;
-        if addr.is_null() {
-            return Err(Error::Fault);
-        }
-        if len == 0 {
-            return Err(inval("zero length"));
-        }
-        // SAFETY: non-NULL, `len` readable bytes by the contract.
-        let data = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
-        e.vwrite_to(data, o, f)?;
-        Ok(0)
+    v_rma(epd, addr, len, off, rma, |e, p, o, f| {
+        // SAFETY: `p` is non-NULL (checked) and, by the contract, `len` readable bytes.
+        let data = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
+        e.vwrite_to(data, o, f)
     })
 }
 

@@ -333,15 +333,17 @@ fn stores_reach_the_other_host_even_without_unmap() {
 fn run_scif_pair(src: &str, port: u16) {
     let env = Env::new();
     let exe = env.build_scif(&root().join(src));
-    let mut server = Reap(
-        env.run(&exe, 4)
-            .args(["server", &port.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let client = env.run(&exe, 8).args(["client", "4", &port.to_string()]).output().unwrap();
+    let mut server = env.run(&exe, 4);
+    server.args(["server", &port.to_string()]);
+    let mut client = env.run(&exe, 8);
+    client.args(["client", "4", &port.to_string()]);
+    both_pass(src, server, client);
+}
+
+/// Start `server`, run `client` to its end, and check that both printed PASS.
+fn both_pass(src: &str, mut server: Command, mut client: Command) {
+    let mut server = Reap(server.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    let client = client.output().unwrap();
     let status = wait_with_timeout(&mut server, Duration::from_secs(90));
     let (mut out, mut err) = (String::new(), String::new());
     std::io::Read::read_to_string(server.stdout.as_mut().unwrap(), &mut out).unwrap();
@@ -437,21 +439,9 @@ fn run_scif_across_hosts(src: &str, port: u16, env_vars: &[(&str, &str)]) {
     let exe = env.build_scif(&root().join(src));
     let mut server = c.command(1, &exe);
     server.args(["server", &port.to_string()]).envs(env_vars.iter().copied());
-    let mut server = Reap(server.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
     let mut client = c.command(2, &exe);
     client.args(["client", &c.node(1).to_string(), &port.to_string()]).envs(env_vars.iter().copied());
-    let client = client.output().unwrap();
-    let status = wait_with_timeout(&mut server, Duration::from_secs(90));
-    let (mut out, mut err) = (String::new(), String::new());
-    std::io::Read::read_to_string(server.stdout.as_mut().unwrap(), &mut out).unwrap();
-    std::io::Read::read_to_string(server.stderr.as_mut().unwrap(), &mut err).unwrap();
-    let cout = String::from_utf8_lossy(&client.stdout);
-    let cerr = String::from_utf8_lossy(&client.stderr);
-    assert!(
-        client.status.success() && cout.contains("PASS"),
-        "{src} client: {cout}{cerr}\nserver: {out}{err}"
-    );
-    assert!(status.success() && out.contains("PASS"), "{src} server: {out}{err}\nclient: {cout}{cerr}");
+    both_pass(src, server, client);
 }
 
 #[test]

@@ -35,7 +35,7 @@
 //! crosses a socket, and a process that dies takes its pager with it.
 
 use crate::Session;
-use remora_proto::{Reply, Request, MAX_DATA_IO};
+use remora_proto::{Reply, Request, ScifRequest, MAX_DATA_IO};
 use remora_sys::sync::EventFd;
 use remora_sys::uffd::{Uffd, UffdRegion};
 use std::collections::{BTreeMap, VecDeque};
@@ -420,7 +420,7 @@ impl Pager {
             let len = (m.seg_size - off).min(PAGE as u64) as u32;
             let req = match m.home {
                 Home::Segment { conn } => Request::SegRead { conn, offset: off, len },
-                Home::ScifPeer => Request::ScifRemoteRead { offset: off, len },
+                Home::ScifPeer => Request::Scif(ScifRequest::RemoteRead { offset: off, len }),
             };
             match m.session.request(req, &[]) {
                 Ok((Reply::Data(d), _)) if d.len() == len as usize => {
@@ -532,7 +532,7 @@ fn send(m: &PMap, runs: Vec<(u64, Vec<u8>)>) -> bool {
     let r = match m.home {
         Home::Segment { conn } => m.session.request(Request::SegWrite { conn, runs }, &[]).map(|_| ()),
         Home::ScifPeer => runs.into_iter().try_for_each(|(offset, data)| {
-            m.session.request(Request::ScifRemoteWrite { offset, data }, &[]).map(|_| ())
+            m.session.request(Request::Scif(ScifRequest::RemoteWrite { offset, data }), &[]).map(|_| ())
         }),
     };
     match r {

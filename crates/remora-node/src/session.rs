@@ -8,7 +8,8 @@ use crate::transport::{route, Route};
 use crate::Node;
 use remora_proto::link::{PeerReply, PeerRequest};
 use remora_proto::{
-    decode, Error, Event, MapStatus, Reply, Request, RequestFrame, Role, ServerMsg, MAX_FRAME, NO_REPLY,
+    decode, Error, Event, MapStatus, Reply, Request, RequestFrame, Role, ScifRequest, ServerMsg, MAX_FRAME,
+    NO_REPLY,
 };
 use remora_sys::async_conn::AsyncConn;
 use std::collections::HashMap;
@@ -180,27 +181,14 @@ impl Session {
         {
             return (Err(Error::Access), vec![]);
         }
-        let scif_req = matches!(
-            req,
-            Request::ScifBind { .. }
-                | Request::ScifListen { .. }
-                | Request::ScifConnect { .. }
-                | Request::ScifAccept { .. }
-                | Request::ScifRegister { .. }
-                | Request::ScifUnregister { .. }
-                | Request::ScifWindows { .. }
-                | Request::ScifClose
-                | Request::ScifRemoteWrite { .. }
-                | Request::ScifRemoteRead { .. }
-                | Request::ScifRemoteCheck { .. }
-                | Request::ScifNodes
-        );
-        if scif_req != (self.role == Role::Scif) && !matches!(req, Request::Probe { .. } | Request::ScifNodes)
+        let scif_req = matches!(req, Request::Scif(_));
+        if scif_req != (self.role == Role::Scif)
+            && !matches!(req, Request::Probe { .. } | Request::Scif(ScifRequest::Nodes))
         {
             return (Err(Error::Access), vec![]);
         }
-        if scif_req {
-            return self.scif(req, fds).await;
+        if let Request::Scif(r) = req {
+            return self.scif(r, fds).await;
         }
         let sid = self.sid;
         let ok = |r: Result<(), Error>| (r.map(|_| Reply::Ok), vec![]);
@@ -421,18 +409,7 @@ impl Session {
             }
             Request::CreateDmaQueue { max_entries } => self.create_dma(max_entries),
             Request::RemoveDmaQueue { queue } => ok(self.node.lock().remove_dma(sid, queue)),
-            Request::ScifBind { .. }
-            | Request::ScifListen { .. }
-            | Request::ScifConnect { .. }
-            | Request::ScifAccept { .. }
-            | Request::ScifRegister { .. }
-            | Request::ScifUnregister { .. }
-            | Request::ScifWindows { .. }
-            | Request::ScifClose
-            | Request::ScifRemoteWrite { .. }
-            | Request::ScifRemoteRead { .. }
-            | Request::ScifRemoteCheck { .. }
-            | Request::ScifNodes => (Err(Error::Access), vec![]),
+            Request::Scif(_) => (Err(Error::Access), vec![]),
             Request::Status => {
                 let up = self.node.started.elapsed().as_secs();
                 let mut st = self.node.lock().status(std::process::id(), self.node.config.auto_started, up);
@@ -466,19 +443,19 @@ impl Session {
     }
 
     /// The SCIF requests of an endpoint's session.
-    async fn scif(&mut self, req: Request, mut fds: Vec<OwnedFd>) -> Outcome {
+    async fn scif(&mut self, req: ScifRequest, mut fds: Vec<OwnedFd>) -> Outcome {
         let sid = self.sid;
         let me = self.me();
         match req {
-            Request::ScifBind { port, privileged } => {
+            ScifRequest::Bind { port, privileged } => {
                 let r = self.node.lock().scif.bind(sid, port, privileged && self.uid == 0);
                 (r.map(|port| Reply::ScifPort { port }), vec![])
             }
-            Request::ScifListen { backlog } => {
+            ScifRequest::Listen { backlog } => {
                 let r = self.node.lock().scif.listen(sid, backlog, fds);
                 (r.map(|token| Reply::ScifListening { token }), vec![])
             }
-            Request::ScifConnect { node, port, from_node, from_port } => {
+            ScifRequest::Connect { node, port, from_node, from_port } => {
                 if fds.len() != 1 {
                     return (Err(Error::IllegalParameter("connect needs a doorbell".into())), vec![]);
                 }
@@ -516,7 +493,7 @@ impl Session {
                     Err(e) => (Err(e), vec![]),
                 }
             }
-            Request::ScifAccept { port, token, sync } => {
+            ScifRequest::Accept { port, token, sync } => {
                 if fds.len() != 1 {
                     return (Err(Error::IllegalParameter("accept needs a doorbell".into())), vec![]);
                 }
@@ -537,7 +514,7 @@ impl Session {
                     Err(e) => (Err(e), vec![]),
                 }
             }
-            Request::ScifRegister { offset, len, prot, fixed, memfd_offset } => {
+            ScifRequest::Register { offset, len, prot, fixed, memfd_offset } => {
                 if fds.len() != 1 || !is_memfd(&fds[0]) {
                     return (Err(Error::IllegalParameter("register needs exactly one memfd".into())), vec![]);
                 }
@@ -549,18 +526,18 @@ impl Session {
                 let r = self.node.lock().scif.register(sid, offset, len, prot, fixed, memfd_offset, memfd);
                 (r.map(|offset| Reply::ScifOffset { offset }), vec![])
             }
-            Request::ScifUnregister { offset, len } => {
+            ScifRequest::Unregister { offset, len } => {
                 (self.node.lock().scif.unregister(sid, offset, len).map(|_| Reply::Ok), vec![])
             }
-            Request::ScifWindows { peer, from } => match self.node.lock().scif.windows(sid, peer, from) {
+            ScifRequest::Windows { peer, from } => match self.node.lock().scif.windows(sid, peer, from) {
                 Ok((list, fds)) => (Ok(Reply::ScifWindows(list)), fds),
                 Err(e) => (Err(e), vec![]),
             },
-            Request::ScifClose => {
+            ScifRequest::Close => {
                 self.node.lock().scif.close(sid);
                 (Ok(Reply::Ok), vec![])
             }
-            Request::ScifRemoteWrite { offset, data } => {
+            ScifRequest::RemoteWrite { offset, data } => {
                 let far = self.node.lock().scif.far_of(sid);
                 let r = match far {
                     Ok((node, conn)) => {
@@ -570,7 +547,7 @@ impl Session {
                 };
                 (r.map(|_| Reply::Ok), vec![])
             }
-            Request::ScifRemoteCheck { offset, len, prot } => {
+            ScifRequest::RemoteCheck { offset, len, prot } => {
                 let far = self.node.lock().scif.far_of(sid);
                 let r = match far {
                     Ok((node, conn)) => {
@@ -580,7 +557,7 @@ impl Session {
                 };
                 (r.map(|_| Reply::Ok), vec![])
             }
-            Request::ScifRemoteRead { offset, len } => {
+            ScifRequest::RemoteRead { offset, len } => {
                 let far = self.node.lock().scif.far_of(sid);
                 let r = match far {
                     Ok((node, conn)) => self.ask_tcp(node, PeerRequest::ScifRead { conn, offset, len }).await,
@@ -592,7 +569,7 @@ impl Session {
                     Err(e) => (Err(e), vec![]),
                 }
             }
-            Request::ScifNodes => {
+            ScifRequest::Nodes => {
                 let mut nodes = remora_proto::paths::nodes_in(&self.node.config.runtime_dir);
                 nodes.push(me);
                 let links: Vec<_> =
@@ -602,7 +579,6 @@ impl Session {
                 nodes.dedup();
                 (Ok(Reply::ScifNodes(nodes)), vec![])
             }
-            other => (Err(Error::Protocol(format!("not a SCIF request: {other:?}"))), vec![]),
         }
     }
 

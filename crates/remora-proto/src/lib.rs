@@ -308,9 +308,16 @@ pub enum Request {
         data: Option<Vec<u8>>,
     },
 
+    /// A SCIF endpoint's request (sessions of role [`Role::Scif`] only).
+    Scif(ScifRequest),
+}
+
+/// The requests of a SCIF endpoint's session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScifRequest {
     /// `scif_bind`: bind this session's endpoint to `port` (0 picks a free port at or
     /// above `SCIF_PORT_RSVD`). Answer: [`Reply::ScifPort`].
-    ScifBind {
+    Bind {
         /// The port, or 0.
         port: u16,
         /// The caller may take ports below 1024 (it runs as root).
@@ -319,14 +326,14 @@ pub enum Request {
     /// `scif_listen`: make the bound endpoint a listener. The request carries the
     /// endpoint's doorbell (reader, then ringer): the daemon keeps it readable while
     /// connection requests wait. Answer: [`Reply::ScifListening`].
-    ScifListen {
+    Listen {
         /// How many requests may wait.
         backlog: u32,
     },
     /// `scif_connect`, sent to the daemon of the node that listens. Carries the connecting
     /// endpoint's doorbell ringer. Answer: [`Reply::ScifConnected`] with the region memfd
     /// and the acceptor's ringer.
-    ScifConnect {
+    Connect {
         /// The node that listens (this daemon's, or a node of another host that this
         /// daemon reaches over the network).
         node: u32,
@@ -339,7 +346,7 @@ pub enum Request {
     },
     /// `scif_accept`, sent on the new endpoint's own session. Carries the new endpoint's
     /// ringer. Answer: [`Reply::ScifConnected`].
-    ScifAccept {
+    Accept {
         /// The listening port.
         port: u16,
         /// The listener's token ([`Reply::ScifListening`]).
@@ -349,7 +356,7 @@ pub enum Request {
     },
     /// `scif_register`: add a window to this endpoint's registered address space. Carries
     /// the memfd holding the memory. Answer: [`Reply::ScifOffset`].
-    ScifRegister {
+    Register {
         /// Where (`fixed`) or a hint.
         offset: u64,
         /// Bytes (a page multiple).
@@ -362,7 +369,7 @@ pub enum Request {
         memfd_offset: u64,
     },
     /// `scif_unregister`: remove the windows that `offset..offset+len` covers exactly.
-    ScifUnregister {
+    Unregister {
         /// Start.
         offset: u64,
         /// Bytes.
@@ -370,16 +377,16 @@ pub enum Request {
     },
     /// List windows of this endpoint (`peer` false) or of its peer, from `from` on, at
     /// most [`SCIF_WINDOWS_PER_REPLY`]; one memfd rides along per window.
-    ScifWindows {
+    Windows {
         /// The peer's windows rather than our own.
         peer: bool,
         /// The lowest offset of interest.
         from: u64,
     },
     /// `scif_close` of a connected endpoint (also implied when the session ends).
-    ScifClose,
+    Close,
     /// RMA into the peer's registered windows when the peer is on another host.
-    ScifRemoteWrite {
+    RemoteWrite {
         /// Offset in the peer's registered address space.
         offset: u64,
         /// The bytes (at most [`MAX_DATA_IO`]).
@@ -387,7 +394,7 @@ pub enum Request {
     },
     /// Check that the peer on another host has windows covering `offset..offset+len`
     /// with protections `prot` (before mapping them).
-    ScifRemoteCheck {
+    RemoteCheck {
         /// Offset in the peer's registered address space.
         offset: u64,
         /// Bytes.
@@ -397,14 +404,14 @@ pub enum Request {
     },
     /// RMA from the peer's registered windows when the peer is on another host.
     /// Answer: [`Reply::Data`].
-    ScifRemoteRead {
+    RemoteRead {
         /// Offset in the peer's registered address space.
         offset: u64,
         /// Bytes (at most [`MAX_DATA_IO`]).
         len: u32,
     },
     /// `scif_get_nodeIDs`: the nodes this node reaches, itself included.
-    ScifNodes,
+    Nodes,
 }
 
 /// A request with its id; replies carry the same id.
@@ -618,7 +625,7 @@ pub enum Reply {
     },
     /// A SCIF listener.
     ScifListening {
-        /// Proves to [`Request::ScifAccept`] on another session that the caller listens.
+        /// Proves to [`ScifRequest::Accept`] on another session that the caller listens.
         token: u64,
     },
     /// One side of a SCIF connection: the region memfd and the peer's ringer ride along.
@@ -626,14 +633,14 @@ pub enum Reply {
         /// Which side this is (0 connector, 1 acceptor).
         side: u8,
         /// The peer is on another host: messages go through the daemons, RMA through
-        /// [`Request::ScifRemoteWrite`] / [`Request::ScifRemoteRead`], maps are refused.
+        /// [`ScifRequest::RemoteWrite`] / [`ScifRequest::RemoteRead`], maps are refused.
         remote: bool,
         /// The peer's node.
         peer_node: u32,
         /// The peer's port.
         peer_port: u16,
     },
-    /// The node asked for in [`Request::ScifConnect`] is on this host: connect through its
+    /// The node asked for in [`ScifRequest::Connect`] is on this host: connect through its
     /// own daemon.
     ScifDialDirect,
     /// A registered window's offset.
@@ -647,7 +654,7 @@ pub enum Reply {
     ScifNodes(Vec<u32>),
 }
 
-/// At most this many windows per [`Request::ScifWindows`] answer.
+/// At most this many windows per [`ScifRequest::Windows`] answer.
 pub const SCIF_WINDOWS_PER_REPLY: usize = 16;
 
 /// A registered SCIF window.

@@ -3,7 +3,7 @@
 use crate::window::WinCache;
 use crate::{Error, Result, Scif};
 use remora_client::Session;
-use remora_proto::{Reply, Request};
+use remora_proto::{Reply, Request, ScifRequest};
 use remora_sys::bell;
 use remora_sys::msgring::MsgRegion;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -216,10 +216,11 @@ impl Endpoint {
             _ => return Err(Error::Invalid("endpoint already bound".into())),
         }
         let home = Session::open_scif(self.inner.scif.config(), true)?;
-        let port = match home.request(Request::ScifBind { port, privileged: euid_is_root() }, &[])? {
-            (Reply::ScifPort { port }, _) => port,
-            (other, _) => return Err(Error::Invalid(format!("unexpected answer {other:?}"))),
-        };
+        let port =
+            match home.request(Request::Scif(ScifRequest::Bind { port, privileged: euid_is_root() }), &[])? {
+                (Reply::ScifPort { port }, _) => port,
+                (other, _) => return Err(Error::Invalid(format!("unexpected answer {other:?}"))),
+            };
         *st = State::Bound { port, home };
         Ok(port)
     }
@@ -251,7 +252,7 @@ impl Endpoint {
             }
         };
         let fds = [self.inner.reader.as_fd(), self.inner.ringer.as_fd()];
-        match home.request(Request::ScifListen { backlog }, &fds) {
+        match home.request(Request::Scif(ScifRequest::Listen { backlog }), &fds) {
             Ok((Reply::ScifListening { token }, _)) => {
                 // A listener is never writable (POLLOUT means nothing on it).
                 bell::stuff(self.as_fd());
@@ -353,8 +354,12 @@ impl Endpoint {
         };
         let local =
             dst.node != scif.node() && remora_proto::paths::socket_path(&cfg.runtime_dir, dst.node).exists();
-        let req =
-            Request::ScifConnect { node: dst.node, port: dst.port, from_node: scif.node(), from_port: port };
+        let req = Request::Scif(ScifRequest::Connect {
+            node: dst.node,
+            port: dst.port,
+            from_node: scif.node(),
+            from_port: port,
+        });
         let ringer = [self.inner.ringer.as_fd()];
         let (session, (reply, fds)) = if local && cfg.cluster.is_none() {
             let s = direct(dst.node)?;
@@ -391,7 +396,7 @@ impl Endpoint {
         let scif = self.inner.scif.clone();
         let (reader, ringer) = bell::pair().map_err(|e| Error::NoMemory(e.to_string()))?;
         let session = Session::open_scif(scif.config(), true)?;
-        let req = Request::ScifAccept { port, token, sync };
+        let req = Request::Scif(ScifRequest::Accept { port, token, sync });
         let (reply, fds) = session.request(req, &[ringer.as_fd()]).map_err(|e| {
             if self.inner.closed.load(Ordering::Acquire) {
                 Error::BadEndpoint
@@ -436,7 +441,7 @@ impl Endpoint {
         }
         if let Some(c) = self.inner.conn.get() {
             c.region.closed(c.side).store(1, Ordering::Release);
-            let _ = c.session.request(Request::ScifClose, &[]);
+            let _ = c.session.request(Request::Scif(ScifRequest::Close), &[]);
         }
         bell::hang_up(self.inner.ringer.as_fd());
         *self.state() = State::Closed;

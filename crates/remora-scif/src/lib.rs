@@ -95,7 +95,7 @@ impl Scif {
                 }
             }
         };
-        match s.request(remora_proto::Request::ScifNodes, &[])? {
+        match s.request(remora_proto::Request::Scif(remora_proto::ScifRequest::Nodes), &[])? {
             (remora_proto::Reply::ScifNodes(v), _) => Ok(v),
             (other, _) => Err(Error::Invalid(format!("unexpected answer {other:?}"))),
         }

@@ -114,7 +114,10 @@ impl Conn {
     fn remote_write(&self, roffset: u64, data: &[u8]) -> Result<()> {
         for (i, chunk) in data.chunks(remora_proto::MAX_DATA_IO).enumerate() {
             let offset = roffset + (i * remora_proto::MAX_DATA_IO) as u64;
-            let req = remora_proto::Request::ScifRemoteWrite { offset, data: chunk.to_vec() };
+            let req = remora_proto::Request::Scif(remora_proto::ScifRequest::RemoteWrite {
+                offset,
+                data: chunk.to_vec(),
+            });
             self.session.request(req, &[])?;
         }
         Ok(())
@@ -124,7 +127,10 @@ impl Conn {
     fn remote_read(&self, roffset: u64, out: &mut [u8]) -> Result<()> {
         for (i, chunk) in out.chunks_mut(remora_proto::MAX_DATA_IO).enumerate() {
             let offset = roffset + (i * remora_proto::MAX_DATA_IO) as u64;
-            let req = remora_proto::Request::ScifRemoteRead { offset, len: chunk.len() as u32 };
+            let req = remora_proto::Request::Scif(remora_proto::ScifRequest::RemoteRead {
+                offset,
+                len: chunk.len() as u32,
+            });
             match self.session.request(req, &[])? {
                 (remora_proto::Reply::Data(v), _) if v.len() == chunk.len() => chunk.copy_from_slice(&v),
                 (other, _) => return Err(Error::Invalid(format!("unexpected answer {other:?}"))),

@@ -3,7 +3,7 @@
 
 use crate::endpoint::Conn;
 use crate::{Endpoint, Error, Result, UserRegion};
-use remora_proto::{Reply, Request, ScifWindow, SCIF_WINDOWS_PER_REPLY};
+use remora_proto::{Reply, Request, ScifRequest, ScifWindow, SCIF_WINDOWS_PER_REPLY};
 use remora_sys::Mapping;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
@@ -74,7 +74,8 @@ impl Conn {
         let mut list: Vec<Win> = Vec::new();
         let mut from = 0u64;
         loop {
-            let (reply, fds) = self.session.request(Request::ScifWindows { peer, from }, &[])?;
+            let (reply, fds) =
+                self.session.request(Request::Scif(ScifRequest::Windows { peer, from }), &[])?;
             let Reply::ScifWindows(infos) = reply else {
                 return Err(Error::Invalid(format!("unexpected answer {reply:?}")));
             };
@@ -121,8 +122,9 @@ pub(crate) fn resolve_one(list: &[Win], off: u64, len: u64, need: u8) -> Option<
         .then(|| (&*w.map, (off - w.info.offset) as usize))
 }
 
-/// The pieces of `off..off+len` in `list`, each window needing the `need` protections.
-pub(crate) fn resolve(list: &[Win], off: u64, len: u64, need: u8) -> Result<Vec<Piece>> {
+/// The windows that `off..off+len` runs through, each with the offset in it and the
+/// length taken from it; every window must have the `need` protections.
+fn walk(list: &[Win], off: u64, len: u64, need: u8) -> Result<Vec<(&Win, u64, u64)>> {
     let end = off.checked_add(len).ok_or(Error::NoWindow)?;
     let mut out = Vec::new();
     let mut at = off;
@@ -137,10 +139,18 @@ pub(crate) fn resolve(list: &[Win], off: u64, len: u64, need: u8) -> Result<Vec<
             return Err(Error::Access);
         }
         let n = end.min(w_end) - at;
-        out.push((w.map.clone(), (at - w.info.offset) as usize, n as usize));
+        out.push((w, at - w.info.offset, n));
         at += n;
     }
     Ok(out)
+}
+
+/// The pieces of `off..off+len` in `list`, each window needing the `need` protections.
+pub(crate) fn resolve(list: &[Win], off: u64, len: u64, need: u8) -> Result<Vec<Piece>> {
+    Ok(walk(list, off, len, need)?
+        .into_iter()
+        .map(|(w, o, n)| (w.map.clone(), o as usize, n as usize))
+        .collect())
 }
 
 impl Endpoint {
@@ -166,13 +176,13 @@ impl Endpoint {
             return Err(Error::Invalid("offset must be a page multiple".into()));
         }
         let (memfd, memfd_offset) = remora_sys::user_memory::share_region(mem, "scif-window")?;
-        let req = Request::ScifRegister {
+        let req = Request::Scif(ScifRequest::Register {
             offset: if fixed { offset } else { offset - offset % page },
             len: mem.len() as u64,
             prot: prot.bits(),
             fixed,
             memfd_offset,
-        };
+        });
         match c.session.request(req, &[memfd.as_fd()])? {
             (Reply::ScifOffset { offset }, _) => Ok(offset),
             (other, _) => Err(Error::Invalid(format!("unexpected answer {other:?}"))),
@@ -187,7 +197,7 @@ impl Endpoint {
     /// window or cuts one, [`Error::NotConnected`].
     pub fn unregister(&self, offset: u64, len: u64) -> Result<()> {
         let c = self.conn()?;
-        match c.session.request(Request::ScifUnregister { offset, len }, &[])? {
+        match c.session.request(Request::Scif(ScifRequest::Unregister { offset, len }), &[])? {
             (Reply::Ok, _) => Ok(()),
             (other, _) => Err(Error::Invalid(format!("unexpected answer {other:?}"))),
         }
@@ -215,28 +225,10 @@ impl Endpoint {
             return Err(Error::Invalid("offset and length must be page multiples".into()));
         }
         let list = c.windows(peer)?;
-        let end = offset.checked_add(len as u64).ok_or(Error::NoWindow)?;
-        let mut out = Vec::new();
-        let mut at = offset;
-        while at < end {
-            let i = list.partition_point(|w| w.info.offset <= at);
-            let w = i.checked_sub(1).map(|i| &list[i]).ok_or(Error::NoWindow)?;
-            let w_end = w.info.offset + w.info.len;
-            if at >= w_end {
-                return Err(Error::NoWindow);
-            }
-            if w.info.prot & prot.bits() != prot.bits() {
-                return Err(Error::Access);
-            }
-            let n = end.min(w_end) - at;
-            out.push(PeerPiece {
-                fd: w.fd.clone(),
-                offset: w.info.memfd_offset + (at - w.info.offset),
-                len: n as usize,
-            });
-            at += n;
-        }
-        Ok(out)
+        Ok(walk(&list, offset, len as u64, prot.bits())?
+            .into_iter()
+            .map(|(w, o, n)| PeerPiece { fd: w.fd.clone(), offset: w.info.memfd_offset + o, len: n as usize })
+            .collect())
     }
 
     /// `scif_mmap` without a fixed address: map the peer's registered range
@@ -283,10 +275,10 @@ impl Endpoint {
         if !c.remote {
             return Err(Error::Invalid("the peer is on this host: use map_peer".into()));
         }
-        match c
-            .session
-            .request(Request::ScifRemoteCheck { offset, len: len as u64, prot: prot.bits() }, &[])?
-        {
+        match c.session.request(
+            Request::Scif(ScifRequest::RemoteCheck { offset, len: len as u64, prot: prot.bits() }),
+            &[],
+        )? {
             (Reply::Ok, _) => {}
             (other, _) => return Err(Error::Invalid(format!("unexpected answer {other:?}"))),
         }

@@ -59,6 +59,16 @@ impl Drop for Harness {
     }
 }
 
+/// Start nodes 8 and 4 and wait until 4 reaches 8 over the link.
+fn wait_for_link(h: &Harness) {
+    assert!(h.scif(8).node_ids().unwrap().contains(&8));
+    let t0 = Instant::now();
+    while !h.scif(4).node_ids().unwrap().contains(&8) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the link between nodes 4 and 8 came up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A connected pair: (client on node `a`, server endpoint on node `b`).
 fn pair(h: &Harness, a: u32, b: u32) -> (Endpoint, Endpoint) {
     let sb = h.scif(b);
@@ -328,13 +338,7 @@ fn process_death_hangs_up_the_peer() {
 fn endpoints_on_two_hosts_exchange_messages_and_rma_through_the_link() {
     let h = Harness::over_tcp(&[4, 8]);
     // Start node 8's daemon (the listener's) and let the link come up.
-    assert!(h.scif(8).node_ids().unwrap().contains(&8));
-    assert!(h.scif(4).node_ids().unwrap().contains(&4));
-    let t0 = Instant::now();
-    while !h.scif(4).node_ids().unwrap().contains(&8) {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the link between nodes 4 and 8 came up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_link(&h);
     let (c, s) = pair(&h, 4, 8);
     for i in 0u64..50 {
         c.send(&i.to_le_bytes(), true).unwrap();
@@ -431,12 +435,7 @@ fn nonblocking_connect_completes_in_the_background() {
 #[test]
 fn losing_the_far_node_resets_its_connections() {
     let h = Harness::over_tcp(&[4, 8]);
-    assert!(h.scif(8).node_ids().unwrap().contains(&8));
-    let t0 = Instant::now();
-    while !h.scif(4).node_ids().unwrap().contains(&8) {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the link between nodes 4 and 8 came up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_link(&h);
     let (c, s) = pair(&h, 4, 8);
     c.send(b"x", true).unwrap();
     let mut b = [0u8; 1];
@@ -498,11 +497,6 @@ fn a_poll_driven_receiver_misses_nothing_on_one_host() {
 #[test]
 fn a_poll_driven_receiver_misses_nothing_across_hosts() {
     let h = Harness::over_tcp(&[4, 8]);
-    assert!(h.scif(8).node_ids().unwrap().contains(&8));
-    let t0 = Instant::now();
-    while !h.scif(4).node_ids().unwrap().contains(&8) {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the link between nodes 4 and 8 came up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_link(&h);
     poll_driven(&h, 4, 8);
 }

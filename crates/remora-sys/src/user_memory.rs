@@ -13,47 +13,9 @@ fn errno(e: rustix::io::Errno) -> io::Error {
     io::Error::from_raw_os_error(e.raw_os_error())
 }
 
-/// Whether every byte of `addr..addr+len` lies in private, anonymous, writable mappings of
-/// this process (heap, `malloc`ed or `mmap`ed memory, not files, not the stack).
-pub fn is_private_anonymous(addr: usize, len: usize) -> bool {
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        return false;
-    };
-    let end = match addr.checked_add(len) {
-        Some(e) => e,
-        None => return false,
-    };
-    let mut cursor = addr;
-    for line in maps.lines() {
-        let mut parts = line.split_whitespace();
-        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        let path = parts.nth(3).unwrap_or("");
-        let Some((lo, hi)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16)) else {
-            continue;
-        };
-        if hi <= cursor || lo > cursor {
-            continue;
-        }
-        let ok = perms.starts_with("rw") && perms.ends_with('p') && (path.is_empty() || path == "[heap]");
-        if !ok {
-            return false;
-        }
-        cursor = hi;
-        if cursor >= end {
-            return true;
-        }
-    }
-    false
-}
-
-/// Whether every byte of `addr..addr+len` is writable memory that [`share_region`] may
-/// move: private anonymous pages, or pages an earlier move put into a Remora memfd.
-fn is_movable(addr: usize, len: usize) -> bool {
+/// Whether every byte of `addr..addr+len` lies in mappings of this process that `ok`
+/// accepts, given each mapping's permissions (`rw-p` …) and path (empty for anonymous).
+fn all_mapped(addr: usize, len: usize, ok: impl Fn(&str, &str) -> bool) -> bool {
     let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
         return false;
     };
@@ -74,10 +36,7 @@ fn is_movable(addr: usize, len: usize) -> bool {
         if hi <= cursor || lo > cursor {
             continue;
         }
-        let private =
-            perms.starts_with("rw") && perms.ends_with('p') && (path.is_empty() || path == "[heap]");
-        let ours = perms.starts_with("rw") && perms.ends_with('s') && path.starts_with("/memfd:remora:");
-        if !private && !ours {
+        if !ok(perms, path) {
             return false;
         }
         cursor = hi;
@@ -86,6 +45,25 @@ fn is_movable(addr: usize, len: usize) -> bool {
         }
     }
     false
+}
+
+fn private_anonymous(perms: &str, path: &str) -> bool {
+    perms.starts_with("rw") && perms.ends_with('p') && (path.is_empty() || path == "[heap]")
+}
+
+/// Whether every byte of `addr..addr+len` lies in private, anonymous, writable mappings of
+/// this process (heap, `malloc`ed or `mmap`ed memory, not files, not the stack).
+pub fn is_private_anonymous(addr: usize, len: usize) -> bool {
+    all_mapped(addr, len, private_anonymous)
+}
+
+/// Whether every byte of `addr..addr+len` is writable memory that [`share_region`] may
+/// move: private anonymous pages, or pages an earlier move put into a Remora memfd.
+fn is_movable(addr: usize, len: usize) -> bool {
+    all_mapped(addr, len, |perms, path| {
+        private_anonymous(perms, path)
+            || perms.starts_with("rw") && perms.ends_with('s') && path.starts_with("/memfd:remora:")
+    })
 }
 
 /// Copy `addr..addr+len` into a new sealed memfd and map it over the same addresses.
@@ -134,27 +112,9 @@ pub unsafe fn move_into_memfd(addr: *mut u8, len: usize, name: &str) -> io::Resu
     if !is_private_anonymous(addr as usize, len) {
         return Err(errno(rustix::io::Errno::FAULT));
     }
-    let fd = Memfd::create(name, len as u64)?;
-    let tmp = crate::Mapping::new(std::os::fd::AsFd::as_fd(&fd), 0, len, Default::default())?;
-    // SAFETY: `addr..addr+len` was checked to be readable mapped memory of this process, and
-    // `tmp` is a fresh mapping of exactly `len` bytes; they cannot overlap.
-    unsafe { std::ptr::copy_nonoverlapping(addr, tmp.as_ptr(), len) };
-    drop(tmp);
-    // SAFETY: MAP_FIXED replaces exactly the caller's range, which the caller hands over by
-    // the contract above; the new pages hold the same bytes, so the program sees no change.
-    let got = unsafe {
-        rustix::mm::mmap(
-            addr.cast(),
-            len,
-            ProtFlags::READ | ProtFlags::WRITE,
-            MapFlags::SHARED | MapFlags::FIXED,
-            &fd,
-            0,
-        )
-    }
-    .map_err(errno)?;
-    debug_assert_eq!(got as usize, addr as usize);
-    Ok(fd)
+    // SAFETY: the range was checked to be private anonymous writable memory of this
+    // process; the caller's contract hands it over for the move.
+    unsafe { rehome(addr, len, name) }
 }
 
 /// Move an exclusively borrowed, page-aligned slice of private anonymous memory into a
