@@ -63,7 +63,15 @@ struct Page {
     resident: bool,
     dirty: bool,
     twin: Option<Box<[u8]>>,
+    /// When the page was last written after a clean spell (its write fault).
+    dirtied: Option<Instant>,
+    /// When its changes last went home.
+    flushed: Option<Instant>,
 }
+
+/// How long a page written (fault taken) but not yet changed is left unprotected before the
+/// pager gives up waiting for the store and protects it again.
+const STORE_WAIT: Duration = Duration::from_millis(1);
 
 /// Where a map's pages live.
 #[derive(Debug, Clone, Copy)]
@@ -89,6 +97,12 @@ struct PMap {
     lost: Arc<AtomicBool>,
     dirty_since: Option<Instant>,
     last_refresh: Instant,
+    /// Stores were sent without waiting for the home's answer.
+    unanswered: bool,
+    /// The current flush delay: short while pages are written now and then (a store goes
+    /// home almost at once), doubled up to `flush` while pages are written again right
+    /// after each flush (stores are batched).
+    delay: Duration,
 }
 
 enum Cmd {
@@ -105,6 +119,7 @@ struct Pager {
     cmds: Mutex<VecDeque<Cmd>>,
     next: AtomicU64,
     flush: Duration,
+    flush_min: Duration,
     refresh: Duration,
 }
 
@@ -129,6 +144,7 @@ fn pager() -> Result<&'static Arc<Pager>, DsmError> {
             cmds: Mutex::new(VecDeque::new()),
             next: AtomicU64::new(1),
             flush: env_us("REMORA_DSM_FLUSH_US", 20),
+            flush_min: env_us("REMORA_DSM_FLUSH_MIN_US", 2),
             refresh: env_us("REMORA_DSM_REFRESH_US", 1000),
         });
         let runner = p.clone();
@@ -207,6 +223,8 @@ impl DsmMap {
             lost: lost.clone(),
             dirty_since: None,
             last_refresh: Instant::now(),
+            unanswered: false,
+            delay: p.flush_min,
         };
         p.command(Cmd::Add(id, pm));
         Ok(DsmMap { id, region, delta, len, lost, released: AtomicBool::new(false) })
@@ -333,9 +351,7 @@ impl Pager {
             let now = Instant::now();
             let due = maps
                 .values()
-                .flat_map(|(_, m)| {
-                    [m.dirty_since.map(|d| d + self.flush), Some(m.last_refresh + self.refresh)]
-                })
+                .flat_map(|(_, m)| [m.dirty_since.map(|d| d + m.delay), Some(m.last_refresh + self.refresh)])
                 .flatten()
                 .min();
             let timeout = due.map(|d| d.saturating_duration_since(now));
@@ -367,8 +383,11 @@ impl Pager {
             }
             let now = Instant::now();
             for (_, m) in maps.values_mut() {
-                if m.dirty_since.is_some_and(|d| now >= d + self.flush) {
-                    self.flush_map(m);
+                if m.dirty_since.is_some_and(|d| now >= d + m.delay) {
+                    // In the background: do not wait for the home's answer (the daemon
+                    // keeps the session's requests in order), so the pager is free for
+                    // the next fault at once.
+                    self.flush_map(m, false);
                 }
                 if now >= m.last_refresh + self.refresh {
                     self.refresh_map(m);
@@ -385,7 +404,7 @@ impl Pager {
                 Cmd::FlushAll(tx) => {
                     let mut ok = true;
                     for (_, m) in maps.values_mut() {
-                        ok &= self.flush_map(m);
+                        ok &= self.flush_map(m, true);
                     }
                     let _ = tx.send(ok);
                 }
@@ -393,7 +412,7 @@ impl Pager {
                     maps.insert(m.region.base(), (id, m));
                 }
                 Cmd::Flush(id, tx) => {
-                    let ok = find_id(maps, id).map(|m| self.flush_map(m)).unwrap_or(false);
+                    let ok = find_id(maps, id).map(|m| self.flush_map(m, true)).unwrap_or(false);
                     let _ = tx.send(ok);
                 }
                 Cmd::Refresh(id, tx) => {
@@ -402,7 +421,7 @@ impl Pager {
                 }
                 Cmd::Remove(id, tx) => {
                     if let Some(m) = find_id(maps, id) {
-                        self.flush_map(m);
+                        self.flush_map(m, true);
                     }
                     maps.retain(|_, (i, _)| *i != id);
                     let _ = tx.send(());
@@ -462,29 +481,56 @@ impl Pager {
                 p.twin = Some(twin);
             }
             p.dirty = true;
-            m.dirty_since.get_or_insert_with(Instant::now);
+            let now = Instant::now();
+            p.dirtied = Some(now);
+            // Written again right after its last flush: the page is hot, batch more;
+            // written after a quiet spell: send the next stores home quickly.
+            if let Some(f) = p.flushed {
+                m.delay = if now - f < m.delay * 2 {
+                    (m.delay * 2).min(self.flush)
+                } else {
+                    (m.delay / 2).max(self.flush_min)
+                };
+            }
+            m.dirty_since.get_or_insert(now);
         }
         let _ = self.uffd.protect(&m.region, addr, PAGE, false);
     }
 
     /// Protect every dirty page again, send its changes home. `false` if that failed.
-    fn flush_map(&self, m: &mut PMap) -> bool {
+    /// Send the map's changed bytes home; with `wait`, return only once the home has them
+    /// (and everything sent before without waiting).
+    fn flush_map(&self, m: &mut PMap, wait: bool) -> bool {
         m.dirty_since = None;
         let mut runs: Vec<(u64, Vec<u8>)> = Vec::new();
         let mut bytes = 0;
         let mut ok = true;
         let mut now = vec![0u8; PAGE];
+        let mut waiting = false;
+        let t = Instant::now();
         for idx in 0..m.pages.len() {
             if !m.pages[idx].dirty {
                 continue;
             }
             let addr = m.region.base() + idx * PAGE;
+            if !wait && m.pages[idx].dirtied.is_some_and(|d| t - d < STORE_WAIT) {
+                // The writer may not have run since its fault (two cores, many threads):
+                // while the page still equals its twin, leave it writable and look again
+                // at the next tick, rather than protect it and make the store fault again.
+                let unchanged = m.region.read_present_page(addr, &mut now).is_ok()
+                    && m.pages[idx].twin.as_deref().is_some_and(|tw| tw == &now[..]);
+                if unchanged {
+                    waiting = true;
+                    continue;
+                }
+            }
             let _ = self.uffd.protect(&m.region, addr, PAGE, true);
             if m.region.read_present_page(addr, &mut now).is_err() {
                 continue;
             }
             let page = &mut m.pages[idx];
             page.dirty = false;
+            page.flushed = Some(t);
             let twin = page.twin.take().unwrap_or_else(|| vec![0u8; PAGE].into_boxed_slice());
             for (a, b) in diff(&twin, &now) {
                 let off = m.seg_off + (idx * PAGE + a) as u64;
@@ -493,22 +539,26 @@ impl Pager {
                 }
                 let b = b.min(a + (m.seg_size - off) as usize);
                 if bytes + (b - a) > MAX_DATA_IO {
-                    ok &= send(m, std::mem::take(&mut runs));
+                    ok &= send(m, std::mem::take(&mut runs), false);
                     bytes = 0;
                 }
                 bytes += b - a;
                 runs.push((off, now[a..b].to_vec()));
             }
         }
-        if !runs.is_empty() {
-            ok &= send(m, runs);
+        if !runs.is_empty() || (wait && m.unanswered) {
+            ok &= send(m, runs, wait);
+        }
+        if waiting {
+            m.dirty_since = Some(t);
         }
         ok
     }
 
     /// Flush, then drop every resident page so the next access refetches it.
     fn refresh_map(&self, m: &mut PMap) -> bool {
-        let ok = self.flush_map(m);
+        // Refetches queue behind these stores in the session, so no need to wait.
+        let ok = self.flush_map(m, false);
         m.last_refresh = Instant::now();
         if m.lost.load(Ordering::SeqCst) {
             return false;
@@ -525,16 +575,31 @@ impl Pager {
     }
 }
 
-fn send(m: &PMap, runs: Vec<(u64, Vec<u8>)>) -> bool {
+/// Send runs home, waiting for the answer when `wait` (an empty `wait` send only waits for
+/// what went before). Without waiting, failures surface at the next request that waits.
+fn send(m: &mut PMap, runs: Vec<(u64, Vec<u8>)>, wait: bool) -> bool {
     if m.lost.load(Ordering::SeqCst) {
         return false;
     }
-    let r = match m.home {
-        Home::Segment { conn } => m.session.request(Request::SegWrite { conn, runs }, &[]).map(|_| ()),
-        Home::ScifPeer => runs.into_iter().try_for_each(|(offset, data)| {
-            m.session.request(Request::Scif(ScifRequest::RemoteWrite { offset, data }), &[]).map(|_| ())
-        }),
+    let reqs: Vec<Request> = match m.home {
+        Home::Segment { conn } => vec![Request::SegWrite { conn, runs }],
+        Home::ScifPeer if runs.is_empty() => {
+            vec![Request::Scif(ScifRequest::RemoteWrite { offset: 0, data: Vec::new() })]
+        }
+        Home::ScifPeer => runs
+            .into_iter()
+            .map(|(offset, data)| Request::Scif(ScifRequest::RemoteWrite { offset, data }))
+            .collect(),
     };
+    let last = reqs.len().saturating_sub(1);
+    let mut r = Ok(());
+    for (i, req) in reqs.into_iter().enumerate() {
+        r = if wait && i == last { m.session.request(req, &[]).map(|_| ()) } else { m.session.note(req) };
+        if r.is_err() {
+            break;
+        }
+    }
+    m.unanswered = !wait && r.is_ok();
     match r {
         Ok(()) => true,
         Err(e) => {

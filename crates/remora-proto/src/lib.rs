@@ -19,13 +19,14 @@
 
 pub mod link;
 pub mod paths;
+mod runs;
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 /// The first two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"RM";
-/// The protocol version this build speaks. Bump on any incompatible change.
-pub const VERSION: u16 = 1;
+/// The protocol version this build speaks. Bump on any incompatible change (2: SCIF).
+pub const VERSION: u16 = 2;
 /// The largest frame either side sends or accepts.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// The most bytes one [`Request::SegRead`] or [`Request::SegWrite`] carries.
@@ -297,6 +298,7 @@ pub enum Request {
         /// The connection handle.
         conn: u64,
         /// (offset in the segment, bytes) runs.
+        #[serde(with = "crate::runs")]
         runs: Vec<(u64, Vec<u8>)>,
     },
     /// Trigger an interrupt of another host through the daemons (an interrupt of this
@@ -305,6 +307,7 @@ pub enum Request {
         /// The interrupt-connection handle.
         intr: u64,
         /// The payload of a data interrupt.
+        #[serde(with = "serde_bytes")]
         data: Option<Vec<u8>>,
     },
 
@@ -390,6 +393,7 @@ pub enum ScifRequest {
         /// Offset in the peer's registered address space.
         offset: u64,
         /// The bytes (at most [`MAX_DATA_IO`]).
+        #[serde(with = "serde_bytes")]
         data: Vec<u8>,
     },
     /// Check that the peer on another host has windows covering `offset..offset+len`
@@ -611,7 +615,7 @@ pub enum Reply {
         intno: u32,
     },
     /// Bytes read from a segment.
-    Data(Vec<u8>),
+    Data(#[serde(with = "serde_bytes")] Vec<u8>),
     /// A DMA queue; page memfd and eventfd ride along.
     DmaQueue {
         /// The daemon's handle.

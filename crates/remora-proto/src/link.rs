@@ -147,6 +147,7 @@ pub enum PeerRequest {
         /// The answering node's interrupt-connection handle.
         intr: u64,
         /// The payload of a data interrupt.
+        #[serde(with = "serde_bytes")]
         data: Option<Vec<u8>>,
     },
     /// Does the node answer?
@@ -165,6 +166,7 @@ pub enum PeerRequest {
         /// The answering node's connection handle.
         conn: u64,
         /// (offset, bytes) runs.
+        #[serde(with = "crate::runs")]
         runs: Vec<(u64, Vec<u8>)>,
     },
     /// `scif_connect` to a listener of the answering node.
@@ -181,6 +183,7 @@ pub enum PeerRequest {
         /// The answering node's connection handle.
         conn: u64,
         /// The bytes.
+        #[serde(with = "serde_bytes")]
         data: Vec<u8>,
     },
     /// The endpoint on the asking node closed (after all its data).
@@ -195,6 +198,7 @@ pub enum PeerRequest {
         /// Offset in the peer's registered address space.
         offset: u64,
         /// The bytes (at most [`crate::MAX_DATA_IO`]).
+        #[serde(with = "serde_bytes")]
         data: Vec<u8>,
     },
     /// Check that windows of the peer on the answering node cover a range with the given
@@ -233,7 +237,7 @@ pub enum PeerReply {
         size: u64,
     },
     /// Bytes read.
-    Data(Vec<u8>),
+    Data(#[serde(with = "serde_bytes")] Vec<u8>),
     /// An interrupt connection.
     Interrupt {
         /// The answering node's handle.

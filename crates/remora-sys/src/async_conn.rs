@@ -59,16 +59,19 @@ impl AsyncConn {
     }
 
     /// Resolve when the peer has hung up (waiting messages do not count).
+    ///
+    /// Never clears the descriptor's readiness: a message that is waiting must still wake
+    /// the next `recv` (a caller that sends several messages without waiting for answers
+    /// would otherwise leave them stranded). While messages wait, the peer is re-checked
+    /// every 20 ms.
     pub async fn hangup(&self) {
         loop {
-            let Ok(mut guard) = self.fd.readable().await else {
+            if self.fd.readable().await.is_err() {
                 return;
-            };
+            }
             if crate::seqpacket::peer_closed(self.fd()) {
                 return;
             }
-            // Data is waiting but the peer is alive: wait for the next readiness change.
-            guard.clear_ready();
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
