@@ -8,15 +8,23 @@
 //!                                         (SegRead through this node's daemon), installs
 //!                                         it write-protected
 //!   store to a clean page  ──► fault ──► pager keeps a twin (copy), lifts protection
-//!   within `flush` (default 20 µs) ───► pager protects the page again, diffs it against
-//!                                         its twin, sends the changed bytes home (SegWrite)
+//!   after the flush delay  ───► pager protects the page again, diffs it against its
+//!                                twin, sends the changed bytes home (SegWrite), without
+//!                                waiting for the answer (the daemon keeps them in order)
 //!   every `refresh` (default 1 ms) ───► pager drops clean pages: the next load refetches
 //! ```
 //!
+//! The flush delay adapts per map between `REMORA_DSM_FLUSH_MIN_US` (default 2) and
+//! `REMORA_DSM_FLUSH_US` (default 20): it doubles while pages are written again right after
+//! each flush (stores are batched) and halves after quiet spells (a store goes home almost
+//! at once). A page whose write fault was taken but that has not changed yet stays
+//! writable until it changes (at most 1 ms), so a writer that was slow to run does not
+//! fault twice.
+//!
 //! Consistency model (what a program may rely on):
-//! * A store reaches the home node within `flush` after the page was first written
-//!   (`REMORA_DSM_FLUSH_US`, default 20), and at once at [`DsmMap::flush`] (`SCIFlush`,
-//!   `SCIStoreBarrier`, `SCICheckSequence`, unmap).
+//! * A store reaches the home node within the flush delay of landing (at most
+//!   `REMORA_DSM_FLUSH_US`, plus the send), and at once at [`DsmMap::flush`] (`SCIFlush`,
+//!   `SCIStoreBarrier`, `SCICheckSequence`, unmap), which waits for the home's answer.
 //! * A load sees every store that reached the home node before the last
 //!   [`DsmMap::refresh`] (`SCIStartSequence`), and any page is refetched within `refresh`
 //!   (`REMORA_DSM_REFRESH_US`, default 1000): a program polling a word of the map sees the
@@ -384,10 +392,12 @@ impl Pager {
             let now = Instant::now();
             for (_, m) in maps.values_mut() {
                 if m.dirty_since.is_some_and(|d| now >= d + m.delay) {
-                    // In the background: do not wait for the home's answer (the daemon
-                    // keeps the session's requests in order), so the pager is free for
-                    // the next fault at once.
-                    self.flush_map(m, false);
+                    // In the background a lone store does not wait for the home's answer
+                    // (the daemon keeps the session's requests in order), so the pager is
+                    // free for the next fault at once. A map whose pages are written
+                    // without pause (delay at its bound) waits, which paces the flushes.
+                    let pace = m.delay >= self.flush;
+                    self.flush_map(m, pace);
                 }
                 if now >= m.last_refresh + self.refresh {
                     self.refresh_map(m);
