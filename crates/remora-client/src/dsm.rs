@@ -560,7 +560,10 @@ impl Pager {
             ok &= send(m, runs, wait);
         }
         if waiting {
+            // Look again later, each time less often: the writer needs a core, and a pager
+            // ticking every 2 µs would keep one from it.
             m.dirty_since = Some(t);
+            m.delay = (m.delay * 2).min(self.flush);
         }
         ok
     }
