@@ -87,6 +87,8 @@ pub fn status() -> Result<(), String> {
             );
         }
         println!("  DMA queues: {}", st.dma_queues.len());
+        let (ports, listeners, conns) = st.scif;
+        println!("  SCIF: {ports} ports bound, {listeners} listening, {conns} connections");
         for (session, q, max) in &st.dma_queues {
             println!("    #{q:<5} session #{session:<5} entries {max}");
         }

@@ -949,6 +949,10 @@ impl Registry {
                 .collect(),
             dma_queues: self.dma.iter().map(|(h, q)| (q.owner, *h, q.max)).collect(),
             peers: Vec::new(),
+            scif: {
+                let (p, l, c) = self.scif.counts();
+                (p as u32, l as u32, c as u32)
+            },
         }
     }
 }

@@ -713,6 +713,8 @@ pub struct NodeStatus {
     pub dma_queues: Vec<(u64, u64, u32)>,
     /// Links to nodes of other hosts.
     pub peers: Vec<PeerStatus>,
+    /// SCIF: bound ports, listeners, connections held here.
+    pub scif: (u32, u32, u32),
 }
 
 /// One link to a node of another host.
@@ -839,6 +841,27 @@ mod tests {
         fn connect_round_trips(id in any::<u64>(), node in any::<u32>(), seg in any::<u32>(), t in any::<Option<u32>>()) {
             let f = RequestFrame { id, req: Request::Connect { node, id: seg, timeout_ms: t } };
             prop_assert_eq!(decode::<RequestFrame>(&encode(&f).unwrap()).unwrap(), f);
+        }
+
+        #[test]
+        fn byte_payloads_round_trip(
+            offset in any::<u64>(),
+            data in proptest::collection::vec(any::<u8>(), 0..2000),
+            runs in proptest::collection::vec((any::<u64>(), proptest::collection::vec(any::<u8>(), 0..64)), 0..8),
+        ) {
+            let reqs = [
+                Request::Scif(ScifRequest::RemoteWrite { offset, data: data.clone() }),
+                Request::SegWrite { conn: offset, runs: runs.clone() },
+                Request::TriggerInterrupt { intr: offset, data: Some(data.clone()) },
+            ];
+            for req in reqs {
+                let f = RequestFrame { id: 7, req };
+                prop_assert_eq!(decode::<RequestFrame>(&encode(&f).unwrap()).unwrap(), f);
+            }
+            let m = ServerMsg::Reply { id: 9, result: Ok(Reply::Data(data.clone())) };
+            prop_assert_eq!(decode::<ServerMsg>(&encode(&m).unwrap()).unwrap(), m);
+            let l = link::LinkMsg::Request { id: 1, origin: 2, req: link::PeerRequest::ScifData { conn: offset, data } };
+            prop_assert_eq!(decode::<link::LinkMsg>(&encode(&l).unwrap()).unwrap(), l);
         }
     }
 }

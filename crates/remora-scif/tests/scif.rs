@@ -332,6 +332,26 @@ fn process_death_hangs_up_the_peer() {
     assert!(r.hung_up);
     let mut b = [0u8; 1];
     assert_eq!(s.recv(&mut b, true).unwrap_err(), Error::Reset);
+    // Once both ends are gone, the daemons hold nothing of them.
+    drop(s);
+    let t0 = Instant::now();
+    loop {
+        let held: Vec<_> = [4, 8]
+            .iter()
+            .map(|n| {
+                let ctl = remora_client::Session::open_control(&h.config(*n)).unwrap();
+                match ctl.request(remora_proto::Request::Status, &[]).unwrap().0 {
+                    remora_proto::Reply::Status(st) => st.scif,
+                    other => panic!("unexpected {other:?}"),
+                }
+            })
+            .collect();
+        if held.iter().all(|c| *c == (0, 0, 0)) {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "SCIF books not released: {held:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 #[test]
