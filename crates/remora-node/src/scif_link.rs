@@ -83,7 +83,7 @@ async fn run(node: Arc<Node>, st: RelayStart) {
             bell::stuff(reader.get_ref().as_fd());
             region.tx_stuffed(in_dir).store(1, Ordering::SeqCst);
             fence(Ordering::SeqCst);
-            if region.has_room(in_dir) && region.tx_stuffed(in_dir).swap(0, Ordering::SeqCst) == 1 {
+            if region.stuffed_wait(in_dir) && region.tx_stuffed(in_dir).swap(0, Ordering::SeqCst) == 1 {
                 bell::unstuff(proxy_ringer.as_fd());
                 continue;
             }
@@ -115,6 +115,8 @@ async fn run(node: Arc<Node>, st: RelayStart) {
                     g.clear_ready();
                 }
             }
+            // While the ring is full, look again now and then whatever the doorbell says.
+            _ = tokio::time::sleep(std::time::Duration::from_millis(5)), if full => {}
             m = rx.recv() => match m {
                 Some(RelayIn::Data(d)) => inbound.push_back(d),
                 Some(RelayIn::PeerClosed) => peer_closed = true,

@@ -517,12 +517,12 @@ impl Endpoint {
         bell::stuff(self.as_fd());
         c.region.tx_stuffed(d).store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        if c.region.has_room(d) && c.region.tx_stuffed(d).swap(0, Ordering::SeqCst) == 1 {
+        if c.region.stuffed_wait(d) && c.region.tx_stuffed(d).swap(0, Ordering::SeqCst) == 1 {
             bell::unstuff(self.inner.ringer.as_fd());
         }
     }
 
-    /// After taking bytes from ring `d` (and a fence): let a stuffed producer write again.
+    /// After taking bytes from ring `d`: let a stuffed producer write again.
     fn took(&self, c: &Conn, d: usize) {
         if c.region.tx_stuffed(d).load(Ordering::SeqCst) != 0
             && c.region.tx_stuffed(d).swap(0, Ordering::SeqCst) == 1
@@ -585,7 +585,6 @@ impl Endpoint {
                 break if got > 0 { Ok(got) } else { Err(e) };
             }
         };
-        // `pop_ex` ended with a full barrier.
         if took {
             self.took(c, d);
         }
@@ -619,6 +618,9 @@ impl Endpoint {
             return Ok(());
         }
         c.region.watch(d, false);
+        if c.region.settle_wait(d) {
+            return Ok(());
+        }
         loop {
             if ready() {
                 return Ok(());

@@ -162,9 +162,11 @@ impl MsgRegion {
             tail = tail.wrapping_add(1);
             sent += n;
         }
-        // A locked exchange on our own line: a full barrier (cheaper than a fence), so the
-        // waiter word below is read after the slots are published.
-        self.u64(base + TAIL).swap(tail, Ordering::SeqCst);
+        // No barrier between publishing and reading the waiter word (it would stall every
+        // send until the slot's line arrives): a consumer that stops watching looks at the
+        // ring for a moment longer before it sleeps (`settle_wait`), so a message whose
+        // sender read a stale waiter word is still seen.
+        self.u64(base + TAIL).store(tail, Ordering::Relaxed);
         let unseen = match first {
             Some((at, seq, index)) => (self.u32(at + S_WAITER).load(Ordering::SeqCst) != seq)
                 .then_some(Unseen { d, at, seq, index }),
@@ -216,9 +218,10 @@ impl MsgRegion {
             }
         }
         self.u32(base + HEAD_OFF).store(off as u32, Ordering::Relaxed);
-        // A full barrier (see `push`): what the consumer reads next (the producer's
-        // stuffed flag, the doorbell flag) is read after the slots are released.
-        self.u64(base + HEAD).swap(head, Ordering::SeqCst);
+        // No barrier here (it would sit on every message's path): a producer that finds
+        // the ring full watches it for a moment after raising its stuffed flag (see
+        // `stuffed_wait`), so a release it races with is never missed.
+        self.u64(base + HEAD).store(head, Ordering::Release);
         (got, inside)
     }
 
@@ -226,6 +229,41 @@ impl MsgRegion {
     pub fn has_data(&self, d: usize) -> bool {
         let head = self.u64(dir_base(d) + HEAD).load(Ordering::Acquire);
         self.u32(self.slot(d, head) + S_SEQ).load(Ordering::Acquire) == head.wrapping_add(1) as u32
+    }
+
+    /// For a consumer that just withdrew its watch on ring `d`: whether bytes arrive
+    /// within `RACE` (a producer may have read the waiter word before its slot became
+    /// visible, and so not rung; its slot becomes visible within a microsecond).
+    pub fn settle_wait(&self, d: usize) -> bool {
+        const RACE: std::time::Duration = std::time::Duration::from_micros(3);
+        let t = std::time::Instant::now();
+        loop {
+            if self.has_data(d) {
+                return true;
+            }
+            if t.elapsed() >= RACE {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// For a producer that just raised its stuffed flag on ring `d` (after a full
+    /// barrier): whether a slot frees within `RACE` — a consumer may have released slots
+    /// an instant before without seeing the flag (its release and its look at the flag
+    /// are not ordered), and such a release becomes visible within a microsecond.
+    pub fn stuffed_wait(&self, d: usize) -> bool {
+        const RACE: std::time::Duration = std::time::Duration::from_micros(3);
+        let t = std::time::Instant::now();
+        loop {
+            if self.has_room(d) {
+                return true;
+            }
+            if t.elapsed() >= RACE {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
     }
 
     /// Whether ring `d` has a free slot for its producer.
