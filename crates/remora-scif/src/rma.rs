@@ -306,6 +306,13 @@ impl Endpoint {
         let c = self.conn()?;
         let m = mark as u64;
         let side = if m & 1 == 0 { c.side } else { 1 - c.side };
+        // A mark names RMAs already started; one ahead of the count was never handed out
+        // (waiting on it would never end).
+        let started = c.region.rma_started(side).load(Ordering::Acquire);
+        let ahead = (m >> 1).wrapping_sub(started) & MARK_MASK;
+        if ahead != 0 && ahead < (1 << (MARK_BITS - 1)) {
+            return Err(Error::Invalid("not a mark this endpoint handed out".into()));
+        }
         c.wait_done(side, m >> 1)
     }
 

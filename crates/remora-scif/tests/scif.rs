@@ -258,6 +258,7 @@ fn windows_rma_fences_and_maps() {
     c.fence_wait(mark).unwrap();
     let mark = s.fence_mark(FenceInit::Peer).unwrap();
     s.fence_wait(mark).unwrap();
+    assert!(matches!(c.fence_wait(mark + 1000), Err(Error::Invalid(_))), "a mark never handed out");
     let sview = |off: usize, len: usize| peek(&sreg, off, len);
     let want: Vec<u8> = (13..13 + 30_000).map(|i| (i % 241) as u8).collect();
     assert!(sview(7, 30_000) == want, "writeto arrived intact");
