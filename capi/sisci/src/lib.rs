@@ -91,6 +91,7 @@
 // The exported functions keep the C API's names.
 #![allow(non_snake_case)]
 
+mod aliases;
 mod callbacks;
 pub mod consts;
 mod dma;

@@ -509,3 +509,17 @@ fn scif_header_constants_match_the_library() {
     assert!(text.contains(&format!("sizeof_portID {}", std::mem::size_of::<scif::ScifPortId>())));
     assert!(text.contains(&format!("sizeof_pollepd {}", std::mem::size_of::<scif::ScifPollEpd>())));
 }
+
+#[test]
+fn dolphin_abi_names_reach_the_same_functions() {
+    let env = Env::new();
+    let exe = env.build(&root().join("tests/c/dolphin_abi.c"), &[]);
+    let lib = env.prefix.path().join("lib64/libsisci.so");
+    let out = env.run(&exe, 4).arg(&lib).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("node 4 through every name"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
