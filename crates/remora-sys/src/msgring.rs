@@ -62,6 +62,24 @@ const S_DATA: usize = 12;
 /// In a slot's length word: more slots of the same push follow.
 const CONT: u32 = 1 << 31;
 
+/// How long the two unfenced races of a ring are watched for (see `settle_wait` and
+/// `stuffed_wait`): far longer than a store takes to become visible.
+pub const RACE: std::time::Duration = std::time::Duration::from_micros(3);
+
+/// Whether `cond` holds within [`RACE`], spinning.
+fn within_race(cond: impl Fn() -> bool) -> bool {
+    let t = std::time::Instant::now();
+    loop {
+        if cond() {
+            return true;
+        }
+        if t.elapsed() >= RACE {
+            return false;
+        }
+        std::hint::spin_loop();
+    }
+}
+
 /// The first slot of a push that no consumer was watching.
 #[derive(Debug, Clone, Copy)]
 pub struct Unseen {
@@ -232,38 +250,18 @@ impl MsgRegion {
     }
 
     /// For a consumer that just withdrew its watch on ring `d`: whether bytes arrive
-    /// within `RACE` (a producer may have read the waiter word before its slot became
+    /// within [`RACE`] (a producer may have read the waiter word before its slot became
     /// visible, and so not rung; its slot becomes visible within a microsecond).
     pub fn settle_wait(&self, d: usize) -> bool {
-        const RACE: std::time::Duration = std::time::Duration::from_micros(3);
-        let t = std::time::Instant::now();
-        loop {
-            if self.has_data(d) {
-                return true;
-            }
-            if t.elapsed() >= RACE {
-                return false;
-            }
-            std::hint::spin_loop();
-        }
+        within_race(|| self.has_data(d))
     }
 
     /// For a producer that just raised its stuffed flag on ring `d` (after a full
-    /// barrier): whether a slot frees within `RACE` — a consumer may have released slots
+    /// barrier): whether a slot frees within [`RACE`] — a consumer may have released slots
     /// an instant before without seeing the flag (its release and its look at the flag
     /// are not ordered), and such a release becomes visible within a microsecond.
     pub fn stuffed_wait(&self, d: usize) -> bool {
-        const RACE: std::time::Duration = std::time::Duration::from_micros(3);
-        let t = std::time::Instant::now();
-        loop {
-            if self.has_room(d) {
-                return true;
-            }
-            if t.elapsed() >= RACE {
-                return false;
-            }
-            std::hint::spin_loop();
-        }
+        within_race(|| self.has_room(d))
     }
 
     /// Whether ring `d` has a free slot for its producer.

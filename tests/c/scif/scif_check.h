@@ -247,4 +247,15 @@ MAYBE_UNUSED static uint32_t recv_u32(scif_epd_t epd)
     return v;
 }
 
+MAYBE_UNUSED static int parse_u16(const char *s, const char *what)
+{
+    char *end;
+    long v = strtol(s, &end, 0);
+    if (*s == '\0' || *end != '\0' || v < 0 || v > 65535) {
+        fprintf(stderr, "%s: bad %s '%s'\n", prog, what, s);
+        exit(2);
+    }
+    return (int)v;
+}
+
 #endif /* SCIF_CHECK_H */

@@ -537,17 +537,6 @@ static int run_client(uint16_t node, uint16_t port)
     return 0;
 }
 
-static int parse_u16(const char *s, const char *what)
-{
-    char *end;
-    long v = strtol(s, &end, 0);
-    if (*s == '\0' || *end != '\0' || v < 0 || v > 65535) {
-        fprintf(stderr, "%s: bad %s '%s'\n", prog, what, s);
-        exit(2);
-    }
-    return (int)v;
-}
-
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
