@@ -57,6 +57,11 @@
 //!   `SCI_Q_LOCAL_SEGMENT_VIRTUAL_KERNEL_ADDR`, `SCI_Q_MAP_IOADDR`, `SCI_Q_MAP_PHYS_ADDR`.
 //! * Physical DMA: `SCIphDmaEnqueue`, `SCIphDmaStart` (returns `SCI_DMAQUEUE_IDLE`), and
 //!   `SCICreateDMAQueue` with `SCI_FLAG_DMA_PHDMA`.
+//! * Maps whose loads or stores start an adapter operation: `SCIMapRemoteSegment` /
+//!   `SCIMapLocalSegment` with `SCI_FLAG_LOCK_OPERATION` (a load that is a remote
+//!   fetch-and-add), `SCI_FLAG_CONDITIONAL_INTERRUPT_MAP` or
+//!   `SCI_FLAG_UNCONDITIONAL_DATA_INTERRUPT_MAP` (a store that raises a remote interrupt):
+//!   on an ordinary mapping nothing but memory sees a load or a store.
 //!
 //! `SCICacheSync` is not among them: Remora's memory is coherent, so it is a memory fence
 //! that succeeds.
@@ -76,7 +81,6 @@
 //!
 //! * Flags, `SCI_ERR_FLAG_NOT_IMPLEMENTED`: `SCI_FLAG_BROADCAST` and
 //!   `SCI_FLAG_ALLOW_UNICAST` (multicast, also on DMA transfers and data interrupts),
-//!   `SCI_FLAG_LOCK_OPERATION` and the interrupt map flags, `SCI_FLAG_FORCE_REMOVE`,
 //!   `SCI_FLAG_SHARED_INT` and `SCI_FLAG_SHARE_EXTERNAL` (shared interrupt numbers).
 //! * Not exported: conditional interrupts (`SCIRegisterInterruptFlag`, …), the API 1.x
 //!   block transfers (`SCITransferBlock`, …), `SCICreateNamedInterrupt`, and the DMA

@@ -26,12 +26,14 @@ const MAP_HINTS: u32 = SCI_FLAG_READ_PREFETCH_AGGR_HOLD_MAP
     | SCI_FLAG_NO_MEMORY_LOOPBACK
     | SCI_FLAG_SHARED_MAP
     | SCI_FLAG_WRITE_BACK_CACHE_MAP;
-/// Map flags whose features arrive later: atomic fetch-and-add maps, interrupt maps,
-/// multicast.
-const MAP_LATER: u32 = SCI_FLAG_LOCK_OPERATION
-    | SCI_FLAG_CONDITIONAL_INTERRUPT_MAP
-    | SCI_FLAG_UNCONDITIONAL_DATA_INTERRUPT_MAP
-    | SCI_FLAG_BROADCAST;
+/// Map flags that make a plain load or store start an operation of the adapter: a load
+/// that is a remote fetch-and-add, a store that raises a remote interrupt. On an ordinary
+/// mapping a load or store reaches memory and nothing else sees it, so these need
+/// Dolphin's hardware: `SCI_ERR_NOT_SUPPORTED`.
+const MAP_ADAPTER: u32 =
+    SCI_FLAG_LOCK_OPERATION | SCI_FLAG_CONDITIONAL_INTERRUPT_MAP | SCI_FLAG_UNCONDITIONAL_DATA_INTERRUPT_MAP;
+/// Map flags whose feature arrives later: multicast.
+const MAP_LATER: u32 = SCI_FLAG_BROADCAST;
 
 /// The map a handle names.
 fn map_of(map: sci_map_t) -> Outcome<Map> {
@@ -45,7 +47,10 @@ fn sequence_of(sequence: sci_sequence_t) -> Outcome<Sequence> {
 
 /// Check map flags; the safe-API flags and the fixed address they ask for.
 fn map_options(flags: u32, addr: *mut c_void) -> Outcome<(MapFlags, Option<usize>)> {
-    check_flags(flags, MAP_HONOURED | MAP_HINTS, MAP_LATER)?;
+    check_flags(flags, MAP_HONOURED | MAP_HINTS | MAP_ADAPTER, MAP_LATER)?;
+    if flags & MAP_ADAPTER != 0 {
+        return Err(Fail(SCI_ERR_NOT_SUPPORTED));
+    }
     let fixed = if flags & SCI_FLAG_FIXED_MAP_ADDR != 0 {
         if addr.is_null() {
             return Err(Fail(SCI_ERR_ILLEGAL_ADDRESS));
@@ -76,8 +81,9 @@ fn publish(out: Out<sci_map_t>, map: Map) -> Outcome<*mut c_void> {
 /// `SCI_ERR_OUT_OF_RANGE`; `SCI_ERR_SIZE_ALIGNMENT` for a zero size;
 /// `SCI_ERR_ILLEGAL_ADDRESS` for a bad or taken fixed address;
 /// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle or a NULL `map`;
-/// `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_LOCK_OPERATION`, the interrupt map flags
-/// and `SCI_FLAG_BROADCAST`; `SCI_ERR_ILLEGAL_FLAG`.
+/// `SCI_ERR_NOT_SUPPORTED` for `SCI_FLAG_LOCK_OPERATION` and the interrupt map flags
+/// (adapter features); `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_BROADCAST`;
+/// `SCI_ERR_ILLEGAL_FLAG`.
 ///
 /// # Safety
 /// `map` and `error` are NULL or writable. With `SCI_FLAG_FIXED_MAP_ADDR`, `addr` must be
@@ -111,7 +117,7 @@ pub unsafe extern "C" fn SCIMapRemoteSegment(
 /// `SCI_ERR_OUT_OF_RANGE`; `SCI_ERR_SIZE_ALIGNMENT` for a zero size;
 /// `SCI_ERR_ILLEGAL_OPERATION` for a segment without memory; `SCI_ERR_ILLEGAL_ADDRESS`;
 /// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle or a NULL `map`;
-/// `SCI_ERR_FLAG_NOT_IMPLEMENTED`; `SCI_ERR_ILLEGAL_FLAG`.
+/// `SCI_ERR_NOT_SUPPORTED`, `SCI_ERR_FLAG_NOT_IMPLEMENTED`; `SCI_ERR_ILLEGAL_FLAG`.
 ///
 /// # Safety
 /// As for `SCIMapRemoteSegment`.

@@ -180,9 +180,9 @@ pub unsafe extern "C" fn SCISetSegmentUnavailable(
 /// handle becomes invalid.
 ///
 /// # Errors
-/// `SCI_ERR_BUSY` while maps of it exist or other processes attached it;
-/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; `SCI_ERR_FLAG_NOT_IMPLEMENTED` for
-/// `SCI_FLAG_FORCE_REMOVE`; `SCI_ERR_ILLEGAL_FLAG`.
+/// `SCI_ERR_BUSY` while maps of it exist or other processes attached it (unless
+/// `SCI_FLAG_FORCE_REMOVE`: then it goes all the same, maps keep their memory);
+/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; `SCI_ERR_ILLEGAL_FLAG`.
 ///
 /// # Safety
 /// `error` is NULL or writable.
@@ -195,8 +195,13 @@ pub unsafe extern "C" fn SCIRemoveSegment(
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
-        check_flags(flags, 0, SCI_FLAG_FORCE_REMOVE)?;
-        local(segment)?.remove()?;
+        check_flags(flags, SCI_FLAG_FORCE_REMOVE, 0)?;
+        let seg = local(segment)?;
+        if flags & SCI_FLAG_FORCE_REMOVE != 0 {
+            seg.remove_forced()?;
+        } else {
+            seg.remove()?;
+        }
         handles::remove(key(segment));
         Ok(())
     })

@@ -248,8 +248,16 @@ fn scenario() {
         SCIMapRemoteSegment(rseg, &mut rmap, 0, SIZE, null_mut(), SCI_FLAG_FIXED_MAP_ADDR)
     );
     fails!(
-        SCI_ERR_FLAG_NOT_IMPLEMENTED,
+        SCI_ERR_NOT_SUPPORTED,
         SCIMapRemoteSegment(rseg, &mut rmap, 0, SIZE, null_mut(), SCI_FLAG_LOCK_OPERATION)
+    );
+    fails!(
+        SCI_ERR_NOT_SUPPORTED,
+        SCIMapRemoteSegment(rseg, &mut rmap, 0, SIZE, null_mut(), SCI_FLAG_CONDITIONAL_INTERRUPT_MAP)
+    );
+    fails!(
+        SCI_ERR_FLAG_NOT_IMPLEMENTED,
+        SCIMapRemoteSegment(rseg, &mut rmap, 0, SIZE, null_mut(), SCI_FLAG_BROADCAST)
     );
     fails!(SCI_ERR_ILLEGAL_FLAG, SCIMapRemoteSegment(rseg, &mut rmap, 0, SIZE, null_mut(), 0x1_0000));
     fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIMapRemoteSegment(rseg, null_mut(), 0, SIZE, null_mut(), 0));

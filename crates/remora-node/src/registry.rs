@@ -470,8 +470,9 @@ impl Registry {
     /// in the importers' mappings); an attacher detaches.
     ///
     /// # Errors
-    /// `UnknownHandle`; `Busy` while other processes have it attached.
-    pub fn remove_segment(&mut self, session: u64, seg: u64) -> Result<(), Error> {
+    /// `UnknownHandle`; `Busy` while other processes have it attached, unless `force`
+    /// (`SCI_FLAG_FORCE_REMOVE`): then it goes all the same.
+    pub fn remove_segment(&mut self, session: u64, seg: u64, force: bool) -> Result<(), Error> {
         self.revoke();
         let s = self.own_segment(session, seg)?;
         if s.owner != session {
@@ -479,7 +480,10 @@ impl Registry {
             return Ok(());
         }
         if !s.attached.is_empty() {
-            return Err(Error::Busy);
+            if !force {
+                return Err(Error::Busy);
+            }
+            s.attached.clear();
         }
         self.retire(seg, None);
         Ok(())
@@ -996,7 +1000,7 @@ mod tests {
         r.set_available(a, seg, 0).unwrap();
         let (conn, size, _fd) = r.connect_local(b, 4, 7).unwrap();
         assert_eq!(size, 4096);
-        r.remove_segment(a, seg).unwrap();
+        r.remove_segment(a, seg, false).unwrap();
         // The id is free again while the importer still holds the memory.
         assert!(r.create_segment(a, Some(7), 8192, false, false).is_ok());
         assert_eq!(r.segments.values().filter(|s| s.removed).count(), 1);

@@ -243,7 +243,7 @@ impl Session {
             Request::SetUnavailable { seg, adapter, force_disconnect, notify } => {
                 ok(self.node.lock().set_unavailable(sid, seg, adapter, force_disconnect, notify))
             }
-            Request::RemoveSegment { seg } => ok(self.node.lock().remove_segment(sid, seg)),
+            Request::RemoveSegment { seg, force } => ok(self.node.lock().remove_segment(sid, seg, force)),
             Request::ShareSegment { seg } => ok(self.node.lock().share(sid, seg)),
             Request::AttachShared { id } => {
                 let mut reg = self.node.lock();

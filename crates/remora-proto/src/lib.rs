@@ -189,6 +189,9 @@ pub enum Request {
     RemoveSegment {
         /// The segment handle.
         seg: u64,
+        /// `SCI_FLAG_FORCE_REMOVE`: also when other processes of this node attached it
+        /// (their maps keep the memory; their handles no longer name a segment).
+        force: bool,
     },
     /// `SCIShareSegment`: let other processes of this node attach the segment.
     ShareSegment {

@@ -44,7 +44,7 @@ impl Drop for LocalInner {
     fn drop(&mut self) {
         self.desc.inner.dispatch.locals.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.seg);
         if !self.removed.load(Ordering::Acquire) {
-            let _ = self.desc.session().request(Request::RemoveSegment { seg: self.seg }, &[]);
+            let _ = self.desc.session().request(Request::RemoveSegment { seg: self.seg, force: false }, &[]);
         }
     }
 }
@@ -260,11 +260,27 @@ impl LocalSegment {
     /// [`Error::Busy`] while this process has maps of it, a posted DMA transfer uses it, or
     /// other processes attached it.
     pub fn remove(&self) -> Result<()> {
+        self.remove_with(false)
+    }
+
+    /// `SCIRemoveSegment` with `SCI_FLAG_FORCE_REMOVE`: remove the segment although maps,
+    /// transfers or other processes still depend on it. Maps keep their memory (a map is
+    /// memory of the process) until unmapped; other processes' handles stop naming a
+    /// segment; transfers still posted against it end in error. The guide says the flag
+    /// "is not intended for general use".
+    ///
+    /// # Errors
+    /// [`Error::IllegalParameter`] when already removed.
+    pub fn remove_forced(&self) -> Result<()> {
+        self.remove_with(true)
+    }
+
+    fn remove_with(&self, force: bool) -> Result<()> {
         let inner = self.live()?;
-        if inner.deps.busy() {
+        if !force && inner.deps.busy() {
             return Err(Error::Busy);
         }
-        inner.desc.session().request(Request::RemoveSegment { seg: inner.seg }, &[])?;
+        inner.desc.session().request(Request::RemoveSegment { seg: inner.seg, force }, &[])?;
         inner.removed.store(true, Ordering::Release);
         inner.events.cancel();
         inner.memfd.write().unwrap_or_else(|p| p.into_inner()).take();

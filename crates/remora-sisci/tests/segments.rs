@@ -60,6 +60,32 @@ fn private_empty_and_auto_id() {
 }
 
 #[test]
+fn forced_removal_goes_despite_dependants_and_maps_keep_their_memory() {
+    let h = common::Harness::new();
+    let sci = h.sci(4);
+    let dev = Descriptor::open(&sci).unwrap();
+    let s = exported(&dev, 21, 8192);
+    let m = s.map(0, 8192, None, MapFlags::default()).unwrap();
+    m.write(100, b"kept").unwrap();
+    s.share().unwrap();
+    // Another process of the node attaches it: a plain remove is refused.
+    let other = Descriptor::open(&h.sci(4)).unwrap();
+    let att = LocalSegment::attach(&other, 21, None).unwrap();
+    assert_eq!(s.remove(), Err(Error::Busy));
+    s.remove_forced().unwrap();
+    assert!(s.remove().is_err(), "gone");
+    // The map is memory of this process: still there until unmapped.
+    let mut b = [0u8; 4];
+    m.read(100, &mut b).unwrap();
+    assert_eq!(&b, b"kept");
+    m.unmap().unwrap();
+    // The id is free at once.
+    let again = exported(&dev, 21, 4096);
+    again.remove().unwrap();
+    drop(att);
+}
+
+#[test]
 fn dependencies_give_busy() {
     let h = common::Harness::new();
     let sci = h.sci(4);
