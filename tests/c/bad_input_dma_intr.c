@@ -381,7 +381,7 @@ int main(void)
     EXPECT(err, SCI_ERR_NO_SUCH_ADAPTERNO);
     SCICreateInterrupt(dev, &intr, 0, &no, NULL, NULL, 0x8000, &err);
     EXPECT(err, SCI_ERR_ILLEGAL_FLAG);
-    SCICreateInterrupt(dev, &intr, 0, &no, NULL, NULL, SCI_FLAG_SHARED_INT, &err);
+    SCICreateInterrupt(dev, &intr, 0, &no, NULL, NULL, SCI_FLAG_SHARE_EXTERNAL, &err);
     EXPECT(err, SCI_ERR_FLAG_NOT_IMPLEMENTED);
     SCICreateInterrupt(dev, &intr, 0, &no, NULL, NULL, SCI_FLAG_FIXED_INTNO, &err);
     EXPECT(err, SCI_ERR_OK);

@@ -51,7 +51,9 @@ unsafe fn requested_number(interrupt_no: *mut c_uint, flags: u32) -> Outcome<(Op
 /// `SCICreateInterrupt`: create an interrupt that other nodes (and this one) can trigger
 /// and store its handle in `*interrupt`. With `SCI_FLAG_FIXED_INTNO` the number is
 /// `*interrupt_no`; otherwise the node chooses one and stores it in `*interrupt_no`.
-/// `SCI_FLAG_COUNTING_INT` counts triggers (see the module documentation). With
+/// `SCI_FLAG_COUNTING_INT` counts triggers (see the module documentation).
+/// `SCI_FLAG_SHARED_INT` lets other processes create the same number with the same flag;
+/// every trigger then reaches all of them. With
 /// `SCI_FLAG_USE_CALLBACK` and a non-NULL `callback`, each trigger runs
 /// `callback(callback_arg, interrupt, SCI_ERR_OK)` on the library's event thread (until it
 /// returns `SCI_CALLBACK_CANCEL`), and `SCIWaitForInterrupt` is illegal.
@@ -59,7 +61,7 @@ unsafe fn requested_number(interrupt_no: *mut c_uint, flags: u32) -> Outcome<(Op
 /// # Errors
 /// `SCI_ERR_INTNO_USED`; `SCI_ERR_NO_SUCH_ADAPTERNO`; `SCI_ERR_ILLEGAL_PARAMETER` for a
 /// bad descriptor or a NULL `interrupt` or `interrupt_no`; `SCI_ERR_FLAG_NOT_IMPLEMENTED`
-/// for `SCI_FLAG_SHARED_INT` and `SCI_FLAG_SHARE_EXTERNAL`; `SCI_ERR_ILLEGAL_FLAG`.
+/// for `SCI_FLAG_SHARE_EXTERNAL`; `SCI_ERR_ILLEGAL_FLAG`.
 ///
 /// # Safety
 /// `interrupt` and `error` are NULL or writable; `interrupt_no` is NULL or readable and
@@ -79,8 +81,9 @@ pub unsafe extern "C" fn SCICreateInterrupt(
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
-        let accepted = SCI_FLAG_FIXED_INTNO | SCI_FLAG_USE_CALLBACK | SCI_FLAG_COUNTING_INT;
-        check_flags(flags, accepted, SHARING)?;
+        let accepted =
+            SCI_FLAG_FIXED_INTNO | SCI_FLAG_USE_CALLBACK | SCI_FLAG_COUNTING_INT | SCI_FLAG_SHARED_INT;
+        check_flags(flags, accepted, SCI_FLAG_SHARE_EXTERNAL)?;
         // SAFETY: `interrupt` is NULL or writable (this function's contract).
         let out = unsafe { Out::new(interrupt) }?;
         // SAFETY: `interrupt_no` is NULL or readable and writable (this function's contract).
@@ -89,7 +92,8 @@ pub unsafe extern "C" fn SCICreateInterrupt(
         let slot = handles::reserve::<Interrupt>()?;
         let cb = callbacks::interrupt(callback, callback_arg, flags, slot.key(), slot.gate());
         let counting = flags & SCI_FLAG_COUNTING_INT != 0;
-        let intr = Interrupt::create(&desc, local_adapter_no, wanted, counting, cb)?;
+        let shared = flags & SCI_FLAG_SHARED_INT != 0;
+        let intr = Interrupt::create_with(&desc, local_adapter_no, wanted, counting, shared, cb)?;
         number_out.set(intr.number());
         out.set(handle(slot.fill(intr)));
         Ok(())

@@ -81,7 +81,7 @@
 //!
 //! * Flags, `SCI_ERR_FLAG_NOT_IMPLEMENTED`: `SCI_FLAG_BROADCAST` and
 //!   `SCI_FLAG_ALLOW_UNICAST` (multicast, also on DMA transfers and data interrupts),
-//!   `SCI_FLAG_SHARED_INT` and `SCI_FLAG_SHARE_EXTERNAL` (shared interrupt numbers).
+//!   `SCI_FLAG_SHARE_EXTERNAL`; `SCI_FLAG_SHARED_INT` on data interrupts.
 //! * Not exported: conditional interrupts (`SCIRegisterInterruptFlag`, …), the API 1.x
 //!   block transfers (`SCITransferBlock`, …), `SCICreateNamedInterrupt`, and the DMA
 //!   channel calls (`SCIRequestDMAChannel`, `SCIReturnDMAChannel`,

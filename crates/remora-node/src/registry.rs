@@ -145,6 +145,17 @@ pub struct Interrupt {
     pub conns: BTreeSet<u64>,
 }
 
+/// The processes that created one shared interrupt number (`SCI_FLAG_SHARED_INT`).
+/// Connections point at `fanout`, an interrupt of the daemon's own whose triggers the
+/// daemon passes on to every member.
+#[derive(Debug)]
+pub struct SharedGroup {
+    /// The daemon's interrupt that connections trigger.
+    pub fanout: u64,
+    /// The members' interrupts.
+    pub members: BTreeSet<u64>,
+}
+
 /// A session's connection to an interrupt.
 #[derive(Debug)]
 pub struct IntrConn {
@@ -206,6 +217,8 @@ pub struct Registry {
     /// Bumped whenever memory may stop being usable by the DMA engine (disconnect, loss,
     /// removal, session end), so engine workers can cache what they resolved until then.
     pub epoch: Arc<std::sync::atomic::AtomicU64>,
+    /// Shared interrupt numbers, by number.
+    pub shared_ints: HashMap<u32, SharedGroup>,
     /// The SCIF books.
     pub scif: crate::scif::Scif,
 }
@@ -236,6 +249,7 @@ impl Registry {
             intr_conns: BTreeMap::new(),
             dma: BTreeMap::new(),
             epoch: Arc::default(),
+            shared_ints: HashMap::new(),
             scif: Default::default(),
         }
     }
@@ -604,26 +618,65 @@ impl Registry {
         session: u64,
         intno: Option<u32>,
         data: bool,
-    ) -> Result<(u64, u32, OwnedFd, OwnedFd), Error> {
+        shared: bool,
+    ) -> Result<(u64, u32, OwnedFd, OwnedFd, Option<u64>), Error> {
+        let shared = shared && !data;
         let intno = match intno {
+            Some(n) if shared && self.shared_ints.contains_key(&n) => n,
             Some(n) if self.intnos.contains_key(&(data, n)) => return Err(Error::IntnoUsed),
             Some(n) => n,
             None => (AUTO_INTNO_BASE..=u32::MAX)
                 .find(|n| !self.intnos.contains_key(&(data, *n)))
                 .ok_or(Error::NoSpace)?,
         };
+        let mut new_fanout = None;
+        if shared && !self.shared_ints.contains_key(&intno) {
+            // The first sharer: the number names the daemon's fan-out interrupt, whose
+            // page is armed so that every trigger signals its eventfd.
+            let fanout = self.new_interrupt(0, intno, false)?;
+            if let Some(f) = self.interrupts.get(&fanout) {
+                f.page.set_armed(true);
+            }
+            self.intnos.insert((false, intno), fanout);
+            self.shared_ints.insert(intno, SharedGroup { fanout, members: BTreeSet::new() });
+            new_fanout = Some(fanout);
+        }
+        let intr = self.new_interrupt(session, intno, data)?;
+        if shared {
+            self.shared_ints.get_mut(&intno).expect("made above").members.insert(intr);
+        } else {
+            self.intnos.insert((data, intno), intr);
+        }
+        let i = &self.interrupts[&intr];
+        let sys = |e: std::io::Error| Error::System(e.to_string());
+        let fds = (i.memfd.try_clone().map_err(sys)?.into_fd(), i.event.try_clone().map_err(sys)?.into_fd());
+        Ok((intr, intno, fds.0, fds.1, new_fanout))
+    }
+
+    /// A new interrupt page for `owner` (0: the daemon), not yet numbered in `intnos`.
+    fn new_interrupt(&mut self, owner: u64, intno: u32, data: bool) -> Result<u64, Error> {
         let sys = |e: std::io::Error| Error::System(e.to_string());
         let memfd = IntrPage::create(&format!("n{}-intr{}", self.node, intno)).map_err(sys)?;
         let event = EventFd::new().map_err(sys)?;
         let page = IntrPage::open(&memfd, event.try_clone().map_err(sys)?).map_err(sys)?;
-        let fds = (memfd.try_clone().map_err(sys)?.into_fd(), event.try_clone().map_err(sys)?.into_fd());
         let intr = self.handle();
-        self.intnos.insert((data, intno), intr);
-        self.interrupts.insert(
-            intr,
-            Interrupt { intr, intno, data, owner: session, memfd, event, page, conns: BTreeSet::new() },
-        );
-        Ok((intr, intno, fds.0, fds.1))
+        self.interrupts
+            .insert(intr, Interrupt { intr, intno, data, owner, memfd, event, page, conns: BTreeSet::new() });
+        Ok(intr)
+    }
+
+    /// Pass `n` triggers of shared number `intno`'s fan-out on to every member. `false`
+    /// when the group is gone.
+    pub fn fan_out(&self, intno: u32, fanout: u64, n: u32) -> bool {
+        let Some(g) = self.shared_ints.get(&intno).filter(|g| g.fanout == fanout) else { return false };
+        for m in &g.members {
+            if let Some(i) = self.interrupts.get(m) {
+                for _ in 0..n.min(64) {
+                    let _ = i.page.trigger();
+                }
+            }
+        }
+        true
     }
 
     /// `SCIRemoveInterrupt`: waiters wake with "cancelled", triggers fail from now on.
@@ -637,7 +690,22 @@ impl Registry {
         }
         let i = self.interrupts.remove(&intr).expect("checked");
         i.page.remove();
-        self.intnos.remove(&(i.data, i.intno));
+        match self.shared_ints.get_mut(&i.intno).filter(|g| g.members.contains(&intr)) {
+            Some(g) => {
+                g.members.remove(&intr);
+                if g.members.is_empty() {
+                    let fanout = g.fanout;
+                    self.shared_ints.remove(&i.intno);
+                    if let Some(f) = self.interrupts.remove(&fanout) {
+                        f.page.remove();
+                    }
+                    self.intnos.remove(&(false, i.intno));
+                }
+            }
+            None => {
+                self.intnos.remove(&(i.data, i.intno));
+            }
+        }
         Ok(())
     }
 
@@ -691,6 +759,10 @@ impl Registry {
         };
         let ConnKind::Local { seg: h } = c.target else { return Err(Error::UnknownHandle) };
         let i = self.interrupts.get(&h).ok_or(Error::NoSuchIntno)?;
+        if i.owner == 0 && !i.data && !i.page.is_removed() && self.fan_out(i.intno, h, 1) {
+            // A shared number: every member hears it.
+            return Ok(());
+        }
         let r = match data {
             Some(d) => i.page.send(d),
             None => i.page.trigger(),

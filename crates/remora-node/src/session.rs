@@ -159,6 +159,33 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
     tracing::debug!(sid, pid, "session closed; its resources are released");
 }
 
+/// Pass the triggers of a shared interrupt number's fan-out page (connections of this
+/// host trigger it directly) on to every member, until the group goes.
+async fn fan_out(node: Arc<Node>, intno: u32, fanout: u64) {
+    let clones = node
+        .lock()
+        .interrupts
+        .get(&fanout)
+        .and_then(|i| Some((i.event.try_clone().ok()?, i.event.try_clone().ok()?)));
+    let Some((counter, watched)) = clones else { return };
+    let Ok(ev) = remora_sys::async_conn::register(watched.into_fd()) else { return };
+    let mut seen = node.lock().interrupts.get(&fanout).map_or(0, |i| i.page.triggers());
+    loop {
+        let ready = tokio::time::timeout(Duration::from_millis(200), ev.readable()).await;
+        if let Ok(Ok(mut g)) = ready {
+            counter.drain();
+            g.clear_ready();
+        }
+        let reg = node.lock();
+        let Some(now) = reg.interrupts.get(&fanout).map(|i| i.page.triggers()) else { return };
+        let n = now.wrapping_sub(seen);
+        seen = now;
+        if !reg.fan_out(intno, fanout, n) {
+            return;
+        }
+    }
+}
+
 fn fd_of(m: &remora_sys::Memfd) -> Result<OwnedFd, Error> {
     m.try_clone().map(|m| m.into_fd()).map_err(|e| Error::System(e.to_string()))
 }
@@ -351,9 +378,15 @@ impl Session {
                     None => (Err(Error::UnknownHandle), vec![]),
                 }
             }
-            Request::CreateInterrupt { intno, data } => {
-                match self.node.lock().create_interrupt(sid, intno, data) {
-                    Ok((intr, intno, page, ev)) => (Ok(Reply::Interrupt { intr, intno }), vec![page, ev]),
+            Request::CreateInterrupt { intno, data, shared } => {
+                let made = self.node.lock().create_interrupt(sid, intno, data, shared);
+                match made {
+                    Ok((intr, intno, page, ev, fanout)) => {
+                        if let Some(fanout) = fanout {
+                            tokio::spawn(fan_out(self.node.clone(), intno, fanout));
+                        }
+                        (Ok(Reply::Interrupt { intr, intno }), vec![page, ev])
+                    }
                     Err(e) => (Err(e), vec![]),
                 }
             }

@@ -247,6 +247,9 @@ pub enum Request {
         intno: Option<u32>,
         /// A data interrupt (its own number space).
         data: bool,
+        /// `SCI_FLAG_SHARED_INT` (plain interrupts): several processes may create the same
+        /// number, and every trigger reaches all of them.
+        shared: bool,
     },
     /// `SCIRemoveInterrupt` / `SCIRemoveDataInterrupt`.
     RemoveInterrupt {

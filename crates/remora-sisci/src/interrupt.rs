@@ -181,8 +181,26 @@ impl Interrupt {
         counting: bool,
         callback: Option<InterruptCallback>,
     ) -> Result<Interrupt> {
+        Interrupt::create_with(desc, adapter, intno, counting, false, callback)
+    }
+
+    /// [`Interrupt::create`], with `shared` (`SCI_FLAG_SHARED_INT`): other processes may
+    /// create the same number with `shared` too, and each trigger reaches every one of
+    /// them (a connection to the number triggers them all).
+    ///
+    /// # Errors
+    /// As [`Interrupt::create`]; [`Error::IntnoUsed`] when the number is taken by an
+    /// interrupt that is not shared.
+    pub fn create_with(
+        desc: &Descriptor,
+        adapter: u32,
+        intno: Option<u32>,
+        counting: bool,
+        shared: bool,
+        callback: Option<InterruptCallback>,
+    ) -> Result<Interrupt> {
         check_adapter(adapter)?;
-        let (handle, intno, page) = open_page(desc, Request::CreateInterrupt { intno, data: false })?;
+        let (handle, intno, page) = open_page(desc, Request::CreateInterrupt { intno, data: false, shared })?;
         let page = page.ok_or_else(|| Error::System("interrupt created without its page".into()))?;
         let seen = page.triggers();
         let intr = Interrupt {
@@ -377,7 +395,8 @@ impl DataInterrupt {
         callback: Option<DataCallback>,
     ) -> Result<DataInterrupt> {
         check_adapter(adapter)?;
-        let (handle, intno, page) = open_page(desc, Request::CreateInterrupt { intno, data: true })?;
+        let (handle, intno, page) =
+            open_page(desc, Request::CreateInterrupt { intno, data: true, shared: false })?;
         if page.is_none() {
             return Err(Error::System("interrupt created without its page".into()));
         }

@@ -217,6 +217,41 @@ fn interrupts_wake_waiters_and_callbacks() {
 }
 
 #[test]
+fn shared_interrupt_numbers_wake_every_creator() {
+    let h = common::Harness::new();
+    // Two processes' worth of sessions on node 4 create the same number, shared.
+    let a1 = Descriptor::open(&h.sci(4)).unwrap();
+    let a2 = Descriptor::open(&h.sci(4)).unwrap();
+    let i1 = Interrupt::create_with(&a1, 0, Some(777), false, true, None).unwrap();
+    let i2 = Interrupt::create_with(&a2, 0, Some(777), false, true, None).unwrap();
+    assert_eq!(i2.number(), 777);
+    // A number that is not shared is not joined, and a shared one is not taken plainly.
+    assert_eq!(Interrupt::create(&a1, 0, Some(777), false, None).unwrap_err(), Error::IntnoUsed);
+    let plain = Interrupt::create(&a1, 0, Some(778), false, None).unwrap();
+    assert_eq!(Interrupt::create_with(&a2, 0, Some(778), false, true, None).unwrap_err(), Error::IntnoUsed);
+    // One trigger from another node of the host reaches both creators.
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let r = RemoteInterrupt::connect(&b, 4, 0, 777, Some(Duration::from_secs(5))).unwrap();
+    let (w1, w2) = (i1.clone(), i2.clone());
+    let t1 = std::thread::spawn(move || w1.wait(Some(Duration::from_secs(10))));
+    let t2 = std::thread::spawn(move || w2.wait(Some(Duration::from_secs(10))));
+    std::thread::sleep(Duration::from_millis(50));
+    r.trigger().unwrap();
+    t1.join().unwrap().unwrap();
+    t2.join().unwrap().unwrap();
+    // A member that leaves stops hearing; the other still does; the last one frees the number.
+    i1.remove().unwrap();
+    r.trigger().unwrap();
+    i2.wait(Some(Duration::from_secs(5))).unwrap();
+    i2.remove().unwrap();
+    assert_eq!(r.trigger().unwrap_err(), Error::NoSuchIntno);
+    r.disconnect().unwrap();
+    let again = Interrupt::create(&a1, 0, Some(777), false, None).unwrap();
+    again.remove().unwrap();
+    plain.remove().unwrap();
+}
+
+#[test]
 fn data_interrupts_carry_payloads_in_order() {
     let h = common::Harness::new();
     let a = Descriptor::open(&h.sci(4)).unwrap();
