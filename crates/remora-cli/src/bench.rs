@@ -94,6 +94,14 @@ pub enum Which {
         #[arg(long)]
         rounds: u32,
     },
+    /// The responder half of `dsm`'s ping-pong (started by `dsm` itself).
+    #[command(hide = true)]
+    DsmChild {
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        #[arg(long)]
+        rounds: u32,
+    },
     /// The responder half of `pio` (started by `pio` itself).
     #[command(hide = true)]
     PioChild {
@@ -139,6 +147,7 @@ pub fn run(w: Which) -> Result<(), String> {
         Which::PioChild { raw_path, peer_node, peer_seg, own_seg, batch, rounds } => {
             pio_child(&raw_path, peer_node, peer_seg, own_seg, batch, rounds)
         }
+        Which::DsmChild { dir, rounds } => dsm_child(&dir, rounds),
     }
 }
 
@@ -182,6 +191,20 @@ fn wait_for(word: &AtomicU64, want: u64) -> Result<(), String> {
                 return Err("peer stopped answering".into());
             }
         }
+    }
+    Ok(())
+}
+
+/// Like [`wait_for`], but yields the core between looks: on this machine both "hosts" share
+/// two cores, and a pure spinner on each would leave none for the threads that move data
+/// between them (on two real hosts each has cores of its own).
+fn wait_yielding(word: &AtomicU64, want: u64) -> Result<(), String> {
+    let t = Instant::now();
+    while word.load(Ordering::Acquire) != want {
+        if t.elapsed() > Duration::from_secs(10) {
+            return Err("peer stopped answering".into());
+        }
+        std::thread::yield_now();
     }
     Ok(())
 }
@@ -784,6 +807,39 @@ fn raw_uffd_fill(pages: usize) -> Result<f64, String> {
     Ok(median(&mut v))
 }
 
+/// The child half of the DSM ping-pong: node 8 of the pair in `dir`; exports segment 3,
+/// maps segment 1 of node 4, echoes every value it sees in its own segment.
+fn dsm_child(dir: &std::path::Path, rounds: u32) -> Result<(), String> {
+    let mut c = Sisci::initialize().map_err(e)?.config().clone();
+    c.node = 8;
+    c.runtime_dir = dir.to_path_buf();
+    c.cluster = Some(dir.join("cluster.toml"));
+    let sci = Sisci::with_config(c);
+    let dev = Descriptor::open(&sci).map_err(e)?;
+    let seg = LocalSegment::create(&dev, Some(3), 4096, CreateFlags::default()).map_err(e)?;
+    let lb = seg.map(0, 4096, None, MapFlags::default()).map_err(e)?;
+    seg.prepare(0).map_err(e)?;
+    seg.set_available(0).map_err(e)?;
+    let to_a = RemoteSegment::connect(&dev, 4, 1, 0, Some(Duration::from_secs(10))).map_err(e)?;
+    let ra = to_a.map(0, 4096, None, MapFlags::default()).map_err(e)?;
+    println!("ready");
+    std::io::stdout().flush().map_err(e)?;
+    ra.with_atomic(64, |out| {
+        lb.with_atomic(64, |inp| -> Result<(), String> {
+            for i in 1..=rounds as u64 {
+                wait_yielding(inp, i)?;
+                out.store(i, Ordering::Release);
+            }
+            Ok(())
+        })
+    })
+    .map_err(e)?
+    .map_err(e)??;
+    // Keep the segment until the parent has seen the last echo.
+    std::thread::sleep(Duration::from_millis(100));
+    Ok(())
+}
+
 fn dsm(rounds: u32) -> Result<(), String> {
     let pair = TcpPair::new()?;
     let da = Descriptor::open(&pair.a).map_err(e)?;
@@ -792,11 +848,7 @@ fn dsm(rounds: u32) -> Result<(), String> {
     let seg_a = LocalSegment::create(&da, Some(1), PAGES * 4096, CreateFlags::default()).map_err(e)?;
     seg_a.prepare(0).map_err(e)?;
     seg_a.set_available(0).map_err(e)?;
-    let seg_b = LocalSegment::create(&db, Some(2), 4096, CreateFlags::default()).map_err(e)?;
-    seg_b.prepare(0).map_err(e)?;
-    seg_b.set_available(0).map_err(e)?;
     let to_a = RemoteSegment::connect(&db, 4, 1, 0, Some(Duration::from_secs(10))).map_err(e)?;
-    let to_b = RemoteSegment::connect(&da, 8, 2, 0, Some(Duration::from_secs(10))).map_err(e)?;
     header();
 
     // First touch of a remote page.
@@ -845,40 +897,52 @@ fn dsm(rounds: u32) -> Result<(), String> {
     );
     m.unmap().map_err(e)?;
 
-    // Ping-pong through maps only.
+    // Ping-pong through maps only, between this process (node 4) and a child process (node
+    // 8), each spinning on its own segment like a PIO program, each with its own pager.
     let la = seg_a.map(0, 4096, None, MapFlags::default()).map_err(e)?;
-    let lb = seg_b.map(0, 4096, None, MapFlags::default()).map_err(e)?;
-    let ra = to_a.map(0, 4096, None, MapFlags::default()).map_err(e)?;
-    let rb = to_b.map(0, 4096, None, MapFlags::default()).map_err(e)?;
-    la.with_atomic(64, |w| w.store(0, Ordering::Relaxed)).map_err(e)?;
-    let echo = std::thread::spawn(move || -> Result<(), String> {
-        for i in 1..=rounds as u64 {
-            let t = Instant::now();
-            while lb.with_atomic(64, |w| w.load(Ordering::Acquire)).map_err(e)? != i {
-                if t.elapsed() > Duration::from_secs(10) {
-                    return Err("ping-pong stalled".into());
-                }
-                // Both ends run on this machine's two cores beside the pager and two
-                // daemons: give them the CPU rather than spin against them.
-                std::thread::yield_now();
-            }
-            ra.with_atomic(64, |w| w.store(i, Ordering::Release)).map_err(e)?;
-        }
-        Ok(())
-    });
-    let mut v = Vec::new();
-    for i in 1..=rounds as u64 {
-        let t = Instant::now();
-        rb.with_atomic(64, |w| w.store(i, Ordering::Release)).map_err(e)?;
-        while la.with_atomic(64, |w| w.load(Ordering::Acquire)).map_err(e)? != i {
-            if t.elapsed() > Duration::from_secs(10) {
-                return Err("ping-pong stalled".into());
-            }
-            std::thread::yield_now();
-        }
-        v.push(t.elapsed().as_nanos() as f64 / 2.0);
+    let exe = std::env::current_exe().map_err(e)?;
+    let mut child = Command::new(exe)
+        .args(["bench", "dsm-child", "--dir"])
+        .arg(&pair.dir)
+        .args(["--rounds", &rounds.to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(e)?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().ok_or("no child stdout")?).read_line(&mut line).map_err(e)?;
+    if line.trim() != "ready" {
+        let _ = child.kill();
+        return Err(format!("responder failed to start: {line:?}"));
     }
-    echo.join().map_err(|_| "echo thread")??;
+    let to_child = RemoteSegment::connect(&da, 8, 3, 0, Some(Duration::from_secs(10))).map_err(e)?;
+    let rb = to_child.map(0, 4096, None, MapFlags::default()).map_err(e)?;
+    let mut v = Vec::new();
+    let result = rb.with_atomic(64, |out| {
+        la.with_atomic(64, |inp| -> Result<(), String> {
+            for i in 1..=rounds as u64 {
+                let t = Instant::now();
+                out.store(i, Ordering::Release);
+                wait_yielding(inp, i)?;
+                v.push(t.elapsed().as_nanos() as f64 / 2.0);
+            }
+            Ok(())
+        })
+    });
+    let _ = child.wait();
+    result.map_err(e)?.map_err(e)??;
+    if std::env::var_os("REMORA_BENCH_SPREAD").is_some() {
+        let mut s = v.clone();
+        s.sort_by(f64::total_cmp);
+        let q = |f: f64| s[((s.len() - 1) as f64 * f) as usize] / 1e3;
+        eprintln!(
+            "ping-pong one-way µs: p10 {:.1} p25 {:.1} p50 {:.1} p75 {:.1} p90 {:.1}",
+            q(0.1),
+            q(0.25),
+            q(0.5),
+            q(0.75),
+            q(0.9)
+        );
+    }
     let ours = median(&mut v);
     let raw = raw_tcp(8, 2000)?;
     row(

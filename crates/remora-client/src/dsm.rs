@@ -43,6 +43,7 @@
 //! crosses a socket, and a process that dies takes its pager with it.
 
 use crate::Session;
+use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, BULK_FRAME};
 use remora_proto::{Reply, Request, ScifRequest, MAX_DATA_IO};
 use remora_sys::sync::EventFd;
 use remora_sys::uffd::{Uffd, UffdRegion};
@@ -51,6 +52,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+use zerocopy::IntoBytes;
 
 const PAGE: usize = 4096;
 
@@ -69,17 +71,20 @@ pub enum DsmError {
 #[derive(Default, Clone)]
 struct Page {
     resident: bool,
+    /// Writable since its write fault: the pager watches it for changes against `twin`.
     dirty: bool,
+    /// The page as the home has it from us (fetched, plus every change sent since).
     twin: Option<Box<[u8]>>,
-    /// When the page was last written after a clean spell (its write fault).
-    dirtied: Option<Instant>,
-    /// When its changes last went home.
-    flushed: Option<Instant>,
+    /// When a change was last seen (or the write fault taken).
+    changed: Option<Instant>,
 }
 
-/// How long a page written (fault taken) but not yet changed is left unprotected before the
-/// pager gives up waiting for the store and protects it again.
-const STORE_WAIT: Duration = Duration::from_millis(1);
+/// How long a watched page may stay unchanged before the pager protects it again (its next
+/// store faults, and it costs nothing until then).
+const QUIET: Duration = Duration::from_millis(1);
+/// How long after a change the pager keeps looking at the short interval before it backs
+/// off (a writer answering a peer writes again about one round trip later).
+const HOT: Duration = Duration::from_micros(100);
 
 /// Where a map's pages live.
 #[derive(Debug, Clone, Copy)]
@@ -94,16 +99,110 @@ pub enum Home {
     ScifPeer,
 }
 
+/// A pager's own connection to the home node (`Flow::Pager`), dialed and authenticated by
+/// this node's daemon and handed over: page fetches and stores go straight to the home
+/// daemon's thread that serves them, with no daemon of this host in between.
+struct Direct {
+    s: std::net::TcpStream,
+    /// The home node's handle of the connection.
+    remote: u64,
+    tag: u64,
+    /// Write frames not sent yet.
+    out: Vec<u8>,
+}
+
+impl Direct {
+    /// How long an answer may take before the home is given up.
+    const PATIENCE: Duration = Duration::from_secs(10);
+
+    fn open(session: &Session, conn: u64) -> Option<Direct> {
+        let (reply, mut fds) = session.request(Request::DsmFlow { conn }, &[]).ok()?;
+        let (Reply::DsmFlow { remote, .. }, Some(fd)) = (reply, fds.pop()) else { return None };
+        let s = std::net::TcpStream::from(fd);
+        s.set_read_timeout(Some(Self::PATIENCE)).ok()?;
+        s.set_write_timeout(Some(Self::PATIENCE)).ok()?;
+        s.set_nodelay(true).ok()?;
+        Some(Direct { s, remote, tag: 0, out: Vec::new() })
+    }
+
+    fn frame(&mut self, op: BulkOp, offset: u64, len: usize, ok: bool) -> BulkFrame {
+        self.tag += 1;
+        BulkFrame::from_header(&BulkHeader {
+            op,
+            tag: self.tag,
+            conn: self.remote,
+            offset,
+            len: len as u64,
+            ok,
+        })
+    }
+
+    /// The next answer, which must be `op` for the last frame sent.
+    fn answer(&mut self, op: BulkOp) -> std::io::Result<BulkHeader> {
+        use std::io::Read;
+        let mut raw = [0u8; BULK_FRAME];
+        self.s.read_exact(&mut raw)?;
+        let h = BulkFrame::parse(&raw).map_err(std::io::Error::other)?;
+        if h.op != op || h.tag != self.tag || !h.ok {
+            return Err(std::io::Error::other(format!("the home answered {h:?}")));
+        }
+        Ok(h)
+    }
+
+    /// Fetch `page.len()` bytes at `offset`.
+    fn read(&mut self, offset: u64, page: &mut [u8]) -> std::io::Result<()> {
+        use std::io::{Read, Write};
+        let f = self.frame(BulkOp::Read, offset, page.len(), false);
+        self.s.write_all(f.as_bytes())?;
+        let h = self.answer(BulkOp::Data)?;
+        if h.len != page.len() as u64 {
+            return Err(std::io::Error::other(format!("the home sent {} bytes", h.len)));
+        }
+        self.s.read_exact(page)
+    }
+
+    /// Queue a store of `data` at `offset`.
+    fn push(&mut self, offset: u64, data: &[u8]) {
+        let f = self.frame(BulkOp::Write, offset, data.len(), false);
+        self.out.extend_from_slice(f.as_bytes());
+        self.out.extend_from_slice(data);
+    }
+
+    /// Send the queued stores; with `wait`, return once the home has stored them (and
+    /// everything sent before).
+    fn send(&mut self, wait: bool) -> std::io::Result<()> {
+        use std::io::Write;
+        if wait {
+            // An empty store that asks for an answer: the home answers in order.
+            let f = self.frame(BulkOp::Write, 0, 0, true);
+            self.out.extend_from_slice(f.as_bytes());
+        }
+        let r = self.s.write_all(&self.out);
+        self.out.clear();
+        r?;
+        if wait {
+            self.answer(BulkOp::Ack)?;
+        }
+        Ok(())
+    }
+}
+
 struct PMap {
     region: Arc<UffdRegion>,
     session: Arc<Session>,
     home: Home,
+    /// The pager's own connection to the home, when one could be made (otherwise requests
+    /// go through this node's daemon).
+    direct: Option<Direct>,
     seg_off: u64,
     seg_size: u64,
     readonly: bool,
     pages: Vec<Page>,
     lost: Arc<AtomicBool>,
-    dirty_since: Option<Instant>,
+    /// When the pager next looks at the watched pages.
+    next_tick: Option<Instant>,
+    /// Whether the last look found changes (a writer storing without pause).
+    streaming: bool,
     last_refresh: Instant,
     /// Stores were sent without waiting for the home's answer.
     unanswered: bool,
@@ -219,17 +318,23 @@ impl DsmMap {
         );
         let id = p.next.fetch_add(1, Ordering::Relaxed);
         let lost = Arc::new(AtomicBool::new(false));
+        let direct = match home {
+            Home::Segment { conn } => Direct::open(&session, conn),
+            Home::ScifPeer => None,
+        };
         let pages = vec![Page::default(); region.len() / PAGE];
         let pm = PMap {
             region: region.clone(),
             session,
             home,
+            direct,
             seg_off,
             seg_size,
             readonly,
             pages,
             lost: lost.clone(),
-            dirty_since: None,
+            next_tick: None,
+            streaming: false,
             last_refresh: Instant::now(),
             unanswered: false,
             delay: p.flush_min,
@@ -354,12 +459,13 @@ impl Pager {
 
     fn run(&self) {
         remora_sys::sync::precise_timers();
+        remora_sys::sync::urgent_thread();
         let mut maps: BTreeMap<usize, (u64, PMap)> = BTreeMap::new();
         loop {
             let now = Instant::now();
             let due = maps
                 .values()
-                .flat_map(|(_, m)| [m.dirty_since.map(|d| d + m.delay), Some(m.last_refresh + self.refresh)])
+                .flat_map(|(_, m)| [m.next_tick, Some(m.last_refresh + self.refresh)])
                 .flatten()
                 .min();
             let timeout = due.map(|d| d.saturating_duration_since(now));
@@ -391,13 +497,8 @@ impl Pager {
             }
             let now = Instant::now();
             for (_, m) in maps.values_mut() {
-                if m.dirty_since.is_some_and(|d| now >= d + m.delay) {
-                    // In the background a lone store does not wait for the home's answer
-                    // (the daemon keeps the session's requests in order), so the pager is
-                    // free for the next fault at once. A map whose pages are written
-                    // without pause (delay at its bound) waits, which paces the flushes.
-                    let pace = m.delay >= self.flush;
-                    self.flush_map(m, pace);
+                if m.next_tick.is_some_and(|d| now >= d) {
+                    self.tick(m);
                 }
                 if now >= m.last_refresh + self.refresh {
                     self.refresh_map(m);
@@ -447,18 +548,27 @@ impl Pager {
             None
         } else {
             let len = (m.seg_size - off).min(PAGE as u64) as u32;
-            let req = match m.home {
-                Home::Segment { conn } => Request::SegRead { conn, offset: off, len },
-                Home::ScifPeer => Request::Scif(ScifRequest::RemoteRead { offset: off, len }),
-            };
-            match m.session.request(req, &[]) {
-                Ok((Reply::Data(d), _)) if d.len() == len as usize => {
-                    page[..d.len()].copy_from_slice(&d);
-                    Some(page)
-                }
-                Ok(_) | Err(_) => {
+            if let Some(d) = m.direct.as_mut() {
+                let r = d.read(off, &mut page[..len as usize]);
+                if let Err(e) = &r {
+                    tracing::warn!("DSM: a page could not be fetched from the home node: {e}");
                     m.lost.store(true, Ordering::SeqCst);
-                    None
+                }
+                r.ok().map(|()| page)
+            } else {
+                let req = match m.home {
+                    Home::Segment { conn } => Request::SegRead { conn, offset: off, len },
+                    Home::ScifPeer => Request::Scif(ScifRequest::RemoteRead { offset: off, len }),
+                };
+                match m.session.request(req, &[]) {
+                    Ok((Reply::Data(d), _)) if d.len() == len as usize => {
+                        page[..d.len()].copy_from_slice(&d);
+                        Some(page)
+                    }
+                    Ok(_) | Err(_) => {
+                        m.lost.store(true, Ordering::SeqCst);
+                        None
+                    }
                 }
             }
         };
@@ -492,86 +602,145 @@ impl Pager {
             }
             p.dirty = true;
             let now = Instant::now();
-            p.dirtied = Some(now);
-            // Written again right after its last flush: the page is hot, batch more;
-            // written after a quiet spell: send the next stores home quickly.
-            if let Some(f) = p.flushed {
-                m.delay = if now - f < m.delay * 2 {
-                    (m.delay * 2).min(self.flush)
-                } else {
-                    (m.delay / 2).max(self.flush_min)
-                };
+            p.changed = Some(now);
+            if m.next_tick.is_none() {
+                m.delay = self.flush_min;
+                m.streaming = false;
+                m.next_tick = Some(now + m.delay);
             }
-            m.dirty_since.get_or_insert(now);
         }
         let _ = self.uffd.protect(&m.region, addr, PAGE, false);
     }
 
-    /// Protect every dirty page again, send its changes home. `false` if that failed.
+    /// Look at the watched pages: send what changed, protect those quiet for [`QUIET`], and
+    /// plan the next look: soon after a change (later while a writer streams, to batch its
+    /// stores), backing off while nothing changes.
+    fn tick(&self, m: &mut PMap) {
+        let t = Instant::now();
+        let (changed, watching) = self.flush_pages(m, false, false, t);
+        m.next_tick = watching.then(|| {
+            if changed {
+                m.delay = if m.streaming { (m.delay * 2).min(self.flush) } else { self.flush_min };
+                m.streaming = true;
+                t + m.delay
+            } else {
+                m.streaming = false;
+                let last = m.pages.iter().filter(|p| p.dirty).filter_map(|p| p.changed).max();
+                let quiet = last.map_or(QUIET, |l| t - l);
+                let wait = if quiet < HOT { m.delay } else { (quiet / 4).clamp(m.delay, self.flush) };
+                t + wait
+            }
+        });
+    }
+
     /// Send the map's changed bytes home; with `wait`, return only once the home has them
-    /// (and everything sent before without waiting).
+    /// (and everything sent before). `false` if that failed.
     fn flush_map(&self, m: &mut PMap, wait: bool) -> bool {
-        m.dirty_since = None;
+        let t = Instant::now();
+        let before = m.lost.load(Ordering::SeqCst);
+        let (_, watching) = self.flush_pages(m, wait, false, t);
+        if watching && m.next_tick.is_none() {
+            m.next_tick = Some(t + m.delay);
+        }
+        !before && !m.lost.load(Ordering::SeqCst)
+    }
+
+    /// Send the changes of every watched page home (waiting for the home's answer with
+    /// `wait`). A page unchanged for [`QUIET`], or every page with `settle`, is protected
+    /// again and no longer watched. Returns (some page changed, some page still watched).
+    ///
+    /// A changed page is copied until two copies in a row agree: with stores seen in program
+    /// order (x86), a store in the copy means every earlier store of that thread is in it
+    /// too, so a flag never reaches the home before the data it guards.
+    fn flush_pages(&self, m: &mut PMap, wait: bool, settle: bool, t: Instant) -> (bool, bool) {
         let mut runs: Vec<(u64, Vec<u8>)> = Vec::new();
         let mut bytes = 0;
-        let mut ok = true;
-        let mut now = vec![0u8; PAGE];
-        let mut waiting = false;
-        let t = Instant::now();
+        let mut cur = vec![0u8; PAGE];
+        let mut again = vec![0u8; PAGE];
+        let (mut changed, mut watching) = (false, false);
         for idx in 0..m.pages.len() {
             if !m.pages[idx].dirty {
                 continue;
             }
             let addr = m.region.base() + idx * PAGE;
-            if !wait && m.pages[idx].dirtied.is_some_and(|d| t - d < STORE_WAIT) {
-                // The writer may not have run since its fault (two cores, many threads):
-                // while the page still equals its twin, leave it writable and look again
-                // at the next tick, rather than protect it and make the store fault again.
-                let unchanged = m.region.read_present_page(addr, &mut now).is_ok()
-                    && m.pages[idx].twin.as_deref().is_some_and(|tw| tw == &now[..]);
-                if unchanged {
-                    waiting = true;
-                    continue;
-                }
-            }
-            let _ = self.uffd.protect(&m.region, addr, PAGE, true);
-            if m.region.read_present_page(addr, &mut now).is_err() {
+            let quiet = m.pages[idx].changed.is_none_or(|c| t.saturating_duration_since(c) >= QUIET);
+            let mut protect = settle;
+            if m.region.read_present_page(addr, &mut cur).is_err() {
                 continue;
             }
+            let same = m.pages[idx].twin.as_deref().is_some_and(|tw| tw == &cur[..]);
+            if same && !(quiet || settle) {
+                watching = true;
+                continue;
+            }
+            if same {
+                protect = true;
+            }
+            if protect {
+                // No store lands after this: the copy below is final.
+                let _ = self.uffd.protect(&m.region, addr, PAGE, true);
+                let _ = m.region.read_present_page(addr, &mut cur);
+            } else {
+                let mut stable = false;
+                for _ in 0..8 {
+                    std::sync::atomic::fence(Ordering::SeqCst);
+                    let _ = m.region.read_present_page(addr, &mut again);
+                    if again == cur {
+                        stable = true;
+                        break;
+                    }
+                    std::mem::swap(&mut cur, &mut again);
+                }
+                if !stable {
+                    // A writer that never pauses: stop it for one copy.
+                    protect = true;
+                    let _ = self.uffd.protect(&m.region, addr, PAGE, true);
+                    let _ = m.region.read_present_page(addr, &mut cur);
+                }
+            }
             let page = &mut m.pages[idx];
-            page.dirty = false;
-            page.flushed = Some(t);
-            let twin = page.twin.take().unwrap_or_else(|| vec![0u8; PAGE].into_boxed_slice());
-            for (a, b) in diff(&twin, &now) {
+            let twin = page.twin.get_or_insert_with(|| vec![0u8; PAGE].into_boxed_slice());
+            let d = diff(twin, &cur);
+            if !d.is_empty() {
+                changed = true;
+                page.changed = Some(t);
+            }
+            twin.copy_from_slice(&cur);
+            if protect {
+                page.dirty = false;
+                page.twin = None;
+            } else {
+                watching = true;
+            }
+            for (a, b) in d {
                 let off = m.seg_off + (idx * PAGE + a) as u64;
                 if off >= m.seg_size {
                     continue;
                 }
                 let b = b.min(a + (m.seg_size - off) as usize);
                 if bytes + (b - a) > MAX_DATA_IO {
-                    ok &= send(m, std::mem::take(&mut runs), false);
+                    send(m, std::mem::take(&mut runs), false);
                     bytes = 0;
                 }
                 bytes += b - a;
-                runs.push((off, now[a..b].to_vec()));
+                runs.push((off, cur[a..b].to_vec()));
             }
         }
         if !runs.is_empty() || (wait && m.unanswered) {
-            ok &= send(m, runs, wait);
+            send(m, runs, wait);
         }
-        if waiting {
-            // Look again later, each time less often: the writer needs a core, and a pager
-            // ticking every 2 µs would keep one from it.
-            m.dirty_since = Some(t);
-            m.delay = (m.delay * 2).min(self.flush);
-        }
-        ok
+        (changed, watching)
     }
 
     /// Flush, then drop every resident page so the next access refetches it.
     fn refresh_map(&self, m: &mut PMap) -> bool {
-        // Refetches queue behind these stores in the session, so no need to wait.
-        let ok = self.flush_map(m, false);
+        // Refetches queue behind these stores, so no need to wait. Watched pages are
+        // protected again and dropped too: a page this process keeps writing still shows
+        // the other writers' stores within `refresh`.
+        let before = m.lost.load(Ordering::SeqCst);
+        self.flush_pages(m, false, true, Instant::now());
+        m.next_tick = None;
+        let ok = !before && !m.lost.load(Ordering::SeqCst);
         m.last_refresh = Instant::now();
         if m.lost.load(Ordering::SeqCst) {
             return false;
@@ -593,6 +762,19 @@ impl Pager {
 fn send(m: &mut PMap, runs: Vec<(u64, Vec<u8>)>, wait: bool) -> bool {
     if m.lost.load(Ordering::SeqCst) {
         return false;
+    }
+    if let Some(d) = m.direct.as_mut() {
+        for (offset, data) in &runs {
+            d.push(*offset, data);
+        }
+        return match d.send(wait) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!("DSM: stores could not reach the home node: {e}");
+                m.lost.store(true, Ordering::SeqCst);
+                false
+            }
+        };
     }
     let reqs: Vec<Request> = match m.home {
         Home::Segment { conn } => vec![Request::SegWrite { conn, runs }],

@@ -352,6 +352,10 @@ impl Session {
                 (self.seg_read(conn, offset, len).await.map(Reply::Data), vec![])
             }
             Request::SegWrite { conn, runs } => (self.seg_write(conn, runs).await.map(|_| Reply::Ok), vec![]),
+            Request::DsmFlow { conn } => match self.dsm_flow(conn).await {
+                Ok((reply, fd)) => (Ok(reply), vec![fd]),
+                Err(e) => (Err(e), vec![]),
+            },
             Request::TriggerInterrupt { intr, data } => {
                 let target = self
                     .node
@@ -726,6 +730,23 @@ impl Session {
                 self.ask_tcp(node, PeerRequest::Write { conn: remote, runs }).await.map(|_| ())
             }
         }
+    }
+
+    /// Dial a pager flow to the node of connection `conn`'s segment for the caller's DSM
+    /// pager (`Request::DsmFlow`).
+    async fn dsm_flow(&self, conn: u64) -> Result<(Reply, OwnedFd), Error> {
+        let target = self.node.lock().dma_remote(self.sid, conn).map_err(|_| Error::NotConnected)?;
+        let DmaTarget::Tcp { node, remote, size } = target else {
+            return Err(Error::IllegalParameter("the segment is on this host".into()));
+        };
+        let peer = self.node.links.lock().unwrap_or_else(|p| p.into_inner()).get(&node).cloned();
+        let peer = peer.ok_or(Error::NoSuchNode)?;
+        let me = self.node.clone();
+        let s = tokio::task::spawn_blocking(move || peer.dial_pager(&me))
+            .await
+            .map_err(|e| Error::Protocol(e.to_string()))?
+            .map_err(|e| Error::Protocol(format!("pager flow to node {node}: {e}")))?;
+        Ok((Reply::DsmFlow { remote, size }, OwnedFd::from(s)))
     }
 
     /// Ask node `node` over the `tcp` transport, giving up if the caller hangs up.

@@ -319,6 +319,14 @@ pub enum Request {
 
     /// A SCIF endpoint's request (sessions of role [`Role::Scif`] only).
     Scif(ScifRequest),
+
+    /// Open a DSM pager's own connection to the node that holds connection `conn`'s
+    /// segment (another host): the daemon dials that node's [`link::Flow::Pager`], proves
+    /// who it is, and hands the socket over. Answer: [`Reply::DsmFlow`] with the socket.
+    DsmFlow {
+        /// The connection handle.
+        conn: u64,
+    },
 }
 
 /// The requests of a SCIF endpoint's session.
@@ -662,6 +670,13 @@ pub enum Reply {
     ScifWindows(Vec<ScifWindow>),
     /// Node ids.
     ScifNodes(Vec<u32>),
+    /// Answer to [`Request::DsmFlow`]; the connected socket rides along.
+    DsmFlow {
+        /// The home node's handle of the connection (the `conn` of the bulk frames).
+        remote: u64,
+        /// The segment's size.
+        size: u64,
+    },
 }
 
 /// At most this many windows per [`ScifRequest::Windows`] answer.

@@ -30,6 +30,11 @@ pub enum Flow {
     Control,
     /// DMA payload.
     Bulk,
+    /// A DSM pager's own connection: a process of the dialing node fetches pages of this
+    /// node's segments and sends its stores home in bulk frames, without a daemon of its
+    /// own host in between. Dialed (and authenticated) by the process's daemon, which
+    /// hands the socket to the process.
+    Pager,
 }
 
 /// A message on a control flow (and the handshake of both flows).
@@ -257,7 +262,9 @@ pub enum PeerReply {
 /// What a bulk frame does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BulkOp {
-    /// `len` payload bytes follow; store them at `offset` of connection `conn`, then ack.
+    /// `len` payload bytes follow; store them at `offset` of connection `conn`, then ack
+    /// (on a [`Flow::Pager`]: ack only when `ok` is set, so a background flush costs no
+    /// answer).
     Write,
     /// Send back `len` bytes from `offset` of connection `conn` as a `Data` frame.
     Read,

@@ -144,6 +144,17 @@ pub fn precise_timers() {
     let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
 }
 
+/// Give the calling thread the highest CPU share (nice -20) where the process may (root, or
+/// `RLIMIT_NICE`): for helper threads whose work is short and on someone's critical path
+/// (the DSM pager, the daemon thread serving it). Programs that poll memory keep both cores
+/// of a small machine busy; a helper of ordinary weight, woken to move their data, waits up
+/// to a scheduler tick for a core, one of ours preempts the poller at once. Returns whether
+/// the priority was raised.
+pub fn urgent_thread() -> bool {
+    let tid = rustix::thread::gettid();
+    rustix::process::setpriority_process(Some(tid), -20).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -679,8 +679,117 @@ async fn accept_one(node: Arc<Node>, stream: TcpStream) -> std::io::Result<()> {
             }
         }
         Flow::Bulk => start_bulk(&node, &peer, std)?,
+        Flow::Pager => {
+            if peer.peer_incarnation.load(Ordering::SeqCst) != inc {
+                return Err(std::io::Error::other(format!(
+                    "a pager flow from an unknown start of node {peer_id}"
+                )));
+            }
+            let _ = std.set_nodelay(true);
+            // A process that stops reading cannot hold the thread forever.
+            let _ = std.set_write_timeout(Some(Duration::from_secs(30)));
+            let n = Arc::downgrade(&node);
+            std::thread::Builder::new()
+                .name("remora-pager-flow".into())
+                .spawn(move || pager_flow(n, peer, std))?;
+        }
     }
     Ok(())
+}
+
+impl TcpPeer {
+    /// Dial a [`Flow::Pager`] to this peer for a DSM pager of this node (blocking: call it
+    /// off the runtime's threads). The stream is authenticated as this node.
+    ///
+    /// # Errors
+    /// The peer cannot be reached or refuses the handshake.
+    pub fn dial_pager(&self, node: &Node) -> std::io::Result<StdStream> {
+        let addr: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&self.addr)?.collect();
+        let a = addr.first().ok_or_else(|| std::io::Error::other("address does not resolve"))?;
+        let mut s = StdStream::connect_timeout(a, Duration::from_secs(1))?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let inc = dial_handshake(&mut s, node, self.id, Flow::Pager)?;
+        if self.peer_incarnation.load(Ordering::SeqCst) != inc {
+            return Err(std::io::Error::other(format!("node {} restarted", self.id)));
+        }
+        s.set_read_timeout(None)?;
+        s.set_nodelay(true)?;
+        Ok(s)
+    }
+}
+
+/// Serve a pager flow until it breaks: pages of connections served for `peer` go out
+/// (`Read` → `Data`), stores come in (`Write`, acked when asked), both straight between the
+/// socket and the segment's mapping. Any other frame ends the flow.
+fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream) {
+    remora_sys::sync::urgent_thread();
+    let Ok(rd) = s.try_clone() else { return };
+    let mut rd = std::io::BufReader::with_capacity(64 << 10, rd);
+    let mut wr = s;
+    let mut scratch = vec![0u8; 64 << 10];
+    loop {
+        let mut raw = [0u8; BULK_FRAME];
+        let hdr = match rd.read_exact(&mut raw).and_then(|()| {
+            BulkFrame::parse(&raw).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        }) {
+            Ok(h) => h,
+            Err(e) => {
+                if e.kind() == std::io::ErrorKind::InvalidData {
+                    tracing::warn!(peer = peer.id, "malformed pager frame, closing the flow: {e}");
+                }
+                break;
+            }
+        };
+        let Some(node) = node.upgrade() else { break };
+        peer.bytes_in.fetch_add(BULK_FRAME as u64 + hdr.len, Ordering::Relaxed);
+        let r = match hdr.op {
+            BulkOp::Write => {
+                let target = served_mapping(&node, &peer, hdr.conn, hdr.offset, hdr.len);
+                let r = match &target {
+                    Some(m) => m.fill_from_reader(hdr.offset as usize, hdr.len as usize, &mut rd),
+                    None => discard(&mut rd, hdr.len, &mut scratch),
+                };
+                r.and_then(|()| {
+                    if !hdr.ok {
+                        return Ok(());
+                    }
+                    let ack = BulkHeader { op: BulkOp::Ack, ok: target.is_some(), len: 0, ..hdr };
+                    wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&ack)))
+                })
+            }
+            BulkOp::Read => {
+                let target = served_mapping(&node, &peer, hdr.conn, hdr.offset, hdr.len);
+                let data = BulkHeader {
+                    op: BulkOp::Data,
+                    ok: target.is_some(),
+                    len: if target.is_some() { hdr.len } else { 0 },
+                    ..hdr
+                };
+                peer.bytes_out.fetch_add(BULK_FRAME as u64 + data.len, Ordering::Relaxed);
+                match target {
+                    // Header and page in one segment: the reader waits for both.
+                    Some(m) if hdr.len as usize <= 64 << 10 => {
+                        let n = hdr.len as usize;
+                        scratch[..BULK_FRAME]
+                            .copy_from_slice(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&data)));
+                        m.read(hdr.offset as usize, &mut scratch[BULK_FRAME..BULK_FRAME + n])
+                            .and_then(|()| wr.write_all(&scratch[..BULK_FRAME + n]))
+                    }
+                    Some(m) => wr
+                        .write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&data)))
+                        .and_then(|()| m.write_to(hdr.offset as usize, hdr.len as usize, &mut wr)),
+                    None => wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&data))),
+                }
+            }
+            op => {
+                tracing::warn!(peer = peer.id, "a pager flow sent {op:?}, closing the flow");
+                break;
+            }
+        };
+        if r.is_err() {
+            break;
+        }
+    }
 }
 
 fn start_bulk(node: &Arc<Node>, peer: &Arc<TcpPeer>, s: StdStream) -> std::io::Result<()> {
@@ -800,7 +909,7 @@ fn bulk_reader(node: Weak<Node>, peer: Arc<TcpPeer>, mut s: StdStream) {
     peer.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).clear();
 }
 
-fn discard(s: &mut StdStream, mut len: u64, scratch: &mut [u8]) -> std::io::Result<()> {
+fn discard(s: &mut impl Read, mut len: u64, scratch: &mut [u8]) -> std::io::Result<()> {
     while len > 0 {
         let n = (len as usize).min(scratch.len());
         s.read_exact(&mut scratch[..n])?;
