@@ -292,21 +292,20 @@ pub extern "C" fn SCIStoreBarrier(sequence: sci_sequence_t, flags: c_uint) {
     })
 }
 
-/// `SCIFlush`: drain this CPU's store buffers (a full fence); with a sequence of a map of
-/// another host's segment, also send the map's stores home. The sequence may be NULL;
-/// `SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY` limits it to the fence. There is no error argument.
+/// `SCIFlush`: drain this CPU's store buffers (a full fence) and send the stores made so
+/// far to maps of other hosts' segments home, without waiting for them to land: stores
+/// made after it reach each home after them. The sequence may be NULL; with or without
+/// `SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY` it does the same. There is no error argument.
 ///
 /// # Errors
 /// None reported (no error argument).
 #[no_mangle]
 pub extern "C" fn SCIFlush(sequence: sci_sequence_t, flags: c_uint) {
+    // Both forms push the stores out of this process: on the adapters, CPU buffers only
+    // means the write-combining buffers, whose stores the adapter then sends anyway.
+    let _ = (sequence, flags);
     run_quiet((), || {
         remora_sisci::flush();
-        if flags & SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY == 0 && !sequence.is_null() {
-            if let Ok(seq) = sequence_of(sequence) {
-                seq.flush();
-            }
-        }
         Ok(())
     })
 }

@@ -1,30 +1,42 @@
 //! The DSM pager: loads and stores on a segment of another host, in software.
 //!
 //! A map of a segment that lives on another host is anonymous memory of this process,
-//! registered with userfaultfd. One pager thread per process serves every such map:
+//! registered with userfaultfd. One pager thread per process serves every such map, over a
+//! TCP connection of its own to each home node (a *pager flow*: dialed and authenticated by
+//! this node's daemon, handed over with SCM_RIGHTS, served on the home by a daemon thread
+//! that moves frames straight between the socket and the segment):
 //!
 //! ```text
-//!   load of a missing page ──► fault ──► pager fetches the page from the home node
-//!                                         (SegRead through this node's daemon), installs
-//!                                         it write-protected
-//!   store to a clean page  ──► fault ──► pager keeps a twin (copy), lifts protection
-//!   after the flush delay  ───► pager protects the page again, diffs it against its
-//!                                twin, sends the changed bytes home (SegWrite), without
-//!                                waiting for the answer (the daemon keeps them in order)
-//!   every `refresh` (default 1 ms) ───► pager drops clean pages: the next load refetches
+//!   load of a missing page ──► fault ──► pager fetches the page, installs it
+//!                                         write-protected
+//!   store to a clean page  ──► fault ──► pager keeps a twin (the page as the home has
+//!                                         it), lifts protection: the page is *watched*
+//!   every tick             ───► a watched page that differs from its twin is copied until
+//!                                two copies agree; the changed bytes go home (no answer
+//!                                awaited: the flow keeps them in order); the copy becomes
+//!                                the twin. A page quiet for `QUIET` is protected again.
+//!   every `refresh` (default 1 ms) ───► pager sends what changed and drops every page:
+//!                                the next access refetches
 //! ```
 //!
-//! The flush delay adapts per map between `REMORA_DSM_FLUSH_MIN_US` (default 2) and
-//! `REMORA_DSM_FLUSH_US` (default 20): it doubles while pages are written again right after
-//! each flush (stores are batched) and halves after quiet spells (a store goes home almost
-//! at once). A page whose write fault was taken but that has not changed yet stays
-//! writable until it changes (at most 1 ms), so a writer that was slow to run does not
-//! fault twice.
+//! Ticks come every `REMORA_DSM_FLUSH_MIN_US` (default 10) for `HOT` after a change, then
+//! less often up to `REMORA_DSM_FLUSH_US` (default 20); a writer that never pauses is looked
+//! at every `REMORA_DSM_FLUSH_US`, so its stores batch. A page written again and again
+//! costs no fault per store.
+//!
+//! Two copies in a row that agree are a consistent picture for every writer whose stores
+//! are seen in program order (x86): if the picture holds a store, the second copy, read
+//! entirely after the first, holds every store before it. The home stores a picture's
+//! changed bytes in address order, so a reader there may see part of one picture.
 //!
 //! Consistency model (what a program may rely on):
-//! * A store reaches the home node within the flush delay of landing (at most
-//!   `REMORA_DSM_FLUSH_US`, plus the send), and at once at [`DsmMap::flush`] (`SCIFlush`,
-//!   `SCIStoreBarrier`, `SCICheckSequence`, unmap), which waits for the home's answer.
+//! * A store reaches the home node within `REMORA_DSM_FLUSH_US` of landing (plus the
+//!   send); at [`DsmMap::flush`] (`SCIStoreBarrier`, `SCICheckSequence`, unmap) the caller
+//!   waits until it is there; [`DsmMap::send`] and [`send_all`] (`SCIFlush`) send it at
+//!   once without waiting.
+//! * Order: stores separated by a flush or a send reach the home in program order. Stores
+//!   between two of them may become visible at the home in any order (as through the
+//!   write-combining buffers of the adapters): store the data, `SCIFlush`, store the flag.
 //! * A load sees every store that reached the home node before the last
 //!   [`DsmMap::refresh`] (`SCIStartSequence`), and any page is refetched within `refresh`
 //!   (`REMORA_DSM_REFRESH_US`, default 1000): a program polling a word of the map sees the
@@ -34,13 +46,15 @@
 //!   Stores of several hosts to the same bytes: the last to reach the home node wins.
 //! * When the home node is lost, pages still resident keep their last contents and stores
 //!   to them stay local; an access to a page that is not resident (never touched, or
-//!   dropped by the last refresh, so within `refresh` nearly every page) raises SIGBUS
+//!   dropped by the last refresh, so within `refresh` every page) raises SIGBUS
 //!   (`UFFDIO_POISON`) rather than hanging. The connection reports the loss
-//!   (`SCI_CB_LOST`), sequences report NOT_RETRIABLE, flushes fail.
+//!   (`SCI_CB_LOST`), sequences report NOT_RETRIABLE, flushes fail. A home that stops
+//!   answering without closing the flow is given up after 10 s.
 //!
 //! The pager lives in the client process (not the daemon) so that a fault is resolved by a
-//! thread of the faulting process with one request to its own daemon: no userfaultfd
-//! crosses a socket, and a process that dies takes its pager with it.
+//! thread of the faulting process: no userfaultfd crosses a socket, and a process that dies
+//! takes its pager with it. Where the daemon cannot open a pager flow (a SCIF peer's
+//! windows), requests go through this node's daemon instead.
 
 use crate::Session;
 use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, BULK_FRAME};
@@ -213,9 +227,11 @@ struct PMap {
 }
 
 enum Cmd {
-    FlushAll(Sender<bool>),
+    /// Flush every map; wait for the homes' answers when set.
+    FlushAll(Sender<bool>, bool),
     Add(u64, PMap),
-    Flush(u64, Sender<bool>),
+    /// Flush one map; wait for the home's answer when set.
+    Flush(u64, Sender<bool>, bool),
     Refresh(u64, Sender<bool>),
     Remove(u64, Sender<()>),
 }
@@ -237,8 +253,18 @@ static PAGER: OnceLock<Result<Arc<Pager>, String>> = OnceLock::new();
 pub fn flush_all(limit: Duration) -> bool {
     let Some(Ok(p)) = PAGER.get() else { return true };
     let (tx, rx) = channel();
-    p.command(Cmd::FlushAll(tx));
+    p.command(Cmd::FlushAll(tx, true));
     rx.recv_timeout(limit).unwrap_or(false)
+}
+
+/// Send the stores made so far to every DSM map's home, without waiting for the homes to
+/// answer: stores made after this call reach each home after them (`SCIFlush`). Does
+/// nothing when no map of another host was ever made.
+pub fn send_all() -> bool {
+    let Some(Ok(p)) = PAGER.get() else { return true };
+    let (tx, rx) = channel();
+    p.command(Cmd::FlushAll(tx, false));
+    rx.recv().unwrap_or(false)
 }
 
 fn pager() -> Result<&'static Arc<Pager>, DsmError> {
@@ -251,7 +277,7 @@ fn pager() -> Result<&'static Arc<Pager>, DsmError> {
             cmds: Mutex::new(VecDeque::new()),
             next: AtomicU64::new(1),
             flush: env_us("REMORA_DSM_FLUSH_US", 20),
-            flush_min: env_us("REMORA_DSM_FLUSH_MIN_US", 2),
+            flush_min: env_us("REMORA_DSM_FLUSH_MIN_US", 10),
             refresh: env_us("REMORA_DSM_REFRESH_US", 1000),
         });
         let runner = p.clone();
@@ -272,6 +298,7 @@ pub struct DsmMap {
     len: usize,
     lost: Arc<AtomicBool>,
     released: AtomicBool,
+    direct: bool,
 }
 
 impl std::fmt::Debug for DsmMap {
@@ -323,6 +350,7 @@ impl DsmMap {
             Home::ScifPeer => None,
         };
         let pages = vec![Page::default(); region.len() / PAGE];
+        let is_direct = direct.is_some();
         let pm = PMap {
             region: region.clone(),
             session,
@@ -340,7 +368,7 @@ impl DsmMap {
             delay: p.flush_min,
         };
         p.command(Cmd::Add(id, pm));
-        Ok(DsmMap { id, region, delta, len, lost, released: AtomicBool::new(false) })
+        Ok(DsmMap { id, region, delta, len, lost, released: AtomicBool::new(false), direct: is_direct })
     }
 
     /// The address of the first mapped byte.
@@ -356,6 +384,12 @@ impl DsmMap {
     /// Never true.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Whether the pager reaches the home over a pager flow of its own (`false`: through
+    /// this node's daemon).
+    pub fn is_direct(&self) -> bool {
+        self.direct
     }
 
     /// Whether the home node was lost (or refused a transfer).
@@ -392,7 +426,16 @@ impl DsmMap {
     pub fn flush(&self) -> bool {
         let Ok(p) = pager() else { return false };
         let (tx, rx) = channel();
-        p.command(Cmd::Flush(self.id, tx));
+        p.command(Cmd::Flush(self.id, tx, true));
+        rx.recv().unwrap_or(false) && !self.is_lost()
+    }
+
+    /// Send every store made so far home without waiting for the home's answer: stores
+    /// made after this call reach the home after them. `false` if the home was lost.
+    pub fn send(&self) -> bool {
+        let Ok(p) = pager() else { return false };
+        let (tx, rx) = channel();
+        p.command(Cmd::Flush(self.id, tx, false));
         rx.recv().unwrap_or(false) && !self.is_lost()
     }
 
@@ -469,13 +512,22 @@ impl Pager {
                 .flatten()
                 .min();
             let timeout = due.map(|d| d.saturating_duration_since(now));
-            {
+            let ready = {
                 use std::os::fd::AsFd;
-                let _ = remora_sys::poller::wait_readable(&[self.uffd.as_fd(), self.waker.as_fd()], timeout);
+                // A failed wait looks at everything.
+                remora_sys::poller::wait_ready(&[self.uffd.as_fd(), self.waker.as_fd()], timeout).unwrap_or(3)
+            };
+            // A tick that found nothing ready costs no further system call.
+            if ready & 2 != 0 {
+                self.waker.drain();
+                self.drain_cmds(&mut maps);
             }
-            self.waker.drain();
-            self.drain_cmds(&mut maps);
-            while let Ok(Some(f)) = self.uffd.next_fault() {
+            let mut faults = ready & 1 != 0;
+            while faults {
+                let Ok(Some(f)) = self.uffd.next_fault() else {
+                    faults = false;
+                    continue;
+                };
                 // A fault may come from a map whose registration is still queued.
                 if !maps
                     .range(..=f.addr)
@@ -512,18 +564,18 @@ impl Pager {
             let cmd = self.cmds.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
             let Some(cmd) = cmd else { break };
             match cmd {
-                Cmd::FlushAll(tx) => {
+                Cmd::FlushAll(tx, wait) => {
                     let mut ok = true;
                     for (_, m) in maps.values_mut() {
-                        ok &= self.flush_map(m, true);
+                        ok &= self.flush_map(m, wait);
                     }
                     let _ = tx.send(ok);
                 }
                 Cmd::Add(id, m) => {
                     maps.insert(m.region.base(), (id, m));
                 }
-                Cmd::Flush(id, tx) => {
-                    let ok = find_id(maps, id).map(|m| self.flush_map(m, true)).unwrap_or(false);
+                Cmd::Flush(id, tx, wait) => {
+                    let ok = find_id(maps, id).map(|m| self.flush_map(m, wait)).unwrap_or(false);
                     let _ = tx.send(ok);
                 }
                 Cmd::Refresh(id, tx) => {
@@ -651,7 +703,7 @@ impl Pager {
     ///
     /// A changed page is copied until two copies in a row agree: with stores seen in program
     /// order (x86), a store in the copy means every earlier store of that thread is in it
-    /// too, so a flag never reaches the home before the data it guards.
+    /// too, so what goes home is a picture the page really held.
     fn flush_pages(&self, m: &mut PMap, wait: bool, settle: bool, t: Instant) -> (bool, bool) {
         let mut runs: Vec<(u64, Vec<u8>)> = Vec::new();
         let mut bytes = 0;

@@ -63,6 +63,15 @@ impl Backing {
             Backing::Dsm(d) => d.flush(),
         }
     }
+    /// Send stores on their way to the home (DSM) without waiting for them to land: later
+    /// stores arrive after them.
+    fn send(&self) -> bool {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        match self {
+            Backing::Mmap(_) => true,
+            Backing::Dsm(d) => d.send(),
+        }
+    }
     /// Make later loads see what reached the home (DSM).
     fn acquire(&self) -> bool {
         std::sync::atomic::fence(Ordering::SeqCst);
@@ -73,6 +82,12 @@ impl Backing {
     }
     fn lost(&self) -> bool {
         matches!(self, Backing::Dsm(d) if d.is_lost())
+    }
+    fn dsm_direct(&self) -> Option<bool> {
+        match self {
+            Backing::Mmap(_) => None,
+            Backing::Dsm(d) => Some(d.is_direct()),
+        }
     }
 }
 
@@ -295,6 +310,13 @@ impl Map {
         })
     }
 
+    /// For a map of another host's segment (served by the DSM pager): whether the pager
+    /// reaches the home over a connection of its own (`Some(true)`) or through this node's
+    /// daemon (`Some(false)`). `None` for a map of this host's memory, or an unmapped map.
+    pub fn dsm_direct(&self) -> Option<bool> {
+        self.inner.mapping.read().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|b| b.dsm_direct())
+    }
+
     fn link_lost(&self) -> bool {
         let dsm_lost =
             self.inner.mapping.read().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|b| b.lost());
@@ -309,6 +331,13 @@ impl Map {
     /// send them home and wait). `false` when they could not reach it.
     pub fn flush(&self) -> bool {
         self.inner.mapping.read().unwrap_or_else(|p| p.into_inner()).as_ref().is_none_or(|b| b.flush())
+    }
+
+    /// Put this map's stores on their way to the segment's memory without waiting for them
+    /// to land (for another host's segment: send them home; stores made later arrive after
+    /// them). `false` when the home was lost.
+    pub fn send(&self) -> bool {
+        self.inner.mapping.read().unwrap_or_else(|p| p.into_inner()).as_ref().is_none_or(|b| b.send())
     }
 
     /// Make later loads of this map see every store that reached the segment's memory.
@@ -390,10 +419,11 @@ impl Sequence {
         self.inner.map.flush();
     }
 
-    /// `SCIFlush` on this sequence's map: like [`Sequence::store_barrier`] (for a segment
-    /// of another host, the stores are sent home).
+    /// `SCIFlush` on this sequence's map: the stores made so far are on their way (for a
+    /// segment of another host, sent home without waiting for them to land); stores made
+    /// later arrive after them.
     pub fn flush(&self) {
-        self.inner.map.flush();
+        self.inner.map.send();
     }
 
     /// `SCIRemoveSequence`.
@@ -408,9 +438,12 @@ impl Sequence {
     }
 }
 
-/// `SCIFlush`: drain this CPU's store buffers (a full memory fence).
+/// `SCIFlush`: drain this CPU's store buffers (a full memory fence), and put the stores
+/// made so far to maps of other hosts' segments on their way home: stores made later reach
+/// each home after them (what a program storing data, flushing, then storing a flag needs).
 pub fn flush() {
     std::sync::atomic::fence(Ordering::SeqCst);
+    remora_client::dsm::send_all();
 }
 
 /// `SCIMemCpy`: store `data` into `map` at `offset`; then, when a sequence is given and

@@ -45,25 +45,42 @@ fn ping_pong_through_maps_across_hosts() {
         to_a.map(0, 4096, None, MapFlags::default()).unwrap(),
         to_b.map(0, 4096, None, MapFlags::default()).unwrap(),
     );
+    // The pager talks to the home over a flow of its own, not through the daemons.
+    assert_eq!(rb.dsm_direct(), Some(true));
+    assert_eq!(ra.dsm_direct(), Some(true));
+    assert_eq!(la.dsm_direct(), None);
     const ROUNDS: u64 = 200;
+    // Every round carries 7 data words, then `SCIFlush`, then the flag word 0: the flag
+    // never arrives ahead of its data. (Without the flush the stores may land in any
+    // order, as through the write-combining buffers of the adapters.)
+    fn send(m: &Map, i: u64) {
+        for k in 1..8u64 {
+            m.with_atomic(8 * k as usize, |w| w.store(i * 1000 + k, Ordering::Relaxed)).unwrap();
+        }
+        remora_sisci::flush();
+        m.with_atomic(0, |w| w.store(i, Ordering::Release)).unwrap();
+    }
+    fn receive(m: &Map, i: u64, what: &str) {
+        let t = Instant::now();
+        while m.with_atomic(0, |w| w.load(Ordering::Acquire)).unwrap() != i {
+            assert!(t.elapsed() < Duration::from_secs(10), "{what} {i} never arrived");
+            std::hint::spin_loop();
+        }
+        for k in 1..8u64 {
+            let v = m.with_atomic(8 * k as usize, |w| w.load(Ordering::Relaxed)).unwrap();
+            assert_eq!(v, i * 1000 + k, "{what} {i}: word {k} behind its flag");
+        }
+    }
     let responder = std::thread::spawn(move || {
         // Host 2's side: wait for i in its own segment, answer i into host 1's segment.
         for i in 1..=ROUNDS {
-            let t = Instant::now();
-            while lb.with_atomic(0, |w| w.load(Ordering::Acquire)).unwrap() != i {
-                assert!(t.elapsed() < Duration::from_secs(10), "round {i} never arrived");
-                std::hint::spin_loop();
-            }
-            ra.with_atomic(0, |w| w.store(i, Ordering::Release)).unwrap();
+            receive(&lb, i, "round");
+            send(&ra, i);
         }
     });
     for i in 1..=ROUNDS {
-        rb.with_atomic(0, |w| w.store(i, Ordering::Release)).unwrap();
-        let t = Instant::now();
-        while la.with_atomic(0, |w| w.load(Ordering::Acquire)).unwrap() != i {
-            assert!(t.elapsed() < Duration::from_secs(10), "answer {i} never arrived");
-            std::hint::spin_loop();
-        }
+        send(&rb, i);
+        receive(&la, i, "answer");
     }
     responder.join().unwrap();
 }

@@ -79,6 +79,25 @@ pub fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::R
     }
 }
 
+/// Like [`wait_readable`], and says which: bit `i` of the answer is set when `fds[i]` is
+/// readable (or hung up). At most 64 descriptors.
+///
+/// # Errors
+/// The errno of `ppoll` (an interrupted wait answers 0).
+pub fn wait_ready(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<u64> {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut p: Vec<PollFd<'_>> = fds.iter().take(64).map(|f| PollFd::new(f, PollFlags::IN)).collect();
+    let ts = timeout
+        .map(|t| rustix::time::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as _ });
+    match poll(&mut p, ts.as_ref()) {
+        Ok(_) => {
+            Ok(p.iter().enumerate().filter(|(_, f)| !f.revents().is_empty()).fold(0, |m, (i, _)| m | 1 << i))
+        }
+        Err(rustix::io::Errno::INTR) => Ok(0),
+        Err(e) => Err(e.into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -151,6 +151,9 @@ pub fn precise_timers() {
 /// to a scheduler tick for a core, one of ours preempts the poller at once. Returns whether
 /// the priority was raised.
 pub fn urgent_thread() -> bool {
+    if std::env::var_os("REMORA_URGENT").is_some_and(|v| v == "0") {
+        return false;
+    }
     let tid = rustix::thread::gettid();
     rustix::process::setpriority_process(Some(tid), -20).is_ok()
 }
