@@ -742,7 +742,7 @@ impl Session {
         let peer = self.node.links.lock().unwrap_or_else(|p| p.into_inner()).get(&node).cloned();
         let peer = peer.ok_or(Error::NoSuchNode)?;
         let me = self.node.clone();
-        let s = tokio::task::spawn_blocking(move || peer.dial_pager(&me))
+        let s = tokio::task::spawn_blocking(move || peer.dial_pager(&me, remote))
             .await
             .map_err(|e| Error::Protocol(e.to_string()))?
             .map_err(|e| Error::Protocol(format!("pager flow to node {node}: {e}")))?;

@@ -116,6 +116,12 @@ pub enum LinkMsg {
         /// The sender's session.
         origin: u64,
     },
+    /// First frame of a [`Flow::Pager`], sent by the dialing daemon before it hands the
+    /// socket to a process: the flow may touch this connection of the listener only.
+    PagerBind {
+        /// The listener's handle of the connection.
+        conn: u64,
+    },
 }
 
 /// What one node asks another for a session.

@@ -689,9 +689,16 @@ async fn accept_one(node: Arc<Node>, stream: TcpStream) -> std::io::Result<()> {
             // A process that stops reading cannot hold the thread forever.
             let _ = std.set_write_timeout(Some(Duration::from_secs(30)));
             let n = Arc::downgrade(&node);
-            std::thread::Builder::new()
-                .name("remora-pager-flow".into())
-                .spawn(move || pager_flow(n, peer, std))?;
+            std::thread::Builder::new().name("remora-pager-flow".into()).spawn(move || {
+                let mut s = std;
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                match read_frame::<LinkMsg>(&mut s) {
+                    Ok(LinkMsg::PagerBind { conn }) if s.set_read_timeout(None).is_ok() => {
+                        pager_flow(n, peer, s, conn)
+                    }
+                    other => tracing::warn!(peer = peer.id, "a pager flow began with {other:?}; closed"),
+                }
+            })?;
         }
     }
     Ok(())
@@ -699,11 +706,12 @@ async fn accept_one(node: Arc<Node>, stream: TcpStream) -> std::io::Result<()> {
 
 impl TcpPeer {
     /// Dial a [`Flow::Pager`] to this peer for a DSM pager of this node (blocking: call it
-    /// off the runtime's threads). The stream is authenticated as this node.
+    /// off the runtime's threads). The stream is authenticated as this node and bound to
+    /// the peer's connection `conn`: the process it is handed to can reach nothing else.
     ///
     /// # Errors
     /// The peer cannot be reached or refuses the handshake.
-    pub fn dial_pager(&self, node: &Node) -> std::io::Result<StdStream> {
+    pub fn dial_pager(&self, node: &Node, conn: u64) -> std::io::Result<StdStream> {
         let addr: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&self.addr)?.collect();
         let a = addr.first().ok_or_else(|| std::io::Error::other("address does not resolve"))?;
         let mut s = StdStream::connect_timeout(a, Duration::from_secs(1))?;
@@ -712,6 +720,7 @@ impl TcpPeer {
         if self.peer_incarnation.load(Ordering::SeqCst) != inc {
             return Err(std::io::Error::other(format!("node {} restarted", self.id)));
         }
+        write_frame(&mut s, &LinkMsg::PagerBind { conn })?;
         s.set_read_timeout(None)?;
         s.set_nodelay(true)?;
         Ok(s)
@@ -720,8 +729,9 @@ impl TcpPeer {
 
 /// Serve a pager flow until it breaks: pages of connections served for `peer` go out
 /// (`Read` → `Data`), stores come in (`Write`, acked when asked), both straight between the
-/// socket and the segment's mapping. Any other frame ends the flow.
-fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream) {
+/// socket and the segment's mapping. Any other frame, or one naming another connection
+/// than `conn` (the one the dialing daemon bound the flow to), ends the flow.
+fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, conn: u64) {
     remora_sys::sync::urgent_thread();
     let Ok(rd) = s.try_clone() else { return };
     let mut rd = std::io::BufReader::with_capacity(64 << 10, rd);
@@ -742,6 +752,10 @@ fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream) {
         };
         let Some(node) = node.upgrade() else { break };
         peer.bytes_in.fetch_add(BULK_FRAME as u64 + hdr.len, Ordering::Relaxed);
+        if hdr.conn != conn {
+            tracing::warn!(peer = peer.id, "a pager flow bound to connection {conn} named {}", hdr.conn);
+            break;
+        }
         let r = match hdr.op {
             BulkOp::Write => {
                 let target = served_mapping(&node, &peer, hdr.conn, hdr.offset, hdr.len);
