@@ -2,9 +2,10 @@
 //!
 //! A map of a segment that lives on another host is anonymous memory of this process,
 //! registered with userfaultfd. One pager thread per process serves every such map, over a
-//! TCP connection of its own to each home node (a *pager flow*: dialed and authenticated by
-//! this node's daemon, handed over with SCM_RIGHTS, served on the home by a daemon thread
-//! that moves frames straight between the socket and the segment):
+//! TCP connection of its own per segment connection, shared by that connection's maps (a
+//! *pager flow*: dialed, authenticated and bound to the connection by this node's daemon,
+//! handed over with SCM_RIGHTS, served on the home by a daemon thread that moves frames
+//! straight between the socket and the segment):
 //!
 //! ```text
 //!   load of a missing page ──► fault ──► pager fetches the page, installs it
@@ -34,7 +35,9 @@
 //!   send); at [`DsmMap::flush`] (`SCIStoreBarrier`, `SCICheckSequence`, unmap) the caller
 //!   waits until it is there; [`DsmMap::send`] and [`send_all`] (`SCIFlush`) send it at
 //!   once without waiting.
-//! * Order: stores separated by a flush or a send reach the home in program order. Stores
+//! * Order: stores separated by a flush or a send reach the home in program order (one
+//!   flow keeps a connection's stores in order; [`send_all`] waits for the homes' answers
+//!   when the maps use several flows). Stores
 //!   between two of them may become visible at the home in any order (as through the
 //!   write-combining buffers of the adapters): store the data, `SCIFlush`, store the flag.
 //! * A load sees every store that reached the home node before the last
@@ -123,6 +126,36 @@ struct Direct {
     tag: u64,
     /// Write frames not sent yet.
     out: Vec<u8>,
+    /// An error happened: the stream may be out of step, nothing more goes through it.
+    broken: bool,
+}
+
+/// A pager flow shared by every map of one connection (one stream keeps their stores in
+/// order).
+type Flow = Arc<Mutex<Direct>>;
+
+/// A pager flow known by (session, connection), held weakly.
+type KnownFlow = ((usize, u64), std::sync::Weak<Mutex<Direct>>);
+
+/// The pager flows of this process.
+static FLOWS: Mutex<Vec<KnownFlow>> = Mutex::new(Vec::new());
+
+/// The pager flow for connection `conn` of `session`: the one its other maps use, or a new
+/// one. `None` where the daemon cannot open one.
+fn shared_flow(session: &Arc<Session>, conn: u64) -> Option<Flow> {
+    let key = (Arc::as_ptr(session) as usize, conn);
+    let mut flows = FLOWS.lock().unwrap_or_else(|p| p.into_inner());
+    flows.retain(|(_, w)| w.strong_count() > 0);
+    let known = flows.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade());
+    if let Some(d) = known {
+        if !d.lock().unwrap_or_else(|p| p.into_inner()).broken {
+            return Some(d);
+        }
+    }
+    let d = Arc::new(Mutex::new(Direct::open(session, conn)?));
+    flows.retain(|(k, _)| *k != key);
+    flows.push((key, Arc::downgrade(&d)));
+    Some(d)
 }
 
 impl Direct {
@@ -136,7 +169,7 @@ impl Direct {
         s.set_read_timeout(Some(Self::PATIENCE)).ok()?;
         s.set_write_timeout(Some(Self::PATIENCE)).ok()?;
         s.set_nodelay(true).ok()?;
-        Some(Direct { s, remote, tag: 0, out: Vec::new() })
+        Some(Direct { s, remote, tag: 0, out: Vec::new(), broken: false })
     }
 
     fn frame(&mut self, op: BulkOp, offset: u64, len: usize, ok: bool) -> BulkFrame {
@@ -165,6 +198,15 @@ impl Direct {
 
     /// Fetch `page.len()` bytes at `offset`.
     fn read(&mut self, offset: u64, page: &mut [u8]) -> std::io::Result<()> {
+        let r = self.try_read(offset, page);
+        self.broken |= r.is_err();
+        r
+    }
+
+    fn try_read(&mut self, offset: u64, page: &mut [u8]) -> std::io::Result<()> {
+        if self.broken {
+            return Err(std::io::Error::other("the pager flow failed earlier"));
+        }
         use std::io::{Read, Write};
         let f = self.frame(BulkOp::Read, offset, page.len(), false);
         self.s.write_all(f.as_bytes())?;
@@ -185,7 +227,17 @@ impl Direct {
     /// Send the queued stores; with `wait`, return once the home has stored them (and
     /// everything sent before).
     fn send(&mut self, wait: bool) -> std::io::Result<()> {
+        let r = self.try_send(wait);
+        self.broken |= r.is_err();
+        r
+    }
+
+    fn try_send(&mut self, wait: bool) -> std::io::Result<()> {
         use std::io::Write;
+        if self.broken {
+            self.out.clear();
+            return Err(std::io::Error::other("the pager flow failed earlier"));
+        }
         if wait {
             // An empty store that asks for an answer: the home answers in order.
             let f = self.frame(BulkOp::Write, 0, 0, true);
@@ -207,7 +259,7 @@ struct PMap {
     home: Home,
     /// The pager's own connection to the home, when one could be made (otherwise requests
     /// go through this node's daemon).
-    direct: Option<Direct>,
+    direct: Option<Flow>,
     seg_off: u64,
     seg_size: u64,
     readonly: bool,
@@ -277,7 +329,7 @@ fn pager() -> Result<&'static Arc<Pager>, DsmError> {
             cmds: Mutex::new(VecDeque::new()),
             next: AtomicU64::new(1),
             flush: env_us("REMORA_DSM_FLUSH_US", 20),
-            flush_min: env_us("REMORA_DSM_FLUSH_MIN_US", 10),
+            flush_min: env_us("REMORA_DSM_FLUSH_MIN_US", 10).min(env_us("REMORA_DSM_FLUSH_US", 20)),
             refresh: env_us("REMORA_DSM_REFRESH_US", 1000),
         });
         let runner = p.clone();
@@ -346,7 +398,7 @@ impl DsmMap {
         let id = p.next.fetch_add(1, Ordering::Relaxed);
         let lost = Arc::new(AtomicBool::new(false));
         let direct = match home {
-            Home::Segment { conn } => Direct::open(&session, conn),
+            Home::Segment { conn } => shared_flow(&session, conn),
             Home::ScifPeer => None,
         };
         let pages = vec![Page::default(); region.len() / PAGE];
@@ -565,6 +617,18 @@ impl Pager {
             let Some(cmd) = cmd else { break };
             match cmd {
                 Cmd::FlushAll(tx, wait) => {
+                    // Stores travel in order along one path (a pager flow, or this node's
+                    // daemon); across several, only waiting for every home keeps them so.
+                    let mut paths: Vec<usize> = maps
+                        .values()
+                        .map(|(_, m)| match &m.direct {
+                            Some(d) => Arc::as_ptr(d) as usize,
+                            None => Arc::as_ptr(&m.session) as usize,
+                        })
+                        .collect();
+                    paths.sort_unstable();
+                    paths.dedup();
+                    let wait = wait || paths.len() > 1;
                     let mut ok = true;
                     for (_, m) in maps.values_mut() {
                         ok &= self.flush_map(m, wait);
@@ -600,8 +664,8 @@ impl Pager {
             None
         } else {
             let len = (m.seg_size - off).min(PAGE as u64) as u32;
-            if let Some(d) = m.direct.as_mut() {
-                let r = d.read(off, &mut page[..len as usize]);
+            if let Some(d) = &m.direct {
+                let r = d.lock().unwrap_or_else(|p| p.into_inner()).read(off, &mut page[..len as usize]);
                 if let Err(e) = &r {
                     tracing::warn!("DSM: a page could not be fetched from the home node: {e}");
                     m.lost.store(true, Ordering::SeqCst);
@@ -815,12 +879,16 @@ fn send(m: &mut PMap, runs: Vec<(u64, Vec<u8>)>, wait: bool) -> bool {
     if m.lost.load(Ordering::SeqCst) {
         return false;
     }
-    if let Some(d) = m.direct.as_mut() {
+    if let Some(d) = &m.direct {
+        let mut d = d.lock().unwrap_or_else(|p| p.into_inner());
         for (offset, data) in &runs {
             d.push(*offset, data);
         }
         return match d.send(wait) {
-            Ok(()) => true,
+            Ok(()) => {
+                m.unanswered = !wait;
+                true
+            }
             Err(e) => {
                 tracing::warn!("DSM: stores could not reach the home node: {e}");
                 m.lost.store(true, Ordering::SeqCst);

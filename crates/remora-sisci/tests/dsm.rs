@@ -86,6 +86,54 @@ fn ping_pong_through_maps_across_hosts() {
 }
 
 #[test]
+fn flush_orders_stores_across_maps_and_segments() {
+    // Data in one map, `SCIFlush`, flag in another map: of the same segment (the maps share
+    // a pager flow) and of another segment of the same home (another flow). The home never
+    // sees the flag before the data.
+    let Some(c) = cluster(2) else { return };
+    let (sa, sb) = (sci(&c, 1), sci(&c, 2));
+    let a = Descriptor::open(&sa).unwrap();
+    let b = Descriptor::open(&sb).unwrap();
+    const DATA: usize = 15 * 4096;
+    let (seg_x, seg_y) = (export(&a, 30, DATA + 4096), export(&a, 31, 4096));
+    let (home_x, home_y) = (
+        seg_x.map(0, DATA + 4096, None, MapFlags::default()).unwrap(),
+        seg_y.map(0, 4096, None, MapFlags::default()).unwrap(),
+    );
+    let to_x = RemoteSegment::connect(&b, 4, 30, 0, Some(Duration::from_secs(10))).unwrap();
+    let to_y = RemoteSegment::connect(&b, 4, 31, 0, Some(Duration::from_secs(10))).unwrap();
+    // Many pages of data, so that its frames are still on their way when the flag's go.
+    let data = to_x.map(0, DATA, None, MapFlags::default()).unwrap();
+    let flag_same = to_x.map(DATA, 4096, None, MapFlags::default()).unwrap();
+    let flag_other = to_y.map(0, 4096, None, MapFlags::default()).unwrap();
+    for (flag, home_flag, what) in
+        [(&flag_same, &home_x, "same segment"), (&flag_other, &home_y, "other segment")]
+    {
+        let off = if std::ptr::eq(home_flag, &home_x) { DATA } else { 0 };
+        let fill: Vec<u8> = vec![0; DATA];
+        for i in 1..=30u64 {
+            let mut fill = fill.clone();
+            for w in fill.chunks_mut(8) {
+                w.copy_from_slice(&i.to_le_bytes());
+            }
+            data.write(0, &fill).unwrap();
+            remora_sisci::flush();
+            flag.with_atomic(0, |w| w.store(i, Ordering::Release)).unwrap();
+            let t = Instant::now();
+            while home_flag.with_atomic(off, |w| w.load(Ordering::Acquire)).unwrap() != i {
+                assert!(t.elapsed() < Duration::from_secs(10), "{what}: flag {i} never arrived");
+                std::hint::spin_loop();
+            }
+            for k in (0..DATA).step_by(512) {
+                let v = home_x.with_atomic(k, |w| w.load(Ordering::Relaxed)).unwrap();
+                assert_eq!(v, i, "{what}: data at {k} behind flag {i}");
+            }
+        }
+    }
+    assert_eq!(data.dsm_direct(), Some(true));
+}
+
+#[test]
 fn torture_several_importers_on_several_hosts() {
     let Some(c) = cluster(3) else { return };
     let home = Descriptor::open(&sci(&c, 1)).unwrap();

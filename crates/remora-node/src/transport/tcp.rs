@@ -66,6 +66,8 @@ pub struct TcpPeer {
     /// Bytes sent.
     pub bytes_out: AtomicU64,
     bulk: Mutex<Option<(StdStream, std::sync::mpsc::Sender<BulkOut>)>>,
+    /// The pager flows this peer's processes hold to us (shut down when the peer is lost).
+    pager_flows: Mutex<HashMap<u64, StdStream>>,
     bulk_wait: Mutex<HashMap<u64, BulkWait>>,
     inbound: Mutex<Option<mpsc::UnboundedSender<(TcpStream, u64)>>>,
     changed: Notify,
@@ -234,6 +236,7 @@ impl TcpPeer {
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             bulk: Mutex::new(None),
+            pager_flows: Mutex::new(HashMap::new()),
             bulk_wait: Mutex::new(HashMap::new()),
             inbound: Mutex::new(None),
             changed: Notify::new(),
@@ -437,6 +440,9 @@ fn link_events(node: &Node, peer: u32, operational: bool) {
 /// The peer is gone or restarted: every connection to it is lost, and everything it held
 /// here is released (owners hear `SegmentLost`).
 fn lose_peer(node: &Node, peer: &TcpPeer) {
+    for (_, s) in peer.pager_flows.lock().unwrap_or_else(|p| p.into_inner()).drain() {
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
     let mut reg = node.lock();
     reg.scif.lose_node(peer.id);
     let sessions: Vec<u64> = reg
@@ -685,24 +691,52 @@ async fn accept_one(node: Arc<Node>, stream: TcpStream) -> std::io::Result<()> {
                     "a pager flow from an unknown start of node {peer_id}"
                 )));
             }
+            let id = peer.next.fetch_add(1, Ordering::Relaxed);
+            {
+                let mut flows = peer.pager_flows.lock().unwrap_or_else(|p| p.into_inner());
+                if flows.len() >= MAX_PAGER_FLOWS {
+                    return Err(std::io::Error::other(format!(
+                        "node {peer_id} holds {MAX_PAGER_FLOWS} pager flows already"
+                    )));
+                }
+                flows.insert(id, std.try_clone()?);
+            }
             let _ = std.set_nodelay(true);
-            // A process that stops reading cannot hold the thread forever.
+            // A process that stops reading cannot hold the thread forever, nor can a host
+            // that vanished without closing the connection.
             let _ = std.set_write_timeout(Some(Duration::from_secs(30)));
+            let sock = socket2::SockRef::from(&std);
+            let _ = sock.set_tcp_keepalive(
+                &socket2::TcpKeepalive::new()
+                    .with_time(Duration::from_secs(5))
+                    .with_interval(Duration::from_secs(1))
+                    .with_retries(5),
+            );
+            let _ = sock.set_tcp_user_timeout(Some(Duration::from_secs(10)));
             let n = Arc::downgrade(&node);
-            std::thread::Builder::new().name("remora-pager-flow".into()).spawn(move || {
+            let p = peer.clone();
+            let spawned = std::thread::Builder::new().name("remora-pager-flow".into()).spawn(move || {
                 let mut s = std;
                 let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
                 match read_frame::<LinkMsg>(&mut s) {
                     Ok(LinkMsg::PagerBind { conn }) if s.set_read_timeout(None).is_ok() => {
-                        pager_flow(n, peer, s, conn)
+                        pager_flow(n, peer.clone(), s, conn)
                     }
                     other => tracing::warn!(peer = peer.id, "a pager flow began with {other:?}; closed"),
                 }
-            })?;
+                peer.pager_flows.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            });
+            if let Err(e) = spawned {
+                p.pager_flows.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                return Err(e);
+            }
         }
     }
     Ok(())
 }
+
+/// The most pager flows one peer node may hold to this node at once.
+const MAX_PAGER_FLOWS: usize = 1024;
 
 impl TcpPeer {
     /// Dial a [`Flow::Pager`] to this peer for a DSM pager of this node (blocking: call it
@@ -758,16 +792,17 @@ fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, conn: u64) {
         }
         let r = match hdr.op {
             BulkOp::Write => {
-                let target = served_mapping(&node, &peer, hdr.conn, hdr.offset, hdr.len);
-                let r = match &target {
-                    Some(m) => m.fill_from_reader(hdr.offset as usize, hdr.len as usize, &mut rd),
-                    None => discard(&mut rd, hdr.len, &mut scratch),
+                // A store the segment cannot take (the connection is gone, or the range is
+                // outside it) ends the flow: the process sees the loss at its next send.
+                let Some(m) = served_mapping(&node, &peer, hdr.conn, hdr.offset, hdr.len) else {
+                    tracing::info!(peer = peer.id, conn, "a pager flow's store has no target; closed");
+                    break;
                 };
-                r.and_then(|()| {
+                m.fill_from_reader(hdr.offset as usize, hdr.len as usize, &mut rd).and_then(|()| {
                     if !hdr.ok {
                         return Ok(());
                     }
-                    let ack = BulkHeader { op: BulkOp::Ack, ok: target.is_some(), len: 0, ..hdr };
+                    let ack = BulkHeader { op: BulkOp::Ack, ok: true, len: 0, ..hdr };
                     wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&ack)))
                 })
             }
@@ -782,7 +817,7 @@ fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, conn: u64) {
                 peer.bytes_out.fetch_add(BULK_FRAME as u64 + data.len, Ordering::Relaxed);
                 match target {
                     // Header and page in one segment: the reader waits for both.
-                    Some(m) if hdr.len as usize <= 64 << 10 => {
+                    Some(m) if hdr.len as usize <= scratch.len() - BULK_FRAME => {
                         let n = hdr.len as usize;
                         scratch[..BULK_FRAME]
                             .copy_from_slice(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&data)));
