@@ -99,6 +99,9 @@ struct Page {
 /// How long a watched page may stay unchanged before the pager protects it again (its next
 /// store faults, and it costs nothing until then).
 const QUIET: Duration = Duration::from_millis(1);
+/// A spinning pager that was kept from a core this long yields to the programs that hold
+/// them (spinning stops for a while).
+const CROWDED: Duration = Duration::from_micros(200);
 /// How long after a change the pager keeps looking at the short interval before it backs
 /// off (a writer answering a peer writes again about one round trip later).
 const HOT: Duration = Duration::from_micros(100);
@@ -269,6 +272,9 @@ struct PMap {
     next_tick: Option<Instant>,
     /// Whether the last look found changes (a writer storing without pause).
     streaming: bool,
+    /// Until when the pager keeps looking at the map without sleeping (after a lone change:
+    /// the next one, in a ping-pong, comes one round trip later).
+    spin_until: Option<Instant>,
     last_refresh: Instant,
     /// Stores were sent without waiting for the home's answer.
     unanswered: bool,
@@ -296,6 +302,8 @@ struct Pager {
     flush: Duration,
     flush_min: Duration,
     refresh: Duration,
+    /// How long the pager looks without sleeping after a lone change.
+    spin: Duration,
 }
 
 static PAGER: OnceLock<Result<Arc<Pager>, String>> = OnceLock::new();
@@ -331,6 +339,7 @@ fn pager() -> Result<&'static Arc<Pager>, DsmError> {
             flush: env_us("REMORA_DSM_FLUSH_US", 20),
             flush_min: env_us("REMORA_DSM_FLUSH_MIN_US", 10).min(env_us("REMORA_DSM_FLUSH_US", 20)),
             refresh: env_us("REMORA_DSM_REFRESH_US", 1000),
+            spin: env_us("REMORA_DSM_SPIN_US", 50),
         });
         let runner = p.clone();
         std::thread::Builder::new()
@@ -415,6 +424,7 @@ impl DsmMap {
             lost: lost.clone(),
             next_tick: None,
             streaming: false,
+            spin_until: None,
             last_refresh: Instant::now(),
             unanswered: false,
             delay: p.flush_min,
@@ -554,7 +564,13 @@ impl Pager {
 
     fn run(&self) {
         remora_sys::sync::precise_timers();
-        remora_sys::sync::urgent_thread();
+        // Programs that poll without ever yielding can hold every core. Once a spin of the
+        // pager finds it was kept from a core for long, the pager stops spinning for a while
+        // and runs urgent (nice -20, where allowed): its ticks and faults then preempt the
+        // pollers at once. Otherwise it runs at the default priority, where yielding really
+        // gives the core away.
+        let mut crowded_until: Option<Instant> = None;
+        let mut urgent = false;
         let mut maps: BTreeMap<usize, (u64, PMap)> = BTreeMap::new();
         loop {
             let now = Instant::now();
@@ -563,7 +579,28 @@ impl Pager {
                 .flat_map(|(_, m)| [m.next_tick, Some(m.last_refresh + self.refresh)])
                 .flatten()
                 .min();
-            let timeout = due.map(|d| d.saturating_duration_since(now));
+            let crowded = crowded_until.is_some_and(|c| now < c);
+            let spinning = !crowded && maps.values().any(|(_, m)| m.spin_until.is_some_and(|u| now < u));
+            if !spinning {
+                for (_, m) in maps.values_mut() {
+                    m.spin_until = None;
+                }
+            }
+            if urgent != crowded {
+                urgent = crowded;
+                remora_sys::sync::urgent_thread(urgent);
+            }
+            let timeout = if spinning {
+                // Looking without sleeping: give the core to whoever else wants it first.
+                let y = Instant::now();
+                std::thread::yield_now();
+                if y.elapsed() > CROWDED {
+                    crowded_until = Some(Instant::now() + Duration::from_millis(50));
+                }
+                Some(Duration::ZERO)
+            } else {
+                due.map(|d| d.saturating_duration_since(now))
+            };
             let ready = {
                 use std::os::fd::AsFd;
                 // A failed wait looks at everything.
@@ -601,7 +638,7 @@ impl Pager {
             }
             let now = Instant::now();
             for (_, m) in maps.values_mut() {
-                if m.next_tick.is_some_and(|d| now >= d) {
+                if m.next_tick.is_some_and(|d| now >= d) || m.spin_until.is_some_and(|u| now < u) {
                     self.tick(m);
                 }
                 if now >= m.last_refresh + self.refresh {
@@ -734,6 +771,14 @@ impl Pager {
     fn tick(&self, m: &mut PMap) {
         let t = Instant::now();
         let (changed, watching) = self.flush_pages(m, false, false, t);
+        if changed {
+            // A lone change opens a spell of looking without sleeping; a writer that keeps
+            // storing ends it (its stores batch at the tick).
+            m.spin_until = if m.streaming || self.spin.is_zero() { None } else { Some(t + self.spin) };
+        }
+        if !watching {
+            m.spin_until = None;
+        }
         m.next_tick = watching.then(|| {
             if changed {
                 m.delay = if m.streaming { (m.delay * 2).min(self.flush) } else { self.flush_min };

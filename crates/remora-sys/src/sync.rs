@@ -145,17 +145,20 @@ pub fn precise_timers() {
 }
 
 /// Give the calling thread the highest CPU share (nice -20) where the process may (root, or
-/// `RLIMIT_NICE`): for helper threads whose work is short and on someone's critical path
-/// (the DSM pager, the daemon thread serving it). Programs that poll memory keep both cores
-/// of a small machine busy; a helper of ordinary weight, woken to move their data, waits up
-/// to a scheduler tick for a core, one of ours preempts the poller at once. Returns whether
-/// the priority was raised.
-pub fn urgent_thread() -> bool {
-    if std::env::var_os("REMORA_URGENT").is_some_and(|v| v == "0") {
+/// `RLIMIT_NICE`), or (`urgent` false) the default share back: for helper threads whose
+/// work is short and on someone's critical path (the DSM pager, the daemon thread serving
+/// it). Programs that poll memory keep both cores of a small machine busy; a helper of
+/// ordinary weight, woken to move their data, waits up to a scheduler tick for a core, one
+/// of ours preempts the poller at once. `REMORA_URGENT=0` turns it off. Returns whether the
+/// priority is now as asked.
+///
+/// Do not spin with `sched_yield` at nice -20: the scheduler hands the core straight back.
+pub fn urgent_thread(urgent: bool) -> bool {
+    if urgent && std::env::var_os("REMORA_URGENT").is_some_and(|v| v == "0") {
         return false;
     }
     let tid = rustix::thread::gettid();
-    rustix::process::setpriority_process(Some(tid), -20).is_ok()
+    rustix::process::setpriority_process(Some(tid), if urgent { -20 } else { 0 }).is_ok()
 }
 
 #[cfg(test)]

@@ -766,7 +766,7 @@ impl TcpPeer {
 /// socket and the segment's mapping. Any other frame, or one naming another connection
 /// than `conn` (the one the dialing daemon bound the flow to), ends the flow.
 fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, conn: u64) {
-    remora_sys::sync::urgent_thread();
+    remora_sys::sync::urgent_thread(true);
     let Ok(rd) = s.try_clone() else { return };
     let mut rd = std::io::BufReader::with_capacity(64 << 10, rd);
     let mut wr = s;
