@@ -291,6 +291,13 @@ impl Descriptor {
     pub(crate) fn session(&self) -> &Arc<Session> {
         &self.inner.session
     }
+
+    /// The descriptor's session with its node daemon, for tests that speak the protocol
+    /// directly (bad input, raw requests). Not part of the SISCI API.
+    #[doc(hidden)]
+    pub fn raw_session(&self) -> &Arc<Session> {
+        &self.inner.session
+    }
 }
 
 pub(crate) fn check_adapter(adapter: u32) -> Result<()> {

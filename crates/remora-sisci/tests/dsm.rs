@@ -134,6 +134,69 @@ fn flush_orders_stores_across_maps_and_segments() {
 }
 
 #[test]
+fn a_pager_flow_reaches_its_own_connection_only_and_bad_frames_close_it() {
+    use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, BULK_FRAME};
+    use std::io::{Read, Write};
+    use zerocopy::IntoBytes;
+    let Some(c) = cluster(2) else { return };
+    let (sa, sb) = (sci(&c, 1), sci(&c, 2));
+    let a = Descriptor::open(&sa).unwrap();
+    let b = Descriptor::open(&sb).unwrap();
+    let (mine, other) = (export(&a, 40, 4096), export(&a, 41, 4096));
+    let other_home = other.map(0, 4096, None, MapFlags::default()).unwrap();
+    let to_mine = RemoteSegment::connect(&b, 4, 40, 0, Some(Duration::from_secs(10))).unwrap();
+    let to_other = RemoteSegment::connect(&b, 4, 41, 0, Some(Duration::from_secs(10))).unwrap();
+    let flow = |conn: u64| {
+        let (reply, mut fds) = b.raw_session().request(remora_proto::Request::DsmFlow { conn }, &[]).unwrap();
+        let remora_proto::Reply::DsmFlow { remote, .. } = reply else { panic!("{reply:?}") };
+        let s = std::net::TcpStream::from(fds.pop().unwrap());
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        (s, remote)
+    };
+    let closed = |s: &mut std::net::TcpStream| {
+        let mut b = [0u8; 64];
+        matches!(s.read(&mut b), Ok(0) | Err(_))
+    };
+    let frame = |op, conn, offset, len, ok| {
+        BulkFrame::from_header(&BulkHeader { op, tag: 1, conn, offset, len, ok }).as_bytes().to_vec()
+    };
+    // A store naming the other connection (held by the same node): the flow closes and the
+    // other segment is untouched.
+    let (mut s, remote) = flow(to_mine.handle());
+    let (_, remote_other) = flow(to_other.handle());
+    assert_ne!(remote, remote_other);
+    let mut f = frame(BulkOp::Write, remote_other, 0, 8, true);
+    f.extend_from_slice(&[0xee; 8]);
+    s.write_all(&f).unwrap();
+    assert!(closed(&mut s), "a flow that named another connection stayed open");
+    assert_eq!(other_home.with_atomic(0, |w| w.load(Ordering::SeqCst)).unwrap(), 0);
+    // A read past the end is refused in its answer; the flow stays usable.
+    let (mut s, _) = flow(to_mine.handle());
+    s.write_all(&frame(BulkOp::Read, remote, 4000, 4096, false)).unwrap();
+    let mut answer = [0u8; BULK_FRAME];
+    s.read_exact(&mut answer).unwrap();
+    let h = BulkFrame::parse(&answer).unwrap();
+    assert!(h.op == BulkOp::Data && !h.ok && h.len == 0, "{h:?}");
+    s.write_all(&frame(BulkOp::Read, remote, 0, 8, false)).unwrap();
+    s.read_exact(&mut answer).unwrap();
+    assert!(BulkFrame::parse(&answer).unwrap().ok);
+    // Garbage, and a frame only a home sends: each closes its flow.
+    let mut garbage = b"RM\x09garbage".to_vec();
+    garbage.resize(BULK_FRAME, 0x55);
+    for junk in [garbage, frame(BulkOp::Ack, remote, 0, 0, true)] {
+        let (mut s, _) = flow(to_mine.handle());
+        s.write_all(&junk).unwrap();
+        assert!(closed(&mut s), "a flow stayed open after {junk:02x?}");
+    }
+    // The daemons serve on: a map of the segment works.
+    let m = to_mine.map(0, 4096, None, MapFlags::default()).unwrap();
+    m.with_atomic(8, |w| w.store(77, Ordering::SeqCst)).unwrap();
+    assert!(m.flush());
+    let home = mine.map(0, 4096, None, MapFlags::default()).unwrap();
+    assert_eq!(home.with_atomic(8, |w| w.load(Ordering::SeqCst)).unwrap(), 77);
+}
+
+#[test]
 fn torture_several_importers_on_several_hosts() {
     let Some(c) = cluster(3) else { return };
     let home = Descriptor::open(&sci(&c, 1)).unwrap();
