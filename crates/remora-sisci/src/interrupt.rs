@@ -10,7 +10,7 @@ use remora_sys::sync::EventFd;
 use remora_sys::Memfd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The largest payload of a data interrupt, in bytes; longer triggers fail with
 /// [`Error::OutOfRange`].
@@ -264,7 +264,7 @@ impl Interrupt {
             return Err(Error::IllegalOperation);
         }
         let seen = *self.inner.seen.lock().unwrap_or_else(|p| p.into_inner());
-        match core.page().wait(spin, timeout, |n| n != seen) {
+        match watched_wait(core, spin, timeout, |n| n != seen)? {
             IntrWait::Triggered(_) => {
                 self.take_trigger();
                 Ok(())
@@ -280,6 +280,34 @@ impl Interrupt {
     /// [`Error::IllegalParameter`] when already removed.
     pub fn remove(&self) -> Result<()> {
         self.inner.core.release(Request::RemoveInterrupt { intr: self.inner.core.handle })
+    }
+}
+
+/// Wait on an interrupt's page, in slices, so that a wait without end still notices the
+/// node daemon going away (its triggers from other hosts, and its bookkeeping, are gone).
+///
+/// # Errors
+/// [`Error::System`] when the daemon is gone.
+fn watched_wait(
+    core: &Core,
+    spin: Duration,
+    timeout: Option<Duration>,
+    mut ready: impl FnMut(u32) -> bool,
+) -> Result<IntrWait> {
+    const SLICE: Duration = Duration::from_millis(200);
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut spin = spin;
+    loop {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let slice = left.map_or(SLICE, |l| l.min(SLICE));
+        match core.page().wait(spin, Some(slice), &mut ready) {
+            IntrWait::TimedOut if left.is_none_or(|l| l > slice) => {}
+            other => return Ok(other),
+        }
+        if core.desc.session().daemon_gone() {
+            return Err(Error::System("the node daemon is gone".into()));
+        }
+        spin = Duration::ZERO;
     }
 }
 
@@ -447,7 +475,7 @@ impl DataInterrupt {
             return Err(Error::IllegalOperation);
         }
         let _g = self.inner.recv.lock().unwrap_or_else(|p| p.into_inner());
-        match core.page().wait(spin(), timeout, |_| core.page().has_data()) {
+        match watched_wait(core, spin(), timeout, |_| core.page().has_data())? {
             IntrWait::Triggered(_) => {}
             IntrWait::TimedOut => return Err(Error::Timeout),
             IntrWait::Removed => return Err(Error::Cancelled),

@@ -217,6 +217,28 @@ fn interrupts_wake_waiters_and_callbacks() {
 }
 
 #[test]
+fn waits_without_end_return_when_the_daemon_dies() {
+    let h = common::Harness::new();
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let intr = Interrupt::create(&a, 0, None, false, None).unwrap();
+    let data = DataInterrupt::create(&a, 0, None, None).unwrap();
+    let (w, d) = (intr.clone(), data.clone());
+    let t1 = std::thread::spawn(move || w.wait(None));
+    let t2 = std::thread::spawn(move || d.wait(&mut [0u8; 64], None));
+    std::thread::sleep(Duration::from_millis(100));
+    let s = remora_client::Session::open_control(&h.config(4)).unwrap();
+    let pid = match s.request(remora_proto::Request::Status, &[]).unwrap().0 {
+        remora_proto::Reply::Status(st) => st.pid,
+        other => panic!("{other:?}"),
+    };
+    assert!(std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap().success());
+    let t = Instant::now();
+    assert!(matches!(t1.join().unwrap(), Err(Error::System(_))));
+    assert!(matches!(t2.join().unwrap(), Err(Error::System(_))));
+    assert!(t.elapsed() < Duration::from_secs(5), "the waits took {:?}", t.elapsed());
+}
+
+#[test]
 fn shared_interrupt_numbers_wake_every_creator() {
     let h = common::Harness::new();
     // Two processes' worth of sessions on node 4 create the same number, shared.
