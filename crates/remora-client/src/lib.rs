@@ -110,6 +110,7 @@ struct EventState {
     events: Mutex<VecDeque<Event>>,
     lost: Mutex<HashMap<u64, LostReason>>,
     sink: Mutex<Option<EventSink>>,
+    on_gone: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
 }
 
 impl EventState {
@@ -255,6 +256,10 @@ impl Session {
                     // The daemon went away: nothing more will come.
                     _ => {
                         state.gone.store(true, Ordering::SeqCst);
+                        let hook = state.on_gone.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                        if let Some(hook) = hook {
+                            hook();
+                        }
                         return false;
                     }
                 }
@@ -268,6 +273,12 @@ impl Session {
     /// Send every event of this session to `sink` (on the event thread) from now on.
     pub fn set_event_sink(&self, sink: EventSink) {
         *self.state.sink.lock().unwrap_or_else(|p| p.into_inner()) = Some(sink);
+    }
+
+    /// Run `hook` (on the event thread) when the daemon closes this session: it exited or
+    /// crashed, and no event will come any more.
+    pub fn on_daemon_gone(&self, hook: Arc<dyn Fn() + Send + Sync>) {
+        *self.state.on_gone.lock().unwrap_or_else(|p| p.into_inner()) = Some(hook);
     }
 
     fn absorb(&self, ev: Event) {

@@ -135,6 +135,32 @@ pub(crate) struct Dispatch {
 }
 
 impl Dispatch {
+    /// The node daemon is gone: every remote segment of the descriptor is lost (as its node
+    /// would be), and waits for local segment events end (`Cancelled`).
+    fn daemon_gone(&self) {
+        let remotes: Vec<_> = self
+            .remotes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for inner in remotes {
+            segment::RemoteSegment::from_inner(inner)
+                .deliver(RemoteEvent { reason: SegmentReason::Lost, status: Some(Error::NodeNotResponding) });
+        }
+        let locals: Vec<_> = self
+            .locals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for inner in locals {
+            segment::LocalSegment::from_inner(inner).cancel_events();
+        }
+    }
+
     pub(crate) fn deliver(&self, ev: &Event) {
         match *ev {
             Event::SegmentConnected { seg, node } | Event::SegmentDisconnected { seg, node } => {
@@ -232,6 +258,12 @@ impl Descriptor {
         session.set_event_sink(Arc::new(move |ev| {
             if let Some(d) = d.upgrade() {
                 d.deliver(ev);
+            }
+        }));
+        let d = Arc::downgrade(&dispatch);
+        session.on_daemon_gone(Arc::new(move || {
+            if let Some(d) = d.upgrade() {
+                d.daemon_gone();
             }
         }));
         Ok(Descriptor {

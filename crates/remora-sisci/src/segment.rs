@@ -151,6 +151,11 @@ impl LocalSegment {
         self.inner.events.push(self, e);
     }
 
+    /// End the waits for this segment's events (the daemon is gone).
+    pub(crate) fn cancel_events(&self) {
+        self.inner.events.cancel();
+    }
+
     /// `SCIGetLocalSegmentId` (0 for a private segment).
     pub fn id(&self) -> u32 {
         self.inner.id.unwrap_or(0)
@@ -523,9 +528,10 @@ impl RemoteSegment {
         self.inner.link.get().map(|l| l.conn).unwrap_or(0)
     }
 
-    /// Whether the node has reported this connection lost (owner gone, forced disconnect).
+    /// Whether the node has reported this connection lost (owner gone, forced disconnect),
+    /// or the node daemon itself is gone.
     pub fn is_lost(&self) -> bool {
-        self.inner.link.get().is_some_and(|l| l.session.lost(l.conn).is_some())
+        self.inner.link.get().is_some_and(|l| l.session.lost(l.conn).is_some() || l.session.daemon_gone())
     }
 
     /// `SCIWaitForRemoteSegmentEvent` (`None` waits forever).

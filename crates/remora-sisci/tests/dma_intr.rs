@@ -220,11 +220,20 @@ fn interrupts_wake_waiters_and_callbacks() {
 fn waits_without_end_return_when_the_daemon_dies() {
     let h = common::Harness::new();
     let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
     let intr = Interrupt::create(&a, 0, None, false, None).unwrap();
     let data = DataInterrupt::create(&a, 0, None, None).unwrap();
+    let seg = exported(&b, 5, 4096);
+    let remote = RemoteSegment::connect(&a, 8, 5, 0, Some(Duration::from_secs(5))).unwrap();
+    let local = exported(&a, 6, 4096);
+    let seq = remote.map(0, 4096, None, MapFlags::default()).unwrap().create_sequence().unwrap();
     let (w, d) = (intr.clone(), data.clone());
     let t1 = std::thread::spawn(move || w.wait(None));
     let t2 = std::thread::spawn(move || d.wait(&mut [0u8; 64], None));
+    let r2 = remote.clone();
+    let t3 = std::thread::spawn(move || r2.wait_event(None));
+    let l2 = local.clone();
+    let t4 = std::thread::spawn(move || l2.wait_event(None));
     std::thread::sleep(Duration::from_millis(100));
     let s = remora_client::Session::open_control(&h.config(4)).unwrap();
     let pid = match s.request(remora_proto::Request::Status, &[]).unwrap().0 {
@@ -235,7 +244,13 @@ fn waits_without_end_return_when_the_daemon_dies() {
     let t = Instant::now();
     assert!(matches!(t1.join().unwrap(), Err(Error::System(_))));
     assert!(matches!(t2.join().unwrap(), Err(Error::System(_))));
+    // The remote segment is lost as its node would be; local segment waits end.
+    assert_eq!(t3.join().unwrap().unwrap().reason, SegmentReason::Lost);
+    assert_eq!(t4.join().unwrap().unwrap_err(), Error::Cancelled);
+    assert!(remote.is_lost());
+    assert_eq!(seq.start().unwrap(), SequenceStatus::NotRetriable);
     assert!(t.elapsed() < Duration::from_secs(5), "the waits took {:?}", t.elapsed());
+    drop(seg);
 }
 
 #[test]
