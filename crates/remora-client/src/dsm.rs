@@ -575,6 +575,7 @@ impl Pager {
         // gives the core away.
         let mut crowded_until: Option<Instant> = None;
         let mut urgent = false;
+        let mut looks = 0u32;
         let mut maps: BTreeMap<usize, (u64, PMap)> = BTreeMap::new();
         loop {
             let now = Instant::now();
@@ -605,7 +606,17 @@ impl Pager {
             } else {
                 due.map(|d| d.saturating_duration_since(now))
             };
-            let ready = {
+            // While spinning, the descriptors are polled every fourth look only (a fault or a
+            // command waits a few looks at most); commands are seen in their queue anyway.
+            looks = looks.wrapping_add(1);
+            let ready = if spinning && !looks.is_multiple_of(4) {
+                let queued = !self.cmds.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+                if queued {
+                    2
+                } else {
+                    0
+                }
+            } else {
                 use std::os::fd::AsFd;
                 // A failed wait looks at everything.
                 remora_sys::poller::wait_ready(&[self.uffd.as_fd(), self.waker.as_fd()], timeout).unwrap_or(3)
@@ -830,6 +841,15 @@ impl Pager {
             let addr = m.region.base() + idx * PAGE;
             let quiet = m.pages[idx].changed.is_none_or(|c| t.saturating_duration_since(c) >= QUIET);
             let mut protect = settle;
+            // Most looks find nothing: compare in place before copying.
+            let differs = match m.pages[idx].twin.as_deref() {
+                Some(tw) => m.region.present_page_differs(addr, tw).unwrap_or(true),
+                None => true,
+            };
+            if !(differs || quiet || settle) {
+                watching = true;
+                continue;
+            }
             if m.region.read_present_page(addr, &mut cur).is_err() {
                 continue;
             }

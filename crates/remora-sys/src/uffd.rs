@@ -341,6 +341,31 @@ impl UffdRegion {
         addr >= self.base && addr.checked_add(len).is_some_and(|e| e <= self.base + self.len)
     }
 
+    /// Whether the page at `addr` differs from `twin`, compared in place (one pass, no
+    /// copy). Only for pages known to be present, as [`UffdRegion::read_present_page`].
+    ///
+    /// # Errors
+    /// `EINVAL` outside the region or for a short twin.
+    pub fn present_page_differs(&self, addr: usize, twin: &[u8]) -> io::Result<bool> {
+        if twin.len() != PAGE || !self.contains(addr, PAGE) || !addr.is_multiple_of(8) {
+            return Err(io::Error::from_raw_os_error(libc_einval()));
+        }
+        let mut i = 0;
+        while i < PAGE {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&twin[i..i + 8]);
+            // SAFETY: an aligned word inside our mapping, present by the caller's contract;
+            // other threads may store to it meanwhile, which a volatile load tolerates (we
+            // only compare the value).
+            let now = unsafe { std::ptr::read_volatile((addr + i) as *const u64) };
+            if now != u64::from_ne_bytes(w) {
+                return Ok(true);
+            }
+            i += 8;
+        }
+        Ok(false)
+    }
+
     /// Copy the page at `addr` out. Only for pages known to be present (the pager's own
     /// reads must never fault: the pager is the thread that resolves faults).
     ///
