@@ -60,8 +60,9 @@
 //!
 //! The pager lives in the client process (not the daemon) so that a fault is resolved by a
 //! thread of the faulting process: no userfaultfd crosses a socket, and a process that dies
-//! takes its pager with it. Where the daemon cannot open a pager flow (a SCIF peer's
-//! windows), requests go through this node's daemon instead.
+//! takes its pager with it. A SCIF endpoint's maps of its peer's windows (`scif_mmap` of a
+//! peer on another host) use a pager flow bound to the peer's windows. Where the daemon
+//! cannot open a pager flow, requests go through this node's daemon instead.
 
 use crate::Session;
 use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, BULK_FRAME};
@@ -149,7 +150,12 @@ static FLOWS: Mutex<Vec<KnownFlow>> = Mutex::new(Vec::new());
 
 /// The pager flow for connection `conn` of `session`: the one its other maps use, or a new
 /// one. `None` where the daemon cannot open one.
-fn shared_flow(session: &Arc<Session>, conn: u64) -> Option<Flow> {
+fn shared_flow(session: &Arc<Session>, home: Home) -> Option<Flow> {
+    let (conn, req) = match home {
+        Home::Segment { conn } => (conn, Request::DsmFlow { conn }),
+        // One SCIF endpoint session has one peer.
+        Home::ScifPeer => (u64::MAX, Request::Scif(ScifRequest::PagerFlow)),
+    };
     let key = (Arc::as_ptr(session) as usize, conn);
     let mut flows = FLOWS.lock().unwrap_or_else(|p| p.into_inner());
     flows.retain(|(_, w)| w.strong_count() > 0);
@@ -159,7 +165,7 @@ fn shared_flow(session: &Arc<Session>, conn: u64) -> Option<Flow> {
             return Some(d);
         }
     }
-    let d = Arc::new(Mutex::new(Direct::open(session, conn)?));
+    let d = Arc::new(Mutex::new(Direct::open(session, req)?));
     flows.retain(|(k, _)| *k != key);
     flows.push((key, Arc::downgrade(&d)));
     Some(d)
@@ -169,8 +175,8 @@ impl Direct {
     /// How long an answer may take before the home is given up.
     const PATIENCE: Duration = Duration::from_secs(10);
 
-    fn open(session: &Session, conn: u64) -> Option<Direct> {
-        let (reply, mut fds) = session.request(Request::DsmFlow { conn }, &[]).ok()?;
+    fn open(session: &Session, req: Request) -> Option<Direct> {
+        let (reply, mut fds) = session.request(req, &[]).ok()?;
         let (Reply::DsmFlow { remote, .. }, Some(fd)) = (reply, fds.pop()) else { return None };
         let s = std::net::TcpStream::from(fd);
         s.set_read_timeout(Some(Self::PATIENCE)).ok()?;
@@ -410,10 +416,7 @@ impl DsmMap {
         );
         let id = p.next.fetch_add(1, Ordering::Relaxed);
         let lost = Arc::new(AtomicBool::new(false));
-        let direct = match home {
-            Home::Segment { conn } => shared_flow(&session, conn),
-            Home::ScifPeer => None,
-        };
+        let direct = shared_flow(&session, home);
         let pages = vec![Page::default(); region.len() / PAGE];
         let is_direct = direct.is_some();
         let pm = PMap {

@@ -6,7 +6,7 @@ use crate::send_msg;
 use crate::transport::tcp::LinkState;
 use crate::transport::{route, Route};
 use crate::Node;
-use remora_proto::link::{PeerReply, PeerRequest};
+use remora_proto::link::{LinkMsg, PeerReply, PeerRequest};
 use remora_proto::{
     decode, Error, Event, MapStatus, Reply, Request, RequestFrame, Role, ScifRequest, ServerMsg, MAX_FRAME,
     NO_REPLY,
@@ -606,6 +606,17 @@ impl Session {
                     Err(e) => (Err(e), vec![]),
                 }
             }
+            ScifRequest::PagerFlow => {
+                let far = self.node.lock().scif.far_of(sid);
+                match far {
+                    Ok((node, conn)) => match self.pager_flow_to(node, LinkMsg::PagerBindScif { conn }).await
+                    {
+                        Ok(fd) => (Ok(Reply::DsmFlow { remote: conn, size: u64::MAX }), vec![fd]),
+                        Err(e) => (Err(e), vec![]),
+                    },
+                    Err(e) => (Err(e), vec![]),
+                }
+            }
             ScifRequest::Nodes => {
                 let mut nodes = remora_proto::paths::nodes_in(&self.node.config.runtime_dir);
                 nodes.push(me);
@@ -739,14 +750,20 @@ impl Session {
         let DmaTarget::Tcp { node, remote, size } = target else {
             return Err(Error::IllegalParameter("the segment is on this host".into()));
         };
+        let fd = self.pager_flow_to(node, LinkMsg::PagerBind { conn: remote }).await?;
+        Ok((Reply::DsmFlow { remote, size }, fd))
+    }
+
+    /// Dial a pager flow to node `node`, bound by `bind`, for the caller's DSM pager.
+    async fn pager_flow_to(&self, node: u32, bind: LinkMsg) -> Result<OwnedFd, Error> {
         let peer = self.node.links.lock().unwrap_or_else(|p| p.into_inner()).get(&node).cloned();
         let peer = peer.ok_or(Error::NoSuchNode)?;
         let me = self.node.clone();
-        let s = tokio::task::spawn_blocking(move || peer.dial_pager(&me, remote))
+        let s = tokio::task::spawn_blocking(move || peer.dial_pager(&me, bind))
             .await
             .map_err(|e| Error::Protocol(e.to_string()))?
             .map_err(|e| Error::Protocol(format!("pager flow to node {node}: {e}")))?;
-        Ok((Reply::DsmFlow { remote, size }, OwnedFd::from(s)))
+        Ok(OwnedFd::from(s))
     }
 
     /// Ask node `node` over the `tcp` transport, giving up if the caller hangs up.

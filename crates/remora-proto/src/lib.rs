@@ -430,6 +430,10 @@ pub enum ScifRequest {
     },
     /// `scif_get_nodeIDs`: the nodes this node reaches, itself included.
     Nodes,
+    /// Open a DSM pager's own connection to the node of this endpoint's peer (another
+    /// host), bound to the peer's registered windows (as [`Request::DsmFlow`] for a
+    /// segment). Answer: [`Reply::DsmFlow`] with the socket.
+    PagerFlow,
 }
 
 /// A request with its id; replies carry the same id.

@@ -122,6 +122,13 @@ pub enum LinkMsg {
         /// The listener's handle of the connection.
         conn: u64,
     },
+    /// As [`LinkMsg::PagerBind`], for the registered windows of the listener's end of a
+    /// SCIF connection (`conn` is the listener's handle of it; offsets in the frames are
+    /// offsets of its registered address space).
+    PagerBindScif {
+        /// The listener's handle of the SCIF connection.
+        conn: u64,
+    },
 }
 
 /// What one node asks another for a session.

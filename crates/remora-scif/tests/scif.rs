@@ -407,6 +407,7 @@ fn endpoints_on_two_hosts_exchange_messages_and_rma_through_the_link() {
     // A DSM map of the far window: loads fetch the peer's pages, stores reach it before
     // the next message.
     let m = c.map_far(soff, 2 * 4096, Prot::RW).unwrap();
+    assert!(m.is_direct(), "the pager reaches the peer's windows over a flow of its own");
     let mut got = vec![0u8; 100];
     m.read(100, &mut got).unwrap();
     assert!(got == peek(&sreg, 100, 100), "the peer's window through the map");

@@ -720,7 +720,10 @@ async fn accept_one(node: Arc<Node>, stream: TcpStream) -> std::io::Result<()> {
                 let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
                 match read_frame::<LinkMsg>(&mut s) {
                     Ok(LinkMsg::PagerBind { conn }) if s.set_read_timeout(None).is_ok() => {
-                        pager_flow(n, peer.clone(), s, conn)
+                        pager_flow(n, peer.clone(), s, Bound::Segment(conn))
+                    }
+                    Ok(LinkMsg::PagerBindScif { conn }) if s.set_read_timeout(None).is_ok() => {
+                        pager_flow(n, peer.clone(), s, Bound::Scif(conn))
                     }
                     other => tracing::warn!(peer = peer.id, "a pager flow began with {other:?}; closed"),
                 }
@@ -745,7 +748,7 @@ impl TcpPeer {
     ///
     /// # Errors
     /// The peer cannot be reached or refuses the handshake.
-    pub fn dial_pager(&self, node: &Node, conn: u64) -> std::io::Result<StdStream> {
+    pub fn dial_pager(&self, node: &Node, bind: LinkMsg) -> std::io::Result<StdStream> {
         let addr: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&self.addr)?.collect();
         let a = addr.first().ok_or_else(|| std::io::Error::other("address does not resolve"))?;
         let mut s = StdStream::connect_timeout(a, Duration::from_secs(1))?;
@@ -754,7 +757,7 @@ impl TcpPeer {
         if self.peer_incarnation.load(Ordering::SeqCst) != inc {
             return Err(std::io::Error::other(format!("node {} restarted", self.id)));
         }
-        write_frame(&mut s, &LinkMsg::PagerBind { conn })?;
+        write_frame(&mut s, &bind)?;
         s.set_read_timeout(None)?;
         s.set_nodelay(true)?;
         Ok(s)
@@ -765,7 +768,17 @@ impl TcpPeer {
 /// (`Read` → `Data`), stores come in (`Write`, acked when asked), both straight between the
 /// socket and the segment's mapping. Any other frame, or one naming another connection
 /// than `conn` (the one the dialing daemon bound the flow to), ends the flow.
-fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, conn: u64) {
+/// What a pager flow may reach.
+#[derive(Debug, Clone, Copy)]
+enum Bound {
+    /// A connection to a segment of this node.
+    Segment(u64),
+    /// The registered windows of this node's end of a SCIF connection.
+    Scif(u64),
+}
+
+fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, bound: Bound) {
+    let (Bound::Segment(conn) | Bound::Scif(conn)) = bound;
     remora_sys::sync::urgent_thread(true);
     let Ok(rd) = s.try_clone() else { return };
     let mut rd = std::io::BufReader::with_capacity(64 << 10, rd);
@@ -790,8 +803,45 @@ fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, conn: u64) {
             tracing::warn!(peer = peer.id, "a pager flow bound to connection {conn} named {}", hdr.conn);
             break;
         }
-        let r = match hdr.op {
-            BulkOp::Write => {
+        let r = match (bound, hdr.op) {
+            (Bound::Scif(_), BulkOp::Write) => {
+                // Stores into the registered windows; one the windows cannot take ends the
+                // flow (the process sees it at its next send).
+                let n = hdr.len as usize;
+                if n > remora_proto::MAX_DATA_IO {
+                    break;
+                }
+                if rd.read_exact(&mut scratch[..n]).is_err() {
+                    break;
+                }
+                if let Err(e) = crate::scif_link::serve_write(&node, conn, hdr.offset, &scratch[..n]) {
+                    tracing::info!(peer = peer.id, conn, "a SCIF pager flow's store failed ({e:?}); closed");
+                    break;
+                }
+                if hdr.ok {
+                    let ack = BulkHeader { op: BulkOp::Ack, ok: true, len: 0, ..hdr };
+                    wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&ack)))
+                } else {
+                    Ok(())
+                }
+            }
+            (Bound::Scif(_), BulkOp::Read) => {
+                let got = u32::try_from(hdr.len)
+                    .ok()
+                    .filter(|&n| n as usize <= remora_proto::MAX_DATA_IO)
+                    .and_then(|n| crate::scif_link::serve_read(&node, conn, hdr.offset, n).ok());
+                let data = BulkHeader {
+                    op: BulkOp::Data,
+                    ok: got.is_some(),
+                    len: got.as_ref().map_or(0, |d| d.len() as u64),
+                    ..hdr
+                };
+                peer.bytes_out.fetch_add(BULK_FRAME as u64 + data.len, Ordering::Relaxed);
+                let mut out = zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&data)).to_vec();
+                out.extend_from_slice(got.as_deref().unwrap_or(&[]));
+                wr.write_all(&out)
+            }
+            (Bound::Segment(_), BulkOp::Write) => {
                 // A store the segment cannot take (the connection is gone, or the range is
                 // outside it) ends the flow: the process sees the loss at its next send.
                 let Some(m) = served_mapping(&node, &peer, hdr.conn, hdr.offset, hdr.len) else {
@@ -806,7 +856,7 @@ fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, conn: u64) {
                     wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&ack)))
                 })
             }
-            BulkOp::Read => {
+            (Bound::Segment(_), BulkOp::Read) => {
                 let target = served_mapping(&node, &peer, hdr.conn, hdr.offset, hdr.len);
                 let data = BulkHeader {
                     op: BulkOp::Data,
@@ -830,7 +880,7 @@ fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, conn: u64) {
                     None => wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&data))),
                 }
             }
-            op => {
+            (_, op) => {
                 tracing::warn!(peer = peer.id, "a pager flow sent {op:?}, closing the flow");
                 break;
             }
