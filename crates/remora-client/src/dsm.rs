@@ -39,6 +39,8 @@
 //!   send); at [`DsmMap::flush`] (`SCIStoreBarrier`, `SCICheckSequence`, unmap) the caller
 //!   waits until it is there; [`DsmMap::send`] and [`send_all`] (`SCIFlush`) send it at
 //!   once without waiting.
+//! * Signals on other paths (interrupt triggers, DMA, SCIF messages and fences) call
+//!   [`settle`] first: the stores made before them land before they leave.
 //! * Order: stores separated by a flush or a send reach the home in program order (one
 //!   flow keeps a connection's stores in order; [`send_all`] waits for the homes' answers
 //!   when the maps use several flows). Stores
@@ -70,7 +72,7 @@ use remora_proto::{Reply, Request, ScifRequest, MAX_DATA_IO};
 use remora_sys::sync::EventFd;
 use remora_sys::uffd::{Uffd, UffdRegion};
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -79,7 +81,9 @@ use zerocopy::IntoBytes;
 const PAGE: usize = 4096;
 
 fn env_us(name: &str, default: u64) -> Duration {
-    Duration::from_micros(std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default))
+    // At most 10 s: deadlines computed from these never overflow.
+    let us: u64 = std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    Duration::from_micros(us.min(10_000_000))
 }
 
 /// Why a DSM map cannot be made.
@@ -198,21 +202,24 @@ impl Direct {
     }
 
     /// The next answer, which must be `op` for the last frame sent.
-    fn answer(&mut self, op: BulkOp) -> std::io::Result<BulkHeader> {
+    fn answer(&mut self, op: BulkOp, refusal_ok: bool) -> std::io::Result<BulkHeader> {
         use std::io::Read;
         let mut raw = [0u8; BULK_FRAME];
         self.s.read_exact(&mut raw)?;
         let h = BulkFrame::parse(&raw).map_err(std::io::Error::other)?;
-        if h.op != op || h.tag != self.tag || !h.ok {
+        if h.op != op || h.tag != self.tag || !(h.ok || refusal_ok) {
             return Err(std::io::Error::other(format!("the home answered {h:?}")));
         }
         Ok(h)
     }
 
-    /// Fetch `page.len()` bytes at `offset`.
+    /// Fetch `page.len()` bytes at `offset`. A read the home refuses (in step, answered
+    /// with no data) fails without breaking the flow for the other maps that share it.
     fn read(&mut self, offset: u64, page: &mut [u8]) -> std::io::Result<()> {
         let r = self.try_read(offset, page);
-        self.broken |= r.is_err();
+        if let Err(e) = &r {
+            self.broken |= e.kind() != std::io::ErrorKind::PermissionDenied;
+        }
         r
     }
 
@@ -223,7 +230,13 @@ impl Direct {
         use std::io::{Read, Write};
         let f = self.frame(BulkOp::Read, offset, page.len(), false);
         self.s.write_all(f.as_bytes())?;
-        let h = self.answer(BulkOp::Data)?;
+        let h = self.answer(BulkOp::Data, true)?;
+        if !h.ok && h.len == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "the home refused the read",
+            ));
+        }
         if h.len != page.len() as u64 {
             return Err(std::io::Error::other(format!("the home sent {} bytes", h.len)));
         }
@@ -260,7 +273,7 @@ impl Direct {
         self.out.clear();
         r?;
         if wait {
-            self.answer(BulkOp::Ack)?;
+            self.answer(BulkOp::Ack, false)?;
         }
         Ok(())
     }
@@ -318,6 +331,39 @@ struct Pager {
 
 static PAGER: OnceLock<Result<Arc<Pager>, String>> = OnceLock::new();
 
+/// Pages of every map that are watched (written, their changes maybe not sent yet). Raised
+/// before a writer resumes from its write fault, so a writer that sees 0 after its store
+/// has nothing unsent.
+static WATCHED: AtomicUsize = AtomicUsize::new(0);
+/// Maps whose last stores went out without waiting for the home's answer.
+static UNANSWERED: AtomicUsize = AtomicUsize::new(0);
+
+fn nothing_pending() -> bool {
+    WATCHED.load(Ordering::SeqCst) == 0 && UNANSWERED.load(Ordering::SeqCst) == 0
+}
+
+fn set_unanswered(m: &mut PMap, v: bool) {
+    if m.unanswered != v {
+        m.unanswered = v;
+        if v {
+            UNANSWERED.fetch_add(1, Ordering::SeqCst);
+        } else {
+            UNANSWERED.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Wait until every store made so far to maps of other hosts has reached its home (at most
+/// 5 s), when any may still be on its way: for a signal that travels another path (an
+/// interrupt trigger, a DMA transfer, a SCIF message), which must not overtake them. Free
+/// when nothing is pending. `false` if a home could not be reached.
+pub fn settle() -> bool {
+    if nothing_pending() {
+        return true;
+    }
+    flush_all(Duration::from_secs(5))
+}
+
 /// Send every DSM map's stores home and wait (at most `limit`): for `SCITerminate` and
 /// process exit. Does nothing when no map of another host was ever made.
 pub fn flush_all(limit: Duration) -> bool {
@@ -332,6 +378,9 @@ pub fn flush_all(limit: Duration) -> bool {
 /// nothing when no map of another host was ever made.
 pub fn send_all() -> bool {
     let Some(Ok(p)) = PAGER.get() else { return true };
+    if nothing_pending() {
+        return true;
+    }
     let (tx, rx) = channel();
     p.command(Cmd::FlushAll(tx, false));
     rx.recv().unwrap_or(false)
@@ -581,87 +630,95 @@ impl Pager {
         let mut looks = 0u32;
         let mut maps: BTreeMap<usize, (u64, PMap)> = BTreeMap::new();
         loop {
-            let now = Instant::now();
-            let due = maps
-                .values()
-                .flat_map(|(_, m)| [m.next_tick, Some(m.last_refresh + self.refresh)])
-                .flatten()
-                .min();
-            let crowded = crowded_until.is_some_and(|c| now < c);
-            let spinning = !crowded && maps.values().any(|(_, m)| m.spin_until.is_some_and(|u| now < u));
-            if !spinning {
-                for (_, m) in maps.values_mut() {
-                    m.spin_until = None;
+            // A bug must not leave faulting threads waiting for a pager that died: a
+            // panicking look is logged and the next one goes on.
+            let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let now = Instant::now();
+                let due = maps
+                    .values()
+                    .flat_map(|(_, m)| [m.next_tick, Some(m.last_refresh + self.refresh)])
+                    .flatten()
+                    .min();
+                let crowded = crowded_until.is_some_and(|c| now < c);
+                let spinning = !crowded && maps.values().any(|(_, m)| m.spin_until.is_some_and(|u| now < u));
+                if !spinning {
+                    for (_, m) in maps.values_mut() {
+                        m.spin_until = None;
+                    }
                 }
-            }
-            if urgent != crowded {
-                urgent = crowded;
-                remora_sys::sync::urgent_thread(urgent);
-            }
-            let timeout = if spinning {
-                // Looking without sleeping: give the core to whoever else wants it first.
-                let y = Instant::now();
-                std::thread::yield_now();
-                if y.elapsed() > CROWDED {
-                    crowded_until = Some(Instant::now() + Duration::from_millis(50));
+                if urgent != crowded {
+                    urgent = crowded;
+                    remora_sys::sync::urgent_thread(urgent);
                 }
-                Some(Duration::ZERO)
-            } else {
-                due.map(|d| d.saturating_duration_since(now))
-            };
-            // While spinning, the descriptors are polled every fourth look only (a fault or a
-            // command waits a few looks at most); commands are seen in their queue anyway.
-            looks = looks.wrapping_add(1);
-            let ready = if spinning && !looks.is_multiple_of(4) {
-                let queued = !self.cmds.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
-                if queued {
-                    2
+                let timeout = if spinning {
+                    // Looking without sleeping: give the core to whoever else wants it first.
+                    let y = Instant::now();
+                    std::thread::yield_now();
+                    if y.elapsed() > CROWDED {
+                        crowded_until = Some(Instant::now() + Duration::from_millis(50));
+                    }
+                    Some(Duration::ZERO)
                 } else {
-                    0
-                }
-            } else {
-                use std::os::fd::AsFd;
-                // A failed wait looks at everything.
-                remora_sys::poller::wait_ready(&[self.uffd.as_fd(), self.waker.as_fd()], timeout).unwrap_or(3)
-            };
-            // A tick that found nothing ready costs no further system call.
-            if ready & 2 != 0 {
-                self.waker.drain();
-                self.drain_cmds(&mut maps);
-            }
-            let mut faults = ready & 1 != 0;
-            while faults {
-                let Ok(Some(f)) = self.uffd.next_fault() else {
-                    faults = false;
-                    continue;
+                    due.map(|d| d.saturating_duration_since(now))
                 };
-                // A fault may come from a map whose registration is still queued.
-                if !maps
-                    .range(..=f.addr)
-                    .next_back()
-                    .is_some_and(|(_, (_, m))| m.region.contains(f.addr, PAGE))
-                {
+                // While spinning, the descriptors are polled every fourth look only (a fault or a
+                // command waits a few looks at most); commands are seen in their queue anyway.
+                looks = looks.wrapping_add(1);
+                let ready = if spinning && !looks.is_multiple_of(4) {
+                    let queued = !self.cmds.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+                    if queued {
+                        2
+                    } else {
+                        0
+                    }
+                } else {
+                    use std::os::fd::AsFd;
+                    // A failed wait looks at everything.
+                    remora_sys::poller::wait_ready(&[self.uffd.as_fd(), self.waker.as_fd()], timeout)
+                        .unwrap_or(3)
+                };
+                // A tick that found nothing ready costs no further system call.
+                if ready & 2 != 0 {
+                    self.waker.drain();
                     self.drain_cmds(&mut maps);
                 }
-                let Some((_, (_, m))) = maps.range_mut(..=f.addr).next_back() else { continue };
-                if !m.region.contains(f.addr, PAGE) {
-                    continue;
+                let mut faults = ready & 1 != 0;
+                while faults {
+                    let Ok(Some(f)) = self.uffd.next_fault() else {
+                        faults = false;
+                        continue;
+                    };
+                    // A fault may come from a map whose registration is still queued.
+                    if !maps
+                        .range(..=f.addr)
+                        .next_back()
+                        .is_some_and(|(_, (_, m))| m.region.contains(f.addr, PAGE))
+                    {
+                        self.drain_cmds(&mut maps);
+                    }
+                    let Some((_, (_, m))) = maps.range_mut(..=f.addr).next_back() else { continue };
+                    if !m.region.contains(f.addr, PAGE) {
+                        continue;
+                    }
+                    let idx = (f.addr - m.region.base()) / PAGE;
+                    if f.wp {
+                        self.on_write(m, idx, f.addr);
+                    } else {
+                        self.on_missing(m, idx, f.addr);
+                    }
                 }
-                let idx = (f.addr - m.region.base()) / PAGE;
-                if f.wp {
-                    self.on_write(m, idx, f.addr);
-                } else {
-                    self.on_missing(m, idx, f.addr);
+                let now = Instant::now();
+                for (_, m) in maps.values_mut() {
+                    if m.next_tick.is_some_and(|d| now >= d) || m.spin_until.is_some_and(|u| now < u) {
+                        self.tick(m);
+                    }
+                    if now >= m.last_refresh + self.refresh {
+                        self.refresh_map(m);
+                    }
                 }
-            }
-            let now = Instant::now();
-            for (_, m) in maps.values_mut() {
-                if m.next_tick.is_some_and(|d| now >= d) || m.spin_until.is_some_and(|u| now < u) {
-                    self.tick(m);
-                }
-                if now >= m.last_refresh + self.refresh {
-                    self.refresh_map(m);
-                }
+            }));
+            if step.is_err() {
+                tracing::error!("the DSM pager recovered from a panic");
             }
         }
     }
@@ -704,6 +761,9 @@ impl Pager {
                 Cmd::Remove(id, tx) => {
                     if let Some(m) = find_id(maps, id) {
                         self.flush_map(m, true);
+                        let watched = m.pages.iter().filter(|p| p.dirty).count();
+                        WATCHED.fetch_sub(watched, Ordering::SeqCst);
+                        set_unanswered(m, false);
                     }
                     maps.retain(|_, (i, _)| *i != id);
                     let _ = tx.send(());
@@ -772,6 +832,7 @@ impl Pager {
                 p.twin = Some(twin);
             }
             p.dirty = true;
+            WATCHED.fetch_add(1, Ordering::SeqCst);
             let now = Instant::now();
             p.changed = Some(now);
             if m.next_tick.is_none() {
@@ -896,6 +957,7 @@ impl Pager {
             twin.copy_from_slice(&cur);
             if protect {
                 page.dirty = false;
+                WATCHED.fetch_sub(1, Ordering::SeqCst);
                 page.twin = None;
             } else {
                 watching = true;
@@ -951,14 +1013,17 @@ fn send(m: &mut PMap, runs: Vec<(u64, Vec<u8>)>, wait: bool) -> bool {
     if m.lost.load(Ordering::SeqCst) {
         return false;
     }
-    if let Some(d) = &m.direct {
-        let mut d = d.lock().unwrap_or_else(|p| p.into_inner());
-        for (offset, data) in &runs {
-            d.push(*offset, data);
-        }
-        return match d.send(wait) {
+    if let Some(d) = m.direct.clone() {
+        let r = {
+            let mut d = d.lock().unwrap_or_else(|p| p.into_inner());
+            for (offset, data) in &runs {
+                d.push(*offset, data);
+            }
+            d.send(wait)
+        };
+        return match r {
             Ok(()) => {
-                m.unanswered = !wait;
+                set_unanswered(m, !wait);
                 true
             }
             Err(e) => {
@@ -986,7 +1051,7 @@ fn send(m: &mut PMap, runs: Vec<(u64, Vec<u8>)>, wait: bool) -> bool {
             break;
         }
     }
-    m.unanswered = !wait && r.is_ok();
+    set_unanswered(m, !wait && r.is_ok());
     match r {
         Ok(()) => true,
         Err(e) => {

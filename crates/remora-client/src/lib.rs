@@ -278,7 +278,11 @@ impl Session {
     /// Run `hook` (on the event thread) when the daemon closes this session: it exited or
     /// crashed, and no event will come any more.
     pub fn on_daemon_gone(&self, hook: Arc<dyn Fn() + Send + Sync>) {
-        *self.state.on_gone.lock().unwrap_or_else(|p| p.into_inner()) = Some(hook);
+        *self.state.on_gone.lock().unwrap_or_else(|p| p.into_inner()) = Some(hook.clone());
+        // Gone already (before the hook was set): run it now.
+        if self.state.gone.load(Ordering::SeqCst) {
+            hook();
+        }
     }
 
     fn absorb(&self, ev: Event) {

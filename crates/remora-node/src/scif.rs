@@ -426,12 +426,17 @@ impl Scif {
     /// `NotConnected`, `OutOfRange` outside the windows, `Access` without the protection.
     pub fn remote_rma_pieces(
         &self,
+        from: u32,
         conn: u64,
         offset: u64,
         len: u64,
         need: u8,
     ) -> Result<Vec<(Memfd, u64, u64)>, Error> {
         let c = self.conns.get(&conn).ok_or(Error::NotConnected)?;
+        // Only the node at the far end of the connection reaches its windows.
+        if c.far.map(|f| f.0) != Some(from) {
+            return Err(Error::NotConnected);
+        }
         let local = match c.proxy {
             Some(p) => 1 - p,
             None => return Err(Error::NotConnected),

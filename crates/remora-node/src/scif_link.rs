@@ -151,12 +151,13 @@ pub async fn serve_connect(
     Ok(PeerReply::ScifAccepted { conn, port })
 }
 
-/// `PeerRequest::ScifWrite`: RMA into the windows of the local endpoint of `conn`.
-pub fn serve_write(node: &Node, conn: u64, offset: u64, data: &[u8]) -> Result<(), Error> {
+/// `PeerRequest::ScifWrite`: RMA into the windows of the local endpoint of `conn`, for
+/// node `from` (which must be the connection's far end).
+pub fn serve_write(node: &Node, from: u32, conn: u64, offset: u64, data: &[u8]) -> Result<(), Error> {
     if data.len() > MAX_DATA_IO {
         return Err(Error::IllegalParameter(format!("write of {} bytes", data.len())));
     }
-    let pieces = node.lock().scif.remote_rma_pieces(conn, offset, data.len() as u64, 2)?;
+    let pieces = node.lock().scif.remote_rma_pieces(from, conn, offset, data.len() as u64, 2)?;
     let mut at = 0;
     for (fd, off, n) in pieces {
         let m = remora_sys::Mapping::new(fd.as_fd(), off, n as usize, Default::default())
@@ -167,12 +168,13 @@ pub fn serve_write(node: &Node, conn: u64, offset: u64, data: &[u8]) -> Result<(
     Ok(())
 }
 
-/// `PeerRequest::ScifRead`: RMA from the windows of the local endpoint of `conn`.
-pub fn serve_read(node: &Node, conn: u64, offset: u64, len: u32) -> Result<Vec<u8>, Error> {
+/// `PeerRequest::ScifRead`: RMA from the windows of the local endpoint of `conn`, for node
+/// `from` (which must be the connection's far end).
+pub fn serve_read(node: &Node, from: u32, conn: u64, offset: u64, len: u32) -> Result<Vec<u8>, Error> {
     if len as usize > MAX_DATA_IO {
         return Err(Error::IllegalParameter(format!("read of {len} bytes")));
     }
-    let pieces = node.lock().scif.remote_rma_pieces(conn, offset, len as u64, 1)?;
+    let pieces = node.lock().scif.remote_rma_pieces(from, conn, offset, len as u64, 1)?;
     let mut out = vec![0u8; len as usize];
     let mut at = 0;
     for (fd, off, n) in pieces {

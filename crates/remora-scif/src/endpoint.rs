@@ -463,8 +463,9 @@ impl Endpoint {
     pub fn send(&self, data: &[u8], block: bool) -> Result<usize> {
         let c = self.live_conn()?;
         if c.remote {
-            // Stores into maps of the far peer's windows reach it before this message.
-            remora_client::dsm::flush_all(Duration::from_secs(5));
+            // Stores into maps of the far peer's windows reach it before this message (free
+            // when none are on their way).
+            remora_client::dsm::settle();
         }
         let _g = c.send_lock.lock();
         let d = c.side;

@@ -285,7 +285,7 @@ impl Endpoint {
         let c = self.live_conn()?;
         if c.remote {
             // Stores into maps of the far peer's windows are ordered by fences too.
-            remora_client::dsm::flush_all(std::time::Duration::from_secs(5));
+            remora_client::dsm::settle();
         }
         let (side, bit) = match init {
             FenceInit::SelfInit => (c.side, 0),

@@ -248,6 +248,9 @@ impl DmaQueue {
         if descs.len() > self.max_entries() as usize {
             return Err(Error::MaxEntries);
         }
+        // Stores to maps of other hosts' segments made before the transfer reach their homes
+        // before it (free when there are none on their way).
+        remora_client::dsm::settle();
         if wait && callback.is_some() {
             // A callback forbids waiting: refuse before anything is posted.
             return Err(Error::IllegalOperation);

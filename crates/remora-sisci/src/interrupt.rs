@@ -77,6 +77,9 @@ impl Core {
     /// Trigger, directly through the page or, for another host, through the daemons.
     fn fire(&self, data: Option<&[u8]>) -> Result<()> {
         let core = self.live()?;
+        // Stores to maps of other hosts' segments made before the trigger reach their
+        // homes before it (free when there are none on their way).
+        remora_client::dsm::settle();
         match &core.remote_page {
             Some(p) => match data {
                 Some(d) => p.send(d),

@@ -197,6 +197,36 @@ fn a_pager_flow_reaches_its_own_connection_only_and_bad_frames_close_it() {
 }
 
 #[test]
+fn stores_land_before_the_interrupt_that_follows_them() {
+    // Data through a map of host 1's segment, then an interrupt of host 1 (which travels
+    // through the daemons): the woken waiter finds the data.
+    let Some(c) = cluster(2) else { return };
+    let (sa, sb) = (sci(&c, 1), sci(&c, 2));
+    let a = Descriptor::open(&sa).unwrap();
+    let b = Descriptor::open(&sb).unwrap();
+    const DATA: usize = 16 * 4096;
+    let seg = export(&a, 50, DATA);
+    let home = seg.map(0, DATA, None, MapFlags::default()).unwrap();
+    let intr = Interrupt::create(&a, 0, None, false, None).unwrap();
+    let to_a = RemoteSegment::connect(&b, 4, 50, 0, Some(Duration::from_secs(10))).unwrap();
+    let trig = RemoteInterrupt::connect(&b, 4, 0, intr.number(), Some(Duration::from_secs(10))).unwrap();
+    let m = to_a.map(0, DATA, None, MapFlags::default()).unwrap();
+    for i in 1..=20u64 {
+        let mut fill = vec![0u8; DATA];
+        for w in fill.chunks_mut(8) {
+            w.copy_from_slice(&i.to_le_bytes());
+        }
+        m.write(0, &fill).unwrap();
+        trig.trigger().unwrap();
+        intr.wait(Some(Duration::from_secs(10))).unwrap();
+        for k in (0..DATA).step_by(1024) {
+            let v = home.with_atomic(k, |w| w.load(Ordering::Relaxed)).unwrap();
+            assert_eq!(v, i, "round {i}: data at {k} behind the interrupt");
+        }
+    }
+}
+
+#[test]
 fn torture_several_importers_on_several_hosts() {
     let Some(c) = cluster(3) else { return };
     let home = Descriptor::open(&sci(&c, 1)).unwrap();

@@ -154,11 +154,26 @@ pub fn precise_timers() {
 ///
 /// Do not spin with `sched_yield` at nice -20: the scheduler hands the core straight back.
 pub fn urgent_thread(urgent: bool) -> bool {
-    if urgent && std::env::var_os("REMORA_URGENT").is_some_and(|v| v == "0") {
+    thread_local! {
+        /// The thread's nice value before it was first raised.
+        static ORIGINAL: std::cell::Cell<Option<i32>> = const { std::cell::Cell::new(None) };
+    }
+    if std::env::var_os("REMORA_URGENT").is_some_and(|v| v == "0") {
         return false;
     }
     let tid = rustix::thread::gettid();
-    rustix::process::setpriority_process(Some(tid), if urgent { -20 } else { 0 }).is_ok()
+    if urgent {
+        if ORIGINAL.get().is_none() {
+            let Ok(now) = rustix::process::getpriority_process(Some(tid)) else { return false };
+            ORIGINAL.set(Some(now));
+        }
+        rustix::process::setpriority_process(Some(tid), -20).is_ok()
+    } else {
+        match ORIGINAL.get() {
+            Some(n) => rustix::process::setpriority_process(Some(tid), n).is_ok(),
+            None => true,
+        }
+    }
 }
 
 #[cfg(test)]

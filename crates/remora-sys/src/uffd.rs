@@ -354,10 +354,11 @@ impl UffdRegion {
         while i < PAGE {
             let mut w = [0u8; 8];
             w.copy_from_slice(&twin[i..i + 8]);
-            // SAFETY: an aligned word inside our mapping, present by the caller's contract;
-            // other threads may store to it meanwhile, which a volatile load tolerates (we
-            // only compare the value).
-            let now = unsafe { std::ptr::read_volatile((addr + i) as *const u64) };
+            // SAFETY: an aligned word inside our live mapping, read as an atomic because other
+            // threads may store to it meanwhile. (Present, by the caller's contract, only so
+            // that the pager never faults on a page it serves itself.)
+            let now = unsafe { std::sync::atomic::AtomicU64::from_ptr((addr + i) as *mut u64) }
+                .load(std::sync::atomic::Ordering::Relaxed);
             if now != u64::from_ne_bytes(w) {
                 return Ok(true);
             }

@@ -610,13 +610,13 @@ async fn serve_request(
             node.lock().scif.to_relay(conn, crate::scif::RelayIn::PeerClosed).map(|_| PeerReply::Ok)
         }
         PeerRequest::ScifWrite { conn, offset, data } => {
-            crate::scif_link::serve_write(&node, conn, offset, &data).map(|_| PeerReply::Ok)
+            crate::scif_link::serve_write(&node, peer.id, conn, offset, &data).map(|_| PeerReply::Ok)
         }
         PeerRequest::ScifCheck { conn, offset, len, prot } => {
-            node.lock().scif.remote_rma_pieces(conn, offset, len, prot & 3).map(|_| PeerReply::Ok)
+            node.lock().scif.remote_rma_pieces(peer.id, conn, offset, len, prot & 3).map(|_| PeerReply::Ok)
         }
         PeerRequest::ScifRead { conn, offset, len } => {
-            crate::scif_link::serve_read(&node, conn, offset, len).map(PeerReply::Data)
+            crate::scif_link::serve_read(&node, peer.id, conn, offset, len).map(PeerReply::Data)
         }
     };
     node.changed.notify_waiters();
@@ -716,6 +716,14 @@ async fn accept_one(node: Arc<Node>, stream: TcpStream) -> std::io::Result<()> {
             let n = Arc::downgrade(&node);
             let p = peer.clone();
             let spawned = std::thread::Builder::new().name("remora-pager-flow".into()).spawn(move || {
+                // The flow leaves the books however the thread ends.
+                struct Forget(Arc<TcpPeer>, u64);
+                impl Drop for Forget {
+                    fn drop(&mut self) {
+                        self.0.pager_flows.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.1);
+                    }
+                }
+                let _forget = Forget(peer.clone(), id);
                 let mut s = std;
                 let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
                 match read_frame::<LinkMsg>(&mut s) {
@@ -727,7 +735,6 @@ async fn accept_one(node: Arc<Node>, stream: TcpStream) -> std::io::Result<()> {
                     }
                     other => tracing::warn!(peer = peer.id, "a pager flow began with {other:?}; closed"),
                 }
-                peer.pager_flows.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
             });
             if let Err(e) = spawned {
                 p.pager_flows.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
@@ -814,7 +821,8 @@ fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, bound: Bound) 
                 if rd.read_exact(&mut scratch[..n]).is_err() {
                     break;
                 }
-                if let Err(e) = crate::scif_link::serve_write(&node, conn, hdr.offset, &scratch[..n]) {
+                if let Err(e) = crate::scif_link::serve_write(&node, peer.id, conn, hdr.offset, &scratch[..n])
+                {
                     tracing::info!(peer = peer.id, conn, "a SCIF pager flow's store failed ({e:?}); closed");
                     break;
                 }
@@ -829,7 +837,7 @@ fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, bound: Bound) 
                 let got = u32::try_from(hdr.len)
                     .ok()
                     .filter(|&n| n as usize <= remora_proto::MAX_DATA_IO)
-                    .and_then(|n| crate::scif_link::serve_read(&node, conn, hdr.offset, n).ok());
+                    .and_then(|n| crate::scif_link::serve_read(&node, peer.id, conn, hdr.offset, n).ok());
                 let data = BulkHeader {
                     op: BulkOp::Data,
                     ok: got.is_some(),
