@@ -995,11 +995,22 @@ impl Pager {
         if m.lost.load(Ordering::SeqCst) {
             return false;
         }
-        for idx in 0..m.pages.len() {
-            if m.pages[idx].resident && !m.pages[idx].dirty {
-                let addr = m.region.base() + idx * PAGE;
-                if m.region.drop_pages(addr, PAGE).is_ok() {
-                    m.pages[idx].resident = false;
+        // One system call per run of resident pages.
+        let droppable = |p: &Page| p.resident && !p.dirty;
+        let mut idx = 0;
+        while idx < m.pages.len() {
+            if !droppable(&m.pages[idx]) {
+                idx += 1;
+                continue;
+            }
+            let start = idx;
+            while idx < m.pages.len() && droppable(&m.pages[idx]) {
+                idx += 1;
+            }
+            let addr = m.region.base() + start * PAGE;
+            if m.region.drop_pages(addr, (idx - start) * PAGE).is_ok() {
+                for p in &mut m.pages[start..idx] {
+                    p.resident = false;
                 }
             }
         }
