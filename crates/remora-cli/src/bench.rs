@@ -99,6 +99,29 @@ pub enum Which {
     DsmChild {
         #[arg(long)]
         dir: std::path::PathBuf,
+        /// The cluster file (default: `cluster.toml` in `dir`).
+        #[arg(long)]
+        cluster: Option<std::path::PathBuf>,
+        #[arg(long)]
+        rounds: u32,
+    },
+    /// Raw TCP echo for the across-hosts reference (started by `dsm` in a namespace).
+    #[command(hide = true)]
+    TcpEcho {
+        #[arg(long)]
+        bind: String,
+        #[arg(long)]
+        size: usize,
+        #[arg(long)]
+        rounds: u32,
+    },
+    /// Raw TCP ping for the across-hosts reference: prints the median one-way in ns.
+    #[command(hide = true)]
+    TcpPing {
+        #[arg(long)]
+        to: String,
+        #[arg(long)]
+        size: usize,
         #[arg(long)]
         rounds: u32,
     },
@@ -147,7 +170,9 @@ pub fn run(w: Which) -> Result<(), String> {
         Which::PioChild { raw_path, peer_node, peer_seg, own_seg, batch, rounds } => {
             pio_child(&raw_path, peer_node, peer_seg, own_seg, batch, rounds)
         }
-        Which::DsmChild { dir, rounds } => dsm_child(&dir, rounds),
+        Which::DsmChild { dir, cluster, rounds } => dsm_child(&dir, cluster, rounds),
+        Which::TcpEcho { bind, size, rounds } => tcp_echo(&bind, size, rounds),
+        Which::TcpPing { to, size, rounds } => tcp_ping(&to, size, rounds),
     }
 }
 
@@ -863,11 +888,11 @@ fn raw_uffd_fill(pages: usize) -> Result<f64, String> {
 
 /// The child half of the DSM ping-pong: node 8 of the pair in `dir`; exports segment 3,
 /// maps segment 1 of node 4, echoes every value it sees in its own segment.
-fn dsm_child(dir: &std::path::Path, rounds: u32) -> Result<(), String> {
+fn dsm_child(dir: &std::path::Path, cluster: Option<std::path::PathBuf>, rounds: u32) -> Result<(), String> {
     let mut c = Sisci::initialize().map_err(e)?.config().clone();
     c.node = 8;
     c.runtime_dir = dir.to_path_buf();
-    c.cluster = Some(dir.join("cluster.toml"));
+    c.cluster = Some(cluster.unwrap_or_else(|| dir.join("cluster.toml")));
     let sci = Sisci::with_config(c);
     let dev = Descriptor::open(&sci).map_err(e)?;
     let seg = LocalSegment::create(&dev, Some(3), 4096, CreateFlags::default()).map_err(e)?;
@@ -891,6 +916,148 @@ fn dsm_child(dir: &std::path::Path, rounds: u32) -> Result<(), String> {
     .map_err(e)??;
     // Keep the segment until the parent has seen the last echo.
     std::thread::sleep(Duration::from_millis(100));
+    Ok(())
+}
+
+/// The parent half of the DSM ping-pong: start the child (`cmd` with `bench dsm-child`
+/// arguments added) as node 8, map its segment 3, ping through it and wait for the echo in
+/// `la` (our segment 1). One-way times in ns.
+fn maps_pingpong(
+    da: &Descriptor,
+    la: &remora_sisci::Map,
+    mut cmd: Command,
+    dir: &std::path::Path,
+    cluster: Option<&std::path::Path>,
+    rounds: u32,
+) -> Result<Vec<f64>, String> {
+    cmd.args(["bench", "dsm-child", "--dir"]).arg(dir).args(["--rounds", &rounds.to_string()]);
+    if let Some(c) = cluster {
+        cmd.arg("--cluster").arg(c);
+    }
+    let mut child = cmd.stdout(Stdio::piped()).spawn().map_err(e)?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().ok_or("no child stdout")?).read_line(&mut line).map_err(e)?;
+    if line.trim() != "ready" {
+        let _ = child.kill();
+        return Err(format!("responder failed to start: {line:?}"));
+    }
+    let to_child = RemoteSegment::connect(da, 8, 3, 0, Some(Duration::from_secs(10))).map_err(e)?;
+    let rb = to_child.map(0, 4096, None, MapFlags::default()).map_err(e)?;
+    let mut v = Vec::new();
+    let result = rb.with_atomic(64, |out| {
+        la.with_atomic(64, |inp| -> Result<(), String> {
+            for i in 1..=rounds as u64 {
+                let t = Instant::now();
+                out.store(i, Ordering::Release);
+                wait_yielding(inp, i)?;
+                v.push(t.elapsed().as_nanos() as f64 / 2.0);
+            }
+            Ok(())
+        })
+    });
+    let _ = child.wait();
+    result.map_err(e)?.map_err(e)??;
+    Ok(v)
+}
+
+/// The echo half of the raw TCP reference across hosts: bind `bind`, print the port, echo
+/// `rounds` messages of `size` bytes.
+fn tcp_echo(bind: &str, size: usize, rounds: u32) -> Result<(), String> {
+    use std::io::{Read as _, Write as _};
+    let l = std::net::TcpListener::bind(bind).map_err(e)?;
+    println!("{}", l.local_addr().map_err(e)?.port());
+    std::io::stdout().flush().map_err(e)?;
+    let (mut s, _) = l.accept().map_err(e)?;
+    s.set_nodelay(true).map_err(e)?;
+    let mut buf = vec![0u8; size];
+    for _ in 0..rounds {
+        s.read_exact(&mut buf).map_err(e)?;
+        s.write_all(&buf).map_err(e)?;
+    }
+    Ok(())
+}
+
+/// The ping half of the raw TCP reference across hosts: prints the median one-way in ns.
+fn tcp_ping(to: &str, size: usize, rounds: u32) -> Result<(), String> {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(to).map_err(e)?;
+    s.set_nodelay(true).map_err(e)?;
+    let mut buf = vec![0u8; size];
+    let mut v = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        s.write_all(&buf).map_err(e)?;
+        s.read_exact(&mut buf).map_err(e)?;
+        v.push(t.elapsed().as_nanos() as f64 / 2.0);
+    }
+    println!("{}", median(&mut v));
+    Ok(())
+}
+
+/// The DSM ping-pong between two hosts of a namespace cluster (veth and a bridge between
+/// them, as between machines), beside a raw TCP ping-pong between the same namespaces.
+/// Needs root and iproute2; says why and returns otherwise.
+fn dsm_across_hosts(rounds: u32) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(e)?;
+    let daemon = exe.parent().map(|d| d.join("remorad")).ok_or("no directory")?;
+    let c = match remora_testkit::NetCluster::start(2, &daemon) {
+        Ok(c) => c,
+        Err(skip) => {
+            println!("(DSM across namespace hosts skipped: {})", skip.0);
+            return Ok(());
+        }
+    };
+    let cfg = |k: usize| remora_client::Config {
+        node: c.node(k),
+        runtime_dir: c.runtime_dir(k).to_path_buf(),
+        daemon: None,
+        spawn: false,
+        idle_exit: Duration::from_secs(30),
+        cluster: Some(c.cluster_file().to_path_buf()),
+    };
+    let sa = Sisci::with_config(cfg(1));
+    let da = Descriptor::open(&sa).map_err(e)?;
+    let seg = LocalSegment::create(&da, Some(1), 4096, CreateFlags::default()).map_err(e)?;
+    seg.prepare(0).map_err(e)?;
+    seg.set_available(0).map_err(e)?;
+    let la = seg.map(0, 4096, None, MapFlags::default()).map_err(e)?;
+    // Raw TCP between the same two namespaces, before and after ours (the machine's speed
+    // drifts).
+    let raw_tcp_hosts = || -> Result<f64, String> {
+        let n = 2000u32;
+        let mut echo = c
+            .command(2, &exe)
+            .args(["bench", "tcp-echo", "--bind", &format!("{}:0", c.addr(2)), "--size", "8"])
+            .args(["--rounds", &n.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(e)?;
+        let mut port = String::new();
+        BufReader::new(echo.stdout.take().ok_or("no echo stdout")?).read_line(&mut port).map_err(e)?;
+        let out = c
+            .command(1, &exe)
+            .args(["bench", "tcp-ping", "--to", &format!("{}:{}", c.addr(2), port.trim()), "--size", "8"])
+            .args(["--rounds", &n.to_string()])
+            .output()
+            .map_err(e)?;
+        let _ = echo.wait();
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<f64>()
+            .map_err(|_| format!("tcp-ping said {:?}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let before = raw_tcp_hosts()?;
+    let mut v =
+        maps_pingpong(&da, &la, Command::new(&exe), c.runtime_dir(2), Some(c.cluster_file()), rounds)?;
+    let ours = median(&mut v);
+    let raw = (before + raw_tcp_hosts()?) / 2.0;
+    row(
+        "DSM ping-pong one-way, across netns hosts",
+        format!("{:.1} µs", ours / 1e3),
+        format!("{:.1} µs", raw / 1e3),
+        ours / raw,
+        "≤ 3 (raw TCP ping-pong, same hosts)",
+    );
     Ok(())
 }
 
@@ -971,49 +1138,8 @@ fn dsm(rounds: u32) -> Result<(), String> {
     // Ping-pong through maps only, between this process (node 4) and a child process (node
     // 8), each spinning on its own segment like a PIO program, each with its own pager.
     let la = seg_a.map(0, 4096, None, MapFlags::default()).map_err(e)?;
-    let exe = std::env::current_exe().map_err(e)?;
-    let mut child = Command::new(exe)
-        .args(["bench", "dsm-child", "--dir"])
-        .arg(&pair.dir)
-        .args(["--rounds", &rounds.to_string()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(e)?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().ok_or("no child stdout")?).read_line(&mut line).map_err(e)?;
-    if line.trim() != "ready" {
-        let _ = child.kill();
-        return Err(format!("responder failed to start: {line:?}"));
-    }
-    let to_child = RemoteSegment::connect(&da, 8, 3, 0, Some(Duration::from_secs(10))).map_err(e)?;
-    let rb = to_child.map(0, 4096, None, MapFlags::default()).map_err(e)?;
-    let mut v = Vec::new();
-    let result = rb.with_atomic(64, |out| {
-        la.with_atomic(64, |inp| -> Result<(), String> {
-            for i in 1..=rounds as u64 {
-                let t = Instant::now();
-                out.store(i, Ordering::Release);
-                wait_yielding(inp, i)?;
-                v.push(t.elapsed().as_nanos() as f64 / 2.0);
-            }
-            Ok(())
-        })
-    });
-    let _ = child.wait();
-    result.map_err(e)?.map_err(e)??;
-    if std::env::var_os("REMORA_BENCH_SPREAD").is_some() {
-        let mut s = v.clone();
-        s.sort_by(f64::total_cmp);
-        let q = |f: f64| s[((s.len() - 1) as f64 * f) as usize] / 1e3;
-        eprintln!(
-            "ping-pong one-way µs: p10 {:.1} p25 {:.1} p50 {:.1} p75 {:.1} p90 {:.1}",
-            q(0.1),
-            q(0.25),
-            q(0.5),
-            q(0.75),
-            q(0.9)
-        );
-    }
+    let mut v =
+        maps_pingpong(&da, &la, Command::new(std::env::current_exe().map_err(e)?), &pair.dir, None, rounds)?;
     let ours = median(&mut v);
     let raw = raw_tcp(8, 2000)?;
     let polling = raw_tcp_polling(8, 2000)?;
@@ -1031,5 +1157,6 @@ fn dsm(rounds: u32) -> Result<(), String> {
         ours / polling,
         "reported",
     );
-    Ok(())
+    drop(pair);
+    dsm_across_hosts(rounds)
 }
