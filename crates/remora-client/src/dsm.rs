@@ -161,15 +161,20 @@ fn shared_flow(session: &Arc<Session>, home: Home) -> Option<Flow> {
         Home::ScifPeer => (u64::MAX, Request::Scif(ScifRequest::PagerFlow)),
     };
     let key = (Arc::as_ptr(session) as usize, conn);
-    let mut flows = FLOWS.lock().unwrap_or_else(|p| p.into_inner());
-    flows.retain(|(_, w)| w.strong_count() > 0);
-    let known = flows.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade());
-    if let Some(d) = known {
-        if !d.lock().unwrap_or_else(|p| p.into_inner()).broken {
-            return Some(d);
+    {
+        let mut flows = FLOWS.lock().unwrap_or_else(|p| p.into_inner());
+        flows.retain(|(_, w)| w.strong_count() > 0);
+        let known = flows.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade());
+        if let Some(d) = known {
+            if !d.lock().unwrap_or_else(|p| p.into_inner()).broken {
+                return Some(d);
+            }
         }
     }
+    // Dial without holding the books: other maps are made meanwhile. Two maps of one
+    // connection made at once may each get a flow; the later one is shared from then on.
     let d = Arc::new(Mutex::new(Direct::open(session, req)?));
+    let mut flows = FLOWS.lock().unwrap_or_else(|p| p.into_inner());
     flows.retain(|(k, _)| *k != key);
     flows.push((key, Arc::downgrade(&d)));
     Some(d)
@@ -733,6 +738,7 @@ impl Pager {
                     // daemon); across several, only waiting for every home keeps them so.
                     let mut paths: Vec<usize> = maps
                         .values()
+                        .filter(|(_, m)| !m.readonly)
                         .map(|(_, m)| match &m.direct {
                             Some(d) => Arc::as_ptr(d) as usize,
                             None => Arc::as_ptr(&m.session) as usize,
