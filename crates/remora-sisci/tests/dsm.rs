@@ -188,6 +188,22 @@ fn a_pager_flow_reaches_its_own_connection_only_and_bad_frames_close_it() {
         s.write_all(&junk).unwrap();
         assert!(closed(&mut s), "a flow stayed open after {junk:02x?}");
     }
+    // A flood of flows for one connection: at most 16 are served at once.
+    let mut flood = Vec::new();
+    let mut served = 0;
+    for _ in 0..20 {
+        let (mut s, _) = flow(to_mine.handle());
+        s.write_all(&frame(BulkOp::Read, remote, 0, 8, false)).unwrap();
+        let mut answer = [0u8; BULK_FRAME];
+        if s.read_exact(&mut answer).is_ok() {
+            served += 1;
+        }
+        flood.push(s);
+    }
+    assert!((1..=16).contains(&served), "{served} of 20 flows for one connection were served");
+    drop(flood);
+    // (their threads end when they see the close)
+    std::thread::sleep(Duration::from_millis(200));
     // The daemons serve on: a map of the segment works.
     let m = to_mine.map(0, 4096, None, MapFlags::default()).unwrap();
     m.with_atomic(8, |w| w.store(77, Ordering::SeqCst)).unwrap();

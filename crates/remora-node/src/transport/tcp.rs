@@ -67,7 +67,8 @@ pub struct TcpPeer {
     pub bytes_out: AtomicU64,
     bulk: Mutex<Option<(StdStream, std::sync::mpsc::Sender<BulkOut>)>>,
     /// The pager flows this peer's processes hold to us (shut down when the peer is lost).
-    pager_flows: Mutex<HashMap<u64, StdStream>>,
+    /// With what each is bound to, once its first frame came.
+    pager_flows: Mutex<HashMap<u64, (StdStream, Option<Bound>)>>,
     bulk_wait: Mutex<HashMap<u64, BulkWait>>,
     inbound: Mutex<Option<mpsc::UnboundedSender<(TcpStream, u64)>>>,
     changed: Notify,
@@ -440,7 +441,7 @@ fn link_events(node: &Node, peer: u32, operational: bool) {
 /// The peer is gone or restarted: every connection to it is lost, and everything it held
 /// here is released (owners hear `SegmentLost`).
 fn lose_peer(node: &Node, peer: &TcpPeer) {
-    for (_, s) in peer.pager_flows.lock().unwrap_or_else(|p| p.into_inner()).drain() {
+    for (_, (s, _)) in peer.pager_flows.lock().unwrap_or_else(|p| p.into_inner()).drain() {
         let _ = s.shutdown(std::net::Shutdown::Both);
     }
     let mut reg = node.lock();
@@ -699,7 +700,7 @@ async fn accept_one(node: Arc<Node>, stream: TcpStream) -> std::io::Result<()> {
                         "node {peer_id} holds {MAX_PAGER_FLOWS} pager flows already"
                     )));
                 }
-                flows.insert(id, std.try_clone()?);
+                flows.insert(id, (std.try_clone()?, None));
             }
             let _ = std.set_nodelay(true);
             // A process that stops reading cannot hold the thread forever, nor can a host
@@ -726,14 +727,29 @@ async fn accept_one(node: Arc<Node>, stream: TcpStream) -> std::io::Result<()> {
                 let _forget = Forget(peer.clone(), id);
                 let mut s = std;
                 let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-                match read_frame::<LinkMsg>(&mut s) {
-                    Ok(LinkMsg::PagerBind { conn }) if s.set_read_timeout(None).is_ok() => {
-                        pager_flow(n, peer.clone(), s, Bound::Segment(conn))
+                let bound = match read_frame::<LinkMsg>(&mut s) {
+                    Ok(LinkMsg::PagerBind { conn }) => Bound::Segment(conn),
+                    Ok(LinkMsg::PagerBindScif { conn }) => Bound::Scif(conn),
+                    other => {
+                        tracing::warn!(peer = peer.id, "a pager flow began with {other:?}; closed");
+                        return;
                     }
-                    Ok(LinkMsg::PagerBindScif { conn }) if s.set_read_timeout(None).is_ok() => {
-                        pager_flow(n, peer.clone(), s, Bound::Scif(conn))
+                };
+                {
+                    // A process shares one flow per connection: a few more (redials after a
+                    // failure, maps made at once) are fine, a flood is not.
+                    let mut flows = peer.pager_flows.lock().unwrap_or_else(|p| p.into_inner());
+                    let same = flows.values().filter(|(_, b)| *b == Some(bound)).count();
+                    if same >= MAX_FLOWS_PER_TARGET {
+                        tracing::warn!(peer = peer.id, "{same} pager flows for {bound:?} already; closed");
+                        return;
                     }
-                    other => tracing::warn!(peer = peer.id, "a pager flow began with {other:?}; closed"),
+                    if let Some(f) = flows.get_mut(&id) {
+                        f.1 = Some(bound);
+                    }
+                }
+                if s.set_read_timeout(None).is_ok() {
+                    pager_flow(n, peer.clone(), s, bound);
                 }
             });
             if let Err(e) = spawned {
@@ -747,6 +763,8 @@ async fn accept_one(node: Arc<Node>, stream: TcpStream) -> std::io::Result<()> {
 
 /// The most pager flows one peer node may hold to this node at once.
 const MAX_PAGER_FLOWS: usize = 1024;
+/// The most pager flows bound to one connection at once.
+const MAX_FLOWS_PER_TARGET: usize = 16;
 
 impl TcpPeer {
     /// Dial a [`Flow::Pager`] to this peer for a DSM pager of this node (blocking: call it
@@ -776,7 +794,7 @@ impl TcpPeer {
 /// socket and the segment's mapping. Any other frame, or one naming another connection
 /// than `conn` (the one the dialing daemon bound the flow to), ends the flow.
 /// What a pager flow may reach.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Bound {
     /// A connection to a segment of this node.
     Segment(u64),
