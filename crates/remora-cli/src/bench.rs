@@ -732,14 +732,14 @@ fn dma(reps: u32) -> Result<(), String> {
 
 /// Two nodes of this host joined over TCP on loopback (as if on two hosts), in a private
 /// runtime directory; daemons are started by the library and stopped at the end.
-struct TcpPair {
+pub(crate) struct TcpPair {
     dir: std::path::PathBuf,
-    a: Sisci,
-    b: Sisci,
+    pub(crate) a: Sisci,
+    pub(crate) b: Sisci,
 }
 
 impl TcpPair {
-    fn new() -> Result<TcpPair, String> {
+    pub(crate) fn new() -> Result<TcpPair, String> {
         let dir = std::env::temp_dir().join(format!("remora-bench-dsm-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(e)?;
         let port =

@@ -104,7 +104,84 @@ pub fn scif(batch: u32, rounds: u32) -> Result<(), String> {
     let result = parent(&scif, child_node, port, &raw, batch, rounds);
     let _ = child.wait();
     let _ = std::fs::remove_file(&raw_path);
-    result
+    result?;
+    rma_across_hosts()
+}
+
+/// `scif_writeto`/`scif_readfrom` of 16 MiB between endpoints of two nodes joined over TCP
+/// on loopback (as between hosts), beside a raw TCP transfer of the same size.
+fn rma_across_hosts() -> Result<(), String> {
+    const LEN: usize = 16 << 20;
+    let pair = crate::bench::TcpPair::new()?;
+    let (sa, sb) = (Scif::with_config(pair.a.config().clone()), Scif::with_config(pair.b.config().clone()));
+    let l = Endpoint::open(&sb).map_err(e)?;
+    let port = l.bind(0).map_err(e)?;
+    l.listen(4).map_err(e)?;
+    let t0 = Instant::now();
+    while !sa.node_ids().map_err(e)?.contains(&8) {
+        if t0.elapsed() > std::time::Duration::from_secs(10) {
+            return Err("the link between nodes 4 and 8 did not come up".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let c = Endpoint::open(&sa).map_err(e)?;
+    let c2 = c.clone();
+    let t = std::thread::spawn(move || c2.connect(PortId { node: 8, port }).map(|_| ()));
+    let (s, _) = l.accept(true).map_err(e)?;
+    t.join().map_err(|_| "connect thread")?.map_err(e)?;
+    let soff = s.register(leak(LEN), 0, Prot::RW, true).map_err(e)?;
+    let src = leak(LEN);
+    src.write(0, &vec![0x3c; LEN]).map_err(e)?;
+    let coff = c.register(src, 0, Prot::RW, true).map_err(e)?;
+    let (mut w, mut r, mut raw) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let t = Instant::now();
+        c.write_to(coff, LEN, soff, RmaFlags::default()).map_err(e)?;
+        w.push(LEN as f64 / t.elapsed().as_secs_f64() / 1e9);
+        let t = Instant::now();
+        c.read_from(coff, LEN, soff, RmaFlags::default()).map_err(e)?;
+        r.push(LEN as f64 / t.elapsed().as_secs_f64() / 1e9);
+        raw.push(raw_tcp_bulk(LEN)?);
+    }
+    let (w, r, raw) = (median(&mut w), median(&mut r), median(&mut raw));
+    row(
+        "scif_writeto 16 MiB across hosts (TCP)",
+        format!("{w:.2} GB/s"),
+        format!("{raw:.2} GB/s"),
+        w / raw,
+        "reported (raw TCP, loopback)",
+    );
+    row(
+        "scif_readfrom 16 MiB across hosts (TCP)",
+        format!("{r:.2} GB/s"),
+        format!("{raw:.2} GB/s"),
+        r / raw,
+        "reported (raw TCP, loopback)",
+    );
+    let _ = (s.close(), c.close());
+    Ok(())
+}
+
+/// One raw TCP transfer of `len` bytes between two threads on loopback: GB/s.
+fn raw_tcp_bulk(len: usize) -> Result<f64, String> {
+    use std::io::{Read as _, Write as _};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(e)?;
+    let addr = l.local_addr().map_err(e)?;
+    let rx = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut s, _) = l.accept()?;
+        let mut buf = vec![0u8; len];
+        s.read_exact(&mut buf)?;
+        s.write_all(b"k")
+    });
+    let data = vec![0x3cu8; len];
+    let mut s = std::net::TcpStream::connect(addr).map_err(e)?;
+    let t = Instant::now();
+    s.write_all(&data).map_err(e)?;
+    let mut k = [0u8; 1];
+    s.read_exact(&mut k).map_err(e)?;
+    let secs = t.elapsed().as_secs_f64();
+    rx.join().map_err(|_| "receiver")?.map_err(e)?;
+    Ok(len as f64 / secs / 1e9)
 }
 
 fn parent(

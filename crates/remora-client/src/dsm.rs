@@ -67,7 +67,7 @@
 //! cannot open a pager flow, requests go through this node's daemon instead.
 
 use crate::Session;
-use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, BULK_FRAME};
+use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, BULK_FRAME, MAX_SCIF_FRAME};
 use remora_proto::{Reply, Request, ScifRequest, MAX_DATA_IO};
 use remora_sys::sync::EventFd;
 use remora_sys::uffd::{Uffd, UffdRegion};
@@ -155,6 +155,9 @@ static FLOWS: Mutex<Vec<KnownFlow>> = Mutex::new(Vec::new());
 /// The pager flow for connection `conn` of `session`: the one its other maps use, or a new
 /// one. `None` where the daemon cannot open one.
 fn shared_flow(session: &Arc<Session>, home: Home) -> Option<Flow> {
+    if std::env::var_os("REMORA_PAGER_FLOWS").is_some_and(|v| v == "0") {
+        return None;
+    }
     let (conn, req) = match home {
         Home::Segment { conn } => (conn, Request::DsmFlow { conn }),
         // One SCIF endpoint session has one peer.
@@ -246,6 +249,37 @@ impl Direct {
             return Err(std::io::Error::other(format!("the home sent {} bytes", h.len)));
         }
         self.s.read_exact(page)
+    }
+
+    /// Store `data` at `offset` now, in frames of at most `MAX_SCIF_FRAME`, and wait for
+    /// the home to have it (with everything sent before).
+    fn write_now(&mut self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        let r = (|| {
+            if self.broken {
+                return Err(std::io::Error::other("the pager flow failed earlier"));
+            }
+            // Stores queued by the pager go first.
+            let queued = std::mem::take(&mut self.out);
+            self.s.write_all(&queued)?;
+            for (i, chunk) in data.chunks(MAX_SCIF_FRAME).enumerate() {
+                let f = self.frame(BulkOp::Write, offset + (i * MAX_SCIF_FRAME) as u64, chunk.len(), false);
+                self.s.write_all(f.as_bytes())?;
+                self.s.write_all(chunk)?;
+            }
+            let f = self.frame(BulkOp::Write, 0, 0, true);
+            self.s.write_all(f.as_bytes())?;
+            match self.answer(BulkOp::Ack, true)? {
+                h if h.ok => Ok(()),
+                _ => {
+                    Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "the peer refused a store"))
+                }
+            }
+        })();
+        if let Err(e) = &r {
+            self.broken |= e.kind() != std::io::ErrorKind::PermissionDenied;
+        }
+        r
     }
 
     /// Queue a store of `data` at `offset`.
@@ -356,6 +390,37 @@ fn set_unanswered(m: &mut PMap, v: bool) {
             UNANSWERED.fetch_sub(1, Ordering::SeqCst);
         }
     }
+}
+
+/// `scif_writeto` and friends to a peer on another host: store `data` at `roffset` of the
+/// peer's registered address space over the endpoint session's pager flow (shared with its
+/// maps of the peer's windows, so their stores stay in order), returning once the peer's
+/// node has it. `None` where no pager flow can be had (the caller goes through the daemon).
+///
+/// # Errors
+/// The flow failed; `PermissionDenied` when the peer's node refused a store (no window
+/// there, no write access): ask the daemon for the precise error.
+pub fn scif_remote_write(session: &Arc<Session>, roffset: u64, data: &[u8]) -> Option<std::io::Result<()>> {
+    let flow = shared_flow(session, Home::ScifPeer)?;
+    let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
+    Some(d.write_now(roffset, data))
+}
+
+/// `scif_readfrom` and friends from a peer on another host, over the endpoint session's
+/// pager flow, in frames of at most 1 MiB. `None` where no pager flow can be had.
+///
+/// # Errors
+/// The flow failed; `PermissionDenied` when the peer's node refused the read: ask the
+/// daemon for the precise error.
+pub fn scif_remote_read(session: &Arc<Session>, roffset: u64, out: &mut [u8]) -> Option<std::io::Result<()>> {
+    let flow = shared_flow(session, Home::ScifPeer)?;
+    let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
+    for (i, chunk) in out.chunks_mut(MAX_SCIF_FRAME).enumerate() {
+        if let Err(e) = d.read(roffset + (i * MAX_SCIF_FRAME) as u64, chunk) {
+            return Some(Err(e));
+        }
+    }
+    Some(Ok(()))
 }
 
 /// Wait until every store made so far to maps of other hosts has reached its home (at most

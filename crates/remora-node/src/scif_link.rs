@@ -154,7 +154,19 @@ pub async fn serve_connect(
 /// `PeerRequest::ScifWrite`: RMA into the windows of the local endpoint of `conn`, for
 /// node `from` (which must be the connection's far end).
 pub fn serve_write(node: &Node, from: u32, conn: u64, offset: u64, data: &[u8]) -> Result<(), Error> {
-    if data.len() > MAX_DATA_IO {
+    serve_write_up_to(node, from, conn, offset, data, MAX_DATA_IO)
+}
+
+/// [`serve_write`] for at most `limit` bytes (a pager flow's larger frames).
+pub fn serve_write_up_to(
+    node: &Node,
+    from: u32,
+    conn: u64,
+    offset: u64,
+    data: &[u8],
+    limit: usize,
+) -> Result<(), Error> {
+    if data.len() > limit {
         return Err(Error::IllegalParameter(format!("write of {} bytes", data.len())));
     }
     let pieces = node.lock().scif.remote_rma_pieces(from, conn, offset, data.len() as u64, 2)?;
@@ -171,7 +183,19 @@ pub fn serve_write(node: &Node, from: u32, conn: u64, offset: u64, data: &[u8]) 
 /// `PeerRequest::ScifRead`: RMA from the windows of the local endpoint of `conn`, for node
 /// `from` (which must be the connection's far end).
 pub fn serve_read(node: &Node, from: u32, conn: u64, offset: u64, len: u32) -> Result<Vec<u8>, Error> {
-    if len as usize > MAX_DATA_IO {
+    serve_read_up_to(node, from, conn, offset, len, MAX_DATA_IO)
+}
+
+/// [`serve_read`] for at most `limit` bytes (a pager flow's larger frames).
+pub fn serve_read_up_to(
+    node: &Node,
+    from: u32,
+    conn: u64,
+    offset: u64,
+    len: u32,
+    limit: usize,
+) -> Result<Vec<u8>, Error> {
+    if len as usize > limit {
         return Err(Error::IllegalParameter(format!("read of {len} bytes")));
     }
     let pieces = node.lock().scif.remote_rma_pieces(from, conn, offset, len as u64, 1)?;

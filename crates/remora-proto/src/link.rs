@@ -22,6 +22,9 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 pub const MAX_LINK_FRAME: usize = 64 * 1024;
 /// The largest payload one bulk frame carries.
 pub const MAX_BULK_CHUNK: usize = 4 << 20;
+/// The largest payload of a frame on a pager flow bound to SCIF windows (RMA goes in such
+/// frames; a segment's flow carries at most a page).
+pub const MAX_SCIF_FRAME: usize = 1 << 20;
 
 /// Which of the two connections between two nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

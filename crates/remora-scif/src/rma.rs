@@ -110,8 +110,15 @@ impl Conn {
 }
 
 impl Conn {
-    /// RMA into the far peer's windows, through the daemons, in chunks.
+    /// RMA into the far peer's windows: over the endpoint's pager flow straight to the
+    /// peer's node, else (or for the precise error of a refused store) through the daemons,
+    /// in chunks.
     fn remote_write(&self, roffset: u64, data: &[u8]) -> Result<()> {
+        match remora_client::dsm::scif_remote_write(&self.session, roffset, data) {
+            Some(Ok(())) => return Ok(()),
+            Some(Err(e)) if e.kind() != std::io::ErrorKind::PermissionDenied => return Err(Error::Reset),
+            _ => {}
+        }
         for (i, chunk) in data.chunks(remora_proto::MAX_DATA_IO).enumerate() {
             let offset = roffset + (i * remora_proto::MAX_DATA_IO) as u64;
             let req = remora_proto::Request::Scif(remora_proto::ScifRequest::RemoteWrite {
@@ -123,8 +130,14 @@ impl Conn {
         Ok(())
     }
 
-    /// RMA from the far peer's windows, through the daemons, in chunks.
+    /// RMA from the far peer's windows: over the endpoint's pager flow, else (or for the
+    /// precise error of a refused read) through the daemons, in chunks.
     fn remote_read(&self, roffset: u64, out: &mut [u8]) -> Result<()> {
+        match remora_client::dsm::scif_remote_read(&self.session, roffset, out) {
+            Some(Ok(())) => return Ok(()),
+            Some(Err(e)) if e.kind() != std::io::ErrorKind::PermissionDenied => return Err(Error::Reset),
+            _ => {}
+        }
         for (i, chunk) in out.chunks_mut(remora_proto::MAX_DATA_IO).enumerate() {
             let offset = roffset + (i * remora_proto::MAX_DATA_IO) as u64;
             let req = remora_proto::Request::Scif(remora_proto::ScifRequest::RemoteRead {

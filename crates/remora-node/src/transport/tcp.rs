@@ -809,6 +809,10 @@ fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, bound: Bound) 
     let mut rd = std::io::BufReader::with_capacity(64 << 10, rd);
     let mut wr = s;
     let mut scratch = vec![0u8; 64 << 10];
+    // Grows to the largest SCIF frame seen.
+    let mut big: Vec<u8> = Vec::new();
+    // A SCIF store was refused since the last answer.
+    let mut refused = false;
     loop {
         let mut raw = [0u8; BULK_FRAME];
         let hdr = match rd.read_exact(&mut raw).and_then(|()| {
@@ -830,32 +834,53 @@ fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, bound: Bound) 
         }
         let r = match (bound, hdr.op) {
             (Bound::Scif(_), BulkOp::Write) => {
-                // Stores into the registered windows; one the windows cannot take ends the
-                // flow (the process sees it at its next send).
+                // Stores into the registered windows (DSM diffs, or RMA in frames of up to
+                // `MAX_SCIF_FRAME`).
                 let n = hdr.len as usize;
-                if n > remora_proto::MAX_DATA_IO {
+                if n > MAX_SCIF_FRAME {
                     break;
                 }
-                if rd.read_exact(&mut scratch[..n]).is_err() {
+                if big.len() < n {
+                    big.resize(n, 0);
+                }
+                if rd.read_exact(&mut big[..n]).is_err() {
                     break;
                 }
-                if let Err(e) = crate::scif_link::serve_write(&node, peer.id, conn, hdr.offset, &scratch[..n])
-                {
-                    tracing::info!(peer = peer.id, conn, "a SCIF pager flow's store failed ({e:?}); closed");
-                    break;
+                let stored = crate::scif_link::serve_write_up_to(
+                    &node,
+                    peer.id,
+                    conn,
+                    hdr.offset,
+                    &big[..n],
+                    MAX_SCIF_FRAME,
+                );
+                if let Err(e) = stored {
+                    // Refused (no window there, no write access, connection gone): said in
+                    // the next answer, which the process turns into the precise error.
+                    tracing::debug!(peer = peer.id, conn, "a SCIF pager flow's store was refused: {e:?}");
+                    refused = true;
                 }
                 if hdr.ok {
-                    let ack = BulkHeader { op: BulkOp::Ack, ok: true, len: 0, ..hdr };
+                    let ack = BulkHeader { op: BulkOp::Ack, ok: !refused, len: 0, ..hdr };
+                    refused = false;
                     wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&ack)))
                 } else {
                     Ok(())
                 }
             }
             (Bound::Scif(_), BulkOp::Read) => {
-                let got = u32::try_from(hdr.len)
-                    .ok()
-                    .filter(|&n| n as usize <= remora_proto::MAX_DATA_IO)
-                    .and_then(|n| crate::scif_link::serve_read(&node, peer.id, conn, hdr.offset, n).ok());
+                let got =
+                    u32::try_from(hdr.len).ok().filter(|&n| n as usize <= MAX_SCIF_FRAME).and_then(|n| {
+                        crate::scif_link::serve_read_up_to(
+                            &node,
+                            peer.id,
+                            conn,
+                            hdr.offset,
+                            n,
+                            MAX_SCIF_FRAME,
+                        )
+                        .ok()
+                    });
                 let data = BulkHeader {
                     op: BulkOp::Data,
                     ok: got.is_some(),
@@ -863,9 +888,8 @@ fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, bound: Bound) 
                     ..hdr
                 };
                 peer.bytes_out.fetch_add(BULK_FRAME as u64 + data.len, Ordering::Relaxed);
-                let mut out = zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&data)).to_vec();
-                out.extend_from_slice(got.as_deref().unwrap_or(&[]));
-                wr.write_all(&out)
+                wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&data)))
+                    .and_then(|()| wr.write_all(got.as_deref().unwrap_or(&[])))
             }
             (Bound::Segment(_), BulkOp::Write) => {
                 // A store the segment cannot take (the connection is gone, or the range is
