@@ -262,19 +262,39 @@ impl Direct {
             // Stores queued by the pager go first.
             let queued = std::mem::take(&mut self.out);
             self.s.write_all(&queued)?;
+            // Every frame asks for an answer (so a refusal is told, not fatal). Answers are
+            // read as they come once 64 are outstanding, and the rest after the last frame.
+            let mut next = self.tag + 1;
+            let mut refused = false;
+            let mut take = |d: &mut Direct, next: &mut u64| -> std::io::Result<()> {
+                let mut raw = [0u8; BULK_FRAME];
+                std::io::Read::read_exact(&mut d.s, &mut raw)?;
+                let h = BulkFrame::parse(&raw).map_err(std::io::Error::other)?;
+                if h.op != BulkOp::Ack || h.tag != *next {
+                    return Err(std::io::Error::other(format!("the home answered {h:?}")));
+                }
+                refused |= !h.ok;
+                *next += 1;
+                Ok(())
+            };
             for (i, chunk) in data.chunks(MAX_SCIF_FRAME).enumerate() {
-                let f = self.frame(BulkOp::Write, offset + (i * MAX_SCIF_FRAME) as u64, chunk.len(), false);
+                let f = self.frame(BulkOp::Write, offset + (i * MAX_SCIF_FRAME) as u64, chunk.len(), true);
                 self.s.write_all(f.as_bytes())?;
                 self.s.write_all(chunk)?;
-            }
-            let f = self.frame(BulkOp::Write, 0, 0, true);
-            self.s.write_all(f.as_bytes())?;
-            match self.answer(BulkOp::Ack, true)? {
-                h if h.ok => Ok(()),
-                _ => {
-                    Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "the peer refused a store"))
+                if self.tag + 1 - next > 64 {
+                    take(self, &mut next)?;
                 }
             }
+            while next <= self.tag {
+                take(self, &mut next)?;
+            }
+            if refused {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "the peer refused a store",
+                ));
+            }
+            Ok(())
         })();
         if let Err(e) = &r {
             self.broken |= e.kind() != std::io::ErrorKind::PermissionDenied;

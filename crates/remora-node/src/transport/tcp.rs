@@ -811,8 +811,6 @@ fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, bound: Bound) 
     let mut scratch = vec![0u8; 64 << 10];
     // Grows to the largest SCIF frame seen.
     let mut big: Vec<u8> = Vec::new();
-    // A SCIF store was refused since the last answer.
-    let mut refused = false;
     loop {
         let mut raw = [0u8; BULK_FRAME];
         let hdr = match rd.read_exact(&mut raw).and_then(|()| {
@@ -854,18 +852,24 @@ fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, bound: Bound) 
                     &big[..n],
                     MAX_SCIF_FRAME,
                 );
-                if let Err(e) = stored {
-                    // Refused (no window there, no write access, connection gone): said in
-                    // the next answer, which the process turns into the precise error.
-                    tracing::debug!(peer = peer.id, conn, "a SCIF pager flow's store was refused: {e:?}");
-                    refused = true;
-                }
-                if hdr.ok {
-                    let ack = BulkHeader { op: BulkOp::Ack, ok: !refused, len: 0, ..hdr };
-                    refused = false;
-                    wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&ack)))
-                } else {
-                    Ok(())
+                match (stored, hdr.ok) {
+                    // An RMA frame (it asks for an answer): a refusal (no window there, no
+                    // write access) is said in the answer, and the process asks the daemons
+                    // for the precise error.
+                    (r, true) => {
+                        let ack = BulkHeader { op: BulkOp::Ack, ok: r.is_ok(), len: 0, ..hdr };
+                        wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&ack)))
+                    }
+                    (Ok(()), false) => Ok(()),
+                    // A map's store nobody waits for: end the flow, the pager sees the loss.
+                    (Err(e), false) => {
+                        tracing::info!(
+                            peer = peer.id,
+                            conn,
+                            "a SCIF pager flow's store failed ({e:?}); closed"
+                        );
+                        break;
+                    }
                 }
             }
             (Bound::Scif(_), BulkOp::Read) => {
