@@ -777,20 +777,30 @@ impl Drop for TcpPair {
 /// Raw TCP ping-pong on loopback between two threads: median one-way time of `size`-byte
 /// messages, and (for page-sized ones) the round trip.
 fn raw_tcp(size: usize, rounds: u32) -> Result<f64, String> {
-    use std::io::{Read as _, Write as _};
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(e)?;
     let addr = l.local_addr().map_err(e)?;
-    let echo = std::thread::spawn(move || -> std::io::Result<()> {
-        let (mut s, _) = l.accept()?;
-        s.set_nodelay(true)?;
-        let mut buf = vec![0u8; size];
-        for _ in 0..rounds {
-            s.read_exact(&mut buf)?;
-            s.write_all(&buf)?;
-        }
-        Ok(())
-    });
-    let mut s = std::net::TcpStream::connect(addr).map_err(e)?;
+    let echo = std::thread::spawn(move || echo_loop(l.accept()?.0, size, rounds));
+    let out = ping_loop(std::net::TcpStream::connect(addr).map_err(e)?, size, rounds)?;
+    echo.join().map_err(|_| "echo thread")?.map_err(e)?;
+    Ok(out)
+}
+
+/// Echo `rounds` messages of `size` bytes back on `s`.
+fn echo_loop(mut s: std::net::TcpStream, size: usize, rounds: u32) -> std::io::Result<()> {
+    use std::io::{Read as _, Write as _};
+    s.set_nodelay(true)?;
+    let mut buf = vec![0u8; size];
+    for _ in 0..rounds {
+        s.read_exact(&mut buf)?;
+        s.write_all(&buf)?;
+    }
+    Ok(())
+}
+
+/// Send `rounds` messages of `size` bytes on `s`, each answered before the next: the median
+/// one-way time in ns.
+fn ping_loop(mut s: std::net::TcpStream, size: usize, rounds: u32) -> Result<f64, String> {
+    use std::io::{Read as _, Write as _};
     s.set_nodelay(true).map_err(e)?;
     let mut buf = vec![0u8; size];
     let mut v = Vec::new();
@@ -800,7 +810,6 @@ fn raw_tcp(size: usize, rounds: u32) -> Result<f64, String> {
         s.read_exact(&mut buf).map_err(e)?;
         v.push(t.elapsed().as_nanos() as f64 / 2.0);
     }
-    echo.join().map_err(|_| "echo thread")?.map_err(e)?;
     Ok(median(&mut v))
 }
 
@@ -963,34 +972,16 @@ fn maps_pingpong(
 /// The echo half of the raw TCP reference across hosts: bind `bind`, print the port, echo
 /// `rounds` messages of `size` bytes.
 fn tcp_echo(bind: &str, size: usize, rounds: u32) -> Result<(), String> {
-    use std::io::{Read as _, Write as _};
+    use std::io::Write as _;
     let l = std::net::TcpListener::bind(bind).map_err(e)?;
     println!("{}", l.local_addr().map_err(e)?.port());
     std::io::stdout().flush().map_err(e)?;
-    let (mut s, _) = l.accept().map_err(e)?;
-    s.set_nodelay(true).map_err(e)?;
-    let mut buf = vec![0u8; size];
-    for _ in 0..rounds {
-        s.read_exact(&mut buf).map_err(e)?;
-        s.write_all(&buf).map_err(e)?;
-    }
-    Ok(())
+    echo_loop(l.accept().map_err(e)?.0, size, rounds).map_err(e)
 }
 
 /// The ping half of the raw TCP reference across hosts: prints the median one-way in ns.
 fn tcp_ping(to: &str, size: usize, rounds: u32) -> Result<(), String> {
-    use std::io::{Read as _, Write as _};
-    let mut s = std::net::TcpStream::connect(to).map_err(e)?;
-    s.set_nodelay(true).map_err(e)?;
-    let mut buf = vec![0u8; size];
-    let mut v = Vec::new();
-    for _ in 0..rounds {
-        let t = Instant::now();
-        s.write_all(&buf).map_err(e)?;
-        s.read_exact(&mut buf).map_err(e)?;
-        v.push(t.elapsed().as_nanos() as f64 / 2.0);
-    }
-    println!("{}", median(&mut v));
+    println!("{}", ping_loop(std::net::TcpStream::connect(to).map_err(e)?, size, rounds)?);
     Ok(())
 }
 

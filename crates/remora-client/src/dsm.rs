@@ -420,7 +420,7 @@ fn set_unanswered(m: &mut PMap, v: bool) {
 /// # Errors
 /// The flow failed; `PermissionDenied` when the peer's node refused a store (no window
 /// there, no write access): ask the daemon for the precise error.
-pub fn scif_remote_write(session: &Arc<Session>, roffset: u64, data: &[u8]) -> Option<std::io::Result<()>> {
+pub fn peer_window_write(session: &Arc<Session>, roffset: u64, data: &[u8]) -> Option<std::io::Result<()>> {
     let flow = shared_flow(session, Home::ScifPeer)?;
     let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
     Some(d.write_now(roffset, data))
@@ -432,7 +432,7 @@ pub fn scif_remote_write(session: &Arc<Session>, roffset: u64, data: &[u8]) -> O
 /// # Errors
 /// The flow failed; `PermissionDenied` when the peer's node refused the read: ask the
 /// daemon for the precise error.
-pub fn scif_remote_read(session: &Arc<Session>, roffset: u64, out: &mut [u8]) -> Option<std::io::Result<()>> {
+pub fn peer_window_read(session: &Arc<Session>, roffset: u64, out: &mut [u8]) -> Option<std::io::Result<()>> {
     let flow = shared_flow(session, Home::ScifPeer)?;
     let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
     for (i, chunk) in out.chunks_mut(MAX_SCIF_FRAME).enumerate() {

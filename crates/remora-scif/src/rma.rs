@@ -114,7 +114,7 @@ impl Conn {
     /// peer's node, else (or for the precise error of a refused store) through the daemons,
     /// in chunks.
     fn remote_write(&self, roffset: u64, data: &[u8]) -> Result<()> {
-        match remora_client::dsm::scif_remote_write(&self.session, roffset, data) {
+        match remora_client::dsm::peer_window_write(&self.session, roffset, data) {
             Some(Ok(())) => return Ok(()),
             Some(Err(e)) if e.kind() != std::io::ErrorKind::PermissionDenied => return Err(Error::Reset),
             _ => {}
@@ -133,7 +133,7 @@ impl Conn {
     /// RMA from the far peer's windows: over the endpoint's pager flow, else (or for the
     /// precise error of a refused read) through the daemons, in chunks.
     fn remote_read(&self, roffset: u64, out: &mut [u8]) -> Result<()> {
-        match remora_client::dsm::scif_remote_read(&self.session, roffset, out) {
+        match remora_client::dsm::peer_window_read(&self.session, roffset, out) {
             Some(Ok(())) => return Ok(()),
             Some(Err(e)) if e.kind() != std::io::ErrorKind::PermissionDenied => return Err(Error::Reset),
             _ => {}

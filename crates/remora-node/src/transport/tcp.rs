@@ -811,19 +811,7 @@ fn pager_flow(node: Weak<Node>, peer: Arc<TcpPeer>, s: StdStream, bound: Bound) 
     let mut scratch = vec![0u8; 64 << 10];
     // Grows to the largest SCIF frame seen.
     let mut big: Vec<u8> = Vec::new();
-    loop {
-        let mut raw = [0u8; BULK_FRAME];
-        let hdr = match rd.read_exact(&mut raw).and_then(|()| {
-            BulkFrame::parse(&raw).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-        }) {
-            Ok(h) => h,
-            Err(e) => {
-                if e.kind() == std::io::ErrorKind::InvalidData {
-                    tracing::warn!(peer = peer.id, "malformed pager frame, closing the flow: {e}");
-                }
-                break;
-            }
-        };
+    while let Some(hdr) = read_header(&mut rd, peer.id, "pager") {
         let Some(node) = node.upgrade() else { break };
         peer.bytes_in.fetch_add(BULK_FRAME as u64 + hdr.len, Ordering::Relaxed);
         if hdr.conn != conn {
@@ -993,19 +981,7 @@ fn bulk_writer(peer: Arc<TcpPeer>, mut s: StdStream, rx: std::sync::mpsc::Receiv
 /// Serve the incoming side of a bulk flow until it breaks.
 fn bulk_reader(node: Weak<Node>, peer: Arc<TcpPeer>, mut s: StdStream) {
     let mut scratch = vec![0u8; 64 << 10];
-    loop {
-        let mut raw = [0u8; BULK_FRAME];
-        let hdr = match s.read_exact(&mut raw).and_then(|()| {
-            BulkFrame::parse(&raw).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-        }) {
-            Ok(h) => h,
-            Err(e) => {
-                if e.kind() == std::io::ErrorKind::InvalidData {
-                    tracing::warn!(peer = peer.id, "malformed bulk frame, closing the flow: {e}");
-                }
-                break;
-            }
-        };
+    while let Some(hdr) = read_header(&mut s, peer.id, "bulk") {
         let Some(node) = node.upgrade() else { break };
         peer.bytes_in.fetch_add(hdr.len, Ordering::Relaxed);
         let ok = match hdr.op {
@@ -1060,6 +1036,20 @@ fn bulk_reader(node: Weak<Node>, peer: Arc<TcpPeer>, mut s: StdStream) {
         }
     }
     peer.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).clear();
+}
+
+/// The next bulk frame header of a flow; `None` when the flow ended or sent a malformed
+/// header (logged: the flow is then closed).
+fn read_header(r: &mut impl Read, peer: u32, flow: &str) -> Option<BulkHeader> {
+    let mut raw = [0u8; BULK_FRAME];
+    r.read_exact(&mut raw).ok()?;
+    match BulkFrame::parse(&raw) {
+        Ok(h) => Some(h),
+        Err(e) => {
+            tracing::warn!(peer, "malformed {flow} frame, closing the flow: {e}");
+            None
+        }
+    }
 }
 
 fn discard(s: &mut impl Read, mut len: u64, scratch: &mut [u8]) -> std::io::Result<()> {
