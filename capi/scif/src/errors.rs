@@ -1,6 +1,7 @@
 //! The one table from the safe API's errors to errno values, and the guard every entry
 //! point runs in (errno set, no panic reaches C).
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use remora_scif::Error;
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};

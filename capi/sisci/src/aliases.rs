@@ -4,6 +4,7 @@
 //! `libsisci.map`) let binaries built against Dolphin's headers, and programs that `dlsym`
 //! those names, use this library as well.
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 /// One tail-jump per name (arguments pass through untouched), versioned so that the
 /// version script can export it.
 #[cfg(target_arch = "x86_64")]

@@ -14,6 +14,7 @@
 //! * The return value: `SCI_CALLBACK_CANCEL` stops further calls; any other value
 //!   (normally `SCI_CALLBACK_CONTINUE`) keeps the callback.
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::consts::*;
 use crate::errors::code;
 use crate::handles::{handle, Gate};

@@ -12,6 +12,7 @@
 //! `SCI_FLAG_DMA_SYSDMA` (engine choices, accepted without effect: there is one engine).
 //! `SCI_FLAG_BROADCAST` gives `SCI_ERR_FLAG_NOT_IMPLEMENTED` (multicast comes later).
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::callbacks::{self, DmaClosure};
 use crate::consts::*;
 use crate::errors::{check_flags, run, run_quiet, run_with, ErrorOut, Fail, Out, Outcome};

@@ -1,6 +1,7 @@
 //! Error codes: the one table from the safe API's errors to `SCI_ERR_*` values, the
 //! descriptions `SCIGetErrorString` returns, and the guard every entry point runs in.
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::consts::*;
 use crate::types::sci_error_t;
 use remora_sisci::Error;

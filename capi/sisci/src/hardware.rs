@@ -3,6 +3,7 @@
 //! directory. They are
 //! exported so that programs link and run; each reports `SCI_ERR_NOT_SUPPORTED`.
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::consts::{sci_address_t, sci_ioaddr_t, sci_smartio_device_info_t, SCI_ERR_NOT_SUPPORTED};
 use crate::errors::{run, run_quiet, ErrorOut, Fail};
 use crate::types::{

@@ -6,6 +6,7 @@
 //! trigger satisfies one wait (or one callback). Data interrupts carry up to
 //! `SCI_MAX_DATA_INTERRUPT_LENGTH` (1024) bytes each, delivered in order.
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::callbacks;
 use crate::consts::*;
 use crate::errors::{check_flags, run, ErrorOut, Fail, Out, Outcome};

@@ -90,7 +90,6 @@
 //! Unknown flags give `SCI_ERR_ILLEGAL_FLAG` everywhere.
 
 #![deny(unsafe_op_in_unsafe_fn)]
-#![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 // The exported functions keep the C API's names.
 #![allow(non_snake_case)]

@@ -1,5 +1,6 @@
 //! Library initialisation, descriptors, node ids, probing and the string helpers.
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::consts::*;
 use crate::errors::{check_flags, error_string, run, ErrorOut, Fail, Out, Outcome};
 use crate::handles;

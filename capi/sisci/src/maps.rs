@@ -1,5 +1,6 @@
 //! Maps, sequences, barriers and the programmed-I/O copy helpers.
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::consts::*;
 use crate::errors::{check_flags, run, run_quiet, ErrorOut, Fail, Out, Outcome};
 use crate::handles::{self, handle, key};

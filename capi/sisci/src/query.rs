@@ -1,6 +1,7 @@
 //! `SCIQuery`: the answers about the library, the adapter, the system, segments, maps
 //! and DMA.
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::consts::*;
 use crate::errors::{check_flags, run, ErrorOut, Fail, Outcome};
 use crate::handles::{self, key};

@@ -1,6 +1,7 @@
 //! Local segments (create, prepare, available, remove, register memory, share, attach)
 //! and remote segments (connect, disconnect, getters).
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::callbacks::{self, reason_code, status_code};
 use crate::consts::*;
 use crate::errors::{check_flags, run, run_quiet, ErrorOut, Fail, Out, Outcome};

@@ -5,6 +5,8 @@
 //! dereferences them: the pointer's value is a key of the crate's handle table (see the
 //! `handles` module), so a forged or stale handle is looked up, never followed.
 
+#![allow(unsafe_code)]
+// this file is part of the unsafe layer: every block has a SAFETY comment
 // C type names are kept verbatim so the Rust and C sides read alike.
 #![allow(non_camel_case_types)]
 

@@ -5,6 +5,7 @@
 //! The library keeps process-wide state, so everything that depends on `SCIInitialize`
 //! runs in one ordered test (`scenario`); the other tests use no library state.
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use sisci::consts::*;
 use sisci::*;
 use std::ffi::{c_uint, c_void, CStr};

@@ -13,9 +13,6 @@
 //! assert_eq!(reply, Reply::Probe { reachable: true });
 //! ```
 
-#![deny(unsafe_code)]
-#![warn(missing_docs)]
-
 pub mod dsm;
 pub mod events;
 mod spawn;

@@ -11,9 +11,6 @@
 //! remora_node::run(cfg).unwrap();
 //! ```
 
-#![deny(unsafe_code)]
-#![warn(missing_docs)]
-
 pub mod cluster;
 mod dma;
 mod peer;

@@ -1,7 +1,5 @@
 //! `remorad`: the Remora node daemon.
 
-#![deny(unsafe_code)]
-
 use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;

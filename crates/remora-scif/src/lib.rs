@@ -28,9 +28,6 @@
 //! t.join().unwrap();
 //! ```
 
-#![deny(unsafe_code)]
-#![warn(missing_docs)]
-
 mod endpoint;
 mod error;
 mod rma;

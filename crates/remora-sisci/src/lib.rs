@@ -26,9 +26,6 @@
 //! assert_eq!(&buf, b"hello");
 //! ```
 
-#![deny(unsafe_code)]
-#![warn(missing_docs)]
-
 mod dma;
 mod error;
 mod events;

@@ -1,3 +1,5 @@
+//! The smallest end-to-end check: two nodes of one host share a segment.
+
 mod common;
 use remora_sisci::*;
 

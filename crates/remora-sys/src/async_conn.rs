@@ -1,6 +1,7 @@
 //! An async view of a `SOCK_SEQPACKET` control connection (tokio `AsyncFd` over the
 //! `remora-sys` calls). Only the daemon uses it, behind the `tokio` feature.
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use tokio::io::unix::AsyncFd;

@@ -1,5 +1,6 @@
 //! `mmap`ed views of segment memory.
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use rustix::mm::{MapFlags, ProtFlags};
 use std::io;
 use std::os::fd::BorrowedFd;

@@ -17,6 +17,7 @@
 //! the ring size and lengths are clamped, so a misbehaving peer can garble its own
 //! messages but never reach outside the region.
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::{Mapping, Memfd};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};

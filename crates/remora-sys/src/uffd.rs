@@ -10,6 +10,7 @@
 //! Only user-mode faults are requested (`UFFD_USER_MODE_ONLY`), so unprivileged processes
 //! may use it where the kernel allows.
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use rustix::ioctl::{opcode, Ioctl, Opcode, Updater};
 use rustix::mm::{MapFlags, ProtFlags, UserfaultfdFlags};
 use std::io;

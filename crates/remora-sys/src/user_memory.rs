@@ -5,6 +5,7 @@
 //! `MAP_FIXED | MAP_SHARED` over the very same addresses. The program keeps its pointers;
 //! the memory is now a memfd that the daemon can pass to importers.
 
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::Memfd;
 use rustix::mm::{MapFlags, ProtFlags};
 use std::io;

@@ -24,9 +24,6 @@
 //! `rmr<pid>x<instance>sw`. Namespaces left behind by a test process that died without
 //! unwinding (SIGKILL, abort) are removed by the next process that starts a cluster.
 
-#![deny(unsafe_code)]
-#![warn(missing_docs)]
-
 use std::ffi::OsStr;
 use std::fmt;
 use std::fs;

@@ -86,14 +86,24 @@ impl std::fmt::Debug for TcpPeer {
     }
 }
 
-fn mac(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], x: u32, y: u32) -> [u8; 32] {
+fn mac_state(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], x: u32, y: u32) -> Hmac<Sha256> {
     let mut m = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC takes any key length");
     m.update(label);
     m.update(a);
     m.update(b);
     m.update(&x.to_le_bytes());
     m.update(&y.to_le_bytes());
-    m.finalize().into_bytes().into()
+    m
+}
+
+fn mac(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], x: u32, y: u32) -> [u8; 32] {
+    mac_state(secret, label, a, b, x, y).finalize().into_bytes().into()
+}
+
+/// Whether `given` is the MAC of these inputs, compared in constant time (a timing
+/// difference must not tell a forger how many leading bytes were right).
+fn mac_ok(given: &[u8; 32], secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], x: u32, y: u32) -> bool {
+    mac_state(secret, label, a, b, x, y).verify_slice(given).is_ok()
 }
 
 fn nonce() -> [u8; 32] {
@@ -165,7 +175,7 @@ fn dial_handshake(s: &mut StdStream, me: &Node, to: u32, flow: Flow) -> std::io:
             if node != to {
                 return Err(refuse(s, format!("expected node {to}, answered by node {node}")));
             }
-            if m != mac(secret, b"remora-listener", &mine, &theirs, me.config.node, to) {
+            if !mac_ok(&m, secret, b"remora-listener", &mine, &theirs, me.config.node, to) {
                 return Err(refuse(s, format!("node {to} failed authentication")));
             }
             write_frame(
@@ -211,7 +221,7 @@ fn accept_handshake(s: &mut StdStream, me: &Node) -> std::io::Result<(u32, Flow,
     )?;
     match read_frame::<LinkMsg>(s)? {
         LinkMsg::Auth { mac: m }
-            if m == mac(&cluster.secret, b"remora-dialer", &mine, &theirs, node, me.config.node) =>
+            if mac_ok(&m, &cluster.secret, b"remora-dialer", &mine, &theirs, node, me.config.node) =>
         {
             write_frame(s, &LinkMsg::Welcome)?;
             Ok((node, flow, incarnation))
