@@ -12,15 +12,13 @@
 //! ```
 
 pub mod cluster;
-mod dma;
-mod peer;
-pub mod registry;
-pub mod scif;
-mod scif_link;
+pub mod core;
+mod inbound;
+pub mod personality;
 mod session;
 pub mod transport;
 
-use registry::Registry;
+use crate::core::Registry;
 use remora_proto::paths;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -75,8 +73,10 @@ pub struct Node {
     last_active: Mutex<Instant>,
     /// Changes at every start: peers use it to tell a restart from a pause.
     pub incarnation: u64,
-    /// Links to nodes of other hosts, by node id.
-    pub links: Mutex<std::collections::HashMap<u32, Arc<transport::tcp::TcpPeer>>>,
+    /// The books of the SCIF personality.
+    pub scif: Mutex<personality::scif::Books>,
+    /// The transports, opened when the daemon's runtime starts.
+    transports: std::sync::OnceLock<transport::Transports>,
 }
 
 impl Node {
@@ -86,6 +86,31 @@ impl Node {
         // at every statement boundary, so keep serving.
         self.reg.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// The SCIF personality's books, locked (never while the core's books are locked).
+    pub fn scif(&self) -> std::sync::MutexGuard<'_, personality::scif::Books> {
+        self.scif.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The transports to other nodes (none before the runtime started them).
+    pub fn transports(&self) -> &transport::Transports {
+        static NONE: std::sync::OnceLock<transport::Transports> = std::sync::OnceLock::new();
+        self.transports.get().unwrap_or_else(|| NONE.get_or_init(transport::Transports::none))
+    }
+
+    /// Release everything session `sid` held, in every personality and in the core.
+    pub fn end_session(&self, sid: u64) {
+        personality::end_session(self, sid);
+        self.lock().end_session(sid);
+    }
+}
+
+/// A fresh number for this daemon start: peers tell a restart from a pause by it, and
+/// handles differ from one start to the next.
+pub fn new_incarnation() -> u64 {
+    let mut n = [0u8; 8];
+    let _ = rustix::rand::getrandom(&mut n, rustix::rand::GetRandomFlags::empty());
+    u64::from_le_bytes(n) | 1
 }
 
 /// Run a daemon until it is shut down, idles out or gets SIGTERM/SIGINT.
@@ -117,8 +142,9 @@ pub fn run(config: Config) -> Result<(), StartError> {
         shutdown: Notify::new(),
         started: Instant::now(),
         last_active: Mutex::new(Instant::now()),
-        incarnation: transport::tcp::new_incarnation(),
-        links: Mutex::new(std::collections::HashMap::new()),
+        incarnation: new_incarnation(),
+        scif: Mutex::new(Default::default()),
+        transports: std::sync::OnceLock::new(),
     });
     tracing::info!(node = node.config.node, socket = %sock.display(), "node daemon up");
     let result = rt.block_on(serve(node.clone(), listener));
@@ -130,7 +156,16 @@ pub fn run(config: Config) -> Result<(), StartError> {
 }
 
 async fn serve(node: Arc<Node>, listener: std::os::fd::OwnedFd) -> Result<(), StartError> {
-    transport::tcp::start(node.clone()).await.map_err(|e| StartError::Io("cluster listener", e))?;
+    let env = transport::Env {
+        node: node.config.node,
+        runtime_dir: node.config.runtime_dir.clone(),
+        cluster: node.config.cluster.clone(),
+        incarnation: node.incarnation,
+    };
+    let inbound = Arc::new(inbound::NodeInbound::new(Arc::downgrade(&node)));
+    let transports =
+        transport::Transports::open(&env, inbound).map_err(|e| StartError::Io("transports", e))?;
+    let _ = node.transports.set(transports);
     let listener = remora_sys::async_conn::register(listener).map_err(|e| StartError::Io("listener", e))?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| StartError::Io("signal", e))?;

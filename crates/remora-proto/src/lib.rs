@@ -22,8 +22,9 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 /// The first two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"RM";
-/// The protocol version this build speaks. Bump on any incompatible change (2: SCIF).
-pub const VERSION: u16 = 2;
+/// The protocol version this build speaks. Bump on any incompatible change (2: SCIF; 3: peer
+/// requests grouped by personality, pager flows bound to a [`link::RangeRef`]).
+pub const VERSION: u16 = 3;
 /// The largest frame either side sends or accepts.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// The most bytes one [`Request::SegRead`] or [`Request::SegWrite`] carries.
@@ -882,7 +883,7 @@ mod tests {
             }
             let m = ServerMsg::Reply { id: 9, result: Ok(Reply::Data(data.clone())) };
             prop_assert_eq!(decode::<ServerMsg>(&encode(&m).unwrap()).unwrap(), m);
-            let l = link::LinkMsg::Request { id: 1, origin: 2, req: link::PeerRequest::ScifData { conn: offset, data } };
+            let l = link::LinkMsg::Request { id: 1, origin: 2, req: link::PeerRequest::Scif(link::ScifPeerRequest::Data { conn: offset, data }) };
             prop_assert_eq!(decode::<link::LinkMsg>(&encode(&l).unwrap()).unwrap(), l);
         }
     }

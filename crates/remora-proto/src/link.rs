@@ -22,9 +22,11 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 pub const MAX_LINK_FRAME: usize = 64 * 1024;
 /// The largest payload one bulk frame carries.
 pub const MAX_BULK_CHUNK: usize = 4 << 20;
-/// The largest payload of a frame on a pager flow bound to SCIF windows (RMA goes in such
-/// frames; a segment's flow carries at most a page).
-pub const MAX_SCIF_FRAME: usize = 1 << 20;
+/// The largest payload of a frame on a pager flow (RMA into registered memory goes in such
+/// frames; a DSM pager sends at most a page).
+pub const MAX_PAGER_FRAME: usize = 1 << 20;
+/// The name SCIF's client code uses for [`MAX_PAGER_FRAME`].
+pub const MAX_SCIF_FRAME: usize = MAX_PAGER_FRAME;
 
 /// Which of the two connections between two nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,18 +122,45 @@ pub enum LinkMsg {
         origin: u64,
     },
     /// First frame of a [`Flow::Pager`], sent by the dialing daemon before it hands the
-    /// socket to a process: the flow may touch this connection of the listener only.
+    /// socket to a process: the flow may touch this memory of the listener only.
     PagerBind {
-        /// The listener's handle of the connection.
-        conn: u64,
+        /// What the flow reaches (the listening node decides what that memory is).
+        target: RangeRef,
     },
-    /// As [`LinkMsg::PagerBind`], for the registered windows of the listener's end of a
-    /// SCIF connection (`conn` is the listener's handle of it; offsets in the frames are
-    /// offsets of its registered address space).
-    PagerBindScif {
-        /// The listener's handle of the SCIF connection.
-        conn: u64,
-    },
+}
+
+/// Memory of a node that a peer reaches through a pager flow or bulk frames, named the way
+/// the owning node's core names it. Transports carry it without looking inside; the node
+/// that owns the memory resolves it and checks every access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RangeRef {
+    /// Which kind of handle.
+    pub space: Space,
+    /// The owning node's handle.
+    pub handle: u64,
+}
+
+/// The address spaces a [`RangeRef`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Space {
+    /// A connection of the peer to an export of the owning node (offsets are offsets in
+    /// the exported region). Bulk frames always name this space.
+    Connection,
+    /// The registered memory of the owning node's end of a message channel (offsets are
+    /// offsets of that end's registered address space).
+    Registered,
+}
+
+impl RangeRef {
+    /// A connection handle.
+    pub fn connection(handle: u64) -> RangeRef {
+        RangeRef { space: Space::Connection, handle }
+    }
+
+    /// The registered memory of a channel end.
+    pub fn registered(handle: u64) -> RangeRef {
+        RangeRef { space: Space::Registered, handle }
+    }
 }
 
 /// What one node asks another for a session.
@@ -190,8 +219,15 @@ pub enum PeerRequest {
         #[serde(with = "crate::runs")]
         runs: Vec<(u64, Vec<u8>)>,
     },
+    /// A request of the SCIF personality.
+    Scif(ScifPeerRequest),
+}
+
+/// What the SCIF personality of one node asks of another's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScifPeerRequest {
     /// `scif_connect` to a listener of the answering node.
-    ScifConnect {
+    Connect {
         /// The port listened on.
         port: u16,
         /// The connecting endpoint's port id (node, port).
@@ -200,7 +236,7 @@ pub enum PeerRequest {
         conn: u64,
     },
     /// Bytes an endpoint sent, for its peer on the answering node (in order).
-    ScifData {
+    Data {
         /// The answering node's connection handle.
         conn: u64,
         /// The bytes.
@@ -208,12 +244,12 @@ pub enum PeerRequest {
         data: Vec<u8>,
     },
     /// The endpoint on the asking node closed (after all its data).
-    ScifClose {
+    Close {
         /// The answering node's connection handle.
         conn: u64,
     },
     /// RMA: store bytes into the registered windows of the peer on the answering node.
-    ScifWrite {
+    Write {
         /// The answering node's connection handle.
         conn: u64,
         /// Offset in the peer's registered address space.
@@ -224,7 +260,7 @@ pub enum PeerRequest {
     },
     /// Check that windows of the peer on the answering node cover a range with the given
     /// protections (before a map of them).
-    ScifCheck {
+    Check {
         /// The answering node's connection handle.
         conn: u64,
         /// Offset in the peer's registered address space.
@@ -235,7 +271,7 @@ pub enum PeerRequest {
         prot: u8,
     },
     /// RMA: read bytes of the registered windows of the peer on the answering node.
-    ScifRead {
+    Read {
         /// The answering node's connection handle.
         conn: u64,
         /// Offset in the peer's registered address space.
@@ -266,8 +302,15 @@ pub enum PeerReply {
         /// Its number.
         intno: u32,
     },
-    /// A SCIF connection was accepted.
-    ScifAccepted {
+    /// An answer of the SCIF personality.
+    Scif(ScifPeerReply),
+}
+
+/// What the SCIF personality of the answering node says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScifPeerReply {
+    /// A connection was accepted.
+    Accepted {
         /// The answering node's handle of the connection.
         conn: u64,
         /// The accepting endpoint's port.

@@ -1,117 +1,301 @@
-//! How a node reaches the other nodes: the transports.
+//! How a node reaches the other nodes: the transports, and the contract every one keeps.
 //!
-//! # The contract every transport keeps
+//! # The contract
 //!
-//! A transport carries, for one session of this node, requests to another node and brings
-//! back their replies and the events the other node raises for that session:
+//! A transport moves requests and bytes between this node and other nodes. It knows no
+//! API: it never looks inside a [`PeerRequest`] it carries, nor inside a [`RangeRef`] a peer
+//! names, and it never touches the node's books. What arrives from a peer is handed to the
+//! node's [`Inbound`] handler, which serves it; what the node wants from a peer goes through
+//! the [`Transport`] trait. Each operation below is part of the contract:
 //!
-//! * **Connect / disconnect** a segment or an interrupt of the other node, waiting for it to
-//!   appear up to the caller's timeout. Everything the other node holds for the session is
-//!   released when the session ends, and when the transport loses the node.
-//! * **Data**: either the transport *shares memory* (it hands over the segment's memfd, so a
-//!   map is plain loads and stores and the DMA engine copies locally), or it moves bytes:
-//!   the DMA engine writes and reads ranges of the other node's segment through it. Every
-//!   offset and length is checked again by the node that owns the memory.
-//! * **Interrupts**: a shared-memory transport hands over the interrupt page (triggers go
-//!   straight to the waiter); otherwise a trigger is a request to the owning node.
-//! * **Failure is an event**: a transport reports a silent node (not operational), its return
-//!   (operational), and its loss (restarted or gone). In-flight requests and transfers to a
-//!   lost node fail; nothing waits forever.
+//! * **Request / response** ([`Transport::request`]): a request on behalf of one session
+//!   of this node, answered once, by the peer's [`Inbound::request`]. The answer may carry
+//!   descriptors when the transport shares memory with the peer (the `local` transport
+//!   hands memfds and interrupt pages over). A request to a node that cannot be reached
+//!   fails with [`Error::NodeNotResponding`] (or [`Error::NoSuchNode`]); it never waits
+//!   forever: a link that is coming up is waited for at most a few seconds.
+//! * **Session end** ([`Transport::session_end`]): the peer releases everything it holds for
+//!   that session. A transport remembers ends it could not deliver while a link was down
+//!   and delivers them when it comes back.
+//! * **Link state and events**: a transport reports a silent peer (not operational), its
+//!   return (operational) and its loss (its daemon restarted or is gone) through
+//!   [`Inbound::link_changed`] (for a whole link) or [`Inbound::route_lost`] (for one
+//!   session's route). In-flight requests and transfers to a lost peer fail.
+//! * **Statistics** ([`Transport::links`]): state, round-trip time and bytes per peer.
+//! * **Streaming reads and writes of a remote range** ([`Transport::write_range`],
+//!   [`Transport::read_range`]) for the DMA engine and RMA: bytes move between a mapping of
+//!   this node and a connection of the peer, checked again by the peer
+//!   ([`Inbound::memory`]). A transport that shares memory answers "unsupported" (the
+//!   engine copies locally).
+//! * **Pager flows** ([`Transport::pager_flow`]): a connection of its own that a DSM pager
+//!   of this node's processes uses to fetch pages of, and store into, one [`RangeRef`] of
+//!   the peer, bound by this node before it is handed over so that the process reaches
+//!   nothing else.
 //!
-//! An operation a transport cannot do answers `Error::Protocol("unsupported")` rather than
-//! pretending.
+//! An operation a transport cannot do answers [`unsupported`] rather than pretending. Bytes
+//! that arrive malformed close that one link (or flow), with the reason logged, and never
+//! the daemon.
 //!
 //! # The transports
 //!
-//! Each transport is one [`Transport`] value in [`TRANSPORTS`], the registration table,
-//! tried in order; the first that reaches a node carries its traffic.
+//! [`TRANSPORTS`] is the registration table, one line per transport, tried in order: the
+//! first that reaches a node carries its traffic.
 //!
 //! | name | reaches | shares memory | code |
 //! | --- | --- | --- | --- |
-//! | `local` | nodes of this host (same runtime directory) | yes | `crate::peer` |
+//! | `local` | nodes of this host (same runtime directory) | yes | [`local`] |
 //! | `tcp` | nodes of the cluster file, over TCP | no | [`tcp`] |
 //!
-//! One conformance suite (`crates/remora-sisci/tests/transport.rs`, and across network
-//! namespaces `tests/multihost.rs`) runs the same checks over every transport.
+//! One conformance suite (`crates/remora-node/tests/conformance.rs`) runs the same checks
+//! over every transport in the table.
 
+pub mod local;
 pub mod tcp;
 
-use crate::Node;
+use remora_proto::link::{PeerReply, PeerRequest, RangeRef};
+use remora_proto::{Error, Event};
+use remora_sys::Mapping;
+use std::future::Future;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
 
-/// A way to reach other nodes.
-pub trait Transport: Sync {
+/// A future that a trait object can return.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// An answer from a peer: the reply, and descriptors when the transport shares memory.
+pub type Answer = (PeerReply, Vec<OwnedFd>);
+
+/// The error of an operation a transport does not do.
+pub fn unsupported(transport: &str, what: &str) -> Error {
+    Error::Protocol(format!("unsupported: the {transport} transport does not do {what}"))
+}
+
+/// A link's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkState {
+    /// Never connected yet.
+    Down,
+    /// Connected, heartbeats answered.
+    Up,
+    /// Connected or reconnecting, but silent past the heartbeat budget.
+    NotOperational,
+    /// The peer is gone or restarted; a new connection starts afresh.
+    Lost,
+}
+
+impl LinkState {
+    /// The word `remora status` shows.
+    pub fn word(self) -> &'static str {
+        match self {
+            LinkState::Up => "up",
+            LinkState::NotOperational => "not operational",
+            LinkState::Down => "down",
+            LinkState::Lost => "lost",
+        }
+    }
+}
+
+/// What a transport tells about its link to one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkInfo {
+    /// The peer node.
+    pub node: u32,
+    /// Its address.
+    pub addr: String,
+    /// The link's state.
+    pub state: LinkState,
+    /// The last heartbeat round trip, in µs.
+    pub rtt_us: u64,
+    /// Bytes received from the peer.
+    pub bytes_in: u64,
+    /// Bytes sent to the peer.
+    pub bytes_out: u64,
+}
+
+/// What a transport needs to know of the node it serves.
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// This node's id.
+    pub node: u32,
+    /// The runtime directory of this host's nodes.
+    pub runtime_dir: PathBuf,
+    /// The cluster (nodes of other hosts), if any.
+    pub cluster: Option<crate::cluster::Cluster>,
+    /// This daemon's start (peers tell a restart from a pause by it).
+    pub incarnation: u64,
+}
+
+/// A way to reach other nodes. See the module doc for the contract.
+pub trait Transport: Send + Sync {
     /// The name in the table.
     fn name(&self) -> &'static str;
+
     /// Whether segments reached through it are mapped directly (shared memory).
     fn shares_memory(&self) -> bool;
-    /// Whether it carries traffic from `me` to `node`.
-    fn reaches(&self, me: &Node, node: u32) -> bool;
-    /// The route a session takes through it.
-    fn route(&self) -> Route;
+
+    /// Whether it carries traffic from this node to `node`.
+    fn reaches(&self, node: u32) -> bool;
+
+    /// Ask `node`, for session `origin` of this node.
+    ///
+    /// # Errors
+    /// The peer's answer when it refused; [`Error::NodeNotResponding`] when the link is down
+    /// or lost before the answer.
+    fn request(&self, node: u32, origin: u64, req: PeerRequest) -> BoxFuture<'_, Result<Answer, Error>>;
+
+    /// Session `origin` of this node ended: every peer it reached releases what it held.
+    fn session_end(&self, origin: u64);
+
+    /// The links this transport keeps, for status and statistics.
+    fn links(&self) -> Vec<LinkInfo>;
+
+    /// Deliver `event` to session `origin` of `node` (a session that reached this node
+    /// through this transport). Transports whose peers hold their own sessions here (the
+    /// peer daemon reads events on its proxy socket) have nothing to do.
+    fn send_event(&self, node: u32, origin: u64, event: Event) {
+        let _ = (node, origin, event);
+    }
+
+    /// Write `len` bytes of `src` at `src_off` into connection `conn` of `node` at `offset`
+    /// (blocking: for the DMA engine's threads).
+    ///
+    /// # Errors
+    /// [`unsupported`] for transports that share memory; [`Error::NodeNotResponding`] when
+    /// the transfer failed.
+    fn write_range(
+        &self,
+        node: u32,
+        conn: u64,
+        offset: u64,
+        src: &Arc<Mapping>,
+        src_off: usize,
+        len: usize,
+    ) -> Result<(), Error> {
+        let _ = (node, conn, offset, src, src_off, len);
+        Err(unsupported(self.name(), "streaming writes"))
+    }
+
+    /// Read `len` bytes of connection `conn` of `node` at `offset` into `dest` at
+    /// `dest_off` (blocking).
+    ///
+    /// # Errors
+    /// As [`Transport::write_range`].
+    fn read_range(
+        &self,
+        node: u32,
+        conn: u64,
+        offset: u64,
+        dest: &Arc<Mapping>,
+        dest_off: usize,
+        len: usize,
+    ) -> Result<(), Error> {
+        let _ = (node, conn, offset, dest, dest_off, len);
+        Err(unsupported(self.name(), "streaming reads"))
+    }
+
+    /// A pager flow to `node`, bound to `target` there, for a process of this node.
+    ///
+    /// # Errors
+    /// [`unsupported`] for transports that share memory; the dial's failure otherwise.
+    fn pager_flow(&self, node: u32, target: RangeRef) -> BoxFuture<'_, Result<OwnedFd, Error>> {
+        let _ = (node, target);
+        Box::pin(async move { Err(unsupported(self.name(), "pager flows")) })
+    }
 }
 
-/// The `local` transport: another daemon of this host hands memfds over its Unix socket.
-struct Local;
+/// What the node does for its transports: serve what peers send.
+pub trait Inbound: Send + Sync {
+    /// Serve a request of `from`'s session `origin`.
+    fn request(
+        &self,
+        from: u32,
+        origin: u64,
+        req: PeerRequest,
+    ) -> BoxFuture<'static, Result<PeerReply, Error>>;
 
-impl Transport for Local {
-    fn name(&self) -> &'static str {
-        "local"
-    }
-    fn shares_memory(&self) -> bool {
-        true
-    }
-    fn reaches(&self, me: &Node, node: u32) -> bool {
-        let forced = me.config.cluster.as_ref().is_some_and(|c| c.force_tcp && c.addr(node).is_some());
-        !forced && remora_proto::paths::socket_path(&me.config.runtime_dir, node).exists()
-    }
-    fn route(&self) -> Route {
-        Route::Local
-    }
+    /// `from`'s session `origin` ended: release what was held for it.
+    fn session_end(&self, from: u32, origin: u64);
+
+    /// An event from `from` for this node's session `origin` (handles are `from`'s).
+    fn event(&self, from: u32, origin: u64, event: Event);
+
+    /// The link to `peer` changed state.
+    fn link_changed(&self, peer: u32, state: LinkState);
+
+    /// The route of session `origin` to `node` broke (a shared-memory transport's per
+    /// session link closed): its connections there are lost.
+    fn route_lost(&self, node: u32, origin: u64);
+
+    /// The memory `target` of this node, as `from` may reach it (`None`: it may not).
+    fn memory(&self, from: u32, target: RangeRef) -> Option<Arc<dyn PeerMemory>>;
 }
 
-/// The `tcp` transport: nodes of the cluster file.
-struct Tcp;
-
-impl Transport for Tcp {
-    fn name(&self) -> &'static str {
-        "tcp"
-    }
-    fn shares_memory(&self) -> bool {
-        false
-    }
-    fn reaches(&self, me: &Node, node: u32) -> bool {
-        me.config.cluster.as_ref().is_some_and(|c| c.addr(node).is_some())
-    }
-    fn route(&self) -> Route {
-        Route::Tcp
-    }
+/// Memory of this node that a peer reaches; every access is checked when it is made.
+pub trait PeerMemory: Send + Sync {
+    /// The mappings that hold `len` bytes at `offset`, in order, as (mapping, offset in it,
+    /// bytes); `None` when the range may not be reached (gone, outside, no such access).
+    fn resolve(&self, offset: u64, len: u64, write: bool) -> Option<Vec<(Arc<Mapping>, usize, usize)>>;
 }
+
+/// A constructor in the registration table.
+pub type Open = fn(&Env, Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Transport>>;
 
 /// The registration table: one line per transport, in order of preference.
-pub static TRANSPORTS: &[&dyn Transport] = &[&Local, &Tcp];
+pub static TRANSPORTS: &[(&str, Open)] = &[("local", local::open), ("tcp", tcp::open)];
 
-/// How this node reaches another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// It is this node.
-    Me,
-    /// A node of this host: the `local` transport.
-    Local,
-    /// A node of the cluster on another host (or any node when `force_tcp` is set).
-    Tcp,
-    /// Unknown.
-    Unknown,
+/// The transports of a running node, opened from [`TRANSPORTS`].
+pub struct Transports {
+    open: Vec<Arc<dyn Transport>>,
 }
 
-/// The transport for `node`: the first in [`TRANSPORTS`] that reaches it.
-pub fn route(me: &Node, node: u32) -> Route {
-    if node == me.config.node {
-        return Route::Me;
+impl Transports {
+    /// Open every registered transport (tcp binds its listener: call inside the runtime).
+    ///
+    /// # Errors
+    /// The first transport that cannot start.
+    pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Transports> {
+        let mut open = Vec::new();
+        for (name, f) in TRANSPORTS {
+            let t =
+                f(env, inbound.clone()).map_err(|e| std::io::Error::new(e.kind(), format!("{name}: {e}")))?;
+            open.push(t);
+        }
+        Ok(Transports { open })
     }
-    TRANSPORTS.iter().find(|t| t.reaches(me, node)).map(|t| t.route()).unwrap_or(Route::Unknown)
-}
 
-/// The name of the transport that carries traffic to `node`, for status and logs.
-pub fn transport_name(me: &Node, node: u32) -> &'static str {
-    TRANSPORTS.iter().find(|t| t.reaches(me, node)).map(|t| t.name()).unwrap_or("none")
+    /// No transport (a node being built, or tests of the books).
+    pub fn none() -> Transports {
+        Transports { open: Vec::new() }
+    }
+
+    /// The transport that reaches `node`: the first in table order.
+    pub fn to(&self, node: u32) -> Option<&Arc<dyn Transport>> {
+        self.open.iter().find(|t| t.reaches(node))
+    }
+
+    /// Every open transport.
+    pub fn all(&self) -> &[Arc<dyn Transport>] {
+        &self.open
+    }
+
+    /// Tell every transport that session `origin` ended.
+    pub fn session_end(&self, origin: u64) {
+        for t in &self.open {
+            t.session_end(origin);
+        }
+    }
+
+    /// Every link of every transport, by node.
+    pub fn links(&self) -> Vec<LinkInfo> {
+        let mut v: Vec<LinkInfo> = self.open.iter().flat_map(|t| t.links()).collect();
+        v.sort_by_key(|l| l.node);
+        v
+    }
+
+    /// The state of the link to `node`, where a transport keeps one.
+    pub fn link_state(&self, node: u32) -> Option<LinkState> {
+        self.links().into_iter().find(|l| l.node == node).map(|l| l.state)
+    }
 }

@@ -1,14 +1,13 @@
-//! Links to the daemons of other nodes on this host.
+//! One session's link to the daemon of another node of this host (a *proxy*).
 //!
-//! A session that imports a segment of node N opens its own connection to N's daemon (role
-//! `Peer`) and keeps it for as long as it lives. So N's books for that link are exactly the
-//! session's imports: when the session ends, the link closes and N releases them; when N
-//! goes away, the link closes and the session's connections to N are marked lost.
+//! A session that reaches node N opens its own connection to N's daemon (role `Peer`) and
+//! keeps it for as long as it lives. So N's books for that link are exactly the session's
+//! imports: when the session ends, the link closes and N releases them; when N goes away,
+//! the link closes and the session's connections to N are lost.
 
-use crate::Node;
+use crate::transport::{Env, Inbound};
 use remora_proto::{
-    decode, encode, paths, Error, Event, LostReason, Reply, Request, RequestFrame, Role, ServerMsg,
-    MAX_FRAME, VERSION,
+    decode, encode, paths, Error, Reply, Request, RequestFrame, Role, ServerMsg, MAX_FRAME, VERSION,
 };
 use remora_sys::async_conn::AsyncConn;
 use std::os::fd::OwnedFd;
@@ -49,8 +48,8 @@ async fn exchange(conn: &AsyncConn, req: Request) -> Result<ReplyMsg, Error> {
 }
 
 /// Open a connection to node `target`'s daemon and say hello as `role`.
-async fn dial(node: &Node, target: u32, role: Role) -> Result<AsyncConn, Error> {
-    let path = paths::socket_path(&node.config.runtime_dir, target);
+async fn dial(env: &Env, target: u32, role: Role) -> Result<AsyncConn, Error> {
+    let path = paths::socket_path(&env.runtime_dir, target);
     if !path.exists() {
         return Err(Error::NoSuchNode);
     }
@@ -74,21 +73,21 @@ async fn dial(node: &Node, target: u32, role: Role) -> Result<AsyncConn, Error> 
 }
 
 /// `SCIProbeNode` for another node of this host: a full hello round trip.
-pub async fn probe(node: &Node, target: u32) -> bool {
-    dial(node, target, Role::Control).await.is_ok()
+pub async fn probe(env: &Env, target: u32) -> bool {
+    dial(env, target, Role::Control).await.is_ok()
 }
 
 impl Proxy {
     /// Link session `session` to node `target`.
     pub async fn open(
-        node: &Arc<Node>,
+        env: &Env,
+        inbound: Arc<dyn Inbound>,
         session: u64,
         target: u32,
-        events: UnboundedSender<Event>,
     ) -> Result<Proxy, Error> {
-        let conn = Arc::new(dial(node, target, Role::Peer { node: node.config.node }).await?);
+        let conn = Arc::new(dial(env, target, Role::Peer { node: env.node }).await?);
         let (tx, rx) = unbounded_channel();
-        let reader = tokio::spawn(read_loop(node.clone(), session, target, conn.clone(), tx, events));
+        let reader = tokio::spawn(read_loop(inbound, session, target, conn.clone(), tx));
         Ok(Proxy { conn, replies: tokio::sync::Mutex::new(rx), next: AtomicU64::new(1), reader })
     }
 
@@ -109,12 +108,11 @@ impl Proxy {
 }
 
 async fn read_loop(
-    node: Arc<Node>,
+    inbound: Arc<dyn Inbound>,
     session: u64,
     target: u32,
     conn: Arc<AsyncConn>,
     replies: UnboundedSender<(u64, ReplyMsg)>,
-    events: UnboundedSender<Event>,
 ) {
     let mut buf = vec![0u8; MAX_FRAME];
     loop {
@@ -126,35 +124,12 @@ async fn read_loop(
             Ok(ServerMsg::Reply { id, result }) => {
                 let _ = replies.send((id, (result, fds)));
             }
-            Ok(ServerMsg::Event(ev)) => {
-                let mut reg = node.lock();
-                match ev {
-                    Event::ConnectionLost { conn: remote, reason } => {
-                        reg.lose_proxied(session, &[remote], reason);
-                    }
-                    Event::SegmentUnavailable { conn: remote } => {
-                        if let Some(conn) = reg.local_of_remote(session, remote) {
-                            let _ = events.send(Event::SegmentUnavailable { conn });
-                        }
-                    }
-                    Event::ConnectionLink { conn: remote, operational } => {
-                        if let Some(conn) = reg.local_of_remote(session, remote) {
-                            let _ = events.send(Event::ConnectionLink { conn, operational });
-                        }
-                    }
-                    // Segment events of a peer link concern segments we do not own.
-                    Event::SegmentConnected { .. }
-                    | Event::SegmentDisconnected { .. }
-                    | Event::SegmentLink { .. }
-                    | Event::SegmentLost { .. } => {}
-                }
-            }
+            Ok(ServerMsg::Event(ev)) => inbound.event(target, session, ev),
             Err(e) => {
                 tracing::warn!(node = target, "malformed frame from peer daemon, closing link: {e}");
                 break;
             }
         }
     }
-    node.lock().lose_node(session, target, LostReason::NodeGone);
-    node.changed.notify_waiters();
+    inbound.route_lost(target, session);
 }

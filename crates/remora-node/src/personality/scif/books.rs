@@ -138,7 +138,7 @@ struct Conn {
 
 /// The SCIF books.
 #[derive(Default)]
-pub struct Scif {
+pub struct Books {
     ports: HashMap<u16, u64>,
     listeners: HashMap<u16, Listener>,
     conns: HashMap<u64, Conn>,
@@ -151,7 +151,7 @@ fn sys(e: std::io::Error) -> Error {
     Error::System(e.to_string())
 }
 
-impl Scif {
+impl Books {
     fn id(&mut self) -> u64 {
         self.next += 1;
         self.next
@@ -384,14 +384,14 @@ impl Scif {
         }
     }
 
-    /// Record the far end of a connection made with [`Scif::connect_out`].
+    /// Record the far end of a connection made with [`Books::connect_out`].
     pub fn set_far(&mut self, conn: u64, node: u32, far: u64) {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.far = Some((node, far));
         }
     }
 
-    /// Forget a connection made with [`Scif::connect_out`] that the far node refused.
+    /// Forget a connection made with [`Books::connect_out`] that the far node refused.
     pub fn abort_out(&mut self, sid: u64) {
         if let Some((conn, _)) = self.sides.remove(&sid) {
             self.conns.remove(&conn);
@@ -637,16 +637,16 @@ impl Scif {
     }
 
     /// Counts for status: (ports, listeners, connections).
-    pub fn counts(&self) -> (usize, usize, usize) {
-        (self.ports.len(), self.listeners.len(), self.conns.len())
+    pub fn counts(&self) -> (u32, u32, u32) {
+        (self.ports.len() as u32, self.listeners.len() as u32, self.conns.len() as u32)
     }
 }
 
 fn rand_u64() -> u64 {
-    crate::transport::tcp::new_incarnation() | 1
+    crate::new_incarnation()
 }
 
-impl std::fmt::Debug for Scif {
+impl std::fmt::Debug for Books {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (ports, listeners, conns) = self.counts();
         f.debug_struct("Scif")

@@ -9,7 +9,7 @@
 //! references to the memory, so a process that dies mid-transfer cannot make it touch
 //! anything else; its queue is closed and the worker exits after the job.
 
-use crate::registry::DmaTarget;
+use crate::core::DmaTarget;
 use crate::Node;
 use remora_sys::dma::*;
 use remora_sys::sync::DEFAULT_SPIN;
@@ -67,7 +67,7 @@ struct Step {
 fn target_len(t: &DmaTarget) -> usize {
     match t {
         DmaTarget::Map(m) => m.len(),
-        DmaTarget::Tcp { size, .. } => *size as usize,
+        DmaTarget::Far { size, .. } => *size as usize,
     }
 }
 
@@ -159,9 +159,11 @@ impl UserMem {
 }
 
 fn copy_chunk(node: &Node, s: &Step, done: usize, n: usize, user: &mut UserMem) -> std::io::Result<()> {
-    let fail = || std::io::Error::other("transfer to the other host failed");
-    let peer =
-        |id: u32| node.links.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned().ok_or_else(fail);
+    let fail =
+        |e: remora_proto::Error| std::io::Error::other(format!("transfer to the other node failed: {e}"));
+    let far = |id: u32| {
+        node.transports().to(id).cloned().ok_or_else(|| fail(remora_proto::Error::NodeNotResponding))
+    };
     let roff = s.remote_off + done;
     match (&s.local, &s.remote) {
         (Local::Seg(l), DmaTarget::Map(r)) => {
@@ -180,25 +182,24 @@ fn copy_chunk(node: &Node, s: &Step, done: usize, n: usize, user: &mut UserMem) 
                 r.fill_from_file(roff, n, f, at)
             }
         }
-        (Local::Seg(l), DmaTarget::Tcp { node: id, remote, .. }) => {
-            let p = peer(*id)?;
-            let ok = if s.read {
-                p.bulk_read(*remote, roff as u64, l, s.local_off + done, n)
+        (Local::Seg(l), DmaTarget::Far { node: id, remote, .. }) => {
+            let t = far(*id)?;
+            if s.read {
+                t.read_range(*id, *remote, roff as u64, l, s.local_off + done, n).map_err(fail)
             } else {
-                p.bulk_write(*remote, roff as u64, l, s.local_off + done, n)
-            };
-            ok.then_some(()).ok_or_else(fail)
+                t.write_range(*id, *remote, roff as u64, l, s.local_off + done, n).map_err(fail)
+            }
         }
-        (Local::User(addr), DmaTarget::Tcp { node: id, remote, .. }) => {
-            let p = peer(*id)?;
+        (Local::User(addr), DmaTarget::Far { node: id, remote, .. }) => {
+            let t = far(*id)?;
             let at = addr + done as u64;
             let b = user.bounce()?;
             if s.read {
-                p.bulk_read(*remote, roff as u64, &b, 0, n).then_some(()).ok_or_else(fail)?;
+                t.read_range(*id, *remote, roff as u64, &b, 0, n).map_err(fail)?;
                 b.drain_to_file(0, n, user.file()?, at)
             } else {
                 b.fill_from_file(0, n, user.file()?, at)?;
-                p.bulk_write(*remote, roff as u64, &b, 0, n).then_some(()).ok_or_else(fail)
+                t.write_range(*id, *remote, roff as u64, &b, 0, n).map_err(fail)
             }
         }
     }

@@ -8,9 +8,9 @@
 //! relay rings the endpoint, and, when that ring is full, waits until the endpoint takes
 //! bytes, using the same doorbell stuffing as endpoints use between themselves).
 
-use crate::scif::{RelayIn, RelayStart, RemoteEnd};
+use super::books::{RelayIn, RelayStart, RemoteEnd};
 use crate::Node;
-use remora_proto::link::{PeerReply, PeerRequest};
+use remora_proto::link::{PeerReply, PeerRequest, ScifPeerReply, ScifPeerRequest};
 use remora_proto::{Error, MAX_DATA_IO};
 use remora_sys::bell;
 use std::collections::VecDeque;
@@ -33,7 +33,7 @@ async fn run(node: Arc<Node>, st: RelayStart) {
     let RelayStart { conn, region, local, ringer, proxy_ringer, remote, mut rx } = st;
     let RemoteEnd { node: far_node, conn: far, reader } = remote;
     let origin = origin_of(conn);
-    let peer = node.links.lock().unwrap_or_else(|p| p.into_inner()).get(&far_node).cloned();
+    let peer = node.transports().to(far_node).cloned();
     let proxy = 1 - local;
     let hang_up_local = || {
         region.closed(proxy).store(1, Ordering::Release);
@@ -59,8 +59,8 @@ async fn run(node: Arc<Node>, st: RelayStart) {
                 bell::unstuff(ringer.as_fd());
             }
             if !peer_closed {
-                let req = PeerRequest::ScifData { conn: far, data: buf[..n].to_vec() };
-                if peer.request(origin, req).await.is_err() {
+                let req = PeerRequest::Scif(ScifPeerRequest::Data { conn: far, data: buf[..n].to_vec() });
+                if peer.request(far_node, origin, req).await.is_err() {
                     peer_closed = true;
                 }
             }
@@ -90,7 +90,8 @@ async fn run(node: Arc<Node>, st: RelayStart) {
         }
         if local_closed && !region.has_data(out_dir) {
             if !peer_closed {
-                let _ = peer.request(origin, PeerRequest::ScifClose { conn: far }).await;
+                let req = PeerRequest::Scif(ScifPeerRequest::Close { conn: far });
+                let _ = peer.request(far_node, origin, req).await;
             }
             break;
         }
@@ -129,7 +130,7 @@ async fn run(node: Arc<Node>, st: RelayStart) {
     peer.session_end(origin);
 }
 
-/// A connection request from an endpoint on another host (`PeerRequest::ScifConnect`):
+/// A connection request from an endpoint on another host (`ScifPeerRequest::Connect`):
 /// queue it on the listener like a local one and wait for an accept.
 pub async fn serve_connect(
     node: &Arc<Node>,
@@ -140,7 +141,7 @@ pub async fn serve_connect(
 ) -> Result<PeerReply, Error> {
     let (reader, ringer) = bell::pair().map_err(|e| Error::System(e.to_string()))?;
     let remote = RemoteEnd { node: from.0, conn: far, reader };
-    let (_, rx) = node.lock().scif.request(sid, port, from, ringer, Some(remote))?;
+    let (_, rx) = node.scif().request(sid, port, from, ringer, Some(remote))?;
     node.changed.notify_waiters();
     let accepted = rx.await.unwrap_or(Err(Error::ConnRefused))?;
     let conn = accepted.conn;
@@ -148,64 +149,5 @@ pub async fn serve_connect(
     if let Some(start) = accepted.relay {
         spawn(node.clone(), start);
     }
-    Ok(PeerReply::ScifAccepted { conn, port })
-}
-
-/// `PeerRequest::ScifWrite`: RMA into the windows of the local endpoint of `conn`, for
-/// node `from` (which must be the connection's far end).
-pub fn serve_write(node: &Node, from: u32, conn: u64, offset: u64, data: &[u8]) -> Result<(), Error> {
-    serve_write_up_to(node, from, conn, offset, data, MAX_DATA_IO)
-}
-
-/// [`serve_write`] for at most `limit` bytes (a pager flow's larger frames).
-pub fn serve_write_up_to(
-    node: &Node,
-    from: u32,
-    conn: u64,
-    offset: u64,
-    data: &[u8],
-    limit: usize,
-) -> Result<(), Error> {
-    if data.len() > limit {
-        return Err(Error::IllegalParameter(format!("write of {} bytes", data.len())));
-    }
-    let pieces = node.lock().scif.remote_rma_pieces(from, conn, offset, data.len() as u64, 2)?;
-    let mut at = 0;
-    for (fd, off, n) in pieces {
-        let m = remora_sys::Mapping::new(fd.as_fd(), off, n as usize, Default::default())
-            .map_err(|e| Error::System(e.to_string()))?;
-        m.write(0, &data[at..at + n as usize]).map_err(|_| Error::OutOfRange)?;
-        at += n as usize;
-    }
-    Ok(())
-}
-
-/// `PeerRequest::ScifRead`: RMA from the windows of the local endpoint of `conn`, for node
-/// `from` (which must be the connection's far end).
-pub fn serve_read(node: &Node, from: u32, conn: u64, offset: u64, len: u32) -> Result<Vec<u8>, Error> {
-    serve_read_up_to(node, from, conn, offset, len, MAX_DATA_IO)
-}
-
-/// [`serve_read`] for at most `limit` bytes (a pager flow's larger frames).
-pub fn serve_read_up_to(
-    node: &Node,
-    from: u32,
-    conn: u64,
-    offset: u64,
-    len: u32,
-    limit: usize,
-) -> Result<Vec<u8>, Error> {
-    if len as usize > limit {
-        return Err(Error::IllegalParameter(format!("read of {len} bytes")));
-    }
-    let pieces = node.lock().scif.remote_rma_pieces(from, conn, offset, len as u64, 1)?;
-    let mut out = vec![0u8; len as usize];
-    let mut at = 0;
-    for (fd, off, n) in pieces {
-        let m = remora_sys::Mapping::new(fd.as_fd(), off, n as usize, Default::default())
-            .map_err(|e| Error::System(e.to_string()))?;
-        m.read(0, &mut out[at..at + n as usize]).map_err(|_| Error::OutOfRange)?;
-        at += n as usize;
-    }
-    Ok(out)
+    Ok(PeerReply::Scif(ScifPeerReply::Accepted { conn, port }))
 }

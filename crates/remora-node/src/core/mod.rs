@@ -2,6 +2,8 @@
 //! does not need to wait. Kept synchronous (behind one mutex, never held across an await)
 //! so each rule is a plain function that is easy to test.
 
+pub mod transfer;
+
 use remora_proto::{
     ConnectionStatus, Error, Event, LostReason, MapStatus, MapTarget, NodeStatus, Role, SegmentStatus,
     SessionStatus,
@@ -61,12 +63,12 @@ pub enum ConnKind {
         /// Segment handle.
         seg: u64,
     },
-    /// A segment of another node of this host, through a proxy session.
+    /// A segment of another node through a transport that shares memory (this host).
     Proxied {
         /// The other daemon's connection handle.
         remote: u64,
     },
-    /// A segment of a node on another host, through the `tcp` transport.
+    /// A segment of another node through a transport that moves bytes (another host).
     Remote {
         /// The other daemon's connection handle.
         remote: u64,
@@ -88,8 +90,8 @@ impl ConnKind {
 pub enum DmaTarget {
     /// Mapped here (this host's memory).
     Map(Arc<Mapping>),
-    /// On another host: moved through the `tcp` transport.
-    Tcp {
+    /// Memory of another node that a transport moves bytes to and from.
+    Far {
         /// The node.
         node: u32,
         /// Its connection handle.
@@ -219,8 +221,6 @@ pub struct Registry {
     pub epoch: Arc<std::sync::atomic::AtomicU64>,
     /// Shared interrupt numbers, by number.
     pub shared_ints: HashMap<u32, SharedGroup>,
-    /// The SCIF books.
-    pub scif: crate::scif::Scif,
 }
 
 fn adapter(a: u32) -> Result<(), Error> {
@@ -238,7 +238,7 @@ impl Registry {
             node,
             // Handles differ from one daemon start to the next, so a handle kept from a
             // previous instance never names a new object.
-            next: (crate::transport::tcp::new_incarnation() & 0xffff_ffff) << 24 | 1,
+            next: (crate::new_incarnation() & 0xffff_ffff) << 24 | 1,
             segments: BTreeMap::new(),
             ids: HashMap::new(),
             conns: BTreeMap::new(),
@@ -250,7 +250,6 @@ impl Registry {
             dma: BTreeMap::new(),
             epoch: Arc::default(),
             shared_ints: HashMap::new(),
-            scif: Default::default(),
         }
     }
 
@@ -738,10 +737,10 @@ impl Registry {
         intno: u32,
         data: bool,
         remote: u64,
-        tcp: bool,
+        moves_bytes: bool,
     ) -> u64 {
         let conn = self.handle();
-        let target = if tcp { ConnKind::Remote { remote } } else { ConnKind::Proxied { remote } };
+        let target = if moves_bytes { ConnKind::Remote { remote } } else { ConnKind::Proxied { remote } };
         self.intr_conns.insert(conn, IntrConn { session, node, intno, data, target });
         conn
     }
@@ -846,7 +845,7 @@ impl Registry {
             _ => return Err(DMA_ERR_NOT_CONNECTED),
         };
         if let ConnKind::Remote { remote } = c.kind {
-            return Ok(DmaTarget::Tcp { node: c.node, remote, size: c.size });
+            return Ok(DmaTarget::Far { node: c.node, remote, size: c.size });
         }
         if c.dma_map.is_none() {
             let m = c.memfd.as_ref().ok_or(DMA_ERR_NOT_CONNECTED)?;
@@ -932,7 +931,6 @@ impl Registry {
     /// Release everything a session held. Returns the proxied connections it had, by node.
     pub fn end_session(&mut self, session: u64) {
         self.revoke();
-        self.scif.end_session(session);
         let conns: Vec<u64> = self.conns.values().filter(|c| c.session == session).map(|c| c.conn).collect();
         for c in conns {
             let _ = self.disconnect(session, c);
@@ -1025,10 +1023,7 @@ impl Registry {
                 .collect(),
             dma_queues: self.dma.iter().map(|(h, q)| (q.owner, *h, q.max)).collect(),
             peers: Vec::new(),
-            scif: {
-                let (p, l, c) = self.scif.counts();
-                (p as u32, l as u32, c as u32)
-            },
+            scif: (0, 0, 0),
         }
     }
 }

@@ -1,0 +1,311 @@
+//! What the node does for its transports: it serves what peers send ([`Inbound`]).
+//!
+//! A peer's session is served here by a session of this node made for it (role `Peer`,
+//! no process): what the peer's session connects to is held by that session, and released
+//! when the peer says the session ended or the peer is lost. Requests of a personality go
+//! to its module; link changes turn into the events the APIs promise.
+
+use crate::core::{ConnKind, ConnectWait, DmaTarget, Registry};
+use crate::transport::{BoxFuture, Inbound, LinkState, PeerMemory};
+use crate::Node;
+use remora_proto::link::{PeerReply, PeerRequest, RangeRef, Space};
+use remora_proto::{Error, Event, LostReason, Role};
+use remora_sys::Mapping;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// The node's [`Inbound`] handler.
+pub struct NodeInbound {
+    node: Weak<Node>,
+    /// Sessions made here for peers' sessions: (peer, its session) → ours.
+    served: Mutex<HashMap<(u32, u64), u64>>,
+}
+
+impl NodeInbound {
+    /// The handler of `node`.
+    pub fn new(node: Weak<Node>) -> NodeInbound {
+        NodeInbound { node, served: Mutex::new(HashMap::new()) }
+    }
+
+    /// The session of this node that stands for `from`'s session `origin`.
+    fn served_session(&self, node: &Arc<Node>, from: u32, origin: u64) -> u64 {
+        let mut map = self.served.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = map.get(&(from, origin)) {
+            return *s;
+        }
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let sid = node.lock().add_session(0, Role::Peer { node: from }, tx);
+        map.insert((from, origin), sid);
+        let n = Arc::downgrade(node);
+        tokio::spawn(async move {
+            while let Some(event) = rx.recv().await {
+                let Some(node) = n.upgrade() else { break };
+                if let Some(t) = node.transports().to(from) {
+                    t.send_event(from, origin, event);
+                }
+            }
+        });
+        sid
+    }
+}
+
+/// Retry `attempt` whenever the books change, until it succeeds, fails hard, or the time
+/// runs out (`missing` if the thing never existed, else `Timeout`).
+pub(crate) async fn wait_for<T>(
+    node: &Node,
+    timeout_ms: Option<u32>,
+    missing: Error,
+    mut attempt: impl FnMut(&mut Registry) -> Result<T, ConnectWait>,
+) -> Result<T, Error> {
+    let deadline = timeout_ms.map(|t| Instant::now() + Duration::from_millis(t as u64));
+    loop {
+        let notified = node.changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let last = match attempt(&mut node.lock()) {
+            Ok(x) => return Ok(x),
+            Err(ConnectWait::Failed(e)) => return Err(e),
+            Err(w) => w,
+        };
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if left == Some(Duration::ZERO) {
+            return Err(match last {
+                ConnectWait::Missing => missing,
+                _ => Error::Timeout,
+            });
+        }
+        let _ = tokio::time::timeout(left.unwrap_or(Duration::from_secs(3600)), &mut notified).await;
+    }
+}
+
+/// Serve one core request of `from`, held by session `sid`.
+async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result<PeerReply, Error> {
+    let alive = move |reg: &Registry| match reg.sessions.contains_key(&sid) {
+        true => Ok(()),
+        false => Err(ConnectWait::Failed(Error::Protocol("the requesting session ended".into()))),
+    };
+    match req {
+        PeerRequest::Probe => Ok(PeerReply::Ok),
+        PeerRequest::Connect { id, timeout_ms } => wait_for(&node, timeout_ms, Error::NoSuchSegment, |reg| {
+            alive(reg)?;
+            reg.connect_local(sid, from, id)
+        })
+        .await
+        .map(|(conn, size, _fd)| PeerReply::Connected { conn, size }),
+        PeerRequest::Disconnect { conn } => node.lock().disconnect(sid, conn).map(|_| PeerReply::Ok),
+        PeerRequest::ConnectInterrupt { intno, data, timeout_ms } => {
+            wait_for(&node, timeout_ms, Error::NoSuchIntno, |reg| {
+                alive(reg)?;
+                reg.connect_interrupt(sid, from, intno, data)
+            })
+            .await
+            .map(|(intr, _, _)| PeerReply::Interrupt { intr, intno })
+        }
+        PeerRequest::DisconnectInterrupt { intr } => {
+            node.lock().disconnect_interrupt(sid, intr).map(|_| PeerReply::Ok)
+        }
+        PeerRequest::Read { conn, offset, len } => {
+            if len as usize > remora_proto::MAX_DATA_IO {
+                return Err(Error::IllegalParameter(format!("read of {len} bytes")));
+            }
+            let m = served_mapping(&node, from, conn, offset, len as u64).ok_or(Error::OutOfRange)?;
+            let mut v = vec![0u8; len as usize];
+            m.read(offset as usize, &mut v).map(|_| PeerReply::Data(v)).map_err(|_| Error::OutOfRange)
+        }
+        PeerRequest::Write { conn, runs } => {
+            let total: usize = runs.iter().map(|r| r.1.len()).sum();
+            if total > remora_proto::MAX_DATA_IO {
+                return Err(Error::IllegalParameter(format!("write of {total} bytes")));
+            }
+            let maps: Option<Vec<_>> =
+                runs.iter().map(|(o, d)| served_mapping(&node, from, conn, *o, d.len() as u64)).collect();
+            let maps = maps.ok_or(Error::OutOfRange)?;
+            for (m, (o, d)) in maps.iter().zip(&runs) {
+                let _ = m.write(*o as usize, d);
+            }
+            Ok(PeerReply::Ok)
+        }
+        PeerRequest::Trigger { intr, data } => {
+            node.lock().trigger_interrupt(sid, intr, data.as_deref()).map(|_| PeerReply::Ok)
+        }
+        PeerRequest::Scif(r) => crate::personality::scif::peer::serve(&node, sid, from, r).await,
+    }
+}
+
+/// The mapping of connection `conn`, if a session served for `peer` holds it, it is alive,
+/// and the range is inside it.
+fn served_mapping(node: &Node, peer: u32, conn: u64, off: u64, len: u64) -> Option<Arc<Mapping>> {
+    let mut reg = node.lock();
+    let c = reg.conns.get(&conn)?;
+    let holder = reg.sessions.get(&c.session)?;
+    if holder.role != (Role::Peer { node: peer }) || holder.pid != 0 || !c.alive {
+        return None;
+    }
+    if off.checked_add(len)? > c.size {
+        return None;
+    }
+    let session = c.session;
+    match reg.dma_remote(session, conn) {
+        Ok(DmaTarget::Map(m)) => Some(m),
+        _ => None,
+    }
+}
+
+/// A connection of a peer to an export of this node, as the peer's transfers reach it.
+struct ConnectionMemory {
+    node: Weak<Node>,
+    peer: u32,
+    conn: u64,
+}
+
+impl PeerMemory for ConnectionMemory {
+    fn resolve(&self, offset: u64, len: u64, _write: bool) -> Option<Vec<(Arc<Mapping>, usize, usize)>> {
+        let node = self.node.upgrade()?;
+        let m = served_mapping(&node, self.peer, self.conn, offset, len)?;
+        Some(vec![(m, offset as usize, len as usize)])
+    }
+}
+
+/// Tell every session concerned that the route to `peer` works again or not.
+fn link_events(node: &Node, peer: u32, operational: bool) {
+    let reg = node.lock();
+    let mut tell = Vec::new();
+    for c in reg.conns.values() {
+        if c.node == peer && matches!(c.kind, ConnKind::Remote { .. }) {
+            tell.push((c.session, Event::ConnectionLink { conn: c.conn, operational }));
+        }
+        if c.importer_node == peer
+            && reg.sessions.get(&c.session).is_some_and(|s| s.role == Role::Peer { node: peer })
+        {
+            if let ConnKind::Local { seg } = c.kind {
+                if let Some(s) = reg.segments.get(&seg) {
+                    tell.push((s.owner, Event::SegmentLink { seg, node: peer, operational }));
+                }
+            }
+        }
+    }
+    for (s, ev) in tell {
+        reg.tell_session(s, ev);
+    }
+    drop(reg);
+    node.changed.notify_waiters();
+}
+
+/// The peer is gone or restarted: every connection to it is lost, and everything it held
+/// here is released (owners hear `SegmentLost`).
+fn lose_peer(node: &Node, peer: u32, served: Vec<u64>) {
+    crate::personality::scif::lose_node(node, peer);
+    let mut reg = node.lock();
+    let sessions: Vec<u64> = reg
+        .conns
+        .values()
+        .filter(|c| c.node == peer && matches!(c.kind, ConnKind::Remote { .. }))
+        .map(|c| c.session)
+        .collect();
+    for s in sessions {
+        reg.lose_node(s, peer, LostReason::NodeGone);
+    }
+    for vs in served {
+        let owners: Vec<(u64, u64)> = reg
+            .conns
+            .values()
+            .filter(|c| c.session == vs)
+            .filter_map(|c| match c.kind {
+                ConnKind::Local { seg } => reg.segments.get(&seg).map(|s| (s.owner, seg)),
+                _ => None,
+            })
+            .collect();
+        for (owner, seg) in owners {
+            reg.tell_session(owner, Event::SegmentLost { seg, node: peer });
+        }
+        drop(reg);
+        node.end_session(vs);
+        reg = node.lock();
+    }
+    drop(reg);
+    node.changed.notify_waiters();
+}
+
+impl Inbound for NodeInbound {
+    fn request(
+        &self,
+        from: u32,
+        origin: u64,
+        req: PeerRequest,
+    ) -> BoxFuture<'static, Result<PeerReply, Error>> {
+        let Some(node) = self.node.upgrade() else {
+            return Box::pin(async { Err(Error::NodeNotResponding) });
+        };
+        let sid = self.served_session(&node, from, origin);
+        Box::pin(async move {
+            let r = serve(node.clone(), sid, from, req).await;
+            node.changed.notify_waiters();
+            r
+        })
+    }
+
+    fn session_end(&self, from: u32, origin: u64) {
+        let sid = self.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&(from, origin));
+        if let (Some(sid), Some(node)) = (sid, self.node.upgrade()) {
+            node.end_session(sid);
+            node.changed.notify_waiters();
+        }
+    }
+
+    fn event(&self, from: u32, origin: u64, event: Event) {
+        let Some(node) = self.node.upgrade() else { return };
+        let mut reg = node.lock();
+        match event {
+            Event::ConnectionLost { conn: remote, reason } => reg.lose_proxied(origin, &[remote], reason),
+            Event::SegmentUnavailable { conn: remote } => {
+                if let Some(conn) = reg.local_of_remote(origin, remote) {
+                    reg.tell_session(origin, Event::SegmentUnavailable { conn });
+                }
+            }
+            Event::ConnectionLink { conn: remote, operational } => {
+                if let Some(conn) = reg.local_of_remote(origin, remote) {
+                    reg.tell_session(origin, Event::ConnectionLink { conn, operational });
+                }
+            }
+            // Segment events of a peer link concern segments this node does not own.
+            other => tracing::debug!(peer = from, "ignoring {other:?} from a peer"),
+        }
+        drop(reg);
+        node.changed.notify_waiters();
+    }
+
+    fn link_changed(&self, peer: u32, state: LinkState) {
+        let Some(node) = self.node.upgrade() else { return };
+        match state {
+            LinkState::Up => link_events(&node, peer, true),
+            LinkState::NotOperational => link_events(&node, peer, false),
+            LinkState::Lost => {
+                let served: Vec<u64> = {
+                    let mut map = self.served.lock().unwrap_or_else(|p| p.into_inner());
+                    let mine: Vec<(u32, u64)> = map.keys().filter(|(p, _)| *p == peer).copied().collect();
+                    mine.into_iter().filter_map(|k| map.remove(&k)).collect()
+                };
+                lose_peer(&node, peer, served);
+            }
+            LinkState::Down => {}
+        }
+    }
+
+    fn route_lost(&self, node_id: u32, origin: u64) {
+        let Some(node) = self.node.upgrade() else { return };
+        node.lock().lose_node(origin, node_id, LostReason::NodeGone);
+        node.changed.notify_waiters();
+    }
+
+    fn memory(&self, from: u32, target: RangeRef) -> Option<Arc<dyn PeerMemory>> {
+        match target.space {
+            Space::Connection => {
+                Some(Arc::new(ConnectionMemory { node: self.node.clone(), peer: from, conn: target.handle }))
+            }
+            Space::Registered => {
+                crate::personality::scif::peer::memory(self.node.clone(), from, target.handle)
+            }
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The SCIF requests of an endpoint's session: ports, listeners, connections (same host:
+//! through this node's books; another host: booked here and relayed), windows, RMA into a
+//! peer on another host, and the pager flows of `scif_mmap` of such a peer's windows.
+
+use super::books::{RelayStart, RemoteEnd};
+use super::relay;
+use crate::core::ConnectWait;
+use crate::session::{is_memfd, Outcome, Session};
+use remora_proto::link::{PeerReply, PeerRequest, RangeRef, ScifPeerReply, ScifPeerRequest};
+use remora_proto::{Error, Reply, ScifRequest};
+use std::os::fd::OwnedFd;
+
+/// Dial a pager flow to node `node`, bound to the windows of its end of SCIF connection
+/// `conn`, for the caller's DSM pager.
+async fn pager_flow(s: &Session, node: u32, conn: u64) -> Result<OwnedFd, Error> {
+    let t = s.node.transports().to(node).cloned().ok_or(Error::NoSuchNode)?;
+    t.pager_flow(node, RangeRef::registered(conn)).await
+}
+
+/// Serve one SCIF request of endpoint session `s`.
+/// The SCIF requests of an endpoint's session.
+pub(crate) async fn handle(s: &mut Session, req: ScifRequest, mut fds: Vec<OwnedFd>) -> Outcome {
+    let sid = s.sid;
+    let me = s.me();
+    match req {
+        ScifRequest::Bind { port, privileged } => {
+            let r = s.node.scif().bind(sid, port, privileged && s.uid == 0);
+            (r.map(|port| Reply::ScifPort { port }), vec![])
+        }
+        ScifRequest::Listen { backlog } => {
+            let r = s.node.scif().listen(sid, backlog, fds);
+            (r.map(|token| Reply::ScifListening { token }), vec![])
+        }
+        ScifRequest::Connect { node, port, from_node, from_port } => {
+            if fds.len() != 1 {
+                return (Err(Error::IllegalParameter("connect needs a doorbell".into())), vec![]);
+            }
+            let ringer = fds.remove(0);
+            if node != me {
+                return match s.node.transports().to(node).map(|t| t.shares_memory()) {
+                    Some(false) => connect_out(s, node, port, (from_node, from_port), ringer).await,
+                    Some(true) => (Ok(Reply::ScifDialDirect), vec![]),
+                    None => (Err(Error::NoSuchNode), vec![]),
+                };
+            }
+            let queued = s.node.scif().request(sid, port, (from_node, from_port), ringer, None);
+            let (id, rx) = match queued {
+                Ok(x) => x,
+                Err(e) => return (Err(e), vec![]),
+            };
+            s.node.changed.notify_waiters();
+            let answer = tokio::select! {
+                a = rx => a.unwrap_or(Err(Error::ConnRefused)),
+                _ = s.hangup() => {
+                    s.node.scif().withdraw(port, id);
+                    return (Err(Error::Protocol("caller hung up".into())), vec![]);
+                }
+            };
+            match answer {
+                Ok(a) => (
+                    Ok(Reply::ScifConnected {
+                        side: 0,
+                        remote: false,
+                        peer_node: a.peer.0,
+                        peer_port: a.peer.1,
+                    }),
+                    vec![a.region, a.peer_ringer],
+                ),
+                Err(e) => (Err(e), vec![]),
+            }
+        }
+        ScifRequest::Accept { port, token, sync } => {
+            if fds.len() != 1 {
+                return (Err(Error::IllegalParameter("accept needs a doorbell".into())), vec![]);
+            }
+            let ringer = fds.remove(0);
+            let attempt = || match s.node.scif().accept(sid, me, port, token, &ringer) {
+                Ok(x) => Ok(x),
+                Err(Error::Again) if sync => Err(ConnectWait::Unavailable),
+                Err(e) => Err(ConnectWait::Failed(e)),
+            };
+            match s.wait_with(None, Error::Again, attempt).await {
+                Ok((region, theirs, from, remote)) => (
+                    Ok(Reply::ScifConnected { side: 1, remote, peer_node: from.0, peer_port: from.1 }),
+                    vec![region, theirs],
+                ),
+                Err(e) => (Err(e), vec![]),
+            }
+        }
+        ScifRequest::Register { offset, len, prot, fixed, memfd_offset } => {
+            if fds.len() != 1 || !is_memfd(&fds[0]) {
+                return (Err(Error::IllegalParameter("register needs exactly one memfd".into())), vec![]);
+            }
+            let memfd = match remora_sys::Memfd::from_fd(fds.remove(0)) {
+                Ok(m) if m.is_size_sealed() => m,
+                Ok(_) => return (Err(Error::IllegalParameter("memfd not sealed".into())), vec![]),
+                Err(e) => return (Err(Error::System(e.to_string())), vec![]),
+            };
+            let r = s.node.scif().register(sid, offset, len, prot, fixed, memfd_offset, memfd);
+            (r.map(|offset| Reply::ScifOffset { offset }), vec![])
+        }
+        ScifRequest::Unregister { offset, len } => {
+            (s.node.scif().unregister(sid, offset, len).map(|_| Reply::Ok), vec![])
+        }
+        ScifRequest::Windows { peer, from } => match s.node.scif().windows(sid, peer, from) {
+            Ok((list, fds)) => (Ok(Reply::ScifWindows(list)), fds),
+            Err(e) => (Err(e), vec![]),
+        },
+        ScifRequest::Close => {
+            s.node.scif().close(sid);
+            (Ok(Reply::Ok), vec![])
+        }
+        ScifRequest::RemoteWrite { offset, data } => {
+            let far = s.node.scif().far_of(sid);
+            let r = match far {
+                Ok((node, conn)) => {
+                    s.ask(node, PeerRequest::Scif(ScifPeerRequest::Write { conn, offset, data })).await
+                }
+                Err(e) => Err(e),
+            };
+            (r.map(|_| Reply::Ok), vec![])
+        }
+        ScifRequest::RemoteCheck { offset, len, prot } => {
+            let far = s.node.scif().far_of(sid);
+            let r = match far {
+                Ok((node, conn)) => {
+                    s.ask(node, PeerRequest::Scif(ScifPeerRequest::Check { conn, offset, len, prot })).await
+                }
+                Err(e) => Err(e),
+            };
+            (r.map(|_| Reply::Ok), vec![])
+        }
+        ScifRequest::RemoteRead { offset, len } => {
+            let far = s.node.scif().far_of(sid);
+            let r = match far {
+                Ok((node, conn)) => s
+                    .ask(node, PeerRequest::Scif(ScifPeerRequest::Read { conn, offset, len }))
+                    .await
+                    .map(|a| a.0),
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(PeerReply::Data(v)) if v.len() == len as usize => (Ok(Reply::Data(v)), vec![]),
+                Ok(other) => (Err(Error::Protocol(format!("unexpected answer {other:?}"))), vec![]),
+                Err(e) => (Err(e), vec![]),
+            }
+        }
+        ScifRequest::PagerFlow => {
+            let far = s.node.scif().far_of(sid);
+            match far {
+                Ok((node, conn)) => match pager_flow(s, node, conn).await {
+                    Ok(fd) => (Ok(Reply::DsmFlow { remote: conn, size: u64::MAX }), vec![fd]),
+                    Err(e) => (Err(e), vec![]),
+                },
+                Err(e) => (Err(e), vec![]),
+            }
+        }
+        ScifRequest::Nodes => (Ok(Reply::ScifNodes(s.reachable_nodes())), vec![]),
+    }
+}
+
+/// `scif_connect` to a listener on a node of another host: book the connection here,
+/// ask that node over the link, and start the relay once it accepts.
+async fn connect_out(s: &Session, node: u32, port: u16, from: (u32, u16), ringer: OwnedFd) -> Outcome {
+    let sys = |e: std::io::Error| Error::System(e.to_string());
+    let made = (|| {
+        let (reader, proxy_ringer) = remora_sys::bell::pair().map_err(sys)?;
+        let theirs = proxy_ringer.try_clone().map_err(sys)?;
+        let keep = proxy_ringer.try_clone().map_err(sys)?;
+        let booked = s.node.scif().connect_out(s.sid, ringer, proxy_ringer)?;
+        Ok::<_, Error>((reader, theirs, keep, booked))
+    })();
+    let (reader, theirs, keep, (conn, region, region_fd, rx)) = match made {
+        Ok(x) => x,
+        Err(e) => return (Err(e), vec![]),
+    };
+    let peer = s.node.transports().to(node).cloned();
+    let Some(peer) = peer else {
+        s.node.scif().abort_out(s.sid);
+        return (Err(Error::NoSuchNode), vec![]);
+    };
+    let origin = relay::origin_of(conn);
+    let req = PeerRequest::Scif(ScifPeerRequest::Connect { port, from, conn });
+    let answer = tokio::select! {
+        a = peer.request(node, origin, req) => a.map(|a| a.0),
+        _ = s.hangup() => Err(Error::Protocol("caller hung up".into())),
+    };
+    match answer {
+        Ok(PeerReply::Scif(ScifPeerReply::Accepted { conn: far, port: far_port })) => {
+            let local_ringer = {
+                let mut books = s.node.scif();
+                books.set_far(conn, node, far);
+                books.local_ringer(conn, 0)
+            };
+            let Some(local_ringer) = local_ringer else {
+                return (Err(Error::NotConnected), vec![]);
+            };
+            let start = RelayStart {
+                conn,
+                region,
+                local: 0,
+                ringer: local_ringer,
+                proxy_ringer: keep,
+                remote: RemoteEnd { node, conn: far, reader },
+                rx,
+            };
+            relay::spawn(s.node.clone(), start);
+            let reply = Reply::ScifConnected { side: 0, remote: true, peer_node: node, peer_port: far_port };
+            (Ok(reply), vec![region_fd, theirs])
+        }
+        other => {
+            s.node.scif().abort_out(s.sid);
+            peer.session_end(origin);
+            let e = match other {
+                Err(e) => e,
+                Ok(o) => Error::Protocol(format!("unexpected answer {o:?}")),
+            };
+            (Err(e), vec![])
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! The SCIF personality: Intel's Symmetric Communications Interface on the node.
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `books.rs` | ports, listeners and their waiting requests, connections, windows |
+//! | `client.rs` | the requests of endpoint sessions (`remora_proto::ScifRequest`) |
+//! | `relay.rs` | relays of connections whose peer is on another host |
+//! | `peer.rs` | what peers ask (`remora_proto::link::ScifPeerRequest`), pager-flow memory |
+
+mod books;
+pub(crate) mod client;
+pub(crate) mod peer;
+mod relay;
+
+pub use books::{Accepted, Books, RelayIn, RelayStart, RemoteEnd, ADMIN_PORT_END, PORT_RSVD};
+
+use crate::Node;
+
+/// Session `sid` ended: close its endpoint's port, listener and connection side.
+pub(crate) fn end_session(node: &Node, sid: u64) {
+    node.scif().end_session(sid);
+}
+
+/// Node `peer` is lost: every connection to an endpoint there is reset.
+pub(crate) fn lose_node(node: &Node, peer: u32) {
+    node.scif().lose_node(peer);
+}

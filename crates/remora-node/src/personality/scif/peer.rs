@@ -1,0 +1,105 @@
+//! What the SCIF personality serves to peer nodes: connection requests from endpoints on
+//! other hosts, the bytes and closes their relays forward, and RMA into (and out of) the
+//! registered windows of this node's end of a connection — by request, or through a pager
+//! flow bound to those windows ([`memory`]). Only the node at the far end of a connection
+//! reaches its windows.
+
+use super::relay;
+use crate::transport::PeerMemory;
+use crate::Node;
+use remora_proto::link::{PeerReply, ScifPeerRequest};
+use remora_proto::{Error, MAX_DATA_IO};
+use remora_sys::Mapping;
+use std::os::fd::AsFd;
+use std::sync::{Arc, Weak};
+
+/// Serve one SCIF request of node `from`, whose session here is `sid`.
+///
+/// # Errors
+/// The books' refusal (`NotConnected`, `OutOfRange`, `Access`, `ConnRefused`, …).
+pub(crate) async fn serve(
+    node: &Arc<Node>,
+    sid: u64,
+    from: u32,
+    req: ScifPeerRequest,
+) -> Result<PeerReply, Error> {
+    match req {
+        // A node cannot connect on another node's behalf: the port id's node is the peer's.
+        ScifPeerRequest::Connect { port, from: (_, from_port), conn } => {
+            relay::serve_connect(node, sid, (from, from_port), port, conn).await
+        }
+        ScifPeerRequest::Data { conn, data } => {
+            node.scif().to_relay(conn, super::RelayIn::Data(data)).map(|_| PeerReply::Ok)
+        }
+        ScifPeerRequest::Close { conn } => {
+            node.scif().to_relay(conn, super::RelayIn::PeerClosed).map(|_| PeerReply::Ok)
+        }
+        ScifPeerRequest::Write { conn, offset, data } => {
+            if data.len() > MAX_DATA_IO {
+                return Err(Error::IllegalParameter(format!("write of {} bytes", data.len())));
+            }
+            let mut at = 0;
+            for (m, off, n) in pieces(node, from, conn, offset, data.len() as u64, true)? {
+                m.write(off, &data[at..at + n]).map_err(|_| Error::OutOfRange)?;
+                at += n;
+            }
+            Ok(PeerReply::Ok)
+        }
+        ScifPeerRequest::Check { conn, offset, len, prot } => {
+            node.scif().remote_rma_pieces(from, conn, offset, len, prot & 3).map(|_| PeerReply::Ok)
+        }
+        ScifPeerRequest::Read { conn, offset, len } => {
+            if len as usize > MAX_DATA_IO {
+                return Err(Error::IllegalParameter(format!("read of {len} bytes")));
+            }
+            let mut out = vec![0u8; len as usize];
+            let mut at = 0;
+            for (m, off, n) in pieces(node, from, conn, offset, len as u64, false)? {
+                m.read(off, &mut out[at..at + n]).map_err(|_| Error::OutOfRange)?;
+                at += n;
+            }
+            Ok(PeerReply::Data(out))
+        }
+    }
+}
+
+/// Mappings of the windows that hold `len` bytes at `offset` of this node's end of `conn`,
+/// as node `from` may reach them.
+fn pieces(
+    node: &Node,
+    from: u32,
+    conn: u64,
+    offset: u64,
+    len: u64,
+    write: bool,
+) -> Result<Vec<(Arc<Mapping>, usize, usize)>, Error> {
+    let need = if write { 2 } else { 1 };
+    let found = node.scif().remote_rma_pieces(from, conn, offset, len, need)?;
+    found
+        .into_iter()
+        .map(|(fd, off, n)| {
+            let m = Mapping::new(fd.as_fd(), off, n as usize, Default::default())
+                .map_err(|e| Error::System(e.to_string()))?;
+            Ok((Arc::new(m), 0, n as usize))
+        })
+        .collect()
+}
+
+/// The registered windows of this node's end of `conn`, as node `from` reaches them.
+struct Windows {
+    node: Weak<Node>,
+    from: u32,
+    conn: u64,
+}
+
+impl PeerMemory for Windows {
+    fn resolve(&self, offset: u64, len: u64, write: bool) -> Option<Vec<(Arc<Mapping>, usize, usize)>> {
+        let node = self.node.upgrade()?;
+        pieces(&node, self.from, self.conn, offset, len, write).ok()
+    }
+}
+
+/// The windows of this node's end of SCIF connection `conn`, for a pager flow of `from`.
+pub(crate) fn memory(node: Weak<Node>, from: u32, conn: u64) -> Option<Arc<dyn PeerMemory>> {
+    Some(Arc::new(Windows { node, from, conn }))
+}

@@ -1,0 +1,318 @@
+//! The SISCI personality of the node: segments and their state machine (created,
+//! prepared, available), connections to segments of any node, interrupts and data
+//! interrupts, DMA queues, and the DSM's pager flows, on the core's books
+//! ([`crate::core`]) and the transports. Requests that go to another node are core peer
+//! requests, carried by whichever transport reaches that node.
+
+use crate::core::ConnKind;
+use crate::core::DmaTarget;
+use crate::session::{fan_out, fd_of, is_memfd, Outcome, Session};
+use remora_proto::link::{PeerReply, PeerRequest, RangeRef};
+use remora_proto::{Error, Reply, Request};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+fn unexpected(other: impl std::fmt::Debug) -> Error {
+    Error::Protocol(format!("unexpected answer {other:?}"))
+}
+
+/// Whether the transport that reaches `node` shares memory.
+fn shares(s: &Session, node: u32) -> bool {
+    s.node.transports().to(node).is_some_and(|t| t.shares_memory())
+}
+
+/// Serve one SISCI request of session `s`.
+pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>) -> Outcome {
+    let sid = s.sid;
+    let ok = |r: Result<(), Error>| (r.map(|_| Reply::Ok), vec![]);
+    match req {
+        Request::CreateSegment { id, size, private, empty } => {
+            let mut reg = s.node.lock();
+            match reg.create_segment(sid, id, size, private, empty) {
+                Ok(s) => {
+                    let reply = Reply::Segment {
+                        seg: s.seg,
+                        id: s.id,
+                        size: s.size,
+                        prepared: false,
+                        available: false,
+                    };
+                    match s.memfd.as_ref().map(fd_of).transpose() {
+                        Ok(fd) => (Ok(reply), fd.into_iter().collect()),
+                        Err(e) => (Err(e), vec![]),
+                    }
+                }
+                Err(e) => (Err(e), vec![]),
+            }
+        }
+        Request::AttachMemory { seg } => {
+            if fds.len() != 1 || !is_memfd(&fds[0]) {
+                return (Err(Error::IllegalParameter("AttachMemory needs exactly one memfd".into())), vec![]);
+            }
+            let memfd = match remora_sys::Memfd::from_fd(fds.remove(0)) {
+                Ok(m) if m.is_size_sealed() => m,
+                Ok(_) => {
+                    return (
+                        Err(Error::IllegalParameter(
+                            "AttachMemory needs a memfd sealed against shrinking".into(),
+                        )),
+                        vec![],
+                    )
+                }
+                Err(e) => return (Err(Error::System(e.to_string())), vec![]),
+            };
+            let r = s.node.lock().attach_memory(sid, seg, memfd);
+            (r.map(|size| Reply::Segment { seg, id: None, size, prepared: false, available: false }), vec![])
+        }
+        Request::Prepare { seg, adapter } => ok(s.node.lock().prepare(sid, seg, adapter)),
+        Request::SetAvailable { seg, adapter } => ok(s.node.lock().set_available(sid, seg, adapter)),
+        Request::SetUnavailable { seg, adapter, force_disconnect, notify } => {
+            ok(s.node.lock().set_unavailable(sid, seg, adapter, force_disconnect, notify))
+        }
+        Request::RemoveSegment { seg, force } => ok(s.node.lock().remove_segment(sid, seg, force)),
+        Request::ShareSegment { seg } => ok(s.node.lock().share(sid, seg)),
+        Request::AttachShared { id } => {
+            let mut reg = s.node.lock();
+            match reg.attach_shared(sid, id) {
+                Ok(s) => {
+                    let reply = Reply::Segment {
+                        seg: s.seg,
+                        id: s.id,
+                        size: s.size,
+                        prepared: s.prepared,
+                        available: s.available,
+                    };
+                    match s.memfd.as_ref().map(fd_of).transpose() {
+                        Ok(fd) => (Ok(reply), fd.into_iter().collect()),
+                        Err(e) => (Err(e), vec![]),
+                    }
+                }
+                Err(e) => (Err(e), vec![]),
+            }
+        }
+        Request::Connect { node, id, timeout_ms } => {
+            if node == s.me() {
+                connect_local(s, id, timeout_ms).await
+            } else if s.is_peer() {
+                (Err(Error::NoSuchNode), vec![])
+            } else {
+                connect_far(s, node, id, timeout_ms).await
+            }
+        }
+        Request::Disconnect { conn } => {
+            let r = s.node.lock().disconnect(sid, conn);
+            match r {
+                Ok((kind, node)) => {
+                    if let Some(remote) = kind.remote() {
+                        let _ = s.ask(node, PeerRequest::Disconnect { conn: remote }).await;
+                    }
+                    (Ok(Reply::Ok), vec![])
+                }
+                Err(e) => (Err(e), vec![]),
+            }
+        }
+        Request::SegRead { conn, offset, len } => {
+            (seg_read(s, conn, offset, len).await.map(Reply::Data), vec![])
+        }
+        Request::SegWrite { conn, runs } => (seg_write(s, conn, runs).await.map(|_| Reply::Ok), vec![]),
+        Request::DsmFlow { conn } => match dsm_flow(s, conn).await {
+            Ok((reply, fd)) => (Ok(reply), vec![fd]),
+            Err(e) => (Err(e), vec![]),
+        },
+        Request::TriggerInterrupt { intr, data } => {
+            let target =
+                s.node.lock().intr_conns.get(&intr).filter(|c| c.session == sid).map(|c| (c.target, c.node));
+            match target {
+                Some((ConnKind::Local { .. }, _)) => {
+                    ok(s.node.lock().trigger_interrupt(sid, intr, data.as_deref()))
+                }
+                Some((kind, node)) => {
+                    let remote = kind.remote().expect("not local");
+                    let r = s.ask(node, PeerRequest::Trigger { intr: remote, data }).await;
+                    (r.map(|_| Reply::Ok), vec![])
+                }
+                None => (Err(Error::UnknownHandle), vec![]),
+            }
+        }
+        Request::CreateInterrupt { intno, data, shared } => {
+            let made = s.node.lock().create_interrupt(sid, intno, data, shared);
+            match made {
+                Ok((intr, intno, page, ev, fanout)) => {
+                    if let Some(fanout) = fanout {
+                        tokio::spawn(fan_out(s.node.clone(), intno, fanout));
+                    }
+                    (Ok(Reply::Interrupt { intr, intno }), vec![page, ev])
+                }
+                Err(e) => (Err(e), vec![]),
+            }
+        }
+        Request::RemoveInterrupt { intr } => ok(s.node.lock().remove_interrupt(sid, intr)),
+        Request::ConnectInterrupt { node, intno, data, timeout_ms } => {
+            if node == s.me() {
+                let importer = s.importer_node();
+                let r = s
+                    .wait_until(timeout_ms, Error::NoSuchIntno, |reg| {
+                        reg.connect_interrupt(sid, importer, intno, data)
+                    })
+                    .await;
+                match r {
+                    Ok((conn, page, ev)) => (Ok(Reply::Interrupt { intr: conn, intno }), vec![page, ev]),
+                    Err(e) => (Err(e), vec![]),
+                }
+            } else if s.is_peer() {
+                (Err(Error::NoSuchNode), vec![])
+            } else {
+                connect_interrupt_far(s, node, intno, data, timeout_ms).await
+            }
+        }
+        Request::DisconnectInterrupt { intr } => {
+            let r = s.node.lock().disconnect_interrupt(sid, intr);
+            match r {
+                Ok(c) => {
+                    if let Some(remote) = c.target.remote() {
+                        let _ = s.ask(c.node, PeerRequest::DisconnectInterrupt { intr: remote }).await;
+                    }
+                    (Ok(Reply::Ok), vec![])
+                }
+                Err(e) => (Err(e), vec![]),
+            }
+        }
+        Request::CreateDmaQueue { max_entries } => create_dma(s, max_entries),
+        Request::RemoveDmaQueue { queue } => ok(s.node.lock().remove_dma(sid, queue)),
+        other => (Err(Error::Protocol(format!("not a SISCI request: {other:?}"))), vec![]),
+    }
+}
+
+/// `SCIConnectSegment` to a segment of another node, through its transport.
+async fn connect_far(s: &Session, node: u32, id: u32, timeout_ms: Option<u32>) -> Outcome {
+    let shared = shares(s, node);
+    match s.ask(node, PeerRequest::Connect { id, timeout_ms }).await {
+        Ok((PeerReply::Connected { conn: remote, size }, fds)) if shared && fds.len() == 1 => {
+            let keep = fds[0].try_clone().ok().and_then(|fd| remora_sys::Memfd::from_fd(fd).ok());
+            // Never trust a size larger than the memory that came with it.
+            let size = keep.as_ref().map_or(size, |m| size.min(m.size()));
+            let conn = s.node.lock().add_proxied(s.sid, node, id, size, remote, keep);
+            (Ok(Reply::Connected { conn, size }), fds)
+        }
+        Ok((PeerReply::Connected { conn: remote, size }, fds)) if !shared && fds.is_empty() => {
+            let conn = s.node.lock().add_proxied(s.sid, node, id, size, remote, None);
+            (Ok(Reply::Connected { conn, size }), vec![])
+        }
+        Ok(other) => (Err(unexpected(other.0)), vec![]),
+        Err(e) => (Err(e), vec![]),
+    }
+}
+
+/// `SCIConnectInterrupt` / `SCIConnectDataInterrupt` to another node's interrupt.
+async fn connect_interrupt_far(
+    s: &Session,
+    node: u32,
+    intno: u32,
+    data: bool,
+    timeout_ms: Option<u32>,
+) -> Outcome {
+    let shared = shares(s, node);
+    match s.ask(node, PeerRequest::ConnectInterrupt { intno, data, timeout_ms }).await {
+        Ok((PeerReply::Interrupt { intr: remote, intno }, fds))
+            if fds.len() == if shared { 2 } else { 0 } =>
+        {
+            let conn = s.node.lock().add_proxied_interrupt(s.sid, node, intno, data, remote, !shared);
+            (Ok(Reply::Interrupt { intr: conn, intno }), fds)
+        }
+        Ok(other) => (Err(unexpected(other.0)), vec![]),
+        Err(e) => (Err(e), vec![]),
+    }
+}
+
+async fn connect_local(s: &Session, id: u32, timeout_ms: Option<u32>) -> Outcome {
+    let importer = s.importer_node();
+    let sid = s.sid;
+    match s.wait_until(timeout_ms, Error::NoSuchSegment, |reg| reg.connect_local(sid, importer, id)).await {
+        Ok((conn, size, fd)) => (Ok(Reply::Connected { conn, size }), vec![fd.into_fd()]),
+        Err(e) => (Err(e), vec![]),
+    }
+}
+
+/// Read bytes of a connection's segment: mapped here, or asked of its node over TCP.
+async fn seg_read(s: &Session, conn: u64, offset: u64, len: u32) -> Result<Vec<u8>, Error> {
+    if len as usize > remora_proto::MAX_DATA_IO {
+        return Err(Error::IllegalParameter(format!("read of {len} bytes")));
+    }
+    let target = s.node.lock().dma_remote(s.sid, conn).map_err(|_| Error::NotConnected)?;
+    match target {
+        DmaTarget::Map(m) => {
+            let mut v = vec![0u8; len as usize];
+            m.read(offset as usize, &mut v).map_err(|_| Error::OutOfRange)?;
+            Ok(v)
+        }
+        DmaTarget::Far { node, remote, size } => {
+            if offset.checked_add(len as u64).is_none_or(|e| e > size) {
+                return Err(Error::OutOfRange);
+            }
+            match s.ask(node, PeerRequest::Read { conn: remote, offset, len }).await?.0 {
+                PeerReply::Data(v) if v.len() == len as usize => Ok(v),
+                other => Err(unexpected(other)),
+            }
+        }
+    }
+}
+
+/// Store runs into a connection's segment: mapped here, or sent to its node over TCP.
+async fn seg_write(s: &Session, conn: u64, runs: Vec<(u64, Vec<u8>)>) -> Result<(), Error> {
+    let total: usize = runs.iter().map(|r| r.1.len()).sum();
+    if total > remora_proto::MAX_DATA_IO {
+        return Err(Error::IllegalParameter(format!("write of {total} bytes")));
+    }
+    let target = s.node.lock().dma_remote(s.sid, conn).map_err(|_| Error::NotConnected)?;
+    let size = match &target {
+        DmaTarget::Map(m) => m.len() as u64,
+        DmaTarget::Far { size, .. } => *size,
+    };
+    if runs.iter().any(|(o, d)| o.checked_add(d.len() as u64).is_none_or(|e| e > size)) {
+        return Err(Error::OutOfRange);
+    }
+    match target {
+        DmaTarget::Map(m) => {
+            for (o, d) in &runs {
+                m.write(*o as usize, d).map_err(|_| Error::OutOfRange)?;
+            }
+            Ok(())
+        }
+        DmaTarget::Far { node, remote, .. } => {
+            s.ask(node, PeerRequest::Write { conn: remote, runs }).await.map(|_| ())
+        }
+    }
+}
+
+/// Dial a pager flow to the node of connection `conn`'s segment for the caller's DSM
+/// pager (`Request::DsmFlow`).
+async fn dsm_flow(s: &Session, conn: u64) -> Result<(Reply, OwnedFd), Error> {
+    let target = s.node.lock().dma_remote(s.sid, conn).map_err(|_| Error::NotConnected)?;
+    let DmaTarget::Far { node, remote, size } = target else {
+        return Err(Error::IllegalParameter("the segment is on this host".into()));
+    };
+    let t = s.node.transports().to(node).cloned().ok_or(Error::NoSuchNode)?;
+    let fd = t.pager_flow(node, RangeRef::connection(remote)).await?;
+    Ok((Reply::DsmFlow { remote, size }, fd))
+}
+
+fn create_dma(s: &Session, max: u32) -> Outcome {
+    use remora_sys::dma::DmaPage;
+    use remora_sys::sync::EventFd;
+    let sys = |e: std::io::Error| Error::System(e.to_string());
+    let made = (|| -> Result<_, Error> {
+        let memfd =
+            DmaPage::create(max).map_err(|_| Error::IllegalParameter(format!("{max} DMA entries")))?;
+        let ev = EventFd::new().map_err(sys)?;
+        let page = DmaPage::open(&memfd, ev.try_clone().map_err(sys)?, max).map_err(sys)?;
+        Ok((memfd, ev, page))
+    })();
+    let (memfd, ev, page) = match made {
+        Ok(x) => x,
+        Err(e) => return (Err(e), vec![]),
+    };
+    let page = Arc::new(page);
+    let queue = s.node.lock().add_dma(s.sid, page.clone(), max);
+    crate::core::transfer::spawn(s.node.clone(), s.sid, s.pid, page);
+    (Ok(Reply::DmaQueue { queue }), vec![memfd.into_fd(), ev.into_fd()])
+}

@@ -1,0 +1,209 @@
+//! The bulk flow: DMA payload between two nodes, one plain thread per direction, moving
+//! bytes straight between the socket and the mappings (no copy in between). Frames name a
+//! connection of the receiving node ([`RangeRef::connection`]); the receiving node's
+//! [`crate::transport::Inbound::memory`] decides what that reaches and checks every range.
+
+use super::framing::{discard, read_header};
+use super::peer::{BulkWait, TcpPeer};
+use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, RangeRef, BULK_FRAME, MAX_BULK_CHUNK};
+use remora_sys::Mapping;
+use std::io::Write;
+use std::net::TcpStream as StdStream;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+const READ: bool = false;
+const WRITE: bool = true;
+
+/// The mapping and offset in it of `len` bytes at `off` of the receiving node's connection
+/// `conn`, if the peer may reach them (one piece: a connection is one region).
+fn served(peer: &TcpPeer, conn: u64, off: u64, len: u64, write: bool) -> Option<(Arc<Mapping>, usize)> {
+    let mem = peer.inbound.memory(peer.id, RangeRef::connection(conn))?;
+    let mut pieces = mem.resolve(off, len, write)?;
+    match pieces.len() {
+        1 => pieces.pop().map(|(m, at, _)| (m, at)),
+        _ => None,
+    }
+}
+
+impl TcpPeer {
+    /// Write `len` bytes from `src` at `src_off` into the peer's connection `conn` at
+    /// `offset` (blocking; for DMA workers). `false` when the transfer failed.
+    pub(super) fn bulk_write(
+        &self,
+        conn: u64,
+        offset: u64,
+        src: &Arc<Mapping>,
+        src_off: usize,
+        len: usize,
+    ) -> bool {
+        let mut acks = Vec::new();
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(MAX_BULK_CHUNK);
+            let (tx, rx) = std::sync::mpsc::channel();
+            let tag = self.next.fetch_add(1, Ordering::Relaxed);
+            let hdr = BulkHeader {
+                op: BulkOp::Write,
+                tag,
+                conn,
+                offset: offset + done as u64,
+                len: n as u64,
+                ok: true,
+            };
+            if self.bulk_send(hdr, Some((src.clone(), src_off + done)), Some(BulkWait::Ack(tx))).is_err() {
+                return false;
+            }
+            acks.push(rx);
+            done += n;
+        }
+        acks.into_iter().all(|rx| rx.recv_timeout(Duration::from_secs(60)).unwrap_or(false))
+    }
+
+    /// Read `len` bytes of the peer's connection `conn` at `offset` into `dest` at
+    /// `dest_off` (blocking). `false` when the transfer failed.
+    pub(super) fn bulk_read(
+        &self,
+        conn: u64,
+        offset: u64,
+        dest: &Arc<Mapping>,
+        dest_off: usize,
+        len: usize,
+    ) -> bool {
+        let mut waits = Vec::new();
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(MAX_BULK_CHUNK);
+            let (tx, rx) = std::sync::mpsc::channel();
+            let tag = self.next.fetch_add(1, Ordering::Relaxed);
+            let hdr = BulkHeader {
+                op: BulkOp::Read,
+                tag,
+                conn,
+                offset: offset + done as u64,
+                len: n as u64,
+                ok: true,
+            };
+            let wait = BulkWait::Read { dest: dest.clone(), off: dest_off + done, len: n as u64, done: tx };
+            if self.bulk_send(hdr, None, Some(wait)).is_err() {
+                return false;
+            }
+            waits.push((tag, rx));
+            done += n;
+        }
+        let mut ok = true;
+        for (tag, rx) in waits {
+            if !rx.recv_timeout(Duration::from_secs(60)).unwrap_or(false) {
+                // Late data for a failed job must not land later.
+                self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
+                ok = false;
+            }
+        }
+        ok
+    }
+}
+
+pub(super) fn start_bulk(peer: &Arc<TcpPeer>, s: StdStream) -> std::io::Result<()> {
+    let _ = s.set_nodelay(true);
+    // A peer that stops reading cannot hold a writer forever.
+    let _ = s.set_write_timeout(Some(Duration::from_secs(30)));
+    let reader = s.try_clone()?;
+    let writer = s.try_clone()?;
+    let (tx, rx) = std::sync::mpsc::channel::<BulkOut>();
+    if let Some((old, _)) = peer.bulk.lock().unwrap_or_else(|p| p.into_inner()).replace((s, tx)) {
+        let _ = old.shutdown(std::net::Shutdown::Both);
+    }
+    let p = peer.clone();
+    std::thread::Builder::new().name("remora-bulk".into()).spawn(move || bulk_reader(p, reader))?;
+    let p = peer.clone();
+    std::thread::Builder::new().name("remora-bulk-out".into()).spawn(move || bulk_writer(p, writer, rx))?;
+    Ok(())
+}
+
+/// A bulk frame waiting for the writer thread.
+pub(super) struct BulkOut {
+    pub(super) hdr: BulkHeader,
+    pub(super) payload: Option<(Arc<Mapping>, usize)>,
+}
+
+/// Write queued bulk frames until the flow breaks or is replaced.
+fn bulk_writer(peer: Arc<TcpPeer>, mut s: StdStream, rx: std::sync::mpsc::Receiver<BulkOut>) {
+    while let Ok(out) = rx.recv() {
+        let r =
+            s.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&out.hdr))).and_then(|()| {
+                peer.bytes_out.fetch_add(BULK_FRAME as u64, Ordering::Relaxed);
+                match &out.payload {
+                    Some((m, off)) => {
+                        peer.bytes_out.fetch_add(out.hdr.len, Ordering::Relaxed);
+                        m.write_to(*off, out.hdr.len as usize, &mut s)
+                    }
+                    None => Ok(()),
+                }
+            });
+        if r.is_err() {
+            // The reader sees the flow close and fails every waiting operation.
+            let _ = s.shutdown(std::net::Shutdown::Both);
+            break;
+        }
+    }
+}
+
+/// Serve the incoming side of a bulk flow until it breaks.
+fn bulk_reader(peer: Arc<TcpPeer>, mut s: StdStream) {
+    let mut scratch = vec![0u8; 64 << 10];
+    while let Some(hdr) = read_header(&mut s, peer.id, "bulk") {
+        peer.bytes_in.fetch_add(hdr.len, Ordering::Relaxed);
+        let ok = match hdr.op {
+            BulkOp::Write => {
+                let target = served(&peer, hdr.conn, hdr.offset, hdr.len, WRITE);
+                let r = match &target {
+                    Some((m, at)) => m.fill_from_reader(*at, hdr.len as usize, &mut s),
+                    None => discard(&mut s, hdr.len, &mut scratch),
+                };
+                if r.is_err() {
+                    break;
+                }
+                let ack = BulkHeader { op: BulkOp::Ack, ok: target.is_some(), len: 0, ..hdr };
+                peer.bulk_send(ack, None, None).is_ok()
+            }
+            BulkOp::Read => {
+                let target = served(&peer, hdr.conn, hdr.offset, hdr.len, READ);
+                let data = BulkHeader {
+                    op: BulkOp::Data,
+                    ok: target.is_some(),
+                    len: if target.is_some() { hdr.len } else { 0 },
+                    ..hdr
+                };
+                peer.bulk_send(data, target, None).is_ok()
+            }
+            BulkOp::Data => {
+                let w = peer.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&hdr.tag);
+                match w {
+                    Some(BulkWait::Read { dest, off, len, done }) if hdr.ok && hdr.len == len => {
+                        let r = dest.fill_from_reader(off, hdr.len as usize, &mut s);
+                        let _ = done.send(r.is_ok());
+                        r.is_ok()
+                    }
+                    Some(BulkWait::Read { done, .. }) => {
+                        let _ = done.send(false);
+                        discard(&mut s, hdr.len, &mut scratch).is_ok()
+                    }
+                    _ => discard(&mut s, hdr.len, &mut scratch).is_ok(),
+                }
+            }
+            BulkOp::Ack => {
+                if let Some(BulkWait::Ack(tx)) =
+                    peer.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&hdr.tag)
+                {
+                    let _ = tx.send(hdr.ok);
+                }
+                true
+            }
+        };
+        if !ok {
+            break;
+        }
+    }
+    peer.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).clear();
+}

@@ -1,0 +1,115 @@
+//! The handshake of every flow: both sides prove they know the cluster secret (HMAC-SHA256
+//! over both nonces and both node ids), the listener checks the dialer is a node of the
+//! cluster and that it is the node asked for. MACs are compared in constant time.
+
+use super::framing::{read_frame, write_frame};
+use crate::transport::Env;
+use hmac::{Hmac, Mac};
+use remora_proto::link::{Flow, LinkMsg};
+use remora_proto::VERSION;
+use sha2::Sha256;
+use std::net::TcpStream as StdStream;
+
+fn mac_state(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], x: u32, y: u32) -> Hmac<Sha256> {
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC takes any key length");
+    m.update(label);
+    m.update(a);
+    m.update(b);
+    m.update(&x.to_le_bytes());
+    m.update(&y.to_le_bytes());
+    m
+}
+
+fn mac(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], x: u32, y: u32) -> [u8; 32] {
+    mac_state(secret, label, a, b, x, y).finalize().into_bytes().into()
+}
+
+/// Whether `given` is the MAC of these inputs, compared in constant time (a timing
+/// difference must not tell a forger how many leading bytes were right).
+fn mac_ok(given: &[u8; 32], secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], x: u32, y: u32) -> bool {
+    mac_state(secret, label, a, b, x, y).verify_slice(given).is_ok()
+}
+
+pub(super) fn nonce() -> [u8; 32] {
+    let mut n = [0u8; 32];
+    let _ = rustix::rand::getrandom(&mut n, rustix::rand::GetRandomFlags::empty());
+    n
+}
+
+pub(super) fn refuse(s: &mut StdStream, why: String) -> std::io::Error {
+    let _ = write_frame(s, &LinkMsg::Refused { reason: why.clone() });
+    std::io::Error::new(std::io::ErrorKind::PermissionDenied, why)
+}
+
+/// Dialer side of the handshake (blocking). Returns the peer's incarnation.
+pub(super) fn dial_handshake(s: &mut StdStream, me: &Env, to: u32, flow: Flow) -> std::io::Result<u64> {
+    let secret = &me.cluster.as_ref().expect("tcp needs a cluster").secret;
+    let mine = nonce();
+    write_frame(
+        s,
+        &LinkMsg::Hello {
+            version: VERSION,
+            node: me.node,
+            to,
+            flow,
+            nonce: mine,
+            incarnation: me.incarnation,
+        },
+    )?;
+    match read_frame::<LinkMsg>(s)? {
+        LinkMsg::Challenge { node, nonce: theirs, incarnation, mac: m } => {
+            if node != to {
+                return Err(refuse(s, format!("expected node {to}, answered by node {node}")));
+            }
+            if !mac_ok(&m, secret, b"remora-listener", &mine, &theirs, me.node, to) {
+                return Err(refuse(s, format!("node {to} failed authentication")));
+            }
+            write_frame(
+                s,
+                &LinkMsg::Auth { mac: mac(secret, b"remora-dialer", &theirs, &mine, me.node, to) },
+            )?;
+            match read_frame::<LinkMsg>(s)? {
+                LinkMsg::Welcome => Ok(incarnation),
+                LinkMsg::Refused { reason } => {
+                    Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, reason))
+                }
+                other => Err(std::io::Error::other(format!("unexpected {other:?}"))),
+            }
+        }
+        LinkMsg::Refused { reason } => Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, reason)),
+        other => Err(std::io::Error::other(format!("unexpected {other:?}"))),
+    }
+}
+
+/// Listener side of the handshake (blocking). Returns (node, flow, incarnation).
+pub(super) fn accept_handshake(s: &mut StdStream, me: &Env) -> std::io::Result<(u32, Flow, u64)> {
+    let cluster = me.cluster.as_ref().expect("tcp needs a cluster");
+    let (node, to, flow, theirs, incarnation) = match read_frame::<LinkMsg>(s)? {
+        LinkMsg::Hello { version, node, to, flow, nonce, incarnation } => {
+            if version != VERSION {
+                return Err(refuse(s, format!("protocol version {version}, this node speaks {VERSION}")));
+            }
+            (node, to, flow, nonce, incarnation)
+        }
+        other => return Err(refuse(s, format!("expected a hello, got {other:?}"))),
+    };
+    if to != me.node {
+        return Err(refuse(s, format!("this is node {}, not node {to}", me.node)));
+    }
+    if cluster.addr(node).is_none() {
+        return Err(refuse(s, format!("node {node} is not in the cluster file")));
+    }
+    let mine = nonce();
+    let m = mac(&cluster.secret, b"remora-listener", &theirs, &mine, node, me.node);
+    write_frame(s, &LinkMsg::Challenge { node: me.node, nonce: mine, incarnation: me.incarnation, mac: m })?;
+    match read_frame::<LinkMsg>(s)? {
+        LinkMsg::Auth { mac: m }
+            if mac_ok(&m, &cluster.secret, b"remora-dialer", &mine, &theirs, node, me.node) =>
+        {
+            write_frame(s, &LinkMsg::Welcome)?;
+            Ok((node, flow, incarnation))
+        }
+        LinkMsg::Auth { .. } => Err(refuse(s, format!("node {node} failed authentication"))),
+        other => Err(refuse(s, format!("expected auth, got {other:?}"))),
+    }
+}

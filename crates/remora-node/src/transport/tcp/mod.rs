@@ -1,0 +1,177 @@
+//! The `tcp` transport: nodes of other hosts, reached at their cluster-file address.
+//!
+//! Every pair of nodes keeps two authenticated TCP connections (see `remora_proto::link`):
+//! a control flow served by tokio tasks ([`link`]), and a bulk flow served by one plain
+//! thread per direction that moves DMA payload straight between the socket and the
+//! mappings ([`bulk`]). DSM pagers get flows of their own ([`pager`]). Every connection
+//! starts with the same authenticated handshake ([`handshake`]); frames are read and
+//! written by [`framing`]. [`peer`] is the state kept per peer node.
+//!
+//! | file | object |
+//! | --- | --- |
+//! | `handshake.rs` | challenge-response authentication of every flow |
+//! | `framing.rs` | control frames and bulk headers on the wire |
+//! | `peer.rs` | one peer: link state, pending requests, sessions it holds for us |
+//! | `link.rs` | dialing, accepting, the control flow and its heartbeats |
+//! | `bulk.rs` | the bulk flow and streaming reads and writes |
+//! | `pager.rs` | pager flows: dialing, binding, serving |
+
+mod bulk;
+mod framing;
+mod handshake;
+mod link;
+mod pager;
+mod peer;
+
+use crate::transport::{unsupported, Answer, BoxFuture, Env, Inbound, LinkInfo, Transport};
+use peer::TcpPeer;
+use remora_proto::link::{LinkMsg, PeerRequest, RangeRef};
+use remora_proto::{Error, Event};
+use remora_sys::Mapping;
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// The `tcp` transport of a running node.
+pub struct Tcp {
+    env: Arc<Env>,
+    peers: HashMap<u32, Arc<TcpPeer>>,
+}
+
+/// Open the transport: bind the cluster listener and start one task per node of the
+/// cluster file on another host. Without a cluster file it reaches nothing.
+///
+/// # Errors
+/// This node is missing from the cluster file, or its address cannot be bound.
+pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Transport>> {
+    let env = Arc::new(env.clone());
+    let Some(cluster) = env.cluster.clone() else {
+        return Ok(Arc::new(Tcp { env, peers: HashMap::new() }));
+    };
+    let me = cluster
+        .addr(env.node)
+        .cloned()
+        .ok_or_else(|| std::io::Error::other("this node is not in the cluster file"))?;
+    let listener = std::net::TcpListener::bind((me.host.as_str(), me.port))?;
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    tracing::info!("listening for peers on {}:{}", me.host, me.port);
+    let mut peers = HashMap::new();
+    let mut starts = Vec::new();
+    for n in &cluster.nodes {
+        if n.id == env.node {
+            continue;
+        }
+        let peer = Arc::new(TcpPeer::new(inbound.clone(), n.id, format!("{}:{}", n.host, n.port)));
+        let (tx, rx) = mpsc::unbounded_channel();
+        *peer.accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        peers.insert(n.id, peer.clone());
+        starts.push((peer, rx));
+    }
+    let tcp = Arc::new(Tcp { env: env.clone(), peers });
+    for (peer, rx) in starts {
+        tokio::spawn(link::run_peer(env.clone(), peer, rx));
+    }
+    let t2 = tcp.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, from)) = listener.accept().await else { continue };
+            let tcp = t2.clone();
+            tokio::spawn(async move {
+                if let Err(e) = link::accept_one(tcp, stream).await {
+                    tracing::warn!(%from, "peer connection refused: {e}");
+                }
+            });
+        }
+    });
+    Ok(tcp)
+}
+
+impl Tcp {
+    fn peer(&self, node: u32) -> Result<&Arc<TcpPeer>, Error> {
+        self.peers.get(&node).ok_or(Error::NoSuchNode)
+    }
+}
+
+impl Transport for Tcp {
+    fn name(&self) -> &'static str {
+        "tcp"
+    }
+
+    fn shares_memory(&self) -> bool {
+        false
+    }
+
+    fn reaches(&self, node: u32) -> bool {
+        self.peers.contains_key(&node)
+    }
+
+    fn request(&self, node: u32, origin: u64, req: PeerRequest) -> BoxFuture<'_, Result<Answer, Error>> {
+        Box::pin(async move {
+            let peer = self.peer(node)?.clone();
+            peer.request(origin, req).await.map(|r| (r, Vec::new()))
+        })
+    }
+
+    fn session_end(&self, origin: u64) {
+        for p in self.peers.values() {
+            p.session_end(origin);
+        }
+    }
+
+    fn links(&self) -> Vec<LinkInfo> {
+        self.peers.values().map(|p| p.info()).collect()
+    }
+
+    fn send_event(&self, node: u32, origin: u64, event: Event) {
+        if let Some(p) = self.peers.get(&node) {
+            p.send(LinkMsg::Event { origin, event });
+        }
+    }
+
+    fn write_range(
+        &self,
+        node: u32,
+        conn: u64,
+        offset: u64,
+        src: &Arc<Mapping>,
+        src_off: usize,
+        len: usize,
+    ) -> Result<(), Error> {
+        match self.peer(node)?.bulk_write(conn, offset, src, src_off, len) {
+            true => Ok(()),
+            false => Err(Error::NodeNotResponding),
+        }
+    }
+
+    fn read_range(
+        &self,
+        node: u32,
+        conn: u64,
+        offset: u64,
+        dest: &Arc<Mapping>,
+        dest_off: usize,
+        len: usize,
+    ) -> Result<(), Error> {
+        match self.peer(node)?.bulk_read(conn, offset, dest, dest_off, len) {
+            true => Ok(()),
+            false => Err(Error::NodeNotResponding),
+        }
+    }
+
+    fn pager_flow(&self, node: u32, target: RangeRef) -> BoxFuture<'_, Result<OwnedFd, Error>> {
+        Box::pin(async move {
+            if self.env.cluster.is_none() {
+                return Err(unsupported("tcp", "pager flows without a cluster"));
+            }
+            let peer = self.peer(node)?.clone();
+            let env = self.env.clone();
+            let s = tokio::task::spawn_blocking(move || pager::dial(&env, &peer, target))
+                .await
+                .map_err(|e| Error::Protocol(e.to_string()))?
+                .map_err(|e| Error::Protocol(format!("pager flow to node {node}: {e}")))?;
+            Ok(OwnedFd::from(s))
+        })
+    }
+}

@@ -1,0 +1,221 @@
+//! Pager flows: a DSM pager's (or SCIF RMA's) own TCP connection to the node that owns the
+//! memory. The pager's node dials and authenticates it, binds it to one [`RangeRef`] with
+//! [`LinkMsg::PagerBind`] and hands the socket to the process; here, one thread per flow
+//! moves frames straight between the socket and the memory the node resolved for it.
+//!
+//! `Read` is answered with `Data` (header and bytes; `ok` unset and no bytes when the
+//! range may not be read). `Write` stores its bytes and is acknowledged only when the frame
+//! asks (`ok` set); a store that may not be made is said in that acknowledgement, or, when
+//! nobody waits for it, ends the flow (the pager sees the loss). Any other frame, a frame
+//! that names another handle than the bound one, or a payload over
+//! [`MAX_PAGER_FRAME`] ends the flow.
+
+use super::framing::{read_frame, read_header, write_frame};
+use super::handshake::dial_handshake;
+use super::peer::TcpPeer;
+use crate::transport::{Env, PeerMemory};
+use remora_proto::link::{
+    BulkFrame, BulkHeader, BulkOp, Flow, LinkMsg, RangeRef, BULK_FRAME, MAX_PAGER_FRAME,
+};
+use remora_sys::Mapping;
+use std::io::{Read, Write};
+use std::net::TcpStream as StdStream;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The most pager flows one peer node may hold to this node at once.
+const MAX_PAGER_FLOWS: usize = 1024;
+/// The most pager flows bound to one target at once.
+const MAX_FLOWS_PER_TARGET: usize = 16;
+
+/// Dial a pager flow to `peer`, bound to `target` there (blocking: call it off the
+/// runtime's threads). The stream is authenticated as this node.
+///
+/// # Errors
+/// The peer cannot be reached, refuses the handshake, or restarted since the link came up.
+pub(super) fn dial(env: &Env, peer: &TcpPeer, target: RangeRef) -> std::io::Result<StdStream> {
+    let addr: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&peer.addr)?.collect();
+    let a = addr.first().ok_or_else(|| std::io::Error::other("address does not resolve"))?;
+    let mut s = StdStream::connect_timeout(a, Duration::from_secs(1))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let inc = dial_handshake(&mut s, env, peer.id, Flow::Pager)?;
+    if peer.peer_incarnation.load(Ordering::SeqCst) != inc {
+        return Err(std::io::Error::other(format!("node {} restarted", peer.id)));
+    }
+    write_frame(&mut s, &LinkMsg::PagerBind { target })?;
+    s.set_read_timeout(None)?;
+    s.set_nodelay(true)?;
+    Ok(s)
+}
+
+/// Take an authenticated pager flow from `peer` (incarnation `inc`): book it, and serve it
+/// on a thread of its own once its binding frame came.
+///
+/// # Errors
+/// A flow from another start of the peer, too many flows, or no thread.
+pub(super) fn accept(peer: &Arc<TcpPeer>, std: StdStream, inc: u64) -> std::io::Result<()> {
+    let peer_id = peer.id;
+    if peer.peer_incarnation.load(Ordering::SeqCst) != inc {
+        return Err(std::io::Error::other(format!("a pager flow from an unknown start of node {peer_id}")));
+    }
+    let id = peer.next.fetch_add(1, Ordering::Relaxed);
+    {
+        let mut flows = peer.pager_flows.lock().unwrap_or_else(|p| p.into_inner());
+        if flows.len() >= MAX_PAGER_FLOWS {
+            return Err(std::io::Error::other(format!(
+                "node {peer_id} holds {MAX_PAGER_FLOWS} pager flows already"
+            )));
+        }
+        flows.insert(id, (std.try_clone()?, None));
+    }
+    let _ = std.set_nodelay(true);
+    // A process that stops reading cannot hold the thread forever, nor can a host that
+    // vanished without closing the connection.
+    let _ = std.set_write_timeout(Some(Duration::from_secs(30)));
+    let sock = socket2::SockRef::from(&std);
+    let _ = sock.set_tcp_keepalive(
+        &socket2::TcpKeepalive::new()
+            .with_time(Duration::from_secs(5))
+            .with_interval(Duration::from_secs(1))
+            .with_retries(5),
+    );
+    let _ = sock.set_tcp_user_timeout(Some(Duration::from_secs(10)));
+    let p = peer.clone();
+    let spawned = std::thread::Builder::new().name("remora-pager-flow".into()).spawn(move || {
+        // The flow leaves the books however the thread ends.
+        struct Forget(Arc<TcpPeer>, u64);
+        impl Drop for Forget {
+            fn drop(&mut self) {
+                self.0.pager_flows.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.1);
+            }
+        }
+        let _forget = Forget(p.clone(), id);
+        let mut s = std;
+        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        let target = match read_frame::<LinkMsg>(&mut s) {
+            Ok(LinkMsg::PagerBind { target }) => target,
+            other => {
+                tracing::warn!(peer = p.id, "a pager flow began with {other:?}; closed");
+                return;
+            }
+        };
+        {
+            // A process shares one flow per connection: a few more (redials after a
+            // failure, maps made at once) are fine, a flood is not.
+            let mut flows = p.pager_flows.lock().unwrap_or_else(|p| p.into_inner());
+            let same = flows.values().filter(|(_, b)| *b == Some(target)).count();
+            if same >= MAX_FLOWS_PER_TARGET {
+                tracing::warn!(peer = p.id, "{same} pager flows for {target:?} already; closed");
+                return;
+            }
+            if let Some(f) = flows.get_mut(&id) {
+                f.1 = Some(target);
+            }
+        }
+        let Some(mem) = p.inbound.memory(p.id, target) else {
+            tracing::warn!(peer = p.id, "a pager flow bound to {target:?}, which it may not reach; closed");
+            return;
+        };
+        if s.set_read_timeout(None).is_ok() {
+            serve(&p, s, target.handle, mem.as_ref());
+        }
+    });
+    if let Err(e) = spawned {
+        peer.pager_flows.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Store `len` bytes read from `rd` into `pieces` in order.
+fn store(pieces: &[(Arc<Mapping>, usize, usize)], rd: &mut impl Read) -> std::io::Result<()> {
+    for (m, at, n) in pieces {
+        m.fill_from_reader(*at, *n, rd)?;
+    }
+    Ok(())
+}
+
+/// Serve one flow until it breaks.
+fn serve(peer: &TcpPeer, s: StdStream, handle: u64, mem: &dyn PeerMemory) {
+    remora_sys::sync::urgent_thread(true);
+    let Ok(rd) = s.try_clone() else { return };
+    let mut rd = std::io::BufReader::with_capacity(64 << 10, rd);
+    let mut wr = s;
+    let mut scratch = vec![0u8; 64 << 10];
+    let mut sink = vec![0u8; 64 << 10];
+    let answer = |wr: &mut StdStream, h: &BulkHeader| {
+        wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(h)))
+    };
+    while let Some(hdr) = read_header(&mut rd, peer.id, "pager") {
+        peer.bytes_in.fetch_add(BULK_FRAME as u64 + hdr.len, Ordering::Relaxed);
+        if hdr.conn != handle {
+            tracing::warn!(peer = peer.id, "a pager flow bound to {handle} named {}", hdr.conn);
+            break;
+        }
+        if hdr.len as usize > MAX_PAGER_FRAME {
+            tracing::warn!(peer = peer.id, "a pager flow sent a frame of {} bytes; closed", hdr.len);
+            break;
+        }
+        let r = match hdr.op {
+            BulkOp::Write => match (mem.resolve(hdr.offset, hdr.len, true), hdr.ok) {
+                (Some(pieces), ask) => store(&pieces, &mut rd).and_then(|()| {
+                    if ask {
+                        answer(&mut wr, &BulkHeader { op: BulkOp::Ack, ok: true, len: 0, ..hdr })
+                    } else {
+                        Ok(())
+                    }
+                }),
+                // A refused store somebody waits for (RMA): said in the answer; the process
+                // asks its daemon for the precise error.
+                (None, true) => super::framing::discard(&mut rd, hdr.len, &mut sink).and_then(|()| {
+                    answer(&mut wr, &BulkHeader { op: BulkOp::Ack, ok: false, len: 0, ..hdr })
+                }),
+                // A map's store nobody waits for: end the flow, the pager sees the loss.
+                (None, false) => {
+                    tracing::info!(peer = peer.id, handle, "a pager flow's store has no target; closed");
+                    break;
+                }
+            },
+            BulkOp::Read => {
+                let pieces = mem.resolve(hdr.offset, hdr.len, false);
+                let data = BulkHeader {
+                    op: BulkOp::Data,
+                    ok: pieces.is_some(),
+                    len: if pieces.is_some() { hdr.len } else { 0 },
+                    ..hdr
+                };
+                peer.bytes_out.fetch_add(BULK_FRAME as u64 + data.len, Ordering::Relaxed);
+                let head = BulkFrame::from_header(&data);
+                match pieces {
+                    // Header and page in one segment: the reader waits for both.
+                    Some(pieces) if hdr.len as usize <= scratch.len() - BULK_FRAME => {
+                        scratch[..BULK_FRAME].copy_from_slice(zerocopy::IntoBytes::as_bytes(&head));
+                        let mut at = BULK_FRAME;
+                        let mut r = Ok(());
+                        for (m, off, n) in &pieces {
+                            r = r.and_then(|()| m.read(*off, &mut scratch[at..at + n]));
+                            at += n;
+                        }
+                        r.and_then(|()| wr.write_all(&scratch[..at]))
+                    }
+                    Some(pieces) => {
+                        let mut r = wr.write_all(zerocopy::IntoBytes::as_bytes(&head));
+                        for (m, off, n) in &pieces {
+                            r = r.and_then(|()| m.write_to(*off, *n, &mut wr));
+                        }
+                        r
+                    }
+                    None => wr.write_all(zerocopy::IntoBytes::as_bytes(&head)),
+                }
+            }
+            op => {
+                tracing::warn!(peer = peer.id, "a pager flow sent {op:?}, closing the flow");
+                break;
+            }
+        };
+        if r.is_err() {
+            break;
+        }
+    }
+}
