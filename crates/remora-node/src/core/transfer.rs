@@ -9,14 +9,48 @@
 //! references to the memory, so a process that dies mid-transfer cannot make it touch
 //! anything else; its queue is closed and the worker exits after the job.
 
-use crate::core::DmaTarget;
+use crate::core::{DmaTarget, Registry};
 use crate::Node;
+use remora_proto::Error;
 use remora_sys::dma::*;
 use remora_sys::sync::DEFAULT_SPIN;
 use remora_sys::Mapping;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// A DMA queue served by this node's engine.
+#[derive(Debug)]
+pub struct DmaQueue {
+    /// Owning session.
+    pub owner: u64,
+    /// The shared page.
+    pub page: Arc<DmaPage>,
+    /// Capacity.
+    pub max: u32,
+}
+
+impl Registry {
+    /// Register a DMA queue and return its handle.
+    pub fn add_dma(&mut self, session: u64, page: Arc<DmaPage>, max: u32) -> u64 {
+        let q = self.handle();
+        self.dma.insert(q, DmaQueue { owner: session, page, max });
+        q
+    }
+
+    /// `SCIRemoveDMAQueue`: the engine stops serving it.
+    ///
+    /// # Errors
+    /// `UnknownHandle`.
+    pub fn remove_dma(&mut self, session: u64, queue: u64) -> Result<(), Error> {
+        match self.dma.get(&queue) {
+            Some(q) if q.owner == session => {}
+            _ => return Err(Error::UnknownHandle),
+        }
+        self.dma.remove(&queue).expect("checked").page.close();
+        Ok(())
+    }
+}
 
 const CHUNK: usize = 4 << 20;
 

@@ -1,0 +1,334 @@
+//! Regions this node exports as segments: ids (fixed or picked), the segment state machine
+//! (created, prepared, available), sharing and attaching within the node, removal, and
+//! connecting an importer to an available segment.
+
+use super::{ConnKind, ConnectWait, Connection, Registry, ADAPTER, AUTO_ID_BASE};
+use remora_proto::{Error, Event, LostReason};
+use remora_sys::{Mapping, Memfd};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// A local segment.
+#[derive(Debug)]
+pub struct Segment {
+    /// Handle.
+    pub seg: u64,
+    /// Id; `None` for private segments.
+    pub id: Option<u32>,
+    /// Size in bytes.
+    pub size: u64,
+    /// Owning session (0 after removal).
+    pub owner: u64,
+    /// Memory; `None` while an empty segment waits for `AttachMemory`, and after removal.
+    pub memfd: Option<Memfd>,
+    /// Prepared on the adapter.
+    pub prepared: bool,
+    /// Available for connections.
+    pub available: bool,
+    /// Created private.
+    pub private: bool,
+    /// Shared for attach.
+    pub shared: bool,
+    /// Removed by its owner; kept while importers remain.
+    pub removed: bool,
+    /// Sessions that attached it.
+    pub attached: BTreeSet<u64>,
+    /// Connections importing it.
+    pub importers: BTreeSet<u64>,
+    /// The DMA engine's view of the memory, made on first use.
+    pub dma_map: Option<Arc<Mapping>>,
+}
+
+fn adapter(a: u32) -> Result<(), Error> {
+    if a == ADAPTER {
+        Ok(())
+    } else {
+        Err(Error::NoSuchAdapter)
+    }
+}
+
+impl Registry {
+    /// `SCICreateSegment`.
+    ///
+    /// # Errors
+    /// `SegmentIdUsed`, `NoSpace` (memfd creation failed or no free auto id),
+    /// `IllegalParameter` for a zero size of a non-empty segment.
+    pub fn create_segment(
+        &mut self,
+        session: u64,
+        id: Option<u32>,
+        size: u64,
+        private: bool,
+        empty: bool,
+    ) -> Result<&Segment, Error> {
+        if size == 0 && !empty {
+            return Err(Error::IllegalParameter("segment size 0".into()));
+        }
+        let id = if private {
+            None
+        } else {
+            match id {
+                Some(id) if self.ids.contains_key(&id) => return Err(Error::SegmentIdUsed),
+                Some(id) => Some(id),
+                None => Some(
+                    (AUTO_ID_BASE..=u32::MAX).find(|i| !self.ids.contains_key(i)).ok_or(Error::NoSpace)?,
+                ),
+            }
+        };
+        let memfd = if empty {
+            None
+        } else {
+            let name =
+                format!("n{}-s{}", self.node, id.map(|i| i.to_string()).unwrap_or_else(|| "private".into()));
+            Some(Memfd::create(&name, size).map_err(|e| {
+                if e.raw_os_error() == Some(12) {
+                    Error::NoSpace
+                } else {
+                    Error::System(e.to_string())
+                }
+            })?)
+        };
+        let seg = self.handle();
+        if let Some(id) = id {
+            self.ids.insert(id, seg);
+        }
+        self.segments.insert(
+            seg,
+            Segment {
+                seg,
+                id,
+                size,
+                owner: session,
+                memfd,
+                prepared: false,
+                available: false,
+                private,
+                shared: false,
+                removed: false,
+                attached: BTreeSet::new(),
+                importers: BTreeSet::new(),
+                dma_map: None,
+            },
+        );
+        Ok(&self.segments[&seg])
+    }
+
+    fn own_segment(&mut self, session: u64, seg: u64) -> Result<&mut Segment, Error> {
+        match self.segments.get_mut(&seg) {
+            Some(s) if !s.removed && (s.owner == session || s.attached.contains(&session)) => Ok(s),
+            _ => Err(Error::UnknownHandle),
+        }
+    }
+
+    /// `SCIRegisterSegmentMemory`: give an empty segment its memory.
+    ///
+    /// # Errors
+    /// `UnknownHandle`, `IllegalOperation` when the segment already has memory.
+    pub fn attach_memory(&mut self, session: u64, seg: u64, memfd: Memfd) -> Result<u64, Error> {
+        let s = self.own_segment(session, seg)?;
+        if s.memfd.is_some() {
+            return Err(Error::IllegalOperation);
+        }
+        s.size = memfd.size();
+        s.memfd = Some(memfd);
+        Ok(s.size)
+    }
+
+    /// `SCIPrepareSegment`.
+    ///
+    /// # Errors
+    /// `UnknownHandle`, `NoSuchAdapter`, `IllegalOperation` for a segment without memory.
+    pub fn prepare(&mut self, session: u64, seg: u64, a: u32) -> Result<(), Error> {
+        let s = self.own_segment(session, seg)?;
+        adapter(a)?;
+        if s.memfd.is_none() {
+            return Err(Error::IllegalOperation);
+        }
+        s.prepared = true;
+        Ok(())
+    }
+
+    /// `SCISetSegmentAvailable`.
+    ///
+    /// # Errors
+    /// `UnknownHandle`, `NoSuchAdapter`, `NotPrepared`, `IllegalOperation` for private ones.
+    pub fn set_available(&mut self, session: u64, seg: u64, a: u32) -> Result<(), Error> {
+        let s = self.own_segment(session, seg)?;
+        adapter(a)?;
+        if s.private {
+            return Err(Error::IllegalOperation);
+        }
+        if !s.prepared {
+            return Err(Error::NotPrepared);
+        }
+        s.available = true;
+        Ok(())
+    }
+
+    /// `SCISetSegmentUnavailable`.
+    ///
+    /// # Errors
+    /// `UnknownHandle`, `NoSuchAdapter`, `IllegalOperation` when not available.
+    pub fn set_unavailable(
+        &mut self,
+        session: u64,
+        seg: u64,
+        a: u32,
+        force: bool,
+        notify: bool,
+    ) -> Result<(), Error> {
+        self.revoke();
+        let s = self.own_segment(session, seg)?;
+        adapter(a)?;
+        if !s.available {
+            return Err(Error::IllegalOperation);
+        }
+        s.available = false;
+        let importers: Vec<u64> = if force {
+            std::mem::take(&mut s.importers).into_iter().collect()
+        } else {
+            s.importers.iter().copied().collect()
+        };
+        for c in importers {
+            let Some(conn) = self.conns.get_mut(&c) else {
+                continue;
+            };
+            let sess = conn.session;
+            if force {
+                conn.alive = false;
+                self.tell(sess, Event::ConnectionLost { conn: c, reason: LostReason::ForcedDisconnect });
+            } else if notify {
+                self.tell(sess, Event::SegmentUnavailable { conn: c });
+            }
+        }
+        Ok(())
+    }
+
+    /// `SCIShareSegment`.
+    ///
+    /// # Errors
+    /// `UnknownHandle`; `IllegalOperation` for private segments.
+    pub fn share(&mut self, session: u64, seg: u64) -> Result<(), Error> {
+        let s = self.own_segment(session, seg)?;
+        if s.private {
+            return Err(Error::IllegalOperation);
+        }
+        s.shared = true;
+        Ok(())
+    }
+
+    /// `SCIAttachLocalSegment`.
+    ///
+    /// # Errors
+    /// `NoSuchSegment`; `Access` when the segment is not shared.
+    pub fn attach_shared(&mut self, session: u64, id: u32) -> Result<&Segment, Error> {
+        let seg = *self.ids.get(&id).ok_or(Error::NoSuchSegment)?;
+        let s = self.segments.get_mut(&seg).ok_or(Error::NoSuchSegment)?;
+        if !s.shared || s.memfd.is_none() {
+            return Err(Error::Access);
+        }
+        if s.owner != session {
+            s.attached.insert(session);
+        }
+        Ok(&self.segments[&seg])
+    }
+
+    /// `SCIRemoveSegment`: the owner removes (the id is free at once; the memory lives on
+    /// in the importers' mappings); an attacher detaches.
+    ///
+    /// # Errors
+    /// `UnknownHandle`; `Busy` while other processes have it attached, unless `force`
+    /// (`SCI_FLAG_FORCE_REMOVE`): then it goes all the same.
+    pub fn remove_segment(&mut self, session: u64, seg: u64, force: bool) -> Result<(), Error> {
+        self.revoke();
+        let s = self.own_segment(session, seg)?;
+        if s.owner != session {
+            s.attached.remove(&session);
+            return Ok(());
+        }
+        if !s.attached.is_empty() {
+            if !force {
+                return Err(Error::Busy);
+            }
+            s.attached.clear();
+        }
+        self.retire(seg, None);
+        Ok(())
+    }
+
+    /// Take a segment out of use: free its id, drop the daemon's memory reference, and
+    /// (when its owner died) tell the importers.
+    pub(super) fn retire(&mut self, seg: u64, lost: Option<LostReason>) {
+        self.revoke();
+        let Some(s) = self.segments.get_mut(&seg) else {
+            return;
+        };
+        if let Some(id) = s.id {
+            if self.ids.get(&id) == Some(&seg) {
+                self.ids.remove(&id);
+            }
+        }
+        s.removed = true;
+        s.available = false;
+        s.owner = 0;
+        s.memfd = None;
+        let importers: Vec<u64> = s.importers.iter().copied().collect();
+        if importers.is_empty() {
+            self.segments.remove(&seg);
+        }
+        if let Some(reason) = lost {
+            for c in importers {
+                if let Some(conn) = self.conns.get_mut(&c) {
+                    conn.alive = false;
+                    let sess = conn.session;
+                    self.tell(sess, Event::ConnectionLost { conn: c, reason });
+                }
+            }
+        }
+    }
+
+    /// Try to connect `session` to segment `id` of this node.
+    ///
+    /// # Errors
+    /// `NoSuchSegment` while no segment has the id, `NotAvailable`-like `Timeout`
+    /// is decided by the caller; `ConnectionRefused` is reported as `Access` for private.
+    pub fn connect_local(
+        &mut self,
+        session: u64,
+        importer_node: u32,
+        id: u32,
+    ) -> Result<(u64, u64, Memfd), ConnectWait> {
+        let seg = *self.ids.get(&id).ok_or(ConnectWait::Missing)?;
+        let s = self.segments.get_mut(&seg).ok_or(ConnectWait::Missing)?;
+        if !s.available {
+            return Err(ConnectWait::Unavailable);
+        }
+        let Some(memfd) = s.memfd.as_ref() else {
+            return Err(ConnectWait::Unavailable);
+        };
+        let fd = memfd.try_clone().map_err(|e| ConnectWait::Failed(Error::System(e.to_string())))?;
+        let keep = memfd.try_clone().map_err(|e| ConnectWait::Failed(Error::System(e.to_string())))?;
+        let size = s.size;
+        let owner = s.owner;
+        let conn = self.next;
+        self.next += 1;
+        s.importers.insert(conn);
+        self.conns.insert(
+            conn,
+            Connection {
+                conn,
+                session,
+                node: self.node,
+                importer_node,
+                id,
+                size,
+                kind: ConnKind::Local { seg },
+                alive: true,
+                memfd: Some(keep),
+                dma_map: None,
+            },
+        );
+        self.tell(owner, Event::SegmentConnected { seg, node: importer_node });
+        Ok((conn, size, fd))
+    }
+}

@@ -1,0 +1,244 @@
+//! Notifiers: interrupts and data interrupts (a shared page with a futex word and an
+//! eventfd), shared interrupt numbers fanned out to every member, and connections to them.
+
+use super::{ConnKind, ConnectWait, Registry, AUTO_INTNO_BASE};
+use remora_proto::Error;
+use remora_sys::intr::IntrPage;
+use remora_sys::sync::EventFd;
+use remora_sys::Memfd;
+use std::collections::BTreeSet;
+use std::os::fd::OwnedFd;
+
+/// An interrupt created on this node.
+#[derive(Debug)]
+pub struct Interrupt {
+    /// Handle.
+    pub intr: u64,
+    /// Number.
+    pub intno: u32,
+    /// A data interrupt.
+    pub data: bool,
+    /// Owning session.
+    pub owner: u64,
+    /// The shared page.
+    pub memfd: Memfd,
+    /// The wake-up eventfd.
+    pub event: EventFd,
+    /// The daemon's own view of the page (to mark it removed).
+    pub page: IntrPage,
+    /// Connections to it.
+    pub conns: BTreeSet<u64>,
+}
+
+/// The processes that created one shared interrupt number (`SCI_FLAG_SHARED_INT`).
+/// Connections point at `fanout`, an interrupt of the daemon's own whose triggers the
+/// daemon passes on to every member.
+#[derive(Debug)]
+pub struct SharedGroup {
+    /// The daemon's interrupt that connections trigger.
+    pub fanout: u64,
+    /// The members' interrupts.
+    pub members: BTreeSet<u64>,
+}
+
+/// A session's connection to an interrupt.
+#[derive(Debug)]
+pub struct IntrConn {
+    /// The session.
+    pub session: u64,
+    /// The owning node.
+    pub node: u32,
+    /// The number.
+    pub intno: u32,
+    /// A data interrupt.
+    pub data: bool,
+    /// The interrupt handle on this node, or the other daemon's connection handle.
+    pub target: ConnKind,
+}
+
+impl Registry {
+    /// `SCICreateInterrupt`: returns the handle, number, page memfd and eventfd.
+    ///
+    /// # Errors
+    /// `IntnoUsed`; `NoSpace` when no number is free; `System` when the page cannot be made.
+    pub fn create_interrupt(
+        &mut self,
+        session: u64,
+        intno: Option<u32>,
+        data: bool,
+        shared: bool,
+    ) -> Result<(u64, u32, OwnedFd, OwnedFd, Option<u64>), Error> {
+        let shared = shared && !data;
+        let intno = match intno {
+            Some(n) if shared && self.shared_ints.contains_key(&n) => n,
+            Some(n) if self.intnos.contains_key(&(data, n)) => return Err(Error::IntnoUsed),
+            Some(n) => n,
+            None => (AUTO_INTNO_BASE..=u32::MAX)
+                .find(|n| !self.intnos.contains_key(&(data, *n)))
+                .ok_or(Error::NoSpace)?,
+        };
+        let mut new_fanout = None;
+        if shared && !self.shared_ints.contains_key(&intno) {
+            // The first sharer: the number names the daemon's fan-out interrupt, whose
+            // page is armed so that every trigger signals its eventfd.
+            let fanout = self.new_interrupt(0, intno, false)?;
+            if let Some(f) = self.interrupts.get(&fanout) {
+                f.page.set_armed(true);
+            }
+            self.intnos.insert((false, intno), fanout);
+            self.shared_ints.insert(intno, SharedGroup { fanout, members: BTreeSet::new() });
+            new_fanout = Some(fanout);
+        }
+        let intr = self.new_interrupt(session, intno, data)?;
+        if shared {
+            self.shared_ints.get_mut(&intno).expect("made above").members.insert(intr);
+        } else {
+            self.intnos.insert((data, intno), intr);
+        }
+        let i = &self.interrupts[&intr];
+        let sys = |e: std::io::Error| Error::System(e.to_string());
+        let fds = (i.memfd.try_clone().map_err(sys)?.into_fd(), i.event.try_clone().map_err(sys)?.into_fd());
+        Ok((intr, intno, fds.0, fds.1, new_fanout))
+    }
+
+    /// A new interrupt page for `owner` (0: the daemon), not yet numbered in `intnos`.
+    fn new_interrupt(&mut self, owner: u64, intno: u32, data: bool) -> Result<u64, Error> {
+        let sys = |e: std::io::Error| Error::System(e.to_string());
+        let memfd = IntrPage::create(&format!("n{}-intr{}", self.node, intno)).map_err(sys)?;
+        let event = EventFd::new().map_err(sys)?;
+        let page = IntrPage::open(&memfd, event.try_clone().map_err(sys)?).map_err(sys)?;
+        let intr = self.handle();
+        self.interrupts
+            .insert(intr, Interrupt { intr, intno, data, owner, memfd, event, page, conns: BTreeSet::new() });
+        Ok(intr)
+    }
+
+    /// Pass `n` triggers of shared number `intno`'s fan-out on to every member. `false`
+    /// when the group is gone.
+    pub fn fan_out(&self, intno: u32, fanout: u64, n: u32) -> bool {
+        let Some(g) = self.shared_ints.get(&intno).filter(|g| g.fanout == fanout) else { return false };
+        for m in &g.members {
+            if let Some(i) = self.interrupts.get(m) {
+                for _ in 0..n.min(64) {
+                    let _ = i.page.trigger();
+                }
+            }
+        }
+        true
+    }
+
+    /// `SCIRemoveInterrupt`: waiters wake with "cancelled", triggers fail from now on.
+    ///
+    /// # Errors
+    /// `UnknownHandle`.
+    pub fn remove_interrupt(&mut self, session: u64, intr: u64) -> Result<(), Error> {
+        match self.interrupts.get(&intr) {
+            Some(i) if i.owner == session => {}
+            _ => return Err(Error::UnknownHandle),
+        }
+        let i = self.interrupts.remove(&intr).expect("checked");
+        i.page.remove();
+        match self.shared_ints.get_mut(&i.intno).filter(|g| g.members.contains(&intr)) {
+            Some(g) => {
+                g.members.remove(&intr);
+                if g.members.is_empty() {
+                    let fanout = g.fanout;
+                    self.shared_ints.remove(&i.intno);
+                    if let Some(f) = self.interrupts.remove(&fanout) {
+                        f.page.remove();
+                    }
+                    self.intnos.remove(&(false, i.intno));
+                }
+            }
+            None => {
+                self.intnos.remove(&(i.data, i.intno));
+            }
+        }
+        Ok(())
+    }
+
+    /// Connect `session` to interrupt `intno` of this node.
+    pub fn connect_interrupt(
+        &mut self,
+        session: u64,
+        importer_node: u32,
+        intno: u32,
+        data: bool,
+    ) -> Result<(u64, OwnedFd, OwnedFd), ConnectWait> {
+        let h = *self.intnos.get(&(data, intno)).ok_or(ConnectWait::Missing)?;
+        let sys = |e: std::io::Error| ConnectWait::Failed(Error::System(e.to_string()));
+        let i = self.interrupts.get(&h).ok_or(ConnectWait::Missing)?;
+        let fds = (i.memfd.try_clone().map_err(sys)?.into_fd(), i.event.try_clone().map_err(sys)?.into_fd());
+        let conn = self.handle();
+        self.interrupts.get_mut(&h).expect("present").conns.insert(conn);
+        self.intr_conns.insert(
+            conn,
+            IntrConn { session, node: importer_node, intno, data, target: ConnKind::Local { seg: h } },
+        );
+        Ok((conn, fds.0, fds.1))
+    }
+
+    /// Record an interrupt connection made through a proxy.
+    pub fn add_proxied_interrupt(
+        &mut self,
+        session: u64,
+        node: u32,
+        intno: u32,
+        data: bool,
+        remote: u64,
+        moves_bytes: bool,
+    ) -> u64 {
+        let conn = self.handle();
+        let target = if moves_bytes { ConnKind::Remote { remote } } else { ConnKind::Proxied { remote } };
+        self.intr_conns.insert(conn, IntrConn { session, node, intno, data, target });
+        conn
+    }
+
+    /// Trigger interrupt connection `conn` of `session` (a connection to an interrupt of
+    /// this node), with a payload for data interrupts.
+    ///
+    /// # Errors
+    /// `UnknownHandle`; `NoSuchIntno` when the interrupt was removed; `NoSpace` when a
+    /// data interrupt's queue is full; `IllegalParameter` for a payload too long.
+    pub fn trigger_interrupt(&mut self, session: u64, conn: u64, data: Option<&[u8]>) -> Result<(), Error> {
+        let c = match self.intr_conns.get(&conn) {
+            Some(c) if c.session == session => c,
+            _ => return Err(Error::UnknownHandle),
+        };
+        let ConnKind::Local { seg: h } = c.target else { return Err(Error::UnknownHandle) };
+        let i = self.interrupts.get(&h).ok_or(Error::NoSuchIntno)?;
+        if i.owner == 0 && !i.data && !i.page.is_removed() && self.fan_out(i.intno, h, 1) {
+            // A shared number: every member hears it.
+            return Ok(());
+        }
+        let r = match data {
+            Some(d) => i.page.send(d),
+            None => i.page.trigger(),
+        };
+        r.map_err(|e| match e {
+            remora_sys::intr::TriggerError::Removed => Error::NoSuchIntno,
+            remora_sys::intr::TriggerError::Full => Error::NoSpace,
+            remora_sys::intr::TriggerError::TooLong => {
+                Error::IllegalParameter("data interrupt payload too long".into())
+            }
+        })
+    }
+
+    /// `SCIDisconnectInterrupt`: returns the connection's target.
+    ///
+    /// # Errors
+    /// `UnknownHandle`.
+    pub fn disconnect_interrupt(&mut self, session: u64, conn: u64) -> Result<IntrConn, Error> {
+        match self.intr_conns.get(&conn) {
+            Some(c) if c.session == session => {}
+            _ => return Err(Error::UnknownHandle),
+        }
+        let c = self.intr_conns.remove(&conn).expect("checked");
+        if let ConnKind::Local { seg: h } = c.target {
+            if let Some(i) = self.interrupts.get_mut(&h) {
+                i.conns.remove(&conn);
+            }
+        }
+        Ok(c)
+    }
+}

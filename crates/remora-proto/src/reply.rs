@@ -1,0 +1,256 @@
+//! What a node daemon answers, and the events it sends.
+
+use crate::{NodeStatus, ScifWindow};
+use serde::{Deserialize, Serialize};
+
+/// The errors a daemon reports. Each personality maps them to its vendor codes in one table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum Error {
+    /// No segment with that id (or not available yet when the wait ran out of time).
+    #[error("no such segment")]
+    NoSuchSegment,
+    /// The segment id is already used on this node.
+    #[error("segment id in use")]
+    SegmentIdUsed,
+    /// Dependent resources exist.
+    #[error("resource busy")]
+    Busy,
+    /// The call is illegal in the resource's current state.
+    #[error("illegal operation in this state")]
+    IllegalOperation,
+    /// The segment must be prepared first.
+    #[error("segment not prepared")]
+    NotPrepared,
+    /// No node with that id is known.
+    #[error("no such node")]
+    NoSuchNode,
+    /// No adapter with that number.
+    #[error("no such adapter")]
+    NoSuchAdapter,
+    /// The time ran out.
+    #[error("timeout")]
+    Timeout,
+    /// An offset or size outside the resource.
+    #[error("out of range")]
+    OutOfRange,
+    /// The connection no longer exists.
+    #[error("not connected")]
+    NotConnected,
+    /// The handle is unknown (stale or never valid).
+    #[error("unknown handle")]
+    UnknownHandle,
+    /// A parameter is invalid.
+    #[error("illegal parameter: {0}")]
+    IllegalParameter(String),
+    /// Out of memory or ids.
+    #[error("no space")]
+    NoSpace,
+    /// The node does not answer.
+    #[error("node not responding")]
+    NodeNotResponding,
+    /// Not allowed for this caller.
+    #[error("access denied")]
+    Access,
+    /// A system call failed.
+    #[error("system error: {0}")]
+    System(String),
+    /// The peer broke the protocol.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The interrupt number is taken.
+    #[error("interrupt number in use")]
+    IntnoUsed,
+    /// No interrupt with that number (or not yet, when the wait ran out of time).
+    #[error("no such interrupt")]
+    NoSuchIntno,
+    /// Nobody listens there, or the listener's queue is full.
+    #[error("connection refused")]
+    ConnRefused,
+    /// The port or the registered range is taken.
+    #[error("address in use")]
+    AddrInUse,
+    /// Nothing to take now; try again.
+    #[error("try again")]
+    Again,
+    /// The peer closed the connection.
+    #[error("connection reset")]
+    ConnReset,
+    /// The endpoint is already connected (or listening).
+    #[error("already connected")]
+    IsConnected,
+}
+
+/// Why an importer lost its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LostReason {
+    /// The owner made the segment unavailable with force-disconnect.
+    ForcedDisconnect,
+    /// The owning process went away.
+    OwnerGone,
+    /// The owning node (daemon) went away.
+    NodeGone,
+}
+
+/// Something that happened without a request: sent by a daemon to the session concerned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Event {
+    /// Someone connected to one of the session's segments.
+    SegmentConnected {
+        /// The segment handle.
+        seg: u64,
+        /// The importing node.
+        node: u32,
+    },
+    /// Someone disconnected from one of the session's segments.
+    SegmentDisconnected {
+        /// The segment handle.
+        seg: u64,
+        /// The importing node.
+        node: u32,
+    },
+    /// The owner set the segment unavailable with notify.
+    SegmentUnavailable {
+        /// The connection handle.
+        conn: u64,
+    },
+    /// The route between this node and `node` changed, as seen by one of the session's
+    /// segments that `node` imports (raised by the network transports).
+    SegmentLink {
+        /// The segment handle.
+        seg: u64,
+        /// The importing node.
+        node: u32,
+        /// The route works (`true`) or is down for now (`false`).
+        operational: bool,
+    },
+    /// The route to the node that owns a connection's segment changed.
+    ConnectionLink {
+        /// The connection handle.
+        conn: u64,
+        /// The route works (`true`) or is down for now (`false`).
+        operational: bool,
+    },
+    /// A node that imported one of the session's segments is gone for good.
+    SegmentLost {
+        /// The segment handle.
+        seg: u64,
+        /// The importing node.
+        node: u32,
+    },
+    /// The connection is gone.
+    ConnectionLost {
+        /// The connection handle.
+        conn: u64,
+        /// Why.
+        reason: LostReason,
+    },
+}
+
+/// A daemon's answer to a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    /// Nothing more to say.
+    Ok,
+    /// Answer to [`Request::Hello`].
+    Hello {
+        /// The daemon's node id.
+        node: u32,
+    },
+    /// A local segment (create or attach); the memfd rides along unless it is empty.
+    Segment {
+        /// The daemon's handle.
+        seg: u64,
+        /// The id (`None` for private segments).
+        id: Option<u32>,
+        /// Size in bytes.
+        size: u64,
+        /// Prepared on adapter 0.
+        prepared: bool,
+        /// Available to importers.
+        available: bool,
+    },
+    /// A connection; the memfd rides along.
+    Connected {
+        /// The daemon's handle.
+        conn: u64,
+        /// Size of the segment.
+        size: u64,
+    },
+    /// Answer to [`Request::Probe`].
+    Probe {
+        /// The node answers.
+        reachable: bool,
+    },
+    /// Answer to [`Request::Status`].
+    Status(NodeStatus),
+    /// An interrupt (created or connected); page memfd and eventfd ride along.
+    Interrupt {
+        /// The daemon's handle.
+        intr: u64,
+        /// Its number.
+        intno: u32,
+    },
+    /// Bytes read from a segment.
+    Data(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// A DMA queue; page memfd and eventfd ride along.
+    DmaQueue {
+        /// The daemon's handle.
+        queue: u64,
+    },
+
+    /// A bound SCIF port.
+    ScifPort {
+        /// The port.
+        port: u16,
+    },
+    /// A SCIF listener.
+    ScifListening {
+        /// Proves to [`ScifRequest::Accept`] on another session that the caller listens.
+        token: u64,
+    },
+    /// One side of a SCIF connection: the region memfd and the peer's ringer ride along.
+    ScifConnected {
+        /// Which side this is (0 connector, 1 acceptor).
+        side: u8,
+        /// The peer is on another host: messages go through the daemons, RMA through
+        /// [`ScifRequest::RemoteWrite`] / [`ScifRequest::RemoteRead`], maps are refused.
+        remote: bool,
+        /// The peer's node.
+        peer_node: u32,
+        /// The peer's port.
+        peer_port: u16,
+    },
+    /// The node asked for in [`ScifRequest::Connect`] is on this host: connect through its
+    /// own daemon.
+    ScifDialDirect,
+    /// A registered window's offset.
+    ScifOffset {
+        /// The offset.
+        offset: u64,
+    },
+    /// Registered windows; their memfds ride along in the same order.
+    ScifWindows(Vec<ScifWindow>),
+    /// Node ids.
+    ScifNodes(Vec<u32>),
+    /// Answer to [`Request::DsmFlow`]; the connected socket rides along.
+    DsmFlow {
+        /// The home node's handle of the connection (the `conn` of the bulk frames).
+        remote: u64,
+        /// The segment's size.
+        size: u64,
+    },
+}
+
+/// A daemon's message to a process: a reply or an event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ServerMsg {
+    /// The answer to request `id`.
+    Reply {
+        /// The request id.
+        id: u64,
+        /// Success or the reason for failure.
+        result: Result<Reply, Error>,
+    },
+    /// An unsolicited event.
+    Event(Event),
+}

@@ -1,0 +1,126 @@
+//! The SCIF personality's part of the client protocol.
+
+use serde::{Deserialize, Serialize};
+
+/// The requests of a SCIF endpoint's session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScifRequest {
+    /// `scif_bind`: bind this session's endpoint to `port` (0 picks a free port at or
+    /// above `SCIF_PORT_RSVD`). Answer: [`Reply::ScifPort`].
+    Bind {
+        /// The port, or 0.
+        port: u16,
+        /// The caller may take ports below 1024 (it runs as root).
+        privileged: bool,
+    },
+    /// `scif_listen`: make the bound endpoint a listener. The request carries the
+    /// endpoint's doorbell (reader, then ringer): the daemon keeps it readable while
+    /// connection requests wait. Answer: [`Reply::ScifListening`].
+    Listen {
+        /// How many requests may wait.
+        backlog: u32,
+    },
+    /// `scif_connect`, sent to the daemon of the node that listens. Carries the connecting
+    /// endpoint's doorbell ringer. Answer: [`Reply::ScifConnected`] with the region memfd
+    /// and the acceptor's ringer.
+    Connect {
+        /// The node that listens (this daemon's, or a node of another host that this
+        /// daemon reaches over the network).
+        node: u32,
+        /// The port listened on.
+        port: u16,
+        /// The connecting endpoint's node.
+        from_node: u32,
+        /// The connecting endpoint's port.
+        from_port: u16,
+    },
+    /// `scif_accept`, sent on the new endpoint's own session. Carries the new endpoint's
+    /// ringer. Answer: [`Reply::ScifConnected`].
+    Accept {
+        /// The listening port.
+        port: u16,
+        /// The listener's token ([`Reply::ScifListening`]).
+        token: u64,
+        /// Wait for a request (`SCIF_ACCEPT_SYNC`) rather than fail with `Again`.
+        sync: bool,
+    },
+    /// `scif_register`: add a window to this endpoint's registered address space. Carries
+    /// the memfd holding the memory. Answer: [`Reply::ScifOffset`].
+    Register {
+        /// Where (`fixed`) or a hint.
+        offset: u64,
+        /// Bytes (a page multiple).
+        len: u64,
+        /// `SCIF_PROT_READ` (1) | `SCIF_PROT_WRITE` (2).
+        prot: u8,
+        /// `SCIF_MAP_FIXED`.
+        fixed: bool,
+        /// Where the window's memory starts in the memfd.
+        memfd_offset: u64,
+    },
+    /// `scif_unregister`: remove the windows that `offset..offset+len` covers exactly.
+    Unregister {
+        /// Start.
+        offset: u64,
+        /// Bytes.
+        len: u64,
+    },
+    /// List windows of this endpoint (`peer` false) or of its peer, from `from` on, at
+    /// most [`SCIF_WINDOWS_PER_REPLY`]; one memfd rides along per window.
+    Windows {
+        /// The peer's windows rather than our own.
+        peer: bool,
+        /// The lowest offset of interest.
+        from: u64,
+    },
+    /// `scif_close` of a connected endpoint (also implied when the session ends).
+    Close,
+    /// RMA into the peer's registered windows when the peer is on another host.
+    RemoteWrite {
+        /// Offset in the peer's registered address space.
+        offset: u64,
+        /// The bytes (at most [`MAX_DATA_IO`]).
+        #[serde(with = "serde_bytes")]
+        data: Vec<u8>,
+    },
+    /// Check that the peer on another host has windows covering `offset..offset+len`
+    /// with protections `prot` (before mapping them).
+    RemoteCheck {
+        /// Offset in the peer's registered address space.
+        offset: u64,
+        /// Bytes.
+        len: u64,
+        /// `SCIF_PROT_READ` (1) | `SCIF_PROT_WRITE` (2).
+        prot: u8,
+    },
+    /// RMA from the peer's registered windows when the peer is on another host.
+    /// Answer: [`Reply::Data`].
+    RemoteRead {
+        /// Offset in the peer's registered address space.
+        offset: u64,
+        /// Bytes (at most [`MAX_DATA_IO`]).
+        len: u32,
+    },
+    /// `scif_get_nodeIDs`: the nodes this node reaches, itself included.
+    Nodes,
+    /// Open a DSM pager's own connection to the node of this endpoint's peer (another
+    /// host), bound to the peer's registered windows (as [`Request::DsmFlow`] for a
+    /// segment). Answer: [`Reply::DsmFlow`] with the socket.
+    PagerFlow,
+}
+
+/// At most this many windows per [`ScifRequest::Windows`] answer.
+pub const SCIF_WINDOWS_PER_REPLY: usize = 16;
+
+/// A registered SCIF window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScifWindow {
+    /// Start in the registered address space.
+    pub offset: u64,
+    /// Bytes.
+    pub len: u64,
+    /// `SCIF_PROT_READ` (1) | `SCIF_PROT_WRITE` (2).
+    pub prot: u8,
+    /// Where the window starts in its memfd.
+    pub memfd_offset: u64,
+}
