@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod core;
 mod inbound;
 pub mod personality;
+mod serve;
 mod session;
 pub mod transport;
 
@@ -179,7 +180,7 @@ async fn serve(node: Arc<Node>, listener: std::os::fd::OwnedFd) -> Result<(), St
                 match guard.try_io(|l| remora_sys::seqpacket::accept(l.get_ref().as_fd())) {
                     Ok(Ok(fd)) => {
                         let node = node.clone();
-                        tokio::spawn(async move { session::run(node, fd).await });
+                        tokio::spawn(async move { serve::run(node, fd).await });
                     }
                     Ok(Err(e)) => tracing::warn!("accept: {e}"),
                     Err(_) => {}

@@ -2,10 +2,9 @@
 //! any node), with their events.
 
 use crate::events::{Callback, EventQueue, LocalEvent, RemoteEvent, SegmentReason};
-use crate::map::{Map, MapFlags, MapParent};
 use crate::{check_adapter, timeout_ms, DepToken, Deps, Descriptor, Error, Result};
 use remora_client::Session;
-use remora_proto::{MapTarget, Reply, Request};
+use remora_proto::{Reply, Request};
 use remora_sys::{AsFd, Memfd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -292,30 +291,6 @@ impl LocalSegment {
         inner.token.lock().unwrap_or_else(|p| p.into_inner()).take();
         Ok(())
     }
-
-    /// `SCIMapLocalSegment`.
-    ///
-    /// # Errors
-    /// [`Error::OutOfRange`], [`Error::IllegalAddress`] when a fixed address is taken,
-    /// [`Error::IllegalOperation`] for a segment without memory.
-    pub fn map(&self, offset: usize, size: usize, addr: Option<usize>, flags: MapFlags) -> Result<Map> {
-        let inner = self.live()?;
-        let memfd = inner.memfd.read().unwrap_or_else(|p| p.into_inner());
-        let memfd = memfd.as_ref().ok_or(Error::IllegalOperation)?;
-        Map::create(
-            inner.desc.session().clone(),
-            &inner.desc,
-            memfd,
-            self.size(),
-            offset,
-            size,
-            addr,
-            flags,
-            MapTarget::Local { seg: inner.seg },
-            &inner.deps,
-            MapParent::Local(self.clone()),
-        )
-    }
 }
 
 /// Flags of [`RemoteSegment::connect_with`].
@@ -570,63 +545,5 @@ impl RemoteSegment {
     /// the network: DMA, interrupts and events work, maps do not yet).
     pub fn is_on_this_host(&self) -> bool {
         self.inner.link.get().is_some_and(|l| l.memfd.is_some())
-    }
-
-    /// `SCIMapRemoteSegment`: any offset and size inside the segment; read-only maps are
-    /// enforced by the MMU.
-    ///
-    /// # Errors
-    /// [`Error::OutOfRange`]; [`Error::IllegalAddress`] when a fixed address is taken;
-    /// [`Error::NotConnected`] while an asynchronous connect runs; [`Error::NotSupported`]
-    /// for a segment of a node on another host (mapping across hosts comes with the DSM).
-    pub fn map(&self, offset: usize, size: usize, addr: Option<usize>, flags: MapFlags) -> Result<Map> {
-        let l = self.link()?;
-        let Some(memfd) = l.memfd.as_ref() else {
-            // A segment of another host: the DSM pager serves the pages.
-            if addr.is_some() {
-                return Err(Error::NotSupported);
-            }
-            match offset.checked_add(size) {
-                Some(end) if size > 0 && end <= l.size => {}
-                _ if size == 0 => return Err(Error::SizeAlignment),
-                _ => return Err(Error::OutOfRange),
-            }
-            // The pager gets a session of its own: a fault must never wait behind a long
-            // request (a connect, say) of the descriptor's session.
-            let pager_session = Arc::new(Session::open(&self.inner.desc.inner.cfg)?);
-            let dsm = remora_client::dsm::DsmMap::new(
-                pager_session,
-                l.conn,
-                l.size as u64,
-                offset as u64,
-                size,
-                flags.readonly,
-            )
-            .map_err(|_| Error::NotSupported)?;
-            return Ok(Map::wrap(
-                l.session.clone(),
-                &self.inner.desc,
-                crate::map::Backing::Dsm(dsm),
-                offset,
-                size,
-                flags,
-                MapTarget::Remote { conn: l.conn },
-                &self.inner.deps,
-                MapParent::Remote(self.clone()),
-            ));
-        };
-        Map::create(
-            l.session.clone(),
-            &self.inner.desc,
-            memfd,
-            l.size,
-            offset,
-            size,
-            addr,
-            flags,
-            MapTarget::Remote { conn: l.conn },
-            &self.inner.deps,
-            MapParent::Remote(self.clone()),
-        )
     }
 }

@@ -6,11 +6,13 @@
 
 use crate::core::ConnKind;
 use crate::core::DmaTarget;
-use crate::session::{fan_out, fd_of, is_memfd, Outcome, Session};
+use crate::session::{fd_of, is_memfd, Outcome, Session};
+use crate::Node;
 use remora_proto::link::{PeerReply, PeerRequest, RangeRef};
 use remora_proto::{Error, Reply, Request};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
+use std::time::Duration;
 
 fn unexpected(other: impl std::fmt::Debug) -> Error {
     Error::Protocol(format!("unexpected answer {other:?}"))
@@ -315,4 +317,31 @@ fn create_dma(s: &Session, max: u32) -> Outcome {
     let queue = s.node.lock().add_dma(s.sid, page.clone(), max);
     crate::core::transfer::spawn(s.node.clone(), s.sid, s.pid, page);
     (Ok(Reply::DmaQueue { queue }), vec![memfd.into_fd(), ev.into_fd()])
+}
+
+/// Pass the triggers of a shared interrupt number's fan-out page (connections of this
+/// host trigger it directly) on to every member, until the group goes.
+pub(crate) async fn fan_out(node: Arc<Node>, intno: u32, fanout: u64) {
+    let clones = node
+        .lock()
+        .interrupts
+        .get(&fanout)
+        .and_then(|i| Some((i.event.try_clone().ok()?, i.event.try_clone().ok()?)));
+    let Some((counter, watched)) = clones else { return };
+    let Ok(ev) = remora_sys::async_conn::register(watched.into_fd()) else { return };
+    let mut seen = node.lock().interrupts.get(&fanout).map_or(0, |i| i.page.triggers());
+    loop {
+        let ready = tokio::time::timeout(Duration::from_millis(200), ev.readable()).await;
+        if let Ok(Ok(mut g)) = ready {
+            counter.drain();
+            g.clear_ready();
+        }
+        let reg = node.lock();
+        let Some(now) = reg.interrupts.get(&fanout).map(|i| i.page.triggers()) else { return };
+        let n = now.wrapping_sub(seen);
+        seen = now;
+        if !reg.fan_out(intno, fanout, n) {
+            return;
+        }
+    }
 }

@@ -7,7 +7,9 @@
 //! has a session of its own, so a session holds at most one port, one listener and one
 //! connection side, and the session's end closes them (process death included).
 
-use remora_proto::{Error, ScifWindow, SCIF_WINDOWS_PER_REPLY};
+mod windows;
+
+use remora_proto::Error;
 use remora_sys::bell;
 use remora_sys::msgring::MsgRegion;
 use remora_sys::Memfd;
@@ -419,172 +421,10 @@ impl Books {
         self.conns.get(conn).filter(|c| c.relay.is_some()).map(|_| *conn)
     }
 
-    /// The windows of the local endpoint of relayed connection `conn` that
-    /// `offset..offset+len` covers, checked for `need` protections (RMA from another host).
-    ///
-    /// # Errors
-    /// `NotConnected`, `OutOfRange` outside the windows, `Access` without the protection.
-    pub fn remote_rma_pieces(
-        &self,
-        from: u32,
-        conn: u64,
-        offset: u64,
-        len: u64,
-        need: u8,
-    ) -> Result<Vec<(Memfd, u64, u64)>, Error> {
-        let c = self.conns.get(&conn).ok_or(Error::NotConnected)?;
-        // Only the node at the far end of the connection reaches its windows.
-        if c.far.map(|f| f.0) != Some(from) {
-            return Err(Error::NotConnected);
-        }
-        let local = match c.proxy {
-            Some(p) => 1 - p,
-            None => return Err(Error::NotConnected),
-        };
-        if c.sides[local].sid.is_none() {
-            return Err(Error::ConnReset);
-        }
-        let windows = &c.sides[local].windows;
-        let end = offset.checked_add(len).ok_or(Error::OutOfRange)?;
-        let mut at = offset;
-        let mut out = Vec::new();
-        while at < end {
-            let (o, w) = windows.range(..=at).next_back().ok_or(Error::OutOfRange)?;
-            if at >= o + w.len {
-                return Err(Error::OutOfRange);
-            }
-            if w.prot & need != need {
-                return Err(Error::Access);
-            }
-            let n = end.min(o + w.len) - at;
-            out.push((w.memfd.try_clone().map_err(sys)?, w.memfd_offset + (at - o), n));
-            at += n;
-        }
-        Ok(out)
-    }
-
     fn side_of(&mut self, sid: u64) -> Result<(&mut Conn, usize), Error> {
         let (conn, side) = *self.sides.get(&sid).ok_or(Error::NotConnected)?;
         let c = self.conns.get_mut(&conn).ok_or(Error::NotConnected)?;
         Ok((c, side))
-    }
-
-    /// `scif_register`: returns the window's offset.
-    ///
-    /// # Errors
-    /// `NotConnected`, `ConnReset` when the peer closed, `IllegalParameter` for unaligned
-    /// or empty ranges, bad protections or memory the memfd does not hold, `AddrInUse`
-    /// when a fixed range overlaps a window, `NoSpace` when no range is free.
-    #[allow(clippy::too_many_arguments)]
-    pub fn register(
-        &mut self,
-        sid: u64,
-        offset: u64,
-        len: u64,
-        prot: u8,
-        fixed: bool,
-        memfd_offset: u64,
-        memfd: Memfd,
-    ) -> Result<u64, Error> {
-        let page = remora_sys::page_size() as u64;
-        let (c, s) = self.side_of(sid)?;
-        if c.region.closed(1 - s).load(Ordering::Acquire) != 0 {
-            return Err(Error::ConnReset);
-        }
-        let bad = |why: &str| Error::IllegalParameter(why.into());
-        if len == 0
-            || !len.is_multiple_of(page)
-            || !offset.is_multiple_of(page)
-            || !memfd_offset.is_multiple_of(page)
-        {
-            return Err(bad("offset and length must be page multiples"));
-        }
-        if prot & !3 != 0 {
-            return Err(bad("unknown protection flags"));
-        }
-        if memfd_offset.checked_add(len).is_none_or(|e| e > memfd.size()) {
-            return Err(bad("memory outside the memfd"));
-        }
-        let windows = &mut c.sides[s].windows;
-        let free = |w: &BTreeMap<u64, Window>, at: u64| -> Result<bool, Error> {
-            let end = at.checked_add(len).filter(|e| *e <= OFFSET_LIMIT).ok_or(Error::NoSpace)?;
-            let before = w.range(..end).next_back();
-            Ok(before.is_none_or(|(o, win)| o + win.len <= at))
-        };
-        let at = if fixed {
-            if offset.checked_add(len).is_none_or(|e| e > OFFSET_LIMIT) {
-                return Err(bad("offset out of range"));
-            }
-            if !free(windows, offset)? {
-                return Err(Error::AddrInUse);
-            }
-            offset
-        } else {
-            let mut at = AUTO_BASE.max(offset);
-            loop {
-                if free(windows, at)? {
-                    break at;
-                }
-                let (o, w) = windows.range(..at + len).next_back().expect("an overlapping window");
-                at = o + w.len;
-            }
-        };
-        windows.insert(at, Window { len, prot, memfd, memfd_offset });
-        c.region.win_gen(s).fetch_add(1, Ordering::AcqRel);
-        Ok(at)
-    }
-
-    /// `scif_unregister`: remove the windows inside `offset..offset+len`, which must not
-    /// cut through any window.
-    ///
-    /// # Errors
-    /// `NotConnected`; `IllegalParameter` for unaligned input or a range that cuts through
-    /// a window; `OutOfRange` when the range holds no window.
-    pub fn unregister(&mut self, sid: u64, offset: u64, len: u64) -> Result<(), Error> {
-        let page = remora_sys::page_size() as u64;
-        let (c, s) = self.side_of(sid)?;
-        if len == 0 || !len.is_multiple_of(page) || !offset.is_multiple_of(page) {
-            return Err(Error::IllegalParameter("offset and length must be page multiples".into()));
-        }
-        let end = offset.checked_add(len).ok_or(Error::OutOfRange)?;
-        let windows = &mut c.sides[s].windows;
-        let cut = || Error::IllegalParameter("the range cuts through a window".into());
-        if windows.range(..offset).next_back().is_some_and(|(o, w)| o + w.len > offset) {
-            return Err(cut());
-        }
-        let inside: Vec<u64> = windows.range(offset..end).map(|(o, _)| *o).collect();
-        if inside.is_empty() {
-            return Err(Error::OutOfRange);
-        }
-        if inside.iter().any(|o| o + windows[o].len > end) {
-            return Err(cut());
-        }
-        for o in inside {
-            windows.remove(&o);
-        }
-        c.region.win_gen(s).fetch_add(1, Ordering::AcqRel);
-        Ok(())
-    }
-
-    /// The windows of this side (or its peer's) from `from` on, with their memfds.
-    ///
-    /// # Errors
-    /// `NotConnected`; the errno of duplicating a descriptor.
-    pub fn windows(
-        &mut self,
-        sid: u64,
-        peer: bool,
-        from: u64,
-    ) -> Result<(Vec<ScifWindow>, Vec<OwnedFd>), Error> {
-        let (c, s) = self.side_of(sid)?;
-        let side = if peer { 1 - s } else { s };
-        let mut list = Vec::new();
-        let mut fds = Vec::new();
-        for (o, w) in c.sides[side].windows.range(from..).take(SCIF_WINDOWS_PER_REPLY) {
-            list.push(ScifWindow { offset: *o, len: w.len, prot: w.prot, memfd_offset: w.memfd_offset });
-            fds.push(w.memfd.try_clone().map_err(sys)?.into_fd());
-        }
-        Ok((list, fds))
     }
 
     /// Close session `sid`'s side of its connection: its windows go (maps of them stay

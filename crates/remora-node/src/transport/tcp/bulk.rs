@@ -4,7 +4,7 @@
 //! [`crate::transport::Inbound::memory`] decides what that reaches and checks every range.
 
 use super::framing::{discard, read_header};
-use super::peer::{BulkWait, TcpPeer};
+use super::peer::{BulkOut, BulkWait, TcpPeer};
 use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, RangeRef, BULK_FRAME, MAX_BULK_CHUNK};
 use remora_sys::Mapping;
 use std::io::Write;
@@ -119,12 +119,6 @@ pub(super) fn start_bulk(peer: &Arc<TcpPeer>, s: StdStream) -> std::io::Result<(
     let p = peer.clone();
     std::thread::Builder::new().name("remora-bulk-out".into()).spawn(move || bulk_writer(p, writer, rx))?;
     Ok(())
-}
-
-/// A bulk frame waiting for the writer thread.
-pub(super) struct BulkOut {
-    pub(super) hdr: BulkHeader,
-    pub(super) payload: Option<(Arc<Mapping>, usize)>,
 }
 
 /// Write queued bulk frames until the flow breaks or is replaced.

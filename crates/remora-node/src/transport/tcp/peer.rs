@@ -1,7 +1,6 @@
 //! One peer node of another host: the link's state, its control flow's pending requests,
 //! the sessions of ours it holds something for, and its bulk flow's waiting operations.
 
-use super::bulk::BulkOut;
 use crate::transport::{Inbound, LinkInfo, LinkState};
 use remora_proto::link::{BulkHeader, LinkMsg, PeerReply, PeerRequest, RangeRef};
 use remora_proto::Error;
@@ -15,6 +14,12 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 type Pending = HashMap<u64, oneshot::Sender<Result<PeerReply, Error>>>;
+
+/// A bulk frame waiting for the writer thread.
+pub(super) struct BulkOut {
+    pub(super) hdr: BulkHeader,
+    pub(super) payload: Option<(Arc<Mapping>, usize)>,
+}
 
 /// What waits for a bulk operation's answer.
 pub(super) enum BulkWait {

@@ -1,0 +1,200 @@
+//! Serving one connection of a process (or a peer daemon of this host, or the CLI): the
+//! hello, the request loop, events, and the release of everything the session held when
+//! the connection closes. Requests of a personality go to its module.
+
+use crate::send_msg;
+use crate::session::{Outcome, Session};
+use crate::Node;
+use remora_proto::link::PeerRequest;
+use remora_proto::{
+    decode, Error, MapStatus, Reply, Request, RequestFrame, Role, ScifRequest, ServerMsg, MAX_FRAME, NO_REPLY,
+};
+use remora_sys::async_conn::AsyncConn;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc::unbounded_channel;
+
+/// Serve one connection until it closes, then release everything it held.
+pub async fn run(node: Arc<Node>, fd: OwnedFd) {
+    let pid = remora_sys::seqpacket::peer_pid(fd.as_fd()).unwrap_or(0);
+    let uid = remora_sys::seqpacket::peer_uid(fd.as_fd()).unwrap_or(u32::MAX);
+    let conn = match AsyncConn::new(fd) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(pid, "cannot serve connection: {e}");
+            return;
+        }
+    };
+    let mut buf = vec![0u8; MAX_FRAME];
+    let event_sock: Option<AsyncConn>;
+    let role = match tokio::time::timeout(Duration::from_secs(5), conn.recv(&mut buf)).await {
+        Ok(Ok((n, _))) if n > 0 => match decode::<RequestFrame>(&buf[..n]) {
+            Ok(RequestFrame { id, req: Request::Hello { role, .. } }) => {
+                // Application processes get a second socket for events, so that replies
+                // and events never interleave on one stream.
+                let pair = if role == Role::Client {
+                    match remora_sys::seqpacket::pair() {
+                        Ok(p) => Some(p),
+                        Err(e) => {
+                            tracing::warn!(pid, "cannot make an event socket: {e}");
+                            return;
+                        }
+                    }
+                } else {
+                    None
+                };
+                let reply = ServerMsg::Reply { id, result: Ok(Reply::Hello { node: node.config.node }) };
+                let fds: Vec<BorrowedFd<'_>> = pair.iter().map(|(_, theirs)| theirs.as_fd()).collect();
+                if send_msg(&conn, &reply, &fds).await.is_err() {
+                    return;
+                }
+                event_sock = match pair.map(|(ours, _)| AsyncConn::new(ours)).transpose() {
+                    Ok(e) => e,
+                    Err(e) => {
+                        tracing::warn!(pid, "cannot serve the event socket: {e}");
+                        return;
+                    }
+                };
+                role
+            }
+            Ok(other) => {
+                tracing::warn!(pid, "first message is not a hello ({:?}); closing", other.req);
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(pid, "malformed first frame; closing: {e}");
+                return;
+            }
+        },
+        Ok(_) => return,
+        Err(_) => {
+            tracing::warn!(pid, "no hello within 5 s; closing");
+            return;
+        }
+    };
+    let (tx, mut rx) = unbounded_channel();
+    let sid = node.lock().add_session(pid, role, tx);
+    tracing::debug!(sid, pid, ?role, "session open");
+    let mut s = Session { node: node.clone(), sid, pid, role, uid, conn };
+    // Application processes have an event socket of their own: forward events there from a
+    // task of their own, so they flow even while a request of the session waits (a long
+    // connect, say). Other roles get events between requests on the main socket.
+    // `keep` holds the sending side of the idle channel the loop listens on when events
+    // go through the forwarding task.
+    let (keep, idle) = unbounded_channel::<remora_proto::Event>();
+    let mut rx = match event_sock {
+        Some(ev_sock) => {
+            tokio::spawn(async move {
+                while let Some(ev) = rx.recv().await {
+                    if send_msg(&ev_sock, &ServerMsg::Event(ev), &[]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            idle
+        }
+        None => rx,
+    };
+    loop {
+        tokio::select! {
+            r = s.conn.recv(&mut buf) => {
+                let (n, fds) = match r {
+                    Ok((0, _)) => break,
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!(sid, pid, "receive failed, closing session: {e}");
+                        break;
+                    }
+                };
+                let frame = match decode::<RequestFrame>(&buf[..n]) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        tracing::warn!(sid, pid, "malformed frame, closing session: {e}");
+                        break;
+                    }
+                };
+                let (result, out_fds) = handle(&mut s, frame.req, fds).await;
+                s.node.changed.notify_waiters();
+                if frame.id != NO_REPLY {
+                    let borrowed: Vec<BorrowedFd<'_>> = out_fds.iter().map(|f| f.as_fd()).collect();
+                    let msg = ServerMsg::Reply { id: frame.id, result };
+                    if send_msg(&s.conn, &msg, &borrowed).await.is_err() {
+                        break;
+                    }
+                }
+            }
+            Some(ev) = rx.recv() => {
+                if send_msg(&s.conn, &ServerMsg::Event(ev), &[]).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    drop(keep);
+    node.transports().session_end(sid);
+    node.end_session(sid);
+    node.changed.notify_waiters();
+    tracing::debug!(sid, pid, "session closed; its resources are released");
+}
+
+async fn handle(s: &mut Session, req: Request, fds: Vec<OwnedFd>) -> Outcome {
+    if s.role == Role::Control && !matches!(req, Request::Probe { .. } | Request::Status | Request::Shutdown)
+    {
+        return (Err(Error::Access), vec![]);
+    }
+    let scif_req = matches!(req, Request::Scif(_));
+    if scif_req != (s.role == Role::Scif)
+        && !matches!(req, Request::Probe { .. } | Request::Scif(ScifRequest::Nodes))
+    {
+        return (Err(Error::Access), vec![]);
+    }
+    let sid = s.sid;
+    match req {
+        Request::Hello { .. } => (Err(Error::Protocol("second hello".into())), vec![]),
+        Request::Scif(r) => crate::personality::scif::client::handle(s, r, fds).await,
+        Request::MapNote { map, target, offset, size, readonly } => {
+            s.node.lock().map_note(sid, MapStatus { session: sid, map, target, offset, size, readonly });
+            (Ok(Reply::Ok), vec![])
+        }
+        Request::UnmapNote { map } => {
+            s.node.lock().unmap_note(sid, map);
+            (Ok(Reply::Ok), vec![])
+        }
+        Request::Probe { node } => {
+            let reachable = node == s.me()
+                || matches!(
+                    tokio::time::timeout(Duration::from_secs(2), s.ask(node, PeerRequest::Probe)).await,
+                    Ok(Ok(_))
+                );
+            (Ok(Reply::Probe { reachable }), vec![])
+        }
+        Request::Status => (Ok(Reply::Status(status(s))), vec![]),
+        Request::Shutdown => {
+            s.node.shutdown.notify_one();
+            (Ok(Reply::Ok), vec![])
+        }
+        other => crate::personality::sisci::handle(s, other, fds).await,
+    }
+}
+
+fn status(s: &Session) -> remora_proto::NodeStatus {
+    let up = s.node.started.elapsed().as_secs();
+    let mut st = s.node.lock().status(std::process::id(), s.node.config.auto_started, up);
+    st.scif = s.node.scif().counts();
+    st.peers = s
+        .node
+        .transports()
+        .links()
+        .into_iter()
+        .map(|l| remora_proto::PeerStatus {
+            node: l.node,
+            addr: l.addr,
+            state: l.state.word().into(),
+            rtt_us: l.rtt_us,
+            bytes_in: l.bytes_in,
+            bytes_out: l.bytes_out,
+        })
+        .collect();
+    st
+}
