@@ -1,0 +1,419 @@
+//! The transport conformance suite: the same checks over every transport in
+//! `remora_node::transport::TRANSPORTS`, through the `Transport` trait alone.
+//!
+//! Each transport gets a harness that builds "node 4" (the transports under test, with a
+//! recording [`Inbound`]) and "node 8" (the peer: for `tcp` another set of transports in a
+//! runtime of its own; for `local` a real daemon, as the transport's peers are). The checks:
+//! request/response (answers and refusals travel intact), streaming writes and reads of a
+//! remote range from 0 B to 16 MiB with every byte checked (or "unsupported" from a
+//! transport that shares memory, whose connect hands the memory over instead), pager flows
+//! (stores, loads, a frame for another handle closing the flow), malformed and truncated
+//! input closing only that connection, and the peer's loss turning into an event.
+
+use remora_node::transport::{
+    BoxFuture, Env, Inbound, LinkState, PeerMemory, Transport, Transports, TRANSPORTS,
+};
+use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, PeerReply, PeerRequest, RangeRef, BULK_FRAME};
+use remora_proto::{Error, Event};
+use remora_sys::{AsFd, Mapping, Memfd};
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const MEM: usize = 16 << 20;
+/// The handle a peer's recording inbound serves memory under.
+const HANDLE: u64 = 7;
+
+fn mapping(len: usize) -> Arc<Mapping> {
+    let fd = Memfd::create("conformance", len as u64).unwrap();
+    Arc::new(Mapping::new(fd.as_fd(), 0, len, Default::default()).unwrap())
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 11) as u8).collect()
+}
+
+fn wait(what: &str, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(t.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// What a recording inbound heard.
+#[derive(Debug, Clone, PartialEq)]
+enum Heard {
+    Link(u32, LinkState),
+    RouteLost(u32, u64),
+    SessionEnd(u32, u64),
+    Event(u32, u64),
+}
+
+/// An [`Inbound`] that serves a little protocol over one memory, and records the rest.
+struct Recorder {
+    mem: Arc<Mapping>,
+    heard: Mutex<Vec<Heard>>,
+}
+
+impl Recorder {
+    fn new() -> Arc<Recorder> {
+        Arc::new(Recorder { mem: mapping(MEM), heard: Mutex::new(Vec::new()) })
+    }
+
+    fn heard(&self, h: &Heard) -> bool {
+        self.heard.lock().unwrap().contains(h)
+    }
+}
+
+struct Window(Arc<Mapping>);
+
+impl PeerMemory for Window {
+    fn resolve(&self, offset: u64, len: u64, _write: bool) -> Option<Vec<(Arc<Mapping>, usize, usize)>> {
+        let end = offset.checked_add(len)?;
+        (end <= self.0.len() as u64).then(|| vec![(self.0.clone(), offset as usize, len as usize)])
+    }
+}
+
+impl Inbound for Recorder {
+    fn request(
+        &self,
+        _from: u32,
+        _origin: u64,
+        req: PeerRequest,
+    ) -> BoxFuture<'static, Result<PeerReply, Error>> {
+        let mem = self.mem.clone();
+        Box::pin(async move {
+            match req {
+                PeerRequest::Probe => Ok(PeerReply::Ok),
+                PeerRequest::Read { conn: HANDLE, offset, len } => {
+                    let mut v = vec![0u8; len as usize];
+                    mem.read(offset as usize, &mut v).map_err(|_| Error::OutOfRange)?;
+                    Ok(PeerReply::Data(v))
+                }
+                PeerRequest::Write { conn: HANDLE, runs } => {
+                    for (o, d) in runs {
+                        mem.write(o as usize, &d).map_err(|_| Error::OutOfRange)?;
+                    }
+                    Ok(PeerReply::Ok)
+                }
+                _ => Err(Error::NoSuchSegment),
+            }
+        })
+    }
+
+    fn session_end(&self, from: u32, origin: u64) {
+        self.heard.lock().unwrap().push(Heard::SessionEnd(from, origin));
+    }
+
+    fn event(&self, from: u32, origin: u64, _event: Event) {
+        self.heard.lock().unwrap().push(Heard::Event(from, origin));
+    }
+
+    fn link_changed(&self, peer: u32, state: LinkState) {
+        self.heard.lock().unwrap().push(Heard::Link(peer, state));
+    }
+
+    fn route_lost(&self, node: u32, origin: u64) {
+        self.heard.lock().unwrap().push(Heard::RouteLost(node, origin));
+    }
+
+    fn memory(&self, _from: u32, target: RangeRef) -> Option<Arc<dyn PeerMemory>> {
+        (target == RangeRef::connection(HANDLE))
+            .then(|| Arc::new(Window(self.mem.clone())) as Arc<dyn PeerMemory>)
+    }
+}
+
+/// Node 4's side: its runtime, transports and recorder.
+struct Near {
+    rt: tokio::runtime::Runtime,
+    transports: Transports,
+    heard: Arc<Recorder>,
+}
+
+impl Near {
+    fn open(env: Env) -> Near {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let heard = Recorder::new();
+        let transports = {
+            let _g = rt.enter();
+            Transports::open(&env, heard.clone()).unwrap()
+        };
+        Near { rt, transports, heard }
+    }
+
+    fn to8(&self) -> Arc<dyn Transport> {
+        self.transports.to(8).cloned().expect("a transport reaches node 8")
+    }
+
+    fn ask(&self, req: PeerRequest) -> Result<(PeerReply, Vec<std::os::fd::OwnedFd>), Error> {
+        let t = self.to8();
+        self.rt
+            .block_on(
+                async move { tokio::time::timeout(Duration::from_secs(10), t.request(8, 1, req)).await },
+            )
+            .unwrap_or(Err(Error::Timeout))
+    }
+}
+
+/// Request/response: answers and refusals come back as the peer gave them.
+fn check_request_response(near: &Near) {
+    assert_eq!(near.ask(PeerRequest::Probe).map(|a| a.0), Ok(PeerReply::Ok));
+    let refused = near.ask(PeerRequest::Connect { id: 0x5eed, timeout_ms: Some(0) });
+    assert!(matches!(refused, Err(Error::NoSuchSegment)), "a refusal travels back: {refused:?}");
+}
+
+/// Streaming writes and reads of every size, each byte checked; `peer` is the peer's view
+/// of the memory behind `handle`.
+fn check_streaming(t: &dyn Transport, handle: u64, peer: &Mapping) {
+    let local = mapping(MEM);
+    for (i, &n) in [0usize, 1, 4095, 4096, 65_537, 1 << 20, MEM].iter().enumerate() {
+        let data = pattern(n, i as u8);
+        local.write(0, &data).unwrap();
+        let at = if n == MEM { 0 } else { 4096 * i + 3 };
+        t.write_range(8, handle, at as u64, &local, 0, n).unwrap();
+        let mut seen = vec![0u8; n];
+        peer.read(at, &mut seen).unwrap();
+        assert!(seen == data, "{n} bytes written arrive intact");
+        let back = mapping(MEM);
+        t.read_range(8, handle, at as u64, &back, 0, n).unwrap();
+        let mut got = vec![0u8; n];
+        back.read(0, &mut got).unwrap();
+        assert!(got == data, "{n} bytes read arrive intact");
+    }
+    assert!(t.write_range(8, handle, MEM as u64 - 10, &local, 0, 11).is_err(), "past the end is refused");
+    assert!(t.read_range(8, handle + 1, 0, &local, 0, 16).is_err(), "an unknown handle is refused");
+}
+
+fn frame(op: BulkOp, tag: u64, conn: u64, offset: u64, len: u64, ok: bool) -> BulkFrame {
+    BulkFrame::from_header(&BulkHeader { op, tag, conn, offset, len, ok })
+}
+
+fn answer(s: &mut std::net::TcpStream) -> std::io::Result<BulkHeader> {
+    let mut raw = [0u8; BULK_FRAME];
+    s.read_exact(&mut raw)?;
+    BulkFrame::parse(&raw).map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+/// Pager flows: stores land, loads return them, refusals are told, a frame for another
+/// handle ends the flow.
+fn check_pager_flows(near: &Near, peer: &Mapping) {
+    let t = near.to8();
+    let fd = near.rt.block_on(t.pager_flow(8, RangeRef::connection(HANDLE))).unwrap();
+    let mut s = std::net::TcpStream::from(fd);
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let data = pattern(5000, 9);
+    s.write_all(zerocopy::IntoBytes::as_bytes(&frame(BulkOp::Write, 1, HANDLE, 8192, 5000, true))).unwrap();
+    s.write_all(&data).unwrap();
+    let a = answer(&mut s).unwrap();
+    assert!(a.op == BulkOp::Ack && a.ok && a.tag == 1);
+    let mut seen = vec![0u8; 5000];
+    peer.read(8192, &mut seen).unwrap();
+    assert_eq!(seen, data, "a store through the flow lands");
+    s.write_all(zerocopy::IntoBytes::as_bytes(&frame(BulkOp::Read, 2, HANDLE, 8192, 5000, true))).unwrap();
+    let d = answer(&mut s).unwrap();
+    assert!(d.op == BulkOp::Data && d.ok && d.len == 5000);
+    let mut got = vec![0u8; 5000];
+    s.read_exact(&mut got).unwrap();
+    assert_eq!(got, data, "a load through the flow returns the bytes");
+    s.write_all(zerocopy::IntoBytes::as_bytes(&frame(BulkOp::Read, 3, HANDLE, MEM as u64, 1, true))).unwrap();
+    let d = answer(&mut s).unwrap();
+    assert!(d.op == BulkOp::Data && !d.ok && d.len == 0, "a load past the end is refused in its answer");
+    s.write_all(zerocopy::IntoBytes::as_bytes(&frame(BulkOp::Read, 4, HANDLE + 1, 0, 8, true))).unwrap();
+    let mut b = [0u8; 1];
+    assert!(matches!(s.read(&mut b), Ok(0) | Err(_)), "a frame for another handle ends the flow");
+    // A flow bound to memory the peer does not serve is closed at once.
+    let fd = near.rt.block_on(t.pager_flow(8, RangeRef::connection(HANDLE + 1))).unwrap();
+    let mut s = std::net::TcpStream::from(fd);
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert!(matches!(s.read(&mut b), Ok(0) | Err(_)), "a flow bound to nothing is closed");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn tcp_env(node: u32, dir: &std::path::Path, p4: u16, p8: u16) -> Env {
+    let text = format!(
+        "secret = \"conformance-secret-0123456789\"\nheartbeat_ms = 50\n\
+         [[node]]\nid = 4\nhost = \"127.0.0.1\"\nport = {p4}\n[[node]]\nid = 8\nhost = \"127.0.0.1\"\nport = {p8}\n"
+    );
+    let cluster = remora_node::cluster::Cluster::parse(&text, dir).unwrap();
+    Env {
+        node,
+        runtime_dir: dir.join(format!("n{node}")),
+        cluster: Some(cluster),
+        incarnation: remora_node::new_incarnation(),
+    }
+}
+
+#[test]
+fn every_registered_transport_has_a_harness() {
+    for (name, _) in TRANSPORTS {
+        assert!(["local", "tcp"].contains(name), "transport {name} needs a harness in this suite");
+    }
+}
+
+#[test]
+fn tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p4, p8) = (free_port(), free_port());
+    let far = Near::open(tcp_env(8, dir.path(), p4, p8));
+    let near = Near::open(tcp_env(4, dir.path(), p4, p8));
+    assert_eq!(near.to8().name(), "tcp");
+    wait("the link to come up", || near.transports.link_state(8) == Some(LinkState::Up));
+
+    check_request_response(&near);
+    let data = pattern(3000, 5);
+    far.heard.mem.write(100, &data).unwrap();
+    assert_eq!(
+        near.ask(PeerRequest::Read { conn: HANDLE, offset: 100, len: 3000 }).map(|a| a.0),
+        Ok(PeerReply::Data(data))
+    );
+    let t = near.to8();
+    std::thread::scope(|s| {
+        s.spawn(|| check_streaming(t.as_ref(), HANDLE, &far.heard.mem));
+    });
+    check_pager_flows(&near, &far.heard.mem);
+
+    // Session end reaches the peer.
+    near.transports.session_end(1);
+    wait("the session end", || far.heard.heard(&Heard::SessionEnd(4, 1)));
+
+    // Malformed and truncated input closes that connection only.
+    for junk in [&b"GET / HTTP/1.1\r\n\r\n"[..], &[0xff, 0xff, 0xff, 0x7f, 1, 2, 3][..], &[8, 0, 0, 0, 1][..]]
+    {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", p8)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(junk).unwrap();
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+    }
+    check_request_response(&near);
+    assert_eq!(near.transports.link_state(8), Some(LinkState::Up), "the link survived the junk");
+
+    // The peer's loss is an event, and requests to it fail instead of waiting.
+    drop(far);
+    wait("the loss of node 8", || near.heard.heard(&Heard::Link(8, LinkState::Lost)));
+    assert!(near.ask(PeerRequest::Probe).is_err());
+}
+
+/// Node 8 as a real daemon of this host, for the `local` transport.
+struct Daemon {
+    dir: tempfile::TempDir,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Daemon {
+    fn start() -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = remora_node::Config::new(8, dir.path().to_path_buf());
+        let thread = std::thread::spawn(move || remora_node::run(cfg).unwrap());
+        let sock = remora_proto::paths::socket_path(dir.path(), 8);
+        wait("node 8's socket", || sock.exists());
+        Daemon { dir, thread: Some(thread) }
+    }
+
+    /// A client session of node 8 (hello as `role`); returns the socket.
+    fn client(&self, role: remora_proto::Role) -> std::os::fd::OwnedFd {
+        let fd = remora_sys::seqpacket::connect(&remora_proto::paths::socket_path(self.dir.path(), 8), false)
+            .unwrap();
+        let hello = remora_proto::Request::Hello { version: remora_proto::VERSION, role };
+        self.exchange(&fd, hello);
+        fd
+    }
+
+    fn exchange(
+        &self,
+        fd: &std::os::fd::OwnedFd,
+        req: remora_proto::Request,
+    ) -> (remora_proto::Reply, Vec<std::os::fd::OwnedFd>) {
+        let bytes = remora_proto::encode(&remora_proto::RequestFrame { id: 1, req }).unwrap();
+        remora_sys::seqpacket::send(fd.as_fd(), &bytes, &[]).unwrap();
+        let mut buf = vec![0u8; remora_proto::MAX_FRAME];
+        let (n, fds) = remora_sys::seqpacket::recv(fd.as_fd(), &mut buf).unwrap();
+        match remora_proto::decode::<remora_proto::ServerMsg>(&buf[..n]).unwrap() {
+            remora_proto::ServerMsg::Reply { result, .. } => (result.unwrap(), fds),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn stop(&mut self) {
+        let ctl = self.client(remora_proto::Role::Control);
+        self.exchange(&ctl, remora_proto::Request::Shutdown);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+}
+
+#[test]
+fn local() {
+    let mut d = Daemon::start();
+    let env = Env {
+        node: 4,
+        runtime_dir: d.dir.path().to_path_buf(),
+        cluster: None,
+        incarnation: remora_node::new_incarnation(),
+    };
+    let near = Near::open(env);
+    assert_eq!(near.to8().name(), "local");
+    check_request_response(&near);
+
+    // A segment of node 8, made by a process of node 8.
+    let owner = d.client(remora_proto::Role::Client);
+    let (reply, fds) = d.exchange(
+        &owner,
+        remora_proto::Request::CreateSegment {
+            id: Some(HANDLE as u32),
+            size: MEM as u64,
+            private: false,
+            empty: false,
+        },
+    );
+    let remora_proto::Reply::Segment { seg, .. } = reply else { panic!("{reply:?}") };
+    let theirs = Mapping::new(fds[0].as_fd(), 0, MEM, Default::default()).unwrap();
+    d.exchange(&owner, remora_proto::Request::Prepare { seg, adapter: 0 });
+    d.exchange(&owner, remora_proto::Request::SetAvailable { seg, adapter: 0 });
+
+    // Connect hands the memory over: stores of every size are seen on the other side.
+    let (reply, fds) = near.ask(PeerRequest::Connect { id: HANDLE as u32, timeout_ms: Some(5000) }).unwrap();
+    let PeerReply::Connected { conn, size } = reply else { panic!("{reply:?}") };
+    assert_eq!((size, fds.len()), (MEM as u64, 1), "a transport that shares memory hands it over");
+    let mine = Mapping::new(fds[0].as_fd(), 0, MEM, Default::default()).unwrap();
+    for (i, &n) in [0usize, 1, 4095, 4096, 65_537, 1 << 20, MEM].iter().enumerate() {
+        let data = pattern(n, i as u8);
+        mine.write(0, &data).unwrap();
+        let mut seen = vec![0u8; n];
+        theirs.read(0, &mut seen).unwrap();
+        assert!(seen == data, "{n} bytes stored are seen by the owner");
+    }
+    // Streaming and pager flows are not this transport's: it says so.
+    let t = near.to8();
+    let scratch = mapping(4096);
+    assert!(
+        matches!(t.write_range(8, conn, 0, &scratch, 0, 16), Err(Error::Protocol(m)) if m.contains("unsupported"))
+    );
+    assert!(
+        matches!(t.read_range(8, conn, 0, &scratch, 0, 16), Err(Error::Protocol(m)) if m.contains("unsupported"))
+    );
+    let flow = near.rt.block_on(t.pager_flow(8, RangeRef::connection(conn)));
+    assert!(matches!(flow, Err(Error::Protocol(m)) if m.contains("unsupported")));
+
+    // Malformed and truncated frames close that session only.
+    for junk in [&b"not a frame"[..], &[b'R', b'M', 3, 0, 0xff][..], &[][..]] {
+        let fd = remora_sys::seqpacket::connect(&remora_proto::paths::socket_path(d.dir.path(), 8), false)
+            .unwrap();
+        let _ = remora_sys::seqpacket::send(fd.as_fd(), junk, &[]);
+        let mut buf = [0u8; 64];
+        let _ = remora_sys::seqpacket::recv(fd.as_fd(), &mut buf);
+    }
+    check_request_response(&near);
+
+    // The peer's loss is an event for the session whose route went through it.
+    drop(owner);
+    d.stop();
+    wait("the route's loss", || near.heard.heard(&Heard::RouteLost(8, 1)));
+    assert!(near.transports.to(8).is_none(), "a node whose daemon is gone is reached by no transport");
+}
