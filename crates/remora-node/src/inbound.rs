@@ -6,6 +6,7 @@
 //! to its module; link changes turn into the events the APIs promise.
 
 use crate::core::{ConnKind, ConnectWait, DmaTarget, Registry};
+use crate::session::wait_changes;
 use crate::transport::{BoxFuture, Inbound, LinkState, PeerMemory};
 use crate::Node;
 use remora_proto::link::{PeerReply, PeerRequest, RangeRef, Space};
@@ -13,7 +14,6 @@ use remora_proto::{Error, Event, LostReason, Role};
 use remora_sys::Mapping;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
 
 /// The node's [`Inbound`] handler.
 pub struct NodeInbound {
@@ -50,33 +50,14 @@ impl NodeInbound {
     }
 }
 
-/// Retry `attempt` whenever the books change, until it succeeds, fails hard, or the time
-/// runs out (`missing` if the thing never existed, else `Timeout`).
-pub(crate) async fn wait_for<T>(
+/// Retry `attempt` on the books whenever they change (see [`wait_changes`]).
+async fn wait_for<T>(
     node: &Node,
     timeout_ms: Option<u32>,
     missing: Error,
     mut attempt: impl FnMut(&mut Registry) -> Result<T, ConnectWait>,
 ) -> Result<T, Error> {
-    let deadline = timeout_ms.map(|t| Instant::now() + Duration::from_millis(t as u64));
-    loop {
-        let notified = node.changed.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        let last = match attempt(&mut node.lock()) {
-            Ok(x) => return Ok(x),
-            Err(ConnectWait::Failed(e)) => return Err(e),
-            Err(w) => w,
-        };
-        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        if left == Some(Duration::ZERO) {
-            return Err(match last {
-                ConnectWait::Missing => missing,
-                _ => Error::Timeout,
-            });
-        }
-        let _ = tokio::time::timeout(left.unwrap_or(Duration::from_secs(3600)), &mut notified).await;
-    }
+    wait_changes(node, timeout_ms, missing, || attempt(&mut node.lock()), std::future::pending()).await
 }
 
 /// Serve one core request of `from`, held by session `sid`.

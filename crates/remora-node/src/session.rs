@@ -105,31 +105,44 @@ impl Session {
         &self,
         timeout_ms: Option<u32>,
         missing: Error,
-        mut attempt: impl FnMut() -> Result<T, ConnectWait>,
+        attempt: impl FnMut() -> Result<T, ConnectWait>,
     ) -> Result<T, Error> {
-        let deadline = timeout_ms.map(|t| Instant::now() + Duration::from_millis(t as u64));
-        loop {
-            let notified = self.node.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let last = match attempt() {
-                Ok(x) => return Ok(x),
-                Err(ConnectWait::Failed(e)) => return Err(e),
-                Err(w) => w,
-            };
-            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            if remaining == Some(Duration::ZERO) {
-                return Err(match last {
-                    ConnectWait::Missing => missing,
-                    _ => Error::Timeout,
-                });
-            }
-            let sleep = tokio::time::sleep(remaining.unwrap_or(Duration::from_secs(3600)));
-            tokio::select! {
-                _ = &mut notified => {}
-                _ = sleep => {}
-                _ = self.conn.hangup() => return Err(Error::Protocol("caller hung up".into())),
-            }
+        wait_changes(&self.node, timeout_ms, missing, attempt, self.conn.hangup()).await
+    }
+}
+
+/// Retry `attempt` whenever the books change, until it succeeds, fails hard, the time runs
+/// out (`missing` if the thing never existed, else `Timeout`), or `cancel` resolves.
+pub(crate) async fn wait_changes<T>(
+    node: &Node,
+    timeout_ms: Option<u32>,
+    missing: Error,
+    mut attempt: impl FnMut() -> Result<T, ConnectWait>,
+    cancel: impl std::future::Future<Output = ()>,
+) -> Result<T, Error> {
+    let deadline = timeout_ms.map(|t| Instant::now() + Duration::from_millis(t as u64));
+    tokio::pin!(cancel);
+    loop {
+        let notified = node.changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let last = match attempt() {
+            Ok(x) => return Ok(x),
+            Err(ConnectWait::Failed(e)) => return Err(e),
+            Err(w) => w,
+        };
+        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if remaining == Some(Duration::ZERO) {
+            return Err(match last {
+                ConnectWait::Missing => missing,
+                _ => Error::Timeout,
+            });
+        }
+        let sleep = tokio::time::sleep(remaining.unwrap_or(Duration::from_secs(3600)));
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = sleep => {}
+            _ = &mut cancel => return Err(Error::Protocol("caller hung up".into())),
         }
     }
 }

@@ -28,6 +28,48 @@ fn served(peer: &TcpPeer, conn: u64, off: u64, len: u64, write: bool) -> Option<
 }
 
 impl TcpPeer {
+    /// Post one operation per chunk of at most [`MAX_BULK_CHUNK`] bytes; `post` gets the
+    /// header and the chunk's offset from the start, and says what waits for the answer.
+    /// Returns the waits with their tags, or `None` when the flow is gone.
+    fn post_chunks(
+        &self,
+        op: BulkOp,
+        conn: u64,
+        offset: u64,
+        len: usize,
+        mut post: impl FnMut(
+            usize,
+            usize,
+            std::sync::mpsc::Sender<bool>,
+        ) -> (Option<(Arc<Mapping>, usize)>, BulkWait),
+    ) -> Option<Vec<(u64, std::sync::mpsc::Receiver<bool>)>> {
+        let mut waits = Vec::new();
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(MAX_BULK_CHUNK);
+            let (tx, rx) = std::sync::mpsc::channel();
+            let tag = self.next.fetch_add(1, Ordering::Relaxed);
+            let hdr = BulkHeader { op, tag, conn, offset: offset + done as u64, len: n as u64, ok: true };
+            let (payload, wait) = post(done, n, tx);
+            self.bulk_send(hdr, payload, Some(wait)).ok()?;
+            waits.push((tag, rx));
+            done += n;
+        }
+        Some(waits)
+    }
+
+    /// Wait for every answer; a failed one's late data must not land later.
+    fn all_answered(&self, waits: Vec<(u64, std::sync::mpsc::Receiver<bool>)>) -> bool {
+        let mut ok = true;
+        for (tag, rx) in waits {
+            if !rx.recv_timeout(Duration::from_secs(60)).unwrap_or(false) {
+                self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
+                ok = false;
+            }
+        }
+        ok
+    }
+
     /// Write `len` bytes from `src` at `src_off` into the peer's connection `conn` at
     /// `offset` (blocking; for DMA workers). `false` when the transfer failed.
     pub(super) fn bulk_write(
@@ -38,27 +80,8 @@ impl TcpPeer {
         src_off: usize,
         len: usize,
     ) -> bool {
-        let mut acks = Vec::new();
-        let mut done = 0;
-        while done < len {
-            let n = (len - done).min(MAX_BULK_CHUNK);
-            let (tx, rx) = std::sync::mpsc::channel();
-            let tag = self.next.fetch_add(1, Ordering::Relaxed);
-            let hdr = BulkHeader {
-                op: BulkOp::Write,
-                tag,
-                conn,
-                offset: offset + done as u64,
-                len: n as u64,
-                ok: true,
-            };
-            if self.bulk_send(hdr, Some((src.clone(), src_off + done)), Some(BulkWait::Ack(tx))).is_err() {
-                return false;
-            }
-            acks.push(rx);
-            done += n;
-        }
-        acks.into_iter().all(|rx| rx.recv_timeout(Duration::from_secs(60)).unwrap_or(false))
+        let post = |done: usize, _n: usize, tx| (Some((src.clone(), src_off + done)), BulkWait::Ack(tx));
+        self.post_chunks(BulkOp::Write, conn, offset, len, post).is_some_and(|w| self.all_answered(w))
     }
 
     /// Read `len` bytes of the peer's connection `conn` at `offset` into `dest` at
@@ -71,36 +94,10 @@ impl TcpPeer {
         dest_off: usize,
         len: usize,
     ) -> bool {
-        let mut waits = Vec::new();
-        let mut done = 0;
-        while done < len {
-            let n = (len - done).min(MAX_BULK_CHUNK);
-            let (tx, rx) = std::sync::mpsc::channel();
-            let tag = self.next.fetch_add(1, Ordering::Relaxed);
-            let hdr = BulkHeader {
-                op: BulkOp::Read,
-                tag,
-                conn,
-                offset: offset + done as u64,
-                len: n as u64,
-                ok: true,
-            };
-            let wait = BulkWait::Read { dest: dest.clone(), off: dest_off + done, len: n as u64, done: tx };
-            if self.bulk_send(hdr, None, Some(wait)).is_err() {
-                return false;
-            }
-            waits.push((tag, rx));
-            done += n;
-        }
-        let mut ok = true;
-        for (tag, rx) in waits {
-            if !rx.recv_timeout(Duration::from_secs(60)).unwrap_or(false) {
-                // Late data for a failed job must not land later.
-                self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
-                ok = false;
-            }
-        }
-        ok
+        let post = |done: usize, n: usize, tx| {
+            (None, BulkWait::Read { dest: dest.clone(), off: dest_off + done, len: n as u64, done: tx })
+        };
+        self.post_chunks(BulkOp::Read, conn, offset, len, post).is_some_and(|w| self.all_answered(w))
     }
 }
 
