@@ -9,6 +9,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include "sisci_api.h"
 
 #define HELLO_SEG_ID   4
@@ -32,14 +33,23 @@ int main(int argc, char *argv[])
     volatile int *word;
     size_t size;
     unsigned int receiver = argc > 1 ? (unsigned int)strtoul(argv[1], NULL, 0) : 4;
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    time_t give_up;
 
     SCIInitialize(0, &err);
     if (err != SCI_ERR_OK) return fail("SCIInitialize", err);
     SCIOpen(&dev, 0, &err);
     if (err != SCI_ERR_OK) return fail("SCIOpen", err);
 
-    /* Synchronous connect: waits (here up to 30 s) for the receiver's segment. */
-    SCIConnectSegment(dev, &segment, receiver, HELLO_SEG_ID, ADAPTER_NO, NULL, NULL, 30000, 0, &err);
+    /* Synchronous connect: waits (here up to 30 s) for the receiver's segment.
+     * A node whose daemon has not started yet is unknown at once: ask again shortly. */
+    give_up = time(NULL) + 30;
+    for (;;) {
+        SCIConnectSegment(dev, &segment, receiver, HELLO_SEG_ID, ADAPTER_NO, NULL, NULL, 30000, 0, &err);
+        if (err != SCI_ERR_NO_SUCH_NODEID || time(NULL) > give_up)
+            break;
+        nanosleep(&pause, NULL);
+    }
     if (err != SCI_ERR_OK) return fail("SCIConnectSegment", err);
     size = SCIGetRemoteSegmentSize(segment);
 
