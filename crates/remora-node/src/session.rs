@@ -2,7 +2,7 @@
 //! and the helpers every personality uses (asking another node, waiting for the books).
 
 use crate::core::{ConnectWait, Registry};
-use crate::transport::{Answer, LinkState};
+use crate::transport::{Answer, LinkState, Transport};
 use crate::Node;
 use remora_proto::link::PeerRequest;
 use remora_proto::{Error, Reply, Role};
@@ -83,6 +83,19 @@ impl Session {
     /// `NoSuchNode` when no transport reaches it; the peer's or the transport's error.
     pub async fn ask(&self, node: u32, req: PeerRequest) -> Result<Answer, Error> {
         let t = self.node.transports().to(node).cloned().ok_or(Error::NoSuchNode)?;
+        self.ask_via(&t, node, req).await
+    }
+
+    /// [`Session::ask`] through a transport the caller already picked.
+    ///
+    /// # Errors
+    /// The peer's or the transport's error.
+    pub async fn ask_via(
+        &self,
+        t: &Arc<dyn Transport>,
+        node: u32,
+        req: PeerRequest,
+    ) -> Result<Answer, Error> {
         tokio::select! {
             r = t.request(node, self.sid, req) => r,
             _ = self.conn.hangup() => Err(Error::Protocol("caller hung up".into())),

@@ -7,6 +7,7 @@
 use crate::core::ConnKind;
 use crate::core::DmaTarget;
 use crate::session::{fd_of, is_memfd, Outcome, Session};
+use crate::transport::Transport;
 use crate::Node;
 use remora_proto::link::{PeerReply, PeerRequest, RangeRef};
 use remora_proto::{Error, Reply, Request};
@@ -18,9 +19,11 @@ fn unexpected(other: impl std::fmt::Debug) -> Error {
     Error::Protocol(format!("unexpected answer {other:?}"))
 }
 
-/// Whether the transport that reaches `node` shares memory.
-fn shares(s: &Session, node: u32) -> bool {
-    s.node.transports().to(node).is_some_and(|t| t.shares_memory())
+/// The transport that reaches `node`, and whether it shares memory.
+fn transport_to(s: &Session, node: u32) -> Result<(Arc<dyn Transport>, bool), Error> {
+    let t = s.node.transports().to(node).cloned().ok_or(Error::NoSuchNode)?;
+    let shared = t.shares_memory();
+    Ok((t, shared))
 }
 
 /// Serve one SISCI request of session `s`.
@@ -187,8 +190,11 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
 
 /// `SCIConnectSegment` to a segment of another node, through its transport.
 async fn connect_far(s: &Session, node: u32, id: u32, timeout_ms: Option<u32>) -> Outcome {
-    let shared = shares(s, node);
-    match s.ask(node, PeerRequest::Connect { id, timeout_ms }).await {
+    let (t, shared) = match transport_to(s, node) {
+        Ok(x) => x,
+        Err(e) => return (Err(e), vec![]),
+    };
+    match s.ask_via(&t, node, PeerRequest::Connect { id, timeout_ms }).await {
         Ok((PeerReply::Connected { conn: remote, size }, fds)) if shared && fds.len() == 1 => {
             let keep = fds[0].try_clone().ok().and_then(|fd| remora_sys::Memfd::from_fd(fd).ok());
             // Never trust a size larger than the memory that came with it.
@@ -213,8 +219,11 @@ async fn connect_interrupt_far(
     data: bool,
     timeout_ms: Option<u32>,
 ) -> Outcome {
-    let shared = shares(s, node);
-    match s.ask(node, PeerRequest::ConnectInterrupt { intno, data, timeout_ms }).await {
+    let (t, shared) = match transport_to(s, node) {
+        Ok(x) => x,
+        Err(e) => return (Err(e), vec![]),
+    };
+    match s.ask_via(&t, node, PeerRequest::ConnectInterrupt { intno, data, timeout_ms }).await {
         Ok((PeerReply::Interrupt { intr: remote, intno }, fds))
             if fds.len() == if shared { 2 } else { 0 } =>
         {
