@@ -224,7 +224,7 @@ fn wait_for(word: &AtomicU64, want: u64) -> Result<(), String> {
 /// two cores, and a pure spinner on each would leave none for the threads that move data
 /// between them (on two real hosts each has cores of its own).
 fn wait_yielding(word: &AtomicU64, want: u64) -> Result<(), String> {
-    if std::env::var_os("REMORA_BENCH_SPIN").is_some() {
+    if remora_config::Config::get().bench_spin {
         return wait_for(word, want);
     }
     let t = Instant::now();
@@ -1079,7 +1079,7 @@ fn dsm(rounds: u32) -> Result<(), String> {
         }
         let ours = median(&mut v);
         let (fill, rtt) = (raw_uffd_fill(per)?, 2.0 * raw_tcp(4096, 250)?);
-        if std::env::var_os("REMORA_BENCH_SPREAD").is_some() {
+        if remora_config::Config::get().bench_spread {
             eprintln!(
                 "first touch {:.1} µs; uffd fill {:.1} µs + TCP round trip {:.1} µs",
                 ours / 1e3,

@@ -235,6 +235,31 @@ fn bad_input_gets_documented_codes() {
 }
 
 #[test]
+fn bad_configuration_names_the_variable_beside_the_code() {
+    let env = Env::new();
+    let exe = env.build(&root().join("tests/c/bad_config.c"), &[]);
+    for (var, value, says) in [
+        ("REMORA_NODE", "abc", "REMORA_NODE=\"abc\": allowed: a decimal integer 1..=65535"),
+        ("REMORA_NODE", "0", "REMORA_NODE=\"0\": allowed"),
+        ("REMORA_NODE", "65536", "REMORA_NODE=\"65536\": allowed"),
+        ("REMORA_NODE", "", "REMORA_NODE=\"\": allowed"),
+        ("REMORA_NODE", " 8", "REMORA_NODE=\" 8\": allowed"),
+        (
+            "REMORA_IDLE_EXIT",
+            "soon",
+            "REMORA_IDLE_EXIT=\"soon\": allowed: a decimal integer 0..=31536000 (seconds)",
+        ),
+        ("REMORA_NO_SPAWN", "yes", "REMORA_NO_SPAWN=\"yes\": allowed: 0 or 1"),
+    ] {
+        let o = env.run(&exe, 4).env(var, value).output().unwrap();
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{var}={value:?}: {out}{err}");
+        assert!(err.lines().any(|l| l.starts_with("remora: ") && l.contains(says)), "{var}={value:?}: {err}");
+        assert_eq!(err.lines().filter(|l| l.starts_with("remora: ")).count(), 1, "said once: {err}");
+    }
+}
+
+#[test]
 fn readonly_map_faults_on_store() {
     let env = Env::new();
     let exe = env.build(&root().join("tests/c/readonly_fault.c"), &[]);

@@ -80,12 +80,6 @@ use zerocopy::IntoBytes;
 
 const PAGE: usize = 4096;
 
-fn env_us(name: &str, default: u64) -> Duration {
-    // At most 10 s: deadlines computed from these never overflow.
-    let us: u64 = std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    Duration::from_micros(us.min(10_000_000))
-}
-
 /// Why a DSM map cannot be made.
 #[derive(Debug, thiserror::Error)]
 pub enum DsmError {
@@ -155,7 +149,7 @@ static FLOWS: Mutex<Vec<KnownFlow>> = Mutex::new(Vec::new());
 /// The pager flow for connection `conn` of `session`: the one its other maps use, or a new
 /// one. `None` where the daemon cannot open one.
 fn shared_flow(session: &Arc<Session>, home: Home) -> Option<Flow> {
-    if std::env::var_os("REMORA_PAGER_FLOWS").is_some_and(|v| v == "0") {
+    if !remora_config::Config::get().pager_flows {
         return None;
     }
     let (conn, req) = match home {
@@ -485,10 +479,10 @@ fn pager() -> Result<&'static Arc<Pager>, DsmError> {
             waker,
             cmds: Mutex::new(VecDeque::new()),
             next: AtomicU64::new(1),
-            flush: env_us("REMORA_DSM_FLUSH_US", 20),
-            flush_min: env_us("REMORA_DSM_FLUSH_MIN_US", 10).min(env_us("REMORA_DSM_FLUSH_US", 20)),
-            refresh: env_us("REMORA_DSM_REFRESH_US", 1000),
-            spin: env_us("REMORA_DSM_SPIN_US", 50),
+            flush: remora_config::Config::get().dsm.flush,
+            flush_min: remora_config::Config::get().dsm.flush_min,
+            refresh: remora_config::Config::get().dsm.refresh,
+            spin: remora_config::Config::get().dsm.spin,
         });
         let runner = p.clone();
         std::thread::Builder::new()

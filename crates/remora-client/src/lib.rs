@@ -36,6 +36,9 @@ pub enum ClientError {
     /// The daemon refused the request.
     #[error(transparent)]
     Daemon(#[from] remora_proto::Error),
+    /// A configuration value cannot be used.
+    #[error(transparent)]
+    Config(#[from] remora_config::ConfigError),
     /// No daemon could be reached or started.
     #[error("no node daemon: {0}")]
     NoDaemon(String),
@@ -69,31 +72,32 @@ pub struct Config {
 }
 
 impl Config {
-    /// The configuration the environment describes.
+    /// The configuration the environment describes (read and checked by
+    /// `remora_config`). A bad value is also said once on stderr, naming the variable.
     ///
     /// # Errors
-    /// [`ClientError::NoDaemon`] when `REMORA_NODE` or `REMORA_IDLE_EXIT` is malformed.
+    /// [`ClientError::Config`] naming the variable, its value and what is allowed.
     pub fn from_env() -> Result<Config, ClientError> {
-        let node = paths::node_from_env().map_err(ClientError::NoDaemon)?;
-        let idle = match std::env::var("REMORA_IDLE_EXIT") {
-            Ok(v) if !v.is_empty() => v.parse::<u64>().map_err(|_| {
-                ClientError::NoDaemon(format!("REMORA_IDLE_EXIT={v:?} is not a number of seconds"))
-            })?,
-            _ => 30,
-        };
-        Ok(Config {
-            node,
-            runtime_dir: paths::runtime_dir(),
-            daemon: std::env::var_os("REMORA_DAEMON").filter(|v| !v.is_empty()).map(PathBuf::from),
-            spawn: std::env::var("REMORA_NO_SPAWN").map(|v| v != "1").unwrap_or(true),
-            idle_exit: Duration::from_secs(idle.max(1)),
-            cluster: std::env::var_os("REMORA_CLUSTER").filter(|v| !v.is_empty()).map(PathBuf::from),
-        })
+        let c = remora_config::Config::from_env().inspect_err(remora_config::report)?;
+        Ok(Config::from(&c))
     }
 
     /// The same configuration for another node.
     pub fn with_node(&self, node: u32) -> Config {
         Config { node, ..self.clone() }
+    }
+}
+
+impl From<&remora_config::Config> for Config {
+    fn from(c: &remora_config::Config) -> Config {
+        Config {
+            node: c.node,
+            runtime_dir: c.runtime_dir.clone(),
+            daemon: c.daemon.clone(),
+            spawn: c.spawn,
+            idle_exit: c.idle_exit.max(Duration::from_secs(1)),
+            cluster: c.cluster_file.clone(),
+        }
     }
 }
 

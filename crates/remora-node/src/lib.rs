@@ -11,7 +11,8 @@
 //! remora_node::run(cfg).unwrap();
 //! ```
 
-pub mod cluster;
+/// The cluster file (read and checked by `remora_config`).
+pub use remora_config::cluster;
 pub mod core;
 mod inbound;
 pub mod personality;

@@ -46,34 +46,36 @@ fn detach() -> ! {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("REMORA_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let env = match remora_config::Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("remorad: {e}");
+            std::process::exit(2);
+        }
+    };
+    let filter = match tracing_subscriber::EnvFilter::try_new(&env.log) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("remorad: REMORA_LOG={:?}: not a log filter ({e}; allowed: e.g. info, debug)", env.log);
+            std::process::exit(2);
+        }
+    };
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let args = Args::parse();
     if args.detach {
         detach();
     }
-    let node = match args.node {
-        Some(n) => n,
-        None => match remora_proto::paths::node_from_env() {
-            Ok(n) => n,
-            Err(e) => {
-                eprintln!("remorad: {e}");
-                std::process::exit(2);
-            }
-        },
-    };
-    let mut cfg =
-        remora_node::Config::new(node, args.runtime_dir.unwrap_or_else(remora_proto::paths::runtime_dir));
+    let node = args.node.unwrap_or(env.node);
+    if node == 0 || node > remora_config::MAX_NODE {
+        eprintln!("remorad: --node {node}: allowed: 1..={}", remora_config::MAX_NODE);
+        std::process::exit(2);
+    }
+    let mut cfg = remora_node::Config::new(node, args.runtime_dir.unwrap_or_else(|| env.runtime_dir.clone()));
     cfg.idle_exit = (args.idle_exit > 0).then(|| Duration::from_secs(args.idle_exit));
     cfg.auto_started = args.auto;
     let cluster = match &args.cluster {
         Some(p) => remora_node::cluster::Cluster::load(p).map(Some),
-        None => remora_node::cluster::Cluster::from_env(),
+        None => remora_node::cluster::Cluster::find(&env),
     };
     cfg.cluster = match cluster {
         Ok(c) => c,

@@ -86,6 +86,7 @@ impl From<ClientError> for Error {
         match e {
             ClientError::Daemon(d) => d.into(),
             ClientError::NoDaemon(_) | ClientError::DaemonGone => Error::NoDevice,
+            ClientError::Config(c) => Error::Invalid(c.to_string()),
             other => Error::NoMemory(other.to_string()),
         }
     }

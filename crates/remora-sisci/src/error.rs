@@ -127,6 +127,7 @@ impl From<ClientError> for Error {
         match e {
             ClientError::Daemon(d) => d.into(),
             ClientError::DaemonGone => Error::NodeNotResponding,
+            ClientError::Config(c) => Error::IllegalParameter(c.to_string()),
             other => Error::System(other.to_string()),
         }
     }

@@ -59,14 +59,7 @@ pub const ADAPTER: u32 = 0;
 
 /// How long waits spin before they block (`REMORA_SPIN_US`, default 50 µs).
 pub(crate) fn spin() -> Duration {
-    static SPIN: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-    *SPIN.get_or_init(|| {
-        std::env::var("REMORA_SPIN_US")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map(Duration::from_micros)
-            .unwrap_or(remora_sys::sync::DEFAULT_SPIN)
-    })
+    remora_config::Config::get().spin
 }
 
 /// Counts the resources that depend on a parent.

@@ -158,7 +158,7 @@ pub fn urgent_thread(urgent: bool) -> bool {
         /// The thread's nice value before it was first raised.
         static ORIGINAL: std::cell::Cell<Option<i32>> = const { std::cell::Cell::new(None) };
     }
-    if std::env::var_os("REMORA_URGENT").is_some_and(|v| v == "0") {
+    if !remora_config::Config::get().urgent {
         return false;
     }
     let tid = rustix::thread::gettid();

@@ -99,8 +99,8 @@ macro_rules! cluster_or_skip {
 /// # Errors
 /// A [`Skip`] naming the missing file and how to build it.
 pub fn find_daemon() -> Result<PathBuf, Skip> {
-    let path = match std::env::var_os("REMORA_DAEMON").filter(|p| !p.is_empty()) {
-        Some(p) => PathBuf::from(p),
+    let path = match &remora_config::Config::get().daemon {
+        Some(p) => p.clone(),
         None => daemon_beside_test(),
     };
     if path.is_file() {

@@ -84,6 +84,20 @@ impl Cluster {
         if secret.len() < 16 {
             return Err("cluster file: the secret must have at least 16 bytes".into());
         }
+        for n in &f.node {
+            if n.id == 0 || n.id > crate::MAX_NODE {
+                return Err(format!("cluster file: node id {} (allowed: 1..={})", n.id, crate::MAX_NODE));
+            }
+            if n.port == 0 {
+                return Err(format!("cluster file: node {} has port 0 (allowed: 1..=65535)", n.id));
+            }
+            if n.host.trim().is_empty() {
+                return Err(format!("cluster file: node {} has an empty host", n.id));
+            }
+        }
+        if let Some(h) = f.heartbeat_ms.filter(|h| !(10..=60_000).contains(h)) {
+            return Err(format!("cluster file: heartbeat_ms = {h} (allowed: 10..=60000)"));
+        }
         let mut ids: Vec<u32> = f.node.iter().map(|n| n.id).collect();
         ids.sort_unstable();
         if ids.windows(2).any(|w| w[0] == w[1]) {
@@ -92,18 +106,19 @@ impl Cluster {
         Ok(Cluster {
             secret,
             nodes: f.node,
-            heartbeat: Duration::from_millis(f.heartbeat_ms.unwrap_or(200).max(10)),
+            heartbeat: Duration::from_millis(f.heartbeat_ms.unwrap_or(200)),
             force_tcp: f.force_tcp.unwrap_or(false),
         })
     }
 
-    /// The cluster file the environment names, if any.
+    /// The cluster file the configuration names (`REMORA_CLUSTER`), else
+    /// `/etc/remora/cluster.toml` if it exists; `None` without either.
     ///
     /// # Errors
-    /// As [`Cluster::load`], for a file that exists but is malformed.
-    pub fn from_env() -> Result<Option<Cluster>, String> {
-        if let Some(p) = std::env::var_os("REMORA_CLUSTER").filter(|p| !p.is_empty()) {
-            return Cluster::load(Path::new(&p)).map(Some);
+    /// As [`Cluster::load`], for a file that is named or exists but is malformed.
+    pub fn find(cfg: &crate::Config) -> Result<Option<Cluster>, String> {
+        if let Some(p) = &cfg.cluster_file {
+            return Cluster::load(p).map(Some);
         }
         let default = Path::new("/etc/remora/cluster.toml");
         if default.exists() {
@@ -143,6 +158,14 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("s"), "abcdefghijklmnopqrstuvwxyz\n").unwrap();
         let c = Cluster::parse("secret_file = \"s\"\n", &dir).unwrap();
+        for bad in ["id = 0", "id = 70000"] {
+            let text = format!("secret=\"0123456789abcdef\"\n[[node]]\n{bad}\nhost=\"a\"\nport=1\n");
+            assert!(Cluster::parse(&text, Path::new("/")).unwrap_err().contains("node id"));
+        }
+        let zero_port = "secret=\"0123456789abcdef\"\n[[node]]\nid=4\nhost=\"a\"\nport=0\n";
+        assert!(Cluster::parse(zero_port, Path::new("/")).unwrap_err().contains("port 0"));
+        let hb = "secret=\"0123456789abcdef\"\nheartbeat_ms = 1\n";
+        assert!(Cluster::parse(hb, Path::new("/")).unwrap_err().contains("heartbeat_ms = 1"));
         assert_eq!(c.secret, b"abcdefghijklmnopqrstuvwxyz");
     }
 }

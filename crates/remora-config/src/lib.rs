@@ -1,0 +1,344 @@
+//! Remora's configuration, read and validated in one place.
+//!
+//! Every `REMORA_*` variable that Remora's libraries and daemon read is a field of
+//! [`Config`], read by [`Config::from_env`] and checked there; the cluster file is
+//! [`cluster::Cluster`]. A bad value is refused with a [`ConfigError`] whose message names
+//! the variable, the value and what is allowed, so a user never gets a bare error code for
+//! a typo.
+//!
+//! ```
+//! use remora_config::Config;
+//! let cfg = Config::from_vars([("REMORA_NODE", "8"), ("REMORA_SPIN_US", "0")]).unwrap();
+//! assert_eq!(cfg.node, 8);
+//! assert_eq!(cfg.spin, std::time::Duration::ZERO);
+//! let bad = Config::from_vars([("REMORA_NODE", "abc")]).unwrap_err();
+//! assert!(bad.to_string().starts_with("REMORA_NODE=\"abc\""));
+//! ```
+
+pub mod cluster;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The node a process belongs to when `REMORA_NODE` is not set.
+pub const DEFAULT_NODE: u32 = 4;
+/// The largest node id.
+pub const MAX_NODE: u32 = 65_535;
+
+/// A configuration value that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{var}={value:?}: {allowed}")]
+pub struct ConfigError {
+    /// The variable (or cluster-file key).
+    pub var: String,
+    /// The value as given.
+    pub value: String,
+    /// What would be accepted.
+    pub allowed: String,
+}
+
+impl ConfigError {
+    fn new(var: &str, value: &str, allowed: impl Into<String>) -> ConfigError {
+        ConfigError { var: var.into(), value: value.into(), allowed: allowed.into() }
+    }
+}
+
+/// The DSM pager's timing (`REMORA_DSM_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DsmTiming {
+    /// `REMORA_DSM_FLUSH_US` (default 20): the longest a store to a map of another host's
+    /// memory waits before it is sent home.
+    pub flush: Duration,
+    /// `REMORA_DSM_FLUSH_MIN_US` (default 10, at most `flush`): how often the pager looks at
+    /// pages written lately.
+    pub flush_min: Duration,
+    /// `REMORA_DSM_SPIN_US` (default 50; 0: never): how long the pager keeps looking without
+    /// sleeping after a lone store.
+    pub spin: Duration,
+    /// `REMORA_DSM_REFRESH_US` (default 1000): how often a map drops clean pages.
+    pub refresh: Duration,
+}
+
+/// Everything the environment configures. See the README's environment table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `REMORA_NODE` (default 4): the node this process belongs to, 1..=65535.
+    pub node: u32,
+    /// `REMORA_RUNTIME_DIR`, else `$XDG_RUNTIME_DIR/remora`, else `/tmp/remora-<uid>`: where
+    /// the nodes of this host meet.
+    pub runtime_dir: PathBuf,
+    /// `REMORA_DAEMON`: the `remorad` to start (searched for when unset).
+    pub daemon: Option<PathBuf>,
+    /// `REMORA_IDLE_EXIT` (seconds, default 30): how long a daemon started by the library
+    /// lingers without clients.
+    pub idle_exit: Duration,
+    /// `REMORA_NO_SPAWN` (`1`: never start a daemon; `0` or unset: start one when none runs).
+    pub spawn: bool,
+    /// `REMORA_LOG` (default `info`): the daemon's log filter (`tracing` syntax).
+    pub log: String,
+    /// `REMORA_SPIN_US` (default 50, at most 1 s): how long interrupt and DMA waits spin
+    /// before they block.
+    pub spin: Duration,
+    /// The DSM pager's timing.
+    pub dsm: DsmTiming,
+    /// `REMORA_PAGER_FLOWS` (`0`: DSM pagers and SCIF RMA across hosts go through the daemon
+    /// instead of pager flows of their own).
+    pub pager_flows: bool,
+    /// `REMORA_URGENT` (`0`: pagers and pager-flow threads keep the default priority).
+    pub urgent: bool,
+    /// `REMORA_CLUSTER`: the cluster file (else `/etc/remora/cluster.toml` if it exists).
+    pub cluster_file: Option<PathBuf>,
+    /// `REMORA_BENCH_SPIN` (`1`: the DSM benchmark's pollers spin without yielding).
+    pub bench_spin: bool,
+    /// `REMORA_BENCH_SPREAD` (`1`: benchmarks print the parts of a reference as well).
+    pub bench_spread: bool,
+}
+
+/// The variables [`Config`] reads, for messages and tests.
+pub const VARIABLES: &[&str] = &[
+    "REMORA_NODE",
+    "REMORA_RUNTIME_DIR",
+    "REMORA_DAEMON",
+    "REMORA_IDLE_EXIT",
+    "REMORA_NO_SPAWN",
+    "REMORA_LOG",
+    "REMORA_SPIN_US",
+    "REMORA_DSM_FLUSH_US",
+    "REMORA_DSM_FLUSH_MIN_US",
+    "REMORA_DSM_SPIN_US",
+    "REMORA_DSM_REFRESH_US",
+    "REMORA_PAGER_FLOWS",
+    "REMORA_URGENT",
+    "REMORA_CLUSTER",
+    "REMORA_BENCH_SPIN",
+    "REMORA_BENCH_SPREAD",
+];
+
+/// A decimal integer in `lo..=hi`, written without sign, spaces or other characters.
+fn integer(var: &str, v: &str, lo: u64, hi: u64, unit: &str) -> Result<u64, ConfigError> {
+    let allowed = || format!("allowed: a decimal integer {lo}..={hi}{unit}");
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ConfigError::new(var, v, allowed()));
+    }
+    match v.parse::<u64>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(ConfigError::new(var, v, allowed())),
+    }
+}
+
+/// A switch that only `0` or `1` sets.
+fn switch(var: &str, v: &str) -> Result<bool, ConfigError> {
+    match v {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(ConfigError::new(var, v, "allowed: 0 or 1")),
+    }
+}
+
+/// A path that is not empty.
+fn path(var: &str, v: &str) -> Result<PathBuf, ConfigError> {
+    if v.is_empty() || v.trim() != v {
+        return Err(ConfigError::new(var, v, "allowed: a path, without surrounding spaces"));
+    }
+    Ok(PathBuf::from(v))
+}
+
+fn uid() -> u32 {
+    // /proc/self/status carries the real uid; no libc needed.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|u| u.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+impl Config {
+    /// The configuration of this process's environment.
+    ///
+    /// # Errors
+    /// The first variable whose value cannot be used.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        let mut vars: Vec<(String, String)> = Vec::new();
+        for name in VARIABLES.iter().chain(&["XDG_RUNTIME_DIR"]) {
+            if let Some(v) = std::env::var_os(name) {
+                vars.push((name.to_string(), v.to_string_lossy().into_owned()));
+            }
+        }
+        Config::from_vars(vars)
+    }
+
+    /// The configuration that these variables give (names not listed in [`VARIABLES`],
+    /// other than `XDG_RUNTIME_DIR`, are ignored).
+    ///
+    /// # Errors
+    /// The first variable whose value cannot be used.
+    pub fn from_vars<K: AsRef<str>, V: AsRef<str>>(
+        vars: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Config, ConfigError> {
+        let vars: Vec<(String, String)> =
+            vars.into_iter().map(|(k, v)| (k.as_ref().to_string(), v.as_ref().to_string())).collect();
+        let get = |name: &str| vars.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+        let us = |name: &str, default: u64, hi: u64| -> Result<Duration, ConfigError> {
+            match get(name) {
+                Some(v) => integer(name, v, 0, hi, " (µs)").map(Duration::from_micros),
+                None => Ok(Duration::from_micros(default)),
+            }
+        };
+        let node = match get("REMORA_NODE") {
+            Some(v) => integer("REMORA_NODE", v, 1, MAX_NODE as u64, "")? as u32,
+            None => DEFAULT_NODE,
+        };
+        let runtime_dir = match (get("REMORA_RUNTIME_DIR"), get("XDG_RUNTIME_DIR")) {
+            (Some(v), _) => path("REMORA_RUNTIME_DIR", v)?,
+            (None, Some(x)) if !x.is_empty() => PathBuf::from(x).join("remora"),
+            _ => PathBuf::from(format!("/tmp/remora-{}", uid())),
+        };
+        let flush = us("REMORA_DSM_FLUSH_US", 20, 1_000_000)?;
+        let flush_min = us("REMORA_DSM_FLUSH_MIN_US", 10, 1_000_000)?.min(flush);
+        Ok(Config {
+            node,
+            runtime_dir,
+            daemon: get("REMORA_DAEMON").map(|v| path("REMORA_DAEMON", v)).transpose()?,
+            idle_exit: match get("REMORA_IDLE_EXIT") {
+                Some(v) => Duration::from_secs(integer("REMORA_IDLE_EXIT", v, 0, 31_536_000, " (seconds)")?),
+                None => Duration::from_secs(30),
+            },
+            spawn: !get("REMORA_NO_SPAWN")
+                .map(|v| switch("REMORA_NO_SPAWN", v))
+                .transpose()?
+                .unwrap_or(false),
+            log: match get("REMORA_LOG") {
+                Some(v) if v.trim().is_empty() => {
+                    return Err(ConfigError::new(
+                        "REMORA_LOG",
+                        v,
+                        "allowed: a tracing filter such as info or debug",
+                    ))
+                }
+                Some(v) => v.to_string(),
+                None => "info".into(),
+            },
+            spin: us("REMORA_SPIN_US", 50, 1_000_000)?,
+            dsm: DsmTiming {
+                flush,
+                flush_min,
+                spin: us("REMORA_DSM_SPIN_US", 50, 1_000_000)?,
+                refresh: match us("REMORA_DSM_REFRESH_US", 1000, 60_000_000)? {
+                    d if d.is_zero() => {
+                        return Err(ConfigError::new(
+                            "REMORA_DSM_REFRESH_US",
+                            "0",
+                            "allowed: a decimal integer 1..=60000000 (µs)",
+                        ))
+                    }
+                    d => d,
+                },
+            },
+            pager_flows: get("REMORA_PAGER_FLOWS")
+                .map(|v| switch("REMORA_PAGER_FLOWS", v))
+                .transpose()?
+                .unwrap_or(true),
+            urgent: get("REMORA_URGENT").map(|v| switch("REMORA_URGENT", v)).transpose()?.unwrap_or(true),
+            cluster_file: get("REMORA_CLUSTER").map(|v| path("REMORA_CLUSTER", v)).transpose()?,
+            bench_spin: get("REMORA_BENCH_SPIN")
+                .map(|v| switch("REMORA_BENCH_SPIN", v))
+                .transpose()?
+                .unwrap_or(false),
+            bench_spread: get("REMORA_BENCH_SPREAD")
+                .map(|v| switch("REMORA_BENCH_SPREAD", v))
+                .transpose()?
+                .unwrap_or(false),
+        })
+    }
+
+    /// This process's configuration, read once. Where the environment holds a bad value,
+    /// the message is printed once on stderr (`remora: ...`) and the defaults stand in, so
+    /// a knob read deep in a library never fails a call; the calls that start a session
+    /// ([`Config::from_env`]) refuse the bad value with its error instead.
+    pub fn get() -> &'static Config {
+        static CONFIG: OnceLock<Config> = OnceLock::new();
+        CONFIG.get_or_init(|| match Config::from_env() {
+            Ok(c) => c,
+            Err(e) => {
+                report(&e);
+                Config::from_vars(std::iter::empty::<(&str, &str)>()).expect("the defaults are valid")
+            }
+        })
+    }
+}
+
+/// Print `e` on stderr once per process (prefix `remora: `): a library that refuses a bad
+/// value says why where a person sees it, beside the error code the API returns.
+pub fn report(e: &ConfigError) {
+    static SAID: OnceLock<()> = OnceLock::new();
+    SAID.get_or_init(|| eprintln!("remora: {e}"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(vars: &[(&str, &str)]) -> String {
+        Config::from_vars(vars.iter().copied()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults() {
+        let c = Config::from_vars([("XDG_RUNTIME_DIR", "/run/user/7")]).unwrap();
+        assert_eq!(c.node, 4);
+        assert_eq!(c.runtime_dir, PathBuf::from("/run/user/7/remora"));
+        assert_eq!(c.idle_exit, Duration::from_secs(30));
+        assert!(c.spawn && c.pager_flows && c.urgent);
+        assert_eq!(c.spin, Duration::from_micros(50));
+        assert_eq!(c.dsm.flush, Duration::from_micros(20));
+        assert_eq!(c.dsm.flush_min, Duration::from_micros(10));
+        assert_eq!(c.dsm.refresh, Duration::from_millis(1));
+        assert_eq!(c.log, "info");
+        assert!(c.cluster_file.is_none() && c.daemon.is_none());
+    }
+
+    #[test]
+    fn node_ids_are_checked() {
+        assert_eq!(Config::from_vars([("REMORA_NODE", "65535")]).unwrap().node, 65535);
+        for bad in ["abc", "0", "65536", "", " 8", "8 ", "-4", "+4", "0x10", "4.0"] {
+            let m = err(&[("REMORA_NODE", bad)]);
+            assert!(
+                m.starts_with(&format!("REMORA_NODE={bad:?}: allowed: a decimal integer 1..=65535")),
+                "{m}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_number_names_its_unit_and_range() {
+        for var in ["REMORA_SPIN_US", "REMORA_DSM_FLUSH_US", "REMORA_DSM_FLUSH_MIN_US", "REMORA_DSM_SPIN_US"]
+        {
+            let m = err(&[(var, "fast")]);
+            assert!(m.contains(var) && m.contains("(µs)") && m.contains("\"fast\""), "{m}");
+            assert!(Config::from_vars([(var, "2000000")]).is_err());
+        }
+        assert!(err(&[("REMORA_IDLE_EXIT", "1m")]).contains("(seconds)"));
+        assert!(err(&[("REMORA_DSM_REFRESH_US", "0")]).contains("1..="));
+        // flush_min never exceeds flush.
+        let c = Config::from_vars([("REMORA_DSM_FLUSH_US", "5"), ("REMORA_DSM_FLUSH_MIN_US", "40")]).unwrap();
+        assert_eq!(c.dsm.flush_min, Duration::from_micros(5));
+    }
+
+    #[test]
+    fn switches_and_paths() {
+        assert!(!Config::from_vars([("REMORA_NO_SPAWN", "1")]).unwrap().spawn);
+        assert!(!Config::from_vars([("REMORA_URGENT", "0")]).unwrap().urgent);
+        assert!(!Config::from_vars([("REMORA_PAGER_FLOWS", "0")]).unwrap().pager_flows);
+        assert_eq!(err(&[("REMORA_NO_SPAWN", "yes")]), "REMORA_NO_SPAWN=\"yes\": allowed: 0 or 1");
+        assert!(err(&[("REMORA_RUNTIME_DIR", "")]).starts_with("REMORA_RUNTIME_DIR=\"\""));
+        assert!(err(&[("REMORA_DAEMON", " /x")]).starts_with("REMORA_DAEMON"));
+        assert!(err(&[("REMORA_LOG", " ")]).starts_with("REMORA_LOG"));
+        let c = Config::from_vars([("REMORA_CLUSTER", "/etc/c.toml"), ("REMORA_RUNTIME_DIR", "/r")]).unwrap();
+        assert_eq!(c.cluster_file, Some(PathBuf::from("/etc/c.toml")));
+        assert_eq!(c.runtime_dir, PathBuf::from("/r"));
+    }
+}
