@@ -2,8 +2,11 @@
 //!
 //! A [`Session`] is one control connection to the node daemon (Unix `SOCK_SEQPACKET`). If no
 //! daemon plays the node yet, [`Session::open`] starts `remorad` itself and waits for its
-//! socket, so a program needs no set-up step. Calls are blocking; the runtime starts no
-//! thread of its own in this version.
+//! socket, so a program needs no set-up step. Calls are blocking. The runtime starts threads of its own
+//! only when they are needed: the event thread (started with the first registration; it
+//! waits on every descriptor that can bring news and runs the callbacks, [`events`]), and,
+//! once a process maps memory of another host, one DSM pager thread for all such maps
+//! ([`dsm`]).
 //!
 //! ```no_run
 //! use remora_client::{Config, Session};

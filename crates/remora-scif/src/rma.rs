@@ -8,7 +8,7 @@
 //! the connection's shared region, which is what fences wait on.
 
 use crate::endpoint::Conn;
-use crate::window::{resolve, resolve_one, Piece};
+use crate::window::{peer_windows, resolve, resolve_one, Piece};
 use crate::{Endpoint, Error, Result};
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
@@ -114,7 +114,7 @@ impl Conn {
     /// peer's node, else (or for the precise error of a refused store) through the daemons,
     /// in chunks.
     fn remote_write(&self, roffset: u64, data: &[u8]) -> Result<()> {
-        match remora_client::dsm::peer_window_write(&self.session, roffset, data) {
+        match remora_client::dsm::range_write(&self.session, &peer_windows(), roffset, data) {
             Some(Ok(())) => return Ok(()),
             Some(Err(e)) if e.kind() != std::io::ErrorKind::PermissionDenied => return Err(Error::Reset),
             _ => {}
@@ -133,7 +133,7 @@ impl Conn {
     /// RMA from the far peer's windows: over the endpoint's pager flow, else (or for the
     /// precise error of a refused read) through the daemons, in chunks.
     fn remote_read(&self, roffset: u64, out: &mut [u8]) -> Result<()> {
-        match remora_client::dsm::peer_window_read(&self.session, roffset, out) {
+        match remora_client::dsm::range_read(&self.session, &peer_windows(), roffset, out) {
             Some(Ok(())) => return Ok(()),
             Some(Err(e)) if e.kind() != std::io::ErrorKind::PermissionDenied => return Err(Error::Reset),
             _ => {}

@@ -282,14 +282,41 @@ impl Endpoint {
             (Reply::Ok, _) => {}
             (other, _) => return Err(Error::Invalid(format!("unexpected answer {other:?}"))),
         }
-        remora_client::dsm::DsmMap::new_at(
-            c.session.clone(),
-            remora_client::dsm::Home::ScifPeer,
-            u64::MAX,
-            offset,
-            len,
-            !prot.write,
-        )
-        .map_err(|_| Error::NotSupported("userfaultfd is unavailable: no maps of another host's memory"))
+        remora_client::dsm::DsmMap::new(c.session.clone(), peer_windows(), u64::MAX, offset, len, !prot.write)
+            .map_err(|_| Error::NotSupported("userfaultfd is unavailable: no maps of another host's memory"))
     }
+}
+
+/// The registered windows of an endpoint's peer on another host, as the DSM pager and RMA
+/// reach them: through the endpoint session's pager flow, else through the daemons.
+#[derive(Debug)]
+struct PeerWindows;
+
+impl remora_client::dsm::RemoteRange for PeerWindows {
+    fn key(&self) -> u64 {
+        // One endpoint session has one peer.
+        u64::MAX
+    }
+
+    fn flow_request(&self) -> Request {
+        Request::Scif(ScifRequest::PagerFlow)
+    }
+
+    fn read_request(&self, offset: u64, len: u32) -> Request {
+        Request::Scif(ScifRequest::RemoteRead { offset, len })
+    }
+
+    fn write_requests(&self, runs: Vec<(u64, Vec<u8>)>) -> Vec<Request> {
+        if runs.is_empty() {
+            return vec![Request::Scif(ScifRequest::RemoteWrite { offset: 0, data: Vec::new() })];
+        }
+        runs.into_iter()
+            .map(|(offset, data)| Request::Scif(ScifRequest::RemoteWrite { offset, data }))
+            .collect()
+    }
+}
+
+/// The peer's windows as a [`remora_client::dsm::RemoteRange`].
+pub(crate) fn peer_windows() -> Arc<dyn remora_client::dsm::RemoteRange> {
+    Arc::new(PeerWindows)
 }

@@ -541,7 +541,7 @@ impl RemoteSegment {
             let pager_session = Arc::new(Session::open(&self.inner.desc.inner.cfg)?);
             let dsm = remora_client::dsm::DsmMap::new(
                 pager_session,
-                l.conn,
+                Arc::new(SegmentRange { conn: l.conn }),
                 l.size as u64,
                 offset as u64,
                 size,
@@ -573,5 +573,30 @@ impl RemoteSegment {
             &self.inner.deps,
             MapParent::Remote(self.clone()),
         )
+    }
+}
+
+/// A connection to a segment of another host, as the DSM pager reaches it: through a pager
+/// flow the daemon dials to the segment's node, else through the daemon.
+#[derive(Debug)]
+struct SegmentRange {
+    conn: u64,
+}
+
+impl remora_client::dsm::RemoteRange for SegmentRange {
+    fn key(&self) -> u64 {
+        self.conn
+    }
+
+    fn flow_request(&self) -> Request {
+        Request::DsmFlow { conn: self.conn }
+    }
+
+    fn read_request(&self, offset: u64, len: u32) -> Request {
+        Request::SegRead { conn: self.conn, offset, len }
+    }
+
+    fn write_requests(&self, runs: Vec<(u64, Vec<u8>)>) -> Vec<Request> {
+        vec![Request::SegWrite { conn: self.conn, runs }]
     }
 }

@@ -1,0 +1,210 @@
+//! Pager flows: a pager's own connection to the home node, dialed and authenticated by
+//! this node's daemon and handed over, shared by every map of one memory.
+
+use super::*;
+
+/// A pager's own connection to the home node (`Flow::Pager`), dialed and authenticated by
+/// this node's daemon and handed over: page fetches and stores go straight to the home
+/// daemon's thread that serves them, with no daemon of this host in between.
+pub(super) struct Direct {
+    s: std::net::TcpStream,
+    /// The home node's handle of the connection.
+    remote: u64,
+    tag: u64,
+    /// Write frames not sent yet.
+    out: Vec<u8>,
+    /// An error happened: the stream may be out of step, nothing more goes through it.
+    broken: bool,
+}
+
+/// A pager flow shared by every map of one connection (one stream keeps their stores in
+/// order).
+pub(super) type Flow = Arc<Mutex<Direct>>;
+
+/// A pager flow known by (session, connection), held weakly.
+type KnownFlow = ((usize, u64), std::sync::Weak<Mutex<Direct>>);
+
+/// The pager flows of this process.
+static FLOWS: Mutex<Vec<KnownFlow>> = Mutex::new(Vec::new());
+
+/// The pager flow for connection `conn` of `session`: the one its other maps use, or a new
+/// one. `None` where the daemon cannot open one.
+pub(super) fn shared_flow(session: &Arc<Session>, home: &Arc<dyn RemoteRange>) -> Option<Flow> {
+    if !remora_config::Config::get().pager_flows {
+        return None;
+    }
+    let key = (Arc::as_ptr(session) as usize, home.key());
+    let req = home.flow_request();
+    {
+        let mut flows = FLOWS.lock().unwrap_or_else(|p| p.into_inner());
+        flows.retain(|(_, w)| w.strong_count() > 0);
+        let known = flows.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade());
+        if let Some(d) = known {
+            if !d.lock().unwrap_or_else(|p| p.into_inner()).broken {
+                return Some(d);
+            }
+        }
+    }
+    // Dial without holding the books: other maps are made meanwhile. Two maps of one
+    // connection made at once may each get a flow; the later one is shared from then on.
+    let d = Arc::new(Mutex::new(Direct::open(session, req)?));
+    let mut flows = FLOWS.lock().unwrap_or_else(|p| p.into_inner());
+    flows.retain(|(k, _)| *k != key);
+    flows.push((key, Arc::downgrade(&d)));
+    Some(d)
+}
+
+impl Direct {
+    /// How long an answer may take before the home is given up.
+    const PATIENCE: Duration = Duration::from_secs(10);
+
+    pub(super) fn open(session: &Session, req: Request) -> Option<Direct> {
+        let (reply, mut fds) = session.request(req, &[]).ok()?;
+        let (Reply::DsmFlow { remote, .. }, Some(fd)) = (reply, fds.pop()) else { return None };
+        let s = std::net::TcpStream::from(fd);
+        s.set_read_timeout(Some(Self::PATIENCE)).ok()?;
+        s.set_write_timeout(Some(Self::PATIENCE)).ok()?;
+        s.set_nodelay(true).ok()?;
+        Some(Direct { s, remote, tag: 0, out: Vec::new(), broken: false })
+    }
+
+    pub(super) fn frame(&mut self, op: BulkOp, offset: u64, len: usize, ok: bool) -> BulkFrame {
+        self.tag += 1;
+        BulkFrame::from_header(&BulkHeader {
+            op,
+            tag: self.tag,
+            conn: self.remote,
+            offset,
+            len: len as u64,
+            ok,
+        })
+    }
+
+    /// The next answer, which must be `op` for the last frame sent.
+    pub(super) fn answer(&mut self, op: BulkOp, refusal_ok: bool) -> std::io::Result<BulkHeader> {
+        use std::io::Read;
+        let mut raw = [0u8; BULK_FRAME];
+        self.s.read_exact(&mut raw)?;
+        let h = BulkFrame::parse(&raw).map_err(std::io::Error::other)?;
+        if h.op != op || h.tag != self.tag || !(h.ok || refusal_ok) {
+            return Err(std::io::Error::other(format!("the home answered {h:?}")));
+        }
+        Ok(h)
+    }
+
+    /// Fetch `page.len()` bytes at `offset`. A read the home refuses (in step, answered
+    /// with no data) fails without breaking the flow for the other maps that share it.
+    pub(super) fn read(&mut self, offset: u64, page: &mut [u8]) -> std::io::Result<()> {
+        let r = self.try_read(offset, page);
+        if let Err(e) = &r {
+            self.broken |= e.kind() != std::io::ErrorKind::PermissionDenied;
+        }
+        r
+    }
+
+    pub(super) fn try_read(&mut self, offset: u64, page: &mut [u8]) -> std::io::Result<()> {
+        if self.broken {
+            return Err(std::io::Error::other("the pager flow failed earlier"));
+        }
+        use std::io::{Read, Write};
+        let f = self.frame(BulkOp::Read, offset, page.len(), false);
+        self.s.write_all(f.as_bytes())?;
+        let h = self.answer(BulkOp::Data, true)?;
+        if !h.ok && h.len == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "the home refused the read",
+            ));
+        }
+        if h.len != page.len() as u64 {
+            return Err(std::io::Error::other(format!("the home sent {} bytes", h.len)));
+        }
+        self.s.read_exact(page)
+    }
+
+    /// Store `data` at `offset` now, in frames of at most `MAX_SCIF_FRAME`, and wait for
+    /// the home to have it (with everything sent before).
+    pub(super) fn write_now(&mut self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        let r = (|| {
+            if self.broken {
+                return Err(std::io::Error::other("the pager flow failed earlier"));
+            }
+            // Stores queued by the pager go first.
+            let queued = std::mem::take(&mut self.out);
+            self.s.write_all(&queued)?;
+            // Every frame asks for an answer (so a refusal is told, not fatal). Answers are
+            // read as they come once 64 are outstanding, and the rest after the last frame.
+            let mut next = self.tag + 1;
+            let mut refused = false;
+            let mut take = |d: &mut Direct, next: &mut u64| -> std::io::Result<()> {
+                let mut raw = [0u8; BULK_FRAME];
+                std::io::Read::read_exact(&mut d.s, &mut raw)?;
+                let h = BulkFrame::parse(&raw).map_err(std::io::Error::other)?;
+                if h.op != BulkOp::Ack || h.tag != *next {
+                    return Err(std::io::Error::other(format!("the home answered {h:?}")));
+                }
+                refused |= !h.ok;
+                *next += 1;
+                Ok(())
+            };
+            for (i, chunk) in data.chunks(MAX_SCIF_FRAME).enumerate() {
+                let f = self.frame(BulkOp::Write, offset + (i * MAX_SCIF_FRAME) as u64, chunk.len(), true);
+                self.s.write_all(f.as_bytes())?;
+                self.s.write_all(chunk)?;
+                if self.tag + 1 - next > 64 {
+                    take(self, &mut next)?;
+                }
+            }
+            while next <= self.tag {
+                take(self, &mut next)?;
+            }
+            if refused {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "the peer refused a store",
+                ));
+            }
+            Ok(())
+        })();
+        if let Err(e) = &r {
+            self.broken |= e.kind() != std::io::ErrorKind::PermissionDenied;
+        }
+        r
+    }
+
+    /// Queue a store of `data` at `offset`.
+    pub(super) fn push(&mut self, offset: u64, data: &[u8]) {
+        let f = self.frame(BulkOp::Write, offset, data.len(), false);
+        self.out.extend_from_slice(f.as_bytes());
+        self.out.extend_from_slice(data);
+    }
+
+    /// Send the queued stores; with `wait`, return once the home has stored them (and
+    /// everything sent before).
+    pub(super) fn send(&mut self, wait: bool) -> std::io::Result<()> {
+        let r = self.try_send(wait);
+        self.broken |= r.is_err();
+        r
+    }
+
+    pub(super) fn try_send(&mut self, wait: bool) -> std::io::Result<()> {
+        use std::io::Write;
+        if self.broken {
+            self.out.clear();
+            return Err(std::io::Error::other("the pager flow failed earlier"));
+        }
+        if wait {
+            // An empty store that asks for an answer: the home answers in order.
+            let f = self.frame(BulkOp::Write, 0, 0, true);
+            self.out.extend_from_slice(f.as_bytes());
+        }
+        let r = self.s.write_all(&self.out);
+        self.out.clear();
+        r?;
+        if wait {
+            self.answer(BulkOp::Ack, false)?;
+        }
+        Ok(())
+    }
+}

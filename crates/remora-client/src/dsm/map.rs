@@ -1,0 +1,186 @@
+//! A map of another host's memory: its userfaultfd region, registered with the pager.
+
+use super::pager::{PMap, Pager};
+use super::*;
+
+pub(super) fn pager() -> Result<&'static Arc<Pager>, DsmError> {
+    let r = PAGER.get_or_init(|| {
+        let uffd = Uffd::new().map_err(|e| e.to_string())?;
+        let waker = EventFd::new().map_err(|e| e.to_string())?;
+        let p = Arc::new(Pager {
+            uffd,
+            waker,
+            cmds: Mutex::new(VecDeque::new()),
+            next: AtomicU64::new(1),
+            flush: remora_config::Config::get().dsm.flush,
+            flush_min: remora_config::Config::get().dsm.flush_min,
+            refresh: remora_config::Config::get().dsm.refresh,
+            spin: remora_config::Config::get().dsm.spin,
+        });
+        let runner = p.clone();
+        std::thread::Builder::new()
+            .name("remora-pager".into())
+            .spawn(move || runner.run())
+            .map_err(|e| e.to_string())?;
+        Ok(p)
+    });
+    r.as_ref().map_err(|e| DsmError::Unavailable(e.clone()))
+}
+
+/// A map of a segment of another host.
+pub struct DsmMap {
+    id: u64,
+    region: Arc<UffdRegion>,
+    delta: usize,
+    len: usize,
+    lost: Arc<AtomicBool>,
+    released: AtomicBool,
+    direct: bool,
+}
+
+impl std::fmt::Debug for DsmMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DsmMap").field("id", &self.id).field("len", &self.len).finish()
+    }
+}
+
+impl DsmMap {
+    /// Map `len` bytes at `offset` of `home` (whose address space ends at `seg_size`).
+    ///
+    /// # Errors
+    /// [`DsmError::Unavailable`] where userfaultfd cannot be used (logged once with why).
+    pub fn new(
+        session: Arc<Session>,
+        home: Arc<dyn RemoteRange>,
+        seg_size: u64,
+        offset: u64,
+        len: usize,
+        readonly: bool,
+    ) -> Result<DsmMap, DsmError> {
+        let p = pager()
+            .inspect_err(|e| tracing::warn!("maps of other hosts' segments are not supported here: {e}"))?;
+        let seg_off = offset & !(PAGE as u64 - 1);
+        let delta = (offset - seg_off) as usize;
+        let region = Arc::new(
+            p.uffd.register(delta + len, readonly).map_err(|e| DsmError::Unavailable(e.to_string()))?,
+        );
+        let id = p.next.fetch_add(1, Ordering::Relaxed);
+        let lost = Arc::new(AtomicBool::new(false));
+        let direct = shared_flow(&session, &home);
+        let pages = vec![Page::default(); region.len() / PAGE];
+        let is_direct = direct.is_some();
+        let pm = PMap {
+            region: region.clone(),
+            session,
+            home,
+            direct,
+            seg_off,
+            seg_size,
+            readonly,
+            pages,
+            lost: lost.clone(),
+            next_tick: None,
+            streaming: false,
+            spin_until: None,
+            last_refresh: Instant::now(),
+            unanswered: false,
+            delay: p.flush_min,
+        };
+        p.command(Cmd::Add(id, pm));
+        Ok(DsmMap { id, region, delta, len, lost, released: AtomicBool::new(false), direct: is_direct })
+    }
+
+    /// The address of the first mapped byte.
+    pub fn as_ptr(&self) -> *mut u8 {
+        (self.region.base() + self.delta) as *mut u8
+    }
+
+    /// The mapped length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the pager reaches the home over a pager flow of its own (`false`: through
+    /// this node's daemon).
+    pub fn is_direct(&self) -> bool {
+        self.direct
+    }
+
+    /// Whether the home node was lost (or refused a transfer).
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Store `data` at `off` (pages fault in as needed).
+    ///
+    /// # Errors
+    /// `ERANGE` outside the map.
+    pub fn write(&self, off: usize, data: &[u8]) -> std::io::Result<()> {
+        check(off, data.len(), self.len)?;
+        self.region.write_at(self.delta + off, data)
+    }
+
+    /// Load from `off` into `out`.
+    ///
+    /// # Errors
+    /// `ERANGE` outside the map.
+    pub fn read(&self, off: usize, out: &mut [u8]) -> std::io::Result<()> {
+        check(off, out.len(), self.len)?;
+        self.region.read_at(self.delta + off, out)
+    }
+
+    /// An atomic view of the 8 bytes at `off`.
+    pub fn atomic_u64(&self, off: usize) -> Option<&std::sync::atomic::AtomicU64> {
+        check(off, 8, self.len).ok()?;
+        self.region.atomic_u64(self.delta + off)
+    }
+
+    /// Send every store made so far home and wait until it is there. `false` if the home
+    /// node could not be reached.
+    pub fn flush(&self) -> bool {
+        let Ok(p) = pager() else { return false };
+        let (tx, rx) = channel();
+        p.command(Cmd::Flush(self.id, tx, true));
+        rx.recv().unwrap_or(false) && !self.is_lost()
+    }
+
+    /// Send every store made so far home without waiting for the home's answer: stores
+    /// made after this call reach the home after them. `false` if the home was lost.
+    pub fn send(&self) -> bool {
+        let Ok(p) = pager() else { return false };
+        let (tx, rx) = channel();
+        p.command(Cmd::Flush(self.id, tx, false));
+        rx.recv().unwrap_or(false) && !self.is_lost()
+    }
+
+    /// Flush, then drop every clean page: later loads see the home's current contents.
+    pub fn refresh(&self) -> bool {
+        let Ok(p) = pager() else { return false };
+        let (tx, rx) = channel();
+        p.command(Cmd::Refresh(self.id, tx));
+        rx.recv().unwrap_or(false) && !self.is_lost()
+    }
+
+    /// Flush and unmap.
+    pub fn release(&self) {
+        if self.released.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if let Ok(p) = pager() {
+            let (tx, rx) = channel();
+            p.command(Cmd::Remove(self.id, tx));
+            let _ = rx.recv();
+        }
+    }
+}
+
+impl Drop for DsmMap {
+    fn drop(&mut self) {
+        self.release();
+    }
+}

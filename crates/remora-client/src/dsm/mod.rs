@@ -1,0 +1,241 @@
+//! The DSM pager: loads and stores on a segment of another host, in software.
+//!
+//! A map of a segment that lives on another host is anonymous memory of this process,
+//! registered with userfaultfd. One pager thread per process serves every such map, over a
+//! TCP connection of its own per segment connection, shared by that connection's maps (a
+//! *pager flow*: dialed, authenticated and bound to the connection by this node's daemon,
+//! handed over with SCM_RIGHTS, served on the home by a daemon thread that moves frames
+//! straight between the socket and the segment):
+//!
+//! ```text
+//!   load of a missing page ──► fault ──► pager fetches the page, installs it
+//!                                         write-protected
+//!   store to a clean page  ──► fault ──► pager keeps a twin (the page as the home has
+//!                                         it), lifts protection: the page is *watched*
+//!   every tick             ───► a watched page that differs from its twin is copied until
+//!                                two copies agree; the changed bytes go home (no answer
+//!                                awaited: the flow keeps them in order); the copy becomes
+//!                                the twin. A page quiet for `QUIET` is protected again.
+//!   every `refresh` (default 1 ms) ───► pager sends what changed and drops every page:
+//!                                the next access refetches
+//! ```
+//!
+//! Ticks come every `REMORA_DSM_FLUSH_MIN_US` (default 10) for `HOT` after a change, then
+//! less often up to `REMORA_DSM_FLUSH_US` (default 20); a writer that never pauses is looked
+//! at every `REMORA_DSM_FLUSH_US`, so its stores batch. A page written again and again
+//! costs no fault per store. After a lone change the pager looks without sleeping for
+//! `REMORA_DSM_SPIN_US` (default 50), yielding between looks: in a ping-pong the next store
+//! comes one round trip later and leaves at once. A spin kept from a core for `CROWDED`
+//! means programs that never yield hold the cores: the pager then stops spinning for a
+//! while and runs at nice -20 (where allowed) so that its ticks preempt them.
+//!
+//! Two copies in a row that agree are a consistent picture for every writer whose stores
+//! are seen in program order (x86): if the picture holds a store, the second copy, read
+//! entirely after the first, holds every store before it. The home stores a picture's
+//! changed bytes in address order, so a reader there may see part of one picture.
+//!
+//! Consistency model (what a program may rely on):
+//! * A store reaches the home node within `REMORA_DSM_FLUSH_US` of landing (plus the
+//!   send); at [`DsmMap::flush`] (`SCIStoreBarrier`, `SCICheckSequence`, unmap) the caller
+//!   waits until it is there; [`DsmMap::send`] and [`send_all`] (`SCIFlush`) send it at
+//!   once without waiting.
+//! * Signals on other paths (interrupt triggers, DMA, SCIF messages and fences) call
+//!   [`settle`] first: the stores made before them land before they leave.
+//! * Order: stores separated by a flush or a send reach the home in program order (one
+//!   flow keeps a connection's stores in order; [`send_all`] waits for the homes' answers
+//!   when the maps use several flows). Stores
+//!   between two of them may become visible at the home in any order (as through the
+//!   write-combining buffers of the adapters): store the data, `SCIFlush`, store the flag.
+//! * A load sees every store that reached the home node before the last
+//!   [`DsmMap::refresh`] (`SCIStartSequence`), and any page is refetched within `refresh`
+//!   (`REMORA_DSM_REFRESH_US`, default 1000): a program polling a word of the map sees the
+//!   home's change without calling anything.
+//! * Only the bytes a process changed are sent home (diffs against the twin), so processes
+//!   on several hosts storing to different bytes of one page never overwrite each other.
+//!   Stores of several hosts to the same bytes: the last to reach the home node wins.
+//! * When the home node is lost, pages still resident keep their last contents and stores
+//!   to them stay local; an access to a page that is not resident (never touched, or
+//!   dropped by the last refresh, so within `refresh` every page) raises SIGBUS
+//!   (`UFFDIO_POISON`) rather than hanging. The connection reports the loss
+//!   (`SCI_CB_LOST`), sequences report NOT_RETRIABLE, flushes fail. A home that stops
+//!   answering without closing the flow is given up after 10 s.
+//!
+//! The pager lives in the client process (not the daemon) so that a fault is resolved by a
+//! thread of the faulting process: no userfaultfd crosses a socket, and a process that dies
+//! takes its pager with it. A SCIF endpoint's maps of its peer's windows (`scif_mmap` of a
+//! peer on another host) use a pager flow bound to the peer's windows. Where the daemon
+//! cannot open a pager flow, requests go through this node's daemon instead.
+
+mod flow;
+mod map;
+mod pager;
+#[cfg(test)]
+mod tests;
+
+pub use map::DsmMap;
+
+use crate::Session;
+use flow::shared_flow;
+use pager::{nothing_pending, Cmd, PAGER};
+use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, BULK_FRAME, MAX_SCIF_FRAME};
+use remora_proto::{Reply, Request, MAX_DATA_IO};
+use remora_sys::sync::EventFd;
+use remora_sys::uffd::{Uffd, UffdRegion};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use zerocopy::IntoBytes;
+
+const PAGE: usize = 4096;
+
+/// Why a DSM map cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum DsmError {
+    /// userfaultfd is not available (kernel, permissions, seccomp).
+    #[error("userfaultfd unavailable: {0}")]
+    Unavailable(String),
+}
+
+#[derive(Default, Clone)]
+struct Page {
+    resident: bool,
+    /// Writable since its write fault: the pager watches it for changes against `twin`.
+    dirty: bool,
+    /// The page as the home has it from us (fetched, plus every change sent since).
+    twin: Option<Box<[u8]>>,
+    /// When a change was last seen (or the write fault taken).
+    changed: Option<Instant>,
+}
+
+/// How long a watched page may stay unchanged before the pager protects it again (its next
+/// store faults, and it costs nothing until then).
+const QUIET: Duration = Duration::from_millis(1);
+/// A spinning pager that was kept from a core this long yields to the programs that hold
+/// them (spinning stops for a while).
+const CROWDED: Duration = Duration::from_micros(200);
+/// How long after a change the pager keeps looking at the short interval before it backs
+/// off (a writer answering a peer writes again about one round trip later).
+const HOT: Duration = Duration::from_micros(100);
+
+/// Where a map's pages live, as the pager reaches them. The pager knows nothing else of
+/// the memory: the personality that makes the map says how to ask its node for a pager
+/// flow to it, and how to read and write it through the daemon where no flow can be had.
+pub trait RemoteRange: Send + Sync + std::fmt::Debug {
+    /// Names the memory within its session: maps with equal keys share one pager flow (so
+    /// their stores reach the home in order).
+    fn key(&self) -> u64;
+    /// The request that asks this node for a pager flow to the memory (answered with
+    /// `Reply::DsmFlow` and the socket).
+    fn flow_request(&self) -> Request;
+    /// The request that reads `len` bytes at `offset` through the daemon (answered with
+    /// `Reply::Data`).
+    fn read_request(&self, offset: u64, len: u32) -> Request;
+    /// The requests that store these runs through the daemon (at least one, so that the
+    /// last can be waited for).
+    fn write_requests(&self, runs: Vec<(u64, Vec<u8>)>) -> Vec<Request>;
+}
+
+/// Store `data` at `roffset` of `range` over the session's pager flow to it (shared with
+/// the session's maps of that memory, so their stores stay in order), returning once the
+/// home node has it: RMA to another host (`scif_writeto` and friends). `None` where no
+/// pager flow can be had (the caller goes through the daemon).
+///
+/// # Errors
+/// The flow failed; `PermissionDenied` when the peer's node refused a store (no window
+/// there, no write access): ask the daemon for the precise error.
+pub fn range_write(
+    session: &Arc<Session>,
+    range: &Arc<dyn RemoteRange>,
+    roffset: u64,
+    data: &[u8],
+) -> Option<std::io::Result<()>> {
+    let flow = shared_flow(session, range)?;
+    let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
+    Some(d.write_now(roffset, data))
+}
+
+/// Read `out.len()` bytes at `roffset` of `range` over the session's pager flow, in frames
+/// of at most 1 MiB: RMA from another host (`scif_readfrom` and friends). `None` where no
+/// pager flow can be had.
+///
+/// # Errors
+/// The flow failed; `PermissionDenied` when the peer's node refused the read: ask the
+/// daemon for the precise error.
+pub fn range_read(
+    session: &Arc<Session>,
+    range: &Arc<dyn RemoteRange>,
+    roffset: u64,
+    out: &mut [u8],
+) -> Option<std::io::Result<()>> {
+    let flow = shared_flow(session, range)?;
+    let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
+    for (i, chunk) in out.chunks_mut(MAX_SCIF_FRAME).enumerate() {
+        if let Err(e) = d.read(roffset + (i * MAX_SCIF_FRAME) as u64, chunk) {
+            return Some(Err(e));
+        }
+    }
+    Some(Ok(()))
+}
+
+/// Wait until every store made so far to maps of other hosts has reached its home (at most
+/// 5 s), when any may still be on its way: for a signal that travels another path (an
+/// interrupt trigger, a DMA transfer, a SCIF message), which must not overtake them. Free
+/// when nothing is pending. `false` if a home could not be reached.
+pub fn settle() -> bool {
+    if nothing_pending() {
+        return true;
+    }
+    flush_all(Duration::from_secs(5))
+}
+
+/// Send every DSM map's stores home and wait (at most `limit`): for `SCITerminate` and
+/// process exit. Does nothing when no map of another host was ever made.
+pub fn flush_all(limit: Duration) -> bool {
+    let Some(Ok(p)) = PAGER.get() else { return true };
+    let (tx, rx) = channel();
+    p.command(Cmd::FlushAll(tx, true));
+    rx.recv_timeout(limit).unwrap_or(false)
+}
+
+/// Send the stores made so far to every DSM map's home, without waiting for the homes to
+/// answer: stores made after this call reach each home after them (`SCIFlush`). Does
+/// nothing when no map of another host was ever made.
+pub fn send_all() -> bool {
+    let Some(Ok(p)) = PAGER.get() else { return true };
+    if nothing_pending() {
+        return true;
+    }
+    let (tx, rx) = channel();
+    p.command(Cmd::FlushAll(tx, false));
+    rx.recv().unwrap_or(false)
+}
+
+pub(super) fn check(off: usize, len: usize, total: usize) -> std::io::Result<()> {
+    match off.checked_add(len) {
+        Some(e) if e <= total => Ok(()),
+        _ => Err(std::io::Error::from_raw_os_error(34)),
+    }
+}
+
+/// Byte runs where `now` differs from `twin`, with gaps under 16 bytes merged.
+pub(super) fn diff(twin: &[u8], now: &[u8]) -> Vec<(usize, usize)> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < now.len() {
+        if twin[i] == now[i] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < now.len() && twin[i] != now[i] {
+            i += 1;
+        }
+        match runs.last_mut() {
+            Some(last) if start - last.1 < 16 => last.1 = i,
+            _ => runs.push((start, i)),
+        }
+    }
+    runs
+}

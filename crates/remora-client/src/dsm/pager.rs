@@ -1,0 +1,534 @@
+//! The pager thread: serves faults of every map of another host's memory, watches written
+//! pages against their twins and sends what changed home, refreshes clean pages, and
+//! answers flush commands.
+
+use super::flow::Flow;
+use super::*;
+
+pub(super) struct PMap {
+    pub(super) region: Arc<UffdRegion>,
+    pub(super) session: Arc<Session>,
+    pub(super) home: Arc<dyn RemoteRange>,
+    /// The pager's own connection to the home, when one could be made (otherwise requests
+    /// go through this node's daemon).
+    pub(super) direct: Option<Flow>,
+    pub(super) seg_off: u64,
+    pub(super) seg_size: u64,
+    pub(super) readonly: bool,
+    pub(super) pages: Vec<Page>,
+    pub(super) lost: Arc<AtomicBool>,
+    /// When the pager next looks at the watched pages.
+    pub(super) next_tick: Option<Instant>,
+    /// Whether the last look found changes (a writer storing without pause).
+    pub(super) streaming: bool,
+    /// Until when the pager keeps looking at the map without sleeping (after a lone change:
+    /// the next one, in a ping-pong, comes one round trip later).
+    pub(super) spin_until: Option<Instant>,
+    pub(super) last_refresh: Instant,
+    /// Stores were sent without waiting for the home's answer.
+    pub(super) unanswered: bool,
+    /// The current flush delay: short while pages are written now and then (a store goes
+    /// home almost at once), doubled up to `flush` while pages are written again right
+    /// after each flush (stores are batched).
+    pub(super) delay: Duration,
+}
+
+pub(super) enum Cmd {
+    /// Flush every map; wait for the homes' answers when set.
+    FlushAll(Sender<bool>, bool),
+    Add(u64, PMap),
+    /// Flush one map; wait for the home's answer when set.
+    Flush(u64, Sender<bool>, bool),
+    Refresh(u64, Sender<bool>),
+    Remove(u64, Sender<()>),
+}
+
+pub(super) struct Pager {
+    pub(super) uffd: Uffd,
+    pub(super) waker: EventFd,
+    pub(super) cmds: Mutex<VecDeque<Cmd>>,
+    pub(super) next: AtomicU64,
+    pub(super) flush: Duration,
+    pub(super) flush_min: Duration,
+    pub(super) refresh: Duration,
+    /// How long the pager looks without sleeping after a lone change.
+    pub(super) spin: Duration,
+}
+
+pub(super) static PAGER: OnceLock<Result<Arc<Pager>, String>> = OnceLock::new();
+
+/// Pages of every map that are watched (written, their changes maybe not sent yet). Raised
+/// before a writer resumes from its write fault, so a writer that sees 0 after its store
+/// has nothing unsent.
+static WATCHED: AtomicUsize = AtomicUsize::new(0);
+/// Maps whose last stores went out without waiting for the home's answer.
+static UNANSWERED: AtomicUsize = AtomicUsize::new(0);
+
+pub(super) fn nothing_pending() -> bool {
+    WATCHED.load(Ordering::SeqCst) == 0 && UNANSWERED.load(Ordering::SeqCst) == 0
+}
+
+fn set_unanswered(m: &mut PMap, v: bool) {
+    if m.unanswered != v {
+        m.unanswered = v;
+        if v {
+            UNANSWERED.fetch_add(1, Ordering::SeqCst);
+        } else {
+            UNANSWERED.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Pager {
+    pub(super) fn command(&self, c: Cmd) {
+        self.cmds.lock().unwrap_or_else(|p| p.into_inner()).push_back(c);
+        self.waker.signal();
+    }
+
+    pub(super) fn run(&self) {
+        remora_sys::sync::precise_timers();
+        // Programs that poll without ever yielding can hold every core. Once a spin of the
+        // pager finds it was kept from a core for long, the pager stops spinning for a while
+        // and runs urgent (nice -20, where allowed): its ticks and faults then preempt the
+        // pollers at once. Otherwise it runs at the default priority, where yielding really
+        // gives the core away.
+        let mut crowded_until: Option<Instant> = None;
+        let mut urgent = false;
+        let mut looks = 0u32;
+        let mut maps: BTreeMap<usize, (u64, PMap)> = BTreeMap::new();
+        loop {
+            // A bug must not leave faulting threads waiting for a pager that died: a
+            // panicking look is logged and the next one goes on.
+            let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let now = Instant::now();
+                let due = maps
+                    .values()
+                    .flat_map(|(_, m)| [m.next_tick, Some(m.last_refresh + self.refresh)])
+                    .flatten()
+                    .min();
+                let crowded = crowded_until.is_some_and(|c| now < c);
+                let spinning = !crowded && maps.values().any(|(_, m)| m.spin_until.is_some_and(|u| now < u));
+                if !spinning {
+                    for (_, m) in maps.values_mut() {
+                        m.spin_until = None;
+                    }
+                }
+                if urgent != crowded {
+                    urgent = crowded;
+                    remora_sys::sync::urgent_thread(urgent);
+                }
+                let timeout = if spinning {
+                    // Looking without sleeping: give the core to whoever else wants it first.
+                    let y = Instant::now();
+                    std::thread::yield_now();
+                    if y.elapsed() > CROWDED {
+                        crowded_until = Some(Instant::now() + Duration::from_millis(50));
+                    }
+                    Some(Duration::ZERO)
+                } else {
+                    due.map(|d| d.saturating_duration_since(now))
+                };
+                // While spinning, the descriptors are polled every fourth look only (a fault or a
+                // command waits a few looks at most); commands are seen in their queue anyway.
+                looks = looks.wrapping_add(1);
+                let ready = if spinning && !looks.is_multiple_of(4) {
+                    let queued = !self.cmds.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+                    if queued {
+                        2
+                    } else {
+                        0
+                    }
+                } else {
+                    use std::os::fd::AsFd;
+                    // A failed wait looks at everything.
+                    remora_sys::poller::wait_ready(&[self.uffd.as_fd(), self.waker.as_fd()], timeout)
+                        .unwrap_or(3)
+                };
+                // A tick that found nothing ready costs no further system call.
+                if ready & 2 != 0 {
+                    self.waker.drain();
+                    self.drain_cmds(&mut maps);
+                }
+                let mut faults = ready & 1 != 0;
+                while faults {
+                    let Ok(Some(f)) = self.uffd.next_fault() else {
+                        faults = false;
+                        continue;
+                    };
+                    // A fault may come from a map whose registration is still queued.
+                    if !maps
+                        .range(..=f.addr)
+                        .next_back()
+                        .is_some_and(|(_, (_, m))| m.region.contains(f.addr, PAGE))
+                    {
+                        self.drain_cmds(&mut maps);
+                    }
+                    let Some((_, (_, m))) = maps.range_mut(..=f.addr).next_back() else { continue };
+                    if !m.region.contains(f.addr, PAGE) {
+                        continue;
+                    }
+                    let idx = (f.addr - m.region.base()) / PAGE;
+                    if f.wp {
+                        self.on_write(m, idx, f.addr);
+                    } else {
+                        self.on_missing(m, idx, f.addr);
+                    }
+                }
+                let now = Instant::now();
+                for (_, m) in maps.values_mut() {
+                    if m.next_tick.is_some_and(|d| now >= d) || m.spin_until.is_some_and(|u| now < u) {
+                        self.tick(m);
+                    }
+                    if now >= m.last_refresh + self.refresh {
+                        self.refresh_map(m);
+                    }
+                }
+            }));
+            if step.is_err() {
+                tracing::error!("the DSM pager recovered from a panic");
+            }
+        }
+    }
+
+    fn drain_cmds(&self, maps: &mut BTreeMap<usize, (u64, PMap)>) {
+        loop {
+            let cmd = self.cmds.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+            let Some(cmd) = cmd else { break };
+            match cmd {
+                Cmd::FlushAll(tx, wait) => {
+                    // Stores travel in order along one path (a pager flow, or this node's
+                    // daemon); across several, only waiting for every home keeps them so.
+                    let mut paths: Vec<usize> = maps
+                        .values()
+                        .filter(|(_, m)| !m.readonly)
+                        .map(|(_, m)| match &m.direct {
+                            Some(d) => Arc::as_ptr(d) as usize,
+                            None => Arc::as_ptr(&m.session) as usize,
+                        })
+                        .collect();
+                    paths.sort_unstable();
+                    paths.dedup();
+                    let wait = wait || paths.len() > 1;
+                    let mut ok = true;
+                    for (_, m) in maps.values_mut() {
+                        ok &= self.flush_map(m, wait);
+                    }
+                    let _ = tx.send(ok);
+                }
+                Cmd::Add(id, m) => {
+                    maps.insert(m.region.base(), (id, m));
+                }
+                Cmd::Flush(id, tx, wait) => {
+                    let ok = find_id(maps, id).map(|m| self.flush_map(m, wait)).unwrap_or(false);
+                    let _ = tx.send(ok);
+                }
+                Cmd::Refresh(id, tx) => {
+                    let ok = find_id(maps, id).map(|m| self.refresh_map(m)).unwrap_or(false);
+                    let _ = tx.send(ok);
+                }
+                Cmd::Remove(id, tx) => {
+                    if let Some(m) = find_id(maps, id) {
+                        self.flush_map(m, true);
+                        let watched = m.pages.iter().filter(|p| p.dirty).count();
+                        WATCHED.fetch_sub(watched, Ordering::SeqCst);
+                        set_unanswered(m, false);
+                    }
+                    maps.retain(|_, (i, _)| *i != id);
+                    let _ = tx.send(());
+                }
+            }
+        }
+    }
+
+    fn on_missing(&self, m: &mut PMap, idx: usize, addr: usize) {
+        let off = m.seg_off + (idx * PAGE) as u64;
+        let mut page = vec![0u8; PAGE];
+        let fetched = if m.lost.load(Ordering::SeqCst) || off >= m.seg_size {
+            None
+        } else {
+            let len = (m.seg_size - off).min(PAGE as u64) as u32;
+            if let Some(d) = &m.direct {
+                let r = d.lock().unwrap_or_else(|p| p.into_inner()).read(off, &mut page[..len as usize]);
+                if let Err(e) = &r {
+                    tracing::warn!("DSM: a page could not be fetched from the home node: {e}");
+                    m.lost.store(true, Ordering::SeqCst);
+                }
+                r.ok().map(|()| page)
+            } else {
+                let req = m.home.read_request(off, len);
+                match m.session.request(req, &[]) {
+                    Ok((Reply::Data(d), _)) if d.len() == len as usize => {
+                        page[..d.len()].copy_from_slice(&d);
+                        Some(page)
+                    }
+                    Ok(_) | Err(_) => {
+                        m.lost.store(true, Ordering::SeqCst);
+                        None
+                    }
+                }
+            }
+        };
+        match fetched {
+            Some(page) => {
+                if self.uffd.copy_page(&m.region, addr, &page, !m.readonly).is_ok() {
+                    m.pages[idx].resident = true;
+                }
+            }
+            None => {
+                // The page can never be filled: make the access fail instead of hanging.
+                if self.uffd.poison(&m.region, addr, PAGE).is_err() {
+                    let _ = self.uffd.copy_page(&m.region, addr, &[0u8; PAGE], false);
+                }
+            }
+        }
+    }
+
+    fn on_write(&self, m: &mut PMap, idx: usize, addr: usize) {
+        if !m.pages[idx].resident {
+            // The page was dropped after this store faulted: reading it here would fault on
+            // the pager's own thread. Let the writer retry; it will fault as missing.
+            let _ = self.uffd.wake(&m.region, addr, PAGE);
+            return;
+        }
+        let p = &mut m.pages[idx];
+        if !p.dirty {
+            let mut twin = vec![0u8; PAGE].into_boxed_slice();
+            if m.region.read_present_page(addr, &mut twin).is_ok() {
+                p.twin = Some(twin);
+            }
+            p.dirty = true;
+            WATCHED.fetch_add(1, Ordering::SeqCst);
+            let now = Instant::now();
+            p.changed = Some(now);
+            if m.next_tick.is_none() {
+                m.delay = self.flush_min;
+                m.streaming = false;
+                m.next_tick = Some(now + m.delay);
+            }
+        }
+        let _ = self.uffd.protect(&m.region, addr, PAGE, false);
+    }
+
+    /// Look at the watched pages: send what changed, protect those quiet for [`QUIET`], and
+    /// plan the next look: soon after a change (later while a writer streams, to batch its
+    /// stores), backing off while nothing changes.
+    fn tick(&self, m: &mut PMap) {
+        let t = Instant::now();
+        let (changed, watching) = self.flush_pages(m, false, false, t);
+        if changed {
+            // A lone change opens a spell of looking without sleeping; a writer that keeps
+            // storing ends it (its stores batch at the tick).
+            m.spin_until = if m.streaming || self.spin.is_zero() { None } else { Some(t + self.spin) };
+        }
+        if !watching {
+            m.spin_until = None;
+        }
+        m.next_tick = watching.then(|| {
+            if changed {
+                m.delay = if m.streaming { (m.delay * 2).min(self.flush) } else { self.flush_min };
+                m.streaming = true;
+                t + m.delay
+            } else {
+                m.streaming = false;
+                let last = m.pages.iter().filter(|p| p.dirty).filter_map(|p| p.changed).max();
+                let quiet = last.map_or(QUIET, |l| t - l);
+                let wait = if quiet < HOT { m.delay } else { (quiet / 4).clamp(m.delay, self.flush) };
+                t + wait
+            }
+        });
+    }
+
+    /// Send the map's changed bytes home; with `wait`, return only once the home has them
+    /// (and everything sent before). `false` if that failed.
+    fn flush_map(&self, m: &mut PMap, wait: bool) -> bool {
+        let t = Instant::now();
+        let before = m.lost.load(Ordering::SeqCst);
+        let (_, watching) = self.flush_pages(m, wait, false, t);
+        if watching && m.next_tick.is_none() {
+            m.next_tick = Some(t + m.delay);
+        }
+        !before && !m.lost.load(Ordering::SeqCst)
+    }
+
+    /// Send the changes of every watched page home (waiting for the home's answer with
+    /// `wait`). A page unchanged for [`QUIET`], or every page with `settle`, is protected
+    /// again and no longer watched. Returns (some page changed, some page still watched).
+    ///
+    /// A changed page is copied until two copies in a row agree: with stores seen in program
+    /// order (x86), a store in the copy means every earlier store of that thread is in it
+    /// too, so what goes home is a picture the page really held.
+    fn flush_pages(&self, m: &mut PMap, wait: bool, settle: bool, t: Instant) -> (bool, bool) {
+        let mut runs: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut bytes = 0;
+        let mut cur = vec![0u8; PAGE];
+        let mut again = vec![0u8; PAGE];
+        let (mut changed, mut watching) = (false, false);
+        for idx in 0..m.pages.len() {
+            if !m.pages[idx].dirty {
+                continue;
+            }
+            let addr = m.region.base() + idx * PAGE;
+            let quiet = m.pages[idx].changed.is_none_or(|c| t.saturating_duration_since(c) >= QUIET);
+            let mut protect = settle;
+            // Most looks find nothing: compare in place before copying.
+            let differs = match m.pages[idx].twin.as_deref() {
+                Some(tw) => m.region.present_page_differs(addr, tw).unwrap_or(true),
+                None => true,
+            };
+            if !(differs || quiet || settle) {
+                watching = true;
+                continue;
+            }
+            if m.region.read_present_page(addr, &mut cur).is_err() {
+                continue;
+            }
+            let same = m.pages[idx].twin.as_deref().is_some_and(|tw| tw == &cur[..]);
+            if same && !(quiet || settle) {
+                watching = true;
+                continue;
+            }
+            if same {
+                protect = true;
+            }
+            if protect {
+                // No store lands after this: the copy below is final.
+                let _ = self.uffd.protect(&m.region, addr, PAGE, true);
+                let _ = m.region.read_present_page(addr, &mut cur);
+            } else {
+                let mut stable = false;
+                for _ in 0..8 {
+                    std::sync::atomic::fence(Ordering::SeqCst);
+                    let _ = m.region.read_present_page(addr, &mut again);
+                    if again == cur {
+                        stable = true;
+                        break;
+                    }
+                    std::mem::swap(&mut cur, &mut again);
+                }
+                if !stable {
+                    // A writer that never pauses: stop it for one copy.
+                    protect = true;
+                    let _ = self.uffd.protect(&m.region, addr, PAGE, true);
+                    let _ = m.region.read_present_page(addr, &mut cur);
+                }
+            }
+            let page = &mut m.pages[idx];
+            let twin = page.twin.get_or_insert_with(|| vec![0u8; PAGE].into_boxed_slice());
+            let d = diff(twin, &cur);
+            if !d.is_empty() {
+                changed = true;
+                page.changed = Some(t);
+            }
+            twin.copy_from_slice(&cur);
+            if protect {
+                page.dirty = false;
+                WATCHED.fetch_sub(1, Ordering::SeqCst);
+                page.twin = None;
+            } else {
+                watching = true;
+            }
+            for (a, b) in d {
+                let off = m.seg_off + (idx * PAGE + a) as u64;
+                if off >= m.seg_size {
+                    continue;
+                }
+                let b = b.min(a + (m.seg_size - off) as usize);
+                if bytes + (b - a) > MAX_DATA_IO {
+                    send(m, std::mem::take(&mut runs), false);
+                    bytes = 0;
+                }
+                bytes += b - a;
+                runs.push((off, cur[a..b].to_vec()));
+            }
+        }
+        if !runs.is_empty() || (wait && m.unanswered) {
+            send(m, runs, wait);
+        }
+        (changed, watching)
+    }
+
+    /// Flush, then drop every resident page so the next access refetches it.
+    fn refresh_map(&self, m: &mut PMap) -> bool {
+        // Refetches queue behind these stores, so no need to wait. Watched pages are
+        // protected again and dropped too: a page this process keeps writing still shows
+        // the other writers' stores within `refresh`.
+        let before = m.lost.load(Ordering::SeqCst);
+        self.flush_pages(m, false, true, Instant::now());
+        m.next_tick = None;
+        let ok = !before && !m.lost.load(Ordering::SeqCst);
+        m.last_refresh = Instant::now();
+        if m.lost.load(Ordering::SeqCst) {
+            return false;
+        }
+        // One system call per run of resident pages.
+        let droppable = |p: &Page| p.resident && !p.dirty;
+        let mut idx = 0;
+        while idx < m.pages.len() {
+            if !droppable(&m.pages[idx]) {
+                idx += 1;
+                continue;
+            }
+            let start = idx;
+            while idx < m.pages.len() && droppable(&m.pages[idx]) {
+                idx += 1;
+            }
+            let addr = m.region.base() + start * PAGE;
+            if m.region.drop_pages(addr, (idx - start) * PAGE).is_ok() {
+                for p in &mut m.pages[start..idx] {
+                    p.resident = false;
+                }
+            }
+        }
+        ok
+    }
+}
+
+/// Send runs home, waiting for the answer when `wait` (an empty `wait` send only waits for
+/// what went before). Without waiting, failures surface at the next request that waits.
+fn send(m: &mut PMap, runs: Vec<(u64, Vec<u8>)>, wait: bool) -> bool {
+    if m.lost.load(Ordering::SeqCst) {
+        return false;
+    }
+    if let Some(d) = m.direct.clone() {
+        let r = {
+            let mut d = d.lock().unwrap_or_else(|p| p.into_inner());
+            for (offset, data) in &runs {
+                d.push(*offset, data);
+            }
+            d.send(wait)
+        };
+        return match r {
+            Ok(()) => {
+                set_unanswered(m, !wait);
+                true
+            }
+            Err(e) => {
+                tracing::warn!("DSM: stores could not reach the home node: {e}");
+                m.lost.store(true, Ordering::SeqCst);
+                false
+            }
+        };
+    }
+    let reqs: Vec<Request> = m.home.write_requests(runs);
+    let last = reqs.len().saturating_sub(1);
+    let mut r = Ok(());
+    for (i, req) in reqs.into_iter().enumerate() {
+        r = if wait && i == last { m.session.request(req, &[]).map(|_| ()) } else { m.session.note(req) };
+        if r.is_err() {
+            break;
+        }
+    }
+    set_unanswered(m, !wait && r.is_ok());
+    match r {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!("DSM: stores could not reach the home node: {e}");
+            m.lost.store(true, Ordering::SeqCst);
+            false
+        }
+    }
+}
+
+fn find_id(maps: &mut BTreeMap<usize, (u64, PMap)>, id: u64) -> Option<&mut PMap> {
+    maps.values_mut().find(|(i, _)| *i == id).map(|(_, m)| m)
+}
