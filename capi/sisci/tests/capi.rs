@@ -9,7 +9,6 @@
 use sisci::consts::*;
 use sisci::*;
 use std::ffi::{c_uint, c_void, CStr};
-use std::path::PathBuf;
 use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -59,36 +58,6 @@ fn as_kind<A, B>(h: *mut A) -> *mut B {
     h.cast::<B>()
 }
 
-/// Shuts down the daemons of the test's runtime directory, also when the test fails.
-struct Cleanup {
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for node in remora_proto::paths::nodes_in(self.dir.path()) {
-            let cfg = remora_client::Config {
-                node,
-                runtime_dir: self.dir.path().to_path_buf(),
-                daemon: None,
-                spawn: false,
-                idle_exit: Duration::from_secs(5),
-                cluster: None,
-            };
-            if let Ok(s) = remora_client::Session::open_control(&cfg) {
-                let _ = s.request(remora_proto::Request::Shutdown, &[]);
-            }
-        }
-    }
-}
-
-fn daemon_path() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let p = exe.parent().unwrap().parent().unwrap().join("remorad");
-    assert!(p.exists(), "{} is missing: run `cargo build -p remora-node` first", p.display());
-    p
-}
-
 fn query_string(command: u32, buf: &mut [u8]) -> sci_error_t {
     let mut q = sci_query_string_t { str: buf.as_mut_ptr().cast(), length: buf.len() as c_uint };
     sci!(SCIQuery(command, std::ptr::addr_of_mut!(q).cast(), 0)).1
@@ -120,9 +89,9 @@ fn scenario() {
     assert!(sd.is_null());
     SCITerminate(); // unmatched: harmless
 
-    let cleanup = Cleanup { dir: tempfile::Builder::new().prefix("remora-capi").tempdir().unwrap() };
-    std::env::set_var("REMORA_RUNTIME_DIR", cleanup.dir.path());
-    std::env::set_var("REMORA_DAEMON", daemon_path());
+    let cleanup = remora_testkit::Harness::new();
+    std::env::set_var("REMORA_RUNTIME_DIR", cleanup.runtime_dir());
+    std::env::set_var("REMORA_DAEMON", remora_testkit::daemon_path());
     std::env::set_var("REMORA_IDLE_EXIT", "5");
     std::env::set_var("REMORA_NODE", "not-a-number");
     fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIInitialize(0));

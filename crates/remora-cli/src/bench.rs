@@ -991,7 +991,7 @@ fn tcp_ping(to: &str, size: usize, rounds: u32) -> Result<(), String> {
 fn dsm_across_hosts(rounds: u32) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(e)?;
     let daemon = exe.parent().map(|d| d.join("remorad")).ok_or("no directory")?;
-    let c = match remora_testkit::NetCluster::start(2, &daemon) {
+    let c = match remora_netns::NetCluster::start(2, &daemon) {
         Ok(c) => c,
         Err(skip) => {
             println!("(DSM across namespace hosts skipped: {})", skip.0);

@@ -26,23 +26,23 @@ fn leak(len: usize) -> UserRegion {
     UserRegion::from_static(&mut v[start..start + len])
 }
 
-fn msg(epd: i32, v: u64) -> Result<(), String> {
-    if scif::send(epd, &v.to_le_bytes(), 1) != 8 {
-        return Err("scif_send failed".into());
+fn msg(ep: &Endpoint, v: u64) -> Result<(), String> {
+    match ep.send(&v.to_le_bytes(), true) {
+        Ok(8) => Ok(()),
+        other => Err(format!("scif_send failed: {other:?}")),
     }
-    Ok(())
 }
 
-fn get(epd: i32) -> Result<u64, String> {
+fn get(ep: &Endpoint) -> Result<u64, String> {
     let mut b = [0u8; 8];
-    if scif::recv(epd, &mut b, 1) != 8 {
-        return Err("scif_recv failed".into());
+    match ep.recv(&mut b, true) {
+        Ok(8) => Ok(u64::from_le_bytes(b)),
+        other => Err(format!("scif_recv failed: {other:?}")),
     }
-    Ok(u64::from_le_bytes(b))
 }
 
 /// One batch of 8-byte ping-pongs over SCIF; nanoseconds per one-way trip.
-fn scif_pingpong(epd: i32, n: u32) -> Result<f64, String> {
+fn scif_pingpong(epd: &Endpoint, n: u32) -> Result<f64, String> {
     let t = Instant::now();
     for i in 0..n as u64 {
         msg(epd, i)?;
@@ -53,7 +53,7 @@ fn scif_pingpong(epd: i32, n: u32) -> Result<f64, String> {
     Ok(t.elapsed().as_nanos() as f64 / (2.0 * n as f64))
 }
 
-fn scif_echo(epd: i32, n: u32) -> Result<(), String> {
+fn scif_echo(epd: &Endpoint, n: u32) -> Result<(), String> {
     for _ in 0..n {
         let v = get(epd)?;
         msg(epd, v)?;
@@ -194,7 +194,7 @@ fn parent(
 ) -> Result<(), String> {
     let ep = Endpoint::open(scif).map_err(e)?;
     ep.connect(PortId { node, port }).map_err(e)?;
-    let epd = scif::adopt(ep.clone()).map_err(e)?;
+    let epd = &ep;
     get(epd)?;
     // 1. Messages.
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
@@ -319,7 +319,7 @@ fn parent(
     } else {
         println!("(ucx_perftest not found: apt-get install ucx-utils for the UCX reference)");
     }
-    scif::scif_close(epd);
+    let _ = ep.close();
     let _ = out.atomic_u64(0).map(|a| a.load(Ordering::Relaxed));
     Ok(())
 }
@@ -333,7 +333,7 @@ pub fn scif_child(raw_path: &str, batch: u32, rounds: u32) -> Result<(), String>
     println!("ready {port}");
     std::io::stdout().flush().map_err(e)?;
     let (ep, _) = l.accept(true).map_err(e)?;
-    let epd = scif::adopt(ep.clone()).map_err(e)?;
+    let epd = &ep;
     let big = leak(BIG);
     ep.register(big, BIG_OFF, Prot::RW, true).map_err(e)?;
     let page = leak(4096);

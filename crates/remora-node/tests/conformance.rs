@@ -16,6 +16,7 @@ use remora_node::transport::{
 use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, PeerReply, PeerRequest, RangeRef, BULK_FRAME};
 use remora_proto::{Error, Event};
 use remora_sys::{AsFd, Mapping, Memfd};
+use remora_testkit::{free_port, pattern};
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,10 +28,6 @@ const HANDLE: u64 = 7;
 fn mapping(len: usize) -> Arc<Mapping> {
     let fd = Memfd::create("conformance", len as u64).unwrap();
     Arc::new(Mapping::new(fd.as_fd(), 0, len, Default::default()).unwrap())
-}
-
-fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 11) as u8).collect()
 }
 
 fn wait(what: &str, mut ok: impl FnMut() -> bool) {
@@ -168,7 +165,7 @@ fn check_request_response(near: &Near) {
 fn check_streaming(t: &dyn Transport, handle: u64, peer: &Mapping) {
     let local = mapping(MEM);
     for (i, &n) in [0usize, 1, 4095, 4096, 65_537, 1 << 20, MEM].iter().enumerate() {
-        let data = pattern(n, i as u8);
+        let data = pattern(n, i as u64);
         local.write(0, &data).unwrap();
         let at = if n == MEM { 0 } else { 4096 * i + 3 };
         t.write_range(8, handle, at as u64, &local, 0, n).unwrap();
@@ -227,10 +224,6 @@ fn check_pager_flows(near: &Near, peer: &Mapping) {
     let mut s = std::net::TcpStream::from(fd);
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     assert!(matches!(s.read(&mut b), Ok(0) | Err(_)), "a flow bound to nothing is closed");
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn tcp_env(node: u32, dir: &std::path::Path, p4: u16, p8: u16) -> Env {
@@ -383,7 +376,7 @@ fn local() {
     assert_eq!((size, fds.len()), (MEM as u64, 1), "a transport that shares memory hands it over");
     let mine = Mapping::new(fds[0].as_fd(), 0, MEM, Default::default()).unwrap();
     for (i, &n) in [0usize, 1, 4095, 4096, 65_537, 1 << 20, MEM].iter().enumerate() {
-        let data = pattern(n, i as u8);
+        let data = pattern(n, i as u64);
         mine.write(0, &data).unwrap();
         let mut seen = vec![0u8; n];
         theirs.read(0, &mut seen).unwrap();

@@ -1,61 +1,20 @@
 //! The SCIF personality between processes' endpoints on one host: nodes 4 and 8 with
 //! daemons the library starts itself, in a private runtime directory.
 
-use remora_client::Config;
 use remora_scif::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-struct Harness {
-    dir: tempfile::TempDir,
-    cluster: Option<std::path::PathBuf>,
+use remora_testkit::Harness;
+
+/// The library of node `node` of a test harness.
+trait ScifOf {
+    fn scif(&self, node: u32) -> Arc<Scif>;
 }
 
-impl Harness {
-    fn new() -> Harness {
-        Harness { dir: tempfile::Builder::new().prefix("remora-scif").tempdir().unwrap(), cluster: None }
-    }
-
-    /// Nodes joined by a cluster file on loopback that forces TCP between them: the path
-    /// endpoints on two hosts take.
-    fn over_tcp(nodes: &[u32]) -> Harness {
-        let mut h = Harness::new();
-        let mut text =
-            "secret = \"remora-scif-test-secret-0123\"\nheartbeat_ms = 50\nforce_tcp = true\n".to_string();
-        for n in nodes {
-            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-            text += &format!("[[node]]\nid = {n}\nhost = \"127.0.0.1\"\nport = {port}\n");
-        }
-        let path = h.dir.path().join("cluster.toml");
-        std::fs::write(&path, text).unwrap();
-        h.cluster = Some(path);
-        h
-    }
-
+impl ScifOf for Harness {
     fn scif(&self, node: u32) -> Arc<Scif> {
         Scif::with_config(self.config(node))
-    }
-
-    fn config(&self, node: u32) -> Config {
-        Config {
-            node,
-            runtime_dir: self.dir.path().to_path_buf(),
-            daemon: Some(remora_testkit::find_daemon().expect("cargo build --workspace first")),
-            spawn: true,
-            idle_exit: Duration::from_secs(60),
-            cluster: self.cluster.clone(),
-        }
-    }
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        for node in remora_proto::paths::nodes_in(self.dir.path()) {
-            let cfg = self.config(node);
-            if let Ok(s) = remora_client::Session::open_control(&cfg) {
-                let _ = s.request(remora_proto::Request::Shutdown, &[]);
-            }
-        }
     }
 }
 
@@ -357,7 +316,7 @@ fn process_death_hangs_up_the_peer() {
 
 #[test]
 fn endpoints_on_two_hosts_exchange_messages_and_rma_through_the_link() {
-    let h = Harness::over_tcp(&[4, 8]);
+    let h = over_tcp(&[4, 8]);
     // Start node 8's daemon (the listener's) and let the link come up.
     wait_for_link(&h);
     let (c, s) = pair(&h, 4, 8);
@@ -456,7 +415,7 @@ fn nonblocking_connect_completes_in_the_background() {
 
 #[test]
 fn losing_the_far_node_resets_its_connections() {
-    let h = Harness::over_tcp(&[4, 8]);
+    let h = over_tcp(&[4, 8]);
     wait_for_link(&h);
     let (c, s) = pair(&h, 4, 8);
     c.send(b"x", true).unwrap();
@@ -518,7 +477,13 @@ fn a_poll_driven_receiver_misses_nothing_on_one_host() {
 
 #[test]
 fn a_poll_driven_receiver_misses_nothing_across_hosts() {
-    let h = Harness::over_tcp(&[4, 8]);
+    let h = over_tcp(&[4, 8]);
     wait_for_link(&h);
     poll_driven(&h, 4, 8);
+}
+
+/// Nodes joined by a cluster file on loopback that forces TCP between them: the path
+/// endpoints on two hosts take.
+fn over_tcp(nodes: &[u32]) -> Harness {
+    Harness::with_cluster(nodes, true)
 }

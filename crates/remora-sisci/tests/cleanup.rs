@@ -2,6 +2,7 @@
 //! A client that writes garbage is disconnected; the daemon serves everyone else.
 
 mod common;
+use common::Sci as _;
 
 use remora_proto::{Reply, Request};
 use remora_sisci::*;

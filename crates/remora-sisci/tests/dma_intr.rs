@@ -1,6 +1,7 @@
 //! DMA queues, interrupts, data interrupts, segment events and callbacks on one host.
 
 mod common;
+use common::Sci as _;
 
 use remora_sisci::*;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,6 +1,7 @@
 //! The SISCI safe API on one host: every call, its rules and its error codes.
 
 mod common;
+use common::Sci as _;
 
 use remora_sisci::*;
 use std::time::{Duration, Instant};

@@ -1,6 +1,7 @@
 //! The smallest end-to-end check: two nodes of one host share a segment.
 
 mod common;
+use common::Sci as _;
 use remora_sisci::*;
 
 #[test]

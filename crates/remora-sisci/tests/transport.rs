@@ -3,6 +3,7 @@
 //! Every transfer is checked byte for byte with a checksum.
 
 mod common;
+use common::Sci as _;
 
 use remora_sisci::*;
 use std::sync::mpsc;

@@ -1,0 +1,100 @@
+//! A private set of nodes for one test: its own runtime directory (so tests never meet
+//! each other's daemons), daemons the library starts by itself, and all of them shut down
+//! when the harness drops, also when the test fails.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A test's own runtime directory, optionally with a cluster file on loopback.
+#[derive(Debug)]
+pub struct Harness {
+    /// The runtime directory.
+    pub dir: tempfile::TempDir,
+    /// The cluster file, when the nodes are joined by one.
+    pub cluster: Option<PathBuf>,
+}
+
+/// A free TCP port on the loopback interface.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The `remorad` the test's build made (see [`crate::find_daemon`]).
+///
+/// # Panics
+/// When there is none, with how to build it.
+pub fn daemon_path() -> PathBuf {
+    crate::find_daemon().unwrap_or_else(|s| panic!("{s}"))
+}
+
+impl Harness {
+    /// An empty runtime directory.
+    pub fn new() -> Harness {
+        Harness { dir: tempfile::Builder::new().prefix("remora-test").tempdir().unwrap(), cluster: None }
+    }
+
+    /// Nodes `nodes` of this host, joined by a cluster file on loopback; with `force_tcp`
+    /// they talk over TCP although they share the runtime directory (the path nodes of two
+    /// hosts take).
+    pub fn with_cluster(nodes: &[u32], force_tcp: bool) -> Harness {
+        let mut h = Harness::new();
+        let mut text = format!(
+            "secret = \"remora-test-secret-0123456789\"\nheartbeat_ms = 50\nforce_tcp = {force_tcp}\n"
+        );
+        for n in nodes {
+            text += &format!("[[node]]\nid = {n}\nhost = \"127.0.0.1\"\nport = {}\n", free_port());
+        }
+        let path = h.dir.path().join("cluster.toml");
+        std::fs::write(&path, text).unwrap();
+        h.cluster = Some(path);
+        h
+    }
+
+    /// The runtime directory.
+    pub fn runtime_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The client configuration of a process of node `node` (the library starts the
+    /// node's daemon when none runs).
+    pub fn config(&self, node: u32) -> remora_client::Config {
+        remora_client::Config {
+            node,
+            runtime_dir: self.dir.path().to_path_buf(),
+            daemon: Some(daemon_path()),
+            spawn: true,
+            idle_exit: Duration::from_secs(60),
+            cluster: self.cluster.clone(),
+        }
+    }
+}
+
+impl Default for Harness {
+    fn default() -> Harness {
+        Harness::new()
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        for node in remora_proto::paths::nodes_in(self.dir.path()) {
+            let cfg = remora_client::Config { daemon: None, spawn: false, ..self.config(node) };
+            if let Ok(s) = remora_client::Session::open_control(&cfg) {
+                let _ = s.request(remora_proto::Request::Shutdown, &[]);
+            }
+        }
+    }
+}
+
+/// The client configuration of a process of host `k` of a namespace cluster (its daemon
+/// already runs there).
+pub fn net_config(c: &crate::NetCluster, k: usize) -> remora_client::Config {
+    remora_client::Config {
+        node: c.node(k),
+        runtime_dir: c.runtime_dir(k).to_path_buf(),
+        daemon: None,
+        spawn: false,
+        idle_exit: Duration::from_secs(60),
+        cluster: Some(c.cluster_file().to_path_buf()),
+    }
+}
