@@ -5,7 +5,6 @@
 //! binaries for C programs; `remora bench` measures Remora beside its raw reference.
 
 mod bench;
-mod bench_scif;
 mod install;
 mod status;
 

@@ -9,7 +9,7 @@
 //! * Store latency through a `scif_mmap`ed peer window beside the raw ping-pong (the
 //!   reference of the SISCI PIO figure).
 
-use crate::bench::{e, header, median, row};
+use super::common::{e, header, median, row};
 use remora_scif::{Endpoint, PortId, Prot, RmaFlags, Scif, UserRegion};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -86,7 +86,7 @@ pub fn scif(batch: u32, rounds: u32) -> Result<(), String> {
     let scif = Scif::new().map_err(e)?;
     let child_node = scif.node() + 4;
     let raw_path = format!("/dev/shm/remora-bench-scif-{}", std::process::id());
-    let raw = crate::bench::raw_file(&raw_path, true)?;
+    let raw = super::common::raw_file(&raw_path, true)?;
     let exe = std::env::current_exe().map_err(e)?;
     let mut child = Command::new(exe)
         .env("REMORA_NODE", child_node.to_string())
@@ -112,7 +112,7 @@ pub fn scif(batch: u32, rounds: u32) -> Result<(), String> {
 /// on loopback (as between hosts), beside a raw TCP transfer of the same size.
 fn rma_across_hosts() -> Result<(), String> {
     const LEN: usize = 16 << 20;
-    let pair = crate::bench::TcpPair::new()?;
+    let pair = super::tcp::TcpPair::new()?;
     let (sa, sb) = (Scif::with_config(pair.a.config().clone()), Scif::with_config(pair.b.config().clone()));
     let l = Endpoint::open(&sb).map_err(e)?;
     let port = l.bind(0).map_err(e)?;
@@ -202,7 +202,7 @@ fn parent(
         let base = r * batch as u64 * 4;
         let rout = raw.atomic_u64(0).ok_or("raw map")?;
         let rin = raw.atomic_u64(4096).ok_or("raw map")?;
-        theirs.push(crate::bench::pingpong(rout, rin, base, batch)?);
+        theirs.push(super::common::pingpong(rout, rin, base, batch)?);
         ours.push(scif_pingpong(epd, batch)?);
     }
     let (o, t) = (median(&mut ours), median(&mut theirs));
@@ -275,9 +275,9 @@ fn parent(
         let base = (rounds as u64 + r) * batch as u64 * 4;
         let rout = raw.atomic_u64(0).ok_or("raw map")?;
         let rin = raw.atomic_u64(4096).ok_or("raw map")?;
-        theirs.push(crate::bench::pingpong(rout, rin, base, batch)?);
+        theirs.push(super::common::pingpong(rout, rin, base, batch)?);
         let (o, i) = (out.atomic_u64(0).ok_or("map")?, inp.atomic_u64(0).ok_or("map")?);
-        ours.push(crate::bench::pingpong(o, i, base, batch)?);
+        ours.push(super::common::pingpong(o, i, base, batch)?);
     }
     let (o, t) = (median(&mut ours), median(&mut theirs));
     row(
@@ -326,7 +326,7 @@ fn parent(
 
 pub fn scif_child(raw_path: &str, batch: u32, rounds: u32) -> Result<(), String> {
     let scif = Scif::new().map_err(e)?;
-    let raw = crate::bench::raw_file(raw_path, false)?;
+    let raw = super::common::raw_file(raw_path, false)?;
     let l = Endpoint::open(&scif).map_err(e)?;
     let port = l.bind(0).map_err(e)?;
     l.listen(1).map_err(e)?;
@@ -341,7 +341,12 @@ pub fn scif_child(raw_path: &str, batch: u32, rounds: u32) -> Result<(), String>
     msg(epd, 0)?;
     for r in 0..rounds as u64 {
         let base = r * batch as u64 * 4;
-        crate::bench::echo(raw.atomic_u64(4096).ok_or("raw")?, raw.atomic_u64(0).ok_or("raw")?, base, batch)?;
+        super::common::echo(
+            raw.atomic_u64(4096).ok_or("raw")?,
+            raw.atomic_u64(0).ok_or("raw")?,
+            base,
+            batch,
+        )?;
         scif_echo(epd, batch)?;
     }
     get(epd)?;
@@ -350,9 +355,14 @@ pub fn scif_child(raw_path: &str, batch: u32, rounds: u32) -> Result<(), String>
     msg(epd, 1)?;
     for r in 0..rounds as u64 {
         let base = (rounds as u64 + r) * batch as u64 * 4;
-        crate::bench::echo(raw.atomic_u64(4096).ok_or("raw")?, raw.atomic_u64(0).ok_or("raw")?, base, batch)?;
+        super::common::echo(
+            raw.atomic_u64(4096).ok_or("raw")?,
+            raw.atomic_u64(0).ok_or("raw")?,
+            base,
+            batch,
+        )?;
         let (o, i) = (out.atomic_u64(0).ok_or("map")?, inp.atomic_u64(0).ok_or("map")?);
-        crate::bench::echo(o, i, base, batch)?;
+        super::common::echo(o, i, base, batch)?;
     }
     get(epd)?;
     loop {

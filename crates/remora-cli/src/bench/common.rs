@@ -1,0 +1,102 @@
+//! What every benchmark shares: statistics, the table's rows, the two nodes, raw
+//! shared-memory ping-pongs (the reference of every latency row).
+
+use remora_sisci::Sisci;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A failure as the message the CLI prints.
+pub(crate) fn e<E: std::fmt::Display>(x: E) -> String {
+    x.to_string()
+}
+
+pub(crate) fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[v.len() / 2]
+}
+
+pub(crate) fn header() {
+    println!("{:<34} {:>14} {:>14} {:>8}  target", "measure", "remora", "reference", "ratio");
+}
+
+pub(crate) fn row(name: &str, ours: String, theirs: String, ratio: f64, target: &str) {
+    println!("{name:<34} {ours:>14} {theirs:>14} {ratio:>8.2}  {target}");
+}
+
+/// The two nodes a benchmark uses: this process's node and the next one (node + 4).
+pub(crate) fn nodes() -> Result<(Sisci, Sisci), String> {
+    let a = Sisci::initialize().map_err(e)?;
+    let mut cfg = a.config().clone();
+    cfg.node = a.local_node_id() + 4;
+    Ok((a.clone(), Sisci::with_config(cfg)))
+}
+
+/// Spin until `word` holds `want`; gives up (Err) after 10 s so a dead peer cannot hang us.
+pub(crate) fn wait_for(word: &AtomicU64, want: u64) -> Result<(), String> {
+    let mut spins = 0u64;
+    let mut since = None;
+    while word.load(Ordering::Acquire) != want {
+        spins += 1;
+        if spins.is_multiple_of(1 << 20) {
+            let t = *since.get_or_insert_with(Instant::now);
+            if t.elapsed() > Duration::from_secs(10) {
+                return Err("peer stopped answering".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Like [`wait_for`], but yields the core between looks: on this machine both "hosts" share
+/// two cores, and a pure spinner on each would leave none for the threads that move data
+/// between them (on two real hosts each has cores of its own).
+pub(crate) fn wait_yielding(word: &AtomicU64, want: u64) -> Result<(), String> {
+    if remora_config::Config::get().bench_spin {
+        return wait_for(word, want);
+    }
+    let t = Instant::now();
+    while word.load(Ordering::Acquire) != want {
+        if t.elapsed() > Duration::from_secs(10) {
+            return Err("peer stopped answering".into());
+        }
+        std::thread::yield_now();
+    }
+    Ok(())
+}
+
+/// One batch of ping-pongs: we store `i` into `out` and wait for the peer to echo it into
+/// `inp`. Returns nanoseconds per one-way trip.
+pub(crate) fn pingpong(out: &AtomicU64, inp: &AtomicU64, base: u64, n: u32) -> Result<f64, String> {
+    let t = Instant::now();
+    for i in 1..=n as u64 {
+        out.store(base + i, Ordering::Release);
+        wait_for(inp, base + i)?;
+    }
+    Ok(t.elapsed().as_nanos() as f64 / (2.0 * n as f64))
+}
+
+/// The echo side: wait for `i` in `inp`, store it into `out`.
+pub(crate) fn echo(out: &AtomicU64, inp: &AtomicU64, base: u64, n: u32) -> Result<(), String> {
+    for i in 1..=n as u64 {
+        wait_for(inp, base + i)?;
+        out.store(base + i, Ordering::Release);
+    }
+    Ok(())
+}
+
+pub(crate) fn raw_file(path: &str, create: bool) -> Result<remora_sys::Mapping, String> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .truncate(false)
+        .open(path)
+        .map_err(e)?;
+    if create {
+        f.set_len(8192).map_err(e)?;
+    }
+    remora_sys::Mapping::new(std::os::fd::AsFd::as_fd(&f), 0, 8192, Default::default()).map_err(e)
+}

@@ -1,0 +1,184 @@
+//! `remora bench`: each Remora path beside its raw reference, in the same run, with ratios.
+//!
+//! * `pio`: one-way latency of a store into a mapped segment of another node of this host,
+//!   seen by a polling peer (half a ping-pong round trip), beside the same ping-pong over a
+//!   raw shared-memory file.
+//! * `memcpy`: `SCIMemCpy` bandwidth into a mapped segment of another node beside `memcpy`
+//!   between two buffers of the same size.
+//! * `connect`: connect plus map of a segment of another node of this host.
+//! * `intr`, `dma`, `dsm`, `scif`: see their modules.
+
+mod common;
+mod dma;
+mod dsm;
+mod intr;
+mod pio;
+mod scif;
+mod tcp;
+
+use clap::Subcommand;
+use dma::*;
+use dsm::*;
+use intr::*;
+use pio::*;
+use tcp::*;
+
+/// Which benchmark.
+#[derive(Subcommand, Debug)]
+pub enum Which {
+    /// Store-to-observe latency through a mapped segment of another node.
+    Pio {
+        /// Round trips per measured batch.
+        #[arg(long, default_value_t = 2000)]
+        batch: u32,
+        /// Batches of each kind (interleaved).
+        #[arg(long, default_value_t = 15)]
+        rounds: u32,
+    },
+    /// SCIMemCpy bandwidth beside memcpy, 64 KiB to 64 MiB.
+    Memcpy {
+        /// Repetitions per size.
+        #[arg(long, default_value_t = 9)]
+        reps: u32,
+    },
+    /// Connect + map latency of a segment of another node on this host.
+    Connect {
+        /// Samples.
+        #[arg(long, default_value_t = 300)]
+        samples: u32,
+    },
+    /// Interrupt trigger-to-wake latency between two processes, blocking and spinning.
+    Intr {
+        /// Round trips per blocking batch.
+        #[arg(long, default_value_t = 200)]
+        batch: u32,
+        /// Batches of each kind (interleaved).
+        #[arg(long, default_value_t = 9)]
+        rounds: u32,
+    },
+    /// DMA bandwidth (64 KiB to 64 MiB) beside memcpy, and 8-byte post-to-completion latency.
+    Dma {
+        /// Repetitions per size.
+        #[arg(long, default_value_t = 7)]
+        reps: u32,
+    },
+    /// DSM across hosts (TCP on loopback): first touch, ping-pong through maps, stores to
+    /// resident pages, each beside its raw reference.
+    Dsm {
+        /// Round trips for the ping-pong.
+        #[arg(long, default_value_t = 300)]
+        rounds: u32,
+    },
+    /// SCIF between two nodes of this host: 8-byte message latency (beside raw shared
+    /// memory and UCX's `ucx_perftest`), RMA bandwidth beside memcpy, scif_mmap stores.
+    Scif {
+        /// Round trips per measured batch.
+        #[arg(long, default_value_t = 20000)]
+        batch: u32,
+        /// Batches of each kind (interleaved).
+        #[arg(long, default_value_t = 11)]
+        rounds: u32,
+    },
+    /// All of the above with their defaults.
+    All,
+    /// The responder half of `scif` (started by `scif` itself).
+    #[command(hide = true)]
+    ScifChild {
+        #[arg(long)]
+        raw_path: String,
+        #[arg(long)]
+        batch: u32,
+        #[arg(long)]
+        rounds: u32,
+    },
+    /// The responder half of `intr` (started by `intr` itself).
+    #[command(hide = true)]
+    IntrChild {
+        #[arg(long)]
+        raw_path: String,
+        #[arg(long)]
+        peer_node: u32,
+        #[arg(long)]
+        batch: u32,
+        #[arg(long)]
+        rounds: u32,
+    },
+    /// The responder half of `dsm`'s ping-pong (started by `dsm` itself).
+    #[command(hide = true)]
+    DsmChild {
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        /// The cluster file (default: `cluster.toml` in `dir`).
+        #[arg(long)]
+        cluster: Option<std::path::PathBuf>,
+        #[arg(long)]
+        rounds: u32,
+    },
+    /// Raw TCP echo for the across-hosts reference (started by `dsm` in a namespace).
+    #[command(hide = true)]
+    TcpEcho {
+        #[arg(long)]
+        bind: String,
+        #[arg(long)]
+        size: usize,
+        #[arg(long)]
+        rounds: u32,
+    },
+    /// Raw TCP ping for the across-hosts reference: prints the median one-way in ns.
+    #[command(hide = true)]
+    TcpPing {
+        #[arg(long)]
+        to: String,
+        #[arg(long)]
+        size: usize,
+        #[arg(long)]
+        rounds: u32,
+    },
+    /// The responder half of `pio` (started by `pio` itself).
+    #[command(hide = true)]
+    PioChild {
+        #[arg(long)]
+        raw_path: String,
+        #[arg(long)]
+        peer_node: u32,
+        #[arg(long)]
+        peer_seg: u32,
+        #[arg(long)]
+        own_seg: u32,
+        #[arg(long)]
+        batch: u32,
+        #[arg(long)]
+        rounds: u32,
+    },
+}
+
+pub fn run(w: Which) -> Result<(), String> {
+    match w {
+        Which::Pio { batch, rounds } => pio(batch, rounds),
+        Which::Memcpy { reps } => memcpy(reps),
+        Which::Connect { samples } => connect(samples),
+        Which::Intr { batch, rounds } => intr(batch, rounds),
+        Which::Dma { reps } => dma(reps),
+        Which::Dsm { rounds } => dsm(rounds),
+        Which::Scif { batch, rounds } => scif::scif(batch, rounds),
+        Which::ScifChild { raw_path, batch, rounds } => scif::scif_child(&raw_path, batch, rounds),
+        Which::All => {
+            pio(2000, 15)?;
+            memcpy(9)?;
+            connect(300)?;
+            intr(200, 9)?;
+            dma(7)?;
+            dsm(300)?;
+            scif::scif(20000, 11)
+        }
+        Which::IntrChild { raw_path, peer_node, batch, rounds } => {
+            intr_child(&raw_path, peer_node, batch, rounds)
+        }
+        Which::PioChild { raw_path, peer_node, peer_seg, own_seg, batch, rounds } => {
+            pio_child(&raw_path, peer_node, peer_seg, own_seg, batch, rounds)
+        }
+        Which::DsmChild { dir, cluster, rounds } => dsm_child(&dir, cluster, rounds),
+        Which::TcpEcho { bind, size, rounds } => tcp_echo(&bind, size, rounds),
+        Which::TcpPing { to, size, rounds } => tcp_ping(&to, size, rounds),
+    }
+}

@@ -1,0 +1,156 @@
+//! Raw TCP references: ping-pongs and echoes on loopback and between namespace hosts, and
+//! two nodes of this host joined over TCP.
+
+use super::common::*;
+use remora_sisci::Sisci;
+use std::time::{Duration, Instant};
+
+/// Two nodes of this host joined over TCP on loopback (as if on two hosts), in a private
+/// runtime directory; daemons are started by the library and stopped at the end.
+pub(crate) struct TcpPair {
+    pub(crate) dir: std::path::PathBuf,
+    pub(crate) a: Sisci,
+    pub(crate) b: Sisci,
+}
+
+impl TcpPair {
+    pub(crate) fn new() -> Result<TcpPair, String> {
+        let dir = std::env::temp_dir().join(format!("remora-bench-dsm-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(e)?;
+        let port =
+            || std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port());
+        let (p4, p8) = (port().map_err(e)?, port().map_err(e)?);
+        let text = format!(
+            "secret = \"remora-bench-secret-0123456789\"\nforce_tcp = true\n[[node]]\nid = 4\nhost = \"127.0.0.1\"\nport = {p4}\n[[node]]\nid = 8\nhost = \"127.0.0.1\"\nport = {p8}\n"
+        );
+        let file = dir.join("cluster.toml");
+        std::fs::write(&file, text).map_err(e)?;
+        let base = Sisci::initialize().map_err(e)?.config().clone();
+        let mk = |node| {
+            let mut c = base.clone();
+            c.node = node;
+            c.runtime_dir = dir.clone();
+            c.cluster = Some(file.clone());
+            Sisci::with_config(c)
+        };
+        Ok(TcpPair { a: mk(4), b: mk(8), dir })
+    }
+}
+
+impl Drop for TcpPair {
+    fn drop(&mut self) {
+        for n in [4, 8] {
+            if let Ok(s) = remora_client::Session::open_control(&self.a.config().with_node(n)) {
+                let _ = s.request(remora_proto::Request::Shutdown, &[]);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Raw TCP ping-pong on loopback between two threads: median one-way time of `size`-byte
+/// messages, and (for page-sized ones) the round trip.
+pub(crate) fn raw_tcp(size: usize, rounds: u32) -> Result<f64, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(e)?;
+    let addr = l.local_addr().map_err(e)?;
+    let echo = std::thread::spawn(move || echo_loop(l.accept()?.0, size, rounds));
+    let out = ping_loop(std::net::TcpStream::connect(addr).map_err(e)?, size, rounds)?;
+    echo.join().map_err(|_| "echo thread")?.map_err(e)?;
+    Ok(out)
+}
+
+/// Echo `rounds` messages of `size` bytes back on `s`.
+pub(crate) fn echo_loop(mut s: std::net::TcpStream, size: usize, rounds: u32) -> std::io::Result<()> {
+    use std::io::{Read as _, Write as _};
+    s.set_nodelay(true)?;
+    let mut buf = vec![0u8; size];
+    for _ in 0..rounds {
+        s.read_exact(&mut buf)?;
+        s.write_all(&buf)?;
+    }
+    Ok(())
+}
+
+/// Send `rounds` messages of `size` bytes on `s`, each answered before the next: the median
+/// one-way time in ns.
+pub(crate) fn ping_loop(mut s: std::net::TcpStream, size: usize, rounds: u32) -> Result<f64, String> {
+    use std::io::{Read as _, Write as _};
+    s.set_nodelay(true).map_err(e)?;
+    let mut buf = vec![0u8; size];
+    let mut v = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        s.write_all(&buf).map_err(e)?;
+        s.read_exact(&mut buf).map_err(e)?;
+        v.push(t.elapsed().as_nanos() as f64 / 2.0);
+    }
+    Ok(median(&mut v))
+}
+
+/// Raw TCP ping-pong on loopback between two processes' worth of threads that poll their
+/// sockets without blocking, yielding between looks (the mode of the DSM ping-pong's
+/// pollers): median one-way time of `size`-byte messages.
+pub(crate) fn raw_tcp_polling(size: usize, rounds: u32) -> Result<f64, String> {
+    use std::io::{Read as _, Write as _};
+    fn read_polling(s: &mut std::net::TcpStream, buf: &mut [u8]) -> std::io::Result<()> {
+        let mut got = 0;
+        let t = Instant::now();
+        while got < buf.len() {
+            match s.read(&mut buf[got..]) {
+                Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if t.elapsed() > Duration::from_secs(10) {
+                        return Err(std::io::ErrorKind::TimedOut.into());
+                    }
+                    std::thread::yield_now();
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(e)?;
+    let addr = l.local_addr().map_err(e)?;
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut s, _) = l.accept()?;
+        s.set_nodelay(true)?;
+        s.set_nonblocking(true)?;
+        let mut buf = vec![0u8; size];
+        for _ in 0..rounds {
+            read_polling(&mut s, &mut buf)?;
+            s.write_all(&buf)?;
+        }
+        Ok(())
+    });
+    let mut s = std::net::TcpStream::connect(addr).map_err(e)?;
+    s.set_nodelay(true).map_err(e)?;
+    s.set_nonblocking(true).map_err(e)?;
+    let mut buf = vec![0u8; size];
+    let mut v = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        s.write_all(&buf).map_err(e)?;
+        read_polling(&mut s, &mut buf).map_err(e)?;
+        v.push(t.elapsed().as_nanos() as f64 / 2.0);
+    }
+    echo.join().map_err(|_| "echo thread")?.map_err(e)?;
+    Ok(median(&mut v))
+}
+
+/// The echo half of the raw TCP reference across hosts: bind `bind`, print the port, echo
+/// `rounds` messages of `size` bytes.
+pub(crate) fn tcp_echo(bind: &str, size: usize, rounds: u32) -> Result<(), String> {
+    use std::io::Write as _;
+    let l = std::net::TcpListener::bind(bind).map_err(e)?;
+    println!("{}", l.local_addr().map_err(e)?.port());
+    std::io::stdout().flush().map_err(e)?;
+    echo_loop(l.accept().map_err(e)?.0, size, rounds).map_err(e)
+}
+
+/// The ping half of the raw TCP reference across hosts: prints the median one-way in ns.
+pub(crate) fn tcp_ping(to: &str, size: usize, rounds: u32) -> Result<(), String> {
+    println!("{}", ping_loop(std::net::TcpStream::connect(to).map_err(e)?, size, rounds)?);
+    Ok(())
+}
