@@ -28,13 +28,18 @@
 //! t.join().unwrap();
 //! ```
 
+mod conn;
 mod endpoint;
 mod error;
+mod maps;
+mod msg;
 mod rma;
 mod window;
 
-pub use endpoint::{Endpoint, PortId};
+pub use conn::PortId;
+pub use endpoint::Endpoint;
 pub use error::{Error, Result};
+pub use maps::{flush_at_exit, munmap_peer, PeerMapping};
 pub use remora_sys::user_memory::UserRegion;
 pub use rma::{FenceInit, RmaFlags};
 pub use window::{PeerPiece, Prot};
@@ -53,10 +58,12 @@ pub struct Scif {
 }
 
 impl Scif {
-    /// The library for the node named by the environment (`REMORA_NODE`, default 0).
+    /// The library for the node named by the environment (`REMORA_NODE`, default 4; the
+    /// daemon of that node is started when none runs). This is `scif_open`'s first step.
     ///
     /// # Errors
-    /// [`Error::Invalid`] when the environment names no valid node.
+    /// [`Error::Invalid`] when a `REMORA_*` variable holds a value that cannot be used (the
+    /// message names it).
     pub fn new() -> Result<Arc<Scif>> {
         let cfg = Config::from_env().map_err(|e| Error::Invalid(e.to_string()))?;
         Ok(Scif::with_config(cfg))

@@ -7,8 +7,8 @@
 //! (or the peer) still have in flight. Each end counts the RMAs it started and finished in
 //! the connection's shared region, which is what fences wait on.
 
-use crate::endpoint::Conn;
-use crate::window::{peer_windows, resolve, resolve_one, Piece};
+use crate::conn::{peer_windows, Conn};
+use crate::window::{resolve, resolve_one, Piece};
 use crate::{Endpoint, Error, Result};
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};

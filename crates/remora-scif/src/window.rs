@@ -1,9 +1,9 @@
 //! Registered windows: `scif_register`, `scif_unregister`, `scif_mmap`, and the cached
 //! view of both ends' registered address spaces that RMA uses.
 
-use crate::endpoint::Conn;
+use crate::conn::{peer_windows, Conn, Win};
 use crate::{Endpoint, Error, Result, UserRegion};
-use remora_proto::{Reply, Request, ScifRequest, ScifWindow, SCIF_WINDOWS_PER_REPLY};
+use remora_proto::{Reply, Request, ScifRequest, SCIF_WINDOWS_PER_REPLY};
 use remora_sys::Mapping;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
@@ -25,21 +25,6 @@ impl Prot {
     pub(crate) fn bits(self) -> u8 {
         self.read as u8 | (self.write as u8) << 1
     }
-}
-
-/// One window as this process sees it: mapped, with its memfd.
-pub(crate) struct Win {
-    pub(crate) info: ScifWindow,
-    pub(crate) fd: Arc<OwnedFd>,
-    pub(crate) map: Arc<Mapping>,
-    ino: u64,
-}
-
-/// The windows of one end, valid for one generation of its window list.
-#[derive(Default)]
-pub(crate) struct WinCache {
-    gen: Option<u32>,
-    list: Arc<Vec<Win>>,
 }
 
 /// A piece of a range: a mapping, the offset in it, and the length.
@@ -285,38 +270,4 @@ impl Endpoint {
         remora_client::dsm::DsmMap::new(c.session.clone(), peer_windows(), u64::MAX, offset, len, !prot.write)
             .map_err(|_| Error::NotSupported("userfaultfd is unavailable: no maps of another host's memory"))
     }
-}
-
-/// The registered windows of an endpoint's peer on another host, as the DSM pager and RMA
-/// reach them: through the endpoint session's pager flow, else through the daemons.
-#[derive(Debug)]
-struct PeerWindows;
-
-impl remora_client::dsm::RemoteRange for PeerWindows {
-    fn key(&self) -> u64 {
-        // One endpoint session has one peer.
-        u64::MAX
-    }
-
-    fn flow_request(&self) -> Request {
-        Request::Scif(ScifRequest::PagerFlow)
-    }
-
-    fn read_request(&self, offset: u64, len: u32) -> Request {
-        Request::Scif(ScifRequest::RemoteRead { offset, len })
-    }
-
-    fn write_requests(&self, runs: Vec<(u64, Vec<u8>)>) -> Vec<Request> {
-        if runs.is_empty() {
-            return vec![Request::Scif(ScifRequest::RemoteWrite { offset: 0, data: Vec::new() })];
-        }
-        runs.into_iter()
-            .map(|(offset, data)| Request::Scif(ScifRequest::RemoteWrite { offset, data }))
-            .collect()
-    }
-}
-
-/// The peer's windows as a [`remora_client::dsm::RemoteRange`].
-pub(crate) fn peer_windows() -> Arc<dyn remora_client::dsm::RemoteRange> {
-    Arc::new(PeerWindows)
 }

@@ -1,0 +1,169 @@
+//! Endpoints: open, close, bind, listen, connect, accept, node ids, descriptors, poll.
+
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
+
+use super::*;
+
+/// `scif_open`: a new endpoint; `SCIF_OPEN_FAILED` (−1) with errno `ENOMEM` on failure.
+#[unsafe(no_mangle)]
+pub extern "C" fn scif_open() -> scif_epd_t {
+    guard(-1, || {
+        let l = lib()?;
+        add(Endpoint::open(&l.scif).map_err(|e| match e {
+            Error::NoMemory(s) => Error::NoMemory(s),
+            other => Error::NoMemory(other.to_string()),
+        })?)
+    })
+}
+
+/// `scif_close`: close an endpoint (its peer sees hang-up; its port and windows go).
+#[unsafe(no_mangle)]
+pub extern "C" fn scif_close(epd: scif_epd_t) -> c_int {
+    guard(-1, || {
+        let l = lib()?;
+        let e = l.eps.write().unwrap_or_else(|p| p.into_inner()).remove(&epd).ok_or(Error::BadEndpoint)?;
+        CLOSES.fetch_add(1, Ordering::AcqRel);
+        LAST.with(|c| c.borrow_mut().take());
+        e.close()?;
+        Ok(0)
+    })
+}
+
+/// `scif_bind`: returns the bound port.
+#[unsafe(no_mangle)]
+pub extern "C" fn scif_bind(epd: scif_epd_t, pn: u16) -> c_int {
+    guard(-1, || Ok(ep(epd)?.bind(pn)? as c_int))
+}
+
+/// `scif_listen`.
+#[unsafe(no_mangle)]
+pub extern "C" fn scif_listen(epd: scif_epd_t, backlog: c_int) -> c_int {
+    guard(-1, || {
+        let e = ep(epd)?;
+        if backlog <= 0 {
+            return Err(inval("backlog must be positive"));
+        }
+        e.listen(backlog as u32)?;
+        Ok(0)
+    })
+}
+
+/// `scif_connect`: returns the local port.
+///
+/// # Safety
+/// `dst` is NULL or points to a `struct scif_portID`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scif_connect(epd: scif_epd_t, dst: *const ScifPortId) -> c_int {
+    guard(-1, || {
+        let e = ep(epd)?;
+        if dst.is_null() {
+            return Err(inval("no destination"));
+        }
+        // SAFETY: non-NULL and, by the contract, a valid port id.
+        let d = unsafe { *dst };
+        Ok(e.connect(PortId { node: d.node as u32, port: d.port })? as c_int)
+    })
+}
+
+/// `scif_accept`: the new endpoint goes to `*newepd`, the peer's port id to `*peer`.
+///
+/// # Safety
+/// `peer` and `newepd` are NULL or point to writable objects of their types.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scif_accept(
+    epd: scif_epd_t,
+    peer: *mut ScifPortId,
+    newepd: *mut scif_epd_t,
+    flags: c_int,
+) -> c_int {
+    guard(-1, || {
+        let e = ep(epd)?;
+        if flags & !SCIF_ACCEPT_SYNC != 0 {
+            return Err(inval("unknown accept flags"));
+        }
+        if peer.is_null() || newepd.is_null() {
+            return Err(inval("NULL peer or endpoint pointer"));
+        }
+        let (n, p) = e.accept(flags & SCIF_ACCEPT_SYNC != 0)?;
+        let fd = add(n)?;
+        // SAFETY: both pointers were checked non-NULL; the contract makes them writable.
+        unsafe {
+            *peer = ScifPortId { node: p.node as u16, port: p.port };
+            *newepd = fd;
+        }
+        Ok(0)
+    })
+}
+
+/// `scif_get_nodeIDs`: fills up to `len` node ids, sets `*self_`, returns how many nodes
+/// there are.
+///
+/// # Safety
+/// `nodes` is NULL or points to `len` writable `uint16_t`; `self_` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scif_get_nodeIDs(nodes: *mut u16, len: c_int, self_: *mut u16) -> c_int {
+    guard(-1, || {
+        let l = lib()?;
+        let ids = l.scif.node_ids()?;
+        if !nodes.is_null() && len > 0 {
+            for (i, n) in ids.iter().take(len as usize).enumerate() {
+                // SAFETY: i < len, within the caller's array.
+                unsafe { *nodes.add(i) = *n as u16 };
+            }
+        }
+        if !self_.is_null() {
+            // SAFETY: non-NULL, writable by the contract.
+            unsafe { *self_ = l.scif.node() as u16 };
+        }
+        Ok(ids.len() as c_int)
+    })
+}
+
+/// `scif_get_fd`: the descriptor behind an endpoint (the endpoint itself).
+#[unsafe(no_mangle)]
+pub extern "C" fn scif_get_fd(epd: scif_epd_t) -> c_int {
+    guard(-1, || match ep(epd) {
+        Ok(e) => Ok(e.fd()),
+        Err(_) => Err(inval("not an endpoint")),
+    })
+}
+
+unsafe extern "C" {
+    fn poll(fds: *mut ScifPollEpd, nfds: std::ffi::c_ulong, timeout: c_int) -> c_int;
+}
+
+/// `scif_poll`: `poll` over endpoints (`struct scif_pollepd` is `struct pollfd`).
+///
+/// # Safety
+/// `epds` points to `nepds` writable entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scif_poll(epds: *mut ScifPollEpd, nepds: c_uint, timeout: c_long) -> c_int {
+    guard(-1, || {
+        if epds.is_null() && nepds > 0 {
+            return Err(Error::Fault);
+        }
+        let t = if timeout < 0 { -1 } else { timeout.min(c_int::MAX as c_long) as c_int };
+        // SAFETY: the array is valid by the contract and has poll's layout.
+        let r = unsafe { poll(epds, nepds as std::ffi::c_ulong, t) };
+        if r < 0 {
+            return Err(match std::io::Error::last_os_error().raw_os_error() {
+                Some(4) => Error::Interrupted,
+                _ => inval("poll failed"),
+            });
+        }
+        Ok(r)
+    })
+}
+
+// Each function carries MPSS's symbol version, in the object that defines it.
+versioned!(
+    scif_open,
+    scif_close,
+    scif_bind,
+    scif_listen,
+    scif_connect,
+    scif_accept,
+    scif_get_nodeIDs,
+    scif_get_fd,
+    scif_poll
+);

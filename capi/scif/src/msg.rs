@@ -1,0 +1,77 @@
+//! Messages: `scif_send` and `scif_recv`.
+
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
+
+use super::*;
+
+/// `scif_send`: returns the bytes queued.
+///
+/// # Safety
+/// `msg` points to `len` readable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scif_send(epd: scif_epd_t, msg: *mut c_void, len: c_int, flags: c_int) -> c_int {
+    if len > 0 && msg.is_null() {
+        return guard(-1, || ep(epd).and(Err(Error::Fault)));
+    }
+    let data = if len > 0 {
+        // SAFETY: non-NULL, `len` readable bytes by the contract.
+        unsafe { std::slice::from_raw_parts(msg as *const u8, len as usize) }
+    } else {
+        &[]
+    };
+    send(epd, data, if len < 0 { -1 } else { flags })
+}
+
+/// `scif_send` on a slice: the body of the C entry point, for Rust callers (benchmarks).
+/// A negative `flags` stands for a negative length.
+fn send(epd: scif_epd_t, data: &[u8], flags: c_int) -> c_int {
+    guard(-1, || {
+        with_ep(epd, |e| {
+            if !(0..=SCIF_SEND_BLOCK).contains(&flags) || data.len() > c_int::MAX as usize {
+                return Err(inval("negative length or unknown flags"));
+            }
+            if data.is_empty() {
+                e.conn_check()?;
+                return Ok(0);
+            }
+            Ok(e.send(data, flags & SCIF_SEND_BLOCK != 0)? as c_int)
+        })
+    })
+}
+
+/// `scif_recv`: returns the bytes received.
+///
+/// # Safety
+/// `msg` points to `len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn scif_recv(epd: scif_epd_t, msg: *mut c_void, len: c_int, flags: c_int) -> c_int {
+    if len > 0 && msg.is_null() {
+        return guard(-1, || ep(epd).and(Err(Error::Fault)));
+    }
+    let buf = if len > 0 {
+        // SAFETY: non-NULL, `len` writable bytes by the contract.
+        unsafe { std::slice::from_raw_parts_mut(msg as *mut u8, len as usize) }
+    } else {
+        &mut []
+    };
+    recv(epd, buf, if len < 0 { -1 } else { flags })
+}
+
+/// `scif_recv` into a slice: the body of the C entry point, for Rust callers.
+/// A negative `flags` stands for a negative length.
+fn recv(epd: scif_epd_t, buf: &mut [u8], flags: c_int) -> c_int {
+    guard(-1, || {
+        with_ep(epd, |e| {
+            if !(0..=SCIF_RECV_BLOCK).contains(&flags) || buf.len() > c_int::MAX as usize {
+                return Err(inval("negative length or unknown flags"));
+            }
+            if buf.is_empty() {
+                e.conn_check()?;
+                return Ok(0);
+            }
+            Ok(e.recv(buf, flags & SCIF_RECV_BLOCK != 0)? as c_int)
+        })
+    })
+}
+
+versioned!(scif_send, scif_recv);

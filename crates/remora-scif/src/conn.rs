@@ -1,0 +1,157 @@
+//! A connected endpoint's shared state: the message region, the peer's doorbell, both
+//! ends' window lists, and the port ids of both ends.
+
+use crate::{Error, Result};
+use remora_client::Session;
+use remora_proto::{Reply, Request, ScifRequest, ScifWindow};
+use remora_sys::msgring::MsgRegion;
+use remora_sys::Mapping;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One sender (or one receiver) at a time on an endpoint: the rings have one producer and
+/// one consumer. Taking it costs one atomic exchange and releasing it a plain store (a
+/// mutex costs an exchange more, on the message path); a second thread spins briefly,
+/// then sleeps in growing steps (a receiver may hold it while it waits for data).
+#[derive(Default)]
+pub(crate) struct Excl(AtomicBool);
+
+pub(crate) struct ExclGuard<'a>(&'a AtomicBool);
+
+impl Excl {
+    pub(crate) fn lock(&self) -> ExclGuard<'_> {
+        let mut tries = 0u32;
+        loop {
+            if !self.0.swap(true, Ordering::Acquire) {
+                return ExclGuard(&self.0);
+            }
+            tries += 1;
+            if tries < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(Duration::from_micros((tries as u64 - 63).min(1000)));
+            }
+        }
+    }
+}
+
+impl Drop for ExclGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// A SCIF port identifier: a node and a port on it (`struct scif_portID`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PortId {
+    /// The node id.
+    pub node: u32,
+    /// The port.
+    pub port: u16,
+}
+
+/// A connected endpoint's shared state.
+pub(crate) struct Conn {
+    pub(crate) session: Arc<Session>,
+    pub(crate) region: MsgRegion,
+    /// The peer is on another host: RMA goes through the daemons, maps are refused.
+    pub(crate) remote: bool,
+    /// 0 for the connecting end, 1 for the accepting end.
+    pub(crate) side: usize,
+    pub(crate) peer_ringer: OwnedFd,
+    pub(crate) local: PortId,
+    pub(crate) peer: PortId,
+    pub(crate) send_lock: Excl,
+    pub(crate) recv_lock: Excl,
+    pub(crate) own_windows: Mutex<WinCache>,
+    pub(crate) peer_windows: Mutex<WinCache>,
+}
+
+impl Conn {
+    pub(crate) fn peer_closed(&self) -> bool {
+        self.region.closed(1 - self.side).load(Ordering::Acquire) != 0
+    }
+}
+
+impl Conn {
+    pub(crate) fn adopt(
+        session: Session,
+        reply: Reply,
+        mut fds: Vec<OwnedFd>,
+        local: PortId,
+    ) -> Result<Conn> {
+        let Reply::ScifConnected { side, remote, peer_node, peer_port } = reply else {
+            return Err(Error::Invalid(format!("unexpected answer {reply:?}")));
+        };
+        if fds.len() != 2 || side > 1 {
+            return Err(Error::Invalid("connection answer without its descriptors".into()));
+        }
+        let peer_ringer = fds.pop().expect("two");
+        let region_fd = fds.pop().expect("two");
+        let region = MsgRegion::open(region_fd.as_fd()).map_err(|e| Error::NoMemory(e.to_string()))?;
+        Ok(Conn {
+            session: Arc::new(session),
+            region,
+            remote,
+            side: side as usize,
+            peer_ringer,
+            local,
+            peer: PortId { node: peer_node, port: peer_port },
+            send_lock: Excl::default(),
+            recv_lock: Excl::default(),
+            own_windows: Mutex::default(),
+            peer_windows: Mutex::default(),
+        })
+    }
+}
+
+/// One window as this process sees it: mapped, with its memfd.
+pub(crate) struct Win {
+    pub(crate) info: ScifWindow,
+    pub(crate) fd: Arc<OwnedFd>,
+    pub(crate) map: Arc<Mapping>,
+    pub(crate) ino: u64,
+}
+
+/// The windows of one end, valid for one generation of its window list.
+#[derive(Default)]
+pub(crate) struct WinCache {
+    pub(crate) gen: Option<u32>,
+    pub(crate) list: Arc<Vec<Win>>,
+}
+
+/// The registered windows of an endpoint's peer on another host, as the DSM pager and RMA
+/// reach them: through the endpoint session's pager flow, else through the daemons.
+#[derive(Debug)]
+struct PeerWindows;
+
+impl remora_client::dsm::RemoteRange for PeerWindows {
+    fn key(&self) -> u64 {
+        // One endpoint session has one peer.
+        u64::MAX
+    }
+
+    fn flow_request(&self) -> Request {
+        Request::Scif(ScifRequest::PagerFlow)
+    }
+
+    fn read_request(&self, offset: u64, len: u32) -> Request {
+        Request::Scif(ScifRequest::RemoteRead { offset, len })
+    }
+
+    fn write_requests(&self, runs: Vec<(u64, Vec<u8>)>) -> Vec<Request> {
+        if runs.is_empty() {
+            return vec![Request::Scif(ScifRequest::RemoteWrite { offset: 0, data: Vec::new() })];
+        }
+        runs.into_iter()
+            .map(|(offset, data)| Request::Scif(ScifRequest::RemoteWrite { offset, data }))
+            .collect()
+    }
+}
+
+/// The peer's windows as a [`remora_client::dsm::RemoteRange`].
+pub(crate) fn peer_windows() -> Arc<dyn remora_client::dsm::RemoteRange> {
+    Arc::new(PeerWindows)
+}

@@ -1,0 +1,218 @@
+//! Messaging on a connected endpoint: `scif_send` and `scif_recv` through the connection's
+//! ring, ringing the peer's doorbell only when it is not already watching.
+
+use crate::conn::Conn;
+use crate::endpoint::{NOTICE, RECHECK, SPIN};
+use crate::{Endpoint, Error, Result};
+use remora_sys::bell;
+use std::os::fd::AsFd;
+use std::sync::atomic::{fence, Ordering};
+use std::time::{Duration, Instant};
+
+impl Endpoint {
+    /// `scif_send`: queue `data` for the peer. Blocking (`SCIF_SEND_BLOCK`) returns when
+    /// all of it is queued; otherwise as much as fits now is queued. Returns the bytes
+    /// queued.
+    ///
+    /// # Errors
+    /// [`Error::NotConnected`], [`Error::Reset`] when the peer closed before anything was
+    /// sent, [`Error::BadEndpoint`] when the endpoint was closed.
+    pub fn send(&self, data: &[u8], block: bool) -> Result<usize> {
+        let c = self.live_conn()?;
+        if c.remote {
+            // Stores into maps of the far peer's windows reach it before this message (free
+            // when none are on their way).
+            remora_client::dsm::settle();
+        }
+        let _g = c.send_lock.lock();
+        let d = c.side;
+        let mut sent = 0;
+        loop {
+            let (n, unseen) = c.region.push(d, &data[sent..]);
+            sent += n;
+            if let Some(u) = unseen {
+                // The receiver may be on its way into a receive: give it a moment to look
+                // before paying for a doorbell. (A relay to another host never watches.)
+                let t = Instant::now();
+                let mut seen = false;
+                for i in 0u32.. {
+                    if c.remote {
+                        break;
+                    }
+                    if c.region.noticed(&u) {
+                        seen = true;
+                        break;
+                    }
+                    if i.is_multiple_of(32) && t.elapsed() >= NOTICE {
+                        break;
+                    }
+                }
+                if !seen {
+                    bell::ring_once(c.region.bell_pending(d), c.peer_ringer.as_fd());
+                }
+            }
+            if sent == data.len() {
+                return Ok(sent);
+            }
+            // The ring is full: not writable until the peer takes some.
+            self.stuff(c, d);
+            if !block {
+                return Ok(sent);
+            }
+            let ready =
+                bell::wait(self.as_fd(), true, Some(RECHECK)).map_err(|e| Error::NoMemory(e.to_string()))?;
+            if self.inner.closed.load(Ordering::Acquire) {
+                return if sent > 0 { Ok(sent) } else { Err(Error::BadEndpoint) };
+            }
+            if c.peer_closed() || (!ready.writable && c.session.hung_up()) {
+                return if sent > 0 { Ok(sent) } else { Err(Error::Reset) };
+            }
+        }
+    }
+
+    /// Make our descriptor unwritable while ring `d` is full (the consumer undoes it).
+    fn stuff(&self, c: &Conn, d: usize) {
+        if c.region.tx_stuffed(d).load(Ordering::SeqCst) != 0 {
+            return;
+        }
+        bell::stuff(self.as_fd());
+        c.region.tx_stuffed(d).store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if c.region.stuffed_wait(d) && c.region.tx_stuffed(d).swap(0, Ordering::SeqCst) == 1 {
+            bell::unstuff(self.inner.ringer.as_fd());
+        }
+    }
+
+    /// After taking bytes from ring `d`: let a stuffed producer write again.
+    fn took(&self, c: &Conn, d: usize) {
+        if c.region.tx_stuffed(d).load(Ordering::SeqCst) != 0
+            && c.region.tx_stuffed(d).swap(0, Ordering::SeqCst) == 1
+        {
+            bell::unstuff(c.peer_ringer.as_fd());
+        }
+    }
+
+    /// Keep the descriptor readable exactly while ring `d` holds bytes (after a fence).
+    fn settle(&self, c: &Conn, d: usize) {
+        if !c.region.has_data(d) {
+            if bell::take(c.region.bell_pending(d), self.as_fd()) {
+                fence(Ordering::SeqCst);
+                if c.region.has_data(d) {
+                    bell::ring_once(c.region.bell_pending(d), self.inner.ringer.as_fd());
+                }
+            }
+        } else {
+            bell::ring_once(c.region.bell_pending(d), self.inner.ringer.as_fd());
+        }
+    }
+
+    /// `scif_recv`: take bytes the peer sent. Blocking (`SCIF_RECV_BLOCK`) returns when
+    /// `buf` is full; otherwise it takes what is there (possibly nothing). After the peer
+    /// closed, what it sent can still be taken.
+    ///
+    /// # Errors
+    /// [`Error::NotConnected`], [`Error::Reset`] when the peer closed and nothing is left,
+    /// [`Error::BadEndpoint`] when the endpoint was closed.
+    pub fn recv(&self, buf: &mut [u8], block: bool) -> Result<usize> {
+        let c = self.conn()?;
+        let _g = c.recv_lock.lock();
+        let d = 1 - c.side;
+        let mut got = 0;
+        let mut took = false;
+        let mut inside = false;
+        let r = loop {
+            let (n, mid) = c.region.pop_ex(d, &mut buf[got..]);
+            got += n;
+            took |= n > 0;
+            if n > 0 {
+                inside = mid;
+            }
+            if got == buf.len() {
+                break Ok(got);
+            }
+            if c.peer_closed() && !c.region.has_data(d) {
+                break if got > 0 { Ok(got) } else { Err(Error::Reset) };
+            }
+            if !block {
+                break Ok(got);
+            }
+            if took {
+                // Room for a producer that may be waiting for it, before we wait.
+                fence(Ordering::SeqCst);
+                self.took(c, d);
+                took = false;
+            }
+            if let Err(e) = self.wait_data(c, d) {
+                break if got > 0 { Ok(got) } else { Err(e) };
+            }
+        };
+        if took {
+            self.took(c, d);
+        }
+        if inside || c.region.bell_pending(d).load(Ordering::SeqCst) != 0 {
+            self.settle(c, d);
+        }
+        // Otherwise every byte still in the ring came with a doorbell of its own or comes
+        // from a push the sender will ring for (it saw no watcher on its first slot), so
+        // the descriptor's readiness is already right.
+        r
+    }
+
+    /// Wait for bytes in ring `d` (or the peer's close): spin, then sleep on the doorbell.
+    fn wait_data(&self, c: &Conn, d: usize) -> Result<()> {
+        let ready = || c.region.has_data(d) || c.peer_closed();
+        c.region.watch(d, true);
+        let mut start = None;
+        let mut n = 0u32;
+        let spun = loop {
+            if ready() {
+                break true;
+            }
+            n = n.wrapping_add(1);
+            // Read the clock rarely: the common wait is far shorter than one reading.
+            if n.is_multiple_of(256) && start.get_or_insert_with(Instant::now).elapsed() >= SPIN {
+                break false;
+            }
+        };
+        if spun {
+            // The waiter word names a slot now filled: it can never match again.
+            return Ok(());
+        }
+        c.region.watch(d, false);
+        if c.region.settle_wait(d) {
+            return Ok(());
+        }
+        loop {
+            if ready() {
+                return Ok(());
+            }
+            if self.inner.closed.load(Ordering::Acquire) {
+                return Err(Error::BadEndpoint);
+            }
+            let r =
+                bell::wait(self.as_fd(), false, Some(RECHECK)).map_err(|e| Error::NoMemory(e.to_string()))?;
+            if r.readable && !r.hung_up && !c.region.has_data(d) {
+                // A stale bell (a sender's ring can land after we took its bytes and
+                // cleared the flag): take every byte, whatever the flag says, or poll would
+                // keep answering at once; then re-arm if bytes slipped in meanwhile.
+                if !bell::take(c.region.bell_pending(d), self.as_fd()) {
+                    bell::drain(self.as_fd());
+                }
+                fence(Ordering::SeqCst);
+                if c.region.has_data(d) {
+                    bell::ring_once(c.region.bell_pending(d), self.inner.ringer.as_fd());
+                }
+            }
+            if !r.readable && !r.hung_up && c.session.hung_up() && !ready() {
+                return Err(Error::Reset);
+            }
+            if r.hung_up && !ready() && !self.inner.closed.load(Ordering::Acquire) {
+                // Hang-up without a closed flag: the daemon went away.
+                if c.session.hung_up() {
+                    return Err(Error::Reset);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+}
