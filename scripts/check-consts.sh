@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# check-consts.sh - verify that capi/sisci/src/consts.rs matches the C headers.
+# check-consts.sh - verify that capi/sisci/src/consts/ matches the C headers.
 #
 # Builds tests/c/consts_check.c against include/ (it prints "NAME 0x<hex>"
 # for every numeric constant), extracts the "pub const NAME: u32 = <literal>;"
-# items from consts.rs in the same format, and diffs the two lists.
+# items from consts/*.rs in the same format, and diffs the two lists.
 # Exits non-zero on any difference, including names present on one side only.
 #
 # Usage: scripts/check-consts.sh        (from anywhere; CC overrides the compiler)
@@ -21,7 +21,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 # Rust side: every top-level "pub const NAME: u32 = LITERAL;" line.
 sed -n 's/^pub const \([A-Za-z0-9_]*\): u32 = \([0-9a-fA-Fx_]*\);$/\1 \2/p' \
-    "$root/capi/sisci/src/consts.rs" |
+    "$root"/capi/sisci/src/consts/*.rs |
 while read -r name value; do
     value="${value//_/}"             # drop digit separators
     printf '%s 0x%x\n' "$name" "$((value))"
