@@ -7,23 +7,11 @@
  *
  *   REMORA_NODE=4 ./dma_receiver        # node 4 owns the segment
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include "sisci_api.h"
+#define PROGRAM "dma_receiver"
+#include "example.h"
 
 #define RECEIVER_SEG_ID   4
 #define RECEIVER_SEG_SIZE 4096
-#define ADAPTER_NO        0
-#define NO_CALLBACK       NULL
-#define NO_ARG            NULL
-#define NO_FLAGS          0
-#define PRINT_COMMAND     1
-
-static int fail(const char *what, sci_error_t err)
-{
-    fprintf(stderr, "dma_receiver: %s failed: %s (0x%x)\n", what, SCIGetErrorString(err), (unsigned)err);
-    return 1;
-}
 
 int main(void)
 {
@@ -34,10 +22,7 @@ int main(void)
     volatile int *word;
     unsigned int node = 0;
 
-    SCIInitialize(NO_FLAGS, &err);
-    if (err != SCI_ERR_OK) return fail("SCIInitialize", err);
-    SCIOpen(&dev, NO_FLAGS, &err);
-    if (err != SCI_ERR_OK) return fail("SCIOpen", err);
+    if (open_sisci(&dev) != 0) return 1;
     SCIGetLocalNodeId(ADAPTER_NO, &node, NO_FLAGS, &err);
     if (err != SCI_ERR_OK) return fail("SCIGetLocalNodeId", err);
 

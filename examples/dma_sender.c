@@ -9,25 +9,12 @@
  *   REMORA_NODE=8 ./dma_sender 4        # the receiver runs as node 4
  */
 #define _POSIX_C_SOURCE 200809L
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#include "sisci_api.h"
+#define PROGRAM "dma_sender"
+#include "example.h"
 
 #define RECEIVER_SEG_ID  4
 #define SENDER_SEG_ID    4
 #define SENDER_SEG_SIZE  4096
-#define ADAPTER_NO       0
-#define NO_CALLBACK      NULL
-#define NO_ARG           NULL
-#define NO_FLAGS         0
-#define PRINT_COMMAND    1
-
-static int fail(const char *what, sci_error_t err)
-{
-    fprintf(stderr, "dma_sender: %s failed: %s (0x%x)\n", what, SCIGetErrorString(err), (unsigned)err);
-    return 1;
-}
 
 int main(int argc, char *argv[])
 {
@@ -39,14 +26,9 @@ int main(int argc, char *argv[])
     sci_dma_queue_state_t state;
     sci_error_t err;
     int *command;
-    time_t give_up;
-    struct timespec pause = { 0, 100 * 1000 * 1000 };
-    unsigned int receiver = argc > 1 ? (unsigned int)strtoul(argv[1], NULL, 0) : 4;
+    unsigned int receiver = node_arg(argc, argv);
 
-    SCIInitialize(NO_FLAGS, &err);
-    if (err != SCI_ERR_OK) return fail("SCIInitialize", err);
-    SCIOpen(&dev, NO_FLAGS, &err);
-    if (err != SCI_ERR_OK) return fail("SCIOpen", err);
+    if (open_sisci(&dev) != 0) return 1;
 
     /* The source of the transfer: a segment of this node, mapped to fill it. */
     SCICreateSegment(dev, &local, SENDER_SEG_ID, SENDER_SEG_SIZE, NO_CALLBACK, NO_ARG, NO_FLAGS, &err);
@@ -61,14 +43,7 @@ int main(int argc, char *argv[])
 
     /* Synchronous connect: waits (here up to 30 s) for the receiver's segment.
      * A node that has not started yet is unknown at once: ask again shortly. */
-    give_up = time(NULL) + 30;
-    for (;;) {
-        SCIConnectSegment(dev, &remote, receiver, RECEIVER_SEG_ID, ADAPTER_NO, NO_CALLBACK, NO_ARG, 30000,
-                          NO_FLAGS, &err);
-        if (err != SCI_ERR_NO_SUCH_NODEID || time(NULL) > give_up)
-            break;
-        nanosleep(&pause, NULL);
-    }
+    err = connect_segment(dev, &remote, receiver, RECEIVER_SEG_ID);
     if (err != SCI_ERR_OK) return fail("SCIConnectSegment", err);
 
     *command = PRINT_COMMAND;

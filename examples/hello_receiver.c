@@ -7,20 +7,11 @@
  *
  *   REMORA_NODE=4 ./hello_receiver        # node 4 owns the segment
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include "sisci_api.h"
+#define PROGRAM "hello_receiver"
+#include "example.h"
 
 #define HELLO_SEG_ID   4
 #define HELLO_SEG_SIZE 4096
-#define ADAPTER_NO     0
-#define PRINT_COMMAND  1
-
-static int fail(const char *what, sci_error_t err)
-{
-    fprintf(stderr, "hello_receiver: %s failed: %s (0x%x)\n", what, SCIGetErrorString(err), (unsigned)err);
-    return 1;
-}
 
 int main(void)
 {
@@ -31,10 +22,7 @@ int main(void)
     volatile int *word;
     unsigned int node = 0;
 
-    SCIInitialize(0, &err);
-    if (err != SCI_ERR_OK) return fail("SCIInitialize", err);
-    SCIOpen(&dev, 0, &err);
-    if (err != SCI_ERR_OK) return fail("SCIOpen", err);
+    if (open_sisci(&dev) != 0) return 1;
     SCIGetLocalNodeId(ADAPTER_NO, &node, 0, &err);
     if (err != SCI_ERR_OK) return fail("SCIGetLocalNodeId", err);
 

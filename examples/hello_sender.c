@@ -7,20 +7,10 @@
  *
  *   REMORA_NODE=8 ./hello_sender 4
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#include "sisci_api.h"
+#define PROGRAM "hello_sender"
+#include "example.h"
 
 #define HELLO_SEG_ID   4
-#define ADAPTER_NO     0
-#define PRINT_COMMAND  1
-
-static int fail(const char *what, sci_error_t err)
-{
-    fprintf(stderr, "hello_sender: %s failed: %s (0x%x)\n", what, SCIGetErrorString(err), (unsigned)err);
-    return 1;
-}
 
 int main(int argc, char *argv[])
 {
@@ -32,24 +22,13 @@ int main(int argc, char *argv[])
     sci_error_t err;
     volatile int *word;
     size_t size;
-    unsigned int receiver = argc > 1 ? (unsigned int)strtoul(argv[1], NULL, 0) : 4;
-    struct timespec pause = {0, 20 * 1000 * 1000};
-    time_t give_up;
+    unsigned int receiver = node_arg(argc, argv);
 
-    SCIInitialize(0, &err);
-    if (err != SCI_ERR_OK) return fail("SCIInitialize", err);
-    SCIOpen(&dev, 0, &err);
-    if (err != SCI_ERR_OK) return fail("SCIOpen", err);
+    if (open_sisci(&dev) != 0) return 1;
 
     /* Synchronous connect: waits (here up to 30 s) for the receiver's segment.
      * A node whose daemon has not started yet is unknown at once: ask again shortly. */
-    give_up = time(NULL) + 30;
-    for (;;) {
-        SCIConnectSegment(dev, &segment, receiver, HELLO_SEG_ID, ADAPTER_NO, NULL, NULL, 30000, 0, &err);
-        if (err != SCI_ERR_NO_SUCH_NODEID || time(NULL) > give_up)
-            break;
-        nanosleep(&pause, NULL);
-    }
+    err = connect_segment(dev, &segment, receiver, HELLO_SEG_ID);
     if (err != SCI_ERR_OK) return fail("SCIConnectSegment", err);
     size = SCIGetRemoteSegmentSize(segment);
 

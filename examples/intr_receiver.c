@@ -8,22 +8,11 @@
  *
  *   REMORA_NODE=4 ./intr_receiver       # node 4 owns the interrupt
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include "sisci_api.h"
+#define PROGRAM "intr_receiver"
+#include "example.h"
 
 #define RECEIVER_INTERRUPT_NO 12345
-#define ADAPTER_NO            0
-#define NO_CALLBACK           NULL
-#define NO_ARG                NULL
-#define NO_FLAGS              0
 #define WAIT_MS               60000
-
-static int fail(const char *what, sci_error_t err)
-{
-    fprintf(stderr, "intr_receiver: %s failed: %s (0x%x)\n", what, SCIGetErrorString(err), (unsigned)err);
-    return 1;
-}
 
 int main(void)
 {
@@ -33,10 +22,7 @@ int main(void)
     unsigned int interrupt_no = RECEIVER_INTERRUPT_NO;
     unsigned int node = 0;
 
-    SCIInitialize(NO_FLAGS, &err);
-    if (err != SCI_ERR_OK) return fail("SCIInitialize", err);
-    SCIOpen(&dev, NO_FLAGS, &err);
-    if (err != SCI_ERR_OK) return fail("SCIOpen", err);
+    if (open_sisci(&dev) != 0) return 1;
     SCIGetLocalNodeId(ADAPTER_NO, &node, NO_FLAGS, &err);
     if (err != SCI_ERR_OK) return fail("SCIGetLocalNodeId", err);
 

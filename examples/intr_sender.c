@@ -10,22 +10,12 @@
  *   REMORA_NODE=8 ./intr_sender 4       # the receiver runs as node 4
  */
 #define _POSIX_C_SOURCE 200809L
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#include "sisci_api.h"
+#define PROGRAM "intr_sender"
+#include "example.h"
 
 #define RECEIVER_INTERRUPT_NO 12345
-#define ADAPTER_NO            0
-#define NO_FLAGS              0
 #define CONNECT_TIMEOUT_MS    10000
 #define GIVE_UP_AFTER_S       30
-
-static int fail(const char *what, sci_error_t err)
-{
-    fprintf(stderr, "intr_sender: %s failed: %s (0x%x)\n", what, SCIGetErrorString(err), (unsigned)err);
-    return 1;
-}
 
 int main(int argc, char *argv[])
 {
@@ -34,12 +24,9 @@ int main(int argc, char *argv[])
     sci_error_t err;
     time_t give_up;
     struct timespec pause = { 0, 100 * 1000 * 1000 };
-    unsigned int receiver = argc > 1 ? (unsigned int)strtoul(argv[1], NULL, 0) : 4;
+    unsigned int receiver = node_arg(argc, argv);
 
-    SCIInitialize(NO_FLAGS, &err);
-    if (err != SCI_ERR_OK) return fail("SCIInitialize", err);
-    SCIOpen(&dev, NO_FLAGS, &err);
-    if (err != SCI_ERR_OK) return fail("SCIOpen", err);
+    if (open_sisci(&dev) != 0) return 1;
 
     /* Retry while the receiver (or its node) is not there yet. Each attempt
      * waits up to CONNECT_TIMEOUT_MS for the interrupt; an unknown node

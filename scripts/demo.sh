@@ -9,26 +9,19 @@ cargo build --release --workspace
 prefix="${PREFIX:-$PWD/target/prefix}"
 target/release/remora install --prefix "$prefix"
 make -s -C examples PREFIX="$prefix"
-echo "--- hello world: receiver on node 4, sender on node 8"
-REMORA_NODE=4 examples/hello_receiver &
-receiver=$!
-REMORA_NODE=8 examples/hello_sender 4
-wait "$receiver"
-echo "--- DMA: the receiver's segment is written by node 8's DMA engine"
-REMORA_NODE=4 examples/dma_receiver &
-receiver=$!
-REMORA_NODE=8 examples/dma_sender 4
-wait "$receiver"
-echo "--- interrupts: node 8 triggers interrupt 12345 of node 4"
-REMORA_NODE=4 examples/intr_receiver &
-receiver=$!
-REMORA_NODE=8 examples/intr_sender 4
-wait "$receiver"
-echo "--- SCIF: server on node 4, client on node 8 (a message, then an RMA and a fence signal)"
-REMORA_NODE=4 examples/scif_hello server 2050 &
-server=$!
-REMORA_NODE=8 examples/scif_hello client 4 2050
-wait "$server"
+# Run "$2" as node 4 in the background and "$3" as node 8, and wait for both.
+pair() {
+    echo "--- $1"
+    REMORA_NODE=4 $2 &
+    local first=$!
+    REMORA_NODE=8 $3
+    wait "$first"
+}
+pair "hello world: receiver on node 4, sender on node 8" examples/hello_receiver "examples/hello_sender 4"
+pair "DMA: the receiver's segment is written by node 8's DMA engine" examples/dma_receiver "examples/dma_sender 4"
+pair "interrupts: node 8 triggers interrupt 12345 of node 4" examples/intr_receiver "examples/intr_sender 4"
+pair "SCIF: server on node 4, client on node 8 (a message, then an RMA and a fence signal)" \
+    "examples/scif_hello server 2050" "examples/scif_hello client 4 2050"
 echo "--- benchmarks (node 4 and node 8 of this host)"
 "$prefix/bin/remora" bench pio --rounds 9
 "$prefix/bin/remora" bench memcpy --reps 5

@@ -133,6 +133,19 @@ pub struct NetCluster {
 }
 
 impl NetCluster {
+    /// The client configuration of a process of host `k` (its daemon already runs there;
+    /// the library never starts another).
+    pub fn client_config(&self, k: usize) -> remora_client::Config {
+        remora_client::Config {
+            node: self.node(k),
+            runtime_dir: self.runtime_dir(k).to_path_buf(),
+            daemon: None,
+            spawn: false,
+            idle_exit: Duration::from_secs(60),
+            cluster: Some(self.cluster_file().to_path_buf()),
+        }
+    }
+
     /// Build `hosts` hosts joined by a bridge, write the cluster file and start one
     /// `daemon` (a `remorad`) per host; returns once every daemon listens on its socket.
     ///

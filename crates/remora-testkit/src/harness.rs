@@ -89,12 +89,5 @@ impl Drop for Harness {
 /// The client configuration of a process of host `k` of a namespace cluster (its daemon
 /// already runs there).
 pub fn net_config(c: &crate::NetCluster, k: usize) -> remora_client::Config {
-    remora_client::Config {
-        node: c.node(k),
-        runtime_dir: c.runtime_dir(k).to_path_buf(),
-        daemon: None,
-        spawn: false,
-        idle_exit: Duration::from_secs(60),
-        cluster: Some(c.cluster_file().to_path_buf()),
-    }
+    c.client_config(k)
 }

@@ -1,10 +1,5 @@
 //! Error codes (`sci_error_t`, `sisci_error.h`).
 
-// C type and field names are kept verbatim so the Rust and C sides read alike.
-#![allow(non_camel_case_types, non_snake_case)]
-// This module is an exhaustive ABI table; not every entry is used internally.
-#![allow(dead_code)]
-
 // ---- Error codes (`sci_error_t`, sisci_error.h) ----------------------------
 
 /// Bit 30, set in every SISCI error value except `SCI_ERR_OK`.

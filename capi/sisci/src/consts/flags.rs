@@ -1,10 +1,5 @@
 //! Flags (`SCI_FLAG_*`), DMA channels, interrupt, cache and SmartIO flags.
 
-// C type and field names are kept verbatim so the Rust and C sides read alike.
-#![allow(non_camel_case_types, non_snake_case)]
-// This module is an exhaustive ABI table; not every entry is used internally.
-#![allow(dead_code)]
-
 // ---- Flags (`SCI_FLAG_*`); each function has its own flag namespace --------
 
 /// Any call taking a callback: deliver events by callback.

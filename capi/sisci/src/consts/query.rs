@@ -1,10 +1,5 @@
 //! `SCIQuery` commands and sub-commands.
 
-// C type and field names are kept verbatim so the Rust and C sides read alike.
-#![allow(non_camel_case_types, non_snake_case)]
-// This module is an exhaustive ABI table; not every entry is used internally.
-#![allow(dead_code)]
-
 // ---- `SCIQuery` major commands ---------------------------------------------
 
 /// Sci_query_string_t: vendor name.

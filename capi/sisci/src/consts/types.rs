@@ -1,10 +1,5 @@
 //! Plain data types and the `#[repr(C)]` structures `SCIQuery` exchanges.
 
-// C type and field names are kept verbatim so the Rust and C sides read alike.
-#![allow(non_camel_case_types, non_snake_case)]
-// This module is an exhaustive ABI table; not every entry is used internally.
-#![allow(dead_code)]
-
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_ushort, c_void};
 
 // ---- Plain data types ------------------------------------------------------

@@ -1,10 +1,5 @@
 //! Callback reasons, DMA queue states, sequence statuses, callback actions, versions.
 
-// C type and field names are kept verbatim so the Rust and C sides read alike.
-#![allow(non_camel_case_types, non_snake_case)]
-// This module is an exhaustive ABI table; not every entry is used internally.
-#![allow(dead_code)]
-
 // ---- `sci_segment_cb_reason_t` values --------------------------------------
 
 /// A connection was made.

@@ -100,3 +100,43 @@ pub(crate) fn raw_file(path: &str, create: bool) -> Result<remora_sys::Mapping, 
     }
     remora_sys::Mapping::new(std::os::fd::AsFd::as_fd(&f), 0, 8192, Default::default()).map_err(e)
 }
+
+/// Start this program as the responder half of a two-process benchmark (`remora bench
+/// <args>` as a process of node `node`) and wait for the first line it prints, which must
+/// start with `ready`; returns the child and the rest of that line. The child is killed
+/// when the line does not come.
+pub(crate) fn spawn_responder(node: u32, args: &[&str]) -> Result<(std::process::Child, String), String> {
+    use std::io::BufRead as _;
+    let exe = std::env::current_exe().map_err(e)?;
+    let mut child = std::process::Command::new(exe)
+        .env("REMORA_NODE", node.to_string())
+        .arg("bench")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(e)?;
+    let mut line = String::new();
+    let out = child.stdout.take().ok_or("no child stdout")?;
+    if let Err(err) = std::io::BufReader::new(out).read_line(&mut line) {
+        let _ = child.kill();
+        return Err(e(err));
+    }
+    match line.trim().strip_prefix("ready") {
+        Some(rest) => Ok((child, rest.trim().to_string())),
+        None => {
+            let _ = child.kill();
+            Err(format!("responder failed to start: {line:?}"))
+        }
+    }
+}
+
+/// A row of two times given in nanoseconds, shown in microseconds.
+pub(crate) fn row_us(name: &str, ours_ns: f64, theirs_ns: f64, target: &str) {
+    row(
+        name,
+        format!("{:.1} µs", ours_ns / 1e3),
+        format!("{:.1} µs", theirs_ns / 1e3),
+        ours_ns / theirs_ns,
+        target,
+    );
+}

@@ -131,14 +131,7 @@ pub(crate) fn dsm_across_hosts(rounds: u32) -> Result<(), String> {
             return Ok(());
         }
     };
-    let cfg = |k: usize| remora_client::Config {
-        node: c.node(k),
-        runtime_dir: c.runtime_dir(k).to_path_buf(),
-        daemon: None,
-        spawn: false,
-        idle_exit: Duration::from_secs(30),
-        cluster: Some(c.cluster_file().to_path_buf()),
-    };
+    let cfg = |k: usize| c.client_config(k);
     let sa = Sisci::with_config(cfg(1));
     let da = Descriptor::open(&sa).map_err(e)?;
     let seg = LocalSegment::create(&da, Some(1), 4096, CreateFlags::default()).map_err(e)?;
@@ -175,13 +168,7 @@ pub(crate) fn dsm_across_hosts(rounds: u32) -> Result<(), String> {
         maps_pingpong(&da, &la, Command::new(&exe), c.runtime_dir(2), Some(c.cluster_file()), rounds)?;
     let ours = median(&mut v);
     let raw = (before + raw_tcp_hosts()?) / 2.0;
-    row(
-        "DSM ping-pong one-way, across netns hosts",
-        format!("{:.1} µs", ours / 1e3),
-        format!("{:.1} µs", raw / 1e3),
-        ours / raw,
-        "≤ 3 (raw TCP ping-pong, same hosts)",
-    );
+    row_us("DSM ping-pong one-way, across netns hosts", ours, raw, "≤ 3 (raw TCP ping-pong, same hosts)");
     Ok(())
 }
 
@@ -267,20 +254,8 @@ pub(crate) fn dsm(rounds: u32) -> Result<(), String> {
     let ours = median(&mut v);
     let raw = raw_tcp(8, 2000)?;
     let polling = raw_tcp_polling(8, 2000)?;
-    row(
-        "DSM ping-pong one-way (maps only)",
-        format!("{:.1} µs", ours / 1e3),
-        format!("{:.1} µs", raw / 1e3),
-        ours / raw,
-        "≤ 3 (raw TCP ping-pong)",
-    );
-    row(
-        "  the same, beside raw TCP polling (yielding)",
-        format!("{:.1} µs", ours / 1e3),
-        format!("{:.1} µs", polling / 1e3),
-        ours / polling,
-        "reported",
-    );
+    row_us("DSM ping-pong one-way (maps only)", ours, raw, "≤ 3 (raw TCP ping-pong)");
+    row_us("  the same, beside raw TCP polling (yielding)", ours, polling, "reported");
     drop(pair);
     dsm_across_hosts(rounds)
 }

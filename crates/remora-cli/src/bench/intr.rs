@@ -2,8 +2,7 @@
 
 use super::common::*;
 use remora_sisci::{Descriptor, Sisci};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -59,21 +58,19 @@ pub(crate) fn intr(batch: u32, rounds: u32) -> Result<(), String> {
     let raw = raw_file(&raw_path, true)?;
     let dev = Descriptor::open(&a).map_err(e)?;
     let mine = remora_sisci::Interrupt::create(&dev, 0, Some(PARENT_INTNO), true, None).map_err(e)?;
-    let exe = std::env::current_exe().map_err(e)?;
-    let mut child = Command::new(exe)
-        .env("REMORA_NODE", b.local_node_id().to_string())
-        .args(["bench", "intr-child", "--raw-path", &raw_path])
-        .args(["--peer-node", &a.local_node_id().to_string()])
-        .args(["--batch", &batch.to_string(), "--rounds", &rounds.to_string()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(e)?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().ok_or("no child stdout")?).read_line(&mut line).map_err(e)?;
-    if line.trim() != "ready" {
-        let _ = child.kill();
-        return Err(format!("responder failed to start: {line:?}"));
-    }
+    let (peer, batch_s, rounds_s) = (a.local_node_id().to_string(), batch.to_string(), rounds.to_string());
+    let args = [
+        "intr-child",
+        "--raw-path",
+        &raw_path,
+        "--peer-node",
+        &peer,
+        "--batch",
+        &batch_s,
+        "--rounds",
+        &rounds_s,
+    ];
+    let (mut child, _) = spawn_responder(b.local_node_id(), &args)?;
     let theirs = remora_sisci::RemoteInterrupt::connect(
         &dev,
         b.local_node_id(),
@@ -113,13 +110,7 @@ pub(crate) fn intr(batch: u32, rounds: u32) -> Result<(), String> {
     result?;
     header();
     let (o, t) = (median(&mut ob), median(&mut rb));
-    row(
-        "interrupt wake, waiter blocked",
-        format!("{:.1} µs", o / 1e3),
-        format!("{:.1} µs", t / 1e3),
-        o / t,
-        "≤ 1.20 (raw futex)",
-    );
+    row_us("interrupt wake, waiter blocked", o, t, "≤ 1.20 (raw futex)");
     let (o, t) = (median(&mut os), median(&mut rs));
     row(
         "interrupt wake, waiter spinning",

@@ -3,8 +3,7 @@
 
 use super::common::*;
 use remora_sisci::{CreateFlags, Descriptor, LocalSegment, MapFlags, RemoteSegment, Sisci};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 pub(crate) const PARENT_SEG: u32 = 0x7e00_0001;
@@ -19,22 +18,24 @@ pub(crate) fn pio(batch: u32, rounds: u32) -> Result<(), String> {
     let local = seg.map(0, 4096, None, MapFlags::default()).map_err(e)?;
     seg.prepare(0).map_err(e)?;
     seg.set_available(0).map_err(e)?;
-    let exe = std::env::current_exe().map_err(e)?;
-    let mut child = Command::new(exe)
-        .env("REMORA_NODE", b.local_node_id().to_string())
-        .args(["bench", "pio-child", "--raw-path", &raw_path])
-        .args(["--peer-node", &a.local_node_id().to_string()])
-        .args(["--peer-seg", &PARENT_SEG.to_string(), "--own-seg", &CHILD_SEG.to_string()])
-        .args(["--batch", &batch.to_string(), "--rounds", &rounds.to_string()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(e)?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().ok_or("no child stdout")?).read_line(&mut line).map_err(e)?;
-    if line.trim() != "ready" {
-        let _ = child.kill();
-        return Err(format!("responder failed to start: {line:?}"));
-    }
+    let (peer, batch_s, rounds_s) = (a.local_node_id().to_string(), batch.to_string(), rounds.to_string());
+    let (peer_seg, own_seg) = (PARENT_SEG.to_string(), CHILD_SEG.to_string());
+    let args = [
+        "pio-child",
+        "--raw-path",
+        &raw_path,
+        "--peer-node",
+        &peer,
+        "--peer-seg",
+        &peer_seg,
+        "--own-seg",
+        &own_seg,
+        "--batch",
+        &batch_s,
+        "--rounds",
+        &rounds_s,
+    ];
+    let (mut child, _) = spawn_responder(b.local_node_id(), &args)?;
     let remote = RemoteSegment::connect(&dev, b.local_node_id(), CHILD_SEG, 0, Some(Duration::from_secs(10)))
         .map_err(e)?;
     let rmap = remote.map(0, 4096, None, MapFlags::default()).map_err(e)?;

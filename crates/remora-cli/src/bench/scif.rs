@@ -9,9 +9,9 @@
 //! * Store latency through a `scif_mmap`ed peer window beside the raw ping-pong (the
 //!   reference of the SISCI PIO figure).
 
-use super::common::{e, header, median, row};
+use super::common::{e, header, median, row, spawn_responder};
 use remora_scif::{Endpoint, PortId, Prot, RmaFlags, Scif, UserRegion};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -87,17 +87,10 @@ pub fn scif(batch: u32, rounds: u32) -> Result<(), String> {
     let child_node = scif.node() + 4;
     let raw_path = format!("/dev/shm/remora-bench-scif-{}", std::process::id());
     let raw = super::common::raw_file(&raw_path, true)?;
-    let exe = std::env::current_exe().map_err(e)?;
-    let mut child = Command::new(exe)
-        .env("REMORA_NODE", child_node.to_string())
-        .args(["bench", "scif-child", "--raw-path", &raw_path])
-        .args(["--batch", &batch.to_string(), "--rounds", &rounds.to_string()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(e)?;
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().ok_or("no child stdout")?).read_line(&mut line).map_err(e)?;
-    let Some(port) = line.trim().strip_prefix("ready ").and_then(|p| p.parse::<u16>().ok()) else {
+    let (batch_s, rounds_s) = (batch.to_string(), rounds.to_string());
+    let args = ["scif-child", "--raw-path", raw_path.as_str(), "--batch", &batch_s, "--rounds", &rounds_s];
+    let (mut child, line) = spawn_responder(child_node, &args)?;
+    let Ok(port) = line.parse::<u16>() else {
         let _ = child.kill();
         return Err(format!("responder failed to start: {line:?}"));
     };
