@@ -260,6 +260,21 @@ fn bad_configuration_names_the_variable_beside_the_code() {
 }
 
 #[test]
+fn a_signal_storm_loses_no_call_and_keeps_the_session_in_step() {
+    let env = Env::new();
+    let exe = env.build(&root().join("tests/c/signal_storm.c"), &[]);
+    let mut child = Reap(env.run(&exe, 4).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    let status = wait_with_timeout(&mut child, Duration::from_secs(300));
+    let mut out = String::new();
+    let mut err = String::new();
+    use std::io::Read as _;
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(status.success(), "signal_storm: {out}{err}");
+    assert!(out.contains("all passed"), "{out}{err}");
+}
+
+#[test]
 fn readonly_map_faults_on_store() {
     let env = Env::new();
     let exe = env.build(&root().join("tests/c/readonly_fault.c"), &[]);

@@ -315,6 +315,9 @@ impl Session {
             }
             match decode::<ServerMsg>(&buf[..n]).map_err(|e| ClientError::Protocol(e.to_string()))? {
                 ServerMsg::Reply { id: rid, result } if rid == id => return Ok((result?, got)),
+                // The answer to a request whose caller gave up waiting (a thread cancelled
+                // inside the call): it is nobody's now.
+                ServerMsg::Reply { id: rid, .. } if rid < id => continue,
                 ServerMsg::Reply { id: rid, .. } => {
                     return Err(ClientError::Protocol(format!("reply to {rid} while waiting for {id}")))
                 }

@@ -41,7 +41,7 @@ pub fn listen(path: &Path) -> io::Result<OwnedFd> {
 /// # Errors
 /// The errno of `accept4` (`EAGAIN` when none is waiting).
 pub fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    Ok(rustix::net::accept_with(listener, SocketFlags::CLOEXEC | SocketFlags::NONBLOCK)?)
+    Ok(retry_intr(|| rustix::net::accept_with(listener, SocketFlags::CLOEXEC | SocketFlags::NONBLOCK))?)
 }
 
 /// Connect to the socket at `path`.
@@ -51,7 +51,11 @@ pub fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
 pub fn connect(path: &Path, nonblocking: bool) -> io::Result<OwnedFd> {
     let fd = socket(false)?;
     let addr = SocketAddrUnix::new(path)?;
-    rustix::net::connect(&fd, &addr)?;
+    match retry_intr(|| rustix::net::connect(&fd, &addr)) {
+        // A connect that a signal interrupted and that completed meanwhile.
+        Ok(()) | Err(rustix::io::Errno::ISCONN) => {}
+        Err(e) => return Err(e.into()),
+    }
     if nonblocking {
         set_nonblocking(fd_ref(&fd), true)?;
     }
@@ -86,7 +90,8 @@ pub fn send(fd: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Resu
         return Err(io::Error::from_raw_os_error(rustix::io::Errno::NOBUFS.raw_os_error()));
     }
     let iov = [IoSlice::new(data)];
-    let n = rustix::net::sendmsg(fd, &iov, &mut control, SendFlags::NOSIGNAL)?;
+    // A datagram goes whole or not at all: one interrupted by a signal was not sent.
+    let n = retry_intr(|| rustix::net::sendmsg(fd, &iov, &mut control, SendFlags::NOSIGNAL))?;
     if n != data.len() {
         return Err(io::Error::from_raw_os_error(rustix::io::Errno::MSGSIZE.raw_os_error()));
     }
@@ -105,7 +110,8 @@ pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedF
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let mut iov = [IoSliceMut::new(buf)];
-    let msg = rustix::net::recvmsg(fd, &mut iov, &mut control, RecvFlags::CMSG_CLOEXEC)?;
+    // An interrupted receive took nothing: ask again.
+    let msg = retry_intr(|| rustix::net::recvmsg(fd, &mut iov, &mut control, RecvFlags::CMSG_CLOEXEC))?;
     let mut fds = Vec::new();
     for m in control.drain() {
         if let RecvAncillaryMessage::ScmRights(rights) = m {
@@ -154,6 +160,18 @@ pub fn peer_uid(fd: BorrowedFd<'_>) -> Option<u32> {
 /// The errno of `socketpair`.
 pub fn pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(rustix::net::socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?)
+}
+
+/// Run `f` again while a signal handler interrupts it (`EINTR`): the calls this is used
+/// for take nothing and send nothing when interrupted, so a program whose handlers lack
+/// `SA_RESTART` never sees a spurious failure, nor loses its place in a protocol.
+pub fn retry_intr<T>(mut f: impl FnMut() -> rustix::io::Result<T>) -> rustix::io::Result<T> {
+    loop {
+        match f() {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => return r,
+        }
+    }
 }
 
 #[cfg(test)]
