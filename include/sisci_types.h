@@ -14,6 +14,18 @@
 
 #include "sisci_error.h"
 
+/* The parameter annotations of Dolphin's headers, which programs written against them use
+ * in their own declarations too.  They expand to nothing. */
+#ifndef IN
+#define IN
+#endif
+#ifndef OUT
+#define OUT
+#endif
+#ifndef IN_OUT
+#define IN_OUT
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif

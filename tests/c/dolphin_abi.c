@@ -13,6 +13,26 @@ typedef void (*init_fn)(unsigned int, sci_error_t *);
 typedef void (*node_fn)(unsigned int, unsigned int *, unsigned int, sci_error_t *);
 typedef void (*term_fn)(void);
 
+/* Written with the parameter annotations of Dolphin's headers, as programs do. */
+static void local_node(IN unsigned int adapter, OUT unsigned int *node, IN_OUT sci_error_t *err)
+{
+    SCIGetLocalNodeId(adapter, node, 0, err);
+}
+
+/* Binaries built against Dolphin's headers read constants from data symbols. */
+static int constant_matches(void *lib, const char *name, unsigned int value)
+{
+    char symbol[128];
+    const unsigned int *v;
+    snprintf(symbol, sizeof symbol, "_SISCI_PUBLIC_CONST_%s", name);
+    v = dlsym(lib, symbol);
+    if (!v || *v != value) {
+        fprintf(stderr, "dolphin_abi: %s is %s\n", symbol, v ? "wrong" : "not exported");
+        return 0;
+    }
+    return 1;
+}
+
 static void *need(void *lib, const char *name)
 {
     void *f = dlsym(lib, name);
@@ -45,6 +65,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "dolphin_abi: node ids differ: %u %u %u (0x%x)\n", plain, st, mt, err);
         return 1;
     }
+    local_node(0, &st, &err);
+    if (err != SCI_ERR_OK || st != plain) {
+        fprintf(stderr, "dolphin_abi: annotated call: %u (0x%x)\n", st, err);
+        return 1;
+    }
+    if (!constant_matches(lib, "SCI_ERR_NO_SUCH_SEGMENT", SCI_ERR_NO_SUCH_SEGMENT) ||
+        !constant_matches(lib, "SCI_FLAG_DMA_GLOBAL", SCI_FLAG_DMA_GLOBAL) ||
+        !constant_matches(lib, "SCI_Q_ADAPTER_NODEID", SCI_Q_ADAPTER_NODEID) ||
+        !constant_matches(lib, "SCI_INFINITE_TIMEOUT", SCI_INFINITE_TIMEOUT))
+        return 1;
     ((term_fn)need(lib, "_SISCI_PUBLIC_FUNC_MT_SCITerminate"))();
     printf("dolphin_abi: node %u through every name\n", plain);
     return 0;

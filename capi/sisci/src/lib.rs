@@ -97,6 +97,13 @@
 mod aliases;
 mod callbacks;
 pub mod consts;
+
+/// Dolphin's data symbols for the numeric constants (`_SISCI_PUBLIC_CONST_<name>`),
+/// generated from [`consts`] by the build script.
+#[allow(non_upper_case_globals, unsafe_code)] // exported `no_mangle` statics, nothing else
+pub mod abi_consts {
+    include!(concat!(env!("OUT_DIR"), "/abi_consts.rs"));
+}
 mod dma;
 mod errors;
 mod handles;

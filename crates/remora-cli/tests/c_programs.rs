@@ -86,7 +86,10 @@ impl Env {
         c.env("REMORA_RUNTIME_DIR", self.runtime.path())
             .env("REMORA_NODE", node.to_string())
             .env("REMORA_IDLE_EXIT", "2")
-            .env_remove("REMORA_DAEMON");
+            .env_remove("REMORA_DAEMON")
+            // cargo points the loader at target/debug for its tests: a program must load
+            // the installed library through its run path, as it would for a user.
+            .env_remove("LD_LIBRARY_PATH");
         c
     }
 }
@@ -555,6 +558,11 @@ fn dolphin_abi_names_reach_the_same_functions() {
     let env = Env::new();
     let exe = env.build(&root().join("tests/c/dolphin_abi.c"), &[]);
     let lib = env.prefix.path().join("lib64/libsisci.so");
+    let dynamic = Command::new("readelf").arg("-d").arg(&lib).output().expect("readelf (binutils)");
+    assert!(
+        String::from_utf8_lossy(&dynamic.stdout).contains("Library soname: [libsisci.so]"),
+        "libsisci has a soname"
+    );
     let out = env.run(&exe, 4).arg(&lib).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
