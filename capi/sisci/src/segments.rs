@@ -44,6 +44,34 @@ fn remote(segment: sci_remote_segment_t) -> Outcome<RemoteSegment> {
     handles::get(key(segment))
 }
 
+/// The id and node of remote segments disconnected lately, by handle key (keys are never
+/// reused). Programs read `SCIGetRemoteSegmentId` after `SCIDisconnectSegment` to tell
+/// their partner which segment to remove, and Dolphin's handle still holds the id then.
+static RETIRED: std::sync::Mutex<std::collections::VecDeque<(usize, u32, u32)>> =
+    std::sync::Mutex::new(std::collections::VecDeque::new());
+
+/// How many disconnected handles keep their id and node.
+const RETIRED_KEPT: usize = 4096;
+
+fn retire(segment: sci_remote_segment_t, r: &RemoteSegment) {
+    let mut kept = RETIRED.lock().unwrap_or_else(|p| p.into_inner());
+    if kept.len() == RETIRED_KEPT {
+        kept.pop_front();
+    }
+    kept.push_back((key(segment), r.id(), r.node()));
+}
+
+/// The id and node a disconnected handle had.
+fn retired(segment: sci_remote_segment_t) -> Outcome<(u32, u32)> {
+    let kept = RETIRED.lock().unwrap_or_else(|p| p.into_inner());
+    let k = key(segment);
+    kept.iter()
+        .rev()
+        .find(|(h, _, _)| *h == k)
+        .map(|&(_, id, node)| (id, node))
+        .ok_or(Fail(SCI_ERR_ILLEGAL_PARAMETER))
+}
+
 /// `SCICreateSegment`: create a segment of `size` bytes with id `segment_id` (chosen by the
 /// node with `SCI_FLAG_AUTO_ID`; none with `SCI_FLAG_PRIVATE`) and store its handle.
 /// `SCI_FLAG_EMPTY` creates it without memory (see `SCIRegisterSegmentMemory`).
@@ -460,7 +488,9 @@ pub unsafe extern "C" fn SCIDisconnectSegment(
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
         check_flags(flags, 0, 0)?;
-        remote(segment)?.disconnect()?;
+        let r = remote(segment)?;
+        r.disconnect()?;
+        retire(segment, &r);
         handles::remove(key(segment));
         Ok(())
     })
@@ -475,13 +505,14 @@ pub extern "C" fn SCIGetRemoteSegmentSize(segment: sci_remote_segment_t) -> usiz
     run_quiet(0, || Ok(remote(segment)?.size()))
 }
 
-/// `SCIGetRemoteSegmentId`: the connected segment's id (0 for a bad handle).
+/// `SCIGetRemoteSegmentId`: the connected segment's id (0 for a bad handle). As with
+/// Dolphin's library, a handle keeps its id after `SCIDisconnectSegment`.
 ///
 /// # Errors
 /// None reported (no error argument): 0 for a bad handle.
 #[no_mangle]
 pub extern "C" fn SCIGetRemoteSegmentId(segment: sci_remote_segment_t) -> c_uint {
-    run_quiet(0, || Ok(remote(segment)?.id()))
+    run_quiet(0, || remote(segment).map(|r| r.id()).or_else(|_| retired(segment).map(|(id, _)| id)))
 }
 
 /// `SCIGetRemoteSegmentNodeId`: the node that owns the connected segment (0 for a bad
@@ -491,7 +522,7 @@ pub extern "C" fn SCIGetRemoteSegmentId(segment: sci_remote_segment_t) -> c_uint
 /// None reported (no error argument): 0 for a bad handle.
 #[no_mangle]
 pub extern "C" fn SCIGetRemoteSegmentNodeId(segment: sci_remote_segment_t) -> c_uint {
-    run_quiet(0, || Ok(remote(segment)?.node()))
+    run_quiet(0, || remote(segment).map(|r| r.node()).or_else(|_| retired(segment).map(|(_, node)| node)))
 }
 
 /// `SCIWaitForRemoteSegmentEvent`: wait up to `timeout` ms (`SCI_INFINITE_TIMEOUT`: no

@@ -398,8 +398,10 @@ fn scenario() {
     assert!(SCIGetMapPointer(lmap).is_null());
     fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIDisconnectSegment(rseg, 0));
     assert_eq!(SCIGetRemoteSegmentSize(rseg), 0);
-    assert_eq!(SCIGetRemoteSegmentId(rseg), 0);
-    assert_eq!(SCIGetRemoteSegmentNodeId(rseg), 0);
+    // As with Dolphin's library, a disconnected handle still tells its segment's id and
+    // node (programs read them to tell the owner which segment to remove).
+    assert_eq!(SCIGetRemoteSegmentId(rseg), ID);
+    assert_eq!(SCIGetRemoteSegmentNodeId(rseg), NODE);
     fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveSegment(seg, 0));
     fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIPrepareSegment(seg, 0, 0));
     assert_eq!(SCIGetLocalSegmentId(seg), 0);
