@@ -284,7 +284,9 @@ pub unsafe extern "C" fn SCIStartDmaTransferVec(
         }
         let q = queue(dq)?;
         let (l, r) = (local(local_segment)?, remote(remote_segment)?);
-        if vec_length > q.max_entries() as usize {
+        // A vector longer than the queue holds is done in turns, but a length no queue
+        // could hold is refused before the vector is read.
+        if vec_length > remora_sys::dma::MAX_ENTRIES as usize {
             return Err(Fail(SCI_ERR_MAX_ENTRIES));
         }
         // SAFETY: `vec` is non-NULL and aligned, and by this function's contract points to

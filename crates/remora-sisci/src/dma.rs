@@ -77,6 +77,8 @@ struct QInner {
     token: Mutex<Option<DepToken>>,
     removed: AtomicBool,
     listener: Mutex<Option<u64>>,
+    /// The `maxEntries` the program asked for.
+    asked: u32,
 }
 
 impl std::fmt::Debug for QInner {
@@ -128,16 +130,24 @@ fn in_range(len: usize, off: usize, size: usize) -> bool {
     off.checked_add(size).is_some_and(|e| e <= len)
 }
 
+/// The fewest descriptors a queue holds, whatever `maxEntries` asked for.
+pub const MIN_CAPACITY: u32 = 256;
+
 impl DmaQueue {
-    /// `SCICreateDMAQueue` with room for `max_entries` descriptors.
+    /// `SCICreateDMAQueue` with room for `max_entries` descriptors. As Dolphin's library
+    /// does, `max_entries` is a hint that programs get wrong: 0 is accepted, and a queue
+    /// holds at least [`MIN_CAPACITY`] descriptors (a longer vector is split, see
+    /// [`DmaQueue::start_vec`]).
     ///
     /// # Errors
-    /// [`Error::NoSuchAdapter`]; [`Error::IllegalParameter`] for 0 or more than 65536 entries.
+    /// [`Error::NoSuchAdapter`]; [`Error::IllegalParameter`] for more than 65536 entries.
     pub fn create(desc: &Descriptor, adapter: u32, max_entries: u32) -> Result<DmaQueue> {
         check_adapter(adapter)?;
-        if max_entries == 0 || max_entries > MAX_ENTRIES {
+        if max_entries > MAX_ENTRIES {
             return Err(Error::IllegalParameter(format!("{max_entries} DMA entries")));
         }
+        let asked = max_entries;
+        let max_entries = max_entries.max(MIN_CAPACITY);
         let (reply, fds) = desc.live()?.session.request(Request::CreateDmaQueue { max_entries }, &[])?;
         let Reply::DmaQueue { queue } = reply else {
             return Err(Error::System(format!("unexpected reply {reply:?}")));
@@ -156,6 +166,7 @@ impl DmaQueue {
                 st: Mutex::new(QState { phase: Some(DmaState::Idle), ..Default::default() }),
                 removed: AtomicBool::new(false),
                 listener: Mutex::new(None),
+                asked,
             }),
         })
     }
@@ -167,8 +178,14 @@ impl DmaQueue {
         Ok(self.inner.st.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// The capacity.
+    /// The `maxEntries` the queue was created with (0 when the program gave 0): how many
+    /// transfers `SCIEnqueueDMATransfer` gathers.
     pub fn max_entries(&self) -> u32 {
+        self.inner.asked
+    }
+
+    /// How many descriptors one post carries (at least [`MIN_CAPACITY`]).
+    pub fn capacity(&self) -> u32 {
         self.inner.page.max_entries()
     }
 
@@ -245,7 +262,7 @@ impl DmaQueue {
         callback: Option<DmaCallback>,
         wait: bool,
     ) -> Result<()> {
-        if descs.len() > self.max_entries() as usize {
+        if descs.len() > self.capacity() as usize {
             return Err(Error::MaxEntries);
         }
         // Stores to maps of other hosts' segments made before the transfer reach their homes
@@ -302,9 +319,11 @@ impl DmaQueue {
     }
 
     /// `SCIStartDmaTransferVec`: several transfers between one local and one remote segment.
+    /// A vector longer than the queue holds is accepted and split (programs size queues
+    /// smaller than their vectors): all turns but the last are waited for here.
     ///
     /// # Errors
-    /// As [`DmaQueue::start`]; [`Error::MaxEntries`] for more elements than the queue holds.
+    /// As [`DmaQueue::start`]; a failed turn's error (the later turns are not posted).
     pub fn start_vec(
         &self,
         local: &LocalSegment,
@@ -319,7 +338,19 @@ impl DmaQueue {
         if vec.is_empty() {
             return Err(Error::IllegalParameter("no transfers".into()));
         }
-        let descs = Self::descs(local, remote, vec, flags.read)?;
+        let mut descs = Self::descs(local, remote, vec, flags.read)?;
+        // A vector longer than the queue holds goes in turns, each waited for; the last
+        // turn ends as the caller asked (waited for, or with its callback).
+        let cap = self.capacity() as usize;
+        while descs.len() > cap {
+            let rest = descs.split_off(cap);
+            let refs = vec![local.inner.deps.token(), remote.inner.deps.token()];
+            self.post(st, descs, refs, None, true)?;
+            descs = rest;
+            st = self.lock()?;
+            self.settle(&mut st);
+            Self::ready_to_post(&st)?;
+        }
         let refs = vec![local.inner.deps.token(), remote.inner.deps.token()];
         self.post(st, descs, refs, callback, flags.wait)
     }
@@ -375,7 +406,11 @@ impl DmaQueue {
         if !matches!(st.phase, Some(DmaState::Idle | DmaState::Gather)) {
             return Err(Error::IllegalOperation);
         }
-        if st.gathered.len() >= self.max_entries() as usize {
+        let limit = match self.max_entries() {
+            0 => self.capacity(),
+            n => n,
+        };
+        if st.gathered.len() >= limit as usize {
             return Err(Error::MaxEntries);
         }
         let d = Self::descs(local, remote, &[DmaVec { size, local_offset, remote_offset }], read)?;

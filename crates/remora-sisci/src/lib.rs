@@ -34,7 +34,7 @@ mod map;
 mod query;
 mod segment;
 
-pub use dma::{DmaCallback, DmaFlags, DmaQueue, DmaState, DmaVec};
+pub use dma::{DmaCallback, DmaFlags, DmaQueue, DmaState, DmaVec, MIN_CAPACITY};
 pub use error::{Error, Result};
 pub use events::{CallbackAction, LocalEvent, RemoteEvent, SegmentReason};
 pub use interrupt::{
