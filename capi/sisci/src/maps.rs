@@ -143,11 +143,11 @@ pub unsafe extern "C" fn SCIMapLocalSegment(
     })
 }
 
-/// `SCIUnmapSegment`: remove the mapping; its handle and address become invalid.
+/// `SCIUnmapSegment`: remove the mapping; its handle and address become invalid. As with
+/// Dolphin's library, sequences of the map may still exist (they are removed later).
 ///
 /// # Errors
-/// `SCI_ERR_BUSY` while sequences of it exist; `SCI_ERR_ILLEGAL_PARAMETER` for a bad
-/// handle; `SCI_ERR_ILLEGAL_FLAG` for any flag.
+/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; `SCI_ERR_ILLEGAL_FLAG` for any flag.
 ///
 /// # Safety
 /// `error` is NULL or writable. Nothing may use the mapped addresses afterwards.

@@ -205,7 +205,11 @@ impl Interrupt {
         check_adapter(adapter)?;
         let (handle, intno, page) = open_page(desc, Request::CreateInterrupt { intno, data: false, shared })?;
         let page = page.ok_or_else(|| Error::System("interrupt created without its page".into()))?;
-        let seen = page.triggers();
+        // Count from the page's start (the daemon makes every interrupt page with its
+        // counter at 0), not from what it holds now: a process waiting in
+        // SCIConnectInterrupt for this number is connected the moment it exists, and its
+        // trigger may land before this line runs. It must not be lost.
+        let seen = 0;
         let intr = Interrupt {
             inner: Arc::new(LocalIntr {
                 core: Core::new(desc, handle, intno, Some(page)),

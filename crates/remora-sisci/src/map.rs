@@ -276,14 +276,13 @@ impl Map {
         m.atomic_u64(offset).map(f).ok_or(Error::OutOfRange)
     }
 
-    /// `SCIUnmapSegment`.
+    /// `SCIUnmapSegment`. As with Dolphin's library, sequences of the map may still exist
+    /// (programs unmap first and remove their sequences after): they go on reporting the
+    /// connection's state.
     ///
     /// # Errors
-    /// [`Error::Busy`] while sequences of it exist.
+    /// [`Error::IllegalParameter`] when already unmapped.
     pub fn unmap(&self) -> Result<()> {
-        if self.inner.deps.busy() {
-            return Err(Error::Busy);
-        }
         let mut g = self.inner.mapping.write().unwrap_or_else(|p| p.into_inner());
         match g.take() {
             None => return Err(Error::IllegalParameter("map unmapped".into())),
