@@ -12,7 +12,7 @@ struct Args {
     #[arg(long)]
     node: Option<u32>,
     /// The runtime directory (default: REMORA_RUNTIME_DIR, else $XDG_RUNTIME_DIR/remora,
-    /// else /tmp/remora-<uid>).
+    /// else `/tmp/remora-<uid>`).
     #[arg(long)]
     runtime_dir: Option<PathBuf>,
     /// Exit after this many seconds without clients (0: never).

@@ -151,7 +151,7 @@ pub enum Event {
 pub enum Reply {
     /// Nothing more to say.
     Ok,
-    /// Answer to [`Request::Hello`].
+    /// Answer to [`Request::Hello`](crate::Request::Hello).
     Hello {
         /// The daemon's node id.
         node: u32,
@@ -176,12 +176,12 @@ pub enum Reply {
         /// Size of the segment.
         size: u64,
     },
-    /// Answer to [`Request::Probe`].
+    /// Answer to [`Request::Probe`](crate::Request::Probe).
     Probe {
         /// The node answers.
         reachable: bool,
     },
-    /// Answer to [`Request::Status`].
+    /// Answer to [`Request::Status`](crate::Request::Status).
     Status(NodeStatus),
     /// An interrupt (created or connected); page memfd and eventfd ride along.
     Interrupt {
@@ -205,7 +205,7 @@ pub enum Reply {
     },
     /// A SCIF listener.
     ScifListening {
-        /// Proves to [`ScifRequest::Accept`] on another session that the caller listens.
+        /// Proves to [`ScifRequest::Accept`](crate::ScifRequest::Accept) on another session that the caller listens.
         token: u64,
     },
     /// One side of a SCIF connection: the region memfd and the peer's ringer ride along.
@@ -213,14 +213,14 @@ pub enum Reply {
         /// Which side this is (0 connector, 1 acceptor).
         side: u8,
         /// The peer is on another host: messages go through the daemons, RMA through
-        /// [`ScifRequest::RemoteWrite`] / [`ScifRequest::RemoteRead`], maps are refused.
+        /// [`ScifRequest::RemoteWrite`](crate::ScifRequest::RemoteWrite) / [`ScifRequest::RemoteRead`](crate::ScifRequest::RemoteRead), maps are refused.
         remote: bool,
         /// The peer's node.
         peer_node: u32,
         /// The peer's port.
         peer_port: u16,
     },
-    /// The node asked for in [`ScifRequest::Connect`] is on this host: connect through its
+    /// The node asked for in [`ScifRequest::Connect`](crate::ScifRequest::Connect) is on this host: connect through its
     /// own daemon.
     ScifDialDirect,
     /// A registered window's offset.
@@ -232,7 +232,7 @@ pub enum Reply {
     ScifWindows(Vec<ScifWindow>),
     /// Node ids.
     ScifNodes(Vec<u32>),
-    /// Answer to [`Request::DsmFlow`]; the connected socket rides along.
+    /// Answer to [`Request::DsmFlow`](crate::Request::DsmFlow); the connected socket rides along.
     DsmFlow {
         /// The home node's handle of the connection (the `conn` of the bulk frames).
         remote: u64,

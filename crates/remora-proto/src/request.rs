@@ -120,7 +120,7 @@ pub enum Request {
         /// The connection handle.
         conn: u64,
     },
-    /// Bookkeeping: the process mapped a segment (sent with [`NO_REPLY`]).
+    /// Bookkeeping: the process mapped a segment (sent with [`NO_REPLY`](crate::NO_REPLY)).
     MapNote {
         /// The process's own map number.
         map: u64,
@@ -133,7 +133,7 @@ pub enum Request {
         /// Read-only map.
         readonly: bool,
     },
-    /// Bookkeeping: the process unmapped (sent with [`NO_REPLY`]).
+    /// Bookkeeping: the process unmapped (sent with [`NO_REPLY`](crate::NO_REPLY)).
     UnmapNote {
         /// The process's own map number.
         map: u64,
@@ -191,7 +191,7 @@ pub enum Request {
     Status,
     /// Stop the daemon (`remora shutdown`).
     Shutdown,
-    /// Read `len` bytes (at most [`MAX_DATA_IO`]) of a connection's segment (the DSM pager
+    /// Read `len` bytes (at most [`MAX_DATA_IO`](crate::MAX_DATA_IO)) of a connection's segment (the DSM pager
     /// fetching a page of another host's segment).
     SegRead {
         /// The connection handle.
@@ -201,7 +201,7 @@ pub enum Request {
         /// Bytes.
         len: u32,
     },
-    /// Store runs of bytes (at most [`MAX_DATA_IO`] in all) into a connection's segment
+    /// Store runs of bytes (at most [`MAX_DATA_IO`](crate::MAX_DATA_IO) in all) into a connection's segment
     /// (the DSM pager sending a page's changes home).
     SegWrite {
         /// The connection handle.
@@ -224,8 +224,8 @@ pub enum Request {
     Scif(ScifRequest),
 
     /// Open a DSM pager's own connection to the node that holds connection `conn`'s
-    /// segment (another host): the daemon dials that node's [`link::Flow::Pager`], proves
-    /// who it is, and hands the socket over. Answer: [`Reply::DsmFlow`] with the socket.
+    /// segment (another host): the daemon dials that node's [`link::Flow::Pager`](crate::link::Flow::Pager), proves
+    /// who it is, and hands the socket over. Answer: [`Reply::DsmFlow`](crate::Reply::DsmFlow) with the socket.
     DsmFlow {
         /// The connection handle.
         conn: u64,
@@ -235,7 +235,7 @@ pub enum Request {
 /// A request with its id; replies carry the same id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestFrame {
-    /// Chosen by the sender; [`NO_REPLY`] for one-way notes.
+    /// Chosen by the sender; [`NO_REPLY`](crate::NO_REPLY) for one-way notes.
     pub id: u64,
     /// The request.
     pub req: Request,

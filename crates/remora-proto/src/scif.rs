@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ScifRequest {
     /// `scif_bind`: bind this session's endpoint to `port` (0 picks a free port at or
-    /// above `SCIF_PORT_RSVD`). Answer: [`Reply::ScifPort`].
+    /// above `SCIF_PORT_RSVD`). Answer: [`Reply::ScifPort`](crate::Reply::ScifPort).
     Bind {
         /// The port, or 0.
         port: u16,
@@ -15,13 +15,13 @@ pub enum ScifRequest {
     },
     /// `scif_listen`: make the bound endpoint a listener. The request carries the
     /// endpoint's doorbell (reader, then ringer): the daemon keeps it readable while
-    /// connection requests wait. Answer: [`Reply::ScifListening`].
+    /// connection requests wait. Answer: [`Reply::ScifListening`](crate::Reply::ScifListening).
     Listen {
         /// How many requests may wait.
         backlog: u32,
     },
     /// `scif_connect`, sent to the daemon of the node that listens. Carries the connecting
-    /// endpoint's doorbell ringer. Answer: [`Reply::ScifConnected`] with the region memfd
+    /// endpoint's doorbell ringer. Answer: [`Reply::ScifConnected`](crate::Reply::ScifConnected) with the region memfd
     /// and the acceptor's ringer.
     Connect {
         /// The node that listens (this daemon's, or a node of another host that this
@@ -35,17 +35,17 @@ pub enum ScifRequest {
         from_port: u16,
     },
     /// `scif_accept`, sent on the new endpoint's own session. Carries the new endpoint's
-    /// ringer. Answer: [`Reply::ScifConnected`].
+    /// ringer. Answer: [`Reply::ScifConnected`](crate::Reply::ScifConnected).
     Accept {
         /// The listening port.
         port: u16,
-        /// The listener's token ([`Reply::ScifListening`]).
+        /// The listener's token ([`Reply::ScifListening`](crate::Reply::ScifListening)).
         token: u64,
         /// Wait for a request (`SCIF_ACCEPT_SYNC`) rather than fail with `Again`.
         sync: bool,
     },
     /// `scif_register`: add a window to this endpoint's registered address space. Carries
-    /// the memfd holding the memory. Answer: [`Reply::ScifOffset`].
+    /// the memfd holding the memory. Answer: [`Reply::ScifOffset`](crate::Reply::ScifOffset).
     Register {
         /// Where (`fixed`) or a hint.
         offset: u64,
@@ -79,7 +79,7 @@ pub enum ScifRequest {
     RemoteWrite {
         /// Offset in the peer's registered address space.
         offset: u64,
-        /// The bytes (at most [`MAX_DATA_IO`]).
+        /// The bytes (at most [`MAX_DATA_IO`](crate::MAX_DATA_IO)).
         #[serde(with = "serde_bytes")]
         data: Vec<u8>,
     },
@@ -94,18 +94,18 @@ pub enum ScifRequest {
         prot: u8,
     },
     /// RMA from the peer's registered windows when the peer is on another host.
-    /// Answer: [`Reply::Data`].
+    /// Answer: [`Reply::Data`](crate::Reply::Data).
     RemoteRead {
         /// Offset in the peer's registered address space.
         offset: u64,
-        /// Bytes (at most [`MAX_DATA_IO`]).
+        /// Bytes (at most [`MAX_DATA_IO`](crate::MAX_DATA_IO)).
         len: u32,
     },
     /// `scif_get_nodeIDs`: the nodes this node reaches, itself included.
     Nodes,
     /// Open a DSM pager's own connection to the node of this endpoint's peer (another
-    /// host), bound to the peer's registered windows (as [`Request::DsmFlow`] for a
-    /// segment). Answer: [`Reply::DsmFlow`] with the socket.
+    /// host), bound to the peer's registered windows (as [`Request::DsmFlow`](crate::Request::DsmFlow) for a
+    /// segment). Answer: [`Reply::DsmFlow`](crate::Reply::DsmFlow) with the socket.
     PagerFlow,
 }
 

@@ -1,11 +1,11 @@
 //! The `tcp` transport: nodes of other hosts, reached at their cluster-file address.
 //!
 //! Every pair of nodes keeps two authenticated TCP connections (see `remora_proto::link`):
-//! a control flow served by tokio tasks ([`link`]), and a bulk flow served by one plain
+//! a control flow served by tokio tasks (`link.rs`), and a bulk flow served by one plain
 //! thread per direction that moves DMA payload straight between the socket and the
-//! mappings ([`bulk`]). DSM pagers get flows of their own ([`pager`]). Every connection
-//! starts with the same authenticated handshake ([`handshake`]); frames are read and
-//! written by [`framing`]. [`peer`] is the state kept per peer node.
+//! mappings (`bulk.rs`). DSM pagers get flows of their own (`pager.rs`). Every connection
+//! starts with the same authenticated handshake (`handshake.rs`); frames are read and
+//! written by `framing.rs`. `peer.rs` is the state kept per peer node.
 //!
 //! | file | object |
 //! | --- | --- |
