@@ -91,6 +91,9 @@ pub struct Config {
     pub cluster_file: Option<PathBuf>,
     /// `REMORA_BENCH_SPIN` (`1`: the DSM benchmark's pollers spin without yielding).
     pub bench_spin: bool,
+    /// `REMORA_RSM_SEGMENTID_FILE` (default `/etc/rsm/rsm.segmentid`): the RSM segment-id
+    /// reservations that `rsm_get_segmentid_range` reads.
+    pub rsm_segmentid_file: PathBuf,
     /// `REMORA_BENCH_SPREAD` (`1`: benchmarks print the parts of a reference as well).
     pub bench_spread: bool,
 }
@@ -98,6 +101,7 @@ pub struct Config {
 /// The variables [`Config`] reads, for messages and tests.
 pub const VARIABLES: &[&str] = &[
     "REMORA_NODE",
+    "REMORA_RSM_SEGMENTID_FILE",
     "REMORA_RUNTIME_DIR",
     "REMORA_DAEMON",
     "REMORA_IDLE_EXIT",
@@ -223,6 +227,10 @@ impl Config {
                 None => "info".into(),
             },
             spin: us("REMORA_SPIN_US", 50, 1_000_000)?,
+            rsm_segmentid_file: match get("REMORA_RSM_SEGMENTID_FILE") {
+                Some(v) => path("REMORA_RSM_SEGMENTID_FILE", v)?,
+                None => PathBuf::from("/etc/rsm/rsm.segmentid"),
+            },
             dsm: DsmTiming {
                 flush,
                 flush_min,

@@ -102,8 +102,11 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
             let maps: Option<Vec<_>> =
                 runs.iter().map(|(o, d)| served_mapping(&node, from, conn, *o, d.len() as u64)).collect();
             let maps = maps.ok_or(Error::OutOfRange)?;
+            if maps.iter().any(|m| m.is_readonly()) {
+                return Err(Error::PermissionDenied);
+            }
             for (m, (o, d)) in maps.iter().zip(&runs) {
-                let _ = m.write(*o as usize, d);
+                m.write(*o as usize, d).map_err(|_| Error::OutOfRange)?;
             }
             Ok(PeerReply::Ok)
         }
@@ -111,6 +114,7 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
             node.lock().trigger_interrupt(sid, intr, data.as_deref()).map(|_| PeerReply::Ok)
         }
         PeerRequest::Scif(r) => crate::personality::scif::peer::serve(&node, sid, from, r).await,
+        PeerRequest::Rsm(r) => crate::personality::rsm::serve_peer(&node, sid, from, r),
     }
 }
 

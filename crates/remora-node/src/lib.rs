@@ -77,6 +77,8 @@ pub struct Node {
     pub incarnation: u64,
     /// The books of the SCIF personality.
     pub scif: Mutex<personality::scif::Books>,
+    /// The books of the RSM personality.
+    pub rsm: Mutex<personality::rsm::Books>,
     /// The transports, opened when the daemon's runtime starts.
     transports: std::sync::OnceLock<transport::Transports>,
 }
@@ -92,6 +94,11 @@ impl Node {
     /// The SCIF personality's books, locked (never while the core's books are locked).
     pub fn scif(&self) -> std::sync::MutexGuard<'_, personality::scif::Books> {
         self.scif.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The RSM personality's books, locked (never while the core's books are locked).
+    pub fn rsm(&self) -> std::sync::MutexGuard<'_, personality::rsm::Books> {
+        self.rsm.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The transports to other nodes (none before the runtime started them).
@@ -146,6 +153,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         last_active: Mutex::new(Instant::now()),
         incarnation: new_incarnation(),
         scif: Mutex::new(Default::default()),
+        rsm: Mutex::new(Default::default()),
         transports: std::sync::OnceLock::new(),
     });
     tracing::info!(node = node.config.node, socket = %sock.display(), "node daemon up");

@@ -19,6 +19,7 @@ use tokio::sync::mpsc::unbounded_channel;
 pub async fn run(node: Arc<Node>, fd: OwnedFd) {
     let pid = remora_sys::seqpacket::peer_pid(fd.as_fd()).unwrap_or(0);
     let uid = remora_sys::seqpacket::peer_uid(fd.as_fd()).unwrap_or(u32::MAX);
+    let gid = remora_sys::seqpacket::peer_gid(fd.as_fd()).unwrap_or(u32::MAX);
     let conn = match AsyncConn::new(fd) {
         Ok(c) => c,
         Err(e) => {
@@ -76,7 +77,7 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
     let (tx, mut rx) = unbounded_channel();
     let sid = node.lock().add_session(pid, role, tx);
     tracing::debug!(sid, pid, ?role, "session open");
-    let mut s = Session { node: node.clone(), sid, pid, role, uid, conn };
+    let mut s = Session { node: node.clone(), sid, pid, role, uid, gid, conn };
     // Application processes have an event socket of their own: forward events there from a
     // task of their own, so they flow even while a request of the session waits (a long
     // connect, say). Other roles get events between requests on the main socket.
@@ -153,6 +154,7 @@ async fn handle(s: &mut Session, req: Request, fds: Vec<OwnedFd>) -> Outcome {
     match req {
         Request::Hello { .. } => (Err(Error::Protocol("second hello".into())), vec![]),
         Request::Scif(r) => crate::personality::scif::client::handle(s, r, fds).await,
+        Request::Rsm(r) => crate::personality::rsm::handle(s, r, fds).await,
         Request::MapNote { map, target, offset, size, readonly } => {
             s.node.lock().map_note(sid, MapStatus { session: sid, map, target, offset, size, readonly });
             (Ok(Reply::Ok), vec![])

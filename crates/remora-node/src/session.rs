@@ -23,6 +23,8 @@ pub(crate) struct Session {
     pub role: Role,
     /// The process's user.
     pub uid: u32,
+    /// The process's group.
+    pub gid: u32,
     pub(crate) conn: AsyncConn,
 }
 

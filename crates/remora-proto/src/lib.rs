@@ -23,8 +23,8 @@ use serde::{de::DeserializeOwned, Serialize};
 /// The first two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"RM";
 /// The protocol version this build speaks. Bump on any incompatible change (2: SCIF; 3: peer
-/// requests grouped by personality, pager flows bound to a [`link::RangeRef`]).
-pub const VERSION: u16 = 3;
+/// requests grouped by personality, pager flows bound to a [`link::RangeRef`]; 4: RSM).
+pub const VERSION: u16 = 4;
 /// The largest frame either side sends or accepts.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// The most bytes one [`Request::SegRead`] or [`Request::SegWrite`] carries.
@@ -100,11 +100,13 @@ pub fn decode<T: DeserializeOwned>(buf: &[u8]) -> Result<T, DecodeError> {
 
 mod reply;
 mod request;
+mod rsm;
 mod scif;
 mod status;
 
 pub use reply::*;
 pub use request::*;
+pub use rsm::*;
 pub use scif::*;
 pub use status::*;
 

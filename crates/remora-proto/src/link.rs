@@ -221,6 +221,8 @@ pub enum PeerRequest {
     },
     /// A request of the SCIF personality.
     Scif(ScifPeerRequest),
+    /// A request of the RSM personality.
+    Rsm(crate::RsmPeerRequest),
 }
 
 /// What the SCIF personality of one node asks of another's.
@@ -304,6 +306,17 @@ pub enum PeerReply {
     },
     /// An answer of the SCIF personality.
     Scif(ScifPeerReply),
+    /// An RSM import of an export of the answering node.
+    RsmConnected {
+        /// The answering node's connection handle.
+        conn: u64,
+        /// Segment size.
+        size: u64,
+        /// The exporter's signal interrupt on the answering node.
+        signal: u32,
+        /// Puts and writable maps are allowed.
+        writable: bool,
+    },
 }
 
 /// What the SCIF personality of the answering node says.

@@ -78,6 +78,15 @@ pub enum Error {
     /// The endpoint is already connected (or listening).
     #[error("already connected")]
     IsConnected,
+    /// The segment's access list does not name the importer's node (RSM).
+    #[error("segment not published to this node")]
+    NotPublishedToNode,
+    /// The importer's user, group or node lacks the access asked for (RSM).
+    #[error("permission denied")]
+    PermissionDenied,
+    /// The segment id lies in a range reserved for the system (RSM).
+    #[error("reserved segment id")]
+    ReservedId,
 }
 
 /// Why an importer lost its connection.
@@ -232,6 +241,24 @@ pub enum Reply {
     ScifWindows(Vec<ScifWindow>),
     /// Node ids.
     ScifNodes(Vec<u32>),
+    /// An RSM export got its id (`rsm_memseg_export_publish`).
+    RsmPublished {
+        /// The id.
+        id: u32,
+    },
+    /// An RSM import; the memfd rides along when the segment is on this host.
+    RsmConnected {
+        /// The connection handle (a core connection: maps, DMA and the DSM use it).
+        conn: u64,
+        /// The segment's size.
+        size: u64,
+        /// The exporter's signal interrupt (on the exporting node).
+        signal: u32,
+        /// Puts and writable maps are allowed.
+        writable: bool,
+    },
+    /// The signal interrupts of an export's importers: (node, interrupt number).
+    RsmSignals(Vec<(u32, u32)>),
     /// Answer to [`Request::DsmFlow`](crate::Request::DsmFlow); the connected socket rides along.
     DsmFlow {
         /// The home node's handle of the connection (the `conn` of the bulk frames).

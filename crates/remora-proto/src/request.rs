@@ -1,6 +1,6 @@
 //! What a process (or a peer daemon of this host, or the CLI) asks its node daemon.
 
-use crate::ScifRequest;
+use crate::{RsmRequest, ScifRequest};
 use serde::{Deserialize, Serialize};
 
 /// Who opened a connection to a daemon.
@@ -222,6 +222,9 @@ pub enum Request {
 
     /// A SCIF endpoint's request (sessions of role [`Role::Scif`] only).
     Scif(ScifRequest),
+
+    /// A request of the RSM personality.
+    Rsm(RsmRequest),
 
     /// Open a DSM pager's own connection to the node that holds connection `conn`'s
     /// segment (another host): the daemon dials that node's [`link::Flow::Pager`](crate::link::Flow::Pager), proves

@@ -453,6 +453,45 @@ impl RemoteSegment {
         Ok(RemoteSegment { inner })
     }
 
+    /// A remote segment from the answer to a connect request of a personality layered on
+    /// SISCI (RSM's connect carries permissions and signals): the answer names a core
+    /// connection ([`Reply::Connected`] or [`Reply::RsmConnected`]) and `fds` holds the
+    /// segment's memory when it is on this host. The segment is then a remote segment like
+    /// any other: maps (through the DSM for another host's), DMA, events, disconnect.
+    ///
+    /// # Errors
+    /// [`Error::System`] for another answer; [`Error::IllegalOperation`] on a closed
+    /// descriptor.
+    pub fn adopt(
+        desc: &Descriptor,
+        node: u32,
+        id: u32,
+        reply: &Reply,
+        fds: Vec<std::os::fd::OwnedFd>,
+    ) -> Result<RemoteSegment> {
+        let live = desc.live()?;
+        let (conn, size) = match *reply {
+            Reply::Connected { conn, size } | Reply::RsmConnected { conn, size, .. } => (conn, size as usize),
+            ref other => return Err(Error::System(format!("unexpected reply {other:?}"))),
+        };
+        let memfd = match fds.into_iter().next() {
+            Some(fd) => Some(Memfd::from_fd(fd)?),
+            None => None,
+        };
+        let inner = Arc::new(RemoteInner {
+            token: Mutex::new(Some(desc.inner.deps.token())),
+            desc: desc.clone(),
+            node,
+            id,
+            link: OnceLock::new(),
+            deps: Arc::default(),
+            disconnected: AtomicBool::new(false),
+            events: EventQueue::new(None),
+        });
+        RemoteSegment::attach_link(&inner, Link { session: live.session.clone(), conn, size, memfd });
+        Ok(RemoteSegment { inner })
+    }
+
     fn attach_link(inner: &Arc<RemoteInner>, link: Link) {
         let conn = link.conn;
         if inner.link.set(link).is_ok() {

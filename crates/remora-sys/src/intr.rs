@@ -10,7 +10,8 @@
 //!  8  removed   u32  set when the interrupt is removed: waiters wake, triggers fail
 //! 12  armed     u32  a callback listens on the eventfd (a trigger signals it if set)
 //! 16  tail      u64  data interrupts: next ticket a producer claims
-//! 24  head      u64  data interrupts: next ticket the owner consumes
+//! 24  head      u64  data interrupts: next ticket the owner consumes; a plain interrupt
+//!                     used as an RSM signal: triggers consumed so far
 //! 64  slots     DATA_SLOTS × SLOT_SIZE: seq u64, len u32, pad u32, data [MAX_DATA]
 //! ```
 //!
@@ -146,6 +147,43 @@ impl IntrPage {
         }
         self.ring();
         Ok(())
+    }
+
+    /// Triggers not consumed yet, for a plain interrupt whose consumers count in the page
+    /// ([`IntrPage::consume_one`]: RSM signals, where a post may be dropped while one is
+    /// pending).
+    pub fn pending(&self) -> u32 {
+        self.triggers().wrapping_sub(self.u64(HEAD).load(Ordering::SeqCst) as u32)
+    }
+
+    /// Consume one trigger counted in the page, if one is pending.
+    pub fn consume_one(&self) -> bool {
+        let head = self.u64(HEAD);
+        loop {
+            let c = head.load(Ordering::SeqCst);
+            if c as u32 == self.triggers() {
+                return false;
+            }
+            if head.compare_exchange(c, c.wrapping_add(1), Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+                return true;
+            }
+        }
+    }
+
+    /// Trigger a plain interrupt unless a trigger is pending ([`IntrPage::pending`]).
+    /// Returns whether it triggered.
+    ///
+    /// # Errors
+    /// [`TriggerError::Removed`].
+    pub fn trigger_unless_pending(&self) -> Result<bool, TriggerError> {
+        if self.is_removed() {
+            return Err(TriggerError::Removed);
+        }
+        if self.pending() > 0 {
+            return Ok(false);
+        }
+        self.ring();
+        Ok(true)
     }
 
     /// Trigger a data interrupt carrying `data`.

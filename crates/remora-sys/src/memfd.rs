@@ -58,6 +58,23 @@ impl Memfd {
         Ok(Memfd { fd: rustix::io::fcntl_dupfd_cloexec(&self.fd, 3)?, size: self.size })
     }
 
+    /// A new descriptor of the same memory opened read-only (through `/proc/self/fd`), to
+    /// hand to a holder that may only read: its `mmap` with `PROT_WRITE` and `MAP_SHARED`
+    /// fails with `EACCES`, so the kernel enforces the read-only grant.
+    ///
+    /// # Errors
+    /// The errno of `open`.
+    pub fn reopen_readonly(&self) -> io::Result<Memfd> {
+        use std::os::fd::AsRawFd;
+        let path = format!("/proc/self/fd/{}", self.fd.as_raw_fd());
+        let fd = rustix::fs::open(
+            path,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        Ok(Memfd { fd, size: self.size })
+    }
+
     /// Give up the wrapper, keeping the descriptor.
     pub fn into_fd(self) -> OwnedFd {
         self.fd

@@ -154,6 +154,11 @@ pub fn peer_uid(fd: BorrowedFd<'_>) -> Option<u32> {
     rustix::net::sockopt::socket_peercred(fd).ok().map(|c| c.uid.as_raw())
 }
 
+/// The group id of the peer, from `SO_PEERCRED`.
+pub fn peer_gid(fd: BorrowedFd<'_>) -> Option<u32> {
+    rustix::net::sockopt::socket_peercred(fd).ok().map(|c| c.gid.as_raw())
+}
+
 /// A connected pair (for tests and for in-process channels).
 ///
 /// # Errors

@@ -63,6 +63,7 @@ pub fn is_private_anonymous(addr: usize, len: usize) -> bool {
 fn is_movable(addr: usize, len: usize) -> bool {
     all_mapped(addr, len, |perms, path| {
         private_anonymous(perms, path)
+            || perms.starts_with("rw") && perms.ends_with('p') && path == "[stack]"
             || perms.starts_with("rw") && perms.ends_with('s') && path.starts_with("/memfd:remora:")
     })
 }
@@ -167,6 +168,12 @@ impl UserRegion {
     /// Whether it is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// The part `off..off+len` of the region (clamped to it): the same contract holds.
+    pub fn sub(&self, off: usize, len: usize) -> UserRegion {
+        let off = off.min(self.len);
+        UserRegion { addr: self.addr + off, len: len.min(self.len - off) }
     }
 
     /// Copy bytes of the region at `off` into `out` (what the program would see at those
@@ -301,4 +308,98 @@ mod tests {
         // SAFETY: the call fails before touching anything.
         assert!(unsafe { move_into_memfd(x.as_ptr() as *mut u8, 64, "x") }.is_err());
     }
+}
+
+/// Move `region` into a memfd of its own, in place (as [`move_into_memfd`]), whatever kind
+/// of writable private memory it is: heap, anonymous `mmap`, a thread's or the main
+/// thread's stack, or memory an earlier move put into a Remora memfd (which is copied out
+/// of that one). Returns the memfd, which now backs exactly those addresses.
+///
+/// # Errors
+/// `EINVAL` when the region is not page-aligned or empty; `EFAULT` when it is not
+/// movable memory (a file mapping, read-only memory, a hole).
+pub fn move_region(region: UserRegion, name: &str) -> io::Result<Memfd> {
+    let page = crate::page_size();
+    let (addr, len) = (region.addr(), region.len());
+    if len == 0 || !addr.is_multiple_of(page) || !len.is_multiple_of(page) {
+        return Err(errno(rustix::io::Errno::INVAL));
+    }
+    if !is_movable(addr, len) {
+        return Err(errno(rustix::io::Errno::FAULT));
+    }
+    // SAFETY: the `UserRegion` contract (the range is this process's, stays mapped and is
+    // not written by others during the move); checked writable and movable above; the
+    // bytes are preserved.
+    unsafe { rehome(addr as *mut u8, len, name) }
+}
+
+/// Give `region` private memory again, with the bytes it holds now: the addresses stop
+/// showing the memfd they were moved into (an RSM export destroyed or rebound elsewhere:
+/// what the program writes there afterwards is its own again).
+///
+/// # Errors
+/// `EINVAL` when not page-aligned or empty; the errno of `mmap`.
+pub fn unshare_region(region: UserRegion) -> io::Result<()> {
+    let page = crate::page_size();
+    let (addr, len) = (region.addr(), region.len());
+    if len == 0 || !addr.is_multiple_of(page) || !len.is_multiple_of(page) {
+        return Err(errno(rustix::io::Errno::INVAL));
+    }
+    let mut copy = vec![0u8; len];
+    region.read(0, &mut copy)?;
+    // SAFETY: MAP_FIXED over the caller's range, which the `UserRegion` contract hands
+    // over; the bytes are restored right after from `copy`.
+    unsafe {
+        rustix::mm::mmap_anonymous(
+            addr as *mut _,
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE | MapFlags::FIXED,
+        )
+    }
+    .map_err(errno)?;
+    region.write(0, &copy)
+}
+
+/// Make `region` show `fd` from byte `offset` on, after copying the bytes the region holds
+/// into that part of `fd` (RSM's `rsm_memseg_export_rebind`: new memory behind an export,
+/// seen through every importer's existing map).
+///
+/// # Errors
+/// `EINVAL` when not page-aligned, empty or beyond `fd`; `EFAULT` when the region is not
+/// movable memory; the errno of `mmap`.
+pub fn rebind_region(region: UserRegion, fd: &Memfd, offset: u64) -> io::Result<()> {
+    let page = crate::page_size();
+    let (addr, len) = (region.addr(), region.len());
+    let fits = offset.checked_add(len as u64).is_some_and(|e| e <= fd.size());
+    if len == 0
+        || !addr.is_multiple_of(page)
+        || !len.is_multiple_of(page)
+        || !(offset as usize).is_multiple_of(page)
+        || !fits
+    {
+        return Err(errno(rustix::io::Errno::INVAL));
+    }
+    if !is_movable(addr, len) {
+        return Err(errno(rustix::io::Errno::FAULT));
+    }
+    let tmp = crate::Mapping::new(std::os::fd::AsFd::as_fd(fd), offset, len, Default::default())?;
+    let mut copy = vec![0u8; len];
+    region.read(0, &mut copy)?;
+    tmp.write(0, &copy)?;
+    drop(tmp);
+    // SAFETY: MAP_FIXED over the caller's range, which the `UserRegion` contract hands
+    // over; its bytes were copied into `fd` at `offset` just above.
+    unsafe {
+        rustix::mm::mmap(
+            addr as *mut _,
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED | MapFlags::FIXED,
+            fd,
+            offset,
+        )
+    }
+    .map_err(errno)?;
+    Ok(())
 }

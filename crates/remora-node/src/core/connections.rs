@@ -77,6 +77,9 @@ pub struct Connection {
     pub memfd: Option<Memfd>,
     /// The DMA engine's view of the memory, made on first use.
     pub dma_map: Option<Arc<Mapping>>,
+    /// Stores are allowed (an RSM import may be read-only: the engine's view of it is then
+    /// a read-only mapping, so no transfer or peer frame can write through it).
+    pub writable: bool,
 }
 
 impl Registry {
@@ -105,6 +108,7 @@ impl Registry {
                 alive: true,
                 memfd,
                 dma_map: None,
+                writable: true,
             },
         );
         conn
@@ -146,8 +150,8 @@ impl Registry {
         }
         if c.dma_map.is_none() {
             let m = c.memfd.as_ref().ok_or(DMA_ERR_NOT_CONNECTED)?;
-            let map = Mapping::new(m.as_fd(), 0, c.size as usize, Default::default())
-                .map_err(|_| DMA_ERR_NOT_CONNECTED)?;
+            let opts = remora_sys::MapOptions { readonly: !c.writable, fixed_addr: None };
+            let map = Mapping::new(m.as_fd(), 0, c.size as usize, opts).map_err(|_| DMA_ERR_NOT_CONNECTED)?;
             c.dma_map = Some(Arc::new(map));
         }
         Ok(DmaTarget::Map(c.dma_map.clone().expect("made above")))

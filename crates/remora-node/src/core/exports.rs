@@ -2,7 +2,7 @@
 //! (created, prepared, available), sharing and attaching within the node, removal, and
 //! connecting an importer to an available segment.
 
-use super::{ConnKind, ConnectWait, Connection, Registry, ADAPTER, AUTO_ID_BASE};
+use super::{ConnKind, ConnectWait, Connection, IdSpace, Registry, ADAPTER, AUTO_ID_BASE};
 use remora_proto::{Error, Event, LostReason};
 use remora_sys::{Mapping, Memfd};
 use std::collections::BTreeSet;
@@ -13,8 +13,10 @@ use std::sync::Arc;
 pub struct Segment {
     /// Handle.
     pub seg: u64,
-    /// Id; `None` for private segments.
+    /// Id; `None` for private segments (and RSM exports not published).
     pub id: Option<u32>,
+    /// The personality whose ids name it.
+    pub space: IdSpace,
     /// Size in bytes.
     pub size: u64,
     /// Owning session (0 after removal).
@@ -68,10 +70,12 @@ impl Registry {
             None
         } else {
             match id {
-                Some(id) if self.ids.contains_key(&id) => return Err(Error::SegmentIdUsed),
+                Some(id) if self.ids.contains_key(&(IdSpace::Sisci, id)) => return Err(Error::SegmentIdUsed),
                 Some(id) => Some(id),
                 None => Some(
-                    (AUTO_ID_BASE..=u32::MAX).find(|i| !self.ids.contains_key(i)).ok_or(Error::NoSpace)?,
+                    (AUTO_ID_BASE..=u32::MAX)
+                        .find(|i| !self.ids.contains_key(&(IdSpace::Sisci, *i)))
+                        .ok_or(Error::NoSpace)?,
                 ),
             }
         };
@@ -90,13 +94,14 @@ impl Registry {
         };
         let seg = self.handle();
         if let Some(id) = id {
-            self.ids.insert(id, seg);
+            self.ids.insert((IdSpace::Sisci, id), seg);
         }
         self.segments.insert(
             seg,
             Segment {
                 seg,
                 id,
+                space: IdSpace::Sisci,
                 size,
                 owner: session,
                 memfd,
@@ -222,7 +227,7 @@ impl Registry {
     /// # Errors
     /// `NoSuchSegment`; `Access` when the segment is not shared.
     pub fn attach_shared(&mut self, session: u64, id: u32) -> Result<&Segment, Error> {
-        let seg = *self.ids.get(&id).ok_or(Error::NoSuchSegment)?;
+        let seg = *self.ids.get(&(IdSpace::Sisci, id)).ok_or(Error::NoSuchSegment)?;
         let s = self.segments.get_mut(&seg).ok_or(Error::NoSuchSegment)?;
         if !s.shared || s.memfd.is_none() {
             return Err(Error::Access);
@@ -264,8 +269,8 @@ impl Registry {
             return;
         };
         if let Some(id) = s.id {
-            if self.ids.get(&id) == Some(&seg) {
-                self.ids.remove(&id);
+            if self.ids.get(&(s.space, id)) == Some(&seg) {
+                self.ids.remove(&(s.space, id));
             }
         }
         s.removed = true;
@@ -298,7 +303,21 @@ impl Registry {
         importer_node: u32,
         id: u32,
     ) -> Result<(u64, u64, Memfd), ConnectWait> {
-        let seg = *self.ids.get(&id).ok_or(ConnectWait::Missing)?;
+        self.connect_in(session, importer_node, IdSpace::Sisci, id)
+    }
+
+    /// Connect `session` to the available segment named `id` in `space`.
+    ///
+    /// # Errors
+    /// As [`Registry::connect_local`].
+    pub fn connect_in(
+        &mut self,
+        session: u64,
+        importer_node: u32,
+        space: IdSpace,
+        id: u32,
+    ) -> Result<(u64, u64, Memfd), ConnectWait> {
+        let seg = *self.ids.get(&(space, id)).ok_or(ConnectWait::Missing)?;
         let s = self.segments.get_mut(&seg).ok_or(ConnectWait::Missing)?;
         if !s.available {
             return Err(ConnectWait::Unavailable);
@@ -326,9 +345,98 @@ impl Registry {
                 alive: true,
                 memfd: Some(keep),
                 dma_map: None,
+                writable: true,
             },
         );
         self.tell(owner, Event::SegmentConnected { seg, node: importer_node });
         Ok((conn, size, fd))
+    }
+}
+
+impl Registry {
+    /// The segment named `id` in `space`, if one has it.
+    pub fn segment_by_id(&self, space: IdSpace, id: u32) -> Option<&Segment> {
+        self.ids.get(&(space, id)).and_then(|s| self.segments.get(s))
+    }
+
+    /// Create a segment of `space` over `memfd`, without an id (RSM's
+    /// `rsm_memseg_export_create`): prepared, not available until it gets an id.
+    pub fn create_unnamed(&mut self, session: u64, space: IdSpace, memfd: Memfd) -> &Segment {
+        let seg = self.handle();
+        let size = memfd.size();
+        self.segments.insert(
+            seg,
+            Segment {
+                seg,
+                id: None,
+                space,
+                size,
+                owner: session,
+                memfd: Some(memfd),
+                prepared: true,
+                available: false,
+                private: false,
+                shared: false,
+                removed: false,
+                attached: BTreeSet::new(),
+                importers: BTreeSet::new(),
+                dma_map: None,
+            },
+        );
+        &self.segments[&seg]
+    }
+
+    /// Name segment `seg` of `session` with `id` in its space (or, for `None`, the first
+    /// free id at or above `auto_from`) and make it available.
+    ///
+    /// # Errors
+    /// `UnknownHandle`; `IllegalOperation` when it already has an id; `SegmentIdUsed`;
+    /// `NoSpace` when no id is free.
+    pub fn name_segment(
+        &mut self,
+        session: u64,
+        seg: u64,
+        id: Option<u32>,
+        auto_from: u32,
+    ) -> Result<u32, Error> {
+        let space = self.own_segment(session, seg)?.space;
+        if self.segments[&seg].id.is_some() {
+            return Err(Error::IllegalOperation);
+        }
+        let id = match id {
+            Some(id) if self.ids.contains_key(&(space, id)) => return Err(Error::SegmentIdUsed),
+            Some(id) => id,
+            None => {
+                (auto_from..=u32::MAX).find(|i| !self.ids.contains_key(&(space, *i))).ok_or(Error::NoSpace)?
+            }
+        };
+        self.ids.insert((space, id), seg);
+        let s = self.segments.get_mut(&seg).expect("checked above");
+        s.id = Some(id);
+        s.available = true;
+        Ok(id)
+    }
+
+    /// Take segment `seg`'s id away (it may be used again at once) and cut every importer
+    /// off, telling them why.
+    ///
+    /// # Errors
+    /// `UnknownHandle`; `IllegalOperation` when it has no id.
+    pub fn unname_segment(&mut self, session: u64, seg: u64, reason: LostReason) -> Result<(), Error> {
+        self.revoke();
+        let s = self.own_segment(session, seg)?;
+        let id = s.id.take().ok_or(Error::IllegalOperation)?;
+        let space = s.space;
+        s.available = false;
+        let importers: Vec<u64> = std::mem::take(&mut s.importers).into_iter().collect();
+        self.ids.remove(&(space, id));
+        for c in importers {
+            if let Some(conn) = self.conns.get_mut(&c) {
+                conn.alive = false;
+                let sess = conn.session;
+                self.tell(sess, Event::ConnectionLost { conn: c, reason });
+            }
+        }
+        Ok(())
     }
 }

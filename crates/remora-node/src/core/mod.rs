@@ -37,6 +37,16 @@ pub const AUTO_INTNO_BASE: u32 = 0x4000_0000;
 /// The only adapter a Remora node has.
 pub const ADAPTER: u32 = 0;
 
+/// Whose ids name a segment: SISCI and RSM ids are separate spaces (segment 5 of SISCI
+/// and segment 5 of RSM are different segments).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IdSpace {
+    /// `SCICreateSegment` ids.
+    Sisci,
+    /// `rsm_memseg_export_publish` ids.
+    Rsm,
+}
+
 /// A session.
 #[derive(Debug)]
 pub struct Session {
@@ -56,7 +66,7 @@ pub struct Registry {
     next: u64,
     /// Segments by handle.
     pub segments: BTreeMap<u64, Segment>,
-    ids: HashMap<u32, u64>,
+    ids: HashMap<(IdSpace, u32), u64>,
     /// Connections by handle.
     pub conns: BTreeMap<u64, Connection>,
     /// Sessions by number.

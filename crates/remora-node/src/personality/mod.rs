@@ -4,6 +4,7 @@
 //! live in [`crate::core`]. A personality serves its variant of the client protocol
 //! (`remora_proto::Request`) and of the peer protocol (`remora_proto::link::PeerRequest`).
 
+pub mod rsm;
 pub mod scif;
 pub mod sisci;
 
@@ -12,4 +13,5 @@ use crate::Node;
 /// Session `sid` ended: every personality releases what it held for it.
 pub(crate) fn end_session(node: &Node, sid: u64) {
     scif::end_session(node, sid);
+    rsm::end_session(node);
 }

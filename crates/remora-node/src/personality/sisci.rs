@@ -249,7 +249,19 @@ async fn seg_read(s: &Session, conn: u64, offset: u64, len: u32) -> Result<Vec<u
     if len as usize > remora_proto::MAX_DATA_IO {
         return Err(Error::IllegalParameter(format!("read of {len} bytes")));
     }
-    let target = s.node.lock().dma_remote(s.sid, conn).map_err(|_| Error::NotConnected)?;
+    let (target, via) = {
+        let mut reg = s.node.lock();
+        let via = reg.conns.get(&conn).and_then(|c| c.kind.remote().map(|r| (c.node, r)));
+        (reg.dma_remote(s.sid, conn).map_err(|_| Error::NotConnected)?, via)
+    };
+    // A read of nothing asks the segment's own node whether the connection still stands
+    // (an RSM barrier's close): the owner knows at once, this node only when told.
+    if let (0, Some((node, remote))) = (len, via) {
+        return match s.ask(node, PeerRequest::Read { conn: remote, offset, len: 0 }).await?.0 {
+            PeerReply::Data(v) if v.is_empty() => Ok(v),
+            other => Err(unexpected(other)),
+        };
+    }
     match target {
         DmaTarget::Map(m) => {
             let mut v = vec![0u8; len as usize];

@@ -19,7 +19,7 @@ mod proxy;
 use crate::transport::{unsupported, Answer, BoxFuture, Env, Inbound, LinkInfo, Transport};
 use proxy::Proxy;
 use remora_proto::link::{PeerReply, PeerRequest};
-use remora_proto::{paths, Error, Reply, Request};
+use remora_proto::{paths, Error, Reply, Request, RsmPeerRequest, RsmRequest};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -50,6 +50,9 @@ fn translate(node: u32, req: PeerRequest) -> Result<Request, Error> {
         PeerRequest::Trigger { intr, data } => Request::TriggerInterrupt { intr, data },
         PeerRequest::Read { conn, offset, len } => Request::SegRead { conn, offset, len },
         PeerRequest::Write { conn, runs } => Request::SegWrite { conn, runs },
+        PeerRequest::Rsm(RsmPeerRequest::Connect { id, perm, creds, signal }) => {
+            Request::Rsm(RsmRequest::Connect { node, id, perm, signal, creds: Some(creds) })
+        }
         PeerRequest::Probe | PeerRequest::Scif(_) => {
             return Err(unsupported("local", "this request through a proxy"))
         }
@@ -63,6 +66,9 @@ fn untranslate(reply: Reply) -> Result<PeerReply, Error> {
         Reply::Connected { conn, size } => PeerReply::Connected { conn, size },
         Reply::Interrupt { intr, intno } => PeerReply::Interrupt { intr, intno },
         Reply::Data(d) => PeerReply::Data(d),
+        Reply::RsmConnected { conn, size, signal, writable } => {
+            PeerReply::RsmConnected { conn, size, signal, writable }
+        }
         other => return Err(Error::Protocol(format!("unexpected answer {other:?}"))),
     })
 }

@@ -1,0 +1,374 @@
+//! The RSM personality of the node (Sun's RSMAPI): exports made from a process's own
+//! memory, published under an id of RSM's own id space with an access list, and imports
+//! checked against that list and the exporter's user and group, on the core's books.
+//!
+//! What RSM keeps beside the core ([`Books`]): for each export, who owns it (user, group),
+//! the mode its creator's umask left, the access list, and the exporter's signal interrupt;
+//! for each import, the importer's signal interrupt, so a post on the export reaches every
+//! importer. Signals themselves are core interrupts (notifiers): a post is a trigger.
+//!
+//! The rules of `rsm_memseg_export_publish(3RSM)`: an id of 0 makes the node pick one at or
+//! above `0x8000_0000`; an explicit id in the system's ranges (up to `0x3F_FFFF`, except the
+//! RSM library's own `0x20_0000..=0x2F_FFFF`, or at or above `0x8000_0000`) is refused.
+
+use crate::core::{IdSpace, Registry};
+use crate::session::{fd_of, is_memfd, Outcome, Session};
+use crate::Node;
+use remora_proto::link::{PeerReply, PeerRequest};
+use remora_proto::{AccessEntry, Credentials, Error, LostReason, Reply, RsmPeerRequest, RsmRequest};
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+
+/// The first id the node picks for a publish with id 0.
+pub const AUTO_ID_BASE: u32 = 0x8000_0000;
+/// The highest id of the ranges reserved for the system.
+const RESERVED_END: u32 = 0x3F_FFFF;
+/// The RSM library's own range, let through for libraries layered on RSM.
+const RSMLIB_IDS: std::ops::RangeInclusive<u32> = 0x20_0000..=0x2F_FFFF;
+
+/// An export's RSM particulars.
+#[derive(Debug, Clone)]
+pub struct Export {
+    /// The exporter's user.
+    pub uid: u32,
+    /// The exporter's group.
+    pub gid: u32,
+    /// Owner/group/other bits granted when published without an access list.
+    pub mode: u32,
+    /// The access list; `None` admits every node with `mode`.
+    pub acl: Option<Vec<AccessEntry>>,
+    /// The exporter's signal interrupt on this node.
+    pub signal: u32,
+}
+
+/// The RSM personality's books.
+#[derive(Debug, Default)]
+pub struct Books {
+    /// Exports by segment handle.
+    pub exports: HashMap<u64, Export>,
+    /// The importer's signal (node, interrupt number) of each import, by connection handle.
+    pub imports: HashMap<u64, (u32, u32)>,
+}
+
+/// Whether an explicit id lies in a range reserved for the system.
+pub fn reserved_id(id: u32) -> bool {
+    id >= AUTO_ID_BASE || (id <= RESERVED_END && !RSMLIB_IDS.contains(&id))
+}
+
+/// Whether a permission value is one an access list or a mode may hold.
+pub fn valid_perm(perm: u32) -> bool {
+    perm & !0o666 == 0
+}
+
+/// The access `creds` of node `node` get to `e`, as an octal digit (4 read, 2 write).
+///
+/// # Errors
+/// `NotPublishedToNode` when an access list does not name the node.
+pub fn granted(e: &Export, node: u32, creds: Credentials) -> Result<u32, Error> {
+    let bits = match &e.acl {
+        None => e.mode,
+        Some(acl) => acl.iter().find(|a| a.node == node).ok_or(Error::NotPublishedToNode)?.perm,
+    };
+    // Root passes every user and group check, as on Solaris.
+    Ok(if creds.uid == 0 || creds.uid == e.uid {
+        (bits >> 6) & 0o6
+    } else if creds.gid == e.gid {
+        (bits >> 3) & 0o6
+    } else {
+        bits & 0o6
+    })
+}
+
+/// Check an import asking `perm` (`0o400` read, `0o200` write, or both) against `e`.
+/// Returns whether the import may write.
+///
+/// # Errors
+/// `IllegalParameter` for a permission other than read, write or both;
+/// `NotPublishedToNode`; `PermissionDenied`.
+pub fn admit(e: &Export, node: u32, creds: Credentials, perm: u32) -> Result<bool, Error> {
+    if perm == 0 || perm & !0o600 != 0 {
+        return Err(Error::IllegalParameter(format!("import permission {perm:#o}")));
+    }
+    let want = perm >> 6;
+    let have = granted(e, node, creds)?;
+    if want & !have != 0 {
+        return Err(Error::PermissionDenied);
+    }
+    Ok(want & 0o2 != 0)
+}
+
+fn check_acl(acl: &Option<Vec<AccessEntry>>) -> Result<(), Error> {
+    match acl {
+        Some(list) if list.iter().any(|a| !valid_perm(a.perm)) => {
+            Err(Error::IllegalParameter("access list permission".into()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Serve one RSM request of session `s`.
+pub(crate) async fn handle(s: &mut Session, req: RsmRequest, mut fds: Vec<OwnedFd>) -> Outcome {
+    let sid = s.sid;
+    let ok = |r: Result<(), Error>| (r.map(|_| Reply::Ok), vec![]);
+    match req {
+        RsmRequest::Create { mode, signal } => {
+            if fds.len() != 1 || !is_memfd(&fds[0]) {
+                return (
+                    Err(Error::IllegalParameter("an RSM export needs exactly one memfd".into())),
+                    vec![],
+                );
+            }
+            if !valid_perm(mode) {
+                return (Err(Error::IllegalParameter(format!("mode {mode:#o}"))), vec![]);
+            }
+            let memfd = match remora_sys::Memfd::from_fd(fds.remove(0)) {
+                Ok(m) if m.is_size_sealed() && m.size() > 0 => m,
+                Ok(_) => {
+                    return (
+                        Err(Error::IllegalParameter("the memfd must be sealed and not empty".into())),
+                        vec![],
+                    )
+                }
+                Err(e) => return (Err(Error::System(e.to_string())), vec![]),
+            };
+            let (seg, size) = {
+                let mut reg = s.node.lock();
+                let seg = reg.create_unnamed(sid, IdSpace::Rsm, memfd);
+                (seg.seg, seg.size)
+            };
+            let e = Export { uid: s.uid, gid: s.gid, mode, acl: None, signal };
+            s.node.rsm().exports.insert(seg, e);
+            (Ok(Reply::Segment { seg, id: None, size, prepared: true, available: false }), vec![])
+        }
+        RsmRequest::Publish { seg, id, acl } => {
+            if id != 0 && reserved_id(id) {
+                return (Err(Error::ReservedId), vec![]);
+            }
+            if let Err(e) = check_acl(&acl) {
+                return (Err(e), vec![]);
+            }
+            if !owns(s, seg) {
+                return (Err(Error::UnknownHandle), vec![]);
+            }
+            let wanted = (id != 0).then_some(id);
+            let r = s.node.lock().name_segment(sid, seg, wanted, AUTO_ID_BASE);
+            match r {
+                Ok(id) => {
+                    if let Some(e) = s.node.rsm().exports.get_mut(&seg) {
+                        e.acl = acl;
+                    }
+                    (Ok(Reply::RsmPublished { id }), vec![])
+                }
+                Err(e) => (Err(e), vec![]),
+            }
+        }
+        RsmRequest::Republish { seg, acl } => {
+            if let Err(e) = check_acl(&acl) {
+                return (Err(e), vec![]);
+            }
+            if !owns(s, seg) {
+                return (Err(Error::UnknownHandle), vec![]);
+            }
+            if s.node.lock().segments.get(&seg).is_none_or(|g| g.id.is_none()) {
+                return (Err(Error::IllegalOperation), vec![]);
+            }
+            if let Some(e) = s.node.rsm().exports.get_mut(&seg) {
+                e.acl = acl;
+            }
+            (Ok(Reply::Ok), vec![])
+        }
+        RsmRequest::Unpublish { seg } => {
+            if !owns(s, seg) {
+                return (Err(Error::UnknownHandle), vec![]);
+            }
+            ok(s.node.lock().unname_segment(sid, seg, LostReason::ForcedDisconnect))
+        }
+        RsmRequest::Destroy { seg } => {
+            if !owns(s, seg) {
+                return (Err(Error::UnknownHandle), vec![]);
+            }
+            let r = {
+                let mut reg = s.node.lock();
+                if reg.segments.get(&seg).is_some_and(|g| g.id.is_some()) {
+                    let _ = reg.unname_segment(sid, seg, LostReason::ForcedDisconnect);
+                }
+                reg.remove_segment(sid, seg, true)
+            };
+            s.node.rsm().exports.remove(&seg);
+            ok(r)
+        }
+        RsmRequest::Connect { node, id, perm, signal, creds } => {
+            // A daemon of this host speaks for its own processes; root may speak for
+            // anyone. Everyone else is who the socket says.
+            let own = Credentials { uid: s.uid, gid: s.gid };
+            let trusted = s.uid == 0 || s.uid == rustix::process::geteuid().as_raw();
+            let creds = match creds {
+                Some(c) if trusted => c,
+                _ => own,
+            };
+            if node == s.me() {
+                match connect_here(&s.node, sid, s.importer_node(), id, perm, creds, signal) {
+                    Ok((reply, fd)) => (Ok(reply), vec![fd]),
+                    Err(e) => (Err(e), vec![]),
+                }
+            } else if s.is_peer() {
+                (Err(Error::NoSuchNode), vec![])
+            } else {
+                connect_far(s, node, id, perm, creds, signal).await
+            }
+        }
+        RsmRequest::Importers { seg } => {
+            if !owns(s, seg) {
+                return (Err(Error::UnknownHandle), vec![]);
+            }
+            let conns: Vec<u64> = {
+                let reg = s.node.lock();
+                reg.segments.get(&seg).map(|g| g.importers.iter().copied().collect()).unwrap_or_default()
+            };
+            let books = s.node.rsm();
+            let list = conns.iter().filter_map(|c| books.imports.get(c).copied()).collect();
+            (Ok(Reply::RsmSignals(list)), vec![])
+        }
+    }
+}
+
+/// Whether session `s` created export `seg`.
+fn owns(s: &Session, seg: u64) -> bool {
+    s.node.rsm().exports.contains_key(&seg)
+        && s.node.lock().segments.get(&seg).is_some_and(|g| g.owner == s.sid && !g.removed)
+}
+
+/// Connect session `sid` (an importer of node `importer`) to export `id` of this node.
+fn connect_here(
+    node: &Node,
+    sid: u64,
+    importer: u32,
+    id: u32,
+    perm: u32,
+    creds: Credentials,
+    signal: u32,
+) -> Result<(Reply, OwnedFd), Error> {
+    let seg = node.lock().segment_by_id(IdSpace::Rsm, id).map(|g| g.seg).ok_or(Error::NoSuchSegment)?;
+    let export = node.rsm().exports.get(&seg).cloned().ok_or(Error::NoSuchSegment)?;
+    let writable = admit(&export, importer, creds, perm)?;
+    let (conn, size, memfd) = {
+        let mut reg: std::sync::MutexGuard<'_, Registry> = node.lock();
+        let (conn, size, memfd) = reg.connect_in(sid, importer, IdSpace::Rsm, id).map_err(|w| match w {
+            crate::core::ConnectWait::Failed(e) => e,
+            _ => Error::NoSuchSegment,
+        })?;
+        if let Some(c) = reg.conns.get_mut(&conn) {
+            c.writable = writable;
+        }
+        (conn, size, memfd)
+    };
+    node.rsm().imports.insert(conn, (importer, signal));
+    let handed =
+        if writable { memfd } else { memfd.reopen_readonly().map_err(|e| Error::System(e.to_string()))? };
+    let fd = fd_of(&handed)?;
+    Ok((Reply::RsmConnected { conn, size, signal: export.signal, writable }, fd))
+}
+
+/// `rsm_memseg_import_connect` to an export of another node, through its transport.
+async fn connect_far(s: &Session, node: u32, id: u32, perm: u32, creds: Credentials, signal: u32) -> Outcome {
+    let Some(t) = s.node.transports().to(node).cloned() else {
+        return (Err(Error::NoSuchNode), vec![]);
+    };
+    let shared = t.shares_memory();
+    let req = PeerRequest::Rsm(RsmPeerRequest::Connect { id, perm, creds, signal });
+    match s.ask_via(&t, node, req).await {
+        Ok((PeerReply::RsmConnected { conn: remote, size, signal, writable }, fds))
+            if fds.len() == usize::from(shared) =>
+        {
+            let keep =
+                fds.first().and_then(|f| f.try_clone().ok()).and_then(|f| remora_sys::Memfd::from_fd(f).ok());
+            let size = keep.as_ref().map_or(size, |m| size.min(m.size()));
+            let conn = {
+                let mut reg = s.node.lock();
+                let conn = reg.add_proxied(s.sid, node, id, size, remote, keep);
+                if let Some(c) = reg.conns.get_mut(&conn) {
+                    c.writable = writable;
+                }
+                conn
+            };
+            (Ok(Reply::RsmConnected { conn, size, signal, writable }), fds)
+        }
+        Ok(other) => (Err(Error::Protocol(format!("unexpected answer {:?}", other.0))), vec![]),
+        Err(e) => (Err(e), vec![]),
+    }
+}
+
+/// Serve what the RSM personality of node `from` asks, for its session held here by `sid`.
+pub(crate) fn serve_peer(node: &Node, sid: u64, from: u32, req: RsmPeerRequest) -> Result<PeerReply, Error> {
+    match req {
+        RsmPeerRequest::Connect { id, perm, creds, signal } => {
+            let (reply, _fd) = connect_here(node, sid, from, id, perm, creds, signal)?;
+            match reply {
+                Reply::RsmConnected { conn, size, signal, writable } => {
+                    Ok(PeerReply::RsmConnected { conn, size, signal, writable })
+                }
+                other => Err(Error::Protocol(format!("unexpected answer {other:?}"))),
+            }
+        }
+    }
+}
+
+/// Forget what belonged to exports and imports that no longer exist (a session ended).
+pub(crate) fn end_session(node: &Node) {
+    let (segs, conns): (std::collections::HashSet<u64>, std::collections::HashSet<u64>) = {
+        let reg = node.lock();
+        (
+            reg.segments.values().filter(|g| !g.removed).map(|g| g.seg).collect(),
+            reg.conns.keys().copied().collect(),
+        )
+    };
+    let mut books = node.rsm();
+    books.exports.retain(|seg, _| segs.contains(seg));
+    books.imports.retain(|conn, _| conns.contains(conn));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn export(mode: u32, acl: Option<Vec<AccessEntry>>) -> Export {
+        Export { uid: 1000, gid: 100, mode, acl, signal: 0 }
+    }
+
+    #[test]
+    fn ids_reserved_for_the_system_are_refused() {
+        assert!(reserved_id(0x100));
+        assert!(reserved_id(0x3F_FFFF));
+        assert!(!reserved_id(0x40_0000));
+        assert!(!reserved_id(0x7FFF_FFFF));
+        assert!(reserved_id(0x8000_0000));
+        assert!(reserved_id(u32::MAX));
+        assert!(!reserved_id(0x20_0001), "the RSM library's own range");
+    }
+
+    #[test]
+    fn owner_group_and_other_get_their_digit() {
+        // 0624: owner read/write, group write, others read (the guide's example).
+        let e = export(0o624, None);
+        let owner = Credentials { uid: 1000, gid: 5 };
+        let group = Credentials { uid: 7, gid: 100 };
+        let other = Credentials { uid: 7, gid: 5 };
+        assert_eq!(admit(&e, 4, owner, 0o600), Ok(true));
+        assert_eq!(admit(&e, 4, group, 0o200), Ok(true));
+        assert_eq!(admit(&e, 4, group, 0o400), Err(Error::PermissionDenied));
+        assert_eq!(admit(&e, 4, other, 0o400), Ok(false));
+        assert_eq!(admit(&e, 4, other, 0o200), Err(Error::PermissionDenied));
+        assert_eq!(admit(&e, 4, Credentials { uid: 0, gid: 0 }, 0o600), Ok(true), "root");
+        assert!(matches!(admit(&e, 4, owner, 0o700), Err(Error::IllegalParameter(_))));
+        assert!(matches!(admit(&e, 4, owner, 0), Err(Error::IllegalParameter(_))));
+    }
+
+    #[test]
+    fn an_access_list_names_the_nodes_that_may_connect() {
+        let e = export(0o666, Some(vec![AccessEntry { node: 8, perm: 0o400 }]));
+        let owner = Credentials { uid: 1000, gid: 100 };
+        assert_eq!(admit(&e, 8, owner, 0o400), Ok(false));
+        assert_eq!(admit(&e, 8, owner, 0o600), Err(Error::PermissionDenied));
+        assert_eq!(admit(&e, 4, owner, 0o400), Err(Error::NotPublishedToNode));
+    }
+}

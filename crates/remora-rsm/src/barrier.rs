@@ -1,0 +1,163 @@
+//! Barriers: a successful close means every access to the import since the open
+//! completed; any failure since the open (the export unpublished or destroyed, its process
+//! or node gone, a link down) makes the close fail, never pass in silence.
+//!
+//! Open drops what maps of another host's export hold stale (so loads see what reached the
+//! export), close pushes every store made through maps home and then asks the node whether
+//! the connection still stands (across hosts: whether the exporter's node answers).
+
+use crate::import::ImportSegment;
+use crate::{Error, Result};
+use std::sync::Mutex;
+
+/// Barrier scoping of `put`/`get` (`rsm_barrier_mode_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BarrierMode {
+    /// The program brackets accesses with open and close (`RSM_BARRIER_MODE_EXPLICIT`).
+    Explicit,
+    /// Each access completes or fails by itself (`RSM_BARRIER_MODE_IMPLICIT`, the default).
+    Implicit,
+}
+
+/// What a barrier covers (`rsm_barrier_type_t`). Every kind covers the accesses of the
+/// import it was made on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BarrierType {
+    /// `RSM_BARRIER_SEGMENT`.
+    Segment,
+    /// `RSM_BARRIER_NODE`.
+    Node,
+    /// `RSM_BARRIER_SEGMENT_THREAD`.
+    SegmentThread,
+    /// `RSM_BARRIER_NODE_THREAD`.
+    NodeThread,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    open: bool,
+    errors_at_open: u64,
+    destroyed: bool,
+}
+
+/// A barrier on an import (`rsmapi_barrier_t`).
+#[derive(Debug)]
+pub struct Barrier {
+    import: ImportSegment,
+    kind: BarrierType,
+    state: Mutex<State>,
+}
+
+impl ImportSegment {
+    /// `rsm_memseg_import_init_barrier`.
+    ///
+    /// # Errors
+    /// [`Error::BadSegment`] once disconnected.
+    pub fn init_barrier(&self, kind: BarrierType) -> Result<Barrier> {
+        drop(self.state()?);
+        Ok(Barrier { import: self.clone(), kind, state: Mutex::default() })
+    }
+}
+
+impl Barrier {
+    fn state(&self) -> Result<std::sync::MutexGuard<'_, State>> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.destroyed {
+            return Err(Error::BarrierUninitialized);
+        }
+        Ok(st)
+    }
+
+    /// What it covers.
+    pub fn kind(&self) -> BarrierType {
+        self.kind
+    }
+
+    /// The import it was made on.
+    pub fn import(&self) -> &ImportSegment {
+        &self.import
+    }
+
+    /// `rsm_memseg_import_open_barrier`: start a scope of accesses.
+    ///
+    /// # Errors
+    /// [`Error::BadSegment`] when the import was disconnected;
+    /// [`Error::BarrierUninitialized`] once destroyed.
+    pub fn open(&self) -> Result<()> {
+        let mut st = self.state()?;
+        let mut imp = self.import.state()?;
+        if !st.open {
+            imp.open_barriers += 1;
+        }
+        ImportSegment::acquire(&imp);
+        st.errors_at_open = imp.errors;
+        st.open = true;
+        Ok(())
+    }
+
+    /// `rsm_memseg_import_close_barrier`: end the scope; success means every access since
+    /// the open completed.
+    ///
+    /// # Errors
+    /// [`Error::BarrierNotOpened`]; [`Error::ConnAborted`] when the export or its node went
+    /// away; [`Error::BarrierFailure`] when an access since the open failed or stores could
+    /// not reach the export.
+    pub fn close(&self) -> Result<()> {
+        let mut st = self.state()?;
+        if !st.open {
+            return Err(Error::BarrierNotOpened);
+        }
+        st.open = false;
+        let mut imp = self.import.state()?;
+        imp.open_barriers = imp.open_barriers.saturating_sub(1);
+        let flushed = ImportSegment::flush(&imp);
+        let failed = imp.errors != st.errors_at_open;
+        drop(imp);
+        if self.import.is_lost() {
+            return Err(Error::ConnAborted);
+        }
+        self.import.verify()?;
+        if failed || !flushed {
+            return Err(Error::BarrierFailure);
+        }
+        Ok(())
+    }
+
+    /// `rsm_memseg_import_order_barrier`: stores before it reach the export before stores
+    /// after it.
+    ///
+    /// # Errors
+    /// [`Error::BarrierNotOpened`]; [`Error::ConnAborted`]; [`Error::BarrierFailure`].
+    pub fn order(&self) -> Result<()> {
+        let st = self.state()?;
+        if !st.open {
+            return Err(Error::BarrierNotOpened);
+        }
+        let imp = self.import.state()?;
+        let flushed = ImportSegment::flush(&imp);
+        drop(imp);
+        if self.import.is_lost() {
+            return Err(Error::ConnAborted);
+        }
+        if !flushed {
+            return Err(Error::BarrierFailure);
+        }
+        Ok(())
+    }
+
+    /// `rsm_memseg_import_destroy_barrier`.
+    ///
+    /// # Errors
+    /// [`Error::BarrierUninitialized`] when destroyed already.
+    pub fn destroy(&self) -> Result<()> {
+        let mut st = self.state()?;
+        if st.open {
+            if let Ok(mut imp) = self.import.inner.state.lock() {
+                imp.open_barriers = imp.open_barriers.saturating_sub(1);
+            }
+        }
+        st.destroyed = true;
+        st.open = false;
+        Ok(())
+    }
+}

@@ -1,0 +1,362 @@
+//! Export segments: a process's own memory, moved in place into memory the node can hand
+//! to importers, published under an id with an access list.
+
+use crate::signal::{Inbox, Outbox};
+use crate::{AccessEntry, Controller, Error, Result};
+use remora_proto::{Reply, Request, RsmRequest};
+use remora_sys::user_memory::UserRegion;
+use remora_sys::{AsFd, Memfd};
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
+
+/// Flags of [`ExportSegment::create`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CreateFlags {
+    /// The memory behind the segment may be replaced (`RSM_ALLOW_REBIND`).
+    pub allow_rebind: bool,
+    /// Do not wait for resources (`RSM_CREATE_SEG_DONTWAIT`); creation never waits here.
+    pub dont_wait: bool,
+}
+
+#[derive(Debug)]
+struct State {
+    region: UserRegion,
+    published: Option<u32>,
+    destroyed: bool,
+    /// Connections to importers' signals, by (node, interrupt number).
+    outboxes: HashMap<(u32, u32), Outbox>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    ctl: Controller,
+    seg: u64,
+    size: usize,
+    memfd: Memfd,
+    flags: CreateFlags,
+    inbox: Inbox,
+    state: Mutex<State>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        if !st.destroyed {
+            let _ = self.ctl.session().request(Request::Rsm(RsmRequest::Destroy { seg: self.seg }), &[]);
+            let _ = remora_sys::user_memory::unshare_region(st.region);
+        }
+    }
+}
+
+/// A segment of this process's memory that other nodes may import
+/// (`rsm_memseg_export_handle_t`).
+#[derive(Debug, Clone)]
+pub struct ExportSegment {
+    inner: Arc<Inner>,
+}
+
+fn umask_mode() -> u32 {
+    // The umask can only be read by setting it; put it straight back.
+    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
+    rustix::process::umask(old);
+    0o666 & !old.as_raw_mode()
+}
+
+fn check_region(region: &UserRegion) -> Result<()> {
+    let page = remora_sys::page_size();
+    if region.addr() == 0 {
+        return Err(Error::BadAddress);
+    }
+    if !region.addr().is_multiple_of(page) {
+        return Err(Error::BadMemAlignment);
+    }
+    if region.is_empty() || !region.len().is_multiple_of(page) {
+        return Err(Error::BadLength);
+    }
+    Ok(())
+}
+
+impl ExportSegment {
+    /// `rsm_memseg_export_create` of a page-aligned slice this process gives up for good.
+    ///
+    /// # Errors
+    /// As [`ExportSegment::create_region`].
+    pub fn create(ctl: &Controller, mem: &'static mut [u8], flags: CreateFlags) -> Result<ExportSegment> {
+        ExportSegment::create_region(ctl, UserRegion::from_static(mem), flags)
+    }
+
+    /// `rsm_memseg_export_create`: the memory at `region` (heap, anonymous `mmap`, a stack
+    /// — any writable private memory, page-aligned) is moved in place into memory the
+    /// node can share, keeping its addresses and bytes: the program goes on using its
+    /// pointers and importers see the same bytes.
+    ///
+    /// # Errors
+    /// [`Error::BadAddress`] for a null address or memory that cannot be moved (a file
+    /// mapping, read-only memory); [`Error::BadMemAlignment`] when not page-aligned;
+    /// [`Error::BadLength`] for an empty length or one that is not a page multiple.
+    pub fn create_region(ctl: &Controller, region: UserRegion, flags: CreateFlags) -> Result<ExportSegment> {
+        check_region(&region)?;
+        let inbox = Inbox::create(ctl.session())?;
+        let memfd = remora_sys::user_memory::move_region(region, "rsm-export").map_err(|e| {
+            match e.raw_os_error() {
+                Some(14) | Some(22) => Error::BadAddress,
+                _ => Error::from(e),
+            }
+        })?;
+        let fd: OwnedFd = memfd.try_clone()?.into_fd();
+        let req = Request::Rsm(RsmRequest::Create { mode: umask_mode(), signal: inbox.number() });
+        let reply = ctl.session().request(req, &[fd.as_fd()]);
+        let seg = match reply {
+            Ok((Reply::Segment { seg, .. }, _)) => seg,
+            Ok((other, _)) => {
+                let _ = remora_sys::user_memory::unshare_region(region);
+                return Err(Error::Internal(format!("unexpected reply {other:?}")));
+            }
+            Err(e) => {
+                let _ = remora_sys::user_memory::unshare_region(region);
+                return Err(e.into());
+            }
+        };
+        Ok(ExportSegment {
+            inner: Arc::new(Inner {
+                ctl: ctl.clone(),
+                seg,
+                size: region.len(),
+                memfd,
+                flags,
+                inbox,
+                state: Mutex::new(State {
+                    region,
+                    published: None,
+                    destroyed: false,
+                    outboxes: HashMap::new(),
+                }),
+            }),
+        })
+    }
+
+    fn state(&self) -> Result<std::sync::MutexGuard<'_, State>> {
+        let st = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.destroyed {
+            return Err(Error::BadSegment);
+        }
+        Ok(st)
+    }
+
+    /// The size in bytes.
+    pub fn size(&self) -> usize {
+        self.inner.size
+    }
+
+    /// The id it is published under.
+    pub fn id(&self) -> Option<u32> {
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner()).published
+    }
+
+    /// The node's handle of the export.
+    pub fn handle(&self) -> u64 {
+        self.inner.seg
+    }
+
+    /// `rsm_memseg_export_publish`: `id` 0 lets the node pick a free id at or above
+    /// `0x8000_0000`; `acl` `None` admits every node with the permissions the creator's
+    /// umask left. Returns the id.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyPublished`]; [`Error::ReservedSegId`] for an explicit id up to
+    /// `0x3F_FFFF` or from `0x8000_0000` on; [`Error::SegIdInUse`]; [`Error::BadAcl`] for an
+    /// entry whose permission is not of the 0o666 bits; [`Error::BadSegment`] once
+    /// destroyed.
+    pub fn publish(&self, id: u32, acl: Option<&[AccessEntry]>) -> Result<u32> {
+        let mut st = self.state()?;
+        if st.published.is_some() {
+            return Err(Error::AlreadyPublished);
+        }
+        check_acl(acl)?;
+        let req = Request::Rsm(RsmRequest::Publish { seg: self.inner.seg, id, acl: acl.map(|a| a.to_vec()) });
+        match self.inner.ctl.session().request(req, &[]) {
+            Ok((Reply::RsmPublished { id }, _)) => {
+                st.published = Some(id);
+                Ok(id)
+            }
+            Ok((other, _)) => Err(Error::Internal(format!("unexpected reply {other:?}"))),
+            Err(e) => Err(match Error::from(e) {
+                Error::Internal(_) => Error::BadAcl,
+                other => other,
+            }),
+        }
+    }
+
+    /// `rsm_memseg_export_republish`: a new access list for future connects (importers
+    /// connected already keep their access).
+    ///
+    /// # Errors
+    /// [`Error::NotPublished`]; [`Error::BadAcl`].
+    pub fn republish(&self, acl: Option<&[AccessEntry]>) -> Result<()> {
+        let st = self.state()?;
+        if st.published.is_none() {
+            return Err(Error::NotPublished);
+        }
+        check_acl(acl)?;
+        let req = Request::Rsm(RsmRequest::Republish { seg: self.inner.seg, acl: acl.map(|a| a.to_vec()) });
+        self.inner.ctl.session().request(req, &[])?;
+        Ok(())
+    }
+
+    /// `rsm_memseg_export_unpublish`: the id is free again and every importer is cut off
+    /// (their next access fails with [`Error::ConnAborted`]).
+    ///
+    /// # Errors
+    /// [`Error::NotPublished`].
+    pub fn unpublish(&self) -> Result<()> {
+        let mut st = self.state()?;
+        if st.published.is_none() {
+            return Err(Error::NotPublished);
+        }
+        self.inner.ctl.session().request(Request::Rsm(RsmRequest::Unpublish { seg: self.inner.seg }), &[])?;
+        st.published = None;
+        st.outboxes.clear();
+        Ok(())
+    }
+
+    /// `rsm_memseg_export_rebind`: the segment's bytes from `offset` on are now the memory
+    /// at `region` (whose bytes they take); every importer's existing map shows it. The
+    /// memory bound before gets private pages again, with what it held.
+    ///
+    /// # Errors
+    /// [`Error::RebindNotAllowed`] without `allow_rebind`; [`Error::BadMemAlignment`],
+    /// [`Error::BadLength`] (also beyond the segment), [`Error::BadOffset`] for an offset
+    /// that is not page-aligned; [`Error::BadAddress`].
+    pub fn rebind(&self, region: UserRegion, offset: usize) -> Result<()> {
+        let mut st = self.state()?;
+        if !self.inner.flags.allow_rebind {
+            return Err(Error::RebindNotAllowed);
+        }
+        check_region(&region)?;
+        if !offset.is_multiple_of(remora_sys::page_size()) {
+            return Err(Error::BadOffset);
+        }
+        if offset.checked_add(region.len()).is_none_or(|e| e > self.inner.size) {
+            return Err(Error::BadLength);
+        }
+        // The memory bound to that part before becomes the program's own again after.
+        let old = st.region;
+        let old_part = old_sub_region(old, offset, region.len());
+        remora_sys::user_memory::rebind_region(region, &self.inner.memfd, offset as u64).map_err(
+            |e| match e.raw_os_error() {
+                Some(14) | Some(22) => Error::BadAddress,
+                _ => Error::from(e),
+            },
+        )?;
+        if let Some(part) = old_part {
+            if part.addr() != region.addr() {
+                let _ = remora_sys::user_memory::unshare_region(part);
+            }
+        }
+        if offset == 0 && region.len() == self.inner.size {
+            st.region = region;
+        }
+        Ok(())
+    }
+
+    /// `rsm_memseg_export_destroy`: unpublish (cutting importers off) and release the
+    /// segment; the memory becomes the program's own again, with what it holds.
+    ///
+    /// # Errors
+    /// [`Error::PollFdInUse`] while a poll descriptor is held; [`Error::BadSegment`] once
+    /// destroyed.
+    pub fn destroy(&self) -> Result<()> {
+        let mut st = self.state()?;
+        if self.inner.inbox.pollfds() > 0 {
+            return Err(Error::PollFdInUse);
+        }
+        self.inner.ctl.session().request(Request::Rsm(RsmRequest::Destroy { seg: self.inner.seg }), &[])?;
+        st.destroyed = true;
+        st.outboxes.clear();
+        let _ = remora_sys::user_memory::unshare_region(st.region);
+        Ok(())
+    }
+
+    /// `rsm_intr_signal_post` on an export: signal every importer.
+    ///
+    /// # Errors
+    /// [`Error::BadSegment`] once destroyed; [`Error::Unreachable`] when an importer's node
+    /// cannot be reached.
+    pub fn signal_post(&self, no_accumulate: bool) -> Result<()> {
+        let mut st = self.state()?;
+        let req = Request::Rsm(RsmRequest::Importers { seg: self.inner.seg });
+        let (reply, _) = self.inner.ctl.session().request(req, &[])?;
+        let Reply::RsmSignals(list) = reply else {
+            return Err(Error::Internal(format!("unexpected reply {reply:?}")));
+        };
+        st.outboxes.retain(|k, _| list.contains(k));
+        let mut result = Ok(());
+        for key in list {
+            if !st.outboxes.contains_key(&key) {
+                match Outbox::connect(self.inner.ctl.session(), key.0, key.1) {
+                    Ok(o) => {
+                        st.outboxes.insert(key, o);
+                    }
+                    Err(e) => {
+                        result = Err(e);
+                        continue;
+                    }
+                }
+            }
+            if let Err(e) = st.outboxes[&key].post(no_accumulate) {
+                result = Err(e);
+            }
+        }
+        match result {
+            Err(Error::ConnAborted) => Ok(()), // an importer leaving meanwhile is not an error
+            other => other,
+        }
+    }
+
+    /// `rsm_intr_signal_wait` on an export: wait for an importer's signal (`None`: forever).
+    ///
+    /// # Errors
+    /// [`Error::Timeout`]; [`Error::BadSegment`] once destroyed.
+    pub fn signal_wait(&self, timeout: Option<std::time::Duration>) -> Result<()> {
+        drop(self.state()?);
+        self.inner.inbox.wait(timeout)
+    }
+
+    /// Consume a pending signal without waiting; whether there was one.
+    pub fn signal_take(&self) -> bool {
+        self.inner.inbox.try_take()
+    }
+
+    /// `rsm_memseg_get_pollfd`.
+    ///
+    /// # Errors
+    /// [`Error::BadSegment`] once destroyed.
+    pub fn pollfd(&self) -> Result<OwnedFd> {
+        drop(self.state()?);
+        self.inner.inbox.pollfd()
+    }
+
+    /// `rsm_memseg_release_pollfd`.
+    ///
+    /// # Errors
+    /// [`Error::BadSegment`] when none is held.
+    pub fn release_pollfd(&self) -> Result<()> {
+        self.inner.inbox.release_pollfd()
+    }
+}
+
+/// The part `offset..offset+len` of `region`, if inside it.
+fn old_sub_region(region: UserRegion, offset: usize, len: usize) -> Option<UserRegion> {
+    if offset.checked_add(len)? > region.len() {
+        return None;
+    }
+    Some(region.sub(offset, len))
+}
+
+fn check_acl(acl: Option<&[AccessEntry]>) -> Result<()> {
+    match acl {
+        Some(list) if list.iter().any(|e| e.perm & !0o666 != 0) => Err(Error::BadAcl),
+        _ => Ok(()),
+    }
+}
