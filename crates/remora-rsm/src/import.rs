@@ -248,6 +248,21 @@ impl ImportSegment {
         Ok(p)
     }
 
+    /// Run `f` on the 8-byte word at `offset` of the map (offsets count from the map's
+    /// start): loads and stores through it are plain CPU accesses to the export's memory.
+    ///
+    /// # Errors
+    /// [`Error::NotMapped`]; [`Error::BadOffset`] outside the map or unaligned.
+    pub fn with_atomic<R>(
+        &self,
+        offset: usize,
+        f: impl FnOnce(&std::sync::atomic::AtomicU64) -> R,
+    ) -> Result<R> {
+        let st = self.state()?;
+        let map = st.map.as_ref().ok_or(Error::NotMapped)?;
+        map.with_atomic(offset, f).map_err(|_| Error::BadOffset)
+    }
+
     /// `rsm_memseg_import_unmap`.
     ///
     /// # Errors

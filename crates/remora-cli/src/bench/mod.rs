@@ -6,13 +6,14 @@
 //! * `memcpy`: `SCIMemCpy` bandwidth into a mapped segment of another node beside `memcpy`
 //!   between two buffers of the same size.
 //! * `connect`: connect plus map of a segment of another node of this host.
-//! * `intr`, `dma`, `dsm`, `scif`: see their modules.
+//! * `intr`, `dma`, `dsm`, `scif`, `rsm`: see their modules.
 
 mod common;
 mod dma;
 mod dsm;
 mod intr;
 mod pio;
+mod rsm;
 mod scif;
 mod tcp;
 
@@ -78,6 +79,19 @@ pub enum Which {
         /// Batches of each kind (interleaved).
         #[arg(long, default_value_t = 11)]
         rounds: u32,
+    },
+    /// RSM between two nodes of this host: map, put64 and put ping-pongs, 1 MiB put/get
+    /// beside memcpy, barrier open+close and signal wake-up beside their SISCI counterparts.
+    Rsm {
+        /// Round trips per measured batch.
+        #[arg(long, default_value_t = 20000)]
+        batch: u32,
+        /// Batches of each kind (interleaved).
+        #[arg(long, default_value_t = 9)]
+        rounds: u32,
+        /// Repetitions of the 1 MiB transfers.
+        #[arg(long, default_value_t = 21)]
+        reps: u32,
     },
     /// All of the above with their defaults.
     All,
@@ -161,6 +175,7 @@ pub fn run(w: Which) -> Result<(), String> {
         Which::Dma { reps } => dma(reps),
         Which::Dsm { rounds } => dsm(rounds),
         Which::Scif { batch, rounds } => scif::scif(batch, rounds),
+        Which::Rsm { batch, rounds, reps } => rsm::rsm(batch, rounds, reps),
         Which::ScifChild { raw_path, batch, rounds } => scif::scif_child(&raw_path, batch, rounds),
         Which::All => {
             pio(2000, 15)?;
@@ -169,7 +184,8 @@ pub fn run(w: Which) -> Result<(), String> {
             intr(200, 9)?;
             dma(7)?;
             dsm(300)?;
-            scif::scif(20000, 11)
+            scif::scif(20000, 11)?;
+            rsm::rsm(20000, 9, 21)
         }
         Which::IntrChild { raw_path, peer_node, batch, rounds } => {
             intr_child(&raw_path, peer_node, batch, rounds)
