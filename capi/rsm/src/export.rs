@@ -8,6 +8,15 @@ use crate::{h, ptr, region};
 use remora_rsm::{AccessEntry, CreateFlags, ExportSegment};
 use std::ffi::{c_int, c_uint, c_void};
 
+versioned!(
+    rsm_memseg_export_create,
+    rsm_memseg_export_destroy,
+    rsm_memseg_export_publish,
+    rsm_memseg_export_rebind,
+    rsm_memseg_export_republish,
+    rsm_memseg_export_unpublish,
+);
+
 /// `RSM_ALLOW_REBIND`.
 pub const RSM_ALLOW_REBIND: c_uint = 0x01;
 /// `RSM_CREATE_SEG_DONTWAIT`.

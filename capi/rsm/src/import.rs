@@ -16,6 +16,32 @@ use remora_rsm::{
 use std::ffi::{c_int, c_uint, c_ulong, c_void};
 use std::sync::Arc;
 
+versioned!(
+    rsm_memseg_import_close_barrier,
+    rsm_memseg_import_connect,
+    rsm_memseg_import_destroy_barrier,
+    rsm_memseg_import_disconnect,
+    rsm_memseg_import_get,
+    rsm_memseg_import_get16,
+    rsm_memseg_import_get32,
+    rsm_memseg_import_get64,
+    rsm_memseg_import_get8,
+    rsm_memseg_import_get_mode,
+    rsm_memseg_import_getv,
+    rsm_memseg_import_init_barrier,
+    rsm_memseg_import_map,
+    rsm_memseg_import_open_barrier,
+    rsm_memseg_import_order_barrier,
+    rsm_memseg_import_put,
+    rsm_memseg_import_put16,
+    rsm_memseg_import_put32,
+    rsm_memseg_import_put64,
+    rsm_memseg_import_put8,
+    rsm_memseg_import_putv,
+    rsm_memseg_import_set_mode,
+    rsm_memseg_import_unmap,
+);
+
 /// `RSM_HANDLE_TYPE`.
 pub const RSM_HANDLE_TYPE: c_int = 0x01;
 /// `RSM_VA_TYPE`.

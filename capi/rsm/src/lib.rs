@@ -22,6 +22,14 @@
 
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 
+/// Tag each named function with Solaris's symbol version (`name@@SUNWprivate_1.1`). Used in
+/// the module that defines the functions: the directive must be in the same object.
+macro_rules! versioned {
+    ($($f:ident),* $(,)?) => {
+        $(std::arch::global_asm!(concat!(".symver ", stringify!($f), ", ", stringify!($f), "@@SUNWprivate_1.1"));)*
+    };
+}
+
 mod errors;
 mod export;
 mod handles;
@@ -37,6 +45,17 @@ use errors::{guard, Code};
 use handles::Entry;
 use remora_rsm::{Controller, LocalMemory, Topology, UserRegion};
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void, CStr};
+
+versioned!(
+    rsm_create_localmemory_handle,
+    rsm_free_interconnect_topology,
+    rsm_free_localmemory_handle,
+    rsm_get_controller,
+    rsm_get_controller_attr,
+    rsm_get_interconnect_topology,
+    rsm_get_segmentid_range,
+    rsm_release_controller,
+);
 
 /// `MAXNAMELEN`: the size of the topology's name fields.
 pub const MAXNAMELEN: usize = 256;

@@ -10,6 +10,14 @@ use std::ffi::{c_int, c_short, c_uint, c_ulong, c_void};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
+versioned!(
+    rsm_intr_signal_post,
+    rsm_intr_signal_wait,
+    rsm_intr_signal_wait_pollfd,
+    rsm_memseg_get_pollfd,
+    rsm_memseg_release_pollfd,
+);
+
 /// `struct pollfd`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -89,7 +97,9 @@ pub unsafe extern "C" fn rsm_memseg_get_pollfd(memseg: *mut c_void, pollfd: *mut
             }
         };
         // SAFETY: checked non-NULL.
-        unsafe { pollfd.write(PollFd { fd, events: POLLRDNORM, revents: 0 }) };
+        // Solaris asks for POLLRDNORM; the descriptor (an eventfd) reports POLLIN, so both
+        // are asked for and `rsm_intr_signal_wait_pollfd` reports both.
+        unsafe { pollfd.write(PollFd { fd, events: POLLIN | POLLRDNORM, revents: 0 }) };
         Ok(())
     })
 }
@@ -165,10 +175,11 @@ pub unsafe extern "C" fn rsm_intr_signal_wait_pollfd(
             return Err(Code(RSMERR_TIMEOUT));
         }
         // SAFETY: `nfds` entries by contract.
-        let list = unsafe { std::slice::from_raw_parts(fds, nfds as usize) };
+        let list = unsafe { std::slice::from_raw_parts_mut(fds, nfds as usize) };
         let table = handles::pollfds().read().unwrap_or_else(|p| p.into_inner());
-        for p in list.iter().filter(|p| p.revents & (POLLIN | POLLRDNORM) != 0) {
+        for p in list.iter_mut().filter(|p| p.revents & (POLLIN | POLLRDNORM) != 0) {
             if let Some((key, _, _)) = table.get(&p.fd) {
+                p.revents |= POLLRDNORM & p.events;
                 match handles::get(*key) {
                     Some(Entry::Import(i)) => {
                         i.signal_take();

@@ -9,6 +9,9 @@ const HEADERS: &[(&str, &str)] = &[
     ("sisci_error.h", include_str!("../../../include/sisci_error.h")),
     ("dis_types.h", include_str!("../../../include/dis_types.h")),
     ("scif.h", include_str!("../../../include/scif.h")),
+    ("rsmapi.h", include_str!("../../../include/rsmapi.h")),
+    ("sys/rsm/rsm_common.h", include_str!("../../../include/sys/rsm/rsm_common.h")),
+    ("sys/rsm/rsmapi_common.h", include_str!("../../../include/sys/rsm/rsmapi_common.h")),
 ];
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
@@ -38,7 +41,7 @@ pub fn install(prefix: &Path) -> Result<(), String> {
     let dis = inc.join("dis");
     let lib = prefix.join("lib64");
     let bin = prefix.join("bin");
-    for d in [&inc, &dis, &lib, &bin, &lib.join("pkgconfig")] {
+    for d in [&inc, &dis, &lib, &bin, &lib.join("pkgconfig"), &inc.join("sys/rsm"), &dis.join("sys/rsm")] {
         std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
     }
     for (name, text) in HEADERS {
@@ -54,6 +57,11 @@ pub fn install(prefix: &Path) -> Result<(), String> {
         let _ = std::fs::remove_file(&p);
         std::os::unix::fs::symlink("libscif.so.0.0.1", &p).map_err(|e| format!("{}: {e}", p.display()))?;
     }
+    // librsm as Solaris shipped it: the soname file and the dev link.
+    copy(&built("librsm.so")?, &lib.join("librsm.so.2"))?;
+    let p = lib.join("librsm.so");
+    let _ = std::fs::remove_file(&p);
+    std::os::unix::fs::symlink("librsm.so.2", &p).map_err(|e| format!("{}: {e}", p.display()))?;
     copy(&built("remorad")?, &bin.join("remorad"))?;
     copy(&built("remora")?, &bin.join("remora"))?;
     let pc = format!(
@@ -72,6 +80,14 @@ pub fn install(prefix: &Path) -> Result<(), String> {
         env!("CARGO_PKG_VERSION")
     );
     write(&lib.join("pkgconfig/scif.pc"), &pc)?;
+    let pc = format!(
+        "prefix={}\nincludedir=${{prefix}}/include\nlibdir=${{prefix}}/lib64\n\n\
+         Name: rsm\nDescription: Remora's RSMAPI (Sun's Remote Shared Memory API)\n\
+         Version: {}\nCflags: -I${{includedir}}\nLibs: -L${{libdir}} -Wl,-rpath,${{libdir}} -lrsm\n",
+        prefix.display(),
+        env!("CARGO_PKG_VERSION")
+    );
+    write(&lib.join("pkgconfig/rsm.pc"), &pc)?;
     println!("installed Remora under {}", prefix.display());
     println!(
         "  build a SISCI program:  cc -I {0}/include prog.c -L {0}/lib64 -Wl,-rpath,{0}/lib64 -lsisci",
@@ -79,6 +95,10 @@ pub fn install(prefix: &Path) -> Result<(), String> {
     );
     println!(
         "  build a SCIF program:   cc -I {0}/include prog.c -L {0}/lib64 -Wl,-rpath,{0}/lib64 -lscif",
+        prefix.display()
+    );
+    println!(
+        "  build an RSM program:   cc -I {0}/include prog.c -L {0}/lib64 -Wl,-rpath,{0}/lib64 -lrsm",
         prefix.display()
     );
     Ok(())
