@@ -9,8 +9,14 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// Start `server`, run `client`, and check both print `RSM OK`.
-fn both_ok(mut server: Command, mut client: Command) {
+fn both_ok(server: Command, client: Command) {
+    both_ok_after(server, client, || {})
+}
+
+/// [`both_ok`], running `ready` between starting the server and the client.
+fn both_ok_after(mut server: Command, mut client: Command, ready: impl FnOnce()) {
     let mut server = Reap(server.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    ready();
     let client = client.output().unwrap();
     let status = wait_with_timeout(&mut server, Duration::from_secs(60));
     let (mut out, mut err) = (String::new(), String::new());
@@ -30,7 +36,11 @@ fn every_rsm_family_in_one_process_with_exact_codes() {
     std::fs::write(&segids, "# keyword appid baseid length\nreserve SUNWfoo 0x600000 100\n").unwrap();
     let out = env.run(&exe, 4).env("REMORA_RSM_SEGMENTID_FILE", &segids).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && text.contains("RSM OK"), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && text.contains("RSM OK"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -73,10 +83,8 @@ fn librsm_exports_every_call_with_the_solaris_symbol_version() {
     let out = Command::new("objdump").arg("-T").arg(&lib).output().expect("objdump (binutils)");
     let text = String::from_utf8_lossy(&out.stdout);
     let map = std::fs::read_to_string(root().join("capi/rsm/librsm.map")).unwrap();
-    let names: Vec<&str> = map
-        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .filter(|w| w.starts_with("rsm_"))
-        .collect();
+    let names: Vec<&str> =
+        map.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| w.starts_with("rsm_")).collect();
     assert!(names.len() >= 42, "the map lists every call");
     for f in names {
         assert!(
@@ -86,4 +94,85 @@ fn librsm_exports_every_call_with_the_solaris_symbol_version() {
     }
     let d = Command::new("readelf").arg("-d").arg(&lib).output().unwrap();
     assert!(String::from_utf8_lossy(&d.stdout).contains("[librsm.so.2]"), "soname is librsm.so.2");
+}
+
+#[test]
+fn another_user_reads_but_never_writes_under_an_access_list() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    if !rustix::process::geteuid().is_root() {
+        return eprintln!("skipping the other-user RSM test: it needs root to run a program as another user");
+    }
+    let env = Env::new();
+    let exe = env.build_rsm(&root().join("tests/c/rsm/rsm_acl.c"));
+    // A runtime directory shared as /tmp is (world-writable, sticky): every user of the host
+    // may use its nodes; the other user must reach the program and the daemon in the prefix.
+    let shared = |p: &std::path::Path, mode| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    shared(env.runtime.path(), 0o1777);
+    shared(env.prefix.path(), 0o755);
+    let nobody = 65534;
+    for (export_node, import_node) in [(4, 4), (4, 8)] {
+        let id = format!("4000{export_node}{import_node}");
+        let mut s = env.run(&exe, export_node);
+        s.args(["export", &id, &import_node.to_string()]);
+        let mut c = env.run(&exe, import_node);
+        c.args(["import", &export_node.to_string(), &id]).uid(nobody).gid(nobody).env("HOME", "/");
+        // The exporter's user starts the exporting node (the other user could not take
+        // over a node whose lock file belongs to someone else).
+        both_ok_after(s, c, || env.wait_node(export_node));
+    }
+}
+
+/// Kill the exporter once the importer (`rsm_loss`) is connected; the importer must see
+/// `RSMERR_CONN_ABORTED` on its next accesses and at its barrier's close.
+fn importer_sees_the_exporter_die(mut server: Command, mut client: Command) {
+    use std::io::BufRead as _;
+    let mut server = Reap(server.stdout(Stdio::null()).spawn().unwrap());
+    let mut client = Reap(client.stdout(Stdio::piped()).spawn().unwrap());
+    let mut line = String::new();
+    let mut out = std::io::BufReader::new(client.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "connected", "importer said {line:?}");
+    server.kill().unwrap();
+    let _ = server.wait();
+    let status = wait_with_timeout(&mut client, Duration::from_secs(30));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(status.success() && rest.contains("RSM OK"), "importer: {rest}");
+}
+
+#[test]
+fn importers_see_conn_aborted_when_the_exporter_dies() {
+    let env = Env::new();
+    let server = env.build_rsm(&root().join("tests/c/rsm/rsm_server.c"));
+    let loss = env.build_rsm(&root().join("tests/c/rsm/rsm_loss.c"));
+    for node in [4, 8] {
+        let mut s = env.run(&server, 4);
+        s.arg(format!("50000{node}"));
+        let mut c = env.run(&loss, node);
+        c.args(["4", &format!("50000{node}")]);
+        importer_sees_the_exporter_die(s, c);
+    }
+}
+
+#[test]
+fn importers_on_another_host_see_conn_aborted_when_the_exporter_dies() {
+    let daemon = match remora_testkit::find_daemon() {
+        Ok(d) => d,
+        Err(s) => return eprintln!("skipping multi-host RSM: {}", s.0),
+    };
+    let cl = match remora_testkit::NetCluster::start(2, &daemon) {
+        Ok(c) => c,
+        Err(s) => return eprintln!("skipping multi-host RSM: {}", s.0),
+    };
+    let env = Env::new();
+    let server = env.build_rsm(&root().join("tests/c/rsm/rsm_server.c"));
+    let loss = env.build_rsm(&root().join("tests/c/rsm/rsm_loss.c"));
+    let mut s = cl.command(1, &server);
+    s.arg("500003");
+    let mut c = cl.command(2, &loss);
+    c.args([&cl.node(1).to_string(), "500003"]);
+    importer_sees_the_exporter_die(s, c);
 }

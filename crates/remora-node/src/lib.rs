@@ -140,6 +140,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     let sock = paths::socket_path(&config.runtime_dir, config.node);
     let _ = std::fs::remove_file(&sock);
     let listener = remora_sys::seqpacket::listen(&sock).map_err(|e| StartError::Io("listen", e))?;
+    open_to_all_if_shared(&config.runtime_dir, &sock);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -163,6 +164,21 @@ pub fn run(config: Config) -> Result<(), StartError> {
     drop(lock_file);
     tracing::info!(node = node.config.node, "node daemon down");
     result
+}
+
+/// A node whose runtime directory is shared by every user, as `/tmp` is (world-writable
+/// with the sticky bit), accepts every local user on its socket: users of one host then
+/// share its nodes, and the personalities decide who may do what (RSM's access lists
+/// check each importer's user and group). A private runtime directory keeps the node to
+/// its owner, whatever the socket's mode.
+fn open_to_all_if_shared(dir: &std::path::Path, sock: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let shared = std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o1002 == 0o1002);
+    if shared {
+        if let Err(e) = std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o666)) {
+            tracing::warn!("cannot open the socket to every user of the shared runtime directory: {e}");
+        }
+    }
 }
 
 async fn serve(node: Arc<Node>, listener: std::os::fd::OwnedFd) -> Result<(), StartError> {

@@ -166,7 +166,6 @@ pub fn wait_with_timeout(child: &mut std::process::Child, limit: Duration) -> st
     }
 }
 
-
 /// Start `server`, run `client` to its end, and check that both printed PASS.
 pub fn both_pass(src: &str, mut server: Command, mut client: Command) {
     let mut server = Reap(server.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
@@ -183,4 +182,3 @@ pub fn both_pass(src: &str, mut server: Command, mut client: Command) {
     );
     assert!(status.success() && out.contains("PASS"), "{src} server: {out}{err}\nclient: {cout}{cerr}");
 }
-
