@@ -147,10 +147,10 @@ fn check_items(offset: i64, data: *const c_void, size: usize) -> Result<usize, C
     if data.is_null() {
         return Err(Code(RSMERR_BAD_ADDR));
     }
-    if (offset as usize) % size != 0 {
+    if !(offset as usize).is_multiple_of(size) {
         return Err(Code(RSMERR_MISALIGNED_OFFSET));
     }
-    if (data as usize) % size != 0 {
+    if !(data as usize).is_multiple_of(size) {
         return Err(Code(RSMERR_BAD_MEM_ALIGNMENT));
     }
     Ok(offset as usize)

@@ -293,18 +293,19 @@ impl ExportSegment {
         st.outboxes.retain(|k, _| list.contains(k));
         let mut result = Ok(());
         for key in list {
-            if !st.outboxes.contains_key(&key) {
-                match Outbox::connect(self.inner.ctl.session(), key.0, key.1) {
-                    Ok(o) => {
-                        st.outboxes.insert(key, o);
-                    }
-                    Err(e) => {
-                        result = Err(e);
-                        continue;
+            let outbox = match st.outboxes.entry(key) {
+                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    match Outbox::connect(self.inner.ctl.session(), key.0, key.1) {
+                        Ok(o) => v.insert(o),
+                        Err(e) => {
+                            result = Err(e);
+                            continue;
+                        }
                     }
                 }
-            }
-            if let Err(e) = st.outboxes[&key].post(no_accumulate) {
+            };
+            if let Err(e) = outbox.post(no_accumulate) {
                 result = Err(e);
             }
         }

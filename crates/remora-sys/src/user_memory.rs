@@ -266,50 +266,6 @@ pub fn share_region(region: UserRegion, name: &str) -> io::Result<(std::sync::Ar
     Ok((fd, 0))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::fd::AsFd;
-
-    #[test]
-    fn anonymous_pages_become_a_memfd_in_place() {
-        let len = 3 * crate::page_size();
-        // SAFETY: a fresh private anonymous mapping, owned by this test.
-        let p = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE,
-            )
-        }
-        .unwrap() as *mut u8;
-        // SAFETY: p is a valid writable mapping of len bytes.
-        unsafe { std::ptr::write_bytes(p, 0xab, len) };
-        assert!(is_private_anonymous(p as usize, len));
-        // SAFETY: single-threaded test, nobody else writes the range.
-        let fd = unsafe { move_into_memfd(p, len, "t") }.unwrap();
-        assert!(!is_private_anonymous(p as usize, len));
-        let view = crate::Mapping::new(fd.as_fd(), 0, len, Default::default()).unwrap();
-        let mut b = [0u8; 1];
-        view.read(len - 1, &mut b).unwrap();
-        assert_eq!(b[0], 0xab);
-        // SAFETY: p..p+len is still mapped (now shared); writing through it is fine.
-        unsafe { *p = 7 };
-        view.read(0, &mut b).unwrap();
-        assert_eq!(b[0], 7);
-        // SAFETY: unmapping the range this test created.
-        unsafe { rustix::mm::munmap(p.cast(), len).unwrap() };
-    }
-
-    #[test]
-    fn refuses_unaligned_and_file_memory() {
-        let x = Box::new([0u8; 64]);
-        // SAFETY: the call fails before touching anything.
-        assert!(unsafe { move_into_memfd(x.as_ptr() as *mut u8, 64, "x") }.is_err());
-    }
-}
-
 /// Move `region` into a memfd of its own, in place (as [`move_into_memfd`]), whatever kind
 /// of writable private memory it is: heap, anonymous `mmap`, a thread's or the main
 /// thread's stack, or memory an earlier move put into a Remora memfd (which is copied out
@@ -402,4 +358,48 @@ pub fn rebind_region(region: UserRegion, fd: &Memfd, offset: u64) -> io::Result<
     }
     .map_err(errno)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn anonymous_pages_become_a_memfd_in_place() {
+        let len = 3 * crate::page_size();
+        // SAFETY: a fresh private anonymous mapping, owned by this test.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .unwrap() as *mut u8;
+        // SAFETY: p is a valid writable mapping of len bytes.
+        unsafe { std::ptr::write_bytes(p, 0xab, len) };
+        assert!(is_private_anonymous(p as usize, len));
+        // SAFETY: single-threaded test, nobody else writes the range.
+        let fd = unsafe { move_into_memfd(p, len, "t") }.unwrap();
+        assert!(!is_private_anonymous(p as usize, len));
+        let view = crate::Mapping::new(fd.as_fd(), 0, len, Default::default()).unwrap();
+        let mut b = [0u8; 1];
+        view.read(len - 1, &mut b).unwrap();
+        assert_eq!(b[0], 0xab);
+        // SAFETY: p..p+len is still mapped (now shared); writing through it is fine.
+        unsafe { *p = 7 };
+        view.read(0, &mut b).unwrap();
+        assert_eq!(b[0], 7);
+        // SAFETY: unmapping the range this test created.
+        unsafe { rustix::mm::munmap(p.cast(), len).unwrap() };
+    }
+
+    #[test]
+    fn refuses_unaligned_and_file_memory() {
+        let x = Box::new([0u8; 64]);
+        // SAFETY: the call fails before touching anything.
+        assert!(unsafe { move_into_memfd(x.as_ptr() as *mut u8, 64, "x") }.is_err());
+    }
 }
