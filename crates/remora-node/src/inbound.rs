@@ -90,7 +90,7 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
             if len as usize > remora_proto::MAX_DATA_IO {
                 return Err(Error::IllegalParameter(format!("read of {len} bytes")));
             }
-            let m = served_mapping(&node, from, conn, offset, len as u64).ok_or(Error::OutOfRange)?;
+            let m = served(&node, from, conn, offset, len as u64)?;
             let mut v = vec![0u8; len as usize];
             m.read(offset as usize, &mut v).map(|_| PeerReply::Data(v)).map_err(|_| Error::OutOfRange)
         }
@@ -99,9 +99,9 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
             if total > remora_proto::MAX_DATA_IO {
                 return Err(Error::IllegalParameter(format!("write of {total} bytes")));
             }
-            let maps: Option<Vec<_>> =
-                runs.iter().map(|(o, d)| served_mapping(&node, from, conn, *o, d.len() as u64)).collect();
-            let maps = maps.ok_or(Error::OutOfRange)?;
+            let maps: Result<Vec<_>, Error> =
+                runs.iter().map(|(o, d)| served(&node, from, conn, *o, d.len() as u64)).collect();
+            let maps = maps?;
             if maps.iter().any(|m| m.is_readonly()) {
                 return Err(Error::PermissionDenied);
             }
@@ -121,19 +121,25 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
 /// The mapping of connection `conn`, if a session served for `peer` holds it, it is alive,
 /// and the range is inside it.
 fn served_mapping(node: &Node, peer: u32, conn: u64, off: u64, len: u64) -> Option<Arc<Mapping>> {
+    served(node, peer, conn, off, len).ok()
+}
+
+/// [`served_mapping`], saying why not: `NotConnected` for a connection that is not (or no
+/// longer) one of `peer`'s live connections, `OutOfRange` for a range outside it.
+fn served(node: &Node, peer: u32, conn: u64, off: u64, len: u64) -> Result<Arc<Mapping>, Error> {
     let mut reg = node.lock();
-    let c = reg.conns.get(&conn)?;
-    let holder = reg.sessions.get(&c.session)?;
+    let c = reg.conns.get(&conn).ok_or(Error::NotConnected)?;
+    let holder = reg.sessions.get(&c.session).ok_or(Error::NotConnected)?;
     if holder.role != (Role::Peer { node: peer }) || holder.pid != 0 || !c.alive {
-        return None;
+        return Err(Error::NotConnected);
     }
-    if off.checked_add(len)? > c.size {
-        return None;
+    if off.checked_add(len).is_none_or(|e| e > c.size) {
+        return Err(Error::OutOfRange);
     }
     let session = c.session;
     match reg.dma_remote(session, conn) {
-        Ok(DmaTarget::Map(m)) => Some(m),
-        _ => None,
+        Ok(DmaTarget::Map(m)) => Ok(m),
+        _ => Err(Error::NotConnected),
     }
 }
 
