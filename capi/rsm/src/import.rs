@@ -171,6 +171,10 @@ unsafe fn get_items(
         let i = handles::import(h(im))?;
         let off = check_items(offset, datap, size)?;
         let len = (rep_cnt as usize).checked_mul(size).ok_or(Code(RSMERR_BAD_LENGTH))?;
+        if !i.is_on_this_host() {
+            // SAFETY: `len` writable bytes of the caller's, by contract, for the call.
+            return Ok(i.get_region(off, unsafe { region(datap, len) })?);
+        }
         // SAFETY: `len` writable bytes by contract.
         let out = unsafe { std::slice::from_raw_parts_mut(datap.cast::<u8>(), len) };
         i.get(off, out)?;
@@ -193,6 +197,11 @@ unsafe fn put_items(
         let i = handles::import(h(im))?;
         let off = check_items(offset, datap, size)?;
         let len = (rep_cnt as usize).checked_mul(size).ok_or(Code(RSMERR_BAD_LENGTH))?;
+        if !i.is_on_this_host() {
+            // SAFETY: `len` readable bytes of the caller's, by contract, for the call (the
+            // engine only reads them).
+            return Ok(i.put_region(off, unsafe { region(datap.cast_mut(), len) })?);
+        }
         // SAFETY: `len` readable bytes by contract.
         let data = unsafe { std::slice::from_raw_parts(datap.cast::<u8>(), len) };
         i.put(off, data)?;

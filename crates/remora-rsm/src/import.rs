@@ -10,11 +10,15 @@ use crate::barrier::BarrierMode;
 use crate::signal::{Inbox, Outbox};
 use crate::{Controller, Error, Permission, Result};
 use remora_proto::{Reply, Request, RsmRequest, MAX_DATA_IO};
-use remora_sisci::{Map, MapFlags, RemoteSegment};
+use remora_sisci::{DmaFlags, DmaQueue, Map, MapFlags, RemoteSegment};
 use remora_sys::user_memory::UserRegion;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+
+/// Below this many bytes a transfer across hosts goes as one request through the node
+/// (one round trip) rather than through the transfer engine.
+const SMALL: usize = 64 * 1024;
 
 /// The most entries one `putv`/`getv` takes (`RSM_MAX_SGIOREQS`).
 pub const MAX_SGIOREQS: usize = 16;
@@ -85,6 +89,8 @@ pub(crate) struct State {
     pub(crate) map: Option<Map>,
     access: Option<Map>,
     outbox: Option<Outbox>,
+    /// The queue `put_region`/`get_region` use across hosts, made on first use.
+    dma: Option<DmaQueue>,
     pub(crate) mode: BarrierMode,
     /// Accesses that failed, for barriers.
     pub(crate) errors: u64,
@@ -146,6 +152,7 @@ impl ImportSegment {
                     map: None,
                     access: None,
                     outbox: None,
+                    dma: None,
                     mode: BarrierMode::Implicit,
                     errors: 0,
                     open_barriers: 0,
@@ -291,6 +298,9 @@ impl ImportSegment {
             let _ = m.unmap();
         }
         st.outbox = None;
+        if let Some(q) = st.dma.take() {
+            let _ = q.remove();
+        }
         st.disconnected = true;
         let _ = self.inner.remote.disconnect();
         Ok(())
@@ -367,6 +377,56 @@ impl ImportSegment {
         self.access_with(&mut st, |me, st| match me.access(st)? {
             Some(m) => m.read(offset, out).map_err(Error::from),
             None => me.far_read(offset, out),
+        })
+    }
+
+    /// `rsm_memseg_import_put` of memory the caller names by region: on this host as
+    /// [`ImportSegment::put`]; across hosts the node's transfer engine streams the bytes
+    /// straight from this process's memory to the exporter's node (no copy through the
+    /// library), which is what the C library uses.
+    ///
+    /// # Errors
+    /// As [`ImportSegment::put`].
+    pub fn put_region(&self, offset: usize, region: UserRegion) -> Result<()> {
+        self.region_transfer(offset, region, false)
+    }
+
+    /// `rsm_memseg_import_get` into memory the caller names by region (see
+    /// [`ImportSegment::put_region`]).
+    ///
+    /// # Errors
+    /// As [`ImportSegment::get`].
+    pub fn get_region(&self, offset: usize, region: UserRegion) -> Result<()> {
+        self.region_transfer(offset, region, true)
+    }
+
+    fn region_transfer(&self, offset: usize, region: UserRegion, read: bool) -> Result<()> {
+        if self.inner.remote.is_on_this_host() || region.len() < SMALL {
+            let mut buf = vec![0u8; region.len()];
+            return if read {
+                self.get(offset, &mut buf)?;
+                region.write(0, &buf).map_err(Error::from)
+            } else {
+                region.read(0, &mut buf)?;
+                self.put(offset, &buf)
+            };
+        }
+        let mut st = self.state()?;
+        if !read && !self.inner.writable {
+            return Err(Error::PermDenied);
+        }
+        self.check_range(offset, region.len())?;
+        self.access_with(&mut st, |me, st| {
+            if st.dma.is_none() {
+                st.dma = Some(DmaQueue::create(&me.inner.ctl.inner.desc, 0, 0)?);
+            }
+            let q = st.dma.as_ref().expect("made above");
+            q.start_mem(region, &me.inner.remote, offset, DmaFlags { read, wait: true }, None).map_err(|e| {
+                match e {
+                    remora_sisci::Error::TransferFailed => Error::ConnAborted,
+                    other => other.into(),
+                }
+            })
         })
     }
 

@@ -207,6 +207,84 @@ pub(crate) fn rsm(batch: u32, rounds: u32, reps: u32) -> Result<(), String> {
     let intr = interrupt_pingpong(&sa, &sb, 20000)?;
     row_us("rsm signal post→wait one-way", sig, intr, "(SISCI interrupt trigger→wait)");
     drop((a, b, imp, bar));
+    across_hosts(rounds, reps)
+}
+
+/// The same nodes joined over TCP on loopback, as two hosts: a map ping-pong through the
+/// DSM beside a raw TCP ping-pong, and 1 MiB put/get beside a raw TCP transfer.
+fn across_hosts(rounds: u32, reps: u32) -> Result<(), String> {
+    let pair = super::tcp::TcpPair::new()?;
+    let ca = Controller::with_config("remora0", pair.a.config().clone()).map_err(e)?;
+    let cb = Controller::with_config("remora0", pair.b.config().clone()).map_err(e)?;
+    let ea = ExportSegment::create(&ca, pages(4096), CreateFlags::default()).map_err(e)?;
+    let eb = ExportSegment::create(&cb, pages(4096), CreateFlags::default()).map_err(e)?;
+    ea.publish(ID_A, None).map_err(e)?;
+    eb.publish(ID_B, None).map_err(e)?;
+    let a = side(&ca, 4, ID_A, 8, ID_B)?;
+    let b = side(&cb, 8, ID_B, 4, ID_A)?;
+    let n = (rounds * 40).max(100);
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for r in 0..4u64 {
+        let base = r * 1_000_000;
+        let v = std::thread::scope(|sc| -> Result<Vec<f64>, String> {
+            let echo_t = sc.spawn(|| -> Result<(), String> {
+                b.other
+                    .with_atomic(0, |o| {
+                        b.own.with_atomic(0, |i| -> Result<(), String> {
+                            for k in 1..=n as u64 {
+                                wait_yielding(i, base + k)?;
+                                o.store(base + k, std::sync::atomic::Ordering::Release);
+                            }
+                            Ok(())
+                        })
+                    })
+                    .map_err(e)?
+                    .map_err(e)?
+            });
+            let mut v = Vec::new();
+            a.other
+                .with_atomic(0, |o| {
+                    a.own.with_atomic(0, |i| -> Result<(), String> {
+                        for k in 1..=n as u64 {
+                            let t = Instant::now();
+                            o.store(base + k, std::sync::atomic::Ordering::Release);
+                            wait_yielding(i, base + k)?;
+                            v.push(t.elapsed().as_nanos() as f64 / 2.0);
+                        }
+                        Ok(())
+                    })
+                })
+                .map_err(e)?
+                .map_err(e)??;
+            echo_t.join().map_err(|_| "echo thread panicked".to_string())??;
+            Ok(v)
+        })?;
+        ours.push(median(&mut v.clone()));
+        raw.push(super::tcp::raw_tcp(8, n)?);
+    }
+    let (o, t) = (median(&mut ours), median(&mut raw));
+    row_us("rsm map ping-pong across hosts", o, t, "≤ 3 (raw TCP ping-pong, loopback)");
+
+    let big = ExportSegment::create(&cb, pages(4 * MIB), CreateFlags::default()).map_err(e)?;
+    big.publish(ID_BIG, None).map_err(e)?;
+    let imp = ImportSegment::connect(&ca, 8, ID_BIG, Permission::READ_WRITE).map_err(e)?;
+    let src = remora_rsm::UserRegion::from_static(pages(MIB));
+    let dst = remora_rsm::UserRegion::from_static(pages(MIB));
+    let (mut put_bw, mut get_bw, mut tcp_bw) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..reps {
+        let t = Instant::now();
+        imp.put_region(0, src).map_err(e)?;
+        put_bw.push(MIB as f64 / t.elapsed().as_secs_f64() / 1e9);
+        let t = Instant::now();
+        imp.get_region(0, dst).map_err(e)?;
+        get_bw.push(MIB as f64 / t.elapsed().as_secs_f64() / 1e9);
+        tcp_bw.push(super::tcp::raw_tcp_bulk(MIB)?);
+    }
+    let (pb, gb, tb) = (median(&mut put_bw), median(&mut get_bw), median(&mut tcp_bw));
+    let gbs = |x: f64| format!("{x:.2} GB/s");
+    row("rsm put 1 MiB across hosts", gbs(pb), gbs(tb), pb / tb, "≥ 0.80 (raw TCP transfer, loopback)");
+    row("rsm get 1 MiB across hosts", gbs(gb), gbs(tb), gb / tb, "≥ 0.80 (raw TCP transfer, loopback)");
+    drop((a, b, imp, ea, eb, big));
     Ok(())
 }
 

@@ -134,7 +134,7 @@ fn rma_across_hosts() -> Result<(), String> {
         let t = Instant::now();
         c.read_from(coff, LEN, soff, RmaFlags::default()).map_err(e)?;
         r.push(LEN as f64 / t.elapsed().as_secs_f64() / 1e9);
-        raw.push(raw_tcp_bulk(LEN)?);
+        raw.push(super::tcp::raw_tcp_bulk(LEN)?);
     }
     let (w, r, raw) = (median(&mut w), median(&mut r), median(&mut raw));
     row(
@@ -153,28 +153,6 @@ fn rma_across_hosts() -> Result<(), String> {
     );
     let _ = (s.close(), c.close());
     Ok(())
-}
-
-/// One raw TCP transfer of `len` bytes between two threads on loopback: GB/s.
-fn raw_tcp_bulk(len: usize) -> Result<f64, String> {
-    use std::io::{Read as _, Write as _};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(e)?;
-    let addr = l.local_addr().map_err(e)?;
-    let rx = std::thread::spawn(move || -> std::io::Result<()> {
-        let (mut s, _) = l.accept()?;
-        let mut buf = vec![0u8; len];
-        s.read_exact(&mut buf)?;
-        s.write_all(b"k")
-    });
-    let data = vec![0x3cu8; len];
-    let mut s = std::net::TcpStream::connect(addr).map_err(e)?;
-    let t = Instant::now();
-    s.write_all(&data).map_err(e)?;
-    let mut k = [0u8; 1];
-    s.read_exact(&mut k).map_err(e)?;
-    let secs = t.elapsed().as_secs_f64();
-    rx.join().map_err(|_| "receiver")?.map_err(e)?;
-    Ok(len as f64 / secs / 1e9)
 }
 
 fn parent(

@@ -154,3 +154,25 @@ pub(crate) fn tcp_ping(to: &str, size: usize, rounds: u32) -> Result<(), String>
     println!("{}", ping_loop(std::net::TcpStream::connect(to).map_err(e)?, size, rounds)?);
     Ok(())
 }
+
+/// One raw TCP transfer of `len` bytes between two threads on loopback: GB/s.
+pub(crate) fn raw_tcp_bulk(len: usize) -> Result<f64, String> {
+    use std::io::{Read as _, Write as _};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(e)?;
+    let addr = l.local_addr().map_err(e)?;
+    let rx = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut s, _) = l.accept()?;
+        let mut buf = vec![0u8; len];
+        s.read_exact(&mut buf)?;
+        s.write_all(b"k")
+    });
+    let data = vec![0x3cu8; len];
+    let mut s = std::net::TcpStream::connect(addr).map_err(e)?;
+    let t = Instant::now();
+    s.write_all(&data).map_err(e)?;
+    let mut k = [0u8; 1];
+    s.read_exact(&mut k).map_err(e)?;
+    let secs = t.elapsed().as_secs_f64();
+    rx.join().map_err(|_| "receiver")?.map_err(e)?;
+    Ok(len as f64 / secs / 1e9)
+}
