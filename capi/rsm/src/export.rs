@@ -2,7 +2,7 @@
 
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 
-use crate::errors::{guard, Code, RSMERR_BAD_ACL, RSMERR_BAD_ADDR, RSMERR_BAD_MODE, RSMERR_BAD_SEG_HNDL};
+use crate::errors::{guard, Code, RSMERR_BAD_ACL, RSMERR_BAD_MODE, RSMERR_BAD_SEG_HNDL};
 use crate::handles::{self, Entry};
 use crate::{h, ptr, region};
 use remora_rsm::{AccessEntry, CreateFlags, ExportSegment};
@@ -49,7 +49,7 @@ pub unsafe extern "C" fn rsm_memseg_export_create(
     guard(|| {
         let ctl = handles::controller(h(controller))?;
         if memseg.is_null() {
-            return Err(Code(RSMERR_BAD_ADDR));
+            return Err(Code(RSMERR_BAD_SEG_HNDL));
         }
         if flags & !(RSM_ALLOW_REBIND | RSM_CREATE_SEG_DONTWAIT) != 0 {
             return Err(Code(RSMERR_BAD_MODE));
@@ -131,10 +131,10 @@ pub unsafe extern "C" fn rsm_memseg_export_publish(
     access_list_length: c_uint,
 ) -> c_int {
     guard(|| {
-        let e = handles::export(h(memseg))?;
         if segment_id.is_null() {
-            return Err(Code(RSMERR_BAD_ADDR));
+            return Err(Code(crate::errors::RSMERR_BAD_SEGID));
         }
+        let e = handles::export(h(memseg))?;
         // SAFETY: the caller's contract.
         let list = unsafe { acl(access_list, access_list_length) }?;
         // SAFETY: checked non-NULL.

@@ -6,7 +6,6 @@
 use crate::errors::{
     guard, Code, RSMERR_BAD_ADDR, RSMERR_BAD_BARRIER_PTR, RSMERR_BAD_LENGTH, RSMERR_BAD_MEM_ALIGNMENT,
     RSMERR_BAD_MODE, RSMERR_BAD_OFFSET, RSMERR_BAD_SGIO, RSMERR_BARRIER_UNINITIALIZED,
-    RSMERR_MISALIGNED_OFFSET,
 };
 use crate::handles::{self, Entry};
 use crate::{h, ptr, region};
@@ -140,20 +139,30 @@ pub unsafe extern "C" fn rsm_memseg_import_disconnect(im_memseg: *mut c_void) ->
 }
 
 /// Check the offset and the caller's buffer of an access of `n` items of `size` bytes.
+///
+/// Solaris's library checks, in this order: a NULL buffer (`RSMERR_BAD_ADDR`), a buffer or an
+/// offset not aligned to the item (`RSMERR_BAD_MEM_ALIGNMENT` for both); then the import's
+/// access, range and barrier (below).
 fn check_items(offset: i64, data: *const c_void, size: usize) -> Result<usize, Code> {
-    if offset < 0 {
-        return Err(Code(RSMERR_BAD_OFFSET));
-    }
     if data.is_null() {
         return Err(Code(RSMERR_BAD_ADDR));
     }
-    if !(offset as usize).is_multiple_of(size) {
-        return Err(Code(RSMERR_MISALIGNED_OFFSET));
-    }
-    if !(data as usize).is_multiple_of(size) {
+    if !(data as usize).is_multiple_of(size) || !(offset as u64).is_multiple_of(size as u64) {
         return Err(Code(RSMERR_BAD_MEM_ALIGNMENT));
     }
+    if offset < 0 {
+        return Err(Code(RSMERR_BAD_OFFSET));
+    }
     Ok(offset as usize)
+}
+
+/// In implicit barrier mode Solaris's library needs a barrier initialised on the import
+/// before any `put`/`get` (`RSMERR_BARRIER_UNINITIALIZED`), as the guide says.
+fn check_barrier(i: &ImportSegment) -> Result<(), Code> {
+    if i.mode()? == BarrierMode::Implicit && !i.has_barrier() {
+        return Err(Code(RSMERR_BARRIER_UNINITIALIZED));
+    }
+    Ok(())
 }
 
 /// `get`: `rep_cnt` items of `size` bytes from `offset` into `datap`.
@@ -171,6 +180,8 @@ unsafe fn get_items(
         let i = handles::import(h(im))?;
         let off = check_items(offset, datap, size)?;
         let len = (rep_cnt as usize).checked_mul(size).ok_or(Code(RSMERR_BAD_LENGTH))?;
+        i.check_access(off, len, false)?;
+        check_barrier(&i)?;
         if !i.is_on_this_host() {
             // SAFETY: `len` writable bytes of the caller's, by contract, for the call.
             return Ok(i.get_region(off, unsafe { region(datap, len) })?);
@@ -197,6 +208,8 @@ unsafe fn put_items(
         let i = handles::import(h(im))?;
         let off = check_items(offset, datap, size)?;
         let len = (rep_cnt as usize).checked_mul(size).ok_or(Code(RSMERR_BAD_LENGTH))?;
+        i.check_access(off, len, true)?;
+        check_barrier(&i)?;
         if !i.is_on_this_host() {
             // SAFETY: `len` readable bytes of the caller's, by contract, for the call (the
             // engine only reads them).

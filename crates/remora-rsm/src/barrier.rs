@@ -55,7 +55,7 @@ impl ImportSegment {
     /// # Errors
     /// [`Error::BadSegment`] once disconnected.
     pub fn init_barrier(&self, kind: BarrierType) -> Result<Barrier> {
-        drop(self.state()?);
+        self.state()?.barriers += 1;
         Ok(Barrier { import: self.clone(), kind, state: Mutex::default() })
     }
 }
@@ -157,10 +157,11 @@ impl Barrier {
     /// [`Error::BarrierUninitialized`] when destroyed already.
     pub fn destroy(&self) -> Result<()> {
         let mut st = self.state()?;
-        if st.open {
-            if let Ok(mut imp) = self.import.inner.state.lock() {
+        if let Ok(mut imp) = self.import.inner.state.lock() {
+            if st.open {
                 imp.open_barriers = imp.open_barriers.saturating_sub(1);
             }
+            imp.barriers = imp.barriers.saturating_sub(1);
         }
         st.destroyed = true;
         st.open = false;

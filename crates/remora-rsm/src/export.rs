@@ -68,11 +68,11 @@ fn check_region(region: &UserRegion) -> Result<()> {
     if region.addr() == 0 {
         return Err(Error::BadAddress);
     }
-    if !region.addr().is_multiple_of(page) {
-        return Err(Error::BadMemAlignment);
-    }
-    if region.is_empty() || !region.len().is_multiple_of(page) {
+    if region.is_empty() {
         return Err(Error::BadLength);
+    }
+    if !region.addr().is_multiple_of(page) || !region.len().is_multiple_of(page) {
+        return Err(Error::BadMemAlignment);
     }
     Ok(())
 }
@@ -93,8 +93,8 @@ impl ExportSegment {
     ///
     /// # Errors
     /// [`Error::BadAddress`] for a null address or memory that cannot be moved (a file
-    /// mapping, read-only memory); [`Error::BadMemAlignment`] when not page-aligned;
-    /// [`Error::BadLength`] for an empty length or one that is not a page multiple.
+    /// mapping, read-only memory); [`Error::BadLength`] for an empty length;
+    /// [`Error::BadMemAlignment`] when the address or the length is not page-aligned.
     pub fn create_region(ctl: &Controller, region: UserRegion, flags: CreateFlags) -> Result<ExportSegment> {
         check_region(&region)?;
         let inbox = Inbox::create(ctl.session())?;

@@ -87,6 +87,10 @@ pub struct IoVec {
 #[derive(Debug)]
 pub(crate) struct State {
     pub(crate) map: Option<Map>,
+    /// The mapped range (offset, length): while mapped, put/get stay inside it.
+    map_range: (usize, usize),
+    /// Barriers initialised and not destroyed.
+    pub(crate) barriers: u32,
     access: Option<Map>,
     outbox: Option<Outbox>,
     /// The queue `put_region`/`get_region` use across hosts, made on first use.
@@ -106,6 +110,7 @@ pub(crate) struct Inner {
     id: u32,
     size: usize,
     writable: bool,
+    readable: bool,
     pub(crate) remote: RemoteSegment,
     inbox: Inbox,
     exporter_signal: u32,
@@ -123,12 +128,13 @@ impl ImportSegment {
     /// `perm`. The exporting node checks the access list and the importer's user and group.
     ///
     /// # Errors
-    /// [`Error::BadPerms`] unless `perm` is read, write or both; [`Error::NotPublished`]
-    /// when no export has the id; [`Error::NotPublishedToNode`]; [`Error::PermDenied`];
+    /// [`Error::PermDenied`] for bits other than read and write, or access the exporter
+    /// does not grant; [`Error::NotPublished`] when no export has the id;
+    /// [`Error::NotPublishedToNode`];
     /// [`Error::Unreachable`] for a node that cannot be reached.
     pub fn connect(ctl: &Controller, node: u32, id: u32, perm: Permission) -> Result<ImportSegment> {
-        if !perm.is_access() {
-            return Err(Error::BadPerms);
+        if !perm.is_valid() {
+            return Err(Error::PermDenied);
         }
         let inbox = Inbox::create(ctl.session())?;
         let req =
@@ -145,11 +151,14 @@ impl ImportSegment {
                 id,
                 size: size as usize,
                 writable,
+                readable: perm.reads(),
                 remote,
                 inbox,
                 exporter_signal: signal,
                 state: Mutex::new(State {
                     map: None,
+                    map_range: (0, 0),
+                    barriers: 0,
                     access: None,
                     outbox: None,
                     dma: None,
@@ -200,14 +209,16 @@ impl ImportSegment {
         self.inner.remote.is_on_this_host()
     }
 
-    /// `rsm_memseg_import_map`: map `len` bytes from `offset` (page-aligned) with `perm`;
-    /// returns the address. [`MapAttr::Fixed`] and [`MapAttr::Reserved`] place it at `addr`.
+    /// `rsm_memseg_import_map`: map `len` bytes from `offset` (page-aligned) with `perm`
+    /// (none gives an inaccessible map); returns the address. [`MapAttr::Fixed`] and
+    /// [`MapAttr::Reserved`] place it at `addr`.
     ///
     /// # Errors
-    /// [`Error::AlreadyMapped`]; [`Error::BadPerms`]; [`Error::PermDenied`] for a writable
-    /// map of a read-only import; [`Error::BadOffset`]; [`Error::BadLength`];
-    /// [`Error::BadMemAlignment`] / [`Error::BadAddress`] for a fixed address that is not
-    /// page-aligned or null; [`Error::ConnAborted`]; [`Error::MapFailed`].
+    /// [`Error::AlreadyMapped`]; [`Error::BadPerms`] for bits other than read and write,
+    /// and for a writable map of a read-only import; [`Error::BadLength`] for an empty
+    /// range or one that leaves the segment; [`Error::BadMemAlignment`] for an offset or a
+    /// fixed address that is not page-aligned; [`Error::BadAddress`] for a null fixed
+    /// address; [`Error::ConnAborted`]; [`Error::MapFailed`].
     pub fn map(
         &self,
         addr: Option<usize>,
@@ -220,18 +231,20 @@ impl ImportSegment {
         if st.map.is_some() {
             return Err(Error::AlreadyMapped);
         }
-        if !perm.is_access() {
+        if !perm.is_valid() {
             return Err(Error::BadPerms);
-        }
-        if perm.writes() && !self.inner.writable {
-            return Err(Error::PermDenied);
-        }
-        let page = remora_sys::page_size();
-        if !offset.is_multiple_of(page) || offset >= self.inner.size {
-            return Err(Error::BadOffset);
         }
         if len == 0 || offset.checked_add(len).is_none_or(|e| e > self.inner.size) {
             return Err(Error::BadLength);
+        }
+        let page = remora_sys::page_size();
+        if !offset.is_multiple_of(page) {
+            return Err(Error::BadMemAlignment);
+        }
+        // A writable map of a read-only import: the kernel refuses it (Solaris's mmap
+        // answered EACCES, which its library reports as bad permissions).
+        if perm.writes() && !self.inner.writable {
+            return Err(Error::BadPerms);
         }
         let at = match attr {
             MapAttr::None => None,
@@ -252,6 +265,7 @@ impl ImportSegment {
         )?;
         let p = map.as_ptr() as usize;
         st.map = Some(map);
+        st.map_range = (offset, len);
         Ok(p)
     }
 
@@ -277,6 +291,7 @@ impl ImportSegment {
     pub fn unmap(&self) -> Result<()> {
         let mut st = self.state()?;
         let map = st.map.take().ok_or(Error::NotMapped)?;
+        st.map_range = (0, 0);
         let _ = map.unmap();
         Ok(())
     }
@@ -318,14 +333,39 @@ impl ImportSegment {
         Ok(st.access.as_ref())
     }
 
-    fn check_range(&self, offset: usize, len: usize) -> Result<()> {
-        if offset > self.inner.size {
-            return Err(Error::BadOffset);
-        }
-        if offset.checked_add(len).is_none_or(|e| e > self.inner.size) {
+    /// Solaris's rule: while the import is mapped, an access must lie inside the map
+    /// (`BadOffset`); otherwise inside the segment (`BadLength`).
+    fn check_range(&self, st: &State, offset: usize, len: usize) -> Result<()> {
+        let end = offset.checked_add(len).ok_or(Error::BadLength)?;
+        if st.map.is_some() {
+            let (mo, ml) = st.map_range;
+            if offset < mo || end > mo + ml {
+                return Err(Error::BadOffset);
+            }
+        } else if end > self.inner.size {
             return Err(Error::BadLength);
         }
         Ok(())
+    }
+
+    /// Check an access of `len` bytes at `offset` as `put` (`write`) or `get` would, without
+    /// making it: the import's access, then the range.
+    ///
+    /// # Errors
+    /// [`Error::BadSegment`]; [`Error::PermDenied`]; [`Error::BadOffset`];
+    /// [`Error::BadLength`].
+    pub fn check_access(&self, offset: usize, len: usize, write: bool) -> Result<()> {
+        let st = self.state()?;
+        if if write { !self.inner.writable } else { !self.inner.readable } {
+            return Err(Error::PermDenied);
+        }
+        self.check_range(&st, offset, len)
+    }
+
+    /// Whether a barrier is initialised on the import (Solaris's library requires one for
+    /// `put`/`get` in implicit mode).
+    pub fn has_barrier(&self) -> bool {
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner()).barriers > 0
     }
 
     /// Run one access with the barrier mode's rules: in implicit mode it completes or fails
@@ -353,14 +393,15 @@ impl ImportSegment {
     /// `rsm_memseg_import_put`: copy `data` into the segment at `offset`.
     ///
     /// # Errors
-    /// [`Error::PermDenied`] on a read-only import; [`Error::BadOffset`];
-    /// [`Error::BadLength`]; [`Error::ConnAborted`] once the export is gone.
+    /// [`Error::PermDenied`] on an import without write access; [`Error::BadOffset`] for a
+    /// range outside the map while mapped, [`Error::BadLength`] for one outside the
+    /// segment; [`Error::ConnAborted`] once the export is gone.
     pub fn put(&self, offset: usize, data: &[u8]) -> Result<()> {
         let mut st = self.state()?;
         if !self.inner.writable {
             return Err(Error::PermDenied);
         }
-        self.check_range(offset, data.len())?;
+        self.check_range(&st, offset, data.len())?;
         self.access_with(&mut st, |me, st| match me.access(st)? {
             Some(m) => m.write(offset, data).map_err(Error::from),
             None => me.far_write(offset, data),
@@ -370,10 +411,14 @@ impl ImportSegment {
     /// `rsm_memseg_import_get`: copy bytes of the segment at `offset` into `out`.
     ///
     /// # Errors
-    /// [`Error::BadOffset`]; [`Error::BadLength`]; [`Error::ConnAborted`].
+    /// [`Error::PermDenied`] on an import without read access; [`Error::BadOffset`],
+    /// [`Error::BadLength`] as for [`ImportSegment::put`]; [`Error::ConnAborted`].
     pub fn get(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         let mut st = self.state()?;
-        self.check_range(offset, out.len())?;
+        if !self.inner.readable {
+            return Err(Error::PermDenied);
+        }
+        self.check_range(&st, offset, out.len())?;
         self.access_with(&mut st, |me, st| match me.access(st)? {
             Some(m) => m.read(offset, out).map_err(Error::from),
             None => me.far_read(offset, out),
@@ -412,10 +457,10 @@ impl ImportSegment {
             };
         }
         let mut st = self.state()?;
-        if !read && !self.inner.writable {
+        if if read { !self.inner.readable } else { !self.inner.writable } {
             return Err(Error::PermDenied);
         }
-        self.check_range(offset, region.len())?;
+        self.check_range(&st, offset, region.len())?;
         self.access_with(&mut st, |me, st| {
             if st.dma.is_none() {
                 st.dma = Some(DmaQueue::create(&me.inner.ctl.inner.desc, 0, 0)?);

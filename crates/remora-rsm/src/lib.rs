@@ -65,9 +65,15 @@ impl Permission {
     /// `RSM_PERM_RDWR`.
     pub const READ_WRITE: Permission = Permission(0o600);
 
-    /// Whether it is read, write or both (what connect and map accept).
-    pub fn is_access(self) -> bool {
-        self.0 != 0 && self.0 & !0o600 == 0
+    /// Whether it holds nothing but read and write (what connect and map accept; none at
+    /// all is allowed too, and gives no access).
+    pub fn is_valid(self) -> bool {
+        self.0 & !0o600 == 0
+    }
+
+    /// Whether it includes reading.
+    pub fn reads(self) -> bool {
+        self.0 & 0o400 != 0
     }
 
     /// Whether it includes writing.

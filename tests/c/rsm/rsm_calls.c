@@ -19,6 +19,7 @@ static void stack_export(rsmapi_controller_handle_t c, rsm_node_id_t me)
 	CK(rsm_memseg_export_create(c, &ex, buf, 2 * 4096, 0), RSM_SUCCESS);
 	CK(rsm_memseg_export_publish(ex, &id, NULL, 0), RSM_SUCCESS);
 	CK(rsm_memseg_import_connect(c, me, id, RSM_PERM_RDWR, &im), RSM_SUCCESS);
+	CK(rsm_memseg_import_set_mode(im, RSM_BARRIER_MODE_EXPLICIT), RSM_SUCCESS);
 	uint32_t v = 0xABCD1234;
 	CK(rsm_memseg_import_put32(im, 4100, &v, 1), RSM_SUCCESS);
 	EXPECT(*(volatile uint32_t *)(buf + 4100) == v, "a put did not land in the stack buffer");
@@ -90,11 +91,16 @@ int main(void)
 	rsm_memseg_export_handle_t ex, ex2;
 	CK(rsm_memseg_export_create(c, &ex, buf + 8, len, 0), RSMERR_BAD_MEM_ALIGNMENT);
 	CK(rsm_memseg_export_create(c, &ex, buf, 0, 0), RSMERR_BAD_LENGTH);
-	CK(rsm_memseg_export_create(c, &ex, buf, 100, 0), RSMERR_BAD_LENGTH);
+	CK(rsm_memseg_export_create(c, &ex, buf, 100, 0), RSMERR_BAD_MEM_ALIGNMENT);
+	CK(rsm_memseg_export_create(c, &ex, NULL, len, 0), RSMERR_BAD_ADDR);
+	CK(rsm_memseg_export_create(c, NULL, buf, len, 0), RSMERR_BAD_SEG_HNDL);
 	CK(rsm_memseg_export_create(NULL, &ex, buf, len, 0), RSMERR_BAD_CTLR_HNDL);
 	CK(rsm_memseg_export_create(c, &ex, buf, len, 0), RSM_SUCCESS);
 	rsm_memseg_id_t id = 0x100;
 	CK(rsm_memseg_export_publish(ex, &id, NULL, 0), RSMERR_RESERVED_SEGID);
+	id = 0x200001; /* the RSM library's range: reserved too */
+	CK(rsm_memseg_export_publish(ex, &id, NULL, 0), RSMERR_RESERVED_SEGID);
+	CK(rsm_memseg_export_publish(ex, NULL, NULL, 0), RSMERR_BAD_SEGID);
 	id = 0x80000001u;
 	CK(rsm_memseg_export_publish(ex, &id, NULL, 0), RSMERR_RESERVED_SEGID);
 	CK(rsm_memseg_export_republish(ex, NULL, 0), RSMERR_SEG_NOT_PUBLISHED);
@@ -122,7 +128,7 @@ int main(void)
 	rsm_memseg_import_handle_t im, ro;
 	CK(rsm_memseg_import_connect(c, me, 0x7ffffff0, RSM_PERM_RDWR, &im), RSMERR_SEG_NOT_PUBLISHED);
 	CK(rsm_memseg_import_connect(c, me, id2, RSM_PERM_READ, &im), RSMERR_SEG_NOT_PUBLISHED_TO_NODE);
-	CK(rsm_memseg_import_connect(c, me, id, 01, &im), RSMERR_BAD_PERMS);
+	CK(rsm_memseg_import_connect(c, me, id, 01, &im), RSMERR_PERM_DENIED);
 	rsmapi_access_entry_t read_only[1] = {{me, 0444}};
 	CK(rsm_memseg_export_republish(ex2, read_only, 1), RSM_SUCCESS);
 	CK(rsm_memseg_import_connect(c, me, id2, RSM_PERM_RDWR, &ro), RSMERR_PERM_DENIED);
@@ -130,12 +136,20 @@ int main(void)
 	uint8_t byte = 1;
 	CK(rsm_memseg_import_put8(ro, 0, &byte, 1), RSMERR_PERM_DENIED);
 	void *roaddr = NULL;
-	CK(rsm_memseg_import_map(ro, &roaddr, RSM_MAP_NONE, RSM_PERM_RDWR, 0, 4096), RSMERR_PERM_DENIED);
+	CK(rsm_memseg_import_map(ro, &roaddr, RSM_MAP_NONE, RSM_PERM_RDWR, 0, 4096), RSMERR_BAD_PERMS);
+	/* In the default (implicit) barrier mode, put and get need a barrier first. */
+	CK(rsm_memseg_import_get8(ro, 0, &byte, 1), RSMERR_BARRIER_UNINITIALIZED);
+	rsmapi_barrier_t robar;
+	CK(rsm_memseg_import_init_barrier(ro, RSM_BARRIER_SEGMENT, &robar), RSM_SUCCESS);
 	CK(rsm_memseg_import_get8(ro, 0, &byte, 1), RSM_SUCCESS);
+	CK(rsm_memseg_import_destroy_barrier(&robar), RSM_SUCCESS);
 	CK(rsm_memseg_import_disconnect(ro), RSM_SUCCESS);
 	CK(rsm_memseg_import_disconnect(ro), RSMERR_BAD_SEG_HNDL);
 
 	CK(rsm_memseg_import_connect(c, me, id, RSM_PERM_RDWR, &im), RSM_SUCCESS);
+	rsmapi_barrier_t bar;
+	CK(rsm_memseg_import_init_barrier(im, RSM_BARRIER_NODE, NULL), RSMERR_BAD_BARRIER_PTR);
+	CK(rsm_memseg_import_init_barrier(im, RSM_BARRIER_NODE, &bar), RSM_SUCCESS);
 
 	/* Access functions: repeat counts and alignment. */
 	uint8_t v8[16];
@@ -145,10 +159,11 @@ int main(void)
 	CK(rsm_memseg_import_get8(im, 3, v8, 16), RSM_SUCCESS);
 	for (int i = 0; i < 16; i++)
 		EXPECT(v8[i] == (uint8_t)((3 + i) * 7), "get8[%d] = %u", i, v8[i]);
-	CK(rsm_memseg_import_get16(im, 1, v16, 8), RSMERR_MISALIGNED_OFFSET);
+	CK(rsm_memseg_import_get16(im, 1, v16, 8), RSMERR_BAD_MEM_ALIGNMENT);
+	CK(rsm_memseg_import_get16(im, 2, (uint16_t *)((char *)v16 + 1), 2), RSMERR_BAD_MEM_ALIGNMENT);
 	CK(rsm_memseg_import_get16(im, 2, v16, 8), RSM_SUCCESS);
 	CK(rsm_memseg_import_get32(im, 8, v32, 4), RSM_SUCCESS);
-	CK(rsm_memseg_import_put64(im, 4, v64, 1), RSMERR_MISALIGNED_OFFSET);
+	CK(rsm_memseg_import_put64(im, 4, v64, 1), RSMERR_BAD_MEM_ALIGNMENT);
 	v64[0] = 0x1122334455667788ull;
 	v64[1] = 0x99aabbccddeeff00ull;
 	CK(rsm_memseg_import_put64(im, 8192, v64, 2), RSM_SUCCESS);
@@ -162,12 +177,29 @@ int main(void)
 	/* Maps. */
 	void *addr = NULL;
 	CK(rsm_memseg_import_unmap(im), RSMERR_SEG_NOT_MAPPED);
-	CK(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 100, 4096), RSMERR_BAD_OFFSET);
+	CK(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 100, 4096), RSMERR_BAD_MEM_ALIGNMENT);
+	CK(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, 01000, 0, 4096), RSMERR_BAD_PERMS);
+	CK(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 0, 0), RSMERR_BAD_LENGTH);
 	CK(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 0, len + 4096), RSMERR_BAD_LENGTH);
 	CK(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 0, len), RSM_SUCCESS);
 	((volatile uint32_t *)addr)[3072] = 0xCAFEF00D;
 	EXPECT(*(volatile uint32_t *)(buf + 12288) == 0xCAFEF00D, "a map store did not land");
 	CK(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 0, len), RSMERR_SEG_ALREADY_MAPPED);
+	{
+		/* While mapped, accesses stay inside the map: a map of part of the segment. */
+		rsm_memseg_import_handle_t part;
+		void *pa = NULL;
+		rsmapi_barrier_t pb;
+		CK(rsm_memseg_import_connect(c, me, id, RSM_PERM_READ, &part), RSM_SUCCESS);
+		CK(rsm_memseg_import_init_barrier(part, RSM_BARRIER_SEGMENT, &pb), RSM_SUCCESS);
+		CK(rsm_memseg_import_map(part, &pa, RSM_MAP_NONE, RSM_PERM_READ, 4096, 4096), RSM_SUCCESS);
+		CK(rsm_memseg_import_get8(part, 100, v8, 1), RSMERR_BAD_OFFSET);
+		CK(rsm_memseg_import_get8(part, 4196, v8, 1), RSM_SUCCESS);
+		EXPECT(v8[0] == (uint8_t)(4196 * 7), "get8 through a partial map read %u", v8[0]);
+		CK(rsm_memseg_import_unmap(part), RSM_SUCCESS);
+		CK(rsm_memseg_import_destroy_barrier(&pb), RSM_SUCCESS);
+		CK(rsm_memseg_import_disconnect(part), RSM_SUCCESS);
+	}
 	CK(rsm_memseg_import_disconnect(im), RSMERR_SEG_STILL_MAPPED);
 
 	/* Scatter/gather with an address and a local-memory handle. */
@@ -201,12 +233,10 @@ int main(void)
 	CK(rsm_free_localmemory_handle(c, lh), RSMERR_BAD_LOCALMEM_HNDL);
 
 	/* Barriers and modes. */
-	rsmapi_barrier_t bar;
 	rsm_barrier_mode_t mode;
 	CK(rsm_memseg_import_get_mode(im, &mode), RSM_SUCCESS);
 	EXPECT(mode == RSM_BARRIER_MODE_IMPLICIT, "default mode %d", mode);
-	CK(rsm_memseg_import_init_barrier(im, RSM_BARRIER_NODE, NULL), RSMERR_BAD_BARRIER_PTR);
-	CK(rsm_memseg_import_init_barrier(im, RSM_BARRIER_NODE, &bar), RSM_SUCCESS);
+	CK(rsm_memseg_import_set_mode(im, (rsm_barrier_mode_t)7), RSMERR_BAD_MODE);
 	CK(rsm_memseg_import_set_mode(im, RSM_BARRIER_MODE_EXPLICIT), RSM_SUCCESS);
 	CK(rsm_memseg_import_close_barrier(&bar), RSMERR_BARRIER_NOT_OPENED);
 	CK(rsm_memseg_import_order_barrier(&bar), RSMERR_BARRIER_NOT_OPENED);

@@ -29,6 +29,8 @@ int main(int argc, char **argv)
 			usleep(10000);
 	}
 	CK(r, RSM_SUCCESS);
+	rsmapi_barrier_t bar;
+	CK(rsm_memseg_import_init_barrier(im, RSM_BARRIER_NODE, &bar), RSM_SUCCESS);
 
 	uint8_t v8[256];
 	uint16_t v16[64];
@@ -47,8 +49,6 @@ int main(int argc, char **argv)
 		EXPECT(b64[7] == (uint8_t)((4096 + 8 * i + 7) * 7), "get64 %d", i);
 	}
 
-	rsmapi_barrier_t bar;
-	CK(rsm_memseg_import_init_barrier(im, RSM_BARRIER_NODE, &bar), RSM_SUCCESS);
 	CK(rsm_memseg_import_set_mode(im, RSM_BARRIER_MODE_EXPLICIT), RSM_SUCCESS);
 	void *addr = NULL;
 	CK(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 0, SIZE), RSM_SUCCESS);

@@ -8,8 +8,8 @@
 //! importer. Signals themselves are core interrupts (notifiers): a post is a trigger.
 //!
 //! The rules of `rsm_memseg_export_publish(3RSM)`: an id of 0 makes the node pick one at or
-//! above `0x8000_0000`; an explicit id in the system's ranges (up to `0x3F_FFFF`, except the
-//! RSM library's own `0x20_0000..=0x2F_FFFF`, or at or above `0x8000_0000`) is refused.
+//! above `0x8000_0000`; an explicit id in the system's ranges (up to `0x3F_FFFF`, or at or
+//! above `0x8000_0000`) is refused, as Solaris's library refuses it.
 
 use crate::core::{IdSpace, Registry};
 use crate::session::{fd_of, is_memfd, Outcome, Session};
@@ -23,8 +23,6 @@ use std::os::fd::OwnedFd;
 pub const AUTO_ID_BASE: u32 = 0x8000_0000;
 /// The highest id of the ranges reserved for the system.
 const RESERVED_END: u32 = 0x3F_FFFF;
-/// The RSM library's own range, let through for libraries layered on RSM.
-const RSMLIB_IDS: std::ops::RangeInclusive<u32> = 0x20_0000..=0x2F_FFFF;
 
 /// An export's RSM particulars.
 #[derive(Debug, Clone)]
@@ -52,7 +50,7 @@ pub struct Books {
 
 /// Whether an explicit id lies in a range reserved for the system.
 pub fn reserved_id(id: u32) -> bool {
-    id >= AUTO_ID_BASE || (id <= RESERVED_END && !RSMLIB_IDS.contains(&id))
+    id >= AUTO_ID_BASE || id <= RESERVED_END
 }
 
 /// Whether a permission value is one an access list or a mode may hold.
@@ -79,15 +77,15 @@ pub fn granted(e: &Export, node: u32, creds: Credentials) -> Result<u32, Error> 
     })
 }
 
-/// Check an import asking `perm` (`0o400` read, `0o200` write, or both) against `e`.
-/// Returns whether the import may write.
+/// Check an import asking `perm` (`0o400` read, `0o200` write, both, or none) against
+/// `e`. Returns whether the import may write.
 ///
 /// # Errors
-/// `IllegalParameter` for a permission other than read, write or both;
-/// `NotPublishedToNode`; `PermissionDenied`.
+/// `PermissionDenied` for bits other than read and write, or access not granted;
+/// `NotPublishedToNode`.
 pub fn admit(e: &Export, node: u32, creds: Credentials, perm: u32) -> Result<bool, Error> {
-    if perm == 0 || perm & !0o600 != 0 {
-        return Err(Error::IllegalParameter(format!("import permission {perm:#o}")));
+    if perm & !0o600 != 0 {
+        return Err(Error::PermissionDenied);
     }
     let want = perm >> 6;
     let have = granted(e, node, creds)?;
@@ -343,7 +341,7 @@ mod tests {
         assert!(!reserved_id(0x7FFF_FFFF));
         assert!(reserved_id(0x8000_0000));
         assert!(reserved_id(u32::MAX));
-        assert!(!reserved_id(0x20_0001), "the RSM library's own range");
+        assert!(reserved_id(0x20_0001), "the RSM library's own range too, as Solaris's library");
     }
 
     #[test]
@@ -359,8 +357,8 @@ mod tests {
         assert_eq!(admit(&e, 4, other, 0o400), Ok(false));
         assert_eq!(admit(&e, 4, other, 0o200), Err(Error::PermissionDenied));
         assert_eq!(admit(&e, 4, Credentials { uid: 0, gid: 0 }, 0o600), Ok(true), "root");
-        assert!(matches!(admit(&e, 4, owner, 0o700), Err(Error::IllegalParameter(_))));
-        assert!(matches!(admit(&e, 4, owner, 0), Err(Error::IllegalParameter(_))));
+        assert_eq!(admit(&e, 4, owner, 0o700), Err(Error::PermissionDenied));
+        assert_eq!(admit(&e, 4, other, 0), Ok(false), "no access asked, none needed");
     }
 
     #[test]
