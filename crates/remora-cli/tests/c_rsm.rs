@@ -58,14 +58,7 @@ fn server_and_client_on_two_nodes_of_this_host() {
 
 #[test]
 fn server_and_client_on_two_hosts() {
-    let daemon = match remora_testkit::find_daemon() {
-        Ok(d) => d,
-        Err(s) => return eprintln!("skipping multi-host RSM: {}", s.0),
-    };
-    let cl = match remora_testkit::NetCluster::start(2, &daemon) {
-        Ok(c) => c,
-        Err(s) => return eprintln!("skipping multi-host RSM: {}", s.0),
-    };
+    let cl = remora_testkit::cluster_or_skip!(2);
     let env = Env::new();
     let server = env.build_rsm(&root().join("tests/c/rsm/rsm_server.c"));
     let client = env.build_rsm(&root().join("tests/c/rsm/rsm_client.c"));
@@ -159,14 +152,7 @@ fn importers_see_conn_aborted_when_the_exporter_dies() {
 
 #[test]
 fn importers_on_another_host_see_conn_aborted_when_the_exporter_dies() {
-    let daemon = match remora_testkit::find_daemon() {
-        Ok(d) => d,
-        Err(s) => return eprintln!("skipping multi-host RSM: {}", s.0),
-    };
-    let cl = match remora_testkit::NetCluster::start(2, &daemon) {
-        Ok(c) => c,
-        Err(s) => return eprintln!("skipping multi-host RSM: {}", s.0),
-    };
+    let cl = remora_testkit::cluster_or_skip!(2);
     let env = Env::new();
     let server = env.build_rsm(&root().join("tests/c/rsm/rsm_server.c"));
     let loss = env.build_rsm(&root().join("tests/c/rsm/rsm_loss.c"));

@@ -11,15 +11,6 @@ use crate::import::ImportSegment;
 use crate::{Error, Result};
 use std::sync::Mutex;
 
-/// Barrier scoping of `put`/`get` (`rsm_barrier_mode_t`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BarrierMode {
-    /// The program brackets accesses with open and close (`RSM_BARRIER_MODE_EXPLICIT`).
-    Explicit,
-    /// Each access completes or fails by itself (`RSM_BARRIER_MODE_IMPLICIT`, the default).
-    Implicit,
-}
-
 /// What a barrier covers (`rsm_barrier_type_t`). Every kind covers the accesses of the
 /// import it was made on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

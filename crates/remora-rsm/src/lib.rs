@@ -27,6 +27,7 @@
 //! import.map(None, MapAttr::None, Permission::READ, 0, 4096).unwrap();
 //! ```
 
+mod access;
 mod barrier;
 mod error;
 mod export;
@@ -34,10 +35,11 @@ mod import;
 mod signal;
 mod topology;
 
-pub use barrier::{Barrier, BarrierMode, BarrierType};
+pub use access::{IoVec, LocalMemory, LocalSide, MAX_SGIOREQS};
+pub use barrier::{Barrier, BarrierType};
 pub use error::{Error, Result};
 pub use export::{CreateFlags, ExportSegment};
-pub use import::{ImportSegment, IoVec, LocalMemory, LocalSide, MapAttr, MAX_SGIOREQS};
+pub use import::{BarrierMode, ImportSegment, MapAttr};
 pub use remora_proto::AccessEntry;
 pub use remora_sys::user_memory::UserRegion;
 pub use topology::{segment_id_range, Neighbour, Topology};

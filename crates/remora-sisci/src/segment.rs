@@ -68,10 +68,7 @@ impl LocalSegment {
         let Reply::Segment { seg, id, size, prepared, .. } = reply else {
             return Err(Error::System(format!("unexpected reply {reply:?}")));
         };
-        let memfd = match fds.into_iter().next() {
-            Some(fd) => Some(Memfd::from_fd(fd)?),
-            None => None,
-        };
+        let memfd = first_memfd(fds)?;
         let inner = Arc::new(LocalInner {
             token: Mutex::new(Some(desc.inner.deps.token())),
             desc: desc.clone(),
@@ -293,6 +290,11 @@ impl LocalSegment {
     }
 }
 
+/// The memfd a reply carried (the first descriptor), if any.
+fn first_memfd(fds: Vec<std::os::fd::OwnedFd>) -> Result<Option<Memfd>> {
+    fds.into_iter().next().map(Memfd::from_fd).transpose().map_err(Error::from)
+}
+
 /// Flags of [`RemoteSegment::connect_with`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ConnectFlags {
@@ -351,10 +353,7 @@ fn connect_on(
     let Reply::Connected { conn, size } = reply else {
         return Err(Error::System(format!("unexpected reply {reply:?}")));
     };
-    let memfd = match fds.into_iter().next() {
-        Some(fd) => Some(Memfd::from_fd(fd)?),
-        None => None,
-    };
+    let memfd = first_memfd(fds)?;
     Ok((conn, size as usize, memfd))
 }
 
@@ -474,10 +473,7 @@ impl RemoteSegment {
             Reply::Connected { conn, size } | Reply::RsmConnected { conn, size, .. } => (conn, size as usize),
             ref other => return Err(Error::System(format!("unexpected reply {other:?}"))),
         };
-        let memfd = match fds.into_iter().next() {
-            Some(fd) => Some(Memfd::from_fd(fd)?),
-            None => None,
-        };
+        let memfd = first_memfd(fds)?;
         let inner = Arc::new(RemoteInner {
             token: Mutex::new(Some(desc.inner.deps.token())),
             desc: desc.clone(),

@@ -51,27 +51,16 @@ impl Env {
 
     /// Compile a SCIF program the way the MPSS tutorials do (`-lscif -lpthread`).
     pub fn build_scif(&self, src: &Path) -> PathBuf {
-        let out = self.prefix.path().join(src.file_stem().unwrap());
-        let p = self.prefix.path();
-        let o = Command::new("cc")
-            .args(["-std=gnu99", "-Wall", "-Wextra", "-Werror", "-D_REENTRANT"])
-            .arg("-I")
-            .arg(p.join("include"))
-            .arg(src)
-            .arg("-o")
-            .arg(&out)
-            .arg("-L")
-            .arg(p.join("lib64"))
-            .arg(format!("-Wl,-rpath,{}", p.join("lib64").display()))
-            .args(["-lscif", "-lpthread"])
-            .output()
-            .expect("cc must be installed (apt-get install gcc)");
-        assert!(o.status.success(), "cc {}: {}", src.display(), String::from_utf8_lossy(&o.stderr));
-        out
+        self.build_linked(src, &["-lscif", "-lpthread"])
     }
 
     /// Compile an RSM program the way Solaris programs are built (`-lrsm`).
     pub fn build_rsm(&self, src: &Path) -> PathBuf {
+        self.build_linked(src, &["-lrsm"])
+    }
+
+    /// Compile `src` against the installed headers and link it with `libs`.
+    fn build_linked(&self, src: &Path, libs: &[&str]) -> PathBuf {
         let out = self.prefix.path().join(src.file_stem().unwrap());
         let p = self.prefix.path();
         let o = Command::new("cc")
@@ -84,7 +73,7 @@ impl Env {
             .arg("-L")
             .arg(p.join("lib64"))
             .arg(format!("-Wl,-rpath,{}", p.join("lib64").display()))
-            .arg("-lrsm")
+            .args(libs)
             .output()
             .expect("cc must be installed (apt-get install gcc)");
         assert!(o.status.success(), "cc {}: {}", src.display(), String::from_utf8_lossy(&o.stderr));
