@@ -153,8 +153,6 @@ int main(void)
     EXPECT(err, SCI_ERR_OK);
     SCIDisconnectSegment(rseg, 0, &err);
     EXPECT(err, SCI_ERR_BUSY);
-    SCIClose(dev, 0, &err);
-    EXPECT(err, SCI_ERR_BUSY);
     SCIStartSequence(NULL, 0, &err);
     EXPECT(err, SCI_ERR_ILLEGAL_PARAMETER);
     if (SCIStartSequence(seq, 0, &err) != SCI_SEQ_OK) { fprintf(stderr, "start\n"); return 1; }

@@ -58,6 +58,24 @@ pub(crate) enum Entry {
     RemoteDataIntr(RemoteDataInterrupt),
 }
 
+impl Entry {
+    /// The descriptor the object was made through (`None` for a descriptor itself).
+    pub(crate) fn descriptor(&self) -> Option<&Descriptor> {
+        Some(match self {
+            Entry::Desc(_) => return None,
+            Entry::Local(x) => x.descriptor(),
+            Entry::Remote(x) => x.descriptor(),
+            Entry::Map(x) => x.descriptor(),
+            Entry::Seq(x) => x.descriptor(),
+            Entry::Dma(x) => x.descriptor(),
+            Entry::Intr(x) => x.descriptor(),
+            Entry::RemoteIntr(x) => x.descriptor(),
+            Entry::DataIntr(x) => x.descriptor(),
+            Entry::RemoteDataIntr(x) => x.descriptor(),
+        })
+    }
+}
+
 /// A kind of object that has handles.
 pub(crate) trait Object: Clone {
     /// The kind bits of its handles (non-zero).
@@ -139,6 +157,15 @@ fn read() -> RwLockReadGuard<'static, Table> {
 
 fn write() -> RwLockWriteGuard<'static, Table> {
     table().write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Take every object made through descriptor `d` out of the table (`SCIClose` of a busy
+/// descriptor); they are released when the caller drops them, outside the table's lock.
+pub(crate) fn take_children(d: &Descriptor) -> Vec<Entry> {
+    let mut t = write();
+    let keys: Vec<usize> =
+        t.iter().filter(|(_, e)| e.descriptor().is_some_and(|x| x.same_as(d))).map(|(k, _)| *k).collect();
+    keys.into_iter().filter_map(|k| t.remove(&k)).collect()
 }
 
 /// The counter part of the next handle.

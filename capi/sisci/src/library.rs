@@ -123,7 +123,8 @@ pub unsafe extern "C" fn SCIOpen(sd: *mut sci_desc_t, flags: c_uint, error: *mut
 /// `SCIClose`: close a descriptor; its handle becomes invalid.
 ///
 /// # Errors
-/// `SCI_ERR_BUSY` while segments or connections made through it exist;
+/// `SCI_ERR_BUSY` only when objects made through it stay held (a transfer in flight) 2 s after
+/// they were torn down;
 /// `SCI_ERR_ILLEGAL_PARAMETER` for a NULL, stale or wrong-kind handle;
 /// `SCI_ERR_ILLEGAL_FLAG` for any flag.
 ///
@@ -137,6 +138,18 @@ pub unsafe extern "C" fn SCIClose(sd: sci_desc_t, flags: c_uint, error: *mut sci
         check_flags(flags, 0, 0)?;
         let key = handles::key(sd);
         let desc: Descriptor = handles::get(key)?;
+        // Dolphin's library closes a descriptor with segments, maps, queues or interrupts
+        // still open by tearing them down (programs rely on it): sequences and maps first
+        // (their drop order follows the dependencies), then the rest.
+        if desc.is_busy() {
+            let children = handles::take_children(&desc);
+            drop(children);
+            let t = std::time::Instant::now();
+            // A transfer in flight or a callback running holds its object a moment longer.
+            while desc.is_busy() && t.elapsed() < std::time::Duration::from_secs(2) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
         desc.close()?;
         handles::remove(key);
         Ok(())

@@ -161,9 +161,6 @@ fn scenario() {
     ok!(SCISetSegmentUnavailable(seg, 0, SCI_FLAG_NOTIFY));
     ok!(SCISetSegmentAvailable(seg, 0, 0));
 
-    // A descriptor with a live segment cannot close.
-    fails!(SCI_ERR_BUSY, SCIClose(sd, 0));
-
     // ---- Local map ---------------------------------------------------------------------
     let mut lmap: sci_map_t = null_mut();
     let lptr = ok!(SCIMapLocalSegment(seg, &mut lmap, 0, SIZE, null_mut(), 0));
@@ -413,6 +410,9 @@ fn scenario() {
     // ---- Registered user memory ------------------------------------------------------------
     registered_memory(sd);
 
+    // ---- SCIClose with everything still open tears it all down, as Dolphin's does -----------
+    close_tears_down(sd);
+
     // ---- Terminate -------------------------------------------------------------------------
     ok!(SCIClose(sd, 0));
     SCITerminate();
@@ -425,6 +425,47 @@ fn scenario() {
     assert_eq!(ok!(SCIProbeNode(sd3, 0, NODE, 0)), 1);
     ok!(SCIClose(sd3, 0));
     drop(cleanup);
+}
+
+/// Open a descriptor, leave a segment (mapped, connected, mapped remotely, with a sequence), a
+/// DMA queue and an interrupt open, and close it: the close succeeds, every handle is stale
+/// afterwards, and the node freed the segment id and the interrupt number.
+fn close_tears_down(other: sci_desc_t) {
+    const ID: u32 = 77;
+    const SIZE: usize = 4096;
+    let mut sd: sci_desc_t = null_mut();
+    ok!(SCIOpen(&mut sd, 0));
+    let mut seg: sci_local_segment_t = null_mut();
+    ok!(SCICreateSegment(sd, &mut seg, ID, SIZE, None, null_mut(), 0));
+    ok!(SCIPrepareSegment(seg, 0, 0));
+    ok!(SCISetSegmentAvailable(seg, 0, 0));
+    let mut lmap: sci_map_t = null_mut();
+    ok!(SCIMapLocalSegment(seg, &mut lmap, 0, SIZE, null_mut(), 0));
+    let mut rseg: sci_remote_segment_t = null_mut();
+    ok!(SCIConnectSegment(sd, &mut rseg, NODE, ID, 0, None, null_mut(), 1000, 0));
+    let mut rmap: sci_map_t = null_mut();
+    ok!(SCIMapRemoteSegment(rseg, &mut rmap, 0, SIZE, null_mut(), 0));
+    let mut seq: sci_sequence_t = null_mut();
+    ok!(SCICreateMapSequence(rmap, &mut seq, 0));
+    let mut dq: sci_dma_queue_t = null_mut();
+    ok!(SCICreateDMAQueue(sd, &mut dq, 0, 4, 0));
+    let mut intr: sci_local_interrupt_t = null_mut();
+    let mut no: c_uint = 777;
+    ok!(SCICreateInterrupt(sd, &mut intr, 0, &mut no, None, null_mut(), SCI_FLAG_FIXED_INTNO));
+    ok!(SCIClose(sd, 0));
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveSegment(seg, 0));
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIUnmapSegment(rmap, 0));
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveSequence(seq, 0));
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveDMAQueue(dq, 0));
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIRemoveInterrupt(intr, 0));
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIClose(sd, 0));
+    // The node let go of the id and the number: another descriptor takes them again.
+    let mut again: sci_local_segment_t = null_mut();
+    ok!(SCICreateSegment(other, &mut again, ID, SIZE, None, null_mut(), 0));
+    ok!(SCIRemoveSegment(again, 0));
+    let mut intr2: sci_local_interrupt_t = null_mut();
+    ok!(SCICreateInterrupt(other, &mut intr2, 0, &mut no, None, null_mut(), SCI_FLAG_FIXED_INTNO));
+    ok!(SCIRemoveInterrupt(intr2, 0));
 }
 
 #[test]

@@ -88,6 +88,15 @@ fn bad_dma_and_interrupt_input_gets_documented_codes() {
 }
 
 #[test]
+fn close_with_everything_open_tears_it_down() {
+    let env = Env::new();
+    let exe = env.build(&root().join("tests/c/close_with_children.c"), &[]);
+    let o = env.run(&exe, 4).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && out.contains("passed"), "{out}{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
 fn bad_input_gets_documented_codes() {
     let env = Env::new();
     let exe = env.build(&root().join("tests/c/bad_input.c"), &[]);

@@ -134,6 +134,11 @@ fn in_range(len: usize, off: usize, size: usize) -> bool {
 pub const MIN_CAPACITY: u32 = 256;
 
 impl DmaQueue {
+    /// The descriptor it was made through (`SCIClose` of it with this still open tears this down).
+    pub fn descriptor(&self) -> &Descriptor {
+        &self.inner.desc
+    }
+
     /// `SCICreateDMAQueue` with room for `max_entries` descriptors. As Dolphin's library
     /// does, `max_entries` is a hint that programs get wrong: 0 is accepted, and a queue
     /// holds at least [`MIN_CAPACITY`] descriptors (a longer vector is split, see

@@ -173,6 +173,11 @@ pub struct Interrupt {
 }
 
 impl Interrupt {
+    /// The descriptor it was made through (`SCIClose` of it with this still open tears this down).
+    pub fn descriptor(&self) -> &Descriptor {
+        &self.inner.core.desc
+    }
+
     /// `SCICreateInterrupt`: `intno` `Some` asks for that number (`SCI_FLAG_FIXED_INTNO`).
     ///
     /// # Errors
@@ -356,6 +361,11 @@ pub struct RemoteInterrupt {
 }
 
 impl RemoteInterrupt {
+    /// The descriptor it was made through (`SCIClose` of it with this still open tears this down).
+    pub fn descriptor(&self) -> &Descriptor {
+        &self.inner.core.desc
+    }
+
     /// `SCIConnectInterrupt`: waits up to `timeout` (`None`: forever) for the interrupt.
     ///
     /// # Errors
@@ -419,6 +429,11 @@ pub struct DataInterrupt {
 }
 
 impl DataInterrupt {
+    /// The descriptor it was made through (`SCIClose` of it with this still open tears this down).
+    pub fn descriptor(&self) -> &Descriptor {
+        &self.inner.core.desc
+    }
+
     /// `SCICreateDataInterrupt`.
     ///
     /// # Errors
@@ -510,6 +525,11 @@ pub struct RemoteDataInterrupt {
 }
 
 impl RemoteDataInterrupt {
+    /// The descriptor it was made through (`SCIClose` of it with this still open tears this down).
+    pub fn descriptor(&self) -> &Descriptor {
+        &self.inner.core.desc
+    }
+
     /// `SCIConnectDataInterrupt`.
     ///
     /// # Errors

@@ -237,6 +237,17 @@ pub struct Descriptor {
 }
 
 impl Descriptor {
+    /// Whether segments, connections, maps, queues or interrupts made through it exist
+    /// (`SCIClose` of a busy descriptor tears them down first, as Dolphin's library does).
+    pub fn is_busy(&self) -> bool {
+        self.inner.deps.busy()
+    }
+
+    /// Whether `other` is this descriptor (a clone of it).
+    pub fn same_as(&self, other: &Descriptor) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// `SCIOpen`: open a session with the node daemon, starting it if none runs.
     ///
     /// # Errors

@@ -127,6 +127,14 @@ pub struct Map {
 }
 
 impl Map {
+    /// The descriptor it was made through (the segment's).
+    pub fn descriptor(&self) -> &Descriptor {
+        match &self.inner.parent {
+            MapParent::Local(s) => s.descriptor(),
+            MapParent::Remote(s) => s.descriptor(),
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn create(
         session: Arc<Session>,
@@ -376,6 +384,11 @@ pub struct Sequence {
 }
 
 impl Sequence {
+    /// The descriptor it was made through (its map's).
+    pub fn descriptor(&self) -> &Descriptor {
+        self.inner.map.descriptor()
+    }
+
     fn live(&self) -> Result<&SeqInner> {
         if self.inner.removed.load(Ordering::Acquire) {
             return Err(Error::IllegalParameter("sequence removed".into()));

@@ -55,6 +55,11 @@ pub struct LocalSegment {
 }
 
 impl LocalSegment {
+    /// The descriptor it was made through (`SCIClose` of it with this still open tears this down).
+    pub fn descriptor(&self) -> &Descriptor {
+        &self.inner.desc
+    }
+
     pub(crate) fn from_inner(inner: Arc<LocalInner>) -> LocalSegment {
         LocalSegment { inner }
     }
@@ -358,6 +363,11 @@ fn connect_on(
 }
 
 impl RemoteSegment {
+    /// The descriptor it was made through (`SCIClose` of it with this still open tears this down).
+    pub fn descriptor(&self) -> &Descriptor {
+        &self.inner.desc
+    }
+
     pub(crate) fn from_inner(inner: Arc<RemoteInner>) -> RemoteSegment {
         RemoteSegment { inner }
     }
