@@ -11,6 +11,10 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// How long a connect waits for a node of this host whose daemon is not up yet (it starts
+/// in milliseconds; this is many times that).
+pub const STARTUP_GRACE: Duration = Duration::from_secs(3);
+
 /// One connection to the daemon, as the personalities see it.
 pub(crate) struct Session {
     /// The node.
@@ -86,6 +90,31 @@ impl Session {
     pub async fn ask(&self, node: u32, req: PeerRequest) -> Result<Answer, Error> {
         let t = self.node.transports().to(node).cloned().ok_or(Error::NoSuchNode)?;
         self.ask_via(&t, node, req).await
+    }
+
+    /// The transport that reaches `node` for a connect. A node of this host whose daemon is
+    /// still starting (a program started a moment before its peer) is waited for, up to
+    /// [`STARTUP_GRACE`] or the caller's timeout, whichever is shorter, before the node is
+    /// declared not to exist.
+    ///
+    /// # Errors
+    /// `NoSuchNode` when no transport reaches it by then; `Protocol` when the caller hangs
+    /// up meanwhile.
+    pub async fn reach(&self, node: u32, timeout_ms: Option<u32>) -> Result<Arc<dyn Transport>, Error> {
+        let grace = timeout_ms.map_or(STARTUP_GRACE, |t| Duration::from_millis(t.into()).min(STARTUP_GRACE));
+        let deadline = Instant::now() + grace;
+        loop {
+            if let Some(t) = self.node.transports().to(node) {
+                return Ok(t.clone());
+            }
+            if node == 0 || Instant::now() >= deadline {
+                return Err(Error::NoSuchNode);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+                _ = self.conn.hangup() => return Err(Error::Protocol("caller hung up".into())),
+            }
+        }
     }
 
     /// [`Session::ask`] through a transport the caller already picked.

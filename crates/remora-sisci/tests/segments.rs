@@ -118,10 +118,33 @@ fn connect_rules_and_waiting() {
     let h = common::Harness::new();
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    // Unknown node: at once, even with an infinite timeout.
+    // A node of this host that never comes up: NO_SUCH_NODEID once the start-up grace (3 s)
+    // or the caller's shorter timeout has passed, even with an infinite timeout.
     let t = Instant::now();
     assert_eq!(RemoteSegment::connect(&b, 99, 1, 0, None).unwrap_err(), Error::NoSuchNode);
+    assert!(t.elapsed() >= Duration::from_secs(2) && t.elapsed() < Duration::from_secs(10));
+    let t = Instant::now();
+    let short = Some(Duration::from_millis(100));
+    assert_eq!(RemoteSegment::connect(&b, 99, 1, 0, short).unwrap_err(), Error::NoSuchNode);
     assert!(t.elapsed() < Duration::from_secs(2));
+    // A node whose daemon starts after the connect began (a client started a moment before
+    // its server) is waited for, as Dolphin's driver waits for a node coming up.
+    let late = std::thread::spawn({
+        let cfg = h.config(16);
+        move || {
+            std::thread::sleep(Duration::from_millis(300));
+            let d = Descriptor::open(&Sisci::with_config(cfg)).unwrap();
+            let s = LocalSegment::create(&d, Some(5), 4096, CreateFlags::default()).unwrap();
+            s.prepare(0).unwrap();
+            s.set_available(0).unwrap();
+            std::thread::sleep(Duration::from_secs(2));
+            drop((s, d));
+        }
+    });
+    let r = RemoteSegment::connect(&b, 16, 5, 0, Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(r.size(), 4096);
+    r.disconnect().unwrap();
+    late.join().unwrap();
     // Missing segment: NO_SUCH_SEGMENT when the wait runs out.
     let t = Instant::now();
     assert_eq!(

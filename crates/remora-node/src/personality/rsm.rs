@@ -269,8 +269,9 @@ fn connect_here(
 
 /// `rsm_memseg_import_connect` to an export of another node, through its transport.
 async fn connect_far(s: &Session, node: u32, id: u32, perm: u32, creds: Credentials, signal: u32) -> Outcome {
-    let Some(t) = s.node.transports().to(node).cloned() else {
-        return (Err(Error::NoSuchNode), vec![]);
+    let t = match s.reach(node, None).await {
+        Ok(t) => t,
+        Err(e) => return (Err(e), vec![]),
     };
     let shared = t.shares_memory();
     let req = PeerRequest::Rsm(RsmPeerRequest::Connect { id, perm, creds, signal });

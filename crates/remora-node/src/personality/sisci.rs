@@ -19,9 +19,14 @@ fn unexpected(other: impl std::fmt::Debug) -> Error {
     Error::Protocol(format!("unexpected answer {other:?}"))
 }
 
-/// The transport that reaches `node`, and whether it shares memory.
-fn transport_to(s: &Session, node: u32) -> Result<(Arc<dyn Transport>, bool), Error> {
-    let t = s.node.transports().to(node).cloned().ok_or(Error::NoSuchNode)?;
+/// The transport that reaches `node` (waiting a moment for a node of this host whose
+/// daemon is starting, see [`Session::reach`]), and whether it shares memory.
+async fn transport_to(
+    s: &Session,
+    node: u32,
+    timeout_ms: Option<u32>,
+) -> Result<(Arc<dyn Transport>, bool), Error> {
+    let t = s.reach(node, timeout_ms).await?;
     let shared = t.shares_memory();
     Ok((t, shared))
 }
@@ -190,7 +195,7 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
 
 /// `SCIConnectSegment` to a segment of another node, through its transport.
 async fn connect_far(s: &Session, node: u32, id: u32, timeout_ms: Option<u32>) -> Outcome {
-    let (t, shared) = match transport_to(s, node) {
+    let (t, shared) = match transport_to(s, node, timeout_ms).await {
         Ok(x) => x,
         Err(e) => return (Err(e), vec![]),
     };
@@ -219,7 +224,7 @@ async fn connect_interrupt_far(
     data: bool,
     timeout_ms: Option<u32>,
 ) -> Outcome {
-    let (t, shared) = match transport_to(s, node) {
+    let (t, shared) = match transport_to(s, node, timeout_ms).await {
         Ok(x) => x,
         Err(e) => return (Err(e), vec![]),
     };

@@ -37,10 +37,11 @@ pub(crate) async fn handle(s: &mut Session, req: ScifRequest, mut fds: Vec<Owned
             }
             let ringer = fds.remove(0);
             if node != me {
-                return match s.node.transports().to(node).map(|t| t.shares_memory()) {
-                    Some(false) => connect_out(s, node, port, (from_node, from_port), ringer).await,
-                    Some(true) => (Ok(Reply::ScifDialDirect), vec![]),
-                    None => (Err(Error::NoSuchNode), vec![]),
+                // A node of this host whose daemon is still starting is waited for a moment.
+                return match s.reach(node, None).await.map(|t| t.shares_memory()) {
+                    Ok(false) => connect_out(s, node, port, (from_node, from_port), ringer).await,
+                    Ok(true) => (Ok(Reply::ScifDialDirect), vec![]),
+                    Err(e) => (Err(e), vec![]),
                 };
             }
             let queued = s.node.scif().request(sid, port, (from_node, from_port), ringer, None);
