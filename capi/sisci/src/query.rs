@@ -115,7 +115,7 @@ fn adapter_answer(info: &AdapterInfo, sub: u32, port: u32) -> Outcome<u32> {
 /// * `SCI_Q_LOCAL_SEGMENT`/`SCI_Q_REMOTE_SEGMENT` with `..._IOADDR`: the synthetic
 ///   address `(node << 32) | segment id` ([`segment_ioaddr`]) in `data.ioaddr`.
 /// * `SCI_Q_MAP` with `MAPPED_TO_LOCAL_TARGET` or `QUERY_REMOTE_MAPPED_TO_LOCAL_TARGET`:
-///   1 when the map reaches memory of this host (always, for now).
+///   1 when the map reaches memory of this host, 0 for a map of another host's segment.
 /// * `SCI_Q_DMA` (`sci_query_dma_t`, DMA kind in `flags`; every kind is the node's one
 ///   engine): `AVAILABLE` is 1; `CAPABILITIES` fills a `sci_dma_capabilities_t` (one
 ///   channel, transfers up to 4 GiB - 1 per element, vectors as long as the queue, local

@@ -224,9 +224,10 @@ impl Map {
     }
 
     /// Whether the memory behind the map is on this host (`SCI_Q_MAP_MAPPED_TO_LOCAL_TARGET`):
-    /// always, for segments of nodes of this host.
+    /// yes for segments of nodes of this host (a shared mapping), no for a map of another
+    /// host's segment (pages served by the DSM pager).
     pub fn is_local_target(&self) -> bool {
-        true
+        self.dsm_direct().is_none()
     }
 
     /// Whether the map's address range contains `addr..addr+len`; the offset if so.

@@ -49,6 +49,8 @@ fn ping_pong_through_maps_across_hosts() {
     assert_eq!(rb.dsm_direct(), Some(true));
     assert_eq!(ra.dsm_direct(), Some(true));
     assert_eq!(la.dsm_direct(), None);
+    // SCI_Q_MAP_MAPPED_TO_LOCAL_TARGET: a map of another host's segment is not local memory.
+    assert!(!rb.is_local_target() && !ra.is_local_target() && la.is_local_target());
     const ROUNDS: u64 = 200;
     // Every round carries 7 data words, then `SCIFlush`, then the flag word 0: the flag
     // never arrives ahead of its data. (Without the flush the stores may land in any
