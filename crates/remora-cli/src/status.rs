@@ -120,6 +120,10 @@ pub fn probe(node: u32) -> Result<(), String> {
             println!("node {node} is reachable from node {}", cfg.node);
             Ok(())
         }
+        Err(remora_client::ClientError::Daemon(remora_proto::Error::NodeNotResponding)) => Err(format!(
+            "node {node} is known to node {} but does not answer (SCI_ERR_NODE_NOT_RESPONDING)",
+            cfg.node
+        )),
         _ => Err(format!("node {node} is not reachable from node {} (SCI_ERR_NO_SUCH_NODEID)", cfg.node)),
     }
 }

@@ -164,12 +164,19 @@ async fn handle(s: &mut Session, req: Request, fds: Vec<OwnedFd>) -> Outcome {
             (Ok(Reply::Ok), vec![])
         }
         Request::Probe { node } => {
-            let reachable = node == s.me()
-                || matches!(
-                    tokio::time::timeout(Duration::from_secs(2), s.ask(node, PeerRequest::Probe)).await,
-                    Ok(Ok(_))
-                );
-            (Ok(Reply::Probe { reachable }), vec![])
+            // Three answers, as Dolphin's driver gives them: the node answers; a node some
+            // transport reaches (a node of this host, or one of the cluster) does not
+            // answer (NODE_NOT_RESPONDING); no transport reaches it at all (NO_SUCH_NODEID).
+            if node == s.me() {
+                return (Ok(Reply::Probe { reachable: true }), vec![]);
+            }
+            if s.node.transports().to(node).is_none() {
+                return (Err(Error::NoSuchNode), vec![]);
+            }
+            match tokio::time::timeout(Duration::from_secs(2), s.ask(node, PeerRequest::Probe)).await {
+                Ok(Ok(_)) => (Ok(Reply::Probe { reachable: true }), vec![]),
+                _ => (Err(Error::NodeNotResponding), vec![]),
+            }
         }
         Request::Status => (Ok(Reply::Status(status(s))), vec![]),
         Request::Shutdown => {

@@ -310,12 +310,14 @@ impl Descriptor {
     /// `SCIProbeNode`: whether `node` answers.
     ///
     /// # Errors
-    /// [`Error::NoSuchAdapter`] for an adapter other than 0; [`Error::NoSuchNode`] when the
-    /// node is unknown or does not answer.
+    /// [`Error::NoSuchAdapter`] for an adapter other than 0; [`Error::NoSuchNode`] when no
+    /// link reaches the node (not of this host, not in the cluster);
+    /// [`Error::NodeNotResponding`] when it is reachable but does not answer.
     pub fn probe_node(&self, adapter: u32, node: u32) -> Result<bool> {
         check_adapter(adapter)?;
         match self.live()?.session.request(Request::Probe { node }, &[])?.0 {
             Reply::Probe { reachable: true } => Ok(true),
+            // An older daemon's answer for a node it cannot reach.
             Reply::Probe { reachable: false } => Err(Error::NoSuchNode),
             other => Err(Error::System(format!("unexpected reply {other:?}"))),
         }

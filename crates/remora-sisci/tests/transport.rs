@@ -150,3 +150,14 @@ fn tcp_pulls_in_both_directions_at_once_do_not_deadlock() {
     lb.map(0, SIZE, None, MapFlags::default()).unwrap().read(0, &mut got).unwrap();
     assert_eq!(common::checksum(&got), common::checksum(&common::pattern(SIZE, 1)));
 }
+
+#[test]
+fn probe_tells_an_unknown_node_from_a_silent_one() {
+    // Node 8 is in the cluster but its daemon never starts: known, not answering.
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    assert_eq!(a.probe_node(0, 4), Ok(true));
+    assert_eq!(a.probe_node(0, 8), Err(Error::NodeNotResponding));
+    // Node 12 is neither in the cluster nor on this host.
+    assert_eq!(a.probe_node(0, 12), Err(Error::NoSuchNode));
+}
