@@ -43,8 +43,12 @@ enum Cmd {
         #[arg(long)]
         prefix: PathBuf,
     },
-    /// Measure Remora beside its raw reference in the same run.
+    /// Measure Remora beside its raw reference in the same run; each row says whether it
+    /// meets its target, and a summary of every target ends the run.
     Bench {
+        /// Also write every row (figures, ratio, target, verdict) as JSON to this file.
+        #[arg(long, global = true)]
+        json: Option<PathBuf>,
         #[command(subcommand)]
         which: bench::Which,
     },
@@ -57,7 +61,7 @@ fn main() {
         Cmd::Probe { node } => status::probe(node),
         Cmd::Shutdown { node, all } => status::shutdown(node, all),
         Cmd::Install { prefix } => install::install(&prefix),
-        Cmd::Bench { which } => bench::run(which),
+        Cmd::Bench { which, json } => bench::run(which, json.as_deref()),
     };
     if let Err(e) = r {
         eprintln!("remora: {e}");

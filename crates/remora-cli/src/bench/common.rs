@@ -19,11 +19,17 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
 }
 
 pub(crate) fn header() {
-    println!("{:<34} {:>14} {:>14} {:>8}  target", "measure", "remora", "reference", "ratio");
+    println!(
+        "{:<34} {:>14} {:>14} {:>8}  {:<7} target",
+        "measure", "remora", "reference", "ratio", "verdict"
+    );
 }
 
+/// Print a row and keep it (with its verdict against the target) for the summary and
+/// `--json`.
 pub(crate) fn row(name: &str, ours: String, theirs: String, ratio: f64, target: &str) {
-    println!("{name:<34} {ours:>14} {theirs:>14} {ratio:>8.2}  {target}");
+    let verdict = super::verdict::record(name, &ours, &theirs, ratio, target);
+    println!("{name:<34} {ours:>14} {theirs:>14} {ratio:>8.2}  {verdict:<7} {target}");
 }
 
 /// The two nodes a benchmark uses: this process's node and the next one (node + 4).

@@ -16,6 +16,7 @@ mod pio;
 mod rsm;
 mod scif;
 mod tcp;
+mod verdict;
 
 use clap::Subcommand;
 use dma::*;
@@ -166,7 +167,29 @@ pub enum Which {
     },
 }
 
-pub fn run(w: Which) -> Result<(), String> {
+/// Run benchmark `w`, then print the summary of targets and, with `json`, write every
+/// row there.
+pub fn run(w: Which, json: Option<&std::path::Path>) -> Result<(), String> {
+    let summarise = !matches!(
+        w,
+        Which::ScifChild { .. }
+            | Which::IntrChild { .. }
+            | Which::DsmChild { .. }
+            | Which::TcpEcho { .. }
+            | Which::TcpPing { .. }
+            | Which::PioChild { .. }
+    );
+    let r = run_one(w);
+    if summarise {
+        verdict::summary();
+        if let Some(path) = json {
+            std::fs::write(path, verdict::json()).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
+    r
+}
+
+fn run_one(w: Which) -> Result<(), String> {
     match w {
         Which::Pio { batch, rounds } => pio(batch, rounds),
         Which::Memcpy { reps } => memcpy(reps),
