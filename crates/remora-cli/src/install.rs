@@ -36,6 +36,31 @@ fn built(name: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// The systemd unit of a node: instance `N` runs node `N` in `/run/remora` (shared by every
+/// user of the host, as `/tmp` is, so their programs reach it; access lists decide the rest).
+fn systemd_unit(remorad: &Path) -> String {
+    format!(
+        "[Unit]\n\
+         Description=Remora node %i (software remote-memory interconnect)\n\
+         After=network-online.target\n\
+         Wants=network-online.target\n\
+         \n\
+         [Service]\n\
+         Type=simple\n\
+         ExecStart={} --node %i --runtime-dir /run/remora\n\
+         Environment=REMORA_LOG=info\n\
+         RuntimeDirectory=remora\n\
+         RuntimeDirectoryMode=1777\n\
+         RuntimeDirectoryPreserve=yes\n\
+         LimitMEMLOCK=infinity\n\
+         Restart=on-failure\n\
+         \n\
+         [Install]\n\
+         WantedBy=multi-user.target\n",
+        remorad.display()
+    )
+}
+
 pub fn install(prefix: &Path) -> Result<(), String> {
     let inc = prefix.join("include");
     let dis = inc.join("dis");
@@ -63,6 +88,10 @@ pub fn install(prefix: &Path) -> Result<(), String> {
     let _ = std::fs::remove_file(&p);
     std::os::unix::fs::symlink("librsm.so.2", &p).map_err(|e| format!("{}: {e}", p.display()))?;
     copy(&built("remorad")?, &bin.join("remorad"))?;
+    // One node per instance: `systemctl enable --now remorad@4`.
+    let unit_dir = prefix.join("lib/systemd/system");
+    std::fs::create_dir_all(&unit_dir).map_err(|e| format!("{}: {e}", unit_dir.display()))?;
+    write(&unit_dir.join("remorad@.service"), &systemd_unit(&bin.join("remorad")))?;
     copy(&built("remora")?, &bin.join("remora"))?;
     let pc = format!(
         "prefix={}\nincludedir=${{prefix}}/include\nlibdir=${{prefix}}/lib64\n\n\

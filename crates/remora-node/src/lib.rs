@@ -159,8 +159,10 @@ pub fn run(config: Config) -> Result<(), StartError> {
     });
     tracing::info!(node = node.config.node, socket = %sock.display(), "node daemon up");
     let result = rt.block_on(serve(node.clone(), listener));
-    // Only remove the socket if it is still ours (a successor may have replaced it).
+    // A clean exit (shutdown, idle, SIGTERM, SIGINT) leaves nothing behind: the socket and
+    // the lock file go (the lock is still held while its file is removed).
     let _ = std::fs::remove_file(&sock);
+    let _ = std::fs::remove_file(paths::lock_path(&node.config.runtime_dir, node.config.node));
     drop(lock_file);
     tracing::info!(node = node.config.node, "node daemon down");
     result

@@ -31,12 +31,41 @@ struct Args {
 }
 
 /// Re-run this program without `--detach` as a grandchild of the caller: the caller reaps
-/// us at once and the daemon is adopted by init, so it leaves no zombie behind.
-fn detach() -> ! {
+/// us at once and the daemon is adopted by init, so it leaves no zombie behind. The daemon
+/// gets no terminal: its input is `/dev/null` and its output goes, as plain text, to
+/// `node-N.log` in the runtime directory.
+fn detach(runtime_dir: &std::path::Path, node: u32) -> ! {
     use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("remorad"));
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--detach").collect();
-    match std::process::Command::new(exe).args(args).process_group(0).spawn() {
+    if let Err(e) = remora_proto::paths::ensure_dir(runtime_dir) {
+        eprintln!("remorad: cannot detach: runtime directory {}: {e}", runtime_dir.display());
+        std::process::exit(1);
+    }
+    let log_path = runtime_dir.join(format!("node-{node}.log"));
+    let log = match std::fs::OpenOptions::new().create(true).append(true).open(&log_path) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("remorad: cannot detach: log file {}: {e}", log_path.display());
+            std::process::exit(1);
+        }
+    };
+    let out = match log.try_clone() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("remorad: cannot detach: {e}");
+            std::process::exit(1);
+        }
+    };
+    let child = std::process::Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(log)
+        .process_group(0)
+        .spawn();
+    match child {
         Ok(_) => std::process::exit(0),
         Err(e) => {
             eprintln!("remorad: cannot detach: {e}");
@@ -60,17 +89,20 @@ fn main() {
             std::process::exit(2);
         }
     };
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colours only for a terminal: a log file gets plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
     let args = Args::parse();
-    if args.detach {
-        detach();
-    }
     let node = args.node.unwrap_or(env.node);
     if node == 0 || node > remora_config::MAX_NODE {
         eprintln!("remorad: --node {node}: allowed: 1..={}", remora_config::MAX_NODE);
         std::process::exit(2);
     }
-    let mut cfg = remora_node::Config::new(node, args.runtime_dir.unwrap_or_else(|| env.runtime_dir.clone()));
+    let runtime_dir = args.runtime_dir.clone().unwrap_or_else(|| env.runtime_dir.clone());
+    if args.detach {
+        detach(&runtime_dir, node);
+    }
+    let mut cfg = remora_node::Config::new(node, runtime_dir);
     cfg.idle_exit = (args.idle_exit > 0).then(|| Duration::from_secs(args.idle_exit));
     cfg.auto_started = args.auto;
     let cluster = match &args.cluster {

@@ -1,0 +1,52 @@
+//! `remorad` as an operator runs it: `--detach` leaves the terminal alone and logs plain
+//! text to `node-N.log`; SIGTERM and SIGINT end it cleanly, leaving neither socket nor lock.
+
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(t.elapsed() < Duration::from_secs(10), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The daemon's pid, from the socket's peer credentials.
+fn daemon_pid(sock: &Path) -> u32 {
+    let fd = remora_sys::seqpacket::connect(sock, false).unwrap();
+    remora_sys::seqpacket::peer_pid(fd.as_fd()).unwrap()
+}
+
+#[test]
+fn detached_daemon_logs_plain_text_and_exits_cleanly_on_signals() {
+    for signal in ["-TERM", "-INT"] {
+        let dir = tempfile::Builder::new().prefix("remora-daemon").tempdir().unwrap();
+        let node = 44;
+        let out = Command::new(env!("CARGO_BIN_EXE_remorad"))
+            .args(["--detach", "--node", &node.to_string(), "--runtime-dir"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stdout.is_empty() && out.stderr.is_empty(), "detached means nothing on the terminal");
+        let sock = remora_proto::paths::socket_path(dir.path(), node);
+        let lock = remora_proto::paths::lock_path(dir.path(), node);
+        wait_until("the socket", || sock.exists());
+        let log = dir.path().join(format!("node-{node}.log"));
+        wait_until("the log line", || {
+            std::fs::read_to_string(&log).is_ok_and(|t| t.contains("node daemon up"))
+        });
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(!text.contains('\u{1b}'), "no colour codes in a log file: {text:?}");
+        let pid = daemon_pid(&sock);
+        assert!(Command::new("kill").arg(signal).arg(pid.to_string()).status().unwrap().success());
+        wait_until("the daemon to leave", || !Path::new(&format!("/proc/{pid}")).exists() || !sock.exists());
+        wait_until("the socket and lock to go", || !sock.exists() && !lock.exists());
+        wait_until("the last log line", || {
+            std::fs::read_to_string(&log).is_ok_and(|t| t.contains("node daemon down"))
+        });
+    }
+}
