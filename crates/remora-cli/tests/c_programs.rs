@@ -136,6 +136,26 @@ fn bad_configuration_names_the_variable_beside_the_code() {
 }
 
 #[test]
+fn a_daemon_that_cannot_start_says_why() {
+    let env = Env::new();
+    let exe = env.build(&root().join("tests/c/bad_config.c"), &[]);
+    let rt = env.runtime.path().join("fresh");
+    for (var, value, says) in [
+        ("REMORA_DAEMON", "/nonexistent/remorad", "cannot run /nonexistent/remorad"),
+        ("REMORA_DAEMON", "/bin/false", "/bin/false exited with"),
+        ("REMORA_RUNTIME_DIR", "/proc/remora-test", "runtime directory /proc/remora-test"),
+    ] {
+        let o = env.run(&exe, 4).env("REMORA_RUNTIME_DIR", &rt).env(var, value).output().unwrap();
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        // SCIOpen fails with SCI_ERR_SYSTEM (the program exits 2 for a code other than
+        // ILLEGAL_PARAMETER), and one line on stderr says why.
+        assert_eq!(o.status.code(), Some(2), "{var}={value:?}: {out}{err}");
+        let line = "remora: node 4: cannot start its daemon: ";
+        assert!(err.lines().any(|l| l.starts_with(line) && l.contains(says)), "{var}={value:?}: {err}");
+    }
+}
+
+#[test]
 fn a_signal_storm_loses_no_call_and_keeps_the_session_in_step() {
     let env = Env::new();
     let exe = env.build(&root().join("tests/c/signal_storm.c"), &[]);

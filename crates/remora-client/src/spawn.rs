@@ -11,51 +11,81 @@ use std::time::{Duration, Instant};
 const START_WAIT: Duration = Duration::from_secs(10);
 
 fn candidate(dir: &Path) -> Option<PathBuf> {
-    [dir.join("remorad"), dir.join("../bin/remorad")].into_iter().find(|p| p.is_file())
+    Some(dir.join("remorad")).filter(|p| p.is_file())
 }
 
-/// Find `remorad`: `REMORA_DAEMON` (via [`Config::daemon`]), beside the library or
-/// executable this code is linked into, in that prefix's `bin`, beside the running
-/// executable (and one level up, for test binaries under `target/*/deps`), then on `PATH`.
-pub fn find_daemon(cfg: &Config) -> Option<PathBuf> {
-    if let Some(p) = &cfg.daemon {
-        return Some(p.clone());
-    }
+/// Where [`find_daemon`] looks, in order (`REMORA_DAEMON` aside): beside the library or
+/// executable this code is linked into, in that prefix's `bin`, beside the running executable
+/// (and one level up, for test binaries under `target/*/deps`), then on `PATH`.
+fn search_dirs() -> Vec<PathBuf> {
     let here = find_daemon as fn(&Config) -> Option<PathBuf> as usize;
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(obj) = remora_sys::object_containing(here) {
         if let Some(d) = obj.parent() {
             dirs.push(d.to_path_buf());
+            dirs.push(d.join("../bin"));
         }
     }
     if let Ok(exe) = std::env::current_exe() {
         if let Some(d) = exe.parent() {
             dirs.push(d.to_path_buf());
+            dirs.push(d.join("../bin"));
             if let Some(up) = d.parent() {
                 dirs.push(up.to_path_buf());
             }
         }
     }
-    if let Some(p) = dirs.iter().find_map(|d| candidate(d)) {
-        return Some(p);
+    if let Some(p) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&p));
     }
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join("remorad")).find(|p| p.is_file()))
-        .unwrap_or(None)
+    dirs
+}
+
+/// Find `remorad`: `REMORA_DAEMON` (via [`Config::daemon`]), else the first of the
+/// places [`search_dirs`] lists that holds one.
+pub fn find_daemon(cfg: &Config) -> Option<PathBuf> {
+    if let Some(p) = &cfg.daemon {
+        return Some(p.clone());
+    }
+    search_dirs().iter().find_map(|d| candidate(d))
+}
+
+/// Say why the daemon could not start, once per process, on stderr (where a person sees it,
+/// beside the API's error code), and make it the error.
+fn cannot_start(cfg: &Config, why: String) -> ClientError {
+    static SAID: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    let msg = format!("node {}: cannot start its daemon: {why}", cfg.node);
+    SAID.get_or_init(|| eprintln!("remora: {msg}"));
+    ClientError::NoDaemon(msg)
+}
+
+/// The last lines of the node's log (what a daemon that failed said).
+fn log_tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = lines[lines.len().saturating_sub(3)..].join(" | ");
+    if tail.is_empty() {
+        format!("{} is empty", log.display())
+    } else {
+        format!("{} says: {tail}", log.display())
+    }
 }
 
 /// Start the daemon of `cfg.node` (detached, in its own process group) and connect to it.
 pub(crate) fn start_daemon(cfg: &Config) -> Result<OwnedFd, ClientError> {
     let daemon = find_daemon(cfg).ok_or_else(|| {
-        ClientError::NoDaemon(
-            "remorad not found beside the library, in its prefix's bin, on PATH, or at REMORA_DAEMON".into(),
+        let looked: Vec<String> = search_dirs().iter().map(|d| d.display().to_string()).collect();
+        cannot_start(
+            cfg,
+            format!("remorad not found (REMORA_DAEMON is unset; looked in {})", looked.join(", ")),
         )
     })?;
-    paths::ensure_dir(&cfg.runtime_dir)?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(cfg.runtime_dir.join(format!("node-{}.log", cfg.node)))?;
+    paths::ensure_dir(&cfg.runtime_dir)
+        .map_err(|e| cannot_start(cfg, format!("runtime directory {}: {e}", cfg.runtime_dir.display())))?;
+    let log_path = cfg.runtime_dir.join(format!("node-{}.log", cfg.node));
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).map_err(|e| {
+        cannot_start(cfg, format!("runtime directory {} is not writable: {e}", cfg.runtime_dir.display()))
+    })?;
     let mut cmd = Command::new(&daemon);
     if let Some(c) = &cfg.cluster {
         cmd.arg("--cluster").arg(c);
@@ -73,9 +103,12 @@ pub(crate) fn start_daemon(cfg: &Config) -> Result<OwnedFd, ClientError> {
         .stdout(Stdio::null())
         .stderr(log)
         .status()
-        .map_err(|e| ClientError::NoDaemon(format!("cannot run {}: {e}", daemon.display())))?;
+        .map_err(|e| cannot_start(cfg, format!("cannot run {}: {e}", daemon.display())))?;
     if !status.success() {
-        return Err(ClientError::NoDaemon(format!("{} exited with {status}", daemon.display())));
+        return Err(cannot_start(
+            cfg,
+            format!("{} exited with {status}; {}", daemon.display(), log_tail(&log_path)),
+        ));
     }
     let path = paths::socket_path(&cfg.runtime_dir, cfg.node);
     let start = Instant::now();
@@ -84,12 +117,16 @@ pub(crate) fn start_daemon(cfg: &Config) -> Result<OwnedFd, ClientError> {
         match remora_sys::seqpacket::connect(&path, false) {
             Ok(fd) => return Ok(fd),
             Err(e) if start.elapsed() > START_WAIT => {
-                return Err(ClientError::NoDaemon(format!(
-                    "started {} but node {} did not listen within {:?}: {e}",
-                    daemon.display(),
-                    cfg.node,
-                    START_WAIT
-                )))
+                return Err(cannot_start(
+                    cfg,
+                    format!(
+                        "started {} but it did not listen at {} within {:?} ({e}); {}",
+                        daemon.display(),
+                        path.display(),
+                        START_WAIT,
+                        log_tail(&log_path)
+                    ),
+                ))
             }
             Err(_) => {
                 std::thread::sleep(pause);
