@@ -162,9 +162,9 @@ impl From<Error> for Code {
 /// Run an entry point's body: `Ok` is `RSM_SUCCESS`; an error is its code; a panic is
 /// caught and becomes `RSMERR_INTERNAL_ERROR`.
 pub(crate) fn guard(body: impl FnOnce() -> Result<(), Code>) -> c_int {
-    match catch_unwind(AssertUnwindSafe(body)) {
+    remora_sys::cancel::deferred(|| match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => RSM_SUCCESS,
         Ok(Err(Code(c))) => c,
         Err(_) => RSMERR_INTERNAL_ERROR,
-    }
+    })
 }

@@ -39,7 +39,7 @@ pub struct RsmAccessEntry {
 /// `vaddr..vaddr+size` is the caller's memory for the segment's life; `memseg` NULL or
 /// writable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_export_create(
+pub unsafe extern "C-unwind" fn rsm_memseg_export_create(
     controller: *mut c_void,
     memseg: *mut *mut c_void,
     vaddr: *mut c_void,
@@ -72,7 +72,7 @@ pub unsafe extern "C" fn rsm_memseg_export_create(
 /// # Safety
 /// Any value.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_export_destroy(memseg: *mut c_void) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_memseg_export_destroy(memseg: *mut c_void) -> c_int {
     guard(|| {
         let e = handles::export(h(memseg))?;
         e.destroy()?;
@@ -86,7 +86,7 @@ pub unsafe extern "C" fn rsm_memseg_export_destroy(memseg: *mut c_void) -> c_int
 /// # Safety
 /// As for `rsm_memseg_export_create`.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_export_rebind(
+pub unsafe extern "C-unwind" fn rsm_memseg_export_rebind(
     memseg: *mut c_void,
     vaddr: *mut c_void,
     off: i64,
@@ -124,7 +124,7 @@ unsafe fn acl(list: *const RsmAccessEntry, len: c_uint) -> Result<Option<Vec<Acc
 /// # Safety
 /// `segment_id` NULL or read/writable; `access_list` NULL or `access_list_length` entries.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_export_publish(
+pub unsafe extern "C-unwind" fn rsm_memseg_export_publish(
     memseg: *mut c_void,
     segment_id: *mut u32,
     access_list: *const RsmAccessEntry,
@@ -151,7 +151,7 @@ pub unsafe extern "C" fn rsm_memseg_export_publish(
 /// # Safety
 /// `access_list` NULL or `access_list_length` entries.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_export_republish(
+pub unsafe extern "C-unwind" fn rsm_memseg_export_republish(
     memseg: *mut c_void,
     access_list: *const RsmAccessEntry,
     access_list_length: c_uint,
@@ -170,7 +170,7 @@ pub unsafe extern "C" fn rsm_memseg_export_republish(
 /// # Safety
 /// Any value.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_export_unpublish(memseg: *mut c_void) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_memseg_export_unpublish(memseg: *mut c_void) -> c_int {
     guard(|| {
         handles::export(h(memseg)).map_err(|_| Code(RSMERR_BAD_SEG_HNDL))?.unpublish()?;
         Ok(())

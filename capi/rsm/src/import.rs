@@ -105,7 +105,7 @@ pub const BARRIER_MARK: u16 = 0x5253;
 /// # Safety
 /// `im_memseg` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_import_connect(
+pub unsafe extern "C-unwind" fn rsm_memseg_import_connect(
     controller: *mut c_void,
     node_id: u32,
     segment_id: u32,
@@ -130,7 +130,7 @@ pub unsafe extern "C" fn rsm_memseg_import_connect(
 /// # Safety
 /// Any value.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_import_disconnect(im_memseg: *mut c_void) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_memseg_import_disconnect(im_memseg: *mut c_void) -> c_int {
     guard(|| {
         handles::import(h(im_memseg))?.disconnect()?;
         handles::remove(h(im_memseg));
@@ -229,7 +229,7 @@ macro_rules! access {
         /// # Safety
         /// `datap` NULL or `rep_cnt` writable items.
         #[no_mangle]
-        pub unsafe extern "C" fn $get(
+        pub unsafe extern "C-unwind" fn $get(
             im_memseg: *mut c_void,
             offset: i64,
             datap: *mut $t,
@@ -244,7 +244,7 @@ macro_rules! access {
         /// # Safety
         /// `datap` NULL or `rep_cnt` readable items.
         #[no_mangle]
-        pub unsafe extern "C" fn $put(
+        pub unsafe extern "C-unwind" fn $put(
             im_memseg: *mut c_void,
             offset: i64,
             datap: *const $t,
@@ -266,7 +266,7 @@ access!(rsm_memseg_import_get64, rsm_memseg_import_put64, u64);
 /// # Safety
 /// `dst_addr` NULL or `length` writable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_import_get(
+pub unsafe extern "C-unwind" fn rsm_memseg_import_get(
     im_memseg: *mut c_void,
     offset: i64,
     dst_addr: *mut c_void,
@@ -281,7 +281,7 @@ pub unsafe extern "C" fn rsm_memseg_import_get(
 /// # Safety
 /// `src_addr` NULL or `length` readable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_import_put(
+pub unsafe extern "C-unwind" fn rsm_memseg_import_put(
     im_memseg: *mut c_void,
     offset: i64,
     src_addr: *const c_void,
@@ -354,7 +354,7 @@ unsafe fn vectored(sg: *mut RsmScatGath, put: bool) -> c_int {
 /// # Safety
 /// `sg_io` NULL or a valid request whose local memory is the caller's.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_import_putv(sg_io: *mut RsmScatGath) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_memseg_import_putv(sg_io: *mut RsmScatGath) -> c_int {
     // SAFETY: the caller's contract.
     unsafe { vectored(sg_io, true) }
 }
@@ -364,7 +364,7 @@ pub unsafe extern "C" fn rsm_memseg_import_putv(sg_io: *mut RsmScatGath) -> c_in
 /// # Safety
 /// As `rsm_memseg_import_putv`.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_import_getv(sg_io: *mut RsmScatGath) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_memseg_import_getv(sg_io: *mut RsmScatGath) -> c_int {
     // SAFETY: the caller's contract.
     unsafe { vectored(sg_io, false) }
 }
@@ -375,7 +375,7 @@ pub unsafe extern "C" fn rsm_memseg_import_getv(sg_io: *mut RsmScatGath) -> c_in
 /// # Safety
 /// `address` NULL or read/writable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_import_map(
+pub unsafe extern "C-unwind" fn rsm_memseg_import_map(
     im_memseg: *mut c_void,
     address: *mut *mut c_void,
     attr: c_int,
@@ -411,7 +411,7 @@ pub unsafe extern "C" fn rsm_memseg_import_map(
 /// # Safety
 /// Any value.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_import_unmap(im_memseg: *mut c_void) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_memseg_import_unmap(im_memseg: *mut c_void) -> c_int {
     guard(|| {
         handles::import(h(im_memseg))?.unmap()?;
         Ok(())
@@ -442,7 +442,7 @@ unsafe fn barrier(b: *const RsmapiBarrier) -> Result<Arc<Barrier>, Code> {
 /// # Safety
 /// `barrier` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_import_init_barrier(
+pub unsafe extern "C-unwind" fn rsm_memseg_import_init_barrier(
     im_memseg: *mut c_void,
     kind: c_int,
     barrier: *mut RsmapiBarrier,
@@ -472,7 +472,7 @@ pub unsafe extern "C" fn rsm_memseg_import_init_barrier(
 /// # Safety
 /// `barrier` NULL or readable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_import_open_barrier(barrier: *mut RsmapiBarrier) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_memseg_import_open_barrier(barrier: *mut RsmapiBarrier) -> c_int {
     // SAFETY: the caller's contract.
     guard(|| Ok(unsafe { self::barrier(barrier) }?.open()?))
 }
@@ -482,7 +482,7 @@ pub unsafe extern "C" fn rsm_memseg_import_open_barrier(barrier: *mut RsmapiBarr
 /// # Safety
 /// `barrier` NULL or readable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_import_close_barrier(barrier: *mut RsmapiBarrier) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_memseg_import_close_barrier(barrier: *mut RsmapiBarrier) -> c_int {
     // SAFETY: the caller's contract.
     guard(|| Ok(unsafe { self::barrier(barrier) }?.close()?))
 }
@@ -492,7 +492,7 @@ pub unsafe extern "C" fn rsm_memseg_import_close_barrier(barrier: *mut RsmapiBar
 /// # Safety
 /// `barrier` NULL or readable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_import_order_barrier(barrier: *mut RsmapiBarrier) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_memseg_import_order_barrier(barrier: *mut RsmapiBarrier) -> c_int {
     // SAFETY: the caller's contract.
     guard(|| Ok(unsafe { self::barrier(barrier) }?.order()?))
 }
@@ -502,7 +502,7 @@ pub unsafe extern "C" fn rsm_memseg_import_order_barrier(barrier: *mut RsmapiBar
 /// # Safety
 /// `barrier` NULL or read/writable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_import_destroy_barrier(barrier: *mut RsmapiBarrier) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_memseg_import_destroy_barrier(barrier: *mut RsmapiBarrier) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
         let b = unsafe { self::barrier(barrier) }?;
@@ -521,7 +521,7 @@ pub unsafe extern "C" fn rsm_memseg_import_destroy_barrier(barrier: *mut RsmapiB
 /// # Safety
 /// Any values.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_import_set_mode(im_memseg: *mut c_void, mode: c_int) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_memseg_import_set_mode(im_memseg: *mut c_void, mode: c_int) -> c_int {
     guard(|| {
         let i = handles::import(h(im_memseg))?;
         let m = match mode {
@@ -539,7 +539,10 @@ pub unsafe extern "C" fn rsm_memseg_import_set_mode(im_memseg: *mut c_void, mode
 /// # Safety
 /// `mode` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_import_get_mode(im_memseg: *mut c_void, mode: *mut c_int) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_memseg_import_get_mode(
+    im_memseg: *mut c_void,
+    mode: *mut c_int,
+) -> c_int {
     guard(|| {
         let i = handles::import(h(im_memseg))?;
         if mode.is_null() {

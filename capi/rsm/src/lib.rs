@@ -172,7 +172,10 @@ pub(crate) unsafe fn region(addr: *mut c_void, len: usize) -> UserRegion {
 /// # Safety
 /// `name` is NULL or a C string; `controller` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_get_controller(name: *const c_char, controller: *mut *mut c_void) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_get_controller(
+    name: *const c_char,
+    controller: *mut *mut c_void,
+) -> c_int {
     guard(|| {
         if name.is_null() || controller.is_null() {
             return Err(Code(RSMERR_BAD_ADDR));
@@ -192,7 +195,7 @@ pub unsafe extern "C" fn rsm_get_controller(name: *const c_char, controller: *mu
 /// # Safety
 /// Any value.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_release_controller(controller: *mut c_void) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_release_controller(controller: *mut c_void) -> c_int {
     guard(|| {
         handles::controller(h(controller))?;
         handles::remove(h(controller));
@@ -205,7 +208,7 @@ pub unsafe extern "C" fn rsm_release_controller(controller: *mut c_void) -> c_in
 /// # Safety
 /// `attr` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_get_controller_attr(
+pub unsafe extern "C-unwind" fn rsm_get_controller_attr(
     controller: *mut c_void,
     attr: *mut RsmControllerAttr,
 ) -> c_int {
@@ -245,7 +248,7 @@ fn put_name(dst: &mut [c_char; MAXNAMELEN], name: &str) {
 /// # Safety
 /// `topology` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_get_interconnect_topology(topology: *mut *mut RsmTopology) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_get_interconnect_topology(topology: *mut *mut RsmTopology) -> c_int {
     guard(|| {
         if topology.is_null() {
             return Err(Code(RSMERR_BAD_TOPOLOGY_PTR));
@@ -291,7 +294,7 @@ pub unsafe extern "C" fn rsm_get_interconnect_topology(topology: *mut *mut RsmTo
 /// # Safety
 /// NULL or a pointer `rsm_get_interconnect_topology` gave and not freed yet.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_free_interconnect_topology(topology: *mut RsmTopology) {
+pub unsafe extern "C-unwind" fn rsm_free_interconnect_topology(topology: *mut RsmTopology) {
     if !topology.is_null() {
         // SAFETY: one block from calloc, by contract.
         unsafe { free(topology.cast()) };
@@ -303,7 +306,7 @@ pub unsafe extern "C" fn rsm_free_interconnect_topology(topology: *mut RsmTopolo
 /// # Safety
 /// `appid` NULL or a C string; `baseid`, `length` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_get_segmentid_range(
+pub unsafe extern "C-unwind" fn rsm_get_segmentid_range(
     appid: *const c_char,
     baseid: *mut u32,
     length: *mut u32,
@@ -334,7 +337,7 @@ pub unsafe extern "C" fn rsm_get_segmentid_range(
 /// `vaddr..vaddr+len` is the caller's memory while the handle is used; `handle` NULL or
 /// writable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_create_localmemory_handle(
+pub unsafe extern "C-unwind" fn rsm_create_localmemory_handle(
     controller: *mut c_void,
     handle: *mut *mut c_void,
     vaddr: *mut c_void,
@@ -359,7 +362,10 @@ pub unsafe extern "C" fn rsm_create_localmemory_handle(
 /// # Safety
 /// Any values.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_free_localmemory_handle(controller: *mut c_void, handle: *mut c_void) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_free_localmemory_handle(
+    controller: *mut c_void,
+    handle: *mut c_void,
+) -> c_int {
     guard(|| {
         handles::controller(h(controller))?;
         handles::local_mem(h(handle))?;

@@ -39,7 +39,7 @@ const POLLRDNORM: c_short = 0x040;
 /// # Safety
 /// Any values.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_intr_signal_post(memseg: *mut c_void, flags: c_uint) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_intr_signal_post(memseg: *mut c_void, flags: c_uint) -> c_int {
     guard(|| {
         let no_acc = flags & RSM_SIGPOST_NO_ACCUMULATE != 0;
         match handles::get(h(memseg)) {
@@ -55,15 +55,25 @@ pub unsafe extern "C" fn rsm_intr_signal_post(memseg: *mut c_void, flags: c_uint
 /// # Safety
 /// Any values.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_intr_signal_wait(memseg: *mut c_void, timeout: c_int) -> c_int {
-    guard(|| {
-        let t = (timeout >= 0).then(|| Duration::from_millis(timeout as u64));
-        match handles::get(h(memseg)) {
-            Some(Entry::Import(i)) => Ok(i.signal_wait(t)?),
-            Some(Entry::Export(e)) => Ok(e.signal_wait(t)?),
+pub unsafe extern "C-unwind" fn rsm_intr_signal_wait(memseg: *mut c_void, timeout: c_int) -> c_int {
+    // Waited in slices, each a cancellation point between them (see `remora_sys::cancel`).
+    const SLICE: Duration = Duration::from_millis(100);
+    let deadline = (timeout >= 0).then(|| std::time::Instant::now() + Duration::from_millis(timeout as u64));
+    loop {
+        let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        let last = left.is_some_and(|l| l <= SLICE);
+        let slice = Some(left.map_or(SLICE, |l| l.min(SLICE)));
+        let code = guard(|| match handles::get(h(memseg)) {
+            Some(Entry::Import(i)) => Ok(i.signal_wait(slice)?),
+            Some(Entry::Export(e)) => Ok(e.signal_wait(slice)?),
             _ => Err(Code(RSMERR_BAD_SEG_HNDL)),
+        });
+        if code == RSMERR_TIMEOUT && !last {
+            remora_sys::cancel::point();
+            continue;
         }
-    })
+        return code;
+    }
 }
 
 /// `rsm_memseg_get_pollfd`: a descriptor `poll(2)` finds readable while a signal of the
@@ -72,7 +82,7 @@ pub unsafe extern "C" fn rsm_intr_signal_wait(memseg: *mut c_void, timeout: c_in
 /// # Safety
 /// `pollfd` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_get_pollfd(memseg: *mut c_void, pollfd: *mut PollFd) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_memseg_get_pollfd(memseg: *mut c_void, pollfd: *mut PollFd) -> c_int {
     guard(|| {
         if pollfd.is_null() {
             return Err(Code(RSMERR_BAD_ADDR));
@@ -110,7 +120,7 @@ pub unsafe extern "C" fn rsm_memseg_get_pollfd(memseg: *mut c_void, pollfd: *mut
 /// # Safety
 /// Any value.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_memseg_release_pollfd(memseg: *mut c_void) -> c_int {
+pub unsafe extern "C-unwind" fn rsm_memseg_release_pollfd(memseg: *mut c_void) -> c_int {
     guard(|| {
         let key = h(memseg);
         let mut table = handles::pollfds().write().unwrap_or_else(|p| p.into_inner());
@@ -146,7 +156,7 @@ unsafe extern "C" {
 /// # Safety
 /// `fds` NULL or `nfds` read/writable entries; `numfdsp` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn rsm_intr_signal_wait_pollfd(
+pub unsafe extern "C-unwind" fn rsm_intr_signal_wait_pollfd(
     fds: *mut PollFd,
     nfds: c_ulong,
     timeout: c_int,

@@ -6,7 +6,7 @@ use super::*;
 
 /// `scif_open`: a new endpoint; `SCIF_OPEN_FAILED` (−1) with errno `ENOMEM` on failure.
 #[unsafe(no_mangle)]
-pub extern "C" fn scif_open() -> scif_epd_t {
+pub extern "C-unwind" fn scif_open() -> scif_epd_t {
     guard(-1, || {
         let l = lib()?;
         add(Endpoint::open(&l.scif).map_err(|e| match e {
@@ -18,7 +18,7 @@ pub extern "C" fn scif_open() -> scif_epd_t {
 
 /// `scif_close`: close an endpoint (its peer sees hang-up; its port and windows go).
 #[unsafe(no_mangle)]
-pub extern "C" fn scif_close(epd: scif_epd_t) -> c_int {
+pub extern "C-unwind" fn scif_close(epd: scif_epd_t) -> c_int {
     guard(-1, || {
         let l = lib()?;
         let e = l.eps.write().unwrap_or_else(|p| p.into_inner()).remove(&epd).ok_or(Error::BadEndpoint)?;
@@ -31,13 +31,13 @@ pub extern "C" fn scif_close(epd: scif_epd_t) -> c_int {
 
 /// `scif_bind`: returns the bound port.
 #[unsafe(no_mangle)]
-pub extern "C" fn scif_bind(epd: scif_epd_t, pn: u16) -> c_int {
+pub extern "C-unwind" fn scif_bind(epd: scif_epd_t, pn: u16) -> c_int {
     guard(-1, || Ok(ep(epd)?.bind(pn)? as c_int))
 }
 
 /// `scif_listen`.
 #[unsafe(no_mangle)]
-pub extern "C" fn scif_listen(epd: scif_epd_t, backlog: c_int) -> c_int {
+pub extern "C-unwind" fn scif_listen(epd: scif_epd_t, backlog: c_int) -> c_int {
     guard(-1, || {
         let e = ep(epd)?;
         if backlog <= 0 {
@@ -53,7 +53,7 @@ pub extern "C" fn scif_listen(epd: scif_epd_t, backlog: c_int) -> c_int {
 /// # Safety
 /// `dst` is NULL or points to a `struct scif_portID`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn scif_connect(epd: scif_epd_t, dst: *const ScifPortId) -> c_int {
+pub unsafe extern "C-unwind" fn scif_connect(epd: scif_epd_t, dst: *const ScifPortId) -> c_int {
     guard(-1, || {
         let e = ep(epd)?;
         if dst.is_null() {
@@ -70,7 +70,7 @@ pub unsafe extern "C" fn scif_connect(epd: scif_epd_t, dst: *const ScifPortId) -
 /// # Safety
 /// `peer` and `newepd` are NULL or point to writable objects of their types.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn scif_accept(
+pub unsafe extern "C-unwind" fn scif_accept(
     epd: scif_epd_t,
     peer: *mut ScifPortId,
     newepd: *mut scif_epd_t,
@@ -101,7 +101,7 @@ pub unsafe extern "C" fn scif_accept(
 /// # Safety
 /// `nodes` is NULL or points to `len` writable `uint16_t`; `self_` is NULL or writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn scif_get_nodeIDs(nodes: *mut u16, len: c_int, self_: *mut u16) -> c_int {
+pub unsafe extern "C-unwind" fn scif_get_nodeIDs(nodes: *mut u16, len: c_int, self_: *mut u16) -> c_int {
     guard(-1, || {
         let l = lib()?;
         let ids = l.scif.node_ids()?;
@@ -121,7 +121,7 @@ pub unsafe extern "C" fn scif_get_nodeIDs(nodes: *mut u16, len: c_int, self_: *m
 
 /// `scif_get_fd`: the descriptor behind an endpoint (the endpoint itself).
 #[unsafe(no_mangle)]
-pub extern "C" fn scif_get_fd(epd: scif_epd_t) -> c_int {
+pub extern "C-unwind" fn scif_get_fd(epd: scif_epd_t) -> c_int {
     guard(-1, || match ep(epd) {
         Ok(e) => Ok(e.fd()),
         Err(_) => Err(inval("not an endpoint")),
@@ -137,7 +137,7 @@ unsafe extern "C" {
 /// # Safety
 /// `epds` points to `nepds` writable entries.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn scif_poll(epds: *mut ScifPollEpd, nepds: c_uint, timeout: c_long) -> c_int {
+pub unsafe extern "C-unwind" fn scif_poll(epds: *mut ScifPollEpd, nepds: c_uint, timeout: c_long) -> c_int {
     guard(-1, || {
         if epds.is_null() && nepds > 0 {
             return Err(Error::Fault);

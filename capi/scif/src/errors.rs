@@ -45,6 +45,10 @@ pub(crate) fn set_errno(v: c_int) {
 /// `fail`; a panic is caught, sets `ENOMEM` (the library could not do it) and returns
 /// `fail`.
 pub(crate) fn guard<T: Copy>(fail: T, body: impl FnOnce() -> Result<T, Error>) -> T {
+    remora_sys::cancel::deferred(|| guard_now(fail, body))
+}
+
+fn guard_now<T: Copy>(fail: T, body: impl FnOnce() -> Result<T, Error>) -> T {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {

@@ -9,7 +9,12 @@ use super::*;
 /// # Safety
 /// `msg` points to `len` readable bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn scif_send(epd: scif_epd_t, msg: *mut c_void, len: c_int, flags: c_int) -> c_int {
+pub unsafe extern "C-unwind" fn scif_send(
+    epd: scif_epd_t,
+    msg: *mut c_void,
+    len: c_int,
+    flags: c_int,
+) -> c_int {
     if len > 0 && msg.is_null() {
         return guard(-1, || ep(epd).and(Err(Error::Fault)));
     }
@@ -44,7 +49,12 @@ fn send(epd: scif_epd_t, data: &[u8], flags: c_int) -> c_int {
 /// # Safety
 /// `msg` points to `len` writable bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn scif_recv(epd: scif_epd_t, msg: *mut c_void, len: c_int, flags: c_int) -> c_int {
+pub unsafe extern "C-unwind" fn scif_recv(
+    epd: scif_epd_t,
+    msg: *mut c_void,
+    len: c_int,
+    flags: c_int,
+) -> c_int {
     if len > 0 && msg.is_null() {
         return guard(-1, || ep(epd).and(Err(Error::Fault)));
     }

@@ -9,7 +9,7 @@ use super::*;
 /// # Safety
 /// `addr..addr+len` is memory of this process that stays mapped while registered.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn scif_register(
+pub unsafe extern "C-unwind" fn scif_register(
     epd: scif_epd_t,
     addr: *mut c_void,
     len: usize,
@@ -33,7 +33,7 @@ pub unsafe extern "C" fn scif_register(
 
 /// `scif_unregister`.
 #[unsafe(no_mangle)]
-pub extern "C" fn scif_unregister(epd: scif_epd_t, off: i64, len: usize) -> c_int {
+pub extern "C-unwind" fn scif_unregister(epd: scif_epd_t, off: i64, len: usize) -> c_int {
     guard(-1, || {
         ep(epd)?.unregister(offset(off)?, len as u64)?;
         Ok(0)
@@ -45,7 +45,7 @@ pub extern "C" fn scif_unregister(epd: scif_epd_t, off: i64, len: usize) -> c_in
 /// # Safety
 /// With `SCIF_MAP_FIXED`, `addr..addr+len` is the program's to replace.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn scif_mmap(
+pub unsafe extern "C-unwind" fn scif_mmap(
     addr: *mut c_void,
     len: usize,
     prot_flags: c_int,
@@ -82,7 +82,7 @@ pub unsafe extern "C" fn scif_mmap(
 /// # Safety
 /// `addr..addr+len` holds nothing the program still uses.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn scif_munmap(addr: *mut c_void, len: usize) -> c_int {
+pub unsafe extern "C-unwind" fn scif_munmap(addr: *mut c_void, len: usize) -> c_int {
     guard(-1, || {
         let page = remora_sys::page_size();
         if len == 0 || !(addr as usize).is_multiple_of(page) {
@@ -100,7 +100,7 @@ pub unsafe extern "C" fn scif_munmap(addr: *mut c_void, len: usize) -> c_int {
 
 /// `scif_readfrom`.
 #[unsafe(no_mangle)]
-pub extern "C" fn scif_readfrom(
+pub extern "C-unwind" fn scif_readfrom(
     epd: scif_epd_t,
     loffset: i64,
     len: usize,
@@ -117,7 +117,13 @@ pub extern "C" fn scif_readfrom(
 
 /// `scif_writeto`.
 #[unsafe(no_mangle)]
-pub extern "C" fn scif_writeto(epd: scif_epd_t, loffset: i64, len: usize, roffset: i64, rma: c_int) -> c_int {
+pub extern "C-unwind" fn scif_writeto(
+    epd: scif_epd_t,
+    loffset: i64,
+    len: usize,
+    roffset: i64,
+    rma: c_int,
+) -> c_int {
     guard(-1, || {
         let e = ep(epd)?;
         let f = rma_flags(rma)?;
@@ -156,7 +162,7 @@ fn v_rma(
 /// # Safety
 /// `addr` points to `len` writable bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn scif_vreadfrom(
+pub unsafe extern "C-unwind" fn scif_vreadfrom(
     epd: scif_epd_t,
     addr: *mut c_void,
     len: usize,
@@ -175,7 +181,7 @@ pub unsafe extern "C" fn scif_vreadfrom(
 /// # Safety
 /// `addr` points to `len` readable bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn scif_vwriteto(
+pub unsafe extern "C-unwind" fn scif_vwriteto(
     epd: scif_epd_t,
     addr: *mut c_void,
     len: usize,
@@ -202,7 +208,7 @@ fn fence_init(flags: c_int) -> Result<FenceInit, Error> {
 /// # Safety
 /// `mark` is NULL or points to a writable int.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn scif_fence_mark(epd: scif_epd_t, flags: c_int, mark: *mut c_int) -> c_int {
+pub unsafe extern "C-unwind" fn scif_fence_mark(epd: scif_epd_t, flags: c_int, mark: *mut c_int) -> c_int {
     guard(-1, || {
         let e = ep(epd)?;
         if flags & !(SCIF_FENCE_INIT_SELF | SCIF_FENCE_INIT_PEER) != 0 {
@@ -221,7 +227,7 @@ pub unsafe extern "C" fn scif_fence_mark(epd: scif_epd_t, flags: c_int, mark: *m
 
 /// `scif_fence_wait`.
 #[unsafe(no_mangle)]
-pub extern "C" fn scif_fence_wait(epd: scif_epd_t, mark: c_int) -> c_int {
+pub extern "C-unwind" fn scif_fence_wait(epd: scif_epd_t, mark: c_int) -> c_int {
     guard(-1, || {
         ep(epd)?.fence_wait(mark)?;
         Ok(0)
@@ -230,7 +236,7 @@ pub extern "C" fn scif_fence_wait(epd: scif_epd_t, mark: c_int) -> c_int {
 
 /// `scif_fence_signal`.
 #[unsafe(no_mangle)]
-pub extern "C" fn scif_fence_signal(
+pub extern "C-unwind" fn scif_fence_signal(
     epd: scif_epd_t,
     loff: i64,
     lval: u64,

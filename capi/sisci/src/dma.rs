@@ -98,7 +98,7 @@ fn waited_outcome(q: &DmaQueue) -> Outcome<()> {
 /// # Safety
 /// `dq` and `error` are NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCICreateDMAQueue(
+pub unsafe extern "C-unwind" fn SCICreateDMAQueue(
     sd: sci_desc_t,
     dq: *mut sci_dma_queue_t,
     local_adapter_no: c_uint,
@@ -132,7 +132,11 @@ pub unsafe extern "C" fn SCICreateDMAQueue(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIRemoveDMAQueue(dq: sci_dma_queue_t, flags: c_uint, error: *mut sci_error_t) {
+pub unsafe extern "C-unwind" fn SCIRemoveDMAQueue(
+    dq: sci_dma_queue_t,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
@@ -154,7 +158,11 @@ pub unsafe extern "C" fn SCIRemoveDMAQueue(dq: sci_dma_queue_t, flags: c_uint, e
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIAbortDMAQueue(dq: sci_dma_queue_t, flags: c_uint, error: *mut sci_error_t) {
+pub unsafe extern "C-unwind" fn SCIAbortDMAQueue(
+    dq: sci_dma_queue_t,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
@@ -170,7 +178,7 @@ pub unsafe extern "C" fn SCIAbortDMAQueue(dq: sci_dma_queue_t, flags: c_uint, er
 /// None reported (no error argument). A NULL, stale or wrong-kind handle answers
 /// `SCI_DMAQUEUE_ERROR`, so that a program polling for a final state stops.
 #[no_mangle]
-pub extern "C" fn SCIDMAQueueState(dq: sci_dma_queue_t) -> sci_dma_queue_state_t {
+pub extern "C-unwind" fn SCIDMAQueueState(dq: sci_dma_queue_t) -> sci_dma_queue_state_t {
     run_quiet(SCI_DMAQUEUE_ERROR, || Ok(state_code(queue(dq)?.state())))
 }
 
@@ -188,7 +196,7 @@ pub extern "C" fn SCIDMAQueueState(dq: sci_dma_queue_t) -> sci_dma_queue_state_t
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIWaitForDMAQueue(
+pub unsafe extern "C-unwind" fn SCIWaitForDMAQueue(
     dq: sci_dma_queue_t,
     timeout: c_uint,
     flags: c_uint,
@@ -223,7 +231,7 @@ pub unsafe extern "C" fn SCIWaitForDMAQueue(
 /// `error` is NULL or writable. A callback is a valid `sci_cb_dma_t`, usable with
 /// `callback_arg` until the transfer has ended.
 #[no_mangle]
-pub unsafe extern "C" fn SCIStartDmaTransfer(
+pub unsafe extern "C-unwind" fn SCIStartDmaTransfer(
     dq: sci_dma_queue_t,
     local_segment: sci_local_segment_t,
     remote_segment: sci_remote_segment_t,
@@ -264,7 +272,7 @@ pub unsafe extern "C" fn SCIStartDmaTransfer(
 /// A callback is a valid `sci_cb_dma_t`, usable with `callback_arg` until the transfer has
 /// ended.
 #[no_mangle]
-pub unsafe extern "C" fn SCIStartDmaTransferVec(
+pub unsafe extern "C-unwind" fn SCIStartDmaTransferVec(
     dq: sci_dma_queue_t,
     local_segment: sci_local_segment_t,
     remote_segment: sci_remote_segment_t,
@@ -323,7 +331,7 @@ pub unsafe extern "C" fn SCIStartDmaTransferVec(
 /// until the transfer has ended (the SISCI contract for this call). A callback is a valid
 /// `sci_cb_dma_t`, usable with `callback_arg` until the transfer has ended.
 #[no_mangle]
-pub unsafe extern "C" fn SCIStartDmaTransferMem(
+pub unsafe extern "C-unwind" fn SCIStartDmaTransferMem(
     dq: sci_dma_queue_t,
     local_address: *mut c_void,
     remote_segment: sci_remote_segment_t,
@@ -375,7 +383,7 @@ pub unsafe extern "C" fn SCIStartDmaTransferMem(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIEnqueueDMATransfer(
+pub unsafe extern "C-unwind" fn SCIEnqueueDMATransfer(
     dq: sci_dma_queue_t,
     local_segment: sci_local_segment_t,
     remote_segment: sci_remote_segment_t,
@@ -411,7 +419,7 @@ pub unsafe extern "C" fn SCIEnqueueDMATransfer(
 /// `error` is NULL or writable. A callback is a valid `sci_cb_dma_t`, usable with
 /// `callback_arg` until the transfers have ended.
 #[no_mangle]
-pub unsafe extern "C" fn SCIPostDMAQueue(
+pub unsafe extern "C-unwind" fn SCIPostDMAQueue(
     dq: sci_dma_queue_t,
     callback: sci_cb_dma_t,
     callback_arg: *mut c_void,
@@ -443,7 +451,11 @@ pub unsafe extern "C" fn SCIPostDMAQueue(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIResetDMAQueue(dq: sci_dma_queue_t, flags: c_uint, error: *mut sci_error_t) {
+pub unsafe extern "C-unwind" fn SCIResetDMAQueue(
+    dq: sci_dma_queue_t,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {

@@ -147,6 +147,10 @@ impl ErrorOut {
 /// the status through `error`, and return the body's value, or `fail` when the body
 /// failed.
 pub(crate) fn run<T>(error: ErrorOut, fail: T, body: impl FnOnce() -> Outcome<T>) -> T {
+    remora_sys::cancel::deferred(|| run_now(error, fail, body))
+}
+
+fn run_now<T>(error: ErrorOut, fail: T, body: impl FnOnce() -> Outcome<T>) -> T {
     let (value, status) = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(v)) => (v, SCI_ERR_OK),
         Ok(Err(Fail(c))) => (fail, c),
@@ -156,10 +160,41 @@ pub(crate) fn run<T>(error: ErrorOut, fail: T, body: impl FnOnce() -> Outcome<T>
     value
 }
 
+/// A blocking wait as a cancellation point: `wait` is given slices of at most 100 ms of the
+/// caller's `timeout` (`None`: forever) and run like [`run`]; between slices, at this
+/// outermost frame and outside the panic guard, a pending cancel of the thread acts, so a
+/// thread cancelled while it waits ends there, alone, with the library intact.
+pub(crate) fn run_waiting(
+    error: ErrorOut,
+    timeout: Option<std::time::Duration>,
+    mut wait: impl FnMut(Option<std::time::Duration>) -> Outcome<()>,
+) {
+    const SLICE: std::time::Duration = std::time::Duration::from_millis(100);
+    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    loop {
+        let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        let last = left.is_some_and(|l| l <= SLICE);
+        let slice = left.map_or(SLICE, |l| l.min(SLICE));
+        let mut status = SCI_ERR_OK;
+        // SAFETY: a local, writable for the call.
+        run(unsafe { ErrorOut::new(&mut status) }, (), || wait(Some(slice)));
+        if status == SCI_ERR_TIMEOUT && !last {
+            remora_sys::cancel::point();
+            continue;
+        }
+        error.set(status);
+        return;
+    }
+}
+
 /// Like [`run`], for calls whose return value on failure depends on how far the body got
 /// (the DMA calls return the queue's state even when they fail): the body may replace the
 /// `fail` value before it fails.
 pub(crate) fn run_with<T>(error: ErrorOut, fail: T, body: impl FnOnce(&mut T) -> Outcome<T>) -> T {
+    remora_sys::cancel::deferred(|| run_with_now(error, fail, body))
+}
+
+fn run_with_now<T>(error: ErrorOut, fail: T, body: impl FnOnce(&mut T) -> Outcome<T>) -> T {
     let mut fallback = fail;
     let outcome = catch_unwind(AssertUnwindSafe(|| body(&mut fallback)));
     let (value, status) = match outcome {
@@ -174,10 +209,10 @@ pub(crate) fn run_with<T>(error: ErrorOut, fail: T, body: impl FnOnce(&mut T) ->
 /// Run the body of an entry point that has no error argument: catch any panic and
 /// return `fail` for a panic or a failure.
 pub(crate) fn run_quiet<T>(fail: T, body: impl FnOnce() -> Outcome<T>) -> T {
-    match catch_unwind(AssertUnwindSafe(body)) {
+    remora_sys::cancel::deferred(|| match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(v)) => v,
         Ok(Err(_)) | Err(_) => fail,
-    }
+    })
 }
 
 /// Check `flags` against what a function knows: bits outside `accepted | later` give

@@ -28,7 +28,7 @@ macro_rules! not_supported {
         /// # Safety
         /// `error` is NULL or writable; no other pointer argument is used.
         #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty,)* error: *mut sci_error_t) $(-> $ret)? {
+        pub unsafe extern "C-unwind" fn $name($($arg: $ty,)* error: *mut sci_error_t) $(-> $ret)? {
             let _ = ($($arg,)*);
             // SAFETY: `error` is NULL or writable (this function's contract).
             let status = unsafe { ErrorOut::new(error) };
@@ -231,7 +231,7 @@ not_supported! {
 /// # Errors
 /// None reported (no error argument).
 #[no_mangle]
-pub extern "C" fn SCIGetFabricDeviceId(device: sci_smartio_device_t) -> c_uint {
+pub extern "C-unwind" fn SCIGetFabricDeviceId(device: sci_smartio_device_t) -> c_uint {
     let _ = device;
     run_quiet(0, || Ok(0))
 }

@@ -69,7 +69,7 @@ unsafe fn requested_number(interrupt_no: *mut c_uint, flags: u32) -> Outcome<(Op
 /// writable. A callback is a valid `sci_cb_interrupt_t`, usable with `callback_arg` until
 /// the interrupt is removed.
 #[no_mangle]
-pub unsafe extern "C" fn SCICreateInterrupt(
+pub unsafe extern "C-unwind" fn SCICreateInterrupt(
     sd: sci_desc_t,
     interrupt: *mut sci_local_interrupt_t,
     local_adapter_no: c_uint,
@@ -111,7 +111,7 @@ pub unsafe extern "C" fn SCICreateInterrupt(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIRemoveInterrupt(
+pub unsafe extern "C-unwind" fn SCIRemoveInterrupt(
     interrupt: sci_local_interrupt_t,
     flags: c_uint,
     error: *mut sci_error_t,
@@ -137,7 +137,7 @@ pub unsafe extern "C" fn SCIRemoveInterrupt(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIWaitForInterrupt(
+pub unsafe extern "C-unwind" fn SCIWaitForInterrupt(
     interrupt: sci_local_interrupt_t,
     timeout: c_uint,
     flags: c_uint,
@@ -145,9 +145,9 @@ pub unsafe extern "C" fn SCIWaitForInterrupt(
 ) {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
-    run(status, (), || {
+    crate::errors::run_waiting(status, wait_time(timeout), |slice| {
         check_flags(flags, 0, 0)?;
-        handles::get::<Interrupt>(key(interrupt))?.wait(wait_time(timeout))?;
+        handles::get::<Interrupt>(key(interrupt))?.wait(slice)?;
         Ok(())
     })
 }
@@ -165,7 +165,7 @@ pub unsafe extern "C" fn SCIWaitForInterrupt(
 /// # Safety
 /// `interrupt` and `error` are NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIConnectInterrupt(
+pub unsafe extern "C-unwind" fn SCIConnectInterrupt(
     sd: sci_desc_t,
     interrupt: *mut sci_remote_interrupt_t,
     node_id: c_uint,
@@ -196,7 +196,7 @@ pub unsafe extern "C" fn SCIConnectInterrupt(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIDisconnectInterrupt(
+pub unsafe extern "C-unwind" fn SCIDisconnectInterrupt(
     interrupt: sci_remote_interrupt_t,
     flags: c_uint,
     error: *mut sci_error_t,
@@ -220,7 +220,7 @@ pub unsafe extern "C" fn SCIDisconnectInterrupt(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCITriggerInterrupt(
+pub unsafe extern "C-unwind" fn SCITriggerInterrupt(
     interrupt: sci_remote_interrupt_t,
     flags: c_uint,
     error: *mut sci_error_t,
@@ -252,7 +252,7 @@ pub unsafe extern "C" fn SCITriggerInterrupt(
 /// writable. A callback is a valid `sci_cb_data_interrupt_t`, usable with `callback_arg`
 /// until the interrupt is removed.
 #[no_mangle]
-pub unsafe extern "C" fn SCICreateDataInterrupt(
+pub unsafe extern "C-unwind" fn SCICreateDataInterrupt(
     sd: sci_desc_t,
     interrupt: *mut sci_local_data_interrupt_t,
     local_adapter_no: c_uint,
@@ -289,7 +289,7 @@ pub unsafe extern "C" fn SCICreateDataInterrupt(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIRemoveDataInterrupt(
+pub unsafe extern "C-unwind" fn SCIRemoveDataInterrupt(
     interrupt: sci_local_data_interrupt_t,
     flags: c_uint,
     error: *mut sci_error_t,
@@ -320,7 +320,7 @@ pub unsafe extern "C" fn SCIRemoveDataInterrupt(
 /// `error` is NULL or writable; `length` is NULL or readable and writable; `data` is NULL
 /// or writable for `*length` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn SCIWaitForDataInterrupt(
+pub unsafe extern "C-unwind" fn SCIWaitForDataInterrupt(
     interrupt: sci_local_data_interrupt_t,
     data: *mut c_void,
     length: *mut c_uint,
@@ -370,7 +370,7 @@ pub unsafe extern "C" fn SCIWaitForDataInterrupt(
 /// # Safety
 /// `interrupt` and `error` are NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIConnectDataInterrupt(
+pub unsafe extern "C-unwind" fn SCIConnectDataInterrupt(
     sd: sci_desc_t,
     interrupt: *mut sci_remote_data_interrupt_t,
     node_id: c_uint,
@@ -402,7 +402,7 @@ pub unsafe extern "C" fn SCIConnectDataInterrupt(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIDisconnectDataInterrupt(
+pub unsafe extern "C-unwind" fn SCIDisconnectDataInterrupt(
     interrupt: sci_remote_data_interrupt_t,
     flags: c_uint,
     error: *mut sci_error_t,
@@ -429,7 +429,7 @@ pub unsafe extern "C" fn SCIDisconnectDataInterrupt(
 /// # Safety
 /// `error` is NULL or writable; `data` is NULL or readable for `length` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn SCITriggerDataInterrupt(
+pub unsafe extern "C-unwind" fn SCITriggerDataInterrupt(
     interrupt: sci_remote_data_interrupt_t,
     data: *mut c_void,
     length: c_uint,

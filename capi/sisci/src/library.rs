@@ -55,7 +55,7 @@ extern "C" fn flush_at_exit() {
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIInitialize(flags: c_uint, error: *mut sci_error_t) {
+pub unsafe extern "C-unwind" fn SCIInitialize(flags: c_uint, error: *mut sci_error_t) {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
@@ -82,7 +82,7 @@ pub unsafe extern "C" fn SCIInitialize(flags: c_uint, error: *mut sci_error_t) {
 /// # Errors
 /// None reported (no error argument); an unmatched call does nothing.
 #[no_mangle]
-pub extern "C" fn SCITerminate() {
+pub extern "C-unwind" fn SCITerminate() {
     crate::errors::run_quiet((), || {
         // Stores into maps of other hosts' segments go home now, not a flush interval later.
         remora_client::dsm::flush_all(std::time::Duration::from_secs(2));
@@ -106,7 +106,7 @@ pub extern "C" fn SCITerminate() {
 /// # Safety
 /// `sd` and `error` are NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIOpen(sd: *mut sci_desc_t, flags: c_uint, error: *mut sci_error_t) {
+pub unsafe extern "C-unwind" fn SCIOpen(sd: *mut sci_desc_t, flags: c_uint, error: *mut sci_error_t) {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
@@ -131,7 +131,7 @@ pub unsafe extern "C" fn SCIOpen(sd: *mut sci_desc_t, flags: c_uint, error: *mut
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIClose(sd: sci_desc_t, flags: c_uint, error: *mut sci_error_t) {
+pub unsafe extern "C-unwind" fn SCIClose(sd: sci_desc_t, flags: c_uint, error: *mut sci_error_t) {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
@@ -162,7 +162,7 @@ pub unsafe extern "C" fn SCIClose(sd: sci_desc_t, flags: c_uint, error: *mut sci
 /// # Errors
 /// None reported (no error argument).
 #[no_mangle]
-pub extern "C" fn SCIGetErrorString(error: sci_error_t) -> *const c_char {
+pub extern "C-unwind" fn SCIGetErrorString(error: sci_error_t) -> *const c_char {
     crate::errors::run_quiet(crate::errors::UNKNOWN_ERROR.as_ptr(), || Ok(error_string(error)))
 }
 
@@ -175,7 +175,7 @@ pub extern "C" fn SCIGetErrorString(error: sci_error_t) -> *const c_char {
 /// # Safety
 /// `node_id` and `error` are NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIGetLocalNodeId(
+pub unsafe extern "C-unwind" fn SCIGetLocalNodeId(
     adapter_no: c_uint,
     node_id: *mut c_uint,
     flags: c_uint,
@@ -205,7 +205,7 @@ pub unsafe extern "C" fn SCIGetLocalNodeId(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIProbeNode(
+pub unsafe extern "C-unwind" fn SCIProbeNode(
     sd: sci_desc_t,
     local_adapter_no: c_uint,
     node_id: c_uint,
@@ -230,7 +230,7 @@ pub unsafe extern "C" fn SCIProbeNode(
 /// # Errors
 /// None reported (no error argument).
 #[no_mangle]
-pub extern "C" fn SCIGetAdapterTypeString(card_type: c_uint) -> *const c_char {
+pub extern "C-unwind" fn SCIGetAdapterTypeString(card_type: c_uint) -> *const c_char {
     let _ = card_type;
     crate::errors::run_quiet(c"".as_ptr(), || Ok(c"Remora software adapter".as_ptr()))
 }
@@ -241,7 +241,7 @@ pub extern "C" fn SCIGetAdapterTypeString(card_type: c_uint) -> *const c_char {
 /// # Errors
 /// None reported (no error argument).
 #[no_mangle]
-pub extern "C" fn SCIGetAdapterFamilyString(family: c_uint) -> *const c_char {
+pub extern "C-unwind" fn SCIGetAdapterFamilyString(family: c_uint) -> *const c_char {
     let _ = family;
     crate::errors::run_quiet(c"".as_ptr(), || Ok(c"Remora".as_ptr()))
 }

@@ -90,7 +90,7 @@ fn publish(out: Out<sci_map_t>, map: Map) -> Outcome<*mut c_void> {
 /// `map` and `error` are NULL or writable. With `SCI_FLAG_FIXED_MAP_ADDR`, `addr` must be
 /// an address range the program does not use (Remora refuses to replace a mapping).
 #[no_mangle]
-pub unsafe extern "C" fn SCIMapRemoteSegment(
+pub unsafe extern "C-unwind" fn SCIMapRemoteSegment(
     segment: sci_remote_segment_t,
     map: *mut sci_map_t,
     offset: usize,
@@ -123,7 +123,7 @@ pub unsafe extern "C" fn SCIMapRemoteSegment(
 /// # Safety
 /// As for `SCIMapRemoteSegment`.
 #[no_mangle]
-pub unsafe extern "C" fn SCIMapLocalSegment(
+pub unsafe extern "C-unwind" fn SCIMapLocalSegment(
     segment: sci_local_segment_t,
     map: *mut sci_map_t,
     offset: usize,
@@ -152,7 +152,7 @@ pub unsafe extern "C" fn SCIMapLocalSegment(
 /// # Safety
 /// `error` is NULL or writable. Nothing may use the mapped addresses afterwards.
 #[no_mangle]
-pub unsafe extern "C" fn SCIUnmapSegment(map: sci_map_t, flags: c_uint, error: *mut sci_error_t) {
+pub unsafe extern "C-unwind" fn SCIUnmapSegment(map: sci_map_t, flags: c_uint, error: *mut sci_error_t) {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
@@ -168,7 +168,7 @@ pub unsafe extern "C" fn SCIUnmapSegment(map: sci_map_t, flags: c_uint, error: *
 /// # Errors
 /// None reported (no error argument): NULL for a NULL, stale or wrong-kind handle.
 #[no_mangle]
-pub extern "C" fn SCIGetMapPointer(map: sci_map_t) -> *mut c_void {
+pub extern "C-unwind" fn SCIGetMapPointer(map: sci_map_t) -> *mut c_void {
     run_quiet(ptr::null_mut(), || Ok(map_of(map)?.as_ptr().cast::<c_void>()))
 }
 
@@ -181,7 +181,7 @@ pub extern "C" fn SCIGetMapPointer(map: sci_map_t) -> *mut c_void {
 /// # Safety
 /// `sequence` and `error` are NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCICreateMapSequence(
+pub unsafe extern "C-unwind" fn SCICreateMapSequence(
     map: sci_map_t,
     sequence: *mut sci_sequence_t,
     flags: c_uint,
@@ -207,7 +207,11 @@ pub unsafe extern "C" fn SCICreateMapSequence(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIRemoveSequence(sequence: sci_sequence_t, flags: c_uint, error: *mut sci_error_t) {
+pub unsafe extern "C-unwind" fn SCIRemoveSequence(
+    sequence: sci_sequence_t,
+    flags: c_uint,
+    error: *mut sci_error_t,
+) {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
@@ -237,7 +241,7 @@ fn status_code(s: SequenceStatus) -> sci_sequence_status_t {
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIStartSequence(
+pub unsafe extern "C-unwind" fn SCIStartSequence(
     sequence: sci_sequence_t,
     flags: c_uint,
     error: *mut sci_error_t,
@@ -261,7 +265,7 @@ pub unsafe extern "C" fn SCIStartSequence(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCICheckSequence(
+pub unsafe extern "C-unwind" fn SCICheckSequence(
     sequence: sci_sequence_t,
     flags: c_uint,
     error: *mut sci_error_t,
@@ -282,7 +286,7 @@ pub unsafe extern "C" fn SCICheckSequence(
 /// # Errors
 /// None reported (no error argument).
 #[no_mangle]
-pub extern "C" fn SCIStoreBarrier(sequence: sci_sequence_t, flags: c_uint) {
+pub extern "C-unwind" fn SCIStoreBarrier(sequence: sci_sequence_t, flags: c_uint) {
     let _ = flags;
     run_quiet((), || {
         match sequence_of(sequence) {
@@ -301,7 +305,7 @@ pub extern "C" fn SCIStoreBarrier(sequence: sci_sequence_t, flags: c_uint) {
 /// # Errors
 /// None reported (no error argument).
 #[no_mangle]
-pub extern "C" fn SCIFlush(sequence: sci_sequence_t, flags: c_uint) {
+pub extern "C-unwind" fn SCIFlush(sequence: sci_sequence_t, flags: c_uint) {
     // Both forms push the stores out of this process: on the adapters, CPU buffers only
     // means the write-combining buffers, whose stores the adapter then sends anyway.
     let _ = (sequence, flags);
@@ -317,7 +321,7 @@ pub extern "C" fn SCIFlush(sequence: sci_sequence_t, flags: c_uint) {
 /// # Errors
 /// None reported (no error argument).
 #[no_mangle]
-pub extern "C" fn SCIFlushReadBuffers(sequence: sci_sequence_t) {
+pub extern "C-unwind" fn SCIFlushReadBuffers(sequence: sci_sequence_t) {
     let _ = sequence;
     run_quiet((), || {
         fence(Ordering::SeqCst);
@@ -391,7 +395,7 @@ unsafe fn mem_cpy(
 /// `error` is NULL or writable. `mem_addr` is NULL or valid for reads (writes with
 /// `SCI_FLAG_BLOCK_READ`) of `size` bytes that nothing else writes during the call.
 #[no_mangle]
-pub unsafe extern "C" fn SCIMemCpy(
+pub unsafe extern "C-unwind" fn SCIMemCpy(
     sequence: sci_sequence_t,
     mem_addr: *mut c_void,
     remote_map: sci_map_t,
@@ -417,7 +421,7 @@ pub unsafe extern "C" fn SCIMemCpy(
 /// # Safety
 /// As `SCIMemCpy`.
 #[no_mangle]
-pub unsafe extern "C" fn SCIMemCopy(
+pub unsafe extern "C-unwind" fn SCIMemCopy(
     mem_addr: *mut c_void,
     remote_map: sci_map_t,
     remote_offset: c_uint,
@@ -449,7 +453,7 @@ pub unsafe extern "C" fn SCIMemCopy(
 /// `error` is NULL or writable. `mem_addr` is NULL or valid for reads of `size` bytes
 /// that nothing writes during the call.
 #[no_mangle]
-pub unsafe extern "C" fn SCIMemWrite(
+pub unsafe extern "C-unwind" fn SCIMemWrite(
     mem_addr: *mut c_void,
     remote_addr: *mut c_void,
     size: usize,
@@ -492,7 +496,7 @@ pub unsafe extern "C" fn SCIMemWrite(
 /// # Safety
 /// `error` is NULL or writable. `addr` is not dereferenced.
 #[no_mangle]
-pub unsafe extern "C" fn SCICacheSync(
+pub unsafe extern "C-unwind" fn SCICacheSync(
     map: sci_map_t,
     addr: *mut c_void,
     length: usize,
@@ -518,7 +522,7 @@ pub unsafe extern "C" fn SCICacheSync(
 /// # Errors
 /// None reported (no error argument).
 #[no_mangle]
-pub extern "C" fn SCIGetMapPhysAddr(map: sci_map_t) -> sci_ioaddr_t {
+pub extern "C-unwind" fn SCIGetMapPhysAddr(map: sci_map_t) -> sci_ioaddr_t {
     let _ = map;
     run_quiet(0, || Ok(0))
 }

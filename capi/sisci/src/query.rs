@@ -134,7 +134,7 @@ fn adapter_answer(info: &AdapterInfo, sub: u32, port: u32) -> Outcome<u32> {
 /// `error` is NULL or writable; `data` is NULL or points to the structure `command`
 /// names, with the pointers inside it valid as that structure describes.
 #[no_mangle]
-pub unsafe extern "C" fn SCIQuery(
+pub unsafe extern "C-unwind" fn SCIQuery(
     command: c_uint,
     data: *mut c_void,
     flags: c_uint,

@@ -93,7 +93,7 @@ fn retired(segment: sci_remote_segment_t) -> Outcome<(u32, u32)> {
 /// `sci_cb_local_segment_t` type, and it and `callback_arg` stay usable until the segment
 /// is removed.
 #[no_mangle]
-pub unsafe extern "C" fn SCICreateSegment(
+pub unsafe extern "C-unwind" fn SCICreateSegment(
     sd: sci_desc_t,
     segment: *mut sci_local_segment_t,
     segment_id: c_uint,
@@ -138,7 +138,7 @@ pub unsafe extern "C" fn SCICreateSegment(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIPrepareSegment(
+pub unsafe extern "C-unwind" fn SCIPrepareSegment(
     segment: sci_local_segment_t,
     local_adapter_no: c_uint,
     flags: c_uint,
@@ -163,7 +163,7 @@ pub unsafe extern "C" fn SCIPrepareSegment(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCISetSegmentAvailable(
+pub unsafe extern "C-unwind" fn SCISetSegmentAvailable(
     segment: sci_local_segment_t,
     local_adapter_no: c_uint,
     flags: c_uint,
@@ -188,7 +188,7 @@ pub unsafe extern "C" fn SCISetSegmentAvailable(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCISetSegmentUnavailable(
+pub unsafe extern "C-unwind" fn SCISetSegmentUnavailable(
     segment: sci_local_segment_t,
     local_adapter_no: c_uint,
     flags: c_uint,
@@ -216,7 +216,7 @@ pub unsafe extern "C" fn SCISetSegmentUnavailable(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIRemoveSegment(
+pub unsafe extern "C-unwind" fn SCIRemoveSegment(
     segment: sci_local_segment_t,
     flags: c_uint,
     error: *mut sci_error_t,
@@ -251,7 +251,7 @@ pub unsafe extern "C" fn SCIRemoveSegment(
 /// # Safety
 /// `source_node_id`, `local_adapter_no` and `error` are NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIWaitForLocalSegmentEvent(
+pub unsafe extern "C-unwind" fn SCIWaitForLocalSegmentEvent(
     segment: sci_local_segment_t,
     source_node_id: *mut c_uint,
     local_adapter_no: *mut c_uint,
@@ -282,7 +282,7 @@ pub unsafe extern "C" fn SCIWaitForLocalSegmentEvent(
 /// # Errors
 /// None reported (no error argument): 0 for a bad handle.
 #[no_mangle]
-pub extern "C" fn SCIGetLocalSegmentId(segment: sci_local_segment_t) -> c_uint {
+pub extern "C-unwind" fn SCIGetLocalSegmentId(segment: sci_local_segment_t) -> c_uint {
     run_quiet(0, || Ok(local(segment)?.id()))
 }
 
@@ -291,7 +291,7 @@ pub extern "C" fn SCIGetLocalSegmentId(segment: sci_local_segment_t) -> c_uint {
 /// # Errors
 /// None reported (no error argument): 0 for a bad handle.
 #[no_mangle]
-pub extern "C" fn SCIGetLocalSegmentSize(segment: sci_local_segment_t) -> usize {
+pub extern "C-unwind" fn SCIGetLocalSegmentSize(segment: sci_local_segment_t) -> usize {
     run_quiet(0, || Ok(local(segment)?.size()))
 }
 
@@ -312,7 +312,7 @@ pub extern "C" fn SCIGetLocalSegmentSize(segment: sci_local_segment_t) -> usize 
 /// the caller hands to the segment for the segment's whole life: no other thread may
 /// write to it during this call, and it must not be freed while the segment exists.
 #[no_mangle]
-pub unsafe extern "C" fn SCIRegisterSegmentMemory(
+pub unsafe extern "C-unwind" fn SCIRegisterSegmentMemory(
     address: *mut c_void,
     size: usize,
     segment: sci_local_segment_t,
@@ -351,7 +351,7 @@ pub unsafe extern "C" fn SCIRegisterSegmentMemory(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIShareSegment(
+pub unsafe extern "C-unwind" fn SCIShareSegment(
     segment: sci_local_segment_t,
     flags: c_uint,
     error: *mut sci_error_t,
@@ -379,7 +379,7 @@ pub unsafe extern "C" fn SCIShareSegment(
 /// `segment`, `size` and `error` are NULL or writable. A callback is a valid
 /// `sci_cb_local_segment_t`, usable with `callback_arg` until the segment is removed.
 #[no_mangle]
-pub unsafe extern "C" fn SCIAttachLocalSegment(
+pub unsafe extern "C-unwind" fn SCIAttachLocalSegment(
     sd: sci_desc_t,
     segment: *mut sci_local_segment_t,
     segment_id: c_uint,
@@ -434,7 +434,7 @@ pub unsafe extern "C" fn SCIAttachLocalSegment(
 /// `sci_cb_remote_segment_t`, usable with `callback_arg` until the segment is
 /// disconnected.
 #[no_mangle]
-pub unsafe extern "C" fn SCIConnectSegment(
+pub unsafe extern "C-unwind" fn SCIConnectSegment(
     sd: sci_desc_t,
     segment: *mut sci_remote_segment_t,
     node_id: c_uint,
@@ -479,7 +479,7 @@ pub unsafe extern "C" fn SCIConnectSegment(
 /// # Safety
 /// `error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIDisconnectSegment(
+pub unsafe extern "C-unwind" fn SCIDisconnectSegment(
     segment: sci_remote_segment_t,
     flags: c_uint,
     error: *mut sci_error_t,
@@ -501,7 +501,7 @@ pub unsafe extern "C" fn SCIDisconnectSegment(
 /// # Errors
 /// None reported (no error argument): 0 for a bad handle.
 #[no_mangle]
-pub extern "C" fn SCIGetRemoteSegmentSize(segment: sci_remote_segment_t) -> usize {
+pub extern "C-unwind" fn SCIGetRemoteSegmentSize(segment: sci_remote_segment_t) -> usize {
     run_quiet(0, || Ok(remote(segment)?.size()))
 }
 
@@ -511,7 +511,7 @@ pub extern "C" fn SCIGetRemoteSegmentSize(segment: sci_remote_segment_t) -> usiz
 /// # Errors
 /// None reported (no error argument): 0 for a bad handle.
 #[no_mangle]
-pub extern "C" fn SCIGetRemoteSegmentId(segment: sci_remote_segment_t) -> c_uint {
+pub extern "C-unwind" fn SCIGetRemoteSegmentId(segment: sci_remote_segment_t) -> c_uint {
     run_quiet(0, || remote(segment).map(|r| r.id()).or_else(|_| retired(segment).map(|(id, _)| id)))
 }
 
@@ -521,7 +521,7 @@ pub extern "C" fn SCIGetRemoteSegmentId(segment: sci_remote_segment_t) -> c_uint
 /// # Errors
 /// None reported (no error argument): 0 for a bad handle.
 #[no_mangle]
-pub extern "C" fn SCIGetRemoteSegmentNodeId(segment: sci_remote_segment_t) -> c_uint {
+pub extern "C-unwind" fn SCIGetRemoteSegmentNodeId(segment: sci_remote_segment_t) -> c_uint {
     run_quiet(0, || remote(segment).map(|r| r.node()).or_else(|_| retired(segment).map(|(_, node)| node)))
 }
 
@@ -538,7 +538,7 @@ pub extern "C" fn SCIGetRemoteSegmentNodeId(segment: sci_remote_segment_t) -> c_
 /// # Safety
 /// `status` and `error` are NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn SCIWaitForRemoteSegmentEvent(
+pub unsafe extern "C-unwind" fn SCIWaitForRemoteSegmentEvent(
     segment: sci_remote_segment_t,
     status: *mut sci_error_t,
     timeout: c_uint,

@@ -156,6 +156,20 @@ fn a_daemon_that_cannot_start_says_why() {
 }
 
 #[test]
+fn cancelled_threads_end_alone_and_the_library_goes_on() {
+    let env = Env::new();
+    let src = root().join("tests/c/cancel_threads.c");
+    let exe = env.build(&src, &[]);
+    let mut child = Reap(env.run(&exe, 4).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    let status = wait_with_timeout(&mut child, Duration::from_secs(60));
+    let (mut out, mut err) = (String::new(), String::new());
+    use std::io::Read as _;
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(status.success() && out.contains("passed"), "cancel_threads ({status:?}): {out}{err}");
+}
+
+#[test]
 fn a_signal_storm_loses_no_call_and_keeps_the_session_in_step() {
     let env = Env::new();
     let exe = env.build(&root().join("tests/c/signal_storm.c"), &[]);

@@ -42,7 +42,8 @@ fn search_dirs() -> Vec<PathBuf> {
 }
 
 /// Find `remorad`: `REMORA_DAEMON` (via [`Config::daemon`]), else the first of the
-/// places [`search_dirs`] lists that holds one.
+/// places `search_dirs` lists that holds one (beside the library or executable, in its
+/// prefix's `bin`, one level up for test binaries, then on `PATH`).
 pub fn find_daemon(cfg: &Config) -> Option<PathBuf> {
     if let Some(p) = &cfg.daemon {
         return Some(p.clone());

@@ -18,6 +18,7 @@
 #[cfg(feature = "tokio")]
 pub mod async_conn;
 pub mod bell;
+pub mod cancel;
 pub mod dma;
 pub mod intr;
 pub mod mapping;
