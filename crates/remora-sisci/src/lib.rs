@@ -26,6 +26,7 @@
 //! assert_eq!(&buf, b"hello");
 //! ```
 
+mod copy;
 mod dma;
 mod error;
 mod events;
@@ -34,6 +35,7 @@ mod map;
 mod query;
 mod segment;
 
+pub use copy::{flush, mem_copy, mem_read};
 pub use dma::{DmaCallback, DmaFlags, DmaQueue, DmaState, DmaVec, MIN_CAPACITY};
 pub use error::{Error, Result};
 pub use events::{CallbackAction, LocalEvent, RemoteEvent, SegmentReason};
@@ -41,7 +43,7 @@ pub use interrupt::{
     DataCallback, DataInterrupt, Interrupt, InterruptCallback, RemoteDataInterrupt, RemoteInterrupt,
     MAX_DATA_INTERRUPT,
 };
-pub use map::{flush, mem_copy, mem_read, Map, MapFlags, Sequence, SequenceStatus};
+pub use map::{Map, MapFlags, Sequence, SequenceStatus};
 pub use query::AdapterInfo;
 pub use remora_client::Config;
 pub use remora_sys::user_memory::UserRegion;
