@@ -22,7 +22,11 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Show the nodes on this host: segments, connections and maps.
-    Status,
+    Status {
+        /// Print every node's status as JSON (for scripts).
+        #[arg(long)]
+        json: bool,
+    },
     /// Ask a node whether it answers (like SCIProbeNode).
     Probe {
         /// The node to probe.
@@ -57,7 +61,8 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Status => status::status(),
+        Cmd::Status { json: false } => status::status(),
+        Cmd::Status { json: true } => status::status_json(),
         Cmd::Probe { node } => status::probe(node),
         Cmd::Shutdown { node, all } => status::shutdown(node, all),
         Cmd::Install { prefix } => install::install(&prefix),

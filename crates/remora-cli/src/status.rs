@@ -2,9 +2,27 @@
 
 use remora_client::{Config, Session};
 use remora_proto::{paths, MapTarget, Reply, Request, Role};
+use std::io::Write as _;
 
 fn config() -> Result<Config, String> {
     Config::from_env().map_err(|e| e.to_string())
+}
+
+/// `remora status --json`: every node's status as one JSON array (for scripts).
+pub fn status_json() -> Result<(), String> {
+    let cfg = config()?;
+    let mut all = Vec::new();
+    for node in paths::nodes_in(&cfg.runtime_dir) {
+        if let Ok((Reply::Status(st), _)) =
+            Session::open_control(&cfg.with_node(node)).and_then(|s| s.request(Request::Status, &[]))
+        {
+            all.push(st);
+        }
+    }
+    let text = serde_json::to_string_pretty(&all).map_err(|e| e.to_string())?;
+    // A reader that stops early (`| head`) is not an error.
+    let _ = writeln!(std::io::stdout(), "{text}");
+    Ok(())
 }
 
 pub fn status() -> Result<(), String> {

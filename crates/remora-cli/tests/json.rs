@@ -1,5 +1,5 @@
-//! `remora bench --json`: every row is written with its figures, target and verdict, and the
-//! run ends with the summary of targets.
+//! The command line's output for scripts: `remora bench --json` writes every row with its
+//! figures, target and verdict; `remora status --json` prints every node's status.
 
 use std::process::Command;
 
@@ -31,4 +31,30 @@ fn bench_rows_carry_target_and_verdict_in_json() {
         .args(["shutdown", "--all"])
         .env("REMORA_RUNTIME_DIR", rt.path())
         .output();
+}
+
+#[test]
+fn status_json_lists_every_node() {
+    let rt = tempfile::Builder::new().prefix("remora-status-json").tempdir().unwrap();
+    let remora = |args: &[&str], node: u32| {
+        Command::new(env!("CARGO_BIN_EXE_remora"))
+            .args(args)
+            .env("REMORA_RUNTIME_DIR", rt.path())
+            .env("REMORA_DAEMON", remora_testkit::daemon_path())
+            .env("REMORA_IDLE_EXIT", "5")
+            .env("REMORA_NODE", node.to_string())
+            .output()
+            .unwrap()
+    };
+    // A probe starts each node's daemon.
+    assert!(remora(&["probe", "4"], 4).status.success());
+    assert!(remora(&["probe", "8"], 8).status.success());
+    let o = remora(&["status", "--json"], 4);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}");
+    let t = text.trim();
+    assert!(t.starts_with('[') && t.ends_with(']'), "{t}");
+    assert!(t.contains("\"node\": 4") && t.contains("\"node\": 8"), "{t}");
+    assert!(t.contains("\"segments\"") && t.contains("\"sessions\""), "{t}");
+    let _ = remora(&["shutdown", "--all"], 4);
 }
