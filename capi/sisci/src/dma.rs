@@ -204,14 +204,18 @@ pub unsafe extern "C-unwind" fn SCIWaitForDMAQueue(
 ) -> sci_dma_queue_state_t {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
-    run_with(status, SCI_DMAQUEUE_ERROR, |now| {
+    // Waited in slices, with a cancellation point between them (see `run_waiting`).
+    let mut state = SCI_DMAQUEUE_ERROR;
+    crate::errors::run_waiting(status, wait_time(timeout), |slice| {
         let q = queue(dq)?;
-        *now = state_code(q.state());
+        state = state_code(q.state());
         check_flags(flags, 0, 0)?;
-        let r = q.wait(wait_time(timeout));
-        *now = state_code(q.state());
-        Ok(state_code(r?))
-    })
+        let r = q.wait(slice);
+        state = state_code(q.state());
+        state = state_code(r?);
+        Ok(())
+    });
+    state
 }
 
 /// `SCIStartDmaTransfer`: copy `size` bytes from `local_segment` at `local_offset` to

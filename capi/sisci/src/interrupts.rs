@@ -330,7 +330,7 @@ pub unsafe extern "C-unwind" fn SCIWaitForDataInterrupt(
 ) {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
-    run(status, (), || {
+    crate::errors::run_waiting(status, wait_time(timeout), |slice| {
         check_flags(flags, 0, 0)?;
         // SAFETY: `length` is NULL or readable and writable (this function's contract).
         let length_out = unsafe { Out::new(length) }?;
@@ -351,7 +351,7 @@ pub unsafe extern "C-unwind" fn SCIWaitForDataInterrupt(
             // this call.
             unsafe { std::slice::from_raw_parts_mut(data.cast::<u8>(), room) }
         };
-        let n = intr.wait(buf, wait_time(timeout))?;
+        let n = intr.wait(buf, slice)?;
         length_out.set(n as c_uint);
         Ok(())
     })
