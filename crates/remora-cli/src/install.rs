@@ -1,6 +1,7 @@
 //! `remora install --prefix DIR`: what a C program needs, where Dolphin's layout puts it.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// The hand-written headers, embedded at build time.
 const HEADERS: &[(&str, &str)] = &[
@@ -61,12 +62,64 @@ fn systemd_unit(remorad: &Path) -> String {
     )
 }
 
-pub fn install(prefix: &Path) -> Result<(), String> {
+/// Install `from` at `to`; with `strip`, without its debug information, which goes beside
+/// it in `.debug/NAME.debug` (where gdb looks, through the debug link the stripped file
+/// carries). Without `objcopy` on the machine the file is copied whole.
+fn place(from: &Path, to: &Path, strip: bool) -> Result<(), String> {
+    let objcopy_ok =
+        strip && Command::new("objcopy").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !objcopy_ok {
+        return copy(from, to);
+    }
+    let dir = to.parent().ok_or("no directory")?.join(".debug");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let name = to.file_name().ok_or("no file name")?.to_string_lossy().into_owned();
+    let debug = dir.join(format!("{name}.debug"));
+    let tmp = to.with_extension("remora-new");
+    let run = |args: &[&std::ffi::OsStr]| -> Result<(), String> {
+        let o = Command::new("objcopy").args(args).output().map_err(|e| format!("objcopy: {e}"))?;
+        if o.status.success() {
+            Ok(())
+        } else {
+            Err(format!("objcopy {args:?}: {}", String::from_utf8_lossy(&o.stderr)))
+        }
+    };
+    run(&["--only-keep-debug".as_ref(), from.as_os_str(), debug.as_os_str()])?;
+    let link = format!("--add-gnu-debuglink={}", debug.display());
+    run(&["--strip-debug".as_ref(), link.as_ref(), from.as_os_str(), tmp.as_os_str()])?;
+    std::fs::rename(&tmp, to).map_err(|e| format!("{}: {e}", to.display()))
+}
+
+/// The pkg-config file of one library.
+fn pc_file(prefix: &Path, name: &str, what: &str, cflags: &str) -> String {
+    format!(
+        "prefix={}\nincludedir=${{prefix}}/include\nlibdir=${{prefix}}/lib64\n\n\
+         Name: {name}\nDescription: Remora's {what}\n\
+         Version: {}\nCflags: -I${{includedir}}{cflags}\nLibs: -L${{libdir}} -Wl,-rpath,${{libdir}} -l{name}\n",
+        prefix.display(),
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// `remora install --prefix DIR [--no-strip]`.
+pub fn install(prefix: &Path, strip: bool) -> Result<(), String> {
     let inc = prefix.join("include");
     let dis = inc.join("dis");
     let lib = prefix.join("lib64");
     let bin = prefix.join("bin");
-    for d in [&inc, &dis, &lib, &bin, &lib.join("pkgconfig"), &inc.join("sys/rsm"), &dis.join("sys/rsm")] {
+    let pkg = prefix.join("share/pkgconfig");
+    let ld = prefix.join("etc/ld.so.conf.d");
+    for d in [
+        &inc,
+        &dis,
+        &lib,
+        &bin,
+        &lib.join("pkgconfig"),
+        &pkg,
+        &ld,
+        &inc.join("sys/rsm"),
+        &dis.join("sys/rsm"),
+    ] {
         std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
     }
     for (name, text) in HEADERS {
@@ -74,61 +127,58 @@ pub fn install(prefix: &Path) -> Result<(), String> {
         // Programs that add -I/opt/DIS/include/dis find the same headers there.
         write(&dis.join(name), text)?;
     }
-    copy(&built("libsisci.so")?, &lib.join("libsisci.so"))?;
+    place(&built("libsisci.so")?, &lib.join("libsisci.so"), strip)?;
     // libscif as MPSS shipped it: the versioned file, its soname link and the dev link.
-    copy(&built("libscif.so")?, &lib.join("libscif.so.0.0.1"))?;
+    place(&built("libscif.so")?, &lib.join("libscif.so.0.0.1"), strip)?;
     for link in ["libscif.so.0", "libscif.so"] {
         let p = lib.join(link);
         let _ = std::fs::remove_file(&p);
         std::os::unix::fs::symlink("libscif.so.0.0.1", &p).map_err(|e| format!("{}: {e}", p.display()))?;
     }
     // librsm as Solaris shipped it: the soname file and the dev link.
-    copy(&built("librsm.so")?, &lib.join("librsm.so.2"))?;
+    place(&built("librsm.so")?, &lib.join("librsm.so.2"), strip)?;
     let p = lib.join("librsm.so");
     let _ = std::fs::remove_file(&p);
     std::os::unix::fs::symlink("librsm.so.2", &p).map_err(|e| format!("{}: {e}", p.display()))?;
-    copy(&built("remorad")?, &bin.join("remorad"))?;
+    place(&built("remorad")?, &bin.join("remorad"), strip)?;
+    place(&built("remora")?, &bin.join("remora"), strip)?;
     // One node per instance: `systemctl enable --now remorad@4`.
     let unit_dir = prefix.join("lib/systemd/system");
     std::fs::create_dir_all(&unit_dir).map_err(|e| format!("{}: {e}", unit_dir.display()))?;
     write(&unit_dir.join("remorad@.service"), &systemd_unit(&bin.join("remorad")))?;
-    copy(&built("remora")?, &bin.join("remora"))?;
-    let pc = format!(
-        "prefix={}\nincludedir=${{prefix}}/include\nlibdir=${{prefix}}/lib64\n\n\
-         Name: sisci\nDescription: Remora's SISCI API (software remote-memory interconnect)\n\
-         Version: {}\nCflags: -I${{includedir}} -D_REENTRANT\nLibs: -L${{libdir}} -Wl,-rpath,${{libdir}} -lsisci\n",
-        prefix.display(),
-        env!("CARGO_PKG_VERSION")
-    );
-    write(&lib.join("pkgconfig/sisci.pc"), &pc)?;
-    let pc = format!(
-        "prefix={}\nincludedir=${{prefix}}/include\nlibdir=${{prefix}}/lib64\n\n\
-         Name: scif\nDescription: Remora's SCIF API (Intel Symmetric Communications Interface)\n\
-         Version: {}\nCflags: -I${{includedir}}\nLibs: -L${{libdir}} -Wl,-rpath,${{libdir}} -lscif\n",
-        prefix.display(),
-        env!("CARGO_PKG_VERSION")
-    );
-    write(&lib.join("pkgconfig/scif.pc"), &pc)?;
-    let pc = format!(
-        "prefix={}\nincludedir=${{prefix}}/include\nlibdir=${{prefix}}/lib64\n\n\
-         Name: rsm\nDescription: Remora's RSMAPI (Sun's Remote Shared Memory API)\n\
-         Version: {}\nCflags: -I${{includedir}}\nLibs: -L${{libdir}} -Wl,-rpath,${{libdir}} -lrsm\n",
-        prefix.display(),
-        env!("CARGO_PKG_VERSION")
-    );
-    write(&lib.join("pkgconfig/rsm.pc"), &pc)?;
+    // pkg-config files where pkg-config looks for a system prefix (share/pkgconfig) and
+    // where Dolphin's layout puts them (lib64/pkgconfig).
+    for (name, what, cflags) in [
+        ("sisci", "SISCI API (software remote-memory interconnect)", " -D_REENTRANT"),
+        ("scif", "SCIF API (Intel Symmetric Communications Interface)", ""),
+        ("rsm", "RSMAPI (Sun's Remote Shared Memory API)", ""),
+    ] {
+        let text = pc_file(prefix, name, what, cflags);
+        write(&lib.join(format!("pkgconfig/{name}.pc")), &text)?;
+        write(&pkg.join(format!("{name}.pc")), &text)?;
+    }
+    // For programs built without a run path: the line a system's ld.so.conf.d takes.
+    write(&ld.join("remora.conf"), &format!("{}\n", lib.display()))?;
     println!("installed Remora under {}", prefix.display());
+    for (api, lib_name) in [("a SISCI", "sisci"), ("a SCIF", "scif"), ("an RSM", "rsm")] {
+        println!(
+            "  build {api} program:{:pad$}cc -I {1}/include prog.c -L {1}/lib64 -Wl,-rpath,{1}/lib64 -l{lib_name}",
+            "",
+            prefix.display(),
+            pad = 10 - api.len()
+        );
+    }
+    let searched = Command::new("pkg-config")
+        .args(["--variable", "pc_path", "pkg-config"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).split(':').any(|d| Path::new(d.trim()) == pkg))
+        .unwrap_or(false);
+    if !searched {
+        println!("  for pkg-config:         export PKG_CONFIG_PATH={}", pkg.display());
+    }
     println!(
-        "  build a SISCI program:  cc -I {0}/include prog.c -L {0}/lib64 -Wl,-rpath,{0}/lib64 -lsisci",
-        prefix.display()
-    );
-    println!(
-        "  build a SCIF program:   cc -I {0}/include prog.c -L {0}/lib64 -Wl,-rpath,{0}/lib64 -lscif",
-        prefix.display()
-    );
-    println!(
-        "  build an RSM program:   cc -I {0}/include prog.c -L {0}/lib64 -Wl,-rpath,{0}/lib64 -lrsm",
-        prefix.display()
+        "  without a run path:     cp {} /etc/ld.so.conf.d/ && ldconfig",
+        ld.join("remora.conf").display()
     );
     Ok(())
 }

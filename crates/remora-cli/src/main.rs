@@ -46,6 +46,10 @@ enum Cmd {
         /// The prefix (e.g. /usr/local or /opt/DIS).
         #[arg(long)]
         prefix: PathBuf,
+        /// Install the binaries and libraries as built, debug information included
+        /// (by default it is split off into `.debug/` beside each file).
+        #[arg(long)]
+        no_strip: bool,
     },
     /// Measure Remora beside its raw reference in the same run; each row says whether it
     /// meets its target, and a summary of every target ends the run.
@@ -65,7 +69,7 @@ fn main() {
         Cmd::Status { json: true } => status::status_json(),
         Cmd::Probe { node } => status::probe(node),
         Cmd::Shutdown { node, all } => status::shutdown(node, all),
-        Cmd::Install { prefix } => install::install(&prefix),
+        Cmd::Install { prefix, no_strip } => install::install(&prefix, !no_strip),
         Cmd::Bench { which, json } => bench::run(which, json.as_deref()),
     };
     if let Err(e) = r {

@@ -136,6 +136,39 @@ fn bad_configuration_names_the_variable_beside_the_code() {
 }
 
 #[test]
+fn install_splits_debug_info_and_writes_pkg_config_and_ld_conf() {
+    let prefix = tempfile::Builder::new().prefix("remora-install").tempdir().unwrap();
+    let p = prefix.path();
+    let o = Command::new(env!("CARGO_BIN_EXE_remora")).args(["install", "--prefix"]).arg(p).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let sections = |f: &std::path::Path| {
+        let o = Command::new("readelf").arg("-S").arg(f).output().expect("readelf (binutils)");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    for f in ["bin/remorad", "bin/remora", "lib64/libsisci.so", "lib64/libscif.so.0.0.1", "lib64/librsm.so.2"]
+    {
+        let path = p.join(f);
+        let s = sections(&path);
+        assert!(!s.contains(".debug_info"), "{f} is shipped without debug information");
+        assert!(s.contains(".gnu_debuglink"), "{f} links to its debug file");
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let debug = path.parent().unwrap().join(".debug").join(format!("{name}.debug"));
+        assert!(sections(&debug).contains(".debug_info"), "{} holds the debug information", debug.display());
+    }
+    for pc in [
+        "share/pkgconfig/sisci.pc",
+        "share/pkgconfig/scif.pc",
+        "share/pkgconfig/rsm.pc",
+        "lib64/pkgconfig/rsm.pc",
+    ] {
+        assert!(p.join(pc).is_file(), "{pc}");
+    }
+    let conf = std::fs::read_to_string(p.join("etc/ld.so.conf.d/remora.conf")).unwrap();
+    assert_eq!(conf.trim(), p.join("lib64").display().to_string());
+    assert!(p.join("lib/systemd/system/remorad@.service").is_file());
+}
+
+#[test]
 fn a_daemon_that_cannot_start_says_why() {
     let env = Env::new();
     let exe = env.build(&root().join("tests/c/bad_config.c"), &[]);

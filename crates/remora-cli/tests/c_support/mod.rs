@@ -21,7 +21,7 @@ impl Env {
     pub fn new() -> Env {
         let prefix = tempfile::Builder::new().prefix("remora-prefix").tempdir().unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_remora"))
-            .args(["install", "--prefix"])
+            .args(["install", "--no-strip", "--prefix"])
             .arg(prefix.path())
             .output()
             .unwrap();
