@@ -157,6 +157,24 @@ pub fn install(prefix: &Path, strip: bool) -> Result<(), String> {
         write(&lib.join(format!("pkgconfig/{name}.pc")), &text)?;
         write(&pkg.join(format!("{name}.pc")), &text)?;
     }
+    // Manual pages, generated from the command-line definitions.
+    let man1 = prefix.join("share/man/man1");
+    let man8 = prefix.join("share/man/man8");
+    for d in [&man1, &man8] {
+        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+    }
+    let mut page = Vec::new();
+    {
+        use clap::CommandFactory;
+        clap_mangen::Man::new(crate::Cli::command()).render(&mut page).map_err(|e| e.to_string())?;
+    }
+    std::fs::write(man1.join("remora.1"), &page).map_err(|e| format!("remora.1: {e}"))?;
+    let o =
+        Command::new(bin.join("remorad")).arg("--man").output().map_err(|e| format!("remorad --man: {e}"))?;
+    if !o.status.success() {
+        return Err(format!("remorad --man: {}", String::from_utf8_lossy(&o.stderr)));
+    }
+    std::fs::write(man8.join("remorad.8"), &o.stdout).map_err(|e| format!("remorad.8: {e}"))?;
     // For programs built without a run path: the line a system's ld.so.conf.d takes.
     write(&ld.join("remora.conf"), &format!("{}\n", lib.display()))?;
     println!("installed Remora under {}", prefix.display());

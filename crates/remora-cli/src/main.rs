@@ -13,8 +13,8 @@ use std::path::PathBuf;
 
 /// The command line of a Remora host.
 #[derive(Parser, Debug)]
-#[command(version, about)]
-struct Cli {
+#[command(name = "remora", version)]
+pub(crate) struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
 }

@@ -166,6 +166,11 @@ fn install_splits_debug_info_and_writes_pkg_config_and_ld_conf() {
     let conf = std::fs::read_to_string(p.join("etc/ld.so.conf.d/remora.conf")).unwrap();
     assert_eq!(conf.trim(), p.join("lib64").display().to_string());
     assert!(p.join("lib/systemd/system/remorad@.service").is_file());
+    // Manual pages generated from the command-line definitions.
+    let remora_1 = std::fs::read_to_string(p.join("share/man/man1/remora.1")).unwrap();
+    assert!(remora_1.contains(".TH remora 1") && remora_1.contains("bench"), "{remora_1}");
+    let remorad_8 = std::fs::read_to_string(p.join("share/man/man8/remorad.8")).unwrap();
+    assert!(remorad_8.contains(".TH remorad 8") && remorad_8.contains("detach"), "{remorad_8}");
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 /// The Remora node daemon: plays one node (adapter and driver) of a Remora cluster.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(name = "remorad", version)]
 struct Args {
     /// The node id (default: REMORA_NODE, else 4).
     #[arg(long)]
@@ -28,6 +28,27 @@ struct Args {
     /// Start the daemon in the background (in its own process group) and return at once.
     #[arg(long)]
     detach: bool,
+    /// Print this program's manual page (roff) and exit.
+    #[arg(long, hide = true)]
+    man: bool,
+}
+
+/// Print the manual page generated from the command-line definition.
+fn print_man() -> ! {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    let code = match clap_mangen::Man::new(Args::command()).section("8").render(&mut out) {
+        Ok(()) => {
+            use std::io::Write as _;
+            let _ = std::io::stdout().write_all(&out);
+            0
+        }
+        Err(e) => {
+            eprintln!("remorad: {e}");
+            1
+        }
+    };
+    std::process::exit(code)
 }
 
 /// Re-run this program without `--detach` as a grandchild of the caller: the caller reaps
@@ -93,6 +114,9 @@ fn main() {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
     let args = Args::parse();
+    if args.man {
+        print_man();
+    }
     let node = args.node.unwrap_or(env.node);
     if node == 0 || node > remora_config::MAX_NODE {
         eprintln!("remorad: --node {node}: allowed: 1..={}", remora_config::MAX_NODE);
