@@ -94,6 +94,9 @@ pub struct Config {
     /// `REMORA_RSM_SEGMENTID_FILE` (default `/etc/rsm/rsm.segmentid`): the RSM segment-id
     /// reservations that `rsm_get_segmentid_range` reads.
     pub rsm_segmentid_file: PathBuf,
+    /// `REMORA_METRICS_ADDR` (e.g. `127.0.0.1:9464`; unset: none): where `remorad` serves
+    /// Prometheus metrics.
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// `REMORA_BENCH_SPREAD` (`1`: benchmarks print the parts of a reference as well).
     pub bench_spread: bool,
 }
@@ -102,6 +105,7 @@ pub struct Config {
 pub const VARIABLES: &[&str] = &[
     "REMORA_NODE",
     "REMORA_RSM_SEGMENTID_FILE",
+    "REMORA_METRICS_ADDR",
     "REMORA_RUNTIME_DIR",
     "REMORA_DAEMON",
     "REMORA_IDLE_EXIT",
@@ -227,6 +231,16 @@ impl Config {
                 None => "info".into(),
             },
             spin: us("REMORA_SPIN_US", 50, 1_000_000)?,
+            metrics_addr: match get("REMORA_METRICS_ADDR") {
+                Some(v) => Some(v.parse().map_err(|_| {
+                    ConfigError::new(
+                        "REMORA_METRICS_ADDR",
+                        v,
+                        "allowed: an address and port such as 127.0.0.1:9464",
+                    )
+                })?),
+                None => None,
+            },
             rsm_segmentid_file: match get("REMORA_RSM_SEGMENTID_FILE") {
                 Some(v) => path("REMORA_RSM_SEGMENTID_FILE", v)?,
                 None => PathBuf::from("/etc/rsm/rsm.segmentid"),

@@ -15,6 +15,7 @@
 pub use remora_config::cluster;
 pub mod core;
 mod inbound;
+pub mod metrics;
 pub mod personality;
 mod serve;
 mod session;
@@ -41,12 +42,14 @@ pub struct Config {
     pub auto_started: bool,
     /// The cluster: other hosts' nodes and the secret (`None`: this host only).
     pub cluster: Option<cluster::Cluster>,
+    /// Where to serve Prometheus metrics (`None`: nowhere).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Config {
     /// A daemon for `node` in `runtime_dir` that never exits by itself.
     pub fn new(node: u32, runtime_dir: PathBuf) -> Config {
-        Config { node, runtime_dir, idle_exit: None, auto_started: false, cluster: None }
+        Config { node, runtime_dir, idle_exit: None, auto_started: false, cluster: None, metrics: None }
     }
 }
 
@@ -194,6 +197,9 @@ async fn serve(node: Arc<Node>, listener: std::os::fd::OwnedFd) -> Result<(), St
     let transports =
         transport::Transports::open(&env, inbound).map_err(|e| StartError::Io("transports", e))?;
     let _ = node.transports.set(transports);
+    if let Some(addr) = node.config.metrics {
+        tokio::spawn(metrics::serve(node.clone(), addr));
+    }
     let listener = remora_sys::async_conn::register(listener).map_err(|e| StartError::Io("listener", e))?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| StartError::Io("signal", e))?;

@@ -28,6 +28,10 @@ struct Args {
     /// Start the daemon in the background (in its own process group) and return at once.
     #[arg(long)]
     detach: bool,
+    /// Serve Prometheus metrics at this address, e.g. 127.0.0.1:9464 (default:
+    /// REMORA_METRICS_ADDR, else none).
+    #[arg(long)]
+    metrics: Option<std::net::SocketAddr>,
     /// Print this program's manual page (roff) and exit.
     #[arg(long, hide = true)]
     man: bool,
@@ -129,6 +133,7 @@ fn main() {
     let mut cfg = remora_node::Config::new(node, runtime_dir);
     cfg.idle_exit = (args.idle_exit > 0).then(|| Duration::from_secs(args.idle_exit));
     cfg.auto_started = args.auto;
+    cfg.metrics = args.metrics.or(env.metrics_addr);
     let cluster = match &args.cluster {
         Some(p) => remora_node::cluster::Cluster::load(p).map(Some),
         None => remora_node::cluster::Cluster::find(&env),

@@ -188,11 +188,15 @@ async fn handle(s: &mut Session, req: Request, fds: Vec<OwnedFd>) -> Outcome {
 }
 
 fn status(s: &Session) -> remora_proto::NodeStatus {
-    let up = s.node.started.elapsed().as_secs();
-    let mut st = s.node.lock().status(std::process::id(), s.node.config.auto_started, up);
-    st.scif = s.node.scif().counts();
-    st.peers = s
-        .node
+    snapshot(&s.node)
+}
+
+/// What `remora status` shows, and what the metrics are made of.
+pub(crate) fn snapshot(node: &Node) -> remora_proto::NodeStatus {
+    let up = node.started.elapsed().as_secs();
+    let mut st = node.lock().status(std::process::id(), node.config.auto_started, up);
+    st.scif = node.scif().counts();
+    st.peers = node
         .transports()
         .links()
         .into_iter()

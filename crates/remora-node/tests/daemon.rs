@@ -50,3 +50,50 @@ fn detached_daemon_logs_plain_text_and_exits_cleanly_on_signals() {
         });
     }
 }
+
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn metrics_endpoint_reports_the_books_and_moves_with_them() {
+    let dir = tempfile::Builder::new().prefix("remora-metrics").tempdir().unwrap();
+    let node = 46;
+    let port = remora_testkit::free_port();
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_remorad"))
+        .args(["--node", &node.to_string(), "--metrics", &format!("127.0.0.1:{port}"), "--runtime-dir"])
+        .arg(dir.path())
+        .spawn()
+        .unwrap();
+    let sock = remora_proto::paths::socket_path(dir.path(), node);
+    wait_until("the socket", || sock.exists());
+    wait_until("the metrics endpoint", || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+    let before = http_get(port, "/metrics");
+    assert!(before.starts_with("HTTP/1.1 200"), "{before}");
+    assert!(before.contains("remora_node 46") && before.contains("remora_sessions"), "{before}");
+    assert!(!before.contains("remora_segments{state=\"created\"} 1"), "{before}");
+    // A process creates a segment: the next scrape shows it.
+    let cfg = remora_client::Config {
+        node,
+        runtime_dir: dir.path().to_path_buf(),
+        daemon: None,
+        spawn: false,
+        idle_exit: Duration::from_secs(60),
+        cluster: None,
+    };
+    let session = remora_client::Session::open(&cfg).unwrap();
+    let req = remora_proto::Request::CreateSegment { id: Some(9), size: 4096, private: false, empty: false };
+    session.request(req, &[]).unwrap();
+    let after = http_get(port, "/metrics");
+    assert!(after.contains("remora_segments{state=\"created\"} 1"), "{after}");
+    assert!(after.contains("remora_sessions 1"), "{after}");
+    assert!(http_get(port, "/other").starts_with("HTTP/1.1 404"));
+    drop(session);
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+}

@@ -1,0 +1,114 @@
+//! The node's Prometheus metrics (`REMORA_METRICS_ADDR`, `remorad --metrics ADDR`): a
+//! plain HTTP endpoint, `GET /metrics`, answering in the text exposition format with what
+//! `remora status` shows (sessions, segments by state, connections, maps, interrupts, DMA
+//! queues, SCIF ports, listeners and connections) and, per peer node of another host, the
+//! link's state, heartbeat round trip and bytes each way. Each scrape reads the books afresh.
+
+use crate::Node;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use remora_proto::{NodeStatus, Role};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+type Labels = Vec<(String, String)>;
+
+fn gauge(reg: &mut Registry, name: &str, help: &str, v: i64) {
+    let g = Gauge::<i64>::default();
+    g.set(v);
+    reg.register(name, help, g);
+}
+
+/// The metrics of `st` in the text exposition format.
+pub fn render(st: &NodeStatus) -> String {
+    let mut reg = Registry::with_prefix("remora");
+    let clients = st.sessions.iter().filter(|s| s.role != Role::Control).count() as i64;
+    gauge(&mut reg, "node", "This daemon's node id", i64::from(st.node));
+    gauge(&mut reg, "uptime_seconds", "Seconds since the daemon started", st.uptime_s as i64);
+    gauge(&mut reg, "sessions", "Sessions of processes, endpoints and peer daemons", clients);
+    let segments = Family::<Labels, Gauge>::default();
+    for s in &st.segments {
+        segments.get_or_create(&vec![("state".into(), s.state.clone())]).inc();
+    }
+    reg.register("segments", "Segments exported by this node, by state", segments);
+    let importers: i64 = st.segments.iter().map(|s| i64::from(s.importers)).sum();
+    gauge(&mut reg, "segment_importers", "Connections importing this node's segments", importers);
+    let conns = Family::<Labels, Gauge>::default();
+    for c in &st.connections {
+        conns.get_or_create(&vec![("alive".into(), c.alive.to_string())]).inc();
+    }
+    reg.register("connections", "Connections of this node's sessions to segments", conns);
+    gauge(&mut reg, "maps", "Maps processes noted", st.maps.len() as i64);
+    gauge(&mut reg, "interrupts", "Interrupts created on this node", st.interrupts.len() as i64);
+    gauge(&mut reg, "dma_queues", "DMA queues the engine serves", st.dma_queues.len() as i64);
+    gauge(&mut reg, "scif_ports", "Bound SCIF ports", i64::from(st.scif.0));
+    gauge(&mut reg, "scif_listeners", "SCIF listeners", i64::from(st.scif.1));
+    gauge(&mut reg, "scif_connections", "SCIF connections held here", i64::from(st.scif.2));
+    let up = Family::<Labels, Gauge>::default();
+    let rtt = Family::<Labels, Gauge>::default();
+    let rx = Family::<Labels, Counter>::default();
+    let tx = Family::<Labels, Counter>::default();
+    for p in &st.peers {
+        let l = vec![("peer".into(), p.node.to_string())];
+        up.get_or_create(&l).set(i64::from(p.state == "up"));
+        rtt.get_or_create(&l).set(p.rtt_us as i64);
+        rx.get_or_create(&l).inc_by(p.bytes_in);
+        tx.get_or_create(&l).inc_by(p.bytes_out);
+    }
+    reg.register("peer_up", "Whether the link to a node of another host is up", up);
+    reg.register("peer_rtt_microseconds", "The last heartbeat round trip to a peer", rtt);
+    reg.register("peer_received_bytes", "Bytes received from a peer", rx);
+    reg.register("peer_sent_bytes", "Bytes sent to a peer", tx);
+    let mut out = String::new();
+    // Encoding into a String cannot fail.
+    let _ = encode(&mut out, &reg);
+    out
+}
+
+/// Serve `GET /metrics` on `addr` until the daemon stops. A bad request gets an error
+/// answer and its connection closes; the daemon goes on.
+pub(crate) async fn serve(node: Arc<Node>, addr: SocketAddr) {
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(%addr, "metrics endpoint not started: {e}");
+            return;
+        }
+    };
+    tracing::info!(%addr, "metrics at http://{addr}/metrics");
+    loop {
+        let Ok((mut sock, _)) = listener.accept().await else { continue };
+        let node = node.clone();
+        tokio::spawn(async move {
+            let mut req = Vec::new();
+            let mut buf = [0u8; 1024];
+            let read = tokio::time::timeout(Duration::from_secs(5), async {
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
+            })
+            .await;
+            let (status, body) = if read.is_err() {
+                return;
+            } else if req.starts_with(b"GET /metrics ") || req.starts_with(b"GET /metrics?") {
+                ("200 OK", render(&crate::serve::snapshot(&node)))
+            } else {
+                ("404 Not Found", "only GET /metrics is served here\n".to_string())
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = sock.write_all(head.as_bytes()).await;
+            let _ = sock.write_all(body.as_bytes()).await;
+        });
+    }
+}
