@@ -5,6 +5,7 @@
 //! binaries for C programs; `remora bench` measures Remora beside its raw reference.
 
 mod bench;
+mod diag;
 mod install;
 mod status;
 
@@ -27,6 +28,8 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Check what a node needs from this machine, one verdict a line (like dis_diag).
+    Diag,
     /// Ask a node whether it answers (like SCIProbeNode).
     Probe {
         /// The node to probe.
@@ -68,6 +71,7 @@ fn main() {
         Cmd::Status { json: false } => status::status(),
         Cmd::Status { json: true } => status::status_json(),
         Cmd::Probe { node } => status::probe(node),
+        Cmd::Diag => diag::diag(),
         Cmd::Shutdown { node, all } => status::shutdown(node, all),
         Cmd::Install { prefix, no_strip } => install::install(&prefix, !no_strip),
         Cmd::Bench { which, json } => bench::run(which, json.as_deref()),

@@ -34,6 +34,12 @@ pub use mapping::{MapOptions, Mapping};
 pub use memfd::Memfd;
 pub use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+/// The calling process's limit of locked memory in bytes (`RLIMIT_MEMLOCK`; `None`:
+/// unlimited).
+pub fn memlock_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Memlock).current
+}
+
 /// The size of a page on this machine.
 pub fn page_size() -> usize {
     rustix::param::page_size()

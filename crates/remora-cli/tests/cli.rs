@@ -1,5 +1,6 @@
-//! The command line's output for scripts: `remora bench --json` writes every row with its
-//! figures, target and verdict; `remora status --json` prints every node's status.
+//! The command line's own commands: `remora bench --json` writes every row with its figures,
+//! target and verdict; `remora status --json` prints every node's status; `remora diag`
+//! gives a verdict per check of the machine.
 
 use std::process::Command;
 
@@ -57,4 +58,40 @@ fn status_json_lists_every_node() {
     assert!(t.contains("\"node\": 4") && t.contains("\"node\": 8"), "{t}");
     assert!(t.contains("\"segments\"") && t.contains("\"sessions\""), "{t}");
     let _ = remora(&["shutdown", "--all"], 4);
+}
+
+#[test]
+fn diag_gives_a_verdict_per_check() {
+    let rt = tempfile::Builder::new().prefix("remora-diag").tempdir().unwrap();
+    let run = |vars: &[(&str, &str)]| {
+        Command::new(env!("CARGO_BIN_EXE_remora"))
+            .arg("diag")
+            .env("REMORA_RUNTIME_DIR", rt.path())
+            .env("REMORA_DAEMON", remora_testkit::daemon_path())
+            .envs(vars.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let o = run(&[]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}");
+    for check in
+        ["configuration", "runtime directory", "daemon", "memfd", "userfaultfd", "memlock", "cluster"]
+    {
+        assert!(
+            text.lines().any(|l| l.contains(check) && (l.starts_with("ok") || l.starts_with("WARN"))),
+            "{check}: {text}"
+        );
+    }
+    assert!(text.contains("verdict: this machine can run Remora nodes"), "{text}");
+    // A bad value fails the configuration check, naming the variable.
+    let o = run(&[("REMORA_NODE", "abc")]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success());
+    assert!(text.lines().any(|l| l.starts_with("FAIL") && l.contains("REMORA_NODE")), "{text}");
+    // A daemon binary that is not there fails the daemon check.
+    let o = run(&[("REMORA_DAEMON", "/nonexistent/remorad")]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success());
+    assert!(text.lines().any(|l| l.starts_with("FAIL") && l.contains("daemon")), "{text}");
 }

@@ -1,0 +1,148 @@
+//! `remora diag`: what a node needs from this machine, one check a line with its verdict,
+//! like Dolphin's `dis_diag`: the configuration, the runtime directory, the daemon binary,
+//! userfaultfd (maps of other hosts' segments), the memlock limit, memfd sealing, and, with
+//! a cluster file, its syntax and whether every peer's port answers.
+
+use remora_sys::Memfd;
+use std::time::Duration;
+
+/// One check's outcome.
+enum Verdict {
+    Ok(String),
+    Warn(String),
+    Fail(String),
+}
+
+fn line(name: &str, v: &Verdict) {
+    let (word, text) = match v {
+        Verdict::Ok(t) => ("ok  ", t),
+        Verdict::Warn(t) => ("WARN", t),
+        Verdict::Fail(t) => ("FAIL", t),
+    };
+    println!("{word}  {name:<22} {text}");
+}
+
+fn runtime_dir(dir: &std::path::Path) -> Verdict {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {
+            let mode = m.permissions().mode() & 0o7777;
+            let probe = dir.join(format!(".remora-diag-{}", std::process::id()));
+            match std::fs::write(&probe, b"") {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&probe);
+                    let who = if mode & 0o1002 == 0o1002 { "shared by every user" } else { "private" };
+                    Verdict::Ok(format!("{} (mode {mode:o}, {who}, writable)", dir.display()))
+                }
+                Err(e) => Verdict::Fail(format!("{} is not writable: {e}", dir.display())),
+            }
+        }
+        Ok(_) => Verdict::Fail(format!("{} is not a directory", dir.display())),
+        Err(_) => {
+            Verdict::Ok(format!("{} does not exist yet (the first node makes it, mode 0700)", dir.display()))
+        }
+    }
+}
+
+fn daemon(cfg: &remora_client::Config) -> Verdict {
+    match remora_client::find_daemon(cfg) {
+        Some(p) if p.is_file() => Verdict::Ok(format!("{}", p.display())),
+        Some(p) => Verdict::Fail(format!("REMORA_DAEMON names {}, which is not a file", p.display())),
+        None => {
+            Verdict::Fail("remorad not found beside the libraries, in the prefix's bin or on PATH".into())
+        }
+    }
+}
+
+fn userfaultfd() -> Verdict {
+    match remora_sys::uffd::Uffd::new() {
+        Ok(_) => Verdict::Ok("available (maps of other hosts' segments work)".into()),
+        Err(e) => Verdict::Warn(format!(
+            "unavailable ({e}): maps of other hosts' segments fail; run as root or set vm.unprivileged_userfaultfd=1"
+        )),
+    }
+}
+
+fn memlock() -> Verdict {
+    match remora_sys::memlock_limit() {
+        None => Verdict::Ok("unlimited".into()),
+        Some(n) => {
+            Verdict::Ok(format!("{} KiB (Remora pins no memory; RDMA fabrics will need more)", n / 1024))
+        }
+    }
+}
+
+fn memfd() -> Verdict {
+    match Memfd::create("diag", 4096) {
+        Ok(m) if m.is_size_sealed() => Verdict::Ok("sealed memfds work".into()),
+        Ok(_) => Verdict::Fail("memfds cannot be sealed".into()),
+        Err(e) => Verdict::Fail(format!("memfd_create failed: {e}")),
+    }
+}
+
+/// `remora diag`: every check, then the count of failures (a failure makes the command fail).
+pub fn diag() -> Result<(), String> {
+    let mut fails = 0;
+    let mut say = |name: &str, v: Verdict| {
+        if matches!(v, Verdict::Fail(_)) {
+            fails += 1;
+        }
+        line(name, &v);
+    };
+    let env = match remora_config::Config::from_env() {
+        Ok(c) => {
+            say("configuration", Verdict::Ok(format!("node {}, every REMORA_* value valid", c.node)));
+            c
+        }
+        Err(e) => {
+            say("configuration", Verdict::Fail(e.to_string()));
+            return Err("the configuration is not valid".into());
+        }
+    };
+    let cfg = remora_client::Config::from(&env);
+    say("runtime directory", runtime_dir(&env.runtime_dir));
+    say("daemon", daemon(&cfg));
+    say("memfd", memfd());
+    say("userfaultfd", userfaultfd());
+    say("memlock", memlock());
+    let running = remora_proto::paths::nodes_in(&env.runtime_dir);
+    say(
+        "nodes running here",
+        Verdict::Ok(if running.is_empty() { "none".into() } else { format!("{running:?}") }),
+    );
+    match remora_config::cluster::Cluster::find(&env) {
+        Ok(None) => say("cluster", Verdict::Ok("no cluster file: this host's nodes only".into())),
+        Ok(Some(c)) => {
+            say(
+                "cluster",
+                Verdict::Ok(format!("{} nodes, heartbeat every {:?}", c.nodes.len(), c.heartbeat)),
+            );
+            for n in &c.nodes {
+                let addr = format!("{}:{}", n.host, n.port);
+                let reached = std::net::ToSocketAddrs::to_socket_addrs(&addr)
+                    .ok()
+                    .and_then(|mut a| a.next())
+                    .map(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(1)).is_ok());
+                let v = match reached {
+                    Some(true) => Verdict::Ok(format!("{addr} answers")),
+                    Some(false) if running.contains(&n.id) => {
+                        Verdict::Fail(format!("{addr} does not answer"))
+                    }
+                    Some(false) => {
+                        Verdict::Warn(format!("{addr} does not answer (its daemon may not be up)"))
+                    }
+                    None => Verdict::Fail(format!("{addr} does not resolve")),
+                };
+                say(&format!("peer node {}", n.id), v);
+            }
+        }
+        Err(e) => say("cluster", Verdict::Fail(e)),
+    }
+    println!();
+    if fails == 0 {
+        println!("verdict: this machine can run Remora nodes");
+        Ok(())
+    } else {
+        Err(format!("{fails} check(s) failed"))
+    }
+}
