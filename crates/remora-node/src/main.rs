@@ -32,6 +32,9 @@ struct Args {
     /// REMORA_METRICS_ADDR, else none).
     #[arg(long)]
     metrics: Option<std::net::SocketAddr>,
+    /// Log one JSON object a line (for log collectors) instead of plain text.
+    #[arg(long)]
+    log_json: bool,
     /// Print this program's manual page (roff) and exit.
     #[arg(long, hide = true)]
     man: bool,
@@ -114,10 +117,15 @@ fn main() {
             std::process::exit(2);
         }
     };
-    // Colours only for a terminal: a log file gets plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
     let args = Args::parse();
+    // Colours only for a terminal: a log file gets plain text (or JSON with --log-json).
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if args.log_json {
+        fmt.json().init();
+    } else {
+        fmt.with_ansi(ansi).init();
+    }
     if args.man {
         print_man();
     }

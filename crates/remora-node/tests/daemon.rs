@@ -97,3 +97,26 @@ fn metrics_endpoint_reports_the_books_and_moves_with_them() {
     let _ = daemon.kill();
     let _ = daemon.wait();
 }
+
+#[test]
+fn log_json_writes_one_object_a_line() {
+    let dir = tempfile::Builder::new().prefix("remora-logjson").tempdir().unwrap();
+    let node = 47;
+    let out = Command::new(env!("CARGO_BIN_EXE_remorad"))
+        .args(["--detach", "--log-json", "--node", &node.to_string(), "--runtime-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let sock = remora_proto::paths::socket_path(dir.path(), node);
+    wait_until("the socket", || sock.exists());
+    let log = dir.path().join(format!("node-{node}.log"));
+    wait_until("the log line", || std::fs::read_to_string(&log).is_ok_and(|t| t.contains("node daemon up")));
+    let pid = daemon_pid(&sock);
+    assert!(Command::new("kill").arg(pid.to_string()).status().unwrap().success());
+    wait_until("the socket to go", || !sock.exists());
+    let text = std::fs::read_to_string(&log).unwrap();
+    for l in text.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(l.starts_with('{') && l.ends_with('}') && l.contains("\"level\""), "not a JSON line: {l}");
+    }
+}
