@@ -53,6 +53,19 @@ impl Config {
     }
 }
 
+/// Counters of what the node moved since it started (read by the metrics endpoint).
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// DMA jobs (one post each) that completed.
+    pub dma_jobs: std::sync::atomic::AtomicU64,
+    /// DMA jobs that ended in error or were aborted.
+    pub dma_failed: std::sync::atomic::AtomicU64,
+    /// Bytes the DMA engine moved.
+    pub dma_bytes: std::sync::atomic::AtomicU64,
+    /// Sessions opened since the start.
+    pub sessions_opened: std::sync::atomic::AtomicU64,
+}
+
 /// Errors that stop a daemon from starting.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -82,6 +95,8 @@ pub struct Node {
     pub scif: Mutex<personality::scif::Books>,
     /// The books of the RSM personality.
     pub rsm: Mutex<personality::rsm::Books>,
+    /// Counters of the node's traffic, for the metrics.
+    pub stats: Stats,
     /// The transports, opened when the daemon's runtime starts.
     transports: std::sync::OnceLock<transport::Transports>,
 }
@@ -158,6 +173,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         incarnation: new_incarnation(),
         scif: Mutex::new(Default::default()),
         rsm: Mutex::new(Default::default()),
+        stats: Stats::default(),
         transports: std::sync::OnceLock::new(),
     });
     tracing::info!(node = node.config.node, socket = %sock.display(), "node daemon up");

@@ -24,9 +24,30 @@ fn gauge(reg: &mut Registry, name: &str, help: &str, v: i64) {
     reg.register(name, help, g);
 }
 
-/// The metrics of `st` in the text exposition format.
-pub fn render(st: &NodeStatus) -> String {
+fn counter(reg: &mut Registry, name: &str, help: &str, v: u64) {
+    let c = Counter::<u64>::default();
+    c.inc_by(v);
+    reg.register(name, help, c);
+}
+
+/// The metrics of `st` and the node's traffic counters in the text exposition format.
+pub fn render(st: &NodeStatus, stats: &crate::Stats) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
     let mut reg = Registry::with_prefix("remora");
+    counter(&mut reg, "dma_jobs", "DMA jobs (posts) completed", stats.dma_jobs.load(Relaxed));
+    counter(
+        &mut reg,
+        "dma_failed_jobs",
+        "DMA jobs that ended in error or were aborted",
+        stats.dma_failed.load(Relaxed),
+    );
+    counter(&mut reg, "dma_bytes", "Bytes the DMA engine moved", stats.dma_bytes.load(Relaxed));
+    counter(
+        &mut reg,
+        "sessions_opened",
+        "Sessions opened since the start",
+        stats.sessions_opened.load(Relaxed),
+    );
     let clients = st.sessions.iter().filter(|s| s.role != Role::Control).count() as i64;
     gauge(&mut reg, "node", "This daemon's node id", i64::from(st.node));
     gauge(&mut reg, "uptime_seconds", "Seconds since the daemon started", st.uptime_s as i64);
@@ -99,7 +120,7 @@ pub(crate) async fn serve(node: Arc<Node>, addr: SocketAddr) {
             let (status, body) = if read.is_err() {
                 return;
             } else if req.starts_with(b"GET /metrics ") || req.starts_with(b"GET /metrics?") {
-                ("200 OK", render(&crate::serve::snapshot(&node)))
+                ("200 OK", render(&crate::serve::snapshot(&node), &node.stats))
             } else {
                 ("404 Not Found", "only GET /metrics is served here\n".to_string())
             };

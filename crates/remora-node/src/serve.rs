@@ -76,6 +76,7 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
     };
     let (tx, mut rx) = unbounded_channel();
     let sid = node.lock().add_session(pid, role, tx);
+    node.stats.sessions_opened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     tracing::debug!(sid, pid, ?role, "session open");
     let mut s = Session { node: node.clone(), sid, pid, role, uid, gid, conn };
     // Application processes have an event socket of their own: forward events there from a

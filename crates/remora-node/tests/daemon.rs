@@ -92,7 +92,27 @@ fn metrics_endpoint_reports_the_books_and_moves_with_them() {
     let after = http_get(port, "/metrics");
     assert!(after.contains("remora_segments{state=\"created\"} 1"), "{after}");
     assert!(after.contains("remora_sessions 1"), "{after}");
+    assert!(
+        after.contains("remora_dma_bytes_total 0") && after.contains("remora_sessions_opened_total"),
+        "{after}"
+    );
     assert!(http_get(port, "/other").starts_with("HTTP/1.1 404"));
+    // Every metric the Grafana dashboard plots is one the endpoint exports.
+    let dash = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../contrib/grafana/remora-nodes.json"
+    ))
+    .unwrap();
+    for name in
+        dash.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| w.starts_with("remora_"))
+    {
+        assert!(
+            after.contains(&format!("# TYPE {name} "))
+                || after.contains(&format!("\n{name} "))
+                || after.contains(&format!("# TYPE {} ", name.trim_end_matches("_total"))),
+            "the dashboard plots {name}, which is not exported: {after}"
+        );
+    }
     drop(session);
     let _ = daemon.kill();
     let _ = daemon.wait();

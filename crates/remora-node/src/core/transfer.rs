@@ -69,6 +69,8 @@ pub fn spawn(node: Arc<Node>, session: u64, pid: u32, page: Arc<DmaPage>) {
         let mut cache = Cache { epoch: u64::MAX, maps: HashMap::new() };
         while page.wait_posted(DEFAULT_SPIN) {
             let (state, err) = run_job(&node, session, pid, mem.clone(), &page, &epoch, &mut cache);
+            let counter = if state == DMA_DONE { &node.stats.dma_jobs } else { &node.stats.dma_failed };
+            counter.fetch_add(1, Ordering::Relaxed);
             page.complete(state, err);
         }
     });
@@ -276,6 +278,7 @@ fn run_job(
                 return (DMA_ERROR, DMA_ERR_TRANSFER);
             }
             done += n;
+            node.stats.dma_bytes.fetch_add(n as u64, Ordering::Relaxed);
         }
     }
     (DMA_DONE, 0)
