@@ -60,6 +60,10 @@ enum Cmd {
         /// Also write every row (figures, ratio, target, verdict) as JSON to this file.
         #[arg(long, global = true)]
         json: Option<PathBuf>,
+        /// Also draw every family of rows measured at several message sizes, Remora beside
+        /// its reference, as SVG files in this directory.
+        #[arg(long, global = true)]
+        plot: Option<PathBuf>,
         #[command(subcommand)]
         which: bench::Which,
     },
@@ -74,7 +78,7 @@ fn main() {
         Cmd::Diag => diag::diag(),
         Cmd::Shutdown { node, all } => status::shutdown(node, all),
         Cmd::Install { prefix, no_strip } => install::install(&prefix, !no_strip),
-        Cmd::Bench { which, json } => bench::run(which, json.as_deref()),
+        Cmd::Bench { which, json, plot } => bench::run(which, json.as_deref(), plot.as_deref()),
     };
     if let Err(e) = r {
         eprintln!("remora: {e}");

@@ -13,6 +13,7 @@ mod dma;
 mod dsm;
 mod intr;
 mod pio;
+mod plot;
 mod rsm;
 mod scif;
 mod tcp;
@@ -167,9 +168,9 @@ pub enum Which {
     },
 }
 
-/// Run benchmark `w`, then print the summary of targets and, with `json`, write every
-/// row there.
-pub fn run(w: Which, json: Option<&std::path::Path>) -> Result<(), String> {
+/// Run benchmark `w`, then print the summary of targets; with `json`, write every row
+/// there; with `plot`, draw every family of rows measured at several sizes there as SVG.
+pub fn run(w: Which, json: Option<&std::path::Path>, plot: Option<&std::path::Path>) -> Result<(), String> {
     let summarise = !matches!(
         w,
         Which::ScifChild { .. }
@@ -184,6 +185,11 @@ pub fn run(w: Which, json: Option<&std::path::Path>) -> Result<(), String> {
         verdict::summary();
         if let Some(path) = json {
             std::fs::write(path, verdict::json()).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        if let Some(dir) = plot {
+            for f in plot::plots(&verdict::rows(), dir)? {
+                println!("plot: {}", f.display());
+            }
         }
     }
     r
@@ -201,14 +207,30 @@ fn run_one(w: Which) -> Result<(), String> {
         Which::Rsm { batch, rounds, reps } => rsm::rsm(batch, rounds, reps),
         Which::ScifChild { raw_path, batch, rounds } => scif::scif_child(&raw_path, batch, rounds),
         Which::All => {
-            pio(2000, 15)?;
-            memcpy(9)?;
-            connect(300)?;
-            intr(200, 9)?;
-            dma(7)?;
-            dsm(300)?;
-            scif::scif(20000, 11)?;
-            rsm::rsm(20000, 9, 21)
+            type Step = (&'static str, fn() -> Result<(), String>);
+            let steps: [Step; 8] = [
+                ("pio", || pio(2000, 15)),
+                ("memcpy", || memcpy(9)),
+                ("connect", || connect(300)),
+                ("intr", || intr(200, 9)),
+                ("dma", || dma(7)),
+                ("dsm", || dsm(300)),
+                ("scif", || scif::scif(20000, 11)),
+                ("rsm", || rsm::rsm(20000, 9, 21)),
+            ];
+            // A bar on stderr while the long run goes (hidden when stderr is no terminal).
+            let bar = indicatif::ProgressBar::new(steps.len() as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            for (name, run) in steps {
+                bar.set_message(name);
+                bar.suspend(run)?;
+                bar.inc(1);
+            }
+            bar.finish_and_clear();
+            Ok(())
         }
         Which::IntrChild { raw_path, peer_node, batch, rounds } => {
             intr_child(&raw_path, peer_node, batch, rounds)
