@@ -177,7 +177,10 @@ pub unsafe extern "C-unwind" fn rsm_get_controller(
     controller: *mut *mut c_void,
 ) -> c_int {
     guard(|| {
-        if name.is_null() || controller.is_null() {
+        if controller.is_null() {
+            return Err(Code(RSMERR_BAD_CTLR_HNDL));
+        }
+        if name.is_null() {
             return Err(Code(RSMERR_BAD_ADDR));
         }
         // SAFETY: checked non-NULL; a C string by contract.
@@ -344,9 +347,13 @@ pub unsafe extern "C-unwind" fn rsm_create_localmemory_handle(
     len: usize,
 ) -> c_int {
     guard(|| {
+        // Solaris's order: an address that is not page-aligned first, then the handles.
+        if !(vaddr as usize).is_multiple_of(remora_sys::page_size()) {
+            return Err(Code(RSMERR_BAD_ADDR));
+        }
         handles::controller(h(controller))?;
         if handle.is_null() {
-            return Err(Code(RSMERR_BAD_ADDR));
+            return Err(Code(RSMERR_BAD_LOCALMEM_HNDL));
         }
         // SAFETY: the caller's contract.
         let m = LocalMemory::new(unsafe { region(vaddr, len) })?;

@@ -162,3 +162,40 @@ fn importers_on_another_host_see_conn_aborted_when_the_exporter_dies() {
     c.args([&cl.node(1).to_string(), "500003"]);
     importer_sees_the_exporter_die(s, c);
 }
+
+/// A program that prints `RSM OK` on success, run alone as a process of node 4.
+fn alone_ok(src: &str) {
+    let env = Env::new();
+    let exe = env.build_rsm(&root().join(src));
+    let out = env.run(&exe, 4).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("RSM OK"),
+        "{src}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn error_codes_follow_the_illumos_library_contract() {
+    // Every argument check of every call, with the code and in the order Solaris's librsm
+    // makes them.
+    alone_ok("tests/c/rsm/rsm_errors.c");
+}
+
+#[test]
+fn stack_and_mmap_exports_and_rebind_snapshots() {
+    alone_ok("tests/c/rsm/rsm_stack.c");
+}
+
+#[test]
+fn export_and_import_pair_on_two_nodes() {
+    let env = Env::new();
+    let server = env.build_rsm(&root().join("tests/c/rsm/rsm_export.c"));
+    let client = env.build_rsm(&root().join("tests/c/rsm/rsm_import.c"));
+    let mut s = env.run(&server, 4);
+    s.arg("500011");
+    let mut c = env.run(&client, 8);
+    c.args(["4", "500011"]);
+    both_ok(s, c);
+}

@@ -242,18 +242,19 @@ impl ExportSegment {
         }
         // The memory bound to that part before becomes the program's own again after.
         let old = st.region;
-        let old_part = old_sub_region(old, offset, region.len());
+        // The memory bound before keeps the bytes it holds now, as private pages, before the
+        // segment takes the new memory's bytes.
+        if let Some(part) = old_sub_region(old, offset, region.len()) {
+            if part.addr() != region.addr() {
+                let _ = remora_sys::user_memory::unshare_region(part);
+            }
+        }
         remora_sys::user_memory::rebind_region(region, &self.inner.memfd, offset as u64).map_err(
             |e| match e.raw_os_error() {
                 Some(14) | Some(22) => Error::BadAddress,
                 _ => Error::from(e),
             },
         )?;
-        if let Some(part) = old_part {
-            if part.addr() != region.addr() {
-                let _ = remora_sys::user_memory::unshare_region(part);
-            }
-        }
         if offset == 0 && region.len() == self.inner.size {
             st.region = region;
         }

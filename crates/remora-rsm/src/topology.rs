@@ -76,13 +76,17 @@ fn parse_reservations(text: &str, appid: &str) -> Result<(u32, u32)> {
         let bad =
             || Error::BadConf(format!("line {}: expected `reserve <appid> <base, hex> <count>`", n + 1));
         let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() != 4 || f[0] != "reserve" {
+        if f.len() < 4 {
             return Err(bad());
         }
-        let base = u32::from_str_radix(f[2].trim_start_matches("0x").trim_start_matches("0X"), 16)
-            .map_err(|_| bad())?;
-        let count: u32 = f[3].parse().map_err(|_| bad())?;
-        if f[1] == appid {
+        // As Solaris's library: application ids and the keyword compare without case.
+        if f[1].eq_ignore_ascii_case(appid) {
+            if !f[0].eq_ignore_ascii_case("reserve") {
+                return Err(bad());
+            }
+            let base = u32::from_str_radix(f[2].trim_start_matches("0x").trim_start_matches("0X"), 16)
+                .map_err(|_| bad())?;
+            let count: u32 = f[3].parse().map_err(|_| bad())?;
             return Ok((base, count));
         }
     }
@@ -99,6 +103,7 @@ mod tests {
         assert_eq!(parse_reservations(text, "SUNWfoo"), Ok((0x600000, 100)));
         assert_eq!(parse_reservations(text, "other"), Ok((0x700000, 5)));
         assert_eq!(parse_reservations(text, "nope"), Err(Error::BadAppId));
+        assert_eq!(parse_reservations(text, "sunwfoo"), Ok((0x600000, 100)), "ids compare without case");
         assert!(matches!(parse_reservations("reserve x", "x"), Err(Error::BadConf(_))));
         assert!(matches!(parse_reservations("reserve x zz 1", "x"), Err(Error::BadConf(_))));
     }
