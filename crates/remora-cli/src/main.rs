@@ -8,6 +8,7 @@ mod bench;
 mod diag;
 mod install;
 mod status;
+mod top;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -30,6 +31,12 @@ enum Cmd {
     },
     /// Check what a node needs from this machine, one verdict a line (like dis_diag).
     Diag,
+    /// A live view of this host's nodes, segments and links, refreshed once a second.
+    Top {
+        /// Print one frame as text and exit (for scripts).
+        #[arg(long)]
+        once: bool,
+    },
     /// Ask a node whether it answers (like SCIProbeNode).
     Probe {
         /// The node to probe.
@@ -76,6 +83,7 @@ fn main() {
         Cmd::Status { json: true } => status::status_json(),
         Cmd::Probe { node } => status::probe(node),
         Cmd::Diag => diag::diag(),
+        Cmd::Top { once } => top::top(once),
         Cmd::Shutdown { node, all } => status::shutdown(node, all),
         Cmd::Install { prefix, no_strip } => install::install(&prefix, !no_strip),
         Cmd::Bench { which, json, plot } => bench::run(which, json.as_deref(), plot.as_deref()),

@@ -16,7 +16,7 @@ pub fn status_json() -> Result<(), String> {
         if let Ok((Reply::Status(st), _)) =
             Session::open_control(&cfg.with_node(node)).and_then(|s| s.request(Request::Status, &[]))
         {
-            all.push(st);
+            all.push(*st);
         }
     }
     let text = serde_json::to_string_pretty(&all).map_err(|e| e.to_string())?;

@@ -95,3 +95,40 @@ fn diag_gives_a_verdict_per_check() {
     assert!(!o.status.success());
     assert!(text.lines().any(|l| l.starts_with("FAIL") && l.contains("daemon")), "{text}");
 }
+
+#[test]
+fn top_once_shows_nodes_and_their_segments() {
+    let rt = tempfile::Builder::new().prefix("remora-top").tempdir().unwrap();
+    let cfg = remora_client::Config {
+        node: 4,
+        runtime_dir: rt.path().to_path_buf(),
+        daemon: Some(remora_testkit::daemon_path()),
+        spawn: true,
+        idle_exit: std::time::Duration::from_secs(5),
+        cluster: None,
+    };
+    let s = remora_client::Session::open(&cfg).unwrap();
+    let req =
+        remora_proto::Request::CreateSegment { id: Some(0x77), size: 8192, private: false, empty: false };
+    s.request(req, &[]).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_remora"))
+        .args(["top", "--once"])
+        .env("REMORA_RUNTIME_DIR", rt.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        text.contains("remora top") && text.contains("segments") && text.contains("links to other hosts"),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.contains("0x77") && l.contains("8192") && l.contains("created")),
+        "{text}"
+    );
+    drop(s);
+    let _ = Command::new(env!("CARGO_BIN_EXE_remora"))
+        .args(["shutdown", "--all"])
+        .env("REMORA_RUNTIME_DIR", rt.path())
+        .output();
+}

@@ -179,7 +179,7 @@ async fn handle(s: &mut Session, req: Request, fds: Vec<OwnedFd>) -> Outcome {
                 _ => (Err(Error::NodeNotResponding), vec![]),
             }
         }
-        Request::Status => (Ok(Reply::Status(status(s))), vec![]),
+        Request::Status => (Ok(Reply::Status(Box::new(status(s)))), vec![]),
         Request::Shutdown => {
             s.node.shutdown.notify_one();
             (Ok(Reply::Ok), vec![])
@@ -197,6 +197,8 @@ pub(crate) fn snapshot(node: &Node) -> remora_proto::NodeStatus {
     let up = node.started.elapsed().as_secs();
     let mut st = node.lock().status(std::process::id(), node.config.auto_started, up);
     st.scif = node.scif().counts();
+    st.dma_bytes = node.stats.dma_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    st.dma_jobs = node.stats.dma_jobs.load(std::sync::atomic::Ordering::Relaxed);
     st.peers = node
         .transports()
         .links()

@@ -191,7 +191,7 @@ pub enum Reply {
         reachable: bool,
     },
     /// Answer to [`Request::Status`](crate::Request::Status).
-    Status(NodeStatus),
+    Status(Box<NodeStatus>),
     /// An interrupt (created or connected); page memfd and eventfd ride along.
     Interrupt {
         /// The daemon's handle.

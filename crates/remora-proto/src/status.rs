@@ -30,6 +30,10 @@ pub struct NodeStatus {
     pub peers: Vec<PeerStatus>,
     /// SCIF: bound ports, listeners, connections held here.
     pub scif: (u32, u32, u32),
+    /// Bytes the DMA engine moved since the daemon started.
+    pub dma_bytes: u64,
+    /// DMA jobs completed since the daemon started.
+    pub dma_jobs: u64,
 }
 
 /// One link to a node of another host.

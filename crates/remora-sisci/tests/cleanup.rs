@@ -15,7 +15,7 @@ const CHILD_ENV: &str = "REMORA_TEST_CLEANUP_CHILD";
 fn status(h: &common::Harness, node: u32) -> remora_proto::NodeStatus {
     let s = remora_client::Session::open_control(&h.config(node)).unwrap();
     match s.request(Request::Status, &[]).unwrap().0 {
-        Reply::Status(st) => st,
+        Reply::Status(st) => *st,
         other => panic!("{other:?}"),
     }
 }

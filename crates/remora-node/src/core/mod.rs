@@ -245,6 +245,8 @@ impl Registry {
             dma_queues: self.dma.iter().map(|(h, q)| (q.owner, *h, q.max)).collect(),
             peers: Vec::new(),
             scif: (0, 0, 0),
+            dma_bytes: 0,
+            dma_jobs: 0,
         }
     }
 }
