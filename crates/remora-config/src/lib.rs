@@ -99,6 +99,23 @@ pub struct Config {
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// `REMORA_BENCH_SPREAD` (`1`: benchmarks print the parts of a reference as well).
     pub bench_spread: bool,
+    /// `REMORA_VIPL_TRANSFER` (`auto`, `copy` or `dma`; default `auto`): how a VI moves
+    /// payloads into its peer's memory.
+    pub vipl_transfer: ViplTransfer,
+}
+
+/// How VIPL moves a payload into the peer's memory (`REMORA_VIPL_TRANSFER`), the two
+/// modes of VIA2SISCI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ViplTransfer {
+    /// A memory copy into a map where the peer shares this host's memory, the node's DMA
+    /// engine (one stream) where it is on another host.
+    #[default]
+    Auto,
+    /// Always a memory copy into a map of the peer's memory (PIO).
+    Copy,
+    /// Always the node's DMA engine.
+    Dma,
 }
 
 /// The variables [`Config`] reads, for messages and tests.
@@ -121,6 +138,7 @@ pub const VARIABLES: &[&str] = &[
     "REMORA_CLUSTER",
     "REMORA_BENCH_SPIN",
     "REMORA_BENCH_SPREAD",
+    "REMORA_VIPL_TRANSFER",
 ];
 
 /// A decimal integer in `lo..=hi`, written without sign, spaces or other characters.
@@ -240,6 +258,14 @@ impl Config {
                     )
                 })?),
                 None => None,
+            },
+            vipl_transfer: match get("REMORA_VIPL_TRANSFER") {
+                None | Some("auto") => ViplTransfer::Auto,
+                Some("copy") => ViplTransfer::Copy,
+                Some("dma") => ViplTransfer::Dma,
+                Some(v) => {
+                    return Err(ConfigError::new("REMORA_VIPL_TRANSFER", v, "allowed: auto, copy or dma"))
+                }
             },
             rsm_segmentid_file: match get("REMORA_RSM_SEGMENTID_FILE") {
                 Some(v) => path("REMORA_RSM_SEGMENTID_FILE", v)?,

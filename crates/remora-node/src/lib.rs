@@ -95,6 +95,8 @@ pub struct Node {
     pub scif: Mutex<personality::scif::Books>,
     /// The books of the RSM personality.
     pub rsm: Mutex<personality::rsm::Books>,
+    /// The VIPL personality's connection books.
+    pub vipl: Mutex<personality::vipl::Books>,
     /// Counters of the node's traffic, for the metrics.
     pub stats: Stats,
     /// The transports, opened when the daemon's runtime starts.
@@ -117,6 +119,11 @@ impl Node {
     /// The RSM personality's books, locked (never while the core's books are locked).
     pub fn rsm(&self) -> std::sync::MutexGuard<'_, personality::rsm::Books> {
         self.rsm.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The VIPL personality's books, locked (never while the core's books are locked).
+    pub fn vipl(&self) -> std::sync::MutexGuard<'_, personality::vipl::Books> {
+        self.vipl.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The transports to other nodes (none before the runtime started them).
@@ -173,6 +180,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         incarnation: new_incarnation(),
         scif: Mutex::new(Default::default()),
         rsm: Mutex::new(Default::default()),
+        vipl: Mutex::new(Default::default()),
         stats: Stats::default(),
         transports: std::sync::OnceLock::new(),
     });

@@ -156,6 +156,7 @@ async fn handle(s: &mut Session, req: Request, fds: Vec<OwnedFd>) -> Outcome {
         Request::Hello { .. } => (Err(Error::Protocol("second hello".into())), vec![]),
         Request::Scif(r) => crate::personality::scif::client::handle(s, r, fds).await,
         Request::Rsm(r) => crate::personality::rsm::handle(s, r, fds).await,
+        Request::Vipl(r) => crate::personality::vipl::handle(s, r, fds).await,
         Request::MapNote { map, target, offset, size, readonly } => {
             s.node.lock().map_note(sid, MapStatus { session: sid, map, target, offset, size, readonly });
             (Ok(Reply::Ok), vec![])

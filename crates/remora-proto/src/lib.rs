@@ -23,8 +23,9 @@ use serde::{de::DeserializeOwned, Serialize};
 /// The first two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"RM";
 /// The protocol version this build speaks. Bump on any incompatible change (2: SCIF; 3: peer
-/// requests grouped by personality, pager flows bound to a [`link::RangeRef`]; 4: RSM).
-pub const VERSION: u16 = 4;
+/// requests grouped by personality, pager flows bound to a [`link::RangeRef`]; 4: RSM;
+/// 5: VIPL).
+pub const VERSION: u16 = 5;
 /// The largest frame either side sends or accepts.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// The most bytes one [`Request::SegRead`] or [`Request::SegWrite`] carries.
@@ -103,12 +104,14 @@ mod request;
 mod rsm;
 mod scif;
 mod status;
+mod vipl;
 
 pub use reply::*;
 pub use request::*;
 pub use rsm::*;
 pub use scif::*;
 pub use status::*;
+pub use vipl::*;
 
 #[cfg(test)]
 mod tests {

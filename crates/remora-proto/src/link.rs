@@ -223,6 +223,8 @@ pub enum PeerRequest {
     Scif(ScifPeerRequest),
     /// A request of the RSM personality.
     Rsm(crate::RsmPeerRequest),
+    /// A request of the VIPL personality.
+    Vipl(crate::ViplPeerRequest),
 }
 
 /// What the SCIF personality of one node asks of another's.
@@ -317,6 +319,8 @@ pub enum PeerReply {
         /// Puts and writable maps are allowed.
         writable: bool,
     },
+    /// A VIPL connection request was accepted: the accepting VI's description.
+    ViplAccepted(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 /// What the SCIF personality of the answering node says.

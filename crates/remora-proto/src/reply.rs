@@ -87,6 +87,12 @@ pub enum Error {
     /// The segment id lies in a range reserved for the system (RSM).
     #[error("reserved segment id")]
     ReservedId,
+    /// No one waits on that discriminator (VIPL `VIP_NO_MATCH`).
+    #[error("no matching connection waiter")]
+    NoMatch,
+    /// The server rejected the connection request (VIPL `VIP_REJECT`).
+    #[error("connection rejected")]
+    Rejected,
 }
 
 /// Why an importer lost its connection.
@@ -259,6 +265,21 @@ pub enum Reply {
     },
     /// The signal interrupts of an export's importers: (node, interrupt number).
     RsmSignals(Vec<(u32, u32)>),
+    /// A VIPL connection request reached a waiter (`VipConnectWait`).
+    ViplIncoming {
+        /// The pending request, for accept or reject.
+        conn: u64,
+        /// The requester's node.
+        node: u32,
+        /// The requester's discriminator.
+        #[serde(with = "serde_bytes")]
+        disc: Vec<u8>,
+        /// The requesting VI's description.
+        #[serde(with = "serde_bytes")]
+        info: Vec<u8>,
+    },
+    /// A VIPL connection request was accepted: the accepting VI's description.
+    ViplAccepted(#[serde(with = "serde_bytes")] Vec<u8>),
     /// Answer to [`Request::DsmFlow`](crate::Request::DsmFlow); the connected socket rides along.
     DsmFlow {
         /// The home node's handle of the connection (the `conn` of the bulk frames).

@@ -1,6 +1,6 @@
 //! What a process (or a peer daemon of this host, or the CLI) asks its node daemon.
 
-use crate::{RsmRequest, ScifRequest};
+use crate::{RsmRequest, ScifRequest, ViplRequest};
 use serde::{Deserialize, Serialize};
 
 /// Who opened a connection to a daemon.
@@ -225,6 +225,9 @@ pub enum Request {
 
     /// A request of the RSM personality.
     Rsm(RsmRequest),
+
+    /// A request of the VIPL personality.
+    Vipl(ViplRequest),
 
     /// Open a DSM pager's own connection to the node that holds connection `conn`'s
     /// segment (another host): the daemon dials that node's [`link::Flow::Pager`](crate::link::Flow::Pager), proves

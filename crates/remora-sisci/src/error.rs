@@ -116,9 +116,13 @@ impl From<remora_proto::Error> for Error {
             P::IntnoUsed => Error::IntnoUsed,
             P::NoSuchIntno => Error::NoSuchIntno,
             // SCIF answers; a SISCI request never gets them.
-            P::ConnRefused | P::AddrInUse | P::Again | P::ConnReset | P::IsConnected => {
-                Error::System(e.to_string())
-            }
+            P::ConnRefused
+            | P::AddrInUse
+            | P::Again
+            | P::ConnReset
+            | P::IsConnected
+            | P::NoMatch
+            | P::Rejected => Error::System(e.to_string()),
         }
     }
 }

@@ -4,6 +4,7 @@ use crate::segment::{LocalSegment, RemoteSegment};
 use crate::{DepToken, Deps, Descriptor, Error, Result};
 use remora_client::Session;
 use remora_proto::{MapTarget, Request};
+use remora_sys::user_memory::UserRegion;
 use remora_sys::{AsFd, MapOptions, Mapping, Memfd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -40,6 +41,26 @@ impl Backing {
         match self {
             Backing::Mmap(m) => m.read(off, out),
             Backing::Dsm(d) => d.read(off, out),
+        }
+    }
+    fn write_from(&self, off: usize, src: &UserRegion, src_off: usize, len: usize) -> std::io::Result<()> {
+        match self {
+            Backing::Mmap(m) => m.write_from(off, src, src_off, len),
+            Backing::Dsm(d) => {
+                let mut buf = vec![0u8; len];
+                src.read(src_off, &mut buf)?;
+                d.write(off, &buf)
+            }
+        }
+    }
+    fn read_into(&self, off: usize, dst: &UserRegion, dst_off: usize, len: usize) -> std::io::Result<()> {
+        match self {
+            Backing::Mmap(m) => m.read_into(off, dst, dst_off, len),
+            Backing::Dsm(d) => {
+                let mut buf = vec![0u8; len];
+                d.read(off, &mut buf)?;
+                dst.write(dst_off, &buf)
+            }
         }
     }
     fn is_readonly(&self) -> bool {
@@ -262,6 +283,26 @@ impl Map {
     /// [`Error::OutOfRange`].
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         self.with(|m| m.read(offset, out))
+    }
+
+    /// Store `len` bytes of the program's memory `src` (from `src_off`) at `offset`: one
+    /// copy for a map of this host's memory.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`]; [`Error::IllegalOperation`] on a read-only map.
+    pub fn write_from(&self, offset: usize, src: &UserRegion, src_off: usize, len: usize) -> Result<()> {
+        if self.inner.readonly {
+            return Err(Error::IllegalOperation);
+        }
+        self.with(|m| m.write_from(offset, src, src_off, len))
+    }
+
+    /// Load `len` bytes at `offset` into the program's memory `dst` (from `dst_off`).
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`].
+    pub fn read_into(&self, offset: usize, dst: &UserRegion, dst_off: usize, len: usize) -> Result<()> {
+        self.with(|m| m.read_into(offset, dst, dst_off, len))
     }
 
     /// An atomic view of the 8 bytes at `offset`, for polling and flags.

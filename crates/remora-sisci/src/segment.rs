@@ -5,6 +5,7 @@ use crate::events::{Callback, EventQueue, LocalEvent, RemoteEvent, SegmentReason
 use crate::{check_adapter, timeout_ms, DepToken, Deps, Descriptor, Error, Result};
 use remora_client::Session;
 use remora_proto::{Reply, Request};
+use remora_sys::user_memory::UserRegion;
 use remora_sys::{AsFd, Memfd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -247,6 +248,43 @@ impl LocalSegment {
         }
         *inner.memfd.write().unwrap_or_else(|p| p.into_inner()) = Some(memfd);
         Ok(())
+    }
+
+    /// `SCIRegisterSegmentMemory` of memory that may already be shared: the page-aligned
+    /// `region` becomes shareable in place (private memory moves into a memfd; memory an
+    /// earlier call shared is found again) and that memfd becomes this empty segment's
+    /// memory. Returns the region's offset in the segment, which is 0 unless the region is
+    /// part of memory shared before.
+    ///
+    /// # Errors
+    /// As [`LocalSegment::register_memory`].
+    pub fn register_region(&self, region: UserRegion) -> Result<usize> {
+        let inner = self.live()?;
+        let page = remora_sys::page_size();
+        if !region.addr().is_multiple_of(page) {
+            return Err(Error::OffsetAlignment);
+        }
+        if region.is_empty() || !region.len().is_multiple_of(page) {
+            return Err(Error::SizeAlignment);
+        }
+        if inner.memfd.read().unwrap_or_else(|p| p.into_inner()).is_some() {
+            return Err(Error::IllegalOperation);
+        }
+        let (memfd, off) = remora_sys::user_memory::share_region(region, "registered").map_err(|e| {
+            if e.raw_os_error() == Some(14) {
+                Error::IllegalAddress
+            } else {
+                Error::from(e)
+            }
+        })?;
+        let memfd = memfd.try_clone()?;
+        let (reply, _) =
+            inner.desc.session().request(Request::AttachMemory { seg: inner.seg }, &[memfd.as_fd()])?;
+        if let Reply::Segment { size, .. } = reply {
+            inner.size.store(size, Ordering::Release);
+        }
+        *inner.memfd.write().unwrap_or_else(|p| p.into_inner()) = Some(memfd);
+        Ok(off as usize)
     }
 
     /// `SCIWaitForLocalSegmentEvent`: the next connect or disconnect (`None` waits forever).

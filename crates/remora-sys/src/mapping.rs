@@ -242,6 +242,51 @@ impl Mapping {
         Ok(())
     }
 
+    /// Copy `len` bytes of `src` from `src_off` into the mapping at `off`: one copy from a
+    /// program's memory into shared memory.
+    ///
+    /// # Errors
+    /// `ERANGE` when either range leaves its memory, `EACCES` on a read-only mapping.
+    pub fn write_from(
+        &self,
+        off: usize,
+        src: &crate::user_memory::UserRegion,
+        src_off: usize,
+        len: usize,
+    ) -> io::Result<()> {
+        self.check(off, len)?;
+        if src_off.checked_add(len).is_none_or(|e| e > src.len()) {
+            return Err(io::Error::from_raw_os_error(rustix::io::Errno::RANGE.raw_os_error()));
+        }
+        if self.readonly {
+            return Err(io::Error::from_raw_os_error(rustix::io::Errno::ACCESS.raw_os_error()));
+        }
+        // SAFETY: both ranges were checked to lie inside live memory: the mapping's, and the
+        // region's, which its creator vouched stays mapped (the `UserRegion` contract).
+        unsafe { copy_bytes((src.addr() + src_off) as *const u8, self.ptr.add(off), len) };
+        Ok(())
+    }
+
+    /// Copy `len` bytes of the mapping at `off` into `dst` at `dst_off`.
+    ///
+    /// # Errors
+    /// `ERANGE` when either range leaves its memory.
+    pub fn read_into(
+        &self,
+        off: usize,
+        dst: &crate::user_memory::UserRegion,
+        dst_off: usize,
+        len: usize,
+    ) -> io::Result<()> {
+        self.check(off, len)?;
+        if dst_off.checked_add(len).is_none_or(|e| e > dst.len()) {
+            return Err(io::Error::from_raw_os_error(rustix::io::Errno::RANGE.raw_os_error()));
+        }
+        // SAFETY: as in `write_from`; the region is writable memory its creator handed over.
+        unsafe { copy_bytes(self.ptr.add(off), (dst.addr() + dst_off) as *mut u8, len) };
+        Ok(())
+    }
+
     /// An atomic view of the 8 bytes at `off` (8-byte aligned, inside, writable mapping).
     pub fn atomic_u64(&self, off: usize) -> Option<&AtomicU64> {
         if self.readonly

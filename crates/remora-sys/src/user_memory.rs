@@ -176,6 +176,23 @@ impl UserRegion {
         UserRegion { addr: self.addr + off, len: len.min(self.len - off) }
     }
 
+    /// The whole pages that hold the region (the region itself when it is page-aligned):
+    /// memory is mapped by pages, so they are mapped as long as the region is. Moving them
+    /// in place keeps every byte, which is all the wider range is used for.
+    pub fn page_span(&self) -> UserRegion {
+        let page = crate::page_size();
+        let start = self.addr - self.addr % page;
+        let end = (self.addr + self.len).div_ceil(page) * page;
+        UserRegion { addr: start, len: end - start }
+    }
+
+    /// A region of the same memory seen from `addr` for `len` bytes, if that lies inside
+    /// this one.
+    pub fn within(&self, addr: usize, len: usize) -> Option<UserRegion> {
+        let off = addr.checked_sub(self.addr)?;
+        (off.checked_add(len)? <= self.len).then_some(UserRegion { addr, len })
+    }
+
     /// Copy bytes of the region at `off` into `out` (what the program would see at those
     /// addresses).
     ///
@@ -264,6 +281,21 @@ pub fn share_region(region: UserRegion, name: &str) -> io::Result<(std::sync::Ar
     let fd = std::sync::Arc::new(fd);
     shared.push((addr, len, fd.clone(), ino));
     Ok((fd, 0))
+}
+
+/// `region` (page-aligned) cut where memory shared by [`share_region`] begins or ends, so
+/// that each part lies wholly inside one shared range or wholly outside all of them:
+/// sharing the parts one by one never moves pages an earlier call shared.
+pub fn shared_splits(region: UserRegion) -> Vec<UserRegion> {
+    let (start, end) = (region.addr(), region.addr() + region.len());
+    let shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cuts: Vec<usize> =
+        shared.iter().flat_map(|(s, l, _, _)| [*s, s + l]).filter(|c| *c > start && *c < end).collect();
+    cuts.push(start);
+    cuts.push(end);
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts.windows(2).map(|w| region.sub(w[0] - start, w[1] - w[0])).collect()
 }
 
 /// Move `region` into a memfd of its own, in place (as [`move_into_memfd`]), whatever kind

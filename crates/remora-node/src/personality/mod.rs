@@ -7,6 +7,7 @@
 pub mod rsm;
 pub mod scif;
 pub mod sisci;
+pub mod vipl;
 
 use crate::Node;
 
@@ -14,4 +15,5 @@ use crate::Node;
 pub(crate) fn end_session(node: &Node, sid: u64) {
     scif::end_session(node, sid);
     rsm::end_session(node);
+    vipl::end_session(node, sid);
 }

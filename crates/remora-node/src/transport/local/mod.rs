@@ -19,7 +19,7 @@ mod proxy;
 use crate::transport::{unsupported, Answer, BoxFuture, Env, Inbound, LinkInfo, Transport};
 use proxy::Proxy;
 use remora_proto::link::{PeerReply, PeerRequest};
-use remora_proto::{paths, Error, Reply, Request, RsmPeerRequest, RsmRequest};
+use remora_proto::{paths, Error, Reply, Request, RsmPeerRequest, RsmRequest, ViplPeerRequest, ViplRequest};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -53,6 +53,9 @@ fn translate(node: u32, req: PeerRequest) -> Result<Request, Error> {
         PeerRequest::Rsm(RsmPeerRequest::Connect { id, perm, creds, signal }) => {
             Request::Rsm(RsmRequest::Connect { node, id, perm, signal, creds: Some(creds) })
         }
+        PeerRequest::Vipl(ViplPeerRequest::Request { disc, from_disc, info, timeout_ms }) => {
+            Request::Vipl(ViplRequest::Request { node, disc, from_disc, info, timeout_ms })
+        }
         PeerRequest::Probe | PeerRequest::Scif(_) => {
             return Err(unsupported("local", "this request through a proxy"))
         }
@@ -69,6 +72,7 @@ fn untranslate(reply: Reply) -> Result<PeerReply, Error> {
         Reply::RsmConnected { conn, size, signal, writable } => {
             PeerReply::RsmConnected { conn, size, signal, writable }
         }
+        Reply::ViplAccepted(info) => PeerReply::ViplAccepted(info),
         other => return Err(Error::Protocol(format!("unexpected answer {other:?}"))),
     })
 }

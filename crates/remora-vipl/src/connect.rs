@@ -1,0 +1,357 @@
+//! Making and breaking connections: client/server (`VipConnectWait` / `Accept` / `Reject`
+//! / `Request`) through the node's connection manager, peer-to-peer
+//! (`VipConnectPeerRequest` / `Done` / `Wait`) on top of it, and `VipDisconnect`.
+
+use crate::layout;
+use crate::link::{Link, PeerInfo};
+use crate::vi::{lock, ViInner, ViState};
+use crate::{Error, Nic, ProtectionTag, Result, Vi, ViAttributes};
+use remora_client::Session;
+use remora_proto::{Reply, Request, ViplRequest};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A VIA network address (`VIP_NET_ADDRESS`): a NIC address (a node) and a discriminator.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NetAddress {
+    /// The NIC address: the node id, four bytes big-endian.
+    pub host: Vec<u8>,
+    /// The discriminator.
+    pub disc: Vec<u8>,
+}
+
+impl NetAddress {
+    /// The address of node `node` with discriminator `disc`.
+    pub fn new(node: u32, disc: &[u8]) -> NetAddress {
+        NetAddress { host: node.to_be_bytes().to_vec(), disc: disc.to_vec() }
+    }
+
+    /// The node it names.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] when the host part is not a Remora NIC address.
+    pub fn node(&self) -> Result<u32> {
+        let b: [u8; 4] =
+            self.host.as_slice().try_into().map_err(|_| {
+                Error::InvalidParameter(format!("a host address of {} bytes", self.host.len()))
+            })?;
+        Ok(u32::from_be_bytes(b))
+    }
+}
+
+fn millis(t: Option<Duration>) -> Option<u32> {
+    t.map(|d| d.as_millis().min(u128::from(u32::MAX - 1)) as u32)
+}
+
+fn attrs_of(p: &PeerInfo) -> ViAttributes {
+    ViAttributes {
+        reliability: p.reliability,
+        max_transfer: p.max_transfer,
+        ptag: ProtectionTag(0),
+        rdma_write: p.rdma_write,
+        rdma_read: p.rdma_read,
+    }
+}
+
+/// A connection request a server received (`VIP_CONN_HANDLE`): accept or reject it.
+#[derive(Debug)]
+pub struct ConnRequest {
+    session: Session,
+    conn: u64,
+    peer: PeerInfo,
+    /// Who asks.
+    pub remote: NetAddress,
+}
+
+impl ConnRequest {
+    /// The requesting VI's attributes (its protection tag means nothing here).
+    pub fn remote_attributes(&self) -> ViAttributes {
+        attrs_of(&self.peer)
+    }
+
+    /// `VipConnectAccept`: connect `vi` (idle, of the same reliability level) to the
+    /// requester.
+    ///
+    /// # Errors
+    /// [`Error::InvalidState`] unless `vi` is idle; [`Error::InvalidReliabilityLevel`]
+    /// when the levels differ; [`Error::Timeout`] when the requester gave up meanwhile.
+    pub fn accept(self, vi: &Vi) -> Result<()> {
+        let v = &vi.inner;
+        {
+            let mut st = lock(&v.state);
+            if *st != ViState::Idle {
+                return Err(Error::InvalidState);
+            }
+            if v.attrs().reliability != self.peer.reliability {
+                return Err(Error::InvalidReliabilityLevel);
+            }
+            *st = ViState::ConnectPending;
+        }
+        let linked = Link::open(v, self.peer.clone()).and_then(|link| {
+            let req = Request::Vipl(ViplRequest::Accept { conn: self.conn, info: PeerInfo::of(v).encode() });
+            match self.session.request(req, &[]) {
+                Ok(_) => Ok(link),
+                Err(e) => {
+                    link.close();
+                    Err(e.into())
+                }
+            }
+        });
+        establish(v, linked)
+    }
+
+    /// `VipConnectReject`: the requester gets `VIP_REJECT`.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when the requester gave up meanwhile.
+    pub fn reject(self) -> Result<()> {
+        self.session.request(Request::Vipl(ViplRequest::Reject { conn: self.conn }), &[])?;
+        Ok(())
+    }
+}
+
+/// The VI is linked (or not): finish the state change.
+fn establish(v: &Arc<ViInner>, linked: Result<Link>) -> Result<()> {
+    match linked {
+        Ok(link) => {
+            let link = Arc::new(link);
+            *v.link.write().unwrap_or_else(|p| p.into_inner()) = Some(link.clone());
+            *lock(&v.state) = ViState::Connected;
+            let mut q = lock(&v.recv);
+            v.publish(&mut q, &link);
+            drop(q);
+            link.store(layout::PEER_READY, 1);
+            link.push();
+            Ok(())
+        }
+        Err(e) => {
+            *lock(&v.state) = ViState::Idle;
+            Err(e)
+        }
+    }
+}
+
+impl Nic {
+    fn session(&self) -> Result<Session> {
+        Session::open(self.inner.sisci.config()).map_err(Error::from)
+    }
+
+    /// `VipConnectWait`: wait up to `timeout` (`None`: forever) for a request naming
+    /// `local`'s discriminator on this node.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`]; [`Error::InvalidParameter`] for a discriminator over 64 bytes.
+    pub fn connect_wait(&self, local: &NetAddress, timeout: Option<Duration>) -> Result<ConnRequest> {
+        let session = self.session()?;
+        let req = Request::Vipl(ViplRequest::Wait { disc: local.disc.clone(), timeout_ms: millis(timeout) });
+        match session.request(req, &[])?.0 {
+            Reply::ViplIncoming { conn, node, disc, info } => {
+                let peer = PeerInfo::decode(&info)?;
+                Ok(ConnRequest { session, conn, peer, remote: NetAddress::new(node, &disc) })
+            }
+            other => Err(Error::Resource(format!("unexpected answer {other:?}"))),
+        }
+    }
+}
+
+impl Vi {
+    /// `VipConnectRequest`: ask the server at `remote` for a connection, waiting up to
+    /// `timeout` for its answer. Returns the server VI's attributes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidState`] unless idle; [`Error::NoMatch`] when nobody waits there
+    /// (retry); [`Error::Rejected`]; [`Error::Timeout`].
+    pub fn connect_request(
+        &self,
+        local: &NetAddress,
+        remote: &NetAddress,
+        timeout: Option<Duration>,
+    ) -> Result<ViAttributes> {
+        {
+            let mut st = lock(&self.inner.state);
+            if *st != ViState::Idle {
+                return Err(Error::InvalidState);
+            }
+            *st = ViState::ConnectPending;
+        }
+        let r = self.request_link(local, remote, timeout);
+        let attrs = r.as_ref().map(|(_, p)| attrs_of(p)).ok();
+        establish(&self.inner, r.map(|(l, _)| l))?;
+        attrs.ok_or(Error::InvalidState)
+    }
+
+    fn request_link(
+        &self,
+        local: &NetAddress,
+        remote: &NetAddress,
+        timeout: Option<Duration>,
+    ) -> Result<(Link, PeerInfo)> {
+        let node = remote.node()?;
+        let session = self.inner.nic.session()?;
+        let req = Request::Vipl(ViplRequest::Request {
+            node,
+            disc: remote.disc.clone(),
+            from_disc: local.disc.clone(),
+            info: PeerInfo::of(&self.inner).encode(),
+            timeout_ms: millis(timeout),
+        });
+        match session.request(req, &[])?.0 {
+            Reply::ViplAccepted(info) => {
+                let peer = PeerInfo::decode(&info)?;
+                if peer.reliability != self.inner.attrs().reliability {
+                    return Err(Error::InvalidReliabilityLevel);
+                }
+                let link = Link::open(&self.inner, peer.clone())?;
+                Ok((link, peer))
+            }
+            other => Err(Error::Resource(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// `VipDisconnect`: tell the peer, drop the link, and complete every receive still
+    /// posted with `VIP_STATUS_DESC_FLUSHED_ERROR`. The VI is idle again.
+    ///
+    /// # Errors
+    /// [`Error::InvalidState`] on an idle VI.
+    pub fn disconnect(&self) -> Result<()> {
+        let v = &self.inner;
+        {
+            let st = lock(&v.state);
+            if *st == ViState::Idle {
+                return Err(Error::InvalidState);
+            }
+        }
+        if let Some(link) = v.link.write().unwrap_or_else(|p| p.into_inner()).take() {
+            link.say_gone();
+            link.close();
+        }
+        v.reset();
+        *lock(&v.state) = ViState::Idle;
+        v.wake();
+        Ok(())
+    }
+
+    /// `VipConnectPeerRequest`: start connecting to the VI at `remote` that asks for this
+    /// one in turn; [`Vi::connect_peer_done`] or [`Vi::connect_peer_wait`] learn the end.
+    /// Of the two sides, the one with the smaller (node, discriminator) waits for the
+    /// other's request through the node; the other requests until it is there.
+    ///
+    /// # Errors
+    /// [`Error::InvalidState`] unless idle; [`Error::InvalidParameter`] for a bad address.
+    pub fn connect_peer_request(
+        &self,
+        local: &NetAddress,
+        remote: &NetAddress,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        let their_node = remote.node()?;
+        {
+            let mut st = lock(&self.inner.state);
+            if *st != ViState::Idle {
+                return Err(Error::InvalidState);
+            }
+            *st = ViState::ConnectPending;
+        }
+        *lock(&self.inner.peer_connect) = Some(None);
+        let me = (self.inner.nic.node(), local.disc.clone());
+        let waits = me < (their_node, remote.disc.clone());
+        let (vi, local, remote) = (self.clone(), local.clone(), remote.clone());
+        let spawned = std::thread::Builder::new().name("vipl-peer".into()).spawn(move || {
+            let r = if waits {
+                vi.peer_wait_side(&local, &remote, timeout)
+            } else {
+                vi.peer_request_side(&local, &remote, timeout)
+            };
+            *lock(&vi.inner.peer_connect) = Some(Some(r));
+        });
+        if spawned.is_err() {
+            *lock(&self.inner.state) = ViState::Idle;
+            return Err(Error::Resource("no thread for the peer connection".into()));
+        }
+        Ok(())
+    }
+
+    fn peer_wait_side(
+        &self,
+        local: &NetAddress,
+        remote: &NetAddress,
+        timeout: Option<Duration>,
+    ) -> Result<ViAttributes> {
+        let start = Instant::now();
+        let their = remote.node()?;
+        loop {
+            let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
+            if left.is_some_and(|l| l.is_zero()) {
+                *lock(&self.inner.state) = ViState::Idle;
+                return Err(Error::Timeout);
+            }
+            let req = match self.inner.nic.connect_wait(local, left) {
+                Ok(r) => r,
+                Err(e) => {
+                    *lock(&self.inner.state) = ViState::Idle;
+                    return Err(e);
+                }
+            };
+            if req.remote.node()? != their || req.remote.disc != remote.disc {
+                let _ = req.reject();
+                continue;
+            }
+            let attrs = req.remote_attributes();
+            *lock(&self.inner.state) = ViState::Idle;
+            return req.accept(self).map(|_| attrs);
+        }
+    }
+
+    fn peer_request_side(
+        &self,
+        local: &NetAddress,
+        remote: &NetAddress,
+        timeout: Option<Duration>,
+    ) -> Result<ViAttributes> {
+        let start = Instant::now();
+        loop {
+            let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
+            let r = self.request_link(local, remote, left.map(|l| l.max(Duration::from_millis(1))));
+            match r {
+                Err(Error::NoMatch) if left.is_none_or(|l| l > Duration::from_millis(10)) => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                other => {
+                    let attrs = other.as_ref().map(|(_, p)| attrs_of(p)).ok();
+                    establish(&self.inner, other.map(|(l, _)| l))?;
+                    return attrs.ok_or(Error::InvalidState);
+                }
+            }
+        }
+    }
+
+    /// `VipConnectPeerDone`: the peer connection's outcome, once known.
+    ///
+    /// # Errors
+    /// [`Error::NotDone`] while it is being made; [`Error::InvalidState`] without a
+    /// request; the request's error.
+    pub fn connect_peer_done(&self) -> Result<ViAttributes> {
+        let mut g = lock(&self.inner.peer_connect);
+        match g.as_mut() {
+            None => Err(Error::InvalidState),
+            Some(None) => Err(Error::NotDone),
+            Some(Some(_)) => match g.take() {
+                Some(Some(r)) => r,
+                _ => Err(Error::InvalidState),
+            },
+        }
+    }
+
+    /// `VipConnectPeerWait`: wait for the peer connection's outcome.
+    ///
+    /// # Errors
+    /// As [`Vi::connect_peer_done`], without `NotDone`.
+    pub fn connect_peer_wait(&self) -> Result<ViAttributes> {
+        loop {
+            match self.connect_peer_done() {
+                Err(Error::NotDone) => std::thread::sleep(Duration::from_millis(1)),
+                other => return other,
+            }
+        }
+    }
+}

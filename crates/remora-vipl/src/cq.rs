@@ -1,0 +1,183 @@
+//! Completion queues (`VipCreateCQ`): one place to learn which VI's queue has a completed
+//! descriptor. Receives of attached VIs ring the CQ's doorbell on every completion; sends
+//! complete in this process and wake it directly.
+
+use crate::vi::{lock, ViInner};
+use crate::{Error, Nic, Result, Vi};
+use remora_sisci::{Interrupt, RemoteInterrupt};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+struct CqInner {
+    nic: Nic,
+    entries: Mutex<VecDeque<(u64, bool)>>,
+    capacity: AtomicUsize,
+    vis: Mutex<Vec<(Weak<ViInner>, u64, bool)>>,
+    bell: Interrupt,
+    self_bell: RemoteInterrupt,
+    waiting: AtomicBool,
+}
+
+impl Drop for CqInner {
+    fn drop(&mut self) {
+        let _ = self.self_bell.disconnect();
+        let _ = self.bell.remove();
+    }
+}
+
+/// A completion queue (`VIP_CQ_HANDLE`). Cheap to clone.
+#[derive(Clone)]
+pub struct CompletionQueue {
+    inner: Arc<CqInner>,
+}
+
+impl std::fmt::Debug for CompletionQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompletionQueue").field("capacity", &self.capacity()).finish()
+    }
+}
+
+impl CompletionQueue {
+    /// `VipCreateCQ` with room for `entries` completions.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] for 0 entries; [`Error::Resource`].
+    pub fn create(nic: &Nic, entries: usize) -> Result<CompletionQueue> {
+        if entries == 0 {
+            return Err(Error::InvalidParameter("a completion queue of 0 entries".into()));
+        }
+        let desc = &nic.inner.desc;
+        let bell = Interrupt::create(desc, remora_sisci::ADAPTER, None, true, None)?;
+        let self_bell =
+            RemoteInterrupt::connect(desc, nic.node(), remora_sisci::ADAPTER, bell.number(), None)?;
+        Ok(CompletionQueue {
+            inner: Arc::new(CqInner {
+                nic: nic.clone(),
+                entries: Mutex::new(VecDeque::new()),
+                capacity: AtomicUsize::new(entries),
+                vis: Mutex::new(Vec::new()),
+                bell,
+                self_bell,
+                waiting: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The NIC it belongs to.
+    pub fn nic(&self) -> &Nic {
+        &self.inner.nic
+    }
+
+    /// How many completions it holds at most.
+    pub fn capacity(&self) -> usize {
+        self.inner.capacity.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn bell_number(&self) -> u32 {
+        self.inner.bell.number()
+    }
+
+    pub(crate) fn attach(&self, vi: &Arc<ViInner>, recv: bool) {
+        lock(&self.inner.vis).push((Arc::downgrade(vi), vi.id, recv));
+    }
+
+    pub(crate) fn detach(&self, id: u64) {
+        lock(&self.inner.vis).retain(|(_, v, _)| *v != id);
+        lock(&self.inner.entries).retain(|(v, _)| *v != id);
+    }
+
+    pub(crate) fn push(&self, vi: u64, recv: bool) {
+        lock(&self.inner.entries).push_back((vi, recv));
+        self.wake();
+    }
+
+    pub(crate) fn wake(&self) {
+        if self.inner.waiting.load(Ordering::SeqCst) {
+            let _ = self.inner.self_bell.trigger();
+        }
+    }
+
+    /// `VipDestroyCQ`.
+    ///
+    /// # Errors
+    /// [`Error::Resource`] while a VI reports to it.
+    pub fn destroy(&self) -> Result<()> {
+        let mut vis = lock(&self.inner.vis);
+        vis.retain(|(w, _, _)| w.strong_count() > 0);
+        if !vis.is_empty() {
+            return Err(Error::Resource("VIs still report to this completion queue".into()));
+        }
+        Ok(())
+    }
+
+    /// `VipResizeCQ`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParameter`] for 0; [`Error::Resource`] for fewer entries than it
+    /// holds now.
+    pub fn resize(&self, entries: usize) -> Result<()> {
+        if entries == 0 {
+            return Err(Error::InvalidParameter("a completion queue of 0 entries".into()));
+        }
+        if lock(&self.inner.entries).len() > entries {
+            return Err(Error::Resource("more completions queued than the new size".into()));
+        }
+        self.inner.capacity.store(entries, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn vi_of(&self, id: u64) -> Option<Vi> {
+        lock(&self.inner.vis)
+            .iter()
+            .find(|(_, v, _)| *v == id)
+            .and_then(|(w, _, _)| w.upgrade())
+            .map(|inner| Vi { inner })
+    }
+
+    /// `VipCQDone`: the VI and queue (`true`: receive) of the oldest completion.
+    ///
+    /// # Errors
+    /// [`Error::NotDone`] when there is none.
+    pub fn done(&self) -> Result<(Vi, bool)> {
+        let recv_vis: Vec<Arc<ViInner>> =
+            lock(&self.inner.vis).iter().filter(|(_, _, r)| *r).filter_map(|(w, _, _)| w.upgrade()).collect();
+        for vi in recv_vis {
+            let _ = vi.reap();
+        }
+        loop {
+            let Some((id, recv)) = lock(&self.inner.entries).pop_front() else { return Err(Error::NotDone) };
+            if let Some(vi) = self.vi_of(id) {
+                return Ok((vi, recv));
+            }
+        }
+    }
+
+    /// `VipCQWait`: wait up to `timeout` (`None`: forever) for a completion.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`].
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<(Vi, bool)> {
+        let start = Instant::now();
+        loop {
+            if let Ok(x) = self.done() {
+                return Ok(x);
+            }
+            let left = match timeout {
+                Some(t) => t.checked_sub(start.elapsed()).filter(|l| !l.is_zero()).ok_or(Error::Timeout)?,
+                None => Duration::from_millis(50),
+            };
+            self.inner.waiting.store(true, Ordering::SeqCst);
+            if let Ok(x) = self.done() {
+                self.inner.waiting.store(false, Ordering::SeqCst);
+                return Ok(x);
+            }
+            let _ = self
+                .inner
+                .bell
+                .wait_with_spin(Some(left.min(Duration::from_millis(50))), Duration::from_micros(20));
+            self.inner.waiting.store(false, Ordering::SeqCst);
+        }
+    }
+}

@@ -1,0 +1,398 @@
+//! Where things lie: VIA's descriptor format (as programs lay it out in their memory), and
+//! the two kinds of segment a NIC shares with its peers.
+//!
+//! A VI's own segment is written by its peer and read only by its owner, so every poll is
+//! of local memory and every transfer a write, as on SCI:
+//!
+//! ```text
+//!  0  peer_posted   receives the peer has described in ring A (a count)
+//!  8  done          receives of the owner the peer has completed in ring B (a count)
+//! 16  peer_waiting  the peer blocks for the owner's messages: ring its doorbell
+//! 24  peer_state    0 connected, 1 the peer disconnected, 2 the peer saw an error (+ code << 8)
+//! 32  peer_ready    the peer has linked to this VI and described its receives
+//! 64  ring A        ENTRIES × 512 bytes: the peer's posted receives (where to write)
+//!     ring B        ENTRIES × 16 bytes: completions of the owner's receives
+//! ```
+//!
+//! A NIC's table segment holds one slot of [`SLOT`] bytes per registered region, at the
+//! memory handle modulo [`SLOTS`]: base, length, protection tag, handle, flags, and the
+//! pieces (segment id, offset, address, length) the region's pages live in. Peers read it
+//! for RDMA.
+
+use crate::{Error, Result};
+
+/// Receive descriptors a VI queue holds (`MaxDescriptorsPerQueue`).
+pub const ENTRIES: usize = 256;
+/// Bytes of one ring A entry.
+pub const ENTRY: usize = 512;
+/// Most pieces one posted receive can name.
+pub const MAX_CHUNKS: usize = (ENTRY - 16) / 16;
+/// Offsets in a VI segment.
+pub const PEER_POSTED: usize = 0;
+/// See the module doc.
+pub const DONE: usize = 8;
+/// See the module doc.
+pub const PEER_WAITING: usize = 16;
+/// See the module doc.
+pub const PEER_STATE: usize = 24;
+/// See the module doc.
+pub const PEER_READY: usize = 32;
+/// Where ring A starts.
+pub const RING_A: usize = 64;
+/// Where ring B starts.
+pub const RING_B: usize = RING_A + ENTRIES * ENTRY;
+/// Bytes of one ring B entry.
+pub const COMPLETION: usize = 16;
+/// The size of a VI segment (whole pages).
+pub fn vi_segment_size() -> usize {
+    let n = RING_B + ENTRIES * COMPLETION;
+    n.div_ceil(remora_sys::page_size()) * remora_sys::page_size()
+}
+
+/// Region slots of a NIC table (`MaxRegisterRegions`).
+pub const SLOTS: usize = 4096;
+/// Bytes of a slot.
+pub const SLOT: usize = 256;
+/// Most pieces a region may span.
+pub const MAX_PIECES: usize = (SLOT - 32) / 32;
+/// Slot flag: in use.
+pub const SLOT_VALID: u32 = 1;
+/// Slot flag: RDMA write enabled.
+pub const SLOT_RDMA_WRITE: u32 = 2;
+/// Slot flag: RDMA read enabled.
+pub const SLOT_RDMA_READ: u32 = 4;
+
+/// `VIP_DESCRIPTOR_ALIGNMENT`.
+pub const DESCRIPTOR_ALIGNMENT: usize = 64;
+/// Bytes of the control segment.
+pub const CONTROL: usize = 32;
+/// Bytes of a data or address segment.
+pub const SEGMENT: usize = 16;
+/// Most data segments a descriptor may carry (`MaxSegmentsPerDesc`).
+pub const MAX_SEGMENTS: usize = 252;
+
+/// Control bits (`VIP_CONTROL_*`).
+pub mod control {
+    /// Send or receive.
+    pub const OP_SENDRECV: u16 = 0x0;
+    /// RDMA write.
+    pub const OP_RDMAWRITE: u16 = 0x1;
+    /// RDMA read.
+    pub const OP_RDMAREAD: u16 = 0x2;
+    /// The operation bits.
+    pub const OP_MASK: u16 = 0x3;
+    /// Immediate data present.
+    pub const IMMEDIATE: u16 = 0x4;
+    /// Queue fence.
+    pub const QFENCE: u16 = 0x8;
+    /// Bits that must be zero.
+    pub const RESERVED: u16 = 0xFFF0;
+}
+
+/// Status bits (`VIP_STATUS_*`).
+pub mod status {
+    /// Complete.
+    pub const DONE: u32 = 0x1;
+    /// Malformed descriptor.
+    pub const FORMAT_ERROR: u32 = 0x2;
+    /// Memory not registered, or with another protection tag.
+    pub const PROTECTION_ERROR: u32 = 0x4;
+    /// The receive buffer was too small.
+    pub const LENGTH_ERROR: u32 = 0x8;
+    /// Part of the data was lost.
+    pub const PARTIAL_ERROR: u32 = 0x10;
+    /// Flushed by a disconnect.
+    pub const DESC_FLUSHED_ERROR: u32 = 0x20;
+    /// The transport failed.
+    pub const TRANSPORT_ERROR: u32 = 0x40;
+    /// The remote memory refused the RDMA.
+    pub const RDMA_PROT_ERROR: u32 = 0x80;
+    /// The remote descriptor was bad.
+    pub const REMOTE_DESC_ERROR: u32 = 0x100;
+    /// Every error bit.
+    pub const ERROR_MASK: u32 = 0x1FE;
+    /// A send.
+    pub const OP_SEND: u32 = 0x0;
+    /// A receive.
+    pub const OP_RECEIVE: u32 = 0x10000;
+    /// An RDMA write.
+    pub const OP_RDMA_WRITE: u32 = 0x20000;
+    /// A receive consumed by a peer's RDMA write with immediate data.
+    pub const OP_REMOTE_RDMA_WRITE: u32 = 0x30000;
+    /// An RDMA read.
+    pub const OP_RDMA_READ: u32 = 0x40000;
+    /// Immediate data arrived.
+    pub const IMMEDIATE: u32 = 0x80000;
+}
+
+/// One data segment (`VIP_DATA_SEGMENT`) or, first on an RDMA descriptor, the address
+/// segment (`VIP_ADDRESS_SEGMENT`, whose length field is reserved).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DataSegment {
+    /// The address.
+    pub addr: u64,
+    /// The memory handle of the region it lies in.
+    pub handle: u32,
+    /// Its length.
+    pub len: u32,
+}
+
+/// A VIA descriptor as a program writes it (`VIP_DESCRIPTOR`): the control segment and the
+/// segments that follow it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Descriptor {
+    /// `CS.Control`.
+    pub control: u16,
+    /// `CS.ImmediateData`.
+    pub immediate: u32,
+    /// `CS.Length`.
+    pub length: u32,
+    /// `CS.Status`.
+    pub status: u32,
+    /// `CS.SegCount` segments.
+    pub segments: Vec<DataSegment>,
+}
+
+fn u16_at(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+/// A little-endian u64 at `o`.
+pub fn u64_at(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[o..o + 8]);
+    u64::from_le_bytes(a)
+}
+
+impl Descriptor {
+    /// The segment count in a control segment's bytes.
+    pub fn seg_count(control: &[u8; CONTROL]) -> usize {
+        usize::from(u16_at(control, 12))
+    }
+
+    /// Decode a control segment and the `SegCount` segments after it.
+    ///
+    /// # Errors
+    /// [`Error::Descriptor`] when `bytes` is shorter than they need.
+    pub fn decode(bytes: &[u8]) -> Result<Descriptor> {
+        if bytes.len() < CONTROL {
+            return Err(Error::Descriptor("shorter than a control segment".into()));
+        }
+        let n = usize::from(u16_at(bytes, 12));
+        if bytes.len() < CONTROL + n * SEGMENT {
+            return Err(Error::Descriptor("segments missing".into()));
+        }
+        let segments = (0..n)
+            .map(|i| {
+                let o = CONTROL + i * SEGMENT;
+                DataSegment {
+                    addr: u64_at(bytes, o),
+                    handle: u32_at(bytes, o + 8),
+                    len: u32_at(bytes, o + 12),
+                }
+            })
+            .collect();
+        Ok(Descriptor {
+            control: u16_at(bytes, 14),
+            immediate: u32_at(bytes, 20),
+            length: u32_at(bytes, 24),
+            status: u32_at(bytes, 28),
+            segments,
+        })
+    }
+
+    /// The bytes of the descriptor (`Next` and `NextHandle` zero).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; CONTROL + self.segments.len() * SEGMENT];
+        b[12..14].copy_from_slice(&(self.segments.len() as u16).to_le_bytes());
+        b[14..16].copy_from_slice(&self.control.to_le_bytes());
+        b[20..24].copy_from_slice(&self.immediate.to_le_bytes());
+        b[24..28].copy_from_slice(&self.length.to_le_bytes());
+        b[28..32].copy_from_slice(&self.status.to_le_bytes());
+        for (i, s) in self.segments.iter().enumerate() {
+            let o = CONTROL + i * SEGMENT;
+            b[o..o + 8].copy_from_slice(&s.addr.to_le_bytes());
+            b[o + 8..o + 12].copy_from_slice(&s.handle.to_le_bytes());
+            b[o + 12..o + 16].copy_from_slice(&s.len.to_le_bytes());
+        }
+        b
+    }
+
+    /// The operation (`control & OP_MASK`).
+    pub fn op(&self) -> u16 {
+        self.control & control::OP_MASK
+    }
+}
+
+/// Where one piece of a posted receive lies: `len` bytes at `off` of segment `seg` of the
+/// receiver's node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunk {
+    /// The segment id.
+    pub seg: u32,
+    /// Bytes.
+    pub len: u32,
+    /// Offset in the segment.
+    pub off: u64,
+}
+
+/// Encode a ring A entry.
+pub fn encode_entry(total: u32, chunks: &[Chunk]) -> Vec<u8> {
+    let mut b = vec![0u8; 16 + chunks.len() * 16];
+    b[0..4].copy_from_slice(&total.to_le_bytes());
+    b[4..8].copy_from_slice(&(chunks.len() as u32).to_le_bytes());
+    for (i, c) in chunks.iter().enumerate() {
+        let o = 16 + i * 16;
+        b[o..o + 4].copy_from_slice(&c.seg.to_le_bytes());
+        b[o + 4..o + 8].copy_from_slice(&c.len.to_le_bytes());
+        b[o + 8..o + 16].copy_from_slice(&c.off.to_le_bytes());
+    }
+    b
+}
+
+/// Decode a ring A entry: the buffer's total length and its chunks.
+pub fn decode_entry(b: &[u8; ENTRY]) -> (u32, Vec<Chunk>) {
+    let n = (u32_at(b, 4) as usize).min(MAX_CHUNKS);
+    let chunks = (0..n)
+        .map(|i| {
+            let o = 16 + i * 16;
+            Chunk { seg: u32_at(b, o), len: u32_at(b, o + 4), off: u64_at(b, o + 8) }
+        })
+        .collect();
+    (u32_at(b, 0), chunks)
+}
+
+/// A ring B entry: a completed receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Completion {
+    /// Bytes that arrived.
+    pub len: u32,
+    /// Immediate data.
+    pub immediate: u32,
+    /// Status bits.
+    pub status: u32,
+}
+
+impl Completion {
+    /// Its bytes.
+    pub fn encode(&self) -> [u8; COMPLETION] {
+        let mut b = [0u8; COMPLETION];
+        b[0..4].copy_from_slice(&self.len.to_le_bytes());
+        b[4..8].copy_from_slice(&self.immediate.to_le_bytes());
+        b[8..12].copy_from_slice(&self.status.to_le_bytes());
+        b
+    }
+
+    /// From its bytes.
+    pub fn decode(b: &[u8; COMPLETION]) -> Completion {
+        Completion { len: u32_at(b, 0), immediate: u32_at(b, 4), status: u32_at(b, 8) }
+    }
+}
+
+/// A region slot of a NIC table.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Slot {
+    /// The first address.
+    pub base: u64,
+    /// Bytes.
+    pub len: u64,
+    /// The protection tag's id.
+    pub ptag: u64,
+    /// The memory handle.
+    pub handle: u32,
+    /// `SLOT_*` flags.
+    pub flags: u32,
+    /// (segment id, offset in it, first address, bytes) of each piece.
+    pub pieces: Vec<(u32, u64, u64, u64)>,
+}
+
+impl Slot {
+    /// Its bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; SLOT];
+        b[0..8].copy_from_slice(&self.base.to_le_bytes());
+        b[8..16].copy_from_slice(&self.len.to_le_bytes());
+        b[16..24].copy_from_slice(&self.ptag.to_le_bytes());
+        b[24..28].copy_from_slice(&self.handle.to_le_bytes());
+        let flags = self.flags | ((self.pieces.len().min(MAX_PIECES) as u32) << 8);
+        b[28..32].copy_from_slice(&flags.to_le_bytes());
+        for (i, (seg, off, addr, len)) in self.pieces.iter().take(MAX_PIECES).enumerate() {
+            let o = 32 + i * 32;
+            b[o..o + 4].copy_from_slice(&seg.to_le_bytes());
+            b[o + 8..o + 16].copy_from_slice(&off.to_le_bytes());
+            b[o + 16..o + 24].copy_from_slice(&addr.to_le_bytes());
+            b[o + 24..o + 32].copy_from_slice(&len.to_le_bytes());
+        }
+        b
+    }
+
+    /// From its bytes.
+    pub fn decode(b: &[u8]) -> Slot {
+        let flags = u32_at(b, 28);
+        let n = ((flags >> 8) as usize).min(MAX_PIECES);
+        let pieces = (0..n)
+            .map(|i| {
+                let o = 32 + i * 32;
+                (u32_at(b, o), u64_at(b, o + 8), u64_at(b, o + 16), u64_at(b, o + 24))
+            })
+            .collect();
+        Slot {
+            base: u64_at(b, 0),
+            len: u64_at(b, 8),
+            ptag: u64_at(b, 16),
+            handle: u32_at(b, 24),
+            flags: flags & 0xFF,
+            pieces,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_descriptor_has_the_c_layout() {
+        let d = Descriptor {
+            control: control::OP_RDMAWRITE | control::IMMEDIATE,
+            immediate: 0xdead_beef,
+            length: 4096,
+            status: 0,
+            segments: vec![
+                DataSegment { addr: 0x1000, handle: 7, len: 0 },
+                DataSegment { addr: 0x2000, handle: 8, len: 4096 },
+            ],
+        };
+        let b = d.encode();
+        assert_eq!(b.len(), 64, "VIP_DESCRIPTOR with two segments is 64 bytes");
+        assert_eq!(u16_at(&b, 12), 2);
+        assert_eq!(u32_at(&b, 20), 0xdead_beef);
+        assert_eq!(Descriptor::decode(&b).unwrap(), d);
+        assert!(Descriptor::decode(&b[..40]).is_err());
+    }
+
+    #[test]
+    fn entries_slots_and_completions_round_trip() {
+        let chunks = vec![Chunk { seg: 3, len: 100, off: 4096 }, Chunk { seg: 9, len: 7, off: 0 }];
+        let mut e = [0u8; ENTRY];
+        let enc = encode_entry(107, &chunks);
+        e[..enc.len()].copy_from_slice(&enc);
+        assert_eq!(decode_entry(&e), (107, chunks));
+        let s = Slot {
+            base: 1,
+            len: 2,
+            ptag: 3,
+            handle: 4,
+            flags: SLOT_VALID | SLOT_RDMA_READ,
+            pieces: vec![(5, 6, 7, 8)],
+        };
+        assert_eq!(Slot::decode(&s.encode()), s);
+        let c = Completion { len: 5, immediate: 6, status: status::DONE | status::OP_RECEIVE };
+        assert_eq!(Completion::decode(&c.encode()), c);
+        assert!(RING_B + ENTRIES * COMPLETION <= vi_segment_size());
+    }
+}

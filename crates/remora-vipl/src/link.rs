@@ -1,0 +1,243 @@
+//! A VI's link to its peer: the peer's VI segment (mapped, written only), its doorbell, and
+//! the peer's memory pieces and table, connected on first use. Payloads go by memory copy
+//! into a map or by the node's DMA engine ([`remora_config::ViplTransfer`]).
+
+use crate::layout::{self, SLOT, SLOTS};
+use crate::vi::ViInner;
+use crate::{Error, ErrorCode, Result};
+use remora_config::ViplTransfer;
+use remora_sisci::{DmaFlags, Map, MapFlags, RemoteInterrupt, RemoteSegment, UserRegion};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// What a VI tells its peer about itself when they connect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct PeerInfo {
+    pub(crate) node: u32,
+    pub(crate) vi_seg: u32,
+    pub(crate) bell: u32,
+    pub(crate) table: u32,
+    pub(crate) reliability: u16,
+    pub(crate) max_transfer: u32,
+    pub(crate) rdma_write: bool,
+    pub(crate) rdma_read: bool,
+    pub(crate) ptag: u64,
+    /// Its receives report to a completion queue: ring the bell on every completion.
+    pub(crate) bell_always: bool,
+}
+
+impl PeerInfo {
+    pub(crate) fn of(vi: &ViInner) -> PeerInfo {
+        let a = vi.attrs();
+        let bell = vi.recv_cq.as_ref().map_or(vi.bell.number(), |cq| cq.bell_number());
+        PeerInfo {
+            node: vi.nic.node(),
+            vi_seg: vi.seg.id(),
+            bell,
+            table: vi.nic.table_id(),
+            reliability: a.reliability,
+            max_transfer: a.max_transfer,
+            rdma_write: a.rdma_write,
+            rdma_read: a.rdma_read,
+            ptag: a.ptag.0,
+            bell_always: vi.recv_cq.is_some(),
+        }
+    }
+
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).unwrap_or_default()
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Result<PeerInfo> {
+        postcard::from_bytes(b).map_err(|e| Error::Resource(format!("malformed VI description: {e}")))
+    }
+}
+
+type Piece = (RemoteSegment, Map);
+
+/// The link of a connected VI.
+#[derive(Debug)]
+pub(crate) struct Link {
+    pub(crate) peer: PeerInfo,
+    seg: RemoteSegment,
+    pub(crate) map: Map,
+    bell: RemoteInterrupt,
+    pieces: Mutex<HashMap<u32, Piece>>,
+    table: Mutex<Option<Piece>>,
+    same_host: bool,
+}
+
+const CONNECT_WAIT: Duration = Duration::from_secs(10);
+
+impl Link {
+    /// Connect to the peer `info` describes.
+    pub(crate) fn open(vi: &ViInner, peer: PeerInfo) -> Result<Link> {
+        let desc = &vi.nic.inner.desc;
+        let seg =
+            RemoteSegment::connect(desc, peer.node, peer.vi_seg, remora_sisci::ADAPTER, Some(CONNECT_WAIT))?;
+        let map = seg.map(0, seg.size(), None, MapFlags::default())?;
+        let bell =
+            RemoteInterrupt::connect(desc, peer.node, remora_sisci::ADAPTER, peer.bell, Some(CONNECT_WAIT))?;
+        let same_host = seg.is_on_this_host();
+        if vi.recv_cq.is_some() {
+            // Our receives report to a CQ: the peer rings on every completion.
+            let _ = map.with_atomic(layout::PEER_WAITING, |a| a.store(1, Ordering::Release));
+        }
+        Ok(Link {
+            peer,
+            seg,
+            map,
+            bell,
+            pieces: Mutex::new(HashMap::new()),
+            table: Mutex::new(None),
+            same_host,
+        })
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.seg.is_lost()
+    }
+
+    /// Store `v` into the peer's VI segment at `off`, after everything stored before.
+    pub(crate) fn store(&self, off: usize, v: u64) {
+        let _ = self.map.with_atomic(off, |a| a.store(v, Ordering::Release));
+    }
+
+    /// Put the stores so far on their way (another host's segment: send them home).
+    pub(crate) fn push(&self) {
+        self.map.send();
+    }
+
+    /// Make the stores so far land before going on.
+    pub(crate) fn settle(&self) -> bool {
+        self.map.flush()
+    }
+
+    pub(crate) fn ring(&self) {
+        let _ = self.bell.trigger();
+    }
+
+    /// Tell the peer this side disconnected.
+    pub(crate) fn say_gone(&self) {
+        self.store(layout::PEER_STATE, 1);
+        self.settle();
+        self.ring();
+    }
+
+    /// Tell the peer the connection broke on this side.
+    pub(crate) fn say_error(&self, code: ErrorCode) {
+        self.store(layout::PEER_STATE, 2 | ((code as u64) << 8));
+        self.settle();
+        self.ring();
+    }
+
+    pub(crate) fn close(&self) {
+        for (_, (s, m)) in self.pieces.lock().unwrap_or_else(|p| p.into_inner()).drain() {
+            let _ = m.unmap();
+            let _ = s.disconnect();
+        }
+        if let Some((s, m)) = self.table.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = m.unmap();
+            let _ = s.disconnect();
+        }
+        let _ = self.bell.disconnect();
+        let _ = self.map.unmap();
+        let _ = self.seg.disconnect();
+    }
+
+    fn piece(&self, vi: &ViInner, id: u32) -> Result<Piece> {
+        let mut pieces = self.pieces.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = pieces.get(&id) {
+            if !p.0.is_lost() {
+                return Ok(p.clone());
+            }
+        }
+        let seg = RemoteSegment::connect(
+            &vi.nic.inner.desc,
+            self.peer.node,
+            id,
+            remora_sisci::ADAPTER,
+            Some(CONNECT_WAIT),
+        )?;
+        let map = seg.map(0, seg.size(), None, MapFlags::default())?;
+        pieces.insert(id, (seg.clone(), map.clone()));
+        Ok((seg, map))
+    }
+
+    fn dma(&self, vi: &ViInner) -> bool {
+        match vi.nic.transfer_mode() {
+            ViplTransfer::Auto => !self.same_host,
+            ViplTransfer::Copy => false,
+            ViplTransfer::Dma => true,
+        }
+    }
+
+    /// Copy `len` bytes of the program's `src` (from `src_off`) into piece `id` of the
+    /// peer at `off`.
+    pub(crate) fn write_piece(
+        &self,
+        vi: &ViInner,
+        id: u32,
+        off: usize,
+        src: &UserRegion,
+        src_off: usize,
+        len: usize,
+    ) -> Result<()> {
+        let (seg, map) = self.piece(vi, id)?;
+        if self.dma(vi) {
+            vi.nic.with_dma(|q| {
+                q.start_mem(src.sub(src_off, len), &seg, off, DmaFlags { read: false, wait: true }, None)
+                    .map_err(Error::from)
+            })
+        } else {
+            map.write_from(off, src, src_off, len).map_err(Error::from)
+        }
+    }
+
+    /// Copy `len` bytes of piece `id` of the peer at `off` into the program's `dst`.
+    pub(crate) fn read_piece(
+        &self,
+        vi: &ViInner,
+        id: u32,
+        off: usize,
+        dst: &UserRegion,
+        dst_off: usize,
+        len: usize,
+    ) -> Result<()> {
+        let (seg, map) = self.piece(vi, id)?;
+        if self.dma(vi) {
+            vi.nic.with_dma(|q| {
+                q.start_mem(dst.sub(dst_off, len), &seg, off, DmaFlags { read: true, wait: true }, None)
+                    .map_err(Error::from)
+            })
+        } else {
+            map.acquire();
+            map.read_into(off, dst, dst_off, len).map_err(Error::from)
+        }
+    }
+
+    /// The peer's table slot for memory handle `handle`, if that region is registered.
+    pub(crate) fn slot(&self, vi: &ViInner, handle: u32) -> Result<Option<layout::Slot>> {
+        let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        if t.is_none() {
+            let seg = RemoteSegment::connect(
+                &vi.nic.inner.desc,
+                self.peer.node,
+                self.peer.table,
+                remora_sisci::ADAPTER,
+                Some(CONNECT_WAIT),
+            )?;
+            let map = seg.map(0, seg.size(), None, MapFlags::default())?;
+            *t = Some((seg, map));
+        }
+        let Some((_, map)) = t.as_ref() else { return Ok(None) };
+        map.acquire();
+        let mut b = vec![0u8; SLOT];
+        map.read((handle as usize % SLOTS) * SLOT, &mut b)?;
+        let s = layout::Slot::decode(&b);
+        Ok((s.flags & layout::SLOT_VALID != 0 && s.handle == handle).then_some(s))
+    }
+}

@@ -1,0 +1,265 @@
+//! Registered memory. `VipRegisterMem` of any memory of the program (heap, stack,
+//! anonymous maps, at any alignment) makes its pages shareable in place: each page run not
+//! shared yet moves into a memfd that backs the same addresses (a *piece*, one SISCI
+//! segment of the NIC), and pages shared by an earlier registration are found again, so two
+//! buffers on one page both work. A region is its range plus the pieces it lies in; peers
+//! write straight into the pieces, so the program sees the bytes where it put its buffer,
+//! with no shadow copy (VIA2SISCI had to copy or break the spec here).
+
+use crate::layout::{
+    Chunk, Slot, MAX_CHUNKS, MAX_PIECES, SLOTS, SLOT_RDMA_READ, SLOT_RDMA_WRITE, SLOT_VALID,
+};
+use crate::{Error, Result};
+use remora_sisci::{CreateFlags, Descriptor, LocalSegment, UserRegion};
+use std::collections::{BTreeMap, HashMap};
+
+/// A protection tag (`VIP_PROTECTION_HANDLE`): memory and a VI work together only when
+/// they carry the same one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProtectionTag(pub u64);
+
+/// The attributes of registered memory (`VIP_MEM_ATTRIBUTES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemAttributes {
+    /// The protection tag.
+    pub ptag: ProtectionTag,
+    /// Peers may RDMA-write it.
+    pub rdma_write: bool,
+    /// Peers may RDMA-read it.
+    pub rdma_read: bool,
+}
+
+/// A memory handle (`VIP_MEM_HANDLE`).
+pub type MemHandle = u32;
+
+#[derive(Debug)]
+struct Piece {
+    len: usize,
+    seg: LocalSegment,
+    /// Where the piece's first page lies in the segment.
+    seg_off: usize,
+    refs: usize,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Region {
+    pub(crate) user: UserRegion,
+    pub(crate) attrs: MemAttributes,
+    /// Starts of the pieces, in address order.
+    pieces: Vec<usize>,
+}
+
+/// The NIC's registered memory.
+#[derive(Debug, Default)]
+pub(crate) struct MemBook {
+    pieces: BTreeMap<usize, Piece>,
+    regions: HashMap<MemHandle, Region>,
+    next: u32,
+}
+
+impl MemBook {
+    /// The piece holding `addr`, as (start, piece).
+    fn piece_at(&self, addr: usize) -> Option<(usize, &Piece)> {
+        let (start, p) = self.pieces.range(..=addr).next_back()?;
+        (addr < start + p.len).then_some((*start, p))
+    }
+
+    /// `VipRegisterMem`.
+    pub(crate) fn register(
+        &mut self,
+        desc: &Descriptor,
+        user: UserRegion,
+        attrs: MemAttributes,
+    ) -> Result<(MemHandle, Slot)> {
+        if user.is_empty() || user.addr() == 0 {
+            return Err(Error::InvalidParameter("empty or null memory".into()));
+        }
+        if self.regions.len() >= SLOTS {
+            return Err(Error::Resource(format!("{SLOTS} regions registered")));
+        }
+        let span = user.page_span();
+        let mut starts = Vec::new();
+        let mut made = Vec::new();
+        let outcome: Result<()> = (|| {
+            for run in remora_sys::user_memory::shared_splits(span) {
+                if let Some((start, p)) = self.piece_at(run.addr()) {
+                    if run.addr() + run.len() <= start + p.len {
+                        if !starts.contains(&start) {
+                            starts.push(start);
+                        }
+                        continue;
+                    }
+                }
+                let seg = LocalSegment::create(
+                    desc,
+                    None,
+                    run.len(),
+                    CreateFlags { empty: true, ..Default::default() },
+                )?;
+                let off = seg.register_region(run).map_err(|e| match e {
+                    remora_sisci::Error::IllegalAddress => {
+                        Error::InvalidParameter("memory that cannot be registered".into())
+                    }
+                    other => other.into(),
+                })?;
+                seg.prepare(remora_sisci::ADAPTER)?;
+                seg.set_available(remora_sisci::ADAPTER)?;
+                // The segment is the whole shared range the run lies in.
+                let start = run.addr() - off;
+                self.pieces.insert(start, Piece { len: seg.size(), seg, seg_off: 0, refs: 0 });
+                made.push(start);
+                starts.push(start);
+            }
+            if starts.len() > MAX_PIECES {
+                return Err(Error::Resource(format!(
+                    "the memory spans {} registered pieces (at most {MAX_PIECES})",
+                    starts.len()
+                )));
+            }
+            Ok(())
+        })();
+        if let Err(e) = outcome {
+            for s in made {
+                if let Some(p) = self.pieces.remove(&s) {
+                    let _ = p.seg.remove();
+                }
+            }
+            return Err(e);
+        }
+        for s in &starts {
+            if let Some(p) = self.pieces.get_mut(s) {
+                p.refs += 1;
+            }
+        }
+        let handle = loop {
+            self.next = self.next.wrapping_add(1);
+            let h = self.next;
+            if h != 0 && !self.regions.keys().any(|k| (*k as usize) % SLOTS == (h as usize) % SLOTS) {
+                break h;
+            }
+        };
+        self.regions.insert(handle, Region { user, attrs, pieces: starts });
+        let slot = self.slot(handle).unwrap_or_default();
+        Ok((handle, slot))
+    }
+
+    /// The table slot describing `handle`.
+    pub(crate) fn slot(&self, handle: MemHandle) -> Option<Slot> {
+        let r = self.regions.get(&handle)?;
+        let mut flags = SLOT_VALID;
+        if r.attrs.rdma_write {
+            flags |= SLOT_RDMA_WRITE;
+        }
+        if r.attrs.rdma_read {
+            flags |= SLOT_RDMA_READ;
+        }
+        let pieces = r
+            .pieces
+            .iter()
+            .filter_map(|s| {
+                let p = self.pieces.get(s)?;
+                Some((p.seg.id(), p.seg_off as u64, *s as u64, p.len as u64))
+            })
+            .collect();
+        Some(Slot {
+            base: r.user.addr() as u64,
+            len: r.user.len() as u64,
+            ptag: r.attrs.ptag.0,
+            handle,
+            flags,
+            pieces,
+        })
+    }
+
+    fn region(&self, handle: MemHandle, addr: usize) -> Result<&Region> {
+        match self.regions.get(&handle) {
+            Some(r) if r.user.addr() == addr => Ok(r),
+            _ => Err(Error::InvalidParameter(format!(
+                "no memory registered at {addr:#x} with handle {handle}"
+            ))),
+        }
+    }
+
+    /// `VipDeregisterMem`: returns the pieces no region uses any more (to remove).
+    pub(crate) fn deregister(&mut self, handle: MemHandle, addr: usize) -> Result<Vec<LocalSegment>> {
+        self.region(handle, addr)?;
+        let r = self.regions.remove(&handle).ok_or_else(|| Error::InvalidParameter("stale handle".into()))?;
+        let mut gone = Vec::new();
+        for s in r.pieces {
+            let last = self.pieces.get_mut(&s).is_some_and(|p| {
+                p.refs -= 1;
+                p.refs == 0
+            });
+            if last {
+                if let Some(p) = self.pieces.remove(&s) {
+                    gone.push(p.seg);
+                }
+            }
+        }
+        Ok(gone)
+    }
+
+    /// `VipQueryMem`.
+    pub(crate) fn query(&self, handle: MemHandle, addr: usize) -> Result<MemAttributes> {
+        Ok(self.region(handle, addr)?.attrs)
+    }
+
+    /// `VipSetMemAttributes`.
+    pub(crate) fn set(&mut self, handle: MemHandle, addr: usize, attrs: MemAttributes) -> Result<Slot> {
+        self.region(handle, addr)?;
+        if let Some(r) = self.regions.get_mut(&handle) {
+            r.attrs = attrs;
+        }
+        self.slot(handle).ok_or_else(|| Error::InvalidParameter("stale handle".into()))
+    }
+
+    /// Whether any region carries `ptag`.
+    pub(crate) fn uses_ptag(&self, ptag: ProtectionTag) -> bool {
+        self.regions.values().any(|r| r.attrs.ptag == ptag)
+    }
+
+    /// The program's memory `addr..addr+len` inside region `handle`, if it is there and
+    /// carries `ptag` (when given).
+    pub(crate) fn local(
+        &self,
+        handle: MemHandle,
+        addr: usize,
+        len: usize,
+        ptag: Option<ProtectionTag>,
+    ) -> Option<UserRegion> {
+        let r = self.regions.get(&handle)?;
+        if ptag.is_some_and(|p| p != r.attrs.ptag) {
+            return None;
+        }
+        r.user.within(addr, len)
+    }
+
+    /// Where `addr..addr+len` of region `handle` lies in the NIC's pieces.
+    pub(crate) fn chunks(
+        &self,
+        handle: MemHandle,
+        addr: usize,
+        len: usize,
+        ptag: ProtectionTag,
+        out: &mut Vec<Chunk>,
+    ) -> Option<()> {
+        self.local(handle, addr, len, Some(ptag))?;
+        let (mut at, end) = (addr, addr + len);
+        while at < end {
+            let (start, p) = self.piece_at(at)?;
+            let n = (start + p.len).min(end) - at;
+            if out.len() >= MAX_CHUNKS {
+                return None;
+            }
+            out.push(Chunk { seg: p.seg.id(), len: n as u32, off: (p.seg_off + at - start) as u64 });
+            at += n;
+        }
+        Some(())
+    }
+
+    /// Every piece (for closing the NIC).
+    pub(crate) fn drain(&mut self) -> Vec<LocalSegment> {
+        self.regions.clear();
+        std::mem::take(&mut self.pieces).into_values().map(|p| p.seg).collect()
+    }
+}

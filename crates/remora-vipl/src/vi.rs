@@ -1,0 +1,351 @@
+//! Virtual interfaces (`VipCreateVi` and the calls on a VI): attributes, the state machine,
+//! and the queues' bookkeeping. The data path is in `data.rs`, the link to the peer in
+//! `link.rs`, connection set-up in `connect.rs`.
+
+use crate::layout::{self, Chunk};
+use crate::link::Link;
+use crate::memory::ProtectionTag;
+use crate::{CompletionQueue, Error, ErrorCode, ErrorEvent, Nic, Result};
+use remora_sisci::{CreateFlags, Interrupt, LocalSegment, Map, MapFlags, RemoteInterrupt};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+
+/// `VIP_SERVICE_UNRELIABLE`.
+pub const UNRELIABLE: u16 = 0x01;
+/// `VIP_SERVICE_RELIABLE_DELIVERY`.
+pub const RELIABLE_DELIVERY: u16 = 0x02;
+/// `VIP_SERVICE_RELIABLE_RECEPTION`.
+pub const RELIABLE_RECEPTION: u16 = 0x04;
+/// The largest transfer a descriptor may describe (`MaxTransferSize`).
+pub const MAX_TRANSFER: u32 = 64 << 20;
+
+/// The attributes of a VI (`VIP_VI_ATTRIBUTES`; QoS is not used).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ViAttributes {
+    /// One of the `VIP_SERVICE_*` levels.
+    pub reliability: u16,
+    /// The largest transfer.
+    pub max_transfer: u32,
+    /// The protection tag.
+    pub ptag: ProtectionTag,
+    /// RDMA writes of the peer into this VI's memory are allowed.
+    pub rdma_write: bool,
+    /// RDMA reads of the peer from this VI's memory are allowed.
+    pub rdma_read: bool,
+}
+
+/// The state of a VI (`VIP_VI_STATE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum ViState {
+    /// Not connected.
+    Idle = 0,
+    /// Connected.
+    Connected = 1,
+    /// A connection is being made.
+    ConnectPending = 2,
+    /// The connection broke; only a disconnect leaves this state.
+    Error = 3,
+}
+
+/// A posted receive.
+#[derive(Debug, Clone)]
+pub(crate) struct Posted {
+    pub(crate) addr: usize,
+    pub(crate) handle: u32,
+    pub(crate) total: u32,
+    pub(crate) chunks: Vec<Chunk>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct SendQ {
+    /// Receives of the peer consumed (= completions written into its ring B).
+    pub(crate) consumed: u64,
+    /// Completed sends not yet reaped: (descriptor address, its memory handle).
+    pub(crate) done: VecDeque<(usize, u32)>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct RecvQ {
+    /// Posted, not completed, oldest first.
+    pub(crate) posted: VecDeque<Posted>,
+    /// Entries described to the peer (ring A index of the next one).
+    pub(crate) pushed: u64,
+    /// Completions read from ring B.
+    pub(crate) consumed: u64,
+    /// Completed receives not yet reaped.
+    pub(crate) done: VecDeque<(usize, u32)>,
+}
+
+pub(crate) struct ViInner {
+    pub(crate) nic: Nic,
+    pub(crate) id: u64,
+    pub(crate) attrs: Mutex<ViAttributes>,
+    pub(crate) state: Mutex<ViState>,
+    pub(crate) send_cq: Option<CompletionQueue>,
+    pub(crate) recv_cq: Option<CompletionQueue>,
+    pub(crate) seg: LocalSegment,
+    pub(crate) map: Map,
+    /// Rung by the peer when a receive completes (unless a receive CQ is attached, whose
+    /// own doorbell is rung instead).
+    pub(crate) bell: Interrupt,
+    /// A connection to the doorbell that waits on, to wake them from this process.
+    pub(crate) self_bell: RemoteInterrupt,
+    pub(crate) link: RwLock<Option<Arc<Link>>>,
+    pub(crate) send: Mutex<SendQ>,
+    pub(crate) send_cv: Condvar,
+    pub(crate) recv: Mutex<RecvQ>,
+    /// A peer-to-peer connect in progress: its outcome once known.
+    pub(crate) peer_connect: Mutex<Option<Option<Result<ViAttributes>>>>,
+}
+
+impl std::fmt::Debug for ViInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vi").field("id", &self.id).field("state", &*lock(&self.state)).finish()
+    }
+}
+
+impl Drop for ViInner {
+    fn drop(&mut self) {
+        if let Some(l) = self.link.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+            l.say_gone();
+            l.close();
+        }
+        let _ = self.self_bell.disconnect();
+        let _ = self.bell.remove();
+        let _ = self.map.unmap();
+        let _ = self.seg.remove();
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A virtual interface (`VIP_VI_HANDLE`): a send queue and a receive queue, connected to
+/// one peer VI. Cheap to clone; destroyed with [`Vi::destroy`] or when the last clone goes.
+#[derive(Debug, Clone)]
+pub struct Vi {
+    pub(crate) inner: Arc<ViInner>,
+}
+
+static NEXT_VI: AtomicU64 = AtomicU64::new(1);
+
+fn check_attrs(nic: &Nic, a: &ViAttributes) -> Result<()> {
+    if ![UNRELIABLE, RELIABLE_DELIVERY, RELIABLE_RECEPTION].contains(&a.reliability) {
+        return Err(Error::InvalidReliabilityLevel);
+    }
+    if a.max_transfer > MAX_TRANSFER {
+        return Err(Error::InvalidMtu);
+    }
+    if !nic.has_ptag(a.ptag) {
+        return Err(Error::InvalidPtag);
+    }
+    if a.rdma_read && a.reliability == UNRELIABLE {
+        return Err(Error::InvalidRdmaRead);
+    }
+    Ok(())
+}
+
+impl Vi {
+    /// `VipCreateVi`: a VI with `attrs`, its completions reported to `send_cq` and
+    /// `recv_cq` when given.
+    ///
+    /// # Errors
+    /// [`Error::InvalidReliabilityLevel`], [`Error::InvalidMtu`], [`Error::InvalidPtag`],
+    /// [`Error::InvalidRdmaRead`] (RDMA read on an unreliable VI), [`Error::Resource`].
+    pub fn create(
+        nic: &Nic,
+        attrs: ViAttributes,
+        send_cq: Option<&CompletionQueue>,
+        recv_cq: Option<&CompletionQueue>,
+    ) -> Result<Vi> {
+        check_attrs(nic, &attrs)?;
+        for cq in send_cq.iter().chain(recv_cq.iter()) {
+            if !Arc::ptr_eq(&cq.nic().inner, &nic.inner) {
+                return Err(Error::InvalidParameter("a completion queue of another NIC".into()));
+            }
+        }
+        let desc = &nic.inner.desc;
+        let size = layout::vi_segment_size();
+        let seg = LocalSegment::create(desc, None, size, CreateFlags::default())?;
+        seg.prepare(remora_sisci::ADAPTER)?;
+        seg.set_available(remora_sisci::ADAPTER)?;
+        let map = seg.map(0, size, None, MapFlags::default())?;
+        let bell = Interrupt::create(desc, remora_sisci::ADAPTER, None, true, None)?;
+        let self_bell =
+            RemoteInterrupt::connect(desc, nic.node(), remora_sisci::ADAPTER, bell.number(), None)?;
+        let inner = Arc::new(ViInner {
+            nic: nic.clone(),
+            id: NEXT_VI.fetch_add(1, Ordering::Relaxed),
+            attrs: Mutex::new(attrs),
+            state: Mutex::new(ViState::Idle),
+            send_cq: send_cq.cloned(),
+            recv_cq: recv_cq.cloned(),
+            seg,
+            map,
+            bell,
+            self_bell,
+            link: RwLock::new(None),
+            send: Mutex::new(SendQ::default()),
+            send_cv: Condvar::new(),
+            recv: Mutex::new(RecvQ::default()),
+            peer_connect: Mutex::new(None),
+        });
+        nic.add_vi(&inner);
+        if let Some(cq) = recv_cq {
+            cq.attach(&inner, true);
+        }
+        if let Some(cq) = send_cq {
+            cq.attach(&inner, false);
+        }
+        Ok(Vi { inner })
+    }
+
+    /// A number naming this VI within the process.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The NIC it was made on.
+    pub fn nic(&self) -> &Nic {
+        &self.inner.nic
+    }
+
+    /// `VipDestroyVi`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidState`] unless idle (disconnect first); [`Error::Resource`] while
+    /// descriptors are still posted.
+    pub fn destroy(&self) -> Result<()> {
+        if *lock(&self.inner.state) != ViState::Idle {
+            return Err(Error::InvalidState);
+        }
+        if !lock(&self.inner.recv).posted.is_empty() {
+            return Err(Error::Resource("receives are still posted".into()));
+        }
+        for cq in self.inner.send_cq.iter().chain(self.inner.recv_cq.iter()) {
+            cq.detach(self.inner.id);
+        }
+        Ok(())
+    }
+
+    /// `VipQueryVi`: the state, the attributes, and whether the send and receive queues
+    /// are empty.
+    pub fn query(&self) -> (ViState, ViAttributes, bool, bool) {
+        let _ = self.inner.reap();
+        let state = *lock(&self.inner.state);
+        let attrs = *lock(&self.inner.attrs);
+        let send_empty = lock(&self.inner.send).done.is_empty();
+        let recv = lock(&self.inner.recv);
+        (state, attrs, send_empty, recv.posted.is_empty() && recv.done.is_empty())
+    }
+
+    /// `VipSetViAttributes`.
+    ///
+    /// # Errors
+    /// As [`Vi::create`]; [`Error::InvalidState`] unless idle.
+    pub fn set_attributes(&self, attrs: ViAttributes) -> Result<()> {
+        if *lock(&self.inner.state) != ViState::Idle {
+            return Err(Error::InvalidState);
+        }
+        check_attrs(&self.inner.nic, &attrs)?;
+        *lock(&self.inner.attrs) = attrs;
+        Ok(())
+    }
+
+    /// The VI's state.
+    pub fn state(&self) -> ViState {
+        *lock(&self.inner.state)
+    }
+}
+
+impl ViInner {
+    pub(crate) fn ptag(&self) -> ProtectionTag {
+        lock(&self.attrs).ptag
+    }
+
+    pub(crate) fn attrs(&self) -> ViAttributes {
+        *lock(&self.attrs)
+    }
+
+    pub(crate) fn link(&self) -> Option<Arc<Link>> {
+        self.link.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub(crate) fn vi(self: &Arc<Self>) -> Vi {
+        Vi { inner: self.clone() }
+    }
+
+    /// Move to ERROR (a reliable VI's connection broke), tell the error callback, and
+    /// wake every waiter.
+    pub(crate) fn fail(self: &Arc<Self>, code: ErrorCode, descriptor: Option<usize>, tell_peer: bool) {
+        {
+            let mut st = lock(&self.state);
+            if *st != ViState::Connected {
+                return;
+            }
+            *st = ViState::Error;
+        }
+        if tell_peer {
+            if let Some(l) = self.link() {
+                l.say_error(code);
+            }
+        }
+        self.wake();
+        self.nic.report(ErrorEvent {
+            vi: Some(self.vi()),
+            cq: None,
+            descriptor,
+            opcode: 0,
+            resource: if descriptor.is_some() { 3 } else { 1 },
+            code,
+        });
+    }
+
+    /// Wake whoever waits on this VI's queues or its completion queues.
+    pub(crate) fn wake(&self) {
+        let _ = self.self_bell.trigger();
+        self.send_cv.notify_all();
+        for cq in self.send_cq.iter().chain(self.recv_cq.iter()) {
+            cq.wake();
+        }
+    }
+
+    /// Look at what the peer wrote about itself: a disconnect, an error, its loss.
+    pub(crate) fn check_peer(self: &Arc<Self>, _nic: &Nic) {
+        if *lock(&self.state) != ViState::Connected {
+            return;
+        }
+        let Some(link) = self.link() else { return };
+        let said = self.map.with_atomic(layout::PEER_STATE, |a| a.load(Ordering::Acquire)).unwrap_or(0);
+        if said != 0 {
+            let code = match said & 0xFF {
+                2 => match said >> 8 {
+                    2 => ErrorCode::RecvqEmpty,
+                    4 => ErrorCode::RdmawProt,
+                    7 => ErrorCode::RdmarProt,
+                    _ => ErrorCode::ConnLost,
+                },
+                _ => ErrorCode::ConnLost,
+            };
+            self.fail(code, None, false);
+        } else if link.is_lost() {
+            self.fail(ErrorCode::ConnLost, None, false);
+        }
+    }
+
+    /// Reset the queues after a disconnect: every receive still posted completes flushed,
+    /// and the counts start again from zero for the next connection.
+    pub(crate) fn reset(&self) {
+        self.flush_receives();
+        {
+            let mut q = lock(&self.recv);
+            q.pushed = 0;
+            q.consumed = 0;
+        }
+        lock(&self.send).consumed = 0;
+        let _ = self.map.write(0, &[0u8; layout::RING_A]);
+    }
+}

@@ -1,0 +1,338 @@
+//! The VIPL safe API on one host: connections (client/server, rejected, peer-to-peer, on
+//! one node and across two nodes), sends of every size with immediate data, RDMA write and
+//! read with their protection checks, completion queues, disconnect flushing receives, and
+//! the error paths of a reliable VI.
+
+use remora_testkit::Harness;
+use remora_vipl::layout::{control, status};
+use remora_vipl::*;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const T: Option<Duration> = Some(Duration::from_secs(10));
+
+/// Memory that lives for the rest of the test process, registered on `nic`.
+struct Mem {
+    region: UserRegion,
+    handle: MemHandle,
+}
+
+fn mem(nic: &Nic, len: usize, ptag: ProtectionTag, rdma: bool) -> Mem {
+    let buf: &'static mut [u8] = Box::leak(vec![0u8; len + 64].into_boxed_slice());
+    let skip = (64 - buf.as_ptr() as usize % 64) % 64;
+    let region = UserRegion::from_static(&mut buf[skip..skip + len]);
+    let handle = nic.register(region, MemAttributes { ptag, rdma_write: rdma, rdma_read: rdma }).unwrap();
+    Mem { region, handle }
+}
+
+impl Mem {
+    fn addr(&self, off: usize) -> usize {
+        self.region.addr() + off
+    }
+    fn seg(&self, off: usize, len: usize) -> DataSegment {
+        DataSegment { addr: self.addr(off) as u64, handle: self.handle, len: len as u32 }
+    }
+    fn put(&self, off: usize, b: &[u8]) {
+        self.region.write(off, b).unwrap();
+    }
+    fn get(&self, off: usize, len: usize) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        self.region.read(off, &mut v).unwrap();
+        v
+    }
+}
+
+fn attrs(ptag: ProtectionTag, reliability: u16, rdma: bool) -> ViAttributes {
+    ViAttributes {
+        reliability,
+        max_transfer: MAX_TRANSFER,
+        ptag,
+        rdma_write: rdma,
+        rdma_read: rdma && reliability != UNRELIABLE,
+    }
+}
+
+/// Connect `client` (on `cnic`) to `server` (on `snic`) through the node, the server
+/// waiting on `disc`.
+fn connect(snic: &Nic, server: &Vi, cnic: &Nic, client: &Vi, disc: &[u8]) {
+    let addr = NetAddress::new(snic.node(), disc);
+    let (s, a) = (server.clone(), addr.clone());
+    let nic = snic.clone();
+    let waiter = std::thread::spawn(move || nic.connect_wait(&a, T).unwrap().accept(&s));
+    loop {
+        match client.connect_request(&NetAddress::new(cnic.node(), b"client"), &addr, T) {
+            Err(Error::NoMatch) => std::thread::sleep(Duration::from_millis(2)),
+            other => {
+                other.unwrap();
+                break;
+            }
+        }
+    }
+    waiter.join().unwrap().unwrap();
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+fn pair(
+    h: &Harness,
+    snode: u32,
+    cnode: u32,
+    reliability: u16,
+) -> (Nic, Vi, Nic, Vi, ProtectionTag, ProtectionTag) {
+    let snic = Nic::open_with_config("/dev/via0", h.config(snode)).unwrap();
+    let cnic = Nic::open_with_config("remora0", h.config(cnode)).unwrap();
+    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
+    let server = Vi::create(&snic, attrs(sp, reliability, true), None, None).unwrap();
+    let client = Vi::create(&cnic, attrs(cp, reliability, true), None, None).unwrap();
+    (snic, server, cnic, client, sp, cp)
+}
+
+fn send_and_check(snic: &Nic, server: &Vi, cnic: &Nic, client: &Vi, sp: ProtectionTag, cp: ProtectionTag) {
+    let sdesc = mem(snic, 4096, sp, false);
+    let cdesc = mem(cnic, 4096, cp, false);
+    let big = 1 << 20;
+    let rbuf = mem(snic, big + 100, sp, false);
+    let sbuf = mem(cnic, big, cp, false);
+    for (i, &n) in [1usize, 8, 4096, 65536, big].iter().enumerate() {
+        let data = pattern(n, i as u8);
+        sbuf.put(0, &data);
+        // A receive of two segments; a send of two when it can.
+        let half = n.div_ceil(2);
+        let rd = Descriptor {
+            length: (n + 100) as u32,
+            segments: vec![rbuf.seg(0, half), rbuf.seg(half, n + 100 - half)],
+            ..Default::default()
+        };
+        snic.write_descriptor(sdesc.addr(0), sdesc.handle, &rd).unwrap();
+        server.post_recv(sdesc.addr(0), sdesc.handle).unwrap();
+        let segs =
+            if n > 1 { vec![sbuf.seg(0, n / 2), sbuf.seg(n / 2, n - n / 2)] } else { vec![sbuf.seg(0, 1)] };
+        let sd = Descriptor {
+            control: control::IMMEDIATE,
+            immediate: 0xdead_0000 + i as u32,
+            length: n as u32,
+            segments: segs,
+            ..Default::default()
+        };
+        cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &sd).unwrap();
+        client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+        assert_eq!(client.send_wait(T).unwrap(), (cdesc.addr(0), cdesc.handle));
+        let done = cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap();
+        assert_eq!(
+            done.status & (status::DONE | status::ERROR_MASK),
+            status::DONE,
+            "send of {n}: {:#x}",
+            done.status
+        );
+        assert_eq!(server.recv_wait(T).unwrap(), (sdesc.addr(0), sdesc.handle));
+        let got = snic.read_descriptor(sdesc.addr(0), sdesc.handle).unwrap();
+        assert_eq!(got.status, status::DONE | status::OP_RECEIVE | status::IMMEDIATE, "receive of {n}");
+        assert_eq!(got.length, n as u32);
+        assert_eq!(got.immediate, 0xdead_0000 + i as u32);
+        let back = rbuf.get(0, n);
+        let first = back.iter().zip(&data).position(|(a, b)| a != b);
+        assert!(
+            first.is_none(),
+            "{n} bytes intact: first difference at {first:?} of {n}, rbuf {:#x} sbuf {:#x}",
+            rbuf.addr(0),
+            sbuf.addr(0)
+        );
+    }
+}
+
+#[test]
+fn client_server_on_one_node_and_across_two_nodes() {
+    let h = Harness::new();
+    for (snode, cnode) in [(4, 4), (4, 8)] {
+        let (snic, server, cnic, client, sp, cp) =
+            pair(&h, snode, cnode, RELIABLE_DELIVERY);
+        connect(&snic, &server, &cnic, &client, format!("srv{cnode}").as_bytes());
+        assert_eq!(server.state(), ViState::Connected);
+        assert_eq!(client.state(), ViState::Connected);
+        send_and_check(&snic, &server, &cnic, &client, sp, cp);
+
+        // RDMA write (with immediate data, which takes a receive) and read.
+        let target = mem(&snic, 8192, sp, true);
+        let local = mem(&cnic, 8192, cp, false);
+        let sdesc = mem(&snic, 128, sp, false);
+        let cdesc = mem(&cnic, 128, cp, false);
+        local.put(0, &pattern(5000, 9));
+        snic.write_descriptor(sdesc.addr(0), sdesc.handle, &Descriptor::default()).unwrap();
+        server.post_recv(sdesc.addr(0), sdesc.handle).unwrap();
+        let w = Descriptor {
+            control: control::OP_RDMAWRITE | control::IMMEDIATE,
+            immediate: 77,
+            length: 5000,
+            segments: vec![
+                DataSegment { addr: target.addr(100) as u64, handle: target.handle, len: 0 },
+                local.seg(0, 5000),
+            ],
+            ..Default::default()
+        };
+        cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &w).unwrap();
+        client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+        client.send_done().unwrap();
+        assert_eq!(
+            cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status,
+            status::DONE | status::OP_RDMA_WRITE
+        );
+        server.recv_wait(T).unwrap();
+        let r = snic.read_descriptor(sdesc.addr(0), sdesc.handle).unwrap();
+        assert_eq!(r.status, status::DONE | status::OP_REMOTE_RDMA_WRITE | status::IMMEDIATE);
+        assert_eq!(r.immediate, 77);
+        assert!(target.get(100, 5000) == pattern(5000, 9));
+        target.put(6000, b"read me back");
+        let rd = Descriptor {
+            control: control::OP_RDMAREAD,
+            length: 12,
+            segments: vec![
+                DataSegment { addr: target.addr(6000) as u64, handle: target.handle, len: 0 },
+                local.seg(7000, 12),
+            ],
+            ..Default::default()
+        };
+        cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &rd).unwrap();
+        client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+        client.send_done().unwrap();
+        assert_eq!(
+            cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status,
+            status::DONE | status::OP_RDMA_READ
+        );
+        assert_eq!(local.get(7000, 12), b"read me back");
+
+        // A disconnect flushes the receives still posted, on both sides.
+        server.post_recv(sdesc.addr(0), sdesc.handle).unwrap();
+        client.disconnect().unwrap();
+        assert_eq!(client.state(), ViState::Idle);
+        let mut seen = ViState::Connected;
+        for _ in 0..500 {
+            seen = server.state();
+            if seen == ViState::Error {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(seen, ViState::Error, "the peer's disconnect breaks the server's VI");
+        server.disconnect().unwrap();
+        server.recv_done().unwrap();
+        assert_ne!(
+            snic.read_descriptor(sdesc.addr(0), sdesc.handle).unwrap().status & status::DESC_FLUSHED_ERROR,
+            0
+        );
+        assert_eq!(server.state(), ViState::Idle);
+    }
+}
+
+#[test]
+fn rejected_then_accepted_and_no_match_without_a_waiter() {
+    let h = Harness::new();
+    let (snic, server, cnic, client, _, _) = pair(&h, 4, 4, RELIABLE_DELIVERY);
+    let addr = NetAddress::new(snic.node(), b"rej");
+    let me = NetAddress::new(cnic.node(), b"c");
+    assert_eq!(client.connect_request(&me, &addr, Some(Duration::from_millis(200))), Err(Error::NoMatch));
+    assert_eq!(client.state(), ViState::Idle);
+    let (nic, a, s) = (snic.clone(), addr.clone(), server.clone());
+    let t = std::thread::spawn(move || {
+        nic.connect_wait(&a, T).unwrap().reject().unwrap();
+        nic.connect_wait(&a, T).unwrap().accept(&s).unwrap();
+    });
+    let mut outcomes = Vec::new();
+    while outcomes.last() != Some(&Ok(())) {
+        match client.connect_request(&me, &addr, T) {
+            Err(Error::NoMatch) => std::thread::sleep(Duration::from_millis(2)),
+            other => outcomes.push(other.map(|_| ())),
+        }
+    }
+    t.join().unwrap();
+    assert_eq!(outcomes, vec![Err(Error::Rejected), Ok(())]);
+    assert_eq!(snic.connect_wait(&addr, Some(Duration::from_millis(50))).err(), Some(Error::Timeout));
+}
+
+#[test]
+fn peer_to_peer_across_two_nodes() {
+    let h = Harness::new();
+    let (a, va, b, vb, _, _) = pair(&h, 4, 8, RELIABLE_RECEPTION);
+    let (la, lb) = (NetAddress::new(4, b"left"), NetAddress::new(8, b"right"));
+    va.connect_peer_request(&la, &lb, T).unwrap();
+    assert_eq!(va.state(), ViState::ConnectPending);
+    vb.connect_peer_request(&lb, &la, T).unwrap();
+    va.connect_peer_wait().unwrap();
+    vb.connect_peer_wait().unwrap();
+    assert_eq!((va.state(), vb.state()), (ViState::Connected, ViState::Connected));
+    let _ = (a, b);
+}
+
+#[test]
+fn reliable_errors_unreliable_drops_and_completion_queues() {
+    let h = Harness::new();
+    let (snic, server, cnic, client, sp, cp) = pair(&h, 4, 4, RELIABLE_DELIVERY);
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    snic.set_error_handler(Some(Arc::new(move |e: &ErrorEvent| {
+        assert!(e.vi.is_some());
+        c.fetch_add(1, Ordering::SeqCst);
+    })));
+    connect(&snic, &server, &cnic, &client, b"e");
+    let (sdesc, cdesc) = (mem(&snic, 64, sp, false), mem(&cnic, 64, cp, false));
+    let (rbuf, sbuf) = (mem(&snic, 16, sp, false), mem(&cnic, 64, cp, false));
+    // Too big for the receive: a length error there, both VIs broken, the callback called.
+    snic.write_descriptor(
+        sdesc.addr(0),
+        sdesc.handle,
+        &Descriptor { length: 16, segments: vec![rbuf.seg(0, 16)], ..Default::default() },
+    )
+    .unwrap();
+    server.post_recv(sdesc.addr(0), sdesc.handle).unwrap();
+    cnic.write_descriptor(
+        cdesc.addr(0),
+        cdesc.handle,
+        &Descriptor { length: 64, segments: vec![sbuf.seg(0, 64)], ..Default::default() },
+    )
+    .unwrap();
+    client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+    server.recv_wait(T).unwrap();
+    assert_ne!(snic.read_descriptor(sdesc.addr(0), sdesc.handle).unwrap().status & status::LENGTH_ERROR, 0);
+    for _ in 0..500 {
+        if server.state() == ViState::Error && calls.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!((client.state(), server.state()), (ViState::Error, ViState::Error));
+    assert!(calls.load(Ordering::SeqCst) > 0, "the error callback ran");
+    client.disconnect().unwrap();
+    server.disconnect().unwrap();
+
+    // Unreliable: a send that finds no receive is dropped; the VI stays connected.
+    let cq = CompletionQueue::create(&snic, 8).unwrap();
+    assert_eq!(cq.done().err(), Some(Error::NotDone));
+    let us = Vi::create(&snic, attrs(sp, UNRELIABLE, false), None, Some(&cq)).unwrap();
+    let uc = Vi::create(&cnic, attrs(cp, UNRELIABLE, false), None, None).unwrap();
+    connect(&snic, &us, &cnic, &uc, b"u");
+    cnic.write_descriptor(
+        cdesc.addr(0),
+        cdesc.handle,
+        &Descriptor { length: 8, segments: vec![sbuf.seg(0, 8)], ..Default::default() },
+    )
+    .unwrap();
+    uc.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+    assert_eq!(uc.send_done().map(|_| ()), Ok(()));
+    assert_eq!(cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status, status::DONE);
+    assert_eq!(uc.state(), ViState::Connected);
+    // With a receive posted, the CQ names the VI.
+    snic.write_descriptor(
+        sdesc.addr(0),
+        sdesc.handle,
+        &Descriptor { length: 16, segments: vec![rbuf.seg(0, 16)], ..Default::default() },
+    )
+    .unwrap();
+    us.post_recv(sdesc.addr(0), sdesc.handle).unwrap();
+    uc.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+    let (vi, recv) = cq.wait(T).unwrap();
+    assert!(recv && vi.id() == us.id());
+    us.recv_done().unwrap();
+    assert_eq!(cq.destroy().err().map(|e| matches!(e, Error::Resource(_))), Some(true));
+}
