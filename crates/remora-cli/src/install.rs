@@ -13,6 +13,7 @@ const HEADERS: &[(&str, &str)] = &[
     ("rsmapi.h", include_str!("../../../include/rsmapi.h")),
     ("sys/rsm/rsm_common.h", include_str!("../../../include/sys/rsm/rsm_common.h")),
     ("sys/rsm/rsmapi_common.h", include_str!("../../../include/sys/rsm/rsmapi_common.h")),
+    ("vipl.h", include_str!("../../../include/vipl.h")),
 ];
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
@@ -140,6 +141,11 @@ pub fn install(prefix: &Path, strip: bool) -> Result<(), String> {
     let p = lib.join("librsm.so");
     let _ = std::fs::remove_file(&p);
     std::os::unix::fs::symlink("librsm.so.2", &p).map_err(|e| format!("{}: {e}", p.display()))?;
+    // libvipl: the soname file and the dev link.
+    place(&built("libvipl.so")?, &lib.join("libvipl.so.1"), strip)?;
+    let p = lib.join("libvipl.so");
+    let _ = std::fs::remove_file(&p);
+    std::os::unix::fs::symlink("libvipl.so.1", &p).map_err(|e| format!("{}: {e}", p.display()))?;
     place(&built("remorad")?, &bin.join("remorad"), strip)?;
     place(&built("remora")?, &bin.join("remora"), strip)?;
     // One node per instance: `systemctl enable --now remorad@4`.
@@ -152,6 +158,7 @@ pub fn install(prefix: &Path, strip: bool) -> Result<(), String> {
         ("sisci", "SISCI API (software remote-memory interconnect)", " -D_REENTRANT"),
         ("scif", "SCIF API (Intel Symmetric Communications Interface)", ""),
         ("rsm", "RSMAPI (Sun's Remote Shared Memory API)", ""),
+        ("vipl", "VIPL (the VI Provider Library of VIA 1.0)", ""),
     ] {
         let text = pc_file(prefix, name, what, cflags);
         write(&lib.join(format!("pkgconfig/{name}.pc")), &text)?;
@@ -178,7 +185,7 @@ pub fn install(prefix: &Path, strip: bool) -> Result<(), String> {
     // For programs built without a run path: the line a system's ld.so.conf.d takes.
     write(&ld.join("remora.conf"), &format!("{}\n", lib.display()))?;
     println!("installed Remora under {}", prefix.display());
-    for (api, lib_name) in [("a SISCI", "sisci"), ("a SCIF", "scif"), ("an RSM", "rsm")] {
+    for (api, lib_name) in [("a SISCI", "sisci"), ("a SCIF", "scif"), ("an RSM", "rsm"), ("a VIPL", "vipl")] {
         println!(
             "  build {api} program:{:pad$}cc -I {1}/include prog.c -L {1}/lib64 -Wl,-rpath,{1}/lib64 -l{lib_name}",
             "",

@@ -137,19 +137,33 @@ impl ViInner {
         link.push();
     }
 
-    /// Take in the completions the peer wrote.
-    pub(crate) fn reap(&self) -> Result<()> {
+    /// Take in the completions the peer wrote. A completion with an error breaks a
+    /// reliable VI at once (the peer's side broke when it wrote it).
+    pub(crate) fn reap(self: &Arc<Self>) -> Result<()> {
         let done = self.map.with_atomic(layout::DONE, |a| a.load(Ordering::Acquire))?;
-        let mut q = lock(&self.recv);
-        while q.consumed < done {
-            let Some(p) = q.posted.pop_front() else { break };
-            let mut b = [0u8; layout::COMPLETION];
-            self.map.read(layout::RING_B + (q.consumed as usize % ENTRIES) * layout::COMPLETION, &mut b)?;
-            let c = Completion::decode(&b);
-            let imm = (c.status & status::IMMEDIATE != 0).then_some(c.immediate);
-            q.consumed += 1;
-            self.complete_recv(&mut q, &p, c.status, c.len, imm);
+        let mut broke = None;
+        {
+            let mut q = lock(&self.recv);
+            while q.consumed < done {
+                let Some(p) = q.posted.pop_front() else { break };
+                let mut b = [0u8; layout::COMPLETION];
+                self.map
+                    .read(layout::RING_B + (q.consumed as usize % ENTRIES) * layout::COMPLETION, &mut b)?;
+                let c = Completion::decode(&b);
+                let imm = (c.status & status::IMMEDIATE != 0).then_some(c.immediate);
+                q.consumed += 1;
+                if c.status & status::ERROR_MASK != 0 && broke.is_none() {
+                    broke = Some(p.addr);
+                }
+                self.complete_recv(&mut q, &p, c.status, c.len, imm);
+            }
         }
+        if let Some(addr) = broke {
+            if self.attrs().reliability != UNRELIABLE {
+                self.fail(ErrorCode::PostDesc, Some(addr), false);
+            }
+        }
+        self.check_peer(&self.nic);
         Ok(())
     }
 

@@ -40,3 +40,12 @@ pub(crate) fn name_of(nic: &Nic, node: u32) -> String {
     }
     node.to_string()
 }
+
+/// This node and the nodes of the cluster file.
+pub(crate) fn known(nic: &Nic) -> Vec<u32> {
+    let mut v = vec![nic.node()];
+    if let Some(c) = cluster() {
+        v.extend(c.nodes.iter().map(|n| n.id).filter(|n| *n != nic.node()));
+    }
+    v
+}

@@ -99,6 +99,7 @@ pub struct ErrorEvent {
 pub type ErrorHandler = Arc<dyn Fn(&ErrorEvent) + Send + Sync>;
 
 pub(crate) struct NicInner {
+    id: u64,
     pub(crate) name: String,
     pub(crate) sisci: Sisci,
     pub(crate) desc: Descriptor,
@@ -141,7 +142,20 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+static NEXT_NIC: AtomicU64 = AtomicU64::new(1);
+
 impl Nic {
+    /// A number naming this NIC within the process.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The nodes this NIC knows of (`VipQuerySystemManagementInfo` autodiscovery): this
+    /// one and those of the cluster file.
+    pub fn known_nodes(&self) -> Vec<u32> {
+        crate::names::known(self)
+    }
+
     /// `VipOpenNic`: `remora0` and the names real programs hard-code (`/dev/via0`,
     /// `/dev/via_lo`, `/dev/clanvi0`, `nic0`) open this node's NIC. The library starts the
     /// node's daemon if none runs.
@@ -182,6 +196,7 @@ impl Nic {
         let table_map = table.map(0, SLOTS * SLOT, None, MapFlags::default())?;
         Ok(Nic {
             inner: Arc::new(NicInner {
+                id: NEXT_NIC.fetch_add(1, Ordering::Relaxed),
                 name: name.to_string(),
                 node: desc.node(),
                 sisci,

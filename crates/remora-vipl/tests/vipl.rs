@@ -147,8 +147,7 @@ fn send_and_check(snic: &Nic, server: &Vi, cnic: &Nic, client: &Vi, sp: Protecti
 fn client_server_on_one_node_and_across_two_nodes() {
     let h = Harness::new();
     for (snode, cnode) in [(4, 4), (4, 8)] {
-        let (snic, server, cnic, client, sp, cp) =
-            pair(&h, snode, cnode, RELIABLE_DELIVERY);
+        let (snic, server, cnic, client, sp, cp) = pair(&h, snode, cnode, RELIABLE_DELIVERY);
         connect(&snic, &server, &cnic, &client, format!("srv{cnode}").as_bytes());
         assert_eq!(server.state(), ViState::Connected);
         assert_eq!(client.state(), ViState::Connected);

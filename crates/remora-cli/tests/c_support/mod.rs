@@ -59,6 +59,11 @@ impl Env {
         self.build_linked(src, &["-lrsm"])
     }
 
+    /// Compile a VIPL program the way M-VIA programs are built (`-lvipl`).
+    pub fn build_vipl(&self, src: &Path) -> PathBuf {
+        self.build_linked(src, &["-lvipl", "-lpthread"])
+    }
+
     /// Compile `src` against the installed headers and link it with `libs`.
     fn build_linked(&self, src: &Path, libs: &[&str]) -> PathBuf {
         let out = self.prefix.path().join(src.file_stem().unwrap());

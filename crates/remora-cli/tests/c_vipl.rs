@@ -1,0 +1,118 @@
+//! VIPL C programs built against the installed `<vipl.h>` and `libvipl.so`, run as real
+//! clients: every family in one process, the error paths with exact status bits, a
+//! rejected then accepted request, a server and a client on one node, on two nodes of
+//! this host and on two hosts (network namespaces), the peer-to-peer model, and the
+//! library's exported symbols.
+
+mod c_support;
+use c_support::*;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn ok(out: std::process::Output) {
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("VIPL OK"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Start `a`, run `b`, and check both print `VIPL OK`.
+fn both_ok(mut a: Command, mut b: Command) {
+    let mut a = Reap(a.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    let bout = b.output().unwrap();
+    let status = wait_with_timeout(&mut a, Duration::from_secs(60));
+    let (mut out, mut err) = (String::new(), String::new());
+    std::io::Read::read_to_string(a.stdout.as_mut().unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_string(a.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let (bo, be) = (String::from_utf8_lossy(&bout.stdout), String::from_utf8_lossy(&bout.stderr));
+    assert!(bout.status.success() && bo.contains("VIPL OK"), "second: {bo}{be}\nfirst: {out}{err}");
+    assert!(status.success() && out.contains("VIPL OK"), "first: {out}{err}\nsecond: {bo}{be}");
+}
+
+fn program(env: &Env, name: &str) -> std::path::PathBuf {
+    env.build_vipl(&root().join(format!("tests/c/vipl/{name}.c")))
+}
+
+#[test]
+fn every_vipl_family_in_one_process_with_exact_codes() {
+    let env = Env::new();
+    ok(env.run(&program(&env, "vipl_calls"), 4).output().unwrap());
+}
+
+#[test]
+fn error_paths_set_the_status_bits_the_state_and_call_the_callback() {
+    let env = Env::new();
+    ok(env.run(&program(&env, "vipl_errors"), 4).output().unwrap());
+}
+
+#[test]
+fn a_rejected_request_then_an_accepted_one() {
+    let env = Env::new();
+    ok(env.run(&program(&env, "vipl_reject"), 4).output().unwrap());
+}
+
+#[test]
+fn server_and_client_on_one_node_and_on_two_nodes_of_this_host() {
+    let env = Env::new();
+    let (server, client) = (program(&env, "vipl_server"), program(&env, "vipl_client"));
+    for (snode, cnode, disc) in [(4, 4, "same"), (4, 8, "other")] {
+        let mut s = env.run(&server, snode);
+        s.arg(disc);
+        let mut c = env.run(&client, cnode);
+        c.args([&snode.to_string(), disc]);
+        both_ok(s, c);
+    }
+}
+
+#[test]
+fn server_and_client_on_two_hosts() {
+    let cl = remora_testkit::cluster_or_skip!(2);
+    let env = Env::new();
+    let (server, client) = (program(&env, "vipl_server"), program(&env, "vipl_client"));
+    let mut s = cl.command(1, &server);
+    s.arg("hosts");
+    let mut c = cl.command(2, &client);
+    c.args([&cl.node(1).to_string(), "hosts"]);
+    both_ok(s, c);
+}
+
+#[test]
+fn peer_to_peer_on_two_nodes_and_on_two_hosts() {
+    let env = Env::new();
+    let peer = program(&env, "vipl_peer");
+    let mut a = env.run(&peer, 4);
+    a.args(["8", "left", "right"]);
+    let mut b = env.run(&peer, 8);
+    b.args(["4", "right", "left"]);
+    both_ok(a, b);
+    let cl = remora_testkit::cluster_or_skip!(2);
+    let (n1, n2) = (cl.node(1).to_string(), cl.node(2).to_string());
+    let mut a = cl.command(1, &peer);
+    a.args([n2.as_str(), "west", "east"]);
+    let mut b = cl.command(2, &peer);
+    b.args([n1.as_str(), "east", "west"]);
+    both_ok(a, b);
+}
+
+#[test]
+fn libvipl_exports_every_call_and_nothing_else() {
+    let env = Env::new();
+    let lib = env.prefix.path().join("lib64/libvipl.so.1");
+    let out = Command::new("objdump").arg("-T").arg(&lib).output().expect("objdump (binutils)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let map = std::fs::read_to_string(root().join("capi/vipl/libvipl.map")).unwrap();
+    let names: Vec<&str> =
+        map.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| w.starts_with("Vip")).collect();
+    assert_eq!(names.len(), 41, "VIA 1.0 has 41 calls");
+    let header = std::fs::read_to_string(root().join("include/vipl.h")).unwrap();
+    for n in &names {
+        assert!(text.contains(&format!(" {n}\n")), "{n} exported");
+        assert!(header.contains(&format!("{n}(")), "{n} declared in vipl.h");
+    }
+    let exported = text.lines().filter(|l| l.contains(" DF ") && l.contains(".text")).count();
+    assert_eq!(exported, names.len(), "nothing but the Vip calls is exported:\n{text}");
+    let d = Command::new("objdump").arg("-p").arg(&lib).output().unwrap();
+    assert!(String::from_utf8_lossy(&d.stdout).contains("SONAME               libvipl.so.1"), "soname");
+}
