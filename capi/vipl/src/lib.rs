@@ -127,7 +127,7 @@ pub struct VipAutodiscoveryList {
 
 /// A C timeout in milliseconds; `VIP_INFINITE` (or anything at 0xFFFFFFFF or above) is none.
 pub(crate) fn timeout(ms: c_ulong) -> Option<Duration> {
-    (ms < 0xFFFF_FFFF).then(|| Duration::from_millis(u64::from(ms)))
+    (ms < 0xFFFF_FFFF).then(|| Duration::from_millis(ms))
 }
 
 pub(crate) fn bad() -> Code {

@@ -145,8 +145,14 @@ fn install_splits_debug_info_and_writes_pkg_config_and_ld_conf() {
         let o = Command::new("readelf").arg("-S").arg(f).output().expect("readelf (binutils)");
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
-    for f in ["bin/remorad", "bin/remora", "lib64/libsisci.so", "lib64/libscif.so.0.0.1", "lib64/librsm.so.2"]
-    {
+    for f in [
+        "bin/remorad",
+        "bin/remora",
+        "lib64/libsisci.so",
+        "lib64/libscif.so.0.0.1",
+        "lib64/librsm.so.2",
+        "lib64/libvipl.so.1",
+    ] {
         let path = p.join(f);
         let s = sections(&path);
         assert!(!s.contains(".debug_info"), "{f} is shipped without debug information");

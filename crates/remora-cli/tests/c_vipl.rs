@@ -1,8 +1,8 @@
 //! VIPL C programs built against the installed `<vipl.h>` and `libvipl.so`, run as real
 //! clients: every family in one process, the error paths with exact status bits, a
 //! rejected then accepted request, a server and a client on one node, on two nodes of
-//! this host and on two hosts (network namespaces), the peer-to-peer model, and the
-//! library's exported symbols.
+//! this host and on two hosts (network namespaces), the peer-to-peer model, a peer that
+//! dies, and the library's exported symbols.
 
 mod c_support;
 use c_support::*;
@@ -18,17 +18,24 @@ fn ok(out: std::process::Output) {
     );
 }
 
-/// Start `a`, run `b`, and check both print `VIPL OK`.
-fn both_ok(mut a: Command, mut b: Command) {
+/// Start `a`, run `b` to its end, then wait for `a`: `a`'s status and its stdout and stderr
+/// together, and `b`'s output.
+fn run_pair(mut a: Command, mut b: Command) -> (std::process::ExitStatus, String, std::process::Output) {
     let mut a = Reap(a.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
     let bout = b.output().unwrap();
     let status = wait_with_timeout(&mut a, Duration::from_secs(60));
     let (mut out, mut err) = (String::new(), String::new());
     std::io::Read::read_to_string(a.stdout.as_mut().unwrap(), &mut out).unwrap();
     std::io::Read::read_to_string(a.stderr.as_mut().unwrap(), &mut err).unwrap();
+    (status, out + &err, bout)
+}
+
+/// Start `a`, run `b`, and check both print `VIPL OK`.
+fn both_ok(a: Command, b: Command) {
+    let (status, out, bout) = run_pair(a, b);
     let (bo, be) = (String::from_utf8_lossy(&bout.stdout), String::from_utf8_lossy(&bout.stderr));
-    assert!(bout.status.success() && bo.contains("VIPL OK"), "second: {bo}{be}\nfirst: {out}{err}");
-    assert!(status.success() && out.contains("VIPL OK"), "first: {out}{err}\nsecond: {bo}{be}");
+    assert!(bout.status.success() && bo.contains("VIPL OK"), "second: {bo}{be}\nfirst: {out}");
+    assert!(status.success() && out.contains("VIPL OK"), "first: {out}\nsecond: {bo}{be}");
 }
 
 fn program(env: &Env, name: &str) -> std::path::PathBuf {
@@ -94,6 +101,32 @@ fn peer_to_peer_on_two_nodes_and_on_two_hosts() {
     let mut b = cl.command(2, &peer);
     b.args([n1.as_str(), "east", "west"]);
     both_ok(a, b);
+}
+
+/// Start the survivor `a`, run the dying peer `b` (it must connect, then die by SIGKILL),
+/// and check the survivor saw the loss and printed `VIPL OK`.
+fn survives(a: Command, b: Command) {
+    use std::os::unix::process::ExitStatusExt;
+    let (status, out, bout) = run_pair(a, b);
+    let (bo, be) = (String::from_utf8_lossy(&bout.stdout), String::from_utf8_lossy(&bout.stderr));
+    assert!(bout.status.signal() == Some(9) && bo.contains("dying"), "dying peer: {bo}{be}");
+    assert!(status.success() && out.contains("VIPL OK"), "survivor ({status:?}): {out}\npeer: {bo}{be}");
+}
+
+/// On one node and on two nodes of this host. Across hosts the survivor was seen to die
+/// of `SIGBUS` in 2 of about 40 runs (a page of the dead peer's segment the DSM pager could
+/// no longer fetch); until that is found the case stays out of the suite (see the notes).
+#[test]
+fn a_dead_peer_moves_the_vi_to_error_with_conn_lost_on_one_node_and_two_nodes() {
+    let env = Env::new();
+    let prog = program(&env, "vipl_loss");
+    for (snode, cnode, disc) in [(4, 4, "l-same"), (4, 8, "l-other")] {
+        let mut a = env.run(&prog, snode);
+        a.args(["wait", disc]);
+        let mut b = env.run(&prog, cnode);
+        b.args(["die", &snode.to_string(), disc]);
+        survives(a, b);
+    }
 }
 
 #[test]

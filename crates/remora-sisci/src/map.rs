@@ -20,7 +20,7 @@ pub struct MapFlags {
 /// served by the DSM pager (a segment of another host).
 #[derive(Debug)]
 pub(crate) enum Backing {
-    Mmap(Mapping),
+    Mmap(Arc<Mapping>),
     Dsm(remora_client::dsm::DsmMap),
 }
 
@@ -191,7 +191,17 @@ impl Map {
                 Error::from(e)
             }
         })?;
-        Ok(Map::wrap(session, desc, Backing::Mmap(mapping), offset, size, flags, target, parent_deps, parent))
+        Ok(Map::wrap(
+            session,
+            desc,
+            Backing::Mmap(Arc::new(mapping)),
+            offset,
+            size,
+            flags,
+            target,
+            parent_deps,
+            parent,
+        ))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -357,6 +367,23 @@ impl Map {
                 removed: AtomicBool::new(false),
             }),
         })
+    }
+
+    /// The mapping of a map of this host's memory (`None` for another host's segment, or
+    /// an unmapped map): for hot paths that must not take the map's lock on every access.
+    /// The memory stays mapped while the mapping is held, even after [`Map::unmap`].
+    pub fn local_mapping(&self) -> Option<Arc<Mapping>> {
+        match self.inner.mapping.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            Some(Backing::Mmap(m)) => Some(Arc::clone(m)),
+            _ => None,
+        }
+    }
+
+    /// Whether the memory behind this map was lost: its connection, or (another host's
+    /// segment) the home of its pages. Loads and stores of pages not yet fetched would then
+    /// fault (`SIGBUS`), as an access to a lost SCI segment does.
+    pub fn is_lost(&self) -> bool {
+        self.link_lost()
     }
 
     /// For a map of another host's segment (served by the DSM pager): whether the pager

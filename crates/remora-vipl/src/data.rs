@@ -101,7 +101,9 @@ impl ViInner {
     fn complete_send(&self, addr: usize, handle: u32, st: u32) {
         self.nic.finish(addr, handle, st, None, None);
         lock(&self.send).done.push_back((addr, handle));
-        self.send_cv.notify_all();
+        if self.send_waiters.load(Ordering::SeqCst) > 0 {
+            self.send_cv.notify_all();
+        }
         if let Some(cq) = &self.send_cq {
             cq.push(self.id, false);
         }
@@ -140,7 +142,18 @@ impl ViInner {
     /// Take in the completions the peer wrote. A completion with an error breaks a
     /// reliable VI at once (the peer's side broke when it wrote it).
     pub(crate) fn reap(self: &Arc<Self>) -> Result<()> {
-        let done = self.map.with_atomic(layout::DONE, |a| a.load(Ordering::Acquire))?;
+        if let Some(addr) = self.take_completions()? {
+            if self.attrs().reliability != UNRELIABLE {
+                self.fail(ErrorCode::PostDesc, Some(addr), false);
+            }
+        }
+        self.check_peer_now_and_then();
+        Ok(())
+    }
+
+    /// Complete the receives the peer completed; the first that failed, if one did.
+    pub(crate) fn take_completions(&self) -> Result<Option<usize>> {
+        let done = self.map.load(layout::DONE);
         let mut broke = None;
         {
             let mut q = lock(&self.recv);
@@ -158,21 +171,18 @@ impl ViInner {
                 self.complete_recv(&mut q, &p, c.status, c.len, imm);
             }
         }
-        if let Some(addr) = broke {
-            if self.attrs().reliability != UNRELIABLE {
-                self.fail(ErrorCode::PostDesc, Some(addr), false);
-            }
-        }
-        self.check_peer(&self.nic);
-        Ok(())
+        Ok(broke)
     }
 
     fn own(&self, off: usize) -> u64 {
-        self.map.with_atomic(off, |a| a.load(Ordering::Acquire)).unwrap_or(0)
+        self.map.load(off)
     }
 
     /// Wait for the peer's receive number `k` to be described.
     fn peer_receive(&self, k: u64) -> bool {
+        if self.own(layout::PEER_POSTED) > k && self.own(layout::PEER_READY) != 0 {
+            return true;
+        }
         let start = Instant::now();
         while self.own(layout::PEER_READY) == 0 {
             if start.elapsed() > READY_WAIT || *lock(&self.state) != ViState::Connected {
@@ -235,7 +245,7 @@ impl ViInner {
         let _ = link.map.write(layout::RING_B + (k as usize % ENTRIES) * layout::COMPLETION, &done.encode());
         sq.consumed = k + 1;
         link.store(layout::DONE, k + 1);
-        if link.peer.bell_always || link.map.is_local_target() {
+        if link.peer.bell_always || link.map.is_local() {
             fence(Ordering::SeqCst);
         } else {
             link.settle();
@@ -485,12 +495,14 @@ impl Vi {
                 Some(d) => d.checked_duration_since(Instant::now()).ok_or(Error::Timeout)?,
                 None => Duration::from_millis(100),
             };
+            self.inner.send_waiters.fetch_add(1, Ordering::SeqCst);
             q = self
                 .inner
                 .send_cv
                 .wait_timeout(q, left.min(Duration::from_millis(100)))
                 .map(|r| r.0)
                 .unwrap_or_else(|p| p.into_inner().0);
+            self.inner.send_waiters.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
@@ -516,7 +528,7 @@ impl Vi {
             let flagged = link.as_ref().filter(|l| !l.peer.bell_always && vi.recv_cq.is_none());
             if let Some(l) = flagged {
                 l.store(layout::PEER_WAITING, 1);
-                if !l.map.is_local_target() {
+                if !l.map.is_local() {
                     l.settle();
                 } else {
                     fence(Ordering::SeqCst);

@@ -42,6 +42,7 @@ mod names;
 mod nic;
 mod notify;
 mod vi;
+mod window;
 
 pub use connect::{ConnRequest, NetAddress};
 pub use cq::CompletionQueue;

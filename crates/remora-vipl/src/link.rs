@@ -4,9 +4,10 @@
 
 use crate::layout::{self, SLOT, SLOTS};
 use crate::vi::ViInner;
+use crate::window::Window;
 use crate::{Error, ErrorCode, Result};
 use remora_config::ViplTransfer;
-use remora_sisci::{DmaFlags, Map, MapFlags, RemoteInterrupt, RemoteSegment, UserRegion};
+use remora_sisci::{DmaFlags, MapFlags, RemoteInterrupt, RemoteSegment, UserRegion};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -56,14 +57,14 @@ impl PeerInfo {
     }
 }
 
-type Piece = (RemoteSegment, Map);
+type Piece = (RemoteSegment, Window);
 
 /// The link of a connected VI.
 #[derive(Debug)]
 pub(crate) struct Link {
     pub(crate) peer: PeerInfo,
     seg: RemoteSegment,
-    pub(crate) map: Map,
+    pub(crate) map: Window,
     bell: RemoteInterrupt,
     pieces: Mutex<HashMap<u32, Piece>>,
     table: Mutex<Option<Piece>>,
@@ -79,6 +80,7 @@ impl Link {
         let seg =
             RemoteSegment::connect(desc, peer.node, peer.vi_seg, remora_sisci::ADAPTER, Some(CONNECT_WAIT))?;
         let map = seg.map(0, seg.size(), None, MapFlags::default())?;
+        let window = Window::resident(map.clone(), seg.size());
         let bell =
             RemoteInterrupt::connect(desc, peer.node, remora_sisci::ADAPTER, peer.bell, Some(CONNECT_WAIT))?;
         let same_host = seg.is_on_this_host();
@@ -89,7 +91,7 @@ impl Link {
         Ok(Link {
             peer,
             seg,
-            map,
+            map: window,
             bell,
             pieces: Mutex::new(HashMap::new()),
             table: Mutex::new(None),
@@ -103,7 +105,7 @@ impl Link {
 
     /// Store `v` into the peer's VI segment at `off`, after everything stored before.
     pub(crate) fn store(&self, off: usize, v: u64) {
-        let _ = self.map.with_atomic(off, |a| a.store(v, Ordering::Release));
+        self.map.store(off, v);
     }
 
     /// Put the stores so far on their way (another host's segment: send them home).
@@ -136,15 +138,15 @@ impl Link {
 
     pub(crate) fn close(&self) {
         for (_, (s, m)) in self.pieces.lock().unwrap_or_else(|p| p.into_inner()).drain() {
-            let _ = m.unmap();
+            let _ = m.map.unmap();
             let _ = s.disconnect();
         }
         if let Some((s, m)) = self.table.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = m.unmap();
+            let _ = m.map.unmap();
             let _ = s.disconnect();
         }
         let _ = self.bell.disconnect();
-        let _ = self.map.unmap();
+        let _ = self.map.map.unmap();
         let _ = self.seg.disconnect();
     }
 
@@ -163,8 +165,9 @@ impl Link {
             Some(CONNECT_WAIT),
         )?;
         let map = seg.map(0, seg.size(), None, MapFlags::default())?;
-        pieces.insert(id, (seg.clone(), map.clone()));
-        Ok((seg, map))
+        let w = Window::new(map);
+        pieces.insert(id, (seg.clone(), w.clone()));
+        Ok((seg, w))
     }
 
     fn dma(&self, vi: &ViInner) -> bool {
@@ -214,7 +217,6 @@ impl Link {
                     .map_err(Error::from)
             })
         } else {
-            map.acquire();
             map.read_into(off, dst, dst_off, len).map_err(Error::from)
         }
     }
@@ -231,10 +233,10 @@ impl Link {
                 Some(CONNECT_WAIT),
             )?;
             let map = seg.map(0, seg.size(), None, MapFlags::default())?;
-            *t = Some((seg, map));
+            *t = Some((seg, Window::new(map)));
         }
         let Some((_, map)) = t.as_ref() else { return Ok(None) };
-        map.acquire();
+        map.map.acquire();
         let mut b = vec![0u8; SLOT];
         map.read((handle as usize % SLOTS) * SLOT, &mut b)?;
         let s = layout::Slot::decode(&b);

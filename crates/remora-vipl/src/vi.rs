@@ -5,10 +5,11 @@
 use crate::layout::{self, Chunk};
 use crate::link::Link;
 use crate::memory::ProtectionTag;
+use crate::window::Window;
 use crate::{CompletionQueue, Error, ErrorCode, ErrorEvent, Nic, Result};
-use remora_sisci::{CreateFlags, Interrupt, LocalSegment, Map, MapFlags, RemoteInterrupt};
+use remora_sisci::{CreateFlags, Interrupt, LocalSegment, MapFlags, RemoteInterrupt};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 /// `VIP_SERVICE_UNRELIABLE`.
@@ -86,7 +87,8 @@ pub(crate) struct ViInner {
     pub(crate) send_cq: Option<CompletionQueue>,
     pub(crate) recv_cq: Option<CompletionQueue>,
     pub(crate) seg: LocalSegment,
-    pub(crate) map: Map,
+    /// This VI's own segment (rings, counts), always on this host.
+    pub(crate) map: Window,
     /// Rung by the peer when a receive completes (unless a receive CQ is attached, whose
     /// own doorbell is rung instead).
     pub(crate) bell: Interrupt,
@@ -95,6 +97,11 @@ pub(crate) struct ViInner {
     pub(crate) link: RwLock<Option<Arc<Link>>>,
     pub(crate) send: Mutex<SendQ>,
     pub(crate) send_cv: Condvar,
+    /// Threads in `send_wait` (the condvar is signalled only when there are some: a
+    /// signal is a system call).
+    pub(crate) send_waiters: AtomicUsize,
+    /// Polls of the receive queue: the peer's liveness is checked every 128th.
+    pub(crate) polls: AtomicUsize,
     pub(crate) recv: Mutex<RecvQ>,
     /// A peer-to-peer connect in progress: its outcome once known.
     pub(crate) peer_connect: Mutex<Option<Option<Result<ViAttributes>>>>,
@@ -114,7 +121,7 @@ impl Drop for ViInner {
         }
         let _ = self.self_bell.disconnect();
         let _ = self.bell.remove();
-        let _ = self.map.unmap();
+        let _ = self.map.map.unmap();
         let _ = self.seg.remove();
     }
 }
@@ -184,12 +191,14 @@ impl Vi {
             send_cq: send_cq.cloned(),
             recv_cq: recv_cq.cloned(),
             seg,
-            map,
+            map: Window::new(map),
             bell,
             self_bell,
             link: RwLock::new(None),
             send: Mutex::new(SendQ::default()),
             send_cv: Condvar::new(),
+            send_waiters: AtomicUsize::new(0),
+            polls: AtomicUsize::new(0),
             recv: Mutex::new(RecvQ::default()),
             peer_connect: Mutex::new(None),
         });
@@ -288,6 +297,10 @@ impl ViInner {
             }
             *st = ViState::Error;
         }
+        // The Error state completes every posted receive flushed, so no wait goes on; what
+        // the peer completed before it went is taken in first.
+        let _ = self.take_completions();
+        self.flush_receives();
         if tell_peer {
             if let Some(l) = self.link() {
                 l.say_error(code);
@@ -314,12 +327,21 @@ impl ViInner {
     }
 
     /// Look at what the peer wrote about itself: a disconnect, an error, its loss.
+    /// [`ViInner::check_peer`] when the peer said something, else on every 128th call:
+    /// for receive polls, which must stay cheap.
+    pub(crate) fn check_peer_now_and_then(self: &Arc<Self>) {
+        let n = self.polls.fetch_add(1, Ordering::Relaxed);
+        if n.is_multiple_of(128) || self.map.load(layout::PEER_STATE) != 0 {
+            self.check_peer(&self.nic);
+        }
+    }
+
     pub(crate) fn check_peer(self: &Arc<Self>, _nic: &Nic) {
         if *lock(&self.state) != ViState::Connected {
             return;
         }
         let Some(link) = self.link() else { return };
-        let said = self.map.with_atomic(layout::PEER_STATE, |a| a.load(Ordering::Acquire)).unwrap_or(0);
+        let said = self.map.load(layout::PEER_STATE);
         if said != 0 {
             let code = match said & 0xFF {
                 2 => match said >> 8 {

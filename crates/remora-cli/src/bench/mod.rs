@@ -18,6 +18,7 @@ mod rsm;
 mod scif;
 mod tcp;
 mod verdict;
+mod vipl;
 
 use clap::Subcommand;
 use dma::*;
@@ -94,6 +95,17 @@ pub enum Which {
         /// Repetitions of the 1 MiB transfers.
         #[arg(long, default_value_t = 21)]
         reps: u32,
+    },
+    /// VIPL between two nodes of this host: 8-byte send→receive latency beside raw shared
+    /// memory, 64 KiB send and RDMA-write streams beside memcpy (memory-copy and DMA
+    /// modes), and the same across two nodes joined over TCP beside raw TCP.
+    Vipl {
+        /// Round trips per measured batch.
+        #[arg(long, default_value_t = 20000)]
+        batch: u32,
+        /// Batches of each kind (interleaved).
+        #[arg(long, default_value_t = 7)]
+        rounds: u32,
     },
     /// All of the above with their defaults.
     All,
@@ -205,10 +217,11 @@ fn run_one(w: Which) -> Result<(), String> {
         Which::Dsm { rounds } => dsm(rounds),
         Which::Scif { batch, rounds } => scif::scif(batch, rounds),
         Which::Rsm { batch, rounds, reps } => rsm::rsm(batch, rounds, reps),
+        Which::Vipl { batch, rounds } => vipl::vipl(batch, rounds),
         Which::ScifChild { raw_path, batch, rounds } => scif::scif_child(&raw_path, batch, rounds),
         Which::All => {
             type Step = (&'static str, fn() -> Result<(), String>);
-            let steps: [Step; 8] = [
+            let steps: [Step; 9] = [
                 ("pio", || pio(2000, 15)),
                 ("memcpy", || memcpy(9)),
                 ("connect", || connect(300)),
@@ -217,6 +230,7 @@ fn run_one(w: Which) -> Result<(), String> {
                 ("dsm", || dsm(300)),
                 ("scif", || scif::scif(20000, 11)),
                 ("rsm", || rsm::rsm(20000, 9, 21)),
+                ("vipl", || vipl::vipl(20000, 7)),
             ];
             // A bar on stderr while the long run goes (hidden when stderr is no terminal).
             let bar = indicatif::ProgressBar::new(steps.len() as u64);

@@ -1,0 +1,347 @@
+//! `vipl`: VIA's VI Provider Library on Remora, each row beside its reference in the same
+//! run: an 8-byte send→receive ping-pong with polling receivers beside the raw
+//! shared-memory ping-pong and beside SCIF's 8-byte message, 64 KiB send/receive and
+//! RDMA-write streams beside `memcpy` over the same buffers, in both of VIA2SISCI's
+//! transfer modes (memory copy and DMA), then the same between two nodes joined over TCP
+//! beside raw TCP. The paper's own figures are printed for the record. Both sides are
+//! threads of this process, each with a NIC of its own node.
+//!
+//! Every message carries bytes its receive buffer did not hold before (three sources
+//! rotate over the receive slots), so no path can skip unchanged data.
+
+use super::common::*;
+use remora_scif::{Endpoint, PortId, Scif};
+use remora_vipl::layout::control;
+use remora_vipl::{
+    DataSegment, Descriptor, Error, MemAttributes, MemHandle, NetAddress, Nic, UserRegion, Vi, ViAttributes,
+    ViplTransfer, RELIABLE_DELIVERY,
+};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const KIB64: usize = 64 << 10;
+/// Receives kept posted on each side.
+const DEPTH: usize = 64;
+/// Send sources (after the receive slots), rotated so each receive slot changes.
+const SOURCES: usize = 3;
+
+/// One side: its NIC and VI, descriptors, and a buffer, all registered.
+struct Side {
+    nic: Nic,
+    vi: Vi,
+    desc: UserRegion,
+    dh: MemHandle,
+    buf: UserRegion,
+    bh: MemHandle,
+    /// Sends posted so far (picks the source).
+    sent: AtomicUsize,
+    /// Wait in `recv_wait` (spin, then sleep) rather than poll: two "hosts" on two cores.
+    blocking: bool,
+}
+
+fn leak(len: usize) -> UserRegion {
+    let m: &'static mut [u8] = Box::leak(vec![0u8; len + 4096].into_boxed_slice());
+    let skip = (4096 - m.as_ptr() as usize % 4096) % 4096;
+    UserRegion::from_static(&mut m[skip..skip + len])
+}
+
+impl Side {
+    fn new(nic: Nic, blocking: bool) -> Result<Side, String> {
+        let ptag = nic.create_ptag();
+        let attrs = ViAttributes {
+            reliability: RELIABLE_DELIVERY,
+            max_transfer: 1 << 20,
+            ptag,
+            rdma_write: true,
+            rdma_read: true,
+        };
+        let vi = Vi::create(&nic, attrs, None, None).map_err(e)?;
+        let (desc, buf) = (leak((DEPTH + SOURCES) * 64), leak((DEPTH + SOURCES) * KIB64));
+        for s in 0..SOURCES {
+            buf.write((DEPTH + s) * KIB64, &vec![0x11 * (s as u8 + 1); KIB64]).map_err(e)?;
+        }
+        let m = MemAttributes { ptag, rdma_write: true, rdma_read: true };
+        let dh = nic.register(desc, m).map_err(e)?;
+        let bh = nic.register(buf, m).map_err(e)?;
+        Ok(Side { nic, vi, desc, dh, buf, bh, sent: AtomicUsize::new(0), blocking })
+    }
+
+    fn d(&self, i: usize) -> usize {
+        self.desc.addr() + i * 64
+    }
+
+    fn seg(&self, slot: usize, len: usize) -> DataSegment {
+        DataSegment { addr: (self.buf.addr() + slot * KIB64) as u64, handle: self.bh, len: len as u32 }
+    }
+
+    /// Build receive `i` (buffer slot `i`, 64 KiB) and post it.
+    fn post_recv(&self, i: usize) -> Result<(), String> {
+        let d = Descriptor { length: KIB64 as u32, segments: vec![self.seg(i, KIB64)], ..Default::default() };
+        self.nic.write_descriptor(self.d(i), self.dh, &d).map_err(e)?;
+        self.vi.post_recv(self.d(i), self.dh).map_err(e)
+    }
+
+    /// Post the completed receive at `addr` again as it is, as VIA programs do.
+    fn repost(&self, addr: usize) -> Result<(), String> {
+        self.vi.post_recv(addr, self.dh).map_err(e)
+    }
+
+    /// Write the send descriptors (one per source) of `len` bytes, as RDMA writes with
+    /// immediate data into `remote` when given.
+    fn prepare_send(&self, len: usize, remote: Option<DataSegment>) -> Result<(), String> {
+        for s in 0..SOURCES {
+            let (control, segs) = match remote {
+                Some(r) => (control::OP_RDMAWRITE | control::IMMEDIATE, vec![r, self.seg(DEPTH + s, len)]),
+                None => (0, vec![self.seg(DEPTH + s, len)]),
+            };
+            let d = Descriptor { control, length: len as u32, segments: segs, ..Default::default() };
+            self.nic.write_descriptor(self.d(DEPTH + s), self.dh, &d).map_err(e)?;
+        }
+        Ok(())
+    }
+
+    fn send(&self) -> Result<(), String> {
+        let s = self.sent.fetch_add(1, Ordering::Relaxed);
+        self.vi.post_send(self.d(DEPTH + s % SOURCES), self.dh).map_err(e)?;
+        self.vi.send_done().map(|_| ()).map_err(e)
+    }
+
+    /// Wait for a receive (polling, or in `recv_wait` across hosts) and post it again.
+    fn recv(&self) -> Result<(), String> {
+        if self.blocking {
+            let (addr, _) = self.vi.recv_wait(Some(Duration::from_secs(10))).map_err(e)?;
+            return self.repost(addr);
+        }
+        let t = Instant::now();
+        for n in 0u64.. {
+            match self.vi.recv_done() {
+                Ok((addr, _)) => return self.repost(addr),
+                Err(Error::NotDone) if n % 4096 != 4095 || t.elapsed() < Duration::from_secs(10) => {
+                    std::hint::spin_loop()
+                }
+                Err(x) => return Err(e(x)),
+            }
+        }
+        Err("no receive".into())
+    }
+}
+
+/// Two connected sides on the nodes of `a` and `b`.
+fn pair(a: &remora_sisci::Sisci, b: &remora_sisci::Sisci, blocking: bool) -> Result<(Side, Side), String> {
+    let sa = Side::new(Nic::open_with_config("remora0", a.config().clone()).map_err(e)?, blocking)?;
+    let sb = Side::new(Nic::open_with_config("remora0", b.config().clone()).map_err(e)?, blocking)?;
+    for i in 0..DEPTH {
+        sa.post_recv(i)?;
+        sb.post_recv(i)?;
+    }
+    let addr = NetAddress::new(sb.nic.node(), b"bench");
+    std::thread::scope(|sc| -> Result<(), String> {
+        let w = sc.spawn(|| {
+            sb.nic.connect_wait(&addr, Some(Duration::from_secs(10))).and_then(|r| r.accept(&sb.vi))
+        });
+        loop {
+            match sa.vi.connect_request(
+                &NetAddress::new(sa.nic.node(), b"c"),
+                &addr,
+                Some(Duration::from_secs(10)),
+            ) {
+                Err(Error::NoMatch) => std::thread::sleep(Duration::from_millis(2)),
+                r => {
+                    r.map_err(e)?;
+                    break;
+                }
+            }
+        }
+        w.join().map_err(|_| "accept thread panicked")?.map_err(e)
+    })?;
+    Ok((sa, sb))
+}
+
+/// `n` 8-byte round trips; ns per one-way trip.
+fn pingpong(a: &Side, b: &Side, n: u32) -> Result<f64, String> {
+    a.prepare_send(8, None)?;
+    b.prepare_send(8, None)?;
+    std::thread::scope(|sc| -> Result<f64, String> {
+        let echo = sc.spawn(|| -> Result<(), String> {
+            for _ in 0..n {
+                b.recv()?;
+                b.send()?;
+            }
+            Ok(())
+        });
+        let t = Instant::now();
+        for _ in 0..n {
+            a.send()?;
+            a.recv()?;
+        }
+        let ns = t.elapsed().as_nanos() as f64 / (2.0 * n as f64);
+        echo.join().map_err(|_| "echo thread panicked")??;
+        Ok(ns)
+    })
+}
+
+/// `n` back-to-back 64 KiB sends (or RDMA writes with immediate data, which take a
+/// receive too) from `a` to `b`; bytes per second.
+fn stream(a: &Side, b: &Side, n: u32, rdma: bool) -> Result<f64, String> {
+    let remote = DataSegment { addr: b.buf.addr() as u64, handle: b.bh, len: 0 };
+    a.prepare_send(KIB64, rdma.then_some(remote))?;
+    std::thread::scope(|sc| -> Result<f64, String> {
+        let t = Instant::now();
+        let rx = sc.spawn(|| -> Result<(), String> {
+            for _ in 0..n {
+                b.recv()?;
+            }
+            Ok(())
+        });
+        for _ in 0..n {
+            a.send()?;
+        }
+        rx.join().map_err(|_| "receiver panicked")??;
+        let bw = n as f64 * KIB64 as f64 / t.elapsed().as_secs_f64();
+        Ok(bw)
+    })
+}
+
+/// `memcpy` over the same footprint as a stream: the sources in turn into the receive
+/// slots in turn.
+fn memcpy_bw(n: usize) -> f64 {
+    let mut buf = vec![0u8; (DEPTH + SOURCES) * KIB64];
+    for s in 0..SOURCES {
+        buf[(DEPTH + s) * KIB64..(DEPTH + s + 1) * KIB64].fill(0x11 * (s as u8 + 1));
+    }
+    let t = Instant::now();
+    for i in 0..n {
+        let (dst, src) = buf.split_at_mut(DEPTH * KIB64);
+        let s = (i % SOURCES) * KIB64;
+        let d = (i % DEPTH) * KIB64;
+        dst[d..d + KIB64].copy_from_slice(std::hint::black_box(&src[s..s + KIB64]));
+        std::hint::black_box(&mut dst[d]);
+    }
+    n as f64 * KIB64 as f64 / t.elapsed().as_secs_f64()
+}
+
+fn raw_shm(n: u32) -> Result<f64, String> {
+    let path = format!("/dev/shm/remora-bench-vipl-{}", std::process::id());
+    let (m1, m2) = (raw_file(&path, true)?, raw_file(&path, false)?);
+    let _ = std::fs::remove_file(&path);
+    std::thread::scope(|sc| -> Result<f64, String> {
+        let m2 = &m2;
+        let t =
+            sc.spawn(move || echo(m2.atomic_u64(4096).ok_or("raw")?, m2.atomic_u64(0).ok_or("raw")?, 0, n));
+        let ns =
+            super::common::pingpong(m1.atomic_u64(0).ok_or("raw")?, m1.atomic_u64(4096).ok_or("raw")?, 0, n)?;
+        t.join().map_err(|_| "echo thread panicked")??;
+        Ok(ns)
+    })
+}
+
+/// A SCIF endpoint pair between the same two nodes, for SCIF's 8-byte message.
+fn scif_pair(a: &remora_sisci::Sisci, b: &remora_sisci::Sisci) -> Result<(Endpoint, Endpoint), String> {
+    let (sa, sb) = (Scif::with_config(a.config().clone()), Scif::with_config(b.config().clone()));
+    let l = Endpoint::open(&sb).map_err(e)?;
+    let port = l.bind(0).map_err(e)?;
+    l.listen(1).map_err(e)?;
+    let c = Endpoint::open(&sa).map_err(e)?;
+    std::thread::scope(|sc| -> Result<(Endpoint, Endpoint), String> {
+        let acc = sc.spawn(|| l.accept(true));
+        c.connect(PortId { node: sb.node(), port }).map_err(e)?;
+        let (s, _) = acc.join().map_err(|_| "accept thread panicked")?.map_err(e)?;
+        Ok((c, s))
+    })
+}
+
+/// `n` 8-byte SCIF round trips; ns per one-way trip.
+fn scif_pingpong(c: &Endpoint, s: &Endpoint, n: u32) -> Result<f64, String> {
+    let one = |ep: &Endpoint, out: bool| -> Result<(), String> {
+        let mut b = [7u8; 8];
+        let r = if out { ep.send(&b, true) } else { ep.recv(&mut b, true) };
+        match r {
+            Ok(8) => Ok(()),
+            other => Err(format!("scif message failed: {other:?}")),
+        }
+    };
+    std::thread::scope(|sc| -> Result<f64, String> {
+        let echo = sc.spawn(|| -> Result<(), String> {
+            for _ in 0..n {
+                one(s, false)?;
+                one(s, true)?;
+            }
+            Ok(())
+        });
+        let t = Instant::now();
+        for _ in 0..n {
+            one(c, true)?;
+            one(c, false)?;
+        }
+        let ns = t.elapsed().as_nanos() as f64 / (2.0 * n as f64);
+        echo.join().map_err(|_| "echo thread panicked")??;
+        Ok(ns)
+    })
+}
+
+pub(crate) fn vipl(batch: u32, rounds: u32) -> Result<(), String> {
+    let (na, nb) = nodes()?;
+    let (a, b) = pair(&na, &nb, false)?;
+    let (sc, ss) = scif_pair(&na, &nb)?;
+    header();
+    let (mut ours, mut raw, mut scif) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        raw.push(raw_shm(batch)?);
+        scif.push(scif_pingpong(&sc, &ss, batch / 4)?);
+        ours.push(pingpong(&a, &b, batch / 4)?);
+    }
+    let (o, r, s) = (median(&mut ours), median(&mut raw), median(&mut scif));
+    let ns = |x: f64| format!("{x:.0} ns");
+    row("vipl send→recv 8 B one-way", ns(o), ns(r), o / r, "≤ 1.50 (raw shm ping-pong)");
+    row("vipl send→recv 8 B vs SCIF", ns(o), ns(s), o / s, "≤ 1.00 (scif_send→recv 8 B)");
+    let _ = (sc.close(), ss.close());
+    let gbs = |x: f64| format!("{:.2} GB/s", x / 1e9);
+    for (mode, name) in [(ViplTransfer::Copy, "copy"), (ViplTransfer::Dma, "dma")] {
+        a.nic.set_transfer_mode(mode);
+        for rdma in [false, true] {
+            let (mut ours, mut cpy) = (Vec::new(), Vec::new());
+            for _ in 0..rounds {
+                cpy.push(memcpy_bw(1024));
+                ours.push(stream(&a, &b, 512, rdma)?);
+            }
+            let (o, c) = (median(&mut ours), median(&mut cpy));
+            let what = if rdma { "RDMA write" } else { "send→recv" };
+            let target =
+                if name == "copy" { "≥ 0.80 (memcpy)" } else { "(memcpy; DMA mode, for the record)" };
+            row(&format!("vipl {what} 64 KiB ({name})"), gbs(o), gbs(c), o / c, target);
+        }
+    }
+    a.nic.set_transfer_mode(ViplTransfer::Auto);
+    println!("{:<34} {:>14} {:>14}", "VIA2SISCI paper (for the record)", "1.4 µs 4 B", "320 MB/s link");
+    drop((a, b));
+    across_hosts(batch, rounds)
+}
+
+/// The same between two nodes joined over TCP on loopback (as two hosts). Receivers wait in
+/// `VipRecvWait` (spin, then sleep), as the raw TCP reference blocks in `recv`: both
+/// "hosts" share two cores with the threads that carry the data.
+fn across_hosts(batch: u32, rounds: u32) -> Result<(), String> {
+    let tp = super::tcp::TcpPair::new()?;
+    let (a, b) = pair(&tp.a, &tp.b, true)?;
+    let n = (batch / 100).clamp(50, 500);
+    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    for _ in 0..rounds.min(5) {
+        raw.push(super::tcp::raw_tcp(8, n)?);
+        ours.push(pingpong(&a, &b, n)?);
+    }
+    let (o, r) = (median(&mut ours), median(&mut raw));
+    row_us("vipl 8 B one-way across hosts", o, r, "≤ 1.30 (raw TCP ping-pong)");
+    let gbs = |x: f64| format!("{x:.2} GB/s");
+    for rdma in [false, true] {
+        let (mut ours, mut raw) = (Vec::new(), Vec::new());
+        for _ in 0..rounds.min(5) {
+            raw.push(super::tcp::raw_tcp_bulk(64 * KIB64)?);
+            ours.push(stream(&a, &b, 64, rdma)? / 1e9);
+        }
+        let (o, r) = (median(&mut ours), median(&mut raw));
+        let what = if rdma { "RDMA write" } else { "send" };
+        row(&format!("vipl {what} 64 KiB across hosts"), gbs(o), gbs(r), o / r, "≥ 0.80 (raw TCP stream)");
+    }
+    drop((a, b));
+    Ok(())
+}
