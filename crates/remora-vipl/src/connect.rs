@@ -87,8 +87,8 @@ impl ConnRequest {
             }
             *st = ViState::ConnectPending;
         }
-        let linked = Link::open(v, self.peer.clone()).and_then(|link| {
-            let req = Request::Vipl(ViplRequest::Accept { conn: self.conn, info: PeerInfo::of(v).encode() });
+        let linked = Link::open(&v.nic, v.recv_cq.is_some(), self.peer.clone()).and_then(|link| {
+            let req = Request::Vipl(ViplRequest::Accept { conn: self.conn, info: v.peer_info().encode() });
             match self.session.request(req, &[]) {
                 Ok(_) => Ok(link),
                 Err(e) => {
@@ -192,7 +192,7 @@ impl Vi {
             node,
             disc: remote.disc.clone(),
             from_disc: local.disc.clone(),
-            info: PeerInfo::of(&self.inner).encode(),
+            info: self.inner.peer_info().encode(),
             timeout_ms: millis(timeout),
         });
         match session.request(req, &[])?.0 {
@@ -201,7 +201,7 @@ impl Vi {
                 if peer.reliability != self.inner.attrs().reliability {
                     return Err(Error::InvalidReliabilityLevel);
                 }
-                let link = Link::open(&self.inner, peer.clone())?;
+                let link = Link::open(&self.inner.nic, self.inner.recv_cq.is_some(), peer.clone())?;
                 Ok((link, peer))
             }
             other => Err(Error::Resource(format!("unexpected answer {other:?}"))),

@@ -276,7 +276,7 @@ impl ViInner {
                     .get(ci)
                     .ok_or_else(|| Error::Descriptor("receive smaller than described".into()))?;
                 let n = (c.len as usize - coff).min(src.len() - soff);
-                link.write_piece(self, c.seg, c.off as usize + coff, src, soff, n)?;
+                link.write_piece(&self.nic, c.seg, c.off as usize + coff, src, soff, n)?;
                 soff += n;
                 coff += n;
                 if coff == c.len as usize {
@@ -293,7 +293,7 @@ impl ViInner {
     fn rdma(&self, link: &Link, remote: layout::DataSegment, local: &[UserRegion], write: bool) -> u32 {
         let total: usize = local.iter().map(|s| s.len()).sum();
         let allowed = if write { link.peer.rdma_write } else { link.peer.rdma_read };
-        let slot = match link.slot(self, remote.handle) {
+        let slot = match link.slot(&self.nic, remote.handle) {
             Ok(Some(s)) => s,
             Ok(None) => return status::RDMA_PROT_ERROR,
             Err(_) => return status::TRANSPORT_ERROR,
@@ -315,9 +315,9 @@ impl ViInner {
                 let n = ((start + len - at) as usize).min(l.len() - off);
                 let where_ = (seg_off + at - start) as usize;
                 let r = if write {
-                    link.write_piece(self, seg, where_, l, off, n)
+                    link.write_piece(&self.nic, seg, where_, l, off, n)
                 } else {
-                    link.read_piece(self, seg, where_, l, off, n)
+                    link.read_piece(&self.nic, seg, where_, l, off, n)
                 };
                 if r.is_err() {
                     return status::TRANSPORT_ERROR;

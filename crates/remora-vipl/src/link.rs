@@ -3,9 +3,8 @@
 //! into a map or by the node's DMA engine ([`remora_config::ViplTransfer`]).
 
 use crate::layout::{self, SLOT, SLOTS};
-use crate::vi::ViInner;
 use crate::window::Window;
-use crate::{Error, ErrorCode, Result};
+use crate::{Error, ErrorCode, Nic, Result};
 use remora_config::ViplTransfer;
 use remora_sisci::{DmaFlags, MapFlags, RemoteInterrupt, RemoteSegment, UserRegion};
 use serde::{Deserialize, Serialize};
@@ -31,23 +30,6 @@ pub(crate) struct PeerInfo {
 }
 
 impl PeerInfo {
-    pub(crate) fn of(vi: &ViInner) -> PeerInfo {
-        let a = vi.attrs();
-        let bell = vi.recv_cq.as_ref().map_or(vi.bell.number(), |cq| cq.bell_number());
-        PeerInfo {
-            node: vi.nic.node(),
-            vi_seg: vi.seg.id(),
-            bell,
-            table: vi.nic.table_id(),
-            reliability: a.reliability,
-            max_transfer: a.max_transfer,
-            rdma_write: a.rdma_write,
-            rdma_read: a.rdma_read,
-            ptag: a.ptag.0,
-            bell_always: vi.recv_cq.is_some(),
-        }
-    }
-
     pub(crate) fn encode(&self) -> Vec<u8> {
         postcard::to_allocvec(self).unwrap_or_default()
     }
@@ -74,9 +56,10 @@ pub(crate) struct Link {
 const CONNECT_WAIT: Duration = Duration::from_secs(10);
 
 impl Link {
-    /// Connect to the peer `info` describes.
-    pub(crate) fn open(vi: &ViInner, peer: PeerInfo) -> Result<Link> {
-        let desc = &vi.nic.inner.desc;
+    /// Connect to the peer `info` describes, from a VI of `nic` (`rung_always`: its
+    /// receives report to a completion queue).
+    pub(crate) fn open(nic: &Nic, rung_always: bool, peer: PeerInfo) -> Result<Link> {
+        let desc = &nic.inner.desc;
         let seg =
             RemoteSegment::connect(desc, peer.node, peer.vi_seg, remora_sisci::ADAPTER, Some(CONNECT_WAIT))?;
         let map = seg.map(0, seg.size(), None, MapFlags::default())?;
@@ -84,7 +67,7 @@ impl Link {
         let bell =
             RemoteInterrupt::connect(desc, peer.node, remora_sisci::ADAPTER, peer.bell, Some(CONNECT_WAIT))?;
         let same_host = seg.is_on_this_host();
-        if vi.recv_cq.is_some() {
+        if rung_always {
             // Our receives report to a CQ: the peer rings on every completion.
             let _ = map.with_atomic(layout::PEER_WAITING, |a| a.store(1, Ordering::Release));
         }
@@ -150,7 +133,7 @@ impl Link {
         let _ = self.seg.disconnect();
     }
 
-    fn piece(&self, vi: &ViInner, id: u32) -> Result<Piece> {
+    fn piece(&self, nic: &Nic, id: u32) -> Result<Piece> {
         let mut pieces = self.pieces.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(p) = pieces.get(&id) {
             if !p.0.is_lost() {
@@ -158,7 +141,7 @@ impl Link {
             }
         }
         let seg = RemoteSegment::connect(
-            &vi.nic.inner.desc,
+            &nic.inner.desc,
             self.peer.node,
             id,
             remora_sisci::ADAPTER,
@@ -170,8 +153,8 @@ impl Link {
         Ok((seg, w))
     }
 
-    fn dma(&self, vi: &ViInner) -> bool {
-        match vi.nic.transfer_mode() {
+    fn dma(&self, nic: &Nic) -> bool {
+        match nic.transfer_mode() {
             ViplTransfer::Auto => !self.same_host,
             ViplTransfer::Copy => false,
             ViplTransfer::Dma => true,
@@ -182,16 +165,16 @@ impl Link {
     /// peer at `off`.
     pub(crate) fn write_piece(
         &self,
-        vi: &ViInner,
+        nic: &Nic,
         id: u32,
         off: usize,
         src: &UserRegion,
         src_off: usize,
         len: usize,
     ) -> Result<()> {
-        let (seg, map) = self.piece(vi, id)?;
-        if self.dma(vi) {
-            vi.nic.with_dma(|q| {
+        let (seg, map) = self.piece(nic, id)?;
+        if self.dma(nic) {
+            nic.with_dma(|q| {
                 q.start_mem(src.sub(src_off, len), &seg, off, DmaFlags { read: false, wait: true }, None)
                     .map_err(Error::from)
             })
@@ -203,16 +186,16 @@ impl Link {
     /// Copy `len` bytes of piece `id` of the peer at `off` into the program's `dst`.
     pub(crate) fn read_piece(
         &self,
-        vi: &ViInner,
+        nic: &Nic,
         id: u32,
         off: usize,
         dst: &UserRegion,
         dst_off: usize,
         len: usize,
     ) -> Result<()> {
-        let (seg, map) = self.piece(vi, id)?;
-        if self.dma(vi) {
-            vi.nic.with_dma(|q| {
+        let (seg, map) = self.piece(nic, id)?;
+        if self.dma(nic) {
+            nic.with_dma(|q| {
                 q.start_mem(dst.sub(dst_off, len), &seg, off, DmaFlags { read: true, wait: true }, None)
                     .map_err(Error::from)
             })
@@ -222,11 +205,11 @@ impl Link {
     }
 
     /// The peer's table slot for memory handle `handle`, if that region is registered.
-    pub(crate) fn slot(&self, vi: &ViInner, handle: u32) -> Result<Option<layout::Slot>> {
+    pub(crate) fn slot(&self, nic: &Nic, handle: u32) -> Result<Option<layout::Slot>> {
         let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
         if t.is_none() {
             let seg = RemoteSegment::connect(
-                &vi.nic.inner.desc,
+                &nic.inner.desc,
                 self.peer.node,
                 self.peer.table,
                 remora_sisci::ADAPTER,

@@ -3,7 +3,7 @@
 //! `link.rs`, connection set-up in `connect.rs`.
 
 use crate::layout::{self, Chunk};
-use crate::link::Link;
+use crate::link::{Link, PeerInfo};
 use crate::memory::ProtectionTag;
 use crate::window::Window;
 use crate::{CompletionQueue, Error, ErrorCode, ErrorEvent, Nic, Result};
@@ -315,6 +315,24 @@ impl ViInner {
             resource: if descriptor.is_some() { 3 } else { 1 },
             code,
         });
+    }
+
+    /// What this VI tells its peer about itself when they connect.
+    pub(crate) fn peer_info(&self) -> PeerInfo {
+        let a = self.attrs();
+        let bell = self.recv_cq.as_ref().map_or(self.bell.number(), |cq| cq.bell_number());
+        PeerInfo {
+            node: self.nic.node(),
+            vi_seg: self.seg.id(),
+            bell,
+            table: self.nic.table_id(),
+            reliability: a.reliability,
+            max_transfer: a.max_transfer,
+            rdma_write: a.rdma_write,
+            rdma_read: a.rdma_read,
+            ptag: a.ptag.0,
+            bell_always: self.recv_cq.is_some(),
+        }
     }
 
     /// Wake whoever waits on this VI's queues or its completion queues.
