@@ -55,6 +55,12 @@ fn error_paths_set_the_status_bits_the_state_and_call_the_callback() {
 }
 
 #[test]
+fn signals_without_sa_restart_lose_nothing_and_a_cancelled_wait_ends_alone() {
+    let env = Env::new();
+    ok(env.run(&program(&env, "vipl_signals"), 4).output().unwrap());
+}
+
+#[test]
 fn a_rejected_request_then_an_accepted_one() {
     let env = Env::new();
     ok(env.run(&program(&env, "vipl_reject"), 4).output().unwrap());

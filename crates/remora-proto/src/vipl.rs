@@ -33,17 +33,8 @@ pub enum ViplRequest {
     Request {
         /// The server's node.
         node: u32,
-        /// The server's discriminator.
-        #[serde(with = "serde_bytes")]
-        disc: Vec<u8>,
-        /// The requester's own discriminator (its local address).
-        #[serde(with = "serde_bytes")]
-        from_disc: Vec<u8>,
-        /// The requesting VI's description.
-        #[serde(with = "serde_bytes")]
-        info: Vec<u8>,
-        /// Milliseconds to wait for the answer; `None` waits until it comes.
-        timeout_ms: Option<u32>,
+        /// What the requester asks for.
+        ask: ViplAsk,
     },
     /// `VipConnectAccept` of a request [`ViplRequest::Wait`] returned.
     Accept {
@@ -65,17 +56,22 @@ pub enum ViplRequest {
 pub enum ViplPeerRequest {
     /// A requester of the asking node wants a waiter of the answering node. Answer:
     /// [`PeerReply::ViplAccepted`](crate::link::PeerReply::ViplAccepted).
-    Request {
-        /// The server's discriminator.
-        #[serde(with = "serde_bytes")]
-        disc: Vec<u8>,
-        /// The requester's discriminator.
-        #[serde(with = "serde_bytes")]
-        from_disc: Vec<u8>,
-        /// The requesting VI's description.
-        #[serde(with = "serde_bytes")]
-        info: Vec<u8>,
-        /// Milliseconds to wait for the answer.
-        timeout_ms: Option<u32>,
-    },
+    Request(ViplAsk),
+}
+
+/// A connection request, as a requester sends it to its node and that node passes it on
+/// to the server's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViplAsk {
+    /// The server's discriminator.
+    #[serde(with = "serde_bytes")]
+    pub disc: Vec<u8>,
+    /// The requester's own discriminator (its local address).
+    #[serde(with = "serde_bytes")]
+    pub from_disc: Vec<u8>,
+    /// The requesting VI's description.
+    #[serde(with = "serde_bytes")]
+    pub info: Vec<u8>,
+    /// Milliseconds to wait for the answer; `None` waits until it comes.
+    pub timeout_ms: Option<u32>,
 }

@@ -7,7 +7,7 @@ use crate::link::{Link, PeerInfo};
 use crate::vi::{lock, ViInner, ViState};
 use crate::{Error, Nic, ProtectionTag, Result, Vi, ViAttributes};
 use remora_client::Session;
-use remora_proto::{Reply, Request, ViplRequest};
+use remora_proto::{Reply, Request, ViplAsk, ViplRequest};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -188,13 +188,13 @@ impl Vi {
     ) -> Result<(Link, PeerInfo)> {
         let node = remote.node()?;
         let session = self.inner.nic.session()?;
-        let req = Request::Vipl(ViplRequest::Request {
-            node,
+        let ask = ViplAsk {
             disc: remote.disc.clone(),
             from_disc: local.disc.clone(),
             info: self.inner.peer_info().encode(),
             timeout_ms: millis(timeout),
-        });
+        };
+        let req = Request::Vipl(ViplRequest::Request { node, ask });
         match session.request(req, &[])?.0 {
             Reply::ViplAccepted(info) => {
                 let peer = PeerInfo::decode(&info)?;

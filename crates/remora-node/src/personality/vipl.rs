@@ -10,7 +10,7 @@
 use crate::session::{Outcome, Session};
 use crate::Node;
 use remora_proto::link::{PeerReply, PeerRequest};
-use remora_proto::{Error, Reply, ViplPeerRequest, ViplRequest, MAX_DISCRIMINATOR, MAX_INFO};
+use remora_proto::{Error, Reply, ViplAsk, ViplPeerRequest, ViplRequest, MAX_DISCRIMINATOR, MAX_INFO};
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::time::Duration;
@@ -71,14 +71,8 @@ fn check(disc: &[u8], info: Option<&[u8]>) -> Result<(), Error> {
 
 /// A request from node `from` for the waiter on `disc`: hand it over and wait for the
 /// server's answer.
-async fn incoming(
-    node: &Node,
-    from: u32,
-    disc: Vec<u8>,
-    from_disc: Vec<u8>,
-    info: Vec<u8>,
-    timeout_ms: Option<u32>,
-) -> Result<Vec<u8>, Error> {
+async fn incoming(node: &Node, from: u32, ask: ViplAsk) -> Result<Vec<u8>, Error> {
+    let ViplAsk { disc, from_disc, info, timeout_ms } = ask;
     check(&disc, Some(&info))?;
     check(&from_disc, None)?;
     let (conn, rx) = {
@@ -116,19 +110,18 @@ async fn incoming(
 pub(crate) async fn handle(s: &mut Session, req: ViplRequest, _fds: Vec<OwnedFd>) -> Outcome {
     let r = match req {
         ViplRequest::Wait { disc, timeout_ms } => wait(s, disc, timeout_ms).await,
-        ViplRequest::Request { node, disc, from_disc, info, timeout_ms } => {
+        ViplRequest::Request { node, ask } => {
             let answer = if node == s.me() {
                 // A peer daemon of this host asks for its requester through its session.
                 let from = s.importer_node();
                 tokio::select! {
-                    a = incoming(&s.node, from, disc, from_disc, info, timeout_ms) => a,
+                    a = incoming(&s.node, from, ask) => a,
                     _ = s.hangup() => Err(Error::Protocol("caller hung up".into())),
                 }
             } else {
-                match s.reach(node, timeout_ms).await {
+                match s.reach(node, ask.timeout_ms).await {
                     Ok(t) => {
-                        let req =
-                            PeerRequest::Vipl(ViplPeerRequest::Request { disc, from_disc, info, timeout_ms });
+                        let req = PeerRequest::Vipl(ViplPeerRequest::Request(ask));
                         match s.ask_via(&t, node, req).await {
                             Ok((PeerReply::ViplAccepted(info), _)) => Ok(info),
                             Ok((other, _)) => Err(Error::Protocol(format!("unexpected answer {other:?}"))),
@@ -204,9 +197,7 @@ async fn wait(s: &Session, disc: Vec<u8>, timeout_ms: Option<u32>) -> Result<Rep
 /// Serve what the VIPL personality of node `from` asks.
 pub(crate) async fn serve_peer(node: &Node, from: u32, req: ViplPeerRequest) -> Result<PeerReply, Error> {
     match req {
-        ViplPeerRequest::Request { disc, from_disc, info, timeout_ms } => {
-            incoming(node, from, disc, from_disc, info, timeout_ms).await.map(PeerReply::ViplAccepted)
-        }
+        ViplPeerRequest::Request(ask) => incoming(node, from, ask).await.map(PeerReply::ViplAccepted),
     }
 }
 

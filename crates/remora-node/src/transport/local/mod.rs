@@ -53,9 +53,7 @@ fn translate(node: u32, req: PeerRequest) -> Result<Request, Error> {
         PeerRequest::Rsm(RsmPeerRequest::Connect { id, perm, creds, signal }) => {
             Request::Rsm(RsmRequest::Connect { node, id, perm, signal, creds: Some(creds) })
         }
-        PeerRequest::Vipl(ViplPeerRequest::Request { disc, from_disc, info, timeout_ms }) => {
-            Request::Vipl(ViplRequest::Request { node, disc, from_disc, info, timeout_ms })
-        }
+        PeerRequest::Vipl(ViplPeerRequest::Request(ask)) => Request::Vipl(ViplRequest::Request { node, ask }),
         PeerRequest::Probe | PeerRequest::Scif(_) => {
             return Err(unsupported("local", "this request through a proxy"))
         }

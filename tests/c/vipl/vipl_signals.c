@@ -1,0 +1,198 @@
+/*
+ * The library inside someone else's program:
+ *   1. A SIGALRM every 200 us to each thread that calls, from a handler installed
+ *      without SA_RESTART, while a loopback connection is made (VipConnectWait in a
+ *      thread, VipConnectRequest here) and 2000 messages go back and forth through
+ *      VipPostSend / VipSendWait / VipPostRecv / VipRecvWait: every call must succeed
+ *      and every message arrive intact, in order.
+ *   2. A thread blocked in VipRecvWait(VIP_INFINITE) is cancelled: it must end
+ *      (pthread_join within 5 s), and the VI must go on working: a message sent
+ *      afterwards is received by the main thread.
+ * No arguments; REMORA_NODE set.
+ */
+#define _GNU_SOURCE
+#include "vipl_test.h"
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
+#define MESSAGES 2000
+#define LEN 256
+
+static vt_nic N;
+static VIP_VI_HANDLE a, b;
+static vt_descs D; /* 0, 1: receives of b; 2: send of a; 3, 4: receives of a; 5: send of b */
+static vt_mem M;   /* one 4 KiB slot per descriptor */
+static volatile sig_atomic_t alarms;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
+}
+
+/* SIGALRM every 200 us to the calling thread; returns the timer. */
+static timer_t storm(void)
+{
+	struct itimerspec every = {{0, 200 * 1000}, {0, 200 * 1000}};
+	struct sigevent sev;
+	timer_t t;
+	memset(&sev, 0, sizeof sev);
+	sev.sigev_notify = SIGEV_THREAD_ID;
+	sev.sigev_signo = SIGALRM;
+	sev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
+	CHECK(timer_create(CLOCK_MONOTONIC, &sev, &t) == 0);
+	CHECK(timer_settime(t, 0, &every, NULL) == 0);
+	return t;
+}
+
+static unsigned char *slot(int k)
+{
+	return M.p + (size_t)k * 4096;
+}
+
+static void post_recv(VIP_VI_HANDLE vi, int k)
+{
+	vt_fill(&D.d[k], VIP_CONTROL_OP_SENDRECV, M.mh, slot(k), LEN, NULL, 0);
+	CHECK_RET(VipPostRecv(vi, &D.d[k], D.mh), VIP_SUCCESS);
+}
+
+static void send_one(VIP_VI_HANDLE vi, int k, unsigned seed)
+{
+	VIP_DESCRIPTOR *d = NULL;
+	vt_pat_fill(slot(k), LEN, seed);
+	vt_fill(&D.d[k], VIP_CONTROL_OP_SENDRECV, M.mh, slot(k), LEN, NULL, 0);
+	CHECK_RET(VipPostSend(vi, &D.d[k], D.mh), VIP_SUCCESS);
+	CHECK_RET(VipSendWait(vi, VT_WAIT, &d), VIP_SUCCESS);
+	CHECK_PTR(d, &D.d[k]);
+	CHECK_DONE_OK(d, VIP_STATUS_OP_SEND);
+}
+
+static void recv_one(VIP_VI_HANDLE vi, unsigned seed)
+{
+	VIP_DESCRIPTOR *d = NULL;
+	int k;
+	CHECK_RET(VipRecvWait(vi, VT_WAIT, &d), VIP_SUCCESS);
+	CHECK_DONE_OK(d, VIP_STATUS_OP_RECEIVE);
+	CHECK_EQ(d->CS.Length, LEN);
+	k = (int)(d - D.d);
+	CHECK_PAT(slot(k), LEN, seed, 0, 0);
+	post_recv(vi, k);
+}
+
+typedef struct {
+	vt_server s;
+} stormy_server;
+
+static void *server_main(void *arg)
+{
+	stormy_server *ss = (stormy_server *)arg;
+	timer_t t = storm();
+	vt_server_main(&ss->s);
+	timer_delete(t);
+	return NULL;
+}
+
+static void *blocked_receiver(void *arg)
+{
+	VIP_DESCRIPTOR *d = NULL;
+	(void)arg;
+	printf("vipl_signals: receiver thread waits forever\n");
+	VipRecvWait(a, VIP_INFINITE, &d);
+	printf("vipl_signals: VipRecvWait returned in the thread that was to be cancelled\n");
+	return (void *)1;
+}
+
+int main(void)
+{
+	struct sigaction sa;
+	VIP_VI_ATTRIBUTES va, ra;
+	stormy_server ss;
+	pthread_t th;
+	void *res = NULL;
+	timer_t t;
+	int i;
+	unsigned long long end;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_alarm; /* no SA_RESTART */
+	sigemptyset(&sa.sa_mask);
+	CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+	t = storm();
+
+	VT_PHASE("set-up under the storm");
+	vt_open(&N, VT_DEVICE);
+	vt_descs_new(&N, &D, 6);
+	vt_reg(&N, &M, 6 * 4096, VIP_FALSE, VIP_FALSE);
+	va = vt_vi_attr(&N, VIP_SERVICE_RELIABLE_DELIVERY, 4096, VIP_FALSE, VIP_FALSE);
+	CHECK_RET(VipCreateVi(N.nic, &va, NULL, NULL, &a), VIP_SUCCESS);
+	CHECK_RET(VipCreateVi(N.nic, &va, NULL, NULL, &b), VIP_SUCCESS);
+	post_recv(b, 0);
+	post_recv(b, 1);
+	post_recv(a, 3);
+	post_recv(a, 4);
+
+	VT_PHASE("connect under the storm");
+	memset(&ss, 0, sizeof ss);
+	ss.s.n = &N;
+	ss.s.local = vt_addr(&N, vt_node(), "sig-srv");
+	ss.s.remote = vt_addr_space(&N);
+	ss.s.vi = b;
+	ss.s.expect_disc = "sig-cli";
+	ss.s.level = VIP_SERVICE_RELIABLE_DELIVERY;
+	CHECK(pthread_create(&th, NULL, server_main, &ss) == 0);
+	{
+		VIP_NET_ADDRESS *caddr = vt_addr(&N, vt_node(), "sig-cli");
+		CHECK_RET(vt_request(a, caddr, ss.s.local, &ra, VT_WAIT), VIP_SUCCESS);
+		free(caddr);
+	}
+	CHECK(pthread_join(th, NULL) == 0);
+	CHECK_EQ(vt_state(a), VIP_STATE_CONNECTED);
+
+	VT_PHASE("ping-pong under the storm");
+	for (i = 0; i < MESSAGES; i++) {
+		send_one(a, 2, (unsigned)i);
+		recv_one(b, (unsigned)i);
+		send_one(b, 5, (unsigned)i + 7);
+		recv_one(a, (unsigned)i + 7);
+	}
+	timer_delete(t);
+	printf("vipl_signals: %d round trips under %d alarms\n", MESSAGES, (int)alarms);
+	CHECK(alarms > 0);
+
+	VT_PHASE("cancel a thread blocked in VipRecvWait");
+	CHECK(pthread_create(&th, NULL, blocked_receiver, NULL) == 0);
+	vt_sleep_ms(300);
+	CHECK(pthread_cancel(th) == 0);
+	end = vt_now_ms() + 5000;
+	for (;;) {
+		if (pthread_tryjoin_np(th, &res) == 0)
+			break;
+		CHECK_MSG(vt_now_ms() < end, "the cancelled thread still runs after 5 s");
+		vt_sleep_ms(10);
+	}
+	CHECK_PTR(res, PTHREAD_CANCELED);
+
+	VT_PHASE("the VI still works after the cancel");
+	send_one(b, 5, 99);
+	recv_one(a, 99);
+
+	VT_PHASE("teardown");
+	CHECK_RET(VipDisconnect(a), VIP_SUCCESS);
+	vt_passive_teardown(b);
+	CHECK_RET(VipDestroyVi(a), VIP_SUCCESS);
+	CHECK_RET(VipDestroyVi(b), VIP_SUCCESS);
+	vt_unreg(&N, &M);
+	vt_descs_free(&N, &D);
+	free(ss.s.local);
+	free(ss.s.remote);
+	vt_close(&N);
+	printf("vipl_signals: VIPL OK\n");
+	return 0;
+}
