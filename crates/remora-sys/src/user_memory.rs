@@ -133,8 +133,8 @@ pub fn move_slice_into_memfd(mem: &'static mut [u8], name: &str) -> io::Result<M
 /// A range of this process's memory that the node's DMA engine may read or write
 /// (`SCIStartDmaTransferMem`). Creating one from raw parts is `unsafe`: the caller vouches
 /// that the range stays valid, and is not otherwise accessed in conflicting ways, until the
-/// transfer that uses it has ended.
-#[derive(Debug, Clone, Copy)]
+/// transfer that uses it has ended. The default is the empty region at address 0.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct UserRegion {
     addr: usize,
     len: usize,
@@ -218,6 +218,22 @@ impl UserRegion {
         }
         // SAFETY: as in `read`; the region is writable memory the creator handed over.
         unsafe { std::ptr::copy(data.as_ptr(), (self.addr + off) as *mut u8, data.len()) };
+        Ok(())
+    }
+
+    /// Copy `len` bytes of `src` at `src_off` into the region at `off` (the ranges may
+    /// overlap).
+    ///
+    /// # Errors
+    /// `ERANGE` when either range leaves its region.
+    pub fn copy_from(&self, off: usize, src: &UserRegion, src_off: usize, len: usize) -> io::Result<()> {
+        let outside = |o: usize, r: &UserRegion| o.checked_add(len).is_none_or(|e| e > r.len);
+        if outside(off, self) || outside(src_off, src) {
+            return Err(errno(rustix::io::Errno::RANGE));
+        }
+        // SAFETY: both ranges lie inside their regions, which their creators vouched stay
+        // mapped and writable (this one) or readable (`src`); `copy` allows overlap.
+        unsafe { std::ptr::copy((src.addr + src_off) as *const u8, (self.addr + off) as *mut u8, len) };
         Ok(())
     }
 }

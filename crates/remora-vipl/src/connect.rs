@@ -115,9 +115,11 @@ fn establish(v: &Arc<ViInner>, linked: Result<Link>) -> Result<()> {
     match linked {
         Ok(link) => {
             let link = Arc::new(link);
+            v.peer_here.store(link.map.is_local(), std::sync::atomic::Ordering::Relaxed);
             *v.link.write().unwrap_or_else(|p| p.into_inner()) = Some(link.clone());
             *lock(&v.state) = ViState::Connected;
             let mut q = lock(&v.recv);
+            q.link = Some(link.clone());
             v.publish(&mut q, &link);
             drop(q);
             link.store(layout::PEER_READY, 1);

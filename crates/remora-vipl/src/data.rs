@@ -1,30 +1,73 @@
-//! The data path: posting descriptors, moving payloads, completing descriptors.
+//! The data path's calls: posting descriptors, reaping and waiting for completions. How a
+//! payload reaches the peer is in `deliver.rs`.
 //!
-//! A receive posted on a connected VI is described at once in the peer's ring A (where
-//! its buffers lie: piece segments and offsets). A send takes the next description from
-//! this VI's own segment, writes the payload straight into the receiver's buffers (one
-//! copy on one host; one DMA stream across hosts), writes the completion into the
-//! receiver's ring B, bumps its count, and rings its doorbell only when it sleeps. Sends,
-//! RDMA writes and RDMA reads complete before `post_send` returns.
+//! A descriptor is read once, under one look at the registered memory: its control
+//! segment, its data segments, and the memory they name. The descriptor's control segment
+//! is kept, so completing it later writes the program's memory directly, unless memory was
+//! deregistered meanwhile (then it is looked up again). Sends, RDMA writes and RDMA reads
+//! complete before `post_send` returns.
 
+use crate::few::Few;
 use crate::layout::{
-    self, control, status, Completion, Descriptor, CONTROL, DESCRIPTOR_ALIGNMENT, ENTRIES, ENTRY, SEGMENT,
+    self, control, status, DataSegment, Descriptor, CONTROL, DESCRIPTOR_ALIGNMENT, ENTRIES, SEGMENT,
 };
 use crate::link::Link;
-use crate::vi::{lock, Posted, RecvQ, ViInner, ViState, RELIABLE_DELIVERY, UNRELIABLE};
-use crate::{Error, ErrorCode, Nic, Result, Vi};
+use crate::vi::{lock, Posted, SendQ, ViState, RELIABLE_DELIVERY, UNRELIABLE};
+use crate::{Error, ErrorCode, Nic, ProtectionTag, Result, Vi};
 use remora_sisci::UserRegion;
 use std::sync::atomic::{fence, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long a send waits for the peer to post a receive before the message counts as one
-/// that found none.
-const RECEIVE_GRACE: Duration = Duration::from_millis(5);
-/// How long a send waits for a freshly connected peer to describe its receives.
-const READY_WAIT: Duration = Duration::from_secs(10);
 /// How long a waiter polls before it sleeps.
 const SPIN: Duration = Duration::from_micros(20);
+
+/// A descriptor as the data path reads it.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Taken {
+    /// Its control segment.
+    pub(crate) ctl: UserRegion,
+    /// The whole descriptor: its control segment and its data segments.
+    pub(crate) all: UserRegion,
+    /// [`crate::nic::NicInner::mem_epoch`] when it was read.
+    pub(crate) epoch: u64,
+    pub(crate) control: u16,
+    pub(crate) immediate: u32,
+    /// More data segments than a descriptor may carry.
+    pub(crate) too_many: bool,
+    /// The address segment of an RDMA descriptor.
+    pub(crate) remote: Option<DataSegment>,
+    /// The memory its data segments name; `None` when one is not registered with the
+    /// VI's protection tag.
+    pub(crate) local: Option<Few<UserRegion, 4>>,
+    /// A receive's buffers in the NIC's pieces.
+    pub(crate) chunks: Few<layout::Chunk, 2>,
+    /// The data segments' lengths, summed.
+    pub(crate) total: u32,
+}
+
+/// What a send did: the error bits for its descriptor, and what follows once the send
+/// queue is let go (the VI breaks; the peer hears why).
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    pub(crate) bits: u32,
+    /// Break the VI with this code (and tell the peer when true).
+    pub(crate) fail: Option<(ErrorCode, bool)>,
+    /// Tell the peer the connection broke with this code.
+    pub(crate) say: Option<ErrorCode>,
+}
+
+impl Outcome {
+    pub(crate) fn bits(bits: u32) -> Outcome {
+        Outcome { bits, ..Outcome::default() }
+    }
+}
+
+pub(crate) fn aligned(addr: usize) -> Result<()> {
+    if addr == 0 || !addr.is_multiple_of(DESCRIPTOR_ALIGNMENT) {
+        return Err(Error::InvalidParameter(format!("descriptor at {addr:#x} is not 64-byte aligned")));
+    }
+    Ok(())
+}
 
 impl Nic {
     /// Read the descriptor at `addr` (in memory registered as `handle`).
@@ -32,9 +75,7 @@ impl Nic {
     /// # Errors
     /// [`Error::InvalidParameter`] when it is not 64-byte aligned or not inside that memory.
     pub fn read_descriptor(&self, addr: usize, handle: u32) -> Result<Descriptor> {
-        if addr == 0 || !addr.is_multiple_of(DESCRIPTOR_ALIGNMENT) {
-            return Err(Error::InvalidParameter(format!("descriptor at {addr:#x} is not 64-byte aligned")));
-        }
+        aligned(addr)?;
         let mem = lock(&self.inner.mem);
         let outside =
             || Error::InvalidParameter(format!("descriptor at {addr:#x} is not in memory handle {handle}"));
@@ -54,9 +95,7 @@ impl Nic {
     /// # Errors
     /// As [`Nic::read_descriptor`].
     pub fn write_descriptor(&self, addr: usize, handle: u32, d: &Descriptor) -> Result<()> {
-        if addr == 0 || !addr.is_multiple_of(DESCRIPTOR_ALIGNMENT) {
-            return Err(Error::InvalidParameter(format!("descriptor at {addr:#x} is not 64-byte aligned")));
-        }
+        aligned(addr)?;
         let b = d.encode();
         let mem = lock(&self.inner.mem);
         let r = mem
@@ -66,267 +105,77 @@ impl Nic {
         Ok(())
     }
 
-    /// Write a completed descriptor's fields, the status last.
-    fn finish(&self, addr: usize, handle: u32, st: u32, len: Option<u32>, imm: Option<u32>) {
+    /// Read the descriptor at `addr` for posting on a VI with protection tag `ptag`, with
+    /// the memory its segments name (a receive's: where it lies in pieces too).
+    pub(crate) fn take(&self, addr: usize, handle: u32, ptag: ProtectionTag, recv: bool) -> Result<Taken> {
+        aligned(addr)?;
         let mem = lock(&self.inner.mem);
-        if let Some(r) = mem.local(handle, addr, CONTROL, None) {
-            if let Some(i) = imm {
-                let _ = r.write(20, &i.to_le_bytes());
+        let epoch = self.inner.mem_epoch.load(Ordering::Acquire);
+        let outside =
+            || Error::InvalidParameter(format!("descriptor at {addr:#x} is not in memory handle {handle}"));
+        let ctl = mem.local(handle, addr, CONTROL, None).ok_or_else(outside)?;
+        let mut c = [0u8; CONTROL];
+        ctl.read(0, &mut c)?;
+        let n = Descriptor::seg_count(&c);
+        let all = mem.local(handle, addr, CONTROL + n * SEGMENT, None).ok_or_else(outside)?;
+        let control = u16::from_le_bytes([c[14], c[15]]);
+        let immediate = u32::from_le_bytes([c[20], c[21], c[22], c[23]]);
+        let mut t = Taken { ctl, all, epoch, control, immediate, ..Taken::default() };
+        if n > layout::MAX_SEGMENTS {
+            t.too_many = true;
+            return Ok(t);
+        }
+        let rdma = !recv && control & control::OP_MASK != control::OP_SENDRECV;
+        let mut local = Some(Few::default());
+        for i in 0..n {
+            let mut b = [0u8; SEGMENT];
+            all.read(CONTROL + i * SEGMENT, &mut b)?;
+            let s = DataSegment::decode(&b);
+            if i == 0 && rdma {
+                t.remote = Some(s);
+                continue;
             }
-            if let Some(l) = len {
-                let _ = r.write(24, &l.to_le_bytes());
+            t.total = t.total.saturating_add(s.len);
+            if recv && mem.chunks(s.handle, s.addr as usize, s.len as usize, ptag, &mut t.chunks).is_none() {
+                local = None;
             }
-            fence(Ordering::Release);
-            let _ = r.write(28, &st.to_le_bytes());
+            match (&mut local, mem.local(s.handle, s.addr as usize, s.len as usize, Some(ptag))) {
+                (Some(l), Some(r)) => l.push(r),
+                _ => local = None,
+            }
         }
+        t.local = local;
+        Ok(t)
     }
 
-    /// The program's memory each data segment names, checked against `ptag`.
-    fn sources(&self, segs: &[layout::DataSegment], ptag: crate::ProtectionTag) -> Option<Vec<UserRegion>> {
-        let mem = lock(&self.inner.mem);
-        segs.iter().map(|s| mem.local(s.handle, s.addr as usize, s.len as usize, Some(ptag))).collect()
-    }
-}
-
-impl ViInner {
-    /// Record a completed receive (the descriptor in user memory, the done queue, the CQ).
-    pub(crate) fn complete_recv(&self, q: &mut RecvQ, p: &Posted, st: u32, len: u32, imm: Option<u32>) {
-        self.nic.finish(p.addr, p.handle, st, Some(len), imm);
-        q.done.push_back((p.addr, p.handle));
-        if let Some(cq) = &self.recv_cq {
-            cq.push(self.id, true);
-        }
-    }
-
-    fn complete_send(&self, addr: usize, handle: u32, st: u32) {
-        self.nic.finish(addr, handle, st, None, None);
-        lock(&self.send).done.push_back((addr, handle));
-        if self.send_waiters.load(Ordering::SeqCst) > 0 {
-            self.send_cv.notify_all();
-        }
-        if let Some(cq) = &self.send_cq {
-            cq.push(self.id, false);
-        }
-    }
-
-    /// Every receive still posted completes flushed (the VI broke or disconnected).
-    pub(crate) fn flush_receives(&self) {
-        let mut q = lock(&self.recv);
-        while let Some(p) = q.posted.pop_front() {
-            self.complete_recv(
-                &mut q,
-                &p,
-                status::DONE | status::OP_RECEIVE | status::DESC_FLUSHED_ERROR,
-                0,
-                None,
-            );
-        }
-    }
-
-    /// Describe the receives not described yet in the peer's ring A.
-    pub(crate) fn publish(&self, q: &mut RecvQ, link: &Link) {
-        let end = q.consumed + q.posted.len() as u64;
-        if q.pushed >= end {
+    /// Write a completed descriptor's fields into its control segment `ctl` (found in
+    /// registered memory at `epoch`), the status last.
+    pub(crate) fn finish(&self, ctl: &UserRegion, epoch: u64, st: u32, len: Option<u32>, imm: Option<u32>) {
+        if !self.still_registered(ctl, epoch) {
             return;
         }
-        while q.pushed < end {
-            let p = &q.posted[(q.pushed - q.consumed) as usize];
-            let e = layout::encode_entry(p.total, &p.chunks);
-            let _ = link.map.write(layout::RING_A + (q.pushed as usize % ENTRIES) * ENTRY, &e);
-            q.pushed += 1;
+        if let Some(i) = imm {
+            let _ = ctl.write(20, &i.to_le_bytes());
         }
-        link.store(layout::PEER_POSTED, q.pushed);
-        link.push();
+        if let Some(l) = len {
+            let _ = ctl.write(24, &l.to_le_bytes());
+        }
+        fence(Ordering::Release);
+        let _ = ctl.write(28, &st.to_le_bytes());
     }
 
-    /// Take in the completions the peer wrote. A completion with an error breaks a
-    /// reliable VI at once (the peer's side broke when it wrote it).
-    pub(crate) fn reap(self: &Arc<Self>) -> Result<()> {
-        if let Some(addr) = self.take_completions()? {
-            if self.attrs().reliability != UNRELIABLE {
-                self.fail(ErrorCode::PostDesc, Some(addr), false);
-            }
-        }
-        self.check_peer_now_and_then();
-        Ok(())
-    }
-
-    /// Complete the receives the peer completed; the first that failed, if one did.
-    pub(crate) fn take_completions(&self) -> Result<Option<usize>> {
-        let done = self.map.load(layout::DONE);
-        let mut broke = None;
-        {
-            let mut q = lock(&self.recv);
-            while q.consumed < done {
-                let Some(p) = q.posted.pop_front() else { break };
-                let mut b = [0u8; layout::COMPLETION];
-                self.map
-                    .read(layout::RING_B + (q.consumed as usize % ENTRIES) * layout::COMPLETION, &mut b)?;
-                let c = Completion::decode(&b);
-                let imm = (c.status & status::IMMEDIATE != 0).then_some(c.immediate);
-                q.consumed += 1;
-                if c.status & status::ERROR_MASK != 0 && broke.is_none() {
-                    broke = Some(p.addr);
-                }
-                self.complete_recv(&mut q, &p, c.status, c.len, imm);
-            }
-        }
-        Ok(broke)
-    }
-
-    fn own(&self, off: usize) -> u64 {
-        self.map.load(off)
-    }
-
-    /// Wait for the peer's receive number `k` to be described.
-    fn peer_receive(&self, k: u64) -> bool {
-        if self.own(layout::PEER_POSTED) > k && self.own(layout::PEER_READY) != 0 {
-            return true;
-        }
-        let start = Instant::now();
-        while self.own(layout::PEER_READY) == 0 {
-            if start.elapsed() > READY_WAIT || *lock(&self.state) != ViState::Connected {
-                return false;
-            }
-            std::thread::yield_now();
-        }
-        let start = Instant::now();
-        let mut n = 0u32;
-        while self.own(layout::PEER_POSTED) <= k {
-            if start.elapsed() > RECEIVE_GRACE {
-                return false;
-            }
-            n += 1;
-            if n > 64 {
-                std::thread::yield_now();
-            }
-        }
-        true
-    }
-
-    /// Consume the peer's next receive with `len` bytes from `sources` (or none), and
-    /// complete it with `st`. Returns the status bits for the sender's descriptor.
-    fn deliver(
-        self: &Arc<Self>,
-        link: &Link,
-        sources: &[UserRegion],
-        imm: Option<u32>,
-        st: u32,
-        len: u32,
-    ) -> u32 {
-        let reliable = self.attrs().reliability != UNRELIABLE;
-        let mut sq = lock(&self.send);
-        let k = sq.consumed;
-        if !self.peer_receive(k) {
-            drop(sq);
-            if !reliable {
-                return status::DONE;
-            }
-            self.fail(ErrorCode::ConnLost, None, false);
-            link.say_error(ErrorCode::RecvqEmpty);
-            return status::DONE | status::TRANSPORT_ERROR;
-        }
-        let mut e = [0u8; ENTRY];
-        let _ = self.map.read(layout::RING_A + (k as usize % ENTRIES) * ENTRY, &mut e);
-        let (room, chunks) = layout::decode_entry(&e);
-        let mut done = Completion { len, immediate: imm.unwrap_or(0), status: st };
-        if imm.is_some() {
-            done.status |= status::IMMEDIATE;
-        }
-        let mut broke = None;
-        if sources.iter().map(|s| s.len()).sum::<usize>() > room as usize {
-            done.status |= status::LENGTH_ERROR;
-            done.len = 0;
-            broke = Some(ErrorCode::PostDesc);
-        } else if self.scatter(link, sources, &chunks).is_err() {
-            done.status |= status::TRANSPORT_ERROR;
-            broke = Some(ErrorCode::ConnLost);
-        }
-        let _ = link.map.write(layout::RING_B + (k as usize % ENTRIES) * layout::COMPLETION, &done.encode());
-        sq.consumed = k + 1;
-        link.store(layout::DONE, k + 1);
-        if link.peer.bell_always || link.map.is_local() {
-            fence(Ordering::SeqCst);
-        } else {
-            link.settle();
-        }
-        if link.peer.bell_always || self.own(layout::PEER_WAITING) != 0 {
-            link.ring();
-        } else {
-            link.push();
-        }
-        drop(sq);
-        match broke {
-            Some(code) if reliable || code == ErrorCode::ConnLost => {
-                self.fail(code, None, true);
-                status::DONE
-            }
-            _ => status::DONE,
+    /// Whether every one of `rs`, registered at `epoch`, still is.
+    pub(crate) fn still_registered_all(&self, rs: &[UserRegion], epoch: u64) -> bool {
+        self.inner.mem_epoch.load(Ordering::Acquire) == epoch || {
+            let mem = lock(&self.inner.mem);
+            rs.iter().all(|r| mem.covers(r.addr(), r.len()))
         }
     }
 
-    /// Copy the sources, in order, into the chunks of a receive.
-    fn scatter(&self, link: &Link, sources: &[UserRegion], chunks: &[layout::Chunk]) -> Result<()> {
-        let mut ci = 0usize;
-        let mut coff = 0usize;
-        for src in sources {
-            let mut soff = 0usize;
-            while soff < src.len() {
-                let c = chunks
-                    .get(ci)
-                    .ok_or_else(|| Error::Descriptor("receive smaller than described".into()))?;
-                let n = (c.len as usize - coff).min(src.len() - soff);
-                link.write_piece(&self.nic, c.seg, c.off as usize + coff, src, soff, n)?;
-                soff += n;
-                coff += n;
-                if coff == c.len as usize {
-                    ci += 1;
-                    coff = 0;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// An RDMA write or read of `local` against the peer's memory at `remote`. Returns
-    /// the error bits.
-    fn rdma(&self, link: &Link, remote: layout::DataSegment, local: &[UserRegion], write: bool) -> u32 {
-        let total: usize = local.iter().map(|s| s.len()).sum();
-        let allowed = if write { link.peer.rdma_write } else { link.peer.rdma_read };
-        let slot = match link.slot(&self.nic, remote.handle) {
-            Ok(Some(s)) => s,
-            Ok(None) => return status::RDMA_PROT_ERROR,
-            Err(_) => return status::TRANSPORT_ERROR,
-        };
-        let flag = if write { layout::SLOT_RDMA_WRITE } else { layout::SLOT_RDMA_READ };
-        let inside = remote.addr >= slot.base && remote.addr + total as u64 <= slot.base + slot.len;
-        if !allowed || slot.flags & flag == 0 || !inside || slot.ptag != link.peer.ptag {
-            return status::RDMA_PROT_ERROR;
-        }
-        let mut at = remote.addr;
-        for l in local {
-            let mut off = 0usize;
-            while off < l.len() {
-                let Some(&(seg, seg_off, start, len)) =
-                    slot.pieces.iter().find(|p| at >= p.2 && at < p.2 + p.3)
-                else {
-                    return status::RDMA_PROT_ERROR;
-                };
-                let n = ((start + len - at) as usize).min(l.len() - off);
-                let where_ = (seg_off + at - start) as usize;
-                let r = if write {
-                    link.write_piece(&self.nic, seg, where_, l, off, n)
-                } else {
-                    link.read_piece(&self.nic, seg, where_, l, off, n)
-                };
-                if r.is_err() {
-                    return status::TRANSPORT_ERROR;
-                }
-                off += n;
-                at += n as u64;
-            }
-        }
-        0
+    /// Whether `r`, registered at `epoch`, still is.
+    pub(crate) fn still_registered(&self, r: &UserRegion, epoch: u64) -> bool {
+        self.inner.mem_epoch.load(Ordering::Acquire) == epoch
+            || lock(&self.inner.mem).covers(r.addr(), r.len())
     }
 }
 
@@ -338,37 +187,36 @@ impl Vi {
     /// that memory; [`Error::Resource`] when the queue is full.
     pub fn post_recv(&self, addr: usize, handle: u32) -> Result<()> {
         let vi = &self.inner;
-        let d = vi.nic.read_descriptor(addr, handle)?;
         let ptag = vi.ptag();
-        let mut chunks = Vec::new();
-        let mut total = 0u32;
-        let mut bad = d.segments.len() > layout::MAX_SEGMENTS;
-        {
-            let mem = lock(&vi.nic.inner.mem);
-            for s in &d.segments {
-                if mem.chunks(s.handle, s.addr as usize, s.len as usize, ptag, &mut chunks).is_none() {
-                    bad = true;
-                }
-                total = total.saturating_add(s.len);
-            }
-        }
         let st = *lock(&vi.state);
         let mut q = lock(&vi.recv);
+        let t = q.cache.take(&vi.nic, addr, handle, ptag, true)?;
         if q.posted.len() >= ENTRIES {
             return Err(Error::Resource(format!("{ENTRIES} receives posted")));
         }
-        let p = Posted { addr, handle, total, chunks };
+        let bad = t.too_many || t.local.is_none();
+        let p = Posted {
+            addr,
+            handle,
+            ctl: t.ctl,
+            epoch: t.epoch,
+            total: t.total,
+            chunks: t.chunks,
+            bufs: t.local.unwrap_or_default(),
+        };
         if bad || st == ViState::Error {
             let why = if bad { status::PROTECTION_ERROR } else { status::DESC_FLUSHED_ERROR };
             vi.complete_recv(&mut q, &p, status::DONE | status::OP_RECEIVE | why, 0, None);
             return Ok(());
         }
-        vi.nic.finish(addr, handle, 0, None, None);
+        vi.nic.finish(&p.ctl, p.epoch, 0, None, None);
         q.posted.push_back(p);
         if st == ViState::Connected {
-            if let Some(link) = vi.link() {
-                vi.publish(&mut q, &link);
+            let link = q.link.take();
+            if let Some(l) = &link {
+                vi.publish(&mut q, l);
             }
+            q.link = link;
         }
         Ok(())
     }
@@ -382,29 +230,37 @@ impl Vi {
     /// [`Error::InvalidParameter`] as [`Vi::post_recv`].
     pub fn post_send(&self, addr: usize, handle: u32) -> Result<()> {
         let vi = &self.inner;
-        let d = vi.nic.read_descriptor(addr, handle)?;
-        let opbits = match d.op() {
+        let attrs = vi.attrs();
+        let state = *lock(&vi.state);
+        let link = vi.link();
+        let mut sq = lock(&vi.send);
+        let t = sq.cache.take(&vi.nic, addr, handle, attrs.ptag, false)?;
+        let op = t.control & control::OP_MASK;
+        let opbits = match op {
             control::OP_RDMAWRITE => status::OP_RDMA_WRITE,
             control::OP_RDMAREAD => status::OP_RDMA_READ,
             _ => status::OP_SEND,
         };
-        match *lock(&vi.state) {
-            ViState::Connected => {}
-            ViState::Error => {
-                vi.complete_send(addr, handle, status::DONE | opbits | status::DESC_FLUSHED_ERROR);
-                return Ok(());
-            }
+        let out = match (state, &link) {
+            (ViState::Connected, Some(link)) => self.perform(&mut sq, link, &t, attrs),
+            (ViState::Error, _) => Outcome::bits(status::DESC_FLUSHED_ERROR),
             _ => return Err(Error::InvalidState),
+        };
+        let st = out.bits;
+        vi.complete_send(&mut sq, addr, handle, &t, status::DONE | opbits | st);
+        drop(sq);
+        if let Some((code, tell)) = out.fail {
+            vi.fail(code, None, tell);
         }
-        let Some(link) = vi.link() else { return Err(Error::InvalidState) };
-        let st = self.perform(&link, &d);
-        vi.complete_send(addr, handle, status::DONE | opbits | st);
+        if let (Some(code), Some(link)) = (out.say, &link) {
+            link.say_error(code);
+        }
         if st & status::ERROR_MASK != 0
             && st & status::TRANSPORT_ERROR == 0
-            && vi.attrs().reliability != UNRELIABLE
+            && attrs.reliability != UNRELIABLE
         {
             let code = if st & status::RDMA_PROT_ERROR != 0 {
-                if d.op() == control::OP_RDMAREAD {
+                if op == control::OP_RDMAREAD {
                     ErrorCode::RdmarProt
                 } else {
                     ErrorCode::RdmawProt
@@ -417,47 +273,43 @@ impl Vi {
         Ok(())
     }
 
-    /// Carry out descriptor `d`; the error bits for its status.
-    fn perform(&self, link: &Link, d: &Descriptor) -> u32 {
+    /// Carry out descriptor `t`.
+    fn perform(&self, sq: &mut SendQ, link: &Link, t: &Taken, attrs: crate::ViAttributes) -> Outcome {
         let vi = &self.inner;
-        let attrs = vi.attrs();
-        if d.control & control::RESERVED != 0 || d.op() == 0x3 || d.segments.len() > layout::MAX_SEGMENTS {
-            return status::FORMAT_ERROR;
+        let op = t.control & control::OP_MASK;
+        if t.control & control::RESERVED != 0 || op == 0x3 || t.too_many {
+            return Outcome::bits(status::FORMAT_ERROR);
         }
-        let imm = (d.control & control::IMMEDIATE != 0).then_some(d.immediate);
-        let op = d.op();
-        let (remote, locals) = match op {
-            control::OP_SENDRECV => (None, &d.segments[..]),
-            _ => match d.segments.split_first() {
-                Some((r, l)) => (Some(*r), l),
-                None => return status::FORMAT_ERROR,
-            },
-        };
-        let Some(sources) = vi.nic.sources(locals, attrs.ptag) else { return status::PROTECTION_ERROR };
+        if op != control::OP_SENDRECV && t.remote.is_none() {
+            return Outcome::bits(status::FORMAT_ERROR);
+        }
+        let imm = (t.control & control::IMMEDIATE != 0).then_some(t.immediate);
+        let Some(sources) = &t.local else { return Outcome::bits(status::PROTECTION_ERROR) };
         let total: usize = sources.iter().map(|s| s.len()).sum();
         if total > attrs.max_transfer.min(link.peer.max_transfer) as usize {
-            return status::LENGTH_ERROR;
+            return Outcome::bits(status::LENGTH_ERROR);
         }
-        match (op, remote) {
+        let reliable = attrs.reliability != UNRELIABLE;
+        match (op, t.remote) {
             (control::OP_SENDRECV, _) => {
-                vi.deliver(link, &sources, imm, status::DONE | status::OP_RECEIVE, total as u32)
-                    & status::ERROR_MASK
+                let st = status::DONE | status::OP_RECEIVE;
+                vi.deliver(sq, link, reliable, Some(sources), imm, st, total as u32)
             }
             (control::OP_RDMAWRITE, Some(r)) => {
-                let bits = vi.rdma(link, r, &sources, true);
+                let bits = vi.rdma(link, r, sources, true);
                 if bits != 0 || imm.is_none() {
-                    return bits;
+                    return Outcome::bits(bits);
                 }
-                vi.deliver(link, &[], imm, status::DONE | status::OP_REMOTE_RDMA_WRITE, total as u32)
-                    & status::ERROR_MASK
+                let st = status::DONE | status::OP_REMOTE_RDMA_WRITE;
+                vi.deliver(sq, link, reliable, None, imm, st, total as u32)
             }
             (control::OP_RDMAREAD, Some(r)) => {
                 if attrs.reliability < RELIABLE_DELIVERY {
-                    return status::FORMAT_ERROR;
+                    return Outcome::bits(status::FORMAT_ERROR);
                 }
-                vi.rdma(link, r, &sources, false)
+                Outcome::bits(vi.rdma(link, r, sources, false))
             }
-            _ => status::FORMAT_ERROR,
+            _ => Outcome::bits(status::FORMAT_ERROR),
         }
     }
 
@@ -467,9 +319,7 @@ impl Vi {
     /// # Errors
     /// [`Error::NotDone`] when none has completed.
     pub fn recv_done(&self) -> Result<(usize, u32)> {
-        let vi = &self.inner;
-        vi.reap()?;
-        lock(&vi.recv).done.pop_front().ok_or(Error::NotDone)
+        self.inner.reap_and(true)?.ok_or(Error::NotDone)
     }
 
     /// `VipSendDone`: the oldest completed send.

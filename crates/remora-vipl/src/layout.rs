@@ -5,14 +5,24 @@
 //! of local memory and every transfer a write, as on SCI:
 //!
 //! ```text
-//!  0  peer_posted   receives the peer has described in ring A (a count)
-//!  8  done          receives of the owner the peer has completed in ring B (a count)
-//! 16  peer_waiting  the peer blocks for the owner's messages: ring its doorbell
-//! 24  peer_state    0 connected, 1 the peer disconnected, 2 the peer saw an error (+ code << 8)
-//! 32  peer_ready    the peer has linked to this VI and described its receives
-//! 64  ring A        ENTRIES × 512 bytes: the peer's posted receives (where to write)
-//!     ring B        ENTRIES × 16 bytes: completions of the owner's receives
+//!   0  peer_posted   receives the peer has described in ring A (a count)
+//!   8  peer_ready    the peer has linked to this VI and described its receives
+//!  64  done          receives of the owner the peer has completed in ring B (a count;
+//!                    written only across hosts, where it orders the entries' arrival)
+//! 128  peer_waiting  the peer blocks for the owner's messages: ring its doorbell
+//! 192  peer_state    0 connected, 1 the peer disconnected, 2 the peer saw an error (+ code << 8)
+//! 256  ring A        ENTRIES × 512 bytes: the peer's posted receives (where to write)
+//!      ring B        ENTRIES × 64 bytes: completions of the owner's receives
 //! ```
+//!
+//! The words sit on cache lines of their own, so a receiver polling one never shares its
+//! line with a word the peer writes for another reason. A ring B entry is one cache line:
+//! the completion, up to [`INLINE`] bytes of the payload itself, and last its sequence
+//! number (the receive's number plus one), stored after everything else. On one host a
+//! receiver polls only that word: one line crosses between the cores per message, as in a
+//! raw shared-memory ping-pong. A payload that fits travels in the entry and the receiver
+//! copies it into its buffer when it takes the completion; a longer one is written
+//! straight into the receiver's buffer before the entry.
 //!
 //! A NIC's table segment holds one slot of [`SLOT`] bytes per registered region, at the
 //! memory handle modulo [`SLOTS`]: base, length, protection tag, handle, flags, and the
@@ -30,19 +40,31 @@ pub const MAX_CHUNKS: usize = (ENTRY - 16) / 16;
 /// Offsets in a VI segment.
 pub const PEER_POSTED: usize = 0;
 /// See the module doc.
-pub const DONE: usize = 8;
+pub const PEER_READY: usize = 8;
 /// See the module doc.
-pub const PEER_WAITING: usize = 16;
+pub const DONE: usize = 64;
 /// See the module doc.
-pub const PEER_STATE: usize = 24;
+pub const PEER_WAITING: usize = 128;
 /// See the module doc.
-pub const PEER_READY: usize = 32;
+pub const PEER_STATE: usize = 192;
 /// Where ring A starts.
-pub const RING_A: usize = 64;
+pub const RING_A: usize = 256;
 /// Where ring B starts.
 pub const RING_B: usize = RING_A + ENTRIES * ENTRY;
-/// Bytes of one ring B entry.
-pub const COMPLETION: usize = 16;
+/// Bytes of one ring B entry (one cache line).
+pub const COMPLETION: usize = 64;
+/// Payload bytes a ring B entry carries itself.
+pub const INLINE: usize = 40;
+/// Where a ring B entry's sequence number lies in it.
+pub const SEQ: usize = 56;
+/// The byte offset of ring B entry `k`.
+pub fn completion_at(k: u64) -> usize {
+    RING_B + (k as usize % ENTRIES) * COMPLETION
+}
+/// The byte offset of ring A entry `k`.
+pub fn entry_at(k: u64) -> usize {
+    RING_A + (k as usize % ENTRIES) * ENTRY
+}
 /// The size of a VI segment (whole pages).
 pub fn vi_segment_size() -> usize {
     let n = RING_B + ENTRIES * COMPLETION;
@@ -135,6 +157,13 @@ pub struct DataSegment {
     pub handle: u32,
     /// Its length.
     pub len: u32,
+}
+
+impl DataSegment {
+    /// From the 16 bytes of a data or address segment.
+    pub fn decode(b: &[u8; SEGMENT]) -> DataSegment {
+        DataSegment { addr: u64_at(b, 0), handle: u32_at(b, 8), len: u32_at(b, 12) }
+    }
 }
 
 /// A VIA descriptor as a program writes it (`VIP_DESCRIPTOR`): the control segment and the
@@ -230,7 +259,7 @@ impl Descriptor {
 
 /// Where one piece of a posted receive lies: `len` bytes at `off` of segment `seg` of the
 /// receiver's node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Chunk {
     /// The segment id.
     pub seg: u32,
@@ -240,30 +269,34 @@ pub struct Chunk {
     pub off: u64,
 }
 
-/// Encode a ring A entry.
-pub fn encode_entry(total: u32, chunks: &[Chunk]) -> Vec<u8> {
-    let mut b = vec![0u8; 16 + chunks.len() * 16];
+/// Encode a ring A entry into `b`; the bytes used.
+pub fn encode_entry(total: u32, chunks: &[Chunk], b: &mut [u8; ENTRY]) -> usize {
+    let n = chunks.len().min(MAX_CHUNKS);
     b[0..4].copy_from_slice(&total.to_le_bytes());
-    b[4..8].copy_from_slice(&(chunks.len() as u32).to_le_bytes());
-    for (i, c) in chunks.iter().enumerate() {
+    b[4..8].copy_from_slice(&(n as u32).to_le_bytes());
+    for (i, c) in chunks.iter().take(n).enumerate() {
         let o = 16 + i * 16;
         b[o..o + 4].copy_from_slice(&c.seg.to_le_bytes());
         b[o + 4..o + 8].copy_from_slice(&c.len.to_le_bytes());
         b[o + 8..o + 16].copy_from_slice(&c.off.to_le_bytes());
     }
-    b
+    16 + n * 16
 }
 
-/// Decode a ring A entry: the buffer's total length and its chunks.
-pub fn decode_entry(b: &[u8; ENTRY]) -> (u32, Vec<Chunk>) {
-    let n = (u32_at(b, 4) as usize).min(MAX_CHUNKS);
-    let chunks = (0..n)
-        .map(|i| {
-            let o = 16 + i * 16;
-            Chunk { seg: u32_at(b, o), len: u32_at(b, o + 4), off: u64_at(b, o + 8) }
-        })
-        .collect();
-    (u32_at(b, 0), chunks)
+/// The chunk count in a ring A entry's first 16 bytes.
+pub fn entry_chunks(head: &[u8; 16]) -> usize {
+    (u32_at(head, 4) as usize).min(MAX_CHUNKS)
+}
+
+/// Decode a ring A entry (at least its first `16 + 16 × count` bytes) into `out`: the
+/// buffer's total length and the chunks.
+pub fn decode_entry<'a>(b: &[u8], out: &'a mut [Chunk; MAX_CHUNKS]) -> (u32, &'a [Chunk]) {
+    let n = (u32_at(b, 4) as usize).min(MAX_CHUNKS).min(b.len().saturating_sub(16) / 16);
+    for (i, c) in out.iter_mut().take(n).enumerate() {
+        let o = 16 + i * 16;
+        *c = Chunk { seg: u32_at(b, o), len: u32_at(b, o + 4), off: u64_at(b, o + 8) };
+    }
+    (u32_at(b, 0), &out[..n])
 }
 
 /// A ring B entry: a completed receive.
@@ -277,19 +310,32 @@ pub struct Completion {
     pub status: u32,
 }
 
+/// Bit of a ring B entry's inline word: the payload is in the entry.
+const INLINE_FLAG: u32 = 1 << 31;
+
 impl Completion {
-    /// Its bytes.
-    pub fn encode(&self) -> [u8; COMPLETION] {
-        let mut b = [0u8; COMPLETION];
+    /// The entry's bytes before its sequence number, with `inline` payload bytes (at most
+    /// [`INLINE`]) when the payload travels in it.
+    pub fn encode(&self, inline: Option<&[u8]>) -> [u8; SEQ] {
+        let mut b = [0u8; SEQ];
         b[0..4].copy_from_slice(&self.len.to_le_bytes());
         b[4..8].copy_from_slice(&self.immediate.to_le_bytes());
         b[8..12].copy_from_slice(&self.status.to_le_bytes());
+        if let Some(data) = inline {
+            let n = data.len().min(INLINE);
+            b[12..16].copy_from_slice(&(INLINE_FLAG | n as u32).to_le_bytes());
+            b[16..16 + n].copy_from_slice(&data[..n]);
+        }
         b
     }
 
-    /// From its bytes.
-    pub fn decode(b: &[u8; COMPLETION]) -> Completion {
-        Completion { len: u32_at(b, 0), immediate: u32_at(b, 4), status: u32_at(b, 8) }
+    /// From an entry's bytes before its sequence number: the completion, and the payload
+    /// when it travelled in the entry.
+    pub fn decode(b: &[u8; SEQ]) -> (Completion, Option<&[u8]>) {
+        let c = Completion { len: u32_at(b, 0), immediate: u32_at(b, 4), status: u32_at(b, 8) };
+        let word = u32_at(b, 12);
+        let inline = (word & INLINE_FLAG != 0).then(|| &b[16..16 + (word as usize & 0xFF).min(INLINE)]);
+        (c, inline)
     }
 }
 
@@ -379,9 +425,12 @@ mod tests {
     fn entries_slots_and_completions_round_trip() {
         let chunks = vec![Chunk { seg: 3, len: 100, off: 4096 }, Chunk { seg: 9, len: 7, off: 0 }];
         let mut e = [0u8; ENTRY];
-        let enc = encode_entry(107, &chunks);
-        e[..enc.len()].copy_from_slice(&enc);
-        assert_eq!(decode_entry(&e), (107, chunks));
+        assert_eq!(encode_entry(107, &chunks, &mut e), 48);
+        let mut out = [Chunk { seg: 0, len: 0, off: 0 }; MAX_CHUNKS];
+        assert_eq!(decode_entry(&e[..48], &mut out), (107, &chunks[..]));
+        let mut head = [0u8; 16];
+        head.copy_from_slice(&e[..16]);
+        assert_eq!(entry_chunks(&head), 2);
         let s = Slot {
             base: 1,
             len: 2,
@@ -392,7 +441,11 @@ mod tests {
         };
         assert_eq!(Slot::decode(&s.encode()), s);
         let c = Completion { len: 5, immediate: 6, status: status::DONE | status::OP_RECEIVE };
-        assert_eq!(Completion::decode(&c.encode()), c);
+        assert_eq!(Completion::decode(&c.encode(None)), (c, None));
+        let b = c.encode(Some(b"hello"));
+        assert_eq!(Completion::decode(&b), (c, Some(&b"hello"[..])));
         assert!(RING_B + ENTRIES * COMPLETION <= vi_segment_size());
+        assert_eq!(completion_at(ENTRIES as u64 + 1), RING_B + COMPLETION);
+        assert_eq!(RING_B % 64, 0, "ring B entries are whole cache lines");
     }
 }

@@ -31,10 +31,13 @@
 //! # let _ = (server, client);
 //! ```
 
+mod cache;
 mod connect;
 mod cq;
 mod data;
+mod deliver;
 mod error;
+mod few;
 pub mod layout;
 mod link;
 mod memory;

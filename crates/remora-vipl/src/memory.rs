@@ -6,6 +6,7 @@
 //! write straight into the pieces, so the program sees the bytes where it put its buffer,
 //! with no shadow copy (VIA2SISCI had to copy or break the spec here).
 
+use crate::few::Few;
 use crate::layout::{
     Chunk, Slot, MAX_CHUNKS, MAX_PIECES, SLOTS, SLOT_RDMA_READ, SLOT_RDMA_WRITE, SLOT_VALID,
 };
@@ -234,6 +235,12 @@ impl MemBook {
         r.user.within(addr, len)
     }
 
+    /// Whether `addr..addr+len` lies inside memory registered now (how the data path checks
+    /// memory it found registered earlier, after a deregistration).
+    pub(crate) fn covers(&self, addr: usize, len: usize) -> bool {
+        self.regions.values().any(|r| r.user.within(addr, len).is_some())
+    }
+
     /// Where `addr..addr+len` of region `handle` lies in the NIC's pieces.
     pub(crate) fn chunks(
         &self,
@@ -241,7 +248,7 @@ impl MemBook {
         addr: usize,
         len: usize,
         ptag: ProtectionTag,
-        out: &mut Vec<Chunk>,
+        out: &mut Few<Chunk, 2>,
     ) -> Option<()> {
         self.local(handle, addr, len, Some(ptag))?;
         let (mut at, end) = (addr, addr + len);

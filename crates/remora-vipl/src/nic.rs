@@ -105,6 +105,9 @@ pub(crate) struct NicInner {
     pub(crate) desc: Descriptor,
     pub(crate) node: u32,
     pub(crate) mem: Mutex<MemBook>,
+    /// Deregistrations and attribute changes so far: memory found registered (with its
+    /// protection tag) when a descriptor was posted still is while this has not moved.
+    pub(crate) mem_epoch: AtomicU64,
     table: LocalSegment,
     table_map: Map,
     ptags: Mutex<Vec<ProtectionTag>>,
@@ -202,6 +205,7 @@ impl Nic {
                 sisci,
                 desc,
                 mem: Mutex::new(MemBook::default()),
+                mem_epoch: AtomicU64::new(0),
                 table,
                 table_map,
                 ptags: Mutex::new(Vec::new()),
@@ -318,7 +322,12 @@ impl Nic {
     /// # Errors
     /// [`Error::InvalidParameter`] when `handle` is not a region registered at `addr`.
     pub fn deregister(&self, addr: usize, handle: MemHandle) -> Result<()> {
-        let gone = lock(&self.inner.mem).deregister(handle, addr)?;
+        let gone = {
+            let mut mem = lock(&self.inner.mem);
+            let gone = mem.deregister(handle, addr)?;
+            self.inner.mem_epoch.fetch_add(1, Ordering::SeqCst);
+            gone
+        };
         self.write_slot(handle, &Slot::default());
         for seg in gone {
             let _ = seg.remove();
@@ -342,7 +351,12 @@ impl Nic {
         if !self.has_ptag(attrs.ptag) {
             return Err(Error::InvalidPtag);
         }
-        let slot = lock(&self.inner.mem).set(handle, addr, attrs)?;
+        let slot = {
+            let mut mem = lock(&self.inner.mem);
+            let slot = mem.set(handle, addr, attrs)?;
+            self.inner.mem_epoch.fetch_add(1, Ordering::SeqCst);
+            slot
+        };
         self.write_slot(handle, &slot);
         Ok(())
     }

@@ -2,14 +2,16 @@
 //! and the queues' bookkeeping. The data path is in `data.rs`, the link to the peer in
 //! `link.rs`, connection set-up in `connect.rs`.
 
+use crate::cache::DescCache;
+use crate::few::Few;
 use crate::layout::{self, Chunk};
 use crate::link::{Link, PeerInfo};
 use crate::memory::ProtectionTag;
 use crate::window::Window;
 use crate::{CompletionQueue, Error, ErrorCode, ErrorEvent, Nic, Result};
-use remora_sisci::{CreateFlags, Interrupt, LocalSegment, MapFlags, RemoteInterrupt};
+use remora_sisci::{CreateFlags, Interrupt, LocalSegment, MapFlags, RemoteInterrupt, UserRegion};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 /// `VIP_SERVICE_UNRELIABLE`.
@@ -55,14 +57,27 @@ pub enum ViState {
 pub(crate) struct Posted {
     pub(crate) addr: usize,
     pub(crate) handle: u32,
+    /// The descriptor's control segment, to complete it without looking its memory up.
+    pub(crate) ctl: UserRegion,
+    /// [`crate::nic::NicInner::mem_epoch`] when `ctl` was found registered.
+    pub(crate) epoch: u64,
     pub(crate) total: u32,
-    pub(crate) chunks: Vec<Chunk>,
+    /// Where its buffers lie in the NIC's pieces (described to the peer).
+    pub(crate) chunks: Few<Chunk, 2>,
+    /// Its buffers, for a payload that arrives inside the completion.
+    pub(crate) bufs: Few<UserRegion, 4>,
 }
 
 #[derive(Debug, Default)]
 pub(crate) struct SendQ {
     /// Receives of the peer consumed (= completions written into its ring B).
     pub(crate) consumed: u64,
+    /// The peer's posted count as last read: receives below it need no look at the count.
+    pub(crate) seen: u64,
+    /// The sizes of the peer's receives below `seen`, by ring index.
+    pub(crate) rooms: Vec<u32>,
+    /// The send descriptors seen last.
+    pub(crate) cache: DescCache,
     /// Completed sends not yet reaped: (descriptor address, its memory handle).
     pub(crate) done: VecDeque<(usize, u32)>,
 }
@@ -77,7 +92,18 @@ pub(crate) struct RecvQ {
     pub(crate) consumed: u64,
     /// Completed receives not yet reaped.
     pub(crate) done: VecDeque<(usize, u32)>,
+    /// What this connection wrote at each index of the peer's ring A, for entries of at
+    /// most two chunks: a receive posted again where the same one was described before
+    /// is not written again (programs repost a fixed pool of descriptors).
+    pub(crate) described: Vec<Option<[u8; SHADOW]>>,
+    /// The receive descriptors seen last.
+    pub(crate) cache: DescCache,
+    /// The link while connected (what [`ViInner::link`] answers).
+    pub(crate) link: Option<Arc<Link>>,
 }
+
+/// Bytes of a ring A entry of two chunks.
+pub(crate) const SHADOW: usize = 48;
 
 pub(crate) struct ViInner {
     pub(crate) nic: Nic,
@@ -95,6 +121,9 @@ pub(crate) struct ViInner {
     /// A connection to the doorbell that waits on, to wake them from this process.
     pub(crate) self_bell: RemoteInterrupt,
     pub(crate) link: RwLock<Option<Arc<Link>>>,
+    /// The peer's VI is on this host (set when connected): completions are found by their
+    /// sequence numbers alone.
+    pub(crate) peer_here: AtomicBool,
     pub(crate) send: Mutex<SendQ>,
     pub(crate) send_cv: Condvar,
     /// Threads in `send_wait` (the condvar is signalled only when there are some: a
@@ -195,6 +224,7 @@ impl Vi {
             bell,
             self_bell,
             link: RwLock::new(None),
+            peer_here: AtomicBool::new(false),
             send: Mutex::new(SendQ::default()),
             send_cv: Condvar::new(),
             send_waiters: AtomicUsize::new(0),
@@ -348,7 +378,9 @@ impl ViInner {
     /// [`ViInner::check_peer`] when the peer said something, else on every 128th call:
     /// for receive polls, which must stay cheap.
     pub(crate) fn check_peer_now_and_then(self: &Arc<Self>) {
-        let n = self.polls.fetch_add(1, Ordering::Relaxed);
+        // A count, not a tally: no locked instruction on every poll.
+        let n = self.polls.load(Ordering::Relaxed);
+        self.polls.store(n.wrapping_add(1), Ordering::Relaxed);
         if n.is_multiple_of(128) || self.map.load(layout::PEER_STATE) != 0 {
             self.check_peer(&self.nic);
         }
@@ -384,8 +416,17 @@ impl ViInner {
             let mut q = lock(&self.recv);
             q.pushed = 0;
             q.consumed = 0;
+            q.described.clear();
+            q.cache.clear();
+            q.link = None;
         }
-        lock(&self.send).consumed = 0;
+        {
+            let mut s = lock(&self.send);
+            s.consumed = 0;
+            s.seen = 0;
+            s.cache.clear();
+        }
         let _ = self.map.write(0, &[0u8; layout::RING_A]);
+        let _ = self.map.write(layout::RING_B, &[0u8; layout::ENTRIES * layout::COMPLETION]);
     }
 }

@@ -1,5 +1,6 @@
 //! The VIPL safe API on one host: connections (client/server, rejected, peer-to-peer, on
-//! one node and across two nodes), sends of every size with immediate data, RDMA write and
+//! one node and across two nodes), sends of every size with immediate data (short ones
+//! travel inside the completion: both sides of that boundary), RDMA write and
 //! read with their protection checks, completion queues, disconnect flushing receives, and
 //! the error paths of a reliable VI.
 
@@ -96,7 +97,7 @@ fn send_and_check(snic: &Nic, server: &Vi, cnic: &Nic, client: &Vi, sp: Protecti
     let big = 1 << 20;
     let rbuf = mem(snic, big + 100, sp, false);
     let sbuf = mem(cnic, big, cp, false);
-    for (i, &n) in [1usize, 8, 4096, 65536, big].iter().enumerate() {
+    for (i, &n) in [1usize, 8, 40, 41, 4096, 65536, big].iter().enumerate() {
         let data = pattern(n, i as u8);
         sbuf.put(0, &data);
         // A receive of two segments; a send of two when it can.
@@ -334,4 +335,37 @@ fn reliable_errors_unreliable_drops_and_completion_queues() {
     assert!(recv && vi.id() == us.id());
     us.recv_done().unwrap();
     assert_eq!(cq.destroy().err().map(|e| matches!(e, Error::Resource(_))), Some(true));
+}
+
+#[test]
+fn a_descriptor_posted_again_is_checked_against_the_registrations_of_now() {
+    let h = Harness::new();
+    let nic = Nic::open_with_config("remora0", h.config(1)).unwrap();
+    let (p, other) = (nic.create_ptag(), nic.create_ptag());
+    let vi = Vi::create(&nic, attrs(p, RELIABLE_DELIVERY, false), None, None).unwrap();
+    let desc = mem(&nic, 4096, p, false);
+    let buf = mem(&nic, 4096, p, false);
+    let d = Descriptor { length: 64, segments: vec![buf.seg(0, 64)], ..Default::default() };
+    nic.write_descriptor(desc.addr(0), desc.handle, &d).unwrap();
+    // Seen once, while the buffer carries the VI's tag: posted and pending.
+    vi.post_recv(desc.addr(0), desc.handle).unwrap();
+    assert!(matches!(vi.recv_done(), Err(Error::NotDone)));
+    // The buffer moves to another tag: the same descriptor now names memory the VI may
+    // not use, and completes at once with a protection error.
+    let moved = MemAttributes { ptag: other, rdma_write: false, rdma_read: false };
+    nic.set_mem_attributes(buf.addr(0), buf.handle, moved).unwrap();
+    vi.post_recv(desc.addr(0), desc.handle).unwrap();
+    assert_eq!(vi.recv_done().unwrap().0, desc.addr(0));
+    let st = u32::from_le_bytes(desc.get(28, 4).try_into().unwrap());
+    assert_eq!(st & (status::DONE | status::PROTECTION_ERROR), status::DONE | status::PROTECTION_ERROR);
+    // Deregistered, the same: nothing is taken from what was found before.
+    let back = MemAttributes { ptag: p, rdma_write: false, rdma_read: false };
+    nic.set_mem_attributes(buf.addr(0), buf.handle, back).unwrap();
+    vi.post_recv(desc.addr(0), desc.handle).unwrap();
+    assert!(matches!(vi.recv_done(), Err(Error::NotDone)));
+    nic.deregister(buf.addr(0), buf.handle).unwrap();
+    vi.post_recv(desc.addr(0), desc.handle).unwrap();
+    assert_eq!(vi.recv_done().unwrap().0, desc.addr(0));
+    let st = u32::from_le_bytes(desc.get(28, 4).try_into().unwrap());
+    assert_ne!(st & status::PROTECTION_ERROR, 0);
 }

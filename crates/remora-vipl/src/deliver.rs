@@ -1,0 +1,374 @@
+//! How a payload reaches the peer, and how completions come back.
+//!
+//! A receive posted on a connected VI is described at once in the peer's ring A (its size,
+//! and where its buffers lie: piece segments and offsets). A send consumes the peer's next
+//! receive: it learns the receive's size from ring A (sizes are read in batches, when the
+//! peer's posted count is looked at, which is only when the receives known are used up),
+//! writes the payload — inside the completion entry when it is short ([`layout::INLINE`]),
+//! else straight into the receiver's buffers (one copy on one host, one stream across
+//! hosts) —, writes the completion entry with its sequence number last, and rings the
+//! receiver's doorbell only when it sleeps. Across hosts the sender also stores the done
+//! count after the entry, and the receiver reads the entry only once the count covers it.
+
+use crate::data::{Outcome, Taken};
+use crate::layout::{self, status, Chunk, Completion, ENTRIES, ENTRY, INLINE, MAX_CHUNKS, SEQ};
+use crate::link::Link;
+use crate::vi::{lock, Posted, RecvQ, SendQ, ViInner, ViState, SHADOW, UNRELIABLE};
+use crate::{Error, ErrorCode, Result};
+use remora_sisci::UserRegion;
+use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a send waits for the peer to post a receive before the message counts as one
+/// that found none.
+const RECEIVE_GRACE: Duration = Duration::from_millis(5);
+/// How long a send waits for a freshly connected peer to describe its receives.
+const READY_WAIT: Duration = Duration::from_secs(10);
+
+impl ViInner {
+    /// Record a completed receive (the descriptor in user memory, the done queue, the CQ).
+    pub(crate) fn complete_recv(&self, q: &mut RecvQ, p: &Posted, st: u32, len: u32, imm: Option<u32>) {
+        self.nic.finish(&p.ctl, p.epoch, st, Some(len), imm);
+        q.done.push_back((p.addr, p.handle));
+        if let Some(cq) = &self.recv_cq {
+            cq.push(self.id, true);
+        }
+    }
+
+    /// Record a completed send, RDMA write or RDMA read.
+    pub(crate) fn complete_send(&self, sq: &mut SendQ, addr: usize, handle: u32, t: &Taken, st: u32) {
+        self.nic.finish(&t.ctl, t.epoch, st, None, None);
+        sq.done.push_back((addr, handle));
+        if self.send_waiters.load(Ordering::SeqCst) > 0 {
+            self.send_cv.notify_all();
+        }
+        if let Some(cq) = &self.send_cq {
+            cq.push(self.id, false);
+        }
+    }
+
+    /// Every receive still posted completes flushed (the VI broke or disconnected).
+    pub(crate) fn flush_receives(&self) {
+        let mut q = lock(&self.recv);
+        while let Some(p) = q.posted.pop_front() {
+            self.complete_recv(
+                &mut q,
+                &p,
+                status::DONE | status::OP_RECEIVE | status::DESC_FLUSHED_ERROR,
+                0,
+                None,
+            );
+        }
+    }
+
+    /// Describe the receives not described yet in the peer's ring A.
+    pub(crate) fn publish(&self, q: &mut RecvQ, link: &Link) {
+        let end = q.consumed + q.posted.len() as u64;
+        if q.pushed >= end {
+            return;
+        }
+        let mut e = [0u8; ENTRY];
+        if q.described.len() < ENTRIES {
+            q.described.resize(ENTRIES, None);
+        }
+        while q.pushed < end {
+            let p = &q.posted[(q.pushed - q.consumed) as usize];
+            let n = layout::encode_entry(p.total, &p.chunks, &mut e);
+            if n < SHADOW {
+                e[n..SHADOW].fill(0);
+            }
+            let i = q.pushed as usize % ENTRIES;
+            if n > SHADOW || q.described[i].is_none_or(|d| d[..] != e[..SHADOW]) {
+                let _ = link.map.write(layout::entry_at(q.pushed), &e[..n]);
+                q.described[i] = (n <= SHADOW).then(|| {
+                    let mut d = [0u8; SHADOW];
+                    d[..n].copy_from_slice(&e[..n]);
+                    d
+                });
+            }
+            q.pushed += 1;
+        }
+        link.store(layout::PEER_POSTED, q.pushed);
+        link.push();
+    }
+
+    /// Take in the completions the peer wrote. A completion with an error breaks a
+    /// reliable VI at once (the peer's side broke when it wrote it).
+    pub(crate) fn reap(self: &Arc<Self>) -> Result<()> {
+        self.reap_and(false).map(|_| ())
+    }
+
+    /// [`ViInner::reap`], and take the oldest completed receive out (`VipRecvDone`) when
+    /// `pop`, under the same lock.
+    pub(crate) fn reap_and(self: &Arc<Self>, pop: bool) -> Result<Option<(usize, u32)>> {
+        let (broke, got) = {
+            let mut q = lock(&self.recv);
+            let broke = self.take_completions_locked(&mut q)?;
+            (broke, if pop { q.done.pop_front() } else { None })
+        };
+        if let Some(addr) = broke {
+            if self.attrs().reliability != UNRELIABLE {
+                self.fail(ErrorCode::PostDesc, Some(addr), false);
+            }
+        }
+        self.check_peer_now_and_then();
+        Ok(got)
+    }
+
+    /// Complete the receives the peer completed; the first that failed, if one did.
+    pub(crate) fn take_completions(&self) -> Result<Option<usize>> {
+        self.take_completions_locked(&mut lock(&self.recv))
+    }
+
+    fn take_completions_locked(&self, q: &mut RecvQ) -> Result<Option<usize>> {
+        let here = self.peer_here.load(Ordering::Relaxed);
+        let mut broke = None;
+        let mut done = None;
+        while !q.posted.is_empty() {
+            let k = q.consumed;
+            if !here && *done.get_or_insert_with(|| self.map.load(layout::DONE)) <= k {
+                break;
+            }
+            let at = layout::completion_at(k);
+            if self.map.load(at + SEQ) != k + 1 {
+                break;
+            }
+            let mut b = [0u8; SEQ];
+            self.map.read(at, &mut b)?;
+            let (c, inline) = Completion::decode(&b);
+            let Some(p) = q.posted.pop_front() else { break };
+            q.consumed += 1;
+            let mut st = c.status;
+            if let Some(data) = inline {
+                if !self.nic.still_registered_all(&p.bufs, p.epoch) || scatter_inline(data, &p.bufs).is_err()
+                {
+                    st |= status::PROTECTION_ERROR;
+                }
+            }
+            let imm = (st & status::IMMEDIATE != 0).then_some(c.immediate);
+            if st & status::ERROR_MASK != 0 && broke.is_none() {
+                broke = Some(p.addr);
+            }
+            self.complete_recv(q, &p, st, c.len, imm);
+        }
+        Ok(broke)
+    }
+
+    fn own(&self, off: usize) -> u64 {
+        self.map.load(off)
+    }
+
+    /// The size of the peer's receive number `k`, once it is described; `None` when it is
+    /// not within the grace (or the peer never linked).
+    fn peer_room(&self, sq: &mut SendQ, k: u64) -> Option<u32> {
+        if k >= sq.seen && !self.learn_posted(sq, k) {
+            return None;
+        }
+        sq.rooms.get(k as usize % ENTRIES).copied()
+    }
+
+    /// Read the peer's posted count (waiting for receive `k` a moment) and the sizes of
+    /// the receives new since the last look.
+    fn learn_posted(&self, sq: &mut SendQ, k: u64) -> bool {
+        let mut posted = self.own(layout::PEER_POSTED);
+        if posted <= k || self.own(layout::PEER_READY) == 0 {
+            let start = Instant::now();
+            while self.own(layout::PEER_READY) == 0 {
+                if start.elapsed() > READY_WAIT || *lock(&self.state) != ViState::Connected {
+                    return false;
+                }
+                std::thread::yield_now();
+            }
+            let start = Instant::now();
+            let mut n = 0u32;
+            loop {
+                posted = self.own(layout::PEER_POSTED);
+                if posted > k {
+                    break;
+                }
+                if start.elapsed() > RECEIVE_GRACE {
+                    return false;
+                }
+                n += 1;
+                if n > 64 {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        if sq.rooms.len() < ENTRIES {
+            sq.rooms.resize(ENTRIES, 0);
+        }
+        for j in sq.seen.max(posted.saturating_sub(ENTRIES as u64))..posted {
+            let mut b = [0u8; 4];
+            let _ = self.map.read(layout::entry_at(j), &mut b);
+            sq.rooms[j as usize % ENTRIES] = u32::from_le_bytes(b);
+        }
+        sq.seen = posted;
+        true
+    }
+
+    /// Consume the peer's next receive with `len` bytes from `sources` (none for an RDMA
+    /// write's immediate data), and complete it with `st`. Returns the status bits for the
+    /// sender's descriptor.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn deliver(
+        &self,
+        sq: &mut SendQ,
+        link: &Link,
+        reliable: bool,
+        sources: Option<&[UserRegion]>,
+        imm: Option<u32>,
+        st: u32,
+        len: u32,
+    ) -> Outcome {
+        let k = sq.consumed;
+        let Some(room) = self.peer_room(sq, k) else {
+            if !reliable {
+                return Outcome::bits(0);
+            }
+            return Outcome {
+                bits: status::TRANSPORT_ERROR,
+                fail: Some((ErrorCode::ConnLost, false)),
+                say: Some(ErrorCode::RecvqEmpty),
+            };
+        };
+        let mut done = Completion { len, immediate: imm.unwrap_or(0), status: st };
+        if imm.is_some() {
+            done.status |= status::IMMEDIATE;
+        }
+        let sources = sources.unwrap_or(&[]);
+        let size: usize = sources.iter().map(|s| s.len()).sum();
+        let mut inline = [0u8; INLINE];
+        let mut carried = None;
+        let mut broke = None;
+        if size > room as usize {
+            done.status |= status::LENGTH_ERROR;
+            done.len = 0;
+            broke = Some(ErrorCode::PostDesc);
+        } else if size <= INLINE {
+            let mut at = 0;
+            for s in sources {
+                let _ = s.read(0, &mut inline[at..at + s.len()]);
+                at += s.len();
+            }
+            carried = Some(&inline[..size]);
+        } else if self.scatter(link, k, sources).is_err() {
+            done.status |= status::TRANSPORT_ERROR;
+            broke = Some(ErrorCode::ConnLost);
+        }
+        let at = layout::completion_at(k);
+        let _ = link.map.write(at, &done.encode(carried));
+        link.store(at + SEQ, k + 1);
+        sq.consumed = k + 1;
+        let here = link.map.is_local();
+        if !here {
+            link.store(layout::DONE, k + 1);
+        }
+        if link.peer.bell_always || here {
+            fence(Ordering::SeqCst);
+        } else {
+            link.settle();
+        }
+        if link.peer.bell_always || self.own(layout::PEER_WAITING) != 0 {
+            link.ring();
+        } else {
+            link.push();
+        }
+        match broke {
+            Some(code) if reliable || code == ErrorCode::ConnLost => {
+                Outcome { fail: Some((code, true)), ..Outcome::default() }
+            }
+            _ => Outcome::default(),
+        }
+    }
+
+    /// Copy the sources, in order, into the buffers of the peer's receive `k`.
+    fn scatter(&self, link: &Link, k: u64, sources: &[UserRegion]) -> Result<()> {
+        let mut e = [0u8; ENTRY];
+        let at = layout::entry_at(k);
+        self.map.read(at, &mut e[..16])?;
+        let mut head = [0u8; 16];
+        head.copy_from_slice(&e[..16]);
+        let used = 16 + 16 * layout::entry_chunks(&head);
+        self.map.read(at, &mut e[..used])?;
+        let mut out = [Chunk::default(); MAX_CHUNKS];
+        let (_, chunks) = layout::decode_entry(&e[..used], &mut out);
+        let mut ci = 0usize;
+        let mut coff = 0usize;
+        for src in sources {
+            let mut soff = 0usize;
+            while soff < src.len() {
+                let c = chunks
+                    .get(ci)
+                    .ok_or_else(|| Error::Descriptor("receive smaller than described".into()))?;
+                let n = (c.len as usize - coff).min(src.len() - soff);
+                link.write_piece(&self.nic, c.seg, c.off as usize + coff, src, soff, n)?;
+                soff += n;
+                coff += n;
+                if coff == c.len as usize {
+                    ci += 1;
+                    coff = 0;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An RDMA write or read of `local` against the peer's memory at `remote`. Returns
+    /// the error bits.
+    pub(crate) fn rdma(
+        &self,
+        link: &Link,
+        remote: layout::DataSegment,
+        local: &[UserRegion],
+        write: bool,
+    ) -> u32 {
+        let total: usize = local.iter().map(|s| s.len()).sum();
+        let allowed = if write { link.peer.rdma_write } else { link.peer.rdma_read };
+        let slot = match link.slot(&self.nic, remote.handle) {
+            Ok(Some(s)) => s,
+            Ok(None) => return status::RDMA_PROT_ERROR,
+            Err(_) => return status::TRANSPORT_ERROR,
+        };
+        let flag = if write { layout::SLOT_RDMA_WRITE } else { layout::SLOT_RDMA_READ };
+        let inside = remote.addr >= slot.base && remote.addr + total as u64 <= slot.base + slot.len;
+        if !allowed || slot.flags & flag == 0 || !inside || slot.ptag != link.peer.ptag {
+            return status::RDMA_PROT_ERROR;
+        }
+        let mut at = remote.addr;
+        for l in local {
+            let mut off = 0usize;
+            while off < l.len() {
+                let Some(&(seg, seg_off, start, len)) =
+                    slot.pieces.iter().find(|p| at >= p.2 && at < p.2 + p.3)
+                else {
+                    return status::RDMA_PROT_ERROR;
+                };
+                let n = ((start + len - at) as usize).min(l.len() - off);
+                let where_ = (seg_off + at - start) as usize;
+                let r = if write {
+                    link.write_piece(&self.nic, seg, where_, l, off, n)
+                } else {
+                    link.read_piece(&self.nic, seg, where_, l, off, n)
+                };
+                if r.is_err() {
+                    return status::TRANSPORT_ERROR;
+                }
+                off += n;
+                at += n as u64;
+            }
+        }
+        0
+    }
+}
+
+/// Copy a payload that arrived inside its completion into the receive's buffers.
+fn scatter_inline(mut data: &[u8], bufs: &[UserRegion]) -> std::io::Result<()> {
+    for b in bufs {
+        let n = b.len().min(data.len());
+        b.write(0, &data[..n])?;
+        data = &data[n..];
+    }
+    Ok(())
+}
