@@ -1,7 +1,8 @@
 //! The PIO helpers of the guide: `SCIFlush` and `SCIMemCpy` (both directions) on a map,
 //! with the optional check of a sequence.
 
-use crate::map::{Map, Sequence, SequenceStatus};
+use crate::map::Map;
+use crate::sequence::{Sequence, SequenceStatus};
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 

@@ -34,6 +34,7 @@ mod interrupt;
 mod map;
 mod query;
 mod segment;
+mod sequence;
 
 pub use copy::{flush, mem_copy, mem_read};
 pub use dma::{DmaCallback, DmaFlags, DmaQueue, DmaState, DmaVec, MIN_CAPACITY};
@@ -43,11 +44,12 @@ pub use interrupt::{
     DataCallback, DataInterrupt, Interrupt, InterruptCallback, RemoteDataInterrupt, RemoteInterrupt,
     MAX_DATA_INTERRUPT,
 };
-pub use map::{Map, MapFlags, Sequence, SequenceStatus};
+pub use map::{Map, MapFlags};
 pub use query::AdapterInfo;
 pub use remora_client::Config;
 pub use remora_sys::user_memory::UserRegion;
 pub use segment::{ConnectFlags, CreateFlags, LocalCallback, LocalSegment, RemoteCallback, RemoteSegment};
+pub use sequence::{Sequence, SequenceStatus};
 
 use remora_client::Session;
 use remora_proto::{Event, LostReason, Reply, Request};
