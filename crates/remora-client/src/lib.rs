@@ -51,6 +51,20 @@ pub enum ClientError {
     /// The daemon sent something this side does not understand.
     #[error("protocol: {0}")]
     Protocol(String),
+    /// The daemon speaks another version of the protocol (a daemon of an older or newer
+    /// build still runs for the node).
+    #[error(
+        "the daemon of node {node} speaks protocol {daemon}, this library {library}: stop it \
+         (kill the remorad of node {node}) and a matching one starts"
+    )]
+    Version {
+        /// The node.
+        node: u32,
+        /// The daemon's version.
+        daemon: u16,
+        /// This library's.
+        library: u16,
+    },
     /// A system call failed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -227,6 +241,20 @@ impl Session {
         }
     }
 
+    /// What a reply that does not decode means: a daemon of another version says so
+    /// once on stderr (a person must stop it), anything else is a protocol error.
+    fn undecodable(&self, e: remora_proto::DecodeError) -> ClientError {
+        match e {
+            remora_proto::DecodeError::Version { theirs, ours } => {
+                let e = ClientError::Version { node: self.node, daemon: theirs, library: ours };
+                static SAID: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+                SAID.get_or_init(|| eprintln!("remora: {e}"));
+                e
+            }
+            other => ClientError::Protocol(other.to_string()),
+        }
+    }
+
     /// The node this session belongs to.
     pub fn node(&self) -> u32 {
         self.node
@@ -313,7 +341,7 @@ impl Session {
             if n == 0 {
                 return Err(ClientError::DaemonGone);
             }
-            match decode::<ServerMsg>(&buf[..n]).map_err(|e| ClientError::Protocol(e.to_string()))? {
+            match decode::<ServerMsg>(&buf[..n]).map_err(|e| self.undecodable(e))? {
                 ServerMsg::Reply { id: rid, result } if rid == id => return Ok((result?, got)),
                 // The answer to a request whose caller gave up waiting (a thread cancelled
                 // inside the call): it is nobody's now.

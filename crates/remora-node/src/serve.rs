@@ -63,6 +63,14 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
                 tracing::warn!(pid, "first message is not a hello ({:?}); closing", other.req);
                 return;
             }
+            Err(e @ remora_proto::DecodeError::Version { .. }) => {
+                // Answer in this daemon's version, so the library can say what is wrong
+                // (its decoder names both versions) instead of seeing a closed session.
+                tracing::warn!(pid, "a client of another protocol version; closing: {e}");
+                let why = remora_proto::Error::Protocol(e.to_string());
+                let _ = send_msg(&conn, &ServerMsg::Reply { id: 0, result: Err(why) }, &[]).await;
+                return;
+            }
             Err(e) => {
                 tracing::warn!(pid, "malformed first frame; closing: {e}");
                 return;

@@ -85,7 +85,9 @@ impl From<ClientError> for Error {
     fn from(e: ClientError) -> Error {
         match e {
             ClientError::Daemon(d) => d.into(),
-            ClientError::NoDaemon(_) | ClientError::DaemonGone => Error::NoDevice,
+            ClientError::NoDaemon(_) | ClientError::DaemonGone | ClientError::Version { .. } => {
+                Error::NoDevice
+            }
             ClientError::Config(c) => Error::Invalid(c.to_string()),
             other => Error::NoMemory(other.to_string()),
         }

@@ -69,6 +69,10 @@ pub enum Error {
     /// The node does not answer (`SCI_ERR_NODE_NOT_RESPONDING`).
     #[error("node not responding")]
     NodeNotResponding,
+    /// The node's daemon speaks another protocol version than this library
+    /// (`SCI_ERR_INCONSISTENT_VERSIONS`).
+    #[error("{0}")]
+    InconsistentVersions(String),
     /// A transfer failed (`SCI_ERR_TRANSFER_FAILED`).
     #[error("transfer failed")]
     TransferFailed,
@@ -133,6 +137,7 @@ impl From<ClientError> for Error {
             ClientError::Daemon(d) => d.into(),
             ClientError::DaemonGone => Error::NodeNotResponding,
             ClientError::Config(c) => Error::IllegalParameter(c.to_string()),
+            v @ ClientError::Version { .. } => Error::InconsistentVersions(v.to_string()),
             other => Error::System(other.to_string()),
         }
     }
@@ -147,5 +152,16 @@ impl From<std::io::Error> for Error {
             Some(17) => Error::IllegalAddress,
             _ => Error::System(e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_daemon_of_another_version_is_inconsistent_versions() {
+        let e: Error = ClientError::Version { node: 4, daemon: 6, library: 5 }.into();
+        assert!(matches!(&e, Error::InconsistentVersions(s) if s.contains("protocol 6")), "{e:?}");
     }
 }
