@@ -7,7 +7,7 @@
 
 use crate::core::{ConnKind, ConnectWait, DmaTarget, Registry};
 use crate::session::wait_changes;
-use crate::transport::{BoxFuture, Inbound, LinkState, PeerMemory};
+use crate::transport::{BoxFuture, FlowUse, Inbound, LinkState, PeerMemory};
 use crate::Node;
 use remora_proto::link::{PeerReply, PeerRequest, RangeRef, Space};
 use remora_proto::{Error, Event, LostReason, Role};
@@ -156,6 +156,23 @@ impl PeerMemory for ConnectionMemory {
         let node = self.node.upgrade()?;
         let m = served_mapping(&node, self.peer, self.conn, offset, len)?;
         Some(vec![(m, offset as usize, len as usize)])
+    }
+
+    /// Only DSM pagers bind flows to a connection: reads are page fetches, stores are the
+    /// runs of a flush (an empty store only asks that the ones before it have arrived).
+    fn flow_used(&self, what: FlowUse) {
+        let Some(node) = self.node.upgrade() else { return };
+        let st = &node.stats;
+        match what {
+            FlowUse::Bound => {
+                st.pager_flows_served.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            FlowUse::Read(n) => crate::Stats::count(&st.dsm_page_fetches, &st.dsm_fetched_bytes, n),
+            FlowUse::Stored { bytes: 0, .. } => {}
+            FlowUse::Stored { bytes, .. } => {
+                crate::Stats::count(&st.dsm_flush_runs, &st.dsm_flushed_bytes, bytes)
+            }
+        }
     }
 }
 

@@ -64,6 +64,41 @@ pub struct Stats {
     pub dma_bytes: std::sync::atomic::AtomicU64,
     /// Sessions opened since the start.
     pub sessions_opened: std::sync::atomic::AtomicU64,
+    /// SCIF RMA stores into this node's registered windows served for peers on other hosts
+    /// (pager-flow frames the sender waits for, and link requests).
+    pub scif_rma_writes: std::sync::atomic::AtomicU64,
+    /// Bytes of [`Stats::scif_rma_writes`].
+    pub scif_rma_written_bytes: std::sync::atomic::AtomicU64,
+    /// Reads of this node's registered SCIF windows served for peers on other hosts (RMA
+    /// reads, and the pages `scif_mmap` maps of those windows fetch over the same flow).
+    pub scif_rma_reads: std::sync::atomic::AtomicU64,
+    /// Bytes of [`Stats::scif_rma_reads`].
+    pub scif_rma_read_bytes: std::sync::atomic::AtomicU64,
+    /// Pages that DSM pagers of other hosts fetched from this node's segments.
+    pub dsm_page_fetches: std::sync::atomic::AtomicU64,
+    /// Bytes of [`Stats::dsm_page_fetches`].
+    pub dsm_fetched_bytes: std::sync::atomic::AtomicU64,
+    /// Runs of changed bytes that DSM pagers of other hosts flushed into this node's
+    /// memory (segments, and SCIF windows mapped with `scif_mmap`).
+    pub dsm_flush_runs: std::sync::atomic::AtomicU64,
+    /// Bytes of [`Stats::dsm_flush_runs`].
+    pub dsm_flushed_bytes: std::sync::atomic::AtomicU64,
+    /// Pager flows this node dialed to other hosts for its processes.
+    pub pager_flows_dialed: std::sync::atomic::AtomicU64,
+    /// Pager flows of other hosts bound to this node's memory.
+    pub pager_flows_served: std::sync::atomic::AtomicU64,
+}
+
+impl Stats {
+    /// Add one operation of `bytes` bytes to the pair `ops`, `total`.
+    pub(crate) fn count(
+        ops: &std::sync::atomic::AtomicU64,
+        total: &std::sync::atomic::AtomicU64,
+        bytes: u64,
+    ) {
+        ops.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        total.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Errors that stop a daemon from starting.

@@ -3,6 +3,11 @@
 //! `remora status` shows (sessions, segments by state, connections, maps, interrupts, DMA
 //! queues, SCIF ports, listeners and connections) and, per peer node of another host, the
 //! link's state, heartbeat round trip and bytes each way. Each scrape reads the books afresh.
+//!
+//! Traffic counters count what passes through this daemon: DMA jobs; SCIF RMA and DSM
+//! traffic of other hosts into (and out of) this node's memory, as its pager flows and link
+//! requests serve it; the pager flows it dialed and served. RMA and DSM maps between nodes
+//! of one host are plain loads and stores of shared memory, which no daemon sees.
 
 use crate::Node;
 use prometheus_client::encoding::text::encode;
@@ -47,6 +52,59 @@ pub fn render(st: &NodeStatus, stats: &crate::Stats) -> String {
         "sessions_opened",
         "Sessions opened since the start",
         stats.sessions_opened.load(Relaxed),
+    );
+    let ops = Family::<Labels, Counter>::default();
+    let bytes = Family::<Labels, Counter>::default();
+    for (op, n, b) in [
+        ("read", &stats.scif_rma_reads, &stats.scif_rma_read_bytes),
+        ("write", &stats.scif_rma_writes, &stats.scif_rma_written_bytes),
+    ] {
+        let l = vec![("op".into(), op.to_string())];
+        ops.get_or_create(&l).inc_by(n.load(Relaxed));
+        bytes.get_or_create(&l).inc_by(b.load(Relaxed));
+    }
+    reg.register(
+        "scif_rma_operations",
+        "SCIF RMA frames and requests of peers on other hosts served on this node's registered \
+         windows, by op (reads include pages that scif_mmap maps of those windows fetch)",
+        ops,
+    );
+    reg.register("scif_rma_bytes", "Bytes of remora_scif_rma_operations, by op", bytes);
+    counter(
+        &mut reg,
+        "dsm_page_fetches",
+        "Pages that DSM pagers of other hosts fetched from this node's segments",
+        stats.dsm_page_fetches.load(Relaxed),
+    );
+    counter(
+        &mut reg,
+        "dsm_fetched_bytes",
+        "Bytes of remora_dsm_page_fetches",
+        stats.dsm_fetched_bytes.load(Relaxed),
+    );
+    counter(
+        &mut reg,
+        "dsm_flush_runs",
+        "Runs of changed bytes that DSM pagers of other hosts flushed into this node's memory",
+        stats.dsm_flush_runs.load(Relaxed),
+    );
+    counter(
+        &mut reg,
+        "dsm_flushed_bytes",
+        "Bytes of remora_dsm_flush_runs",
+        stats.dsm_flushed_bytes.load(Relaxed),
+    );
+    counter(
+        &mut reg,
+        "pager_flows_dialed",
+        "Pager flows (DSM maps, SCIF RMA) this node dialed to other hosts for its processes",
+        stats.pager_flows_dialed.load(Relaxed),
+    );
+    counter(
+        &mut reg,
+        "pager_flows_served",
+        "Pager flows of other hosts bound to this node's memory",
+        stats.pager_flows_served.load(Relaxed),
     );
     let clients = st.sessions.iter().filter(|s| s.role != Role::Control).count() as i64;
     gauge(&mut reg, "node", "This daemon's node id", i64::from(st.node));

@@ -140,3 +140,193 @@ fn log_json_writes_one_object_a_line() {
         assert!(l.starts_with('{') && l.ends_with('}') && l.contains("\"level\""), "not a JSON line: {l}");
     }
 }
+
+/// The value of the sample `name` (with its labels) in a scrape.
+fn sample(scrape: &str, name: &str) -> u64 {
+    let line = scrape.lines().find(|l| l.starts_with(&format!("{name} ")));
+    let v = line.unwrap_or_else(|| panic!("no {name} in {scrape}"));
+    v[name.len() + 1..].trim().parse().unwrap_or_else(|_| panic!("{v}"))
+}
+
+/// One frame on a pager flow, and the answer when one is asked for (`Read`, or `Write` with
+/// `ok`): the answer's header and payload.
+fn flow_frame(
+    s: &mut std::net::TcpStream,
+    h: remora_proto::link::BulkHeader,
+    data: &[u8],
+) -> Option<(remora_proto::link::BulkHeader, Vec<u8>)> {
+    use remora_proto::link::{BulkFrame, BulkOp, BULK_FRAME};
+    use std::io::{Read as _, Write as _};
+    s.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&h))).unwrap();
+    s.write_all(data).unwrap();
+    if h.op == BulkOp::Write && !h.ok {
+        return None;
+    }
+    let mut raw = [0u8; BULK_FRAME];
+    s.read_exact(&mut raw).unwrap();
+    let a = BulkFrame::parse(&raw).unwrap();
+    let mut payload = vec![0u8; if a.op == BulkOp::Data { a.len as usize } else { 0 }];
+    s.read_exact(&mut payload).unwrap();
+    Some((a, payload))
+}
+
+/// The reply of `req` on `s`, with the descriptors that came with it.
+fn ask(
+    s: &remora_client::Session,
+    req: remora_proto::Request,
+    fds: &[std::os::fd::BorrowedFd<'_>],
+) -> (remora_proto::Reply, Vec<std::os::fd::OwnedFd>) {
+    s.request(req, fds).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn metrics_count_scif_rma_and_dsm_traffic_of_another_host() {
+    use remora_proto::link::{BulkHeader, BulkOp};
+    use remora_proto::{Reply, Request, ScifRequest};
+    let dir = tempfile::Builder::new().prefix("remora-metrics2").tempdir().unwrap();
+    // Nodes 4 and 8 of this host, talking over TCP as nodes of two hosts do.
+    let cluster = dir.path().join("cluster.toml");
+    let mut text =
+        "secret = \"remora-test-secret-0123456789\"\nheartbeat_ms = 50\nforce_tcp = true\n".to_string();
+    for n in [4, 8] {
+        text +=
+            &format!("[[node]]\nid = {n}\nhost = \"127.0.0.1\"\nport = {}\n", remora_testkit::free_port());
+    }
+    std::fs::write(&cluster, text).unwrap();
+    let ports = [remora_testkit::free_port(), remora_testkit::free_port()];
+    let mut daemons = Vec::new();
+    for (node, port) in [4u32, 8].into_iter().zip(ports) {
+        daemons.push(
+            Command::new(env!("CARGO_BIN_EXE_remorad"))
+                .args(["--node", &node.to_string(), "--metrics", &format!("127.0.0.1:{port}"), "--cluster"])
+                .arg(&cluster)
+                .arg("--runtime-dir")
+                .arg(dir.path())
+                .spawn()
+                .unwrap(),
+        );
+        let sock = remora_proto::paths::socket_path(dir.path(), node);
+        wait_until("the socket", || sock.exists());
+        wait_until("the metrics endpoint", || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+    }
+    let cfg = |node| remora_client::Config {
+        node,
+        runtime_dir: dir.path().to_path_buf(),
+        daemon: None,
+        spawn: false,
+        idle_exit: Duration::from_secs(60),
+        cluster: Some(cluster.clone()),
+    };
+    let map = |fd: &std::os::fd::OwnedFd| {
+        remora_sys::Mapping::new(fd.as_fd(), 0, 8192, Default::default()).unwrap()
+    };
+
+    // DSM: a process of node 8 maps node 4's segment; its pager fetches a page, flushes a
+    // run of changed bytes and waits for it to land.
+    let owner = remora_client::Session::open(&cfg(4)).unwrap();
+    let req = Request::CreateSegment { id: Some(9), size: 8192, private: false, empty: false };
+    let (Reply::Segment { seg, .. }, seg_fds) = ask(&owner, req, &[]) else { panic!("no segment") };
+    ask(&owner, Request::Prepare { seg, adapter: 0 }, &[]);
+    ask(&owner, Request::SetAvailable { seg, adapter: 0 }, &[]);
+    let seg_mem = map(&seg_fds[0]);
+    seg_mem.write(0, b"home").unwrap();
+    let importer = remora_client::Session::open(&cfg(8)).unwrap();
+    let req = Request::Connect { node: 4, id: 9, timeout_ms: Some(10_000) };
+    let (Reply::Connected { conn, .. }, _) = ask(&importer, req, &[]) else { panic!("not connected") };
+    let (Reply::DsmFlow { remote, .. }, mut fds) = ask(&importer, Request::DsmFlow { conn }, &[]) else {
+        panic!("no pager flow")
+    };
+    let mut flow = std::net::TcpStream::from(fds.pop().unwrap());
+    let h = |op, tag, offset, len, ok| BulkHeader { op, tag, conn: remote, offset, len, ok };
+    let (a, page) = flow_frame(&mut flow, h(BulkOp::Read, 1, 0, 4096, false), &[]).unwrap();
+    assert!(a.ok && page.starts_with(b"home"), "{a:?}");
+    assert!(flow_frame(&mut flow, h(BulkOp::Write, 2, 100, 5, false), b"diffs").is_none());
+    let (a, _) = flow_frame(&mut flow, h(BulkOp::Write, 3, 0, 0, true), &[]).unwrap();
+    assert!(a.op == BulkOp::Ack && a.ok, "{a:?}");
+    let mut got = [0u8; 5];
+    seg_mem.read(100, &mut got).unwrap();
+    assert_eq!(&got, b"diffs");
+
+    // SCIF: an endpoint of node 8 connects to a listener of node 4, whose accepted end
+    // registers a window; node 8 writes and reads it through the daemons and over its
+    // pager flow.
+    let scif = |node| remora_client::Session::open_scif(&cfg(node), false).unwrap();
+    let listener = scif(4);
+    let (Reply::ScifPort { port }, _) =
+        ask(&listener, Request::Scif(ScifRequest::Bind { port: 0, privileged: false }), &[])
+    else {
+        panic!("not bound")
+    };
+    let (reader, ringer) = remora_sys::bell::pair().unwrap();
+    let req = Request::Scif(ScifRequest::Listen { backlog: 1 });
+    let (Reply::ScifListening { token }, _) = ask(&listener, req, &[reader.as_fd(), ringer.as_fd()]) else {
+        panic!("not listening")
+    };
+    let cfg8 = cfg(8);
+    let connecting = std::thread::spawn(move || {
+        let s = remora_client::Session::open_scif(&cfg8, false).unwrap();
+        let (_r, ringer) = remora_sys::bell::pair().unwrap();
+        let req = Request::Scif(ScifRequest::Connect { node: 4, port, from_node: 8, from_port: 4242 });
+        let (reply, fds) = ask(&s, req, &[ringer.as_fd()]);
+        assert!(matches!(reply, Reply::ScifConnected { remote: true, .. }), "{reply:?}");
+        (s, fds, ringer)
+    });
+    let accepted = scif(4);
+    let (_r, ringer) = remora_sys::bell::pair().unwrap();
+    let req = Request::Scif(ScifRequest::Accept { port, token, sync: true });
+    let (reply, _accept_fds) = ask(&accepted, req, &[ringer.as_fd()]);
+    assert!(matches!(reply, Reply::ScifConnected { .. }), "{reply:?}");
+    let (near, _conn_fds, _ringer) = connecting.join().unwrap();
+    let window = remora_sys::Memfd::create("window", 8192).unwrap();
+    let req =
+        Request::Scif(ScifRequest::Register { offset: 0, len: 8192, prot: 3, fixed: true, memfd_offset: 0 });
+    let (Reply::ScifOffset { offset: 0 }, _) = ask(&accepted, req, &[window.as_fd()]) else {
+        panic!("not registered")
+    };
+    let win_mem = remora_sys::Mapping::new(window.as_fd(), 0, 8192, Default::default()).unwrap();
+    let req = Request::Scif(ScifRequest::RemoteWrite { offset: 0, data: b"rma by request".to_vec() });
+    ask(&near, req, &[]);
+    let (Reply::Data(d), _) = ask(&near, Request::Scif(ScifRequest::RemoteRead { offset: 0, len: 14 }), &[])
+    else {
+        panic!("no data")
+    };
+    assert_eq!(d, b"rma by request");
+    let (Reply::DsmFlow { remote, .. }, mut fds) = ask(&near, Request::Scif(ScifRequest::PagerFlow), &[])
+    else {
+        panic!("no pager flow")
+    };
+    let mut flow = std::net::TcpStream::from(fds.pop().unwrap());
+    let h = |op, tag, offset, len, ok| BulkHeader { op, tag, conn: remote, offset, len, ok };
+    let (a, _) = flow_frame(&mut flow, h(BulkOp::Write, 1, 4096, 11, true), b"rma by flow").unwrap();
+    assert!(a.op == BulkOp::Ack && a.ok, "{a:?}");
+    let (a, d) = flow_frame(&mut flow, h(BulkOp::Read, 2, 4096, 11, false), &[]).unwrap();
+    assert!(a.ok && d == b"rma by flow", "{a:?}");
+    let mut got = [0u8; 11];
+    win_mem.read(4096, &mut got).unwrap();
+    assert_eq!(&got, b"rma by flow");
+
+    // The home node counted what it served; the importer's node the flows it dialed.
+    let home = http_get(ports[0], "/metrics");
+    for (name, want) in [
+        ("remora_dsm_page_fetches_total", 1),
+        ("remora_dsm_fetched_bytes_total", 4096),
+        ("remora_dsm_flush_runs_total", 1),
+        ("remora_dsm_flushed_bytes_total", 5),
+        ("remora_scif_rma_operations_total{op=\"write\"}", 2),
+        ("remora_scif_rma_bytes_total{op=\"write\"}", 14 + 11),
+        ("remora_scif_rma_operations_total{op=\"read\"}", 2),
+        ("remora_scif_rma_bytes_total{op=\"read\"}", 14 + 11),
+        ("remora_pager_flows_served_total", 2),
+        ("remora_pager_flows_dialed_total", 0),
+    ] {
+        assert_eq!(sample(&home, name), want, "{name} in {home}");
+    }
+    let far = http_get(ports[1], "/metrics");
+    assert_eq!(sample(&far, "remora_pager_flows_dialed_total"), 2, "{far}");
+    assert_eq!(sample(&far, "remora_dsm_page_fetches_total"), 0, "{far}");
+    drop((flow, near, accepted, listener, importer, owner));
+    for mut d in daemons {
+        let _ = d.kill();
+        let _ = d.wait();
+    }
+}

@@ -321,6 +321,7 @@ async fn dsm_flow(s: &Session, conn: u64) -> Result<(Reply, OwnedFd), Error> {
     };
     let t = s.node.transports().to(node).cloned().ok_or(Error::NoSuchNode)?;
     let fd = t.pager_flow(node, RangeRef::connection(remote)).await?;
+    s.node.stats.pager_flows_dialed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok((Reply::DsmFlow { remote, size }, fd))
 }
 

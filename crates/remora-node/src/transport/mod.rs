@@ -237,6 +237,28 @@ pub trait PeerMemory: Send + Sync {
     /// The mappings that hold `len` bytes at `offset`, in order, as (mapping, offset in it,
     /// bytes); `None` when the range may not be reached (gone, outside, no such access).
     fn resolve(&self, offset: u64, len: u64, write: bool) -> Option<Vec<(Arc<Mapping>, usize, usize)>>;
+
+    /// A pager flow bound to this memory did `what` (bulk frames do not say): for the
+    /// node's counters. Ignored unless the memory counts.
+    fn flow_used(&self, what: FlowUse) {
+        let _ = what;
+    }
+}
+
+/// What a pager flow did with the memory it is bound to ([`PeerMemory::flow_used`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowUse {
+    /// The flow was bound to the memory.
+    Bound,
+    /// `bytes` were read from it and sent.
+    Read(u64),
+    /// `bytes` were stored into it; `acked`: the sender waits for the answer.
+    Stored {
+        /// How many.
+        bytes: u64,
+        /// The frame asked for an acknowledgement.
+        acked: bool,
+    },
 }
 
 /// A constructor in the registration table.

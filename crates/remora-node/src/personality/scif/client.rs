@@ -14,7 +14,9 @@ use std::os::fd::OwnedFd;
 /// `conn`, for the caller's DSM pager.
 async fn pager_flow(s: &Session, node: u32, conn: u64) -> Result<OwnedFd, Error> {
     let t = s.node.transports().to(node).cloned().ok_or(Error::NoSuchNode)?;
-    t.pager_flow(node, RangeRef::registered(conn)).await
+    let fd = t.pager_flow(node, RangeRef::registered(conn)).await?;
+    s.node.stats.pager_flows_dialed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(fd)
 }
 
 /// Serve one SCIF request of endpoint session `s`.

@@ -5,8 +5,8 @@
 //! reaches its windows.
 
 use super::relay;
-use crate::transport::PeerMemory;
-use crate::Node;
+use crate::transport::{FlowUse, PeerMemory};
+use crate::{Node, Stats};
 use remora_proto::link::{PeerReply, ScifPeerRequest};
 use remora_proto::{Error, MAX_DATA_IO};
 use remora_sys::Mapping;
@@ -43,6 +43,9 @@ pub(crate) async fn serve(
                 m.write(off, &data[at..at + n]).map_err(|_| Error::OutOfRange)?;
                 at += n;
             }
+            if at > 0 {
+                Stats::count(&node.stats.scif_rma_writes, &node.stats.scif_rma_written_bytes, at as u64);
+            }
             Ok(PeerReply::Ok)
         }
         ScifPeerRequest::Check { conn, offset, len, prot } => {
@@ -58,6 +61,7 @@ pub(crate) async fn serve(
                 m.read(off, &mut out[at..at + n]).map_err(|_| Error::OutOfRange)?;
                 at += n;
             }
+            Stats::count(&node.stats.scif_rma_reads, &node.stats.scif_rma_read_bytes, at as u64);
             Ok(PeerReply::Data(out))
         }
     }
@@ -96,6 +100,27 @@ impl PeerMemory for Windows {
     fn resolve(&self, offset: u64, len: u64, write: bool) -> Option<Vec<(Arc<Mapping>, usize, usize)>> {
         let node = self.node.upgrade()?;
         pieces(&node, self.from, self.conn, offset, len, write).ok()
+    }
+
+    /// RMA (`scif_writeto`, `scif_readfrom` and friends) and the DSM pager of `scif_mmap`
+    /// maps share the flow: a store the sender waits for is RMA, one it does not wait for
+    /// is a map's flush; reads are either (the frames do not say).
+    fn flow_used(&self, what: FlowUse) {
+        let Some(node) = self.node.upgrade() else { return };
+        let st = &node.stats;
+        match what {
+            FlowUse::Bound => {
+                st.pager_flows_served.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            FlowUse::Read(n) => Stats::count(&st.scif_rma_reads, &st.scif_rma_read_bytes, n),
+            FlowUse::Stored { bytes: 0, .. } => {}
+            FlowUse::Stored { bytes, acked: true } => {
+                Stats::count(&st.scif_rma_writes, &st.scif_rma_written_bytes, bytes)
+            }
+            FlowUse::Stored { bytes, acked: false } => {
+                Stats::count(&st.dsm_flush_runs, &st.dsm_flushed_bytes, bytes)
+            }
+        }
     }
 }
 

@@ -13,7 +13,7 @@
 use super::framing::{read_frame, read_header, write_frame};
 use super::handshake::dial_handshake;
 use super::peer::TcpPeer;
-use crate::transport::{Env, PeerMemory};
+use crate::transport::{Env, FlowUse, PeerMemory};
 use remora_proto::link::{
     BulkFrame, BulkHeader, BulkOp, Flow, LinkMsg, RangeRef, BULK_FRAME, MAX_PAGER_FRAME,
 };
@@ -118,6 +118,7 @@ pub(super) fn accept(peer: &Arc<TcpPeer>, std: StdStream, inc: u64) -> std::io::
             return;
         };
         if s.set_read_timeout(None).is_ok() {
+            mem.flow_used(FlowUse::Bound);
             serve(&p, s, target.handle, mem.as_ref());
         }
     });
@@ -160,6 +161,7 @@ fn serve(peer: &TcpPeer, s: StdStream, handle: u64, mem: &dyn PeerMemory) {
         let r = match hdr.op {
             BulkOp::Write => match (mem.resolve(hdr.offset, hdr.len, true), hdr.ok) {
                 (Some(pieces), ask) => store(&pieces, &mut rd).and_then(|()| {
+                    mem.flow_used(FlowUse::Stored { bytes: hdr.len, acked: ask });
                     if ask {
                         answer(&mut wr, &BulkHeader { op: BulkOp::Ack, ok: true, len: 0, ..hdr })
                     } else {
@@ -187,7 +189,8 @@ fn serve(peer: &TcpPeer, s: StdStream, handle: u64, mem: &dyn PeerMemory) {
                 };
                 peer.bytes_out.fetch_add(BULK_FRAME as u64 + data.len, Ordering::Relaxed);
                 let head = BulkFrame::from_header(&data);
-                match pieces {
+                let served = pieces.is_some();
+                let r = match pieces {
                     // Header and page in one segment: the reader waits for both.
                     Some(pieces) if hdr.len as usize <= scratch.len() - BULK_FRAME => {
                         scratch[..BULK_FRAME].copy_from_slice(zerocopy::IntoBytes::as_bytes(&head));
@@ -207,7 +210,11 @@ fn serve(peer: &TcpPeer, s: StdStream, handle: u64, mem: &dyn PeerMemory) {
                         r
                     }
                     None => wr.write_all(zerocopy::IntoBytes::as_bytes(&head)),
+                };
+                if served && r.is_ok() {
+                    mem.flow_used(FlowUse::Read(hdr.len));
                 }
+                r
             }
             op => {
                 tracing::warn!(peer = peer.id, "a pager flow sent {op:?}, closing the flow");
