@@ -117,9 +117,11 @@ fn establish(v: &Arc<ViInner>, linked: Result<Link>) -> Result<()> {
             let link = Arc::new(link);
             v.peer_here.store(link.map.is_local(), std::sync::atomic::Ordering::Relaxed);
             *v.link.write().unwrap_or_else(|p| p.into_inner()) = Some(link.clone());
+            let attrs = v.attrs();
             *lock(&v.state) = ViState::Connected;
+            lock(&v.send).link = Some((link.clone(), attrs));
             let mut q = lock(&v.recv);
-            q.link = Some(link.clone());
+            q.link = Some((link.clone(), attrs.ptag));
             v.publish(&mut q, &link);
             drop(q);
             link.store(layout::PEER_READY, 1);
@@ -223,6 +225,7 @@ impl Vi {
                 return Err(Error::InvalidState);
             }
         }
+        v.unlink();
         if let Some(link) = v.link.write().unwrap_or_else(|p| p.into_inner()).take() {
             link.say_gone();
             link.close();

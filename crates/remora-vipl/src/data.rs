@@ -187,9 +187,17 @@ impl Vi {
     /// that memory; [`Error::Resource`] when the queue is full.
     pub fn post_recv(&self, addr: usize, handle: u32) -> Result<()> {
         let vi = &self.inner;
-        let ptag = vi.ptag();
-        let st = *lock(&vi.state);
         let mut q = lock(&vi.recv);
+        let (st, ptag) = match &q.link {
+            Some((l, ptag)) if !l.broken.load(Ordering::Acquire) => (ViState::Connected, *ptag),
+            _ => {
+                drop(q);
+                let ptag = vi.ptag();
+                let st = *lock(&vi.state);
+                q = lock(&vi.recv);
+                (st, ptag)
+            }
+        };
         let t = q.cache.take(&vi.nic, addr, handle, ptag, true)?;
         if q.posted.len() >= ENTRIES {
             return Err(Error::Resource(format!("{ENTRIES} receives posted")));
@@ -213,7 +221,7 @@ impl Vi {
         q.posted.push_back(p);
         if st == ViState::Connected {
             let link = q.link.take();
-            if let Some(l) = &link {
+            if let Some((l, _)) = &link {
                 vi.publish(&mut q, l);
             }
             q.link = link;
@@ -230,10 +238,20 @@ impl Vi {
     /// [`Error::InvalidParameter`] as [`Vi::post_recv`].
     pub fn post_send(&self, addr: usize, handle: u32) -> Result<()> {
         let vi = &self.inner;
-        let attrs = vi.attrs();
-        let state = *lock(&vi.state);
-        let link = vi.link();
         let mut sq = lock(&vi.send);
+        let (state, link, attrs) = match &sq.link {
+            Some((l, attrs)) if !l.broken.load(Ordering::Acquire) => {
+                (ViState::Connected, Some(l.clone()), *attrs)
+            }
+            _ => {
+                drop(sq);
+                let attrs = vi.attrs();
+                let state = *lock(&vi.state);
+                let link = vi.link();
+                sq = lock(&vi.send);
+                (state, link, attrs)
+            }
+        };
         let t = sq.cache.take(&vi.nic, addr, handle, attrs.ptag, false)?;
         let op = t.control & control::OP_MASK;
         let opbits = match op {

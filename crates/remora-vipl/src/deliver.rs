@@ -31,6 +31,7 @@ impl ViInner {
     pub(crate) fn complete_recv(&self, q: &mut RecvQ, p: &Posted, st: u32, len: u32, imm: Option<u32>) {
         self.nic.finish(&p.ctl, p.epoch, st, Some(len), imm);
         q.done.push_back((p.addr, p.handle));
+        self.recv_ready.store(q.done.len(), Ordering::Release);
         if let Some(cq) = &self.recv_cq {
             cq.push(self.id, true);
         }
@@ -102,10 +103,16 @@ impl ViInner {
     /// [`ViInner::reap`], and take the oldest completed receive out (`VipRecvDone`) when
     /// `pop`, under the same lock.
     pub(crate) fn reap_and(self: &Arc<Self>, pop: bool) -> Result<Option<(usize, u32)>> {
+        if self.recv_ready.load(Ordering::Acquire) == 0 && !self.completion_in_sight() {
+            self.check_peer_now_and_then();
+            return Ok(None);
+        }
         let (broke, got) = {
             let mut q = lock(&self.recv);
             let broke = self.take_completions_locked(&mut q)?;
-            (broke, if pop { q.done.pop_front() } else { None })
+            let got = if pop { q.done.pop_front() } else { None };
+            self.recv_ready.store(q.done.len(), Ordering::Release);
+            (broke, got)
         };
         if let Some(addr) = broke {
             if self.attrs().reliability != UNRELIABLE {
@@ -114,6 +121,17 @@ impl ViInner {
         }
         self.check_peer_now_and_then();
         Ok(got)
+    }
+
+    /// Whether the peer wrote the next completion (a look without the lock: a stale
+    /// answer only delays a completion to the next poll).
+    fn completion_in_sight(&self) -> bool {
+        let k = self.recv_next.load(Ordering::Acquire);
+        if self.peer_here.load(Ordering::Relaxed) {
+            self.map.load(layout::completion_at(k) + SEQ) == k + 1
+        } else {
+            self.map.load(layout::DONE) > k
+        }
     }
 
     /// Complete the receives the peer completed; the first that failed, if one did.
@@ -152,6 +170,7 @@ impl ViInner {
             }
             self.complete_recv(q, &p, st, c.len, imm);
         }
+        self.recv_next.store(q.consumed, Ordering::Release);
         Ok(broke)
     }
 

@@ -9,7 +9,7 @@ use remora_config::ViplTransfer;
 use remora_sisci::{DmaFlags, MapFlags, RemoteInterrupt, RemoteSegment, UserRegion};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -51,6 +51,8 @@ pub(crate) struct Link {
     pieces: Mutex<HashMap<u32, Piece>>,
     table: Mutex<Option<Piece>>,
     same_host: bool,
+    /// The VI broke (its ERROR state), read by the data path without the state's lock.
+    pub(crate) broken: AtomicBool,
 }
 
 const CONNECT_WAIT: Duration = Duration::from_secs(10);
@@ -79,6 +81,7 @@ impl Link {
             pieces: Mutex::new(HashMap::new()),
             table: Mutex::new(None),
             same_host,
+            broken: AtomicBool::new(false),
         })
     }
 
@@ -133,11 +136,14 @@ impl Link {
         let _ = self.seg.disconnect();
     }
 
-    fn piece(&self, nic: &Nic, id: u32) -> Result<Piece> {
+    /// Run `f` on piece `id` of the peer (connected on first use, again after a loss of
+    /// another host's segment). A piece on this host is used without asking whether it
+    /// was lost: its memory stays mapped, and the VI learns of the loss otherwise.
+    fn with_piece<R>(&self, nic: &Nic, id: u32, f: impl FnOnce(&RemoteSegment, &Window) -> R) -> Result<R> {
         let mut pieces = self.pieces.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = pieces.get(&id) {
-            if !p.0.is_lost() {
-                return Ok(p.clone());
+        if let Some((seg, w)) = pieces.get(&id) {
+            if w.is_local() || !seg.is_lost() {
+                return Ok(f(seg, w));
             }
         }
         let seg = RemoteSegment::connect(
@@ -149,8 +155,9 @@ impl Link {
         )?;
         let map = seg.map(0, seg.size(), None, MapFlags::default())?;
         let w = Window::new(map);
-        pieces.insert(id, (seg.clone(), w.clone()));
-        Ok((seg, w))
+        let r = f(&seg, &w);
+        pieces.insert(id, (seg, w));
+        Ok(r)
     }
 
     fn dma(&self, nic: &Nic) -> bool {
@@ -172,15 +179,17 @@ impl Link {
         src_off: usize,
         len: usize,
     ) -> Result<()> {
-        let (seg, map) = self.piece(nic, id)?;
-        if self.dma(nic) {
-            nic.with_dma(|q| {
-                q.start_mem(src.sub(src_off, len), &seg, off, DmaFlags { read: false, wait: true }, None)
-                    .map_err(Error::from)
-            })
-        } else {
-            map.write_from(off, src, src_off, len).map_err(Error::from)
-        }
+        let dma = self.dma(nic);
+        self.with_piece(nic, id, |seg, map| {
+            if dma {
+                nic.with_dma(|q| {
+                    q.start_mem(src.sub(src_off, len), seg, off, DmaFlags { read: false, wait: true }, None)
+                        .map_err(Error::from)
+                })
+            } else {
+                map.write_from(off, src, src_off, len).map_err(Error::from)
+            }
+        })?
     }
 
     /// Copy `len` bytes of piece `id` of the peer at `off` into the program's `dst`.
@@ -193,15 +202,17 @@ impl Link {
         dst_off: usize,
         len: usize,
     ) -> Result<()> {
-        let (seg, map) = self.piece(nic, id)?;
-        if self.dma(nic) {
-            nic.with_dma(|q| {
-                q.start_mem(dst.sub(dst_off, len), &seg, off, DmaFlags { read: true, wait: true }, None)
-                    .map_err(Error::from)
-            })
-        } else {
-            map.read_into(off, dst, dst_off, len).map_err(Error::from)
-        }
+        let dma = self.dma(nic);
+        self.with_piece(nic, id, |seg, map| {
+            if dma {
+                nic.with_dma(|q| {
+                    q.start_mem(dst.sub(dst_off, len), seg, off, DmaFlags { read: true, wait: true }, None)
+                        .map_err(Error::from)
+                })
+            } else {
+                map.read_into(off, dst, dst_off, len).map_err(Error::from)
+            }
+        })?
     }
 
     /// The peer's table slot for memory handle `handle`, if that region is registered.

@@ -7,7 +7,7 @@ use crate::vi::ViInner;
 use crate::{CompletionQueue, Error, Result, Vi};
 use remora_config::ViplTransfer;
 use remora_sisci::{CreateFlags, Descriptor, DmaQueue, LocalSegment, Map, MapFlags, Sisci, UserRegion};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -95,6 +95,14 @@ pub struct ErrorEvent {
     pub code: ErrorCode,
 }
 
+fn mode_code(m: ViplTransfer) -> u8 {
+    match m {
+        ViplTransfer::Auto => 0,
+        ViplTransfer::Copy => 1,
+        ViplTransfer::Dma => 2,
+    }
+}
+
 /// The error callback.
 pub type ErrorHandler = Arc<dyn Fn(&ErrorEvent) + Send + Sync>;
 
@@ -115,7 +123,9 @@ pub(crate) struct NicInner {
     handler: Mutex<Option<ErrorHandler>>,
     pub(crate) vis: Mutex<Vec<Weak<ViInner>>>,
     dma: Mutex<Option<DmaQueue>>,
-    pub(crate) transfer: Mutex<ViplTransfer>,
+    /// The transfer mode ([`ViplTransfer`] as 0 auto, 1 copy, 2 DMA): read on every
+    /// payload, so an atomic.
+    transfer: AtomicU8,
     watching: AtomicBool,
     pub(crate) ns_up: AtomicBool,
 }
@@ -213,7 +223,7 @@ impl Nic {
                 handler: Mutex::new(None),
                 vis: Mutex::new(Vec::new()),
                 dma: Mutex::new(None),
-                transfer: Mutex::new(transfer),
+                transfer: AtomicU8::new(mode_code(transfer)),
                 watching: AtomicBool::new(false),
                 ns_up: AtomicBool::new(false),
             }),
@@ -232,12 +242,16 @@ impl Nic {
 
     /// How payloads move (`REMORA_VIPL_TRANSFER` unless set here).
     pub fn transfer_mode(&self) -> ViplTransfer {
-        *lock(&self.inner.transfer)
+        match self.inner.transfer.load(Ordering::Relaxed) {
+            1 => ViplTransfer::Copy,
+            2 => ViplTransfer::Dma,
+            _ => ViplTransfer::Auto,
+        }
     }
 
     /// Choose how VIs of this NIC move payloads: the paper's memory copy or DMA.
     pub fn set_transfer_mode(&self, mode: ViplTransfer) {
-        *lock(&self.inner.transfer) = mode;
+        self.inner.transfer.store(mode_code(mode), Ordering::Relaxed);
     }
 
     /// `VipQueryNic`.

@@ -78,6 +78,9 @@ pub(crate) struct SendQ {
     pub(crate) rooms: Vec<u32>,
     /// The send descriptors seen last.
     pub(crate) cache: DescCache,
+    /// The link while connected, and the VI's attributes then (they change only while
+    /// idle): a send on a connected VI needs no other lock than the send queue's.
+    pub(crate) link: Option<(Arc<Link>, ViAttributes)>,
     /// Completed sends not yet reaped: (descriptor address, its memory handle).
     pub(crate) done: VecDeque<(usize, u32)>,
 }
@@ -98,8 +101,9 @@ pub(crate) struct RecvQ {
     pub(crate) described: Vec<Option<[u8; SHADOW]>>,
     /// The receive descriptors seen last.
     pub(crate) cache: DescCache,
-    /// The link while connected (what [`ViInner::link`] answers).
-    pub(crate) link: Option<Arc<Link>>,
+    /// The link while connected (what [`ViInner::link`] answers), and the VI's protection
+    /// tag then: a receive posted on a connected VI needs no other lock.
+    pub(crate) link: Option<(Arc<Link>, ProtectionTag)>,
 }
 
 /// Bytes of a ring A entry of two chunks.
@@ -129,6 +133,11 @@ pub(crate) struct ViInner {
     /// Threads in `send_wait` (the condvar is signalled only when there are some: a
     /// signal is a system call).
     pub(crate) send_waiters: AtomicUsize,
+    /// The receive queue's next completion (its `consumed`) and how many completed
+    /// receives wait to be reaped, as last seen under its lock: a poll with nothing to
+    /// take looks at these and the ring, and takes no lock.
+    pub(crate) recv_next: AtomicU64,
+    pub(crate) recv_ready: AtomicUsize,
     /// Polls of the receive queue: the peer's liveness is checked every 128th.
     pub(crate) polls: AtomicUsize,
     pub(crate) recv: Mutex<RecvQ>,
@@ -228,6 +237,8 @@ impl Vi {
             send: Mutex::new(SendQ::default()),
             send_cv: Condvar::new(),
             send_waiters: AtomicUsize::new(0),
+            recv_next: AtomicU64::new(0),
+            recv_ready: AtomicUsize::new(0),
             polls: AtomicUsize::new(0),
             recv: Mutex::new(RecvQ::default()),
             peer_connect: Mutex::new(None),
@@ -326,6 +337,9 @@ impl ViInner {
                 return;
             }
             *st = ViState::Error;
+            if let Some(l) = self.link() {
+                l.broken.store(true, Ordering::Release);
+            }
         }
         // The Error state completes every posted receive flushed, so no wait goes on; what
         // the peer completed before it went is taken in first.
@@ -408,6 +422,13 @@ impl ViInner {
         }
     }
 
+    /// Forget the link in the queues (the first step of a disconnect): sends and receives
+    /// posted from now on find the VI by its state.
+    pub(crate) fn unlink(&self) {
+        lock(&self.send).link = None;
+        lock(&self.recv).link = None;
+    }
+
     /// Reset the queues after a disconnect: every receive still posted completes flushed,
     /// and the counts start again from zero for the next connection.
     pub(crate) fn reset(&self) {
@@ -416,6 +437,7 @@ impl ViInner {
             let mut q = lock(&self.recv);
             q.pushed = 0;
             q.consumed = 0;
+            self.recv_next.store(0, Ordering::Release);
             q.described.clear();
             q.cache.clear();
             q.link = None;
