@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 /// How long a waiter polls before it sleeps.
 const SPIN: Duration = Duration::from_micros(20);
+/// How long a waiter for a peer on another host polls (yielding) before it sleeps.
+const REMOTE_SPIN: Duration = Duration::from_micros(500);
 
 /// A descriptor as the data path reads it.
 #[derive(Debug, Default, Clone)]
@@ -382,14 +384,27 @@ impl Vi {
     pub fn recv_wait(&self, timeout: Option<Duration>) -> Result<(usize, u32)> {
         let vi = &self.inner;
         let start = Instant::now();
+        // A peer on another host answers in tens of microseconds at best, and waking a
+        // sleeper takes it a remote interrupt through both nodes: poll longer, yielding
+        // the core to whoever moves the data meanwhile.
+        let (spin, yielding) = if vi.peer_here.load(Ordering::Relaxed) {
+            (SPIN, false)
+        } else {
+            (REMOTE_SPIN, true)
+        };
+        let spin = spin.min(timeout.unwrap_or(spin));
         loop {
             if let Ok(d) = self.recv_done() {
                 return Ok(d);
             }
-            if start.elapsed() >= SPIN {
+            if start.elapsed() >= spin {
                 break;
             }
-            std::hint::spin_loop();
+            if yielding {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
         }
         loop {
             let link = vi.link();
