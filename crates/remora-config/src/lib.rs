@@ -102,7 +102,20 @@ pub struct Config {
     /// `REMORA_VIPL_TRANSFER` (`auto`, `copy` or `dma`; default `auto`): how a VI moves
     /// payloads into its peer's memory.
     pub vipl_transfer: ViplTransfer,
+    /// `REMORA_SCIF_QUEUE_BYTES` (default [`SCIF_QUEUE_DEFAULT`], MPSS's 4 KiB
+    /// `SCIF_ENDPT_QP_SIZE`; any integer in [`SCIF_QUEUE_MIN`]..=[`SCIF_QUEUE_MAX`]): the
+    /// size of a SCIF endpoint's receive queue, which, as MPSS's circular buffer, holds one
+    /// byte less of payload (a sender gets at most 4095 bytes ahead of a peer that does not
+    /// receive). Read by `remorad`, which sizes the connections it makes.
+    pub scif_queue_bytes: usize,
 }
+
+/// MPSS's SCIF endpoint queue size (`SCIF_ENDPT_QP_SIZE`); it holds one byte less.
+pub const SCIF_QUEUE_DEFAULT: usize = 4096;
+/// The smallest `REMORA_SCIF_QUEUE_BYTES`.
+pub const SCIF_QUEUE_MIN: usize = 256;
+/// The largest `REMORA_SCIF_QUEUE_BYTES` (16 MiB).
+pub const SCIF_QUEUE_MAX: usize = 16 << 20;
 
 /// How VIPL moves a payload into the peer's memory (`REMORA_VIPL_TRANSFER`), the two
 /// modes of VIA2SISCI.
@@ -139,6 +152,7 @@ pub const VARIABLES: &[&str] = &[
     "REMORA_BENCH_SPIN",
     "REMORA_BENCH_SPREAD",
     "REMORA_VIPL_TRANSFER",
+    "REMORA_SCIF_QUEUE_BYTES",
 ];
 
 /// A decimal integer in `lo..=hi`, written without sign, spaces or other characters.
@@ -267,6 +281,16 @@ impl Config {
                     return Err(ConfigError::new("REMORA_VIPL_TRANSFER", v, "allowed: auto, copy or dma"))
                 }
             },
+            scif_queue_bytes: match get("REMORA_SCIF_QUEUE_BYTES") {
+                Some(v) => integer(
+                    "REMORA_SCIF_QUEUE_BYTES",
+                    v,
+                    SCIF_QUEUE_MIN as u64,
+                    SCIF_QUEUE_MAX as u64,
+                    " (bytes)",
+                )? as usize,
+                None => SCIF_QUEUE_DEFAULT,
+            },
             rsm_segmentid_file: match get("REMORA_RSM_SEGMENTID_FILE") {
                 Some(v) => path("REMORA_RSM_SEGMENTID_FILE", v)?,
                 None => PathBuf::from("/etc/rsm/rsm.segmentid"),
@@ -347,6 +371,21 @@ mod tests {
         assert_eq!(c.dsm.refresh, Duration::from_millis(1));
         assert_eq!(c.log, "info");
         assert!(c.cluster_file.is_none() && c.daemon.is_none());
+        assert_eq!(c.scif_queue_bytes, 4096);
+    }
+
+    #[test]
+    fn scif_queue_bytes_are_checked() {
+        for (v, n) in [("256", 256), ("16384", 16384), ("5000", 5000), ("16777216", 16 << 20)] {
+            assert_eq!(Config::from_vars([("REMORA_SCIF_QUEUE_BYTES", v)]).unwrap().scif_queue_bytes, n);
+        }
+        for bad in ["255", "0", "16777217", "4k", "", " 4096", "-1", "0x1000"] {
+            let m = err(&[("REMORA_SCIF_QUEUE_BYTES", bad)]);
+            assert_eq!(
+                m,
+                format!("REMORA_SCIF_QUEUE_BYTES={bad:?}: allowed: a decimal integer 256..=16777216 (bytes)")
+            );
+        }
     }
 
     #[test]

@@ -71,6 +71,8 @@ fn the_library_names_a_daemon_of_another_version() {
     let listener = remora_sys::seqpacket::listen(&sock).unwrap();
     let server = std::thread::spawn(move || {
         let c = remora_sys::seqpacket::accept(listener.as_fd()).unwrap();
+        // Accepted sockets are non-blocking (made for the daemon's reactor); wait here.
+        remora_sys::seqpacket::set_nonblocking(c.as_fd(), false).unwrap();
         let mut buf = vec![0u8; 4096];
         let _ = remora_sys::seqpacket::recv(c.as_fd(), &mut buf).unwrap();
         remora_sys::seqpacket::send(c.as_fd(), &foreign_frame(), &[]).unwrap();

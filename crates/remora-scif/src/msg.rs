@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 impl Endpoint {
     /// `scif_send`: queue `data` for the peer. Blocking (`SCIF_SEND_BLOCK`) returns when
-    /// all of it is queued; otherwise as much as fits now is queued. Returns the bytes
-    /// queued.
+    /// all of it is queued; otherwise as much as fits now is queued (0 bytes when the
+    /// peer's queue is full: MPSS's 4 KiB queue holds 4095 bytes the peer has not
+    /// received; `REMORA_SCIF_QUEUE_BYTES`). Returns the bytes queued.
     ///
     /// # Errors
     /// [`Error::NotConnected`], [`Error::Reset`] when the peer closed before anything was

@@ -487,3 +487,74 @@ fn a_poll_driven_receiver_misses_nothing_across_hosts() {
 fn over_tcp(nodes: &[u32]) -> Harness {
     Harness::with_cluster(nodes, true)
 }
+
+/// MPSS's endpoint queue: with the receiver idle, non-blocking sends of one byte each are
+/// taken until exactly `queue - 1` bytes wait (MPSS's circular buffer of `queue` bytes
+/// holds one less; slot headers cost nothing), the next is refused (0 bytes, not an error); a blocking send of one more byte waits until the receiver
+/// takes some; everything arrives intact and in order; a big non-blocking send queues
+/// exactly `queue - 1` bytes.
+fn queue_holds(c: &Endpoint, s: &Endpoint, queue: usize) {
+    let queue = queue - 1;
+    let mut sent = Vec::new();
+    loop {
+        let b = [(sent.len() % 251) as u8];
+        match c.send(&b, false).unwrap() {
+            1 => sent.push(b[0]),
+            0 => break,
+            n => panic!("a one-byte send queued {n} bytes"),
+        }
+        assert!(sent.len() <= queue, "more than {queue} bytes queued");
+    }
+    assert_eq!(sent.len(), queue, "the queue holds {queue} bytes");
+    assert_eq!(c.send(b"xy", false).unwrap(), 0, "still full");
+    assert!(!ready(c, true).writable, "a full queue is not writable");
+    let c2 = c.clone();
+    let t = std::thread::spawn(move || c2.send(&[0xee], true).unwrap());
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!t.is_finished(), "a blocking send into a full queue waits");
+    let mut got = vec![0u8; queue + 1];
+    assert_eq!(s.recv(&mut got[..1], true).unwrap(), 1);
+    assert_eq!(t.join().unwrap(), 1, "and completes once the receiver took a byte");
+    assert_eq!(s.recv(&mut got[1..], true).unwrap(), queue);
+    sent.push(0xee);
+    assert!(got == sent, "bytes intact and in order");
+    let big: Vec<u8> = (0..queue * 3).map(|i| (i % 253) as u8).collect();
+    assert_eq!(c.send(&big, false).unwrap(), queue, "a big non-blocking send queues the queue");
+    let mut got = vec![0u8; queue];
+    assert_eq!(s.recv(&mut got, true).unwrap(), queue);
+    assert!(got[..] == big[..queue]);
+    assert_eq!(s.recv(&mut got, false).unwrap(), 0);
+}
+
+#[test]
+fn the_send_queue_holds_mpss_4_kib_by_default() {
+    let h = Harness::new();
+    for (a, b) in [(8, 4), (4, 4)] {
+        let (c, s) = pair(&h, a, b);
+        queue_holds(&c, &s, 4096);
+        queue_holds(&s, &c, 4096);
+    }
+}
+
+#[test]
+fn remora_scif_queue_bytes_sizes_the_queue() {
+    let h = Harness::new();
+    // The daemon of the listening node sizes the connections it makes: start node 4's with
+    // the variable set, as a program that sets it and starts the daemon would.
+    let dir = h.runtime_dir().to_path_buf();
+    let st = std::process::Command::new(remora_testkit::daemon_path())
+        .args(["--node", "4", "--idle-exit", "60", "--detach", "--runtime-dir"])
+        .arg(&dir)
+        .env("REMORA_SCIF_QUEUE_BYTES", "16384")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let t0 = Instant::now();
+    while !remora_proto::paths::socket_path(&dir, 4).exists() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "node 4 came up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (c, s) = pair(&h, 8, 4);
+    queue_holds(&c, &s, 16384);
+    queue_holds(&s, &c, 16384);
+}

@@ -387,11 +387,8 @@ impl Vi {
         // A peer on another host answers in tens of microseconds at best, and waking a
         // sleeper takes it a remote interrupt through both nodes: poll longer, yielding
         // the core to whoever moves the data meanwhile.
-        let (spin, yielding) = if vi.peer_here.load(Ordering::Relaxed) {
-            (SPIN, false)
-        } else {
-            (REMOTE_SPIN, true)
-        };
+        let (spin, yielding) =
+            if vi.peer_here.load(Ordering::Relaxed) { (SPIN, false) } else { (REMOTE_SPIN, true) };
         let spin = spin.min(timeout.unwrap_or(spin));
         loop {
             if let Ok(d) = self.recv_done() {

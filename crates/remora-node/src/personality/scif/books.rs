@@ -278,7 +278,7 @@ impl Books {
                 .ok_or_else(|| Error::IllegalParameter("not a listening endpoint".into()))?;
             let Some(p) = l.pending.pop_front() else { return Err(Error::Again) };
             l.level();
-            let memfd = MsgRegion::create().map_err(sys)?;
+            let memfd = MsgRegion::create(remora_config::Config::get().scif_queue_bytes).map_err(sys)?;
             let region = std::sync::Arc::new(MsgRegion::open(memfd.as_fd()).map_err(sys)?);
             let conn = self.id();
             let dup = |f: &OwnedFd| f.try_clone().map_err(sys);
@@ -345,7 +345,7 @@ impl Books {
         if self.sides.contains_key(&sid) {
             return Err(Error::IsConnected);
         }
-        let memfd = MsgRegion::create().map_err(sys)?;
+        let memfd = MsgRegion::create(remora_config::Config::get().scif_queue_bytes).map_err(sys)?;
         let region = std::sync::Arc::new(MsgRegion::open(memfd.as_fd()).map_err(sys)?);
         let conn = self.id();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
