@@ -298,10 +298,22 @@ int SCIProbeNode(sci_desc_t sd, unsigned int localAdapterNo,
 void SCIQuery(unsigned int command, void *data, unsigned int flags,
               sci_error_t *error);
 
-/* Look up the node ids belonging to a host/adapter name (0-terminated list). */
+/* The node ids of host `name`, resolved through the cluster file; this
+ * host's name (or "localhost") gives this host's nodes.  The list is sorted
+ * and ended by a 0 (at most DIS_MAX_NSCIS ids); *type is the adapter kind
+ * (SCI_Q_ADAPTER_CARD_TYPE).  No node of that name: SCI_ERR_NO_SUCH_NODEID. */
 void SCIGetNodeIdByAdapterName(char *name, dis_nodeId_list_t *nodeIdList,
                                dis_virt_adapter_t *type, unsigned int flags,
                                sci_error_t *error);
+
+/* As SCIGetNodeIdByAdapterName(), one entry per node: adapterList[i] (an
+ * array of DIS_MAX_NSCIS) is the adapter number through which node
+ * (*nodeIdList)[i] is reached and (*typeList)[i] its kind; unused entries
+ * are 0.  adapterList and typeList may be NULL. */
+void SCIGetNodeInfoByAdapterName(char *name, unsigned int *adapterList,
+                                 dis_nodeId_list_t *nodeIdList,
+                                 dis_adapter_type_t *typeList,
+                                 unsigned int flags, sci_error_t *error);
 
 /* Printable name of an adapter type (SCI_Q_ADAPTER_CARD_TYPE answer). */
 const char *SCIGetAdapterTypeString(unsigned int cardType);
@@ -490,8 +502,74 @@ void SCIMemWrite(void *memAddr, volatile void *remoteAddr, size_t size,
 void SCICacheSync(sci_map_t map, void *addr, size_t length,
                   unsigned int flags, sci_error_t *error);
 
-/* SCIMemCpy_dual, GetSciMemCopyFunction and SetSciMemCopyFunction are
- * not provided. */
+/* Store the same `size` bytes of memAddr into two maps at once (a mirror):
+ * remoteMap at remoteOffset and remoteMap2 at remoteOffset2.  Both ranges
+ * are checked before a byte moves.  Flags: SCI_FLAG_ERROR_CHECK (check the
+ * sequence, which may be NULL, afterwards). */
+void SCIMemCpy_dual(sci_sequence_t sequence, void *memAddr,
+                    sci_map_t remoteMap, size_t remoteOffset,
+                    sci_map_t remoteMap2, size_t remoteOffset2, size_t size,
+                    unsigned int flags, sci_error_t *error);
+
+/* Ids of the routines the store direction of SCIMemCpy(), SCIMemCopy() and
+ * SCIMemCpy_dual() use (SetSciMemCopyFunction); each moves the same bytes:
+ *   DEFAULT     the library's choice (today MEMCPY)
+ *   MEMCPY      one block copy of the whole range
+ *   WORDS64     aligned 8-byte stores in address order (bytes only at an
+ *               unaligned head or tail): aligned 8-byte fields never tear
+ *   CACHE_LINES 64-byte pieces along cache lines, a full fence after each
+ *   FLUSHED     a block copy, then a flush of the map: the call returns
+ *               once the bytes are in the segment's memory (at home for
+ *               another host's segment) */
+#define REMORA_MEMCOPY_DEFAULT      0
+#define REMORA_MEMCOPY_MEMCPY       1
+#define REMORA_MEMCOPY_WORDS64      2
+#define REMORA_MEMCOPY_CACHE_LINES  3
+#define REMORA_MEMCOPY_FLUSHED      4
+
+/* The id of the copy routine in use (process-wide). */
+int GetSciMemCopyFunction(void);
+
+/* Select copy routine `function` (a REMORA_MEMCOPY_* id; a plain int is
+ * fine) for the whole process.  Returns the id in use afterwards: an
+ * unknown id changes nothing. */
+int SetSciMemCopyFunction(int function);
+
+/* API 1.x block transfers: copy `size` bytes of sourceMap at sourceOffset
+ * into destinationMap at destinationOffset (either map may be of a local or
+ * a remote segment).  Returns when the bytes are in the destination's
+ * memory.  Flags: SCI_FLAG_BLOCK_READ (accepted; the direction is given by
+ * the argument order). */
+void SCITransferBlock(sci_map_t sourceMap, unsigned int sourceOffset,
+                      sci_map_t destinationMap, unsigned int destinationOffset,
+                      unsigned int size, unsigned int flags,
+                      sci_error_t *error);
+
+/* Start the same copy on a thread of the library and store its handle in
+ * *block.  With SCI_FLAG_USE_CALLBACK and a callback, callback(callbackArg,
+ * *block, status) runs on that thread when the copy has ended (never inside
+ * this call).  Flags: SCI_FLAG_BLOCK_READ, SCI_FLAG_USE_CALLBACK. */
+void SCITransferBlockAsync(sci_map_t sourceMap, unsigned int sourceOffset,
+                           sci_map_t destinationMap,
+                           unsigned int destinationOffset, unsigned int size,
+                           sci_block_transfer_t *block,
+                           sci_cb_block_transfer_t callback,
+                           void *callbackArg, unsigned int flags,
+                           sci_error_t *error);
+
+/* Wait (timeout in ms, or SCI_INFINITE_TIMEOUT) until the transfer has
+ * ended and its callback has returned; the error is then the transfer's
+ * outcome (SCI_ERR_CANCELLED after an abort) and the handle is released.
+ * SCI_ERR_TIMEOUT keeps it; SCI_ERR_ILLEGAL_OPERATION from the transfer's
+ * own callback. */
+void SCIWaitForBlockTransfer(sci_block_transfer_t block, unsigned int timeout,
+                             unsigned int flags, sci_error_t *error);
+
+/* Stop a running transfer and return once it has stopped (wait for it
+ * afterwards to release the handle).  SCI_ERR_ILLEGAL_OPERATION when it had
+ * already ended. */
+void SCIAbortBlockTransfer(sci_block_transfer_t block, unsigned int flags,
+                           sci_error_t *error);
 
 /* ========================================================================
  * DMA queues
@@ -600,8 +678,45 @@ sci_dma_queue_state_t SCIphDmaStart(sci_dma_queue_t dq, sci_cb_dma_t callback,
                                     void *callbackArg, unsigned int flags,
                                     sci_error_t *error);
 
-/* The DMA channel calls (SCIRequestDMAChannel, SCIReturnDMAChannel,
- * SCIAssignDMAChannel) are not provided. */
+/* ---- DMA channels ----------------------------------------------------
+ * The node's DMA engine has 4 channels per adapter (SCIQuery(SCI_Q_DMA,
+ * SCI_Q_DMA_CAPABILITIES) num_channels).  A request reserves one for every
+ * process of the node until it is returned or the process exits. */
+
+/* Reserve channel `channelId` (SCI_DMA_CHANNEL_ID_DONTCARE: the lowest free
+ * one) of the engine on localAdapterNo; `type` is an SCI_DMA_TYPE_* (one
+ * engine serves them all).  Flags: SCI_FLAG_DMA_CHANNEL_SHARED (hold it
+ * together with other shared holders).  A channel held by another holder
+ * gives SCI_ERR_BUSY (for a shared request: held exclusively); no free
+ * channel for DONTCARE gives SCI_ERR_NOSPC. */
+void SCIRequestDMAChannel(sci_desc_t sd, sci_dma_channel_t *channel,
+                          unsigned int localAdapterNo, sci_dma_type_t type,
+                          unsigned int channelId, unsigned int flags,
+                          sci_error_t *error);
+
+/* Serve queue `dq` with the channel (assigning it again moves it).
+ * SCI_ERR_BUSY while its current queue has a transfer posted. */
+void SCIAssignDMAChannel(sci_dma_channel_t channel, sci_dma_queue_t dq,
+                         unsigned int flags, sci_error_t *error);
+
+/* End the reservation; the handle becomes invalid.  SCI_ERR_BUSY while its
+ * queue has a transfer posted. */
+void SCIReturnDMAChannel(sci_dma_channel_t channel, sci_error_t *error);
+
+/* The same transfers as SCIStartDmaTransfer() and SCIStartDmaTransferVec(),
+ * with the same arguments. */
+void DISStartDmaTransfer(sci_dma_queue_t dq, sci_local_segment_t localSegment,
+                         sci_remote_segment_t remoteSegment,
+                         size_t localOffset, size_t size, size_t remoteOffset,
+                         sci_cb_dma_t callback, void *callbackArg,
+                         unsigned int flags, sci_error_t *error);
+
+void DISStartDmaTransferVec(sci_dma_queue_t dq,
+                            sci_local_segment_t localSegment,
+                            sci_remote_segment_t remoteSegment,
+                            size_t vecLength, dis_dma_vec_t *vec,
+                            sci_cb_dma_t callback, void *callbackArg,
+                            unsigned int flags, sci_error_t *error);
 
 /* ========================================================================
  * Interrupts
@@ -689,9 +804,8 @@ void SCITriggerDataInterrupt(sci_remote_data_interrupt_t interrupt, void *data,
                              unsigned int length, unsigned int flags,
                              sci_error_t *error);
 
-/* Conditional interrupts (SCIRegisterInterruptFlag, ...), named interrupts
- * and the API 1.x block transfers (SCITransferBlock, ...) are not
- * provided yet. */
+/* Conditional interrupts (SCIRegisterInterruptFlag, ...) and named
+ * interrupts are not provided yet. */
 
 /* ========================================================================
  * Adapter CSR access (SCI era)

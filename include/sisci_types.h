@@ -69,6 +69,8 @@ typedef struct sci_local_data_interrupt  *sci_local_data_interrupt_t;
 typedef struct sci_remote_data_interrupt *sci_remote_data_interrupt_t;
 /* Borrowed SmartIO PCIe device (API 2.0). */
 typedef struct sci_smartio_device        *sci_smartio_device_t;
+/* Reserved channel of the node's DMA engine (SCIRequestDMAChannel()). */
+typedef struct sci_dma_channel           *sci_dma_channel_t;
 
 /* ------------------------------------------------------------------------
  * Enumerations.
@@ -147,11 +149,23 @@ typedef struct sci_dma_capabilities {
     unsigned int suggested_align_bytes; /* alignment for best speed */
 } sci_dma_capabilities_t;
 
-/* Node ids that share one adapter name; a 0 entry ends the list. */
+/* Entries of the per-adapter lists of SCIGetNodeInfoByAdapterName(). */
+#define DIS_MAX_NSCIS 4
+
+/* Node ids that share one adapter (host) name; a 0 entry ends the list, so
+ * it holds at most DIS_MAX_NSCIS ids. */
 typedef unsigned int dis_nodeId_list_t[5];
 
-/* Kind of (virtual) adapter reported by SCIGetNodeIdByAdapterName(). */
+/* Kind of (virtual) adapter reported by SCIGetNodeIdByAdapterName(): the
+ * SCI_Q_ADAPTER_CARD_TYPE value, which SCIGetAdapterTypeString() names. */
 typedef unsigned int dis_virt_adapter_t;
+
+/* Adapter kinds, one per entry of the lists SCIGetNodeInfoByAdapterName()
+ * fills. */
+typedef unsigned int dis_adapter_type_t[DIS_MAX_NSCIS];
+
+/* Kind of DMA engine a channel is requested of (SCI_DMA_TYPE_*). */
+typedef unsigned int sci_dma_type_t;
 
 /* ------------------------------------------------------------------------
  * Callback signatures.  Callbacks are used only when the call that

@@ -19,12 +19,12 @@ use crate::consts::*;
 use crate::errors::code;
 use crate::handles::{handle, Gate};
 use crate::types::{
-    sci_callback_action_t, sci_cb_data_interrupt_t, sci_cb_dma_t, sci_cb_interrupt_t, sci_cb_local_segment_t,
-    sci_cb_remote_segment_t, sci_segment_cb_reason_t,
+    sci_callback_action_t, sci_cb_block_transfer_t, sci_cb_data_interrupt_t, sci_cb_dma_t,
+    sci_cb_interrupt_t, sci_cb_local_segment_t, sci_cb_remote_segment_t, sci_segment_cb_reason_t,
 };
 use remora_sisci::{
-    CallbackAction, DataInterrupt, DmaQueue, Interrupt, LocalCallback, RemoteCallback, SegmentReason,
-    MAX_DATA_INTERRUPT,
+    BlockCallback, CallbackAction, DataInterrupt, DmaQueue, Interrupt, LocalCallback, RemoteCallback,
+    SegmentReason, MAX_DATA_INTERRUPT,
 };
 use std::ffi::{c_uint, c_void};
 use std::sync::Arc;
@@ -147,6 +147,30 @@ pub(crate) fn dma(callback: sci_cb_dma_t, arg: *mut c_void, flags: u32, key: usi
         // has ended (the SISCI contract). The arguments are plain values.
         let r = unsafe { f(arg.get(), handle(key), status) };
         action(r)
+    }))
+}
+
+/// The closure for an asynchronous block transfer's `sci_cb_block_transfer_t`, or `None`.
+/// `key` is the transfer's (reserved) handle; the closure runs on the transfer's thread.
+pub(crate) fn block(
+    callback: sci_cb_block_transfer_t,
+    arg: *mut c_void,
+    flags: u32,
+    key: usize,
+    gate: Arc<Gate>,
+) -> Option<BlockCallback> {
+    let f = wanted(callback, flags)?;
+    let arg = CallbackArg(arg);
+    Some(Box::new(move |outcome| {
+        if !gate.wait() {
+            return;
+        }
+        let status = status_code(outcome.as_ref().map(|_| ()));
+        // SAFETY: `f` is the program's sci_cb_block_transfer_t callback, registered with
+        // SCI_FLAG_USE_CALLBACK for this transfer; it and `arg` stay valid until the transfer
+        // has ended (the SISCI contract). The arguments are plain values; the return value
+        // carries no meaning for a transfer that has ended.
+        let _ = unsafe { f(arg.get(), handle(key), status) };
     }))
 }
 

@@ -19,8 +19,8 @@
 use crate::consts::{SCI_ERR_ILLEGAL_PARAMETER, SCI_ERR_NOSPC};
 use crate::errors::{Fail, Outcome};
 use remora_sisci::{
-    DataInterrupt, Descriptor, DmaQueue, Interrupt, LocalSegment, Map, RemoteDataInterrupt, RemoteInterrupt,
-    RemoteSegment, Sequence,
+    BlockTransfer, DataInterrupt, Descriptor, DmaChannel, DmaQueue, Interrupt, LocalSegment, Map,
+    RemoteDataInterrupt, RemoteInterrupt, RemoteSegment, Sequence,
 };
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -56,6 +56,10 @@ pub(crate) enum Entry {
     DataIntr(DataInterrupt),
     /// `sci_remote_data_interrupt_t`.
     RemoteDataIntr(RemoteDataInterrupt),
+    /// `sci_block_transfer_t`.
+    Block(BlockTransfer),
+    /// `sci_dma_channel_t`.
+    Channel(DmaChannel),
 }
 
 impl Entry {
@@ -72,6 +76,8 @@ impl Entry {
             Entry::RemoteIntr(x) => x.descriptor(),
             Entry::DataIntr(x) => x.descriptor(),
             Entry::RemoteDataIntr(x) => x.descriptor(),
+            Entry::Block(x) => x.descriptor(),
+            Entry::Channel(x) => x.descriptor(),
         })
     }
 }
@@ -113,6 +119,8 @@ object!(Interrupt, Intr, 7);
 object!(RemoteInterrupt, RemoteIntr, 8);
 object!(DataInterrupt, DataIntr, 9);
 object!(RemoteDataInterrupt, RemoteDataIntr, 10);
+object!(BlockTransfer, Block, 11);
+object!(DmaChannel, Channel, 12);
 
 /// Hashes the table's keys (already unique integers) cheaply: no SipHash on the data path.
 #[derive(Debug, Default, Clone, Copy)]
@@ -348,6 +356,8 @@ mod tests {
             RemoteInterrupt::TAG,
             DataInterrupt::TAG,
             RemoteDataInterrupt::TAG,
+            BlockTransfer::TAG,
+            DmaChannel::TAG,
         ];
         for (i, a) in tags.iter().enumerate() {
             assert!(*a != 0 && *a <= TAG_MASK);

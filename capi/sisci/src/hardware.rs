@@ -1,17 +1,15 @@
 //! Calls that need Dolphin hardware (CSR registers, physical memory, raw interconnect
-//! addresses, physical DMA, PCIe requesters, SmartIO device lending) or a host-name
-//! directory. They are
-//! exported so that programs link and run; each reports `SCI_ERR_NOT_SUPPORTED`.
+//! addresses, physical DMA, PCIe requesters, SmartIO device lending). They are exported so
+//! that programs link and run; each reports `SCI_ERR_NOT_SUPPORTED`.
 
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::consts::{sci_address_t, sci_ioaddr_t, sci_smartio_device_info_t, SCI_ERR_NOT_SUPPORTED};
 use crate::errors::{run, run_quiet, ErrorOut, Fail};
 use crate::types::{
-    dis_nodeId_list_t, dis_virt_adapter_t, sci_cb_dma_t, sci_cb_remote_segment_t, sci_desc_t,
-    sci_dma_queue_state_t, sci_dma_queue_t, sci_error_t, sci_local_segment_t, sci_remote_segment_t,
-    sci_smartio_device_t,
+    sci_cb_dma_t, sci_cb_remote_segment_t, sci_desc_t, sci_dma_queue_state_t, sci_dma_queue_t, sci_error_t,
+    sci_local_segment_t, sci_remote_segment_t, sci_smartio_device_t,
 };
-use std::ffi::{c_char, c_uint, c_ulonglong, c_void};
+use std::ffi::{c_uint, c_ulonglong, c_void};
 
 /// Defines exported functions that only report `SCI_ERR_NOT_SUPPORTED` (through a trailing
 /// `error` argument the macro adds) and return `0` where they return a value.
@@ -38,15 +36,6 @@ macro_rules! not_supported {
 }
 
 not_supported! {
-    /// `SCIGetNodeIdByAdapterName`: Remora has no directory from host or adapter names to
-    /// node ids (yet); nothing is written.
-    fn SCIGetNodeIdByAdapterName(
-        name: *mut c_char,
-        node_id_list: *mut dis_nodeId_list_t,
-        adapter_type: *mut dis_virt_adapter_t,
-        flags: c_uint,
-    );
-
     /// `SCIAttachPhysicalMemory`: back an empty segment with physical or device memory.
     fn SCIAttachPhysicalMemory(
         ioaddress: sci_ioaddr_t,

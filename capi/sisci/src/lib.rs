@@ -7,15 +7,17 @@
 //!
 //! * **Handles are table keys.** `sci_desc_t`, `sci_local_segment_t`,
 //!   `sci_remote_segment_t`, `sci_map_t`, `sci_sequence_t`, `sci_dma_queue_t`,
-//!   `sci_local_interrupt_t`, `sci_remote_interrupt_t`, `sci_local_data_interrupt_t` and
-//!   `sci_remote_data_interrupt_t` are never dereferenced: each is a non-zero integer that
+//!   `sci_local_interrupt_t`, `sci_remote_interrupt_t`, `sci_local_data_interrupt_t`,
+//!   `sci_remote_data_interrupt_t`, `sci_block_transfer_t` and `sci_dma_channel_t` are never
+//!   dereferenced: each is a non-zero integer that
 //!   names an entry of a global table, with the kind of object in its low bits and a
 //!   counter that never repeats above them. NULL, stale (released) and wrong-kind handles
 //!   give `SCI_ERR_ILLEGAL_PARAMETER` (or 0/NULL, or `SCI_DMAQUEUE_ERROR` from
 //!   `SCIDMAQueueState`, for the calls without an error argument); releasing calls
 //!   (`SCIClose`, `SCIRemoveSegment`, `SCIDisconnectSegment`, `SCIUnmapSegment`,
 //!   `SCIRemoveSequence`, `SCIRemoveDMAQueue`, `SCIRemoveInterrupt`,
-//!   `SCIDisconnectInterrupt`, `SCIRemoveDataInterrupt`, `SCIDisconnectDataInterrupt`)
+//!   `SCIDisconnectInterrupt`, `SCIRemoveDataInterrupt`, `SCIDisconnectDataInterrupt`,
+//!   `SCIReturnDMAChannel`, and `SCIWaitForBlockTransfer` once it reports the outcome)
 //!   forget the handle.
 //! * **Callbacks** (`sci_cb_*_t`) run only when the registering call gets
 //!   `SCI_FLAG_USE_CALLBACK` and a non-NULL function (a function without the flag is
@@ -52,7 +54,6 @@
 //!   `SCIConnectDeviceSegmentPath`, `SCIConnectDeviceMemory`, `SCICreateDeviceSegment`,
 //!   `SCIMapRemoteSegmentForDevice`, `SCIUnmapRemoteSegmentForDevice`,
 //!   `SCIMapLocalSegmentForDevice`, `SCIUnmapLocalSegmentForDevice`.
-//! * Name directory: `SCIGetNodeIdByAdapterName`.
 //! * Queries: `SCI_Q_DEVICE`, `SCI_Q_LOCAL_SEGMENT_PHYS_ADDR`,
 //!   `SCI_Q_LOCAL_SEGMENT_VIRTUAL_KERNEL_ADDR`, `SCI_Q_MAP_IOADDR`, `SCI_Q_MAP_PHYS_ADDR`.
 //! * Physical DMA: `SCIphDmaEnqueue`, `SCIphDmaStart` (returns `SCI_DMAQUEUE_IDLE`), and
@@ -64,15 +65,20 @@
 //!   on an ordinary mapping nothing but memory sees a load or a store.
 //!
 //! `SCICacheSync` is not among them: Remora's memory is coherent, so it is a memory fence
-//! that succeeds.
+//! that succeeds. Nor is `SCIGetNodeIdByAdapterName` (with `SCIGetNodeInfoByAdapterName`):
+//! the name is a host name, resolved through the cluster file (`names`).
 //!
 //! # DMA, interrupts and events
 //!
 //! The node daemon is the DMA engine (`SCICreateDMAQueue`, `SCIStartDmaTransfer`,
 //! `…Vec`, `…Mem`, the API 1.x `SCIEnqueueDMATransfer`/`SCIPostDMAQueue`/
 //! `SCIResetDMAQueue`, `SCIDMAQueueState`, `SCIWaitForDMAQueue`, `SCIAbortDMAQueue`,
-//! `SCIRemoveDMAQueue`); the engine choices `SCI_FLAG_DMA_GLOBAL`/`SCI_FLAG_DMA_SYSDMA`
-//! are accepted without effect. Interrupts and data interrupts (payloads up to
+//! `SCIRemoveDMAQueue`, and `DISStartDmaTransfer`/`…Vec` under their `DIS` names); the
+//! engine choices `SCI_FLAG_DMA_GLOBAL`/`SCI_FLAG_DMA_SYSDMA` are accepted without effect.
+//! Its channels are reserved node-wide with `SCIRequestDMAChannel`, bound to a queue with
+//! `SCIAssignDMAChannel` and freed with `SCIReturnDMAChannel` (`channels`). The API 1.x
+//! block transfers copy between two maps, the asynchronous form on a thread of its own
+//! (`copies`, with `SCIMemCpy_dual` and the copy routine of `SetSciMemCopyFunction`). Interrupts and data interrupts (payloads up to
 //! `SCI_MAX_DATA_INTERRUPT_LENGTH` bytes) are shared-memory wake-ups. Segment events
 //! (`SCIWaitForLocalSegmentEvent`, `SCIWaitForRemoteSegmentEvent`, the segment callbacks)
 //! and `SCI_FLAG_ASYNCHRONOUS_CONNECT` work as the guide describes.
@@ -82,10 +88,8 @@
 //! * Flags, `SCI_ERR_FLAG_NOT_IMPLEMENTED`: `SCI_FLAG_BROADCAST` and
 //!   `SCI_FLAG_ALLOW_UNICAST` (multicast, also on DMA transfers and data interrupts),
 //!   `SCI_FLAG_SHARE_EXTERNAL`; `SCI_FLAG_SHARED_INT` on data interrupts.
-//! * Not exported: conditional interrupts (`SCIRegisterInterruptFlag`, …), the API 1.x
-//!   block transfers (`SCITransferBlock`, …), `SCICreateNamedInterrupt`, and the DMA
-//!   channel calls (`SCIRequestDMAChannel`, `SCIReturnDMAChannel`,
-//!   `SCIAssignDMAChannel`), whose signatures are not public.
+//! * Not exported: conditional interrupts (`SCIRegisterInterruptFlag`, …) and
+//!   `SCICreateNamedInterrupt`.
 //!
 //! Unknown flags give `SCI_ERR_ILLEGAL_FLAG` everywhere.
 
@@ -96,6 +100,7 @@
 
 mod aliases;
 mod callbacks;
+mod channels;
 pub mod consts;
 
 /// Dolphin's data symbols for the numeric constants (`_SISCI_PUBLIC_CONST_<name>`),
@@ -104,6 +109,7 @@ pub mod consts;
 pub mod abi_consts {
     include!(concat!(env!("OUT_DIR"), "/abi_consts.rs"));
 }
+mod copies;
 mod dma;
 mod errors;
 mod handles;
@@ -111,15 +117,19 @@ mod hardware;
 mod interrupts;
 mod library;
 mod maps;
+mod names;
 mod query;
 mod segments;
 pub mod types;
 
+pub use channels::*;
+pub use copies::*;
 pub use dma::*;
 pub use hardware::*;
 pub use interrupts::*;
 pub use library::*;
 pub use maps::*;
+pub use names::*;
 pub use query::{segment_ioaddr, SCIQuery, REMORA_CARD_TYPE};
 pub use segments::*;
 pub use types::*;

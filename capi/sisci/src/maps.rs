@@ -370,8 +370,7 @@ unsafe fn mem_cpy(
     } else {
         // SAFETY: as above, with the range readable and not written during the call.
         let data = unsafe { std::slice::from_raw_parts(mem.cast::<u8>().cast_const(), size) };
-        map.write(offset, data)?;
-        fence(Ordering::Release);
+        crate::copies::store(&map, offset, data)?;
     }
     if let (Some(s), true) = (seq, flags & SCI_FLAG_ERROR_CHECK != 0) {
         if s.check(false, false)? != SequenceStatus::Ok {
@@ -381,8 +380,9 @@ unsafe fn mem_cpy(
     Ok(())
 }
 
-/// `SCIMemCpy`: copy `size` bytes from `mem_addr` into the map at `remote_offset`, or
-/// with `SCI_FLAG_BLOCK_READ` from the map into `mem_addr`. With `SCI_FLAG_ERROR_CHECK`
+/// `SCIMemCpy`: copy `size` bytes from `mem_addr` into the map at `remote_offset` (with
+/// the routine `SetSciMemCopyFunction` chose), or with `SCI_FLAG_BLOCK_READ` from the map
+/// into `mem_addr`. With `SCI_FLAG_ERROR_CHECK`
 /// and a sequence (which may be NULL), the sequence is checked afterwards.
 ///
 /// # Errors

@@ -18,6 +18,14 @@ pub const REMORA_CARD_TYPE: u32 = 0x5244;
 /// daemon's DMA engine: the `SCI_Q_ADAPTER_SUGGESTED_MIN_DMA_SIZE` answer.
 const SUGGESTED_MIN_DMA_SIZE: u32 = 64 * 1024;
 
+/// The `SCI_Q_ADAPTER_SUGGESTED_MIN_BLOCK_SIZE` answer: one page. A block transfer
+/// (`SCITransferBlock`) between maps of another host's segment moves whole pages through
+/// the DSM pager, so a smaller block costs what a page does; between maps of this host's
+/// memory it is a plain copy plus two handle look-ups, which a page amortises.
+fn suggested_min_block_size() -> u32 {
+    u32::try_from(remora_sys::page_size()).unwrap_or(4096)
+}
+
 /// The most entries a DMA queue (and so one vector transfer) may have.
 const DMA_MAX_QUEUE_ENTRIES: u32 = remora_sys::dma::MAX_ENTRIES;
 
@@ -84,6 +92,7 @@ fn adapter_answer(info: &AdapterInfo, sub: u32, port: u32) -> Outcome<u32> {
         SCI_Q_ADAPTER_DMA_OFFSET_ALIGNMENT => info.dma_offset_alignment,
         SCI_Q_ADAPTER_DMA_MTU => info.dma_mtu,
         SCI_Q_ADAPTER_SUGGESTED_MIN_DMA_SIZE => SUGGESTED_MIN_DMA_SIZE,
+        SCI_Q_ADAPTER_SUGGESTED_MIN_BLOCK_SIZE => suggested_min_block_size(),
         SCI_Q_ADAPTER_SERIAL_NUMBER => 0,
         SCI_Q_ADAPTER_CARD_TYPE => REMORA_CARD_TYPE,
         SCI_Q_ADAPTER_CONFIGURED => u32::from(info.configured),
@@ -106,7 +115,7 @@ fn adapter_answer(info: &AdapterInfo, sub: u32, port: u32) -> Outcome<u32> {
 ///   `sci_query_string_t`, filled with a NUL-terminated (possibly truncated) string.
 /// * `SCI_Q_ADAPTER` (`sci_query_adapter_t`, the answer an `unsigned int` at `data`):
 ///   `NODEID`, `DMA_SIZE_ALIGNMENT`, `DMA_OFFSET_ALIGNMENT`, `DMA_MTU`,
-///   `SUGGESTED_MIN_DMA_SIZE`, `SERIAL_NUMBER` (0), `CARD_TYPE` ([`REMORA_CARD_TYPE`]),
+///   `SUGGESTED_MIN_DMA_SIZE`, `SUGGESTED_MIN_BLOCK_SIZE` (the page size), `SERIAL_NUMBER` (0), `CARD_TYPE` ([`REMORA_CARD_TYPE`]),
 ///   `CONFIGURED`, `NUMBER`, `INSTANCE_NUMBER`, `FIRMWARE_OK`, `CONNECTED_TO_SWITCH` (0),
 ///   `MCAST_MAX_GROUPS` (0), `NUMBER_OF_LINKS`, and per link (`portNo` below the number
 ///   of links) `LINK_OPERATIONAL`, `HW_LINK_STATUS_IS_OK`, `LINK_ENABLED`,
@@ -117,8 +126,8 @@ fn adapter_answer(info: &AdapterInfo, sub: u32, port: u32) -> Outcome<u32> {
 /// * `SCI_Q_MAP` with `MAPPED_TO_LOCAL_TARGET` or `QUERY_REMOTE_MAPPED_TO_LOCAL_TARGET`:
 ///   1 when the map reaches memory of this host, 0 for a map of another host's segment.
 /// * `SCI_Q_DMA` (`sci_query_dma_t`, DMA kind in `flags`; every kind is the node's one
-///   engine): `AVAILABLE` is 1; `CAPABILITIES` fills a `sci_dma_capabilities_t` (one
-///   channel, transfers up to 4 GiB - 1 per element, vectors as long as the queue, local
+///   engine): `AVAILABLE` is 1; `CAPABILITIES` fills a `sci_dma_capabilities_t`
+///   (`remora_sisci::DMA_CHANNELS` channels, transfers up to 4 GiB - 1 per element, vectors as long as the queue, local
 ///   memory to remote and back, byte alignment).
 ///
 /// # Errors
@@ -238,7 +247,7 @@ unsafe fn query(command: u32, data: *mut c_void, flags: u32) -> Outcome<()> {
                         return Err(Fail(SCI_ERR_ILLEGAL_PARAMETER));
                     }
                     let answer = sci_dma_capabilities_t {
-                        num_channels: 1,
+                        num_channels: remora_sisci::DMA_CHANNELS,
                         max_transfer_size: u32::MAX,
                         max_vector_length: DMA_MAX_QUEUE_ENTRIES,
                         support_mem2io: 1,

@@ -26,6 +26,10 @@ pub type sci_dma_queue_state_t = c_uint;
 pub type dis_nodeId_list_t = [c_uint; 5];
 /// `dis_virt_adapter_t`: the kind of (virtual) adapter behind a name.
 pub type dis_virt_adapter_t = c_uint;
+/// `dis_adapter_type_t`: the kinds of the adapters of a name, one per entry.
+pub type dis_adapter_type_t = [c_uint; 4];
+/// `sci_dma_type_t`: an `SCI_DMA_TYPE_*` value.
+pub type sci_dma_type_t = c_uint;
 
 /// Declares an opaque C structure and the handle type that points to it.
 macro_rules! opaque_handle {
@@ -66,6 +70,10 @@ opaque_handle! {
     sci_local_data_interrupt => sci_local_data_interrupt_t;
     /// `struct sci_remote_data_interrupt`: a connection to a data interrupt.
     sci_remote_data_interrupt => sci_remote_data_interrupt_t;
+    /// `struct sci_block_transfer`: an asynchronous block transfer (`SCITransferBlockAsync`).
+    sci_block_transfer => sci_block_transfer_t;
+    /// `struct sci_dma_channel`: a reserved DMA channel (`SCIRequestDMAChannel`).
+    sci_dma_channel => sci_dma_channel_t;
 }
 
 /// `sci_cb_local_segment_t`: an event on a local segment (connect, disconnect).
@@ -118,4 +126,14 @@ pub type sci_cb_data_interrupt_t = Option<
         length: c_uint,
         status: sci_error_t,
     ) -> sci_callback_action_t,
+>;
+
+/// `sci_cb_block_transfer_t`: an asynchronous block transfer ended (`status` is
+/// `SCI_ERR_OK` or why it failed). The return value is ignored.
+pub type sci_cb_block_transfer_t = Option<
+    unsafe extern "C" fn(
+        arg: *mut c_void,
+        block: sci_block_transfer_t,
+        status: sci_error_t,
+    ) -> std::ffi::c_int,
 >;

@@ -88,6 +88,64 @@ fn bad_dma_and_interrupt_input_gets_documented_codes() {
 }
 
 #[test]
+fn legacy_block_transfers_copy_routines_node_names_and_dma_channels() {
+    let env = Env::new();
+    let exe = env.build(&root().join("tests/c/legacy_calls.c"), &[]);
+    let mut child = Reap(env.run(&exe, 4).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    let status = wait_with_timeout(&mut child, Duration::from_secs(120));
+    let (mut out, mut err) = (String::new(), String::new());
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "legacy_calls failed ({status:?}): {out}{err}");
+    assert!(out.contains("checks passed"), "legacy_calls said: {out}{err}");
+}
+
+#[test]
+fn libsisci_exports_every_call_the_header_declares() {
+    let env = Env::new();
+    let lib = env.prefix.path().join("lib64/libsisci.so");
+    let Ok(out) = Command::new("objdump").arg("-T").arg(&lib).output() else {
+        eprintln!("SKIP: objdump is not installed (apt-get install binutils)");
+        return;
+    };
+    let symbols = String::from_utf8_lossy(&out.stdout);
+    let exported = |name: &str| symbols.lines().any(|l| l.split_whitespace().last() == Some(name));
+    // Every function sisci_api.h declares (comments dropped): an identifier of the API's
+    // spellings followed by "(".
+    let header = std::fs::read_to_string(root().join("include/sisci_api.h")).unwrap();
+    let mut code = String::new();
+    let mut rest = header.as_str();
+    while let Some(start) = rest.find("/*") {
+        code.push_str(&rest[..start]);
+        rest = rest[start..].find("*/").map_or("", |end| &rest[start + end + 2..]);
+    }
+    code.push_str(rest);
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut names: Vec<&str> = code
+        .match_indices('(')
+        .map(|(at, _)| {
+            let before = code[..at].trim_end();
+            let from = before.rfind(|c: char| !ident(c)).map_or(0, |i| i + 1);
+            &before[from..]
+        })
+        .filter(|w| {
+            let api =
+                |p: &str| w.strip_prefix(p).is_some_and(|r| r.starts_with(|c: char| c.is_ascii_uppercase()));
+            api("SCI") || api("DIS") || *w == "GetSciMemCopyFunction" || *w == "SetSciMemCopyFunction"
+        })
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    assert!(names.len() > 90, "found the declarations: {names:?}");
+    for n in names {
+        assert!(exported(n), "{n} is declared in sisci_api.h and exported by libsisci.so");
+        for abi in ["_SISCI_PUBLIC_FUNC_ST_", "_SISCI_PUBLIC_FUNC_MT_"] {
+            assert!(exported(&format!("{abi}{n}")), "{abi}{n} is exported");
+        }
+    }
+}
+
+#[test]
 fn close_with_everything_open_tears_it_down() {
     let env = Env::new();
     let exe = env.build(&root().join("tests/c/close_with_children.c"), &[]);
@@ -126,6 +184,11 @@ fn bad_configuration_names_the_variable_beside_the_code() {
             "REMORA_IDLE_EXIT=\"soon\": allowed: a decimal integer 0..=31536000 (seconds)",
         ),
         ("REMORA_NO_SPAWN", "yes", "REMORA_NO_SPAWN=\"yes\": allowed: 0 or 1"),
+        (
+            "REMORA_SCIF_QUEUE_BYTES",
+            "4k",
+            "REMORA_SCIF_QUEUE_BYTES=\"4k\": allowed: a decimal integer 256..=16777216 (bytes)",
+        ),
     ] {
         let o = env.run(&exe, 4).env(var, value).output().unwrap();
         let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
@@ -355,6 +418,30 @@ fn scif_error_cases_get_documented_errno() {
         "scif_errors: {text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn scif_send_queue_holds_mpss_4_kib_and_remora_scif_queue_bytes() {
+    let env = Env::new();
+    let exe = env.build_scif(&root().join("tests/c/scif/scif_queue.c"));
+    // Each run starts its own node daemon (the one that sizes the queue) in a runtime
+    // directory of its own, with the run's environment.
+    for (queue, var) in [("4096", None), ("16384", Some("16384"))] {
+        let rt = tempfile::Builder::new().prefix("remora-rt").tempdir().unwrap();
+        let mut cmd = env.run(&exe, 4);
+        cmd.env("REMORA_RUNTIME_DIR", rt.path()).arg(queue);
+        match var {
+            Some(v) => cmd.env("REMORA_SCIF_QUEUE_BYTES", v),
+            None => cmd.env_remove("REMORA_SCIF_QUEUE_BYTES"),
+        };
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("PASS"),
+            "scif_queue {queue}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]

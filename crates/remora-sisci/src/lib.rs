@@ -26,6 +26,8 @@
 //! assert_eq!(&buf, b"hello");
 //! ```
 
+mod block;
+mod channel;
 mod copy;
 mod dma;
 mod error;
@@ -36,7 +38,9 @@ mod query;
 mod segment;
 mod sequence;
 
-pub use copy::{flush, mem_copy, mem_read};
+pub use block::{transfer_block, BlockCallback, BlockTransfer};
+pub use channel::{DmaChannel, DmaKind, DMA_CHANNELS};
+pub use copy::{flush, mem_copy, mem_read, store_with, CopyRoutine};
 pub use dma::{DmaCallback, DmaFlags, DmaQueue, DmaState, DmaVec, MIN_CAPACITY};
 pub use error::{Error, Result};
 pub use events::{CallbackAction, LocalEvent, RemoteEvent, SegmentReason};

@@ -90,3 +90,21 @@ pub fn is_root() -> bool {
 pub fn inode_of(fd: BorrowedFd<'_>) -> u64 {
     rustix::fs::fstat(fd).map(|s| s.st_ino).unwrap_or(0)
 }
+
+/// Try to take an advisory `flock` on `file` without waiting: shared when `shared`, else
+/// exclusive. `Ok(false)` when another open file holds a lock that conflicts (an exclusive
+/// one, or any one for an exclusive request); the lock lasts until the file is closed, so it
+/// also ends with the process. Used for reservations several processes of a host share.
+///
+/// # Errors
+/// The I/O error of `flock` other than "would block".
+pub fn try_lock_file(file: &std::fs::File, shared: bool) -> std::io::Result<bool> {
+    use rustix::fs::FlockOperation;
+    let op =
+        if shared { FlockOperation::NonBlockingLockShared } else { FlockOperation::NonBlockingLockExclusive };
+    match rustix::fs::flock(file, op) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -50,6 +50,19 @@ pub const SCI_CALLBACK_CONTINUE: u32 = 2;
 
 /// Maximum number of `dis_dma_vec_t` entries in one vectored DMA request.
 pub const DIS_DMA_MAX_VECLEN: u32 = 256;
+/// Entries of the per-adapter lists of `SCIGetNodeInfoByAdapterName` (adapter numbers and
+/// types); `dis_nodeId_list_t` holds one more, so a 0 always ends it.
+pub const DIS_MAX_NSCIS: u32 = 4;
+/// `SetSciMemCopyFunction` id: the library's choice (today `REMORA_MEMCOPY_MEMCPY`).
+pub const REMORA_MEMCOPY_DEFAULT: u32 = 0;
+/// `SetSciMemCopyFunction` id: one block copy of the whole range.
+pub const REMORA_MEMCOPY_MEMCPY: u32 = 1;
+/// `SetSciMemCopyFunction` id: aligned 8-byte stores in address order.
+pub const REMORA_MEMCOPY_WORDS64: u32 = 2;
+/// `SetSciMemCopyFunction` id: 64-byte pieces, a full fence after each.
+pub const REMORA_MEMCOPY_CACHE_LINES: u32 = 3;
+/// `SetSciMemCopyFunction` id: a block copy, then a flush of the map.
+pub const REMORA_MEMCOPY_FLUSHED: u32 = 4;
 /// Largest payload of one data interrupt, in bytes (`SCITriggerDataInterrupt`).
 pub const SCI_MAX_DATA_INTERRUPT_LENGTH: u32 = 1024;
 /// Major version of the implemented SISCI API.
