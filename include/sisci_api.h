@@ -119,7 +119,10 @@ extern "C" {
 #define SCI_FLAG_FAST_BARRIER            0x1U  /* SCICreateMapSequence: cheap barrier */
 #define SCI_FLAG_NO_FLUSH                0x1U  /* SCICheckSequence: skip the flush */
 #define SCI_FLAG_NO_STORE_BARRIER        0x2U  /* SCICheckSequence: skip the barrier */
-#define SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY  0x1U  /* SCIFlush: only write-combining buffers */
+/* SCIFlush, SCICheckSequence: only the CPU's write-combining buffers. Dolphin's value is
+ * not public; Remora's 0x4 differs from every flag SCIFlush, SCICheckSequence and
+ * SCIStartSequence accept (NO_FLUSH 0x1, NO_STORE_BARRIER 0x2). */
+#define SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY  0x4U
 #define FLUSH_CPU_BUFFERS_ONLY           SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY /* old alias */
 
 /* ---- Programmed I/O copies (SCIMemCpy, SCIMemCopy, block transfers) --- */
@@ -765,7 +768,10 @@ void SCITriggerInterrupt(sci_remote_interrupt_t interrupt, unsigned int flags,
  * ====================================================================== */
 
 /* Create a data interrupt (interrupt numbers as for SCICreateInterrupt).
- * A callback gets a pointer to the payload, valid during the call. */
+ * A callback gets a pointer to the payload, valid during the call.  With
+ * SCI_FLAG_SHARED_INT several processes of the node create one number and
+ * every payload reaches each of them (one with 64 payloads unconsumed
+ * misses it). */
 void SCICreateDataInterrupt(sci_desc_t sd,
                             sci_local_data_interrupt_t *interrupt,
                             unsigned int localAdapterNo,
@@ -804,8 +810,87 @@ void SCITriggerDataInterrupt(sci_remote_data_interrupt_t interrupt, void *data,
                              unsigned int length, unsigned int flags,
                              sci_error_t *error);
 
-/* Conditional interrupts (SCIRegisterInterruptFlag, ...) and named
- * interrupts are not provided yet. */
+/* ========================================================================
+ * Named interrupts
+ *
+ * Remora's choice, signature not public: Dolphin publishes only the name
+ * SCICreateNamedInterrupt.  The name fixes the interrupt number, the same
+ * on every node: 0x20000000 | (32-bit FNV-1a hash of the name's bytes &
+ * 0x1fffffff), which RemoraNamedInterruptNo below computes.  Others connect
+ * with SCIConnectInterrupt and that number.  Flags: SCI_FLAG_SHARED_INT
+ * (several processes of the node create the same name), SCI_FLAG_COUNTING_INT,
+ * SCI_FLAG_USE_CALLBACK; SCI_FLAG_FIXED_INTNO is illegal.  *interruptNo
+ * (may be NULL) receives the number.  SCI_ERR_INTNO_USED when the number is
+ * taken (by the same name without SCI_FLAG_SHARED_INT, or by another name
+ * or a fixed number with the same number); SCI_ERR_ILLEGAL_PARAMETER for a
+ * NULL or empty name.
+ * ====================================================================== */
+void SCICreateNamedInterrupt(sci_desc_t sd, sci_local_interrupt_t *interrupt,
+                             unsigned int localAdapterNo, const char *name,
+                             unsigned int *interruptNo,
+                             sci_cb_interrupt_t callback, void *callbackArg,
+                             unsigned int flags, sci_error_t *error);
+
+/* The interrupt number SCICreateNamedInterrupt gives `name` (Remora only). */
+static inline unsigned int RemoraNamedInterruptNo(const char *name)
+{
+    unsigned int h = 0x811c9dc5U;
+    while (*name != '\0') {
+        h ^= (unsigned char)*name++;
+        h *= 0x01000193U;
+    }
+    return 0x20000000U | (h & 0x1fffffffU);
+}
+
+/* ========================================================================
+ * Flag and conditional interrupts
+ *
+ * SCIRegisterInterruptFlag makes an interrupt (a sci_local_interrupt_t:
+ * wait, callback and remove as for SCICreateInterrupt; its number is
+ * chosen by the node) that a store to the 32-bit word at `offset` (a
+ * multiple of 4) of the local segment triggers: peers store through their
+ * ordinary maps of the segment.  Without adapter hardware no store is
+ * trapped: a watcher thread of the library sees the word change.  It spins
+ * for REMORA_SPIN_US after each trigger, then sleeps on the word (a futex
+ * wait woken by FUTEX_WAKE on the word, else after at most 1 ms), and does
+ * not look at all while a conditional interrupt is disabled.  So a store
+ * is seen when it changes the word's value; stores between two looks
+ * count as one trigger; a store of the value the word holds is not seen.
+ * A store from another host triggers once the DSM brings it to this host
+ * (within REMORA_DSM_FLUSH_US; at once after the writer's SCIFlush).  The
+ * segment cannot be removed (SCI_ERR_BUSY) before the interrupt is.
+ *
+ * With SCI_FLAG_CONDITIONAL_INTERRUPT the interrupt starts disabled and
+ * stores trigger only between SCIEnableConditionalInterrupt and
+ * SCIDisableConditionalInterrupt; without it every store triggers and the
+ * enable/disable calls give SCI_ERR_ILLEGAL_OPERATION.  Enable and disable
+ * set the trigger counter to 0.  Enable fails with
+ * SCI_ERR_COND_INT_RACE_PROBLEM, leaving the interrupt disabled, when the
+ * word changed while it was disabled (a store no trigger reported): look at
+ * the word, then enable again (the change now counts as seen).  Disable
+ * still counts a store that landed before it.
+ * SCIGetConditionalInterruptTrigCounter gives SCI_ERR_OVERFLOW past
+ * 0xffffffff, SCI_ERR_ILLEGAL_OPERATION for an interrupt that is not a flag
+ * interrupt.  The map flags SCI_FLAG_CONDITIONAL_INTERRUPT_MAP and
+ * SCI_FLAG_UNCONDITIONAL_DATA_INTERRUPT_MAP are not needed (and stay
+ * SCI_ERR_NOT_SUPPORTED): an ordinary map's store is enough.
+ * ====================================================================== */
+void SCIRegisterInterruptFlag(unsigned int localAdapterNo,
+                              sci_local_interrupt_t *interrupt,
+                              sci_local_segment_t segment, unsigned int offset,
+                              sci_cb_interrupt_t callback, void *callbackArg,
+                              unsigned int flags, sci_error_t *error);
+
+void SCIEnableConditionalInterrupt(sci_local_interrupt_t interrupt,
+                                   unsigned int flags, sci_error_t *error);
+
+void SCIDisableConditionalInterrupt(sci_local_interrupt_t interrupt,
+                                    unsigned int flags, sci_error_t *error);
+
+void SCIGetConditionalInterruptTrigCounter(sci_local_interrupt_t interrupt,
+                                           unsigned int *interruptTrigCounter,
+                                           unsigned int flags,
+                                           sci_error_t *error);
 
 /* ========================================================================
  * Adapter CSR access (SCI era)

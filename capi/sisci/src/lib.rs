@@ -83,13 +83,30 @@
 //! (`SCIWaitForLocalSegmentEvent`, `SCIWaitForRemoteSegmentEvent`, the segment callbacks)
 //! and `SCI_FLAG_ASYNCHRONOUS_CONNECT` work as the guide describes.
 //!
+//! `SCI_FLAG_SHARED_INT` works on interrupts and data interrupts: every creator of the
+//! number hears each trigger, or gets each payload. `SCICreateNamedInterrupt` has Remora's
+//! signature (Dolphin publishes only the name): the name fixes the number
+//! (`flag_interrupts`). Flag interrupts (`SCIRegisterInterruptFlag`) and the conditional
+//! calls (`SCIEnableConditionalInterrupt`, `SCIDisableConditionalInterrupt`,
+//! `SCIGetConditionalInterruptTrigCounter`) fire on a peer's store to a word of a local
+//! segment through an ordinary map, seen by a watcher thread of the library (no hardware
+//! traps the store): a store that changes the word fires within about a millisecond.
+//!
+//! Reflective memory (`segments`, `maps`): `SCICreateSegment` with `SCI_FLAG_BROADCAST`
+//! and a group (0–5) as the id makes this node's member of the group (`SCIPrepareSegment`
+//! and `SCIMapLocalSegment` take the flag too); `SCIConnectSegment` to
+//! `DIS_BROADCAST_NODEID_GROUP_ALL` with `SCI_FLAG_BROADCAST` is the group's multicast
+//! segment, and one store through its map (`SCIMapRemoteSegment` with the flag) is in
+//! every member's segment. The members of a group on one host share one memory, so this
+//! costs a plain store; a late member sees the current contents. `SCI_FLAG_ALLOW_UNICAST`
+//! lets ordinary connects reach a member. `SCI_Q_ADAPTER_MCAST_MAX_GROUPS` answers 6.
+//!
 //! # Not yet implemented (they arrive with later versions)
 //!
-//! * Flags, `SCI_ERR_FLAG_NOT_IMPLEMENTED`: `SCI_FLAG_BROADCAST` and
-//!   `SCI_FLAG_ALLOW_UNICAST` (multicast, also on DMA transfers and data interrupts),
-//!   `SCI_FLAG_SHARE_EXTERNAL`; `SCI_FLAG_SHARED_INT` on data interrupts.
-//! * Not exported: conditional interrupts (`SCIRegisterInterruptFlag`, …) and
-//!   `SCICreateNamedInterrupt`.
+//! * Multicast across hosts: a multicast connect to a group with a member on another host
+//!   answers `SCI_ERR_NOT_SUPPORTED`.
+//! * Flags, `SCI_ERR_FLAG_NOT_IMPLEMENTED`: `SCI_FLAG_BROADCAST` on DMA transfers, data
+//!   interrupts and `SCIAttachLocalSegment`, `SCI_FLAG_SHARE_EXTERNAL`.
 //!
 //! Unknown flags give `SCI_ERR_ILLEGAL_FLAG` everywhere.
 
@@ -112,6 +129,7 @@ pub mod abi_consts {
 mod copies;
 mod dma;
 mod errors;
+mod flag_interrupts;
 mod handles;
 mod hardware;
 mod interrupts;
@@ -120,11 +138,13 @@ mod maps;
 mod names;
 mod query;
 mod segments;
+mod sequences;
 pub mod types;
 
 pub use channels::*;
 pub use copies::*;
 pub use dma::*;
+pub use flag_interrupts::*;
 pub use hardware::*;
 pub use interrupts::*;
 pub use library::*;
@@ -132,6 +152,7 @@ pub use maps::*;
 pub use names::*;
 pub use query::{segment_ioaddr, SCIQuery, REMORA_CARD_TYPE};
 pub use segments::*;
+pub use sequences::*;
 pub use types::*;
 
 /// A C timeout in milliseconds as the safe API takes it: `SCI_INFINITE_TIMEOUT` is no

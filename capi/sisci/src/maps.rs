@@ -1,12 +1,10 @@
-//! Maps, sequences, barriers and the programmed-I/O copy helpers.
+//! Maps and the programmed-I/O copy helpers (sequences and barriers: `sequences`).
 
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::consts::*;
 use crate::errors::{check_flags, run, run_quiet, ErrorOut, Fail, Out, Outcome};
 use crate::handles::{self, handle, key};
-use crate::types::{
-    sci_error_t, sci_local_segment_t, sci_map_t, sci_remote_segment_t, sci_sequence_status_t, sci_sequence_t,
-};
+use crate::types::{sci_error_t, sci_local_segment_t, sci_map_t, sci_remote_segment_t, sci_sequence_t};
 use remora_sisci::{LocalSegment, Map, MapFlags, RemoteSegment, Sequence, SequenceStatus};
 use std::ffi::{c_uint, c_void};
 use std::ptr;
@@ -33,22 +31,24 @@ const MAP_HINTS: u32 = SCI_FLAG_READ_PREFETCH_AGGR_HOLD_MAP
 /// Dolphin's hardware: `SCI_ERR_NOT_SUPPORTED`.
 const MAP_ADAPTER: u32 =
     SCI_FLAG_LOCK_OPERATION | SCI_FLAG_CONDITIONAL_INTERRUPT_MAP | SCI_FLAG_UNCONDITIONAL_DATA_INTERRUPT_MAP;
-/// Map flags whose feature arrives later: multicast.
-const MAP_LATER: u32 = SCI_FLAG_BROADCAST;
+/// `SCI_FLAG_BROADCAST`: a map of a group's multicast segment (or of a member) is an
+/// ordinary map of the memory every member of the group on this host shares, so the flag
+/// asks nothing more of the map.
+const MAP_MULTICAST: u32 = SCI_FLAG_BROADCAST;
 
 /// The map a handle names.
-fn map_of(map: sci_map_t) -> Outcome<Map> {
+pub(crate) fn map_of(map: sci_map_t) -> Outcome<Map> {
     handles::get(key(map))
 }
 
 /// The sequence a handle names.
-fn sequence_of(sequence: sci_sequence_t) -> Outcome<Sequence> {
+pub(crate) fn sequence_of(sequence: sci_sequence_t) -> Outcome<Sequence> {
     handles::get(key(sequence))
 }
 
 /// Check map flags; the safe-API flags and the fixed address they ask for.
 fn map_options(flags: u32, addr: *mut c_void) -> Outcome<(MapFlags, Option<usize>)> {
-    check_flags(flags, MAP_HONOURED | MAP_HINTS | MAP_ADAPTER, MAP_LATER)?;
+    check_flags(flags, MAP_HONOURED | MAP_HINTS | MAP_ADAPTER | MAP_MULTICAST, 0)?;
     if flags & MAP_ADAPTER != 0 {
         return Err(Fail(SCI_ERR_NOT_SUPPORTED));
     }
@@ -83,8 +83,8 @@ fn publish(out: Out<sci_map_t>, map: Map) -> Outcome<*mut c_void> {
 /// `SCI_ERR_ILLEGAL_ADDRESS` for a bad or taken fixed address;
 /// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle or a NULL `map`;
 /// `SCI_ERR_NOT_SUPPORTED` for `SCI_FLAG_LOCK_OPERATION` and the interrupt map flags
-/// (adapter features); `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_BROADCAST`;
-/// `SCI_ERR_ILLEGAL_FLAG`.
+/// (adapter features); `SCI_ERR_ILLEGAL_FLAG`. `SCI_FLAG_BROADCAST` is accepted: the
+/// map of a multicast segment stores into every member (see `SCIConnectSegment`).
 ///
 /// # Safety
 /// `map` and `error` are NULL or writable. With `SCI_FLAG_FIXED_MAP_ADDR`, `addr` must be
@@ -118,7 +118,7 @@ pub unsafe extern "C-unwind" fn SCIMapRemoteSegment(
 /// `SCI_ERR_OUT_OF_RANGE`; `SCI_ERR_SIZE_ALIGNMENT` for a zero size;
 /// `SCI_ERR_ILLEGAL_OPERATION` for a segment without memory; `SCI_ERR_ILLEGAL_ADDRESS`;
 /// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle or a NULL `map`;
-/// `SCI_ERR_NOT_SUPPORTED`, `SCI_ERR_FLAG_NOT_IMPLEMENTED`; `SCI_ERR_ILLEGAL_FLAG`.
+/// `SCI_ERR_NOT_SUPPORTED`; `SCI_ERR_ILLEGAL_FLAG`.
 ///
 /// # Safety
 /// As for `SCIMapRemoteSegment`.
@@ -170,163 +170,6 @@ pub unsafe extern "C-unwind" fn SCIUnmapSegment(map: sci_map_t, flags: c_uint, e
 #[no_mangle]
 pub extern "C-unwind" fn SCIGetMapPointer(map: sci_map_t) -> *mut c_void {
     run_quiet(ptr::null_mut(), || Ok(map_of(map)?.as_ptr().cast::<c_void>()))
-}
-
-/// `SCICreateMapSequence`: create an error-checking sequence for the map and store its
-/// handle in `*sequence`. `SCI_FLAG_FAST_BARRIER` is accepted (every barrier is a fence).
-///
-/// # Errors
-/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad map or a NULL `sequence`; `SCI_ERR_ILLEGAL_FLAG`.
-///
-/// # Safety
-/// `sequence` and `error` are NULL or writable.
-#[no_mangle]
-pub unsafe extern "C-unwind" fn SCICreateMapSequence(
-    map: sci_map_t,
-    sequence: *mut sci_sequence_t,
-    flags: c_uint,
-    error: *mut sci_error_t,
-) {
-    // SAFETY: `error` is NULL or writable (this function's contract).
-    let status = unsafe { ErrorOut::new(error) };
-    run(status, (), || {
-        check_flags(flags, SCI_FLAG_FAST_BARRIER, 0)?;
-        // SAFETY: `sequence` is NULL or writable (this function's contract).
-        let out = unsafe { Out::new(sequence) }?;
-        let seq = map_of(map)?.create_sequence()?;
-        out.set(handle(handles::insert(seq)?));
-        Ok(())
-    })
-}
-
-/// `SCIRemoveSequence`: remove the sequence; its handle becomes invalid.
-///
-/// # Errors
-/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; `SCI_ERR_ILLEGAL_FLAG` for any flag.
-///
-/// # Safety
-/// `error` is NULL or writable.
-#[no_mangle]
-pub unsafe extern "C-unwind" fn SCIRemoveSequence(
-    sequence: sci_sequence_t,
-    flags: c_uint,
-    error: *mut sci_error_t,
-) {
-    // SAFETY: `error` is NULL or writable (this function's contract).
-    let status = unsafe { ErrorOut::new(error) };
-    run(status, (), || {
-        check_flags(flags, 0, 0)?;
-        sequence_of(sequence)?.remove()?;
-        handles::remove(key(sequence));
-        Ok(())
-    })
-}
-
-/// The C value of a sequence status.
-fn status_code(s: SequenceStatus) -> sci_sequence_status_t {
-    match s {
-        SequenceStatus::Ok => SCI_SEQ_OK,
-        SequenceStatus::Retriable => SCI_SEQ_RETRIABLE,
-        SequenceStatus::NotRetriable => SCI_SEQ_NOT_RETRIABLE,
-        SequenceStatus::Pending => SCI_SEQ_PENDING,
-    }
-}
-
-/// `SCIStartSequence`: begin a checked transfer. Returns `SCI_SEQ_OK`, or
-/// `SCI_SEQ_NOT_RETRIABLE` when the connection is lost (and on any error).
-///
-/// # Errors
-/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; `SCI_ERR_ILLEGAL_FLAG` for any flag.
-///
-/// # Safety
-/// `error` is NULL or writable.
-#[no_mangle]
-pub unsafe extern "C-unwind" fn SCIStartSequence(
-    sequence: sci_sequence_t,
-    flags: c_uint,
-    error: *mut sci_error_t,
-) -> sci_sequence_status_t {
-    // SAFETY: `error` is NULL or writable (this function's contract).
-    let status = unsafe { ErrorOut::new(error) };
-    run(status, SCI_SEQ_NOT_RETRIABLE, || {
-        check_flags(flags, 0, 0)?;
-        Ok(status_code(sequence_of(sequence)?.start()?))
-    })
-}
-
-/// `SCICheckSequence`: flush (unless `SCI_FLAG_NO_FLUSH`), wait for stores (unless
-/// `SCI_FLAG_NO_STORE_BARRIER`), and report whether the transfers since the last
-/// start/check completed: `SCI_SEQ_OK`, or `SCI_SEQ_NOT_RETRIABLE` when the connection
-/// is lost (and on any error).
-///
-/// # Errors
-/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; `SCI_ERR_ILLEGAL_FLAG`.
-///
-/// # Safety
-/// `error` is NULL or writable.
-#[no_mangle]
-pub unsafe extern "C-unwind" fn SCICheckSequence(
-    sequence: sci_sequence_t,
-    flags: c_uint,
-    error: *mut sci_error_t,
-) -> sci_sequence_status_t {
-    // SAFETY: `error` is NULL or writable (this function's contract).
-    let status = unsafe { ErrorOut::new(error) };
-    run(status, SCI_SEQ_NOT_RETRIABLE, || {
-        check_flags(flags, SCI_FLAG_NO_FLUSH | SCI_FLAG_NO_STORE_BARRIER, 0)?;
-        let no_flush = flags & SCI_FLAG_NO_FLUSH != 0;
-        let no_barrier = flags & SCI_FLAG_NO_STORE_BARRIER != 0;
-        Ok(status_code(sequence_of(sequence)?.check(no_flush, no_barrier)?))
-    })
-}
-
-/// `SCIStoreBarrier`: every store made before it has reached the segment's memory.
-/// There is no error argument: a bad handle still gets the (harmless) barrier.
-///
-/// # Errors
-/// None reported (no error argument).
-#[no_mangle]
-pub extern "C-unwind" fn SCIStoreBarrier(sequence: sci_sequence_t, flags: c_uint) {
-    let _ = flags;
-    run_quiet((), || {
-        match sequence_of(sequence) {
-            Ok(seq) => seq.store_barrier(),
-            Err(_) => fence(Ordering::SeqCst),
-        }
-        Ok(())
-    })
-}
-
-/// `SCIFlush`: drain this CPU's store buffers (a full fence) and send the stores made so
-/// far to maps of other hosts' segments home, without waiting for them to land: stores
-/// made after it reach each home after them. The sequence may be NULL; with or without
-/// `SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY` it does the same. There is no error argument.
-///
-/// # Errors
-/// None reported (no error argument).
-#[no_mangle]
-pub extern "C-unwind" fn SCIFlush(sequence: sci_sequence_t, flags: c_uint) {
-    // Both forms push the stores out of this process: on the adapters, CPU buffers only
-    // means the write-combining buffers, whose stores the adapter then sends anyway.
-    let _ = (sequence, flags);
-    run_quiet((), || {
-        remora_sisci::flush();
-        Ok(())
-    })
-}
-
-/// `SCIFlushReadBuffers` (API 1.x): drop prefetched read data. Remora maps have no read
-/// buffers other than the CPU caches, which are coherent: a fence is all it takes.
-///
-/// # Errors
-/// None reported (no error argument).
-#[no_mangle]
-pub extern "C-unwind" fn SCIFlushReadBuffers(sequence: sci_sequence_t) {
-    let _ = sequence;
-    run_quiet((), || {
-        fence(Ordering::SeqCst);
-        Ok(())
-    })
 }
 
 /// The body of `SCIMemCpy` and `SCIMemCopy`.

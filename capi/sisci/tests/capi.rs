@@ -299,7 +299,11 @@ fn scenario() {
     ok!(SCIMemCpy(seq, hello.as_mut_ptr().cast(), rmap, 0, hello.len(), SCI_FLAG_ERROR_CHECK));
     assert_eq!(ok!(SCICheckSequence(seq, 0)), SCI_SEQ_OK);
     assert_eq!(ok!(SCICheckSequence(seq, SCI_FLAG_NO_FLUSH | SCI_FLAG_NO_STORE_BARRIER)), SCI_SEQ_OK);
-    fails!(SCI_ERR_ILLEGAL_FLAG, SCICheckSequence(seq, 0x4));
+    fails!(SCI_ERR_ILLEGAL_FLAG, SCICheckSequence(seq, 0x8));
+    assert_ne!(SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY, SCI_FLAG_NO_FLUSH);
+    assert_eq!(ok!(SCICheckSequence(seq, SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY)), SCI_SEQ_OK);
+    assert_eq!(ok!(SCICheckSequence(null_mut(), SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY)), SCI_SEQ_OK);
+    fails!(SCI_ERR_ILLEGAL_PARAMETER, SCICheckSequence(null_mut(), 0));
     SCIStoreBarrier(seq, 0);
     SCIFlush(seq, SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY);
     SCIFlush(null_mut(), 0);

@@ -27,11 +27,13 @@
 //! ```
 
 mod block;
+mod broadcast;
 mod channel;
 mod copy;
 mod dma;
 mod error;
 mod events;
+mod health;
 mod interrupt;
 mod map;
 mod query;
@@ -39,14 +41,15 @@ mod segment;
 mod sequence;
 
 pub use block::{transfer_block, BlockCallback, BlockTransfer};
+pub use broadcast::{BROADCAST_NODE, MULTICAST_GROUPS};
 pub use channel::{DmaChannel, DmaKind, DMA_CHANNELS};
 pub use copy::{flush, mem_copy, mem_read, store_with, CopyRoutine};
 pub use dma::{DmaCallback, DmaFlags, DmaQueue, DmaState, DmaVec, MIN_CAPACITY};
 pub use error::{Error, Result};
 pub use events::{CallbackAction, LocalEvent, RemoteEvent, SegmentReason};
 pub use interrupt::{
-    DataCallback, DataInterrupt, Interrupt, InterruptCallback, RemoteDataInterrupt, RemoteInterrupt,
-    MAX_DATA_INTERRUPT,
+    named_interrupt_number, DataCallback, DataInterrupt, Interrupt, InterruptCallback, RemoteDataInterrupt,
+    RemoteInterrupt, MAX_DATA_INTERRUPT, NAMED_INTNO_BASE,
 };
 pub use map::{Map, MapFlags};
 pub use query::AdapterInfo;

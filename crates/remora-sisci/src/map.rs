@@ -378,7 +378,7 @@ impl Map {
     /// segment) the home of its pages. Loads and stores of pages not yet fetched would then
     /// fault (`SIGBUS`), as an access to a lost SCI segment does.
     pub fn is_lost(&self) -> bool {
-        self.link_lost()
+        self.gone().is_some()
     }
 
     /// For a map of another host's segment (served by the DSM pager): whether the pager
@@ -388,14 +388,22 @@ impl Map {
         self.inner.mapping.read().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|b| b.dsm_direct())
     }
 
-    pub(crate) fn link_lost(&self) -> bool {
+    /// Why the memory behind this map is gone for good, if it is: its connection's reason
+    /// (see `RemoteSegment::gone`), or [`Error::NodeNotResponding`] when the DSM pager could
+    /// no longer reach the home.
+    pub(crate) fn gone(&self) -> Option<Error> {
+        let why = self.remote_parent().and_then(RemoteSegment::gone);
         let dsm_lost =
             self.inner.mapping.read().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|b| b.lost());
-        dsm_lost
-            || match &self.inner.parent {
-                MapParent::Remote(r) => r.is_lost(),
-                MapParent::Local(_) => false,
-            }
+        why.or(dsm_lost.then_some(Error::NodeNotResponding))
+    }
+
+    /// The connection this map was made through (`None` for a map of a local segment).
+    pub(crate) fn remote_parent(&self) -> Option<&RemoteSegment> {
+        match &self.inner.parent {
+            MapParent::Remote(r) => Some(r),
+            MapParent::Local(_) => None,
+        }
     }
 
     /// Make this map's stores visible at the segment's memory (for another host's segment:

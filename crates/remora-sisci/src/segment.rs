@@ -65,7 +65,7 @@ impl LocalSegment {
         LocalSegment { inner }
     }
 
-    fn from_reply(
+    pub(crate) fn from_reply(
         desc: &Descriptor,
         reply: Reply,
         fds: Vec<std::os::fd::OwnedFd>,
@@ -366,6 +366,7 @@ pub(crate) struct RemoteInner {
     token: Mutex<Option<DepToken>>,
     disconnected: AtomicBool,
     events: EventQueue<RemoteSegment, RemoteEvent>,
+    pub(crate) watch: crate::health::LinkWatch,
 }
 
 impl Drop for RemoteInner {
@@ -455,6 +456,7 @@ impl RemoteSegment {
             deps: Arc::default(),
             disconnected: AtomicBool::new(false),
             events: EventQueue::new(callback),
+            watch: Default::default(),
         });
         if !flags.asynchronous {
             let (conn, size, memfd) = connect_on(&live.session, node, id, timeout)?;
@@ -531,6 +533,7 @@ impl RemoteSegment {
             deps: Arc::default(),
             disconnected: AtomicBool::new(false),
             events: EventQueue::new(None),
+            watch: Default::default(),
         });
         RemoteSegment::attach_link(&inner, Link { session: live.session.clone(), conn, size, memfd });
         Ok(RemoteSegment { inner })
@@ -551,6 +554,7 @@ impl RemoteSegment {
     }
 
     pub(crate) fn deliver(&self, e: RemoteEvent) {
+        self.inner.watch.note(e.reason);
         self.inner.events.push(self, e);
     }
 
@@ -584,12 +588,6 @@ impl RemoteSegment {
     /// The node's connection handle (0 while an asynchronous connect runs).
     pub fn handle(&self) -> u64 {
         self.inner.link.get().map(|l| l.conn).unwrap_or(0)
-    }
-
-    /// Whether the node has reported this connection lost (owner gone, forced disconnect),
-    /// or the node daemon itself is gone.
-    pub fn is_lost(&self) -> bool {
-        self.inner.link.get().is_some_and(|l| l.session.lost(l.conn).is_some() || l.session.daemon_gone())
     }
 
     /// `SCIWaitForRemoteSegmentEvent` (`None` waits forever).

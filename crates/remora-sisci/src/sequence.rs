@@ -3,8 +3,9 @@
 
 use crate::map::Map;
 use crate::{DepToken, Descriptor, Error, Result};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// The status of a sequence (`sci_sequence_status_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,18 +20,33 @@ pub enum SequenceStatus {
     Pending,
 }
 
+/// How long [`Sequence::start`] waits for a route that is down to come back before it
+/// answers [`SequenceStatus::Pending`] (so the guide's loop around it does not spin hot).
+const START_PATIENCE: Duration = Duration::from_millis(10);
+
 #[derive(Debug)]
 struct SeqInner {
     map: Map,
     token: Mutex<Option<DepToken>>,
     removed: AtomicBool,
+    /// The link outages of the map's connection already accounted for: counted at the
+    /// last start or check that answered `Ok` or `Retriable`.
+    seen: AtomicU64,
 }
 
 /// An error-checked sequence of accesses to a map (`sci_sequence_t`).
 ///
-/// On one host the only errors are lost connections (the exporting process or node went
-/// away, or the exporter forced a disconnect): they make every later start and check
-/// report [`SequenceStatus::NotRetriable`]. Link errors between hosts are reported here too.
+/// The states of the map's memory and what the calls answer in each:
+///
+/// | state | [`start`](Sequence::start) | [`check`](Sequence::check) |
+/// |---|---|---|
+/// | up, no outage since the last start/check | `Ok` | `Ok` |
+/// | the route to the segment's node is down now (`SCI_CB_NOT_OPERATIONAL`, a silent peer being redialed) | `Pending` (after waiting 10 ms for it) | `Pending` (nothing flushed) |
+/// | back up after an outage since the last start/check, or stores that could not be confirmed on a live connection | `Ok` | `Retriable` once (the next check is `Ok`) |
+/// | gone for good: the exporter forced a disconnect or went away, its node or this node's daemon did, or the pager lost the home | the error ([`Error::NotConnected`] or [`Error::NodeNotResponding`]), which the C call turns into `SCI_SEQ_NOT_RETRIABLE` with the error code set | `NotRetriable` |
+///
+/// Maps of this host's memory never see an outage: they answer `Ok` until their
+/// connection is lost.
 #[derive(Debug, Clone)]
 pub struct Sequence {
     inner: Arc<SeqInner>,
@@ -38,11 +54,13 @@ pub struct Sequence {
 
 impl Sequence {
     pub(crate) fn new(map: Map, token: DepToken) -> Sequence {
+        let seen = map.remote_parent().map_or(0, |r| r.watch().outages());
         Sequence {
             inner: Arc::new(SeqInner {
                 map,
                 token: Mutex::new(Some(token)),
                 removed: AtomicBool::new(false),
+                seen: AtomicU64::new(seen),
             }),
         }
     }
@@ -64,29 +82,74 @@ impl Sequence {
         &self.inner.map
     }
 
-    /// `SCIStartSequence`: `Ok` when no error is pending on the map's link.
+    /// `SCIStartSequence`: clear the sequence's error state before a transfer. `Ok` (later
+    /// loads see every store that reached the segment), or `Pending` while the route to the
+    /// segment's node is down (call again: the guide's loop does).
     ///
     /// # Errors
-    /// [`Error::IllegalParameter`] for a removed sequence.
+    /// [`Error::IllegalParameter`] for a removed sequence; [`Error::NotConnected`] or
+    /// [`Error::NodeNotResponding`] when the segment is gone for good (no start can
+    /// succeed again: the guide's loop leaves by its error path).
     pub fn start(&self) -> Result<SequenceStatus> {
         let inner = self.live()?;
-        inner.map.acquire();
-        Ok(if inner.map.link_lost() { SequenceStatus::NotRetriable } else { SequenceStatus::Ok })
+        let map = &inner.map;
+        if let Some(e) = map.gone() {
+            return Err(e);
+        }
+        let watch = map.remote_parent().map(|r| r.watch());
+        if let Some(w) = watch {
+            if w.is_down() && !w.wait_up(START_PATIENCE) {
+                return match map.gone() {
+                    Some(e) => Err(e),
+                    None => Ok(SequenceStatus::Pending),
+                };
+            }
+        }
+        let outages = watch.map_or(0, |w| w.outages());
+        if !map.acquire() {
+            return Err(map.gone().unwrap_or(Error::NodeNotResponding));
+        }
+        inner.seen.store(outages, Ordering::SeqCst);
+        Ok(SequenceStatus::Ok)
     }
 
-    /// `SCICheckSequence`: flush (unless `no_flush`), wait for stores to complete (unless
-    /// `no_store_barrier`), and report whether an error happened since the last start/check.
+    /// `SCICheckSequence`: flush (unless `no_flush`), wait for the stores to land (unless
+    /// `no_store_barrier`), and report whether an error happened since the last start or
+    /// check (see the table on [`Sequence`]). A check that answers `Retriable` accounts
+    /// for the error: the next one answers `Ok` if nothing else happened.
     ///
     /// # Errors
     /// [`Error::IllegalParameter`] for a removed sequence.
     pub fn check(&self, no_flush: bool, no_store_barrier: bool) -> Result<SequenceStatus> {
         let inner = self.live()?;
-        if !no_flush {
-            inner.map.flush();
-        } else if !no_store_barrier {
-            std::sync::atomic::fence(Ordering::SeqCst);
+        let map = &inner.map;
+        let watch = map.remote_parent().map(|r| r.watch());
+        if map.gone().is_some() {
+            return Ok(SequenceStatus::NotRetriable);
         }
-        Ok(if inner.map.link_lost() { SequenceStatus::NotRetriable } else { SequenceStatus::Ok })
+        if watch.is_some_and(|w| w.is_down()) {
+            // Stores sent now could only wait for the silent peer: they stay until it is
+            // back (or lost), and the transfer's fate is not known yet.
+            return Ok(SequenceStatus::Pending);
+        }
+        let landed = match (no_flush, no_store_barrier) {
+            (false, false) => map.flush(),
+            (false, true) => map.send(),
+            (true, false) => {
+                std::sync::atomic::fence(Ordering::SeqCst);
+                true
+            }
+            (true, true) => true,
+        };
+        if map.gone().is_some() {
+            return Ok(SequenceStatus::NotRetriable);
+        }
+        if watch.is_some_and(|w| w.is_down()) {
+            return Ok(SequenceStatus::Pending);
+        }
+        let outages = watch.map_or(0, |w| w.outages());
+        let seen = inner.seen.swap(outages, Ordering::SeqCst);
+        Ok(if landed && outages == seen { SequenceStatus::Ok } else { SequenceStatus::Retriable })
     }
 
     /// `SCIStoreBarrier`: every store made before it has reached the segment's memory.

@@ -257,7 +257,7 @@ fn waits_without_end_return_when_the_daemon_dies() {
     assert_eq!(t3.join().unwrap().unwrap().reason, SegmentReason::Lost);
     assert_eq!(t4.join().unwrap().unwrap_err(), Error::Cancelled);
     assert!(remote.is_lost());
-    assert_eq!(seq.start().unwrap(), SequenceStatus::NotRetriable);
+    assert_eq!(seq.start().unwrap_err(), Error::NodeNotResponding, "gone for good: an error, not a status");
     assert!(t.elapsed() < Duration::from_secs(5), "the waits took {:?}", t.elapsed());
     drop(seg);
 }

@@ -262,6 +262,7 @@ fn forced_disconnect_is_reported_to_the_importer() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::NotRetriable);
+    assert_eq!(seq.start().unwrap_err(), Error::NotConnected);
     // New connections are refused while unavailable.
     assert_eq!(
         RemoteSegment::connect(&b, 4, 60, 0, Some(Duration::from_millis(50))).unwrap_err(),

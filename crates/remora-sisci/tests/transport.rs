@@ -96,7 +96,7 @@ fn tcp_link_failures_are_events_not_hangs() {
         assert!(t.elapsed() < Duration::from_secs(5));
     }
     assert!(remote.is_lost());
-    assert_eq!(seq.start().unwrap(), SequenceStatus::NotRetriable);
+    assert_eq!(seq.start().unwrap_err(), Error::NodeNotResponding);
     assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::NotRetriable);
     let r = q.start(&src, &remote, 0, 4096, 0, DmaFlags { read: false, wait: true }, None);
     assert!(r.is_err(), "a transfer to a lost node fails");

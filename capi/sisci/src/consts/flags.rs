@@ -72,10 +72,12 @@ pub const SCI_FLAG_FAST_BARRIER: u32 = 0x1;
 pub const SCI_FLAG_NO_FLUSH: u32 = 0x1;
 /// `SCICheckSequence`: skip the barrier.
 pub const SCI_FLAG_NO_STORE_BARRIER: u32 = 0x2;
-/// `SCIFlush`: only write-combining buffers.
-pub const SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY: u32 = 0x1;
+/// `SCIFlush`, `SCICheckSequence`: only the CPU's write-combining buffers. Dolphin's
+/// value is not public: Remora's differs from every flag of the calls that take it
+/// (`SCI_FLAG_NO_FLUSH`, `SCI_FLAG_NO_STORE_BARRIER`).
+pub const SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY: u32 = 0x4;
 /// Old alias of `SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY`.
-pub const FLUSH_CPU_BUFFERS_ONLY: u32 = 0x1;
+pub const FLUSH_CPU_BUFFERS_ONLY: u32 = 0x4;
 /// `SCIMemCpy`/`SCIMemCopy`: copy remote -> local.
 pub const SCI_FLAG_BLOCK_READ: u32 = 0x40;
 /// `SCIMemCpy`/`SCIMemCopy`: check the transfer for errors.

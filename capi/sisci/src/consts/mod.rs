@@ -82,8 +82,9 @@ mod tests {
         assert_eq!(SCI_FLAG_BLOCK_READ & SCI_FLAG_ERROR_CHECK, 0);
         // SCISetSegmentUnavailable.
         assert_eq!(SCI_FLAG_NOTIFY & SCI_FLAG_FORCE_DISCONNECT, 0);
-        // SCICheckSequence.
-        assert_eq!(SCI_FLAG_NO_FLUSH & SCI_FLAG_NO_STORE_BARRIER, 0);
+        // SCICheckSequence and SCIFlush (SCIStartSequence takes none).
+        assert_disjoint(&[SCI_FLAG_NO_FLUSH, SCI_FLAG_NO_STORE_BARRIER, SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY]);
+        assert_eq!(FLUSH_CPU_BUFFERS_ONLY, SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY);
         // SCIConnectSegment.
         let connect = [SCI_FLAG_USE_CALLBACK, SCI_FLAG_ASYNCHRONOUS_CONNECT, SCI_FLAG_BROADCAST];
         assert_disjoint(&connect);

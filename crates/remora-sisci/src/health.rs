@@ -1,0 +1,114 @@
+//! What a connection's link has been through, as sequences need it: up, down for now (the
+//! route is silent: `SCI_CB_NOT_OPERATIONAL`), back after an outage, or gone for good.
+
+use crate::events::SegmentReason;
+use crate::segment::RemoteSegment;
+use crate::Error;
+use remora_proto::LostReason;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// The link events of one connection, counted: whether the route is down now, and how many
+/// outages it has had (a sequence compares the count with the one it saw last).
+#[derive(Debug, Default)]
+pub(crate) struct LinkWatch {
+    down: AtomicBool,
+    outages: AtomicU64,
+    changed: (Mutex<()>, Condvar),
+}
+
+impl LinkWatch {
+    /// Take in a segment event (only the link ones change anything).
+    pub(crate) fn note(&self, reason: SegmentReason) {
+        let _g = self.changed.0.lock().unwrap_or_else(|p| p.into_inner());
+        match reason {
+            SegmentReason::NotOperational => {
+                if !self.down.swap(true, Ordering::SeqCst) {
+                    self.outages.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            SegmentReason::Operational => self.down.store(false, Ordering::SeqCst),
+            _ => return,
+        }
+        self.changed.1.notify_all();
+    }
+
+    /// Whether the route is down now.
+    pub(crate) fn is_down(&self) -> bool {
+        self.down.load(Ordering::SeqCst)
+    }
+
+    /// How many times the route went down since the connection was made.
+    pub(crate) fn outages(&self) -> u64 {
+        self.outages.load(Ordering::SeqCst)
+    }
+
+    /// Wait up to `limit` for the route to come back; whether it is up.
+    pub(crate) fn wait_up(&self, limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        let mut g = self.changed.0.lock().unwrap_or_else(|p| p.into_inner());
+        while self.is_down() {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            g = self.changed.1.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        true
+    }
+}
+
+impl RemoteSegment {
+    /// Whether the node has reported this connection lost (owner gone, forced disconnect),
+    /// or the node daemon itself is gone.
+    pub fn is_lost(&self) -> bool {
+        self.gone().is_some()
+    }
+
+    /// Why the connection is gone for good, if it is: [`Error::NotConnected`] when the
+    /// exporter forced a disconnect, [`Error::NodeNotResponding`] when the exporting
+    /// process or its node went away, or this node's daemon did (the status the
+    /// `SCI_CB_LOST` event carries).
+    pub(crate) fn gone(&self) -> Option<Error> {
+        let l = self.inner.link.get()?;
+        if l.session.daemon_gone() {
+            return Some(Error::NodeNotResponding);
+        }
+        match l.session.lost(l.conn)? {
+            LostReason::ForcedDisconnect => Some(Error::NotConnected),
+            LostReason::OwnerGone | LostReason::NodeGone => Some(Error::NodeNotResponding),
+        }
+    }
+
+    /// The connection's link events.
+    pub(crate) fn watch(&self) -> &LinkWatch {
+        &self.inner.watch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outages_count_once_per_down_and_wait_up_sees_the_return() {
+        let w = std::sync::Arc::new(LinkWatch::default());
+        assert!(!w.is_down());
+        w.note(SegmentReason::NotOperational);
+        w.note(SegmentReason::NotOperational);
+        w.note(SegmentReason::Connect);
+        assert!(w.is_down());
+        assert_eq!(w.outages(), 1);
+        assert!(!w.wait_up(Duration::from_millis(5)));
+        let w2 = w.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            w2.note(SegmentReason::Operational);
+        });
+        assert!(w.wait_up(Duration::from_secs(5)));
+        t.join().unwrap();
+        w.note(SegmentReason::NotOperational);
+        assert_eq!(w.outages(), 2);
+    }
+}
