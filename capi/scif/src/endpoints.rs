@@ -85,18 +85,32 @@ pub unsafe extern "C-unwind" fn scif_accept(
             return Err(inval("NULL peer or endpoint pointer"));
         }
         let (n, p) = e.accept(flags & SCIF_ACCEPT_SYNC != 0)?;
+        let node = node16(p.node)?;
         let fd = add(n)?;
         // SAFETY: both pointers were checked non-NULL; the contract makes them writable.
         unsafe {
-            *peer = ScifPortId { node: p.node as u16, port: p.port };
+            *peer = ScifPortId { node, port: p.port };
             *newepd = fd;
         }
         Ok(0)
     })
 }
 
+/// A node id as SCIF's `uint16_t` carries it (`struct scif_portID`, `scif_get_nodeIDs`).
+/// Remora's node ids are 1..=65535 (`remora_config::MAX_NODE`), so every id fits; one that
+/// did not would be an error, never a truncated id naming another node.
+fn node16(node: u32) -> Result<u16, Error> {
+    u16::try_from(node).map_err(|_| inval("node id beyond SCIF's 16 bits"))
+}
+
+/// The nodes a SCIF program can name (every id that fits 16 bits), in the order given.
+fn nameable(ids: &[u32]) -> Vec<u16> {
+    ids.iter().filter_map(|&n| node16(n).ok()).collect()
+}
+
 /// `scif_get_nodeIDs`: fills up to `len` node ids, sets `*self_`, returns how many nodes
-/// there are.
+/// there are. Ids are whole (never cut to 16 bits): a node SCIF's `uint16_t` could not
+/// name is not listed.
 ///
 /// # Safety
 /// `nodes` is NULL or points to `len` writable `uint16_t`; `self_` is NULL or writable.
@@ -104,16 +118,17 @@ pub unsafe extern "C-unwind" fn scif_accept(
 pub unsafe extern "C-unwind" fn scif_get_nodeIDs(nodes: *mut u16, len: c_int, self_: *mut u16) -> c_int {
     guard(-1, || {
         let l = lib()?;
-        let ids = l.scif.node_ids()?;
+        let ids = nameable(&l.scif.node_ids()?);
+        let me = node16(l.scif.node())?;
         if !nodes.is_null() && len > 0 {
             for (i, n) in ids.iter().take(len as usize).enumerate() {
                 // SAFETY: i < len, within the caller's array.
-                unsafe { *nodes.add(i) = *n as u16 };
+                unsafe { *nodes.add(i) = *n };
             }
         }
         if !self_.is_null() {
             // SAFETY: non-NULL, writable by the contract.
-            unsafe { *self_ = l.scif.node() as u16 };
+            unsafe { *self_ = me };
         }
         Ok(ids.len() as c_int)
     })
@@ -167,3 +182,16 @@ versioned!(
     scif_get_fd,
     scif_poll
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_ids_are_never_cut_to_16_bits() {
+        assert_eq!(node16(65_535).unwrap(), 65_535);
+        assert!(node16(65_536).is_err(), "65536 would read as node 0");
+        assert!(node16(0x1_0004).is_err(), "0x10004 would read as node 4");
+        assert_eq!(nameable(&[4, 0x1_0004, 8, 65_535, 1 << 20]), vec![4, 8, 65_535]);
+    }
+}
