@@ -52,6 +52,8 @@ pub(crate) fn code(e: &Error) -> sci_error_t {
         Error::NoSuchIntno => SCI_ERR_NO_SUCH_INTNO,
         Error::Cancelled => SCI_ERR_CANCELLED,
         Error::MaxEntries => SCI_ERR_MAX_ENTRIES,
+        Error::CondIntRace => SCI_ERR_COND_INT_RACE_PROBLEM,
+        Error::Overflow => SCI_ERR_OVERFLOW,
         Error::System(_) => SCI_ERR_SYSTEM,
     }
 }
@@ -330,6 +332,8 @@ mod tests {
             Error::NoSuchIntno,
             Error::Cancelled,
             Error::MaxEntries,
+            Error::CondIntRace,
+            Error::Overflow,
             Error::System(String::new()),
         ];
         for e in &all {

@@ -24,9 +24,6 @@ use std::ffi::{c_uint, c_void};
 // The header's limit is the library's.
 const _: () = assert!(SCI_MAX_DATA_INTERRUPT_LENGTH as usize == MAX_DATA_INTERRUPT);
 
-/// Interrupt flags of features that arrive later (several owners of one number).
-const SHARING: u32 = SCI_FLAG_SHARED_INT | SCI_FLAG_SHARE_EXTERNAL;
-
 /// The interrupt number a create call asks for: `*interrupt_no` with
 /// `SCI_FLAG_FIXED_INTNO`, else none (the node chooses); and where to store the result.
 ///
@@ -240,12 +237,16 @@ pub unsafe extern "C-unwind" fn SCITriggerInterrupt(
 /// `callback(callback_arg, interrupt, data, length, SCI_ERR_OK)` on the library's event
 /// thread (`data` is the library's copy, valid during the call), and
 /// `SCIWaitForDataInterrupt` is illegal. Up to 64 payloads wait unconsumed.
+/// `SCI_FLAG_SHARED_INT` lets other processes of the node create the same number with the
+/// same flag; every payload sent to the number then reaches each of them (a member with 64
+/// payloads unconsumed misses it).
 ///
 /// # Errors
-/// `SCI_ERR_INTNO_USED`; `SCI_ERR_NO_SUCH_ADAPTERNO`; `SCI_ERR_ILLEGAL_PARAMETER` for a
-/// bad descriptor or a NULL `interrupt` or `interrupt_no`; `SCI_ERR_FLAG_NOT_IMPLEMENTED`
-/// for `SCI_FLAG_SHARED_INT`, `SCI_FLAG_SHARE_EXTERNAL` and `SCI_FLAG_BROADCAST`;
-/// `SCI_ERR_ILLEGAL_FLAG`.
+/// `SCI_ERR_INTNO_USED` (also for a number taken without `SCI_FLAG_SHARED_INT` when the
+/// flag is given, and the reverse); `SCI_ERR_NO_SUCH_ADAPTERNO`;
+/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad descriptor or a NULL `interrupt` or
+/// `interrupt_no`; `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_SHARE_EXTERNAL` and
+/// `SCI_FLAG_BROADCAST`; `SCI_ERR_ILLEGAL_FLAG`.
 ///
 /// # Safety
 /// `interrupt` and `error` are NULL or writable; `interrupt_no` is NULL or readable and
@@ -265,7 +266,8 @@ pub unsafe extern "C-unwind" fn SCICreateDataInterrupt(
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
-        check_flags(flags, SCI_FLAG_FIXED_INTNO | SCI_FLAG_USE_CALLBACK, SHARING | SCI_FLAG_BROADCAST)?;
+        let accepted = SCI_FLAG_FIXED_INTNO | SCI_FLAG_USE_CALLBACK | SCI_FLAG_SHARED_INT;
+        check_flags(flags, accepted, SCI_FLAG_SHARE_EXTERNAL | SCI_FLAG_BROADCAST)?;
         // SAFETY: `interrupt` is NULL or writable (this function's contract).
         let out = unsafe { Out::new(interrupt) }?;
         // SAFETY: `interrupt_no` is NULL or readable and writable (this function's contract).
@@ -273,7 +275,8 @@ pub unsafe extern "C-unwind" fn SCICreateDataInterrupt(
         let desc: Descriptor = handles::get(key(sd))?;
         let slot = handles::reserve::<DataInterrupt>()?;
         let cb = callbacks::data_interrupt(callback, callback_arg, flags, slot.key(), slot.gate());
-        let intr = DataInterrupt::create(&desc, local_adapter_no, wanted, cb)?;
+        let shared = flags & SCI_FLAG_SHARED_INT != 0;
+        let intr = DataInterrupt::create_with(&desc, local_adapter_no, wanted, shared, cb)?;
         number_out.set(intr.number());
         out.set(handle(slot.fill(intr)));
         Ok(())

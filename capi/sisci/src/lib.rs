@@ -55,10 +55,7 @@
 //!   `SCIMapRemoteSegmentForDevice`, `SCIUnmapRemoteSegmentForDevice`,
 //!   `SCIMapLocalSegmentForDevice`, `SCIUnmapLocalSegmentForDevice`.
 //! * Queries: `SCI_Q_DEVICE`, `SCI_Q_LOCAL_SEGMENT_PHYS_ADDR`,
-//!   `SCI_Q_LOCAL_SEGMENT_VIRTUAL_KERNEL_ADDR`, `SCI_Q_MAP_IOADDR`, `SCI_Q_MAP_PHYS_ADDR`,
-//!   `SCI_Q_SYSTEM_HOSTBRIDGE`, and the adapter's `SCI_LINK_FREQUENCY`,
-//!   `B_LINK_FREQUENCY`, `IO_BUS_FREQUENCY`, `BDF`, `LINK_WIDTH`, `LINK_SPEED`. Every
-//!   other sub-command the reference lists answers a value (`adapter_facts`).
+//!   `SCI_Q_LOCAL_SEGMENT_VIRTUAL_KERNEL_ADDR`, `SCI_Q_MAP_IOADDR`, `SCI_Q_MAP_PHYS_ADDR`.
 //! * Physical DMA: `SCIphDmaEnqueue`, `SCIphDmaStart` (returns `SCI_DMAQUEUE_IDLE`), and
 //!   `SCICreateDMAQueue` with `SCI_FLAG_DMA_PHDMA`.
 //! * Maps whose loads or stores start an adapter operation: `SCIMapRemoteSegment` /
@@ -118,7 +115,6 @@
 // The exported functions keep the C API's names.
 #![allow(non_snake_case)]
 
-mod adapter_facts;
 mod aliases;
 mod callbacks;
 mod channels;

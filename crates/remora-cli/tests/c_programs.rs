@@ -88,6 +88,19 @@ fn bad_dma_and_interrupt_input_gets_documented_codes() {
 }
 
 #[test]
+fn flag_named_and_shared_data_interrupts() {
+    let env = Env::new();
+    let exe = env.build(&root().join("tests/c/flag_interrupts.c"), &[]);
+    let mut child = Reap(env.run(&exe, 4).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+    let status = wait_with_timeout(&mut child, Duration::from_secs(120));
+    let (mut out, mut err) = (String::new(), String::new());
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "flag_interrupts failed ({status:?}): {out}{err}");
+    assert!(out.contains("checks passed"), "flag_interrupts said: {out}{err}");
+}
+
+#[test]
 fn legacy_block_transfers_copy_routines_node_names_and_dma_channels() {
     let env = Env::new();
     let exe = env.build(&root().join("tests/c/legacy_calls.c"), &[]);

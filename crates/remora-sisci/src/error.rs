@@ -85,6 +85,13 @@ pub enum Error {
     /// A wait was cancelled because its resource was removed (`SCI_ERR_CANCELLED`).
     #[error("cancelled: the resource was removed")]
     Cancelled,
+    /// A conditional interrupt's flag word was stored to while the interrupt was disabled,
+    /// so enabling it could miss that store (`SCI_ERR_COND_INT_RACE_PROBLEM`).
+    #[error("the flag word changed while the conditional interrupt was disabled")]
+    CondIntRace,
+    /// A counter exceeds what the call can report (`SCI_ERR_OVERFLOW`).
+    #[error("counter overflow")]
+    Overflow,
     /// More entries than the DMA queue holds (`SCI_ERR_MAX_ENTRIES`).
     #[error("too many entries for the queue")]
     MaxEntries,

@@ -9,8 +9,13 @@ use remora_sys::intr::{IntrPage, IntrWait, TriggerError};
 use remora_sys::sync::EventFd;
 use remora_sys::Memfd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+mod flag;
+mod named;
+
+pub use named::{named_interrupt_number, NAMED_INTNO_BASE};
 
 /// The largest payload of a data interrupt, in bytes; longer triggers fail with
 /// [`Error::OutOfRange`].
@@ -150,10 +155,15 @@ struct LocalIntr {
     counting: bool,
     seen: Mutex<u32>,
     uses_callback: bool,
+    /// The flag word whose stores trigger it (`SCIRegisterInterruptFlag`), if any.
+    flag: OnceLock<flag::FlagWatch>,
 }
 
 impl Drop for LocalIntr {
     fn drop(&mut self) {
+        if let Some(f) = self.flag.get() {
+            f.stop();
+        }
         self.core.stop_listening();
         if !self.core.gone.load(Ordering::Acquire) {
             let _ =
@@ -221,6 +231,7 @@ impl Interrupt {
                 counting,
                 seen: Mutex::new(seen),
                 uses_callback: callback.is_some(),
+                flag: OnceLock::new(),
             }),
         };
         if let Some(mut cb) = callback {
@@ -291,7 +302,11 @@ impl Interrupt {
     /// # Errors
     /// [`Error::IllegalParameter`] when already removed.
     pub fn remove(&self) -> Result<()> {
-        self.inner.core.release(Request::RemoveInterrupt { intr: self.inner.core.handle })
+        self.inner.core.release(Request::RemoveInterrupt { intr: self.inner.core.handle })?;
+        if let Some(f) = self.inner.flag.get() {
+            f.stop();
+        }
+        Ok(())
     }
 }
 
@@ -444,9 +459,26 @@ impl DataInterrupt {
         intno: Option<u32>,
         callback: Option<DataCallback>,
     ) -> Result<DataInterrupt> {
+        DataInterrupt::create_with(desc, adapter, intno, false, callback)
+    }
+
+    /// `SCICreateDataInterrupt` with `shared` (`SCI_FLAG_SHARED_INT`): other processes of
+    /// the node may create the same number with `shared` too, and every payload sent to
+    /// the number reaches each of them (the node copies it into every member's queue; a
+    /// member with 64 payloads unconsumed misses it).
+    ///
+    /// # Errors
+    /// As [`DataInterrupt::create`]; [`Error::IntnoUsed`] when the number is taken by a
+    /// data interrupt that is not shared.
+    pub fn create_with(
+        desc: &Descriptor,
+        adapter: u32,
+        intno: Option<u32>,
+        shared: bool,
+        callback: Option<DataCallback>,
+    ) -> Result<DataInterrupt> {
         check_adapter(adapter)?;
-        let (handle, intno, page) =
-            open_page(desc, Request::CreateInterrupt { intno, data: true, shared: false })?;
+        let (handle, intno, page) = open_page(desc, Request::CreateInterrupt { intno, data: true, shared })?;
         if page.is_none() {
             return Err(Error::System("interrupt created without its page".into()));
         }

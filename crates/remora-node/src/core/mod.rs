@@ -82,8 +82,8 @@ pub struct Registry {
     /// Bumped whenever memory may stop being usable by the DMA engine (disconnect, loss,
     /// removal, session end), so engine workers can cache what they resolved until then.
     pub epoch: Arc<std::sync::atomic::AtomicU64>,
-    /// Shared interrupt numbers, by number.
-    pub shared_ints: HashMap<u32, SharedGroup>,
+    /// Shared interrupt numbers, by kind (data or not) and number.
+    pub shared_ints: HashMap<(bool, u32), SharedGroup>,
 }
 
 impl Registry {

@@ -68,9 +68,9 @@ impl Registry {
         data: bool,
         shared: bool,
     ) -> Result<(u64, u32, OwnedFd, OwnedFd, Option<u64>), Error> {
-        let shared = shared && !data;
+        let group = |n: u32| (data, n);
         let intno = match intno {
-            Some(n) if shared && self.shared_ints.contains_key(&n) => n,
+            Some(n) if shared && self.shared_ints.contains_key(&group(n)) => n,
             Some(n) if self.intnos.contains_key(&(data, n)) => return Err(Error::IntnoUsed),
             Some(n) => n,
             None => (AUTO_INTNO_BASE..=u32::MAX)
@@ -78,20 +78,20 @@ impl Registry {
                 .ok_or(Error::NoSpace)?,
         };
         let mut new_fanout = None;
-        if shared && !self.shared_ints.contains_key(&intno) {
-            // The first sharer: the number names the daemon's fan-out interrupt, whose
-            // page is armed so that every trigger signals its eventfd.
-            let fanout = self.new_interrupt(0, intno, false)?;
+        if shared && !self.shared_ints.contains_key(&group(intno)) {
+            // The first sharer: the number names the daemon's fan-out interrupt (of the
+            // same kind), whose page is armed so that every trigger signals its eventfd.
+            let fanout = self.new_interrupt(0, intno, data)?;
             if let Some(f) = self.interrupts.get(&fanout) {
                 f.page.set_armed(true);
             }
-            self.intnos.insert((false, intno), fanout);
-            self.shared_ints.insert(intno, SharedGroup { fanout, members: BTreeSet::new() });
+            self.intnos.insert((data, intno), fanout);
+            self.shared_ints.insert(group(intno), SharedGroup { fanout, members: BTreeSet::new() });
             new_fanout = Some(fanout);
         }
         let intr = self.new_interrupt(session, intno, data)?;
         if shared {
-            self.shared_ints.get_mut(&intno).expect("made above").members.insert(intr);
+            self.shared_ints.get_mut(&group(intno)).expect("made above").members.insert(intr);
         } else {
             self.intnos.insert((data, intno), intr);
         }
@@ -116,7 +116,9 @@ impl Registry {
     /// Pass `n` triggers of shared number `intno`'s fan-out on to every member. `false`
     /// when the group is gone.
     pub fn fan_out(&self, intno: u32, fanout: u64, n: u32) -> bool {
-        let Some(g) = self.shared_ints.get(&intno).filter(|g| g.fanout == fanout) else { return false };
+        let Some(g) = self.shared_ints.get(&(false, intno)).filter(|g| g.fanout == fanout) else {
+            return false;
+        };
         for m in &g.members {
             if let Some(i) = self.interrupts.get(m) {
                 for _ in 0..n.min(64) {
@@ -125,6 +127,32 @@ impl Registry {
             }
         }
         true
+    }
+
+    /// Pass every payload waiting in the fan-out page of shared data-interrupt number
+    /// `intno` on to every member (a member whose queue is full misses it). `false` when
+    /// the group is gone.
+    pub fn fan_out_data(&self, intno: u32, fanout: u64) -> bool {
+        let Some(g) = self.shared_ints.get(&(true, intno)).filter(|g| g.fanout == fanout) else {
+            return false;
+        };
+        let Some(f) = self.interrupts.get(&fanout) else { return false };
+        let mut buf = vec![0u8; remora_sys::intr::MAX_DATA];
+        // Bounded: the queue holds at most DATA_SLOTS payloads, but producers may refill it.
+        for _ in 0..4 * remora_sys::intr::DATA_SLOTS {
+            let Some(len) = f.page.recv(&mut buf) else { break };
+            self.deliver_shared(g, &buf[..len]);
+        }
+        true
+    }
+
+    /// Send `payload` to every member of a shared data-interrupt group.
+    fn deliver_shared(&self, g: &SharedGroup, payload: &[u8]) {
+        for m in &g.members {
+            if let Some(i) = self.interrupts.get(m) {
+                let _ = i.page.send(payload);
+            }
+        }
     }
 
     /// `SCIRemoveInterrupt`: waiters wake with "cancelled", triggers fail from now on.
@@ -138,16 +166,17 @@ impl Registry {
         }
         let i = self.interrupts.remove(&intr).expect("checked");
         i.page.remove();
-        match self.shared_ints.get_mut(&i.intno).filter(|g| g.members.contains(&intr)) {
+        let group = (i.data, i.intno);
+        match self.shared_ints.get_mut(&group).filter(|g| g.members.contains(&intr)) {
             Some(g) => {
                 g.members.remove(&intr);
                 if g.members.is_empty() {
                     let fanout = g.fanout;
-                    self.shared_ints.remove(&i.intno);
+                    self.shared_ints.remove(&group);
                     if let Some(f) = self.interrupts.remove(&fanout) {
                         f.page.remove();
                     }
-                    self.intnos.remove(&(false, i.intno));
+                    self.intnos.remove(&group);
                 }
             }
             None => {
@@ -207,9 +236,16 @@ impl Registry {
         };
         let ConnKind::Local { seg: h } = c.target else { return Err(Error::UnknownHandle) };
         let i = self.interrupts.get(&h).ok_or(Error::NoSuchIntno)?;
-        if i.owner == 0 && !i.data && !i.page.is_removed() && self.fan_out(i.intno, h, 1) {
+        if i.owner == 0 && !i.page.is_removed() {
             // A shared number: every member hears it.
-            return Ok(());
+            match (data, self.shared_ints.get(&(i.data, i.intno)).filter(|g| g.fanout == h)) {
+                (None, Some(_)) if self.fan_out(i.intno, h, 1) => return Ok(()),
+                (Some(d), Some(g)) if d.len() <= remora_sys::intr::MAX_DATA => {
+                    self.deliver_shared(g, d);
+                    return Ok(());
+                }
+                _ => {}
+            }
         }
         let r = match data {
             Some(d) => i.page.send(d),

@@ -149,7 +149,7 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
             match made {
                 Ok((intr, intno, page, ev, fanout)) => {
                     if let Some(fanout) = fanout {
-                        tokio::spawn(fan_out(s.node.clone(), intno, fanout));
+                        tokio::spawn(fan_out(s.node.clone(), intno, fanout, data));
                     }
                     (Ok(Reply::Interrupt { intr, intno }), vec![page, ev])
                 }
@@ -346,9 +346,10 @@ fn create_dma(s: &Session, max: u32) -> Outcome {
     (Ok(Reply::DmaQueue { queue }), vec![memfd.into_fd(), ev.into_fd()])
 }
 
-/// Pass the triggers of a shared interrupt number's fan-out page (connections of this
-/// host trigger it directly) on to every member, until the group goes.
-pub(crate) async fn fan_out(node: Arc<Node>, intno: u32, fanout: u64) {
+/// Pass the triggers (or, for a data interrupt, the payloads) of a shared interrupt
+/// number's fan-out page (connections of this host trigger it directly) on to every
+/// member, until the group goes.
+pub(crate) async fn fan_out(node: Arc<Node>, intno: u32, fanout: u64, data: bool) {
     let clones = node
         .lock()
         .interrupts
@@ -364,6 +365,12 @@ pub(crate) async fn fan_out(node: Arc<Node>, intno: u32, fanout: u64) {
             g.clear_ready();
         }
         let reg = node.lock();
+        if data {
+            if !reg.fan_out_data(intno, fanout) {
+                return;
+            }
+            continue;
+        }
         let Some(now) = reg.interrupts.get(&fanout).map(|i| i.page.triggers()) else { return };
         let n = now.wrapping_sub(seen);
         seen = now;
