@@ -399,6 +399,13 @@ impl Nic {
         }
     }
 
+    /// Forget a destroyed VI: its protection tag is free at once, though another thread
+    /// (the watcher, a notify handler) may still hold it for a moment.
+    pub(crate) fn remove_vi(&self, vi: &Arc<ViInner>) {
+        let gone = Arc::downgrade(vi);
+        lock(&self.inner.vis).retain(|w| !w.ptr_eq(&gone) && w.strong_count() > 0);
+    }
+
     pub(crate) fn add_vi(&self, vi: &Arc<ViInner>) {
         lock(&self.inner.vis).push(Arc::downgrade(vi));
         if !self.inner.watching.swap(true, Ordering::AcqRel) {

@@ -278,6 +278,7 @@ impl Vi {
         for cq in self.inner.send_cq.iter().chain(self.inner.recv_cq.iter()) {
             cq.detach(self.inner.id);
         }
+        self.inner.nic.remove_vi(&self.inner);
         Ok(())
     }
 

@@ -369,3 +369,18 @@ fn a_descriptor_posted_again_is_checked_against_the_registrations_of_now() {
     let st = u32::from_le_bytes(desc.get(28, 4).try_into().unwrap());
     assert_ne!(st & status::PROTECTION_ERROR, 0);
 }
+
+/// A destroyed VI frees its protection tag at once, even while another thread (here a
+/// clone; in a program the NIC's watcher or a notify handler) still holds the VI.
+#[test]
+fn a_destroyed_vi_frees_its_ptag_while_another_thread_holds_it() {
+    let h = Harness::new();
+    let nic = Nic::open_with_config("remora0", h.config(1)).unwrap();
+    let p = nic.create_ptag();
+    let vi = Vi::create(&nic, attrs(p, RELIABLE_DELIVERY, false), None, None).unwrap();
+    let held = vi.clone();
+    assert!(matches!(nic.destroy_ptag(p), Err(Error::Resource(_))), "a live VI carries the tag");
+    vi.destroy().unwrap();
+    nic.destroy_ptag(p).unwrap();
+    drop(held);
+}
