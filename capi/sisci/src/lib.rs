@@ -55,7 +55,10 @@
 //!   `SCIMapRemoteSegmentForDevice`, `SCIUnmapRemoteSegmentForDevice`,
 //!   `SCIMapLocalSegmentForDevice`, `SCIUnmapLocalSegmentForDevice`.
 //! * Queries: `SCI_Q_DEVICE`, `SCI_Q_LOCAL_SEGMENT_PHYS_ADDR`,
-//!   `SCI_Q_LOCAL_SEGMENT_VIRTUAL_KERNEL_ADDR`, `SCI_Q_MAP_IOADDR`, `SCI_Q_MAP_PHYS_ADDR`.
+//!   `SCI_Q_LOCAL_SEGMENT_VIRTUAL_KERNEL_ADDR`, `SCI_Q_MAP_IOADDR`, `SCI_Q_MAP_PHYS_ADDR`,
+//!   `SCI_Q_SYSTEM_HOSTBRIDGE`, and the adapter's `SCI_LINK_FREQUENCY`,
+//!   `B_LINK_FREQUENCY`, `IO_BUS_FREQUENCY`, `BDF`, `LINK_WIDTH`, `LINK_SPEED`. Every
+//!   other sub-command the reference lists answers a value (`adapter_facts`).
 //! * Physical DMA: `SCIphDmaEnqueue`, `SCIphDmaStart` (returns `SCI_DMAQUEUE_IDLE`), and
 //!   `SCICreateDMAQueue` with `SCI_FLAG_DMA_PHDMA`.
 //! * Maps whose loads or stores start an adapter operation: `SCIMapRemoteSegment` /
@@ -106,7 +109,8 @@
 //! * Multicast across hosts: a multicast connect to a group with a member on another host
 //!   answers `SCI_ERR_NOT_SUPPORTED`.
 //! * Flags, `SCI_ERR_FLAG_NOT_IMPLEMENTED`: `SCI_FLAG_BROADCAST` on DMA transfers, data
-//!   interrupts and `SCIAttachLocalSegment`, `SCI_FLAG_SHARE_EXTERNAL`.
+//!   interrupts and `SCIAttachLocalSegment`. (`SCI_FLAG_SHARE_EXTERNAL` is accepted by the
+//!   interrupt-creating calls: every interrupt is reachable by other processes.)
 //!
 //! Unknown flags give `SCI_ERR_ILLEGAL_FLAG` everywhere.
 
@@ -115,6 +119,7 @@
 // The exported functions keep the C API's names.
 #![allow(non_snake_case)]
 
+mod adapter_facts;
 mod aliases;
 mod callbacks;
 mod channels;

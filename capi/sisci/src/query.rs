@@ -2,6 +2,7 @@
 //! and DMA.
 
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
+use crate::adapter_facts::{adapter_fact, system_fact};
 use crate::consts::*;
 use crate::errors::{check_flags, run, ErrorOut, Fail, Outcome};
 use crate::handles::{self, key};
@@ -99,7 +100,7 @@ fn adapter_answer(info: &AdapterInfo, sub: u32, port: u32) -> Outcome<u32> {
         SCI_Q_ADAPTER_NUMBER | SCI_Q_ADAPTER_INSTANCE_NUMBER => remora_sisci::ADAPTER,
         SCI_Q_ADAPTER_FIRMWARE_OK => 1,
         SCI_Q_ADAPTER_CONNECTED_TO_SWITCH => 0,
-        SCI_Q_ADAPTER_MCAST_MAX_GROUPS => 0,
+        SCI_Q_ADAPTER_MCAST_MAX_GROUPS => remora_sisci::MULTICAST_GROUPS,
         SCI_Q_ADAPTER_NUMBER_OF_LINKS => info.number_of_links,
         SCI_Q_ADAPTER_LINK_OPERATIONAL | SCI_Q_ADAPTER_HW_LINK_STATUS_IS_OK => {
             link(u32::from(info.link_operational))?
@@ -117,10 +118,14 @@ fn adapter_answer(info: &AdapterInfo, sub: u32, port: u32) -> Outcome<u32> {
 ///   `NODEID`, `DMA_SIZE_ALIGNMENT`, `DMA_OFFSET_ALIGNMENT`, `DMA_MTU`,
 ///   `SUGGESTED_MIN_DMA_SIZE`, `SUGGESTED_MIN_BLOCK_SIZE` (the page size), `SERIAL_NUMBER` (0), `CARD_TYPE` ([`REMORA_CARD_TYPE`]),
 ///   `CONFIGURED`, `NUMBER`, `INSTANCE_NUMBER`, `FIRMWARE_OK`, `CONNECTED_TO_SWITCH` (0),
-///   `MCAST_MAX_GROUPS` (0), `NUMBER_OF_LINKS`, and per link (`portNo` below the number
+///   `MCAST_MAX_GROUPS` (6: multicast is offered, groups 0–5), `NUMBER_OF_LINKS`, and per link (`portNo` below the number
 ///   of links) `LINK_OPERATIONAL`, `HW_LINK_STATUS_IS_OK`, `LINK_ENABLED`,
-///   `LINK_CABLE_INSERTED`.
-/// * `SCI_Q_SYSTEM` (`sci_query_system_t`): `CPU_CACHE_LINE_SIZE`.
+///   `LINK_CABLE_INSERTED`; the hardware sub-commands of the reference as
+///   `adapter_facts::adapter_fact` answers them (streams, switch, address translation,
+///   SCI-era node ids, link uptime/downtime/partner port; `SCI_ERR_NOT_SUPPORTED` for
+///   frequencies, `BDF`, `LINK_WIDTH`, `LINK_SPEED`).
+/// * `SCI_Q_SYSTEM` (`sci_query_system_t`): `CPU_CACHE_LINE_SIZE`, `WRITE_POSTING_ENABLED`
+///   and `WRITE_COMBINING_ENABLED` (1); `HOSTBRIDGE` is `SCI_ERR_NOT_SUPPORTED`.
 /// * `SCI_Q_LOCAL_SEGMENT`/`SCI_Q_REMOTE_SEGMENT` with `..._IOADDR`: the synthetic
 ///   address `(node << 32) | segment id` ([`segment_ioaddr`]) in `data.ioaddr`.
 /// * `SCI_Q_MAP` with `MAPPED_TO_LOCAL_TARGET` or `QUERY_REMOTE_MAPPED_TO_LOCAL_TARGET`:
@@ -136,7 +141,8 @@ fn adapter_answer(info: &AdapterInfo, sub: u32, port: u32) -> Outcome<u32> {
 /// pointer, a zero-length string buffer, a bad handle or a `portNo` past the last link;
 /// `SCI_ERR_NOT_INITIALIZED` for the library-wide commands before `SCIInitialize`;
 /// `SCI_ERR_NO_SUCH_ADAPTERNO`; `SCI_ERR_NOT_SUPPORTED` for hardware facts (physical and
-/// kernel addresses, map bus addresses, `SCI_Q_DEVICE`); `SCI_ERR_ILLEGAL_FLAG` for flags
+/// kernel addresses, map bus addresses, `SCI_Q_DEVICE`, the card-only adapter and system
+/// sub-commands above); `SCI_ERR_ILLEGAL_FLAG` for flags
 /// (other than the DMA kinds with `SCI_Q_DMA`).
 ///
 /// # Safety
@@ -181,7 +187,10 @@ unsafe fn query(command: u32, data: *mut c_void, flags: u32) -> Outcome<()> {
             // SAFETY: `data` points to a sci_query_adapter_t (this function's contract).
             let q = unsafe { arg::<sci_query_adapter_t>(data) }?;
             let info = sci.adapter_info(q.localAdapterNo)?;
-            let value = adapter_answer(&info, q.subcommand, q.portNo)?;
+            let value = match adapter_answer(&info, q.subcommand, q.portNo) {
+                Err(Fail(SCI_ERR_ILLEGAL_QUERY)) => adapter_fact(&sci, &info, q.subcommand, q.portNo)?,
+                other => other?,
+            };
             // SAFETY: `q.data` points to the unsigned int answer (this function's contract).
             unsafe { answer_uint(q.data, value) }
         }
@@ -191,7 +200,7 @@ unsafe fn query(command: u32, data: *mut c_void, flags: u32) -> Outcome<()> {
             let q = unsafe { arg::<sci_query_system_t>(data) }?;
             let value = match q.subcommand {
                 SCI_Q_SYSTEM_CPU_CACHE_LINE_SIZE => sci.cache_line_size(),
-                _ => return Err(Fail(SCI_ERR_ILLEGAL_QUERY)),
+                other => system_fact(other)?,
             };
             // SAFETY: `q.data` points to the unsigned int answer (this function's contract).
             unsafe { answer_uint(q.data, value) }

@@ -40,6 +40,16 @@ impl Sisci {
         })
     }
 
+    /// How long the adapter's link has been up, in seconds: the time since this node's
+    /// daemon started (`SCI_Q_ADAPTER_LINK_UPTIME`); `None` when the daemon does not answer.
+    pub fn node_uptime(&self) -> Option<u64> {
+        let s = remora_client::Session::open_control(self.config()).ok()?;
+        match s.request(remora_proto::Request::Status, &[]).ok()?.0 {
+            remora_proto::Reply::Status(st) => Some(st.uptime_s),
+            _ => None,
+        }
+    }
+
     /// `SCIQuery(SCI_Q_VENDORID)`.
     pub fn vendor_string(&self) -> &'static str {
         "Remora (software interconnect)"
