@@ -32,9 +32,10 @@ use std::ffi::{c_char, c_uint, c_void, CStr};
 /// `SCI_ERR_INTNO_USED` when the name's number is taken (the same name created without
 /// `SCI_FLAG_SHARED_INT`, or another name or fixed number that maps to it);
 /// `SCI_ERR_ILLEGAL_PARAMETER` for a bad descriptor, a NULL `interrupt`, or a NULL or
-/// empty `name`; `SCI_ERR_NO_SUCH_ADAPTERNO`; `SCI_ERR_FLAG_NOT_IMPLEMENTED` for
-/// `SCI_FLAG_SHARE_EXTERNAL`; `SCI_ERR_ILLEGAL_FLAG` for any other flag (also
-/// `SCI_FLAG_FIXED_INTNO`: the name fixes the number).
+/// empty `name`; `SCI_ERR_NO_SUCH_ADAPTERNO`; `SCI_ERR_ILLEGAL_FLAG` for a flag other than
+/// `SCI_FLAG_USE_CALLBACK`, `SCI_FLAG_COUNTING_INT`, `SCI_FLAG_SHARED_INT` and
+/// `SCI_FLAG_SHARE_EXTERNAL` (accepted as `SCICreateInterrupt` does), also for
+/// `SCI_FLAG_FIXED_INTNO` (the name fixes the number).
 ///
 /// # Safety
 /// `interrupt`, `interrupt_no` and `error` are NULL or writable; `name` is NULL or a
@@ -57,8 +58,8 @@ pub unsafe extern "C-unwind" fn SCICreateNamedInterrupt(
     run(status, (), || {
         check_flags(
             flags,
-            SCI_FLAG_USE_CALLBACK | SCI_FLAG_COUNTING_INT | SCI_FLAG_SHARED_INT,
-            SCI_FLAG_SHARE_EXTERNAL,
+            SCI_FLAG_USE_CALLBACK | SCI_FLAG_COUNTING_INT | SCI_FLAG_SHARED_INT | SCI_FLAG_SHARE_EXTERNAL,
+            0,
         )?;
         // SAFETY: `interrupt` is NULL or writable (this function's contract).
         let out = unsafe { Out::new(interrupt) }?;

@@ -58,8 +58,9 @@ unsafe fn requested_number(interrupt_no: *mut c_uint, flags: u32) -> Outcome<(Op
 ///
 /// # Errors
 /// `SCI_ERR_INTNO_USED`; `SCI_ERR_NO_SUCH_ADAPTERNO`; `SCI_ERR_ILLEGAL_PARAMETER` for a
-/// bad descriptor or a NULL `interrupt` or `interrupt_no`; `SCI_ERR_FLAG_NOT_IMPLEMENTED`
-/// for `SCI_FLAG_SHARE_EXTERNAL`; `SCI_ERR_ILLEGAL_FLAG`.
+/// bad descriptor or a NULL `interrupt` or `interrupt_no`; `SCI_ERR_ILLEGAL_FLAG`.
+/// `SCI_FLAG_SHARE_EXTERNAL` (the interrupt may be reached by other processes and
+/// adapters) is accepted: every Remora interrupt is, by its node and number.
 ///
 /// # Safety
 /// `interrupt` and `error` are NULL or writable; `interrupt_no` is NULL or readable and
@@ -79,9 +80,12 @@ pub unsafe extern "C-unwind" fn SCICreateInterrupt(
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
-        let accepted =
-            SCI_FLAG_FIXED_INTNO | SCI_FLAG_USE_CALLBACK | SCI_FLAG_COUNTING_INT | SCI_FLAG_SHARED_INT;
-        check_flags(flags, accepted, SCI_FLAG_SHARE_EXTERNAL)?;
+        let accepted = SCI_FLAG_FIXED_INTNO
+            | SCI_FLAG_USE_CALLBACK
+            | SCI_FLAG_COUNTING_INT
+            | SCI_FLAG_SHARED_INT
+            | SCI_FLAG_SHARE_EXTERNAL;
+        check_flags(flags, accepted, 0)?;
         // SAFETY: `interrupt` is NULL or writable (this function's contract).
         let out = unsafe { Out::new(interrupt) }?;
         // SAFETY: `interrupt_no` is NULL or readable and writable (this function's contract).
@@ -245,8 +249,9 @@ pub unsafe extern "C-unwind" fn SCITriggerInterrupt(
 /// `SCI_ERR_INTNO_USED` (also for a number taken without `SCI_FLAG_SHARED_INT` when the
 /// flag is given, and the reverse); `SCI_ERR_NO_SUCH_ADAPTERNO`;
 /// `SCI_ERR_ILLEGAL_PARAMETER` for a bad descriptor or a NULL `interrupt` or
-/// `interrupt_no`; `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_SHARE_EXTERNAL` and
-/// `SCI_FLAG_BROADCAST`; `SCI_ERR_ILLEGAL_FLAG`.
+/// `interrupt_no`; `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_BROADCAST`;
+/// `SCI_ERR_ILLEGAL_FLAG`. `SCI_FLAG_SHARE_EXTERNAL` is accepted (as `SCICreateInterrupt`
+/// does).
 ///
 /// # Safety
 /// `interrupt` and `error` are NULL or writable; `interrupt_no` is NULL or readable and
@@ -266,8 +271,9 @@ pub unsafe extern "C-unwind" fn SCICreateDataInterrupt(
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
-        let accepted = SCI_FLAG_FIXED_INTNO | SCI_FLAG_USE_CALLBACK | SCI_FLAG_SHARED_INT;
-        check_flags(flags, accepted, SCI_FLAG_SHARE_EXTERNAL | SCI_FLAG_BROADCAST)?;
+        let accepted =
+            SCI_FLAG_FIXED_INTNO | SCI_FLAG_USE_CALLBACK | SCI_FLAG_SHARED_INT | SCI_FLAG_SHARE_EXTERNAL;
+        check_flags(flags, accepted, SCI_FLAG_BROADCAST)?;
         // SAFETY: `interrupt` is NULL or writable (this function's contract).
         let out = unsafe { Out::new(interrupt) }?;
         // SAFETY: `interrupt_no` is NULL or readable and writable (this function's contract).
