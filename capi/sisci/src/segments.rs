@@ -16,8 +16,6 @@ use std::ffi::{c_uint, c_void};
 
 /// `SCICreateSegment` flags that need hardware Remora does not have.
 const CREATE_HARDWARE: u32 = SCI_FLAG_PHYSICAL | SCI_FLAG_CUDA_BUFFER | SCI_FLAG_SCIF_BUFFER;
-/// `SCICreateSegment` flags of features that arrive later (multicast).
-const CREATE_LATER: u32 = SCI_FLAG_BROADCAST | SCI_FLAG_ALLOW_UNICAST;
 
 /// An optional C out-parameter: `None` for NULL.
 ///
@@ -81,10 +79,19 @@ fn retired(segment: sci_remote_segment_t) -> Outcome<(u32, u32)> {
 /// illegal); otherwise they queue up for `SCIWaitForLocalSegmentEvent`.
 /// `SCI_FLAG_DMA_GLOBAL` is accepted (a hint without effect: there is one DMA engine).
 ///
+/// With `SCI_FLAG_BROADCAST`, `segment_id` is a reflective-memory group (0–5) and the
+/// segment is this node's member of it: every member on this host shares one memory, so a
+/// store through the group's multicast map (`SCIConnectSegment` to
+/// `DIS_BROADCAST_NODEID_GROUP_ALL`) is in every member's local map, and a late member
+/// sees the current contents. `SCI_FLAG_ALLOW_UNICAST` (only with `SCI_FLAG_BROADCAST`)
+/// lets ordinary connects reach the member too; without it they get `SCI_ERR_ACCESS`.
+///
 /// # Errors
 /// `SCI_ERR_SEGMENTID_USED`; `SCI_ERR_NOSPC`; `SCI_ERR_ILLEGAL_PARAMETER` for a bad
-/// descriptor, a NULL `segment` or a zero size; `SCI_ERR_ILLEGAL_FLAG` for unknown flags;
-/// `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_BROADCAST`, `SCI_FLAG_ALLOW_UNICAST`;
+/// descriptor, a NULL `segment`, a zero size, a group above 5 or a member larger than the
+/// group's memory on this host; `SCI_ERR_ILLEGAL_FLAG` for unknown flags, and for
+/// `SCI_FLAG_ALLOW_UNICAST` without `SCI_FLAG_BROADCAST` or `SCI_FLAG_BROADCAST` with
+/// `SCI_FLAG_AUTO_ID`, `SCI_FLAG_PRIVATE` or `SCI_FLAG_EMPTY`;
 /// `SCI_ERR_NOT_SUPPORTED` for `SCI_FLAG_PHYSICAL`, `SCI_FLAG_CUDA_BUFFER`,
 /// `SCI_FLAG_SCIF_BUFFER`.
 ///
@@ -110,10 +117,19 @@ pub unsafe extern "C-unwind" fn SCICreateSegment(
             | SCI_FLAG_PRIVATE
             | SCI_FLAG_EMPTY
             | SCI_FLAG_USE_CALLBACK
-            | SCI_FLAG_DMA_GLOBAL;
-        check_flags(flags, accepted | CREATE_HARDWARE, CREATE_LATER)?;
+            | SCI_FLAG_DMA_GLOBAL
+            | SCI_FLAG_BROADCAST
+            | SCI_FLAG_ALLOW_UNICAST;
+        check_flags(flags, accepted | CREATE_HARDWARE, 0)?;
         if flags & CREATE_HARDWARE != 0 {
             return Err(Fail(SCI_ERR_NOT_SUPPORTED));
+        }
+        let broadcast = flags & SCI_FLAG_BROADCAST != 0;
+        let not_with_broadcast = SCI_FLAG_AUTO_ID | SCI_FLAG_PRIVATE | SCI_FLAG_EMPTY;
+        if (!broadcast && flags & SCI_FLAG_ALLOW_UNICAST != 0)
+            || (broadcast && flags & not_with_broadcast != 0)
+        {
+            return Err(Fail(SCI_ERR_ILLEGAL_FLAG));
         }
         // SAFETY: `segment` is NULL or writable (this function's contract).
         let out = unsafe { Out::new(segment) }?;
@@ -122,14 +138,20 @@ pub unsafe extern "C-unwind" fn SCICreateSegment(
         let how = CreateFlags { private: flags & SCI_FLAG_PRIVATE != 0, empty: flags & SCI_FLAG_EMPTY != 0 };
         let slot = handles::reserve::<LocalSegment>()?;
         let cb = callbacks::local_segment(callback, callback_arg, flags, slot.key(), slot.gate());
-        let seg = LocalSegment::create_with_callback(&desc, id, size, how, cb)?;
+        let seg = if broadcast {
+            let unicast = flags & SCI_FLAG_ALLOW_UNICAST != 0;
+            LocalSegment::create_broadcast(&desc, segment_id, size, unicast, cb)?
+        } else {
+            LocalSegment::create_with_callback(&desc, id, size, how, cb)?
+        };
         out.set(handle(slot.fill(seg)));
         Ok(())
     })
 }
 
 /// `SCIPrepareSegment`: make the segment usable through adapter `local_adapter_no`.
-/// `SCI_FLAG_DMA_SOURCE_ONLY` is accepted (a hint without effect here).
+/// `SCI_FLAG_DMA_SOURCE_ONLY` is accepted (a hint without effect here), and so is
+/// `SCI_FLAG_BROADCAST` (Dolphin's reflective-memory programs prepare members with it).
 ///
 /// # Errors
 /// `SCI_ERR_NO_SUCH_ADAPTERNO`; `SCI_ERR_ILLEGAL_OPERATION` for a segment without memory;
@@ -147,7 +169,7 @@ pub unsafe extern "C-unwind" fn SCIPrepareSegment(
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
-        check_flags(flags, SCI_FLAG_DMA_SOURCE_ONLY, 0)?;
+        check_flags(flags, SCI_FLAG_DMA_SOURCE_ONLY | SCI_FLAG_BROADCAST, 0)?;
         local(segment)?.prepare(local_adapter_no)?;
         Ok(())
     })
@@ -421,13 +443,22 @@ pub unsafe extern "C-unwind" fn SCIAttachLocalSegment(
 /// events go to `callback(callback_arg, segment, reason, status)` (on the library's
 /// threads) instead of `SCIWaitForRemoteSegmentEvent`.
 ///
+/// With `SCI_FLAG_BROADCAST`, `node_id` must be `DIS_BROADCAST_NODEID_GROUP_ALL` and
+/// `segment_id` a group (0–5): the handle is the group's multicast segment, whose maps
+/// store into every member's segment on this host (members of the group on other hosts are
+/// not reached yet: `SCI_ERR_NOT_SUPPORTED`). It waits up to `timeout` for a member to
+/// exist on this host.
+///
 /// # Errors
 /// `SCI_ERR_NO_SUCH_NODEID` at once for an unknown node; `SCI_ERR_NO_SUCH_SEGMENT` when
 /// no segment had the id in time; `SCI_ERR_TIMEOUT` when it existed but was not available
 /// (an asynchronous connect reports these three as the status of its `SCI_CB_DISCONNECT`
 /// event instead); `SCI_ERR_NO_SUCH_ADAPTERNO`; `SCI_ERR_ILLEGAL_PARAMETER` for a bad descriptor or a
-/// NULL `segment`; `SCI_ERR_FLAG_NOT_IMPLEMENTED` for `SCI_FLAG_BROADCAST`;
-/// `SCI_ERR_ILLEGAL_FLAG`.
+/// NULL `segment`, and for `SCI_FLAG_BROADCAST` with another node or a group above 5;
+/// `SCI_ERR_NOT_SUPPORTED` for a group with members on another host; `SCI_ERR_ACCESS`
+/// for an ordinary connect to a member created without `SCI_FLAG_ALLOW_UNICAST`;
+/// `SCI_ERR_ILLEGAL_FLAG`, also for `SCI_FLAG_BROADCAST` with
+/// `SCI_FLAG_ASYNCHRONOUS_CONNECT`.
 ///
 /// # Safety
 /// `segment` and `error` are NULL or writable. A callback is a valid
@@ -449,10 +480,22 @@ pub unsafe extern "C-unwind" fn SCIConnectSegment(
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
     run(status, (), || {
-        check_flags(flags, SCI_FLAG_USE_CALLBACK | SCI_FLAG_ASYNCHRONOUS_CONNECT, SCI_FLAG_BROADCAST)?;
+        check_flags(flags, SCI_FLAG_USE_CALLBACK | SCI_FLAG_ASYNCHRONOUS_CONNECT | SCI_FLAG_BROADCAST, 0)?;
+        let broadcast = flags & SCI_FLAG_BROADCAST != 0;
+        if broadcast && flags & SCI_FLAG_ASYNCHRONOUS_CONNECT != 0 {
+            return Err(Fail(SCI_ERR_ILLEGAL_FLAG));
+        }
+        if broadcast && node_id != DIS_BROADCAST_NODEID_GROUP_ALL {
+            return Err(Fail(SCI_ERR_ILLEGAL_PARAMETER));
+        }
         // SAFETY: `segment` is NULL or writable (this function's contract).
         let out = unsafe { Out::new(segment) }?;
         let desc: Descriptor = handles::get(key(sd))?;
+        if broadcast {
+            let seg = RemoteSegment::connect_group(&desc, segment_id, local_adapter_no, wait_time(timeout))?;
+            out.set(handle(handles::insert(seg)?));
+            return Ok(());
+        }
         let how = ConnectFlags { asynchronous: flags & SCI_FLAG_ASYNCHRONOUS_CONNECT != 0 };
         let slot = handles::reserve::<RemoteSegment>()?;
         let cb = callbacks::remote_segment(callback, callback_arg, flags, slot.key(), slot.gate());

@@ -116,6 +116,7 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
         PeerRequest::Scif(r) => crate::personality::scif::peer::serve(&node, sid, from, r).await,
         PeerRequest::Rsm(r) => crate::personality::rsm::serve_peer(&node, sid, from, r),
         PeerRequest::Vipl(r) => crate::personality::vipl::serve_peer(&node, from, r).await,
+        PeerRequest::GroupMemory { group } => crate::personality::multicast::serve_peer(&node, group),
     }
 }
 

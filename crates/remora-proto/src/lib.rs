@@ -24,8 +24,14 @@ use serde::{de::DeserializeOwned, Serialize};
 pub const MAGIC: [u8; 2] = *b"RM";
 /// The protocol version this build speaks. Bump on any incompatible change (2: SCIF; 3: peer
 /// requests grouped by personality, pager flows bound to a [`link::RangeRef`]; 4: RSM;
-/// 5: VIPL).
-pub const VERSION: u16 = 5;
+/// 5: VIPL; 6: reflective-memory groups).
+pub const VERSION: u16 = 6;
+/// Reflective-memory (multicast) groups a node offers: ids 0 to 5, as a Dolphin DX adapter
+/// (`SCI_Q_ADAPTER_MCAST_MAX_GROUPS`).
+pub const MULTICAST_GROUPS: u32 = 6;
+/// The node id that names every member of a multicast group
+/// (`DIS_BROADCAST_NODEID_GROUP_ALL`).
+pub const BROADCAST_NODE: u32 = 252;
 /// The largest frame either side sends or accepts.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// The most bytes one [`Request::SegRead`] or [`Request::SegWrite`] carries.

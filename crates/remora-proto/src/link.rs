@@ -225,6 +225,13 @@ pub enum PeerRequest {
     Rsm(crate::RsmPeerRequest),
     /// A request of the VIPL personality.
     Vipl(crate::ViplPeerRequest),
+    /// Does the answering node hold a member segment of reflective-memory group `group`?
+    /// Answer: [`PeerReply::Connected`] (handle 0) with the size, and, from a node of this
+    /// host, the group's memfd; `NoSuchSegment` when it holds none.
+    GroupMemory {
+        /// The group.
+        group: u32,
+    },
 }
 
 /// What the SCIF personality of one node asks of another's.

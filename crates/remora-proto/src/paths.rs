@@ -16,6 +16,12 @@ pub fn lock_path(dir: &Path, node: u32) -> PathBuf {
     dir.join(format!("node-{node}.lock"))
 }
 
+/// The file whose `flock` the daemons of this host hold while one of them finds or makes
+/// the memory of reflective-memory group `group` (so two first members never make two).
+pub fn group_lock_path(dir: &Path, group: u32) -> PathBuf {
+    dir.join(format!("group-{group}.lock"))
+}
+
 /// The nodes whose sockets exist in `dir`, sorted.
 pub fn nodes_in(dir: &Path) -> Vec<u32> {
     let mut v: Vec<u32> = std::fs::read_dir(dir)

@@ -236,6 +236,38 @@ pub enum Request {
         /// The connection handle.
         conn: u64,
     },
+
+    /// `SCICreateSegment` with `SCI_FLAG_BROADCAST`: this node's member segment of
+    /// reflective-memory group `group` (its segment id is the group). Every member of the
+    /// group on this host is backed by one memfd, so a store through the group's multicast
+    /// map lands in all of them. The reply is [`Reply::Segment`](crate::Reply::Segment)
+    /// with that memfd.
+    CreateGroupSegment {
+        /// The group (0..[`MULTICAST_GROUPS`](crate::MULTICAST_GROUPS)).
+        group: u32,
+        /// Size in bytes.
+        size: u64,
+        /// Unicast connects to it are allowed too (`SCI_FLAG_ALLOW_UNICAST`).
+        unicast: bool,
+    },
+
+    /// `SCIConnectSegment` to `DIS_BROADCAST_NODEID_GROUP_ALL` with `SCI_FLAG_BROADCAST`:
+    /// the multicast connection of group `group`. The reply is
+    /// [`Reply::Connected`](crate::Reply::Connected) with the group's memfd on this host.
+    ConnectGroup {
+        /// The group.
+        group: u32,
+        /// How long to wait for a member to exist; `None` waits forever.
+        timeout_ms: Option<u32>,
+    },
+
+    /// From a peer daemon of this host: the memory of this node's member segment of group
+    /// `group`. The reply is [`Reply::Connected`](crate::Reply::Connected) (handle 0, no
+    /// connection is recorded) with the memfd, or `NoSuchSegment`.
+    GroupMemory {
+        /// The group.
+        group: u32,
+    },
 }
 
 /// A request with its id; replies carry the same id.

@@ -6,12 +6,13 @@
 //! * `memcpy`: `SCIMemCpy` bandwidth into a mapped segment of another node beside `memcpy`
 //!   between two buffers of the same size.
 //! * `connect`: connect plus map of a segment of another node of this host.
-//! * `intr`, `dma`, `dsm`, `scif`, `rsm`: see their modules.
+//! * `intr`, `dma`, `dsm`, `scif`, `rsm`, `multicast`: see their modules.
 
 mod common;
 mod dma;
 mod dsm;
 mod intr;
+mod multicast;
 mod pio;
 mod plot;
 mod rsm;
@@ -105,6 +106,16 @@ pub enum Which {
         batch: u32,
         /// Batches of each kind (interleaved).
         #[arg(long, default_value_t = 7)]
+        rounds: u32,
+    },
+    /// Reflective memory: one store through a group's multicast map reaching 2 to 4
+    /// members on nodes of this host, beside as many unicast stores.
+    Multicast {
+        /// Stores per measured batch.
+        #[arg(long, default_value_t = 100_000)]
+        batch: u32,
+        /// Batches of each kind (interleaved).
+        #[arg(long, default_value_t = 9)]
         rounds: u32,
     },
     /// All of the above with their defaults.
@@ -218,10 +229,11 @@ fn run_one(w: Which) -> Result<(), String> {
         Which::Scif { batch, rounds } => scif::scif(batch, rounds),
         Which::Rsm { batch, rounds, reps } => rsm::rsm(batch, rounds, reps),
         Which::Vipl { batch, rounds } => vipl::vipl(batch, rounds),
+        Which::Multicast { batch, rounds } => multicast::multicast(batch, rounds),
         Which::ScifChild { raw_path, batch, rounds } => scif::scif_child(&raw_path, batch, rounds),
         Which::All => {
             type Step = (&'static str, fn() -> Result<(), String>);
-            let steps: [Step; 9] = [
+            let steps: [Step; 10] = [
                 ("pio", || pio(2000, 15)),
                 ("memcpy", || memcpy(9)),
                 ("connect", || connect(300)),
@@ -231,6 +243,7 @@ fn run_one(w: Which) -> Result<(), String> {
                 ("scif", || scif::scif(20000, 11)),
                 ("rsm", || rsm::rsm(20000, 9, 21)),
                 ("vipl", || vipl::vipl(20000, 7)),
+                ("multicast", || multicast::multicast(100_000, 9)),
             ];
             // A bar on stderr while the long run goes (hidden when stderr is no terminal).
             let bar = indicatif::ProgressBar::new(steps.len() as u64);

@@ -26,6 +26,9 @@ pub enum ConnKind {
         /// The other daemon's connection handle.
         remote: u64,
     },
+    /// The multicast connection of a reflective-memory group: the memory every member of
+    /// the group on this host shares (see `groups.rs`).
+    Group,
 }
 
 impl ConnKind {
@@ -33,7 +36,7 @@ impl ConnKind {
     pub fn remote(&self) -> Option<u64> {
         match *self {
             ConnKind::Proxied { remote } | ConnKind::Remote { remote } => Some(remote),
-            ConnKind::Local { .. } => None,
+            ConnKind::Local { .. } | ConnKind::Group => None,
         }
     }
 }

@@ -39,6 +39,8 @@ pub struct Segment {
     pub importers: BTreeSet<u64>,
     /// The DMA engine's view of the memory, made on first use.
     pub dma_map: Option<Arc<Mapping>>,
+    /// A member of a reflective-memory group (`SCI_FLAG_BROADCAST`), see `groups.rs`.
+    pub multicast: Option<super::groups::Multicast>,
 }
 
 fn adapter(a: u32) -> Result<(), Error> {
@@ -113,6 +115,7 @@ impl Registry {
                 attached: BTreeSet::new(),
                 importers: BTreeSet::new(),
                 dma_map: None,
+                multicast: None,
             },
         );
         Ok(&self.segments[&seg])
@@ -319,6 +322,10 @@ impl Registry {
     ) -> Result<(u64, u64, Memfd), ConnectWait> {
         let seg = *self.ids.get(&(space, id)).ok_or(ConnectWait::Missing)?;
         let s = self.segments.get_mut(&seg).ok_or(ConnectWait::Missing)?;
+        if s.multicast.is_some_and(|m| !m.unicast) {
+            // A group member takes unicast connects only with `SCI_FLAG_ALLOW_UNICAST`.
+            return Err(ConnectWait::Failed(Error::Access));
+        }
         if !s.available {
             return Err(ConnectWait::Unavailable);
         }
@@ -381,6 +388,7 @@ impl Registry {
                 attached: BTreeSet::new(),
                 importers: BTreeSet::new(),
                 dma_map: None,
+                multicast: None,
             },
         );
         &self.segments[&seg]

@@ -10,11 +10,13 @@
 //! | `mod.rs` | the books ([`Registry`]), sessions, status |
 //! | `exports.rs` | regions exported as segments: ids, states, attach, removal |
 //! | `connections.rs` | connections to exports of this or another node; maps |
+//! | `groups.rs` | reflective-memory groups: members sharing one memfd, multicast connections |
 //! | `notifiers.rs` | interrupts and data interrupts, shared numbers |
 //! | `transfer.rs` | DMA queues and the engine's worker threads |
 
 mod connections;
 mod exports;
+pub mod groups;
 mod notifiers;
 pub mod transfer;
 

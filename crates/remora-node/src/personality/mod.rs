@@ -4,6 +4,7 @@
 //! live in [`crate::core`]. A personality serves its variant of the client protocol
 //! (`remora_proto::Request`) and of the peer protocol (`remora_proto::link::PeerRequest`).
 
+pub mod multicast;
 pub mod rsm;
 pub mod scif;
 pub mod sisci;

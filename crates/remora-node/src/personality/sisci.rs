@@ -188,6 +188,11 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
             }
         }
         Request::CreateDmaQueue { max_entries } => create_dma(s, max_entries),
+        Request::CreateGroupSegment { group, size, unicast } => {
+            super::multicast::create(s, group, size, unicast).await
+        }
+        Request::ConnectGroup { group, timeout_ms } => super::multicast::connect(s, group, timeout_ms).await,
+        Request::GroupMemory { group } => super::multicast::memory(s, group),
         Request::RemoveDmaQueue { queue } => ok(s.node.lock().remove_dma(sid, queue)),
         other => (Err(Error::Protocol(format!("not a SISCI request: {other:?}"))), vec![]),
     }

@@ -54,6 +54,7 @@ fn translate(node: u32, req: PeerRequest) -> Result<Request, Error> {
             Request::Rsm(RsmRequest::Connect { node, id, perm, signal, creds: Some(creds) })
         }
         PeerRequest::Vipl(ViplPeerRequest::Request(ask)) => Request::Vipl(ViplRequest::Request { node, ask }),
+        PeerRequest::GroupMemory { group } => Request::GroupMemory { group },
         PeerRequest::Probe | PeerRequest::Scif(_) => {
             return Err(unsupported("local", "this request through a proxy"))
         }
