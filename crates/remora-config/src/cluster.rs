@@ -68,12 +68,25 @@ impl Cluster {
     /// # Errors
     /// As [`Cluster::load`].
     pub fn parse(text: &str, base: &Path) -> Result<Cluster, String> {
+        Cluster::parse_with(text, base, |p| std::fs::read(p))
+    }
+
+    /// [`Cluster::parse`], reading a `secret_file` with `read` (the fuzz targets read no
+    /// files).
+    ///
+    /// # Errors
+    /// As [`Cluster::load`].
+    pub fn parse_with(
+        text: &str,
+        base: &Path,
+        read: impl FnOnce(&Path) -> std::io::Result<Vec<u8>>,
+    ) -> Result<Cluster, String> {
         let f: File = toml::from_str(text).map_err(|e| format!("cluster file: {e}"))?;
         let secret = match (f.secret, f.secret_file) {
             (Some(s), None) => s.into_bytes(),
             (None, Some(p)) => {
                 let p = if p.is_absolute() { p } else { base.join(p) };
-                let s = std::fs::read(&p).map_err(|e| format!("secret_file {}: {e}", p.display()))?;
+                let s = read(&p).map_err(|e| format!("secret_file {}: {e}", p.display()))?;
                 String::from_utf8_lossy(&s).trim().as_bytes().to_vec()
             }
             (Some(_), Some(_)) => {

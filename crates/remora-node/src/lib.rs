@@ -14,6 +14,9 @@
 /// The cluster file (read and checked by `remora_config`).
 pub use remora_config::cluster;
 pub mod core;
+/// The bodies of the fuzz targets (`fuzz/`) and their seeds; not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 mod inbound;
 pub mod metrics;
 pub mod personality;

@@ -210,7 +210,14 @@ impl IntrPage {
             let seq = self.u64(slot).load(Ordering::Acquire);
             let dif = seq.wrapping_sub(pos) as i64;
             if dif == 0 {
-                match tail.compare_exchange_weak(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed) {
+                // Wrapping: the page is writable by every connected process, so `tail` may
+                // be anything (regression input of the fuzz target `intr_page`).
+                match tail.compare_exchange_weak(
+                    pos,
+                    pos.wrapping_add(1),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
                     Ok(_) => break slot,
                     Err(now) => pos = now,
                 }
@@ -222,7 +229,7 @@ impl IntrPage {
         };
         self.map.write(slot + 16, data).expect("payload fits its slot");
         self.u32(slot + 8).store(data.len() as u32, Ordering::Relaxed);
-        self.u64(slot).store(pos + 1, Ordering::Release);
+        self.u64(slot).store(pos.wrapping_add(1), Ordering::Release);
         self.ring();
         Ok(())
     }
@@ -326,6 +333,21 @@ mod tests {
         owner.remove();
         assert_eq!(remote.trigger(), Err(TriggerError::Removed));
         assert_eq!(owner.wait(Duration::ZERO, None, |_| false), IntrWait::Removed);
+    }
+
+    #[test]
+    fn a_tail_at_the_end_of_u64_wraps() {
+        // Regression (fuzz target `intr_page`, fuzz/seeds/intr_page/crash-tail-overflow): a
+        // process wrote u64::MAX into `tail` and the slot's sequence; `send` overflowed.
+        let fd = IntrPage::create("t").unwrap();
+        let raw = Mapping::new(fd.as_fd(), 0, PAGE_BYTES, Default::default()).unwrap();
+        let slot = HEADER + (u64::MAX as usize % DATA_SLOTS) * SLOT_SIZE;
+        raw.write(TAIL, &u64::MAX.to_ne_bytes()).unwrap();
+        raw.write(slot, &u64::MAX.to_ne_bytes()).unwrap();
+        let page = IntrPage::open(&fd, EventFd::new().unwrap()).unwrap();
+        assert_eq!(page.send(b"wrap"), Ok(()));
+        assert_eq!(raw.load_u64(TAIL), Some(0));
+        assert!(!page.has_data(), "the owner's head is elsewhere: the payload waits unseen");
     }
 
     #[test]

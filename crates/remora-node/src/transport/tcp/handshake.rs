@@ -8,7 +8,7 @@ use hmac::{Hmac, Mac};
 use remora_proto::link::{Flow, LinkMsg};
 use remora_proto::VERSION;
 use sha2::Sha256;
-use std::net::TcpStream as StdStream;
+use std::io::{Read, Write};
 
 fn mac_state(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], x: u32, y: u32) -> Hmac<Sha256> {
     let mut m = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC takes any key length");
@@ -36,13 +36,19 @@ pub(super) fn nonce() -> [u8; 32] {
     n
 }
 
-pub(super) fn refuse(s: &mut StdStream, why: String) -> std::io::Error {
+pub(super) fn refuse(s: &mut impl Write, why: String) -> std::io::Error {
     let _ = write_frame(s, &LinkMsg::Refused { reason: why.clone() });
     std::io::Error::new(std::io::ErrorKind::PermissionDenied, why)
 }
 
-/// Dialer side of the handshake (blocking). Returns the peer's incarnation.
-pub(super) fn dial_handshake(s: &mut StdStream, me: &Env, to: u32, flow: Flow) -> std::io::Result<u64> {
+/// Dialer side of the handshake (blocking; a TCP stream, or bytes in a fuzz target).
+/// Returns the peer's incarnation.
+pub(super) fn dial_handshake(
+    s: &mut (impl Read + Write),
+    me: &Env,
+    to: u32,
+    flow: Flow,
+) -> std::io::Result<u64> {
     let secret = &me.cluster.as_ref().expect("tcp needs a cluster").secret;
     let mine = nonce();
     write_frame(
@@ -81,8 +87,9 @@ pub(super) fn dial_handshake(s: &mut StdStream, me: &Env, to: u32, flow: Flow) -
     }
 }
 
-/// Listener side of the handshake (blocking). Returns (node, flow, incarnation).
-pub(super) fn accept_handshake(s: &mut StdStream, me: &Env) -> std::io::Result<(u32, Flow, u64)> {
+/// Listener side of the handshake (blocking; a TCP stream, or bytes in a fuzz target).
+/// Returns (node, flow, incarnation).
+pub(super) fn accept_handshake(s: &mut (impl Read + Write), me: &Env) -> std::io::Result<(u32, Flow, u64)> {
     let cluster = me.cluster.as_ref().expect("tcp needs a cluster");
     let (node, to, flow, theirs, incarnation) = match read_frame::<LinkMsg>(s)? {
         LinkMsg::Hello { version, node, to, flow, nonce, incarnation } => {

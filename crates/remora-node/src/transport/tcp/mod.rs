@@ -15,9 +15,12 @@
 //! | `link.rs` | dialing, accepting, the control flow and its heartbeats |
 //! | `bulk.rs` | the bulk flow and streaming reads and writes |
 //! | `pager.rs` | pager flows: dialing, binding, serving |
+//! | `fuzzing.rs` | the decoders above driven with bytes, for the fuzz targets (`fuzz/`) |
 
 mod bulk;
 mod framing;
+#[doc(hidden)]
+pub mod fuzzing;
 mod handshake;
 mod link;
 mod pager;

@@ -20,7 +20,7 @@ use remora_proto::link::{
 use remora_sys::Mapping;
 use std::io::{Read, Write};
 use std::net::TcpStream as StdStream;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -141,21 +141,35 @@ fn store(pieces: &[(Arc<Mapping>, usize, usize)], rd: &mut impl Read) -> std::io
 fn serve(peer: &TcpPeer, s: StdStream, handle: u64, mem: &dyn PeerMemory) {
     remora_sys::sync::urgent_thread(true);
     let Ok(rd) = s.try_clone() else { return };
-    let mut rd = std::io::BufReader::with_capacity(64 << 10, rd);
-    let mut wr = s;
+    let rd = std::io::BufReader::with_capacity(64 << 10, rd);
+    serve_frames(peer.id, [&peer.bytes_in, &peer.bytes_out], rd, s, handle, mem);
+}
+
+/// The loop of [`serve`]: answer the frames read from `rd` on `wr` until the flow breaks
+/// or sends a frame it may not (the fuzz target `pager_stream` drives it with bytes).
+/// `counters` are the peer's bytes in and out.
+pub(super) fn serve_frames(
+    peer: u32,
+    counters: [&AtomicU64; 2],
+    mut rd: impl Read,
+    mut wr: impl Write,
+    handle: u64,
+    mem: &dyn PeerMemory,
+) {
+    let [bytes_in, bytes_out] = counters;
     let mut scratch = vec![0u8; 64 << 10];
     let mut sink = vec![0u8; 64 << 10];
-    let answer = |wr: &mut StdStream, h: &BulkHeader| {
+    let answer = |wr: &mut dyn Write, h: &BulkHeader| {
         wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(h)))
     };
-    while let Some(hdr) = read_header(&mut rd, peer.id, "pager") {
-        peer.bytes_in.fetch_add(BULK_FRAME as u64 + hdr.len, Ordering::Relaxed);
+    while let Some(hdr) = read_header(&mut rd, peer, "pager") {
+        bytes_in.fetch_add(BULK_FRAME as u64 + hdr.len, Ordering::Relaxed);
         if hdr.conn != handle {
-            tracing::warn!(peer = peer.id, "a pager flow bound to {handle} named {}", hdr.conn);
+            tracing::warn!(peer, "a pager flow bound to {handle} named {}", hdr.conn);
             break;
         }
         if hdr.len as usize > MAX_PAGER_FRAME {
-            tracing::warn!(peer = peer.id, "a pager flow sent a frame of {} bytes; closed", hdr.len);
+            tracing::warn!(peer, "a pager flow sent a frame of {} bytes; closed", hdr.len);
             break;
         }
         let r = match hdr.op {
@@ -175,7 +189,7 @@ fn serve(peer: &TcpPeer, s: StdStream, handle: u64, mem: &dyn PeerMemory) {
                 }),
                 // A map's store nobody waits for: end the flow, the pager sees the loss.
                 (None, false) => {
-                    tracing::info!(peer = peer.id, handle, "a pager flow's store has no target; closed");
+                    tracing::info!(peer, handle, "a pager flow's store has no target; closed");
                     break;
                 }
             },
@@ -187,7 +201,7 @@ fn serve(peer: &TcpPeer, s: StdStream, handle: u64, mem: &dyn PeerMemory) {
                     len: if pieces.is_some() { hdr.len } else { 0 },
                     ..hdr
                 };
-                peer.bytes_out.fetch_add(BULK_FRAME as u64 + data.len, Ordering::Relaxed);
+                bytes_out.fetch_add(BULK_FRAME as u64 + data.len, Ordering::Relaxed);
                 let head = BulkFrame::from_header(&data);
                 let served = pieces.is_some();
                 let r = match pieces {
@@ -217,7 +231,7 @@ fn serve(peer: &TcpPeer, s: StdStream, handle: u64, mem: &dyn PeerMemory) {
                 r
             }
             op => {
-                tracing::warn!(peer = peer.id, "a pager flow sent {op:?}, closing the flow");
+                tracing::warn!(peer, "a pager flow sent {op:?}, closing the flow");
                 break;
             }
         };
