@@ -177,3 +177,15 @@ fn process_exit_releases_the_group() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_group_with_a_member_on_another_host_is_not_supported_yet() {
+    // Two nodes joined over TCP stand for two hosts.
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let (s4, s8) = (h.sci(4), h.sci(8));
+    let (a, b) = (Descriptor::open(&s4).unwrap(), Descriptor::open(&s8).unwrap());
+    assert_eq!(a.probe_node(0, 8), Ok(true), "the link is up");
+    let (_far, _far_map) = member(&b, 0, 4096);
+    let (_near, _near_map) = member(&a, 0, 4096);
+    assert_eq!(RemoteSegment::connect_group(&a, 0, 0, T).unwrap_err(), Error::NotSupported);
+}
