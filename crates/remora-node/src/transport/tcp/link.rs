@@ -69,6 +69,12 @@ pub(super) async fn run_peer(
             match dial(&env, &peer).await {
                 Ok(x) => Some(x),
                 Err(e) => {
+                    // A peer that answers, but not with a handshake we accept, is said (as
+                    // the listener says whom it refused); one that does not answer is not.
+                    use std::io::ErrorKind::{InvalidData, Other, PermissionDenied};
+                    if matches!(e.kind(), InvalidData | PermissionDenied | Other) {
+                        tracing::warn!(peer = peer.id, "handshake with the peer failed: {e}");
+                    }
                     refused_or_silent(&peer, &e, &mut down_since, hb);
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(1));
