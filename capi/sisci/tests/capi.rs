@@ -130,9 +130,10 @@ fn scenario() {
     let mut seg: sci_local_segment_t = null_mut();
     fails!(SCI_ERR_ILLEGAL_PARAMETER, SCICreateSegment(sd, null_mut(), ID, SIZE, None, null_mut(), 0));
     fails!(SCI_ERR_ILLEGAL_FLAG, SCICreateSegment(sd, &mut seg, ID, SIZE, None, null_mut(), 0x8000));
+    // Multicast members (tests/c/reflective.c): unicast only beside BROADCAST.
     fails!(
-        SCI_ERR_FLAG_NOT_IMPLEMENTED,
-        SCICreateSegment(sd, &mut seg, ID, SIZE, None, null_mut(), SCI_FLAG_BROADCAST)
+        SCI_ERR_ILLEGAL_FLAG,
+        SCICreateSegment(sd, &mut seg, ID, SIZE, None, null_mut(), SCI_FLAG_ALLOW_UNICAST)
     );
     fails!(
         SCI_ERR_NOT_SUPPORTED,
@@ -222,10 +223,6 @@ fn scenario() {
     fails!(
         SCI_ERR_NOT_SUPPORTED,
         SCIMapRemoteSegment(rseg, &mut rmap, 0, SIZE, null_mut(), SCI_FLAG_CONDITIONAL_INTERRUPT_MAP)
-    );
-    fails!(
-        SCI_ERR_FLAG_NOT_IMPLEMENTED,
-        SCIMapRemoteSegment(rseg, &mut rmap, 0, SIZE, null_mut(), SCI_FLAG_BROADCAST)
     );
     fails!(SCI_ERR_ILLEGAL_FLAG, SCIMapRemoteSegment(rseg, &mut rmap, 0, SIZE, null_mut(), 0x1_0000));
     fails!(SCI_ERR_ILLEGAL_PARAMETER, SCIMapRemoteSegment(rseg, null_mut(), 0, SIZE, null_mut(), 0));
