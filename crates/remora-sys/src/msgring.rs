@@ -120,11 +120,11 @@ fn within_race(cond: impl Fn() -> bool) -> bool {
     }
 }
 
-/// The first slot of a push that no consumer was watching.
+/// The first slot of a push that no consumer was watching. It names the slot by ring and
+/// index, never by offset: asked of another region, it reaches only that region's slots.
 #[derive(Debug, Clone, Copy)]
 pub struct Unseen {
     d: usize,
-    at: usize,
     seq: u32,
     index: u64,
 }
@@ -296,8 +296,9 @@ impl MsgRegion {
         self.u64(base + TAIL).store(tail, Ordering::Relaxed);
         self.u64(base + PUT).store(put, Ordering::Relaxed);
         let unseen = match first {
-            Some((at, seq, index)) => (self.u32(at + S_WAITER).load(Ordering::SeqCst) != seq)
-                .then_some(Unseen { d, at, seq, index }),
+            Some((at, seq, index)) => {
+                (self.u32(at + S_WAITER).load(Ordering::SeqCst) != seq).then_some(Unseen { d, seq, index })
+            }
             None => None,
         };
         (sent, unseen)
@@ -306,7 +307,9 @@ impl MsgRegion {
     /// Whether the consumer has, since [`MsgRegion::push`], started watching the slot or
     /// taken it (then it will keep its descriptor's readiness right itself).
     pub fn noticed(&self, u: &Unseen) -> bool {
-        self.u32(u.at + S_WAITER).load(Ordering::SeqCst) == u.seq
+        // The slot from the ring's own mask: an `Unseen` of a larger region (the fuzz
+        // target `scif_ring` re-opened one whose header a peer rewrote) stays inside this one.
+        self.u32(self.slot(u.d, u.index) + S_WAITER).load(Ordering::SeqCst) == u.seq
             || self.u64(dir_base(u.d) + HEAD).load(Ordering::Acquire).wrapping_sub(u.index) as i64 > 0
     }
 
@@ -509,6 +512,16 @@ mod tests {
         assert!(!r.noticed(&u));
         r.watch(1, true);
         assert!(r.noticed(&u), "watching now");
+    }
+
+    #[test]
+    fn an_unseen_of_another_region_stays_inside() {
+        // Regression (fuzz target `scif_ring`, fuzz/seeds/scif_ring/crash-foreign-unseen):
+        // the slot of an `Unseen` of a larger region was read at its offset, outside this one.
+        let (big, _) = pair(4096);
+        let (small, _) = pair(256);
+        let u = big.push(1, b"x").1.expect("nobody watches");
+        assert!(!small.noticed(&u));
     }
 
     #[test]
