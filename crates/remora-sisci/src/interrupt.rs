@@ -328,11 +328,16 @@ fn watched_wait(
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let slice = left.map_or(SLICE, |l| l.min(SLICE));
         match core.page().wait(spin, Some(slice), &mut ready) {
-            IntrWait::TimedOut if left.is_none_or(|l| l > slice) => {}
+            IntrWait::TimedOut => {}
             other => return Ok(other),
         }
+        // Checked before a short wait's time-out too: the C library waits in slices of
+        // 100 ms (cancellation points), each of which must see the daemon gone.
         if core.desc.session().daemon_gone() {
             return Err(Error::System("the node daemon is gone".into()));
+        }
+        if left.is_some_and(|l| l <= slice) {
+            return Ok(IntrWait::TimedOut);
         }
         spin = Duration::ZERO;
     }
