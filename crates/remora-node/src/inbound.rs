@@ -117,6 +117,9 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
         PeerRequest::Rsm(r) => crate::personality::rsm::serve_peer(&node, sid, from, r),
         PeerRequest::Vipl(r) => crate::personality::vipl::serve_peer(&node, from, r).await,
         PeerRequest::GroupMemory { group } => crate::personality::multicast::serve_peer(&node, group),
+        PeerRequest::ConnectGroup { group } => {
+            crate::personality::multicast::serve_connect(&node, sid, from, group)
+        }
     }
 }
 

@@ -232,6 +232,14 @@ pub enum PeerRequest {
         /// The group.
         group: u32,
     },
+    /// From a node of another host: connect the asking session to this node's member
+    /// segment of group `group` (whatever its `SCI_FLAG_ALLOW_UNICAST`; the connection
+    /// reaches the group's memory on this host, which every member of the host shares).
+    /// Answer: [`PeerReply::GroupConnected`]; `NoSuchSegment` when the node holds none.
+    ConnectGroup {
+        /// The group.
+        group: u32,
+    },
 }
 
 /// What the SCIF personality of one node asks of another's.
@@ -328,6 +336,16 @@ pub enum PeerReply {
     },
     /// A VIPL connection request was accepted: the accepting VI's description.
     ViplAccepted(#[serde(with = "serde_bytes")] Vec<u8>),
+    /// Answer to [`PeerRequest::ConnectGroup`].
+    GroupConnected {
+        /// The answering node's connection handle.
+        conn: u64,
+        /// The size of the group's memory on the answering host.
+        size: u64,
+        /// Names that memory: equal on every node of one host that shares it (so the
+        /// asker connects to one member per host).
+        memory: u64,
+    },
 }
 
 /// What the SCIF personality of the answering node says.

@@ -191,6 +191,20 @@ pub enum Reply {
         /// Size of the segment.
         size: u64,
     },
+    /// Answer to [`Request::ConnectGroup`](crate::Request::ConnectGroup) for a group with
+    /// members on other hosts: the multicast connection `conn` (with the group's memfd on
+    /// this host when this host has a member), and one connection of this node per other
+    /// host that holds a member (`legs`, in the order asked), each to one member segment
+    /// of that host, which the caller's DSM pager sends its stores to. Disconnecting
+    /// `conn` releases the legs.
+    GroupConnected {
+        /// The daemon's handle of the multicast connection.
+        conn: u64,
+        /// The group's size as every member host has it (the smallest).
+        size: u64,
+        /// This node's handles of the connections to one member of each other host.
+        legs: Vec<u64>,
+    },
     /// Answer to [`Request::Probe`](crate::Request::Probe).
     Probe {
         /// The node answers.

@@ -253,7 +253,9 @@ pub enum Request {
 
     /// `SCIConnectSegment` to `DIS_BROADCAST_NODEID_GROUP_ALL` with `SCI_FLAG_BROADCAST`:
     /// the multicast connection of group `group`. The reply is
-    /// [`Reply::Connected`](crate::Reply::Connected) with the group's memfd on this host.
+    /// [`Reply::Connected`](crate::Reply::Connected) with the group's memfd on this host
+    /// when every member is on this host, else
+    /// [`Reply::GroupConnected`](crate::Reply::GroupConnected).
     ConnectGroup {
         /// The group.
         group: u32,

@@ -3,12 +3,22 @@
 //! one memory (the node daemons see to it), and the multicast connection maps it as well,
 //! so a store through a map of the multicast connection is in every member's local map at
 //! once; `SCIFlush` after it is the point Dolphin programs already mark. A late member sees
-//! what the group holds. Members on another host are not reached yet (see
-//! [`RemoteSegment::connect_group`]).
+//! what the group holds.
+//!
+//! Across hosts, the multicast connection also holds a connection (a *leg*) to one member
+//! of each other host that has one, and a map of it is a DSM map
+//! ([`remora_client::dsm::DsmMap::multicast`]): the pager sends each picture's changed
+//! bytes down every leg, where they land in that host's group memory (so in every member
+//! of that host), and writes them straight into this host's group memory. `SCIFlush` sends
+//! them at once; `SCIStoreBarrier` waits until every member host has them.
 
-use crate::segment::{LocalCallback, LocalSegment, RemoteSegment};
+use crate::map::{Backing, Map, MapFlags, MapParent, SegmentRange};
+use crate::segment::{Link, LocalCallback, LocalSegment, RemoteSegment};
 use crate::{check_adapter, timeout_ms, Descriptor, Error, Result};
-use remora_proto::Request;
+use remora_client::Session;
+use remora_proto::{MapTarget, Request};
+use remora_sys::{AsFd, Mapping};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The node id that names every member of a group (`DIS_BROADCAST_NODEID_GROUP_ALL`).
@@ -45,15 +55,18 @@ impl LocalSegment {
 impl RemoteSegment {
     /// `SCIConnectSegment` to [`BROADCAST_NODE`] with `SCI_FLAG_BROADCAST`: the multicast
     /// connection of `group`, waiting up to `timeout` (`None`: forever) for a member to
-    /// exist on this host. Its node is [`BROADCAST_NODE`], its id the group, its size the
-    /// group's; a map of it (`SCIMapRemoteSegment` with `SCI_FLAG_BROADCAST`) stores into
-    /// every member.
+    /// exist on this host or on a node of another host of the cluster (every node of the
+    /// cluster file is asked; links not up yet are dialed). Its node is
+    /// [`BROADCAST_NODE`], its id the group, its size the group's (the smallest among the
+    /// hosts); a map of it (`SCIMapRemoteSegment` with `SCI_FLAG_BROADCAST`) stores into
+    /// every member. It reaches the member hosts that had a member when it was made: a
+    /// host whose first member joins later sees the group's contents at its join, and the
+    /// stores of multicast connections made after it.
     ///
     /// # Errors
     /// `SCIConnectSegment`: [`Error::NoSuchSegment`] when the time ran out with no member;
-    /// [`Error::NotSupported`] when a node of another host holds a member (multicast across
-    /// hosts is not implemented); [`Error::IllegalParameter`] for a group outside 0..6;
-    /// [`Error::NoSuchAdapter`]; [`Error::IllegalOperation`] on a closed descriptor.
+    /// [`Error::IllegalParameter`] for a group outside 0..6; [`Error::NoSuchAdapter`];
+    /// [`Error::IllegalOperation`] on a closed descriptor.
     pub fn connect_group(
         desc: &Descriptor,
         group: u32,
@@ -62,11 +75,59 @@ impl RemoteSegment {
     ) -> Result<RemoteSegment> {
         check_adapter(adapter)?;
         let req = Request::ConnectGroup { group, timeout_ms: timeout_ms(timeout) };
-        let (reply, fds) = desc.live()?.session.request(req, &[]).map_err(|e| match e {
-            // The daemon's answer for a group with members on another host.
-            remora_client::ClientError::Daemon(remora_proto::Error::ConnRefused) => Error::NotSupported,
-            other => Error::from(other),
-        })?;
+        let (reply, fds) = desc.live()?.session.request(req, &[])?;
         RemoteSegment::adopt(desc, BROADCAST_NODE, group, &reply, fds)
+    }
+
+    /// `SCIMapRemoteSegment` of a multicast connection whose group has members on other
+    /// hosts: a DSM map whose stores go down every leg and into this host's group memory.
+    pub(crate) fn map_multicast(
+        &self,
+        l: &Link,
+        offset: usize,
+        size: usize,
+        addr: Option<usize>,
+        flags: MapFlags,
+    ) -> Result<Map> {
+        if addr.is_some() {
+            return Err(Error::NotSupported);
+        }
+        match offset.checked_add(size) {
+            Some(end) if size > 0 && end <= l.size => {}
+            _ if size == 0 => return Err(Error::SizeAlignment),
+            _ => return Err(Error::OutOfRange),
+        }
+        if flags.readonly {
+            // Nothing to send: reads come from this host's members (or the first leg).
+            return Err(Error::NotSupported);
+        }
+        let local = match &l.memfd {
+            Some(m) => Some(Arc::new(Mapping::new(m.as_fd(), 0, m.size() as usize, Default::default())?)),
+            None => None,
+        };
+        let homes: Vec<Arc<dyn remora_client::dsm::RemoteRange>> =
+            l.legs.iter().map(|&conn| Arc::new(SegmentRange { conn }) as _).collect();
+        // The pager gets a session of its own, as for any map of another host.
+        let pager_session = Arc::new(Session::open(&self.inner.desc.inner.cfg)?);
+        let dsm = remora_client::dsm::DsmMap::multicast(
+            pager_session,
+            homes,
+            local,
+            l.size as u64,
+            offset as u64,
+            size,
+        )
+        .map_err(|_| Error::NotSupported)?;
+        Ok(Map::wrap(
+            l.session.clone(),
+            &self.inner.desc,
+            Backing::Dsm(dsm),
+            offset,
+            size,
+            flags,
+            MapTarget::Remote { conn: l.conn },
+            &self.inner.deps,
+            MapParent::Remote(self.clone()),
+        ))
     }
 }

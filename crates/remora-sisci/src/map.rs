@@ -461,6 +461,9 @@ impl RemoteSegment {
     /// for a segment of a node on another host (mapping across hosts comes with the DSM).
     pub fn map(&self, offset: usize, size: usize, addr: Option<usize>, flags: MapFlags) -> Result<Map> {
         let l = self.link()?;
+        if !l.legs.is_empty() {
+            return self.map_multicast(l, offset, size, addr, flags);
+        }
         let Some(memfd) = l.memfd.as_ref() else {
             // A segment of another host: the DSM pager serves the pages.
             if addr.is_some() {
@@ -514,8 +517,8 @@ impl RemoteSegment {
 /// A connection to a segment of another host, as the DSM pager reaches it: through a pager
 /// flow the daemon dials to the segment's node, else through the daemon.
 #[derive(Debug)]
-struct SegmentRange {
-    conn: u64,
+pub(crate) struct SegmentRange {
+    pub(crate) conn: u64,
 }
 
 impl remora_client::dsm::RemoteRange for SegmentRange {

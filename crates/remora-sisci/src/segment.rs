@@ -354,6 +354,9 @@ pub(crate) struct Link {
     pub(crate) size: usize,
     /// The segment's memory when it is on this host; `None` for another host's segment.
     pub(crate) memfd: Option<Memfd>,
+    /// A multicast connection's legs: this node's connections to a member of each other
+    /// host that has one (`broadcast.rs`); empty otherwise.
+    pub(crate) legs: Vec<u64>,
 }
 
 #[derive(Debug)]
@@ -460,7 +463,10 @@ impl RemoteSegment {
         });
         if !flags.asynchronous {
             let (conn, size, memfd) = connect_on(&live.session, node, id, timeout)?;
-            RemoteSegment::attach_link(&inner, Link { session: live.session.clone(), conn, size, memfd });
+            RemoteSegment::attach_link(
+                &inner,
+                Link { session: live.session.clone(), conn, size, memfd, legs: vec![] },
+            );
             return Ok(RemoteSegment { inner });
         }
         // Asynchronous: a private session does the (possibly long) wait, so the
@@ -477,6 +483,7 @@ impl RemoteSegment {
                         conn,
                         size,
                         memfd,
+                        legs: vec![],
                     })
                 });
                 let Some(inner) = weak.upgrade() else { return };
@@ -504,7 +511,8 @@ impl RemoteSegment {
 
     /// A remote segment from the answer to a connect request of a personality layered on
     /// SISCI (RSM's connect carries permissions and signals): the answer names a core
-    /// connection ([`Reply::Connected`] or [`Reply::RsmConnected`]) and `fds` holds the
+    /// connection ([`Reply::Connected`], [`Reply::RsmConnected`], or a multicast
+    /// connection's [`Reply::GroupConnected`]) and `fds` holds the
     /// segment's memory when it is on this host. The segment is then a remote segment like
     /// any other: maps (through the DSM for another host's), DMA, events, disconnect.
     ///
@@ -519,9 +527,12 @@ impl RemoteSegment {
         fds: Vec<std::os::fd::OwnedFd>,
     ) -> Result<RemoteSegment> {
         let live = desc.live()?;
-        let (conn, size) = match *reply {
-            Reply::Connected { conn, size } | Reply::RsmConnected { conn, size, .. } => (conn, size as usize),
-            ref other => return Err(Error::System(format!("unexpected reply {other:?}"))),
+        let (conn, size, legs) = match reply {
+            Reply::Connected { conn, size } | Reply::RsmConnected { conn, size, .. } => {
+                (*conn, *size as usize, vec![])
+            }
+            Reply::GroupConnected { conn, size, legs } => (*conn, *size as usize, legs.clone()),
+            other => return Err(Error::System(format!("unexpected reply {other:?}"))),
         };
         let memfd = first_memfd(fds)?;
         let inner = Arc::new(RemoteInner {
@@ -535,7 +546,7 @@ impl RemoteSegment {
             events: EventQueue::new(None),
             watch: Default::default(),
         });
-        RemoteSegment::attach_link(&inner, Link { session: live.session.clone(), conn, size, memfd });
+        RemoteSegment::attach_link(&inner, Link { session: live.session.clone(), conn, size, memfd, legs });
         Ok(RemoteSegment { inner })
     }
 

@@ -178,14 +178,149 @@ fn process_exit_releases_the_group() {
     }
 }
 
+/// Poll `m`'s 8 bytes at `off` until they read `want` (at most 5 s): how long it took.
+fn sees(m: &Map, off: usize, want: u64) -> Duration {
+    let t = std::time::Instant::now();
+    loop {
+        if read_u64(m, off) == want {
+            return t.elapsed();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "offset {off} reads {:#x}, not {want:#x}",
+            read_u64(m, off)
+        );
+        std::thread::yield_now();
+    }
+}
+
+fn all_released(h: &common::Harness, nodes: &[u32]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    for &n in nodes {
+        loop {
+            let st = status(h, n);
+            if st.segments.is_empty() && st.connections.is_empty() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node {n} keeps {:?} {:?}",
+                st.segments,
+                st.connections
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 #[test]
-fn a_group_with_a_member_on_another_host_is_not_supported_yet() {
-    // Two nodes joined over TCP stand for two hosts.
-    let h = common::Harness::with_cluster(&[4, 8], true);
-    let (s4, s8) = (h.sci(4), h.sci(8));
+fn one_store_reaches_every_member_across_hosts() {
+    // Nodes joined over TCP stand for three hosts (each has its own group memory).
+    let h = common::Harness::with_cluster(&[4, 8, 12], true);
+    let (s4, s8, s12) = (h.sci(4), h.sci(8), h.sci(12));
     let (a, b) = (Descriptor::open(&s4).unwrap(), Descriptor::open(&s8).unwrap());
-    assert_eq!(a.probe_node(0, 8), Ok(true), "the link is up");
-    let (_far, _far_map) = member(&b, 0, 4096);
-    let (_near, _near_map) = member(&a, 0, 4096);
-    assert_eq!(RemoteSegment::connect_group(&a, 0, 0, T).unwrap_err(), Error::NotSupported);
+    // Node 12's daemon runs (its process joins the group later).
+    let c = Descriptor::open(&s12).unwrap();
+    const SIZE: usize = 8192;
+    let members = [member(&a, 0, SIZE), member(&b, 0, SIZE)];
+    // The links need not be up: the connect dials them.
+    let casts: Vec<(RemoteSegment, Map)> = [&a, &b]
+        .iter()
+        .map(|d| {
+            let r = RemoteSegment::connect_group(d, 0, 0, T).unwrap();
+            assert_eq!((r.node(), r.id(), r.size()), (BROADCAST_NODE, 0, SIZE));
+            let m = r.map(0, SIZE, None, MapFlags::default()).unwrap();
+            (r, m)
+        })
+        .collect();
+    // Every member stores its slot through its multicast map and flushes; both see both.
+    for (i, (_, m)) in casts.iter().enumerate() {
+        m.write(i * 8, &(0x1000 + i as u64).to_le_bytes()).unwrap();
+        flush();
+    }
+    for (_, local) in &members {
+        for i in 0..2 {
+            sees(local, i * 8, 0x1000 + i as u64);
+        }
+    }
+    // Data, flush, flag: a member that sees the flag sees the data (one flow keeps order).
+    let (_, m) = &casts[0];
+    m.write(4096, &[7u8; 512]).unwrap();
+    flush();
+    m.write(SIZE - 8, &1u64.to_le_bytes()).unwrap();
+    flush();
+    sees(&members[1].1, SIZE - 8, 1);
+    let mut data = [0u8; 512];
+    members[1].1.read(4096, &mut data).unwrap();
+    assert_eq!(data, [7u8; 512]);
+    // A store barrier waits until every member host has the stores.
+    m.write(16, &0xabcu64.to_le_bytes()).unwrap();
+    assert!(m.flush());
+    assert_eq!(read_u64(&members[1].1, 16), 0xabc);
+
+    // A late member on a third host sees the current contents at once (fetched at its
+    // join) and reaches the others with its own multicast connection.
+    let (late, late_map) = member(&c, 0, SIZE);
+    for i in 0..2 {
+        assert_eq!(read_u64(&late_map, i * 8), 0x1000 + i as u64);
+    }
+    assert_eq!(read_u64(&late_map, 16), 0xabc);
+    let late_cast = RemoteSegment::connect_group(&c, 0, 0, T).unwrap();
+    let lm = late_cast.map(0, SIZE, None, MapFlags::default()).unwrap();
+    lm.write(24, &77u64.to_le_bytes()).unwrap();
+    flush();
+    for local in members.iter().map(|(_, m)| m).chain([&late_map]) {
+        sees(local, 24, 77);
+    }
+    // Loads through a multicast map see the group (this host's member, or a leg).
+    assert_eq!(read_u64(&lm, 0), 0x1000);
+
+    // Disconnect and remove leave nothing behind on any node.
+    drop(lm);
+    late_cast.disconnect().unwrap();
+    for (r, m) in casts {
+        drop(m);
+        r.disconnect().unwrap();
+    }
+    for (s, m) in members.into_iter().chain([(late, late_map)]) {
+        drop(m);
+        s.remove().unwrap();
+    }
+    all_released(&h, &[4, 8, 12]);
+}
+
+#[test]
+fn a_writer_without_a_member_and_a_lost_member_host() {
+    let h = common::Harness::with_cluster(&[4, 8, 12], true);
+    let (s4, s8, s12) = (h.sci(4), h.sci(8), h.sci(12));
+    let (a, b, c) =
+        (Descriptor::open(&s4).unwrap(), Descriptor::open(&s8).unwrap(), Descriptor::open(&s12).unwrap());
+    const SIZE: usize = 4096;
+    let (_m8, l8) = member(&b, 1, SIZE);
+    let (_m12, _l12) = member(&c, 1, SIZE);
+    // Node 4 holds no member: its multicast map reaches the two other hosts only.
+    let cast = RemoteSegment::connect_group(&a, 1, 0, T).unwrap();
+    let m = cast.map(0, SIZE, None, MapFlags::default()).unwrap();
+    m.write(0, &5u64.to_le_bytes()).unwrap();
+    assert!(m.flush());
+    assert_eq!(read_u64(&l8, 0), 5);
+    // Host 12 dies: it drops out; the writer's flush does not hang and 8 keeps receiving.
+    let pid = {
+        let s = remora_client::Session::open_control(&h.config(12)).unwrap();
+        match s.request(Request::Status, &[]).unwrap().0 {
+            Reply::Status(st) => st.pid,
+            other => panic!("{other:?}"),
+        }
+    };
+    std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let t = std::time::Instant::now();
+    for v in 6..10u64 {
+        m.write(0, &v.to_le_bytes()).unwrap();
+        m.flush();
+        sees(&l8, 0, v);
+    }
+    assert!(t.elapsed() < Duration::from_secs(10), "flushes took {:?}", t.elapsed());
+    drop(m);
+    cast.disconnect().unwrap();
 }

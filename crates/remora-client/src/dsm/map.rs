@@ -57,6 +57,41 @@ impl DsmMap {
         len: usize,
         readonly: bool,
     ) -> Result<DsmMap, DsmError> {
+        DsmMap::make(session, home, None, seg_size, offset, len, readonly)
+    }
+
+    /// A multicast map (SISCI reflective memory across hosts) of `len` bytes at `offset`
+    /// of a group whose memory ends at `seg_size`: the changed bytes of every picture go
+    /// to each of `homes` (a member of each other host that has one) and into `local` (a
+    /// mapping of this host's group memory from offset 0, when this host has a member);
+    /// pages come from `local`, else from the first home that answers. A home that is
+    /// lost drops out; the map is lost only when no member is left.
+    ///
+    /// # Errors
+    /// [`DsmError::Unavailable`] where userfaultfd cannot be used, or with no home.
+    pub fn multicast(
+        session: Arc<Session>,
+        homes: Vec<Arc<dyn RemoteRange>>,
+        local: Option<Arc<remora_sys::Mapping>>,
+        seg_size: u64,
+        offset: u64,
+        len: usize,
+    ) -> Result<DsmMap, DsmError> {
+        let first =
+            homes.first().cloned().ok_or_else(|| DsmError::Unavailable("no member to send to".into()))?;
+        let fan = super::pager::fanout::Fanout::new(&session, homes, local);
+        DsmMap::make(session, first, Some(fan), seg_size, offset, len, false)
+    }
+
+    fn make(
+        session: Arc<Session>,
+        home: Arc<dyn RemoteRange>,
+        fan: Option<super::pager::fanout::Fanout>,
+        seg_size: u64,
+        offset: u64,
+        len: usize,
+        readonly: bool,
+    ) -> Result<DsmMap, DsmError> {
         let p = pager()
             .inspect_err(|e| tracing::warn!("maps of other hosts' segments are not supported here: {e}"))?;
         let seg_off = offset & !(PAGE as u64 - 1);
@@ -66,9 +101,9 @@ impl DsmMap {
         );
         let id = p.next.fetch_add(1, Ordering::Relaxed);
         let lost = Arc::new(AtomicBool::new(false));
-        let direct = shared_flow(&session, &home);
+        let direct = if fan.is_some() { None } else { shared_flow(&session, &home) };
         let pages = vec![Page::default(); region.len() / PAGE];
-        let is_direct = direct.is_some();
+        let is_direct = fan.as_ref().map_or(direct.is_some(), |f| f.is_direct());
         let pm = PMap {
             region: region.clone(),
             session,
@@ -85,6 +120,7 @@ impl DsmMap {
             last_refresh: Instant::now(),
             unanswered: false,
             delay: p.flush_min,
+            fan,
         };
         p.command(Cmd::Add(id, pm));
         Ok(DsmMap { id, region, delta, len, lost, released: AtomicBool::new(false), direct: is_direct })

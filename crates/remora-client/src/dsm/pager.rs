@@ -2,6 +2,8 @@
 //! pages against their twins and sends what changed home, refreshes clean pages, and
 //! answers flush commands.
 
+pub(super) mod fanout;
+
 use super::flow::Flow;
 use super::*;
 
@@ -31,6 +33,9 @@ pub(super) struct PMap {
     /// home almost at once), doubled up to `flush` while pages are written again right
     /// after each flush (stores are batched).
     pub(super) delay: Duration,
+    /// A multicast map: where its stores go and its pages come from (`home` and `direct`
+    /// are then unused).
+    pub(super) fan: Option<fanout::Fanout>,
 }
 
 pub(super) enum Cmd {
@@ -245,6 +250,9 @@ impl Pager {
         let mut page = vec![0u8; PAGE];
         let fetched = if m.lost.load(Ordering::SeqCst) || off >= m.seg_size {
             None
+        } else if let Some(f) = m.fan.as_mut() {
+            let len = (m.seg_size - off).min(PAGE as u64) as usize;
+            f.read(&m.session, off, &mut page[..len]).then_some(page)
         } else {
             let len = (m.seg_size - off).min(PAGE as u64) as u32;
             if let Some(d) = &m.direct {
@@ -488,6 +496,9 @@ impl Pager {
 fn send(m: &mut PMap, runs: Vec<(u64, Vec<u8>)>, wait: bool) -> bool {
     if m.lost.load(Ordering::SeqCst) {
         return false;
+    }
+    if m.fan.is_some() {
+        return fanout::send(m, runs, wait);
     }
     if let Some(d) = m.direct.clone() {
         let r = {

@@ -4,6 +4,11 @@
 //! creates one), so one physical copy is every member's segment. The multicast connection
 //! of a group (`SCIConnectSegment` to `DIS_BROADCAST_NODEID_GROUP_ALL`) maps that memfd
 //! too: a store through it is, at memory speed, in every member's local map.
+//!
+//! Across hosts, a multicast connection also holds one connection (a *leg*) to a member of
+//! each other host that has one (`connect_member` on that host's node, answered whatever
+//! the member's `SCI_FLAG_ALLOW_UNICAST`): the caller's DSM pager sends its stores down
+//! every leg, and each lands in that host's memfd. The legs are released with it.
 
 use super::{ConnKind, Connection, IdSpace, Registry};
 use remora_proto::{Error, MULTICAST_GROUPS};
@@ -100,11 +105,26 @@ impl Registry {
     }
 
     /// Record `session`'s multicast connection to `group`, whose memory on this host is
-    /// `memory`: it holds the memory (the DMA engine reaches it like any other) and is
-    /// released by `SCIDisconnectSegment` or the session's end.
-    pub fn add_group_connection(&mut self, session: u64, group: u32, memory: Memfd) -> (u64, u64) {
+    /// `memory` (`None` when this host has no member: only `legs` reach the group, and DMA
+    /// through it fails): it holds the memory (the DMA engine reaches it like any other)
+    /// and is released by `SCIDisconnectSegment` or the session's end. `legs` are
+    /// `session`'s connections to members on other hosts, released with it
+    /// ([`Registry::take_group_legs`]). Returns the handle.
+    pub fn add_group_connection(
+        &mut self,
+        session: u64,
+        group: u32,
+        memory: Option<Memfd>,
+        size: u64,
+        legs: Vec<u64>,
+    ) -> u64 {
         let conn = self.handle();
-        let size = memory.size();
+        if !legs.is_empty() {
+            // Forget the legs of multicast connections that went with their session.
+            let conns = &self.conns;
+            self.group_legs.retain(|c, _| conns.contains_key(c));
+            self.group_legs.insert(conn, legs);
+        }
         self.conns.insert(
             conn,
             Connection {
@@ -116,11 +136,79 @@ impl Registry {
                 size,
                 kind: ConnKind::Group,
                 alive: true,
-                memfd: Some(memory),
+                memfd: memory,
                 dma_map: None,
                 writable: true,
             },
         );
-        (conn, size)
+        conn
     }
+
+    /// The legs of multicast connection `conn` (connections to members on other hosts),
+    /// forgotten here: the caller disconnects them.
+    pub fn take_group_legs(&mut self, conn: u64) -> Vec<u64> {
+        self.group_legs.remove(&conn).unwrap_or_default()
+    }
+
+    /// `PeerRequest::ConnectGroup` from a node of another host: connect `session` (the
+    /// asking node's, `importer_node`) to this node's member of `group`, whatever its
+    /// unicast flag; available or not (a member is ready once created, as on one host). The
+    /// connection reaches the group's whole memory on this host. Returns (handle, size,
+    /// the memory's name: see [`memory_name`]).
+    ///
+    /// # Errors
+    /// `NoSuchSegment` when this node holds no member; `System` when the memory cannot be
+    /// shared.
+    pub fn connect_member(
+        &mut self,
+        session: u64,
+        importer_node: u32,
+        group: u32,
+    ) -> Result<(u64, u64, u64), Error> {
+        check_group(group)?;
+        let (memfd, _) = self.group_memory(group).ok_or(Error::NoSuchSegment)?;
+        let keep = memfd.try_clone().map_err(|e| Error::System(e.to_string()))?;
+        let name = memory_name(&keep);
+        let size = keep.size();
+        let seg = *self.ids.get(&(IdSpace::Sisci, group)).ok_or(Error::NoSuchSegment)?;
+        let conn = self.handle();
+        if let Some(s) = self.segments.get_mut(&seg) {
+            s.importers.insert(conn);
+        }
+        self.conns.insert(
+            conn,
+            Connection {
+                conn,
+                session,
+                node: self.node,
+                importer_node,
+                id: group,
+                size,
+                kind: ConnKind::Local { seg },
+                alive: true,
+                memfd: Some(keep),
+                dma_map: None,
+                writable: true,
+            },
+        );
+        Ok((conn, size, name))
+    }
+}
+
+/// A name of a group's memory on this host, equal for every node of the host that shares
+/// it and (with the boot id in it) different on another machine: the memfd's inode.
+pub fn memory_name(memory: &Memfd) -> u64 {
+    use std::hash::{Hash, Hasher};
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    std::fs::read("/proc/sys/kernel/random/boot_id").unwrap_or_default().hash(&mut h);
+    let meta = memory.as_fd().try_clone_to_owned().and_then(|fd| std::fs::File::from(fd).metadata());
+    match meta {
+        Ok(m) => (m.dev(), m.ino()).hash(&mut h),
+        // Without a name, every node is a host of its own (stores may then reach one
+        // memory twice, in the same order per leg).
+        Err(_) => (memory as *const Memfd as usize).hash(&mut h),
+    }
+    h.finish()
 }

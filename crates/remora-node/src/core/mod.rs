@@ -86,6 +86,9 @@ pub struct Registry {
     pub epoch: Arc<std::sync::atomic::AtomicU64>,
     /// Shared interrupt numbers, by kind (data or not) and number.
     pub shared_ints: HashMap<(bool, u32), SharedGroup>,
+    /// The connections to members on other hosts (legs) of each multicast connection
+    /// whose group reaches beyond this host, released with it (`groups.rs`).
+    pub group_legs: HashMap<u64, Vec<u64>>,
 }
 
 impl Registry {
@@ -107,6 +110,7 @@ impl Registry {
             dma: BTreeMap::new(),
             epoch: Arc::default(),
             shared_ints: HashMap::new(),
+            group_legs: HashMap::new(),
         }
     }
 

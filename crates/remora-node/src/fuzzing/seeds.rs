@@ -235,6 +235,10 @@ fn server_msgs() -> Vec<(&'static str, ServerMsg)> {
             ),
         ),
         ("connected", ok(41, Reply::Connected { conn: CONN, size: 1 << 20 })),
+        (
+            "group_connected",
+            ok(41, Reply::GroupConnected { conn: CONN, size: 1 << 20, legs: vec![CONN + 1, CONN + 2] }),
+        ),
         ("probe", ok(41, Reply::Probe { reachable: true })),
         ("status", ok(41, Reply::Status(Box::new(status)))),
         ("interrupt", ok(41, Reply::Interrupt { intr: 0x3_0000_0001, intno: 7 })),
@@ -349,6 +353,7 @@ fn peer_frames() -> Vec<(String, Vec<u8>)> {
         ),
         ("connect", req(17, PeerRequest::Connect { id: 1200, timeout_ms: Some(2000) })),
         ("disconnect", req(18, PeerRequest::Disconnect { conn: CONN })),
+        ("connect_group", req(18, PeerRequest::ConnectGroup { group: 3 })),
         (
             "connect_interrupt",
             req(19, PeerRequest::ConnectInterrupt { intno: 7, data: true, timeout_ms: None }),
@@ -403,6 +408,10 @@ fn peer_frames() -> Vec<(String, Vec<u8>)> {
         ("vipl_request", req(32, PeerRequest::Vipl(ViplPeerRequest::Request(ask)))),
         ("reply_ok", reply(Ok(PeerReply::Ok))),
         ("reply_connected", reply(Ok(PeerReply::Connected { conn: CONN, size: 1 << 20 }))),
+        (
+            "reply_group_connected",
+            reply(Ok(PeerReply::GroupConnected { conn: CONN, size: 1 << 20, memory: 0x1234_5678_9abc })),
+        ),
         ("reply_data", reply(Ok(PeerReply::Data(vec![0x5a; 4096])))),
         ("reply_interrupt", reply(Ok(PeerReply::Interrupt { intr: 0x3_0000_0002, intno: 7 }))),
         ("reply_scif_accepted", reply(Ok(PeerReply::Scif(ScifPeerReply::Accepted { conn: 3, port: 2050 })))),

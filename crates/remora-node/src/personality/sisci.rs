@@ -110,6 +110,7 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
             }
         }
         Request::Disconnect { conn } => {
+            super::multicast::disconnect_legs(s, conn).await;
             let r = s.node.lock().disconnect(sid, conn);
             match r {
                 Ok((kind, node)) => {

@@ -55,7 +55,8 @@ fn translate(node: u32, req: PeerRequest) -> Result<Request, Error> {
         }
         PeerRequest::Vipl(ViplPeerRequest::Request(ask)) => Request::Vipl(ViplRequest::Request { node, ask }),
         PeerRequest::GroupMemory { group } => Request::GroupMemory { group },
-        PeerRequest::Probe | PeerRequest::Scif(_) => {
+        // A node of this host shares the group's memory: it is never a leg.
+        PeerRequest::Probe | PeerRequest::Scif(_) | PeerRequest::ConnectGroup { .. } => {
             return Err(unsupported("local", "this request through a proxy"))
         }
     })
