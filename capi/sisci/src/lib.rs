@@ -101,13 +101,17 @@
 //! `DIS_BROADCAST_NODEID_GROUP_ALL` with `SCI_FLAG_BROADCAST` is the group's multicast
 //! segment, and one store through its map (`SCIMapRemoteSegment` with the flag) is in
 //! every member's segment. The members of a group on one host share one memory, so this
-//! costs a plain store; a late member sees the current contents. `SCI_FLAG_ALLOW_UNICAST`
-//! lets ordinary connects reach a member. `SCI_Q_ADAPTER_MCAST_MAX_GROUPS` answers 6.
+//! costs a plain store; a late member sees the current contents. Across hosts (nodes of
+//! the cluster file), the multicast map is a DSM map whose changed bytes go to one member
+//! of every other host that has one (and into this host's memory): after `SCIFlush`
+//! every member sees the store within about a network round trip, `SCIStoreBarrier`
+//! waits until every member host has it, and a host's first member fetches the contents
+//! at its join. A member host that is lost drops out; the others keep receiving.
+//! `SCI_FLAG_ALLOW_UNICAST` lets ordinary connects reach a member.
+//! `SCI_Q_ADAPTER_MCAST_MAX_GROUPS` answers 6.
 //!
 //! # Not yet implemented (they arrive with later versions)
 //!
-//! * Multicast across hosts: a multicast connect to a group with a member on another host
-//!   answers `SCI_ERR_NOT_SUPPORTED`.
 //! * Flags, `SCI_ERR_FLAG_NOT_IMPLEMENTED`: `SCI_FLAG_BROADCAST` on DMA transfers, data
 //!   interrupts and `SCIAttachLocalSegment`. (`SCI_FLAG_SHARE_EXTERNAL` is accepted by the
 //!   interrupt-creating calls: every interrupt is reachable by other processes.)

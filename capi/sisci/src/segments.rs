@@ -445,9 +445,8 @@ pub unsafe extern "C-unwind" fn SCIAttachLocalSegment(
 ///
 /// With `SCI_FLAG_BROADCAST`, `node_id` must be `DIS_BROADCAST_NODEID_GROUP_ALL` and
 /// `segment_id` a group (0–5): the handle is the group's multicast segment, whose maps
-/// store into every member's segment on this host (members of the group on other hosts are
-/// not reached yet: `SCI_ERR_NOT_SUPPORTED`). It waits up to `timeout` for a member to
-/// exist on this host.
+/// store into every member's segment, on this host and on the other hosts of the cluster
+/// that had a member when it connected. It waits up to `timeout` for a member to exist.
 ///
 /// # Errors
 /// `SCI_ERR_NO_SUCH_NODEID` at once for an unknown node; `SCI_ERR_NO_SUCH_SEGMENT` when
@@ -455,7 +454,7 @@ pub unsafe extern "C-unwind" fn SCIAttachLocalSegment(
 /// (an asynchronous connect reports these three as the status of its `SCI_CB_DISCONNECT`
 /// event instead); `SCI_ERR_NO_SUCH_ADAPTERNO`; `SCI_ERR_ILLEGAL_PARAMETER` for a bad descriptor or a
 /// NULL `segment`, and for `SCI_FLAG_BROADCAST` with another node or a group above 5;
-/// `SCI_ERR_NOT_SUPPORTED` for a group with members on another host; `SCI_ERR_ACCESS`
+/// `SCI_ERR_ACCESS`
 /// for an ordinary connect to a member created without `SCI_FLAG_ALLOW_UNICAST`;
 /// `SCI_ERR_ILLEGAL_FLAG`, also for `SCI_FLAG_BROADCAST` with
 /// `SCI_FLAG_ASYNCHRONOUS_CONNECT`.

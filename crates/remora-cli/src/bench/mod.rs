@@ -13,6 +13,7 @@ mod dma;
 mod dsm;
 mod intr;
 mod multicast;
+mod multicast_hosts;
 mod pio;
 mod plot;
 mod rsm;
@@ -109,7 +110,8 @@ pub enum Which {
         rounds: u32,
     },
     /// Reflective memory: one store through a group's multicast map reaching 2 to 4
-    /// members on nodes of this host, beside as many unicast stores.
+    /// members on nodes of this host, beside as many unicast stores; then one store and
+    /// flush reaching members on two namespace hosts, beside a store into a map of each.
     Multicast {
         /// Stores per measured batch.
         #[arg(long, default_value_t = 100_000)]

@@ -2,7 +2,8 @@
 //! reaching N members on N nodes of this host, beside the N unicast stores (and one flush)
 //! a program without multicast makes into N ordinary segments, one on each of those nodes,
 //! for N = 2 to 4. After every batch each member's local map is checked to hold the last
-//! value, and so is each ordinary segment.
+//! value, and so is each ordinary segment. Then the same across two namespace hosts
+//! (`multicast_hosts.rs`).
 
 use super::common::*;
 use remora_sisci::{Descriptor, LocalSegment, Map, MapFlags, RemoteSegment, Sisci};
@@ -129,5 +130,5 @@ pub(crate) fn multicast(batch: u32, rounds: u32) -> Result<(), String> {
             s.remove().map_err(e)?;
         }
     }
-    Ok(())
+    super::multicast_hosts::multicast_across_hosts(rounds)
 }
