@@ -210,12 +210,21 @@ fn link_events(node: &Node, peer: u32, operational: bool) {
 fn lose_peer(node: &Node, peer: u32, served: Vec<u64>) {
     crate::personality::scif::lose_node(node, peer);
     let mut reg = node.lock();
-    let sessions: Vec<u64> = reg
+    let mut sessions: Vec<u64> = reg
         .conns
         .values()
         .filter(|c| c.node == peer && matches!(c.kind, ConnKind::Remote { .. }))
         .map(|c| c.session)
         .collect();
+    // Sessions that reach only interrupts of the peer lose those connections too.
+    sessions.extend(
+        reg.intr_conns
+            .values()
+            .filter(|c| c.node == peer && !matches!(c.target, ConnKind::Local { .. }))
+            .map(|c| c.session),
+    );
+    sessions.sort_unstable();
+    sessions.dedup();
     for s in sessions {
         reg.lose_node(s, peer, LostReason::NodeGone);
     }

@@ -85,6 +85,11 @@ impl Core {
         // Stores to maps of other hosts' segments made before the trigger reach their
         // homes before it (free when there are none on their way).
         remora_client::dsm::settle();
+        // A connection to another node's interrupt whose node went away (or restarted) is
+        // lost for good: its page, if it has one, reaches nobody now.
+        if core.desc.session().lost(core.handle).is_some() {
+            return Err(Error::NodeNotResponding);
+        }
         match &core.remote_page {
             Some(p) => match data {
                 Some(d) => p.send(d),
@@ -405,7 +410,9 @@ impl RemoteInterrupt {
     /// `SCITriggerInterrupt`: wakes the waiter directly.
     ///
     /// # Errors
-    /// [`Error::NoSuchIntno`] when the interrupt was removed.
+    /// [`Error::NoSuchIntno`] when the interrupt was removed; [`Error::NodeNotResponding`]
+    /// when the interrupt's node went away or restarted (the connection is lost for good:
+    /// connect again), or the route to it is down.
     pub fn trigger(&self) -> Result<()> {
         self.inner.core.fire(None)
     }
@@ -587,7 +594,8 @@ impl RemoteDataInterrupt {
     ///
     /// # Errors
     /// [`Error::OutOfRange`] for more than [`MAX_DATA_INTERRUPT`] bytes; [`Error::NoSpace`]
-    /// when 64 interrupts wait unconsumed; [`Error::NoSuchIntno`] when it was removed.
+    /// when 64 interrupts wait unconsumed; [`Error::NoSuchIntno`] when it was removed;
+    /// [`Error::NodeNotResponding`] as for [`RemoteInterrupt::trigger`].
     pub fn trigger(&self, data: &[u8]) -> Result<()> {
         self.inner.core.fire(Some(data))
     }

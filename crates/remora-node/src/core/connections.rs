@@ -206,8 +206,10 @@ impl Registry {
         }
     }
 
-    /// Mark every proxied connection of `session` to `node` lost, and tell the session.
+    /// Mark every proxied connection of `session` to `node` lost (its interrupt
+    /// connections too), and tell the session.
     pub fn lose_node(&mut self, session: u64, node: u32, reason: LostReason) {
+        self.lose_interrupts(session, node, reason);
         let remotes: Vec<u64> = self
             .conns
             .values()

@@ -2,7 +2,7 @@
 //! eventfd), shared interrupt numbers fanned out to every member, and connections to them.
 
 use super::{ConnKind, ConnectWait, Registry, AUTO_INTNO_BASE};
-use remora_proto::Error;
+use remora_proto::{Error, Event, LostReason};
 use remora_sys::intr::IntrPage;
 use remora_sys::sync::EventFd;
 use remora_sys::Memfd;
@@ -54,6 +54,9 @@ pub struct IntrConn {
     pub data: bool,
     /// The interrupt handle on this node, or the other daemon's connection handle.
     pub target: ConnKind,
+    /// The interrupt's node went away (or restarted): triggers fail from then on, and
+    /// never reach whatever the other daemon's handle names after a restart.
+    pub lost: Option<LostReason>,
 }
 
 impl Registry {
@@ -202,7 +205,14 @@ impl Registry {
         self.interrupts.get_mut(&h).expect("present").conns.insert(conn);
         self.intr_conns.insert(
             conn,
-            IntrConn { session, node: importer_node, intno, data, target: ConnKind::Local { seg: h } },
+            IntrConn {
+                session,
+                node: importer_node,
+                intno,
+                data,
+                target: ConnKind::Local { seg: h },
+                lost: None,
+            },
         );
         Ok((conn, fds.0, fds.1))
     }
@@ -219,8 +229,37 @@ impl Registry {
     ) -> u64 {
         let conn = self.handle();
         let target = if moves_bytes { ConnKind::Remote { remote } } else { ConnKind::Proxied { remote } };
-        self.intr_conns.insert(conn, IntrConn { session, node, intno, data, target });
+        self.intr_conns.insert(conn, IntrConn { session, node, intno, data, target, lost: None });
         conn
+    }
+
+    /// Mark every interrupt connection of `session` to an interrupt of `node` (another
+    /// node) lost, and tell the session (`ConnectionLost`, as for segments).
+    pub fn lose_interrupts(&mut self, session: u64, node: u32, reason: LostReason) {
+        let mut told = Vec::new();
+        for (conn, c) in self.intr_conns.iter_mut() {
+            let far = !matches!(c.target, ConnKind::Local { .. });
+            if c.session == session && c.node == node && far && c.lost.is_none() {
+                c.lost = Some(reason);
+                told.push(*conn);
+            }
+        }
+        for conn in told {
+            self.tell(session, Event::ConnectionLost { conn, reason });
+        }
+    }
+
+    /// Whether interrupt connection `conn` of `session` is lost.
+    ///
+    /// # Errors
+    /// `UnknownHandle` for a connection `session` does not hold; `NodeNotResponding` when
+    /// the interrupt's node went away.
+    pub fn interrupt_live(&self, session: u64, conn: u64) -> Result<(), Error> {
+        match self.intr_conns.get(&conn) {
+            Some(c) if c.session == session && c.lost.is_some() => Err(Error::NodeNotResponding),
+            Some(c) if c.session == session => Ok(()),
+            _ => Err(Error::UnknownHandle),
+        }
     }
 
     /// Trigger interrupt connection `conn` of `session` (a connection to an interrupt of

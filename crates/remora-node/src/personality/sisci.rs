@@ -131,15 +131,24 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
             Err(e) => (Err(e), vec![]),
         },
         Request::TriggerInterrupt { intr, data } => {
-            let target =
-                s.node.lock().intr_conns.get(&intr).filter(|c| c.session == sid).map(|c| (c.target, c.node));
+            let target = {
+                let reg = s.node.lock();
+                reg.interrupt_live(sid, intr).map(|_| reg.intr_conns.get(&intr).map(|c| (c.target, c.node)))
+            };
+            let target = match target {
+                Ok(t) => t,
+                Err(e) => return (Err(e), vec![]),
+            };
             match target {
                 Some((ConnKind::Local { .. }, _)) => {
                     ok(s.node.lock().trigger_interrupt(sid, intr, data.as_deref()))
                 }
+                // A route known to be down fails the trigger at once (the caller may try
+                // again), rather than after the transport's wait for the link.
+                Some((_, node)) if route_down(s, node) => (Err(Error::NodeNotResponding), vec![]),
                 Some((kind, node)) => {
                     let remote = kind.remote().expect("not local");
-                    let r = s.ask(node, PeerRequest::Trigger { intr: remote, data }).await;
+                    let r = ask_while_up(s, node, PeerRequest::Trigger { intr: remote, data }).await;
                     (r.map(|_| Reply::Ok), vec![])
                 }
                 None => (Err(Error::UnknownHandle), vec![]),
@@ -196,6 +205,33 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
         Request::GroupMemory { group } => super::multicast::memory(s, group),
         Request::RemoveDmaQueue { queue } => ok(s.node.lock().remove_dma(sid, queue)),
         other => (Err(Error::Protocol(format!("not a SISCI request: {other:?}"))), vec![]),
+    }
+}
+
+/// Whether the transport to `node` reports its link silent or lost now.
+fn route_down(s: &Session, node: u32) -> bool {
+    use crate::transport::LinkState;
+    s.node.transports().to(node).is_some_and(|t| {
+        t.links().iter().any(|l| l.node == node && matches!(l.state, LinkState::NotOperational | LinkState::Lost))
+    })
+}
+
+/// [`Session::ask`], given up with `NodeNotResponding` as soon as the route to `node` is
+/// known silent or lost: a request in flight on a link that fell silent otherwise waits
+/// until the transport closes the link (30 s). The peer may still get it if the route
+/// comes back before that.
+async fn ask_while_up(s: &Session, node: u32, req: PeerRequest) -> Result<crate::transport::Answer, Error> {
+    let ask = s.ask(node, req);
+    tokio::pin!(ask);
+    loop {
+        tokio::select! {
+            r = &mut ask => return r,
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {
+                if route_down(s, node) {
+                    return Err(Error::NodeNotResponding);
+                }
+            }
+        }
     }
 }
 

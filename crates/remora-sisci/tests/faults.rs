@@ -1,0 +1,188 @@
+//! Known gaps of issue 18.5, each as a fault and the answer the API promises, within a
+//! bound: interrupt connections to a node that went away, restarted or fell silent fail
+//! their triggers with `NodeNotResponding` (`SCI_ERR_NODE_NOT_RESPONDING`) instead of
+//! succeeding into nothing, hanging, or reaching whatever the restarted node now calls by
+//! the old handle; a map of a segment whose home does not answer is made (or refused) at
+//! once rather than after the pager flow's dial gives up. Over TCP between two nodes of
+//! this host (a killed or stopped daemon), and across two namespace hosts where one can
+//! be made (a pulled cable).
+
+mod common;
+use common::Sci as _;
+
+use remora_sisci::*;
+use std::time::{Duration, Instant};
+
+fn daemon_pid(h: &common::Harness, node: u32) -> u32 {
+    let s = remora_client::Session::open_control(&h.config(node)).unwrap();
+    match s.request(remora_proto::Request::Status, &[]).unwrap().0 {
+        remora_proto::Reply::Status(st) => st.pid,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    assert!(std::process::Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+}
+
+/// A daemon stopped (`SIGSTOP`) until this drops, also when the test fails.
+struct Stopped(u32);
+
+impl Stopped {
+    fn new(pid: u32) -> Stopped {
+        signal(pid, "STOP");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        signal(self.0, "CONT");
+    }
+}
+
+/// Trigger both connections until they fail (within `limit`); each failing trigger must
+/// answer within `each`. Returns the error.
+fn triggers_fail(r: &RemoteInterrupt, rd: &RemoteDataInterrupt, limit: Duration, each: Duration) -> Error {
+    let t = Instant::now();
+    loop {
+        let one = Instant::now();
+        let got = r.trigger().and_then(|_| rd.trigger(b"ping"));
+        let took = one.elapsed();
+        if let Err(e) = got {
+            assert!(took < each, "a failing trigger took {took:?}");
+            return e;
+        }
+        assert!(t.elapsed() < limit, "triggers still succeed {limit:?} after the fault");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `f` until it succeeds (at most 10 s).
+fn retried<T>(mut f: impl FnMut() -> Result<T>) -> T {
+    let t = Instant::now();
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(e) => assert!(t.elapsed() < Duration::from_secs(10), "still failing: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Interrupt 77 and data interrupt 78 of `a`, connected from `b`, checked to work.
+fn connected(
+    a: &Descriptor,
+    b: &Descriptor,
+    node: u32,
+) -> (Interrupt, DataInterrupt, RemoteInterrupt, RemoteDataInterrupt) {
+    let intr = Interrupt::create(a, 0, Some(77), false, None).unwrap();
+    let dintr = DataInterrupt::create(a, 0, Some(78), None).unwrap();
+    let r = RemoteInterrupt::connect(b, node, 0, 77, Some(Duration::from_secs(10))).unwrap();
+    let rd = RemoteDataInterrupt::connect(b, node, 0, 78, Some(Duration::from_secs(10))).unwrap();
+    r.trigger().unwrap();
+    intr.wait(Some(Duration::from_secs(5))).unwrap();
+    rd.trigger(b"hello").unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(dintr.wait(&mut buf, Some(Duration::from_secs(5))).unwrap(), 5);
+    (intr, dintr, r, rd)
+}
+
+#[test]
+fn interrupt_connections_to_a_killed_node_are_lost_also_after_its_restart() {
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let (_i, _d, r, rd) = connected(&a, &b, 4);
+    signal(daemon_pid(&h, 4), "KILL");
+    let t = Instant::now();
+    assert_eq!(
+        triggers_fail(&r, &rd, Duration::from_secs(3), Duration::from_millis(1500)),
+        Error::NodeNotResponding
+    );
+    eprintln!("triggers failed {:?} after the kill", t.elapsed());
+
+    // Node 4 comes back (a process of it starts its daemon) with the same numbers. The old
+    // connections stay lost, promptly; they never reach the new interrupts; new
+    // connections work.
+    let a2 = retried(|| Descriptor::open(&h.sci(4)));
+    let intr2 = Interrupt::create(&a2, 0, Some(77), false, None).unwrap();
+    let dintr2 = DataInterrupt::create(&a2, 0, Some(78), None).unwrap();
+    // A connect answers NodeNotResponding while the link is still coming back: retried.
+    let r2 = retried(|| RemoteInterrupt::connect(&b, 4, 0, 77, Some(Duration::from_secs(10))));
+    let rd2 = RemoteDataInterrupt::connect(&b, 4, 0, 78, Some(Duration::from_secs(10))).unwrap();
+    for _ in 0..3 {
+        let t = Instant::now();
+        assert_eq!(r.trigger().unwrap_err(), Error::NodeNotResponding);
+        assert_eq!(rd.trigger(b"stale").unwrap_err(), Error::NodeNotResponding);
+        assert!(t.elapsed() < Duration::from_millis(200), "lost triggers took {:?}", t.elapsed());
+    }
+    assert_eq!(intr2.wait(Some(Duration::from_millis(200))).unwrap_err(), Error::Timeout);
+    r2.trigger().unwrap();
+    intr2.wait(Some(Duration::from_secs(5))).unwrap();
+    rd2.trigger(b"fresh").unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(dintr2.wait(&mut buf, Some(Duration::from_secs(5))).unwrap(), 5);
+    assert_eq!(&buf[..5], b"fresh", "no stale payload came first");
+}
+
+#[test]
+fn interrupt_triggers_fail_promptly_while_the_node_is_silent_and_work_after() {
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let (intr, _d, r, rd) = connected(&a, &b, 4);
+    let stopped = Stopped::new(daemon_pid(&h, 4));
+    let err = triggers_fail(&r, &rd, Duration::from_secs(3), Duration::from_millis(1500));
+    drop(stopped);
+    assert_eq!(err, Error::NodeNotResponding);
+    // Silent is not lost: once the route answers again, the same connections work.
+    let t = Instant::now();
+    while r.trigger().is_err() {
+        assert!(t.elapsed() < Duration::from_secs(10), "the connection never worked again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    intr.wait(Some(Duration::from_secs(5))).unwrap();
+}
+
+#[test]
+fn interrupt_connections_across_hosts_follow_the_cable_and_the_daemon() {
+    let Some(mut c) = common::net_cluster(2) else { return };
+    let a = Descriptor::open(&common::net_sci(&c, 1)).unwrap();
+    let b = Descriptor::open(&common::net_sci(&c, 2)).unwrap();
+    let node = c.node(1);
+    let (intr, _d, r, rd) = connected(&a, &b, node);
+
+    // The cable is pulled: triggers fail (each at once once the route is known silent).
+    c.link_down(1);
+    let err = triggers_fail(&r, &rd, Duration::from_secs(5), Duration::from_millis(2500));
+    c.link_up(1);
+    assert_eq!(err, Error::NodeNotResponding);
+    let t = Instant::now();
+    while r.trigger().is_err() {
+        assert!(t.elapsed() < Duration::from_secs(15), "the connection never worked again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    intr.wait(Some(Duration::from_secs(5))).unwrap();
+
+    // The daemon is killed: lost. It restarts: still lost, at once.
+    c.kill_daemon(1);
+    assert_eq!(
+        triggers_fail(&r, &rd, Duration::from_secs(5), Duration::from_millis(2500)),
+        Error::NodeNotResponding
+    );
+    c.start_daemon(1);
+    let a2 = Descriptor::open(&common::net_sci(&c, 1)).unwrap();
+    let intr2 = Interrupt::create(&a2, 0, Some(77), false, None).unwrap();
+    let r2 = retried(|| RemoteInterrupt::connect(&b, node, 0, 77, Some(Duration::from_secs(15))));
+    let t = Instant::now();
+    assert_eq!(r.trigger().unwrap_err(), Error::NodeNotResponding);
+    assert!(t.elapsed() < Duration::from_millis(200), "a lost trigger took {:?}", t.elapsed());
+    assert_eq!(intr2.wait(Some(Duration::from_millis(200))).unwrap_err(), Error::Timeout);
+    r2.trigger().unwrap();
+    intr2.wait(Some(Duration::from_secs(5))).unwrap();
+}
