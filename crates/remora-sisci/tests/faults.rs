@@ -186,3 +186,66 @@ fn interrupt_connections_across_hosts_follow_the_cable_and_the_daemon() {
     r2.trigger().unwrap();
     intr2.wait(Some(Duration::from_secs(5))).unwrap();
 }
+
+/// Segment 31 of `a` (64 KiB, `b"home data"` at 0), connected from `b`.
+fn exported_and_connected(a: &Descriptor, b: &Descriptor, node: u32) -> (LocalSegment, RemoteSegment) {
+    let seg = LocalSegment::create(a, Some(31), 65536, CreateFlags::default()).unwrap();
+    seg.prepare(0).unwrap();
+    seg.set_available(0).unwrap();
+    seg.map(0, 65536, None, MapFlags::default()).unwrap().write(0, b"home data").unwrap();
+    let remote = RemoteSegment::connect(b, node, 31, 0, Some(Duration::from_secs(10))).unwrap();
+    (seg, remote)
+}
+
+/// A map made while the home does not answer: made within `bound`, through the daemons
+/// (no pager flow), and it reads the home's bytes once the home answers again.
+fn map_while(remote: &RemoteSegment, bound: Duration, silence: impl FnOnce(), answer: impl FnOnce()) {
+    silence();
+    let t = Instant::now();
+    let map = remote.map(0, 65536, None, MapFlags::default());
+    let took = t.elapsed();
+    answer();
+    eprintln!("the map of an unreachable home answered in {took:?}");
+    assert!(took < bound, "the map of an unreachable home took {took:?}");
+    let map = map.unwrap();
+    assert_eq!(map.dsm_direct(), Some(false), "no pager flow to a home that does not answer");
+    let mut buf = [0u8; 9];
+    map.read(0, &mut buf).unwrap();
+    assert_eq!(&buf, b"home data");
+}
+
+#[test]
+fn a_map_of_a_stopped_home_is_made_at_once_and_reads_after() {
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let (_seg, remote) = exported_and_connected(&a, &b, 4);
+    // Stopped a moment ago: the link still looks up, the kernel takes the dial's
+    // connection, and nobody answers its handshake.
+    let pid = daemon_pid(&h, 4);
+    let stopped = std::cell::Cell::new(None);
+    map_while(
+        &remote,
+        Duration::from_millis(1500),
+        || stopped.set(Some(Stopped::new(pid))),
+        || drop(stopped.take()),
+    );
+}
+
+#[test]
+fn a_map_of_a_home_behind_a_pulled_cable_is_made_at_once_and_reads_after() {
+    let Some(c) = common::net_cluster(2) else { return };
+    let a = Descriptor::open(&common::net_sci(&c, 1)).unwrap();
+    let b = Descriptor::open(&common::net_sci(&c, 2)).unwrap();
+    let (_seg, remote) = exported_and_connected(&a, &b, c.node(1));
+    // Pulled long enough for the link to be known silent (three heartbeats of 200 ms).
+    map_while(
+        &remote,
+        Duration::from_millis(500),
+        || {
+            c.link_down(1);
+            std::thread::sleep(Duration::from_millis(1000));
+        },
+        || c.link_up(1),
+    );
+}

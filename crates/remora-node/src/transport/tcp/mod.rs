@@ -26,7 +26,7 @@ mod link;
 mod pager;
 mod peer;
 
-use crate::transport::{unsupported, Answer, BoxFuture, Env, Inbound, LinkInfo, Transport};
+use crate::transport::{unsupported, Answer, BoxFuture, Env, Inbound, LinkInfo, LinkState, Transport};
 use peer::TcpPeer;
 use remora_proto::link::{LinkMsg, PeerRequest, RangeRef};
 use remora_proto::{Error, Event};
@@ -169,6 +169,11 @@ impl Transport for Tcp {
                 return Err(unsupported("tcp", "pager flows without a cluster"));
             }
             let peer = self.peer(node)?.clone();
+            // A home whose link is silent or lost is not dialed: the map goes the daemons'
+            // way at once (issue 18.5: a dial to an unreachable home used to take 6 s).
+            if peer.state() != LinkState::Up {
+                return Err(Error::NodeNotResponding);
+            }
             let env = self.env.clone();
             let s = tokio::task::spawn_blocking(move || pager::dial(&env, &peer, target))
                 .await

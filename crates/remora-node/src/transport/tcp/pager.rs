@@ -28,6 +28,10 @@ use std::time::Duration;
 const MAX_PAGER_FLOWS: usize = 1024;
 /// The most pager flows bound to one target at once.
 const MAX_FLOWS_PER_TARGET: usize = 16;
+/// How long a pager flow's dial waits for the TCP connection.
+const DIAL_CONNECT: Duration = Duration::from_millis(300);
+/// How long a pager flow's dial waits for each answer of the handshake.
+const DIAL_ANSWER: Duration = Duration::from_millis(700);
 
 /// Dial a pager flow to `peer`, bound to `target` there (blocking: call it off the
 /// runtime's threads). The stream is authenticated as this node.
@@ -37,14 +41,18 @@ const MAX_FLOWS_PER_TARGET: usize = 16;
 pub(super) fn dial(env: &Env, peer: &TcpPeer, target: RangeRef) -> std::io::Result<StdStream> {
     let addr: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&peer.addr)?.collect();
     let a = addr.first().ok_or_else(|| std::io::Error::other("address does not resolve"))?;
-    let mut s = StdStream::connect_timeout(a, Duration::from_secs(1))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    // A map waits for this dial before it falls back to the daemons' path: a home that
+    // does not answer is given up within DIAL_CONNECT + DIAL_ANSWER.
+    let mut s = StdStream::connect_timeout(a, DIAL_CONNECT)?;
+    s.set_read_timeout(Some(DIAL_ANSWER))?;
+    s.set_write_timeout(Some(DIAL_ANSWER))?;
     let inc = dial_handshake(&mut s, env, peer.id, Flow::Pager)?;
     if peer.peer_incarnation.load(Ordering::SeqCst) != inc {
         return Err(std::io::Error::other(format!("node {} restarted", peer.id)));
     }
     write_frame(&mut s, &LinkMsg::PagerBind { target })?;
     s.set_read_timeout(None)?;
+    s.set_write_timeout(None)?;
     s.set_nodelay(true)?;
     Ok(s)
 }
