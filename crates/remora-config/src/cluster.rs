@@ -39,8 +39,9 @@ struct File {
     node: Vec<NodeAddr>,
 }
 
-/// A parsed cluster file.
-#[derive(Debug, Clone)]
+/// A parsed cluster file. Its `Debug` form never shows the secret (a log line that
+/// prints a configuration must not carry it).
+#[derive(Clone)]
 pub struct Cluster {
     /// The shared secret that authenticates daemons to each other.
     pub secret: Vec<u8>,
@@ -50,6 +51,17 @@ pub struct Cluster {
     pub heartbeat: Duration,
     /// Use TCP even to nodes that share this host's runtime directory.
     pub force_tcp: bool,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("secret", &format_args!("<{} bytes, not shown>", self.secret.len()))
+            .field("nodes", &self.nodes)
+            .field("heartbeat", &self.heartbeat)
+            .field("force_tcp", &self.force_tcp)
+            .finish()
+    }
 }
 
 impl Cluster {
@@ -162,6 +174,8 @@ mod tests {
         assert_eq!(c.heartbeat, Duration::from_millis(200));
         assert!(Cluster::parse("[[node]]\nid=1\nhost=\"a\"\nport=1\n", Path::new("/")).is_err());
         assert!(Cluster::parse("secret=\"short\"\n", Path::new("/")).is_err());
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("0123456789abcdef") && !shown.contains("48, 49, 50"), "{shown}");
         assert!(Cluster::parse(
             "secret=\"0123456789abcdef\"\n[[node]]\nid=1\nhost=\"a\"\nport=1\n[[node]]\nid=1\nhost=\"b\"\nport=2\n",
             Path::new("/")
