@@ -99,6 +99,8 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
             if total > remora_proto::MAX_DATA_IO {
                 return Err(Error::IllegalParameter(format!("write of {total} bytes")));
             }
+            // A member still copying its group's contents takes stores after the copy.
+            crate::personality::multicast::filled(&node, conn).await;
             let maps: Result<Vec<_>, Error> =
                 runs.iter().map(|(o, d)| served(&node, from, conn, *o, d.len() as u64)).collect();
             let maps = maps?;
@@ -119,6 +121,9 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
         PeerRequest::GroupMemory { group } => crate::personality::multicast::serve_peer(&node, group),
         PeerRequest::ConnectGroup { group } => {
             crate::personality::multicast::serve_connect(&node, sid, from, group)
+        }
+        PeerRequest::GroupMembers { group, joined, left } => {
+            crate::personality::multicast::serve_members(node, from, group, joined, left).await
         }
     }
 }
@@ -156,8 +161,11 @@ struct ConnectionMemory {
 }
 
 impl PeerMemory for ConnectionMemory {
-    fn resolve(&self, offset: u64, len: u64, _write: bool) -> Option<Vec<(Arc<Mapping>, usize, usize)>> {
+    fn resolve(&self, offset: u64, len: u64, write: bool) -> Option<Vec<(Arc<Mapping>, usize, usize)>> {
         let node = self.node.upgrade()?;
+        if write {
+            crate::personality::multicast::block_filled(&node, self.conn);
+        }
         let m = served_mapping(&node, self.peer, self.conn, offset, len)?;
         Some(vec![(m, offset as usize, len as usize)])
     }

@@ -25,8 +25,10 @@ pub const MAGIC: [u8; 2] = *b"RM";
 /// The protocol version this build speaks. Bump on any incompatible change (2: SCIF; 3: peer
 /// requests grouped by personality, pager flows bound to a [`link::RangeRef`]; 4: RSM;
 /// 5: VIPL; 6: reflective-memory groups; 7: reflective memory across hosts,
-/// [`link::PeerRequest::ConnectGroup`], [`Reply::GroupConnected`]).
-pub const VERSION: u16 = 7;
+/// [`link::PeerRequest::ConnectGroup`], [`Reply::GroupConnected`]; 8: members joining and
+/// leaving a group across hosts, [`link::PeerRequest::GroupMembers`], [`Event::GroupLeg`],
+/// [`Request::GroupLegReady`]).
+pub const VERSION: u16 = 8;
 /// Reflective-memory (multicast) groups a node offers: ids 0 to 5, as a Dolphin DX adapter
 /// (`SCI_Q_ADAPTER_MCAST_MAX_GROUPS`).
 pub const MULTICAST_GROUPS: u32 = 6;

@@ -240,6 +240,21 @@ pub enum PeerRequest {
         /// The group.
         group: u32,
     },
+    /// From a node of another host: the members of group `group` on the asker's host
+    /// changed. Every multicast connection of the group on the answering node that has no
+    /// leg to that host yet gets one to `joined`'s member (a host's first member, or the
+    /// member that takes over from `left`), and its legs to node `left` (whose member was
+    /// removed) are dropped. Answered [`PeerReply::Ok`] once the writers' pagers hold the
+    /// new legs (or after a few seconds), so the asker copies the group's contents only
+    /// then.
+    GroupMembers {
+        /// The group.
+        group: u32,
+        /// The node whose member the multicast connections should reach.
+        joined: Option<u32>,
+        /// The node whose member is gone.
+        left: Option<u32>,
+    },
 }
 
 /// What the SCIF personality of one node asks of another's.

@@ -159,6 +159,19 @@ pub enum Event {
         /// Why.
         reason: LostReason,
     },
+    /// A multicast connection of the session reaches a member host that joined the group
+    /// after it was made (`joined`), or no longer reaches one whose member was removed: its
+    /// leg `leg` (a connection to that host's member) is to be added to, or dropped from,
+    /// its maps. The process answers with
+    /// [`Request::GroupLegReady`](crate::Request::GroupLegReady) once its pager did.
+    GroupLeg {
+        /// The multicast connection.
+        conn: u64,
+        /// The leg.
+        leg: u64,
+        /// Added (`true`) or dropped.
+        joined: bool,
+    },
 }
 
 /// A daemon's answer to a request.

@@ -270,6 +270,16 @@ pub enum Request {
         /// The group.
         group: u32,
     },
+
+    /// The pager of the process now sends the stores of multicast connection `conn` down
+    /// its leg `leg` ([`Event::GroupLeg`](crate::Event::GroupLeg) with `joined`), or no
+    /// longer does (without). The reply is [`Reply::Ok`](crate::Reply::Ok).
+    GroupLegReady {
+        /// The multicast connection.
+        conn: u64,
+        /// The leg.
+        leg: u64,
+    },
 }
 
 /// A request with its id; replies carry the same id.

@@ -12,6 +12,10 @@
 //! of that host), and writes them straight into this host's group memory. `SCIFlush` sends
 //! them at once; `SCIStoreBarrier` waits until every member host has them.
 
+mod legs;
+
+pub(crate) use legs::{fanout_legs, on_leg};
+
 use crate::map::{Backing, Map, MapFlags, MapParent, SegmentRange};
 use crate::segment::{Link, LocalCallback, LocalSegment, RemoteSegment};
 use crate::{check_adapter, timeout_ms, Descriptor, Error, Result};
@@ -59,9 +63,10 @@ impl RemoteSegment {
     /// cluster file is asked; links not up yet are dialed). Its node is
     /// [`BROADCAST_NODE`], its id the group, its size the group's (the smallest among the
     /// hosts); a map of it (`SCIMapRemoteSegment` with `SCI_FLAG_BROADCAST`) stores into
-    /// every member. It reaches the member hosts that had a member when it was made: a
-    /// host whose first member joins later sees the group's contents at its join, and the
-    /// stores of multicast connections made after it.
+    /// every member. A host whose first member joins later is added to it (and a host
+    /// whose member is removed dropped) while it lives: a store flushed after that
+    /// member's create returned reaches it. Where the cluster names other hosts, its maps
+    /// are DSM maps even while every member is on this host (`broadcast/legs.rs`).
     ///
     /// # Errors
     /// `SCIConnectSegment`: [`Error::NoSuchSegment`] when the time ran out with no member;
@@ -76,7 +81,11 @@ impl RemoteSegment {
         check_adapter(adapter)?;
         let req = Request::ConnectGroup { group, timeout_ms: timeout_ms(timeout) };
         let (reply, fds) = desc.live()?.session.request(req, &[])?;
-        RemoteSegment::adopt(desc, BROADCAST_NODE, group, &reply, fds)
+        let seg = RemoteSegment::adopt(desc, BROADCAST_NODE, group, &reply, fds)?;
+        if let remora_proto::Reply::GroupConnected { conn, legs, .. } = reply {
+            legs::register(&seg, &desc.inner.cfg, conn, legs);
+        }
+        Ok(seg)
     }
 
     /// `SCIMapRemoteSegment` of a multicast connection whose group has members on other
@@ -105,12 +114,18 @@ impl RemoteSegment {
             Some(m) => Some(Arc::new(Mapping::new(m.as_fd(), 0, m.size() as usize, Default::default())?)),
             None => None,
         };
-        let homes: Vec<Arc<dyn remora_client::dsm::RemoteRange>> =
-            l.legs.iter().map(|&conn| Arc::new(SegmentRange { conn }) as _).collect();
         // The pager gets a session of its own, as for any map of another host.
         let pager_session = Arc::new(Session::open(&self.inner.desc.inner.cfg)?);
+        // No leg may change between reading them and the pager taking the map in.
+        let _held = legs::mapping();
+        let homes: Vec<Arc<dyn remora_client::dsm::RemoteRange>> = fanout_legs(l.conn)
+            .unwrap_or_else(|| l.legs.clone())
+            .into_iter()
+            .map(|conn| Arc::new(SegmentRange { conn }) as _)
+            .collect();
         let dsm = remora_client::dsm::DsmMap::multicast(
             pager_session,
+            l.conn,
             homes,
             local,
             l.size as u64,

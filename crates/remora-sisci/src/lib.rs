@@ -210,6 +210,7 @@ impl Dispatch {
                 }
             }
             Event::SegmentUnavailable { conn } => self.remote(conn, SegmentReason::Disconnect, None),
+            Event::GroupLeg { conn, leg, joined } => broadcast::on_leg(conn, leg, joined),
             Event::ConnectionLost { conn, reason } => match reason {
                 LostReason::ForcedDisconnect => {
                     self.remote(conn, SegmentReason::Disconnect, Some(Error::NotConnected))

@@ -461,7 +461,7 @@ impl RemoteSegment {
     /// for a segment of a node on another host (mapping across hosts comes with the DSM).
     pub fn map(&self, offset: usize, size: usize, addr: Option<usize>, flags: MapFlags) -> Result<Map> {
         let l = self.link()?;
-        if !l.legs.is_empty() {
+        if !l.legs.is_empty() || crate::broadcast::fanout_legs(l.conn).is_some() {
             return self.map_multicast(l, offset, size, addr, flags);
         }
         let Some(memfd) = l.memfd.as_ref() else {

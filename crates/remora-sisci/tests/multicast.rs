@@ -324,3 +324,78 @@ fn a_writer_without_a_member_and_a_lost_member_host() {
     drop(m);
     cast.disconnect().unwrap();
 }
+
+/// Poll node `n`'s status until it holds `segments` segments and `conns` connections.
+fn holds(h: &common::Harness, n: u32, segments: usize, conns: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let st = status(h, n);
+        if st.segments.len() == segments && st.connections.len() == conns {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node {n} keeps {:?} {:?}",
+            st.segments,
+            st.connections
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_member_host_that_joins_after_the_connect_is_reached() {
+    // Dolphin's usual flow: every node creates its member and connects at about the same
+    // time, so one connects before the other host's member exists.
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let (s4, s8) = (h.sci(4), h.sci(8));
+    let (a, b) = (Descriptor::open(&s4).unwrap(), Descriptor::open(&s8).unwrap());
+    const SIZE: usize = 8192;
+    let (ma, la) = member(&a, 4, SIZE);
+    let cast = RemoteSegment::connect_group(&a, 4, 0, T).unwrap();
+    let m = cast.map(0, SIZE, None, MapFlags::default()).unwrap();
+    m.write(0, &0x11u64.to_le_bytes()).unwrap();
+    flush();
+    sees(&la, 0, 0x11);
+    // Host 8's first member: it has the contents at once, and A's later stores reach it.
+    let (mb, lb) = member(&b, 4, SIZE);
+    assert_eq!(read_u64(&lb, 0), 0x11);
+    m.write(8, &0x22u64.to_le_bytes()).unwrap();
+    flush();
+    sees(&lb, 8, 0x22);
+    // Stores in a tight loop while nothing waits: the last one lands on both hosts.
+    for v in 0..200u64 {
+        m.write(4096, &v.to_le_bytes()).unwrap();
+    }
+    assert!(m.flush(), "every member host has it");
+    assert_eq!(read_u64(&lb, 4096), 199);
+    // B's own multicast connection reaches A.
+    let cast_b = RemoteSegment::connect_group(&b, 4, 0, T).unwrap();
+    let mb_cast = cast_b.map(0, SIZE, None, MapFlags::default()).unwrap();
+    mb_cast.write(16, &0x33u64.to_le_bytes()).unwrap();
+    flush();
+    sees(&la, 16, 0x33);
+    // B leaves in order: A's leg to it is dropped, A's flushes keep working, and B's node
+    // keeps nothing.
+    drop(mb_cast);
+    cast_b.disconnect().unwrap();
+    drop(lb);
+    mb.remove().unwrap();
+    holds(&h, 8, 0, 0);
+    m.write(24, &0x44u64.to_le_bytes()).unwrap();
+    assert!(m.flush());
+    assert_eq!(read_u64(&la, 24), 0x44);
+    // A member that joins again is reached again.
+    let (mb, lb) = member(&b, 4, SIZE);
+    assert_eq!(read_u64(&lb, 24), 0x44);
+    m.write(32, &0x55u64.to_le_bytes()).unwrap();
+    flush();
+    sees(&lb, 32, 0x55);
+    drop(lb);
+    mb.remove().unwrap();
+    drop(m);
+    cast.disconnect().unwrap();
+    drop(la);
+    ma.remove().unwrap();
+    all_released(&h, &[4, 8]);
+}

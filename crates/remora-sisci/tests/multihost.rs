@@ -185,3 +185,63 @@ fn reflective_memory_across_three_hosts() {
         s.remove().unwrap();
     }
 }
+
+#[test]
+fn a_member_host_that_joins_after_the_connect() {
+    let Some(c) = cluster(2) else { return };
+    let (a, b) = (Descriptor::open(&sci(&c, 1)).unwrap(), Descriptor::open(&sci(&c, 2)).unwrap());
+    const SIZE: usize = 8192;
+    let t = Some(Duration::from_secs(10));
+    let member = |d: &Descriptor| {
+        let s = LocalSegment::create_broadcast(d, 3, SIZE, false, None).unwrap();
+        s.prepare(0).unwrap();
+        let m = s.map(0, SIZE, None, MapFlags::default()).unwrap();
+        (s, m)
+    };
+    // Host 1 connects before host 2's member exists.
+    let (ma, la) = member(&a);
+    let cast = RemoteSegment::connect_group(&a, 3, 0, t).unwrap();
+    let m = cast.map(0, SIZE, None, MapFlags::default()).unwrap();
+    m.write(0, &7u64.to_le_bytes()).unwrap();
+    flush();
+    let (mb, lb) = member(&b);
+    assert_eq!(read_u64(&lb, 0), 7, "the contents at the join");
+    m.write(8, &8u64.to_le_bytes()).unwrap();
+    flush();
+    sees(&lb, 8, 8);
+    let cast_b = RemoteSegment::connect_group(&b, 3, 0, t).unwrap();
+    let mbc = cast_b.map(0, SIZE, None, MapFlags::default()).unwrap();
+    mbc.write(16, &9u64.to_le_bytes()).unwrap();
+    flush();
+    sees(&la, 16, 9);
+    // Host 2 leaves in order; host 1's flushes go on, and host 2 keeps nothing.
+    drop(mbc);
+    cast_b.disconnect().unwrap();
+    drop(lb);
+    mb.remove().unwrap();
+    m.write(24, &10u64.to_le_bytes()).unwrap();
+    assert!(m.flush());
+    assert_eq!(read_u64(&la, 24), 10);
+    let status = |k: usize| {
+        let s = remora_client::Session::open_control(&remora_testkit::net_config(&c, k)).unwrap();
+        match s.request(remora_proto::Request::Status, &[]).unwrap().0 {
+            remora_proto::Reply::Status(st) => *st,
+            other => panic!("{other:?}"),
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let st = status(2);
+        if st.segments.is_empty() && st.connections.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "host 2 keeps {:?} {:?}", st.segments, st.connections);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(m);
+    cast.disconnect().unwrap();
+    drop(la);
+    ma.remove().unwrap();
+    let st = status(1);
+    assert!(st.segments.is_empty() && st.connections.is_empty(), "{:?} {:?}", st.segments, st.connections);
+}

@@ -61,26 +61,45 @@ impl DsmMap {
     }
 
     /// A multicast map (SISCI reflective memory across hosts) of `len` bytes at `offset`
-    /// of a group whose memory ends at `seg_size`: the changed bytes of every picture go
-    /// to each of `homes` (a member of each other host that has one) and into `local` (a
-    /// mapping of this host's group memory from offset 0, when this host has a member);
-    /// pages come from `local`, else from the first home that answers. A home that is
-    /// lost drops out; the map is lost only when no member is left.
+    /// of a group whose memory ends at `seg_size`, for the multicast connection named
+    /// `key`: the changed bytes of every picture go to each of `homes` (a member of each
+    /// other host that has one; hosts that join later are added by
+    /// [`DsmMap::multicast_leg`]) and into `local` (a mapping of this host's group memory
+    /// from offset 0, when this host has a member); pages come from `local`, else from the
+    /// first home that answers. A home that is lost drops out; the map is lost only when
+    /// no member is left.
     ///
     /// # Errors
-    /// [`DsmError::Unavailable`] where userfaultfd cannot be used, or with no home.
+    /// [`DsmError::Unavailable`] where userfaultfd cannot be used, or with no home and no
+    /// local memory.
     pub fn multicast(
         session: Arc<Session>,
+        key: u64,
         homes: Vec<Arc<dyn RemoteRange>>,
         local: Option<Arc<remora_sys::Mapping>>,
         seg_size: u64,
         offset: u64,
         len: usize,
     ) -> Result<DsmMap, DsmError> {
-        let first =
-            homes.first().cloned().ok_or_else(|| DsmError::Unavailable("no member to send to".into()))?;
-        let fan = super::pager::fanout::Fanout::new(&session, homes, local);
+        let first: Arc<dyn RemoteRange> = match (homes.first(), &local) {
+            (Some(h), _) => h.clone(),
+            (None, Some(_)) => Arc::new(super::pager::fanout::NoHome),
+            (None, None) => return Err(DsmError::Unavailable("no member to send to".into())),
+        };
+        let fan = super::pager::fanout::Fanout::new(&session, key, homes, local);
         DsmMap::make(session, first, Some(fan), seg_size, offset, len, false)
+    }
+
+    /// A member host joined the group of multicast connection `key` (`joined`): every
+    /// multicast map of it sends its stores to `home` too, once the stores it sent before
+    /// reached the member hosts it had. Or one left: the maps stop sending to `home` (the
+    /// leg with `home`'s key). Returns when the pager did (at once when no map of another
+    /// host was ever made).
+    pub fn multicast_leg(key: u64, home: Arc<dyn RemoteRange>, joined: bool) {
+        let Some(Ok(p)) = PAGER.get() else { return };
+        let (done, rx) = channel();
+        p.command(Cmd::Leg { key, home, joined, done });
+        let _ = rx.recv();
     }
 
     fn make(

@@ -46,6 +46,13 @@ pub(super) enum Cmd {
     Flush(u64, Sender<bool>, bool),
     Refresh(u64, Sender<bool>),
     Remove(u64, Sender<()>),
+    /// Add a leg to (or drop one from) the multicast maps of a connection (`fanout::leg`).
+    Leg {
+        key: u64,
+        home: Arc<dyn RemoteRange>,
+        joined: bool,
+        done: Sender<()>,
+    },
 }
 
 pub(super) struct Pager {
@@ -241,6 +248,10 @@ impl Pager {
                     maps.retain(|_, (i, _)| *i != id);
                     let _ = tx.send(());
                 }
+                Cmd::Leg { key, home, joined, done } => {
+                    fanout::leg(self, maps, key, home, joined);
+                    let _ = done.send(());
+                }
             }
         }
     }
@@ -348,7 +359,7 @@ impl Pager {
 
     /// Send the map's changed bytes home; with `wait`, return only once the home has them
     /// (and everything sent before). `false` if that failed.
-    fn flush_map(&self, m: &mut PMap, wait: bool) -> bool {
+    pub(super) fn flush_map(&self, m: &mut PMap, wait: bool) -> bool {
         let t = Instant::now();
         let before = m.lost.load(Ordering::SeqCst);
         let (_, watching) = self.flush_pages(m, wait, false, t);

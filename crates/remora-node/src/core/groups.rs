@@ -10,10 +10,45 @@
 //! the member's `SCI_FLAG_ALLOW_UNICAST`): the caller's DSM pager sends its stores down
 //! every leg, and each lands in that host's memfd. The legs are released with it.
 
+mod membership;
+
 use super::{ConnKind, Connection, IdSpace, Registry};
 use remora_proto::{Error, MULTICAST_GROUPS};
 use remora_sys::Memfd;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+
+/// The books of group membership across hosts.
+#[derive(Debug, Default)]
+pub struct GroupBooks {
+    /// Each leg's node and the name of the memory it reaches ([`memory_name`]).
+    pub legs: HashMap<u64, (u32, u64)>,
+    /// Groups whose member on this node is still copying the group's contents from
+    /// another host: stores of other hosts wait until it is done.
+    pub filling: BTreeSet<u32>,
+    /// Legs whose process said its pager took them in (or let them go).
+    pub ready: BTreeSet<u64>,
+    /// The last members that joined from other hosts, numbered: (number, group, node), so
+    /// a multicast connect that was under way when one joined reaches it too.
+    pub joins: Vec<(u64, u32, u32)>,
+    /// The number of the next join.
+    pub next_join: u64,
+}
+
+impl GroupBooks {
+    /// Note that node `node` of another host has a new member of `group`.
+    pub fn note_join(&mut self, group: u32, node: u32) {
+        self.joins.push((self.next_join, group, node));
+        self.next_join += 1;
+        if self.joins.len() > 64 {
+            self.joins.remove(0);
+        }
+    }
+
+    /// The nodes that joined `group` since the join numbered `mark` (see `next_join`).
+    pub fn joined_since(&self, group: u32, mark: u64) -> Vec<u32> {
+        self.joins.iter().filter(|j| j.0 >= mark && j.1 == group).map(|j| j.2).collect()
+    }
+}
 
 /// What makes a segment a member of a reflective-memory group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,10 +154,11 @@ impl Registry {
         legs: Vec<u64>,
     ) -> u64 {
         let conn = self.handle();
+        // Forget the legs of multicast connections that went with their session.
+        let conns = &self.conns;
+        self.group_legs.retain(|c, _| conns.contains_key(c));
+        self.group_books.legs.retain(|l, _| conns.contains_key(l));
         if !legs.is_empty() {
-            // Forget the legs of multicast connections that went with their session.
-            let conns = &self.conns;
-            self.group_legs.retain(|c, _| conns.contains_key(c));
             self.group_legs.insert(conn, legs);
         }
         self.conns.insert(
@@ -147,7 +183,12 @@ impl Registry {
     /// The legs of multicast connection `conn` (connections to members on other hosts),
     /// forgotten here: the caller disconnects them.
     pub fn take_group_legs(&mut self, conn: u64) -> Vec<u64> {
-        self.group_legs.remove(&conn).unwrap_or_default()
+        let legs = self.group_legs.remove(&conn).unwrap_or_default();
+        for l in &legs {
+            self.group_books.legs.remove(l);
+            self.group_books.ready.remove(l);
+        }
+        legs
     }
 
     /// `PeerRequest::ConnectGroup` from a node of another host: connect `session` (the

@@ -89,6 +89,9 @@ pub struct Registry {
     /// The connections to members on other hosts (legs) of each multicast connection
     /// whose group reaches beyond this host, released with it (`groups.rs`).
     pub group_legs: HashMap<u64, Vec<u64>>,
+    /// What the legs reach, members still copying a group's contents, legs the processes
+    /// put in their pagers (`groups.rs`).
+    pub group_books: groups::GroupBooks,
 }
 
 impl Registry {
@@ -111,6 +114,7 @@ impl Registry {
             epoch: Arc::default(),
             shared_ints: HashMap::new(),
             group_legs: HashMap::new(),
+            group_books: groups::GroupBooks::default(),
         }
     }
 

@@ -173,6 +173,7 @@ fn requests() -> Vec<(&'static str, Request)> {
         ("vipl_request", Request::Vipl(ViplRequest::Request { node: 8, ask })),
         ("vipl_accept", Request::Vipl(ViplRequest::Accept { conn: CONN, info: vec![1; 80] })),
         ("vipl_reject", Request::Vipl(ViplRequest::Reject { conn: CONN })),
+        ("group_leg_ready", Request::GroupLegReady { conn: CONN, leg: CONN + 1 }),
     ]
 }
 
@@ -302,6 +303,7 @@ fn server_msgs() -> Vec<(&'static str, ServerMsg)> {
             "event_connection_lost",
             ServerMsg::Event(Event::ConnectionLost { conn: CONN, reason: LostReason::NodeGone }),
         ),
+        ("event_group_leg", ServerMsg::Event(Event::GroupLeg { conn: CONN, leg: CONN + 1, joined: true })),
     ]
 }
 
@@ -354,6 +356,7 @@ fn peer_frames() -> Vec<(String, Vec<u8>)> {
         ("connect", req(17, PeerRequest::Connect { id: 1200, timeout_ms: Some(2000) })),
         ("disconnect", req(18, PeerRequest::Disconnect { conn: CONN })),
         ("connect_group", req(18, PeerRequest::ConnectGroup { group: 3 })),
+        ("group_members", req(18, PeerRequest::GroupMembers { group: 3, joined: Some(8), left: Some(8) })),
         (
             "connect_interrupt",
             req(19, PeerRequest::ConnectInterrupt { intno: 7, data: true, timeout_ms: None }),

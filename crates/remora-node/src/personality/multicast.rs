@@ -11,7 +11,14 @@
 //! multicast connect also connects to one member per other host (`PeerRequest::ConnectGroup`,
 //! every node of the cluster asked at once, links not up yet dialed, within the connect's
 //! time): those *legs* go back to the caller, whose DSM pager sends its stores down each
-//! (`Reply::GroupConnected`).
+//! (`Reply::GroupConnected`). A host whose first member joins later is added to them
+//! (`members.rs`). Where the cluster names other hosts, a multicast connection is always
+//! made for a DSM map (so it can reach them later); else it maps the memfd plainly.
+
+mod members;
+
+pub(crate) use members::{block_filled, filled, serve as serve_members};
+
 use crate::core::groups::check_group;
 use crate::session::{fd_of, is_memfd, Outcome, Session};
 use remora_proto::link::{PeerReply, PeerRequest};
@@ -46,8 +53,9 @@ async fn host_lock(s: &Session, group: u32) -> Result<std::fs::File, Error> {
     }
 }
 
-/// The memfd of `group` held by another node of this host, if one has a member.
-async fn find_on_host(s: &Session, group: u32) -> Option<Memfd> {
+/// The memfd of `group` held by another node of this host, if one has a member, and that
+/// node.
+async fn find_on_host(s: &Session, group: u32) -> Option<(u32, Memfd)> {
     for node in paths::nodes_in(&s.node.config.runtime_dir) {
         if node == s.me() {
             continue;
@@ -63,7 +71,7 @@ async fn find_on_host(s: &Session, group: u32) -> Option<Memfd> {
         };
         if fds.len() == 1 && is_memfd(&fds[0]) {
             if let Ok(m) = Memfd::from_fd(fds.remove(0)) {
-                return Some(m);
+                return Some((node, m));
             }
         }
     }
@@ -163,8 +171,8 @@ async fn create_member(s: &Session, group: u32, size: u64, unicast: bool) -> Res
         return Err(Error::SegmentIdUsed);
     }
     let _held = host_lock(s, group).await?;
-    let memory = match find_on_host(s, group).await {
-        Some(m) => m,
+    let (memory, first) = match find_on_host(s, group).await {
+        Some((_, m)) => (m, false),
         None => {
             let m = Memfd::create(&format!("n{}-group{group}", s.me()), size).map_err(|e| {
                 if e.raw_os_error() == Some(12) {
@@ -173,17 +181,37 @@ async fn create_member(s: &Session, group: u32, size: u64, unicast: bool) -> Res
                     sys(e)
                 }
             })?;
-            // The first member of this host: the group may live on other hosts already.
-            fetch_contents(s, group, &m).await?;
-            m
+            (m, true)
         }
     };
-    let mut reg = s.node.lock();
-    let seg = reg.create_group_segment(s.sid, group, size, unicast, memory)?;
-    let reply =
-        Reply::Segment { seg: seg.seg, id: seg.id, size: seg.size, prepared: false, available: false };
-    let fd = fd_of(seg.memfd.as_ref().expect("a member has memory"))?;
+    let keep = memory.try_clone().map_err(sys)?;
+    let (reply, fd, seg) = {
+        let mut reg = s.node.lock();
+        let seg = reg.create_group_segment(s.sid, group, size, unicast, memory)?;
+        let reply =
+            Reply::Segment { seg: seg.seg, id: seg.id, size: seg.size, prepared: false, available: false };
+        let fd = fd_of(seg.memfd.as_ref().expect("a member has memory"))?;
+        let seg = seg.seg;
+        if first {
+            // Stores of other hosts wait until the contents are copied (`members.rs`).
+            reg.group_books.filling.insert(group);
+        }
+        (reply, fd, seg)
+    };
+    if first {
+        // The first member of this host: the group may live on other hosts already. Their
+        // multicast connections reach it before its contents are copied.
+        members::join(s, group, seg, &keep).await?;
+    }
     Ok((Ok(reply), vec![fd]))
+}
+
+/// `Request::RemoveSegment`: a member's removal is told to the other hosts.
+pub(crate) async fn remove(s: &Session, seg: u64, force: bool) -> Outcome {
+    match members::remove(s, seg, force).await {
+        Ok(()) => (Ok(Reply::Ok), vec![]),
+        Err(e) => (Err(e), vec![]),
+    }
 }
 
 /// `Request::ConnectGroup`: the multicast connection of `group`, once a member exists on
@@ -202,22 +230,38 @@ async fn connect_group(s: &Session, group: u32, timeout_ms: Option<u32>) -> Resu
         let own = s.node.lock().group_memory(group).map(|(m, _)| m.try_clone());
         let memory = match own {
             Some(m) => Some(m.map_err(sys)?),
-            None => find_on_host(s, group).await,
+            None => find_on_host(s, group).await.map(|(_, m)| m),
         };
+        let mark = s.node.lock().group_books.next_join;
         let left = deadline.map_or(ASK_OTHER_HOST, |d| d.saturating_duration_since(Instant::now()));
         let legs = legs_elsewhere(s, group, left.clamp(Duration::from_millis(50), ASK_OTHER_HOST)).await;
         if memory.is_some() || !legs.is_empty() {
             let fd = memory.as_ref().map(fd_of).transpose()?;
             let size = memory.iter().map(|m| m.size()).chain(legs.iter().map(|l| l.size)).min().unwrap_or(0);
-            if legs.is_empty() {
+            if legs.is_empty() && !members::cluster_has_other_hosts(&s.node) {
+                // One host: a plain map of the memfd is every member.
                 let conn = s.node.lock().add_group_connection(s.sid, group, memory, size, vec![]);
                 return Ok((Ok(Reply::Connected { conn, size }), fd.into_iter().collect()));
             }
-            let mut reg = s.node.lock();
-            let handles: Vec<u64> =
-                legs.iter().map(|l| reg.add_proxied(s.sid, l.node, group, l.size, l.conn, None)).collect();
-            let conn = reg.add_group_connection(s.sid, group, memory, size, handles.clone());
-            return Ok((Ok(Reply::GroupConnected { conn, size, legs: handles }), fd.into_iter().collect()));
+            let (conn, late) = {
+                let mut reg = s.node.lock();
+                let handles: Vec<u64> = legs
+                    .iter()
+                    .map(|l| {
+                        let h = reg.add_proxied(s.sid, l.node, group, l.size, l.conn, None);
+                        reg.group_books.legs.insert(h, (l.node, l.memory));
+                        h
+                    })
+                    .collect();
+                let conn = reg.add_group_connection(s.sid, group, memory, size, handles);
+                (conn, reg.group_books.joined_since(group, mark))
+            };
+            // Members that joined on other hosts while this connect asked around.
+            for n in late {
+                members::reach(&s.node, (conn, s.sid, size), group, n, None).await;
+            }
+            let legs = s.node.lock().legs_of(conn).into_iter().map(|l| l.0).collect();
+            return Ok((Ok(Reply::GroupConnected { conn, size, legs }), fd.into_iter().collect()));
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(Error::NoSuchSegment);

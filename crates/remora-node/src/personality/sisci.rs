@@ -79,7 +79,7 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
         Request::SetUnavailable { seg, adapter, force_disconnect, notify } => {
             ok(s.node.lock().set_unavailable(sid, seg, adapter, force_disconnect, notify))
         }
-        Request::RemoveSegment { seg, force } => ok(s.node.lock().remove_segment(sid, seg, force)),
+        Request::RemoveSegment { seg, force } => super::multicast::remove(s, seg, force).await,
         Request::ShareSegment { seg } => ok(s.node.lock().share(sid, seg)),
         Request::AttachShared { id } => {
             let mut reg = s.node.lock();
@@ -203,6 +203,11 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
         }
         Request::ConnectGroup { group, timeout_ms } => super::multicast::connect(s, group, timeout_ms).await,
         Request::GroupMemory { group } => super::multicast::memory(s, group),
+        Request::GroupLegReady { conn, leg } => {
+            let r = s.node.lock().group_leg_ready(sid, conn, leg);
+            s.node.changed.notify_waiters();
+            ok(r)
+        }
         Request::RemoveDmaQueue { queue } => ok(s.node.lock().remove_dma(sid, queue)),
         other => (Err(Error::Protocol(format!("not a SISCI request: {other:?}"))), vec![]),
     }
@@ -212,7 +217,9 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
 fn route_down(s: &Session, node: u32) -> bool {
     use crate::transport::LinkState;
     s.node.transports().to(node).is_some_and(|t| {
-        t.links().iter().any(|l| l.node == node && matches!(l.state, LinkState::NotOperational | LinkState::Lost))
+        t.links()
+            .iter()
+            .any(|l| l.node == node && matches!(l.state, LinkState::NotOperational | LinkState::Lost))
     })
 }
 

@@ -26,16 +26,40 @@ pub(in crate::dsm) struct Leg {
 
 /// Where a multicast map's stores go besides its pages.
 pub(in crate::dsm) struct Fanout {
+    /// Names the multicast connection: legs that join later are added to every map with
+    /// this key ([`leg`]).
+    key: u64,
     /// This host's group memory (the whole memfd, from offset 0), when it has a member.
     local: Option<Arc<Mapping>>,
     legs: Vec<Leg>,
 }
 
+/// The home of a multicast map that has no leg (yet): every page comes from this host's
+/// group memory, so nothing asks it anything.
+#[derive(Debug)]
+pub(in crate::dsm) struct NoHome;
+
+impl RemoteRange for NoHome {
+    fn key(&self) -> u64 {
+        u64::MAX
+    }
+    fn flow_request(&self) -> Request {
+        Request::Probe { node: u32::MAX }
+    }
+    fn read_request(&self, _: u64, _: u32) -> Request {
+        Request::Probe { node: u32::MAX }
+    }
+    fn write_requests(&self, _: Vec<(u64, Vec<u8>)>) -> Vec<Request> {
+        vec![Request::Probe { node: u32::MAX }]
+    }
+}
+
 impl Fanout {
     /// The legs to `homes` (a pager flow each where the daemon can open one) and this
-    /// host's group memory.
+    /// host's group memory, for the multicast connection named `key`.
     pub(in crate::dsm) fn new(
         session: &Arc<Session>,
+        key: u64,
         homes: Vec<Arc<dyn RemoteRange>>,
         local: Option<Arc<Mapping>>,
     ) -> Fanout {
@@ -43,7 +67,7 @@ impl Fanout {
             .into_iter()
             .map(|home| Leg { direct: shared_flow(session, &home), home, lost: false })
             .collect();
-        Fanout { local, legs }
+        Fanout { key, local, legs }
     }
 
     /// Whether every leg has a pager flow of its own.
@@ -135,4 +159,32 @@ pub(super) fn send(m: &mut PMap, runs: Vec<(u64, Vec<u8>)>, wait: bool) -> bool 
         m.lost.store(true, Ordering::SeqCst);
     }
     alive
+}
+
+/// `Cmd::Leg`: add `home` to every multicast map of connection `key` (`joined`), after
+/// waiting until the stores each sent before reached the member hosts it had (so a member
+/// that copies the group's contents once the leg is in sees them), or drop the leg whose
+/// key is `home`'s.
+pub(super) fn leg(
+    pager: &super::Pager,
+    maps: &mut std::collections::BTreeMap<usize, (u64, PMap)>,
+    key: u64,
+    home: Arc<dyn RemoteRange>,
+    joined: bool,
+) {
+    for (_, m) in maps.values_mut() {
+        if m.fan.as_ref().is_none_or(|f| f.key != key) {
+            continue;
+        }
+        if joined {
+            pager.flush_map(m, true);
+            let direct = shared_flow(&m.session, &home);
+            if let Some(f) = m.fan.as_mut() {
+                f.legs.push(Leg { home: home.clone(), direct, lost: false });
+            }
+        } else if let Some(f) = m.fan.as_mut() {
+            // Stores sent so far are on their way in order; the daemon disconnects after.
+            f.legs.retain(|l| l.home.key() != home.key());
+        }
+    }
 }

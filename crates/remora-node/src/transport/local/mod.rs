@@ -56,7 +56,10 @@ fn translate(node: u32, req: PeerRequest) -> Result<Request, Error> {
         PeerRequest::Vipl(ViplPeerRequest::Request(ask)) => Request::Vipl(ViplRequest::Request { node, ask }),
         PeerRequest::GroupMemory { group } => Request::GroupMemory { group },
         // A node of this host shares the group's memory: it is never a leg.
-        PeerRequest::Probe | PeerRequest::Scif(_) | PeerRequest::ConnectGroup { .. } => {
+        PeerRequest::Probe
+        | PeerRequest::Scif(_)
+        | PeerRequest::ConnectGroup { .. }
+        | PeerRequest::GroupMembers { .. } => {
             return Err(unsupported("local", "this request through a proxy"))
         }
     })
