@@ -110,7 +110,7 @@ fn nameable(ids: &[u32]) -> Vec<u16> {
 
 /// `scif_get_nodeIDs`: fills up to `len` node ids, sets `*self_`, returns how many nodes
 /// there are. Ids are whole (never cut to 16 bits): a node SCIF's `uint16_t` could not
-/// name is not listed.
+/// name is not listed. `EFAULT` for a NULL `nodes` with `len > 0` (NULL is fine with 0).
 ///
 /// # Safety
 /// `nodes` is NULL or points to `len` writable `uint16_t`; `self_` is NULL or writable.
@@ -120,6 +120,10 @@ pub unsafe extern "C-unwind" fn scif_get_nodeIDs(nodes: *mut u16, len: c_int, se
         let l = lib()?;
         let ids = nameable(&l.scif.node_ids()?);
         let me = node16(l.scif.node())?;
+        if nodes.is_null() && len > 0 {
+            // scif.h: NULL is fine with len 0 only.
+            return Err(Error::Fault);
+        }
         if !nodes.is_null() && len > 0 {
             for (i, n) in ids.iter().take(len as usize).enumerate() {
                 // SAFETY: i < len, within the caller's array.

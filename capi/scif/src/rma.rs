@@ -40,7 +40,8 @@ pub extern "C-unwind" fn scif_unregister(epd: scif_epd_t, off: i64, len: usize) 
     })
 }
 
-/// `scif_mmap`: map the peer's registered range; `SCIF_MMAP_FAILED` on failure.
+/// `scif_mmap`: map the peer's registered range; `SCIF_MMAP_FAILED` on failure. A negative
+/// offset lies in no window: `ENXIO`, as `scif.h` documents (misalignment is `EINVAL`).
 ///
 /// # Safety
 /// With `SCIF_MAP_FIXED`, `addr..addr+len` is the program's to replace.
@@ -59,7 +60,7 @@ pub unsafe extern "C-unwind" fn scif_mmap(
         if map_flags & !SCIF_MAP_FIXED != 0 {
             return Err(inval("unknown map flags"));
         }
-        let pieces = match e.mmap_peer(offset(off)?, len, p, map_flags & SCIF_MAP_FIXED != 0)? {
+        let pieces = match e.mmap_peer(rma_offset(off)?, len, p, map_flags & SCIF_MAP_FIXED != 0)? {
             remora_scif::PeerMapping::Far(addr) => {
                 flush_at_exit_once();
                 return Ok(addr as *mut c_void);

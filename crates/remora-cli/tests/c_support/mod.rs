@@ -49,6 +49,12 @@ impl Env {
         out
     }
 
+    /// Compile a SISCI program with the flags a Dolphin SISCI program uses (no extra
+    /// include directory).
+    pub fn build_sisci(&self, src: &Path) -> PathBuf {
+        self.build(src, &[])
+    }
+
     /// Compile a SCIF program the way the MPSS tutorials do (`-lscif -lpthread`).
     pub fn build_scif(&self, src: &Path) -> PathBuf {
         self.build_linked(src, &["-lscif", "-lpthread"])
