@@ -499,26 +499,34 @@ pub unsafe extern "C-unwind" fn VipResizeCQ(cq: *mut c_void, entries: c_ulong) -
 }
 
 fn cq_out(vi: Vi, recv: bool, vi_out: *mut *mut c_void, recv_out: *mut c_int) -> Result<(), Code> {
-    if vi_out.is_null() || recv_out.is_null() {
-        return Err(Code(VIP_INVALID_PARAMETER));
-    }
     put(vi_out, handles::vi_handle(&vi))?;
     put(recv_out, recv.into())
 }
 
-/// `VipCQDone`.
+/// Both out pointers of `VipCQDone`/`VipCQWait` are needed: `VIP_INVALID_PARAMETER` for a
+/// NULL one, checked before a completion is taken (it would be lost).
+fn cq_outs(vi_out: *mut *mut c_void, recv_out: *mut c_int) -> Result<(), Code> {
+    if vi_out.is_null() || recv_out.is_null() {
+        return Err(Code(VIP_INVALID_PARAMETER));
+    }
+    Ok(())
+}
+
+/// `VipCQDone`: `VIP_INVALID_PARAMETER` for a bad handle or a NULL out pointer (the
+/// completion stays queued).
 ///
 /// # Safety
 /// The out pointers are NULL or writable.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn VipCQDone(cq: *mut c_void, vi: *mut *mut c_void, recv: *mut c_int) -> u32 {
     guard(|| {
+        cq_outs(vi, recv)?;
         let (v, r) = handles::cq(cq)?.done()?;
         cq_out(v, r, vi, recv)
     })
 }
 
-/// `VipCQWait`.
+/// `VipCQWait`: as `VipCQDone` for a NULL out pointer.
 ///
 /// # Safety
 /// The out pointers are NULL or writable.
@@ -531,6 +539,7 @@ pub unsafe extern "C-unwind" fn VipCQWait(
 ) -> u32 {
     sliced(ms, |slice| {
         guard(|| {
+            cq_outs(vi, recv)?;
             let (v, r) = handles::cq(cq)?.wait(Some(slice))?;
             cq_out(v, r, vi, recv)
         })
