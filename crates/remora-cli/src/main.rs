@@ -7,6 +7,7 @@
 mod bench;
 mod diag;
 mod install;
+mod soak;
 mod status;
 mod top;
 
@@ -74,6 +75,13 @@ enum Cmd {
         #[command(subcommand)]
         which: bench::Which,
     },
+    /// A chaos soak: node daemons and worker processes doing random SISCI and SCIF
+    /// operations with every byte checked, while workers and daemons are killed and
+    /// daemons stopped; fails on corrupt bytes, hung calls or leaked resources.
+    Soak(soak::SoakArgs),
+    /// One worker process of `remora soak` (started by it).
+    #[command(hide = true)]
+    SoakWorker(soak::worker::WorkerArgs),
 }
 
 fn main() {
@@ -87,6 +95,8 @@ fn main() {
         Cmd::Shutdown { node, all } => status::shutdown(node, all),
         Cmd::Install { prefix, no_strip } => install::install(&prefix, !no_strip),
         Cmd::Bench { which, json, plot } => bench::run(which, json.as_deref(), plot.as_deref()),
+        Cmd::Soak(a) => soak::run(a),
+        Cmd::SoakWorker(a) => soak::worker::run(a),
     };
     if let Err(e) = r {
         eprintln!("remora: {e}");

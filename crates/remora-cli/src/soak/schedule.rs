@@ -1,0 +1,176 @@
+//! The fault schedule, drawn from the seed, and the daemon faults themselves: `SIGKILL` of
+//! a daemon (then it is started again) and `SIGSTOP` of a daemon for longer than three
+//! heartbeats (then `SIGCONT`), each timed from the other nodes' view of its link.
+
+use super::checks::{daemon_pid, until_seen};
+use super::rng::Rng;
+use super::worker::now_ms;
+use remora_client::{Config, Session};
+use rustix::process::{kill_process, Pid, Signal};
+use std::time::{Duration, Instant};
+
+/// The kinds of fault the soak injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum FaultKind {
+    /// `SIGKILL` of a worker (it is started again).
+    KillWorker,
+    /// `SIGKILL` of a node daemon (it is started again).
+    KillDaemon,
+    /// `SIGSTOP` of a node daemon past three heartbeats, then `SIGCONT`.
+    StopDaemon,
+}
+
+impl FaultKind {
+    /// The fault's name in the summary.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            FaultKind::KillWorker => "worker SIGKILL (restarted)",
+            FaultKind::KillDaemon => "daemon SIGKILL (restarted)",
+            FaultKind::StopDaemon => "daemon SIGSTOP/SIGCONT",
+        }
+    }
+}
+
+/// One injected fault: when its effects may show (`from_ms..to_ms`, a margin included).
+#[derive(Debug, Clone)]
+pub(crate) struct Fault {
+    /// Its kind.
+    pub(crate) kind: FaultKind,
+    /// The node or worker it hit.
+    pub(crate) target: u32,
+    /// Start of the window its effects may show in (ms since the epoch).
+    pub(crate) from_ms: u64,
+    /// End of that window.
+    pub(crate) to_ms: u64,
+}
+
+/// A measured answer of the cluster to a fault, beside what the API promises.
+#[derive(Debug, Clone)]
+pub(crate) struct Observation {
+    /// What was watched.
+    pub(crate) what: &'static str,
+    /// How long it took (None: not seen within the limit).
+    pub(crate) took: Option<Duration>,
+    /// The promise.
+    pub(crate) bound: Duration,
+}
+
+/// When the next fault comes, and which: every 2 to 5 s, from the seed.
+pub(crate) struct Schedule {
+    rng: Rng,
+    next: Instant,
+}
+
+impl Schedule {
+    /// The schedule of a run with `seed`; the first fault 3 s after the start.
+    pub(crate) fn new(seed: u64) -> Schedule {
+        Schedule { rng: Rng::new(seed, 0x5C4E_D01E), next: Instant::now() + Duration::from_secs(3) }
+    }
+
+    /// The fault due now, if any, and a target index below `n` for it.
+    pub(crate) fn due(&mut self, n_workers: usize, n_nodes: usize) -> Option<(FaultKind, usize)> {
+        if Instant::now() < self.next {
+            return None;
+        }
+        self.next = Instant::now() + Duration::from_millis(self.rng.range(2000, 5000));
+        let kind = match self.rng.range(0, 100) {
+            0..35 => FaultKind::KillWorker,
+            35..65 => FaultKind::KillDaemon,
+            _ => FaultKind::StopDaemon,
+        };
+        let n = if kind == FaultKind::KillWorker { n_workers } else { n_nodes };
+        Some((kind, self.rng.urange(0, n)))
+    }
+
+    /// How long a stop lasts: three heartbeats and 300 to 1200 ms more.
+    pub(crate) fn stop_length(&mut self, heartbeat: Duration) -> Duration {
+        heartbeat * 3 + Duration::from_millis(self.rng.range(300, 1200))
+    }
+}
+
+/// Send `sig` to `pid`.
+pub(crate) fn signal(pid: u32, sig: Signal) -> Result<(), String> {
+    let p = Pid::from_raw(pid as i32).ok_or("pid 0")?;
+    kill_process(p, sig).map_err(|e| format!("kill {pid}: {e}"))
+}
+
+/// How late a link state may be seen after the promise (the observer polls every node's
+/// status in turn, on two shared cores).
+const SLACK: Duration = Duration::from_millis(250);
+
+/// Start `node`'s daemon again (a worker's library may have done it already).
+fn restart(cfg: &Config, node: u32) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(10) {
+        if Session::open(&cfg.with_node(node)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// `SIGKILL` `node`'s daemon; time the other nodes' view of it going and coming back.
+pub(crate) fn kill_daemon(
+    cfg: &Config,
+    nodes: &[u32],
+    node: u32,
+    hb: Duration,
+) -> (Option<Fault>, Vec<Observation>) {
+    let Some(pid) = daemon_pid(cfg, node) else { return (None, vec![]) };
+    let from_ms = now_ms();
+    if signal(pid, Signal::KILL).is_err() {
+        return (None, vec![]);
+    }
+    let mut obs = vec![Observation {
+        what: "daemon SIGKILL: every peer's link to it not up (LOST / NOT_OPERATIONAL)",
+        took: until_seen(cfg, nodes, node, Duration::from_secs(3), |s| s != "up"),
+        bound: hb * 3 + SLACK,
+    }];
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    let restarted = restart(cfg, node);
+    obs.push(Observation {
+        what: "daemon restarted: every peer's link to it up again (OPERATIONAL)",
+        took: if restarted {
+            until_seen(cfg, nodes, node, Duration::from_secs(10), |s| s == "up").map(|_| t.elapsed())
+        } else {
+            None
+        },
+        bound: Duration::from_secs(3),
+    });
+    (Some(Fault { kind: FaultKind::KillDaemon, target: node, from_ms, to_ms: now_ms() + 2000 }), obs)
+}
+
+/// `SIGSTOP` `node`'s daemon for `length`, then `SIGCONT`; time the other nodes' view.
+pub(crate) fn stop_daemon(
+    cfg: &Config,
+    nodes: &[u32],
+    node: u32,
+    hb: Duration,
+    length: Duration,
+) -> (Option<Fault>, Vec<Observation>) {
+    let Some(pid) = daemon_pid(cfg, node) else { return (None, vec![]) };
+    let from_ms = now_ms();
+    let t = Instant::now();
+    if signal(pid, Signal::STOP).is_err() {
+        return (None, vec![]);
+    }
+    let silent = until_seen(cfg, nodes, node, length, |s| s != "up");
+    std::thread::sleep(length.saturating_sub(t.elapsed()));
+    let _ = signal(pid, Signal::CONT);
+    let back = until_seen(cfg, nodes, node, Duration::from_secs(5), |s| s == "up");
+    let obs = vec![
+        Observation {
+            what: "daemon SIGSTOP: every peer's link to it NOT_OPERATIONAL",
+            took: silent,
+            bound: hb * 3 + hb + SLACK,
+        },
+        Observation {
+            what: "daemon SIGCONT: every peer's link to it OPERATIONAL again",
+            took: back,
+            bound: hb * 3 + SLACK,
+        },
+    ];
+    (Some(Fault { kind: FaultKind::StopDaemon, target: node, from_ms, to_ms: now_ms() + 2000 }), obs)
+}
