@@ -78,8 +78,10 @@ fn build(cx: &mut Ctx) -> Result<ScifWorld, (&'static str, String)> {
             other => break other,
         }
     });
-    let eb = cx.call("scif.connect", WAIT, || connecting.join());
-    let eb = at("scif_connect", eb.map_err(|_| "panicked").and_then(|r| r.map_err(|_| "failed")));
+    let eb = match cx.call("scif.connect", WAIT, || connecting.join()) {
+        Ok(r) => r.map_err(|e| ("scif_connect", format!("{e:?}"))),
+        Err(_) => Err(("scif_connect", "Panicked".to_string())),
+    };
     let (ea, eb) = match (accepted, eb) {
         (Ok((ea, _)), Ok(eb)) => (ea, eb),
         (acc, con) => {
@@ -138,7 +140,7 @@ fn message(cx: &mut Ctx, tx: &Endpoint, rx: &Endpoint, op: &'static str) -> Step
     })?;
     if have < sent {
         cx.lost(op, from, format!("got {have} of {sent} bytes"));
-        return Err(("scif_recv", "message did not come".into()));
+        return Err(("scif_recv", "NothingCame".into()));
     }
     check(cx, op, from, &got, &data[..sent], 0);
     cx.count(op);
