@@ -7,7 +7,7 @@ use remora_proto::{Reply, Request, ScifRequest, ScifWindow};
 use remora_sys::msgring::MsgRegion;
 use remora_sys::Mapping;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -67,9 +67,22 @@ pub(crate) struct Conn {
     pub(crate) recv_lock: Excl,
     pub(crate) own_windows: Mutex<WinCache>,
     pub(crate) peer_windows: Mutex<WinCache>,
+    /// Non-blocking receives that found nothing: every 64th asks whether the node daemon
+    /// is still there (a system call).
+    pub(crate) empty_polls: AtomicU32,
 }
 
 impl Conn {
+    /// Whether this endpoint's node daemon is gone, as far as a cheap look tells: the
+    /// event thread's flag always, the session socket's hang-up every 64th call. Bytes
+    /// relayed from the peer come through that daemon, so nothing more will arrive.
+    pub(crate) fn daemon_lost_lately(&self) -> bool {
+        if self.session.daemon_gone() {
+            return true;
+        }
+        self.empty_polls.fetch_add(1, Ordering::Relaxed) % 64 == 63 && self.session.hung_up()
+    }
+
     pub(crate) fn peer_closed(&self) -> bool {
         self.region.closed(1 - self.side).load(Ordering::Acquire) != 0
     }
@@ -103,6 +116,7 @@ impl Conn {
             recv_lock: Excl::default(),
             own_windows: Mutex::default(),
             peer_windows: Mutex::default(),
+            empty_polls: AtomicU32::new(0),
         })
     }
 }

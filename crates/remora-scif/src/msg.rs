@@ -112,8 +112,9 @@ impl Endpoint {
     /// closed, what it sent can still be taken.
     ///
     /// # Errors
-    /// [`Error::NotConnected`], [`Error::Reset`] when the peer closed and nothing is left,
-    /// [`Error::BadEndpoint`] when the endpoint was closed.
+    /// [`Error::NotConnected`], [`Error::Reset`] when the peer closed and nothing is left
+    /// (or this node's daemon is gone and nothing is left: a non-blocking receive notices
+    /// within 64 calls), [`Error::BadEndpoint`] when the endpoint was closed.
     pub fn recv(&self, buf: &mut [u8], block: bool) -> Result<usize> {
         let c = self.conn()?;
         let _g = c.recv_lock.lock();
@@ -135,6 +136,11 @@ impl Endpoint {
                 break if got > 0 { Ok(got) } else { Err(Error::Reset) };
             }
             if !block {
+                // Nothing, and the node daemon is gone: nothing will come (ECONNRESET, as
+                // a blocking receive answers), rather than 0 bytes forever.
+                if got == 0 && !c.region.has_data(d) && c.daemon_lost_lately() {
+                    break Err(Error::Reset);
+                }
                 break Ok(got);
             }
             if took {

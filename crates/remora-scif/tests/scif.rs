@@ -2,21 +2,12 @@
 //! daemons the library starts itself, in a private runtime directory.
 
 use remora_scif::*;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use remora_testkit::Harness;
 
-/// The library of node `node` of a test harness.
-trait ScifOf {
-    fn scif(&self, node: u32) -> Arc<Scif>;
-}
-
-impl ScifOf for Harness {
-    fn scif(&self, node: u32) -> Arc<Scif> {
-        Scif::with_config(self.config(node))
-    }
-}
+mod common;
+use common::{over_tcp, pair, ScifOf};
 
 /// Start nodes 8 and 4 and wait until 4 reaches 8 over the link.
 fn wait_for_link(h: &Harness) {
@@ -26,28 +17,6 @@ fn wait_for_link(h: &Harness) {
         assert!(t0.elapsed() < Duration::from_secs(10), "the link between nodes 4 and 8 came up");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// A connected pair: (client on node `a`, server endpoint on node `b`).
-fn pair(h: &Harness, a: u32, b: u32) -> (Endpoint, Endpoint) {
-    let sb = h.scif(b);
-    let l = Endpoint::open(&sb).unwrap();
-    let port = l.bind(0).unwrap();
-    assert!(port >= PORT_RSVD);
-    l.listen(4).unwrap();
-    let sa = h.scif(a);
-    let c = Endpoint::open(&sa).unwrap();
-    let t = std::thread::spawn(move || {
-        let p = c.connect(PortId { node: b, port }).unwrap();
-        assert_eq!(c.local_port().unwrap().port, p);
-        c
-    });
-    let (s, peer) = l.accept(true).unwrap();
-    let c = t.join().unwrap();
-    assert_eq!(peer.node, a);
-    assert_eq!(peer, c.local_port().unwrap());
-    assert_eq!(c.peer().unwrap(), PortId { node: b, port });
-    (c, s)
 }
 
 fn ready(ep: &Endpoint, write: bool) -> remora_sys::bell::Ready {
@@ -480,12 +449,6 @@ fn a_poll_driven_receiver_misses_nothing_across_hosts() {
     let h = over_tcp(&[4, 8]);
     wait_for_link(&h);
     poll_driven(&h, 4, 8);
-}
-
-/// Nodes joined by a cluster file on loopback that forces TCP between them: the path
-/// endpoints on two hosts take.
-fn over_tcp(nodes: &[u32]) -> Harness {
-    Harness::with_cluster(nodes, true)
 }
 
 /// MPSS's endpoint queue: with the receiver idle, non-blocking sends of one byte each are
