@@ -133,9 +133,27 @@ struct EventState {
 
 impl EventState {
     fn absorb(&self, ev: Event) {
-        if let Event::ConnectionLost { conn, reason } = ev {
-            self.lost.lock().unwrap_or_else(|p| p.into_inner()).insert(conn, reason);
+        self.absorb_all(vec![ev]);
+    }
+
+    /// Apply events queued together: every connection they report lost is marked at once
+    /// (a thread that sees one of them lost finds the others lost too), then each goes to
+    /// the sink and the queue, in order.
+    fn absorb_all(&self, evs: Vec<Event>) {
+        {
+            let mut lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+            for ev in &evs {
+                if let Event::ConnectionLost { conn, reason } = ev {
+                    lost.insert(*conn, *reason);
+                }
+            }
         }
+        for ev in evs {
+            self.deliver(ev);
+        }
+    }
+
+    fn deliver(&self, ev: Event) {
         let sink = self.sink.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(sink) = sink {
             sink(&ev);
@@ -279,6 +297,7 @@ impl Session {
                 match remora_sys::seqpacket::recv(sock.as_fd(), &mut buf) {
                     Ok((n, _)) if n > 0 => match decode::<ServerMsg>(&buf[..n]) {
                         Ok(ServerMsg::Event(e)) => state.absorb(e),
+                        Ok(ServerMsg::Events(evs)) => state.absorb_all(evs),
                         Ok(other) => tracing::warn!("unexpected message on the event socket: {other:?}"),
                         Err(e) => {
                             tracing::warn!("malformed event from the daemon: {e}");
@@ -350,6 +369,7 @@ impl Session {
                     return Err(ClientError::Protocol(format!("reply to {rid} while waiting for {id}")))
                 }
                 ServerMsg::Event(ev) => self.absorb(ev),
+                ServerMsg::Events(evs) => self.state.absorb_all(evs),
             }
         }
     }

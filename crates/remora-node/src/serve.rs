@@ -95,9 +95,11 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
     let (keep, idle) = unbounded_channel::<remora_proto::Event>();
     let mut rx = match event_sock {
         Some(ev_sock) => {
+            let node = node.clone();
             tokio::spawn(async move {
                 while let Some(ev) = rx.recv().await {
-                    if send_msg(&ev_sock, &ServerMsg::Event(ev), &[]).await.is_err() {
+                    let msg = gather(&node, ev, &mut rx);
+                    if send_msg(&ev_sock, &msg, &[]).await.is_err() {
                         break;
                     }
                 }
@@ -135,7 +137,8 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
                 }
             }
             Some(ev) = rx.recv() => {
-                if send_msg(&s.conn, &ServerMsg::Event(ev), &[]).await.is_err() {
+                let msg = gather(&s.node, ev, &mut rx);
+                if send_msg(&s.conn, &msg, &[]).await.is_err() {
                     break;
                 }
             }
@@ -146,6 +149,32 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
     node.end_session(sid);
     node.changed.notify_waiters();
     tracing::debug!(sid, pid, "session closed; its resources are released");
+}
+
+/// The most events sent as one message (each is a few dozen bytes: far below a frame).
+const BATCH: usize = 64;
+
+/// `first` and the events queued behind it, as one message. An operation of the books that
+/// tells a session several things (every connection to an export lost, say) queues them
+/// while it holds the books: taking them once here waits for it to finish, so its events
+/// leave together and the process applies them as one.
+fn gather(
+    node: &Node,
+    first: remora_proto::Event,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<remora_proto::Event>,
+) -> ServerMsg {
+    drop(node.lock());
+    let mut events = vec![first];
+    while events.len() < BATCH {
+        match rx.try_recv() {
+            Ok(ev) => events.push(ev),
+            Err(_) => break,
+        }
+    }
+    match events.len() {
+        1 => ServerMsg::Event(events.pop().expect("one")),
+        _ => ServerMsg::Events(events),
+    }
 }
 
 async fn handle(s: &mut Session, req: Request, fds: Vec<OwnedFd>) -> Outcome {

@@ -27,8 +27,8 @@ pub const MAGIC: [u8; 2] = *b"RM";
 /// 5: VIPL; 6: reflective-memory groups; 7: reflective memory across hosts,
 /// [`link::PeerRequest::ConnectGroup`], [`Reply::GroupConnected`]; 8: members joining and
 /// leaving a group across hosts, [`link::PeerRequest::GroupMembers`], [`Event::GroupLeg`],
-/// [`Request::GroupLegReady`]).
-pub const VERSION: u16 = 8;
+/// [`Request::GroupLegReady`]; 9: [`ServerMsg::Events`], events queued together).
+pub const VERSION: u16 = 9;
 /// Reflective-memory (multicast) groups a node offers: ids 0 to 5, as a Dolphin DX adapter
 /// (`SCI_Q_ADAPTER_MCAST_MAX_GROUPS`).
 pub const MULTICAST_GROUPS: u32 = 6;

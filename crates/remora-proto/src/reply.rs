@@ -328,4 +328,8 @@ pub enum ServerMsg {
     },
     /// An unsolicited event.
     Event(Event),
+    /// Events queued together (by one operation of the daemon, e.g. every connection to an
+    /// export lost at its unpublish), in order: a process applies them as one, so that no
+    /// thread sees one of them without the others.
+    Events(Vec<Event>),
 }

@@ -304,6 +304,13 @@ fn server_msgs() -> Vec<(&'static str, ServerMsg)> {
             ServerMsg::Event(Event::ConnectionLost { conn: CONN, reason: LostReason::NodeGone }),
         ),
         ("event_group_leg", ServerMsg::Event(Event::GroupLeg { conn: CONN, leg: CONN + 1, joined: true })),
+        (
+            "events_together",
+            ServerMsg::Events(vec![
+                Event::ConnectionLost { conn: CONN, reason: LostReason::OwnerGone },
+                Event::ConnectionLost { conn: CONN + 1, reason: LostReason::OwnerGone },
+            ]),
+        ),
     ]
 }
 

@@ -42,7 +42,7 @@ async fn exchange(conn: &AsyncConn, req: Request) -> Result<ReplyMsg, Error> {
     }
     match decode::<ServerMsg>(&buf[..n]) {
         Ok(ServerMsg::Reply { result, .. }) => Ok((result, fds)),
-        Ok(ServerMsg::Event(_)) => Err(Error::Protocol("event before hello".into())),
+        Ok(ServerMsg::Event(_) | ServerMsg::Events(_)) => Err(Error::Protocol("event before hello".into())),
         Err(e) => Err(Error::Protocol(e.to_string())),
     }
 }
@@ -125,6 +125,11 @@ async fn read_loop(
                 let _ = replies.send((id, (result, fds)));
             }
             Ok(ServerMsg::Event(ev)) => inbound.event(target, session, ev),
+            Ok(ServerMsg::Events(evs)) => {
+                for ev in evs {
+                    inbound.event(target, session, ev);
+                }
+            }
             Err(e) => {
                 tracing::warn!(node = target, "malformed frame from peer daemon, closing link: {e}");
                 break;
