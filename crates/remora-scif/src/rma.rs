@@ -10,6 +10,7 @@
 use crate::conn::{peer_windows, Conn};
 use crate::window::{resolve, resolve_one, Piece};
 use crate::{Endpoint, Error, Result};
+use remora_client::dsm::{Sink, Source};
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
@@ -111,14 +112,21 @@ impl Conn {
 
 impl Conn {
     /// RMA into the far peer's windows: over the endpoint's pager flow straight to the
-    /// peer's node, else (or for the precise error of a refused store) through the daemons,
-    /// in chunks.
-    fn remote_write(&self, roffset: u64, data: &[u8]) -> Result<()> {
-        match remora_client::dsm::range_write(&self.session, &peer_windows(), roffset, data) {
+    /// peer's node (from `src` itself: the caller's buffer or our windows' pieces), else (or
+    /// for the precise error of a refused store) through the daemons, in chunks.
+    fn remote_write(&self, roffset: u64, src: Source<'_>) -> Result<()> {
+        match remora_client::dsm::range_write(&self.session, &peer_windows(), roffset, src) {
             Some(Ok(())) => return Ok(()),
             Some(Err(e)) if e.kind() != std::io::ErrorKind::PermissionDenied => return Err(Error::Reset),
             _ => {}
         }
+        match src {
+            Source::Buf(b) => self.write_via_daemons(roffset, b),
+            Source::Pieces(p) => self.write_via_daemons(roffset, &gather(p, src_len(p))?),
+        }
+    }
+
+    fn write_via_daemons(&self, roffset: u64, data: &[u8]) -> Result<()> {
         for (i, chunk) in data.chunks(remora_proto::MAX_DATA_IO).enumerate() {
             let offset = roffset + (i * remora_proto::MAX_DATA_IO) as u64;
             let req = remora_proto::Request::Scif(remora_proto::ScifRequest::RemoteWrite {
@@ -130,14 +138,26 @@ impl Conn {
         Ok(())
     }
 
-    /// RMA from the far peer's windows: over the endpoint's pager flow, else (or for the
-    /// precise error of a refused read) through the daemons, in chunks.
-    fn remote_read(&self, roffset: u64, out: &mut [u8]) -> Result<()> {
-        match remora_client::dsm::range_read(&self.session, &peer_windows(), roffset, out) {
+    /// RMA from the far peer's windows: over the endpoint's pager flow (straight into
+    /// `out`: the caller's buffer or our windows' pieces), else (or for the precise error
+    /// of a refused read) through the daemons, in chunks.
+    fn remote_read(&self, roffset: u64, mut out: Sink<'_>) -> Result<()> {
+        match remora_client::dsm::range_read(&self.session, &peer_windows(), roffset, out.reborrow()) {
             Some(Ok(())) => return Ok(()),
             Some(Err(e)) if e.kind() != std::io::ErrorKind::PermissionDenied => return Err(Error::Reset),
             _ => {}
         }
+        match out {
+            Sink::Buf(b) => self.read_via_daemons(roffset, b),
+            Sink::Pieces(p) => {
+                let mut v = vec![0u8; src_len(p)];
+                self.read_via_daemons(roffset, &mut v)?;
+                scatter(p, &v)
+            }
+        }
+    }
+
+    fn read_via_daemons(&self, roffset: u64, out: &mut [u8]) -> Result<()> {
         for (i, chunk) in out.chunks_mut(remora_proto::MAX_DATA_IO).enumerate() {
             let offset = roffset + (i * remora_proto::MAX_DATA_IO) as u64;
             let req = remora_proto::Request::Scif(remora_proto::ScifRequest::RemoteRead {
@@ -151,6 +171,10 @@ impl Conn {
         }
         Ok(())
     }
+}
+
+fn src_len(pieces: &[Piece]) -> usize {
+    pieces.iter().map(|(_, _, n)| n).sum()
 }
 
 /// Gather `len` bytes of local pieces into a buffer.
@@ -203,7 +227,7 @@ impl Endpoint {
         }
         let src = resolve(&own, loffset, len as u64, 1)?;
         if c.remote {
-            return c.rma(|| c.remote_write(roffset, &gather(&src, len)?));
+            return c.rma(|| c.remote_write(roffset, Source::Pieces(&src)));
         }
         let dst = resolve(&c.windows(true)?, roffset, len as u64, 2)?;
         c.rma(|| copy_all(&dst, &src, len, flags.ordered))
@@ -219,11 +243,7 @@ impl Endpoint {
         let c = self.live_conn()?;
         let dst = resolve(&c.windows(false)?, loffset, len as u64, 2)?;
         if c.remote {
-            return c.rma(|| {
-                let mut v = vec![0u8; len];
-                c.remote_read(roffset, &mut v)?;
-                scatter(&dst, &v)
-            });
+            return c.rma(|| c.remote_read(roffset, Sink::Pieces(&dst)));
         }
         let src = resolve(&c.windows(true)?, roffset, len as u64, 1)?;
         c.rma(|| copy_all(&dst, &src, len, flags.ordered))
@@ -237,7 +257,7 @@ impl Endpoint {
         check_len(data.len())?;
         let c = self.live_conn()?;
         if c.remote {
-            return c.rma(|| c.remote_write(roffset, data));
+            return c.rma(|| c.remote_write(roffset, Source::Buf(data)));
         }
         let peer = c.windows(true)?;
         if !flags.ordered {
@@ -276,7 +296,7 @@ impl Endpoint {
         check_len(buf.len())?;
         let c = self.live_conn()?;
         if c.remote {
-            return c.rma(|| c.remote_read(roffset, buf));
+            return c.rma(|| c.remote_read(roffset, Sink::Buf(buf)));
         }
         let src = resolve(&c.windows(true)?, roffset, buf.len() as u64, 1)?;
         c.rma(|| {
@@ -354,7 +374,7 @@ impl Endpoint {
             let mark = self.fence_mark(init)?;
             self.fence_wait(mark)?;
             if let Some((off, v)) = remote {
-                c.remote_write(off, &v.to_ne_bytes())?;
+                c.remote_write(off, Source::Buf(&v.to_ne_bytes()))?;
             }
             return self.store_signals(lw.into_iter().collect());
         }

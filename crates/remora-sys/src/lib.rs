@@ -30,7 +30,7 @@ pub mod sync;
 pub mod uffd;
 pub mod user_memory;
 
-pub use mapping::{MapOptions, Mapping};
+pub use mapping::{write_all_vectored, MapOptions, Mapping};
 pub use memfd::Memfd;
 pub use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 

@@ -418,6 +418,25 @@ impl Mapping {
         w.write_all(src)
     }
 
+    /// Write `head`, then `len` bytes at `off`, to a stream with gathering writes
+    /// (`writev`): a frame header and its payload leave together, with no intermediate
+    /// buffer (and no segment of the header alone on a `TCP_NODELAY` socket).
+    ///
+    /// # Errors
+    /// `ERANGE` when the range leaves the mapping; the stream's I/O error.
+    pub fn write_to_after(
+        &self,
+        head: &[u8],
+        off: usize,
+        len: usize,
+        w: &mut impl std::io::Write,
+    ) -> io::Result<()> {
+        self.check(off, len)?;
+        // SAFETY: the range is inside the live mapping; we only read it.
+        let src = unsafe { std::slice::from_raw_parts(self.ptr.add(off), len) };
+        write_all_vectored(w, &mut [io::IoSlice::new(head), io::IoSlice::new(src)])
+    }
+
     /// Load the 8 bytes at `off` with acquire ordering (works on read-only maps too).
     pub fn load_u64(&self, off: usize) -> Option<u64> {
         if !(self.ptr as usize).wrapping_add(off).is_multiple_of(8) || self.check(off, 8).is_err() {
@@ -427,6 +446,24 @@ impl Mapping {
         let a = unsafe { &*(self.ptr.add(off) as *const AtomicU64) };
         Some(a.load(std::sync::atomic::Ordering::Acquire))
     }
+}
+
+/// Write every byte of `bufs` to `w`, gathering them into as few writes as the stream
+/// takes (`Write::write_all_vectored` is not stable yet).
+///
+/// # Errors
+/// The stream's I/O error; `WriteZero` when it takes nothing.
+pub fn write_all_vectored(w: &mut impl std::io::Write, mut bufs: &mut [io::IoSlice<'_>]) -> io::Result<()> {
+    io::IoSlice::advance_slices(&mut bufs, 0);
+    while !bufs.is_empty() {
+        match w.write_vectored(bufs) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => io::IoSlice::advance_slices(&mut bufs, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 impl Drop for Mapping {

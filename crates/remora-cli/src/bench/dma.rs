@@ -1,4 +1,6 @@
-//! `dma`: DMA bandwidth by size, one or sixteen transfers per post, beside `memcpy`.
+//! `dma`: DMA bandwidth by size, one or sixteen transfers per post, beside `memcpy`; and
+//! 16 MiB to and from a segment of another host (two nodes joined over TCP on loopback)
+//! beside a raw TCP transfer of the same size.
 
 use super::common::*;
 use remora_sisci::{CreateFlags, Descriptor, LocalSegment, RemoteSegment};
@@ -109,6 +111,41 @@ pub(crate) fn dma(reps: u32) -> Result<(), String> {
         );
         size *= 4;
     }
+    q.remove().map_err(e)?;
+    across_hosts(reps)
+}
+
+/// DMA of 16 MiB into (and out of) a segment of a node joined over TCP on loopback (as
+/// between hosts), beside a raw TCP transfer of the same size, interleaved.
+fn across_hosts(reps: u32) -> Result<(), String> {
+    use remora_sisci::{DmaFlags, DmaQueue};
+    const LEN: usize = 16 << 20;
+    let pair = super::tcp::TcpPair::new()?;
+    let (da, db) = (Descriptor::open(&pair.a).map_err(e)?, Descriptor::open(&pair.b).map_err(e)?);
+    let target = LocalSegment::create(&db, None, LEN, CreateFlags::default()).map_err(e)?;
+    target.prepare(0).map_err(e)?;
+    target.set_available(0).map_err(e)?;
+    let src = LocalSegment::create(&da, None, LEN, CreateFlags::default()).map_err(e)?;
+    src.prepare(0).map_err(e)?;
+    let remote = RemoteSegment::connect(&da, 8, target.id(), 0, Some(Duration::from_secs(10))).map_err(e)?;
+    let q = DmaQueue::create(&da, 0, 16).map_err(e)?;
+    let (write, read) = (DmaFlags { read: false, wait: true }, DmaFlags { read: true, wait: true });
+    // Touch every page on both sides once.
+    q.start(&src, &remote, 0, LEN, 0, write, None).map_err(e)?;
+    let (mut w, mut r, mut raw) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..reps.max(3) {
+        let t = Instant::now();
+        q.start(&src, &remote, 0, LEN, 0, write, None).map_err(e)?;
+        w.push(LEN as f64 / t.elapsed().as_secs_f64() / 1e9);
+        let t = Instant::now();
+        q.start(&src, &remote, 0, LEN, 0, read, None).map_err(e)?;
+        r.push(LEN as f64 / t.elapsed().as_secs_f64() / 1e9);
+        raw.push(super::tcp::raw_tcp_bulk(LEN)?);
+    }
+    let (w, r, raw) = (median(&mut w), median(&mut r), median(&mut raw));
+    let gbs = |x: f64| format!("{x:.2} GB/s");
+    row("DMA 16 MiB across hosts (TCP)", gbs(w), gbs(raw), w / raw, "≥ 0.80 (raw TCP, loopback)");
+    row("DMA 16 MiB read across hosts (TCP)", gbs(r), gbs(raw), r / raw, "≥ 0.80 (raw TCP, loopback)");
     q.remove().map_err(e)?;
     Ok(())
 }

@@ -102,7 +102,8 @@ pub fn scif(batch: u32, rounds: u32) -> Result<(), String> {
 }
 
 /// `scif_writeto`/`scif_readfrom` of 16 MiB between endpoints of two nodes joined over TCP
-/// on loopback (as between hosts), beside a raw TCP transfer of the same size.
+/// on loopback (as between hosts), beside a raw TCP transfer of the same size (a steady
+/// stream: see [`super::tcp::raw_tcp_bulk`]).
 fn rma_across_hosts() -> Result<(), String> {
     const LEN: usize = 16 << 20;
     let pair = super::tcp::TcpPair::new()?;
@@ -142,14 +143,14 @@ fn rma_across_hosts() -> Result<(), String> {
         format!("{w:.2} GB/s"),
         format!("{raw:.2} GB/s"),
         w / raw,
-        "reported (raw TCP, loopback)",
+        "≥ 0.80 (raw TCP, loopback)",
     );
     row(
         "scif_readfrom 16 MiB across hosts (TCP)",
         format!("{r:.2} GB/s"),
         format!("{raw:.2} GB/s"),
         r / raw,
-        "reported (raw TCP, loopback)",
+        "≥ 0.80 (raw TCP, loopback)",
     );
     let _ = (s.close(), c.close());
     Ok(())

@@ -1,6 +1,7 @@
 //! Pager flows: a pager's own connection to the home node, dialed and authenticated by
 //! this node's daemon and handed over, shared by every map of one memory.
 
+use super::rma::{Sink, Source};
 use super::*;
 
 /// A pager's own connection to the home node (`Flow::Pager`), dialed and authenticated by
@@ -57,6 +58,10 @@ pub(super) fn shared_flow(session: &Arc<Session>, home: &Arc<dyn RemoteRange>) -
 impl Direct {
     /// How long an answer may take before the home is given up.
     const PATIENCE: Duration = Duration::from_secs(10);
+    /// Write frames sent before the first answer is awaited.
+    const WRITES_IN_FLIGHT: u64 = 64;
+    /// Read frames asked ahead of the answer being read.
+    const READS_IN_FLIGHT: usize = 8;
 
     pub(super) fn open(session: &Session, req: Request) -> Option<Direct> {
         let (reply, mut fds) = session.request(req, &[]).ok()?;
@@ -122,9 +127,10 @@ impl Direct {
         self.s.read_exact(page)
     }
 
-    /// Store `data` at `offset` now, in frames of at most `MAX_SCIF_FRAME`, and wait for
-    /// the home to have it (with everything sent before).
-    pub(super) fn write_now(&mut self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+    /// Store the bytes of `src` at `offset` now, in frames of at most `MAX_SCIF_FRAME`
+    /// (each header and its payload in one gathering write, straight from `src`), and wait
+    /// for the home to have them (with everything sent before).
+    pub(super) fn write_now(&mut self, offset: u64, src: Source<'_>) -> std::io::Result<()> {
         use std::io::Write;
         let r = (|| {
             if self.broken {
@@ -134,7 +140,8 @@ impl Direct {
             let queued = std::mem::take(&mut self.out);
             self.s.write_all(&queued)?;
             // Every frame asks for an answer (so a refusal is told, not fatal). Answers are
-            // read as they come once 64 are outstanding, and the rest after the last frame.
+            // read as they come once `WRITES_IN_FLIGHT` are outstanding, and the rest after
+            // the last frame.
             let mut next = self.tag + 1;
             let mut refused = false;
             let mut take = |d: &mut Direct, next: &mut u64| -> std::io::Result<()> {
@@ -148,11 +155,14 @@ impl Direct {
                 *next += 1;
                 Ok(())
             };
-            for (i, chunk) in data.chunks(MAX_SCIF_FRAME).enumerate() {
-                let f = self.frame(BulkOp::Write, offset + (i * MAX_SCIF_FRAME) as u64, chunk.len(), true);
-                self.s.write_all(f.as_bytes())?;
-                self.s.write_all(chunk)?;
-                if self.tag + 1 - next > 64 {
+            let len = src.len();
+            let mut at = 0;
+            while at < len {
+                let n = (len - at).min(MAX_SCIF_FRAME);
+                let f = self.frame(BulkOp::Write, offset + at as u64, n, true);
+                src.send(f.as_bytes(), at, n, &mut self.s)?;
+                at += n;
+                if self.tag + 1 - next > Self::WRITES_IN_FLIGHT {
                     take(self, &mut next)?;
                 }
             }
@@ -171,6 +181,67 @@ impl Direct {
             self.broken |= e.kind() != std::io::ErrorKind::PermissionDenied;
         }
         r
+    }
+
+    /// Read the bytes of `out` at `offset`, in frames of at most `MAX_SCIF_FRAME` with
+    /// `READS_IN_FLIGHT` asked ahead (the home answers in order), each answer's bytes read
+    /// straight into `out`. A refused frame (answered in step with no data) fails the read
+    /// with `PermissionDenied` once every answer is in, without breaking the flow.
+    pub(super) fn read_many(&mut self, offset: u64, out: &mut Sink<'_>) -> std::io::Result<()> {
+        let r = self.try_read_many(offset, out);
+        if let Err(e) = &r {
+            self.broken |= e.kind() != std::io::ErrorKind::PermissionDenied;
+        }
+        r
+    }
+
+    fn try_read_many(&mut self, offset: u64, out: &mut Sink<'_>) -> std::io::Result<()> {
+        use std::io::{Read, Write};
+        if self.broken {
+            return Err(std::io::Error::other("the pager flow failed earlier"));
+        }
+        let len = out.len();
+        let frames = len.div_ceil(MAX_SCIF_FRAME);
+        let first = self.tag + 1;
+        let (mut asked, mut refused) = (0, false);
+        let mut ask = Vec::with_capacity(Self::READS_IN_FLIGHT * BULK_FRAME);
+        for i in 0..frames {
+            // Keep the home `READS_IN_FLIGHT` frames ahead (a few dozen bytes a frame: the
+            // requests never fill the socket while the home writes answers).
+            while asked < frames && asked < i + Self::READS_IN_FLIGHT {
+                let at = asked * MAX_SCIF_FRAME;
+                let f = self.frame(BulkOp::Read, offset + at as u64, (len - at).min(MAX_SCIF_FRAME), false);
+                ask.extend_from_slice(f.as_bytes());
+                asked += 1;
+            }
+            if !ask.is_empty() {
+                self.s.write_all(&ask)?;
+                ask.clear();
+            }
+            let mut raw = [0u8; BULK_FRAME];
+            self.s.read_exact(&mut raw)?;
+            let h = BulkFrame::parse(&raw).map_err(std::io::Error::other)?;
+            let at = i * MAX_SCIF_FRAME;
+            let n = (len - at).min(MAX_SCIF_FRAME);
+            if h.op != BulkOp::Data || h.tag != first + i as u64 {
+                return Err(std::io::Error::other(format!("the home answered {h:?}")));
+            }
+            if !h.ok && h.len == 0 {
+                refused = true;
+                continue;
+            }
+            if h.len != n as u64 {
+                return Err(std::io::Error::other(format!("the home sent {} bytes", h.len)));
+            }
+            out.fill(at, n, &mut self.s)?;
+        }
+        if refused {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "the home refused the read",
+            ));
+        }
+        Ok(())
     }
 
     /// Queue a store of `data` at `offset`.

@@ -69,10 +69,12 @@
 mod flow;
 mod map;
 mod pager;
+mod rma;
 #[cfg(test)]
 mod tests;
 
 pub use map::DsmMap;
+pub use rma::{range_read, range_write, Piece, Sink, Source};
 
 use crate::Session;
 use flow::shared_flow;
@@ -135,48 +137,6 @@ pub trait RemoteRange: Send + Sync + std::fmt::Debug {
     /// The requests that store these runs through the daemon (at least one, so that the
     /// last can be waited for).
     fn write_requests(&self, runs: Vec<(u64, Vec<u8>)>) -> Vec<Request>;
-}
-
-/// Store `data` at `roffset` of `range` over the session's pager flow to it (shared with
-/// the session's maps of that memory, so their stores stay in order), returning once the
-/// home node has it: RMA to another host (`scif_writeto` and friends). `None` where no
-/// pager flow can be had (the caller goes through the daemon).
-///
-/// # Errors
-/// The flow failed; `PermissionDenied` when the peer's node refused a store (no window
-/// there, no write access): ask the daemon for the precise error.
-pub fn range_write(
-    session: &Arc<Session>,
-    range: &Arc<dyn RemoteRange>,
-    roffset: u64,
-    data: &[u8],
-) -> Option<std::io::Result<()>> {
-    let flow = shared_flow(session, range)?;
-    let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
-    Some(d.write_now(roffset, data))
-}
-
-/// Read `out.len()` bytes at `roffset` of `range` over the session's pager flow, in frames
-/// of at most 1 MiB: RMA from another host (`scif_readfrom` and friends). `None` where no
-/// pager flow can be had.
-///
-/// # Errors
-/// The flow failed; `PermissionDenied` when the peer's node refused the read: ask the
-/// daemon for the precise error.
-pub fn range_read(
-    session: &Arc<Session>,
-    range: &Arc<dyn RemoteRange>,
-    roffset: u64,
-    out: &mut [u8],
-) -> Option<std::io::Result<()>> {
-    let flow = shared_flow(session, range)?;
-    let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
-    for (i, chunk) in out.chunks_mut(MAX_SCIF_FRAME).enumerate() {
-        if let Err(e) = d.read(roffset + (i * MAX_SCIF_FRAME) as u64, chunk) {
-            return Some(Err(e));
-        }
-    }
-    Some(Ok(()))
 }
 
 /// Wait until every store made so far to maps of other hosts has reached its home (at most

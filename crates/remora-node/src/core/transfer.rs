@@ -10,6 +10,7 @@
 //! anything else; its queue is closed and the worker exits after the job.
 
 use crate::core::{DmaTarget, Registry};
+use crate::transport::Pending;
 use crate::Node;
 use remora_proto::Error;
 use remora_sys::dma::*;
@@ -194,13 +195,25 @@ impl UserMem {
     }
 }
 
-fn copy_chunk(node: &Node, s: &Step, done: usize, n: usize, user: &mut UserMem) -> std::io::Result<()> {
+/// Move one chunk of a step. A chunk between a segment of this node and another host's is
+/// only started (the transport streams it); what waits for its end is returned.
+fn copy_chunk(
+    node: &Node,
+    s: &Step,
+    done: usize,
+    n: usize,
+    user: &mut UserMem,
+) -> std::io::Result<Option<Pending>> {
     let fail =
         |e: remora_proto::Error| std::io::Error::other(format!("transfer to the other node failed: {e}"));
     let far = |id: u32| {
         node.transports().to(id).cloned().ok_or_else(|| fail(remora_proto::Error::NodeNotResponding))
     };
     let roff = s.remote_off + done;
+    if let (Local::Seg(l), DmaTarget::Far { node: id, remote, .. }) = (&s.local, &s.remote) {
+        let p = far(*id)?.start_range(*id, *remote, roff as u64, l, s.local_off + done, n, !s.read);
+        return p.map(Some).map_err(fail);
+    }
     match (&s.local, &s.remote) {
         (Local::Seg(l), DmaTarget::Map(r)) => {
             if s.read {
@@ -218,14 +231,7 @@ fn copy_chunk(node: &Node, s: &Step, done: usize, n: usize, user: &mut UserMem) 
                 r.fill_from_file(roff, n, f, at)
             }
         }
-        (Local::Seg(l), DmaTarget::Far { node: id, remote, .. }) => {
-            let t = far(*id)?;
-            if s.read {
-                t.read_range(*id, *remote, roff as u64, l, s.local_off + done, n).map_err(fail)
-            } else {
-                t.write_range(*id, *remote, roff as u64, l, s.local_off + done, n).map_err(fail)
-            }
-        }
+        (Local::Seg(_), DmaTarget::Far { .. }) => unreachable!("started above"),
         (Local::User(addr), DmaTarget::Far { node: id, remote, .. }) => {
             let t = far(*id)?;
             let at = addr + done as u64;
@@ -238,6 +244,43 @@ fn copy_chunk(node: &Node, s: &Step, done: usize, n: usize, user: &mut UserMem) 
                 t.write_range(*id, *remote, roff as u64, &b, 0, n).map_err(fail)
             }
         }
+    }
+    .map(|()| None)
+}
+
+/// Chunks to another host started and not yet waited for, oldest first, with their
+/// lengths; and where they go (node, read), which the next chunk must share to join them.
+#[derive(Default)]
+struct InFlight {
+    chunks: std::collections::VecDeque<(Pending, usize)>,
+    to: Option<(u32, bool)>,
+}
+
+impl InFlight {
+    /// Far chunks kept in flight at once: the next one is queued on the link before the
+    /// engine waits for the one before, so the stream never drains between chunks.
+    const DEPTH: usize = 2;
+
+    /// Wait until at most `keep` chunks are in flight; the bytes of each that completed
+    /// are counted. `false` when one failed (the others are still waited for).
+    fn settle(&mut self, node: &Node, keep: usize) -> bool {
+        let mut ok = true;
+        while self.chunks.len() > keep {
+            let Some((wait, n)) = self.chunks.pop_front() else { break };
+            match wait() {
+                Ok(()) => {
+                    node.stats.dma_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    tracing::warn!("DMA transfer failed: {e}");
+                    ok = false;
+                }
+            }
+        }
+        if self.chunks.is_empty() {
+            self.to = None;
+        }
+        ok
     }
 }
 
@@ -257,10 +300,21 @@ fn run_job(
     };
     let mut user = UserMem { pid, file: mem, bounce: None };
     let mut planned = epoch.load(Ordering::SeqCst);
+    let mut flight = InFlight::default();
     for s in steps {
+        // Chunks of this step join those in flight only if they go the same way to the
+        // same node (the link keeps them in order); anything else waits for them first.
+        let to = match (&s.local, &s.remote) {
+            (Local::Seg(_), DmaTarget::Far { node: id, .. }) => Some((*id, s.read)),
+            _ => None,
+        };
+        if (to.is_none() || to != flight.to) && !flight.settle(node, 0) {
+            return (DMA_ERROR, DMA_ERR_TRANSFER);
+        }
         let mut done = 0;
         while done < s.size {
             if page.abort_requested() {
+                flight.settle(node, 0);
                 return (DMA_ABORTED, 0);
             }
             // Something was disconnected, lost or removed since the job was checked: check
@@ -268,18 +322,35 @@ fn run_job(
             let now = epoch.load(Ordering::SeqCst);
             if now != planned {
                 if let Err(e) = plan(node, session, &descs, epoch, cache) {
+                    flight.settle(node, 0);
                     return (DMA_ERROR, e);
                 }
                 planned = now;
             }
             let n = (s.size - done).min(CHUNK);
-            if let Err(e) = copy_chunk(node, &s, done, n, &mut user) {
-                tracing::warn!(pid, "DMA transfer failed: {e}");
-                return (DMA_ERROR, DMA_ERR_TRANSFER);
+            match copy_chunk(node, &s, done, n, &mut user) {
+                Ok(Some(wait)) => {
+                    flight.chunks.push_back((wait, n));
+                    flight.to = to;
+                    if !flight.settle(node, InFlight::DEPTH - 1) {
+                        flight.settle(node, 0);
+                        return (DMA_ERROR, DMA_ERR_TRANSFER);
+                    }
+                }
+                Ok(None) => {
+                    node.stats.dma_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    tracing::warn!(pid, "DMA transfer failed: {e}");
+                    flight.settle(node, 0);
+                    return (DMA_ERROR, DMA_ERR_TRANSFER);
+                }
             }
             done += n;
-            node.stats.dma_bytes.fetch_add(n as u64, Ordering::Relaxed);
         }
+    }
+    if !flight.settle(node, 0) {
+        return (DMA_ERROR, DMA_ERR_TRANSFER);
     }
     (DMA_DONE, 0)
 }

@@ -23,10 +23,11 @@
 //!   session's route). In-flight requests and transfers to a lost peer fail.
 //! * **Statistics** ([`Transport::links`]): state, round-trip time and bytes per peer.
 //! * **Streaming reads and writes of a remote range** ([`Transport::write_range`],
-//!   [`Transport::read_range`]) for the DMA engine and RMA: bytes move between a mapping of
-//!   this node and a connection of the peer, checked again by the peer
-//!   ([`Inbound::memory`]). A transport that shares memory answers "unsupported" (the
-//!   engine copies locally).
+//!   [`Transport::read_range`], and [`Transport::start_range`], which returns before the
+//!   transfer is complete so that the engine keeps the next chunk in flight) for the DMA
+//!   engine and RMA: bytes move between a mapping of this node and a connection of the
+//!   peer, checked again by the peer ([`Inbound::memory`]). A transport that shares memory
+//!   answers "unsupported" (the engine copies locally).
 //! * **Pager flows** ([`Transport::pager_flow`]): a connection of its own that a DSM pager
 //!   of this node's processes uses to fetch pages of, and store into, one [`RangeRef`] of
 //!   the peer, bound by this node before it is handed over so that the process reaches
@@ -63,6 +64,10 @@ use std::sync::Arc;
 
 /// A future that a trait object can return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A streaming transfer started by [`Transport::start_range`]: calling it waits until the
+/// transfer is complete (every byte stored where it goes) or failed.
+pub type Pending = Box<dyn FnOnce() -> Result<(), Error> + Send>;
 
 /// An answer from a peer: the reply, and descriptors when the transport shares memory.
 pub type Answer = (PeerReply, Vec<OwnedFd>);
@@ -193,6 +198,32 @@ pub trait Transport: Send + Sync {
     ) -> Result<(), Error> {
         let _ = (node, conn, offset, dest, dest_off, len);
         Err(unsupported(self.name(), "streaming reads"))
+    }
+
+    /// Start writing (`write`) `len` bytes of `mem` at `mem_off` into connection `conn` of
+    /// `node` at `offset`, or reading them from it into `mem`, and return what waits for
+    /// the end: the caller may start the next transfer first (the DMA engine keeps the
+    /// link busy that way). `mem` must not be touched until the wait returns. Transports
+    /// without a pipeline do the transfer here (the default).
+    ///
+    /// # Errors
+    /// As [`Transport::write_range`], here or from the wait.
+    #[allow(clippy::too_many_arguments)]
+    fn start_range(
+        &self,
+        node: u32,
+        conn: u64,
+        offset: u64,
+        mem: &Arc<Mapping>,
+        mem_off: usize,
+        len: usize,
+        write: bool,
+    ) -> Result<Pending, Error> {
+        match write {
+            true => self.write_range(node, conn, offset, mem, mem_off, len)?,
+            false => self.read_range(node, conn, offset, mem, mem_off, len)?,
+        }
+        Ok(Box::new(|| Ok(())))
     }
 
     /// A pager flow to `node`, bound to `target` there, for a process of this node.

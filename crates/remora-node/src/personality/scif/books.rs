@@ -118,6 +118,10 @@ struct Window {
     prot: u8,
     memfd: Memfd,
     memfd_offset: u64,
+    /// The daemon's own mapping of the window, made on the first RMA from another host
+    /// and kept while the window is registered (RMA frames reach it with no `mmap` and no
+    /// page faults of their own).
+    map: std::sync::OnceLock<std::sync::Arc<remora_sys::Mapping>>,
 }
 
 struct Side {

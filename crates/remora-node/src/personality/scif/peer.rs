@@ -10,7 +10,6 @@ use crate::{Node, Stats};
 use remora_proto::link::{PeerReply, ScifPeerRequest};
 use remora_proto::{Error, MAX_DATA_IO};
 use remora_sys::Mapping;
-use std::os::fd::AsFd;
 use std::sync::{Arc, Weak};
 
 /// Serve one SCIF request of node `from`, whose session here is `sid`.
@@ -78,15 +77,7 @@ fn pieces(
     write: bool,
 ) -> Result<Vec<(Arc<Mapping>, usize, usize)>, Error> {
     let need = if write { 2 } else { 1 };
-    let found = node.scif().remote_rma_pieces(from, conn, offset, len, need)?;
-    found
-        .into_iter()
-        .map(|(fd, off, n)| {
-            let m = Mapping::new(fd.as_fd(), off, n as usize, Default::default())
-                .map_err(|e| Error::System(e.to_string()))?;
-            Ok((Arc::new(m), 0, n as usize))
-        })
-        .collect()
+    node.scif().remote_rma_pieces(from, conn, offset, len, need)
 }
 
 /// The registered windows of this node's end of `conn`, as node `from` reaches them.

@@ -26,7 +26,9 @@ mod link;
 mod pager;
 mod peer;
 
-use crate::transport::{unsupported, Answer, BoxFuture, Env, Inbound, LinkInfo, LinkState, Transport};
+use crate::transport::{
+    unsupported, Answer, BoxFuture, Env, Inbound, LinkInfo, LinkState, Pending, Transport,
+};
 use peer::TcpPeer;
 use remora_proto::link::{LinkMsg, PeerRequest, RangeRef};
 use remora_proto::{Error, Event};
@@ -161,6 +163,28 @@ impl Transport for Tcp {
             true => Ok(()),
             false => Err(Error::NodeNotResponding),
         }
+    }
+
+    fn start_range(
+        &self,
+        node: u32,
+        conn: u64,
+        offset: u64,
+        mem: &Arc<Mapping>,
+        mem_off: usize,
+        len: usize,
+        write: bool,
+    ) -> Result<Pending, Error> {
+        let peer = self.peer(node)?.clone();
+        let waits = match write {
+            true => peer.bulk_write_start(conn, offset, mem, mem_off, len),
+            false => peer.bulk_read_start(conn, offset, mem, mem_off, len),
+        };
+        let waits = waits.ok_or(Error::NodeNotResponding)?;
+        Ok(Box::new(move || match peer.all_answered(waits) {
+            true => Ok(()),
+            false => Err(Error::NodeNotResponding),
+        }))
     }
 
     fn pager_flow(&self, node: u32, target: RangeRef) -> BoxFuture<'_, Result<OwnedFd, Error>> {

@@ -224,12 +224,21 @@ pub(super) fn serve_frames(
                         }
                         r.and_then(|()| wr.write_all(&scratch[..at]))
                     }
+                    // Larger: straight from the memory, the header gathered into the first
+                    // write.
                     Some(pieces) => {
-                        let mut r = wr.write_all(zerocopy::IntoBytes::as_bytes(&head));
+                        let mut head = Some(zerocopy::IntoBytes::as_bytes(&head));
+                        let mut r = Ok(());
                         for (m, off, n) in &pieces {
-                            r = r.and_then(|()| m.write_to(*off, *n, &mut wr));
+                            r = r.and_then(|()| match head.take() {
+                                Some(h) => m.write_to_after(h, *off, *n, &mut wr),
+                                None => m.write_to(*off, *n, &mut wr),
+                            });
                         }
-                        r
+                        match head {
+                            Some(h) => r.and_then(|()| wr.write_all(h)),
+                            None => r,
+                        }
                     }
                     None => wr.write_all(zerocopy::IntoBytes::as_bytes(&head)),
                 };

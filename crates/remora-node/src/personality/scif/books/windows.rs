@@ -3,17 +3,33 @@
 
 use super::{sys, Books, Window, AUTO_BASE, OFFSET_LIMIT};
 use remora_proto::{Error, ScifWindow, SCIF_WINDOWS_PER_REPLY};
-use remora_sys::Memfd;
+use remora_sys::{Mapping, Memfd};
 use std::collections::BTreeMap;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+impl Window {
+    /// The daemon's mapping of the whole window (made on first use).
+    fn mapping(&self) -> Result<Arc<Mapping>, Error> {
+        if let Some(m) = self.map.get() {
+            return Ok(m.clone());
+        }
+        let m = Mapping::new(self.memfd.as_fd(), self.memfd_offset, self.len as usize, Default::default())
+            .map_err(|e| Error::System(e.to_string()))?;
+        Ok(self.map.get_or_init(|| Arc::new(m)).clone())
+    }
+}
 
 impl Books {
     /// The windows of the local endpoint of relayed connection `conn` that
-    /// `offset..offset+len` covers, checked for `need` protections (RMA from another host).
+    /// `offset..offset+len` covers, checked for `need` protections (RMA from another host):
+    /// the daemon's mapping of each window (made once, kept while it is registered), the
+    /// offset in it and the length.
     ///
     /// # Errors
-    /// `NotConnected`, `OutOfRange` outside the windows, `Access` without the protection.
+    /// `NotConnected`, `OutOfRange` outside the windows, `Access` without the protection,
+    /// `System` when a window cannot be mapped.
     pub fn remote_rma_pieces(
         &self,
         from: u32,
@@ -21,7 +37,7 @@ impl Books {
         offset: u64,
         len: u64,
         need: u8,
-    ) -> Result<Vec<(Memfd, u64, u64)>, Error> {
+    ) -> Result<Vec<(Arc<Mapping>, usize, usize)>, Error> {
         let c = self.conns.get(&conn).ok_or(Error::NotConnected)?;
         // Only the node at the far end of the connection reaches its windows.
         if c.far.map(|f| f.0) != Some(from) {
@@ -47,7 +63,7 @@ impl Books {
                 return Err(Error::Access);
             }
             let n = end.min(o + w.len) - at;
-            out.push((w.memfd.try_clone().map_err(sys)?, w.memfd_offset + (at - o), n));
+            out.push((w.mapping()?, (at - o) as usize, n as usize));
             at += n;
         }
         Ok(out)
@@ -113,7 +129,7 @@ impl Books {
                 at = o + w.len;
             }
         };
-        windows.insert(at, Window { len, prot, memfd, memfd_offset });
+        windows.insert(at, Window { len, prot, memfd, memfd_offset, map: Default::default() });
         c.region.win_gen(s).fetch_add(1, Ordering::AcqRel);
         Ok(at)
     }

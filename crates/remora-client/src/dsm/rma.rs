@@ -1,0 +1,179 @@
+//! RMA over a pager flow (`scif_writeto`, `scif_readfrom` and friends to another host):
+//! the bytes go straight between the socket and the caller's memory — a buffer, or the
+//! pieces of its registered windows — with no copy in between; reads keep several frames
+//! in flight, writes are answered frame by frame while the next ones leave.
+
+use super::flow::shared_flow;
+use super::RemoteRange;
+use crate::Session;
+use remora_sys::Mapping;
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+/// A piece of local memory: the mapping, the offset in it and the length.
+pub type Piece = (Arc<Mapping>, usize, usize);
+
+/// Where the bytes of an RMA to another host come from.
+#[derive(Clone, Copy)]
+pub enum Source<'a> {
+    /// A buffer of the caller's (`scif_vwriteto`).
+    Buf(&'a [u8]),
+    /// Pieces of mappings, taken in order (a registered range: `scif_writeto`).
+    Pieces(&'a [Piece]),
+}
+
+/// Where the bytes of an RMA from another host go.
+pub enum Sink<'a> {
+    /// A buffer of the caller's (`scif_vreadfrom`).
+    Buf(&'a mut [u8]),
+    /// Pieces of mappings, filled in order (a registered range: `scif_readfrom`).
+    Pieces(&'a [Piece]),
+}
+
+/// The runs of `pieces` that hold bytes `at..at + n` of their concatenation.
+fn runs(
+    pieces: &[Piece],
+    mut at: usize,
+    mut n: usize,
+) -> impl Iterator<Item = (&Arc<Mapping>, usize, usize)> {
+    pieces.iter().filter_map(move |(m, off, len)| {
+        if n == 0 {
+            return None;
+        }
+        if at >= *len {
+            at -= len;
+            return None;
+        }
+        let k = n.min(len - at);
+        let run = (m, off + at, k);
+        at = 0;
+        n -= k;
+        Some(run)
+    })
+}
+
+impl Source<'_> {
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Source::Buf(b) => b.len(),
+            Source::Pieces(p) => p.iter().map(|(_, _, n)| n).sum(),
+        }
+    }
+
+    /// Write `head`, then bytes `at..at + n`, to `w`: the header and the first run in one
+    /// gathering write.
+    pub(super) fn send(&self, head: &[u8], at: usize, n: usize, w: &mut impl Write) -> std::io::Result<()> {
+        match self {
+            Source::Buf(b) => {
+                let data = b.get(at..at + n).ok_or_else(|| std::io::Error::from_raw_os_error(34))?;
+                remora_sys::write_all_vectored(
+                    w,
+                    &mut [std::io::IoSlice::new(head), std::io::IoSlice::new(data)],
+                )
+            }
+            Source::Pieces(p) => {
+                let mut head = Some(head);
+                for (m, off, k) in runs(p, at, n) {
+                    match head.take() {
+                        Some(h) => m.write_to_after(h, off, k, w)?,
+                        None => m.write_to(off, k, w)?,
+                    }
+                }
+                match head {
+                    Some(h) => w.write_all(h),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+impl Sink<'_> {
+    /// The same sink, borrowed for a shorter while (to try one path, then another).
+    pub fn reborrow(&mut self) -> Sink<'_> {
+        match self {
+            Sink::Buf(b) => Sink::Buf(b),
+            Sink::Pieces(p) => Sink::Pieces(p),
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Sink::Buf(b) => b.len(),
+            Sink::Pieces(p) => p.iter().map(|(_, _, n)| n).sum(),
+        }
+    }
+
+    /// Fill bytes `at..at + n` from `r`.
+    pub(super) fn fill(&mut self, at: usize, n: usize, r: &mut impl Read) -> std::io::Result<()> {
+        match self {
+            Sink::Buf(b) => {
+                let out = b.get_mut(at..at + n).ok_or_else(|| std::io::Error::from_raw_os_error(34))?;
+                r.read_exact(out)
+            }
+            Sink::Pieces(p) => {
+                for (m, off, k) in runs(p, at, n) {
+                    m.fill_from_reader(off, k, r)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Store the bytes of `src` at `roffset` of `range` over the session's pager flow to it
+/// (shared with the session's maps of that memory, so their stores stay in order),
+/// returning once the home node has them: RMA to another host (`scif_writeto` and
+/// friends). `None` where no pager flow can be had (the caller goes through the daemon).
+///
+/// # Errors
+/// The flow failed; `PermissionDenied` when the peer's node refused a store (no window
+/// there, no write access): ask the daemon for the precise error.
+pub fn range_write(
+    session: &Arc<Session>,
+    range: &Arc<dyn RemoteRange>,
+    roffset: u64,
+    src: Source<'_>,
+) -> Option<std::io::Result<()>> {
+    let flow = shared_flow(session, range)?;
+    let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
+    Some(d.write_now(roffset, src))
+}
+
+/// Read the bytes of `out` at `roffset` of `range` over the session's pager flow, in frames
+/// of at most 1 MiB with several in flight: RMA from another host (`scif_readfrom` and
+/// friends). `None` where no pager flow can be had.
+///
+/// # Errors
+/// The flow failed; `PermissionDenied` when the peer's node refused the read: ask the
+/// daemon for the precise error.
+pub fn range_read(
+    session: &Arc<Session>,
+    range: &Arc<dyn RemoteRange>,
+    roffset: u64,
+    mut out: Sink<'_>,
+) -> Option<std::io::Result<()>> {
+    let flow = shared_flow(session, range)?;
+    let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
+    Some(d.read_many(roffset, &mut out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_cover_a_range_across_pieces() {
+        let fd = remora_sys::Memfd::create("runs", 3 * 4096).expect("memfd");
+        let m = Arc::new(
+            Mapping::new(remora_sys::AsFd::as_fd(&fd), 0, 3 * 4096, Default::default()).expect("map"),
+        );
+        let p: Vec<Piece> = vec![(m.clone(), 0, 100), (m.clone(), 4096, 50), (m.clone(), 8192, 10)];
+        let got: Vec<_> = runs(&p, 90, 70).map(|(_, o, n)| (o, n)).collect();
+        assert_eq!(got, vec![(90, 10), (4096, 50), (8192, 10)]);
+        let got: Vec<_> = runs(&p, 100, 5).map(|(_, o, n)| (o, n)).collect();
+        assert_eq!(got, vec![(4096, 5)]);
+        assert_eq!(runs(&p, 160, 0).count(), 0);
+        assert_eq!(Source::Pieces(&p).len(), 160);
+    }
+}
