@@ -168,7 +168,7 @@ pub fn pager_stream(data: &[u8]) {
         let Some(mem) = mem else { return };
         let counters = [AtomicU64::new(0), AtomicU64::new(0)];
         let mut out = Duplex { input: &[], output: Vec::new() };
-        serve_frames(PEER, [&counters[0], &counters[1]], data, &mut out, BOUND, mem);
+        serve_frames(PEER, [&counters[0], &counters[1]], data, &mut out, BOUND, mem, false);
         // The answers: headers and, for Data, the payload they announce.
         let mut rd = &out.output[..];
         while rd.len() >= BULK_FRAME {
@@ -235,6 +235,6 @@ pub fn captured_pager(frames: &[u8]) -> Vec<u8> {
     }
     let counters = [AtomicU64::new(0), AtomicU64::new(0)];
     let mut out = Duplex { input: &[], output: Vec::new() };
-    serve_frames(PEER, [&counters[0], &counters[1]], frames, &mut out, BOUND, &mem);
+    serve_frames(PEER, [&counters[0], &counters[1]], frames, &mut out, BOUND, &mem, false);
     out.output
 }

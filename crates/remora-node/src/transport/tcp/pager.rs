@@ -147,15 +147,21 @@ fn store(pieces: &[(Arc<Mapping>, usize, usize)], rd: &mut impl Read) -> std::io
 
 /// Serve one flow until it breaks.
 fn serve(peer: &TcpPeer, s: StdStream, handle: u64, mem: &dyn PeerMemory) {
-    remora_sys::sync::urgent_thread(true);
     let Ok(rd) = s.try_clone() else { return };
     let rd = std::io::BufReader::with_capacity(64 << 10, rd);
-    serve_frames(peer.id, [&peer.bytes_in, &peer.bytes_out], rd, s, handle, mem);
+    serve_frames(peer.id, [&peer.bytes_in, &peer.bytes_out], rd, s, handle, mem, true);
 }
+
+/// Frames larger than this are bulk (RMA), not a page fetch or a flush's runs: see
+/// [`serve_frames`]'s `urgent`.
+const URGENT_FRAME: u64 = 64 << 10;
 
 /// The loop of [`serve`]: answer the frames read from `rd` on `wr` until the flow breaks
 /// or sends a frame it may not (the fuzz target `pager_stream` drives it with bytes).
-/// `counters` are the peer's bytes in and out.
+/// `counters` are the peer's bytes in and out. With `urgent`, the thread runs urgent
+/// (`remora_sys::sync::urgent_thread`) while it serves pages and small stores, someone's
+/// critical path, and at its ordinary weight while it streams bulk frames: a sender at
+/// nice -20 preempts the receiver on the other end of a loopback stream and halves it.
 pub(super) fn serve_frames(
     peer: u32,
     counters: [&AtomicU64; 2],
@@ -163,8 +169,14 @@ pub(super) fn serve_frames(
     mut wr: impl Write,
     handle: u64,
     mem: &dyn PeerMemory,
+    urgent: bool,
 ) {
     let [bytes_in, bytes_out] = counters;
+    if urgent {
+        remora_sys::sync::urgent_thread(true);
+    }
+    // Whether the last frame was bulk (the thread then runs at its ordinary weight).
+    let mut bulk = false;
     let mut scratch = vec![0u8; 64 << 10];
     let mut sink = vec![0u8; 64 << 10];
     let answer = |wr: &mut dyn Write, h: &BulkHeader| {
@@ -172,6 +184,10 @@ pub(super) fn serve_frames(
     };
     while let Some(hdr) = read_header(&mut rd, peer, "pager") {
         bytes_in.fetch_add(BULK_FRAME as u64 + hdr.len, Ordering::Relaxed);
+        if urgent && bulk != (hdr.len > URGENT_FRAME) {
+            bulk = !bulk;
+            remora_sys::sync::urgent_thread(!bulk);
+        }
         if hdr.conn != handle {
             tracing::warn!(peer, "a pager flow bound to {handle} named {}", hdr.conn);
             break;
