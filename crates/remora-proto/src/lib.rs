@@ -131,7 +131,7 @@ mod tests {
     fn rejects_wrong_header() {
         assert_eq!(decode::<RequestFrame>(b"RM"), Err(DecodeError::Short(2)));
         assert!(matches!(decode::<RequestFrame>(b"XX\x01\x00\x00"), Err(DecodeError::Magic(_))));
-        assert!(matches!(decode::<RequestFrame>(b"RM\x09\x00\x00"), Err(DecodeError::Version { .. })));
+        assert!(matches!(decode::<RequestFrame>(b"RM\xff\xff\x00"), Err(DecodeError::Version { .. })));
         let mut ok = encode(&RequestFrame { id: 1, req: Request::Status }).unwrap();
         ok.push(0);
         assert!(matches!(decode::<RequestFrame>(&ok), Err(DecodeError::Body(_))));
