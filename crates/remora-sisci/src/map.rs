@@ -1,7 +1,6 @@
 //! Maps (plain loads and stores into a segment), sequences, and the PIO copy helpers.
 
 use crate::segment::{LocalSegment, RemoteSegment};
-use crate::sequence::Sequence;
 use crate::{DepToken, Deps, Descriptor, Error, Result};
 use remora_client::Session;
 use remora_proto::{MapTarget, Request};
@@ -355,13 +354,13 @@ impl Map {
         Ok(())
     }
 
-    /// `SCICreateMapSequence`.
+    /// A hold on the map for a sequence made on it (`SCICreateMapSequence`).
     ///
     /// # Errors
     /// [`Error::IllegalParameter`] on an unmapped map.
-    pub fn create_sequence(&self) -> Result<Sequence> {
+    pub(crate) fn hold(&self) -> Result<crate::DepToken> {
         self.with(|_| Ok(()))?;
-        Ok(Sequence::new(self.clone(), self.inner.deps.token()))
+        Ok(self.inner.deps.token())
     }
 
     /// The mapping of a map of this host's memory (`None` for another host's segment, or

@@ -52,6 +52,17 @@ pub struct Sequence {
     inner: Arc<SeqInner>,
 }
 
+impl Map {
+    /// `SCICreateMapSequence`.
+    ///
+    /// # Errors
+    /// [`Error::IllegalParameter`] on an unmapped map.
+    pub fn create_sequence(&self) -> Result<Sequence> {
+        let hold = self.hold()?;
+        Ok(Sequence::new(self.clone(), hold))
+    }
+}
+
 impl Sequence {
     pub(crate) fn new(map: Map, token: DepToken) -> Sequence {
         let seen = map.remote_parent().map_or(0, |r| r.watch().outages());

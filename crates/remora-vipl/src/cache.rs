@@ -4,10 +4,36 @@
 //! back with the same segments, under the same registrations, it is not looked up again.
 //! The descriptor's bytes are always read afresh: only what they resolve to is reused.
 
-use crate::data::Taken;
-use crate::layout::{control, Descriptor, CONTROL, SEGMENT};
+use crate::few::Few;
+use crate::layout::{self, control, Descriptor, CONTROL, SEGMENT};
+use crate::DataSegment;
 use crate::{Nic, ProtectionTag, Result};
+use remora_sisci::UserRegion;
 use std::sync::atomic::Ordering;
+
+/// A descriptor as the data path reads it.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Taken {
+    /// Its control segment.
+    pub(crate) ctl: UserRegion,
+    /// The whole descriptor: its control segment and its data segments.
+    pub(crate) all: UserRegion,
+    /// [`crate::nic::NicInner::mem_epoch`] when it was read.
+    pub(crate) epoch: u64,
+    pub(crate) control: u16,
+    pub(crate) immediate: u32,
+    /// More data segments than a descriptor may carry.
+    pub(crate) too_many: bool,
+    /// The address segment of an RDMA descriptor.
+    pub(crate) remote: Option<DataSegment>,
+    /// The memory its data segments name; `None` when one is not registered with the
+    /// VI's protection tag.
+    pub(crate) local: Option<Few<UserRegion, 4>>,
+    /// A receive's buffers in the NIC's pieces.
+    pub(crate) chunks: Few<layout::Chunk, 2>,
+    /// The data segments' lengths, summed.
+    pub(crate) total: u32,
+}
 
 /// Descriptors a receive queue remembers (by address: a pool of consecutive descriptors
 /// up to this many all stay).

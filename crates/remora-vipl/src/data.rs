@@ -7,6 +7,7 @@
 //! deregistered meanwhile (then it is looked up again). Sends, RDMA writes and RDMA reads
 //! complete before `post_send` returns.
 
+use crate::cache::Taken;
 use crate::few::Few;
 use crate::layout::{
     self, control, status, DataSegment, Descriptor, CONTROL, DESCRIPTOR_ALIGNMENT, ENTRIES, SEGMENT,
@@ -22,30 +23,6 @@ use std::time::{Duration, Instant};
 const SPIN: Duration = Duration::from_micros(20);
 /// How long a waiter for a peer on another host polls (yielding) before it sleeps.
 const REMOTE_SPIN: Duration = Duration::from_micros(500);
-
-/// A descriptor as the data path reads it.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Taken {
-    /// Its control segment.
-    pub(crate) ctl: UserRegion,
-    /// The whole descriptor: its control segment and its data segments.
-    pub(crate) all: UserRegion,
-    /// [`crate::nic::NicInner::mem_epoch`] when it was read.
-    pub(crate) epoch: u64,
-    pub(crate) control: u16,
-    pub(crate) immediate: u32,
-    /// More data segments than a descriptor may carry.
-    pub(crate) too_many: bool,
-    /// The address segment of an RDMA descriptor.
-    pub(crate) remote: Option<DataSegment>,
-    /// The memory its data segments name; `None` when one is not registered with the
-    /// VI's protection tag.
-    pub(crate) local: Option<Few<UserRegion, 4>>,
-    /// A receive's buffers in the NIC's pieces.
-    pub(crate) chunks: Few<layout::Chunk, 2>,
-    /// The data segments' lengths, summed.
-    pub(crate) total: u32,
-}
 
 /// What a send did: the error bits for its descriptor, and what follows once the send
 /// queue is let go (the VI breaks; the peer hears why).

@@ -10,7 +10,8 @@
 //! receiver's doorbell only when it sleeps. Across hosts the sender also stores the done
 //! count after the entry, and the receiver reads the entry only once the count covers it.
 
-use crate::data::{Outcome, Taken};
+use crate::cache::Taken;
+use crate::data::Outcome;
 use crate::layout::{self, status, Chunk, Completion, ENTRIES, ENTRY, INLINE, MAX_CHUNKS, SEQ};
 use crate::link::Link;
 use crate::vi::{lock, Posted, RecvQ, SendQ, ViInner, ViState, SHADOW, UNRELIABLE};

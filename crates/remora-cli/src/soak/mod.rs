@@ -16,6 +16,7 @@
 //! `checks.rs` (resources and link states), `report.rs` (tally and summary).
 
 mod checks;
+mod ctx;
 mod report;
 mod rng;
 mod schedule;
@@ -208,7 +209,7 @@ fn soak(
         cluster: cluster.to_path_buf(),
         seed: a.seed,
         nodes: nodes.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(","),
-        until_ms: worker::now_ms() + a.seconds * 1000,
+        until_ms: ctx::now_ms() + a.seconds * 1000,
         tally: tally.clone(),
     };
     let mut procs = Vec::new();
@@ -230,7 +231,7 @@ fn soak(
         if let Some((kind, k)) = sched.due(procs.len(), nodes.len()) {
             let (fault, obs) = match kind {
                 FaultKind::KillWorker => {
-                    let now = worker::now_ms();
+                    let now = ctx::now_ms();
                     let hit = schedule::signal(procs[k].child.id(), Signal::KILL).is_ok();
                     let f = Fault { kind, target: k as u32, from_ms: now, to_ms: now };
                     (hit.then_some(f), vec![])

@@ -3,8 +3,8 @@
 //! heartbeats (then `SIGCONT`), each timed from the other nodes' view of its link.
 
 use super::checks::{daemon_pid, until_seen};
+use super::ctx::now_ms;
 use super::rng::Rng;
-use super::worker::now_ms;
 use remora_client::{Config, Session};
 use rustix::process::{kill_process, Pid, Signal};
 use std::time::{Duration, Instant};

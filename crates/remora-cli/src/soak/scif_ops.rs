@@ -4,8 +4,8 @@
 //! runs from B, every byte checked where it lands. A failure the API reports ends the
 //! world; it is made again between another pair of nodes.
 
+use super::ctx::{now_ms, Ctx};
 use super::rng::{differing, pattern};
-use super::worker::{now_ms, Ctx};
 use remora_scif::{Endpoint, PortId, Prot, RmaFlags, Scif, UserRegion};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};

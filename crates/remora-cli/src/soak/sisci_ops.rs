@@ -5,8 +5,8 @@
 //! world (it is made again, between another pair of nodes); bytes are checked only when
 //! every call of the operation said it succeeded.
 
+use super::ctx::{now_ms, Ctx};
 use super::rng::{differing, pattern};
-use super::worker::{now_ms, Ctx};
 use remora_sisci::{
     CreateFlags, DataInterrupt, Descriptor, DmaFlags, DmaQueue, DmaState, Interrupt, LocalSegment, Map,
     MapFlags, RemoteDataInterrupt, RemoteInterrupt, RemoteSegment, Sequence, SequenceStatus, Sisci,

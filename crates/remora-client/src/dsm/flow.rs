@@ -279,3 +279,40 @@ impl Direct {
         Ok(())
     }
 }
+
+/// Store the bytes of `src` at `roffset` of `range` over the session's pager flow to it
+/// (shared with the session's maps of that memory, so their stores stay in order),
+/// returning once the home node has them: RMA to another host (`scif_writeto` and
+/// friends). `None` where no pager flow can be had (the caller goes through the daemon).
+///
+/// # Errors
+/// The flow failed; `PermissionDenied` when the peer's node refused a store (no window
+/// there, no write access): ask the daemon for the precise error.
+pub fn range_write(
+    session: &Arc<Session>,
+    range: &Arc<dyn RemoteRange>,
+    roffset: u64,
+    src: Source<'_>,
+) -> Option<std::io::Result<()>> {
+    let flow = shared_flow(session, range)?;
+    let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
+    Some(d.write_now(roffset, src))
+}
+
+/// Read the bytes of `out` at `roffset` of `range` over the session's pager flow, in frames
+/// of at most 1 MiB with several in flight: RMA from another host (`scif_readfrom` and
+/// friends). `None` where no pager flow can be had.
+///
+/// # Errors
+/// The flow failed; `PermissionDenied` when the peer's node refused the read: ask the
+/// daemon for the precise error.
+pub fn range_read(
+    session: &Arc<Session>,
+    range: &Arc<dyn RemoteRange>,
+    roffset: u64,
+    mut out: Sink<'_>,
+) -> Option<std::io::Result<()>> {
+    let flow = shared_flow(session, range)?;
+    let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
+    Some(d.read_many(roffset, &mut out))
+}

@@ -73,8 +73,9 @@ mod rma;
 #[cfg(test)]
 mod tests;
 
+pub use flow::{range_read, range_write};
 pub use map::DsmMap;
-pub use rma::{range_read, range_write, Piece, Sink, Source};
+pub use rma::{Piece, Sink, Source};
 
 use crate::Session;
 use flow::shared_flow;

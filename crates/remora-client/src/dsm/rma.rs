@@ -1,11 +1,8 @@
-//! RMA over a pager flow (`scif_writeto`, `scif_readfrom` and friends to another host):
-//! the bytes go straight between the socket and the caller's memory — a buffer, or the
-//! pieces of its registered windows — with no copy in between; reads keep several frames
-//! in flight, writes are answered frame by frame while the next ones leave.
+//! The memory an RMA over a pager flow moves (`scif_writeto`, `scif_readfrom` and friends to
+//! another host): the bytes go straight between the socket and the caller's memory — a
+//! buffer, or the pieces of its registered windows — with no copy in between
+//! ([`super::range_write`] and [`super::range_read`], in `flow.rs`, move them).
 
-use super::flow::shared_flow;
-use super::RemoteRange;
-use crate::Session;
 use remora_sys::Mapping;
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -119,43 +116,6 @@ impl Sink<'_> {
             }
         }
     }
-}
-
-/// Store the bytes of `src` at `roffset` of `range` over the session's pager flow to it
-/// (shared with the session's maps of that memory, so their stores stay in order),
-/// returning once the home node has them: RMA to another host (`scif_writeto` and
-/// friends). `None` where no pager flow can be had (the caller goes through the daemon).
-///
-/// # Errors
-/// The flow failed; `PermissionDenied` when the peer's node refused a store (no window
-/// there, no write access): ask the daemon for the precise error.
-pub fn range_write(
-    session: &Arc<Session>,
-    range: &Arc<dyn RemoteRange>,
-    roffset: u64,
-    src: Source<'_>,
-) -> Option<std::io::Result<()>> {
-    let flow = shared_flow(session, range)?;
-    let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
-    Some(d.write_now(roffset, src))
-}
-
-/// Read the bytes of `out` at `roffset` of `range` over the session's pager flow, in frames
-/// of at most 1 MiB with several in flight: RMA from another host (`scif_readfrom` and
-/// friends). `None` where no pager flow can be had.
-///
-/// # Errors
-/// The flow failed; `PermissionDenied` when the peer's node refused the read: ask the
-/// daemon for the precise error.
-pub fn range_read(
-    session: &Arc<Session>,
-    range: &Arc<dyn RemoteRange>,
-    roffset: u64,
-    mut out: Sink<'_>,
-) -> Option<std::io::Result<()>> {
-    let flow = shared_flow(session, range)?;
-    let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
-    Some(d.read_many(roffset, &mut out))
 }
 
 #[cfg(test)]

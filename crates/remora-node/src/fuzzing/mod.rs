@@ -29,6 +29,11 @@ pub use shm::{dma_page, intr_page, scif_ring};
 use crate::cluster::Cluster;
 use remora_proto::{decode, encode, RequestFrame, ServerMsg};
 
+/// The segment handle the seeds and scripts name.
+const SEG: u64 = 0x1_0000_0003;
+/// The connection handle the seeds and scripts name.
+const CONN: u64 = 0x2_0000_0011;
+
 /// The body of a target: takes the input, returns or panics.
 pub type Body = fn(&[u8]);
 

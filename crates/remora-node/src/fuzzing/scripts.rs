@@ -2,8 +2,8 @@
 //! queue page and an interrupt page (see `shm.rs` for the script's form), and a SCIF
 //! region's bytes after real traffic, offered as a foreign memfd.
 
-use super::seeds::{CONN, SEG};
 use super::shm::{ASK, END, FLAG, FOREIGN, GET, ON, PATCH, PUT, REOPEN, SIDE};
+use super::{CONN, SEG};
 use remora_sys::msgring::{size_for, MsgRegion};
 use remora_sys::{AsFd, Mapping};
 

@@ -4,6 +4,7 @@
 //! loop), and scripts of real use of the shared pages. `tests/fuzz_smoke.rs` runs them;
 //! its ignored test `write_seeds` writes them under `fuzz/seeds/<target>/`.
 
+use super::{CONN, SEG};
 use crate::transport::tcp::fuzzing::{captured_handshake, captured_pager, BOUND};
 use remora_proto::link::*;
 use remora_proto::*;
@@ -47,9 +48,6 @@ fn bulk_head(op: BulkOp, tag: u64, conn: u64, offset: u64, len: u64, ok: bool) -
     let h = BulkHeader { op, tag, conn, offset, len, ok };
     zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&h)).to_vec()
 }
-
-pub(super) const SEG: u64 = 0x1_0000_0003;
-pub(super) const CONN: u64 = 0x2_0000_0011;
 
 fn requests() -> Vec<(&'static str, Request)> {
     let acl = Some(vec![
