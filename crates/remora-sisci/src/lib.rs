@@ -38,6 +38,7 @@ mod interrupt;
 mod map;
 mod query;
 mod segment;
+mod segment_map;
 mod sequence;
 
 pub use block::{transfer_block, BlockCallback, BlockTransfer};

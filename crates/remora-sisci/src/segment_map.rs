@@ -1,0 +1,99 @@
+//! The map calls of segments: `SCIMapLocalSegment` and `SCIMapRemoteSegment` (a map of
+//! this host's memory, of another host's segment through the DSM pager, or of a multicast
+//! connection through the broadcast module).
+
+use crate::map::{Backing, Map, MapFlags, MapParent, SegmentRange};
+use crate::segment::{LocalSegment, RemoteSegment};
+use crate::{Error, Result};
+use remora_client::Session;
+use remora_proto::MapTarget;
+use std::sync::Arc;
+
+impl LocalSegment {
+    /// `SCIMapLocalSegment`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`], [`Error::IllegalAddress`] when a fixed address is taken,
+    /// [`Error::IllegalOperation`] for a segment without memory.
+    pub fn map(&self, offset: usize, size: usize, addr: Option<usize>, flags: MapFlags) -> Result<Map> {
+        let inner = self.live()?;
+        let memfd = inner.memfd.read().unwrap_or_else(|p| p.into_inner());
+        let memfd = memfd.as_ref().ok_or(Error::IllegalOperation)?;
+        Map::create(
+            inner.desc.session().clone(),
+            &inner.desc,
+            memfd,
+            self.size(),
+            offset,
+            size,
+            addr,
+            flags,
+            MapTarget::Local { seg: inner.seg },
+            &inner.deps,
+            MapParent::Local(self.clone()),
+        )
+    }
+}
+
+impl RemoteSegment {
+    /// `SCIMapRemoteSegment`: any offset and size inside the segment; read-only maps are
+    /// enforced by the MMU.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`]; [`Error::IllegalAddress`] when a fixed address is taken;
+    /// [`Error::NotConnected`] while an asynchronous connect runs; [`Error::NotSupported`]
+    /// for a segment of a node on another host (mapping across hosts comes with the DSM).
+    pub fn map(&self, offset: usize, size: usize, addr: Option<usize>, flags: MapFlags) -> Result<Map> {
+        let l = self.link()?;
+        if !l.legs.is_empty() || crate::broadcast::fanout_legs(l.conn).is_some() {
+            return self.map_multicast(l, offset, size, addr, flags);
+        }
+        let Some(memfd) = l.memfd.as_ref() else {
+            // A segment of another host: the DSM pager serves the pages.
+            if addr.is_some() {
+                return Err(Error::NotSupported);
+            }
+            match offset.checked_add(size) {
+                Some(end) if size > 0 && end <= l.size => {}
+                _ if size == 0 => return Err(Error::SizeAlignment),
+                _ => return Err(Error::OutOfRange),
+            }
+            // The pager gets a session of its own: a fault must never wait behind a long
+            // request (a connect, say) of the descriptor's session.
+            let pager_session = Arc::new(Session::open(&self.inner.desc.inner.cfg)?);
+            let dsm = remora_client::dsm::DsmMap::new(
+                pager_session,
+                Arc::new(SegmentRange { conn: l.conn }),
+                l.size as u64,
+                offset as u64,
+                size,
+                flags.readonly,
+            )
+            .map_err(|_| Error::NotSupported)?;
+            return Ok(Map::wrap(
+                l.session.clone(),
+                &self.inner.desc,
+                Backing::Dsm(dsm),
+                offset,
+                size,
+                flags,
+                MapTarget::Remote { conn: l.conn },
+                &self.inner.deps,
+                MapParent::Remote(self.clone()),
+            ));
+        };
+        Map::create(
+            l.session.clone(),
+            &self.inner.desc,
+            memfd,
+            l.size,
+            offset,
+            size,
+            addr,
+            flags,
+            MapTarget::Remote { conn: l.conn },
+            &self.inner.deps,
+            MapParent::Remote(self.clone()),
+        )
+    }
+}
