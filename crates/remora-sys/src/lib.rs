@@ -108,3 +108,32 @@ pub fn try_lock_file(file: &std::fs::File, shared: bool) -> std::io::Result<bool
         Err(e) => Err(e.into()),
     }
 }
+
+/// A signal a supervisor sends to a process it runs (the soak's faults).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessSignal {
+    /// `SIGKILL`.
+    Kill,
+    /// `SIGSTOP`.
+    Stop,
+    /// `SIGCONT`.
+    Cont,
+}
+
+/// Send `sig` to process `pid` (`kill(2)`).
+///
+/// # Errors
+/// `EINVAL` for pid 0; the errno of `kill` (`ESRCH` when the process is gone).
+pub fn send_signal(pid: u32, sig: ProcessSignal) -> std::io::Result<()> {
+    use rustix::process::{kill_process, Pid, Signal};
+    let p = i32::try_from(pid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .ok_or_else(|| std::io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error()))?;
+    let s = match sig {
+        ProcessSignal::Kill => Signal::KILL,
+        ProcessSignal::Stop => Signal::STOP,
+        ProcessSignal::Cont => Signal::CONT,
+    };
+    kill_process(p, s).map_err(std::io::Error::from)
+}

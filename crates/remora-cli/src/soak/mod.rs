@@ -24,8 +24,8 @@ mod scif_ops;
 mod sisci_ops;
 pub(crate) mod worker;
 
+use remora_sys::ProcessSignal as Signal;
 use report::{Summary, Tally};
-use rustix::process::Signal;
 use schedule::{Fault, FaultKind, Schedule};
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
@@ -232,7 +232,7 @@ fn soak(
             let (fault, obs) = match kind {
                 FaultKind::KillWorker => {
                     let now = ctx::now_ms();
-                    let hit = schedule::signal(procs[k].child.id(), Signal::KILL).is_ok();
+                    let hit = schedule::signal(procs[k].child.id(), Signal::Kill).is_ok();
                     let f = Fault { kind, target: k as u32, from_ms: now, to_ms: now };
                     (hit.then_some(f), vec![])
                 }

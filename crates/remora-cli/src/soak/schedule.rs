@@ -6,7 +6,7 @@ use super::checks::{daemon_pid, until_seen};
 use super::ctx::now_ms;
 use super::rng::Rng;
 use remora_client::{Config, Session};
-use rustix::process::{kill_process, Pid, Signal};
+use remora_sys::ProcessSignal as Signal;
 use std::time::{Duration, Instant};
 
 /// The kinds of fault the soak injects.
@@ -90,8 +90,7 @@ impl Schedule {
 
 /// Send `sig` to `pid`.
 pub(crate) fn signal(pid: u32, sig: Signal) -> Result<(), String> {
-    let p = Pid::from_raw(pid as i32).ok_or("pid 0")?;
-    kill_process(p, sig).map_err(|e| format!("kill {pid}: {e}"))
+    remora_sys::send_signal(pid, sig).map_err(|e| format!("kill {pid}: {e}"))
 }
 
 /// How late a link state may be seen after the promise (the observer polls every node's
@@ -119,7 +118,7 @@ pub(crate) fn kill_daemon(
 ) -> (Option<Fault>, Vec<Observation>) {
     let Some(pid) = daemon_pid(cfg, node) else { return (None, vec![]) };
     let from_ms = now_ms();
-    if signal(pid, Signal::KILL).is_err() {
+    if signal(pid, Signal::Kill).is_err() {
         return (None, vec![]);
     }
     let mut obs = vec![Observation {
@@ -153,12 +152,12 @@ pub(crate) fn stop_daemon(
     let Some(pid) = daemon_pid(cfg, node) else { return (None, vec![]) };
     let from_ms = now_ms();
     let t = Instant::now();
-    if signal(pid, Signal::STOP).is_err() {
+    if signal(pid, Signal::Stop).is_err() {
         return (None, vec![]);
     }
     let silent = until_seen(cfg, nodes, node, length, |s| s != "up");
     std::thread::sleep(length.saturating_sub(t.elapsed()));
-    let _ = signal(pid, Signal::CONT);
+    let _ = signal(pid, Signal::Cont);
     let back = until_seen(cfg, nodes, node, Duration::from_secs(5), |s| s == "up");
     let obs = vec![
         Observation {
