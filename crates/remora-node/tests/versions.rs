@@ -69,6 +69,9 @@ fn the_library_names_a_daemon_of_another_version() {
     let sock = remora_proto::paths::socket_path(dir.path(), node);
     // A stand-in for a daemon of a newer build: it answers every frame in its version.
     let listener = remora_sys::seqpacket::listen(&sock).unwrap();
+    // The listener is non-blocking (made for the daemon's reactor): the stand-in waits in
+    // accept until the library connects, however the threads are scheduled.
+    remora_sys::seqpacket::set_nonblocking(listener.as_fd(), false).unwrap();
     let server = std::thread::spawn(move || {
         let c = remora_sys::seqpacket::accept(listener.as_fd()).unwrap();
         // Accepted sockets are non-blocking (made for the daemon's reactor); wait here.
