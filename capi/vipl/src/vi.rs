@@ -1,6 +1,6 @@
 //! The VI, connection, data-transfer and completion-queue calls.
 
-use crate::errors::{guard, Code, VIP_INVALID_PARAMETER, VIP_TIMEOUT};
+use crate::errors::{guard, Code, VIP_INVALID_PARAMETER, VIP_SUCCESS, VIP_TIMEOUT};
 use crate::handles::{self, Entry};
 use crate::{bad, read_address, timeout, write_address};
 use remora_vipl::{CompletionQueue, Error, ProtectionTag, Vi, ViAttributes};
@@ -252,14 +252,32 @@ pub unsafe extern "C-unwind" fn VipConnectRequest(
     ms: c_ulong,
     remote_attrs: *mut VipViAttributes,
 ) -> u32 {
-    guard(|| {
+    // The node answers within `ms` (it keeps the request's time); this side waits for
+    // that answer in slices, a cancellation point between them. A thread cancelled there
+    // drops `attempt`, which withdraws the request and leaves the VI idle.
+    let mut attempt = None;
+    let code = guard(|| {
         let v = handles::vi(vi)?;
         // SAFETY: addresses by contract.
         let (me, them) = unsafe { (read_address(local)?, read_address(remote)?) };
-        let a = v.connect_request(&me, &them, timeout(ms))?;
-        put_attrs(remote_attrs, a);
+        attempt = Some(v.connect_request_start(&me, &them, timeout(ms))?);
         Ok(())
-    })
+    });
+    let Some(mut attempt) = attempt.filter(|_| code == VIP_SUCCESS) else { return code };
+    loop {
+        let mut waiting = false;
+        let code = guard(|| {
+            match attempt.wait(Some(Duration::from_millis(100)))? {
+                Some(a) => put_attrs(remote_attrs, a),
+                None => waiting = true,
+            }
+            Ok(())
+        });
+        if !waiting {
+            return code;
+        }
+        remora_sys::cancel::point();
+    }
 }
 
 /// `VipDisconnect`.

@@ -350,18 +350,76 @@ impl Session {
         req: Request,
         fds: &[BorrowedFd<'_>],
     ) -> Result<(Reply, Vec<OwnedFd>), ClientError> {
+        let mut guard = self.lock();
+        let id = self.send_on(&mut guard, req, fds)?;
+        // Without a deadline the wait ends only with the reply or an error.
+        self.receive(&mut guard, id, None)?.ok_or_else(|| ClientError::Protocol("no reply".into()))
+    }
+
+    /// Send a request whose reply [`Session::answer`] waits for, in as many slices as the
+    /// caller likes (a call that must stay a cancellation point while it waits). Meant
+    /// for a session that has one request in flight at a time: a request sent later on
+    /// the same session treats this one's reply as abandoned.
+    ///
+    /// # Errors
+    /// [`ClientError::DaemonGone`] or the I/O error of sending.
+    pub fn begin(&self, req: Request, fds: &[BorrowedFd<'_>]) -> Result<u64, ClientError> {
+        let mut guard = self.lock();
+        self.send_on(&mut guard, req, fds)
+    }
+
+    /// Wait up to `timeout` (`None`: until it comes) for the reply to request `id` of
+    /// [`Session::begin`]; `Ok(None)` when the time passed first.
+    ///
+    /// # Errors
+    /// As [`Session::request`].
+    pub fn answer(
+        &self,
+        id: u64,
+        timeout: Option<Duration>,
+    ) -> Result<Option<(Reply, Vec<OwnedFd>)>, ClientError> {
+        let mut guard = self.lock();
+        self.receive(&mut guard, id, timeout)
+    }
+
+    fn send_on(
+        &self,
+        guard: &mut (OwnedFd, Vec<u8>),
+        req: Request,
+        fds: &[BorrowedFd<'_>],
+    ) -> Result<u64, ClientError> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let bytes = encode(&RequestFrame { id, req }).map_err(|e| ClientError::Protocol(e.to_string()))?;
-        let mut guard = self.lock();
-        let (sock, buf) = &mut *guard;
-        remora_sys::seqpacket::send(sock.as_fd(), &bytes, fds).map_err(gone)?;
+        remora_sys::seqpacket::send(guard.0.as_fd(), &bytes, fds).map_err(gone)?;
+        Ok(id)
+    }
+
+    /// Read until the reply to `id` (queueing events), or until `timeout` passes.
+    fn receive(
+        &self,
+        guard: &mut (OwnedFd, Vec<u8>),
+        id: u64,
+        timeout: Option<Duration>,
+    ) -> Result<Option<(Reply, Vec<OwnedFd>)>, ClientError> {
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        let (sock, buf) = guard;
         loop {
+            if let Some(d) = deadline {
+                // An interrupted wait answers "nothing ready": look at the clock again.
+                let left = d.saturating_duration_since(std::time::Instant::now());
+                if remora_sys::poller::wait_ready(&[sock.as_fd()], Some(left))? == 0 {
+                    if left.is_zero() {
+                        return Ok(None);
+                    }
+                    continue;
+                }
+            }
             let (n, got) = remora_sys::seqpacket::recv(sock.as_fd(), buf).map_err(gone)?;
             if n == 0 {
                 return Err(ClientError::DaemonGone);
             }
             match decode::<ServerMsg>(&buf[..n]).map_err(|e| self.undecodable(e))? {
-                ServerMsg::Reply { id: rid, result } if rid == id => return Ok((result?, got)),
+                ServerMsg::Reply { id: rid, result } if rid == id => return Ok(Some((result?, got))),
                 // The answer to a request whose caller gave up waiting (a thread cancelled
                 // inside the call): it is nobody's now.
                 ServerMsg::Reply { id: rid, .. } if rid < id => continue,

@@ -135,6 +135,63 @@ fn establish(v: &Arc<ViInner>, linked: Result<Link>) -> Result<()> {
     }
 }
 
+/// The link to the server VI a request's answer describes.
+fn link_of(v: &Arc<ViInner>, reply: Reply) -> Result<(Link, PeerInfo)> {
+    match reply {
+        Reply::ViplAccepted(info) => {
+            let peer = PeerInfo::decode(&info)?;
+            if peer.reliability != v.attrs().reliability {
+                return Err(Error::InvalidReliabilityLevel);
+            }
+            let link = Link::open(&v.nic, v.recv_cq.is_some(), peer.clone())?;
+            Ok((link, peer))
+        }
+        other => Err(Error::Resource(format!("unexpected answer {other:?}"))),
+    }
+}
+
+/// A `VipConnectRequest` under way ([`Vi::connect_request_start`]).
+#[derive(Debug)]
+pub struct ConnectAttempt {
+    vi: Arc<ViInner>,
+    /// The private session the request went out on, and its id; `None` once answered.
+    asked: Option<(Session, u64)>,
+}
+
+impl ConnectAttempt {
+    /// Wait up to `slice` (`None`: until it comes) for the server's answer: `Ok(None)`
+    /// while none came, the server VI's attributes once accepted (the VI is connected).
+    ///
+    /// # Errors
+    /// As [`Vi::connect_request`]; [`Error::InvalidState`] once the attempt has ended.
+    pub fn wait(&mut self, slice: Option<Duration>) -> Result<Option<ViAttributes>> {
+        let Some((session, id)) = &self.asked else { return Err(Error::InvalidState) };
+        let got = match session.answer(*id, slice) {
+            Ok(None) => return Ok(None),
+            Ok(Some((reply, _))) => Ok(reply),
+            Err(e) => Err(Error::from(e)),
+        };
+        self.asked = None;
+        let linked = got.and_then(|reply| link_of(&self.vi, reply));
+        let attrs = linked.as_ref().map(|(_, p)| attrs_of(p)).ok();
+        establish(&self.vi, linked.map(|(l, _)| l))?;
+        attrs.ok_or(Error::InvalidState).map(Some)
+    }
+}
+
+impl Drop for ConnectAttempt {
+    fn drop(&mut self) {
+        // Given up before the answer (or failed before the request left): the session's
+        // end withdraws the request at the node, and the VI may connect again. An answered
+        // attempt has left the VI connected or idle already.
+        drop(self.asked.take());
+        let mut st = lock(&self.vi.state);
+        if *st == ViState::ConnectPending {
+            *st = ViState::Idle;
+        }
+    }
+}
+
 impl Nic {
     fn session(&self) -> Result<Session> {
         Session::open(self.inner.sisci.config()).map_err(Error::from)
@@ -171,6 +228,27 @@ impl Vi {
         remote: &NetAddress,
         timeout: Option<Duration>,
     ) -> Result<ViAttributes> {
+        let mut attempt = self.connect_request_start(local, remote, timeout)?;
+        loop {
+            if let Some(attrs) = attempt.wait(None)? {
+                return Ok(attrs);
+            }
+        }
+    }
+
+    /// `VipConnectRequest` in two steps, for a caller that waits in slices (the C library
+    /// makes each slice's end a cancellation point): send the request, then
+    /// [`ConnectAttempt::wait`] for the answer. Dropping the attempt before the answer
+    /// came gives the request up and leaves the VI idle again.
+    ///
+    /// # Errors
+    /// [`Error::InvalidState`] unless idle; [`Error::InvalidParameter`] for a bad address.
+    pub fn connect_request_start(
+        &self,
+        local: &NetAddress,
+        remote: &NetAddress,
+        timeout: Option<Duration>,
+    ) -> Result<ConnectAttempt> {
         {
             let mut st = lock(&self.inner.state);
             if *st != ViState::Idle {
@@ -178,38 +256,13 @@ impl Vi {
             }
             *st = ViState::ConnectPending;
         }
-        let r = self.request_link(local, remote, timeout);
-        let attrs = r.as_ref().map(|(_, p)| attrs_of(p)).ok();
-        establish(&self.inner, r.map(|(l, _)| l))?;
-        attrs.ok_or(Error::InvalidState)
-    }
-
-    fn request_link(
-        &self,
-        local: &NetAddress,
-        remote: &NetAddress,
-        timeout: Option<Duration>,
-    ) -> Result<(Link, PeerInfo)> {
-        let node = remote.node()?;
+        // From here on the attempt's drop puts the VI back to idle unless it connected.
+        let mut attempt = ConnectAttempt { vi: self.inner.clone(), asked: None };
+        let req = self.ask(local, remote, timeout)?;
         let session = self.inner.nic.session()?;
-        let ask = ViplAsk {
-            disc: remote.disc.clone(),
-            from_disc: local.disc.clone(),
-            info: self.inner.peer_info().encode(),
-            timeout_ms: millis(timeout),
-        };
-        let req = Request::Vipl(ViplRequest::Request { node, ask });
-        match session.request(req, &[])?.0 {
-            Reply::ViplAccepted(info) => {
-                let peer = PeerInfo::decode(&info)?;
-                if peer.reliability != self.inner.attrs().reliability {
-                    return Err(Error::InvalidReliabilityLevel);
-                }
-                let link = Link::open(&self.inner.nic, self.inner.recv_cq.is_some(), peer.clone())?;
-                Ok((link, peer))
-            }
-            other => Err(Error::Resource(format!("unexpected answer {other:?}"))),
-        }
+        let id = session.begin(req, &[])?;
+        attempt.asked = Some((session, id));
+        Ok(attempt)
     }
 
     /// `VipDisconnect`: tell the peer, drop the link, and complete every receive still
@@ -305,6 +358,29 @@ impl Vi {
             *lock(&self.inner.state) = ViState::Idle;
             return req.accept(self).map(|_| attrs);
         }
+    }
+
+    /// Ask the server at `remote` and wait for the answer: the link to its VI.
+    fn request_link(
+        &self,
+        local: &NetAddress,
+        remote: &NetAddress,
+        timeout: Option<Duration>,
+    ) -> Result<(Link, PeerInfo)> {
+        let req = self.ask(local, remote, timeout)?;
+        let reply = self.inner.nic.session()?.request(req, &[])?.0;
+        link_of(&self.inner, reply)
+    }
+
+    /// The connection request from `local` to `remote`, answered within `timeout`.
+    fn ask(&self, local: &NetAddress, remote: &NetAddress, timeout: Option<Duration>) -> Result<Request> {
+        let ask = ViplAsk {
+            disc: remote.disc.clone(),
+            from_disc: local.disc.clone(),
+            info: self.inner.peer_info().encode(),
+            timeout_ms: millis(timeout),
+        };
+        Ok(Request::Vipl(ViplRequest::Request { node: remote.node()?, ask }))
     }
 
     fn peer_request_side(

@@ -47,7 +47,7 @@ mod notify;
 mod vi;
 mod window;
 
-pub use connect::{ConnRequest, NetAddress};
+pub use connect::{ConnRequest, ConnectAttempt, NetAddress};
 pub use cq::CompletionQueue;
 pub use error::{Error, Result};
 pub use layout::{DataSegment, Descriptor};

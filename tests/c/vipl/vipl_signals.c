@@ -8,6 +8,10 @@
  *   2. A thread blocked in VipRecvWait(VIP_INFINITE) is cancelled: it must end
  *      (pthread_join within 5 s), and the VI must go on working: a message sent
  *      afterwards is received by the main thread.
+ *   3. A thread blocked in VipConnectRequest(VIP_INFINITE), whose request the server
+ *      took with VipConnectWait but never answers, is cancelled: it must end within
+ *      5 s, its VI must be idle again, the server's late accept must fail, and the
+ *      same VI must then connect normally.
  * No arguments; REMORA_NODE set.
  */
 #define _GNU_SOURCE
@@ -108,6 +112,87 @@ static void *blocked_receiver(void *arg)
 	return (void *)1;
 }
 
+static VIP_VI_HANDLE c, e;
+static VIP_NET_ADDRESS *c_addr, *e_addr;
+
+static void *blocked_requester(void *arg)
+{
+	VIP_VI_ATTRIBUTES ra;
+	VIP_RETURN rc;
+	(void)arg;
+	rc = VipConnectRequest(c, c_addr, e_addr, VIP_INFINITE, &ra);
+	printf("vipl_signals: VipConnectRequest returned %d in the thread that was to be cancelled\n", (int)rc);
+	return (void *)1;
+}
+
+/* Phase 3: see the head of the file. */
+static void cancel_a_request(VIP_VI_ATTRIBUTES *va)
+{
+	VIP_NET_ADDRESS *from = vt_addr_space(&N);
+	VIP_VI_ATTRIBUTES rattr, ra;
+	VIP_CONN_HANDLE conn = NULL;
+	unsigned long long end;
+	void *res = NULL;
+	pthread_t th;
+	vt_server srv;
+	VIP_RETURN rc;
+
+	CHECK_RET(VipCreateVi(N.nic, va, NULL, NULL, &c), VIP_SUCCESS);
+	CHECK_RET(VipCreateVi(N.nic, va, NULL, NULL, &e), VIP_SUCCESS);
+	c_addr = vt_addr(&N, vt_node(), "cancel-cli");
+	e_addr = vt_addr(&N, vt_node(), "cancel-srv");
+	CHECK(pthread_create(&th, NULL, blocked_requester, NULL) == 0);
+	/* The request reaches this waiter once the thread has sent it (NO_MATCH before). */
+	end = vt_now_ms() + 10000;
+	for (;;) {
+		from->HostAddressLen = N.attr.NicAddressLen;
+		rc = VipConnectWait(N.nic, e_addr, 200, from, &rattr, &conn);
+		if (rc == VIP_SUCCESS)
+			break;
+		CHECK_EQ(rc, VIP_TIMEOUT);
+		CHECK_MSG(vt_now_ms() < end, "the blocked thread's request never came");
+	}
+	CHECK(vt_disc_is(from, "cancel-cli"));
+	CHECK_EQ(vt_state(c), VIP_STATE_CONNECT_PENDING);
+	CHECK(pthread_cancel(th) == 0);
+	end = vt_now_ms() + 5000;
+	for (;;) {
+		if (pthread_tryjoin_np(th, &res) == 0)
+			break;
+		CHECK_MSG(vt_now_ms() < end, "the thread cancelled in VipConnectRequest still runs after 5 s");
+		vt_sleep_ms(10);
+	}
+	CHECK_PTR(res, PTHREAD_CANCELED);
+	CHECK_EQ(vt_state(c), VIP_STATE_IDLE);
+	/* The requester is gone: once its node has seen the hang-up, the accept fails. */
+	vt_sleep_ms(300);
+	rc = VipConnectAccept(conn, e);
+	CHECK_MSG(rc != VIP_SUCCESS, "an accept of a request whose requester was cancelled succeeded");
+	CHECK_EQ(vt_state(e), VIP_STATE_IDLE);
+
+	VT_PHASE("the VI whose request was cancelled connects again");
+	memset(&srv, 0, sizeof srv);
+	srv.n = &N;
+	srv.local = e_addr;
+	srv.remote = vt_addr_space(&N);
+	srv.vi = e;
+	srv.expect_disc = "cancel-cli";
+	srv.level = va->ReliabilityLevel;
+	vt_server_start(&srv);
+	CHECK_RET(vt_request(c, c_addr, e_addr, &ra, VT_WAIT), VIP_SUCCESS);
+	vt_server_join(&srv);
+	CHECK_EQ(vt_state(c), VIP_STATE_CONNECTED);
+	CHECK_EQ(vt_state(e), VIP_STATE_CONNECTED);
+	CHECK_RET(VipDisconnect(c), VIP_SUCCESS);
+	vt_passive_teardown(e);
+	CHECK_RET(VipDestroyVi(c), VIP_SUCCESS);
+	CHECK_RET(VipDestroyVi(e), VIP_SUCCESS);
+	free(srv.remote);
+	free(from);
+	free(c_addr);
+	free(e_addr);
+}
+
 int main(void)
 {
 	struct sigaction sa;
@@ -182,6 +267,9 @@ int main(void)
 	VT_PHASE("the VI still works after the cancel");
 	send_one(b, 5, 99);
 	recv_one(a, 99);
+
+	VT_PHASE("cancel a thread blocked in VipConnectRequest");
+	cancel_a_request(&va);
 
 	VT_PHASE("teardown");
 	CHECK_RET(VipDisconnect(a), VIP_SUCCESS);

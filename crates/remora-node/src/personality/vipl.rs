@@ -122,7 +122,13 @@ pub(crate) async fn handle(s: &mut Session, req: ViplRequest, _fds: Vec<OwnedFd>
                 match s.reach(node, ask.timeout_ms).await {
                     Ok(t) => {
                         let req = PeerRequest::Vipl(ViplPeerRequest::Request(ask));
-                        match s.ask_via(&t, node, req).await {
+                        // A requester that gives up (its thread cancelled) hangs up: stop
+                        // waiting for it; its session's end reaches the server's node.
+                        let asked = tokio::select! {
+                            a = s.ask_via(&t, node, req) => a,
+                            _ = s.hangup() => Err(Error::Protocol("caller hung up".into())),
+                        };
+                        match asked {
                             Ok((PeerReply::ViplAccepted(info), _)) => Ok(info),
                             Ok((other, _)) => Err(Error::Protocol(format!("unexpected answer {other:?}"))),
                             Err(e) => Err(e),
