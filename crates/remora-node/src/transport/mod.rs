@@ -20,7 +20,9 @@
 //! * **Link state and events**: a transport reports a silent peer (not operational), its
 //!   return (operational) and its loss (its daemon restarted or is gone) through
 //!   [`Inbound::link_changed`] (for a whole link) or [`Inbound::route_lost`] (for one
-//!   session's route). In-flight requests and transfers to a lost peer fail.
+//!   session's route). In-flight requests and transfers to a lost peer fail. A transport
+//!   that keeps connections takes these decisions with [`liveness::Liveness`] (a pure state
+//!   machine on explicit inputs and times, simulated in `tests/simulation.rs`).
 //! * **Statistics** ([`Transport::links`]): state, round-trip time and bytes per peer.
 //! * **Streaming reads and writes of a remote range** ([`Transport::write_range`],
 //!   [`Transport::read_range`], and [`Transport::start_range`], which returns before the
@@ -50,6 +52,7 @@
 //! One conformance suite (`crates/remora-node/tests/conformance.rs`) runs the same checks
 //! over every transport in the table.
 
+pub mod liveness;
 pub mod local;
 pub mod tcp;
 

@@ -2,17 +2,19 @@
 //! connections, run the control flow (requests, replies, events, heartbeats), and redial
 //! with back-off. Three silent heartbeat periods make the link *not operational*; frames
 //! coming again make it *operational*; a peer that refuses connections (its daemon is
-//! gone) or comes back with another incarnation (it restarted) is *lost*.
+//! gone) or comes back with another incarnation (it restarted) is *lost*. Those decisions
+//! are [`Liveness`](crate::transport::liveness::Liveness)'s: this file feeds it what the sockets and the
+//! timers show and carries out its actions.
 
 use super::bulk::start_bulk;
 use super::framing::read_frame_async;
 use super::handshake::{accept_handshake, dial_handshake};
 use super::peer::TcpPeer;
 use super::Tcp;
+use crate::transport::liveness::Action;
 use crate::transport::{Env, LinkState};
 use remora_proto::encode;
 use remora_proto::link::{Flow, LinkMsg};
-use remora_proto::Error;
 use std::collections::HashMap;
 use std::net::TcpStream as StdStream;
 use std::sync::atomic::Ordering;
@@ -62,8 +64,8 @@ pub(super) async fn run_peer(
 ) {
     let dialer = env.node < peer.id;
     let hb = env.cluster.as_ref().map(|c| c.heartbeat).unwrap_or(Duration::from_millis(200));
+    peer.live().set_heartbeat(hb);
     let mut backoff = Duration::from_millis(50);
-    let mut down_since: Option<Instant> = None;
     loop {
         let got = if dialer {
             match dial(&env, &peer).await {
@@ -75,7 +77,7 @@ pub(super) async fn run_peer(
                     if matches!(e.kind(), InvalidData | PermissionDenied | Other) {
                         tracing::warn!(peer = peer.id, "handshake with the peer failed: {e}");
                     }
-                    refused_or_silent(&peer, &e, &mut down_since, hb);
+                    refused_or_silent(&peer, &e);
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(1));
                     continue;
@@ -85,10 +87,11 @@ pub(super) async fn run_peer(
             tokio::select! {
                 x = inbound.recv() => x,
                 _ = tokio::time::sleep(hb) => {
-                    if down_since.is_some() {
+                    let (connected, state) = { let l = peer.live(); (l.is_connected(), l.state()) };
+                    if !connected && state != LinkState::Down {
                         // Not our turn to dial: see whether the peer's daemon still listens.
                         if let Err(e) = probe_port(&peer).await {
-                            refused_or_silent(&peer, &e, &mut down_since, hb);
+                            refused_or_silent(&peer, &e);
                         }
                     }
                     continue;
@@ -97,33 +100,41 @@ pub(super) async fn run_peer(
         };
         let Some((stream, incarnation)) = got else { return };
         backoff = Duration::from_millis(50);
-        let old = peer.peer_incarnation.swap(incarnation, Ordering::SeqCst);
-        if old != 0 && old != incarnation {
-            tracing::info!(peer = peer.id, "node restarted: its old connections are lost");
-            peer.set_state(LinkState::Lost);
-        }
-        run_control(&peer, stream, hb, &mut inbound).await;
-        peer.fail_all();
+        run_control(&peer, stream, incarnation, hb, &mut inbound).await;
         *peer.ctrl.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        if peer.state() == LinkState::Up {
-            peer.set_state(LinkState::NotOperational);
-        }
-        down_since = Some(Instant::now());
+        let acts = peer.live().disconnected(Instant::now());
+        peer.apply(acts);
     }
 }
 
 /// After a failed dial: a refused connection means the peer's daemon is gone (lost); a
 /// silent one means the route is down (not operational, lost after a long while).
-fn refused_or_silent(peer: &Arc<TcpPeer>, e: &std::io::Error, since: &mut Option<Instant>, hb: Duration) {
-    let start = *since.get_or_insert_with(Instant::now);
-    let st = peer.state();
-    if e.kind() == std::io::ErrorKind::ConnectionRefused && st != LinkState::Down && st != LinkState::Lost {
-        peer.set_state(LinkState::Lost);
-    } else if st == LinkState::Up {
-        peer.set_state(LinkState::NotOperational);
-    } else if st == LinkState::NotOperational && start.elapsed() > hb * 150 {
-        peer.set_state(LinkState::Lost);
+fn refused_or_silent(peer: &Arc<TcpPeer>, e: &std::io::Error) {
+    let refused = e.kind() == std::io::ErrorKind::ConnectionRefused;
+    let acts = peer.live().unreachable(refused, Instant::now());
+    peer.apply(acts);
+}
+
+/// A connection to the peer's start `incarnation` is up, writing to `tx`. A restarted
+/// peer is lost before the sender is installed (what sessions ask from then on is held by
+/// the new start); the link is up, and remembered session ends go out, after.
+fn connected(peer: &Arc<TcpPeer>, incarnation: u64, tx: mpsc::UnboundedSender<LinkMsg>) {
+    let mut acts = {
+        let mut live = peer.live();
+        let acts = live.connected(incarnation, Instant::now());
+        peer.peer_incarnation.store(incarnation, Ordering::SeqCst);
+        acts
+    };
+    if acts.contains(&Action::VoidPeerStart) {
+        tracing::info!(peer = peer.id, "node restarted: its old connections are lost");
     }
+    let up = acts
+        .iter()
+        .position(|a| matches!(a, Action::Changed { to: LinkState::Up, .. } | Action::SendSessionEnd(_)));
+    let after = acts.split_off(up.unwrap_or(acts.len()));
+    peer.apply(acts);
+    *peer.ctrl.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+    peer.apply(after);
 }
 
 async fn probe_port(peer: &TcpPeer) -> std::io::Result<()> {
@@ -160,20 +171,16 @@ async fn dial(env: &Arc<Env>, peer: &Arc<TcpPeer>) -> std::io::Result<(TcpStream
 async fn run_control(
     peer: &Arc<TcpPeer>,
     stream: TcpStream,
+    incarnation: u64,
     hb: Duration,
     inbound: &mut mpsc::UnboundedReceiver<(TcpStream, u64)>,
 ) {
     let _ = stream.set_nodelay(true);
     let (mut rd, mut wr) = stream.into_split();
     let (tx, mut rx) = mpsc::unbounded_channel::<LinkMsg>();
-    *peer.ctrl.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
-    *peer.last_rx.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-    peer.set_state(LinkState::Up);
-    // Sessions that ended while the link was down: the peer still holds their resources.
-    let ended: Vec<u64> = std::mem::take(&mut *peer.ended.lock().unwrap_or_else(|p| p.into_inner()));
-    for origin in ended {
-        peer.send(LinkMsg::SessionEnd { origin });
-    }
+    // Up (lost first if the peer restarted); sessions that ended while the link was down
+    // are told now: the peer still holds their resources.
+    connected(peer, incarnation, tx);
     let p = peer.clone();
     let writer = tokio::spawn(async move {
         while let Some(m) = rx.recv().await {
@@ -203,10 +210,8 @@ async fn run_control(
                     }
                 };
                 peer.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
-                *peer.last_rx.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-                if peer.state() == LinkState::NotOperational {
-                    peer.set_state(LinkState::Up);
-                }
+                let acts = peer.live().heard(Instant::now());
+                peer.apply(acts);
                 match m {
                     LinkMsg::Ping { seq } => { peer.send(LinkMsg::Pong { seq }); }
                     LinkMsg::Pong { seq } => {
@@ -236,18 +241,19 @@ async fn run_control(
                 }
             }
             _ = tick.tick() => {
-                seq += 1;
-                sent.insert(seq, Instant::now());
-                sent.retain(|k, _| *k + 64 > seq);
-                peer.send(LinkMsg::Ping { seq });
-                let silent = peer.last_rx.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
-                if silent > hb * 3 && peer.state() == LinkState::Up {
-                    peer.set_state(LinkState::NotOperational);
+                let acts = peer.live().tick(Instant::now());
+                if acts.contains(&Action::Ping) {
+                    seq += 1;
+                    sent.insert(seq, Instant::now());
+                    sent.retain(|k, _| *k + 64 > seq);
+                    peer.send(LinkMsg::Ping { seq });
                 }
-                if silent > hb * 150 {
+                let close = acts.contains(&Action::Close);
+                peer.apply(acts);
+                if close {
                     // Silent far past any pause: give the connection up, fail what waits on
                     // it, and let redial (or loss) decide.
-                    tracing::warn!(peer = peer.id, "no frame for {silent:?}: closing the link");
+                    tracing::warn!(peer = peer.id, "no frame for {} heartbeats: closing the link", crate::transport::liveness::GIVE_UP_PERIODS);
                     break;
                 }
             }
@@ -255,16 +261,12 @@ async fn run_control(
                 // The peer redialled (its side saw the old connection die): switch to it.
                 writer.abort();
                 *peer.ctrl.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                for (_, tx) in peer.pending.lock().unwrap_or_else(|p| p.into_inner()).drain() {
-                    let _ = tx.send(Err(Error::NodeNotResponding));
-                }
-                let old = peer.peer_incarnation.swap(inc, Ordering::SeqCst);
-                if old != inc {
-                    peer.set_state(LinkState::Lost);
-                }
-                // Close the old connection before serving the new one.
+                let acts = peer.live().superseded();
+                peer.apply(acts);
+                // Close the old connection before serving the new one (lost first, when it
+                // comes from another start of the peer).
                 drop(rd);
-                Box::pin(run_control(peer, newer, hb, inbound)).await;
+                Box::pin(run_control(peer, newer, inc, hb, inbound)).await;
                 return;
             }
         }

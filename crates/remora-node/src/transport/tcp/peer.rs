@@ -1,6 +1,8 @@
-//! One peer node of another host: the link's state, its control flow's pending requests,
-//! the sessions of ours it holds something for, and its bulk flow's waiting operations.
+//! One peer node of another host: the link's liveness (the decisions are
+//! [`Liveness`]'s; this file carries out its actions), its control flow's pending requests,
+//! and its bulk flow's waiting operations.
 
+use crate::transport::liveness::{Action, Liveness};
 use crate::transport::{Inbound, LinkInfo, LinkState};
 use remora_proto::link::{BulkHeader, LinkMsg, PeerReply, PeerRequest, RangeRef};
 use remora_proto::Error;
@@ -34,11 +36,14 @@ pub struct TcpPeer {
     /// Its address.
     pub addr: String,
     pub(super) inbound: Arc<dyn Inbound>,
-    pub(super) state: Mutex<LinkState>,
+    /// The link's state, the peer's start, the sessions of ours it holds something for and
+    /// the ends waiting to be told: every decision about them.
+    pub(super) live: Mutex<Liveness>,
     pub(super) ctrl: Mutex<Option<mpsc::UnboundedSender<LinkMsg>>>,
     pub(super) pending: Mutex<Pending>,
     pub(super) next: AtomicU64,
-    pub(super) last_rx: Mutex<Instant>,
+    /// The peer's incarnation as [`Liveness`] last saw it, for the flows that check it
+    /// without taking the lock.
     pub(super) peer_incarnation: AtomicU64,
     pub(super) rtt_us: AtomicU64,
     /// Bytes received.
@@ -52,10 +57,6 @@ pub struct TcpPeer {
     pub(super) bulk_wait: Mutex<HashMap<u64, BulkWait>>,
     pub(super) accepted: Mutex<Option<mpsc::UnboundedSender<(TcpStream, u64)>>>,
     pub(super) changed: Notify,
-    /// Sessions of this node that hold something at the peer (for SessionEnd).
-    pub(super) vsessions: Mutex<HashMap<u64, u64>>,
-    /// Sessions that ended while the link was down: told when it comes back.
-    pub(super) ended: Mutex<Vec<u64>>,
 }
 
 impl std::fmt::Debug for TcpPeer {
@@ -70,11 +71,10 @@ impl TcpPeer {
             id,
             addr,
             inbound,
-            state: Mutex::new(LinkState::Down),
+            live: Mutex::new(Liveness::new(Duration::from_millis(200))),
             ctrl: Mutex::new(None),
             pending: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
-            last_rx: Mutex::new(Instant::now()),
             peer_incarnation: AtomicU64::new(0),
             rtt_us: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
@@ -84,14 +84,16 @@ impl TcpPeer {
             bulk_wait: Mutex::new(HashMap::new()),
             accepted: Mutex::new(None),
             changed: Notify::new(),
-            vsessions: Mutex::new(HashMap::new()),
-            ended: Mutex::new(Vec::new()),
         }
     }
 
     /// The link's state.
     pub fn state(&self) -> LinkState {
-        *self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.live().state()
+    }
+
+    pub(super) fn live(&self) -> std::sync::MutexGuard<'_, Liveness> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The last heartbeat round trip.
@@ -121,7 +123,7 @@ impl TcpPeer {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
-        self.vsessions.lock().unwrap_or_else(|p| p.into_inner()).insert(origin, origin);
+        self.live().holds(origin);
         if !self.send(LinkMsg::Request { id, origin, req }) {
             self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
             return Err(Error::NodeNotResponding);
@@ -130,12 +132,9 @@ impl TcpPeer {
     }
 
     /// Session `origin` of this node ended: tell the peer to release what it held for it.
-    pub fn session_end(&self, origin: u64) {
-        if self.vsessions.lock().unwrap_or_else(|p| p.into_inner()).remove(&origin).is_some()
-            && !self.send(LinkMsg::SessionEnd { origin })
-        {
-            self.ended.lock().unwrap_or_else(|p| p.into_inner()).push(origin);
-        }
+    pub fn session_end(self: &Arc<Self>, origin: u64) {
+        let acts = self.live().session_ended(origin);
+        self.apply(acts);
     }
 
     /// Queue a bulk frame for the link's writer thread; `wait` (for our own operations,
@@ -160,40 +159,42 @@ impl TcpPeer {
         }
     }
 
-    pub(super) fn fail_all(&self) {
-        for (_, tx) in self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain() {
-            let _ = tx.send(Err(Error::NodeNotResponding));
-        }
-        self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        if let Some((s, _)) = self.bulk.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-    }
-
-    pub(super) fn set_state(self: &Arc<Self>, new: LinkState) {
-        let old = std::mem::replace(&mut *self.state.lock().unwrap_or_else(|p| p.into_inner()), new);
-        if old == new {
-            return;
-        }
-        tracing::info!(peer = self.id, "link {old:?} -> {new:?}");
-        self.changed.notify_waiters();
-        if new == LinkState::Lost {
-            // Everything of the old start is void: its pager flows, and what it held for
-            // sessions of ours.
-            for (_, (s, _)) in self.pager_flows.lock().unwrap_or_else(|p| p.into_inner()).drain() {
-                let _ = s.shutdown(std::net::Shutdown::Both);
+    /// Carry out what [`Liveness`] decided (never with its lock held: the node's handler
+    /// of a link change may call back into this peer).
+    pub(super) fn apply(self: &Arc<Self>, acts: Vec<Action>) {
+        for a in acts {
+            match a {
+                Action::Changed { from, to } => {
+                    tracing::info!(peer = self.id, "link {from:?} -> {to:?}");
+                    self.changed.notify_waiters();
+                }
+                Action::VoidPeerStart => {
+                    // Everything of the old start is void: its pager flows (what it held
+                    // for sessions of ours is forgotten by `Liveness`).
+                    for (_, (s, _)) in self.pager_flows.lock().unwrap_or_else(|p| p.into_inner()).drain() {
+                        let _ = s.shutdown(std::net::Shutdown::Both);
+                    }
+                }
+                Action::Report(state) => self.inbound.link_changed(self.id, state),
+                Action::FailRequests => {
+                    for (_, tx) in self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain() {
+                        let _ = tx.send(Err(Error::NodeNotResponding));
+                    }
+                }
+                Action::ResetDataFlows => {
+                    self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                    if let Some((s, _)) = self.bulk.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                        let _ = s.shutdown(std::net::Shutdown::Both);
+                    }
+                }
+                // The control loop sends heartbeats and closes connections itself.
+                Action::Ping | Action::Close => {}
+                Action::SendSessionEnd(origin) => {
+                    if !self.send(LinkMsg::SessionEnd { origin }) {
+                        self.live().remember(origin);
+                    }
+                }
             }
-            self.vsessions.lock().unwrap_or_else(|p| p.into_inner()).clear();
-            self.ended.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        }
-        let tell = matches!(
-            (old, new),
-            (LinkState::NotOperational, LinkState::Up)
-                | (LinkState::Up, LinkState::NotOperational)
-                | (_, LinkState::Lost)
-        );
-        if tell {
-            self.inbound.link_changed(self.id, new);
         }
     }
 
