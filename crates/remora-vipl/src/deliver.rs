@@ -71,6 +71,7 @@ impl ViInner {
             return;
         }
         let mut e = [0u8; ENTRY];
+        let mut wrote = false;
         if q.described.len() < ENTRIES {
             q.described.resize(ENTRIES, None);
         }
@@ -83,6 +84,7 @@ impl ViInner {
             let i = q.pushed as usize % ENTRIES;
             if n > SHADOW || q.described[i].is_none_or(|d| d[..] != e[..SHADOW]) {
                 let _ = link.map.write(layout::entry_at(q.pushed), &e[..n]);
+                wrote = true;
                 q.described[i] = (n <= SHADOW).then(|| {
                     let mut d = [0u8; SHADOW];
                     d[..n].copy_from_slice(&e[..n]);
@@ -90,6 +92,12 @@ impl ViInner {
                 });
             }
             q.pushed += 1;
+        }
+        // Another host's segment: the pager sends dirty pages home in its own order, and the
+        // count's page may land before an entry's (the peer would read the entry as it was a
+        // lap ago: a stale room, a false length error). The entries go first, then the count.
+        if wrote && !link.map.is_local() {
+            link.push();
         }
         link.store(layout::PEER_POSTED, q.pushed);
         link.push();
