@@ -249,3 +249,78 @@ fn a_map_of_a_home_behind_a_pulled_cable_is_made_at_once_and_reads_after() {
         || c.link_up(1),
     );
 }
+
+/// A DMA of `size` bytes from `b` into `a`'s segment 41 while `silence` keeps the home
+/// quiet: the queue must end in ERROR (not wait for the home to answer again, nor time
+/// out) within `bound`; after `answer`, a new transfer is DONE with the bytes intact.
+fn dma_while_silent(
+    a: &Descriptor,
+    b: &Descriptor,
+    node: u32,
+    bound: Duration,
+    silence: impl FnOnce(),
+    answer: impl FnOnce(),
+) {
+    let size = 32 << 20;
+    let seg = LocalSegment::create(a, Some(41), size, CreateFlags::default()).unwrap();
+    seg.prepare(0).unwrap();
+    seg.set_available(0).unwrap();
+    let remote = RemoteSegment::connect(b, node, 41, 0, Some(Duration::from_secs(10))).unwrap();
+    let src = LocalSegment::create(b, Some(42), size, CreateFlags::default()).unwrap();
+    src.prepare(0).unwrap();
+    let data: Vec<u8> = (0..size).map(|i| (i * 7 + i / 4096) as u8).collect();
+    src.map(0, size, None, MapFlags::default()).unwrap().write(0, &data).unwrap();
+    let q = DmaQueue::create(b, 0, 1).unwrap();
+    silence();
+    let t = Instant::now();
+    q.start(&src, &remote, 0, size, 0, DmaFlags::default(), None).unwrap();
+    let end = q.wait(Some(bound + Duration::from_secs(2)));
+    let took = t.elapsed();
+    answer();
+    assert_eq!(end, Ok(DmaState::Error), "a DMA in flight to a silent home after {took:?}");
+    assert!(took < bound, "the DMA reported ERROR only after {took:?}");
+    // The link comes back: transfers work again, every byte where it belongs.
+    let t = Instant::now();
+    loop {
+        let r = q
+            .start(&src, &remote, 0, size, 0, DmaFlags::default(), None)
+            .and_then(|_| q.wait(Some(Duration::from_secs(20))));
+        match r {
+            Ok(DmaState::Done) => break,
+            other => {
+                assert!(t.elapsed() < Duration::from_secs(15), "transfers never worked again: {other:?}")
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut got = vec![0u8; size];
+    seg.map(0, size, None, MapFlags::default()).unwrap().read(0, &mut got).unwrap();
+    assert!(got == data, "the bytes of the transfer after the silence");
+}
+
+#[test]
+fn a_dma_in_flight_to_a_stopped_home_ends_in_error() {
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let pid = daemon_pid(&h, 4);
+    let stopped = std::cell::Cell::new(None);
+    // Heartbeats of 50 ms: NOT_OPERATIONAL after 150 ms of silence.
+    dma_while_silent(
+        &a,
+        &b,
+        4,
+        Duration::from_millis(1500),
+        || stopped.set(Some(Stopped::new(pid))),
+        || drop(stopped.take()),
+    );
+}
+
+#[test]
+fn a_dma_in_flight_behind_a_pulled_cable_ends_in_error() {
+    let Some(c) = common::net_cluster(2) else { return };
+    let a = Descriptor::open(&common::net_sci(&c, 1)).unwrap();
+    let b = Descriptor::open(&common::net_sci(&c, 2)).unwrap();
+    // Heartbeats of 200 ms: NOT_OPERATIONAL after 600 ms of silence.
+    dma_while_silent(&a, &b, c.node(1), Duration::from_millis(2000), || c.link_down(1), || c.link_up(1));
+}

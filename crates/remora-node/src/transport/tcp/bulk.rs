@@ -5,6 +5,7 @@
 
 use super::framing::{discard, read_header};
 use super::peer::{BulkOut, BulkWait, TcpPeer};
+use crate::transport::LinkState;
 use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, RangeRef, BULK_FRAME, MAX_BULK_CHUNK};
 use remora_sys::Mapping;
 use std::io::Write;
@@ -61,11 +62,31 @@ impl TcpPeer {
         Some(waits)
     }
 
-    /// Wait for every answer; a failed one's late data must not land later.
+    /// Wait for every answer; a failed one's late data must not land later. A link that is
+    /// not up (silent past three heartbeats: a stopped daemon, a pulled cable) fails what
+    /// still waits at once, as the API promises for DMA in flight (ERROR), instead of
+    /// waiting for the peer to answer again; so does a minute without an answer.
     pub(super) fn all_answered(&self, waits: Waits) -> bool {
+        use std::sync::mpsc::RecvTimeoutError;
+        const SLICE: Duration = Duration::from_millis(20);
+        let start = std::time::Instant::now();
         let mut ok = true;
         for (tag, rx) in waits {
-            if !rx.recv_timeout(Duration::from_secs(60)).unwrap_or(false) {
+            let answered = loop {
+                if !ok {
+                    break rx.try_recv().unwrap_or(false);
+                }
+                match rx.recv_timeout(SLICE) {
+                    Ok(v) => break v,
+                    Err(RecvTimeoutError::Disconnected) => break false,
+                    Err(RecvTimeoutError::Timeout) => {
+                        if self.state() != LinkState::Up || start.elapsed() > Duration::from_secs(60) {
+                            break false;
+                        }
+                    }
+                }
+            };
+            if !answered {
                 self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
                 ok = false;
             }
