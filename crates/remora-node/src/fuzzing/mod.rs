@@ -18,6 +18,7 @@
 //! | `intr_page` | interrupt pages and data-interrupt queues (`remora_sys::intr`) |
 //! | `cluster_file` | the cluster file (`remora_config::cluster`) |
 
+mod kept;
 mod scripts;
 mod seeds;
 mod shm;
