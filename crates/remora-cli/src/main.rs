@@ -75,9 +75,10 @@ enum Cmd {
         #[command(subcommand)]
         which: bench::Which,
     },
-    /// A chaos soak: node daemons and worker processes doing random SISCI and SCIF
-    /// operations with every byte checked, while workers and daemons are killed and
-    /// daemons stopped; fails on corrupt bytes, hung calls or leaked resources.
+    /// A chaos soak: node daemons (on this host, or on two namespace hosts with `--netns`)
+    /// and worker processes doing random SISCI, SCIF, RSM and VIPL operations with every
+    /// byte checked, while workers and daemons are killed, daemons stopped and cables
+    /// pulled; fails on corrupt bytes, hung calls, late events or leaked resources.
     Soak(soak::SoakArgs),
     /// One worker process of `remora soak` (started by it).
     #[command(hide = true)]

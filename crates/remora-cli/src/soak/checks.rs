@@ -2,7 +2,8 @@
 //! request and from `/proc`), compared with the baseline taken before any worker ran, and
 //! how fast the other nodes see a node's link change state after a fault.
 
-use remora_client::{Config, Session};
+use super::cluster::Nodes;
+use remora_client::Session;
 use remora_proto::{Reply, Request, Role};
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -51,8 +52,8 @@ impl fmt::Display for Resources {
 }
 
 /// A node's status (None when it does not answer).
-pub(crate) fn status(cfg: &Config, node: u32) -> Option<remora_proto::NodeStatus> {
-    let s = Session::open_control(&cfg.with_node(node)).ok()?;
+pub(crate) fn status(nodes: &Nodes, node: u32) -> Option<remora_proto::NodeStatus> {
+    let s = Session::open_control(&nodes.cfg(node)).ok()?;
     match s.request(Request::Status, &[]).ok()?.0 {
         Reply::Status(st) => Some(*st),
         _ => None,
@@ -60,13 +61,13 @@ pub(crate) fn status(cfg: &Config, node: u32) -> Option<remora_proto::NodeStatus
 }
 
 /// The daemon pid of `node` (None when it does not answer).
-pub(crate) fn daemon_pid(cfg: &Config, node: u32) -> Option<u32> {
-    status(cfg, node).map(|s| s.pid)
+pub(crate) fn daemon_pid(nodes: &Nodes, node: u32) -> Option<u32> {
+    status(nodes, node).map(|s| s.pid)
 }
 
 /// The resources of `node` now.
-pub(crate) fn resources(cfg: &Config, node: u32) -> Option<Resources> {
-    let st = status(cfg, node)?;
+pub(crate) fn resources(nodes: &Nodes, node: u32) -> Option<Resources> {
+    let st = status(nodes, node)?;
     let fds = std::fs::read_dir(format!("/proc/{}/fd", st.pid)).map(|d| d.count()).unwrap_or(0);
     let rss_kb = std::fs::read_to_string(format!("/proc/{}/status", st.pid))
         .ok()
@@ -121,11 +122,12 @@ pub(crate) fn differences(base: &Resources, now: &Resources, fd_slack: usize) ->
 
 /// The state the other nodes show for their link to `node` (one word per observer that
 /// answers and has a link to it).
-fn seen_by_others(cfg: &Config, nodes: &[u32], node: u32) -> Vec<String> {
+fn seen_by_others(nodes: &Nodes, node: u32) -> Vec<String> {
     nodes
+        .ids
         .iter()
         .filter(|&&n| n != node)
-        .filter_map(|&n| status(cfg, n))
+        .filter_map(|&n| status(nodes, n))
         .filter_map(|st| st.peers.iter().find(|p| p.node == node).map(|p| p.state.clone()))
         .collect()
 }
@@ -133,15 +135,14 @@ fn seen_by_others(cfg: &Config, nodes: &[u32], node: u32) -> Vec<String> {
 /// Wait (up to `limit`) until every other node shows its link to `node` in a state `want`
 /// accepts; the time it took, or None when the limit passed.
 pub(crate) fn until_seen(
-    cfg: &Config,
-    nodes: &[u32],
+    nodes: &Nodes,
     node: u32,
     limit: Duration,
     want: impl Fn(&str) -> bool,
 ) -> Option<Duration> {
     let t = Instant::now();
     loop {
-        let seen = seen_by_others(cfg, nodes, node);
+        let seen = seen_by_others(nodes, node);
         if !seen.is_empty() && seen.iter().all(|s| want(s)) {
             return Some(t.elapsed());
         }
@@ -153,12 +154,13 @@ pub(crate) fn until_seen(
 }
 
 /// Every node's link to every other node is up (waited for up to `limit`).
-pub(crate) fn all_links_up(cfg: &Config, nodes: &[u32], limit: Duration) -> bool {
+pub(crate) fn all_links_up(nodes: &Nodes, limit: Duration) -> bool {
     let t = Instant::now();
     loop {
-        let up = nodes.iter().all(|&n| {
-            status(cfg, n).is_some_and(|st| {
+        let up = nodes.ids.iter().all(|&n| {
+            status(nodes, n).is_some_and(|st| {
                 nodes
+                    .ids
                     .iter()
                     .filter(|&&m| m != n)
                     .all(|&m| st.peers.iter().any(|p| p.node == m && p.state == "up"))

@@ -42,9 +42,20 @@ pub(crate) struct Ctx {
     pub(crate) nodes: Vec<u32>,
     /// The configuration the environment gives (runtime directory, cluster file).
     pub(crate) base: remora_client::Config,
+    /// Each node's runtime directory, in the order of `nodes` (empty: the environment's).
+    pub(crate) dirs: Vec<std::path::PathBuf>,
 }
 
 impl Ctx {
+    /// The client configuration of a process of `node` (its own runtime directory).
+    pub(crate) fn cfg(&self, node: u32) -> remora_client::Config {
+        let mut c = self.base.with_node(node);
+        if let Some(d) = self.nodes.iter().position(|&n| n == node).and_then(|i| self.dirs.get(i)) {
+            c.runtime_dir = d.clone();
+        }
+        c
+    }
+
     /// Run `f`, a call that may block, under the watchdog with `limit`.
     pub(crate) fn call<T>(&self, name: &'static str, limit: Duration, f: impl FnOnce() -> T) -> T {
         *self.watch.lock().unwrap_or_else(|p| p.into_inner()) = Some((name, Instant::now(), limit, false));

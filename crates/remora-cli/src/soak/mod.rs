@@ -2,34 +2,44 @@
 //!
 //! It starts `--nodes` node daemons on this host in a private runtime directory, joined by
 //! a cluster file over TCP on loopback (so heartbeats, links and the DSM pager are on the
-//! path, as between hosts), then `--clients` worker processes (`remora soak-worker`, this
-//! binary again) that run a seeded random mix of SISCI and SCIF operations with every byte
-//! checked ([`worker`], [`sisci_ops`], [`scif_ops`]). Meanwhile a fault schedule drawn from
-//! the seed ([`schedule`]) kills workers (they are started again), kills daemons (started
-//! again) and stops daemons past three heartbeats. At the end it prints operations, faults,
-//! corrupt bytes, hung calls, the cluster's answers to the faults against the API's
-//! promises and the daemons' resources against the baseline ([`checks`], [`report`]), and
-//! fails when any check does.
+//! path, as between hosts) — or, with `--netns`, one node on each of two network-namespace
+//! hosts joined by veth cables ([`cluster`]) — then `--clients` worker processes
+//! (`remora soak-worker`, this binary again) that run a seeded random mix of SISCI, SCIF,
+//! RSM and VIPL operations with every byte checked ([`worker`], [`sisci_ops`],
+//! [`scif_ops`], [`rsm_ops`], [`vipl_ops`]). Meanwhile a fault schedule drawn from the seed
+//! ([`schedule`], [`net_faults`]) kills workers (they are started again), kills daemons
+//! (started again), stops daemons past three heartbeats and, between namespace hosts, pulls
+//! a cable past three heartbeats and adds loss and delay with `tc netem`. At the end it
+//! prints operations, faults, corrupt bytes, hung calls, the cluster's answers to the
+//! faults against the API's promises and the daemons' resources against the baseline
+//! ([`checks`], [`report`]), and fails when any check does.
 //!
-//! Layout: `rng.rs` (generator and byte patterns), `worker.rs` (the worker process and its
-//! watchdog), `sisci_ops.rs`, `scif_ops.rs` (the operations), `schedule.rs` (faults),
-//! `checks.rs` (resources and link states), `report.rs` (tally and summary).
+//! Layout: `rng.rs` (generator and byte patterns), `cluster.rs` (where the nodes live),
+//! `worker.rs` (the worker process and its watchdog), `ctx.rs` (what operations share),
+//! `sisci_ops.rs`, `scif_ops.rs`, `rsm_ops.rs`, `vipl_ops.rs` (the operations),
+//! `schedule.rs` (daemon faults), `net_faults.rs` (cable faults), `checks.rs` (resources
+//! and link states), `report.rs` (tally and summary).
 
 mod checks;
+mod cluster;
 mod ctx;
+mod net_faults;
 mod report;
 mod rng;
+mod rsm_ops;
 mod schedule;
 mod scif_ops;
 mod sisci_ops;
+mod vipl_ops;
 pub(crate) mod worker;
 
+use cluster::Nodes;
 use remora_sys::ProcessSignal as Signal;
 use report::{Summary, Tally};
 use schedule::{Fault, FaultKind, Schedule};
 use std::io::BufRead as _;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -48,33 +58,16 @@ pub(crate) struct SoakArgs {
     /// The seed every random choice follows from (operations and faults).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// The nodes' heartbeat period in milliseconds (the cluster file's `heartbeat_ms`).
+    /// The nodes' heartbeat period in milliseconds (the cluster file's `heartbeat_ms`; on
+    /// namespace hosts the cluster builder's, 200 ms).
     #[arg(long, default_value_t = 100)]
     heartbeat_ms: u64,
-    /// Also run nodes on two network-namespace hosts with cable and netem faults (not in
-    /// this version: it says so and runs on this host only).
+    /// Run one node on each of two network-namespace hosts instead (root and iproute2;
+    /// `--nodes` is then 2), with cable faults (veth down/up) and, where the kernel has
+    /// `sch_netem`, packet loss and delay. Where namespaces cannot be built it says why
+    /// and exits 0 without running.
     #[arg(long)]
     netns: bool,
-}
-
-/// The private runtime directory and cluster file of a run.
-fn setup(a: &SoakArgs, nodes: &[u32]) -> Result<(PathBuf, PathBuf), String> {
-    let dir = std::env::temp_dir().join(format!("remora-soak-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut text = format!(
-        "secret = \"remora-soak-{:016x}-secret\"\nheartbeat_ms = {}\nforce_tcp = true\n",
-        a.seed, a.heartbeat_ms
-    );
-    for n in nodes {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("no free port: {e}"))?
-            .port();
-        text += &format!("[[node]]\nid = {n}\nhost = \"127.0.0.1\"\nport = {port}\n");
-    }
-    let cluster = dir.join("cluster.toml");
-    std::fs::write(&cluster, text).map_err(|e| e.to_string())?;
-    Ok((dir, cluster))
 }
 
 /// One worker process and its incarnation.
@@ -85,36 +78,36 @@ struct Proc {
 }
 
 /// What starting a worker needs.
-struct Spawner {
+struct Spawner<'a> {
     exe: PathBuf,
-    dir: PathBuf,
-    cluster: PathBuf,
+    at: &'a Nodes,
     seed: u64,
     nodes: String,
     until_ms: u64,
     tally: Arc<Mutex<Tally>>,
 }
 
-impl Spawner {
+impl Spawner<'_> {
     fn spawn(&self, index: u32, incarnation: u32) -> Result<Proc, String> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.dir.join(format!("worker-{index}.log")))
+            .open(self.at.dir.join(format!("worker-{index}.log")))
             .map_err(|e| e.to_string())?;
-        let mut child = Command::new(&self.exe)
+        let mut child = self
+            .at
+            .command(&self.exe, index)
             .args(["soak-worker", "--index", &index.to_string(), "--incarnation", &incarnation.to_string()])
             .args([
                 "--seed",
                 &self.seed.to_string(),
                 "--nodes",
                 &self.nodes,
+                "--dirs",
+                &self.at.dirs_arg(),
                 "--until-ms",
                 &self.until_ms.to_string(),
             ])
-            .env("REMORA_RUNTIME_DIR", &self.dir)
-            .env("REMORA_CLUSTER", &self.cluster)
-            .env("REMORA_IDLE_EXIT", "3600")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log)
@@ -131,82 +124,70 @@ impl Spawner {
     }
 }
 
-/// Stop every daemon of the run's directory.
-fn shutdown(cfg: &remora_client::Config, nodes: &[u32]) {
-    for &n in nodes {
-        if let Ok(s) = remora_client::Session::open_control(&cfg.with_node(n)) {
-            let _ = s.request(remora_proto::Request::Shutdown, &[]);
-        }
-    }
-}
-
 /// `remora soak`.
 pub(crate) fn run(a: SoakArgs) -> Result<(), String> {
     if a.nodes < 2 || a.clients < 1 {
         return Err("a soak needs at least 2 nodes and 1 client".into());
     }
-    let nodes: Vec<u32> = (1..=a.nodes).map(|i| 4 * i).collect();
-    let (dir, cluster) = setup(&a, &nodes)?;
-    let cfg = remora_client::Config {
-        node: nodes[0],
-        runtime_dir: dir.clone(),
-        daemon: remora_client::Config::from_env().ok().and_then(|c| c.daemon),
-        spawn: true,
-        idle_exit: Duration::from_secs(3600),
-        cluster: Some(cluster.clone()),
-    };
-    let hb = Duration::from_millis(a.heartbeat_ms);
     let mut skipped = Vec::new();
-    if a.netns {
-        skipped.push(
-            "--netns (namespace hosts, veth down/up, tc netem) is not in this version: ran on this host only"
-                .to_string(),
-        );
+    let at = if a.netns {
+        match Nodes::netns() {
+            Ok(at) => at,
+            Err(why) => {
+                println!("remora soak --netns: not run here: {why}");
+                return Ok(());
+            }
+        }
+    } else {
+        Nodes::local(a.nodes, a.seed, a.heartbeat_ms)?
+    };
+    let mut netem = false;
+    if at.is_netns() {
+        match at.netem_works() {
+            Ok(()) => netem = true,
+            Err(e) => skipped.push(format!(
+                "packet loss and delay (tc netem) cannot run here: {e} (the kernel has no sch_netem \
+                 module); those faults were cable faults instead"
+            )),
+        }
     }
-    let r = soak(&a, &cfg, &nodes, &dir, &cluster, hb, &mut skipped);
-    shutdown(&cfg, &nodes);
+    let r = soak(&a, &at, netem, &mut skipped);
+    at.shutdown();
     match r {
         Ok(true) => {
-            let _ = std::fs::remove_dir_all(&dir);
+            if !at.is_netns() {
+                let _ = std::fs::remove_dir_all(&at.dir);
+            }
             Ok(())
         }
-        Ok(false) => Err(format!("the soak failed; daemon and worker logs are in {}", dir.display())),
-        Err(e) => Err(format!("{e}; daemon and worker logs are in {}", dir.display())),
+        Ok(false) => {
+            at.keep_logs();
+            Err(format!("the soak failed; daemon and worker logs are in {}", at.log_dir().display()))
+        }
+        Err(e) => {
+            at.keep_logs();
+            Err(format!("{e}; daemon and worker logs are in {}", at.log_dir().display()))
+        }
     }
 }
 
-fn soak(
-    a: &SoakArgs,
-    cfg: &remora_client::Config,
-    nodes: &[u32],
-    dir: &Path,
-    cluster: &Path,
-    hb: Duration,
-    skipped: &mut Vec<String>,
-) -> Result<bool, String> {
+fn soak(a: &SoakArgs, at: &Nodes, netem: bool, skipped: &mut Vec<String>) -> Result<bool, String> {
+    let (nodes, hb) = (&at.ids, at.hb);
     // The daemons, their links all up (each node probes every other), then the baseline.
-    for &n in nodes {
-        let d = remora_sisci::Descriptor::open(&remora_sisci::Sisci::with_config(cfg.with_node(n)))
-            .map_err(|e| format!("node {n}: {e}"))?;
-        for &m in nodes.iter().filter(|&&m| m != n) {
-            let _ = d.probe_node(0, m);
-        }
-        let _ = d.close();
-    }
-    if !checks::all_links_up(cfg, nodes, Duration::from_secs(10)) {
+    at.start()?;
+    if !checks::all_links_up(at, Duration::from_secs(10)) {
         return Err("the nodes' links did not all come up within 10 s".into());
     }
     std::thread::sleep(Duration::from_millis(300));
     let mut baseline = Vec::new();
     for &n in nodes {
-        baseline.push((n, checks::resources(cfg, n).ok_or(format!("node {n} does not answer"))?));
+        baseline.push((n, checks::resources(at, n).ok_or(format!("node {n} does not answer"))?));
     }
     let tally = Arc::new(Mutex::new(Tally::default()));
     let end = Instant::now() + Duration::from_secs(a.seconds);
     let sp = Spawner {
         exe: std::env::current_exe().map_err(|e| e.to_string())?,
-        dir: dir.to_path_buf(),
-        cluster: cluster.to_path_buf(),
+        at,
         seed: a.seed,
         nodes: nodes.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(","),
         until_ms: ctx::now_ms() + a.seconds * 1000,
@@ -219,7 +200,7 @@ fn soak(
     let mut readers = Vec::new();
     let mut faults: Vec<Fault> = Vec::new();
     let mut observations = Vec::new();
-    let mut sched = Schedule::new(a.seed);
+    let mut sched = Schedule::new(a.seed, at.is_netns(), netem);
     while Instant::now() < end {
         for (i, p) in procs.iter_mut().enumerate() {
             if matches!(p.child.try_wait(), Ok(Some(_))) && Instant::now() < end {
@@ -236,10 +217,18 @@ fn soak(
                     let f = Fault { kind, target: k as u32, from_ms: now, to_ms: now };
                     (hit.then_some(f), vec![])
                 }
-                FaultKind::KillDaemon => schedule::kill_daemon(cfg, nodes, nodes[k], hb),
+                FaultKind::KillDaemon => schedule::kill_daemon(at, nodes[k]),
                 FaultKind::StopDaemon => {
                     let length = sched.stop_length(hb);
-                    schedule::stop_daemon(cfg, nodes, nodes[k], hb, length)
+                    schedule::stop_daemon(at, nodes[k], length)
+                }
+                FaultKind::Cable => {
+                    let length = sched.stop_length(hb);
+                    net_faults::cable(at, nodes[k], length)
+                }
+                FaultKind::Netem => {
+                    let length = sched.stop_length(hb) * 2;
+                    net_faults::netem(at, nodes[k], length)
                 }
             };
             faults.extend(fault);
@@ -271,7 +260,7 @@ fn soak(
         let now: Vec<_> = baseline
             .iter()
             .map(|(n, base)| {
-                let now = checks::resources(cfg, *n);
+                let now = checks::resources(at, *n);
                 let diff = match &now {
                     Some(r) => checks::differences(base, r, 0),
                     None => vec!["not answering".to_string()],
@@ -285,8 +274,9 @@ fn soak(
         std::thread::sleep(Duration::from_millis(250));
     };
     let tally = tally.lock().unwrap_or_else(|p| p.into_inner());
+    let place = if at.is_netns() { "on two namespace hosts (veth, bridge)" } else { "over TCP on loopback" };
     let header = format!(
-        "remora soak: {} s, nodes {:?} over TCP on loopback (heartbeat {} ms), {} workers, seed {}, \
+        "remora soak: {} s, nodes {:?} {place} (heartbeat {} ms), {} workers, seed {}, \
          worker incarnations {}",
         a.seconds,
         nodes,

@@ -1,11 +1,12 @@
 //! The fault schedule, drawn from the seed, and the daemon faults themselves: `SIGKILL` of
 //! a daemon (then it is started again) and `SIGSTOP` of a daemon for longer than three
-//! heartbeats (then `SIGCONT`), each timed from the other nodes' view of its link.
+//! heartbeats (then `SIGCONT`), each timed from the other nodes' view of its link. The
+//! faults of the cable between namespace hosts are in `net_faults.rs`.
 
 use super::checks::{daemon_pid, until_seen};
+use super::cluster::Nodes;
 use super::ctx::now_ms;
 use super::rng::Rng;
-use remora_client::{Config, Session};
 use remora_sys::ProcessSignal as Signal;
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,10 @@ pub(crate) enum FaultKind {
     KillDaemon,
     /// `SIGSTOP` of a node daemon past three heartbeats, then `SIGCONT`.
     StopDaemon,
+    /// A namespace host's cable out (its veth down) past three heartbeats, then back.
+    Cable,
+    /// Packet loss and delay (`tc netem`) on a namespace host's cable for a while.
+    Netem,
 }
 
 impl FaultKind {
@@ -27,7 +32,15 @@ impl FaultKind {
             FaultKind::KillWorker => "worker SIGKILL (restarted)",
             FaultKind::KillDaemon => "daemon SIGKILL (restarted)",
             FaultKind::StopDaemon => "daemon SIGSTOP/SIGCONT",
+            FaultKind::Cable => "cable out/in (veth down/up)",
+            FaultKind::Netem => "packet loss and delay (tc netem)",
         }
+    }
+
+    /// Whether bytes that differ under this fault are excused (its daemon lost what it
+    /// held, or stopped past the heartbeat budget): a cable's fault loses nothing.
+    pub(crate) fn excuses_bytes(self) -> bool {
+        matches!(self, FaultKind::KillDaemon | FaultKind::StopDaemon)
     }
 }
 
@@ -59,12 +72,22 @@ pub(crate) struct Observation {
 pub(crate) struct Schedule {
     rng: Rng,
     next: Instant,
+    /// Namespace hosts: cable faults too.
+    net: bool,
+    /// `tc netem` works here.
+    netem: bool,
 }
 
 impl Schedule {
-    /// The schedule of a run with `seed`; the first fault 3 s after the start.
-    pub(crate) fn new(seed: u64) -> Schedule {
-        Schedule { rng: Rng::new(seed, 0x5C4E_D01E), next: Instant::now() + Duration::from_secs(3) }
+    /// The schedule of a run with `seed`; the first fault 3 s after the start. `net`: the
+    /// nodes are on namespace hosts (cable faults, and netem ones where `netem`).
+    pub(crate) fn new(seed: u64, net: bool, netem: bool) -> Schedule {
+        Schedule {
+            rng: Rng::new(seed, 0x5C4E_D01E),
+            next: Instant::now() + Duration::from_secs(3),
+            net,
+            netem,
+        }
     }
 
     /// The fault due now, if any, and a target index below `n` for it.
@@ -73,16 +96,21 @@ impl Schedule {
             return None;
         }
         self.next = Instant::now() + Duration::from_millis(self.rng.range(2000, 5000));
-        let kind = match self.rng.range(0, 100) {
-            0..35 => FaultKind::KillWorker,
-            35..65 => FaultKind::KillDaemon,
-            _ => FaultKind::StopDaemon,
+        let kind = match (self.net, self.rng.range(0, 100)) {
+            (false, 0..35) => FaultKind::KillWorker,
+            (false, 35..65) => FaultKind::KillDaemon,
+            (false, _) => FaultKind::StopDaemon,
+            (true, 0..25) => FaultKind::KillWorker,
+            (true, 25..40) => FaultKind::KillDaemon,
+            (true, 40..55) => FaultKind::StopDaemon,
+            (true, 85..) if self.netem => FaultKind::Netem,
+            (true, _) => FaultKind::Cable,
         };
         let n = if kind == FaultKind::KillWorker { n_workers } else { n_nodes };
         Some((kind, self.rng.urange(0, n)))
     }
 
-    /// How long a stop lasts: three heartbeats and 300 to 1200 ms more.
+    /// How long a stop or a cable's outage lasts: three heartbeats and 300 to 1200 ms more.
     pub(crate) fn stop_length(&mut self, heartbeat: Duration) -> Duration {
         heartbeat * 3 + Duration::from_millis(self.rng.range(300, 1200))
     }
@@ -95,44 +123,28 @@ pub(crate) fn signal(pid: u32, sig: Signal) -> Result<(), String> {
 
 /// How late a link state may be seen after the promise (the observer polls every node's
 /// status in turn, on two shared cores).
-const SLACK: Duration = Duration::from_millis(250);
-
-/// Start `node`'s daemon again (a worker's library may have done it already).
-fn restart(cfg: &Config, node: u32) -> bool {
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(10) {
-        if Session::open(&cfg.with_node(node)).is_ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
-}
+pub(crate) const SLACK: Duration = Duration::from_millis(250);
 
 /// `SIGKILL` `node`'s daemon; time the other nodes' view of it going and coming back.
-pub(crate) fn kill_daemon(
-    cfg: &Config,
-    nodes: &[u32],
-    node: u32,
-    hb: Duration,
-) -> (Option<Fault>, Vec<Observation>) {
-    let Some(pid) = daemon_pid(cfg, node) else { return (None, vec![]) };
+pub(crate) fn kill_daemon(nodes: &Nodes, node: u32) -> (Option<Fault>, Vec<Observation>) {
+    let hb = nodes.hb;
+    let Some(pid) = daemon_pid(nodes, node) else { return (None, vec![]) };
     let from_ms = now_ms();
     if signal(pid, Signal::Kill).is_err() {
         return (None, vec![]);
     }
     let mut obs = vec![Observation {
         what: "daemon SIGKILL: every peer's link to it not up (LOST / NOT_OPERATIONAL)",
-        took: until_seen(cfg, nodes, node, Duration::from_secs(3), |s| s != "up"),
+        took: until_seen(nodes, node, Duration::from_secs(3), |s| s != "up"),
         bound: hb * 3 + SLACK,
     }];
     std::thread::sleep(Duration::from_millis(200));
     let t = Instant::now();
-    let restarted = restart(cfg, node);
+    let restarted = nodes.restart(node);
     obs.push(Observation {
         what: "daemon restarted: every peer's link to it up again (OPERATIONAL)",
         took: if restarted {
-            until_seen(cfg, nodes, node, Duration::from_secs(10), |s| s == "up").map(|_| t.elapsed())
+            until_seen(nodes, node, Duration::from_secs(10), |s| s == "up").map(|_| t.elapsed())
         } else {
             None
         },
@@ -142,23 +154,18 @@ pub(crate) fn kill_daemon(
 }
 
 /// `SIGSTOP` `node`'s daemon for `length`, then `SIGCONT`; time the other nodes' view.
-pub(crate) fn stop_daemon(
-    cfg: &Config,
-    nodes: &[u32],
-    node: u32,
-    hb: Duration,
-    length: Duration,
-) -> (Option<Fault>, Vec<Observation>) {
-    let Some(pid) = daemon_pid(cfg, node) else { return (None, vec![]) };
+pub(crate) fn stop_daemon(nodes: &Nodes, node: u32, length: Duration) -> (Option<Fault>, Vec<Observation>) {
+    let hb = nodes.hb;
+    let Some(pid) = daemon_pid(nodes, node) else { return (None, vec![]) };
     let from_ms = now_ms();
     let t = Instant::now();
     if signal(pid, Signal::Stop).is_err() {
         return (None, vec![]);
     }
-    let silent = until_seen(cfg, nodes, node, length, |s| s != "up");
+    let silent = until_seen(nodes, node, length, |s| s != "up");
     std::thread::sleep(length.saturating_sub(t.elapsed()));
     let _ = signal(pid, Signal::Cont);
-    let back = until_seen(cfg, nodes, node, Duration::from_secs(5), |s| s == "up");
+    let back = until_seen(nodes, node, Duration::from_secs(5), |s| s == "up");
     let obs = vec![
         Observation {
             what: "daemon SIGSTOP: every peer's link to it NOT_OPERATIONAL",

@@ -57,8 +57,8 @@ impl ScifWorld {
 
 fn build(cx: &mut Ctx) -> Result<ScifWorld, (&'static str, String)> {
     let (a, b) = cx.pair();
-    let sa = Scif::with_config(cx.base.with_node(a));
-    let sb = Scif::with_config(cx.base.with_node(b));
+    let sa = Scif::with_config(cx.cfg(a));
+    let sb = Scif::with_config(cx.cfg(b));
     let listener = at("scif_open", cx.call("scif.open", WAIT, || Endpoint::open(&sa)))?;
     let port = at("scif_bind", cx.call("scif.bind", WAIT, || listener.bind(0)))?;
     at("scif_listen", cx.call("scif.listen", WAIT, || listener.listen(4)))?;

@@ -90,7 +90,7 @@ fn build(cx: &mut Ctx) -> Result<SisciWorld, (&'static str, String)> {
         | (cx.worker & 0x3ff) << 20
         | (cx.incarnation & 0xff) << 12
         | (cx.rng.next() as u32 & 0xfff);
-    let (ca, cb) = (cx.base.with_node(a), cx.base.with_node(b));
+    let (ca, cb) = (cx.cfg(a), cx.cfg(b));
     let da = at("SCIOpen", cx.call("sisci.open", WAIT, || Descriptor::open(&Sisci::with_config(ca))))?;
     let db = at("SCIOpen", cx.call("sisci.open", WAIT, || Descriptor::open(&Sisci::with_config(cb))))?;
     let (seg, lmap) = segment(cx, &da, id, size)?;

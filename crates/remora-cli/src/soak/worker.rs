@@ -1,5 +1,6 @@
-//! `remora soak-worker`: one client process of the soak. It keeps a SISCI world and a SCIF
-//! world between two nodes, runs a seeded random mix of operations on them, checks every
+//! `remora soak-worker`: one client process of the soak. It keeps a SISCI, a SCIF, an RSM
+//! and a VIPL world, each between two nodes (a process of each: its sessions go to each
+//! node's own socket, so on namespace hosts every byte between them crosses the cable), runs a seeded random mix of operations on them, checks every
 //! byte against the pattern it wrote, and says what happened on stdout, one line each:
 //!
 //! * `STAT name=count …` — cumulative counts (operations done by kind, `err:Kind`: the
@@ -15,7 +16,7 @@
 
 use super::ctx::{now_ms, say, Ctx, Slot, MARGIN};
 use super::rng::Rng;
-use super::{scif_ops::ScifWorld, sisci_ops::SisciWorld};
+use super::{rsm_ops::RsmWorld, scif_ops::ScifWorld, sisci_ops::SisciWorld, vipl_ops::ViplWorld};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -50,6 +51,9 @@ pub(crate) struct WorkerArgs {
     /// The nodes, comma separated.
     #[arg(long, value_delimiter = ',')]
     nodes: Vec<u32>,
+    /// Each node's runtime directory, comma separated (default: the environment's).
+    #[arg(long, value_delimiter = ',')]
+    dirs: Vec<std::path::PathBuf>,
     /// Stop at this time (milliseconds since the epoch).
     #[arg(long)]
     until_ms: u64,
@@ -71,16 +75,19 @@ pub(crate) fn run(a: WorkerArgs) -> Result<(), String> {
         rng: Rng::new(a.seed, (u64::from(a.index) << 32) | u64::from(a.incarnation) | 1 << 63),
         nodes: a.nodes,
         base,
+        dirs: a.dirs,
     };
     let mut sisci: Option<SisciWorld> = None;
     let mut scif: Option<ScifWorld> = None;
+    let mut rsm: Option<RsmWorld> = None;
+    let mut vipl: Option<ViplWorld> = None;
     let mut last = Instant::now();
     while now_ms() < a.until_ms {
-        let pick = cx.rng.range(0, 100);
-        if pick < 55 {
-            super::sisci_ops::step(&mut cx, &mut sisci);
-        } else {
-            super::scif_ops::step(&mut cx, &mut scif);
+        match cx.rng.range(0, 100) {
+            0..35 => super::sisci_ops::step(&mut cx, &mut sisci),
+            35..65 => super::scif_ops::step(&mut cx, &mut scif),
+            65..82 => super::rsm_ops::step(&mut cx, &mut rsm),
+            _ => super::vipl_ops::step(&mut cx, &mut vipl),
         }
         if last.elapsed() > Duration::from_millis(500) {
             cx.stat();
@@ -92,6 +99,12 @@ pub(crate) fn run(a: WorkerArgs) -> Result<(), String> {
     }
     if let Some(w) = scif.take() {
         cx.call("scif.teardown", Duration::from_secs(10), || w.teardown());
+    }
+    if let Some(w) = rsm.take() {
+        cx.call("rsm.teardown", Duration::from_secs(10), || w.teardown());
+    }
+    if let Some(w) = vipl.take() {
+        cx.call("vipl.teardown", Duration::from_secs(10), || w.teardown());
     }
     cx.stat();
     say("DONE");
