@@ -68,6 +68,7 @@
 
 mod flow;
 mod map;
+pub mod page;
 mod pager;
 mod rma;
 #[cfg(test)]
@@ -103,11 +104,8 @@ pub enum DsmError {
 
 #[derive(Default, Clone)]
 struct Page {
-    resident: bool,
-    /// Writable since its write fault: the pager watches it for changes against `twin`.
-    dirty: bool,
-    /// The page as the home has it from us (fetched, plus every change sent since).
-    twin: Option<Box<[u8]>>,
+    /// Resident, watched, twin: the page protocol's state (`page.rs`).
+    st: page::PageState,
     /// When a change was last seen (or the write fault taken).
     changed: Option<Instant>,
 }

@@ -5,7 +5,30 @@
 pub(super) mod fanout;
 
 use super::flow::Flow;
+use super::page::{Look, PageMemory, WriteFault};
 use super::*;
+
+/// One page of a map as the page protocol reaches it: through the pager's userfaultfd.
+struct Mem<'a> {
+    uffd: &'a Uffd,
+    region: &'a UffdRegion,
+    addr: usize,
+}
+
+impl PageMemory for Mem<'_> {
+    fn size(&self) -> usize {
+        PAGE
+    }
+    fn protect(&mut self, on: bool) -> std::io::Result<()> {
+        self.uffd.protect(self.region, self.addr, PAGE, on)
+    }
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<()> {
+        self.region.read_present_page(self.addr, out)
+    }
+    fn differs(&mut self, twin: &[u8]) -> bool {
+        self.region.present_page_differs(self.addr, twin).unwrap_or(true)
+    }
+}
 
 pub(super) struct PMap {
     pub(super) region: Arc<UffdRegion>,
@@ -70,8 +93,9 @@ pub(super) struct Pager {
 pub(super) static PAGER: OnceLock<Result<Arc<Pager>, String>> = OnceLock::new();
 
 /// Pages of every map that are watched (written, their changes maybe not sent yet). Raised
-/// before a writer resumes from its write fault, so a writer that sees 0 after its store
-/// has nothing unsent.
+/// before a writer resumes from its write fault, and lowered only after the changes of a
+/// page no longer watched went out, so a writer that sees 0 after its store has nothing
+/// unsent.
 static WATCHED: AtomicUsize = AtomicUsize::new(0);
 /// Maps whose last stores went out without waiting for the home's answer.
 static UNANSWERED: AtomicUsize = AtomicUsize::new(0);
@@ -241,7 +265,7 @@ impl Pager {
                 Cmd::Remove(id, tx) => {
                     if let Some(m) = find_id(maps, id) {
                         self.flush_map(m, true);
-                        let watched = m.pages.iter().filter(|p| p.dirty).count();
+                        let watched = m.pages.iter().filter(|p| p.st.dirty).count();
                         WATCHED.fetch_sub(watched, Ordering::SeqCst);
                         set_unanswered(m, false);
                     }
@@ -290,7 +314,7 @@ impl Pager {
         match fetched {
             Some(page) => {
                 if self.uffd.copy_page(&m.region, addr, &page, !m.readonly).is_ok() {
-                    m.pages[idx].resident = true;
+                    m.pages[idx].st.filled();
                 }
             }
             None => {
@@ -303,29 +327,29 @@ impl Pager {
     }
 
     fn on_write(&self, m: &mut PMap, idx: usize, addr: usize) {
-        if !m.pages[idx].resident {
-            // The page was dropped after this store faulted: reading it here would fault on
-            // the pager's own thread. Let the writer retry; it will fault as missing.
-            let _ = self.uffd.wake(&m.region, addr, PAGE);
-            return;
-        }
-        let p = &mut m.pages[idx];
-        if !p.dirty {
-            let mut twin = vec![0u8; PAGE].into_boxed_slice();
-            if m.region.read_present_page(addr, &mut twin).is_ok() {
-                p.twin = Some(twin);
+        let mut mem = Mem { uffd: &self.uffd, region: &m.region, addr };
+        // Raised before the protection is lifted (before the writer resumes).
+        WATCHED.fetch_add(1, Ordering::SeqCst);
+        match m.pages[idx].st.write_fault(&mut mem) {
+            WriteFault::Retry => {
+                // The page was dropped after this store faulted: reading it here would fault
+                // on the pager's own thread. Let the writer retry; it will fault as missing.
+                WATCHED.fetch_sub(1, Ordering::SeqCst);
+                let _ = self.uffd.wake(&m.region, addr, PAGE);
             }
-            p.dirty = true;
-            WATCHED.fetch_add(1, Ordering::SeqCst);
-            let now = Instant::now();
-            p.changed = Some(now);
-            if m.next_tick.is_none() {
-                m.delay = self.flush_min;
-                m.streaming = false;
-                m.next_tick = Some(now + m.delay);
+            WriteFault::AlreadyWatched => {
+                WATCHED.fetch_sub(1, Ordering::SeqCst);
+            }
+            WriteFault::Watched => {
+                let now = Instant::now();
+                m.pages[idx].changed = Some(now);
+                if m.next_tick.is_none() {
+                    m.delay = self.flush_min;
+                    m.streaming = false;
+                    m.next_tick = Some(now + m.delay);
+                }
             }
         }
-        let _ = self.uffd.protect(&m.region, addr, PAGE, false);
     }
 
     /// Look at the watched pages: send what changed, protect those quiet for [`QUIET`], and
@@ -349,7 +373,7 @@ impl Pager {
                 t + m.delay
             } else {
                 m.streaming = false;
-                let last = m.pages.iter().filter(|p| p.dirty).filter_map(|p| p.changed).max();
+                let last = m.pages.iter().filter(|p| p.st.dirty).filter_map(|p| p.changed).max();
                 let quiet = last.map_or(QUIET, |l| t - l);
                 let wait = if quiet < HOT { m.delay } else { (quiet / 4).clamp(m.delay, self.flush) };
                 t + wait
@@ -382,71 +406,22 @@ impl Pager {
         let mut cur = vec![0u8; PAGE];
         let mut again = vec![0u8; PAGE];
         let (mut changed, mut watching) = (false, false);
+        let mut released = 0;
         for idx in 0..m.pages.len() {
-            if !m.pages[idx].dirty {
+            if !m.pages[idx].st.dirty {
                 continue;
             }
             let addr = m.region.base() + idx * PAGE;
             let quiet = m.pages[idx].changed.is_none_or(|c| t.saturating_duration_since(c) >= QUIET);
-            let mut protect = settle;
-            // Most looks find nothing: compare in place before copying.
-            let differs = match m.pages[idx].twin.as_deref() {
-                Some(tw) => m.region.present_page_differs(addr, tw).unwrap_or(true),
-                None => true,
-            };
-            if !(differs || quiet || settle) {
-                watching = true;
-                continue;
+            let mut mem = Mem { uffd: &self.uffd, region: &m.region, addr };
+            let look: Look = m.pages[idx].st.look(&mut mem, quiet, settle, &mut cur, &mut again);
+            changed |= look.changed;
+            watching |= look.watching;
+            if look.changed {
+                m.pages[idx].changed = Some(t);
             }
-            if m.region.read_present_page(addr, &mut cur).is_err() {
-                continue;
-            }
-            let same = m.pages[idx].twin.as_deref().is_some_and(|tw| tw == &cur[..]);
-            if same && !(quiet || settle) {
-                watching = true;
-                continue;
-            }
-            if same {
-                protect = true;
-            }
-            if protect {
-                // No store lands after this: the copy below is final.
-                let _ = self.uffd.protect(&m.region, addr, PAGE, true);
-                let _ = m.region.read_present_page(addr, &mut cur);
-            } else {
-                let mut stable = false;
-                for _ in 0..8 {
-                    std::sync::atomic::fence(Ordering::SeqCst);
-                    let _ = m.region.read_present_page(addr, &mut again);
-                    if again == cur {
-                        stable = true;
-                        break;
-                    }
-                    std::mem::swap(&mut cur, &mut again);
-                }
-                if !stable {
-                    // A writer that never pauses: stop it for one copy.
-                    protect = true;
-                    let _ = self.uffd.protect(&m.region, addr, PAGE, true);
-                    let _ = m.region.read_present_page(addr, &mut cur);
-                }
-            }
-            let page = &mut m.pages[idx];
-            let twin = page.twin.get_or_insert_with(|| vec![0u8; PAGE].into_boxed_slice());
-            let d = diff(twin, &cur);
-            if !d.is_empty() {
-                changed = true;
-                page.changed = Some(t);
-            }
-            twin.copy_from_slice(&cur);
-            if protect {
-                page.dirty = false;
-                WATCHED.fetch_sub(1, Ordering::SeqCst);
-                page.twin = None;
-            } else {
-                watching = true;
-            }
-            for (a, b) in d {
+            released += usize::from(look.released);
+            for (a, b) in look.runs {
                 let off = m.seg_off + (idx * PAGE + a) as u64;
                 if off >= m.seg_size {
                     continue;
@@ -463,6 +438,12 @@ impl Pager {
         if !runs.is_empty() || (wait && m.unanswered) {
             send(m, runs, wait);
         }
+        // Released pages stop counting only now that their last changes are on their way
+        // (and counted as unanswered when not waited for): a settle point that found
+        // nothing pending between the two would let its signal overtake them. (The DSM
+        // simulation, tests/dsm_simulation.rs, finds that window when the count drops at
+        // the release.)
+        WATCHED.fetch_sub(released, Ordering::SeqCst);
         (changed, watching)
     }
 
@@ -480,7 +461,7 @@ impl Pager {
             return false;
         }
         // One system call per run of resident pages.
-        let droppable = |p: &Page| p.resident && !p.dirty;
+        let droppable = |p: &Page| p.st.droppable();
         let mut idx = 0;
         while idx < m.pages.len() {
             if !droppable(&m.pages[idx]) {
@@ -494,7 +475,7 @@ impl Pager {
             let addr = m.region.base() + start * PAGE;
             if m.region.drop_pages(addr, (idx - start) * PAGE).is_ok() {
                 for p in &mut m.pages[start..idx] {
-                    p.resident = false;
+                    p.st.dropped();
                 }
             }
         }
