@@ -344,8 +344,13 @@ impl World {
     }
 }
 
+/// Schedules per run: `PROPTEST_CASES` (default 1000, a few seconds).
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Random schedules of the peer, the connection and the sessions: every promise holds
     /// after every step, and a final reconnection to a running peer tells every end owed.
