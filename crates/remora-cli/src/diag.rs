@@ -1,7 +1,8 @@
 //! `remora diag`: what a node needs from this machine, one check a line with its verdict,
 //! like Dolphin's `dis_diag`: the configuration, the runtime directory, the daemon binary,
 //! userfaultfd (maps of other hosts' segments), the memlock limit, memfd sealing, and, with
-//! a cluster file, its syntax and whether every peer's port answers.
+//! a cluster file, its syntax and whether every peer's port answers; the libfabric providers
+//! this machine offers, and the transport this node would use.
 
 use remora_sys::Memfd;
 use std::time::Duration;
@@ -80,6 +81,39 @@ fn memfd() -> Verdict {
     }
 }
 
+/// The providers libfabric offers here (`fi_info`), for one line.
+fn providers() -> Verdict {
+    match remora_ofi_sys::providers() {
+        Ok(p) if p.is_empty() => Verdict::Warn("libfabric offers no provider with messages and RMA".into()),
+        Ok(p) => Verdict::Ok(p.join(", ")),
+        Err(e) => Verdict::Ok(format!("none: {e} (the tcp transport needs nothing of it)")),
+    }
+}
+
+/// The transport this node would use towards other hosts, and whether it can.
+fn transport(c: &remora_config::cluster::Cluster, node: u32) -> Verdict {
+    use remora_config::cluster::LinkKind;
+    let Some(kind) = c.kind(node) else {
+        return Verdict::Warn(format!("node {node} is not in the cluster file"));
+    };
+    let LinkKind::Ofi(prov) = &kind else {
+        return Verdict::Ok("tcp".into());
+    };
+    let host = c.addr(node).map(|a| a.host.as_str());
+    match remora_ofi_sys::Endpoint::open(prov, host, 1, 4096) {
+        Ok(ep) => {
+            Verdict::Ok(format!("{} (libfabric provider {} opens an endpoint)", kind.name(), ep.provider()))
+        }
+        Err(e) if c.fallback_tcp => {
+            Verdict::Warn(format!("{} is not available here ({e}): the node falls back to tcp", kind.name()))
+        }
+        Err(e) => Verdict::Fail(format!(
+            "{} is not available here ({e}); the node will not start (fallback = \"tcp\" allows tcp)",
+            kind.name()
+        )),
+    }
+}
+
 /// `remora diag`: every check, then the count of failures (a failure makes the command fail).
 pub fn diag() -> Result<(), String> {
     let mut fails = 0;
@@ -110,6 +144,7 @@ pub fn diag() -> Result<(), String> {
         "nodes running here",
         Verdict::Ok(if running.is_empty() { "none".into() } else { format!("{running:?}") }),
     );
+    say("libfabric providers", providers());
     match remora_config::cluster::Cluster::find(&env) {
         Ok(None) => say("cluster", Verdict::Ok("no cluster file: this host's nodes only".into())),
         Ok(Some(c)) => {
@@ -117,6 +152,7 @@ pub fn diag() -> Result<(), String> {
                 "cluster",
                 Verdict::Ok(format!("{} nodes, heartbeat every {:?}", c.nodes.len(), c.heartbeat)),
             );
+            say(&format!("transport of node {}", env.node), transport(&c, env.node));
             for n in &c.nodes {
                 let addr = format!("{}:{}", n.host, n.port);
                 let reached = std::net::ToSocketAddrs::to_socket_addrs(&addr)

@@ -4,11 +4,18 @@
 //! secret = "..."                 # or: secret_file = "/etc/remora/secret"
 //! heartbeat_ms = 200             # optional: heartbeat period (default 200 ms)
 //! force_tcp = false              # optional: reach even same-host nodes over TCP
+//! transport = "tcp"              # optional: "tcp" (default), "ofi+tcp", "ofi+shm", "ofi+<provider>"
+//! fallback = "tcp"               # optional: a node whose ofi provider is missing uses tcp
 //! [[node]]
 //! id = 4
 //! host = "10.0.0.1"
 //! port = 7400
+//! transport = "ofi+verbs"        # optional: this node's own transport
+//! ofi_port = 7401                # optional: its ofi bootstrap port (default port + 1)
 //! ```
+//!
+//! Two nodes of different hosts talk over libfabric when both name the same `ofi+`
+//! transport, over TCP otherwise.
 //!
 //! Found at `REMORA_CLUSTER`, else `/etc/remora/cluster.toml`; with neither, a node knows only
 //! the nodes of its own host.
@@ -27,6 +34,56 @@ pub struct NodeAddr {
     pub host: String,
     /// TCP port.
     pub port: u16,
+    /// This node's transport (`tcp`, `ofi+<provider>`), else the cluster's.
+    #[serde(default)]
+    pub transport: Option<String>,
+    /// The TCP port of its libfabric transport's bootstrap (default: `port + 1`).
+    #[serde(default)]
+    pub ofi_port: Option<u16>,
+}
+
+/// How two nodes of different hosts talk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkKind {
+    /// Remora's TCP transport.
+    Tcp,
+    /// libfabric, with this provider string for `fi_getinfo` (`"tcp;ofi_rxm"`, `"shm"`,
+    /// `"verbs;ofi_rxm"`; empty: the first provider libfabric offers).
+    Ofi(String),
+}
+
+impl LinkKind {
+    /// Parse a `transport` value: `tcp`, `ofi` (libfabric's first provider), `ofi+tcp`
+    /// (`tcp;ofi_rxm`), `ofi+verbs` (`verbs;ofi_rxm`), `ofi+<provider>` (as written, e.g.
+    /// `ofi+shm`, `ofi+efa`, `ofi+verbs;ofi_rxm`).
+    ///
+    /// # Errors
+    /// Any other word, named with what is allowed.
+    pub fn parse(s: &str) -> Result<LinkKind, String> {
+        match s.trim() {
+            "tcp" => Ok(LinkKind::Tcp),
+            "ofi" => Ok(LinkKind::Ofi(String::new())),
+            "ofi+tcp" => Ok(LinkKind::Ofi("tcp;ofi_rxm".into())),
+            "ofi+verbs" => Ok(LinkKind::Ofi("verbs;ofi_rxm".into())),
+            w => match w.strip_prefix("ofi+") {
+                Some(p) if !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || "_;-".contains(c)) => {
+                    Ok(LinkKind::Ofi(p.into()))
+                }
+                _ => Err(format!(
+                    "transport = \"{w}\" (allowed: \"tcp\", \"ofi\", \"ofi+tcp\", \"ofi+shm\", \"ofi+<provider>\")"
+                )),
+            },
+        }
+    }
+
+    /// The word configuration and status use for it.
+    pub fn name(&self) -> String {
+        match self {
+            LinkKind::Tcp => "tcp".into(),
+            LinkKind::Ofi(p) if p.is_empty() => "ofi".into(),
+            LinkKind::Ofi(p) => format!("ofi+{p}"),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -35,6 +92,8 @@ struct File {
     secret_file: Option<PathBuf>,
     heartbeat_ms: Option<u64>,
     force_tcp: Option<bool>,
+    transport: Option<String>,
+    fallback: Option<String>,
     #[serde(default)]
     node: Vec<NodeAddr>,
 }
@@ -51,6 +110,11 @@ pub struct Cluster {
     pub heartbeat: Duration,
     /// Use TCP even to nodes that share this host's runtime directory.
     pub force_tcp: bool,
+    /// The transport of nodes that do not name their own.
+    pub transport: LinkKind,
+    /// A node whose libfabric provider is missing falls back to TCP (`fallback = "tcp"`);
+    /// otherwise it refuses to start.
+    pub fallback_tcp: bool,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -60,6 +124,8 @@ impl std::fmt::Debug for Cluster {
             .field("nodes", &self.nodes)
             .field("heartbeat", &self.heartbeat)
             .field("force_tcp", &self.force_tcp)
+            .field("transport", &self.transport)
+            .field("fallback_tcp", &self.fallback_tcp)
             .finish()
     }
 }
@@ -119,7 +185,22 @@ impl Cluster {
             if n.host.trim().is_empty() {
                 return Err(format!("cluster file: node {} has an empty host", n.id));
             }
+            if let Some(t) = &n.transport {
+                LinkKind::parse(t).map_err(|e| format!("cluster file: node {}: {e}", n.id))?;
+            }
+            if n.ofi_port == Some(0) || (n.ofi_port.is_none() && n.port == u16::MAX) {
+                return Err(format!("cluster file: node {} has no ofi_port (allowed: 1..=65535)", n.id));
+            }
         }
+        let transport = match &f.transport {
+            Some(t) => LinkKind::parse(t).map_err(|e| format!("cluster file: {e}"))?,
+            None => LinkKind::Tcp,
+        };
+        let fallback_tcp = match f.fallback.as_deref() {
+            None | Some("none") => false,
+            Some("tcp") => true,
+            Some(w) => return Err(format!("cluster file: fallback = \"{w}\" (allowed: \"tcp\", \"none\")")),
+        };
         if let Some(h) = f.heartbeat_ms.filter(|h| !(10..=60_000).contains(h)) {
             return Err(format!("cluster file: heartbeat_ms = {h} (allowed: 10..=60000)"));
         }
@@ -133,6 +214,8 @@ impl Cluster {
             nodes: f.node,
             heartbeat: Duration::from_millis(f.heartbeat_ms.unwrap_or(200)),
             force_tcp: f.force_tcp.unwrap_or(false),
+            transport,
+            fallback_tcp,
         })
     }
 
@@ -155,6 +238,22 @@ impl Cluster {
     /// The address of `node`.
     pub fn addr(&self, node: u32) -> Option<&NodeAddr> {
         self.nodes.iter().find(|n| n.id == node)
+    }
+
+    /// The transport `node` names (its own `transport`, else the cluster's); `None` for a
+    /// node not in the file.
+    pub fn kind(&self, node: u32) -> Option<LinkKind> {
+        let n = self.addr(node)?;
+        Some(match &n.transport {
+            Some(t) => LinkKind::parse(t).unwrap_or(LinkKind::Tcp),
+            None => self.transport.clone(),
+        })
+    }
+
+    /// The port of `node`'s libfabric bootstrap: `ofi_port`, else `port + 1`.
+    pub fn ofi_port(&self, node: u32) -> Option<u16> {
+        let n = self.addr(node)?;
+        n.ofi_port.or(n.port.checked_add(1))
     }
 }
 
@@ -194,5 +293,26 @@ mod tests {
         let hb = "secret=\"0123456789abcdef\"\nheartbeat_ms = 1\n";
         assert!(Cluster::parse(hb, Path::new("/")).unwrap_err().contains("heartbeat_ms = 1"));
         assert_eq!(c.secret, b"abcdefghijklmnopqrstuvwxyz");
+    }
+
+    #[test]
+    fn transports_per_node_and_for_all() {
+        let text = "secret = \"0123456789abcdef\"\ntransport = \"ofi+tcp\"\nfallback = \"tcp\"\n\
+                    [[node]]\nid = 4\nhost = \"a\"\nport = 7400\n\
+                    [[node]]\nid = 8\nhost = \"b\"\nport = 7400\ntransport = \"ofi+shm\"\nofi_port = 9000\n\
+                    [[node]]\nid = 12\nhost = \"c\"\nport = 7400\ntransport = \"tcp\"\n";
+        let c = Cluster::parse(text, Path::new("/")).unwrap();
+        assert!(c.fallback_tcp);
+        assert_eq!(c.kind(4), Some(LinkKind::Ofi("tcp;ofi_rxm".into())));
+        assert_eq!(c.kind(8), Some(LinkKind::Ofi("shm".into())));
+        assert_eq!(c.kind(12), Some(LinkKind::Tcp));
+        assert_eq!((c.ofi_port(4), c.ofi_port(8)), (Some(7401), Some(9000)));
+        assert_eq!(LinkKind::parse("ofi+verbs;ofi_rxm").unwrap().name(), "ofi+verbs;ofi_rxm");
+        for bad in ["transport = \"udp\"", "transport = \"ofi+\"", "fallback = \"udp\""] {
+            let t = format!("secret = \"0123456789abcdef\"\n{bad}\n");
+            assert!(Cluster::parse(&t, Path::new("/")).unwrap_err().contains(bad.split(' ').next().unwrap()));
+        }
+        let plain = Cluster::parse("secret = \"0123456789abcdef\"\n", Path::new("/")).unwrap();
+        assert!(plain.transport == LinkKind::Tcp && !plain.fallback_tcp);
     }
 }

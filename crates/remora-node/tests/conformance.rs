@@ -226,6 +226,19 @@ fn check_pager_flows(near: &Near, peer: &Mapping) {
     assert!(matches!(s.read(&mut b), Ok(0) | Err(_)), "a flow bound to nothing is closed");
 }
 
+/// Malformed and truncated input to `port`, each on a connection of its own.
+fn send_junk(port: u16) {
+    for junk in [&b"GET / HTTP/1.1\r\n\r\n"[..], &[0xff, 0xff, 0xff, 0x7f, 1, 2, 3][..], &[8, 0, 0, 0, 1][..]]
+    {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(junk).unwrap();
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+    }
+}
+
 fn tcp_env(node: u32, dir: &std::path::Path, p4: u16, p8: u16) -> Env {
     let text = format!(
         "secret = \"conformance-secret-0123456789\"\nheartbeat_ms = 50\n\
@@ -243,7 +256,7 @@ fn tcp_env(node: u32, dir: &std::path::Path, p4: u16, p8: u16) -> Env {
 #[test]
 fn every_registered_transport_has_a_harness() {
     for (name, _) in TRANSPORTS {
-        assert!(["local", "tcp"].contains(name), "transport {name} needs a harness in this suite");
+        assert!(["local", "ofi", "tcp"].contains(name), "transport {name} needs a harness in this suite");
     }
 }
 
@@ -274,15 +287,7 @@ fn tcp() {
     wait("the session end", || far.heard.heard(&Heard::SessionEnd(4, 1)));
 
     // Malformed and truncated input closes that connection only.
-    for junk in [&b"GET / HTTP/1.1\r\n\r\n"[..], &[0xff, 0xff, 0xff, 0x7f, 1, 2, 3][..], &[8, 0, 0, 0, 1][..]]
-    {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", p8)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(junk).unwrap();
-        let _ = s.shutdown(std::net::Shutdown::Write);
-        let mut rest = Vec::new();
-        let _ = s.read_to_end(&mut rest);
-    }
+    send_junk(p8);
     check_request_response(&near);
     assert_eq!(near.transports.link_state(8), Some(LinkState::Up), "the link survived the junk");
 
@@ -290,6 +295,121 @@ fn tcp() {
     drop(far);
     wait("the loss of node 8", || near.heard.heard(&Heard::Link(8, LinkState::Lost)));
     assert!(near.ask(PeerRequest::Probe).is_err());
+}
+
+/// A cluster of nodes 4 and 8 on loopback whose transport is `transport` (`ofi+tcp`, ...).
+fn ofi_env(node: u32, dir: &std::path::Path, ports: [u16; 4], transport: &str) -> Env {
+    let [p4, o4, p8, o8] = ports;
+    let text = format!(
+        "secret = \"conformance-secret-0123456789\"\nheartbeat_ms = 50\ntransport = \"{transport}\"\n\
+         [[node]]\nid = 4\nhost = \"127.0.0.1\"\nport = {p4}\nofi_port = {o4}\n\
+         [[node]]\nid = 8\nhost = \"127.0.0.1\"\nport = {p8}\nofi_port = {o8}\n"
+    );
+    let mut env = tcp_env(node, dir, p4, p8);
+    env.cluster = Some(remora_node::cluster::Cluster::parse(&text, dir).unwrap());
+    env
+}
+
+/// The `ofi` transport over libfabric provider `transport`: the same checks as tcp's, but
+/// pager flows, which it answers "unsupported".
+fn ofi(transport: &str) {
+    if !remora_ofi_sys::installed() {
+        eprintln!(
+            "SKIP ofi conformance ({transport}): libfabric is not installed (apt-get install libfabric-dev)"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ports = [free_port(), free_port(), free_port(), free_port()];
+    let far = Near::open(ofi_env(8, dir.path(), ports, transport));
+    let near = Near::open(ofi_env(4, dir.path(), ports, transport));
+    assert_eq!(near.to8().name(), "ofi", "{transport} carries the link");
+    wait("the link to come up", || near.transports.link_state(8) == Some(LinkState::Up));
+
+    check_request_response(&near);
+    let data = pattern(3000, 5);
+    far.heard.mem.write(100, &data).unwrap();
+    assert_eq!(
+        near.ask(PeerRequest::Read { conn: HANDLE, offset: 100, len: 3000 }).map(|a| a.0),
+        Ok(PeerReply::Data(data))
+    );
+    let t = near.to8();
+    std::thread::scope(|s| {
+        s.spawn(|| check_streaming(t.as_ref(), HANDLE, &far.heard.mem));
+    });
+    // Several transfers in flight at once (the DMA engine's pipeline), each checked.
+    let local = mapping(4 << 20);
+    let data = pattern(4 << 20, 11);
+    local.write(0, &data).unwrap();
+    let pending: Vec<_> = (0..4)
+        .map(|i| t.start_range(8, HANDLE, (i << 20) as u64, &local, i << 20, 1 << 20, true).unwrap())
+        .collect();
+    for p in pending {
+        p().unwrap();
+    }
+    let mut seen = vec![0u8; 4 << 20];
+    far.heard.mem.read(0, &mut seen).unwrap();
+    assert!(seen == data, "pipelined writes arrive intact");
+    let flow = near.rt.block_on(t.pager_flow(8, RangeRef::connection(HANDLE)));
+    assert!(matches!(flow, Err(Error::Protocol(m)) if m.contains("unsupported")));
+
+    // Session end and events reach the peer.
+    near.transports.session_end(1);
+    wait("the session end", || far.heard.heard(&Heard::SessionEnd(4, 1)));
+    t.send_event(8, 3, Event::SegmentConnected { seg: 1, node: 4 });
+    wait("the event", || far.heard.heard(&Heard::Event(4, 3)));
+
+    // Junk on the bootstrap port and on the tcp port closes that connection only.
+    send_junk(ports[2]);
+    send_junk(ports[3]);
+    check_request_response(&near);
+    assert_eq!(near.transports.link_state(8), Some(LinkState::Up), "the link survived the junk");
+
+    // The peer's loss is an event, and requests and transfers to it fail instead of waiting.
+    drop(far);
+    wait("the loss of node 8", || near.heard.heard(&Heard::Link(8, LinkState::Lost)));
+    assert!(near.ask(PeerRequest::Probe).is_err());
+    assert!(t.write_range(8, HANDLE, 0, &local, 0, 4096).is_err());
+}
+
+#[test]
+fn ofi_tcp() {
+    ofi("ofi+tcp");
+}
+
+#[test]
+fn ofi_shm() {
+    ofi("ofi+shm");
+}
+
+/// A node configured for a provider this machine lacks refuses to start, unless the cluster
+/// file allows the fallback to tcp, which then carries its links.
+#[test]
+fn ofi_missing_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports = [free_port(), free_port(), free_port(), free_port()];
+    let env = ofi_env(4, dir.path(), ports, "ofi+no_such_provider");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let refused = {
+        let _g = rt.enter();
+        Transports::open(&env, Recorder::new()).err().expect("a missing provider refuses to start")
+    };
+    assert!(refused.to_string().contains("ofi+no_such_provider"), "{refused}");
+    let mut env = env;
+    let mut c = env.cluster.take().unwrap();
+    c.fallback_tcp = true;
+    env.cluster = Some(c);
+    let far = Near::open({
+        let mut e = env.clone();
+        e.node = 8;
+        e.runtime_dir = dir.path().join("n8");
+        e
+    });
+    let near = Near::open(env);
+    assert_eq!(near.to8().name(), "tcp", "the fallback is tcp");
+    wait("the link to come up", || near.transports.link_state(8) == Some(LinkState::Up));
+    check_request_response(&near);
+    drop(far);
 }
 
 /// Node 8 as a real daemon of this host, for the `local` transport.

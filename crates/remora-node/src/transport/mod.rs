@@ -47,13 +47,15 @@
 //! | name | reaches | shares memory | code |
 //! | --- | --- | --- | --- |
 //! | `local` | nodes of this host (same runtime directory) | yes | [`local`] |
-//! | `tcp` | nodes of the cluster file, over TCP | no | [`tcp`] |
+//! | `ofi` | nodes of the cluster file that name the same `ofi+<provider>` transport, over libfabric (messages, RMA) | no | [`ofi`] |
+//! | `tcp` | the other nodes of the cluster file, over TCP | no | [`tcp`] |
 //!
 //! One conformance suite (`crates/remora-node/tests/conformance.rs`) runs the same checks
 //! over every transport in the table.
 
 pub mod liveness;
 pub mod local;
+pub mod ofi;
 pub mod tcp;
 
 use remora_proto::link::{PeerReply, PeerRequest, RangeRef};
@@ -299,7 +301,7 @@ pub enum FlowUse {
 pub type Open = fn(&Env, Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Transport>>;
 
 /// The registration table: one line per transport, in order of preference.
-pub static TRANSPORTS: &[(&str, Open)] = &[("local", local::open), ("tcp", tcp::open)];
+pub static TRANSPORTS: &[(&str, Open)] = &[("local", local::open), ("ofi", ofi::open), ("tcp", tcp::open)];
 
 /// The transports of a running node, opened from [`TRANSPORTS`].
 pub struct Transports {

@@ -7,7 +7,10 @@ use remora_proto::{decode, encode};
 use std::io::{Read, Write};
 use tokio::io::AsyncReadExt;
 
-pub(super) fn write_frame(w: &mut impl Write, msg: &impl serde::Serialize) -> std::io::Result<usize> {
+pub(in crate::transport) fn write_frame(
+    w: &mut impl Write,
+    msg: &impl serde::Serialize,
+) -> std::io::Result<usize> {
     let body = encode(msg).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
     let mut out = Vec::with_capacity(4 + body.len());
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
@@ -16,7 +19,9 @@ pub(super) fn write_frame(w: &mut impl Write, msg: &impl serde::Serialize) -> st
     Ok(out.len())
 }
 
-pub(super) fn read_frame<T: serde::de::DeserializeOwned>(r: &mut impl Read) -> std::io::Result<T> {
+pub(in crate::transport) fn read_frame<T: serde::de::DeserializeOwned>(
+    r: &mut impl Read,
+) -> std::io::Result<T> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len)?;
     let n = u32::from_le_bytes(len) as usize;

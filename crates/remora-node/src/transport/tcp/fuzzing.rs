@@ -50,7 +50,13 @@ impl Write for Duplex<'_> {
 }
 
 fn env() -> Env {
-    let node = |id| NodeAddr { id, host: "127.0.0.1".into(), port: 7400 + id as u16 };
+    let node = |id| NodeAddr {
+        id,
+        host: "127.0.0.1".into(),
+        port: 7400 + id as u16,
+        transport: None,
+        ofi_port: None,
+    };
     Env {
         node: ME,
         runtime_dir: std::path::PathBuf::from("/nonexistent"),
@@ -59,6 +65,8 @@ fn env() -> Env {
             nodes: vec![node(ME), node(PEER)],
             heartbeat: Duration::from_millis(200),
             force_tcp: true,
+            transport: remora_config::cluster::LinkKind::Tcp,
+            fallback_tcp: false,
         }),
         incarnation: 1,
     }

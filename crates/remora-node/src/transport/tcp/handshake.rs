@@ -43,7 +43,7 @@ pub(super) fn refuse(s: &mut impl Write, why: String) -> std::io::Error {
 
 /// Dialer side of the handshake (blocking; a TCP stream, or bytes in a fuzz target).
 /// Returns the peer's incarnation.
-pub(super) fn dial_handshake(
+pub(in crate::transport) fn dial_handshake(
     s: &mut (impl Read + Write),
     me: &Env,
     to: u32,
@@ -89,7 +89,10 @@ pub(super) fn dial_handshake(
 
 /// Listener side of the handshake (blocking; a TCP stream, or bytes in a fuzz target).
 /// Returns (node, flow, incarnation).
-pub(super) fn accept_handshake(s: &mut (impl Read + Write), me: &Env) -> std::io::Result<(u32, Flow, u64)> {
+pub(in crate::transport) fn accept_handshake(
+    s: &mut (impl Read + Write),
+    me: &Env,
+) -> std::io::Result<(u32, Flow, u64)> {
     let cluster = me.cluster.as_ref().expect("tcp needs a cluster");
     let (node, to, flow, theirs, incarnation) = match read_frame::<LinkMsg>(s)? {
         LinkMsg::Hello { version, node, to, flow, nonce, incarnation } => {

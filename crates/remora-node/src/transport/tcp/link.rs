@@ -55,6 +55,31 @@ pub(super) async fn accept_one(tcp: Arc<Tcp>, stream: TcpStream) -> std::io::Res
     Ok(())
 }
 
+/// Accept connections on `listener` for ever, each served by `serve(t, stream)` in a task
+/// of its own; a refused one is logged with `what`.
+pub(in crate::transport) fn accept_loop<T, F, Fut>(
+    listener: tokio::net::TcpListener,
+    t: Arc<T>,
+    what: &'static str,
+    serve: F,
+) where
+    T: Send + Sync + 'static,
+    F: Fn(Arc<T>, TcpStream) -> Fut + Send + Sync + Copy + 'static,
+    Fut: std::future::Future<Output = std::io::Result<()>> + Send + 'static,
+{
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, from)) = listener.accept().await else { continue };
+            let t = t.clone();
+            tokio::spawn(async move {
+                if let Err(e) = serve(t, stream).await {
+                    tracing::warn!(%from, "{what} refused: {e}");
+                }
+            });
+        }
+    });
+}
+
 /// Keep the link to one peer up: dial (if our id is smaller) or take inbound connections,
 /// run the control flow, heartbeat, and redial with back-off.
 pub(super) async fn run_peer(
@@ -71,31 +96,14 @@ pub(super) async fn run_peer(
             match dial(&env, &peer).await {
                 Ok(x) => Some(x),
                 Err(e) => {
-                    // A peer that answers, but not with a handshake we accept, is said (as
-                    // the listener says whom it refused); one that does not answer is not.
-                    use std::io::ErrorKind::{InvalidData, Other, PermissionDenied};
-                    if matches!(e.kind(), InvalidData | PermissionDenied | Other) {
-                        tracing::warn!(peer = peer.id, "handshake with the peer failed: {e}");
-                    }
-                    refused_or_silent(&peer, &e);
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                    dial_failed(&peer, &e, &mut backoff).await;
                     continue;
                 }
             }
         } else {
-            tokio::select! {
-                x = inbound.recv() => x,
-                _ = tokio::time::sleep(hb) => {
-                    let (connected, state) = { let l = peer.live(); (l.is_connected(), l.state()) };
-                    if !connected && state != LinkState::Down {
-                        // Not our turn to dial: see whether the peer's daemon still listens.
-                        if let Err(e) = probe_port(&peer).await {
-                            refused_or_silent(&peer, &e);
-                        }
-                    }
-                    continue;
-                }
+            match await_peer(&peer, &mut inbound, hb).await {
+                Some(x) => x,
+                None => continue,
             }
         };
         let Some((stream, incarnation)) = got else { return };
@@ -104,6 +112,45 @@ pub(super) async fn run_peer(
         *peer.ctrl.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let acts = peer.live().disconnected(Instant::now());
         peer.apply(acts);
+    }
+}
+
+/// A dial failed: say why when the peer answered, but not with a handshake we accept (as
+/// the listener says whom it refused; one that does not answer is not said), judge the
+/// peer's reachability, and wait the back-off (doubled, up to a second).
+pub(in crate::transport) async fn dial_failed(
+    peer: &Arc<TcpPeer>,
+    e: &std::io::Error,
+    backoff: &mut Duration,
+) {
+    use std::io::ErrorKind::{InvalidData, Other, PermissionDenied};
+    if matches!(e.kind(), InvalidData | PermissionDenied | Other) {
+        tracing::warn!(peer = peer.id, "handshake with the peer failed: {e}");
+    }
+    refused_or_silent(peer, e);
+    tokio::time::sleep(*backoff).await;
+    *backoff = (*backoff * 2).min(Duration::from_secs(1));
+}
+
+/// Not our turn to dial: wait up to a heartbeat period for the peer's connection
+/// (`Some`: it came, or `Some(None)`: the transport is gone); while the link is down, see
+/// whether the peer's daemon still listens (`None`: wait again).
+pub(in crate::transport) async fn await_peer(
+    peer: &Arc<TcpPeer>,
+    accepted: &mut mpsc::UnboundedReceiver<(TcpStream, u64)>,
+    hb: Duration,
+) -> Option<Option<(TcpStream, u64)>> {
+    tokio::select! {
+        x = accepted.recv() => Some(x),
+        _ = tokio::time::sleep(hb) => {
+            let (connected, state) = { let l = peer.live(); (l.is_connected(), l.state()) };
+            if !connected && state != LinkState::Down {
+                if let Err(e) = probe_port(peer).await {
+                    refused_or_silent(peer, &e);
+                }
+            }
+            None
+        }
     }
 }
 
@@ -118,7 +165,11 @@ fn refused_or_silent(peer: &Arc<TcpPeer>, e: &std::io::Error) {
 /// A connection to the peer's start `incarnation` is up, writing to `tx`. A restarted
 /// peer is lost before the sender is installed (what sessions ask from then on is held by
 /// the new start); the link is up, and remembered session ends go out, after.
-fn connected(peer: &Arc<TcpPeer>, incarnation: u64, tx: mpsc::UnboundedSender<LinkMsg>) {
+pub(in crate::transport) fn connected(
+    peer: &Arc<TcpPeer>,
+    incarnation: u64,
+    tx: mpsc::UnboundedSender<LinkMsg>,
+) {
     let mut acts = {
         let mut live = peer.live();
         let acts = live.connected(incarnation, Instant::now());
@@ -210,50 +261,12 @@ async fn run_control(
                     }
                 };
                 peer.bytes_in.fetch_add(n as u64, Ordering::Relaxed);
-                let acts = peer.live().heard(Instant::now());
-                peer.apply(acts);
-                match m {
-                    LinkMsg::Ping { seq } => { peer.send(LinkMsg::Pong { seq }); }
-                    LinkMsg::Pong { seq } => {
-                        if let Some(t) = sent.remove(&seq) {
-                            peer.rtt_us.store(t.elapsed().as_micros() as u64, Ordering::Relaxed);
-                        }
-                    }
-                    LinkMsg::Request { id, origin, req } => {
-                        let p = peer.clone();
-                        let served = peer.inbound.request(peer.id, origin, req);
-                        tokio::spawn(async move {
-                            let result = served.await;
-                            p.send(LinkMsg::Reply { id, result });
-                        });
-                    }
-                    LinkMsg::Reply { id, result } => {
-                        if let Some(tx) = peer.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) {
-                            let _ = tx.send(result);
-                        }
-                    }
-                    LinkMsg::Event { origin, event } => peer.inbound.event(peer.id, origin, event),
-                    LinkMsg::SessionEnd { origin } => peer.inbound.session_end(peer.id, origin),
-                    other => {
-                        tracing::warn!(peer = peer.id, "unexpected {other:?} on an established link; closing it");
-                        break;
-                    }
+                if !peer.serve_ctrl(m, &mut sent) {
+                    break;
                 }
             }
             _ = tick.tick() => {
-                let acts = peer.live().tick(Instant::now());
-                if acts.contains(&Action::Ping) {
-                    seq += 1;
-                    sent.insert(seq, Instant::now());
-                    sent.retain(|k, _| *k + 64 > seq);
-                    peer.send(LinkMsg::Ping { seq });
-                }
-                let close = acts.contains(&Action::Close);
-                peer.apply(acts);
-                if close {
-                    // Silent far past any pause: give the connection up, fail what waits on
-                    // it, and let redial (or loss) decide.
-                    tracing::warn!(peer = peer.id, "no frame for {} heartbeats: closing the link", crate::transport::liveness::GIVE_UP_PERIODS);
+                if !peer.heartbeat_tick(&mut seq, &mut sent) {
                     break;
                 }
             }

@@ -18,13 +18,13 @@
 //! | `fuzzing.rs` | the decoders above driven with bytes, for the fuzz targets (`fuzz/`) |
 
 mod bulk;
-mod framing;
+pub(in crate::transport) mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
-mod handshake;
-mod link;
+pub(in crate::transport) mod handshake;
+pub(in crate::transport) mod link;
 mod pager;
-mod peer;
+pub(in crate::transport) mod peer;
 
 use crate::transport::{
     unsupported, Answer, BoxFuture, Env, Inbound, LinkInfo, LinkState, Pending, Transport,
@@ -36,7 +36,6 @@ use remora_sys::Mapping;
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
-use tokio::sync::mpsc;
 
 /// The `tcp` transport of a running node.
 pub struct Tcp {
@@ -65,12 +64,11 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
     let mut peers = HashMap::new();
     let mut starts = Vec::new();
     for n in &cluster.nodes {
-        if n.id == env.node {
+        // Nodes the ofi transport (opened before this one) carries are not ours.
+        if n.id == env.node || crate::transport::ofi::carries(&env, n.id) {
             continue;
         }
-        let peer = Arc::new(TcpPeer::new(inbound.clone(), n.id, format!("{}:{}", n.host, n.port)));
-        let (tx, rx) = mpsc::unbounded_channel();
-        *peer.accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        let (peer, rx) = TcpPeer::with_accepts(inbound.clone(), n.id, format!("{}:{}", n.host, n.port));
         peers.insert(n.id, peer.clone());
         starts.push((peer, rx));
     }
@@ -78,18 +76,7 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
     for (peer, rx) in starts {
         tokio::spawn(link::run_peer(env.clone(), peer, rx));
     }
-    let t2 = tcp.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, from)) = listener.accept().await else { continue };
-            let tcp = t2.clone();
-            tokio::spawn(async move {
-                if let Err(e) = link::accept_one(tcp, stream).await {
-                    tracing::warn!(%from, "peer connection refused: {e}");
-                }
-            });
-        }
-    });
+    link::accept_loop(listener, tcp.clone(), "peer connection", link::accept_one);
     Ok(tcp)
 }
 

@@ -1,6 +1,8 @@
 //! One peer node of another host: the link's liveness (the decisions are
 //! [`Liveness`]'s; this file carries out its actions), its control flow's pending requests,
-//! and its bulk flow's waiting operations.
+//! and its bulk flow's waiting operations. The `ofi` transport keeps its peers in the same
+//! type: its control messages travel as fabric messages instead of a TCP stream (the bulk
+//! and pager fields stay empty there).
 
 use crate::transport::liveness::{Action, Liveness};
 use crate::transport::{Inbound, LinkInfo, LinkState};
@@ -18,13 +20,13 @@ use tokio::sync::{mpsc, oneshot, Notify};
 type Pending = HashMap<u64, oneshot::Sender<Result<PeerReply, Error>>>;
 
 /// A bulk frame waiting for the writer thread.
-pub(super) struct BulkOut {
-    pub(super) hdr: BulkHeader,
-    pub(super) payload: Option<(Arc<Mapping>, usize)>,
+pub(in crate::transport) struct BulkOut {
+    pub(in crate::transport) hdr: BulkHeader,
+    pub(in crate::transport) payload: Option<(Arc<Mapping>, usize)>,
 }
 
 /// What waits for a bulk operation's answer.
-pub(super) enum BulkWait {
+pub(in crate::transport) enum BulkWait {
     Ack(std::sync::mpsc::Sender<bool>),
     Read { dest: Arc<Mapping>, off: usize, len: u64, done: std::sync::mpsc::Sender<bool> },
 }
@@ -35,28 +37,28 @@ pub struct TcpPeer {
     pub id: u32,
     /// Its address.
     pub addr: String,
-    pub(super) inbound: Arc<dyn Inbound>,
+    pub(in crate::transport) inbound: Arc<dyn Inbound>,
     /// The link's state, the peer's start, the sessions of ours it holds something for and
     /// the ends waiting to be told: every decision about them.
-    pub(super) live: Mutex<Liveness>,
-    pub(super) ctrl: Mutex<Option<mpsc::UnboundedSender<LinkMsg>>>,
-    pub(super) pending: Mutex<Pending>,
-    pub(super) next: AtomicU64,
+    pub(in crate::transport) live: Mutex<Liveness>,
+    pub(in crate::transport) ctrl: Mutex<Option<mpsc::UnboundedSender<LinkMsg>>>,
+    pub(in crate::transport) pending: Mutex<Pending>,
+    pub(in crate::transport) next: AtomicU64,
     /// The peer's incarnation as [`Liveness`] last saw it, for the flows that check it
     /// without taking the lock.
-    pub(super) peer_incarnation: AtomicU64,
-    pub(super) rtt_us: AtomicU64,
+    pub(in crate::transport) peer_incarnation: AtomicU64,
+    pub(in crate::transport) rtt_us: AtomicU64,
     /// Bytes received.
     pub bytes_in: AtomicU64,
     /// Bytes sent.
     pub bytes_out: AtomicU64,
-    pub(super) bulk: Mutex<Option<(StdStream, std::sync::mpsc::Sender<BulkOut>)>>,
+    pub(in crate::transport) bulk: Mutex<Option<(StdStream, std::sync::mpsc::Sender<BulkOut>)>>,
     /// The pager flows this peer's processes hold to us (shut down when the peer is lost).
     /// With what each is bound to, once its first frame came.
-    pub(super) pager_flows: Mutex<HashMap<u64, (StdStream, Option<RangeRef>)>>,
-    pub(super) bulk_wait: Mutex<HashMap<u64, BulkWait>>,
-    pub(super) accepted: Mutex<Option<mpsc::UnboundedSender<(TcpStream, u64)>>>,
-    pub(super) changed: Notify,
+    pub(in crate::transport) pager_flows: Mutex<HashMap<u64, (StdStream, Option<RangeRef>)>>,
+    pub(in crate::transport) bulk_wait: Mutex<HashMap<u64, BulkWait>>,
+    pub(in crate::transport) accepted: Mutex<Option<mpsc::UnboundedSender<(TcpStream, u64)>>>,
+    pub(in crate::transport) changed: Notify,
 }
 
 impl std::fmt::Debug for TcpPeer {
@@ -66,7 +68,7 @@ impl std::fmt::Debug for TcpPeer {
 }
 
 impl TcpPeer {
-    pub(super) fn new(inbound: Arc<dyn Inbound>, id: u32, addr: String) -> TcpPeer {
+    pub(in crate::transport) fn new(inbound: Arc<dyn Inbound>, id: u32, addr: String) -> TcpPeer {
         TcpPeer {
             id,
             addr,
@@ -87,12 +89,24 @@ impl TcpPeer {
         }
     }
 
+    /// A new peer, and the receiving end of the connections its listener accepts for it.
+    pub(in crate::transport) fn with_accepts(
+        inbound: Arc<dyn Inbound>,
+        id: u32,
+        addr: String,
+    ) -> (Arc<TcpPeer>, mpsc::UnboundedReceiver<(TcpStream, u64)>) {
+        let peer = Arc::new(TcpPeer::new(inbound, id, addr));
+        let (tx, rx) = mpsc::unbounded_channel();
+        *peer.accepted.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        (peer, rx)
+    }
+
     /// The link's state.
     pub fn state(&self) -> LinkState {
         self.live().state()
     }
 
-    pub(super) fn live(&self) -> std::sync::MutexGuard<'_, Liveness> {
+    pub(in crate::transport) fn live(&self) -> std::sync::MutexGuard<'_, Liveness> {
         self.live.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -101,7 +115,7 @@ impl TcpPeer {
         self.rtt_us.load(Ordering::Relaxed)
     }
 
-    pub(super) fn send(&self, m: LinkMsg) -> bool {
+    pub(in crate::transport) fn send(&self, m: LinkMsg) -> bool {
         match self.ctrl.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
             Some(tx) => tx.send(m).is_ok(),
             None => false,
@@ -140,7 +154,7 @@ impl TcpPeer {
     /// Queue a bulk frame for the link's writer thread; `wait` (for our own operations,
     /// never for replies) is registered under the frame's tag before it leaves. Never blocks
     /// on the socket, so a reader answering a request cannot deadlock against the peer.
-    pub(super) fn bulk_send(
+    pub(in crate::transport) fn bulk_send(
         &self,
         hdr: BulkHeader,
         payload: Option<(Arc<Mapping>, usize)>,
@@ -161,7 +175,7 @@ impl TcpPeer {
 
     /// Carry out what [`Liveness`] decided (never with its lock held: the node's handler
     /// of a link change may call back into this peer).
-    pub(super) fn apply(self: &Arc<Self>, acts: Vec<Action>) {
+    pub(in crate::transport) fn apply(self: &Arc<Self>, acts: Vec<Action>) {
         for a in acts {
             match a {
                 Action::Changed { from, to } => {
@@ -198,8 +212,74 @@ impl TcpPeer {
         }
     }
 
+    /// Serve one control message that came from the peer; `sent` holds the heartbeats
+    /// waiting for their answer. `false`: a message that has no place on an established
+    /// link (the caller closes it).
+    pub(in crate::transport) fn serve_ctrl(
+        self: &Arc<Self>,
+        m: LinkMsg,
+        sent: &mut HashMap<u64, Instant>,
+    ) -> bool {
+        let acts = self.live().heard(Instant::now());
+        self.apply(acts);
+        match m {
+            LinkMsg::Ping { seq } => {
+                self.send(LinkMsg::Pong { seq });
+            }
+            LinkMsg::Pong { seq } => {
+                if let Some(t) = sent.remove(&seq) {
+                    self.rtt_us.store(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+                }
+            }
+            LinkMsg::Request { id, origin, req } => {
+                let p = self.clone();
+                let served = self.inbound.request(self.id, origin, req);
+                tokio::spawn(async move {
+                    let result = served.await;
+                    p.send(LinkMsg::Reply { id, result });
+                });
+            }
+            LinkMsg::Reply { id, result } => {
+                if let Some(tx) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) {
+                    let _ = tx.send(result);
+                }
+            }
+            LinkMsg::Event { origin, event } => self.inbound.event(self.id, origin, event),
+            LinkMsg::SessionEnd { origin } => self.inbound.session_end(self.id, origin),
+            other => {
+                tracing::warn!(peer = self.id, "unexpected {other:?} on an established link; closing it");
+                return false;
+            }
+        }
+        true
+    }
+
+    /// A heartbeat period passed: ping when [`Liveness`] says so. `false`: silent far
+    /// past any pause, the caller gives the connection up (failing what waits on it, and
+    /// letting redial, or loss, decide).
+    pub(in crate::transport) fn heartbeat_tick(
+        self: &Arc<Self>,
+        seq: &mut u64,
+        sent: &mut HashMap<u64, Instant>,
+    ) -> bool {
+        let acts = self.live().tick(Instant::now());
+        if acts.contains(&Action::Ping) {
+            *seq += 1;
+            sent.insert(*seq, Instant::now());
+            sent.retain(|k, _| *k + 64 > *seq);
+            self.send(LinkMsg::Ping { seq: *seq });
+        }
+        let close = acts.contains(&Action::Close);
+        self.apply(acts);
+        if close {
+            let n = crate::transport::liveness::GIVE_UP_PERIODS;
+            tracing::warn!(peer = self.id, "no frame for {n} heartbeats: closing the link");
+        }
+        !close
+    }
+
     /// What status shows of this link.
-    pub(super) fn info(&self) -> LinkInfo {
+    pub(in crate::transport) fn info(&self) -> LinkInfo {
         LinkInfo {
             node: self.id,
             addr: self.addr.clone(),

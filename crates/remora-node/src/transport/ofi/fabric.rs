@@ -1,0 +1,185 @@
+//! The node's fabric endpoint and its progress thread: one `FI_EP_RDM` endpoint for every
+//! peer, receive buffers posted once, and one thread that waits for completions without
+//! spinning (the endpoint's wait: `fi_trywait`, then `poll` on the completion queue's fd)
+//! and hands each message to the link whose token it carries, and each RMA completion to
+//! whoever waits for it.
+
+use super::wire::{Body, Wire};
+use crate::transport::tcp::peer::TcpPeer;
+use remora_ofi_sys::{Access, Endpoint, Region};
+use remora_proto::link::MAX_LINK_FRAME;
+use remora_proto::{decode, encode};
+use remora_sys::Mapping;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// Receive buffers posted (each takes one message of up to a control frame).
+const RECVS: usize = 64;
+/// Room for the token and the body's framing around the largest control frame.
+const RECV_SIZE: usize = MAX_LINK_FRAME + 1024;
+/// How long a send waits for room in a full queue before the link is given up.
+const SEND_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Where messages carrying one token go.
+struct Route {
+    peer: Arc<TcpPeer>,
+    tx: mpsc::UnboundedSender<Body>,
+}
+
+/// The endpoint, the routes of live links, and the RMA operations waiting for completion.
+pub(super) struct Fabric {
+    pub(super) ep: Arc<Endpoint>,
+    routes: Mutex<HashMap<u64, Route>>,
+    ops: Mutex<HashMap<u64, std::sync::mpsc::Sender<Result<(), String>>>>,
+    /// Registrations of this node's own mappings for local use (sources of writes,
+    /// destinations of reads), made once per mapping and dropped with it.
+    local: Mutex<HashMap<usize, Arc<Region>>>,
+    stop: AtomicBool,
+}
+
+impl Fabric {
+    /// Open the endpoint of `provider` at `host` and start the progress thread.
+    pub(super) fn open(provider: &str, host: Option<&str>) -> Result<Arc<Fabric>, remora_ofi_sys::Error> {
+        let ep = Endpoint::open(provider, host, RECVS, RECV_SIZE)?;
+        let f = Arc::new(Fabric {
+            ep,
+            routes: Mutex::new(HashMap::new()),
+            ops: Mutex::new(HashMap::new()),
+            local: Mutex::new(HashMap::new()),
+            stop: AtomicBool::new(false),
+        });
+        let weak = Arc::downgrade(&f);
+        let ep = f.ep.clone();
+        std::thread::Builder::new()
+            .name("remora-ofi".into())
+            .spawn(move || progress(ep, weak))
+            .map_err(|e| remora_ofi_sys::Error { code: 0, what: e.to_string() })?;
+        Ok(f)
+    }
+
+    /// Messages carrying `token` go to `tx` (a link came up).
+    pub(super) fn route(&self, token: u64, peer: Arc<TcpPeer>, tx: mpsc::UnboundedSender<Body>) {
+        self.routes.lock().unwrap_or_else(|p| p.into_inner()).insert(token, Route { peer, tx });
+    }
+
+    /// Messages carrying `token` are dropped from now on (the link went down).
+    pub(super) fn unroute(&self, token: u64) {
+        self.routes.lock().unwrap_or_else(|p| p.into_inner()).remove(&token);
+    }
+
+    /// Send `body` to `dest` under its `token`; `false` when the endpoint refuses it or its
+    /// queue stays full (blocking: for threads, and the links' writer tasks between sends).
+    pub(super) fn send(&self, dest: u64, token: u64, body: Body) -> Option<usize> {
+        let bytes = encode(&Wire { token, body }).ok()?;
+        let id = self.ep.next_id();
+        let t = Instant::now();
+        loop {
+            match self.ep.send(dest, &bytes, id) {
+                Ok(()) => return Some(bytes.len()),
+                Err(e) if e.code == 11 && t.elapsed() < SEND_PATIENCE => {
+                    std::thread::sleep(Duration::from_micros(50))
+                }
+                Err(e) => {
+                    tracing::warn!("ofi send: {e}");
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Wait for RMA operation `id`'s completion on `rx` (registered by [`Fabric::expect`]).
+    pub(super) fn expect(&self, id: u64) -> std::sync::mpsc::Receiver<Result<(), String>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
+        rx
+    }
+
+    /// Forget a wait (the operation was not posted).
+    pub(super) fn forget(&self, id: u64) {
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    }
+
+    /// This node's `map`, registered for local use (once per mapping).
+    pub(super) fn local_region(&self, map: &Arc<Mapping>) -> Result<Arc<Region>, remora_ofi_sys::Error> {
+        let mut local = self.local.lock().unwrap_or_else(|p| p.into_inner());
+        // Registrations whose mapping nobody else holds any more are closed.
+        local.retain(|_, r| r.mapping().is_some_and(|m| Arc::strong_count(m) > 1));
+        let at = map.as_ptr() as usize;
+        if let Some(r) = local.get(&at).filter(|r| r.mapping().is_some_and(|m| Arc::ptr_eq(m, map))) {
+            return Ok(r.clone());
+        }
+        let r = self.ep.register(map, 0, map.len(), Access::Local)?;
+        local.insert(at, r.clone());
+        Ok(r)
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The progress thread: completions until the fabric is dropped.
+fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
+    loop {
+        let got = match ep.completions(Duration::from_millis(200)) {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::warn!("ofi completion queue: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+                Vec::new()
+            }
+        };
+        let Some(f) = fabric.upgrade() else { return };
+        if f.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        for c in got {
+            match c.slot {
+                Some(slot) => {
+                    let bytes = match ep.received(slot, c.len) {
+                        Ok(b) => b,
+                        Err(e) => {
+                            tracing::warn!("ofi receive buffer: {e}");
+                            continue;
+                        }
+                    };
+                    if c.error.is_some() {
+                        continue;
+                    }
+                    deliver(&f, &bytes);
+                }
+                None => {
+                    let waiter = f.ops.lock().unwrap_or_else(|p| p.into_inner()).remove(&c.id);
+                    match (waiter, c.error) {
+                        (Some(tx), e) => {
+                            let _ = tx.send(e.map_or(Ok(()), |e| Err(e.what)));
+                        }
+                        (None, Some(e)) => tracing::debug!("ofi send failed: {e}"),
+                        (None, None) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A received message: to the link whose token it carries, or dropped.
+fn deliver(f: &Fabric, bytes: &[u8]) {
+    let Ok(w) = decode::<Wire>(bytes) else {
+        tracing::warn!("malformed ofi message of {} bytes dropped", bytes.len());
+        return;
+    };
+    let routes = f.routes.lock().unwrap_or_else(|p| p.into_inner());
+    match routes.get(&w.token) {
+        Some(r) => {
+            r.peer.bytes_in.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            let _ = r.tx.send(w.body);
+        }
+        None => tracing::debug!("ofi message without a live link's token dropped"),
+    }
+}

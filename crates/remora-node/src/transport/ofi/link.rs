@@ -1,0 +1,229 @@
+//! An `ofi` link to one peer. Its bootstrap is a TCP connection to the peer's `ofi_port`
+//! that starts with the tcp transport's authenticated handshake (the cluster secret, both
+//! ways); only then do the two nodes exchange their endpoint names and the tokens their
+//! fabric messages must carry ([`Boot`]). The connection stays open as the link's life line:
+//! when it breaks, the link is down and redialled (the node with the smaller id dials), and
+//! a refused redial means the peer's daemon is gone. Control messages (requests, replies,
+//! events, heartbeats, session ends) then travel as fabric messages; the decisions about
+//! the link's state are the shared [`crate::transport::liveness`] machine's, carried out by
+//! the same peer type as the tcp transport's.
+
+use super::wire::{Body, Boot};
+use super::{rma, Ofi, OfiLink};
+use crate::transport::tcp::framing::{read_frame, write_frame};
+use crate::transport::tcp::handshake::{accept_handshake, dial_handshake};
+use crate::transport::tcp::link::{await_peer, connected, dial_failed};
+use crate::transport::Env;
+use remora_proto::link::{Flow, LinkMsg};
+use std::collections::HashMap;
+use std::net::TcpStream as StdStream;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+/// Take one bootstrap connection: the handshake, then hand it to the peer's link.
+pub(super) async fn accept_one(ofi: Arc<Ofi>, stream: TcpStream) -> std::io::Result<()> {
+    let std = stream.into_std()?;
+    std.set_nonblocking(false)?;
+    std.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let env = ofi.env.clone();
+    let (std, node, inc) = tokio::task::spawn_blocking(move || {
+        let mut s = std;
+        accept_handshake(&mut s, &env).map(|(n, _, i)| (s, n, i))
+    })
+    .await
+    .map_err(std::io::Error::other)??;
+    let link = ofi
+        .links
+        .get(&node)
+        .cloned()
+        .ok_or_else(|| std::io::Error::other(format!("node {node} is not reached over ofi here")))?;
+    std.set_nonblocking(true)?;
+    let tx = link.peer.accepted.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if let Some(tx) = tx {
+        let _ = tx.send((TcpStream::from_std(std)?, inc));
+    }
+    Ok(())
+}
+
+/// Dial the peer's bootstrap port and authenticate; returns the stream and its incarnation.
+async fn dial(env: &Arc<Env>, link: &Arc<OfiLink>) -> std::io::Result<(TcpStream, u64)> {
+    let (env, peer) = (env.clone(), link.peer.clone());
+    let (s, inc) = tokio::task::spawn_blocking(move || -> std::io::Result<(StdStream, u64)> {
+        let addr: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&peer.addr)?.collect();
+        let a = addr.first().ok_or_else(|| std::io::Error::other("address does not resolve"))?;
+        let mut s = StdStream::connect_timeout(a, Duration::from_secs(1))?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let inc = dial_handshake(&mut s, &env, peer.id, Flow::Control)?;
+        Ok((s, inc))
+    })
+    .await
+    .map_err(std::io::Error::other)??;
+    s.set_nonblocking(true)?;
+    Ok((TcpStream::from_std(s)?, inc))
+}
+
+/// Both ways over an authenticated bootstrap connection: our endpoint's name and the token
+/// we want, theirs back.
+async fn boot(ofi: &Arc<Ofi>, stream: TcpStream, token: u64) -> std::io::Result<(TcpStream, Boot)> {
+    let name = ofi.fabric.ep.name().map_err(std::io::Error::other)?;
+    let std = stream.into_std()?;
+    std.set_nonblocking(false)?;
+    std.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let (std, theirs) = tokio::task::spawn_blocking(move || -> std::io::Result<(StdStream, Boot)> {
+        let mut s = std;
+        write_frame(&mut s, &Boot { name, token })?;
+        let theirs: Boot = read_frame(&mut s)?;
+        Ok((s, theirs))
+    })
+    .await
+    .map_err(std::io::Error::other)??;
+    std.set_read_timeout(None)?;
+    std.set_nonblocking(true)?;
+    Ok((TcpStream::from_std(std)?, theirs))
+}
+
+fn token() -> u64 {
+    let mut b = [0u8; 8];
+    let _ = rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty());
+    u64::from_le_bytes(b) | 1
+}
+
+/// Keep the link to one peer up: dial (if our id is smaller) or take its bootstrap
+/// connections, run the link, redial with back-off.
+pub(super) async fn run_link(
+    ofi: Arc<Ofi>,
+    link: Arc<OfiLink>,
+    mut accepted: mpsc::UnboundedReceiver<(TcpStream, u64)>,
+) {
+    let env = ofi.env.clone();
+    let peer = link.peer.clone();
+    let dialer = env.node < peer.id;
+    let hb = env.cluster.as_ref().map(|c| c.heartbeat).unwrap_or(Duration::from_millis(200));
+    peer.live().set_heartbeat(hb);
+    let mut backoff = Duration::from_millis(50);
+    let mut next: Option<(TcpStream, u64)> = None;
+    loop {
+        let got = if let Some(n) = next.take() {
+            Some(n)
+        } else if dialer {
+            match dial(&env, &link).await {
+                Ok(x) => Some(x),
+                Err(e) => {
+                    dial_failed(&peer, &e, &mut backoff).await;
+                    continue;
+                }
+            }
+        } else {
+            match await_peer(&peer, &mut accepted, hb).await {
+                Some(x) => x,
+                None => continue,
+            }
+        };
+        let Some((stream, incarnation)) = got else { return };
+        let mine = token();
+        let (stream, theirs) = match boot(&ofi, stream, mine).await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(peer = peer.id, "ofi bootstrap failed: {e}");
+                tokio::time::sleep(backoff).await;
+                continue;
+            }
+        };
+        let dest = match ofi.fabric.ep.insert(&theirs.name) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(peer = peer.id, "the peer's endpoint name is refused: {e}");
+                tokio::time::sleep(backoff).await;
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(50);
+        next =
+            run_connected(&ofi, &link, stream, incarnation, (dest, mine, theirs.token), &mut accepted).await;
+        ofi.fabric.unroute(mine);
+        *link.dest.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        rma::link_down(&link);
+        ofi.fabric.ep.remove(dest);
+        *peer.ctrl.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if next.is_none() {
+            let acts = peer.live().disconnected(Instant::now());
+            peer.apply(acts);
+        }
+    }
+}
+
+/// Run a connected link until its bootstrap connection breaks, the peer falls silent for
+/// good, or it redials (returned, to be served next).
+async fn run_connected(
+    ofi: &Arc<Ofi>,
+    link: &Arc<OfiLink>,
+    stream: TcpStream,
+    incarnation: u64,
+    (dest, mine, theirs): (u64, u64, u64),
+    accepted: &mut mpsc::UnboundedReceiver<(TcpStream, u64)>,
+) -> Option<(TcpStream, u64)> {
+    let peer = &link.peer;
+    let (in_tx, mut in_rx) = mpsc::unbounded_channel::<Body>();
+    ofi.fabric.route(mine, peer.clone(), in_tx);
+    *link.dest.lock().unwrap_or_else(|p| p.into_inner()) = Some((dest, theirs));
+    let (tx, mut rx) = mpsc::unbounded_channel::<LinkMsg>();
+    let (f, p) = (ofi.fabric.clone(), peer.clone());
+    // The writer: control messages in order, as fabric messages (a full queue waits in
+    // the blocking pool, not on a runtime thread).
+    let writer = tokio::spawn(async move {
+        while let Some(m) = rx.recv().await {
+            let f = f.clone();
+            let sent = tokio::task::spawn_blocking(move || f.send(dest, theirs, Body::Link(m))).await;
+            match sent {
+                Ok(Some(n)) => {
+                    p.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                _ => break,
+            }
+        }
+    });
+    connected(peer, incarnation, tx);
+    let mut tick = tokio::time::interval(peer.live().heartbeat());
+    let mut seq = 0u64;
+    let mut sent: HashMap<u64, Instant> = HashMap::new();
+    let mut scratch = [0u8; 64];
+    let next = loop {
+        tokio::select! {
+            b = in_rx.recv() => {
+                let Some(b) = b else { break None };
+                match b {
+                    Body::Link(m) => {
+                        if !peer.serve_ctrl(m, &mut sent) {
+                            break None;
+                        }
+                    }
+                    other => rma::serve(&ofi.fabric, link, other),
+                }
+            }
+            _ = tick.tick() => {
+                if !peer.heartbeat_tick(&mut seq, &mut sent) {
+                    break None;
+                }
+            }
+            r = stream.readable() => {
+                // Nothing is sent on the bootstrap connection after the bootstrap: any
+                // readiness is its end (or junk, which ends it too).
+                if r.is_err() || !matches!(stream.try_read(&mut scratch), Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock) {
+                    tracing::info!(peer = peer.id, "the ofi link's bootstrap connection closed");
+                    break None;
+                }
+            }
+            Some(newer) = accepted.recv() => {
+                // The peer redialled (its side saw the old link die): switch to it.
+                let acts = peer.live().superseded();
+                peer.apply(acts);
+                break Some(newer);
+            }
+        }
+    };
+    writer.abort();
+    next
+}

@@ -1,0 +1,255 @@
+//! The `ofi` transport: nodes of other hosts over libfabric (OFI), so that one line of the
+//! cluster file moves a cluster from TCP to an RDMA fabric (verbs, EFA, CXI, ...); proven
+//! here over libfabric's `tcp` (`tcp;ofi_rxm`) and `shm` providers.
+//!
+//! A node whose cluster-file transport is `ofi+<provider>` opens one reliable-datagram
+//! endpoint of that provider (`fabric.rs`) and keeps a link to every node of another host
+//! that names the same transport (`link.rs`): an authenticated TCP bootstrap (the tcp
+//! transport's handshake, on the node's `ofi_port`) exchanges the endpoint names and the
+//! tokens every fabric message must carry (`wire.rs`), after which requests, replies,
+//! events, heartbeats and session ends are fabric messages, and DMA / RMA transfers are
+//! `fi_write` / `fi_read` straight into the peer's memory, registered for exactly the range
+//! its node checked, for one transfer (`rma.rs`). Link state, requests in flight and
+//! session ends are kept by the same peer type and liveness machine as the tcp transport's.
+//!
+//! | file | object |
+//! | --- | --- |
+//! | `fabric.rs` | the endpoint, its progress thread, routes by token, local registrations |
+//! | `wire.rs` | the bootstrap frame and the fabric messages |
+//! | `link.rs` | bootstrap (dial, accept, exchange) and the link's loop |
+//! | `rma.rs` | streaming reads and writes as RMA, and the ranges opened for peers |
+//!
+//! Pager flows (DSM maps of a peer's segments) are not carried by this transport yet: it
+//! answers "unsupported", and such maps go the daemons' way (requests over the link).
+//!
+//! A node whose provider is missing says so and refuses to start, unless the cluster file
+//! allows `fallback = "tcp"`: then the tcp transport carries its links.
+
+mod fabric;
+mod link;
+mod rma;
+mod wire;
+
+use crate::transport::tcp::peer::TcpPeer;
+use crate::transport::{unsupported, Answer, BoxFuture, Env, Inbound, LinkInfo, Pending, Transport};
+use fabric::Fabric;
+use remora_config::cluster::LinkKind;
+use remora_ofi_sys::Region;
+use remora_proto::link::{LinkMsg, PeerRequest, RangeRef};
+use remora_proto::{Error, Event};
+use remora_sys::Mapping;
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
+
+/// One peer reached over the fabric.
+pub(super) struct OfiLink {
+    /// Its liveness, requests in flight and sessions (the tcp transport's peer type).
+    peer: Arc<TcpPeer>,
+    /// Where its messages go and the token they carry, while the link is up.
+    dest: Mutex<Option<(u64, u64)>>,
+    /// Our transfers waiting for its answers, by tag.
+    rma_wait: Mutex<HashMap<u64, std::sync::mpsc::Sender<wire::Body>>>,
+    /// Ranges of ours opened for its transfers, by its tag.
+    served: Mutex<HashMap<u64, Arc<Region>>>,
+}
+
+/// The `ofi` transport of a running node.
+pub struct Ofi {
+    env: Arc<Env>,
+    fabric: Arc<Fabric>,
+    links: HashMap<u32, Arc<OfiLink>>,
+}
+
+/// Daemon starts (node, incarnation) whose ofi transport opened: the tcp transport leaves
+/// the nodes they reach to it.
+static OPENED: Mutex<Vec<(u32, u64)>> = Mutex::new(Vec::new());
+
+/// The libfabric provider `env`'s node is configured for, if any.
+fn provider(env: &Env) -> Option<String> {
+    match env.cluster.as_ref()?.kind(env.node)? {
+        LinkKind::Ofi(p) => Some(p),
+        LinkKind::Tcp => None,
+    }
+}
+
+/// Whether this node's ofi transport carries its traffic to `node`: both name the same
+/// `ofi+` transport and this node's endpoint opened.
+pub fn carries(env: &Env, node: u32) -> bool {
+    let Some(c) = env.cluster.as_ref() else { return false };
+    node != env.node
+        && matches!(c.kind(env.node), Some(LinkKind::Ofi(_)))
+        && c.kind(node) == c.kind(env.node)
+        && OPENED.lock().unwrap_or_else(|p| p.into_inner()).contains(&(env.node, env.incarnation))
+}
+
+/// Open the transport: the endpoint of the configured provider, the bootstrap listener, a
+/// link task per peer that names the same transport. Without such a configuration it
+/// reaches nothing.
+///
+/// # Errors
+/// The provider cannot open an endpoint here and the cluster file does not allow the
+/// fallback to tcp; the bootstrap port cannot be bound.
+pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Transport>> {
+    let Some(prov) = provider(env) else { return Ok(Arc::new(Nothing)) };
+    let cluster = env.cluster.clone().expect("a provider comes from the cluster file");
+    let kind = cluster.kind(env.node).map(|k| k.name()).unwrap_or_default();
+    let me = cluster.addr(env.node).cloned().expect("the node is in the cluster file");
+    let fabric = match Fabric::open(&prov, Some(&me.host)) {
+        Ok(f) => f,
+        Err(e) if cluster.fallback_tcp => {
+            tracing::warn!("transport {kind} is not available here ({e}): falling back to tcp");
+            return Ok(Arc::new(Nothing));
+        }
+        Err(e) => {
+            return Err(std::io::Error::other(format!(
+                "transport {kind} is not available here: {e} (the cluster file may allow fallback = \"tcp\")"
+            )))
+        }
+    };
+    let port = cluster.ofi_port(env.node).ok_or_else(|| std::io::Error::other("no ofi_port"))?;
+    let listener = std::net::TcpListener::bind((me.host.as_str(), port))?;
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    tracing::info!("ofi transport: provider {}, bootstrap on {}:{port}", fabric.ep.provider(), me.host);
+    OPENED.lock().unwrap_or_else(|p| p.into_inner()).push((env.node, env.incarnation));
+    let env = Arc::new(env.clone());
+    let mut links = HashMap::new();
+    let mut starts = Vec::new();
+    for n in &cluster.nodes {
+        if !carries(&env, n.id) {
+            continue;
+        }
+        let Some(p) = cluster.ofi_port(n.id) else { continue };
+        let (peer, rx) = TcpPeer::with_accepts(inbound.clone(), n.id, format!("{}:{p}", n.host));
+        let link = Arc::new(OfiLink {
+            peer,
+            dest: Mutex::new(None),
+            rma_wait: Mutex::new(HashMap::new()),
+            served: Mutex::new(HashMap::new()),
+        });
+        links.insert(n.id, link.clone());
+        starts.push((link, rx));
+    }
+    let ofi = Arc::new(Ofi { env, fabric, links });
+    for (link, rx) in starts {
+        tokio::spawn(link::run_link(ofi.clone(), link, rx));
+    }
+    crate::transport::tcp::link::accept_loop(
+        listener,
+        ofi.clone(),
+        "ofi bootstrap connection",
+        link::accept_one,
+    );
+    Ok(ofi)
+}
+
+impl Ofi {
+    fn link(&self, node: u32) -> Result<&Arc<OfiLink>, Error> {
+        self.links.get(&node).ok_or(Error::NoSuchNode)
+    }
+}
+
+impl Transport for Ofi {
+    fn name(&self) -> &'static str {
+        "ofi"
+    }
+
+    fn shares_memory(&self) -> bool {
+        false
+    }
+
+    fn reaches(&self, node: u32) -> bool {
+        self.links.contains_key(&node)
+    }
+
+    fn request(&self, node: u32, origin: u64, req: PeerRequest) -> BoxFuture<'_, Result<Answer, Error>> {
+        Box::pin(async move {
+            let peer = self.link(node)?.peer.clone();
+            peer.request(origin, req).await.map(|r| (r, Vec::new()))
+        })
+    }
+
+    fn session_end(&self, origin: u64) {
+        for l in self.links.values() {
+            l.peer.session_end(origin);
+        }
+    }
+
+    fn links(&self) -> Vec<LinkInfo> {
+        self.links.values().map(|l| l.peer.info()).collect()
+    }
+
+    fn send_event(&self, node: u32, origin: u64, event: Event) {
+        if let Some(l) = self.links.get(&node) {
+            l.peer.send(LinkMsg::Event { origin, event });
+        }
+    }
+
+    fn write_range(
+        &self,
+        node: u32,
+        conn: u64,
+        offset: u64,
+        src: &Arc<Mapping>,
+        src_off: usize,
+        len: usize,
+    ) -> Result<(), Error> {
+        self.start_range(node, conn, offset, src, src_off, len, true)?()
+    }
+
+    fn read_range(
+        &self,
+        node: u32,
+        conn: u64,
+        offset: u64,
+        dest: &Arc<Mapping>,
+        dest_off: usize,
+        len: usize,
+    ) -> Result<(), Error> {
+        self.start_range(node, conn, offset, dest, dest_off, len, false)?()
+    }
+
+    fn start_range(
+        &self,
+        node: u32,
+        conn: u64,
+        offset: u64,
+        mem: &Arc<Mapping>,
+        mem_off: usize,
+        len: usize,
+        write: bool,
+    ) -> Result<Pending, Error> {
+        let link = self.link(node)?.clone();
+        rma::start(&self.fabric, &link, conn, offset, mem, mem_off, len, write)
+    }
+
+    fn pager_flow(&self, node: u32, target: RangeRef) -> BoxFuture<'_, Result<OwnedFd, Error>> {
+        let _ = (node, target);
+        Box::pin(async move {
+            Err(unsupported("ofi", "pager flows (maps of its peers' segments go the daemons' way)"))
+        })
+    }
+}
+
+/// The transport of a node not configured for ofi (or fallen back to tcp): reaches nothing.
+struct Nothing;
+
+impl Transport for Nothing {
+    fn name(&self) -> &'static str {
+        "ofi"
+    }
+    fn shares_memory(&self) -> bool {
+        false
+    }
+    fn reaches(&self, _node: u32) -> bool {
+        false
+    }
+    fn request(&self, _node: u32, _origin: u64, _req: PeerRequest) -> BoxFuture<'_, Result<Answer, Error>> {
+        Box::pin(async { Err(Error::NoSuchNode) })
+    }
+    fn session_end(&self, _origin: u64) {}
+    fn links(&self) -> Vec<LinkInfo> {
+        Vec::new()
+    }
+}

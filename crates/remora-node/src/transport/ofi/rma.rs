@@ -1,0 +1,207 @@
+//! DMA and RMA over the fabric: `fi_write` / `fi_read` straight between a mapping of this
+//! node and the peer's memory, with no copy on either side.
+//!
+//! A transfer asks the peer to open the range first ([`Body::RmaOpen`]): the peer's
+//! [`crate::transport::Inbound::memory`] checks it, as for the tcp transport's bulk frames,
+//! and only then registers exactly that range (`fi_mr_reg`, remote access of the one kind
+//! asked, under a random key) and answers its key. The transfer's writes or reads follow;
+//! then [`Body::RmaClose`] (after the writes on the link: the endpoint is opened with
+//! `FI_ORDER_SAW`) closes the registration, and its answer says every byte is in place. A
+//! key is therefore good for one checked range for the time of one transfer, and a region
+//! the peer loses its access to is never reachable past the transfer that was checked.
+//! This node's own mappings are registered once for local use and kept while they live.
+
+use super::fabric::Fabric;
+use super::wire::Body;
+use super::OfiLink;
+use crate::transport::{LinkState, Pending};
+use remora_ofi_sys::{Access, Remote};
+use remora_proto::link::{RangeRef, MAX_BULK_CHUNK};
+use remora_proto::Error;
+use remora_sys::Mapping;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Regions one peer may hold open at once (a misbehaving peer cannot pin more).
+const MAX_OPEN: usize = 256;
+/// How long an answer of the peer is waited for while its link is up.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The link went down: what waits for the peer fails, what was opened for it is closed.
+pub(super) fn link_down(link: &OfiLink) {
+    link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    link.served.lock().unwrap_or_else(|p| p.into_inner()).clear();
+}
+
+/// Serve an RMA message of the peer (on the link's task; registering runs beside it).
+pub(super) fn serve(ofi: &Arc<Fabric>, link: &Arc<OfiLink>, body: Body) {
+    match body {
+        Body::RmaOpen { tag, conn, offset, len, write } => {
+            let (ofi, link) = (ofi.clone(), link.clone());
+            tokio::task::spawn_blocking(move || {
+                let answer = open(&ofi, &link, tag, conn, offset, len, write);
+                send(&ofi, &link, answer);
+            });
+        }
+        Body::RmaClose { tag } => {
+            link.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
+            let (ofi, link) = (ofi.clone(), link.clone());
+            tokio::task::spawn_blocking(move || send(&ofi, &link, Body::RmaClosed { tag }));
+        }
+        Body::RmaKey { tag, .. } | Body::RmaClosed { tag } => {
+            let w = link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
+            if let Some(tx) = w {
+                let _ = tx.send(body);
+            }
+        }
+        Body::Link(_) => {}
+    }
+}
+
+fn send(ofi: &Fabric, link: &OfiLink, body: Body) -> bool {
+    let dest = *link.dest.lock().unwrap_or_else(|p| p.into_inner());
+    dest.and_then(|(d, token)| ofi.send(d, token, body)).is_some()
+}
+
+/// Check and register a range the peer asks for.
+#[allow(clippy::too_many_arguments)]
+fn open(ofi: &Fabric, link: &OfiLink, tag: u64, conn: u64, offset: u64, len: u64, write: bool) -> Body {
+    let refused = Body::RmaKey { tag, ok: false, addr: 0, key: 0 };
+    let peer = link.peer.id;
+    let Some(mem) = link.peer.inbound.memory(peer, RangeRef::connection(conn)) else { return refused };
+    let Some(mut pieces) = mem.resolve(offset, len, write) else { return refused };
+    // One piece: a connection is one region.
+    let (Some((m, at, n)), true) = (pieces.pop(), pieces.is_empty()) else { return refused };
+    if n as u64 != len {
+        return refused;
+    }
+    let mut served = link.served.lock().unwrap_or_else(|p| p.into_inner());
+    if served.len() >= MAX_OPEN {
+        tracing::warn!(peer, "the peer holds {MAX_OPEN} open RMA regions: refusing more");
+        return refused;
+    }
+    let access = if write { Access::RemoteWrite } else { Access::RemoteRead };
+    match ofi.ep.register(&m, at, n, access) {
+        Ok(r) => {
+            let (addr, key) = (r.remote_addr(0), r.key());
+            served.insert(tag, r);
+            Body::RmaKey { tag, ok: true, addr, key }
+        }
+        Err(e) => {
+            tracing::warn!(peer, "registering {n} bytes for the peer failed: {e}");
+            refused
+        }
+    }
+}
+
+/// Wait for the peer's answer to `tag` while its link is up.
+fn answer(link: &OfiLink, rx: &std::sync::mpsc::Receiver<Body>) -> Option<Body> {
+    let t = Instant::now();
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(b) => return Some(b),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return None,
+            Err(_) if link.peer.state() != LinkState::Up || t.elapsed() > PATIENCE => return None,
+            Err(_) => {}
+        }
+    }
+}
+
+/// Ask the peer for `tag` and wait for its answer.
+fn ask(ofi: &Fabric, link: &OfiLink, tag: u64, body: Body) -> Option<Body> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).insert(tag, tx);
+    let got = match send(ofi, link, body) {
+        true => answer(link, &rx),
+        false => None,
+    };
+    link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
+    got
+}
+
+/// Start a transfer of `len` bytes between `mem` at `mem_off` and connection `conn` of the
+/// peer at `offset`: open the range there, post the writes or reads; the returned wait
+/// takes their completions and closes the range.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn start(
+    ofi: &Arc<Fabric>,
+    link: &Arc<OfiLink>,
+    conn: u64,
+    offset: u64,
+    mem: &Arc<Mapping>,
+    mem_off: usize,
+    len: usize,
+    write: bool,
+) -> Result<Pending, Error> {
+    if len == 0 {
+        return Ok(Box::new(|| Ok(())));
+    }
+    if mem_off.checked_add(len).is_none_or(|e| e > mem.len()) {
+        return Err(Error::OutOfRange);
+    }
+    let Some((dest, _)) = *link.dest.lock().unwrap_or_else(|p| p.into_inner()) else {
+        return Err(Error::NodeNotResponding);
+    };
+    let local = ofi.local_region(mem).map_err(|e| Error::Protocol(format!("ofi: {e}")))?;
+    let tag = link.peer.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let (addr, key) = match ask(ofi, link, tag, Body::RmaOpen { tag, conn, offset, len: len as u64, write }) {
+        Some(Body::RmaKey { ok: true, addr, key, .. }) => (addr, key),
+        // Refused (outside, no such connection, no access) or no answer: as tcp says it.
+        _ => return Err(Error::NodeNotResponding),
+    };
+    let mut waits = Vec::new();
+    let mut done = 0usize;
+    let mut failed = false;
+    while done < len && !failed {
+        let n = (len - done).min(MAX_BULK_CHUNK);
+        let id = ofi.ep.next_id();
+        let rx = ofi.expect(id);
+        let t = Instant::now();
+        loop {
+            let at = Remote { dest, addr: addr + done as u64, key };
+            let r = match write {
+                true => ofi.ep.write(&local, mem_off + done, n, at, id),
+                false => ofi.ep.read(&local, mem_off + done, n, at, id),
+            };
+            match r {
+                Ok(()) => {
+                    waits.push(rx);
+                    break;
+                }
+                Err(e) if e.code == 11 && t.elapsed() < Duration::from_secs(5) => {
+                    std::thread::sleep(Duration::from_micros(50))
+                }
+                Err(e) => {
+                    tracing::warn!(peer = link.peer.id, "ofi rma: {e}");
+                    ofi.forget(id);
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        done += n;
+    }
+    let (ofi, link) = (ofi.clone(), link.clone());
+    Ok(Box::new(move || {
+        let mut ok = !failed;
+        for rx in waits {
+            let t = Instant::now();
+            let got = loop {
+                match rx.recv_timeout(Duration::from_millis(50)) {
+                    Ok(r) => break r.is_ok(),
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break false,
+                    Err(_) if link.peer.state() != LinkState::Up || t.elapsed() > PATIENCE => break false,
+                    Err(_) => {}
+                }
+            };
+            ok &= got;
+        }
+        // Closing the range is the end of the transfer: after the writes on the link, so
+        // its answer says they are in place.
+        let closed = matches!(ask(&ofi, &link, tag, Body::RmaClose { tag }), Some(Body::RmaClosed { .. }));
+        match ok && closed {
+            true => Ok(()),
+            false => Err(Error::NodeNotResponding),
+        }
+    }))
+}
