@@ -129,6 +129,8 @@ pub struct NetCluster {
     created: Vec<String>,
     secret: String,
     cluster_file: PathBuf,
+    /// Lines added to the cluster file's top (e.g. `transport = "ofi+tcp"`).
+    extra: String,
     dir: tempfile::TempDir,
 }
 
@@ -157,6 +159,18 @@ impl NetCluster {
     /// If `hosts` is not in `1..=250`, or a daemon exits or does not listen within 20 s
     /// (the message includes its log). Everything built so far is torn down first.
     pub fn start(hosts: usize, daemon: &Path) -> Result<NetCluster, Skip> {
+        NetCluster::start_with(hosts, daemon, "")
+    }
+
+    /// [`NetCluster::start`] with `extra` lines at the top of the cluster file (keys that
+    /// apply to every node, e.g. `transport = "ofi+tcp"`).
+    ///
+    /// # Errors
+    /// As [`NetCluster::start`].
+    ///
+    /// # Panics
+    /// As [`NetCluster::start`].
+    pub fn start_with(hosts: usize, daemon: &Path, extra: &str) -> Result<NetCluster, Skip> {
         assert!((1..=250).contains(&hosts), "NetCluster::start: hosts must be 1..=250, not {hosts}");
         match effective_uid() {
             Some(0) => {}
@@ -189,6 +203,7 @@ impl NetCluster {
             hosts: Vec::new(),
             created: Vec::new(),
             secret: random_hex(16),
+            extra: extra.to_string(),
             cluster_file: base.join("cluster.toml"),
             dir,
         };
@@ -264,8 +279,8 @@ impl NetCluster {
 
     fn write_cluster_file(&self) -> std::io::Result<()> {
         let mut text = format!(
-            "# written by remora-testkit\nsecret = \"{}\"\nheartbeat_ms = {HEARTBEAT_MS}\n",
-            self.secret
+            "# written by remora-testkit\nsecret = \"{}\"\nheartbeat_ms = {HEARTBEAT_MS}\n{}",
+            self.secret, self.extra
         );
         for (i, h) in self.hosts.iter().enumerate() {
             text += &format!("\n[[node]]\nid = {}\nhost = \"{}\"\nport = {PORT}\n", 4 * (i + 1), h.addr);
