@@ -14,6 +14,7 @@ mod dsm;
 mod intr;
 mod multicast;
 mod multicast_hosts;
+mod ofi;
 mod pio;
 mod plot;
 mod rsm;
@@ -120,8 +121,30 @@ pub enum Which {
         #[arg(long, default_value_t = 9)]
         rounds: u32,
     },
+    /// The ofi transport (libfabric, `tcp;ofi_rxm`) between two network-namespace hosts,
+    /// beside Remora's TCP transport, raw TCP and `fi_pingpong` (needs root, iproute2 and
+    /// libfabric; not part of `all`).
+    Ofi {
+        /// Repetitions of each transfer.
+        #[arg(long, default_value_t = 7)]
+        reps: u32,
+    },
     /// All of the above with their defaults.
     All,
+    /// The raw TCP receiver of `ofi` (started by `ofi` in a host's namespace).
+    #[command(hide = true)]
+    OfiRawSink {
+        #[arg(long)]
+        bind: String,
+    },
+    /// The raw TCP sender of `ofi`.
+    #[command(hide = true)]
+    OfiRawSource {
+        #[arg(long)]
+        to: String,
+        #[arg(long)]
+        reps: u32,
+    },
     /// The responder half of `scif` (started by `scif` itself).
     #[command(hide = true)]
     ScifChild {
@@ -203,6 +226,8 @@ pub fn run(w: Which, json: Option<&std::path::Path>, plot: Option<&std::path::Pa
             | Which::DsmChild { .. }
             | Which::TcpEcho { .. }
             | Which::TcpPing { .. }
+            | Which::OfiRawSink { .. }
+            | Which::OfiRawSource { .. }
             | Which::PioChild { .. }
     );
     let r = run_one(w);
@@ -228,6 +253,9 @@ fn run_one(w: Which) -> Result<(), String> {
         Which::Intr { batch, rounds } => intr(batch, rounds),
         Which::Dma { reps } => dma(reps),
         Which::Dsm { rounds } => dsm(rounds),
+        Which::Ofi { reps } => ofi::ofi(reps),
+        Which::OfiRawSink { bind } => ofi::raw_sink(&bind),
+        Which::OfiRawSource { to, reps } => ofi::raw_source(&to, reps),
         Which::Scif { batch, rounds } => scif::scif(batch, rounds),
         Which::Rsm { batch, rounds, reps } => rsm::rsm(batch, rounds, reps),
         Which::Vipl { batch, rounds } => vipl::vipl(batch, rounds),
