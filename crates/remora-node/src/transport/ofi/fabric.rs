@@ -23,10 +23,15 @@ const RECV_SIZE: usize = MAX_LINK_FRAME + 1024;
 /// How long a send waits for room in a full queue before the link is given up.
 const SEND_PATIENCE: Duration = Duration::from_secs(5);
 
-/// Where messages carrying one token go.
+/// Our transfers waiting for a peer's answers, by tag.
+pub(super) type Waiters = Arc<Mutex<HashMap<u64, std::sync::mpsc::Sender<Body>>>>;
+
+/// Where messages carrying one token go: answers to our transfers straight to whoever
+/// waits for them, the rest to the link's task.
 struct Route {
     peer: Arc<TcpPeer>,
     tx: mpsc::UnboundedSender<Body>,
+    waiters: Waiters,
 }
 
 /// The endpoint, the routes of live links, and the RMA operations waiting for completion.
@@ -61,8 +66,14 @@ impl Fabric {
     }
 
     /// Messages carrying `token` go to `tx` (a link came up).
-    pub(super) fn route(&self, token: u64, peer: Arc<TcpPeer>, tx: mpsc::UnboundedSender<Body>) {
-        self.routes.lock().unwrap_or_else(|p| p.into_inner()).insert(token, Route { peer, tx });
+    pub(super) fn route(
+        &self,
+        token: u64,
+        peer: Arc<TcpPeer>,
+        tx: mpsc::UnboundedSender<Body>,
+        waiters: Waiters,
+    ) {
+        self.routes.lock().unwrap_or_else(|p| p.into_inner()).insert(token, Route { peer, tx, waiters });
     }
 
     /// Messages carrying `token` are dropped from now on (the link went down).
@@ -70,21 +81,28 @@ impl Fabric {
         self.routes.lock().unwrap_or_else(|p| p.into_inner()).remove(&token);
     }
 
-    /// Send `body` to `dest` under its `token`; `false` when the endpoint refuses it or its
-    /// queue stays full (blocking: for threads, and the links' writer tasks between sends).
+    /// Send `body` to `dest` under its `token`; `None` when the endpoint refuses it or its
+    /// queue stays full (blocking while it is full: for threads).
     pub(super) fn send(&self, dest: u64, token: u64, body: Body) -> Option<usize> {
         let bytes = encode(&Wire { token, body }).ok()?;
+        self.send_bytes(dest, &bytes, true).ok()
+    }
+
+    /// Send an encoded message; with `wait`, again while the queue is full (up to a few
+    /// seconds), else `Err(true)` at once when it is full. `Err(false)`: refused.
+    pub(super) fn send_bytes(&self, dest: u64, bytes: &[u8], wait: bool) -> Result<usize, bool> {
         let id = self.ep.next_id();
         let t = Instant::now();
         loop {
-            match self.ep.send(dest, &bytes, id) {
-                Ok(()) => return Some(bytes.len()),
+            match self.ep.send(dest, bytes, id) {
+                Ok(()) => return Ok(bytes.len()),
+                Err(e) if e.code == 11 && !wait => return Err(true),
                 Err(e) if e.code == 11 && t.elapsed() < SEND_PATIENCE => {
                     std::thread::sleep(Duration::from_micros(50))
                 }
                 Err(e) => {
                     tracing::warn!("ofi send: {e}");
-                    return None;
+                    return Err(false);
                 }
             }
         }
@@ -178,7 +196,17 @@ fn deliver(f: &Fabric, bytes: &[u8]) {
     match routes.get(&w.token) {
         Some(r) => {
             r.peer.bytes_in.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-            let _ = r.tx.send(w.body);
+            match w.body {
+                Body::RmaKey { tag, .. } | Body::RmaClosed { tag } => {
+                    let waiter = r.waiters.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
+                    if let Some(tx) = waiter {
+                        let _ = tx.send(w.body);
+                    }
+                }
+                body => {
+                    let _ = r.tx.send(body);
+                }
+            }
         }
         None => tracing::debug!("ofi message without a live link's token dropped"),
     }

@@ -167,21 +167,32 @@ async fn run_connected(
 ) -> Option<(TcpStream, u64)> {
     let peer = &link.peer;
     let (in_tx, mut in_rx) = mpsc::unbounded_channel::<Body>();
-    ofi.fabric.route(mine, peer.clone(), in_tx);
+    ofi.fabric.route(mine, peer.clone(), in_tx, link.rma_wait.clone());
     *link.dest.lock().unwrap_or_else(|p| p.into_inner()) = Some((dest, theirs));
     let (tx, mut rx) = mpsc::unbounded_channel::<LinkMsg>();
     let (f, p) = (ofi.fabric.clone(), peer.clone());
-    // The writer: control messages in order, as fabric messages (a full queue waits in
-    // the blocking pool, not on a runtime thread).
+    // The writer: control messages in order, as fabric messages (a full queue is waited
+    // for in the blocking pool, not on a runtime thread).
     let writer = tokio::spawn(async move {
         while let Some(m) = rx.recv().await {
-            let f = f.clone();
-            let sent = tokio::task::spawn_blocking(move || f.send(dest, theirs, Body::Link(m))).await;
+            let Ok(bytes) = remora_proto::encode(&super::wire::Wire { token: theirs, body: Body::Link(m) })
+            else {
+                continue;
+            };
+            let sent = match f.send_bytes(dest, &bytes, false) {
+                Err(true) => {
+                    let f = f.clone();
+                    tokio::task::spawn_blocking(move || f.send_bytes(dest, &bytes, true))
+                        .await
+                        .unwrap_or(Err(false))
+                }
+                other => other,
+            };
             match sent {
-                Ok(Some(n)) => {
+                Ok(n) => {
                     p.bytes_out.fetch_add(n as u64, Ordering::Relaxed);
                 }
-                _ => break,
+                Err(_) => break,
             }
         }
     });

@@ -49,7 +49,7 @@ pub(super) struct OfiLink {
     /// Where its messages go and the token they carry, while the link is up.
     dest: Mutex<Option<(u64, u64)>>,
     /// Our transfers waiting for its answers, by tag.
-    rma_wait: Mutex<HashMap<u64, std::sync::mpsc::Sender<wire::Body>>>,
+    rma_wait: fabric::Waiters,
     /// Ranges of ours opened for its transfers, by its tag.
     served: Mutex<HashMap<u64, Arc<Region>>>,
 }
@@ -125,7 +125,7 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
         let link = Arc::new(OfiLink {
             peer,
             dest: Mutex::new(None),
-            rma_wait: Mutex::new(HashMap::new()),
+            rma_wait: Arc::new(Mutex::new(HashMap::new())),
             served: Mutex::new(HashMap::new()),
         });
         links.insert(n.id, link.clone());

@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 
 /// Regions one peer may hold open at once (a misbehaving peer cannot pin more).
 const MAX_OPEN: usize = 256;
+/// Ranges up to this size are opened on the link's task itself.
+const SMALL: u64 = 64 << 10;
 /// How long an answer of the peer is waited for while its link is up.
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -36,6 +38,12 @@ pub(super) fn link_down(link: &OfiLink) {
 /// Serve an RMA message of the peer (on the link's task; registering runs beside it).
 pub(super) fn serve(ofi: &Arc<Fabric>, link: &Arc<OfiLink>, body: Body) {
     match body {
+        // Small ranges are registered here (a short lock of the books, a cheap
+        // registration); large ones beside the link's task (a provider may pin pages).
+        Body::RmaOpen { tag, conn, offset, len, write } if len <= SMALL => {
+            let answer = open(ofi, link, tag, conn, offset, len, write);
+            send(ofi, link, answer);
+        }
         Body::RmaOpen { tag, conn, offset, len, write } => {
             let (ofi, link) = (ofi.clone(), link.clone());
             tokio::task::spawn_blocking(move || {
@@ -45,8 +53,7 @@ pub(super) fn serve(ofi: &Arc<Fabric>, link: &Arc<OfiLink>, body: Body) {
         }
         Body::RmaClose { tag } => {
             link.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
-            let (ofi, link) = (ofi.clone(), link.clone());
-            tokio::task::spawn_blocking(move || send(&ofi, &link, Body::RmaClosed { tag }));
+            send(ofi, link, Body::RmaClosed { tag });
         }
         Body::RmaKey { tag, .. } | Body::RmaClosed { tag } => {
             let w = link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
