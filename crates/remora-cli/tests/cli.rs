@@ -1,5 +1,6 @@
 //! The command line's own commands: `remora bench --json` writes every row with its figures,
-//! target and verdict; `remora status --json` prints every node's status; `remora diag`
+//! target and verdict (`remora bench hosts` those its measuring child takes on another
+//! "host"); `remora status --json` prints every node's status; `remora diag`
 //! gives a verdict per check of the machine.
 
 use std::process::Command;
@@ -32,6 +33,35 @@ fn bench_rows_carry_target_and_verdict_in_json() {
         .args(["shutdown", "--all"])
         .env("REMORA_RUNTIME_DIR", rt.path())
         .output();
+}
+
+/// `bench hosts` runs its two processes (nodes joined over TCP on loopback), every path's
+/// data checks hold (a failed one ends the run with an error), and every row the measuring
+/// child takes reaches the parent's table and JSON.
+#[test]
+fn bench_hosts_rows_reach_the_parent() {
+    let rt = tempfile::Builder::new().prefix("remora-bench-hosts").tempdir().unwrap();
+    let out = rt.path().join("rows.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_remora"))
+        .args(["bench", "--json"])
+        .arg(&out)
+        .args(["hosts", "--loopback", "--reps", "1"])
+        .env("REMORA_RUNTIME_DIR", rt.path())
+        .env("REMORA_DAEMON", remora_testkit::daemon_path())
+        .env("REMORA_IDLE_EXIT", "5")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    let json = std::fs::read_to_string(&out).unwrap();
+    let rows: Vec<&str> = json.lines().filter(|l| l.contains("\"name\"")).collect();
+    for name in
+        ["scif_send→recv 8 B", "DMA 16 MiB read, vec 16", "SCIMemCpy 1 MiB", "connect + map", "4 DMA queues"]
+    {
+        assert!(rows.iter().any(|r| r.contains(name) && r.contains("loopback TCP")), "{name}: {json}");
+    }
+    assert_eq!(rows.len(), 21, "{json}");
+    assert!(rows.iter().all(|r| !r.contains("\"ratio\": null")), "{json}");
 }
 
 #[test]

@@ -18,6 +18,13 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// The median of `ours[i] / theirs[i]` over samples taken side by side: steadier than the
+/// ratio of the medians while the machine's speed drifts between samples.
+pub(crate) fn median_ratio(ours: &[f64], theirs: &[f64]) -> f64 {
+    let mut r: Vec<f64> = ours.iter().zip(theirs).map(|(o, t)| o / t).collect();
+    median(&mut r)
+}
+
 pub(crate) fn header() {
     println!(
         "{:<34} {:>14} {:>14} {:>8}  {:<7} target",
@@ -112,26 +119,42 @@ pub(crate) fn raw_file(path: &str, create: bool) -> Result<remora_sys::Mapping, 
 /// start with `ready`; returns the child and the rest of that line. The child is killed
 /// when the line does not come.
 pub(crate) fn spawn_responder(node: u32, args: &[&str]) -> Result<(std::process::Child, String), String> {
-    use std::io::BufRead as _;
     let exe = std::env::current_exe().map_err(e)?;
-    let mut child = std::process::Command::new(exe)
-        .env("REMORA_NODE", node.to_string())
-        .arg("bench")
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .map_err(e)?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.env("REMORA_NODE", node.to_string()).arg("bench").args(args);
+    spawn_ready(cmd)
+}
+
+/// Start `cmd` with its stdout piped and wait for the first line it prints, which must
+/// start with `ready`; returns the child and the rest of that line. The child is killed
+/// when the line does not come. Later output on the pipe is not read.
+pub(crate) fn spawn_ready(cmd: std::process::Command) -> Result<(std::process::Child, String), String> {
+    spawn_lines(cmd).map(|(child, _, rest)| (child, rest))
+}
+
+/// The child's stdout, read line by line.
+pub(crate) type Lines = std::io::BufReader<std::process::ChildStdout>;
+
+/// [`spawn_ready`], keeping the child's stdout for the lines it prints later.
+pub(crate) fn spawn_lines(
+    mut cmd: std::process::Command,
+) -> Result<(std::process::Child, Lines, String), String> {
+    use std::io::BufRead as _;
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().map_err(e)?;
     let mut line = String::new();
-    let out = child.stdout.take().ok_or("no child stdout")?;
-    if let Err(err) = std::io::BufReader::new(out).read_line(&mut line) {
+    let Some(out) = child.stdout.take() else {
         let _ = child.kill();
-        return Err(e(err));
-    }
-    match line.trim().strip_prefix("ready") {
-        Some(rest) => Ok((child, rest.trim().to_string())),
-        None => {
+        let _ = child.wait();
+        return Err("no child stdout".into());
+    };
+    let mut lines = std::io::BufReader::new(out);
+    let got = lines.read_line(&mut line);
+    match (got, line.trim().strip_prefix("ready")) {
+        (Ok(_), Some(rest)) => Ok((child, lines, rest.trim().to_string())),
+        (got, _) => {
             let _ = child.kill();
-            Err(format!("responder failed to start: {line:?}"))
+            let _ = child.wait();
+            Err(format!("responder failed to start: {line:?} {:?}", got.err()))
         }
     }
 }

@@ -6,11 +6,13 @@
 //! * `memcpy`: `SCIMemCpy` bandwidth into a mapped segment of another node beside `memcpy`
 //!   between two buffers of the same size.
 //! * `connect`: connect plus map of a segment of another node of this host.
-//! * `intr`, `dma`, `dsm`, `scif`, `rsm`, `multicast`: see their modules.
+//! * `intr`, `dma`, `dsm`, `scif`, `rsm`, `multicast`, `hosts`, `scale`: see their modules.
 
 mod common;
 mod dma;
 mod dsm;
+mod hosts;
+mod hosts_rows;
 mod intr;
 mod multicast;
 mod multicast_hosts;
@@ -18,6 +20,7 @@ mod ofi;
 mod pio;
 mod plot;
 mod rsm;
+mod scale;
 mod scif;
 mod tcp;
 mod verdict;
@@ -121,6 +124,24 @@ pub enum Which {
         #[arg(long, default_value_t = 9)]
         rounds: u32,
     },
+    /// Across two hosts (namespace hosts, else loopback TCP), each beside raw TCP between
+    /// the same endpoints: 8-byte SCIF/interrupt/data-interrupt/DMA latency, DMA by size
+    /// (write, read, vector), SCIMemCpy into a remote map, connect + map, 4 DMA queues.
+    Hosts {
+        /// Samples of each kind (interleaved).
+        #[arg(long, default_value_t = 9)]
+        reps: u32,
+        /// Two nodes joined over TCP on loopback even where namespace hosts can be made.
+        #[arg(long)]
+        loopback: bool,
+    },
+    /// All-to-all DMA between 2, 4 and 8 nodes (loopback TCP, then namespace hosts),
+    /// aggregate bandwidth beside the raw TCP aggregate of the same pattern.
+    Scale {
+        /// MiB each node sends per round.
+        #[arg(long, default_value_t = 64)]
+        mib: u32,
+    },
     /// The ofi transport (libfabric, `tcp;ofi_rxm`) between two network-namespace hosts,
     /// beside Remora's TCP transport, raw TCP and `fi_pingpong` (needs root, iproute2 and
     /// libfabric; not part of `all`).
@@ -144,6 +165,12 @@ pub enum Which {
         to: String,
         #[arg(long)]
         reps: u32,
+    },
+    /// The processes `hosts` and `scale` start on their hosts.
+    #[command(hide = true)]
+    HostsChild {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
     /// The responder half of `scif` (started by `scif` itself).
     #[command(hide = true)]
@@ -229,6 +256,7 @@ pub fn run(w: Which, json: Option<&std::path::Path>, plot: Option<&std::path::Pa
             | Which::OfiRawSink { .. }
             | Which::OfiRawSource { .. }
             | Which::PioChild { .. }
+            | Which::HostsChild { .. }
     );
     let r = run_one(w);
     if summarise {
@@ -260,10 +288,13 @@ fn run_one(w: Which) -> Result<(), String> {
         Which::Rsm { batch, rounds, reps } => rsm::rsm(batch, rounds, reps),
         Which::Vipl { batch, rounds } => vipl::vipl(batch, rounds),
         Which::Multicast { batch, rounds } => multicast::multicast(batch, rounds),
+        Which::Hosts { reps, loopback } => hosts::hosts(reps, !loopback),
+        Which::Scale { mib } => scale::scale(mib),
+        Which::HostsChild { args } => hosts::hosts_child(&args),
         Which::ScifChild { raw_path, batch, rounds } => scif::scif_child(&raw_path, batch, rounds),
         Which::All => {
             type Step = (&'static str, fn() -> Result<(), String>);
-            let steps: [Step; 10] = [
+            let steps: [Step; 12] = [
                 ("pio", || pio(2000, 15)),
                 ("memcpy", || memcpy(9)),
                 ("connect", || connect(300)),
@@ -274,6 +305,8 @@ fn run_one(w: Which) -> Result<(), String> {
                 ("rsm", || rsm::rsm(20000, 9, 21)),
                 ("vipl", || vipl::vipl(20000, 7)),
                 ("multicast", || multicast::multicast(100_000, 9)),
+                ("hosts", || hosts::hosts(9, true)),
+                ("scale", || scale::scale(64)),
             ];
             // A bar on stderr while the long run goes (hidden when stderr is no terminal).
             let bar = indicatif::ProgressBar::new(steps.len() as u64);

@@ -5,47 +5,79 @@ use super::common::*;
 use remora_sisci::Sisci;
 use std::time::{Duration, Instant};
 
+/// Nodes 4, 8, …, 4n of this host joined over TCP on loopback (as if on n hosts), in a
+/// private runtime directory with its cluster file; daemons are started by the library on
+/// first use and stopped when this is dropped.
+pub(crate) struct TcpNodes {
+    pub(crate) dir: std::path::PathBuf,
+    pub(crate) file: std::path::PathBuf,
+    base: remora_client::Config,
+    n: u32,
+}
+
+impl TcpNodes {
+    pub(crate) fn new(n: u32) -> Result<TcpNodes, String> {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("remora-bench-tcp-{}-{k}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(e)?;
+        let mut text = "secret = \"remora-bench-secret-0123456789\"\nforce_tcp = true\n".to_string();
+        for i in 1..=n {
+            let port =
+                std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(e)?.port();
+            text += &format!("[[node]]\nid = {}\nhost = \"127.0.0.1\"\nport = {port}\n", 4 * i);
+        }
+        let file = dir.join("cluster.toml");
+        std::fs::write(&file, text).map_err(e)?;
+        let base = Sisci::initialize().map_err(e)?.config().clone();
+        Ok(TcpNodes { dir, file, base, n })
+    }
+
+    /// The client configuration of node `node` of these.
+    pub(crate) fn config(&self, node: u32) -> remora_client::Config {
+        let mut c = self.base.clone();
+        c.node = node;
+        c.runtime_dir = self.dir.clone();
+        c.cluster = Some(self.file.clone());
+        c
+    }
+
+    /// The environment a program of node `node` needs (it may start the node's daemon).
+    pub(crate) fn env(&self, node: u32) -> Vec<(String, String)> {
+        vec![
+            ("REMORA_RUNTIME_DIR".into(), self.dir.to_string_lossy().into_owned()),
+            ("REMORA_NODE".into(), node.to_string()),
+            ("REMORA_CLUSTER".into(), self.file.to_string_lossy().into_owned()),
+        ]
+    }
+}
+
+impl Drop for TcpNodes {
+    fn drop(&mut self) {
+        for n in 1..=self.n {
+            if let Ok(s) = remora_client::Session::open_control(&self.config(4 * n)) {
+                let _ = s.request(remora_proto::Request::Shutdown, &[]);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// Two nodes of this host joined over TCP on loopback (as if on two hosts), in a private
 /// runtime directory; daemons are started by the library and stopped at the end.
 pub(crate) struct TcpPair {
     pub(crate) dir: std::path::PathBuf,
     pub(crate) a: Sisci,
     pub(crate) b: Sisci,
+    _nodes: TcpNodes,
 }
 
 impl TcpPair {
     pub(crate) fn new() -> Result<TcpPair, String> {
-        let dir = std::env::temp_dir().join(format!("remora-bench-dsm-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(e)?;
-        let port =
-            || std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port());
-        let (p4, p8) = (port().map_err(e)?, port().map_err(e)?);
-        let text = format!(
-            "secret = \"remora-bench-secret-0123456789\"\nforce_tcp = true\n[[node]]\nid = 4\nhost = \"127.0.0.1\"\nport = {p4}\n[[node]]\nid = 8\nhost = \"127.0.0.1\"\nport = {p8}\n"
-        );
-        let file = dir.join("cluster.toml");
-        std::fs::write(&file, text).map_err(e)?;
-        let base = Sisci::initialize().map_err(e)?.config().clone();
-        let mk = |node| {
-            let mut c = base.clone();
-            c.node = node;
-            c.runtime_dir = dir.clone();
-            c.cluster = Some(file.clone());
-            Sisci::with_config(c)
-        };
-        Ok(TcpPair { a: mk(4), b: mk(8), dir })
-    }
-}
-
-impl Drop for TcpPair {
-    fn drop(&mut self) {
-        for n in [4, 8] {
-            if let Ok(s) = remora_client::Session::open_control(&self.a.config().with_node(n)) {
-                let _ = s.request(remora_proto::Request::Shutdown, &[]);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let nodes = TcpNodes::new(2)?;
+        let (a, b) = (Sisci::with_config(nodes.config(4)), Sisci::with_config(nodes.config(8)));
+        Ok(TcpPair { dir: nodes.dir.clone(), a, b, _nodes: nodes })
     }
 }
 

@@ -1,0 +1,463 @@
+//! The rows of `remora bench hosts`, measured by the process on host 1 against the peer
+//! on host 2 (see [`super::hosts`]): each Remora path and, interleaved with it, raw TCP
+//! between the same two processes (the same namespaces, or the same loopback).
+//!
+//! * 8-byte latency, both sides blocking: SCIF `scif_send`→`scif_recv`, SISCI interrupt
+//!   trigger→wake and data interrupt (one-way: half a ping-pong) beside a raw TCP
+//!   ping-pong of 8 bytes (`TCP_NODELAY`); DMA of 8 bytes, post to completion, beside the
+//!   raw TCP round trip.
+//! * DMA by size (64 KiB, 1 MiB, 16 MiB), write and read, one transfer per post and a
+//!   vector of 16 (`SCIStartDmaTransferVec`), each transfer waited for, beside a warmed
+//!   raw TCP stream of the same size (each transfer acknowledged, as a completion is).
+//! * `SCIMemCpy` into a map of the peer's segment, then the map flushed (the bytes home),
+//!   beside the same raw TCP stream.
+//! * Connect + map of the peer's segment beside a raw TCP connect + one round trip.
+//! * Four DMA queues at once, 16 MiB each, beside four raw TCP streams at once.
+//!
+//! Samples of a row and of its reference alternate; the row shows the medians of each and,
+//! as its ratio, the median of the side-by-side samples' ratios (the machine's speed drifts
+//! between samples). Waiters block in the kernel at once, as the raw TCP reader does,
+//! except the data interrupt's (its wait spins `REMORA_SPIN_US` first: it has no other).
+//!
+//! Every path's data is checked at least once per row (the peer checks its segment, or we
+//! check what we read); streams alternate two patterns so no path can skip bytes that are
+//! already there.
+
+use super::common::{e, median, median_ratio};
+use super::hosts::*;
+use remora_sisci::{
+    CreateFlags, DataInterrupt, Descriptor, DmaFlags, DmaQueue, DmaVec, Interrupt, LocalSegment, Map,
+    MapFlags, RemoteDataInterrupt, RemoteInterrupt, RemoteSegment, Sisci,
+};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+const PEER: u32 = 8;
+const ME: u32 = 4;
+const SIZES: [usize; 3] = [64 << 10, 1 << 20, 16 << 20];
+const W: DmaFlags = DmaFlags { read: false, wait: true };
+const R: DmaFlags = DmaFlags { read: true, wait: true };
+
+struct Active {
+    to: String,
+    ctl: TcpStream,
+    label: String,
+    dev: Descriptor,
+    src: LocalSegment,
+    smap: Map,
+    remote: RemoteSegment,
+    q: DmaQueue,
+}
+
+fn gbs(x: f64) -> String {
+    format!("{x:.2} GB/s")
+}
+
+fn us(ns: f64) -> String {
+    format!("{:.1} µs", ns / 1e3)
+}
+
+impl Active {
+    fn ask(&mut self, w: [u64; 5]) -> Result<u64, String> {
+        write_words(&mut self.ctl, &w).map_err(e)?;
+        self.answer()
+    }
+
+    fn answer(&mut self) -> Result<u64, String> {
+        let mut b = [0u8; 8];
+        self.ctl.read_exact(&mut b).map_err(e)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// Have the peer check that `len` bytes of its segment `which` at `off` hold `pat`.
+    fn check(&mut self, which: u64, off: usize, len: usize, pat: u8, what: &str) -> Result<(), String> {
+        match self.ask([OP_CHECK, which, off as u64, len as u64, pat as u64])? {
+            1 => Ok(()),
+            _ => Err(format!("{what}: the peer's segment does not hold the data sent")),
+        }
+    }
+
+    /// A raw TCP data connection to the peer, its header sent.
+    fn data(&self, mode: u64, len: usize, iters: u64, pat: u8) -> Result<TcpStream, String> {
+        let mut s = TcpStream::connect(&self.to).map_err(e)?;
+        s.set_nodelay(true).map_err(e)?;
+        write_words(&mut s, &[mode, len as u64, iters, pat as u64]).map_err(e)?;
+        Ok(s)
+    }
+
+    /// A row of samples taken side by side: the medians, and the median of the samples'
+    /// ratios.
+    fn row(&self, name: &str, ours: &[f64], theirs: &[f64], show: fn(f64) -> String, target: &str) {
+        let l = &self.label;
+        let ratio = median_ratio(ours, theirs);
+        let (o, t) = (median(&mut ours.to_vec()), median(&mut theirs.to_vec()));
+        emit(&format!("{name} ({l})"), show(o), show(t), ratio, &format!("{target}, {l})"));
+    }
+}
+
+/// Send transfers `from..to` of a sink stream (pattern `pat`), each acknowledged; seconds.
+fn sink(s: &mut TcpStream, bufs: &[Vec<u8>; 2], len: usize, from: u64, to: u64) -> Result<f64, String> {
+    let t = Instant::now();
+    let mut k = [0u8; 1];
+    for i in from..to {
+        for c in bufs[(i % 2) as usize][..len].chunks(1 << 20) {
+            s.write_all(c).map_err(e)?;
+        }
+        s.read_exact(&mut k).map_err(e)?;
+        if k[0] != b'k' {
+            return Err("raw TCP reference: the peer received other bytes than sent".into());
+        }
+    }
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// Fetch transfers `from..to` of a source stream; checks the last; seconds.
+fn source(s: &mut TcpStream, buf: &mut [u8], pat: u8, from: u64, to: u64) -> Result<f64, String> {
+    let t = Instant::now();
+    for _ in from..to {
+        s.write_all(b"g").map_err(e)?;
+        s.read_exact(buf).map_err(e)?;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    if to > from && !buf.iter().all(|&b| b == pattern(pat, to - 1)) {
+        return Err("raw TCP reference: received other bytes than the peer sent".into());
+    }
+    Ok(secs)
+}
+
+fn vec16(size: usize, base: usize) -> Vec<DmaVec> {
+    let part = size / 16;
+    (0..16)
+        .map(|i| DmaVec { size: part, local_offset: base + i * part, remote_offset: base + i * part })
+        .collect()
+}
+
+pub(crate) fn active(to: &str, scif_port: u16, reps: u32, label: &str) -> Result<(), String> {
+    let sci = Sisci::initialize().map_err(e)?;
+    let dev = Descriptor::open(&sci).map_err(e)?;
+    let src = LocalSegment::create(&dev, None, BULK, CreateFlags::default()).map_err(e)?;
+    let smap = src.map(0, BULK, None, MapFlags::default()).map_err(e)?;
+    src.prepare(0).map_err(e)?;
+    let remote = RemoteSegment::connect(&dev, PEER, SEG_BULK, 0, LONG).map_err(e)?;
+    let q = DmaQueue::create(&dev, 0, 16).map_err(e)?;
+    let ctl = TcpStream::connect(to).map_err(e)?;
+    ctl.set_nodelay(true).map_err(e)?;
+    println!("ready");
+    std::io::stdout().flush().map_err(e)?;
+    let mut a = Active { to: to.into(), ctl, label: label.into(), dev, src, smap, remote, q };
+    let reps = reps.max(3);
+    latency(&mut a, scif_port, reps)?;
+    bulk(&mut a, reps)?;
+    mem_copy(&mut a, reps)?;
+    connect(&mut a, reps)?;
+    concurrent(&mut a, reps)?;
+    a.ask([OP_QUIT, 0, 0, 0, 0])?;
+    Ok(())
+}
+
+/// Median one-way time (ns) of `n` 8-byte raw TCP round trips to the peer.
+fn tcp_one_way(a: &Active, n: u32) -> Result<f64, String> {
+    super::tcp::ping_loop(a.data(D_ECHO, 8, n as u64, 0)?, 8, n)
+}
+
+/// Median half round trip (ns) of `n` runs of `f`.
+fn one_way(n: u32, mut f: impl FnMut(u64) -> Result<(), String>) -> Result<f64, String> {
+    let mut v = Vec::with_capacity(n as usize);
+    for i in 0..n as u64 {
+        let t = Instant::now();
+        f(i)?;
+        v.push(t.elapsed().as_nanos() as f64 / 2.0);
+    }
+    Ok(median(&mut v))
+}
+
+fn latency(a: &mut Active, scif_port: u16, reps: u32) -> Result<(), String> {
+    let scif = remora_scif::Scif::new().map_err(e)?;
+    let t0 = Instant::now();
+    while !scif.node_ids().map_err(e)?.contains(&PEER) {
+        if t0.elapsed() > Duration::from_secs(20) {
+            return Err("SCIF does not see the peer's node".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ep = remora_scif::Endpoint::open(&scif).map_err(e)?;
+    let mine = Interrupt::create(&a.dev, 0, Some(ACTIVE_INT), true, None).map_err(e)?;
+    let mine_data = DataInterrupt::create(&a.dev, 0, Some(ACTIVE_DATA), None).map_err(e)?;
+    let theirs = RemoteInterrupt::connect(&a.dev, PEER, 0, PEER_INT, LONG).map_err(e)?;
+    let theirs_data = RemoteDataInterrupt::connect(&a.dev, PEER, 0, PEER_DATA, LONG).map_err(e)?;
+    const N: u32 = 400;
+    let (mut tcp, mut sc, mut it, mut dt, mut dma, mut rtt) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    // Warm-up of every path (connections, first faults), then interleaved batches.
+    for r in 0..=reps {
+        let keep = r > 0;
+        let x = tcp_one_way(a, N)?;
+        write_words(&mut a.ctl, &[OP_SCIF, N as u64, 0, 0, 0]).map_err(e)?;
+        if r == 0 {
+            ep.connect(remora_scif::PortId { node: PEER, port: scif_port }).map_err(e)?;
+        }
+        let s = one_way(N, |i| {
+            let mut m = [0u8; 8];
+            let sent = ep.send(&i.to_le_bytes(), true).map_err(e)?;
+            let got = ep.recv(&mut m, true).map_err(e)?;
+            match (sent, got, u64::from_le_bytes(m) == i) {
+                (8, 8, true) => Ok(()),
+                _ => Err("SCIF echo lost or changed a message".into()),
+            }
+        })?;
+        a.answer()?;
+        write_words(&mut a.ctl, &[OP_INTR, N as u64, ME as u64, 0, 0]).map_err(e)?;
+        let i = one_way(N, |_| {
+            theirs.trigger().map_err(e)?;
+            mine.wait_with_spin(LONG, Duration::ZERO).map_err(e)
+        })?;
+        a.answer()?;
+        write_words(&mut a.ctl, &[OP_DATA, N as u64, ME as u64, 0, 0]).map_err(e)?;
+        let d = one_way(N, |i| {
+            let mut m = [0u8; 64];
+            theirs_data.trigger(&i.to_le_bytes()).map_err(e)?;
+            match mine_data.wait(&mut m, LONG).map_err(e)? {
+                8 if m[..8] == i.to_le_bytes() => Ok(()),
+                _ => Err("data interrupt echo lost or changed its data".into()),
+            }
+        })?;
+        a.answer()?;
+        let y = tcp_one_way(a, N)?;
+        let m = one_way(N, |_| a.q.start(&a.src, &a.remote, 0, 8, 0, W, None).map_err(e))?;
+        if keep {
+            tcp.push((x + y) / 2.0);
+            rtt.push(x + y);
+            sc.push(s);
+            it.push(i);
+            dt.push(d);
+            dma.push(2.0 * m);
+        }
+    }
+    // The DMA of 8 bytes moved them.
+    a.smap.write(0, &[0xa5; 8]).map_err(e)?;
+    a.q.start(&a.src, &a.remote, 0, 8, 0, W, None).map_err(e)?;
+    a.check(0, 0, 8, 0xa5, "DMA 8 B")?;
+    let target = "≤ 1.30 (raw TCP 8 B ping-pong";
+    for (name, v) in [
+        ("scif_send→recv 8 B one-way", &sc),
+        ("interrupt trigger→wake (blocked)", &it),
+        ("data interrupt 8 B trigger→wake", &dt),
+    ] {
+        a.row(name, v, &tcp, us, target);
+    }
+    a.row("DMA 8 B post→completion", &dma, &rtt, us, "≤ 1.30 (raw TCP 8 B round trip");
+    let _ = ep.close();
+    Ok(())
+}
+
+fn bulk(a: &mut Active, reps: u32) -> Result<(), String> {
+    const PW: u8 = 0x3c;
+    const PR: u8 = 0xc5;
+    let bufs = [vec![pattern(PW, 0); 16 << 20], vec![pattern(PW, 1); 16 << 20]];
+    let mut rbuf = vec![0u8; 16 << 20];
+    a.smap.write(0, &bufs[0]).map_err(e)?;
+    let target = "≥ 0.80 (raw TCP stream";
+    for size in SIZES {
+        let iters = ((32 << 20) / size).max(2) as u64;
+        let name =
+            if size >= 1 << 20 { format!("{} MiB", size >> 20) } else { format!("{} KiB", size >> 10) };
+        let v = vec16(size, 0);
+        // Writes: one per post, a vector of 16 per post, raw TCP; a warm-up of each.
+        let mut s = a.data(D_SINK, size, 1 + reps as u64 * iters, PW)?;
+        sink(&mut s, &bufs, size, 0, 1)?;
+        a.q.start(&a.src, &a.remote, 0, size, 0, W, None).map_err(e)?;
+        let (mut raw, mut one, mut vec) = (vec![], vec![], vec![]);
+        let bytes = (size as u64 * iters) as f64;
+        for r in 0..reps as u64 {
+            raw.push(bytes / sink(&mut s, &bufs, size, 1 + r * iters, 1 + (r + 1) * iters)? / 1e9);
+            let t = Instant::now();
+            for _ in 0..iters {
+                a.q.start(&a.src, &a.remote, 0, size, 0, W, None).map_err(e)?;
+            }
+            one.push(bytes / t.elapsed().as_secs_f64() / 1e9);
+            let t = Instant::now();
+            for _ in 0..iters {
+                a.q.start_vec(&a.src, &a.remote, &v, W, None).map_err(e)?;
+            }
+            vec.push(bytes / t.elapsed().as_secs_f64() / 1e9);
+        }
+        // Both kinds moved the bytes: the peer's region cleared, then written once each.
+        for kind in [false, true] {
+            a.ask([OP_FILL, 0, 0, size as u64, 0])?;
+            if kind {
+                a.q.start_vec(&a.src, &a.remote, &v, W, None).map_err(e)?;
+            } else {
+                a.q.start(&a.src, &a.remote, 0, size, 0, W, None).map_err(e)?;
+            }
+            a.check(0, 0, size, PW, "DMA write")?;
+        }
+        a.row(&format!("DMA {name} write"), &one, &raw, gbs, target);
+        a.row(&format!("DMA {name} write, vec 16"), &vec, &raw, gbs, target);
+        // Reads: the peer's region holds PR; ours is checked after the samples.
+        a.ask([OP_FILL, 0, 0, size as u64, PR as u64])?;
+        let mut s = a.data(D_SOURCE, size, 1 + reps as u64 * iters, PR)?;
+        source(&mut s, &mut rbuf[..size], PR, 0, 1)?;
+        a.q.start(&a.src, &a.remote, 0, size, 0, R, None).map_err(e)?;
+        let (mut raw, mut one, mut vec) = (vec![], vec![], vec![]);
+        for r in 0..reps as u64 {
+            raw.push(
+                bytes / source(&mut s, &mut rbuf[..size], PR, 1 + r * iters, 1 + (r + 1) * iters)? / 1e9,
+            );
+            for (kind, into) in [(false, &mut one), (true, &mut vec)] {
+                a.smap.write(0, &bufs[0][..size]).map_err(e)?;
+                let t = Instant::now();
+                for _ in 0..iters {
+                    if kind {
+                        a.q.start_vec(&a.src, &a.remote, &v, R, None).map_err(e)?;
+                    } else {
+                        a.q.start(&a.src, &a.remote, 0, size, 0, R, None).map_err(e)?;
+                    }
+                }
+                into.push(bytes / t.elapsed().as_secs_f64() / 1e9);
+                let mut got = vec![0u8; size];
+                a.smap.read(0, &mut got).map_err(e)?;
+                if got.iter().any(|&b| b != PR) {
+                    return Err(format!("DMA {name} read: other bytes than the peer's"));
+                }
+            }
+        }
+        a.row(&format!("DMA {name} read"), &one, &raw, gbs, target);
+        a.row(&format!("DMA {name} read, vec 16"), &vec, &raw, gbs, target);
+        a.smap.write(0, &bufs[0][..size]).map_err(e)?;
+    }
+    Ok(())
+}
+
+/// `SCIMemCpy` into a map of the peer's segment, then the map flushed (the bytes are home
+/// when it returns), beside raw TCP.
+fn mem_copy(a: &mut Active, reps: u32) -> Result<(), String> {
+    const P: u8 = 0x6b;
+    let to = RemoteSegment::connect(&a.dev, PEER, SEG_COPY, 0, LONG).map_err(e)?;
+    let map = to.map(0, COPY, None, MapFlags::default()).map_err(e)?;
+    let bufs = [vec![pattern(P, 0); COPY], vec![pattern(P, 1); COPY]];
+    for size in SIZES {
+        let iters = ((32 << 20) / size).max(2) as u64;
+        let name =
+            if size >= 1 << 20 { format!("{} MiB", size >> 20) } else { format!("{} KiB", size >> 10) };
+        let mut s = a.data(D_SINK, size, 1 + reps as u64 * iters, P)?;
+        sink(&mut s, &bufs, size, 0, 1)?;
+        let mut n = 0u64;
+        let copy = |k: u64| -> Result<(), String> {
+            remora_sisci::mem_copy(None, &bufs[(k % 2) as usize][..size], &map, 0, false).map_err(e)?;
+            if map.flush() {
+                Ok(())
+            } else {
+                Err("SCIMemCpy: the map's stores did not reach the peer".into())
+            }
+        };
+        copy(n)?;
+        n += 1;
+        let (mut raw, mut ours) = (vec![], vec![]);
+        let bytes = (size as u64 * iters) as f64;
+        for r in 0..reps as u64 {
+            raw.push(bytes / sink(&mut s, &bufs, size, 1 + r * iters, 1 + (r + 1) * iters)? / 1e9);
+            let t = Instant::now();
+            for _ in 0..iters {
+                copy(n)?;
+                n += 1;
+            }
+            ours.push(bytes / t.elapsed().as_secs_f64() / 1e9);
+        }
+        a.check(1, 0, size, pattern(P, n - 1), "SCIMemCpy")?;
+        a.row(&format!("SCIMemCpy {name} + flush"), &ours, &raw, gbs, "≥ 0.80 (raw TCP stream");
+    }
+    drop(map);
+    to.disconnect().map_err(e)?;
+    Ok(())
+}
+
+/// Connect + map of the peer's 1 MiB segment beside a raw TCP connect + one round trip.
+fn connect(a: &mut Active, reps: u32) -> Result<(), String> {
+    let n = 20 * reps;
+    let (mut ours, mut raw) = (vec![], vec![]);
+    for i in 0..=n as u64 {
+        let t = Instant::now();
+        let r = RemoteSegment::connect(&a.dev, PEER, SEG_SMALL, 0, LONG).map_err(e)?;
+        let m = r.map(0, 1 << 20, None, MapFlags::default()).map_err(e)?;
+        let o = t.elapsed().as_nanos() as f64;
+        m.unmap().map_err(e)?;
+        r.disconnect().map_err(e)?;
+        let t = Instant::now();
+        let mut s = TcpStream::connect(&a.to).map_err(e)?;
+        s.set_nodelay(true).map_err(e)?;
+        let mut hello: Vec<u8> = [D_ECHO, 8, 1, 0].iter().flat_map(|x| x.to_le_bytes()).collect();
+        hello.extend_from_slice(&i.to_le_bytes());
+        s.write_all(&hello).map_err(e)?;
+        let mut back = [0u8; 8];
+        s.read_exact(&mut back).map_err(e)?;
+        let th = t.elapsed().as_nanos() as f64;
+        if back != i.to_le_bytes() {
+            return Err("raw TCP reference: the echo differs".into());
+        }
+        if i > 0 {
+            ours.push(o);
+            raw.push(th);
+        }
+    }
+    a.row("connect + map 1 MiB", &ours, &raw, us, "≤ 1.30 (raw TCP connect + 1 round trip");
+    Ok(())
+}
+
+/// Four DMA queues at once, each writing 16 MiB into its quarter of the peer's segment,
+/// beside four raw TCP streams at once: aggregate bandwidth.
+fn concurrent(a: &mut Active, reps: u32) -> Result<(), String> {
+    const P: u8 = 0x4e;
+    const LEN: usize = 16 << 20;
+    const ITERS: u64 = 2;
+    a.smap.write(0, &vec![P; BULK]).map_err(e)?;
+    let qs: Vec<DmaQueue> =
+        (0..4).map(|_| DmaQueue::create(&a.dev, 0, 16)).collect::<Result<_, _>>().map_err(e)?;
+    let bufs = [vec![pattern(P, 0); LEN], vec![pattern(P, 1); LEN]];
+    let mut socks: Vec<TcpStream> =
+        (0..4).map(|_| a.data(D_SINK, LEN, 1 + reps as u64 * ITERS, P)).collect::<Result<_, _>>()?;
+    for s in &mut socks {
+        sink(s, &bufs, LEN, 0, 1)?;
+    }
+    let dma_round = |a: &Active, iters: u64| -> Result<f64, String> {
+        let t = Instant::now();
+        std::thread::scope(|sc| {
+            let hs: Vec<_> = qs
+                .iter()
+                .enumerate()
+                .map(|(k, q)| {
+                    sc.spawn(move || -> Result<(), String> {
+                        for _ in 0..iters {
+                            q.start(&a.src, &a.remote, k * LEN, LEN, k * LEN, W, None).map_err(e)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            hs.into_iter().try_for_each(|h| h.join().map_err(|_| "DMA thread".to_string())?)
+        })?;
+        Ok((4 * LEN as u64 * iters) as f64 / t.elapsed().as_secs_f64() / 1e9)
+    };
+    dma_round(a, 1)?;
+    let (mut ours, mut raw) = (vec![], vec![]);
+    for r in 0..reps as u64 {
+        let t = Instant::now();
+        std::thread::scope(|sc| {
+            let hs: Vec<_> = socks
+                .iter_mut()
+                .map(|s| sc.spawn(|| sink(s, &bufs, LEN, 1 + r * ITERS, 1 + (r + 1) * ITERS)))
+                .collect();
+            hs.into_iter().try_for_each(|h| h.join().map_err(|_| "TCP thread".to_string())?.map(|_| ()))
+        })?;
+        raw.push((4 * LEN as u64 * ITERS) as f64 / t.elapsed().as_secs_f64() / 1e9);
+        ours.push(dma_round(a, ITERS)?);
+    }
+    a.ask([OP_FILL, 0, 0, BULK as u64, 0])?;
+    dma_round(a, 1)?;
+    a.check(0, 0, BULK, P, "4 DMA queues")?;
+    a.row("4 DMA queues × 16 MiB at once", &ours, &raw, gbs, "≥ 0.80 (4 raw TCP streams at once");
+    for q in qs {
+        q.remove().map_err(e)?;
+    }
+    Ok(())
+}
