@@ -29,9 +29,9 @@ pub(super) async fn accept_one(ofi: Arc<Ofi>, stream: TcpStream) -> std::io::Res
     std.set_nonblocking(false)?;
     std.set_read_timeout(Some(Duration::from_secs(5)))?;
     let env = ofi.env.clone();
-    let (std, node, inc) = tokio::task::spawn_blocking(move || {
+    let (std, node, flow, inc) = tokio::task::spawn_blocking(move || {
         let mut s = std;
-        accept_handshake(&mut s, &env).map(|(n, _, i)| (s, n, i))
+        accept_handshake(&mut s, &env).map(|(n, f, i)| (s, n, f, i))
     })
     .await
     .map_err(std::io::Error::other)??;
@@ -40,6 +40,12 @@ pub(super) async fn accept_one(ofi: Arc<Ofi>, stream: TcpStream) -> std::io::Res
         .get(&node)
         .cloned()
         .ok_or_else(|| std::io::Error::other(format!("node {node} is not reached over ofi here")))?;
+    if flow == Flow::Pager {
+        // A DSM pager's own flow (a TCP stream a process holds), served as the tcp
+        // transport serves them.
+        std.set_read_timeout(None)?;
+        return crate::transport::tcp::pager::accept(&link.peer, std, inc);
+    }
     std.set_nonblocking(true)?;
     let tx = link.peer.accepted.lock().unwrap_or_else(|p| p.into_inner()).clone();
     if let Some(tx) = tx {

@@ -19,8 +19,11 @@
 //! | `link.rs` | bootstrap (dial, accept, exchange) and the link's loop |
 //! | `rma.rs` | streaming reads and writes as RMA, and the ranges opened for peers |
 //!
-//! Pager flows (DSM maps of a peer's segments) are not carried by this transport yet: it
-//! answers "unsupported", and such maps go the daemons' way (requests over the link).
+//! Pager flows (a DSM pager's, or SCIF RMA's, own connection to the home node) stay TCP
+//! streams, dialed to the peer's bootstrap port with the same handshake and served as the
+//! tcp transport serves them: the process holds the flow as a socket, which a fabric
+//! endpoint of the daemon cannot be. With an RDMA NIC the next step is the process's own
+//! endpoint (`fi_read`/`fi_write` of pages straight from the pager).
 //!
 //! A node whose provider is missing says so and refuses to start, unless the cluster file
 //! allows `fallback = "tcp"`: then the tcp transport carries its links.
@@ -31,7 +34,7 @@ mod rma;
 mod wire;
 
 use crate::transport::tcp::peer::TcpPeer;
-use crate::transport::{unsupported, Answer, BoxFuture, Env, Inbound, LinkInfo, Pending, Transport};
+use crate::transport::{Answer, BoxFuture, Env, Inbound, LinkInfo, Pending, Transport};
 use fabric::Fabric;
 use remora_config::cluster::LinkKind;
 use remora_ofi_sys::Region;
@@ -225,9 +228,9 @@ impl Transport for Ofi {
     }
 
     fn pager_flow(&self, node: u32, target: RangeRef) -> BoxFuture<'_, Result<OwnedFd, Error>> {
-        let _ = (node, target);
         Box::pin(async move {
-            Err(unsupported("ofi", "pager flows (maps of its peers' segments go the daemons' way)"))
+            let peer = self.link(node)?.peer.clone();
+            crate::transport::tcp::pager::dial_flow(self.env.clone(), peer, target).await
         })
     }
 }

@@ -23,12 +23,10 @@ pub(in crate::transport) mod framing;
 pub mod fuzzing;
 pub(in crate::transport) mod handshake;
 pub(in crate::transport) mod link;
-mod pager;
+pub(in crate::transport) mod pager;
 pub(in crate::transport) mod peer;
 
-use crate::transport::{
-    unsupported, Answer, BoxFuture, Env, Inbound, LinkInfo, LinkState, Pending, Transport,
-};
+use crate::transport::{unsupported, Answer, BoxFuture, Env, Inbound, LinkInfo, Pending, Transport};
 use peer::TcpPeer;
 use remora_proto::link::{LinkMsg, PeerRequest, RangeRef};
 use remora_proto::{Error, Event};
@@ -180,17 +178,7 @@ impl Transport for Tcp {
                 return Err(unsupported("tcp", "pager flows without a cluster"));
             }
             let peer = self.peer(node)?.clone();
-            // A home whose link is silent or lost is not dialed: the map goes the daemons'
-            // way at once (issue 18.5: a dial to an unreachable home used to take 6 s).
-            if peer.state() != LinkState::Up {
-                return Err(Error::NodeNotResponding);
-            }
-            let env = self.env.clone();
-            let s = tokio::task::spawn_blocking(move || pager::dial(&env, &peer, target))
-                .await
-                .map_err(|e| Error::Protocol(e.to_string()))?
-                .map_err(|e| Error::Protocol(format!("pager flow to node {node}: {e}")))?;
-            Ok(OwnedFd::from(s))
+            pager::dial_flow(self.env.clone(), peer, target).await
         })
     }
 }

@@ -13,10 +13,11 @@
 use super::framing::{read_frame, read_header, write_frame};
 use super::handshake::dial_handshake;
 use super::peer::TcpPeer;
-use crate::transport::{Env, FlowUse, PeerMemory};
+use crate::transport::{Env, FlowUse, LinkState, PeerMemory};
 use remora_proto::link::{
     BulkFrame, BulkHeader, BulkOp, Flow, LinkMsg, RangeRef, BULK_FRAME, MAX_PAGER_FRAME,
 };
+use remora_proto::Error;
 use remora_sys::Mapping;
 use std::io::{Read, Write};
 use std::net::TcpStream as StdStream;
@@ -38,6 +39,28 @@ const DIAL_ANSWER: Duration = Duration::from_millis(700);
 ///
 /// # Errors
 /// The peer cannot be reached, refuses the handshake, or restarted since the link came up.
+/// A pager flow to `peer`, bound to `target` there, as the descriptor a process gets.
+///
+/// # Errors
+/// [`Error::NodeNotResponding`] at once when the link is not up; the dial's failure.
+pub(in crate::transport) async fn dial_flow(
+    env: Arc<Env>,
+    peer: Arc<TcpPeer>,
+    target: RangeRef,
+) -> Result<std::os::fd::OwnedFd, Error> {
+    // A home whose link is silent or lost is not dialed: the map goes the daemons' way at
+    // once (issue 18.5: a dial to an unreachable home used to take 6 s).
+    if peer.state() != LinkState::Up {
+        return Err(Error::NodeNotResponding);
+    }
+    let node = peer.id;
+    let s = tokio::task::spawn_blocking(move || dial(&env, &peer, target))
+        .await
+        .map_err(|e| Error::Protocol(e.to_string()))?
+        .map_err(|e| Error::Protocol(format!("pager flow to node {node}: {e}")))?;
+    Ok(std::os::fd::OwnedFd::from(s))
+}
+
 pub(super) fn dial(env: &Env, peer: &TcpPeer, target: RangeRef) -> std::io::Result<StdStream> {
     let addr: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&peer.addr)?.collect();
     let a = addr.first().ok_or_else(|| std::io::Error::other("address does not resolve"))?;
@@ -62,7 +85,7 @@ pub(super) fn dial(env: &Env, peer: &TcpPeer, target: RangeRef) -> std::io::Resu
 ///
 /// # Errors
 /// A flow from another start of the peer, too many flows, or no thread.
-pub(super) fn accept(peer: &Arc<TcpPeer>, std: StdStream, inc: u64) -> std::io::Result<()> {
+pub(in crate::transport) fn accept(peer: &Arc<TcpPeer>, std: StdStream, inc: u64) -> std::io::Result<()> {
     let peer_id = peer.id;
     if peer.peer_incarnation.load(Ordering::SeqCst) != inc {
         return Err(std::io::Error::other(format!("a pager flow from an unknown start of node {peer_id}")));
