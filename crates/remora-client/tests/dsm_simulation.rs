@@ -337,10 +337,10 @@ fn run(variant: Variant, order: [Vec<usize>; 2], refresh_after_store: bool) {
     assert_eq!(home, last, "the home lacks stores after the last flush");
 }
 
-/// Executions per scheduler: `REMORA_SIM_ITERATIONS` (default 1000, a few seconds; raise
+/// Executions per scheduler: `REMORA_SIM_ITERATIONS` (default 500, a few seconds; raise
 /// it for a long run).
 fn iterations() -> usize {
-    std::env::var("REMORA_SIM_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
+    std::env::var("REMORA_SIM_ITERATIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(500)
 }
 
 #[test]
