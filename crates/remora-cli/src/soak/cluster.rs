@@ -1,5 +1,5 @@
 //! Where a soak's nodes live: K node daemons on this host (a private runtime directory,
-//! joined over TCP on loopback, started by the clients' library), or one node on each of
+//! joined over TCP on loopback, started by the soak's own sessions), or one node on each of
 //! two network-namespace hosts (`--netns`, built by `remora-netns` as the multi-host tests
 //! build theirs: a veth from each host to a bridge), whose daemons the soak starts itself.
 //! Either way the rest of the soak asks this module for a node's client configuration, its
@@ -108,8 +108,12 @@ impl Nodes {
             Some(net) => lock(net).command(index as usize % 2 + 1, exe),
             None => {
                 let mut c = Command::new(exe);
+                // The soak starts and restarts the daemons itself: a worker's library that
+                // restarted a killed daemon within milliseconds would hide the peers' view
+                // of its death (a window shorter than the observer's polls).
                 c.env("REMORA_RUNTIME_DIR", &self.base.runtime_dir)
                     .env("REMORA_IDLE_EXIT", "3600")
+                    .env("REMORA_NO_SPAWN", "1")
                     .env("REMORA_CLUSTER", self.cluster_file());
                 c
             }
@@ -131,7 +135,7 @@ impl Nodes {
     }
 
     /// After `node`'s daemon was killed: reap it (namespace hosts) and start it again;
-    /// whether it answers within 10 s (one host: a worker's library may have started it).
+    /// whether it answers within 10 s.
     pub(crate) fn restart(&self, node: u32) -> bool {
         if let Some(net) = &self.net {
             let mut c = lock(net);
