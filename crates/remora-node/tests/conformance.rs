@@ -350,6 +350,9 @@ fn ofi(transport: &str) {
     let mut seen = vec![0u8; 4 << 20];
     far.heard.mem.read(0, &mut seen).unwrap();
     assert!(seen == data, "pipelined writes arrive intact");
+    // Large transfers (RMA into a range the peer registers) are refused past the end too.
+    assert!(t.write_range(8, HANDLE, (MEM - 4096) as u64, &local, 0, 1 << 20).is_err());
+    assert!(t.read_range(8, HANDLE + 1, 0, &local, 0, 1 << 20).is_err());
     check_pager_flows(&near, &far.heard.mem);
 
     // Session end and events reach the peer.

@@ -197,7 +197,7 @@ fn deliver(f: &Fabric, bytes: &[u8]) {
         Some(r) => {
             r.peer.bytes_in.fetch_add(bytes.len() as u64, Ordering::Relaxed);
             match w.body {
-                Body::RmaKey { tag, .. } | Body::RmaClosed { tag } => {
+                Body::RmaKey { tag, .. } | Body::RmaClosed { tag } | Body::Done { tag, .. } => {
                     let waiter = r.waiters.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
                     if let Some(tx) = waiter {
                         let _ = tx.send(w.body);

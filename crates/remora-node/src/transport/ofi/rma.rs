@@ -10,6 +10,10 @@
 //! key is therefore good for one checked range for the time of one transfer, and a region
 //! the peer loses its access to is never reachable past the transfer that was checked.
 //! This node's own mappings are registered once for local use and kept while they live.
+//!
+//! Transfers of up to 32 KiB travel in the messages themselves instead ([`Body::Put`],
+//! [`Body::Get`], answered by [`Body::Done`]): one round trip rather than three, checked by
+//! the peer in the same way (the eager and rendezvous protocols of fabric libraries).
 
 use super::fabric::Fabric;
 use super::wire::Body;
@@ -24,6 +28,9 @@ use std::time::{Duration, Instant};
 
 /// Regions one peer may hold open at once (a misbehaving peer cannot pin more).
 const MAX_OPEN: usize = 256;
+/// Transfers up to this size travel in the messages themselves (a receive buffer holds a
+/// control frame of 64 KiB).
+const EAGER: usize = 32 << 10;
 /// Ranges up to this size are opened on the link's task itself.
 const SMALL: u64 = 64 << 10;
 /// How long an answer of the peer is waited for while its link is up.
@@ -55,13 +62,36 @@ pub(super) fn serve(ofi: &Arc<Fabric>, link: &Arc<OfiLink>, body: Body) {
             link.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
             send(ofi, link, Body::RmaClosed { tag });
         }
-        Body::RmaKey { tag, .. } | Body::RmaClosed { tag } => {
+        Body::Put { tag, conn, offset, data } => {
+            let ok = eager(link, conn, offset, data.len() as u64, true)
+                .is_some_and(|(m, at)| m.write(at, &data).is_ok());
+            send(ofi, link, Body::Done { tag, ok, data: Vec::new() });
+        }
+        Body::Get { tag, conn, offset, len } => {
+            let mut data = vec![0u8; len.min(EAGER as u64) as usize];
+            let ok = len <= EAGER as u64
+                && eager(link, conn, offset, len, false).is_some_and(|(m, at)| m.read(at, &mut data).is_ok());
+            let data = if ok { data } else { Vec::new() };
+            send(ofi, link, Body::Done { tag, ok, data });
+        }
+        Body::RmaKey { tag, .. } | Body::RmaClosed { tag } | Body::Done { tag, .. } => {
             let w = link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
             if let Some(tx) = w {
                 let _ = tx.send(body);
             }
         }
         Body::Link(_) => {}
+    }
+}
+
+/// The mapping and offset of `len` bytes at `offset` of this node's connection `conn`, as
+/// the peer may reach them (one piece: a connection is one region).
+fn eager(link: &OfiLink, conn: u64, offset: u64, len: u64, write: bool) -> Option<(Arc<Mapping>, usize)> {
+    let mem = link.peer.inbound.memory(link.peer.id, RangeRef::connection(conn))?;
+    let mut pieces = mem.resolve(offset, len, write)?;
+    match (pieces.pop(), pieces.is_empty()) {
+        (Some((m, at, n)), true) if n as u64 == len => Some((m, at)),
+        _ => None,
     }
 }
 
@@ -126,6 +156,50 @@ fn ask(ofi: &Fabric, link: &OfiLink, tag: u64, body: Body) -> Option<Body> {
     got
 }
 
+/// A small transfer in messages: the bytes go with the request (write) or come with the
+/// answer (read); the returned wait takes the answer.
+#[allow(clippy::too_many_arguments)]
+fn start_eager(
+    ofi: &Arc<Fabric>,
+    link: &Arc<OfiLink>,
+    tag: u64,
+    conn: u64,
+    offset: u64,
+    mem: &Arc<Mapping>,
+    mem_off: usize,
+    len: usize,
+    write: bool,
+) -> Result<Pending, Error> {
+    let body = match write {
+        true => {
+            let mut data = vec![0u8; len];
+            mem.read(mem_off, &mut data).map_err(|_| Error::OutOfRange)?;
+            Body::Put { tag, conn, offset, data }
+        }
+        false => Body::Get { tag, conn, offset, len: len as u64 },
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).insert(tag, tx);
+    if !send(ofi, link, body) {
+        link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
+        return Err(Error::NodeNotResponding);
+    }
+    let (link, mem) = (link.clone(), mem.clone());
+    Ok(Box::new(move || {
+        let got = answer(&link, &rx);
+        link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
+        match got {
+            Some(Body::Done { ok: true, data, .. }) if write || data.len() == len => {
+                if !write {
+                    mem.write(mem_off, &data).map_err(|_| Error::OutOfRange)?;
+                }
+                Ok(())
+            }
+            _ => Err(Error::NodeNotResponding),
+        }
+    }))
+}
+
 /// Start a transfer of `len` bytes between `mem` at `mem_off` and connection `conn` of the
 /// peer at `offset`: open the range there, post the writes or reads; the returned wait
 /// takes their completions and closes the range.
@@ -149,8 +223,11 @@ pub(super) fn start(
     let Some((dest, _)) = *link.dest.lock().unwrap_or_else(|p| p.into_inner()) else {
         return Err(Error::NodeNotResponding);
     };
-    let local = ofi.local_region(mem).map_err(|e| Error::Protocol(format!("ofi: {e}")))?;
     let tag = link.peer.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if len <= EAGER {
+        return start_eager(ofi, link, tag, conn, offset, mem, mem_off, len, write);
+    }
+    let local = ofi.local_region(mem).map_err(|e| Error::Protocol(format!("ofi: {e}")))?;
     let (addr, key) = match ask(ofi, link, tag, Body::RmaOpen { tag, conn, offset, len: len as u64, write }) {
         Some(Body::RmaKey { ok: true, addr, key, .. }) => (addr, key),
         // Refused (outside, no such connection, no access) or no answer: as tcp says it.

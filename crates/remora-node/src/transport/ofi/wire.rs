@@ -65,4 +65,37 @@ pub(super) enum Body {
         /// The transfer's tag.
         tag: u64,
     },
+    /// A small transfer carried in the message itself (eager: one round trip instead of
+    /// the three of opening, moving and closing a region): store `data` at `offset` of the
+    /// receiver's connection `conn`.
+    Put {
+        /// The sender's tag of the transfer.
+        tag: u64,
+        /// The receiver's connection handle.
+        conn: u64,
+        /// Offset in it.
+        offset: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// A small read carried in messages: answer `len` bytes at `offset` of `conn`.
+    Get {
+        /// The sender's tag of the transfer.
+        tag: u64,
+        /// The receiver's connection handle.
+        conn: u64,
+        /// Offset in it.
+        offset: u64,
+        /// Bytes.
+        len: u64,
+    },
+    /// The answer to [`Body::Put`] or [`Body::Get`]: done (with the bytes read), or refused.
+    Done {
+        /// The transfer's tag.
+        tag: u64,
+        /// Whether the range could be reached.
+        ok: bool,
+        /// The bytes a `Get` asked for.
+        data: Vec<u8>,
+    },
 }
