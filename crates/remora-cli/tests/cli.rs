@@ -55,12 +55,17 @@ fn bench_hosts_rows_reach_the_parent() {
     assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
     let json = std::fs::read_to_string(&out).unwrap();
     let rows: Vec<&str> = json.lines().filter(|l| l.contains("\"name\"")).collect();
-    for name in
-        ["scif_send→recv 8 B", "DMA 16 MiB read, vec 16", "SCIMemCpy 1 MiB", "connect + map", "4 DMA queues"]
-    {
+    for name in [
+        "scif_send→recv 8 B",
+        "DMA 16 MiB read, vec 16",
+        "SCIMemCpy 1 MiB",
+        "connect + map",
+        "4 DMA queues",
+        "4 scif_writeto",
+    ] {
         assert!(rows.iter().any(|r| r.contains(name) && r.contains("loopback TCP")), "{name}: {json}");
     }
-    assert_eq!(rows.len(), 21, "{json}");
+    assert_eq!(rows.len(), 22, "{json}");
     assert!(rows.iter().all(|r| !r.contains("\"ratio\": null")), "{json}");
 }
 

@@ -47,6 +47,8 @@ pub(crate) const OP_INTR: u64 = 3;
 pub(crate) const OP_DATA: u64 = 4;
 pub(crate) const OP_SCIF: u64 = 5;
 pub(crate) const OP_QUIT: u64 = 6;
+pub(crate) const OP_RMA: u64 = 7;
+pub(crate) const OP_RMA_CHECK: u64 = 8;
 
 /// The pattern byte of transfer `i` of a stream whose pattern is `pat`: streams alternate
 /// between two, so a path that skipped bytes equal to what is already there is caught.
@@ -238,6 +240,8 @@ struct Peer {
     data: DataInterrupt,
     scif_listen: remora_scif::Endpoint,
     scif: Option<remora_scif::Endpoint>,
+    /// Endpoints accepted for RMA, each with its registered window's memory.
+    rma: Vec<(remora_scif::Endpoint, remora_scif::UserRegion)>,
     back: Option<(RemoteInterrupt, RemoteDataInterrupt)>,
 }
 
@@ -262,7 +266,7 @@ fn peer(bind: &str) -> Result<(), String> {
     let data = DataInterrupt::create(&dev, 0, Some(PEER_DATA), None).map_err(e)?;
     let scif_listen = remora_scif::Endpoint::open(&remora_scif::Scif::new().map_err(e)?).map_err(e)?;
     let sport = scif_listen.bind(0).map_err(e)?;
-    scif_listen.listen(1).map_err(e)?;
+    scif_listen.listen(8).map_err(e)?;
     let l = TcpListener::bind(format!("{bind}:0")).map_err(e)?;
     println!("ready {} {sport}", l.local_addr().map_err(e)?.port());
     std::io::stdout().flush().map_err(e)?;
@@ -273,7 +277,7 @@ fn peer(bind: &str) -> Result<(), String> {
             std::thread::spawn(move || serve_data(s));
         }
     });
-    let mut p = Peer { dev, bulk, copy, intr, data, scif_listen, scif: None, back: None };
+    let mut p = Peer { dev, bulk, copy, intr, data, scif_listen, scif: None, rma: vec![], back: None };
     loop {
         let [op, a, b, c, d] = read_words::<5>(&mut ctl).map_err(e)?;
         let answer = p.serve(op, a, b, c, d)?;
@@ -343,6 +347,21 @@ impl Peer {
                     }
                 }
                 Ok(a)
+            }
+            OP_RMA => {
+                for _ in 0..a {
+                    let (ep, _) = self.scif_listen.accept(true).map_err(e)?;
+                    let mem = super::scif::leak(b as usize);
+                    ep.register(mem.sub(0, mem.len()), 0, remora_scif::Prot::RW, true).map_err(e)?;
+                    self.rma.push((ep, mem));
+                }
+                Ok(a)
+            }
+            OP_RMA_CHECK => {
+                let mem = &self.rma.get(a as usize).ok_or("no such RMA endpoint")?.1;
+                let mut buf = vec![0u8; mem.len()];
+                mem.read(0, &mut buf).map_err(e)?;
+                Ok(buf.iter().all(|&x| x == b as u8) as u64)
             }
             OP_QUIT => Ok(0),
             _ => Err(format!("unknown control operation {op}")),

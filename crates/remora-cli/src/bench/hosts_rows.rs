@@ -12,7 +12,8 @@
 //! * `SCIMemCpy` into a map of the peer's segment, then the map flushed (the bytes home),
 //!   beside the same raw TCP stream.
 //! * Connect + map of the peer's segment beside a raw TCP connect + one round trip.
-//! * Four DMA queues at once, 16 MiB each, beside four raw TCP streams at once.
+//! * Four DMA queues at once, and four SCIF endpoints' `scif_writeto` at once, 16 MiB each,
+//!   beside four raw TCP streams at once.
 //!
 //! Samples of a row and of its reference alternate; the row shows the medians of each and,
 //! as its ratio, the median of the side-by-side samples' ratios (the machine's speed drifts
@@ -41,6 +42,7 @@ const R: DmaFlags = DmaFlags { read: true, wait: true };
 
 struct Active {
     to: String,
+    scif_port: u16,
     ctl: TcpStream,
     label: String,
     dev: Descriptor,
@@ -88,6 +90,11 @@ impl Active {
 
     /// A row of samples taken side by side: the medians, and the median of the samples'
     /// ratios.
+    /// One DMA write of `len` bytes at `off` on both sides through `q`, waited for.
+    fn q_start(&self, q: &DmaQueue, off: usize, len: usize) -> Result<(), String> {
+        q.start(&self.src, &self.remote, off, len, off, W, None).map_err(e)
+    }
+
     fn row(&self, name: &str, ours: &[f64], theirs: &[f64], show: fn(f64) -> String, target: &str) {
         let l = &self.label;
         let ratio = median_ratio(ours, theirs);
@@ -97,7 +104,7 @@ impl Active {
 }
 
 /// Send transfers `from..to` of a sink stream (pattern `pat`), each acknowledged; seconds.
-fn sink(s: &mut TcpStream, bufs: &[Vec<u8>; 2], len: usize, from: u64, to: u64) -> Result<f64, String> {
+fn sink(mut s: &TcpStream, bufs: &[Vec<u8>; 2], len: usize, from: u64, to: u64) -> Result<f64, String> {
     let t = Instant::now();
     let mut k = [0u8; 1];
     for i in from..to {
@@ -113,7 +120,7 @@ fn sink(s: &mut TcpStream, bufs: &[Vec<u8>; 2], len: usize, from: u64, to: u64) 
 }
 
 /// Fetch transfers `from..to` of a source stream; checks the last; seconds.
-fn source(s: &mut TcpStream, buf: &mut [u8], pat: u8, from: u64, to: u64) -> Result<f64, String> {
+fn source(mut s: &TcpStream, buf: &mut [u8], pat: u8, from: u64, to: u64) -> Result<f64, String> {
     let t = Instant::now();
     for _ in from..to {
         s.write_all(b"g").map_err(e)?;
@@ -145,9 +152,9 @@ pub(crate) fn active(to: &str, scif_port: u16, reps: u32, label: &str) -> Result
     ctl.set_nodelay(true).map_err(e)?;
     println!("ready");
     std::io::stdout().flush().map_err(e)?;
-    let mut a = Active { to: to.into(), ctl, label: label.into(), dev, src, smap, remote, q };
+    let mut a = Active { to: to.into(), scif_port, ctl, label: label.into(), dev, src, smap, remote, q };
     let reps = reps.max(3);
-    latency(&mut a, scif_port, reps)?;
+    latency(&mut a, reps)?;
     bulk(&mut a, reps)?;
     mem_copy(&mut a, reps)?;
     connect(&mut a, reps)?;
@@ -172,7 +179,7 @@ fn one_way(n: u32, mut f: impl FnMut(u64) -> Result<(), String>) -> Result<f64, 
     Ok(median(&mut v))
 }
 
-fn latency(a: &mut Active, scif_port: u16, reps: u32) -> Result<(), String> {
+fn latency(a: &mut Active, reps: u32) -> Result<(), String> {
     let scif = remora_scif::Scif::new().map_err(e)?;
     let t0 = Instant::now();
     while !scif.node_ids().map_err(e)?.contains(&PEER) {
@@ -195,7 +202,7 @@ fn latency(a: &mut Active, scif_port: u16, reps: u32) -> Result<(), String> {
         let x = tcp_one_way(a, N)?;
         write_words(&mut a.ctl, &[OP_SCIF, N as u64, 0, 0, 0]).map_err(e)?;
         if r == 0 {
-            ep.connect(remora_scif::PortId { node: PEER, port: scif_port }).map_err(e)?;
+            ep.connect(remora_scif::PortId { node: PEER, port: a.scif_port }).map_err(e)?;
         }
         let s = one_way(N, |i| {
             let mut m = [0u8; 8];
@@ -264,13 +271,13 @@ fn bulk(a: &mut Active, reps: u32) -> Result<(), String> {
             if size >= 1 << 20 { format!("{} MiB", size >> 20) } else { format!("{} KiB", size >> 10) };
         let v = vec16(size, 0);
         // Writes: one per post, a vector of 16 per post, raw TCP; a warm-up of each.
-        let mut s = a.data(D_SINK, size, 1 + reps as u64 * iters, PW)?;
-        sink(&mut s, &bufs, size, 0, 1)?;
+        let s = a.data(D_SINK, size, 1 + reps as u64 * iters, PW)?;
+        sink(&s, &bufs, size, 0, 1)?;
         a.q.start(&a.src, &a.remote, 0, size, 0, W, None).map_err(e)?;
         let (mut raw, mut one, mut vec) = (vec![], vec![], vec![]);
         let bytes = (size as u64 * iters) as f64;
         for r in 0..reps as u64 {
-            raw.push(bytes / sink(&mut s, &bufs, size, 1 + r * iters, 1 + (r + 1) * iters)? / 1e9);
+            raw.push(bytes / sink(&s, &bufs, size, 1 + r * iters, 1 + (r + 1) * iters)? / 1e9);
             let t = Instant::now();
             for _ in 0..iters {
                 a.q.start(&a.src, &a.remote, 0, size, 0, W, None).map_err(e)?;
@@ -296,14 +303,12 @@ fn bulk(a: &mut Active, reps: u32) -> Result<(), String> {
         a.row(&format!("DMA {name} write, vec 16"), &vec, &raw, gbs, target);
         // Reads: the peer's region holds PR; ours is checked after the samples.
         a.ask([OP_FILL, 0, 0, size as u64, PR as u64])?;
-        let mut s = a.data(D_SOURCE, size, 1 + reps as u64 * iters, PR)?;
-        source(&mut s, &mut rbuf[..size], PR, 0, 1)?;
+        let s = a.data(D_SOURCE, size, 1 + reps as u64 * iters, PR)?;
+        source(&s, &mut rbuf[..size], PR, 0, 1)?;
         a.q.start(&a.src, &a.remote, 0, size, 0, R, None).map_err(e)?;
         let (mut raw, mut one, mut vec) = (vec![], vec![], vec![]);
         for r in 0..reps as u64 {
-            raw.push(
-                bytes / source(&mut s, &mut rbuf[..size], PR, 1 + r * iters, 1 + (r + 1) * iters)? / 1e9,
-            );
+            raw.push(bytes / source(&s, &mut rbuf[..size], PR, 1 + r * iters, 1 + (r + 1) * iters)? / 1e9);
             for (kind, into) in [(false, &mut one), (true, &mut vec)] {
                 a.smap.write(0, &bufs[0][..size]).map_err(e)?;
                 let t = Instant::now();
@@ -340,8 +345,8 @@ fn mem_copy(a: &mut Active, reps: u32) -> Result<(), String> {
         let iters = ((32 << 20) / size).max(2) as u64;
         let name =
             if size >= 1 << 20 { format!("{} MiB", size >> 20) } else { format!("{} KiB", size >> 10) };
-        let mut s = a.data(D_SINK, size, 1 + reps as u64 * iters, P)?;
-        sink(&mut s, &bufs, size, 0, 1)?;
+        let s = a.data(D_SINK, size, 1 + reps as u64 * iters, P)?;
+        sink(&s, &bufs, size, 0, 1)?;
         let mut n = 0u64;
         let copy = |k: u64| -> Result<(), String> {
             remora_sisci::mem_copy(None, &bufs[(k % 2) as usize][..size], &map, 0, false).map_err(e)?;
@@ -356,7 +361,7 @@ fn mem_copy(a: &mut Active, reps: u32) -> Result<(), String> {
         let (mut raw, mut ours) = (vec![], vec![]);
         let bytes = (size as u64 * iters) as f64;
         for r in 0..reps as u64 {
-            raw.push(bytes / sink(&mut s, &bufs, size, 1 + r * iters, 1 + (r + 1) * iters)? / 1e9);
+            raw.push(bytes / sink(&s, &bufs, size, 1 + r * iters, 1 + (r + 1) * iters)? / 1e9);
             let t = Instant::now();
             for _ in 0..iters {
                 copy(n)?;
@@ -404,60 +409,80 @@ fn connect(a: &mut Active, reps: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// Four DMA queues at once, each writing 16 MiB into its quarter of the peer's segment,
-/// beside four raw TCP streams at once: aggregate bandwidth.
+/// Run `f(k)` for `k` in 0..4 on four threads at once: the aggregate GB/s of `bytes`.
+fn at_once(bytes: u64, f: impl Fn(usize) -> Result<(), String> + Sync) -> Result<f64, String> {
+    let t = Instant::now();
+    std::thread::scope(|sc| {
+        let f = &f;
+        let hs: Vec<_> = (0..4).map(|k| sc.spawn(move || f(k))).collect();
+        hs.into_iter().try_for_each(|h| h.join().map_err(|_| "transfer thread".to_string())?)
+    })?;
+    Ok(bytes as f64 / t.elapsed().as_secs_f64() / 1e9)
+}
+
+/// Four transfers at once sharing the link, 16 MiB each, beside four raw TCP streams at
+/// once (aggregate bandwidth): four DMA queues, each into its quarter of the peer's
+/// segment; four SCIF endpoints, each `scif_writeto` into its own window of the peer.
 fn concurrent(a: &mut Active, reps: u32) -> Result<(), String> {
     const P: u8 = 0x4e;
     const LEN: usize = 16 << 20;
     const ITERS: u64 = 2;
+    let all = 4 * LEN as u64 * ITERS;
     a.smap.write(0, &vec![P; BULK]).map_err(e)?;
     let qs: Vec<DmaQueue> =
         (0..4).map(|_| DmaQueue::create(&a.dev, 0, 16)).collect::<Result<_, _>>().map_err(e)?;
     let bufs = [vec![pattern(P, 0); LEN], vec![pattern(P, 1); LEN]];
-    let mut socks: Vec<TcpStream> =
+    let socks: Vec<TcpStream> =
         (0..4).map(|_| a.data(D_SINK, LEN, 1 + reps as u64 * ITERS, P)).collect::<Result<_, _>>()?;
-    for s in &mut socks {
-        sink(s, &bufs, LEN, 0, 1)?;
+    // Four SCIF endpoints, each with a 16 MiB window of P registered on both sides.
+    write_words(&mut a.ctl, &[OP_RMA, 4, LEN as u64, 0, 0]).map_err(e)?;
+    let scif = remora_scif::Scif::new().map_err(e)?;
+    let mut eps = Vec::new();
+    for _ in 0..4 {
+        let ep = remora_scif::Endpoint::open(&scif).map_err(e)?;
+        ep.connect(remora_scif::PortId { node: PEER, port: a.scif_port }).map_err(e)?;
+        let mem = super::scif::leak(LEN);
+        mem.write(0, &bufs[0]).map_err(e)?;
+        ep.register(mem, 0, remora_scif::Prot::RW, true).map_err(e)?;
+        eps.push(ep);
     }
-    let dma_round = |a: &Active, iters: u64| -> Result<f64, String> {
-        let t = Instant::now();
-        std::thread::scope(|sc| {
-            let hs: Vec<_> = qs
-                .iter()
-                .enumerate()
-                .map(|(k, q)| {
-                    sc.spawn(move || -> Result<(), String> {
-                        for _ in 0..iters {
-                            q.start(&a.src, &a.remote, k * LEN, LEN, k * LEN, W, None).map_err(e)?;
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            hs.into_iter().try_for_each(|h| h.join().map_err(|_| "DMA thread".to_string())?)
-        })?;
-        Ok((4 * LEN as u64 * iters) as f64 / t.elapsed().as_secs_f64() / 1e9)
+    a.answer()?;
+    let tcp = |r: u64| {
+        at_once(all, |k| sink(&socks[k], &bufs, LEN, 1 + r * ITERS, 1 + (r + 1) * ITERS).map(|_| ()))
     };
-    dma_round(a, 1)?;
-    let (mut ours, mut raw) = (vec![], vec![]);
+    let dma = |a: &Active, iters: u64| {
+        at_once(4 * LEN as u64 * iters, |k| (0..iters).try_for_each(|_| a.q_start(&qs[k], k * LEN, LEN)))
+    };
+    let rma = |iters: u64| {
+        at_once(4 * LEN as u64 * iters, |k| {
+            let f = remora_scif::RmaFlags::default();
+            (0..iters).try_for_each(|_| eps[k].write_to(0, LEN, 0, f).map_err(e))
+        })
+    };
+    at_once(4 * LEN as u64, |k| sink(&socks[k], &bufs, LEN, 0, 1).map(|_| ()))?;
+    dma(a, 1)?;
+    rma(1)?;
+    let (mut raw, mut ours, mut scif_rma) = (vec![], vec![], vec![]);
     for r in 0..reps as u64 {
-        let t = Instant::now();
-        std::thread::scope(|sc| {
-            let hs: Vec<_> = socks
-                .iter_mut()
-                .map(|s| sc.spawn(|| sink(s, &bufs, LEN, 1 + r * ITERS, 1 + (r + 1) * ITERS)))
-                .collect();
-            hs.into_iter().try_for_each(|h| h.join().map_err(|_| "TCP thread".to_string())?.map(|_| ()))
-        })?;
-        raw.push((4 * LEN as u64 * ITERS) as f64 / t.elapsed().as_secs_f64() / 1e9);
-        ours.push(dma_round(a, ITERS)?);
+        raw.push(tcp(r)?);
+        ours.push(dma(a, ITERS)?);
+        scif_rma.push(rma(ITERS)?);
     }
     a.ask([OP_FILL, 0, 0, BULK as u64, 0])?;
-    dma_round(a, 1)?;
+    dma(a, 1)?;
     a.check(0, 0, BULK, P, "4 DMA queues")?;
+    for k in 0..4 {
+        if a.ask([OP_RMA_CHECK, k, P as u64, 0, 0])? != 1 {
+            return Err("4 SCIF endpoints: a window of the peer does not hold the data sent".into());
+        }
+    }
     a.row("4 DMA queues × 16 MiB at once", &ours, &raw, gbs, "≥ 0.80 (4 raw TCP streams at once");
+    a.row("4 scif_writeto × 16 MiB at once", &scif_rma, &raw, gbs, "≥ 0.80 (4 raw TCP streams at once");
     for q in qs {
         q.remove().map_err(e)?;
+    }
+    for ep in eps {
+        let _ = ep.close();
     }
     Ok(())
 }

@@ -126,7 +126,8 @@ pub enum Which {
     },
     /// Across two hosts (namespace hosts, else loopback TCP), each beside raw TCP between
     /// the same endpoints: 8-byte SCIF/interrupt/data-interrupt/DMA latency, DMA by size
-    /// (write, read, vector), SCIMemCpy into a remote map, connect + map, 4 DMA queues.
+    /// (write, read, vector), SCIMemCpy into a remote map, connect + map, 4 DMA queues and
+    /// 4 SCIF RMA endpoints at once.
     Hosts {
         /// Samples of each kind (interleaved).
         #[arg(long, default_value_t = 9)]

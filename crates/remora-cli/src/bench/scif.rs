@@ -20,7 +20,8 @@ const BIG: usize = 64 << 20;
 const BIG_OFF: u64 = 0;
 const PAGE_OFF: u64 = 1 << 30;
 
-fn leak(len: usize) -> UserRegion {
+/// A page-aligned region of `len` bytes that lives as long as the process.
+pub(crate) fn leak(len: usize) -> UserRegion {
     let v = Box::leak(vec![0u8; len + 4096].into_boxed_slice());
     let start = (4096 - (v.as_ptr() as usize % 4096)) % 4096;
     UserRegion::from_static(&mut v[start..start + len])
