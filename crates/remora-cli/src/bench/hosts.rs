@@ -8,7 +8,9 @@
 //! connections that say what they want in a header (echo, sink, source), and a control
 //! connection over which the active process asks it to echo interrupts, data interrupts
 //! and SCIF messages, and to check or fill its segments. The active process prints its
-//! rows as tab-separated lines, which the parent (this process) prints and keeps.
+//! rows as tab-separated lines, which the parent (this process) prints and keeps. Where
+//! `ucx_perftest` is installed, the parent also sets the SCIF message row beside UCX's
+//! tagged-message latency over TCP between the same two hosts (before and after the rows).
 
 use super::common::*;
 use super::tcp::TcpNodes;
@@ -104,19 +106,35 @@ impl Hosts {
         }
     }
 
-    /// `remora bench hosts-child <args>` as a process of host `k`.
-    pub(crate) fn child(&self, k: usize, args: &[&str]) -> Result<Command, String> {
-        let exe = std::env::current_exe().map_err(e)?;
-        let mut cmd = match self {
-            Hosts::Netns(c) => c.command(k, &exe),
+    /// `program` as a process of host `k` (with the environment of its node).
+    pub(crate) fn command(&self, k: usize, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        match self {
+            Hosts::Netns(c) => c.command(k, program),
             Hosts::Loopback(t) => {
-                let mut cmd = Command::new(&exe);
+                let mut cmd = Command::new(program);
                 cmd.envs(t.env(4 * k as u32));
                 cmd
             }
-        };
+        }
+    }
+
+    /// `remora bench hosts-child <args>` as a process of host `k`.
+    pub(crate) fn child(&self, k: usize, args: &[&str]) -> Result<Command, String> {
+        let mut cmd = self.command(k, std::env::current_exe().map_err(e)?);
         cmd.args(["bench", "hosts-child"]).args(args);
         Ok(cmd)
+    }
+
+    /// UCX's 8-byte tagged-message latency over TCP from host 1 to host 2 (`ucx_perftest
+    /// -t tag_lat`, typical one-way, ns); `None` when it is not installed or fails.
+    fn ucx_tcp(&self) -> Option<f64> {
+        let dev = if self.is_netns() { "eth0" } else { "lo" };
+        let side = |k| {
+            let mut c = self.command(k, "ucx_perftest");
+            c.env("UCX_TLS", "tcp").env("UCX_NET_DEVICES", dev);
+            c
+        };
+        super::scif::ucx_tag_lat_with(side, &self.addr(2), 20_000)
     }
 }
 
@@ -126,6 +144,7 @@ impl Hosts {
 pub(crate) fn hosts(reps: u32, netns: bool) -> Result<(), String> {
     let h = Hosts::start(2, netns)?;
     let (mut peer, line) = spawn_ready(h.child(2, &["peer", &h.addr(2)])?)?;
+    let ucx_before = h.ucx_tcp();
     let reps = reps.to_string();
     let (tport, sport) = line.split_once(' ').ok_or_else(|| format!("peer said {line:?}"))?;
     let to = format!("{}:{tport}", h.addr(2));
@@ -144,7 +163,31 @@ pub(crate) fn hosts(reps: u32, netns: bool) -> Result<(), String> {
         let _ = peer.kill();
     }
     let _ = peer.wait();
-    run
+    run?;
+    ucx_row(&h, ucx_before)
+}
+
+/// The SCIF 8-byte one-way row beside UCX's tagged-message latency over TCP between the
+/// same two hosts, measured before and after the rows (their mean).
+fn ucx_row(h: &Hosts, before: Option<f64>) -> Result<(), String> {
+    let (Some(before), Some(after)) = (before, h.ucx_tcp()) else {
+        println!("(ucx_perftest over tcp unavailable: apt-get install ucx-utils for the UCX reference)");
+        return Ok(());
+    };
+    let ucx = (before + after) / 2.0;
+    let rows = super::verdict::rows();
+    let scif = rows.iter().find(|r| r.name.starts_with("scif_send→recv 8 B one-way"));
+    let Some(ours) = scif.and_then(|r| r.ours.strip_suffix(" µs")?.parse::<f64>().ok()) else {
+        return Err("no SCIF 8-byte row to set beside UCX".into());
+    };
+    let l = h.label();
+    row_us(
+        &format!("scif 8 B one-way vs UCX tag_lat tcp ({l})"),
+        ours * 1e3,
+        ucx,
+        &format!("≤ 1.30 (ucx_perftest over tcp before and after, {l})"),
+    );
+    Ok(())
 }
 
 /// Print the lines a measuring child prints; a row (`row\tname\tours\ttheirs\tratio\ttarget`)

@@ -64,17 +64,24 @@ fn scif_echo(epd: &Endpoint, n: u32) -> Result<(), String> {
 
 /// UCX's 8-byte tagged latency over shared memory, in ns (None when not installed).
 fn ucx_tag_lat() -> Option<f64> {
+    let side = |_| {
+        let mut c = Command::new("ucx_perftest");
+        c.env("UCX_TLS", "shm,self");
+        c
+    };
+    ucx_tag_lat_with(side, "127.0.0.1", 200_000)
+}
+
+/// `ucx_perftest -t tag_lat -s 8 -n n`, its typical one-way latency in ns (None when it is
+/// not installed or fails): `side(2)` is the server's command, `side(1)` the client's, which
+/// reaches the server at `server_addr`; each says where it runs and over what transport.
+pub(crate) fn ucx_tag_lat_with(side: impl Fn(usize) -> Command, server_addr: &str, n: u32) -> Option<f64> {
     let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port().to_string();
-    let args = ["-t", "tag_lat", "-s", "8", "-n", "200000", "-p", &port];
-    let mut server = Command::new("ucx_perftest")
-        .args(args)
-        .env("UCX_TLS", "shm,self")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
+    let n = n.to_string();
+    let args = ["-t", "tag_lat", "-s", "8", "-n", &n, "-p", &port];
+    let mut server = side(2).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().ok()?;
     std::thread::sleep(std::time::Duration::from_millis(500));
-    let out = Command::new("ucx_perftest").arg("127.0.0.1").args(args).env("UCX_TLS", "shm,self").output();
+    let out = side(1).arg(server_addr).args(args).output();
     let _ = server.kill();
     let _ = server.wait();
     let text = String::from_utf8_lossy(&out.ok()?.stdout).to_string();
