@@ -7,7 +7,7 @@
 use super::wire::{Body, Wire};
 use crate::transport::tcp::peer::TcpPeer;
 use remora_ofi_sys::{Access, Endpoint, Region};
-use remora_proto::link::MAX_LINK_FRAME;
+use remora_proto::link::{RangeRef, MAX_LINK_FRAME};
 use remora_proto::{decode, encode};
 use remora_sys::Mapping;
 use std::collections::HashMap;
@@ -32,6 +32,20 @@ struct Route {
     peer: Arc<TcpPeer>,
     tx: mpsc::UnboundedSender<Body>,
     waiters: Waiters,
+    /// Where answers to the peer go, and their token.
+    reply: (u64, u64),
+}
+
+/// A link's routing, as [`Fabric::route`] takes it.
+pub(super) struct Routing {
+    /// The peer.
+    pub peer: Arc<TcpPeer>,
+    /// Its control messages and RMA requests, for the link's task.
+    pub tx: mpsc::UnboundedSender<Body>,
+    /// Our transfers waiting for its answers.
+    pub waiters: Waiters,
+    /// Its endpoint and the token its messages must carry.
+    pub reply: (u64, u64),
 }
 
 /// The endpoint, the routes of live links, and the RMA operations waiting for completion.
@@ -66,14 +80,9 @@ impl Fabric {
     }
 
     /// Messages carrying `token` go to `tx` (a link came up).
-    pub(super) fn route(
-        &self,
-        token: u64,
-        peer: Arc<TcpPeer>,
-        tx: mpsc::UnboundedSender<Body>,
-        waiters: Waiters,
-    ) {
-        self.routes.lock().unwrap_or_else(|p| p.into_inner()).insert(token, Route { peer, tx, waiters });
+    pub(super) fn route(&self, token: u64, r: Routing) {
+        let route = Route { peer: r.peer, tx: r.tx, waiters: r.waiters, reply: r.reply };
+        self.routes.lock().unwrap_or_else(|p| p.into_inner()).insert(token, route);
     }
 
     /// Messages carrying `token` are dropped from now on (the link went down).
@@ -186,12 +195,71 @@ fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
     }
 }
 
+/// Transfers up to this size travel in the messages themselves (a receive buffer holds a
+/// control frame of 64 KiB).
+pub(super) const EAGER: usize = 32 << 10;
+
+/// The mapping and offset of `len` bytes at `offset` of this node's connection `conn`, as
+/// `peer` may reach them (one piece: a connection is one region).
+fn reach(peer: &TcpPeer, conn: u64, offset: u64, len: u64, write: bool) -> Option<(Arc<Mapping>, usize)> {
+    let mem = peer.inbound.memory(peer.id, RangeRef::connection(conn))?;
+    let mut pieces = mem.resolve(offset, len, write)?;
+    match (pieces.pop(), pieces.is_empty()) {
+        (Some((m, at, n)), true) if n as u64 == len => Some((m, at)),
+        _ => None,
+    }
+}
+
+/// Serve a small transfer of `peer` carried in messages (here, on the progress thread, as
+/// the tcp transport's bulk reader serves its frames): its answer.
+fn serve_small(peer: &TcpPeer, body: Body) -> Option<Body> {
+    match body {
+        Body::Put { tag, conn, offset, data } => {
+            let ok = reach(peer, conn, offset, data.len() as u64, true)
+                .is_some_and(|(m, at)| m.write(at, &data).is_ok());
+            Some(Body::Done { tag, ok, data: Vec::new() })
+        }
+        Body::Get { tag, conn, offset, len } => {
+            let mut data = vec![0u8; len.min(EAGER as u64) as usize];
+            let ok = len <= EAGER as u64
+                && reach(peer, conn, offset, len, false).is_some_and(|(m, at)| m.read(at, &mut data).is_ok());
+            Some(Body::Done { tag, ok, data: if ok { data } else { Vec::new() } })
+        }
+        _ => None,
+    }
+}
+
 /// A received message: to the link whose token it carries, or dropped.
 fn deliver(f: &Fabric, bytes: &[u8]) {
     let Ok(w) = decode::<Wire>(bytes) else {
         tracing::warn!("malformed ofi message of {} bytes dropped", bytes.len());
         return;
     };
+    if matches!(w.body, Body::Put { .. } | Body::Get { .. }) {
+        let route = f
+            .routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&w.token)
+            .map(|r| (r.peer.clone(), r.reply));
+        let Some((peer, (dest, token))) = route else { return };
+        peer.bytes_in.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        let answer = serve_small(&peer, w.body).and_then(|b| encode(&Wire { token, body: b }).ok());
+        if let Some(bytes) = answer {
+            // This thread drives the provider's progress: it never waits for room in a full
+            // send queue itself.
+            if f.send_bytes(dest, &bytes, false) == Err(true) {
+                let ep = f.ep.clone();
+                std::thread::spawn(move || {
+                    let t = Instant::now();
+                    while ep.send(dest, &bytes, ep.next_id()).is_err() && t.elapsed() < SEND_PATIENCE {
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                });
+            }
+        }
+        return;
+    }
     let routes = f.routes.lock().unwrap_or_else(|p| p.into_inner());
     match routes.get(&w.token) {
         Some(r) => {

@@ -8,6 +8,7 @@
 //! the link's state are the shared [`crate::transport::liveness`] machine's, carried out by
 //! the same peer type as the tcp transport's.
 
+use super::fabric::Routing;
 use super::wire::{Body, Boot};
 use super::{rma, Ofi, OfiLink};
 use crate::transport::tcp::framing::{read_frame, write_frame};
@@ -173,7 +174,9 @@ async fn run_connected(
 ) -> Option<(TcpStream, u64)> {
     let peer = &link.peer;
     let (in_tx, mut in_rx) = mpsc::unbounded_channel::<Body>();
-    ofi.fabric.route(mine, peer.clone(), in_tx, link.rma_wait.clone());
+    let routing =
+        Routing { peer: peer.clone(), tx: in_tx, waiters: link.rma_wait.clone(), reply: (dest, theirs) };
+    ofi.fabric.route(mine, routing);
     *link.dest.lock().unwrap_or_else(|p| p.into_inner()) = Some((dest, theirs));
     let (tx, mut rx) = mpsc::unbounded_channel::<LinkMsg>();
     let (f, p) = (ofi.fabric.clone(), peer.clone());

@@ -15,7 +15,7 @@
 //! [`Body::Get`], answered by [`Body::Done`]): one round trip rather than three, checked by
 //! the peer in the same way (the eager and rendezvous protocols of fabric libraries).
 
-use super::fabric::Fabric;
+use super::fabric::{Fabric, EAGER};
 use super::wire::Body;
 use super::OfiLink;
 use crate::transport::{LinkState, Pending};
@@ -28,9 +28,6 @@ use std::time::{Duration, Instant};
 
 /// Regions one peer may hold open at once (a misbehaving peer cannot pin more).
 const MAX_OPEN: usize = 256;
-/// Transfers up to this size travel in the messages themselves (a receive buffer holds a
-/// control frame of 64 KiB).
-const EAGER: usize = 32 << 10;
 /// Ranges up to this size are opened on the link's task itself.
 const SMALL: u64 = 64 << 10;
 /// How long an answer of the peer is waited for while its link is up.
@@ -62,36 +59,14 @@ pub(super) fn serve(ofi: &Arc<Fabric>, link: &Arc<OfiLink>, body: Body) {
             link.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
             send(ofi, link, Body::RmaClosed { tag });
         }
-        Body::Put { tag, conn, offset, data } => {
-            let ok = eager(link, conn, offset, data.len() as u64, true)
-                .is_some_and(|(m, at)| m.write(at, &data).is_ok());
-            send(ofi, link, Body::Done { tag, ok, data: Vec::new() });
-        }
-        Body::Get { tag, conn, offset, len } => {
-            let mut data = vec![0u8; len.min(EAGER as u64) as usize];
-            let ok = len <= EAGER as u64
-                && eager(link, conn, offset, len, false).is_some_and(|(m, at)| m.read(at, &mut data).is_ok());
-            let data = if ok { data } else { Vec::new() };
-            send(ofi, link, Body::Done { tag, ok, data });
-        }
         Body::RmaKey { tag, .. } | Body::RmaClosed { tag } | Body::Done { tag, .. } => {
             let w = link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
             if let Some(tx) = w {
                 let _ = tx.send(body);
             }
         }
-        Body::Link(_) => {}
-    }
-}
-
-/// The mapping and offset of `len` bytes at `offset` of this node's connection `conn`, as
-/// the peer may reach them (one piece: a connection is one region).
-fn eager(link: &OfiLink, conn: u64, offset: u64, len: u64, write: bool) -> Option<(Arc<Mapping>, usize)> {
-    let mem = link.peer.inbound.memory(link.peer.id, RangeRef::connection(conn))?;
-    let mut pieces = mem.resolve(offset, len, write)?;
-    match (pieces.pop(), pieces.is_empty()) {
-        (Some((m, at, n)), true) if n as u64 == len => Some((m, at)),
-        _ => None,
+        // Small transfers are served by the progress thread.
+        Body::Link(_) | Body::Put { .. } | Body::Get { .. } => {}
     }
 }
 
