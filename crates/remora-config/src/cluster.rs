@@ -81,7 +81,10 @@ impl LinkKind {
         match self {
             LinkKind::Tcp => "tcp".into(),
             LinkKind::Ofi(p) if p.is_empty() => "ofi".into(),
-            LinkKind::Ofi(p) => format!("ofi+{p}"),
+            LinkKind::Ofi(p) => match p.strip_suffix(";ofi_rxm") {
+                Some(base @ ("tcp" | "verbs")) => format!("ofi+{base}"),
+                _ => format!("ofi+{p}"),
+            },
         }
     }
 }
@@ -307,7 +310,10 @@ mod tests {
         assert_eq!(c.kind(8), Some(LinkKind::Ofi("shm".into())));
         assert_eq!(c.kind(12), Some(LinkKind::Tcp));
         assert_eq!((c.ofi_port(4), c.ofi_port(8)), (Some(7401), Some(9000)));
-        assert_eq!(LinkKind::parse("ofi+verbs;ofi_rxm").unwrap().name(), "ofi+verbs;ofi_rxm");
+        assert_eq!(LinkKind::parse("ofi+verbs;ofi_rxm").unwrap().name(), "ofi+verbs");
+        for w in ["tcp", "ofi", "ofi+tcp", "ofi+shm", "ofi+efa", "ofi+net;ofi_rxm"] {
+            assert_eq!(LinkKind::parse(w).unwrap().name(), w, "name() gives back what parse() took");
+        }
         for bad in ["transport = \"udp\"", "transport = \"ofi+\"", "fallback = \"udp\""] {
             let t = format!("secret = \"0123456789abcdef\"\n{bad}\n");
             assert!(Cluster::parse(&t, Path::new("/")).unwrap_err().contains(bad.split(' ').next().unwrap()));

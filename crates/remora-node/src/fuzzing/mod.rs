@@ -17,12 +17,14 @@
 //! | `dma_page` | the DMA queue page, descriptors taken by the engine (`remora_sys::dma`) |
 //! | `intr_page` | interrupt pages and data-interrupt queues (`remora_sys::intr`) |
 //! | `cluster_file` | the cluster file (`remora_config::cluster`) |
+//! | `ofi_messages` | the ofi transport's fabric messages and bootstrap frame (`transport/ofi/wire.rs`) |
 
 mod kept;
 mod scripts;
 mod seeds;
 mod shm;
 
+pub use crate::transport::ofi::fuzzing::ofi_messages;
 pub use crate::transport::tcp::fuzzing::{bulk_frames, pager_stream, peer_frames, peer_handshake};
 pub use seeds::seeds;
 pub use shm::{dma_page, intr_page, scif_ring};
@@ -51,6 +53,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("dma_page", dma_page),
     ("intr_page", intr_page),
     ("cluster_file", cluster_file),
+    ("ofi_messages", ofi_messages),
 ];
 
 /// Target `client_requests`: one datagram from a process, as the daemon decodes it; what

@@ -24,6 +24,7 @@ pub fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
         "dma_page" => super::scripts::dma(),
         "intr_page" => super::scripts::intr(),
         "cluster_file" => clusters(),
+        "ofi_messages" => crate::transport::ofi::fuzzing::seeds(),
         _ => Vec::new(),
     }
 }

@@ -18,6 +18,7 @@
 //! | `wire.rs` | the bootstrap frame and the fabric messages |
 //! | `link.rs` | bootstrap (dial, accept, exchange) and the link's loop |
 //! | `rma.rs` | streaming reads and writes as RMA, and the ranges opened for peers |
+//! | `fuzzing.rs` | the message decoders driven with bytes, for the fuzz target `ofi_messages` |
 //!
 //! Pager flows (a DSM pager's, or SCIF RMA's, own connection to the home node) stay TCP
 //! streams, dialed to the peer's bootstrap port with the same handshake and served as the
@@ -29,6 +30,8 @@
 //! allows `fallback = "tcp"`: then the tcp transport carries its links.
 
 mod fabric;
+#[doc(hidden)]
+pub mod fuzzing;
 mod link;
 mod rma;
 mod wire;

@@ -7,7 +7,7 @@ use remora_proto::link::LinkMsg;
 use serde::{Deserialize, Serialize};
 
 /// Bootstrap, both ways: where to send fabric messages, and the token they must carry.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
 pub(super) struct Boot {
     /// The sender's endpoint name (`fi_getname`).
     pub name: Vec<u8>,
@@ -16,7 +16,7 @@ pub(super) struct Boot {
 }
 
 /// One fabric message.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
 pub(super) struct Wire {
     /// The receiver's token for this link.
     pub token: u64,
@@ -25,7 +25,7 @@ pub(super) struct Wire {
 }
 
 /// What a fabric message says.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
 pub(super) enum Body {
     /// A control message, as the tcp transport's control flow carries them.
     Link(LinkMsg),
