@@ -2,7 +2,7 @@
 //! transport) instead of TCP: the whole across-hosts conformance (connect, the DSM's rules
 //! through a map, DMA push, pull, vector and from user memory with checksums, out-of-range
 //! refusal, interrupts and data interrupts, disconnect), over `ofi+tcp` and over `ofi+shm`
-//! (namespace hosts share `/dev/shm`). Needs root, iproute2 and libfabric; elsewhere each
+//! (namespace hosts share `/dev/shm`); and the link's faults over `ofi+tcp`. Needs root, iproute2 and libfabric; elsewhere each
 //! test says why it skips.
 
 mod common;
@@ -49,6 +49,14 @@ fn across(transport: &str) {
 #[test]
 fn conformance_over_ofi_tcp() {
     across("ofi+tcp");
+}
+
+/// Link faults over ofi+tcp: a pulled cable, the peer daemon killed during a transfer, and
+/// restarted (the checks of the tcp transport's test in multihost.rs).
+#[test]
+fn link_down_up_kill_and_restart_over_ofi_tcp() {
+    let Some(mut c) = cluster("ofi+tcp") else { return };
+    common::link_faults(&mut c);
 }
 
 #[test]
