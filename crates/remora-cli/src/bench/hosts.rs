@@ -242,10 +242,8 @@ pub(crate) fn write_words(s: &mut impl Write, w: &[u64]) -> std::io::Result<()> 
     s.write_all(&b)
 }
 
-/// Serve one raw TCP data connection: its header (mode, length, count, pattern) says what.
-fn serve_data(mut s: TcpStream) -> std::io::Result<()> {
-    s.set_nodelay(true)?;
-    let [mode, len, iters, pat] = read_words::<4>(&mut s)?;
+/// Serve one raw TCP data connection as its header (mode, length, count, pattern) says.
+fn serve_data(mut s: TcpStream, [mode, len, iters, pat]: [u64; 4]) -> std::io::Result<()> {
     let (len, pat) = (len as usize, pat as u8);
     match mode {
         D_ECHO => super::tcp::echo_loop(s, len, iters as u32),
@@ -316,8 +314,15 @@ fn peer(bind: &str) -> Result<(), String> {
     let (mut ctl, _) = l.accept().map_err(e)?;
     ctl.set_nodelay(true).map_err(e)?;
     std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            std::thread::spawn(move || serve_data(s));
+        // A lone round trip (the connect reference) is answered here, so no thread start
+        // is in its time; longer exchanges get a thread each.
+        for mut s in l.incoming().flatten() {
+            let Ok(h) = s.set_nodelay(true).and_then(|()| read_words::<4>(&mut s)) else { continue };
+            if h[0] == D_ECHO && h[2] == 1 {
+                let _ = serve_data(s, h);
+            } else {
+                std::thread::spawn(move || serve_data(s, h));
+            }
         }
     });
     let mut p = Peer { dev, bulk, copy, intr, data, scif_listen, scif: None, rma: vec![], back: None };
