@@ -20,6 +20,9 @@
 #![allow(unsafe_code)]
 
 mod ffi;
+mod region;
+
+pub use region::Region;
 
 use remora_sys::Mapping;
 use std::collections::HashMap;
@@ -580,65 +583,5 @@ impl Drop for Endpoint {
             // the endpoint that wrote into it is closed.
             drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) });
         }
-    }
-}
-
-/// A registered range of memory (`fi_mr_reg`), closed when dropped.
-pub struct Region {
-    mr: *mut ffi::FidMr,
-    key: u64,
-    desc: *mut std::ffi::c_void,
-    ptr: *mut u8,
-    len: usize,
-    mapping: Option<Arc<Mapping>>,
-    virt: bool,
-    /// The endpoint whose domain holds the registration (none for the endpoint's own
-    /// receive buffers, closed before it).
-    ep: Option<Arc<Endpoint>>,
-}
-
-// SAFETY: a registration is a provider object usable from any thread (FI_THREAD_SAFE);
-// the memory it covers is a shared mapping accessed through bounds-checked calls.
-unsafe impl Send for Region {}
-// SAFETY: as for Send.
-unsafe impl Sync for Region {}
-
-impl Region {
-    /// The key a peer names it by.
-    pub fn key(&self) -> u64 {
-        self.key
-    }
-
-    /// The mapping it covers (none for the endpoint's own buffers).
-    pub fn mapping(&self) -> Option<&Arc<Mapping>> {
-        self.mapping.as_ref()
-    }
-
-    /// Its length.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether it is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The address a peer gives `fi_write`/`fi_read` for byte `off` of the region: its
-    /// virtual address where the provider wants those (`FI_MR_VIRT_ADDR`), else the offset.
-    pub fn remote_addr(&self, off: usize) -> u64 {
-        match self.virt {
-            true => self.ptr as u64 + off as u64,
-            false => off as u64,
-        }
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: the registration is closed once, before its endpoint (held by `ep`, or
-        // closing this region first in its drop) and while the mapping it covers is held.
-        let _ = unsafe { ffi::rofi_mr_close(self.mr) };
-        let _ = (&self.mapping, &self.ep);
     }
 }

@@ -279,3 +279,54 @@ fn deliver(f: &Fabric, bytes: &[u8]) {
         None => tracing::debug!("ofi message without a live link's token dropped"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::{BoxFuture, Inbound, LinkState, PeerMemory};
+    use remora_proto::link::{PeerReply, PeerRequest};
+    use remora_proto::{Error, Event};
+
+    /// A node that serves nothing.
+    struct Nobody;
+
+    impl Inbound for Nobody {
+        fn request(&self, _: u32, _: u64, _: PeerRequest) -> BoxFuture<'static, Result<PeerReply, Error>> {
+            Box::pin(async { Err(Error::NoSuchSegment) })
+        }
+        fn session_end(&self, _: u32, _: u64) {}
+        fn event(&self, _: u32, _: u64, _: Event) {}
+        fn link_changed(&self, _: u32, _: LinkState) {}
+        fn route_lost(&self, _: u32, _: u64) {}
+        fn memory(&self, _: u32, _: RangeRef) -> Option<Arc<dyn PeerMemory>> {
+            None
+        }
+    }
+
+    #[test]
+    fn messages_without_a_live_links_token_are_dropped() {
+        if !remora_ofi_sys::installed() {
+            eprintln!("SKIP: libfabric is not installed");
+            return;
+        }
+        let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
+        let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 8, "127.0.0.1:1".into());
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let waiters = Waiters::default();
+        f.route(42, Routing { peer, tx, waiters: waiters.clone(), reply: (0, 0) });
+        let msg = |token, body| encode(&Wire { token, body }).unwrap();
+        deliver(&f, &msg(41, Body::RmaClose { tag: 1 }));
+        assert!(rx.try_recv().is_err(), "a message under another token is dropped");
+        deliver(&f, b"not a message");
+        assert!(rx.try_recv().is_err(), "a malformed message is dropped");
+        let (wtx, wrx) = std::sync::mpsc::channel();
+        waiters.lock().unwrap().insert(5, wtx);
+        deliver(&f, &msg(41, Body::RmaKey { tag: 5, ok: true, addr: 0, key: 1 }));
+        assert!(wrx.try_recv().is_err(), "nor does an answer under another token reach a waiter");
+        deliver(&f, &msg(42, Body::RmaClose { tag: 1 }));
+        assert_eq!(rx.try_recv().ok(), Some(Body::RmaClose { tag: 1 }), "the link's own token is served");
+        f.unroute(42);
+        deliver(&f, &msg(42, Body::RmaClose { tag: 2 }));
+        assert!(rx.try_recv().is_err(), "a link's token is dead once the link went down");
+    }
+}
