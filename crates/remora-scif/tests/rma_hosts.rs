@@ -1,7 +1,7 @@
 //! SCIF RMA between endpoints of two nodes joined over TCP (as between hosts), large
 //! enough for many frames in flight, over ranges that span several windows on both sides
 //! at unaligned offsets: every byte lands where it should, and a refused range still gives
-//! the precise error.
+//! the precise error. Over the tcp transport and over the ofi transport.
 
 use remora_scif::*;
 use remora_testkit::Harness;
@@ -26,7 +26,21 @@ fn pattern(len: usize, seed: u32) -> Vec<u8> {
 
 #[test]
 fn large_rma_across_hosts_spans_windows_on_both_sides() {
-    let h = Harness::with_cluster(&[4, 8], true);
+    large_rma(Harness::with_cluster(&[4, 8], true));
+}
+
+/// The same over the ofi transport (libfabric's tcp provider): SCIF RMA goes through pager
+/// flows to the peer's ofi bootstrap port.
+#[test]
+fn large_rma_across_hosts_over_ofi_tcp() {
+    if !remora_ofi_sys::installed() {
+        eprintln!("skipping: libfabric is not installed (apt-get install libfabric-dev libfabric1)");
+        return;
+    }
+    large_rma(Harness::with_cluster_keys(&[4, 8], "force_tcp = true\ntransport = \"ofi+tcp\"\n"));
+}
+
+fn large_rma(h: Harness) {
     let (sa, sb) = (Scif::with_config(h.config(4)), Scif::with_config(h.config(8)));
     let l = Endpoint::open(&sb).unwrap();
     let port = l.bind(0).unwrap();

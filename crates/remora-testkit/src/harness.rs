@@ -37,12 +37,21 @@ impl Harness {
     /// they talk over TCP although they share the runtime directory (the path nodes of two
     /// hosts take).
     pub fn with_cluster(nodes: &[u32], force_tcp: bool) -> Harness {
+        Harness::with_cluster_keys(nodes, &format!("force_tcp = {force_tcp}\n"))
+    }
+
+    /// Nodes `nodes` of this host, joined by a cluster file on loopback whose top carries
+    /// `keys` too (e.g. `force_tcp = true` and `transport = "ofi+tcp"`); each node gets a
+    /// free port and a free `ofi_port`.
+    pub fn with_cluster_keys(nodes: &[u32], keys: &str) -> Harness {
         let mut h = Harness::new();
-        let mut text = format!(
-            "secret = \"remora-test-secret-0123456789\"\nheartbeat_ms = 50\nforce_tcp = {force_tcp}\n"
-        );
+        let mut text = format!("secret = \"remora-test-secret-0123456789\"\nheartbeat_ms = 50\n{keys}");
         for n in nodes {
-            text += &format!("[[node]]\nid = {n}\nhost = \"127.0.0.1\"\nport = {}\n", free_port());
+            text += &format!(
+                "[[node]]\nid = {n}\nhost = \"127.0.0.1\"\nport = {}\nofi_port = {}\n",
+                free_port(),
+                free_port()
+            );
         }
         let path = h.dir.path().join("cluster.toml");
         std::fs::write(&path, text).unwrap();
