@@ -5,6 +5,7 @@
 use super::cluster::Nodes;
 use remora_client::Session;
 use remora_proto::{Reply, Request, Role};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,8 @@ pub(crate) struct Resources {
     pub(crate) scif: (u32, u32, u32),
     /// Open file descriptors.
     pub(crate) fds: usize,
+    /// Their kinds, counted.
+    pub(crate) fd_kinds: BTreeMap<String, usize>,
     /// Resident memory, KiB.
     pub(crate) rss_kb: u64,
 }
@@ -65,10 +68,30 @@ pub(crate) fn daemon_pid(nodes: &Nodes, node: u32) -> Option<u32> {
     status(nodes, node).map(|s| s.pid)
 }
 
-/// The resources of `node` now.
+/// The kinds of the open descriptors of process `pid` (`socket`, `anon_inode:[eventfd]`,
+/// `/memfd:…`, a path), counted.
+fn fd_kinds(pid: u32) -> BTreeMap<String, usize> {
+    let mut kinds = BTreeMap::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten() {
+        let target =
+            std::fs::read_link(e.path()).map(|t| t.to_string_lossy().into_owned()).unwrap_or_default();
+        let kind = match target.split_once(':') {
+            Some((k, _)) if k == "socket" || k == "pipe" => k.to_string(),
+            _ => target.split(" (deleted)").next().unwrap_or("").to_string(),
+        };
+        *kinds.entry(kind).or_default() += 1;
+    }
+    kinds
+}
+
+/// The resources of `node` now, counted while the status session is still open (so its
+/// own socket is always among the daemon's descriptors, never sometimes).
 pub(crate) fn resources(nodes: &Nodes, node: u32) -> Option<Resources> {
-    let st = status(nodes, node)?;
-    let fds = std::fs::read_dir(format!("/proc/{}/fd", st.pid)).map(|d| d.count()).unwrap_or(0);
+    let s = Session::open_control(&nodes.cfg(node)).ok()?;
+    let Reply::Status(st) = s.request(Request::Status, &[]).ok()?.0 else { return None };
+    let fd_kinds = fd_kinds(st.pid);
+    let fds = fd_kinds.values().sum();
+    drop(s);
     let rss_kb = std::fs::read_to_string(format!("/proc/{}/status", st.pid))
         .ok()
         .and_then(|s| {
@@ -87,6 +110,7 @@ pub(crate) fn resources(nodes: &Nodes, node: u32) -> Option<Resources> {
         dma_queues: st.dma_queues.len(),
         scif: st.scif,
         fds,
+        fd_kinds,
         rss_kb,
     })
 }
@@ -113,7 +137,17 @@ pub(crate) fn differences(base: &Resources, now: &Resources, fd_slack: usize) ->
     cmp("scif ports", base.scif.0 as usize, now.scif.0 as usize);
     cmp("scif listeners", base.scif.1 as usize, now.scif.1 as usize);
     cmp("scif connections", base.scif.2 as usize, now.scif.2 as usize);
-    cmp("fds", base.fds + fd_slack, now.fds);
+    if now.fds > base.fds + fd_slack {
+        let grew: Vec<String> = now
+            .fd_kinds
+            .iter()
+            .filter_map(|(k, n)| {
+                let b = base.fd_kinds.get(k).copied().unwrap_or(0);
+                (*n > b).then(|| format!("{k} {b} -> {n}"))
+            })
+            .collect();
+        d.push(format!("fds {} -> {} ({})", base.fds, now.fds, grew.join(", ")));
+    }
     if now.rss_kb > base.rss_kb + RSS_SLACK_KB {
         d.push(format!("rss {} KiB -> {} KiB", base.rss_kb, now.rss_kb));
     }

@@ -9,8 +9,8 @@
 //! * `CORRUPT op from_ms to_ms bytes what` — bytes read back that differ from what was
 //!   written although every call said it succeeded;
 //! * `LOST op from_ms to_ms what` — an interrupt whose trigger succeeded and never came;
-//! * `HUNG call elapsed_ms` — a call that ran past its limit and the margin (the watchdog
-//!   thread notices it while the call is still stuck).
+//! * `HUNG call elapsed_ms …` — a call that ran past its limit and the margin (the watchdog
+//!   thread notices it while the call is still stuck), with when it started.
 //!
 //! The parent decides whether a fault overlapped a corrupt or lost operation.
 
@@ -30,7 +30,11 @@ fn watchdog(watch: Arc<Mutex<Slot>>) {
             let took = since.elapsed();
             if !*reported && took > *limit + MARGIN {
                 *reported = true;
-                say(&format!("HUNG {name} {}", took.as_millis()));
+                say(&format!(
+                    "HUNG {name} {} ms, since {} ms after the epoch",
+                    took.as_millis(),
+                    now_ms() - took.as_millis() as u64
+                ));
             }
         }
     }
