@@ -94,7 +94,7 @@ thread_local! {
 
 /// Target `scif_ring`: a SCIF connection's region (two message rings) that the peer
 /// process may scribble on, driven through both ends' calls. A region of each queue size
-/// is made once per thread and given back to each script as it was made ([`Kept`]); a
+/// is made once per thread and given back to each script as it was made (`kept.rs`); a
 /// foreign memfd is made per script.
 pub fn scif_ring(data: &[u8]) {
     thread_local! {
