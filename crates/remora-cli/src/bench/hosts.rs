@@ -212,21 +212,6 @@ pub(crate) fn emit(name: &str, ours: String, theirs: String, ratio: f64, target:
     let _ = std::io::stdout().flush();
 }
 
-/// `remora bench hosts-child <role> <args…>`: the processes the parents start on hosts.
-pub(crate) fn hosts_child(args: &[String]) -> Result<(), String> {
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let num = |s: &str| s.parse::<u32>().map_err(|_| format!("not a number: {s:?}"));
-    match a.as_slice() {
-        ["peer", bind] => peer(bind),
-        ["active", to, sport, reps, label @ ..] => {
-            let sport = sport.parse::<u16>().map_err(|_| format!("not a port: {sport:?}"))?;
-            super::hosts_rows::active(to, sport, num(reps)?, &label.join(" "))
-        }
-        ["scale-node", k, n, mib, bind] => super::scale::node(num(k)?, num(n)?, num(mib)?, bind),
-        _ => Err(format!("hosts-child: unknown arguments {a:?}")),
-    }
-}
-
 fn read_words<const N: usize>(s: &mut impl Read) -> std::io::Result<[u64; N]> {
     let mut b = vec![0u8; 8 * N];
     s.read_exact(&mut b)?;
@@ -297,7 +282,7 @@ fn segment(dev: &Descriptor, id: u32, size: usize) -> Result<(LocalSegment, Map)
 /// The peer: segments, interrupts, a SCIF listener and a TCP listener on `bind`; prints
 /// `ready <tcp port> <scif port>`, takes the first connection as the control connection
 /// and serves every later one as a data connection.
-fn peer(bind: &str) -> Result<(), String> {
+pub(crate) fn peer(bind: &str) -> Result<(), String> {
     let sci = Sisci::initialize().map_err(e)?;
     let dev = Descriptor::open(&sci).map_err(e)?;
     let (_b, bulk) = segment(&dev, SEG_BULK, BULK)?;

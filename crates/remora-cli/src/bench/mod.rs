@@ -291,7 +291,7 @@ fn run_one(w: Which) -> Result<(), String> {
         Which::Multicast { batch, rounds } => multicast::multicast(batch, rounds),
         Which::Hosts { reps, loopback } => hosts::hosts(reps, !loopback),
         Which::Scale { mib } => scale::scale(mib),
-        Which::HostsChild { args } => hosts::hosts_child(&args),
+        Which::HostsChild { args } => hosts_child(&args),
         Which::ScifChild { raw_path, batch, rounds } => scif::scif_child(&raw_path, batch, rounds),
         Which::All => {
             type Step = (&'static str, fn() -> Result<(), String>);
@@ -332,5 +332,20 @@ fn run_one(w: Which) -> Result<(), String> {
         Which::DsmChild { dir, cluster, rounds } => dsm_child(&dir, cluster, rounds),
         Which::TcpEcho { bind, size, rounds } => tcp_echo(&bind, size, rounds),
         Which::TcpPing { to, size, rounds } => tcp_ping(&to, size, rounds),
+    }
+}
+
+/// `remora bench hosts-child <role> <args…>`: the processes the parents start on hosts.
+pub(crate) fn hosts_child(args: &[String]) -> Result<(), String> {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let num = |s: &str| s.parse::<u32>().map_err(|_| format!("not a number: {s:?}"));
+    match a.as_slice() {
+        ["peer", bind] => hosts::peer(bind),
+        ["active", to, sport, reps, label @ ..] => {
+            let sport = sport.parse::<u16>().map_err(|_| format!("not a port: {sport:?}"))?;
+            hosts_rows::active(to, sport, num(reps)?, &label.join(" "))
+        }
+        ["scale-node", k, n, mib, bind] => scale::node(num(k)?, num(n)?, num(mib)?, bind),
+        _ => Err(format!("hosts-child: unknown arguments {a:?}")),
     }
 }
