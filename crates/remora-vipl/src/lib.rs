@@ -38,6 +38,7 @@ mod data;
 mod deliver;
 mod error;
 mod few;
+pub mod fuzzing;
 pub mod layout;
 mod link;
 mod memory;
