@@ -39,11 +39,13 @@ fn until_both(nodes: &Nodes, node: u32, limit: Duration, want: impl Fn(&str) -> 
     }
 }
 
-/// How long a link may take to be up again after the cable is back: three heartbeats,
-/// TCP's retransmission timer (the link's connections survive a short outage; their next
-/// retransmission may be a second away) or the redial's back-off (at most 1 s), and slack.
-fn back_bound(hb: Duration) -> Duration {
-    hb * 3 + Duration::from_millis(1000) + SLACK * 2
+/// How long a link may take to be up again after the cable is back from an outage of
+/// `out`: three heartbeats, TCP's retransmission timer (the link's connections survive an
+/// outage, but their retransmissions back off exponentially while it lasts, so the next
+/// one may come as late as about the outage's length after the cable is back) or the
+/// redial's back-off (at most 1 s), and slack.
+fn back_bound(hb: Duration, out: Duration) -> Duration {
+    hb * 3 + (out + Duration::from_millis(200)).max(Duration::from_millis(1000)) + SLACK * 2
 }
 
 /// Take `node`'s cable out for `length`, then put it back; time both ends' view.
@@ -59,6 +61,7 @@ pub(crate) fn cable(nodes: &Nodes, node: u32, length: Duration) -> (Option<Fault
     if let Err(e) = nodes.cable(node, true) {
         eprintln!("remora soak: {e}");
     }
+    let out = t.elapsed();
     let back = until_both(nodes, node, Duration::from_secs(10), |s| s == "up");
     let obs = vec![
         Observation {
@@ -69,7 +72,7 @@ pub(crate) fn cable(nodes: &Nodes, node: u32, length: Duration) -> (Option<Fault
         Observation {
             what: "cable back: both ends' links OPERATIONAL again",
             took: back,
-            bound: back_bound(hb),
+            bound: back_bound(hb, out),
         },
     ];
     (Some(Fault { kind: FaultKind::Cable, target: node, from_ms, to_ms: now_ms() + 2000 }), obs)
@@ -93,7 +96,7 @@ pub(crate) fn netem(nodes: &Nodes, node: u32, length: Duration) -> (Option<Fault
     let obs = vec![Observation {
         what: "netem (5% loss, 20+-10 ms delay) removed: both ends' links OPERATIONAL",
         took: back,
-        bound: back_bound(nodes.hb),
+        bound: back_bound(nodes.hb, Duration::ZERO),
     }];
     (Some(Fault { kind: FaultKind::Netem, target: node, from_ms, to_ms: now_ms() + 2000 }), obs)
 }
