@@ -249,24 +249,41 @@ fn copy_chunk(
 }
 
 /// Chunks to another host started and not yet waited for, oldest first, with their
-/// lengths; and where they go (node, read), which the next chunk must share to join them.
+/// lengths; their bytes; and where they go (node, read), which the next chunk must share
+/// to join them.
 #[derive(Default)]
 struct InFlight {
     chunks: std::collections::VecDeque<(Pending, usize)>,
+    bytes: usize,
     to: Option<(u32, bool)>,
 }
 
 impl InFlight {
-    /// Far chunks kept in flight at once: the next one is queued on the link before the
-    /// engine waits for the one before, so the stream never drains between chunks.
-    const DEPTH: usize = 2;
+    /// Bytes kept in flight after a chunk is started: the next chunk is queued on the link
+    /// before the engine waits for the one before, so the stream never drains between
+    /// chunks; and the small pieces of a vector all go out before the first answer is
+    /// waited for (one round trip per job, not per piece: waiting per piece made a vector
+    /// of 16 pieces of 4 KiB cost 16 round trips).
+    const BYTES: usize = CHUNK;
+    /// Chunks kept in flight at most, however small.
+    const MAX: usize = 256;
 
-    /// Wait until at most `keep` chunks are in flight; the bytes of each that completed
-    /// are counted. `false` when one failed (the others are still waited for).
-    fn settle(&mut self, node: &Node, keep: usize) -> bool {
+    /// Whether more is in flight than is kept after starting a chunk.
+    fn over(&self) -> bool {
+        self.bytes > Self::BYTES || self.chunks.len() > Self::MAX
+    }
+
+    /// Wait until at most `keep` chunks are in flight (or, with `keep` `None`, until
+    /// [`InFlight::over`] no longer holds); the bytes of each that completed are counted.
+    /// `false` when one failed (the others are still waited for).
+    fn settle(&mut self, node: &Node, keep: Option<usize>) -> bool {
         let mut ok = true;
-        while self.chunks.len() > keep {
+        while match keep {
+            Some(k) => self.chunks.len() > k,
+            None => self.over(),
+        } {
             let Some((wait, n)) = self.chunks.pop_front() else { break };
+            self.bytes -= n;
             match wait() {
                 Ok(()) => {
                     node.stats.dma_bytes.fetch_add(n as u64, Ordering::Relaxed);
@@ -308,13 +325,13 @@ fn run_job(
             (Local::Seg(_), DmaTarget::Far { node: id, .. }) => Some((*id, s.read)),
             _ => None,
         };
-        if (to.is_none() || to != flight.to) && !flight.settle(node, 0) {
+        if (to.is_none() || to != flight.to) && !flight.settle(node, Some(0)) {
             return (DMA_ERROR, DMA_ERR_TRANSFER);
         }
         let mut done = 0;
         while done < s.size {
             if page.abort_requested() {
-                flight.settle(node, 0);
+                flight.settle(node, Some(0));
                 return (DMA_ABORTED, 0);
             }
             // Something was disconnected, lost or removed since the job was checked: check
@@ -322,7 +339,7 @@ fn run_job(
             let now = epoch.load(Ordering::SeqCst);
             if now != planned {
                 if let Err(e) = plan(node, session, &descs, epoch, cache) {
-                    flight.settle(node, 0);
+                    flight.settle(node, Some(0));
                     return (DMA_ERROR, e);
                 }
                 planned = now;
@@ -331,9 +348,10 @@ fn run_job(
             match copy_chunk(node, &s, done, n, &mut user) {
                 Ok(Some(wait)) => {
                     flight.chunks.push_back((wait, n));
+                    flight.bytes += n;
                     flight.to = to;
-                    if !flight.settle(node, InFlight::DEPTH - 1) {
-                        flight.settle(node, 0);
+                    if !flight.settle(node, None) {
+                        flight.settle(node, Some(0));
                         return (DMA_ERROR, DMA_ERR_TRANSFER);
                     }
                 }
@@ -342,14 +360,14 @@ fn run_job(
                 }
                 Err(e) => {
                     tracing::warn!(pid, "DMA transfer failed: {e}");
-                    flight.settle(node, 0);
+                    flight.settle(node, Some(0));
                     return (DMA_ERROR, DMA_ERR_TRANSFER);
                 }
             }
             done += n;
         }
     }
-    if !flight.settle(node, 0) {
+    if !flight.settle(node, Some(0)) {
         return (DMA_ERROR, DMA_ERR_TRANSFER);
     }
     (DMA_DONE, 0)
