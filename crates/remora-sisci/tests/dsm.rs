@@ -245,6 +245,80 @@ fn stores_land_before_the_interrupt_that_follows_them() {
 }
 
 #[test]
+fn large_stores_go_home_in_order_and_keep_other_threads_stores() {
+    // A store of many pages (`SCIMemCpy`) goes home straight over the pager flow: stores
+    // made before it land first, stores after it land after it, the map shows it (pages
+    // resident before it are refetched), and another thread's stores to the bytes around
+    // it, in the same pages, meanwhile, are all kept.
+    let Some(c) = cluster(2) else { return };
+    let (sa, sb) = (sci(&c, 1), sci(&c, 2));
+    let a = Descriptor::open(&sa).unwrap();
+    let b = Descriptor::open(&sb).unwrap();
+    const SIZE: usize = 304 * 4096;
+    const AT: usize = 1000;
+    // Sent by the pager (a copy), and by the storing thread (over 1 MiB).
+    const LENS: [usize; 2] = [36 * 4096, 300 * 4096];
+    assert!(LENS[0] >= remora_client::dsm::THROUGH);
+    let seg = export(&a, 60, SIZE);
+    let home = seg.map(0, SIZE, None, MapFlags::default()).unwrap();
+    let to_a = RemoteSegment::connect(&b, 4, 60, 0, Some(Duration::from_secs(10))).unwrap();
+    let m = to_a.map(0, SIZE, None, MapFlags::default()).unwrap();
+    assert_eq!(m.dsm_direct(), Some(true));
+    for round in 1..=6u64 {
+        let len = LENS[round as usize % 2];
+        // The words another thread stores, all outside AT..AT + len: in the first and the
+        // last page the large store reaches, and beyond.
+        let others: Vec<usize> =
+            (0..AT).step_by(8).chain(((AT + len).div_ceil(8) * 8..SIZE).step_by(8)).collect();
+        let others = &others;
+        let pat = vec![round as u8; len];
+        // A page inside the range read (resident, clean), a word inside written (watched),
+        // both before the large store.
+        let mut one = [0u8; 8];
+        m.read(AT + 8 * 4096, &mut one).unwrap();
+        m.with_atomic(AT + 4 * 4096, |w| w.store(u64::MAX, Ordering::Relaxed)).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            let other = sc.spawn(|| {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) || n < 3 {
+                    n += 1;
+                    for &k in others {
+                        m.with_atomic(k, |w| w.store(round << 32 | n, Ordering::Relaxed)).unwrap();
+                    }
+                }
+                n
+            });
+            m.write(AT, &pat).unwrap();
+            // After it: a word inside the range.
+            m.with_atomic(AT + 16 * 4096, |w| w.store(round, Ordering::Relaxed)).unwrap();
+            stop.store(true, Ordering::Relaxed);
+            let last = other.join().unwrap();
+            assert!(m.flush(), "round {round}: flush");
+            let mut mine = vec![0u8; len];
+            m.read(AT, &mut mine).unwrap();
+            let mut there = vec![0u8; len];
+            home.read(AT, &mut there).unwrap();
+            for (what, got) in [("the map", &mine), ("the home", &there)] {
+                let word = |k: usize| u64::from_le_bytes(got[k..k + 8].try_into().unwrap());
+                assert_eq!(word(16 * 4096), round, "round {round}: {what} lost the store after");
+                let mut expect = pat.clone();
+                expect[16 * 4096..16 * 4096 + 8].copy_from_slice(&round.to_le_bytes());
+                assert!(got == &expect, "round {round}: {what} does not hold the large store");
+            }
+            for &k in others {
+                let v = home.with_atomic(k, |w| w.load(Ordering::Relaxed)).unwrap();
+                assert_eq!(
+                    v,
+                    round << 32 | last,
+                    "round {round}: the home lost the other thread's store at {k}"
+                );
+            }
+        });
+    }
+}
+
+#[test]
 fn torture_several_importers_on_several_hosts() {
     let Some(c) = cluster(3) else { return };
     let home = Descriptor::open(&sci(&c, 1)).unwrap();

@@ -27,6 +27,14 @@ pub(super) fn pager() -> Result<&'static Arc<Pager>, DsmError> {
     r.as_ref().map_err(|e| DsmError::Unavailable(e.clone()))
 }
 
+/// Stores of at least this many bytes into a map ([`DsmMap::write`]) go home straight over
+/// the map's pager flow rather than page by page through the map.
+pub const THROUGH: usize = 32 << 10;
+
+/// Stores from this many bytes on are sent by the calling thread (smaller ones are copied
+/// and sent by the pager: one command to it instead of two).
+const THROUGH_HERE: usize = 1 << 20;
+
 /// A map of a segment of another host.
 pub struct DsmMap {
     id: u64,
@@ -171,13 +179,41 @@ impl DsmMap {
         self.lost.load(Ordering::SeqCst)
     }
 
-    /// Store `data` at `off` (pages fault in as needed).
+    /// Store `data` at `off`: through the map (pages fault in as needed), or, from
+    /// [`THROUGH`] bytes on, straight home over the map's pager flow, returning once the
+    /// home has the bytes (`pager/through.rs`).
     ///
     /// # Errors
-    /// `ERANGE` outside the map.
+    /// `ERANGE` outside the map; the flow's error when a store straight home failed.
     pub fn write(&self, off: usize, data: &[u8]) -> std::io::Result<()> {
         check(off, data.len(), self.len)?;
+        if data.len() >= THROUGH && self.direct {
+            if let Some(r) = self.write_through(self.delta + off, data) {
+                return r;
+            }
+        }
         self.region.write_at(self.delta + off, data)
+    }
+
+    /// Store `data` at byte `start` of the region straight home; `None` when the pager says
+    /// it must go through the map.
+    fn write_through(&self, start: usize, data: &[u8]) -> Option<std::io::Result<()>> {
+        let p = pager().ok()?;
+        if data.len() < THROUGH_HERE {
+            // A copy of the bytes costs less than a second command to the pager.
+            let (tx, rx) = channel();
+            p.command(Cmd::Store { id: self.id, start, data: data.to_vec(), tx });
+            return rx.recv().ok()?;
+        }
+        let (tx, rx) = channel();
+        p.command(Cmd::Through { id: self.id, start, len: data.len(), tx });
+        let (flow, at) = rx.recv().ok()??;
+        let r = flow.lock().unwrap_or_else(|p| p.into_inner()).write_now(at, Source::Buf(data));
+        let broken = r.as_ref().is_err_and(|e| e.kind() != std::io::ErrorKind::PermissionDenied);
+        let (tx, rx) = channel();
+        p.command(Cmd::Landed { id: self.id, start, len: data.len(), broken, tx });
+        let _ = rx.recv();
+        Some(r)
     }
 
     /// Load from `off` into `out`.
@@ -198,6 +234,11 @@ impl DsmMap {
     /// Send every store made so far home and wait until it is there. `false` if the home
     /// node could not be reached.
     pub fn flush(&self) -> bool {
+        // No page of any map is watched and every store sent was answered: the stores made
+        // so far are home (as at a settle point).
+        if nothing_pending() {
+            return !self.is_lost();
+        }
         let Ok(p) = pager() else { return false };
         let (tx, rx) = channel();
         p.command(Cmd::Flush(self.id, tx, true));

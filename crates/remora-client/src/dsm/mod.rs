@@ -39,6 +39,9 @@
 //!   send); at [`DsmMap::flush`] (`SCIStoreBarrier`, `SCICheckSequence`, unmap) the caller
 //!   waits until it is there; [`DsmMap::send`] and [`send_all`] (`SCIFlush`) send it at
 //!   once without waiting.
+//! * A store of [`THROUGH`] bytes or more made with [`DsmMap::write`] (`SCIMemCpy`) goes
+//!   home straight over the pager flow, after every store made before it, and is there
+//!   when the call returns (`pager/through.rs`).
 //! * Signals on other paths (interrupt triggers, DMA, SCIF messages and fences) call
 //!   [`settle`] first: the stores made before them land before they leave.
 //! * Order: stores separated by a flush or a send reach the home in program order (one
@@ -75,7 +78,7 @@ mod rma;
 mod tests;
 
 pub use flow::{range_read, range_write};
-pub use map::DsmMap;
+pub use map::{DsmMap, THROUGH};
 pub use rma::{Piece, Sink, Source};
 
 use crate::Session;

@@ -3,6 +3,7 @@
 //! answers flush commands.
 
 pub(super) mod fanout;
+mod through;
 
 use super::flow::Flow;
 use super::page::{Look, PageMemory, WriteFault};
@@ -69,6 +70,32 @@ pub(super) enum Cmd {
     Flush(u64, Sender<bool>, bool),
     Refresh(u64, Sender<bool>),
     Remove(u64, Sender<()>),
+    /// Before a store of `len` bytes at byte `start` of a map goes home straight over its
+    /// pager flow (`through.rs`): the flow and the home's offset of `start`, once the pages
+    /// the store touches sent their changes (`None`: the store goes through the map).
+    Through {
+        id: u64,
+        start: usize,
+        len: usize,
+        tx: Sender<Option<(Flow, u64)>>,
+    },
+    /// A store of `data` at byte `start` straight home, all of it on the pager's thread
+    /// (`None`: it must go through the map).
+    Store {
+        id: u64,
+        start: usize,
+        data: Vec<u8>,
+        tx: Sender<Option<std::io::Result<()>>>,
+    },
+    /// After it: those pages drop what they hold (their next access refetches it);
+    /// `broken`: the flow failed on the store (the home is lost).
+    Landed {
+        id: u64,
+        start: usize,
+        len: usize,
+        broken: bool,
+        tx: Sender<()>,
+    },
     /// Add a leg to (or drop one from) the multicast maps of a connection (`fanout::leg`).
     Leg {
         key: u64,
@@ -272,6 +299,18 @@ impl Pager {
                     maps.retain(|_, (i, _)| *i != id);
                     let _ = tx.send(());
                 }
+                Cmd::Through { id, start, len, tx } => {
+                    let _ = tx.send(find_id(maps, id).and_then(|m| self.through(m, start, len)));
+                }
+                Cmd::Store { id, start, data, tx } => {
+                    let _ = tx.send(find_id(maps, id).and_then(|m| self.store(m, start, &data)));
+                }
+                Cmd::Landed { id, start, len, broken, tx } => {
+                    if let Some(m) = find_id(maps, id) {
+                        let _ = self.landed(m, start, len, broken);
+                    }
+                    let _ = tx.send(());
+                }
                 Cmd::Leg { key, home, joined, done } => {
                     fanout::leg(self, maps, key, home, joined);
                     let _ = done.send(());
@@ -401,6 +440,18 @@ impl Pager {
     /// order (x86), a store in the copy means every earlier store of that thread is in it
     /// too, so what goes home is a picture the page really held.
     fn flush_pages(&self, m: &mut PMap, wait: bool, settle: bool, t: Instant) -> (bool, bool) {
+        let all = if settle { 0..m.pages.len() } else { 0..0 };
+        self.flush_settling(m, wait, all, t)
+    }
+
+    /// [`Pager::flush_pages`], settling the pages of `settle` (indices) only.
+    fn flush_settling(
+        &self,
+        m: &mut PMap,
+        wait: bool,
+        settle_pages: std::ops::Range<usize>,
+        t: Instant,
+    ) -> (bool, bool) {
         let mut runs: Vec<(u64, Vec<u8>)> = Vec::new();
         let mut bytes = 0;
         let mut cur = vec![0u8; PAGE];
@@ -414,6 +465,7 @@ impl Pager {
             let addr = m.region.base() + idx * PAGE;
             let quiet = m.pages[idx].changed.is_none_or(|c| t.saturating_duration_since(c) >= QUIET);
             let mut mem = Mem { uffd: &self.uffd, region: &m.region, addr };
+            let settle = settle_pages.contains(&idx);
             let look: Look = m.pages[idx].st.look(&mut mem, quiet, settle, &mut cur, &mut again);
             changed |= look.changed;
             watching |= look.watching;
@@ -460,26 +512,31 @@ impl Pager {
         if m.lost.load(Ordering::SeqCst) {
             return false;
         }
-        // One system call per run of resident pages.
-        let droppable = |p: &Page| p.st.droppable();
-        let mut idx = 0;
-        while idx < m.pages.len() {
-            if !droppable(&m.pages[idx]) {
-                idx += 1;
-                continue;
-            }
-            let start = idx;
-            while idx < m.pages.len() && droppable(&m.pages[idx]) {
-                idx += 1;
-            }
-            let addr = m.region.base() + start * PAGE;
-            if m.region.drop_pages(addr, (idx - start) * PAGE).is_ok() {
-                for p in &mut m.pages[start..idx] {
-                    p.st.dropped();
-                }
+        drop_clean(m, 0..m.pages.len());
+        ok
+    }
+}
+
+/// Drop the clean resident pages of `pages` (indices): their next access refetches them.
+/// One system call per run of them.
+fn drop_clean(m: &mut PMap, pages: std::ops::Range<usize>) {
+    let droppable = |p: &Page| p.st.droppable();
+    let mut idx = pages.start;
+    while idx < pages.end {
+        if !droppable(&m.pages[idx]) {
+            idx += 1;
+            continue;
+        }
+        let start = idx;
+        while idx < pages.end && droppable(&m.pages[idx]) {
+            idx += 1;
+        }
+        let addr = m.region.base() + start * PAGE;
+        if m.region.drop_pages(addr, (idx - start) * PAGE).is_ok() {
+            for p in &mut m.pages[start..idx] {
+                p.st.dropped();
             }
         }
-        ok
     }
 }
 
