@@ -316,6 +316,17 @@ fn large_stores_go_home_in_order_and_keep_other_threads_stores() {
             }
         });
     }
+    // Once the refresh dropped every page (none resident, none watched), a large store goes
+    // without the pager; the map then reads it from the home.
+    std::thread::sleep(Duration::from_millis(50));
+    for len in LENS {
+        let pat = vec![0x5a ^ len as u8; len];
+        m.write(AT, &pat).unwrap();
+        let (mut mine, mut there) = (vec![0u8; len], vec![0u8; len]);
+        home.read(AT, &mut there).unwrap();
+        m.read(AT, &mut mine).unwrap();
+        assert!(there == pat && mine == pat, "a store of {len} bytes with no page resident");
+    }
 }
 
 #[test]

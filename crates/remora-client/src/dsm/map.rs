@@ -1,6 +1,7 @@
 //! A map of another host's memory: its userfaultfd region, registered with the pager.
 
-use super::pager::{PMap, Pager};
+use super::flow::Flow;
+use super::pager::{nothing_watched, PMap, Pager};
 use super::*;
 
 pub(super) fn pager() -> Result<&'static Arc<Pager>, DsmError> {
@@ -44,6 +45,11 @@ pub struct DsmMap {
     lost: Arc<AtomicBool>,
     released: AtomicBool,
     direct: bool,
+    /// The map's own pager flow (not a multicast map's), and the home's offset of the
+    /// region's first byte: large stores go straight over it.
+    flow: Option<(Flow, u64)>,
+    /// The pager's count of the map's resident pages.
+    resident: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for DsmMap {
@@ -131,6 +137,8 @@ impl DsmMap {
         let direct = if fan.is_some() { None } else { shared_flow(&session, &home) };
         let pages = vec![Page::default(); region.len() / PAGE];
         let is_direct = fan.as_ref().map_or(direct.is_some(), |f| f.is_direct());
+        let flow = direct.clone().filter(|_| !readonly).map(|d| (d, seg_off));
+        let resident = Arc::new(AtomicUsize::new(0));
         let pm = PMap {
             region: region.clone(),
             session,
@@ -140,6 +148,7 @@ impl DsmMap {
             seg_size,
             readonly,
             pages,
+            resident: resident.clone(),
             lost: lost.clone(),
             next_tick: None,
             streaming: false,
@@ -150,7 +159,17 @@ impl DsmMap {
             fan,
         };
         p.command(Cmd::Add(id, pm));
-        Ok(DsmMap { id, region, delta, len, lost, released: AtomicBool::new(false), direct: is_direct })
+        Ok(DsmMap {
+            id,
+            region,
+            delta,
+            len,
+            lost,
+            released: AtomicBool::new(false),
+            direct: is_direct,
+            flow,
+            resident,
+        })
     }
 
     /// The address of the first mapped byte.
@@ -199,6 +218,21 @@ impl DsmMap {
     /// it must go through the map.
     fn write_through(&self, start: usize, data: &[u8]) -> Option<std::io::Result<()>> {
         let p = pager().ok()?;
+        if let Some((flow, seg_off)) = self.flow.as_ref().filter(|_| !self.is_lost()) {
+            // No page watched (no store made before this one is left to send first) and no
+            // page of the map resident: the pager has nothing to do before or after.
+            if nothing_watched() && self.resident.load(Ordering::SeqCst) == 0 {
+                let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
+                let r = d.write_now(seg_off + start as u64, Source::Buf(data));
+                // Still none resident now that the store went (a page fetch that began
+                // before it counted itself first): no page holds older bytes.
+                if r.is_ok() && self.resident.load(Ordering::SeqCst) == 0 {
+                    return Some(r);
+                }
+                drop(d);
+                return Some(self.landed(p, start, data.len(), r));
+            }
+        }
         if data.len() < THROUGH_HERE {
             // A copy of the bytes costs less than a second command to the pager.
             let (tx, rx) = channel();
@@ -209,11 +243,17 @@ impl DsmMap {
         p.command(Cmd::Through { id: self.id, start, len: data.len(), tx });
         let (flow, at) = rx.recv().ok()??;
         let r = flow.lock().unwrap_or_else(|p| p.into_inner()).write_now(at, Source::Buf(data));
+        Some(self.landed(p, start, data.len(), r))
+    }
+
+    /// Tell the pager that a store of `len` bytes at byte `start` went home straight (with
+    /// `r`), and wait until it dropped the pages the store reached. Returns `r`.
+    fn landed(&self, p: &Pager, start: usize, len: usize, r: std::io::Result<()>) -> std::io::Result<()> {
         let broken = r.as_ref().is_err_and(|e| e.kind() != std::io::ErrorKind::PermissionDenied);
         let (tx, rx) = channel();
-        p.command(Cmd::Landed { id: self.id, start, len: data.len(), broken, tx });
+        p.command(Cmd::Landed { id: self.id, start, len, broken, tx });
         let _ = rx.recv();
-        Some(r)
+        r
     }
 
     /// Load from `off` into `out`.

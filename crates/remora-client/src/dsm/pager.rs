@@ -42,6 +42,10 @@ pub(super) struct PMap {
     pub(super) seg_size: u64,
     pub(super) readonly: bool,
     pub(super) pages: Vec<Page>,
+    /// Pages resident, or being fetched (raised before the fetch takes the flow, lowered
+    /// when a page is dropped or its fetch failed): a store straight home that finds none
+    /// after it went has no page to drop (`DsmMap::write`).
+    pub(super) resident: Arc<AtomicUsize>,
     pub(super) lost: Arc<AtomicBool>,
     /// When the pager next looks at the watched pages.
     pub(super) next_tick: Option<Instant>,
@@ -126,6 +130,11 @@ pub(super) static PAGER: OnceLock<Result<Arc<Pager>, String>> = OnceLock::new();
 static WATCHED: AtomicUsize = AtomicUsize::new(0);
 /// Maps whose last stores went out without waiting for the home's answer.
 static UNANSWERED: AtomicUsize = AtomicUsize::new(0);
+
+/// No page of any map is watched: every store made so far is on its way home.
+pub(super) fn nothing_watched() -> bool {
+    WATCHED.load(Ordering::SeqCst) == 0
+}
 
 pub(super) fn nothing_pending() -> bool {
     WATCHED.load(Ordering::SeqCst) == 0 && UNANSWERED.load(Ordering::SeqCst) == 0
@@ -320,6 +329,7 @@ impl Pager {
     }
 
     fn on_missing(&self, m: &mut PMap, idx: usize, addr: usize) {
+        m.resident.fetch_add(1, Ordering::SeqCst);
         let off = m.seg_off + (idx * PAGE) as u64;
         let mut page = vec![0u8; PAGE];
         let fetched = if m.lost.load(Ordering::SeqCst) || off >= m.seg_size {
@@ -354,9 +364,12 @@ impl Pager {
             Some(page) => {
                 if self.uffd.copy_page(&m.region, addr, &page, !m.readonly).is_ok() {
                     m.pages[idx].st.filled();
+                } else {
+                    m.resident.fetch_sub(1, Ordering::SeqCst);
                 }
             }
             None => {
+                m.resident.fetch_sub(1, Ordering::SeqCst);
                 // The page can never be filled: make the access fail instead of hanging.
                 if self.uffd.poison(&m.region, addr, PAGE).is_err() {
                     let _ = self.uffd.copy_page(&m.region, addr, &[0u8; PAGE], false);
@@ -536,6 +549,7 @@ fn drop_clean(m: &mut PMap, pages: std::ops::Range<usize>) {
             for p in &mut m.pages[start..idx] {
                 p.st.dropped();
             }
+            m.resident.fetch_sub(idx - start, Ordering::SeqCst);
         }
     }
 }
