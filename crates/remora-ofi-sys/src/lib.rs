@@ -113,7 +113,7 @@ pub fn providers() -> Result<Vec<String>, Error> {
 }
 
 /// What a [`Region`] lets peers do with it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Access {
     /// Local use only: the source of this endpoint's writes, the destination of its reads.
     Local,

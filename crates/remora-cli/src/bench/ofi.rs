@@ -5,7 +5,9 @@
 
 use super::common::{e, header, median, row};
 use remora_netns::NetCluster;
-use remora_sisci::{CreateFlags, Descriptor, DmaFlags, DmaQueue, LocalSegment, RemoteSegment, Sisci};
+use remora_sisci::{
+    CreateFlags, Descriptor, DmaFlags, DmaQueue, LocalSegment, MapFlags, RemoteSegment, Sisci,
+};
 use std::io::{BufRead, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,12 +15,21 @@ use std::time::{Duration, Instant};
 const LEN: usize = 16 << 20;
 const PORT: u16 = 7390;
 
-/// What one cluster measured: DMA push and pull of 16 MiB (GB/s), 8-byte DMA (µs), raw TCP
+/// A DMA above the eager size of the ofi transport (32 KiB), where a transfer's own
+/// set-up (round trips, registrations) weighs most.
+const MID: usize = 64 << 10;
+
+/// What one cluster measured: DMA push and pull of 16 MiB (GB/s), 8-byte DMA (µs), 64 KiB
+/// DMA push and pull (µs), 4 KiB DMA pull and a DSM first touch of a page (µs), raw TCP
 /// between its namespaces (GB/s).
 struct Figures {
     push: f64,
     pull: f64,
     small_us: f64,
+    mid_push_us: f64,
+    mid_pull_us: f64,
+    page_pull_us: f64,
+    touch_us: f64,
     raw: f64,
 }
 
@@ -109,6 +120,13 @@ fn measure(c: &NetCluster, reps: u32) -> Result<Figures, String> {
     let (write, read) = (DmaFlags { read: false, wait: true }, DmaFlags { read: true, wait: true });
     q.start(&src, &remote, 0, LEN, 0, write, None).map_err(e)?;
     let (mut w, mut r, mut raw, mut small) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut mid_w, mut mid_r, mut page_r, mut touch) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // A DSM map of the same segment: a first touch is one page read over the process's own
+    // pager flow (a TCP stream to the home node, whatever the transport), the 4 KiB DMA
+    // pull the same bytes through this node's daemon and the transport.
+    let map = remote.map(0, LEN, None, MapFlags::default()).map_err(e)?;
+    let mut page = 0usize;
+    let mut b = [0u8; 1];
     for _ in 0..reps.max(3) {
         let t = Instant::now();
         q.start(&src, &remote, 0, LEN, 0, write, None).map_err(e)?;
@@ -121,13 +139,36 @@ fn measure(c: &NetCluster, reps: u32) -> Result<Figures, String> {
             q.start(&src, &remote, 0, 8, 0, write, None).map_err(e)?;
             small.push(t.elapsed().as_secs_f64() * 1e6);
         }
+        for _ in 0..20 {
+            let t = Instant::now();
+            q.start(&src, &remote, 0, MID, 0, write, None).map_err(e)?;
+            mid_w.push(t.elapsed().as_secs_f64() * 1e6);
+            let t = Instant::now();
+            q.start(&src, &remote, 0, MID, 0, read, None).map_err(e)?;
+            mid_r.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        for _ in 0..20 {
+            let t = Instant::now();
+            q.start(&src, &remote, 0, 4096, 0, read, None).map_err(e)?;
+            page_r.push(t.elapsed().as_secs_f64() * 1e6);
+            // Every 16th page, so that no fault finds its page fetched already.
+            page = (page + 16) % (LEN / 4096);
+            let t = Instant::now();
+            map.read(page * 4096, &mut b).map_err(e)?;
+            touch.push(t.elapsed().as_secs_f64() * 1e6);
+        }
     }
     raw.extend(raw_tcp(c, reps.max(3))?);
+    map.unmap().map_err(e)?;
     q.remove().map_err(e)?;
     Ok(Figures {
         push: median(&mut w),
         pull: median(&mut r),
         small_us: median(&mut small),
+        mid_push_us: median(&mut mid_w),
+        mid_pull_us: median(&mut mid_r),
+        page_pull_us: median(&mut page_r),
+        touch_us: median(&mut touch),
         raw: median(&mut raw),
     })
 }
@@ -178,6 +219,35 @@ pub(crate) fn ofi(reps: u32) -> Result<(), String> {
         tcp.small_us / ofi.small_us,
         "reported (Remora tcp, speed)",
     );
+    row(
+        "DMA 64 KiB push, ofi+tcp vs tcp",
+        us(ofi.mid_push_us),
+        us(tcp.mid_push_us),
+        tcp.mid_push_us / ofi.mid_push_us,
+        "reported (Remora tcp, speed)",
+    );
+    row(
+        "DMA 64 KiB pull, ofi+tcp vs tcp",
+        us(ofi.mid_pull_us),
+        us(tcp.mid_pull_us),
+        tcp.mid_pull_us / ofi.mid_pull_us,
+        "reported (Remora tcp, speed)",
+    );
+    row(
+        "DSM first touch, ofi+tcp vs tcp",
+        us(ofi.touch_us),
+        us(tcp.touch_us),
+        tcp.touch_us / ofi.touch_us,
+        "reported (Remora tcp, speed)",
+    );
+    row(
+        "DSM touch (TCP flow) vs fabric 4 KiB",
+        us(ofi.touch_us),
+        us(ofi.page_pull_us),
+        ofi.page_pull_us / ofi.touch_us,
+        "reported (DMA pull via daemon, speed)",
+    );
+    registrations(&ofi);
     match fpp {
         Ok(mbs) => {
             let p = mbs / 1e3;
@@ -199,6 +269,49 @@ pub(crate) fn ofi(reps: u32) -> Result<(), String> {
         Err(err) => println!("fi_pingpong: not measured ({err})"),
     }
     Ok(())
+}
+
+/// Median µs of registering `len` bytes for remote writes with `tcp;ofi_rxm` and closing
+/// the registration: what each transfer paid when the peer registered per transfer.
+fn registration_us(len: usize) -> Result<f64, String> {
+    let ep = remora_ofi_sys::Endpoint::open("tcp;ofi_rxm", Some("127.0.0.1"), 4, 4096).map_err(e)?;
+    let fd = remora_sys::Memfd::create("bench-ofi-reg", len as u64).map_err(e)?;
+    let map = std::sync::Arc::new(
+        remora_sys::Mapping::new(remora_sys::AsFd::as_fd(&fd), 0, len, Default::default()).map_err(e)?,
+    );
+    let mut v = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        drop(ep.register(&map, 0, len, remora_ofi_sys::Access::RemoteWrite).map_err(e)?);
+        v.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(median(&mut v))
+}
+
+/// What registering a connection's memory once (not per transfer) saves, beside the
+/// transfers it saves it on.
+fn registrations(ofi: &Figures) {
+    let us = |x: f64| format!("{x:.1} µs");
+    match (registration_us(MID), registration_us(4 << 20)) {
+        (Ok(mid), Ok(chunk)) => {
+            row(
+                "fi_mr_reg+close 64 KiB vs DMA",
+                us(mid),
+                us(ofi.mid_push_us),
+                mid / ofi.mid_push_us,
+                "reported (saved per transfer)",
+            );
+            let chunk_us = (4 << 20) as f64 / (ofi.push * 1e9) * 1e6;
+            row(
+                "fi_mr_reg+close 4 MiB vs chunk",
+                us(chunk),
+                us(chunk_us),
+                chunk / chunk_us,
+                "reported (saved per 4 MiB chunk)",
+            );
+        }
+        (Err(err), _) | (_, Err(err)) => println!("registration cost: not measured ({err})"),
+    }
 }
 
 /// Hidden `bench ofi-raw-sink`: take one connection at `bind`; for each 16 MiB that comes,

@@ -22,6 +22,8 @@ const RECVS: usize = 64;
 const RECV_SIZE: usize = MAX_LINK_FRAME + 1024;
 /// How long a send waits for room in a full queue before the link is given up.
 const SEND_PATIENCE: Duration = Duration::from_secs(5);
+/// How often registrations whose mapping went away are closed, at most.
+const SWEEP: Duration = Duration::from_millis(500);
 
 /// Our transfers waiting for a peer's answers, by tag.
 pub(super) type Waiters = Arc<Mutex<HashMap<u64, std::sync::mpsc::Sender<Body>>>>;
@@ -53,9 +55,9 @@ pub(super) struct Fabric {
     pub(super) ep: Arc<Endpoint>,
     routes: Mutex<HashMap<u64, Route>>,
     ops: Mutex<HashMap<u64, std::sync::mpsc::Sender<Result<(), String>>>>,
-    /// Registrations of this node's own mappings for local use (sources of writes,
-    /// destinations of reads), made once per mapping and dropped with it.
-    local: Mutex<HashMap<usize, Arc<Region>>>,
+    /// Registrations of this node's mappings, made once per mapping and kind of access and
+    /// closed once nothing but them holds the mapping ([`Fabric::region`]).
+    regs: Mutex<Registrations>,
     stop: AtomicBool,
 }
 
@@ -67,7 +69,7 @@ impl Fabric {
             ep,
             routes: Mutex::new(HashMap::new()),
             ops: Mutex::new(HashMap::new()),
-            local: Mutex::new(HashMap::new()),
+            regs: Mutex::new(Registrations::default()),
             stop: AtomicBool::new(false),
         });
         let weak = Arc::downgrade(&f);
@@ -129,18 +131,60 @@ impl Fabric {
         self.ops.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
     }
 
-    /// This node's `map`, registered for local use (once per mapping).
-    pub(super) fn local_region(&self, map: &Arc<Mapping>) -> Result<Arc<Region>, remora_ofi_sys::Error> {
-        let mut local = self.local.lock().unwrap_or_else(|p| p.into_inner());
-        // Registrations whose mapping nobody else holds any more are closed.
-        local.retain(|_, r| r.mapping().is_some_and(|m| Arc::strong_count(m) > 1));
-        let at = map.as_ptr() as usize;
-        if let Some(r) = local.get(&at).filter(|r| r.mapping().is_some_and(|m| Arc::ptr_eq(m, map))) {
+    /// `map` registered for `access`: made at the first use, then the same registration
+    /// until nothing but registrations holds the mapping any more. For local use (the
+    /// sources of our writes, the destinations of our reads) that is this node's own
+    /// mapping; for a peer's access it is the daemon's mapping of the peer's connection to
+    /// one of our exports, so the registration lives as long as that connection and is
+    /// handed only to the peer whose checked ranges lie in it (`rma.rs`).
+    pub(super) fn region(
+        &self,
+        map: &Arc<Mapping>,
+        access: Access,
+    ) -> Result<Arc<Region>, remora_ofi_sys::Error> {
+        let mut regs = self.regs.lock().unwrap_or_else(|p| p.into_inner());
+        regs.sweep();
+        let at = (map.as_ptr() as usize, access);
+        if let Some(r) = regs.by_map.get(&at).filter(|r| r.mapping().is_some_and(|m| Arc::ptr_eq(m, map))) {
             return Ok(r.clone());
         }
-        let r = self.ep.register(map, 0, map.len(), Access::Local)?;
-        local.insert(at, r.clone());
+        let r = self.ep.register(map, 0, map.len(), access)?;
+        regs.by_map.insert(at, r.clone());
+        regs.made += 1;
         Ok(r)
+    }
+
+    /// How many registrations were made since the endpoint opened, and how many are open.
+    #[cfg(test)]
+    pub(super) fn registrations(&self) -> (u64, usize) {
+        let regs = self.regs.lock().unwrap_or_else(|p| p.into_inner());
+        (regs.made, regs.by_map.len())
+    }
+
+    /// Close the registrations of mappings nobody else holds any more (also called by the
+    /// progress thread, so that a connection's goes soon after the connection).
+    pub(super) fn sweep(&self) {
+        self.regs.lock().unwrap_or_else(|p| p.into_inner()).sweep();
+    }
+}
+
+/// The registrations of [`Fabric::region`], by mapping address and access.
+#[derive(Default)]
+struct Registrations {
+    by_map: HashMap<(usize, Access), Arc<Region>>,
+    /// Registrations made so far.
+    made: u64,
+}
+
+impl Registrations {
+    /// Drop the registrations whose mapping is held by nothing but them (a transfer that
+    /// still holds one keeps it open until it ends).
+    fn sweep(&mut self) {
+        let mut ours: HashMap<usize, usize> = HashMap::new();
+        for (at, _) in self.by_map.keys() {
+            *ours.entry(*at).or_default() += 1;
+        }
+        self.by_map.retain(|(at, _), r| r.mapping().is_some_and(|m| Arc::strong_count(m) > ours[at]));
     }
 }
 
@@ -152,6 +196,7 @@ impl Drop for Fabric {
 
 /// The progress thread: completions until the fabric is dropped.
 fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
+    let mut swept = Instant::now();
     loop {
         let got = match ep.completions(Duration::from_millis(200)) {
             Ok(g) => g,
@@ -164,6 +209,10 @@ fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
         let Some(f) = fabric.upgrade() else { return };
         if f.stop.load(Ordering::Relaxed) {
             return;
+        }
+        if swept.elapsed() > SWEEP {
+            f.sweep();
+            swept = Instant::now();
         }
         for c in got {
             match c.slot {
@@ -301,6 +350,36 @@ mod tests {
         fn memory(&self, _: u32, _: RangeRef) -> Option<Arc<dyn PeerMemory>> {
             None
         }
+    }
+
+    #[test]
+    fn a_mapping_is_registered_once_per_access_and_closed_when_it_goes() {
+        if !remora_ofi_sys::installed() {
+            eprintln!("SKIP: libfabric is not installed");
+            return;
+        }
+        let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
+        let fd = remora_sys::Memfd::create("ofi-regs", 1 << 20).unwrap();
+        let map =
+            Arc::new(Mapping::new(remora_sys::AsFd::as_fd(&fd), 0, 1 << 20, Default::default()).unwrap());
+        let w = f.region(&map, Access::RemoteWrite).unwrap();
+        for _ in 0..5 {
+            let again = f.region(&map, Access::RemoteWrite).unwrap();
+            assert!(Arc::ptr_eq(&w, &again), "the same registration serves every transfer");
+        }
+        let r = f.region(&map, Access::RemoteRead).unwrap();
+        assert_ne!(r.key(), w.key(), "reads and writes have registrations (and keys) of their own");
+        assert_eq!(f.registrations(), (2, 2));
+        // The mapping's holder (a connection) goes; a transfer still holds the write
+        // registration: it stays open for it, and is not handed out again.
+        drop((map, r));
+        f.sweep();
+        assert_eq!(f.registrations(), (2, 0), "registrations of a mapping that went are closed");
+        assert!(
+            w.mapping().is_some_and(|m| m.len() == 1 << 20),
+            "a transfer's registration outlives the sweep"
+        );
+        drop(w);
     }
 
     #[test]

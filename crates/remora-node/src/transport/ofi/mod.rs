@@ -8,8 +8,9 @@
 //! transport's handshake, on the node's `ofi_port`) exchanges the endpoint names and the
 //! tokens every fabric message must carry (`wire.rs`), after which requests, replies,
 //! events, heartbeats and session ends are fabric messages, and DMA / RMA transfers are
-//! `fi_write` / `fi_read` straight into the peer's memory, registered for exactly the range
-//! its node checked, for one transfer (`rma.rs`). Link state, requests in flight and
+//! `fi_write` / `fi_read` straight into the peer's memory, within the range its node checked
+//! for the transfer, in the registration of the connection's memory made once at its first
+//! transfer and closed with the connection (`rma.rs`). Link state, requests in flight and
 //! session ends are kept by the same peer type and liveness machine as the tcp transport's.
 //!
 //! | file | object |
@@ -56,7 +57,8 @@ pub(super) struct OfiLink {
     dest: Mutex<Option<(u64, u64)>>,
     /// Our transfers waiting for its answers, by tag.
     rma_wait: fabric::Waiters,
-    /// Ranges of ours opened for its transfers, by its tag.
+    /// The registrations its open transfers reach, by its tag (kept open until the
+    /// transfer's close, even if the connection goes meanwhile).
     served: Mutex<HashMap<u64, Arc<Region>>>,
 }
 

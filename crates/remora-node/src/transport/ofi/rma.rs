@@ -3,17 +3,24 @@
 //!
 //! A transfer asks the peer to open the range first ([`Body::RmaOpen`]): the peer's
 //! [`crate::transport::Inbound::memory`] checks it, as for the tcp transport's bulk frames,
-//! and only then registers exactly that range (`fi_mr_reg`, remote access of the one kind
-//! asked, under a random key) and answers its key. The transfer's writes or reads follow;
-//! then [`Body::RmaClose`] (after the writes on the link: the endpoint is opened with
-//! `FI_ORDER_SAW`) closes the registration, and its answer says every byte is in place. A
-//! key is therefore good for one checked range for the time of one transfer, and a region
-//! the peer loses its access to is never reachable past the transfer that was checked.
-//! This node's own mappings are registered once for local use and kept while they live.
+//! and only then answers the key and address of that range in its registration of the
+//! connection's memory (`fi_mr_reg` of the daemon's mapping of the connection, for remote
+//! access of the one kind asked, under a random key: made at the first transfer of the
+//! authenticated peer through that connection, kept while the connection lives — the
+//! export's mapping is registered once, not per transfer). A read's `fi_read`s follow, then
+//! [`Body::RmaClose`] without waiting for its answer; a write's `fi_write`s are followed at
+//! once by [`Body::RmaClose`] (the endpoint is opened with `FI_ORDER_SAW`: it arrives after
+//! their bytes), whose answer says every byte is in place. So a read costs one round trip
+//! before its data, a write one round trip after its data. The peer keeps the registration
+//! open for the tag until the close even if the connection goes meanwhile; a key reaches
+//! only memory of a connection its holder was granted, within the bounds the provider
+//! checks against the registration, and no peer is answered a key before it authenticated
+//! and its range was checked. This node's own mappings are registered once for local use
+//! and kept while they live.
 //!
 //! Transfers of up to 32 KiB travel in the messages themselves instead ([`Body::Put`],
-//! [`Body::Get`], answered by [`Body::Done`]): one round trip rather than three, checked by
-//! the peer in the same way (the eager and rendezvous protocols of fabric libraries).
+//! [`Body::Get`], answered by [`Body::Done`]): one round trip, checked by the peer in the
+//! same way (the eager and rendezvous protocols of fabric libraries).
 
 use super::fabric::{Fabric, EAGER};
 use super::wire::Body;
@@ -93,9 +100,11 @@ fn open(ofi: &Fabric, link: &OfiLink, tag: u64, conn: u64, offset: u64, len: u64
         return refused;
     }
     let access = if write { Access::RemoteWrite } else { Access::RemoteRead };
-    match ofi.ep.register(&m, at, n, access) {
+    // The connection's whole mapping, registered once (the range was checked just above;
+    // the provider checks every access against the registration's bounds).
+    match ofi.region(&m, access) {
         Ok(r) => {
-            let (addr, key) = (r.remote_addr(0), r.key());
+            let (addr, key) = (r.remote_addr(at), r.key());
             served.insert(tag, r);
             Body::RmaKey { tag, ok: true, addr, key }
         }
@@ -119,14 +128,22 @@ fn answer(link: &OfiLink, rx: &std::sync::mpsc::Receiver<Body>) -> Option<Body> 
     }
 }
 
-/// Ask the peer for `tag` and wait for its answer.
-fn ask(ofi: &Fabric, link: &OfiLink, tag: u64, body: Body) -> Option<Body> {
+/// Ask the peer for `tag`: the answer comes on the returned receiver (`None`: not sent).
+fn post(ofi: &Fabric, link: &OfiLink, tag: u64, body: Body) -> Option<std::sync::mpsc::Receiver<Body>> {
     let (tx, rx) = std::sync::mpsc::channel();
     link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).insert(tag, tx);
-    let got = match send(ofi, link, body) {
-        true => answer(link, &rx),
-        false => None,
-    };
+    match send(ofi, link, body) {
+        true => Some(rx),
+        false => {
+            link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
+            None
+        }
+    }
+}
+
+/// Ask the peer for `tag` and wait for its answer.
+fn ask(ofi: &Fabric, link: &OfiLink, tag: u64, body: Body) -> Option<Body> {
+    let got = post(ofi, link, tag, body).and_then(|rx| answer(link, &rx));
     link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
     got
 }
@@ -202,7 +219,7 @@ pub(super) fn start(
     if len <= EAGER {
         return start_eager(ofi, link, tag, conn, offset, mem, mem_off, len, write);
     }
-    let local = ofi.local_region(mem).map_err(|e| Error::Protocol(format!("ofi: {e}")))?;
+    let local = ofi.region(mem, Access::Local).map_err(|e| Error::Protocol(format!("ofi: {e}")))?;
     let (addr, key) = match ask(ofi, link, tag, Body::RmaOpen { tag, conn, offset, len: len as u64, write }) {
         Some(Body::RmaKey { ok: true, addr, key, .. }) => (addr, key),
         // Refused (outside, no such connection, no access) or no answer: as tcp says it.
@@ -240,6 +257,11 @@ pub(super) fn start(
         }
         done += n;
     }
+    // A write's close goes right behind its writes: its answer says they are in place.
+    let closing = match write {
+        true => post(ofi, link, tag, Body::RmaClose { tag }),
+        false => None,
+    };
     let (ofi, link) = (ofi.clone(), link.clone());
     Ok(Box::new(move || {
         let mut ok = !failed;
@@ -255,9 +277,12 @@ pub(super) fn start(
             };
             ok &= got;
         }
-        // Closing the range is the end of the transfer: after the writes on the link, so
-        // its answer says they are in place.
-        let closed = matches!(ask(&ofi, &link, tag, Body::RmaClose { tag }), Some(Body::RmaClosed { .. }));
+        let closed = match closing {
+            Some(rx) => matches!(answer(&link, &rx), Some(Body::RmaClosed { .. })),
+            // A read is over once its reads completed; the peer only forgets the tag.
+            None => !write && send(&ofi, &link, Body::RmaClose { tag }),
+        };
+        link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
         match ok && closed {
             true => Ok(()),
             false => Err(Error::NodeNotResponding),
