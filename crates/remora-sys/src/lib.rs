@@ -21,6 +21,7 @@ pub mod bell;
 pub mod cancel;
 pub mod dma;
 pub mod intr;
+pub mod lock;
 pub mod mapping;
 pub mod memfd;
 pub mod msgring;

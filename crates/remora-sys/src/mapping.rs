@@ -208,6 +208,7 @@ impl Mapping {
         (off.checked_add(len)? <= self.len).then_some(off)
     }
 
+    #[inline]
     fn check(&self, off: usize, len: usize) -> io::Result<()> {
         match off.checked_add(len) {
             Some(end) if end <= self.len => Ok(()),
@@ -219,6 +220,7 @@ impl Mapping {
     ///
     /// # Errors
     /// `ERANGE` when the range leaves the mapping, `EACCES` on a read-only mapping.
+    #[inline]
     pub fn write(&self, off: usize, data: &[u8]) -> io::Result<()> {
         self.check(off, data.len())?;
         if self.readonly {
@@ -234,6 +236,7 @@ impl Mapping {
     ///
     /// # Errors
     /// `ERANGE` when the range leaves the mapping.
+    #[inline]
     pub fn read(&self, off: usize, out: &mut [u8]) -> io::Result<()> {
         self.check(off, out.len())?;
         // SAFETY: the range was checked to be inside the live mapping; `out` is an exclusive
@@ -288,6 +291,7 @@ impl Mapping {
     }
 
     /// An atomic view of the 8 bytes at `off` (8-byte aligned, inside, writable mapping).
+    #[inline]
     pub fn atomic_u64(&self, off: usize) -> Option<&AtomicU64> {
         if self.readonly
             || !(self.ptr as usize).wrapping_add(off).is_multiple_of(8)
@@ -302,6 +306,7 @@ impl Mapping {
     }
 
     /// An atomic view of the 4 bytes at `off` (4-byte aligned, inside, writable mapping).
+    #[inline]
     pub fn atomic_u32(&self, off: usize) -> Option<&AtomicU32> {
         if self.readonly
             || !(self.ptr as usize).wrapping_add(off).is_multiple_of(4)

@@ -198,6 +198,7 @@ impl UserRegion {
     ///
     /// # Errors
     /// `ERANGE` when the range leaves the region.
+    #[inline]
     pub fn read(&self, off: usize, out: &mut [u8]) -> io::Result<()> {
         if off.checked_add(out.len()).is_none_or(|e| e > self.len) {
             return Err(errno(rustix::io::Errno::RANGE));
@@ -212,6 +213,7 @@ impl UserRegion {
     ///
     /// # Errors
     /// `ERANGE` when the range leaves the region.
+    #[inline]
     pub fn write(&self, off: usize, data: &[u8]) -> io::Result<()> {
         if off.checked_add(data.len()).is_none_or(|e| e > self.len) {
             return Err(errno(rustix::io::Errno::RANGE));

@@ -7,7 +7,7 @@
 use crate::few::Few;
 use crate::layout::{self, control, Descriptor, CONTROL, SEGMENT};
 use crate::DataSegment;
-use crate::{Nic, ProtectionTag, Result};
+use crate::{Error, Nic, ProtectionTag, Result};
 use remora_sisci::UserRegion;
 use std::sync::atomic::Ordering;
 
@@ -50,8 +50,8 @@ struct Seen {
     ptag: ProtectionTag,
     rdma: bool,
     epoch: u64,
-    /// The segment bytes it had.
-    segs: [u8; SEGS * SEGMENT],
+    /// The segments it had, each's 16 bytes as one word.
+    segs: [u128; SEGS],
     n: usize,
     taken: Taken,
 }
@@ -60,6 +60,9 @@ struct Seen {
 #[derive(Debug, Default)]
 pub(crate) struct DescCache {
     ways: Vec<Option<Seen>>,
+    /// The last descriptor that could not be remembered (what [`DescCache::take`] lends;
+    /// boxed, so that the cache stays small to move).
+    spare: Option<Box<Taken>>,
 }
 
 fn ways(recv: bool) -> usize {
@@ -70,9 +73,22 @@ fn ways(recv: bool) -> usize {
     }
 }
 
+/// What [`DescCache::take`] would answer if what it just stored were gone (it never is).
+fn forgotten() -> Error {
+    Error::Descriptor("the descriptor was not remembered".into())
+}
+
+/// Segment `i` of the descriptor `all` as one word.
+fn segment(all: &UserRegion, i: usize) -> Result<u128> {
+    let mut v = [0u8; SEGMENT];
+    all.read(CONTROL + i * SEGMENT, &mut v)?;
+    Ok(u128::from_ne_bytes(v))
+}
+
 impl DescCache {
     /// Read the descriptor at `addr` as [`Nic::take`] does, reusing what it resolved to
-    /// when it was seen last with the same segments.
+    /// when it was seen last with the same segments. The answer is lent until the next
+    /// call.
     pub(crate) fn take(
         &mut self,
         nic: &Nic,
@@ -80,41 +96,53 @@ impl DescCache {
         handle: u32,
         ptag: ProtectionTag,
         recv: bool,
-    ) -> Result<Taken> {
+    ) -> Result<&Taken> {
         if self.ways.is_empty() {
             self.ways.resize(ways(recv), None);
         }
         let epoch = nic.inner.mem_epoch.load(Ordering::Acquire);
         let way = (addr / 64) % self.ways.len();
-        if let Some(s) = &self.ways[way] {
+        let mut hit = false;
+        if let Some(s) = &mut self.ways[way] {
             if s.addr == addr && s.handle == handle && s.ptag == ptag && s.epoch == epoch {
                 let mut c = [0u8; CONTROL];
                 s.taken.ctl.read(0, &mut c)?;
                 let n = Descriptor::seg_count(&c);
                 let control = u16::from_le_bytes([c[14], c[15]]);
                 let rdma = !recv && control & control::OP_MASK != control::OP_SENDRECV;
-                let mut b = [0u8; SEGS * SEGMENT];
                 if n == s.n && rdma == s.rdma {
-                    s.taken.all.read(CONTROL, &mut b[..n * SEGMENT])?;
-                    if b[..n * SEGMENT] == s.segs[..n * SEGMENT] {
-                        let mut t = s.taken.clone();
-                        t.control = control;
-                        t.immediate = u32::from_le_bytes([c[20], c[21], c[22], c[23]]);
-                        return Ok(t);
+                    let mut same = true;
+                    for (i, w) in s.segs[..n].iter().enumerate() {
+                        same &= segment(&s.taken.all, i)? == *w;
+                    }
+                    if same {
+                        s.taken.control = control;
+                        s.taken.immediate = u32::from_le_bytes([c[20], c[21], c[22], c[23]]);
+                        hit = true;
                     }
                 }
             }
+        }
+        if hit {
+            return self.ways[way].as_ref().map(|s| &s.taken).ok_or_else(forgotten);
         }
         let t = nic.take(addr, handle, ptag, recv)?;
         let n = (t.all.len() - CONTROL) / SEGMENT;
         self.ways[way] = None;
         if n <= SEGS && !t.too_many && t.epoch == epoch {
-            let mut segs = [0u8; SEGS * SEGMENT];
-            t.all.read(CONTROL, &mut segs[..n * SEGMENT])?;
+            let mut segs = [0u128; SEGS];
+            for (i, w) in segs[..n].iter_mut().enumerate() {
+                *w = segment(&t.all, i)?;
+            }
             let rdma = !recv && t.control & control::OP_MASK != control::OP_SENDRECV;
-            self.ways[way] = Some(Seen { addr, handle, ptag, rdma, epoch, segs, n, taken: t.clone() });
+            let seen = self.ways[way].insert(Seen { addr, handle, ptag, rdma, epoch, segs, n, taken: t });
+            return Ok(&seen.taken);
         }
-        Ok(t)
+        match &mut self.spare {
+            Some(b) => **b = t,
+            None => self.spare = Some(Box::new(t)),
+        }
+        self.spare.as_deref().ok_or_else(forgotten)
     }
 
     /// Forget everything (the queue's VI changed its protection tag or reconnected).

@@ -119,8 +119,8 @@ fn establish(v: &Arc<ViInner>, linked: Result<Link>) -> Result<()> {
             *v.link.write().unwrap_or_else(|p| p.into_inner()) = Some(link.clone());
             let attrs = v.attrs();
             *lock(&v.state) = ViState::Connected;
-            lock(&v.send).link = Some((link.clone(), attrs));
-            let mut q = lock(&v.recv);
+            v.send.lock().link = Some((link.clone(), attrs));
+            let mut q = v.recv.lock();
             q.link = Some((link.clone(), attrs.ptag));
             v.publish(&mut q, &link);
             drop(q);

@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 const SPIN: Duration = Duration::from_micros(20);
 /// How long a waiter for a peer on another host polls (yielding) before it sleeps.
 const REMOTE_SPIN: Duration = Duration::from_micros(500);
+/// How long a waiter that raised its flag still watches the ring before it sleeps: far
+/// longer than a store takes to become visible to another core (as SCIF's rings).
+const SETTLE: Duration = remora_sys::msgring::RACE;
 
 /// What a send did: the error bits for its descriptor, and what follows once the send
 /// queue is let go (the VI breaks; the peer hears why).
@@ -166,17 +169,18 @@ impl Vi {
     /// that memory; [`Error::Resource`] when the queue is full.
     pub fn post_recv(&self, addr: usize, handle: u32) -> Result<()> {
         let vi = &self.inner;
-        let mut q = lock(&vi.recv);
-        let (st, ptag) = match &q.link {
+        let mut guard = vi.recv.lock();
+        let (st, ptag) = match &guard.link {
             Some((l, ptag)) if !l.broken.load(Ordering::Acquire) => (ViState::Connected, *ptag),
             _ => {
-                drop(q);
+                drop(guard);
                 let ptag = vi.ptag();
                 let st = *lock(&vi.state);
-                q = lock(&vi.recv);
+                guard = vi.recv.lock();
                 (st, ptag)
             }
         };
+        let q = &mut *guard;
         let t = q.cache.take(&vi.nic, addr, handle, ptag, true)?;
         if q.posted.len() >= ENTRIES {
             return Err(Error::Resource(format!("{ENTRIES} receives posted")));
@@ -188,12 +192,12 @@ impl Vi {
             ctl: t.ctl,
             epoch: t.epoch,
             total: t.total,
-            chunks: t.chunks,
-            bufs: t.local.unwrap_or_default(),
+            chunks: t.chunks.clone(),
+            bufs: t.local.clone().unwrap_or_default(),
         };
         if bad || st == ViState::Error {
             let why = if bad { status::PROTECTION_ERROR } else { status::DESC_FLUSHED_ERROR };
-            vi.complete_recv(&mut q, &p, status::DONE | status::OP_RECEIVE | why, 0, None);
+            vi.complete_recv(q, &p, status::DONE | status::OP_RECEIVE | why, 0, None);
             return Ok(());
         }
         vi.nic.finish(&p.ctl, p.epoch, 0, None, None);
@@ -201,7 +205,7 @@ impl Vi {
         if st == ViState::Connected {
             let link = q.link.take();
             if let Some((l, _)) = &link {
-                vi.publish(&mut q, l);
+                vi.publish(q, l);
             }
             q.link = link;
         }
@@ -217,39 +221,51 @@ impl Vi {
     /// [`Error::InvalidParameter`] as [`Vi::post_recv`].
     pub fn post_send(&self, addr: usize, handle: u32) -> Result<()> {
         let vi = &self.inner;
-        let mut sq = lock(&vi.send);
-        let (state, link, attrs) = match &sq.link {
-            Some((l, attrs)) if !l.broken.load(Ordering::Acquire) => {
-                (ViState::Connected, Some(l.clone()), *attrs)
-            }
+        let mut guard = vi.send.lock();
+        // While connected the link stays in the queue and is lent, not cloned (a clone and
+        // its drop are two locked instructions on every send).
+        let (state, other, attrs) = match &guard.link {
+            Some((l, attrs)) if !l.broken.load(Ordering::Acquire) => (ViState::Connected, None, *attrs),
             _ => {
-                drop(sq);
+                drop(guard);
                 let attrs = vi.attrs();
                 let state = *lock(&vi.state);
                 let link = vi.link();
-                sq = lock(&vi.send);
+                guard = vi.send.lock();
                 (state, link, attrs)
             }
         };
-        let t = sq.cache.take(&vi.nic, addr, handle, attrs.ptag, false)?;
-        let op = t.control & control::OP_MASK;
-        let opbits = match op {
-            control::OP_RDMAWRITE => status::OP_RDMA_WRITE,
-            control::OP_RDMAREAD => status::OP_RDMA_READ,
-            _ => status::OP_SEND,
-        };
-        let out = match (state, &link) {
-            (ViState::Connected, Some(link)) => self.perform(&mut sq, link, &t, attrs),
-            (ViState::Error, _) => Outcome::bits(status::DESC_FLUSHED_ERROR),
-            _ => return Err(Error::InvalidState),
-        };
+        let sq = &mut *guard;
+        let own = if other.is_none() { sq.link.take() } else { None };
+        let mut cache = std::mem::take(&mut sq.cache);
+        let link = other.as_ref().or(own.as_ref().map(|(l, _)| l));
+        let done = cache.take(&vi.nic, addr, handle, attrs.ptag, false).and_then(|t| {
+            let op = t.control & control::OP_MASK;
+            let opbits = match op {
+                control::OP_RDMAWRITE => status::OP_RDMA_WRITE,
+                control::OP_RDMAREAD => status::OP_RDMA_READ,
+                _ => status::OP_SEND,
+            };
+            let out = match (state, link) {
+                (ViState::Connected, Some(link)) => self.perform(sq, link, t, attrs),
+                (ViState::Error, _) => Outcome::bits(status::DESC_FLUSHED_ERROR),
+                _ => return Err(Error::InvalidState),
+            };
+            vi.complete_send(sq, addr, handle, t, status::DONE | opbits | out.bits);
+            let tell = out.say.and_then(|c| link.map(|l| (c, l.clone())));
+            Ok((out, op, tell))
+        });
+        sq.cache = cache;
+        if own.is_some() {
+            sq.link = own;
+        }
+        drop(guard);
+        let (out, op, tell) = done?;
         let st = out.bits;
-        vi.complete_send(&mut sq, addr, handle, &t, status::DONE | opbits | st);
-        drop(sq);
         if let Some((code, tell)) = out.fail {
             vi.fail(code, None, tell);
         }
-        if let (Some(code), Some(link)) = (out.say, &link) {
+        if let Some((code, link)) = tell {
             link.say_error(code);
         }
         if st & status::ERROR_MASK != 0
@@ -319,12 +335,23 @@ impl Vi {
         self.inner.reap_and(true)?.ok_or(Error::NotDone)
     }
 
+    /// [`Vi::recv_done`], polled for up to `race`.
+    fn recv_done_within(&self, race: Duration) -> Result<(usize, u32)> {
+        let start = Instant::now();
+        loop {
+            match self.recv_done() {
+                Err(Error::NotDone) if start.elapsed() < race => std::hint::spin_loop(),
+                r => return r,
+            }
+        }
+    }
+
     /// `VipSendDone`: the oldest completed send.
     ///
     /// # Errors
     /// [`Error::NotDone`] when none has completed.
     pub fn send_done(&self) -> Result<(usize, u32)> {
-        lock(&self.inner.send).done.pop_front().ok_or(Error::NotDone)
+        self.inner.send.lock().done.pop_front().ok_or(Error::NotDone)
     }
 
     /// `VipSendWait`: wait up to `timeout` (`None`: forever) for a completed send.
@@ -332,24 +359,30 @@ impl Vi {
     /// # Errors
     /// [`Error::Timeout`].
     pub fn send_wait(&self, timeout: Option<Duration>) -> Result<(usize, u32)> {
+        let vi = &self.inner;
         let deadline = timeout.map(|t| Instant::now() + t);
-        let mut q = lock(&self.inner.send);
         loop {
-            if let Some(d) = q.done.pop_front() {
-                return Ok(d);
-            }
+            // Counted under the queue's lock, as a completion looks at the count under it:
+            // a send completed after this look bumps the sequence this wait sleeps on.
+            let seq = {
+                let mut q = vi.send.lock();
+                if let Some(d) = q.done.pop_front() {
+                    return Ok(d);
+                }
+                vi.send_waiters.fetch_add(1, Ordering::SeqCst);
+                vi.send_seq.load(Ordering::SeqCst)
+            };
             let left = match deadline {
-                Some(d) => d.checked_duration_since(Instant::now()).ok_or(Error::Timeout)?,
+                Some(d) => d.checked_duration_since(Instant::now()).unwrap_or_default(),
                 None => Duration::from_millis(100),
             };
-            self.inner.send_waiters.fetch_add(1, Ordering::SeqCst);
-            q = self
-                .inner
-                .send_cv
-                .wait_timeout(q, left.min(Duration::from_millis(100)))
-                .map(|r| r.0)
-                .unwrap_or_else(|p| p.into_inner().0);
-            self.inner.send_waiters.fetch_sub(1, Ordering::SeqCst);
+            if !left.is_zero() {
+                remora_sys::sync::futex_wait(&vi.send_seq, seq, Some(left.min(Duration::from_millis(100))));
+            }
+            vi.send_waiters.fetch_sub(1, Ordering::SeqCst);
+            if left.is_zero() {
+                return vi.send.lock().done.pop_front().ok_or(Error::Timeout);
+            }
         }
     }
 
@@ -391,7 +424,9 @@ impl Vi {
                     fence(Ordering::SeqCst);
                 }
             }
-            let got = self.recv_done();
+            // A sender on this host does not fence its entry before it looks at the flag:
+            // watch the ring the moment an entry takes to become visible.
+            let got = if flagged.is_some() { self.recv_done_within(SETTLE) } else { self.recv_done() };
             let left = match timeout {
                 Some(t) => t.checked_sub(start.elapsed()),
                 None => Some(Duration::from_millis(50)),

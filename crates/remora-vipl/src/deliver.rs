@@ -12,9 +12,9 @@
 
 use crate::cache::Taken;
 use crate::data::Outcome;
-use crate::layout::{self, status, Chunk, Completion, ENTRIES, ENTRY, INLINE, MAX_CHUNKS, SEQ};
+use crate::layout::{self, status, Chunk, Completion, ENTRIES, ENTRY, INLINE, INLINE_AT, MAX_CHUNKS, SEQ};
 use crate::link::Link;
-use crate::vi::{lock, Posted, RecvQ, SendQ, ViInner, ViState, SHADOW, UNRELIABLE};
+use crate::vi::{lock, Posted, RecvQ, SendQ, Short, ViInner, ViState, UNRELIABLE};
 use crate::{Error, ErrorCode, Result};
 use remora_sisci::UserRegion;
 use std::sync::atomic::{fence, Ordering};
@@ -31,7 +31,12 @@ impl ViInner {
     /// Record a completed receive (the descriptor in user memory, the done queue, the CQ).
     pub(crate) fn complete_recv(&self, q: &mut RecvQ, p: &Posted, st: u32, len: u32, imm: Option<u32>) {
         self.nic.finish(&p.ctl, p.epoch, st, Some(len), imm);
-        q.done.push_back((p.addr, p.handle));
+        self.record_recv(q, (p.addr, p.handle));
+    }
+
+    /// Queue a receive whose descriptor is complete for reaping.
+    fn record_recv(&self, q: &mut RecvQ, d: (usize, u32)) {
+        q.done.push_back(d);
         self.recv_ready.store(q.done.len(), Ordering::Release);
         if let Some(cq) = &self.recv_cq {
             cq.push(self.id, true);
@@ -42,8 +47,9 @@ impl ViInner {
     pub(crate) fn complete_send(&self, sq: &mut SendQ, addr: usize, handle: u32, t: &Taken, st: u32) {
         self.nic.finish(&t.ctl, t.epoch, st, None, None);
         sq.done.push_back((addr, handle));
-        if self.send_waiters.load(Ordering::SeqCst) > 0 {
-            self.send_cv.notify_all();
+        if self.send_waiters.load(Ordering::Relaxed) > 0 {
+            self.send_seq.fetch_add(1, Ordering::SeqCst);
+            remora_sys::sync::futex_wake_all(&self.send_seq);
         }
         if let Some(cq) = &self.send_cq {
             cq.push(self.id, false);
@@ -52,7 +58,7 @@ impl ViInner {
 
     /// Every receive still posted completes flushed (the VI broke or disconnected).
     pub(crate) fn flush_receives(&self) {
-        let mut q = lock(&self.recv);
+        let mut q = self.recv.lock();
         while let Some(p) = q.posted.pop_front() {
             self.complete_recv(
                 &mut q,
@@ -70,26 +76,32 @@ impl ViInner {
         if q.pushed >= end {
             return;
         }
-        let mut e = [0u8; ENTRY];
         let mut wrote = false;
         if q.described.len() < ENTRIES {
             q.described.resize(ENTRIES, None);
         }
         while q.pushed < end {
             let p = &q.posted[(q.pushed - q.consumed) as usize];
-            let n = layout::encode_entry(p.total, &p.chunks, &mut e);
-            if n < SHADOW {
-                e[n..SHADOW].fill(0);
-            }
             let i = q.pushed as usize % ENTRIES;
-            if n > SHADOW || q.described[i].is_none_or(|d| d[..] != e[..SHADOW]) {
-                let _ = link.map.write(layout::entry_at(q.pushed), &e[..n]);
+            let at = layout::entry_at(q.pushed);
+            if p.chunks.len() <= 2 {
+                // The common entry (one or two chunks): compared as values, and written
+                // only when it differs from what this index held.
+                let mut short: Short = (p.total, p.chunks.len(), [Chunk::default(); 2]);
+                short.2[..p.chunks.len()].copy_from_slice(&p.chunks);
+                if q.described[i] != Some(short) {
+                    let mut e = [0u8; 48];
+                    let n = layout::encode_entry_into(p.total, &p.chunks, &mut e);
+                    let _ = link.map.write(at, &e[..n]);
+                    wrote = true;
+                    q.described[i] = Some(short);
+                }
+            } else {
+                let mut e = [0u8; ENTRY];
+                let n = layout::encode_entry(p.total, &p.chunks, &mut e);
+                let _ = link.map.write(at, &e[..n]);
                 wrote = true;
-                q.described[i] = (n <= SHADOW).then(|| {
-                    let mut d = [0u8; SHADOW];
-                    d[..n].copy_from_slice(&e[..n]);
-                    d
-                });
+                q.described[i] = None;
             }
             q.pushed += 1;
         }
@@ -117,7 +129,7 @@ impl ViInner {
             return Ok(None);
         }
         let (broke, got) = {
-            let mut q = lock(&self.recv);
+            let mut q = self.recv.lock();
             let broke = self.take_completions_locked(&mut q)?;
             let got = if pop { q.done.pop_front() } else { None };
             self.recv_ready.store(q.done.len(), Ordering::Release);
@@ -145,7 +157,7 @@ impl ViInner {
 
     /// Complete the receives the peer completed; the first that failed, if one did.
     pub(crate) fn take_completions(&self) -> Result<Option<usize>> {
-        self.take_completions_locked(&mut lock(&self.recv))
+        self.take_completions_locked(&mut self.recv.lock())
     }
 
     fn take_completions_locked(&self, q: &mut RecvQ) -> Result<Option<usize>> {
@@ -161,14 +173,14 @@ impl ViInner {
             if self.map.load(at + SEQ) != k + 1 {
                 break;
             }
-            let mut b = [0u8; SEQ];
-            self.map.read(at, &mut b)?;
-            let (c, inline) = Completion::decode(&b);
-            let Some(p) = q.posted.pop_front() else { break };
-            q.consumed += 1;
+            // This VI's own segment, always on this host: the entry's words are read in
+            // place, and a short payload goes from the entry straight into the buffers.
+            let (c, inline) = Completion::from_words([self.map.load(at), self.map.load(at + 8)]);
+            let Some(p) = q.posted.front() else { break };
             let mut st = c.status;
-            if let Some(data) = inline {
-                if !self.nic.still_registered_all(&p.bufs, p.epoch) || scatter_inline(data, &p.bufs).is_err()
+            if let Some(n) = inline {
+                if !self.nic.still_registered_all(&p.bufs, p.epoch)
+                    || self.scatter_inline(at + INLINE_AT, n, &p.bufs).is_err()
                 {
                     st |= status::PROTECTION_ERROR;
                 }
@@ -177,7 +189,11 @@ impl ViInner {
             if st & status::ERROR_MASK != 0 && broke.is_none() {
                 broke = Some(p.addr);
             }
-            self.complete_recv(q, &p, st, c.len, imm);
+            self.nic.finish(&p.ctl, p.epoch, st, Some(c.len), imm);
+            let d = (p.addr, p.handle);
+            q.posted.pop_front();
+            q.consumed += 1;
+            self.record_recv(q, d);
         }
         self.recv_next.store(q.consumed, Ordering::Release);
         Ok(broke)
@@ -267,35 +283,56 @@ impl ViInner {
         }
         let sources = sources.unwrap_or(&[]);
         let size: usize = sources.iter().map(|s| s.len()).sum();
-        let mut inline = [0u8; INLINE];
-        let mut carried = None;
+        let mut carried = false;
         let mut broke = None;
         if size > room as usize {
             done.status |= status::LENGTH_ERROR;
             done.len = 0;
             broke = Some(ErrorCode::PostDesc);
         } else if size <= INLINE {
-            let mut at = 0;
-            for s in sources {
-                let _ = s.read(0, &mut inline[at..at + s.len()]);
-                at += s.len();
-            }
-            carried = Some(&inline[..size]);
+            carried = true;
         } else if self.scatter(link, k, sources).is_err() {
             done.status |= status::TRANSPORT_ERROR;
             broke = Some(ErrorCode::ConnLost);
         }
         let at = layout::completion_at(k);
-        let _ = link.map.write(at, &done.encode(carried));
+        let here = link.map.is_local();
+        if here {
+            // Straight into the entry: its two words, then the short payload from the
+            // program's memory, no copy on the way.
+            let [w0, w1] = done.words(carried.then_some(size));
+            link.map.store(at, w0);
+            link.map.store(at + 8, w1);
+            if carried {
+                let mut o = at + INLINE_AT;
+                for s in sources {
+                    let _ = link.map.write_from(o, s, 0, s.len());
+                    o += s.len();
+                }
+            }
+        } else {
+            let mut inline = [0u8; INLINE];
+            if carried {
+                let mut o = 0;
+                for s in sources {
+                    let _ = s.read(0, &mut inline[o..o + s.len()]);
+                    o += s.len();
+                }
+            }
+            let _ = link.map.write(at, &done.encode(carried.then(|| &inline[..size])));
+        }
         link.store(at + SEQ, k + 1);
         sq.consumed = k + 1;
-        let here = link.map.is_local();
         if !here {
             link.store(layout::DONE, k + 1);
         }
-        if link.peer.bell_always || here {
+        // On this host no barrier between the entry and the look at the peer's waiting
+        // flag (it would stall every send until the entry's line reached this core): a
+        // receiver that raised the flag watches the ring a moment longer before it sleeps
+        // (`Vi::recv_wait`), so an entry whose sender read a stale flag is still seen.
+        if link.peer.bell_always {
             fence(Ordering::SeqCst);
-        } else {
+        } else if !here {
             link.settle();
         }
         if link.peer.bell_always || self.own(layout::PEER_WAITING) != 0 {
@@ -391,12 +428,16 @@ impl ViInner {
     }
 }
 
-/// Copy a payload that arrived inside its completion into the receive's buffers.
-fn scatter_inline(mut data: &[u8], bufs: &[UserRegion]) -> std::io::Result<()> {
-    for b in bufs {
-        let n = b.len().min(data.len());
-        b.write(0, &data[..n])?;
-        data = &data[n..];
+impl ViInner {
+    /// Copy the `len` payload bytes that arrived inside a completion (at `at` of this VI's
+    /// segment) into the receive's buffers.
+    fn scatter_inline(&self, mut at: usize, mut len: usize, bufs: &[UserRegion]) -> Result<()> {
+        for b in bufs {
+            let n = b.len().min(len);
+            self.map.read_into(at, b, 0, n)?;
+            at += n;
+            len -= n;
+        }
+        Ok(())
     }
-    Ok(())
 }

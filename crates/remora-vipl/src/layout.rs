@@ -190,6 +190,13 @@ fn u32_at(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
 }
 
+/// The u64 whose native bytes lie at `o`.
+fn u64_at_ne(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[o..o + 8]);
+    u64::from_ne_bytes(a)
+}
+
 /// A little-endian u64 at `o`.
 pub fn u64_at(b: &[u8], o: usize) -> u64 {
     let mut a = [0u8; 8];
@@ -271,7 +278,13 @@ pub struct Chunk {
 
 /// Encode a ring A entry into `b`; the bytes used.
 pub fn encode_entry(total: u32, chunks: &[Chunk], b: &mut [u8; ENTRY]) -> usize {
-    let n = chunks.len().min(MAX_CHUNKS);
+    encode_entry_into(total, chunks, b)
+}
+
+/// Encode a ring A entry into `b` (at least 16 bytes), with as many chunks as it holds;
+/// the bytes used.
+pub fn encode_entry_into(total: u32, chunks: &[Chunk], b: &mut [u8]) -> usize {
+    let n = chunks.len().min(MAX_CHUNKS).min(b.len().saturating_sub(16) / 16);
     b[0..4].copy_from_slice(&total.to_le_bytes());
     b[4..8].copy_from_slice(&(n as u32).to_le_bytes());
     for (i, c) in chunks.iter().take(n).enumerate() {
@@ -313,29 +326,52 @@ pub struct Completion {
 /// Bit of a ring B entry's inline word: the payload is in the entry.
 const INLINE_FLAG: u32 = 1 << 31;
 
+/// Where a ring B entry's inline payload starts in it (after [`Completion::words`]).
+pub const INLINE_AT: usize = 16;
+
 impl Completion {
     /// The entry's bytes before its sequence number, with `inline` payload bytes (at most
     /// [`INLINE`]) when the payload travels in it.
     pub fn encode(&self, inline: Option<&[u8]>) -> [u8; SEQ] {
         let mut b = [0u8; SEQ];
-        b[0..4].copy_from_slice(&self.len.to_le_bytes());
-        b[4..8].copy_from_slice(&self.immediate.to_le_bytes());
-        b[8..12].copy_from_slice(&self.status.to_le_bytes());
-        if let Some(data) = inline {
-            let n = data.len().min(INLINE);
-            b[12..16].copy_from_slice(&(INLINE_FLAG | n as u32).to_le_bytes());
-            b[16..16 + n].copy_from_slice(&data[..n]);
+        let n = inline.map(|d| d.len().min(INLINE));
+        let [w0, w1] = self.words(n);
+        b[0..8].copy_from_slice(&w0.to_ne_bytes());
+        b[8..16].copy_from_slice(&w1.to_ne_bytes());
+        if let (Some(data), Some(n)) = (inline, n) {
+            b[INLINE_AT..INLINE_AT + n].copy_from_slice(&data[..n]);
         }
         b
+    }
+
+    /// The entry's first two words as they lie in memory (store them as native words):
+    /// the completion, and the length of a payload of `inline` bytes (at most [`INLINE`])
+    /// that travels in the entry at [`INLINE_AT`].
+    pub fn words(&self, inline: Option<usize>) -> [u64; 2] {
+        let pair = |a: u32, b: u32| {
+            let mut w = [0u8; 8];
+            w[..4].copy_from_slice(&a.to_le_bytes());
+            w[4..].copy_from_slice(&b.to_le_bytes());
+            u64::from_ne_bytes(w)
+        };
+        let word = inline.map_or(0, |n| INLINE_FLAG | n.min(INLINE) as u32);
+        [pair(self.len, self.immediate), pair(self.status, word)]
+    }
+
+    /// From an entry's first two words (as [`Completion::words`] made them): the
+    /// completion, and the length of the payload when it travelled in the entry.
+    pub fn from_words(w: [u64; 2]) -> (Completion, Option<usize>) {
+        let (a, b) = (w[0].to_ne_bytes(), w[1].to_ne_bytes());
+        let c = Completion { len: u32_at(&a, 0), immediate: u32_at(&a, 4), status: u32_at(&b, 0) };
+        let word = u32_at(&b, 4);
+        (c, (word & INLINE_FLAG != 0).then(|| (word as usize & 0xFF).min(INLINE)))
     }
 
     /// From an entry's bytes before its sequence number: the completion, and the payload
     /// when it travelled in the entry.
     pub fn decode(b: &[u8; SEQ]) -> (Completion, Option<&[u8]>) {
-        let c = Completion { len: u32_at(b, 0), immediate: u32_at(b, 4), status: u32_at(b, 8) };
-        let word = u32_at(b, 12);
-        let inline = (word & INLINE_FLAG != 0).then(|| &b[16..16 + (word as usize & 0xFF).min(INLINE)]);
-        (c, inline)
+        let (c, n) = Completion::from_words([u64_at_ne(b, 0), u64_at_ne(b, 8)]);
+        (c, n.map(|n| &b[INLINE_AT..INLINE_AT + n]))
     }
 }
 

@@ -10,9 +10,11 @@ use crate::memory::ProtectionTag;
 use crate::window::Window;
 use crate::{CompletionQueue, Error, ErrorCode, ErrorEvent, Nic, Result};
 use remora_sisci::{CreateFlags, Interrupt, LocalSegment, MapFlags, RemoteInterrupt, UserRegion};
+use remora_sys::lock::Lock;
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicU32;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// `VIP_SERVICE_UNRELIABLE`.
 pub const UNRELIABLE: u16 = 0x01;
@@ -98,7 +100,7 @@ pub(crate) struct RecvQ {
     /// What this connection wrote at each index of the peer's ring A, for entries of at
     /// most two chunks: a receive posted again where the same one was described before
     /// is not written again (programs repost a fixed pool of descriptors).
-    pub(crate) described: Vec<Option<[u8; SHADOW]>>,
+    pub(crate) described: Vec<Option<Short>>,
     /// The receive descriptors seen last.
     pub(crate) cache: DescCache,
     /// The link while connected (what [`ViInner::link`] answers), and the VI's protection
@@ -106,8 +108,9 @@ pub(crate) struct RecvQ {
     pub(crate) link: Option<(Arc<Link>, ProtectionTag)>,
 }
 
-/// Bytes of a ring A entry of two chunks.
-pub(crate) const SHADOW: usize = 48;
+/// A ring A entry of at most two chunks, as remembered: its total, its chunk count, its
+/// chunks (compared as values: no bytes to build for a receive posted again).
+pub(crate) type Short = (u32, usize, [Chunk; 2]);
 
 pub(crate) struct ViInner {
     pub(crate) nic: Nic,
@@ -128,10 +131,12 @@ pub(crate) struct ViInner {
     /// The peer's VI is on this host (set when connected): completions are found by their
     /// sequence numbers alone.
     pub(crate) peer_here: AtomicBool,
-    pub(crate) send: Mutex<SendQ>,
-    pub(crate) send_cv: Condvar,
-    /// Threads in `send_wait` (the condvar is signalled only when there are some: a
-    /// signal is a system call).
+    /// The send queue, behind the data path's lock (one locked instruction per call).
+    pub(crate) send: Lock<SendQ>,
+    /// Bumped (and woken) when a send completes while a thread waits in `send_wait`.
+    pub(crate) send_seq: AtomicU32,
+    /// Threads in `send_wait` (counted under the send queue's lock: a completion wakes
+    /// only when there are some, as a wake is a system call).
     pub(crate) send_waiters: AtomicUsize,
     /// The receive queue's next completion (its `consumed`) and how many completed
     /// receives wait to be reaped, as last seen under its lock: a poll with nothing to
@@ -140,7 +145,7 @@ pub(crate) struct ViInner {
     pub(crate) recv_ready: AtomicUsize,
     /// Polls of the receive queue: the peer's liveness is checked every 128th.
     pub(crate) polls: AtomicUsize,
-    pub(crate) recv: Mutex<RecvQ>,
+    pub(crate) recv: Lock<RecvQ>,
     /// A peer-to-peer connect in progress: its outcome once known.
     pub(crate) peer_connect: Mutex<Option<Option<Result<ViAttributes>>>>,
 }
@@ -234,13 +239,13 @@ impl Vi {
             self_bell,
             link: RwLock::new(None),
             peer_here: AtomicBool::new(false),
-            send: Mutex::new(SendQ::default()),
-            send_cv: Condvar::new(),
+            send: Lock::new(SendQ::default()),
+            send_seq: AtomicU32::new(0),
             send_waiters: AtomicUsize::new(0),
             recv_next: AtomicU64::new(0),
             recv_ready: AtomicUsize::new(0),
             polls: AtomicUsize::new(0),
-            recv: Mutex::new(RecvQ::default()),
+            recv: Lock::new(RecvQ::default()),
             peer_connect: Mutex::new(None),
         });
         nic.add_vi(&inner);
@@ -272,7 +277,7 @@ impl Vi {
         if *lock(&self.inner.state) != ViState::Idle {
             return Err(Error::InvalidState);
         }
-        if !lock(&self.inner.recv).posted.is_empty() {
+        if !self.inner.recv.lock().posted.is_empty() {
             return Err(Error::Resource("receives are still posted".into()));
         }
         for cq in self.inner.send_cq.iter().chain(self.inner.recv_cq.iter()) {
@@ -288,8 +293,8 @@ impl Vi {
         let _ = self.inner.reap();
         let state = *lock(&self.inner.state);
         let attrs = *lock(&self.inner.attrs);
-        let send_empty = lock(&self.inner.send).done.is_empty();
-        let recv = lock(&self.inner.recv);
+        let send_empty = self.inner.send.lock().done.is_empty();
+        let recv = self.inner.recv.lock();
         (state, attrs, send_empty, recv.posted.is_empty() && recv.done.is_empty())
     }
 
@@ -383,7 +388,8 @@ impl ViInner {
     /// Wake whoever waits on this VI's queues or its completion queues.
     pub(crate) fn wake(&self) {
         let _ = self.self_bell.trigger();
-        self.send_cv.notify_all();
+        self.send_seq.fetch_add(1, Ordering::SeqCst);
+        remora_sys::sync::futex_wake_all(&self.send_seq);
         for cq in self.send_cq.iter().chain(self.recv_cq.iter()) {
             cq.wake();
         }
@@ -426,8 +432,8 @@ impl ViInner {
     /// Forget the link in the queues (the first step of a disconnect): sends and receives
     /// posted from now on find the VI by its state.
     pub(crate) fn unlink(&self) {
-        lock(&self.send).link = None;
-        lock(&self.recv).link = None;
+        self.send.lock().link = None;
+        self.recv.lock().link = None;
     }
 
     /// Reset the queues after a disconnect: every receive still posted completes flushed,
@@ -435,7 +441,7 @@ impl ViInner {
     pub(crate) fn reset(&self) {
         self.flush_receives();
         {
-            let mut q = lock(&self.recv);
+            let mut q = self.recv.lock();
             q.pushed = 0;
             q.consumed = 0;
             self.recv_next.store(0, Ordering::Release);
@@ -444,7 +450,7 @@ impl ViInner {
             q.link = None;
         }
         {
-            let mut s = lock(&self.send);
+            let mut s = self.send.lock();
             s.consumed = 0;
             s.seen = 0;
             s.cache.clear();

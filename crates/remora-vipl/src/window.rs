@@ -49,10 +49,12 @@ impl Window {
     }
 
     /// Whether the memory is on this host (stores land at once).
+    #[inline]
     pub(crate) fn is_local(&self) -> bool {
         self.fast.is_some()
     }
 
+    #[inline]
     pub(crate) fn write(&self, off: usize, data: &[u8]) -> Result<()> {
         match &self.fast {
             Some(m) => m.write(off, data).map_err(|_| range()),
@@ -61,6 +63,7 @@ impl Window {
         }
     }
 
+    #[inline]
     pub(crate) fn read(&self, off: usize, out: &mut [u8]) -> Result<()> {
         match &self.fast {
             Some(m) => m.read(off, out).map_err(|_| range()),
@@ -88,6 +91,7 @@ impl Window {
         }
     }
 
+    #[inline]
     pub(crate) fn with_atomic<R>(&self, off: usize, f: impl FnOnce(&AtomicU64) -> R) -> Result<R> {
         match &self.fast {
             Some(m) => m.atomic_u64(off).map(f).ok_or_else(range),
@@ -98,6 +102,7 @@ impl Window {
 
     /// Put the stores so far on their way (another host's segment: send them home without
     /// waiting). On this host they are on their way already, in order: nothing to do.
+    #[inline]
     pub(crate) fn send(&self) -> bool {
         if self.is_local() {
             return true;
@@ -115,11 +120,13 @@ impl Window {
     }
 
     /// The word at `off` (0 when out of range).
+    #[inline]
     pub(crate) fn load(&self, off: usize) -> u64 {
         self.with_atomic(off, |a| a.load(Ordering::Acquire)).unwrap_or(0)
     }
 
     /// Store `v` at `off`, after every store made before.
+    #[inline]
     pub(crate) fn store(&self, off: usize, v: u64) {
         let _ = self.with_atomic(off, |a| a.store(v, Ordering::Release));
     }
