@@ -85,7 +85,8 @@ pub struct Config {
     /// `REMORA_PAGER_FLOWS` (`0`: DSM pagers and SCIF RMA across hosts go through the daemon
     /// instead of pager flows of their own).
     pub pager_flows: bool,
-    /// `REMORA_URGENT` (`0`: pagers and pager-flow threads keep the default priority).
+    /// `REMORA_URGENT` (`0`: pagers, pager-flow threads and the node daemon's event loop keep
+    /// the default priority).
     pub urgent: bool,
     /// `REMORA_CLUSTER`: the cluster file (else `/etc/remora/cluster.toml` if it exists).
     pub cluster_file: Option<PathBuf>,

@@ -223,6 +223,13 @@ pub fn run(config: Config) -> Result<(), StartError> {
         transports: std::sync::OnceLock::new(),
     });
     tracing::info!(node = node.config.node, socket = %sock.display(), "node daemon up");
+    // The runtime's thread (this one) is a hop of every request, SCIF message relayed to
+    // another host and interrupt triggered across hosts; its work per wake is short. At the
+    // ordinary weight a wake waited behind the programs that keep a small machine's cores
+    // busy (pollers, compilers): 20-40 µs per hop, two or three hops per message. It never
+    // spins; the threads it starts run at the ordinary weight; `REMORA_URGENT=0` leaves it
+    // at the ordinary weight.
+    remora_sys::sched::urgent_event_loop();
     let result = rt.block_on(serve(node.clone(), listener));
     // A clean exit (shutdown, idle, SIGTERM, SIGINT) leaves nothing behind: the socket and
     // the lock file go (the lock is still held while its file is removed).

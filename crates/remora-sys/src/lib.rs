@@ -26,6 +26,7 @@ pub mod mapping;
 pub mod memfd;
 pub mod msgring;
 pub mod poller;
+pub mod sched;
 pub mod seqpacket;
 pub mod sync;
 pub mod uffd;

@@ -18,7 +18,8 @@
 //! Samples of a row and of its reference alternate; the row shows the medians of each and,
 //! as its ratio, the median of the side-by-side samples' ratios (the machine's speed drifts
 //! between samples). Waiters block in the kernel at once, as the raw TCP reader does,
-//! except the data interrupt's (its wait spins `REMORA_SPIN_US` first: it has no other).
+//! except the data interrupt's (its wait spins `REMORA_SPIN_US` first: it has no other) and
+//! SCIF's blocking receive (it spins 50 µs first, offering its core now and then).
 //!
 //! Every path's data is checked at least once per row (the peer checks its segment, or we
 //! check what we read); streams alternate two patterns so no path can skip bytes that are
@@ -140,7 +141,14 @@ fn vec16(size: usize, base: usize) -> Vec<DmaVec> {
         .collect()
 }
 
-pub(crate) fn active(to: &str, scif_port: u16, reps: u32, label: &str) -> Result<(), String> {
+/// The rows (only the 8-byte latency rows when `latency_only`), as [`emit`] hands them on.
+pub(crate) fn active(
+    to: &str,
+    scif_port: u16,
+    reps: u32,
+    latency_only: bool,
+    label: &str,
+) -> Result<(), String> {
     let sci = Sisci::initialize().map_err(e)?;
     let dev = Descriptor::open(&sci).map_err(e)?;
     let src = LocalSegment::create(&dev, None, BULK, CreateFlags::default()).map_err(e)?;
@@ -155,10 +163,12 @@ pub(crate) fn active(to: &str, scif_port: u16, reps: u32, label: &str) -> Result
     let mut a = Active { to: to.into(), scif_port, ctl, label: label.into(), dev, src, smap, remote, q };
     let reps = reps.max(3);
     latency(&mut a, reps)?;
-    bulk(&mut a, reps)?;
-    mem_copy(&mut a, reps)?;
-    connect(&mut a, reps)?;
-    concurrent(&mut a, reps)?;
+    if !latency_only {
+        bulk(&mut a, reps)?;
+        mem_copy(&mut a, reps)?;
+        connect(&mut a, reps)?;
+        concurrent(&mut a, reps)?;
+    }
     a.ask([OP_QUIT, 0, 0, 0, 0])?;
     Ok(())
 }

@@ -135,6 +135,9 @@ pub enum Which {
         /// Two nodes joined over TCP on loopback even where namespace hosts can be made.
         #[arg(long)]
         loopback: bool,
+        /// Only the 8-byte latency rows (SCIF message, interrupts, DMA of 8 bytes).
+        #[arg(long)]
+        latency: bool,
     },
     /// All-to-all DMA between 2, 4 and 8 nodes (loopback TCP, then namespace hosts),
     /// aggregate bandwidth beside the raw TCP aggregate of the same pattern.
@@ -289,7 +292,7 @@ fn run_one(w: Which) -> Result<(), String> {
         Which::Rsm { batch, rounds, reps } => rsm::rsm(batch, rounds, reps),
         Which::Vipl { batch, rounds } => vipl::vipl(batch, rounds),
         Which::Multicast { batch, rounds } => multicast::multicast(batch, rounds),
-        Which::Hosts { reps, loopback } => hosts::hosts(reps, !loopback),
+        Which::Hosts { reps, loopback, latency } => hosts::hosts(reps, !loopback, latency),
         Which::Scale { mib } => scale::scale(mib),
         Which::HostsChild { args } => hosts_child(&args),
         Which::ScifChild { raw_path, batch, rounds } => scif::scif_child(&raw_path, batch, rounds),
@@ -306,7 +309,7 @@ fn run_one(w: Which) -> Result<(), String> {
                 ("rsm", || rsm::rsm(20000, 9, 21)),
                 ("vipl", || vipl::vipl(20000, 7)),
                 ("multicast", || multicast::multicast(100_000, 9)),
-                ("hosts", || hosts::hosts(9, true)),
+                ("hosts", || hosts::hosts(9, true, false)),
                 ("scale", || scale::scale(64)),
             ];
             // A bar on stderr while the long run goes (hidden when stderr is no terminal).
@@ -341,9 +344,9 @@ pub(crate) fn hosts_child(args: &[String]) -> Result<(), String> {
     let num = |s: &str| s.parse::<u32>().map_err(|_| format!("not a number: {s:?}"));
     match a.as_slice() {
         ["peer", bind] => hosts::peer(bind),
-        ["active", to, sport, reps, label @ ..] => {
+        ["active", to, sport, reps, rows, label @ ..] => {
             let sport = sport.parse::<u16>().map_err(|_| format!("not a port: {sport:?}"))?;
-            hosts_rows::active(to, sport, num(reps)?, &label.join(" "))
+            hosts_rows::active(to, sport, num(reps)?, *rows == "latency", &label.join(" "))
         }
         ["scale-node", k, n, mib, bind] => scale::node(num(k)?, num(n)?, num(mib)?, bind),
         _ => Err(format!("hosts-child: unknown arguments {a:?}")),

@@ -1,0 +1,76 @@
+//! The scheduling class of a daemon's event-loop thread.
+//!
+//! A node daemon's runtime thread is one hop of every request, of every SCIF message it
+//! relays to another host and of every interrupt triggered across hosts. Its work per wake
+//! is short, but at the ordinary weight each wake can wait behind the programs that keep a
+//! small machine's cores busy (pollers, compilers): measured 20-40 µs per hop on two cores.
+//! [`urgent_event_loop`] gives the thread the highest CPU share (nice -20), as
+//! [`crate::sync::urgent_thread`] does for the DSM pager, but with `SCHED_RESET_ON_FORK`:
+//! the threads it starts later (the DMA engine's workers, which spin; the bulk flows,
+//! which stream; the runtime's blocking pool) start at the ordinary weight instead of
+//! inheriting its priority.
+
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
+
+use std::ffi::c_int;
+
+const SCHED_OTHER: c_int = 0;
+const SCHED_RESET_ON_FORK: c_int = 0x4000_0000;
+
+#[repr(C)]
+struct SchedParam {
+    sched_priority: c_int,
+}
+
+unsafe extern "C" {
+    fn sched_setscheduler(pid: c_int, policy: c_int, param: *const SchedParam) -> c_int;
+}
+
+/// Make the calling thread urgent (nice -20) without passing that on to the threads it
+/// starts afterwards (`SCHED_RESET_ON_FORK`). Does nothing with `REMORA_URGENT=0`. Returns
+/// whether the thread is now urgent (not without the privilege: root, or an `RLIMIT_NICE`
+/// that allows it).
+///
+/// The thread must never spin with `sched_yield` (the scheduler hands the core straight
+/// back to it); an event loop that blocks in `epoll_wait` is the intended user.
+pub fn urgent_event_loop() -> bool {
+    if !remora_config::Config::get().urgent {
+        return false;
+    }
+    let param = SchedParam { sched_priority: 0 };
+    // SAFETY: plain libc call on the calling thread (pid 0) with a valid parameter struct
+    // that outlives the call; it only changes this thread's scheduling flags.
+    let reset = unsafe { sched_setscheduler(0, SCHED_OTHER | SCHED_RESET_ON_FORK, &param) } == 0;
+    if !reset {
+        // Without the reset, the engine's spinning workers would inherit -20: stay as is.
+        return false;
+    }
+    let tid = rustix::thread::gettid();
+    rustix::process::setpriority_process(Some(tid), -20).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_started_later_do_not_inherit_the_priority() {
+        // Run in a thread of its own: the test harness's thread keeps its weight.
+        std::thread::spawn(|| {
+            let tid = rustix::thread::gettid();
+            if !urgent_event_loop() {
+                eprintln!("SKIP: no privilege to raise a thread's priority");
+                return;
+            }
+            assert_eq!(rustix::process::getpriority_process(Some(tid)).unwrap(), -20);
+            let child = std::thread::spawn(|| {
+                rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap()
+            })
+            .join()
+            .unwrap();
+            assert_eq!(child, 0, "a thread started later runs at the ordinary weight");
+        })
+        .join()
+        .unwrap();
+    }
+}
