@@ -14,7 +14,7 @@ use super::{rma, Ofi, OfiLink};
 use crate::transport::tcp::framing::{read_frame, write_frame};
 use crate::transport::tcp::handshake::{accept_handshake, dial_handshake};
 use crate::transport::tcp::link::{await_peer, connected, dial_failed};
-use crate::transport::Env;
+use crate::transport::{Env, LinkState};
 use remora_proto::link::{Flow, LinkMsg};
 use std::collections::HashMap;
 use std::net::TcpStream as StdStream;
@@ -72,6 +72,29 @@ async fn dial(env: &Arc<Env>, link: &Arc<OfiLink>) -> std::io::Result<(TcpStream
     Ok((TcpStream::from_std(s)?, inc))
 }
 
+/// The peer's bootstrap port refuses: if its tcp port answers, its daemon runs but not on
+/// this transport — it fell back to tcp. Said once (until the link comes up again).
+async fn fell_back(env: &Arc<Env>, link: &Arc<OfiLink>) {
+    let Some(c) = env.cluster.as_ref() else { return };
+    let (id, kind) = (link.peer.id, c.kind(env.node).map(|k| k.name()).unwrap_or_default());
+    let Some(a) = c.addr(id) else { return };
+    if link.told_fallback.load(Ordering::Relaxed) {
+        return;
+    }
+    let at = format!("{}:{}", a.host, a.port);
+    let answers =
+        matches!(tokio::time::timeout(Duration::from_millis(500), TcpStream::connect(&at)).await, Ok(Ok(_)));
+    if answers && !link.told_fallback.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            peer = id,
+            "node {id} answers on its tcp port ({at}) but refuses its {kind} bootstrap ({}): it \
+             must have fallen back to tcp (its provider is missing there), and this node reaches it \
+             over {kind} only; a fallback is for the whole cluster",
+            link.peer.addr
+        );
+    }
+}
+
 /// Both ways over an authenticated bootstrap connection: our endpoint's name and the token
 /// we want, theirs back.
 async fn boot(ofi: &Arc<Ofi>, stream: TcpStream, token: u64) -> std::io::Result<(TcpStream, Boot)> {
@@ -119,6 +142,9 @@ pub(super) async fn run_link(
             match dial(&env, &link).await {
                 Ok(x) => Some(x),
                 Err(e) => {
+                    if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                        fell_back(&env, &link).await;
+                    }
                     dial_failed(&peer, &e, &mut backoff).await;
                     continue;
                 }
@@ -126,7 +152,12 @@ pub(super) async fn run_link(
         } else {
             match await_peer(&peer, &mut accepted, hb).await {
                 Some(x) => x,
-                None => continue,
+                None => {
+                    if peer.state() == LinkState::Lost {
+                        fell_back(&env, &link).await;
+                    }
+                    continue;
+                }
             }
         };
         let Some((stream, incarnation)) = got else { return };
@@ -148,6 +179,7 @@ pub(super) async fn run_link(
             }
         };
         backoff = Duration::from_millis(50);
+        link.told_fallback.store(false, Ordering::Relaxed);
         next =
             run_connected(&ofi, &link, stream, incarnation, (dest, mine, theirs.token), &mut accepted).await;
         ofi.fabric.unroute(mine);

@@ -28,7 +28,12 @@
 //! endpoint (`fi_read`/`fi_write` of pages straight from the pager).
 //!
 //! A node whose provider is missing says so and refuses to start, unless the cluster file
-//! allows `fallback = "tcp"`: then the tcp transport carries its links.
+//! allows `fallback = "tcp"`: then the tcp transport carries its links. A fallback is for
+//! the whole cluster: a node that fell back is not reached by nodes still on ofi, and both
+//! sides say so by name (`link.rs`: the bootstrap port refuses while the tcp port answers;
+//! [`refusal`]: the tcp transport refuses its connection). Nodes whose cluster-file
+//! transports differ (one `tcp`, one `ofi+tcp`, or two providers) link over tcp: an ofi node
+//! keeps its tcp transport for every node that does not name its own transport.
 
 mod fabric;
 #[doc(hidden)]
@@ -60,6 +65,8 @@ pub(super) struct OfiLink {
     /// The registrations its open transfers reach, by its tag (kept open until the
     /// transfer's close, even if the connection goes meanwhile).
     served: Mutex<HashMap<u64, Arc<Region>>>,
+    /// Its fall back to tcp was told (`link.rs`), since the link was last up.
+    told_fallback: std::sync::atomic::AtomicBool,
 }
 
 /// The `ofi` transport of a running node.
@@ -79,6 +86,21 @@ fn provider(env: &Env) -> Option<String> {
         LinkKind::Ofi(p) => Some(p),
         LinkKind::Tcp => None,
     }
+}
+
+/// Why `node`, which reached this node over tcp, is not linked with it: this node reaches
+/// it over its ofi transport only (both name it), so it must have fallen back to tcp.
+/// `None` when this node's ofi transport does not carry `node`.
+pub fn refusal(env: &Env, node: u32) -> Option<String> {
+    let kind = env.cluster.as_ref()?.kind(node)?.name();
+    carries(env, node).then(|| {
+        format!(
+            "node {node} dialed over tcp, but the cluster file names {kind} for it and for node {} \
+             (this node), which reaches it over {kind} only: node {node} must have fallen back to \
+             tcp (its provider is missing there); a fallback is for the whole cluster",
+            env.node
+        )
+    })
 }
 
 /// Whether this node's ofi transport carries its traffic to `node`: both name the same
@@ -106,7 +128,18 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
     let fabric = match Fabric::open(&prov, Some(&me.host)) {
         Ok(f) => f,
         Err(e) if cluster.fallback_tcp => {
-            tracing::warn!("transport {kind} is not available here ({e}): falling back to tcp");
+            let same: Vec<String> = cluster
+                .nodes
+                .iter()
+                .filter(|n| n.id != env.node && cluster.kind(n.id) == cluster.kind(env.node))
+                .map(|n| n.id.to_string())
+                .collect();
+            tracing::warn!(
+                "transport {kind} is not available here ({e}): falling back to tcp; nodes that \
+                 name {kind} too ({}) reach this one over {kind} only and will not link with it \
+                 unless they fall back as well (a fallback is for the whole cluster)",
+                same.join(", ")
+            );
             return Ok(Arc::new(Nothing));
         }
         Err(e) => {
@@ -135,6 +168,7 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
             dest: Mutex::new(None),
             rma_wait: Arc::new(Mutex::new(HashMap::new())),
             served: Mutex::new(HashMap::new()),
+            told_fallback: std::sync::atomic::AtomicBool::new(false),
         });
         links.insert(n.id, link.clone());
         starts.push((link, rx));

@@ -36,11 +36,10 @@ pub(super) async fn accept_one(tcp: Arc<Tcp>, stream: TcpStream) -> std::io::Res
     .await
     .map_err(std::io::Error::other)??;
     std.set_read_timeout(None)?;
-    let peer = tcp
-        .peers
-        .get(&peer_id)
-        .cloned()
-        .ok_or_else(|| std::io::Error::other(format!("no link for node {peer_id}")))?;
+    let peer = tcp.peers.get(&peer_id).cloned().ok_or_else(|| {
+        let why = crate::transport::ofi::refusal(&tcp.env, peer_id);
+        std::io::Error::other(why.unwrap_or_else(|| format!("no link for node {peer_id}")))
+    })?;
     match flow {
         Flow::Control => {
             std.set_nonblocking(true)?;
@@ -107,11 +106,21 @@ pub(super) async fn run_peer(
             }
         };
         let Some((stream, incarnation)) = got else { return };
-        backoff = Duration::from_millis(50);
+        let up = Instant::now();
         run_control(&peer, stream, incarnation, hb, &mut inbound).await;
         *peer.ctrl.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let acts = peer.live().disconnected(Instant::now());
         peer.apply(acts);
+        // A connection that ends at once (the peer closes it right after the handshake: it
+        // does not reach us over tcp, e.g. it runs ofi and we fell back) is redialled with
+        // back-off, not in a loop.
+        match up.elapsed() < hb {
+            true => {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+            false => backoff = Duration::from_millis(50),
+        }
     }
 }
 
