@@ -236,7 +236,11 @@ async fn run_control(
     inbound: &mut mpsc::UnboundedReceiver<(TcpStream, u64)>,
 ) {
     let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
+    let (rd, mut wr) = stream.into_split();
+    // Frames are small and come in bursts (a request and a reply, a relayed message and the
+    // next): one recv(2) takes all that is there, where reading the length and then the body
+    // took two per frame and a third to find the socket empty.
+    let mut rd = tokio::io::BufReader::with_capacity(64 << 10, rd);
     let (tx, mut rx) = mpsc::unbounded_channel::<LinkMsg>();
     // Up (lost first if the peer restarted); sessions that ended while the link was down
     // are told now: the peer still holds their resources.
