@@ -239,28 +239,43 @@ impl Vi {
         let own = if other.is_none() { sq.link.take() } else { None };
         let mut cache = std::mem::take(&mut sq.cache);
         let link = other.as_ref().or(own.as_ref().map(|(l, _)| l));
-        let done = cache.take(&vi.nic, addr, handle, attrs.ptag, false).and_then(|t| {
-            let op = t.control & control::OP_MASK;
-            let opbits = match op {
-                control::OP_RDMAWRITE => status::OP_RDMA_WRITE,
-                control::OP_RDMAREAD => status::OP_RDMA_READ,
-                _ => status::OP_SEND,
-            };
-            let out = match (state, link) {
-                (ViState::Connected, Some(link)) => self.perform(sq, link, t, attrs),
-                (ViState::Error, _) => Outcome::bits(status::DESC_FLUSHED_ERROR),
-                _ => return Err(Error::InvalidState),
-            };
-            vi.complete_send(sq, addr, handle, t, status::DONE | opbits | out.bits);
-            let tell = out.say.and_then(|c| link.map(|l| (c, l.clone())));
-            Ok((out, op, tell))
-        });
+        // Straight-line code, no value built under the lock and moved out of it: once the
+        // completion entry is stored (its line on its way to the peer's core), a load the
+        // core cannot serve from its pending stores waits for that line.
+        let mut op = 0;
+        let mut out = Outcome::default();
+        let mut refused = None;
+        match cache.take(&vi.nic, addr, handle, attrs.ptag, false) {
+            Err(e) => refused = Some(e),
+            Ok(t) => {
+                op = t.control & control::OP_MASK;
+                let opbits = match op {
+                    control::OP_RDMAWRITE => status::OP_RDMA_WRITE,
+                    control::OP_RDMAREAD => status::OP_RDMA_READ,
+                    _ => status::OP_SEND,
+                };
+                match (state, link) {
+                    (ViState::Connected, Some(link)) => out = self.perform(sq, link, t, attrs),
+                    (ViState::Error, _) => out.bits = status::DESC_FLUSHED_ERROR,
+                    _ => refused = Some(Error::InvalidState),
+                }
+                if refused.is_none() {
+                    vi.complete_send(sq, addr, handle, t, status::DONE | opbits | out.bits);
+                }
+            }
+        }
+        let tell = match (out.say, link) {
+            (Some(c), Some(l)) => Some((c, l.clone())),
+            _ => None,
+        };
         sq.cache = cache;
         if own.is_some() {
             sq.link = own;
         }
         drop(guard);
-        let (out, op, tell) = done?;
+        if let Some(e) = refused {
+            return Err(e);
+        }
         let st = out.bits;
         if let Some((code, tell)) = out.fail {
             vi.fail(code, None, tell);

@@ -14,9 +14,10 @@ use remora_scif::{Endpoint, PortId, Scif};
 use remora_vipl::layout::control;
 use remora_vipl::{
     DataSegment, Descriptor, Error, MemAttributes, MemHandle, NetAddress, Nic, UserRegion, Vi, ViAttributes,
-    ViplTransfer, RELIABLE_DELIVERY,
+    ViState, ViplTransfer, RELIABLE_DELIVERY,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 const KIB64: usize = 64 << 10;
@@ -112,13 +113,13 @@ impl Side {
             let (addr, _) = self.vi.recv_wait(Some(Duration::from_secs(10))).map_err(e)?;
             return self.repost(addr);
         }
+        // Polled as the references poll (raw shared memory, SCIF's receive): a tight loop,
+        // no pause instruction between looks (one costs ~50 ns on this machine's cores).
         let t = Instant::now();
         for n in 0u64.. {
             match self.vi.recv_done() {
                 Ok((addr, _)) => return self.repost(addr),
-                Err(Error::NotDone) if n % 4096 != 4095 || t.elapsed() < Duration::from_secs(10) => {
-                    std::hint::spin_loop()
-                }
+                Err(Error::NotDone) if n % 4096 != 4095 || t.elapsed() < Duration::from_secs(10) => {}
                 Err(x) => return Err(e(x)),
             }
         }
@@ -157,18 +158,23 @@ fn pair(a: &remora_sisci::Sisci, b: &remora_sisci::Sisci, blocking: bool) -> Res
     Ok((sa, sb))
 }
 
-/// `n` 8-byte round trips; ns per one-way trip.
+/// `n` 8-byte round trips; ns per one-way trip. Every ping-pong of this file (ours and the
+/// references) starts its clock once the echo thread runs (`Barrier`), so no row counts a
+/// thread's start.
 fn pingpong(a: &Side, b: &Side, n: u32) -> Result<f64, String> {
     a.prepare_send(8, None)?;
     b.prepare_send(8, None)?;
+    let go = Barrier::new(2);
     std::thread::scope(|sc| -> Result<f64, String> {
         let echo = sc.spawn(|| -> Result<(), String> {
+            go.wait();
             for _ in 0..n {
                 b.recv()?;
                 b.send()?;
             }
             Ok(())
         });
+        go.wait();
         let t = Instant::now();
         for _ in 0..n {
             a.send()?;
@@ -176,29 +182,47 @@ fn pingpong(a: &Side, b: &Side, n: u32) -> Result<f64, String> {
         }
         let ns = t.elapsed().as_nanos() as f64 / (2.0 * n as f64);
         echo.join().map_err(|_| "echo thread panicked")??;
+        intact(a, b)?;
         Ok(ns)
     })
 }
 
+/// Both VIs still connected: a send that finds no receive for 5 ms (a receiver thread
+/// kept off the cores that long by a loaded machine) breaks a reliable VI, and the rows
+/// after it would time sends that fail at once.
+fn intact(a: &Side, b: &Side) -> Result<(), String> {
+    match (a.vi.state(), b.vi.state()) {
+        (ViState::Connected, ViState::Connected) => Ok(()),
+        (x, y) => Err(format!(
+            "a VI broke during the run ({x:?}/{y:?}): a send found no receive posted within 5 ms, \
+             the receiving thread was kept off the cores that long (machine too loaded)"
+        )),
+    }
+}
+
 /// `n` back-to-back 64 KiB sends (or RDMA writes with immediate data, which take a
-/// receive too) from `a` to `b`; bytes per second.
+/// receive too) from `a` to `b`; bytes per second, from the first send (once the receiver
+/// runs) to the last receive.
 fn stream(a: &Side, b: &Side, n: u32, rdma: bool) -> Result<f64, String> {
     let remote = DataSegment { addr: b.buf.addr() as u64, handle: b.bh, len: 0 };
     a.prepare_send(KIB64, rdma.then_some(remote))?;
+    let go = Barrier::new(2);
     std::thread::scope(|sc| -> Result<f64, String> {
-        let t = Instant::now();
-        let rx = sc.spawn(|| -> Result<(), String> {
+        let rx = sc.spawn(|| -> Result<Instant, String> {
+            go.wait();
             for _ in 0..n {
                 b.recv()?;
             }
-            Ok(())
+            Ok(Instant::now())
         });
+        go.wait();
+        let t = Instant::now();
         for _ in 0..n {
             a.send()?;
         }
-        rx.join().map_err(|_| "receiver panicked")??;
-        let bw = n as f64 * KIB64 as f64 / t.elapsed().as_secs_f64();
-        Ok(bw)
+        let end = rx.join().map_err(|_| "receiver panicked")??;
+        intact(a, b)?;
+        Ok(n as f64 * KIB64 as f64 / end.duration_since(t).as_secs_f64())
     })
 }
 
@@ -219,10 +243,14 @@ fn raw_shm(n: u32) -> Result<f64, String> {
     let path = format!("/dev/shm/remora-bench-vipl-{}", std::process::id());
     let (m1, m2) = (raw_file(&path, true)?, raw_file(&path, false)?);
     let _ = std::fs::remove_file(&path);
+    let go = &Barrier::new(2);
     std::thread::scope(|sc| -> Result<f64, String> {
         let m2 = &m2;
-        let t =
-            sc.spawn(move || echo(m2.atomic_u64(4096).ok_or("raw")?, m2.atomic_u64(0).ok_or("raw")?, 0, n));
+        let t = sc.spawn(move || {
+            go.wait();
+            echo(m2.atomic_u64(4096).ok_or("raw")?, m2.atomic_u64(0).ok_or("raw")?, 0, n)
+        });
+        go.wait();
         let ns =
             super::common::pingpong(m1.atomic_u64(0).ok_or("raw")?, m1.atomic_u64(4096).ok_or("raw")?, 0, n)?;
         t.join().map_err(|_| "echo thread panicked")??;
@@ -255,14 +283,17 @@ fn scif_pingpong(c: &Endpoint, s: &Endpoint, n: u32) -> Result<f64, String> {
             other => Err(format!("scif message failed: {other:?}")),
         }
     };
+    let go = Barrier::new(2);
     std::thread::scope(|sc| -> Result<f64, String> {
         let echo = sc.spawn(|| -> Result<(), String> {
+            go.wait();
             for _ in 0..n {
                 one(s, false)?;
                 one(s, true)?;
             }
             Ok(())
         });
+        go.wait();
         let t = Instant::now();
         for _ in 0..n {
             one(c, true)?;
