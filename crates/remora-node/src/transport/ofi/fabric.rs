@@ -28,6 +28,13 @@ const SWEEP: Duration = Duration::from_millis(500);
 /// Our transfers waiting for a peer's answers, by tag.
 pub(super) type Waiters = Arc<Mutex<HashMap<u64, std::sync::mpsc::Sender<Body>>>>;
 
+/// The registrations a peer's open transfers reach, by its tag (kept open until the
+/// transfer's close, even if the connection goes meanwhile).
+pub(super) type Served = Arc<Mutex<HashMap<u64, Arc<Region>>>>;
+
+/// Transfers one peer may hold open at once.
+const MAX_OPEN: usize = 256;
+
 /// Where messages carrying one token go: answers to our transfers straight to whoever
 /// waits for them, the rest to the link's task.
 struct Route {
@@ -36,6 +43,7 @@ struct Route {
     waiters: Waiters,
     /// Where answers to the peer go, and their token.
     reply: (u64, u64),
+    served: Served,
 }
 
 /// A link's routing, as [`Fabric::route`] takes it.
@@ -48,6 +56,8 @@ pub(super) struct Routing {
     pub waiters: Waiters,
     /// Its endpoint and the token its messages must carry.
     pub reply: (u64, u64),
+    /// The registrations its open transfers reach.
+    pub served: Served,
 }
 
 /// The endpoint, the routes of live links, and the RMA operations waiting for completion.
@@ -83,7 +93,7 @@ impl Fabric {
 
     /// Messages carrying `token` go to `tx` (a link came up).
     pub(super) fn route(&self, token: u64, r: Routing) {
-        let route = Route { peer: r.peer, tx: r.tx, waiters: r.waiters, reply: r.reply };
+        let route = Route { peer: r.peer, tx: r.tx, waiters: r.waiters, reply: r.reply, served: r.served };
         self.routes.lock().unwrap_or_else(|p| p.into_inner()).insert(token, route);
     }
 
@@ -152,6 +162,13 @@ impl Fabric {
         regs.by_map.insert(at, r.clone());
         regs.made += 1;
         Ok(r)
+    }
+
+    /// `map`'s registration for `access` if it was made already.
+    fn cached(&self, map: &Arc<Mapping>, access: Access) -> Option<Arc<Region>> {
+        let regs = self.regs.lock().unwrap_or_else(|p| p.into_inner());
+        let r = regs.by_map.get(&(map.as_ptr() as usize, access))?;
+        r.mapping().is_some_and(|m| Arc::ptr_eq(m, map)).then(|| r.clone())
     }
 
     /// How many registrations were made since the endpoint opened, and how many are open.
@@ -259,6 +276,47 @@ fn reach(peer: &TcpPeer, conn: u64, offset: u64, len: u64, write: bool) -> Optio
     }
 }
 
+/// Open `len` bytes at `offset` of this node's connection `conn` for transfer `tag` of
+/// `peer`: checked by this node's books, then answered with the key and address of the range
+/// in the registration of the connection's memory, held for the tag until its close. `None`
+/// when that registration is not made yet and `register` is false (a registration may pin
+/// pages: the caller hands the request to a thread that may take that long).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn open_range(
+    f: &Fabric,
+    peer: &TcpPeer,
+    served: &Served,
+    tag: u64,
+    (conn, offset, len): (u64, u64, u64),
+    write: bool,
+    register: bool,
+) -> Option<Body> {
+    let refused = Some(Body::RmaKey { tag, ok: false, addr: 0, key: 0 });
+    let Some((m, at)) = reach(peer, conn, offset, len, write) else { return refused };
+    let access = if write { Access::RemoteWrite } else { Access::RemoteRead };
+    let r = match (f.cached(&m, access), register) {
+        (Some(r), _) => r,
+        (None, false) => return None,
+        // The connection's whole mapping, registered once (the range was checked just
+        // above; the provider checks every access against the registration's bounds).
+        (None, true) => match f.region(&m, access) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(peer = peer.id, "registering a connection's memory for the peer failed: {e}");
+                return refused;
+            }
+        },
+    };
+    let mut served = served.lock().unwrap_or_else(|p| p.into_inner());
+    if served.len() >= MAX_OPEN {
+        tracing::warn!(peer = peer.id, "the peer holds {MAX_OPEN} open RMA transfers: refusing more");
+        return refused;
+    }
+    let (addr, key) = (r.remote_addr(at), r.key());
+    served.insert(tag, r);
+    Some(Body::RmaKey { tag, ok: true, addr, key })
+}
+
 /// Serve a small transfer of `peer` carried in messages (here, on the progress thread, as
 /// the tcp transport's bulk reader serves its frames): its answer.
 fn serve_small(peer: &TcpPeer, body: Body) -> Option<Body> {
@@ -284,20 +342,43 @@ fn deliver(f: &Fabric, bytes: &[u8]) {
         tracing::warn!("malformed ofi message of {} bytes dropped", bytes.len());
         return;
     };
-    if matches!(w.body, Body::Put { .. } | Body::Get { .. }) {
+    if matches!(w.body, Body::Put { .. } | Body::Get { .. } | Body::RmaOpen { .. } | Body::RmaClose { .. }) {
         let route = f
             .routes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&w.token)
-            .map(|r| (r.peer.clone(), r.reply));
-        let Some((peer, (dest, token))) = route else { return };
+            .map(|r| (r.peer.clone(), r.reply, r.served.clone(), r.tx.clone()));
+        let Some((peer, (dest, token), served, tx)) = route else { return };
         peer.bytes_in.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        let answer = serve_small(&peer, w.body).and_then(|b| encode(&Wire { token, body: b }).ok());
+        let answer = match w.body {
+            // Opened here when the connection's memory is registered already; else by the
+            // link's task, which may register it.
+            Body::RmaOpen { tag, conn, offset, len, write } => {
+                let got = open_range(f, &peer, &served, tag, (conn, offset, len), write, false);
+                if got.is_none() {
+                    let _ = tx.send(Body::RmaOpen { tag, conn, offset, len, write });
+                }
+                got
+            }
+            Body::RmaClose { tag } => {
+                served.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
+                Some(Body::RmaClosed { tag })
+            }
+            body => serve_small(&peer, body),
+        };
+        let answer = answer.and_then(|b| encode(&Wire { token, body: b }).ok());
         if let Some(bytes) = answer {
-            // This thread drives the provider's progress: it never waits for room in a full
-            // send queue itself.
-            if f.send_bytes(dest, &bytes, false) == Err(true) {
+            // Sent while the link is still routed (the routes' lock keeps its address in the
+            // endpoint: the link's task takes it out only after unrouting). This thread drives
+            // the provider's progress: it never waits for room in a full send queue itself.
+            let routes = f.routes.lock().unwrap_or_else(|p| p.into_inner());
+            if !routes.contains_key(&w.token) {
+                return;
+            }
+            let full = f.send_bytes(dest, &bytes, false) == Err(true);
+            drop(routes);
+            if full {
                 let ep = f.ep.clone();
                 std::thread::spawn(move || {
                     let t = Instant::now();
@@ -333,7 +414,7 @@ fn deliver(f: &Fabric, bytes: &[u8]) {
 mod tests {
     use super::*;
     use crate::transport::{BoxFuture, Inbound, LinkState, PeerMemory};
-    use remora_proto::link::{PeerReply, PeerRequest};
+    use remora_proto::link::{LinkMsg, PeerReply, PeerRequest};
     use remora_proto::{Error, Event};
 
     /// A node that serves nothing.
@@ -392,9 +473,10 @@ mod tests {
         let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 8, "127.0.0.1:1".into());
         let (tx, mut rx) = mpsc::unbounded_channel();
         let waiters = Waiters::default();
-        f.route(42, Routing { peer, tx, waiters: waiters.clone(), reply: (0, 0) });
+        f.route(42, Routing { peer, tx, waiters: waiters.clone(), reply: (0, 0), served: Served::default() });
         let msg = |token, body| encode(&Wire { token, body }).unwrap();
-        deliver(&f, &msg(41, Body::RmaClose { tag: 1 }));
+        let ping = |seq| Body::Link(LinkMsg::Ping { seq });
+        deliver(&f, &msg(41, ping(1)));
         assert!(rx.try_recv().is_err(), "a message under another token is dropped");
         deliver(&f, b"not a message");
         assert!(rx.try_recv().is_err(), "a malformed message is dropped");
@@ -402,10 +484,10 @@ mod tests {
         waiters.lock().unwrap().insert(5, wtx);
         deliver(&f, &msg(41, Body::RmaKey { tag: 5, ok: true, addr: 0, key: 1 }));
         assert!(wrx.try_recv().is_err(), "nor does an answer under another token reach a waiter");
-        deliver(&f, &msg(42, Body::RmaClose { tag: 1 }));
-        assert_eq!(rx.try_recv().ok(), Some(Body::RmaClose { tag: 1 }), "the link's own token is served");
+        deliver(&f, &msg(42, ping(1)));
+        assert_eq!(rx.try_recv().ok(), Some(ping(1)), "the link's own token is served");
         f.unroute(42);
-        deliver(&f, &msg(42, Body::RmaClose { tag: 2 }));
+        deliver(&f, &msg(42, ping(2)));
         assert!(rx.try_recv().is_err(), "a link's token is dead once the link went down");
     }
 }

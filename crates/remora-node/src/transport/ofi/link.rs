@@ -206,8 +206,13 @@ async fn run_connected(
 ) -> Option<(TcpStream, u64)> {
     let peer = &link.peer;
     let (in_tx, mut in_rx) = mpsc::unbounded_channel::<Body>();
-    let routing =
-        Routing { peer: peer.clone(), tx: in_tx, waiters: link.rma_wait.clone(), reply: (dest, theirs) };
+    let routing = Routing {
+        peer: peer.clone(),
+        tx: in_tx,
+        waiters: link.rma_wait.clone(),
+        reply: (dest, theirs),
+        served: link.served.clone(),
+    };
     ofi.fabric.route(mine, routing);
     *link.dest.lock().unwrap_or_else(|p| p.into_inner()) = Some((dest, theirs));
     let (tx, mut rx) = mpsc::unbounded_channel::<LinkMsg>();

@@ -46,7 +46,6 @@ use crate::transport::tcp::peer::TcpPeer;
 use crate::transport::{Answer, BoxFuture, Env, Inbound, LinkInfo, Pending, Transport};
 use fabric::Fabric;
 use remora_config::cluster::LinkKind;
-use remora_ofi_sys::Region;
 use remora_proto::link::{LinkMsg, PeerRequest, RangeRef};
 use remora_proto::{Error, Event};
 use remora_sys::Mapping;
@@ -62,9 +61,8 @@ pub(super) struct OfiLink {
     dest: Mutex<Option<(u64, u64)>>,
     /// Our transfers waiting for its answers, by tag.
     rma_wait: fabric::Waiters,
-    /// The registrations its open transfers reach, by its tag (kept open until the
-    /// transfer's close, even if the connection goes meanwhile).
-    served: Mutex<HashMap<u64, Arc<Region>>>,
+    /// The registrations its open transfers reach, by its tag.
+    served: fabric::Served,
     /// Its fall back to tcp was told (`link.rs`), since the link was last up.
     told_fallback: std::sync::atomic::AtomicBool,
 }
@@ -167,7 +165,7 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
             peer,
             dest: Mutex::new(None),
             rma_wait: Arc::new(Mutex::new(HashMap::new())),
-            served: Mutex::new(HashMap::new()),
+            served: fabric::Served::default(),
             told_fallback: std::sync::atomic::AtomicBool::new(false),
         });
         links.insert(n.id, link.clone());

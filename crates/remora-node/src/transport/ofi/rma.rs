@@ -15,8 +15,11 @@
 //! open for the tag until the close even if the connection goes meanwhile; a key reaches
 //! only memory of a connection its holder was granted, within the bounds the provider
 //! checks against the registration, and no peer is answered a key before it authenticated
-//! and its range was checked. This node's own mappings are registered once for local use
-//! and kept while they live.
+//! and its range was checked. The peer's progress thread answers opens through connections
+//! registered already, and closes, itself (as it serves small transfers: one thread wake less
+//! each way); the first open of a connection goes to the link's task, which may take a
+//! registration's time (`fi_mr_reg` may pin pages). This node's own mappings are registered
+//! once for local use and kept while they live.
 //!
 //! Transfers of up to 32 KiB travel in the messages themselves instead ([`Body::Put`],
 //! [`Body::Get`], answered by [`Body::Done`]): one round trip, checked by the peer in the
@@ -27,14 +30,12 @@ use super::wire::Body;
 use super::OfiLink;
 use crate::transport::{LinkState, Pending};
 use remora_ofi_sys::{Access, Remote};
-use remora_proto::link::{RangeRef, MAX_BULK_CHUNK};
+use remora_proto::link::MAX_BULK_CHUNK;
 use remora_proto::Error;
 use remora_sys::Mapping;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Regions one peer may hold open at once (a misbehaving peer cannot pin more).
-const MAX_OPEN: usize = 256;
 /// Ranges up to this size are opened on the link's task itself.
 const SMALL: u64 = 64 << 10;
 /// How long an answer of the peer is waited for while its link is up.
@@ -46,11 +47,13 @@ pub(super) fn link_down(link: &OfiLink) {
     link.served.lock().unwrap_or_else(|p| p.into_inner()).clear();
 }
 
-/// Serve an RMA message of the peer (on the link's task; registering runs beside it).
+/// Serve an RMA message of the peer (on the link's task; registering runs beside it). The
+/// progress thread serves opens of connections registered already, and closes, itself.
 pub(super) fn serve(ofi: &Arc<Fabric>, link: &Arc<OfiLink>, body: Body) {
     match body {
-        // Small ranges are registered here (a short lock of the books, a cheap
-        // registration); large ones beside the link's task (a provider may pin pages).
+        // The first open of a connection registers its memory: here for a small
+        // connection's range (a short lock of the books, a cheap registration), beside the
+        // link's task for large ones (a provider may pin pages).
         Body::RmaOpen { tag, conn, offset, len, write } if len <= SMALL => {
             let answer = open(ofi, link, tag, conn, offset, len, write);
             send(ofi, link, answer);
@@ -82,37 +85,10 @@ fn send(ofi: &Fabric, link: &OfiLink, body: Body) -> bool {
     dest.and_then(|(d, token)| ofi.send(d, token, body)).is_some()
 }
 
-/// Check and register a range the peer asks for.
-#[allow(clippy::too_many_arguments)]
+/// Check a range the peer asks for, registering the connection's memory if it is the first.
 fn open(ofi: &Fabric, link: &OfiLink, tag: u64, conn: u64, offset: u64, len: u64, write: bool) -> Body {
-    let refused = Body::RmaKey { tag, ok: false, addr: 0, key: 0 };
-    let peer = link.peer.id;
-    let Some(mem) = link.peer.inbound.memory(peer, RangeRef::connection(conn)) else { return refused };
-    let Some(mut pieces) = mem.resolve(offset, len, write) else { return refused };
-    // One piece: a connection is one region.
-    let (Some((m, at, n)), true) = (pieces.pop(), pieces.is_empty()) else { return refused };
-    if n as u64 != len {
-        return refused;
-    }
-    let mut served = link.served.lock().unwrap_or_else(|p| p.into_inner());
-    if served.len() >= MAX_OPEN {
-        tracing::warn!(peer, "the peer holds {MAX_OPEN} open RMA regions: refusing more");
-        return refused;
-    }
-    let access = if write { Access::RemoteWrite } else { Access::RemoteRead };
-    // The connection's whole mapping, registered once (the range was checked just above;
-    // the provider checks every access against the registration's bounds).
-    match ofi.region(&m, access) {
-        Ok(r) => {
-            let (addr, key) = (r.remote_addr(at), r.key());
-            served.insert(tag, r);
-            Body::RmaKey { tag, ok: true, addr, key }
-        }
-        Err(e) => {
-            tracing::warn!(peer, "registering {n} bytes for the peer failed: {e}");
-            refused
-        }
-    }
+    super::fabric::open_range(ofi, &link.peer, &link.served, tag, (conn, offset, len), write, true)
+        .unwrap_or(Body::RmaKey { tag, ok: false, addr: 0, key: 0 })
 }
 
 /// Wait for the peer's answer to `tag` while its link is up.
