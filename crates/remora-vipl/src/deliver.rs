@@ -406,7 +406,7 @@ impl ViInner {
             let mut off = 0usize;
             while off < l.len() {
                 let Some(&(seg, seg_off, start, len)) =
-                    slot.pieces.iter().find(|p| at >= p.2 && at < p.2 + p.3)
+                    slot.pieces().iter().find(|p| at >= p.2 && at < p.2 + p.3)
                 else {
                     return status::RDMA_PROT_ERROR;
                 };

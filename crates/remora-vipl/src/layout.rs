@@ -414,22 +414,62 @@ impl Slot {
 
     /// From its bytes.
     pub fn decode(b: &[u8]) -> Slot {
-        let flags = u32_at(b, 28);
-        let n = ((flags >> 8) as usize).min(MAX_PIECES);
-        let pieces = (0..n)
-            .map(|i| {
-                let o = 32 + i * 32;
-                (u32_at(b, o), u64_at(b, o + 8), u64_at(b, o + 16), u64_at(b, o + 24))
-            })
-            .collect();
+        let f = FixedSlot::decode(b);
         Slot {
-            base: u64_at(b, 0),
-            len: u64_at(b, 8),
-            ptag: u64_at(b, 16),
-            handle: u32_at(b, 24),
+            base: f.base,
+            len: f.len,
+            ptag: f.ptag,
+            handle: f.handle,
+            flags: f.flags,
+            pieces: f.pieces().to_vec(),
+        }
+    }
+}
+
+/// A [`Slot`] decoded without allocating (its pieces inline): what the data path reads
+/// for every RDMA.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FixedSlot {
+    /// The first address.
+    pub base: u64,
+    /// Bytes.
+    pub len: u64,
+    /// The protection tag's id.
+    pub ptag: u64,
+    /// The memory handle.
+    pub handle: u32,
+    /// `SLOT_*` flags.
+    pub flags: u32,
+    count: usize,
+    pieces: [(u32, u64, u64, u64); MAX_PIECES],
+}
+
+impl FixedSlot {
+    /// From a slot's bytes (at least [`SLOT`] of them; fewer decode as far as they go).
+    pub fn decode(b: &[u8]) -> FixedSlot {
+        let word = |o: usize| if o + 8 <= b.len() { u64_at(b, o) } else { 0 };
+        let half = |o: usize| if o + 4 <= b.len() { u32_at(b, o) } else { 0 };
+        let flags = half(28);
+        let count = ((flags >> 8) as usize).min(MAX_PIECES).min(b.len().saturating_sub(32) / 32);
+        let mut pieces = [(0, 0, 0, 0); MAX_PIECES];
+        for (i, p) in pieces.iter_mut().take(count).enumerate() {
+            let o = 32 + i * 32;
+            *p = (half(o), word(o + 8), word(o + 16), word(o + 24));
+        }
+        FixedSlot {
+            base: word(0),
+            len: word(8),
+            ptag: word(16),
+            handle: half(24),
             flags: flags & 0xFF,
+            count,
             pieces,
         }
+    }
+
+    /// (segment id, offset in it, first address, bytes) of each piece.
+    pub fn pieces(&self) -> &[(u32, u64, u64, u64)] {
+        &self.pieces[..self.count]
     }
 }
 

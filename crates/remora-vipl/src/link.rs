@@ -216,7 +216,7 @@ impl Link {
     }
 
     /// The peer's table slot for memory handle `handle`, if that region is registered.
-    pub(crate) fn slot(&self, nic: &Nic, handle: u32) -> Result<Option<layout::Slot>> {
+    pub(crate) fn slot(&self, nic: &Nic, handle: u32) -> Result<Option<layout::FixedSlot>> {
         let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
         if t.is_none() {
             let seg = RemoteSegment::connect(
@@ -230,10 +230,12 @@ impl Link {
             *t = Some((seg, Window::new(map)));
         }
         let Some((_, map)) = t.as_ref() else { return Ok(None) };
-        map.map.acquire();
-        let mut b = vec![0u8; SLOT];
+        if !map.is_local() {
+            map.map.acquire();
+        }
+        let mut b = [0u8; SLOT];
         map.read((handle as usize % SLOTS) * SLOT, &mut b)?;
-        let s = layout::Slot::decode(&b);
+        let s = layout::FixedSlot::decode(&b);
         Ok((s.flags & layout::SLOT_VALID != 0 && s.handle == handle).then_some(s))
     }
 }
