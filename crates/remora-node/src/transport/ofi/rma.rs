@@ -253,10 +253,15 @@ pub(super) fn start(
             };
             ok &= got;
         }
-        let closed = match closing {
-            Some(rx) => matches!(answer(&link, &rx), Some(Body::RmaClosed { .. })),
-            // A read is over once its reads completed; the peer only forgets the tag.
-            None => !write && send(&ofi, &link, Body::RmaClose { tag }),
+        let closed = match (write, closing) {
+            (true, Some(rx)) => matches!(answer(&link, &rx), Some(Body::RmaClosed { .. })),
+            (true, None) => false,
+            // A read is over once its reads completed: the peer only forgets the tag (as it
+            // does when the link goes down, should this message not reach it).
+            (false, _) => {
+                send(&ofi, &link, Body::RmaClose { tag });
+                true
+            }
         };
         link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
         match ok && closed {
