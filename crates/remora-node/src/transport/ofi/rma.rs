@@ -6,8 +6,9 @@
 //! and only then answers the key and address of that range in its registration of the
 //! connection's memory (`fi_mr_reg` of the daemon's mapping of the connection, for remote
 //! access of the one kind asked, under a random key: made at the first transfer of the
-//! authenticated peer through that connection, kept while the connection lives — the
-//! export's mapping is registered once, not per transfer). A read's `fi_read`s follow, then
+//! authenticated peer through that connection, kept while the connection lives and closed
+//! by the progress thread's sweep within a second after it goes — the export's mapping
+//! is registered once, not per transfer). A read's `fi_read`s follow, then
 //! [`Body::RmaClose`] without waiting for its answer; a write's `fi_write`s are followed at
 //! once by [`Body::RmaClose`] (the endpoint is opened with `FI_ORDER_SAW`: it arrives after
 //! their bytes), whose answer says every byte is in place. So a read costs one round trip
