@@ -14,6 +14,10 @@
 //!   hands memfds and interrupt pages over). A request to a node that cannot be reached
 //!   fails with [`Error::NodeNotResponding`] (or [`Error::NoSuchNode`]); it never waits
 //!   forever: a link that is coming up is waited for at most a few seconds.
+//! * **Posts** ([`Transport::post`]): a request in order with the others that the peer
+//!   answers only when it fails (a SCIF relay's bytes: one packet per message instead of
+//!   two). A broken connection fails the caller's watch, as it fails requests. Transports
+//!   that cannot post give the request back.
 //! * **Session end** ([`Transport::session_end`]): the peer releases everything it holds for
 //!   that session. A transport remembers ends it could not deliver while a link was down
 //!   and delivers them when it comes back.
@@ -76,6 +80,16 @@ pub type Pending = Box<dyn FnOnce() -> Result<(), Error> + Send>;
 
 /// An answer from a peer: the reply, and descriptors when the transport shares memory.
 pub type Answer = (PeerReply, Vec<OwnedFd>);
+
+/// The watch of a [`Transport::post`]: its id (for [`Transport::unwatch`] and the next
+/// post's `replaces`), and a future that ends only when the post failed (`Err`), or with
+/// `Ok` when a peer that answers every request confirmed it.
+pub struct Posted {
+    /// The watch's id.
+    pub id: u64,
+    /// Ends with the post's failure (or a confirmation).
+    pub outcome: BoxFuture<'static, Result<PeerReply, Error>>,
+}
 
 /// The error of an operation a transport does not do.
 pub fn unsupported(transport: &str, what: &str) -> Error {
@@ -154,6 +168,33 @@ pub trait Transport: Send + Sync {
     /// The peer's answer when it refused; [`Error::NodeNotResponding`] when the link is down
     /// or lost before the answer.
     fn request(&self, node: u32, origin: u64, req: PeerRequest) -> BoxFuture<'_, Result<Answer, Error>>;
+
+    /// Send `req` to `node` for session `origin` without waiting for its answer: the peer
+    /// serves it after every request and post sent to it before, and answers only a
+    /// failure. What comes back is a watch ([`Posted`]) that fires when the post failed
+    /// there, or when the connection it went on broke before anything confirmed it (a post
+    /// may then be lost: the caller treats the watch like a failed request). A new post
+    /// `replaces` the caller's previous watch: the new one covers the same connection, and
+    /// a failure of the older post is then no longer reported. [`Transport::unwatch`]
+    /// drops the last one.
+    ///
+    /// `Err` gives the request back when the transport cannot post (it shares memory, or
+    /// the link is not up): ask with [`Transport::request`] instead.
+    fn post(
+        &self,
+        node: u32,
+        origin: u64,
+        req: PeerRequest,
+        replaces: Option<u64>,
+    ) -> Result<Posted, PeerRequest> {
+        let _ = (node, origin, replaces);
+        Err(req)
+    }
+
+    /// Drop the watch `id` of a [`Transport::post`] to `node`.
+    fn unwatch(&self, node: u32, id: u64) {
+        let _ = (node, id);
+    }
 
     /// Session `origin` of this node ended: every peer it reached releases what it held.
     fn session_end(&self, origin: u64);

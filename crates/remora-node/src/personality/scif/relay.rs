@@ -9,6 +9,7 @@
 //! bytes, using the same doorbell stuffing as endpoints use between themselves).
 
 use super::books::{RelayIn, RelayStart, RemoteEnd};
+use crate::transport::Posted;
 use crate::Node;
 use remora_proto::link::{PeerReply, PeerRequest, ScifPeerReply, ScifPeerRequest};
 use remora_proto::{Error, MAX_DATA_IO};
@@ -47,8 +48,12 @@ async fn run(node: Arc<Node>, st: RelayStart) {
     let mut inbound: VecDeque<Vec<u8>> = VecDeque::new();
     let (mut local_closed, mut peer_closed) = (false, false);
     let mut buf = vec![0u8; MAX_DATA_IO];
+    // The watch of the last chunk posted (the transport answers a post only when it failed,
+    // so a chunk costs one packet and the next goes without waiting).
+    let mut watch: Option<Posted> = None;
     loop {
-        // Forward what the endpoint sent, in order, one chunk per round trip.
+        // Forward what the endpoint sent, in order: posted where the transport can, else
+        // one chunk per round trip.
         loop {
             let n = region.pop(out_dir, &mut buf);
             if n == 0 {
@@ -60,8 +65,13 @@ async fn run(node: Arc<Node>, st: RelayStart) {
             }
             if !peer_closed {
                 let req = PeerRequest::Scif(ScifPeerRequest::Data { conn: far, data: buf[..n].to_vec() });
-                if peer.request(far_node, origin, req).await.is_err() {
-                    peer_closed = true;
+                match peer.post(far_node, origin, req, watch.as_ref().map(|w| w.id)) {
+                    Ok(w) => watch = Some(w),
+                    Err(req) => {
+                        if peer.request(far_node, origin, req).await.is_err() {
+                            peer_closed = true;
+                        }
+                    }
                 }
             }
         }
@@ -118,6 +128,19 @@ async fn run(node: Arc<Node>, st: RelayStart) {
             }
             // While the ring is full, look again now and then whatever the doorbell says.
             _ = tokio::time::sleep(std::time::Duration::from_millis(5)), if full => {}
+            // The last post failed there, or the connection it went on broke: as a failed
+            // request (the far end then hears of nothing more from us).
+            r = async {
+                match watch.as_mut() {
+                    Some(w) => w.outcome.as_mut().await,
+                    None => std::future::pending().await,
+                }
+            }, if watch.is_some() => {
+                watch = None;
+                if r.is_err() {
+                    peer_closed = true;
+                }
+            }
             m = rx.recv() => match m {
                 Some(RelayIn::Data(d)) => inbound.push_back(d),
                 Some(RelayIn::PeerClosed) => peer_closed = true,
@@ -125,6 +148,9 @@ async fn run(node: Arc<Node>, st: RelayStart) {
                 None => break,
             },
         }
+    }
+    if let Some(w) = watch {
+        peer.unwatch(far_node, w.id);
     }
     tracing::debug!(conn, fd = reader.get_ref().as_raw_fd(), "SCIF relay done");
     peer.session_end(origin);

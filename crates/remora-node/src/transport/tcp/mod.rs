@@ -104,6 +104,25 @@ impl Transport for Tcp {
         })
     }
 
+    fn post(
+        &self,
+        node: u32,
+        origin: u64,
+        req: PeerRequest,
+        replaces: Option<u64>,
+    ) -> Result<crate::transport::Posted, PeerRequest> {
+        match self.peers.get(&node) {
+            Some(peer) => peer.post(origin, req, replaces),
+            None => Err(req),
+        }
+    }
+
+    fn unwatch(&self, node: u32, id: u64) {
+        if let Some(peer) = self.peers.get(&node) {
+            peer.unwatch(id);
+        }
+    }
+
     fn session_end(&self, origin: u64) {
         for p in self.peers.values() {
             p.session_end(origin);

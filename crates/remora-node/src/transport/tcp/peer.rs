@@ -19,6 +19,10 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 type Pending = HashMap<u64, oneshot::Sender<Result<PeerReply, Error>>>;
 
+/// The bit of a request's id that makes it a post ([`TcpPeer::post`]): the peer answers it
+/// only when it failed. Plain ids count up from 1 and never reach it.
+pub(in crate::transport) const QUIET: u64 = 1 << 63;
+
 /// A bulk frame waiting for the writer thread.
 pub(in crate::transport) struct BulkOut {
     pub(in crate::transport) hdr: BulkHeader,
@@ -145,6 +149,45 @@ impl TcpPeer {
         rx.await.unwrap_or(Err(Error::NodeNotResponding))
     }
 
+    /// Send a request that the peer answers only when it fails (`QUIET`), in order with
+    /// every other; see [`crate::transport::Transport::post`]. The watch is a pending entry
+    /// like a request's, so a connection that breaks fails it; `replaces` (the caller's
+    /// previous watch) is dropped. `Err` gives the request back when the link is not up.
+    pub(in crate::transport) fn post(
+        &self,
+        origin: u64,
+        req: PeerRequest,
+        replaces: Option<u64>,
+    ) -> Result<crate::transport::Posted, PeerRequest> {
+        let Some(ctrl) = self.ctrl.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
+            return Err(req);
+        };
+        let id = self.next.fetch_add(1, Ordering::Relaxed) | QUIET;
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(old) = replaces {
+                pending.remove(&old);
+            }
+            pending.insert(id, tx);
+        }
+        self.live().holds(origin);
+        let outcome: crate::transport::BoxFuture<'static, _> =
+            if ctrl.send(LinkMsg::Request { id, origin, req }).is_ok() {
+                Box::pin(async move { rx.await.unwrap_or(Err(Error::NodeNotResponding)) })
+            } else {
+                // The connection ended under us: as a request sent now fails at once.
+                self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                Box::pin(async { Err(Error::NodeNotResponding) })
+            };
+        Ok(crate::transport::Posted { id, outcome })
+    }
+
+    /// Drop the watch of a post.
+    pub(in crate::transport) fn unwatch(&self, id: u64) {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    }
+
     /// Session `origin` of this node ended: tell the peer to release what it held for it.
     pub fn session_end(self: &Arc<Self>, origin: u64) {
         let acts = self.live().session_ended(origin);
@@ -233,10 +276,24 @@ impl TcpPeer {
             }
             LinkMsg::Request { id, origin, req } => {
                 let p = self.clone();
-                let served = self.inbound.request(self.id, origin, req);
+                let mut served = self.inbound.request(self.id, origin, req);
+                if id & QUIET != 0 {
+                    // A post is served here and now as far as it goes, so that posts done at
+                    // once (a relay's bytes) take effect in the order they came, whatever
+                    // order the runtime runs its tasks in; it is answered only when it failed.
+                    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                    if let std::task::Poll::Ready(result) = served.as_mut().poll(&mut cx) {
+                        if result.is_err() {
+                            self.send(LinkMsg::Reply { id, result });
+                        }
+                        return true;
+                    }
+                }
                 tokio::spawn(async move {
                     let result = served.await;
-                    p.send(LinkMsg::Reply { id, result });
+                    if id & QUIET == 0 || result.is_err() {
+                        p.send(LinkMsg::Reply { id, result });
+                    }
                 });
             }
             LinkMsg::Reply { id, result } => {
@@ -288,5 +345,71 @@ impl TcpPeer {
             bytes_in: self.bytes_in.load(Ordering::Relaxed),
             bytes_out: self.bytes_out.load(Ordering::Relaxed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::{BoxFuture, PeerMemory};
+
+    /// Answers `Probe` with Ok and everything else with a refusal.
+    struct Answers;
+
+    impl Inbound for Answers {
+        fn request(&self, _: u32, _: u64, req: PeerRequest) -> BoxFuture<'static, Result<PeerReply, Error>> {
+            let ok = req == PeerRequest::Probe;
+            let answer = if ok { Ok(PeerReply::Ok) } else { Err(Error::NotConnected) };
+            Box::pin(async move { answer })
+        }
+        fn session_end(&self, _: u32, _: u64) {}
+        fn event(&self, _: u32, _: u64, _: remora_proto::Event) {}
+        fn link_changed(&self, _: u32, _: LinkState) {}
+        fn route_lost(&self, _: u32, _: u64) {}
+        fn memory(&self, _: u32, _: RangeRef) -> Option<Arc<dyn PeerMemory>> {
+            None
+        }
+    }
+
+    fn peer() -> (Arc<TcpPeer>, mpsc::UnboundedReceiver<LinkMsg>) {
+        let p = Arc::new(TcpPeer::new(Arc::new(Answers), 8, "nowhere:1".into()));
+        let (tx, rx) = mpsc::unbounded_channel();
+        *p.ctrl.lock().unwrap() = Some(tx);
+        (p, rx)
+    }
+
+    #[test]
+    fn a_post_is_answered_only_when_it_failed_and_a_broken_connection_fails_its_watch() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let (p, mut out) = peer();
+            // Without a link the request comes back, to be asked the ordinary way.
+            let idle = Arc::new(TcpPeer::new(Arc::new(Answers), 9, "nowhere:1".into()));
+            assert!(matches!(idle.post(1, PeerRequest::Probe, None), Err(PeerRequest::Probe)));
+            // A post goes out at once, with the quiet bit; the next replaces its watch.
+            let first = p.post(1, PeerRequest::Probe, None).ok().unwrap();
+            let Some(LinkMsg::Request { id, .. }) = out.recv().await else { panic!("no request sent") };
+            assert_eq!((id, id & QUIET), (first.id, QUIET));
+            let second = p.post(1, PeerRequest::Probe, Some(first.id)).ok().unwrap();
+            assert!(!p.pending.lock().unwrap().contains_key(&first.id), "the older watch is dropped");
+            // The peer's side: a post that succeeded is not answered, one that failed is.
+            let mut sent = HashMap::new();
+            p.serve_ctrl(LinkMsg::Request { id: 5 | QUIET, origin: 1, req: PeerRequest::Probe }, &mut sent);
+            let refused = PeerRequest::Disconnect { conn: 3 };
+            p.serve_ctrl(LinkMsg::Request { id: 6 | QUIET, origin: 1, req: refused }, &mut sent);
+            out.recv().await.unwrap(); // the second post
+            match out.recv().await {
+                Some(LinkMsg::Reply { id, result: Err(Error::NotConnected) }) => assert_eq!(id, 6 | QUIET),
+                other => panic!("expected only the failure's answer, got {other:?}"),
+            }
+            // The connection breaks: the watch fails, as a request in flight would.
+            p.apply(vec![Action::FailRequests]);
+            assert_eq!(second.outcome.await.unwrap_err(), Error::NodeNotResponding);
+            // An error answer to a post fails its watch too.
+            let third = p.post(1, PeerRequest::Probe, None).ok().unwrap();
+            p.serve_ctrl(LinkMsg::Reply { id: third.id, result: Err(Error::NotConnected) }, &mut sent);
+            assert_eq!(third.outcome.await.unwrap_err(), Error::NotConnected);
+            p.unwatch(third.id);
+        });
     }
 }
