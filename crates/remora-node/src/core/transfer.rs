@@ -277,27 +277,32 @@ impl InFlight {
     /// [`InFlight::over`] no longer holds); the bytes of each that completed are counted.
     /// `false` when one failed (the others are still waited for).
     fn settle(&mut self, node: &Node, keep: Option<usize>) -> bool {
-        let mut ok = true;
+        let mut due = Vec::new();
         while match keep {
             Some(k) => self.chunks.len() > k,
             None => self.over(),
         } {
             let Some((wait, n)) = self.chunks.pop_front() else { break };
             self.bytes -= n;
-            match wait() {
-                Ok(()) => {
-                    node.stats.dma_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    tracing::warn!("DMA transfer failed: {e}");
-                    ok = false;
-                }
-            }
+            due.push((wait, n));
         }
         if self.chunks.is_empty() {
             self.to = None;
         }
-        ok
+        // Every one is waited for, the newest first: a link answers in order, so this thread
+        // wakes once for all of them rather than once per answer (16 wake-ups for a vector
+        // of 16 small pieces).
+        let newest = due.pop();
+        newest.into_iter().chain(due).fold(true, |ok, (wait, n)| match wait() {
+            Ok(()) => {
+                node.stats.dma_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                ok
+            }
+            Err(e) => {
+                tracing::warn!("DMA transfer failed: {e}");
+                false
+            }
+        })
     }
 }
 

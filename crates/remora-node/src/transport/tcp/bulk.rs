@@ -3,12 +3,12 @@
 //! connection of the receiving node ([`RangeRef::connection`]); the receiving node's
 //! [`crate::transport::Inbound::memory`] decides what that reaches and checks every range.
 
+use super::bulk_tx::BulkTx;
 use super::framing::{discard, read_header};
-use super::peer::{BulkOut, BulkWait, TcpPeer};
+use super::peer::{BulkWait, TcpPeer};
 use crate::transport::LinkState;
-use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, RangeRef, BULK_FRAME, MAX_BULK_CHUNK};
+use remora_proto::link::{BulkHeader, BulkOp, RangeRef, MAX_BULK_CHUNK};
 use remora_sys::Mapping;
-use std::io::Write;
 use std::net::TcpStream as StdStream;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -157,58 +157,14 @@ pub(super) fn start_bulk(peer: &Arc<TcpPeer>, s: StdStream) -> std::io::Result<(
     // A peer that stops reading cannot hold a writer forever.
     let _ = s.set_write_timeout(Some(Duration::from_secs(30)));
     let reader = s.try_clone()?;
-    let writer = s.try_clone()?;
-    let (tx, rx) = std::sync::mpsc::channel::<BulkOut>();
-    if let Some((old, _)) = peer.bulk.lock().unwrap_or_else(|p| p.into_inner()).replace((s, tx)) {
-        let _ = old.shutdown(std::net::Shutdown::Both);
+    let tx = Arc::new(BulkTx::new(s));
+    if let Some(old) = peer.bulk.lock().unwrap_or_else(|p| p.into_inner()).replace(tx.clone()) {
+        old.close();
     }
     let p = peer.clone();
     std::thread::Builder::new().name("remora-bulk".into()).spawn(move || bulk_reader(p, reader))?;
-    let p = peer.clone();
-    std::thread::Builder::new().name("remora-bulk-out".into()).spawn(move || bulk_writer(p, writer, rx))?;
+    std::thread::Builder::new().name("remora-bulk-out".into()).spawn(move || tx.writer())?;
     Ok(())
-}
-
-/// A frame's payload leaves in writes of at most this many bytes: on loopback a stream of
-/// 1 MiB writes moves markedly faster than single writes of several (the sender holds the
-/// socket for the whole write, and the acknowledgements wait behind it).
-const WRITE_SLICE: usize = 1 << 20;
-
-/// Write `head`, then `len` bytes of `m` at `off`: the header with the first slice in one
-/// gathering write, the rest in slices of [`WRITE_SLICE`].
-fn send_payload(s: &mut StdStream, head: &[u8], m: &Mapping, off: usize, len: usize) -> std::io::Result<()> {
-    let first = len.min(WRITE_SLICE);
-    m.write_to_after(head, off, first, s)?;
-    let mut at = first;
-    while at < len {
-        let n = (len - at).min(WRITE_SLICE);
-        m.write_to(off + at, n, s)?;
-        at += n;
-    }
-    Ok(())
-}
-
-/// Write queued bulk frames until the flow breaks or is replaced.
-fn bulk_writer(peer: Arc<TcpPeer>, mut s: StdStream, rx: std::sync::mpsc::Receiver<BulkOut>) {
-    while let Ok(out) = rx.recv() {
-        let head = BulkFrame::from_header(&out.hdr);
-        let head = zerocopy::IntoBytes::as_bytes(&head);
-        peer.bytes_out.fetch_add(BULK_FRAME as u64, Ordering::Relaxed);
-        // The header leaves with its payload (one gathering write, straight from the
-        // mapping).
-        let r = match &out.payload {
-            Some((m, off)) => {
-                peer.bytes_out.fetch_add(out.hdr.len, Ordering::Relaxed);
-                send_payload(&mut s, head, m, *off, out.hdr.len as usize)
-            }
-            None => s.write_all(head),
-        };
-        if r.is_err() {
-            // The reader sees the flow close and fails every waiting operation.
-            let _ = s.shutdown(std::net::Shutdown::Both);
-            break;
-        }
-    }
 }
 
 /// Serve the incoming side of a bulk flow until it breaks.

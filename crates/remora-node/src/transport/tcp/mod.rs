@@ -14,10 +14,12 @@
 //! | `peer.rs` | one peer: link state, pending requests, sessions it holds for us |
 //! | `link.rs` | dialing, accepting, the control flow and its heartbeats |
 //! | `bulk.rs` | the bulk flow and streaming reads and writes |
+//! | `bulk_tx.rs` | the bulk flow's sending side: frames written by their sender when idle |
 //! | `pager.rs` | pager flows: dialing, binding, serving |
 //! | `fuzzing.rs` | the decoders above driven with bytes, for the fuzz targets (`fuzz/`) |
 
 mod bulk;
+mod bulk_tx;
 pub(in crate::transport) mod framing;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -23,7 +23,7 @@ type Pending = HashMap<u64, oneshot::Sender<Result<PeerReply, Error>>>;
 /// only when it failed. Plain ids count up from 1 and never reach it.
 pub(in crate::transport) const QUIET: u64 = 1 << 63;
 
-/// A bulk frame waiting for the writer thread.
+/// A bulk frame to send (`bulk_tx.rs`).
 pub(in crate::transport) struct BulkOut {
     pub(in crate::transport) hdr: BulkHeader,
     pub(in crate::transport) payload: Option<(Arc<Mapping>, usize)>,
@@ -56,7 +56,7 @@ pub struct TcpPeer {
     pub bytes_in: AtomicU64,
     /// Bytes sent.
     pub bytes_out: AtomicU64,
-    pub(in crate::transport) bulk: Mutex<Option<(StdStream, std::sync::mpsc::Sender<BulkOut>)>>,
+    pub(in crate::transport) bulk: Mutex<Option<Arc<super::bulk_tx::BulkTx>>>,
     /// The pager flows this peer's processes hold to us (shut down when the peer is lost).
     /// With what each is bound to, once its first frame came.
     pub(in crate::transport) pager_flows: Mutex<HashMap<u64, (StdStream, Option<RangeRef>)>>,
@@ -194,9 +194,10 @@ impl TcpPeer {
         self.apply(acts);
     }
 
-    /// Queue a bulk frame for the link's writer thread; `wait` (for our own operations,
-    /// never for replies) is registered under the frame's tag before it leaves. Never blocks
-    /// on the socket, so a reader answering a request cannot deadlock against the peer.
+    /// Send a bulk frame on the link's bulk flow (`bulk_tx.rs`); `wait` (for our own
+    /// operations, never for replies) is registered under the frame's tag before it leaves.
+    /// Never blocks on the socket, so a reader answering a request cannot deadlock against
+    /// the peer, and a DMA worker notices a silent link.
     pub(in crate::transport) fn bulk_send(
         &self,
         hdr: BulkHeader,
@@ -206,9 +207,13 @@ impl TcpPeer {
         if let Some(wait) = wait {
             self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).insert(hdr.tag, wait);
         }
-        let tx = self.bulk.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(_, tx)| tx.clone());
+        let tx = self.bulk.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let bytes = remora_proto::link::BULK_FRAME as u64 + if payload.is_some() { hdr.len } else { 0 };
         match tx.map(|tx| tx.send(BulkOut { hdr, payload })) {
-            Some(Ok(())) => Ok(()),
+            Some(Ok(())) => {
+                self.bytes_out.fetch_add(bytes, Ordering::Relaxed);
+                Ok(())
+            }
             _ => {
                 self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&hdr.tag);
                 Err(())
@@ -240,8 +245,8 @@ impl TcpPeer {
                 }
                 Action::ResetDataFlows => {
                     self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).clear();
-                    if let Some((s, _)) = self.bulk.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                        let _ = s.shutdown(std::net::Shutdown::Both);
+                    if let Some(tx) = self.bulk.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                        tx.close();
                     }
                 }
                 // The control loop sends heartbeats and closes connections itself.
