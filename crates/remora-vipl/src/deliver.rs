@@ -88,7 +88,9 @@ impl ViInner {
                 // The common entry (one or two chunks): compared as values, and written
                 // only when it differs from what this index held.
                 let mut short: Short = (p.total, p.chunks.len(), [Chunk::default(); 2]);
-                short.2[..p.chunks.len()].copy_from_slice(&p.chunks);
+                for (d, c) in short.2.iter_mut().zip(p.chunks.iter()) {
+                    *d = *c;
+                }
                 if q.described[i] != Some(short) {
                     let mut e = [0u8; 48];
                     let n = layout::encode_entry_into(p.total, &p.chunks, &mut e);

@@ -2,7 +2,7 @@
 //! data path must not allocate for them.
 
 /// Up to `N` values inline, more on the heap.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Few<T: Copy + Default, const N: usize> {
     inline: [T; N],
     len: usize,
@@ -12,6 +12,14 @@ pub(crate) struct Few<T: Copy + Default, const N: usize> {
 impl<T: Copy + Default, const N: usize> Default for Few<T, N> {
     fn default() -> Self {
         Few { inline: [T::default(); N], len: 0, spill: Vec::new() }
+    }
+}
+
+impl<T: Copy + Default, const N: usize> Clone for Few<T, N> {
+    fn clone(&self) -> Self {
+        // The inline values as they are; the heap only when something spilled there.
+        let spill = if self.spill.is_empty() { Vec::new() } else { self.spill.clone() };
+        Few { inline: self.inline, len: self.len, spill }
     }
 }
 
