@@ -167,6 +167,37 @@ fn plan(
         .collect()
 }
 
+/// Consecutive steps that continue each other on both sides (a vector of adjacent pieces)
+/// become one: one transfer instead of one per piece (across hosts, a frame and an answer
+/// each). The same bytes move between the same places.
+fn coalesce(steps: Vec<Step>) -> Vec<Step> {
+    let mut out: Vec<Step> = Vec::with_capacity(steps.len());
+    for s in steps {
+        match out.last_mut() {
+            Some(last) if continues(last, &s) => last.size += s.size,
+            _ => out.push(s),
+        }
+    }
+    out
+}
+
+/// Whether `b` starts where `a` ends, on both sides, the same way.
+fn continues(a: &Step, b: &Step) -> bool {
+    let local = match (&a.local, &b.local) {
+        (Local::Seg(x), Local::Seg(y)) => Arc::ptr_eq(x, y) && a.local_off + a.size == b.local_off,
+        (Local::User(x), Local::User(y)) => x.checked_add(a.size as u64) == Some(*y),
+        _ => false,
+    };
+    let remote = match (&a.remote, &b.remote) {
+        (DmaTarget::Map(x), DmaTarget::Map(y)) => Arc::ptr_eq(x, y),
+        (DmaTarget::Far { node: n, remote: r, .. }, DmaTarget::Far { node: m, remote: q, .. }) => {
+            n == m && r == q
+        }
+        _ => false,
+    };
+    local && remote && a.read == b.read && a.remote_off + a.size == b.remote_off
+}
+
 /// The posting process's memory, opened on first use.
 struct UserMem {
     pid: u32,
@@ -317,7 +348,7 @@ fn run_job(
 ) -> (u32, u32) {
     let Some(descs) = page.take() else { return (DMA_ERROR, DMA_ERR_INVALID) };
     let steps = match plan(node, session, &descs, epoch, cache) {
-        Ok(s) => s,
+        Ok(s) => coalesce(s),
         Err(e) => return (DMA_ERROR, e),
     };
     let mut user = UserMem { pid, file: mem, bounce: None };
@@ -376,4 +407,32 @@ fn run_job(
         return (DMA_ERROR, DMA_ERR_TRANSFER);
     }
     (DMA_DONE, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(local: &Arc<Mapping>, local_off: usize, remote_off: usize, size: usize, read: bool) -> Step {
+        let remote = DmaTarget::Far { node: 8, remote: 3, size: 1 << 20 };
+        Step { local: Local::Seg(local.clone()), local_off, remote, remote_off, size, read }
+    }
+
+    #[test]
+    fn adjacent_pieces_become_one_transfer_and_others_stay() {
+        let fd = remora_sys::Memfd::create("coalesce", 1 << 20).unwrap();
+        let m = Arc::new(Mapping::new(remora_sys::AsFd::as_fd(&fd), 0, 1 << 20, Default::default()).unwrap());
+        let steps = vec![
+            step(&m, 0, 100, 4096, false),
+            step(&m, 4096, 4196, 4096, false),
+            step(&m, 8192, 8292, 4096, false),
+            // A gap on the remote side, then the other way, then adjacent again.
+            step(&m, 12288, 20000, 10, false),
+            step(&m, 12298, 20010, 10, true),
+            step(&m, 12308, 20020, 10, true),
+        ];
+        let got: Vec<_> =
+            coalesce(steps).iter().map(|s| (s.local_off, s.remote_off, s.size, s.read)).collect();
+        assert_eq!(got, vec![(0, 100, 12288, false), (12288, 20000, 10, false), (12298, 20010, 20, true)]);
+    }
 }
