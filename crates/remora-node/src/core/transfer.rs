@@ -198,11 +198,13 @@ fn continues(a: &Step, b: &Step) -> bool {
     local && remote && a.read == b.read && a.remote_off + a.size == b.remote_off
 }
 
-/// The posting process's memory, opened on first use.
+/// The posting process's memory, opened on first use; and what a job looked up once.
 struct UserMem {
     pid: u32,
     file: Option<Arc<std::fs::File>>,
     bounce: Option<Arc<Mapping>>,
+    /// The transport of the node the job's last far chunk went to.
+    far: Option<(u32, Arc<dyn crate::transport::Transport>)>,
 }
 
 impl UserMem {
@@ -237,8 +239,19 @@ fn copy_chunk(
 ) -> std::io::Result<Option<Pending>> {
     let fail =
         |e: remora_proto::Error| std::io::Error::other(format!("transfer to the other node failed: {e}"));
-    let far = |id: u32| {
-        node.transports().to(id).cloned().ok_or_else(|| fail(remora_proto::Error::NodeNotResponding))
+    // The transport that reaches a node, looked up once per job (the look-up asks the file
+    // system whether the node is on this host).
+    let mut far = |id: u32| match &user.far {
+        Some((n, t)) if *n == id => Ok(t.clone()),
+        _ => {
+            let t = node
+                .transports()
+                .to(id)
+                .cloned()
+                .ok_or_else(|| fail(remora_proto::Error::NodeNotResponding))?;
+            user.far = Some((id, t.clone()));
+            Ok::<_, std::io::Error>(t)
+        }
     };
     let roff = s.remote_off + done;
     if let (Local::Seg(l), DmaTarget::Far { node: id, remote, .. }) = (&s.local, &s.remote) {
@@ -351,7 +364,7 @@ fn run_job(
         Ok(s) => coalesce(s),
         Err(e) => return (DMA_ERROR, e),
     };
-    let mut user = UserMem { pid, file: mem, bounce: None };
+    let mut user = UserMem { pid, file: mem, bounce: None, far: None };
     let mut planned = epoch.load(Ordering::SeqCst);
     let mut flight = InFlight::default();
     for s in steps {
