@@ -210,6 +210,26 @@ impl Transport for Ofi {
         })
     }
 
+    /// Posts go as control messages do (fabric messages, sent in order: `FI_ORDER_SAS`).
+    fn post(
+        &self,
+        node: u32,
+        origin: u64,
+        req: PeerRequest,
+        replaces: Option<u64>,
+    ) -> Result<crate::transport::Posted, PeerRequest> {
+        match self.links.get(&node) {
+            Some(l) => l.peer.post(origin, req, replaces),
+            None => Err(req),
+        }
+    }
+
+    fn unwatch(&self, node: u32, id: u64) {
+        if let Some(l) = self.links.get(&node) {
+            l.peer.unwatch(id);
+        }
+    }
+
     fn session_end(&self, origin: u64) {
         for l in self.links.values() {
             l.peer.session_end(origin);
