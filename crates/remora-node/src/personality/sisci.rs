@@ -143,12 +143,18 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
                 Some((ConnKind::Local { .. }, _)) => {
                     ok(s.node.lock().trigger_interrupt(sid, intr, data.as_deref()))
                 }
-                // A route known to be down fails the trigger at once (the caller may try
-                // again), rather than after the transport's wait for the link.
-                Some((_, node)) if route_down(s, node) => (Err(Error::NodeNotResponding), vec![]),
                 Some((kind, node)) => {
+                    // One look for the route (a trigger is on someone's critical path): a
+                    // route known to be down fails the trigger at once (the caller may try
+                    // again), rather than after the transport's wait for the link.
+                    let Some(t) = s.node.transports().to(node).cloned() else {
+                        return (Err(Error::NoSuchNode), vec![]);
+                    };
+                    if route_down(&t, node) {
+                        return (Err(Error::NodeNotResponding), vec![]);
+                    }
                     let remote = kind.remote().expect("not local");
-                    let r = ask_while_up(s, node, PeerRequest::Trigger { intr: remote, data }).await;
+                    let r = ask_while_up(s, &t, node, PeerRequest::Trigger { intr: remote, data }).await;
                     (r.map(|_| Reply::Ok), vec![])
                 }
                 None => (Err(Error::UnknownHandle), vec![]),
@@ -214,27 +220,28 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
 }
 
 /// Whether the transport to `node` reports its link silent or lost now.
-fn route_down(s: &Session, node: u32) -> bool {
+fn route_down(t: &Arc<dyn Transport>, node: u32) -> bool {
     use crate::transport::LinkState;
-    s.node.transports().to(node).is_some_and(|t| {
-        t.links()
-            .iter()
-            .any(|l| l.node == node && matches!(l.state, LinkState::NotOperational | LinkState::Lost))
-    })
+    matches!(t.link_state(node), Some(LinkState::NotOperational | LinkState::Lost))
 }
 
 /// [`Session::ask`], given up with `NodeNotResponding` as soon as the route to `node` is
 /// known silent or lost: a request in flight on a link that fell silent otherwise waits
 /// until the transport closes the link (30 s). The peer may still get it if the route
 /// comes back before that.
-async fn ask_while_up(s: &Session, node: u32, req: PeerRequest) -> Result<crate::transport::Answer, Error> {
-    let ask = s.ask(node, req);
+async fn ask_while_up(
+    s: &Session,
+    t: &Arc<dyn Transport>,
+    node: u32,
+    req: PeerRequest,
+) -> Result<crate::transport::Answer, Error> {
+    let ask = s.ask_via(t, node, req);
     tokio::pin!(ask);
     loop {
         tokio::select! {
             r = &mut ask => return r,
             _ = tokio::time::sleep(Duration::from_millis(20)) => {
-                if route_down(s, node) {
+                if route_down(t, node) {
                     return Err(Error::NodeNotResponding);
                 }
             }

@@ -202,6 +202,12 @@ pub trait Transport: Send + Sync {
     /// The links this transport keeps, for status and statistics.
     fn links(&self) -> Vec<LinkInfo>;
 
+    /// The state of the link to `node`, where this transport keeps one (a cheaper look
+    /// than [`Transport::links`], for the paths that check before every request).
+    fn link_state(&self, node: u32) -> Option<LinkState> {
+        self.links().into_iter().find(|l| l.node == node).map(|l| l.state)
+    }
+
     /// Deliver `event` to session `origin` of `node` (a session that reached this node
     /// through this transport). Transports whose peers hold their own sessions here (the
     /// peer daemon reads events on its proxy socket) have nothing to do.

@@ -240,6 +240,10 @@ impl Transport for Ofi {
         self.links.values().map(|l| l.peer.info()).collect()
     }
 
+    fn link_state(&self, node: u32) -> Option<crate::transport::LinkState> {
+        self.links.get(&node).map(|l| l.peer.state())
+    }
+
     fn send_event(&self, node: u32, origin: u64, event: Event) {
         if let Some(l) = self.links.get(&node) {
             l.peer.send(LinkMsg::Event { origin, event });

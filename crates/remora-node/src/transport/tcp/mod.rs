@@ -135,6 +135,10 @@ impl Transport for Tcp {
         self.peers.values().map(|p| p.info()).collect()
     }
 
+    fn link_state(&self, node: u32) -> Option<crate::transport::LinkState> {
+        self.peers.get(&node).map(|p| p.state())
+    }
+
     fn send_event(&self, node: u32, origin: u64, event: Event) {
         if let Some(p) = self.peers.get(&node) {
             p.send(LinkMsg::Event { origin, event });
