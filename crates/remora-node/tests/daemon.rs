@@ -194,9 +194,9 @@ fn metrics_count_scif_rma_and_dsm_traffic_of_another_host() {
     }
     std::fs::write(&cluster, text).unwrap();
     let ports = [remora_testkit::free_port(), remora_testkit::free_port()];
-    let mut daemons = Vec::new();
+    let mut daemons = Killed(Vec::new());
     for (node, port) in [4u32, 8].into_iter().zip(ports) {
-        daemons.push(
+        daemons.0.push(
             Command::new(env!("CARGO_BIN_EXE_remorad"))
                 .args(["--node", &node.to_string(), "--metrics", &format!("127.0.0.1:{port}"), "--cluster"])
                 .arg(&cluster)
@@ -305,9 +305,10 @@ fn metrics_count_scif_rma_and_dsm_traffic_of_another_host() {
     win_mem.read(4096, &mut got).unwrap();
     assert_eq!(&got, b"rma by flow");
 
-    // The home node counted what it served; the importer's node the flows it dialed.
-    let home = http_get(ports[0], "/metrics");
-    for (name, want) in [
+    // The home node counted what it served; the importer's node the flows it dialed. A
+    // flow's server counts an operation once it has answered it, so the count may come a
+    // moment after the answer: read the page again until every sample is there (or 5 s).
+    let wanted = [
         ("remora_dsm_page_fetches_total", 1),
         ("remora_dsm_fetched_bytes_total", 4096),
         ("remora_dsm_flush_runs_total", 1),
@@ -318,15 +319,34 @@ fn metrics_count_scif_rma_and_dsm_traffic_of_another_host() {
         ("remora_scif_rma_bytes_total{op=\"read\"}", 14 + 11),
         ("remora_pager_flows_served_total", 2),
         ("remora_pager_flows_dialed_total", 0),
-    ] {
+    ];
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut home = http_get(ports[0], "/metrics");
+    while wanted.iter().any(|&(name, want)| sample(&home, name) != want)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+        home = http_get(ports[0], "/metrics");
+    }
+    for (name, want) in wanted {
         assert_eq!(sample(&home, name), want, "{name} in {home}");
     }
     let far = http_get(ports[1], "/metrics");
     assert_eq!(sample(&far, "remora_pager_flows_dialed_total"), 2, "{far}");
     assert_eq!(sample(&far, "remora_dsm_page_fetches_total"), 0, "{far}");
     drop((flow, near, accepted, listener, importer, owner));
-    for mut d in daemons {
-        let _ = d.kill();
-        let _ = d.wait();
+    drop(daemons);
+}
+
+/// Daemons a test started, killed when it ends, also when it fails (a daemon left behind
+/// keeps the test's output pipe open).
+struct Killed(Vec<std::process::Child>);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        for d in &mut self.0 {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
     }
 }
