@@ -57,6 +57,7 @@
 //! One conformance suite (`crates/remora-node/tests/conformance.rs`) runs the same checks
 //! over every transport in the table.
 
+pub mod carrier;
 pub mod liveness;
 pub mod local;
 pub mod ofi;

@@ -31,7 +31,7 @@
 //! allows `fallback = "tcp"`: then the tcp transport carries its links. A fallback is for
 //! the whole cluster: a node that fell back is not reached by nodes still on ofi, and both
 //! sides say so by name (`link.rs`: the bootstrap port refuses while the tcp port answers;
-//! [`refusal`]: the tcp transport refuses its connection). Nodes whose cluster-file
+//! [`carrier::refusal`]: the tcp transport refuses its connection). Nodes whose cluster-file
 //! transports differ (one `tcp`, one `ofi+tcp`, or two providers) link over tcp: an ofi node
 //! keeps its tcp transport for every node that does not name its own transport.
 
@@ -42,6 +42,7 @@ mod link;
 mod rma;
 mod wire;
 
+use crate::transport::carrier;
 use crate::transport::tcp::peer::TcpPeer;
 use crate::transport::{Answer, BoxFuture, Env, Inbound, LinkInfo, Pending, Transport};
 use fabric::Fabric;
@@ -74,41 +75,12 @@ pub struct Ofi {
     links: HashMap<u32, Arc<OfiLink>>,
 }
 
-/// Daemon starts (node, incarnation) whose ofi transport opened: the tcp transport leaves
-/// the nodes they reach to it.
-static OPENED: Mutex<Vec<(u32, u64)>> = Mutex::new(Vec::new());
-
 /// The libfabric provider `env`'s node is configured for, if any.
 fn provider(env: &Env) -> Option<String> {
     match env.cluster.as_ref()?.kind(env.node)? {
         LinkKind::Ofi(p) => Some(p),
         LinkKind::Tcp => None,
     }
-}
-
-/// Why `node`, which reached this node over tcp, is not linked with it: this node reaches
-/// it over its ofi transport only (both name it), so it must have fallen back to tcp.
-/// `None` when this node's ofi transport does not carry `node`.
-pub fn refusal(env: &Env, node: u32) -> Option<String> {
-    let kind = env.cluster.as_ref()?.kind(node)?.name();
-    carries(env, node).then(|| {
-        format!(
-            "node {node} dialed over tcp, but the cluster file names {kind} for it and for node {} \
-             (this node), which reaches it over {kind} only: node {node} must have fallen back to \
-             tcp (its provider is missing there); a fallback is for the whole cluster",
-            env.node
-        )
-    })
-}
-
-/// Whether this node's ofi transport carries its traffic to `node`: both name the same
-/// `ofi+` transport and this node's endpoint opened.
-pub fn carries(env: &Env, node: u32) -> bool {
-    let Some(c) = env.cluster.as_ref() else { return false };
-    node != env.node
-        && matches!(c.kind(env.node), Some(LinkKind::Ofi(_)))
-        && c.kind(node) == c.kind(env.node)
-        && OPENED.lock().unwrap_or_else(|p| p.into_inner()).contains(&(env.node, env.incarnation))
 }
 
 /// Open the transport: the endpoint of the configured provider, the bootstrap listener, a
@@ -151,12 +123,12 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     tracing::info!("ofi transport: provider {}, bootstrap on {}:{port}", fabric.ep.provider(), me.host);
-    OPENED.lock().unwrap_or_else(|p| p.into_inner()).push((env.node, env.incarnation));
+    carrier::fabric_opened(env);
     let env = Arc::new(env.clone());
     let mut links = HashMap::new();
     let mut starts = Vec::new();
     for n in &cluster.nodes {
-        if !carries(&env, n.id) {
+        if !carrier::over_fabric(&env, n.id) {
             continue;
         }
         let Some(p) = cluster.ofi_port(n.id) else { continue };

@@ -9,13 +9,19 @@
 //! thread: a DMA across hosts crossed two more threads (the worker's frame to the writer,
 //! and the peer reader's acknowledgement to the peer's writer).
 
-use super::peer::BulkOut;
-use remora_proto::link::{BulkFrame, BULK_FRAME};
+use remora_proto::link::{BulkFrame, BulkHeader, BULK_FRAME};
 use remora_sys::Mapping;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::net::TcpStream as StdStream;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// A bulk frame to send: its header, and the payload (a mapping and where in it) when the
+/// frame carries one.
+pub(in crate::transport) struct BulkOut {
+    pub(in crate::transport) hdr: BulkHeader,
+    pub(in crate::transport) payload: Option<(Arc<Mapping>, usize)>,
+}
 
 /// The sending side of one bulk flow.
 pub(in crate::transport) struct BulkTx {

@@ -37,7 +37,7 @@ pub(super) async fn accept_one(tcp: Arc<Tcp>, stream: TcpStream) -> std::io::Res
     .map_err(std::io::Error::other)??;
     std.set_read_timeout(None)?;
     let peer = tcp.peers.get(&peer_id).cloned().ok_or_else(|| {
-        let why = crate::transport::ofi::refusal(&tcp.env, peer_id);
+        let why = crate::transport::carrier::refusal(&tcp.env, peer_id);
         std::io::Error::other(why.unwrap_or_else(|| format!("no link for node {peer_id}")))
     })?;
     match flow {

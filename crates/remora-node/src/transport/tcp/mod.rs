@@ -65,7 +65,7 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
     let mut starts = Vec::new();
     for n in &cluster.nodes {
         // Nodes the ofi transport (opened before this one) carries are not ours.
-        if n.id == env.node || crate::transport::ofi::carries(&env, n.id) {
+        if n.id == env.node || crate::transport::carrier::over_fabric(&env, n.id) {
             continue;
         }
         let (peer, rx) = TcpPeer::with_accepts(inbound.clone(), n.id, format!("{}:{}", n.host, n.port));

@@ -23,12 +23,6 @@ type Pending = HashMap<u64, oneshot::Sender<Result<PeerReply, Error>>>;
 /// only when it failed. Plain ids count up from 1 and never reach it.
 pub(in crate::transport) const QUIET: u64 = 1 << 63;
 
-/// A bulk frame to send (`bulk_tx.rs`).
-pub(in crate::transport) struct BulkOut {
-    pub(in crate::transport) hdr: BulkHeader,
-    pub(in crate::transport) payload: Option<(Arc<Mapping>, usize)>,
-}
-
 /// What waits for a bulk operation's answer.
 pub(in crate::transport) enum BulkWait {
     Ack(std::sync::mpsc::Sender<bool>),
@@ -209,7 +203,7 @@ impl TcpPeer {
         }
         let tx = self.bulk.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let bytes = remora_proto::link::BULK_FRAME as u64 + if payload.is_some() { hdr.len } else { 0 };
-        match tx.map(|tx| tx.send(BulkOut { hdr, payload })) {
+        match tx.map(|tx| tx.send(super::bulk_tx::BulkOut { hdr, payload })) {
             Some(Ok(())) => {
                 self.bytes_out.fetch_add(bytes, Ordering::Relaxed);
                 Ok(())
