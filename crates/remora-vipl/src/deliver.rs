@@ -21,9 +21,13 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long a send waits for the peer to post a receive before the message counts as one
-/// that found none.
+/// How long a send waits for a peer of this host to post a receive before the message
+/// counts as one that found none.
 const RECEIVE_GRACE: Duration = Duration::from_millis(5);
+/// The same for a peer on another host, whose posted count comes home through the DSM
+/// pager's flush (a pager kept off the cores by a loaded machine took longer than 5 ms to
+/// tell a receive posted before the send: the send broke the VI).
+const RECEIVE_GRACE_FAR: Duration = Duration::from_millis(100);
 /// How long a send waits for a freshly connected peer to describe its receives.
 const READY_WAIT: Duration = Duration::from_secs(10);
 
@@ -207,8 +211,8 @@ impl ViInner {
 
     /// The size of the peer's receive number `k`, once it is described; `None` when it is
     /// not within the grace (or the peer never linked).
-    fn peer_room(&self, sq: &mut SendQ, k: u64) -> Option<u32> {
-        if k >= sq.seen && !self.learn_posted(sq, k) {
+    fn peer_room(&self, sq: &mut SendQ, k: u64, grace: Duration) -> Option<u32> {
+        if k >= sq.seen && !self.learn_posted(sq, k, grace) {
             return None;
         }
         sq.rooms.get(k as usize % ENTRIES).copied()
@@ -216,7 +220,7 @@ impl ViInner {
 
     /// Read the peer's posted count (waiting for receive `k` a moment) and the sizes of
     /// the receives new since the last look.
-    fn learn_posted(&self, sq: &mut SendQ, k: u64) -> bool {
+    fn learn_posted(&self, sq: &mut SendQ, k: u64, grace: Duration) -> bool {
         let mut posted = self.own(layout::PEER_POSTED);
         if posted <= k || self.own(layout::PEER_READY) == 0 {
             let start = Instant::now();
@@ -233,7 +237,7 @@ impl ViInner {
                 if posted > k {
                     break;
                 }
-                if start.elapsed() > RECEIVE_GRACE {
+                if start.elapsed() > grace {
                     return false;
                 }
                 n += 1;
@@ -269,7 +273,8 @@ impl ViInner {
         len: u32,
     ) -> Outcome {
         let k = sq.consumed;
-        let Some(room) = self.peer_room(sq, k) else {
+        let grace = if link.map.is_local() { RECEIVE_GRACE } else { RECEIVE_GRACE_FAR };
+        let Some(room) = self.peer_room(sq, k, grace) else {
             if !reliable {
                 return Outcome::bits(0);
             }
