@@ -101,6 +101,18 @@ impl Backing {
             Backing::Dsm(d) => d.refresh(),
         }
     }
+    fn store_home(&self, runs: &[(usize, &[u8])]) -> std::io::Result<()> {
+        match self {
+            Backing::Mmap(m) => {
+                for (off, data) in runs {
+                    m.write(*off, data)?;
+                    std::sync::atomic::fence(Ordering::SeqCst);
+                }
+                Ok(())
+            }
+            Backing::Dsm(d) => d.store_home(runs),
+        }
+    }
     fn lost(&self) -> bool {
         matches!(self, Backing::Dsm(d) if d.is_lost())
     }
@@ -416,6 +428,20 @@ impl Map {
     /// them). `false` when the home was lost.
     pub fn send(&self) -> bool {
         self.inner.mapping.read().unwrap_or_else(|p| p.into_inner()).as_ref().is_none_or(|b| b.send())
+    }
+
+    /// Store each run (`offset`, bytes) in order and return once all have reached the
+    /// segment's memory (another host's segment: straight home over the pager flow, one
+    /// round trip and no page fault, where the pager has nothing of this map to send first).
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`]; [`Error::IllegalOperation`] on a read-only map; the error of
+    /// the home's loss.
+    pub fn store_home(&self, runs: &[(usize, &[u8])]) -> Result<()> {
+        if self.inner.readonly {
+            return Err(Error::IllegalOperation);
+        }
+        self.with(|m| m.store_home(runs))
     }
 
     /// Make later loads of this map see every store that reached the segment's memory.

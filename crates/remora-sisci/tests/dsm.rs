@@ -464,3 +464,38 @@ fn lost_home_raises_sigbus_instead_of_hanging() {
     assert!(!rest.contains("no fault"), "{rest}");
     assert_eq!(status.signal(), Some(7), "expected SIGBUS, got {status:?}: {rest}");
 }
+
+#[test]
+fn stores_straight_home_land_in_order_when_the_call_returns() {
+    // `Map::store_home`: a few small runs go home in order and are there when the call
+    // returns, straight over the pager flow (no page of the map resident), and through the
+    // map and a flush when a store through the map left a page watched (that store lands
+    // too).
+    let Some(c) = cluster(2) else { return };
+    let (sa, sb) = (sci(&c, 1), sci(&c, 2));
+    let a = Descriptor::open(&sa).unwrap();
+    let b = Descriptor::open(&sb).unwrap();
+    const SIZE: usize = 4 * 4096;
+    let seg = export(&a, 51, SIZE);
+    let home = seg.map(0, SIZE, None, MapFlags::default()).unwrap();
+    let to_a = RemoteSegment::connect(&b, 4, 51, 0, Some(Duration::from_secs(10))).unwrap();
+    let m = to_a.map(0, SIZE, None, MapFlags::default()).unwrap();
+    let word = |at: usize| home.with_atomic(at, |w| w.load(Ordering::Acquire)).unwrap();
+    for i in 1..=200u64 {
+        let through_map = i % 50 == 0;
+        if through_map {
+            m.write(3 * 4096, &i.to_le_bytes()).unwrap();
+        }
+        let v = i.to_le_bytes();
+        m.store_home(&[(64, &[i as u8; 40]), (104, &v), (4096 + 8, &v)]).unwrap();
+        assert_eq!(word(4096 + 8), i, "round {i}: the last run not home");
+        assert_eq!(word(104), i, "round {i}: the second run not home");
+        let mut line = [0u8; 40];
+        home.read(64, &mut line).unwrap();
+        assert!(line.iter().all(|&x| x == i as u8), "round {i}: the first run not home");
+        if through_map {
+            assert_eq!(word(3 * 4096), i, "round {i}: the store through the map made before not home");
+        }
+    }
+    assert!(matches!(m.store_home(&[(SIZE - 4, &[0u8; 8])]), Err(Error::OutOfRange)));
+}

@@ -80,7 +80,18 @@ impl ViInner {
         if q.pushed >= end {
             return;
         }
-        let mut wrote = false;
+        // Another host's segment: the entries and the count go home together, straight
+        // over the pager flow (in order: the entries first, so the peer never reads an
+        // entry as it was a lap ago), landed when this returns.
+        let far = !link.map.is_local();
+        let mut runs: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut put = |at: usize, b: &[u8]| {
+            if far {
+                runs.push((at, b.to_vec()));
+            } else {
+                let _ = link.map.write(at, b);
+            }
+        };
         if q.described.len() < ENTRIES {
             q.described.resize(ENTRIES, None);
         }
@@ -98,27 +109,25 @@ impl ViInner {
                 if q.described[i] != Some(short) {
                     let mut e = [0u8; 48];
                     let n = layout::encode_entry_into(p.total, &p.chunks, &mut e);
-                    let _ = link.map.write(at, &e[..n]);
-                    wrote = true;
+                    put(at, &e[..n]);
                     q.described[i] = Some(short);
                 }
             } else {
                 let mut e = [0u8; ENTRY];
                 let n = layout::encode_entry(p.total, &p.chunks, &mut e);
-                let _ = link.map.write(at, &e[..n]);
-                wrote = true;
+                put(at, &e[..n]);
                 q.described[i] = None;
             }
             q.pushed += 1;
         }
-        // Another host's segment: the pager sends dirty pages home in its own order, and the
-        // count's page may land before an entry's (the peer would read the entry as it was a
-        // lap ago: a stale room, a false length error). The entries go first, then the count.
-        if wrote && !link.map.is_local() {
-            link.push();
+        if far {
+            let count = q.pushed.to_le_bytes();
+            let mut all: Vec<(usize, &[u8])> = runs.iter().map(|(a, b)| (*a, &b[..])).collect();
+            all.push((layout::PEER_POSTED, &count));
+            let _ = link.map.put(&all);
+        } else {
+            link.store(layout::PEER_POSTED, q.pushed);
         }
-        link.store(layout::PEER_POSTED, q.pushed);
-        link.push();
     }
 
     /// Take in the completions the peer wrote. A completion with an error breaks a
@@ -326,26 +335,28 @@ impl ViInner {
                     o += s.len();
                 }
             }
-            let _ = link.map.write(at, &done.encode(carried.then(|| &inline[..size])));
+            // Straight home in one round trip, landed when this returns: the entry, then
+            // its sequence number, then the done count (the receiver looks at the count
+            // first, and reads the entry only once the count covers it).
+            let line = done.encode(carried.then(|| &inline[..size]));
+            let next = (k + 1).to_le_bytes();
+            let _ = link.map.put(&[(at, &line), (at + SEQ, &next), (layout::DONE, &next)]);
         }
-        link.store(at + SEQ, k + 1);
+        if here {
+            link.store(at + SEQ, k + 1);
+        }
         sq.consumed = k + 1;
-        if !here {
-            link.store(layout::DONE, k + 1);
-        }
         // On this host no barrier between the entry and the look at the peer's waiting
         // flag (it would stall every send until the entry's line reached this core): a
         // receiver that raised the flag watches the ring a moment longer before it sleeps
         // (`Vi::recv_wait`), so an entry whose sender read a stale flag is still seen.
-        if link.peer.bell_always {
+        // Across hosts the entry landed before the look (a receiver that raised its flag
+        // after it sees the entry; one that raised it before is rung).
+        if link.peer.bell_always && here {
             fence(Ordering::SeqCst);
-        } else if !here {
-            link.settle();
         }
         if link.peer.bell_always || self.own(layout::PEER_WAITING) != 0 {
             link.ring();
-        } else {
-            link.push();
         }
         match broke {
             Some(code) if reliable || code == ErrorCode::ConnLost => {

@@ -9,7 +9,7 @@ use remora_config::ViplTransfer;
 use remora_sisci::{DmaFlags, MapFlags, RemoteInterrupt, RemoteSegment, UserRegion};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -71,7 +71,7 @@ impl Link {
         let same_host = seg.is_on_this_host();
         if rung_always {
             // Our receives report to a CQ: the peer rings on every completion.
-            let _ = map.with_atomic(layout::PEER_WAITING, |a| a.store(1, Ordering::Release));
+            let _ = window.put(&[(layout::PEER_WAITING, &1u64.to_le_bytes())]);
         }
         Ok(Link {
             peer,
@@ -89,9 +89,15 @@ impl Link {
         self.seg.is_lost()
     }
 
-    /// Store `v` into the peer's VI segment at `off`, after everything stored before.
+    /// Store `v` into the peer's VI segment at `off`, after everything stored before
+    /// (another host's segment: straight home, landed when this returns, so that no page
+    /// of the peer's segment is written here and none faults).
     pub(crate) fn store(&self, off: usize, v: u64) {
-        self.map.store(off, v);
+        if self.map.is_local() {
+            self.map.store(off, v);
+        } else {
+            let _ = self.map.put(&[(off, &v.to_le_bytes())]);
+        }
     }
 
     /// Put the stores so far on their way (another host's segment: send them home).

@@ -119,6 +119,25 @@ impl Window {
         self.map.flush()
     }
 
+    /// Store each run (`off`, bytes) in order and make them land before going on (another
+    /// host's segment: straight home over the pager flow, one round trip, no page fault);
+    /// `false` when they could not.
+    pub(crate) fn put(&self, runs: &[(usize, &[u8])]) -> bool {
+        match &self.fast {
+            Some(m) => {
+                for (off, data) in runs {
+                    if m.write(*off, data).is_err() {
+                        return false;
+                    }
+                    fence(Ordering::SeqCst);
+                }
+                true
+            }
+            None if self.gone() => false,
+            None => self.map.store_home(runs).is_ok(),
+        }
+    }
+
     /// The word at `off` (0 when out of range).
     #[inline]
     pub(crate) fn load(&self, off: usize) -> u64 {

@@ -246,6 +246,64 @@ impl DsmMap {
         Some(self.landed(p, start, data.len(), r))
     }
 
+    /// Store each run (`off`, bytes), in order, straight home over the map's pager flow, and
+    /// return once the home has them all (and every store made before them to maps of the
+    /// same connection): for a few small stores whose order and arrival matter (a
+    /// completion entry, then its sequence number, then a count), at the cost of one round
+    /// trip and no fault. Where that cannot go without the pager (a page of the map
+    /// resident, some page of any map watched, no flow of the map's own), the runs go
+    /// through the map and a [`DsmMap::flush`].
+    ///
+    /// # Errors
+    /// `ERANGE` outside the map; the flow's error, or `ENOTCONN` when the home was lost.
+    pub fn store_home(&self, runs: &[(usize, &[u8])]) -> std::io::Result<()> {
+        for (off, data) in runs {
+            check(*off, data.len(), self.len)?;
+        }
+        if self.is_lost() {
+            // A page not resident would raise SIGBUS: nothing goes through the map.
+            return Err(std::io::Error::from_raw_os_error(107));
+        }
+        if let Some((flow, seg_off)) = self.flow.as_ref().filter(|_| self.direct) {
+            // As in `write_through`: no store made before is left for the pager to send,
+            // and no page holds bytes these stores would make stale.
+            if nothing_watched() && self.resident.load(Ordering::SeqCst) == 0 {
+                let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
+                for (off, data) in runs {
+                    d.push(seg_off + (self.delta + off) as u64, data);
+                }
+                let r = d.send(true);
+                drop(d);
+                if r.is_ok() && self.resident.load(Ordering::SeqCst) == 0 {
+                    return r;
+                }
+                // A page fetch began meanwhile: drop the pages the stores reached.
+                let p = pager().map_err(|e| std::io::Error::other(e.to_string()))?;
+                let broken = r.as_ref().is_err_and(|e| e.kind() != std::io::ErrorKind::PermissionDenied);
+                for (off, data) in runs {
+                    let (tx, rx) = channel();
+                    p.command(Cmd::Landed {
+                        id: self.id,
+                        start: self.delta + off,
+                        len: data.len(),
+                        broken,
+                        tx,
+                    });
+                    let _ = rx.recv();
+                }
+                return r;
+            }
+        }
+        for (off, data) in runs {
+            self.region.write_at(self.delta + off, data)?;
+        }
+        if self.flush() {
+            Ok(())
+        } else {
+            Err(std::io::Error::from_raw_os_error(107))
+        }
+    }
+
     /// Tell the pager that a store of `len` bytes at byte `start` went home straight (with
     /// `r`), and wait until it dropped the pages the store reached. Returns `r`.
     fn landed(&self, p: &Pager, start: usize, len: usize, r: std::io::Result<()>) -> std::io::Result<()> {

@@ -42,6 +42,9 @@
 //! * A store of [`THROUGH`] bytes or more made with [`DsmMap::write`] (`SCIMemCpy`) goes
 //!   home straight over the pager flow, after every store made before it, and is there
 //!   when the call returns (`pager/through.rs`).
+//! * Stores made with [`DsmMap::store_home`] go home straight over the pager flow, in
+//!   order, after every store made before them to maps of the same connection, and are
+//!   there when the call returns.
 //! * Signals on other paths (interrupt triggers, DMA, SCIF messages and fences) call
 //!   [`settle`] first: the stores made before them land before they leave.
 //! * Order: stores separated by a flush or a send reach the home in program order (one
