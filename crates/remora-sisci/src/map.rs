@@ -113,6 +113,15 @@ impl Backing {
             Backing::Dsm(d) => d.store_home(runs),
         }
     }
+    fn load_home(&self, off: usize, out: &mut [u8]) -> std::io::Result<()> {
+        match self {
+            Backing::Mmap(m) => {
+                std::sync::atomic::fence(Ordering::SeqCst);
+                m.read(off, out)
+            }
+            Backing::Dsm(d) => d.load_home(off, out),
+        }
+    }
     fn lost(&self) -> bool {
         matches!(self, Backing::Dsm(d) if d.is_lost())
     }
@@ -442,6 +451,16 @@ impl Map {
             return Err(Error::IllegalOperation);
         }
         self.with(|m| m.store_home(runs))
+    }
+
+    /// Load into `out` from `offset` what the segment's memory holds now (another host's
+    /// segment: straight from the home over the pager flow, one round trip, where no store
+    /// of this process is left unsent in a page; the pages of the map are not dropped).
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`]; the error of the home's loss.
+    pub fn load_home(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.with(|m| m.load_home(offset, out))
     }
 
     /// Make later loads of this map see every store that reached the segment's memory.

@@ -466,7 +466,7 @@ fn lost_home_raises_sigbus_instead_of_hanging() {
 }
 
 #[test]
-fn stores_straight_home_land_in_order_when_the_call_returns() {
+fn stores_and_loads_straight_home_are_current_when_the_call_returns() {
     // `Map::store_home`: a few small runs go home in order and are there when the call
     // returns, straight over the pager flow (no page of the map resident), and through the
     // map and a flush when a store through the map left a page watched (that store lands
@@ -498,4 +498,15 @@ fn stores_straight_home_land_in_order_when_the_call_returns() {
         }
     }
     assert!(matches!(m.store_home(&[(SIZE - 4, &[0u8; 8])]), Err(Error::OutOfRange)));
+    // `Map::load_home`: what the home holds now, the map's own stores included.
+    let mut w = [0u8; 8];
+    for i in 1..=50u64 {
+        home.with_atomic(2 * 4096, |x| x.store(i, Ordering::Release)).unwrap();
+        m.load_home(2 * 4096, &mut w).unwrap();
+        assert_eq!(u64::from_le_bytes(w), i, "round {i}: load_home behind the home");
+        m.write(2 * 4096 + 8, &(i + 1000).to_le_bytes()).unwrap();
+        m.load_home(2 * 4096 + 8, &mut w).unwrap();
+        assert_eq!(u64::from_le_bytes(w), i + 1000, "round {i}: load_home missed this map's store");
+    }
+    assert!(matches!(m.load_home(SIZE - 4, &mut w), Err(Error::OutOfRange)));
 }

@@ -236,11 +236,15 @@ impl Link {
             *t = Some((seg, Window::new(map)));
         }
         let Some((_, map)) = t.as_ref() else { return Ok(None) };
-        if !map.is_local() {
-            map.map.acquire();
-        }
         let mut b = [0u8; SLOT];
-        map.read((handle as usize % SLOTS) * SLOT, &mut b)?;
+        let at = (handle as usize % SLOTS) * SLOT;
+        if map.is_local() {
+            map.read(at, &mut b)?;
+        } else {
+            // The slot as the peer's host has it now (one round trip), without dropping
+            // the pages of every map as a refresh would.
+            map.map.load_home(at, &mut b)?;
+        }
         let s = layout::FixedSlot::decode(&b);
         Ok((s.flags & layout::SLOT_VALID != 0 && s.handle == handle).then_some(s))
     }

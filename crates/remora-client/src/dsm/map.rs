@@ -304,6 +304,34 @@ impl DsmMap {
         }
     }
 
+    /// Load `out.len()` bytes at `off` as the home has them now (with every store made
+    /// before to maps of the same connection): straight over the map's pager flow, one
+    /// round trip, where no page of any map holds stores not sent yet; else a
+    /// [`DsmMap::refresh`] and a load through the map. For a word read now and then that
+    /// must be current (a table another host rewrites), without dropping every page.
+    ///
+    /// # Errors
+    /// `ERANGE` outside the map; the flow's error, or `ENOTCONN` when the home was lost.
+    pub fn load_home(&self, off: usize, out: &mut [u8]) -> std::io::Result<()> {
+        check(off, out.len(), self.len)?;
+        if self.is_lost() {
+            // A page not resident would raise SIGBUS: nothing goes through the map.
+            return Err(std::io::Error::from_raw_os_error(107));
+        }
+        if let Some((flow, seg_off)) = self.flow.as_ref().filter(|_| self.direct) {
+            // No store of this process is left unsent in a page (one sent is on this flow,
+            // before the read): the home's bytes include every store made here.
+            if nothing_watched() {
+                let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
+                return d.read(seg_off + (self.delta + off) as u64, out);
+            }
+        }
+        if !self.refresh() {
+            return Err(std::io::Error::from_raw_os_error(107));
+        }
+        self.read(off, out)
+    }
+
     /// Tell the pager that a store of `len` bytes at byte `start` went home straight (with
     /// `r`), and wait until it dropped the pages the store reached. Returns `r`.
     fn landed(&self, p: &Pager, start: usize, len: usize, r: std::io::Result<()>) -> std::io::Result<()> {
