@@ -241,8 +241,8 @@ impl Link {
         if map.is_local() {
             map.read(at, &mut b)?;
         } else {
-            // The slot as the peer's host has it now (one round trip), without dropping
-            // the pages of every map as a refresh would.
+            // The slot as the peer's host has it now (one round trip), without a refresh
+            // of the table's map (which dropped its pages and fetched the slot's again).
             map.map.load_home(at, &mut b)?;
         }
         let s = layout::FixedSlot::decode(&b);
