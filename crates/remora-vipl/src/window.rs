@@ -30,8 +30,10 @@ impl Window {
         Window { map, fast }
     }
 
-    /// A window that fetches every page of another host's segment now, so later accesses
-    /// never have to (a page fetched stays: nothing here drops clean pages).
+    /// A window that fetches every page of another host's segment now, so the first
+    /// accesses need not. The DSM's refresh drops clean pages again (every 1 ms by
+    /// default), so this is a head start, not a promise: the link's hot words go straight
+    /// home instead (`Map::store_home`, `Map::load_home`).
     pub(crate) fn resident(map: Map, size: usize) -> Window {
         let w = Window::new(map);
         if !w.is_local() {
