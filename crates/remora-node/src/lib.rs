@@ -200,14 +200,25 @@ pub fn run(config: Config) -> Result<(), StartError> {
     if rustix::fs::flock(lock_file.as_fd(), rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
         return Err(StartError::AlreadyRunning(config.node));
     }
-    let sock = paths::socket_path(&config.runtime_dir, config.node);
-    let _ = std::fs::remove_file(&sock);
-    let listener = remora_sys::seqpacket::listen(&sock).map_err(|e| StartError::Io("listen", e))?;
-    open_to_all_if_shared(&config.runtime_dir, &sock);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| StartError::Io("runtime", e))?;
+    // SIGTERM and SIGINT are taken before the socket exists: whoever finds the socket (and
+    // signals the pid it reads from it) reaches a daemon that will clean up. Taken later,
+    // a signal in between killed the daemon with the socket and the lock file left behind.
+    let signals = {
+        let _in_runtime = rt.enter();
+        let take = |kind| tokio::signal::unix::signal(kind).map_err(|e| StartError::Io("signal", e));
+        Signals {
+            term: take(tokio::signal::unix::SignalKind::terminate())?,
+            int: take(tokio::signal::unix::SignalKind::interrupt())?,
+        }
+    };
+    let sock = paths::socket_path(&config.runtime_dir, config.node);
+    let _ = std::fs::remove_file(&sock);
+    let listener = remora_sys::seqpacket::listen(&sock).map_err(|e| StartError::Io("listen", e))?;
+    open_to_all_if_shared(&config.runtime_dir, &sock);
     let node = Arc::new(Node {
         reg: Mutex::new(Registry::new(config.node)),
         config,
@@ -230,7 +241,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     // spins; the threads it starts run at the ordinary weight; `REMORA_URGENT=0` leaves it
     // at the ordinary weight.
     remora_sys::sched::urgent_event_loop();
-    let result = rt.block_on(serve(node.clone(), listener));
+    let result = rt.block_on(serve(node.clone(), listener, signals));
     // A clean exit (shutdown, idle, SIGTERM, SIGINT) leaves nothing behind: the socket and
     // the lock file go (the lock is still held while its file is removed).
     let _ = std::fs::remove_file(&sock);
@@ -255,7 +266,13 @@ fn open_to_all_if_shared(dir: &std::path::Path, sock: &std::path::Path) {
     }
 }
 
-async fn serve(node: Arc<Node>, listener: std::os::fd::OwnedFd) -> Result<(), StartError> {
+/// The signals that end a daemon cleanly.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+async fn serve(node: Arc<Node>, listener: std::os::fd::OwnedFd, signals: Signals) -> Result<(), StartError> {
     let env = transport::Env {
         node: node.config.node,
         runtime_dir: node.config.runtime_dir.clone(),
@@ -270,10 +287,7 @@ async fn serve(node: Arc<Node>, listener: std::os::fd::OwnedFd) -> Result<(), St
         tokio::spawn(metrics::serve(node.clone(), addr));
     }
     let listener = remora_sys::async_conn::register(listener).map_err(|e| StartError::Io("listener", e))?;
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| StartError::Io("signal", e))?;
-    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|e| StartError::Io("signal", e))?;
+    let Signals { mut term, mut int } = signals;
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
         tokio::select! {
