@@ -109,6 +109,10 @@ pub struct Config {
     /// byte less of payload (a sender gets at most 4095 bytes ahead of a peer that does not
     /// receive). Read by `remorad`, which sizes the connections it makes.
     pub scif_queue_bytes: usize,
+    /// `REMORA_SCIF_DIRECT` (`0`: a SCIF connection between processes of two hosts carries
+    /// its messages through both node daemons' relays instead of a TCP flow of its own
+    /// between the two processes). Read by `remorad`: either end's daemon turns it off.
+    pub scif_direct: bool,
 }
 
 /// MPSS's SCIF endpoint queue size (`SCIF_ENDPT_QP_SIZE`); it holds one byte less.
@@ -154,6 +158,7 @@ pub const VARIABLES: &[&str] = &[
     "REMORA_BENCH_SPREAD",
     "REMORA_VIPL_TRANSFER",
     "REMORA_SCIF_QUEUE_BYTES",
+    "REMORA_SCIF_DIRECT",
 ];
 
 /// A decimal integer in `lo..=hi`, written without sign, spaces or other characters.
@@ -292,6 +297,10 @@ impl Config {
                 )? as usize,
                 None => SCIF_QUEUE_DEFAULT,
             },
+            scif_direct: get("REMORA_SCIF_DIRECT")
+                .map(|v| switch("REMORA_SCIF_DIRECT", v))
+                .transpose()?
+                .unwrap_or(true),
             rsm_segmentid_file: match get("REMORA_RSM_SEGMENTID_FILE") {
                 Some(v) => path("REMORA_RSM_SEGMENTID_FILE", v)?,
                 None => PathBuf::from("/etc/rsm/rsm.segmentid"),
@@ -365,7 +374,7 @@ mod tests {
         assert_eq!(c.node, 4);
         assert_eq!(c.runtime_dir, PathBuf::from("/run/user/7/remora"));
         assert_eq!(c.idle_exit, Duration::from_secs(30));
-        assert!(c.spawn && c.pager_flows && c.urgent);
+        assert!(c.spawn && c.pager_flows && c.urgent && c.scif_direct);
         assert_eq!(c.spin, Duration::from_micros(50));
         assert_eq!(c.dsm.flush, Duration::from_micros(20));
         assert_eq!(c.dsm.flush_min, Duration::from_micros(10));
@@ -421,6 +430,7 @@ mod tests {
         assert!(!Config::from_vars([("REMORA_NO_SPAWN", "1")]).unwrap().spawn);
         assert!(!Config::from_vars([("REMORA_URGENT", "0")]).unwrap().urgent);
         assert!(!Config::from_vars([("REMORA_PAGER_FLOWS", "0")]).unwrap().pager_flows);
+        assert!(!Config::from_vars([("REMORA_SCIF_DIRECT", "0")]).unwrap().scif_direct);
         assert_eq!(err(&[("REMORA_NO_SPAWN", "yes")]), "REMORA_NO_SPAWN=\"yes\": allowed: 0 or 1");
         assert!(err(&[("REMORA_RUNTIME_DIR", "")]).starts_with("REMORA_RUNTIME_DIR=\"\""));
         assert!(err(&[("REMORA_DAEMON", " /x")]).starts_with("REMORA_DAEMON"));

@@ -338,4 +338,10 @@ impl Inbound for NodeInbound {
             }
         }
     }
+
+    /// Only SCIF connections take direct flows (their messages).
+    fn direct_flow(&self, from: u32, key: u64, token: u64) -> Option<crate::transport::HandOver> {
+        let node = self.node.upgrade()?;
+        crate::personality::scif::direct::arrived(&node, from, key, token)
+    }
 }

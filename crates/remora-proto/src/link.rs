@@ -127,6 +127,16 @@ pub enum LinkMsg {
         /// What the flow reaches (the listening node decides what that memory is).
         target: RangeRef,
     },
+    /// First frame of a [`Flow::Pager`] connection that is not a pager's: a direct flow
+    /// between two processes (a SCIF connection's messages), which the listener hands to
+    /// whoever waits for `key` with the one-time `token` it gave out for that flow. The
+    /// listener answers [`LinkMsg::Welcome`] once it handed the socket over, else closes.
+    FlowBind {
+        /// What the flow is for, in the listening node's handles (a SCIF connection).
+        key: u64,
+        /// The one-time token the listening node gave for it.
+        token: u64,
+    },
 }
 
 /// Memory of a node that a peer reaches through a pager flow or bulk frames, named the way
@@ -372,6 +382,19 @@ pub enum ScifPeerReply {
         conn: u64,
         /// The accepting endpoint's port.
         port: u16,
+    },
+    /// A connection was accepted, and the accepting endpoint's messages may go over a TCP
+    /// flow of their own between the two processes: the asking node dials the answering
+    /// node's link port with the pager flows' handshake and binds the flow with
+    /// [`LinkMsg::FlowBind`] `{ key: conn, token }` (the relay is the fallback when the
+    /// flow does not come).
+    AcceptedDirect {
+        /// The answering node's handle of the connection.
+        conn: u64,
+        /// The accepting endpoint's port.
+        port: u16,
+        /// The one-time token of the flow.
+        token: u64,
     },
 }
 

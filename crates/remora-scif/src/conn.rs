@@ -58,6 +58,10 @@ pub(crate) struct Conn {
     pub(crate) region: MsgRegion,
     /// The peer is on another host: RMA goes through the daemons, maps are refused.
     pub(crate) remote: bool,
+    /// The peer is on another host and the messages go over the two processes' own TCP
+    /// flow, which is the endpoint's descriptor (`remora_sys::flow`), not through the
+    /// region and the daemons' relays.
+    pub(crate) direct: bool,
     /// 0 for the connecting end, 1 for the accepting end.
     pub(crate) side: usize,
     pub(crate) peer_ringer: OwnedFd,
@@ -89,14 +93,20 @@ impl Conn {
 }
 
 impl Conn {
+    /// The connection of a `ScifConnected` answer, and the direct flow that came with it
+    /// (a third descriptor: the caller makes it the endpoint's descriptor).
     pub(crate) fn adopt(
         session: Session,
         reply: Reply,
         mut fds: Vec<OwnedFd>,
         local: PortId,
-    ) -> Result<Conn> {
+    ) -> Result<(Conn, Option<OwnedFd>)> {
         let Reply::ScifConnected { side, remote, peer_node, peer_port } = reply else {
             return Err(Error::Invalid(format!("unexpected answer {reply:?}")));
+        };
+        let flow = match fds.len() {
+            3 if remote && remora_sys::flow::is_flow(fds[2].as_fd()) => fds.pop(),
+            _ => None,
         };
         if fds.len() != 2 || side > 1 {
             return Err(Error::Invalid("connection answer without its descriptors".into()));
@@ -104,10 +114,11 @@ impl Conn {
         let peer_ringer = fds.pop().expect("two");
         let region_fd = fds.pop().expect("two");
         let region = MsgRegion::open(region_fd.as_fd()).map_err(|e| Error::NoMemory(e.to_string()))?;
-        Ok(Conn {
+        let conn = Conn {
             session: Arc::new(session),
             region,
             remote,
+            direct: flow.is_some(),
             side: side as usize,
             peer_ringer,
             local,
@@ -117,7 +128,8 @@ impl Conn {
             own_windows: Mutex::default(),
             peer_windows: Mutex::default(),
             empty_polls: AtomicU32::new(0),
-        })
+        };
+        Ok((conn, flow))
     }
 }
 

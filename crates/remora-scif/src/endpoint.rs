@@ -312,7 +312,19 @@ impl Endpoint {
             }
         };
         let local = PortId { node: scif.node(), port };
-        Conn::adopt(session, reply, fds, local)
+        let (conn, flow) = Conn::adopt(session, reply, fds, local)?;
+        if let Some(flow) = flow {
+            // The flow becomes the endpoint's descriptor (same number, with the program's
+            // O_NONBLOCK); a poll already under way on the doorbell is woken to look again.
+            let nonblocking = bell::is_nonblocking(self.as_fd());
+            remora_sys::flow::install(self.as_fd(), flow).map_err(|e| Error::NoMemory(e.to_string()))?;
+            if nonblocking {
+                remora_sys::seqpacket::set_nonblocking(self.as_fd(), true)
+                    .map_err(|e| Error::NoMemory(e.to_string()))?;
+            }
+            bell::ring(self.inner.ringer.as_fd());
+        }
+        Ok(conn)
     }
 
     /// `scif_accept`: take a waiting connection request (or wait for one when `sync`,
@@ -340,8 +352,11 @@ impl Endpoint {
             }
         })?;
         let local = PortId { node: scif.node(), port };
-        let conn = Conn::adopt(session, reply, fds, local)?;
+        let (conn, flow) = Conn::adopt(session, reply, fds, local)?;
         let peer = conn.peer;
+        // A direct flow is the new endpoint's descriptor (its doorbell is not needed).
+        // (Close-on-exec as every descriptor received; TCP_NODELAY set by the daemons.)
+        let reader = flow.unwrap_or(reader);
         let ep = Endpoint::from_parts(scif, reader, ringer, State::Connected { _home: None });
         let _ = ep.inner.conn.set(Arc::new(conn));
         Ok((ep, peer))
@@ -376,6 +391,11 @@ impl Endpoint {
         }
         if let Some(c) = self.inner.conn.get() {
             c.region.closed(c.side).store(1, Ordering::Release);
+            if c.direct {
+                // The peer reads what we sent, then the end of the stream; every thread
+                // blocked on the descriptor wakes.
+                remora_sys::flow::shutdown(self.as_fd(), false);
+            }
             let _ = c.session.request(Request::Scif(ScifRequest::Close), &[]);
         }
         bell::hang_up(self.inner.ringer.as_fd());

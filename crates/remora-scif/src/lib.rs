@@ -5,8 +5,10 @@
 //! [`Endpoint`] is `scif_open`'s endpoint: a real file descriptor ([`Endpoint::fd`]) that
 //! `poll`, `select` and `epoll` understand. Endpoints bind to ports, listen, connect and
 //! accept; connected endpoints exchange ordered byte messages through a shared-memory ring
-//! (no daemon on the path), register windows of their memory, map the peer's windows and
-//! move data between windows with RMA calls, synchronised by fences.
+//! (no daemon on the path; with a peer on another host, over a TCP stream of the two
+//! processes' own, which then is the endpoint's descriptor), register windows of their
+//! memory, map the peer's windows and move data between windows with RMA calls,
+//! synchronised by fences.
 //!
 //! ```no_run
 //! use remora_scif::{Endpoint, PortId, Scif};
@@ -29,6 +31,7 @@
 //! ```
 
 mod conn;
+mod direct;
 mod endpoint;
 mod error;
 mod maps;

@@ -13,7 +13,8 @@ impl Endpoint {
     /// `scif_send`: queue `data` for the peer. Blocking (`SCIF_SEND_BLOCK`) returns when
     /// all of it is queued; otherwise as much as fits now is queued (0 bytes when the
     /// peer's queue is full: MPSS's 4 KiB queue holds 4095 bytes the peer has not
-    /// received; `REMORA_SCIF_QUEUE_BYTES`). Returns the bytes queued.
+    /// received; `REMORA_SCIF_QUEUE_BYTES`; with a peer on another host and a direct flow,
+    /// the queue is the flow's socket buffer). Returns the bytes queued.
     ///
     /// # Errors
     /// [`Error::NotConnected`], [`Error::Reset`] when the peer closed before anything was
@@ -26,6 +27,9 @@ impl Endpoint {
             remora_client::dsm::settle();
         }
         let _g = c.send_lock.lock();
+        if c.direct {
+            return self.send_direct(c, data, block);
+        }
         let d = c.side;
         let mut sent = 0;
         loop {
@@ -125,6 +129,9 @@ impl Endpoint {
     pub fn recv(&self, buf: &mut [u8], block: bool) -> Result<usize> {
         let c = self.conn()?;
         let _g = c.recv_lock.lock();
+        if c.direct {
+            return self.recv_direct(c, buf, block);
+        }
         let d = 1 - c.side;
         let mut got = 0;
         let mut took = false;

@@ -289,6 +289,7 @@ fn endpoints_on_two_hosts_exchange_messages_and_rma_through_the_link() {
     // Start node 8's daemon (the listener's) and let the link come up.
     wait_for_link(&h);
     let (c, s) = pair(&h, 4, 8);
+    assert!(c.is_direct() && s.is_direct(), "the messages take a flow of their own");
     for i in 0u64..50 {
         c.send(&i.to_le_bytes(), true).unwrap();
         let mut b = [0u8; 8];
@@ -357,8 +358,8 @@ fn endpoints_on_two_hosts_exchange_messages_and_rma_through_the_link() {
     assert!(r.hung_up);
 }
 
-/// Messages relayed over the ofi transport (libfabric's tcp provider; each one posted, as
-/// over tcp): in order both ways, more than a ring's worth at once, and a close after the
+/// Messages between hosts linked over the ofi transport (libfabric's tcp provider), over
+/// the processes' own flow as over tcp: in order both ways, more than a ring's worth at once, and a close after the
 /// data it follows.
 #[test]
 fn endpoints_on_two_hosts_exchange_messages_over_ofi() {
@@ -369,6 +370,7 @@ fn endpoints_on_two_hosts_exchange_messages_over_ofi() {
     let h = Harness::with_cluster_keys(&[4, 8], "force_tcp = true\ntransport = \"ofi+tcp\"\n");
     wait_for_link(&h);
     let (c, s) = pair(&h, 4, 8);
+    assert!(c.is_direct() && s.is_direct(), "the messages' own flow, dialed to the bootstrap port");
     for i in 0u64..200 {
         c.send(&i.to_le_bytes(), true).unwrap();
         let mut b = [0u8; 8];

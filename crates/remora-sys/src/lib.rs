@@ -20,6 +20,7 @@ pub mod async_conn;
 pub mod bell;
 pub mod cancel;
 pub mod dma;
+pub mod flow;
 pub mod intr;
 pub mod lock;
 pub mod mapping;

@@ -352,6 +352,7 @@ fn peer_frames() -> Vec<(String, Vec<u8>)> {
         ("session_end", LinkMsg::SessionEnd { origin: 5 }),
         ("pager_bind", LinkMsg::PagerBind { target: RangeRef::connection(CONN) }),
         ("pager_bind_registered", LinkMsg::PagerBind { target: RangeRef::registered(9) }),
+        ("flow_bind", LinkMsg::FlowBind { key: 3, token: 0x5eed_f10e_70ce_0001 }),
         (
             "event",
             LinkMsg::Event {
@@ -424,6 +425,10 @@ fn peer_frames() -> Vec<(String, Vec<u8>)> {
         ("reply_data", reply(Ok(PeerReply::Data(vec![0x5a; 4096])))),
         ("reply_interrupt", reply(Ok(PeerReply::Interrupt { intr: 0x3_0000_0002, intno: 7 }))),
         ("reply_scif_accepted", reply(Ok(PeerReply::Scif(ScifPeerReply::Accepted { conn: 3, port: 2050 })))),
+        (
+            "reply_scif_accepted_direct",
+            reply(Ok(PeerReply::Scif(ScifPeerReply::AcceptedDirect { conn: 3, port: 2050, token: 0x70ce }))),
+        ),
         (
             "reply_rsm_connected",
             reply(Ok(PeerReply::RsmConnected { conn: CONN, size: 1 << 20, signal: 5, writable: false })),

@@ -38,6 +38,10 @@
 //!   of this node's processes uses to fetch pages of, and store into, one [`RangeRef`] of
 //!   the peer, bound by this node before it is handed over so that the process reaches
 //!   nothing else.
+//! * **Direct flows** ([`Transport::direct_flow`]): a connection of its own between a
+//!   process of this node and one of the peer's (a SCIF connection's messages), dialed and
+//!   authenticated as a pager flow is, and given by the peer to whoever waits for it with
+//!   the one-time token the peer handed out ([`Inbound::direct_flow`]).
 //!
 //! An operation a transport cannot do answers [`unsupported`] rather than pretending. Bytes
 //! that arrive malformed close that one link (or flow), with the reason logged, and never
@@ -287,7 +291,23 @@ pub trait Transport: Send + Sync {
         let _ = (node, target);
         Box::pin(async move { Err(unsupported(self.name(), "pager flows")) })
     }
+
+    /// A direct flow to `node` for a process of this node: a TCP stream of its own, dialed
+    /// and authenticated as a pager flow is, that `node` hands to whoever waits there for
+    /// `key` with the one-time `token` ([`Inbound::direct_flow`]). It returns once the peer
+    /// said it handed the stream over.
+    ///
+    /// # Errors
+    /// [`unsupported`] for transports that share memory or dial no flows; the dial's or
+    /// the hand-over's failure otherwise (the caller falls back to its relay).
+    fn direct_flow(&self, node: u32, key: u64, token: u64) -> BoxFuture<'_, Result<OwnedFd, Error>> {
+        let _ = (node, key, token);
+        Box::pin(async move { Err(unsupported(self.name(), "direct flows")) })
+    }
 }
+
+/// Gives a direct flow that arrived to whoever waited for it ([`Inbound::direct_flow`]).
+pub type HandOver = Box<dyn FnOnce(OwnedFd) + Send>;
 
 /// What the node does for its transports: serve what peers send.
 pub trait Inbound: Send + Sync {
@@ -314,6 +334,15 @@ pub trait Inbound: Send + Sync {
 
     /// The memory `target` of this node, as `from` may reach it (`None`: it may not).
     fn memory(&self, from: u32, target: RangeRef) -> Option<Arc<dyn PeerMemory>>;
+
+    /// A direct flow from `from` bound to `key` with `token` arrived: the hand-over to
+    /// whoever waits for exactly that (taken: a token serves once), or `None` (the
+    /// transport closes the flow). Dropping the hand-over unused tells the waiter the flow
+    /// failed.
+    fn direct_flow(&self, from: u32, key: u64, token: u64) -> Option<HandOver> {
+        let _ = (from, key, token);
+        None
+    }
 }
 
 /// Memory of this node that a peer reaches; every access is checked when it is made.

@@ -41,6 +41,9 @@ pub struct Accepted {
     pub peer_ringer: OwnedFd,
     /// The acceptor's node and port.
     pub peer: (u32, u16),
+    /// The one-time token of the direct flow the acceptor's daemon awaits (a connector on
+    /// another host, direct flows on).
+    pub direct: Option<u64>,
 }
 
 struct Pending {
@@ -151,7 +154,14 @@ pub struct Books {
     /// Session → (connection, side).
     sides: HashMap<u64, (u64, usize)>,
     next: u64,
+    /// Direct flows awaited and held, by connection.
+    pub(super) flows: super::direct::Flows,
 }
+
+/// A connection just accepted, as [`Books::accept`] answers: the region memfd, the
+/// connector's ringer, its port id, whether it is on another host, and the direct flow
+/// awaited (connection, receiver).
+pub type AcceptedHere = (OwnedFd, OwnedFd, (u32, u16), bool, Option<(u64, oneshot::Receiver<OwnedFd>)>);
 
 fn sys(e: std::io::Error) -> Error {
     Error::System(e.to_string())
@@ -258,7 +268,8 @@ impl Books {
     }
 
     /// `scif_accept` on session `sid` (the new endpoint's): take the first waiting request
-    /// of the listener on `port`. Returns the region, the connector's ringer and its port.
+    /// of the listener on `port`. Returns the region, the connector's ringer and its port,
+    /// whether it is on another host, and the direct flow this daemon awaits for it.
     ///
     /// # Errors
     /// `IllegalParameter` when nobody with that token listens on `port`, `Again` when no
@@ -270,7 +281,7 @@ impl Books {
         port: u16,
         token: u64,
         ringer: &OwnedFd,
-    ) -> Result<(OwnedFd, OwnedFd, (u32, u16), bool), Error> {
+    ) -> Result<AcceptedHere, Error> {
         if self.sides.contains_key(&sid) || self.port_of(sid).is_some() {
             return Err(Error::IsConnected);
         }
@@ -304,12 +315,20 @@ impl Books {
                 None => (None, None),
             };
             let remote_connector = relay.is_some();
+            let direct = match far {
+                Some((node, _)) if super::direct::enabled() => {
+                    let token = rand_u64();
+                    Some((token, self.flows.expect(conn, node, token)))
+                }
+                _ => None,
+            };
             let accepted = Accepted {
                 conn,
                 relay,
                 region: memfd.try_clone().map_err(sys)?.into_fd(),
                 peer_ringer: dup(ringer)?,
                 peer: (me, port),
+                direct: direct.as_ref().map(|d| d.0),
             };
             let theirs = dup(&p.ringer)?;
             let p_sid = p.sid;
@@ -323,11 +342,13 @@ impl Books {
             if p.reply.send(Ok(accepted)).is_err() {
                 // The connector gave up meanwhile: forget this one and take the next.
                 self.conns.remove(&conn);
+                self.flows.cancel(conn);
                 continue;
             }
             self.sides.insert(p_sid, (conn, 0));
             self.sides.insert(sid, (conn, 1));
-            return Ok((region_fd, theirs, p.from, remote_connector));
+            let direct = direct.map(|(_, rx)| (conn, rx));
+            return Ok((region_fd, theirs, p.from, remote_connector, direct));
         }
     }
 
@@ -373,6 +394,9 @@ impl Books {
 
     /// News for connection `conn`'s relay (data or a close from the other host).
     pub fn to_relay(&self, conn: u64, msg: RelayIn) -> Result<(), Error> {
+        if matches!(msg, RelayIn::PeerClosed) {
+            self.flows.peer_closed(conn);
+        }
         match self.conns.get(&conn).and_then(|c| c.relay.as_ref()) {
             Some(tx) => tx.send(msg).map_err(|_| Error::NotConnected),
             None => Err(Error::NotConnected),
@@ -381,9 +405,10 @@ impl Books {
 
     /// The far peer of every connection to `node` is gone: their endpoints see a reset.
     pub fn lose_node(&mut self, node: u32) {
-        for c in self.conns.values() {
+        for (id, c) in &self.conns {
             if let (Some(tx), Some((n, _))) = (&c.relay, c.far) {
                 if n == node {
+                    self.flows.lost(*id);
                     let _ = tx.send(RelayIn::PeerClosed);
                 }
             }
@@ -401,7 +426,13 @@ impl Books {
     pub fn abort_out(&mut self, sid: u64) {
         if let Some((conn, _)) = self.sides.remove(&sid) {
             self.conns.remove(&conn);
+            self.flows.release(conn);
         }
+    }
+
+    /// Whether connection `conn` is still booked.
+    pub fn has_conn(&self, conn: u64) -> bool {
+        self.conns.contains_key(&conn)
     }
 
     /// The far end (node, its handle) of session `sid`'s connection, when relayed; fails
@@ -444,11 +475,14 @@ impl Books {
             // the local endpoint, after the data already here.
             (Some(tx), Some(p)) if p == s => {
                 let _ = tx.send(RelayIn::PeerClosed);
+                self.flows.peer_closed(conn);
             }
-            // The local endpoint closed: the relay forwards what it sent, then the close.
+            // The local endpoint closed: the relay forwards what it sent, then the close;
+            // its direct flow ends after what it sent.
             (Some(tx), Some(_)) => {
                 c.region.closed(s).store(1, Ordering::Release);
                 let _ = tx.send(RelayIn::LocalClosed);
+                self.flows.release(conn);
             }
             _ => {
                 c.region.closed(s).store(1, Ordering::Release);
@@ -462,6 +496,7 @@ impl Books {
         if local_gone {
             let _ = &c.memfd;
             self.conns.remove(&conn);
+            self.flows.release(conn);
         }
     }
 

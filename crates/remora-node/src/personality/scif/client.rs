@@ -83,10 +83,17 @@ pub(crate) async fn handle(s: &mut Session, req: ScifRequest, mut fds: Vec<Owned
                 Err(e) => Err(ConnectWait::Failed(e)),
             };
             match s.wait_with(None, Error::Again, attempt).await {
-                Ok((region, theirs, from, remote)) => (
-                    Ok(Reply::ScifConnected { side: 1, remote, peer_node: from.0, peer_port: from.1 }),
-                    vec![region, theirs],
-                ),
+                Ok((region, theirs, from, remote, direct)) => {
+                    let mut fds = vec![region, theirs];
+                    // The connector's daemon dials the flow once it has our answer: the
+                    // socket, when it comes, is the third descriptor.
+                    if let Some((conn, rx)) = direct {
+                        fds.extend(super::direct::await_flow(&s.node, conn, rx).await);
+                    }
+                    let reply =
+                        Reply::ScifConnected { side: 1, remote, peer_node: from.0, peer_port: from.1 };
+                    (Ok(reply), fds)
+                }
                 Err(e) => (Err(e), vec![]),
             }
         }
@@ -188,8 +195,15 @@ async fn connect_out(s: &Session, node: u32, port: u16, from: (u32, u16), ringer
         a = peer.request(node, origin, req) => a.map(|a| a.0),
         _ = s.hangup() => Err(Error::Protocol("caller hung up".into())),
     };
+    let answer = match answer {
+        Ok(PeerReply::Scif(ScifPeerReply::AcceptedDirect { conn, port, token })) => {
+            Ok((conn, port, Some(token)))
+        }
+        Ok(PeerReply::Scif(ScifPeerReply::Accepted { conn, port })) => Ok((conn, port, None)),
+        other => Err(other),
+    };
     match answer {
-        Ok(PeerReply::Scif(ScifPeerReply::Accepted { conn: far, port: far_port })) => {
+        Ok((far, far_port, token)) => {
             let local_ringer = {
                 let mut books = s.node.scif();
                 books.set_far(conn, node, far);
@@ -208,10 +222,19 @@ async fn connect_out(s: &Session, node: u32, port: u16, from: (u32, u16), ringer
                 rx,
             };
             relay::spawn(s.node.clone(), start);
+            let mut fds = vec![region_fd, theirs];
+            // The messages' own flow, when the acceptor's daemon offers one and it can be
+            // dialed; otherwise (and always for the closes) the relays carry them.
+            if let Some(token) = token.filter(|_| super::direct::enabled()) {
+                match peer.direct_flow(node, far, token).await {
+                    Ok(fd) => fds.extend(super::direct::keep(&s.node, conn, fd)),
+                    Err(e) => tracing::info!(node, "SCIF connection without a direct flow: {e}"),
+                }
+            }
             let reply = Reply::ScifConnected { side: 0, remote: true, peer_node: node, peer_port: far_port };
-            (Ok(reply), vec![region_fd, theirs])
+            (Ok(reply), fds)
         }
-        other => {
+        Err(other) => {
             s.node.scif().abort_out(s.sid);
             peer.session_end(origin);
             let e = match other {

@@ -5,10 +5,12 @@
 //! | `books.rs` | ports, listeners and their waiting requests, connections, windows |
 //! | `client.rs` | the requests of endpoint sessions (`remora_proto::ScifRequest`) |
 //! | `relay.rs` | relays of connections whose peer is on another host |
+//! | `direct.rs` | direct flows: the two processes' own TCP stream, awaited, held, shut |
 //! | `peer.rs` | what peers ask (`remora_proto::link::ScifPeerRequest`), pager-flow memory |
 
 mod books;
 pub(crate) mod client;
+pub(crate) mod direct;
 pub(crate) mod peer;
 mod relay;
 

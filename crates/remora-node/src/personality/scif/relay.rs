@@ -175,5 +175,8 @@ pub async fn serve_connect(
     if let Some(start) = accepted.relay {
         spawn(node.clone(), start);
     }
-    Ok(PeerReply::Scif(ScifPeerReply::Accepted { conn, port }))
+    Ok(PeerReply::Scif(match accepted.direct {
+        Some(token) => ScifPeerReply::AcceptedDirect { conn, port, token },
+        None => ScifPeerReply::Accepted { conn, port },
+    }))
 }

@@ -266,6 +266,14 @@ impl Transport for Ofi {
             crate::transport::tcp::pager::dial_flow(self.env.clone(), peer, target).await
         })
     }
+
+    /// Over the same TCP stream a pager flow takes (the process has no fabric endpoint).
+    fn direct_flow(&self, node: u32, key: u64, token: u64) -> BoxFuture<'_, Result<OwnedFd, Error>> {
+        Box::pin(async move {
+            let peer = self.link(node)?.peer.clone();
+            crate::transport::tcp::direct::dial_flow(self.env.clone(), peer, key, token).await
+        })
+    }
 }
 
 /// The transport of a node not configured for ofi (or fallen back to tcp): reaches nothing.

@@ -16,10 +16,12 @@
 //! | `bulk.rs` | the bulk flow and streaming reads and writes |
 //! | `bulk_tx.rs` | the bulk flow's sending side: frames written by their sender when idle |
 //! | `pager.rs` | pager flows: dialing, binding, serving |
+//! | `direct.rs` | direct flows between two processes: dialing, binding, the hand-over |
 //! | `fuzzing.rs` | the decoders above driven with bytes, for the fuzz targets (`fuzz/`) |
 
 mod bulk;
 mod bulk_tx;
+pub(in crate::transport) mod direct;
 pub(in crate::transport) mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -204,6 +206,16 @@ impl Transport for Tcp {
             }
             let peer = self.peer(node)?.clone();
             pager::dial_flow(self.env.clone(), peer, target).await
+        })
+    }
+
+    fn direct_flow(&self, node: u32, key: u64, token: u64) -> BoxFuture<'_, Result<OwnedFd, Error>> {
+        Box::pin(async move {
+            if self.env.cluster.is_none() {
+                return Err(unsupported("tcp", "direct flows without a cluster"));
+            }
+            let peer = self.peer(node)?.clone();
+            direct::dial_flow(self.env.clone(), peer, key, token).await
         })
     }
 }

@@ -126,6 +126,11 @@ pub(in crate::transport) fn accept(peer: &Arc<TcpPeer>, std: StdStream, inc: u64
         let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
         let target = match read_frame::<LinkMsg>(&mut s) {
             Ok(LinkMsg::PagerBind { target }) => target,
+            // Not a pager's: a direct flow between two processes (`direct.rs`).
+            Ok(LinkMsg::FlowBind { key, token }) => {
+                super::direct::hand_over(&p, s, key, token);
+                return;
+            }
             other => {
                 tracing::warn!(peer = p.id, "a pager flow began with {other:?}; closed");
                 return;

@@ -1,0 +1,103 @@
+//! Messages of a connection across hosts over its direct flow: the two processes' own TCP
+//! stream, dialed and authenticated by their daemons, which is the endpoint's descriptor
+//! (so `poll` on it means what it says: readable when bytes wait, writable when the
+//! socket has room, hung up once the stream ended). SCIF messages are a byte stream, so
+//! the flow carries exactly the bytes sent, with no framing of its own.
+
+use crate::conn::Conn;
+use crate::endpoint::{RECHECK, SPIN};
+use crate::{Endpoint, Error, Result};
+use remora_sys::{bell, flow};
+use std::io::ErrorKind;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+impl Endpoint {
+    /// Whether this endpoint's messages go over a direct flow to its peer on another host
+    /// (else through the shared ring: the peer's own, or this node daemon's relay).
+    pub fn is_direct(&self) -> bool {
+        self.inner_conn().is_some_and(|c| c.direct)
+    }
+
+    fn closed_now(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+
+    /// What a call that moved `done` bytes answers when the flow ended or broke.
+    fn flow_ended(&self, done: usize) -> Result<usize> {
+        if done > 0 {
+            return Ok(done);
+        }
+        Err(if self.closed_now() { Error::BadEndpoint } else { Error::Reset })
+    }
+
+    /// `scif_send` over the direct flow: blocking sends everything (resuming after partial
+    /// writes), non-blocking queues what the socket takes now.
+    pub(crate) fn send_direct(&self, c: &Conn, data: &[u8], block: bool) -> Result<usize> {
+        let fd = self.as_fd();
+        let mut sent = 0;
+        while sent < data.len() {
+            match flow::send(fd, &data[sent..], block) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if !block {
+                        break;
+                    }
+                    // The program set O_NONBLOCK on the descriptor: wait for room.
+                    bell::wait(fd, true, Some(RECHECK)).map_err(|e| Error::NoMemory(e.to_string()))?;
+                    if self.closed_now() || c.peer_closed() {
+                        return self.flow_ended(sent);
+                    }
+                }
+                Err(_) => return self.flow_ended(sent),
+            }
+        }
+        Ok(sent)
+    }
+
+    /// `scif_recv` over the direct flow: blocking fills `buf` (resuming after partial
+    /// reads), spinning on non-blocking reads for a moment before it sleeps in the kernel;
+    /// non-blocking takes what is there. The end of the stream, once every byte before it
+    /// is taken, is [`Error::Reset`], and the descriptor reports hang-up from then on.
+    pub(crate) fn recv_direct(&self, c: &Conn, buf: &mut [u8], block: bool) -> Result<usize> {
+        let fd = self.as_fd();
+        let mut got = 0;
+        let mut spin: Option<Instant> = None;
+        let mut spinning = block;
+        while got < buf.len() {
+            match flow::recv(fd, &mut buf[got..], block && !spinning) {
+                Ok(0) => {
+                    flow::shutdown(fd, false);
+                    return self.flow_ended(got);
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if !block {
+                        // Nothing, and the node daemon is gone: ECONNRESET, as over the
+                        // relay, rather than 0 bytes forever.
+                        if got == 0 && c.daemon_lost_lately() {
+                            return Err(Error::Reset);
+                        }
+                        break;
+                    }
+                    if spinning {
+                        // Offer the core while spinning: the bytes we wait for may need it.
+                        std::thread::yield_now();
+                        spinning = spin.get_or_insert_with(Instant::now).elapsed() < SPIN;
+                        continue;
+                    }
+                    // The program set O_NONBLOCK on the descriptor: sleep in poll.
+                    bell::wait(fd, false, Some(RECHECK)).map_err(|e| Error::NoMemory(e.to_string()))?;
+                    if self.closed_now() {
+                        return self.flow_ended(got);
+                    }
+                }
+                Err(_) => {
+                    flow::shutdown(fd, false);
+                    return self.flow_ended(got);
+                }
+            }
+        }
+        Ok(got)
+    }
+}

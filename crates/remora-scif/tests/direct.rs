@@ -1,0 +1,170 @@
+//! SCIF connections between two hosts (nodes joined over TCP on loopback) whose messages
+//! go over the two processes' own TCP flow: data intact both ways and larger than any
+//! socket buffer, the end of a peer (closed, or its handles dropped as at an exit)
+//! mid-stream, and no descriptor left behind by `scif_close`. The relay they fall back to
+//! is tested in `direct_off.rs`.
+
+use remora_scif::*;
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{over_tcp, pair};
+
+/// Start nodes 8 and 4 and wait until 4 reaches 8 over the link.
+fn wait_for_link(h: &remora_testkit::Harness) {
+    assert!(common::ScifOf::scif(h, 8).node_ids().unwrap().contains(&8));
+    let t0 = Instant::now();
+    while !common::ScifOf::scif(h, 4).node_ids().unwrap().contains(&8) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the link between nodes 4 and 8 came up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| ((i as u64 * 7 + seed as u64) % 251) as u8).collect()
+}
+
+#[test]
+fn direct_flows_carry_messages_both_ways_and_scif_close_frees_every_descriptor() {
+    let h = over_tcp(&[4, 8]);
+    wait_for_link(&h);
+    // A first pair sets up what a process keeps (sessions, the event thread).
+    let (c, s) = pair(&h, 4, 8);
+    c.close().unwrap();
+    s.close().unwrap();
+    drop((c, s));
+    std::thread::sleep(Duration::from_millis(100));
+    let before = open_fds();
+    for round in 0..3u8 {
+        let (c, s) = pair(&h, 4, 8);
+        assert!(c.is_direct() && s.is_direct(), "the messages take a flow of their own");
+        for i in 0u64..100 {
+            c.send(&i.to_le_bytes(), true).unwrap();
+            let mut b = [0u8; 8];
+            assert_eq!(s.recv(&mut b, true).unwrap(), 8);
+            assert_eq!(u64::from_le_bytes(b), i);
+            s.send(&b, true).unwrap();
+            assert_eq!(c.recv(&mut b, true).unwrap(), 8);
+            assert_eq!(u64::from_le_bytes(b), i);
+        }
+        // 24 MiB each way at once, far beyond both socket buffers: blocking sends and
+        // receives resume after every partial write and read.
+        let (up, down) = (pattern(24 << 20, round), pattern(24 << 20, round + 1));
+        let (s2, up2, down2) = (s.clone(), up.clone(), down.clone());
+        let t = std::thread::spawn(move || {
+            let s3 = s2.clone();
+            let len = down2.len();
+            let w = std::thread::spawn(move || s3.send(&down2, true).unwrap());
+            let mut got = vec![0u8; up2.len()];
+            assert_eq!(s2.recv(&mut got, true).unwrap(), got.len());
+            assert!(got == up2, "intact, in order");
+            assert_eq!(w.join().unwrap(), len);
+        });
+        let c2 = c.clone();
+        let w = std::thread::spawn(move || c2.send(&up, true).unwrap());
+        let mut got = vec![0u8; down.len()];
+        assert_eq!(c.recv(&mut got, true).unwrap(), got.len());
+        assert!(got == down, "intact, in order");
+        assert_eq!(w.join().unwrap(), 24 << 20);
+        t.join().unwrap();
+        // Non-blocking receives take what is there, and nothing is not an error.
+        let mut b = [0u8; 16];
+        assert_eq!(s.recv(&mut b, false).unwrap(), 0);
+        c.send(b"polled", true).unwrap();
+        let r = remora_sys::bell::wait(s.as_fd(), false, Some(Duration::from_secs(5))).unwrap();
+        assert!(r.readable && !r.hung_up, "readable when a message waits");
+        let mut n = 0;
+        while n < 6 {
+            n += s.recv(&mut b[n..6], false).unwrap();
+        }
+        assert_eq!(&b[..6], b"polled");
+        // A close reaches the peer after the data sent before it; then ECONNRESET and
+        // hang-up, and sends fail.
+        c.send(b"last words", true).unwrap();
+        c.close().unwrap();
+        let mut b = [0u8; 10];
+        assert_eq!(s.recv(&mut b, true).unwrap(), 10);
+        assert_eq!(&b, b"last words");
+        assert_eq!(s.recv(&mut b, true).unwrap_err(), Error::Reset);
+        let r = remora_sys::bell::wait(s.as_fd(), false, Some(Duration::from_secs(5))).unwrap();
+        assert!(r.hung_up);
+        assert_eq!(s.send(b"x", true).unwrap_err(), Error::Reset);
+        assert_eq!(c.send(b"x", true).unwrap_err(), Error::BadEndpoint);
+        s.close().unwrap();
+        drop((c, s));
+    }
+    // Every descriptor the connections used is gone (the daemons' sessions close with a
+    // moment's delay).
+    let t0 = Instant::now();
+    while open_fds() > before {
+        assert!(t0.elapsed() < Duration::from_secs(5), "{} descriptors open, {before} before", open_fds());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The peer's process goes mid-stream (every handle dropped without a close, as at an
+/// exit: its sessions end and its descriptors close): a sender blocked in a large send and
+/// a receiver blocked in a receive both get ECONNRESET (or the count moved before it), and
+/// nothing hangs.
+#[test]
+fn a_peer_gone_mid_stream_resets_blocked_senders_and_receivers() {
+    let h = over_tcp(&[4, 8]);
+    wait_for_link(&h);
+    // A sender blocked on a receiver that stops reading and goes.
+    let (c, s) = pair(&h, 4, 8);
+    assert!(c.is_direct() && s.is_direct());
+    let big = pattern(64 << 20, 3);
+    let c2 = c.clone();
+    let t = std::thread::spawn(move || c2.send(&big, true));
+    let mut first = vec![0u8; 1 << 20];
+    assert_eq!(s.recv(&mut first, true).unwrap(), first.len());
+    assert!(first == pattern(64 << 20, 3)[..1 << 20]);
+    drop(s);
+    match t.join().unwrap() {
+        Ok(n) => assert!(n < 64 << 20, "all of it sent to nobody"),
+        Err(e) => assert_eq!(e, Error::Reset),
+    }
+    assert_eq!(c.send(b"x", true).unwrap_err(), Error::Reset);
+    // A receiver blocked in the middle of a message whose sender goes.
+    let (c, s) = pair(&h, 4, 8);
+    assert!(c.is_direct() && s.is_direct());
+    c.send(b"half", true).unwrap();
+    let s2 = s.clone();
+    let t = std::thread::spawn(move || {
+        let mut b = [0u8; 8];
+        let r = s2.recv(&mut b, true);
+        (r, b)
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    drop(c);
+    let (r, b) = t.join().unwrap();
+    assert_eq!(r.unwrap(), 4, "the bytes that came, then the end");
+    assert_eq!(&b[..4], b"half");
+    let mut b = [0u8; 8];
+    assert_eq!(s.recv(&mut b, true).unwrap_err(), Error::Reset);
+    let r = remora_sys::bell::wait(s.as_fd(), false, Some(Duration::from_secs(5))).unwrap();
+    assert!(r.hung_up);
+}
+
+/// A thread blocked in a receive on the direct flow wakes when its own endpoint is closed.
+#[test]
+fn close_wakes_a_receiver_blocked_on_the_flow() {
+    let h = over_tcp(&[4, 8]);
+    wait_for_link(&h);
+    let (c, s) = pair(&h, 4, 8);
+    assert!(s.is_direct());
+    let s2 = s.clone();
+    let t = std::thread::spawn(move || {
+        let mut b = [0u8; 8];
+        s2.recv(&mut b, true)
+    });
+    std::thread::sleep(Duration::from_millis(150));
+    s.close().unwrap();
+    assert_eq!(t.join().unwrap().unwrap_err(), Error::BadEndpoint);
+    let mut b = [0u8; 1];
+    assert_eq!(c.recv(&mut b, true).unwrap_err(), Error::Reset);
+}

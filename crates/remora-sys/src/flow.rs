@@ -1,0 +1,120 @@
+//! Direct flows: a connected TCP stream between two processes that carries a SCIF
+//! connection's messages across hosts, dialed and authenticated by their daemons and
+//! handed to each process. The stream then *is* the endpoint's descriptor ([`install`]),
+//! so `poll`, `select` and `epoll` see its readiness directly: readable when bytes wait,
+//! writable when the socket buffer has room, hung up once both directions are shut.
+//!
+//! Sends and receives never raise `SIGPIPE` and retry `EINTR` themselves, so a caller's
+//! place in a message is only ever the byte count they return.
+#![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
+
+use rustix::net::{RecvFlags, SendFlags, Shutdown};
+use std::io;
+use std::mem::ManuallyDrop;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// Make the descriptor number of `target` refer to `flow` (close-on-exec, `TCP_NODELAY`),
+/// atomically: `target`'s old file is closed, its number stays valid throughout, and
+/// `flow`'s own number is closed.
+///
+/// # Errors
+/// The errno of `dup3`.
+pub fn install(target: BorrowedFd<'_>, flow: OwnedFd) -> io::Result<()> {
+    let _ = rustix::net::sockopt::set_tcp_nodelay(&flow, true);
+    // SAFETY: the number belongs to `target`'s owner, who keeps it open across this call;
+    // the temporary `OwnedFd` is never dropped (`ManuallyDrop`), so the number is closed
+    // neither here nor twice. `dup3` replaces the file behind the number atomically.
+    let mut num = ManuallyDrop::new(unsafe { OwnedFd::from_raw_fd(target.as_raw_fd()) });
+    rustix::io::dup3(&flow, &mut num, rustix::io::DupFlags::CLOEXEC)?;
+    Ok(())
+}
+
+/// Send some of `buf`: blocking until at least one byte is queued when `wait` (unless the
+/// descriptor is `O_NONBLOCK`), else only what fits now. `EINTR` is retried.
+///
+/// # Errors
+/// `WouldBlock` when nothing fits now; `EPIPE`/`ECONNRESET` and the like when the peer
+/// is gone.
+pub fn send(fd: BorrowedFd<'_>, buf: &[u8], wait: bool) -> io::Result<usize> {
+    let mut flags = SendFlags::NOSIGNAL;
+    if !wait {
+        flags |= SendFlags::DONTWAIT;
+    }
+    loop {
+        match rustix::net::send(fd, buf, flags) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => return r.map_err(io::Error::from),
+        }
+    }
+}
+
+/// Receive some bytes into `buf`: blocking until at least one byte (or the end) comes when
+/// `wait` (unless the descriptor is `O_NONBLOCK`). `Ok(0)` for a non-empty `buf` is the
+/// end of the peer's stream. `EINTR` is retried.
+///
+/// # Errors
+/// `WouldBlock` when nothing waits; `ECONNRESET` and the like when the flow broke.
+pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8], wait: bool) -> io::Result<usize> {
+    let flags = if wait { RecvFlags::empty() } else { RecvFlags::DONTWAIT };
+    loop {
+        match rustix::net::recv(fd, &mut *buf, flags) {
+            Err(rustix::io::Errno::INTR) => continue,
+            r => return r.map(|(n, _)| n).map_err(io::Error::from),
+        }
+    }
+}
+
+/// Shut the flow down, both ways or (`write_only`) only our sending side: queued bytes
+/// still go out first, then the end of the stream; every thread blocked on it wakes.
+/// Errors (already shut, not connected) are ignored.
+pub fn shutdown(fd: BorrowedFd<'_>, write_only: bool) {
+    let how = if write_only { Shutdown::Write } else { Shutdown::Both };
+    let _ = rustix::net::shutdown(fd, how);
+}
+
+/// Whether `fd` is a stream socket of the internet families (a direct flow, not a doorbell).
+pub fn is_flow(fd: BorrowedFd<'_>) -> bool {
+    matches!(
+        rustix::net::getsockname(fd),
+        Ok(a) if matches!(a.address_family(), rustix::net::AddressFamily::INET | rustix::net::AddressFamily::INET6)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn install_replaces_the_file_behind_a_number_and_shutdown_ends_the_stream() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut b, _) = l.accept().unwrap();
+        let (target, _ringer) = crate::bell::pair().unwrap();
+        let num = target.as_raw_fd();
+        assert!(!is_flow(target.as_fd()));
+        install(target.as_fd(), OwnedFd::from(a)).unwrap();
+        assert_eq!(target.as_raw_fd(), num);
+        assert!(is_flow(target.as_fd()));
+        assert_eq!(send(target.as_fd(), b"hello", true).unwrap(), 5);
+        let mut got = [0u8; 5];
+        b.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"hello");
+        let mut r = [0u8; 8];
+        let e = recv(target.as_fd(), &mut r, false).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        b.write_all(b"back").unwrap();
+        assert_eq!(recv(target.as_fd(), &mut r, true).unwrap(), 4);
+        // Bytes queued before our own shutdown can still be taken after it.
+        b.write_all(b"late").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(b);
+        shutdown(target.as_fd(), false);
+        assert_eq!(recv(target.as_fd(), &mut r, true).unwrap(), 4);
+        assert_eq!(recv(target.as_fd(), &mut r, true).unwrap(), 0);
+        let ready = crate::bell::wait(target.as_fd(), false, Some(std::time::Duration::ZERO)).unwrap();
+        assert!(ready.hung_up);
+    }
+}
