@@ -127,6 +127,8 @@ struct EventState {
     gone: std::sync::atomic::AtomicBool,
     events: Mutex<VecDeque<Event>>,
     lost: Mutex<HashMap<u64, LostReason>>,
+    /// Connections whose route the daemon last reported silent (not operational).
+    silent: Mutex<std::collections::HashSet<u64>>,
     sink: Mutex<Option<EventSink>>,
     on_gone: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
 }
@@ -142,9 +144,19 @@ impl EventState {
     fn absorb_all(&self, evs: Vec<Event>) {
         {
             let mut lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+            let mut silent = self.silent.lock().unwrap_or_else(|p| p.into_inner());
             for ev in &evs {
-                if let Event::ConnectionLost { conn, reason } = ev {
-                    lost.insert(*conn, *reason);
+                match ev {
+                    Event::ConnectionLost { conn, reason } => {
+                        lost.insert(*conn, *reason);
+                    }
+                    Event::ConnectionLink { conn, operational: false } => {
+                        silent.insert(*conn);
+                    }
+                    Event::ConnectionLink { conn, operational: true } => {
+                        silent.remove(conn);
+                    }
+                    _ => {}
                 }
             }
         }
@@ -456,6 +468,12 @@ impl Session {
     /// Whether the daemon has reported connection `conn` lost, and why.
     pub fn lost(&self, conn: u64) -> Option<LostReason> {
         self.state.lost.lock().unwrap_or_else(|p| p.into_inner()).get(&conn).copied()
+    }
+
+    /// Whether the daemon last reported the route of connection `conn` silent (not
+    /// operational; it said so again when the route answered).
+    pub fn silent(&self, conn: u64) -> bool {
+        self.state.silent.lock().unwrap_or_else(|p| p.into_inner()).contains(&conn)
     }
 }
 

@@ -188,6 +188,44 @@ impl PeerMemory for ConnectionMemory {
     }
 }
 
+/// A connection of a peer's session to an interrupt of this node, as that process's own
+/// flow triggers it (`Space::Interrupt`): no memory, only triggers, each checked against
+/// the books when it comes.
+struct InterruptTarget {
+    node: Weak<Node>,
+    peer: u32,
+    conn: u64,
+}
+
+impl InterruptTarget {
+    /// The session of `peer` that holds connection `conn`, and whether it is a data
+    /// interrupt's, when it is one of `peer`'s connections to an interrupt of this node.
+    fn held(reg: &Registry, peer: u32, conn: u64) -> Option<(u64, bool)> {
+        let c = reg.intr_conns.get(&conn)?;
+        let by_peer = reg.sessions.get(&c.session).is_some_and(|s| s.role == Role::Peer { node: peer });
+        (by_peer && c.node == peer && matches!(c.target, ConnKind::Local { .. }))
+            .then_some((c.session, c.data))
+    }
+}
+
+impl PeerMemory for InterruptTarget {
+    fn resolve(&self, _: u64, _: u64, _: bool) -> Option<Vec<(Arc<Mapping>, usize, usize)>> {
+        None
+    }
+
+    fn trigger(&self, data: &[u8]) -> Result<(), Error> {
+        let node = self.node.upgrade().ok_or(Error::NodeNotResponding)?;
+        let mut reg = node.lock();
+        let (session, is_data) =
+            InterruptTarget::held(&reg, self.peer, self.conn).ok_or(Error::NoSuchIntno)?;
+        match (is_data, data.is_empty()) {
+            (true, _) => reg.trigger_interrupt(session, self.conn, Some(data)),
+            (false, true) => reg.trigger_interrupt(session, self.conn, None),
+            (false, false) => Err(Error::IllegalParameter("a payload for a plain interrupt".into())),
+        }
+    }
+}
+
 /// Tell every session concerned that the route to `peer` works again or not.
 fn link_events(node: &Node, peer: u32, operational: bool) {
     let reg = node.lock();
@@ -204,6 +242,13 @@ fn link_events(node: &Node, peer: u32, operational: bool) {
                     tell.push((s.owner, Event::SegmentLink { seg, node: peer, operational }));
                 }
             }
+        }
+    }
+    // Connections to the peer's interrupts: a trigger over the process's own flow looks
+    // at this before it is sent.
+    for (conn, c) in &reg.intr_conns {
+        if c.node == peer && matches!(c.target, ConnKind::Remote { .. }) && c.lost.is_none() {
+            tell.push((c.session, Event::ConnectionLink { conn: *conn, operational }));
         }
     }
     for (s, ev) in tell {
@@ -335,6 +380,11 @@ impl Inbound for NodeInbound {
             }
             Space::Registered => {
                 crate::personality::scif::peer::memory(self.node.clone(), from, target.handle)
+            }
+            Space::Interrupt => {
+                let node = self.node.upgrade()?;
+                InterruptTarget::held(&node.lock(), from, target.handle)?;
+                Some(Arc::new(InterruptTarget { node: self.node.clone(), peer: from, conn: target.handle }))
             }
         }
     }

@@ -159,6 +159,9 @@ pub enum Space {
     /// The registered memory of the owning node's end of a message channel (offsets are
     /// offsets of that end's registered address space).
     Registered,
+    /// A connection of the peer to an interrupt or data interrupt of the owning node: no
+    /// memory, only [`BulkOp::Trigger`] frames (the triggering process's own flow).
+    Interrupt,
 }
 
 impl RangeRef {
@@ -170,6 +173,11 @@ impl RangeRef {
     /// The registered memory of a channel end.
     pub fn registered(handle: u64) -> RangeRef {
         RangeRef { space: Space::Registered, handle }
+    }
+
+    /// An interrupt connection.
+    pub fn interrupt(handle: u64) -> RangeRef {
+        RangeRef { space: Space::Interrupt, handle }
     }
 }
 
@@ -409,9 +417,25 @@ pub enum BulkOp {
     Read,
     /// `len` payload bytes follow: the answer to a `Read`.
     Data,
-    /// The operation succeeded (`ok`) or failed.
+    /// The operation succeeded (`ok`) or failed. The answer to a refused
+    /// [`BulkOp::Trigger`] says why in its `offset` (one of the `TRIGGER_*` codes).
     Ack,
+    /// On a [`Flow::Pager`] bound to a [`Space::Interrupt`]: trigger that interrupt; the
+    /// `len` payload bytes that follow (at most [`MAX_TRIGGER_DATA`]) are a data
+    /// interrupt's message (a plain interrupt's trigger has none). Answered with an `Ack`
+    /// when `ok` is set (the sender waits), and otherwise only when it was refused.
+    Trigger,
 }
+
+/// The most payload bytes of a [`BulkOp::Trigger`] (a data interrupt's largest message).
+pub const MAX_TRIGGER_DATA: usize = 1024;
+/// A refused trigger's code (the `Ack`'s `offset`): the interrupt was removed.
+pub const TRIGGER_REMOVED: u64 = 1;
+/// A refused trigger's code: the data interrupt's queue is full.
+pub const TRIGGER_FULL: u64 = 2;
+/// A refused trigger's code: anything else (the connection is gone, a payload for a plain
+/// interrupt, one too long).
+pub const TRIGGER_REFUSED: u64 = 3;
 
 /// The fixed header of a bulk frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -459,6 +483,7 @@ impl BulkFrame {
                 BulkOp::Read => 2,
                 BulkOp::Data => 3,
                 BulkOp::Ack => 4,
+                BulkOp::Trigger => 5,
             },
             ok: h.ok as u8,
             pad: [0; 2],
@@ -487,6 +512,7 @@ impl BulkFrame {
             2 => BulkOp::Read,
             3 => BulkOp::Data,
             4 => BulkOp::Ack,
+            5 => BulkOp::Trigger,
             n => return Err(crate::DecodeError::Body(format!("unknown bulk operation {n}"))),
         };
         if f.len.get() > MAX_BULK_CHUNK as u64 {
@@ -513,6 +539,8 @@ mod tests {
         let f = BulkFrame::from_header(&h);
         assert_eq!(BULK_FRAME, 40);
         assert_eq!(BulkFrame::parse(f.as_bytes()).unwrap(), h);
+        let t = BulkHeader { op: BulkOp::Trigger, len: MAX_TRIGGER_DATA as u64, ok: false, ..h };
+        assert_eq!(BulkFrame::parse(BulkFrame::from_header(&t).as_bytes()).unwrap(), t);
         let mut bad = f.as_bytes().to_vec();
         bad[4] = 99;
         assert!(BulkFrame::parse(&bad).is_err());

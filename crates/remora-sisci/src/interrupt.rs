@@ -2,7 +2,7 @@
 //! the waiter (no daemon on the path); waiting spins briefly, then blocks in the kernel.
 
 use crate::events::CallbackAction;
-use crate::{check_adapter, spin, timeout_ms, DepToken, Descriptor, Error, Result};
+use crate::{check_adapter, spin, DepToken, Descriptor, Error, Result};
 use remora_client::events::event_loop;
 use remora_proto::{Reply, Request};
 use remora_sys::intr::{IntrPage, IntrWait, TriggerError};
@@ -12,11 +12,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+mod direct;
 mod flag;
 mod named;
+mod remote;
 mod wait;
 
 pub use named::{named_interrupt_number, NAMED_INTNO_BASE};
+pub use remote::{RemoteDataInterrupt, RemoteInterrupt};
 use wait::watched_wait;
 
 /// The largest payload of a data interrupt, in bytes; longer triggers fail with
@@ -58,6 +61,8 @@ struct Core {
     handle: u64,
     intno: u32,
     remote_page: Option<IntrPage>,
+    /// For an interrupt of another host: the process's own flow to its node, if it has one.
+    flow: Option<Mutex<direct::Flow>>,
     token: Mutex<Option<DepToken>>,
     gone: AtomicBool,
     listener: Mutex<Option<u64>>,
@@ -71,6 +76,7 @@ impl Core {
             handle,
             intno,
             remote_page: page,
+            flow: None,
             gone: AtomicBool::new(false),
             listener: Mutex::new(None),
         }
@@ -102,6 +108,18 @@ impl Core {
                 if data.is_some_and(|d| d.len() > MAX_DATA_INTERRUPT) {
                     return Err(Error::OutOfRange);
                 }
+                if let Some(flow) = &core.flow {
+                    let session = core.desc.session();
+                    // A route our daemon reports silent fails at once, as through it.
+                    if session.silent(core.handle) {
+                        return Err(Error::NodeNotResponding);
+                    }
+                    let down = || session.silent(core.handle) || session.lost(core.handle).is_some();
+                    let mut flow = flow.lock().unwrap_or_else(|p| p.into_inner());
+                    if let direct::Outcome::Sent = flow.trigger(data, down)? {
+                        return Ok(());
+                    }
+                }
                 let req = Request::TriggerInterrupt { intr: core.handle, data: data.map(|d| d.to_vec()) };
                 core.desc.session().request(req, &[])?;
                 Ok(())
@@ -116,9 +134,18 @@ impl Core {
         Ok(self)
     }
 
+    /// Let the owner's node serve the triggers sent over the flow before a disconnect,
+    /// which goes through the daemons, can overtake them.
+    fn drain_flow(&self) {
+        if let Some(f) = &self.flow {
+            f.lock().unwrap_or_else(|p| p.into_inner()).drain();
+        }
+    }
+
     /// Release: tell the daemon (`req`), stop the callback, free the descriptor.
     fn release(&self, req: Request) -> Result<()> {
         self.live()?;
+        self.drain_flow();
         self.desc.session().request(req, &[])?;
         self.gone.store(true, Ordering::Release);
         self.stop_listening();
@@ -318,89 +345,6 @@ impl Interrupt {
 }
 
 #[derive(Debug)]
-struct RemoteIntr {
-    core: Core,
-}
-
-impl Drop for RemoteIntr {
-    fn drop(&mut self) {
-        if !self.core.gone.load(Ordering::Acquire) {
-            let _ = self
-                .core
-                .desc
-                .session()
-                .request(Request::DisconnectInterrupt { intr: self.core.handle }, &[]);
-        }
-    }
-}
-
-fn connect(
-    desc: &Descriptor,
-    node: u32,
-    adapter: u32,
-    intno: u32,
-    data: bool,
-    timeout: Option<Duration>,
-) -> Result<Core> {
-    check_adapter(adapter)?;
-    let (handle, intno, page) =
-        open_page(desc, Request::ConnectInterrupt { node, intno, data, timeout_ms: timeout_ms(timeout) })?;
-    Ok(Core::new(desc, handle, intno, page))
-}
-
-/// A connection to an interrupt of some node (`sci_remote_interrupt_t`).
-#[derive(Debug, Clone)]
-pub struct RemoteInterrupt {
-    inner: Arc<RemoteIntr>,
-}
-
-impl RemoteInterrupt {
-    /// The descriptor it was made through (`SCIClose` of it with this still open tears this down).
-    pub fn descriptor(&self) -> &Descriptor {
-        &self.inner.core.desc
-    }
-
-    /// `SCIConnectInterrupt`: waits up to `timeout` (`None`: forever) for the interrupt.
-    ///
-    /// # Errors
-    /// [`Error::NoSuchNode`]; [`Error::NoSuchIntno`] when the time ran out.
-    pub fn connect(
-        desc: &Descriptor,
-        node: u32,
-        adapter: u32,
-        intno: u32,
-        timeout: Option<Duration>,
-    ) -> Result<RemoteInterrupt> {
-        Ok(RemoteInterrupt {
-            inner: Arc::new(RemoteIntr { core: connect(desc, node, adapter, intno, false, timeout)? }),
-        })
-    }
-
-    /// `SCITriggerInterrupt`: wakes the waiter directly.
-    ///
-    /// # Errors
-    /// [`Error::NoSuchIntno`] when the interrupt was removed; [`Error::NodeNotResponding`]
-    /// when the interrupt's node went away or restarted (the connection is lost for good:
-    /// connect again), or the route to it is down.
-    pub fn trigger(&self) -> Result<()> {
-        self.inner.core.fire(None)
-    }
-
-    /// The interrupt number.
-    pub fn number(&self) -> u32 {
-        self.inner.core.intno
-    }
-
-    /// `SCIDisconnectInterrupt`.
-    ///
-    /// # Errors
-    /// [`Error::IllegalParameter`] when already disconnected.
-    pub fn disconnect(&self) -> Result<()> {
-        self.inner.core.release(Request::DisconnectInterrupt { intr: self.inner.core.handle })
-    }
-}
-
-#[derive(Debug)]
 struct LocalData {
     core: Core,
     uses_callback: bool,
@@ -528,57 +472,5 @@ impl DataInterrupt {
     /// [`Error::IllegalParameter`] when already removed.
     pub fn remove(&self) -> Result<()> {
         self.inner.core.release(Request::RemoveInterrupt { intr: self.inner.core.handle })
-    }
-}
-
-/// A connection to a data interrupt of some node (`sci_remote_data_interrupt_t`).
-#[derive(Debug, Clone)]
-pub struct RemoteDataInterrupt {
-    inner: Arc<RemoteIntr>,
-}
-
-impl RemoteDataInterrupt {
-    /// The descriptor it was made through (`SCIClose` of it with this still open tears this down).
-    pub fn descriptor(&self) -> &Descriptor {
-        &self.inner.core.desc
-    }
-
-    /// `SCIConnectDataInterrupt`.
-    ///
-    /// # Errors
-    /// [`Error::NoSuchNode`]; [`Error::NoSuchIntno`] when the time ran out.
-    pub fn connect(
-        desc: &Descriptor,
-        node: u32,
-        adapter: u32,
-        intno: u32,
-        timeout: Option<Duration>,
-    ) -> Result<RemoteDataInterrupt> {
-        Ok(RemoteDataInterrupt {
-            inner: Arc::new(RemoteIntr { core: connect(desc, node, adapter, intno, true, timeout)? }),
-        })
-    }
-
-    /// `SCITriggerDataInterrupt`: deliver `data` to the owner.
-    ///
-    /// # Errors
-    /// [`Error::OutOfRange`] for more than [`MAX_DATA_INTERRUPT`] bytes; [`Error::NoSpace`]
-    /// when 64 interrupts wait unconsumed; [`Error::NoSuchIntno`] when it was removed;
-    /// [`Error::NodeNotResponding`] as for [`RemoteInterrupt::trigger`].
-    pub fn trigger(&self, data: &[u8]) -> Result<()> {
-        self.inner.core.fire(Some(data))
-    }
-
-    /// The interrupt number.
-    pub fn number(&self) -> u32 {
-        self.inner.core.intno
-    }
-
-    /// `SCIDisconnectDataInterrupt`.
-    ///
-    /// # Errors
-    /// [`Error::IllegalParameter`] when already disconnected.
-    pub fn disconnect(&self) -> Result<()> {
-        self.inner.core.release(Request::DisconnectInterrupt { intr: self.inner.core.handle })
     }
 }

@@ -369,8 +369,23 @@ async fn seg_write(s: &Session, conn: u64, runs: Vec<(u64, Vec<u8>)>) -> Result<
 }
 
 /// Dial a pager flow to the node of connection `conn`'s segment for the caller's DSM
-/// pager (`Request::DsmFlow`).
+/// pager (`Request::DsmFlow`), or, when `conn` is a connection to an interrupt of another
+/// host, a flow bound to that connection there, which the process triggers it over (two
+/// hops instead of three: no daemon of this host on the way).
 async fn dsm_flow(s: &Session, conn: u64) -> Result<(Reply, OwnedFd), Error> {
+    let intr = {
+        let reg = s.node.lock();
+        reg.intr_conns.get(&conn).filter(|c| c.session == s.sid).map(|c| (c.node, c.target, c.lost))
+    };
+    if let Some((node, target, lost)) = intr {
+        let (ConnKind::Remote { remote }, None) = (target, lost) else {
+            return Err(Error::IllegalParameter("not a live interrupt connection of another host".into()));
+        };
+        let t = s.node.transports().to(node).cloned().ok_or(Error::NoSuchNode)?;
+        let fd = t.pager_flow(node, RangeRef::interrupt(remote)).await?;
+        s.node.stats.pager_flows_dialed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return Ok((Reply::DsmFlow { remote, size: 0 }, fd));
+    }
     let target = s.node.lock().dma_remote(s.sid, conn).map_err(|_| Error::NotConnected)?;
     let DmaTarget::Far { node, remote, size } = target else {
         return Err(Error::IllegalParameter("the segment is on this host".into()));

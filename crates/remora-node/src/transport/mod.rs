@@ -356,6 +356,17 @@ pub trait PeerMemory: Send + Sync {
     fn flow_used(&self, what: FlowUse) {
         let _ = what;
     }
+
+    /// Trigger what the flow is bound to (a `BulkOp::Trigger` frame), with the frame's
+    /// payload. Only a target that is an interrupt connection does.
+    ///
+    /// # Errors
+    /// The node's reason (the interrupt is gone, its queue is full, ...); "unsupported"
+    /// for memory.
+    fn trigger(&self, data: &[u8]) -> Result<(), Error> {
+        let _ = data;
+        Err(unsupported("pager", "triggers into memory"))
+    }
 }
 
 /// What a pager flow did with the memory it is bound to ([`PeerMemory::flow_used`]).

@@ -218,6 +218,11 @@ fn bulk_reader(peer: Arc<TcpPeer>, mut s: StdStream) {
                 }
                 true
             }
+            // Triggers travel on a process's own flow, never on the link's bulk flow.
+            BulkOp::Trigger => {
+                tracing::warn!(peer = peer.id, "a trigger on the bulk flow; closed");
+                false
+            }
         };
         if !ok {
             break;

@@ -6,16 +6,20 @@
 //! `Read` is answered with `Data` (header and bytes; `ok` unset and no bytes when the
 //! range may not be read). `Write` stores its bytes and is acknowledged only when the frame
 //! asks (`ok` set); a store that may not be made is said in that acknowledgement, or, when
-//! nobody waits for it, ends the flow (the pager sees the loss). Any other frame, a frame
-//! that names another handle than the bound one, or a payload over
-//! [`MAX_PAGER_FRAME`] ends the flow.
+//! nobody waits for it, ends the flow (the pager sees the loss). `Trigger` (a process's
+//! own flow to an interrupt it connected to) triggers what the flow is bound to through
+//! [`PeerMemory::trigger`]; it is acknowledged when the frame asks, and a refusal always
+//! is (its code in the `Ack`'s `offset`). Any other frame, a frame that names another
+//! handle than the bound one, or a payload over [`MAX_PAGER_FRAME`] (over
+//! [`MAX_TRIGGER_DATA`] for a trigger) ends the flow.
 
 use super::framing::{read_frame, read_header, write_frame};
 use super::handshake::dial_handshake;
 use super::peer::TcpPeer;
 use crate::transport::{Env, FlowUse, LinkState, PeerMemory};
 use remora_proto::link::{
-    BulkFrame, BulkHeader, BulkOp, Flow, LinkMsg, RangeRef, BULK_FRAME, MAX_PAGER_FRAME,
+    BulkFrame, BulkHeader, BulkOp, Flow, LinkMsg, RangeRef, BULK_FRAME, MAX_PAGER_FRAME, MAX_TRIGGER_DATA,
+    TRIGGER_FULL, TRIGGER_REFUSED, TRIGGER_REMOVED,
 };
 use remora_proto::Error;
 use remora_sys::Mapping;
@@ -291,8 +295,33 @@ pub(super) fn serve_frames(
                 }
                 r
             }
+            // A trigger of the interrupt the flow is bound to: answered when the sender
+            // waits (`ok`) or when it was refused, in step with the frames before it.
+            BulkOp::Trigger if hdr.len as usize <= MAX_TRIGGER_DATA => {
+                let data = &mut scratch[..hdr.len as usize];
+                match rd.read_exact(data) {
+                    Ok(()) => {
+                        let done = mem.trigger(data);
+                        if hdr.ok || done.is_err() {
+                            let code = match done {
+                                Ok(()) => 0,
+                                Err(Error::NoSuchIntno) => TRIGGER_REMOVED,
+                                Err(Error::NoSpace) => TRIGGER_FULL,
+                                Err(_) => TRIGGER_REFUSED,
+                            };
+                            let ack =
+                                BulkHeader { op: BulkOp::Ack, ok: code == 0, len: 0, offset: code, ..hdr };
+                            bytes_out.fetch_add(BULK_FRAME as u64, Ordering::Relaxed);
+                            answer(&mut wr, &ack)
+                        } else {
+                            Ok(())
+                        }
+                    }
+                    Err(e) => Err(e),
+                }
+            }
             op => {
-                tracing::warn!(peer, "a pager flow sent {op:?}, closing the flow");
+                tracing::warn!(peer, "a pager flow sent {op:?} of {} bytes, closing the flow", hdr.len);
                 break;
             }
         };

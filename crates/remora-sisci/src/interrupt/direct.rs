@@ -1,0 +1,206 @@
+//! Triggers of an interrupt of another host over the process's own flow: a TCP connection
+//! to the owner's node, dialed and authenticated by our daemon and bound there to this one
+//! interrupt connection (`Space::Interrupt`), so that a trigger is the triggering process →
+//! the owner's daemon → the owner (two hops), not through our daemon as well (three).
+//!
+//! A plain interrupt's trigger is sent and not waited for (`SCITriggerInterrupt` returns
+//! once it left, as an adapter's posted write does); the owner's node answers only a
+//! refusal, which the next trigger reads: an interrupt removed meanwhile (its owner
+//! removed it or died) answers `NoSuchIntno` from then on. A data interrupt's trigger
+//! waits for its answer, so that a payload that finds the queue full is said
+//! (`NoSpace`), never dropped silently. A route our daemon reports silent or lost fails the
+//! trigger at once, as the daemons' path does; a flow that broke leaves the triggers to
+//! that path.
+
+use crate::{Descriptor, Error, Result};
+use remora_proto::link::{
+    BulkFrame, BulkHeader, BulkOp, BULK_FRAME, MAX_TRIGGER_DATA, TRIGGER_FULL, TRIGGER_REMOVED,
+};
+use remora_proto::{Reply, Request};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsFd;
+use std::time::Duration;
+use zerocopy::IntoBytes;
+
+/// How long a data trigger waits for its answer between two looks at the route.
+const SLICE: Duration = Duration::from_millis(20);
+/// How long [`Flow::drain`] waits for the owner's node to have served every trigger sent.
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// What a trigger over the flow came to when it did not decide the call.
+pub(super) enum Outcome {
+    /// Sent (and, waited for, served).
+    Sent,
+    /// The flow cannot carry it (broken, or out of step): go through the daemons.
+    Through,
+}
+
+/// The flow of one connection to an interrupt of another host.
+#[derive(Debug)]
+pub(super) struct Flow {
+    s: TcpStream,
+    /// The owner's node's handle of the connection (every frame names it).
+    remote: u64,
+    tag: u64,
+    /// Answers with a tag up to this belong to waits given up (the route fell silent).
+    stale: u64,
+    /// The interrupt is known gone: every trigger answers this.
+    refused: Option<Error>,
+    broken: bool,
+    /// Triggers were sent since the flow was last drained.
+    unsynced: bool,
+}
+
+impl Flow {
+    /// Ask our daemon for the flow of interrupt connection `conn` (`None`: none can be had,
+    /// triggers go through the daemons).
+    pub(super) fn open(desc: &Descriptor, conn: u64) -> Option<Flow> {
+        if !remora_config::Config::get().pager_flows {
+            return None;
+        }
+        let (reply, mut fds) = desc.session().request(Request::DsmFlow { conn }, &[]).ok()?;
+        let (Reply::DsmFlow { remote, .. }, Some(fd)) = (reply, fds.pop()) else { return None };
+        let s = TcpStream::from(fd);
+        s.set_nodelay(true).ok()?;
+        s.set_write_timeout(Some(Duration::from_secs(10))).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        Some(Flow { s, remote, tag: 0, stale: 0, refused: None, broken: false, unsynced: false })
+    }
+
+    /// Trigger with `data` (a data interrupt's payload, waited for) or none (posted).
+    /// `silent` says whether our daemon reports the route down now.
+    pub(super) fn trigger(&mut self, data: Option<&[u8]>, silent: impl Fn() -> bool) -> Result<Outcome> {
+        if let Some(e) = &self.refused {
+            return Err(e.clone());
+        }
+        if self.broken {
+            return Ok(Outcome::Through);
+        }
+        if data.is_some_and(|d| d.len() > MAX_TRIGGER_DATA) {
+            return Err(Error::OutOfRange);
+        }
+        // A refusal of an earlier (posted) trigger is read first.
+        self.read_refusals()?;
+        if self.broken {
+            return Ok(Outcome::Through);
+        }
+        let payload = data.unwrap_or(&[]);
+        self.tag += 1;
+        let head = BulkFrame::from_header(&BulkHeader {
+            op: BulkOp::Trigger,
+            tag: self.tag,
+            conn: self.remote,
+            offset: 0,
+            len: payload.len() as u64,
+            ok: data.is_some(),
+        });
+        let mut frame = [0u8; BULK_FRAME + MAX_TRIGGER_DATA];
+        frame[..BULK_FRAME].copy_from_slice(head.as_bytes());
+        frame[BULK_FRAME..BULK_FRAME + payload.len()].copy_from_slice(payload);
+        if self.s.write_all(&frame[..BULK_FRAME + payload.len()]).is_err() {
+            self.broken = true;
+            return Err(Error::NodeNotResponding);
+        }
+        self.unsynced = true;
+        if data.is_none() {
+            return Ok(Outcome::Sent);
+        }
+        // A data trigger: its answer, looking at the route between slices of the wait.
+        loop {
+            match remora_sys::poller::wait_ready(&[self.s.as_fd()], Some(SLICE)) {
+                Ok(n) if n > 0 => {}
+                _ if silent() => {
+                    // Its answer, if it comes, is nobody's now.
+                    self.stale = self.tag;
+                    return Err(Error::NodeNotResponding);
+                }
+                _ => continue,
+            }
+            let h = self.answer()?;
+            if h.tag <= self.stale && h.tag != self.tag {
+                continue;
+            }
+            if h.op != BulkOp::Ack || h.tag != self.tag {
+                self.broken = true;
+                return Err(Error::NodeNotResponding);
+            }
+            if h.ok {
+                return Ok(Outcome::Sent);
+            }
+            return self.refusal(h.offset).map_or(Ok(Outcome::Through), Err);
+        }
+    }
+
+    /// Read one answer (a whole header).
+    fn answer(&mut self) -> Result<BulkHeader> {
+        let mut raw = [0u8; BULK_FRAME];
+        let got =
+            self.s.read_exact(&mut raw).map_err(|_| ()).and_then(|()| BulkFrame::parse(&raw).map_err(|_| ()));
+        got.map_err(|()| {
+            self.broken = true;
+            Error::NodeNotResponding
+        })
+    }
+
+    /// The answers waiting on the flow: refusals of posted triggers (and answers of waits
+    /// given up). A refusal that removed the interrupt is the error of this trigger and
+    /// every later one; another leaves the triggers to the daemons' path.
+    fn read_refusals(&mut self) -> Result<()> {
+        while remora_sys::seqpacket::readable_now(self.s.as_fd()).unwrap_or(false) {
+            let h = self.answer()?;
+            if h.op != BulkOp::Ack {
+                self.broken = true;
+                return Err(Error::NodeNotResponding);
+            }
+            if !h.ok && h.tag > self.stale {
+                if let Some(Error::NoSuchIntno) = self.refusal(h.offset) {
+                    return Err(Error::NoSuchIntno);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The error of a refusal `code` (a removed interrupt stays refused); `None` for a
+    /// reason the owner's books know better than the code says: the flow is left, and our
+    /// daemon asks them from now on.
+    fn refusal(&mut self, code: u64) -> Option<Error> {
+        match code {
+            TRIGGER_REMOVED => {
+                self.refused = Some(Error::NoSuchIntno);
+                self.refused.clone()
+            }
+            TRIGGER_FULL => Some(Error::NoSpace),
+            _ => {
+                self.broken = true;
+                None
+            }
+        }
+    }
+
+    /// Wait (at most [`DRAIN`]) until the owner's node served every trigger sent on the
+    /// flow, then close it: a disconnect that goes through the daemons must not overtake
+    /// them.
+    pub(super) fn drain(&mut self) {
+        if !self.unsynced || self.broken {
+            return;
+        }
+        self.unsynced = false;
+        // The owner's node closes its end once it read our end's close and everything
+        // before it.
+        if self.s.shutdown(std::net::Shutdown::Write).is_err() {
+            return;
+        }
+        let _ = self.s.set_read_timeout(Some(DRAIN));
+        let mut sink = [0u8; 256];
+        let t = std::time::Instant::now();
+        while t.elapsed() < DRAIN {
+            match self.s.read(&mut sink) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        self.broken = true;
+    }
+}
