@@ -137,7 +137,23 @@ pub enum LinkMsg {
         /// The one-time token the listening node gave for it.
         token: u64,
     },
+    /// First frame of a [`Flow::Pager`] that reaches several memories of the listener (at
+    /// most [`MAX_FLOW_TARGETS`], their handles all different): each frame names one of
+    /// them by its handle, and the frames are served in order, so stores into several
+    /// segments land in the order they were sent (a VIPL payload, then its completion).
+    /// With `watch` `(handle, offset)`, every store that covers the 4-byte word at `offset`
+    /// of that target is followed by a futex wake of the word (a waiter on the listener's
+    /// host sleeps on it without missing the store).
+    PagerBindMany {
+        /// What the flow reaches.
+        targets: Vec<RangeRef>,
+        /// The word woken after each store that covers it.
+        watch: Option<(u64, u64)>,
+    },
 }
+
+/// The most memories one [`LinkMsg::PagerBindMany`] flow reaches.
+pub const MAX_FLOW_TARGETS: usize = 64;
 
 /// Memory of a node that a peer reaches through a pager flow or bulk frames, named the way
 /// the owning node's core names it. Transports carry it without looking inside; the node
@@ -330,6 +346,17 @@ pub enum ScifPeerRequest {
         offset: u64,
         /// Bytes (at most [`crate::MAX_DATA_IO`]).
         len: u32,
+    },
+    /// [`ScifPeerRequest::Connect`] without a direct flow: the connecting endpoint's
+    /// messages stay on the relays (its connect runs in the background), so the answer is
+    /// [`ScifPeerReply::Accepted`], never `AcceptedDirect`.
+    ConnectWithoutFlow {
+        /// The port listened on.
+        port: u16,
+        /// The connecting endpoint's port id (node, port).
+        from: (u32, u16),
+        /// The asking node's handle of the connection (for data and close it sends back).
+        conn: u64,
     },
 }
 

@@ -314,6 +314,13 @@ pub enum Reply {
         /// The segment's size.
         size: u64,
     },
+    /// Answer to [`Request::DsmFlows`](crate::Request::DsmFlows); the connected socket rides
+    /// along.
+    DsmFlows {
+        /// The home node's handle of each connection, in the order asked (the `conn` of the
+        /// bulk frames).
+        remotes: Vec<u64>,
+    },
 }
 
 /// A daemon's message to a process: a reply or an event.

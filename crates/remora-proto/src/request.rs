@@ -280,6 +280,19 @@ pub enum Request {
         /// The leg.
         leg: u64,
     },
+
+    /// Open a pager flow of this process's own to the node that holds the segments of
+    /// connections `conns` (all on one node of another host), reaching all of them, in
+    /// order ([`link::LinkMsg::PagerBindMany`](crate::link::LinkMsg::PagerBindMany)): stores into
+    /// several segments sent over it land in the order sent. With `watch`
+    /// `(index into conns, offset)`, the home wakes futex waiters of that word after each
+    /// store covering it. Answer: [`Reply::DsmFlows`](crate::Reply::DsmFlows) with the socket.
+    DsmFlows {
+        /// The connection handles.
+        conns: Vec<u64>,
+        /// The word the home wakes after each store covering it.
+        watch: Option<(u32, u64)>,
+    },
 }
 
 /// A request with its id; replies carry the same id.

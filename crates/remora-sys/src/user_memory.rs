@@ -209,6 +209,29 @@ impl UserRegion {
         Ok(())
     }
 
+    /// Write `head`, then `len` bytes of the region at `off`, to a stream with gathering
+    /// writes (`writev`): a frame's header and its payload leave together, straight from
+    /// the program's memory, with no copy of the payload on the way.
+    ///
+    /// # Errors
+    /// `ERANGE` when the range leaves the region; the stream's I/O error.
+    pub fn write_to_after(
+        &self,
+        head: &[u8],
+        off: usize,
+        len: usize,
+        w: &mut impl io::Write,
+    ) -> io::Result<()> {
+        if off.checked_add(len).is_none_or(|e| e > self.len) {
+            return Err(errno(rustix::io::Errno::RANGE));
+        }
+        // SAFETY: the range lies inside the region, which its creator vouched stays mapped
+        // (`from_static` or the `from_raw_parts` contract); the bytes are only read, by the
+        // kernel, while the slice lives.
+        let src = unsafe { std::slice::from_raw_parts((self.addr + off) as *const u8, len) };
+        crate::write_all_vectored(w, &mut [io::IoSlice::new(head), io::IoSlice::new(src)])
+    }
+
     /// Copy `data` into the region at `off`.
     ///
     /// # Errors

@@ -73,6 +73,85 @@ impl Direct {
         Some(Direct { s, remote, tag: 0, out: Vec::new(), broken: false })
     }
 
+    /// A flow that reaches several connections of one home (`Request::DsmFlows`), and the
+    /// home's handle of each, in the order asked.
+    pub(super) fn open_many(session: &Session, req: Request) -> std::io::Result<(Direct, Vec<u64>)> {
+        let (reply, mut fds) = session.request(req, &[]).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let (Reply::DsmFlows { remotes }, Some(fd)) = (reply, fds.pop()) else {
+            return Err(std::io::Error::other("the node answered a flow request without a flow"));
+        };
+        let s = std::net::TcpStream::from(fd);
+        s.set_read_timeout(Some(Self::PATIENCE))?;
+        s.set_write_timeout(Some(Self::PATIENCE))?;
+        s.set_nodelay(true)?;
+        let first = remotes.first().copied().unwrap_or(0);
+        Ok((Direct { s, remote: first, tag: 0, out: Vec::new(), broken: false }, remotes))
+    }
+
+    /// Name `remote` (the home's handle of one of the flow's connections) in the frames
+    /// made from now on.
+    pub(super) fn aim(&mut self, remote: u64) {
+        self.remote = remote;
+    }
+
+    /// Bytes queued and not sent yet.
+    pub(super) fn queued(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Queue a store of `len` bytes at `offset`, which `fill` writes into the queue.
+    pub(super) fn push_with(
+        &mut self,
+        offset: u64,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let f = self.frame(BulkOp::Write, offset, len, false);
+        let start = self.out.len();
+        self.out.extend_from_slice(f.as_bytes());
+        let at = self.out.len();
+        self.out.resize(at + len, 0);
+        let r = fill(&mut self.out[at..]);
+        if r.is_err() {
+            // Nothing of a store that could not be read goes out.
+            self.out.truncate(start);
+            self.tag -= 1;
+        }
+        r
+    }
+
+    /// Send the queued stores, then a store of `len` bytes of the program's memory `src`
+    /// (from `src_off`) at `offset`, in frames of at most `MAX_SCIF_FRAME` written straight
+    /// from `src` (each header gathered with its payload), without waiting for an answer.
+    pub(super) fn write_region(
+        &mut self,
+        offset: u64,
+        src: &remora_sys::user_memory::UserRegion,
+        src_off: usize,
+        len: usize,
+    ) -> std::io::Result<()> {
+        if self.broken {
+            self.out.clear();
+            return Err(std::io::Error::other("the pager flow failed earlier"));
+        }
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(MAX_SCIF_FRAME);
+            let f = self.frame(BulkOp::Write, offset + at as u64, n, false);
+            let mut head = std::mem::take(&mut self.out);
+            head.extend_from_slice(f.as_bytes());
+            let r = src.write_to_after(&head, src_off + at, n, &mut self.s);
+            head.clear();
+            self.out = head;
+            if r.is_err() {
+                self.broken = true;
+                return r;
+            }
+            at += n;
+        }
+        Ok(())
+    }
+
     pub(super) fn frame(&mut self, op: BulkOp, offset: u64, len: usize, ok: bool) -> BulkFrame {
         self.tag += 1;
         BulkFrame::from_header(&BulkHeader {

@@ -72,6 +72,7 @@
 //! peer on another host) use a pager flow bound to the peer's windows. Where the daemon
 //! cannot open a pager flow, requests go through this node's daemon instead.
 
+mod channel;
 mod flow;
 mod map;
 pub mod page;
@@ -80,6 +81,7 @@ mod rma;
 #[cfg(test)]
 mod tests;
 
+pub use channel::{Channel, ChannelGuard};
 pub use flow::{range_read, range_write};
 pub use map::{DsmMap, THROUGH};
 pub use rma::{Piece, Sink, Source};

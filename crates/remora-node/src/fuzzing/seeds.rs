@@ -118,11 +118,16 @@ fn requests() -> Vec<(&'static str, Request)> {
             Request::TriggerInterrupt { intr: 0x3_0000_0002, data: Some(b"wake up".to_vec()) },
         ),
         ("dsm_flow", Request::DsmFlow { conn: CONN }),
+        ("dsm_flows", Request::DsmFlows { conns: vec![CONN, CONN + 1], watch: Some((0, 4096)) }),
         ("scif_bind", Request::Scif(ScifRequest::Bind { port: 2050, privileged: false })),
         ("scif_listen", Request::Scif(ScifRequest::Listen { backlog: 16 })),
         (
             "scif_connect",
             Request::Scif(ScifRequest::Connect { node: 8, port: 2050, from_node: 4, from_port: 2051 }),
+        ),
+        (
+            "scif_connect_without_flow",
+            Request::Scif(ScifRequest::ConnectWithoutFlow { node: 8, port: 2050, from_node: 4, from_port: 2051 }),
         ),
         ("scif_accept", Request::Scif(ScifRequest::Accept { port: 2050, token: 9, sync: true })),
         (
@@ -283,6 +288,7 @@ fn server_msgs() -> Vec<(&'static str, ServerMsg)> {
         ),
         ("vipl_accepted", ok(41, Reply::ViplAccepted(vec![1; 80]))),
         ("dsm_flow", ok(41, Reply::DsmFlow { remote: CONN, size: 1 << 20 })),
+        ("dsm_flows", ok(42, Reply::DsmFlows { remotes: vec![CONN, CONN + 1] })),
         ("err_no_such_segment", err(Error::NoSuchSegment)),
         ("err_timeout", err(Error::Timeout)),
         ("err_illegal_parameter", err(Error::IllegalParameter("size 0".into()))),
@@ -352,6 +358,13 @@ fn peer_frames() -> Vec<(String, Vec<u8>)> {
         ("session_end", LinkMsg::SessionEnd { origin: 5 }),
         ("pager_bind", LinkMsg::PagerBind { target: RangeRef::connection(CONN) }),
         ("pager_bind_registered", LinkMsg::PagerBind { target: RangeRef::registered(9) }),
+        (
+            "pager_bind_many",
+            LinkMsg::PagerBindMany {
+                targets: vec![RangeRef::connection(CONN), RangeRef::connection(CONN + 1)],
+                watch: Some((CONN, 4096)),
+            },
+        ),
         ("flow_bind", LinkMsg::FlowBind { key: 3, token: 0x5eed_f10e_70ce_0001 }),
         (
             "event",
@@ -379,6 +392,10 @@ fn peer_frames() -> Vec<(String, Vec<u8>)> {
         (
             "scif_connect",
             req(25, PeerRequest::Scif(ScifPeerRequest::Connect { port: 2050, from: (4, 2051), conn: 3 })),
+        ),
+        (
+            "scif_connect_without_flow",
+            req(25, PeerRequest::Scif(ScifPeerRequest::ConnectWithoutFlow { port: 2050, from: (4, 2051), conn: 3 })),
         ),
         (
             "scif_data",

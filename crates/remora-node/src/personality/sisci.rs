@@ -130,6 +130,10 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
             Ok((reply, fd)) => (Ok(reply), vec![fd]),
             Err(e) => (Err(e), vec![]),
         },
+        Request::DsmFlows { conns, watch } => match dsm_flows(s, conns, watch).await {
+            Ok((reply, fd)) => (Ok(reply), vec![fd]),
+            Err(e) => (Err(e), vec![]),
+        },
         Request::TriggerInterrupt { intr, data } => {
             let target = {
                 let reg = s.node.lock();
@@ -394,6 +398,42 @@ async fn dsm_flow(s: &Session, conn: u64) -> Result<(Reply, OwnedFd), Error> {
     let fd = t.pager_flow(node, RangeRef::connection(remote)).await?;
     s.node.stats.pager_flows_dialed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok((Reply::DsmFlow { remote, size }, fd))
+}
+
+/// Dial a pager flow to the node of the segments of connections `conns` (all on one node
+/// of another host) that reaches all of them, in order (`Request::DsmFlows`).
+async fn dsm_flows(
+    s: &Session,
+    conns: Vec<u64>,
+    watch: Option<(u32, u64)>,
+) -> Result<(Reply, OwnedFd), Error> {
+    let mut home = None;
+    let mut remotes = Vec::with_capacity(conns.len());
+    {
+        let mut reg = s.node.lock();
+        for conn in &conns {
+            let target = reg.dma_remote(s.sid, *conn).map_err(|_| Error::NotConnected)?;
+            let DmaTarget::Far { node, remote, .. } = target else {
+                return Err(Error::IllegalParameter("a segment is on this host".into()));
+            };
+            if *home.get_or_insert(node) != node {
+                return Err(Error::IllegalParameter("the segments are on different nodes".into()));
+            }
+            remotes.push(remote);
+        }
+    }
+    let node = home.ok_or_else(|| Error::IllegalParameter("no connection".into()))?;
+    let watch = match watch {
+        Some((i, off)) => {
+            Some((*remotes.get(i as usize).ok_or(Error::IllegalParameter("watch".into()))?, off))
+        }
+        None => None,
+    };
+    let t = s.node.transports().to(node).cloned().ok_or(Error::NoSuchNode)?;
+    let targets = remotes.iter().map(|r| RangeRef::connection(*r)).collect();
+    let fd = t.pager_flows(node, targets, watch).await?;
+    s.node.stats.pager_flows_dialed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok((Reply::DsmFlows { remotes }, fd))
 }
 
 fn create_dma(s: &Session, max: u32) -> Outcome {

@@ -292,6 +292,23 @@ pub trait Transport: Send + Sync {
         Box::pin(async move { Err(unsupported(self.name(), "pager flows")) })
     }
 
+    /// A pager flow to `node` that reaches every one of `targets` there (their handles all
+    /// different), served in order; with `watch` `(handle, offset)`, the home wakes futex
+    /// waiters of that word after each store that covers it
+    /// ([`remora_proto::link::LinkMsg::PagerBindMany`]).
+    ///
+    /// # Errors
+    /// [`unsupported`] for transports that share memory; the dial's failure otherwise.
+    fn pager_flows(
+        &self,
+        node: u32,
+        targets: Vec<RangeRef>,
+        watch: Option<(u64, u64)>,
+    ) -> BoxFuture<'_, Result<OwnedFd, Error>> {
+        let _ = (node, targets, watch);
+        Box::pin(async move { Err(unsupported(self.name(), "pager flows")) })
+    }
+
     /// A direct flow to `node` for a process of this node: a TCP stream of its own, dialed
     /// and authenticated as a pager flow is, that `node` hands to whoever waits there for
     /// `key` with the one-time `token` ([`Inbound::direct_flow`]). It returns once the peer

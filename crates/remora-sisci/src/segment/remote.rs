@@ -314,4 +314,34 @@ impl RemoteSegment {
     pub fn is_on_this_host(&self) -> bool {
         self.inner.link.get().is_some_and(|l| l.memfd.is_some())
     }
+
+    /// A channel of this process's own to the memories of `segs` (connections of one
+    /// descriptor to segments of one node of another host), whose stores land in the order
+    /// they were sent, whichever segment each reaches (`remora_client::dsm::Channel`).
+    /// With `watch` `(index into segs, offset)`, the home wakes futex waiters of the
+    /// 4-byte word at `offset` of that segment after each store covering it.
+    ///
+    /// # Errors
+    /// [`Error::NotConnected`] for a segment not connected; [`Error::IllegalParameter`] for
+    /// a segment on this host, segments of several nodes or descriptors; the dial's failure.
+    pub fn channel(
+        segs: &[&RemoteSegment],
+        watch: Option<(usize, u64)>,
+    ) -> Result<remora_client::dsm::Channel> {
+        let mut session: Option<&Arc<Session>> = None;
+        let mut conns = Vec::with_capacity(segs.len());
+        for s in segs {
+            let l = s.inner.link.get().ok_or(Error::NotConnected)?;
+            if l.memfd.is_some() || !l.legs.is_empty() {
+                return Err(Error::IllegalParameter("a channel reaches segments of another host".into()));
+            }
+            if !Arc::ptr_eq(session.get_or_insert(&l.session), &l.session) {
+                return Err(Error::IllegalParameter("a channel's segments come from one descriptor".into()));
+            }
+            conns.push(l.conn);
+        }
+        let session = session.ok_or_else(|| Error::IllegalParameter("a channel to no segment".into()))?;
+        let watch = watch.map(|(i, off)| (i as u32, off));
+        remora_client::dsm::Channel::open(session, conns, watch).map_err(Error::from)
+    }
 }

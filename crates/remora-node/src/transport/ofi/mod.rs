@@ -267,6 +267,18 @@ impl Transport for Ofi {
         })
     }
 
+    fn pager_flows(
+        &self,
+        node: u32,
+        targets: Vec<RangeRef>,
+        watch: Option<(u64, u64)>,
+    ) -> BoxFuture<'_, Result<OwnedFd, Error>> {
+        Box::pin(async move {
+            let peer = self.link(node)?.peer.clone();
+            crate::transport::tcp::pager::dial_flows(self.env.clone(), peer, targets, watch).await
+        })
+    }
+
     /// Over the same TCP stream a pager flow takes (the process has no fabric endpoint).
     fn direct_flow(&self, node: u32, key: u64, token: u64) -> BoxFuture<'_, Result<OwnedFd, Error>> {
         Box::pin(async move {

@@ -209,6 +209,21 @@ impl Transport for Tcp {
         })
     }
 
+    fn pager_flows(
+        &self,
+        node: u32,
+        targets: Vec<RangeRef>,
+        watch: Option<(u64, u64)>,
+    ) -> BoxFuture<'_, Result<OwnedFd, Error>> {
+        Box::pin(async move {
+            if self.env.cluster.is_none() {
+                return Err(unsupported("tcp", "pager flows without a cluster"));
+            }
+            let peer = self.peer(node)?.clone();
+            pager::dial_flows(self.env.clone(), peer, targets, watch).await
+        })
+    }
+
     fn direct_flow(&self, node: u32, key: u64, token: u64) -> BoxFuture<'_, Result<OwnedFd, Error>> {
         Box::pin(async move {
             if self.env.cluster.is_none() {

@@ -2,6 +2,10 @@
 //! memory. The pager's node dials and authenticates it, binds it to one [`RangeRef`] with
 //! [`LinkMsg::PagerBind`] and hands the socket to the process; here, one thread per flow
 //! moves frames straight between the socket and the memory the node resolved for it.
+//! A flow bound with [`LinkMsg::PagerBindMany`] reaches several memories (each frame names
+//! one by its handle) and is served in the same order: a VIPL channel, whose payload and
+//! completion land in the order sent. Its watched word, if any, is woken (`futex`) after
+//! every store that covers it.
 //!
 //! `Read` is answered with `Data` (header and bytes; `ok` unset and no bytes when the
 //! range may not be read). `Write` stores its bytes and is acknowledged only when the frame
@@ -10,7 +14,7 @@
 //! own flow to an interrupt it connected to) triggers what the flow is bound to through
 //! [`PeerMemory::trigger`]; it is acknowledged when the frame asks, and a refusal always
 //! is (its code in the `Ack`'s `offset`). Any other frame, a frame that names another
-//! handle than the bound one, or a payload over [`MAX_PAGER_FRAME`] (over
+//! handle than a bound one, or a payload over [`MAX_PAGER_FRAME`] (over
 //! [`MAX_TRIGGER_DATA`] for a trigger) ends the flow.
 
 use super::framing::{read_frame, read_header, write_frame};
@@ -18,8 +22,8 @@ use super::handshake::dial_handshake;
 use super::peer::TcpPeer;
 use crate::transport::{Env, FlowUse, LinkState, PeerMemory};
 use remora_proto::link::{
-    BulkFrame, BulkHeader, BulkOp, Flow, LinkMsg, RangeRef, BULK_FRAME, MAX_PAGER_FRAME, MAX_TRIGGER_DATA,
-    TRIGGER_FULL, TRIGGER_REFUSED, TRIGGER_REMOVED,
+    BulkFrame, BulkHeader, BulkOp, Flow, LinkMsg, RangeRef, BULK_FRAME, MAX_FLOW_TARGETS, MAX_PAGER_FRAME,
+    MAX_TRIGGER_DATA, TRIGGER_FULL, TRIGGER_REFUSED, TRIGGER_REMOVED,
 };
 use remora_proto::Error;
 use remora_sys::Mapping;
@@ -58,14 +62,46 @@ pub(in crate::transport) async fn dial_flow(
         return Err(Error::NodeNotResponding);
     }
     let node = peer.id;
-    let s = tokio::task::spawn_blocking(move || dial(&env, &peer, target))
+    let s = tokio::task::spawn_blocking(move || dial(&env, &peer, &LinkMsg::PagerBind { target }))
         .await
         .map_err(|e| Error::Protocol(e.to_string()))?
         .map_err(|e| Error::Protocol(format!("pager flow to node {node}: {e}")))?;
     Ok(std::os::fd::OwnedFd::from(s))
 }
 
-pub(super) fn dial(env: &Env, peer: &TcpPeer, target: RangeRef) -> std::io::Result<StdStream> {
+/// A pager flow to `peer` that reaches every one of `targets` there, in order
+/// ([`LinkMsg::PagerBindMany`]), as the descriptor a process gets.
+///
+/// # Errors
+/// [`Error::NodeNotResponding`] at once when the link is not up; [`Error::IllegalParameter`]
+/// for no target, too many, or two with one handle; the dial's failure.
+pub(in crate::transport) async fn dial_flows(
+    env: Arc<Env>,
+    peer: Arc<TcpPeer>,
+    targets: Vec<RangeRef>,
+    watch: Option<(u64, u64)>,
+) -> Result<std::os::fd::OwnedFd, Error> {
+    if targets.is_empty() || targets.len() > MAX_FLOW_TARGETS || !distinct(&targets) {
+        return Err(Error::IllegalParameter(format!("a pager flow to {} targets", targets.len())));
+    }
+    if peer.state() != LinkState::Up {
+        return Err(Error::NodeNotResponding);
+    }
+    let node = peer.id;
+    let bind = LinkMsg::PagerBindMany { targets, watch };
+    let s = tokio::task::spawn_blocking(move || dial(&env, &peer, &bind))
+        .await
+        .map_err(|e| Error::Protocol(e.to_string()))?
+        .map_err(|e| Error::Protocol(format!("pager flow to node {node}: {e}")))?;
+    Ok(std::os::fd::OwnedFd::from(s))
+}
+
+/// Whether the handles of `targets` are all different (a frame names its target by handle).
+fn distinct(targets: &[RangeRef]) -> bool {
+    targets.iter().enumerate().all(|(i, t)| targets[..i].iter().all(|u| u.handle != t.handle))
+}
+
+pub(super) fn dial(env: &Env, peer: &TcpPeer, bind: &LinkMsg) -> std::io::Result<StdStream> {
     let addr: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&peer.addr)?.collect();
     let a = addr.first().ok_or_else(|| std::io::Error::other("address does not resolve"))?;
     // A map waits for this dial before it falls back to the daemons' path: a home that
@@ -77,7 +113,7 @@ pub(super) fn dial(env: &Env, peer: &TcpPeer, target: RangeRef) -> std::io::Resu
     if peer.peer_incarnation.load(Ordering::SeqCst) != inc {
         return Err(std::io::Error::other(format!("node {} restarted", peer.id)));
     }
-    write_frame(&mut s, &LinkMsg::PagerBind { target })?;
+    write_frame(&mut s, bind)?;
     s.set_read_timeout(None)?;
     s.set_write_timeout(None)?;
     s.set_nodelay(true)?;
@@ -128,8 +164,13 @@ pub(in crate::transport) fn accept(peer: &Arc<TcpPeer>, std: StdStream, inc: u64
         let _forget = Forget(p.clone(), id);
         let mut s = std;
         let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-        let target = match read_frame::<LinkMsg>(&mut s) {
-            Ok(LinkMsg::PagerBind { target }) => target,
+        let (targets, watch) = match read_frame::<LinkMsg>(&mut s) {
+            Ok(LinkMsg::PagerBind { target }) => (vec![target], None),
+            Ok(LinkMsg::PagerBindMany { targets, watch })
+                if !targets.is_empty() && targets.len() <= MAX_FLOW_TARGETS && distinct(&targets) =>
+            {
+                (targets, watch)
+            }
             // Not a pager's: a direct flow between two processes (`direct.rs`).
             Ok(LinkMsg::FlowBind { key, token }) => {
                 super::direct::hand_over(&p, s, key, token);
@@ -144,6 +185,8 @@ pub(in crate::transport) fn accept(peer: &Arc<TcpPeer>, std: StdStream, inc: u64
             // A process shares one flow per connection: a few more (redials after a
             // failure, maps made at once) are fine, a flood is not.
             let mut flows = p.pager_flows.lock().unwrap_or_else(|p| p.into_inner());
+            // A flow to several targets is booked under its first.
+            let target = targets[0];
             let same = flows.values().filter(|(_, b)| *b == Some(target)).count();
             if same >= MAX_FLOWS_PER_TARGET {
                 tracing::warn!(peer = p.id, "{same} pager flows for {target:?} already; closed");
@@ -153,13 +196,31 @@ pub(in crate::transport) fn accept(peer: &Arc<TcpPeer>, std: StdStream, inc: u64
                 f.1 = Some(target);
             }
         }
-        let Some(mem) = p.inbound.memory(p.id, target) else {
-            tracing::warn!(peer = p.id, "a pager flow bound to {target:?}, which it may not reach; closed");
-            return;
-        };
+        let mut mems = Vec::with_capacity(targets.len());
+        for target in &targets {
+            let Some(mem) = p.inbound.memory(p.id, *target) else {
+                tracing::warn!(
+                    peer = p.id,
+                    "a pager flow bound to {target:?}, which it may not reach; closed"
+                );
+                return;
+            };
+            mems.push((target.handle, mem));
+        }
+        // The watched word, resolved once (its mapping stays valid while held).
+        let watch = watch.and_then(|(h, off)| {
+            let (_, mem) = mems.iter().find(|(x, _)| *x == h)?;
+            let pieces = mem.resolve(off, 4, true)?;
+            let (m, at, _) = pieces.into_iter().next()?;
+            m.atomic_u32(at)?;
+            Some(Watch { handle: h, offset: off, mem: m, at })
+        });
         if s.set_read_timeout(None).is_ok() {
-            mem.flow_used(FlowUse::Bound);
-            serve(&p, s, target.handle, mem.as_ref());
+            for (_, mem) in &mems {
+                mem.flow_used(FlowUse::Bound);
+            }
+            let bound: Vec<(u64, &dyn PeerMemory)> = mems.iter().map(|(h, m)| (*h, m.as_ref())).collect();
+            serve(&p, s, &bound, watch.as_ref());
         }
     });
     if let Err(e) = spawned {
@@ -177,11 +238,31 @@ fn store(pieces: &[(Arc<Mapping>, usize, usize)], rd: &mut impl Read) -> std::io
     Ok(())
 }
 
+/// The word of a [`LinkMsg::PagerBindMany`] flow that is woken after every store covering
+/// it: bytes `offset..offset + 4` of target `handle`, at `at` of `mem`.
+pub(super) struct Watch {
+    handle: u64,
+    offset: u64,
+    mem: Arc<Mapping>,
+    at: usize,
+}
+
+impl Watch {
+    /// Wake the word's waiters when a store of `len` bytes at `offset` of `handle` covered it.
+    fn after_store(&self, handle: u64, offset: u64, len: u64) {
+        if handle == self.handle && offset <= self.offset && self.offset + 4 <= offset.saturating_add(len) {
+            if let Some(w) = self.mem.atomic_u32(self.at) {
+                remora_sys::sync::futex_wake_all(w);
+            }
+        }
+    }
+}
+
 /// Serve one flow until it breaks.
-fn serve(peer: &TcpPeer, s: StdStream, handle: u64, mem: &dyn PeerMemory) {
+fn serve(peer: &TcpPeer, s: StdStream, targets: &[(u64, &dyn PeerMemory)], watch: Option<&Watch>) {
     let Ok(rd) = s.try_clone() else { return };
     let rd = std::io::BufReader::with_capacity(64 << 10, rd);
-    serve_frames(peer.id, [&peer.bytes_in, &peer.bytes_out], rd, s, handle, mem, true);
+    serve_many(peer.id, [&peer.bytes_in, &peer.bytes_out], rd, s, targets, watch, true);
 }
 
 /// Frames larger than this are bulk (RMA), not a page fetch or a flush's runs: see
@@ -197,10 +278,24 @@ const URGENT_FRAME: u64 = 64 << 10;
 pub(super) fn serve_frames(
     peer: u32,
     counters: [&AtomicU64; 2],
-    mut rd: impl Read,
-    mut wr: impl Write,
+    rd: impl Read,
+    wr: impl Write,
     handle: u64,
     mem: &dyn PeerMemory,
+    urgent: bool,
+) {
+    serve_many(peer, counters, rd, wr, &[(handle, mem)], None, urgent);
+}
+
+/// [`serve_frames`] for a flow bound to several targets (each frame names one by its
+/// handle), waking `watch` after every store that covers it.
+fn serve_many(
+    peer: u32,
+    counters: [&AtomicU64; 2],
+    mut rd: impl Read,
+    mut wr: impl Write,
+    targets: &[(u64, &dyn PeerMemory)],
+    watch: Option<&Watch>,
     urgent: bool,
 ) {
     let [bytes_in, bytes_out] = counters;
@@ -220,10 +315,10 @@ pub(super) fn serve_frames(
             bulk = !bulk;
             remora_sys::sync::urgent_thread(!bulk);
         }
-        if hdr.conn != handle {
-            tracing::warn!(peer, "a pager flow bound to {handle} named {}", hdr.conn);
+        let Some(&(handle, mem)) = targets.iter().find(|(h, _)| *h == hdr.conn) else {
+            tracing::warn!(peer, "a pager flow bound to {:?} named {}", targets[0].0, hdr.conn);
             break;
-        }
+        };
         if hdr.len as usize > MAX_PAGER_FRAME {
             tracing::warn!(peer, "a pager flow sent a frame of {} bytes; closed", hdr.len);
             break;
@@ -231,6 +326,9 @@ pub(super) fn serve_frames(
         let r = match hdr.op {
             BulkOp::Write => match (mem.resolve(hdr.offset, hdr.len, true), hdr.ok) {
                 (Some(pieces), ask) => store(&pieces, &mut rd).and_then(|()| {
+                    if let Some(w) = watch {
+                        w.after_store(handle, hdr.offset, hdr.len);
+                    }
                     mem.flow_used(FlowUse::Stored { bytes: hdr.len, acked: ask });
                     if ask {
                         answer(&mut wr, &BulkHeader { op: BulkOp::Ack, ok: true, len: 0, ..hdr })
