@@ -186,22 +186,15 @@ impl Vi {
             return Err(Error::Resource(format!("{ENTRIES} receives posted")));
         }
         let bad = t.too_many || t.local.is_none();
-        let p = Posted {
-            addr,
-            handle,
-            ctl: t.ctl,
-            epoch: t.epoch,
-            total: t.total,
-            chunks: t.chunks.clone(),
-            bufs: t.local.clone().unwrap_or_default(),
-        };
         if bad || st == ViState::Error {
+            let p = Posted::of(addr, handle, t);
             let why = if bad { status::PROTECTION_ERROR } else { status::DESC_FLUSHED_ERROR };
             vi.complete_recv(q, &p, status::DONE | status::OP_RECEIVE | why, 0, None);
             return Ok(());
         }
-        vi.nic.finish(&p.ctl, p.epoch, 0, None, None);
-        q.posted.push_back(p);
+        vi.nic.finish(&t.ctl, t.epoch, 0, None, None);
+        // Filled in place in the queue's ring: no posted receive built and moved.
+        q.posted.push(addr, handle, t);
         if st == ViState::Connected {
             let link = q.link.take();
             if let Some((l, _)) = &link {

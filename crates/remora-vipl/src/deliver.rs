@@ -96,7 +96,7 @@ impl ViInner {
             q.described.resize(ENTRIES, None);
         }
         while q.pushed < end {
-            let p = &q.posted[(q.pushed - q.consumed) as usize];
+            let Some(p) = q.posted.get((q.pushed - q.consumed) as usize) else { break };
             let i = q.pushed as usize % ENTRIES;
             let at = layout::entry_at(q.pushed);
             if p.chunks.len() <= 2 {
@@ -206,7 +206,7 @@ impl ViInner {
             }
             self.nic.finish(&p.ctl, p.epoch, st, Some(c.len), imm);
             let d = (p.addr, p.handle);
-            q.posted.pop_front();
+            q.posted.advance();
             q.consumed += 1;
             self.record_recv(q, d);
         }

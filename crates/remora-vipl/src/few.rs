@@ -24,6 +24,22 @@ impl<T: Copy + Default, const N: usize> Clone for Few<T, N> {
 }
 
 impl<T: Copy + Default, const N: usize> Few<T, N> {
+    /// Become a copy of `other`, in place (the heap only when `other` spilled there).
+    pub(crate) fn assign(&mut self, other: &Few<T, N>) {
+        self.inline = other.inline;
+        self.len = other.len;
+        self.spill.clear();
+        if !other.spill.is_empty() {
+            self.spill.extend_from_slice(&other.spill);
+        }
+    }
+
+    /// Empty it (keeping what it allocated).
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+        self.spill.clear();
+    }
+
     /// Add `v` at the end.
     pub(crate) fn push(&mut self, v: T) {
         if self.spill.is_empty() {

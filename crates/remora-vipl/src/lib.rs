@@ -45,6 +45,7 @@ mod memory;
 mod names;
 mod nic;
 mod notify;
+mod posted;
 mod vi;
 mod window;
 

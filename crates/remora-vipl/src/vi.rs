@@ -2,11 +2,12 @@
 //! and the queues' bookkeeping. The data path is in `data.rs`, the link to the peer in
 //! `link.rs`, connection set-up in `connect.rs`.
 
-use crate::cache::DescCache;
+use crate::cache::{DescCache, Taken};
 use crate::few::Few;
 use crate::layout::{self, Chunk};
 use crate::link::{Link, PeerInfo};
 use crate::memory::ProtectionTag;
+use crate::posted::PostedQ;
 use crate::window::Window;
 use crate::{CompletionQueue, Error, ErrorCode, ErrorEvent, Nic, Result};
 use remora_sisci::{CreateFlags, Interrupt, LocalSegment, MapFlags, RemoteInterrupt, UserRegion};
@@ -55,7 +56,7 @@ pub enum ViState {
 }
 
 /// A posted receive.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Posted {
     pub(crate) addr: usize,
     pub(crate) handle: u32,
@@ -68,6 +69,29 @@ pub(crate) struct Posted {
     pub(crate) chunks: Few<Chunk, 2>,
     /// Its buffers, for a payload that arrives inside the completion.
     pub(crate) bufs: Few<UserRegion, 4>,
+}
+
+impl Posted {
+    /// The receive at `addr` (memory `handle`), read as `t`.
+    pub(crate) fn of(addr: usize, handle: u32, t: &Taken) -> Posted {
+        let mut p = Posted::default();
+        p.fill(addr, handle, t);
+        p
+    }
+
+    /// Become the receive at `addr` (memory `handle`), read as `t`, in place.
+    pub(crate) fn fill(&mut self, addr: usize, handle: u32, t: &Taken) {
+        self.addr = addr;
+        self.handle = handle;
+        self.ctl = t.ctl;
+        self.epoch = t.epoch;
+        self.total = t.total;
+        self.chunks.assign(&t.chunks);
+        match &t.local {
+            Some(l) => self.bufs.assign(l),
+            None => self.bufs.clear(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -90,7 +114,7 @@ pub(crate) struct SendQ {
 #[derive(Debug, Default)]
 pub(crate) struct RecvQ {
     /// Posted, not completed, oldest first.
-    pub(crate) posted: VecDeque<Posted>,
+    pub(crate) posted: PostedQ,
     /// Entries described to the peer (ring A index of the next one).
     pub(crate) pushed: u64,
     /// Completions read from ring B.
