@@ -347,6 +347,17 @@ pub enum ScifPeerRequest {
         /// Bytes (at most [`crate::MAX_DATA_IO`]).
         len: u32,
     },
+    /// [`ScifPeerRequest::Connect`] without a direct flow: the connecting endpoint's
+    /// messages stay on the relays (its connect runs in the background), so the answer is
+    /// [`ScifPeerReply::Accepted`], never `AcceptedDirect`.
+    ConnectWithoutFlow {
+        /// The port listened on.
+        port: u16,
+        /// The connecting endpoint's port id (node, port).
+        from: (u32, u16),
+        /// The asking node's handle of the connection (for data and close it sends back).
+        conn: u64,
+    },
 }
 
 /// What the answering node says.

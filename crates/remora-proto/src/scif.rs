@@ -107,6 +107,20 @@ pub enum ScifRequest {
     /// host), bound to the peer's registered windows (as [`Request::DsmFlow`](crate::Request::DsmFlow) for a
     /// segment). Answer: [`Reply::DsmFlow`](crate::Reply::DsmFlow) with the socket.
     PagerFlow,
+    /// [`ScifRequest::Connect`] for a connect that runs in the background (the program set
+    /// `O_NONBLOCK`): to a node of another host, the messages stay on the daemons' relays,
+    /// without a direct flow, since the flow would replace the file behind the endpoint's
+    /// descriptor, which an `epoll` set may already watch for the connect's end.
+    ConnectWithoutFlow {
+        /// The node that listens.
+        node: u32,
+        /// The port listened on.
+        port: u16,
+        /// The connecting endpoint's node.
+        from_node: u32,
+        /// The connecting endpoint's port.
+        from_port: u16,
+    },
 }
 
 /// At most this many windows per [`ScifRequest::Windows`] answer.

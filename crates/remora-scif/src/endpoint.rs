@@ -250,18 +250,20 @@ impl Endpoint {
             std::thread::Builder::new()
                 .name("scif-connect".into())
                 .spawn(move || {
-                    let r = me.finish_connect(dst, port, home);
+                    // No direct flow: it would replace the file behind the descriptor,
+                    // which an epoll set may watch for this connect's end.
+                    let r = me.finish_connect(dst, port, home, false);
                     *me.inner.async_connect.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
                     bell::unstuff(me.inner.ringer.as_fd());
                 })
                 .map_err(|e| Error::NoMemory(e.to_string()))?;
             return Err(Error::InProgress);
         }
-        self.finish_connect(dst, port, home)
+        self.finish_connect(dst, port, home, true)
     }
 
-    fn finish_connect(&self, dst: PortId, port: u16, home: Session) -> Result<u16> {
-        let r = self.dial(dst, port);
+    fn finish_connect(&self, dst: PortId, port: u16, home: Session, flow: bool) -> Result<u16> {
+        let r = self.dial(dst, port, flow);
         let mut st = self.state();
         match r {
             Ok(conn) => {
@@ -278,7 +280,9 @@ impl Endpoint {
         }
     }
 
-    fn dial(&self, dst: PortId, port: u16) -> Result<Conn> {
+    /// Connect to `dst` from `port`; across hosts over a direct flow when `flow` (and the
+    /// daemons make one).
+    fn dial(&self, dst: PortId, port: u16, flow: bool) -> Result<Conn> {
         let scif = &self.inner.scif;
         let cfg = scif.config();
         // A node of this host: ask its daemon directly (memory is shared). Any other node,
@@ -289,11 +293,10 @@ impl Endpoint {
         };
         let local =
             dst.node != scif.node() && remora_proto::paths::socket_path(&cfg.runtime_dir, dst.node).exists();
-        let req = Request::Scif(ScifRequest::Connect {
-            node: dst.node,
-            port: dst.port,
-            from_node: scif.node(),
-            from_port: port,
+        let (node, from_node) = (dst.node, scif.node());
+        let req = Request::Scif(match flow {
+            true => ScifRequest::Connect { node, port: dst.port, from_node, from_port: port },
+            false => ScifRequest::ConnectWithoutFlow { node, port: dst.port, from_node, from_port: port },
         });
         let ringer = [self.inner.ringer.as_fd()];
         let (session, (reply, fds)) = if local && cfg.cluster.is_none() {

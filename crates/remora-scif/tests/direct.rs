@@ -168,3 +168,35 @@ fn close_wakes_a_receiver_blocked_on_the_flow() {
     let mut b = [0u8; 1];
     assert_eq!(c.recv(&mut b, true).unwrap_err(), Error::Reset);
 }
+
+/// A connect in the background (`O_NONBLOCK`) keeps the endpoint's file, so an epoll set
+/// that watched the descriptor before the connect still hears of its messages: such a
+/// connection stays on the relays.
+#[test]
+fn a_background_connect_keeps_the_file_an_epoll_set_watches() {
+    use common::ScifOf;
+    let h = over_tcp(&[4, 8]);
+    wait_for_link(&h);
+    let l = Endpoint::open(&h.scif(8)).unwrap();
+    let port = l.bind(0).unwrap();
+    l.listen(2).unwrap();
+    let c = Endpoint::open(&h.scif(4)).unwrap();
+    remora_sys::seqpacket::set_nonblocking(c.as_fd(), true).unwrap();
+    let set = remora_sys::poller::Poller::new().unwrap();
+    set.add(c.as_fd(), 7).unwrap();
+    let dst = PortId { node: 8, port };
+    assert_eq!(c.connect(dst).unwrap_err(), Error::InProgress);
+    let (s, _) = l.accept(true).unwrap();
+    let r = remora_sys::bell::wait(c.as_fd(), true, Some(Duration::from_secs(10))).unwrap();
+    assert!(r.writable, "writable once connected");
+    assert_eq!(c.connect(dst).unwrap(), c.local_port().unwrap().port);
+    assert!(!c.is_direct() && !s.is_direct(), "a background connect keeps to the relays");
+    s.send(b"hello", true).unwrap();
+    assert_eq!(set.wait(Some(Duration::from_secs(10))).unwrap(), vec![7], "the epoll set hears of it");
+    let mut b = [0u8; 5];
+    let mut n = 0;
+    while n < 5 {
+        n += c.recv(&mut b[n..], true).unwrap();
+    }
+    assert_eq!(&b, b"hello");
+}

@@ -125,6 +125,15 @@ fn requests() -> Vec<(&'static str, Request)> {
             "scif_connect",
             Request::Scif(ScifRequest::Connect { node: 8, port: 2050, from_node: 4, from_port: 2051 }),
         ),
+        (
+            "scif_connect_without_flow",
+            Request::Scif(ScifRequest::ConnectWithoutFlow {
+                node: 8,
+                port: 2050,
+                from_node: 4,
+                from_port: 2051,
+            }),
+        ),
         ("scif_accept", Request::Scif(ScifRequest::Accept { port: 2050, token: 9, sync: true })),
         (
             "scif_register",
@@ -388,6 +397,17 @@ fn peer_frames() -> Vec<(String, Vec<u8>)> {
         (
             "scif_connect",
             req(25, PeerRequest::Scif(ScifPeerRequest::Connect { port: 2050, from: (4, 2051), conn: 3 })),
+        ),
+        (
+            "scif_connect_without_flow",
+            req(
+                25,
+                PeerRequest::Scif(ScifPeerRequest::ConnectWithoutFlow {
+                    port: 2050,
+                    from: (4, 2051),
+                    conn: 3,
+                }),
+            ),
         ),
         (
             "scif_data",

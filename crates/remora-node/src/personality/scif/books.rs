@@ -65,6 +65,8 @@ pub struct RemoteEnd {
     pub conn: u64,
     /// The reader of the doorbell the local endpoint rings (the relay watches it).
     pub reader: OwnedFd,
+    /// The connector's daemon would dial a direct flow (on the accepting side).
+    pub flow: bool,
 }
 
 /// What a connection's relay task hears from the books.
@@ -298,6 +300,7 @@ impl Books {
             let conn = self.id();
             let dup = |f: &OwnedFd| f.try_clone().map_err(sys);
             let far = p.remote.as_ref().map(|r| (r.node, r.conn));
+            let flow_to = p.remote.as_ref().filter(|r| r.flow).map(|r| r.node);
             let (relay, relay_tx) = match p.remote {
                 Some(remote) => {
                     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -315,8 +318,8 @@ impl Books {
                 None => (None, None),
             };
             let remote_connector = relay.is_some();
-            let direct = match far {
-                Some((node, _)) if super::direct::enabled() => {
+            let direct = match flow_to {
+                Some(node) if super::direct::enabled() => {
                     let token = rand_u64();
                     Some((token, self.flows.expect(conn, node, token)))
                 }

@@ -24,6 +24,8 @@ async fn pager_flow(s: &Session, node: u32, conn: u64) -> Result<OwnedFd, Error>
 pub(crate) async fn handle(s: &mut Session, req: ScifRequest, mut fds: Vec<OwnedFd>) -> Outcome {
     let sid = s.sid;
     let me = s.me();
+    // A connect in the background is a connect whose messages keep to the relays.
+    let flow = !matches!(req, ScifRequest::ConnectWithoutFlow { .. });
     match req {
         ScifRequest::Bind { port, privileged } => {
             let r = s.node.scif().bind(sid, port, privileged && s.uid == 0);
@@ -33,7 +35,8 @@ pub(crate) async fn handle(s: &mut Session, req: ScifRequest, mut fds: Vec<Owned
             let r = s.node.scif().listen(sid, backlog, fds);
             (r.map(|token| Reply::ScifListening { token }), vec![])
         }
-        ScifRequest::Connect { node, port, from_node, from_port } => {
+        ScifRequest::Connect { node, port, from_node, from_port }
+        | ScifRequest::ConnectWithoutFlow { node, port, from_node, from_port } => {
             if fds.len() != 1 {
                 return (Err(Error::IllegalParameter("connect needs a doorbell".into())), vec![]);
             }
@@ -41,7 +44,7 @@ pub(crate) async fn handle(s: &mut Session, req: ScifRequest, mut fds: Vec<Owned
             if node != me {
                 // A node of this host whose daemon is still starting is waited for a moment.
                 return match s.reach(node, None).await.map(|t| t.shares_memory()) {
-                    Ok(false) => connect_out(s, node, port, (from_node, from_port), ringer).await,
+                    Ok(false) => connect_out(s, node, port, (from_node, from_port), ringer, flow).await,
                     Ok(true) => (Ok(Reply::ScifDialDirect), vec![]),
                     Err(e) => (Err(e), vec![]),
                 };
@@ -171,7 +174,14 @@ pub(crate) async fn handle(s: &mut Session, req: ScifRequest, mut fds: Vec<Owned
 
 /// `scif_connect` to a listener on a node of another host: book the connection here,
 /// ask that node over the link, and start the relay once it accepts.
-async fn connect_out(s: &Session, node: u32, port: u16, from: (u32, u16), ringer: OwnedFd) -> Outcome {
+async fn connect_out(
+    s: &Session,
+    node: u32,
+    port: u16,
+    from: (u32, u16),
+    ringer: OwnedFd,
+    flow: bool,
+) -> Outcome {
     let sys = |e: std::io::Error| Error::System(e.to_string());
     let made = (|| {
         let (reader, proxy_ringer) = remora_sys::bell::pair().map_err(sys)?;
@@ -190,7 +200,10 @@ async fn connect_out(s: &Session, node: u32, port: u16, from: (u32, u16), ringer
         return (Err(Error::NoSuchNode), vec![]);
     };
     let origin = relay::origin_of(conn);
-    let req = PeerRequest::Scif(ScifPeerRequest::Connect { port, from, conn });
+    let req = PeerRequest::Scif(match flow {
+        true => ScifPeerRequest::Connect { port, from, conn },
+        false => ScifPeerRequest::ConnectWithoutFlow { port, from, conn },
+    });
     let answer = tokio::select! {
         a = peer.request(node, origin, req) => a.map(|a| a.0),
         _ = s.hangup() => Err(Error::Protocol("caller hung up".into())),
@@ -218,7 +231,7 @@ async fn connect_out(s: &Session, node: u32, port: u16, from: (u32, u16), ringer
                 local: 0,
                 ringer: local_ringer,
                 proxy_ringer: keep,
-                remote: RemoteEnd { node, conn: far, reader },
+                remote: RemoteEnd { node, conn: far, reader, flow: false },
                 rx,
             };
             relay::spawn(s.node.clone(), start);

@@ -25,7 +25,10 @@ pub(crate) async fn serve(
     match req {
         // A node cannot connect on another node's behalf: the port id's node is the peer's.
         ScifPeerRequest::Connect { port, from: (_, from_port), conn } => {
-            relay::serve_connect(node, sid, (from, from_port), port, conn).await
+            relay::serve_connect(node, sid, (from, from_port), port, conn, true).await
+        }
+        ScifPeerRequest::ConnectWithoutFlow { port, from: (_, from_port), conn } => {
+            relay::serve_connect(node, sid, (from, from_port), port, conn, false).await
         }
         ScifPeerRequest::Data { conn, data } => {
             node.scif().to_relay(conn, super::RelayIn::Data(data)).map(|_| PeerReply::Ok)

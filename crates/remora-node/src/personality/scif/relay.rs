@@ -32,7 +32,7 @@ pub fn spawn(node: Arc<Node>, start: RelayStart) {
 
 async fn run(node: Arc<Node>, st: RelayStart) {
     let RelayStart { conn, region, local, ringer, proxy_ringer, remote, mut rx } = st;
-    let RemoteEnd { node: far_node, conn: far, reader } = remote;
+    let RemoteEnd { node: far_node, conn: far, reader, .. } = remote;
     let origin = origin_of(conn);
     let peer = node.transports().to(far_node).cloned();
     let proxy = 1 - local;
@@ -156,17 +156,19 @@ async fn run(node: Arc<Node>, st: RelayStart) {
     peer.session_end(origin);
 }
 
-/// A connection request from an endpoint on another host (`ScifPeerRequest::Connect`):
-/// queue it on the listener like a local one and wait for an accept.
+/// A connection request from an endpoint on another host (`ScifPeerRequest::Connect`, or
+/// `ConnectWithoutFlow` when `flow` is false): queue it on the listener like a local one
+/// and wait for an accept.
 pub async fn serve_connect(
     node: &Arc<Node>,
     sid: u64,
     from: (u32, u16),
     port: u16,
     far: u64,
+    flow: bool,
 ) -> Result<PeerReply, Error> {
     let (reader, ringer) = bell::pair().map_err(|e| Error::System(e.to_string()))?;
-    let remote = RemoteEnd { node: from.0, conn: far, reader };
+    let remote = RemoteEnd { node: from.0, conn: far, reader, flow };
     let (_, rx) = node.scif().request(sid, port, from, ringer, Some(remote))?;
     node.changed.notify_waiters();
     let accepted = rx.await.unwrap_or(Err(Error::ConnRefused))?;
