@@ -464,6 +464,7 @@ fn peer_frames() -> Vec<(String, Vec<u8>)> {
         ),
         ("reply_vipl_accepted", reply(Ok(PeerReply::ViplAccepted(vec![1; 80])))),
         ("reply_error", reply(Err(Error::NoSuchSegment))),
+        ("pager_bind_interrupt", LinkMsg::PagerBind { target: RangeRef::interrupt(11) }),
     ];
     let mut out: Vec<(String, Vec<u8>)> = msgs.iter().map(|(n, m)| (n.to_string(), wire(m))).collect();
     // A stretch of a live link: heartbeats around a request and its answer.
@@ -481,6 +482,11 @@ fn pager_requests() -> Vec<(&'static str, Vec<u8>)> {
         f.extend((0..len).map(|i| (i % 241) as u8));
         f
     };
+    let trigger = |tag, len: usize, ok| {
+        let mut f = bulk_head(BulkOp::Trigger, tag, BOUND, 0, len as u64, ok);
+        f.extend((0..len).map(|i| i as u8));
+        f
+    };
     vec![
         ("read_page", bulk_head(BulkOp::Read, 1, BOUND, 4096, 4096, true)),
         ("read_across_pieces", bulk_head(BulkOp::Read, 2, BOUND, 28 << 10, 8192, true)),
@@ -490,6 +496,11 @@ fn pager_requests() -> Vec<(&'static str, Vec<u8>)> {
         ("write_refused", write(6, 63 << 10, 2048, true)),
         ("other_handle", bulk_head(BulkOp::Read, 7, BOUND + 1, 0, 4096, true)),
         ("data_frame", bulk_head(BulkOp::Data, 8, BOUND, 0, 0, true)),
+        ("trigger_posted", bulk_head(BulkOp::Trigger, 9, BOUND, 0, 0, false)),
+        ("trigger_data_waited", trigger(10, 9, true)),
+        ("trigger_refused", trigger(11, 7, false)),
+        ("trigger_full", trigger(12, 1022, true)),
+        ("trigger_too_long", trigger(13, 1025, true)),
     ]
 }
 
@@ -503,8 +514,9 @@ fn pager() -> Vec<(String, Vec<u8>)> {
 
 fn bulk() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    // The answers a pager loop really gave, as a pager reads them.
-    for (n, req) in pager_requests().into_iter().take(6) {
+    // The answers a pager loop really gave, as a pager (or a trigger's flow) reads them.
+    let answered = |n: &str| !["other_handle", "data_frame", "trigger_too_long"].contains(&n);
+    for (n, req) in pager_requests().into_iter().filter(|(n, _)| answered(n)) {
         out.push((format!("answer_{n}"), captured_pager(&req)));
     }
     let mut write = bulk_head(BulkOp::Write, 100, CONN, 1 << 20, 4096, true);
