@@ -82,8 +82,8 @@ pub struct Config {
     pub spin: Duration,
     /// The DSM pager's timing.
     pub dsm: DsmTiming,
-    /// `REMORA_PAGER_FLOWS` (`0`: DSM pagers and SCIF RMA across hosts go through the daemon
-    /// instead of pager flows of their own).
+    /// `REMORA_PAGER_FLOWS` (`0`: DSM pagers, SCIF RMA and interrupt triggers across hosts
+    /// go through the daemon instead of flows of their own).
     pub pager_flows: bool,
     /// `REMORA_URGENT` (`0`: pagers, pager-flow threads and the node daemon's event loop keep
     /// the default priority).

@@ -232,6 +232,8 @@ pub enum Request {
     /// Open a DSM pager's own connection to the node that holds connection `conn`'s
     /// segment (another host): the daemon dials that node's [`link::Flow::Pager`](crate::link::Flow::Pager), proves
     /// who it is, and hands the socket over. Answer: [`Reply::DsmFlow`](crate::Reply::DsmFlow) with the socket.
+    /// When `conn` is a connection to an interrupt of another host, the flow is bound to
+    /// that connection there (`link::Space::Interrupt`) and carries its triggers.
     DsmFlow {
         /// The connection handle.
         conn: u64,
