@@ -126,11 +126,12 @@ pub const SCIF_QUEUE_MAX: usize = 16 << 20;
 /// modes of VIA2SISCI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ViplTransfer {
-    /// A memory copy into a map where the peer shares this host's memory, the node's DMA
-    /// engine (one stream) where it is on another host.
+    /// The same as [`ViplTransfer::Copy`] (it chose the DMA engine across hosts while
+    /// that was the faster way there).
     #[default]
     Auto,
-    /// Always a memory copy into a map of the peer's memory (PIO).
+    /// A memory copy into a map where the peer shares this host's memory; where it is on
+    /// another host, down the VI's channel to the peer's node (one stream, stores in order).
     Copy,
     /// Always the node's DMA engine.
     Dma,

@@ -122,10 +122,13 @@ fn establish(v: &Arc<ViInner>, linked: Result<Link>) -> Result<()> {
             v.send.lock().link = Some((link.clone(), attrs));
             let mut q = v.recv.lock();
             q.link = Some((link.clone(), attrs.ptag));
-            v.publish(&mut q, &link);
+            let published = v.publish(&mut q, &link);
             drop(q);
             link.store(layout::PEER_READY, 1);
-            link.push();
+            if !published || !link.push() || link.has_failed() {
+                // The peer on another host did not get them: broken from the start.
+                v.fail(crate::ErrorCode::ConnLost, None, false);
+            }
             Ok(())
         }
         Err(e) => {

@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 /// How long a waiter polls before it sleeps.
 const SPIN: Duration = Duration::from_micros(20);
-/// How long a waiter for a peer on another host polls (yielding) before it sleeps.
-const REMOTE_SPIN: Duration = Duration::from_micros(500);
+/// How long a waiter for a peer on another host sleeps on its done count before it looks
+/// at the VI's state again.
+const FAR_SLICE: Duration = Duration::from_millis(10);
 /// How long a waiter that raised its flag still watches the ring before it sleeps: far
 /// longer than a store takes to become visible to another core (as SCIF's rings).
 const SETTLE: Duration = remora_sys::msgring::RACE;
@@ -197,10 +198,14 @@ impl Vi {
         q.posted.push(addr, handle, t);
         if st == ViState::Connected {
             let link = q.link.take();
-            if let Some((l, _)) = &link {
-                vi.publish(q, l);
-            }
+            let published = link.as_ref().is_none_or(|(l, _)| vi.publish(q, l));
             q.link = link;
+            if !published {
+                // The description could not reach a peer on another host: the VI breaks
+                // now, not when the link's loss is noticed.
+                drop(guard);
+                vi.fail(ErrorCode::ConnLost, None, false);
+            }
         }
         Ok(())
     }
@@ -402,11 +407,12 @@ impl Vi {
     pub fn recv_wait(&self, timeout: Option<Duration>) -> Result<(usize, u32)> {
         let vi = &self.inner;
         let start = Instant::now();
-        // A peer on another host answers in tens of microseconds at best, and waking a
-        // sleeper takes it a remote interrupt through both nodes: poll longer, yielding
-        // the core to whoever moves the data meanwhile.
+        // A peer on another host: no poll at all. Its completions are stored here by this
+        // node's thread that serves the peer's channel, which needs a core to do it, and
+        // wakes a waiter sleeping on the done count at once (a poll of 500 µs, yielding,
+        // made the 8-byte ping-pong 2-3 times slower on two cores).
         let (spin, yielding) =
-            if vi.peer_here.load(Ordering::Relaxed) { (SPIN, false) } else { (REMOTE_SPIN, true) };
+            if vi.peer_here.load(Ordering::Relaxed) { (SPIN, false) } else { (Duration::ZERO, true) };
         let spin = spin.min(timeout.unwrap_or(spin));
         loop {
             if let Ok(d) = self.recv_done() {
@@ -423,6 +429,26 @@ impl Vi {
         }
         loop {
             let link = vi.link();
+            if link.as_ref().is_some_and(|l| l.is_far()) && vi.recv_cq.is_none() {
+                // A peer on another host: sleep on the done count, which the peer's stores
+                // move and this host's node wakes after each (no flag, no bell: a store in
+                // flight cannot be missed). Slices of 10 ms notice a disconnect, which
+                // rings the bell instead.
+                let seen = vi.map.load(layout::DONE) as u32;
+                if let Ok(d) = self.recv_done() {
+                    return Ok(d);
+                }
+                let left = match timeout {
+                    Some(t) => t.checked_sub(start.elapsed()).unwrap_or_default(),
+                    None => FAR_SLICE,
+                };
+                if left.is_zero() {
+                    return self.recv_done().map_err(|_| Error::Timeout);
+                }
+                vi.check_peer(&vi.nic);
+                vi.map.wait_word(layout::DONE, seen, left.min(FAR_SLICE));
+                continue;
+            }
             let flagged = link.as_ref().filter(|l| !l.peer.bell_always && vi.recv_cq.is_none());
             if let Some(l) = flagged {
                 l.store(layout::PEER_WAITING, 1);

@@ -14,7 +14,7 @@ use crate::cache::Taken;
 use crate::data::Outcome;
 use crate::layout::{self, status, Chunk, Completion, ENTRIES, ENTRY, INLINE, INLINE_AT, MAX_CHUNKS, SEQ};
 use crate::link::Link;
-use crate::vi::{lock, Posted, RecvQ, SendQ, Short, ViInner, ViState, UNRELIABLE};
+use crate::vi::{lock, Posted, RecvQ, SendQ, Short, ViInner, ViState, RELIABLE_RECEPTION, UNRELIABLE};
 use crate::{Error, ErrorCode, Result};
 use remora_sisci::UserRegion;
 use std::sync::atomic::{fence, Ordering};
@@ -74,20 +74,20 @@ impl ViInner {
         }
     }
 
-    /// Describe the receives not described yet in the peer's ring A.
-    pub(crate) fn publish(&self, q: &mut RecvQ, link: &Link) {
+    /// Describe the receives not described yet in the peer's ring A. `false` when the
+    /// description could not be sent to a peer on another host (the caller breaks the VI).
+    #[must_use]
+    pub(crate) fn publish(&self, q: &mut RecvQ, link: &Link) -> bool {
         let end = q.consumed + q.posted.len() as u64;
         if q.pushed >= end {
-            return;
+            return true;
         }
-        // Another host's segment: the entries and the count go home together, straight
-        // over the pager flow (in order: the entries first, so the peer never reads an
-        // entry as it was a lap ago), landed when this returns.
-        let far = !link.map.is_local();
-        let mut runs: Vec<(usize, Vec<u8>)> = Vec::new();
-        let mut put = |at: usize, b: &[u8]| {
+        // Another host's segment: the entries, then the count, down the link's channel
+        // (in order: the peer never reads an entry as it was a lap ago), without waiting.
+        let far = link.is_far();
+        let put = |at: usize, b: &[u8]| {
             if far {
-                runs.push((at, b.to_vec()));
+                let _ = link.far(|c| c.push_vi(at, b));
             } else {
                 let _ = link.map.write(at, b);
             }
@@ -120,14 +120,11 @@ impl ViInner {
             }
             q.pushed += 1;
         }
+        link.store(layout::PEER_POSTED, q.pushed);
         if far {
-            let count = q.pushed.to_le_bytes();
-            let mut all: Vec<(usize, &[u8])> = runs.iter().map(|(a, b)| (*a, &b[..])).collect();
-            all.push((layout::PEER_POSTED, &count));
-            let _ = link.map.put(&all);
-        } else {
-            link.store(layout::PEER_POSTED, q.pushed);
+            return link.push() && !link.has_failed();
         }
+        true
     }
 
     /// Take in the completions the peer wrote. A completion with an error breaks a
@@ -335,12 +332,25 @@ impl ViInner {
                     o += s.len();
                 }
             }
-            // Straight home in one round trip, landed when this returns: the entry, then
-            // its sequence number, then the done count (the receiver looks at the count
-            // first, and reads the entry only once the count covers it).
+            // Down the channel after the payload: the entry, its sequence number, then
+            // the done count (the receiver looks at the count first, and reads the entry
+            // only once the count covers it; the peer's node wakes it if it sleeps on the
+            // count). Sent without waiting (reliable delivery: the send completes once its
+            // bytes are on their way in order on a stream whose failure breaks the VI),
+            // landed first for reliable reception, and before a CQ's bell is rung (the
+            // bell travels another path).
             let line = done.encode(carried.then(|| &inline[..size]));
             let next = (k + 1).to_le_bytes();
-            let _ = link.map.put(&[(at, &line), (at + SEQ, &next), (layout::DONE, &next)]);
+            let wait = link.peer.bell_always || self.attrs().reliability == RELIABLE_RECEPTION;
+            let sent = link.far(|c| {
+                c.push_vi(at, &line)?;
+                c.push_vi(at + SEQ, &next)?;
+                c.push_vi(layout::DONE, &next)?;
+                c.send(wait)
+            });
+            if sent.is_none_or(|r| r.is_err()) {
+                broke = Some(ErrorCode::ConnLost);
+            }
         }
         if here {
             link.store(at + SEQ, k + 1);
@@ -355,10 +365,17 @@ impl ViInner {
         if link.peer.bell_always && here {
             fence(Ordering::SeqCst);
         }
-        if link.peer.bell_always || self.own(layout::PEER_WAITING) != 0 {
+        // A receiver on another host that sleeps waits on its done count, which its node
+        // wakes after the count's store: only a CQ's bell is rung.
+        if link.peer.bell_always || (here && self.own(layout::PEER_WAITING) != 0) {
             link.ring();
         }
         match broke {
+            Some(ErrorCode::ConnLost) if !here => Outcome {
+                bits: status::TRANSPORT_ERROR,
+                fail: Some((ErrorCode::ConnLost, false)),
+                ..Outcome::default()
+            },
             Some(code) if reliable || code == ErrorCode::ConnLost => {
                 Outcome { fail: Some((code, true)), ..Outcome::default() }
             }
@@ -440,6 +457,14 @@ impl ViInner {
                 }
                 off += n;
                 at += n as u64;
+            }
+        }
+        // Another host: the written bytes on their way (landed first for reliable
+        // reception); an immediate's completion follows them down the same channel.
+        if write && link.is_far() {
+            let ok = if self.attrs().reliability == RELIABLE_RECEPTION { link.settle() } else { link.push() };
+            if !ok {
+                return status::TRANSPORT_ERROR;
             }
         }
         0

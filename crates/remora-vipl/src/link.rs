@@ -1,15 +1,24 @@
 //! A VI's link to its peer: the peer's VI segment (mapped, written only), its doorbell, and
 //! the peer's memory pieces and table, connected on first use. Payloads go by memory copy
 //! into a map or by the node's DMA engine ([`remora_config::ViplTransfer`]).
+//!
+//! A peer on another host is reached through a *channel* of the VI's own
+//! (`remora_client::dsm::Channel`): one TCP stream to the peer's node that reaches the
+//! peer's VI segment, its table and every piece used so far, whose stores land in the
+//! order sent. A payload, then its completion entry, sequence number and done count go
+//! down it back to back without waiting for an answer; the peer's node wakes a receiver
+//! that sleeps on the done count after the store that covers it. A store that fails marks
+//! the link failed, and the VI moves to ERROR at once.
 
 use crate::layout::{self, SLOT, SLOTS};
 use crate::window::Window;
 use crate::{Error, ErrorCode, Nic, Result};
+use remora_client::dsm::{Channel, ChannelGuard};
 use remora_config::ViplTransfer;
 use remora_sisci::{DmaFlags, MapFlags, RemoteInterrupt, RemoteSegment, UserRegion};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -41,6 +50,37 @@ impl PeerInfo {
 
 type Piece = (RemoteSegment, Window);
 
+/// The channel to a peer on another host, and the segments it reaches (by segment id; the
+/// peer's VI segment first, the index a store names).
+#[derive(Debug)]
+struct Far {
+    segs: Vec<(u32, RemoteSegment)>,
+    chan: Channel,
+}
+
+impl Far {
+    /// The index of segment `id` in the channel, re-dialed to reach it too when it did not
+    /// (the stores sent before land first: the old channel is flushed).
+    fn target(&mut self, id: u32, seg: &RemoteSegment) -> Result<usize> {
+        if let Some(i) = self.segs.iter().position(|(x, _)| *x == id) {
+            return Ok(i);
+        }
+        self.chan.lock().send(true).map_err(|e| Error::Resource(e.to_string()))?;
+        self.segs.push((id, seg.clone()));
+        let all: Vec<&RemoteSegment> = self.segs.iter().map(|(_, s)| s).collect();
+        match RemoteSegment::channel(&all, Some((0, layout::DONE as u64))) {
+            Ok(c) => {
+                self.chan = c;
+                Ok(self.segs.len() - 1)
+            }
+            Err(e) => {
+                self.segs.pop();
+                Err(e.into())
+            }
+        }
+    }
+}
+
 /// The link of a connected VI.
 #[derive(Debug)]
 pub(crate) struct Link {
@@ -50,12 +90,18 @@ pub(crate) struct Link {
     bell: RemoteInterrupt,
     pieces: Mutex<HashMap<u32, Piece>>,
     table: Mutex<Option<Piece>>,
-    same_host: bool,
+    /// The peer on another host: its channel.
+    far: Option<Mutex<Far>>,
     /// The VI broke (its ERROR state), read by the data path without the state's lock.
     pub(crate) broken: AtomicBool,
+    /// A store to the peer could not be made (its channel failed): the VI must break.
+    pub(crate) failed: AtomicBool,
 }
 
 const CONNECT_WAIT: Duration = Duration::from_secs(10);
+/// Payloads from this many bytes on go to a peer on another host straight from the
+/// program's memory (a gathering write), not copied into the channel's queue first.
+const DIRECT_PAYLOAD: usize = 16 << 10;
 
 impl Link {
     /// Connect to the peer `info` describes, from a VI of `nic` (`rung_always`: its
@@ -65,24 +111,59 @@ impl Link {
         let seg =
             RemoteSegment::connect(desc, peer.node, peer.vi_seg, remora_sisci::ADAPTER, Some(CONNECT_WAIT))?;
         let map = seg.map(0, seg.size(), None, MapFlags::default())?;
-        let window = Window::resident(map.clone(), seg.size());
+        // Another host's segment is never touched through the map (every store goes down
+        // the channel), so no page of it is fetched, and none can fault once it is lost.
+        let window = Window::new(map.clone());
         let bell =
             RemoteInterrupt::connect(desc, peer.node, remora_sisci::ADAPTER, peer.bell, Some(CONNECT_WAIT))?;
-        let same_host = seg.is_on_this_host();
-        if rung_always {
-            // Our receives report to a CQ: the peer rings on every completion.
-            let _ = window.put(&[(layout::PEER_WAITING, &1u64.to_le_bytes())]);
-        }
-        Ok(Link {
+        let far = if window.is_local() {
+            None
+        } else {
+            let chan = RemoteSegment::channel(&[&seg], Some((0, layout::DONE as u64)))?;
+            Some(Mutex::new(Far { segs: vec![(peer.vi_seg, seg.clone())], chan }))
+        };
+        let link = Link {
             peer,
             seg,
             map: window,
             bell,
             pieces: Mutex::new(HashMap::new()),
             table: Mutex::new(None),
-            same_host,
+            far,
             broken: AtomicBool::new(false),
-        })
+            failed: AtomicBool::new(false),
+        };
+        if rung_always {
+            // Our receives report to a CQ: the peer rings on every completion.
+            link.store(layout::PEER_WAITING, 1);
+            if !link.settle() {
+                return Err(Error::Resource("the peer's node did not take a store".into()));
+            }
+        }
+        Ok(link)
+    }
+
+    /// Whether the peer is on another host (stores go down the channel).
+    #[inline]
+    pub(crate) fn is_far(&self) -> bool {
+        self.far.is_some()
+    }
+
+    /// Run `f` on the channel to a peer on another host (`None` for a peer on this host).
+    /// A failure marks the link failed (the caller breaks the VI).
+    pub(crate) fn far<R>(&self, f: impl FnOnce(&mut Far2<'_>) -> Result<R>) -> Option<Result<R>> {
+        let far = self.far.as_ref()?;
+        let mut g = far.lock().unwrap_or_else(|p| p.into_inner());
+        let r = f(&mut Far2 { far: &mut g });
+        if r.is_err() {
+            self.failed.store(true, Ordering::Release);
+        }
+        Some(r)
+    }
+
+    /// Whether a store to the peer failed.
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
     }
 
     pub(crate) fn is_lost(&self) -> bool {
@@ -90,24 +171,29 @@ impl Link {
     }
 
     /// Store `v` into the peer's VI segment at `off`, after everything stored before
-    /// (another host's segment: straight home, landed when this returns, so that no page
-    /// of the peer's segment is written here and none faults).
+    /// (another host's segment: queued on the channel, sent by the next
+    /// [`Link::push`] or [`Link::settle`]; no page of the peer's segment is written here).
     pub(crate) fn store(&self, off: usize, v: u64) {
-        if self.map.is_local() {
+        let far = self.far(|c| c.push_vi(off, &v.to_le_bytes()));
+        if far.is_none() {
             self.map.store(off, v);
-        } else {
-            let _ = self.map.put(&[(off, &v.to_le_bytes())]);
         }
     }
 
-    /// Put the stores so far on their way (another host's segment: send them home).
-    pub(crate) fn push(&self) {
-        self.map.send();
+    /// Put the stores so far on their way, in order. `false` when they could not be.
+    pub(crate) fn push(&self) -> bool {
+        match self.far(|c| c.send(false)) {
+            Some(r) => r.is_ok(),
+            None => self.map.send(),
+        }
     }
 
-    /// Make the stores so far land before going on.
+    /// Make the stores so far land before going on. `false` when they could not.
     pub(crate) fn settle(&self) -> bool {
-        self.map.flush()
+        match self.far(|c| c.send(true)) {
+            Some(r) => r.is_ok(),
+            None => self.map.flush(),
+        }
     }
 
     pub(crate) fn ring(&self) {
@@ -168,8 +254,7 @@ impl Link {
 
     fn dma(&self, nic: &Nic) -> bool {
         match nic.transfer_mode() {
-            ViplTransfer::Auto => !self.same_host,
-            ViplTransfer::Copy => false,
+            ViplTransfer::Auto | ViplTransfer::Copy => false,
             ViplTransfer::Dma => true,
         }
     }
@@ -192,6 +277,16 @@ impl Link {
                     q.start_mem(src.sub(src_off, len), seg, off, DmaFlags { read: false, wait: true }, None)
                         .map_err(Error::from)
                 })
+            } else if let Some(r) = self.far(|c| {
+                let t = c.target(id, seg)?;
+                let mut g = c.guard();
+                if len >= DIRECT_PAYLOAD {
+                    g.write_region(t, off as u64, src, src_off, len).map_err(io)
+                } else {
+                    g.push_with(t, off as u64, len, |at, out| src.read(src_off + at, out)).map_err(io)
+                }
+            }) {
+                r
             } else {
                 map.write_from(off, src, src_off, len).map_err(Error::from)
             }
@@ -215,6 +310,13 @@ impl Link {
                     q.start_mem(dst.sub(dst_off, len), seg, off, DmaFlags { read: true, wait: true }, None)
                         .map_err(Error::from)
                 })
+            } else if let Some(r) = self.far(|c| {
+                let t = c.target(id, seg)?;
+                let mut b = vec![0u8; len];
+                c.guard().read(t, off as u64, &mut b).map_err(io)?;
+                dst.write(dst_off, &b).map_err(io)
+            }) {
+                r
             } else {
                 map.read_into(off, dst, dst_off, len).map_err(Error::from)
             }
@@ -240,12 +342,46 @@ impl Link {
         let at = (handle as usize % SLOTS) * SLOT;
         if map.is_local() {
             map.read(at, &mut b)?;
-        } else {
-            // The slot as the peer's host has it now (one round trip), without a refresh
-            // of the table's map (which dropped its pages and fetched the slot's again).
-            map.map.load_home(at, &mut b)?;
+        } else if let Some((seg, _)) = t.as_ref() {
+            // The slot as the peer's host has it now (one round trip on the channel, after
+            // every store sent before), with no page of the table here.
+            let id = self.peer.table;
+            self.far(|c| {
+                let i = c.target(id, seg)?;
+                c.guard().read(i, at as u64, &mut b).map_err(io)
+            })
+            .unwrap_or_else(|| Err(Error::Resource("no channel".into())))?;
         }
         let s = layout::FixedSlot::decode(&b);
         Ok((s.flags & layout::SLOT_VALID != 0 && s.handle == handle).then_some(s))
+    }
+}
+
+fn io(e: std::io::Error) -> Error {
+    Error::Resource(format!("the peer's node: {e}"))
+}
+
+/// The channel of a far link, held (see [`Link::far`]).
+pub(crate) struct Far2<'a> {
+    far: &'a mut Far,
+}
+
+impl Far2<'_> {
+    fn target(&mut self, id: u32, seg: &RemoteSegment) -> Result<usize> {
+        self.far.target(id, seg)
+    }
+
+    pub(crate) fn guard(&self) -> ChannelGuard<'_> {
+        self.far.chan.lock()
+    }
+
+    /// Queue a store of `b` at `off` of the peer's VI segment.
+    pub(crate) fn push_vi(&mut self, off: usize, b: &[u8]) -> Result<()> {
+        self.guard().push(0, off as u64, b).map_err(io)
+    }
+
+    /// Send what is queued (landed when this returns with `wait`).
+    pub(crate) fn send(&mut self, wait: bool) -> Result<()> {
+        self.guard().send(wait).map_err(io)
     }
 }

@@ -412,6 +412,8 @@ impl ViInner {
     /// Wake whoever waits on this VI's queues or its completion queues.
     pub(crate) fn wake(&self) {
         let _ = self.self_bell.trigger();
+        // A waiter for a peer on another host sleeps on the done count.
+        self.map.wake_word(layout::DONE);
         self.send_seq.fetch_add(1, Ordering::SeqCst);
         remora_sys::sync::futex_wake_all(&self.send_seq);
         for cq in self.send_cq.iter().chain(self.recv_cq.iter()) {
@@ -448,7 +450,7 @@ impl ViInner {
                 _ => ErrorCode::ConnLost,
             };
             self.fail(code, None, false);
-        } else if link.is_lost() {
+        } else if link.is_lost() || link.has_failed() {
             self.fail(ErrorCode::ConnLost, None, false);
         }
     }

@@ -30,21 +30,6 @@ impl Window {
         Window { map, fast }
     }
 
-    /// A window that fetches every page of another host's segment now, so the first
-    /// accesses need not. The DSM's refresh drops clean pages again (every 1 ms by
-    /// default), so this is a head start, not a promise: the link's hot words go straight
-    /// home instead (`Map::store_home`, `Map::load_home`).
-    pub(crate) fn resident(map: Map, size: usize) -> Window {
-        let w = Window::new(map);
-        if !w.is_local() {
-            let mut b = [0u8; 1];
-            for off in (0..size).step_by(4096) {
-                let _ = w.map.read(off, &mut b);
-            }
-        }
-        w
-    }
-
     /// Another host's segment that was lost.
     fn gone(&self) -> bool {
         self.fast.is_none() && self.map.is_lost()
@@ -121,22 +106,20 @@ impl Window {
         self.map.flush()
     }
 
-    /// Store each run (`off`, bytes) in order and make them land before going on (another
-    /// host's segment: straight home over the pager flow, one round trip, no page fault);
-    /// `false` when they could not.
-    pub(crate) fn put(&self, runs: &[(usize, &[u8])]) -> bool {
-        match &self.fast {
-            Some(m) => {
-                for (off, data) in runs {
-                    if m.write(*off, data).is_err() {
-                        return false;
-                    }
-                    fence(Ordering::SeqCst);
-                }
-                true
-            }
-            None if self.gone() => false,
-            None => self.map.store_home(runs).is_ok(),
+    /// Sleep while the low 4 bytes of the word at `off` hold `seen`, at most `timeout`
+    /// (memory of this host only: a futex shared with every process that maps it, and
+    /// with the node's thread that stores into it for a peer on another host).
+    pub(crate) fn wait_word(&self, off: usize, seen: u32, timeout: std::time::Duration) {
+        match self.fast.as_ref().and_then(|m| m.atomic_u32(off)) {
+            Some(w) => remora_sys::sync::futex_wait(w, seen, Some(timeout)),
+            None => std::thread::sleep(timeout.min(std::time::Duration::from_micros(200))),
+        }
+    }
+
+    /// Wake every sleeper of [`Window::wait_word`] on the word at `off`.
+    pub(crate) fn wake_word(&self, off: usize) {
+        if let Some(w) = self.fast.as_ref().and_then(|m| m.atomic_u32(off)) {
+            remora_sys::sync::futex_wake_all(w);
         }
     }
 

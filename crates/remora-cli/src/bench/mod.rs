@@ -112,6 +112,9 @@ pub enum Which {
         /// Batches of each kind (interleaved).
         #[arg(long, default_value_t = 7)]
         rounds: u32,
+        /// Only the rows across two nodes joined over TCP.
+        #[arg(long)]
+        across_hosts: bool,
     },
     /// Reflective memory: one store through a group's multicast map reaching 2 to 4
     /// members on nodes of this host, beside as many unicast stores; then one store and
@@ -290,7 +293,7 @@ fn run_one(w: Which) -> Result<(), String> {
         Which::OfiRawSource { to, reps } => ofi::raw_source(&to, reps),
         Which::Scif { batch, rounds } => scif::scif(batch, rounds),
         Which::Rsm { batch, rounds, reps } => rsm::rsm(batch, rounds, reps),
-        Which::Vipl { batch, rounds } => vipl::vipl(batch, rounds),
+        Which::Vipl { batch, rounds, across_hosts } => vipl::vipl(batch, rounds, across_hosts),
         Which::Multicast { batch, rounds } => multicast::multicast(batch, rounds),
         Which::Hosts { reps, loopback, latency } => hosts::hosts(reps, !loopback, latency),
         Which::Scale { mib } => scale::scale(mib),
@@ -307,7 +310,7 @@ fn run_one(w: Which) -> Result<(), String> {
                 ("dsm", || dsm(300)),
                 ("scif", || scif::scif(20000, 11)),
                 ("rsm", || rsm::rsm(20000, 9, 21)),
-                ("vipl", || vipl::vipl(20000, 7)),
+                ("vipl", || vipl::vipl(20000, 7, false)),
                 ("multicast", || multicast::multicast(100_000, 9)),
                 ("hosts", || hosts::hosts(9, true, false)),
                 ("scale", || scale::scale(64)),

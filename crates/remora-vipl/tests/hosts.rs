@@ -1,0 +1,378 @@
+//! VIPL between two nodes joined over TCP (the path of two hosts: every store into the
+//! peer's memory goes down the VI's channel, without waiting for each): payloads land
+//! intact and in order with many in flight, larger than one frame and in several
+//! segments; RDMA write with immediate data and RDMA read; a receiver asleep in
+//! `recv_wait` is woken; the error cases keep their exact status bits; and a store that
+//! cannot reach the peer's node breaks the VI at once (`ConnLost` through the error
+//! callback), with nothing left hanging.
+
+use remora_testkit::Harness;
+use remora_vipl::layout::{control, status};
+use remora_vipl::*;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const T: Option<Duration> = Some(Duration::from_secs(20));
+
+struct Mem {
+    region: UserRegion,
+    handle: MemHandle,
+}
+
+fn mem(nic: &Nic, len: usize, ptag: ProtectionTag, rdma: bool) -> Mem {
+    let buf: &'static mut [u8] = Box::leak(vec![0u8; len + 64].into_boxed_slice());
+    let skip = (64 - buf.as_ptr() as usize % 64) % 64;
+    let region = UserRegion::from_static(&mut buf[skip..skip + len]);
+    let handle = nic.register(region, MemAttributes { ptag, rdma_write: rdma, rdma_read: rdma }).unwrap();
+    Mem { region, handle }
+}
+
+impl Mem {
+    fn addr(&self, off: usize) -> usize {
+        self.region.addr() + off
+    }
+    fn seg(&self, off: usize, len: usize) -> DataSegment {
+        DataSegment { addr: self.addr(off) as u64, handle: self.handle, len: len as u32 }
+    }
+    fn put(&self, off: usize, b: &[u8]) {
+        self.region.write(off, b).unwrap();
+    }
+    fn get(&self, off: usize, len: usize) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        self.region.read(off, &mut v).unwrap();
+        v
+    }
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8).collect()
+}
+
+struct Pair {
+    snic: Nic,
+    server: Vi,
+    cnic: Nic,
+    client: Vi,
+    sp: ProtectionTag,
+    cp: ProtectionTag,
+}
+
+/// A server VI on node 4 and a client VI on node 8 of `h`, connected.
+fn pair(h: &Harness, reliability: u16, disc: &[u8]) -> Pair {
+    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
+    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
+    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
+    let attrs = |ptag| ViAttributes {
+        reliability,
+        max_transfer: MAX_TRANSFER,
+        ptag,
+        rdma_write: true,
+        rdma_read: reliability != UNRELIABLE,
+    };
+    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
+    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    let addr = NetAddress::new(4, disc);
+    let (nic, s, a) = (snic.clone(), server.clone(), addr.clone());
+    let waiter = std::thread::spawn(move || nic.connect_wait(&a, T).unwrap().accept(&s));
+    loop {
+        match client.connect_request(&NetAddress::new(8, b"c"), &addr, T) {
+            Err(Error::NoMatch) => std::thread::sleep(Duration::from_millis(2)),
+            other => {
+                other.unwrap();
+                break;
+            }
+        }
+    }
+    waiter.join().unwrap().unwrap();
+    Pair { snic, server, cnic, client, sp, cp }
+}
+
+#[test]
+fn payloads_land_intact_and_in_order_with_many_in_flight() {
+    let h = Harness::with_cluster(&[4, 8], true);
+    for reliability in [RELIABLE_DELIVERY, RELIABLE_RECEPTION] {
+        let p = pair(&h, reliability, if reliability == RELIABLE_DELIVERY { b"d" } else { b"r" });
+        // Sizes: short (inside the completion), one frame, 64 KiB, and larger than one
+        // frame of the channel (1 MiB) in two segments on both sides.
+        let sizes = [8usize, 41, 4096, 65536, 65536, 65536, (1 << 20) + 12345, 3 << 20, 65536, 100];
+        let slot = 3 << 20;
+        let rbuf = mem(&p.snic, slot * sizes.len(), p.sp, false);
+        let sbuf = mem(&p.cnic, slot * sizes.len(), p.cp, false);
+        let sdesc = mem(&p.snic, 64 * sizes.len(), p.sp, false);
+        let cdesc = mem(&p.cnic, 64 * sizes.len(), p.cp, false);
+        for (i, &n) in sizes.iter().enumerate() {
+            let half = slot / 2;
+            let rd = Descriptor {
+                length: slot as u32,
+                segments: vec![rbuf.seg(i * slot, half), rbuf.seg(i * slot + half, slot - half)],
+                ..Default::default()
+            };
+            p.snic.write_descriptor(sdesc.addr(64 * i), sdesc.handle, &rd).unwrap();
+            p.server.post_recv(sdesc.addr(64 * i), sdesc.handle).unwrap();
+            sbuf.put(i * slot, &pattern(n, i as u8));
+        }
+        // Every send posted back to back, none waited for before the next.
+        for (i, &n) in sizes.iter().enumerate() {
+            let segs = if n > 1 {
+                vec![sbuf.seg(i * slot, n / 3), sbuf.seg(i * slot + n / 3, n - n / 3)]
+            } else {
+                vec![sbuf.seg(i * slot, n)]
+            };
+            let sd = Descriptor {
+                control: control::IMMEDIATE,
+                immediate: 1000 + i as u32,
+                length: n as u32,
+                segments: segs,
+                ..Default::default()
+            };
+            p.cnic.write_descriptor(cdesc.addr(64 * i), cdesc.handle, &sd).unwrap();
+            p.client.post_send(cdesc.addr(64 * i), cdesc.handle).unwrap();
+        }
+        for (i, &n) in sizes.iter().enumerate() {
+            assert_eq!(p.client.send_wait(T).unwrap(), (cdesc.addr(64 * i), cdesc.handle));
+            let d = p.cnic.read_descriptor(cdesc.addr(64 * i), cdesc.handle).unwrap();
+            assert_eq!(d.status & (status::DONE | status::ERROR_MASK), status::DONE, "send {i} of {n}");
+        }
+        for (i, &n) in sizes.iter().enumerate() {
+            assert_eq!(
+                p.server.recv_wait(T).unwrap(),
+                (sdesc.addr(64 * i), sdesc.handle),
+                "receive {i} in order"
+            );
+            let got = p.snic.read_descriptor(sdesc.addr(64 * i), sdesc.handle).unwrap();
+            assert_eq!(got.status, status::DONE | status::OP_RECEIVE | status::IMMEDIATE, "receive {i}");
+            assert_eq!((got.length, got.immediate), (n as u32, 1000 + i as u32));
+            assert!(rbuf.get(i * slot, n) == pattern(n, i as u8), "{n} bytes of message {i} intact");
+        }
+
+        // RDMA write with immediate data (it takes a receive), then an RDMA read back.
+        let target = mem(&p.snic, 1 << 20, p.sp, true);
+        let local = mem(&p.cnic, 1 << 20, p.cp, true);
+        local.put(0, &pattern(300_000, 77));
+        p.snic.write_descriptor(sdesc.addr(0), sdesc.handle, &Descriptor::default()).unwrap();
+        p.server.post_recv(sdesc.addr(0), sdesc.handle).unwrap();
+        let w = Descriptor {
+            control: control::OP_RDMAWRITE | control::IMMEDIATE,
+            immediate: 5,
+            length: 300_000,
+            segments: vec![
+                DataSegment { addr: target.addr(4000) as u64, handle: target.handle, len: 0 },
+                local.seg(0, 300_000),
+            ],
+            ..Default::default()
+        };
+        p.cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &w).unwrap();
+        p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+        p.client.send_wait(T).unwrap();
+        assert_eq!(
+            p.cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status,
+            status::DONE | status::OP_RDMA_WRITE
+        );
+        p.server.recv_wait(T).unwrap();
+        let r = p.snic.read_descriptor(sdesc.addr(0), sdesc.handle).unwrap();
+        assert_eq!(r.status, status::DONE | status::OP_REMOTE_RDMA_WRITE | status::IMMEDIATE);
+        assert!(target.get(4000, 300_000) == pattern(300_000, 77), "RDMA-written bytes intact");
+        target.put(500_000, &pattern(200_000, 3));
+        let rd = Descriptor {
+            control: control::OP_RDMAREAD,
+            length: 200_000,
+            segments: vec![
+                DataSegment { addr: target.addr(500_000) as u64, handle: target.handle, len: 0 },
+                local.seg(600_000, 200_000),
+            ],
+            ..Default::default()
+        };
+        p.cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &rd).unwrap();
+        p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+        p.client.send_wait(T).unwrap();
+        assert_eq!(
+            p.cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status,
+            status::DONE | status::OP_RDMA_READ
+        );
+        assert!(local.get(600_000, 200_000) == pattern(200_000, 3), "RDMA-read bytes intact");
+
+        // A receiver asleep in recv_wait (long before the send) is woken by the send.
+        p.snic
+            .write_descriptor(
+                sdesc.addr(0),
+                sdesc.handle,
+                &Descriptor { length: 100, segments: vec![rbuf.seg(0, 100)], ..Default::default() },
+            )
+            .unwrap();
+        p.server.post_recv(sdesc.addr(0), sdesc.handle).unwrap();
+        let server = p.server.clone();
+        let sleeper = std::thread::spawn(move || {
+            let t = Instant::now();
+            let r = server.recv_wait(T);
+            (r, t.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        sbuf.put(0, b"wake up, sleeper");
+        p.cnic
+            .write_descriptor(
+                cdesc.addr(0),
+                cdesc.handle,
+                &Descriptor { length: 16, segments: vec![sbuf.seg(0, 16)], ..Default::default() },
+            )
+            .unwrap();
+        p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+        let (r, _) = sleeper.join().unwrap();
+        assert_eq!(r.unwrap(), (sdesc.addr(0), sdesc.handle));
+        assert_eq!(rbuf.get(0, 16), b"wake up, sleeper");
+        assert_eq!((p.client.state(), p.server.state()), (ViState::Connected, ViState::Connected));
+        p.client.disconnect().unwrap();
+        p.server.disconnect().unwrap();
+    }
+}
+
+#[test]
+fn length_and_empty_receive_queue_errors_keep_their_status_bits() {
+    let h = Harness::with_cluster(&[4, 8], true);
+    let calls = Arc::new(AtomicU32::new(0));
+    // A send too big for the receive: LENGTH_ERROR on the receive, both VIs broken.
+    let p = pair(&h, RELIABLE_DELIVERY, b"len");
+    let c = calls.clone();
+    p.snic.set_error_handler(Some(Arc::new(move |_e: &ErrorEvent| {
+        c.fetch_add(1, Ordering::SeqCst);
+    })));
+    let (sdesc, cdesc) = (mem(&p.snic, 64, p.sp, false), mem(&p.cnic, 64, p.cp, false));
+    let (rbuf, sbuf) = (mem(&p.snic, 4096, p.sp, false), mem(&p.cnic, 8192, p.cp, false));
+    p.snic
+        .write_descriptor(
+            sdesc.addr(0),
+            sdesc.handle,
+            &Descriptor { length: 4096, segments: vec![rbuf.seg(0, 4096)], ..Default::default() },
+        )
+        .unwrap();
+    p.server.post_recv(sdesc.addr(0), sdesc.handle).unwrap();
+    p.cnic
+        .write_descriptor(
+            cdesc.addr(0),
+            cdesc.handle,
+            &Descriptor { length: 8192, segments: vec![sbuf.seg(0, 8192)], ..Default::default() },
+        )
+        .unwrap();
+    p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+    p.server.recv_wait(T).unwrap();
+    assert_eq!(
+        p.snic.read_descriptor(sdesc.addr(0), sdesc.handle).unwrap().status,
+        status::DONE | status::OP_RECEIVE | status::LENGTH_ERROR
+    );
+    let until = Instant::now() + Duration::from_secs(5);
+    while (p.server.state() != ViState::Error || calls.load(Ordering::SeqCst) == 0) && Instant::now() < until
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!((p.client.state(), p.server.state()), (ViState::Error, ViState::Error));
+    assert!(calls.load(Ordering::SeqCst) > 0, "the error callback ran");
+
+    // A send that finds no receive on a reliable VI: the transport error bit on the send,
+    // its VI to ERROR at once; the receiving VI to ERROR with RECVQ_EMPTY.
+    let q = pair(&h, RELIABLE_DELIVERY, b"empty");
+    let codes = Arc::new(Mutex::new(Vec::new()));
+    let k = codes.clone();
+    q.snic.set_error_handler(Some(Arc::new(move |e: &ErrorEvent| k.lock().unwrap().push(e.code))));
+    let cdesc = mem(&q.cnic, 64, q.cp, false);
+    let sbuf = mem(&q.cnic, 64, q.cp, false);
+    q.cnic
+        .write_descriptor(
+            cdesc.addr(0),
+            cdesc.handle,
+            &Descriptor { length: 64, segments: vec![sbuf.seg(0, 64)], ..Default::default() },
+        )
+        .unwrap();
+    q.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+    q.client.send_wait(T).unwrap();
+    assert_eq!(
+        q.cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status,
+        status::DONE | status::OP_SEND | status::TRANSPORT_ERROR
+    );
+    assert_eq!(q.client.state(), ViState::Error);
+    let until = Instant::now() + Duration::from_secs(5);
+    while (codes.lock().unwrap().is_empty() || q.server.state() != ViState::Error) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(q.server.state(), ViState::Error);
+    assert_eq!(codes.lock().unwrap().first(), Some(&ErrorCode::RecvqEmpty));
+}
+
+fn daemon_pid(h: &Harness, node: u32) -> u32 {
+    let s = remora_client::Session::open_control(&h.config(node)).unwrap();
+    match s.request(remora_proto::Request::Status, &[]).unwrap().0 {
+        remora_proto::Reply::Status(st) => st.pid,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The peer's node dies: the first send whose stores cannot reach it completes with the
+/// transport error bit, and when `post_send` returns the VI is already in ERROR (the
+/// failed store broke it, without waiting for the link's loss to be noticed); the error
+/// callback says `ConnLost`; every later call returns, completing flushed.
+#[test]
+fn a_store_that_cannot_reach_the_peer_breaks_the_vi_at_once() {
+    let h = Harness::with_cluster(&[4, 8], true);
+    let p = pair(&h, RELIABLE_DELIVERY, b"kill");
+    let codes = Arc::new(Mutex::new(Vec::new()));
+    let k = codes.clone();
+    p.cnic.set_error_handler(Some(Arc::new(move |e: &ErrorEvent| k.lock().unwrap().push(e.code))));
+    let (sdesc, cdesc) = (mem(&p.snic, 64 * 64, p.sp, false), mem(&p.cnic, 64, p.cp, false));
+    let (rbuf, sbuf) = (mem(&p.snic, 64 * 4096, p.sp, false), mem(&p.cnic, 4096, p.cp, false));
+    for i in 0..64 {
+        p.snic
+            .write_descriptor(
+                sdesc.addr(64 * i),
+                sdesc.handle,
+                &Descriptor { length: 4096, segments: vec![rbuf.seg(4096 * i, 4096)], ..Default::default() },
+            )
+            .unwrap();
+        p.server.post_recv(sdesc.addr(64 * i), sdesc.handle).unwrap();
+    }
+    p.cnic
+        .write_descriptor(
+            cdesc.addr(0),
+            cdesc.handle,
+            &Descriptor { length: 4096, segments: vec![sbuf.seg(0, 4096)], ..Default::default() },
+        )
+        .unwrap();
+    // One send that lands: the receives are known to the client.
+    p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+    p.client.send_wait(T).unwrap();
+    assert_eq!(p.server.recv_wait(T).unwrap().0, sdesc.addr(0));
+    let pid = daemon_pid(&h, 4);
+    assert!(std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap().success());
+    // Sends right after: each returns at once; the first with an error bit has the
+    // transport error, and the VI is in ERROR when its post_send returned.
+    let start = Instant::now();
+    let mut first_error = None;
+    for _ in 1..64 {
+        let t = Instant::now();
+        p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+        let state = p.client.state();
+        assert!(t.elapsed() < Duration::from_secs(12), "a send returned after {:?}", t.elapsed());
+        p.client.send_wait(T).unwrap();
+        let st = p.cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status;
+        if st & status::ERROR_MASK != 0 {
+            first_error = Some((st, state));
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let (st, state) = first_error.expect("no send failed after the peer's node died");
+    assert_eq!(st, status::DONE | status::OP_SEND | status::TRANSPORT_ERROR, "after {:?}", start.elapsed());
+    assert_eq!(state, ViState::Error, "the VI broke when the failed send returned");
+    let until = Instant::now() + Duration::from_secs(5);
+    while codes.lock().unwrap().is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(codes.lock().unwrap().first(), Some(&ErrorCode::ConnLost));
+    // Later calls return: a send completes flushed, a receive wait ends.
+    p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+    p.client.send_wait(T).unwrap();
+    assert_ne!(
+        p.cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status & status::DESC_FLUSHED_ERROR,
+        0
+    );
+    assert!(p.client.recv_wait(Some(Duration::from_millis(200))).is_err());
+    p.client.disconnect().unwrap();
+}
