@@ -345,7 +345,7 @@ impl Books {
             if p.reply.send(Ok(accepted)).is_err() {
                 // The connector gave up meanwhile: forget this one and take the next.
                 self.conns.remove(&conn);
-                self.flows.cancel(conn);
+                self.flows.release(conn);
                 continue;
             }
             self.sides.insert(p_sid, (conn, 0));
@@ -396,7 +396,7 @@ impl Books {
     }
 
     /// News for connection `conn`'s relay (data or a close from the other host).
-    pub fn to_relay(&self, conn: u64, msg: RelayIn) -> Result<(), Error> {
+    pub fn to_relay(&mut self, conn: u64, msg: RelayIn) -> Result<(), Error> {
         if matches!(msg, RelayIn::PeerClosed) {
             self.flows.peer_closed(conn);
         }

@@ -42,6 +42,10 @@ struct Waiter {
 pub struct Flows {
     waiting: HashMap<u64, Waiter>,
     held: HashMap<u64, OwnedFd>,
+    /// Connections whose far end closed (`false`) or whose far node was lost (`true`)
+    /// before their flow was held: the flow is shut as soon as it is (the close can
+    /// overtake the accept's hand-over).
+    early: HashMap<u64, bool>,
 }
 
 impl Flows {
@@ -57,23 +61,33 @@ impl Flows {
         self.waiting.remove(&conn).is_some()
     }
 
-    /// Keep this daemon's duplicate of `conn`'s flow.
+    /// Keep this daemon's duplicate of `conn`'s flow (shut at once if the far end already
+    /// closed or its node was lost).
     fn hold(&mut self, conn: u64, fd: OwnedFd) {
+        if let Some(lost) = self.early.remove(&conn) {
+            remora_sys::flow::shutdown(fd.as_fd(), !lost);
+        }
         self.held.insert(conn, fd);
     }
 
     /// The far end of `conn` closed: shut our process's flow for writing (its sends fail,
     /// and it reports hang-up once the far end's last bytes are in).
-    pub fn peer_closed(&self, conn: u64) {
-        if let Some(fd) = self.held.get(&conn) {
-            remora_sys::flow::shutdown(fd.as_fd(), true);
+    pub fn peer_closed(&mut self, conn: u64) {
+        match self.held.get(&conn) {
+            Some(fd) => remora_sys::flow::shutdown(fd.as_fd(), true),
+            None => {
+                self.early.entry(conn).or_insert(false);
+            }
         }
     }
 
     /// The far node is lost: wake our process's flow with the end of the stream.
-    pub fn lost(&self, conn: u64) {
-        if let Some(fd) = self.held.get(&conn) {
-            remora_sys::flow::shutdown(fd.as_fd(), false);
+    pub fn lost(&mut self, conn: u64) {
+        match self.held.get(&conn) {
+            Some(fd) => remora_sys::flow::shutdown(fd.as_fd(), false),
+            None => {
+                self.early.insert(conn, true);
+            }
         }
     }
 
@@ -81,6 +95,7 @@ impl Flows {
     /// stream after every byte sent, and our duplicate goes.
     pub fn release(&mut self, conn: u64) {
         self.waiting.remove(&conn);
+        self.early.remove(&conn);
         if let Some(fd) = self.held.remove(&conn) {
             remora_sys::flow::shutdown(fd.as_fd(), false);
         }
@@ -131,4 +146,38 @@ pub fn keep(node: &Node, conn: u64, fd: OwnedFd) -> Option<OwnedFd> {
     }
     books.flows.hold(conn, dup);
     Some(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        (a, l.accept().unwrap().0)
+    }
+
+    /// A far end's close (or its node's loss) that overtakes the hand-over of the flow is
+    /// not forgotten: the flow is shut the moment it is held.
+    #[test]
+    fn a_close_before_the_flow_is_held_shuts_it_when_it_is() {
+        for lost in [false, true] {
+            let (ours, mut far) = pair();
+            let mut flows = Flows::default();
+            match lost {
+                false => flows.peer_closed(5),
+                true => flows.lost(5),
+            }
+            flows.hold(5, OwnedFd::from(ours.try_clone().unwrap()));
+            let mut b = [0u8; 1];
+            assert_eq!(far.read(&mut b).unwrap(), 0, "our side's stream ended");
+            let r = remora_sys::bell::wait(ours.as_fd(), false, Some(Duration::ZERO)).unwrap();
+            assert_eq!(r.readable, lost, "reading shut too only when the node was lost");
+            flows.release(5);
+            assert!(flows.held.is_empty() && flows.early.is_empty());
+        }
+    }
 }
