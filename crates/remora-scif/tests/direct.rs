@@ -24,6 +24,17 @@ fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
 
+/// The descriptors open in node `node`'s daemon.
+fn daemon_fds(h: &remora_testkit::Harness, node: u32) -> usize {
+    let ctl = remora_client::Session::open_control(&h.config(node)).unwrap();
+    let pid = match ctl.request(remora_proto::Request::Status, &[]).unwrap().0 {
+        remora_proto::Reply::Status(st) => st.pid,
+        other => panic!("unexpected {other:?}"),
+    };
+    drop(ctl);
+    std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count()
+}
+
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len).map(|i| ((i as u64 * 7 + seed as u64) % 251) as u8).collect()
 }
@@ -39,6 +50,7 @@ fn direct_flows_carry_messages_both_ways_and_scif_close_frees_every_descriptor()
     drop((c, s));
     std::thread::sleep(Duration::from_millis(100));
     let before = open_fds();
+    let daemons_before = [daemon_fds(&h, 4), daemon_fds(&h, 8)];
     for round in 0..3u8 {
         let (c, s) = pair(&h, 4, 8);
         assert!(c.is_direct() && s.is_direct(), "the messages take a flow of their own");
@@ -102,6 +114,19 @@ fn direct_flows_carry_messages_both_ways_and_scif_close_frees_every_descriptor()
     let t0 = Instant::now();
     while open_fds() > before {
         assert!(t0.elapsed() < Duration::from_secs(5), "{} descriptors open, {before} before", open_fds());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // And every one the daemons held for them (their duplicates of the flows included).
+    let t0 = Instant::now();
+    loop {
+        let now = [daemon_fds(&h, 4), daemon_fds(&h, 8)];
+        if now[0] <= daemons_before[0] && now[1] <= daemons_before[1] {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "daemons hold {now:?} descriptors, {daemons_before:?} before"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
