@@ -1,7 +1,7 @@
 //! SCIF connections between two hosts (nodes joined over TCP on loopback) whose messages
 //! go over the two processes' own TCP flow: data intact both ways and larger than any
-//! socket buffer, the end of a peer (closed, or its handles dropped as at an exit)
-//! mid-stream, and no descriptor left behind by `scif_close`. The relay they fall back to
+//! socket buffer, the end of a peer (closed, its handles dropped as at an exit, or its
+//! process killed) mid-stream, and no descriptor left behind by `scif_close`. The relay they fall back to
 //! is tested in `direct_off.rs`.
 
 use remora_scif::*;
@@ -224,4 +224,74 @@ fn a_background_connect_keeps_the_file_an_epoll_set_watches() {
         n += c.recv(&mut b[n..], true).unwrap();
     }
     assert_eq!(&b, b"hello");
+}
+
+/// The other process of [`a_killed_peer_process_resets_its_blocked_sender`]: this test
+/// binary run again with `SCIF_TEST_CHILD` set (a plain run does nothing here). It listens
+/// on node 8, accepts one connection, takes 1 MiB, says so, and waits to be killed.
+#[test]
+fn child_peer_process() {
+    let Ok(dir) = std::env::var("SCIF_TEST_CHILD") else { return };
+    let cfg = remora_client::Config {
+        node: 8,
+        runtime_dir: dir.into(),
+        daemon: Some(remora_testkit::daemon_path()),
+        spawn: true,
+        idle_exit: Duration::from_secs(60),
+        cluster: std::env::var_os("SCIF_TEST_CLUSTER").map(Into::into),
+    };
+    let scif = Scif::with_config(cfg);
+    let l = Endpoint::open(&scif).unwrap();
+    l.bind(3001).unwrap();
+    l.listen(1).unwrap();
+    let (s, _) = l.accept(true).unwrap();
+    assert!(s.is_direct());
+    let mut b = vec![0u8; 1 << 20];
+    assert_eq!(s.recv(&mut b, true).unwrap(), b.len());
+    s.send(b"took", true).unwrap();
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+/// A peer process killed (SIGKILL) while our sender is blocked in a large send: the send
+/// ends with ECONNRESET (or the count moved before the kill), the next one fails
+/// ECONNRESET, the descriptor reports hang-up; nothing hangs.
+#[test]
+fn a_killed_peer_process_resets_its_blocked_sender() {
+    let h = over_tcp(&[4, 8]);
+    wait_for_link(&h);
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_peer_process", "--nocapture"])
+        .env("SCIF_TEST_CHILD", h.runtime_dir())
+        .env("SCIF_TEST_CLUSTER", h.config(8).cluster.unwrap())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let c = Endpoint::open(&common::ScifOf::scif(&h, 4)).unwrap();
+    let t0 = Instant::now();
+    loop {
+        match c.connect(PortId { node: 8, port: 3001 }) {
+            Ok(_) => break,
+            Err(Error::Refused) if t0.elapsed() < Duration::from_secs(20) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("connect to the child: {e:?}"),
+        }
+    }
+    assert!(c.is_direct());
+    let big = pattern(64 << 20, 9);
+    let c2 = c.clone();
+    let t = std::thread::spawn(move || c2.send(&big, true));
+    let mut b = [0u8; 4];
+    assert_eq!(c.recv(&mut b, true).unwrap(), 4);
+    assert_eq!(&b, b"took");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    match t.join().unwrap() {
+        Ok(n) => assert!(n < 64 << 20, "all of it sent to a killed process"),
+        Err(e) => assert_eq!(e, Error::Reset),
+    }
+    assert_eq!(c.send(b"x", true).unwrap_err(), Error::Reset);
+    assert_eq!(c.recv(&mut b, true).unwrap_err(), Error::Reset);
+    let r = remora_sys::bell::wait(c.as_fd(), false, Some(Duration::from_secs(5))).unwrap();
+    assert!(r.hung_up);
 }
