@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod direct;
+
 /// The state of a DMA queue (`sci_dma_queue_state_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DmaState {
@@ -79,6 +81,8 @@ struct QInner {
     listener: Mutex<Option<u64>>,
     /// The `maxEntries` the program asked for.
     asked: u32,
+    /// Small transfers to another host, made over the process's own flow.
+    direct: Mutex<direct::Direct>,
 }
 
 impl std::fmt::Debug for QInner {
@@ -172,6 +176,7 @@ impl DmaQueue {
                 removed: AtomicBool::new(false),
                 listener: Mutex::new(None),
                 asked,
+                direct: Mutex::default(),
             }),
         })
     }
@@ -259,6 +264,7 @@ impl DmaQueue {
             .collect()
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn post(
         &self,
         mut st: std::sync::MutexGuard<'_, QState>,
@@ -266,6 +272,7 @@ impl DmaQueue {
         refs: Vec<DepToken>,
         callback: Option<DmaCallback>,
         wait: bool,
+        segments: Option<(&LocalSegment, &RemoteSegment)>,
     ) -> Result<()> {
         if descs.len() > self.capacity() as usize {
             return Err(Error::MaxEntries);
@@ -279,6 +286,18 @@ impl DmaQueue {
         }
         if callback.is_some() {
             self.listen()?;
+        }
+        // One small transfer to another host: over the process's own flow, DONE when
+        // the home has the bytes (a failed flow leaves it to the engine).
+        if let (None, Some((local, remote)), [d]) = (&callback, segments, descs.as_slice()) {
+            let done = self.inner.direct.lock().unwrap_or_else(|p| p.into_inner()).run(local, remote, d);
+            if let Some(Ok(())) = done {
+                st.with_callback = false;
+                st.callback = None;
+                st.phase = Some(DmaState::Done);
+                st.inflight.clear();
+                return Ok(());
+            }
         }
         st.with_callback = callback.is_some();
         st.callback = callback;
@@ -350,14 +369,14 @@ impl DmaQueue {
         while descs.len() > cap {
             let rest = descs.split_off(cap);
             let refs = vec![local.inner.deps.token(), remote.inner.deps.token()];
-            self.post(st, descs, refs, None, true)?;
+            self.post(st, descs, refs, None, true, None)?;
             descs = rest;
             st = self.lock()?;
             self.settle(&mut st);
             Self::ready_to_post(&st)?;
         }
         let refs = vec![local.inner.deps.token(), remote.inner.deps.token()];
-        self.post(st, descs, refs, callback, flags.wait)
+        self.post(st, descs, refs, callback, flags.wait, Some((local, remote)))
     }
 
     /// `SCIStartDmaTransferMem`: copy between this process's memory `mem` and `remote` at
@@ -389,7 +408,7 @@ impl DmaQueue {
             flags: DMA_F_USER_MEM | if flags.read { DMA_F_READ } else { 0 },
         };
         let refs = vec![remote.inner.deps.token()];
-        self.post(st, vec![d], refs, callback, flags.wait)
+        self.post(st, vec![d], refs, callback, flags.wait, None)
     }
 
     /// `SCIEnqueueDMATransfer` (API 1.x): add one transfer; the queue gathers until
@@ -437,7 +456,7 @@ impl DmaQueue {
         }
         let descs = std::mem::take(&mut st.gathered);
         let refs = std::mem::take(&mut st.gathered_refs);
-        self.post(st, descs, refs, callback, false)
+        self.post(st, descs, refs, callback, false, None)
     }
 
     /// `SCIResetDMAQueue` (API 1.x): back to IDLE, dropping gathered transfers.

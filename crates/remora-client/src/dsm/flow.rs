@@ -395,3 +395,44 @@ pub fn range_read(
     let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
     Some(d.read_many(roffset, &mut out))
 }
+
+/// A pager flow to one remote range, kept open by whoever holds it (the flows of
+/// [`range_write`] and [`range_read`] last only while someone uses them): small transfers
+/// that must not pay a dial each, a SISCI DMA of a few bytes.
+pub struct HeldFlow(Flow);
+
+impl std::fmt::Debug for HeldFlow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeldFlow").finish()
+    }
+}
+
+impl HeldFlow {
+    /// The session's pager flow to `range` (shared with its maps of that memory). `None`
+    /// where no pager flow can be had.
+    pub fn open(session: &Arc<Session>, range: &Arc<dyn RemoteRange>) -> Option<HeldFlow> {
+        shared_flow(session, range).map(HeldFlow)
+    }
+
+    /// Whether an error made the flow unusable (the holder opens another, or goes through
+    /// the daemon).
+    pub fn broken(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).broken
+    }
+
+    /// As [`range_write`], over this flow: returns once the home has the bytes.
+    ///
+    /// # Errors
+    /// As [`range_write`].
+    pub fn write(&self, roffset: u64, src: Source<'_>) -> std::io::Result<()> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).write_now(roffset, src)
+    }
+
+    /// As [`range_read`], over this flow.
+    ///
+    /// # Errors
+    /// As [`range_read`].
+    pub fn read(&self, roffset: u64, mut out: Sink<'_>) -> std::io::Result<()> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).read_many(roffset, &mut out)
+    }
+}

@@ -82,7 +82,7 @@ mod rma;
 mod tests;
 
 pub use channel::{Channel, ChannelGuard};
-pub use flow::{range_read, range_write};
+pub use flow::{range_read, range_write, HeldFlow};
 pub use map::{DsmMap, THROUGH};
 pub use rma::{Piece, Sink, Source};
 
