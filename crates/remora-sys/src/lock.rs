@@ -58,37 +58,56 @@ static FREE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 /// Numbers never given yet.
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
-/// A thread's number, given back when it ends. A number passes from a thread that ended to
-/// a new one through `FREE`'s mutex, with the locks biased to it: the old thread is in none
-/// of them (a lock is let go before its thread ends), so the new one may take them as owner.
-struct Number(Option<usize>);
+/// No number yet (0), or none any more ([`GONE`]); else a thread's number + 1.
+const GONE: usize = usize::MAX;
 
-impl Number {
-    fn claim() -> Number {
-        let free = FREE.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        Number(free.or_else(|| {
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            (n < FLAGS).then_some(n)
-        }))
-    }
+thread_local! {
+    /// This thread's number + 1 (a plain word: one load on every taking).
+    static ME: Cell<usize> = const { Cell::new(0) };
+    /// Gives the number back when the thread ends.
+    static GIVE_BACK: Number = const { Number };
 }
+
+/// Gives this thread's number back when it ends. A number passes from a thread that ended
+/// to a new one through `FREE`'s mutex, with the locks biased to it: the old thread is in
+/// none of them (a lock is let go before its thread ends), so the new one may take them as
+/// owner.
+struct Number;
 
 impl Drop for Number {
     fn drop(&mut self) {
-        if let Some(n) = self.0 {
-            FREE.lock().unwrap_or_else(|p| p.into_inner()).push(n);
+        // Locks taken later in this thread's end (other thread-locals' destructors) go
+        // unbiased: the number may be another thread's by then.
+        let n = ME.try_with(|me| me.replace(GONE)).unwrap_or(GONE);
+        if n != 0 && n != GONE {
+            FREE.lock().unwrap_or_else(|p| p.into_inner()).push(n - 1);
         }
     }
-}
-
-thread_local! {
-    static ME: Number = Number::claim();
 }
 
 /// This thread's number + 1, or `None` (no number left, or the thread is ending).
 #[inline]
 fn me() -> Option<usize> {
-    ME.try_with(|n| n.0.map(|n| n + 1)).ok().flatten()
+    match ME.try_with(Cell::get) {
+        Ok(0) => claim(),
+        Ok(GONE) | Err(_) => None,
+        Ok(n) => Some(n),
+    }
+}
+
+/// Give this thread a number (its first taking of any lock).
+#[cold]
+fn claim() -> Option<usize> {
+    // The destructor that gives it back must be registered first: no number without it.
+    GIVE_BACK.try_with(|_| ()).ok()?;
+    let free = FREE.lock().unwrap_or_else(|p| p.into_inner()).pop();
+    let n = free.or_else(|| {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        (n < FLAGS).then_some(n)
+    });
+    let word = n.map_or(GONE, |n| n + 1);
+    ME.try_with(|me| me.set(word)).ok()?;
+    n.map(|n| n + 1)
 }
 
 /// Whether this process may bias locks: `membarrier`'s private expedited barrier, which a

@@ -133,6 +133,7 @@ impl Nic {
 
     /// Write a completed descriptor's fields into its control segment `ctl` (found in
     /// registered memory at `epoch`), the status last.
+    #[inline]
     pub(crate) fn finish(&self, ctl: &UserRegion, epoch: u64, st: u32, len: Option<u32>, imm: Option<u32>) {
         if !self.still_registered(ctl, epoch) {
             return;

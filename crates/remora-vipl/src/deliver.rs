@@ -31,6 +31,9 @@ const RECEIVE_GRACE_FAR: Duration = Duration::from_millis(100);
 /// How long a send waits for a freshly connected peer to describe its receives.
 const READY_WAIT: Duration = Duration::from_secs(10);
 
+/// A completed receive as `VipRecvDone` gives it: (descriptor address, its memory handle).
+type Reaped = (usize, u32);
+
 impl ViInner {
     /// Record a completed receive (the descriptor in user memory, the done queue, the CQ).
     pub(crate) fn complete_recv(&self, q: &mut RecvQ, p: &Posted, st: u32, len: u32, imm: Option<u32>) {
@@ -142,8 +145,8 @@ impl ViInner {
         }
         let (broke, got) = {
             let mut q = self.recv.lock();
-            let broke = self.take_completions_locked(&mut q)?;
-            let got = if pop { q.done.pop_front() } else { None };
+            let (broke, first) = self.take_completions_locked(&mut q, pop)?;
+            let got = if pop { first.or_else(|| q.done.pop_front()) } else { None };
             self.recv_ready.store(q.done.len(), Ordering::Release);
             (broke, got)
         };
@@ -169,11 +172,20 @@ impl ViInner {
 
     /// Complete the receives the peer completed; the first that failed, if one did.
     pub(crate) fn take_completions(&self) -> Result<Option<usize>> {
-        self.take_completions_locked(&mut self.recv.lock())
+        self.take_completions_locked(&mut self.recv.lock(), false).map(|(broke, _)| broke)
     }
 
-    fn take_completions_locked(&self, q: &mut RecvQ) -> Result<Option<usize>> {
+    /// [`ViInner::take_completions`]; with `pop`, the oldest completed receive comes back
+    /// too when none waited to be reaped and no completion queue is told (it goes straight
+    /// to `VipRecvDone`, not through the done queue).
+    fn take_completions_locked(
+        &self,
+        q: &mut RecvQ,
+        mut pop: bool,
+    ) -> Result<(Option<usize>, Option<Reaped>)> {
         let here = self.peer_here.load(Ordering::Relaxed);
+        let mut first = None;
+        pop &= q.done.is_empty() && self.recv_cq.is_none();
         let mut broke = None;
         let mut done = None;
         while !q.posted.is_empty() {
@@ -205,10 +217,15 @@ impl ViInner {
             let d = (p.addr, p.handle);
             q.posted.advance();
             q.consumed += 1;
-            self.record_recv(q, d);
+            if pop {
+                first = Some(d);
+                pop = false;
+            } else {
+                self.record_recv(q, d);
+            }
         }
         self.recv_next.store(q.consumed, Ordering::Release);
-        Ok(broke)
+        Ok((broke, first))
     }
 
     fn own(&self, off: usize) -> u64 {
