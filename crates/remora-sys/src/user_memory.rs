@@ -140,6 +140,15 @@ pub struct UserRegion {
     len: usize,
 }
 
+/// A part of a gathering write ([`UserRegion::write_gathered`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Gather<'a> {
+    /// Bytes of the caller's.
+    Bytes(&'a [u8]),
+    /// A region of the program's memory.
+    Region(UserRegion),
+}
+
 impl UserRegion {
     /// A region over memory that lives forever and that the caller gives up to the engine.
     pub fn from_static(mem: &'static mut [u8]) -> UserRegion {
@@ -230,6 +239,27 @@ impl UserRegion {
         // kernel, while the slice lives.
         let src = unsafe { std::slice::from_raw_parts((self.addr + off) as *const u8, len) };
         crate::write_all_vectored(w, &mut [io::IoSlice::new(head), io::IoSlice::new(src)])
+    }
+
+    /// Write `parts` in order to a stream with gathering writes (`writev`): queued bytes
+    /// and regions of the program's memory interleaved, none copied on the way.
+    ///
+    /// # Errors
+    /// The stream's I/O error.
+    pub fn write_gathered(w: &mut impl io::Write, parts: &[Gather<'_>]) -> io::Result<()> {
+        let mut slices = Vec::with_capacity(parts.len());
+        for p in parts {
+            match p {
+                Gather::Bytes(b) => slices.push(io::IoSlice::new(b)),
+                // SAFETY: a region lies inside memory its creator vouched stays mapped
+                // (`from_static` or the `from_raw_parts` contract; `sub` and `within` stay
+                // inside it); the bytes are only read, by the kernel, while the slice lives.
+                Gather::Region(r) => slices.push(io::IoSlice::new(unsafe {
+                    std::slice::from_raw_parts(r.addr as *const u8, r.len)
+                })),
+            }
+        }
+        crate::write_all_vectored(w, &mut slices)
     }
 
     /// Copy `data` into the region at `off`.

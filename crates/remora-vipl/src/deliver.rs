@@ -359,9 +359,13 @@ impl ViInner {
             let line = done.encode(carried.then(|| &inline[..size]));
             let next = (k + 1).to_le_bytes();
             let wait = link.peer.bell_always || self.attrs().reliability == RELIABLE_RECEPTION;
+            // The entry and its sequence number are one line: one frame (the peer's node
+            // stores its bytes in order), then the count.
+            let mut whole = [0u8; SEQ + 8];
+            whole[..SEQ].copy_from_slice(&line);
+            whole[SEQ..].copy_from_slice(&next);
             let sent = link.far(|c| {
-                c.push_vi(at, &line)?;
-                c.push_vi(at + SEQ, &next)?;
+                c.push_vi(at, &whole)?;
                 c.push_vi(layout::DONE, &next)?;
                 c.send(wait)
             });

@@ -104,9 +104,10 @@ impl ChannelGuard<'_> {
         Ok(())
     }
 
-    /// Send what is queued, then a store of `len` bytes of the program's memory `src` (from
-    /// `src_off`) at `offset` of segment `target`, straight from `src`, without waiting for
-    /// an answer: for large payloads, which are not copied on the way.
+    /// Queue a store of `len` bytes of the program's memory `src` (from `src_off`) at
+    /// `offset` of segment `target`: the next send gathers its bytes straight from `src`
+    /// (for large payloads, which are not copied on the way). `src` must keep those bytes
+    /// until that send.
     ///
     /// # Errors
     /// `ERANGE` for a target the channel does not reach or a range outside `src`; the
@@ -120,7 +121,11 @@ impl ChannelGuard<'_> {
         len: usize,
     ) -> std::io::Result<()> {
         self.aim(target)?;
-        self.d.write_region(offset, src, src_off, len)
+        self.d.queue_region(offset, src, src_off, len)?;
+        if self.d.queued() >= SEND_AT {
+            self.d.send(false)?;
+        }
+        Ok(())
     }
 
     /// Send what is queued; with `wait`, return once the home stored it (and everything

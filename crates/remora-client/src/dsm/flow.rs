@@ -16,6 +16,9 @@ pub(super) struct Direct {
     out: Vec<u8>,
     /// An error happened: the stream may be out of step, nothing more goes through it.
     broken: bool,
+    /// Regions of the program's memory queued after `out[..at]` (`write_region` of a
+    /// channel), gathered into the next send without a copy.
+    regions: Vec<(usize, remora_sys::user_memory::UserRegion)>,
 }
 
 /// A pager flow shared by every map of one connection (one stream keeps their stores in
@@ -70,7 +73,7 @@ impl Direct {
         s.set_read_timeout(Some(Self::PATIENCE)).ok()?;
         s.set_write_timeout(Some(Self::PATIENCE)).ok()?;
         s.set_nodelay(true).ok()?;
-        Some(Direct { s, remote, tag: 0, out: Vec::new(), broken: false })
+        Some(Direct { s, remote, tag: 0, out: Vec::new(), broken: false, regions: Vec::new() })
     }
 
     /// A flow that reaches several connections of one home (`Request::DsmFlows`), and the
@@ -85,7 +88,10 @@ impl Direct {
         s.set_write_timeout(Some(Self::PATIENCE))?;
         s.set_nodelay(true)?;
         let first = remotes.first().copied().unwrap_or(0);
-        Ok((Direct { s, remote: first, tag: 0, out: Vec::new(), broken: false }, remotes))
+        Ok((
+            Direct { s, remote: first, tag: 0, out: Vec::new(), broken: false, regions: Vec::new() },
+            remotes,
+        ))
     }
 
     /// Name `remote` (the home's handle of one of the flow's connections) in the frames
@@ -96,7 +102,7 @@ impl Direct {
 
     /// Bytes queued and not sent yet.
     pub(super) fn queued(&self) -> usize {
-        self.out.len()
+        self.out.len() + self.regions.iter().map(|(_, r)| r.len()).sum::<usize>()
     }
 
     /// Queue a store of `len` bytes at `offset`, which `fill` writes into the queue.
@@ -120,36 +126,46 @@ impl Direct {
         r
     }
 
-    /// Send the queued stores, then a store of `len` bytes of the program's memory `src`
-    /// (from `src_off`) at `offset`, in frames of at most `MAX_SCIF_FRAME` written straight
-    /// from `src` (each header gathered with its payload), without waiting for an answer.
-    pub(super) fn write_region(
+    /// Queue a store of `len` bytes of the program's memory `src` (from `src_off`) at
+    /// `offset`, in frames of at most `MAX_SCIF_FRAME`, the bytes to be gathered straight
+    /// from `src` by the next send (no copy).
+    pub(super) fn queue_region(
         &mut self,
         offset: u64,
         src: &remora_sys::user_memory::UserRegion,
         src_off: usize,
         len: usize,
     ) -> std::io::Result<()> {
-        if self.broken {
-            self.out.clear();
-            return Err(std::io::Error::other("the pager flow failed earlier"));
+        if src_off.checked_add(len).is_none_or(|e| e > src.len()) {
+            return Err(std::io::Error::from_raw_os_error(34));
         }
         let mut at = 0;
         while at < len {
             let n = (len - at).min(MAX_SCIF_FRAME);
             let f = self.frame(BulkOp::Write, offset + at as u64, n, false);
-            let mut head = std::mem::take(&mut self.out);
-            head.extend_from_slice(f.as_bytes());
-            let r = src.write_to_after(&head, src_off + at, n, &mut self.s);
-            head.clear();
-            self.out = head;
-            if r.is_err() {
-                self.broken = true;
-                return r;
-            }
+            self.out.extend_from_slice(f.as_bytes());
+            self.regions.push((self.out.len(), src.sub(src_off + at, n)));
             at += n;
         }
         Ok(())
+    }
+
+    /// Write what is queued: the bytes, with the queued regions gathered in their places.
+    fn write_queued(&mut self) -> std::io::Result<()> {
+        use remora_sys::user_memory::{Gather, UserRegion};
+        use std::io::Write;
+        if self.regions.is_empty() {
+            return self.s.write_all(&self.out);
+        }
+        let mut parts = Vec::with_capacity(2 * self.regions.len() + 1);
+        let mut from = 0;
+        for (at, r) in &self.regions {
+            parts.push(Gather::Bytes(&self.out[from..*at]));
+            parts.push(Gather::Region(*r));
+            from = *at;
+        }
+        parts.push(Gather::Bytes(&self.out[from..]));
+        UserRegion::write_gathered(&mut self.s, &parts)
     }
 
     pub(super) fn frame(&mut self, op: BulkOp, offset: u64, len: usize, ok: bool) -> BulkFrame {
@@ -210,14 +226,15 @@ impl Direct {
     /// (each header and its payload in one gathering write, straight from `src`), and wait
     /// for the home to have them (with everything sent before).
     pub(super) fn write_now(&mut self, offset: u64, src: Source<'_>) -> std::io::Result<()> {
-        use std::io::Write;
         let r = (|| {
             if self.broken {
                 return Err(std::io::Error::other("the pager flow failed earlier"));
             }
             // Stores queued by the pager go first.
-            let queued = std::mem::take(&mut self.out);
-            self.s.write_all(&queued)?;
+            let r = self.write_queued();
+            self.out.clear();
+            self.regions.clear();
+            r?;
             // Every frame asks for an answer (so a refusal is told, not fatal). Answers are
             // read as they come once `WRITES_IN_FLIGHT` are outstanding, and the rest after
             // the last frame.
@@ -339,9 +356,9 @@ impl Direct {
     }
 
     pub(super) fn try_send(&mut self, wait: bool) -> std::io::Result<()> {
-        use std::io::Write;
         if self.broken {
             self.out.clear();
+            self.regions.clear();
             return Err(std::io::Error::other("the pager flow failed earlier"));
         }
         if wait {
@@ -349,8 +366,9 @@ impl Direct {
             let f = self.frame(BulkOp::Write, 0, 0, true);
             self.out.extend_from_slice(f.as_bytes());
         }
-        let r = self.s.write_all(&self.out);
+        let r = self.write_queued();
         self.out.clear();
+        self.regions.clear();
         r?;
         if wait {
             self.answer(BulkOp::Ack, false)?;
