@@ -447,7 +447,7 @@ impl ViInner {
     ) -> u32 {
         let total: usize = local.iter().map(|s| s.len()).sum();
         let allowed = if write { link.peer.rdma_write } else { link.peer.rdma_read };
-        let slot = match link.slot(&self.nic, remote.handle) {
+        let slot = match link.slot(&self.nic, remote.handle, self.map.load(layout::PEER_TABLE)) {
             Ok(Some(s)) => s,
             Ok(None) => return status::RDMA_PROT_ERROR,
             Err(_) => return status::TRANSPORT_ERROR,

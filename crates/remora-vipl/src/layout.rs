@@ -7,6 +7,8 @@
 //! ```text
 //!   0  peer_posted   receives the peer has described in ring A (a count)
 //!   8  peer_ready    the peer has linked to this VI and described its receives
+//!  16  peer_table    the peer's count of changes to its memory table (across hosts only:
+//!                    a slot read earlier is used again while this has not moved)
 //!  64  done          receives of the owner the peer has completed in ring B (a count;
 //!                    written only across hosts, where it orders the entries' arrival)
 //! 128  peer_waiting  the peer blocks for the owner's messages: ring its doorbell
@@ -41,6 +43,8 @@ pub const MAX_CHUNKS: usize = (ENTRY - 16) / 16;
 pub const PEER_POSTED: usize = 0;
 /// See the module doc.
 pub const PEER_READY: usize = 8;
+/// See the module doc.
+pub const PEER_TABLE: usize = 16;
 /// See the module doc.
 pub const DONE: usize = 64;
 /// See the module doc.

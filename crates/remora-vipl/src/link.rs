@@ -96,6 +96,9 @@ pub(crate) struct Link {
     pub(crate) broken: AtomicBool,
     /// A store to the peer could not be made (its channel failed): the VI must break.
     pub(crate) failed: AtomicBool,
+    /// Slots of a peer on another host read before, by handle, with the peer's count of
+    /// table changes at the time ([`layout::PEER_TABLE`]): used again while it holds.
+    slots: Mutex<HashMap<u32, (u64, layout::FixedSlot)>>,
 }
 
 const CONNECT_WAIT: Duration = Duration::from_secs(10);
@@ -132,6 +135,7 @@ impl Link {
             far,
             broken: AtomicBool::new(false),
             failed: AtomicBool::new(false),
+            slots: Mutex::new(HashMap::new()),
         };
         if rung_always {
             // Our receives report to a CQ: the peer rings on every completion.
@@ -324,7 +328,34 @@ impl Link {
     }
 
     /// The peer's table slot for memory handle `handle`, if that region is registered.
-    pub(crate) fn slot(&self, nic: &Nic, handle: u32) -> Result<Option<layout::FixedSlot>> {
+    /// `epoch` is the peer's count of table changes as this VI's segment holds it: for a
+    /// peer on another host a slot read under the same count is used again (the peer tells
+    /// every change, landed, before its call returns), with no round trip.
+    pub(crate) fn slot(&self, nic: &Nic, handle: u32, epoch: u64) -> Result<Option<layout::FixedSlot>> {
+        if self.far.is_some() {
+            let known = self.slots.lock().unwrap_or_else(|p| p.into_inner()).get(&handle).copied();
+            if let Some((_, s)) = known.filter(|(e, _)| *e == epoch) {
+                return Ok(Some(s));
+            }
+            let s = self.read_slot(nic, handle)?;
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            match &s {
+                Some(s) => {
+                    if slots.len() >= 1024 {
+                        slots.clear();
+                    }
+                    slots.insert(handle, (epoch, *s));
+                }
+                None => {
+                    slots.remove(&handle);
+                }
+            }
+            return Ok(s);
+        }
+        self.read_slot(nic, handle)
+    }
+
+    fn read_slot(&self, nic: &Nic, handle: u32) -> Result<Option<layout::FixedSlot>> {
         let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
         if t.is_none() {
             let seg = RemoteSegment::connect(

@@ -343,6 +343,7 @@ impl Nic {
             gone
         };
         self.write_slot(handle, &Slot::default());
+        self.table_changed();
         for seg in gone {
             let _ = seg.remove();
         }
@@ -372,7 +373,21 @@ impl Nic {
             slot
         };
         self.write_slot(handle, &slot);
+        self.table_changed();
         Ok(())
+    }
+
+    /// The memory table changed (a region deregistered, or its attributes): every peer on
+    /// another host that may hold slots it read before hears it before this returns (its
+    /// RDMA reads the slot again), through the VI's channel, landed.
+    fn table_changed(&self) {
+        let epoch = self.inner.mem_epoch.load(Ordering::SeqCst);
+        for vi in self.live_vis() {
+            if let Some(link) = vi.link().filter(|l| l.is_far()) {
+                link.store(crate::layout::PEER_TABLE, epoch);
+                link.settle();
+            }
+        }
     }
 
     /// `VipErrorCallback`: `handler` hears every asynchronous error of this NIC's VIs, on

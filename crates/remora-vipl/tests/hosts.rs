@@ -376,3 +376,59 @@ fn a_store_that_cannot_reach_the_peer_breaks_the_vi_at_once() {
     assert!(p.client.recv_wait(Some(Duration::from_millis(200))).is_err());
     p.client.disconnect().unwrap();
 }
+
+/// RDMA across hosts reads the target's slot once and uses it again while the peer's table
+/// does not change; a change (the peer's memory deregistered, or RDMA write taken away)
+/// reaches the writer before the peer's call returns, and the next RDMA write is refused
+/// with the protection error, not written with the slot of before.
+#[test]
+fn rdma_sees_the_peers_memory_change_at_once() {
+    let h = Harness::with_cluster(&[4, 8], true);
+    let p = pair(&h, RELIABLE_DELIVERY, b"rdma");
+    let target = mem(&p.snic, 64 << 10, p.sp, true);
+    let local = mem(&p.cnic, 64 << 10, p.cp, true);
+    let cdesc = mem(&p.cnic, 64, p.cp, false);
+    let write = |n: usize, seed: u8| {
+        local.put(0, &pattern(n, seed));
+        let w = Descriptor {
+            control: control::OP_RDMAWRITE,
+            length: n as u32,
+            segments: vec![
+                DataSegment { addr: target.addr(0) as u64, handle: target.handle, len: 0 },
+                local.seg(0, n),
+            ],
+            ..Default::default()
+        };
+        p.cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &w).unwrap();
+        p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+        p.client.send_wait(T).unwrap();
+        p.cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status
+    };
+    for i in 0..5u8 {
+        assert_eq!(write(20_000, i), status::DONE | status::OP_RDMA_WRITE);
+    }
+    // Let the last write land (a read answers after every store before it).
+    let rd = Descriptor {
+        control: control::OP_RDMAREAD,
+        length: 8,
+        segments: vec![
+            DataSegment { addr: target.addr(0) as u64, handle: target.handle, len: 0 },
+            local.seg(30_000, 8),
+        ],
+        ..Default::default()
+    };
+    p.cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &rd).unwrap();
+    p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+    p.client.send_wait(T).unwrap();
+    assert!(target.get(0, 20_000) == pattern(20_000, 4), "the RDMA writes landed");
+    // RDMA write taken away from the target's memory: the next write is refused.
+    p.snic
+        .set_mem_attributes(
+            target.addr(0),
+            target.handle,
+            MemAttributes { ptag: p.sp, rdma_write: false, rdma_read: true },
+        )
+        .unwrap();
+    assert_eq!(write(100, 9), status::DONE | status::OP_RDMA_WRITE | status::RDMA_PROT_ERROR);
+    assert!(target.get(0, 100) == pattern(100, 4), "nothing written after the change");
+}
