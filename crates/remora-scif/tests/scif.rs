@@ -283,14 +283,10 @@ fn process_death_hangs_up_the_peer() {
     }
 }
 
-#[test]
-fn endpoints_on_two_hosts_exchange_messages_and_rma_through_the_link() {
-    let h = over_tcp(&[4, 8]);
-    // Start node 8's daemon (the listener's) and let the link come up.
-    wait_for_link(&h);
-    let (c, s) = pair(&h, 4, 8);
-    assert!(c.is_direct() && s.is_direct(), "the messages take a flow of their own");
-    for i in 0u64..50 {
+/// `rounds` 8-byte round trips from `c` to `s` and back, in order; then more than a ring's
+/// (or a socket buffer's) worth both ways at once, intact.
+fn exchange(c: &Endpoint, s: &Endpoint, rounds: u64) {
+    for i in 0..rounds {
         c.send(&i.to_le_bytes(), true).unwrap();
         let mut b = [0u8; 8];
         s.recv(&mut b, true).unwrap();
@@ -299,20 +295,29 @@ fn endpoints_on_two_hosts_exchange_messages_and_rma_through_the_link() {
         c.recv(&mut b, true).unwrap();
         assert_eq!(u64::from_le_bytes(b), i);
     }
-    // More than a ring's worth, both ways at once: flow control through the relays.
     let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let (s2, big2) = (s.clone(), big.clone());
     let t = std::thread::spawn(move || {
         let mut got = vec![0u8; big2.len()];
         assert_eq!(s2.recv(&mut got, true).unwrap(), got.len());
-        assert!(got == big2);
+        assert!(got == big2, "bytes intact and in order");
         s2.send(&big2, true).unwrap();
     });
     c.send(&big, true).unwrap();
     let mut back = vec![0u8; big.len()];
     assert_eq!(c.recv(&mut back, true).unwrap(), back.len());
-    assert!(back == big);
+    assert!(back == big, "bytes intact and in order on the way back");
     t.join().unwrap();
+}
+
+#[test]
+fn endpoints_on_two_hosts_exchange_messages_and_rma_through_the_link() {
+    let h = over_tcp(&[4, 8]);
+    // Start node 8's daemon (the listener's) and let the link come up.
+    wait_for_link(&h);
+    let (c, s) = pair(&h, 4, 8);
+    assert!(c.is_direct() && s.is_direct(), "the messages take a flow of their own");
+    exchange(&c, &s, 50);
     // RMA through the daemons.
     let creg = anon(64 * 1024);
     let sreg = anon(64 * 1024);
@@ -371,24 +376,7 @@ fn endpoints_on_two_hosts_exchange_messages_over_ofi() {
     wait_for_link(&h);
     let (c, s) = pair(&h, 4, 8);
     assert!(c.is_direct() && s.is_direct(), "the messages' own flow, dialed to the bootstrap port");
-    for i in 0u64..200 {
-        c.send(&i.to_le_bytes(), true).unwrap();
-        let mut b = [0u8; 8];
-        s.recv(&mut b, true).unwrap();
-        assert_eq!(u64::from_le_bytes(b), i);
-        s.send(&b, true).unwrap();
-        c.recv(&mut b, true).unwrap();
-        assert_eq!(u64::from_le_bytes(b), i);
-    }
-    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    let (s2, big2) = (s.clone(), big.clone());
-    let t = std::thread::spawn(move || {
-        let mut got = vec![0u8; big2.len()];
-        assert_eq!(s2.recv(&mut got, true).unwrap(), got.len());
-        assert!(got == big2, "bytes intact and in order");
-    });
-    c.send(&big, true).unwrap();
-    t.join().unwrap();
+    exchange(&c, &s, 200);
     c.send(b"last words", true).unwrap();
     c.close().unwrap();
     let mut b = [0u8; 10];
