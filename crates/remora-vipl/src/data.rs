@@ -323,7 +323,8 @@ impl Vi {
                 vi.deliver(sq, link, reliable, Some(sources), imm, st, total as u32)
             }
             (control::OP_RDMAWRITE, Some(r)) => {
-                let bits = vi.rdma(link, r, sources, true);
+                // With immediate data, the completion goes down the channel with the bytes.
+                let bits = vi.rdma(link, r, sources, true, imm.is_some());
                 if bits != 0 || imm.is_none() {
                     return Outcome::bits(bits);
                 }
@@ -334,7 +335,7 @@ impl Vi {
                 if attrs.reliability < RELIABLE_DELIVERY {
                     return Outcome::bits(status::FORMAT_ERROR);
                 }
-                Outcome::bits(vi.rdma(link, r, sources, false))
+                Outcome::bits(vi.rdma(link, r, sources, false, false))
             }
             _ => Outcome::bits(status::FORMAT_ERROR),
         }

@@ -298,6 +298,14 @@ impl ViInner {
         let k = sq.consumed;
         let grace = if link.map.is_local() { RECEIVE_GRACE } else { RECEIVE_GRACE_FAR };
         let Some(room) = self.peer_room(sq, k, grace) else {
+            // An RDMA write's bytes left queued for this completion go anyway.
+            if link.is_far() && !link.push() {
+                return Outcome {
+                    bits: status::TRANSPORT_ERROR,
+                    fail: Some((ErrorCode::ConnLost, false)),
+                    ..Outcome::default()
+                };
+            }
             if !reliable {
                 return Outcome::bits(0);
             }
@@ -437,13 +445,16 @@ impl ViInner {
     }
 
     /// An RDMA write or read of `local` against the peer's memory at `remote`. Returns
-    /// the error bits.
+    /// the error bits. With `completion_follows` (a write with immediate data), the bytes
+    /// of a write to a peer on another host are left queued on the channel for the
+    /// completion's [`ViInner::deliver`] to send with it.
     pub(crate) fn rdma(
         &self,
         link: &Link,
         remote: layout::DataSegment,
         local: &[UserRegion],
         write: bool,
+        completion_follows: bool,
     ) -> u32 {
         let total: usize = local.iter().map(|s| s.len()).sum();
         let allowed = if write { link.peer.rdma_write } else { link.peer.rdma_read };
@@ -474,6 +485,11 @@ impl ViInner {
                     link.read_piece(&self.nic, seg, where_, l, off, n)
                 };
                 if r.is_err() {
+                    // Whatever was queued goes now (the target's bytes are undefined after a
+                    // failed write), not with a later message.
+                    if write && link.is_far() {
+                        link.push();
+                    }
                     return status::TRANSPORT_ERROR;
                 }
                 off += n;
@@ -482,7 +498,7 @@ impl ViInner {
         }
         // Another host: the written bytes on their way (landed first for reliable
         // reception); an immediate's completion follows them down the same channel.
-        if write && link.is_far() {
+        if write && link.is_far() && !completion_follows {
             let ok = if self.attrs().reliability == RELIABLE_RECEPTION { link.settle() } else { link.push() };
             if !ok {
                 return status::TRANSPORT_ERROR;
