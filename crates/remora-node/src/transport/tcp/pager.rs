@@ -261,7 +261,12 @@ impl Watch {
 /// Serve one flow until it breaks.
 fn serve(peer: &TcpPeer, s: StdStream, targets: &[(u64, &dyn PeerMemory)], watch: Option<&Watch>) {
     let Ok(rd) = s.try_clone() else { return };
-    let rd = std::io::BufReader::with_capacity(64 << 10, rd);
+    // A channel (a VIPL VI's, with a watched word) carries payloads of tens of KiB after
+    // each small frame: a small buffer lets most of a payload go straight from the socket
+    // into the memory, where a 64 KiB one copied it through the buffer first (the 8 KiB
+    // one made the 64 KiB stream about a quarter faster, the 8-byte row the same).
+    let cap = if watch.is_some() { 8 << 10 } else { 64 << 10 };
+    let rd = std::io::BufReader::with_capacity(cap, rd);
     serve_many(peer.id, [&peer.bytes_in, &peer.bytes_out], rd, s, targets, watch, true);
 }
 
