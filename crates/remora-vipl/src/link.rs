@@ -48,7 +48,21 @@ impl PeerInfo {
     }
 }
 
-type Piece = (RemoteSegment, Window);
+/// A segment of the peer's and, when it is on this host, a window into it (another host's
+/// is reached through the channel only: no map, so no pager work and no page to fault).
+type Piece = (RemoteSegment, Option<Window>);
+
+/// The window of a segment on this host (`None` for another host's).
+fn window_of(seg: &RemoteSegment) -> Result<Option<Window>> {
+    if !seg.is_on_this_host() {
+        return Ok(None);
+    }
+    Ok(Some(Window::new(seg.map(0, seg.size(), None, MapFlags::default())?)))
+}
+
+fn no_window() -> Error {
+    Error::Resource("no window into the peer's memory".into())
+}
 
 /// The channel to a peer on another host, and the segments it reaches (by segment id; the
 /// peer's VI segment first, the index a store names).
@@ -220,11 +234,15 @@ impl Link {
 
     pub(crate) fn close(&self) {
         for (_, (s, m)) in self.pieces.lock().unwrap_or_else(|p| p.into_inner()).drain() {
-            let _ = m.map.unmap();
+            if let Some(m) = m {
+                let _ = m.map.unmap();
+            }
             let _ = s.disconnect();
         }
         if let Some((s, m)) = self.table.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = m.map.unmap();
+            if let Some(m) = m {
+                let _ = m.map.unmap();
+            }
             let _ = s.disconnect();
         }
         let _ = self.bell.disconnect();
@@ -235,11 +253,16 @@ impl Link {
     /// Run `f` on piece `id` of the peer (connected on first use, again after a loss of
     /// another host's segment). A piece on this host is used without asking whether it
     /// was lost: its memory stays mapped, and the VI learns of the loss otherwise.
-    fn with_piece<R>(&self, nic: &Nic, id: u32, f: impl FnOnce(&RemoteSegment, &Window) -> R) -> Result<R> {
+    fn with_piece<R>(
+        &self,
+        nic: &Nic,
+        id: u32,
+        f: impl FnOnce(&RemoteSegment, Option<&Window>) -> R,
+    ) -> Result<R> {
         let mut pieces = self.pieces.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((seg, w)) = pieces.get(&id) {
-            if w.is_local() || !seg.is_lost() {
-                return Ok(f(seg, w));
+            if w.is_some() || !seg.is_lost() {
+                return Ok(f(seg, w.as_ref()));
             }
         }
         let seg = RemoteSegment::connect(
@@ -249,9 +272,8 @@ impl Link {
             remora_sisci::ADAPTER,
             Some(CONNECT_WAIT),
         )?;
-        let map = seg.map(0, seg.size(), None, MapFlags::default())?;
-        let w = Window::new(map);
-        let r = f(&seg, &w);
+        let w = window_of(&seg)?;
+        let r = f(&seg, w.as_ref());
         pieces.insert(id, (seg, w));
         Ok(r)
     }
@@ -292,7 +314,7 @@ impl Link {
             }) {
                 r
             } else {
-                map.write_from(off, src, src_off, len).map_err(Error::from)
+                map.ok_or_else(no_window)?.write_from(off, src, src_off, len).map_err(Error::from)
             }
         })?
     }
@@ -322,7 +344,7 @@ impl Link {
             }) {
                 r
             } else {
-                map.read_into(off, dst, dst_off, len).map_err(Error::from)
+                map.ok_or_else(no_window)?.read_into(off, dst, dst_off, len).map_err(Error::from)
             }
         })?
     }
@@ -365,15 +387,15 @@ impl Link {
                 remora_sisci::ADAPTER,
                 Some(CONNECT_WAIT),
             )?;
-            let map = seg.map(0, seg.size(), None, MapFlags::default())?;
-            *t = Some((seg, Window::new(map)));
+            let w = window_of(&seg)?;
+            *t = Some((seg, w));
         }
-        let Some((_, map)) = t.as_ref() else { return Ok(None) };
+        let Some((seg, map)) = t.as_ref() else { return Ok(None) };
         let mut b = [0u8; SLOT];
         let at = (handle as usize % SLOTS) * SLOT;
-        if map.is_local() {
+        if let Some(map) = map {
             map.read(at, &mut b)?;
-        } else if let Some((seg, _)) = t.as_ref() {
+        } else {
             // The slot as the peer's host has it now (one round trip on the channel, after
             // every store sent before), with no page of the table here.
             let id = self.peer.table;
