@@ -4,6 +4,8 @@
 
 use super::{direct, open_page, Core};
 use crate::{check_adapter, timeout_ms, Descriptor, Result};
+#[allow(unused_imports)] // the docs name them
+use crate::{Error, MAX_DATA_INTERRUPT};
 use remora_proto::Request;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
