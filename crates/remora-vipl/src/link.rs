@@ -80,6 +80,12 @@ impl Far {
             return Ok(i);
         }
         self.chan.lock().send(true).map_err(|e| Error::Resource(e.to_string()))?;
+        if self.segs.len() >= remora_proto::link::MAX_FLOW_TARGETS {
+            // Full: keep the VI segment and the newer half of the rest (a piece dropped
+            // here comes back with a re-dial when it is used again).
+            let keep_from = 1 + (self.segs.len() - 1) / 2;
+            self.segs.drain(1..keep_from);
+        }
         self.segs.push((id, seg.clone()));
         let all: Vec<&RemoteSegment> = self.segs.iter().map(|(_, s)| s).collect();
         match RemoteSegment::channel(&all, Some((0, layout::DONE as u64))) {

@@ -432,3 +432,41 @@ fn rdma_sees_the_peers_memory_change_at_once() {
     assert_eq!(write(100, 9), status::DONE | status::OP_RDMA_WRITE | status::RDMA_PROT_ERROR);
     assert!(target.get(0, 100) == pattern(100, 4), "nothing written after the change");
 }
+
+/// More registered regions of the receiver's than one channel reaches at once (64
+/// segments): the sends into each land intact, the channel re-dialed as pieces come and go.
+#[test]
+fn many_registered_regions_of_the_peer_are_reached() {
+    let h = Harness::with_cluster(&[4, 8], true);
+    let p = pair(&h, RELIABLE_DELIVERY, b"many");
+    let n = 150;
+    let sdesc = mem(&p.snic, 64 * n, p.sp, false);
+    let regions: Vec<Mem> = (0..n).map(|_| mem(&p.snic, 4096, p.sp, false)).collect();
+    let sbuf = mem(&p.cnic, 4096, p.cp, false);
+    let cdesc = mem(&p.cnic, 64, p.cp, false);
+    for round in 0..2 {
+        for (i, r) in regions.iter().enumerate().take(n) {
+            let rd = Descriptor { length: 4096, segments: vec![r.seg(0, 4096)], ..Default::default() };
+            p.snic.write_descriptor(sdesc.addr(64 * i), sdesc.handle, &rd).unwrap();
+        }
+        for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+            for &i in chunk {
+                p.server.post_recv(sdesc.addr(64 * i), sdesc.handle).unwrap();
+            }
+            for &i in chunk {
+                sbuf.put(0, &pattern(1000, (i + round) as u8));
+                let sd = Descriptor { length: 1000, segments: vec![sbuf.seg(0, 1000)], ..Default::default() };
+                p.cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &sd).unwrap();
+                p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+                p.client.send_wait(T).unwrap();
+                let st = p.cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status;
+                assert_eq!(st & status::ERROR_MASK, 0, "send {i}");
+            }
+            for &i in chunk {
+                assert_eq!(p.server.recv_wait(T).unwrap().0, sdesc.addr(64 * i));
+                assert!(regions[i].get(0, 1000) == pattern(1000, (i + round) as u8), "region {i} intact");
+            }
+        }
+    }
+    assert_eq!((p.client.state(), p.server.state()), (ViState::Connected, ViState::Connected));
+}
