@@ -3,15 +3,16 @@
 //! and again (the thread that posts and polls on a VI).
 //!
 //! **Biased to its thread.** A thread that took the lock [`BIAS_AFTER`] times in a row
-//! becomes its owner, and from then on takes it without a locked instruction: it marks
-//! itself busy (a plain store into a flag of its own), checks it still owns the lock, and
-//! lets go with another plain store. (A locked instruction costs some twenty cycles, and
+//! becomes its owner, and from then on takes it without a locked instruction: it writes
+//! the lock's address into a flag of its own (a plain store), checks it still owns the
+//! lock, and lets go with another plain store. (A thread inside one lock as its owner takes
+//! any other through the lock word: the flag names one lock at a time.) (A locked instruction costs some twenty cycles, and
 //! also waits for every store the core made before it to leave the core: after a send has
 //! stored into another core's line, that is a whole trip between the cores.) Another
 //! thread that wants the lock first takes it away: under the lock word below it clears the
 //! owner, asks the kernel for a memory barrier on every running thread of the process
-//! (`membarrier(2)`, private expedited), and waits until the owner's flag says it is not
-//! inside. After that barrier the owner either was seen busy, or sees it no longer owns
+//! (`membarrier(2)`, private expedited), and waits until the owner's flag no longer names
+//! this lock. After that barrier the owner either was seen busy, or sees it no longer owns
 //! the lock (the asymmetric form of Dekker's exclusion, as user-space RCU and the JVMs'
 //! biased locks do it). Taking the bias away costs a few microseconds, so it is given
 //! again only after [`BIAS_AFTER`] takings in a row by one thread. Without `membarrier`
@@ -43,13 +44,15 @@ const SPINS: u32 = 200;
 /// Threads that can own locks at once (a thread beyond them takes locks unbiased).
 const FLAGS: usize = 256;
 
-/// A thread's flag: raised while it is inside a lock biased to it. On a line pair of its
-/// own, as only its thread writes it.
+/// A thread's flag: the address of the lock it is inside as that lock's owner, 0 when none
+/// (a thread inside one lock as its owner takes any other through the lock word, so one
+/// address is enough, and a taker waits only for an owner inside the very lock it wants).
+/// On a line pair of its own, as only its thread writes it.
 #[repr(align(128))]
-struct Flag(AtomicU32);
+struct Flag(AtomicUsize);
 
 #[allow(clippy::declare_interior_mutable_const)] // the initializer of the array below
-const LOWERED: Flag = Flag(AtomicU32::new(0));
+const LOWERED: Flag = Flag(AtomicUsize::new(0));
 /// Every thread's flag, by the number it holds while it lives (its number + 1 names it
 /// as a lock's owner; 0 is none).
 static FLAG: [Flag; FLAGS] = [LOWERED; FLAGS];
@@ -190,9 +193,11 @@ impl<T> Lock<T> {
     pub fn lock(&self) -> Guard<'_, T> {
         let me = me();
         if let Some(n) = me {
-            if self.owner.load(Ordering::Relaxed) == n {
-                let flag = &FLAG[n - 1];
-                flag.0.store(1, Ordering::Relaxed);
+            let flag = &FLAG[n - 1];
+            if self.owner.load(Ordering::Relaxed) == n && flag.0.load(Ordering::Relaxed) == 0 {
+                // Release: a taker that reads this address (or a later one) sees what this
+                // thread did inside the lock it left before.
+                flag.0.store(self.address(), Ordering::Release);
                 // The flag's store stays before the owner's look (for the compiler; for the
                 // core, the barrier a taker asks for orders them, see the module doc).
                 compiler_fence(Ordering::SeqCst);
@@ -212,12 +217,16 @@ impl<T> Lock<T> {
             self.contended();
         }
         let owner = self.owner.load(Ordering::Relaxed);
-        if owner != 0 {
+        if owner != 0 && Some(owner) == me {
+            // Biased to this thread, which is inside another lock as its owner: it is not in
+            // this one, and no other thread enters this one as owner.
+            self.owner.store(0, Ordering::Relaxed);
+        } else if owner != 0 {
             self.owner.store(0, Ordering::Relaxed);
             barrier_everywhere();
             let flag = &FLAG[owner - 1];
             let mut looks = 0u32;
-            while flag.0.load(Ordering::Acquire) != 0 {
+            while flag.0.load(Ordering::Acquire) == self.address() {
                 looks += 1;
                 if looks < SPINS {
                     std::hint::spin_loop();
@@ -237,6 +246,11 @@ impl<T> Lock<T> {
             }
         }
         Guard { lock: self, flag: None }
+    }
+
+    /// What an owner's flag holds while it is inside this lock.
+    fn address(&self) -> usize {
+        self as *const Self as usize
     }
 
     fn try_take(&self) -> bool {
@@ -364,6 +378,44 @@ mod tests {
             hands.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
         });
         assert_eq!(*l.lock(), owner_runs + others);
+    }
+
+    #[test]
+    fn an_owner_inside_one_lock_takes_another_while_a_thread_takes_that_ones_bias_away() {
+        // Both locks biased to this thread; inside the first it takes the second, whose
+        // bias another thread keeps taking away: no deadlock, no lost update.
+        let (l1, l2) = (Lock::new(0u64), Lock::new(0u64));
+        for _ in 0..=BIAS_AFTER {
+            drop(l1.lock());
+            drop(l2.lock());
+        }
+        let rounds = 50_000u64;
+        let others = std::thread::scope(|s| {
+            let other = s.spawn(|| {
+                for _ in 0..100 {
+                    *l2.lock() += 1;
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                100u64
+            });
+            for i in 0..rounds {
+                let mut g1 = l1.lock();
+                let mut g2 = l2.lock();
+                *g1 += 1;
+                *g2 += 1;
+                drop(g2);
+                drop(g1);
+                if i % 1000 == 0 {
+                    // Long runs again and again: both locks come back to this thread.
+                    for _ in 0..=BIAS_AFTER {
+                        drop(l2.lock());
+                    }
+                }
+            }
+            other.join().unwrap()
+        });
+        assert_eq!(*l1.lock(), rounds);
+        assert_eq!(*l2.lock(), rounds + others);
     }
 
     #[test]
