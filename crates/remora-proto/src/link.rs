@@ -40,7 +40,15 @@ pub enum Flow {
     /// own host in between. Dialed (and authenticated) by the process's daemon, which
     /// hands the socket to the process.
     Pager,
+    /// Another bulk flow of the link, lane `1..`[`BULK_LANES`] ([`Flow::Bulk`] is lane 0):
+    /// DMA payload spread over several streams, one lane per sending thread, each served by
+    /// a reader of its own on the receiving node (one stream, and its one reader copying
+    /// into the segments, could not fill the link for several DMA queues at once).
+    BulkLane(u8),
 }
+
+/// The bulk flows of a link ([`Flow::Bulk`] and the [`Flow::BulkLane`]s).
+pub const BULK_LANES: usize = 4;
 
 /// A message on a control flow (and the handshake of both flows).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

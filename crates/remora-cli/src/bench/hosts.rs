@@ -140,18 +140,19 @@ impl Hosts {
 
 /// `remora bench hosts`: start two hosts (namespace hosts if `netns` and they can be
 /// made), the peer on host 2 and the active process on host 1, and print (and keep) the
-/// rows the latter measures (only the 8-byte latency rows when `latency_only`).
-pub(crate) fn hosts(reps: u32, netns: bool, latency_only: bool) -> Result<(), String> {
+/// rows the latter measures (only the groups named in `only` when it is not empty: latency,
+/// bulk, copy, connect, concurrent).
+pub(crate) fn hosts(reps: u32, netns: bool, only: &[String]) -> Result<(), String> {
     let h = Hosts::start(2, netns)?;
     let (mut peer, line) = spawn_ready(h.child(2, &["peer", &h.addr(2)])?)?;
     let ucx_before = h.ucx_tcp();
     let reps = reps.to_string();
-    let rows = if latency_only { "latency" } else { "all" };
+    let rows = if only.is_empty() { "all".to_string() } else { only.join(",") };
     let (tport, sport) = line.split_once(' ').ok_or_else(|| format!("peer said {line:?}"))?;
     let to = format!("{}:{tport}", h.addr(2));
     let run = (|| -> Result<(), String> {
         let (mut active, lines, _) =
-            spawn_lines(h.child(1, &["active", &to, sport, &reps, rows, h.label()])?)?;
+            spawn_lines(h.child(1, &["active", &to, sport, &reps, &rows, h.label()])?)?;
         header();
         let relayed = relay(lines);
         let status = active.wait().map_err(e)?;

@@ -141,14 +141,10 @@ fn vec16(size: usize, base: usize) -> Vec<DmaVec> {
         .collect()
 }
 
-/// The rows (only the 8-byte latency rows when `latency_only`), as [`emit`] hands them on.
-pub(crate) fn active(
-    to: &str,
-    scif_port: u16,
-    reps: u32,
-    latency_only: bool,
-    label: &str,
-) -> Result<(), String> {
+/// The rows of the groups in `rows` (comma-separated: latency, bulk, copy, connect,
+/// concurrent; "all" for every one), as [`emit`] hands them on.
+pub(crate) fn active(to: &str, scif_port: u16, reps: u32, rows: &str, label: &str) -> Result<(), String> {
+    let on = |g: &str| rows == "all" || rows.split(',').any(|r| r == g);
     let sci = Sisci::initialize().map_err(e)?;
     let dev = Descriptor::open(&sci).map_err(e)?;
     let src = LocalSegment::create(&dev, None, BULK, CreateFlags::default()).map_err(e)?;
@@ -162,11 +158,19 @@ pub(crate) fn active(
     std::io::stdout().flush().map_err(e)?;
     let mut a = Active { to: to.into(), scif_port, ctl, label: label.into(), dev, src, smap, remote, q };
     let reps = reps.max(3);
-    latency(&mut a, reps)?;
-    if !latency_only {
+    if on("latency") {
+        latency(&mut a, reps)?;
+    }
+    if on("bulk") {
         bulk(&mut a, reps)?;
+    }
+    if on("copy") {
         mem_copy(&mut a, reps)?;
+    }
+    if on("connect") {
         connect(&mut a, reps)?;
+    }
+    if on("concurrent") {
         concurrent(&mut a, reps)?;
     }
     a.ask([OP_QUIT, 0, 0, 0, 0])?;

@@ -141,6 +141,10 @@ pub enum Which {
         /// Only the 8-byte latency rows (SCIF message, interrupts, DMA of 8 bytes).
         #[arg(long)]
         latency: bool,
+        /// Only these groups of rows, comma-separated: latency, bulk (DMA by size), copy
+        /// (SCIMemCpy), connect, concurrent (4 DMA queues and 4 SCIF endpoints at once).
+        #[arg(long, value_delimiter = ',', value_parser = ["latency", "bulk", "copy", "connect", "concurrent"])]
+        only: Vec<String>,
     },
     /// All-to-all DMA between 2, 4 and 8 nodes (loopback TCP, then namespace hosts),
     /// aggregate bandwidth beside the raw TCP aggregate of the same pattern.
@@ -295,7 +299,12 @@ fn run_one(w: Which) -> Result<(), String> {
         Which::Rsm { batch, rounds, reps } => rsm::rsm(batch, rounds, reps),
         Which::Vipl { batch, rounds, across_hosts } => vipl::vipl(batch, rounds, across_hosts),
         Which::Multicast { batch, rounds } => multicast::multicast(batch, rounds),
-        Which::Hosts { reps, loopback, latency } => hosts::hosts(reps, !loopback, latency),
+        Which::Hosts { reps, loopback, latency, mut only } => {
+            if latency {
+                only.push("latency".into());
+            }
+            hosts::hosts(reps, !loopback, &only)
+        }
         Which::Scale { mib } => scale::scale(mib),
         Which::HostsChild { args } => hosts_child(&args),
         Which::ScifChild { raw_path, batch, rounds } => scif::scif_child(&raw_path, batch, rounds),
@@ -312,7 +321,7 @@ fn run_one(w: Which) -> Result<(), String> {
                 ("rsm", || rsm::rsm(20000, 9, 21)),
                 ("vipl", || vipl::vipl(20000, 7, false)),
                 ("multicast", || multicast::multicast(100_000, 9)),
-                ("hosts", || hosts::hosts(9, true, false)),
+                ("hosts", || hosts::hosts(9, true, &[])),
                 ("scale", || scale::scale(64)),
             ];
             // A bar on stderr while the long run goes (hidden when stderr is no terminal).
@@ -349,7 +358,7 @@ pub(crate) fn hosts_child(args: &[String]) -> Result<(), String> {
         ["peer", bind] => hosts::peer(bind),
         ["active", to, sport, reps, rows, label @ ..] => {
             let sport = sport.parse::<u16>().map_err(|_| format!("not a port: {sport:?}"))?;
-            hosts_rows::active(to, sport, num(reps)?, *rows == "latency", &label.join(" "))
+            hosts_rows::active(to, sport, num(reps)?, rows, &label.join(" "))
         }
         ["scale-node", k, n, mib, bind] => scale::node(num(k)?, num(n)?, num(mib)?, bind),
         _ => Err(format!("hosts-child: unknown arguments {a:?}")),

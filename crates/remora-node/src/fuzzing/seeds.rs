@@ -326,7 +326,13 @@ fn server_msgs() -> Vec<(&'static str, ServerMsg)> {
 
 fn handshakes() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    for (name, flow) in [("control", Flow::Control), ("bulk", Flow::Bulk), ("pager", Flow::Pager)] {
+    let flows = [
+        ("control", Flow::Control),
+        ("bulk", Flow::Bulk),
+        ("pager", Flow::Pager),
+        ("bulk_lane", Flow::BulkLane(1)),
+    ];
+    for (name, flow) in flows {
         if let Ok((dialer, listener)) = captured_handshake(flow) {
             out.push((format!("dialer_{name}"), dialer));
             out.push((format!("listener_{name}"), listener));

@@ -1,16 +1,23 @@
-//! The bulk flow: DMA payload between two nodes, one plain thread per direction, moving
+//! The bulk flows: DMA payload between two nodes, one plain thread per direction, moving
 //! bytes straight between the socket and the mappings (no copy in between). Frames name a
 //! connection of the receiving node ([`RangeRef::connection`]); the receiving node's
 //! [`crate::transport::Inbound::memory`] decides what that reaches and checks every range.
+//!
+//! A link has [`BULK_LANES`] bulk flows (lanes). A thread that sends keeps to one lane (the
+//! least taken when it first sends), so the frames of a DMA queue's worker stay in order on
+//! one stream, and four queues at once go over four streams, each copied into the segments
+//! by a reader of its own on the receiving node: over one stream, the one reader thread
+//! copying every byte was the limit (four queues at once moved no more than one). A request
+//! is answered on the lane it came on.
 
 use super::bulk_tx::BulkTx;
 use super::framing::{discard, read_header};
 use super::peer::{BulkWait, TcpPeer};
 use crate::transport::LinkState;
-use remora_proto::link::{BulkHeader, BulkOp, RangeRef, MAX_BULK_CHUNK};
+use remora_proto::link::{BulkHeader, BulkOp, RangeRef, BULK_LANES, MAX_BULK_CHUNK};
 use remora_sys::Mapping;
 use std::net::TcpStream as StdStream;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +26,36 @@ pub(super) type Waits = Vec<(u64, std::sync::mpsc::Receiver<bool>)>;
 
 const READ: bool = false;
 const WRITE: bool = true;
+
+/// How many living threads keep to each lane.
+static TAKEN: [AtomicUsize; BULK_LANES] = [const { AtomicUsize::new(0) }; BULK_LANES];
+
+/// A thread's lane, given back when the thread ends.
+struct Lane(usize);
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        TAKEN[self.0].fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+thread_local! {
+    static LANE: std::cell::OnceCell<Lane> = const { std::cell::OnceCell::new() };
+}
+
+/// The lane of the calling thread's bulk frames: the one fewest living threads keep to,
+/// taken at its first frame and kept until it ends (its frames land in the order sent).
+fn my_lane() -> usize {
+    LANE.try_with(|l| {
+        l.get_or_init(|| {
+            let k = (0..BULK_LANES).min_by_key(|&k| TAKEN[k].load(Ordering::Relaxed)).unwrap_or(0);
+            TAKEN[k].fetch_add(1, Ordering::Relaxed);
+            Lane(k)
+        })
+        .0
+    })
+    .unwrap_or(0)
+}
 
 /// The mapping and offset in it of `len` bytes at `off` of the receiving node's connection
 /// `conn`, if the peer may reach them (one piece: a connection is one region).
@@ -48,6 +85,7 @@ impl TcpPeer {
         ) -> (Option<(Arc<Mapping>, usize)>, BulkWait),
     ) -> Option<Waits> {
         let mut waits = Vec::new();
+        let lane = my_lane();
         let mut done = 0;
         while done < len {
             let n = (len - done).min(MAX_BULK_CHUNK);
@@ -55,7 +93,7 @@ impl TcpPeer {
             let tag = self.next.fetch_add(1, Ordering::Relaxed);
             let hdr = BulkHeader { op, tag, conn, offset: offset + done as u64, len: n as u64, ok: true };
             let (payload, wait) = post(done, n, tx);
-            self.bulk_send(hdr, payload, Some(wait)).ok()?;
+            self.bulk_send(lane, hdr, payload, Some(wait)).ok()?;
             waits.push((tag, rx));
             done += n;
         }
@@ -152,23 +190,28 @@ impl TcpPeer {
     }
 }
 
-pub(super) fn start_bulk(peer: &Arc<TcpPeer>, s: StdStream) -> std::io::Result<()> {
+/// Serve `s` as the link's bulk flow `lane` (replacing the one before).
+pub(super) fn start_bulk(peer: &Arc<TcpPeer>, s: StdStream, lane: usize) -> std::io::Result<()> {
+    if lane >= BULK_LANES {
+        return Err(std::io::Error::other(format!("bulk lane {lane} of {BULK_LANES}")));
+    }
     let _ = s.set_nodelay(true);
     // A peer that stops reading cannot hold a writer forever.
     let _ = s.set_write_timeout(Some(Duration::from_secs(30)));
     let reader = s.try_clone()?;
     let tx = Arc::new(BulkTx::new(s));
-    if let Some(old) = peer.bulk.lock().unwrap_or_else(|p| p.into_inner()).replace(tx.clone()) {
+    if let Some(old) = peer.bulk.lock().unwrap_or_else(|p| p.into_inner())[lane].replace(tx.clone()) {
         old.close();
     }
     let p = peer.clone();
-    std::thread::Builder::new().name("remora-bulk".into()).spawn(move || bulk_reader(p, reader))?;
+    std::thread::Builder::new().name("remora-bulk".into()).spawn(move || bulk_reader(p, reader, lane))?;
     std::thread::Builder::new().name("remora-bulk-out".into()).spawn(move || tx.writer())?;
     Ok(())
 }
 
-/// Serve the incoming side of a bulk flow until it breaks.
-fn bulk_reader(peer: Arc<TcpPeer>, mut s: StdStream) {
+/// Serve the incoming side of the bulk flow `lane` until it breaks; requests are answered
+/// on the same lane.
+fn bulk_reader(peer: Arc<TcpPeer>, mut s: StdStream, lane: usize) {
     let mut scratch = vec![0u8; 64 << 10];
     while let Some(hdr) = read_header(&mut s, peer.id, "bulk") {
         peer.bytes_in.fetch_add(hdr.len, Ordering::Relaxed);
@@ -183,7 +226,7 @@ fn bulk_reader(peer: Arc<TcpPeer>, mut s: StdStream) {
                     break;
                 }
                 let ack = BulkHeader { op: BulkOp::Ack, ok: target.is_some(), len: 0, ..hdr };
-                peer.bulk_send(ack, None, None).is_ok()
+                peer.bulk_send(lane, ack, None, None).is_ok()
             }
             BulkOp::Read => {
                 let target = served(&peer, hdr.conn, hdr.offset, hdr.len, READ);
@@ -193,7 +236,7 @@ fn bulk_reader(peer: Arc<TcpPeer>, mut s: StdStream) {
                     len: if target.is_some() { hdr.len } else { 0 },
                     ..hdr
                 };
-                peer.bulk_send(data, target, None).is_ok()
+                peer.bulk_send(lane, data, target, None).is_ok()
             }
             BulkOp::Data => {
                 let w = peer.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&hdr.tag);

@@ -48,7 +48,9 @@ pub(super) async fn accept_one(tcp: Arc<Tcp>, stream: TcpStream) -> std::io::Res
                 let _ = tx.send((TcpStream::from_std(std)?, inc));
             }
         }
-        Flow::Bulk => start_bulk(&peer, std)?,
+        Flow::Bulk => start_bulk(&peer, std, 0)?,
+        Flow::BulkLane(k) if k > 0 => start_bulk(&peer, std, k.into())?,
+        Flow::BulkLane(_) => return Err(std::io::Error::other("bulk lane 0 named as a lane")),
         Flow::Pager => super::pager::accept(&peer, std, inc)?,
     }
     Ok(())
@@ -222,7 +224,14 @@ async fn dial(env: &Arc<Env>, peer: &Arc<TcpPeer>) -> std::io::Result<(TcpStream
     };
     let (ctrl, inc) = connect(Flow::Control).await.map_err(std::io::Error::other)??;
     let (bulk, _) = connect(Flow::Bulk).await.map_err(std::io::Error::other)??;
-    start_bulk(peer, bulk)?;
+    start_bulk(peer, bulk, 0)?;
+    // The other lanes; one that fails leaves its threads' frames on lane 0.
+    for k in 1..remora_proto::link::BULK_LANES as u8 {
+        match connect(Flow::BulkLane(k)).await.map_err(std::io::Error::other) {
+            Ok(Ok((s, _))) => start_bulk(peer, s, k.into())?,
+            Ok(Err(e)) | Err(e) => tracing::warn!(peer = peer.id, "bulk lane {k} not dialed: {e}"),
+        }
+    }
     ctrl.set_nonblocking(true)?;
     Ok((TcpStream::from_std(ctrl)?, inc))
 }

@@ -1,10 +1,12 @@
 //! The `tcp` transport: nodes of other hosts, reached at their cluster-file address.
 //!
-//! Every pair of nodes keeps two authenticated TCP connections (see `remora_proto::link`):
-//! a control flow served by tokio tasks (`link.rs`), and a bulk flow served by one plain
-//! thread per direction that moves DMA payload straight between the socket and the
-//! mappings (`bulk.rs`). DSM pagers get flows of their own (`pager.rs`). Every connection
-//! starts with the same authenticated handshake (`handshake.rs`); frames are read and
+//! Every pair of nodes keeps authenticated TCP connections (see `remora_proto::link`): a
+//! control flow served by tokio tasks (`link.rs`), and
+//! [`BULK_LANES`](remora_proto::link::BULK_LANES) bulk flows (lanes), each served by one
+//! plain thread per direction that moves DMA payload straight between the socket and the
+//! mappings (`bulk.rs`; a sending thread keeps to one lane). DSM pagers get flows of their
+//! own (`pager.rs`). Every connection starts with the same authenticated handshake
+//! (`handshake.rs`); frames are read and
 //! written by `framing.rs`. `peer.rs` is the state kept per peer node.
 //!
 //! | file | object |
@@ -13,7 +15,7 @@
 //! | `framing.rs` | control frames and bulk headers on the wire |
 //! | `peer.rs` | one peer: link state, pending requests, sessions it holds for us |
 //! | `link.rs` | dialing, accepting, the control flow and its heartbeats |
-//! | `bulk.rs` | the bulk flow and streaming reads and writes |
+//! | `bulk.rs` | the bulk flows (lanes) and streaming reads and writes |
 //! | `bulk_tx.rs` | the bulk flow's sending side: frames written by their sender when idle |
 //! | `pager.rs` | pager flows: dialing, binding, serving |
 //! | `direct.rs` | direct flows between two processes: dialing, binding, the hand-over |

@@ -6,7 +6,7 @@
 
 use crate::transport::liveness::{Action, Liveness};
 use crate::transport::{Inbound, LinkInfo, LinkState};
-use remora_proto::link::{BulkHeader, LinkMsg, PeerReply, PeerRequest, RangeRef};
+use remora_proto::link::{BulkHeader, LinkMsg, PeerReply, PeerRequest, RangeRef, BULK_LANES};
 use remora_proto::Error;
 use remora_sys::Mapping;
 use std::collections::HashMap;
@@ -50,7 +50,12 @@ pub struct TcpPeer {
     pub bytes_in: AtomicU64,
     /// Bytes sent.
     pub bytes_out: AtomicU64,
-    pub(in crate::transport) bulk: Mutex<Option<Arc<super::bulk_tx::BulkTx>>>,
+    /// The sending sides of the link's bulk flows, by lane ([`Flow::Bulk`] is lane 0, the
+    /// [`Flow::BulkLane`]s the others; a lane not up sends on lane 0).
+    ///
+    /// [`Flow::Bulk`]: remora_proto::link::Flow::Bulk
+    /// [`Flow::BulkLane`]: remora_proto::link::Flow::BulkLane
+    pub(in crate::transport) bulk: Mutex<[Option<Arc<super::bulk_tx::BulkTx>>; BULK_LANES]>,
     /// The pager flows this peer's processes hold to us (shut down when the peer is lost).
     /// With what each is bound to, once its first frame came.
     pub(in crate::transport) pager_flows: Mutex<HashMap<u64, (StdStream, Option<RangeRef>)>>,
@@ -79,7 +84,7 @@ impl TcpPeer {
             rtt_us: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
-            bulk: Mutex::new(None),
+            bulk: Mutex::new(Default::default()),
             pager_flows: Mutex::new(HashMap::new()),
             bulk_wait: Mutex::new(HashMap::new()),
             accepted: Mutex::new(None),
@@ -188,12 +193,13 @@ impl TcpPeer {
         self.apply(acts);
     }
 
-    /// Send a bulk frame on the link's bulk flow (`bulk_tx.rs`); `wait` (for our own
-    /// operations, never for replies) is registered under the frame's tag before it leaves.
-    /// Never blocks on the socket, so a reader answering a request cannot deadlock against
-    /// the peer, and a DMA worker notices a silent link.
+    /// Send a bulk frame on the link's bulk flow `lane` (`bulk_tx.rs`; lane 0 when that one
+    /// is not up); `wait` (for our own operations, never for replies) is registered under
+    /// the frame's tag before it leaves. Never blocks on the socket, so a reader answering
+    /// a request cannot deadlock against the peer, and a DMA worker notices a silent link.
     pub(in crate::transport) fn bulk_send(
         &self,
+        lane: usize,
         hdr: BulkHeader,
         payload: Option<(Arc<Mapping>, usize)>,
         wait: Option<BulkWait>,
@@ -201,7 +207,10 @@ impl TcpPeer {
         if let Some(wait) = wait {
             self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).insert(hdr.tag, wait);
         }
-        let tx = self.bulk.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let tx = {
+            let lanes = self.bulk.lock().unwrap_or_else(|p| p.into_inner());
+            lanes.get(lane).cloned().flatten().or_else(|| lanes[0].clone())
+        };
         let bytes = remora_proto::link::BULK_FRAME as u64 + if payload.is_some() { hdr.len } else { 0 };
         match tx.map(|tx| tx.send(super::bulk_tx::BulkOut { hdr, payload })) {
             Some(Ok(())) => {
@@ -239,8 +248,10 @@ impl TcpPeer {
                 }
                 Action::ResetDataFlows => {
                     self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).clear();
-                    if let Some(tx) = self.bulk.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                        tx.close();
+                    for tx in self.bulk.lock().unwrap_or_else(|p| p.into_inner()).iter_mut() {
+                        if let Some(tx) = tx.take() {
+                            tx.close();
+                        }
                     }
                 }
                 // The control loop sends heartbeats and closes connections itself.
