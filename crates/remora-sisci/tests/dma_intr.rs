@@ -355,8 +355,24 @@ fn segment_events_callbacks_and_async_connect() {
     assert_eq!(s.wait_event(Some(Duration::from_millis(10))).unwrap_err(), Error::Timeout);
     // Removing the segment cancels a waiter.
     let s2 = s.clone();
-    let t = std::thread::spawn(move || s2.wait_event(None));
-    std::thread::sleep(Duration::from_millis(50));
+    let (tid_tx, tid_rx) = mpsc::channel();
+    let t = std::thread::spawn(move || {
+        tid_tx.send(std::fs::read_link("/proc/thread-self").unwrap()).unwrap();
+        s2.wait_event(None)
+    });
+    // Remove only once the waiter sleeps inside the wait (a fixed pause raced a loaded
+    // machine's scheduler: the removal came first and the wait found no segment).
+    let task = std::path::Path::new("/proc").join(tid_rx.recv().unwrap()).join("stat");
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        let stat = std::fs::read_to_string(&task).unwrap_or_default();
+        // The state follows the command's closing parenthesis.
+        if stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('S')) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(5));
     s.remove().unwrap();
     assert_eq!(t.join().unwrap().unwrap_err(), Error::Cancelled);
 
