@@ -287,10 +287,11 @@ impl DmaQueue {
         if callback.is_some() {
             self.listen()?;
         }
-        // One small transfer to another host: over the process's own flow, DONE when
-        // the home has the bytes (a failed flow leaves it to the engine).
-        if let (None, Some((local, remote)), [d]) = (&callback, segments, descs.as_slice()) {
-            let done = self.inner.direct.lock().unwrap_or_else(|p| p.into_inner()).run(local, remote, d);
+        // One small transfer to another host (or a vector of pieces that follow each other
+        // on both sides, which the engine would make as one): over the process's own flow,
+        // DONE when the home has the bytes (a failed flow leaves it to the engine).
+        if let (None, Some((local, remote)), Some(d)) = (&callback, segments, direct::contiguous(&descs)) {
+            let done = self.inner.direct.lock().unwrap_or_else(|p| p.into_inner()).run(local, remote, &d);
             if let Some(Ok(())) = done {
                 st.with_callback = false;
                 st.callback = None;

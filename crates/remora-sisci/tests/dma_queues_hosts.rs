@@ -109,3 +109,64 @@ fn four_queues_at_once_land_intact_and_in_order_within_each_queue() {
         q.remove().unwrap();
     }
 }
+
+#[test]
+fn a_vector_of_adjacent_pieces_across_hosts_is_intact_both_ways() {
+    let Some(c) = common::net_cluster(2) else { return };
+    let a = Descriptor::open(&common::net_sci(&c, 1)).unwrap();
+    let b = Descriptor::open(&common::net_sci(&c, 2)).unwrap();
+    const LEN: usize = 2 << 20;
+    let home = LocalSegment::create(&a, Some(34), LEN, CreateFlags::default()).unwrap();
+    home.prepare(0).unwrap();
+    home.set_available(0).unwrap();
+    let hm = home.map(0, LEN, None, MapFlags::default()).unwrap();
+    let remote = RemoteSegment::connect(&b, c.node(1), 34, 0, LONG).unwrap();
+    let src = LocalSegment::create(&b, Some(35), LEN, CreateFlags::default()).unwrap();
+    src.prepare(0).unwrap();
+    let sm = src.map(0, LEN, None, MapFlags::default()).unwrap();
+    let q = DmaQueue::create(&b, 0, 16).unwrap();
+    let mut got = vec![0u8; LEN];
+    // Pieces that follow each other on both sides (one transfer over the process's flow up
+    // to 64 KiB, the engine's past it), and pieces with a gap (the engine's).
+    for (i, (pieces, part, gap)) in
+        [(16usize, 4096usize, 0usize), (16, 4096 + 1, 0), (4, 4096, 512), (16, 64 << 10, 0)]
+            .into_iter()
+            .enumerate()
+    {
+        let (loff, roff) = (7 + i * 13, 3 + i * 4099);
+        let vec: Vec<DmaVec> = (0..pieces)
+            .map(|k| DmaVec {
+                size: part,
+                local_offset: loff + k * (part + gap),
+                remote_offset: roff + k * (part + gap),
+            })
+            .collect();
+        let span = pieces * (part + gap);
+        let data: Vec<u8> = (0..span).map(|at| (at * 13 + i * 7 + (at >> 8)) as u8).collect();
+        sm.write(loff, &data).unwrap();
+        hm.write(roff, &vec![0u8; span]).unwrap();
+        q.start_vec(&src, &remote, &vec, WAIT, None).unwrap();
+        assert_eq!(q.state(), DmaState::Done);
+        hm.read(roff, &mut got[..span]).unwrap();
+        for v in &vec {
+            let (at, l) = (v.remote_offset - roff, v.size);
+            assert_eq!(&got[at..at + l], &data[at..at + l], "write {i}: piece at {at}");
+        }
+        let back: Vec<u8> = data.iter().map(|x| !x).collect();
+        hm.write(roff, &back).unwrap();
+        sm.write(loff, &vec![0u8; span]).unwrap();
+        q.start_vec(&src, &remote, &vec, READ, None).unwrap();
+        sm.read(loff, &mut got[..span]).unwrap();
+        for v in &vec {
+            let (at, l) = (v.local_offset - loff, v.size);
+            assert_eq!(&got[at..at + l], &back[at..at + l], "read {i}: piece at {at}");
+        }
+    }
+    // The pieces' own ranges are checked before anything moves.
+    let past = [
+        DmaVec { size: 4096, local_offset: 0, remote_offset: LEN - 4096 },
+        DmaVec { size: 4096, local_offset: 4096, remote_offset: LEN },
+    ];
+    assert_eq!(q.start_vec(&src, &remote, &past, WAIT, None).unwrap_err(), Error::OutOfRange);
+    q.remove().unwrap();
+}
