@@ -204,12 +204,17 @@ impl TcpPeer {
         payload: Option<(Arc<Mapping>, usize)>,
         wait: Option<BulkWait>,
     ) -> Result<(), ()> {
+        let own = wait.is_some();
         if let Some(wait) = wait {
             self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).insert(hdr.tag, wait);
         }
         let tx = {
             let lanes = self.bulk.lock().unwrap_or_else(|p| p.into_inner());
-            lanes.get(lane).cloned().flatten().or_else(|| lanes[0].clone())
+            if own {
+                stuck_lane(self as *const TcpPeer as usize, &lanes, lane)
+            } else {
+                lanes.get(lane).cloned().flatten().or_else(|| lanes[0].clone())
+            }
         };
         let bytes = remora_proto::link::BULK_FRAME as u64 + if payload.is_some() { hdr.len } else { 0 };
         match tx.map(|tx| tx.send(super::bulk_tx::BulkOut { hdr, payload })) {
@@ -358,6 +363,41 @@ impl TcpPeer {
     }
 }
 
+type Lanes = [Option<Arc<super::bulk_tx::BulkTx>>; BULK_LANES];
+
+thread_local! {
+    /// Per peer (by its address), the bulk flow this thread's own frames took last.
+    static STUCK: std::cell::RefCell<Vec<(usize, std::sync::Weak<super::bulk_tx::BulkTx>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The flow for the calling thread's own frames to peer `key`: the one it used last while
+/// that is still one of the link's lanes, else `lane` (lane 0 when `lane` is not up). A
+/// thread that began on lane 0 because its lane was not up yet (the accepting side, in the
+/// first moments of a link) stays there: moving to its lane when that came up would put a
+/// transfer's later chunks on another stream than its earlier ones, and an overlapping
+/// later piece could land first.
+fn stuck_lane(key: usize, lanes: &Lanes, lane: usize) -> Option<Arc<super::bulk_tx::BulkTx>> {
+    let current = |tx: &Arc<super::bulk_tx::BulkTx>| lanes.iter().flatten().any(|l| Arc::ptr_eq(l, tx));
+    let fresh = || lanes.get(lane).cloned().flatten().or_else(|| lanes[0].clone());
+    STUCK
+        .try_with(|s| {
+            let mut s = s.borrow_mut();
+            s.retain(|(_, w)| w.strong_count() > 0);
+            let last = s.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade());
+            match last {
+                Some(tx) if current(&tx) => Some(tx),
+                _ => {
+                    let tx = fresh()?;
+                    s.retain(|(k, _)| *k != key);
+                    s.push((key, Arc::downgrade(&tx)));
+                    Some(tx)
+                }
+            }
+        })
+        .unwrap_or_else(|_| fresh())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,6 +426,32 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         *p.ctrl.lock().unwrap() = Some(tx);
         (p, rx)
+    }
+
+    #[test]
+    fn a_thread_keeps_the_lane_it_began_on_while_that_lane_lives() {
+        use super::super::bulk_tx::BulkTx;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let flow = || {
+            let s = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let _ = l.accept().unwrap();
+            Arc::new(BulkTx::new(s))
+        };
+        let (zero, one) = (flow(), flow());
+        let mut lanes: Lanes = Default::default();
+        lanes[0] = Some(zero.clone());
+        // Lane 1 not up yet: lane 0, and still lane 0 once lane 1 came up.
+        assert!(Arc::ptr_eq(&stuck_lane(7, &lanes, 1).unwrap(), &zero));
+        lanes[1] = Some(one.clone());
+        assert!(Arc::ptr_eq(&stuck_lane(7, &lanes, 1).unwrap(), &zero));
+        // Another peer, or another thread, takes its own lane at once.
+        assert!(Arc::ptr_eq(&stuck_lane(8, &lanes, 1).unwrap(), &one));
+        let l2 = lanes.clone();
+        let other = std::thread::spawn(move || stuck_lane(7, &l2, 1).unwrap()).join().unwrap();
+        assert!(Arc::ptr_eq(&other, &one));
+        // Lane 0 replaced (a new flow after a break): the thread goes to its own lane.
+        lanes[0] = Some(flow());
+        assert!(Arc::ptr_eq(&stuck_lane(7, &lanes, 1).unwrap(), &one));
     }
 
     #[test]
