@@ -183,7 +183,7 @@ pub(crate) fn print(t: &Tally, s: &Summary) -> Vec<String> {
     let (bad, excused): (Vec<&Incident>, Vec<&Incident>) =
         t.corrupt.iter().partition(|i| !under_fault(i, s.faults, true));
     let bytes: u64 = bad.iter().map(|i| i.bytes).sum();
-    println!("\ncorrupt bytes: {bytes} (must be 0) in {} operations", bad.len());
+    println!("\ncorrupt bytes: {bytes} (must be 0); operations that found any: {}", bad.len());
     for i in bad.iter().take(10) {
         println!("  worker {}: {}", i.worker, i.line);
     }
