@@ -224,14 +224,14 @@ fn pingpong_median(a: &Side, b: &Side, n: u32) -> Result<f64, String> {
     })
 }
 
-/// Both VIs still connected: a send that finds no receive for 5 ms (a receiver thread
+/// Both VIs still connected: a send that finds no receive for 50 ms (a receiver thread
 /// kept off the cores that long by a loaded machine) breaks a reliable VI, and the rows
 /// after it would time sends that fail at once.
 fn intact(a: &Side, b: &Side) -> Result<(), String> {
     match (a.vi.state(), b.vi.state()) {
         (ViState::Connected, ViState::Connected) => Ok(()),
         (x, y) => Err(format!(
-            "a VI broke during the run ({x:?}/{y:?}): a send found no receive posted within 5 ms, \
+            "a VI broke during the run ({x:?}/{y:?}): a send found no receive posted within 50 ms, \
              the receiving thread was kept off the cores that long (machine too loaded)"
         )),
     }
