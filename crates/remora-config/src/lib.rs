@@ -113,7 +113,17 @@ pub struct Config {
     /// its messages through both node daemons' relays instead of a TCP flow of its own
     /// between the two processes). Read by `remorad`: either end's daemon turns it off.
     pub scif_direct: bool,
+    /// `REMORA_PAGER_POOL` (default [`PAGER_POOL_DEFAULT`], at most [`PAGER_POOL_MAX`];
+    /// `0`: none): how many pager flows `remorad` keeps dialed and authenticated, bound to
+    /// nothing, per peer node it has made a flow to, so a map, SCIF RMA, an interrupt
+    /// connection or a direct flow across hosts only binds one.
+    pub pager_pool: usize,
 }
+
+/// The default `REMORA_PAGER_POOL`.
+pub const PAGER_POOL_DEFAULT: usize = 2;
+/// The largest `REMORA_PAGER_POOL`.
+pub const PAGER_POOL_MAX: usize = 16;
 
 /// MPSS's SCIF endpoint queue size (`SCIF_ENDPT_QP_SIZE`); it holds one byte less.
 pub const SCIF_QUEUE_DEFAULT: usize = 4096;
@@ -160,6 +170,7 @@ pub const VARIABLES: &[&str] = &[
     "REMORA_VIPL_TRANSFER",
     "REMORA_SCIF_QUEUE_BYTES",
     "REMORA_SCIF_DIRECT",
+    "REMORA_PAGER_POOL",
 ];
 
 /// A decimal integer in `lo..=hi`, written without sign, spaces or other characters.
@@ -298,6 +309,12 @@ impl Config {
                 )? as usize,
                 None => SCIF_QUEUE_DEFAULT,
             },
+            pager_pool: match get("REMORA_PAGER_POOL") {
+                Some(v) => {
+                    integer("REMORA_PAGER_POOL", v, 0, PAGER_POOL_MAX as u64, " (flows per peer)")? as usize
+                }
+                None => PAGER_POOL_DEFAULT,
+            },
             scif_direct: get("REMORA_SCIF_DIRECT")
                 .map(|v| switch("REMORA_SCIF_DIRECT", v))
                 .transpose()?
@@ -432,6 +449,16 @@ mod tests {
         assert!(!Config::from_vars([("REMORA_URGENT", "0")]).unwrap().urgent);
         assert!(!Config::from_vars([("REMORA_PAGER_FLOWS", "0")]).unwrap().pager_flows);
         assert!(!Config::from_vars([("REMORA_SCIF_DIRECT", "0")]).unwrap().scif_direct);
+        assert_eq!(Config::from_vars([("REMORA_LOG", "info")]).unwrap().pager_pool, PAGER_POOL_DEFAULT);
+        assert_eq!(Config::from_vars([("REMORA_PAGER_POOL", "0")]).unwrap().pager_pool, 0);
+        assert_eq!(Config::from_vars([("REMORA_PAGER_POOL", "16")]).unwrap().pager_pool, 16);
+        for bad in ["17", "-1", "two", ""] {
+            let m = err(&[("REMORA_PAGER_POOL", bad)]);
+            assert_eq!(
+                m,
+                format!("REMORA_PAGER_POOL={bad:?}: allowed: a decimal integer 0..=16 (flows per peer)")
+            );
+        }
         assert_eq!(err(&[("REMORA_NO_SPAWN", "yes")]), "REMORA_NO_SPAWN=\"yes\": allowed: 0 or 1");
         assert!(err(&[("REMORA_RUNTIME_DIR", "")]).starts_with("REMORA_RUNTIME_DIR=\"\""));
         assert!(err(&[("REMORA_DAEMON", " /x")]).starts_with("REMORA_DAEMON"));

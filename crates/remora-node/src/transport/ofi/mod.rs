@@ -66,6 +66,8 @@ pub(super) struct OfiLink {
     served: fabric::Served,
     /// Its fall back to tcp was told (`link.rs`), since the link was last up.
     told_fallback: std::sync::atomic::AtomicBool,
+    /// Pager and direct flows dialed ahead of need (`tcp/pool.rs`).
+    pool: Arc<crate::transport::tcp::pool::Pool>,
 }
 
 /// The `ofi` transport of a running node.
@@ -133,8 +135,10 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
         }
         let Some(p) = cluster.ofi_port(n.id) else { continue };
         let (peer, rx) = TcpPeer::with_accepts(inbound.clone(), n.id, format!("{}:{p}", n.host));
+        let pool = crate::transport::tcp::pool::Pool::new(env.clone(), peer.clone());
         let link = Arc::new(OfiLink {
             peer,
+            pool,
             dest: Mutex::new(None),
             rma_wait: Arc::new(Mutex::new(HashMap::new())),
             served: fabric::Served::default(),
@@ -262,8 +266,8 @@ impl Transport for Ofi {
 
     fn pager_flow(&self, node: u32, target: RangeRef) -> BoxFuture<'_, Result<OwnedFd, Error>> {
         Box::pin(async move {
-            let peer = self.link(node)?.peer.clone();
-            crate::transport::tcp::pager::dial_flow(self.env.clone(), peer, target).await
+            let pool = self.link(node)?.pool.clone();
+            crate::transport::tcp::pager::dial_flow(pool, target).await
         })
     }
 
@@ -274,16 +278,16 @@ impl Transport for Ofi {
         watch: Option<(u64, u64)>,
     ) -> BoxFuture<'_, Result<OwnedFd, Error>> {
         Box::pin(async move {
-            let peer = self.link(node)?.peer.clone();
-            crate::transport::tcp::pager::dial_flows(self.env.clone(), peer, targets, watch).await
+            let pool = self.link(node)?.pool.clone();
+            crate::transport::tcp::pager::dial_flows(pool, targets, watch).await
         })
     }
 
     /// Over the same TCP stream a pager flow takes (the process has no fabric endpoint).
     fn direct_flow(&self, node: u32, key: u64, token: u64) -> BoxFuture<'_, Result<OwnedFd, Error>> {
         Box::pin(async move {
-            let peer = self.link(node)?.peer.clone();
-            crate::transport::tcp::direct::dial_flow(self.env.clone(), peer, key, token).await
+            let pool = self.link(node)?.pool.clone();
+            crate::transport::tcp::direct::dial_flow(pool, key, token).await
         })
     }
 }

@@ -19,6 +19,7 @@
 //! | `bulk_tx.rs` | the bulk flow's sending side: frames written by their sender when idle |
 //! | `pager.rs` | pager flows: dialing, binding, serving |
 //! | `direct.rs` | direct flows between two processes: dialing, binding, the hand-over |
+//! | `pool.rs` | flows dialed and authenticated ahead of need, bound when taken |
 //! | `fuzzing.rs` | the decoders above driven with bytes, for the fuzz targets (`fuzz/`) |
 
 mod bulk;
@@ -31,6 +32,7 @@ pub(in crate::transport) mod handshake;
 pub(in crate::transport) mod link;
 pub(in crate::transport) mod pager;
 pub(in crate::transport) mod peer;
+pub(in crate::transport) mod pool;
 
 use crate::transport::{unsupported, Answer, BoxFuture, Env, Inbound, LinkInfo, Pending, Transport};
 use peer::TcpPeer;
@@ -45,6 +47,8 @@ use std::sync::Arc;
 pub struct Tcp {
     env: Arc<Env>,
     peers: HashMap<u32, Arc<TcpPeer>>,
+    /// The flows dialed ahead of need, per peer (`pool.rs`).
+    pools: HashMap<u32, Arc<pool::Pool>>,
 }
 
 /// Open the transport: bind the cluster listener and start one task per node of the
@@ -55,7 +59,7 @@ pub struct Tcp {
 pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Transport>> {
     let env = Arc::new(env.clone());
     let Some(cluster) = env.cluster.clone() else {
-        return Ok(Arc::new(Tcp { env, peers: HashMap::new() }));
+        return Ok(Arc::new(Tcp { env, peers: HashMap::new(), pools: HashMap::new() }));
     };
     let me = cluster
         .addr(env.node)
@@ -76,7 +80,8 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
         peers.insert(n.id, peer.clone());
         starts.push((peer, rx));
     }
-    let tcp = Arc::new(Tcp { env: env.clone(), peers });
+    let pools = peers.iter().map(|(n, p)| (*n, pool::Pool::new(env.clone(), p.clone()))).collect();
+    let tcp = Arc::new(Tcp { env: env.clone(), peers, pools });
     for (peer, rx) in starts {
         tokio::spawn(link::run_peer(env.clone(), peer, rx));
     }
@@ -87,6 +92,10 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
 impl Tcp {
     fn peer(&self, node: u32) -> Result<&Arc<TcpPeer>, Error> {
         self.peers.get(&node).ok_or(Error::NoSuchNode)
+    }
+
+    fn pool(&self, node: u32) -> Result<Arc<pool::Pool>, Error> {
+        self.pools.get(&node).cloned().ok_or(Error::NoSuchNode)
     }
 }
 
@@ -206,8 +215,7 @@ impl Transport for Tcp {
             if self.env.cluster.is_none() {
                 return Err(unsupported("tcp", "pager flows without a cluster"));
             }
-            let peer = self.peer(node)?.clone();
-            pager::dial_flow(self.env.clone(), peer, target).await
+            pager::dial_flow(self.pool(node)?, target).await
         })
     }
 
@@ -221,8 +229,7 @@ impl Transport for Tcp {
             if self.env.cluster.is_none() {
                 return Err(unsupported("tcp", "pager flows without a cluster"));
             }
-            let peer = self.peer(node)?.clone();
-            pager::dial_flows(self.env.clone(), peer, targets, watch).await
+            pager::dial_flows(self.pool(node)?, targets, watch).await
         })
     }
 
@@ -231,8 +238,7 @@ impl Transport for Tcp {
             if self.env.cluster.is_none() {
                 return Err(unsupported("tcp", "direct flows without a cluster"));
             }
-            let peer = self.peer(node)?.clone();
-            direct::dial_flow(self.env.clone(), peer, key, token).await
+            direct::dial_flow(self.pool(node)?, key, token).await
         })
     }
 }

@@ -18,11 +18,11 @@
 //! [`MAX_TRIGGER_DATA`] for a trigger) ends the flow.
 
 use super::framing::{read_frame, read_header, write_frame};
-use super::handshake::dial_handshake;
 use super::peer::TcpPeer;
-use crate::transport::{Env, FlowUse, LinkState, PeerMemory};
+use super::pool::Pool;
+use crate::transport::{FlowUse, LinkState, PeerMemory};
 use remora_proto::link::{
-    BulkFrame, BulkHeader, BulkOp, Flow, LinkMsg, RangeRef, BULK_FRAME, MAX_FLOW_TARGETS, MAX_PAGER_FRAME,
+    BulkFrame, BulkHeader, BulkOp, LinkMsg, RangeRef, BULK_FRAME, MAX_FLOW_TARGETS, MAX_PAGER_FRAME,
     MAX_TRIGGER_DATA, TRIGGER_FULL, TRIGGER_REFUSED, TRIGGER_REMOVED,
 };
 use remora_proto::Error;
@@ -37,59 +37,51 @@ use std::time::Duration;
 const MAX_PAGER_FLOWS: usize = 1024;
 /// The most pager flows bound to one target at once.
 const MAX_FLOWS_PER_TARGET: usize = 16;
-/// How long a pager flow's dial waits for the TCP connection.
-const DIAL_CONNECT: Duration = Duration::from_millis(300);
-/// How long a pager flow's dial waits for each answer of the handshake.
+/// How long a pager flow's binding frame may take to be written.
 const DIAL_ANSWER: Duration = Duration::from_millis(700);
 
-/// Dial a pager flow to `peer`, bound to `target` there (blocking: call it off the
-/// runtime's threads). The stream is authenticated as this node.
-///
-/// # Errors
-/// The peer cannot be reached, refuses the handshake, or restarted since the link came up.
-/// A pager flow to `peer`, bound to `target` there, as the descriptor a process gets.
+/// A pager flow to the peer of `pool`, bound to `target` there, as the descriptor a
+/// process gets (a pooled flow when one is there, else one dialed now).
 ///
 /// # Errors
 /// [`Error::NodeNotResponding`] at once when the link is not up; the dial's failure.
 pub(in crate::transport) async fn dial_flow(
-    env: Arc<Env>,
-    peer: Arc<TcpPeer>,
+    pool: Arc<Pool>,
     target: RangeRef,
 ) -> Result<std::os::fd::OwnedFd, Error> {
     // A home whose link is silent or lost is not dialed: the map goes the daemons' way at
     // once (issue 18.5: a dial to an unreachable home used to take 6 s).
-    if peer.state() != LinkState::Up {
+    if pool.peer().state() != LinkState::Up {
         return Err(Error::NodeNotResponding);
     }
-    let node = peer.id;
-    let s = tokio::task::spawn_blocking(move || dial(&env, &peer, &LinkMsg::PagerBind { target }))
+    let node = pool.peer().id;
+    let s = tokio::task::spawn_blocking(move || dial(&pool, &LinkMsg::PagerBind { target }))
         .await
         .map_err(|e| Error::Protocol(e.to_string()))?
         .map_err(|e| Error::Protocol(format!("pager flow to node {node}: {e}")))?;
     Ok(std::os::fd::OwnedFd::from(s))
 }
 
-/// A pager flow to `peer` that reaches every one of `targets` there, in order
+/// A pager flow to the peer of `pool` that reaches every one of `targets` there, in order
 /// ([`LinkMsg::PagerBindMany`]), as the descriptor a process gets.
 ///
 /// # Errors
 /// [`Error::NodeNotResponding`] at once when the link is not up; [`Error::IllegalParameter`]
 /// for no target, too many, or two with one handle; the dial's failure.
 pub(in crate::transport) async fn dial_flows(
-    env: Arc<Env>,
-    peer: Arc<TcpPeer>,
+    pool: Arc<Pool>,
     targets: Vec<RangeRef>,
     watch: Option<(u64, u64)>,
 ) -> Result<std::os::fd::OwnedFd, Error> {
     if targets.is_empty() || targets.len() > MAX_FLOW_TARGETS || !distinct(&targets) {
         return Err(Error::IllegalParameter(format!("a pager flow to {} targets", targets.len())));
     }
-    if peer.state() != LinkState::Up {
+    if pool.peer().state() != LinkState::Up {
         return Err(Error::NodeNotResponding);
     }
-    let node = peer.id;
+    let node = pool.peer().id;
     let bind = LinkMsg::PagerBindMany { targets, watch };
-    let s = tokio::task::spawn_blocking(move || dial(&env, &peer, &bind))
+    let s = tokio::task::spawn_blocking(move || dial(&pool, &bind))
         .await
         .map_err(|e| Error::Protocol(e.to_string()))?
         .map_err(|e| Error::Protocol(format!("pager flow to node {node}: {e}")))?;
@@ -101,18 +93,10 @@ fn distinct(targets: &[RangeRef]) -> bool {
     targets.iter().enumerate().all(|(i, t)| targets[..i].iter().all(|u| u.handle != t.handle))
 }
 
-pub(super) fn dial(env: &Env, peer: &TcpPeer, bind: &LinkMsg) -> std::io::Result<StdStream> {
-    let addr: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&peer.addr)?.collect();
-    let a = addr.first().ok_or_else(|| std::io::Error::other("address does not resolve"))?;
-    // A map waits for this dial before it falls back to the daemons' path: a home that
-    // does not answer is given up within DIAL_CONNECT + DIAL_ANSWER.
-    let mut s = StdStream::connect_timeout(a, DIAL_CONNECT)?;
-    s.set_read_timeout(Some(DIAL_ANSWER))?;
+/// An authenticated flow from `pool`, bound with `bind` (blocking).
+fn dial(pool: &Arc<Pool>, bind: &LinkMsg) -> std::io::Result<StdStream> {
+    let mut s = pool.flow()?;
     s.set_write_timeout(Some(DIAL_ANSWER))?;
-    let inc = dial_handshake(&mut s, env, peer.id, Flow::Pager)?;
-    if peer.peer_incarnation.load(Ordering::SeqCst) != inc {
-        return Err(std::io::Error::other(format!("node {} restarted", peer.id)));
-    }
     write_frame(&mut s, bind)?;
     s.set_read_timeout(None)?;
     s.set_write_timeout(None)?;
@@ -163,7 +147,8 @@ pub(in crate::transport) fn accept(peer: &Arc<TcpPeer>, std: StdStream, inc: u64
         }
         let _forget = Forget(p.clone(), id);
         let mut s = std;
-        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+        // A pooled flow waits here until its dialer takes it (`pool.rs`).
+        let _ = s.set_read_timeout(Some(super::pool::BIND_WAIT));
         let (targets, watch) = match read_frame::<LinkMsg>(&mut s) {
             Ok(LinkMsg::PagerBind { target }) => (vec![target], None),
             Ok(LinkMsg::PagerBindMany { targets, watch })

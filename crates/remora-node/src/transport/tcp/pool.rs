@@ -1,0 +1,231 @@
+//! A small pool of flows to one peer, dialed and authenticated ahead of need: a pager flow
+//! (a map of the peer's memory, SCIF RMA, an interrupt's triggers, a VIPL channel, small
+//! DMA's held flow) or a direct flow takes one at once and only binds it, instead of
+//! paying the TCP connect and the handshake's two round trips first.
+//!
+//! A pooled flow is authenticated exactly as a fresh one ([`dial_handshake`], the peer's
+//! incarnation checked) and is bound to nothing until taken: the peer serves it only once
+//! its binding frame comes. Pooling starts with the first take (a peer nobody maps from
+//! holds none) and refills in the background after every take, up to
+//! `REMORA_PAGER_POOL` flows (default [`remora_config::PAGER_POOL_DEFAULT`]; `0`: none,
+//! every flow is dialed when asked for). A pooled flow is never handed out when the link
+//! is not up, the peer restarted since it was dialed, it is older than [`MAX_AGE`] (the
+//! peer waits [`BIND_WAIT`] for a binding), or its far end closed or sent anything
+//! (checked just before it is handed): then it is dropped and a fresh flow dialed. The
+//! pool is emptied as soon as the link leaves `Up` or the peer's incarnation changes
+//! (checked every [`TICK`]), and when the transport is dropped.
+
+use super::handshake::dial_handshake;
+use super::peer::TcpPeer;
+use crate::transport::{Env, LinkState};
+use remora_proto::link::Flow;
+use std::net::TcpStream as StdStream;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// How long a flow's dial waits for the TCP connection.
+const DIAL_CONNECT: Duration = Duration::from_millis(300);
+/// How long a flow's dial waits for each answer of the handshake.
+const DIAL_ANSWER: Duration = Duration::from_millis(700);
+/// How long a pooled flow is kept before it is replaced.
+pub(super) const MAX_AGE: Duration = Duration::from_secs(60);
+/// How long a node waits for an accepted pager flow's binding frame (longer than a pooled
+/// flow is kept, so a pooled flow is never closed under its dialer's hand).
+pub(super) const BIND_WAIT: Duration = Duration::from_secs(90);
+/// How often the pool looks at the link.
+const TICK: Duration = Duration::from_millis(200);
+
+/// One pooled flow: the stream, the peer's incarnation it authenticated, when.
+struct Pooled {
+    s: StdStream,
+    inc: u64,
+    born: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    flows: Vec<Pooled>,
+    /// A refilling thread runs.
+    refilling: bool,
+    /// A flow was taken since the link came up (the pool is kept full only then).
+    wanted: bool,
+}
+
+/// The pooled flows to one peer.
+pub(in crate::transport) struct Pool {
+    env: Arc<Env>,
+    peer: Arc<TcpPeer>,
+    size: usize,
+    state: Mutex<State>,
+}
+
+impl Pool {
+    /// The pool of flows to `peer`, sized by `REMORA_PAGER_POOL`. Call it on the runtime:
+    /// a task watches the link while the pool lives.
+    pub(in crate::transport) fn new(env: Arc<Env>, peer: Arc<TcpPeer>) -> Arc<Pool> {
+        let size = remora_config::Config::get().pager_pool;
+        let pool = Arc::new(Pool { env, peer, size, state: Mutex::new(State::default()) });
+        if size > 0 {
+            tokio::spawn(watch(Arc::downgrade(&pool)));
+        }
+        pool
+    }
+
+    /// The peer this pool dials.
+    pub(in crate::transport) fn peer(&self) -> &Arc<TcpPeer> {
+        &self.peer
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An authenticated flow to the peer, bound to nothing yet: a sound pooled one, else
+    /// one dialed now (blocking: call it off the runtime's threads). Its read and write
+    /// timeouts are the dial's; the caller binds it.
+    ///
+    /// # Errors
+    /// The peer cannot be reached, refuses the handshake, or restarted since the link came
+    /// up.
+    pub(in crate::transport) fn flow(self: &Arc<Self>) -> std::io::Result<StdStream> {
+        if self.size == 0 {
+            return handshaken(&self.env, &self.peer).map(|(s, _)| s);
+        }
+        let taken = {
+            let mut st = self.state();
+            st.wanted = true;
+            let mut got = None;
+            while let Some(p) = st.flows.pop() {
+                if self.sound(&p) {
+                    got = Some(p.s);
+                    break;
+                }
+            }
+            got
+        };
+        self.refill();
+        match taken {
+            Some(s) => {
+                s.set_read_timeout(Some(DIAL_ANSWER))?;
+                s.set_write_timeout(Some(DIAL_ANSWER))?;
+                Ok(s)
+            }
+            None => handshaken(&self.env, &self.peer).map(|(s, _)| s),
+        }
+    }
+
+    /// Whether `p` may be handed out: the link is up, the peer is the start `p`
+    /// authenticated, `p` is young enough, and its far end neither closed nor spoke.
+    fn sound(&self, p: &Pooled) -> bool {
+        self.peer.state() == LinkState::Up
+            && self.peer.peer_incarnation.load(Ordering::SeqCst) == p.inc
+            && p.born.elapsed() < MAX_AGE
+            && quiet(&p.s)
+    }
+
+    /// Start a thread that dials flows until the pool is full, unless one runs.
+    fn refill(self: &Arc<Self>) {
+        {
+            let mut st = self.state();
+            if st.refilling || !st.wanted || st.flows.len() >= self.size {
+                return;
+            }
+            st.refilling = true;
+        }
+        let me = self.clone();
+        let spawned = std::thread::Builder::new().name("remora-flow-pool".into()).spawn(move || {
+            // The lowest CPU share: a refill is never on anyone's critical path, and on a
+            // small machine it would otherwise compete with the map that just took a flow.
+            let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19);
+            loop {
+                if me.peer.state() != LinkState::Up || me.state().flows.len() >= me.size {
+                    break;
+                }
+                match handshaken(&me.env, &me.peer) {
+                    Ok((s, inc)) => {
+                        let mut st = me.state();
+                        // The link may have gone while it was dialed: not kept then.
+                        if !st.wanted || me.peer.peer_incarnation.load(Ordering::SeqCst) != inc {
+                            break;
+                        }
+                        st.flows.push(Pooled { s, inc, born: Instant::now() });
+                    }
+                    Err(e) => {
+                        tracing::debug!(peer = me.peer.id, "a pooled flow's dial failed: {e}");
+                        break;
+                    }
+                }
+            }
+            me.state().refilling = false;
+        });
+        if spawned.is_err() {
+            self.state().refilling = false;
+        }
+    }
+
+    /// Drop the flows that may no longer be handed out; all of them (and forget the
+    /// pool was wanted) when the link is not up.
+    fn sweep(self: &Arc<Self>) {
+        let up = self.peer.state() == LinkState::Up;
+        let inc = self.peer.peer_incarnation.load(Ordering::SeqCst);
+        let dropped = {
+            let mut st = self.state();
+            if !up {
+                st.wanted = false;
+            }
+            let before = st.flows.len();
+            st.flows.retain(|p| up && p.inc == inc && p.born.elapsed() < MAX_AGE);
+            before - st.flows.len()
+        };
+        if dropped > 0 {
+            tracing::debug!(peer = self.peer.id, "{dropped} pooled flows dropped");
+        }
+        if up {
+            self.refill();
+        }
+    }
+}
+
+/// Watch the link for the pool while it lives.
+async fn watch(pool: Weak<Pool>) {
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(p) = pool.upgrade() else { return };
+        p.sweep();
+    }
+}
+
+/// Whether nothing can be read from `s` now: no bytes and no end (a pooled flow's peer
+/// says nothing before the binding; anything readable means it closed or broke).
+fn quiet(s: &StdStream) -> bool {
+    if s.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let mut b = [0u8; 1];
+    let r = s.peek(&mut b);
+    let back = s.set_nonblocking(false).is_ok();
+    back && matches!(r, Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
+/// Dial `peer` and authenticate the stream as this node ([`Flow::Pager`]; blocking).
+/// Returns the stream, with the dial's timeouts, and the peer's incarnation.
+///
+/// # Errors
+/// The peer cannot be reached, refuses the handshake, or restarted since the link came up.
+pub(in crate::transport) fn handshaken(env: &Env, peer: &TcpPeer) -> std::io::Result<(StdStream, u64)> {
+    let addr: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&peer.addr)?.collect();
+    let a = addr.first().ok_or_else(|| std::io::Error::other("address does not resolve"))?;
+    // A map waits for this dial before it falls back to the daemons' path: a home that
+    // does not answer is given up within DIAL_CONNECT + DIAL_ANSWER.
+    let mut s = StdStream::connect_timeout(a, DIAL_CONNECT)?;
+    s.set_read_timeout(Some(DIAL_ANSWER))?;
+    s.set_write_timeout(Some(DIAL_ANSWER))?;
+    let inc = dial_handshake(&mut s, env, peer.id, Flow::Pager)?;
+    if peer.peer_incarnation.load(Ordering::SeqCst) != inc {
+        return Err(std::io::Error::other(format!("node {} restarted", peer.id)));
+    }
+    Ok((s, inc))
+}
