@@ -1,6 +1,6 @@
-//! A VI's link to its peer: the peer's VI segment (mapped, written only), its doorbell, and
-//! the peer's memory pieces and table, connected on first use. Payloads go by memory copy
-//! into a map or by the node's DMA engine ([`remora_config::ViplTransfer`]).
+//! A VI's link to its peer: the peer's VI segment (on this host mapped, written only), its
+//! doorbell, and the peer's memory pieces and table, connected on first use. Payloads go by
+//! memory copy into a map or by the node's DMA engine ([`remora_config::ViplTransfer`]).
 //!
 //! A peer on another host is reached through a *channel* of the VI's own
 //! (`remora_client::dsm::Channel`): one TCP stream to the peer's node that reaches the
@@ -8,10 +8,14 @@
 //! order sent. A payload, then its completion entry, sequence number and done count go
 //! down it back to back without waiting for an answer; the peer's node wakes a receiver
 //! that sleeps on the done count after the store that covers it. A store that fails marks
-//! the link failed, and the VI moves to ERROR at once.
+//! the link failed, and the VI moves to ERROR at once. None of the peer's segments on
+//! another host is mapped (not even its VI segment): no pager flow is dialed for them and
+//! no pager thread refreshes their pages. The peer's loss is learnt from its segment's
+//! connection (the node reports the owner or its node gone) and from the channel's
+//! failure, neither of which needs a map.
 
 use crate::layout::{self, SLOT, SLOTS};
-use crate::window::Window;
+use crate::window::{PeerWindow, Window};
 use crate::{Error, ErrorCode, Nic, Result};
 use remora_client::dsm::{Channel, ChannelGuard};
 use remora_config::ViplTransfer;
@@ -106,7 +110,8 @@ impl Far {
 pub(crate) struct Link {
     pub(crate) peer: PeerInfo,
     seg: RemoteSegment,
-    pub(crate) map: Window,
+    /// The peer's VI segment mapped, when it is on this host (`None`: the channel only).
+    pub(crate) map: PeerWindow,
     bell: RemoteInterrupt,
     pieces: Mutex<HashMap<u32, Piece>>,
     table: Mutex<Option<Piece>>,
@@ -133,10 +138,10 @@ impl Link {
         let desc = &nic.inner.desc;
         let seg =
             RemoteSegment::connect(desc, peer.node, peer.vi_seg, remora_sisci::ADAPTER, Some(CONNECT_WAIT))?;
-        let map = seg.map(0, seg.size(), None, MapFlags::default())?;
-        // Another host's segment is never touched through the map (every store goes down
-        // the channel), so no page of it is fetched, and none can fault once it is lost.
-        let window = Window::new(map.clone());
+        // Another host's segment is not mapped: every store goes down the channel, so a map
+        // would only cost a pager flow's dial here and its pager's refresh of every page
+        // each millisecond while connected (and a page of it could fault once it is lost).
+        let window = PeerWindow(window_of(&seg)?);
         let bell =
             RemoteInterrupt::connect(desc, peer.node, remora_sisci::ADAPTER, peer.bell, Some(CONNECT_WAIT))?;
         let far = if window.is_local() {
@@ -190,6 +195,9 @@ impl Link {
         self.failed.load(Ordering::Acquire)
     }
 
+    /// Whether the node reported the connection to the peer's VI segment lost (the peer,
+    /// or its node, gone; this node's daemon gone). Asked of the connection, not of a map:
+    /// another host's segment has none.
     pub(crate) fn is_lost(&self) -> bool {
         self.seg.is_lost()
     }
@@ -252,7 +260,7 @@ impl Link {
             let _ = s.disconnect();
         }
         let _ = self.bell.disconnect();
-        let _ = self.map.map.unmap();
+        self.map.unmap();
         let _ = self.seg.disconnect();
     }
 

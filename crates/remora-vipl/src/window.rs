@@ -1,8 +1,12 @@
 //! A window into a segment: a SISCI map, plus its mapping when the memory is on this host,
 //! so the data path's loads, stores and copies go straight to memory without taking the
-//! map's lock each time. Another host's segment goes through the map (the DSM pager), and
-//! every access first checks the segment was not lost: a page of a lost segment that was
-//! not fetched yet can never be, and touching it would raise `SIGBUS` in the program.
+//! map's lock each time. VIPL makes windows only of memory on this host (its own VI
+//! segment, and a peer's segments when the peer is on this host): a peer's segments on
+//! another host are connected but not mapped, and reached through the VI's channel only
+//! (`crate::link`). Were a window made of another host's segment, it would go through the
+//! map (the DSM pager), every access first checking the segment was not lost: a page of a
+//! lost segment that was not fetched yet can never be, and touching it would raise
+//! `SIGBUS` in the program.
 
 use remora_sisci::{Map, Result, UserRegion};
 use remora_sys::Mapping;
@@ -133,5 +137,57 @@ impl Window {
     #[inline]
     pub(crate) fn store(&self, off: usize, v: u64) {
         let _ = self.with_atomic(off, |a| a.store(v, Ordering::Release));
+    }
+}
+
+/// The window into a peer's VI segment: `Some` when the peer is on this host (stores go
+/// straight into its memory), `None` when it is on another host, whose segment is not
+/// mapped at all (no pager flow, no pager work; every store goes down the VI's channel).
+/// Without a window, stores and copies do nothing and report the segment as lost.
+#[derive(Debug)]
+pub(crate) struct PeerWindow(pub(crate) Option<Window>);
+
+impl PeerWindow {
+    /// Whether the peer's memory is on this host (and mapped here).
+    #[inline]
+    pub(crate) fn is_local(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// See [`Window::write`].
+    #[inline]
+    pub(crate) fn write(&self, off: usize, data: &[u8]) -> Result<()> {
+        self.0.as_ref().ok_or_else(lost)?.write(off, data)
+    }
+
+    /// See [`Window::write_from`].
+    pub(crate) fn write_from(&self, off: usize, src: &UserRegion, src_off: usize, len: usize) -> Result<()> {
+        self.0.as_ref().ok_or_else(lost)?.write_from(off, src, src_off, len)
+    }
+
+    /// See [`Window::store`].
+    #[inline]
+    pub(crate) fn store(&self, off: usize, v: u64) {
+        if let Some(w) = &self.0 {
+            w.store(off, v);
+        }
+    }
+
+    /// See [`Window::send`] (`false` without a window).
+    #[inline]
+    pub(crate) fn send(&self) -> bool {
+        self.0.as_ref().is_some_and(Window::send)
+    }
+
+    /// See [`Window::flush`] (`false` without a window).
+    pub(crate) fn flush(&self) -> bool {
+        self.0.as_ref().is_some_and(Window::flush)
+    }
+
+    /// Unmap the window, if there is one.
+    pub(crate) fn unmap(&self) {
+        if let Some(w) = &self.0 {
+            let _ = w.map.unmap();
+        }
     }
 }

@@ -4,7 +4,8 @@
 //! segments; RDMA write with immediate data and RDMA read; a receiver asleep in
 //! `recv_wait` is woken; the error cases keep their exact status bits; and a store that
 //! cannot reach the peer's node breaks the VI at once (`ConnLost` through the error
-//! callback), with nothing left hanging.
+//! callback), with nothing left hanging; so does the peer's loss while nothing is sent.
+//! None of the peer's segments is mapped (the DSM pager never starts).
 
 use remora_testkit::Harness;
 use remora_vipl::layout::{control, status};
@@ -375,6 +376,81 @@ fn a_store_that_cannot_reach_the_peer_breaks_the_vi_at_once() {
     );
     assert!(p.client.recv_wait(Some(Duration::from_millis(200))).is_err());
     p.client.disconnect().unwrap();
+}
+
+/// The peer's node dies while nothing is sent or stored: the VI still moves to ERROR with
+/// `ConnLost` through the error callback, learnt from the connection to the peer's VI
+/// segment (this node reports it lost), with no map of the peer's segment to ask.
+#[test]
+fn a_peer_lost_while_the_vi_is_idle_moves_it_to_error() {
+    let h = Harness::with_cluster(&[4, 8], true);
+    let p = pair(&h, RELIABLE_DELIVERY, b"idle");
+    let codes = Arc::new(Mutex::new(Vec::new()));
+    let k = codes.clone();
+    p.cnic.set_error_handler(Some(Arc::new(move |e: &ErrorEvent| k.lock().unwrap().push(e.code))));
+    let pid = daemon_pid(&h, 4);
+    assert!(std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap().success());
+    let until = Instant::now() + Duration::from_secs(10);
+    while codes.lock().unwrap().is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(codes.lock().unwrap().first(), Some(&ErrorCode::ConnLost));
+    assert_eq!(p.client.state(), ViState::Error);
+    assert!(p.client.recv_wait(Some(Duration::from_millis(200))).is_err());
+    p.client.disconnect().unwrap();
+}
+
+/// None of the peer's segments on another host is mapped (its VI segment, its memory
+/// table, its registered memory): sends, an RDMA write and an RDMA read all go down the
+/// VI's channel, so this process never starts the DSM pager (whose thread would refresh
+/// every page of each map every millisecond while the VIs are connected). Every test of
+/// this file pairs VIs across hosts only, so none of them starts it either.
+#[test]
+fn the_peers_segments_on_another_host_are_not_mapped() {
+    let h = Harness::with_cluster(&[4, 8], true);
+    let p = pair(&h, RELIABLE_DELIVERY, b"nomap");
+    let (sdesc, cdesc) = (mem(&p.snic, 64, p.sp, false), mem(&p.cnic, 64, p.cp, false));
+    let (target, local) = (mem(&p.snic, 8192, p.sp, true), mem(&p.cnic, 8192, p.cp, true));
+    let rd = Descriptor { length: 4096, segments: vec![target.seg(0, 4096)], ..Default::default() };
+    p.snic.write_descriptor(sdesc.addr(0), sdesc.handle, &rd).unwrap();
+    p.server.post_recv(sdesc.addr(0), sdesc.handle).unwrap();
+    local.put(0, &pattern(4096, 1));
+    let post = |d: &Descriptor| {
+        p.cnic.write_descriptor(cdesc.addr(0), cdesc.handle, d).unwrap();
+        p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+        p.client.send_wait(T).unwrap();
+        p.cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status & status::ERROR_MASK
+    };
+    assert_eq!(
+        post(&Descriptor { length: 4096, segments: vec![local.seg(0, 4096)], ..Default::default() }),
+        0
+    );
+    assert_eq!(p.server.recv_wait(T).unwrap().0, sdesc.addr(0));
+    assert!(target.get(0, 4096) == pattern(4096, 1), "sent bytes intact");
+    local.put(0, &pattern(2000, 2));
+    let remote = DataSegment { addr: target.addr(4096) as u64, handle: target.handle, len: 0 };
+    let w = Descriptor {
+        control: control::OP_RDMAWRITE,
+        length: 2000,
+        segments: vec![remote, local.seg(0, 2000)],
+        ..Default::default()
+    };
+    assert_eq!(post(&w), 0);
+    let r = Descriptor {
+        control: control::OP_RDMAREAD,
+        length: 2000,
+        segments: vec![remote, local.seg(4096, 2000)],
+        ..Default::default()
+    };
+    assert_eq!(post(&r), 0);
+    assert!(local.get(4096, 2000) == pattern(2000, 2), "RDMA-read bytes intact");
+    let pagers: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim() == "remora-pager")
+        .collect();
+    assert!(pagers.is_empty(), "the DSM pager runs: a segment of another host was mapped");
+    assert_eq!((p.client.state(), p.server.state()), (ViState::Connected, ViState::Connected));
 }
 
 /// RDMA across hosts reads the target's slot once and uses it again while the peer's table
