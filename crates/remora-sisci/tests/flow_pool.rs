@@ -105,3 +105,30 @@ fn maps_after_the_home_restarted_work_and_the_pool_leaves_no_descriptor_behind()
     }
     assert_eq!(settles_at(pid, base + 2), base + 2, "the pool holds two flows again");
 }
+
+#[test]
+fn a_map_of_a_stopped_home_with_flows_pooled_is_made_at_once_and_reads_after() {
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let _seg = exported(&a, b"home data");
+    // The pool fills: the next map would take a flow dialed before the home stopped.
+    map_reads(&b, 4, b"home data");
+    let remote = RemoteSegment::connect(&b, 4, 31, 0, Some(Duration::from_secs(10))).unwrap();
+    let pid = daemon_pid(&h, 4);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(std::process::Command::new("kill").args(["-STOP", &pid.to_string()]).status().unwrap().success());
+    let t = Instant::now();
+    let map = remote.map(0, 65536, None, MapFlags::default());
+    let took = t.elapsed();
+    assert!(std::process::Command::new("kill").args(["-CONT", &pid.to_string()]).status().unwrap().success());
+    eprintln!(
+        "the map of a stopped home answered in {took:?} (pager flow: {:?})",
+        map.as_ref().map(|m| m.dsm_direct())
+    );
+    assert!(took < Duration::from_millis(1500), "the map of a stopped home took {took:?}");
+    let map = map.unwrap();
+    let mut buf = [0u8; 9];
+    map.read(0, &mut buf).unwrap();
+    assert_eq!(&buf, b"home data");
+}
