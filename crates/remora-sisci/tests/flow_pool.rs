@@ -1,13 +1,21 @@
 //! The pool of pager flows a node keeps dialed ahead of need (`REMORA_PAGER_POOL`, the
 //! node's `transport/tcp/pool.rs`): a map after the home's daemon restarted still works (a
 //! flow pooled before the restart is never handed out), and the daemon's descriptors come
-//! back to where they were once the pool is emptied at the link's loss.
+//! back to where they were once the pool is emptied at the link's loss. The pool is off by
+//! default; these tests turn it on (two flows per peer) for the daemons they start.
 
 mod common;
 use common::Sci as _;
 
 use remora_sisci::*;
 use std::time::{Duration, Instant};
+
+/// A cluster of nodes `nodes` over TCP whose daemons (started by the library, inheriting
+/// this process's environment) pool two flows per peer.
+fn pooled(nodes: &[u32]) -> common::Harness {
+    std::env::set_var("REMORA_PAGER_POOL", "2");
+    common::Harness::with_cluster(nodes, true)
+}
 
 fn daemon_pid(h: &common::Harness, node: u32) -> u32 {
     let s = remora_client::Session::open_control(&h.config(node)).unwrap();
@@ -69,7 +77,7 @@ fn map_reads(b: &Descriptor, node: u32, data: &[u8]) {
 
 #[test]
 fn maps_after_the_home_restarted_work_and_the_pool_leaves_no_descriptor_behind() {
-    let h = common::Harness::with_cluster(&[4, 8], true);
+    let h = pooled(&[4, 8]);
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
     let _seg = exported(&a, b"first start");
@@ -108,7 +116,7 @@ fn maps_after_the_home_restarted_work_and_the_pool_leaves_no_descriptor_behind()
 
 #[test]
 fn a_map_of_a_stopped_home_with_flows_pooled_is_made_at_once_and_reads_after() {
-    let h = common::Harness::with_cluster(&[4, 8], true);
+    let h = pooled(&[4, 8]);
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
     let _seg = exported(&a, b"home data");
