@@ -13,7 +13,8 @@ use crate::layout::{
     self, control, status, DataSegment, Descriptor, CONTROL, DESCRIPTOR_ALIGNMENT, ENTRIES, SEGMENT,
 };
 use crate::link::Link;
-use crate::vi::{lock, Posted, SendQ, ViState, RELIABLE_DELIVERY, UNRELIABLE};
+use crate::posted::Posted;
+use crate::vi::{lock, SendQ, ViState, RELIABLE_DELIVERY, UNRELIABLE};
 use crate::{Error, ErrorCode, Nic, ProtectionTag, Result, Vi};
 use remora_sisci::UserRegion;
 use std::sync::atomic::{fence, Ordering};

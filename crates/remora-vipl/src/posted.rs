@@ -5,7 +5,48 @@
 //! the copy's stores.
 
 use crate::cache::Taken;
-use crate::vi::Posted;
+use crate::few::Few;
+use crate::layout::Chunk;
+use remora_sisci::UserRegion;
+
+/// A posted receive.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Posted {
+    pub(crate) addr: usize,
+    pub(crate) handle: u32,
+    /// The descriptor's control segment, to complete it without looking its memory up.
+    pub(crate) ctl: UserRegion,
+    /// [`crate::nic::NicInner::mem_epoch`] when `ctl` was found registered.
+    pub(crate) epoch: u64,
+    pub(crate) total: u32,
+    /// Where its buffers lie in the NIC's pieces (described to the peer).
+    pub(crate) chunks: Few<Chunk, 2>,
+    /// Its buffers, for a payload that arrives inside the completion.
+    pub(crate) bufs: Few<UserRegion, 4>,
+}
+
+impl Posted {
+    /// The receive at `addr` (memory `handle`), read as `t`.
+    pub(crate) fn of(addr: usize, handle: u32, t: &Taken) -> Posted {
+        let mut p = Posted::default();
+        p.fill(addr, handle, t);
+        p
+    }
+
+    /// Become the receive at `addr` (memory `handle`), read as `t`, in place.
+    pub(crate) fn fill(&mut self, addr: usize, handle: u32, t: &Taken) {
+        self.addr = addr;
+        self.handle = handle;
+        self.ctl = t.ctl;
+        self.epoch = t.epoch;
+        self.total = t.total;
+        self.chunks.assign(&t.chunks);
+        match &t.local {
+            Some(l) => self.bufs.assign(l),
+            None => self.bufs.clear(),
+        }
+    }
+}
 
 /// Posted receives, oldest first.
 #[derive(Debug, Default)]

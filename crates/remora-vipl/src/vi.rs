@@ -2,15 +2,14 @@
 //! and the queues' bookkeeping. The data path is in `data.rs`, the link to the peer in
 //! `link.rs`, connection set-up in `connect.rs`.
 
-use crate::cache::{DescCache, Taken};
-use crate::few::Few;
+use crate::cache::DescCache;
 use crate::layout::{self, Chunk};
 use crate::link::{Link, PeerInfo};
 use crate::memory::ProtectionTag;
 use crate::posted::PostedQ;
 use crate::window::Window;
 use crate::{CompletionQueue, Error, ErrorCode, ErrorEvent, Nic, Result};
-use remora_sisci::{CreateFlags, Interrupt, LocalSegment, MapFlags, RemoteInterrupt, UserRegion};
+use remora_sisci::{CreateFlags, Interrupt, LocalSegment, MapFlags, RemoteInterrupt};
 use remora_sys::lock::Lock;
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicU32;
@@ -53,45 +52,6 @@ pub enum ViState {
     ConnectPending = 2,
     /// The connection broke; only a disconnect leaves this state.
     Error = 3,
-}
-
-/// A posted receive.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Posted {
-    pub(crate) addr: usize,
-    pub(crate) handle: u32,
-    /// The descriptor's control segment, to complete it without looking its memory up.
-    pub(crate) ctl: UserRegion,
-    /// [`crate::nic::NicInner::mem_epoch`] when `ctl` was found registered.
-    pub(crate) epoch: u64,
-    pub(crate) total: u32,
-    /// Where its buffers lie in the NIC's pieces (described to the peer).
-    pub(crate) chunks: Few<Chunk, 2>,
-    /// Its buffers, for a payload that arrives inside the completion.
-    pub(crate) bufs: Few<UserRegion, 4>,
-}
-
-impl Posted {
-    /// The receive at `addr` (memory `handle`), read as `t`.
-    pub(crate) fn of(addr: usize, handle: u32, t: &Taken) -> Posted {
-        let mut p = Posted::default();
-        p.fill(addr, handle, t);
-        p
-    }
-
-    /// Become the receive at `addr` (memory `handle`), read as `t`, in place.
-    pub(crate) fn fill(&mut self, addr: usize, handle: u32, t: &Taken) {
-        self.addr = addr;
-        self.handle = handle;
-        self.ctl = t.ctl;
-        self.epoch = t.epoch;
-        self.total = t.total;
-        self.chunks.assign(&t.chunks);
-        match &t.local {
-            Some(l) => self.bufs.assign(l),
-            None => self.bufs.clear(),
-        }
-    }
 }
 
 #[derive(Debug, Default)]
