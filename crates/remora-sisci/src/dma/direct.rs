@@ -5,14 +5,12 @@
 //! One round trip, no daemon of this host on the way. A queue runs one job at a time, so
 //! such a transfer always comes after the queue's earlier ones have ended.
 //!
-//! Transfers of up to [`SMALL`] go this way (a vector too when its pieces follow each other
-//! on both sides: [`contiguous`]). Between namespace hosts, interleaved in one session
-//! (load 2-4), 64 KiB moved over the flow at a median 4.6 GB/s written, 5.2 read, beside the
-//! engine's 2.3-3.0 and 3.3; the flow is bimodal as the raw stream is (about 1 in 3 runs
-//! moved 0.9 GB/s, the engine's worst being 0.8). With single transfers no longer through
-//! the daemon its engine's threads went cold for a vector made right after (64 KiB in 16
-//! adjacent pieces: median 2.1 GB/s beside 2.9 before), which the vector's own way over the
-//! flow ends (4.5).
+//! Transfers of up to [`SMALL`] (8 KiB) go this way (a vector too when its pieces follow
+//! each other on both sides: [`contiguous`]). Up to 64 KiB was tried: between namespace
+//! hosts under load (2-4) 64 KiB moved over the flow at a median 4.6 GB/s written, 5.2
+//! read, beside the engine's 2.3-3.0 and 3.3, but on a quiet machine the flow sat in its
+//! slow state (0.84-0.93 GB/s, as a raw 64 KiB stream's idle state) in most runs while the
+//! engine's bulk lanes made 2.1-3.7 GB/s.
 //!
 //! Anything else (large, pieces that do not follow each other, a callback, this host's
 //! segment, a multicast connection, no flow) goes to the engine; so does a transfer whose flow failed, which the
@@ -27,8 +25,11 @@ use remora_sys::Mapping;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
-/// Transfers of at most this many bytes go over the flow.
-pub(super) const SMALL: u64 = 64 << 10;
+/// Transfers of at most this many bytes go over the flow. (64 KiB for a while: faster on a
+/// loaded machine, but on a quiet one a 64 KiB transfer over the flow took ~75 µs in most
+/// runs, 0.84-0.93 GB/s, where the engine's bulk lanes made 2.1-3.7 GB/s, three runs each,
+/// interleaved.)
+pub(super) const SMALL: u64 = 8 << 10;
 
 /// The one transfer `descs` make when each piece follows the one before on both sides
 /// (one piece, or a vector of adjacent pieces, as the engine would join them).
