@@ -7,6 +7,9 @@
 //! callback), with nothing left hanging; so does the peer's loss while nothing is sent.
 //! None of the peer's segments is mapped (the DSM pager never starts).
 
+mod common;
+use common::{mem, Mem};
+
 use remora_testkit::Harness;
 use remora_vipl::layout::{control, status};
 use remora_vipl::*;
@@ -15,36 +18,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const T: Option<Duration> = Some(Duration::from_secs(20));
-
-struct Mem {
-    region: UserRegion,
-    handle: MemHandle,
-}
-
-fn mem(nic: &Nic, len: usize, ptag: ProtectionTag, rdma: bool) -> Mem {
-    let buf: &'static mut [u8] = Box::leak(vec![0u8; len + 64].into_boxed_slice());
-    let skip = (64 - buf.as_ptr() as usize % 64) % 64;
-    let region = UserRegion::from_static(&mut buf[skip..skip + len]);
-    let handle = nic.register(region, MemAttributes { ptag, rdma_write: rdma, rdma_read: rdma }).unwrap();
-    Mem { region, handle }
-}
-
-impl Mem {
-    fn addr(&self, off: usize) -> usize {
-        self.region.addr() + off
-    }
-    fn seg(&self, off: usize, len: usize) -> DataSegment {
-        DataSegment { addr: self.addr(off) as u64, handle: self.handle, len: len as u32 }
-    }
-    fn put(&self, off: usize, b: &[u8]) {
-        self.region.write(off, b).unwrap();
-    }
-    fn get(&self, off: usize, len: usize) -> Vec<u8> {
-        let mut v = vec![0u8; len];
-        self.region.read(off, &mut v).unwrap();
-        v
-    }
-}
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 12) as u8).collect()
@@ -73,19 +46,7 @@ fn pair(h: &Harness, reliability: u16, disc: &[u8]) -> Pair {
     };
     let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
     let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
-    let addr = NetAddress::new(4, disc);
-    let (nic, s, a) = (snic.clone(), server.clone(), addr.clone());
-    let waiter = std::thread::spawn(move || nic.connect_wait(&a, T).unwrap().accept(&s));
-    loop {
-        match client.connect_request(&NetAddress::new(8, b"c"), &addr, T) {
-            Err(Error::NoMatch) => std::thread::sleep(Duration::from_millis(2)),
-            other => {
-                other.unwrap();
-                break;
-            }
-        }
-    }
-    waiter.join().unwrap().unwrap();
+    common::connect(&snic, &server, &cnic, &client, disc);
     Pair { snic, server, cnic, client, sp, cp }
 }
 

@@ -5,20 +5,14 @@
 //! pager sends dirty pages home in its own order), and a send into a receive big enough
 //! completed with `LENGTH_ERROR`.
 
+mod common;
+
 use remora_testkit::Harness;
 use remora_vipl::layout::status;
 use remora_vipl::*;
 use std::time::Duration;
 
 const T: Option<Duration> = Some(Duration::from_secs(10));
-
-fn mem(nic: &Nic, len: usize, ptag: ProtectionTag) -> (UserRegion, MemHandle) {
-    let buf: &'static mut [u8] = Box::leak(vec![0u8; len + 64].into_boxed_slice());
-    let skip = (64 - buf.as_ptr() as usize % 64) % 64;
-    let region = UserRegion::from_static(&mut buf[skip..skip + len]);
-    let handle = nic.register(region, MemAttributes { ptag, rdma_write: false, rdma_read: false }).unwrap();
-    (region, handle)
-}
 
 #[test]
 fn every_receive_posted_across_hosts_is_seen_with_its_own_room() {
@@ -35,20 +29,12 @@ fn every_receive_posted_across_hosts_is_seen_with_its_own_room() {
     };
     let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
     let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
-    let addr = NetAddress::new(4, b"rooms");
-    let (nic, s, a) = (snic.clone(), server.clone(), addr.clone());
-    let waiter = std::thread::spawn(move || nic.connect_wait(&a, T).unwrap().accept(&s));
-    loop {
-        match client.connect_request(&NetAddress::new(8, b"c"), &addr, T) {
-            Err(Error::NoMatch) => std::thread::sleep(Duration::from_millis(2)),
-            other => {
-                other.unwrap();
-                break;
-            }
-        }
-    }
-    waiter.join().unwrap().unwrap();
+    common::connect(&snic, &server, &cnic, &client, b"rooms");
 
+    let mem = |nic: &Nic, len: usize, ptag: ProtectionTag| {
+        let m = common::mem(nic, len, ptag, false);
+        (m.region, m.handle)
+    };
     let (sdesc, sdh) = mem(&snic, 4096, sp);
     let (cdesc, cdh) = mem(&cnic, 4096, cp);
     let (rbuf, rh) = mem(&snic, 64 << 10, sp);

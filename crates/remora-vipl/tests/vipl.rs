@@ -4,6 +4,9 @@
 //! read with their protection checks, completion queues, disconnect flushing receives, and
 //! the error paths of a reliable VI.
 
+mod common;
+use common::{connect, mem};
+
 use remora_testkit::Harness;
 use remora_vipl::layout::{control, status};
 use remora_vipl::*;
@@ -13,37 +16,6 @@ use std::time::Duration;
 
 const T: Option<Duration> = Some(Duration::from_secs(10));
 
-/// Memory that lives for the rest of the test process, registered on `nic`.
-struct Mem {
-    region: UserRegion,
-    handle: MemHandle,
-}
-
-fn mem(nic: &Nic, len: usize, ptag: ProtectionTag, rdma: bool) -> Mem {
-    let buf: &'static mut [u8] = Box::leak(vec![0u8; len + 64].into_boxed_slice());
-    let skip = (64 - buf.as_ptr() as usize % 64) % 64;
-    let region = UserRegion::from_static(&mut buf[skip..skip + len]);
-    let handle = nic.register(region, MemAttributes { ptag, rdma_write: rdma, rdma_read: rdma }).unwrap();
-    Mem { region, handle }
-}
-
-impl Mem {
-    fn addr(&self, off: usize) -> usize {
-        self.region.addr() + off
-    }
-    fn seg(&self, off: usize, len: usize) -> DataSegment {
-        DataSegment { addr: self.addr(off) as u64, handle: self.handle, len: len as u32 }
-    }
-    fn put(&self, off: usize, b: &[u8]) {
-        self.region.write(off, b).unwrap();
-    }
-    fn get(&self, off: usize, len: usize) -> Vec<u8> {
-        let mut v = vec![0u8; len];
-        self.region.read(off, &mut v).unwrap();
-        v
-    }
-}
-
 fn attrs(ptag: ProtectionTag, reliability: u16, rdma: bool) -> ViAttributes {
     ViAttributes {
         reliability,
@@ -52,25 +24,6 @@ fn attrs(ptag: ProtectionTag, reliability: u16, rdma: bool) -> ViAttributes {
         rdma_write: rdma,
         rdma_read: rdma && reliability != UNRELIABLE,
     }
-}
-
-/// Connect `client` (on `cnic`) to `server` (on `snic`) through the node, the server
-/// waiting on `disc`.
-fn connect(snic: &Nic, server: &Vi, cnic: &Nic, client: &Vi, disc: &[u8]) {
-    let addr = NetAddress::new(snic.node(), disc);
-    let (s, a) = (server.clone(), addr.clone());
-    let nic = snic.clone();
-    let waiter = std::thread::spawn(move || nic.connect_wait(&a, T).unwrap().accept(&s));
-    loop {
-        match client.connect_request(&NetAddress::new(cnic.node(), b"client"), &addr, T) {
-            Err(Error::NoMatch) => std::thread::sleep(Duration::from_millis(2)),
-            other => {
-                other.unwrap();
-                break;
-            }
-        }
-    }
-    waiter.join().unwrap().unwrap();
 }
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {

@@ -1,0 +1,61 @@
+//! What the VIPL test binaries share: registered memory that lives for the rest of the
+//! test process, and a client/server connection made through the node.
+
+#![allow(dead_code)]
+
+use remora_vipl::*;
+use std::time::Duration;
+
+/// How long a connection set-up of these helpers waits.
+const CONNECT_WAIT: Option<Duration> = Some(Duration::from_secs(20));
+
+/// Memory registered on a NIC, 64-byte aligned (descriptors must be).
+pub struct Mem {
+    pub region: UserRegion,
+    pub handle: MemHandle,
+}
+
+/// `len` bytes of fresh memory registered on `nic` with `ptag`, RDMA allowed or not.
+pub fn mem(nic: &Nic, len: usize, ptag: ProtectionTag, rdma: bool) -> Mem {
+    let buf: &'static mut [u8] = Box::leak(vec![0u8; len + 64].into_boxed_slice());
+    let skip = (64 - buf.as_ptr() as usize % 64) % 64;
+    let region = UserRegion::from_static(&mut buf[skip..skip + len]);
+    let handle = nic.register(region, MemAttributes { ptag, rdma_write: rdma, rdma_read: rdma }).unwrap();
+    Mem { region, handle }
+}
+
+impl Mem {
+    pub fn addr(&self, off: usize) -> usize {
+        self.region.addr() + off
+    }
+    pub fn seg(&self, off: usize, len: usize) -> DataSegment {
+        DataSegment { addr: self.addr(off) as u64, handle: self.handle, len: len as u32 }
+    }
+    pub fn put(&self, off: usize, b: &[u8]) {
+        self.region.write(off, b).unwrap();
+    }
+    pub fn get(&self, off: usize, len: usize) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        self.region.read(off, &mut v).unwrap();
+        v
+    }
+}
+
+/// Connect `client` (on `cnic`) to `server` (on `snic`) through the node, the server
+/// waiting on `disc`; the client asks again while no waiter is there yet (`NoMatch`).
+pub fn connect(snic: &Nic, server: &Vi, cnic: &Nic, client: &Vi, disc: &[u8]) {
+    let addr = NetAddress::new(snic.node(), disc);
+    let (s, a) = (server.clone(), addr.clone());
+    let nic = snic.clone();
+    let waiter = std::thread::spawn(move || nic.connect_wait(&a, CONNECT_WAIT).unwrap().accept(&s));
+    loop {
+        match client.connect_request(&NetAddress::new(cnic.node(), b"client"), &addr, CONNECT_WAIT) {
+            Err(Error::NoMatch) => std::thread::sleep(Duration::from_millis(2)),
+            other => {
+                other.unwrap();
+                break;
+            }
+        }
+    }
+    waiter.join().unwrap().unwrap();
+}
