@@ -8,18 +8,9 @@ use remora_scif::*;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{over_tcp, pair};
+use common::{last_words, over_tcp, pair, wait_for_link};
 
 /// Start nodes 8 and 4 and wait until 4 reaches 8 over the link.
-fn wait_for_link(h: &remora_testkit::Harness) {
-    assert!(common::ScifOf::scif(h, 8).node_ids().unwrap().contains(&8));
-    let t0 = Instant::now();
-    while !common::ScifOf::scif(h, 4).node_ids().unwrap().contains(&8) {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the link between nodes 4 and 8 came up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
@@ -96,14 +87,7 @@ fn direct_flows_carry_messages_both_ways_and_scif_close_frees_every_descriptor()
         assert_eq!(&b[..6], b"polled");
         // A close reaches the peer after the data sent before it; then ECONNRESET and
         // hang-up, and sends fail.
-        c.send(b"last words", true).unwrap();
-        c.close().unwrap();
-        let mut b = [0u8; 10];
-        assert_eq!(s.recv(&mut b, true).unwrap(), 10);
-        assert_eq!(&b, b"last words");
-        assert_eq!(s.recv(&mut b, true).unwrap_err(), Error::Reset);
-        let r = remora_sys::bell::wait(s.as_fd(), false, Some(Duration::from_secs(5))).unwrap();
-        assert!(r.hung_up);
+        last_words(&c, &s);
         assert_eq!(s.send(b"x", true).unwrap_err(), Error::Reset);
         assert_eq!(c.send(b"x", true).unwrap_err(), Error::BadEndpoint);
         s.close().unwrap();

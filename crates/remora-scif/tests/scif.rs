@@ -7,18 +7,9 @@ use std::time::{Duration, Instant};
 use remora_testkit::Harness;
 
 mod common;
-use common::{over_tcp, pair, ScifOf};
+use common::{exchange, last_words, over_tcp, pair, wait_for_link, ScifOf};
 
 /// Start nodes 8 and 4 and wait until 4 reaches 8 over the link.
-fn wait_for_link(h: &Harness) {
-    assert!(h.scif(8).node_ids().unwrap().contains(&8));
-    let t0 = Instant::now();
-    while !h.scif(4).node_ids().unwrap().contains(&8) {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the link between nodes 4 and 8 came up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn ready(ep: &Endpoint, write: bool) -> remora_sys::bell::Ready {
     remora_sys::bell::wait(ep.as_fd(), write, Some(Duration::ZERO)).unwrap()
 }
@@ -283,33 +274,6 @@ fn process_death_hangs_up_the_peer() {
     }
 }
 
-/// `rounds` 8-byte round trips from `c` to `s` and back, in order; then more than a ring's
-/// (or a socket buffer's) worth both ways at once, intact.
-fn exchange(c: &Endpoint, s: &Endpoint, rounds: u64) {
-    for i in 0..rounds {
-        c.send(&i.to_le_bytes(), true).unwrap();
-        let mut b = [0u8; 8];
-        s.recv(&mut b, true).unwrap();
-        assert_eq!(u64::from_le_bytes(b), i);
-        s.send(&b, true).unwrap();
-        c.recv(&mut b, true).unwrap();
-        assert_eq!(u64::from_le_bytes(b), i);
-    }
-    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    let (s2, big2) = (s.clone(), big.clone());
-    let t = std::thread::spawn(move || {
-        let mut got = vec![0u8; big2.len()];
-        assert_eq!(s2.recv(&mut got, true).unwrap(), got.len());
-        assert!(got == big2, "bytes intact and in order");
-        s2.send(&big2, true).unwrap();
-    });
-    c.send(&big, true).unwrap();
-    let mut back = vec![0u8; big.len()];
-    assert_eq!(c.recv(&mut back, true).unwrap(), back.len());
-    assert!(back == big, "bytes intact and in order on the way back");
-    t.join().unwrap();
-}
-
 #[test]
 fn endpoints_on_two_hosts_exchange_messages_and_rma_through_the_link() {
     let h = over_tcp(&[4, 8]);
@@ -317,7 +281,7 @@ fn endpoints_on_two_hosts_exchange_messages_and_rma_through_the_link() {
     wait_for_link(&h);
     let (c, s) = pair(&h, 4, 8);
     assert!(c.is_direct() && s.is_direct(), "the messages take a flow of their own");
-    exchange(&c, &s, 50);
+    exchange(&c, &s, 50, 300_000);
     // RMA through the daemons.
     let creg = anon(64 * 1024);
     let sreg = anon(64 * 1024);
@@ -353,14 +317,7 @@ fn endpoints_on_two_hosts_exchange_messages_and_rma_through_the_link() {
     assert_eq!(c.map_far(0x900000, 4096, Prot::RW).unwrap_err(), Error::NoWindow);
     drop(m);
     // A close crosses the link after the data sent before it.
-    c.send(b"last words", true).unwrap();
-    c.close().unwrap();
-    let mut b = [0u8; 10];
-    assert_eq!(s.recv(&mut b, true).unwrap(), 10);
-    assert_eq!(&b, b"last words");
-    assert_eq!(s.recv(&mut b, true).unwrap_err(), Error::Reset);
-    let r = remora_sys::bell::wait(s.as_fd(), false, Some(Duration::from_secs(5))).unwrap();
-    assert!(r.hung_up);
+    last_words(&c, &s);
 }
 
 /// Messages between hosts linked over the ofi transport (libfabric's tcp provider), over
@@ -376,13 +333,8 @@ fn endpoints_on_two_hosts_exchange_messages_over_ofi() {
     wait_for_link(&h);
     let (c, s) = pair(&h, 4, 8);
     assert!(c.is_direct() && s.is_direct(), "the messages' own flow, dialed to the bootstrap port");
-    exchange(&c, &s, 200);
-    c.send(b"last words", true).unwrap();
-    c.close().unwrap();
-    let mut b = [0u8; 10];
-    assert_eq!(s.recv(&mut b, true).unwrap(), 10);
-    assert_eq!(&b, b"last words");
-    assert_eq!(s.recv(&mut b, true).unwrap_err(), Error::Reset);
+    exchange(&c, &s, 200, 300_000);
+    last_words(&c, &s);
 }
 
 #[test]

@@ -5,6 +5,7 @@
 use remora_scif::*;
 use remora_testkit::Harness;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The library of node `node` of a test harness.
 pub trait ScifOf {
@@ -43,4 +44,54 @@ pub fn pair(h: &Harness, a: u32, b: u32) -> (Endpoint, Endpoint) {
 /// endpoints on two hosts take.
 pub fn over_tcp(nodes: &[u32]) -> Harness {
     Harness::with_cluster(nodes, true)
+}
+
+/// Wait (at most 10 s) until node 4 of `h` sees node 8 (starting node 8's daemon first).
+pub fn wait_for_link(h: &Harness) {
+    assert!(h.scif(8).node_ids().unwrap().contains(&8));
+    let t0 = Instant::now();
+    while !h.scif(4).node_ids().unwrap().contains(&8) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the link between nodes 4 and 8 came up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `rounds` 8-byte round trips from `c` to `s` and back, in order; then `big` bytes (more
+/// than a ring's or a socket buffer's worth) both ways at once, intact.
+pub fn exchange(c: &Endpoint, s: &Endpoint, rounds: u64, big: usize) {
+    for i in 0..rounds {
+        c.send(&i.to_le_bytes(), true).unwrap();
+        let mut b = [0u8; 8];
+        s.recv(&mut b, true).unwrap();
+        assert_eq!(u64::from_le_bytes(b), i);
+        s.send(&b, true).unwrap();
+        c.recv(&mut b, true).unwrap();
+        assert_eq!(u64::from_le_bytes(b), i);
+    }
+    let big: Vec<u8> = (0..big as u32).map(|i| (i % 251) as u8).collect();
+    let (s2, big2) = (s.clone(), big.clone());
+    let t = std::thread::spawn(move || {
+        let mut got = vec![0u8; big2.len()];
+        assert_eq!(s2.recv(&mut got, true).unwrap(), got.len());
+        assert!(got == big2, "bytes intact and in order");
+        s2.send(&big2, true).unwrap();
+    });
+    c.send(&big, true).unwrap();
+    let mut back = vec![0u8; big.len()];
+    assert_eq!(c.recv(&mut back, true).unwrap(), back.len());
+    assert!(back == big, "bytes intact and in order on the way back");
+    t.join().unwrap();
+}
+
+/// `c` sends its last words and closes: `s` receives them, then `ECONNRESET`, and its
+/// descriptor reports hang-up.
+pub fn last_words(c: &Endpoint, s: &Endpoint) {
+    c.send(b"last words", true).unwrap();
+    c.close().unwrap();
+    let mut b = [0u8; 10];
+    assert_eq!(s.recv(&mut b, true).unwrap(), 10);
+    assert_eq!(&b, b"last words");
+    assert_eq!(s.recv(&mut b, true).unwrap_err(), Error::Reset);
+    let r = remora_sys::bell::wait(s.as_fd(), false, Some(Duration::from_secs(5))).unwrap();
+    assert!(r.hung_up);
 }
