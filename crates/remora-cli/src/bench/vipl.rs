@@ -169,35 +169,20 @@ fn pair(a: &remora_sisci::Sisci, b: &remora_sisci::Sisci, blocking: bool) -> Res
 /// references) starts its clock once the echo thread runs (`Barrier`), so no row counts a
 /// thread's start.
 fn pingpong(a: &Side, b: &Side, n: u32) -> Result<f64, String> {
-    a.prepare_send(8, None)?;
-    b.prepare_send(8, None)?;
-    let go = Barrier::new(2);
-    std::thread::scope(|sc| -> Result<f64, String> {
-        let echo = sc.spawn(|| -> Result<(), String> {
-            go.wait();
-            for _ in 0..n {
-                b.recv()?;
-                b.send()?;
-            }
-            Ok(())
-        });
-        go.wait();
-        let t = Instant::now();
-        for _ in 0..n {
-            a.send()?;
-            a.recv()?;
-        }
-        let ns = t.elapsed().as_nanos() as f64 / (2.0 * n as f64);
-        echo.join().map_err(|_| "echo thread panicked")??;
-        intact(a, b)?;
-        Ok(ns)
-    })
+    round_trips(a, b, n, false)
 }
 
 /// `n` 8-byte round trips, each timed: the median one-way time in ns, the statistic of the
 /// raw TCP ping-pong it is set beside across hosts (`tcp::ping_loop`), so that both rows
 /// see a loaded machine's stalls alike.
 fn pingpong_median(a: &Side, b: &Side, n: u32) -> Result<f64, String> {
+    round_trips(a, b, n, true)
+}
+
+/// `n` round trips from `a` through `b`'s echo: the mean one-way time in ns over all of
+/// them, or with `each` the median of each one timed (the clock read outside the loop
+/// otherwise: one-host rows are a few hundred ns).
+fn round_trips(a: &Side, b: &Side, n: u32, each: bool) -> Result<f64, String> {
     a.prepare_send(8, None)?;
     b.prepare_send(8, None)?;
     let go = Barrier::new(2);
@@ -211,16 +196,26 @@ fn pingpong_median(a: &Side, b: &Side, n: u32) -> Result<f64, String> {
             Ok(())
         });
         go.wait();
-        let mut v = Vec::with_capacity(n as usize);
-        for _ in 0..n {
+        let ns = if each {
+            let mut v = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                let t = Instant::now();
+                a.send()?;
+                a.recv()?;
+                v.push(t.elapsed().as_nanos() as f64 / 2.0);
+            }
+            median(&mut v)
+        } else {
             let t = Instant::now();
-            a.send()?;
-            a.recv()?;
-            v.push(t.elapsed().as_nanos() as f64 / 2.0);
-        }
+            for _ in 0..n {
+                a.send()?;
+                a.recv()?;
+            }
+            t.elapsed().as_nanos() as f64 / (2.0 * n as f64)
+        };
         echo.join().map_err(|_| "echo thread panicked")??;
         intact(a, b)?;
-        Ok(median(&mut v))
+        Ok(ns)
     })
 }
 
