@@ -8,18 +8,10 @@
 //! be made (a pulled cable).
 
 mod common;
-use common::Sci as _;
+use common::{daemon_pid, retried, Sci as _};
 
 use remora_sisci::*;
 use std::time::{Duration, Instant};
-
-fn daemon_pid(h: &common::Harness, node: u32) -> u32 {
-    let s = remora_client::Session::open_control(&h.config(node)).unwrap();
-    match s.request(remora_proto::Request::Status, &[]).unwrap().0 {
-        remora_proto::Reply::Status(st) => st.pid,
-        other => panic!("{other:?}"),
-    }
-}
 
 fn signal(pid: u32, sig: &str) {
     assert!(std::process::Command::new("kill")
@@ -59,18 +51,6 @@ fn triggers_fail(r: &RemoteInterrupt, rd: &RemoteDataInterrupt, limit: Duration,
         }
         assert!(t.elapsed() < limit, "triggers still succeed {limit:?} after the fault");
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// `f` until it succeeds (at most 10 s).
-fn retried<T>(mut f: impl FnMut() -> Result<T>) -> T {
-    let t = Instant::now();
-    loop {
-        match f() {
-            Ok(v) => return v,
-            Err(e) => assert!(t.elapsed() < Duration::from_secs(10), "still failing: {e}"),
-        }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -5,7 +5,7 @@
 //! default; these tests turn it on (two flows per peer) for the daemons they start.
 
 mod common;
-use common::Sci as _;
+use common::{daemon_pid, retried, Sci as _};
 
 use remora_sisci::*;
 use std::time::{Duration, Instant};
@@ -15,14 +15,6 @@ use std::time::{Duration, Instant};
 fn pooled(nodes: &[u32]) -> common::Harness {
     std::env::set_var("REMORA_PAGER_POOL", "2");
     common::Harness::with_cluster(nodes, true)
-}
-
-fn daemon_pid(h: &common::Harness, node: u32) -> u32 {
-    let s = remora_client::Session::open_control(&h.config(node)).unwrap();
-    match s.request(remora_proto::Request::Status, &[]).unwrap().0 {
-        remora_proto::Reply::Status(st) => st.pid,
-        other => panic!("{other:?}"),
-    }
 }
 
 /// How many descriptors process `pid` holds.
@@ -39,18 +31,6 @@ fn settles_at(pid: u32, n: usize) -> usize {
             return now;
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// `f` until it succeeds (at most 10 s).
-fn retried<T>(mut f: impl FnMut() -> Result<T>) -> T {
-    let t = Instant::now();
-    loop {
-        match f() {
-            Ok(v) => return v,
-            Err(e) => assert!(t.elapsed() < Duration::from_secs(10), "still failing: {e}"),
-        }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -276,3 +276,24 @@ pub fn link_faults(c: &mut remora_testkit::NetCluster) {
     assert_eq!(r2.size(), 4096);
     assert!(remote.is_lost());
 }
+
+/// The pid of node `node`'s daemon (its status answer).
+pub fn daemon_pid(h: &Harness, node: u32) -> u32 {
+    let s = remora_client::Session::open_control(&h.config(node)).unwrap();
+    match s.request(remora_proto::Request::Status, &[]).unwrap().0 {
+        remora_proto::Reply::Status(st) => st.pid,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `f` until it succeeds (at most 10 s).
+pub fn retried<T>(mut f: impl FnMut() -> Result<T>) -> T {
+    let t = std::time::Instant::now();
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(e) => assert!(t.elapsed() < Duration::from_secs(10), "still failing: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
