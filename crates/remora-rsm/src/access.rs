@@ -3,8 +3,9 @@
 //!
 //! On this host an access is a copy between the caller's memory and the library's own map of
 //! the export's memory. Across hosts a small one is one request through the node to the
-//! exporter's node; a large one, named by region, is streamed by the node's transfer engine
-//! straight from or to the caller's memory.
+//! exporter's node; a large one, named by region, is a DMA of the caller's memory, which
+//! goes over the process's own flow to the exporter's node, straight between that memory
+//! and the socket (the node's transfer engine makes it where no flow can be had).
 
 use crate::import::BarrierMode;
 use crate::import::{ImportSegment, State};
@@ -176,9 +177,9 @@ impl ImportSegment {
     }
 
     /// `rsm_memseg_import_put` of memory the caller names by region: on this host as
-    /// [`ImportSegment::put`]; across hosts the node's transfer engine streams the bytes
-    /// straight from this process's memory to the exporter's node (no copy through the
-    /// library), which is what the C library uses.
+    /// [`ImportSegment::put`]; across hosts, from 64 KiB, the bytes go straight from this
+    /// process's memory to the exporter's node over the process's own flow (no copy through
+    /// the library or the node), which is what the C library uses.
     ///
     /// # Errors
     /// As [`ImportSegment::put`].

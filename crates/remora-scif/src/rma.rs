@@ -123,6 +123,11 @@ impl Conn {
         match src {
             Source::Buf(b) => self.write_via_daemons(roffset, b),
             Source::Pieces(p) => self.write_via_daemons(roffset, &gather(p, src_len(p))?),
+            Source::Region(r) => {
+                let mut v = vec![0u8; r.len()];
+                r.read(0, &mut v).map_err(|e| Error::Invalid(e.to_string()))?;
+                self.write_via_daemons(roffset, &v)
+            }
         }
     }
 
@@ -153,6 +158,11 @@ impl Conn {
                 let mut v = vec![0u8; src_len(p)];
                 self.read_via_daemons(roffset, &mut v)?;
                 scatter(p, &v)
+            }
+            Sink::Region(r) => {
+                let mut v = vec![0u8; r.len()];
+                self.read_via_daemons(roffset, &mut v)?;
+                r.write(0, &v).map_err(|e| Error::Invalid(e.to_string()))
             }
         }
     }

@@ -272,7 +272,7 @@ impl DmaQueue {
         refs: Vec<DepToken>,
         callback: Option<DmaCallback>,
         wait: bool,
-        segments: Option<(&LocalSegment, &RemoteSegment)>,
+        segments: Option<(direct::Near<'_>, &RemoteSegment)>,
     ) -> Result<()> {
         if descs.len() > self.capacity() as usize {
             return Err(Error::MaxEntries);
@@ -288,10 +288,12 @@ impl DmaQueue {
             self.listen()?;
         }
         // One small transfer to another host (or a vector of pieces that follow each other
-        // on both sides, which the engine would make as one): over the process's own flow,
-        // DONE when the home has the bytes (a failed flow leaves it to the engine).
-        if let (None, Some((local, remote)), Some(d)) = (&callback, segments, direct::contiguous(&descs)) {
-            let done = self.inner.direct.lock().unwrap_or_else(|p| p.into_inner()).run(local, remote, &d);
+        // on both sides, which the engine would make as one), or one of the program's
+        // memory waited for: over the process's own flow, DONE when the home has the bytes
+        // (a failed flow leaves it to the engine).
+        if let (None, Some((near, remote)), Some(d)) = (&callback, segments, direct::contiguous(&descs)) {
+            let done =
+                self.inner.direct.lock().unwrap_or_else(|p| p.into_inner()).run(near, remote, &d, wait);
             if let Some(Ok(())) = done {
                 st.with_callback = false;
                 st.callback = None;
@@ -377,11 +379,13 @@ impl DmaQueue {
             Self::ready_to_post(&st)?;
         }
         let refs = vec![local.inner.deps.token(), remote.inner.deps.token()];
-        self.post(st, descs, refs, callback, flags.wait, Some((local, remote)))
+        self.post(st, descs, refs, callback, flags.wait, Some((direct::Near::Seg(local), remote)))
     }
 
     /// `SCIStartDmaTransferMem`: copy between this process's memory `mem` and `remote` at
-    /// `remote_offset`; the engine reads (or, with `flags.read`, writes) `mem` directly.
+    /// `remote_offset`; the engine reads (or, with `flags.read`, writes) `mem` directly. To
+    /// another host, a transfer waited for (and a small one) goes over the process's own
+    /// flow to the segment's node instead, straight between `mem` and the socket.
     ///
     /// # Errors
     /// As [`DmaQueue::start`].
@@ -409,7 +413,7 @@ impl DmaQueue {
             flags: DMA_F_USER_MEM | if flags.read { DMA_F_READ } else { 0 },
         };
         let refs = vec![remote.inner.deps.token()];
-        self.post(st, vec![d], refs, callback, flags.wait, None)
+        self.post(st, vec![d], refs, callback, flags.wait, Some((direct::Near::Mem(mem), remote)))
     }
 
     /// `SCIEnqueueDMATransfer` (API 1.x): add one transfer; the queue gathers until

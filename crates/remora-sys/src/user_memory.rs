@@ -276,6 +276,23 @@ impl UserRegion {
         Ok(())
     }
 
+    /// Read exactly `len` bytes from a stream into the region at `off` (`read_exact`),
+    /// straight into the program's memory, with no buffer in between.
+    ///
+    /// # Errors
+    /// `ERANGE` when the range leaves the region; the stream's I/O error (the bytes read
+    /// before it are in the region).
+    pub fn fill_from_reader(&self, off: usize, len: usize, r: &mut impl io::Read) -> io::Result<()> {
+        if off.checked_add(len).is_none_or(|e| e > self.len) {
+            return Err(errno(rustix::io::Errno::RANGE));
+        }
+        // SAFETY: the range lies inside the region, which its creator vouched stays mapped,
+        // writable and not otherwise accessed in conflict while the transfer runs
+        // (`from_static` or the `from_raw_parts` contract); the slice lives for the read only.
+        let dst = unsafe { std::slice::from_raw_parts_mut((self.addr + off) as *mut u8, len) };
+        r.read_exact(dst)
+    }
+
     /// Copy `len` bytes of `src` at `src_off` into the region at `off` (the ranges may
     /// overlap).
     ///

@@ -1,8 +1,9 @@
 //! The memory an RMA over a pager flow moves (`scif_writeto`, `scif_readfrom` and friends to
 //! another host): the bytes go straight between the socket and the caller's memory — a
-//! buffer, or the pieces of its registered windows — with no copy in between
+//! buffer, a region of the program's memory, or the pieces of its registered windows — with no copy in between
 //! ([`super::range_write`] and [`super::range_read`], in `flow.rs`, move them).
 
+use remora_sys::user_memory::UserRegion;
 use remora_sys::Mapping;
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -17,6 +18,8 @@ pub enum Source<'a> {
     Buf(&'a [u8]),
     /// Pieces of mappings, taken in order (a registered range: `scif_writeto`).
     Pieces(&'a [Piece]),
+    /// A region of the program's memory (`SCIStartDmaTransferMem`, RSM `put` across hosts).
+    Region(UserRegion),
 }
 
 /// Where the bytes of an RMA from another host go.
@@ -25,6 +28,8 @@ pub enum Sink<'a> {
     Buf(&'a mut [u8]),
     /// Pieces of mappings, filled in order (a registered range: `scif_readfrom`).
     Pieces(&'a [Piece]),
+    /// A region of the program's memory (`SCIStartDmaTransferMem`, RSM `get` across hosts).
+    Region(UserRegion),
 }
 
 /// The runs of `pieces` that hold bytes `at..at + n` of their concatenation.
@@ -54,6 +59,7 @@ impl Source<'_> {
         match self {
             Source::Buf(b) => b.len(),
             Source::Pieces(p) => p.iter().map(|(_, _, n)| n).sum(),
+            Source::Region(r) => r.len(),
         }
     }
 
@@ -81,6 +87,7 @@ impl Source<'_> {
                     None => Ok(()),
                 }
             }
+            Source::Region(r) => r.write_to_after(head, at, n, w),
         }
     }
 }
@@ -91,6 +98,7 @@ impl Sink<'_> {
         match self {
             Sink::Buf(b) => Sink::Buf(b),
             Sink::Pieces(p) => Sink::Pieces(p),
+            Sink::Region(r) => Sink::Region(*r),
         }
     }
 
@@ -98,6 +106,7 @@ impl Sink<'_> {
         match self {
             Sink::Buf(b) => b.len(),
             Sink::Pieces(p) => p.iter().map(|(_, _, n)| n).sum(),
+            Sink::Region(r) => r.len(),
         }
     }
 
@@ -114,6 +123,7 @@ impl Sink<'_> {
                 }
                 Ok(())
             }
+            Sink::Region(u) => u.fill_from_reader(at, n, r),
         }
     }
 }

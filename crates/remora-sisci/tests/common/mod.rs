@@ -57,6 +57,23 @@ pub fn conformance(sa: &Sisci, sb: &Sisci, over_tcp: bool) {
         .unwrap();
     tm.read(3000, &mut got[..28]).unwrap();
     assert_eq!(&got[..28], b"user memory crosses the link");
+    // Large ones both ways, waited for (across hosts over the process's flow) and not
+    // (the engine), every byte checked.
+    let big = (2 << 20) + 333;
+    let out = UserRegion::from_static(Box::leak(pattern(big, 7).into_boxed_slice()));
+    q.start_mem(out, &remote, 11, DmaFlags { read: false, wait: true }, None).unwrap();
+    tm.read(11, &mut got[..big]).unwrap();
+    assert_eq!(checksum(&got[..big]), checksum(&pattern(big, 7)), "user memory pushed");
+    let back = UserRegion::from_static(Box::leak(vec![0u8; big].into_boxed_slice()));
+    q.start_mem(back, &remote, 11, DmaFlags { read: true, wait: true }, None).unwrap();
+    let mut pulled = vec![0u8; big];
+    back.read(0, &mut pulled).unwrap();
+    assert_eq!(checksum(&pulled), checksum(&pattern(big, 7)), "user memory pulled");
+    let later = UserRegion::from_static(Box::leak(pattern(big, 8).into_boxed_slice()));
+    q.start_mem(later, &remote, 5, DmaFlags { read: false, wait: false }, None).unwrap();
+    assert_eq!(q.wait(Some(Duration::from_secs(30))).unwrap(), DmaState::Done);
+    tm.read(5, &mut got[..big]).unwrap();
+    assert_eq!(checksum(&got[..big]), checksum(&pattern(big, 8)), "user memory pushed, not waited for");
     // Out of range is refused before anything moves.
     assert_eq!(
         q.start(&src, &remote, 0, 16, SIZE - 8, DmaFlags::default(), None).unwrap_err(),
