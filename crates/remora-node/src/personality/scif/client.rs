@@ -24,8 +24,10 @@ async fn pager_flow(s: &Session, node: u32, conn: u64) -> Result<OwnedFd, Error>
 pub(crate) async fn handle(s: &mut Session, req: ScifRequest, mut fds: Vec<OwnedFd>) -> Outcome {
     let sid = s.sid;
     let me = s.me();
-    // A connect in the background is a connect whose messages keep to the relays.
-    let flow = !matches!(req, ScifRequest::ConnectWithoutFlow { .. });
+    // A connect in the background is a connect whose messages keep to the relays, and so is
+    // every connect of a daemon with direct flows off: it asks for none, so the accepting
+    // daemon does not wait for a flow that will not be dialed.
+    let flow = !matches!(req, ScifRequest::ConnectWithoutFlow { .. }) && super::direct::enabled();
     match req {
         ScifRequest::Bind { port, privileged } => {
             let r = s.node.scif().bind(sid, port, privileged && s.uid == 0);
@@ -238,7 +240,7 @@ async fn connect_out(
             let mut fds = vec![region_fd, theirs];
             // The messages' own flow, when the acceptor's daemon offers one and it can be
             // dialed; otherwise (and always for the closes) the relays carry them.
-            if let Some(token) = token.filter(|_| super::direct::enabled()) {
+            if let Some(token) = token.filter(|_| flow) {
                 match peer.direct_flow(node, far, token).await {
                     Ok(fd) => fds.extend(super::direct::keep(&s.node, conn, fd)),
                     Err(e) => tracing::info!(node, "SCIF connection without a direct flow: {e}"),
