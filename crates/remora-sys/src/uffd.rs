@@ -115,6 +115,17 @@ pub struct UffdRegion {
     len: usize,
 }
 
+/// The regions of this process that exist (first address, length).
+static REGIONS: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether `addr..addr + len` overlaps a registered region of this process: touching it
+/// may wait for the pager (a thread holding something the pager needs must not).
+pub fn overlaps_registered(addr: usize, len: usize) -> bool {
+    let end = addr.saturating_add(len);
+    let regions = REGIONS.lock().unwrap_or_else(|p| p.into_inner());
+    regions.iter().any(|&(b, l)| addr < b + l && b < end)
+}
+
 /// One fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fault {
@@ -180,6 +191,7 @@ impl Uffd {
         }
         .map_err(err)? as usize;
         let region = UffdRegion { base, len };
+        REGIONS.lock().unwrap_or_else(|p| p.into_inner()).push((base, len));
         let mut reg = Register {
             range: Range { start: base as u64, len: len as u64 },
             mode: REGISTER_MODE_MISSING | if readonly { 0 } else { REGISTER_MODE_WP },
@@ -437,6 +449,7 @@ impl UffdRegion {
 
 impl Drop for UffdRegion {
     fn drop(&mut self) {
+        REGIONS.lock().unwrap_or_else(|p| p.into_inner()).retain(|&(b, _)| b != self.base);
         // SAFETY: the region's own mapping, no longer registered or used.
         unsafe {
             let _ = rustix::mm::munmap(self.base as *mut _, self.len);
@@ -450,8 +463,31 @@ mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
 
+    /// The tests that register regions run one at a time (a region freed by one may come
+    /// back at the same address in another).
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[test]
+    fn registered_regions_are_known_while_they_live() {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        let u = match Uffd::new() {
+            Ok(u) => u,
+            Err(e) => return eprintln!("userfaultfd unavailable here ({e}); skipping"),
+        };
+        let region = u.register(3 * PAGE, false).unwrap();
+        let base = region.base();
+        assert!(overlaps_registered(base, 1));
+        assert!(overlaps_registered(base + 3 * PAGE - 1, 100));
+        assert!(overlaps_registered(base - 10, 11));
+        assert!(!overlaps_registered(base - 10, 10));
+        assert!(!overlaps_registered(base + 3 * PAGE, PAGE));
+        drop(region);
+        assert!(!overlaps_registered(base, 3 * PAGE));
+    }
+
     #[test]
     fn missing_and_write_protect_faults() {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
         let u = match Uffd::new() {
             Ok(u) => Arc::new(u),
             Err(e) => {

@@ -93,8 +93,15 @@ impl Direct {
     ) -> Option<std::io::Result<()>> {
         let mine = match near {
             Near::Seg(_) => d.flags & DMA_F_USER_MEM == 0 && d.size <= SMALL,
+            // Not memory a map of another host's segment pages in: the kernel's copy into
+            // the socket cannot fault its missing pages in (the userfaultfd serves faults of
+            // user mode only) and would break the flow the maps share; the engine, which
+            // reads it another way, reports what happens.
             Near::Mem(m) => {
-                d.flags & DMA_F_USER_MEM != 0 && d.size == m.len() as u64 && (wait || d.size <= SMALL)
+                d.flags & DMA_F_USER_MEM != 0
+                    && d.size == m.len() as u64
+                    && (wait || d.size <= SMALL)
+                    && !remora_sys::uffd::overlaps_registered(m.addr(), m.len())
             }
         };
         if !mine || !remora_config::Config::get().pager_flows {
