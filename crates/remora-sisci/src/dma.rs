@@ -1,7 +1,7 @@
 //! DMA queues. The node daemon is the DMA engine: a post writes descriptors into a page
 //! shared with the engine and wakes it; the engine copies between its own mappings of the
 //! segments and reports completion through the same page. No payload passes through this
-//! process.
+//! process but in jobs the engine never sees (`dma/direct.rs`, `dma/here.rs`).
 //!
 //! The queue follows the guide's state machine: IDLE → POSTED → DONE | ERROR | ABORTED, a
 //! finished queue may be posted again, and any other call order gives
@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod direct;
+mod here;
 
 /// The state of a DMA queue (`sci_dma_queue_state_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +84,8 @@ struct QInner {
     asked: u32,
     /// Small transfers to another host, made over the process's own flow.
     direct: Mutex<direct::Direct>,
+    /// Transfers between memories of this host, made by the posting thread.
+    here: Mutex<here::Here>,
 }
 
 impl std::fmt::Debug for QInner {
@@ -177,6 +180,7 @@ impl DmaQueue {
                 listener: Mutex::new(None),
                 asked,
                 direct: Mutex::default(),
+                here: Mutex::default(),
             }),
         })
     }
@@ -366,6 +370,9 @@ impl DmaQueue {
             return Err(Error::IllegalParameter("no transfers".into()));
         }
         let mut descs = Self::descs(local, remote, vec, flags.read)?;
+        if self.made_here(&mut st, local, remote, &descs, flags.wait, callback.is_some()) {
+            return Ok(());
+        }
         // A vector longer than the queue holds goes in turns, each waited for; the last
         // turn ends as the caller asked (waited for, or with its callback).
         let cap = self.capacity() as usize;

@@ -1,0 +1,157 @@
+//! DMA between two memories of this host made by the posting thread: when the remote
+//! segment is on this host, its memory (a memfd) is mappable in this process as the local
+//! segment's is, so a job of up to [`LIMIT`] bytes ([`LIMIT_UNWAITED`] when the caller
+//! does not wait for it) is copied here, between this process's own mappings of the two,
+//! instead of being handed to the node daemon's engine and its completion waited for.
+//! The engine's hand-off (post, wake its worker, wake this thread at completion) cost
+//! ~3 µs a job, as long as copying 64 KiB: one 64 KiB transfer per post made a median 0.27
+//! of `memcpy`, 256 KiB 0.54, 1 MiB 0.76; made here 1.07, 0.98 and 1.01, and an 8-byte
+//! post-to-completion 0.15 µs instead of 3.07 (`remora bench dma`, five runs each,
+//! interleaved, on two busy cores).
+//!
+//! The queue's semantics stay: the job has been checked as the engine's would be (the
+//! local segment this process's and prepared, the connection its and not lost, every
+//! range inside its segment: `DmaQueue::descs` and the checks here), the segments are busy
+//! while it runs, the queue ends DONE and a later post or wait sees it so. What goes to
+//! the engine still: a transfer with a callback (it runs on the event thread after the
+//! engine's completion), user memory (`SCIStartDmaTransferMem`), a multicast connection,
+//! another host's segment, segments of another node's descriptor than the queue's, and
+//! anything larger, which the engine makes while the caller goes on.
+//!
+//! A connection its exporter revoked (forced disconnect) a moment ago may, until this
+//! process has heard of it, still take one such copy, as stores through a map of it would.
+
+use crate::segment::{LocalSegment, RemoteSegment};
+use remora_sys::dma::{DmaDesc, DMA_F_READ, DMA_F_USER_MEM};
+use remora_sys::{Mapping, Memfd};
+use std::os::fd::AsFd;
+use std::sync::{Arc, Weak};
+
+/// Jobs of at most this many bytes in all are made here when the caller waits for them
+/// (`SCI_FLAG_DMA_WAIT`: its thread is blocked either way, and copying here is not slower
+/// than the engine's copy plus its hand-off).
+pub(super) const LIMIT: u64 = 1 << 20;
+
+/// Jobs of at most this many bytes in all are made here when the caller does not wait:
+/// the post returns only once they are made, after at most a few hand-offs' time (a
+/// larger one goes to the engine, which makes it while the caller goes on).
+pub(super) const LIMIT_UNWAITED: u64 = 256 << 10;
+
+/// A mapping of the whole of one segment's memory, kept while the same segment is used
+/// (known by its allocation, which the weak reference keeps from being reused).
+#[derive(Debug)]
+pub(super) struct WholeMap<T> {
+    kept: Option<(Weak<T>, Arc<Mapping>)>,
+}
+
+impl<T> Default for WholeMap<T> {
+    fn default() -> Self {
+        WholeMap { kept: None }
+    }
+}
+
+impl<T> WholeMap<T> {
+    /// The mapping of `size` bytes of `memfd`, the memory of `owner` (made once per owner).
+    /// `None` when there is no memory or it is shorter than `size`.
+    pub(super) fn of(&mut self, owner: &Arc<T>, memfd: Option<&Memfd>, size: usize) -> Option<Arc<Mapping>> {
+        if let Some((w, m)) = &self.kept {
+            if std::ptr::eq(w.as_ptr(), Arc::as_ptr(owner)) && m.len() == size {
+                return Some(m.clone());
+            }
+        }
+        let memfd = memfd.filter(|m| m.size() >= size as u64 && size > 0)?;
+        let m = Arc::new(Mapping::new(memfd.as_fd(), 0, size, Default::default()).ok()?);
+        self.kept = Some((Arc::downgrade(owner), m.clone()));
+        Some(m)
+    }
+}
+
+/// What a queue keeps for the transfers it makes here.
+#[derive(Debug, Default)]
+pub(super) struct Here {
+    local: WholeMap<crate::segment::LocalInner>,
+    remote: WholeMap<crate::segment::RemoteInner>,
+}
+
+impl super::DmaQueue {
+    /// Make the checked job `descs` between `local` and `remote` here when it is one for
+    /// this thread (see the module's notes): the queue is then DONE. `false`: not made,
+    /// nothing moved, the engine makes it.
+    pub(super) fn made_here(
+        &self,
+        st: &mut super::QState,
+        local: &LocalSegment,
+        remote: &RemoteSegment,
+        descs: &[DmaDesc],
+        wait: bool,
+        with_callback: bool,
+    ) -> bool {
+        let limit = if wait { LIMIT } else { LIMIT_UNWAITED };
+        let total = descs.iter().try_fold(0u64, |t, d| t.checked_add(d.size));
+        if with_callback || total.is_none_or(|t| t > limit) {
+            return false;
+        }
+        // As a post to the engine: stores to maps of other hosts' segments made before go
+        // first (free when there are none); the segments are busy while the bytes move.
+        remora_client::dsm::settle();
+        let _busy = (local.inner.deps.token(), remote.inner.deps.token());
+        let node = self.inner.desc.node();
+        if !self.inner.here.lock().unwrap_or_else(|p| p.into_inner()).run(node, local, remote, descs) {
+            return false;
+        }
+        st.with_callback = false;
+        st.callback = None;
+        st.phase = Some(super::DmaState::Done);
+        st.inflight.clear();
+        true
+    }
+}
+
+impl Here {
+    /// Make the job `descs` (checked: every range inside its segment) between `local` and
+    /// `remote` here, for a queue of descriptor node `node`. `false`: not made, nothing
+    /// moved (the engine makes it).
+    pub(super) fn run(
+        &mut self,
+        node: u32,
+        local: &LocalSegment,
+        remote: &RemoteSegment,
+        descs: &[DmaDesc],
+    ) -> bool {
+        if descs.iter().any(|d| d.flags & DMA_F_USER_MEM != 0) {
+            return false;
+        }
+        if local.node() != node || remote.descriptor().node() != node || remote.is_lost() {
+            return false;
+        }
+        let Ok(link) = remote.link() else { return false };
+        if !link.legs.is_empty() {
+            return false;
+        }
+        let Some(far) = self.remote.of(&remote.inner, link.memfd.as_ref(), link.size) else { return false };
+        let near = {
+            let memfd = local.inner.memfd.read().unwrap_or_else(|p| p.into_inner());
+            self.local.of(&local.inner, memfd.as_ref(), local.size())
+        };
+        let Some(near) = near else { return false };
+        // Every piece is checked before the first moves, so that a refusal moves nothing.
+        let fits =
+            |m: &Mapping, off: u64, size: u64| off.checked_add(size).is_some_and(|e| e <= m.len() as u64);
+        if !descs.iter().all(|d| fits(&near, d.local_off, d.size) && fits(&far, d.remote_off, d.size)) {
+            return false;
+        }
+        for d in descs {
+            let (l, r, n) = (d.local_off as usize, d.remote_off as usize, d.size as usize);
+            let moved = match d.flags & DMA_F_READ != 0 {
+                true => near.copy_from(l, &far, r, n),
+                false => far.copy_from(r, &near, l, n),
+            };
+            // Not reached (both ranges were checked, both mappings are writable); should it
+            // be, the engine makes the whole job again, which leaves the same bytes.
+            if moved.is_err() {
+                return false;
+            }
+        }
+        true
+    }
+}
