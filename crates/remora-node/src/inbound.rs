@@ -81,7 +81,7 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
                 reg.connect_interrupt(sid, from, intno, data)
             })
             .await
-            .map(|(intr, _, _)| PeerReply::Interrupt { intr, intno })
+            .map(|(intr, _)| PeerReply::Interrupt { intr, intno })
         }
         PeerRequest::DisconnectInterrupt { intr } => {
             node.lock().disconnect_interrupt(sid, intr).map(|_| PeerReply::Ok)

@@ -21,7 +21,11 @@ const SPIN: Duration = Duration::from_micros(50);
 fn page_of(fds: Vec<OwnedFd>) -> Result<Option<IntrPage>> {
     let mut fds = fds.into_iter();
     match (fds.next(), fds.next()) {
-        (Some(page), Some(ev)) => Ok(Some(IntrPage::open(&Memfd::from_fd(page)?, EventFd::from_fd(ev))?)),
+        // The bell's sending end (a post must ring it); its receiving end, which the
+        // creator gets, is not kept: a signal's waits sleep on the futex word.
+        (Some(page), Some(ev)) => Ok(Some(
+            IntrPage::open(&Memfd::from_fd(page)?, EventFd::from_fd(ev))?.with_bell(fds.next(), None),
+        )),
         _ => Ok(None),
     }
 }

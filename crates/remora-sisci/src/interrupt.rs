@@ -38,9 +38,12 @@ fn open_page(desc: &Descriptor, req: Request) -> Result<(u64, u32, Option<IntrPa
     };
     let mut fds = fds.into_iter();
     // An interrupt of another host comes without its page: triggers then go through the
-    // daemons.
+    // daemons. The page's bell follows it: the sending end, and for the owner the
+    // receiving end, on which its waits sleep while other hosts are connected.
     let page = match (fds.next(), fds.next()) {
-        (Some(page), Some(ev)) => Some(IntrPage::open(&Memfd::from_fd(page)?, EventFd::from_fd(ev))?),
+        (Some(page), Some(ev)) => Some(
+            IntrPage::open(&Memfd::from_fd(page)?, EventFd::from_fd(ev))?.with_bell(fds.next(), fds.next()),
+        ),
         _ => None,
     };
     Ok((intr, intno, page))

@@ -84,6 +84,58 @@ fn triggers_across_hosts_arrive_with_their_data_in_order() {
 }
 
 #[test]
+fn a_blocked_owner_wakes_for_triggers_from_either_host() {
+    // While another host is connected the owner's blocked waits sleep on the interrupt's
+    // bell (a socket), not on its futex word: every trigger, across hosts or from this
+    // host, must still wake them, two waiting threads at once, and a removal too.
+    let Some(c) = common::net_cluster(2) else { return };
+    let a = Descriptor::open(&common::net_sci(&c, 1)).unwrap();
+    let a2 = Descriptor::open(&common::net_sci(&c, 1)).unwrap();
+    let b = Descriptor::open(&common::net_sci(&c, 2)).unwrap();
+    let intr = Interrupt::create(&a, 0, Some(47), false, None).unwrap();
+    let far = RemoteInterrupt::connect(&b, c.node(1), 0, 47, LONG).unwrap();
+    let near = RemoteInterrupt::connect(&a2, c.node(1), 0, 47, LONG).unwrap();
+    let blocked = |i: &Interrupt| i.wait_with_spin(LONG, Duration::ZERO);
+    for round in 0..20 {
+        let w = intr.clone();
+        let waiter = std::thread::spawn(move || blocked(&w));
+        // Let it fall asleep first (a trigger before the wait would be counted anyway).
+        std::thread::sleep(Duration::from_millis(2));
+        if round % 2 == 0 { far.trigger() } else { near.trigger() }.unwrap();
+        waiter.join().unwrap().unwrap();
+    }
+    // Two waiters at once (one on the bell, one on the futex): two triggers wake both.
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let w = intr.clone();
+            std::thread::spawn(move || blocked(&w))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(5));
+    far.trigger().unwrap();
+    near.trigger().unwrap();
+    for w in waiters {
+        w.join().unwrap().unwrap();
+    }
+    // The second trigger may have come after both woke: taken now.
+    let _ = intr.wait(Some(Duration::from_millis(10)));
+    // Without a connection from another host the waits sleep on the futex again.
+    far.disconnect().unwrap();
+    let w = intr.clone();
+    let waiter = std::thread::spawn(move || blocked(&w));
+    std::thread::sleep(Duration::from_millis(2));
+    near.trigger().unwrap();
+    waiter.join().unwrap().unwrap();
+    // A removal wakes a waiter on the bell with "cancelled".
+    let _far = RemoteInterrupt::connect(&b, c.node(1), 0, 47, LONG).unwrap();
+    let w = intr.clone();
+    let waiter = std::thread::spawn(move || blocked(&w));
+    std::thread::sleep(Duration::from_millis(5));
+    intr.remove().unwrap();
+    assert_eq!(waiter.join().unwrap().unwrap_err(), Error::Cancelled);
+}
+
+#[test]
 fn a_trigger_across_hosts_after_the_interrupt_was_removed_says_so() {
     let Some(c) = common::net_cluster(2) else { return };
     let a = Descriptor::open(&common::net_sci(&c, 1)).unwrap();

@@ -110,22 +110,8 @@ pub fn spin_then_block(
     mut ready: impl FnMut() -> bool,
 ) -> WaitOutcome {
     let start = Instant::now();
-    let mut n = 0u32;
-    loop {
-        if ready() {
-            return WaitOutcome::Ready;
-        }
-        if spin.is_zero() {
-            break;
-        }
-        n = n.wrapping_add(1);
-        if n.is_multiple_of(64) {
-            if start.elapsed() >= spin {
-                break;
-            }
-            std::thread::yield_now();
-        }
-        std::hint::spin_loop();
+    if spin_for(start, spin, &mut ready) {
+        return WaitOutcome::Ready;
     }
     waiters.fetch_add(1, Ordering::SeqCst);
     let out = loop {
@@ -145,6 +131,77 @@ pub fn spin_then_block(
         futex_wait(word, seen, slice);
     };
     waiters.fetch_sub(1, Ordering::SeqCst);
+    out
+}
+
+/// Spin until `ready()` holds (`true`) or `spin` since `start` passed (`false`), offering
+/// the core to other threads every few microseconds (see [`spin_then_block`]).
+fn spin_for(start: Instant, spin: Duration, ready: &mut impl FnMut() -> bool) -> bool {
+    let mut n = 0u32;
+    loop {
+        if ready() {
+            return true;
+        }
+        if spin.is_zero() {
+            return false;
+        }
+        n = n.wrapping_add(1);
+        if n.is_multiple_of(64) {
+            if start.elapsed() >= spin {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// [`spin_then_block`] that blocks in `poll` on `bell` (a socket that wakers write a byte
+/// into while `ringing` is raised) instead of on a futex: a socket's wake-up is synchronous
+/// (the scheduler may run the wakee on the waker's core once the waker sleeps), a futex's
+/// is not. Only one thread may wait on a given bell at a time: it drains what was rung.
+/// Survives `EINTR`; wakes at least every 100 ms to re-check, as [`spin_then_block`] does.
+pub fn spin_then_poll(
+    bell: BorrowedFd<'_>,
+    ringing: &AtomicU32,
+    spin: Duration,
+    timeout: Option<Duration>,
+    mut ready: impl FnMut() -> bool,
+) -> WaitOutcome {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let start = Instant::now();
+    if spin_for(start, spin, &mut ready) {
+        return WaitOutcome::Ready;
+    }
+    ringing.fetch_add(1, Ordering::SeqCst);
+    let out = loop {
+        if ready() {
+            break WaitOutcome::Ready;
+        }
+        let left = match timeout {
+            Some(t) => match t.checked_sub(start.elapsed()) {
+                Some(l) if !l.is_zero() => l,
+                _ => break WaitOutcome::TimedOut,
+            },
+            None => Duration::from_millis(100),
+        };
+        let slice = left.min(Duration::from_millis(100));
+        let ts =
+            rustix::time::Timespec { tv_sec: slice.as_secs() as i64, tv_nsec: slice.subsec_nanos() as _ };
+        let mut fds = [PollFd::new(&bell, PollFlags::IN)];
+        if let Ok(n) = poll(&mut fds, Some(&ts)) {
+            if n > 0 {
+                // What was rung so far (bounded: wakers may keep ringing). A bell whose
+                // other end is gone reads 0 and stays readable: the futex word and the
+                // slices still serve; nap rather than spin on it.
+                let mut sink = [0u8; 256];
+                if let Ok(0) = rustix::io::read(bell, &mut sink) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    };
+    ringing.fetch_sub(1, Ordering::SeqCst);
     out
 }
 

@@ -30,6 +30,20 @@ pub struct Interrupt {
     pub conns: BTreeSet<u64>,
 }
 
+impl Interrupt {
+    /// What a holder of the page gets: the page, the eventfd and the bell's sending end.
+    fn page_fds(&self) -> std::io::Result<Vec<OwnedFd>> {
+        Ok(vec![
+            self.memfd.try_clone()?.into_fd(),
+            self.event.try_clone()?.into_fd(),
+            self.page
+                .bell_sender()
+                .ok_or_else(|| std::io::Error::other("an interrupt page without its bell"))?
+                .try_clone_to_owned()?,
+        ])
+    }
+}
+
 /// The processes that created one shared interrupt number (`SCI_FLAG_SHARED_INT`).
 /// Connections point at `fanout`, an interrupt of the daemon's own whose triggers the
 /// daemon passes on to every member.
@@ -70,7 +84,7 @@ impl Registry {
         intno: Option<u32>,
         data: bool,
         shared: bool,
-    ) -> Result<(u64, u32, OwnedFd, OwnedFd, Option<u64>), Error> {
+    ) -> Result<(u64, u32, Vec<OwnedFd>, Option<u64>), Error> {
         let group = |n: u32| (data, n);
         let intno = match intno {
             Some(n) if shared && self.shared_ints.contains_key(&group(n)) => n,
@@ -84,7 +98,8 @@ impl Registry {
         if shared && !self.shared_ints.contains_key(&group(intno)) {
             // The first sharer: the number names the daemon's fan-out interrupt (of the
             // same kind), whose page is armed so that every trigger signals its eventfd.
-            let fanout = self.new_interrupt(0, intno, data)?;
+            // Nobody waits on a fan-out page: its bell's receiving end is not kept.
+            let (fanout, _) = self.new_interrupt(0, intno, data)?;
             if let Some(f) = self.interrupts.get(&fanout) {
                 f.page.set_armed(true);
             }
@@ -92,7 +107,7 @@ impl Registry {
             self.shared_ints.insert(group(intno), SharedGroup { fanout, members: BTreeSet::new() });
             new_fanout = Some(fanout);
         }
-        let intr = self.new_interrupt(session, intno, data)?;
+        let (intr, bell_rx) = self.new_interrupt(session, intno, data)?;
         if shared {
             self.shared_ints.get_mut(&group(intno)).expect("made above").members.insert(intr);
         } else {
@@ -100,20 +115,25 @@ impl Registry {
         }
         let i = &self.interrupts[&intr];
         let sys = |e: std::io::Error| Error::System(e.to_string());
-        let fds = (i.memfd.try_clone().map_err(sys)?.into_fd(), i.event.try_clone().map_err(sys)?.into_fd());
-        Ok((intr, intno, fds.0, fds.1, new_fanout))
+        let mut fds = i.page_fds().map_err(sys)?;
+        fds.push(bell_rx);
+        Ok((intr, intno, fds, new_fanout))
     }
 
-    /// A new interrupt page for `owner` (0: the daemon), not yet numbered in `intnos`.
-    fn new_interrupt(&mut self, owner: u64, intno: u32, data: bool) -> Result<u64, Error> {
+    /// A new interrupt page for `owner` (0: the daemon), not yet numbered in `intnos`, and
+    /// the receiving end of its bell (`remora_sys::intr::bell`), the owner's.
+    fn new_interrupt(&mut self, owner: u64, intno: u32, data: bool) -> Result<(u64, OwnedFd), Error> {
         let sys = |e: std::io::Error| Error::System(e.to_string());
         let memfd = IntrPage::create(&format!("n{}-intr{}", self.node, intno)).map_err(sys)?;
         let event = EventFd::new().map_err(sys)?;
-        let page = IntrPage::open(&memfd, event.try_clone().map_err(sys)?).map_err(sys)?;
+        let (bell_tx, bell_rx) = remora_sys::intr::bell().map_err(sys)?;
+        let page = IntrPage::open(&memfd, event.try_clone().map_err(sys)?)
+            .map_err(sys)?
+            .with_bell(Some(bell_tx), None);
         let intr = self.handle();
         self.interrupts
             .insert(intr, Interrupt { intr, intno, data, owner, memfd, event, page, conns: BTreeSet::new() });
-        Ok(intr)
+        Ok((intr, bell_rx))
     }
 
     /// Pass `n` triggers of shared number `intno`'s fan-out on to every member. `false`
@@ -196,11 +216,15 @@ impl Registry {
         importer_node: u32,
         intno: u32,
         data: bool,
-    ) -> Result<(u64, OwnedFd, OwnedFd), ConnectWait> {
+    ) -> Result<(u64, Vec<OwnedFd>), ConnectWait> {
         let h = *self.intnos.get(&(data, intno)).ok_or(ConnectWait::Missing)?;
         let sys = |e: std::io::Error| ConnectWait::Failed(Error::System(e.to_string()));
         let i = self.interrupts.get(&h).ok_or(ConnectWait::Missing)?;
-        let fds = (i.memfd.try_clone().map_err(sys)?.into_fd(), i.event.try_clone().map_err(sys)?.into_fd());
+        let fds = i.page_fds().map_err(sys)?;
+        if importer_node != self.node {
+            // Its triggers come through this daemon: the owner waits on the bell now.
+            i.page.far_connection(true);
+        }
         let conn = self.handle();
         self.interrupts.get_mut(&h).expect("present").conns.insert(conn);
         self.intr_conns.insert(
@@ -214,7 +238,7 @@ impl Registry {
                 lost: None,
             },
         );
-        Ok((conn, fds.0, fds.1))
+        Ok((conn, fds))
     }
 
     /// Record an interrupt connection made through a proxy.
@@ -312,6 +336,9 @@ impl Registry {
         if let ConnKind::Local { seg: h } = c.target {
             if let Some(i) = self.interrupts.get_mut(&h) {
                 i.conns.remove(&conn);
+                if c.node != self.node {
+                    i.page.far_connection(false);
+                }
             }
         }
         Ok(c)

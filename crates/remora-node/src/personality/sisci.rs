@@ -167,11 +167,11 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
         Request::CreateInterrupt { intno, data, shared } => {
             let made = s.node.lock().create_interrupt(sid, intno, data, shared);
             match made {
-                Ok((intr, intno, page, ev, fanout)) => {
+                Ok((intr, intno, fds, fanout)) => {
                     if let Some(fanout) = fanout {
                         tokio::spawn(fan_out(s.node.clone(), intno, fanout, data));
                     }
-                    (Ok(Reply::Interrupt { intr, intno }), vec![page, ev])
+                    (Ok(Reply::Interrupt { intr, intno }), fds)
                 }
                 Err(e) => (Err(e), vec![]),
             }
@@ -186,7 +186,7 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
                     })
                     .await;
                 match r {
-                    Ok((conn, page, ev)) => (Ok(Reply::Interrupt { intr: conn, intno }), vec![page, ev]),
+                    Ok((conn, fds)) => (Ok(Reply::Interrupt { intr: conn, intno }), fds),
                     Err(e) => (Err(e), vec![]),
                 }
             } else if s.is_peer() {
@@ -290,7 +290,8 @@ async fn connect_interrupt_far(
     };
     match s.ask_via(&t, node, PeerRequest::ConnectInterrupt { intno, data, timeout_ms }).await {
         Ok((PeerReply::Interrupt { intr: remote, intno }, fds))
-            if fds.len() == if shared { 2 } else { 0 } =>
+            // Shared memory: the page, its eventfd and its bell's sending end.
+            if fds.len() == if shared { 3 } else { 0 } =>
         {
             let conn = s.node.lock().add_proxied_interrupt(s.sid, node, intno, data, remote, !shared);
             (Ok(Reply::Interrupt { intr: conn, intno }), fds)
