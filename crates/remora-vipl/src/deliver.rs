@@ -1,8 +1,9 @@
 //! How a payload reaches the peer, and how completions come back.
 //!
-//! A receive posted on a connected VI is described at once in the peer's ring A (its size,
-//! and where its buffers lie: piece segments and offsets). A send consumes the peer's next
-//! receive: it learns the receive's size from ring A (sizes are read in batches, when the
+//! A receive posted on a connected VI is described in the peer's ring A (its size, and
+//! where its buffers lie: piece segments and offsets): at once on this host, across hosts
+//! at once or with the next store that leaves (`Link::posted_later`). A send consumes the
+//! peer's next receive: it learns the receive's size from ring A (sizes are read in batches, when the
 //! peer's posted count is looked at, which is only when the receives known are used up),
 //! writes the payload — inside the completion entry when it is short ([`layout::INLINE`]),
 //! else straight into the receiver's buffers (one copy on one host, one stream across
@@ -88,7 +89,8 @@ impl ViInner {
             return true;
         }
         // Another host's segment: the entries, then the count, down the link's channel
-        // (in order: the peer never reads an entry as it was a lap ago), without waiting.
+        // (in order: the peer never reads an entry as it was a lap ago), without waiting,
+        // and sent now or a little later (`Link::posted_later`).
         let far = link.is_far();
         let put = |at: usize, b: &[u8]| {
             if far {
@@ -127,7 +129,10 @@ impl ViInner {
         }
         link.store(layout::PEER_POSTED, q.pushed);
         if far {
-            return link.push() && !link.has_failed();
+            if link.posted_later(q.pushed, self.map.load(layout::DONE)) {
+                return !link.has_failed();
+            }
+            return link.push_posted(q.pushed) && !link.has_failed();
         }
         true
     }

@@ -460,7 +460,8 @@ impl Nic {
 }
 
 /// The NIC's watcher: notices peers that disconnected, died, or whose node was lost, for
-/// VIs nobody is waiting on, so that the error callback comes anyway.
+/// VIs nobody is waiting on, so that the error callback comes anyway; and sends the counts
+/// of posted receives that waited on a channel to another host (`Link::posted_later`).
 fn watch(nic: Weak<NicInner>) {
     loop {
         std::thread::sleep(Duration::from_millis(10));
@@ -468,6 +469,10 @@ fn watch(nic: Weak<NicInner>) {
         let nic = Nic { inner };
         for vi in nic.live_vis() {
             vi.check_peer(&nic);
+            // Counts of posted receives that waited on a channel go now.
+            if let Some(link) = vi.link() {
+                link.flush_posted();
+            }
         }
     }
 }

@@ -3,7 +3,8 @@
 //! as it was posted, never the ring entry of a lap ago. Found by `remora soak`: the count
 //! of posted receives could reach the sender before the entry describing the receive (the
 //! pager sends dirty pages home in its own order), and a send into a receive big enough
-//! completed with `LENGTH_ERROR`.
+//! completed with `LENGTH_ERROR`. And receives posted again while the sender still knows
+//! plenty are told to it a little later, yet always found.
 
 mod common;
 
@@ -70,4 +71,83 @@ fn every_receive_posted_across_hosts_is_seen_with_its_own_room() {
         rbuf.read(0, &mut back).unwrap();
         assert!(back == data, "receive {i}: {n} bytes intact");
     }
+}
+
+/// A receive posted while the sender still knows plenty unused waits on the receiver's
+/// channel (issue 15: a repost no longer writes to the socket at once, up to a few of them);
+/// once the receiver goes quiet, the NIC's watcher sends the count that waited, so a sender
+/// that uses up every receive it knew still finds each one posted since, and no VI breaks.
+#[test]
+fn receives_told_later_are_found_once_the_receiver_goes_quiet() {
+    let h = Harness::with_cluster(&[4, 8], true);
+    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
+    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
+    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
+    let attrs = |ptag| ViAttributes {
+        reliability: RELIABLE_DELIVERY,
+        max_transfer: MAX_TRANSFER,
+        ptag,
+        rdma_write: false,
+        rdma_read: false,
+    };
+    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
+    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    const POSTED: usize = 32;
+    const SLOT: usize = 4096;
+    let sdesc = common::mem(&snic, 64 * POSTED, sp, false);
+    let rbuf = common::mem(&snic, SLOT * POSTED, sp, false);
+    let cdesc = common::mem(&cnic, 64, cp, false);
+    let sbuf = common::mem(&cnic, SLOT, cp, false);
+    for i in 0..POSTED {
+        let rd = Descriptor {
+            length: SLOT as u32,
+            segments: vec![rbuf.seg(i * SLOT, SLOT)],
+            ..Default::default()
+        };
+        snic.write_descriptor(sdesc.addr(64 * i), sdesc.handle, &rd).unwrap();
+        server.post_recv(sdesc.addr(64 * i), sdesc.handle).unwrap();
+    }
+    common::connect(&snic, &server, &cnic, &client, b"later");
+    let send = |m: usize| {
+        let data = vec![m as u8 ^ 0x5a; 100 + m];
+        sbuf.put(0, &data);
+        let sd = Descriptor {
+            length: data.len() as u32,
+            segments: vec![sbuf.seg(0, data.len())],
+            ..Default::default()
+        };
+        cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &sd).unwrap();
+        client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
+        client.send_wait(T).unwrap();
+        let st = cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status;
+        assert_eq!(st & (status::DONE | status::ERROR_MASK), status::DONE, "send {m}: {st:#x}");
+    };
+    let reap = |m: usize| -> usize {
+        let (addr, _) = server.recv_wait(T).unwrap();
+        let got = snic.read_descriptor(addr, sdesc.handle).unwrap();
+        assert_eq!(got.status, status::DONE | status::OP_RECEIVE, "receive {m}");
+        assert_eq!(got.length as usize, 100 + m, "receive {m}");
+        let slot = (addr - sdesc.addr(0)) / 64;
+        assert!(rbuf.get(slot * SLOT, 100 + m) == vec![m as u8 ^ 0x5a; 100 + m], "receive {m} intact");
+        addr
+    };
+    // Half the receives used, then reaped; twelve of them posted again while the sender
+    // still knows sixteen unused: eight are told at once (a batch), four wait.
+    for m in 0..16 {
+        send(m);
+    }
+    let again: Vec<usize> = (0..16).map(reap).collect();
+    for &addr in &again[..12] {
+        server.post_recv(addr, sdesc.handle).unwrap();
+    }
+    // The receiver does nothing more; the sender uses every receive posted (the last four
+    // are found only once the count that waited was sent).
+    for m in 16..16 + 28 {
+        send(m);
+    }
+    for m in 16..16 + 28 {
+        reap(m);
+    }
+    assert_eq!(client.state(), ViState::Connected);
+    assert_eq!(server.state(), ViState::Connected);
 }
