@@ -141,16 +141,23 @@ fn vectors_scattered_adjacent_and_longer_than_the_queue_land_intact() {
 #[test]
 fn callbacks_and_lost_connections_behave_as_with_the_engine() {
     let p = pair();
-    p.sm.write(0, &pattern(64 << 10, 31)).unwrap();
+    // Callbacks, for a job made at once and for one the engine makes: each fires once,
+    // with the outcome, after the bytes landed.
     let (tx, rx) = mpsc::channel();
-    let cb: DmaCallback = Box::new(move |_q, r| {
-        tx.send(r).unwrap();
-        CallbackAction::Continue
-    });
-    p.q.start(&p.src, &p.remote, 0, 64 << 10, 0, DmaFlags::default(), Some(cb)).unwrap();
-    assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), Ok(()));
-    assert_eq!(p.q.state(), DmaState::Done);
-    assert!(read(&p.tm, 0, 64 << 10) == pattern(64 << 10, 31));
+    for (k, size) in [64usize << 10, 512 << 10, 4096].into_iter().enumerate() {
+        let data = pattern(size, 31 + k as u64);
+        p.sm.write(0, &data).unwrap();
+        let tx = tx.clone();
+        let cb: DmaCallback = Box::new(move |q, r| {
+            tx.send((r, q.state())).unwrap();
+            CallbackAction::Continue
+        });
+        p.q.start(&p.src, &p.remote, 0, size, 0, DmaFlags::default(), Some(cb)).unwrap();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), (Ok(()), DmaState::Done), "{size} B");
+        assert_eq!(p.q.state(), DmaState::Done);
+        assert!(read(&p.tm, 0, size) == data, "{size} B with a callback");
+        assert!(rx.recv_timeout(Duration::from_millis(50)).is_err(), "a callback fired twice");
+    }
     // The exporter forces the connection away: once this process knows, a transfer is
     // refused and moves nothing.
     p.tm.write(0, &[0u8; 4096]).unwrap();
