@@ -331,6 +331,25 @@ static void round_mmap(void)
         CHECK_EQ(munmap(res, PAGE), 0, "munmap of the reserve");
     }
 
+    /* RMA whose local memory is a fresh mapping of the peer's windows (across hosts its
+     * pages are not fetched yet: the library must not hand them to the kernel's socket
+     * copy, which cannot fault them in). */
+    rpc(CMD_FILL, OFF_C1, 2 * PAGE, 223, 0);
+    fx = (uint8_t *)scif_mmap(NULL, 2 * PAGE, RW, 0, M, OFF_C1);
+    CHECK(fx != SCIF_MMAP_FAILED, "a second scif_mmap of C1+C2");
+    CHECK_EQ(scif_vwriteto(M, fx, 2 * PAGE, peer_b, SCIF_RMA_SYNC), 0,
+             "scif_vwriteto from a scif_mmap of the peer's windows");
+    rpc(CMD_VERIFY, peer_b, 2 * PAGE, 223, 0);
+    CHECK_EQ(scif_munmap(fx, 2 * PAGE), 0, "scif_munmap of the second C1+C2 mapping");
+    rpc(CMD_FILL, peer_b, 2 * PAGE, 224, 0);
+    fx = (uint8_t *)scif_mmap(NULL, 2 * PAGE, RW, 0, M, OFF_C1);
+    CHECK(fx != SCIF_MMAP_FAILED, "a third scif_mmap of C1+C2");
+    CHECK_EQ(scif_vreadfrom(M, fx, 2 * PAGE, peer_b, 0), 0,
+             "scif_vreadfrom into a scif_mmap of the peer's windows");
+    verify_mem(fx, 2 * PAGE, 224, "scif_vreadfrom into a mapping of the peer's windows");
+    CHECK_EQ(scif_munmap(fx, 2 * PAGE), 0, "scif_munmap of the third C1+C2 mapping");
+    ok("scif_vwriteto from and scif_vreadfrom into a mapping of the peer's windows");
+
     CHECK_EQ(scif_munmap(p, WIN_LEN), 0, "scif_munmap of the B mapping");
     CHECK_EQ(scif_munmap(q, 2 * PAGE), 0, "scif_munmap of the C1+C2 mapping");
     CHECK_EQ(scif_munmap(ro, PAGE), 0, "scif_munmap of the read-only mapping");

@@ -380,7 +380,8 @@ impl Direct {
 /// Store the bytes of `src` at `roffset` of `range` over the session's pager flow to it
 /// (shared with the session's maps of that memory, so their stores stay in order),
 /// returning once the home node has them: RMA to another host (`scif_writeto` and
-/// friends). `None` where no pager flow can be had (the caller goes through the daemon).
+/// friends). `None` where no pager flow can be had, or where `src` is memory a map of
+/// another host pages in (the caller goes through the daemon).
 ///
 /// # Errors
 /// The flow failed; `PermissionDenied` when the peer's node refused a store (no window
@@ -391,6 +392,9 @@ pub fn range_write(
     roffset: u64,
     src: Source<'_>,
 ) -> Option<std::io::Result<()>> {
+    if src.pages_in() {
+        return None;
+    }
     let flow = shared_flow(session, range)?;
     let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
     Some(d.write_now(roffset, src))
@@ -398,7 +402,8 @@ pub fn range_write(
 
 /// Read the bytes of `out` at `roffset` of `range` over the session's pager flow, in frames
 /// of at most 1 MiB with several in flight: RMA from another host (`scif_readfrom` and
-/// friends). `None` where no pager flow can be had.
+/// friends). `None` where no pager flow can be had, or where `out` is memory a map of
+/// another host pages in.
 ///
 /// # Errors
 /// The flow failed; `PermissionDenied` when the peer's node refused the read: ask the
@@ -409,6 +414,9 @@ pub fn range_read(
     roffset: u64,
     mut out: Sink<'_>,
 ) -> Option<std::io::Result<()>> {
+    if out.pages_in() {
+        return None;
+    }
     let flow = shared_flow(session, range)?;
     let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
     Some(d.read_many(roffset, &mut out))

@@ -54,7 +54,24 @@ fn runs(
     })
 }
 
+/// Whether `addr..addr + len` is memory a map of another host's segment pages in: the
+/// kernel's copy between it and a socket cannot fault its missing pages in (the userfaultfd
+/// serves faults of user mode only), and a copy in user mode under a pager flow's lock
+/// could wait for the pager, which may need that same flow.
+fn pages_in(addr: usize, len: usize) -> bool {
+    remora_sys::uffd::overlaps_registered(addr, len)
+}
+
 impl Source<'_> {
+    /// Whether some of the bytes are memory a DSM map pages in (see [`pages_in`]).
+    pub(super) fn pages_in(&self) -> bool {
+        match self {
+            Source::Buf(b) => pages_in(b.as_ptr() as usize, b.len()),
+            Source::Pieces(_) => false,
+            Source::Region(r) => pages_in(r.addr(), r.len()),
+        }
+    }
+
     pub(super) fn len(&self) -> usize {
         match self {
             Source::Buf(b) => b.len(),
@@ -99,6 +116,15 @@ impl Sink<'_> {
             Sink::Buf(b) => Sink::Buf(b),
             Sink::Pieces(p) => Sink::Pieces(p),
             Sink::Region(r) => Sink::Region(*r),
+        }
+    }
+
+    /// Whether some of the bytes are memory a DSM map pages in (see [`pages_in`]).
+    pub(super) fn pages_in(&self) -> bool {
+        match self {
+            Sink::Buf(b) => pages_in(b.as_ptr() as usize, b.len()),
+            Sink::Pieces(_) => false,
+            Sink::Region(r) => pages_in(r.addr(), r.len()),
         }
     }
 
