@@ -34,6 +34,12 @@ impl Endpoint {
     /// `scif_send` over the direct flow: blocking sends everything (resuming after partial
     /// writes), non-blocking queues what the socket takes now.
     pub(crate) fn send_direct(&self, c: &Conn, data: &[u8], block: bool) -> Result<usize> {
+        if pages_in(data) {
+            // The kernel's copy into the socket cannot fault in pages a map of another
+            // host's memory has not fetched yet (the userfaultfd serves user mode only):
+            // copy them here first, which faults them in.
+            return self.send_direct(c, &data.to_vec(), block);
+        }
         let fd = self.as_fd();
         let mut sent = 0;
         while sent < data.len() {
@@ -60,6 +66,13 @@ impl Endpoint {
     /// non-blocking takes what is there. The end of the stream, once every byte before it
     /// is taken, is [`Error::Reset`], and the descriptor reports hang-up from then on.
     pub(crate) fn recv_direct(&self, c: &Conn, buf: &mut [u8], block: bool) -> Result<usize> {
+        if pages_in(buf) {
+            // As for sends: the kernel cannot fill such pages; receive here, then copy.
+            let mut here = vec![0u8; buf.len()];
+            let n = self.recv_direct(c, &mut here, block)?;
+            buf[..n].copy_from_slice(&here[..n]);
+            return Ok(n);
+        }
         let fd = self.as_fd();
         let mut got = 0;
         let mut spin: Option<Instant> = None;
@@ -100,4 +113,9 @@ impl Endpoint {
         }
         Ok(got)
     }
+}
+
+/// Whether `buf` is (partly) memory a map of another host's memory pages in.
+fn pages_in(buf: &[u8]) -> bool {
+    remora_sys::uffd::overlaps_registered(buf.as_ptr() as usize, buf.len())
 }

@@ -285,7 +285,7 @@ static void round_span(void)
 
 static void round_mmap(void)
 {
-    uint8_t *p, *q, *ro, *fx;
+    uint8_t *p, *q, *q2, *ro, *fx;
     void *res;
 
     PHASE("mmap");
@@ -349,6 +349,23 @@ static void round_mmap(void)
     verify_mem(fx, 2 * PAGE, 224, "scif_vreadfrom into a mapping of the peer's windows");
     CHECK_EQ(scif_munmap(fx, 2 * PAGE), 0, "scif_munmap of the third C1+C2 mapping");
     ok("scif_vwriteto from and scif_vreadfrom into a mapping of the peer's windows");
+
+    /* Messages from and into fresh mappings of the peer's windows: the peer stages a
+     * request in its C1, which we send from a mapping of it; its answer lands in a
+     * mapping of B's second page. */
+    rpc(CMD_STAGE, OFF_C1, PAGE, 225, (uint64_t)peer_b);
+    fx = (uint8_t *)scif_mmap(NULL, 2 * PAGE, RW, 0, M, OFF_C1);
+    CHECK(fx != SCIF_MMAP_FAILED, "a fourth scif_mmap of C1+C2");
+    q2 = (uint8_t *)scif_mmap(NULL, PAGE, RW, 0, M, peer_b + PAGE);
+    CHECK(q2 != SCIF_MMAP_FAILED, "a scif_mmap of B's second page");
+    send_all(M, fx, (int)sizeof(struct cmd));
+    recv_all(M, q2, (int)sizeof(struct cmd));
+    CHECK(((const struct cmd *)q2)->tag == CMD_ACK,
+          "the peer's answer arrived in a mapping of its window");
+    CHECK_EQ(scif_munmap(q2, PAGE), 0, "scif_munmap of B's second page");
+    CHECK_EQ(scif_munmap(fx, 2 * PAGE), 0, "scif_munmap of the fourth C1+C2 mapping");
+    rpc(CMD_VERIFY, peer_b, PAGE, 225, 0);
+    ok("scif_send from and scif_recv into mappings of the peer's windows");
 
     CHECK_EQ(scif_munmap(p, WIN_LEN), 0, "scif_munmap of the B mapping");
     CHECK_EQ(scif_munmap(q, 2 * PAGE), 0, "scif_munmap of the C1+C2 mapping");

@@ -213,6 +213,7 @@ enum {
     CMD_WAIT_SIGNAL,       /* spin until the u64 at off equals val */
     CMD_UNREG,             /* scif_unregister(off, len) */
     CMD_REREG,             /* register U again at off (SCIF_MAP_FIXED) */
+    CMD_STAGE,             /* write at off a CMD_FILL of [val, val+len) with seed */
     CMD_END,               /* end of this round */
     CMD_ACK,
     MSG_HELLO,
@@ -291,6 +292,18 @@ static void serve(void)
             CHECK_EQ(scif_register(M, win[W_U].addr, PAGE, (off_t)c.off, RW, SCIF_MAP_FIXED),
                      (off_t)c.off, "re-register U at its old offset after unregister");
             break;
+        case CMD_STAGE: {
+            struct cmd staged;
+            size_t k;
+            memset(&staged, 0, sizeof staged);
+            staged.tag = CMD_FILL;
+            staged.seed = c.seed;
+            staged.off = (int64_t)c.val;
+            staged.len = c.len;
+            for (k = 0; k < sizeof staged; k++)
+                *at((off_t)c.off + (off_t)k) = ((const uint8_t *)&staged)[k];
+            break;
+        }
         case CMD_END:
             send_cmd(M, CMD_ACK, 0, 0, 0, 0);
             return;
