@@ -37,7 +37,8 @@ impl Endpoint {
         if pages_in(data) {
             // The kernel's copy into the socket cannot fault in pages a map of another
             // host's memory has not fetched yet (the userfaultfd serves user mode only):
-            // copy them here first, which faults them in.
+            // copy them here first, which faults them in (the copy is the point).
+            #[allow(clippy::unnecessary_to_owned)]
             return self.send_direct(c, &data.to_vec(), block);
         }
         let fd = self.as_fd();
