@@ -206,7 +206,10 @@ impl DsmMap {
     /// `ERANGE` outside the map; the flow's error when a store straight home failed.
     pub fn write(&self, off: usize, data: &[u8]) -> std::io::Result<()> {
         check(off, data.len(), self.len)?;
-        if data.len() >= THROUGH && self.direct {
+        // Not bytes of a map of another host themselves: the kernel's copy into the flow
+        // could not fault their missing pages in.
+        let paged = || remora_sys::uffd::overlaps_registered(data.as_ptr() as usize, data.len());
+        if data.len() >= THROUGH && self.direct && !paged() {
             if let Some(r) = self.write_through(self.delta + off, data) {
                 return r;
             }
