@@ -50,6 +50,9 @@ struct State {
     refilling: bool,
     /// A flow was taken since the link came up (the pool is kept full only then).
     wanted: bool,
+    /// The peer's incarnation at the last look ([`Pool::sweep`]): a new start of the peer
+    /// is a new link, whose pool is wanted only once a flow is taken from it.
+    seen_inc: u64,
 }
 
 /// The pooled flows to one peer.
@@ -95,6 +98,7 @@ impl Pool {
         let taken = {
             let mut st = self.state();
             st.wanted = true;
+            st.seen_inc = self.peer.peer_incarnation.load(Ordering::SeqCst);
             let mut got = None;
             while let Some(p) = st.flows.pop() {
                 if self.sound(&p) {
@@ -134,6 +138,9 @@ impl Pool {
             st.refilling = true;
         }
         let me = self.clone();
+        // Flows of a later start of the peer than the one the pool was wanted for are not
+        // kept: that start's pool fills once a flow is taken from it.
+        let start_inc = self.peer.peer_incarnation.load(Ordering::SeqCst);
         let spawned = std::thread::Builder::new().name("remora-flow-pool".into()).spawn(move || {
             // The lowest CPU share: a refill is never on anyone's critical path, and on a
             // small machine it would otherwise compete with the map that just took a flow.
@@ -146,7 +153,8 @@ impl Pool {
                     Ok((s, inc)) => {
                         let mut st = me.state();
                         // The link may have gone while it was dialed: not kept then.
-                        if !st.wanted || me.peer.peer_incarnation.load(Ordering::SeqCst) != inc {
+                        let now = me.peer.peer_incarnation.load(Ordering::SeqCst);
+                        if !st.wanted || now != inc || inc != start_inc {
                             break;
                         }
                         st.flows.push(Pooled { s, inc, born: Instant::now() });
@@ -165,14 +173,16 @@ impl Pool {
     }
 
     /// Drop the flows that may no longer be handed out; all of them (and forget the
-    /// pool was wanted) when the link is not up.
+    /// pool was wanted) when the link is not up or the peer started again.
     fn sweep(self: &Arc<Self>) {
         let up = self.peer.state() == LinkState::Up;
         let inc = self.peer.peer_incarnation.load(Ordering::SeqCst);
         let dropped = {
             let mut st = self.state();
-            if !up {
+            // The link went, or came back with a new start of the peer between two looks.
+            if !up || st.seen_inc != inc {
                 st.wanted = false;
+                st.seen_inc = inc;
             }
             let before = st.flows.len();
             st.flows.retain(|p| up && p.inc == inc && p.born.elapsed() < MAX_AGE);
