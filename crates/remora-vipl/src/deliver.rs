@@ -2,8 +2,8 @@
 //!
 //! A receive posted on a connected VI is described in the peer's ring A (its size, and
 //! where its buffers lie: piece segments and offsets): at once on this host, across hosts
-//! at once or with the next store that leaves (`Link::posted_later`). A send consumes the
-//! peer's next receive: it learns the receive's size from ring A (sizes are read in batches, when the
+//! at once, or with this VI's next send when it answers its peer (`Link::posted_later`). A
+//! send consumes the peer's next receive: it learns the receive's size from ring A (sizes are read in batches, when the
 //! peer's posted count is looked at, which is only when the receives known are used up),
 //! writes the payload — inside the completion entry when it is short ([`layout::INLINE`]),
 //! else straight into the receiver's buffers (one copy on one host, one stream across
@@ -382,7 +382,11 @@ impl ViInner {
             let sent = link.far(|c| {
                 c.push_vi(at, &whole)?;
                 c.push_vi(layout::DONE, &next)?;
-                c.send(wait)
+                // Read under the channel's lock: a posted count queued before it leaves now.
+                let posted = link.posted_queued();
+                c.send(wait)?;
+                link.posted_left(posted);
+                Ok(())
             });
             if sent.is_none_or(|r| r.is_err()) {
                 broke = Some(ErrorCode::ConnLost);

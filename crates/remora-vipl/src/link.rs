@@ -125,14 +125,17 @@ pub(crate) struct Link {
     /// channel, and the highest known to have left on it (see [`Link::posted_later`]).
     posted_queued: AtomicU64,
     posted_sent: AtomicU64,
+    /// Sends of this VI to a peer on another host so far, and that count at the last post.
+    sends: AtomicU64,
+    sends_seen: AtomicU64,
     /// Slots of a peer on another host read before, by handle, with the peer's count of
     /// table changes at the time ([`layout::PEER_TABLE`]): used again while it holds.
     slots: Mutex<HashMap<u32, (u64, layout::FixedSlot)>>,
 }
 
 const CONNECT_WAIT: Duration = Duration::from_secs(10);
-/// A peer on another host is told of new receives at once when this many are queued and
-/// not told yet...
+/// A peer on another host is told of new receives at once when this many wait to be
+/// told...
 const POSTED_BATCH: u64 = 8;
 /// ...or when fewer than this many it was told of are still unused as far as this side
 /// knows (the completions landed here so far).
@@ -172,6 +175,8 @@ impl Link {
             failed: AtomicBool::new(false),
             posted_queued: AtomicU64::new(0),
             posted_sent: AtomicU64::new(0),
+            sends: AtomicU64::new(0),
+            sends_seen: AtomicU64::new(0),
             slots: Mutex::new(HashMap::new()),
         };
         if rung_always {
@@ -233,19 +238,34 @@ impl Link {
     }
 
     /// Whether the count `posted` of receives posted here, just queued on the channel to a
-    /// peer on another host, may wait there: the peer still knows at least
-    /// [`POSTED_LOW`] receives not used as far as `landed` (the completions that landed
-    /// here) tells, and fewer than [`POSTED_BATCH`] are waiting. A count that waits
-    /// leaves with the next store this VI sends (its sends, a later post's push), or
-    /// with the NIC's watcher ([`Link::flush_posted`], every 10 ms): well inside the
-    /// grace a sender gives a receive to appear. Programs repost one receive per
-    /// completion; each post's own write to the socket, and the wake-up of the peer's
-    /// node thread that stores it, cost a stream of 64 KiB messages about a quarter of
-    /// its speed (issue 15).
+    /// peer on another host, may wait there for this VI's next send: the VI sent since its
+    /// last post (it answers its peer, and the answer carries the count), the peer still
+    /// knows at least [`POSTED_LOW`] receives not used as far as `landed` (the completions
+    /// that landed here) tells, and fewer than [`POSTED_BATCH`] wait. A count that waits
+    /// leaves with that send, a later post that is told at once, or the NIC's watcher
+    /// ([`Link::flush_posted`], every 10 ms): well inside the grace a sender gives a
+    /// receive to appear. An echo reposts and answers every message; the repost's own
+    /// write to the socket (and the wake-up of the peer node's thread that stores it) was
+    /// on the path of every round trip (issue 15). A VI that only receives tells each post
+    /// at once: its sender, at the end of its window, waits for them one by one.
     pub(crate) fn posted_later(&self, posted: u64, landed: u64) -> bool {
         self.posted_queued.store(posted, Ordering::Release);
+        let sends = self.sends.load(Ordering::Acquire);
+        let answering = self.sends_seen.swap(sends, Ordering::AcqRel) != sends;
         let sent = self.posted_sent.load(Ordering::Acquire);
-        posted.saturating_sub(sent) < POSTED_BATCH && sent.saturating_sub(landed) >= POSTED_LOW
+        answering && posted.saturating_sub(sent) < POSTED_BATCH && sent.saturating_sub(landed) >= POSTED_LOW
+    }
+
+    /// The count of posted receives last queued on the channel (read under the channel's
+    /// lock before a send, it is one that send carries).
+    pub(crate) fn posted_queued(&self) -> u64 {
+        self.posted_queued.load(Ordering::Acquire)
+    }
+
+    /// A send of this VI left, carrying the count `posted` of receives posted here.
+    pub(crate) fn posted_left(&self, posted: u64) {
+        self.sends.fetch_add(1, Ordering::AcqRel);
+        self.posted_sent.fetch_max(posted, Ordering::AcqRel);
     }
 
     /// Send the stores queued so far, among them the count `posted` of receives posted

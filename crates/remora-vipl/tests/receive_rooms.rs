@@ -3,8 +3,8 @@
 //! as it was posted, never the ring entry of a lap ago. Found by `remora soak`: the count
 //! of posted receives could reach the sender before the entry describing the receive (the
 //! pager sends dirty pages home in its own order), and a send into a receive big enough
-//! completed with `LENGTH_ERROR`. And receives posted again while the sender still knows
-//! plenty are told to it a little later, yet always found.
+//! completed with `LENGTH_ERROR`. And a receive posted by a VI that answers its peer, told
+//! to the peer a little later, is always found.
 
 mod common;
 
@@ -73,12 +73,13 @@ fn every_receive_posted_across_hosts_is_seen_with_its_own_room() {
     }
 }
 
-/// A receive posted while the sender still knows plenty unused waits on the receiver's
-/// channel (issue 15: a repost no longer writes to the socket at once, up to a few of them);
-/// once the receiver goes quiet, the NIC's watcher sends the count that waited, so a sender
-/// that uses up every receive it knew still finds each one posted since, and no VI breaks.
+/// A receive posted by a VI that answers its peer, while the peer still knows plenty
+/// unused, waits on the channel for the VI's next send (issue 15: an echo's repost no longer
+/// writes to the socket of its own); when no send follows, the NIC's watcher sends the
+/// count that waited, so a sender that uses up every receive it knew still finds the one
+/// posted since, and no VI breaks.
 #[test]
-fn receives_told_later_are_found_once_the_receiver_goes_quiet() {
+fn a_receive_told_later_is_found_once_the_receiver_goes_quiet() {
     let h = Harness::with_cluster(&[4, 8], true);
     let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
     let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
@@ -94,10 +95,10 @@ fn receives_told_later_are_found_once_the_receiver_goes_quiet() {
     let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
     const POSTED: usize = 32;
     const SLOT: usize = 4096;
-    let sdesc = common::mem(&snic, 64 * POSTED, sp, false);
-    let rbuf = common::mem(&snic, SLOT * POSTED, sp, false);
-    let cdesc = common::mem(&cnic, 64, cp, false);
-    let sbuf = common::mem(&cnic, SLOT, cp, false);
+    let sdesc = common::mem(&snic, 64 * (POSTED + 1), sp, false);
+    let rbuf = common::mem(&snic, SLOT * (POSTED + 1), sp, false);
+    let cdesc = common::mem(&cnic, 128, cp, false);
+    let cbuf = common::mem(&cnic, 2 * SLOT, cp, false);
     for i in 0..POSTED {
         let rd = Descriptor {
             length: SLOT as u32,
@@ -107,13 +108,17 @@ fn receives_told_later_are_found_once_the_receiver_goes_quiet() {
         snic.write_descriptor(sdesc.addr(64 * i), sdesc.handle, &rd).unwrap();
         server.post_recv(sdesc.addr(64 * i), sdesc.handle).unwrap();
     }
+    // The client's one receive, for the server's answer.
+    let rd = Descriptor { length: SLOT as u32, segments: vec![cbuf.seg(SLOT, SLOT)], ..Default::default() };
+    cnic.write_descriptor(cdesc.addr(64), cdesc.handle, &rd).unwrap();
+    client.post_recv(cdesc.addr(64), cdesc.handle).unwrap();
     common::connect(&snic, &server, &cnic, &client, b"later");
     let send = |m: usize| {
         let data = vec![m as u8 ^ 0x5a; 100 + m];
-        sbuf.put(0, &data);
+        cbuf.put(0, &data);
         let sd = Descriptor {
             length: data.len() as u32,
-            segments: vec![sbuf.seg(0, data.len())],
+            segments: vec![cbuf.seg(0, data.len())],
             ..Default::default()
         };
         cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &sd).unwrap();
@@ -131,21 +136,29 @@ fn receives_told_later_are_found_once_the_receiver_goes_quiet() {
         assert!(rbuf.get(slot * SLOT, 100 + m) == vec![m as u8 ^ 0x5a; 100 + m], "receive {m} intact");
         addr
     };
-    // Half the receives used, then reaped; twelve of them posted again while the sender
-    // still knows sixteen unused: eight are told at once (a batch), four wait.
+    // Half the receives used and reaped; the server answers once, then posts one receive
+    // while the client still knows sixteen unused: it waits for a send that never comes.
     for m in 0..16 {
         send(m);
     }
-    let again: Vec<usize> = (0..16).map(reap).collect();
-    for &addr in &again[..12] {
-        server.post_recv(addr, sdesc.handle).unwrap();
+    let first = reap(0);
+    for m in 1..16 {
+        reap(m);
     }
-    // The receiver does nothing more; the sender uses every receive posted (the last four
-    // are found only once the count that waited was sent).
-    for m in 16..16 + 28 {
+    rbuf.put(POSTED * SLOT, b"answer");
+    let sd = Descriptor { length: 6, segments: vec![rbuf.seg(POSTED * SLOT, 6)], ..Default::default() };
+    snic.write_descriptor(sdesc.addr(64 * POSTED), sdesc.handle, &sd).unwrap();
+    server.post_send(sdesc.addr(64 * POSTED), sdesc.handle).unwrap();
+    server.send_wait(T).unwrap();
+    client.recv_wait(T).unwrap();
+    assert_eq!(cbuf.get(SLOT, 6), b"answer");
+    server.post_recv(first, sdesc.handle).unwrap();
+    // The client uses every receive posted: the last is found only once the count that
+    // waited was sent.
+    for m in 16..16 + 17 {
         send(m);
     }
-    for m in 16..16 + 28 {
+    for m in 16..16 + 17 {
         reap(m);
     }
     assert_eq!(client.state(), ViState::Connected);
