@@ -1,10 +1,11 @@
-//! Receives posted to a VI whose peer is on another host (nodes joined over TCP, so the VI
-//! segments are reached through the DSM pager): the sender must read each receive's room
-//! as it was posted, never the ring entry of a lap ago. Found by `remora soak`: the count
-//! of posted receives could reach the sender before the entry describing the receive (the
-//! pager sends dirty pages home in its own order), and a send into a receive big enough
-//! completed with `LENGTH_ERROR`. And a receive posted by a VI that answers its peer, told
-//! to the peer a little later, is always found.
+//! Receives posted to a VI whose peer is on another host (nodes joined over TCP, so each
+//! VI's posts reach its peer over the VI's channel): the sender must read each receive's
+//! room as it was posted, never the ring entry of a lap ago. Found by `remora soak` when
+//! the VI segments were still reached through the DSM pager: the count of posted receives
+//! could reach the sender before the entry describing the receive (the pager sent dirty
+//! pages home in its own order), and a send into a receive big enough completed with
+//! `LENGTH_ERROR`. And a receive posted by a VI that answers its peer, told to the peer a
+//! little later, is always found.
 
 mod common;
 
