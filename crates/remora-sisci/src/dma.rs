@@ -361,7 +361,7 @@ impl DmaQueue {
         remote: &RemoteSegment,
         vec: &[DmaVec],
         flags: DmaFlags,
-        mut callback: Option<DmaCallback>,
+        callback: Option<DmaCallback>,
     ) -> Result<()> {
         let mut st = self.lock()?;
         self.settle(&mut st);
@@ -370,7 +370,7 @@ impl DmaQueue {
             return Err(Error::IllegalParameter("no transfers".into()));
         }
         let mut descs = Self::descs(local, remote, vec, flags.read)?;
-        if self.made_here(&mut st, local, remote, &descs, flags.wait, &mut callback) {
+        if self.made_here(&mut st, local, remote, &descs, flags.wait, callback.is_some()) {
             return Ok(());
         }
         // A vector longer than the queue holds goes in turns, each waited for; the last

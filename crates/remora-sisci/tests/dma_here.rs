@@ -141,8 +141,9 @@ fn vectors_scattered_adjacent_and_longer_than_the_queue_land_intact() {
 #[test]
 fn callbacks_and_lost_connections_behave_as_with_the_engine() {
     let p = pair();
-    // Callbacks, for a job made at once and for one the engine makes: each fires once,
-    // with the outcome, after the bytes landed.
+    // A job with a callback goes to the engine, small or large (made at once, DONE at
+    // return, its callback's slot could be taken by the next post before the event thread
+    // ran it): each callback fires once, with the outcome, after the bytes landed.
     let (tx, rx) = mpsc::channel();
     for (k, size) in [64usize << 10, 512 << 10, 4096].into_iter().enumerate() {
         let data = pattern(size, 31 + k as u64);

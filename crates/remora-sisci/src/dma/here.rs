@@ -12,9 +12,11 @@
 //! The queue's semantics stay: the job has been checked as the engine's would be (the
 //! local segment this process's and prepared, the connection its and not lost, every
 //! range inside its segment: `DmaQueue::descs` and the checks here), the segments are busy
-//! while it runs, the queue ends DONE and a later post or wait sees it so, and a callback
-//! runs on the event thread as after the engine's completion. What goes to the engine
-//! still: user memory (`SCIStartDmaTransferMem`), a multicast connection,
+//! while it runs, the queue ends DONE and a later post or wait sees it so. What goes to
+//! the engine still: a transfer with a callback (it runs on the event thread after the
+//! engine's completion, and the queue stays POSTED until then: a job made here would be
+//! DONE at return, and a post or a removal before the event thread ran its callback
+//! would lose it), user memory (`SCIStartDmaTransferMem`), a multicast connection,
 //! another host's segment, segments of another node's descriptor than the queue's, and
 //! anything larger, which the engine makes while the caller goes on.
 //!
@@ -75,9 +77,8 @@ pub(super) struct Here {
 
 impl super::DmaQueue {
     /// Make the checked job `descs` between `local` and `remote` here when it is one for
-    /// this thread (see the module's notes): the queue is then DONE, and a `callback`
-    /// (taken) runs on the event thread as after the engine's completion. `false`: not
-    /// made, nothing moved, the engine makes it.
+    /// this thread (see the module's notes): the queue is then DONE. `false`: not made,
+    /// nothing moved, the engine makes it.
     pub(super) fn made_here(
         &self,
         st: &mut super::QState,
@@ -85,13 +86,11 @@ impl super::DmaQueue {
         remote: &RemoteSegment,
         descs: &[DmaDesc],
         wait: bool,
-        callback: &mut Option<super::DmaCallback>,
+        with_callback: bool,
     ) -> bool {
         let limit = if wait { LIMIT } else { LIMIT_UNWAITED };
         let total = descs.iter().try_fold(0u64, |t, d| t.checked_add(d.size));
-        // A callback with a wait is refused by the post; the callback's listener first.
-        let listening = callback.is_none() || (!wait && self.listen().is_ok());
-        if !listening || total.is_none_or(|t| t > limit) {
+        if with_callback || total.is_none_or(|t| t > limit) {
             return false;
         }
         // As a post to the engine: stores to maps of other hosts' segments made before go
@@ -102,15 +101,10 @@ impl super::DmaQueue {
         if !self.inner.here.lock().unwrap_or_else(|p| p.into_inner()).run(node, local, remote, descs) {
             return false;
         }
-        st.with_callback = callback.is_some();
-        st.callback = callback.take();
+        st.with_callback = false;
+        st.callback = None;
         st.phase = Some(super::DmaState::Done);
         st.inflight.clear();
-        if st.with_callback {
-            // The listener fires the callback of a finished job once, as the engine's
-            // completion signal would make it.
-            self.inner.page.event().signal();
-        }
         true
     }
 }
