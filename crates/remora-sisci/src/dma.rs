@@ -9,7 +9,7 @@
 
 use crate::events::CallbackAction;
 use crate::segment::{LocalSegment, RemoteSegment};
-use crate::{check_adapter, spin, DepToken, Descriptor, Error, Result, UserRegion};
+use crate::{check_adapter, DepToken, Descriptor, Error, Result, UserRegion};
 use remora_client::events::event_loop;
 use remora_proto::{Reply, Request};
 use remora_sys::dma::*;
@@ -17,10 +17,10 @@ use remora_sys::sync::EventFd;
 use remora_sys::Memfd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 mod direct;
 mod here;
+mod wait;
 
 /// The state of a DMA queue (`sci_dma_queue_state_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +70,9 @@ struct QState {
     inflight: Vec<DepToken>,
     callback: Option<DmaCallback>,
     with_callback: bool,
+    /// The posted job is being made over the process's own flow by the posting thread,
+    /// without the lock: the page knows nothing of it (see [`DmaQueue::post`]).
+    on_flow: bool,
 }
 
 struct QInner {
@@ -205,7 +208,7 @@ impl DmaQueue {
 
     /// Bring a posted job's end into the books.
     fn settle(&self, st: &mut QState) {
-        if st.phase == Some(DmaState::Posted) {
+        if st.phase == Some(DmaState::Posted) && !st.on_flow {
             let s = self.inner.page.state();
             if s != DMA_POSTED {
                 st.phase = Some(page_state(s));
@@ -269,9 +272,9 @@ impl DmaQueue {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn post(
-        &self,
-        mut st: std::sync::MutexGuard<'_, QState>,
+    fn post<'a>(
+        &'a self,
+        mut st: std::sync::MutexGuard<'a, QState>,
         descs: Vec<DmaDesc>,
         refs: Vec<DepToken>,
         callback: Option<DmaCallback>,
@@ -295,12 +298,20 @@ impl DmaQueue {
         // on both sides, which the engine would make as one), or one of the program's
         // memory waited for: over the process's own flow, DONE when the home has the bytes
         // (a failed flow leaves it to the engine).
+        // The queue is POSTED meanwhile (another post, a reset or a removal is refused), but
+        // its lock is let go: a transfer of any size must not hold up `SCIDMAQueueState`
+        // or the event thread.
         if let (None, Some((near, remote)), Some(d)) = (&callback, segments, direct::contiguous(&descs)) {
+            st.with_callback = false;
+            st.callback = None;
+            st.phase = Some(DmaState::Posted);
+            st.on_flow = true;
+            drop(st);
             let done =
                 self.inner.direct.lock().unwrap_or_else(|p| p.into_inner()).run(near, remote, &d, wait);
+            st = self.inner.st.lock().unwrap_or_else(|p| p.into_inner());
+            st.on_flow = false;
             if let Some(Ok(())) = done {
-                st.with_callback = false;
-                st.callback = None;
                 st.phase = Some(DmaState::Done);
                 st.inflight.clear();
                 return Ok(());
@@ -498,65 +509,6 @@ impl DmaQueue {
     /// Why the last job ended in ERROR, if it did.
     pub fn last_error(&self) -> Option<Error> {
         (self.state() == DmaState::Error).then(|| detail(self.inner.page.error()))
-    }
-
-    /// `SCIWaitForDMAQueue`: wait for the posted job to end (`None`: forever) and return
-    /// the final state; a finished queue returns its state at once.
-    ///
-    /// # Errors
-    /// [`Error::IllegalOperation`] when idle, gathering, or posted with a callback;
-    /// [`Error::Timeout`].
-    pub fn wait(&self, timeout: Option<Duration>) -> Result<DmaState> {
-        {
-            let mut st = self.lock()?;
-            self.settle(&mut st);
-            match st.phase {
-                Some(DmaState::Posted) if st.with_callback => return Err(Error::IllegalOperation),
-                Some(DmaState::Posted) => {}
-                Some(s @ (DmaState::Done | DmaState::Error | DmaState::Aborted)) => return Ok(s),
-                _ => return Err(Error::IllegalOperation),
-            }
-        }
-        // Wait in slices, so that a daemon (the DMA engine) that dies ends the wait.
-        let start = std::time::Instant::now();
-        loop {
-            let slice = match timeout {
-                Some(t) => t.saturating_sub(start.elapsed()).min(Duration::from_millis(200)),
-                None => Duration::from_millis(200),
-            };
-            if self.inner.page.wait_done(spin(), Some(slice)).is_some() {
-                return Ok(self.state());
-            }
-            if self.inner.desc.session().daemon_gone() {
-                let mut st = self.inner.st.lock().unwrap_or_else(|p| p.into_inner());
-                st.phase = Some(DmaState::Error);
-                st.inflight.clear();
-                return Ok(DmaState::Error);
-            }
-            if timeout.is_some_and(|t| start.elapsed() >= t) {
-                return Err(Error::Timeout);
-            }
-        }
-    }
-
-    /// `SCIAbortDMAQueue`: stop the posted job (at the engine's next 4 MiB boundary) and
-    /// wait for it to stop; the state is then ABORTED, or DONE/ERROR if it ended first.
-    ///
-    /// # Errors
-    /// [`Error::IllegalOperation`] when idle or gathering.
-    pub fn abort(&self) -> Result<()> {
-        let mut st = self.lock()?;
-        self.settle(&mut st);
-        match st.phase {
-            Some(DmaState::Posted) => {}
-            Some(DmaState::Done | DmaState::Error | DmaState::Aborted) => return Ok(()),
-            _ => return Err(Error::IllegalOperation),
-        }
-        self.inner.page.request_abort();
-        drop(st);
-        self.inner.page.wait_done(spin(), Some(Duration::from_secs(30))).ok_or(Error::Timeout)?;
-        self.state();
-        Ok(())
     }
 
     /// `SCIRemoveDMAQueue`.

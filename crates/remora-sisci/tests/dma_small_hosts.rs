@@ -88,3 +88,69 @@ fn small_dma_across_hosts_is_intact_and_after_the_queues_earlier_transfers() {
     assert_eq!(q.start(&src, &remote, 0, 16, SIZE - 8, WAIT, None).unwrap_err(), Error::OutOfRange);
     assert_eq!(q.start(&src, &remote, SIZE - 4, 8, 0, WAIT, None).unwrap_err(), Error::OutOfRange);
 }
+
+/// A waited transfer of the program's memory across hosts goes over the process's own flow
+/// without holding the queue: while it is stalled (the home's daemon stopped, so the flow's
+/// socket fills), another thread reads the state (POSTED) at once, and a second post and a
+/// removal are refused as while the engine makes a job; once the home goes on, the first
+/// transfer ends DONE with every byte home.
+#[test]
+fn a_stalled_transfer_over_the_flow_leaves_the_queue_answering() {
+    use common::Sci;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Instant;
+    const BIG: usize = 32 << 20;
+    let h = remora_testkit::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let home = LocalSegment::create(&a, Some(23), BIG, CreateFlags::default()).unwrap();
+    home.prepare(0).unwrap();
+    home.set_available(0).unwrap();
+    let remote = common::retried(|| RemoteSegment::connect(&b, 4, 23, 0, LONG));
+    let mem = UserRegion::from_static(Box::leak(vec![0x5au8; BIG].into_boxed_slice()));
+    let q = DmaQueue::create(&b, 0, 4).unwrap();
+    // The first transfer makes the flow (a dial to a stopped daemon would fall back).
+    q.start_mem(mem, &remote, 0, WAIT, None).unwrap();
+
+    let pid = common::daemon_pid(&h, 4).to_string();
+    let signal =
+        |s: &str| assert!(std::process::Command::new("kill").args([s, &pid]).status().unwrap().success());
+    signal("-STOP");
+    let continued = Arc::new(AtomicBool::new(false));
+    // However the checks below go, the home's daemon goes on within 5 s.
+    let (done, checked) = std::sync::mpsc::channel::<()>();
+    let watchdog = {
+        let (continued, pid) = (continued.clone(), pid.clone());
+        std::thread::spawn(move || {
+            if checked.recv_timeout(Duration::from_secs(5)).is_err() {
+                continued.store(true, Ordering::SeqCst);
+                let _ = std::process::Command::new("kill").args(["-CONT", &pid]).status();
+            }
+        })
+    };
+    let poster = {
+        let (q, remote) = (q.clone(), remote.clone());
+        std::thread::spawn(move || q.start_mem(mem, &remote, 0, WAIT, None))
+    };
+    let t0 = Instant::now();
+    while q.state() != DmaState::Posted {
+        assert!(t0.elapsed() < Duration::from_secs(4), "the transfer was posted");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Still stalled (32 MiB do not fit the sockets' buffers): the queue answers meanwhile.
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(q.state(), DmaState::Posted);
+    assert_eq!(q.start_mem(mem, &remote, 0, WAIT, None), Err(Error::IllegalOperation));
+    assert_eq!(q.remove(), Err(Error::IllegalOperation));
+    assert!(!continued.load(Ordering::SeqCst), "the queue answered only once the home went on");
+    signal("-CONT");
+    let _ = done.send(());
+    assert_eq!(poster.join().unwrap(), Ok(()));
+    assert_eq!(q.state(), DmaState::Done);
+    watchdog.join().unwrap();
+    let hm = home.map(0, BIG, None, MapFlags::default()).unwrap();
+    let mut got = vec![0u8; BIG];
+    hm.read(0, &mut got).unwrap();
+    assert!(got.iter().all(|&x| x == 0x5a), "every byte home");
+}
