@@ -129,7 +129,7 @@ impl ViInner {
         }
         link.store(layout::PEER_POSTED, q.pushed);
         if far {
-            if link.posted_later(q.pushed, self.map.load(layout::DONE)) {
+            if self.nic.watcher_runs() && link.posted_later(q.pushed, self.map.load(layout::DONE)) {
                 return !link.has_failed();
             }
             return link.push_posted(q.pushed) && !link.has_failed();

@@ -425,8 +425,16 @@ impl Nic {
         lock(&self.inner.vis).push(Arc::downgrade(vi));
         if !self.inner.watching.swap(true, Ordering::AcqRel) {
             let weak = Arc::downgrade(&self.inner);
-            let _ = std::thread::Builder::new().name("vipl-watch".into()).spawn(move || watch(weak));
+            if std::thread::Builder::new().name("vipl-watch".into()).spawn(move || watch(weak)).is_err() {
+                // Tried again with the next VI; meanwhile no count of posted receives waits.
+                self.inner.watching.store(false, Ordering::Release);
+            }
         }
+    }
+
+    /// Whether the NIC's watcher runs (it sends counts of posted receives that waited).
+    pub(crate) fn watcher_runs(&self) -> bool {
+        self.inner.watching.load(Ordering::Acquire)
     }
 
     /// `VipNSInit`.
