@@ -130,17 +130,17 @@ impl Pool {
 
     /// Start a thread that dials flows until the pool is full, unless one runs.
     fn refill(self: &Arc<Self>) {
-        {
+        // Flows of a later start of the peer than the one the pool was wanted for are not
+        // kept: that start's pool fills once a flow is taken from it.
+        let start_inc = {
             let mut st = self.state();
             if st.refilling || !st.wanted || st.flows.len() >= self.size {
                 return;
             }
             st.refilling = true;
-        }
+            st.seen_inc
+        };
         let me = self.clone();
-        // Flows of a later start of the peer than the one the pool was wanted for are not
-        // kept: that start's pool fills once a flow is taken from it.
-        let start_inc = self.peer.peer_incarnation.load(Ordering::SeqCst);
         let spawned = std::thread::Builder::new().name("remora-flow-pool".into()).spawn(move || {
             // The lowest CPU share: a refill is never on anyone's critical path, and on a
             // small machine it would otherwise compete with the map that just took a flow.
