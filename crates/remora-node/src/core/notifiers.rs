@@ -222,7 +222,9 @@ impl Registry {
         let i = self.interrupts.get(&h).ok_or(ConnectWait::Missing)?;
         let fds = i.page_fds().map_err(sys)?;
         if importer_node != self.node {
-            // Its triggers come through this daemon: the owner waits on the bell now.
+            // Another node's connection (another host's triggers come through this daemon's
+            // flow threads; another node of this host triggers the page itself, and rings
+            // the bell it holds too): the owner waits on the bell now.
             i.page.far_connection(true);
         }
         let conn = self.handle();
