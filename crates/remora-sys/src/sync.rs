@@ -119,19 +119,21 @@ pub fn spin_then_block(
         if ready() {
             break WaitOutcome::Ready;
         }
-        let left = match timeout {
-            Some(t) => match t.checked_sub(start.elapsed()) {
-                Some(l) if !l.is_zero() => Some(l),
-                _ => break WaitOutcome::TimedOut,
-            },
-            None => None,
-        };
-        // Wake at least every 100 ms to re-check, so a lost wake-up costs little.
-        let slice = left.map(|l| l.min(Duration::from_millis(100))).or(Some(Duration::from_millis(100)));
-        futex_wait(word, seen, slice);
+        let Some(slice) = next_slice(start, timeout) else { break WaitOutcome::TimedOut };
+        futex_wait(word, seen, Some(slice));
     };
     waiters.fetch_sub(1, Ordering::SeqCst);
     out
+}
+
+/// How long a wait begun at `start` sleeps next: what is left of `timeout`, and at most
+/// 100 ms, so that a lost wake-up costs little; `None` once the timeout passed.
+fn next_slice(start: Instant, timeout: Option<Duration>) -> Option<Duration> {
+    let slice = Duration::from_millis(100);
+    match timeout {
+        Some(t) => t.checked_sub(start.elapsed()).filter(|l| !l.is_zero()).map(|l| l.min(slice)),
+        None => Some(slice),
+    }
 }
 
 /// Spin until `ready()` holds (`true`) or `spin` since `start` passed (`false`), offering
@@ -178,14 +180,7 @@ pub fn spin_then_poll(
         if ready() {
             break WaitOutcome::Ready;
         }
-        let left = match timeout {
-            Some(t) => match t.checked_sub(start.elapsed()) {
-                Some(l) if !l.is_zero() => l,
-                _ => break WaitOutcome::TimedOut,
-            },
-            None => Duration::from_millis(100),
-        };
-        let slice = left.min(Duration::from_millis(100));
+        let Some(slice) = next_slice(start, timeout) else { break WaitOutcome::TimedOut };
         let ts =
             rustix::time::Timespec { tv_sec: slice.as_secs() as i64, tv_nsec: slice.subsec_nanos() as _ };
         let mut fds = [PollFd::new(&bell, PollFlags::IN)];

@@ -16,8 +16,10 @@ use std::time::Duration;
 
 const T: Option<Duration> = Some(Duration::from_secs(10));
 
-#[test]
-fn every_receive_posted_across_hosts_is_seen_with_its_own_room() {
+/// Two nodes joined over TCP (as two hosts), a NIC on each, and a reliable VI on each
+/// (not connected yet): the harness (kept alive by the caller), the server's NIC and the
+/// client's, their protection tags, the server's VI and the client's.
+fn two_hosts() -> (Harness, Nic, Nic, ProtectionTag, ProtectionTag, Vi, Vi) {
     let h = Harness::with_cluster(&[4, 8], true);
     let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
     let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
@@ -31,6 +33,12 @@ fn every_receive_posted_across_hosts_is_seen_with_its_own_room() {
     };
     let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
     let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    (h, snic, cnic, sp, cp, server, client)
+}
+
+#[test]
+fn every_receive_posted_across_hosts_is_seen_with_its_own_room() {
+    let (_h, snic, cnic, sp, cp, server, client) = two_hosts();
     common::connect(&snic, &server, &cnic, &client, b"rooms");
 
     let mem = |nic: &Nic, len: usize, ptag: ProtectionTag| {
@@ -81,19 +89,7 @@ fn every_receive_posted_across_hosts_is_seen_with_its_own_room() {
 /// posted since, and no VI breaks.
 #[test]
 fn a_receive_told_later_is_found_once_the_receiver_goes_quiet() {
-    let h = Harness::with_cluster(&[4, 8], true);
-    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
-    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
-    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
-    let attrs = |ptag| ViAttributes {
-        reliability: RELIABLE_DELIVERY,
-        max_transfer: MAX_TRANSFER,
-        ptag,
-        rdma_write: false,
-        rdma_read: false,
-    };
-    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
-    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    let (_h, snic, cnic, sp, cp, server, client) = two_hosts();
     const POSTED: usize = 32;
     const SLOT: usize = 4096;
     let sdesc = common::mem(&snic, 64 * (POSTED + 1), sp, false);
