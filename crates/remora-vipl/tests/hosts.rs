@@ -124,13 +124,7 @@ fn payloads_land_intact_and_in_order_with_many_in_flight() {
             ],
             ..Default::default()
         };
-        p.cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &w).unwrap();
-        p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
-        p.client.send_wait(T).unwrap();
-        assert_eq!(
-            p.cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status,
-            status::DONE | status::OP_RDMA_WRITE
-        );
+        assert_eq!(common::send(&p.cnic, &p.client, &cdesc, &w), status::DONE | status::OP_RDMA_WRITE);
         p.server.recv_wait(T).unwrap();
         let r = p.snic.read_descriptor(sdesc.addr(0), sdesc.handle).unwrap();
         assert_eq!(r.status, status::DONE | status::OP_REMOTE_RDMA_WRITE | status::IMMEDIATE);
@@ -145,13 +139,7 @@ fn payloads_land_intact_and_in_order_with_many_in_flight() {
             ],
             ..Default::default()
         };
-        p.cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &rd).unwrap();
-        p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
-        p.client.send_wait(T).unwrap();
-        assert_eq!(
-            p.cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status,
-            status::DONE | status::OP_RDMA_READ
-        );
+        assert_eq!(common::send(&p.cnic, &p.client, &cdesc, &rd), status::DONE | status::OP_RDMA_READ);
         assert!(local.get(600_000, 200_000) == pattern(200_000, 3), "RDMA-read bytes intact");
 
         // A receiver asleep in recv_wait (long before the send) is woken by the send.
@@ -376,12 +364,7 @@ fn the_peers_segments_on_another_host_are_not_mapped() {
     p.snic.write_descriptor(sdesc.addr(0), sdesc.handle, &rd).unwrap();
     p.server.post_recv(sdesc.addr(0), sdesc.handle).unwrap();
     local.put(0, &pattern(4096, 1));
-    let post = |d: &Descriptor| {
-        p.cnic.write_descriptor(cdesc.addr(0), cdesc.handle, d).unwrap();
-        p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
-        p.client.send_wait(T).unwrap();
-        p.cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status & status::ERROR_MASK
-    };
+    let post = |d: &Descriptor| common::send(&p.cnic, &p.client, &cdesc, d) & status::ERROR_MASK;
     assert_eq!(
         post(&Descriptor { length: 4096, segments: vec![local.seg(0, 4096)], ..Default::default() }),
         0
@@ -436,10 +419,7 @@ fn rdma_sees_the_peers_memory_change_at_once() {
             ],
             ..Default::default()
         };
-        p.cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &w).unwrap();
-        p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
-        p.client.send_wait(T).unwrap();
-        p.cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status
+        common::send(&p.cnic, &p.client, &cdesc, &w)
     };
     for i in 0..5u8 {
         assert_eq!(write(20_000, i), status::DONE | status::OP_RDMA_WRITE);
@@ -454,9 +434,7 @@ fn rdma_sees_the_peers_memory_change_at_once() {
         ],
         ..Default::default()
     };
-    p.cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &rd).unwrap();
-    p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
-    p.client.send_wait(T).unwrap();
+    common::send(&p.cnic, &p.client, &cdesc, &rd);
     assert!(target.get(0, 20_000) == pattern(20_000, 4), "the RDMA writes landed");
     // RDMA write taken away from the target's memory: the next write is refused.
     p.snic
@@ -493,10 +471,7 @@ fn many_registered_regions_of_the_peer_are_reached() {
             for &i in chunk {
                 sbuf.put(0, &pattern(1000, (i + round) as u8));
                 let sd = Descriptor { length: 1000, segments: vec![sbuf.seg(0, 1000)], ..Default::default() };
-                p.cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &sd).unwrap();
-                p.client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
-                p.client.send_wait(T).unwrap();
-                let st = p.cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status;
+                let st = common::send(&p.cnic, &p.client, &cdesc, &sd);
                 assert_eq!(st & status::ERROR_MASK, 0, "send {i}");
             }
             for &i in chunk {

@@ -59,3 +59,12 @@ pub fn connect(snic: &Nic, server: &Vi, cnic: &Nic, client: &Vi, disc: &[u8]) {
     }
     waiter.join().unwrap().unwrap();
 }
+
+/// Write the send descriptor `d` at the start of `desc`, post it to `vi` (on `nic`), wait
+/// (10 s at most) for its completion and return its status bits.
+pub fn send(nic: &Nic, vi: &Vi, desc: &Mem, d: &Descriptor) -> u32 {
+    nic.write_descriptor(desc.addr(0), desc.handle, d).unwrap();
+    vi.post_send(desc.addr(0), desc.handle).unwrap();
+    assert_eq!(vi.send_wait(Some(Duration::from_secs(10))).unwrap(), (desc.addr(0), desc.handle));
+    nic.read_descriptor(desc.addr(0), desc.handle).unwrap().status
+}
