@@ -238,6 +238,13 @@ pub fn urgent_thread(urgent: bool) -> bool {
     }
 }
 
+/// Give the calling thread the lowest CPU share (nice 19): for background work that is
+/// never on anyone's critical path and that, on a small machine, must not compete with the
+/// threads that are. Whether it was set.
+pub fn background_thread() -> bool {
+    rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

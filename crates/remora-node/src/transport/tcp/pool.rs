@@ -144,7 +144,7 @@ impl Pool {
         let spawned = std::thread::Builder::new().name("remora-flow-pool".into()).spawn(move || {
             // The lowest CPU share: a refill is never on anyone's critical path, and on a
             // small machine it would otherwise compete with the map that just took a flow.
-            let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19);
+            remora_sys::sync::background_thread();
             loop {
                 if me.peer.state() != LinkState::Up || me.state().flows.len() >= me.size {
                     break;
