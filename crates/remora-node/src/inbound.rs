@@ -7,7 +7,9 @@
 
 use crate::core::{ConnKind, ConnectWait, DmaTarget, Registry};
 use crate::session::wait_changes;
-use crate::transport::{BoxFuture, FlowUse, Inbound, LinkState, PeerMemory};
+use crate::transport::{BoxFuture, FlowUse, Inbound, LinkState, PeerMemory, SharedFlow};
+
+mod owner_flow;
 use crate::Node;
 use remora_proto::link::{PeerReply, PeerRequest, RangeRef, Space};
 use remora_proto::{Error, Event, LostReason, Role};
@@ -223,6 +225,13 @@ impl PeerMemory for InterruptTarget {
             (false, true) => reg.trigger_interrupt(session, self.conn, None),
             (false, false) => Err(Error::IllegalParameter("a payload for a plain interrupt".into())),
         }
+    }
+
+    /// A plain interrupt's owner reads the flow too, while it waits.
+    fn share_flow(&self, flow: std::os::fd::BorrowedFd<'_>) -> Option<Box<dyn SharedFlow>> {
+        let node = self.node.upgrade()?;
+        let booking = node.lock().share_flow(self.peer, self.conn, flow)?;
+        Some(Box::new(owner_flow::OwnerFlow { node: self.node.clone(), booking, polls: 0 }))
     }
 }
 

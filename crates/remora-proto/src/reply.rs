@@ -321,6 +321,15 @@ pub enum Reply {
         /// bulk frames).
         remotes: Vec<u64>,
     },
+    /// Answer to [`Request::InterruptFlows`](crate::Request::InterruptFlows); the flows'
+    /// sockets ride along, one per entry of `conns`, in order.
+    InterruptFlows {
+        /// The generation of the set (the page's, when the set was taken).
+        gen: u32,
+        /// This node's handle of the connection each flow triggers through (the `conn` of
+        /// its frames).
+        conns: Vec<u64>,
+    },
 }
 
 /// A daemon's message to a process: a reply or an event.

@@ -295,6 +295,15 @@ pub enum Request {
         /// The word the home wakes after each store covering it.
         watch: Option<(u32, u64)>,
     },
+
+    /// The owner of plain interrupt `intr` asks for the flows of other hosts' processes
+    /// that trigger it, to read them itself while it waits (`remora_sys::intr`, the flows
+    /// the owner reads). Answer: [`Reply::InterruptFlows`](crate::Reply::InterruptFlows)
+    /// with a duplicate of each socket.
+    InterruptFlows {
+        /// The interrupt handle.
+        intr: u64,
+    },
 }
 
 /// A request with its id; replies carry the same id.

@@ -15,6 +15,7 @@ use std::time::Duration;
 mod direct;
 mod flag;
 mod named;
+mod owned;
 mod remote;
 mod wait;
 
@@ -69,6 +70,8 @@ struct Core {
     token: Mutex<Option<DepToken>>,
     gone: AtomicBool,
     listener: Mutex<Option<u64>>,
+    /// For the owner of a plain interrupt: the trigger flows of other hosts it reads itself.
+    own: Mutex<owned::OwnFlows>,
 }
 
 impl Core {
@@ -82,6 +85,7 @@ impl Core {
             flow: None,
             gone: AtomicBool::new(false),
             listener: Mutex::new(None),
+            own: Mutex::new(owned::OwnFlows::default()),
         }
     }
 

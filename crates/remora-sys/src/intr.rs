@@ -14,6 +14,7 @@
 //!                     used as an RSM signal: triggers consumed so far
 //! 32  far       u32  connections from other hosts (the owner then waits on the bell)
 //! 36  ringing   u32  threads blocked on the bell (a trigger rings it only if > 0)
+//! 40..64            the flows the owner reads itself (`intr/owned.rs`)
 //! 64  slots     DATA_SLOTS × SLOT_SIZE: seq u64, len u32, pad u32, data [MAX_DATA]
 //! ```
 //!
@@ -40,6 +41,9 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
+
+mod owned;
+pub use owned::{shut_flow, take_frames, FlowStep, Taken, FRAMES_PER_LOOK};
 
 /// The largest payload of one data interrupt, in bytes.
 pub const MAX_DATA: usize = 1024;
@@ -153,6 +157,11 @@ impl IntrPage {
     /// The bell's sending end, if the page has one (to hand a copy to another holder).
     pub fn bell_sender(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.bell_tx.as_ref().map(|t| t.as_fd())
+    }
+
+    /// Whether the interrupt has connections from other hosts now.
+    pub fn far_connected(&self) -> bool {
+        self.u32(FAR).load(Ordering::SeqCst) > 0
     }
 
     /// Count a connection from another host in (`true`) or out (daemon side).

@@ -128,7 +128,7 @@ pub fn spin_then_block(
 
 /// How long a wait begun at `start` sleeps next: what is left of `timeout`, and at most
 /// 100 ms, so that a lost wake-up costs little; `None` once the timeout passed.
-fn next_slice(start: Instant, timeout: Option<Duration>) -> Option<Duration> {
+pub(crate) fn next_slice(start: Instant, timeout: Option<Duration>) -> Option<Duration> {
     let slice = Duration::from_millis(100);
     match timeout {
         Some(t) => t.checked_sub(start.elapsed()).filter(|l| !l.is_zero()).map(|l| l.min(slice)),

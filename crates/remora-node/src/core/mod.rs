@@ -22,7 +22,7 @@ pub mod transfer;
 
 pub use connections::{ConnKind, Connection, DmaTarget};
 pub use exports::Segment;
-pub use notifiers::{Interrupt, IntrConn, SharedGroup};
+pub use notifiers::{Interrupt, IntrConn, OwnerFlowEntry, SharedBooking, SharedGroup};
 pub use transfer::DmaQueue;
 
 use remora_proto::{

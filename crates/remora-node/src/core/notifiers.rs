@@ -9,6 +9,9 @@ use remora_sys::Memfd;
 use std::collections::BTreeSet;
 use std::os::fd::OwnedFd;
 
+mod owned;
+pub use owned::{OwnerFlowEntry, SharedBooking};
+
 /// An interrupt created on this node.
 #[derive(Debug)]
 pub struct Interrupt {
@@ -28,6 +31,8 @@ pub struct Interrupt {
     pub page: IntrPage,
     /// Connections to it.
     pub conns: BTreeSet<u64>,
+    /// Flows of other hosts' processes that trigger it, which its owner reads too.
+    pub owner_flows: Vec<OwnerFlowEntry>,
 }
 
 impl Interrupt {
@@ -131,8 +136,20 @@ impl Registry {
             .map_err(sys)?
             .with_bell(Some(bell_tx), None);
         let intr = self.handle();
-        self.interrupts
-            .insert(intr, Interrupt { intr, intno, data, owner, memfd, event, page, conns: BTreeSet::new() });
+        self.interrupts.insert(
+            intr,
+            Interrupt {
+                intr,
+                intno,
+                data,
+                owner,
+                memfd,
+                event,
+                page,
+                conns: BTreeSet::new(),
+                owner_flows: Vec::new(),
+            },
+        );
         Ok((intr, bell_rx))
     }
 

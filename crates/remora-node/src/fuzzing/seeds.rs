@@ -119,6 +119,7 @@ fn requests() -> Vec<(&'static str, Request)> {
         ),
         ("dsm_flow", Request::DsmFlow { conn: CONN }),
         ("dsm_flows", Request::DsmFlows { conns: vec![CONN, CONN + 1], watch: Some((0, 4096)) }),
+        ("interrupt_flows", Request::InterruptFlows { intr: 0x3_0000_0001 }),
         ("scif_bind", Request::Scif(ScifRequest::Bind { port: 2050, privileged: false })),
         ("scif_listen", Request::Scif(ScifRequest::Listen { backlog: 16 })),
         (
@@ -294,6 +295,7 @@ fn server_msgs() -> Vec<(&'static str, ServerMsg)> {
         ("vipl_accepted", ok(41, Reply::ViplAccepted(vec![1; 80]))),
         ("dsm_flow", ok(41, Reply::DsmFlow { remote: CONN, size: 1 << 20 })),
         ("dsm_flows", ok(42, Reply::DsmFlows { remotes: vec![CONN, CONN + 1] })),
+        ("interrupt_flows", ok(43, Reply::InterruptFlows { gen: 3, conns: vec![CONN, CONN + 2] })),
         ("err_no_such_segment", err(Error::NoSuchSegment)),
         ("err_timeout", err(Error::Timeout)),
         ("err_illegal_parameter", err(Error::IllegalParameter("size 0".into()))),

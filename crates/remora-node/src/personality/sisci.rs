@@ -177,6 +177,10 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
             }
         }
         Request::RemoveInterrupt { intr } => ok(s.node.lock().remove_interrupt(sid, intr)),
+        Request::InterruptFlows { intr } => match s.node.lock().interrupt_flows(sid, intr) {
+            Ok((gen, conns, fds)) => (Ok(Reply::InterruptFlows { gen, conns }), fds),
+            Err(e) => (Err(e), vec![]),
+        },
         Request::ConnectInterrupt { node, intno, data, timeout_ms } => {
             if node == s.me() {
                 let importer = s.importer_node();

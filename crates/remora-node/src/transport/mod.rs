@@ -384,6 +384,30 @@ pub trait PeerMemory: Send + Sync {
         let _ = data;
         Err(unsupported("pager", "triggers into memory"))
     }
+
+    /// Offer the flow `flow` bound to this target to the process that owns the target, to
+    /// read its frames itself (a plain interrupt's owner, while it waits): `Some` when it
+    /// took a duplicate. The transport then reads the flow only while [`SharedFlow`] lets
+    /// it, whole frames of [`remora_proto::link::BULK_FRAME`] bytes only. `None` (the
+    /// default): the transport alone reads it.
+    fn share_flow(&self, flow: std::os::fd::BorrowedFd<'_>) -> Option<Box<dyn SharedFlow>> {
+        let _ = flow;
+        None
+    }
+}
+
+/// A flow that the owner of its target reads too ([`PeerMemory::share_flow`]): the
+/// transport's thread keeps away from it while the owner reads, and reads only under the
+/// lock. Dropping it takes the flow back from the owner.
+pub trait SharedFlow: Send {
+    /// Whether the owner reads the flow now, or did lately: leave it alone.
+    fn owner_reads(&mut self) -> bool;
+    /// Sleep until the owner may have stopped, or a flow's end was told, at most `max`.
+    fn park(&self, max: std::time::Duration);
+    /// Take the right to read the flow; `false` while the owner holds it.
+    fn try_lock(&self) -> bool;
+    /// Give that right back.
+    fn unlock(&self);
 }
 
 /// What a pager flow did with the memory it is bound to ([`PeerMemory::flow_used`]).

@@ -22,7 +22,7 @@ pub(super) fn watched_wait(
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let slice = left.map_or(SLICE, |l| l.min(SLICE));
-        match core.page().wait(spin, Some(slice), &mut ready) {
+        match super::owned::wait(core, spin, Some(slice), &mut ready) {
             IntrWait::TimedOut => {}
             other => return Ok(other),
         }

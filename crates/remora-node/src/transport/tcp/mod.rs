@@ -18,6 +18,7 @@
 //! | `bulk.rs` | the bulk flows (lanes) and streaming reads and writes |
 //! | `bulk_tx.rs` | the bulk flow's sending side: frames written by their sender when idle |
 //! | `pager.rs` | pager flows: dialing, binding, serving |
+//! | `pager_shared.rs` | serving a pager flow whose target's owner reads it too |
 //! | `direct.rs` | direct flows between two processes: dialing, binding, the hand-over |
 //! | `pool.rs` | flows dialed and authenticated ahead of need, bound when taken |
 //! | `fuzzing.rs` | the decoders above driven with bytes, for the fuzz targets (`fuzz/`) |
@@ -31,6 +32,7 @@ pub mod fuzzing;
 pub(in crate::transport) mod handshake;
 pub(in crate::transport) mod link;
 pub(in crate::transport) mod pager;
+mod pager_shared;
 pub(in crate::transport) mod peer;
 pub(in crate::transport) mod pool;
 

@@ -204,6 +204,13 @@ pub(in crate::transport) fn accept(peer: &Arc<TcpPeer>, std: StdStream, inc: u64
             for (_, mem) in &mems {
                 mem.flow_used(FlowUse::Bound);
             }
+            // A plain interrupt's trigger flow, which its owner reads too while it waits.
+            if let ([(handle, mem)], None) = (&mems[..], &watch) {
+                if let Some(share) = mem.share_flow(std::os::fd::AsFd::as_fd(&s)) {
+                    super::pager_shared::serve_shared(p.id, &p.bytes_in, s, *handle, mem.as_ref(), share);
+                    return;
+                }
+            }
             let bound: Vec<(u64, &dyn PeerMemory)> = mems.iter().map(|(h, m)| (*h, m.as_ref())).collect();
             serve(&p, s, &bound, watch.as_ref());
         }

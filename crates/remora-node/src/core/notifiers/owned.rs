@@ -1,0 +1,90 @@
+//! Flows the owner of a plain interrupt reads itself (`remora_sys::intr`, the flows the
+//! owner reads): the daemon books a duplicate of each flow that triggers the interrupt
+//! from another host, and hands the set to the owner when it asks.
+
+use super::Interrupt;
+use crate::core::{ConnKind, Registry};
+use remora_proto::{Error, Role};
+use remora_sys::intr::IntrPage;
+use std::os::fd::{BorrowedFd, OwnedFd};
+
+/// The most flows one interrupt's owner reads itself; the daemon alone reads any more.
+const MAX_OWNER_FLOWS: usize = 32;
+
+/// A flow of another host's process booked for an interrupt's owner.
+#[derive(Debug)]
+pub struct OwnerFlowEntry {
+    /// The booking's id.
+    pub id: u64,
+    /// This node's handle of the connection the flow triggers through.
+    pub conn: u64,
+    /// A duplicate of the socket.
+    pub fd: OwnedFd,
+}
+
+/// What the transport's thread of a shared flow needs: which booking, and its own map of
+/// the interrupt's page.
+#[derive(Debug)]
+pub struct SharedBooking {
+    /// The interrupt handle.
+    pub intr: u64,
+    /// The booking's id.
+    pub id: u64,
+    /// The generation of the owner's set that first holds the flow.
+    pub joined: u32,
+    /// The page.
+    pub page: IntrPage,
+}
+
+impl Registry {
+    /// Book flow `fd` of `peer`'s connection `conn` for the owner of the interrupt it
+    /// triggers: only a plain interrupt of a process of this node, not removed, and not
+    /// a shared number's fan-out. `None`: the daemon alone reads it.
+    pub fn share_flow(&mut self, peer: u32, conn: u64, fd: BorrowedFd<'_>) -> Option<SharedBooking> {
+        let c = self.intr_conns.get(&conn)?;
+        let by_peer = self.sessions.get(&c.session).is_some_and(|s| s.role == Role::Peer { node: peer });
+        let ConnKind::Local { seg: h } = c.target else { return None };
+        if !by_peer || c.node != peer || c.data {
+            return None;
+        }
+        let id = self.handle();
+        let i: &mut Interrupt = self.interrupts.get_mut(&h)?;
+        if i.owner == 0 || i.data || i.page.is_removed() || i.owner_flows.len() >= MAX_OWNER_FLOWS {
+            return None;
+        }
+        let dup = fd.try_clone_to_owned().ok()?;
+        let page = IntrPage::open(&i.memfd, i.event.try_clone().ok()?).ok()?;
+        i.owner_flows.push(OwnerFlowEntry { id, conn, fd: dup });
+        let joined = i.page.flows_changed();
+        Some(SharedBooking { intr: h, id, joined, page })
+    }
+
+    /// The flow booked as `id` for interrupt `intr` is no longer the owner's to read.
+    pub fn unshare_flow(&mut self, intr: u64, id: u64) {
+        if let Some(i) = self.interrupts.get_mut(&intr) {
+            let before = i.owner_flows.len();
+            i.owner_flows.retain(|f| f.id != id);
+            if i.owner_flows.len() != before {
+                i.page.flows_changed();
+            }
+        }
+    }
+
+    /// The flows `session`'s interrupt `intr` may read itself: the set's generation, each
+    /// flow's connection handle, and a duplicate of each socket.
+    ///
+    /// # Errors
+    /// `UnknownHandle` for an interrupt `session` does not own; `System` when a socket
+    /// cannot be duplicated.
+    pub fn interrupt_flows(&self, session: u64, intr: u64) -> Result<(u32, Vec<u64>, Vec<OwnedFd>), Error> {
+        let i = self.interrupts.get(&intr).filter(|i| i.owner == session).ok_or(Error::UnknownHandle)?;
+        let gen = i.page.flows_generation();
+        let mut conns = Vec::with_capacity(i.owner_flows.len());
+        let mut fds = Vec::with_capacity(i.owner_flows.len());
+        for f in &i.owner_flows {
+            conns.push(f.conn);
+            fds.push(f.fd.try_clone().map_err(|e| Error::System(e.to_string()))?);
+        }
+        Ok((gen, conns, fds))
+    }
+}

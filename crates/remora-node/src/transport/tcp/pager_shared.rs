@@ -1,0 +1,113 @@
+//! Serving a pager flow that the owner of its target reads too ([`SharedFlow`]: a plain
+//! interrupt's trigger flow, whose owner reads it while it waits). Only plain triggers
+//! travel on it, a whole frame of [`BULK_FRAME`] bytes each; this thread reads while the
+//! owner does not, whole frames only and under the shared lock, and triggers through
+//! [`PeerMemory::trigger`] as [`super::pager`] does. A refusal is answered on the flow; any
+//! other frame ends it, as does its close (the owner is nudged away by the end itself).
+
+use crate::transport::{PeerMemory, SharedFlow};
+use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, BULK_FRAME, TRIGGER_REFUSED, TRIGGER_REMOVED};
+use remora_proto::Error;
+use remora_sys::intr::{take_frames, Taken, FRAMES_PER_LOOK};
+use std::io::Write;
+use std::net::TcpStream as StdStream;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// How long the thread sleeps while the owner reads (it looks again after that).
+const OWNER_PARK: Duration = Duration::from_millis(10);
+/// How long one `poll` of the flow lasts, so that the owner's start is noticed.
+const LOOK: Duration = Duration::from_millis(100);
+/// Looks ([`OWNER_PARK`] apart) with frames waiting after which this thread reads them even
+/// though the owner read lately.
+const STALE_LOOKS: u32 = 3;
+
+/// Serve `s`, bound to connection `handle` of `mem`, shared with its owner by `share`,
+/// until the flow ends or breaks; then shut it down both ways (the owner's duplicate
+/// sees the end too).
+pub(super) fn serve_shared(
+    peer: u32,
+    bytes_in: &AtomicU64,
+    s: StdStream,
+    handle: u64,
+    mem: &dyn PeerMemory,
+    mut share: Box<dyn SharedFlow>,
+) {
+    let mut buf = [0u8; BULK_FRAME * FRAMES_PER_LOOK];
+    let mut wr = &s;
+    let mut nap = Duration::from_micros(50);
+    // Looks in a row at which the owner read lately but frames waited all the same.
+    let mut unread = 0;
+    loop {
+        if share.owner_reads() {
+            // Frames that wait through several looks are read here all the same: an owner
+            // stopped, or stuck in a wait that does not read them, must not hold them.
+            let waiting = remora_sys::seqpacket::readable_now(s.as_fd()).unwrap_or(true);
+            unread = if waiting { unread + 1 } else { 0 };
+            if !hung_up(&s) && unread < STALE_LOOKS {
+                share.park(OWNER_PARK);
+                continue;
+            }
+        }
+        match remora_sys::poller::wait_ready(&[s.as_fd()], Some(LOOK)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+        if unread == 0 && share.owner_reads() && !hung_up(&s) {
+            continue;
+        }
+        unread = 0;
+        if !share.try_lock() {
+            std::thread::sleep(nap);
+            continue;
+        }
+        let taken = take_frames(s.as_fd(), BULK_FRAME, &mut buf);
+        share.unlock();
+        let n = match taken {
+            Ok(Taken::Frames(n)) => n,
+            Ok(Taken::Nothing) => {
+                // Part of a frame: the rest is on its way.
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(Duration::from_millis(10));
+                continue;
+            }
+            Ok(Taken::Closed) | Err(_) => break,
+        };
+        nap = Duration::from_micros(50);
+        bytes_in.fetch_add((n * BULK_FRAME) as u64, Ordering::Relaxed);
+        if !serve_triggers(peer, &buf[..n * BULK_FRAME], handle, mem, &mut wr) {
+            break;
+        }
+    }
+    let _ = s.shutdown(std::net::Shutdown::Both);
+}
+
+/// Whether the other end closed (or broke) the flow: its end must be read by this thread.
+fn hung_up(s: &StdStream) -> bool {
+    remora_sys::seqpacket::peer_closed(s.as_fd())
+}
+
+/// Trigger once per frame of `frames`; answer refusals on `wr`. `false` when a frame is not
+/// a plain trigger of `handle` or an answer cannot be written: the flow ends.
+fn serve_triggers(peer: u32, frames: &[u8], handle: u64, mem: &dyn PeerMemory, wr: &mut impl Write) -> bool {
+    for raw in frames.chunks_exact(BULK_FRAME) {
+        let hdr = match BulkFrame::parse(raw) {
+            Ok(h) if h.op == BulkOp::Trigger && h.conn == handle && h.len == 0 && !h.ok => h,
+            other => {
+                tracing::warn!(peer, "a shared interrupt flow sent {other:?}; closed");
+                return false;
+            }
+        };
+        if let Err(e) = mem.trigger(&[]) {
+            let code = if matches!(e, Error::NoSuchIntno) { TRIGGER_REMOVED } else { TRIGGER_REFUSED };
+            let ack = BulkHeader { op: BulkOp::Ack, ok: false, len: 0, offset: code, ..hdr };
+            if wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&ack))).is_err() {
+                return false;
+            }
+        }
+    }
+    true
+}

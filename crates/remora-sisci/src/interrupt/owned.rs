@@ -1,0 +1,103 @@
+//! The owner of an interrupt reads the trigger flows of other hosts' processes itself
+//! while it waits (`remora_sys::intr`, the flows the owner reads): a trigger from another
+//! host then wakes the waiting thread straight from the socket, one wake-up as a raw TCP
+//! reader has, instead of waking the daemon's thread, which rang the page's bell.
+//!
+//! The daemon books each such flow of a plain interrupt for its owner and bumps the
+//! page's generation of the set; a wait that finds the generation changed asks for the
+//! set again (`Request::InterruptFlows`, a duplicate of each socket).
+
+use super::Core;
+use remora_proto::link::{BulkFrame, BulkOp, BULK_FRAME};
+use remora_proto::{Reply, Request};
+use remora_sys::intr::{shut_flow, take_frames, FlowStep, IntrPage, IntrWait, Taken, FRAMES_PER_LOOK};
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::Duration;
+
+/// The flows of one interrupt its owner has (empty for everyone else).
+#[derive(Debug, Default)]
+pub(super) struct OwnFlows {
+    /// The generation of the set held (0: none was ever booked).
+    gen: u32,
+    /// Each flow, with the owner's node's handle of the connection it triggers through.
+    flows: Vec<(OwnedFd, u64)>,
+}
+
+impl OwnFlows {
+    /// Ask for the set again when the page says it changed.
+    fn refresh(&mut self, core: &Core) {
+        let now = core.page().flows_generation();
+        if now == self.gen {
+            return;
+        }
+        let asked = core.desc.session().request(Request::InterruptFlows { intr: core.handle }, &[]);
+        match asked {
+            Ok((Reply::InterruptFlows { gen, conns }, fds)) if fds.len() == conns.len() => {
+                self.gen = gen;
+                self.flows = fds.into_iter().zip(conns).collect();
+            }
+            // The daemon reads them all, as before; asked again at the next change.
+            _ => {
+                self.gen = now;
+                self.flows.clear();
+            }
+        }
+    }
+}
+
+/// Wait on `core`'s page, reading the flows the owner has when other hosts are connected.
+pub(super) fn wait(
+    core: &Core,
+    spin: Duration,
+    timeout: Option<Duration>,
+    ready: impl FnMut(u32) -> bool,
+) -> IntrWait {
+    let page = core.page();
+    // Another thread of the process holds the flows: it reads them; this one sleeps on
+    // the page's futex, which every trigger wakes.
+    let Ok(mut own) = core.own.try_lock() else { return page.wait(spin, timeout, ready) };
+    if !page.far_connected() {
+        return page.wait(spin, timeout, ready);
+    }
+    own.refresh(core);
+    let fds: Vec<_> = own.flows.iter().map(|(f, _)| f.as_fd()).collect();
+    let mut buf = [0u8; BULK_FRAME * FRAMES_PER_LOOK];
+    let mut on_flow = |i: usize| take(page, &own.flows[i], &mut buf);
+    page.wait_owned(spin, timeout, &fds, own.gen, &mut on_flow, ready)
+}
+
+/// Read the whole trigger frames waiting on `flow` and count them in the page.
+fn take(page: &IntrPage, flow: &(OwnedFd, u64), buf: &mut [u8]) -> FlowStep {
+    let (fd, conn) = (flow.0.as_fd(), flow.1);
+    if !page.try_read_lock() {
+        // The daemon's thread reads it now; its ring wakes us.
+        return FlowStep::Idle;
+    }
+    let taken = take_frames(fd, BULK_FRAME, buf);
+    page.read_unlock();
+    match taken {
+        Ok(Taken::Frames(n)) => {
+            let valid = buf[..n * BULK_FRAME]
+                .chunks_exact(BULK_FRAME)
+                .take_while(|raw| {
+                    BulkFrame::parse(raw)
+                        .is_ok_and(|h| h.op == BulkOp::Trigger && h.conn == conn && h.len == 0 && !h.ok)
+                })
+                .count();
+            page.ring_n(valid as u32);
+            if valid == n {
+                return FlowStep::Read;
+            }
+            // Not a plain trigger of this connection: the flow ends, as the daemon ends it.
+            shut_flow(fd);
+            page.nudge();
+            FlowStep::Drop
+        }
+        Ok(Taken::Nothing) => FlowStep::Idle,
+        Ok(Taken::Closed) | Err(_) => {
+            // Its end is the daemon's thread's to see and close.
+            page.nudge();
+            FlowStep::Drop
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! Flows the owner of an interrupt reads itself: a trigger from another host with one
+//! wake-up, the owner's, as a raw TCP reader has.
+//!
+//! A process that connected to an interrupt of another host sends its triggers over a TCP
+//! flow of its own to the owner's node (fixed-size frames, one per trigger). The owner's
+//! daemon serves the flow; for a plain interrupt it also hands a duplicate of the socket
+//! to the owner, and from then on both may read it, one at a time:
+//!
+//! * The owner reads while it waits: its blocked wait polls the flows beside the bell, and
+//!   the frames it reads bump the trigger counter like any trigger. While the owner waits,
+//!   or has waited lately, with a set of flows that holds a given flow, the daemon's thread
+//!   of that flow stays away from the socket ([`IntrPage::owner_reads`]), so a trigger
+//!   wakes one thread, not two.
+//! * The daemon reads when the owner does not (nobody waits, a callback listens, the owner
+//!   has not fetched the flow yet): its ring wakes everyone as before.
+//!
+//! Whoever reads holds the page's reader lock and takes whole frames only (`FIONREAD`
+//! says how many bytes wait): the stream is never split in the middle of a frame. Header
+//! words used (after the ones `intr.rs` lists):
+//!
+//! ```text
+//! 40  flows      u32  generation of the set of flows the owner may read (daemon bumps)
+//! 44  reader     u32  0 free, 1 held: someone reads a flow now
+//! 48  polling    u32  owner threads polling their flows now
+//! 52  polls      u32  bumped when such a poll begins and ends
+//! 56  owner_gen  u32  the generation of the set the owner polls
+//! 60  nudge      u32  the daemon's flow threads sleep on it; a flow's end bumps it
+//! ```
+
+use super::{IntrPage, IntrWait, FAR, RINGING, TRIGGERS};
+use crate::sync::futex_wait;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+const FLOWS: usize = 40;
+const READER: usize = 44;
+const POLLING: usize = 48;
+const POLLS: usize = 52;
+const OWNER_GEN: usize = 56;
+const NUDGE: usize = 60;
+
+/// The most frames one look at a flow takes.
+pub const FRAMES_PER_LOOK: usize = 64;
+
+/// What one look at a flow found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    /// `n` whole frames were read into the buffer.
+    Frames(usize),
+    /// Nothing whole to read now (nothing, or part of a frame).
+    Nothing,
+    /// The other end closed the flow (everything before the close was read).
+    Closed,
+}
+
+/// What the owner did with a flow that `poll` said was readable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowStep {
+    /// Frames were read (or may be next time): keep polling it.
+    Read,
+    /// Nothing to take now (the daemon reads it, or part of a frame came): keep it, nap.
+    Idle,
+    /// It ended or broke: stop polling it.
+    Drop,
+}
+
+/// Read the whole frames of `frame` bytes waiting on stream socket `fd` into `buf`
+/// (at most `buf.len() / frame`), without blocking. Call with the reader lock held.
+///
+/// # Errors
+/// The errno of `ioctl(FIONREAD)` or `recv` (a reset or broken flow).
+pub fn take_frames(fd: BorrowedFd<'_>, frame: usize, buf: &mut [u8]) -> io::Result<Taken> {
+    use rustix::net::{recv, RecvFlags};
+    let waiting = rustix::io::ioctl_fionread(fd)? as usize;
+    let n = (waiting / frame).min(buf.len() / frame);
+    if n == 0 {
+        if waiting > 0 {
+            return Ok(Taken::Nothing);
+        }
+        // Nothing waits: an end of stream or nothing yet.
+        let mut b = [0u8; 1];
+        return match recv(fd, &mut b, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
+            Ok((_, 0)) => Ok(Taken::Closed),
+            Ok(_) => Ok(Taken::Nothing),
+            Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => Ok(Taken::Nothing),
+            Err(e) => Err(e.into()),
+        };
+    }
+    let want = n * frame;
+    let mut got = 0;
+    while got < want {
+        match recv(fd, &mut buf[got..want], RecvFlags::DONTWAIT) {
+            Ok((k, _)) if k > 0 => got += k,
+            Err(rustix::io::Errno::INTR) => {}
+            // FIONREAD said they were there and only the lock's holder reads.
+            Ok(_) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Taken::Frames(n))
+}
+
+/// End stream socket `fd` both ways, for every holder of it (a flow that sent what it may not).
+pub fn shut_flow(fd: BorrowedFd<'_>) {
+    let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::Both);
+}
+
+impl IntrPage {
+    /// The generation of the set of flows the owner may read.
+    pub fn flows_generation(&self) -> u32 {
+        self.u32(FLOWS).load(Ordering::SeqCst)
+    }
+
+    /// The set of flows changed (daemon side); returns the new generation.
+    pub fn flows_changed(&self) -> u32 {
+        self.u32(FLOWS).fetch_add(1, Ordering::SeqCst).wrapping_add(1)
+    }
+
+    /// Take the reader lock of the page's flows, if free.
+    pub fn try_read_lock(&self) -> bool {
+        self.u32(READER).compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+    }
+
+    /// Give the reader lock back.
+    pub fn read_unlock(&self) {
+        self.u32(READER).store(0, Ordering::Release);
+    }
+
+    /// Whether the owner reads a flow that joined its set at generation `joined` now, or
+    /// did since the last call (`polls` keeps what that call saw): the daemon's thread of
+    /// that flow then leaves it alone.
+    /// A removed interrupt's owner reads nothing more.
+    pub fn owner_reads(&self, joined: u32, polls: &mut u32) -> bool {
+        if self.is_removed() {
+            return false;
+        }
+        let has_it = self.u32(OWNER_GEN).load(Ordering::SeqCst).wrapping_sub(joined) as i32 >= 0;
+        let now = self.u32(POLLS).load(Ordering::SeqCst);
+        let lately = now != *polls;
+        *polls = now;
+        has_it && (lately || self.u32(POLLING).load(Ordering::SeqCst) > 0)
+    }
+
+    /// Sleep until a flow's end is told ([`IntrPage::nudge`]) or `max` passed (daemon side).
+    pub fn park(&self, max: Duration) {
+        let w = self.u32(NUDGE);
+        futex_wait(w, w.load(Ordering::SeqCst), Some(max));
+    }
+
+    /// Wake the daemon's parked flow threads (a flow ended: its thread must see it).
+    pub fn nudge(&self) {
+        let w = self.u32(NUDGE);
+        w.fetch_add(1, Ordering::SeqCst);
+        crate::sync::futex_wake_all(w);
+    }
+
+    /// Count `n` triggers read from a flow, waking whoever waits.
+    pub fn ring_n(&self, n: u32) {
+        if n > 0 {
+            self.u32(TRIGGERS).fetch_add(n - 1, Ordering::SeqCst);
+            self.ring();
+        }
+    }
+
+    /// [`IntrPage::wait`] of the owner that also reads `flows` (the set of generation
+    /// `gen`) itself: `on_flow(i)` reads flow `i` when `poll` says it is readable. Falls
+    /// back to [`IntrPage::wait`] without flows, without the bell, when no other host is
+    /// connected, or while another thread of the process waits on the bell.
+    pub fn wait_owned(
+        &self,
+        spin: Duration,
+        timeout: Option<Duration>,
+        flows: &[BorrowedFd<'_>],
+        gen: u32,
+        on_flow: &mut dyn FnMut(usize) -> FlowStep,
+        mut ready: impl FnMut(u32) -> bool,
+    ) -> IntrWait {
+        let far = self.u32(FAR).load(Ordering::SeqCst) > 0;
+        let Some(bell) = self.bell_rx.as_ref().filter(|_| far && !flows.is_empty()) else {
+            return self.wait(spin, timeout, ready);
+        };
+        if self.bell_busy.swap(true, Ordering::Acquire) {
+            return self.wait(spin, timeout, ready);
+        }
+        let t = self.u32(TRIGGERS);
+        self.u32(OWNER_GEN).store(gen, Ordering::SeqCst);
+        self.u32(POLLING).fetch_add(1, Ordering::SeqCst);
+        self.u32(POLLS).fetch_add(1, Ordering::SeqCst);
+        self.u32(RINGING).fetch_add(1, Ordering::SeqCst);
+        let mut live = vec![true; flows.len()];
+        let start = Instant::now();
+        let mut ready = || self.is_removed() || ready(t.load(Ordering::SeqCst));
+        let timed_out = loop {
+            if ready() {
+                break false;
+            }
+            let spinning = start.elapsed() < spin;
+            let slice = if spinning {
+                Some(Duration::ZERO)
+            } else {
+                match crate::sync::next_slice(start, timeout) {
+                    Some(s) => Some(s),
+                    None => break true,
+                }
+            };
+            let idle = poll_once(bell.as_fd(), flows, &mut live, slice, on_flow);
+            if idle {
+                // Only part of a frame, or the daemon holds the lock: it will ring.
+                std::thread::sleep(Duration::from_micros(20));
+            } else if spinning {
+                std::thread::yield_now();
+            }
+        };
+        self.u32(RINGING).fetch_sub(1, Ordering::SeqCst);
+        self.u32(POLLING).fetch_sub(1, Ordering::SeqCst);
+        self.u32(POLLS).fetch_add(1, Ordering::SeqCst);
+        self.bell_busy.store(false, Ordering::Release);
+        if self.is_removed() {
+            IntrWait::Removed
+        } else if timed_out {
+            IntrWait::TimedOut
+        } else {
+            IntrWait::Triggered(t.load(Ordering::SeqCst))
+        }
+    }
+}
+
+/// One `poll` of the bell and the live flows for at most `slice`; reads what is readable.
+/// Returns whether a flow was readable but gave nothing (the caller naps).
+fn poll_once(
+    bell: BorrowedFd<'_>,
+    flows: &[BorrowedFd<'_>],
+    live: &mut [bool],
+    slice: Option<Duration>,
+    on_flow: &mut dyn FnMut(usize) -> FlowStep,
+) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut which = Vec::with_capacity(flows.len());
+    let mut fds = Vec::with_capacity(flows.len() + 1);
+    fds.push(PollFd::new(&bell, PollFlags::IN));
+    for (i, f) in flows.iter().enumerate() {
+        if live[i] {
+            which.push(i);
+            fds.push(PollFd::new(f, PollFlags::IN));
+        }
+    }
+    let ts =
+        slice.map(|s| rustix::time::Timespec { tv_sec: s.as_secs() as i64, tv_nsec: s.subsec_nanos() as _ });
+    let Ok(n) = poll(&mut fds, ts.as_ref()) else { return false };
+    if n == 0 {
+        return false;
+    }
+    let rung = !fds[0].revents().is_empty();
+    let readable: Vec<usize> =
+        fds[1..].iter().zip(&which).filter(|(f, _)| !f.revents().is_empty()).map(|(_, i)| *i).collect();
+    drop(fds);
+    if rung {
+        // What was rung so far (bounded: wakers may keep ringing). A bell whose other end
+        // is gone reads 0: nap rather than spin on it.
+        let mut sink = [0u8; 256];
+        if let Ok(0) = rustix::io::read(bell, &mut sink) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let mut idle = false;
+    for i in readable {
+        match on_flow(i) {
+            FlowStep::Read => {}
+            FlowStep::Idle => idle = true,
+            FlowStep::Drop => live[i] = false,
+        }
+    }
+    idle && !rung
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sync::EventFd;
+    use std::os::fd::OwnedFd;
+
+    const FRAME: usize = 40;
+
+    /// An owner's page with its bell, the daemon's view of it (one far connection), and a
+    /// flow: (the end the owner reads, the sender's end).
+    fn setup() -> (IntrPage, IntrPage, OwnedFd, OwnedFd) {
+        let fd = IntrPage::create("t").unwrap();
+        let ev = EventFd::new().unwrap();
+        let (tx, rx) = super::super::bell().unwrap();
+        let owner = IntrPage::open(&fd, ev.try_clone().unwrap()).unwrap().with_bell(None, Some(rx));
+        let daemon = IntrPage::open(&fd, ev).unwrap().with_bell(Some(tx), None);
+        daemon.far_connection(true);
+        let (a, b) = super::super::bell().unwrap();
+        (owner, daemon, a, b)
+    }
+
+    fn read_all(page: &IntrPage, fd: BorrowedFd<'_>) -> FlowStep {
+        assert!(page.try_read_lock());
+        let mut buf = [0u8; FRAME * 4];
+        let t = take_frames(fd, FRAME, &mut buf);
+        page.read_unlock();
+        match t.unwrap() {
+            Taken::Frames(n) => {
+                page.ring_n(n as u32);
+                FlowStep::Read
+            }
+            Taken::Nothing => FlowStep::Idle,
+            Taken::Closed => FlowStep::Drop,
+        }
+    }
+
+    #[test]
+    fn only_whole_frames_are_taken_and_an_end_is_seen() {
+        let (_, _, rd, wr) = setup();
+        let mut buf = [0u8; FRAME * 2];
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Nothing);
+        rustix::io::write(&wr, &[7u8; FRAME + 10]).unwrap();
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(1));
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Nothing, "10 bytes of the next");
+        rustix::io::write(&wr, &[8u8; FRAME * 3 - 10]).unwrap();
+        // At most what the buffer holds, the rest next time.
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(2));
+        assert_eq!(&buf[..10], &[7u8; 10]);
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(1));
+        drop(wr);
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Closed);
+    }
+
+    #[test]
+    fn a_waiting_owner_reads_its_flow_and_the_daemon_keeps_away() {
+        let (owner, daemon, rd, wr) = setup();
+        let gen = daemon.flows_changed();
+        let mut polls = 0;
+        assert!(!daemon.owner_reads(gen, &mut polls), "the owner never polled");
+        let seen = owner.triggers();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            rustix::io::write(&wr, &[1u8; FRAME * 3]).unwrap();
+            wr
+        });
+        let fds = [rd.as_fd()];
+        let mut on_flow = |_: usize| read_all(&owner, rd.as_fd());
+        let got =
+            owner.wait_owned(Duration::ZERO, Some(Duration::from_secs(5)), &fds, gen, &mut on_flow, |n| {
+                n.wrapping_sub(seen) >= 3
+            });
+        assert_eq!(got, IntrWait::Triggered(seen.wrapping_add(3)));
+        let wr = sender.join().unwrap();
+        // The owner polled with the set that holds the flow: the daemon keeps away once more,
+        // then reads (nobody polls now). A flow that joined later is the daemon's.
+        assert!(daemon.owner_reads(gen, &mut polls));
+        assert!(!daemon.owner_reads(gen, &mut polls));
+        let later = daemon.flows_changed();
+        let mut polls2 = polls.wrapping_sub(1);
+        assert!(!daemon.owner_reads(later, &mut polls2));
+        // A trigger the daemon counts (another flow) wakes an owner that polls its flows.
+        let d = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            daemon.trigger().unwrap();
+            daemon
+        });
+        let seen = owner.triggers();
+        let got =
+            owner.wait_owned(Duration::ZERO, Some(Duration::from_secs(5)), &fds, gen, &mut on_flow, |n| {
+                n != seen
+            });
+        assert!(matches!(got, IntrWait::Triggered(_)));
+        let daemon = d.join().unwrap();
+        // The flow's end drops it from the wait; the wait still times out as asked.
+        drop(wr);
+        let got = owner.wait_owned(
+            Duration::from_micros(200),
+            Some(Duration::from_millis(30)),
+            &fds,
+            gen,
+            &mut on_flow,
+            |_| false,
+        );
+        assert_eq!(got, IntrWait::TimedOut);
+        // A removed interrupt's flows are the daemon's.
+        daemon.remove();
+        let mut polls = 0;
+        assert!(!daemon.owner_reads(gen, &mut polls));
+    }
+}
