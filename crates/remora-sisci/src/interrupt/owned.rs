@@ -84,7 +84,7 @@ fn take(page: &IntrPage, flow: &(OwnedFd, u64), buf: &mut [u8]) -> FlowStep {
                         .is_ok_and(|h| h.op == BulkOp::Trigger && h.conn == conn && h.len == 0 && !h.ok)
                 })
                 .count();
-            page.ring_n(valid as u32);
+            page.count_read(valid as u32);
             if valid == n {
                 return FlowStep::Read;
             }

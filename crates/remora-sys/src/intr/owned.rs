@@ -14,8 +14,8 @@
 //! * The daemon reads when the owner does not (nobody waits, a callback listens, the owner
 //!   has not fetched the flow yet): its ring wakes everyone as before.
 //!
-//! Whoever reads holds the page's reader lock and takes whole frames only (`FIONREAD`
-//! says how many bytes wait): the stream is never split in the middle of a frame. Header
+//! Whoever reads holds the page's reader lock and reads whole frames only (a frame whose
+//! start it read, it reads to the end): the stream is never left in the middle of a frame. Header
 //! words used (after the ones `intr.rs` lists):
 //!
 //! ```text
@@ -27,8 +27,8 @@
 //! 60  nudge      u32  the daemon's flow threads sleep on it; a flow's end bumps it
 //! ```
 
-use super::{IntrPage, IntrWait, FAR, RINGING, TRIGGERS};
-use crate::sync::futex_wait;
+use super::{IntrPage, IntrWait, ARMED, FAR, RINGING, TRIGGERS, WAITERS};
+use crate::sync::{futex_wait, futex_wake_all};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::Ordering;
@@ -49,7 +49,7 @@ pub const FRAMES_PER_LOOK: usize = 64;
 pub enum Taken {
     /// `n` whole frames were read into the buffer.
     Frames(usize),
-    /// Nothing whole to read now (nothing, or part of a frame).
+    /// Nothing to read now.
     Nothing,
     /// The other end closed the flow (everything before the close was read).
     Closed,
@@ -60,46 +60,55 @@ pub enum Taken {
 pub enum FlowStep {
     /// Frames were read (or may be next time): keep polling it.
     Read,
-    /// Nothing to take now (the daemon reads it, or part of a frame came): keep it, nap.
+    /// Nothing to take now (the daemon holds the lock): keep it, nap.
     Idle,
     /// It ended or broke: stop polling it.
     Drop,
 }
 
+/// How long a reader waits for the rest of a frame it read the start of (a sender writes
+/// each frame whole; TCP splits one only at a segment's edge, and the rest follows).
+const REST_OF_FRAME: Duration = Duration::from_millis(20);
+
 /// Read the whole frames of `frame` bytes waiting on stream socket `fd` into `buf`
-/// (at most `buf.len() / frame`), without blocking. Call with the reader lock held.
+/// (at most `buf.len() / frame`), without blocking for the first byte. Call with the
+/// reader lock held: a frame whose start came is read to its end (waiting at most
+/// [`REST_OF_FRAME`] for it), so the stream is left at a frame's edge.
 ///
 /// # Errors
-/// The errno of `ioctl(FIONREAD)` or `recv` (a reset or broken flow).
+/// The errno of `recv` (a reset or broken flow); `TimedOut` when the rest of a frame did
+/// not come.
 pub fn take_frames(fd: BorrowedFd<'_>, frame: usize, buf: &mut [u8]) -> io::Result<Taken> {
     use rustix::net::{recv, RecvFlags};
-    let waiting = rustix::io::ioctl_fionread(fd)? as usize;
-    let n = (waiting / frame).min(buf.len() / frame);
-    if n == 0 {
-        if waiting > 0 {
-            return Ok(Taken::Nothing);
-        }
-        // Nothing waits: an end of stream or nothing yet.
-        let mut b = [0u8; 1];
-        return match recv(fd, &mut b, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
-            Ok((_, 0)) => Ok(Taken::Closed),
-            Ok(_) => Ok(Taken::Nothing),
-            Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => Ok(Taken::Nothing),
-            Err(e) => Err(e.into()),
-        };
-    }
-    let want = n * frame;
-    let mut got = 0;
-    while got < want {
-        match recv(fd, &mut buf[got..want], RecvFlags::DONTWAIT) {
-            Ok((k, _)) if k > 0 => got += k,
+    let cap = buf.len() / frame * frame;
+    let got = loop {
+        match recv(fd, &mut buf[..cap], RecvFlags::DONTWAIT) {
+            Ok((0, _)) => return Ok(Taken::Closed),
+            Ok((k, _)) => break k,
             Err(rustix::io::Errno::INTR) => {}
-            // FIONREAD said they were there and only the lock's holder reads.
-            Ok(_) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+            Err(rustix::io::Errno::AGAIN) => return Ok(Taken::Nothing),
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let mut have = got;
+    let whole = got.div_ceil(frame) * frame;
+    let start = Instant::now();
+    while have < whole {
+        match recv(fd, &mut buf[have..whole], RecvFlags::DONTWAIT) {
+            Ok((0, _)) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+            Ok((k, _)) => have += k,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => {
+                let left = REST_OF_FRAME.saturating_sub(start.elapsed());
+                if left.is_zero() {
+                    return Err(io::Error::from(io::ErrorKind::TimedOut));
+                }
+                crate::poller::wait_ready(&[fd], Some(left))?;
+            }
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(Taken::Frames(n))
+    Ok(Taken::Frames(whole / frame))
 }
 
 /// End stream socket `fd` both ways, for every holder of it (a flow that sent what it may not).
@@ -156,11 +165,20 @@ impl IntrPage {
         crate::sync::futex_wake_all(w);
     }
 
-    /// Count `n` triggers read from a flow, waking whoever waits.
-    pub fn ring_n(&self, n: u32) {
-        if n > 0 {
-            self.u32(TRIGGERS).fetch_add(n - 1, Ordering::SeqCst);
-            self.ring();
+    /// Count `n` triggers that the thread waiting in [`IntrPage::wait_owned`] read from a
+    /// flow: wakes the futex's waiters and a listening callback, not the bell, whose only
+    /// waiter is that thread.
+    pub fn count_read(&self, n: u32) {
+        if n == 0 {
+            return;
+        }
+        let t = self.u32(TRIGGERS);
+        t.fetch_add(n, Ordering::SeqCst);
+        if self.u32(WAITERS).load(Ordering::SeqCst) > 0 {
+            futex_wake_all(t);
+        }
+        if self.u32(ARMED).load(Ordering::SeqCst) != 0 {
+            self.event.signal();
         }
     }
 
@@ -207,7 +225,7 @@ impl IntrPage {
             };
             let idle = poll_once(bell.as_fd(), flows, &mut live, slice, on_flow);
             if idle {
-                // Only part of a frame, or the daemon holds the lock: it will ring.
+                // The daemon holds the lock: it will ring.
                 std::thread::sleep(Duration::from_micros(20));
             } else if spinning {
                 std::thread::yield_now();
@@ -303,7 +321,7 @@ mod tests {
         page.read_unlock();
         match t.unwrap() {
             Taken::Frames(n) => {
-                page.ring_n(n as u32);
+                page.count_read(n as u32);
                 FlowStep::Read
             }
             Taken::Nothing => FlowStep::Idle,
@@ -316,14 +334,25 @@ mod tests {
         let (_, _, rd, wr) = setup();
         let mut buf = [0u8; FRAME * 2];
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Nothing);
+        // A frame split by the stream is read to its end.
         rustix::io::write(&wr, &[7u8; FRAME + 10]).unwrap();
-        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(1));
-        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Nothing, "10 bytes of the next");
-        rustix::io::write(&wr, &[8u8; FRAME * 3 - 10]).unwrap();
+        std::thread::scope(|s| {
+            let wr = &wr;
+            s.spawn(move || {
+                std::thread::sleep(Duration::from_millis(5));
+                rustix::io::write(wr, &[8u8; FRAME - 10]).unwrap();
+            });
+            assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(2));
+        });
+        assert_eq!(&buf[FRAME..FRAME + 10], &[7u8; 10]);
+        assert_eq!(&buf[FRAME + 10..], &[8u8; FRAME - 10]);
         // At most what the buffer holds, the rest next time.
+        rustix::io::write(&wr, &[9u8; FRAME * 3]).unwrap();
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(2));
-        assert_eq!(&buf[..10], &[7u8; 10]);
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(1));
+        // A frame whose rest never comes breaks the flow.
+        rustix::io::write(&wr, &[1u8; 3]).unwrap();
+        assert!(take_frames(rd.as_fd(), FRAME, &mut buf).is_err());
         drop(wr);
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Closed);
     }

@@ -36,7 +36,6 @@ pub(super) fn serve_shared(
 ) {
     let mut buf = [0u8; BULK_FRAME * FRAMES_PER_LOOK];
     let mut wr = &s;
-    let mut nap = Duration::from_micros(50);
     // Looks in a row at which the owner read lately but frames waited all the same.
     let mut unread = 0;
     loop {
@@ -61,22 +60,17 @@ pub(super) fn serve_shared(
         }
         unread = 0;
         if !share.try_lock() {
-            std::thread::sleep(nap);
+            // The owner reads it now (a few microseconds).
+            std::thread::sleep(Duration::from_micros(50));
             continue;
         }
         let taken = take_frames(s.as_fd(), BULK_FRAME, &mut buf);
         share.unlock();
         let n = match taken {
             Ok(Taken::Frames(n)) => n,
-            Ok(Taken::Nothing) => {
-                // Part of a frame: the rest is on its way.
-                std::thread::sleep(nap);
-                nap = (nap * 2).min(Duration::from_millis(10));
-                continue;
-            }
+            Ok(Taken::Nothing) => continue,
             Ok(Taken::Closed) | Err(_) => break,
         };
-        nap = Duration::from_micros(50);
         bytes_in.fetch_add((n * BULK_FRAME) as u64, Ordering::Relaxed);
         if !serve_triggers(peer, &buf[..n * BULK_FRAME], handle, mem, &mut wr) {
             break;
