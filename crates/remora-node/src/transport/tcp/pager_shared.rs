@@ -15,13 +15,16 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// How long the thread sleeps while the owner reads (it looks again after that).
-const OWNER_PARK: Duration = Duration::from_millis(10);
+/// How long the thread sleeps while the owner reads (it looks again after that). Long: a
+/// flow's end wakes it at once, frames nobody waits for may wait, and a thread that woke
+/// often would change how the machine's idle cores sleep (a ping-pong of blocked waits is
+/// fast only while they poll before they halt).
+const OWNER_PARK: Duration = Duration::from_millis(100);
 /// How long one `poll` of the flow lasts, so that the owner's start is noticed.
 const LOOK: Duration = Duration::from_millis(100);
 /// Looks ([`OWNER_PARK`] apart) with frames waiting after which this thread reads them even
 /// though the owner read lately.
-const STALE_LOOKS: u32 = 3;
+const STALE_LOOKS: u32 = 2;
 
 /// Serve `s`, bound to connection `handle` of `mem`, shared with its owner by `share`,
 /// until the flow ends or breaks; then shut it down both ways (the owner's duplicate
