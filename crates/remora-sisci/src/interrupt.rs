@@ -70,8 +70,10 @@ struct Core {
     token: Mutex<Option<DepToken>>,
     gone: AtomicBool,
     listener: Mutex<Option<u64>>,
-    /// For the owner of a plain interrupt: the trigger flows of other hosts it reads itself.
+    /// For the owner of an interrupt: the trigger flows of other hosts it reads itself.
     own: Mutex<owned::OwnFlows>,
+    /// A data interrupt (or a connection to one).
+    data: bool,
 }
 
 impl Core {
@@ -86,6 +88,7 @@ impl Core {
             gone: AtomicBool::new(false),
             listener: Mutex::new(None),
             own: Mutex::new(owned::OwnFlows::default()),
+            data: false,
         }
     }
 
@@ -327,14 +330,21 @@ impl Interrupt {
         if self.inner.uses_callback {
             return Err(Error::IllegalOperation);
         }
-        let seen = *self.inner.seen.lock().unwrap_or_else(|p| p.into_inner());
-        match watched_wait(core, spin, timeout, |n| n != seen)? {
-            IntrWait::Triggered(_) => {
-                self.take_trigger();
-                Ok(())
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        loop {
+            let seen = *self.inner.seen.lock().unwrap_or_else(|p| p.into_inner());
+            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+            match watched_wait(core, spin, left, |n| n != seen)? {
+                // Another thread waiting on it may have taken the trigger first: wait on.
+                IntrWait::Triggered(_) if !self.take_trigger() => {
+                    if left.is_some_and(|l| l.is_zero()) {
+                        return Err(Error::Timeout);
+                    }
+                }
+                IntrWait::Triggered(_) => return Ok(()),
+                IntrWait::TimedOut => return Err(Error::Timeout),
+                IntrWait::Removed => return Err(Error::Cancelled),
             }
-            IntrWait::TimedOut => Err(Error::Timeout),
-            IntrWait::Removed => Err(Error::Cancelled),
         }
     }
 
@@ -416,7 +426,7 @@ impl DataInterrupt {
         }
         let intr = DataInterrupt {
             inner: Arc::new(LocalData {
-                core: Core::new(desc, handle, intno, page),
+                core: Core { data: true, ..Core::new(desc, handle, intno, page) },
                 uses_callback: callback.is_some(),
                 recv: Mutex::new(()),
             }),
