@@ -70,10 +70,8 @@ struct Core {
     token: Mutex<Option<DepToken>>,
     gone: AtomicBool,
     listener: Mutex<Option<u64>>,
-    /// For the owner of an interrupt: the trigger flows of other hosts it reads itself.
+    /// For the owner of a plain interrupt: the trigger flows of other hosts it reads itself.
     own: Mutex<owned::OwnFlows>,
-    /// A data interrupt (or a connection to one).
-    data: bool,
 }
 
 impl Core {
@@ -88,7 +86,6 @@ impl Core {
             gone: AtomicBool::new(false),
             listener: Mutex::new(None),
             own: Mutex::new(owned::OwnFlows::default()),
-            data: false,
         }
     }
 
@@ -426,7 +423,7 @@ impl DataInterrupt {
         }
         let intr = DataInterrupt {
             inner: Arc::new(LocalData {
-                core: Core { data: true, ..Core::new(desc, handle, intno, page) },
+                core: Core::new(desc, handle, intno, page),
                 uses_callback: callback.is_some(),
                 recv: Mutex::new(()),
             }),

@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 mod owned;
-pub use owned::{send_whole, shut_flow, take_frames, FlowStep, Frames, Taken, FRAMES_PER_LOOK};
+pub use owned::{shut_flow, take_frames, FlowStep, Taken, FRAMES_PER_LOOK};
 
 /// The largest payload of one data interrupt, in bytes.
 pub const MAX_DATA: usize = 1024;
@@ -281,13 +281,6 @@ impl IntrPage {
     /// # Errors
     /// [`TriggerError::TooLong`], [`TriggerError::Full`], [`TriggerError::Removed`].
     pub fn send(&self, data: &[u8]) -> Result<(), TriggerError> {
-        self.push(data)?;
-        self.ring();
-        Ok(())
-    }
-
-    /// Queue a data interrupt's payload, waking nobody.
-    fn push(&self, data: &[u8]) -> Result<(), TriggerError> {
         if data.len() > MAX_DATA {
             return Err(TriggerError::TooLong);
         }
@@ -327,6 +320,7 @@ impl IntrPage {
         self.map.write(slot + 16, data).expect("payload fits its slot");
         self.u32(slot + 8).store(data.len() as u32, Ordering::Relaxed);
         self.u64(slot).store(pos.wrapping_add(1), Ordering::Release);
+        self.ring();
         Ok(())
     }
 

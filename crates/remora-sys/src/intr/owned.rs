@@ -41,13 +41,13 @@ const POLLS: usize = 52;
 const OWNER_GEN: usize = 56;
 const NUDGE: usize = 60;
 
-/// The most frames of the largest size one look at a flow takes.
+/// The most frames one look at a flow takes.
 pub const FRAMES_PER_LOOK: usize = 64;
 
 /// What one look at a flow found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Taken {
-    /// Whole frames, this many bytes of them, were read into the buffer.
+    /// `n` whole frames were read into the buffer.
     Frames(usize),
     /// Nothing to read now.
     Nothing,
@@ -70,106 +70,45 @@ pub enum FlowStep {
 /// each frame whole; TCP splits one only at a segment's edge, and the rest follows).
 const REST_OF_FRAME: Duration = Duration::from_millis(20);
 
-/// The frames of a flow: a fixed-size header, then as many payload bytes as the header
-/// says ([`Frames::payload`]).
-pub struct Frames<'a> {
-    /// The header's size.
-    pub header: usize,
-    /// The largest payload a frame may carry.
-    pub max_payload: usize,
-    /// The payload size a header announces; `None` for a header that is not a frame of
-    /// this flow (the flow is then broken).
-    pub payload: &'a dyn Fn(&[u8]) -> Option<usize>,
-}
-
-impl Frames<'_> {
-    /// The buffer [`take_frames`] needs to take `n` frames of the largest size at once.
-    pub fn buffer(&self, n: usize) -> usize {
-        (n + 1) * (self.header + self.max_payload)
-    }
-}
-
-/// Read the whole frames waiting on stream socket `fd` into `buf`, without blocking for
-/// the first byte. Call with the reader lock held: a frame whose start came is read to its
-/// end (waiting at most [`REST_OF_FRAME`] for it), so the stream is left at a frame's edge.
-/// `buf` must hold at least two frames of the largest size ([`Frames::buffer`]).
+/// Read the whole frames of `frame` bytes waiting on stream socket `fd` into `buf`
+/// (at most `buf.len() / frame`), without blocking for the first byte. Call with the
+/// reader lock held: a frame whose start came is read to its end (waiting at most
+/// [`REST_OF_FRAME`] for it), so the stream is left at a frame's edge.
 ///
 /// # Errors
-/// The errno of `recv` (a reset or broken flow); `InvalidData` for a header that is not
-/// a frame; `TimedOut` when the rest of a frame did not come.
-pub fn take_frames(fd: BorrowedFd<'_>, frames: &Frames<'_>, buf: &mut [u8]) -> io::Result<Taken> {
-    let largest = frames.header + frames.max_payload;
-    let first =
-        buf.len().checked_sub(largest).filter(|n| *n >= largest).ok_or(io::ErrorKind::InvalidInput)?;
-    let mut have = match recv_now(fd, &mut buf[..first])? {
-        None => return Ok(Taken::Nothing),
-        Some(0) => return Ok(Taken::Closed),
-        Some(n) => n,
-    };
-    // Every frame that began within the first read fits the buffer: complete the last.
-    let start = Instant::now();
-    let mut at = 0;
-    while at < have {
-        if have - at < frames.header {
-            have += recv_rest(fd, &mut buf[have..at + frames.header], start)?;
-        }
-        let len = (frames.payload)(&buf[at..at + frames.header])
-            .filter(|n| *n <= frames.max_payload)
-            .ok_or(io::ErrorKind::InvalidData)?;
-        let end = at + frames.header + len;
-        if have < end {
-            have += recv_rest(fd, &mut buf[have..end], start)?;
-        }
-        at = end;
-    }
-    Ok(Taken::Frames(have))
-}
-
-/// One non-blocking `recv`: `None` when nothing waits, `Some(0)` at the end of the stream.
-fn recv_now(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<usize>> {
+/// The errno of `recv` (a reset or broken flow); `TimedOut` when the rest of a frame did
+/// not come.
+pub fn take_frames(fd: BorrowedFd<'_>, frame: usize, buf: &mut [u8]) -> io::Result<Taken> {
     use rustix::net::{recv, RecvFlags};
-    loop {
-        match recv(fd, &mut *buf, RecvFlags::DONTWAIT) {
-            Ok((k, _)) => return Ok(Some(k)),
+    let cap = buf.len() / frame * frame;
+    let got = loop {
+        match recv(fd, &mut buf[..cap], RecvFlags::DONTWAIT) {
+            Ok((0, _)) => return Ok(Taken::Closed),
+            Ok((k, _)) => break k,
             Err(rustix::io::Errno::INTR) => {}
-            Err(rustix::io::Errno::AGAIN) => return Ok(None),
+            Err(rustix::io::Errno::AGAIN) => return Ok(Taken::Nothing),
             Err(e) => return Err(e.into()),
         }
-    }
-}
-
-/// Fill `buf` with the rest of a frame begun at `start`, waiting at most [`REST_OF_FRAME`]
-/// since then; returns `buf.len()`.
-fn recv_rest(fd: BorrowedFd<'_>, buf: &mut [u8], start: Instant) -> io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match recv_now(fd, &mut buf[got..])? {
-            Some(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Some(k) => got += k,
-            None => {
+    };
+    let mut have = got;
+    let whole = got.div_ceil(frame) * frame;
+    let start = Instant::now();
+    while have < whole {
+        match recv(fd, &mut buf[have..whole], RecvFlags::DONTWAIT) {
+            Ok((0, _)) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+            Ok((k, _)) => have += k,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => {
                 let left = REST_OF_FRAME.saturating_sub(start.elapsed());
                 if left.is_zero() {
-                    return Err(io::ErrorKind::TimedOut.into());
+                    return Err(io::Error::from(io::ErrorKind::TimedOut));
                 }
                 crate::poller::wait_ready(&[fd], Some(left))?;
             }
+            Err(e) => return Err(e.into()),
         }
     }
-    Ok(got)
-}
-
-/// Write `bytes` (an answer of a few dozen bytes) on stream socket `fd` whole, without
-/// blocking: `false` when the socket could not take them all (a flow that cannot is
-/// broken). Call with the reader lock held, so that two answers never interleave.
-pub fn send_whole(fd: BorrowedFd<'_>, bytes: &[u8]) -> bool {
-    use rustix::net::{send, SendFlags};
-    loop {
-        match send(fd, bytes, SendFlags::DONTWAIT | SendFlags::NOSIGNAL) {
-            Ok(n) => return n == bytes.len(),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(_) => return false,
-        }
-    }
+    Ok(Taken::Frames(whole / frame))
 }
 
 /// End stream socket `fd` both ways, for every holder of it (a flow that sent what it may not).
@@ -241,17 +180,6 @@ impl IntrPage {
         if self.u32(ARMED).load(Ordering::SeqCst) != 0 {
             self.event.signal();
         }
-    }
-
-    /// Queue a data interrupt's payload that the thread waiting in
-    /// [`IntrPage::wait_owned`] read from a flow, waking as [`IntrPage::count_read`] does.
-    ///
-    /// # Errors
-    /// As [`IntrPage::send`].
-    pub fn send_read(&self, data: &[u8]) -> Result<(), super::TriggerError> {
-        self.push(data)?;
-        self.count_read(1);
-        Ok(())
     }
 
     /// [`IntrPage::wait`] of the owner that also reads `flows` (the set of generation
@@ -373,11 +301,6 @@ mod tests {
 
     const FRAME: usize = 40;
 
-    /// Frames of [`FRAME`] bytes, no payload.
-    fn plain() -> Frames<'static> {
-        Frames { header: FRAME, max_payload: 0, payload: &|_| Some(0) }
-    }
-
     /// An owner's page with its bell, the daemon's view of it (one far connection), and a
     /// flow: (the end the owner reads, the sender's end).
     fn setup() -> (IntrPage, IntrPage, OwnedFd, OwnedFd) {
@@ -393,12 +316,12 @@ mod tests {
 
     fn read_all(page: &IntrPage, fd: BorrowedFd<'_>) -> FlowStep {
         assert!(page.try_read_lock());
-        let mut buf = [0u8; FRAME * 5];
-        let t = take_frames(fd, &plain(), &mut buf);
+        let mut buf = [0u8; FRAME * 4];
+        let t = take_frames(fd, FRAME, &mut buf);
         page.read_unlock();
         match t.unwrap() {
             Taken::Frames(n) => {
-                page.count_read((n / FRAME) as u32);
+                page.count_read(n as u32);
                 FlowStep::Read
             }
             Taken::Nothing => FlowStep::Idle,
@@ -409,9 +332,8 @@ mod tests {
     #[test]
     fn only_whole_frames_are_taken_and_an_end_is_seen() {
         let (_, _, rd, wr) = setup();
-        let f = plain();
-        let mut buf = [0u8; FRAME * 3];
-        assert_eq!(take_frames(rd.as_fd(), &f, &mut buf).unwrap(), Taken::Nothing);
+        let mut buf = [0u8; FRAME * 2];
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Nothing);
         // A frame split by the stream is read to its end.
         rustix::io::write(&wr, &[7u8; FRAME + 10]).unwrap();
         std::thread::scope(|s| {
@@ -420,46 +342,19 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(5));
                 rustix::io::write(wr, &[8u8; FRAME - 10]).unwrap();
             });
-            assert_eq!(take_frames(rd.as_fd(), &f, &mut buf).unwrap(), Taken::Frames(2 * FRAME));
+            assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(2));
         });
         assert_eq!(&buf[FRAME..FRAME + 10], &[7u8; 10]);
-        assert_eq!(&buf[FRAME + 10..2 * FRAME], &[8u8; FRAME - 10]);
+        assert_eq!(&buf[FRAME + 10..], &[8u8; FRAME - 10]);
         // At most what the buffer holds, the rest next time.
         rustix::io::write(&wr, &[9u8; FRAME * 3]).unwrap();
-        assert_eq!(take_frames(rd.as_fd(), &f, &mut buf).unwrap(), Taken::Frames(2 * FRAME));
-        assert_eq!(take_frames(rd.as_fd(), &f, &mut buf).unwrap(), Taken::Frames(FRAME));
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(2));
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(1));
         // A frame whose rest never comes breaks the flow.
         rustix::io::write(&wr, &[1u8; 3]).unwrap();
-        assert!(take_frames(rd.as_fd(), &f, &mut buf).is_err());
+        assert!(take_frames(rd.as_fd(), FRAME, &mut buf).is_err());
         drop(wr);
-        assert_eq!(take_frames(rd.as_fd(), &f, &mut buf).unwrap(), Taken::Closed);
-    }
-
-    #[test]
-    fn frames_with_payloads_are_read_to_their_end() {
-        let (_, _, rd, wr) = setup();
-        // A 4-byte header whose first byte is the payload's length (at most 16).
-        let f = Frames { header: 4, max_payload: 16, payload: &|h| (h[0] != 0xff).then_some(h[0] as usize) };
-        let mut buf = [0u8; 2 * 20];
-        assert_eq!(f.buffer(1), buf.len());
-        // Three frames: 14 payload bytes, none, 5; the first read stops inside the second.
-        let mut bytes = vec![14, 0, 0, 0];
-        bytes.extend([1u8; 14]);
-        bytes.extend([0, 0, 0, 0, 5, 0, 0, 0]);
-        bytes.extend([2u8; 5]);
-        rustix::io::write(&wr, &bytes).unwrap();
-        let Taken::Frames(n) = take_frames(rd.as_fd(), &f, &mut buf).unwrap() else { panic!("no frames") };
-        assert_eq!(n, 22, "the first read took 20 bytes: the second frame is read to its end");
-        assert_eq!(&buf[4..18], &[1u8; 14]);
-        assert_eq!(take_frames(rd.as_fd(), &f, &mut buf).unwrap(), Taken::Frames(9));
-        assert_eq!(&buf[4..9], &[2u8; 5]);
-        // A header that is not a frame, or a payload over the largest, is an error.
-        rustix::io::write(&wr, &[0xff, 0, 0, 0]).unwrap();
-        assert!(take_frames(rd.as_fd(), &f, &mut buf).is_err());
-        rustix::io::write(&wr, &[17, 0, 0, 0]).unwrap();
-        assert!(take_frames(rd.as_fd(), &f, &mut buf).is_err());
-        // Too small a buffer is refused, not overrun.
-        assert!(take_frames(rd.as_fd(), &f, &mut [0u8; 30]).is_err());
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Closed);
     }
 
     #[test]

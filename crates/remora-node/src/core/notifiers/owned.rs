@@ -1,4 +1,4 @@
-//! Flows the owner of an interrupt reads itself (`remora_sys::intr`, the flows the
+//! Flows the owner of a plain interrupt reads itself (`remora_sys::intr`, the flows the
 //! owner reads): the daemon books a duplicate of each flow that triggers the interrupt
 //! from another host, and hands the set to the owner when it asks.
 
@@ -38,19 +38,18 @@ pub struct SharedBooking {
 
 impl Registry {
     /// Book flow `fd` of `peer`'s connection `conn` for the owner of the interrupt it
-    /// triggers: only an interrupt of a process of this node (of the connection's kind),
-    /// not removed, and not a shared number's fan-out. `None`: the daemon alone reads it.
+    /// triggers: only a plain interrupt of a process of this node, not removed, and not
+    /// a shared number's fan-out. `None`: the daemon alone reads it.
     pub fn share_flow(&mut self, peer: u32, conn: u64, fd: BorrowedFd<'_>) -> Option<SharedBooking> {
         let c = self.intr_conns.get(&conn)?;
         let by_peer = self.sessions.get(&c.session).is_some_and(|s| s.role == Role::Peer { node: peer });
         let ConnKind::Local { seg: h } = c.target else { return None };
-        let data = c.data;
-        if !by_peer || c.node != peer {
+        if !by_peer || c.node != peer || c.data {
             return None;
         }
         let id = self.handle();
         let i: &mut Interrupt = self.interrupts.get_mut(&h)?;
-        if i.owner == 0 || i.data != data || i.page.is_removed() || i.owner_flows.len() >= MAX_OWNER_FLOWS {
+        if i.owner == 0 || i.data || i.page.is_removed() || i.owner_flows.len() >= MAX_OWNER_FLOWS {
             return None;
         }
         let dup = fd.try_clone_to_owned().ok()?;

@@ -1,18 +1,14 @@
-//! Serving a pager flow that the owner of its target reads too ([`SharedFlow`]: an
-//! interrupt's trigger flow, whose owner reads it while it waits). Only triggers travel on
-//! it, a header of [`BULK_FRAME`] bytes and a data interrupt's payload each; this thread
-//! reads while the owner does not, whole frames only and under the shared lock (answers
-//! too are written under it), and triggers through [`PeerMemory::trigger`] as
-//! [`super::pager`] does: a frame that asks, or was refused, is answered. Any other frame
-//! ends the flow, as does its close.
+//! Serving a pager flow that the owner of its target reads too ([`SharedFlow`]: a plain
+//! interrupt's trigger flow, whose owner reads it while it waits). Only plain triggers
+//! travel on it, a whole frame of [`BULK_FRAME`] bytes each; this thread reads while the
+//! owner does not, whole frames only and under the shared lock, and triggers through
+//! [`PeerMemory::trigger`] as [`super::pager`] does. A refusal is answered on the flow; any
+//! other frame ends it, as does its close (the owner is nudged away by the end itself).
 
 use crate::transport::{PeerMemory, SharedFlow};
-use remora_proto::link::{
-    BulkFrame, BulkHeader, BulkOp, BULK_FRAME, MAX_TRIGGER_DATA, TRIGGER_FULL, TRIGGER_REFUSED,
-    TRIGGER_REMOVED,
-};
+use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, BULK_FRAME, TRIGGER_REFUSED, TRIGGER_REMOVED};
 use remora_proto::Error;
-use remora_sys::intr::{take_frames, Frames, Taken, FRAMES_PER_LOOK};
+use remora_sys::intr::{take_frames, Taken, FRAMES_PER_LOOK};
 use std::io::Write;
 use std::net::TcpStream as StdStream;
 use std::os::fd::AsFd;
@@ -41,14 +37,8 @@ pub(super) fn serve_shared(
     mem: &dyn PeerMemory,
     mut share: Box<dyn SharedFlow>,
 ) {
-    let mut buf = vec![0u8; BULK_FRAME * FRAMES_PER_LOOK + 2 * (BULK_FRAME + MAX_TRIGGER_DATA)];
-    let payload = |h: &[u8]| {
-        BulkFrame::parse(h)
-            .ok()
-            .filter(|h| h.op == BulkOp::Trigger && h.conn == handle)
-            .map(|h| h.len as usize)
-    };
-    let frames = Frames { header: BULK_FRAME, max_payload: MAX_TRIGGER_DATA, payload: &payload };
+    let mut buf = [0u8; BULK_FRAME * FRAMES_PER_LOOK];
+    let mut wr = &s;
     // Looks in a row at which the owner read lately but frames waited all the same.
     let mut unread = 0;
     loop {
@@ -77,21 +67,15 @@ pub(super) fn serve_shared(
             std::thread::sleep(Duration::from_micros(50));
             continue;
         }
-        // Answers are written under the lock too: the owner writes its own.
-        let served = match take_frames(s.as_fd(), &frames, &mut buf) {
-            Ok(Taken::Frames(n)) => {
-                bytes_in.fetch_add(n as u64, Ordering::Relaxed);
-                serve_triggers(peer, &buf[..n], mem, &s)
-            }
-            Ok(Taken::Nothing) => true,
-            Ok(Taken::Closed) => false,
-            Err(e) => {
-                tracing::info!(peer, "a shared interrupt flow broke: {e}");
-                false
-            }
-        };
+        let taken = take_frames(s.as_fd(), BULK_FRAME, &mut buf);
         share.unlock();
-        if !served {
+        let n = match taken {
+            Ok(Taken::Frames(n)) => n,
+            Ok(Taken::Nothing) => continue,
+            Ok(Taken::Closed) | Err(_) => break,
+        };
+        bytes_in.fetch_add((n * BULK_FRAME) as u64, Ordering::Relaxed);
+        if !serve_triggers(peer, &buf[..n * BULK_FRAME], handle, mem, &mut wr) {
             break;
         }
     }
@@ -103,27 +87,21 @@ fn hung_up(s: &StdStream) -> bool {
     remora_sys::seqpacket::peer_closed(s.as_fd())
 }
 
-/// Trigger once per frame of `frames` (whole frames, checked by [`take_frames`]) with its
-/// payload; answer a frame that asks, or that was refused, on `wr`. `false` when an
-/// answer cannot be written: the flow ends.
-fn serve_triggers(peer: u32, frames: &[u8], mem: &dyn PeerMemory, wr: &StdStream) -> bool {
-    let mut at = 0;
-    while at < frames.len() {
-        let Ok(hdr) = BulkFrame::parse(&frames[at..at + BULK_FRAME]) else { return false };
-        let body = &frames[at + BULK_FRAME..at + BULK_FRAME + hdr.len as usize];
-        at += BULK_FRAME + hdr.len as usize;
-        let done = mem.trigger(body);
-        if hdr.ok || done.is_err() {
-            let code = match done {
-                Ok(()) => 0,
-                Err(Error::NoSuchIntno) => TRIGGER_REMOVED,
-                Err(Error::NoSpace) => TRIGGER_FULL,
-                Err(_) => TRIGGER_REFUSED,
-            };
-            let ack = BulkHeader { op: BulkOp::Ack, ok: code == 0, len: 0, offset: code, ..hdr };
-            let mut w = wr;
-            if w.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&ack))).is_err() {
-                tracing::info!(peer, "a shared interrupt flow's answer could not be written; closed");
+/// Trigger once per frame of `frames`; answer refusals on `wr`. `false` when a frame is not
+/// a plain trigger of `handle` or an answer cannot be written: the flow ends.
+fn serve_triggers(peer: u32, frames: &[u8], handle: u64, mem: &dyn PeerMemory, wr: &mut impl Write) -> bool {
+    for raw in frames.chunks_exact(BULK_FRAME) {
+        let hdr = match BulkFrame::parse(raw) {
+            Ok(h) if h.op == BulkOp::Trigger && h.conn == handle && h.len == 0 && !h.ok => h,
+            other => {
+                tracing::warn!(peer, "a shared interrupt flow sent {other:?}; closed");
+                return false;
+            }
+        };
+        if let Err(e) = mem.trigger(&[]) {
+            let code = if matches!(e, Error::NoSuchIntno) { TRIGGER_REMOVED } else { TRIGGER_REFUSED };
+            let ack = BulkHeader { op: BulkOp::Ack, ok: false, len: 0, offset: code, ..hdr };
+            if wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&ack))).is_err() {
                 return false;
             }
         }
