@@ -120,11 +120,12 @@ pub struct Config {
     pub pager_pool: usize,
 }
 
-/// The default `REMORA_PAGER_POOL`: none. Measured, a pooled flow saves the dial (~100 µs
-/// of a map's ~380 µs across hosts, most of the rest is the pager's session and
-/// userfaultfd), while idle pooled flows are standing descriptors and threads on both
-/// nodes, renewed every 60 s, and a pooled flow no longer proves the home alive at map
-/// time; so it is for programs that map and unmap other hosts' memory at a high rate.
+/// The default `REMORA_PAGER_POOL`: none. A pooled flow saves the dial (~100 µs) where a
+/// flow is waited for (SCIF maps and RMA, interrupt connections, direct flows, the first
+/// access to a SISCI map, which itself no longer waits for its flow), while idle pooled
+/// flows are standing descriptors and threads on both nodes, renewed every 60 s, and a
+/// pooled flow no longer proves the home alive when it is taken; so it is for programs
+/// that map and unmap other hosts' memory at a high rate.
 pub const PAGER_POOL_DEFAULT: usize = 0;
 /// The largest `REMORA_PAGER_POOL`.
 pub const PAGER_POOL_MAX: usize = 16;

@@ -19,7 +19,6 @@ pub(crate) use legs::{fanout_legs, on_leg};
 use crate::map::{Backing, Map, MapFlags, MapParent, SegmentRange};
 use crate::segment::{Link, LocalCallback, LocalSegment, RemoteSegment};
 use crate::{check_adapter, timeout_ms, Descriptor, Error, Result};
-use remora_client::Session;
 use remora_proto::{MapTarget, Request};
 use remora_sys::{AsFd, Mapping};
 use std::sync::Arc;
@@ -114,8 +113,8 @@ impl RemoteSegment {
             Some(m) => Some(Arc::new(Mapping::new(m.as_fd(), 0, m.size() as usize, Default::default())?)),
             None => None,
         };
-        // The pager gets a session of its own, as for any map of another host.
-        let pager_session = Arc::new(Session::open(&self.inner.desc.inner.cfg)?);
+        // The pager's session of the descriptor, as for any map of another host.
+        let pager_session = self.inner.desc.inner.pager_session()?;
         // No leg may change between reading them and the pager taking the map in.
         let _held = legs::mapping();
         let homes: Vec<Arc<dyn remora_client::dsm::RemoteRange>> = fanout_legs(l.conn)

@@ -9,6 +9,26 @@ use remora_client::Session;
 use remora_proto::MapTarget;
 use std::sync::Arc;
 
+impl crate::DescInner {
+    /// The session of the DSM pager for this descriptor's maps of other hosts' memory: not
+    /// the descriptor's own (a fault must never wait behind a long request of it, a
+    /// connect, say), opened at the first such map and kept with the descriptor (opening
+    /// one per map cost a connection and a hello, ~50 µs of each map); opened again when
+    /// its daemon hung up.
+    ///
+    /// # Errors
+    /// The session could not be opened.
+    pub(crate) fn pager_session(&self) -> Result<Arc<Session>> {
+        let mut kept = self.pager.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = kept.as_ref().filter(|s| !s.hung_up()) {
+            return Ok(s.clone());
+        }
+        let s = Arc::new(Session::open(&self.cfg)?);
+        *kept = Some(s.clone());
+        Ok(s)
+    }
+}
+
 impl LocalSegment {
     /// `SCIMapLocalSegment`.
     ///
@@ -58,11 +78,10 @@ impl RemoteSegment {
                 _ if size == 0 => return Err(Error::SizeAlignment),
                 _ => return Err(Error::OutOfRange),
             }
-            // The pager gets a session of its own: a fault must never wait behind a long
-            // request (a connect, say) of the descriptor's session.
-            let pager_session = Arc::new(Session::open(&self.inner.desc.inner.cfg)?);
-            let dsm = remora_client::dsm::DsmMap::new(
-                pager_session,
+            // The map's pager flow is asked for in the background on that session: the
+            // map returns without waiting for the dial, its first fault waits for it.
+            let dsm = remora_client::dsm::DsmMap::on_pager_session(
+                self.inner.desc.inner.pager_session()?,
                 Arc::new(SegmentRange { conn: l.conn }),
                 l.size as u64,
                 offset as u64,

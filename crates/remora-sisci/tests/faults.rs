@@ -177,8 +177,10 @@ fn exported_and_connected(a: &Descriptor, b: &Descriptor, node: u32) -> (LocalSe
     (seg, remote)
 }
 
-/// A map made while the home does not answer: made within `bound`, through the daemons
-/// (no pager flow), and it reads the home's bytes once the home answers again.
+/// A map made while the home does not answer: made within `bound` (its pager flow is
+/// asked for in the background: it comes if the home answers the dial in time, else the
+/// pager goes through the daemons), and it reads the home's bytes once the home answers
+/// again.
 fn map_while(remote: &RemoteSegment, bound: Duration, silence: impl FnOnce(), answer: impl FnOnce()) {
     silence();
     let t = Instant::now();
@@ -188,7 +190,7 @@ fn map_while(remote: &RemoteSegment, bound: Duration, silence: impl FnOnce(), an
     eprintln!("the map of an unreachable home answered in {took:?}");
     assert!(took < bound, "the map of an unreachable home took {took:?}");
     let map = map.unwrap();
-    assert_eq!(map.dsm_direct(), Some(false), "no pager flow to a home that does not answer");
+    assert!(map.dsm_direct().is_some(), "a map of another host's segment");
     let mut buf = [0u8; 9];
     map.read(0, &mut buf).unwrap();
     assert_eq!(&buf, b"home data");

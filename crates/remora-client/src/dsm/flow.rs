@@ -1,6 +1,10 @@
 //! Pager flows: a pager's own connection to the home node, dialed and authenticated by
 //! this node's daemon and handed over, shared by every map of one memory.
 
+mod asked;
+
+pub(super) use asked::Soon;
+
 use super::rma::{Sink, Source};
 use super::*;
 
@@ -25,11 +29,45 @@ pub(super) struct Direct {
 /// order).
 pub(super) type Flow = Arc<Mutex<Direct>>;
 
-/// A pager flow known by (session, connection), held weakly.
-type KnownFlow = ((usize, u64), std::sync::Weak<Mutex<Direct>>);
+/// Names a pager flow among the process's: (session, memory key).
+type Key = (usize, u64);
 
-/// The pager flows of this process.
-static FLOWS: Mutex<Vec<KnownFlow>> = Mutex::new(Vec::new());
+/// The pager flows of this process, held weakly: those that are there, and those asked
+/// for in the background (`asked.rs`).
+#[derive(Default)]
+struct Books {
+    known: Vec<(Key, std::sync::Weak<Mutex<Direct>>)>,
+    asked: Vec<(Key, std::sync::Weak<asked::Cell>)>,
+}
+
+static BOOKS: Mutex<Books> = Mutex::new(Books { known: Vec::new(), asked: Vec::new() });
+
+/// The pager flow of `key` that is there and sound, or the one asked for.
+enum Found {
+    Flow(Flow),
+    Asked(Soon),
+    Nothing,
+}
+
+fn find(key: Key) -> Found {
+    let mut books = BOOKS.lock().unwrap_or_else(|p| p.into_inner());
+    books.known.retain(|(_, w)| w.strong_count() > 0);
+    books.asked.retain(|(_, w)| w.strong_count() > 0);
+    let known = books.known.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade());
+    if let Some(d) = known {
+        if !d.lock().unwrap_or_else(|p| p.into_inner()).broken {
+            return Found::Flow(d);
+        }
+    }
+    match books.asked.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
+        Some(c) => Found::Asked(Soon(c)),
+        None => Found::Nothing,
+    }
+}
+
+fn key_of(session: &Arc<Session>, home: &Arc<dyn RemoteRange>) -> Key {
+    (Arc::as_ptr(session) as usize, home.key())
+}
 
 /// The pager flow for connection `conn` of `session`: the one its other maps use, or a new
 /// one. `None` where the daemon cannot open one.
@@ -37,25 +75,45 @@ pub(super) fn shared_flow(session: &Arc<Session>, home: &Arc<dyn RemoteRange>) -
     if !remora_config::Config::get().pager_flows {
         return None;
     }
-    let key = (Arc::as_ptr(session) as usize, home.key());
-    let req = home.flow_request();
-    {
-        let mut flows = FLOWS.lock().unwrap_or_else(|p| p.into_inner());
-        flows.retain(|(_, w)| w.strong_count() > 0);
-        let known = flows.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade());
-        if let Some(d) = known {
-            if !d.lock().unwrap_or_else(|p| p.into_inner()).broken {
-                return Some(d);
-            }
-        }
+    let key = key_of(session, home);
+    match find(key) {
+        Found::Flow(d) => return Some(d),
+        // Asked for by a map: its answer, on its way.
+        Found::Asked(soon) => return soon.get(),
+        Found::Nothing => {}
     }
     // Dial without holding the books: other maps are made meanwhile. Two maps of one
     // connection made at once may each get a flow; the later one is shared from then on.
-    let d = Arc::new(Mutex::new(Direct::open(session, req)?));
-    let mut flows = FLOWS.lock().unwrap_or_else(|p| p.into_inner());
-    flows.retain(|(k, _)| *k != key);
-    flows.push((key, Arc::downgrade(&d)));
+    let d = Arc::new(Mutex::new(Direct::open(session, home.flow_request())?));
+    let mut books = BOOKS.lock().unwrap_or_else(|p| p.into_inner());
+    books.known.retain(|(k, _)| *k != key);
+    books.known.push((key, Arc::downgrade(&d)));
     Some(d)
+}
+
+/// As [`shared_flow`], for a map: without waiting for a flow that must be dialed (it is
+/// asked for in the background, `asked.rs`; its first user waits for it).
+pub(super) fn flow_soon(session: &Arc<Session>, home: &Arc<dyn RemoteRange>) -> Soon {
+    if !remora_config::Config::get().pager_flows {
+        return Soon::ready(None);
+    }
+    let key = key_of(session, home);
+    match find(key) {
+        Found::Flow(d) => return Soon::ready(Some(d)),
+        Found::Asked(soon) => return soon,
+        Found::Nothing => {}
+    }
+    let soon = Soon(Arc::default());
+    {
+        let mut books = BOOKS.lock().unwrap_or_else(|p| p.into_inner());
+        // Asked for by another map meanwhile: that answer is shared.
+        if let Some(c) = books.asked.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
+            return Soon(c);
+        }
+        books.asked.push((key, Arc::downgrade(&soon.0)));
+    }
+    asked::ask(session.clone(), home.flow_request(), key, soon.clone());
+    soon
 }
 
 impl Direct {

@@ -1,6 +1,6 @@
 //! A map of another host's memory: its userfaultfd region, registered with the pager.
 
-use super::flow::Flow;
+use super::flow::{flow_soon, shared_flow, Flow, Soon};
 use super::pager::{nothing_watched, PMap, Pager};
 use super::*;
 
@@ -44,10 +44,13 @@ pub struct DsmMap {
     len: usize,
     lost: Arc<AtomicBool>,
     released: AtomicBool,
-    direct: bool,
-    /// The map's own pager flow (not a multicast map's), and the home's offset of the
-    /// region's first byte: large stores go straight over it.
-    flow: Option<(Flow, u64)>,
+    /// A multicast map: whether every leg has a pager flow of its own.
+    fan_direct: Option<bool>,
+    /// The map's own pager flow (not a multicast map's; maybe still on its way), and the
+    /// home's offset of the region's first byte: large stores go straight over it.
+    flow: Soon,
+    seg_off: u64,
+    readonly: bool,
     /// The pager's count of the map's resident pages.
     resident: Arc<AtomicUsize>,
 }
@@ -71,7 +74,25 @@ impl DsmMap {
         len: usize,
         readonly: bool,
     ) -> Result<DsmMap, DsmError> {
-        DsmMap::make(session, home, None, seg_size, offset, len, readonly)
+        DsmMap::make(session, home, None, seg_size, offset, len, readonly, false)
+    }
+
+    /// As [`DsmMap::new`], on a session that serves the pager alone (no other request of
+    /// the program waits on it): the map's pager flow, when none of `session` reaches `home`
+    /// yet, is asked for in the background and the map returns without waiting for it;
+    /// the first fault, store straight home or [`DsmMap::is_direct`] waits for it.
+    ///
+    /// # Errors
+    /// As [`DsmMap::new`].
+    pub fn on_pager_session(
+        session: Arc<Session>,
+        home: Arc<dyn RemoteRange>,
+        seg_size: u64,
+        offset: u64,
+        len: usize,
+        readonly: bool,
+    ) -> Result<DsmMap, DsmError> {
+        DsmMap::make(session, home, None, seg_size, offset, len, readonly, true)
     }
 
     /// A multicast map (SISCI reflective memory across hosts) of `len` bytes at `offset`
@@ -101,7 +122,7 @@ impl DsmMap {
             (None, None) => return Err(DsmError::Unavailable("no member to send to".into())),
         };
         let fan = super::pager::fanout::Fanout::new(&session, key, homes, local);
-        DsmMap::make(session, first, Some(fan), seg_size, offset, len, false)
+        DsmMap::make(session, first, Some(fan), seg_size, offset, len, false, false)
     }
 
     /// A member host joined the group of multicast connection `key` (`joined`): every
@@ -116,6 +137,7 @@ impl DsmMap {
         let _ = rx.recv();
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn make(
         session: Arc<Session>,
         home: Arc<dyn RemoteRange>,
@@ -124,6 +146,7 @@ impl DsmMap {
         offset: u64,
         len: usize,
         readonly: bool,
+        ask: bool,
     ) -> Result<DsmMap, DsmError> {
         let p = pager()
             .inspect_err(|e| tracing::warn!("maps of other hosts' segments are not supported here: {e}"))?;
@@ -134,16 +157,23 @@ impl DsmMap {
         );
         let id = p.next.fetch_add(1, Ordering::Relaxed);
         let lost = Arc::new(AtomicBool::new(false));
-        let direct = if fan.is_some() { None } else { shared_flow(&session, &home) };
+        // On the pager's own session the map's flow is asked for in the background: the map
+        // returns now, and the first fault (or store straight home) waits for it
+        // (`flow/asked.rs`). On another session it is had now: a request of the program
+        // on that session must not hold the pager's first fault.
+        let direct = match (&fan, ask) {
+            (Some(_), _) => Soon::ready(None),
+            (None, true) => flow_soon(&session, &home),
+            (None, false) => Soon::ready(shared_flow(&session, &home)),
+        };
         let pages = vec![Page::default(); region.len() / PAGE];
-        let is_direct = fan.as_ref().map_or(direct.is_some(), |f| f.is_direct());
-        let flow = direct.clone().filter(|_| !readonly).map(|d| (d, seg_off));
+        let fan_direct = fan.as_ref().map(|f| f.is_direct());
         let resident = Arc::new(AtomicUsize::new(0));
         let pm = PMap {
             region: region.clone(),
             session,
             home,
-            direct,
+            direct: direct.clone(),
             seg_off,
             seg_size,
             readonly,
@@ -158,7 +188,8 @@ impl DsmMap {
             delay: p.flush_min,
             fan,
         };
-        p.command(Cmd::Add(id, pm));
+        // Nothing for the pager to do before the map's first fault or command.
+        p.queue(Cmd::Add(id, pm));
         Ok(DsmMap {
             id,
             region,
@@ -166,8 +197,10 @@ impl DsmMap {
             len,
             lost,
             released: AtomicBool::new(false),
-            direct: is_direct,
-            flow,
+            fan_direct,
+            flow: direct,
+            seg_off,
+            readonly,
             resident,
         })
     }
@@ -188,9 +221,18 @@ impl DsmMap {
     }
 
     /// Whether the pager reaches the home over a pager flow of its own (`false`: through
-    /// this node's daemon).
+    /// this node's daemon). Waits for a flow still on its way.
     pub fn is_direct(&self) -> bool {
-        self.direct
+        self.fan_direct.unwrap_or_else(|| self.flow.get().is_some())
+    }
+
+    /// The map's own pager flow (waited for when still on its way) and the home's offset
+    /// of the region's first byte: not for a read-only or multicast map.
+    fn own_flow(&self) -> Option<(Flow, u64)> {
+        if self.readonly || self.fan_direct.is_some() {
+            return None;
+        }
+        self.flow.get().map(|f| (f, self.seg_off))
     }
 
     /// Whether the home node was lost (or refused a transfer).
@@ -209,7 +251,7 @@ impl DsmMap {
         // Not bytes of a map of another host themselves: the kernel's copy into the flow
         // could not fault their missing pages in.
         let paged = || remora_sys::uffd::overlaps_registered(data.as_ptr() as usize, data.len());
-        if data.len() >= THROUGH && self.direct && !paged() {
+        if data.len() >= THROUGH && self.is_direct() && !paged() {
             if let Some(r) = self.write_through(self.delta + off, data) {
                 return r;
             }
@@ -221,7 +263,7 @@ impl DsmMap {
     /// it must go through the map.
     fn write_through(&self, start: usize, data: &[u8]) -> Option<std::io::Result<()>> {
         let p = pager().ok()?;
-        if let Some((flow, seg_off)) = self.flow.as_ref().filter(|_| !self.is_lost()) {
+        if let Some((flow, seg_off)) = self.own_flow().filter(|_| !self.is_lost()) {
             // No page watched (no store made before this one is left to send first) and no
             // page of the map resident: the pager has nothing to do before or after.
             if nothing_watched() && self.resident.load(Ordering::SeqCst) == 0 {
@@ -267,7 +309,7 @@ impl DsmMap {
             // A page not resident would raise SIGBUS: nothing goes through the map.
             return Err(std::io::Error::from_raw_os_error(107));
         }
-        if let Some((flow, seg_off)) = self.flow.as_ref().filter(|_| self.direct) {
+        if let Some((flow, seg_off)) = self.own_flow() {
             // As in `write_through`: no store made before is left for the pager to send,
             // and no page holds bytes these stores would make stale.
             if nothing_watched() && self.resident.load(Ordering::SeqCst) == 0 {
@@ -321,7 +363,7 @@ impl DsmMap {
             // A page not resident would raise SIGBUS: nothing goes through the map.
             return Err(std::io::Error::from_raw_os_error(107));
         }
-        if let Some((flow, seg_off)) = self.flow.as_ref().filter(|_| self.direct) {
+        if let Some((flow, seg_off)) = self.own_flow() {
             // No store of this process is left unsent in a page (one sent is on this flow,
             // before the read): the home's bytes include every store made here.
             if nothing_watched() {

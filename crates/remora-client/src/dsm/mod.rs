@@ -5,7 +5,10 @@
 //! TCP connection of its own per segment connection, shared by that connection's maps (a
 //! *pager flow*: dialed, authenticated and bound to the connection by this node's daemon,
 //! handed over with SCM_RIGHTS, served on the home by a daemon thread that moves frames
-//! straight between the socket and the segment):
+//! straight between the socket and the segment). A map made on a session that serves the
+//! pager alone ([`DsmMap::on_pager_session`]: SISCI's maps, on their descriptor's pager
+//! session) does not wait for its flow: the flow is asked for in the background, and the
+//! first fault, store straight home or flush that needs it waits for it (`flow/asked.rs`):
 //!
 //! ```text
 //!   load of a missing page ──► fault ──► pager fetches the page, installs it
@@ -87,7 +90,6 @@ pub use map::{DsmMap, THROUGH};
 pub use rma::{Piece, Sink, Source};
 
 use crate::Session;
-use flow::shared_flow;
 use pager::{nothing_pending, Cmd, PAGER};
 use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, BULK_FRAME, MAX_SCIF_FRAME};
 use remora_proto::{Reply, Request, MAX_DATA_IO};

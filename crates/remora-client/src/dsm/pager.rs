@@ -5,7 +5,7 @@
 pub(super) mod fanout;
 mod through;
 
-use super::flow::Flow;
+use super::flow::{Flow, Soon};
 use super::page::{Look, PageMemory, WriteFault};
 use super::*;
 
@@ -36,8 +36,8 @@ pub(super) struct PMap {
     pub(super) session: Arc<Session>,
     pub(super) home: Arc<dyn RemoteRange>,
     /// The pager's own connection to the home, when one could be made (otherwise requests
-    /// go through this node's daemon).
-    pub(super) direct: Option<Flow>,
+    /// go through this node's daemon); maybe still on its way (`flow/asked.rs`).
+    pub(super) direct: Soon,
     pub(super) seg_off: u64,
     pub(super) seg_size: u64,
     pub(super) readonly: bool,
@@ -153,8 +153,16 @@ fn set_unanswered(m: &mut PMap, v: bool) {
 
 impl Pager {
     pub(super) fn command(&self, c: Cmd) {
-        self.cmds.lock().unwrap_or_else(|p| p.into_inner()).push_back(c);
+        self.queue(c);
         self.waker.signal();
+    }
+
+    /// Queue a command without waking the pager: it is taken with the next command, or at
+    /// the first fault of a map it adds (a fault of a region the pager does not know yet
+    /// takes the queue first). Waking a thread whose core is idle costs its waker
+    /// (a halted virtual CPU: tens of µs).
+    pub(super) fn queue(&self, c: Cmd) {
+        self.cmds.lock().unwrap_or_else(|p| p.into_inner()).push_back(c);
     }
 
     pub(super) fn run(&self) {
@@ -273,7 +281,7 @@ impl Pager {
                     let mut paths: Vec<usize> = maps
                         .values()
                         .filter(|(_, m)| !m.readonly)
-                        .map(|(_, m)| match &m.direct {
+                        .map(|(_, m)| match &m.direct.get() {
                             Some(d) => Arc::as_ptr(d) as usize,
                             None => Arc::as_ptr(&m.session) as usize,
                         })
@@ -339,7 +347,7 @@ impl Pager {
             f.read(&m.session, off, &mut page[..len]).then_some(page)
         } else {
             let len = (m.seg_size - off).min(PAGE as u64) as u32;
-            if let Some(d) = &m.direct {
+            if let Some(d) = &m.direct.get() {
                 let r = d.lock().unwrap_or_else(|p| p.into_inner()).read(off, &mut page[..len as usize]);
                 if let Err(e) = &r {
                     tracing::warn!("DSM: a page could not be fetched from the home node: {e}");
@@ -563,7 +571,7 @@ fn send(m: &mut PMap, runs: Vec<(u64, Vec<u8>)>, wait: bool) -> bool {
     if m.fan.is_some() {
         return fanout::send(m, runs, wait);
     }
-    if let Some(d) = m.direct.clone() {
+    if let Some(d) = m.direct.get() {
         let r = {
             let mut d = d.lock().unwrap_or_else(|p| p.into_inner());
             for (offset, data) in &runs {

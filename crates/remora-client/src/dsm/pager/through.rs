@@ -36,7 +36,7 @@ impl Pager {
         if m.readonly || m.fan.is_some() || m.lost.load(Ordering::SeqCst) {
             return None;
         }
-        let flow = m.direct.clone()?;
+        let flow = m.direct.get()?;
         let pages = Self::pages_of(start, len);
         if pages.end > m.pages.len() {
             return None;
