@@ -358,6 +358,10 @@ impl Registry {
                 if c.node != self.node {
                     i.page.far_connection(false);
                 }
+                // Its flows end for their owner too, who reads them without the books.
+                for f in i.owner_flows.iter().filter(|f| f.conn == conn) {
+                    remora_sys::intr::shut_flow(std::os::fd::AsFd::as_fd(&f.fd));
+                }
             }
         }
         Ok(c)

@@ -88,3 +88,52 @@ impl Registry {
         Ok((gen, conns, fds))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+    use tokio::sync::mpsc::unbounded_channel;
+
+    /// Books with an owner (a process of node 4) and a session standing for node 9's.
+    fn books() -> (Registry, u64, u64) {
+        let mut r = Registry::new(4);
+        let (tx, _) = unbounded_channel();
+        let owner = r.add_session(1, Role::Client, tx);
+        let (tx, _) = unbounded_channel();
+        let peer = r.add_session(0, Role::Peer { node: 9 }, tx);
+        (r, owner, peer)
+    }
+
+    #[test]
+    fn a_flow_is_booked_for_the_owner_and_ends_with_its_connection() {
+        let (mut r, owner, peer) = books();
+        let (intr, intno, _, _) = r.create_interrupt(owner, Some(5), false, false).unwrap();
+        let (data, dno, _, _) = r.create_interrupt(owner, Some(6), true, false).unwrap();
+        let Ok((conn, _)) = r.connect_interrupt(peer, 9, intno, false) else { panic!("connect") };
+        let Ok((dconn, _)) = r.connect_interrupt(peer, 9, dno, true) else { panic!("connect") };
+        let (mine, mut far) = UnixStream::pair().unwrap();
+        // Only the connecting node's session books; data interrupts stay the daemon's.
+        assert!(r.share_flow(8, conn, mine.as_fd()).is_none());
+        assert!(r.share_flow(9, dconn, mine.as_fd()).is_none());
+        let before = r.interrupt_flows(owner, intr).unwrap().0;
+        let b = r.share_flow(9, conn, mine.as_fd()).unwrap();
+        assert_eq!(b.intr, intr);
+        let (gen, conns, fds) = r.interrupt_flows(owner, intr).unwrap();
+        assert_ne!(gen, before);
+        assert_eq!(b.joined, gen);
+        assert_eq!((conns, fds.len()), (vec![conn], 1));
+        // Only the owner asks for them.
+        assert_eq!(r.interrupt_flows(peer, intr).unwrap_err(), Error::UnknownHandle);
+        assert!(r.interrupt_flows(owner, data).unwrap().1.is_empty());
+        // The connection's end ends the flow for its owner too.
+        r.disconnect_interrupt(peer, conn).unwrap();
+        let mut sink = [0u8; 1];
+        assert_eq!(far.read(&mut sink).unwrap(), 0, "the flow was shut");
+        r.unshare_flow(b.intr, b.id);
+        assert!(r.interrupt_flows(owner, intr).unwrap().1.is_empty());
+        assert_ne!(r.interrupt_flows(owner, intr).unwrap().0, gen);
+    }
+}
