@@ -5,7 +5,7 @@
 //!
 //! A plain interrupt's trigger is sent and not waited for (`SCITriggerInterrupt` returns
 //! once it left, as an adapter's posted write does); the owner's node answers only a
-//! refusal, which the next trigger reads: an interrupt removed meanwhile (its owner
+//! refusal, which a following trigger reads (the first one a millisecond or more later): an interrupt removed meanwhile (its owner
 //! removed it or died) answers `NoSuchIntno` from then on. A data interrupt's trigger
 //! waits for its answer, so that a payload that finds the queue full is said
 //! (`NoSpace`), never dropped silently. A route our daemon reports silent or lost fails the
@@ -20,11 +20,13 @@ use remora_proto::{Reply, Request};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use zerocopy::IntoBytes;
 
 /// How long a data trigger waits for its answer between two looks at the route.
 const SLICE: Duration = Duration::from_millis(20);
+/// How often posted triggers look for a refusal waiting on the flow.
+const LOOK_EVERY: Duration = Duration::from_millis(1);
 /// How long [`Flow::drain`] waits for the owner's node to have served every trigger sent.
 const DRAIN: Duration = Duration::from_secs(2);
 
@@ -50,6 +52,8 @@ pub(super) struct Flow {
     broken: bool,
     /// Triggers were sent since the flow was last drained.
     unsynced: bool,
+    /// When the answers waiting on the flow were last read.
+    looked: Option<Instant>,
 }
 
 impl Flow {
@@ -65,7 +69,7 @@ impl Flow {
         s.set_nodelay(true).ok()?;
         s.set_write_timeout(Some(Duration::from_secs(10))).ok()?;
         s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-        Some(Flow { s, remote, tag: 0, stale: 0, refused: None, broken: false, unsynced: false })
+        Some(Flow { s, remote, tag: 0, stale: 0, refused: None, broken: false, unsynced: false, looked: None })
     }
 
     /// Trigger with `data` (a data interrupt's payload, waited for) or none (posted).
@@ -80,10 +84,15 @@ impl Flow {
         if data.is_some_and(|d| d.len() > MAX_TRIGGER_DATA) {
             return Err(Error::OutOfRange);
         }
-        // A refusal of an earlier (posted) trigger is read first.
-        self.read_refusals()?;
-        if self.broken {
-            return Ok(Outcome::Through);
+        // A refusal of an earlier (posted) trigger is read first: before every data
+        // trigger (whose answer follows), and at most every millisecond between posted
+        // ones (a look is a system call, as long as the send itself).
+        if data.is_some() || self.looked.is_none_or(|t| t.elapsed() >= LOOK_EVERY) {
+            self.read_refusals()?;
+            self.looked = Some(Instant::now());
+            if self.broken {
+                return Ok(Outcome::Through);
+            }
         }
         let payload = data.unwrap_or(&[]);
         self.tag += 1;
