@@ -22,6 +22,8 @@ use std::time::Duration;
 const OWNER_PARK: Duration = Duration::from_millis(100);
 /// How long one `poll` of the flow lasts, so that the owner's start is noticed.
 const LOOK: Duration = Duration::from_millis(100);
+/// The first nap when the owner holds the lock.
+const LOCK_NAP: Duration = Duration::from_micros(50);
 /// Looks ([`OWNER_PARK`] apart) with frames waiting after which this thread reads them even
 /// though the owner read lately.
 const STALE_LOOKS: u32 = 2;
@@ -41,6 +43,7 @@ pub(super) fn serve_shared(
     let mut wr = &s;
     // Looks in a row at which the owner read lately but frames waited all the same.
     let mut unread = 0;
+    let mut busy = LOCK_NAP;
     loop {
         if share.owner_reads() {
             // Frames that wait through several looks are read here all the same: an owner
@@ -63,10 +66,14 @@ pub(super) fn serve_shared(
         }
         unread = 0;
         if !share.try_lock() {
-            // The owner reads it now (a few microseconds).
-            std::thread::sleep(Duration::from_micros(50));
+            // The owner reads it now (a few microseconds). The lock is in a page that every
+            // process connected on this host may write: one that holds it forever gets
+            // longer and longer naps, not a spinning thread.
+            std::thread::sleep(busy);
+            busy = (busy * 2).min(Duration::from_millis(20));
             continue;
         }
+        busy = LOCK_NAP;
         let taken = take_frames(s.as_fd(), BULK_FRAME, &mut buf);
         share.unlock();
         let n = match taken {
