@@ -416,3 +416,35 @@ fn dolphin_abi_names_reach_the_same_functions() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn an_interrupt_ping_pong_across_hosts_survives_a_signal_storm() {
+    // Both waiters blocked, each reading the other process's trigger flow itself while
+    // it waits; a SIGALRM every 200 us (no SA_RESTART) interrupts those polls and reads.
+    let daemon = match remora_testkit::find_daemon() {
+        Ok(d) => d,
+        Err(s) => return eprintln!("skipping the interrupt ping-pong across hosts: {}", s.0),
+    };
+    let c = match remora_testkit::NetCluster::start(2, &daemon) {
+        Ok(c) => c,
+        Err(s) => return eprintln!("skipping the interrupt ping-pong across hosts: {}", s.0),
+    };
+    let env = Env::new();
+    let exe = env.build(&root().join("tests/c/intr_pingpong_signals.c"), &[]);
+    let side = |host: usize, role: &str, other: usize| {
+        let mut cmd = c.command(host, &exe);
+        cmd.args([role, &c.node(other).to_string(), "3000"]).stdout(Stdio::piped()).stderr(Stdio::piped());
+        Reap(cmd.spawn().unwrap())
+    };
+    let mut a = side(1, "a", 2);
+    let mut b = side(2, "b", 1);
+    for (name, child) in [("a", &mut a), ("b", &mut b)] {
+        let status = wait_with_timeout(child, Duration::from_secs(120));
+        let mut out = String::new();
+        use std::io::Read as _;
+        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        child.stderr.take().unwrap().read_to_string(&mut out).unwrap();
+        assert!(status.success() && out.contains("all passed"), "side {name}: {out}");
+        eprintln!("{}", out.trim());
+    }
+}
