@@ -401,6 +401,13 @@ impl Map {
         self.gone().is_some()
     }
 
+    /// A DSM map: send the request for its pager flow, booked when the map was made.
+    pub(crate) fn ask_flow(&self) {
+        if let Some(Backing::Dsm(d)) = self.inner.mapping.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            d.ask_flow();
+        }
+    }
+
     /// For a map of another host's segment (served by the DSM pager): whether the pager
     /// reaches the home over a connection of its own (`Some(true)`) or through this node's
     /// daemon (`Some(false)`). `None` for a map of this host's memory, or an unmapped map.

@@ -78,8 +78,9 @@ impl RemoteSegment {
                 _ if size == 0 => return Err(Error::SizeAlignment),
                 _ => return Err(Error::OutOfRange),
             }
-            // The map's pager flow is asked for in the background on that session: the
-            // map returns without waiting for the dial, its first fault waits for it.
+            // The map's pager flow is asked for in the background on that session, once
+            // the map is booked with the daemon: the map returns without waiting for the
+            // dial, its first fault waits for it.
             let dsm = remora_client::dsm::DsmMap::on_pager_session(
                 self.inner.desc.inner.pager_session()?,
                 Arc::new(SegmentRange { conn: l.conn }),
@@ -89,7 +90,7 @@ impl RemoteSegment {
                 flags.readonly,
             )
             .map_err(|_| Error::NotSupported)?;
-            return Ok(Map::wrap(
+            let map = Map::wrap(
                 l.session.clone(),
                 &self.inner.desc,
                 Backing::Dsm(dsm),
@@ -99,7 +100,9 @@ impl RemoteSegment {
                 MapTarget::Remote { conn: l.conn },
                 &self.inner.deps,
                 MapParent::Remote(self.clone()),
-            ));
+            );
+            map.ask_flow();
+            return Ok(map);
         };
         Map::create(
             l.session.clone(),

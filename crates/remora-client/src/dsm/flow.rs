@@ -91,8 +91,8 @@ pub(super) fn shared_flow(session: &Arc<Session>, home: &Arc<dyn RemoteRange>) -
     Some(d)
 }
 
-/// As [`shared_flow`], for a map: without waiting for a flow that must be dialed (it is
-/// asked for in the background, `asked.rs`; its first user waits for it).
+/// As [`shared_flow`], for a map: without waiting for a flow that must be dialed (its
+/// request is booked, and sent by [`Soon::start`] or by its first user, `asked.rs`).
 pub(super) fn flow_soon(session: &Arc<Session>, home: &Arc<dyn RemoteRange>) -> Soon {
     if !remora_config::Config::get().pager_flows {
         return Soon::ready(None);
@@ -103,16 +103,15 @@ pub(super) fn flow_soon(session: &Arc<Session>, home: &Arc<dyn RemoteRange>) -> 
         Found::Asked(soon) => return soon,
         Found::Nothing => {}
     }
+    // Booked before anyone else can find it: whoever needs it first sends it.
     let soon = Soon(Arc::default());
-    {
-        let mut books = BOOKS.lock().unwrap_or_else(|p| p.into_inner());
-        // Asked for by another map meanwhile: that answer is shared.
-        if let Some(c) = books.asked.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
-            return Soon(c);
-        }
-        books.asked.push((key, Arc::downgrade(&soon.0)));
+    asked::book(session.clone(), home.flow_request(), key, &soon);
+    let mut books = BOOKS.lock().unwrap_or_else(|p| p.into_inner());
+    // Asked for by another map meanwhile: that answer is shared.
+    if let Some(c) = books.asked.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade()) {
+        return Soon(c);
     }
-    asked::ask(session.clone(), home.flow_request(), key, soon.clone());
+    books.asked.push((key, Arc::downgrade(&soon.0)));
     soon
 }
 

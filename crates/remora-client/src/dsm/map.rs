@@ -79,8 +79,10 @@ impl DsmMap {
 
     /// As [`DsmMap::new`], on a session that serves the pager alone (no other request of
     /// the program waits on it): the map's pager flow, when none of `session` reaches `home`
-    /// yet, is asked for in the background and the map returns without waiting for it;
-    /// the first fault, store straight home or [`DsmMap::is_direct`] waits for it.
+    /// yet, is booked and the map returns without waiting for it; [`DsmMap::ask_flow`]
+    /// sends the request, to be answered in the background, and the first fault, store
+    /// straight home or [`DsmMap::is_direct`] waits for the flow (or makes the request
+    /// itself, when it was not sent yet).
     ///
     /// # Errors
     /// As [`DsmMap::new`].
@@ -203,6 +205,14 @@ impl DsmMap {
             readonly,
             resident,
         })
+    }
+
+    /// Send the request for the map's pager flow, when it was booked and not sent yet (a map
+    /// of [`DsmMap::on_pager_session`]): once the caller booked the map with its daemon, so
+    /// that the daemon's dial follows the map's other requests. The flow is asked for by the
+    /// first use that needs it otherwise.
+    pub fn ask_flow(&self) {
+        self.flow.start();
     }
 
     /// The address of the first mapped byte.
