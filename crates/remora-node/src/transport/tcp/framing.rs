@@ -19,6 +19,19 @@ pub(in crate::transport) fn write_frame(
     Ok(out.len())
 }
 
+/// [`write_frame`] on an asynchronous stream.
+pub(in crate::transport) async fn write_frame_async(
+    w: &mut (impl tokio::io::AsyncWriteExt + Unpin),
+    msg: &impl serde::Serialize,
+) -> std::io::Result<usize> {
+    let body = encode(msg).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    let mut out = Vec::with_capacity(4 + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&body);
+    w.write_all(&out).await?;
+    Ok(out.len())
+}
+
 pub(in crate::transport) fn read_frame<T: serde::de::DeserializeOwned>(
     r: &mut impl Read,
 ) -> std::io::Result<T> {
@@ -33,7 +46,7 @@ pub(in crate::transport) fn read_frame<T: serde::de::DeserializeOwned>(
     decode(&buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
-pub(super) async fn read_frame_async(
+pub(in crate::transport) async fn read_frame_async(
     r: &mut (impl AsyncReadExt + Unpin),
 ) -> std::io::Result<(LinkMsg, usize)> {
     let n = r.read_u32_le().await? as usize;

@@ -41,6 +41,78 @@ pub(super) fn refuse(s: &mut impl Write, why: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::PermissionDenied, why)
 }
 
+/// The dialer's side of the handshake as steps, so a blocking stream ([`dial_handshake`])
+/// and an asynchronous one (`pool.rs`, `handshaken_async`) run the same protocol.
+pub(in crate::transport) struct Dialer<'a> {
+    me: &'a Env,
+    to: u32,
+    mine: [u8; 32],
+}
+
+impl<'a> Dialer<'a> {
+    /// A handshake of this node with node `to`, with a fresh nonce.
+    pub(in crate::transport) fn new(me: &'a Env, to: u32) -> Dialer<'a> {
+        Dialer { me, to, mine: nonce() }
+    }
+
+    /// The first frame: who we are, whom we want, for which flow.
+    pub(in crate::transport) fn hello(&self, flow: Flow) -> LinkMsg {
+        LinkMsg::Hello {
+            version: VERSION,
+            node: self.me.node,
+            to: self.to,
+            flow,
+            nonce: self.mine,
+            incarnation: self.me.incarnation,
+        }
+    }
+
+    /// The listener's answer to the hello: the frame to send back (our proof) and the
+    /// peer's incarnation; or the error, with the refusal to send first when there is one.
+    pub(in crate::transport) fn challenged(
+        &self,
+        answer: LinkMsg,
+    ) -> Result<(LinkMsg, u64), (Option<LinkMsg>, std::io::Error)> {
+        let secret = &self.me.cluster.as_ref().expect("tcp needs a cluster").secret;
+        let (me, to) = (self.me.node, self.to);
+        let refused = |why: String| {
+            (
+                Some(LinkMsg::Refused { reason: why.clone() }),
+                std::io::Error::new(std::io::ErrorKind::PermissionDenied, why),
+            )
+        };
+        match answer {
+            LinkMsg::Challenge { node, nonce: theirs, incarnation, mac: m } => {
+                if node != to {
+                    return Err(refused(format!("expected node {to}, answered by node {node}")));
+                }
+                if !mac_ok(&m, secret, b"remora-listener", &self.mine, &theirs, me, to) {
+                    return Err(refused(format!("node {to} failed authentication")));
+                }
+                Ok((
+                    LinkMsg::Auth { mac: mac(secret, b"remora-dialer", &theirs, &self.mine, me, to) },
+                    incarnation,
+                ))
+            }
+            LinkMsg::Refused { reason } => {
+                Err((None, std::io::Error::new(std::io::ErrorKind::PermissionDenied, reason)))
+            }
+            other => Err((None, std::io::Error::other(format!("unexpected {other:?}")))),
+        }
+    }
+
+    /// The listener's last frame: welcome, or why not.
+    pub(in crate::transport) fn welcomed(answer: LinkMsg) -> std::io::Result<()> {
+        match answer {
+            LinkMsg::Welcome => Ok(()),
+            LinkMsg::Refused { reason } => {
+                Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, reason))
+            }
+            other => Err(std::io::Error::other(format!("unexpected {other:?}"))),
+        }
+    }
+}
+
 /// Dialer side of the handshake (blocking; a TCP stream, or bytes in a fuzz target).
 /// Returns the peer's incarnation.
 pub(in crate::transport) fn dial_handshake(
@@ -49,42 +121,20 @@ pub(in crate::transport) fn dial_handshake(
     to: u32,
     flow: Flow,
 ) -> std::io::Result<u64> {
-    let secret = &me.cluster.as_ref().expect("tcp needs a cluster").secret;
-    let mine = nonce();
-    write_frame(
-        s,
-        &LinkMsg::Hello {
-            version: VERSION,
-            node: me.node,
-            to,
-            flow,
-            nonce: mine,
-            incarnation: me.incarnation,
-        },
-    )?;
-    match read_frame::<LinkMsg>(s)? {
-        LinkMsg::Challenge { node, nonce: theirs, incarnation, mac: m } => {
-            if node != to {
-                return Err(refuse(s, format!("expected node {to}, answered by node {node}")));
+    let d = Dialer::new(me, to);
+    write_frame(s, &d.hello(flow))?;
+    let (auth, incarnation) = match d.challenged(read_frame::<LinkMsg>(s)?) {
+        Ok(x) => x,
+        Err((refusal, e)) => {
+            if let Some(r) = refusal {
+                let _ = write_frame(s, &r);
             }
-            if !mac_ok(&m, secret, b"remora-listener", &mine, &theirs, me.node, to) {
-                return Err(refuse(s, format!("node {to} failed authentication")));
-            }
-            write_frame(
-                s,
-                &LinkMsg::Auth { mac: mac(secret, b"remora-dialer", &theirs, &mine, me.node, to) },
-            )?;
-            match read_frame::<LinkMsg>(s)? {
-                LinkMsg::Welcome => Ok(incarnation),
-                LinkMsg::Refused { reason } => {
-                    Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, reason))
-                }
-                other => Err(std::io::Error::other(format!("unexpected {other:?}"))),
-            }
+            return Err(e);
         }
-        LinkMsg::Refused { reason } => Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, reason)),
-        other => Err(std::io::Error::other(format!("unexpected {other:?}"))),
-    }
+    };
+    write_frame(s, &auth)?;
+    Dialer::welcomed(read_frame::<LinkMsg>(s)?)?;
+    Ok(incarnation)
 }
 
 /// Listener side of the handshake (blocking; a TCP stream, or bytes in a fuzz target).

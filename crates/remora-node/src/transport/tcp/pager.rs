@@ -37,8 +37,6 @@ use std::time::Duration;
 const MAX_PAGER_FLOWS: usize = 1024;
 /// The most pager flows bound to one target at once.
 const MAX_FLOWS_PER_TARGET: usize = 16;
-/// How long a pager flow's binding frame may take to be written.
-const DIAL_ANSWER: Duration = Duration::from_millis(700);
 
 /// A pager flow to the peer of `pool`, bound to `target` there, as the descriptor a
 /// process gets (a pooled flow when one is there, else one dialed now).
@@ -55,9 +53,8 @@ pub(in crate::transport) async fn dial_flow(
         return Err(Error::NodeNotResponding);
     }
     let node = pool.peer().id;
-    let s = tokio::task::spawn_blocking(move || dial(&pool, &LinkMsg::PagerBind { target }))
+    let s = dial(&pool, &LinkMsg::PagerBind { target })
         .await
-        .map_err(|e| Error::Protocol(e.to_string()))?
         .map_err(|e| Error::Protocol(format!("pager flow to node {node}: {e}")))?;
     Ok(std::os::fd::OwnedFd::from(s))
 }
@@ -81,10 +78,8 @@ pub(in crate::transport) async fn dial_flows(
     }
     let node = pool.peer().id;
     let bind = LinkMsg::PagerBindMany { targets, watch };
-    let s = tokio::task::spawn_blocking(move || dial(&pool, &bind))
-        .await
-        .map_err(|e| Error::Protocol(e.to_string()))?
-        .map_err(|e| Error::Protocol(format!("pager flow to node {node}: {e}")))?;
+    let s =
+        dial(&pool, &bind).await.map_err(|e| Error::Protocol(format!("pager flow to node {node}: {e}")))?;
     Ok(std::os::fd::OwnedFd::from(s))
 }
 
@@ -93,11 +88,15 @@ fn distinct(targets: &[RangeRef]) -> bool {
     targets.iter().enumerate().all(|(i, t)| targets[..i].iter().all(|u| u.handle != t.handle))
 }
 
-/// An authenticated flow from `pool`, bound with `bind` (blocking).
-fn dial(pool: &Arc<Pool>, bind: &LinkMsg) -> std::io::Result<StdStream> {
-    let mut s = pool.flow()?;
-    s.set_write_timeout(Some(DIAL_ANSWER))?;
+/// An authenticated flow from `pool`, bound with `bind`, all of it on the runtime
+/// (`Pool::flow_async`): no hand-off to a blocking thread and back, each a wake-up of
+/// another core. The binding frame, a few dozen bytes into a stream that is empty since
+/// the handshake, is written without blocking (no room for it is an error: no flow).
+async fn dial(pool: &Arc<Pool>, bind: &LinkMsg) -> std::io::Result<StdStream> {
+    let mut s = pool.flow_async().await?;
+    s.set_nonblocking(true)?;
     write_frame(&mut s, bind)?;
+    s.set_nonblocking(false)?;
     s.set_read_timeout(None)?;
     s.set_write_timeout(None)?;
     s.set_nodelay(true)?;

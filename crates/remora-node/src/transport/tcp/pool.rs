@@ -92,8 +92,29 @@ impl Pool {
     /// The peer cannot be reached, refuses the handshake, or restarted since the link came
     /// up.
     pub(in crate::transport) fn flow(self: &Arc<Self>) -> std::io::Result<StdStream> {
+        match self.take()? {
+            Some(s) => Ok(s),
+            None => handshaken(&self.env, &self.peer).map(|(s, _)| s),
+        }
+    }
+
+    /// As [`Pool::flow`], on the runtime: a flow dialed now is dialed and authenticated
+    /// there (no hand-off to a blocking thread and back, each a wake-up of another core).
+    ///
+    /// # Errors
+    /// As [`Pool::flow`].
+    pub(in crate::transport) async fn flow_async(self: &Arc<Self>) -> std::io::Result<StdStream> {
+        match self.take()? {
+            Some(s) => Ok(s),
+            None => handshaken_async(&self.env, &self.peer).await.map(|(s, _)| s),
+        }
+    }
+
+    /// A sound pooled flow, with the dial's timeouts (`None`: none pooled, or no pool);
+    /// the pool refills behind it.
+    fn take(self: &Arc<Self>) -> std::io::Result<Option<StdStream>> {
         if self.size == 0 {
-            return handshaken(&self.env, &self.peer).map(|(s, _)| s);
+            return Ok(None);
         }
         let taken = {
             let mut st = self.state();
@@ -113,9 +134,9 @@ impl Pool {
             Some(s) => {
                 s.set_read_timeout(Some(DIAL_ANSWER))?;
                 s.set_write_timeout(Some(DIAL_ANSWER))?;
-                Ok(s)
+                Ok(Some(s))
             }
-            None => handshaken(&self.env, &self.peer).map(|(s, _)| s),
+            None => Ok(None),
         }
     }
 
@@ -237,5 +258,55 @@ pub(in crate::transport) fn handshaken(env: &Env, peer: &TcpPeer) -> std::io::Re
     if peer.peer_incarnation.load(Ordering::SeqCst) != inc {
         return Err(std::io::Error::other(format!("node {} restarted", peer.id)));
     }
+    Ok((s, inc))
+}
+
+/// [`handshaken`] on the runtime: the connect and the handshake's answers awaited there,
+/// each within the same time as the blocking dial's. A peer address that is not a plain
+/// socket address (a name to resolve) is dialed on a blocking thread.
+///
+/// # Errors
+/// As [`handshaken`].
+pub(in crate::transport) async fn handshaken_async(
+    env: &Arc<Env>,
+    peer: &Arc<TcpPeer>,
+) -> std::io::Result<(StdStream, u64)> {
+    use super::framing::{read_frame_async, write_frame_async};
+    use super::handshake::Dialer;
+    use tokio::time::timeout;
+    let Ok(a) = peer.addr.parse::<std::net::SocketAddr>() else {
+        let (env, peer) = (env.clone(), peer.clone());
+        return tokio::task::spawn_blocking(move || handshaken(&env, &peer))
+            .await
+            .map_err(std::io::Error::other)?;
+    };
+    let late = |what: &str| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no {what} in time"));
+    let mut s =
+        timeout(DIAL_CONNECT, tokio::net::TcpStream::connect(a)).await.map_err(|_| late("connection"))??;
+    let d = Dialer::new(env, peer.id);
+    timeout(DIAL_ANSWER, write_frame_async(&mut s, &d.hello(Flow::Pager)))
+        .await
+        .map_err(|_| late("room"))??;
+    let (answer, _) =
+        timeout(DIAL_ANSWER, read_frame_async(&mut s)).await.map_err(|_| late("challenge"))??;
+    let (auth, inc) = match d.challenged(answer) {
+        Ok(x) => x,
+        Err((refusal, e)) => {
+            if let Some(r) = refusal {
+                let _ = timeout(DIAL_ANSWER, write_frame_async(&mut s, &r)).await;
+            }
+            return Err(e);
+        }
+    };
+    timeout(DIAL_ANSWER, write_frame_async(&mut s, &auth)).await.map_err(|_| late("room"))??;
+    let (answer, _) = timeout(DIAL_ANSWER, read_frame_async(&mut s)).await.map_err(|_| late("welcome"))??;
+    Dialer::welcomed(answer)?;
+    if peer.peer_incarnation.load(Ordering::SeqCst) != inc {
+        return Err(std::io::Error::other(format!("node {} restarted", peer.id)));
+    }
+    let s = s.into_std()?;
+    s.set_nonblocking(false)?;
+    s.set_read_timeout(Some(DIAL_ANSWER))?;
+    s.set_write_timeout(Some(DIAL_ANSWER))?;
     Ok((s, inc))
 }
