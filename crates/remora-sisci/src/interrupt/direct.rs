@@ -69,7 +69,16 @@ impl Flow {
         s.set_nodelay(true).ok()?;
         s.set_write_timeout(Some(Duration::from_secs(10))).ok()?;
         s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-        Some(Flow { s, remote, tag: 0, stale: 0, refused: None, broken: false, unsynced: false, looked: None })
+        Some(Flow {
+            s,
+            remote,
+            tag: 0,
+            stale: 0,
+            refused: None,
+            broken: false,
+            unsynced: false,
+            looked: None,
+        })
     }
 
     /// Trigger with `data` (a data interrupt's payload, waited for) or none (posted).
