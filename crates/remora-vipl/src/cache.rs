@@ -148,6 +148,32 @@ impl DescCache {
         self.spare.as_deref().ok_or_else(forgotten)
     }
 
+    /// A receive descriptor at `addr` that this cache saw last there under the same memory
+    /// handle, protection tag and registrations, with as many segments as then (so it lies
+    /// in registered memory, as it did): its control segment and the registrations' epoch.
+    /// Its segments are not looked at (see `crate::later`).
+    pub(crate) fn unchanged(
+        &self,
+        nic: &Nic,
+        addr: usize,
+        handle: u32,
+        ptag: ProtectionTag,
+    ) -> Option<(UserRegion, u64)> {
+        let way = (addr / 64) & self.ways.len().checked_sub(1)?;
+        let s = self.ways.get(way)?.as_ref()?;
+        if s.addr != addr
+            || s.handle != handle
+            || s.ptag != ptag
+            || s.epoch != nic.inner.mem_epoch.load(Ordering::Acquire)
+            || s.taken.local.is_none()
+        {
+            return None;
+        }
+        let mut count = [0u8; 2];
+        s.taken.ctl.read(12, &mut count).ok()?;
+        (usize::from(u16::from_le_bytes(count)) == s.n).then_some((s.taken.ctl, s.epoch))
+    }
+
     /// Forget everything (the queue's VI changed its protection tag or reconnected).
     pub(crate) fn clear(&mut self) {
         self.ways.clear();

@@ -173,6 +173,10 @@ impl Vi {
     pub fn post_recv(&self, addr: usize, handle: u32) -> Result<()> {
         let vi = &self.inner;
         let mut guard = vi.recv.lock();
+        if let Some(r) = vi.post_later(&mut guard, addr, handle) {
+            return r;
+        }
+        vi.settle(&mut guard);
         let (st, ptag) = match &guard.link {
             Some((l, ptag)) if !l.broken.load(Ordering::Acquire) => (ViState::Connected, *ptag),
             _ => {
@@ -180,6 +184,7 @@ impl Vi {
                 let ptag = vi.ptag();
                 let st = *lock(&vi.state);
                 guard = vi.recv.lock();
+                vi.settle(&mut guard);
                 (st, ptag)
             }
         };
@@ -273,6 +278,11 @@ impl Vi {
             sq.link = own;
         }
         drop(guard);
+        // The completion is stored: what a post of this VI left undescribed goes now.
+        if !vi.sent_since_post.load(Ordering::Relaxed) {
+            vi.sent_since_post.store(true, Ordering::Relaxed);
+        }
+        vi.describe_pending();
         if let Some(e) = refused {
             return Err(e);
         }

@@ -45,7 +45,7 @@ impl ViInner {
     }
 
     /// Queue a receive whose descriptor is complete for reaping.
-    fn record_recv(&self, q: &mut RecvQ, d: (usize, u32)) {
+    pub(crate) fn record_recv(&self, q: &mut RecvQ, d: (usize, u32)) {
         q.done.push_back(d);
         self.recv_ready.store(q.done.len(), Ordering::Release);
         if let Some(cq) = &self.recv_cq {
@@ -69,6 +69,7 @@ impl ViInner {
     /// Every receive still posted completes flushed (the VI broke or disconnected).
     pub(crate) fn flush_receives(&self) {
         let mut q = self.recv.lock();
+        self.settle(&mut q);
         while let Some(p) = q.posted.pop_front() {
             self.complete_recv(
                 &mut q,
@@ -88,6 +89,15 @@ impl ViInner {
         if q.pushed >= end {
             return true;
         }
+        if !link.is_far() && self.describe_later(q, end) {
+            return true;
+        }
+        self.describe(q, link, end)
+    }
+
+    /// Describe the receives posted up to `end` in the peer's ring A, and its posted
+    /// count.
+    pub(crate) fn describe(&self, q: &mut RecvQ, link: &Link, end: u64) -> bool {
         // Another host's segment: the entries, then the count, down the link's channel
         // (in order: the peer never reads an entry as it was a lap ago), without waiting,
         // and sent now or a little later (`Link::posted_later`).
@@ -147,11 +157,17 @@ impl ViInner {
     /// `pop`, under the same lock.
     pub(crate) fn reap_and(self: &Arc<Self>, pop: bool) -> Result<Option<(usize, u32)>> {
         if self.recv_ready.load(Ordering::Acquire) == 0 && !self.completion_in_sight() {
-            self.check_peer_now_and_then();
-            return Ok(None);
+            // Nothing to take: the time to take in and describe what posts left (one may
+            // complete at once).
+            self.describe_pending();
+            if self.recv_ready.load(Ordering::Acquire) == 0 {
+                self.check_peer_now_and_then();
+                return Ok(None);
+            }
         }
         let (broke, got) = {
             let mut q = self.recv.lock();
+            self.settle(&mut q);
             let (broke, first) = self.take_completions_locked(&mut q, pop)?;
             let got = if pop { first.or_else(|| q.done.pop_front()) } else { None };
             self.recv_ready.store(q.done.len(), Ordering::Release);
@@ -162,7 +178,12 @@ impl ViInner {
                 self.fail(ErrorCode::PostDesc, Some(addr), false);
             }
         }
-        self.check_peer_now_and_then();
+        // A receive taken out for `VipRecvDone` goes back at once: what the peer said is
+        // looked at by the polls that find nothing (this one was on the path of every
+        // message).
+        if got.is_none() {
+            self.check_peer_now_and_then();
+        }
         Ok(got)
     }
 
@@ -179,7 +200,9 @@ impl ViInner {
 
     /// Complete the receives the peer completed; the first that failed, if one did.
     pub(crate) fn take_completions(&self) -> Result<Option<usize>> {
-        self.take_completions_locked(&mut self.recv.lock(), false).map(|(broke, _)| broke)
+        let mut q = self.recv.lock();
+        self.settle(&mut q);
+        self.take_completions_locked(&mut q, false).map(|(broke, _)| broke)
     }
 
     /// [`ViInner::take_completions`]; with `pop`, the oldest completed receive comes back

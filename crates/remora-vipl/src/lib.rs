@@ -39,6 +39,7 @@ mod deliver;
 mod error;
 mod few;
 pub mod fuzzing;
+mod later;
 pub mod layout;
 mod link;
 mod memory;

@@ -3,6 +3,7 @@
 //! `link.rs`, connection set-up in `connect.rs`.
 
 use crate::cache::DescCache;
+use crate::later::Pending;
 use crate::layout::{self, Chunk};
 use crate::link::{Link, PeerInfo};
 use crate::memory::ProtectionTag;
@@ -90,6 +91,8 @@ pub(crate) struct RecvQ {
     /// The link while connected (what [`ViInner::link`] answers), and the VI's protection
     /// tag then: a receive posted on a connected VI needs no other lock.
     pub(crate) link: Option<(Arc<Link>, ProtectionTag)>,
+    /// Posts noted, to be taken in a little later (`crate::later`).
+    pub(crate) pending: Pending,
 }
 
 /// A ring A entry of at most two chunks, as remembered: its total, its chunk count, its
@@ -129,6 +132,13 @@ pub(crate) struct ViInner {
     pub(crate) recv_ready: AtomicUsize,
     /// Polls of the receive queue: the peer's liveness is checked every 128th.
     pub(crate) polls: AtomicUsize,
+    /// A peer on this host: receives posted and not described to it yet, left for this
+    /// VI's next send, poll that finds nothing, or the NIC's watcher
+    /// ([`ViInner::describe_pending`]).
+    pub(crate) undescribed: AtomicBool,
+    /// A send was posted since the last receive was (the VI answers its peer: a send
+    /// follows a post, and describes what the post left).
+    pub(crate) sent_since_post: AtomicBool,
     pub(crate) recv: Lock<RecvQ>,
     /// A peer-to-peer connect in progress: its outcome once known.
     pub(crate) peer_connect: Mutex<Option<Option<Result<ViAttributes>>>>,
@@ -229,6 +239,8 @@ impl Vi {
             recv_next: AtomicU64::new(0),
             recv_ready: AtomicUsize::new(0),
             polls: AtomicUsize::new(0),
+            undescribed: AtomicBool::new(false),
+            sent_since_post: AtomicBool::new(false),
             recv: Lock::new(RecvQ::default()),
             peer_connect: Mutex::new(None),
         });
@@ -261,7 +273,11 @@ impl Vi {
         if *lock(&self.inner.state) != ViState::Idle {
             return Err(Error::InvalidState);
         }
-        if !self.inner.recv.lock().posted.is_empty() {
+        let mut q = self.inner.recv.lock();
+        self.inner.settle(&mut q);
+        let posted = !q.posted.is_empty();
+        drop(q);
+        if posted {
             return Err(Error::Resource("receives are still posted".into()));
         }
         for cq in self.inner.send_cq.iter().chain(self.inner.recv_cq.iter()) {
@@ -278,7 +294,8 @@ impl Vi {
         let state = *lock(&self.inner.state);
         let attrs = *lock(&self.inner.attrs);
         let send_empty = self.inner.send.lock().done.is_empty();
-        let recv = self.inner.recv.lock();
+        let mut recv = self.inner.recv.lock();
+        self.inner.settle(&mut recv);
         (state, attrs, send_empty, recv.posted.is_empty() && recv.done.is_empty())
     }
 
