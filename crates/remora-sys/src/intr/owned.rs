@@ -73,7 +73,7 @@ const REST_OF_FRAME: Duration = Duration::from_millis(20);
 /// Read the whole frames of `frame` bytes waiting on stream socket `fd` into `buf`
 /// (at most `buf.len() / frame`), without blocking for the first byte. Call with the
 /// reader lock held: a frame whose start came is read to its end (waiting at most
-/// [`REST_OF_FRAME`] for it), so the stream is left at a frame's edge.
+/// 20 ms for it), so the stream is left at a frame's edge.
 ///
 /// # Errors
 /// The errno of `recv` (a reset or broken flow); `TimedOut` when the rest of a frame did
