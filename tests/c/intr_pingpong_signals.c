@@ -9,31 +9,14 @@
  *   REMORA_NODE=4 ./intr_pingpong_signals a <node of B> [rounds]
  *   REMORA_NODE=8 ./intr_pingpong_signals b <node of A> [rounds]
  */
-#define _GNU_SOURCE
-#include <signal.h>
+#include "alarm_storm.h" /* first: it defines _GNU_SOURCE */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 #include "sisci_api.h"
-
-#ifndef sigev_notify_thread_id
-#define sigev_notify_thread_id _sigev_un._tid
-#endif
 
 #define INTNO_A 3101
 #define INTNO_B 3102
 #define WAIT_MS 20000
-
-static volatile sig_atomic_t alarms;
-
-static void on_alarm(int sig)
-{
-    (void)sig;
-    alarms++;
-}
 
 static int fail(const char *what, sci_error_t err, long round)
 {
@@ -57,10 +40,6 @@ int main(int argc, char *argv[])
     sci_local_interrupt_t mine;
     sci_remote_interrupt_t theirs;
     sci_error_t err;
-    struct sigaction sa;
-    struct itimerspec every = {{0, 200 * 1000}, {0, 200 * 1000}};
-    struct itimerspec off = {{0, 0}, {0, 0}};
-    struct sigevent sev;
     timer_t timer;
 
     SCIInitialize(0, &err);
@@ -73,18 +52,7 @@ int main(int argc, char *argv[])
     SCIConnectInterrupt(dev, &theirs, other, 0, theirs_no, WAIT_MS, 0, &err);
     if (err != SCI_ERR_OK) return fail("SCIConnectInterrupt", err, 0);
 
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm; /* no SA_RESTART */
-    sigemptyset(&sa.sa_mask);
-    memset(&sev, 0, sizeof sev);
-    sev.sigev_notify = SIGEV_THREAD_ID;
-    sev.sigev_signo = SIGALRM;
-    sev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
-    if (sigaction(SIGALRM, &sa, NULL) != 0 || timer_create(CLOCK_MONOTONIC, &sev, &timer) != 0 ||
-        timer_settime(timer, 0, &every, NULL) != 0) {
-        perror("signal set-up");
-        return 2;
-    }
+    if (alarm_storm_start(200 * 1000, &timer) != 0) return 2;
     for (long r = 0; r < rounds; r++) {
         if (first) {
             SCITriggerInterrupt(theirs, 0, &err);
@@ -97,7 +65,7 @@ int main(int argc, char *argv[])
             if (err != SCI_ERR_OK) return fail("SCITriggerInterrupt", err, r);
         }
     }
-    timer_settime(timer, 0, &off, NULL);
+    alarm_storm_stop(timer);
     /* Nothing more comes: exactly one trigger per round was counted. */
     SCIWaitForInterrupt(mine, 100, 0, &err);
     if (err != SCI_ERR_TIMEOUT) return fail("the wait after the last round", err, rounds);

@@ -6,27 +6,10 @@
  *
  *   REMORA_NODE=4 ./signal_storm [calls]
  */
-#define _GNU_SOURCE
-#include <signal.h>
+#include "alarm_storm.h" /* first: it defines _GNU_SOURCE */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 #include "sisci_api.h"
-
-#ifndef sigev_notify_thread_id
-#define sigev_notify_thread_id _sigev_un._tid
-#endif
-
-static volatile sig_atomic_t alarms;
-
-static void on_alarm(int sig)
-{
-    (void)sig;
-    alarms++;
-}
 
 #define CHECK(call)                                                                          \
     do {                                                                                     \
@@ -47,26 +30,9 @@ int main(int argc, char *argv[])
     sci_local_segment_t seg;
     sci_error_t err;
     unsigned int node;
-    struct sigaction sa;
-    struct itimerspec every = {{0, 100 * 1000}, {0, 100 * 1000}};
-    struct itimerspec off = {{0, 0}, {0, 0}};
-    struct sigevent sev;
     timer_t timer;
 
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm; /* no SA_RESTART: interrupted system calls fail with EINTR */
-    sigemptyset(&sa.sa_mask);
-    /* The alarms go to this thread (the one that makes the calls), not to whichever
-     * thread of the process the kernel would pick. */
-    memset(&sev, 0, sizeof sev);
-    sev.sigev_notify = SIGEV_THREAD_ID;
-    sev.sigev_signo = SIGALRM;
-    sev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
-    if (sigaction(SIGALRM, &sa, NULL) != 0 || timer_create(CLOCK_MONOTONIC, &sev, &timer) != 0 ||
-        timer_settime(timer, 0, &every, NULL) != 0) {
-        perror("signal set-up");
-        return 2;
-    }
+    if (alarm_storm_start(100 * 1000, &timer) != 0) return 2;
     CHECK(SCIInitialize(0, &err));
     CHECK(SCIOpen(&dev, 0, &err));
     CHECK(SCIGetLocalNodeId(0, &node, 0, &err));
@@ -82,7 +48,7 @@ int main(int argc, char *argv[])
         }
         done++;
     }
-    timer_settime(timer, 0, &off, NULL);
+    alarm_storm_stop(timer);
     CHECK(SCIClose(dev, 0, &err));
     SCITerminate();
     printf("%ld calls, %d alarms: all passed\n", done, (int)alarms);
