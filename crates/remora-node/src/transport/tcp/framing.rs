@@ -11,12 +11,18 @@ pub(in crate::transport) fn write_frame(
     w: &mut impl Write,
     msg: &impl serde::Serialize,
 ) -> std::io::Result<usize> {
+    let out = framed(msg)?;
+    w.write_all(&out)?;
+    Ok(out.len())
+}
+
+/// `msg` encoded behind its length: the bytes of one frame.
+fn framed(msg: &impl serde::Serialize) -> std::io::Result<Vec<u8>> {
     let body = encode(msg).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
     let mut out = Vec::with_capacity(4 + body.len());
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(&body);
-    w.write_all(&out)?;
-    Ok(out.len())
+    Ok(out)
 }
 
 /// [`write_frame`] on an asynchronous stream.
@@ -24,10 +30,7 @@ pub(in crate::transport) async fn write_frame_async(
     w: &mut (impl tokio::io::AsyncWriteExt + Unpin),
     msg: &impl serde::Serialize,
 ) -> std::io::Result<usize> {
-    let body = encode(msg).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-    let mut out = Vec::with_capacity(4 + body.len());
-    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    out.extend_from_slice(&body);
+    let out = framed(msg)?;
     w.write_all(&out).await?;
     Ok(out.len())
 }
