@@ -10,8 +10,9 @@
 //! read and checked, the receive queued, and described in the peer's ring A) follows at the
 //! VI's next send once its completion is stored, the next poll that finds nothing, any
 //! other call that looks at the receive queue (before it looks), or the NIC's watcher
-//! within 10 ms: well inside the grace a sender gives a receive to appear, and the peer
-//! knows [`DESCRIBED_LOW`] others meanwhile. A descriptor whose segments turn out bad then
+//! within 20 ms (two of its looks: see [`ViInner::describe_stale`]): well inside the grace
+//! a sender gives a receive to appear, and the peer knows [`DESCRIBED_LOW`] others
+//! meanwhile. A descriptor whose segments turn out bad then
 //! completes with the same status as when posted (a protection error), only a moment
 //! later; one whose VI broke or disconnected meanwhile completes flushed.
 
@@ -81,6 +82,8 @@ impl ViInner {
         self.nic.finish(&ctl, epoch, 0, None, None);
         q.pending.posts[q.pending.n] = (addr, handle, *ptag);
         q.pending.n += 1;
+        // Counted under the queue's lock: a plain store, no locked instruction.
+        self.noted.store(self.noted.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         self.undescribed.store(true, Ordering::Relaxed);
         Some(Ok(()))
     }
@@ -113,6 +116,18 @@ impl ViInner {
                 q.posted.push(addr, handle, t);
             }
         }
+    }
+
+    /// The NIC's watcher: take in what posts left when they waited since its previous look
+    /// (one in the instant between a post and the send that takes it in is left to that
+    /// send: the watcher taking the queue's lock would take it away from the VI's thread).
+    pub(crate) fn describe_stale(&self) {
+        let noted = self.noted.load(Ordering::Relaxed);
+        if self.noted_seen.load(Ordering::Relaxed) != noted {
+            self.noted_seen.store(noted, Ordering::Relaxed);
+            return;
+        }
+        self.describe_pending();
     }
 
     /// Take in what posts left, and describe it to the peer.

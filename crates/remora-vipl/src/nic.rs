@@ -477,8 +477,8 @@ fn watch(nic: Weak<NicInner>) {
         let nic = Nic { inner };
         for vi in nic.live_vis() {
             vi.check_peer(&nic);
-            // Receives a post left undescribed to a peer on this host are described now.
-            vi.describe_pending();
+            // Receives posts left to a peer on this host are taken in and described now.
+            vi.describe_stale();
             // Counts of posted receives that waited on a channel go now.
             if let Some(link) = vi.link() {
                 link.flush_posted();

@@ -139,6 +139,10 @@ pub(crate) struct ViInner {
     /// A send was posted since the last receive was (the VI answers its peer: a send
     /// follows a post, and describes what the post left).
     pub(crate) sent_since_post: AtomicBool,
+    /// Posts noted to be taken in later so far, and that count as the NIC's watcher saw it
+    /// last (it takes in only what waited since its previous look).
+    pub(crate) noted: AtomicU64,
+    pub(crate) noted_seen: AtomicU64,
     pub(crate) recv: Lock<RecvQ>,
     /// A peer-to-peer connect in progress: its outcome once known.
     pub(crate) peer_connect: Mutex<Option<Option<Result<ViAttributes>>>>,
@@ -241,6 +245,8 @@ impl Vi {
             polls: AtomicUsize::new(0),
             undescribed: AtomicBool::new(false),
             sent_since_post: AtomicBool::new(false),
+            noted: AtomicU64::new(0),
+            noted_seen: AtomicU64::new(0),
             recv: Lock::new(RecvQ::default()),
             peer_connect: Mutex::new(None),
         });
