@@ -368,6 +368,28 @@ impl Session {
         self.receive(&mut guard, id, None)?.ok_or_else(|| ClientError::Protocol("no reply".into()))
     }
 
+    /// [`Session::request`], unless another thread's request holds the session now:
+    /// `None` then, and nothing is sent (for a look that must not wait behind a long
+    /// request, such as an interrupt wait refreshing what it polls).
+    ///
+    /// # Errors
+    /// As [`Session::request`].
+    pub fn try_request(
+        &self,
+        req: Request,
+        fds: &[BorrowedFd<'_>],
+    ) -> Option<Result<(Reply, Vec<OwnedFd>), ClientError>> {
+        let mut guard = match self.fd.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        let asked = self.send_on(&mut guard, req, fds).and_then(|id| {
+            self.receive(&mut guard, id, None)?.ok_or_else(|| ClientError::Protocol("no reply".into()))
+        });
+        Some(asked)
+    }
+
     /// Send a request whose reply [`Session::answer`] waits for, in as many slices as the
     /// caller likes (a call that must stay a cancellation point while it waits). Meant
     /// for a session that has one request in flight at a time: a request sent later on

@@ -178,6 +178,43 @@ fn an_owner_reading_its_flows_counts_every_trigger_and_holds_no_disconnect() {
 }
 
 #[test]
+fn more_flows_than_one_reply_carries_and_a_wait_beside_a_long_request() {
+    // An owner with more triggering flows than one reply may carry descriptors for reads
+    // what it was given and its daemon the rest: every trigger counts, its session lives.
+    let Some(c) = common::net_cluster(2) else { return };
+    let a = Descriptor::open(&common::net_sci(&c, 1)).unwrap();
+    let b = Descriptor::open(&common::net_sci(&c, 2)).unwrap();
+    let intr = Interrupt::create(&a, 0, Some(51), true, None).unwrap();
+    let rs: Vec<_> = (0..20).map(|_| RemoteInterrupt::connect(&b, c.node(1), 0, 51, LONG).unwrap()).collect();
+    for round in 0..3 {
+        for r in &rs {
+            r.trigger().unwrap();
+        }
+        for i in 0..rs.len() {
+            intr.wait_with_spin(LONG, Duration::ZERO)
+                .unwrap_or_else(|e| panic!("round {round}, wait {i}: {e:?}"));
+        }
+    }
+    assert_eq!(intr.wait(Some(Duration::from_millis(50))).unwrap_err(), Error::Timeout);
+    Interrupt::create(&a, 0, Some(52), false, None).expect("the owner's session lives");
+    // A wait whose flows changed does not ask for them behind another thread's request on
+    // the same descriptor (a connect that waits for its number to exist).
+    let a2 = a.clone();
+    let node = c.node(1);
+    let connect =
+        std::thread::spawn(move || RemoteInterrupt::connect(&a2, node, 0, 99, Some(Duration::from_secs(3))));
+    std::thread::sleep(Duration::from_millis(100));
+    let _more = RemoteInterrupt::connect(&b, c.node(1), 0, 51, LONG).unwrap();
+    let t = Instant::now();
+    assert_eq!(
+        intr.wait_with_spin(Some(Duration::from_millis(100)), Duration::ZERO).unwrap_err(),
+        Error::Timeout
+    );
+    assert!(t.elapsed() < Duration::from_secs(1), "a 100 ms wait took {:?}", t.elapsed());
+    assert_eq!(connect.join().unwrap().unwrap_err(), Error::NoSuchIntno);
+}
+
+#[test]
 fn a_trigger_across_hosts_after_the_interrupt_was_removed_says_so() {
     let Some(c) = common::net_cluster(2) else { return };
     let a = Descriptor::open(&common::net_sci(&c, 1)).unwrap();

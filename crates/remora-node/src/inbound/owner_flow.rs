@@ -25,10 +25,13 @@ impl SharedFlow for OwnerFlow {
         self.booking.page.park(max);
     }
 
-    /// A removed interrupt's owner reads no more (it may have died holding the lock): the
-    /// flow is the transport's alone.
     fn try_lock(&self) -> bool {
-        self.booking.page.try_read_lock() || self.booking.page.is_removed()
+        self.booking.page.try_read_lock()
+    }
+
+    /// A removed interrupt's owner reads no more.
+    fn abandoned(&self) -> bool {
+        self.booking.page.is_removed()
     }
 
     fn unlock(&self) {

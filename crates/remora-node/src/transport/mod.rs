@@ -408,6 +408,9 @@ pub trait SharedFlow: Send {
     fn try_lock(&self) -> bool;
     /// Give that right back.
     fn unlock(&self);
+    /// Whether the owner reads no more (its target is gone; it may have died holding the
+    /// right): the transport then reads without it once it waited a little.
+    fn abandoned(&self) -> bool;
 }
 
 /// What a pager flow did with the memory it is bound to ([`PeerMemory::flow_used`]).

@@ -30,7 +30,13 @@ impl OwnFlows {
         if now == self.gen {
             return;
         }
-        let asked = core.desc.session().request(Request::InterruptFlows { intr: core.handle }, &[]);
+        // Never behind another thread's request on the descriptor (a connect that waits for
+        // its interrupt to exist, say): the set held is kept for now, and the daemon reads
+        // the flows that joined after it.
+        let Some(asked) = core.desc.session().try_request(Request::InterruptFlows { intr: core.handle }, &[])
+        else {
+            return;
+        };
         match asked {
             Ok((Reply::InterruptFlows { gen, conns }, fds)) if fds.len() == conns.len() => {
                 self.gen = gen;

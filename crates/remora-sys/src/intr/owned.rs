@@ -14,8 +14,8 @@
 //! * The daemon reads when the owner does not (nobody waits, a callback listens, the owner
 //!   has not fetched the flow yet): its ring wakes everyone as before.
 //!
-//! Whoever reads holds the page's reader lock and reads whole frames only (a frame whose
-//! start it read, it reads to the end): the stream is never left in the middle of a frame. Header
+//! Whoever reads holds the page's reader lock and takes whole frames only (`FIONREAD`
+//! says how many bytes wait): the stream is never left in the middle of a frame. Header
 //! words used (after the ones `intr.rs` lists):
 //!
 //! ```text
@@ -23,7 +23,7 @@
 //! 44  reader     u32  0 free, 1 held: someone reads a flow now
 //! 48  polling    u32  owner threads polling their flows now
 //! 52  polls      u32  bumped when such a poll begins and ends
-//! 56  owner_gen  u32  the generation of the set the owner polls
+//! 56  owner_gen  u32  the generation of the set the owner polls (0: it reads none now)
 //! 60  nudge      u32  the daemon's flow threads sleep on it; a flow's end bumps it
 //! ```
 
@@ -40,6 +40,9 @@ const POLLING: usize = 48;
 const POLLS: usize = 52;
 const OWNER_GEN: usize = 56;
 const NUDGE: usize = 60;
+
+/// The owner's first nap when a flow gave nothing.
+const IDLE_NAP: Duration = Duration::from_micros(20);
 
 /// The most frames one look at a flow takes.
 pub const FRAMES_PER_LOOK: usize = 64;
@@ -60,55 +63,49 @@ pub enum Taken {
 pub enum FlowStep {
     /// Frames were read (or may be next time): keep polling it.
     Read,
-    /// Nothing to take now (the daemon holds the lock): keep it, nap.
+    /// Nothing to take now (the daemon holds the lock, or part of a frame came): keep it,
+    /// nap.
     Idle,
     /// It ended or broke: stop polling it.
     Drop,
 }
 
-/// How long a reader waits for the rest of a frame it read the start of (a sender writes
-/// each frame whole; TCP splits one only at a segment's edge, and the rest follows).
-const REST_OF_FRAME: Duration = Duration::from_millis(20);
-
-/// Read the whole frames of `frame` bytes waiting on stream socket `fd` into `buf`
-/// (at most `buf.len() / frame`), without blocking for the first byte. Call with the
-/// reader lock held: a frame whose start came is read to its end (waiting at most
-/// 20 ms for it), so the stream is left at a frame's edge.
+/// Read the whole frames of `frame` bytes waiting on stream socket `fd` into `buf` (at
+/// most `buf.len() / frame`), without blocking. Call with the reader lock held. Only whole
+/// frames are taken (`FIONREAD` says how many bytes wait; a frame split by the stream
+/// stays until its rest came), so the stream is always left at a frame's edge and nobody
+/// ever waits with the lock held.
 ///
 /// # Errors
-/// The errno of `recv` (a reset or broken flow); `TimedOut` when the rest of a frame did
-/// not come.
+/// The errno of `ioctl(FIONREAD)` or `recv` (a reset or broken flow).
 pub fn take_frames(fd: BorrowedFd<'_>, frame: usize, buf: &mut [u8]) -> io::Result<Taken> {
     use rustix::net::{recv, RecvFlags};
-    let cap = buf.len() / frame * frame;
-    let got = loop {
-        match recv(fd, &mut buf[..cap], RecvFlags::DONTWAIT) {
-            Ok((0, _)) => return Ok(Taken::Closed),
-            Ok((k, _)) => break k,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(rustix::io::Errno::AGAIN) => return Ok(Taken::Nothing),
-            Err(e) => return Err(e.into()),
+    let waiting = rustix::io::ioctl_fionread(fd)? as usize;
+    let n = (waiting / frame).min(buf.len() / frame);
+    if n == 0 {
+        if waiting > 0 {
+            return Ok(Taken::Nothing);
         }
-    };
-    let mut have = got;
-    let whole = got.div_ceil(frame) * frame;
-    let start = Instant::now();
-    while have < whole {
-        match recv(fd, &mut buf[have..whole], RecvFlags::DONTWAIT) {
-            Ok((0, _)) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
-            Ok((k, _)) => have += k,
+        // Nothing waits: the end of the stream, or nothing yet.
+        let mut b = [0u8; 1];
+        return match recv(fd, &mut b, RecvFlags::PEEK | RecvFlags::DONTWAIT) {
+            Ok((0, _)) => Ok(Taken::Closed),
+            Ok(_) | Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => Ok(Taken::Nothing),
+            Err(e) => Err(e.into()),
+        };
+    }
+    let want = n * frame;
+    let mut got = 0;
+    while got < want {
+        match recv(fd, &mut buf[got..want], RecvFlags::DONTWAIT) {
+            Ok((k, _)) if k > 0 => got += k,
             Err(rustix::io::Errno::INTR) => {}
-            Err(rustix::io::Errno::AGAIN) => {
-                let left = REST_OF_FRAME.saturating_sub(start.elapsed());
-                if left.is_zero() {
-                    return Err(io::Error::from(io::ErrorKind::TimedOut));
-                }
-                crate::poller::wait_ready(&[fd], Some(left))?;
-            }
+            // FIONREAD said they were there, and only the lock's holder reads.
+            Ok(_) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(Taken::Frames(whole / frame))
+    Ok(Taken::Frames(n))
 }
 
 /// End stream socket `fd` both ways, for every holder of it (a flow that sent what it may not).
@@ -210,12 +207,15 @@ impl IntrPage {
         let mut live = vec![true; flows.len()];
         let start = Instant::now();
         let mut ready = || self.is_removed() || ready(t.load(Ordering::SeqCst));
+        let mut nap = IDLE_NAP;
+        let mut looked = false;
         let timed_out = loop {
             if ready() {
                 break false;
             }
             let spinning = start.elapsed() < spin;
-            let slice = if spinning {
+            let slice = if spinning || !looked {
+                // A wait without time still looks at the flows once.
                 Some(Duration::ZERO)
             } else {
                 match crate::sync::next_slice(start, timeout) {
@@ -223,17 +223,30 @@ impl IntrPage {
                     None => break true,
                 }
             };
-            let idle = poll_once(bell.as_fd(), flows, &mut live, slice, on_flow);
-            if idle {
-                // The daemon holds the lock: it will ring.
-                std::thread::sleep(Duration::from_micros(20));
-            } else if spinning {
-                std::thread::yield_now();
+            looked = true;
+            if poll_once(bell.as_fd(), flows, &mut live, slice, on_flow) {
+                // The daemon holds the lock (it will ring), or part of a frame came. The
+                // lock is in a page every process connected on this host may write: naps
+                // that grow, not a spin, while it stays taken.
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(Duration::from_millis(5));
+            } else {
+                nap = IDLE_NAP;
+                if spinning {
+                    std::thread::yield_now();
+                }
             }
         };
         self.u32(RINGING).fetch_sub(1, Ordering::SeqCst);
         self.u32(POLLING).fetch_sub(1, Ordering::SeqCst);
         self.u32(POLLS).fetch_add(1, Ordering::SeqCst);
+        if self.u32(WAITERS).load(Ordering::SeqCst) > 0 {
+            // Another thread of the process waits on the futex and reads no flow: the
+            // daemon's threads read them from now on (they looked away while this one
+            // polled), and are told at once.
+            self.u32(OWNER_GEN).store(0, Ordering::SeqCst);
+            self.nudge();
+        }
         self.bell_busy.store(false, Ordering::Release);
         if self.is_removed() {
             IntrWait::Removed
@@ -334,26 +347,25 @@ mod tests {
         let (_, _, rd, wr) = setup();
         let mut buf = [0u8; FRAME * 2];
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Nothing);
-        // A frame split by the stream is read to its end.
+        // A frame split by the stream stays until its rest came: nothing is consumed.
         rustix::io::write(&wr, &[7u8; FRAME + 10]).unwrap();
-        std::thread::scope(|s| {
-            let wr = &wr;
-            s.spawn(move || {
-                std::thread::sleep(Duration::from_millis(5));
-                rustix::io::write(wr, &[8u8; FRAME - 10]).unwrap();
-            });
-            assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(2));
-        });
-        assert_eq!(&buf[FRAME..FRAME + 10], &[7u8; 10]);
-        assert_eq!(&buf[FRAME + 10..], &[8u8; FRAME - 10]);
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(1));
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Nothing);
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Nothing);
+        rustix::io::write(&wr, &[8u8; FRAME - 10]).unwrap();
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(1));
+        assert_eq!(&buf[..10], &[7u8; 10]);
+        assert_eq!(&buf[10..FRAME], &[8u8; FRAME - 10]);
         // At most what the buffer holds, the rest next time.
         rustix::io::write(&wr, &[9u8; FRAME * 3]).unwrap();
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(2));
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(1));
-        // A frame whose rest never comes breaks the flow.
+        // The end of the stream once everything before it was taken.
         rustix::io::write(&wr, &[1u8; 3]).unwrap();
-        assert!(take_frames(rd.as_fd(), FRAME, &mut buf).is_err());
         drop(wr);
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Nothing, "3 bytes wait");
+        let mut rest = [0u8; 3];
+        assert_eq!(rustix::io::read(&rd, &mut rest), Ok(3));
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Closed);
     }
 

@@ -8,8 +8,10 @@ use remora_proto::{Error, Role};
 use remora_sys::intr::IntrPage;
 use std::os::fd::{BorrowedFd, OwnedFd};
 
-/// The most flows one interrupt's owner reads itself; the daemon alone reads any more.
-const MAX_OWNER_FLOWS: usize = 32;
+/// The most flows one interrupt's owner reads itself; the daemon alone reads any more. At
+/// most what one reply may carry (a reply with more descriptors cannot be sent, and a
+/// session whose reply cannot be sent is closed).
+const MAX_OWNER_FLOWS: usize = remora_sys::seqpacket::MAX_FDS;
 
 /// A flow of another host's process booked for an interrupt's owner.
 #[derive(Debug)]
@@ -135,5 +137,22 @@ mod tests {
         r.unshare_flow(b.intr, b.id);
         assert!(r.interrupt_flows(owner, intr).unwrap().1.is_empty());
         assert_ne!(r.interrupt_flows(owner, intr).unwrap().0, gen);
+    }
+
+    #[test]
+    fn no_more_flows_are_booked_than_one_reply_carries() {
+        let (mut r, owner, peer) = books();
+        let (intr, intno, _, _) = r.create_interrupt(owner, Some(5), false, false).unwrap();
+        let socks: Vec<_> = (0..MAX_OWNER_FLOWS + 1).map(|_| UnixStream::pair().unwrap()).collect();
+        let booked: Vec<_> = socks
+            .iter()
+            .map(|(mine, _)| {
+                let Ok((conn, _)) = r.connect_interrupt(peer, 9, intno, false) else { panic!("connect") };
+                r.share_flow(9, conn, mine.as_fd())
+            })
+            .collect();
+        assert!(booked[..MAX_OWNER_FLOWS].iter().all(Option::is_some));
+        assert!(booked[MAX_OWNER_FLOWS].is_none(), "the daemon alone reads one more");
+        assert_eq!(r.interrupt_flows(owner, intr).unwrap().2.len(), remora_sys::seqpacket::MAX_FDS);
     }
 }

@@ -22,8 +22,10 @@ use std::time::Duration;
 const OWNER_PARK: Duration = Duration::from_millis(100);
 /// How long one `poll` of the flow lasts, so that the owner's start is noticed.
 const LOOK: Duration = Duration::from_millis(100);
-/// The first nap when the owner holds the lock.
+/// The first nap when the owner holds the lock or no whole frame waits.
 const LOCK_NAP: Duration = Duration::from_micros(50);
+/// Naps after which the lock of a removed interrupt is not waited for.
+const ABANDONED_NAPS: u32 = 4;
 /// Looks ([`OWNER_PARK`] apart) with frames waiting after which this thread reads them even
 /// though the owner read lately.
 const STALE_LOOKS: u32 = 2;
@@ -43,7 +45,8 @@ pub(super) fn serve_shared(
     let mut wr = &s;
     // Looks in a row at which the owner read lately but frames waited all the same.
     let mut unread = 0;
-    let mut busy = LOCK_NAP;
+    // Naps in a row (the lock taken, or no whole frame), and the next one's length.
+    let (mut naps, mut nap) = (0, LOCK_NAP);
     loop {
         if share.owner_reads() {
             // Frames that wait through several looks are read here all the same: an owner
@@ -65,22 +68,33 @@ pub(super) fn serve_shared(
             continue;
         }
         unread = 0;
-        if !share.try_lock() {
-            // The owner reads it now (a few microseconds). The lock is in a page that every
-            // process connected on this host may write: one that holds it forever gets
-            // longer and longer naps, not a spinning thread.
-            std::thread::sleep(busy);
-            busy = (busy * 2).min(Duration::from_millis(20));
+        // The owner holds the lock for a few microseconds at a time. The lock is in a page
+        // that every process connected on this host may write: one that holds it forever
+        // gets longer and longer naps, not a spinning thread; and once the interrupt is
+        // removed (its owner may have died holding it) it is not waited for long.
+        let locked = share.try_lock();
+        if !locked && (naps < ABANDONED_NAPS || !share.abandoned()) {
+            naps += 1;
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(20));
             continue;
         }
-        busy = LOCK_NAP;
         let taken = take_frames(s.as_fd(), BULK_FRAME, &mut buf);
-        share.unlock();
+        if locked {
+            share.unlock();
+        }
         let n = match taken {
             Ok(Taken::Frames(n)) => n,
-            Ok(Taken::Nothing) => continue,
+            Ok(Taken::Nothing) => {
+                // Part of a frame (its rest is on its way), or the owner took them.
+                naps += 1;
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(Duration::from_millis(20));
+                continue;
+            }
             Ok(Taken::Closed) | Err(_) => break,
         };
+        (naps, nap) = (0, LOCK_NAP);
         bytes_in.fetch_add((n * BULK_FRAME) as u64, Ordering::Relaxed);
         if !serve_triggers(peer, &buf[..n * BULK_FRAME], handle, mem, &mut wr) {
             break;
