@@ -306,3 +306,32 @@ fn a_dma_in_flight_behind_a_pulled_cable_ends_in_error() {
     // Heartbeats of 200 ms: NOT_OPERATIONAL after 600 ms of silence.
     dma_while_silent(&a, &b, c.node(1), Duration::from_millis(2000), || c.link_down(1), || c.link_up(1));
 }
+
+#[test]
+fn a_second_map_of_a_connection_is_made_while_the_first_waits_on_a_stopped_home() {
+    // The maps of one connection share their pager flow; a page fetch from a home that
+    // stopped answering holds that flow up to its patience, and a new map of the
+    // connection must not wait for it.
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let (_seg, remote) = exported_and_connected(&a, &b, 4);
+    let m1 = remote.map(0, 65536, None, MapFlags::default()).unwrap();
+    let mut buf = [0u8; 8];
+    m1.read(0, &mut buf).unwrap();
+    assert_eq!(m1.dsm_direct(), Some(true));
+    let stopped = Stopped::new(daemon_pid(&h, 4));
+    let m1c = m1.clone();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 8];
+        let _ = m1c.read(32768, &mut buf);
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    let t = Instant::now();
+    let m2 = remote.map(4096, 8192, None, MapFlags::default());
+    let took = t.elapsed();
+    drop(stopped);
+    reader.join().unwrap();
+    assert!(m2.is_ok(), "{:?}", m2.err());
+    assert!(took < Duration::from_millis(500), "the second map took {took:?}");
+}

@@ -55,7 +55,15 @@ fn find(key: Key) -> Found {
     books.asked.retain(|(_, w)| w.strong_count() > 0);
     let known = books.known.iter().find(|(k, _)| *k == key).and_then(|(_, w)| w.upgrade());
     if let Some(d) = known {
-        if !d.lock().unwrap_or_else(|p| p.into_inner()).broken {
+        // Never waits for the flow under the books: one in use (a page fetch from a home
+        // that stopped answering holds it up to the flow's patience) is as sound as anyone
+        // knows, as it would be had it broken right after this look.
+        let sound = match d.try_lock() {
+            Ok(g) => !g.broken,
+            Err(std::sync::TryLockError::WouldBlock) => true,
+            Err(std::sync::TryLockError::Poisoned(p)) => !p.into_inner().broken,
+        };
+        if sound {
             return Found::Flow(d);
         }
     }

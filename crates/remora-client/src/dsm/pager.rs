@@ -278,12 +278,15 @@ impl Pager {
                 Cmd::FlushAll(tx, wait) => {
                     // Stores travel in order along one path (a pager flow, or this node's
                     // daemon); across several, only waiting for every home keeps them so.
+                    // A map whose flow is still on its way holds no store (its first
+                    // access waits for the flow): not waited for here, so that a home that
+                    // stopped answering a dial does not hold up every other home's flush.
                     let mut paths: Vec<usize> = maps
                         .values()
                         .filter(|(_, m)| !m.readonly)
-                        .map(|(_, m)| match &m.direct.get() {
-                            Some(d) => Arc::as_ptr(d) as usize,
-                            None => Arc::as_ptr(&m.session) as usize,
+                        .filter_map(|(_, m)| match m.direct.peek()? {
+                            Some(d) => Some(Arc::as_ptr(&d) as usize),
+                            None => Some(Arc::as_ptr(&m.session) as usize),
                         })
                         .collect();
                     paths.sort_unstable();

@@ -65,6 +65,11 @@ impl Soon {
         }
     }
 
+    /// The answer if it came (`Some(None)`: no flow), without waiting or asking.
+    pub(in crate::dsm) fn peek(&self) -> Option<Option<Flow>> {
+        self.0.got.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     fn booked(&self) -> Option<Booked> {
         self.0.booked.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
