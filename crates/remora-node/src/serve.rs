@@ -131,8 +131,17 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
                 if frame.id != NO_REPLY {
                     let borrowed: Vec<BorrowedFd<'_>> = out_fds.iter().map(|f| f.as_fd()).collect();
                     let msg = ServerMsg::Reply { id: frame.id, result };
-                    if send_msg(&s.conn, &msg, &borrowed).await.is_err() {
-                        break;
+                    if let Err(e) = send_msg(&s.conn, &msg, &borrowed).await {
+                        // A reply that cannot be sent as made (too many descriptors, too
+                        // long) is answered with the reason; a session whose socket is
+                        // gone ends.
+                        let reason = Error::System(format!("the reply could not be sent: {e}"));
+                        let plain = ServerMsg::Reply { id: frame.id, result: Err(reason) };
+                        if !remora_sys::seqpacket::unsendable(&e) || send_msg(&s.conn, &plain, &[]).await.is_err()
+                        {
+                            break;
+                        }
+                        tracing::warn!(sid, pid, "a reply could not be sent: {e}");
                     }
                 }
             }

@@ -75,6 +75,14 @@ pub fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
     Ok(rustix::io::ioctl_fionbio(fd, on)?)
 }
 
+/// Whether `e`, an error of [`send`], says that this message could not be sent as made
+/// (too many descriptors, too long) while the socket itself is fine.
+pub fn unsendable(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    [Errno::INVAL, Errno::MSGSIZE, Errno::NOBUFS].iter().any(|x| e.raw_os_error() == Some(x.raw_os_error()))
+        || e.kind() == io::ErrorKind::InvalidInput
+}
+
 /// Send one message with up to [`MAX_FDS`] descriptors attached.
 ///
 /// # Errors
@@ -199,6 +207,21 @@ mod tests {
         assert!(peer_closed(b.as_fd()));
         let (n, _) = recv(b.as_fd(), &mut buf).unwrap();
         assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn a_message_that_cannot_be_sent_leaves_the_socket_usable() {
+        let (a, b) = pair().unwrap();
+        let m = Memfd::create("p", 4096).unwrap();
+        let many: Vec<_> = (0..=MAX_FDS).map(|_| m.as_fd()).collect();
+        let e = send(a.as_fd(), b"too many", &many).unwrap_err();
+        assert!(unsendable(&e), "{e}");
+        send(a.as_fd(), b"after", &[]).unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(recv(b.as_fd(), &mut buf).unwrap().0, 5);
+        drop(b);
+        let e = send(a.as_fd(), b"gone", &[]).unwrap_err();
+        assert!(!unsendable(&e), "a closed peer is not a message's fault: {e}");
     }
 
     #[test]
