@@ -5,7 +5,8 @@
 //! could reach the sender before the entry describing the receive (the pager sent dirty
 //! pages home in its own order), and a send into a receive big enough completed with
 //! `LENGTH_ERROR`. And a receive posted by a VI that answers its peer, told to the peer a
-//! little later, is always found.
+//! little later, is always found (across hosts and on one host), and one taken in later on
+//! one host with a bad segment completes as it would have when posted.
 
 mod common;
 
@@ -178,6 +179,64 @@ fn told_later(
     }
     for m in 16..16 + 17 {
         reap(m);
+    }
+    assert_eq!(client.state(), ViState::Connected);
+    assert_eq!(server.state(), ViState::Connected);
+}
+
+/// A receive reposted by a VI that answers its peer on this host is taken in later
+/// (`crate::later`): a descriptor whose segment was changed meanwhile to memory of another
+/// protection tag (same segment count, so the post itself has nothing to refuse) still
+/// completes with a protection error, found by the next `VipRecvDone`, and no VI breaks.
+#[test]
+fn a_receive_reposted_for_later_with_a_bad_segment_completes_with_a_protection_error() {
+    let (_h, snic, cnic, sp, cp, server, client) = one_host();
+    const POSTED: usize = 32;
+    const SLOT: usize = 256;
+    // Registered first: the registrations do not change after the receives are posted.
+    let other = common::mem(&snic, SLOT, snic.create_ptag(), false);
+    let sdesc = common::mem(&snic, 64 * (POSTED + 1), sp, false);
+    let rbuf = common::mem(&snic, SLOT * (POSTED + 1), sp, false);
+    let cdesc = common::mem(&cnic, 128, cp, false);
+    let cbuf = common::mem(&cnic, 2 * SLOT, cp, false);
+    let recv_at = |i: usize, seg: DataSegment| {
+        let rd = Descriptor { length: SLOT as u32, segments: vec![seg], ..Default::default() };
+        snic.write_descriptor(sdesc.addr(64 * i), sdesc.handle, &rd).unwrap();
+        server.post_recv(sdesc.addr(64 * i), sdesc.handle).unwrap();
+    };
+    for i in 0..POSTED {
+        recv_at(i, rbuf.seg(i * SLOT, SLOT));
+    }
+    let rd = Descriptor { length: SLOT as u32, segments: vec![cbuf.seg(SLOT, SLOT)], ..Default::default() };
+    cnic.write_descriptor(cdesc.addr(64), cdesc.handle, &rd).unwrap();
+    client.post_recv(cdesc.addr(64), cdesc.handle).unwrap();
+    common::connect(&snic, &server, &cnic, &client, b"bad-later");
+    cbuf.put(0, b"ping");
+    let ping = Descriptor { length: 4, segments: vec![cbuf.seg(0, 4)], ..Default::default() };
+    for _ in 0..16 {
+        assert_eq!(common::send(&cnic, &client, &cdesc, &ping) & status::ERROR_MASK, 0);
+    }
+    for _ in 0..16 {
+        server.recv_wait(T).unwrap();
+    }
+    // The server answers, then reposts its first receive, now naming the other tag's memory.
+    rbuf.put(POSTED * SLOT, b"pong");
+    let pong = Descriptor { length: 4, segments: vec![rbuf.seg(POSTED * SLOT, 4)], ..Default::default() };
+    snic.write_descriptor(sdesc.addr(64 * POSTED), sdesc.handle, &pong).unwrap();
+    server.post_send(sdesc.addr(64 * POSTED), sdesc.handle).unwrap();
+    server.send_wait(T).unwrap();
+    client.recv_wait(T).unwrap();
+    recv_at(0, other.seg(0, SLOT));
+    assert_eq!(server.recv_done().unwrap(), (sdesc.addr(0), sdesc.handle));
+    let got = snic.read_descriptor(sdesc.addr(0), sdesc.handle).unwrap();
+    assert_eq!(
+        got.status & (status::DONE | status::PROTECTION_ERROR),
+        status::DONE | status::PROTECTION_ERROR
+    );
+    // The receives posted before it are still there for the client's next sends.
+    for _ in 0..16 {
+        assert_eq!(common::send(&cnic, &client, &cdesc, &ping) & status::ERROR_MASK, 0);
+        server.recv_wait(T).unwrap();
     }
     assert_eq!(client.state(), ViState::Connected);
     assert_eq!(server.state(), ViState::Connected);
