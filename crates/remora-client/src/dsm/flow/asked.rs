@@ -86,8 +86,11 @@ struct Ask {
     soon: Soon,
 }
 
-/// The asking thread's queue (`Err`: it could not be started).
-static ASKER: OnceLock<Result<Mutex<Sender<Ask>>, String>> = OnceLock::new();
+/// The asking thread's queue, with the process it runs in.
+type Asker = (u32, Mutex<Sender<Ask>>);
+
+/// The asking thread (`Err`: it could not be started).
+static ASKER: OnceLock<Result<Asker, String>> = OnceLock::new();
 
 /// Book the request for the flow `req` names, for `key`, with `soon` (booked under `key`
 /// in the process's books by the caller), which gets the answer: sent by
@@ -108,15 +111,18 @@ fn send(a: Ask) {
                     answer(a.booked, &a.soon, false);
                 }
             })
-            .map(|_| Mutex::new(tx))
+            .map(|_| (std::process::id(), Mutex::new(tx)))
             .map_err(|e| e.to_string())
     });
     let a = match asker {
-        Ok(tx) => match tx.lock().unwrap_or_else(|p| p.into_inner()).send(a) {
-            Ok(()) => return,
-            Err(back) => back.0,
-        },
-        Err(_) => a,
+        // A child made by fork has no asking thread (its queue would never be read).
+        Ok((pid, tx)) if *pid == std::process::id() => {
+            match tx.lock().unwrap_or_else(|p| p.into_inner()).send(a) {
+                Ok(()) => return,
+                Err(back) => back.0,
+            }
+        }
+        _ => a,
     };
     answer(a.booked, &a.soon, true);
 }
