@@ -18,29 +18,13 @@
 
 use crate::layout::{status, ENTRIES};
 use crate::posted::Posted;
-use crate::vi::{RecvQ, ViInner};
-use crate::{Error, ProtectionTag, Result};
+use crate::vi::{RecvQ, ViInner, DEFER_MAX};
+use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 
-/// Posts noted and not yet taken in, at most.
-pub(crate) const DEFER_MAX: usize = 8;
 /// Receives are described later only while the peer still knows at least this many it has
 /// not used (as far as the completions taken in here tell).
 const DESCRIBED_LOW: u64 = 16;
-
-/// Posts noted by [`ViInner::post_later`]: (descriptor address, memory handle, protection
-/// tag), oldest first.
-#[derive(Debug)]
-pub(crate) struct Pending {
-    posts: [(usize, u32, ProtectionTag); DEFER_MAX],
-    n: usize,
-}
-
-impl Default for Pending {
-    fn default() -> Self {
-        Pending { posts: [(0, 0, ProtectionTag(0)); DEFER_MAX], n: 0 }
-    }
-}
 
 impl ViInner {
     /// Whether the receives posted up to `end` may be described a little later (see the

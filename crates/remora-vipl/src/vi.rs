@@ -3,7 +3,6 @@
 //! `link.rs`, connection set-up in `connect.rs`.
 
 use crate::cache::DescCache;
-use crate::later::Pending;
 use crate::layout::{self, Chunk};
 use crate::link::{Link, PeerInfo};
 use crate::memory::ProtectionTag;
@@ -466,5 +465,22 @@ impl ViInner {
         }
         let _ = self.map.write(0, &[0u8; layout::RING_A]);
         let _ = self.map.write(layout::RING_B, &[0u8; layout::ENTRIES * layout::COMPLETION]);
+    }
+}
+
+/// Posts noted and not yet taken in, at most (`later.rs`).
+pub(crate) const DEFER_MAX: usize = 8;
+
+/// Posts noted by `ViInner::post_later` (`later.rs`): (descriptor address, memory
+/// handle, protection tag), oldest first.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    pub(crate) posts: [(usize, u32, ProtectionTag); DEFER_MAX],
+    pub(crate) n: usize,
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Pending { posts: [(0, 0, ProtectionTag(0)); DEFER_MAX], n: 0 }
     }
 }
