@@ -335,3 +335,39 @@ fn a_second_map_of_a_connection_is_made_while_the_first_waits_on_a_stopped_home(
     assert!(m2.is_ok(), "{:?}", m2.err());
     assert!(took < Duration::from_millis(500), "the second map took {took:?}");
 }
+
+#[test]
+fn maps_of_a_stopped_home_do_not_hold_up_another_homes_first_access() {
+    // The flows of maps are asked for in the background; dials to a home that stopped
+    // answering take up to their timeouts each, and must not delay another home's flow.
+    let h = common::Harness::with_cluster(&[4, 8, 12], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let c = Descriptor::open(&h.sci(12)).unwrap();
+    let b1 = Descriptor::open(&h.sci(8)).unwrap();
+    let b2 = Descriptor::open(&h.sci(8)).unwrap();
+    let mut exports = vec![];
+    let mut remotes = vec![];
+    for id in 31..35u32 {
+        let seg = LocalSegment::create(&a, Some(id), 65536, CreateFlags::default()).unwrap();
+        seg.prepare(0).unwrap();
+        seg.set_available(0).unwrap();
+        exports.push(seg);
+        remotes.push(RemoteSegment::connect(&b1, 4, id, 0, Some(Duration::from_secs(10))).unwrap());
+    }
+    let seg12 = LocalSegment::create(&c, Some(41), 65536, CreateFlags::default()).unwrap();
+    seg12.prepare(0).unwrap();
+    seg12.set_available(0).unwrap();
+    seg12.map(0, 65536, None, MapFlags::default()).unwrap().write(0, b"other home").unwrap();
+    let r12 = RemoteSegment::connect(&b2, 12, 41, 0, Some(Duration::from_secs(10))).unwrap();
+    let stopped = Stopped::new(daemon_pid(&h, 4));
+    let maps: Vec<_> = remotes.iter().map(|r| r.map(0, 65536, None, MapFlags::default()).unwrap()).collect();
+    let t = Instant::now();
+    let m12 = r12.map(0, 65536, None, MapFlags::default()).unwrap();
+    let mut buf = [0u8; 10];
+    m12.read(0, &mut buf).unwrap();
+    let took = t.elapsed();
+    drop(stopped);
+    assert_eq!(&buf, b"other home");
+    drop(maps);
+    assert!(took < Duration::from_millis(500), "a healthy home's first read took {took:?}");
+}

@@ -3,18 +3,20 @@
 //! cost), and whatever needs the flow first — the pager's first fault or send, a store
 //! straight home, [`DsmMap::is_direct`](super::super::DsmMap::is_direct) — waits for it
 //! here. The request is booked with the map and sent once the map is made
-//! ([`DsmMap::ask_flow`](super::super::DsmMap::ask_flow)), by one thread of the process
-//! (`remora-flow-ask`, started with the first one), on the map's pager session: no map
-//! waits for it and no thread is started per map. A request nobody waits for any more (the
-//! map went first) is not made; one not sent yet when the flow is first needed is made by
-//! the thread that needs it. Where the asking thread cannot be started the request is made
-//! at once.
+//! ([`DsmMap::ask_flow`](super::super::DsmMap::ask_flow)), by the asking thread of the
+//! map's pager session (`remora-flow-ask`, one per session with requests, ending when idle:
+//! a home that does not answer its dial holds up only its own session's requests, which the
+//! session would serialise anyway): no map waits for it and no thread is started per map.
+//! A request nobody waits for any more (the map went first) is not made; one not sent yet
+//! when the flow is first needed is made by the thread that needs it. Where no asking
+//! thread can be started the request is made at once.
 
 use super::{Direct, Flow, Key, BOOKS};
 use crate::Session;
 use remora_proto::Request;
-use std::sync::mpsc::{channel, Sender};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 /// The answer to a flow request: nothing yet, then the flow or none (`None`: the daemon
 /// could not open one; the pager goes through it instead).
@@ -86,11 +88,17 @@ struct Ask {
     soon: Soon,
 }
 
-/// The asking thread's queue, with the process it runs in.
-type Asker = (u32, Mutex<Sender<Ask>>);
+/// How long an asking thread with nothing to ask waits before it ends.
+const ASKER_IDLE: Duration = Duration::from_secs(1);
 
-/// The asking thread (`Err`: it could not be started).
-static ASKER: OnceLock<Result<Asker, String>> = OnceLock::new();
+/// The asking threads: one per session with requests (a session answers one request at a
+/// time, so one thread per session loses nothing, and a home that does not answer its
+/// dial holds up only its own session's requests), each with its queue; and the process
+/// they run in.
+static ASKERS: Mutex<(u32, Vec<Asker>)> = Mutex::new((0, Vec::new()));
+
+/// A session's asking thread: the session (its address) and the thread's queue.
+type Asker = (usize, Sender<Ask>);
 
 /// Book the request for the flow `req` names, for `key`, with `soon` (booked under `key`
 /// in the process's books by the caller), which gets the answer: sent by
@@ -99,32 +107,56 @@ pub(super) fn book(session: Arc<Session>, req: Request, key: Key, soon: &Soon) {
     *soon.0.booked.lock().unwrap_or_else(|p| p.into_inner()) = Some((session, req, key));
 }
 
-/// Hand `a` to the asking thread (started with the first request), or make it now where
-/// that thread cannot be had.
+/// Hand `a` to its session's asking thread (started for the session's first request, it
+/// ends when it had nothing to ask for [`ASKER_IDLE`]), or make it now where that thread
+/// cannot be had.
 fn send(a: Ask) {
-    let asker = ASKER.get_or_init(|| {
-        let (tx, rx) = channel::<Ask>();
-        std::thread::Builder::new()
-            .name("remora-flow-ask".into())
-            .spawn(move || {
-                while let Ok(a) = rx.recv() {
-                    answer(a.booked, &a.soon, false);
-                }
-            })
-            .map(|_| (std::process::id(), Mutex::new(tx)))
-            .map_err(|e| e.to_string())
-    });
-    let a = match asker {
-        // A child made by fork has no asking thread (its queue would never be read).
-        Ok((pid, tx)) if *pid == std::process::id() => {
-            match tx.lock().unwrap_or_else(|p| p.into_inner()).send(a) {
-                Ok(()) => return,
-                Err(back) => back.0,
-            }
-        }
-        _ => a,
+    let key = Arc::as_ptr(&a.booked.0) as usize;
+    let mut askers = ASKERS.lock().unwrap_or_else(|p| p.into_inner());
+    // A child made by fork has none of its parent's threads.
+    if askers.0 != std::process::id() {
+        *askers = (std::process::id(), Vec::new());
+    }
+    let a = match askers.1.iter().find(|(k, _)| *k == key) {
+        Some((_, tx)) => match tx.send(a) {
+            Ok(()) => return,
+            Err(back) => back.0,
+        },
+        None => a,
     };
-    answer(a.booked, &a.soon, true);
+    askers.1.retain(|(k, _)| *k != key);
+    let (tx, rx) = channel::<Ask>();
+    let started = std::thread::Builder::new().name("remora-flow-ask".into()).spawn(move || loop {
+        match rx.recv_timeout(ASKER_IDLE) {
+            Ok(a) => answer(a.booked, &a.soon, false),
+            Err(RecvTimeoutError::Timeout) => {
+                // Gone from the list first, under its lock: a request sent meanwhile is
+                // still here to take.
+                let mut askers = ASKERS.lock().unwrap_or_else(|p| p.into_inner());
+                match rx.try_recv() {
+                    Ok(a) => {
+                        drop(askers);
+                        answer(a.booked, &a.soon, false);
+                    }
+                    Err(_) => {
+                        askers.1.retain(|(k, _)| *k != key);
+                        return;
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    });
+    match started {
+        Ok(_) => {
+            let _ = tx.send(a);
+            askers.1.push((key, tx));
+        }
+        Err(_) => {
+            drop(askers);
+            answer(a.booked, &a.soon, true);
+        }
+    }
 }
 
 /// Make the request `booked` of `soon` (unless, on the asking thread, nobody waits for its
