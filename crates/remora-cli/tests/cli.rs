@@ -62,12 +62,13 @@ fn bench_hosts_rows_reach_the_parent() {
         "connect + map",
         "4 DMA queues",
         "4 scif_writeto",
+        "interrupt trigger→wake (blocked), one core",
     ] {
         assert!(rows.iter().any(|r| r.contains(name) && r.contains("loopback TCP")), "{name}: {json}");
     }
-    // 22 rows, and one beside UCX where ucx_perftest is installed.
+    // 23 rows, and one beside UCX where ucx_perftest is installed.
     let ucx = rows.iter().any(|r| r.contains("UCX tag_lat"));
-    assert_eq!(rows.len(), 22 + usize::from(ucx), "{json}");
+    assert_eq!(rows.len(), 23 + usize::from(ucx), "{json}");
     assert!(rows.iter().all(|r| !r.contains("\"ratio\": null")), "{json}");
 }
 

@@ -278,3 +278,31 @@ mod tests {
         assert_eq!(w.1.load(Ordering::SeqCst), 0);
     }
 }
+
+/// The CPUs a thread was allowed before [`pin_thread`]: [`Pinned::restore`] gives them back.
+#[derive(Debug)]
+pub struct Pinned(rustix::thread::CpuSet);
+
+impl Pinned {
+    /// Let the calling thread run on the CPUs it had before it was pinned.
+    ///
+    /// # Errors
+    /// The errno of `sched_setaffinity`.
+    pub fn restore(self) -> io::Result<()> {
+        Ok(rustix::thread::sched_setaffinity(None, &self.0)?)
+    }
+}
+
+/// Keep the calling thread on CPU `cpu` (benchmarks that measure a path with every thread
+/// on one core, away from the scheduler's choice of cores); returns what to restore.
+///
+/// # Errors
+/// The errno of `sched_getaffinity` or `sched_setaffinity` (`EINVAL` for a CPU the thread
+/// may not use).
+pub fn pin_thread(cpu: usize) -> io::Result<Pinned> {
+    let before = rustix::thread::sched_getaffinity(None)?;
+    let mut one = rustix::thread::CpuSet::new();
+    one.set(cpu);
+    rustix::thread::sched_setaffinity(None, &one)?;
+    Ok(Pinned(before))
+}
