@@ -19,7 +19,8 @@
 
 use super::super::flow::Flow;
 use super::super::*;
-use super::{drop_clean, PMap, Pager};
+use super::flush::drop_clean;
+use super::{PMap, Pager};
 use crate::dsm::Source;
 
 impl Pager {
