@@ -113,10 +113,15 @@ impl Flow {
             len: payload.len() as u64,
             ok: data.is_some(),
         });
-        let mut frame = [0u8; BULK_FRAME + MAX_TRIGGER_DATA];
-        frame[..BULK_FRAME].copy_from_slice(head.as_bytes());
-        frame[BULK_FRAME..BULK_FRAME + payload.len()].copy_from_slice(payload);
-        if self.s.write_all(&frame[..BULK_FRAME + payload.len()]).is_err() {
+        let sent = if payload.is_empty() {
+            self.s.write_all(head.as_bytes())
+        } else {
+            let mut frame = [0u8; BULK_FRAME + MAX_TRIGGER_DATA];
+            frame[..BULK_FRAME].copy_from_slice(head.as_bytes());
+            frame[BULK_FRAME..BULK_FRAME + payload.len()].copy_from_slice(payload);
+            self.s.write_all(&frame[..BULK_FRAME + payload.len()])
+        };
+        if sent.is_err() {
             self.broken = true;
             return Err(Error::NodeNotResponding);
         }

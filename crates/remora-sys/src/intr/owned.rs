@@ -30,7 +30,7 @@
 use super::{IntrPage, IntrWait, ARMED, FAR, RINGING, TRIGGERS, WAITERS};
 use crate::sync::{futex_wait, futex_wake_all};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,7 @@ const NUDGE: usize = 60;
 const IDLE_NAP: Duration = Duration::from_micros(20);
 
 /// The most frames one look at a flow takes.
-pub const FRAMES_PER_LOOK: usize = 64;
+pub const FRAMES_PER_LOOK: usize = 16;
 
 /// What one look at a flow found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,7 +204,8 @@ impl IntrPage {
         self.u32(POLLING).fetch_add(1, Ordering::SeqCst);
         self.u32(POLLS).fetch_add(1, Ordering::SeqCst);
         self.u32(RINGING).fetch_add(1, Ordering::SeqCst);
-        let mut live = vec![true; flows.len()];
+        let mut live = if flows.len() >= MAX_POLLED { u64::MAX } else { (1u64 << flows.len()) - 1 };
+        let mut fds = Vec::with_capacity(flows.len().min(MAX_POLLED) + 1);
         let start = Instant::now();
         let mut ready = || self.is_removed() || ready(t.load(Ordering::SeqCst));
         let mut nap = IDLE_NAP;
@@ -213,7 +214,7 @@ impl IntrPage {
             if ready() {
                 break false;
             }
-            let spinning = start.elapsed() < spin;
+            let spinning = !spin.is_zero() && start.elapsed() < spin;
             let slice = if spinning || !looked {
                 // A wait without time still looks at the flows once.
                 Some(Duration::ZERO)
@@ -224,7 +225,7 @@ impl IntrPage {
                 }
             };
             looked = true;
-            if poll_once(bell.as_fd(), flows, &mut live, slice, on_flow) {
+            if poll_once(&mut fds, bell, flows, &mut live, slice, on_flow) {
                 // The daemon holds the lock (it will ring), or part of a frame came. The
                 // lock is in a page every process connected on this host may write: naps
                 // that grow, not a spin, while it stays taken.
@@ -258,35 +259,47 @@ impl IntrPage {
     }
 }
 
-/// One `poll` of the bell and the live flows for at most `slice`; reads what is readable.
-/// Returns whether a flow was readable but gave nothing (the caller naps).
-fn poll_once(
-    bell: BorrowedFd<'_>,
-    flows: &[BorrowedFd<'_>],
-    live: &mut [bool],
+/// The most flows [`IntrPage::wait_owned`] polls (any more are left to the daemon).
+pub const MAX_POLLED: usize = 64;
+
+/// One `poll` of the bell and the live flows (a bit each in `live`) for at most `slice`;
+/// reads what is readable. `fds` is scratch space kept between calls (no allocation per
+/// wake-up). Returns whether a flow was readable but gave nothing (the caller naps).
+fn poll_once<'a>(
+    fds: &mut Vec<rustix::event::PollFd<'a>>,
+    bell: &'a OwnedFd,
+    flows: &'a [BorrowedFd<'a>],
+    live: &mut u64,
     slice: Option<Duration>,
     on_flow: &mut dyn FnMut(usize) -> FlowStep,
 ) -> bool {
     use rustix::event::{poll, PollFd, PollFlags};
-    let mut which = Vec::with_capacity(flows.len());
-    let mut fds = Vec::with_capacity(flows.len() + 1);
-    fds.push(PollFd::new(&bell, PollFlags::IN));
-    for (i, f) in flows.iter().enumerate() {
-        if live[i] {
-            which.push(i);
+    fds.clear();
+    fds.push(PollFd::new(bell, PollFlags::IN));
+    let polled = flows.len().min(MAX_POLLED);
+    for (i, f) in flows[..polled].iter().enumerate() {
+        if *live & (1 << i) != 0 {
             fds.push(PollFd::new(f, PollFlags::IN));
         }
     }
     let ts =
         slice.map(|s| rustix::time::Timespec { tv_sec: s.as_secs() as i64, tv_nsec: s.subsec_nanos() as _ });
-    let Ok(n) = poll(&mut fds, ts.as_ref()) else { return false };
+    let Ok(n) = poll(fds, ts.as_ref()) else { return false };
     if n == 0 {
         return false;
     }
     let rung = !fds[0].revents().is_empty();
-    let readable: Vec<usize> =
-        fds[1..].iter().zip(&which).filter(|(f, _)| !f.revents().is_empty()).map(|(_, i)| *i).collect();
-    drop(fds);
+    // The flows that are readable, as a bit each (the n-th live flow is the n-th polled).
+    let mut readable = 0u64;
+    let mut k = 1;
+    for i in 0..polled {
+        if *live & (1 << i) != 0 {
+            if !fds[k].revents().is_empty() {
+                readable |= 1 << i;
+            }
+            k += 1;
+        }
+    }
     if rung {
         // What was rung so far (bounded: wakers may keep ringing). A bell whose other end
         // is gone reads 0: nap rather than spin on it.
@@ -296,11 +309,11 @@ fn poll_once(
         }
     }
     let mut idle = false;
-    for i in readable {
+    for i in (0..polled).filter(|i| readable & (1 << i) != 0) {
         match on_flow(i) {
             FlowStep::Read => {}
             FlowStep::Idle => idle = true,
-            FlowStep::Drop => live[i] = false,
+            FlowStep::Drop => *live &= !(1 << i),
         }
     }
     idle && !rung
@@ -310,7 +323,7 @@ fn poll_once(
 mod tests {
     use super::*;
     use crate::sync::EventFd;
-    use std::os::fd::OwnedFd;
+    use std::os::fd::AsFd;
 
     const FRAME: usize = 40;
 
