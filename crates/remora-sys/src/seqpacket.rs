@@ -76,10 +76,13 @@ pub fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
 }
 
 /// Whether `e`, an error of [`send`], says that this message could not be sent as made
-/// (too many descriptors, too long) while the socket itself is fine.
+/// (too many descriptors, too long, too many descriptors in flight) while the socket itself
+/// is fine.
 pub fn unsendable(e: &io::Error) -> bool {
     use rustix::io::Errno;
-    [Errno::INVAL, Errno::MSGSIZE, Errno::NOBUFS].iter().any(|x| e.raw_os_error() == Some(x.raw_os_error()))
+    [Errno::INVAL, Errno::MSGSIZE, Errno::NOBUFS, Errno::TOOMANYREFS]
+        .iter()
+        .any(|x| e.raw_os_error() == Some(x.raw_os_error()))
         || e.kind() == io::ErrorKind::InvalidInput
 }
 

@@ -279,30 +279,45 @@ mod tests {
     }
 }
 
-/// The CPUs a thread was allowed before [`pin_thread`]: [`Pinned::restore`] gives them back.
+/// The CPUs a thread was allowed before [`pin_thread`]: given back by [`Pinned::restore`],
+/// or when dropped (on the thread that pinned itself).
 #[derive(Debug)]
-pub struct Pinned(rustix::thread::CpuSet);
+pub struct Pinned(Option<rustix::thread::CpuSet>);
 
 impl Pinned {
     /// Let the calling thread run on the CPUs it had before it was pinned.
     ///
     /// # Errors
     /// The errno of `sched_setaffinity`.
-    pub fn restore(self) -> io::Result<()> {
-        Ok(rustix::thread::sched_setaffinity(None, &self.0)?)
+    pub fn restore(mut self) -> io::Result<()> {
+        match self.0.take() {
+            Some(set) => Ok(rustix::thread::sched_setaffinity(None, &set)?),
+            None => Ok(()),
+        }
     }
 }
 
-/// Keep the calling thread on CPU `cpu` (benchmarks that measure a path with every thread
-/// on one core, away from the scheduler's choice of cores); returns what to restore.
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(set) = self.0.take() {
+            let _ = rustix::thread::sched_setaffinity(None, &set);
+        }
+    }
+}
+
+/// Keep the calling thread on one CPU, the first one it may use (benchmarks that measure a
+/// path with every thread on one core, away from the scheduler's choice of cores); returns
+/// what to restore.
 ///
 /// # Errors
-/// The errno of `sched_getaffinity` or `sched_setaffinity` (`EINVAL` for a CPU the thread
-/// may not use).
-pub fn pin_thread(cpu: usize) -> io::Result<Pinned> {
+/// The errno of `sched_getaffinity` or `sched_setaffinity`.
+pub fn pin_thread() -> io::Result<Pinned> {
     let before = rustix::thread::sched_getaffinity(None)?;
+    let first = (0..rustix::thread::CpuSet::MAX_CPU)
+        .find(|c| before.is_set(*c))
+        .ok_or_else(|| io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error()))?;
     let mut one = rustix::thread::CpuSet::new();
-    one.set(cpu);
+    one.set(first);
     rustix::thread::sched_setaffinity(None, &one)?;
-    Ok(Pinned(before))
+    Ok(Pinned(Some(before)))
 }

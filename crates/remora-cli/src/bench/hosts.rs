@@ -42,7 +42,7 @@ pub(crate) const LONG: Option<Duration> = Some(Duration::from_secs(20));
 pub(crate) const D_ECHO: u64 = 1;
 pub(crate) const D_SINK: u64 = 2;
 pub(crate) const D_SOURCE: u64 = 3;
-/// A data connection served as [`D_ECHO`], by a thread kept on CPU 0.
+/// A data connection served as [`D_ECHO`], by a thread kept on one CPU (the first it may use).
 pub(crate) const D_ECHO_ONE_CORE: u64 = 4;
 /// Control operations (the first word of a control frame).
 pub(crate) const OP_CHECK: u64 = 1;
@@ -238,10 +238,8 @@ fn serve_data(mut s: TcpStream, [mode, len, iters, pat]: [u64; 4]) -> std::io::R
     match mode {
         D_ECHO => super::tcp::echo_loop(s, len, iters as u32),
         D_ECHO_ONE_CORE => {
-            let pin = remora_sys::sync::pin_thread(0)?;
-            let r = super::tcp::echo_loop(s, len, iters as u32);
-            pin.restore()?;
-            r
+            let _pin = remora_sys::sync::pin_thread()?;
+            super::tcp::echo_loop(s, len, iters as u32)
         }
         D_SINK => {
             let mut buf = vec![0u8; len];
@@ -364,14 +362,11 @@ impl Peer {
             }
             OP_INTR => {
                 let back = self.back(b as u32)?.0.clone();
-                // `d`: the serving thread on CPU 0 meanwhile (the one-core row).
-                let pin = if d != 0 { Some(remora_sys::sync::pin_thread(0).map_err(e)?) } else { None };
+                // `d`: the serving thread on one CPU meanwhile (the one-core row).
+                let _pin = if d != 0 { Some(remora_sys::sync::pin_thread().map_err(e)?) } else { None };
                 for _ in 0..a {
                     self.intr.wait_with_spin(LONG, Duration::ZERO).map_err(e)?;
                     back.trigger().map_err(e)?;
-                }
-                if let Some(p) = pin {
-                    p.restore().map_err(e)?;
                 }
                 Ok(a)
             }

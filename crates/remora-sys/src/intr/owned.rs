@@ -84,7 +84,9 @@ pub fn take_frames(fd: BorrowedFd<'_>, frame: usize, buf: &mut [u8]) -> io::Resu
     let n = (waiting / frame).min(buf.len() / frame);
     if n == 0 {
         if waiting > 0 {
-            return Ok(Taken::Nothing);
+            // Part of a frame: its rest is on its way, unless the sender shut its side (the
+            // rest can never come: the flow is over, as at its end).
+            return if write_side_shut(fd)? { Ok(Taken::Closed) } else { Ok(Taken::Nothing) };
         }
         // Nothing waits: the end of the stream, or nothing yet.
         let mut b = [0u8; 1];
@@ -106,6 +108,24 @@ pub fn take_frames(fd: BorrowedFd<'_>, frame: usize, buf: &mut [u8]) -> io::Resu
         }
     }
     Ok(Taken::Frames(n))
+}
+
+/// Whether the sender of flow `fd` is done: it shut its sending side or the socket broke
+/// (what waits may still be read; nothing more comes).
+pub fn sender_gone(fd: BorrowedFd<'_>) -> bool {
+    write_side_shut(fd).unwrap_or(true)
+}
+
+/// Whether the other end of stream socket `fd` shut its sending side (or the socket broke).
+fn write_side_shut(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(&fd, PollFlags::RDHUP)];
+    let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
+    match poll(&mut fds, Some(&zero)) {
+        Ok(_) => Ok(fds[0].revents().intersects(PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR)),
+        Err(rustix::io::Errno::INTR) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// End stream socket `fd` both ways, for every holder of it (a flow that sent what it may not).
@@ -264,7 +284,8 @@ pub const MAX_POLLED: usize = 64;
 
 /// One `poll` of the bell and the live flows (a bit each in `live`) for at most `slice`;
 /// reads what is readable. `fds` is scratch space kept between calls (no allocation per
-/// wake-up). Returns whether a flow was readable but gave nothing (the caller naps).
+/// wake-up). Returns whether a flow was readable but gave nothing and nothing else came
+/// (the caller naps).
 fn poll_once<'a>(
     fds: &mut Vec<rustix::event::PollFd<'a>>,
     bell: &'a OwnedFd,
@@ -308,15 +329,15 @@ fn poll_once<'a>(
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-    let mut idle = false;
+    let (mut idle, mut read) = (false, false);
     for i in (0..polled).filter(|i| readable & (1 << i) != 0) {
         match on_flow(i) {
-            FlowStep::Read => {}
+            FlowStep::Read => read = true,
             FlowStep::Idle => idle = true,
             FlowStep::Drop => *live &= !(1 << i),
         }
     }
-    idle && !rung
+    idle && !read && !rung
 }
 
 #[cfg(test)]
@@ -373,12 +394,10 @@ mod tests {
         rustix::io::write(&wr, &[9u8; FRAME * 3]).unwrap();
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(2));
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(1));
-        // The end of the stream once everything before it was taken.
+        // Part of a frame whose sender closed: the rest can never come, the flow is over.
         rustix::io::write(&wr, &[1u8; 3]).unwrap();
-        drop(wr);
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Nothing, "3 bytes wait");
-        let mut rest = [0u8; 3];
-        assert_eq!(rustix::io::read(&rd, &mut rest), Ok(3));
+        drop(wr);
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Closed);
     }
 

@@ -26,6 +26,9 @@ pub(in crate::dsm) struct Cell {
     came: Condvar,
     /// The request, booked and not sent yet.
     booked: Mutex<Option<Booked>>,
+    /// The request as handed to an asking thread, and the process that did: a child made
+    /// by fork while it was on its way makes it again (its copy of the answer never comes).
+    sent: Mutex<Option<(u32, Booked)>>,
 }
 
 /// A flow request booked with its map: the session it goes on, the request, its key.
@@ -42,12 +45,14 @@ impl Soon {
             got: Mutex::new(Some(flow)),
             came: Condvar::default(),
             booked: Mutex::default(),
+            sent: Mutex::default(),
         }))
     }
 
     /// Send the booked request (on the asking thread), if it was not sent yet.
     pub(in crate::dsm) fn start(&self) {
         if let Some(b) = self.booked() {
+            *self.0.sent.lock().unwrap_or_else(|p| p.into_inner()) = Some((std::process::id(), b.clone()));
             send(Ask { booked: b, soon: self.clone() });
         }
     }
@@ -57,6 +62,14 @@ impl Soon {
     pub(in crate::dsm) fn get(&self) -> Option<Flow> {
         if let Some(b) = self.booked() {
             answer(b, self, true);
+        }
+        if self.peek().is_none() {
+            let sent = self.0.sent.lock().unwrap_or_else(|p| p.into_inner()).take();
+            match sent {
+                // Sent by the parent of this forked process: asked again here.
+                Some((pid, b)) if pid != std::process::id() => answer(b, self, true),
+                other => *self.0.sent.lock().unwrap_or_else(|p| p.into_inner()) = other,
+            }
         }
         let mut g = self.0.got.lock().unwrap_or_else(|p| p.into_inner());
         loop {
@@ -77,6 +90,7 @@ impl Soon {
     }
 
     fn set(&self, flow: Option<Flow>) {
+        self.0.sent.lock().unwrap_or_else(|p| p.into_inner()).take();
         *self.0.got.lock().unwrap_or_else(|p| p.into_inner()) = Some(flow);
         self.0.came.notify_all();
     }

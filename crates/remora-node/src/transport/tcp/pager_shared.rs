@@ -45,8 +45,9 @@ pub(super) fn serve_shared(
     let mut wr = &s;
     // Looks in a row at which the owner read lately but frames waited all the same.
     let mut unread = 0;
-    // Naps in a row (the lock taken, or no whole frame), and the next one's length.
-    let (mut naps, mut nap) = (0, LOCK_NAP);
+    // The next nap's length (the lock taken, or no whole frame), and the lock failures in a
+    // row since the interrupt was seen removed.
+    let (mut nap, mut abandoned_naps) = (LOCK_NAP, 0);
     loop {
         if share.owner_reads() {
             // Frames that wait through several looks are read here all the same: an owner
@@ -73,8 +74,9 @@ pub(super) fn serve_shared(
         // gets longer and longer naps, not a spinning thread; and once the interrupt is
         // removed (its owner may have died holding it) it is not waited for long.
         let locked = share.try_lock();
-        if !locked && (naps < ABANDONED_NAPS || !share.abandoned()) {
-            naps += 1;
+        // Lock failures counted since the interrupt was seen removed.
+        abandoned_naps = if locked || !share.abandoned() { 0 } else { abandoned_naps + 1 };
+        if !locked && abandoned_naps <= ABANDONED_NAPS {
             std::thread::sleep(nap);
             nap = (nap * 2).min(Duration::from_millis(20));
             continue;
@@ -87,14 +89,13 @@ pub(super) fn serve_shared(
             Ok(Taken::Frames(n)) => n,
             Ok(Taken::Nothing) => {
                 // Part of a frame (its rest is on its way), or the owner took them.
-                naps += 1;
                 std::thread::sleep(nap);
                 nap = (nap * 2).min(Duration::from_millis(20));
                 continue;
             }
             Ok(Taken::Closed) | Err(_) => break,
         };
-        (naps, nap) = (0, LOCK_NAP);
+        nap = LOCK_NAP;
         bytes_in.fetch_add((n * BULK_FRAME) as u64, Ordering::Relaxed);
         if !serve_triggers(peer, &buf[..n * BULK_FRAME], handle, mem, &mut wr) {
             break;
@@ -103,9 +104,10 @@ pub(super) fn serve_shared(
     let _ = s.shutdown(std::net::Shutdown::Both);
 }
 
-/// Whether the other end closed (or broke) the flow: its end must be read by this thread.
+/// Whether the other end closed (or broke) the flow, even with part of a frame left: its
+/// end must be read by this thread.
 fn hung_up(s: &StdStream) -> bool {
-    remora_sys::seqpacket::peer_closed(s.as_fd())
+    remora_sys::intr::sender_gone(s.as_fd())
 }
 
 /// Trigger once per frame of `frames`; answer refusals on `wr`. `false` when a frame is not
