@@ -186,18 +186,22 @@ pub fn spin_then_poll(
         let mut fds = [PollFd::new(&bell, PollFlags::IN)];
         if let Ok(n) = poll(&mut fds, Some(&ts)) {
             if n > 0 {
-                // What was rung so far (bounded: wakers may keep ringing). A bell whose
-                // other end is gone reads 0 and stays readable: the futex word and the
-                // slices still serve; nap rather than spin on it.
-                let mut sink = [0u8; 256];
-                if let Ok(0) = rustix::io::read(bell, &mut sink) {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+                drain_bell(bell);
             }
         }
     };
     ringing.fetch_sub(1, Ordering::SeqCst);
     out
+}
+
+/// Take what was rung into `bell` so far (bounded: wakers may keep ringing). A bell whose
+/// other end is gone reads 0 and stays readable: the futex word and the wait's slices
+/// still serve; nap rather than spin on it.
+pub(crate) fn drain_bell(bell: BorrowedFd<'_>) {
+    let mut sink = [0u8; 256];
+    if let Ok(0) = rustix::io::read(bell, &mut sink) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// Make this thread's timed sleeps precise (`PR_SET_TIMERSLACK` of 1 ns): by default Linux

@@ -322,12 +322,7 @@ fn poll_once<'a>(
         }
     }
     if rung {
-        // What was rung so far (bounded: wakers may keep ringing). A bell whose other end
-        // is gone reads 0: nap rather than spin on it.
-        let mut sink = [0u8; 256];
-        if let Ok(0) = rustix::io::read(bell, &mut sink) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        crate::sync::drain_bell(std::os::fd::AsFd::as_fd(bell));
     }
     let (mut idle, mut read) = (false, false);
     for i in (0..polled).filter(|i| readable & (1 << i) != 0) {

@@ -73,7 +73,10 @@ impl<'a> Dialer<'a> {
         &self,
         answer: LinkMsg,
     ) -> Result<(LinkMsg, u64), (Option<LinkMsg>, std::io::Error)> {
-        let secret = &self.me.cluster.as_ref().expect("tcp needs a cluster").secret;
+        let Some(cluster) = self.me.cluster.as_ref() else {
+            return Err((None, std::io::Error::other("no cluster file: no secret to prove who we are")));
+        };
+        let secret = &cluster.secret;
         let (me, to) = (self.me.node, self.to);
         let refused = |why: String| {
             (
