@@ -107,22 +107,37 @@ pub fn spin_then_block(
     waiters: &AtomicU32,
     spin: Duration,
     timeout: Option<Duration>,
+    ready: impl FnMut() -> bool,
+) -> WaitOutcome {
+    let seen = || word.load(Ordering::SeqCst);
+    spin_then_sleep(waiters, spin, timeout, ready, seen, |seen, slice| futex_wait(word, seen, Some(slice)))
+}
+
+/// The shape of both waits: spin for `spin`, then, with `sleepers` raised, look at
+/// `before()` (what a wake-up changes), check `ready()`, and `sleep` at most one slice,
+/// until ready or the time ran out.
+fn spin_then_sleep<T>(
+    sleepers: &AtomicU32,
+    spin: Duration,
+    timeout: Option<Duration>,
     mut ready: impl FnMut() -> bool,
+    mut before: impl FnMut() -> T,
+    mut sleep: impl FnMut(T, Duration),
 ) -> WaitOutcome {
     let start = Instant::now();
     if spin_for(start, spin, &mut ready) {
         return WaitOutcome::Ready;
     }
-    waiters.fetch_add(1, Ordering::SeqCst);
+    sleepers.fetch_add(1, Ordering::SeqCst);
     let out = loop {
-        let seen = word.load(Ordering::SeqCst);
+        let seen = before();
         if ready() {
             break WaitOutcome::Ready;
         }
         let Some(slice) = next_slice(start, timeout) else { break WaitOutcome::TimedOut };
-        futex_wait(word, seen, Some(slice));
+        sleep(seen, slice);
     };
-    waiters.fetch_sub(1, Ordering::SeqCst);
+    sleepers.fetch_sub(1, Ordering::SeqCst);
     out
 }
 
@@ -168,19 +183,10 @@ pub fn spin_then_poll(
     ringing: &AtomicU32,
     spin: Duration,
     timeout: Option<Duration>,
-    mut ready: impl FnMut() -> bool,
+    ready: impl FnMut() -> bool,
 ) -> WaitOutcome {
     use rustix::event::{poll, PollFd, PollFlags};
-    let start = Instant::now();
-    if spin_for(start, spin, &mut ready) {
-        return WaitOutcome::Ready;
-    }
-    ringing.fetch_add(1, Ordering::SeqCst);
-    let out = loop {
-        if ready() {
-            break WaitOutcome::Ready;
-        }
-        let Some(slice) = next_slice(start, timeout) else { break WaitOutcome::TimedOut };
+    let sleep = |(), slice: Duration| {
         let ts =
             rustix::time::Timespec { tv_sec: slice.as_secs() as i64, tv_nsec: slice.subsec_nanos() as _ };
         let mut fds = [PollFd::new(&bell, PollFlags::IN)];
@@ -190,8 +196,7 @@ pub fn spin_then_poll(
             }
         }
     };
-    ringing.fetch_sub(1, Ordering::SeqCst);
-    out
+    spin_then_sleep(ringing, spin, timeout, ready, || (), sleep)
 }
 
 /// Take what was rung into `bell` so far (bounded: wakers may keep ringing). A bell whose
