@@ -113,8 +113,9 @@ impl RemoteSegment {
             Some(m) => Some(Arc::new(Mapping::new(m.as_fd(), 0, m.size() as usize, Default::default())?)),
             None => None,
         };
-        // The pager's session of the descriptor, as for any map of another host.
-        let pager_session = self.inner.desc.inner.pager_session()?;
+        // The pager's session of the descriptor for the group (its node number), as for
+        // any map of another host.
+        let pager_session = self.inner.desc.inner.pager_session(self.node())?;
         // No leg may change between reading them and the pager taking the map in.
         let _held = legs::mapping();
         let homes: Vec<Arc<dyn remora_client::dsm::RemoteRange>> = fanout_legs(l.conn)

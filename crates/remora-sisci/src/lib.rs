@@ -241,10 +241,11 @@ pub(crate) struct DescInner {
     pub(crate) closed: AtomicBool,
     pub(crate) next_map: AtomicU64,
     pub(crate) dispatch: Arc<Dispatch>,
-    /// The session of the DSM pager's requests for this descriptor's maps of other hosts'
-    /// memory (`segment_map.rs`, `pager_session`): opened at the first such map and kept
-    /// with the descriptor, so a map costs no session of its own.
-    pub(crate) pager: std::sync::Mutex<Option<Arc<Session>>>,
+    /// The sessions of the DSM pager's requests for this descriptor's maps of other hosts'
+    /// memory, one per home node (`segment_map.rs`, `pager_session`): each opened at the
+    /// first map of its home and kept with the descriptor, so a map costs no session of its
+    /// own, and a home that does not answer holds up no other home's requests.
+    pub(crate) pager: std::sync::Mutex<Vec<(u32, Arc<Session>)>>,
 }
 
 /// A virtual device (`SCIOpen`): one session with the node daemon.
@@ -293,7 +294,7 @@ impl Descriptor {
                 closed: AtomicBool::new(false),
                 next_map: AtomicU64::new(1),
                 dispatch,
-                pager: std::sync::Mutex::new(None),
+                pager: std::sync::Mutex::new(Vec::new()),
             }),
         })
     }

@@ -10,21 +10,24 @@ use remora_proto::MapTarget;
 use std::sync::Arc;
 
 impl crate::DescInner {
-    /// The session of the DSM pager for this descriptor's maps of other hosts' memory: not
-    /// the descriptor's own (a fault must never wait behind a long request of it, a
-    /// connect, say), opened at the first such map and kept with the descriptor (opening
-    /// one per map cost a connection and a hello, ~50 µs of each map); opened again when
-    /// its daemon hung up.
+    /// The session of the DSM pager for this descriptor's maps of node `home`'s memory on
+    /// another host: not the descriptor's own (a fault must never wait behind a long
+    /// request of it, a connect, say), nor another home's (a session answers one request
+    /// at a time, and a home that stopped answering holds a request for its pager flow
+    /// until the dial gives up: other homes' maps must not queue behind it). Opened at the
+    /// first such map of `home` and kept with the descriptor (opening one per map cost a
+    /// connection and a hello, ~50 µs of each map); opened again when its daemon hung up.
     ///
     /// # Errors
     /// The session could not be opened.
-    pub(crate) fn pager_session(&self) -> Result<Arc<Session>> {
+    pub(crate) fn pager_session(&self, home: u32) -> Result<Arc<Session>> {
         let mut kept = self.pager.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = kept.as_ref().filter(|s| !s.hung_up()) {
+        if let Some((_, s)) = kept.iter().find(|(h, s)| *h == home && !s.hung_up()) {
             return Ok(s.clone());
         }
         let s = Arc::new(Session::open(&self.cfg)?);
-        *kept = Some(s.clone());
+        kept.retain(|(h, _)| *h != home);
+        kept.push((home, s.clone()));
         Ok(s)
     }
 }
@@ -82,7 +85,7 @@ impl RemoteSegment {
             // the map is booked with the daemon: the map returns without waiting for the
             // dial, its first fault waits for it.
             let dsm = remora_client::dsm::DsmMap::on_pager_session(
-                self.inner.desc.inner.pager_session()?,
+                self.inner.desc.inner.pager_session(self.node())?,
                 Arc::new(SegmentRange { conn: l.conn }),
                 l.size as u64,
                 offset as u64,

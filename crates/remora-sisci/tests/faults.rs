@@ -371,3 +371,45 @@ fn maps_of_a_stopped_home_do_not_hold_up_another_homes_first_access() {
     drop(maps);
     assert!(took < Duration::from_millis(500), "a healthy home's first read took {took:?}");
 }
+
+#[test]
+fn a_stopped_home_does_not_hold_up_another_homes_map_of_the_same_descriptor() {
+    // One descriptor maps a segment of a home that stopped answering, then one of a
+    // healthy home: the second map's flow must not wait behind the first one's dial.
+    let h = common::Harness::with_cluster(&[4, 8, 12], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let c = Descriptor::open(&h.sci(12)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let (_seg4, r4) = exported_and_connected(&a, &b, 4);
+    let seg12 = LocalSegment::create(&c, Some(41), 65536, CreateFlags::default()).unwrap();
+    seg12.prepare(0).unwrap();
+    seg12.set_available(0).unwrap();
+    let home12 = seg12.map(0, 65536, None, MapFlags::default()).unwrap();
+    home12.write(0, b"other home").unwrap();
+    let r12 = RemoteSegment::connect(&b, 12, 41, 0, Some(Duration::from_secs(10))).unwrap();
+    let stopped = Stopped::new(daemon_pid(&h, 4));
+    let t = Instant::now();
+    let m4 = r4.map(0, 65536, None, MapFlags::default());
+    let map4_took = t.elapsed();
+    let t = Instant::now();
+    let m12 = r12.map(0, 65536, None, MapFlags::default()).unwrap();
+    let mut buf = [0u8; 10];
+    m12.read(0, &mut buf).unwrap();
+    m12.write(100, b"stored beside a stopped home").unwrap();
+    let flushed = m12.flush();
+    let took = t.elapsed();
+    drop(stopped);
+    eprintln!("the stopped home's map: {map4_took:?}; the healthy home's map, read, store: {took:?}");
+    assert!(map4_took < Duration::from_millis(1500), "the map of the stopped home took {map4_took:?}");
+    assert_eq!(&buf, b"other home");
+    assert!(flushed, "the healthy home's store did not reach it");
+    let mut home = [0u8; 28];
+    home12.read(100, &mut home).unwrap();
+    assert_eq!(&home, b"stored beside a stopped home");
+    assert!(took < Duration::from_millis(500), "the healthy home's map, read and store took {took:?}");
+    // The stopped home answers again: its map reads its bytes.
+    let m4 = m4.unwrap();
+    let mut buf = [0u8; 9];
+    m4.read(0, &mut buf).unwrap();
+    assert_eq!(&buf, b"home data");
+}

@@ -6,7 +6,9 @@
 //! ([`DsmMap::ask_flow`](super::super::DsmMap::ask_flow)), by the asking thread of the
 //! map's pager session (`remora-flow-ask`, one per session with requests, ending when idle:
 //! a home that does not answer its dial holds up only its own session's requests, which the
-//! session would serialise anyway): no map waits for it and no thread is started per map.
+//! session would serialise anyway; SISCI keeps a pager session per descriptor and home
+//! node, so those are requests of the same home): no map waits for it and no thread is
+//! started per map.
 //! A request nobody waits for any more (the map went first) is not made; one not sent yet
 //! when the flow is first needed is made by the thread that needs it. Where no asking
 //! thread can be started the request is made at once.
