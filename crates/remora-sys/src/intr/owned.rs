@@ -235,12 +235,13 @@ impl IntrPage {
                 break false;
             }
             let spinning = !spin.is_zero() && start.elapsed() < spin;
-            let slice = if spinning || !looked {
-                // A wait without time still looks at the flows once.
+            let slice = if spinning {
                 Some(Duration::ZERO)
             } else {
                 match crate::sync::next_slice(start, timeout) {
                     Some(s) => Some(s),
+                    // A wait without time still looks at the flows once.
+                    None if !looked => Some(Duration::ZERO),
                     None => break true,
                 }
             };
