@@ -66,9 +66,12 @@ fn bench_hosts_rows_reach_the_parent() {
     ] {
         assert!(rows.iter().any(|r| r.contains(name) && r.contains("loopback TCP")), "{name}: {json}");
     }
-    // 23 rows, and one beside UCX where ucx_perftest is installed.
+    // 23 rows, one beside UCX where ucx_perftest is installed, and two beside iperf3
+    // where iperf3 is.
     let ucx = rows.iter().any(|r| r.contains("UCX tag_lat"));
-    assert_eq!(rows.len(), 23 + usize::from(ucx), "{json}");
+    let iperf = rows.iter().filter(|r| r.contains("vs iperf3")).count();
+    assert!(iperf == 0 || iperf == 2, "{json}");
+    assert_eq!(rows.len(), 23 + usize::from(ucx) + iperf, "{json}");
     assert!(rows.iter().all(|r| !r.contains("\"ratio\": null")), "{json}");
 }
 

@@ -10,7 +10,8 @@
 //! and SCIF messages, and to check or fill its segments. The active process prints its
 //! rows as tab-separated lines, which the parent (this process) prints and keeps. Where
 //! `ucx_perftest` is installed, the parent also sets the SCIF message row beside UCX's
-//! tagged-message latency over TCP between the same two hosts (before and after the rows).
+//! tagged-message latency over TCP between the same two hosts (before and after the rows),
+//! and where iperf3 is, the bulk rows beside iperf3's stream ([`super::iperf`]).
 
 use super::common::*;
 use super::tcp::TcpNodes;
@@ -148,6 +149,8 @@ pub(crate) fn hosts(reps: u32, netns: bool, only: &[String]) -> Result<(), Strin
     let h = Hosts::start(2, netns)?;
     let (mut peer, line) = spawn_ready(h.child(2, &["peer", &h.addr(2)])?)?;
     let ucx_before = h.ucx_tcp();
+    let bulk = only.is_empty() || only.iter().any(|g| g == "bulk" || g == "concurrent");
+    let iperf_before = bulk.then(|| super::iperf::Before::measure(&h));
     let reps = reps.to_string();
     let rows = if only.is_empty() { "all".to_string() } else { only.join(",") };
     let (tport, sport) = line.split_once(' ').ok_or_else(|| format!("peer said {line:?}"))?;
@@ -169,6 +172,9 @@ pub(crate) fn hosts(reps: u32, netns: bool, only: &[String]) -> Result<(), Strin
     }
     let _ = peer.wait();
     run?;
+    if let Some(before) = iperf_before {
+        before.rows(&h);
+    }
     ucx_row(&h, ucx_before)
 }
 

@@ -14,6 +14,7 @@ mod dsm;
 mod hosts;
 mod hosts_rows;
 mod intr;
+mod iperf;
 mod multicast;
 mod multicast_hosts;
 mod ofi;

@@ -20,7 +20,7 @@ pub(crate) struct Row {
 static ROWS: Mutex<Vec<Row>> = Mutex::new(Vec::new());
 
 /// A figure such as `357 ns`, `1.2 µs`, `25.08 GB/s` in base units (seconds, bytes/s).
-fn figure(text: &str) -> Option<f64> {
+pub(crate) fn figure(text: &str) -> Option<f64> {
     let mut parts = text.split_whitespace();
     let v: f64 = parts.next()?.parse().ok()?;
     let scale = match parts.next()? {
