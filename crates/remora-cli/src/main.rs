@@ -85,6 +85,20 @@ enum Cmd {
     SoakWorker(soak::worker::WorkerArgs),
 }
 
+/// The `remorad` to start for namespace hosts: the one the library would start
+/// (`REMORA_DAEMON`, else beside this program, in its prefix's `bin`, or on `PATH`).
+///
+/// # Errors
+/// None is found; the message says where it looked and how to build one.
+pub(crate) fn daemon_binary() -> Result<PathBuf, String> {
+    let cfg = remora_client::Config::from(remora_config::Config::get());
+    remora_client::find_daemon(&cfg).filter(|p| p.is_file()).ok_or_else(|| {
+        "no remorad beside this program, in its prefix's bin or on PATH, and REMORA_DAEMON is unset \
+         (build it: cargo build -p remora-node)"
+            .to_string()
+    })
+}
+
 fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {

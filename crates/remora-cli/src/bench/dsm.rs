@@ -123,11 +123,10 @@ pub(crate) fn maps_pingpong(
 /// Needs root and iproute2; says why and returns otherwise.
 pub(crate) fn dsm_across_hosts(rounds: u32) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(e)?;
-    let daemon = exe.parent().map(|d| d.join("remorad")).ok_or("no directory")?;
-    let c = match remora_netns::NetCluster::start(2, &daemon) {
+    let c = match crate::daemon_binary().and_then(|d| remora_netns::NetCluster::start(2, &d).map_err(|s| s.0)) {
         Ok(c) => c,
-        Err(skip) => {
-            println!("(DSM across namespace hosts skipped: {})", skip.0);
+        Err(why) => {
+            println!("(DSM across namespace hosts skipped: {why})");
             return Ok(());
         }
     };

@@ -77,11 +77,9 @@ impl Hosts {
     /// and falls back), nodes joined over TCP on loopback otherwise.
     pub(crate) fn start(n: usize, netns: bool) -> Result<Hosts, String> {
         if netns {
-            let exe = std::env::current_exe().map_err(e)?;
-            let daemon = exe.parent().map(|d| d.join("remorad")).ok_or("no directory")?;
-            match remora_netns::NetCluster::start(n, &daemon) {
+            match crate::daemon_binary().and_then(|d| remora_netns::NetCluster::start(n, &d).map_err(|s| s.0)) {
                 Ok(c) => return Ok(Hosts::Netns(c)),
-                Err(skip) => println!("(namespace hosts unavailable: {}; loopback TCP instead)", skip.0),
+                Err(why) => println!("(namespace hosts unavailable: {why}; loopback TCP instead)"),
             }
         }
         Ok(Hosts::Loopback(TcpNodes::new(n as u32)?))

@@ -37,12 +37,10 @@ fn round(maps: &[Map], far: &Map, v: u64) -> Result<f64, String> {
 }
 
 pub(crate) fn multicast_across_hosts(rounds: u32) -> Result<(), String> {
-    let exe = std::env::current_exe().map_err(e)?;
-    let daemon = exe.parent().map(|d| d.join("remorad")).ok_or("no directory")?;
-    let c = match remora_netns::NetCluster::start(2, &daemon) {
+    let c = match crate::daemon_binary().and_then(|d| remora_netns::NetCluster::start(2, &d).map_err(|s| s.0)) {
         Ok(c) => c,
-        Err(skip) => {
-            println!("(multicast across namespace hosts skipped: {})", skip.0);
+        Err(why) => {
+            println!("(multicast across namespace hosts skipped: {why})");
             return Ok(());
         }
     };

@@ -178,12 +178,7 @@ pub(crate) fn ofi(reps: u32) -> Result<(), String> {
     if !remora_ofi_sys::installed() {
         return Err("libfabric is not installed (apt-get install libfabric1 libfabric-bin)".into());
     }
-    // REMORA_DAEMON when set, else the remorad built beside this program (as `bench hosts`;
-    // remora_netns::find_daemon looks beside a test binary, which this is not).
-    let daemon = match &remora_config::Config::get().daemon {
-        Some(p) => p.clone(),
-        None => std::env::current_exe().map_err(|e| e.to_string())?.with_file_name("remorad"),
-    };
+    let daemon = crate::daemon_binary()?;
     let start = |extra: &str| NetCluster::start_with(2, &daemon, extra).map_err(|s| s.0);
     let tcp = {
         let c = start("")?;

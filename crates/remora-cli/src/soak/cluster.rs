@@ -66,7 +66,7 @@ impl Nodes {
     /// Two namespace hosts with one node each (nodes 4 and 8, heartbeat
     /// [`remora_netns::HEARTBEAT_MS`]); `Err` says why they cannot be built here.
     pub(crate) fn netns() -> Result<Nodes, String> {
-        let daemon = remora_netns::find_daemon().map_err(|s| s.to_string())?;
+        let daemon = crate::daemon_binary()?;
         let c = NetCluster::start(2, &daemon).map_err(|s| s.to_string())?;
         let ids = vec![c.node(1), c.node(2)];
         let dirs = vec![c.runtime_dir(1).to_path_buf(), c.runtime_dir(2).to_path_buf()];
