@@ -169,3 +169,13 @@ pub(crate) fn row_us(name: &str, ours_ns: f64, theirs_ns: f64, target: &str) {
         target,
     );
 }
+
+/// `n` namespace hosts with the `remorad` the library would start (see
+/// [`crate::daemon_binary`]).
+///
+/// # Errors
+/// Why they cannot be made here (no remorad, not root, no iproute2).
+pub(crate) fn netns_hosts(n: usize) -> Result<remora_netns::NetCluster, String> {
+    let daemon = crate::daemon_binary()?;
+    remora_netns::NetCluster::start(n, &daemon).map_err(|s| s.0)
+}

@@ -123,7 +123,7 @@ pub(crate) fn maps_pingpong(
 /// Needs root and iproute2; says why and returns otherwise.
 pub(crate) fn dsm_across_hosts(rounds: u32) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(e)?;
-    let c = match crate::daemon_binary().and_then(|d| remora_netns::NetCluster::start(2, &d).map_err(|s| s.0)) {
+    let c = match netns_hosts(2) {
         Ok(c) => c,
         Err(why) => {
             println!("(DSM across namespace hosts skipped: {why})");

@@ -77,7 +77,7 @@ impl Hosts {
     /// and falls back), nodes joined over TCP on loopback otherwise.
     pub(crate) fn start(n: usize, netns: bool) -> Result<Hosts, String> {
         if netns {
-            match crate::daemon_binary().and_then(|d| remora_netns::NetCluster::start(n, &d).map_err(|s| s.0)) {
+            match netns_hosts(n) {
                 Ok(c) => return Ok(Hosts::Netns(c)),
                 Err(why) => println!("(namespace hosts unavailable: {why}; loopback TCP instead)"),
             }

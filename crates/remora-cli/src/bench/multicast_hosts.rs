@@ -37,7 +37,7 @@ fn round(maps: &[Map], far: &Map, v: u64) -> Result<f64, String> {
 }
 
 pub(crate) fn multicast_across_hosts(rounds: u32) -> Result<(), String> {
-    let c = match crate::daemon_binary().and_then(|d| remora_netns::NetCluster::start(2, &d).map_err(|s| s.0)) {
+    let c = match netns_hosts(2) {
         Ok(c) => c,
         Err(why) => {
             println!("(multicast across namespace hosts skipped: {why})");
