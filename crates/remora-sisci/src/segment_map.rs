@@ -83,10 +83,12 @@ impl RemoteSegment {
             }
             // The map's pager flow is asked for in the background on that session, once
             // the map is booked with the daemon: the map returns without waiting for the
-            // dial, its first fault waits for it.
+            // dial, its first fault waits for it. The map is served by the pager of its
+            // home node: a home that stops answering holds up no other home's faults.
             let dsm = remora_client::dsm::DsmMap::on_pager_session(
                 self.inner.desc.inner.pager_session(self.node())?,
                 Arc::new(SegmentRange { conn: l.conn }),
+                self.node(),
                 l.size as u64,
                 offset as u64,
                 size,

@@ -3,7 +3,9 @@
 //! their triggers with `NodeNotResponding` (`SCI_ERR_NODE_NOT_RESPONDING`) instead of
 //! succeeding into nothing, hanging, or reaching whatever the restarted node now calls by
 //! the old handle; a map of a segment whose home does not answer is made (or refused) at
-//! once rather than after the pager flow's dial gives up. Over TCP between two nodes of
+//! once rather than after the pager flow's dial gives up, and its faults hold up no other
+//! home's (each home's maps have a pager of their own), while a flag stored after
+//! `SCIFlush` to another home still waits for its data. Over TCP between two nodes of
 //! this host (a killed or stopped daemon), and across two namespace hosts where one can
 //! be made (a pulled cable).
 
@@ -412,4 +414,117 @@ fn a_stopped_home_does_not_hold_up_another_homes_map_of_the_same_descriptor() {
     let mut buf = [0u8; 9];
     m4.read(0, &mut buf).unwrap();
     assert_eq!(&buf, b"home data");
+}
+
+#[test]
+fn a_fault_on_a_stopped_homes_map_does_not_hold_up_another_homes_first_read() {
+    // A thread faults on a map of a home that stopped answering (its flow already in use,
+    // so the fault waits up to the flow's patience); maps of a healthy home, made by the
+    // same descriptor and by another one, are read for the first time meanwhile: their
+    // faults must not wait behind the stopped home's.
+    let h = common::Harness::with_cluster(&[4, 8, 12], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let c = Descriptor::open(&h.sci(12)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let b2 = Descriptor::open(&h.sci(8)).unwrap();
+    let (seg4, r4) = exported_and_connected(&a, &b, 4);
+    seg4.map(0, 65536, None, MapFlags::default()).unwrap().write(32768, b"far data").unwrap();
+    let seg12 = LocalSegment::create(&c, Some(41), 65536, CreateFlags::default()).unwrap();
+    seg12.prepare(0).unwrap();
+    seg12.set_available(0).unwrap();
+    seg12.map(0, 65536, None, MapFlags::default()).unwrap().write(0, b"other home").unwrap();
+    let r12 = RemoteSegment::connect(&b, 12, 41, 0, Some(Duration::from_secs(10))).unwrap();
+    let r12b = RemoteSegment::connect(&b2, 12, 41, 0, Some(Duration::from_secs(10))).unwrap();
+    let m4 = r4.map(0, 65536, None, MapFlags::default()).unwrap();
+    let mut buf = [0u8; 9];
+    m4.read(0, &mut buf).unwrap();
+    assert_eq!(&buf, b"home data");
+    assert_eq!(m4.dsm_direct(), Some(true));
+
+    let mut stopped = Some(Stopped::new(daemon_pid(&h, 4)));
+    let stopped_reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 8];
+        m4.read(32768, &mut buf).map(|()| buf)
+    });
+    // The stopped home's page fault is being served (its fetch waits for an answer).
+    std::thread::sleep(Duration::from_millis(50));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let healthy = std::thread::spawn(move || {
+        for r in [&r12, &r12b] {
+            let t = Instant::now();
+            let m = r.map(0, 65536, None, MapFlags::default()).unwrap();
+            let mut buf = [0u8; 10];
+            m.read(0, &mut buf).unwrap();
+            tx.send((t.elapsed(), buf)).unwrap();
+        }
+    });
+    let mut took = vec![];
+    for _ in 0..2 {
+        // Never waits for ever: a read still held after 2 s is let go by waking the home.
+        let got = rx.recv_timeout(Duration::from_secs(2)).or_else(|_| {
+            drop(stopped.take());
+            rx.recv_timeout(Duration::from_secs(30))
+        });
+        let (t, buf) = got.expect("the healthy home's read never completed");
+        assert_eq!(&buf, b"other home");
+        took.push(t);
+    }
+    drop(stopped.take());
+    healthy.join().unwrap();
+    eprintln!("the healthy home's first reads (same descriptor, another one): {took:?}");
+    // The stopped home answers again before its flow's patience ran out: its reader gets
+    // the page.
+    assert_eq!(&stopped_reader.join().unwrap().unwrap(), b"far data");
+    for t in took {
+        assert!(t < Duration::from_millis(500), "a healthy home's first read took {t:?}");
+    }
+}
+
+#[test]
+fn a_flush_keeps_a_flag_to_one_home_behind_data_to_another_that_stopped() {
+    // Data stored into a map of home 4, `SCIFlush`, a flag stored into a map of home 12:
+    // the maps have a pager each, and only the wait for home 4's answer keeps the flag
+    // behind the data. Home 4 stops right before the data's last store (its page still
+    // resident: the store stays local until sent): the flush returns once it answers again,
+    // and the flag is never seen before the data.
+    let h = common::Harness::with_cluster(&[4, 8, 12], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let c = Descriptor::open(&h.sci(12)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let (seg4, r4) = exported_and_connected(&a, &b, 4);
+    let home4 = seg4.map(0, 4096, None, MapFlags::default()).unwrap();
+    let seg12 = LocalSegment::create(&c, Some(41), 4096, CreateFlags::default()).unwrap();
+    seg12.prepare(0).unwrap();
+    seg12.set_available(0).unwrap();
+    let home12 = seg12.map(0, 4096, None, MapFlags::default()).unwrap();
+    let r12 = RemoteSegment::connect(&b, 12, 41, 0, Some(Duration::from_secs(10))).unwrap();
+    let (data, flag) = (
+        r4.map(0, 4096, None, MapFlags::default()).unwrap(),
+        r12.map(0, 4096, None, MapFlags::default()).unwrap(),
+    );
+    let pid = daemon_pid(&h, 4);
+    let word = |m: &Map, off: usize| {
+        let mut b = [0u8; 8];
+        m.read(off, &mut b).unwrap();
+        u64::from_le_bytes(b)
+    };
+    for i in 1..=5u64 {
+        data.write(8, &i.to_le_bytes()).unwrap();
+        remora_sys::send_signal(pid, remora_sys::ProcessSignal::Stop).unwrap();
+        let stopped = Stopped(pid);
+        data.write(16, &i.to_le_bytes()).unwrap();
+        let answer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(stopped);
+        });
+        flush();
+        flag.write(0, &i.to_le_bytes()).unwrap();
+        let t = Instant::now();
+        while word(&home12, 0) != i {
+            assert!(t.elapsed() < Duration::from_secs(5), "flag {i} never arrived");
+            std::thread::yield_now();
+        }
+        assert_eq!((word(&home4, 8), word(&home4, 16)), (i, i), "data behind flag {i}");
+        answer.join().unwrap();
+    }
 }

@@ -1,32 +1,9 @@
 //! A map of another host's memory: its userfaultfd region, registered with the pager.
 
 use super::flow::{flow_soon, shared_flow, Flow, Soon};
-use super::pager::{nothing_watched, PMap, Pager};
+use super::pager::{PMap, Pager};
+use super::pagers::{pager_for, PagerKey};
 use super::*;
-
-pub(super) fn pager() -> Result<&'static Arc<Pager>, DsmError> {
-    let r = PAGER.get_or_init(|| {
-        let uffd = Uffd::new().map_err(|e| e.to_string())?;
-        let waker = EventFd::new().map_err(|e| e.to_string())?;
-        let p = Arc::new(Pager {
-            uffd,
-            waker,
-            cmds: Mutex::new(VecDeque::new()),
-            next: AtomicU64::new(1),
-            flush: remora_config::Config::get().dsm.flush,
-            flush_min: remora_config::Config::get().dsm.flush_min,
-            refresh: remora_config::Config::get().dsm.refresh,
-            spin: remora_config::Config::get().dsm.spin,
-        });
-        let runner = p.clone();
-        std::thread::Builder::new()
-            .name("remora-pager".into())
-            .spawn(move || runner.run())
-            .map_err(|e| e.to_string())?;
-        Ok(p)
-    });
-    r.as_ref().map_err(|e| DsmError::Unavailable(e.clone()))
-}
 
 /// Stores of at least this many bytes into a map ([`DsmMap::write`]) go home straight over
 /// the map's pager flow rather than page by page through the map.
@@ -38,6 +15,8 @@ const THROUGH_HERE: usize = 1 << 20;
 
 /// A map of a segment of another host.
 pub struct DsmMap {
+    /// The pager that serves the map (its home node's, or the shared one).
+    pager: Arc<Pager>,
     id: u64,
     region: Arc<UffdRegion>,
     delta: usize,
@@ -74,7 +53,7 @@ impl DsmMap {
         len: usize,
         readonly: bool,
     ) -> Result<DsmMap, DsmError> {
-        DsmMap::make(session, home, None, seg_size, offset, len, readonly, false)
+        DsmMap::make(session, home, None, None, seg_size, offset, len, readonly, false)
     }
 
     /// As [`DsmMap::new`], on a session that serves the pager alone (no other request of
@@ -82,19 +61,22 @@ impl DsmMap {
     /// yet, is booked and the map returns without waiting for it; [`DsmMap::ask_flow`]
     /// sends the request, to be answered in the background, and the first fault, store
     /// straight home or [`DsmMap::is_direct`] waits for the flow (or makes the request
-    /// itself, when it was not sent yet).
+    /// itself, when it was not sent yet). `node` is the home's node: the maps of each home
+    /// node have a pager of their own (`pagers.rs`), so a home that stops answering holds up
+    /// only its own maps' faults and flushes.
     ///
     /// # Errors
     /// As [`DsmMap::new`].
     pub fn on_pager_session(
         session: Arc<Session>,
         home: Arc<dyn RemoteRange>,
+        node: u32,
         seg_size: u64,
         offset: u64,
         len: usize,
         readonly: bool,
     ) -> Result<DsmMap, DsmError> {
-        DsmMap::make(session, home, None, seg_size, offset, len, readonly, true)
+        DsmMap::make(session, home, Some(node), None, seg_size, offset, len, readonly, true)
     }
 
     /// A multicast map (SISCI reflective memory across hosts) of `len` bytes at `offset`
@@ -124,7 +106,8 @@ impl DsmMap {
             (None, None) => return Err(DsmError::Unavailable("no member to send to".into())),
         };
         let fan = super::pager::fanout::Fanout::new(&session, key, homes, local);
-        DsmMap::make(session, first, Some(fan), seg_size, offset, len, false, false)
+        // On the shared pager, which alone is asked to add legs (`multicast_leg`).
+        DsmMap::make(session, first, None, Some(fan), seg_size, offset, len, false, false)
     }
 
     /// A member host joined the group of multicast connection `key` (`joined`): every
@@ -133,16 +116,16 @@ impl DsmMap {
     /// leg with `home`'s key). Returns when the pager did (at once when no map of another
     /// host was ever made).
     pub fn multicast_leg(key: u64, home: Arc<dyn RemoteRange>, joined: bool) {
-        let Some(Ok(p)) = PAGER.get() else { return };
-        let (done, rx) = channel();
-        p.command(Cmd::Leg { key, home, joined, done });
-        let _ = rx.recv();
+        if let Some(p) = super::pagers::shared() {
+            p.ask(|done| Cmd::Leg { key, home, joined, done });
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
     fn make(
         session: Arc<Session>,
         home: Arc<dyn RemoteRange>,
+        node: PagerKey,
         fan: Option<super::pager::fanout::Fanout>,
         seg_size: u64,
         offset: u64,
@@ -150,7 +133,7 @@ impl DsmMap {
         readonly: bool,
         ask: bool,
     ) -> Result<DsmMap, DsmError> {
-        let p = pager()
+        let p = pager_for(node)
             .inspect_err(|e| tracing::warn!("maps of other hosts' segments are not supported here: {e}"))?;
         let seg_off = offset & !(PAGE as u64 - 1);
         let delta = (offset - seg_off) as usize;
@@ -182,6 +165,7 @@ impl DsmMap {
             pages,
             resident: resident.clone(),
             lost: lost.clone(),
+            pending: p.pending.clone(),
             next_tick: None,
             streaming: false,
             spin_until: None,
@@ -190,9 +174,13 @@ impl DsmMap {
             delay: p.flush_min,
             fan,
         };
+        if !readonly {
+            p.writers.fetch_add(1, Ordering::SeqCst);
+        }
         // Nothing for the pager to do before the map's first fault or command.
         p.queue(Cmd::Add(id, pm));
         Ok(DsmMap {
+            pager: p,
             id,
             region,
             delta,
@@ -272,11 +260,12 @@ impl DsmMap {
     /// Store `data` at byte `start` of the region straight home; `None` when the pager says
     /// it must go through the map.
     fn write_through(&self, start: usize, data: &[u8]) -> Option<std::io::Result<()>> {
-        let p = pager().ok()?;
+        let p = &self.pager;
         if let Some((flow, seg_off)) = self.own_flow().filter(|_| !self.is_lost()) {
-            // No page watched (no store made before this one is left to send first) and no
-            // page of the map resident: the pager has nothing to do before or after.
-            if nothing_watched() && self.resident.load(Ordering::SeqCst) == 0 {
+            // No page of the pager's maps watched (no store made before this one to a map
+            // of its home is left to send first) and no page of the map resident: the
+            // pager has nothing to do before or after.
+            if p.pending.nothing_watched() && self.resident.load(Ordering::SeqCst) == 0 {
                 let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
                 let r = d.write_now(seg_off + start as u64, Source::Buf(data));
                 // Still none resident now that the store went (a page fetch that began
@@ -290,13 +279,9 @@ impl DsmMap {
         }
         if data.len() < THROUGH_HERE {
             // A copy of the bytes costs less than a second command to the pager.
-            let (tx, rx) = channel();
-            p.command(Cmd::Store { id: self.id, start, data: data.to_vec(), tx });
-            return rx.recv().ok()?;
+            return p.ask(|tx| Cmd::Store { id: self.id, start, data: data.to_vec(), tx })?;
         }
-        let (tx, rx) = channel();
-        p.command(Cmd::Through { id: self.id, start, len: data.len(), tx });
-        let (flow, at) = rx.recv().ok()??;
+        let (flow, at) = p.ask(|tx| Cmd::Through { id: self.id, start, len: data.len(), tx })??;
         let r = flow.lock().unwrap_or_else(|p| p.into_inner()).write_now(at, Source::Buf(data));
         Some(self.landed(p, start, data.len(), r))
     }
@@ -306,7 +291,7 @@ impl DsmMap {
     /// same connection): for a few small stores whose order and arrival matter (a
     /// completion entry, then its sequence number, then a count), at the cost of one round
     /// trip and no fault. Where that cannot go without the pager (a page of the map
-    /// resident, some page of any map watched, no flow of the map's own), the runs go
+    /// resident, some page of a map of its pager watched, no flow of the map's own), the runs go
     /// through the map and a [`DsmMap::flush`].
     ///
     /// # Errors
@@ -322,7 +307,7 @@ impl DsmMap {
         if let Some((flow, seg_off)) = self.own_flow() {
             // As in `write_through`: no store made before is left for the pager to send,
             // and no page holds bytes these stores would make stale.
-            if nothing_watched() && self.resident.load(Ordering::SeqCst) == 0 {
+            if self.pager.pending.nothing_watched() && self.resident.load(Ordering::SeqCst) == 0 {
                 let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
                 for (off, data) in runs {
                     d.push(seg_off + (self.delta + off) as u64, data);
@@ -333,18 +318,15 @@ impl DsmMap {
                     return r;
                 }
                 // A page fetch began meanwhile: drop the pages the stores reached.
-                let p = pager().map_err(|e| std::io::Error::other(e.to_string()))?;
                 let broken = r.as_ref().is_err_and(|e| e.kind() != std::io::ErrorKind::PermissionDenied);
                 for (off, data) in runs {
-                    let (tx, rx) = channel();
-                    p.command(Cmd::Landed {
+                    self.pager.ask(|tx| Cmd::Landed {
                         id: self.id,
                         start: self.delta + off,
                         len: data.len(),
                         broken,
                         tx,
                     });
-                    let _ = rx.recv();
                 }
                 return r;
             }
@@ -361,7 +343,8 @@ impl DsmMap {
 
     /// Load `out.len()` bytes at `off` as the home has them now (with every store made
     /// before to maps of the same connection): straight over the map's pager flow, one
-    /// round trip, where no page of any map holds stores not sent yet; else a
+    /// round trip, where no page of a map of its pager (its home's maps) holds stores not
+    /// sent yet; else a
     /// [`DsmMap::refresh`] and a load through the map. For a word read now and then that
     /// must be current (a table another host rewrites), without dropping every page.
     ///
@@ -376,7 +359,7 @@ impl DsmMap {
         if let Some((flow, seg_off)) = self.own_flow() {
             // No store of this process is left unsent in a page (one sent is on this flow,
             // before the read): the home's bytes include every store made here.
-            if nothing_watched() {
+            if self.pager.pending.nothing_watched() {
                 let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
                 return d.read(seg_off + (self.delta + off) as u64, out);
             }
@@ -391,9 +374,7 @@ impl DsmMap {
     /// `r`), and wait until it dropped the pages the store reached. Returns `r`.
     fn landed(&self, p: &Pager, start: usize, len: usize, r: std::io::Result<()>) -> std::io::Result<()> {
         let broken = r.as_ref().is_err_and(|e| e.kind() != std::io::ErrorKind::PermissionDenied);
-        let (tx, rx) = channel();
-        p.command(Cmd::Landed { id: self.id, start, len, broken, tx });
-        let _ = rx.recv();
+        p.ask(|tx| Cmd::Landed { id: self.id, start, len, broken, tx });
         r
     }
 
@@ -415,32 +396,23 @@ impl DsmMap {
     /// Send every store made so far home and wait until it is there. `false` if the home
     /// node could not be reached.
     pub fn flush(&self) -> bool {
-        // No page of any map is watched and every store sent was answered: the stores made
-        // so far are home (as at a settle point).
-        if nothing_pending() {
+        // No page of the pager's maps is watched and every store they sent was answered:
+        // the stores made so far are home (as at a settle point).
+        if self.pager.pending.nothing() {
             return !self.is_lost();
         }
-        let Ok(p) = pager() else { return false };
-        let (tx, rx) = channel();
-        p.command(Cmd::Flush(self.id, tx, true));
-        rx.recv().unwrap_or(false) && !self.is_lost()
+        self.pager.ask(|tx| Cmd::Flush(self.id, tx, true)).unwrap_or(false) && !self.is_lost()
     }
 
     /// Send every store made so far home without waiting for the home's answer: stores
     /// made after this call reach the home after them. `false` if the home was lost.
     pub fn send(&self) -> bool {
-        let Ok(p) = pager() else { return false };
-        let (tx, rx) = channel();
-        p.command(Cmd::Flush(self.id, tx, false));
-        rx.recv().unwrap_or(false) && !self.is_lost()
+        self.pager.ask(|tx| Cmd::Flush(self.id, tx, false)).unwrap_or(false) && !self.is_lost()
     }
 
     /// Flush, then drop every clean page: later loads see the home's current contents.
     pub fn refresh(&self) -> bool {
-        let Ok(p) = pager() else { return false };
-        let (tx, rx) = channel();
-        p.command(Cmd::Refresh(self.id, tx));
-        rx.recv().unwrap_or(false) && !self.is_lost()
+        self.pager.ask(|tx| Cmd::Refresh(self.id, tx)).unwrap_or(false) && !self.is_lost()
     }
 
     /// Flush and unmap.
@@ -448,10 +420,9 @@ impl DsmMap {
         if self.released.swap(true, Ordering::SeqCst) {
             return;
         }
-        if let Ok(p) = pager() {
-            let (tx, rx) = channel();
-            p.command(Cmd::Remove(self.id, tx));
-            let _ = rx.recv();
+        self.pager.ask(|tx| Cmd::Remove(self.id, tx));
+        if !self.readonly {
+            self.pager.writers.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }

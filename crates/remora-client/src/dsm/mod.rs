@@ -1,7 +1,9 @@
 //! The DSM pager: loads and stores on a segment of another host, in software.
 //!
 //! A map of a segment that lives on another host is anonymous memory of this process,
-//! registered with userfaultfd. One pager thread per process serves every such map, over a
+//! registered with userfaultfd. A pager thread serves the maps of one home node (SISCI's
+//! maps; every other map shares one more pager: `pagers.rs`, which also says how the calls
+//! that reach every map, [`send_all`] among them, treat several pagers), over a
 //! TCP connection of its own per segment connection, shared by that connection's maps (a
 //! *pager flow*: dialed, authenticated and bound to the connection by this node's daemon,
 //! handed over with SCM_RIGHTS, served on the home by a daemon thread that moves frames
@@ -52,7 +54,7 @@
 //!   [`settle`] first: the stores made before them land before they leave.
 //! * Order: stores separated by a flush or a send reach the home in program order (one
 //!   flow keeps a connection's stores in order; [`send_all`] waits for the homes' answers
-//!   when the maps use several flows). Stores
+//!   when the maps use several flows, or maps of several pagers can be written). Stores
 //!   between two of them may become visible at the home in any order (as through the
 //!   write-combining buffers of the adapters): store the data, `SCIFlush`, store the flag.
 //! * A load sees every store that reached the home node before the last
@@ -80,6 +82,7 @@ mod flow;
 mod map;
 pub mod page;
 mod pager;
+mod pagers;
 mod rma;
 #[cfg(test)]
 mod tests;
@@ -87,10 +90,11 @@ mod tests;
 pub use channel::{Channel, ChannelGuard};
 pub use flow::{range_read, range_write, HeldFlow};
 pub use map::{DsmMap, THROUGH};
+pub use pagers::{flush_all, send_all, settle};
 pub use rma::{Piece, Sink, Source};
 
 use crate::Session;
-use pager::{nothing_pending, Cmd, PAGER};
+use pager::Cmd;
 use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, BULK_FRAME, MAX_SCIF_FRAME};
 use remora_proto::{Reply, Request, MAX_DATA_IO};
 use remora_sys::sync::EventFd;
@@ -98,7 +102,7 @@ use remora_sys::uffd::{Uffd, UffdRegion};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use zerocopy::IntoBytes;
 
@@ -146,39 +150,6 @@ pub trait RemoteRange: Send + Sync + std::fmt::Debug {
     /// The requests that store these runs through the daemon (at least one, so that the
     /// last can be waited for).
     fn write_requests(&self, runs: Vec<(u64, Vec<u8>)>) -> Vec<Request>;
-}
-
-/// Wait until every store made so far to maps of other hosts has reached its home (at most
-/// 5 s), when any may still be on its way: for a signal that travels another path (an
-/// interrupt trigger, a DMA transfer, a SCIF message), which must not overtake them. Free
-/// when nothing is pending. `false` if a home could not be reached.
-pub fn settle() -> bool {
-    if nothing_pending() {
-        return true;
-    }
-    flush_all(Duration::from_secs(5))
-}
-
-/// Send every DSM map's stores home and wait (at most `limit`): for `SCITerminate` and
-/// process exit. Does nothing when no map of another host was ever made.
-pub fn flush_all(limit: Duration) -> bool {
-    let Some(Ok(p)) = PAGER.get() else { return true };
-    let (tx, rx) = channel();
-    p.command(Cmd::FlushAll(tx, true));
-    rx.recv_timeout(limit).unwrap_or(false)
-}
-
-/// Send the stores made so far to every DSM map's home, without waiting for the homes to
-/// answer: stores made after this call reach each home after them (`SCIFlush`). Does
-/// nothing when no map of another host was ever made.
-pub fn send_all() -> bool {
-    let Some(Ok(p)) = PAGER.get() else { return true };
-    if nothing_pending() {
-        return true;
-    }
-    let (tx, rx) = channel();
-    p.command(Cmd::FlushAll(tx, false));
-    rx.recv().unwrap_or(false)
 }
 
 pub(super) fn check(off: usize, len: usize, total: usize) -> std::io::Result<()> {

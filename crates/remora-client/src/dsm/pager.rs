@@ -1,6 +1,6 @@
-//! The pager thread: serves faults of every map of another host's memory, watches written
-//! pages against their twins and sends what changed home, refreshes clean pages, and
-//! answers flush commands.
+//! A pager thread: serves the faults of its maps of another host's memory (those of one
+//! home node, or every other map: `pagers.rs`), watches written pages against their twins
+//! and sends what changed home, refreshes clean pages, and answers flush commands.
 
 pub(super) mod fanout;
 mod flush;
@@ -48,6 +48,8 @@ pub(super) struct PMap {
     /// after it went has no page to drop (`DsmMap::write`).
     pub(super) resident: Arc<AtomicUsize>,
     pub(super) lost: Arc<AtomicBool>,
+    /// The counts of its pager (what is not home yet).
+    pub(super) pending: Arc<Pending>,
     /// When the pager next looks at the watched pages.
     pub(super) next_tick: Option<Instant>,
     /// Whether the last look found changes (a writer storing without pause).
@@ -120,34 +122,83 @@ pub(super) struct Pager {
     pub(super) refresh: Duration,
     /// How long the pager looks without sleeping after a lone change.
     pub(super) spin: Duration,
+    /// What the pager's maps hold that is not home yet.
+    pub(super) pending: Arc<Pending>,
+    /// How many of its maps can be written (a store to one may have to wait for another
+    /// pager's homes: `pagers.rs`, `send_all`).
+    pub(super) writers: AtomicUsize,
+    /// The process the pager's thread runs in (a child made by fork has no such thread).
+    pub(super) pid: u32,
 }
 
-pub(super) static PAGER: OnceLock<Result<Arc<Pager>, String>> = OnceLock::new();
-
-/// Pages of every map that are watched (written, their changes maybe not sent yet). Raised
-/// before a writer resumes from its write fault, and lowered only after the changes of a
-/// page no longer watched went out, so a writer that sees 0 after its store has nothing
-/// unsent.
-static WATCHED: AtomicUsize = AtomicUsize::new(0);
-/// Maps whose last stores went out without waiting for the home's answer.
-static UNANSWERED: AtomicUsize = AtomicUsize::new(0);
-
-/// No page of any map is watched: every store made so far is on its way home.
-pub(super) fn nothing_watched() -> bool {
-    WATCHED.load(Ordering::SeqCst) == 0
+/// What a pager's maps hold that is not home yet, counted where every thread can look.
+#[derive(Default)]
+pub(super) struct Pending {
+    /// Pages watched (written, their changes maybe not sent yet). Raised before a writer
+    /// resumes from its write fault, and lowered only after the changes of a page no longer
+    /// watched went out, so a writer that sees 0 after its store has nothing unsent.
+    watched: AtomicUsize,
+    /// Maps whose last stores went out without waiting for the home's answer.
+    unanswered: AtomicUsize,
 }
 
+/// The sum of every pager's counts: 0 when no store of the process is left to send or to
+/// be answered (raised before a pager's count, lowered after it, so never below their sum).
+static ANY_PENDING: AtomicUsize = AtomicUsize::new(0);
+
+impl Pending {
+    fn add(c: &AtomicUsize, n: usize) {
+        if n > 0 {
+            ANY_PENDING.fetch_add(n, Ordering::SeqCst);
+            c.fetch_add(n, Ordering::SeqCst);
+        }
+    }
+
+    fn sub(c: &AtomicUsize, n: usize) {
+        if n > 0 {
+            c.fetch_sub(n, Ordering::SeqCst);
+            ANY_PENDING.fetch_sub(n, Ordering::SeqCst);
+        }
+    }
+
+    pub(super) fn watch(&self, n: usize) {
+        Self::add(&self.watched, n);
+    }
+
+    pub(super) fn unwatch(&self, n: usize) {
+        Self::sub(&self.watched, n);
+    }
+
+    /// No page of the pager's maps is watched: every store made to them so far is on its
+    /// way home.
+    pub(super) fn nothing_watched(&self) -> bool {
+        self.watched.load(Ordering::SeqCst) == 0
+    }
+
+    /// Every store made to the pager's maps so far is home (or they were lost).
+    pub(super) fn nothing(&self) -> bool {
+        self.watched.load(Ordering::SeqCst) == 0 && self.unanswered.load(Ordering::SeqCst) == 0
+    }
+}
+
+/// No store made so far to any map of another host is left to send or to be answered.
 pub(super) fn nothing_pending() -> bool {
-    WATCHED.load(Ordering::SeqCst) == 0 && UNANSWERED.load(Ordering::SeqCst) == 0
+    ANY_PENDING.load(Ordering::SeqCst) == 0
 }
 
-fn set_unanswered(m: &mut PMap, v: bool) {
+/// In a child made by fork, before it has a pager of its own: the counts of its parent's
+/// pagers, whose threads are not here, are no stores of this process's to wait for.
+pub(super) fn forget_pending() {
+    ANY_PENDING.store(0, Ordering::SeqCst);
+}
+
+pub(super) fn set_unanswered(m: &mut PMap, v: bool) {
     if m.unanswered != v {
         m.unanswered = v;
         if v {
-            UNANSWERED.fetch_add(1, Ordering::SeqCst);
+            Pending::add(&m.pending.unanswered, 1);
         } else {
-            UNANSWERED.fetch_sub(1, Ordering::SeqCst);
+            Pending::sub(&m.pending.unanswered, 1);
         }
     }
 }
@@ -314,7 +365,7 @@ impl Pager {
                     if let Some(m) = find_id(maps, id) {
                         self.flush_map(m, true);
                         let watched = m.pages.iter().filter(|p| p.st.dirty).count();
-                        WATCHED.fetch_sub(watched, Ordering::SeqCst);
+                        self.pending.unwatch(watched);
                         set_unanswered(m, false);
                     }
                     maps.retain(|_, (i, _)| *i != id);
@@ -393,16 +444,16 @@ impl Pager {
     fn on_write(&self, m: &mut PMap, idx: usize, addr: usize) {
         let mut mem = Mem { uffd: &self.uffd, region: &m.region, addr };
         // Raised before the protection is lifted (before the writer resumes).
-        WATCHED.fetch_add(1, Ordering::SeqCst);
+        self.pending.watch(1);
         match m.pages[idx].st.write_fault(&mut mem) {
             WriteFault::Retry => {
                 // The page was dropped after this store faulted: reading it here would fault
                 // on the pager's own thread. Let the writer retry; it will fault as missing.
-                WATCHED.fetch_sub(1, Ordering::SeqCst);
+                self.pending.unwatch(1);
                 let _ = self.uffd.wake(&m.region, addr, PAGE);
             }
             WriteFault::AlreadyWatched => {
-                WATCHED.fetch_sub(1, Ordering::SeqCst);
+                self.pending.unwatch(1);
             }
             WriteFault::Watched => {
                 let now = Instant::now();

@@ -80,7 +80,7 @@ impl Pager {
         // nothing pending between the two would let its signal overtake them. (The DSM
         // simulation, tests/dsm_simulation.rs, finds that window when the count drops at
         // the release.)
-        WATCHED.fetch_sub(released, Ordering::SeqCst);
+        self.pending.unwatch(released);
         (changed, watching)
     }
 

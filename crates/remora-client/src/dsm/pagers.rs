@@ -1,0 +1,187 @@
+//! The process's pagers: one per home node whose maps name it ([`DsmMap::on_pager_session`]:
+//! SISCI's maps of another host's segment), made at the first map of that home, and one
+//! shared by every other map (SCIF's maps of a peer's windows, multicast maps). Each has a
+//! userfaultfd and a thread of its own (`remora-pager`), so a home that stops answering holds
+//! up only the faults, flushes, refreshes and stores of its own maps: a fault waits for its
+//! home up to the flow's patience (10 s), and a map of a healthy home must not queue behind
+//! it. The threads are bounded by the number of nodes; a pager whose maps are gone sleeps in
+//! `poll` without a timeout, as one without maps ever did.
+//!
+//! What reaches every map consults every pager:
+//!
+//! * [`settle`] and [`flush_all`] ask each pager that holds stores not home yet (sent or
+//!   not, answered or not) to send them and wait for every answer; a pager with nothing
+//!   pending is not asked (all its stores are home), so a stopped home with nothing pending
+//!   holds up no settle point.
+//! * [`send_all`] (`SCIFlush`) asks the pagers that hold stores not home yet. Where only one
+//!   pager has maps that can be written, it sends them without waiting (its flows keep them
+//!   before the later stores; it waits only when its own maps use several flows, as ever).
+//!   Where several have (maps of several homes), a store after the call may go to another
+//!   home than the stores before it (data to one home, `SCIFlush`, a flag to another), and
+//!   only the homes' answers keep it behind them: each pager asked sends and waits, as the
+//!   one pager did when its maps used several flows. So `SCIFlush` waits also for a
+//!   stopped home that holds stores of the program not home yet (up to that home's
+//!   give-up), never for one that holds none. Pagers are asked at once and answer in
+//!   parallel.
+//! * Multicast maps all live on the shared pager, so [`DsmMap::multicast_leg`] asks only
+//!   that one.
+//!
+//! A child made by fork has none of its parent's pager threads: the maps it inherited are
+//! plain memory there (the kernel does not pass the userfaultfd registration on), the calls
+//! above do not ask the parent's pagers, commands of the inherited maps answer at once as
+//! failed, and a map the child makes gets a pager of the child's own.
+
+use super::pager::{Cmd, Pager};
+use super::*;
+use std::sync::mpsc::Receiver;
+
+/// Which pager serves a map: a home node's, or (`None`) the one every other map shares.
+pub(super) type PagerKey = Option<u32>;
+
+/// The pagers of the process whose threads run here, and why none can be made (userfaultfd
+/// unavailable: told once).
+struct Pagers {
+    pid: u32,
+    list: Vec<(PagerKey, Arc<Pager>)>,
+    failed: Option<String>,
+}
+
+static PAGERS: Mutex<Pagers> = Mutex::new(Pagers { pid: 0, list: Vec::new(), failed: None });
+
+fn pagers() -> std::sync::MutexGuard<'static, Pagers> {
+    let mut g = PAGERS.lock().unwrap_or_else(|p| p.into_inner());
+    let pid = std::process::id();
+    if g.pid != pid {
+        // A child made by fork: its parent's pagers have no thread here (nor any pager of
+        // the child's yet, all being made under this lock).
+        g.pid = pid;
+        g.list.clear();
+        pager::forget_pending();
+    }
+    g
+}
+
+/// The pager of `key`, made (with its thread) at its first use.
+pub(super) fn pager_for(key: PagerKey) -> Result<Arc<Pager>, DsmError> {
+    let mut g = pagers();
+    if let Some((_, p)) = g.list.iter().find(|(k, _)| *k == key) {
+        return Ok(p.clone());
+    }
+    if let Some(e) = &g.failed {
+        return Err(DsmError::Unavailable(e.clone()));
+    }
+    let uffd = match Uffd::new() {
+        Ok(u) => u,
+        Err(e) => {
+            // Userfaultfd itself is refused: every later map would be too.
+            g.failed = Some(e.to_string());
+            return Err(DsmError::Unavailable(e.to_string()));
+        }
+    };
+    let p = make(uffd, g.pid).map_err(DsmError::Unavailable)?;
+    g.list.push((key, p.clone()));
+    Ok(p)
+}
+
+fn make(uffd: Uffd, pid: u32) -> Result<Arc<Pager>, String> {
+    let waker = EventFd::new().map_err(|e| e.to_string())?;
+    let cfg = &remora_config::Config::get().dsm;
+    let p = Arc::new(Pager {
+        uffd,
+        waker,
+        cmds: Mutex::new(VecDeque::new()),
+        next: AtomicU64::new(1),
+        flush: cfg.flush,
+        flush_min: cfg.flush_min,
+        refresh: cfg.refresh,
+        spin: cfg.spin,
+        pending: Arc::default(),
+        writers: AtomicUsize::new(0),
+        pid,
+    });
+    let runner = p.clone();
+    std::thread::Builder::new()
+        .name("remora-pager".into())
+        .spawn(move || runner.run())
+        .map_err(|e| e.to_string())?;
+    Ok(p)
+}
+
+/// The shared pager, if it was made (in this process).
+pub(super) fn shared() -> Option<Arc<Pager>> {
+    pagers().list.iter().find(|(k, _)| k.is_none()).map(|(_, p)| p.clone())
+}
+
+/// The pagers that hold stores not home yet, and whether more than one pager has maps that
+/// can be written.
+fn pending() -> (Vec<Arc<Pager>>, bool) {
+    if pager::nothing_pending() {
+        return (Vec::new(), false);
+    }
+    let g = pagers();
+    let writers = g.list.iter().filter(|(_, p)| p.writers.load(Ordering::SeqCst) > 0).count();
+    let pending = g.list.iter().filter(|(_, p)| !p.pending.nothing()).map(|(_, p)| p.clone()).collect();
+    (pending, writers > 1)
+}
+
+impl Pager {
+    /// Send the command `cmd` makes (with the sender of its answer) and wait for the
+    /// answer; `None` when the pager's thread does not run in this process (a child made by
+    /// fork) or ended.
+    pub(super) fn ask<T>(&self, cmd: impl FnOnce(Sender<T>) -> Cmd) -> Option<T> {
+        self.asked(cmd)?.recv().ok()
+    }
+
+    /// Send the command without waiting for its answer.
+    fn asked<T>(&self, cmd: impl FnOnce(Sender<T>) -> Cmd) -> Option<Receiver<T>> {
+        if self.pid != std::process::id() {
+            return None;
+        }
+        let (tx, rx) = channel();
+        self.command(cmd(tx));
+        Some(rx)
+    }
+}
+
+/// Wait until every store made so far to maps of other hosts has reached its home (at most
+/// 5 s), when any may still be on its way: for a signal that travels another path (an
+/// interrupt trigger, a DMA transfer, a SCIF message), which must not overtake them. Free
+/// when nothing is pending. `false` if a home could not be reached.
+pub fn settle() -> bool {
+    if pager::nothing_pending() {
+        return true;
+    }
+    flush_all(Duration::from_secs(5))
+}
+
+/// Send every DSM map's stores home and wait (at most `limit`): for `SCITerminate` and
+/// process exit. Asks only the pagers that hold stores not home yet (module docs); does
+/// nothing when there are none. `false` if a home could not be reached (or did not answer
+/// within `limit`).
+pub fn flush_all(limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    let asked: Vec<_> = pending().0.iter().map(|p| p.asked(|tx| Cmd::FlushAll(tx, true))).collect();
+    let mut ok = true;
+    for rx in asked {
+        let left = until.saturating_duration_since(Instant::now());
+        ok &= rx.is_some_and(|rx| rx.recv_timeout(left).unwrap_or(false));
+    }
+    ok
+}
+
+/// Send the stores made so far to every DSM map's home, without waiting for the homes to
+/// answer where one pager holds them all: stores made after this call reach each home
+/// after them (`SCIFlush`; with stores pending on several pagers it waits for their homes,
+/// see the module docs). Does nothing when no store is pending.
+pub fn send_all() -> bool {
+    // Waits when a store after the call may go to another pager's home than the stores
+    // before it (module docs).
+    let (pending, several) = pending();
+    let wait = several || pending.len() > 1;
+    let asked: Vec<_> = pending.iter().map(|p| p.asked(|tx| Cmd::FlushAll(tx, wait))).collect();
+    let mut ok = true;
+    for rx in asked {
+        ok &= rx.is_some_and(|rx| rx.recv().unwrap_or(false));
+    }
+    ok
+}
