@@ -28,11 +28,14 @@
 //! Ticks come every `REMORA_DSM_FLUSH_MIN_US` (default 10) for `HOT` after a change, then
 //! less often up to `REMORA_DSM_FLUSH_US` (default 20); a writer that never pauses is looked
 //! at every `REMORA_DSM_FLUSH_US`, so its stores batch. A page written again and again
-//! costs no fault per store. After a lone change the pager looks without sleeping for
-//! `REMORA_DSM_SPIN_US` (default 50), yielding between looks: in a ping-pong the next store
-//! comes one round trip later and leaves at once. A spin kept from a core for `CROWDED`
-//! means programs that never yield hold the cores: the pager then stops spinning for a
-//! while and runs at nice -20 (where allowed) so that its ticks preempt them.
+//! costs no fault per store. A map that holds no page has no refresh due (the next comes
+//! `refresh` after its next page arrives): a pager whose maps hold no page, as after a
+//! refresh of maps nobody touches, sleeps until a fault or a command. After a lone change
+//! the pager looks without sleeping for `REMORA_DSM_SPIN_US` (default 50), yielding between
+//! looks: in a ping-pong the next store comes one round trip later and leaves at once. A
+//! spin kept from a core for `CROWDED` means programs that never yield hold the cores: the
+//! pager then stops spinning for a while and runs at nice -20 (where allowed) so that its
+//! ticks preempt them.
 //!
 //! Two copies in a row that agree are a consistent picture for every writer whose stores
 //! are seen in program order (x86): if the picture holds a store, the second copy, read

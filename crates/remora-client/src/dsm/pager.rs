@@ -235,7 +235,7 @@ impl Pager {
                 let now = Instant::now();
                 let due = maps
                     .values()
-                    .flat_map(|(_, m)| [m.next_tick, Some(m.last_refresh + self.refresh)])
+                    .flat_map(|(_, m)| [m.next_tick, m.refresh_due(self.refresh)])
                     .flatten()
                     .min();
                 let crowded = crowded_until.is_some_and(|c| now < c);
@@ -392,7 +392,7 @@ impl Pager {
     }
 
     fn on_missing(&self, m: &mut PMap, idx: usize, addr: usize) {
-        m.resident.fetch_add(1, Ordering::SeqCst);
+        let first = m.resident.fetch_add(1, Ordering::SeqCst) == 0;
         let off = m.seg_off + (idx * PAGE) as u64;
         let mut page = vec![0u8; PAGE];
         let fetched = if m.lost.load(Ordering::SeqCst) || off >= m.seg_size {
@@ -427,6 +427,11 @@ impl Pager {
             Some(page) => {
                 if self.uffd.copy_page(&m.region, addr, &page, !m.readonly).is_ok() {
                     m.pages[idx].st.filled();
+                    if first {
+                        // The map's refreshes, paused while it held no page, start again
+                        // from this one's arrival.
+                        m.last_refresh = Instant::now();
+                    }
                 } else {
                     m.resident.fetch_sub(1, Ordering::SeqCst);
                 }
@@ -494,6 +499,16 @@ impl Pager {
                 t + wait
             }
         });
+    }
+}
+
+impl PMap {
+    /// When the map's next refresh is due: never while it holds no page (nor fetches one),
+    /// as a refresh would find nothing to send or drop, so a pager whose maps hold no page
+    /// sleeps until a fault or a command; the clock starts again at the next page
+    /// (`Pager::on_missing`).
+    fn refresh_due(&self, every: Duration) -> Option<Instant> {
+        (self.resident.load(Ordering::SeqCst) > 0).then(|| self.last_refresh + every)
     }
 }
 
