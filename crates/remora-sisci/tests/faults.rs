@@ -420,8 +420,8 @@ fn a_stopped_home_does_not_hold_up_another_homes_map_of_the_same_descriptor() {
 fn a_fault_on_a_stopped_homes_map_does_not_hold_up_another_homes_first_read() {
     // A thread faults on a map of a home that stopped answering (its flow already in use,
     // so the fault waits up to the flow's patience); maps of a healthy home, made by the
-    // same descriptor and by another one, are read for the first time meanwhile: their
-    // faults must not wait behind the stopped home's.
+    // same descriptor and by another one, are read for the first time, stored into and
+    // flushed meanwhile: none of it may wait behind the stopped home's fault.
     let h = common::Harness::with_cluster(&[4, 8, 12], true);
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let c = Descriptor::open(&h.sci(12)).unwrap();
@@ -432,7 +432,8 @@ fn a_fault_on_a_stopped_homes_map_does_not_hold_up_another_homes_first_read() {
     let seg12 = LocalSegment::create(&c, Some(41), 65536, CreateFlags::default()).unwrap();
     seg12.prepare(0).unwrap();
     seg12.set_available(0).unwrap();
-    seg12.map(0, 65536, None, MapFlags::default()).unwrap().write(0, b"other home").unwrap();
+    let home12 = seg12.map(0, 65536, None, MapFlags::default()).unwrap();
+    home12.write(0, b"other home").unwrap();
     let r12 = RemoteSegment::connect(&b, 12, 41, 0, Some(Duration::from_secs(10))).unwrap();
     let r12b = RemoteSegment::connect(&b2, 12, 41, 0, Some(Duration::from_secs(10))).unwrap();
     let m4 = r4.map(0, 65536, None, MapFlags::default()).unwrap();
@@ -450,12 +451,14 @@ fn a_fault_on_a_stopped_homes_map_does_not_hold_up_another_homes_first_read() {
     std::thread::sleep(Duration::from_millis(50));
     let (tx, rx) = std::sync::mpsc::channel();
     let healthy = std::thread::spawn(move || {
-        for r in [&r12, &r12b] {
+        for (k, r) in [&r12, &r12b].into_iter().enumerate() {
             let t = Instant::now();
             let m = r.map(0, 65536, None, MapFlags::default()).unwrap();
             let mut buf = [0u8; 10];
             m.read(0, &mut buf).unwrap();
-            tx.send((t.elapsed(), buf)).unwrap();
+            m.write(100 + k, b"x").unwrap();
+            let flushed = m.flush();
+            tx.send((t.elapsed(), buf, flushed)).unwrap();
         }
     });
     let mut took = vec![];
@@ -465,18 +468,22 @@ fn a_fault_on_a_stopped_homes_map_does_not_hold_up_another_homes_first_read() {
             drop(stopped.take());
             rx.recv_timeout(Duration::from_secs(30))
         });
-        let (t, buf) = got.expect("the healthy home's read never completed");
+        let (t, buf, flushed) = got.expect("the healthy home's read never completed");
         assert_eq!(&buf, b"other home");
+        assert!(flushed, "a store to the healthy home did not reach it");
         took.push(t);
     }
     drop(stopped.take());
     healthy.join().unwrap();
-    eprintln!("the healthy home's first reads (same descriptor, another one): {took:?}");
+    eprintln!("the healthy home's first read, store, flush (same descriptor, another one): {took:?}");
+    let mut stored = [0u8; 2];
+    home12.read(100, &mut stored).unwrap();
+    assert_eq!(&stored, b"xx");
     // The stopped home answers again before its flow's patience ran out: its reader gets
     // the page.
     assert_eq!(&stopped_reader.join().unwrap().unwrap(), b"far data");
     for t in took {
-        assert!(t < Duration::from_millis(500), "a healthy home's first read took {t:?}");
+        assert!(t < Duration::from_millis(500), "a healthy home's first read, store and flush took {t:?}");
     }
 }
 
