@@ -5,8 +5,8 @@
 //! socket, so a program needs no set-up step. Calls are blocking. The runtime starts threads of its own
 //! only when they are needed: the event thread (started with the first registration; it
 //! waits on every descriptor that can bring news and runs the callbacks, [`events`]), and,
-//! once a process maps memory of another host, a DSM pager thread per home node of SISCI's
-//! maps and one for every other such map ([`dsm`]).
+//! once a process maps memory of another host, a DSM pager thread per home node of its maps
+//! (and one for multicast maps) ([`dsm`]).
 //!
 //! ```no_run
 //! use remora_client::{Config, Session};

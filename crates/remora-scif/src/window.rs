@@ -267,7 +267,17 @@ impl Endpoint {
             (Reply::Ok, _) => {}
             (other, _) => return Err(Error::Invalid(format!("unexpected answer {other:?}"))),
         }
-        remora_client::dsm::DsmMap::new(c.session.clone(), peer_windows(), u64::MAX, offset, len, !prot.write)
-            .map_err(|_| Error::NotSupported("userfaultfd is unavailable: no maps of another host's memory"))
+        // Served by the pager of the peer's node: a peer that stops answering holds up no
+        // other node's maps.
+        remora_client::dsm::DsmMap::new(
+            c.session.clone(),
+            peer_windows(),
+            c.peer.node,
+            u64::MAX,
+            offset,
+            len,
+            !prot.write,
+        )
+        .map_err(|_| Error::NotSupported("userfaultfd is unavailable: no maps of another host's memory"))
     }
 }

@@ -41,19 +41,22 @@ impl std::fmt::Debug for DsmMap {
 }
 
 impl DsmMap {
-    /// Map `len` bytes at `offset` of `home` (whose address space ends at `seg_size`).
+    /// Map `len` bytes at `offset` of `home` (whose address space ends at `seg_size`), on
+    /// node `node`: the maps of each home node have a pager of their own (`pagers.rs`), so
+    /// a home that stops answering holds up only its own maps' faults and flushes.
     ///
     /// # Errors
     /// [`DsmError::Unavailable`] where userfaultfd cannot be used (logged once with why).
     pub fn new(
         session: Arc<Session>,
         home: Arc<dyn RemoteRange>,
+        node: u32,
         seg_size: u64,
         offset: u64,
         len: usize,
         readonly: bool,
     ) -> Result<DsmMap, DsmError> {
-        DsmMap::make(session, home, None, None, seg_size, offset, len, readonly, false)
+        DsmMap::make(session, home, Some(node), None, seg_size, offset, len, readonly, false)
     }
 
     /// As [`DsmMap::new`], on a session that serves the pager alone (no other request of
@@ -61,9 +64,7 @@ impl DsmMap {
     /// yet, is booked and the map returns without waiting for it; [`DsmMap::ask_flow`]
     /// sends the request, to be answered in the background, and the first fault, store
     /// straight home or [`DsmMap::is_direct`] waits for the flow (or makes the request
-    /// itself, when it was not sent yet). `node` is the home's node: the maps of each home
-    /// node have a pager of their own (`pagers.rs`), so a home that stops answering holds up
-    /// only its own maps' faults and flushes.
+    /// itself, when it was not sent yet).
     ///
     /// # Errors
     /// As [`DsmMap::new`].

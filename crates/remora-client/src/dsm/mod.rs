@@ -1,9 +1,9 @@
 //! The DSM pager: loads and stores on a segment of another host, in software.
 //!
 //! A map of a segment that lives on another host is anonymous memory of this process,
-//! registered with userfaultfd. A pager thread serves the maps of one home node (SISCI's
-//! maps; every other map shares one more pager: `pagers.rs`, which also says how the calls
-//! that reach every map, [`send_all`] among them, treat several pagers), over a
+//! registered with userfaultfd. A pager thread serves the maps of one home node (multicast
+//! maps share one more: `pagers.rs`, which also says how the calls that reach every map,
+//! [`send_all`] among them, treat several pagers), over a
 //! TCP connection of its own per segment connection, shared by that connection's maps (a
 //! *pager flow*: dialed, authenticated and bound to the connection by this node's daemon,
 //! handed over with SCM_RIGHTS, served on the home by a daemon thread that moves frames

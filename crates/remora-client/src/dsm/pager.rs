@@ -1,6 +1,6 @@
 //! A pager thread: serves the faults of its maps of another host's memory (those of one
-//! home node, or every other map: `pagers.rs`), watches written pages against their twins
-//! and sends what changed home, refreshes clean pages, and answers flush commands.
+//! home node, or the multicast maps: `pagers.rs`), watches written pages against their
+//! twins and sends what changed home, refreshes clean pages, and answers flush commands.
 
 pub(super) mod fanout;
 mod flush;

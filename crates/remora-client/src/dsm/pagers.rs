@@ -1,6 +1,6 @@
-//! The process's pagers: one per home node whose maps name it ([`DsmMap::on_pager_session`]:
-//! SISCI's maps of another host's segment), made at the first map of that home, and one
-//! shared by every other map (SCIF's maps of a peer's windows, multicast maps). Each has a
+//! The process's pagers: one per home node (the node a map names: SISCI's maps of another
+//! host's segment, SCIF's maps of a peer's windows), made at the first map of that home,
+//! and one shared by the maps of several homes (multicast maps). Each has a
 //! userfaultfd and a thread of its own (`remora-pager`), so a home that stops answering holds
 //! up only the faults, flushes, refreshes and stores of its own maps: a fault waits for its
 //! home up to the flow's patience (10 s), and a map of a healthy home must not queue behind
@@ -35,7 +35,7 @@ use super::pager::{Cmd, Pager};
 use super::*;
 use std::sync::mpsc::Receiver;
 
-/// Which pager serves a map: a home node's, or (`None`) the one every other map shares.
+/// Which pager serves a map: a home node's, or (`None`) the one multicast maps share.
 pub(super) type PagerKey = Option<u32>;
 
 /// The pagers of the process whose threads run here, and why none can be made (userfaultfd
