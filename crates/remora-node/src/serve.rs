@@ -98,6 +98,11 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
             let node = node.clone();
             tokio::spawn(async move {
                 while let Some(ev) = rx.recv().await {
+                    // One turn of the loop first: a reply made in the same turn leaves before
+                    // the event (the answer to another node's connect, whose event tells this
+                    // node's owner of the segment; sending it first woke the owner's process
+                    // on the critical path of the connect).
+                    tokio::task::yield_now().await;
                     let msg = gather(&node, ev, &mut rx);
                     if send_msg(&ev_sock, &msg, &[]).await.is_err() {
                         break;

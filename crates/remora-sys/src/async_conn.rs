@@ -1,10 +1,19 @@
 //! An async view of a `SOCK_SEQPACKET` control connection (tokio `AsyncFd` over the
 //! `remora-sys` calls). Only the daemon uses it, behind the `tokio` feature.
+//!
+//! The socket is registered for reading only. A Unix socket tells its writer that there is
+//! room again every time the other end takes a message (`unix_write_space` wakes whoever
+//! waits on the writer's socket, full or not): registered for writing too, the daemon was
+//! woken once more for every reply and event a process read, on the process's core and at
+//! the daemon's high priority, right when the process went on with its call (issue 19).
+//! A send tries the socket first and waits for room only when it is full, through a
+//! registration for writing made for that wait and dropped after it.
 
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 
 /// The receive buffer size every caller of [`AsyncConn::recv`] must provide.
 pub const RECV_BUF: usize = 64 * 1024;
@@ -21,7 +30,7 @@ impl AsyncConn {
     /// The errno of `ioctl(FIONBIO)` or of registering with the reactor.
     pub fn new(fd: OwnedFd) -> io::Result<AsyncConn> {
         crate::seqpacket::set_nonblocking(fd.as_fd(), true)?;
-        Ok(AsyncConn { fd: register(fd)? })
+        Ok(AsyncConn { fd: register_as(fd, Interest::READABLE)? })
     }
 
     /// The socket.
@@ -51,12 +60,22 @@ impl AsyncConn {
     /// The errno of `sendmsg` (`EPIPE` when the peer closed).
     pub async fn send(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
         loop {
-            let mut guard = self.fd.writable().await?;
-            match guard.try_io(|inner| crate::seqpacket::send(inner.get_ref().as_fd(), bytes, fds)) {
-                Ok(r) => return r,
-                Err(_would_block) => continue,
+            match crate::seqpacket::send(self.fd(), bytes, fds) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.room().await?,
+                r => return r,
             }
         }
+    }
+
+    /// Wait until the socket may take a message again: a second descriptor of the socket,
+    /// registered for writing only while this waits (a registration made while there is
+    /// room already reports it at once, so no wake-up is lost between the full send and
+    /// this).
+    async fn room(&self) -> io::Result<()> {
+        let writer = register_as(self.fd().try_clone_to_owned()?, Interest::WRITABLE)?;
+        let mut guard = writer.writable().await?;
+        guard.clear_ready();
+        Ok(())
     }
 
     /// Resolve when the peer has hung up (waiting messages do not count).
@@ -83,8 +102,67 @@ impl AsyncConn {
 /// # Errors
 /// The errno of `epoll_ctl`.
 pub fn register(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
+    register_as(fd, Interest::READABLE | Interest::WRITABLE)
+}
+
+/// Register an owned descriptor with the reactor for `interest` only.
+fn register_as(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<OwnedFd>> {
     // SAFETY: the AsyncFd takes ownership of the OwnedFd, so the descriptor stays open and
-    // refers to the same file description until the AsyncFd (and the OwnedFd in it) drops;
-    // OwnedFd::as_raw_fd always returns the same number.
-    unsafe { AsyncFd::register(fd).map_err(|e| e.into_parts().1) }
+    // refers to the same file description until the AsyncFd (and the OwnedFd in it) drops
+    // (it deregisters before closing it); OwnedFd::as_raw_fd always returns the same number.
+    unsafe { AsyncFd::register_with_interest(fd, interest).map_err(|e| e.into_parts().1) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn numbered(n: u32) -> Vec<u8> {
+        let mut m = vec![0u8; 2048];
+        m[..4].copy_from_slice(&n.to_le_bytes());
+        m
+    }
+
+    #[test]
+    fn a_send_to_a_full_socket_waits_for_room_then_goes_in_order_and_receives_still_work() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let (ours, theirs) = crate::seqpacket::pair().unwrap();
+            let conn = AsyncConn::new(ours).unwrap();
+            // Fill the socket until it refuses.
+            let mut sent = 0u32;
+            loop {
+                match crate::seqpacket::send(conn.fd(), &numbered(sent), &[]) {
+                    Ok(()) => sent += 1,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("send failed: {e}"),
+                }
+            }
+            assert!(sent > 0);
+            // The other end reads everything a moment later, then answers once.
+            let reader = std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                let mut buf = vec![0u8; RECV_BUF];
+                let got: Vec<u32> = (0..=sent)
+                    .map(|_| {
+                        let (n, _) = crate::seqpacket::recv(theirs.as_fd(), &mut buf).unwrap();
+                        assert_eq!(n, 2048);
+                        u32::from_le_bytes(buf[..4].try_into().unwrap())
+                    })
+                    .collect();
+                crate::seqpacket::send(theirs.as_fd(), b"back", &[]).unwrap();
+                (got, theirs)
+            });
+            // Full: this send waits for room, and goes after the others.
+            conn.send(&numbered(sent), &[]).await.unwrap();
+            let mut buf = vec![0u8; RECV_BUF];
+            let (n, _) = conn.recv(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"back");
+            let (got, theirs) = reader.join().unwrap();
+            assert_eq!(got, (0..=sent).collect::<Vec<_>>());
+            // The other end gone: a send says so instead of waiting.
+            drop(theirs);
+            assert!(conn.send(b"late", &[]).await.is_err());
+        });
+    }
 }
