@@ -20,6 +20,9 @@ pub(super) struct Direct {
     out: Vec<u8>,
     /// An error happened: the stream may be out of step, nothing more goes through it.
     broken: bool,
+    /// The process that opened it: a child made by fork shares the socket with its parent
+    /// and must never write on it (its frames would land among the parent's).
+    pid: u32,
     /// Regions of the program's memory queued after `out[..at]` (`write_region` of a
     /// channel), gathered into the next send without a copy.
     regions: Vec<(usize, remora_sys::user_memory::UserRegion)>,
@@ -59,9 +62,9 @@ fn find(key: Key) -> Found {
         // that stopped answering holds it up to the flow's patience) is as sound as anyone
         // knows, as it would be had it broken right after this look.
         let sound = match d.try_lock() {
-            Ok(g) => !g.broken,
+            Ok(g) => g.unusable().is_none(),
             Err(std::sync::TryLockError::WouldBlock) => true,
-            Err(std::sync::TryLockError::Poisoned(p)) => !p.into_inner().broken,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().unusable().is_none(),
         };
         if sound {
             return Found::Flow(d);
@@ -131,6 +134,21 @@ impl Direct {
     /// Read frames asked ahead of the answer being read.
     const READS_IN_FLIGHT: usize = 8;
 
+    /// Why nothing may go through the flow now: it failed earlier, or this process is a
+    /// child made by fork after it was opened (the socket is its parent's too).
+    fn unusable(&self) -> Option<std::io::Error> {
+        if self.pid != std::process::id() {
+            Some(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "the pager flow is the parent process's (this is a child made by fork)",
+            ))
+        } else if self.broken {
+            Some(std::io::Error::other("the pager flow failed earlier"))
+        } else {
+            None
+        }
+    }
+
     pub(super) fn open(session: &Session, req: Request) -> Option<Direct> {
         let (reply, mut fds) = session.request(req, &[]).ok()?;
         let (Reply::DsmFlow { remote, .. }, Some(fd)) = (reply, fds.pop()) else { return None };
@@ -138,7 +156,15 @@ impl Direct {
         s.set_read_timeout(Some(Self::PATIENCE)).ok()?;
         s.set_write_timeout(Some(Self::PATIENCE)).ok()?;
         s.set_nodelay(true).ok()?;
-        Some(Direct { s, remote, tag: 0, out: Vec::new(), broken: false, regions: Vec::new() })
+        Some(Direct {
+            s,
+            remote,
+            tag: 0,
+            out: Vec::new(),
+            broken: false,
+            pid: std::process::id(),
+            regions: Vec::new(),
+        })
     }
 
     /// A flow that reaches several connections of one home (`Request::DsmFlows`), and the
@@ -154,7 +180,15 @@ impl Direct {
         s.set_nodelay(true)?;
         let first = remotes.first().copied().unwrap_or(0);
         Ok((
-            Direct { s, remote: first, tag: 0, out: Vec::new(), broken: false, regions: Vec::new() },
+            Direct {
+                s,
+                remote: first,
+                tag: 0,
+                out: Vec::new(),
+                broken: false,
+                pid: std::process::id(),
+                regions: Vec::new(),
+            },
             remotes,
         ))
     }
@@ -268,8 +302,8 @@ impl Direct {
     }
 
     pub(super) fn try_read(&mut self, offset: u64, page: &mut [u8]) -> std::io::Result<()> {
-        if self.broken {
-            return Err(std::io::Error::other("the pager flow failed earlier"));
+        if let Some(e) = self.unusable() {
+            return Err(e);
         }
         use std::io::{Read, Write};
         let f = self.frame(BulkOp::Read, offset, page.len(), false);
@@ -292,8 +326,8 @@ impl Direct {
     /// for the home to have them (with everything sent before).
     pub(super) fn write_now(&mut self, offset: u64, src: Source<'_>) -> std::io::Result<()> {
         let r = (|| {
-            if self.broken {
-                return Err(std::io::Error::other("the pager flow failed earlier"));
+            if let Some(e) = self.unusable() {
+                return Err(e);
             }
             // Stores queued by the pager go first.
             let r = self.write_queued();
@@ -358,8 +392,8 @@ impl Direct {
 
     fn try_read_many(&mut self, offset: u64, out: &mut Sink<'_>) -> std::io::Result<()> {
         use std::io::{Read, Write};
-        if self.broken {
-            return Err(std::io::Error::other("the pager flow failed earlier"));
+        if let Some(e) = self.unusable() {
+            return Err(e);
         }
         let len = out.len();
         let frames = len.div_ceil(MAX_SCIF_FRAME);
@@ -421,10 +455,10 @@ impl Direct {
     }
 
     pub(super) fn try_send(&mut self, wait: bool) -> std::io::Result<()> {
-        if self.broken {
+        if let Some(e) = self.unusable() {
             self.out.clear();
             self.regions.clear();
-            return Err(std::io::Error::other("the pager flow failed earlier"));
+            return Err(e);
         }
         if wait {
             // An empty store that asks for an answer: the home answers in order.
@@ -508,7 +542,7 @@ impl HeldFlow {
     /// Whether an error made the flow unusable (the holder opens another, or goes through
     /// the daemon).
     pub fn broken(&self) -> bool {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).broken
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).unusable().is_some()
     }
 
     /// As [`range_write`], over this flow: returns once the home has the bytes.
@@ -525,5 +559,44 @@ impl HeldFlow {
     /// As [`range_read`].
     pub fn read(&self, roffset: u64, mut out: Sink<'_>) -> std::io::Result<()> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).read_many(roffset, &mut out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read as _;
+
+    /// A flow over a loopback stream, and the stream's other end (the "home").
+    fn flow() -> (Direct, std::net::TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (home, _) = l.accept().unwrap();
+        let d = Direct {
+            s,
+            remote: 1,
+            tag: 0,
+            out: Vec::new(),
+            broken: false,
+            pid: std::process::id(),
+            regions: Vec::new(),
+        };
+        (d, home)
+    }
+
+    #[test]
+    fn a_forked_child_never_writes_on_its_parents_flow() {
+        let (mut d, mut home) = flow();
+        // As a child made by fork sees it: opened by another process.
+        d.pid = d.pid.wrapping_add(1);
+        let e = d.write_now(0, Source::Buf(&[7u8; 64])).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotConnected);
+        assert_eq!(d.try_send(true).unwrap_err().kind(), std::io::ErrorKind::NotConnected);
+        let mut page = [0u8; 64];
+        assert_eq!(d.read(0, &mut page).unwrap_err().kind(), std::io::ErrorKind::NotConnected);
+        // Not a byte reached the home: the parent's stream is untouched.
+        home.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        assert_eq!(home.read(&mut b).unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
     }
 }
