@@ -2,6 +2,7 @@
 
 use crate::segment::{LocalSegment, RemoteSegment};
 use crate::{DepToken, Deps, Descriptor, Error, Result};
+use remora_client::dsm::MapNote;
 use remora_client::Session;
 use remora_proto::{MapTarget, Request};
 use remora_sys::user_memory::UserRegion;
@@ -145,6 +146,9 @@ pub(crate) enum MapParent {
 struct MapInner {
     session: Arc<Session>,
     number: u64,
+    /// A map of another host's segment: its note, sent with its flow request rather than by
+    /// the mapping thread (`remora_client::dsm::MapNote`); `None`: noted on `session`.
+    note: Option<Arc<MapNote>>,
     mapping: RwLock<Option<Backing>>,
     readonly: bool,
     addr: usize,
@@ -154,10 +158,23 @@ struct MapInner {
     token: Mutex<Option<DepToken>>,
 }
 
+impl MapInner {
+    /// Tell the daemon the map is gone (after its note, never before).
+    fn unnote(&self) {
+        let unmap = Request::UnmapNote { map: self.number };
+        match &self.note {
+            Some(n) => n.withdraw(unmap),
+            None => {
+                let _ = self.session.note(unmap);
+            }
+        }
+    }
+}
+
 impl Drop for MapInner {
     fn drop(&mut self) {
         if self.mapping.get_mut().map(|m| m.is_some()).unwrap_or(false) {
-            let _ = self.session.note(Request::UnmapNote { map: self.number });
+            self.unnote();
         }
     }
 }
@@ -238,17 +255,44 @@ impl Map {
         parent: MapParent,
     ) -> Map {
         let number = desc.inner.next_map.fetch_add(1, Ordering::Relaxed);
-        let _ = session.note(Request::MapNote {
+        let _ = session.note(Map::note_of(number, target, offset, size, flags));
+        Map::wrap_noted(session, number, None, backing, size, flags, parent_deps, parent)
+    }
+
+    /// The daemon's note of map `number`.
+    pub(crate) fn note_of(
+        number: u64,
+        target: MapTarget,
+        offset: usize,
+        size: usize,
+        flags: MapFlags,
+    ) -> Request {
+        Request::MapNote {
             map: number,
             target,
             offset: offset as u64,
             size: size as u64,
             readonly: flags.readonly,
-        });
+        }
+    }
+
+    /// [`Map::wrap`] of a map whose note the caller saw to: sent on `session`, or `note`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn wrap_noted(
+        session: Arc<Session>,
+        number: u64,
+        note: Option<Arc<MapNote>>,
+        backing: Backing,
+        size: usize,
+        flags: MapFlags,
+        parent_deps: &Arc<Deps>,
+        parent: MapParent,
+    ) -> Map {
         Map {
             inner: Arc::new(MapInner {
                 session,
                 number,
+                note,
                 addr: backing.as_ptr() as usize,
                 size,
                 readonly: flags.readonly,
@@ -370,7 +414,7 @@ impl Map {
             Some(Backing::Dsm(d)) => d.release(),
             Some(Backing::Mmap(_)) => {}
         }
-        let _ = self.inner.session.note(Request::UnmapNote { map: self.inner.number });
+        self.inner.unnote();
         self.inner.token.lock().unwrap_or_else(|p| p.into_inner()).take();
         Ok(())
     }

@@ -5,6 +5,7 @@
 use crate::map::{Backing, Map, MapFlags, MapParent, SegmentRange};
 use crate::segment::{LocalSegment, RemoteSegment};
 use crate::{Error, Result};
+use remora_client::dsm::MapNote;
 use remora_client::Session;
 use remora_proto::MapTarget;
 use std::sync::Arc;
@@ -84,25 +85,32 @@ impl RemoteSegment {
             // The map's pager flow is asked for in the background on that session, once
             // the map is booked with the daemon: the map returns without waiting for the
             // dial, its first fault waits for it. The map is served by the pager of its
-            // home node: a home that stops answering holds up no other home's faults.
+            // home node: a home that stops answering holds up no other home's faults. The
+            // map's note to the daemon goes on that session too, just before the flow
+            // request and by the same thread (`remora_client::dsm::MapNote`): sent from
+            // here it woke the daemon in the middle of the map.
+            let pager = self.inner.desc.inner.pager_session(self.node())?;
+            let number = self.inner.desc.inner.next_map.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let target = MapTarget::Remote { conn: l.conn };
+            let note = MapNote::new(pager.clone(), Map::note_of(number, target, offset, size, flags));
             let dsm = remora_client::dsm::DsmMap::on_pager_session(
-                self.inner.desc.inner.pager_session(self.node())?,
+                pager.clone(),
                 Arc::new(SegmentRange { conn: l.conn }),
                 self.node(),
                 l.size as u64,
                 offset as u64,
                 size,
                 flags.readonly,
+                note.clone(),
             )
             .map_err(|_| Error::NotSupported)?;
-            let map = Map::wrap(
-                l.session.clone(),
-                &self.inner.desc,
+            let map = Map::wrap_noted(
+                pager,
+                number,
+                Some(note),
                 Backing::Dsm(dsm),
-                offset,
                 size,
                 flags,
-                MapTarget::Remote { conn: l.conn },
                 &self.inner.deps,
                 MapParent::Remote(self.clone()),
             );

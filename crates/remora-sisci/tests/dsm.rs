@@ -510,3 +510,55 @@ fn stores_and_loads_straight_home_are_current_when_the_call_returns() {
     }
     assert!(matches!(m.load_home(SIZE - 4, &mut w), Err(Error::OutOfRange)));
 }
+
+/// What node `k`'s `remora status` shows.
+fn status(c: &NetCluster, k: usize) -> remora_proto::NodeStatus {
+    let s = remora_client::Session::open_control(&remora_testkit::net_config(c, k)).unwrap();
+    match s.request(remora_proto::Request::Status, &[]).unwrap().0 {
+        remora_proto::Reply::Status(st) => *st,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A map of another host's segment tells its daemon of itself just before its flow request,
+/// from the thread that makes that request (not from the mapping thread): it is on the
+/// books by the time its flow is, and off them once unmapped or dropped. Maps unmapped at
+/// once, before their note could go, leave nothing behind either: an unmap note never
+/// overtakes its map's note (a late note would stay on the books for good).
+#[test]
+fn maps_of_other_hosts_are_on_the_books_from_their_flow_on_and_off_them_after() {
+    let Some(c) = cluster(2) else { return };
+    let (sa, sb) = (sci(&c, 1), sci(&c, 2));
+    let a = Descriptor::open(&sa).unwrap();
+    let b = Descriptor::open(&sb).unwrap();
+    let _seg = export(&b, 3, 1 << 20);
+    let r = RemoteSegment::connect(&a, 8, 3, 0, Some(Duration::from_secs(10))).unwrap();
+    let target = remora_proto::MapTarget::Remote { conn: r.handle() };
+    let m = r.map(4096, 8192, None, MapFlags::default()).unwrap();
+    assert_eq!(m.dsm_direct(), Some(true));
+    // The daemon read the note before the flow request it answered.
+    let maps = status(&c, 1).maps;
+    assert!(
+        maps.iter().any(|x| x.target == target && x.offset == 4096 && x.size == 8192),
+        "the map is not on the books: {maps:?}"
+    );
+    m.unmap().unwrap();
+    let kept = r.map(0, 4096, None, MapFlags::default()).unwrap();
+    assert_eq!(kept.dsm_direct(), Some(true));
+    drop(kept);
+    for k in 0..64 {
+        let m = r.map(0, 4096 * (1 + k % 4), None, MapFlags::default()).unwrap();
+        if k % 2 == 0 {
+            m.unmap().unwrap();
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !status(&c, 1).maps.is_empty() {
+        assert!(Instant::now() < deadline, "maps left on the books: {:?}", status(&c, 1).maps);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // And none comes back late.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(status(&c, 1).maps, vec![]);
+    r.disconnect().unwrap();
+}

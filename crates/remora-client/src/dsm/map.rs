@@ -64,10 +64,12 @@ impl DsmMap {
     /// yet, is booked and the map returns without waiting for it; [`DsmMap::ask_flow`]
     /// sends the request, to be answered in the background, and the first fault, store
     /// straight home or [`DsmMap::is_direct`] waits for the flow (or makes the request
-    /// itself, when it was not sent yet).
+    /// itself, when it was not sent yet). The map's `note` goes just before that request,
+    /// by the same thread, or at once when no request is asked for ([`MapNote`]).
     ///
     /// # Errors
     /// As [`DsmMap::new`].
+    #[allow(clippy::too_many_arguments)]
     pub fn on_pager_session(
         session: Arc<Session>,
         home: Arc<dyn RemoteRange>,
@@ -76,8 +78,11 @@ impl DsmMap {
         offset: u64,
         len: usize,
         readonly: bool,
+        note: Arc<super::MapNote>,
     ) -> Result<DsmMap, DsmError> {
-        DsmMap::make(session, home, Some(node), None, seg_size, offset, len, readonly, true)
+        let map = DsmMap::make(session, home, Some(node), None, seg_size, offset, len, readonly, true)?;
+        map.flow.attach(note);
+        Ok(map)
     }
 
     /// A multicast map (SISCI reflective memory across hosts) of `len` bytes at `offset`

@@ -83,6 +83,7 @@
 mod channel;
 mod flow;
 mod map;
+mod note;
 pub mod page;
 mod pager;
 mod pagers;
@@ -93,6 +94,7 @@ mod tests;
 pub use channel::{Channel, ChannelGuard};
 pub use flow::{range_read, range_write, HeldFlow};
 pub use map::{DsmMap, THROUGH};
+pub use note::MapNote;
 pub use pagers::{flush_all, send_all, settle};
 pub use rma::{Piece, Sink, Source};
 

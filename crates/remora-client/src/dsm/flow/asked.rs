@@ -14,6 +14,7 @@
 //! thread can be started the request is made at once.
 
 use super::{Direct, Flow, Key, BOOKS};
+use crate::dsm::MapNote;
 use crate::Session;
 use remora_proto::Request;
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
@@ -31,6 +32,8 @@ pub(in crate::dsm) struct Cell {
     /// The request as handed to an asking thread, and the process that did: a child made
     /// by fork while it was on its way makes it again (its copy of the answer never comes).
     sent: Mutex<Option<(u32, Booked)>>,
+    /// The notes of the maps waiting for the request, sent just before it (`note.rs`).
+    notes: Mutex<Vec<Arc<MapNote>>>,
 }
 
 /// A flow request booked with its map: the session it goes on, the request, its key.
@@ -48,7 +51,20 @@ impl Soon {
             came: Condvar::default(),
             booked: Mutex::default(),
             sent: Mutex::default(),
+            notes: Mutex::default(),
         }))
+    }
+
+    /// Have `note` sent just before the flow request, by whoever makes it; at once when
+    /// the request is not booked here (it was made, or is being made, or none is asked).
+    pub(in crate::dsm) fn attach(&self, note: Arc<MapNote>) {
+        let booked = self.0.booked.lock().unwrap_or_else(|p| p.into_inner());
+        if booked.is_some() {
+            self.0.notes.lock().unwrap_or_else(|p| p.into_inner()).push(note);
+            return;
+        }
+        drop(booked);
+        note.send();
     }
 
     /// Send the booked request (on the asking thread), if it was not sent yet.
@@ -179,6 +195,12 @@ fn send(a: Ask) {
 /// answer any more), book the flow under its key, and give the answer to everyone waiting.
 fn answer(booked: Booked, soon: &Soon, here: bool) {
     let (session, req, key) = booked;
+    // The maps' notes first, so that the daemon reads them with the request (a note of a
+    // map gone meanwhile was withdrawn: sending it does nothing).
+    let notes = std::mem::take(&mut *soon.0.notes.lock().unwrap_or_else(|p| p.into_inner()));
+    for n in notes {
+        n.send();
+    }
     // The books hold the cell weakly: held only by the asking thread, its map is gone.
     let wanted = here || Arc::strong_count(&soon.0) > 1;
     let flow = if wanted {
