@@ -80,20 +80,47 @@ impl AsyncConn {
 
     /// Resolve when the peer has hung up (waiting messages do not count).
     ///
-    /// Never clears the descriptor's readiness: a message that is waiting must still wake
-    /// the next `recv` (a caller that sends several messages without waiting for answers
-    /// would otherwise leave them stranded). While messages wait, the peer is re-checked
-    /// every 20 ms.
+    /// Clears the descriptor's readiness only when a look shows no message waiting (a
+    /// message that comes after the look raises it again, so the next `recv` still wakes):
+    /// the readiness a `recv` leaves behind would otherwise make every wait look again
+    /// on a timer, and arming that timer woke the daemon's loop once more for every
+    /// request it passed on to another node (issue 19). While a message waits, the peer is
+    /// re-checked every 20 ms.
     pub async fn hangup(&self) {
         loop {
-            if self.fd.readable().await.is_err() {
-                return;
+            let Ok(mut ready) = self.fd.readable().await else { return };
+            match look(self.fd()) {
+                Look::Closed => return,
+                Look::Empty => ready.clear_ready(),
+                Look::Waiting => {
+                    drop(ready);
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
             }
-            if crate::seqpacket::peer_closed(self.fd()) {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
+    }
+}
+
+/// What a look at a socket's next message shows.
+enum Look {
+    /// The peer hung up.
+    Closed,
+    /// No message waits.
+    Empty,
+    /// A message waits (or the look failed: look again later).
+    Waiting,
+}
+
+fn look(fd: BorrowedFd<'_>) -> Look {
+    let mut b = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+    let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
+    loop {
+        return match rustix::net::recv(fd, &mut b, flags) {
+            Err(rustix::io::Errno::INTR) => continue,
+            Ok((_, 0)) | Err(rustix::io::Errno::CONNRESET) => Look::Closed,
+            Err(rustix::io::Errno::AGAIN) => Look::Empty,
+            _ => Look::Waiting,
+        };
     }
 }
 
@@ -163,6 +190,38 @@ mod tests {
             // The other end gone: a send says so instead of waiting.
             drop(theirs);
             assert!(conn.send(b"late", &[]).await.is_err());
+        });
+    }
+
+    #[test]
+    fn hangup_waits_quietly_lets_later_messages_through_and_sees_the_peer_go() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let (ours, theirs) = crate::seqpacket::pair().unwrap();
+            let conn = AsyncConn::new(ours).unwrap();
+            let mut buf = vec![0u8; RECV_BUF];
+            crate::seqpacket::send(theirs.as_fd(), b"one", &[]).unwrap();
+            assert_eq!(conn.recv(&mut buf).await.unwrap().0, 3);
+            // The readiness that receive left behind is no hang-up.
+            let quiet = std::time::Duration::from_millis(100);
+            assert!(tokio::time::timeout(quiet, conn.hangup()).await.is_err());
+            // A message after the look still wakes a receive.
+            crate::seqpacket::send(theirs.as_fd(), b"two!", &[]).unwrap();
+            let got =
+                tokio::time::timeout(quiet, conn.recv(&mut buf)).await.expect("the message woke no receive");
+            assert_eq!(got.unwrap().0, 4);
+            // A waiting message is no hang-up either.
+            crate::seqpacket::send(theirs.as_fd(), b"three", &[]).unwrap();
+            assert!(tokio::time::timeout(quiet, conn.hangup()).await.is_err());
+            assert_eq!(conn.recv(&mut buf).await.unwrap().0, 5);
+            // The peer gone: seen while waiting.
+            let wait = tokio::spawn(async move { conn.hangup().await });
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            drop(theirs);
+            tokio::time::timeout(std::time::Duration::from_secs(5), wait)
+                .await
+                .expect("hang-up not seen")
+                .unwrap();
         });
     }
 }
