@@ -184,6 +184,9 @@ pub struct Session {
     /// The socket and a receive buffer, used by one request at a time.
     fd: Mutex<(OwnedFd, Vec<u8>)>,
     node: u32,
+    /// The runtime directory of the node's daemon: with a node number, it names one node
+    /// of one cluster (the process may reach several clusters, each in its own directory).
+    dir: std::path::PathBuf,
     next: AtomicU64,
     state: Arc<EventState>,
     token: Mutex<Option<u64>>,
@@ -256,6 +259,7 @@ impl Session {
         let s = Session {
             fd: Mutex::new((fd, vec![0u8; MAX_FRAME])),
             node: cfg.node,
+            dir: cfg.runtime_dir.clone(),
             next: AtomicU64::new(1),
             state: Arc::default(),
             token: Mutex::new(None),
@@ -288,6 +292,12 @@ impl Session {
     /// The node this session belongs to.
     pub fn node(&self) -> u32 {
         self.node
+    }
+
+    /// The runtime directory of the session's daemon: what tells the nodes of one cluster
+    /// from the nodes of the same numbers of another.
+    pub(crate) fn runtime_dir(&self) -> &std::path::Path {
+        &self.dir
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, (OwnedFd, Vec<u8>)> {

@@ -39,6 +39,31 @@ impl Drop for Stopped {
     }
 }
 
+/// A daemon stopped until [`Watched::resume`], or until a watchdog resumes it after
+/// `limit` (or at once when the test fails): work held up behind it fails the test's bound
+/// instead of hanging.
+struct Watched(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<bool>);
+
+impl Watched {
+    fn stop(pid: u32, limit: Duration) -> Watched {
+        let (stopped, (tx, rx)) = (Stopped::new(pid), std::sync::mpsc::channel());
+        Watched(
+            tx,
+            std::thread::spawn(move || {
+                let late = rx.recv_timeout(limit).is_err();
+                drop(stopped);
+                late
+            }),
+        )
+    }
+
+    /// Resume the daemon; whether the watchdog had done it already.
+    fn resume(self) -> bool {
+        let _ = self.0.send(());
+        self.1.join().unwrap()
+    }
+}
+
 /// Trigger both connections until they fail (within `limit`); each failing trigger must
 /// answer within `each`. Returns the error.
 fn triggers_fail(r: &RemoteInterrupt, rd: &RemoteDataInterrupt, limit: Duration, each: Duration) -> Error {
@@ -389,7 +414,9 @@ fn a_stopped_home_does_not_hold_up_another_homes_map_of_the_same_descriptor() {
     let home12 = seg12.map(0, 65536, None, MapFlags::default()).unwrap();
     home12.write(0, b"other home").unwrap();
     let r12 = RemoteSegment::connect(&b, 12, 41, 0, Some(Duration::from_secs(10))).unwrap();
-    let stopped = Stopped::new(daemon_pid(&h, 4));
+    // Held up behind the stopped home, the healthy one's work would wait for it: resumed
+    // after 3 s, it then fails the bound.
+    let stopped = Watched::stop(daemon_pid(&h, 4), Duration::from_secs(3));
     let t = Instant::now();
     let m4 = r4.map(0, 65536, None, MapFlags::default());
     let map4_took = t.elapsed();
@@ -400,8 +427,9 @@ fn a_stopped_home_does_not_hold_up_another_homes_map_of_the_same_descriptor() {
     m12.write(100, b"stored beside a stopped home").unwrap();
     let flushed = m12.flush();
     let took = t.elapsed();
-    drop(stopped);
+    let late = stopped.resume();
     eprintln!("the stopped home's map: {map4_took:?}; the healthy home's map, read, store: {took:?}");
+    assert!(!late, "held up until the stopped home was resumed: {map4_took:?}, then {took:?}");
     assert!(map4_took < Duration::from_millis(1500), "the map of the stopped home took {map4_took:?}");
     assert_eq!(&buf, b"other home");
     assert!(flushed, "the healthy home's store did not reach it");
@@ -414,6 +442,48 @@ fn a_stopped_home_does_not_hold_up_another_homes_map_of_the_same_descriptor() {
     let mut buf = [0u8; 9];
     m4.read(0, &mut buf).unwrap();
     assert_eq!(&buf, b"home data");
+}
+
+#[test]
+fn a_stopped_node_of_one_cluster_does_not_hold_up_the_same_node_of_another() {
+    // Two clusters in one process (as the tests of one binary, in parallel threads), each
+    // with its own node 4: a fault in flight on a map of one's node 4, stopped, must not hold
+    // up the other's node 4 maps (a pager per home node of each cluster).
+    let (h1, h2) =
+        (common::Harness::with_cluster(&[4, 8], true), common::Harness::with_cluster(&[4, 8], true));
+    let (a1, b1) = (Descriptor::open(&h1.sci(4)).unwrap(), Descriptor::open(&h1.sci(8)).unwrap());
+    let (a2, b2) = (Descriptor::open(&h2.sci(4)).unwrap(), Descriptor::open(&h2.sci(8)).unwrap());
+    let (seg1, r1) = exported_and_connected(&a1, &b1, 4);
+    seg1.map(0, 65536, None, MapFlags::default()).unwrap().write(32768, b"far data").unwrap();
+    let (seg2, r2) = exported_and_connected(&a2, &b2, 4);
+    let home2 = seg2.map(0, 65536, None, MapFlags::default()).unwrap();
+    let m1 = r1.map(0, 65536, None, MapFlags::default()).unwrap();
+    let mut buf = [0u8; 9];
+    m1.read(0, &mut buf).unwrap();
+    assert_eq!(m1.dsm_direct(), Some(true));
+    let stopped = Watched::stop(daemon_pid(&h1, 4), Duration::from_secs(3));
+    let stopped_reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 8];
+        m1.read(32768, &mut buf).map(|()| buf)
+    });
+    // The stopped home's page fault is being served (its fetch waits for an answer).
+    std::thread::sleep(Duration::from_millis(50));
+    let t = Instant::now();
+    let m2 = r2.map(0, 65536, None, MapFlags::default()).unwrap();
+    m2.read(0, &mut buf).unwrap();
+    m2.write(100, b"stored").unwrap();
+    let flushed = m2.flush();
+    let took = t.elapsed();
+    let late = stopped.resume();
+    eprintln!("the other cluster's node 4: map, first read, store, flush in {took:?}");
+    assert_eq!(&buf, b"home data");
+    assert!(flushed, "the store to the other cluster's node 4 did not reach it");
+    let mut stored = [0u8; 6];
+    home2.read(100, &mut stored).unwrap();
+    assert_eq!(&stored, b"stored");
+    assert_eq!(&stopped_reader.join().unwrap().unwrap(), b"far data");
+    assert!(!late, "held up until the other cluster's node 4 was resumed ({took:?})");
+    assert!(took < Duration::from_millis(500), "the other cluster's node 4 map took {took:?}");
 }
 
 #[test]
@@ -519,11 +589,14 @@ fn a_flush_keeps_a_flag_to_one_home_behind_data_to_another_that_stopped() {
         data.write(8, &i.to_le_bytes()).unwrap();
         remora_sys::send_signal(pid, remora_sys::ProcessSignal::Stop).unwrap();
         let stopped = Stopped(pid);
-        data.write(16, &i.to_le_bytes()).unwrap();
+        // The home answers again in a while whatever happens next: should the page have
+        // been dropped meanwhile (this thread kept from its core past a refresh), the store
+        // below waits for the home, which must come back before the flow gives up.
         let answer = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(100));
             drop(stopped);
         });
+        data.write(16, &i.to_le_bytes()).unwrap();
         flush();
         flag.write(0, &i.to_le_bytes()).unwrap();
         let t = Instant::now();

@@ -139,7 +139,15 @@ impl DsmMap {
         readonly: bool,
         ask: bool,
     ) -> Result<DsmMap, DsmError> {
-        let p = pager_for(node)
+        if !readonly {
+            // A map that can be written is made once the stores made before it are home
+            // (free when none are on their way; at most a settle point's wait): `SCIFlush`
+            // waits for the homes only where several pagers had writable maps when it was
+            // called, so a flag stored into a map made after it must not overtake data
+            // the flush sent without waiting.
+            super::pagers::settle();
+        }
+        let p = pager_for(&session, node)
             .inspect_err(|e| tracing::warn!("maps of other hosts' segments are not supported here: {e}"))?;
         let seg_off = offset & !(PAGE as u64 - 1);
         let delta = (offset - seg_off) as usize;
@@ -402,6 +410,11 @@ impl DsmMap {
     /// Send every store made so far home and wait until it is there. `false` if the home
     /// node could not be reached.
     pub fn flush(&self) -> bool {
+        // A child made by fork: its parent's pager does not run here, and the stores the
+        // child makes into this (inherited) map reach no home.
+        if !self.pager.runs_here() {
+            return false;
+        }
         // No page of the pager's maps is watched and every store they sent was answered:
         // the stores made so far are home (as at a settle point).
         if self.pager.pending.nothing() {

@@ -4,8 +4,11 @@
 //! userfaultfd and a thread of its own (`remora-pager`), so a home that stops answering holds
 //! up only the faults, flushes, refreshes and stores of its own maps: a fault waits for its
 //! home up to the flow's patience (10 s), and a map of a healthy home must not queue behind
-//! it. The threads are bounded by the number of nodes; a pager whose maps are gone sleeps in
-//! `poll` without a timeout, as one without maps ever did.
+//! it. A home is a node of one cluster: the runtime directory of the daemon the map goes
+//! through and the node's number, so that the node 4 of two clusters a process reaches (tests
+//! of one binary, each with a cluster of its own) have a pager each. The threads are bounded
+//! by the number of homes; a pager whose maps are gone sleeps in `poll` without a timeout, as
+//! one without maps ever did.
 //!
 //! What reaches every map consults every pager:
 //!
@@ -20,29 +23,37 @@
 //!   home than the stores before it (data to one home, `SCIFlush`, a flag to another), and
 //!   only the homes' answers keep it behind them: each pager asked sends and waits, as the
 //!   one pager did when its maps used several flows. So `SCIFlush` waits also for a
-//!   stopped home that holds stores of the program not home yet (up to that home's
-//!   give-up), never for one that holds none. Pagers are asked at once and answer in
-//!   parallel.
+//!   stopped home that holds stores of the program not home yet (at most as long as a
+//!   settle point, 5 s), never for one that holds none. Pagers are asked at once and
+//!   answer in parallel.
+//! * A map that can be written, made while stores are on their way (a flush sent them
+//!   without waiting), is made once they are home (`DsmMap::make` settles first): a flag
+//!   stored into a map made after `SCIFlush` never overtakes the data before it.
 //! * Multicast maps all live on the shared pager, so [`DsmMap::multicast_leg`] asks only
 //!   that one.
 //!
 //! A child made by fork has none of its parent's pager threads: the maps it inherited are
 //! plain memory there (the kernel does not pass the userfaultfd registration on), the calls
-//! above do not ask the parent's pagers, commands of the inherited maps answer at once as
-//! failed, and a map the child makes gets a pager of the child's own.
+//! above do not ask the parent's pagers, commands of the inherited maps (a flush too) answer
+//! at once as failed, their flows are never written from the child (`flow.rs`), and a map
+//! the child makes gets a pager of the child's own.
 
 use super::pager::{Cmd, Pager};
 use super::*;
 use std::sync::mpsc::Receiver;
 
-/// Which pager serves a map: a home node's, or (`None`) the one multicast maps share.
+/// The home node a map names, or `None` for a multicast map (the pager they share).
 pub(super) type PagerKey = Option<u32>;
+
+/// Which pager serves a map: its home's, the node of the cluster whose runtime directory
+/// the map's session names, or (`None`) the one multicast maps share.
+type Home = Option<(std::path::PathBuf, u32)>;
 
 /// The pagers of the process whose threads run here, and why none can be made (userfaultfd
 /// unavailable: told once).
 struct Pagers {
     pid: u32,
-    list: Vec<(PagerKey, Arc<Pager>)>,
+    list: Vec<(Home, Arc<Pager>)>,
     failed: Option<String>,
 }
 
@@ -61,26 +72,45 @@ fn pagers() -> std::sync::MutexGuard<'static, Pagers> {
     g
 }
 
-/// The pager of `key`, made (with its thread) at its first use.
-pub(super) fn pager_for(key: PagerKey) -> Result<Arc<Pager>, DsmError> {
-    let mut g = pagers();
-    if let Some((_, p)) = g.list.iter().find(|(k, _)| *k == key) {
-        return Ok(p.clone());
-    }
-    if let Some(e) = &g.failed {
-        return Err(DsmError::Unavailable(e.clone()));
-    }
-    let uffd = match Uffd::new() {
-        Ok(u) => u,
-        Err(e) => {
-            // Userfaultfd itself is refused: every later map would be too.
-            g.failed = Some(e.to_string());
-            return Err(DsmError::Unavailable(e.to_string()));
+/// The pager of the maps of `node` (`None`: multicast maps) through `session`'s cluster,
+/// made (with its thread) at its first use.
+pub(super) fn pager_for(session: &Session, node: PagerKey) -> Result<Arc<Pager>, DsmError> {
+    pagers().get(node.map(|n| (session.runtime_dir().to_path_buf(), n)), Uffd::new)
+}
+
+impl Pagers {
+    /// The pager of `home`, made at its first use with the userfaultfd `uffd` makes.
+    fn get(
+        &mut self,
+        home: Home,
+        uffd: impl FnOnce() -> std::io::Result<Uffd>,
+    ) -> Result<Arc<Pager>, DsmError> {
+        if let Some((_, p)) = self.list.iter().find(|(k, _)| *k == home) {
+            return Ok(p.clone());
         }
-    };
-    let p = make(uffd, g.pid).map_err(DsmError::Unavailable)?;
-    g.list.push((key, p.clone()));
-    Ok(p)
+        if let Some(e) = &self.failed {
+            return Err(DsmError::Unavailable(e.clone()));
+        }
+        let uffd = uffd().map_err(|e| {
+            // Userfaultfd itself refused: every later map would be too. Anything else (out
+            // of descriptors or memory) may pass, and fails this map only.
+            if permanent(&e) {
+                self.failed = Some(e.to_string());
+            }
+            DsmError::Unavailable(e.to_string())
+        })?;
+        let p = make(uffd, self.pid).map_err(DsmError::Unavailable)?;
+        self.list.push((home, p.clone()));
+        Ok(p)
+    }
+}
+
+/// Whether userfaultfd's refusal `e` holds for the life of the process: not allowed
+/// (`EPERM`, also a seccomp filter's), absent (`ENOSYS`), or without the write-protect
+/// faults the pager needs (`EINVAL`).
+fn permanent(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{InvalidInput, PermissionDenied, Unsupported};
+    matches!(e.kind(), PermissionDenied | Unsupported | InvalidInput)
 }
 
 fn make(uffd: Uffd, pid: u32) -> Result<Arc<Pager>, String> {
@@ -132,9 +162,14 @@ impl Pager {
         self.asked(cmd)?.recv().ok()
     }
 
+    /// Whether the pager's thread runs in this process (not in a child made by fork).
+    pub(super) fn runs_here(&self) -> bool {
+        self.pid == std::process::id()
+    }
+
     /// Send the command without waiting for its answer.
     fn asked<T>(&self, cmd: impl FnOnce(Sender<T>) -> Cmd) -> Option<Receiver<T>> {
-        if self.pid != std::process::id() {
+        if !self.runs_here() {
             return None;
         }
         let (tx, rx) = channel();
@@ -151,8 +186,11 @@ pub fn settle() -> bool {
     if pager::nothing_pending() {
         return true;
     }
-    flush_all(Duration::from_secs(5))
+    flush_all(SETTLE_LIMIT)
 }
+
+/// The longest a settle point or `SCIFlush` waits for the homes' answers.
+const SETTLE_LIMIT: Duration = Duration::from_secs(5);
 
 /// Send every DSM map's stores home and wait (at most `limit`): for `SCITerminate` and
 /// process exit. Asks only the pagers that hold stores not home yet (module docs); does
@@ -179,9 +217,16 @@ pub fn send_all() -> bool {
     let (pending, several) = pending();
     let wait = several || pending.len() > 1;
     let asked: Vec<_> = pending.iter().map(|p| p.asked(|tx| Cmd::FlushAll(tx, wait))).collect();
+    // As long as a settle point at most: a pager waits for each flow of a stopped home in
+    // turn, up to the flow's patience each.
+    let until = Instant::now() + SETTLE_LIMIT;
     let mut ok = true;
     for rx in asked {
-        ok &= rx.is_some_and(|rx| rx.recv().unwrap_or(false));
+        let left = until.saturating_duration_since(Instant::now());
+        ok &= rx.is_some_and(|rx| rx.recv_timeout(left).unwrap_or(false));
     }
     ok
 }
+
+#[cfg(test)]
+mod tests;
