@@ -164,9 +164,11 @@ pub extern "C-unwind" fn SCIStoreBarrier(sequence: sci_sequence_t, flags: c_uint
 }
 
 /// `SCIFlush`: drain this CPU's store buffers (a full fence) and send the stores made so
-/// far to maps of other hosts' segments home, without waiting for them to land: stores
-/// made after it reach each home after them. The sequence may be NULL; with or without
-/// `SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY` it does the same. There is no error argument.
+/// far to maps of other hosts' segments home: stores made after it reach each home after
+/// them. Where the maps that can be written are all of one home it does not wait for them
+/// to land; with maps of several homes it waits for the homes' answers (at most 5 s), so
+/// that a store to another home cannot overtake them. The sequence may be NULL; with or
+/// without `SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY` it does the same. There is no error argument.
 ///
 /// # Errors
 /// None reported (no error argument).

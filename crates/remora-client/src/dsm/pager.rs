@@ -507,8 +507,11 @@ impl PMap {
     /// as a refresh would find nothing to send or drop, so a pager whose maps hold no page
     /// sleeps until a fault or a command; the clock starts again at the next page
     /// (`Pager::on_missing`).
+    /// Nor once its home is lost: nothing can be sent or fetched any more, and the pages
+    /// it holds stay as they are.
     fn refresh_due(&self, every: Duration) -> Option<Instant> {
-        (self.resident.load(Ordering::SeqCst) > 0).then(|| self.last_refresh + every)
+        let idle = self.resident.load(Ordering::SeqCst) == 0 || self.lost.load(Ordering::SeqCst);
+        (!idle).then(|| self.last_refresh + every)
     }
 }
 

@@ -130,6 +130,8 @@ pub(super) fn drop_clean(m: &mut PMap, pages: std::ops::Range<usize>) {
 /// what went before). Without waiting, failures surface at the next request that waits.
 pub(super) fn send(m: &mut PMap, runs: Vec<(u64, Vec<u8>)>, wait: bool) -> bool {
     if m.lost.load(Ordering::SeqCst) {
+        // Nothing it sent will be answered now: no settle point waits for it.
+        set_unanswered(m, false);
         return false;
     }
     if m.fan.is_some() {
@@ -151,6 +153,7 @@ pub(super) fn send(m: &mut PMap, runs: Vec<(u64, Vec<u8>)>, wait: bool) -> bool 
             Err(e) => {
                 tracing::warn!("DSM: stores could not reach the home node: {e}");
                 m.lost.store(true, Ordering::SeqCst);
+                set_unanswered(m, false);
                 false
             }
         };

@@ -1,0 +1,112 @@
+//! `SCIFlush` keeps a flag behind its data across homes, also for a flag's map made after
+//! the flush, and never waits past a settle point's bound for a home that stopped.
+
+mod common;
+use common::{daemon_pid, Sci as _};
+
+use remora_sisci::*;
+use std::time::{Duration, Instant};
+
+/// A daemon stopped (`SIGSTOP`) until this drops, also when the test fails.
+struct Stopped(u32);
+
+impl Stopped {
+    fn new(pid: u32) -> Stopped {
+        remora_sys::send_signal(pid, remora_sys::ProcessSignal::Stop).unwrap();
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = remora_sys::send_signal(self.0, remora_sys::ProcessSignal::Cont);
+    }
+}
+
+fn word(m: &Map, off: usize) -> u64 {
+    let mut b = [0u8; 8];
+    m.read(off, &mut b).unwrap();
+    u64::from_le_bytes(b)
+}
+
+/// An available segment `id` of `d`'s node, and a map of it there.
+fn segment(d: &Descriptor, id: u32) -> (LocalSegment, Map) {
+    let s = LocalSegment::create(d, Some(id), 4096, CreateFlags::default()).unwrap();
+    s.prepare(0).unwrap();
+    s.set_available(0).unwrap();
+    let m = s.map(0, 4096, None, MapFlags::default()).unwrap();
+    (s, m)
+}
+
+#[test]
+fn a_flag_into_a_map_made_after_the_flush_never_overtakes_the_data() {
+    // When the flush is called only home 4's pager has a writable map: it sends without
+    // waiting. The flag's map (home 12) is made after it, while home 4 is stopped: the
+    // flag must still land after the data.
+    let h = common::Harness::with_cluster(&[4, 8, 12], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let c = Descriptor::open(&h.sci(12)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let (_s4, home4) = segment(&a, 31);
+    let (_s12, home12) = segment(&c, 41);
+    let r4 = RemoteSegment::connect(&b, 4, 31, 0, Some(Duration::from_secs(10))).unwrap();
+    let r12 = RemoteSegment::connect(&b, 12, 41, 0, Some(Duration::from_secs(10))).unwrap();
+    let data = r4.map(0, 4096, None, MapFlags::default()).unwrap();
+    let pid = daemon_pid(&h, 4);
+    for i in 1..=3u64 {
+        data.write(8, &i.to_le_bytes()).unwrap();
+        let stopped = Stopped::new(pid);
+        // The home answers again in a while, whatever happens next.
+        let answer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            drop(stopped);
+        });
+        data.write(16, &i.to_le_bytes()).unwrap();
+        flush();
+        let flag = r12.map(0, 4096, None, MapFlags::default()).unwrap();
+        flag.write(0, &i.to_le_bytes()).unwrap();
+        let t = Instant::now();
+        while word(&home12, 0) != i {
+            assert!(t.elapsed() < Duration::from_secs(5), "flag {i} never arrived");
+            std::thread::yield_now();
+        }
+        let got = (word(&home4, 8), word(&home4, 16));
+        answer.join().unwrap();
+        drop(flag);
+        assert_eq!(got, (i, i), "data behind flag {i}");
+    }
+}
+
+#[test]
+fn a_flush_waits_no_longer_than_a_settle_point_for_a_stopped_home() {
+    // Stores sent to two segments of home 4 (a flow each), then home 4 stops: where they
+    // were not answered yet, the pager waits for each flow in turn, up to its patience
+    // (10 s) each; `SCIFlush` returns within a settle point's bound (5 s) all the same.
+    let h = common::Harness::with_cluster(&[4, 8, 12], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let c = Descriptor::open(&h.sci(12)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let (_s1, home1) = segment(&a, 31);
+    let (_s2, _home2) = segment(&a, 32);
+    let (_s12, _home12) = segment(&c, 41);
+    let connect = |node, id| RemoteSegment::connect(&b, node, id, 0, Some(Duration::from_secs(10))).unwrap();
+    let (r1, r2, r12) = (connect(4, 31), connect(4, 32), connect(12, 41));
+    let m1 = r1.map(0, 4096, None, MapFlags::default()).unwrap();
+    let m2 = r2.map(0, 4096, None, MapFlags::default()).unwrap();
+    let m12 = r12.map(0, 4096, None, MapFlags::default()).unwrap();
+    m12.write(0, b"x").unwrap();
+    m1.write(0, b"a").unwrap();
+    m2.write(0, b"b").unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let stopped = Stopped::new(daemon_pid(&h, 4));
+    let t = Instant::now();
+    flush();
+    let took = t.elapsed();
+    drop(stopped);
+    assert!(took < Duration::from_secs(7), "SCIFlush waited {took:?} for a stopped home");
+    // The home answers again: the stores reach it.
+    assert!(m1.flush());
+    let mut got = [0u8; 1];
+    home1.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"a");
+}

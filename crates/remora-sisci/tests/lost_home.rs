@@ -1,0 +1,57 @@
+//! A home lost for good: its maps' pager sleeps, and no store of the process is left
+//! pending for settle points to wait on. Alone in its binary: it counts the wake-ups of
+//! every pager thread of the process.
+
+mod common;
+use common::{daemon_pid, Sci as _};
+
+use remora_sisci::*;
+use std::time::Duration;
+
+/// Context switches of every DSM pager thread of this process so far.
+fn pager_switches() -> u64 {
+    let mut n = 0;
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() != "remora-pager" {
+            continue;
+        }
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        n += status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches:"))
+            .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    n
+}
+
+#[test]
+fn a_lost_homes_pager_sleeps_and_leaves_nothing_pending() {
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let seg = LocalSegment::create(&a, Some(31), 4096, CreateFlags::default()).unwrap();
+    seg.prepare(0).unwrap();
+    seg.set_available(0).unwrap();
+    let r = RemoteSegment::connect(&b, 4, 31, 0, Some(Duration::from_secs(10))).unwrap();
+    let data = r.map(0, 4096, None, MapFlags::default()).unwrap();
+    // A store the pager's tick sends without waiting for the answer; then the home dies
+    // with the page still resident here.
+    data.write(8, &1u64.to_le_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    remora_sys::send_signal(daemon_pid(&h, 4), remora_sys::ProcessSignal::Kill).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!data.flush(), "a flush to a killed home succeeded");
+    assert!(data.is_lost());
+    std::thread::sleep(Duration::from_millis(50));
+    // Settle points do not ask the lost home's pager (nothing of it is pending)...
+    let before = pager_switches();
+    for _ in 0..200 {
+        assert!(remora_client::dsm::settle(), "a settle point still waits for the lost home");
+    }
+    // ...and the pager, whose map holds a page it can neither send nor refresh, sleeps.
+    std::thread::sleep(Duration::from_millis(300));
+    let woke = pager_switches() - before;
+    assert!(woke <= 5, "the lost home's pager woke {woke} times in 300 ms and 200 settle points");
+}
