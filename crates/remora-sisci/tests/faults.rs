@@ -10,59 +10,10 @@
 //! be made (a pulled cable).
 
 mod common;
-use common::{daemon_pid, retried, Sci as _};
+use common::{daemon_pid, retried, signal, Sci as _, Stopped, Watched};
 
 use remora_sisci::*;
 use std::time::{Duration, Instant};
-
-fn signal(pid: u32, sig: &str) {
-    assert!(std::process::Command::new("kill")
-        .args([&format!("-{sig}"), &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
-}
-
-/// A daemon stopped (`SIGSTOP`) until this drops, also when the test fails.
-struct Stopped(u32);
-
-impl Stopped {
-    fn new(pid: u32) -> Stopped {
-        signal(pid, "STOP");
-        Stopped(pid)
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        signal(self.0, "CONT");
-    }
-}
-
-/// A daemon stopped until [`Watched::resume`], or until a watchdog resumes it after
-/// `limit` (or at once when the test fails): work held up behind it fails the test's bound
-/// instead of hanging.
-struct Watched(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<bool>);
-
-impl Watched {
-    fn stop(pid: u32, limit: Duration) -> Watched {
-        let (stopped, (tx, rx)) = (Stopped::new(pid), std::sync::mpsc::channel());
-        Watched(
-            tx,
-            std::thread::spawn(move || {
-                let late = rx.recv_timeout(limit).is_err();
-                drop(stopped);
-                late
-            }),
-        )
-    }
-
-    /// Resume the daemon; whether the watchdog had done it already.
-    fn resume(self) -> bool {
-        let _ = self.0.send(());
-        self.1.join().unwrap()
-    }
-}
 
 /// Trigger both connections until they fail (within `limit`); each failing trigger must
 /// answer within `each`. Returns the error.

@@ -2,26 +2,10 @@
 //! the flush, and never waits past a settle point's bound for a home that stopped.
 
 mod common;
-use common::{daemon_pid, Sci as _};
+use common::{daemon_pid, Sci as _, Stopped};
 
 use remora_sisci::*;
 use std::time::{Duration, Instant};
-
-/// A daemon stopped (`SIGSTOP`) until this drops, also when the test fails.
-struct Stopped(u32);
-
-impl Stopped {
-    fn new(pid: u32) -> Stopped {
-        remora_sys::send_signal(pid, remora_sys::ProcessSignal::Stop).unwrap();
-        Stopped(pid)
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        let _ = remora_sys::send_signal(self.0, remora_sys::ProcessSignal::Cont);
-    }
-}
 
 fn word(m: &Map, off: usize) -> u64 {
     let mut b = [0u8; 8];

@@ -145,7 +145,7 @@ impl DsmMap {
             // waits for the homes only where several pagers had writable maps when it was
             // called, so a flag stored into a map made after it must not overtake data
             // the flush sent without waiting.
-            super::pagers::settle();
+            super::pagers::settle_cluster(&session);
         }
         let p = pager_for(&session, node)
             .inspect_err(|e| tracing::warn!("maps of other hosts' segments are not supported here: {e}"))?;

@@ -197,8 +197,31 @@ const SETTLE_LIMIT: Duration = Duration::from_secs(5);
 /// nothing when there are none. `false` if a home could not be reached (or did not answer
 /// within `limit`).
 pub fn flush_all(limit: Duration) -> bool {
+    wait_for(&pending().0, limit)
+}
+
+/// As [`settle`], for the pagers of `session`'s cluster only: before a writable map of
+/// that cluster is made (stores to another cluster's nodes are no concern of its flags,
+/// and a process that reaches several clusters, a test binary, must not tie them).
+pub(super) fn settle_cluster(session: &Session) -> bool {
+    if pager::nothing_pending() {
+        return true;
+    }
+    let mine: Vec<Arc<Pager>> = pagers()
+        .list
+        .iter()
+        .filter(|(k, p)| {
+            k.as_ref().is_none_or(|(dir, _)| dir == session.runtime_dir()) && !p.pending.nothing()
+        })
+        .map(|(_, p)| p.clone())
+        .collect();
+    wait_for(&mine, SETTLE_LIMIT)
+}
+
+/// Ask `pagers` to send their stores and wait for the homes' answers (at most `limit`).
+fn wait_for(pagers: &[Arc<Pager>], limit: Duration) -> bool {
     let until = Instant::now() + limit;
-    let asked: Vec<_> = pending().0.iter().map(|p| p.asked(|tx| Cmd::FlushAll(tx, true))).collect();
+    let asked: Vec<_> = pagers.iter().map(|p| p.asked(|tx| Cmd::FlushAll(tx, true))).collect();
     let mut ok = true;
     for rx in asked {
         let left = until.saturating_duration_since(Instant::now());

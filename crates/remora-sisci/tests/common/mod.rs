@@ -314,3 +314,53 @@ pub fn retried<T>(mut f: impl FnMut() -> Result<T>) -> T {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Send `sig` (`STOP`, `CONT`, `KILL`) to process `pid`.
+pub fn signal(pid: u32, sig: &str) {
+    assert!(std::process::Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+}
+
+/// A daemon stopped (`SIGSTOP`) until this drops, also when the test fails.
+pub struct Stopped(pub u32);
+
+impl Stopped {
+    pub fn new(pid: u32) -> Stopped {
+        signal(pid, "STOP");
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        signal(self.0, "CONT");
+    }
+}
+
+/// A daemon stopped until [`Watched::resume`], or until a watchdog resumes it after
+/// `limit` (or at once when the test fails): work held up behind it fails the test's bound
+/// instead of hanging.
+pub struct Watched(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<bool>);
+
+impl Watched {
+    pub fn stop(pid: u32, limit: Duration) -> Watched {
+        let (stopped, (tx, rx)) = (Stopped::new(pid), std::sync::mpsc::channel());
+        Watched(
+            tx,
+            std::thread::spawn(move || {
+                let late = rx.recv_timeout(limit).is_err();
+                drop(stopped);
+                late
+            }),
+        )
+    }
+
+    /// Resume the daemon; whether the watchdog had done it already.
+    pub fn resume(self) -> bool {
+        let _ = self.0.send(());
+        self.1.join().unwrap()
+    }
+}
