@@ -94,3 +94,32 @@ fn a_flush_waits_no_longer_than_a_settle_point_for_a_stopped_home() {
     home1.read(0, &mut got).unwrap();
     assert_eq!(&got, b"a");
 }
+
+#[test]
+fn a_store_straight_home_is_not_overwritten_by_an_earlier_store_of_another_map() {
+    // Two maps of one connection: a small store through the second (its page watched), then
+    // a store of 32 KiB through the first over the same bytes (straight home over the
+    // flow): the home ends with the later store.
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let s = LocalSegment::create(&a, Some(31), 65536, CreateFlags::default()).unwrap();
+    s.prepare(0).unwrap();
+    s.set_available(0).unwrap();
+    let home = s.map(0, 65536, None, MapFlags::default()).unwrap();
+    let r = RemoteSegment::connect(&b, 4, 31, 0, Some(Duration::from_secs(10))).unwrap();
+    let (m1, m2) = (
+        r.map(0, 65536, None, MapFlags::default()).unwrap(),
+        r.map(0, 65536, None, MapFlags::default()).unwrap(),
+    );
+    for i in 1..=20u64 {
+        m2.write(0, &(i * 1000).to_le_bytes()).unwrap();
+        m1.write(0, &vec![i as u8; 32 << 10]).unwrap();
+        assert!(m2.flush() && m1.flush());
+        assert_eq!(
+            word(&home, 0),
+            u64::from_le_bytes([i as u8; 8]),
+            "store {i} overwritten by an earlier one"
+        );
+    }
+}

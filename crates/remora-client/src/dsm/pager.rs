@@ -372,9 +372,11 @@ impl Pager {
                     let _ = tx.send(());
                 }
                 Cmd::Through { id, start, len, tx } => {
+                    self.flush_siblings(maps, id);
                     let _ = tx.send(find_id(maps, id).and_then(|m| self.through(m, start, len)));
                 }
                 Cmd::Store { id, start, data, tx } => {
+                    self.flush_siblings(maps, id);
                     let _ = tx.send(find_id(maps, id).and_then(|m| self.store(m, start, &data)));
                 }
                 Cmd::Landed { id, start, len, broken, tx } => {
@@ -512,6 +514,21 @@ impl PMap {
     fn refresh_due(&self, every: Duration) -> Option<Instant> {
         let idle = self.resident.load(Ordering::SeqCst) == 0 || self.lost.load(Ordering::SeqCst);
         (!idle).then(|| self.last_refresh + every)
+    }
+}
+
+impl Pager {
+    /// Before a store of map `id` goes home straight over its flow: the changes of the other
+    /// maps of the same memory (same session and key: the same flow) go first, so an earlier
+    /// store through one of them cannot land after it and overwrite it.
+    fn flush_siblings(&self, maps: &mut BTreeMap<usize, (u64, PMap)>, id: u64) {
+        let Some(m) = find_id(maps, id) else { return };
+        let (session, key) = (m.session.clone(), m.home.key());
+        for (i, o) in maps.values_mut() {
+            if *i != id && !o.readonly && o.home.key() == key && Arc::ptr_eq(&o.session, &session) {
+                self.flush_map(o, false);
+            }
+        }
     }
 }
 
