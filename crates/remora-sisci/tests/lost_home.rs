@@ -1,6 +1,7 @@
-//! A home lost for good: its maps' pager sleeps, and no store of the process is left
-//! pending for settle points to wait on. Alone in its binary: it counts the wake-ups of
-//! every pager thread of the process.
+//! Settle points and a stopped or lost home: stores a later page fetch showed home are not
+//! waited for; a home lost for good leaves no store pending, and its maps' pager sleeps.
+//! One test, alone in its binary: it counts the wake-ups of every pager thread of the
+//! process, and settle points are the process's.
 
 mod common;
 use common::{daemon_pid, Sci as _};
@@ -27,6 +28,44 @@ fn pager_switches() -> u64 {
 }
 
 #[test]
+fn settle_points_and_a_stopped_or_lost_home() {
+    stores_a_fetch_showed_home_are_not_waited_for();
+    a_lost_homes_pager_sleeps_and_leaves_nothing_pending();
+}
+
+fn stores_a_fetch_showed_home_are_not_waited_for() {
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let seg = LocalSegment::create(&a, Some(31), 4096, CreateFlags::default()).unwrap();
+    seg.prepare(0).unwrap();
+    seg.set_available(0).unwrap();
+    let home = seg.map(0, 4096, None, MapFlags::default()).unwrap();
+    let r = RemoteSegment::connect(&b, 4, 31, 0, Some(Duration::from_secs(10))).unwrap();
+    let data = r.map(0, 4096, None, MapFlags::default()).unwrap();
+    // A store the pager sends without waiting for its answer, seen at the home...
+    data.write(8, &7u64.to_le_bytes()).unwrap();
+    let mut w = [0u8; 8];
+    let t = std::time::Instant::now();
+    while u64::from_le_bytes(w) != 7 {
+        assert!(t.elapsed() < Duration::from_secs(5), "the store never reached the home");
+        home.read(8, &mut w).unwrap();
+    }
+    // ...and page fetches after it on the same flow (the refresh drops the page).
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(20));
+        data.read(8, &mut w).unwrap();
+        assert_eq!(u64::from_le_bytes(w), 7);
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let stopped = common::Stopped::new(daemon_pid(&h, 4));
+    let t = std::time::Instant::now();
+    assert!(remora_client::dsm::settle());
+    let took = t.elapsed();
+    drop(stopped);
+    assert!(took < Duration::from_secs(1), "a settle point waited {took:?} for stores a fetch showed home");
+}
+
 fn a_lost_homes_pager_sleeps_and_leaves_nothing_pending() {
     let h = common::Harness::with_cluster(&[4, 8], true);
     let a = Descriptor::open(&h.sci(4)).unwrap();

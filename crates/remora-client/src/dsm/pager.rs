@@ -406,9 +406,14 @@ impl Pager {
             let len = (m.seg_size - off).min(PAGE as u64) as u32;
             if let Some(d) = &m.direct.get() {
                 let r = d.lock().unwrap_or_else(|p| p.into_inner()).read(off, &mut page[..len as usize]);
-                if let Err(e) = &r {
-                    tracing::warn!("DSM: a page could not be fetched from the home node: {e}");
-                    m.lost.store(true, Ordering::SeqCst);
+                match &r {
+                    Err(e) => {
+                        tracing::warn!("DSM: a page could not be fetched from the home node: {e}");
+                        m.lost.store(true, Ordering::SeqCst);
+                    }
+                    // The home answers in order: every store the map sent on the flow
+                    // before this fetch is there (no settle point waits for them).
+                    Ok(()) => set_unanswered(m, false),
                 }
                 r.ok().map(|()| page)
             } else {
