@@ -250,7 +250,8 @@ impl Endpoint {
     /// connection: after the peer closes, pages not yet here raise SIGBUS.
     ///
     /// # Errors
-    /// As [`Endpoint::map_peer`]; [`Error::NotSupported`] where userfaultfd is unavailable.
+    /// As [`Endpoint::map_peer`]; [`Error::NotSupported`] where userfaultfd is unavailable,
+    /// [`Error::NoMemory`] where the process is out of descriptors or memory for it now.
     pub fn map_far(&self, offset: u64, len: usize, prot: Prot) -> Result<remora_client::dsm::DsmMap> {
         let c = self.live_conn()?;
         let page = remora_sys::page_size();
@@ -278,6 +279,11 @@ impl Endpoint {
             len,
             !prot.write,
         )
-        .map_err(|_| Error::NotSupported("userfaultfd is unavailable: no maps of another host's memory"))
+        .map_err(|e| match e {
+            remora_client::dsm::DsmError::Unavailable(_) => {
+                Error::NotSupported("userfaultfd is unavailable: no maps of another host's memory")
+            }
+            remora_client::dsm::DsmError::Resources(why) => Error::NoMemory(why),
+        })
     }
 }

@@ -66,7 +66,9 @@ impl RemoteSegment {
     /// # Errors
     /// [`Error::OutOfRange`]; [`Error::IllegalAddress`] when a fixed address is taken;
     /// [`Error::NotConnected`] while an asynchronous connect runs; [`Error::NotSupported`]
-    /// for a segment of a node on another host (mapping across hosts comes with the DSM).
+    /// for a segment of a node on another host where userfaultfd is unavailable (the DSM's
+    /// maps need it), [`Error::NoSpace`] where the process is out of descriptors or memory
+    /// for one now.
     pub fn map(&self, offset: usize, size: usize, addr: Option<usize>, flags: MapFlags) -> Result<Map> {
         let l = self.link()?;
         if !l.legs.is_empty() || crate::broadcast::fanout_legs(l.conn).is_some() {
@@ -103,7 +105,10 @@ impl RemoteSegment {
                 flags.readonly,
                 note.clone(),
             )
-            .map_err(|_| Error::NotSupported)?;
+            .map_err(|e| match e {
+                remora_client::dsm::DsmError::Unavailable(_) => Error::NotSupported,
+                remora_client::dsm::DsmError::Resources(_) => Error::NoSpace,
+            })?;
             let map = Map::wrap_noted(
                 pager,
                 number,

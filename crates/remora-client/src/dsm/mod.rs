@@ -119,6 +119,10 @@ pub enum DsmError {
     /// userfaultfd is not available (kernel, permissions, seccomp).
     #[error("userfaultfd unavailable: {0}")]
     Unavailable(String),
+    /// Out of descriptors or memory now (`EMFILE`, `ENFILE`, `ENOMEM`): this map fails, a
+    /// later one may not.
+    #[error("out of resources for a map of another host: {0}")]
+    Resources(String),
 }
 
 #[derive(Default, Clone)]

@@ -96,8 +96,10 @@ impl Pagers {
             // of descriptors or memory) may pass, and fails this map only.
             if permanent(&e) {
                 self.failed = Some(e.to_string());
+                DsmError::Unavailable(e.to_string())
+            } else {
+                DsmError::Resources(e.to_string())
             }
-            DsmError::Unavailable(e.to_string())
         })?;
         let p = make(uffd, self.pid).map_err(DsmError::Unavailable)?;
         self.list.push((home, p.clone()));

@@ -31,7 +31,7 @@ fn a_refusal_for_want_of_descriptors_or_memory_fails_that_map_only() {
     let mut b = books();
     for errno in [EMFILE, ENFILE, ENOMEM] {
         let got = b.get(home("/a", 4), refused(errno));
-        assert!(matches!(got, Err(DsmError::Unavailable(_))), "errno {errno}: {:?}", got.err());
+        assert!(matches!(got, Err(DsmError::Resources(_))), "errno {errno}: {:?}", got.err());
         assert!(b.failed.is_none(), "errno {errno} was kept");
         assert!(b.list.is_empty());
     }
