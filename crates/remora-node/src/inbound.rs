@@ -72,10 +72,10 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
         PeerRequest::Probe => Ok(PeerReply::Ok),
         PeerRequest::Connect { id, timeout_ms } => wait_for(&node, timeout_ms, Error::NoSuchSegment, |reg| {
             alive(reg)?;
-            reg.connect_local(sid, from, id)
+            reg.connect_for_peer(sid, from, id)
         })
         .await
-        .map(|(conn, size, _fd)| PeerReply::Connected { conn, size }),
+        .map(|(conn, size)| PeerReply::Connected { conn, size }),
         PeerRequest::Disconnect { conn } => node.lock().disconnect(sid, conn).map(|_| PeerReply::Ok),
         PeerRequest::ConnectInterrupt { intno, data, timeout_ms } => {
             wait_for(&node, timeout_ms, Error::NoSuchIntno, |reg| {

@@ -65,3 +65,26 @@ fn private_and_auto_ids() {
     let e = r.create_segment(a, Some(9), 0, false, true).unwrap().seg;
     assert_eq!(r.prepare(a, e, 0), Err(Error::IllegalOperation));
 }
+
+#[test]
+fn a_connect_for_another_hosts_session_books_as_a_local_connect_does_without_a_descriptor() {
+    let mut r = Registry::new(4);
+    let (tx, mut owner) = unbounded_channel();
+    let a = r.add_session(1, Role::Client, tx);
+    let (tx2, _peer_events) = unbounded_channel();
+    let peer = r.add_session(0, Role::Peer { node: 8 }, tx2);
+    assert!(matches!(r.connect_for_peer(peer, 8, 9), Err(ConnectWait::Missing)));
+    let seg = r.create_segment(a, Some(9), 8192, false, false).unwrap().seg;
+    r.prepare(a, seg, 0).unwrap();
+    assert!(matches!(r.connect_for_peer(peer, 8, 9), Err(ConnectWait::Unavailable)));
+    r.set_available(a, seg, 0).unwrap();
+    let (conn, size) = r.connect_for_peer(peer, 8, 9).unwrap();
+    assert_eq!(size, 8192);
+    // The owner is told; the connection keeps the memory the peer's frames reach.
+    assert!(std::iter::from_fn(|| owner.try_recv().ok())
+        .any(|e| matches!(e, Event::SegmentConnected { seg: s, node: 8 } if s == seg)));
+    assert!(r.conns[&conn].memfd.is_some());
+    assert!(r.segments[&seg].importers.contains(&conn));
+    r.disconnect(peer, conn).unwrap();
+    assert!(r.segments[&seg].importers.is_empty());
+}
