@@ -448,3 +448,26 @@ fn an_interrupt_ping_pong_across_hosts_survives_a_signal_storm() {
         eprintln!("{}", out.trim());
     }
 }
+
+#[test]
+fn a_forked_child_stores_into_an_inherited_map_of_another_host_are_reported_not_home() {
+    let daemon = match remora_testkit::find_daemon() {
+        Ok(d) => d,
+        Err(s) => return eprintln!("skipping: {}", s.0),
+    };
+    let c = match remora_testkit::NetCluster::start(2, &daemon) {
+        Ok(c) => c,
+        Err(s) => return eprintln!("skipping: {}", s.0),
+    };
+    let env = Env::new();
+    let exe = env.build(&root().join("tests/c/fork_inherited_map.c"), &[]);
+    let mut home = Reap(c.command(1, &exe).arg("home").stdout(Stdio::piped()).spawn().unwrap());
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(home.stdout.take().unwrap()));
+    assert_eq!(lines.next().and_then(|l| l.ok()).as_deref(), Some("ready"), "the home did not start");
+    let user = c.command(2, &exe).arg("user").arg(c.node(1).to_string()).output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&user.stdout), String::from_utf8_lossy(&user.stderr));
+    assert!(user.status.success(), "user: {said}");
+    let status = wait_with_timeout(&mut home, Duration::from_secs(30));
+    let rest: Vec<String> = lines.map_while(|l| l.ok()).collect();
+    assert!(status.success(), "home: {rest:?}");
+}
