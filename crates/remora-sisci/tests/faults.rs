@@ -559,3 +559,26 @@ fn a_flush_keeps_a_flag_to_one_home_behind_data_to_another_that_stopped() {
         answer.join().unwrap();
     }
 }
+
+#[test]
+fn a_second_map_is_not_held_behind_the_first_maps_dial_of_a_stopped_home() {
+    // The first map's flow request waits on the stopped home's dial (on the pager
+    // session); a second map of the same connection is made at once all the same, and
+    // both show in the daemon's books once the home answers.
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let (_seg, remote) = exported_and_connected(&a, &b, 4);
+    let watched = Watched::stop(daemon_pid(&h, 4), Duration::from_secs(3));
+    let m1 = remote.map(0, 65536, None, MapFlags::default()).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let t = Instant::now();
+    let m2 = remote.map(4096, 8192, None, MapFlags::default()).unwrap();
+    let took = t.elapsed();
+    assert!(!watched.resume(), "the second map was held until the watchdog");
+    assert!(took < Duration::from_millis(200), "the second map took {took:?}");
+    let mut got = [0u8; 9];
+    m1.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"home data");
+    assert_eq!((m1.dsm_direct(), m2.dsm_direct()), (Some(true), Some(true)));
+}

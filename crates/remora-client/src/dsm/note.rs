@@ -8,8 +8,11 @@
 //! third of the map's time on a machine whose work lands on one core). The flow request
 //! wakes the daemon anyway, from the asking thread; the note now goes just before it, on
 //! the same (pager) session, so the daemon reads both in one wake-up, off the mapping
-//! thread's path. A map whose flow is not asked for (one is there already, or pager flows
-//! are off) sends its note at once, as before.
+//! thread's path. A map made while that request is on its way (a second map of the
+//! connection) has its note sent right after the answer, by the same thread: the session
+//! carries one request at a time, and the mapping thread must not wait behind a dial. A
+//! map whose flow is not asked for (one is there already, or pager flows are off) sends
+//! its note at once, as before.
 //!
 //! The note is never sent after the map's unmap note: [`MapNote::withdraw`] drops a note
 //! not sent yet (the daemon then never hears of the map), and sends the unmap note after

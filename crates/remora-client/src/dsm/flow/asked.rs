@@ -55,15 +55,20 @@ impl Soon {
         }))
     }
 
-    /// Have `note` sent just before the flow request, by whoever makes it; at once when
-    /// the request is not booked here (it was made, or is being made, or none is asked).
+    /// Have `note` sent just before the flow request, by whoever makes it; right after
+    /// the request when it is on its way (the session carries one request at a time: the
+    /// mapping thread must not wait behind a dial); at once when it was answered or none
+    /// is asked.
     pub(in crate::dsm) fn attach(&self, note: Arc<MapNote>) {
         let booked = self.0.booked.lock().unwrap_or_else(|p| p.into_inner());
-        if booked.is_some() {
-            self.0.notes.lock().unwrap_or_else(|p| p.into_inner()).push(note);
+        let mut notes = self.0.notes.lock().unwrap_or_else(|p| p.into_inner());
+        // Not answered yet (looked at under the notes' lock: the answer is set before the
+        // notes are looked at again, see `answer`).
+        if booked.is_some() || self.peek().is_none() {
+            notes.push(note);
             return;
         }
-        drop(booked);
+        drop((notes, booked));
         note.send();
     }
 
@@ -221,4 +226,9 @@ fn answer(booked: Booked, soon: &Soon, here: bool) {
         }
     }
     soon.set(flow);
+    // The notes of maps made while the request was on its way.
+    let late = std::mem::take(&mut *soon.0.notes.lock().unwrap_or_else(|p| p.into_inner()));
+    for n in late {
+        n.send();
+    }
 }
