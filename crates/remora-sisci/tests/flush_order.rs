@@ -123,3 +123,33 @@ fn a_store_straight_home_is_not_overwritten_by_an_earlier_store_of_another_map()
         );
     }
 }
+
+#[test]
+fn stores_and_loads_straight_home_come_after_another_maps_earlier_stores() {
+    // `Map::store_home`/`load_home` promise order with every store made before to maps of
+    // the same connection: a store through the second map, then a store straight home
+    // through the first over the same bytes (the later one wins at the home), or a load
+    // straight home through the first (it sees the earlier store).
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let s = LocalSegment::create(&a, Some(31), 65536, CreateFlags::default()).unwrap();
+    s.prepare(0).unwrap();
+    s.set_available(0).unwrap();
+    let home = s.map(0, 65536, None, MapFlags::default()).unwrap();
+    let r = RemoteSegment::connect(&b, 4, 31, 0, Some(Duration::from_secs(10))).unwrap();
+    let (m1, m2) = (
+        r.map(0, 65536, None, MapFlags::default()).unwrap(),
+        r.map(0, 65536, None, MapFlags::default()).unwrap(),
+    );
+    for i in 1..=5u64 {
+        m2.write(4096, &(i * 1000).to_le_bytes()).unwrap();
+        let mut w = [0u8; 8];
+        m1.load_home(4096, &mut w).unwrap();
+        assert_eq!(u64::from_le_bytes(w), i * 1000, "load {i} missed the other map's store");
+        m2.write(0, &(i * 1000).to_le_bytes()).unwrap();
+        m1.store_home(&[(0, &i.to_le_bytes())]).unwrap();
+        assert!(m2.flush() && m1.flush());
+        assert_eq!(word(&home, 0), i, "store {i} overwritten by the other map's earlier one");
+    }
+}

@@ -345,8 +345,16 @@ impl DsmMap {
                 return r;
             }
         }
+        // Each run's bytes as they are (not as a page's difference from its twin, which a
+        // store through another map of the same memory may have made stale), straight home
+        // by the pager after every store made before; through the map where it cannot go so.
         for (off, data) in runs {
-            self.region.write_at(self.delta + off, data)?;
+            let start = self.delta + off;
+            let sent = self.pager.ask(|tx| Cmd::Store { id: self.id, start, data: data.to_vec(), tx });
+            match sent.flatten() {
+                Some(r) => r?,
+                None => self.region.write_at(start, data)?,
+            }
         }
         if self.flush() {
             Ok(())

@@ -354,10 +354,12 @@ impl Pager {
                     maps.insert(m.region.base(), (id, m));
                 }
                 Cmd::Flush(id, tx, wait) => {
+                    self.flush_siblings(maps, id);
                     let ok = find_id(maps, id).map(|m| self.flush_map(m, wait)).unwrap_or(false);
                     let _ = tx.send(ok);
                 }
                 Cmd::Refresh(id, tx) => {
+                    self.flush_siblings(maps, id);
                     let ok = find_id(maps, id).map(|m| self.refresh_map(m)).unwrap_or(false);
                     let _ = tx.send(ok);
                 }
@@ -523,9 +525,10 @@ impl PMap {
 }
 
 impl Pager {
-    /// Before a store of map `id` goes home straight over its flow: the changes of the other
-    /// maps of the same memory (same session and key: the same flow) go first, so an earlier
-    /// store through one of them cannot land after it and overwrite it.
+    /// Before a store of map `id` goes home straight over its flow, and before its flush or
+    /// refresh: the changes of the other maps of the same memory (same session and key: the
+    /// same flow) go first, so an earlier store through one of them cannot land after it
+    /// and overwrite it, and a load after the refresh sees it.
     fn flush_siblings(&self, maps: &mut BTreeMap<usize, (u64, PMap)>, id: u64) {
         let Some(m) = find_id(maps, id) else { return };
         let (session, key) = (m.session.clone(), m.home.key());
