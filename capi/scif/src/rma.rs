@@ -41,7 +41,9 @@ pub extern "C-unwind" fn scif_unregister(epd: scif_epd_t, off: i64, len: usize) 
 }
 
 /// `scif_mmap`: map the peer's registered range; `SCIF_MMAP_FAILED` on failure. A negative
-/// offset lies in no window: `ENXIO`, as `scif.h` documents (misalignment is `EINVAL`).
+/// offset lies in no window: `ENXIO`, as `scif.h` documents (misalignment is `EINVAL`). A
+/// peer on another host: `EOPNOTSUPP` where userfaultfd is unavailable (the DSM's maps need
+/// it), `ENOMEM` where the process is out of descriptors or memory for one now.
 ///
 /// # Safety
 /// With `SCIF_MAP_FIXED`, `addr..addr+len` is the program's to replace.

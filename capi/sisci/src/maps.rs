@@ -83,8 +83,12 @@ fn publish(out: Out<sci_map_t>, map: Map) -> Outcome<*mut c_void> {
 /// `SCI_ERR_ILLEGAL_ADDRESS` for a bad or taken fixed address;
 /// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle or a NULL `map`;
 /// `SCI_ERR_NOT_SUPPORTED` for `SCI_FLAG_LOCK_OPERATION` and the interrupt map flags
-/// (adapter features); `SCI_ERR_ILLEGAL_FLAG`. `SCI_FLAG_BROADCAST` is accepted: the
-/// map of a multicast segment stores into every member (see `SCIConnectSegment`).
+/// (adapter features), and for a segment on another host where userfaultfd is unavailable
+/// (the DSM's maps need it); `SCI_ERR_NOSPC` where the process is out of descriptors or
+/// memory for such a map now; `SCI_ERR_ILLEGAL_FLAG`. `SCI_FLAG_BROADCAST` is accepted:
+/// the map of a multicast segment stores into every member (see `SCIConnectSegment`). A
+/// map that can be written, of another host's segment, is made once stores on their way
+/// to that cluster's homes landed (at most 5 s).
 ///
 /// # Safety
 /// `map` and `error` are NULL or writable. With `SCI_FLAG_FIXED_MAP_ADDR`, `addr` must be

@@ -167,7 +167,8 @@ pub extern "C-unwind" fn SCIStoreBarrier(sequence: sci_sequence_t, flags: c_uint
 /// far to maps of other hosts' segments home: stores made after it reach each home after
 /// them. Where the maps that can be written are all of one home it does not wait for them
 /// to land; with maps of several homes it waits for the homes' answers (at most 5 s), so
-/// that a store to another home cannot overtake them. The sequence may be NULL; with or
+/// that a store to another home cannot overtake them. A store to this node's own memory
+/// after it is not held back (`SCIStoreBarrier` waits). The sequence may be NULL; with or
 /// without `SCI_FLAG_FLUSH_CPU_BUFFERS_ONLY` it does the same. There is no error argument.
 ///
 /// # Errors

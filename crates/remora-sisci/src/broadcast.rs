@@ -132,7 +132,10 @@ impl RemoteSegment {
             offset as u64,
             size,
         )
-        .map_err(|_| Error::NotSupported)?;
+        .map_err(|e| match e {
+            remora_client::dsm::DsmError::Unavailable(_) => Error::NotSupported,
+            remora_client::dsm::DsmError::Resources(_) => Error::NoSpace,
+        })?;
         Ok(Map::wrap(
             l.session.clone(),
             &self.inner.desc,

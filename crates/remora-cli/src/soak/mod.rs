@@ -131,6 +131,8 @@ pub(crate) fn run(a: SoakArgs) -> Result<(), String> {
     }
     let mut skipped = Vec::new();
     let at = if a.netns {
+        // A missing remorad is a broken build, not a machine without namespaces: it fails.
+        crate::daemon_binary()?;
         match Nodes::netns() {
             Ok(at) => at,
             Err(why) => {

@@ -139,7 +139,7 @@ impl DsmMap {
         readonly: bool,
         ask: bool,
     ) -> Result<DsmMap, DsmError> {
-        if !readonly {
+        if !readonly && fan.is_none() {
             // A map that can be written is made once the stores made before it are home
             // (free when none are on their way; at most a settle point's wait): `SCIFlush`
             // waits for the homes only where several pagers had writable maps when it was
@@ -148,11 +148,15 @@ impl DsmMap {
             super::pagers::settle_cluster(&session);
         }
         let p = pager_for(&session, node)
-            .inspect_err(|e| tracing::warn!("maps of other hosts' segments are not supported here: {e}"))?;
+            .inspect_err(|e| tracing::warn!("no map of another host's segment: {e}"))?;
         let seg_off = offset & !(PAGE as u64 - 1);
         let delta = (offset - seg_off) as usize;
         let region = Arc::new(
-            p.uffd.register(delta + len, readonly).map_err(|e| DsmError::Unavailable(e.to_string()))?,
+            // Refused for want of memory or address space, or of userfaultfd's features.
+            p.uffd.register(delta + len, readonly).map_err(|e| match e.kind() {
+                std::io::ErrorKind::OutOfMemory => DsmError::Resources(e.to_string()),
+                _ => DsmError::Unavailable(e.to_string()),
+            })?,
         );
         let id = p.next.fetch_add(1, Ordering::Relaxed);
         let lost = Arc::new(AtomicBool::new(false));

@@ -101,7 +101,8 @@ impl Pagers {
                 DsmError::Resources(e.to_string())
             }
         })?;
-        let p = make(uffd, self.pid).map_err(DsmError::Unavailable)?;
+        // Its eventfd or thread could not be made: out of resources now.
+        let p = make(uffd, self.pid).map_err(DsmError::Resources)?;
         self.list.push((home, p.clone()));
         Ok(p)
     }
