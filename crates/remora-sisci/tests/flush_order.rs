@@ -2,25 +2,10 @@
 //! the flush, and never waits past a settle point's bound for a home that stopped.
 
 mod common;
-use common::{daemon_pid, Sci as _, Stopped};
+use common::{available as segment, daemon_pid, mapped, word, Sci as _, Stopped};
 
 use remora_sisci::*;
 use std::time::{Duration, Instant};
-
-fn word(m: &Map, off: usize) -> u64 {
-    let mut b = [0u8; 8];
-    m.read(off, &mut b).unwrap();
-    u64::from_le_bytes(b)
-}
-
-/// An available segment `id` of `d`'s node, and a map of it there.
-fn segment(d: &Descriptor, id: u32) -> (LocalSegment, Map) {
-    let s = LocalSegment::create(d, Some(id), 4096, CreateFlags::default()).unwrap();
-    s.prepare(0).unwrap();
-    s.set_available(0).unwrap();
-    let m = s.map(0, 4096, None, MapFlags::default()).unwrap();
-    (s, m)
-}
 
 #[test]
 fn a_flag_into_a_map_made_after_the_flush_never_overtakes_the_data() {
@@ -31,8 +16,8 @@ fn a_flag_into_a_map_made_after_the_flush_never_overtakes_the_data() {
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let c = Descriptor::open(&h.sci(12)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let (_s4, home4) = segment(&a, 31);
-    let (_s12, home12) = segment(&c, 41);
+    let (_s4, home4) = segment(&a, 31, 4096);
+    let (_s12, home12) = segment(&c, 41, 4096);
     let r4 = RemoteSegment::connect(&b, 4, 31, 0, Some(Duration::from_secs(10))).unwrap();
     let r12 = RemoteSegment::connect(&b, 12, 41, 0, Some(Duration::from_secs(10))).unwrap();
     let data = r4.map(0, 4096, None, MapFlags::default()).unwrap();
@@ -70,9 +55,9 @@ fn a_flush_waits_no_longer_than_a_settle_point_for_a_stopped_home() {
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let c = Descriptor::open(&h.sci(12)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let (_s1, home1) = segment(&a, 31);
-    let (_s2, _home2) = segment(&a, 32);
-    let (_s12, _home12) = segment(&c, 41);
+    let (_s1, home1) = segment(&a, 31, 4096);
+    let (_s2, _home2) = segment(&a, 32, 4096);
+    let (_s12, _home12) = segment(&c, 41, 4096);
     let connect = |node, id| RemoteSegment::connect(&b, node, id, 0, Some(Duration::from_secs(10))).unwrap();
     let (r1, r2, r12) = (connect(4, 31), connect(4, 32), connect(12, 41));
     let m1 = r1.map(0, 4096, None, MapFlags::default()).unwrap();
@@ -103,15 +88,7 @@ fn a_store_straight_home_is_not_overwritten_by_an_earlier_store_of_another_map()
     let h = common::Harness::with_cluster(&[4, 8], true);
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let s = LocalSegment::create(&a, Some(31), 65536, CreateFlags::default()).unwrap();
-    s.prepare(0).unwrap();
-    s.set_available(0).unwrap();
-    let home = s.map(0, 65536, None, MapFlags::default()).unwrap();
-    let r = RemoteSegment::connect(&b, 4, 31, 0, Some(Duration::from_secs(10))).unwrap();
-    let (m1, m2) = (
-        r.map(0, 65536, None, MapFlags::default()).unwrap(),
-        r.map(0, 65536, None, MapFlags::default()).unwrap(),
-    );
+    let (_s, home, _r, m1, m2) = two_maps_of_one_connection(&a, &b);
     for i in 1..=20u64 {
         m2.write(0, &(i * 1000).to_le_bytes()).unwrap();
         m1.write(0, &vec![i as u8; 32 << 10]).unwrap();
@@ -133,15 +110,7 @@ fn stores_and_loads_straight_home_come_after_another_maps_earlier_stores() {
     let h = common::Harness::with_cluster(&[4, 8], true);
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let s = LocalSegment::create(&a, Some(31), 65536, CreateFlags::default()).unwrap();
-    s.prepare(0).unwrap();
-    s.set_available(0).unwrap();
-    let home = s.map(0, 65536, None, MapFlags::default()).unwrap();
-    let r = RemoteSegment::connect(&b, 4, 31, 0, Some(Duration::from_secs(10))).unwrap();
-    let (m1, m2) = (
-        r.map(0, 65536, None, MapFlags::default()).unwrap(),
-        r.map(0, 65536, None, MapFlags::default()).unwrap(),
-    );
+    let (_s, home, _r, m1, m2) = two_maps_of_one_connection(&a, &b);
     for i in 1..=5u64 {
         m2.write(4096, &(i * 1000).to_le_bytes()).unwrap();
         let mut w = [0u8; 8];
@@ -152,4 +121,16 @@ fn stores_and_loads_straight_home_come_after_another_maps_earlier_stores() {
         assert!(m2.flush() && m1.flush());
         assert_eq!(word(&home, 0), i, "store {i} overwritten by the other map's earlier one");
     }
+}
+
+/// Segment 31 of `a`'s node (64 KiB) with a map there, and two maps of it through one
+/// connection of `b`.
+fn two_maps_of_one_connection(
+    a: &Descriptor,
+    b: &Descriptor,
+) -> (LocalSegment, Map, RemoteSegment, Map, Map) {
+    let (s, home) = segment(a, 31, 65536);
+    let (r, m1) = mapped(b, 4, 31, 65536);
+    let m2 = r.map(0, 65536, None, MapFlags::default()).unwrap();
+    (s, home, r, m1, m2)
 }

@@ -37,12 +37,8 @@ fn stores_a_fetch_showed_home_are_not_waited_for() {
     let h = common::Harness::with_cluster(&[4, 8], true);
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let seg = LocalSegment::create(&a, Some(31), 4096, CreateFlags::default()).unwrap();
-    seg.prepare(0).unwrap();
-    seg.set_available(0).unwrap();
-    let home = seg.map(0, 4096, None, MapFlags::default()).unwrap();
-    let r = RemoteSegment::connect(&b, 4, 31, 0, Some(Duration::from_secs(10))).unwrap();
-    let data = r.map(0, 4096, None, MapFlags::default()).unwrap();
+    let (_seg, home) = common::available(&a, 31, 4096);
+    let (_r, data) = common::mapped(&b, 4, 31, 4096);
     // A store the pager sends without waiting for its answer, seen at the home...
     data.write(8, &7u64.to_le_bytes()).unwrap();
     let mut w = [0u8; 8];
@@ -70,11 +66,8 @@ fn a_lost_homes_pager_sleeps_and_leaves_nothing_pending() {
     let h = common::Harness::with_cluster(&[4, 8], true);
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let seg = LocalSegment::create(&a, Some(31), 4096, CreateFlags::default()).unwrap();
-    seg.prepare(0).unwrap();
-    seg.set_available(0).unwrap();
-    let r = RemoteSegment::connect(&b, 4, 31, 0, Some(Duration::from_secs(10))).unwrap();
-    let data = r.map(0, 4096, None, MapFlags::default()).unwrap();
+    let (_seg, _home) = common::available(&a, 31, 4096);
+    let (_r, data) = common::mapped(&b, 4, 31, 4096);
     // A store the pager's tick sends without waiting for the answer; then the home dies
     // with the page still resident here.
     data.write(8, &1u64.to_le_bytes()).unwrap();

@@ -364,3 +364,27 @@ impl Watched {
         self.1.join().unwrap()
     }
 }
+
+/// Segment `id` of `size` bytes of `d`'s node, prepared and available, and a map of it
+/// there.
+pub fn available(d: &Descriptor, id: u32, size: usize) -> (LocalSegment, Map) {
+    let s = LocalSegment::create(d, Some(id), size, CreateFlags::default()).unwrap();
+    s.prepare(0).unwrap();
+    s.set_available(0).unwrap();
+    let m = s.map(0, size, None, MapFlags::default()).unwrap();
+    (s, m)
+}
+
+/// Segment `id` of `node`, connected through `d` and mapped whole (`size` bytes).
+pub fn mapped(d: &Descriptor, node: u32, id: u32, size: usize) -> (RemoteSegment, Map) {
+    let r = RemoteSegment::connect(d, node, id, 0, Some(Duration::from_secs(10))).unwrap();
+    let m = r.map(0, size, None, MapFlags::default()).unwrap();
+    (r, m)
+}
+
+/// The little-endian word at `off` of `m`.
+pub fn word(m: &Map, off: usize) -> u64 {
+    let mut b = [0u8; 8];
+    m.read(off, &mut b).unwrap();
+    u64::from_le_bytes(b)
+}
