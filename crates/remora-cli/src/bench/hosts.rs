@@ -416,3 +416,17 @@ impl Peer {
         }
     }
 }
+
+impl super::iperf::Hosts for Hosts {
+    fn command(&self, k: usize, program: &str) -> Command {
+        Hosts::command(self, k, program)
+    }
+
+    fn addr(&self, k: usize) -> String {
+        Hosts::addr(self, k)
+    }
+
+    fn label(&self) -> &'static str {
+        Hosts::label(self)
+    }
+}

@@ -4,16 +4,25 @@
 //! mean is the reference, as for UCX's latency row); where it is not installed the rows
 //! are left out with a note.
 
-use super::hosts::Hosts;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::Duration;
+
+/// The two hosts iperf3 runs between (`bench hosts`' namespace or loopback hosts).
+pub(crate) trait Hosts {
+    /// `program` as a process of host `k` (1 or 2).
+    fn command(&self, k: usize, program: &str) -> Command;
+    /// The address of host `k`.
+    fn addr(&self, k: usize) -> String;
+    /// How the rows name these hosts.
+    fn label(&self) -> &'static str;
+}
 
 /// How long each iperf3 run streams.
 const SECONDS: &str = "2";
 
 /// iperf3's TCP bandwidth from host 1 to host 2 with `streams` streams at once, in bytes
 /// per second (what the receiver got); `None` when iperf3 is missing or fails.
-pub(crate) fn stream(h: &Hosts, streams: u32) -> Option<f64> {
+pub(crate) fn stream(h: &dyn Hosts, streams: u32) -> Option<f64> {
     // A port free on this host now (the namespace hosts have ports of their own).
     let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port().to_string();
     let mut server = h
@@ -55,12 +64,12 @@ pub(crate) struct Before(Option<(f64, f64)>);
 
 impl Before {
     /// Measure now (nothing when iperf3 is missing).
-    pub(crate) fn measure(h: &Hosts) -> Before {
+    pub(crate) fn measure(h: &dyn Hosts) -> Before {
         Before(stream(h, 1).zip(stream(h, 4)))
     }
 
     /// Measure again, after the rows, and set the bulk rows beside the mean of both runs.
-    pub(crate) fn rows(self, h: &Hosts) {
+    pub(crate) fn rows(self, h: &dyn Hosts) {
         let after = self.0.and_then(|_| stream(h, 1).zip(stream(h, 4)));
         let (Some((one0, four0)), Some((one1, four1))) = (self.0, after) else {
             println!("(iperf3 unavailable: apt-get install iperf3 for the iperf3 reference)");
