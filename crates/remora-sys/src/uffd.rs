@@ -11,6 +11,9 @@
 //! may use it where the kernel allows.
 
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
+mod freeze;
+
+pub use freeze::{freeze_writes, Frozen};
 use rustix::ioctl::{opcode, Ioctl, Opcode, Updater};
 use rustix::mm::{MapFlags, ProtFlags, UserfaultfdFlags};
 use std::io;
@@ -36,7 +39,7 @@ struct Api {
     ioctls: u64,
 }
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct Range {
     start: u64,
     len: u64,

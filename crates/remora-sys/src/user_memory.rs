@@ -68,6 +68,53 @@ fn is_movable(addr: usize, len: usize) -> bool {
     })
 }
 
+/// Hold other threads' stores to `addr..addr+len` while it is copied and mapped anew
+/// (`uffd/freeze.rs`): for pages that also hold other allocations (the heap), a store lost
+/// between the copy and the remap would corrupt them. Not for a range near this thread's
+/// own stack, which this thread writes itself meanwhile (it would wait for itself): such a
+/// move goes on unguarded, as a move where userfaultfd cannot be had does.
+fn hold_stores(addr: usize, len: usize) -> Option<crate::uffd::Frozen> {
+    // The stack this thread writes while the range is held: its frames from here down
+    // (the copy, the remap, a signal handler that runs meanwhile) and the few above (the
+    // callers' frames are not written until the range is let go).
+    let here = &addr as *const usize as usize;
+    let (below, above) = (256 << 10, 64 << 10);
+    if addr < here.saturating_add(above) && here.saturating_sub(below) < addr + len {
+        return None;
+    }
+    crate::uffd::freeze_writes(addr, len)
+}
+
+/// Copy `addr..addr+len` into `into` (a mapping of `fd` from `offset`, `len` bytes) and
+/// map `fd` from `offset` over the range; other threads' stores to the range wait
+/// meanwhile ([`hold_stores`]), and land in `fd` once it is mapped there (it already holds
+/// the bytes).
+///
+/// # Safety
+/// The range is this process's mapped, readable and writable memory that the caller may
+/// replace (the `UserRegion` contract); `into` maps `fd` at `offset`, outside the range.
+unsafe fn remap_held(
+    addr: *mut u8,
+    len: usize,
+    into: &crate::Mapping,
+    fd: &Memfd,
+    offset: u64,
+) -> io::Result<()> {
+    let held = hold_stores(addr as usize, len);
+    // Nothing is allocated from here until `held` drops: the allocator's bookkeeping may
+    // live in the held pages.
+    // SAFETY: the caller's range is mapped readable memory; `into` is a distinct mapping
+    // of `len` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(addr, into.as_ptr(), len) };
+    let rw = ProtFlags::READ | ProtFlags::WRITE;
+    // SAFETY: MAP_FIXED over the caller's range, which the contract hands over; `fd` holds
+    // its bytes from `offset` on.
+    let mapped =
+        unsafe { rustix::mm::mmap(addr.cast(), len, rw, MapFlags::SHARED | MapFlags::FIXED, fd, offset) };
+    drop(held);
+    mapped.map(|_| ()).map_err(errno)
+}
+
 /// Copy `addr..addr+len` into a new sealed memfd and map it over the same addresses.
 ///
 /// # Safety
@@ -75,22 +122,8 @@ fn is_movable(addr: usize, len: usize) -> bool {
 unsafe fn rehome(addr: *mut u8, len: usize, name: &str) -> io::Result<Memfd> {
     let fd = Memfd::create(name, len as u64)?;
     let tmp = crate::Mapping::new(std::os::fd::AsFd::as_fd(&fd), 0, len, Default::default())?;
-    // SAFETY: the caller checked the range is mapped readable memory; `tmp` is fresh.
-    unsafe { std::ptr::copy_nonoverlapping(addr, tmp.as_ptr(), len) };
-    drop(tmp);
-    // SAFETY: MAP_FIXED over the caller's range, which the contract hands over; the bytes
-    // are preserved.
-    unsafe {
-        rustix::mm::mmap(
-            addr.cast(),
-            len,
-            ProtFlags::READ | ProtFlags::WRITE,
-            MapFlags::SHARED | MapFlags::FIXED,
-            &fd,
-            0,
-        )
-    }
-    .map_err(errno)?;
+    // SAFETY: the caller's contract; `tmp` maps the new memfd, outside the range.
+    unsafe { remap_held(addr, len, &tmp, &fd, 0)? };
     Ok(fd)
 }
 
@@ -421,20 +454,29 @@ pub fn unshare_region(region: UserRegion) -> io::Result<()> {
     if len == 0 || !addr.is_multiple_of(page) || !len.is_multiple_of(page) {
         return Err(errno(rustix::io::Errno::INVAL));
     }
-    let mut copy = vec![0u8; len];
-    region.read(0, &mut copy)?;
-    // SAFETY: MAP_FIXED over the caller's range, which the `UserRegion` contract hands
-    // over; the bytes are restored right after from `copy`.
-    unsafe {
-        rustix::mm::mmap_anonymous(
-            addr as *mut _,
-            len,
-            ProtFlags::READ | ProtFlags::WRITE,
-            MapFlags::PRIVATE | MapFlags::FIXED,
-        )
+    // Fresh private pages elsewhere get the bytes, then move over the range in one step
+    // (a store never finds the new pages before they hold the bytes); other threads'
+    // stores to the range wait meanwhile.
+    let rw = ProtFlags::READ | ProtFlags::WRITE;
+    // SAFETY: a fresh anonymous mapping at an address the kernel picks.
+    let fresh = unsafe { rustix::mm::mmap_anonymous(std::ptr::null_mut(), len, rw, MapFlags::PRIVATE) }
+        .map_err(errno)?;
+    let held = hold_stores(addr, len);
+    // Nothing is allocated until `held` drops (see `remap_held`).
+    // SAFETY: the caller's range is mapped readable memory (`UserRegion` contract);
+    // `fresh` is our new mapping of `len` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, fresh.cast::<u8>(), len) };
+    // SAFETY: moves our `fresh` pages over the caller's range, which the contract hands
+    // over (the old pages there are unmapped); `fresh` is gone afterwards.
+    let moved = unsafe {
+        rustix::mm::mremap_fixed(fresh, len, len, rustix::mm::MremapFlags::MAYMOVE, addr as *mut _)
+    };
+    drop(held);
+    if moved.is_err() {
+        // SAFETY: `fresh` stayed ours when the move failed.
+        let _ = unsafe { rustix::mm::munmap(fresh, len) };
     }
-    .map_err(errno)?;
-    region.write(0, &copy)
+    moved.map(|_| ()).map_err(errno)
 }
 
 /// Make `region` show `fd` from byte `offset` on, after copying the bytes the region holds
@@ -460,24 +502,9 @@ pub fn rebind_region(region: UserRegion, fd: &Memfd, offset: u64) -> io::Result<
         return Err(errno(rustix::io::Errno::FAULT));
     }
     let tmp = crate::Mapping::new(std::os::fd::AsFd::as_fd(fd), offset, len, Default::default())?;
-    let mut copy = vec![0u8; len];
-    region.read(0, &mut copy)?;
-    tmp.write(0, &copy)?;
-    drop(tmp);
-    // SAFETY: MAP_FIXED over the caller's range, which the `UserRegion` contract hands
-    // over; its bytes were copied into `fd` at `offset` just above.
-    unsafe {
-        rustix::mm::mmap(
-            addr as *mut _,
-            len,
-            ProtFlags::READ | ProtFlags::WRITE,
-            MapFlags::SHARED | MapFlags::FIXED,
-            fd,
-            offset,
-        )
-    }
-    .map_err(errno)?;
-    Ok(())
+    // SAFETY: the `UserRegion` contract hands the range over; `tmp` maps `fd` at `offset`,
+    // outside it.
+    unsafe { remap_held(addr as *mut u8, len, &tmp, fd, offset) }
 }
 
 #[cfg(test)]
@@ -521,5 +548,49 @@ mod tests {
         let x = Box::new([0u8; 64]);
         // SAFETY: the call fails before touching anything.
         assert!(unsafe { move_into_memfd(x.as_ptr() as *mut u8, 64, "x") }.is_err());
+    }
+
+    #[test]
+    fn stores_another_thread_makes_during_a_move_are_not_lost() {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let page = crate::page_size();
+        // SAFETY: a fresh private anonymous page, owned by this test.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                page,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .unwrap() as usize;
+        // A word of the page another thread keeps counting in (as malloc's bookkeeping
+        // beside a registered buffer), while the page moves into a memfd and back.
+        // SAFETY: the page is live until the end of the test; the word is aligned.
+        let counter: &'static AtomicU64 = unsafe { &*((p + page - 8) as *const AtomicU64) };
+        static STOP: AtomicBool = AtomicBool::new(false);
+        let writer = std::thread::spawn(move || {
+            let mut mine = 0u64;
+            while !STOP.load(Ordering::Relaxed) {
+                counter.fetch_add(1, Ordering::SeqCst);
+                mine += 1;
+            }
+            mine
+        });
+        // SAFETY: the page is ours; only the writer thread stores into it meanwhile, which
+        // the move holds (the point of this test).
+        let region = unsafe { UserRegion::from_raw_parts(p as *mut u8, page) };
+        for _ in 0..300 {
+            let _fd = move_region(region, "held").unwrap();
+            unshare_region(region).unwrap();
+        }
+        STOP.store(true, Ordering::Relaxed);
+        let mine = writer.join().unwrap();
+        if crate::uffd::freeze_writes(p, page).is_none() {
+            return eprintln!("skipped: no userfaultfd write protection here ({mine} stores)");
+        }
+        assert_eq!(counter.load(Ordering::SeqCst), mine, "stores made during the moves were lost");
+        // SAFETY: the test's page, no longer used.
+        unsafe { rustix::mm::munmap(p as *mut _, page) }.unwrap();
     }
 }

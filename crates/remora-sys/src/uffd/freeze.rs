@@ -1,0 +1,144 @@
+//! Holding every write to a range of this process's memory while it is copied and mapped
+//! anew (`user_memory.rs`: memory moved into a memfd in place, or given back).
+//!
+//! A move copies the pages and maps the copy over the same addresses. A store another
+//! thread makes between the copy and the remap lands in the old pages and is lost; for
+//! heap memory the pages hold other allocations too, and a lost store of malloc's own
+//! bookkeeping corrupts the heap (seen once as glibc's "unaligned tcache chunk" abort in a
+//! test binary whose threads allocate while VIPL registers a buffer). So the range is
+//! write-protected through a userfaultfd of its own for that moment: a thread that stores
+//! into it sleeps in its fault until the guard is dropped, then retries its store against
+//! whatever is mapped there now. Loads go on.
+//!
+//! Where a userfaultfd may also hold the kernel's own stores (`copy_to_user` of a
+//! system call made by another thread) it is opened so; else user-mode stores only are
+//! held, and a system call writing into the range meanwhile fails with `EFAULT` (rather
+//! than its bytes being lost). Where no userfaultfd can be had, or the memory cannot be
+//! write-protected (an old kernel), the move goes on unguarded, as before.
+//!
+//! The thread that holds the guard must not store into the range itself (it would wait for
+//! itself): no allocation between freezing and thawing, whose bookkeeping may live in
+//! those pages.
+
+use super::WRITEPROTECT_MODE_WP;
+use super::{err, Api, Range, Reader, Register, WriteProtect, OP_API, OP_REGISTER, OP_UNREGISTER, OP_WAKE};
+use super::{FEATURE_PAGEFAULT_FLAG_WP, OP_WRITEPROTECT, REGISTER_MODE_WP, UFFD_API, UFFD_USER_MODE_ONLY};
+use rustix::ioctl::Updater;
+use rustix::mm::UserfaultfdFlags;
+use std::os::fd::OwnedFd;
+
+const FEATURE_WP_HUGETLBFS_SHMEM: u64 = 1 << 12;
+const FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
+
+/// Writes to a range held until this drops ([`freeze_writes`]).
+#[derive(Debug)]
+pub struct Frozen {
+    fd: OwnedFd,
+    range: Range,
+}
+
+/// A userfaultfd for holding writes: one that holds the kernel's stores too where that is
+/// allowed, else user-mode stores only; with write-protect faults (and, where the kernel
+/// has them, on shared memory and on pages not populated yet).
+fn open() -> Option<OwnedFd> {
+    let base = UserfaultfdFlags::CLOEXEC | UserfaultfdFlags::NONBLOCK;
+    for flags in [base, base | UserfaultfdFlags::from_bits_retain(UFFD_USER_MODE_ONLY)] {
+        for features in [
+            FEATURE_PAGEFAULT_FLAG_WP | FEATURE_WP_HUGETLBFS_SHMEM | FEATURE_WP_UNPOPULATED,
+            FEATURE_PAGEFAULT_FLAG_WP,
+        ] {
+            // SAFETY: userfaultfd(2) has no memory-safety preconditions; it returns a new fd.
+            let Ok(fd) = (unsafe { rustix::mm::userfaultfd(flags) }) else { break };
+            let mut api = Api { api: UFFD_API, features, ioctls: 0 };
+            // SAFETY: UFFDIO_API takes a struct uffdio_api, which `Api` lays out exactly.
+            if unsafe { rustix::ioctl::ioctl(&fd, Updater::<OP_API, Api>::new(&mut api)) }.is_ok() {
+                return Some(fd);
+            }
+        }
+    }
+    None
+}
+
+/// Hold every store to `addr..addr+len` (page-aligned memory of this process) until the
+/// returned guard drops; `None` where that cannot be done here (see the module's doc).
+/// Allocates nothing once it returns.
+pub fn freeze_writes(addr: usize, len: usize) -> Option<Frozen> {
+    let fd = open()?;
+    // Populate the pages as if written (contents unchanged): write protection holds
+    // present pages on every kernel that has it.
+    // SAFETY: MADV_POPULATE_WRITE only faults the range's pages in; it changes no byte.
+    let _ = unsafe { rustix::mm::madvise(addr as *mut _, len, rustix::mm::Advice::LinuxPopulateWrite) };
+    let range = Range { start: addr as u64, len: len as u64 };
+    let mut reg = Register { range, mode: REGISTER_MODE_WP, ioctls: 0 };
+    // SAFETY: UFFDIO_REGISTER takes a struct uffdio_register; the range is the caller's
+    // memory, registered for write-protect faults only.
+    unsafe { rustix::ioctl::ioctl(&fd, Updater::<OP_REGISTER, Register>::new(&mut reg)) }.ok()?;
+    let frozen = Frozen { fd, range };
+    let mut w = WriteProtect { range, mode: WRITEPROTECT_MODE_WP };
+    // SAFETY: UFFDIO_WRITEPROTECT on the range just registered with this fd.
+    unsafe { rustix::ioctl::ioctl(&frozen.fd, Updater::<OP_WRITEPROTECT, WriteProtect>::new(&mut w)) }
+        .map_err(err)
+        .ok()?;
+    Some(frozen)
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        // Where the range is still the memory that was frozen (the remap failed), it is
+        // writable again; the stores held wake and retry (against the new mapping, where
+        // the remap was made); then the fd lets go of the range.
+        let mut w = WriteProtect { range: self.range, mode: 0 };
+        // SAFETY: UFFDIO_WRITEPROTECT on the range registered with this fd (an error where
+        // it was mapped anew meanwhile, which is ignored).
+        let _ =
+            unsafe { rustix::ioctl::ioctl(&self.fd, Updater::<OP_WRITEPROTECT, WriteProtect>::new(&mut w)) };
+        // SAFETY: UFFDIO_WAKE and UFFDIO_UNREGISTER only read the range struct.
+        let _ = unsafe { rustix::ioctl::ioctl(&self.fd, Reader::<OP_WAKE, Range>(&self.range)) };
+        // SAFETY: as above.
+        let _ = unsafe { rustix::ioctl::ioctl(&self.fd, Reader::<OP_UNREGISTER, Range>(&self.range)) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::freeze_writes;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    #[test]
+    fn a_store_made_while_frozen_waits_and_lands_after() {
+        let page = crate::page_size();
+        // A fresh page of our own (anonymous, private), a word in it, and a thread storing
+        // into it while the page is frozen.
+        // SAFETY: a fresh anonymous mapping at an address the kernel picks.
+        let base = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                page,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::PRIVATE,
+            )
+        }
+        .unwrap() as usize;
+        // SAFETY: `base` is a live, page-aligned mapping of ours; AtomicU64 needs 8-byte
+        // alignment, which a page has.
+        let word: &'static AtomicU64 = unsafe { &*(base as *const AtomicU64) };
+        let Some(frozen) = freeze_writes(base, page) else {
+            return eprintln!("skipped: no userfaultfd write protection here");
+        };
+        let stored = Arc::new(AtomicBool::new(false));
+        let s = stored.clone();
+        let writer = std::thread::spawn(move || {
+            word.store(7, Ordering::SeqCst);
+            s.store(true, Ordering::SeqCst);
+        });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!stored.load(Ordering::SeqCst), "a store went through while the page was frozen");
+        assert_eq!(word.load(Ordering::SeqCst), 0, "loads go on, and see no store yet");
+        drop(frozen);
+        writer.join().unwrap();
+        assert_eq!(word.load(Ordering::SeqCst), 7);
+        // SAFETY: our own mapping, no longer used.
+        unsafe { rustix::mm::munmap(base as *mut _, page) }.unwrap();
+    }
+}
