@@ -75,15 +75,20 @@ fn is_movable(addr: usize, len: usize) -> bool {
 /// move goes on unguarded, as a move where userfaultfd cannot be had does.
 fn hold_stores(addr: usize, len: usize) -> Option<crate::uffd::Frozen> {
     // The stack this thread writes while the range is held: its frames from here down
-    // (the copy, the remap, a signal handler that runs meanwhile) and the few above (the
-    // callers' frames are not written until the range is let go).
+    // (the copy, the remap, a signal handler that runs meanwhile) and its caller's frame
+    // just above (`remap_held`'s or `unshare_region`'s, a few hundred bytes; the frames
+    // above that are not written until the range is let go).
     let here = &addr as *const usize as usize;
-    let (below, above) = (256 << 10, 64 << 10);
+    let (below, above) = (256 << 10, 8 << 10);
     if addr < here.saturating_add(above) && here.saturating_sub(below) < addr + len {
         return None;
     }
     crate::uffd::freeze_writes(addr, len)
 }
+
+/// One move in place at a time: two moves whose page spans share a page (two heap buffers
+/// in one page) could not both hold it.
+static MOVING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Copy `addr..addr+len` into `into` (a mapping of `fd` from `offset`, `len` bytes) and
 /// map `fd` from `offset` over the range; other threads' stores to the range wait
@@ -100,6 +105,7 @@ unsafe fn remap_held(
     fd: &Memfd,
     offset: u64,
 ) -> io::Result<()> {
+    let _moving = MOVING.lock().unwrap_or_else(|p| p.into_inner());
     let held = hold_stores(addr as usize, len);
     // Nothing is allocated from here until `held` drops: the allocator's bookkeeping may
     // live in the held pages.
@@ -461,6 +467,7 @@ pub fn unshare_region(region: UserRegion) -> io::Result<()> {
     // SAFETY: a fresh anonymous mapping at an address the kernel picks.
     let fresh = unsafe { rustix::mm::mmap_anonymous(std::ptr::null_mut(), len, rw, MapFlags::PRIVATE) }
         .map_err(errno)?;
+    let _moving = MOVING.lock().unwrap_or_else(|p| p.into_inner());
     let held = hold_stores(addr, len);
     // Nothing is allocated until `held` drops (see `remap_held`).
     // SAFETY: the caller's range is mapped readable memory (`UserRegion` contract);
@@ -471,11 +478,21 @@ pub fn unshare_region(region: UserRegion) -> io::Result<()> {
     let moved = unsafe {
         rustix::mm::mremap_fixed(fresh, len, len, rustix::mm::MremapFlags::MAYMOVE, addr as *mut _)
     };
-    drop(held);
     if moved.is_err() {
-        // SAFETY: `fresh` stayed ours when the move failed.
-        let _ = unsafe { rustix::mm::munmap(fresh, len) };
+        // The move may have failed after unmapping the range: private pages there again,
+        // with the bytes, before anyone held may store (then `fresh` goes).
+        // SAFETY: MAP_FIXED over the caller's range, as above; `fresh` is still ours and
+        // holds the bytes.
+        unsafe {
+            if rustix::mm::mmap_anonymous(addr as *mut _, len, rw, MapFlags::PRIVATE | MapFlags::FIXED)
+                .is_ok()
+            {
+                std::ptr::copy_nonoverlapping(fresh.cast::<u8>(), addr as *mut u8, len);
+            }
+            let _ = rustix::mm::munmap(fresh, len);
+        }
     }
+    drop(held);
     moved.map(|_| ()).map_err(errno)
 }
 
@@ -566,6 +583,11 @@ mod tests {
         .unwrap() as usize;
         // A word of the page another thread keeps counting in (as malloc's bookkeeping
         // beside a registered buffer), while the page moves into a memfd and back.
+        if hold_stores(p, page).is_none() {
+            return eprintln!(
+                "skipped: the page cannot be held here (no such userfaultfd, or beside this stack)"
+            );
+        }
         // SAFETY: the page is live until the end of the test; the word is aligned.
         let counter: &'static AtomicU64 = unsafe { &*((p + page - 8) as *const AtomicU64) };
         static STOP: AtomicBool = AtomicBool::new(false);
@@ -586,9 +608,6 @@ mod tests {
         }
         STOP.store(true, Ordering::Relaxed);
         let mine = writer.join().unwrap();
-        if crate::uffd::freeze_writes(p, page).is_none() {
-            return eprintln!("skipped: no userfaultfd write protection here ({mine} stores)");
-        }
         assert_eq!(counter.load(Ordering::SeqCst), mine, "stores made during the moves were lost");
         // SAFETY: the test's page, no longer used.
         unsafe { rustix::mm::munmap(p as *mut _, page) }.unwrap();

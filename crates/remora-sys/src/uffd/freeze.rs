@@ -10,22 +10,25 @@
 //! into it sleeps in its fault until the guard is dropped, then retries its store against
 //! whatever is mapped there now. Loads go on.
 //!
-//! Where a userfaultfd may also hold the kernel's own stores (`copy_to_user` of a
-//! system call made by another thread) it is opened so; else user-mode stores only are
-//! held, and a system call writing into the range meanwhile fails with `EFAULT` (rather
-//! than its bytes being lost). Where no userfaultfd can be had, or the memory cannot be
-//! write-protected (an old kernel), the move goes on unguarded, as before.
+//! Only a userfaultfd that also holds the kernel's own stores is used (`copy_to_user` of a
+//! system call another thread makes into those pages, a signal frame pushed onto a stack
+//! there): one limited to user-mode faults would make such a system call fail with `EFAULT`
+//! (a datagram then lost) and a signal delivery kill the process. Where that kind cannot be
+//! had (an unprivileged process with `vm.unprivileged_userfaultfd` off), or the memory
+//! cannot be write-protected, the move goes on unguarded, as before. Stores the kernel
+//! makes without a retriable fault (pages pinned before: `O_DIRECT`, `io_uring` fixed
+//! buffers; some futex operations) are not held.
 //!
 //! The thread that holds the guard must not store into the range itself (it would wait for
 //! itself): no allocation between freezing and thawing, whose bookkeeping may live in
 //! those pages.
 
-use super::WRITEPROTECT_MODE_WP;
 use super::{err, Api, Range, Reader, Register, WriteProtect, OP_API, OP_REGISTER, OP_UNREGISTER, OP_WAKE};
-use super::{FEATURE_PAGEFAULT_FLAG_WP, OP_WRITEPROTECT, REGISTER_MODE_WP, UFFD_API, UFFD_USER_MODE_ONLY};
+use super::{FEATURE_PAGEFAULT_FLAG_WP, OP_WRITEPROTECT, REGISTER_MODE_WP, UFFD_API, WRITEPROTECT_MODE_WP};
 use rustix::ioctl::Updater;
 use rustix::mm::UserfaultfdFlags;
 use std::os::fd::OwnedFd;
+use std::sync::OnceLock;
 
 const FEATURE_WP_HUGETLBFS_SHMEM: u64 = 1 << 12;
 const FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
@@ -37,37 +40,48 @@ pub struct Frozen {
     range: Range,
 }
 
-/// A userfaultfd for holding writes: one that holds the kernel's stores too where that is
-/// allowed, else user-mode stores only; with write-protect faults (and, where the kernel
-/// has them, on shared memory and on pages not populated yet).
-fn open() -> Option<OwnedFd> {
-    let base = UserfaultfdFlags::CLOEXEC | UserfaultfdFlags::NONBLOCK;
-    for flags in [base, base | UserfaultfdFlags::from_bits_retain(UFFD_USER_MODE_ONLY)] {
-        for features in [
-            FEATURE_PAGEFAULT_FLAG_WP | FEATURE_WP_HUGETLBFS_SHMEM | FEATURE_WP_UNPOPULATED,
-            FEATURE_PAGEFAULT_FLAG_WP,
-        ] {
-            // SAFETY: userfaultfd(2) has no memory-safety preconditions; it returns a new fd.
-            let Ok(fd) = (unsafe { rustix::mm::userfaultfd(flags) }) else { break };
-            let mut api = Api { api: UFFD_API, features, ioctls: 0 };
-            // SAFETY: UFFDIO_API takes a struct uffdio_api, which `Api` lays out exactly.
-            if unsafe { rustix::ioctl::ioctl(&fd, Updater::<OP_API, Api>::new(&mut api)) }.is_ok() {
-                return Some(fd);
-            }
-        }
+/// The features a userfaultfd for holding writes is opened with, as first found to work in
+/// this process (`None`: none can be had here; not asked again).
+static FEATURES: OnceLock<Option<u64>> = OnceLock::new();
+
+/// A userfaultfd that holds the kernel's stores too, with write-protect faults (and, where
+/// the kernel has them, on shared memory and on pages not populated yet); and its features.
+fn open() -> Option<(OwnedFd, u64)> {
+    let flags = UserfaultfdFlags::CLOEXEC | UserfaultfdFlags::NONBLOCK;
+    let try_open = |features: u64| {
+        // SAFETY: userfaultfd(2) has no memory-safety preconditions; it returns a new fd.
+        let fd = unsafe { rustix::mm::userfaultfd(flags) }.ok()?;
+        let mut api = Api { api: UFFD_API, features, ioctls: 0 };
+        // SAFETY: UFFDIO_API takes a struct uffdio_api, which `Api` lays out exactly.
+        unsafe { rustix::ioctl::ioctl(&fd, Updater::<OP_API, Api>::new(&mut api)) }.ok()?;
+        Some(fd)
+    };
+    if let Some(known) = FEATURES.get() {
+        let features = (*known)?;
+        return try_open(features).map(|fd| (fd, features));
     }
-    None
+    let found = [
+        FEATURE_PAGEFAULT_FLAG_WP | FEATURE_WP_HUGETLBFS_SHMEM | FEATURE_WP_UNPOPULATED,
+        FEATURE_PAGEFAULT_FLAG_WP,
+    ]
+    .into_iter()
+    .find_map(|features| try_open(features).map(|fd| (fd, features)));
+    let _ = FEATURES.set(found.as_ref().map(|(_, f)| *f));
+    found
 }
 
 /// Hold every store to `addr..addr+len` (page-aligned memory of this process) until the
 /// returned guard drops; `None` where that cannot be done here (see the module's doc).
 /// Allocates nothing once it returns.
 pub fn freeze_writes(addr: usize, len: usize) -> Option<Frozen> {
-    let fd = open()?;
-    // Populate the pages as if written (contents unchanged): write protection holds
-    // present pages on every kernel that has it.
-    // SAFETY: MADV_POPULATE_WRITE only faults the range's pages in; it changes no byte.
-    let _ = unsafe { rustix::mm::madvise(addr as *mut _, len, rustix::mm::Advice::LinuxPopulateWrite) };
+    let (fd, features) = open()?;
+    if features & FEATURE_WP_UNPOPULATED == 0 {
+        // Write protection holds present pages only on such a kernel: map the pages not
+        // touched yet (the zero page for anonymous memory, no memory taken; contents
+        // unchanged).
+        // SAFETY: MADV_POPULATE_READ only faults the range's pages in; it changes no byte.
+        let _ = unsafe { rustix::mm::madvise(addr as *mut _, len, rustix::mm::Advice::LinuxPopulateRead) };
+    }
     let range = Range { start: addr as u64, len: len as u64 };
     let mut reg = Register { range, mode: REGISTER_MODE_WP, ioctls: 0 };
     // SAFETY: UFFDIO_REGISTER takes a struct uffdio_register; the range is the caller's
