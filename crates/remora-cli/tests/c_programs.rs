@@ -350,14 +350,7 @@ fn header_constants_match_the_library() {
 fn hello_world_pio_across_two_hosts() {
     // The guide's PIO hello world, receiver on host 1 and sender on host 2 of a cluster of
     // network namespaces: the sender's store goes through a DSM map of the other host.
-    let daemon = match remora_testkit::find_daemon() {
-        Ok(d) => d,
-        Err(s) => return eprintln!("skipping multi-host hello world: {}", s.0),
-    };
-    let c = match remora_testkit::NetCluster::start(2, &daemon) {
-        Ok(c) => c,
-        Err(s) => return eprintln!("skipping multi-host hello world: {}", s.0),
-    };
+    let Some(c) = netns_hosts("multi-host hello world") else { return };
     let env = Env::new();
     let recv = env.build(&root().join("examples/hello_receiver.c"), &[]);
     let send = env.build(&root().join("examples/hello_sender.c"), &[]);
@@ -378,14 +371,7 @@ fn hello_world_pio_across_two_hosts() {
 
 #[test]
 fn stores_reach_the_other_host_even_without_unmap() {
-    let daemon = match remora_testkit::find_daemon() {
-        Ok(d) => d,
-        Err(s) => return eprintln!("skipping: {}", s.0),
-    };
-    let c = match remora_testkit::NetCluster::start(2, &daemon) {
-        Ok(c) => c,
-        Err(s) => return eprintln!("skipping: {}", s.0),
-    };
+    let Some(c) = netns_hosts("stores across hosts without unmap") else { return };
     let env = Env::new();
     let recv = env.build(&root().join("examples/hello_receiver.c"), &[]);
     let send = env.build(&root().join("tests/c/exit_without_unmap.c"), &[]);
@@ -421,14 +407,7 @@ fn dolphin_abi_names_reach_the_same_functions() {
 fn an_interrupt_ping_pong_across_hosts_survives_a_signal_storm() {
     // Both waiters blocked, each reading the other process's trigger flow itself while
     // it waits; a SIGALRM every 200 us (no SA_RESTART) interrupts those polls and reads.
-    let daemon = match remora_testkit::find_daemon() {
-        Ok(d) => d,
-        Err(s) => return eprintln!("skipping the interrupt ping-pong across hosts: {}", s.0),
-    };
-    let c = match remora_testkit::NetCluster::start(2, &daemon) {
-        Ok(c) => c,
-        Err(s) => return eprintln!("skipping the interrupt ping-pong across hosts: {}", s.0),
-    };
+    let Some(c) = netns_hosts("the interrupt ping-pong across hosts") else { return };
     let env = Env::new();
     let exe = env.build(&root().join("tests/c/intr_pingpong_signals.c"), &[]);
     let side = |host: usize, role: &str, other: usize| {
@@ -451,14 +430,7 @@ fn an_interrupt_ping_pong_across_hosts_survives_a_signal_storm() {
 
 #[test]
 fn a_forked_child_stores_into_an_inherited_map_of_another_host_are_reported_not_home() {
-    let daemon = match remora_testkit::find_daemon() {
-        Ok(d) => d,
-        Err(s) => return eprintln!("skipping: {}", s.0),
-    };
-    let c = match remora_testkit::NetCluster::start(2, &daemon) {
-        Ok(c) => c,
-        Err(s) => return eprintln!("skipping: {}", s.0),
-    };
+    let Some(c) = netns_hosts("a forked child's inherited map across hosts") else { return };
     let env = Env::new();
     let exe = env.build(&root().join("tests/c/fork_inherited_map.c"), &[]);
     let mut home = Reap(c.command(1, &exe).arg("home").stdout(Stdio::piped()).spawn().unwrap());

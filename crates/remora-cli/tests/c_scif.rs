@@ -114,14 +114,7 @@ fn libscif_exports_every_call_with_the_mpss_symbol_version() {
 /// A SCIF program's server on host 1 and client on host 2 of a cluster of network
 /// namespaces: messages and RMA go through the daemons over TCP.
 fn run_scif_across_hosts(src: &str, port: u16, env_vars: &[(&str, &str)]) {
-    let daemon = match remora_testkit::find_daemon() {
-        Ok(d) => d,
-        Err(s) => return eprintln!("skipping multi-host SCIF: {}", s.0),
-    };
-    let c = match remora_testkit::NetCluster::start(2, &daemon) {
-        Ok(c) => c,
-        Err(s) => return eprintln!("skipping multi-host SCIF: {}", s.0),
-    };
+    let Some(c) = netns_hosts("multi-host SCIF") else { return };
     let env = Env::new();
     let exe = env.build_scif(&root().join(src));
     let mut server = c.command(1, &exe);

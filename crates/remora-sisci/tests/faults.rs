@@ -359,10 +359,7 @@ fn a_stopped_home_does_not_hold_up_another_homes_map_of_the_same_descriptor() {
     let c = Descriptor::open(&h.sci(12)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
     let (_seg4, r4) = exported_and_connected(&a, &b, 4);
-    let seg12 = LocalSegment::create(&c, Some(41), 65536, CreateFlags::default()).unwrap();
-    seg12.prepare(0).unwrap();
-    seg12.set_available(0).unwrap();
-    let home12 = seg12.map(0, 65536, None, MapFlags::default()).unwrap();
+    let (_seg12, home12) = common::available(&c, 41, 65536);
     home12.write(0, b"other home").unwrap();
     let r12 = RemoteSegment::connect(&b, 12, 41, 0, Some(Duration::from_secs(10))).unwrap();
     // Held up behind the stopped home, the healthy one's work would wait for it: resumed
@@ -450,10 +447,7 @@ fn a_fault_on_a_stopped_homes_map_does_not_hold_up_another_homes_first_read() {
     let b2 = Descriptor::open(&h.sci(8)).unwrap();
     let (seg4, r4) = exported_and_connected(&a, &b, 4);
     seg4.map(0, 65536, None, MapFlags::default()).unwrap().write(32768, b"far data").unwrap();
-    let seg12 = LocalSegment::create(&c, Some(41), 65536, CreateFlags::default()).unwrap();
-    seg12.prepare(0).unwrap();
-    seg12.set_available(0).unwrap();
-    let home12 = seg12.map(0, 65536, None, MapFlags::default()).unwrap();
+    let (_seg12, home12) = common::available(&c, 41, 65536);
     home12.write(0, b"other home").unwrap();
     let r12 = RemoteSegment::connect(&b, 12, 41, 0, Some(Duration::from_secs(10))).unwrap();
     let r12b = RemoteSegment::connect(&b2, 12, 41, 0, Some(Duration::from_secs(10))).unwrap();
@@ -521,10 +515,7 @@ fn a_flush_keeps_a_flag_to_one_home_behind_data_to_another_that_stopped() {
     let b = Descriptor::open(&h.sci(8)).unwrap();
     let (seg4, r4) = exported_and_connected(&a, &b, 4);
     let home4 = seg4.map(0, 4096, None, MapFlags::default()).unwrap();
-    let seg12 = LocalSegment::create(&c, Some(41), 4096, CreateFlags::default()).unwrap();
-    seg12.prepare(0).unwrap();
-    seg12.set_available(0).unwrap();
-    let home12 = seg12.map(0, 4096, None, MapFlags::default()).unwrap();
+    let (_seg12, home12) = common::available(&c, 41, 4096);
     let r12 = RemoteSegment::connect(&b, 12, 41, 0, Some(Duration::from_secs(10))).unwrap();
     let (data, flag) = (
         r4.map(0, 4096, None, MapFlags::default()).unwrap(),

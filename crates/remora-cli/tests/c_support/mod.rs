@@ -182,3 +182,10 @@ pub fn both_pass(src: &str, mut server: Command, mut client: Command) {
     );
     assert!(status.success() && out.contains("PASS"), "{src} server: {out}{err}\nclient: {cout}{cerr}");
 }
+
+/// Two namespace hosts with the test's `remorad`, or `None` (said why, for `what`) where
+/// they cannot be made here.
+pub fn netns_hosts(what: &str) -> Option<remora_testkit::NetCluster> {
+    let made = remora_testkit::find_daemon().and_then(|d| remora_testkit::NetCluster::start(2, &d));
+    made.map_err(|s| eprintln!("skipping {what}: {}", s.0)).ok()
+}
