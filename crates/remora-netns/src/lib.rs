@@ -27,6 +27,7 @@
 //! unwinding (SIGKILL, abort) are removed by the next process that starts a cluster.
 
 mod host;
+mod stale;
 
 use host::*;
 use std::ffi::OsStr;
@@ -73,13 +74,24 @@ impl std::error::Error for Skip {}
 
 /// The `remorad` a test should use: `REMORA_DAEMON` if set, else the `remorad` of the
 /// test's own target directory (`target/debug/remorad` for `target/debug/deps/test-…`).
+/// A `remorad` found there that is older than its sources in the checkout gets a warning on
+/// stderr, once per process (shown with a failing test's output).
 ///
 /// # Errors
 /// A [`Skip`] naming the missing file and how to build it.
 pub fn find_daemon() -> Result<PathBuf, Skip> {
     let path = match &remora_config::Config::get().daemon {
         Some(p) => p.clone(),
-        None => daemon_beside_test(),
+        None => {
+            let p = daemon_beside_test();
+            static WARNED: Once = Once::new();
+            WARNED.call_once(|| {
+                if let Some(w) = stale::stale_daemon(&p) {
+                    eprintln!("{w}");
+                }
+            });
+            p
+        }
     };
     if path.is_file() {
         Ok(path)
