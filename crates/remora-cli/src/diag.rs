@@ -1,6 +1,7 @@
 //! `remora diag`: what a node needs from this machine, one check a line with its verdict,
 //! like Dolphin's `dis_diag`: the configuration, the runtime directory, the daemon binary,
-//! userfaultfd (maps of other hosts' segments), the memlock limit, memfd sealing, and, with
+//! userfaultfd (maps of other hosts' segments; user memory moved into segments with other
+//! threads' stores held), the memlock limit, memfd sealing, and, with
 //! a cluster file, its syntax and whether every peer's port answers; the libfabric providers
 //! this machine offers, and the transport this node would use.
 
@@ -61,6 +62,22 @@ fn userfaultfd() -> Verdict {
         Err(e) => Verdict::Warn(format!(
             "unavailable ({e}): maps of other hosts' segments fail; run as root or set vm.unprivileged_userfaultfd=1"
         )),
+    }
+}
+
+/// Whether memory that becomes a segment in place (`scif_register`,
+/// `SCIRegisterSegmentMemory`, `rsm_memseg_export_create`, `VipRegisterMem`) is moved with
+/// other threads' stores held.
+fn moves_guarded() -> Verdict {
+    match remora_sys::uffd::write_holds() {
+        Some(how) => {
+            Verdict::Ok(format!("other threads' stores wait while user memory moves (through {how})"))
+        }
+        None => Verdict::Warn(
+            "user memory moves unguarded: a store another thread makes into pages being registered may be \
+             lost; run as root, grant access to /dev/userfaultfd or set vm.unprivileged_userfaultfd=1"
+                .into(),
+        ),
     }
 }
 
@@ -138,6 +155,7 @@ pub fn diag() -> Result<(), String> {
     say("daemon", daemon(&cfg));
     say("memfd", memfd());
     say("userfaultfd", userfaultfd());
+    say("registered memory", moves_guarded());
     say("memlock", memlock());
     let running = remora_proto::paths::nodes_in(&env.runtime_dir);
     say(

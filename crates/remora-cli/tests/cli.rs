@@ -116,9 +116,16 @@ fn diag_gives_a_verdict_per_check() {
     let o = run(&[]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{text}");
-    for check in
-        ["configuration", "runtime directory", "daemon", "memfd", "userfaultfd", "memlock", "cluster"]
-    {
+    for check in [
+        "configuration",
+        "runtime directory",
+        "daemon",
+        "memfd",
+        "userfaultfd",
+        "registered memory",
+        "memlock",
+        "cluster",
+    ] {
         assert!(
             text.lines().any(|l| l.contains(check) && (l.starts_with("ok") || l.starts_with("WARN"))),
             "{check}: {text}"

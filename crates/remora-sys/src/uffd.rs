@@ -13,7 +13,7 @@
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 mod freeze;
 
-pub use freeze::{freeze_writes, Frozen};
+pub use freeze::{freeze_writes, write_holds, Frozen};
 use rustix::ioctl::{opcode, Ioctl, Opcode, Updater};
 use rustix::mm::{MapFlags, ProtFlags, UserfaultfdFlags};
 use std::io;

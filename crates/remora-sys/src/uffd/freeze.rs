@@ -14,8 +14,11 @@
 //! system call another thread makes into those pages, a signal frame pushed onto a stack
 //! there): one limited to user-mode faults would make such a system call fail with `EFAULT`
 //! (a datagram then lost) and a signal delivery kill the process. Where that kind cannot be
-//! had (an unprivileged process with `vm.unprivileged_userfaultfd` off), or the memory
-//! cannot be write-protected, the move goes on unguarded, as before. Stores the kernel
+//! had, the move goes on unguarded, as before: the system call gives that kind to root,
+//! `CAP_SYS_PTRACE` or everyone with `vm.unprivileged_userfaultfd=1`; where it refuses,
+//! `/dev/userfaultfd` (Linux 6.1, `USERFAULTFD_IOC_NEW`) gives it to whoever may open the
+//! device, which an administrator can grant a group without widening the sysctl. Where
+//! neither serves, or the memory cannot be write-protected, the move is unguarded. Stores the kernel
 //! makes without a retriable fault (pages pinned before: `O_DIRECT`, `io_uring` fixed
 //! buffers; some futex operations) are not held.
 //!
@@ -25,9 +28,9 @@
 
 use super::{err, Api, Range, Reader, Register, WriteProtect, OP_API, OP_REGISTER, OP_UNREGISTER, OP_WAKE};
 use super::{FEATURE_PAGEFAULT_FLAG_WP, OP_WRITEPROTECT, REGISTER_MODE_WP, UFFD_API, WRITEPROTECT_MODE_WP};
-use rustix::ioctl::Updater;
+use rustix::ioctl::{Ioctl, IoctlOutput, Opcode, Updater};
 use rustix::mm::UserfaultfdFlags;
-use std::os::fd::OwnedFd;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 
 const FEATURE_WP_HUGETLBFS_SHMEM: u64 = 1 << 12;
@@ -44,13 +47,60 @@ pub struct Frozen {
 /// this process (`None`: none can be had here; not asked again).
 static FEATURES: OnceLock<Option<u64>> = OnceLock::new();
 
+/// `USERFAULTFD_IOC_NEW` of `/dev/userfaultfd` (`_IO(0xAA, 0x00)`).
+const OP_NEW: Opcode = rustix::ioctl::opcode::none(0xAA, 0x00);
+
+/// The device's ioctl that makes a userfaultfd: its argument is the new fd's flags (an
+/// integer, not a pointer), its result the new fd.
+struct NewFromDevice(UserfaultfdFlags);
+
+// SAFETY: `USERFAULTFD_IOC_NEW` takes its flags as the integer argument and touches no
+// memory of ours; a successful call returns a new file descriptor, which we then own.
+unsafe impl Ioctl for NewFromDevice {
+    type Output = OwnedFd;
+    const IS_MUTATING: bool = false;
+    fn opcode(&self) -> Opcode {
+        OP_NEW
+    }
+    fn as_ptr(&mut self) -> *mut std::ffi::c_void {
+        std::ptr::without_provenance_mut(self.0.bits() as usize)
+    }
+    unsafe fn output_from_ptr(out: IoctlOutput, _: *mut std::ffi::c_void) -> rustix::io::Result<OwnedFd> {
+        // SAFETY: the caller passes the return value of a successful call: a new fd.
+        Ok(unsafe { OwnedFd::from_raw_fd(out) })
+    }
+}
+
+/// A userfaultfd made by `/dev/userfaultfd`, for whoever may open the device (it holds
+/// the kernel's stores like one the system call makes for a privileged process).
+fn from_device(flags: UserfaultfdFlags) -> Option<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let dev = rustix::fs::open("/dev/userfaultfd", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    // SAFETY: the ioctl's argument is an integer (see `NewFromDevice`).
+    unsafe { rustix::ioctl::ioctl(&dev, NewFromDevice(flags)) }.ok()
+}
+
+/// A userfaultfd that holds the kernel's stores too: the system call's (no
+/// `UFFD_USER_MODE_ONLY`), else the device's.
+fn new_fd(flags: UserfaultfdFlags) -> Option<OwnedFd> {
+    // SAFETY: userfaultfd(2) has no memory-safety preconditions; it returns a new fd.
+    match unsafe { rustix::mm::userfaultfd(flags) } {
+        Ok(fd) => Some(fd),
+        Err(_) => from_device(flags),
+    }
+}
+
 /// A userfaultfd that holds the kernel's stores too, with write-protect faults (and, where
 /// the kernel has them, on shared memory and on pages not populated yet); and its features.
 fn open() -> Option<(OwnedFd, u64)> {
+    open_with(new_fd)
+}
+
+/// [`open`] with the userfaultfd made by `make`.
+fn open_with(make: fn(UserfaultfdFlags) -> Option<OwnedFd>) -> Option<(OwnedFd, u64)> {
     let flags = UserfaultfdFlags::CLOEXEC | UserfaultfdFlags::NONBLOCK;
     let try_open = |features: u64| {
-        // SAFETY: userfaultfd(2) has no memory-safety preconditions; it returns a new fd.
-        let fd = unsafe { rustix::mm::userfaultfd(flags) }.ok()?;
+        let fd = make(flags)?;
         let mut api = Api { api: UFFD_API, features, ioctls: 0 };
         // SAFETY: UFFDIO_API takes a struct uffdio_api, which `Api` lays out exactly.
         unsafe { rustix::ioctl::ioctl(&fd, Updater::<OP_API, Api>::new(&mut api)) }.ok()?;
@@ -74,7 +124,24 @@ fn open() -> Option<(OwnedFd, u64)> {
 /// returned guard drops; `None` where that cannot be done here (see the module's doc).
 /// Allocates nothing once it returns.
 pub fn freeze_writes(addr: usize, len: usize) -> Option<Frozen> {
-    let (fd, features) = open()?;
+    freeze_with(open()?, addr, len)
+}
+
+/// Whether this process can hold writes while its memory moves ([`freeze_writes`]), and
+/// through what: `Some("the userfaultfd system call")`, `Some("/dev/userfaultfd")`, or
+/// `None` (moves are unguarded here).
+pub fn write_holds() -> Option<&'static str> {
+    let flags = UserfaultfdFlags::CLOEXEC | UserfaultfdFlags::NONBLOCK;
+    // SAFETY: userfaultfd(2) has no memory-safety preconditions; it returns a new fd.
+    let how = match unsafe { rustix::mm::userfaultfd(flags) } {
+        Ok(_) => "the userfaultfd system call",
+        Err(_) => "/dev/userfaultfd",
+    };
+    open().map(|_| how)
+}
+
+/// [`freeze_writes`] through `fd`, opened with `features`.
+fn freeze_with((fd, features): (OwnedFd, u64), addr: usize, len: usize) -> Option<Frozen> {
     if features & FEATURE_WP_UNPOPULATED == 0 {
         // Write protection holds present pages only on such a kernel: map the pages not
         // touched yet (the zero page for anonymous memory, no memory taken; contents
@@ -121,6 +188,22 @@ mod tests {
 
     #[test]
     fn a_store_made_while_frozen_waits_and_lands_after() {
+        store_waits_for(freeze_writes);
+    }
+
+    #[test]
+    fn the_device_makes_a_userfaultfd_that_holds_stores_too() {
+        if rustix::fs::access("/dev/userfaultfd", rustix::fs::Access::READ_OK | rustix::fs::Access::WRITE_OK)
+            .is_err()
+        {
+            return eprintln!("skipped: /dev/userfaultfd is not there or not ours to open");
+        }
+        store_waits_for(|base, len| super::freeze_with(super::open_with(super::from_device)?, base, len));
+    }
+
+    /// A thread's store into a page frozen by `freeze` waits until the guard drops, then
+    /// lands.
+    fn store_waits_for(freeze: impl Fn(usize, usize) -> Option<super::Frozen>) {
         let page = crate::page_size();
         // A fresh page of our own (anonymous, private), a word in it, and a thread storing
         // into it while the page is frozen.
@@ -137,7 +220,7 @@ mod tests {
         // SAFETY: `base` is a live, page-aligned mapping of ours; AtomicU64 needs 8-byte
         // alignment, which a page has.
         let word: &'static AtomicU64 = unsafe { &*(base as *const AtomicU64) };
-        let Some(frozen) = freeze_writes(base, page) else {
+        let Some(frozen) = freeze(base, page) else {
             return eprintln!("skipped: no userfaultfd write protection here");
         };
         let stored = Arc::new(AtomicBool::new(false));
