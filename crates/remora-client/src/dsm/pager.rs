@@ -103,6 +103,9 @@ pub(super) enum Cmd {
         broken: bool,
         tx: Sender<()>,
     },
+    /// No map uses the pager any more and none can (`pagers.rs` dropped it from its
+    /// list): the thread ends.
+    Exit,
     /// Add a leg to (or drop one from) the multicast maps of a connection (`fanout::leg`).
     Leg {
         key: u64,
@@ -129,6 +132,10 @@ pub(super) struct Pager {
     pub(super) writers: AtomicUsize,
     /// The process the pager's thread runs in (a child made by fork has no such thread).
     pub(super) pid: u32,
+    /// When a map last asked for this pager (`pagers.rs` ends pagers unused for long).
+    pub(super) used: Mutex<Instant>,
+    /// Set by [`Cmd::Exit`]: the thread ends once it has no map.
+    pub(super) quit: AtomicBool,
 }
 
 /// What a pager's maps hold that is not home yet, counted where every thread can look.
@@ -319,6 +326,9 @@ impl Pager {
             if step.is_err() {
                 tracing::error!("the DSM pager recovered from a panic");
             }
+            if maps.is_empty() && self.quit.load(Ordering::SeqCst) {
+                return;
+            }
         }
     }
 
@@ -387,6 +397,7 @@ impl Pager {
                     }
                     let _ = tx.send(());
                 }
+                Cmd::Exit => self.quit.store(true, Ordering::SeqCst),
                 Cmd::Leg { key, home, joined, done } => {
                     fanout::leg(self, maps, key, home, joined);
                     let _ = done.send(());

@@ -6,9 +6,11 @@
 //! home up to the flow's patience (10 s), and a map of a healthy home must not queue behind
 //! it. A home is a node of one cluster: the runtime directory of the daemon the map goes
 //! through and the node's number, so that the node 4 of two clusters a process reaches (tests
-//! of one binary, each with a cluster of its own) have a pager each. The threads are bounded
-//! by the number of homes; a pager whose maps are gone sleeps in `poll` without a timeout, as
-//! one without maps ever did.
+//! of one binary, each with a cluster of its own) have a pager each. A pager whose maps are
+//! gone sleeps in `poll` without a timeout; once no map has asked for it for [`UNUSED`] and
+//! nothing of it is on its way home, the next first map of another home ends its thread
+//! (a process that reaches node after node keeps a thread per home it still maps, not per
+//! home it ever mapped; a home mapped again soon keeps its thread).
 //!
 //! What reaches every map consults every pager:
 //!
@@ -86,8 +88,10 @@ impl Pagers {
         uffd: impl FnOnce() -> std::io::Result<Uffd>,
     ) -> Result<Arc<Pager>, DsmError> {
         if let Some((_, p)) = self.list.iter().find(|(k, _)| *k == home) {
+            *p.used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
             return Ok(p.clone());
         }
+        self.end_unused(Instant::now());
         if let Some(e) = &self.failed {
             return Err(DsmError::Unavailable(e.clone()));
         }
@@ -106,7 +110,24 @@ impl Pagers {
         self.list.push((home, p.clone()));
         Ok(p)
     }
+
+    /// End the pagers that no map has asked for since `now - UNUSED`, that no one holds but
+    /// this list and their own thread (no map, no settle point in progress) and that have
+    /// nothing on its way home. Under the list's lock, so no one can take one meanwhile.
+    fn end_unused(&mut self, now: Instant) {
+        self.list.retain(|(_, p)| {
+            let used = *p.used.lock().unwrap_or_else(|e| e.into_inner());
+            let end = Arc::strong_count(p) == 2 && p.pending.nothing() && now.duration_since(used) >= UNUSED;
+            if end {
+                p.command(Cmd::Exit);
+            }
+            !end
+        });
+    }
 }
+
+/// How long a pager no map uses is kept for a map of its home to come (module docs).
+const UNUSED: Duration = Duration::from_secs(10);
 
 /// Whether userfaultfd's refusal `e` holds for the life of the process: not allowed
 /// (`EPERM`, also a seccomp filter's), absent (`ENOSYS`), or without the write-protect
@@ -131,6 +152,8 @@ fn make(uffd: Uffd, pid: u32) -> Result<Arc<Pager>, String> {
         pending: Arc::default(),
         writers: AtomicUsize::new(0),
         pid,
+        used: Mutex::new(Instant::now()),
+        quit: AtomicBool::new(false),
     });
     let runner = p.clone();
     std::thread::Builder::new()

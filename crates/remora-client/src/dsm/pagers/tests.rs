@@ -4,6 +4,7 @@
 use super::*;
 use std::io;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// A userfaultfd refused with `errno`.
 fn refused(errno: i32) -> impl FnOnce() -> io::Result<Uffd> {
@@ -68,4 +69,41 @@ fn the_same_node_of_two_clusters_has_two_pagers() {
     // The same home again: its pager, no new userfaultfd.
     let again = b.get(home("/cluster-1", 4), || unreachable!("a second pager for one home")).unwrap();
     assert!(Arc::ptr_eq(&p1, &again));
+}
+
+#[test]
+fn a_pager_unused_for_long_ends_when_another_home_gets_one() {
+    let mut b = books();
+    let (Ok(u1), Ok(u2), Ok(u3)) = (Uffd::new(), Uffd::new(), Uffd::new()) else {
+        return eprintln!("skipped: userfaultfd unavailable here");
+    };
+    let old = b.get(home("/c", 4), move || Ok(u1)).unwrap();
+    let held = b.get(home("/c", 8), move || Ok(u2)).unwrap();
+    let gone = Arc::downgrade(&old);
+    drop(old);
+    // Long unused, as both are now; but the one a map still holds stays.
+    let long_ago = Instant::now() - UNUSED - Duration::from_secs(1);
+    for (_, p) in &b.list {
+        *p.used.lock().unwrap() = long_ago;
+    }
+    let _third = b.get(home("/c", 12), move || Ok(u3)).unwrap();
+    assert_eq!(b.list.len(), 2, "the unused pager is still listed");
+    assert!(b.list.iter().any(|(_, p)| Arc::ptr_eq(p, &held)), "a pager a map holds was ended");
+    // Its thread ends and lets go of it (its userfaultfd and eventfd close).
+    let until = Instant::now() + Duration::from_secs(5);
+    while gone.upgrade().is_some() {
+        assert!(Instant::now() < until, "the unused pager's thread did not end");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_pager_asked_for_lately_is_kept() {
+    let mut b = books();
+    let (Ok(u1), Ok(u2)) = (Uffd::new(), Uffd::new()) else {
+        return eprintln!("skipped: userfaultfd unavailable here");
+    };
+    drop(b.get(home("/c", 4), move || Ok(u1)).unwrap());
+    drop(b.get(home("/c", 8), move || Ok(u2)).unwrap());
+    assert_eq!(b.list.len(), 2, "a pager unused for a moment only was ended");
 }
