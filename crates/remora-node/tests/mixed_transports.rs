@@ -58,8 +58,9 @@ fn mapping(len: usize) -> Arc<Mapping> {
     Arc::new(Mapping::new(fd.as_fd(), 0, len, Default::default()).unwrap())
 }
 
-/// A node that answers probes and serves one memory as connection [`HANDLE`].
-struct Node(Arc<Mapping>);
+/// A node that answers probes and serves one memory as connection [`HANDLE`]; it keeps
+/// every link change its transports told it.
+struct Node(Arc<Mapping>, Arc<Mutex<Vec<(u32, LinkState)>>>);
 
 struct Window(Arc<Mapping>);
 
@@ -81,7 +82,9 @@ impl Inbound for Node {
     }
     fn session_end(&self, _: u32, _: u64) {}
     fn event(&self, _: u32, _: u64, _: Event) {}
-    fn link_changed(&self, _: u32, _: LinkState) {}
+    fn link_changed(&self, node: u32, state: LinkState) {
+        self.1.lock().unwrap_or_else(|p| p.into_inner()).push((node, state));
+    }
     fn route_lost(&self, _: u32, _: u64) {}
     fn memory(&self, _: u32, target: RangeRef) -> Option<Arc<dyn PeerMemory>> {
         (target == RangeRef::connection(HANDLE))
@@ -95,6 +98,8 @@ struct Host {
     transports: Transports,
     mem: Arc<Mapping>,
     node: u32,
+    /// The link changes the node was told, in order.
+    told: Arc<Mutex<Vec<(u32, LinkState)>>>,
 }
 
 impl Host {
@@ -107,11 +112,18 @@ impl Host {
         };
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let mem = mapping(MEM);
+        let told = Arc::new(Mutex::new(Vec::new()));
         let transports = {
             let _g = rt.enter();
-            Transports::open(&env, Arc::new(Node(mem.clone()))).unwrap()
+            Transports::open(&env, Arc::new(Node(mem.clone(), told.clone()))).unwrap()
         };
-        Host { rt, transports, mem, node }
+        Host { rt, transports, mem, node, told }
+    }
+
+    /// The changes of its link to `node` the node was told.
+    fn told_of(&self, node: u32) -> Vec<LinkState> {
+        let told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+        told.iter().filter(|(n, _)| *n == node).map(|(_, s)| *s).collect()
     }
 
     fn transport_to(&self, node: u32) -> &'static str {
@@ -213,8 +225,12 @@ fn fallen_back(fallen: u32, other: u32) {
     assert_eq!(o.transport_to(fallen), "ofi", "the other still reaches it over ofi only");
     // The one that dials says why the link does not come up, naming the node and transports.
     let told = match fallen < other {
-        // The fallen node dials the other's tcp port, which refuses it.
-        true => format!("node {fallen} dialed over tcp, but the cluster file names ofi+tcp for it"),
+        // The fallen node dials the other's tcp port, which refuses it in the handshake:
+        // the listener says so, and the dialer is told why (it never saw the link up).
+        true => format!(
+            "handshake with the peer failed: node {fallen} dialed over tcp, but the cluster file \
+             names ofi+tcp for it"
+        ),
         // The other dials the fallen node's ofi bootstrap port, which nobody binds.
         false => format!("node {fallen} answers on its tcp port"),
     };
@@ -222,6 +238,10 @@ fn fallen_back(fallen: u32, other: u32) {
     assert!(logged("fallen back to tcp"), "the reason is given");
     assert_ne!(o.transports.link_state(fallen), Some(LinkState::Up), "no link over ofi");
     assert_ne!(f.transports.link_state(other), Some(LinkState::Up), "no link over tcp");
+    // Not even for a moment: a link that came up for each refused dial would tell the
+    // node's processes their peer went not operational and operational again, over and over.
+    assert_eq!(f.told_of(other), [], "the node that fell back was told of no link change");
+    assert_eq!(o.told_of(fallen), [], "nor was the other");
     // No request gets through (a request waits for a link that is down a while: the probe
     // gives up after 2 s).
     assert!(o.probe(fallen).is_err(), "no request gets through");

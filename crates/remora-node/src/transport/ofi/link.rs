@@ -29,18 +29,16 @@ pub(super) async fn accept_one(ofi: Arc<Ofi>, stream: TcpStream) -> std::io::Res
     let std = stream.into_std()?;
     std.set_nonblocking(false)?;
     std.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let env = ofi.env.clone();
-    let (std, node, flow, inc) = tokio::task::spawn_blocking(move || {
+    let (std, flow, inc, link) = tokio::task::spawn_blocking(move || {
         let mut s = std;
-        accept_handshake(&mut s, &env).map(|(n, f, i)| (s, n, f, i))
+        // A node this transport does not carry is refused before the welcome.
+        let admit = |node: u32| {
+            ofi.links.get(&node).cloned().ok_or_else(|| format!("node {node} is not reached over ofi here"))
+        };
+        accept_handshake(&mut s, &ofi.env, admit).map(|(_, f, i, link)| (s, f, i, link))
     })
     .await
     .map_err(std::io::Error::other)??;
-    let link = ofi
-        .links
-        .get(&node)
-        .cloned()
-        .ok_or_else(|| std::io::Error::other(format!("node {node} is not reached over ofi here")))?;
     if flow == Flow::Pager {
         // A DSM pager's own flow (a TCP stream a process holds), served as the tcp
         // transport serves them.

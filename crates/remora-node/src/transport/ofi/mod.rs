@@ -31,7 +31,8 @@
 //! allows `fallback = "tcp"`: then the tcp transport carries its links. A fallback is for
 //! the whole cluster: a node that fell back is not reached by nodes still on ofi, and both
 //! sides say so by name (`link.rs`: the bootstrap port refuses while the tcp port answers;
-//! [`carrier::refusal`]: the tcp transport refuses its connection). Nodes whose cluster-file
+//! [`carrier::refusal`]: the tcp transport refuses its connection in the handshake, the
+//! reason sent to the dialer). Nodes whose cluster-file
 //! transports differ (one `tcp`, one `ofi+tcp`, or two providers) link over tcp: an ofi node
 //! keeps its tcp transport for every node that does not name its own transport.
 

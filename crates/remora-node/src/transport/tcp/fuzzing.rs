@@ -86,7 +86,7 @@ fn frames_written(out: &[u8]) {
 pub fn peer_handshake(data: &[u8]) {
     let env = env();
     let mut s = Duplex { input: data, output: Vec::new() };
-    assert!(accept_handshake(&mut s, &env).is_err(), "no input knows the listener's nonce");
+    assert!(accept_handshake(&mut s, &env, |_| Ok(())).is_err(), "no input knows the listener's nonce");
     frames_written(&s.output);
     let mut s = Duplex { input: data, output: Vec::new() };
     assert!(dial_handshake(&mut s, &env, PEER, Flow::Control).is_err(), "nor the dialer's");
@@ -244,7 +244,7 @@ pub fn captured_handshake(flow: Flow) -> std::io::Result<(Vec<u8>, Vec<u8>)> {
         dial_handshake(&mut s, &dialer_env, ME, flow).map(|_| s.wrote)
     });
     let mut s = Tee { inner: b, wrote: Vec::new() };
-    let accepted = accept_handshake(&mut s, &env());
+    let accepted = accept_handshake(&mut s, &env(), |_| Ok(()));
     let dialed = dialer.join().map_err(|_| std::io::Error::other("the dialer panicked"))?;
     accepted?;
     Ok((dialed?, s.wrote))

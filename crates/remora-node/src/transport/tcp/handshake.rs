@@ -141,11 +141,17 @@ pub(in crate::transport) fn dial_handshake(
 }
 
 /// Listener side of the handshake (blocking; a TCP stream, or bytes in a fuzz target).
-/// Returns (node, flow, incarnation).
-pub(in crate::transport) fn accept_handshake(
+/// Returns (node, flow, incarnation, what `admit` gave).
+///
+/// `admit` gives the listener's link with the authenticated node, or why it keeps none. It
+/// is asked before the welcome, so a dialer this transport does not link with is refused in
+/// the handshake, with the reason, instead of welcomed and then hung up on: the dialer
+/// would take its link for up, then for broken, at each redial.
+pub(in crate::transport) fn accept_handshake<A>(
     s: &mut (impl Read + Write),
     me: &Env,
-) -> std::io::Result<(u32, Flow, u64)> {
+    admit: impl FnOnce(u32) -> Result<A, String>,
+) -> std::io::Result<(u32, Flow, u64, A)> {
     let cluster = me.cluster.as_ref().expect("tcp needs a cluster");
     let (node, to, flow, theirs, incarnation) = match read_frame::<LinkMsg>(s)? {
         LinkMsg::Hello { version, node, to, flow, nonce, incarnation } => {
@@ -169,8 +175,9 @@ pub(in crate::transport) fn accept_handshake(
         LinkMsg::Auth { mac: m }
             if mac_ok(&m, &cluster.secret, b"remora-dialer", &mine, &theirs, node, me.node) =>
         {
+            let link = admit(node).map_err(|why| refuse(s, why))?;
             write_frame(s, &LinkMsg::Welcome)?;
-            Ok((node, flow, incarnation))
+            Ok((node, flow, incarnation, link))
         }
         LinkMsg::Auth { .. } => Err(refuse(s, format!("node {node} failed authentication"))),
         other => Err(refuse(s, format!("expected auth, got {other:?}"))),

@@ -28,18 +28,20 @@ pub(super) async fn accept_one(tcp: Arc<Tcp>, stream: TcpStream) -> std::io::Res
     let std = stream.into_std()?;
     std.set_nonblocking(false)?;
     std.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let env = tcp.env.clone();
-    let (std, peer_id, flow, inc) = tokio::task::spawn_blocking(move || {
+    let (std, flow, inc, peer) = tokio::task::spawn_blocking(move || {
         let mut s = std;
-        accept_handshake(&mut s, &env).map(|(p, f, i)| (s, p, f, i))
+        // A node we keep no link with is refused by name before the welcome.
+        let admit = |node: u32| {
+            tcp.peers.get(&node).cloned().ok_or_else(|| {
+                crate::transport::carrier::refusal(&tcp.env, node)
+                    .unwrap_or_else(|| format!("no link for node {node}"))
+            })
+        };
+        accept_handshake(&mut s, &tcp.env, admit).map(|(_, f, i, peer)| (s, f, i, peer))
     })
     .await
     .map_err(std::io::Error::other)??;
     std.set_read_timeout(None)?;
-    let peer = tcp.peers.get(&peer_id).cloned().ok_or_else(|| {
-        let why = crate::transport::carrier::refusal(&tcp.env, peer_id);
-        std::io::Error::other(why.unwrap_or_else(|| format!("no link for node {peer_id}")))
-    })?;
     match flow {
         Flow::Control => {
             std.set_nonblocking(true)?;
@@ -113,9 +115,9 @@ pub(super) async fn run_peer(
         *peer.ctrl.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let acts = peer.live().disconnected(Instant::now());
         peer.apply(acts);
-        // A connection that ends at once (the peer closes it right after the handshake: it
-        // does not reach us over tcp, e.g. it runs ofi and we fell back) is redialled with
-        // back-off, not in a loop.
+        // A connection that ends at once (the peer closes it right after the handshake; a
+        // peer that keeps no link with us refuses us in the handshake instead, and the dial
+        // fails) is redialled with back-off, not in a loop.
         match up.elapsed() < hb {
             true => {
                 tokio::time::sleep(backoff).await;
