@@ -2,6 +2,7 @@
 //! each other's daemons), daemons the library starts by itself, and all of them shut down
 //! when the harness drops, also when the test fails.
 
+use crate::ports::free_port;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -12,11 +13,6 @@ pub struct Harness {
     pub dir: tempfile::TempDir,
     /// The cluster file, when the nodes are joined by one.
     pub cluster: Option<PathBuf>,
-}
-
-/// A free TCP port on the loopback interface.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// The `remorad` the test's build made (see [`crate::find_daemon`]).

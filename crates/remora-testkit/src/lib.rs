@@ -13,9 +13,11 @@
 
 pub mod data;
 pub mod harness;
+pub mod ports;
 
 pub use data::{checksum, pattern};
-pub use harness::{daemon_path, free_port, net_config, Harness};
+pub use harness::{daemon_path, net_config, Harness};
+pub use ports::free_port;
 pub use remora_netns::*;
 
 /// Start a [`NetCluster`] of `$hosts` hosts with the daemon [`find_daemon`] finds, or print
