@@ -190,6 +190,9 @@ pub struct Session {
     next: AtomicU64,
     state: Arc<EventState>,
     token: Mutex<Option<u64>>,
+    /// The session's event socket, for the asks served there ([`Session::ask_on_events`]);
+    /// non-blocking.
+    ev_out: std::sync::OnceLock<OwnedFd>,
 }
 
 impl std::fmt::Debug for Session {
@@ -263,6 +266,7 @@ impl Session {
             next: AtomicU64::new(1),
             state: Arc::default(),
             token: Mutex::new(None),
+            ev_out: std::sync::OnceLock::new(),
         };
         match s.request(Request::Hello { version: VERSION, role }, &[])? {
             (Reply::Hello { node }, fds) if node == cfg.node => {
@@ -308,6 +312,11 @@ impl Session {
     fn listen(&self, ev: OwnedFd) -> Result<(), ClientError> {
         let state = Arc::downgrade(&self.state);
         let sock = ev.try_clone()?;
+        // Only the event thread reads the socket, and only what `readable_now` saw: it
+        // may be non-blocking, so that an ask never blocks on a full socket.
+        let out = ev.try_clone()?;
+        remora_sys::seqpacket::set_nonblocking(out.as_fd(), true)?;
+        let _ = self.ev_out.set(out);
         let mut buf = vec![0u8; MAX_FRAME];
         let handler: events::Handler = Box::new(move || {
             let Some(state) = state.upgrade() else { return false };
@@ -474,6 +483,27 @@ impl Session {
                 ServerMsg::Events(evs) => self.state.absorb_all(evs),
             }
         }
+    }
+
+    /// Send `req` to the daemon on the session's event socket, with no reply: what the
+    /// daemon serves there ([`Request::SegmentEvents`]) is answered by an event, after the
+    /// events it concerns. No request of this session, however long, holds it up. A
+    /// session without an event socket (or whose event socket is full) sends it as a
+    /// request instead, whose answer is [`Reply::Ok`] (the events still come as events).
+    ///
+    /// # Errors
+    /// [`ClientError::DaemonGone`], or the I/O error of sending.
+    pub fn ask_on_events(&self, req: Request) -> Result<(), ClientError> {
+        if let Some(out) = self.ev_out.get() {
+            let bytes = encode(&RequestFrame { id: NO_REPLY, req: req.clone() })
+                .map_err(|e| ClientError::Protocol(e.to_string()))?;
+            match remora_sys::seqpacket::send(out.as_fd(), &bytes, &[]) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(gone(e)),
+            }
+        }
+        self.request(req, &[]).map(|_| ())
     }
 
     /// Send a one-way note (no reply).

@@ -237,8 +237,9 @@ impl PeerMemory for InterruptTarget {
 
 /// Tell every session concerned that the route to `peer` works again or not.
 fn link_events(node: &Node, peer: u32, operational: bool) {
-    let reg = node.lock();
+    let mut reg = node.lock();
     let mut tell = Vec::new();
+    let mut owners = Vec::new();
     for c in reg.conns.values() {
         if c.node == peer && matches!(c.kind, ConnKind::Remote { .. }) {
             tell.push((c.session, Event::ConnectionLink { conn: c.conn, operational }));
@@ -247,9 +248,7 @@ fn link_events(node: &Node, peer: u32, operational: bool) {
             && reg.sessions.get(&c.session).is_some_and(|s| s.role == Role::Peer { node: peer })
         {
             if let ConnKind::Local { seg } = c.kind {
-                if let Some(s) = reg.segments.get(&seg) {
-                    tell.push((s.owner, Event::SegmentLink { seg, node: peer, operational }));
-                }
+                owners.push(seg);
             }
         }
     }
@@ -262,6 +261,9 @@ fn link_events(node: &Node, peer: u32, operational: bool) {
     }
     for (s, ev) in tell {
         reg.tell_session(s, ev);
+    }
+    for seg in owners {
+        reg.tell_owner(seg, Event::SegmentLink { seg, node: peer, operational });
     }
     drop(reg);
     node.changed.notify_waiters();
@@ -291,17 +293,17 @@ fn lose_peer(node: &Node, peer: u32, served: Vec<u64>) {
         reg.lose_node(s, peer, LostReason::NodeGone);
     }
     for vs in served {
-        let owners: Vec<(u64, u64)> = reg
+        let owned: Vec<u64> = reg
             .conns
             .values()
             .filter(|c| c.session == vs)
             .filter_map(|c| match c.kind {
-                ConnKind::Local { seg } => reg.segments.get(&seg).map(|s| (s.owner, seg)),
+                ConnKind::Local { seg } => Some(seg),
                 _ => None,
             })
             .collect();
-        for (owner, seg) in owners {
-            reg.tell_session(owner, Event::SegmentLost { seg, node: peer });
+        for seg in owned {
+            reg.tell_owner(seg, Event::SegmentLost { seg, node: peer });
         }
         drop(reg);
         node.end_session(vs);

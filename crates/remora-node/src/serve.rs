@@ -97,15 +97,28 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
         Some(ev_sock) => {
             let node = node.clone();
             tokio::spawn(async move {
-                while let Some(ev) = rx.recv().await {
-                    // One turn of the loop first: a reply made in the same turn leaves before
-                    // the event (the answer to another node's connect, whose event tells this
-                    // node's owner of the segment; sending it first woke the owner's process
-                    // on the critical path of the connect).
-                    tokio::task::yield_now().await;
-                    let msg = gather(&node, ev, &mut rx);
-                    if send_msg(&ev_sock, &msg, &[]).await.is_err() {
-                        break;
+                // The process asks for a local segment's events on this socket
+                // (`Request::SegmentEvents`, core/exports/events.rs): no request of the
+                // session's own socket, however long, holds the ask up.
+                let mut asked = vec![0u8; MAX_FRAME];
+                let mut reading = true;
+                loop {
+                    tokio::select! {
+                        ev = rx.recv() => {
+                            let Some(ev) = ev else { break };
+                            // One turn of the loop first: a reply made in the same turn
+                            // leaves before the event.
+                            tokio::task::yield_now().await;
+                            let msg = gather(&node, ev, &mut rx);
+                            if send_msg(&ev_sock, &msg, &[]).await.is_err() {
+                                break;
+                            }
+                        }
+                        r = ev_sock.recv(&mut asked), if reading => match r {
+                            Ok((n, _)) if n > 0 => ask_on_event_socket(&node, sid, pid, &asked[..n]),
+                            // Closed by the process (or unreadable): events still go out.
+                            _ => reading = false,
+                        },
                     }
                 }
             });
@@ -163,6 +176,19 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
     node.end_session(sid);
     node.changed.notify_waiters();
     tracing::debug!(sid, pid, "session closed; its resources are released");
+}
+
+/// A message the process sent on its event socket: only [`Request::SegmentEvents`] is
+/// served there (with no reply; its answer is an event); anything else is logged and
+/// dropped.
+fn ask_on_event_socket(node: &Node, sid: u64, pid: u32, bytes: &[u8]) {
+    match decode::<RequestFrame>(bytes) {
+        Ok(RequestFrame { req: Request::SegmentEvents { seg }, .. }) => {
+            node.lock().want_segment_events(sid, seg)
+        }
+        Ok(other) => tracing::warn!(sid, pid, "not served on the event socket: {:?}", other.req),
+        Err(e) => tracing::warn!(sid, pid, "malformed frame on the event socket: {e}"),
+    }
 }
 
 /// The most events sent as one message (each is a few dozen bytes: far below a frame).

@@ -27,8 +27,13 @@ pub const MAGIC: [u8; 2] = *b"RM";
 /// 5: VIPL; 6: reflective-memory groups; 7: reflective memory across hosts,
 /// [`link::PeerRequest::ConnectGroup`], [`Reply::GroupConnected`]; 8: members joining and
 /// leaving a group across hosts, [`link::PeerRequest::GroupMembers`], [`Event::GroupLeg`],
-/// [`Request::GroupLegReady`]; 9: [`ServerMsg::Events`], events queued together).
-pub const VERSION: u16 = 9;
+/// [`Request::GroupLegReady`]; 9: [`ServerMsg::Events`], events queued together; 10: a local
+/// segment's events kept by the daemon until its owner asks, [`Request::SegmentEvents`],
+/// [`Event::SegmentEventsOn`]).
+pub const VERSION: u16 = 10;
+/// The most events of one local segment a daemon keeps while its owner has not asked for
+/// them ([`Event`]): the one that fills the store sends them all to the owner.
+pub const KEPT_SEGMENT_EVENTS: usize = 256;
 /// Reflective-memory (multicast) groups a node offers: ids 0 to 5, as a Dolphin DX adapter
 /// (`SCI_Q_ADAPTER_MCAST_MAX_GROUPS`).
 pub const MULTICAST_GROUPS: u32 = 6;

@@ -107,6 +107,14 @@ pub enum LostReason {
 }
 
 /// Something that happened without a request: sent by a daemon to the session concerned.
+///
+/// The events of a local segment (`SegmentConnected`, `SegmentDisconnected`,
+/// `SegmentLink`, `SegmentLost`) are kept by the daemon, in order, until the segment's
+/// owner asks for them with [`Request::SegmentEvents`](crate::Request::SegmentEvents) (a
+/// callback, or a first wait): the daemon then sends those it kept, then
+/// [`Event::SegmentEventsOn`], then each one as it happens. A segment whose owner never asks
+/// has at most [`KEPT_SEGMENT_EVENTS`](crate::KEPT_SEGMENT_EVENTS) of them kept: the one
+/// that fills the store sends them all, in order, and the daemon keeps the next ones again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
     /// Someone connected to one of the session's segments.
@@ -158,6 +166,14 @@ pub enum Event {
         conn: u64,
         /// Why.
         reason: LostReason,
+    },
+    /// The answer to [`Request::SegmentEvents`](crate::Request::SegmentEvents): the events of
+    /// local segment `seg` the daemon kept were sent before this one, and the next ones are
+    /// sent as they happen. Also the answer for a segment the session does not own (an
+    /// attached one: its events go to its owner), which has nothing kept.
+    SegmentEventsOn {
+        /// The segment handle.
+        seg: u64,
     },
     /// A multicast connection of the session reaches a member host that joined the group
     /// after it was made (`joined`), or no longer reaches one whose member was removed: its

@@ -296,6 +296,18 @@ pub enum Request {
         watch: Option<(u32, u64)>,
     },
 
+    /// The owner of local segment `seg` wants its events (a callback, or a thread waiting
+    /// for them): the daemon sends the events it kept for the segment, then
+    /// [`Event::SegmentEventsOn`](crate::Event::SegmentEventsOn), then each event as it
+    /// happens (see [`Event`](crate::Event)). Sent with [`NO_REPLY`](crate::NO_REPLY) on the
+    /// session's event socket, which no long request of the session holds up; on the
+    /// session's own socket it is answered [`Reply::Ok`](crate::Reply::Ok), the events
+    /// following on the event socket.
+    SegmentEvents {
+        /// The segment handle.
+        seg: u64,
+    },
+
     /// The owner of plain interrupt `intr` asks for the flows of other hosts' processes
     /// that trigger it, to read them itself while it waits (`remora_sys::intr`, the flows
     /// the owner reads). Answer: [`Reply::InterruptFlows`](crate::Reply::InterruptFlows)

@@ -1,5 +1,12 @@
 //! Events of segments and the callback rules: a resource either has a callback, which runs
 //! on the runtime's event thread, or its events queue up for the matching wait call.
+//!
+//! A local segment's events are kept by the node daemon until the process asks for them
+//! (`remora_proto::Event`, `Request::SegmentEvents`): at the callback's registration, or at
+//! the first wait. The daemon answers with the events it kept, in order, then
+//! `SegmentEventsOn` (which makes the queue *ready*), then each event as it happens. A first
+//! wait whose time runs out before that answer waits for it [`ASK_GRACE`] longer, so that
+//! no event that happened before the wait is missed by it.
 
 use crate::{Error, Result};
 use std::collections::VecDeque;
@@ -59,7 +66,16 @@ struct State<H, E> {
     uses_callback: bool,
     running: bool,
     cancelled: bool,
+    /// The events kept elsewhere were asked for (always, for a queue nothing is kept for).
+    asked: bool,
+    /// Every event that happened before the ask is in `queue` (or was delivered).
+    ready: bool,
 }
+
+/// How much longer than its timeout a first wait for a local segment's events waits for
+/// the daemon's answer to the ask for them (the answer is one round trip to the node's own
+/// daemon; this bounds a wait whose answer cannot come, the event thread being busy).
+pub(crate) const ASK_GRACE: Duration = Duration::from_secs(1);
 
 /// The events of one resource.
 pub(crate) struct EventQueue<H, E> {
@@ -75,6 +91,17 @@ impl<H, E> std::fmt::Debug for EventQueue<H, E> {
 
 impl<H, E> EventQueue<H, E> {
     pub(crate) fn new(callback: Option<Callback<H, E>>) -> Self {
+        EventQueue::with_state(callback, true)
+    }
+
+    /// The queue of a resource whose events are kept by the daemon until the first wait
+    /// asks for them (the ask is [`EventQueue::wait`]'s `ask`; a resource with a callback
+    /// asks when it is made).
+    pub(crate) fn kept_until_asked(callback: Option<Callback<H, E>>) -> Self {
+        EventQueue::with_state(callback, false)
+    }
+
+    fn with_state(callback: Option<Callback<H, E>>, ready: bool) -> Self {
         EventQueue {
             state: Mutex::new(State {
                 uses_callback: callback.is_some(),
@@ -82,9 +109,18 @@ impl<H, E> EventQueue<H, E> {
                 callback,
                 running: false,
                 cancelled: false,
+                asked: ready,
+                ready,
             }),
             cond: Condvar::new(),
         }
+    }
+
+    /// The daemon's answer to the ask came: every event kept before it was delivered.
+    pub(crate) fn set_ready(&self) {
+        let mut g = self.lock();
+        g.ready = true;
+        self.cond.notify_all();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State<H, E>> {
@@ -134,16 +170,28 @@ impl<H, E> EventQueue<H, E> {
         self.cond.notify_all();
     }
 
-    /// Wait for the next event (the `SCIWaitFor…Event` calls).
+    /// Wait for the next event (the `SCIWaitFor…Event` calls). The first wait of a queue
+    /// made by [`EventQueue::kept_until_asked`] calls `ask` first (outside the lock), and
+    /// waits for the answer up to [`ASK_GRACE`] past `timeout` (not on the event thread,
+    /// which is the one that would deliver it).
     ///
     /// # Errors
     /// [`Error::IllegalOperation`] when the resource uses a callback, [`Error::Timeout`],
-    /// [`Error::Cancelled`] when the resource is removed meanwhile.
-    pub(crate) fn wait(&self, timeout: Option<Duration>) -> Result<E> {
+    /// [`Error::Cancelled`] when the resource is removed meanwhile; the error of `ask`.
+    pub(crate) fn wait(&self, timeout: Option<Duration>, ask: impl FnOnce() -> Result<()>) -> Result<E> {
         let start = Instant::now();
         let mut g = self.lock();
         if g.uses_callback {
             return Err(Error::IllegalOperation);
+        }
+        if !g.asked {
+            g.asked = true;
+            drop(g);
+            if let Err(e) = ask() {
+                self.lock().asked = false;
+                return Err(e);
+            }
+            g = self.lock();
         }
         loop {
             if g.cancelled {
@@ -155,8 +203,17 @@ impl<H, E> EventQueue<H, E> {
             g = match timeout {
                 None => self.cond.wait(g).unwrap_or_else(|p| p.into_inner()),
                 Some(t) => {
-                    let left =
-                        t.checked_sub(start.elapsed()).filter(|l| !l.is_zero()).ok_or(Error::Timeout)?;
+                    let elapsed = start.elapsed();
+                    let left = match t.checked_sub(elapsed).filter(|l| !l.is_zero()) {
+                        Some(left) => left,
+                        // Time is up. A first wait still waits a moment for the answer to
+                        // its ask, after the events that happened before it.
+                        None if !g.ready && !remora_client::events::on_event_thread() => (t + ASK_GRACE)
+                            .checked_sub(elapsed)
+                            .filter(|l| !l.is_zero())
+                            .ok_or(Error::Timeout)?,
+                        None => return Err(Error::Timeout),
+                    };
                     self.cond.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0
                 }
             };

@@ -210,6 +210,13 @@ impl Dispatch {
                     });
                 }
             }
+            Event::SegmentEventsOn { seg } => {
+                let target =
+                    self.locals.lock().unwrap_or_else(|p| p.into_inner()).get(&seg).and_then(Weak::upgrade);
+                if let Some(inner) = target {
+                    segment::LocalSegment::from_inner(inner).events_on();
+                }
+            }
             Event::SegmentUnavailable { conn } => self.remote(conn, SegmentReason::Disconnect, None),
             Event::GroupLeg { conn, leg, joined } => broadcast::on_leg(conn, leg, joined),
             Event::ConnectionLost { conn, reason } => match reason {

@@ -75,6 +75,7 @@ impl LocalSegment {
             return Err(Error::System(format!("unexpected reply {reply:?}")));
         };
         let memfd = first_memfd(fds)?;
+        let ask = callback.is_some();
         let inner = Arc::new(LocalInner {
             token: Mutex::new(Some(desc.inner.deps.token())),
             desc: desc.clone(),
@@ -85,7 +86,7 @@ impl LocalSegment {
             deps: Arc::default(),
             removed: AtomicBool::new(false),
             prepared: AtomicBool::new(prepared),
-            events: EventQueue::new(callback),
+            events: EventQueue::kept_until_asked(callback),
         });
         desc.inner
             .dispatch
@@ -93,7 +94,21 @@ impl LocalSegment {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(seg, Arc::downgrade(&inner));
-        Ok(LocalSegment { inner })
+        let seg = LocalSegment { inner };
+        if ask {
+            // A callback runs for every event: the daemon sends them from now on (and
+            // those it kept since the segment was made).
+            seg.ask_events()?;
+        }
+        Ok(seg)
+    }
+
+    /// Ask the daemon for this segment's events: those it kept, then each as it happens
+    /// (`events.rs`). Sent on the session's event socket, which no long request of the
+    /// descriptor holds up.
+    fn ask_events(&self) -> Result<()> {
+        let req = Request::SegmentEvents { seg: self.inner.seg };
+        self.inner.desc.session().ask_on_events(req).map_err(Error::from)
     }
 
     /// `SCICreateSegment`: `id` `None` lets the node choose (`SCI_FLAG_AUTO_ID`).
@@ -151,6 +166,11 @@ impl LocalSegment {
 
     pub(crate) fn deliver(&self, e: LocalEvent) {
         self.inner.events.push(self, e);
+    }
+
+    /// The daemon sent every event it kept for this segment (the answer to the ask).
+    pub(crate) fn events_on(&self) {
+        self.inner.events.set_ready();
     }
 
     /// End the waits for this segment's events (the daemon is gone).
@@ -294,7 +314,7 @@ impl LocalSegment {
     /// [`Error::IllegalOperation`] when the segment has a callback.
     pub fn wait_event(&self, timeout: Option<Duration>) -> Result<LocalEvent> {
         self.live()?;
-        self.inner.events.wait(timeout)
+        self.inner.events.wait(timeout, || self.ask_events())
     }
 
     /// `SCIRemoveSegment`. Succeeds while other nodes are connected (their memory lives

@@ -176,11 +176,10 @@ impl Registry {
         if let ConnKind::Local { seg } = c.kind {
             if let Some(s) = self.segments.get_mut(&seg) {
                 s.importers.remove(&conn);
-                let owner = s.owner;
                 if s.removed && s.importers.is_empty() {
                     self.segments.remove(&seg);
                 } else {
-                    self.tell(owner, Event::SegmentDisconnected { seg, node: c.importer_node });
+                    self.tell_owner(seg, Event::SegmentDisconnected { seg, node: c.importer_node });
                 }
             }
         }

@@ -8,6 +8,9 @@ use remora_sys::{Mapping, Memfd};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+mod events;
+pub use events::OwnerEvents;
+
 /// A local segment.
 #[derive(Debug)]
 pub struct Segment {
@@ -41,6 +44,8 @@ pub struct Segment {
     pub dma_map: Option<Arc<Mapping>>,
     /// A member of a reflective-memory group (`SCI_FLAG_BROADCAST`), see `groups.rs`.
     pub multicast: Option<super::groups::Multicast>,
+    /// Its events for the owner: sent, or kept until the owner asks (`exports/events.rs`).
+    pub events: OwnerEvents,
 }
 
 fn adapter(a: u32) -> Result<(), Error> {
@@ -116,6 +121,7 @@ impl Registry {
                 importers: BTreeSet::new(),
                 dma_map: None,
                 multicast: None,
+                events: OwnerEvents::default(),
             },
         );
         Ok(&self.segments[&seg])
@@ -280,6 +286,7 @@ impl Registry {
         s.available = false;
         s.owner = 0;
         s.memfd = None;
+        s.events = OwnerEvents::default();
         let importers: Vec<u64> = s.importers.iter().copied().collect();
         if importers.is_empty() {
             self.segments.remove(&seg);
@@ -368,7 +375,6 @@ impl Registry {
         let fd = if hand_out { Some(dup()?) } else { None };
         let keep = dup()?;
         let size = s.size;
-        let owner = s.owner;
         let conn = self.next;
         self.next += 1;
         s.importers.insert(conn);
@@ -388,7 +394,7 @@ impl Registry {
                 writable: true,
             },
         );
-        self.tell(owner, Event::SegmentConnected { seg, node: importer_node });
+        self.tell_owner(seg, Event::SegmentConnected { seg, node: importer_node });
         Ok((conn, size, fd))
     }
 }
@@ -422,6 +428,7 @@ impl Registry {
                 importers: BTreeSet::new(),
                 dma_map: None,
                 multicast: None,
+                events: OwnerEvents::default(),
             },
         );
         &self.segments[&seg]

@@ -134,6 +134,7 @@ impl Registry {
                 importers: BTreeSet::new(),
                 dma_map: None,
                 multicast: Some(Multicast { group, unicast }),
+                events: Default::default(),
             },
         );
         Ok(&self.segments[&seg])

@@ -80,11 +80,100 @@ fn a_connect_for_another_hosts_session_books_as_a_local_connect_does_without_a_d
     r.set_available(a, seg, 0).unwrap();
     let (conn, size) = r.connect_for_peer(peer, 8, 9).unwrap();
     assert_eq!(size, 8192);
-    // The owner is told; the connection keeps the memory the peer's frames reach.
+    // The owner is told once it asks; the connection keeps the memory the peer's frames
+    // reach.
+    assert!(owner.try_recv().is_err(), "told before asking");
+    r.want_segment_events(a, seg);
     assert!(std::iter::from_fn(|| owner.try_recv().ok())
         .any(|e| matches!(e, Event::SegmentConnected { seg: s, node: 8 } if s == seg)));
     assert!(r.conns[&conn].memfd.is_some());
     assert!(r.segments[&seg].importers.contains(&conn));
     r.disconnect(peer, conn).unwrap();
     assert!(r.segments[&seg].importers.is_empty());
+}
+
+fn told(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Event>) -> Vec<Event> {
+    std::iter::from_fn(|| rx.try_recv().ok()).collect()
+}
+
+#[test]
+fn a_segments_events_are_kept_in_order_until_its_owner_asks() {
+    let mut r = Registry::new(4);
+    let (tx, mut owner) = unbounded_channel();
+    let a = r.add_session(1, Role::Client, tx);
+    let (tx2, _) = unbounded_channel();
+    let b = r.add_session(2, Role::Client, tx2);
+    let seg = r.create_segment(a, Some(9), 4096, false, false).unwrap().seg;
+    let other = r.create_segment(a, Some(10), 4096, false, false).unwrap().seg;
+    for s in [seg, other] {
+        r.prepare(a, s, 0).unwrap();
+        r.set_available(a, s, 0).unwrap();
+    }
+    // Connects and disconnects from two nodes, interleaved with the other segment's.
+    let mut want = Vec::new();
+    for i in 0..5u32 {
+        let node = 8 + 4 * (i % 2);
+        let (conn, _, _) = r.connect_local(b, node, 9).unwrap();
+        let (c2, _, _) = r.connect_local(b, 16, 10).unwrap();
+        r.disconnect(b, conn).unwrap();
+        r.disconnect(b, c2).unwrap();
+        want.push(Event::SegmentConnected { seg, node });
+        want.push(Event::SegmentDisconnected { seg, node });
+    }
+    r.tell_owner(seg, Event::SegmentLink { seg, node: 8, operational: false });
+    want.push(Event::SegmentLink { seg, node: 8, operational: false });
+    assert!(told(&mut owner).is_empty(), "an event was sent before the owner asked");
+    // Another session asking (not the owner) gets only the answer.
+    let (tx3, mut stranger) = unbounded_channel();
+    let c = r.add_session(3, Role::Client, tx3);
+    r.want_segment_events(c, seg);
+    assert_eq!(told(&mut stranger), vec![Event::SegmentEventsOn { seg }]);
+    // The owner asks: every kept event of the segment, in order, then the answer; the
+    // other segment's stay kept.
+    r.want_segment_events(a, seg);
+    want.push(Event::SegmentEventsOn { seg });
+    assert_eq!(told(&mut owner), want);
+    // From now on each is sent as it happens.
+    let (conn, _, _) = r.connect_local(b, 8, 9).unwrap();
+    assert_eq!(told(&mut owner), vec![Event::SegmentConnected { seg, node: 8 }]);
+    r.disconnect(b, conn).unwrap();
+    assert_eq!(told(&mut owner), vec![Event::SegmentDisconnected { seg, node: 8 }]);
+    assert_eq!(r.segments[&other].events.kept.len(), 10);
+}
+
+#[test]
+fn a_full_store_of_kept_events_goes_to_the_owner_in_order_and_keeping_goes_on() {
+    let mut r = Registry::new(4);
+    let (tx, mut owner) = unbounded_channel();
+    let a = r.add_session(1, Role::Client, tx);
+    let (tx2, _) = unbounded_channel();
+    let b = r.add_session(2, Role::Client, tx2);
+    let seg = r.create_segment(a, Some(9), 4096, false, false).unwrap().seg;
+    r.prepare(a, seg, 0).unwrap();
+    r.set_available(a, seg, 0).unwrap();
+    let mut want = Vec::new();
+    let cycles = remora_proto::KEPT_SEGMENT_EVENTS / 2 + 3;
+    for i in 0..cycles as u32 {
+        let (conn, _, _) = r.connect_local(b, 8 + 4 * (i % 3), 9).unwrap();
+        r.disconnect(b, conn).unwrap();
+        want.push(Event::SegmentConnected { seg, node: 8 + 4 * (i % 3) });
+        want.push(Event::SegmentDisconnected { seg, node: 8 + 4 * (i % 3) });
+    }
+    // The event that filled the store sent them all; the rest are kept.
+    let sent = told(&mut owner);
+    assert_eq!(sent, want[..remora_proto::KEPT_SEGMENT_EVENTS]);
+    assert_eq!(r.segments[&seg].events.kept.len(), want.len() - sent.len());
+    r.want_segment_events(a, seg);
+    let mut rest = want[sent.len()..].to_vec();
+    rest.push(Event::SegmentEventsOn { seg });
+    assert_eq!(told(&mut owner), rest);
+    // A removed segment keeps nothing.
+    let other = r.create_segment(a, Some(11), 4096, false, false).unwrap().seg;
+    r.prepare(a, other, 0).unwrap();
+    r.set_available(a, other, 0).unwrap();
+    let (conn, _, _) = r.connect_local(b, 8, 11).unwrap();
+    r.remove_segment(a, other, false).unwrap();
+    assert!(r.segments[&other].events.kept.is_empty());
+    r.disconnect(b, conn).unwrap();
+    assert!(told(&mut owner).is_empty());
 }

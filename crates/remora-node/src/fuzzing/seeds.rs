@@ -82,6 +82,7 @@ fn requests() -> Vec<(&'static str, Request)> {
         ),
         ("remove_segment", Request::RemoveSegment { seg: SEG, force: false }),
         ("share_segment", Request::ShareSegment { seg: SEG }),
+        ("segment_events", Request::SegmentEvents { seg: SEG }),
         ("attach_shared", Request::AttachShared { id: 1200 }),
         ("connect", Request::Connect { node: 8, id: 1200, timeout_ms: Some(2000) }),
         ("disconnect", Request::Disconnect { conn: CONN }),
@@ -311,6 +312,7 @@ fn server_msgs() -> Vec<(&'static str, ServerMsg)> {
         ),
         ("event_connection_link", ServerMsg::Event(Event::ConnectionLink { conn: CONN, operational: true })),
         ("event_segment_lost", ServerMsg::Event(Event::SegmentLost { seg: SEG, node: 8 })),
+        ("event_segment_events_on", ServerMsg::Event(Event::SegmentEventsOn { seg: SEG })),
         (
             "event_connection_lost",
             ServerMsg::Event(Event::ConnectionLost { conn: CONN, reason: LostReason::NodeGone }),

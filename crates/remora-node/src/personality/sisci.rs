@@ -81,6 +81,10 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
         }
         Request::RemoveSegment { seg, force } => super::multicast::remove(s, seg, force).await,
         Request::ShareSegment { seg } => ok(s.node.lock().share(sid, seg)),
+        Request::SegmentEvents { seg } => {
+            s.node.lock().want_segment_events(sid, seg);
+            ok(Ok(()))
+        }
         Request::AttachShared { id } => {
             let mut reg = s.node.lock();
             match reg.attach_shared(sid, id) {

@@ -286,7 +286,7 @@ impl RemoteSegment {
         if self.inner.disconnected.load(Ordering::Acquire) {
             return Err(Error::Cancelled);
         }
-        self.inner.events.wait(timeout)
+        self.inner.events.wait(timeout, || Ok(()))
     }
 
     /// `SCIDisconnectSegment` (also releases a failed or running asynchronous connect).

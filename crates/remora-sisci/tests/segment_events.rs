@@ -1,0 +1,127 @@
+//! A local segment's events (connects, disconnects): the node daemon keeps them until the
+//! owner asks (a callback, or the first wait), and every one still arrives, once and in the
+//! order it happened: those kept before the ask, those sent in a batch when the daemon's
+//! store of them filled up, and those that happen while a thread waits.
+
+mod common;
+use common::Sci as _;
+
+use remora_proto::KEPT_SEGMENT_EVENTS;
+use remora_sisci::*;
+use std::sync::mpsc;
+use std::time::Duration;
+
+const LONG: Option<Duration> = Some(Duration::from_secs(10));
+
+fn exported(dev: &Descriptor, id: u32, callback: Option<LocalCallback>) -> LocalSegment {
+    let s =
+        LocalSegment::create_with_callback(dev, Some(id), 4096, CreateFlags::default(), callback).unwrap();
+    s.prepare(0).unwrap();
+    s.set_available(0).unwrap();
+    s
+}
+
+/// `cycles` connects and disconnects of segment `id` of node 4, from the importers in turn;
+/// the events the owner must see, in order.
+fn churn(importers: &[(u32, &Descriptor)], id: u32, cycles: usize) -> Vec<(SegmentReason, u32)> {
+    let mut want = Vec::new();
+    for i in 0..cycles {
+        let (node, dev) = importers[i % importers.len()];
+        let r = RemoteSegment::connect(dev, 4, id, 0, LONG).unwrap();
+        r.disconnect().unwrap();
+        want.push((SegmentReason::Connect, node));
+        want.push((SegmentReason::Disconnect, node));
+    }
+    want
+}
+
+fn next(s: &LocalSegment, timeout: Option<Duration>) -> (SegmentReason, u32) {
+    let e = s.wait_event(timeout).unwrap();
+    assert_eq!(e.adapter, 0);
+    (e.reason, e.node)
+}
+
+#[test]
+fn events_before_the_first_wait_reach_it_in_order_past_the_daemons_store() {
+    let h = common::Harness::new();
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let c = Descriptor::open(&h.sci(12)).unwrap();
+    let s = exported(&a, 21, None);
+    let quiet = exported(&a, 22, None);
+    // More events than the daemon keeps: the store fills (and is sent) once, the rest are
+    // kept; the owner has not waited yet. Another segment's events are kept apart.
+    let cycles = KEPT_SEGMENT_EVENTS / 2 + 40;
+    let want = churn(&[(8, &b), (12, &c)], 21, cycles);
+    let other = churn(&[(12, &c)], 22, 2);
+    // The first wait polls (no time at all): it still sees the first event, which happened
+    // before it.
+    let mut got = vec![next(&s, Some(Duration::ZERO))];
+    while got.len() < want.len() {
+        got.push(next(&s, LONG));
+    }
+    assert_eq!(got, want);
+    assert_eq!(s.wait_event(Some(Duration::from_millis(20))).unwrap_err(), Error::Timeout);
+    let got: Vec<_> = (0..other.len()).map(|_| next(&quiet, Some(Duration::ZERO))).collect();
+    assert_eq!(got, other);
+    assert_eq!(quiet.wait_event(Some(Duration::from_millis(20))).unwrap_err(), Error::Timeout);
+}
+
+#[test]
+fn events_during_a_wait_follow_the_kept_ones() {
+    let h = common::Harness::new();
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let c = Descriptor::open(&h.sci(12)).unwrap();
+    let s = exported(&a, 23, None);
+    let mut want = churn(&[(8, &b)], 23, 3);
+    let r = RemoteSegment::connect(&c, 4, 23, 0, LONG).unwrap();
+    want.push((SegmentReason::Connect, 12));
+    // A waiter takes them while more happen (the daemon sends those as they come).
+    let n = want.len() + 2 * 20;
+    let waiter = {
+        let s = s.clone();
+        std::thread::spawn(move || (0..n).map(|_| next(&s, LONG)).collect::<Vec<_>>())
+    };
+    want.extend(churn(&[(12, &c), (8, &b)], 23, 20));
+    assert_eq!(waiter.join().unwrap(), want);
+    r.disconnect().unwrap();
+    assert_eq!(next(&s, LONG), (SegmentReason::Disconnect, 12));
+}
+
+#[test]
+fn a_callback_sees_every_event_in_order() {
+    let h = common::Harness::new();
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let c = Descriptor::open(&h.sci(12)).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let cb: LocalCallback = Box::new(move |_, e| {
+        tx.send((e.reason, e.node)).unwrap();
+        CallbackAction::Continue
+    });
+    let s = exported(&a, 24, Some(cb));
+    let want = churn(&[(12, &c), (8, &b)], 24, KEPT_SEGMENT_EVENTS / 2 + 10);
+    let got: Vec<_> = (0..want.len()).map(|_| rx.recv_timeout(Duration::from_secs(10)).unwrap()).collect();
+    assert_eq!(got, want);
+    assert!(rx.recv_timeout(Duration::from_millis(20)).is_err(), "an event came twice");
+    assert_eq!(s.wait_event(Some(Duration::ZERO)).unwrap_err(), Error::IllegalOperation);
+}
+
+#[test]
+fn a_process_that_attached_a_segment_waits_its_time_and_the_owner_still_gets_the_events() {
+    let h = common::Harness::new();
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let a2 = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let s = exported(&a, 25, None);
+    s.share().unwrap();
+    let attached = LocalSegment::attach(&a2, 25, None).unwrap();
+    let want = churn(&[(8, &b)], 25, 2);
+    // The events go to the owner, not to who attached it (as before): its wait ends in
+    // its time.
+    assert_eq!(attached.wait_event(Some(Duration::from_millis(20))).unwrap_err(), Error::Timeout);
+    let got: Vec<_> = (0..want.len()).map(|_| next(&s, LONG)).collect();
+    assert_eq!(got, want);
+    attached.remove().unwrap();
+}
