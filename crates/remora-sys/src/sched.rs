@@ -1,4 +1,5 @@
-//! The scheduling class of a daemon's event-loop thread.
+//! The scheduling class of a daemon's event-loop thread, and of a process's background
+//! helper threads.
 //!
 //! A node daemon's runtime thread is one hop of every request, of every SCIF message it
 //! relays to another host and of every interrupt triggered across hosts. Its work per wake
@@ -15,6 +16,7 @@
 use std::ffi::c_int;
 
 const SCHED_OTHER: c_int = 0;
+const SCHED_BATCH: c_int = 3;
 const SCHED_RESET_ON_FORK: c_int = 0x4000_0000;
 
 #[repr(C)]
@@ -24,6 +26,8 @@ struct SchedParam {
 
 unsafe extern "C" {
     fn sched_setscheduler(pid: c_int, policy: c_int, param: *const SchedParam) -> c_int;
+    #[cfg(test)]
+    fn sched_getscheduler(pid: c_int) -> c_int;
 }
 
 /// Make the calling thread urgent (nice -20) without passing that on to the threads it
@@ -49,9 +53,37 @@ pub fn urgent_event_loop() -> bool {
     rustix::process::setpriority_process(Some(tid), -20).is_ok()
 }
 
+/// Put the calling thread in the batch class (`SCHED_BATCH`, same weight): its wake-ups
+/// never preempt the thread running on the core it is woken to. For a helper thread
+/// that a call wakes to do work in the background (the DSM's flow requests): at the
+/// ordinary class, on a busy core it took the core from the thread that woke it at
+/// once, and the whole background job (its request, the daemons' dial) ran before the
+/// call could return. In the batch class it runs on an idle core at once, else once the
+/// core is given up (the calling thread blocks) or at the next tick. Returns whether the
+/// class was changed (any thread may move itself to it).
+pub fn background_thread() -> bool {
+    let param = SchedParam { sched_priority: 0 };
+    // SAFETY: plain libc call on the calling thread (pid 0) with a valid parameter struct
+    // that outlives the call; it only changes this thread's scheduling class.
+    unsafe { sched_setscheduler(0, SCHED_BATCH, &param) == 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_moves_itself_to_the_batch_class() {
+        std::thread::spawn(|| {
+            assert!(background_thread());
+            // SAFETY: plain libc call on the calling thread.
+            assert_eq!(unsafe { sched_getscheduler(0) }, SCHED_BATCH);
+        })
+        .join()
+        .unwrap();
+        // SAFETY: plain libc call on the calling thread.
+        assert_eq!(unsafe { sched_getscheduler(0) }, SCHED_OTHER, "only the calling thread moved");
+    }
 
     #[test]
     fn threads_started_later_do_not_inherit_the_priority() {

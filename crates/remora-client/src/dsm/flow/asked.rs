@@ -8,7 +8,11 @@
 //! a home that does not answer its dial holds up only its own session's requests, which the
 //! session would serialise anyway; SISCI keeps a pager session per descriptor and home
 //! node, so those are requests of the same home): no map waits for it and no thread is
-//! started per map.
+//! started per map. The asking thread runs in the background class
+//! (`remora_sys::sched::background_thread`): woken by the mapping thread on a busy core, it
+//! took that core at once and the map returned only after the request, the daemons' dial
+//! and the answer; now it runs on an idle core, or once the core is given up. A request it
+//! has not taken yet stays booked, and whoever needs the flow first makes it.
 //! A request nobody waits for any more (the map went first) is not made; one not sent yet
 //! when the flow is first needed is made by the thread that needs it. Where no asking
 //! thread can be started the request is made at once.
@@ -27,9 +31,10 @@ use std::time::Duration;
 pub(in crate::dsm) struct Cell {
     got: Mutex<Option<Option<Flow>>>,
     came: Condvar,
-    /// The request, booked and not sent yet.
+    /// The request, booked and not made yet (also while an asking thread was told of it
+    /// and has not run yet: whoever needs the flow first takes it).
     booked: Mutex<Option<Booked>>,
-    /// The request as handed to an asking thread, and the process that did: a child made
+    /// The request as taken by an asking thread, and the process that did: a child made
     /// by fork while it was on its way makes it again (its copy of the answer never comes).
     sent: Mutex<Option<(u32, Booked)>>,
     /// The notes of the maps waiting for the request, sent just before it (`note.rs`).
@@ -72,11 +77,23 @@ impl Soon {
         note.send();
     }
 
-    /// Send the booked request (on the asking thread), if it was not sent yet.
+    /// Have the booked request made by the asking thread of its session, if it was not
+    /// made yet. The request stays booked until that thread takes it: the asking thread
+    /// runs in the background class (it never takes the core from the thread that woke
+    /// it), and a thread that needs the flow before it ran makes the request itself.
     pub(in crate::dsm) fn start(&self) {
+        let asker = match self.0.booked.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            Some((session, _, _)) => Arc::as_ptr(session) as usize,
+            None => return,
+        };
+        send(Ask { asker, soon: self.clone() });
+    }
+
+    /// Make the booked request, unless someone took it already.
+    fn take_and_answer(&self, here: bool) {
         if let Some(b) = self.booked() {
             *self.0.sent.lock().unwrap_or_else(|p| p.into_inner()) = Some((std::process::id(), b.clone()));
-            send(Ask { booked: b, soon: self.clone() });
+            answer(b, self, here);
         }
     }
 
@@ -119,9 +136,10 @@ impl Soon {
     }
 }
 
-/// One request for the asking thread.
+/// One request for the asking thread: its session (the address of its `Arc`), and the
+/// cell it is booked in.
 struct Ask {
-    booked: Booked,
+    asker: usize,
     soon: Soon,
 }
 
@@ -148,7 +166,7 @@ pub(super) fn book(session: Arc<Session>, req: Request, key: Key, soon: &Soon) {
 /// ends when it had nothing to ask for [`ASKER_IDLE`]), or make it now where that thread
 /// cannot be had.
 fn send(a: Ask) {
-    let key = Arc::as_ptr(&a.booked.0) as usize;
+    let key = a.asker;
     let mut askers = ASKERS.lock().unwrap_or_else(|p| p.into_inner());
     // A child made by fork has none of its parent's threads.
     if askers.0 != std::process::id() {
@@ -163,26 +181,9 @@ fn send(a: Ask) {
     };
     askers.1.retain(|(k, _)| *k != key);
     let (tx, rx) = channel::<Ask>();
-    let started = std::thread::Builder::new().name("remora-flow-ask".into()).spawn(move || loop {
-        match rx.recv_timeout(ASKER_IDLE) {
-            Ok(a) => answer(a.booked, &a.soon, false),
-            Err(RecvTimeoutError::Timeout) => {
-                // Gone from the list first, under its lock: a request sent meanwhile is
-                // still here to take.
-                let mut askers = ASKERS.lock().unwrap_or_else(|p| p.into_inner());
-                match rx.try_recv() {
-                    Ok(a) => {
-                        drop(askers);
-                        answer(a.booked, &a.soon, false);
-                    }
-                    Err(_) => {
-                        askers.1.retain(|(k, _)| *k != key);
-                        return;
-                    }
-                }
-            }
-            Err(RecvTimeoutError::Disconnected) => return,
-        }
+    let started = std::thread::Builder::new().name("remora-flow-ask".into()).spawn(move || {
+        remora_sys::sched::background_thread();
+        asking(key, rx)
     });
     match started {
         Ok(_) => {
@@ -191,7 +192,33 @@ fn send(a: Ask) {
         }
         Err(_) => {
             drop(askers);
-            answer(a.booked, &a.soon, true);
+            a.soon.take_and_answer(true);
+        }
+    }
+}
+
+/// The loop of the asking thread of session `key`: its requests, until it had none for
+/// [`ASKER_IDLE`].
+fn asking(key: usize, rx: std::sync::mpsc::Receiver<Ask>) {
+    loop {
+        match rx.recv_timeout(ASKER_IDLE) {
+            Ok(a) => a.soon.take_and_answer(false),
+            Err(RecvTimeoutError::Timeout) => {
+                // Gone from the list first, under its lock: a request sent meanwhile is
+                // still here to take.
+                let mut askers = ASKERS.lock().unwrap_or_else(|p| p.into_inner());
+                match rx.try_recv() {
+                    Ok(a) => {
+                        drop(askers);
+                        a.soon.take_and_answer(false);
+                    }
+                    Err(_) => {
+                        askers.1.retain(|(k, _)| *k != key);
+                        return;
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
         }
     }
 }
