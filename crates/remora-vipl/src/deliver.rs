@@ -29,8 +29,18 @@ use std::time::{Duration, Instant};
 const RECEIVE_GRACE: Duration = Duration::from_millis(50);
 /// The same for a peer on another host, whose posted count comes down the receiver's
 /// channel and its node's thread (kept off the cores by a loaded machine, that took longer
-/// than 5 ms to tell a receive posted before the send: the send broke the VI).
-const RECEIVE_GRACE_FAR: Duration = Duration::from_millis(100);
+/// than 5 ms to tell a receive posted before the send: the send broke the VI). 100 ms, the
+/// next choice, broke a 64 KiB stream's VI in 5 of 30 runs of `remora bench vipl
+/// --across-hosts` on two cores beside three CPU-bound processes (threads waited up to
+/// 80 ms for a core there); 500 ms in none of 30.
+const RECEIVE_GRACE_FAR: Duration = Duration::from_millis(500);
+/// A send waiting for a peer on another host to post a receive yields the core for this
+/// long, then sleeps in slices of [`FAR_NAP`] (the post needs this host's node thread, and
+/// the peer's threads on a shared machine, to run; nothing wakes the word, the slice bounds
+/// how late the post is seen).
+const FAR_NAP_AFTER: Duration = Duration::from_millis(1);
+/// See [`FAR_NAP_AFTER`].
+const FAR_NAP: Duration = Duration::from_micros(100);
 /// How long a send waits for a freshly connected peer to describe its receives.
 const READY_WAIT: Duration = Duration::from_secs(10);
 
@@ -295,7 +305,11 @@ impl ViInner {
                 }
                 n += 1;
                 if n > 64 {
-                    std::thread::yield_now();
+                    if !self.peer_here.load(Ordering::Relaxed) && start.elapsed() > FAR_NAP_AFTER {
+                        self.map.wait_word(layout::PEER_POSTED, posted as u32, FAR_NAP);
+                    } else {
+                        std::thread::yield_now();
+                    }
                 }
             }
         }

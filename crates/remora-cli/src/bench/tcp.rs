@@ -222,3 +222,45 @@ pub(crate) fn raw_tcp_bulk(len: usize) -> Result<f64, String> {
     rx.join().map_err(|_| "receiver")?.map_err(e)?;
     Ok(len as f64 / secs / 1e9)
 }
+
+/// A raw TCP stream of `n` messages of `size` bytes between two threads on loopback, shaped
+/// as a message-passing program moves them: GB/s. Each message is one `write_all` of one of
+/// three sources in turn and one `read_exact` into slot `i % slots` of the receiver's buffer
+/// (`slots` 1: every message into the same place), as VIPL's streams use three send sources
+/// and a receive buffer per posted receive (or one RDMA target). Both buffers are touched
+/// and the connection carries the whole stream once before the clock starts, as in
+/// [`raw_tcp_bulk`].
+pub(crate) fn raw_tcp_messages(size: usize, n: usize, slots: usize) -> Result<f64, String> {
+    use std::io::{Read as _, Write as _};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(e)?;
+    let addr = l.local_addr().map_err(e)?;
+    let slots = slots.max(1);
+    let mut buf = vec![0x11u8; size * slots];
+    let rx = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut s, _) = l.accept()?;
+        for _ in 0..2 {
+            for i in 0..n {
+                let at = (i % slots) * size;
+                s.read_exact(&mut buf[at..at + size])?;
+            }
+            s.write_all(b"k")?;
+        }
+        Ok(())
+    });
+    let data = vec![0x3cu8; size * 3];
+    let mut s = std::net::TcpStream::connect(addr).map_err(e)?;
+    let mut k = [0u8; 1];
+    let mut send = |s: &mut std::net::TcpStream| -> Result<(), String> {
+        for i in 0..n {
+            let at = (i % 3) * size;
+            s.write_all(&data[at..at + size]).map_err(e)?;
+        }
+        s.read_exact(&mut k).map_err(e)
+    };
+    send(&mut s)?;
+    let t = Instant::now();
+    send(&mut s)?;
+    let secs = t.elapsed().as_secs_f64();
+    rx.join().map_err(|_| "receiver")?.map_err(e)?;
+    Ok((n * size) as f64 / secs / 1e9)
+}
