@@ -207,16 +207,12 @@ void rofi_close(struct rofi *r)
 	free(r);
 }
 
-int rofi_open(const char *prov, const char *node, struct rofi **out, char *err, size_t errlen)
+static int open_at(const char *prov, const char *node, struct rofi **out, char *err, size_t errlen)
 {
 	struct rofi *r = calloc(1, sizeof(*r));
 	struct fi_cq_attr cq_attr;
 	struct fi_av_attr av_attr;
 	int rc;
-	if (rofi_load(err, errlen)) {
-		free(r);
-		return -FI_ENOSYS;
-	}
 	if (!r)
 		return -FI_ENOMEM;
 	r->wait_fd = -1;
@@ -285,6 +281,21 @@ int rofi_open(const char *prov, const char *node, struct rofi **out, char *err, 
 fail:
 	rofi_close(r);
 	return rc ? rc : -FI_EOTHER;
+}
+
+int rofi_open(const char *prov, const char *node, struct rofi **out, char *err, size_t errlen)
+{
+	int rc;
+	if (rofi_load(err, errlen))
+		return -FI_ENOSYS;
+	rc = open_at(prov, node, out, err, errlen);
+	/* A source named after the host is not unique on it for every provider: shm names its
+	 * region after it, so a second endpoint of the host on that provider (another node's
+	 * daemon, another cluster's) found the name taken (fi_enable: EBUSY). The provider's
+	 * own choice of a source then: peers learn the endpoint's name at the bootstrap. */
+	if (rc && node && *node)
+		rc = open_at(prov, NULL, out, err, errlen);
+	return rc;
 }
 
 const char *rofi_provider(const struct rofi *r)
