@@ -49,6 +49,19 @@ pub(crate) fn delete_namespace(ip: &Path, ns: &str) {
     }
 }
 
+/// Remove the shared-memory regions libfabric's shm provider made for a host at `addr`
+/// (`/dev/shm/<addr>:<n>:<n>`): a daemon killed without closing its fabric leaves them,
+/// 16 MiB each, for the life of the machine.
+pub(crate) fn remove_shm_regions(addr: &str) {
+    let prefix = format!("{addr}:");
+    let Ok(entries) = fs::read_dir("/dev/shm") else { return };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
 pub(crate) fn namespace_exists(ns: &str) -> bool {
     Path::new("/run/netns").join(ns).exists()
 }

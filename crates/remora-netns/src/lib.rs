@@ -574,6 +574,10 @@ impl Drop for NetCluster {
         for ns in self.created.iter().rev() {
             delete_namespace(&self.ip, ns);
         }
+        // The daemons died without closing their fabrics (ofi+shm regions stay otherwise).
+        for h in &self.hosts {
+            remove_shm_regions(&h.addr);
+        }
         if std::env::var_os("REMORA_TESTKIT_KEEP").is_some_and(|v| !v.is_empty() && v != "0") {
             self.dir.disable_cleanup(true);
             let _ = fs::write(self.dir.path().join(KEEP_MARK), "REMORA_TESTKIT_KEEP\n");
