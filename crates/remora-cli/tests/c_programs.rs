@@ -273,6 +273,26 @@ fn a_daemon_that_cannot_start_says_why() {
         let line = "remora: node 4: cannot start its daemon: ";
         assert!(err.lines().any(|l| l.starts_with(line) && l.contains(says)), "{var}={value:?}: {err}");
     }
+    // A daemon that starts but cannot open its transport (its port is taken): the library
+    // hears of it from `remorad --detach` at once, with the daemon's own words from its log,
+    // rather than waiting for a socket that never comes ("did not listen within").
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let cluster = env.runtime.path().join("taken.toml");
+    let port = taken.local_addr().unwrap().port();
+    std::fs::write(&cluster, format!("secret = \"a test secret of enough length\"\n[[node]]\nid = 4\nhost = \"127.0.0.1\"\nport = {port}\n")).unwrap();
+    let rt = env.runtime.path().join("taken");
+    let o = env
+        .run(&exe, 4)
+        .env("REMORA_RUNTIME_DIR", &rt)
+        .env("REMORA_CLUSTER", &cluster)
+        .env("REMORA_DAEMON", remora_testkit::daemon_path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let said = err.lines().find(|l| l.starts_with("remora: node 4: cannot start its daemon: ")).unwrap_or("");
+    assert!(said.contains("exited with") && said.contains("in use"), "{err}");
+    drop(taken);
 }
 
 #[test]

@@ -217,8 +217,6 @@ pub fn run(config: Config) -> Result<(), StartError> {
     };
     let sock = paths::socket_path(&config.runtime_dir, config.node);
     let _ = std::fs::remove_file(&sock);
-    let listener = remora_sys::seqpacket::listen(&sock).map_err(|e| StartError::Io("listen", e))?;
-    open_to_all_if_shared(&config.runtime_dir, &sock);
     let node = Arc::new(Node {
         reg: Mutex::new(Registry::new(config.node)),
         config,
@@ -233,7 +231,6 @@ pub fn run(config: Config) -> Result<(), StartError> {
         stats: Stats::default(),
         transports: std::sync::OnceLock::new(),
     });
-    tracing::info!(node = node.config.node, socket = %sock.display(), "node daemon up");
     // The runtime's thread (this one) is a hop of every request, SCIF message relayed to
     // another host and interrupt triggered across hosts; its work per wake is short. At the
     // ordinary weight a wake waited behind the programs that keep a small machine's cores
@@ -241,7 +238,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     // spins; the threads it starts run at the ordinary weight; `REMORA_URGENT=0` leaves it
     // at the ordinary weight.
     remora_sys::sched::urgent_event_loop();
-    let result = rt.block_on(serve(node.clone(), listener, signals));
+    let result = rt.block_on(serve(node.clone(), &sock, signals));
     // A clean exit (shutdown, idle, SIGTERM, SIGINT) leaves nothing behind: the socket and
     // the lock file go (the lock is still held while its file is removed).
     let _ = std::fs::remove_file(&sock);
@@ -272,7 +269,11 @@ struct Signals {
     int: tokio::signal::unix::Signal,
 }
 
-async fn serve(node: Arc<Node>, listener: std::os::fd::OwnedFd, signals: Signals) -> Result<(), StartError> {
+/// Open the transports, then listen at `sock`: the socket appears only once the node can
+/// serve (a client or `remorad --detach` that sees it finds a node that is up, and a node
+/// whose transports fail to open leaves no socket behind to wait at), and serve until the
+/// end.
+async fn serve(node: Arc<Node>, sock: &std::path::Path, signals: Signals) -> Result<(), StartError> {
     let env = transport::Env {
         node: node.config.node,
         runtime_dir: node.config.runtime_dir.clone(),
@@ -286,6 +287,9 @@ async fn serve(node: Arc<Node>, listener: std::os::fd::OwnedFd, signals: Signals
     if let Some(addr) = node.config.metrics {
         tokio::spawn(metrics::serve(node.clone(), addr));
     }
+    let listener = remora_sys::seqpacket::listen(sock).map_err(|e| StartError::Io("listen", e))?;
+    open_to_all_if_shared(&node.config.runtime_dir, sock);
+    tracing::info!(node = node.config.node, socket = %sock.display(), "node daemon up");
     let listener = remora_sys::async_conn::register(listener).map_err(|e| StartError::Io("listener", e))?;
     let Signals { mut term, mut int } = signals;
     let mut tick = tokio::time::interval(Duration::from_millis(200));

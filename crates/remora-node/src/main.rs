@@ -59,7 +59,8 @@ fn print_man() -> ! {
 }
 
 /// Re-run this program without `--detach` as a grandchild of the caller: the caller reaps
-/// us at once and the daemon is adopted by init, so it leaves no zombie behind. The daemon
+/// us once the daemon is up (or failed to start: [`wait_until_up`]) and the daemon is
+/// adopted by init, so it leaves no zombie behind. The daemon
 /// gets no terminal: its input is `/dev/null` and its output goes, as plain text, to
 /// `node-N.log` in the runtime directory.
 fn detach(runtime_dir: &std::path::Path, node: u32) -> ! {
@@ -94,11 +95,46 @@ fn detach(runtime_dir: &std::path::Path, node: u32) -> ! {
         .process_group(0)
         .spawn();
     match child {
-        Ok(_) => std::process::exit(0),
+        Ok(child) => {
+            std::process::exit(wait_until_up(child, &remora_proto::paths::socket_path(runtime_dir, node)))
+        }
         Err(e) => {
             eprintln!("remorad: cannot detach: {e}");
             std::process::exit(1);
         }
+    }
+}
+
+/// How long `--detach` waits for its daemon to be up before it returns anyway.
+const DETACH_WAIT: Duration = Duration::from_secs(10);
+
+/// Wait until the detached daemon `child` listens at `sock` (it does once its transports are
+/// open), or has exited: the exit code `--detach` returns. A daemon that failed to start
+/// (its reason is in its log) makes it fail at once, so the library that started it says
+/// why instead of waiting for a socket that will not come; one that found its node already
+/// served exits with 0.
+fn wait_until_up(mut child: std::process::Child, sock: &std::path::Path) -> i32 {
+    use std::os::unix::fs::FileTypeExt;
+    let start = std::time::Instant::now();
+    let mut pause = Duration::from_micros(100);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return 0,
+            Ok(Some(status)) => {
+                eprintln!("remorad: the daemon exited at start ({status})");
+                return 1;
+            }
+            Ok(None) => {}
+            // Not ours to wait for any more: the socket tells.
+            Err(_) if start.elapsed() > DETACH_WAIT => return 0,
+            Err(_) => {}
+        }
+        let up = std::fs::symlink_metadata(sock).is_ok_and(|m| m.file_type().is_socket());
+        if up || start.elapsed() > DETACH_WAIT {
+            return 0;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(10));
     }
 }
 
