@@ -25,7 +25,9 @@ struct Args {
     /// exists; without one the node knows only the nodes of its own host).
     #[arg(long)]
     cluster: Option<PathBuf>,
-    /// Start the daemon in the background (in its own process group) and return at once.
+    /// Start the daemon in the background (in its own process group) and return once it
+    /// listens (exit 0), or as soon as it fails to start (exit 1; the reason is in
+    /// node-N.log), at most 10 s.
     #[arg(long)]
     detach: bool,
     /// Serve Prometheus metrics at this address, e.g. 127.0.0.1:9464 (default:
