@@ -335,6 +335,8 @@ impl Session {
                             return false;
                         }
                     },
+                    // The socket is non-blocking (`ev_out`): nothing after all, for now.
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
                     // The daemon went away: nothing more will come.
                     _ => {
                         state.gone.store(true, Ordering::SeqCst);
