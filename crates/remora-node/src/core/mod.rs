@@ -174,6 +174,10 @@ impl Registry {
                     let heir = *s.attached.iter().next().expect("non-empty");
                     s.attached.remove(&heir);
                     s.owner = heir;
+                    // The heir gets every event from now on (it may have asked already,
+                    // as an attacher, and will not ask again); what was kept was for the
+                    // owner that is gone.
+                    s.events = exports::OwnerEvents { wanted: true, kept: Default::default() };
                     continue;
                 }
             }

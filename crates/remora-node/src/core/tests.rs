@@ -142,6 +142,37 @@ fn a_segments_events_are_kept_in_order_until_its_owner_asks() {
 }
 
 #[test]
+fn the_heir_of_a_shared_segment_is_told_its_events() {
+    let mut r = Registry::new(4);
+    let (tx, _) = unbounded_channel();
+    let a = r.add_session(1, Role::Client, tx);
+    let (tx2, mut heir) = unbounded_channel();
+    let b = r.add_session(2, Role::Client, tx2);
+    let (tx3, _) = unbounded_channel();
+    let c = r.add_session(3, Role::Client, tx3);
+    let seg = r.create_segment(a, Some(9), 4096, false, false).unwrap().seg;
+    r.share(a, seg).unwrap();
+    r.prepare(a, seg, 0).unwrap();
+    r.set_available(a, seg, 0).unwrap();
+    // The attacher asks once (a wait or a callback) and gets only the answer.
+    assert_eq!(r.attach_shared(b, 9).unwrap().seg, seg);
+    r.want_segment_events(b, seg);
+    assert_eq!(told(&mut heir), [Event::SegmentEventsOn { seg }]);
+    // A connect while the owner never asked: kept for the owner.
+    let (first, _, _) = r.connect_local(c, 8, 9).unwrap();
+    r.end_session(a);
+    assert_eq!(r.segments[&seg].owner, b);
+    assert!(told(&mut heir).is_empty(), "the gone owner's kept events went to the heir");
+    // From now on the heir, which will not ask again, is told each event.
+    r.disconnect(c, first).unwrap();
+    r.connect_local(c, 12, 9).unwrap();
+    assert_eq!(
+        told(&mut heir),
+        [Event::SegmentDisconnected { seg, node: 8 }, Event::SegmentConnected { seg, node: 12 }]
+    );
+}
+
+#[test]
 fn a_full_store_of_kept_events_goes_to_the_owner_in_order_and_keeping_goes_on() {
     let mut r = Registry::new(4);
     let (tx, mut owner) = unbounded_channel();
