@@ -280,18 +280,26 @@ fn a_daemon_that_cannot_start_says_why() {
     let cluster = env.runtime.path().join("taken.toml");
     let port = taken.local_addr().unwrap().port();
     std::fs::write(&cluster, format!("secret = \"a test secret of enough length\"\n[[node]]\nid = 4\nhost = \"127.0.0.1\"\nport = {port}\n")).unwrap();
-    let rt = env.runtime.path().join("taken");
-    let o = env
-        .run(&exe, 4)
-        .env("REMORA_RUNTIME_DIR", &rt)
-        .env("REMORA_CLUSTER", &cluster)
-        .env("REMORA_DAEMON", remora_testkit::daemon_path())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    let said = err.lines().find(|l| l.starts_with("remora: node 4: cannot start its daemon: ")).unwrap_or("");
-    assert!(said.contains("exited with") && said.contains("in use"), "{err}");
+    // Also where a daemon that died left its socket behind (the usual case after a crash).
+    for stale in [false, true] {
+        let rt = env.runtime.path().join(format!("taken-{stale}"));
+        if stale {
+            std::fs::create_dir(&rt).unwrap();
+            drop(std::os::unix::net::UnixListener::bind(rt.join("node-4.sock")).unwrap());
+        }
+        let o = env
+            .run(&exe, 4)
+            .env("REMORA_RUNTIME_DIR", &rt)
+            .env("REMORA_CLUSTER", &cluster)
+            .env("REMORA_DAEMON", remora_testkit::daemon_path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "stale socket {stale}: {err}");
+        let said =
+            err.lines().find(|l| l.starts_with("remora: node 4: cannot start its daemon: ")).unwrap_or("");
+        assert!(said.contains("exited with") && said.contains("in use"), "stale socket {stale}: {err}");
+    }
     drop(taken);
 }
 

@@ -89,6 +89,8 @@ fn detach(runtime_dir: &std::path::Path, node: u32) -> ! {
             std::process::exit(1);
         }
     };
+    let sock = remora_proto::paths::socket_path(runtime_dir, node);
+    let stale = socket_identity(&sock);
     let child = std::process::Command::new(exe)
         .args(args)
         .stdin(Stdio::null())
@@ -97,9 +99,7 @@ fn detach(runtime_dir: &std::path::Path, node: u32) -> ! {
         .process_group(0)
         .spawn();
     match child {
-        Ok(child) => {
-            std::process::exit(wait_until_up(child, &remora_proto::paths::socket_path(runtime_dir, node)))
-        }
+        Ok(child) => std::process::exit(wait_until_up(child, &sock, stale)),
         Err(e) => {
             eprintln!("remorad: cannot detach: {e}");
             std::process::exit(1);
@@ -110,13 +110,26 @@ fn detach(runtime_dir: &std::path::Path, node: u32) -> ! {
 /// How long `--detach` waits for its daemon to be up before it returns anyway.
 const DETACH_WAIT: Duration = Duration::from_secs(10);
 
+/// Which socket file is at `sock`, if one is: device, inode and change time (a socket
+/// made anew after the old one was removed differs in one of them, even where the inode
+/// number is reused).
+fn socket_identity(sock: &std::path::Path) -> Option<(u64, u64, i64, i64)> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = std::fs::symlink_metadata(sock).ok().filter(|m| m.file_type().is_socket())?;
+    Some((m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
+}
+
 /// Wait until the detached daemon `child` listens at `sock` (it does once its transports are
-/// open), or has exited: the exit code `--detach` returns. A daemon that failed to start
-/// (its reason is in its log) makes it fail at once, so the library that started it says
-/// why instead of waiting for a socket that will not come; one that found its node already
-/// served exits with 0.
-fn wait_until_up(mut child: std::process::Child, sock: &std::path::Path) -> i32 {
-    use std::os::unix::fs::FileTypeExt;
+/// open) — a socket other than `stale`, the one a daemon that died left there —, or has
+/// exited: the exit code `--detach` returns. A daemon that failed to start (its reason is
+/// in its log) makes it fail at once, so the library that started it says why instead of
+/// waiting for a socket that will not come; one that found its node already served exits
+/// with 0.
+fn wait_until_up(
+    mut child: std::process::Child,
+    sock: &std::path::Path,
+    stale: Option<(u64, u64, i64, i64)>,
+) -> i32 {
     let start = std::time::Instant::now();
     let mut pause = Duration::from_micros(100);
     loop {
@@ -131,7 +144,7 @@ fn wait_until_up(mut child: std::process::Child, sock: &std::path::Path) -> i32 
             Err(_) if start.elapsed() > DETACH_WAIT => return 0,
             Err(_) => {}
         }
-        let up = std::fs::symlink_metadata(sock).is_ok_and(|m| m.file_type().is_socket());
+        let up = socket_identity(sock).is_some_and(|now| Some(now) != stale);
         if up || start.elapsed() > DETACH_WAIT {
             return 0;
         }
