@@ -51,15 +51,46 @@ pub(crate) fn delete_namespace(ip: &Path, ns: &str) {
 
 /// Remove the shared-memory regions libfabric's shm provider made for a host at `addr`
 /// (`/dev/shm/<addr>:<n>:<n>`): a daemon killed without closing its fabric leaves them,
-/// 16 MiB each, for the life of the machine.
+/// 16 MiB each, for the life of the machine. A region some process still maps is left: a
+/// cluster of another test process may have the same addresses, and its daemons live.
 pub(crate) fn remove_shm_regions(addr: &str) {
     let prefix = format!("{addr}:");
     let Ok(entries) = fs::read_dir("/dev/shm") else { return };
-    for entry in entries.flatten() {
-        if entry.file_name().to_string_lossy().starts_with(&prefix) {
-            let _ = fs::remove_file(entry.path());
+    let found: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    if found.is_empty() {
+        return;
+    }
+    let mapped = mapped_files();
+    for path in found {
+        if !mapped.iter().any(|m| Path::new(m) == path) {
+            let _ = fs::remove_file(path);
         }
     }
+}
+
+/// The files any process of the machine maps (the paths in every `/proc/<pid>/maps`).
+fn mapped_files() -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(procs) = fs::read_dir("/proc") else { return out };
+    for p in procs.flatten() {
+        if !p.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(maps) = fs::read_to_string(p.path().join("maps")) else { continue };
+        for line in maps.lines() {
+            // address perms offset dev inode path
+            if let Some(path) = line.split_whitespace().nth(5).filter(|p| p.starts_with("/dev/shm/")) {
+                out.push(path.to_string());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 pub(crate) fn namespace_exists(ns: &str) -> bool {
