@@ -292,9 +292,17 @@ int rofi_open(const char *prov, const char *node, struct rofi **out, char *err, 
 	/* A source named after the host is not unique on it for every provider: shm names its
 	 * region after it, so a second endpoint of the host on that provider (another node's
 	 * daemon, another cluster's) found the name taken (fi_enable: EBUSY). The provider's
-	 * own choice of a source then: peers learn the endpoint's name at the bootstrap. */
-	if (rc && node && *node)
+	 * own choice of a source then: peers learn the endpoint's name at the bootstrap. Only
+	 * for that refusal: a source that cannot be opened for another reason (a wrong host in
+	 * the cluster file) must not quietly become the provider's default interface. Where
+	 * the second try fails too, the first one's reason is the one reported. */
+	if (rc == -FI_EBUSY && node && *node) {
+		char first[256];
+		snprintf(first, sizeof(first), "%s", err ? err : "");
 		rc = open_at(prov, NULL, out, err, errlen);
+		if (rc && err && errlen)
+			snprintf(err, errlen, "%s", first);
+	}
 	return rc;
 }
 
