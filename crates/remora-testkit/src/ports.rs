@@ -34,7 +34,10 @@ fn random() -> u32 {
 
 /// Claim `port` for this process with its lock file; `None` when another process holds it.
 fn claim(port: u16) -> Option<File> {
-    let dir = std::env::temp_dir().join("remora-test-ports");
+    // One directory per user: another user's (made with its umask) may not be ours to
+    // write in. Users' test processes then do not see each other's claims, a rare clash.
+    let uid = rustix::process::geteuid().as_raw();
+    let dir = std::env::temp_dir().join(format!("remora-test-ports-{uid}"));
     std::fs::create_dir_all(&dir).ok()?;
     let f = std::fs::OpenOptions::new()
         .create(true)
