@@ -34,6 +34,10 @@ const RECEIVE_GRACE: Duration = Duration::from_millis(50);
 /// --across-hosts` on two cores beside three CPU-bound processes (threads waited up to
 /// 80 ms for a core there); 500 ms in none of 30.
 const RECEIVE_GRACE_FAR: Duration = Duration::from_millis(500);
+/// The same for an unreliable VI (the wait's length before 500 ms: a sender that outruns
+/// its receiver loses those messages, as VIA allows, without being held up half a second
+/// for each).
+const RECEIVE_GRACE_FAR_UNRELIABLE: Duration = Duration::from_millis(100);
 /// A send waiting for a peer on another host to post a receive yields the core for this
 /// long, then sleeps in slices of [`FAR_NAP`] (the post needs this host's node thread, and
 /// the peer's threads on a shared machine, to run; nothing wakes the word, the slice bounds
@@ -305,6 +309,10 @@ impl ViInner {
                 }
                 n += 1;
                 if n > 64 {
+                    // A VI that left CONNECTED (a disconnect, a lost peer) waits no longer.
+                    if n.is_multiple_of(64) && *lock(&self.state) != ViState::Connected {
+                        return false;
+                    }
                     if !self.peer_here.load(Ordering::Relaxed) && start.elapsed() > FAR_NAP_AFTER {
                         self.map.wait_word(layout::PEER_POSTED, posted as u32, FAR_NAP);
                     } else {
@@ -340,7 +348,13 @@ impl ViInner {
         len: u32,
     ) -> Outcome {
         let k = sq.consumed;
-        let grace = if link.map.is_local() { RECEIVE_GRACE } else { RECEIVE_GRACE_FAR };
+        // An unreliable VI's sender is not held up long by a receiver it outruns: its
+        // messages may be dropped, and are after the shorter wait.
+        let grace = match (link.map.is_local(), reliable) {
+            (true, _) => RECEIVE_GRACE,
+            (false, true) => RECEIVE_GRACE_FAR,
+            (false, false) => RECEIVE_GRACE_FAR_UNRELIABLE,
+        };
         let Some(room) = self.peer_room(sq, k, grace) else {
             // An RDMA write's bytes left queued for this completion go anyway.
             if link.is_far() && !link.push() {
