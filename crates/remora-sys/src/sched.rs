@@ -26,7 +26,6 @@ struct SchedParam {
 
 unsafe extern "C" {
     fn sched_setscheduler(pid: c_int, policy: c_int, param: *const SchedParam) -> c_int;
-    #[cfg(test)]
     fn sched_getscheduler(pid: c_int) -> c_int;
 }
 
@@ -59,9 +58,16 @@ pub fn urgent_event_loop() -> bool {
 /// ordinary class, on a busy core it took the core from the thread that woke it at
 /// once, and the whole background job (its request, the daemons' dial) ran before the
 /// call could return. In the batch class it runs on an idle core at once, else once the
-/// core is given up (the calling thread blocks) or at the next tick. Returns whether the
-/// class was changed (any thread may move itself to it).
+/// core is given up (the calling thread blocks) or at the next tick. Only a thread of the
+/// ordinary class moves: one that inherited a real-time class from a real-time program
+/// keeps it (in the batch class it would wait for the program's pollers to block, and a
+/// fault may wait for it). Returns whether the class was changed (any thread of the
+/// ordinary class may move itself to it).
 pub fn background_thread() -> bool {
+    // SAFETY: plain libc call on the calling thread; it only reads its scheduling class.
+    if unsafe { sched_getscheduler(0) } & !SCHED_RESET_ON_FORK != SCHED_OTHER {
+        return false;
+    }
     let param = SchedParam { sched_priority: 0 };
     // SAFETY: plain libc call on the calling thread (pid 0) with a valid parameter struct
     // that outlives the call; it only changes this thread's scheduling class.
@@ -83,6 +89,23 @@ mod tests {
         .unwrap();
         // SAFETY: plain libc call on the calling thread.
         assert_eq!(unsafe { sched_getscheduler(0) }, SCHED_OTHER, "only the calling thread moved");
+    }
+
+    #[test]
+    fn a_real_time_thread_keeps_its_class() {
+        const SCHED_FIFO: c_int = 1;
+        std::thread::spawn(|| {
+            let param = SchedParam { sched_priority: 1 };
+            // SAFETY: plain libc call on the calling thread with a valid parameter struct.
+            if unsafe { sched_setscheduler(0, SCHED_FIFO, &param) } != 0 {
+                return eprintln!("skipped: this process may not use SCHED_FIFO");
+            }
+            assert!(!background_thread());
+            // SAFETY: plain libc call on the calling thread.
+            assert_eq!(unsafe { sched_getscheduler(0) }, SCHED_FIFO);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
