@@ -91,10 +91,15 @@ impl Soon {
 
     /// Make the booked request, unless someone took it already.
     fn take_and_answer(&self, here: bool) {
-        if let Some(b) = self.booked() {
+        // Marked sent while still booked (under the booking's lock): a child forked at any
+        // moment finds the request either booked or sent, and makes it again.
+        let b = {
+            let mut booked = self.0.booked.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(b) = booked.take() else { return };
             *self.0.sent.lock().unwrap_or_else(|p| p.into_inner()) = Some((std::process::id(), b.clone()));
-            answer(b, self, here);
-        }
+            b
+        };
+        answer(b, self, here);
     }
 
     /// The flow, once its request was answered (`None`: no flow, the daemon's path); a
@@ -130,8 +135,9 @@ impl Soon {
     }
 
     fn set(&self, flow: Option<Flow>) {
-        self.0.sent.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // The answer before the mark goes: a child forked in between finds one of them.
         *self.0.got.lock().unwrap_or_else(|p| p.into_inner()) = Some(flow);
+        self.0.sent.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.0.came.notify_all();
     }
 }
