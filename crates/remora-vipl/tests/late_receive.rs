@@ -17,19 +17,7 @@ const T: Option<Duration> = Some(Duration::from_secs(20));
 
 #[test]
 fn a_receive_posted_200_ms_late_across_hosts_takes_the_message() {
-    let h = Harness::with_cluster(&[4, 8], true);
-    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
-    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
-    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
-    let attrs = |ptag| ViAttributes {
-        reliability: RELIABLE_DELIVERY,
-        max_transfer: MAX_TRANSFER,
-        ptag,
-        rdma_write: false,
-        rdma_read: false,
-    };
-    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
-    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    let (_h, snic, cnic, sp, cp, server, client) = common::reliable_vis(Harness::with_cluster(&[4, 8], true));
     common::connect(&snic, &server, &cnic, &client, b"late");
 
     let (rbuf, sdesc) = (mem(&snic, 2 * 4096, sp, false), mem(&snic, 128, sp, false));

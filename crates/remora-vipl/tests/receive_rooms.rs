@@ -21,28 +21,12 @@ const T: Option<Duration> = Some(Duration::from_secs(10));
 /// (not connected yet): the harness (kept alive by the caller), the server's NIC and the
 /// client's, their protection tags, the server's VI and the client's.
 fn two_hosts() -> (Harness, Nic, Nic, ProtectionTag, ProtectionTag, Vi, Vi) {
-    vis(Harness::with_cluster(&[4, 8], true))
+    common::reliable_vis(Harness::with_cluster(&[4, 8], true))
 }
 
 /// The same with both nodes on this host (the harness's own).
 fn one_host() -> (Harness, Nic, Nic, ProtectionTag, ProtectionTag, Vi, Vi) {
-    vis(Harness::new())
-}
-
-fn vis(h: Harness) -> (Harness, Nic, Nic, ProtectionTag, ProtectionTag, Vi, Vi) {
-    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
-    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
-    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
-    let attrs = |ptag| ViAttributes {
-        reliability: RELIABLE_DELIVERY,
-        max_transfer: MAX_TRANSFER,
-        ptag,
-        rdma_write: false,
-        rdma_read: false,
-    };
-    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
-    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
-    (h, snic, cnic, sp, cp, server, client)
+    common::reliable_vis(Harness::new())
 }
 
 #[test]

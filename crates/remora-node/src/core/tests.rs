@@ -96,13 +96,19 @@ fn told(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Event>) -> Vec<Event> {
     std::iter::from_fn(|| rx.try_recv().ok()).collect()
 }
 
-#[test]
-fn a_segments_events_are_kept_in_order_until_its_owner_asks() {
+/// A node with two sessions: `a` (whose events come out of the receiver) and `b`.
+fn owner_and_importer() -> (Registry, u64, tokio::sync::mpsc::UnboundedReceiver<Event>, u64) {
     let mut r = Registry::new(4);
-    let (tx, mut owner) = unbounded_channel();
+    let (tx, owner) = unbounded_channel();
     let a = r.add_session(1, Role::Client, tx);
     let (tx2, _) = unbounded_channel();
     let b = r.add_session(2, Role::Client, tx2);
+    (r, a, owner, b)
+}
+
+#[test]
+fn a_segments_events_are_kept_in_order_until_its_owner_asks() {
+    let (mut r, a, mut owner, b) = owner_and_importer();
     let seg = r.create_segment(a, Some(9), 4096, false, false).unwrap().seg;
     let other = r.create_segment(a, Some(10), 4096, false, false).unwrap().seg;
     for s in [seg, other] {
@@ -174,11 +180,7 @@ fn the_heir_of_a_shared_segment_is_told_its_events() {
 
 #[test]
 fn a_full_store_of_kept_events_goes_to_the_owner_in_order_and_keeping_goes_on() {
-    let mut r = Registry::new(4);
-    let (tx, mut owner) = unbounded_channel();
-    let a = r.add_session(1, Role::Client, tx);
-    let (tx2, _) = unbounded_channel();
-    let b = r.add_session(2, Role::Client, tx2);
+    let (mut r, a, mut owner, b) = owner_and_importer();
     let seg = r.create_segment(a, Some(9), 4096, false, false).unwrap().seg;
     r.prepare(a, seg, 0).unwrap();
     r.set_available(a, seg, 0).unwrap();

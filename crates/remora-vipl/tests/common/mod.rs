@@ -68,3 +68,24 @@ pub fn send(nic: &Nic, vi: &Vi, desc: &Mem, d: &Descriptor) -> u32 {
     assert_eq!(vi.send_wait(Some(Duration::from_secs(10))).unwrap(), (desc.addr(0), desc.handle));
     nic.read_descriptor(desc.addr(0), desc.handle).unwrap().status
 }
+
+/// Two nodes of the harness `h` (4 and 8), a NIC on each and a reliable VI on each (not
+/// connected yet): the harness (kept alive by the caller), the server's NIC and the
+/// client's, their protection tags, the server's VI and the client's.
+pub fn reliable_vis(
+    h: remora_testkit::Harness,
+) -> (remora_testkit::Harness, Nic, Nic, ProtectionTag, ProtectionTag, Vi, Vi) {
+    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
+    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
+    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
+    let attrs = |ptag| ViAttributes {
+        reliability: RELIABLE_DELIVERY,
+        max_transfer: MAX_TRANSFER,
+        ptag,
+        rdma_write: false,
+        rdma_read: false,
+    };
+    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
+    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    (h, snic, cnic, sp, cp, server, client)
+}
