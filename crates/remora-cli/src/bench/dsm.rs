@@ -256,5 +256,51 @@ pub(crate) fn dsm(rounds: u32) -> Result<(), String> {
     row_us("DSM ping-pong one-way (maps only)", ours, raw, "≤ 3 (raw TCP ping-pong)");
     row_us("  the same, beside raw TCP polling (yielding)", ours, polling, "reported");
     drop(pair);
+    one_core_row(rounds)?;
     dsm_across_hosts(rounds)
+}
+
+/// The loopback ping-pong again with every thread of it on one core — both processes, their
+/// pagers and both daemons, all started by a child process pinned to this thread's first
+/// CPU — beside raw TCP on that core: the path's own cost, apart from where the scheduler
+/// puts four spinning threads and two daemons on two cores (the unpinned row is bimodal,
+/// 7 to 80 µs). Left out where this thread may not be pinned.
+fn one_core_row(rounds: u32) -> Result<(), String> {
+    let out = {
+        let Ok(_pin) = remora_sys::sync::pin_thread() else { return Ok(()) };
+        Command::new(std::env::current_exe().map_err(e)?)
+            .args(["bench", "dsm-one-core", "--rounds", &rounds.to_string()])
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(e)?
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let got: Vec<f64> = text.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    let [ours, raw] = got[..] else {
+        return Err(format!("dsm-one-core said {text:?} ({})", out.status));
+    };
+    row_us(
+        "DSM ping-pong one-way (maps only), one core",
+        ours,
+        raw,
+        "reported (raw TCP ping-pong, one core)",
+    );
+    Ok(())
+}
+
+/// The body of `bench dsm-one-core` (its process runs pinned, and so does everything it
+/// starts): the loopback ping-pong's median and raw TCP's, in ns, on one line.
+pub(crate) fn dsm_one_core(rounds: u32) -> Result<(), String> {
+    let pair = TcpPair::new()?;
+    let da = Descriptor::open(&pair.a).map_err(e)?;
+    let seg_a = LocalSegment::create(&da, Some(1), 4096, CreateFlags::default()).map_err(e)?;
+    seg_a.prepare(0).map_err(e)?;
+    seg_a.set_available(0).map_err(e)?;
+    let la = seg_a.map(0, 4096, None, MapFlags::default()).map_err(e)?;
+    let mut v =
+        maps_pingpong(&da, &la, Command::new(std::env::current_exe().map_err(e)?), &pair.dir, None, rounds)?;
+    let ours = median(&mut v);
+    let raw = raw_tcp(8, 2000)?;
+    println!("{ours} {raw}");
+    Ok(())
 }

@@ -217,6 +217,13 @@ pub enum Which {
         #[arg(long)]
         rounds: u32,
     },
+    /// `dsm`'s loopback ping-pong and its raw TCP reference with every thread on one core
+    /// (started by `dsm` itself, pinned): prints both medians in ns.
+    #[command(hide = true)]
+    DsmOneCore {
+        #[arg(long)]
+        rounds: u32,
+    },
     /// Raw TCP echo for the across-hosts reference (started by `dsm` in a namespace).
     #[command(hide = true)]
     TcpEcho {
@@ -346,6 +353,7 @@ fn run_one(w: Which) -> Result<(), String> {
             pio_child(&raw_path, peer_node, peer_seg, own_seg, batch, rounds)
         }
         Which::DsmChild { dir, cluster, rounds } => dsm_child(&dir, cluster, rounds),
+        Which::DsmOneCore { rounds } => dsm_one_core(rounds),
         Which::TcpEcho { bind, size, rounds } => tcp_echo(&bind, size, rounds),
         Which::TcpPing { to, size, rounds } => tcp_ping(&to, size, rounds),
     }
