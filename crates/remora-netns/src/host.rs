@@ -50,7 +50,8 @@ pub(crate) fn delete_namespace(ip: &Path, ns: &str) {
 }
 
 /// Remove the shared-memory regions libfabric's shm provider made for a host at `addr`
-/// (`/dev/shm/<addr>:<n>:<n>`): a daemon killed without closing its fabric leaves them,
+/// (`/dev/shm/<addr>:<n>:<n>`; `addr` may also be a daemon's pid, for a region the provider
+/// named `<pid>:<uid>:<n>`): a daemon killed without closing its fabric leaves them,
 /// 16 MiB each, for the life of the machine. A region some process still maps is left: a
 /// cluster of another test process may have the same addresses, and its daemons live.
 pub(crate) fn remove_shm_regions(addr: &str) {

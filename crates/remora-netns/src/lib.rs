@@ -554,8 +554,10 @@ impl NetCluster {
 
 impl Drop for NetCluster {
     fn drop(&mut self) {
+        let mut pids = Vec::new();
         for h in &mut self.hosts {
             if let Some(mut child) = h.child.take() {
+                pids.push(child.id());
                 let _ = child.kill();
                 let _ = child.wait();
             }
@@ -575,8 +577,13 @@ impl Drop for NetCluster {
             delete_namespace(&self.ip, ns);
         }
         // The daemons died without closing their fabrics (ofi+shm regions stay otherwise).
+        // (Named after the host's address, or after the daemon's pid where the provider
+        // chose the name.)
         for h in &self.hosts {
             remove_shm_regions(&h.addr);
+        }
+        for pid in pids {
+            remove_shm_regions(&pid.to_string());
         }
         if std::env::var_os("REMORA_TESTKIT_KEEP").is_some_and(|v| !v.is_empty() && v != "0") {
             self.dir.disable_cleanup(true);
