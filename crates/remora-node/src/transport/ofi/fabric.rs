@@ -69,6 +69,8 @@ pub(super) struct Fabric {
     /// closed once nothing but them holds the mapping ([`Fabric::region`]).
     regs: Mutex<Registrations>,
     stop: AtomicBool,
+    /// The progress thread, which holds the endpoint too (joined at the drop).
+    progress: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Fabric {
@@ -81,13 +83,15 @@ impl Fabric {
             ops: Mutex::new(HashMap::new()),
             regs: Mutex::new(Registrations::default()),
             stop: AtomicBool::new(false),
+            progress: Mutex::new(None),
         });
         let weak = Arc::downgrade(&f);
         let ep = f.ep.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("remora-ofi".into())
             .spawn(move || progress(ep, weak))
             .map_err(|e| remora_ofi_sys::Error { code: 0, what: e.to_string() })?;
+        *f.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(thread);
         Ok(f)
     }
 
@@ -208,6 +212,14 @@ impl Registrations {
 impl Drop for Fabric {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        // The endpoint closes (and a provider's resources go: shm's region file) only once
+        // the progress thread has let go of it too: wait for it (at most its completion
+        // wait, 200 ms), so that a process that drops its transports and exits leaves
+        // nothing behind. Not when the progress thread itself drops the last reference.
+        let thread = self.progress.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = thread.filter(|t| t.thread().id() != std::thread::current().id()) {
+            let _ = t.join();
+        }
     }
 }
 
