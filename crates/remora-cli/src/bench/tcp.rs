@@ -195,32 +195,45 @@ pub(crate) fn tcp_ping(to: &str, size: usize, rounds: u32) -> Result<(), String>
 /// megabytes is markedly slower than a stream of 1 MiB writes).
 pub(crate) fn raw_tcp_bulk(len: usize) -> Result<f64, String> {
     use std::io::{Read as _, Write as _};
+    let mut buf = vec![0x11u8; len];
+    let data = vec![0x3cu8; len];
+    let secs = second_pass(
+        move |s| s.read_exact(&mut buf),
+        |s| data.chunks(1 << 20).try_for_each(|chunk| s.write_all(chunk)),
+    )?;
+    Ok(len as f64 / secs / 1e9)
+}
+
+/// Seconds of the second of two passes over one loopback TCP connection: each pass the
+/// sender runs `send`, the receiver (a thread of its own) `recv`, then acknowledges with a
+/// byte the sender waits for. The first pass warms the connection and the buffers.
+fn second_pass(
+    mut recv: impl FnMut(&mut std::net::TcpStream) -> std::io::Result<()> + Send + 'static,
+    mut send: impl FnMut(&mut std::net::TcpStream) -> std::io::Result<()>,
+) -> Result<f64, String> {
+    use std::io::{Read as _, Write as _};
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(e)?;
     let addr = l.local_addr().map_err(e)?;
-    let mut buf = vec![0x11u8; len];
     let rx = std::thread::spawn(move || -> std::io::Result<()> {
         let (mut s, _) = l.accept()?;
         for _ in 0..2 {
-            s.read_exact(&mut buf)?;
+            recv(&mut s)?;
             s.write_all(b"k")?;
         }
         Ok(())
     });
-    let data = vec![0x3cu8; len];
     let mut s = std::net::TcpStream::connect(addr).map_err(e)?;
     let mut k = [0u8; 1];
-    let mut send = |s: &mut std::net::TcpStream| -> Result<(), String> {
-        for chunk in data.chunks(1 << 20) {
-            s.write_all(chunk).map_err(e)?;
-        }
+    let mut pass = |s: &mut std::net::TcpStream| -> Result<(), String> {
+        send(s).map_err(e)?;
         s.read_exact(&mut k).map_err(e)
     };
-    send(&mut s)?;
+    pass(&mut s)?;
     let t = Instant::now();
-    send(&mut s)?;
+    pass(&mut s)?;
     let secs = t.elapsed().as_secs_f64();
     rx.join().map_err(|_| "receiver")?.map_err(e)?;
-    Ok(len as f64 / secs / 1e9)
+    Ok(secs)
 }
 
 /// A raw TCP stream of `n` messages of `size` bytes between two threads on loopback, shaped
@@ -232,35 +245,12 @@ pub(crate) fn raw_tcp_bulk(len: usize) -> Result<f64, String> {
 /// [`raw_tcp_bulk`].
 pub(crate) fn raw_tcp_messages(size: usize, n: usize, slots: usize) -> Result<f64, String> {
     use std::io::{Read as _, Write as _};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(e)?;
-    let addr = l.local_addr().map_err(e)?;
     let slots = slots.max(1);
     let mut buf = vec![0x11u8; size * slots];
-    let rx = std::thread::spawn(move || -> std::io::Result<()> {
-        let (mut s, _) = l.accept()?;
-        for _ in 0..2 {
-            for i in 0..n {
-                let at = (i % slots) * size;
-                s.read_exact(&mut buf[at..at + size])?;
-            }
-            s.write_all(b"k")?;
-        }
-        Ok(())
-    });
     let data = vec![0x3cu8; size * 3];
-    let mut s = std::net::TcpStream::connect(addr).map_err(e)?;
-    let mut k = [0u8; 1];
-    let mut send = |s: &mut std::net::TcpStream| -> Result<(), String> {
-        for i in 0..n {
-            let at = (i % 3) * size;
-            s.write_all(&data[at..at + size]).map_err(e)?;
-        }
-        s.read_exact(&mut k).map_err(e)
-    };
-    send(&mut s)?;
-    let t = Instant::now();
-    send(&mut s)?;
-    let secs = t.elapsed().as_secs_f64();
-    rx.join().map_err(|_| "receiver")?.map_err(e)?;
+    let secs = second_pass(
+        move |s| (0..n).try_for_each(|i| s.read_exact(&mut buf[(i % slots) * size..][..size])),
+        |s| (0..n).try_for_each(|i| s.write_all(&data[(i % 3) * size..][..size])),
+    )?;
     Ok((n * size) as f64 / secs / 1e9)
 }
