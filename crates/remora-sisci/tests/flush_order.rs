@@ -7,15 +7,20 @@ use common::{available as segment, daemon_pid, mapped, word, Sci as _, Stopped};
 use remora_sisci::*;
 use std::time::{Duration, Instant};
 
+/// Nodes 4, 8 and 12 on hosts of their own, and a descriptor on each (4's, 8's, 12's).
+fn three_nodes() -> (common::Harness, Descriptor, Descriptor, Descriptor) {
+    let h = common::Harness::with_cluster(&[4, 8, 12], true);
+    let open = |n| Descriptor::open(&h.sci(n)).unwrap();
+    let (a, b, c) = (open(4), open(8), open(12));
+    (h, a, b, c)
+}
+
 #[test]
 fn a_flag_into_a_map_made_after_the_flush_never_overtakes_the_data() {
     // When the flush is called only home 4's pager has a writable map: it sends without
     // waiting. The flag's map (home 12) is made after it, while home 4 is stopped: the
     // flag must still land after the data.
-    let h = common::Harness::with_cluster(&[4, 8, 12], true);
-    let a = Descriptor::open(&h.sci(4)).unwrap();
-    let c = Descriptor::open(&h.sci(12)).unwrap();
-    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let (h, a, b, c) = three_nodes();
     let (_s4, home4) = segment(&a, 31, 4096);
     let (_s12, home12) = segment(&c, 41, 4096);
     let r4 = RemoteSegment::connect(&b, 4, 31, 0, Some(Duration::from_secs(10))).unwrap();
@@ -51,10 +56,7 @@ fn a_flush_waits_no_longer_than_a_settle_point_for_a_stopped_home() {
     // Stores sent to two segments of home 4 (a flow each), then home 4 stops: where they
     // were not answered yet, the pager waits for each flow in turn, up to its patience
     // (10 s) each; `SCIFlush` returns within a settle point's bound (5 s) all the same.
-    let h = common::Harness::with_cluster(&[4, 8, 12], true);
-    let a = Descriptor::open(&h.sci(4)).unwrap();
-    let c = Descriptor::open(&h.sci(12)).unwrap();
-    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let (h, a, b, c) = three_nodes();
     let (_s1, home1) = segment(&a, 31, 4096);
     let (_s2, _home2) = segment(&a, 32, 4096);
     let (_s12, _home12) = segment(&c, 41, 4096);
