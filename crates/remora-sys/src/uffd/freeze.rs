@@ -28,6 +28,7 @@
 
 use super::{err, Api, Range, Reader, Register, WriteProtect, OP_API, OP_REGISTER, OP_UNREGISTER, OP_WAKE};
 use super::{FEATURE_PAGEFAULT_FLAG_WP, OP_WRITEPROTECT, REGISTER_MODE_WP, UFFD_API, WRITEPROTECT_MODE_WP};
+use crate::seqpacket::retry_intr;
 use rustix::ioctl::{Ioctl, IoctlOutput, Opcode, Updater};
 use rustix::mm::UserfaultfdFlags;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -151,15 +152,19 @@ fn freeze_with((fd, features): (OwnedFd, u64), addr: usize, len: usize) -> Optio
     }
     let range = Range { start: addr as u64, len: len as u64 };
     let mut reg = Register { range, mode: REGISTER_MODE_WP, ioctls: 0 };
+    // A signal does not leave the range unguarded: the call is made again.
     // SAFETY: UFFDIO_REGISTER takes a struct uffdio_register; the range is the caller's
     // memory, registered for write-protect faults only.
-    unsafe { rustix::ioctl::ioctl(&fd, Updater::<OP_REGISTER, Register>::new(&mut reg)) }.ok()?;
+    retry_intr(|| unsafe { rustix::ioctl::ioctl(&fd, Updater::<OP_REGISTER, Register>::new(&mut reg)) })
+        .ok()?;
     let frozen = Frozen { fd, range };
     let mut w = WriteProtect { range, mode: WRITEPROTECT_MODE_WP };
     // SAFETY: UFFDIO_WRITEPROTECT on the range just registered with this fd.
-    unsafe { rustix::ioctl::ioctl(&frozen.fd, Updater::<OP_WRITEPROTECT, WriteProtect>::new(&mut w)) }
-        .map_err(err)
-        .ok()?;
+    retry_intr(|| unsafe {
+        rustix::ioctl::ioctl(&frozen.fd, Updater::<OP_WRITEPROTECT, WriteProtect>::new(&mut w))
+    })
+    .map_err(err)
+    .ok()?;
     Some(frozen)
 }
 
@@ -169,14 +174,19 @@ impl Drop for Frozen {
         // writable again; the stores held wake and retry (against the new mapping, where
         // the remap was made); then the fd lets go of the range.
         let mut w = WriteProtect { range: self.range, mode: 0 };
+        // A signal meanwhile does not leave the held stores waiting: each call is made again.
         // SAFETY: UFFDIO_WRITEPROTECT on the range registered with this fd (an error where
         // it was mapped anew meanwhile, which is ignored).
-        let _ =
-            unsafe { rustix::ioctl::ioctl(&self.fd, Updater::<OP_WRITEPROTECT, WriteProtect>::new(&mut w)) };
+        let _ = retry_intr(|| unsafe {
+            rustix::ioctl::ioctl(&self.fd, Updater::<OP_WRITEPROTECT, WriteProtect>::new(&mut w))
+        });
         // SAFETY: UFFDIO_WAKE and UFFDIO_UNREGISTER only read the range struct.
-        let _ = unsafe { rustix::ioctl::ioctl(&self.fd, Reader::<OP_WAKE, Range>(&self.range)) };
+        let _ =
+            retry_intr(|| unsafe { rustix::ioctl::ioctl(&self.fd, Reader::<OP_WAKE, Range>(&self.range)) });
         // SAFETY: as above.
-        let _ = unsafe { rustix::ioctl::ioctl(&self.fd, Reader::<OP_UNREGISTER, Range>(&self.range)) };
+        let _ = retry_intr(|| unsafe {
+            rustix::ioctl::ioctl(&self.fd, Reader::<OP_UNREGISTER, Range>(&self.range))
+        });
     }
 }
 
