@@ -71,3 +71,25 @@ fn two_clusters_can_exist_at_once() {
         assert!(!listed.lines().any(|l| l.split_whitespace().next() == Some(n)), "{n} left behind");
     }
 }
+
+#[test]
+fn left_shm_regions_go_unless_a_process_maps_them() {
+    if !Path::new("/dev/shm").is_dir() {
+        return eprintln!("skipped: no /dev/shm here");
+    }
+    // Names no cluster uses (the subnet field is above 255).
+    let prefix = format!("10.77.300.{}", std::process::id() % 200);
+    let (gone, kept) = (format!("/dev/shm/{prefix}:0:0"), format!("/dev/shm/{prefix}:0:1"));
+    for p in [&gone, &kept] {
+        fs::write(p, [0u8; 4096]).unwrap();
+    }
+    let file = fs::File::open(&kept).unwrap();
+    let opts = remora_sys::mapping::MapOptions { readonly: true, fixed_addr: None };
+    let map = remora_sys::mapping::Mapping::new(std::os::fd::AsFd::as_fd(&file), 0, 4096, opts).unwrap();
+    remove_shm_regions(&prefix);
+    assert!(!Path::new(&gone).exists(), "a region nobody maps was left");
+    assert!(Path::new(&kept).exists(), "a region a live process maps was removed");
+    drop(map);
+    remove_shm_regions(&prefix);
+    assert!(!Path::new(&kept).exists());
+}

@@ -204,11 +204,23 @@ fn two_providers_link_over_tcp() {
     }
     let dir = tempfile::tempdir().unwrap();
     let text = cluster(ports(), "", ["transport = \"ofi+tcp\"", "transport = \"ofi+shm\""]);
+    let shm_before = shm_files();
     let (a, b) = (Host::open(4, dir.path(), &text), Host::open(8, dir.path(), &text));
     assert_eq!((a.transport_to(8), b.transport_to(4)), ("tcp", "tcp"));
     wait("the link to come up", || a.transports.link_state(8) == Some(LinkState::Up));
     assert_eq!(a.probe(8), Ok(PeerReply::Ok));
     a.transfer(&b);
+    // Dropped transports close their endpoints: the shm provider's region goes with node 8's.
+    drop((a, b));
+    let left: Vec<String> = shm_files().into_iter().filter(|f| !shm_before.contains(f)).collect();
+    assert!(left.is_empty(), "left in /dev/shm: {left:?}");
+}
+
+/// The names in `/dev/shm`.
+fn shm_files() -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default()
 }
 
 /// `fallen`'s provider is missing and it fell back to tcp; `other` runs `ofi+tcp`. The two
