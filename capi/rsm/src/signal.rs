@@ -162,12 +162,38 @@ pub unsafe extern "C-unwind" fn rsm_intr_signal_wait_pollfd(
     timeout: c_int,
     numfdsp: *mut c_int,
 ) -> c_int {
+    // Polled in slices, each a cancellation point between them (poll is one); no value
+    // with a destructor lives across `cancel::point`.
+    const SLICE: Duration = Duration::from_millis(100);
+    let deadline = (timeout >= 0)
+        .then(|| std::time::Instant::now().checked_add(Duration::from_millis(timeout as u64)))
+        .flatten();
+    loop {
+        let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        let last = left.is_some_and(|l| l <= SLICE);
+        // Rounded up: a slice of 0 ms only when the whole wait is 0.
+        let ms = left.map_or(SLICE, |l| l.min(SLICE)).as_micros().div_ceil(1000) as c_int;
+        // SAFETY: the caller's pointers, passed on under the same contract.
+        let code = unsafe { poll_once(fds, nfds, ms, numfdsp) };
+        if code == RSMERR_TIMEOUT && !last {
+            remora_sys::cancel::point();
+            continue;
+        }
+        return code;
+    }
+}
+
+/// One slice of [`rsm_intr_signal_wait_pollfd`]: `poll` for up to `ms`.
+///
+/// # Safety
+/// As [`rsm_intr_signal_wait_pollfd`].
+unsafe fn poll_once(fds: *mut PollFd, nfds: c_ulong, ms: c_int, numfdsp: *mut c_int) -> c_int {
     guard(|| {
         if fds.is_null() && nfds > 0 {
             return Err(Code(RSMERR_BAD_ADDR));
         }
         // SAFETY: `nfds` entries by contract.
-        let n = unsafe { poll(fds, nfds, timeout) };
+        let n = unsafe { poll(fds, nfds, ms) };
         if n < 0 {
             // SAFETY: glibc's errno location is valid for the calling thread.
             let e = unsafe { *__errno_location() };

@@ -3,6 +3,9 @@
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 
 use super::*;
+use errors::SLICE;
+use remora_scif::Accepting;
+use std::time::{Duration, Instant};
 
 /// `scif_open`: a new endpoint; `SCIF_OPEN_FAILED` (−1) with errno `ENOMEM` on failure.
 #[unsafe(no_mangle)]
@@ -65,7 +68,15 @@ pub unsafe extern "C-unwind" fn scif_connect(epd: scif_epd_t, dst: *const ScifPo
     })
 }
 
-/// `scif_accept`: the new endpoint goes to `*newepd`, the peer's port id to `*peer`.
+thread_local! {
+    /// The accept this thread waits for between two slices of `scif_accept`: if the thread
+    /// is cancelled there, its end drops it, which withdraws the ask.
+    static WAITING: RefCell<Option<Accepting>> = const { RefCell::new(None) };
+}
+
+/// `scif_accept`: the new endpoint goes to `*newepd`, the peer's port id to `*peer`. With
+/// `SCIF_ACCEPT_SYNC` it waits in slices, a cancellation point between two (as a blocking
+/// system call is).
 ///
 /// # Safety
 /// `peer` and `newepd` are NULL or point to writable objects of their types.
@@ -76,7 +87,7 @@ pub unsafe extern "C-unwind" fn scif_accept(
     newepd: *mut scif_epd_t,
     flags: c_int,
 ) -> c_int {
-    guard(-1, || {
+    let begun = guard(-1, || {
         let e = ep(epd)?;
         if flags & !SCIF_ACCEPT_SYNC != 0 {
             return Err(inval("unknown accept flags"));
@@ -84,16 +95,44 @@ pub unsafe extern "C-unwind" fn scif_accept(
         if peer.is_null() || newepd.is_null() {
             return Err(inval("NULL peer or endpoint pointer"));
         }
-        let (n, p) = e.accept(flags & SCIF_ACCEPT_SYNC != 0)?;
-        let node = node16(p.node)?;
-        let fd = add(n)?;
-        // SAFETY: both pointers were checked non-NULL; the contract makes them writable.
-        unsafe {
-            *peer = ScifPortId { node, port: p.port };
-            *newepd = fd;
-        }
+        let a = e.accept_begin(flags & SCIF_ACCEPT_SYNC != 0)?;
+        WAITING.with(|w| *w.borrow_mut() = Some(a));
         Ok(0)
-    })
+    });
+    if begun < 0 {
+        return -1;
+    }
+    loop {
+        let r = guard(-1, || {
+            let got = WAITING.with(|w| {
+                let mut w = w.borrow_mut();
+                let r = w.as_mut().map(|a| a.wait(Some(SLICE)));
+                if !matches!(r, Some(Ok(None))) {
+                    *w = None;
+                }
+                r
+            });
+            let (n, p) = match got {
+                None => return Err(inval("no accept under way")),
+                Some(Err(e)) => return Err(e),
+                Some(Ok(None)) => return Ok(0),
+                Some(Ok(Some(np))) => np,
+            };
+            let node = node16(p.node)?;
+            let fd = add(n)?;
+            // SAFETY: both pointers were checked non-NULL; the contract makes them writable.
+            unsafe {
+                *peer = ScifPortId { node, port: p.port };
+                *newepd = fd;
+            }
+            Ok(1)
+        });
+        match r {
+            0 => remora_sys::cancel::point(),
+            1 => return 0,
+            _ => return -1,
+        }
+    }
 }
 
 /// A node id as SCIF's `uint16_t` carries it (`struct scif_portID`, `scif_get_nodeIDs`).
@@ -151,27 +190,41 @@ unsafe extern "C" {
     fn poll(fds: *mut ScifPollEpd, nfds: std::ffi::c_ulong, timeout: c_int) -> c_int;
 }
 
-/// `scif_poll`: `poll` over endpoints (`struct scif_pollepd` is `struct pollfd`).
+/// `scif_poll`: `poll` over endpoints (`struct scif_pollepd` is `struct pollfd`), in
+/// slices, a cancellation point between two (as `poll` is one).
 ///
 /// # Safety
 /// `epds` points to `nepds` writable entries.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn scif_poll(epds: *mut ScifPollEpd, nepds: c_uint, timeout: c_long) -> c_int {
-    guard(-1, || {
-        if epds.is_null() && nepds > 0 {
-            return Err(Error::Fault);
+    // In slices of at most `SLICE`, a cancellation point between two (poll is one).
+    let deadline =
+        (timeout >= 0).then(|| Instant::now().checked_add(Duration::from_millis(timeout as u64))).flatten();
+    loop {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let last = left.is_some_and(|l| l <= SLICE);
+        let slice = left.map_or(SLICE, |l| l.min(SLICE));
+        // Rounded up: a slice of 0 ms only when the whole wait is 0.
+        let ms = slice.as_micros().div_ceil(1000) as c_int;
+        let r = guard(-1, || {
+            if epds.is_null() && nepds > 0 {
+                return Err(Error::Fault);
+            }
+            // SAFETY: the array is valid by the contract and has poll's layout.
+            let r = unsafe { poll(epds, nepds as std::ffi::c_ulong, ms) };
+            if r < 0 {
+                return Err(match std::io::Error::last_os_error().raw_os_error() {
+                    Some(4) => Error::Interrupted,
+                    _ => inval("poll failed"),
+                });
+            }
+            Ok(r)
+        });
+        if r != 0 || last {
+            return r;
         }
-        let t = if timeout < 0 { -1 } else { timeout.min(c_int::MAX as c_long) as c_int };
-        // SAFETY: the array is valid by the contract and has poll's layout.
-        let r = unsafe { poll(epds, nepds as std::ffi::c_ulong, t) };
-        if r < 0 {
-            return Err(match std::io::Error::last_os_error().raw_os_error() {
-                Some(4) => Error::Interrupted,
-                _ => inval("poll failed"),
-            });
-        }
-        Ok(r)
-    })
+        remora_sys::cancel::point();
+    }
 }
 
 // Each function carries MPSS's symbol version, in the object that defines it.

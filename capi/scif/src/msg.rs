@@ -3,6 +3,7 @@
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 
 use super::*;
+use errors::{in_slices, SLICE};
 
 /// `scif_send`: returns the bytes queued.
 ///
@@ -28,18 +29,33 @@ pub unsafe extern "C-unwind" fn scif_send(
 }
 
 /// `scif_send` on a slice: the body of the C entry point, for Rust callers (benchmarks).
-/// A negative `flags` stands for a negative length.
+/// A negative `flags` stands for a negative length. A blocking send waits in slices, a
+/// cancellation point between two ([`in_slices`]).
 fn send(epd: scif_epd_t, data: &[u8], flags: c_int) -> c_int {
-    guard(-1, || {
-        with_ep(epd, |e| {
-            if !(0..=SCIF_SEND_BLOCK).contains(&flags) || data.len() > c_int::MAX as usize {
-                return Err(inval("negative length or unknown flags"));
-            }
-            if data.is_empty() {
-                e.conn_check()?;
-                return Ok(0);
-            }
-            Ok(e.send(data, flags & SCIF_SEND_BLOCK != 0)? as c_int)
+    let checked = || {
+        if !(0..=SCIF_SEND_BLOCK).contains(&flags) || data.len() > c_int::MAX as usize {
+            return Err(inval("negative length or unknown flags"));
+        }
+        Ok(())
+    };
+    if flags != SCIF_SEND_BLOCK || data.is_empty() {
+        return guard(-1, || {
+            with_ep(epd, |e| {
+                checked()?;
+                if data.is_empty() {
+                    e.conn_check()?;
+                    return Ok(0);
+                }
+                Ok(e.send(data, false)? as c_int)
+            })
+        });
+    }
+    in_slices(data.len(), |done| {
+        guard(-1, || {
+            with_ep(epd, |e| {
+                checked()?;
+                Ok(e.send_for(&data[done..], SLICE)? as c_int)
+            })
         })
     })
 }
@@ -68,18 +84,34 @@ pub unsafe extern "C-unwind" fn scif_recv(
 }
 
 /// `scif_recv` into a slice: the body of the C entry point, for Rust callers.
-/// A negative `flags` stands for a negative length.
+/// A negative `flags` stands for a negative length. A blocking receive waits in slices, a
+/// cancellation point between two ([`in_slices`]).
 fn recv(epd: scif_epd_t, buf: &mut [u8], flags: c_int) -> c_int {
-    guard(-1, || {
-        with_ep(epd, |e| {
-            if !(0..=SCIF_RECV_BLOCK).contains(&flags) || buf.len() > c_int::MAX as usize {
-                return Err(inval("negative length or unknown flags"));
-            }
-            if buf.is_empty() {
-                e.conn_check()?;
-                return Ok(0);
-            }
-            Ok(e.recv(buf, flags & SCIF_RECV_BLOCK != 0)? as c_int)
+    let checked = |len: usize| {
+        if !(0..=SCIF_RECV_BLOCK).contains(&flags) || len > c_int::MAX as usize {
+            return Err(inval("negative length or unknown flags"));
+        }
+        Ok(())
+    };
+    if flags != SCIF_RECV_BLOCK || buf.is_empty() {
+        return guard(-1, || {
+            with_ep(epd, |e| {
+                checked(buf.len())?;
+                if buf.is_empty() {
+                    e.conn_check()?;
+                    return Ok(0);
+                }
+                Ok(e.recv(buf, false)? as c_int)
+            })
+        });
+    }
+    let len = buf.len();
+    in_slices(len, |done| {
+        guard(-1, || {
+            with_ep(epd, |e| {
+                checked(len)?;
+                Ok(e.recv_for(&mut buf[done..], SLICE)? as c_int)
+            })
         })
     })
 }

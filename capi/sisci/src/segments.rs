@@ -2,13 +2,13 @@
 //! and remote segments (connect, disconnect, getters).
 
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
-use crate::callbacks::{self, reason_code, status_code};
+use crate::callbacks;
 use crate::consts::*;
 use crate::errors::{check_flags, run, run_quiet, ErrorOut, Fail, Out, Outcome};
 use crate::handles::{self, handle, key};
 use crate::types::{
     sci_cb_local_segment_t, sci_cb_remote_segment_t, sci_desc_t, sci_error_t, sci_local_segment_t,
-    sci_remote_segment_t, sci_segment_cb_reason_t,
+    sci_remote_segment_t,
 };
 use crate::wait_time;
 use remora_sisci::{ConnectFlags, CreateFlags, Descriptor, LocalSegment, RemoteSegment};
@@ -24,7 +24,7 @@ const CREATE_HARDWARE: u32 = SCI_FLAG_PHYSICAL | SCI_FLAG_CUDA_BUFFER | SCI_FLAG
 ///
 /// # Safety
 /// `p` is NULL or writable for one `T` for the rest of the call.
-unsafe fn optional_out<T>(p: *mut T) -> Outcome<Option<Out<T>>> {
+pub(crate) unsafe fn optional_out<T>(p: *mut T) -> Outcome<Option<Out<T>>> {
     if p.is_null() {
         return Ok(None);
     }
@@ -33,12 +33,12 @@ unsafe fn optional_out<T>(p: *mut T) -> Outcome<Option<Out<T>>> {
 }
 
 /// The local segment a handle names.
-fn local(segment: sci_local_segment_t) -> Outcome<LocalSegment> {
+pub(crate) fn local(segment: sci_local_segment_t) -> Outcome<LocalSegment> {
     handles::get(key(segment))
 }
 
 /// The remote segment a handle names.
-fn remote(segment: sci_remote_segment_t) -> Outcome<RemoteSegment> {
+pub(crate) fn remote(segment: sci_remote_segment_t) -> Outcome<RemoteSegment> {
     handles::get(key(segment))
 }
 
@@ -255,47 +255,6 @@ pub unsafe extern "C-unwind" fn SCIRemoveSegment(
         }
         handles::remove(key(segment));
         Ok(())
-    })
-}
-
-/// `SCIWaitForLocalSegmentEvent`: wait up to `timeout` ms (`SCI_INFINITE_TIMEOUT`: no
-/// limit) for the next event of the segment (an importer connected or disconnected) and
-/// return its `SCI_CB_*` reason, with the node concerned in `*source_node_id` and the
-/// adapter in `*local_adapter_no` (either pointer may be NULL when the caller does not
-/// need it). Events that came while nobody waited are kept, in order. Returns 0 on
-/// failure.
-///
-/// # Errors
-/// `SCI_ERR_TIMEOUT`; `SCI_ERR_CANCELLED` when the segment is removed meanwhile;
-/// `SCI_ERR_ILLEGAL_OPERATION` when the segment was created with a callback;
-/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; `SCI_ERR_ILLEGAL_FLAG` for any flag.
-///
-/// # Safety
-/// `source_node_id`, `local_adapter_no` and `error` are NULL or writable.
-#[no_mangle]
-pub unsafe extern "C-unwind" fn SCIWaitForLocalSegmentEvent(
-    segment: sci_local_segment_t,
-    source_node_id: *mut c_uint,
-    local_adapter_no: *mut c_uint,
-    timeout: c_uint,
-    flags: c_uint,
-    error: *mut sci_error_t,
-) -> sci_segment_cb_reason_t {
-    // SAFETY: `error` is NULL or writable (this function's contract).
-    let status = unsafe { ErrorOut::new(error) };
-    run(status, 0, || {
-        check_flags(flags, 0, 0)?;
-        // SAFETY: both are NULL or writable (this function's contract).
-        let (node_out, adapter_out) =
-            unsafe { (optional_out(source_node_id)?, optional_out(local_adapter_no)?) };
-        let event = local(segment)?.wait_event(wait_time(timeout))?;
-        if let Some(o) = node_out {
-            o.set(event.node);
-        }
-        if let Some(o) = adapter_out {
-            o.set(event.adapter);
-        }
-        Ok(reason_code(event.reason))
     })
 }
 
@@ -565,38 +524,4 @@ pub extern "C-unwind" fn SCIGetRemoteSegmentId(segment: sci_remote_segment_t) ->
 #[no_mangle]
 pub extern "C-unwind" fn SCIGetRemoteSegmentNodeId(segment: sci_remote_segment_t) -> c_uint {
     run_quiet(0, || remote(segment).map(|r| r.node()).or_else(|_| retired(segment).map(|(_, node)| node)))
-}
-
-/// `SCIWaitForRemoteSegmentEvent`: wait up to `timeout` ms (`SCI_INFINITE_TIMEOUT`: no
-/// limit) for the next event of the connection and return its `SCI_CB_*` reason, with
-/// its status in `*status` (`SCI_ERR_OK`, or why an asynchronous connect failed or the
-/// connection ended; `status` may be NULL). Returns 0 on failure.
-///
-/// # Errors
-/// `SCI_ERR_TIMEOUT`; `SCI_ERR_CANCELLED` when the segment is disconnected meanwhile;
-/// `SCI_ERR_ILLEGAL_OPERATION` when the connection has a callback;
-/// `SCI_ERR_ILLEGAL_PARAMETER` for a bad handle; `SCI_ERR_ILLEGAL_FLAG` for any flag.
-///
-/// # Safety
-/// `status` and `error` are NULL or writable.
-#[no_mangle]
-pub unsafe extern "C-unwind" fn SCIWaitForRemoteSegmentEvent(
-    segment: sci_remote_segment_t,
-    status: *mut sci_error_t,
-    timeout: c_uint,
-    flags: c_uint,
-    error: *mut sci_error_t,
-) -> sci_segment_cb_reason_t {
-    // SAFETY: `error` is NULL or writable (this function's contract).
-    let report = unsafe { ErrorOut::new(error) };
-    run(report, 0, || {
-        check_flags(flags, 0, 0)?;
-        // SAFETY: `status` is NULL or writable (this function's contract).
-        let status_out = unsafe { optional_out(status) }?;
-        let event = remote(segment)?.wait_event(wait_time(timeout))?;
-        if let Some(o) = status_out {
-            o.set(status_code(event.status.as_ref().map_or(Ok(()), Err)));
-        }
-        Ok(reason_code(event.reason))
-    })
 }

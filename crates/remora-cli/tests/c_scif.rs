@@ -44,6 +44,19 @@ fn scif_error_cases_get_documented_errno() {
 }
 
 #[test]
+fn scif_threads_cancelled_in_blocking_calls_end_alone_and_leave_the_library_usable() {
+    let env = Env::new();
+    let exe = env.build_scif(&root().join("tests/c/scif/scif_cancel.c"));
+    let out = env.run(&exe, 4).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("PASS"),
+        "scif_cancel: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn scif_send_queue_holds_mpss_4_kib_and_remora_scif_queue_bytes() {
     let env = Env::new();
     let exe = env.build_scif(&root().join("tests/c/scif/scif_queue.c"));

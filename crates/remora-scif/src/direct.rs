@@ -5,7 +5,8 @@
 //! the flow carries exactly the bytes sent, with no framing of its own.
 
 use crate::conn::Conn;
-use crate::endpoint::{RECHECK, SPIN};
+use crate::endpoint::SPIN;
+use crate::msg::Limit;
 use crate::{Endpoint, Error, Result};
 use remora_sys::{bell, flow};
 use std::io::ErrorKind;
@@ -33,13 +34,13 @@ impl Endpoint {
 
     /// `scif_send` over the direct flow: blocking sends everything (resuming after partial
     /// writes), non-blocking queues what the socket takes now.
-    pub(crate) fn send_direct(&self, c: &Conn, data: &[u8], block: bool) -> Result<usize> {
+    pub(crate) fn send_direct(&self, c: &Conn, data: &[u8], block: bool, mut limit: Limit) -> Result<usize> {
         if pages_in(data) {
             // The kernel's copy into the socket cannot fault in pages a map of another
             // host's memory has not fetched yet (the userfaultfd serves user mode only):
             // copy them here first, which faults them in (the copy is the point).
             #[allow(clippy::unnecessary_to_owned)]
-            return self.send_direct(c, &data.to_vec(), block);
+            return self.send_direct(c, &data.to_vec(), block, limit);
         }
         let fd = self.as_fd();
         let mut sent = 0;
@@ -47,11 +48,11 @@ impl Endpoint {
             match flow::send(fd, &data[sent..], block) {
                 Ok(n) => sent += n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    if !block {
-                        break;
-                    }
-                    // The program set O_NONBLOCK on the descriptor: wait for room.
-                    bell::wait(fd, true, Some(RECHECK)).map_err(|e| Error::NoMemory(e.to_string()))?;
+                    // The program set O_NONBLOCK on the descriptor, or a blocking send
+                    // found no room for a slice (`flow::install`): wait for room, unless
+                    // the time is up.
+                    let Some(wait) = limit.next(block) else { break };
+                    bell::wait(fd, true, Some(wait)).map_err(|e| Error::NoMemory(e.to_string()))?;
                     if self.closed_now() || c.peer_closed() {
                         return self.flow_ended(sent);
                     }
@@ -66,11 +67,17 @@ impl Endpoint {
     /// reads), spinning on non-blocking reads for a moment before it sleeps in the kernel;
     /// non-blocking takes what is there. The end of the stream, once every byte before it
     /// is taken, is [`Error::Reset`], and the descriptor reports hang-up from then on.
-    pub(crate) fn recv_direct(&self, c: &Conn, buf: &mut [u8], block: bool) -> Result<usize> {
+    pub(crate) fn recv_direct(
+        &self,
+        c: &Conn,
+        buf: &mut [u8],
+        block: bool,
+        mut limit: Limit,
+    ) -> Result<usize> {
         if pages_in(buf) {
             // As for sends: the kernel cannot fill such pages; receive here, then copy.
             let mut here = vec![0u8; buf.len()];
-            let n = self.recv_direct(c, &mut here, block)?;
+            let n = self.recv_direct(c, &mut here, block, limit)?;
             buf[..n].copy_from_slice(&here[..n]);
             return Ok(n);
         }
@@ -100,8 +107,11 @@ impl Endpoint {
                         spinning = spin.get_or_insert_with(Instant::now).elapsed() < SPIN;
                         continue;
                     }
-                    // The program set O_NONBLOCK on the descriptor: sleep in poll.
-                    bell::wait(fd, false, Some(RECHECK)).map_err(|e| Error::NoMemory(e.to_string()))?;
+                    // The program set O_NONBLOCK on the descriptor, or a blocking read
+                    // saw nothing for a slice (`flow::install`): sleep in poll, unless the
+                    // time is up.
+                    let Some(wait) = limit.next(true) else { break };
+                    bell::wait(fd, false, Some(wait)).map_err(|e| Error::NoMemory(e.to_string()))?;
                     if self.closed_now() {
                         return self.flow_ended(got);
                     }

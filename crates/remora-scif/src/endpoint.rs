@@ -337,6 +337,18 @@ impl Endpoint {
     /// [`Error::Again`] when nothing waits and not `sync`, [`Error::Invalid`] when the
     /// endpoint is not listening (or was closed while waiting).
     pub fn accept(&self, sync: bool) -> Result<(Endpoint, PortId)> {
+        let mut a = self.accept_begin(sync)?;
+        a.wait(None)?.ok_or_else(|| Error::NoMemory("no answer to an accept".into()))
+    }
+
+    /// `scif_accept` in two steps: ask for a connection request now, and wait for it with
+    /// [`Accepting::wait`] in as many slices as the caller likes (the C library waits in
+    /// slices, so that a thread cancelled inside `scif_accept` ends between two of them;
+    /// dropping the [`Accepting`] withdraws the ask).
+    ///
+    /// # Errors
+    /// As [`Endpoint::accept`], for what can be told before waiting.
+    pub fn accept_begin(&self, sync: bool) -> Result<Accepting> {
         self.live()?;
         let (port, token) = match &*self.state() {
             State::Listening { port, token, .. } => (*port, *token),
@@ -347,22 +359,17 @@ impl Endpoint {
         let (reader, ringer) = bell::pair().map_err(|e| Error::NoMemory(e.to_string()))?;
         let session = Session::open_scif(scif.config(), true)?;
         let req = Request::Scif(ScifRequest::Accept { port, token, sync });
-        let (reply, fds) = session.request(req, &[ringer.as_fd()]).map_err(|e| {
-            if self.inner.closed.load(Ordering::Acquire) {
-                Error::BadEndpoint
-            } else {
-                e.into()
-            }
-        })?;
-        let local = PortId { node: scif.node(), port };
-        let (conn, flow) = Conn::adopt(session, reply, fds, local)?;
-        let peer = conn.peer;
-        // A direct flow is the new endpoint's descriptor (its doorbell is not needed).
-        // (Close-on-exec as every descriptor received; TCP_NODELAY set by the daemons.)
-        let reader = flow.unwrap_or(reader);
-        let ep = Endpoint::from_parts(scif, reader, ringer, State::Connected { _home: None });
-        let _ = ep.inner.conn.set(Arc::new(conn));
-        Ok((ep, peer))
+        let id = session.begin(req, &[ringer.as_fd()]).map_err(|e| self.accept_error(e))?;
+        Ok(Accepting { ep: self.clone(), parts: Some((session, reader, ringer)), id, port })
+    }
+
+    /// A failed accept's error: [`Error::BadEndpoint`] once the listener was closed.
+    fn accept_error(&self, e: remora_client::ClientError) -> Error {
+        if self.inner.closed.load(Ordering::Acquire) {
+            Error::BadEndpoint
+        } else {
+            e.into()
+        }
     }
 
     /// This endpoint's port id, once bound.
@@ -409,5 +416,50 @@ impl Endpoint {
     /// Whether [`Endpoint::close`] was called.
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::Acquire)
+    }
+}
+
+/// An accept under way ([`Endpoint::accept_begin`]): its own session to the node, whose
+/// answer is the connection.
+#[derive(Debug)]
+pub struct Accepting {
+    ep: Endpoint,
+    /// The session, the new endpoint's doorbell pair: taken by the answer.
+    parts: Option<(Session, OwnedFd, OwnedFd)>,
+    id: u64,
+    port: u16,
+}
+
+impl Accepting {
+    /// Wait up to `timeout` (`None`: until it comes) for the connection: `Ok(None)` when
+    /// the time passed first (wait again, or drop this to give up).
+    ///
+    /// # Errors
+    /// As [`Endpoint::accept`]; [`Error::Invalid`] after the connection was returned.
+    pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Option<(Endpoint, PortId)>> {
+        let ep = &self.ep;
+        let Some((session, _, _)) = &self.parts else {
+            return Err(Error::Invalid("this accept already returned its connection".into()));
+        };
+        let Some((reply, fds)) = session.answer(self.id, timeout).map_err(|e| ep.accept_error(e))? else {
+            return Ok(None);
+        };
+        let Some((session, reader, ringer)) = self.parts.take() else {
+            return Err(Error::Invalid("this accept already returned its connection".into()));
+        };
+        let scif = ep.inner.scif.clone();
+        let local = PortId { node: scif.node(), port: self.port };
+        let (conn, flow) = Conn::adopt(session, reply, fds, local)?;
+        let peer = conn.peer;
+        // A direct flow is the new endpoint's descriptor (its doorbell is not needed).
+        // (Close-on-exec as every descriptor received; TCP_NODELAY set by the daemons;
+        // blocking waits in slices, as `flow::install` sets them.)
+        if let Some(f) = &flow {
+            remora_sys::flow::bound_waits(f.as_fd());
+        }
+        let reader = flow.unwrap_or(reader);
+        let ep = Endpoint::from_parts(scif, reader, ringer, State::Connected { _home: None });
+        let _ = ep.inner.conn.set(Arc::new(conn));
+        Ok(Some((ep, peer)))
     }
 }

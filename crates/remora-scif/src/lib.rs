@@ -40,7 +40,7 @@ mod rma;
 mod window;
 
 pub use conn::PortId;
-pub use endpoint::Endpoint;
+pub use endpoint::{Accepting, Endpoint};
 pub use error::{Error, Result};
 pub use maps::{flush_at_exit, munmap_peer, PeerMapping};
 pub use remora_sys::user_memory::UserRegion;

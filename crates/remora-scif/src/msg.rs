@@ -20,6 +20,21 @@ impl Endpoint {
     /// [`Error::NotConnected`], [`Error::Reset`] when the peer closed before anything was
     /// sent, [`Error::BadEndpoint`] when the endpoint was closed.
     pub fn send(&self, data: &[u8], block: bool) -> Result<usize> {
+        self.send_inner(data, block, Limit::NONE)
+    }
+
+    /// A blocking `scif_send` that sleeps for room at most `slice` in all: the bytes
+    /// queued by then (all of them, or fewer, possibly none, when the time came first).
+    /// The C library waits in such slices, so that a thread cancelled inside `scif_send`
+    /// ends between two of them.
+    ///
+    /// # Errors
+    /// As [`Endpoint::send`].
+    pub fn send_for(&self, data: &[u8], slice: Duration) -> Result<usize> {
+        self.send_inner(data, true, Limit::of(slice))
+    }
+
+    fn send_inner(&self, data: &[u8], block: bool, mut limit: Limit) -> Result<usize> {
         let c = self.live_conn()?;
         if c.remote {
             // Stores into maps of the far peer's windows reach it before this message (free
@@ -28,7 +43,7 @@ impl Endpoint {
         }
         let _g = c.send_lock.lock();
         if c.direct {
-            return self.send_direct(c, data, block);
+            return self.send_direct(c, data, block, limit);
         }
         let d = c.side;
         let mut sent = 0;
@@ -68,11 +83,9 @@ impl Endpoint {
             }
             // The ring is full: not writable until the peer takes some.
             self.stuff(c, d);
-            if !block {
-                return Ok(sent);
-            }
+            let Some(wait) = limit.next(block) else { return Ok(sent) };
             let ready =
-                bell::wait(self.as_fd(), true, Some(RECHECK)).map_err(|e| Error::NoMemory(e.to_string()))?;
+                bell::wait(self.as_fd(), true, Some(wait)).map_err(|e| Error::NoMemory(e.to_string()))?;
             if self.inner.closed.load(Ordering::Acquire) {
                 return if sent > 0 { Ok(sent) } else { Err(Error::BadEndpoint) };
             }
@@ -127,10 +140,25 @@ impl Endpoint {
     /// (or this node's daemon is gone and nothing is left: a non-blocking receive notices
     /// within 64 calls), [`Error::BadEndpoint`] when the endpoint was closed.
     pub fn recv(&self, buf: &mut [u8], block: bool) -> Result<usize> {
+        self.recv_inner(buf, block, Limit::NONE)
+    }
+
+    /// A blocking `scif_recv` that sleeps for bytes at most `slice` in all: the bytes
+    /// taken by then (`buf` full, or fewer, possibly none, when the time came first). The
+    /// C library waits in such slices, so that a thread cancelled inside `scif_recv` ends
+    /// between two of them.
+    ///
+    /// # Errors
+    /// As [`Endpoint::recv`].
+    pub fn recv_for(&self, buf: &mut [u8], slice: Duration) -> Result<usize> {
+        self.recv_inner(buf, true, Limit::of(slice))
+    }
+
+    fn recv_inner(&self, buf: &mut [u8], block: bool, mut limit: Limit) -> Result<usize> {
         let c = self.conn()?;
         let _g = c.recv_lock.lock();
         if c.direct {
-            return self.recv_direct(c, buf, block);
+            return self.recv_direct(c, buf, block, limit);
         }
         let d = 1 - c.side;
         let mut got = 0;
@@ -163,8 +191,11 @@ impl Endpoint {
                 self.took(c, d);
                 took = false;
             }
-            if let Err(e) = self.wait_data(c, d) {
-                break if got > 0 { Ok(got) } else { Err(e) };
+            match self.wait_data(c, d, &mut limit) {
+                Ok(true) => {}
+                // The time came first: what was taken so far.
+                Ok(false) => break Ok(got),
+                Err(e) => break if got > 0 { Ok(got) } else { Err(e) },
             }
         };
         if took {
@@ -180,7 +211,8 @@ impl Endpoint {
     }
 
     /// Wait for bytes in ring `d` (or the peer's close): spin, then sleep on the doorbell.
-    fn wait_data(&self, c: &Conn, d: usize) -> Result<()> {
+    /// `Ok(false)`: `until` came first.
+    fn wait_data(&self, c: &Conn, d: usize, limit: &mut Limit) -> Result<bool> {
         let ready = || c.region.has_data(d) || c.peer_closed();
         c.region.watch(d, true);
         let mut start = None;
@@ -206,21 +238,22 @@ impl Endpoint {
         };
         if spun {
             // The waiter word names a slot now filled: it can never match again.
-            return Ok(());
+            return Ok(true);
         }
         c.region.watch(d, false);
         if c.region.settle_wait(d) {
-            return Ok(());
+            return Ok(true);
         }
         loop {
             if ready() {
-                return Ok(());
+                return Ok(true);
             }
             if self.inner.closed.load(Ordering::Acquire) {
                 return Err(Error::BadEndpoint);
             }
+            let Some(wait) = limit.next(true) else { return Ok(false) };
             let r =
-                bell::wait(self.as_fd(), false, Some(RECHECK)).map_err(|e| Error::NoMemory(e.to_string()))?;
+                bell::wait(self.as_fd(), false, Some(wait)).map_err(|e| Error::NoMemory(e.to_string()))?;
             if r.readable && !r.hung_up && !c.region.has_data(d) {
                 // A stale bell (a sender's ring can land after we took its bytes and
                 // cleared the flag): take every byte, whatever the flag says, or poll would
@@ -244,5 +277,36 @@ impl Endpoint {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
+    }
+}
+
+/// How long a blocking send or receive may sleep: without end ([`Limit::NONE`]), or a
+/// slice in all, counted from its first sleep (so a call that needs no sleep never reads
+/// the clock).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limit {
+    slice: Option<Duration>,
+    at: Option<Instant>,
+}
+
+impl Limit {
+    /// No end: sleep until the bytes or the room come.
+    pub(crate) const NONE: Limit = Limit { slice: None, at: None };
+
+    /// At most `slice` of sleep in all.
+    pub(crate) fn of(slice: Duration) -> Limit {
+        Limit { slice: Some(slice), at: None }
+    }
+
+    /// How long to sleep now: [`RECHECK`] at most, less when the slice ends sooner;
+    /// `None` when the call must not sleep (not `block`, or its slice is spent).
+    pub(crate) fn next(&mut self, block: bool) -> Option<Duration> {
+        if !block {
+            return None;
+        }
+        let Some(slice) = self.slice else { return Some(RECHECK) };
+        let at = *self.at.get_or_insert_with(|| Instant::now() + slice);
+        let left = at.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then(|| left.min(RECHECK))
     }
 }

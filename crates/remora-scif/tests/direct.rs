@@ -178,6 +178,42 @@ fn close_wakes_a_receiver_blocked_on_the_flow() {
     assert_eq!(c.recv(&mut b, true).unwrap_err(), Error::Reset);
 }
 
+/// The sliced waits the C library makes (so that a cancelled thread ends between two) on a
+/// direct flow: a receive or a send with nothing to move returns within its slice (plus
+/// the flow's own blocking slice) with what it moved, and the stream stays whole.
+#[test]
+fn sliced_receives_and_sends_on_the_flow_return_in_time_and_lose_nothing() {
+    let h = over_tcp(&[4, 8]);
+    wait_for_link(&h);
+    let (c, s) = pair(&h, 4, 8);
+    assert!(c.is_direct() && s.is_direct());
+    let mut b = [0u8; 8];
+    let t = std::time::Instant::now();
+    assert_eq!(s.recv_for(&mut b, Duration::from_millis(50)).unwrap(), 0, "nothing came");
+    assert!(t.elapsed() < Duration::from_secs(2), "the slice ended the wait: {:?}", t.elapsed());
+    // Part of a message, then a slice ends with what came; the rest follows in order.
+    c.send(&[1, 2, 3], true).unwrap();
+    assert_eq!(s.recv_for(&mut b, Duration::from_millis(50)).unwrap(), 3);
+    c.send(&[4, 5, 6, 7, 8], true).unwrap();
+    assert_eq!(s.recv_for(&mut b[3..], Duration::from_millis(50)).unwrap(), 5);
+    assert_eq!(b, [1, 2, 3, 4, 5, 6, 7, 8]);
+    // A sender whose peer does not read fills the socket, then a slice ends its wait.
+    let chunk = vec![9u8; 1 << 20];
+    let t = std::time::Instant::now();
+    let mut sent = 0;
+    loop {
+        let n = c.send_for(&chunk, Duration::from_millis(50)).unwrap();
+        sent += n;
+        if n < chunk.len() {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "the socket never filled");
+    }
+    let mut got = vec![0u8; sent];
+    assert_eq!(s.recv(&mut got, true).unwrap(), sent, "every byte queued arrives");
+    assert!(got.iter().all(|&x| x == 9));
+}
+
 /// A connect in the background (`O_NONBLOCK`) keeps the endpoint's file, so an epoll set
 /// that watched the descriptor before the connect still hears of its messages: such a
 /// connection stays on the relays.

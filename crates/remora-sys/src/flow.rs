@@ -11,22 +11,38 @@
 use rustix::net::{RecvFlags, SendFlags, Shutdown};
 use std::io;
 use std::mem::ManuallyDrop;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::time::Duration;
 
-/// Make the descriptor number of `target` refer to `flow` (close-on-exec, `TCP_NODELAY`),
-/// atomically: `target`'s old file is closed, its number stays valid throughout, and
+/// Make the descriptor number of `target` refer to `flow` (close-on-exec, `TCP_NODELAY`,
+/// blocking waits in slices: [`bound_waits`]), atomically: `target`'s old file is closed, its number stays valid throughout, and
 /// `flow`'s own number is closed.
 ///
 /// # Errors
 /// The errno of `dup3`.
 pub fn install(target: BorrowedFd<'_>, flow: OwnedFd) -> io::Result<()> {
     let _ = rustix::net::sockopt::set_tcp_nodelay(&flow, true);
+    bound_waits(flow.as_fd());
     // SAFETY: the number belongs to `target`'s owner, who keeps it open across this call;
     // the temporary `OwnedFd` is never dropped (`ManuallyDrop`), so the number is closed
     // neither here nor twice. `dup3` replaces the file behind the number atomically.
     let mut num = ManuallyDrop::new(unsafe { OwnedFd::from_raw_fd(target.as_raw_fd()) });
     rustix::io::dup3(&flow, &mut num, rustix::io::DupFlags::CLOEXEC)?;
     Ok(())
+}
+
+/// How long one blocking [`send`] or [`recv`] on a flow sleeps at most before it returns
+/// `WouldBlock` (`SO_SNDTIMEO`, `SO_RCVTIMEO`).
+pub const WAIT_SLICE: Duration = Duration::from_millis(100);
+
+/// Let blocking sends and receives on `flow` sleep at most [`WAIT_SLICE`] at a time, so
+/// that the caller looks at the time (and the C libraries at a pending cancel of the
+/// thread) between slices, without a system call more on the way of a message. `poll`
+/// on the descriptor is unaffected. Errors are ignored (the waits then stay unbounded).
+pub fn bound_waits(flow: BorrowedFd<'_>) {
+    use rustix::net::sockopt::{set_socket_timeout, Timeout};
+    let _ = set_socket_timeout(flow, Timeout::Recv, Some(WAIT_SLICE));
+    let _ = set_socket_timeout(flow, Timeout::Send, Some(WAIT_SLICE));
 }
 
 /// Send some of `buf`: blocking until at least one byte is queued when `wait` (unless the
