@@ -104,19 +104,16 @@ pub unsafe extern "C-unwind" fn scif_accept(
     }
     loop {
         let r = guard(-1, || {
-            let got = WAITING.with(|w| {
-                let mut w = w.borrow_mut();
-                let r = w.as_mut().map(|a| a.wait(Some(SLICE)));
-                if !matches!(r, Some(Ok(None))) {
-                    *w = None;
+            // Out of the slot while it waits (a panic inside leaves no stale accept there),
+            // back in only when it must wait on.
+            let mut a =
+                WAITING.with(|w| w.borrow_mut().take()).ok_or_else(|| inval("no accept under way"))?;
+            let (n, p) = match a.wait(Some(SLICE))? {
+                None => {
+                    WAITING.with(|w| *w.borrow_mut() = Some(a));
+                    return Ok(0);
                 }
-                r
-            });
-            let (n, p) = match got {
-                None => return Err(inval("no accept under way")),
-                Some(Err(e)) => return Err(e),
-                Some(Ok(None)) => return Ok(0),
-                Some(Ok(Some(np))) => np,
+                Some(np) => np,
             };
             let node = node16(p.node)?;
             let fd = add(n)?;
@@ -128,7 +125,10 @@ pub unsafe extern "C-unwind" fn scif_accept(
             Ok(1)
         });
         match r {
-            0 => remora_sys::cancel::point(),
+            // Only a waiting accept is a cancellation point (a non-waiting one may wait a
+            // moment for its answer too).
+            0 if flags & SCIF_ACCEPT_SYNC != 0 => remora_sys::cancel::point(),
+            0 => {}
             1 => return 0,
             _ => return -1,
         }

@@ -50,14 +50,13 @@ fn send(epd: scif_epd_t, data: &[u8], flags: c_int) -> c_int {
             })
         });
     }
-    in_slices(data.len(), |done| {
-        guard(-1, || {
-            with_ep(epd, |e| {
-                checked()?;
-                Ok(e.send_for(&data[done..], SLICE)? as c_int)
-            })
-        })
-    })
+    if guard(-1, || keep_moving(epd, checked())) < 0 {
+        return -1;
+    }
+    let r =
+        in_slices(data.len(), |done| guard(-1, || Ok(moving()?.send_for(&data[done..], SLICE)? as c_int)));
+    MOVING.with(|m| m.borrow_mut().take());
+    r
 }
 
 /// `scif_recv`: returns the bytes received.
@@ -105,15 +104,34 @@ fn recv(epd: scif_epd_t, buf: &mut [u8], flags: c_int) -> c_int {
             })
         });
     }
-    let len = buf.len();
-    in_slices(len, |done| {
-        guard(-1, || {
-            with_ep(epd, |e| {
-                checked(len)?;
-                Ok(e.recv_for(&mut buf[done..], SLICE)? as c_int)
-            })
-        })
-    })
+    if guard(-1, || keep_moving(epd, checked(buf.len()))) < 0 {
+        return -1;
+    }
+    let r =
+        in_slices(buf.len(), |done| guard(-1, || Ok(moving()?.recv_for(&mut buf[done..], SLICE)? as c_int)));
+    MOVING.with(|m| m.borrow_mut().take());
+    r
+}
+
+thread_local! {
+    /// The endpoint a blocking `scif_send` or `scif_recv` of this thread moves bytes on,
+    /// looked up once and kept across the call's slices (its descriptor number, closed
+    /// and given to a new endpoint meanwhile, must not redirect the call); if the thread
+    /// is cancelled between two slices, its end drops it.
+    static MOVING: RefCell<Option<Endpoint>> = const { RefCell::new(None) };
+}
+
+/// Look the endpoint of a blocking transfer up once (after the call's own checks).
+fn keep_moving(epd: scif_epd_t, checked: Result<(), Error>) -> Result<c_int, Error> {
+    checked?;
+    let e = ep(epd)?;
+    MOVING.with(|m| *m.borrow_mut() = Some(e));
+    Ok(0)
+}
+
+/// The endpoint [`keep_moving`] kept.
+fn moving() -> Result<Endpoint, Error> {
+    MOVING.with(|m| m.borrow().clone()).ok_or(Error::BadEndpoint)
 }
 
 versioned!(scif_send, scif_recv);

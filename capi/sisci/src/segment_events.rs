@@ -4,7 +4,8 @@
 
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::callbacks::{reason_code, status_code};
-use crate::errors::{check_flags, ErrorOut};
+use crate::consts::SCI_ERR_CANCELLED;
+use crate::errors::{check_flags, ErrorOut, Fail};
 use crate::segments::{local, optional_out, remote};
 use crate::types::{sci_error_t, sci_local_segment_t, sci_remote_segment_t, sci_segment_cb_reason_t};
 use crate::wait_time;
@@ -35,14 +36,18 @@ pub unsafe extern "C-unwind" fn SCIWaitForLocalSegmentEvent(
 ) -> sci_segment_cb_reason_t {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
-    let mut reason = 0;
+    let (mut reason, mut found) = (0, false);
     // Waited in slices, with a cancellation point between them (see `run_waiting`).
     crate::errors::run_waiting(status, wait_time(timeout), |slice| {
         check_flags(flags, 0, 0)?;
         // SAFETY: both are NULL or writable (this function's contract).
         let (node_out, adapter_out) =
             unsafe { (optional_out(source_node_id)?, optional_out(local_adapter_no)?) };
-        let event = local(segment)?.wait_event(slice)?;
+        // A handle gone after the first slice found it was removed meanwhile (keys are
+        // never reused): the wait was cancelled.
+        let seg = local(segment).map_err(|e| if found { Fail(SCI_ERR_CANCELLED) } else { e })?;
+        found = true;
+        let event = seg.wait_event(slice)?;
         if let Some(o) = node_out {
             o.set(event.node);
         }
@@ -77,13 +82,16 @@ pub unsafe extern "C-unwind" fn SCIWaitForRemoteSegmentEvent(
 ) -> sci_segment_cb_reason_t {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let report = unsafe { ErrorOut::new(error) };
-    let mut reason = 0;
+    let (mut reason, mut found) = (0, false);
     // Waited in slices, with a cancellation point between them (see `run_waiting`).
     crate::errors::run_waiting(report, wait_time(timeout), |slice| {
         check_flags(flags, 0, 0)?;
         // SAFETY: `status` is NULL or writable (this function's contract).
         let status_out = unsafe { optional_out(status) }?;
-        let event = remote(segment)?.wait_event(slice)?;
+        // As for local segments: a handle gone after the first slice was disconnected.
+        let seg = remote(segment).map_err(|e| if found { Fail(SCI_ERR_CANCELLED) } else { e })?;
+        found = true;
+        let event = seg.wait_event(slice)?;
         if let Some(o) = status_out {
             o.set(status_code(event.status.as_ref().map_or(Ok(()), Err)));
         }
