@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "sisci_api.h"
+#include "cancel_join.h"
 
 static sci_local_interrupt_t intr;
 static sci_local_segment_t watched;
@@ -86,18 +87,10 @@ int main(void)
             struct job j = {.what = (enum what)w, .async = i % 2}; /* asynchronous, else deferred */
             pthread_create(&t, NULL, waiter, &j);
             usleep(20000);
-            pthread_cancel(t);
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_sec += 5;
-            void *ret = NULL;
-            if (pthread_timedjoin_np(t, &ret, &until) != 0) {
-                printf("a thread blocked in %s (%s cancel) did not end within 5 s\n", names[w],
-                       j.async ? "asynchronous" : "deferred");
-                return 1;
-            }
-            if (ret != PTHREAD_CANCELED) {
-                printf("thread %d in %s did not end by cancellation\n", i, names[w]);
+            int r = cancel_and_join(t, 5);
+            if (r != 0) {
+                printf("a thread blocked in %s (%s cancel) %s\n", names[w], j.async ? "asynchronous" : "deferred",
+                       r == 1 ? "did not end within 5 s" : "did not end by cancellation");
                 return 1;
             }
         }

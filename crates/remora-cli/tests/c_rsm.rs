@@ -46,14 +46,7 @@ fn every_rsm_family_in_one_process_with_exact_codes() {
 #[test]
 fn threads_cancelled_in_signal_waits_end_alone_and_the_library_goes_on() {
     let env = Env::new();
-    let exe = env.build_rsm(&root().join("tests/c/rsm/rsm_cancel.c"));
-    let out = env.run(&exe, 4).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("RSM OK"),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    env.passes(&env.build_rsm(&root().join("tests/c/rsm/rsm_cancel.c")), 4, "RSM OK");
 }
 
 #[test]

@@ -33,27 +33,13 @@ fn scif_windows_rma_fences_mmap_and_fork_across_two_nodes() {
 #[test]
 fn scif_error_cases_get_documented_errno() {
     let env = Env::new();
-    let exe = env.build_scif(&root().join("tests/c/scif/scif_errors.c"));
-    let out = env.run(&exe, 4).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("PASS"),
-        "scif_errors: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    env.passes(&env.build_scif(&root().join("tests/c/scif/scif_errors.c")), 4, "PASS");
 }
 
 #[test]
 fn scif_threads_cancelled_in_blocking_calls_end_alone_and_leave_the_library_usable() {
     let env = Env::new();
-    let exe = env.build_scif(&root().join("tests/c/scif/scif_cancel.c"));
-    let out = env.run(&exe, 4).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains("PASS"),
-        "scif_cancel: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    env.passes(&env.build_scif(&root().join("tests/c/scif/scif_cancel.c")), 4, "PASS");
 }
 
 #[test]

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <scif.h>
+#include "../cancel_join.h"
 
 static scif_epd_t lst, cli, srv;
 
@@ -115,18 +116,10 @@ int main(void)
             if (pthread_create(&t, NULL, blocked, &j) != 0)
                 return fail("pthread_create");
             usleep(50000);
-            pthread_cancel(t);
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_sec += 5;
-            void *ret = NULL;
-            if (pthread_timedjoin_np(t, &ret, &until) != 0) {
-                printf("FAIL: a thread blocked in %s (%s cancel) did not end within 5 s\n", names[w],
-                       async ? "asynchronous" : "deferred");
-                return 1;
-            }
-            if (ret != PTHREAD_CANCELED) {
-                printf("FAIL: the thread blocked in %s did not end by cancellation\n", names[w]);
+            int r = cancel_and_join(t, 5);
+            if (r != 0) {
+                printf("FAIL: a thread blocked in %s (%s cancel) %s\n", names[w], async ? "asynchronous" : "deferred",
+                       r == 1 ? "did not end within 5 s" : "did not end by cancellation");
                 return 1;
             }
             if (w == SEND)

@@ -115,6 +115,19 @@ impl Env {
             .env_remove("LD_LIBRARY_PATH");
         c
     }
+
+    /// Run `exe` as a process of node `node`: it must succeed and print `marker`.
+    #[allow(dead_code)] // not every test binary that includes this module calls it
+    pub fn passes(&self, exe: &Path, node: u32, marker: &str) {
+        let out = self.run(exe, node).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains(marker),
+            "{}: {text}{}",
+            exe.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 impl Drop for Env {
