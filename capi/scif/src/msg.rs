@@ -4,6 +4,7 @@
 
 use super::*;
 use errors::{in_slices, SLICE};
+use remora_scif::Held;
 
 /// `scif_send`: returns the bytes queued.
 ///
@@ -50,12 +51,11 @@ fn send(epd: scif_epd_t, data: &[u8], flags: c_int) -> c_int {
             })
         });
     }
-    if guard(-1, || keep_moving(epd, checked())) < 0 {
+    if guard(-1, || hold(epd, checked(), true)) < 0 {
         return -1;
     }
-    let r =
-        in_slices(data.len(), |done| guard(-1, || Ok(moving()?.send_for(&data[done..], SLICE)? as c_int)));
-    MOVING.with(|m| m.borrow_mut().take());
+    let r = in_slices(data.len(), |done| guard(-1, || with_held(|h| h.send_for(&data[done..], SLICE))));
+    HELD.with(|m| m.borrow_mut().take());
     r
 }
 
@@ -104,34 +104,37 @@ fn recv(epd: scif_epd_t, buf: &mut [u8], flags: c_int) -> c_int {
             })
         });
     }
-    if guard(-1, || keep_moving(epd, checked(buf.len()))) < 0 {
+    if guard(-1, || hold(epd, checked(buf.len()), false)) < 0 {
         return -1;
     }
-    let r =
-        in_slices(buf.len(), |done| guard(-1, || Ok(moving()?.recv_for(&mut buf[done..], SLICE)? as c_int)));
-    MOVING.with(|m| m.borrow_mut().take());
+    let r = in_slices(buf.len(), |done| guard(-1, || with_held(|h| h.recv_for(&mut buf[done..], SLICE))));
+    HELD.with(|m| m.borrow_mut().take());
     r
 }
 
 thread_local! {
-    /// The endpoint a blocking `scif_send` or `scif_recv` of this thread moves bytes on,
-    /// looked up once and kept across the call's slices (its descriptor number, closed
-    /// and given to a new endpoint meanwhile, must not redirect the call); if the thread
-    /// is cancelled between two slices, its end drops it.
-    static MOVING: RefCell<Option<Endpoint>> = const { RefCell::new(None) };
+    /// The side of the endpoint a blocking `scif_send` or `scif_recv` of this thread holds
+    /// across its slices: taken once, so that a descriptor number closed and given to a
+    /// new endpoint meanwhile cannot redirect the call, and held, so that no other
+    /// thread's bytes come between the call's; if the thread is cancelled between two
+    /// slices, its end drops it, which lets the side go.
+    static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
 }
 
-/// Look the endpoint of a blocking transfer up once (after the call's own checks).
-fn keep_moving(epd: scif_epd_t, checked: Result<(), Error>) -> Result<c_int, Error> {
+/// Hold the sending (`send`) or receiving side of endpoint `epd` for a blocking transfer
+/// (after the call's own checks).
+fn hold(epd: scif_epd_t, checked: Result<(), Error>, send: bool) -> Result<c_int, Error> {
     checked?;
     let e = ep(epd)?;
-    MOVING.with(|m| *m.borrow_mut() = Some(e));
+    let h = if send { e.hold_send()? } else { e.hold_recv()? };
+    HELD.with(|m| *m.borrow_mut() = Some(h));
     Ok(0)
 }
 
-/// The endpoint [`keep_moving`] kept.
-fn moving() -> Result<Endpoint, Error> {
-    MOVING.with(|m| m.borrow().clone()).ok_or(Error::BadEndpoint)
+/// One slice of the transfer [`hold`] began.
+fn with_held(slice: impl FnOnce(&Held) -> Result<usize, Error>) -> Result<c_int, Error> {
+    HELD.with(|m| m.borrow().as_ref().map(|h| slice(h).map(|n| n as c_int)))
+        .unwrap_or(Err(Error::BadEndpoint))
 }
 
 versioned!(scif_send, scif_recv);

@@ -37,6 +37,18 @@ impl Excl {
     }
 }
 
+impl Excl {
+    /// Take the lock and keep it past this call (let it go with [`Excl::unlock`]).
+    pub(crate) fn hold(&self) {
+        std::mem::forget(self.lock());
+    }
+
+    /// Let go of a lock taken with [`Excl::hold`].
+    pub(crate) fn unlock(&self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 impl Drop for ExclGuard<'_> {
     fn drop(&mut self) {
         self.0.store(false, Ordering::Release);

@@ -20,28 +20,19 @@ impl Endpoint {
     /// [`Error::NotConnected`], [`Error::Reset`] when the peer closed before anything was
     /// sent, [`Error::BadEndpoint`] when the endpoint was closed.
     pub fn send(&self, data: &[u8], block: bool) -> Result<usize> {
-        self.send_inner(data, block, Limit::NONE)
+        self.send_inner(data, block, Limit::NONE, false)
     }
 
-    /// A blocking `scif_send` that sleeps for room at most `slice` in all: the bytes
-    /// queued by then (all of them, or fewer, possibly none, when the time came first).
-    /// The C library waits in such slices, so that a thread cancelled inside `scif_send`
-    /// ends between two of them.
-    ///
-    /// # Errors
-    /// As [`Endpoint::send`].
-    pub fn send_for(&self, data: &[u8], slice: Duration) -> Result<usize> {
-        self.send_inner(data, true, Limit::of(slice))
-    }
-
-    fn send_inner(&self, data: &[u8], block: bool, mut limit: Limit) -> Result<usize> {
+    /// The body of [`Endpoint::send`]; `held`: the caller holds the sending side already
+    /// ([`crate::Held`]).
+    pub(crate) fn send_inner(&self, data: &[u8], block: bool, mut limit: Limit, held: bool) -> Result<usize> {
         let c = self.live_conn()?;
         if c.remote {
             // Stores into maps of the far peer's windows reach it before this message (free
             // when none are on their way).
             remora_client::dsm::settle();
         }
-        let _g = c.send_lock.lock();
+        let _g = (!held).then(|| c.send_lock.lock());
         if c.direct {
             return self.send_direct(c, data, block, limit);
         }
@@ -140,23 +131,20 @@ impl Endpoint {
     /// (or this node's daemon is gone and nothing is left: a non-blocking receive notices
     /// within 64 calls), [`Error::BadEndpoint`] when the endpoint was closed.
     pub fn recv(&self, buf: &mut [u8], block: bool) -> Result<usize> {
-        self.recv_inner(buf, block, Limit::NONE)
+        self.recv_inner(buf, block, Limit::NONE, false)
     }
 
-    /// A blocking `scif_recv` that sleeps for bytes at most `slice` in all: the bytes
-    /// taken by then (`buf` full, or fewer, possibly none, when the time came first). The
-    /// C library waits in such slices, so that a thread cancelled inside `scif_recv` ends
-    /// between two of them.
-    ///
-    /// # Errors
-    /// As [`Endpoint::recv`].
-    pub fn recv_for(&self, buf: &mut [u8], slice: Duration) -> Result<usize> {
-        self.recv_inner(buf, true, Limit::of(slice))
-    }
-
-    fn recv_inner(&self, buf: &mut [u8], block: bool, mut limit: Limit) -> Result<usize> {
+    /// The body of [`Endpoint::recv`]; `held`: the caller holds the receiving side already
+    /// ([`crate::Held`]).
+    pub(crate) fn recv_inner(
+        &self,
+        buf: &mut [u8],
+        block: bool,
+        mut limit: Limit,
+        held: bool,
+    ) -> Result<usize> {
         let c = self.conn()?;
-        let _g = c.recv_lock.lock();
+        let _g = (!held).then(|| c.recv_lock.lock());
         if c.direct {
             return self.recv_direct(c, buf, block, limit);
         }

@@ -180,7 +180,8 @@ fn close_wakes_a_receiver_blocked_on_the_flow() {
 
 /// The sliced waits the C library makes (so that a cancelled thread ends between two) on a
 /// direct flow: a receive or a send with nothing to move returns within its slice (plus
-/// the flow's own blocking slice) with what it moved, and the stream stays whole.
+/// the flow's own blocking slice) with what it moved, the stream stays whole, and the held
+/// side keeps other threads' receives out until it is let go.
 #[test]
 fn sliced_receives_and_sends_on_the_flow_return_in_time_and_lose_nothing() {
     let h = over_tcp(&[4, 8]);
@@ -189,26 +190,41 @@ fn sliced_receives_and_sends_on_the_flow_return_in_time_and_lose_nothing() {
     assert!(c.is_direct() && s.is_direct());
     let mut b = [0u8; 8];
     let t = std::time::Instant::now();
-    assert_eq!(s.recv_for(&mut b, Duration::from_millis(50)).unwrap(), 0, "nothing came");
+    let r = s.hold_recv().unwrap();
+    assert_eq!(r.recv_for(&mut b, Duration::from_millis(50)).unwrap(), 0, "nothing came");
     assert!(t.elapsed() < Duration::from_secs(2), "the slice ended the wait: {:?}", t.elapsed());
     // Part of a message, then a slice ends with what came; the rest follows in order.
     c.send(&[1, 2, 3], true).unwrap();
-    assert_eq!(s.recv_for(&mut b, Duration::from_millis(50)).unwrap(), 3);
+    assert_eq!(r.recv_for(&mut b, Duration::from_millis(50)).unwrap(), 3);
     c.send(&[4, 5, 6, 7, 8], true).unwrap();
-    assert_eq!(s.recv_for(&mut b[3..], Duration::from_millis(50)).unwrap(), 5);
+    assert_eq!(r.recv_for(&mut b[3..], Duration::from_millis(50)).unwrap(), 5);
     assert_eq!(b, [1, 2, 3, 4, 5, 6, 7, 8]);
+    // While held, another thread's receive waits for the held side to be let go.
+    let s2 = s.clone();
+    let other = std::thread::spawn(move || {
+        let mut one = [0u8; 1];
+        s2.recv(&mut one, true).map(|_| one[0])
+    });
+    c.send(&[42], true).unwrap();
+    assert_eq!(r.recv_for(&mut b[..1], Duration::from_millis(200)).unwrap(), 1, "the holder takes it");
+    assert_eq!(b[0], 42);
+    drop(r);
+    c.send(&[43], true).unwrap();
+    assert_eq!(other.join().unwrap().unwrap(), 43, "the other receive ran once the side was let go");
     // A sender whose peer does not read fills the socket, then a slice ends its wait.
     let chunk = vec![9u8; 1 << 20];
     let t = std::time::Instant::now();
     let mut sent = 0;
+    let w = c.hold_send().unwrap();
     loop {
-        let n = c.send_for(&chunk, Duration::from_millis(50)).unwrap();
+        let n = w.send_for(&chunk, Duration::from_millis(50)).unwrap();
         sent += n;
         if n < chunk.len() {
             break;
         }
         assert!(t.elapsed() < Duration::from_secs(20), "the socket never filled");
     }
+    drop(w);
     let mut got = vec![0u8; sent];
     assert_eq!(s.recv(&mut got, true).unwrap(), sent, "every byte queued arrives");
     assert!(got.iter().all(|&x| x == 9));
