@@ -2,8 +2,9 @@
  * cancel_threads: threads cancelled with pthread_cancel while blocked in a library call end
  * alone and leave the library usable: asynchronously cancelled threads, and deferred-cancel
  * threads (a blocking wait is a cancellation point, as a blocking system call is), blocked
- * in SCIWaitForInterrupt, SCIWaitForLocalSegmentEvent and SCIWaitForRemoteSegmentEvent
- * (each with no time limit). A thread that does not end within 5 s fails the run. Prints
+ * in SCIWaitForInterrupt, SCIWaitForLocalSegmentEvent, SCIWaitForRemoteSegmentEvent,
+ * SCIConnectSegment and SCIConnectInterrupt (each with no time limit; the connects to a
+ * segment and an interrupt nobody creates). A thread that does not end within 5 s fails the run. Prints
  * "cancel_threads: passed".
  */
 #define _GNU_SOURCE
@@ -19,9 +20,12 @@ static sci_local_interrupt_t intr;
 static sci_local_segment_t watched;
 static sci_remote_segment_t conn;
 
-enum what { INTERRUPT, LOCAL_EVENT, REMOTE_EVENT };
+enum what { INTERRUPT, LOCAL_EVENT, REMOTE_EVENT, CONNECT_SEGMENT, CONNECT_INTERRUPT };
 static const char *const names[] = {"SCIWaitForInterrupt", "SCIWaitForLocalSegmentEvent",
-                                    "SCIWaitForRemoteSegmentEvent"};
+                                    "SCIWaitForRemoteSegmentEvent", "SCIConnectSegment",
+                                    "SCIConnectInterrupt"};
+static sci_desc_t dev;
+static unsigned int self;
 
 struct job {
     enum what what;
@@ -46,6 +50,17 @@ static void *waiter(void *arg)
         case REMOTE_EVENT:
             SCIWaitForRemoteSegmentEvent(conn, &st, SCI_INFINITE_TIMEOUT, 0, &err);
             break;
+        case CONNECT_SEGMENT: {
+            /* A segment nobody creates. */
+            sci_remote_segment_t never;
+            SCIConnectSegment(dev, &never, self, 4242, 0, NULL, NULL, SCI_INFINITE_TIMEOUT, 0, &err);
+            break;
+        }
+        case CONNECT_INTERRUPT: {
+            sci_remote_interrupt_t never;
+            SCIConnectInterrupt(dev, &never, self, 0, 4242, SCI_INFINITE_TIMEOUT, 0, &err);
+            break;
+        }
         }
     }
     return NULL;
@@ -53,10 +68,9 @@ static void *waiter(void *arg)
 
 int main(void)
 {
-    sci_desc_t dev;
     sci_error_t err;
     sci_local_segment_t seg;
-    unsigned int no = 0, self = 0;
+    unsigned int no = 0;
     SCIInitialize(0, &err);
     SCIOpen(&dev, 0, &err);
     SCIGetLocalNodeId(0, &self, 0, &err);
@@ -81,7 +95,7 @@ int main(void)
         printf("the connect's event: 0x%x\n", err);
         return 1;
     }
-    for (int w = INTERRUPT; w <= REMOTE_EVENT; w++) {
+    for (int w = INTERRUPT; w <= CONNECT_INTERRUPT; w++) {
         for (int i = 0; i < 6; i++) {
             pthread_t t;
             struct job j = {.what = (enum what)w, .async = i % 2}; /* asynchronous, else deferred */

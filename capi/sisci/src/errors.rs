@@ -170,18 +170,35 @@ fn run_now<T>(error: ErrorOut, fail: T, body: impl FnOnce() -> Outcome<T>) -> T 
 pub(crate) fn run_waiting(
     error: ErrorOut,
     timeout: Option<std::time::Duration>,
+    wait: impl FnMut(Option<std::time::Duration>) -> Outcome<()>,
+) {
+    run_waiting_on(error, timeout, &[SCI_ERR_TIMEOUT], wait)
+}
+
+/// [`run_waiting`] for a call whose slice ends with another code when the time came first
+/// (a connect: `SCI_ERR_NO_SUCH_SEGMENT`, `SCI_ERR_NO_SUCH_INTNO`): the slices go on while
+/// the code is one of `again`, and the last slice's code is the call's.
+pub(crate) fn run_waiting_on(
+    error: ErrorOut,
+    timeout: Option<std::time::Duration>,
+    again: &[sci_error_t],
     mut wait: impl FnMut(Option<std::time::Duration>) -> Outcome<()>,
 ) {
     const SLICE: std::time::Duration = std::time::Duration::from_millis(100);
-    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
     loop {
-        let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        let start = std::time::Instant::now();
+        let left = deadline.map(|d| d.saturating_duration_since(start));
         let last = left.is_some_and(|l| l <= SLICE);
         let slice = left.map_or(SLICE, |l| l.min(SLICE));
         let mut status = SCI_ERR_OK;
         // SAFETY: a local, writable for the call.
         run(unsafe { ErrorOut::new(&mut status) }, (), || wait(Some(slice)));
-        if status == SCI_ERR_TIMEOUT && !last {
+        if again.contains(&status) && !last {
+            // A slice that answered at once (it did not wait) is not repeated at once.
+            if start.elapsed() < std::time::Duration::from_millis(1) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
             remora_sys::cancel::point();
             continue;
         }

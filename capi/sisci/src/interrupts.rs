@@ -9,7 +9,7 @@
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::callbacks;
 use crate::consts::*;
-use crate::errors::{check_flags, run, ErrorOut, Fail, Out, Outcome};
+use crate::errors::{check_flags, run, run_waiting_on, ErrorOut, Fail, Out, Outcome};
 use crate::handles::{self, handle, key};
 use crate::types::{
     sci_cb_data_interrupt_t, sci_cb_interrupt_t, sci_desc_t, sci_error_t, sci_local_data_interrupt_t,
@@ -178,12 +178,14 @@ pub unsafe extern "C-unwind" fn SCIConnectInterrupt(
 ) {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
-    run(status, (), || {
+    // Waited in slices, a cancellation point between two (each a connect that waits at
+    // most 100 ms for the interrupt to be created).
+    run_waiting_on(status, wait_time(timeout), &[SCI_ERR_NO_SUCH_INTNO], |wait| {
         check_flags(flags, SCI_FLAG_COUNTING_INT, 0)?;
         // SAFETY: `interrupt` is NULL or writable (this function's contract).
         let out = unsafe { Out::new(interrupt) }?;
         let desc: Descriptor = handles::get(key(sd))?;
-        let r = RemoteInterrupt::connect(&desc, node_id, local_adapter_no, interrupt_no, wait_time(timeout))?;
+        let r = RemoteInterrupt::connect(&desc, node_id, local_adapter_no, interrupt_no, wait)?;
         out.set(handle(handles::insert(r)?));
         Ok(())
     })
@@ -391,13 +393,13 @@ pub unsafe extern "C-unwind" fn SCIConnectDataInterrupt(
 ) {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
-    run(status, (), || {
+    // Waited in slices, as `SCIConnectInterrupt`.
+    run_waiting_on(status, wait_time(timeout), &[SCI_ERR_NO_SUCH_INTNO], |wait| {
         check_flags(flags, 0, SCI_FLAG_BROADCAST)?;
         // SAFETY: `interrupt` is NULL or writable (this function's contract).
         let out = unsafe { Out::new(interrupt) }?;
         let desc: Descriptor = handles::get(key(sd))?;
-        let r =
-            RemoteDataInterrupt::connect(&desc, node_id, local_adapter_no, interrupt_no, wait_time(timeout))?;
+        let r = RemoteDataInterrupt::connect(&desc, node_id, local_adapter_no, interrupt_no, wait)?;
         out.set(handle(handles::insert(r)?));
         Ok(())
     })

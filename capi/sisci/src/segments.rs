@@ -4,7 +4,7 @@
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use crate::callbacks;
 use crate::consts::*;
-use crate::errors::{check_flags, run, run_quiet, ErrorOut, Fail, Out, Outcome};
+use crate::errors::{check_flags, run, run_quiet, run_waiting_on, ErrorOut, Fail, Out, Outcome};
 use crate::handles::{self, handle, key};
 use crate::types::{
     sci_cb_local_segment_t, sci_cb_remote_segment_t, sci_desc_t, sci_error_t, sci_local_segment_t,
@@ -437,7 +437,7 @@ pub unsafe extern "C-unwind" fn SCIConnectSegment(
 ) {
     // SAFETY: `error` is NULL or writable (this function's contract).
     let status = unsafe { ErrorOut::new(error) };
-    run(status, (), || {
+    let connect = |wait: Option<std::time::Duration>| {
         check_flags(flags, SCI_FLAG_USE_CALLBACK | SCI_FLAG_ASYNCHRONOUS_CONNECT | SCI_FLAG_BROADCAST, 0)?;
         let broadcast = flags & SCI_FLAG_BROADCAST != 0;
         if broadcast && flags & SCI_FLAG_ASYNCHRONOUS_CONNECT != 0 {
@@ -450,25 +450,23 @@ pub unsafe extern "C-unwind" fn SCIConnectSegment(
         let out = unsafe { Out::new(segment) }?;
         let desc: Descriptor = handles::get(key(sd))?;
         if broadcast {
-            let seg = RemoteSegment::connect_group(&desc, segment_id, local_adapter_no, wait_time(timeout))?;
+            let seg = RemoteSegment::connect_group(&desc, segment_id, local_adapter_no, wait)?;
             out.set(handle(handles::insert(seg)?));
             return Ok(());
         }
         let how = ConnectFlags { asynchronous: flags & SCI_FLAG_ASYNCHRONOUS_CONNECT != 0 };
         let slot = handles::reserve::<RemoteSegment>()?;
         let cb = callbacks::remote_segment(callback, callback_arg, flags, slot.key(), slot.gate());
-        let seg = RemoteSegment::connect_with(
-            &desc,
-            node_id,
-            segment_id,
-            local_adapter_no,
-            wait_time(timeout),
-            how,
-            cb,
-        )?;
+        let seg = RemoteSegment::connect_with(&desc, node_id, segment_id, local_adapter_no, wait, how, cb)?;
         out.set(handle(slot.fill(seg)));
         Ok(())
-    })
+    };
+    if flags & SCI_FLAG_ASYNCHRONOUS_CONNECT != 0 {
+        return run(status, (), || connect(wait_time(timeout)));
+    }
+    // A synchronous connect waits in slices, a cancellation point between two (each slice
+    // a connect that waits at most 100 ms; one that finds the segment connects).
+    run_waiting_on(status, wait_time(timeout), &[SCI_ERR_NO_SUCH_SEGMENT, SCI_ERR_TIMEOUT], connect)
 }
 
 /// `SCIDisconnectSegment`: drop the connection; its handle becomes invalid.
