@@ -4,7 +4,7 @@
 
 use super::*;
 use errors::SLICE;
-use remora_scif::Accepting;
+use remora_scif::{Accepting, Connecting};
 use std::time::{Duration, Instant};
 
 /// `scif_open`: a new endpoint; `SCIF_OPEN_FAILED` (−1) with errno `ENOMEM` on failure.
@@ -51,27 +51,60 @@ pub extern "C-unwind" fn scif_listen(epd: scif_epd_t, backlog: c_int) -> c_int {
     })
 }
 
-/// `scif_connect`: returns the local port.
+/// `scif_connect`: returns the local port. A blocking connect waits for the listener's
+/// accept in slices, a cancellation point between two (as a blocking system call is); one
+/// on a descriptor the program made `O_NONBLOCK` goes on in the background.
 ///
 /// # Safety
 /// `dst` is NULL or points to a `struct scif_portID`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn scif_connect(epd: scif_epd_t, dst: *const ScifPortId) -> c_int {
-    guard(-1, || {
+    let begun = guard(-1, || {
         let e = ep(epd)?;
         if dst.is_null() {
             return Err(inval("no destination"));
         }
         // SAFETY: non-NULL and, by the contract, a valid port id.
         let d = unsafe { *dst };
-        Ok(e.connect(PortId { node: d.node as u32, port: d.port })? as c_int)
-    })
+        let to = PortId { node: d.node as u32, port: d.port };
+        if e.is_nonblocking() {
+            return Ok(e.connect(to)? as c_int);
+        }
+        let c = e.connect_begin(to)?;
+        CONNECTING.with(|w| *w.borrow_mut() = Some(c));
+        Ok(-2)
+    });
+    if begun != -2 {
+        return begun;
+    }
+    loop {
+        let r = guard(-1, || {
+            // Out of the slot while it waits, back in only when it must wait on.
+            let mut c =
+                CONNECTING.with(|w| w.borrow_mut().take()).ok_or_else(|| inval("no connect under way"))?;
+            match c.wait(Some(SLICE))? {
+                Some(port) => Ok(port as c_int),
+                None => {
+                    CONNECTING.with(|w| *w.borrow_mut() = Some(c));
+                    Ok(-2)
+                }
+            }
+        });
+        if r != -2 {
+            return r;
+        }
+        remora_sys::cancel::point();
+    }
 }
 
 thread_local! {
     /// The accept this thread waits for between two slices of `scif_accept`: if the thread
     /// is cancelled there, its end drops it, which withdraws the ask.
     static WAITING: RefCell<Option<Accepting>> = const { RefCell::new(None) };
+    /// The connect this thread waits for between two slices of `scif_connect`: if the
+    /// thread is cancelled there, its end drops it, which withdraws the connect and leaves
+    /// the endpoint bound.
+    static CONNECTING: RefCell<Option<Connecting>> = const { RefCell::new(None) };
 }
 
 /// `scif_accept`: the new endpoint goes to `*newepd`, the peer's port id to `*peer`. With

@@ -1,6 +1,7 @@
 //! Endpoints: open, bind, listen, connect, accept, close; and messaging.
 
 use crate::conn::{Conn, PortId};
+use crate::connecting::Connecting;
 use crate::{Error, Result, Scif};
 use remora_client::Session;
 use remora_proto::{Reply, Request, ScifRequest};
@@ -17,7 +18,7 @@ pub(crate) const NOTICE: Duration = Duration::from_micros(1);
 /// Blocked calls re-check the daemon this often.
 pub(crate) const RECHECK: Duration = Duration::from_millis(100);
 
-enum State {
+pub(crate) enum State {
     Open,
     Bound { port: u16, home: Session },
     Listening { port: u16, token: u64, _home: Session },
@@ -27,12 +28,12 @@ enum State {
 }
 
 pub(crate) struct Inner {
-    scif: Arc<Scif>,
+    pub(crate) scif: Arc<Scif>,
     pub(crate) reader: OwnedFd,
     pub(crate) ringer: OwnedFd,
     pub(crate) closed: AtomicBool,
     state: Mutex<State>,
-    conn: OnceLock<Arc<Conn>>,
+    pub(crate) conn: OnceLock<Arc<Conn>>,
     async_connect: Mutex<Option<Result<u16>>>,
 }
 
@@ -93,11 +94,11 @@ impl Endpoint {
         self.inner.reader.as_fd()
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn live(&self) -> Result<()> {
+    pub(crate) fn live(&self) -> Result<()> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::BadEndpoint);
         }
@@ -216,33 +217,9 @@ impl Endpoint {
     /// unreachable node, [`Error::IsConnected`] when already connected,
     /// [`Error::NotSupported`] for a listening endpoint.
     pub fn connect(&self, dst: PortId) -> Result<u16> {
-        self.live()?;
-        if let Some(r) = self.inner.async_connect.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            return r;
-        }
-        let (port, home) = {
-            let mut st = self.state();
-            match &*st {
-                State::Open | State::Bound { .. } => {}
-                State::Connecting => return Err(Error::InProgress),
-                State::Connected { .. } => return Err(Error::IsConnected),
-                State::Listening { .. } => {
-                    return Err(Error::NotSupported("connect on a listening endpoint"))
-                }
-                State::Closed => return Err(Error::BadEndpoint),
-            }
-            if matches!(&*st, State::Open) {
-                drop(st);
-                self.bind(0)?;
-                st = self.state();
-            }
-            match std::mem::replace(&mut *st, State::Connecting) {
-                State::Bound { port, home } => (port, home),
-                other => {
-                    *st = other;
-                    return Err(Error::Invalid("endpoint changed state during connect".into()));
-                }
-            }
+        let (port, home) = match self.prepare_connect()? {
+            Prepared::Ended(r) => return r,
+            Prepared::Start { port, home } => (port, home),
         };
         if bell::is_nonblocking(self.as_fd()) {
             bell::stuff(self.as_fd());
@@ -252,82 +229,66 @@ impl Endpoint {
                 .spawn(move || {
                     // No direct flow: it would replace the file behind the descriptor,
                     // which an epoll set may watch for this connect's end.
-                    let r = me.finish_connect(dst, port, home, false);
+                    let r = Connecting::start(&me, dst, port, home, false).and_then(|c| c.finish());
                     *me.inner.async_connect.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
                     bell::unstuff(me.inner.ringer.as_fd());
                 })
                 .map_err(|e| Error::NoMemory(e.to_string()))?;
             return Err(Error::InProgress);
         }
-        self.finish_connect(dst, port, home, true)
+        Connecting::start(self, dst, port, home, true)?.finish()
     }
 
-    fn finish_connect(&self, dst: PortId, port: u16, home: Session, flow: bool) -> Result<u16> {
-        let r = self.dial(dst, port, flow);
+    /// Whether the program made the endpoint's descriptor `O_NONBLOCK` (a connect then goes
+    /// on in the background).
+    pub fn is_nonblocking(&self) -> bool {
+        bell::is_nonblocking(self.as_fd())
+    }
+
+    /// A blocking `scif_connect` in two steps: ask for the connection now, and wait for
+    /// the listener's accept with [`Connecting::wait`] in as many slices as the caller
+    /// likes (the C library waits in slices, so that a thread cancelled inside
+    /// `scif_connect` ends between two of them; dropping the [`Connecting`] withdraws the
+    /// connect and leaves the endpoint bound). For a descriptor the program made
+    /// `O_NONBLOCK`, use [`Endpoint::connect`].
+    ///
+    /// # Errors
+    /// As [`Endpoint::connect`], for what can be told before waiting.
+    pub fn connect_begin(&self, dst: PortId) -> Result<Connecting> {
+        match self.prepare_connect()? {
+            Prepared::Ended(r) => Ok(Connecting::ended(self, r?)),
+            Prepared::Start { port, home } => Connecting::start(self, dst, port, home, true),
+        }
+    }
+
+    /// The checks and the state change every connect begins with: the result of a
+    /// background connect that ended, or the endpoint's port (bound now if it was not) and
+    /// session, the endpoint then connecting.
+    fn prepare_connect(&self) -> Result<Prepared> {
+        self.live()?;
+        if let Some(r) = self.inner.async_connect.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Ok(Prepared::Ended(r));
+        }
         let mut st = self.state();
-        match r {
-            Ok(conn) => {
-                let _ = self.inner.conn.set(Arc::new(conn));
-                *st = State::Connected { _home: Some(home) };
-                Ok(port)
-            }
-            Err(e) => {
-                if !matches!(&*st, State::Closed) {
-                    *st = State::Bound { port, home };
-                }
-                Err(e)
+        match &*st {
+            State::Open | State::Bound { .. } => {}
+            State::Connecting => return Err(Error::InProgress),
+            State::Connected { .. } => return Err(Error::IsConnected),
+            State::Listening { .. } => return Err(Error::NotSupported("connect on a listening endpoint")),
+            State::Closed => return Err(Error::BadEndpoint),
+        }
+        if matches!(&*st, State::Open) {
+            drop(st);
+            self.bind(0)?;
+            st = self.state();
+        }
+        match std::mem::replace(&mut *st, State::Connecting) {
+            State::Bound { port, home } => Ok(Prepared::Start { port, home }),
+            other => {
+                *st = other;
+                Err(Error::Invalid("endpoint changed state during connect".into()))
             }
         }
-    }
-
-    /// Connect to `dst` from `port`; across hosts over a direct flow when `flow` (and the
-    /// daemons make one).
-    fn dial(&self, dst: PortId, port: u16, flow: bool) -> Result<Conn> {
-        let scif = &self.inner.scif;
-        let cfg = scif.config();
-        // A node of this host: ask its daemon directly (memory is shared). Any other node,
-        // or any node at all in a cluster (the cluster file may force the network): our own
-        // daemon relays, says to dial directly, or knows no such node.
-        let direct = |node: u32| -> Result<Session> {
-            Session::open_scif(&cfg.with_node(node), false).map_err(|_| Error::NoDevice)
-        };
-        let local =
-            dst.node != scif.node() && remora_proto::paths::socket_path(&cfg.runtime_dir, dst.node).exists();
-        let (node, from_node) = (dst.node, scif.node());
-        let req = Request::Scif(match flow {
-            true => ScifRequest::Connect { node, port: dst.port, from_node, from_port: port },
-            false => ScifRequest::ConnectWithoutFlow { node, port: dst.port, from_node, from_port: port },
-        });
-        let ringer = [self.inner.ringer.as_fd()];
-        let (session, (reply, fds)) = if local && cfg.cluster.is_none() {
-            let s = direct(dst.node)?;
-            let r = s.request(req, &ringer)?;
-            (s, r)
-        } else {
-            let s = Session::open_scif(cfg, true)?;
-            match s.request(req.clone(), &ringer)? {
-                (Reply::ScifDialDirect, _) => {
-                    let s = direct(dst.node)?;
-                    let r = s.request(req, &ringer)?;
-                    (s, r)
-                }
-                r => (s, r),
-            }
-        };
-        let local = PortId { node: scif.node(), port };
-        let (conn, flow) = Conn::adopt(session, reply, fds, local)?;
-        if let Some(flow) = flow {
-            // The flow becomes the endpoint's descriptor (same number, with the program's
-            // O_NONBLOCK); a poll already under way on the doorbell is woken to look again.
-            let nonblocking = bell::is_nonblocking(self.as_fd());
-            remora_sys::flow::install(self.as_fd(), flow).map_err(|e| Error::NoMemory(e.to_string()))?;
-            if nonblocking {
-                remora_sys::seqpacket::set_nonblocking(self.as_fd(), true)
-                    .map_err(|e| Error::NoMemory(e.to_string()))?;
-            }
-            bell::ring(self.inner.ringer.as_fd());
-        }
-        Ok(conn)
     }
 
     /// `scif_accept`: take a waiting connection request (or wait for one when `sync`,
@@ -462,4 +423,12 @@ impl Accepting {
         let _ = ep.inner.conn.set(Arc::new(conn));
         Ok(Some((ep, peer)))
     }
+}
+
+/// What [`Endpoint::prepare_connect`] found.
+enum Prepared {
+    /// A background connect ended with this.
+    Ended(Result<u16>),
+    /// Connect from `port`; `home` is the port's session.
+    Start { port: u16, home: Session },
 }

@@ -31,6 +31,7 @@
 //! ```
 
 mod conn;
+mod connecting;
 mod direct;
 mod endpoint;
 mod error;
@@ -41,6 +42,7 @@ mod rma;
 mod window;
 
 pub use conn::PortId;
+pub use connecting::Connecting;
 pub use endpoint::{Accepting, Endpoint};
 pub use error::{Error, Result};
 pub use held::Held;

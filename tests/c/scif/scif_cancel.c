@@ -2,7 +2,8 @@
  * scif_cancel: threads cancelled with pthread_cancel while blocked in a SCIF call end
  * alone and leave the library usable. A thread blocks in scif_recv (SCIF_RECV_BLOCK, no
  * bytes coming), scif_send (SCIF_SEND_BLOCK, the peer's queue full), scif_accept
- * (SCIF_ACCEPT_SYNC, nobody connecting) or scif_poll (no timeout, nothing to read), and
+ * (SCIF_ACCEPT_SYNC, nobody connecting), scif_poll (no timeout, nothing to read) or
+ * scif_connect (to a listener that never accepts), and
  * is cancelled, asynchronously and deferred (a blocking wait is a cancellation point, as
  * a blocking system call is). Each must end within 5 s with PTHREAD_CANCELED; then the
  * same endpoints carry messages both ways and the listener accepts again.
@@ -23,8 +24,11 @@
 
 static scif_epd_t lst, cli, srv;
 
-enum what { RECV, SEND, ACCEPT, POLL };
-static const char *const names[] = {"scif_recv", "scif_send", "scif_accept", "scif_poll"};
+enum what { RECV, SEND, ACCEPT, POLL, CONNECT };
+static const char *const names[] = {"scif_recv", "scif_send", "scif_accept", "scif_poll", "scif_connect"};
+
+/* A listener nobody accepts from: a connect to it waits. */
+static struct scif_portID deaf;
 
 struct job {
     enum what what;
@@ -57,6 +61,13 @@ static void *blocked(void *arg)
         case POLL: {
             struct scif_pollepd p = {.epd = srv, .events = SCIF_POLLIN, .revents = 0};
             scif_poll(&p, 1, -1);
+            break;
+        }
+        case CONNECT: {
+            /* A fresh endpoint each time: a cancelled connect leaves its endpoint bound. */
+            scif_epd_t e = scif_open();
+            scif_connect(e, &deaf);
+            scif_close(e);
             break;
         }
         }
@@ -109,7 +120,13 @@ int main(void)
     pthread_join(ct, &crc);
     if (crc != NULL)
         return fail("scif_connect");
-    for (int w = RECV; w <= POLL; w++) {
+    scif_epd_t deaf_ep = scif_open();
+    int deaf_port = scif_bind(deaf_ep, 0);
+    if (deaf_port <= 0 || scif_listen(deaf_ep, 16) != 0)
+        return fail("the listener nobody accepts from");
+    deaf.node = self;
+    deaf.port = (uint16_t)deaf_port;
+    for (int w = RECV; w <= CONNECT; w++) {
         for (int async = 0; async < 2; async++) {
             struct job j = {.what = (enum what)w, .async = async};
             pthread_t t;
@@ -153,7 +170,15 @@ int main(void)
     scif_close(s2);
     scif_close(cli);
     scif_close(srv);
+    /* The cancelled connects were withdrawn: nothing waits at the deaf listener. */
+    scif_epd_t stale = -1;
+    errno = 0;
+    if (scif_accept(deaf_ep, &peer, &stale, 0) != -1 || errno != EAGAIN) {
+        printf("FAIL: a cancelled connect still waits at the listener (accept gave %d, errno %d)\n", stale, errno);
+        return 1;
+    }
     scif_close(lst);
+    scif_close(deaf_ep);
     printf("PASS\n");
     return 0;
 }
