@@ -45,6 +45,10 @@ impl Endpoint {
         let fd = self.as_fd();
         let mut sent = 0;
         while sent < data.len() {
+            if block {
+                // A blocking send may sleep its socket's slice in the kernel: it counts.
+                limit.begin();
+            }
             match flow::send(fd, &data[sent..], block) {
                 Ok(n) => sent += n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -86,6 +90,10 @@ impl Endpoint {
         let mut spin: Option<Instant> = None;
         let mut spinning = block;
         while got < buf.len() {
+            if block && !spinning {
+                // As for sends: the kernel's sleep counts in the slice.
+                limit.begin();
+            }
             match flow::recv(fd, &mut buf[got..], block && !spinning) {
                 Ok(0) => {
                     flow::shutdown(fd, false);

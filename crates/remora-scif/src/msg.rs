@@ -286,6 +286,14 @@ impl Limit {
         Limit { slice: Some(slice), at: None }
     }
 
+    /// Start counting the slice now, if it has not started (a sleep elsewhere, in the
+    /// kernel, is about to begin).
+    pub(crate) fn begin(&mut self) {
+        if let Some(slice) = self.slice {
+            self.at.get_or_insert_with(|| Instant::now() + slice);
+        }
+    }
+
     /// How long to sleep now: [`RECHECK`] at most, less when the slice ends sooner;
     /// `None` when the call must not sleep (not `block`, or its slice is spent).
     pub(crate) fn next(&mut self, block: bool) -> Option<Duration> {
