@@ -17,6 +17,93 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
+impl Endpoint {
+    /// `scif_connect`: connect to the listener at `dst` (binding to a free port first if
+    /// unbound). Returns the local port. When the program has set `O_NONBLOCK` on the
+    /// descriptor, the connect goes on in the background: the call fails with
+    /// [`Error::InProgress`], the descriptor turns writable when it ends, and the next call
+    /// returns its result.
+    ///
+    /// # Errors
+    /// [`Error::Refused`] when nobody listens there, [`Error::NoDevice`] for an unknown or
+    /// unreachable node, [`Error::IsConnected`] when already connected,
+    /// [`Error::NotSupported`] for a listening endpoint.
+    pub fn connect(&self, dst: PortId) -> Result<u16> {
+        let (port, home) = match self.prepare_connect()? {
+            Prepared::Ended(r) => return r,
+            Prepared::Start { port, home } => (port, home),
+        };
+        if bell::is_nonblocking(self.as_fd()) {
+            bell::stuff(self.as_fd());
+            let me = self.clone();
+            std::thread::Builder::new()
+                .name("scif-connect".into())
+                .spawn(move || {
+                    // No direct flow: it would replace the file behind the descriptor,
+                    // which an epoll set may watch for this connect's end.
+                    let r = Connecting::start(&me, dst, port, home, false).and_then(|c| c.finish());
+                    *me.inner.async_connect.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                    bell::unstuff(me.inner.ringer.as_fd());
+                })
+                .map_err(|e| Error::NoMemory(e.to_string()))?;
+            return Err(Error::InProgress);
+        }
+        Connecting::start(self, dst, port, home, true)?.finish()
+    }
+
+    /// Whether the program made the endpoint's descriptor `O_NONBLOCK` (a connect then goes
+    /// on in the background).
+    pub fn is_nonblocking(&self) -> bool {
+        bell::is_nonblocking(self.as_fd())
+    }
+
+    /// A blocking `scif_connect` in two steps: ask for the connection now, and wait for
+    /// the listener's accept with [`Connecting::wait`] in as many slices as the caller
+    /// likes (the C library waits in slices, so that a thread cancelled inside
+    /// `scif_connect` ends between two of them; dropping the [`Connecting`] withdraws the
+    /// connect and leaves the endpoint bound). For a descriptor the program made
+    /// `O_NONBLOCK`, use [`Endpoint::connect`].
+    ///
+    /// # Errors
+    /// As [`Endpoint::connect`], for what can be told before waiting.
+    pub fn connect_begin(&self, dst: PortId) -> Result<Connecting> {
+        match self.prepare_connect()? {
+            Prepared::Ended(r) => Ok(Connecting::ended(self, r?)),
+            Prepared::Start { port, home } => Connecting::start(self, dst, port, home, true),
+        }
+    }
+
+    /// The checks and the state change every connect begins with: the result of a
+    /// background connect that ended, or the endpoint's port (bound now if it was not) and
+    /// session, the endpoint then connecting.
+    fn prepare_connect(&self) -> Result<Prepared> {
+        self.live()?;
+        if let Some(r) = self.inner.async_connect.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Ok(Prepared::Ended(r));
+        }
+        let mut st = self.state();
+        match &*st {
+            State::Open | State::Bound { .. } => {}
+            State::Connecting => return Err(Error::InProgress),
+            State::Connected { .. } => return Err(Error::IsConnected),
+            State::Listening { .. } => return Err(Error::NotSupported("connect on a listening endpoint")),
+            State::Closed => return Err(Error::BadEndpoint),
+        }
+        if matches!(&*st, State::Open) {
+            drop(st);
+            self.bind(0)?;
+            st = self.state();
+        }
+        match std::mem::replace(&mut *st, State::Connecting) {
+            State::Bound { port, home } => Ok(Prepared::Start { port, home }),
+            other => {
+                *st = other;
+                Err(Error::Invalid("endpoint changed state during connect".into()))
+            }
+        }
+    }
+}
+
 /// A connect under way ([`Endpoint::connect_begin`]). Dropping it before it ended withdraws
 /// the connect (its session to the node closes) and leaves the endpoint bound to its port,
 /// as a failed connect does.
@@ -160,4 +247,12 @@ impl Drop for Connecting {
             }
         }
     }
+}
+
+/// What [`Endpoint::prepare_connect`] found.
+enum Prepared {
+    /// A background connect ended with this.
+    Ended(Result<u16>),
+    /// Connect from `port`; `home` is the port's session.
+    Start { port: u16, home: Session },
 }

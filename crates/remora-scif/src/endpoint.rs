@@ -1,7 +1,6 @@
 //! Endpoints: open, bind, listen, connect, accept, close; and messaging.
 
 use crate::conn::{Conn, PortId};
-use crate::connecting::Connecting;
 use crate::{Error, Result, Scif};
 use remora_client::Session;
 use remora_proto::{Reply, Request, ScifRequest};
@@ -34,7 +33,7 @@ pub(crate) struct Inner {
     pub(crate) closed: AtomicBool,
     state: Mutex<State>,
     pub(crate) conn: OnceLock<Arc<Conn>>,
-    async_connect: Mutex<Option<Result<u16>>>,
+    pub(crate) async_connect: Mutex<Option<Result<u16>>>,
 }
 
 /// A SCIF endpoint (`scif_epd_t`). Clones refer to the same endpoint.
@@ -206,91 +205,6 @@ impl Endpoint {
         }
     }
 
-    /// `scif_connect`: connect to the listener at `dst` (binding to a free port first if
-    /// unbound). Returns the local port. When the program has set `O_NONBLOCK` on the
-    /// descriptor, the connect goes on in the background: the call fails with
-    /// [`Error::InProgress`], the descriptor turns writable when it ends, and the next call
-    /// returns its result.
-    ///
-    /// # Errors
-    /// [`Error::Refused`] when nobody listens there, [`Error::NoDevice`] for an unknown or
-    /// unreachable node, [`Error::IsConnected`] when already connected,
-    /// [`Error::NotSupported`] for a listening endpoint.
-    pub fn connect(&self, dst: PortId) -> Result<u16> {
-        let (port, home) = match self.prepare_connect()? {
-            Prepared::Ended(r) => return r,
-            Prepared::Start { port, home } => (port, home),
-        };
-        if bell::is_nonblocking(self.as_fd()) {
-            bell::stuff(self.as_fd());
-            let me = self.clone();
-            std::thread::Builder::new()
-                .name("scif-connect".into())
-                .spawn(move || {
-                    // No direct flow: it would replace the file behind the descriptor,
-                    // which an epoll set may watch for this connect's end.
-                    let r = Connecting::start(&me, dst, port, home, false).and_then(|c| c.finish());
-                    *me.inner.async_connect.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
-                    bell::unstuff(me.inner.ringer.as_fd());
-                })
-                .map_err(|e| Error::NoMemory(e.to_string()))?;
-            return Err(Error::InProgress);
-        }
-        Connecting::start(self, dst, port, home, true)?.finish()
-    }
-
-    /// Whether the program made the endpoint's descriptor `O_NONBLOCK` (a connect then goes
-    /// on in the background).
-    pub fn is_nonblocking(&self) -> bool {
-        bell::is_nonblocking(self.as_fd())
-    }
-
-    /// A blocking `scif_connect` in two steps: ask for the connection now, and wait for
-    /// the listener's accept with [`Connecting::wait`] in as many slices as the caller
-    /// likes (the C library waits in slices, so that a thread cancelled inside
-    /// `scif_connect` ends between two of them; dropping the [`Connecting`] withdraws the
-    /// connect and leaves the endpoint bound). For a descriptor the program made
-    /// `O_NONBLOCK`, use [`Endpoint::connect`].
-    ///
-    /// # Errors
-    /// As [`Endpoint::connect`], for what can be told before waiting.
-    pub fn connect_begin(&self, dst: PortId) -> Result<Connecting> {
-        match self.prepare_connect()? {
-            Prepared::Ended(r) => Ok(Connecting::ended(self, r?)),
-            Prepared::Start { port, home } => Connecting::start(self, dst, port, home, true),
-        }
-    }
-
-    /// The checks and the state change every connect begins with: the result of a
-    /// background connect that ended, or the endpoint's port (bound now if it was not) and
-    /// session, the endpoint then connecting.
-    fn prepare_connect(&self) -> Result<Prepared> {
-        self.live()?;
-        if let Some(r) = self.inner.async_connect.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            return Ok(Prepared::Ended(r));
-        }
-        let mut st = self.state();
-        match &*st {
-            State::Open | State::Bound { .. } => {}
-            State::Connecting => return Err(Error::InProgress),
-            State::Connected { .. } => return Err(Error::IsConnected),
-            State::Listening { .. } => return Err(Error::NotSupported("connect on a listening endpoint")),
-            State::Closed => return Err(Error::BadEndpoint),
-        }
-        if matches!(&*st, State::Open) {
-            drop(st);
-            self.bind(0)?;
-            st = self.state();
-        }
-        match std::mem::replace(&mut *st, State::Connecting) {
-            State::Bound { port, home } => Ok(Prepared::Start { port, home }),
-            other => {
-                *st = other;
-                Err(Error::Invalid("endpoint changed state during connect".into()))
-            }
-        }
-    }
-
     /// `scif_accept`: take a waiting connection request (or wait for one when `sync`,
     /// `SCIF_ACCEPT_SYNC`). Returns the new connected endpoint and the peer's port id.
     ///
@@ -423,12 +337,4 @@ impl Accepting {
         let _ = ep.inner.conn.set(Arc::new(conn));
         Ok(Some((ep, peer)))
     }
-}
-
-/// What [`Endpoint::prepare_connect`] found.
-enum Prepared {
-    /// A background connect ended with this.
-    Ended(Result<u16>),
-    /// Connect from `port`; `home` is the port's session.
-    Start { port: u16, home: Session },
 }
