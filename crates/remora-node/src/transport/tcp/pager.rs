@@ -261,6 +261,18 @@ fn serve(peer: &TcpPeer, s: StdStream, targets: &[(u64, &dyn PeerMemory)], watch
     serve_many(peer.id, [&peer.bytes_in, &peer.bytes_out], rd, s, targets, watch, true);
 }
 
+/// The size of a flow's frame buffers (a page read answered from it with its header, a
+/// trigger's payload, the bytes of a refused store thrown away through it).
+const SCRATCH: usize = 64 << 10;
+
+/// `v`, made [`SCRATCH`] bytes long at its first use.
+fn buffer(v: &mut Vec<u8>) -> &mut [u8] {
+    if v.is_empty() {
+        v.resize(SCRATCH, 0);
+    }
+    v
+}
+
 /// Frames larger than this are bulk (RMA), not a page fetch or a flush's runs: see
 /// [`serve_frames`]'s `urgent`.
 const URGENT_FRAME: u64 = 64 << 10;
@@ -300,8 +312,10 @@ fn serve_many(
     }
     // Whether the last frame was bulk (the thread then runs at its ordinary weight).
     let mut bulk = false;
-    let mut scratch = vec![0u8; 64 << 10];
-    let mut sink = vec![0u8; 64 << 10];
+    // Made at their first use: most flows never need one (a map's flow that no fault
+    // reached, a flow that only stores). Zeroed at every flow's start, the two touched 32
+    // fresh pages of the serving thread's heap, faulted in and given back at its end.
+    let (mut scratch, mut sink) = (Vec::new(), Vec::new());
     let answer = |wr: &mut dyn Write, h: &BulkHeader| {
         wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(h)))
     };
@@ -334,7 +348,7 @@ fn serve_many(
                 }),
                 // A refused store somebody waits for (RMA): said in the answer; the process
                 // asks its daemon for the precise error.
-                (None, true) => super::framing::discard(&mut rd, hdr.len, &mut sink).and_then(|()| {
+                (None, true) => super::framing::discard(&mut rd, hdr.len, buffer(&mut sink)).and_then(|()| {
                     answer(&mut wr, &BulkHeader { op: BulkOp::Ack, ok: false, len: 0, ..hdr })
                 }),
                 // A map's store nobody waits for: end the flow, the pager sees the loss.
@@ -356,7 +370,8 @@ fn serve_many(
                 let served = pieces.is_some();
                 let r = match pieces {
                     // Header and page in one segment: the reader waits for both.
-                    Some(pieces) if hdr.len as usize <= scratch.len() - BULK_FRAME => {
+                    Some(pieces) if hdr.len as usize <= SCRATCH - BULK_FRAME => {
+                        let scratch = buffer(&mut scratch);
                         scratch[..BULK_FRAME].copy_from_slice(zerocopy::IntoBytes::as_bytes(&head));
                         let mut at = BULK_FRAME;
                         let mut r = Ok(());
@@ -392,7 +407,7 @@ fn serve_many(
             // A trigger of the interrupt the flow is bound to: answered when the sender
             // waits (`ok`) or when it was refused, in step with the frames before it.
             BulkOp::Trigger if hdr.len as usize <= MAX_TRIGGER_DATA => {
-                let data = &mut scratch[..hdr.len as usize];
+                let data = &mut buffer(&mut scratch)[..hdr.len as usize];
                 match rd.read_exact(data) {
                     Ok(()) => {
                         let done = mem.trigger(data);
