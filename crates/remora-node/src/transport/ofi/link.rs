@@ -12,7 +12,7 @@ use super::fabric::Routing;
 use super::wire::{Body, Boot};
 use super::{rma, Ofi, OfiLink};
 use crate::transport::tcp::framing::{read_frame, write_frame};
-use crate::transport::tcp::handshake::{accept_handshake_async, dial_handshake};
+use crate::transport::tcp::handshake::{accept_handshake, dial_handshake};
 use crate::transport::tcp::link::{await_peer, connected, dial_failed};
 use crate::transport::{Env, LinkState};
 use remora_proto::link::{Flow, LinkMsg};
@@ -25,24 +25,30 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 /// Take one bootstrap connection: the handshake, then hand it to the peer's link.
-pub(super) async fn accept_one(ofi: Arc<Ofi>, mut stream: TcpStream) -> std::io::Result<()> {
-    // A node this transport does not carry is refused before the welcome.
-    let admit = |node: u32| {
-        ofi.links.get(&node).cloned().ok_or_else(|| format!("node {node} is not reached over ofi here"))
-    };
-    // On the runtime, as the tcp transport accepts its flows (no blocking thread).
-    let (_, flow, inc, link) =
-        accept_handshake_async(&mut stream, &ofi.env, Duration::from_secs(5), admit).await?;
+pub(super) async fn accept_one(ofi: Arc<Ofi>, stream: TcpStream) -> std::io::Result<()> {
+    let std = stream.into_std()?;
+    std.set_nonblocking(false)?;
+    std.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let (std, flow, inc, link) = tokio::task::spawn_blocking(move || {
+        let mut s = std;
+        // A node this transport does not carry is refused before the welcome.
+        let admit = |node: u32| {
+            ofi.links.get(&node).cloned().ok_or_else(|| format!("node {node} is not reached over ofi here"))
+        };
+        accept_handshake(&mut s, &ofi.env, admit).map(|(_, f, i, link)| (s, f, i, link))
+    })
+    .await
+    .map_err(std::io::Error::other)??;
     if flow == Flow::Pager {
         // A DSM pager's own flow (a TCP stream a process holds), served as the tcp
         // transport serves them.
-        let std = stream.into_std()?;
-        std.set_nonblocking(false)?;
+        std.set_read_timeout(None)?;
         return crate::transport::tcp::pager::accept(&link.peer, std, inc);
     }
+    std.set_nonblocking(true)?;
     let tx = link.peer.accepted.lock().unwrap_or_else(|p| p.into_inner()).clone();
     if let Some(tx) = tx {
-        let _ = tx.send((stream, inc));
+        let _ = tx.send((TcpStream::from_std(std)?, inc));
     }
     Ok(())
 }

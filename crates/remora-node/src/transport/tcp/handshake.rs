@@ -36,6 +36,11 @@ pub(super) fn nonce() -> [u8; 32] {
     n
 }
 
+pub(super) fn refuse(s: &mut impl Write, why: String) -> std::io::Error {
+    let _ = write_frame(s, &LinkMsg::Refused { reason: why.clone() });
+    std::io::Error::new(std::io::ErrorKind::PermissionDenied, why)
+}
+
 /// The dialer's side of the handshake as steps, so a blocking stream ([`dial_handshake`])
 /// and an asynchronous one (`pool.rs`, `handshaken_async`) run the same protocol.
 pub(in crate::transport) struct Dialer<'a> {
@@ -135,68 +140,6 @@ pub(in crate::transport) fn dial_handshake(
     Ok(incarnation)
 }
 
-/// The listener's side of the handshake as steps, so a blocking stream
-/// ([`accept_handshake`], the fuzz target) and an asynchronous one ([`accept_handshake_async`],
-/// every accepted flow) run the same protocol.
-struct Listener<'a> {
-    me: &'a Env,
-    mine: [u8; 32],
-    theirs: [u8; 32],
-    node: u32,
-    flow: Flow,
-    incarnation: u64,
-}
-
-/// A refusal to send before giving up, and the error it ends the handshake with.
-type Refusal = (LinkMsg, std::io::Error);
-
-fn refusal(why: String) -> Refusal {
-    (LinkMsg::Refused { reason: why.clone() }, std::io::Error::new(std::io::ErrorKind::PermissionDenied, why))
-}
-
-impl<'a> Listener<'a> {
-    /// The dialer's first frame: the challenge to answer it with (our proof, our nonce).
-    fn hello(me: &'a Env, first: LinkMsg) -> Result<(Listener<'a>, LinkMsg), Refusal> {
-        let cluster = me.cluster.as_ref().expect("tcp needs a cluster");
-        let (node, to, flow, theirs, incarnation) = match first {
-            LinkMsg::Hello { version, node, to, flow, nonce, incarnation } => {
-                if version != VERSION {
-                    return Err(refusal(format!("protocol version {version}, this node speaks {VERSION}")));
-                }
-                (node, to, flow, nonce, incarnation)
-            }
-            other => return Err(refusal(format!("expected a hello, got {other:?}"))),
-        };
-        if to != me.node {
-            return Err(refusal(format!("this is node {}, not node {to}", me.node)));
-        }
-        if cluster.addr(node).is_none() {
-            return Err(refusal(format!("node {node} is not in the cluster file")));
-        }
-        let mine = nonce();
-        let m = mac(&cluster.secret, b"remora-listener", &theirs, &mine, node, me.node);
-        let challenge =
-            LinkMsg::Challenge { node: me.node, nonce: mine, incarnation: me.incarnation, mac: m };
-        Ok((Listener { me, mine, theirs, node, flow, incarnation }, challenge))
-    }
-
-    /// The dialer's proof; then `admit` (see [`accept_handshake`]) decides, and the last
-    /// frame to send is the welcome.
-    fn authed<A>(&self, answer: LinkMsg, admit: impl FnOnce(u32) -> Result<A, String>) -> Result<A, Refusal> {
-        let cluster = self.me.cluster.as_ref().expect("tcp needs a cluster");
-        let (node, me) = (self.node, self.me.node);
-        match answer {
-            LinkMsg::Auth { mac: m }
-                if mac_ok(&m, &cluster.secret, b"remora-dialer", &self.mine, &self.theirs, node, me) =>
-            {
-                admit(node).map_err(refusal)
-            }
-            LinkMsg::Auth { .. } => Err(refusal(format!("node {node} failed authentication"))),
-            other => Err(refusal(format!("expected auth, got {other:?}"))),
-        }
-    }
-}
-
 /// Listener side of the handshake (blocking; a TCP stream, or bytes in a fuzz target).
 /// Returns (node, flow, incarnation, what `admit` gave).
 ///
@@ -209,49 +152,34 @@ pub(in crate::transport) fn accept_handshake<A>(
     me: &Env,
     admit: impl FnOnce(u32) -> Result<A, String>,
 ) -> std::io::Result<(u32, Flow, u64, A)> {
-    fn refused(s: &mut impl Write, (r, e): Refusal) -> std::io::Error {
-        let _ = write_frame(s, &r);
-        e
+    let cluster = me.cluster.as_ref().expect("tcp needs a cluster");
+    let (node, to, flow, theirs, incarnation) = match read_frame::<LinkMsg>(s)? {
+        LinkMsg::Hello { version, node, to, flow, nonce, incarnation } => {
+            if version != VERSION {
+                return Err(refuse(s, format!("protocol version {version}, this node speaks {VERSION}")));
+            }
+            (node, to, flow, nonce, incarnation)
+        }
+        other => return Err(refuse(s, format!("expected a hello, got {other:?}"))),
+    };
+    if to != me.node {
+        return Err(refuse(s, format!("this is node {}, not node {to}", me.node)));
     }
-    let (l, challenge) = Listener::hello(me, read_frame::<LinkMsg>(s)?).map_err(|r| refused(s, r))?;
-    write_frame(s, &challenge)?;
-    let link = l.authed(read_frame::<LinkMsg>(s)?, admit).map_err(|r| refused(s, r))?;
-    write_frame(s, &LinkMsg::Welcome)?;
-    Ok((l.node, l.flow, l.incarnation, link))
-}
-
-/// [`accept_handshake`] on the runtime, each frame of the dialer awaited for up to
-/// `wait`: the listener's side of every flow a peer dials (a pager flow at each map of
-/// another host's segment) is served without a hand-off to a blocking thread and back.
-///
-/// # Errors
-/// As [`accept_handshake`]; `TimedOut` when a frame did not come within `wait`.
-pub(in crate::transport) async fn accept_handshake_async<A>(
-    s: &mut (impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin),
-    me: &Env,
-    wait: std::time::Duration,
-    admit: impl FnOnce(u32) -> Result<A, String>,
-) -> std::io::Result<(u32, Flow, u64, A)> {
-    use super::framing::{read_frame_async, write_frame_async};
-    let late =
-        || std::io::Error::new(std::io::ErrorKind::TimedOut, "the dialer went silent in the handshake");
-    let hello = tokio::time::timeout(wait, read_frame_async(s)).await.map_err(|_| late())??.0;
-    let (l, challenge) = match Listener::hello(me, hello) {
-        Ok(x) => x,
-        Err((r, e)) => {
-            let _ = write_frame_async(s, &r).await;
-            return Err(e);
+    if cluster.addr(node).is_none() {
+        return Err(refuse(s, format!("node {node} is not in the cluster file")));
+    }
+    let mine = nonce();
+    let m = mac(&cluster.secret, b"remora-listener", &theirs, &mine, node, me.node);
+    write_frame(s, &LinkMsg::Challenge { node: me.node, nonce: mine, incarnation: me.incarnation, mac: m })?;
+    match read_frame::<LinkMsg>(s)? {
+        LinkMsg::Auth { mac: m }
+            if mac_ok(&m, &cluster.secret, b"remora-dialer", &mine, &theirs, node, me.node) =>
+        {
+            let link = admit(node).map_err(|why| refuse(s, why))?;
+            write_frame(s, &LinkMsg::Welcome)?;
+            Ok((node, flow, incarnation, link))
         }
-    };
-    write_frame_async(s, &challenge).await?;
-    let auth = tokio::time::timeout(wait, read_frame_async(s)).await.map_err(|_| late())??.0;
-    let link = match l.authed(auth, admit) {
-        Ok(x) => x,
-        Err((r, e)) => {
-            let _ = write_frame_async(s, &r).await;
-            return Err(e);
-        }
-    };
-    write_frame_async(s, &LinkMsg::Welcome).await?;
-    Ok((l.node, l.flow, l.incarnation, link))
+        LinkMsg::Auth { .. } => Err(refuse(s, format!("node {node} failed authentication"))),
+        other => Err(refuse(s, format!("expected auth, got {other:?}"))),
+    }
 }

@@ -8,7 +8,7 @@
 
 use super::bulk::start_bulk;
 use super::framing::read_frame_async;
-use super::handshake::{accept_handshake_async, dial_handshake};
+use super::handshake::{accept_handshake, dial_handshake};
 use super::peer::TcpPeer;
 use super::Tcp;
 use crate::transport::liveness::Action;
@@ -24,22 +24,24 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-/// How long an accepted flow's dialer may take to send each frame of the handshake.
-const HANDSHAKE_WAIT: Duration = Duration::from_secs(5);
-
-pub(super) async fn accept_one(tcp: Arc<Tcp>, mut stream: TcpStream) -> std::io::Result<()> {
-    // A node we keep no link with is refused by name before the welcome.
-    let admit = |node: u32| {
-        tcp.peers.get(&node).cloned().ok_or_else(|| {
-            crate::transport::carrier::refusal(&tcp.env, node)
-                .unwrap_or_else(|| format!("no link for node {node}"))
-        })
-    };
-    // On the runtime: a hand-off of each accepted flow (a pager flow at every map of another
-    // host's segment) to a blocking thread and back cost three thread switches.
-    let (_, flow, inc, peer) = accept_handshake_async(&mut stream, &tcp.env, HANDSHAKE_WAIT, admit).await?;
+pub(super) async fn accept_one(tcp: Arc<Tcp>, stream: TcpStream) -> std::io::Result<()> {
     let std = stream.into_std()?;
     std.set_nonblocking(false)?;
+    std.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let (std, flow, inc, peer) = tokio::task::spawn_blocking(move || {
+        let mut s = std;
+        // A node we keep no link with is refused by name before the welcome.
+        let admit = |node: u32| {
+            tcp.peers.get(&node).cloned().ok_or_else(|| {
+                crate::transport::carrier::refusal(&tcp.env, node)
+                    .unwrap_or_else(|| format!("no link for node {node}"))
+            })
+        };
+        accept_handshake(&mut s, &tcp.env, admit).map(|(_, f, i, peer)| (s, f, i, peer))
+    })
+    .await
+    .map_err(std::io::Error::other)??;
+    std.set_read_timeout(None)?;
     match flow {
         Flow::Control => {
             std.set_nonblocking(true)?;
