@@ -275,15 +275,22 @@ impl ExportSegment {
         self.inner.ctl.session().request(Request::Rsm(RsmRequest::Destroy { seg: self.inner.seg }), &[])?;
         st.destroyed = true;
         st.outboxes.clear();
+        // Importers' posts fail from now on (their kept connections see it removed).
+        self.inner.inbox.remove();
         let _ = remora_sys::user_memory::unshare_region(st.region);
         Ok(())
     }
 
-    /// `rsm_intr_signal_post` on an export: signal every importer.
+    /// `rsm_intr_signal_post` on an export: signal every importer connected now.
+    ///
+    /// Importers are named by their signal's (node, interrupt number); nodes hand out
+    /// numbers round-robin, so a pair names one importer's interrupt until it goes. A kept
+    /// connection whose interrupt went (its importer left) is dropped, and the pair, if an
+    /// importer holds it now, connected anew.
     ///
     /// # Errors
     /// [`Error::BadSegment`] once destroyed; [`Error::Unreachable`] when an importer's node
-    /// cannot be reached.
+    /// cannot be reached. An importer that leaves meanwhile is not an error.
     pub fn signal_post(&self, no_accumulate: bool) -> Result<()> {
         let mut st = self.state()?;
         let req = Request::Rsm(RsmRequest::Importers { seg: self.inner.seg });
@@ -292,28 +299,32 @@ impl ExportSegment {
             return Err(Error::Internal(format!("unexpected reply {reply:?}")));
         };
         st.outboxes.retain(|k, _| list.contains(k));
+        let session = self.inner.ctl.session();
         let mut result = Ok(());
         for key in list {
-            let outbox = match st.outboxes.entry(key) {
-                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    match Outbox::connect(self.inner.ctl.session(), key.0, key.1) {
-                        Ok(o) => v.insert(o),
-                        Err(e) => {
-                            result = Err(e);
-                            continue;
-                        }
-                    }
-                }
+            let mut outcome = match st.outboxes.get(&key) {
+                Some(o) => o.post(no_accumulate),
+                None => Err(Error::ConnAborted),
             };
-            if let Err(e) = outbox.post(no_accumulate) {
-                result = Err(e);
+            if outcome == Err(Error::ConnAborted) {
+                // Not connected yet, or the interrupt kept went away: connect to the one
+                // the importer holds now.
+                st.outboxes.remove(&key);
+                outcome = Outbox::connect(session, key.0, key.1).and_then(|o| {
+                    let r = o.post(no_accumulate);
+                    if r.is_ok() {
+                        st.outboxes.insert(key, o);
+                    }
+                    r
+                });
+            }
+            match outcome {
+                // The importer left between the list and the post.
+                Ok(()) | Err(Error::ConnAborted) => {}
+                Err(e) => result = Err(e),
             }
         }
-        match result {
-            Err(Error::ConnAborted) => Ok(()), // an importer leaving meanwhile is not an error
-            other => other,
-        }
+        result
     }
 
     /// `rsm_intr_signal_wait` on an export: wait for an importer's signal (`None`: forever).

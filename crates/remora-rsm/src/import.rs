@@ -273,15 +273,30 @@ impl ImportSegment {
 
     /// `rsm_intr_signal_post` on an import: signal the exporter.
     ///
+    /// The exporter's interrupt is connected at the first post, once the node has said the
+    /// import still stands (so a post never reaches an interrupt that took over the
+    /// number of a destroyed export's); the connection fails from then on when the export
+    /// is destroyed, and the post fails once the import is reported lost.
+    ///
     /// # Errors
-    /// [`Error::ConnAborted`] when the export is gone; [`Error::Unreachable`].
+    /// [`Error::ConnAborted`] when the export is gone (unpublished, destroyed, its process
+    /// gone); [`Error::Unreachable`].
     pub fn signal_post(&self, no_accumulate: bool) -> Result<()> {
         let mut st = self.state()?;
+        if self.is_lost() {
+            st.outbox = None;
+            return Err(Error::ConnAborted);
+        }
         if st.outbox.is_none() {
+            self.verify()?;
             st.outbox =
                 Some(Outbox::connect(self.inner.ctl.session(), self.inner.node, self.inner.exporter_signal)?);
         }
-        st.outbox.as_ref().expect("made above").post(no_accumulate)
+        let r = st.outbox.as_ref().expect("made above").post(no_accumulate);
+        if r == Err(Error::ConnAborted) {
+            st.outbox = None;
+        }
+        r
     }
 
     /// `rsm_intr_signal_wait` on an import: wait for the exporter's signal (`None`: forever).

@@ -11,7 +11,7 @@ use remora_sys::intr::{IntrPage, IntrWait};
 use remora_sys::sync::EventFd;
 use remora_sys::Memfd;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,11 +38,12 @@ pub(crate) struct Inbox {
     intno: u32,
     page: IntrPage,
     pollfds: AtomicU32,
+    removed: AtomicBool,
 }
 
 impl Drop for Inbox {
     fn drop(&mut self) {
-        let _ = self.session.request(Request::RemoveInterrupt { intr: self.handle }, &[]);
+        self.remove();
     }
 }
 
@@ -55,7 +56,21 @@ impl Inbox {
             return Err(Error::Internal(format!("unexpected reply {reply:?}")));
         };
         let page = page_of(fds)?.ok_or_else(|| Error::Internal("interrupt without its page".into()))?;
-        Ok(Inbox { session: session.clone(), handle: intr, intno, page, pollfds: AtomicU32::new(0) })
+        Ok(Inbox {
+            session: session.clone(),
+            handle: intr,
+            intno,
+            page,
+            pollfds: AtomicU32::new(0),
+            removed: AtomicBool::new(false),
+        })
+    }
+
+    /// Remove the interrupt from its node (once): posts connected to it fail from then on.
+    pub(crate) fn remove(&self) {
+        if !self.removed.swap(true, Ordering::SeqCst) {
+            let _ = self.session.request(Request::RemoveInterrupt { intr: self.handle }, &[]);
+        }
     }
 
     /// Its number on its node.

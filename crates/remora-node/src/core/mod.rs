@@ -77,6 +77,8 @@ pub struct Registry {
     /// Interrupts by handle.
     pub interrupts: BTreeMap<u64, Interrupt>,
     intnos: HashMap<(bool, u32), u64>,
+    /// Where the search for the next automatic interrupt number starts (`notifiers.rs`).
+    next_intno: u32,
     /// Interrupt connections by handle.
     pub intr_conns: BTreeMap<u64, IntrConn>,
     /// DMA queues by handle.
@@ -109,6 +111,7 @@ impl Registry {
             maps: BTreeMap::new(),
             interrupts: BTreeMap::new(),
             intnos: HashMap::new(),
+            next_intno: AUTO_INTNO_BASE,
             intr_conns: BTreeMap::new(),
             dma: BTreeMap::new(),
             epoch: Arc::default(),

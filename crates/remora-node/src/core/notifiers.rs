@@ -95,9 +95,7 @@ impl Registry {
             Some(n) if shared && self.shared_ints.contains_key(&group(n)) => n,
             Some(n) if self.intnos.contains_key(&(data, n)) => return Err(Error::IntnoUsed),
             Some(n) => n,
-            None => (AUTO_INTNO_BASE..=u32::MAX)
-                .find(|n| !self.intnos.contains_key(&(data, *n)))
-                .ok_or(Error::NoSpace)?,
+            None => self.next_free_intno(data)?,
         };
         let mut new_fanout = None;
         if shared && !self.shared_ints.contains_key(&group(intno)) {
@@ -123,6 +121,21 @@ impl Registry {
         let mut fds = i.page_fds().map_err(sys)?;
         fds.push(bell_rx);
         Ok((intr, intno, fds, new_fanout))
+    }
+
+    /// The next automatic number of the kind, round-robin from the last one handed out: a
+    /// number comes back only after every other one was used, so a post addressed by
+    /// (node, number) to an interrupt that went away finds no interrupt (or, across hosts,
+    /// an interrupt of the same owner's), never the next one made (RSMAPI's signals are
+    /// addressed so, and numbers are shared by every personality).
+    fn next_free_intno(&mut self, data: bool) -> Result<u32, Error> {
+        let start = self.next_intno.max(AUTO_INTNO_BASE);
+        let n = (start..=u32::MAX)
+            .chain(AUTO_INTNO_BASE..start)
+            .find(|n| !self.intnos.contains_key(&(data, *n)))
+            .ok_or(Error::NoSpace)?;
+        self.next_intno = n.checked_add(1).unwrap_or(AUTO_INTNO_BASE);
+        Ok(n)
     }
 
     /// A new interrupt page for `owner` (0: the daemon), not yet numbered in `intnos`, and

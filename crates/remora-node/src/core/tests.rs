@@ -210,3 +210,26 @@ fn a_full_store_of_kept_events_goes_to_the_owner_in_order_and_keeping_goes_on() 
     r.disconnect(b, conn).unwrap();
     assert!(told(&mut owner).is_empty());
 }
+
+#[test]
+fn automatic_interrupt_numbers_are_not_reused_at_once() {
+    let (mut r, a, b, _rx) = reg();
+    let (i1, n1, _, _) = r.create_interrupt(a, None, false, false).unwrap();
+    assert_eq!(n1, AUTO_INTNO_BASE);
+    r.remove_interrupt(a, i1).unwrap();
+    // The freed number is not handed to the next interrupt (another session's here): a
+    // post addressed to the old one must not reach it.
+    let (_, n2, _, _) = r.create_interrupt(b, None, false, false).unwrap();
+    assert_ne!(n2, n1);
+    assert_eq!(n2, n1 + 1);
+    // A fixed number in the way is skipped.
+    r.create_interrupt(b, Some(n2 + 1), false, false).unwrap();
+    let (_, n3, _, _) = r.create_interrupt(a, None, false, false).unwrap();
+    assert_eq!(n3, n2 + 2);
+    // At the end of the range the search wraps to the lowest free number.
+    r.next_intno = u32::MAX;
+    let (_, top, _, _) = r.create_interrupt(a, None, false, false).unwrap();
+    assert_eq!(top, u32::MAX);
+    let (_, wrapped, _, _) = r.create_interrupt(a, None, false, false).unwrap();
+    assert_eq!(wrapped, AUTO_INTNO_BASE);
+}
