@@ -21,7 +21,9 @@ pub struct CreateFlags {
 
 #[derive(Debug)]
 struct State {
-    region: UserRegion,
+    /// The memory bound to each part of the segment: (offset, region), in offset order,
+    /// covering the segment; each region is a shared mapping of the segment's memfd.
+    bindings: Vec<(usize, UserRegion)>,
     published: Option<u32>,
     destroyed: bool,
     /// Connections to importers' signals, by (node, interrupt number).
@@ -44,7 +46,7 @@ impl Drop for Inner {
         let st = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
         if !st.destroyed {
             let _ = self.ctl.session().request(Request::Rsm(RsmRequest::Destroy { seg: self.seg }), &[]);
-            let _ = remora_sys::user_memory::unshare_region(st.region);
+            unshare_all(&mut st.bindings);
         }
     }
 }
@@ -127,7 +129,7 @@ impl ExportSegment {
                 flags,
                 inbox,
                 state: Mutex::new(State {
-                    region,
+                    bindings: vec![(0, region)],
                     published: None,
                     destroyed: false,
                     outboxes: HashMap::new(),
@@ -222,7 +224,8 @@ impl ExportSegment {
 
     /// `rsm_memseg_export_rebind`: the segment's bytes from `offset` on are now the memory
     /// at `region` (whose bytes they take); every importer's existing map shows it. The
-    /// memory bound before gets private pages again, with what it held.
+    /// memory bound before to that part (by the create or earlier rebinds, whole or in
+    /// part) gets private pages again, with what it held; memory bound to other parts stays.
     ///
     /// # Errors
     /// [`Error::RebindNotAllowed`] without `allow_rebind`; [`Error::BadMemAlignment`],
@@ -240,24 +243,48 @@ impl ExportSegment {
         if offset.checked_add(region.len()).is_none_or(|e| e > self.inner.size) {
             return Err(Error::BadLength);
         }
-        // The memory bound to that part before becomes the program's own again after.
-        let old = st.region;
-        // The memory bound before keeps the bytes it holds now, as private pages, before the
-        // segment takes the new memory's bytes.
-        if let Some(part) = old_sub_region(old, offset, region.len()) {
-            if part.addr() != region.addr() {
+        let end = offset + region.len();
+        // The memory bound to that part before becomes the program's own again, keeping
+        // the bytes it holds now, before the segment takes the new memory's bytes.
+        let mut kept = Vec::with_capacity(st.bindings.len() + 2);
+        let mut still_shared = Vec::new();
+        for (at, bound) in std::mem::take(&mut st.bindings) {
+            let bound_end = at + bound.len();
+            if bound_end <= offset || at >= end {
+                kept.push((at, bound));
+                continue;
+            }
+            if at < offset {
+                kept.push((at, bound.sub(0, offset - at)));
+            }
+            if bound_end > end {
+                kept.push((end, bound.sub(end - at, bound_end - end)));
+            }
+            let (lo, hi) = (at.max(offset), bound_end.min(end));
+            let part = bound.sub(lo - at, hi - lo);
+            if part.addr() == region.addr() + (lo - offset) {
+                // The same memory bound to the same place again.
+                still_shared.push((lo, part));
+            } else {
                 let _ = remora_sys::user_memory::unshare_region(part);
             }
         }
-        remora_sys::user_memory::rebind_region(region, &self.inner.memfd, offset as u64).map_err(
-            |e| match e.raw_os_error() {
-                Some(14) | Some(22) => Error::BadAddress,
-                _ => Error::from(e),
-            },
-        )?;
-        if offset == 0 && region.len() == self.inner.size {
-            st.region = region;
+        let r = remora_sys::user_memory::rebind_region(region, &self.inner.memfd, offset as u64);
+        match r {
+            Ok(()) => {
+                // Memory bound elsewhere in the segment that the new memory overlaps (a
+                // program rebinding a buffer to another offset) shows this part now.
+                kept = kept.into_iter().flat_map(|b| outside(b, region)).collect();
+                kept.push((offset, region));
+            }
+            Err(_) => kept.extend(still_shared),
         }
+        kept.sort_by_key(|(at, _)| *at);
+        st.bindings = kept;
+        r.map_err(|e| match e.raw_os_error() {
+            Some(14) | Some(22) => Error::BadAddress,
+            _ => Error::from(e),
+        })?;
         Ok(())
     }
 
@@ -275,9 +302,9 @@ impl ExportSegment {
         self.inner.ctl.session().request(Request::Rsm(RsmRequest::Destroy { seg: self.inner.seg }), &[])?;
         st.destroyed = true;
         st.outboxes.clear();
+        unshare_all(&mut st.bindings);
         // Importers' posts fail from now on (their kept connections see it removed).
         self.inner.inbox.remove();
-        let _ = remora_sys::user_memory::unshare_region(st.region);
         Ok(())
     }
 
@@ -359,12 +386,28 @@ impl ExportSegment {
     }
 }
 
-/// The part `offset..offset+len` of `region`, if inside it.
-fn old_sub_region(region: UserRegion, offset: usize, len: usize) -> Option<UserRegion> {
-    if offset.checked_add(len)? > region.len() {
-        return None;
+/// The parts of binding `(at, bound)` whose addresses lie outside `region`.
+fn outside((at, bound): (usize, UserRegion), region: UserRegion) -> Vec<(usize, UserRegion)> {
+    let (start, end) = (bound.addr(), bound.addr() + bound.len());
+    let (lo, hi) = (region.addr().max(start), (region.addr() + region.len()).min(end));
+    if lo >= hi {
+        return vec![(at, bound)];
     }
-    Some(region.sub(offset, len))
+    let mut parts = Vec::new();
+    if lo > start {
+        parts.push((at, bound.sub(0, lo - start)));
+    }
+    if hi < end {
+        parts.push((at + (hi - start), bound.sub(hi - start, end - hi)));
+    }
+    parts
+}
+
+/// Give every binding private pages again, with what it holds.
+fn unshare_all(bindings: &mut Vec<(usize, UserRegion)>) {
+    for (_, region) in bindings.drain(..) {
+        let _ = remora_sys::user_memory::unshare_region(region);
+    }
 }
 
 fn check_acl(acl: Option<&[AccessEntry]>) -> Result<()> {
