@@ -92,7 +92,8 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
             if len as usize > remora_proto::MAX_DATA_IO {
                 return Err(Error::IllegalParameter(format!("read of {len} bytes")));
             }
-            let m = served(&node, from, conn, offset, len as u64)?;
+            // A read of nothing only asks whether the connection stands (a barrier's close).
+            let m = served(&node, from, conn, offset, len as u64, len > 0)?;
             let mut v = vec![0u8; len as usize];
             m.read(offset as usize, &mut v).map(|_| PeerReply::Data(v)).map_err(|_| Error::OutOfRange)
         }
@@ -104,7 +105,7 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
             // A member still copying its group's contents takes stores after the copy.
             crate::personality::multicast::filled(&node, conn).await;
             let maps: Result<Vec<_>, Error> =
-                runs.iter().map(|(o, d)| served(&node, from, conn, *o, d.len() as u64)).collect();
+                runs.iter().map(|(o, d)| served(&node, from, conn, *o, d.len() as u64, false)).collect();
             let maps = maps?;
             if maps.iter().any(|m| m.is_readonly()) {
                 return Err(Error::PermissionDenied);
@@ -131,19 +132,23 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
 }
 
 /// The mapping of connection `conn`, if a session served for `peer` holds it, it is alive,
-/// and the range is inside it.
-fn served_mapping(node: &Node, peer: u32, conn: u64, off: u64, len: u64) -> Option<Arc<Mapping>> {
-    served(node, peer, conn, off, len).ok()
+/// the range is inside it, and (for a `read`) it may be read.
+fn served_mapping(node: &Node, peer: u32, conn: u64, off: u64, len: u64, read: bool) -> Option<Arc<Mapping>> {
+    served(node, peer, conn, off, len, read).ok()
 }
 
 /// [`served_mapping`], saying why not: `NotConnected` for a connection that is not (or no
-/// longer) one of `peer`'s live connections, `OutOfRange` for a range outside it.
-fn served(node: &Node, peer: u32, conn: u64, off: u64, len: u64) -> Result<Arc<Mapping>, Error> {
+/// longer) one of `peer`'s live connections, `PermissionDenied` for a read of one granted
+/// no read (an RSM import), `OutOfRange` for a range outside it.
+fn served(node: &Node, peer: u32, conn: u64, off: u64, len: u64, read: bool) -> Result<Arc<Mapping>, Error> {
     let mut reg = node.lock();
     let c = reg.conns.get(&conn).ok_or(Error::NotConnected)?;
     let holder = reg.sessions.get(&c.session).ok_or(Error::NotConnected)?;
     if holder.role != (Role::Peer { node: peer }) || holder.pid != 0 || !c.alive {
         return Err(Error::NotConnected);
+    }
+    if read && !c.readable {
+        return Err(Error::PermissionDenied);
     }
     if off.checked_add(len).is_none_or(|e| e > c.size) {
         return Err(Error::OutOfRange);
@@ -168,7 +173,8 @@ impl PeerMemory for ConnectionMemory {
         if write {
             crate::personality::multicast::block_filled(&node, self.conn);
         }
-        let m = served_mapping(&node, self.peer, self.conn, offset, len)?;
+        // A page fetch is a load: none for a connection granted no read.
+        let m = served_mapping(&node, self.peer, self.conn, offset, len, !write)?;
         Some(vec![(m, offset as usize, len as usize)])
     }
 

@@ -4,7 +4,9 @@
 //! An import is a core connection of the node. On this host it comes with the export's
 //! memory (read-only for a read-only import): a map is an `mmap` of it and `put`/`get` are
 //! copies into and out of a map the library keeps. Across hosts a map is served by the DSM
-//! pager and `put`/`get` go through the node to the exporter's node.
+//! pager and `put`/`get` go through the node to the exporter's node. An import granted no
+//! read comes without memory wherever the export is: it has no map, and its puts go
+//! through the node.
 
 use crate::signal::{Inbox, Outbox};
 use crate::{Controller, Error, Permission, Result};
@@ -165,7 +167,8 @@ impl ImportSegment {
     ///
     /// # Errors
     /// [`Error::AlreadyMapped`]; [`Error::BadPerms`] for bits other than read and write,
-    /// and for a writable map of a read-only import; [`Error::BadLength`] for an empty
+    /// for a writable map of a read-only import, and for any map of an import granted no
+    /// read; [`Error::BadLength`] for an empty
     /// range or one that leaves the segment; [`Error::BadMemAlignment`] for an offset or a
     /// fixed address that is not page-aligned; [`Error::BadAddress`] for a null fixed
     /// address; [`Error::ConnAborted`]; [`Error::MapFailed`].
@@ -192,8 +195,10 @@ impl ImportSegment {
             return Err(Error::BadMemAlignment);
         }
         // A writable map of a read-only import: the kernel refuses it (Solaris's mmap
-        // answered EACCES, which its library reports as bad permissions).
-        if perm.writes() && !self.inner.writable {
+        // answered EACCES, which its library reports as bad permissions). An import granted
+        // no read has no map at all: its node hands it no memory, and no map of this
+        // platform can be written without being readable.
+        if (perm.writes() && !self.inner.writable) || !self.inner.readable {
             return Err(Error::BadPerms);
         }
         let at = match attr {

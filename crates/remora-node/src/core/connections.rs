@@ -83,6 +83,9 @@ pub struct Connection {
     /// Stores are allowed (an RSM import may be read-only: the engine's view of it is then
     /// a read-only mapping, so no transfer or peer frame can write through it).
     pub writable: bool,
+    /// Loads are allowed (an RSM import may be granted no read: then the node hands it no
+    /// memory, refuses its reads, and serves no peer read or page fetch of it).
+    pub readable: bool,
 }
 
 impl Registry {
@@ -112,6 +115,7 @@ impl Registry {
                 memfd,
                 dma_map: None,
                 writable: true,
+                readable: true,
             },
         );
         conn

@@ -392,6 +392,7 @@ impl Registry {
                 memfd: Some(keep),
                 dma_map: None,
                 writable: true,
+                readable: true,
             },
         );
         self.tell_owner(seg, Event::SegmentConnected { seg, node: importer_node });

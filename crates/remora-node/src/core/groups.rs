@@ -176,6 +176,7 @@ impl Registry {
                 memfd: memory,
                 dma_map: None,
                 writable: true,
+                readable: true,
             },
         );
         conn
@@ -231,6 +232,7 @@ impl Registry {
                 memfd: Some(keep),
                 dma_map: None,
                 writable: true,
+                readable: true,
             },
         );
         Ok((conn, size, name))

@@ -84,7 +84,8 @@ pub fn spawn(node: Arc<Node>, session: u64, pid: u32, page: Arc<DmaPage>) {
 /// transfers between the same segments then skip the registry entirely.
 struct Cache {
     epoch: u64,
-    maps: HashMap<(u64, bool), DmaTarget>,
+    /// Each target, and whether it may be read (an RSM import may be granted no read).
+    maps: HashMap<(u64, bool), (DmaTarget, bool)>,
 }
 
 enum Local {
@@ -129,19 +130,27 @@ fn plan(
             && (d.flags & DMA_F_USER_MEM != 0 || cache.maps.contains_key(&(d.local, false)))
     });
     let mut reg = if cached { None } else { Some(node.lock()) };
-    let mut resolve = |h: u64, remote: bool| -> Result<DmaTarget, u32> {
+    let mut resolve = |h: u64, remote: bool| -> Result<(DmaTarget, bool), u32> {
         if let Some(m) = cache.maps.get(&(h, remote)) {
             return Ok(m.clone());
         }
         let reg = reg.as_mut().expect("locked when anything is missing");
-        let m = if remote { reg.dma_remote(session, h)? } else { DmaTarget::Map(reg.dma_local(session, h)?) };
+        let m = if remote {
+            let readable = reg.conns.get(&h).is_none_or(|c| c.readable);
+            (reg.dma_remote(session, h)?, readable)
+        } else {
+            (DmaTarget::Map(reg.dma_local(session, h)?), true)
+        };
         cache.maps.insert((h, remote), m.clone());
         Ok(m)
     };
     descs
         .iter()
         .map(|d| {
-            let remote = resolve(d.remote, true)?;
+            let (remote, readable) = resolve(d.remote, true)?;
+            if d.flags & DMA_F_READ != 0 && !readable {
+                return Err(DMA_ERR_NOT_CONNECTED);
+            }
             if !in_range(target_len(&remote), d.remote_off, d.size) {
                 return Err(DMA_ERR_RANGE);
             }
@@ -149,7 +158,9 @@ fn plan(
                 d.local.checked_add(d.size).ok_or(DMA_ERR_RANGE)?;
                 Local::User(d.local)
             } else {
-                let DmaTarget::Map(m) = resolve(d.local, false)? else { return Err(DMA_ERR_NOT_PREPARED) };
+                let (DmaTarget::Map(m), _) = resolve(d.local, false)? else {
+                    return Err(DMA_ERR_NOT_PREPARED);
+                };
                 if !in_range(m.len(), d.local_off, d.size) {
                     return Err(DMA_ERR_RANGE);
                 }

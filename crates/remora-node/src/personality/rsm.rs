@@ -77,13 +77,32 @@ pub fn granted(e: &Export, node: u32, creds: Credentials) -> Result<u32, Error> 
     })
 }
 
+/// The rights an admitted import holds: exactly what it asked for (Solaris grants the
+/// request, not the whole digit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// Loads: gets, readable maps, the export's memory handed on this host.
+    pub read: bool,
+    /// Stores: puts, writable maps.
+    pub write: bool,
+}
+
+impl Grant {
+    /// The rights of an import admitted asking `perm` (`0o400` read, `0o200` write).
+    pub fn of(perm: u32) -> Grant {
+        Grant { read: perm & 0o400 != 0, write: perm & 0o200 != 0 }
+    }
+}
+
 /// Check an import asking `perm` (`0o400` read, `0o200` write, both, or none) against
-/// `e`. Returns whether the import may write.
+/// `e`, and return the rights it then holds. A request of none passes wherever the node
+/// is admitted at all (Solaris's check takes away the granted bits from the asked ones and
+/// admits what is left empty), and holds no right.
 ///
 /// # Errors
 /// `PermissionDenied` for bits other than read and write, or access not granted;
 /// `NotPublishedToNode`.
-pub fn admit(e: &Export, node: u32, creds: Credentials, perm: u32) -> Result<bool, Error> {
+pub fn admit(e: &Export, node: u32, creds: Credentials, perm: u32) -> Result<Grant, Error> {
     if perm & !0o600 != 0 {
         return Err(Error::PermissionDenied);
     }
@@ -92,7 +111,7 @@ pub fn admit(e: &Export, node: u32, creds: Credentials, perm: u32) -> Result<boo
     if want & !have != 0 {
         return Err(Error::PermissionDenied);
     }
-    Ok(want & 0o2 != 0)
+    Ok(Grant::of(perm))
 }
 
 fn check_acl(acl: &Option<Vec<AccessEntry>>) -> Result<(), Error> {
@@ -206,7 +225,7 @@ pub(crate) async fn handle(s: &mut Session, req: RsmRequest, mut fds: Vec<OwnedF
             };
             if node == s.me() {
                 match connect_here(&s.node, sid, s.importer_node(), id, perm, creds, signal) {
-                    Ok((reply, fd)) => (Ok(reply), vec![fd]),
+                    Ok((reply, fd)) => (Ok(reply), fd.into_iter().collect()),
                     Err(e) => (Err(e), vec![]),
                 }
             } else if s.is_peer() {
@@ -237,6 +256,9 @@ fn owns(s: &Session, seg: u64) -> bool {
 }
 
 /// Connect session `sid` (an importer of node `importer`) to export `id` of this node.
+/// The export's memory goes with the answer only to an import granted read (read-only
+/// unless write is granted too): one without read reaches the memory through the node
+/// only, which refuses its loads.
 fn connect_here(
     node: &Node,
     sid: u64,
@@ -245,10 +267,10 @@ fn connect_here(
     perm: u32,
     creds: Credentials,
     signal: u32,
-) -> Result<(Reply, OwnedFd), Error> {
+) -> Result<(Reply, Option<OwnedFd>), Error> {
     let seg = node.lock().segment_by_id(IdSpace::Rsm, id).map(|g| g.seg).ok_or(Error::NoSuchSegment)?;
     let export = node.rsm().exports.get(&seg).cloned().ok_or(Error::NoSuchSegment)?;
-    let writable = admit(&export, importer, creds, perm)?;
+    let Grant { read: readable, write: writable } = admit(&export, importer, creds, perm)?;
     let (conn, size, memfd) = {
         let mut reg: std::sync::MutexGuard<'_, Registry> = node.lock();
         let (conn, size, memfd) = reg.connect_in(sid, importer, IdSpace::Rsm, id).map_err(|w| match w {
@@ -257,13 +279,16 @@ fn connect_here(
         })?;
         if let Some(c) = reg.conns.get_mut(&conn) {
             c.writable = writable;
+            c.readable = readable;
         }
         (conn, size, memfd)
     };
     node.rsm().imports.insert(conn, (importer, signal));
-    let handed =
-        if writable { memfd } else { memfd.reopen_readonly().map_err(|e| Error::System(e.to_string()))? };
-    let fd = fd_of(&handed)?;
+    let fd = match (readable, writable) {
+        (false, _) => None,
+        (true, true) => Some(fd_of(&memfd)?),
+        (true, false) => Some(fd_of(&memfd.reopen_readonly().map_err(|e| Error::System(e.to_string()))?)?),
+    };
     Ok((Reply::RsmConnected { conn, size, signal: export.signal, writable }, fd))
 }
 
@@ -273,7 +298,10 @@ async fn connect_far(s: &Session, node: u32, id: u32, perm: u32, creds: Credenti
         Ok(t) => t,
         Err(e) => return (Err(e), vec![]),
     };
-    let shared = t.shares_memory();
+    // The exporter's node hands the memory (where the transport shares it) only to an
+    // import granted read; an admitted import holds what it asked for.
+    let readable = Grant::of(perm).read;
+    let shared = t.shares_memory() && readable;
     let req = PeerRequest::Rsm(RsmPeerRequest::Connect { id, perm, creds, signal });
     match s.ask_via(&t, node, req).await {
         Ok((PeerReply::RsmConnected { conn: remote, size, signal, writable }, fds))
@@ -287,6 +315,7 @@ async fn connect_far(s: &Session, node: u32, id: u32, perm: u32, creds: Credenti
                 let conn = reg.add_proxied(s.sid, node, id, size, remote, keep);
                 if let Some(c) = reg.conns.get_mut(&conn) {
                     c.writable = writable;
+                    c.readable = readable;
                 }
                 conn
             };
@@ -352,21 +381,24 @@ mod tests {
         let owner = Credentials { uid: 1000, gid: 5 };
         let group = Credentials { uid: 7, gid: 100 };
         let other = Credentials { uid: 7, gid: 5 };
-        assert_eq!(admit(&e, 4, owner, 0o600), Ok(true));
-        assert_eq!(admit(&e, 4, group, 0o200), Ok(true));
+        let (rw, w, r, none) = (Grant::of(0o600), Grant::of(0o200), Grant::of(0o400), Grant::of(0));
+        assert_eq!(admit(&e, 4, owner, 0o600), Ok(rw));
+        assert_eq!(admit(&e, 4, group, 0o200), Ok(w));
         assert_eq!(admit(&e, 4, group, 0o400), Err(Error::PermissionDenied));
-        assert_eq!(admit(&e, 4, other, 0o400), Ok(false));
+        assert_eq!(admit(&e, 4, other, 0o400), Ok(r));
         assert_eq!(admit(&e, 4, other, 0o200), Err(Error::PermissionDenied));
-        assert_eq!(admit(&e, 4, Credentials { uid: 0, gid: 0 }, 0o600), Ok(true), "root");
+        assert_eq!(admit(&e, 4, Credentials { uid: 0, gid: 0 }, 0o600), Ok(rw), "root");
         assert_eq!(admit(&e, 4, owner, 0o700), Err(Error::PermissionDenied));
-        assert_eq!(admit(&e, 4, other, 0), Ok(false), "no access asked, none needed");
+        assert_eq!(admit(&e, 4, other, 0), Ok(none), "no access asked, none needed");
+        assert_eq!(none, Grant { read: false, write: false }, "and none held");
+        assert_eq!(w, Grant { read: false, write: true }, "write alone does not read");
     }
 
     #[test]
     fn an_access_list_names_the_nodes_that_may_connect() {
         let e = export(0o666, Some(vec![AccessEntry { node: 8, perm: 0o400 }]));
         let owner = Credentials { uid: 1000, gid: 100 };
-        assert_eq!(admit(&e, 8, owner, 0o400), Ok(false));
+        assert_eq!(admit(&e, 8, owner, 0o400), Ok(Grant::of(0o400)));
         assert_eq!(admit(&e, 8, owner, 0o600), Err(Error::PermissionDenied));
         assert_eq!(admit(&e, 4, owner, 0o400), Err(Error::NotPublishedToNode));
     }

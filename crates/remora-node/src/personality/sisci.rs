@@ -326,7 +326,13 @@ async fn seg_read(s: &Session, conn: u64, offset: u64, len: u32) -> Result<Vec<u
     let (target, via) = {
         let mut reg = s.node.lock();
         let via = reg.conns.get(&conn).and_then(|c| c.kind.remote().map(|r| (c.node, r)));
-        (reg.dma_remote(s.sid, conn).map_err(|_| Error::NotConnected)?, via)
+        let target = reg.dma_remote(s.sid, conn).map_err(|_| Error::NotConnected)?;
+        // An RSM import granted no read reads nothing (a read of nothing only asks whether
+        // the connection stands).
+        if len > 0 && reg.conns.get(&conn).is_some_and(|c| !c.readable) {
+            return Err(Error::PermissionDenied);
+        }
+        (target, via)
     };
     // A read of nothing asks the segment's own node whether the connection still stands
     // (an RSM barrier's close): the owner knows at once, this node only when told.
