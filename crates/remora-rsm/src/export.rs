@@ -58,11 +58,24 @@ pub struct ExportSegment {
     inner: Arc<Inner>,
 }
 
+/// The permissions the process's umask leaves of `0o666`.
 fn umask_mode() -> u32 {
-    // The umask can only be read by setting it; put it straight back.
-    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
-    rustix::process::umask(old);
-    0o666 & !old.as_raw_mode()
+    0o666 & !current_umask()
+}
+
+/// The process's umask, read from the `Umask:` line of `/proc/self/status` (Linux 4.7 on):
+/// setting it, the only other way to learn it, changes it for every thread of the process
+/// meanwhile. Without that line it is set and put straight back.
+fn current_umask() -> u32 {
+    let from_status = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
+        let line = s.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+        u32::from_str_radix(line.trim(), 8).ok()
+    });
+    from_status.unwrap_or_else(|| {
+        let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
+        rustix::process::umask(old);
+        old.as_raw_mode()
+    })
 }
 
 fn check_region(region: &UserRegion) -> Result<()> {
