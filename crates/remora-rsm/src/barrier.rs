@@ -6,10 +6,15 @@
 //! export); close pushes every store made through maps home, fails if an access failed or
 //! the export was reported lost, and across hosts asks the exporter's node whether the
 //! connection still stands.
+//!
+//! A barrier does not keep its import alive: once the import is disconnected (or its last
+//! handle dropped) its descriptors and its node's interrupt are gone whatever barriers remain,
+//! and their open, close and order are `BarrierUninitialized`, as for a barrier never
+//! initialised; destroy still frees them.
 
-use crate::import::ImportSegment;
+use crate::import::{ImportSegment, Inner};
 use crate::{Error, Result};
-use std::sync::Mutex;
+use std::sync::{Mutex, Weak};
 
 /// What a barrier covers (`rsm_barrier_type_t`). Every kind covers the accesses of the
 /// import it was made on.
@@ -35,7 +40,7 @@ struct State {
 /// A barrier on an import (`rsmapi_barrier_t`).
 #[derive(Debug)]
 pub struct Barrier {
-    import: ImportSegment,
+    import: Weak<Inner>,
     kind: BarrierType,
     state: Mutex<State>,
 }
@@ -47,7 +52,7 @@ impl ImportSegment {
     /// [`Error::BadSegment`] once disconnected.
     pub fn init_barrier(&self, kind: BarrierType) -> Result<Barrier> {
         self.state()?.barriers += 1;
-        Ok(Barrier { import: self.clone(), kind, state: Mutex::default() })
+        Ok(Barrier { import: std::sync::Arc::downgrade(&self.inner), kind, state: Mutex::default() })
     }
 }
 
@@ -65,19 +70,27 @@ impl Barrier {
         self.kind
     }
 
-    /// The import it was made on.
-    pub fn import(&self) -> &ImportSegment {
-        &self.import
+    /// The import it was made on, while it is connected.
+    pub fn import(&self) -> Option<ImportSegment> {
+        self.live().ok()
+    }
+
+    /// The import, while connected; `BarrierUninitialized` once it is disconnected or gone.
+    fn live(&self) -> Result<ImportSegment> {
+        let inner = self.import.upgrade().ok_or(Error::BarrierUninitialized)?;
+        let import = ImportSegment { inner };
+        drop(import.state().map_err(|_| Error::BarrierUninitialized)?);
+        Ok(import)
     }
 
     /// `rsm_memseg_import_open_barrier`: start a scope of accesses.
     ///
     /// # Errors
-    /// [`Error::BadSegment`] when the import was disconnected;
-    /// [`Error::BarrierUninitialized`] once destroyed.
+    /// [`Error::BarrierUninitialized`] once destroyed or the import disconnected.
     pub fn open(&self) -> Result<()> {
         let mut st = self.state()?;
-        let mut imp = self.import.state()?;
+        let import = self.live()?;
+        let mut imp = import.state().map_err(|_| Error::BarrierUninitialized)?;
         if !st.open {
             imp.open_barriers += 1;
         }
@@ -91,28 +104,30 @@ impl Barrier {
     /// the open completed.
     ///
     /// # Errors
+    /// [`Error::BarrierUninitialized`] once destroyed or the import disconnected;
     /// [`Error::BarrierNotOpened`]; [`Error::ConnAborted`] when the export or its node went
     /// away; [`Error::BarrierFailure`] when an access since the open failed or stores could
     /// not reach the export.
     pub fn close(&self) -> Result<()> {
         let mut st = self.state()?;
+        let import = self.live()?;
         if !st.open {
             return Err(Error::BarrierNotOpened);
         }
         st.open = false;
-        let mut imp = self.import.state()?;
+        let mut imp = import.state().map_err(|_| Error::BarrierUninitialized)?;
         imp.open_barriers = imp.open_barriers.saturating_sub(1);
         let flushed = ImportSegment::flush(&imp);
         let failed = imp.errors != st.errors_at_open;
         drop(imp);
-        if self.import.is_lost() {
+        if import.is_lost() {
             return Err(Error::ConnAborted);
         }
         // Across hosts, ask the exporter's node: its loss may not have been noticed yet.
         // On this host every access was a store into the export's own memory, and the
         // export's loss arrives as an event within microseconds.
-        if !self.import.is_on_this_host() {
-            self.import.verify()?;
+        if !import.is_on_this_host() {
+            import.verify()?;
         }
         if failed || !flushed {
             return Err(Error::BarrierFailure);
@@ -124,16 +139,18 @@ impl Barrier {
     /// after it.
     ///
     /// # Errors
+    /// [`Error::BarrierUninitialized`] once destroyed or the import disconnected;
     /// [`Error::BarrierNotOpened`]; [`Error::ConnAborted`]; [`Error::BarrierFailure`].
     pub fn order(&self) -> Result<()> {
         let st = self.state()?;
+        let import = self.live()?;
         if !st.open {
             return Err(Error::BarrierNotOpened);
         }
-        let imp = self.import.state()?;
+        let imp = import.state().map_err(|_| Error::BarrierUninitialized)?;
         let flushed = ImportSegment::flush(&imp);
         drop(imp);
-        if self.import.is_lost() {
+        if import.is_lost() {
             return Err(Error::ConnAborted);
         }
         if !flushed {
@@ -142,13 +159,15 @@ impl Barrier {
         Ok(())
     }
 
-    /// `rsm_memseg_import_destroy_barrier`.
+    /// `rsm_memseg_import_destroy_barrier` (also of a barrier whose import was
+    /// disconnected).
     ///
     /// # Errors
     /// [`Error::BarrierUninitialized`] when destroyed already.
     pub fn destroy(&self) -> Result<()> {
         let mut st = self.state()?;
-        if let Ok(mut imp) = self.import.inner.state.lock() {
+        if let Some(inner) = self.import.upgrade() {
+            let mut imp = inner.state.lock().unwrap_or_else(|p| p.into_inner());
             if st.open {
                 imp.open_barriers = imp.open_barriers.saturating_sub(1);
             }

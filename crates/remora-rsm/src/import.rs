@@ -251,7 +251,9 @@ impl ImportSegment {
         Ok(())
     }
 
-    /// `rsm_memseg_import_disconnect`.
+    /// `rsm_memseg_import_disconnect`: the connection, the import's signal interrupt and
+    /// the library's own map, signal connection and transfer queue go now, whatever barriers
+    /// remain (they hold no import; see [`crate::Barrier`]).
     ///
     /// # Errors
     /// [`Error::StillMapped`]; [`Error::PollFdInUse`]; [`Error::BadSegment`] once
@@ -273,6 +275,7 @@ impl ImportSegment {
         }
         st.disconnected = true;
         let _ = self.inner.remote.disconnect();
+        self.inner.inbox.remove();
         Ok(())
     }
 
