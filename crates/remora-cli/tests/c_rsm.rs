@@ -205,3 +205,8 @@ fn export_and_import_pair_on_two_nodes() {
     c.args(["4", "500011"]);
     both_ok(s, c);
 }
+
+#[test]
+fn scatter_gather_checks_each_range_before_touching_memory() {
+    alone_ok("tests/c/rsm/rsm_sgio.c");
+}

@@ -18,6 +18,10 @@ use remora_sys::user_memory::UserRegion;
 /// (one round trip) rather than through the transfer engine.
 const SMALL: usize = 64 * 1024;
 
+/// The most bytes a copy between the caller's memory and the segment goes through the
+/// library's buffer at a time (`putv`/`getv` and the region forms on this host).
+const CHUNK: usize = 64 * 1024;
+
 /// The most entries one `putv`/`getv` takes (`RSM_MAX_SGIOREQS`).
 pub const MAX_SGIOREQS: usize = 16;
 
@@ -198,14 +202,23 @@ impl ImportSegment {
 
     fn region_transfer(&self, offset: usize, region: UserRegion, read: bool) -> Result<()> {
         if self.inner.remote.is_on_this_host() || region.len() < SMALL {
-            let mut buf = vec![0u8; region.len()];
-            return if read {
-                self.get(offset, &mut buf)?;
-                region.write(0, &buf).map_err(Error::from)
-            } else {
-                region.read(0, &mut buf)?;
-                self.put(offset, &buf)
-            };
+            // The whole range is checked before the caller's memory is touched; the bytes
+            // then go through a bounded buffer.
+            self.check_access(offset, region.len(), !read)?;
+            let mut buf = vec![0u8; region.len().min(CHUNK)];
+            let mut done = 0;
+            while done < region.len() {
+                let part = &mut buf[..(region.len() - done).min(CHUNK)];
+                if read {
+                    self.get(offset + done, part)?;
+                    region.write(done, part)?;
+                } else {
+                    region.read(done, part)?;
+                    self.put(offset + done, part)?;
+                }
+                done += part.len();
+            }
+            return Ok(());
         }
         let mut st = self.state()?;
         if if read { !self.inner.readable } else { !self.inner.writable } {
@@ -284,16 +297,12 @@ impl ImportSegment {
             if v.local_offset.checked_add(v.len).is_none_or(|e| e > region.len()) {
                 return (Err(Error::BadLength), vec.len() - done);
             }
-            let mut buf = vec![0u8; v.len];
-            let r = if put {
-                region
-                    .read(v.local_offset, &mut buf)
-                    .map_err(Error::from)
-                    .and_then(|_| self.put(v.remote_offset, &buf))
-            } else {
-                self.get(v.remote_offset, &mut buf)
-                    .and_then(|_| region.write(v.local_offset, &buf).map_err(Error::from))
-            };
+            // The segment's range is checked before any of the caller's memory is read or
+            // a buffer made (a length far beyond the segment is `BadLength`, as on
+            // Solaris); the bytes go in bounded pieces.
+            let r = self
+                .check_access(v.remote_offset, v.len, put)
+                .and_then(|_| self.region_transfer(v.remote_offset, region.sub(v.local_offset, v.len), !put));
             if let Err(e) = r {
                 return (Err(e), vec.len() - done);
             }
