@@ -210,3 +210,8 @@ fn export_and_import_pair_on_two_nodes() {
 fn scatter_gather_checks_each_range_before_touching_memory() {
     alone_ok("tests/c/rsm/rsm_sgio.c");
 }
+
+#[test]
+fn signals_reach_only_the_segment_they_are_meant_for() {
+    alone_ok("tests/c/rsm/rsm_sigroute.c");
+}
