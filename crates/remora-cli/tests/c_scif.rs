@@ -43,6 +43,12 @@ fn scif_threads_cancelled_in_blocking_calls_end_alone_and_leave_the_library_usab
 }
 
 #[test]
+fn scif_registered_memory_goes_back_after_unregister_unmap_and_close() {
+    let env = Env::new();
+    env.passes(&env.build_scif(&root().join("tests/c/scif/scif_release.c")), 4, "PASS");
+}
+
+#[test]
 fn scif_send_queue_holds_mpss_4_kib_and_remora_scif_queue_bytes() {
     let env = Env::new();
     let exe = env.build_scif(&root().join("tests/c/scif/scif_queue.c"));

@@ -285,6 +285,8 @@ impl Endpoint {
         }
         bell::hang_up(self.inner.ringer.as_fd());
         *self.state() = State::Closed;
+        // Registered memory of this endpoint's windows that the program unmapped goes.
+        remora_sys::user_memory::prune_shared();
         Ok(())
     }
 

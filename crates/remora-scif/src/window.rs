@@ -183,7 +183,11 @@ impl Endpoint {
     pub fn unregister(&self, offset: u64, len: u64) -> Result<()> {
         let c = self.conn()?;
         match c.session.request(Request::Scif(ScifRequest::Unregister { offset, len }), &[])? {
-            (Reply::Ok, _) => Ok(()),
+            (Reply::Ok, _) => {
+                // Memory of windows gone that the program unmapped is let go now.
+                remora_sys::user_memory::prune_shared();
+                Ok(())
+            }
             (other, _) => Err(Error::Invalid(format!("unexpected answer {other:?}"))),
         }
     }

@@ -357,7 +357,11 @@ static SHARED: std::sync::Mutex<Vec<Moved>> = std::sync::Mutex::new(Vec::new());
 
 /// The inode of the file mapped at `addr` in this process, from `/proc/self/maps`.
 fn inode_at(addr: usize) -> Option<u64> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    inode_in(&std::fs::read_to_string("/proc/self/maps").ok()?, addr)
+}
+
+/// The inode of the file mapped at `addr` according to `maps` (`/proc/self/maps`' text).
+fn inode_in(maps: &str, addr: usize) -> Option<u64> {
     for line in maps.lines() {
         let mut parts = line.split_whitespace();
         let (lo, hi) = parts.next()?.split_once('-')?;
@@ -367,6 +371,28 @@ fn inode_at(addr: usize) -> Option<u64> {
         }
     }
     None
+}
+
+/// Forget the ranges [`share_region`] moved whose addresses no longer map their memfd
+/// (the program unmapped them, or mapped something else there): the memfd's memory then
+/// goes once every window, segment and map of it is gone, instead of staying with the
+/// process until it exits. Called at each [`share_region`] and when windows go
+/// (`scif_unregister`, `scif_close`).
+pub fn prune_shared() {
+    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    prune_locked(&mut shared);
+}
+
+fn prune_locked(shared: &mut Vec<Moved>) {
+    if shared.is_empty() {
+        return;
+    }
+    // Unreadable maps (no descriptor left, say): keep everything rather than guess.
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return };
+    let page = crate::page_size();
+    shared.retain(|(s, l, _, ino)| {
+        inode_in(&maps, *s) == Some(*ino) && inode_in(&maps, s + l - page) == Some(*ino)
+    });
 }
 
 /// Make `region` shareable and say where it lives: the memfd that backs it and the byte
@@ -385,6 +411,7 @@ pub fn share_region(region: UserRegion, name: &str) -> io::Result<(std::sync::Ar
         return Err(errno(rustix::io::Errno::INVAL));
     }
     let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    prune_locked(&mut shared);
     if let Some((start, _, fd, ino)) =
         shared.iter().find(|(s, l, _, _)| addr >= *s && addr.checked_add(len).is_some_and(|e| e <= s + l))
     {
