@@ -370,10 +370,13 @@ pub unsafe extern "C-unwind" fn rsm_memseg_import_getv(sg_io: *mut RsmScatGath) 
 }
 
 /// `rsm_memseg_import_map`: `RSM_MAP_NONE` (0) anywhere, `RSM_MAP_FIXED` (1) and
-/// `RSM_MAP_RESERVED` (2) at `*address`.
+/// `RSM_MAP_RESERVED` (2) at `*address`, replacing what the program had mapped there (as
+/// Solaris's `MAP_FIXED`); `rsm_memseg_import_unmap` of a `RSM_MAP_RESERVED` map puts an
+/// inaccessible reservation back over the range.
 ///
 /// # Safety
-/// `address` NULL or read/writable.
+/// `address` NULL or read/writable. With `RSM_MAP_FIXED` or `RSM_MAP_RESERVED`,
+/// `*address..*address+length` (rounded up to pages) is the program's to replace.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn rsm_memseg_import_map(
     im_memseg: *mut c_void,
@@ -399,7 +402,18 @@ pub unsafe extern "C-unwind" fn rsm_memseg_import_map(
         }
         // SAFETY: checked non-NULL.
         let want = unsafe { *address } as usize;
-        let at = i.map(Some(want), attr, Permission(perm), offset as usize, length)?;
+        let at = match attr {
+            MapAttr::None => i.map(None, attr, Permission(perm), offset as usize, length)?,
+            MapAttr::Fixed | MapAttr::Reserved => {
+                i.map_over(want, attr, Permission(perm), offset as usize, length, |p| {
+                    // SAFETY: the caller's contract hands `want..want+p.len` over (checked
+                    // page-aligned and non-NULL by `map_over`); MAP_FIXED replaces it.
+                    unsafe {
+                        remora_sys::Mapping::new_pieces_at(&[(p.fd, p.offset, p.len)], p.readonly, Some(want))
+                    }
+                })?
+            }
+        };
         // SAFETY: checked non-NULL.
         unsafe { *address = at as *mut c_void };
         Ok(())

@@ -215,3 +215,10 @@ fn scatter_gather_checks_each_range_before_touching_memory() {
 fn signals_reach_only_the_segment_they_are_meant_for() {
     alone_ok("tests/c/rsm/rsm_sigroute.c");
 }
+
+#[test]
+fn fixed_and_reserved_maps_replace_the_programs_range() {
+    // RSM_MAP_FIXED and RSM_MAP_RESERVED over the program's own mappings (Solaris's
+    // MAP_FIXED), and the reservation put back by the unmap of a reserved map.
+    alone_ok("tests/c/rsm/rsm_mapfix.c");
+}

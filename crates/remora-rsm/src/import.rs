@@ -36,9 +36,70 @@ pub enum MapAttr {
     Reserved,
 }
 
+/// The program's map of an import.
+#[derive(Debug)]
+pub(crate) enum ImportMap {
+    /// Made by the library: anywhere, or at a free fixed address (the DSM's across hosts).
+    Own(Map),
+    /// Placed over a range the program handed over ([`ImportSegment::map_over`]); with
+    /// `reserved` the range goes back to an inaccessible reservation at unmap.
+    Placed { mapping: remora_sys::Mapping, reserved: bool },
+}
+
+impl ImportMap {
+    /// Make stores through the map reach the export (a placed map is of this host's memory:
+    /// a fence).
+    pub(crate) fn flush(&self) -> bool {
+        match self {
+            ImportMap::Own(m) => m.flush(),
+            ImportMap::Placed { .. } => {
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+                true
+            }
+        }
+    }
+
+    /// Make later loads through the map see what reached the export.
+    pub(crate) fn acquire(&self) {
+        match self {
+            ImportMap::Own(m) => {
+                let _ = m.acquire();
+            }
+            ImportMap::Placed { .. } => std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst),
+        }
+    }
+
+    /// Unmap: a placed map over a reserved range leaves the reservation as it found it.
+    fn unmap(self) {
+        match self {
+            ImportMap::Own(m) => {
+                let _ = m.unmap();
+            }
+            ImportMap::Placed { mapping, reserved: true } => {
+                let _ = mapping.into_reservation();
+            }
+            ImportMap::Placed { mapping, reserved: false } => drop(mapping),
+        }
+    }
+}
+
+/// What [`ImportSegment::map_over`] asks its placer to map over the program's range: `len`
+/// bytes (a page multiple) of the export's memory `fd` from `offset`, read-only or not.
+#[derive(Debug, Clone, Copy)]
+pub struct Placement<'a> {
+    /// The export's memory.
+    pub fd: std::os::fd::BorrowedFd<'a>,
+    /// Where in it the map starts (page-aligned).
+    pub offset: u64,
+    /// Bytes (a page multiple).
+    pub len: usize,
+    /// Whether stores must fault.
+    pub readonly: bool,
+}
+
 #[derive(Debug)]
 pub(crate) struct State {
-    pub(crate) map: Option<Map>,
+    pub(crate) map: Option<ImportMap>,
     /// The mapped range (offset, length): while mapped, put/get stay inside it.
     pub(crate) map_range: (usize, usize),
     /// Barriers initialised and not destroyed.
@@ -163,7 +224,8 @@ impl ImportSegment {
 
     /// `rsm_memseg_import_map`: map `len` bytes from `offset` (page-aligned) with `perm`
     /// (none gives an inaccessible map); returns the address. [`MapAttr::Fixed`] and
-    /// [`MapAttr::Reserved`] place it at `addr`.
+    /// [`MapAttr::Reserved`] place it at `addr` when nothing is mapped there (else
+    /// [`Error::BadAddress`]); [`ImportSegment::map_over`] replaces what is there.
     ///
     /// # Errors
     /// [`Error::AlreadyMapped`]; [`Error::BadPerms`] for bits other than read and write,
@@ -181,6 +243,72 @@ impl ImportSegment {
         len: usize,
     ) -> Result<usize> {
         let mut st = self.state()?;
+        let at = self.check_map(&st, addr, attr, perm, offset, len)?;
+        let map = self.inner.remote.map(offset, len, at, MapFlags { readonly: !perm.writes() }).map_err(
+            |e| match e {
+                remora_sisci::Error::IllegalAddress => Error::BadAddress,
+                other => Error::MapFailed(other.to_string()),
+            },
+        )?;
+        let p = map.as_ptr() as usize;
+        st.map = Some(ImportMap::Own(map));
+        st.map_range = (offset, len);
+        Ok(p)
+    }
+
+    /// [`ImportSegment::map`] with [`MapAttr::Fixed`] or [`MapAttr::Reserved`] over a range
+    /// the program hands over, replacing what it had mapped there (Solaris maps
+    /// `RSM_MAP_FIXED` with `MAP_FIXED`): the checks are `map`'s, then `place` maps the
+    /// [`Placement`] at `addr` (the C library does, with the caller's contract for the
+    /// range). With [`MapAttr::Reserved`], [`ImportSegment::unmap`] puts an inaccessible
+    /// reservation back over the range. Only for an export on this host.
+    ///
+    /// # Errors
+    /// As [`ImportSegment::map`]; [`Error::BadMode`] for [`MapAttr::None`];
+    /// [`Error::MapFailed`] for an export of another host, or when `place` fails.
+    pub fn map_over(
+        &self,
+        addr: usize,
+        attr: MapAttr,
+        perm: Permission,
+        offset: usize,
+        len: usize,
+        place: impl FnOnce(Placement<'_>) -> std::io::Result<remora_sys::Mapping>,
+    ) -> Result<usize> {
+        if attr == MapAttr::None {
+            return Err(Error::BadMode);
+        }
+        let mut st = self.state()?;
+        self.check_map(&st, Some(addr), attr, perm, offset, len)?;
+        let fd = self.inner.remote.memory().ok_or_else(|| {
+            Error::MapFailed("a map at a fixed address of another host's export is not available".into())
+        })?;
+        // The segment is a page multiple: the rounded map stays inside it.
+        let placement = Placement {
+            fd,
+            offset: offset as u64,
+            len: remora_sys::page_round_up(len),
+            readonly: !perm.writes(),
+        };
+        let mapping = place(placement).map_err(|e| Error::MapFailed(e.to_string()))?;
+        if mapping.as_ptr() as usize != addr {
+            return Err(Error::MapFailed("the map was not placed at the address".into()));
+        }
+        st.map = Some(ImportMap::Placed { mapping, reserved: attr == MapAttr::Reserved });
+        st.map_range = (offset, len);
+        Ok(addr)
+    }
+
+    /// `map`'s checks, in Solaris's order; the fixed address, if any.
+    fn check_map(
+        &self,
+        st: &State,
+        addr: Option<usize>,
+        attr: MapAttr,
+        perm: Permission,
+        offset: usize,
+        len: usize,
+    ) -> Result<Option<usize>> {
         if st.map.is_some() {
             return Err(Error::AlreadyMapped);
         }
@@ -212,16 +340,7 @@ impl ImportSegment {
         if self.is_lost() {
             return Err(Error::ConnAborted);
         }
-        let map = self.inner.remote.map(offset, len, at, MapFlags { readonly: !perm.writes() }).map_err(
-            |e| match e {
-                remora_sisci::Error::IllegalAddress => Error::BadAddress,
-                other => Error::MapFailed(other.to_string()),
-            },
-        )?;
-        let p = map.as_ptr() as usize;
-        st.map = Some(map);
-        st.map_range = (offset, len);
-        Ok(p)
+        Ok(at)
     }
 
     /// Run `f` on the 8-byte word at `offset` of the map (offsets count from the map's
@@ -235,11 +354,14 @@ impl ImportSegment {
         f: impl FnOnce(&std::sync::atomic::AtomicU64) -> R,
     ) -> Result<R> {
         let st = self.state()?;
-        let map = st.map.as_ref().ok_or(Error::NotMapped)?;
-        map.with_atomic(offset, f).map_err(|_| Error::BadOffset)
+        match st.map.as_ref().ok_or(Error::NotMapped)? {
+            ImportMap::Own(map) => map.with_atomic(offset, f).map_err(|_| Error::BadOffset),
+            ImportMap::Placed { mapping, .. } => mapping.atomic_u64(offset).map(f).ok_or(Error::BadOffset),
+        }
     }
 
-    /// `rsm_memseg_import_unmap`.
+    /// `rsm_memseg_import_unmap`: the map goes; one placed over a reserved range
+    /// ([`MapAttr::Reserved`]) leaves the range reserved (inaccessible) for the program again.
     ///
     /// # Errors
     /// [`Error::NotMapped`].
@@ -247,7 +369,7 @@ impl ImportSegment {
         let mut st = self.state()?;
         let map = st.map.take().ok_or(Error::NotMapped)?;
         st.map_range = (0, 0);
-        let _ = map.unmap();
+        map.unmap();
         Ok(())
     }
 
@@ -358,8 +480,8 @@ impl ImportSegment {
     /// Make stores through maps reach the export (a fence on this host; the DSM's flush
     /// across hosts). `false` when they could not reach it.
     pub(crate) fn flush(st: &State) -> bool {
-        let mut ok = true;
-        for m in st.map.iter().chain(st.access.iter()) {
+        let mut ok = st.map.as_ref().is_none_or(ImportMap::flush);
+        for m in st.access.iter() {
             ok &= m.flush();
         }
         ok
@@ -367,7 +489,10 @@ impl ImportSegment {
 
     /// Make later loads through maps see what reached the export.
     pub(crate) fn acquire(st: &State) {
-        for m in st.map.iter().chain(st.access.iter()) {
+        if let Some(m) = &st.map {
+            m.acquire();
+        }
+        for m in st.access.iter() {
             let _ = m.acquire();
         }
     }

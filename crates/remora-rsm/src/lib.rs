@@ -39,7 +39,7 @@ pub use access::{IoVec, LocalMemory, LocalSide, MAX_SGIOREQS};
 pub use barrier::{Barrier, BarrierType};
 pub use error::{Error, Result};
 pub use export::{CreateFlags, ExportSegment};
-pub use import::{BarrierMode, ImportSegment, MapAttr};
+pub use import::{BarrierMode, ImportSegment, MapAttr, Placement};
 pub use remora_proto::AccessEntry;
 pub use remora_sys::user_memory::UserRegion;
 pub use topology::{segment_id_range, Neighbour, Topology};

@@ -181,6 +181,25 @@ impl Mapping {
         (me.base, me.map_len)
     }
 
+    /// Replace the mapping with an inaccessible reservation of the same addresses
+    /// (`PROT_NONE`, anonymous, no swap booked) and give the range up to the program, which
+    /// had reserved it before a map was placed over it (`RSM_MAP_RESERVED`): no hole opens
+    /// where another mapping could land. Returns the range's address and length.
+    ///
+    /// # Errors
+    /// The errno of `mmap`; the mapping is then removed as on drop.
+    pub fn into_reservation(self) -> io::Result<(*mut u8, usize)> {
+        let flags = MapFlags::PRIVATE | MapFlags::NORESERVE | MapFlags::FIXED;
+        // SAFETY: `base..base+map_len` is this mapping's own range (it is consumed here, so
+        // nothing of ours refers to it afterwards); MAP_FIXED replaces only that range.
+        let r =
+            unsafe { rustix::mm::mmap_anonymous(self.base.cast(), self.map_len, ProtFlags::empty(), flags) };
+        match r {
+            Ok(_) => Ok(self.leak()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The address of the first mapped byte (the requested offset).
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr

@@ -309,6 +309,12 @@ impl RemoteSegment {
         Ok(())
     }
 
+    /// The segment's memory, when it is on this host (a map of it placed by the caller, as
+    /// RSM's `RSM_MAP_FIXED` over the program's own range).
+    pub fn memory(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.link().ok().and_then(|l| l.memfd.as_ref()).map(std::os::fd::AsFd::as_fd)
+    }
+
     /// Whether the segment's memory is on this host (nodes of other hosts are reached over
     /// the network: DMA, interrupts and events work, maps do not yet).
     pub fn is_on_this_host(&self) -> bool {
