@@ -4,8 +4,10 @@
 //! Between endpoints of one host both windows are mapped in the caller, so an RMA is a
 //! copy by the calling CPU (what `SCIF_RMA_USECPU` asks for) and is complete when the call
 //! returns: `SCIF_RMA_SYNC` holds trivially and a fence waits only for RMAs other threads
-//! (or the peer) still have in flight. Each end counts the RMAs it started and finished in
-//! the connection's shared region, which is what fences wait on.
+//! (or the peer) still have in flight. Each end counts the RMAs it started in the
+//! connection's shared region, and each RMA marks its completion there in ticket order
+//! (`remora_sys::msgring`'s RMA ring): a fence mark is a count of started RMAs, reached
+//! when every RMA before it has completed, however the RMAs after it finish.
 
 use crate::conn::{peer_windows, Conn};
 use crate::window::{resolve, resolve_one, Piece};
@@ -80,11 +82,30 @@ fn copy_all(dst: &[Piece], src: &[Piece], len: usize, ordered: bool) -> Result<(
 }
 
 impl Conn {
+    /// Run one RMA of this side under a ticket, so fences see it complete in order
+    /// (`remora_sys::msgring`'s RMA ring): a fence mark covers exactly the RMAs started
+    /// before it, whatever order they finish in.
     fn rma<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        self.region.rma_started(self.side).fetch_add(1, Ordering::AcqRel);
+        let ticket = self.region.rma_begin(self.side);
+        if !self.region.rma_has_room(self.side, ticket) {
+            self.wait_for_room(ticket);
+        }
         let r = f();
-        self.region.rma_done(self.side).fetch_add(1, Ordering::AcqRel);
+        self.region.rma_end(self.side, ticket);
         r
+    }
+
+    /// Wait until `ticket` may start (fewer than `RMA_RING_BITS` RMAs before it still in
+    /// flight): spin briefly, then sleep.
+    fn wait_for_room(&self, ticket: u64) {
+        let start = Instant::now();
+        while !self.region.rma_has_room(self.side, ticket) {
+            if start.elapsed() < Duration::from_micros(50) {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
     }
 
     fn wait_done(&self, side: usize, target: u64) -> Result<()> {

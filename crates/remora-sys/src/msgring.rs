@@ -33,6 +33,9 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+mod rma;
+pub use rma::RMA_RING_BITS;
+
 const SLOT: usize = 64;
 /// Payload bytes per slot.
 pub const PAYLOAD: usize = SLOT - 12;
@@ -94,6 +97,11 @@ const CLOSED: usize = 0;
 const WIN_GEN: usize = 4;
 const RMA_STARTED: usize = 64;
 const RMA_DONE: usize = 72;
+const RMA_ADVANCING: usize = 80;
+// The RMA completion rings (see `rma`): one per side, after the side words.
+const fn rma_ring_base(s: usize) -> usize {
+    2816 + (s & 1) * (RMA_RING_BITS as usize / 8)
+}
 // Within a slot.
 const S_SEQ: usize = 0;
 const S_WAITER: usize = 4;
@@ -425,9 +433,21 @@ impl MsgRegion {
         self.u64(side_base(s) + RMA_STARTED)
     }
 
-    /// RMAs side `s` has finished.
+    /// RMAs side `s` has finished, in ticket order: every RMA whose ticket (the value of
+    /// [`MsgRegion::rma_started`] it took) is below it has completed.
     pub fn rma_done(&self, s: usize) -> &AtomicU64 {
         self.u64(side_base(s) + RMA_DONE)
+    }
+
+    /// The word of side `s`'s completion ring that holds the bit of `ticket`, and the bit.
+    fn rma_bit(&self, s: usize, ticket: u64) -> (&AtomicU64, u64) {
+        let bit = ticket % RMA_RING_BITS;
+        (self.u64(rma_ring_base(s) + (bit / 64) as usize * 8), 1 << (bit % 64))
+    }
+
+    /// Raised while a thread advances side `s`'s [`MsgRegion::rma_done`].
+    fn rma_advancing(&self, s: usize) -> &AtomicU32 {
+        self.u32(side_base(s) + RMA_ADVANCING)
     }
 }
 
