@@ -402,7 +402,8 @@ int scif_fence_wait(scif_epd_t epd, int mark);
  * roff (SCIF_SIGNAL_REMOTE).  Offsets need 4-byte (DWORD) alignment only.
  * Returns 0 without waiting.  Errors: ECONNRESET, EINVAL (flags, or an
  * offset not 4-byte aligned), ENODEV, ENOTCONN, ENXIO (offset outside the
- * windows). */
+ * windows, or its 8 bytes across a window's end), EPERM (the window is not
+ * registered SCIF_PROT_WRITE, as the driver's window query answers). */
 int scif_fence_signal(scif_epd_t epd, off_t loff, uint64_t lval, off_t roff,
                       uint64_t rval, int flags);
 

@@ -20,6 +20,7 @@ pub(crate) fn errno_of(e: &Error) -> c_int {
         Error::AddrInUse => Errno::ADDRINUSE,
         Error::Again => Errno::AGAIN,
         Error::Access => Errno::ACCESS,
+        Error::Permission => Errno::PERM,
         Error::NoWindow => Errno::NXIO,
         Error::Fault => Errno::FAULT,
         Error::NoSpace => Errno::NOSPC,

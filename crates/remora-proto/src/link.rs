@@ -343,7 +343,9 @@ pub enum ScifPeerRequest {
         offset: u64,
         /// Bytes.
         len: u64,
-        /// `SCIF_PROT_READ` (1) | `SCIF_PROT_WRITE` (2).
+        /// `SCIF_PROT_READ` (1) | `SCIF_PROT_WRITE` (2), and
+        /// [`SCIF_CHECK_ONE_WINDOW`](crate::SCIF_CHECK_ONE_WINDOW) for a range that must
+        /// lie in one window.
         prot: u8,
     },
     /// RMA: read bytes of the registered windows of the peer on the answering node.

@@ -90,7 +90,8 @@ pub enum ScifRequest {
         offset: u64,
         /// Bytes.
         len: u64,
-        /// `SCIF_PROT_READ` (1) | `SCIF_PROT_WRITE` (2).
+        /// `SCIF_PROT_READ` (1) | `SCIF_PROT_WRITE` (2), and [`SCIF_CHECK_ONE_WINDOW`]
+        /// for a range that must lie in one window.
         prot: u8,
     },
     /// RMA from the peer's registered windows when the peer is on another host.
@@ -122,6 +123,10 @@ pub enum ScifRequest {
         from_port: u16,
     },
 }
+
+/// In [`ScifRequest::RemoteCheck`]'s `prot`: the range must lie in one window (a fence
+/// signal's target). A node that does not know the bit ignores it.
+pub const SCIF_CHECK_ONE_WINDOW: u8 = 4;
 
 /// At most this many windows per [`ScifRequest::Windows`] answer.
 pub const SCIF_WINDOWS_PER_REPLY: usize = 16;

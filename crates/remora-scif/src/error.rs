@@ -36,6 +36,10 @@ pub enum Error {
     /// Not allowed: a privileged port, or a window without the needed protection (`EACCES`).
     #[error("permission denied")]
     Access,
+    /// A fence signal into a window registered without write (`EPERM`, the kernel's
+    /// window query on a protection mismatch).
+    #[error("operation not permitted")]
+    Permission,
     /// A range outside the registered windows (`ENXIO`).
     #[error("range not in a registered window")]
     NoWindow,

@@ -9,11 +9,14 @@
 //! (`remora_sys::msgring`'s RMA ring): a fence mark is a count of started RMAs, reached
 //! when every RMA before it has completed, however the RMAs after it finish.
 
+use crate::conn::Win;
 use crate::conn::{peer_windows, Conn};
 use crate::window::{resolve, resolve_one, Piece};
 use crate::{Endpoint, Error, Result};
 use remora_client::dsm::{Sink, Source};
+use remora_sys::Mapping;
 use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// `rma_flags`.
@@ -382,11 +385,14 @@ impl Endpoint {
 
     /// `scif_fence_signal`: once the RMAs started so far (by `init`) have completed, store
     /// `local.1` at our registered offset `local.0` and/or `remote.1` at the peer's
-    /// registered offset `remote.0` (DWORD-aligned offsets inside windows).
+    /// registered offset `remote.0` (DWORD-aligned offsets). As the kernel's window query,
+    /// each 8-byte target must lie in one window registered writable.
     ///
     /// # Errors
     /// [`Error::Invalid`] for offsets not 4-byte aligned or neither target, [`Error::NoWindow`]
-    /// when an offset is outside the windows, [`Error::NotConnected`], [`Error::Reset`].
+    /// when a target is outside the windows or runs past the end of its window,
+    /// [`Error::Permission`] when its window is not writable, [`Error::NotConnected`],
+    /// [`Error::Reset`].
     pub fn fence_signal(
         &self,
         local: Option<(u64, u64)>,
@@ -400,38 +406,76 @@ impl Endpoint {
         if local.iter().chain(remote.iter()).any(|(off, _)| off % 4 != 0) {
             return Err(Error::Invalid("signal offsets must be 4-byte (DWORD) aligned".into()));
         }
-        let lw = local.map(|(off, v)| resolve(&c.windows(false)?, off, 8, 0).map(|p| (p, v))).transpose()?;
+        let lw = local.map(|(off, v)| signal_target(&c.windows(false)?, off).map(|t| (t, v))).transpose()?;
         if c.remote {
+            if let Some((off, _)) = remote {
+                c.check_remote_signal(off)?;
+            }
             let mark = self.fence_mark(init)?;
             self.fence_wait(mark)?;
             if let Some((off, v)) = remote {
-                c.remote_write(off, Source::Buf(&v.to_ne_bytes()))?;
+                c.remote_write(off, Source::Buf(&v.to_ne_bytes())).map_err(signal_error)?;
             }
-            return self.store_signals(lw.into_iter().collect());
+            return store_signals(lw.into_iter().collect());
         }
-        let rw = remote.map(|(off, v)| resolve(&c.windows(true)?, off, 8, 0).map(|p| (p, v))).transpose()?;
+        let rw = remote.map(|(off, v)| signal_target(&c.windows(true)?, off).map(|t| (t, v))).transpose()?;
         let mark = self.fence_mark(init)?;
         self.fence_wait(mark)?;
-        self.store_signals(lw.into_iter().chain(rw).collect())
+        store_signals(lw.into_iter().chain(rw).collect())
     }
+}
 
-    fn store_signals(&self, targets: Vec<(Vec<Piece>, u64)>) -> Result<()> {
-        for (pieces, v) in targets {
-            let (m, off, _) = &pieces[0];
-            match (pieces.len(), m.atomic_u64(*off)) {
-                (1, Some(a)) => a.store(v, Ordering::Release),
-                _ => {
-                    // Only DWORD-aligned (or split across windows): plain stores, in order.
-                    let bytes = v.to_ne_bytes();
-                    let mut at = 0;
-                    for (m, off, n) in &pieces {
-                        m.write(*off, &bytes[at..at + n]).map_err(|e| Error::NoMemory(e.to_string()))?;
-                        at += n;
-                    }
-                    fence(Ordering::Release);
-                }
+/// The window of a fence signal's 8 bytes at `off`: the mapping and the offset in it.
+/// One window, registered writable (the kernel's `scif_query_window` for a signal:
+/// `ENXIO` outside the windows or across a window's end, `EPERM` without write).
+fn signal_target(list: &[Win], off: u64) -> Result<(Arc<Mapping>, usize)> {
+    let i = list.partition_point(|w| w.info.offset <= off).checked_sub(1).ok_or(Error::NoWindow)?;
+    let w = &list[i];
+    let w_end = w.info.offset + w.info.len;
+    if off >= w_end {
+        return Err(Error::NoWindow);
+    }
+    if w.info.prot & 2 == 0 {
+        return Err(Error::Permission);
+    }
+    if off + 8 > w_end {
+        return Err(Error::NoWindow);
+    }
+    Ok((w.map.clone(), (off - w.info.offset) as usize))
+}
+
+/// A refused signal store's error: a window without write is `EPERM` for a signal.
+fn signal_error(e: Error) -> Error {
+    match e {
+        Error::Access => Error::Permission,
+        other => other,
+    }
+}
+
+impl Conn {
+    /// The far peer's window of a signal at `off`: one window, writable (the far node's
+    /// check, told to refuse a range of more than one window).
+    fn check_remote_signal(&self, off: u64) -> Result<()> {
+        let req = remora_proto::Request::Scif(remora_proto::ScifRequest::RemoteCheck {
+            offset: off,
+            len: 8,
+            prot: 2 | remora_proto::SCIF_CHECK_ONE_WINDOW,
+        });
+        self.session.request(req, &[]).map(|_| ()).map_err(|e| signal_error(e.into()))
+    }
+}
+
+/// Store each signal value, 8 bytes at once when the offset allows.
+fn store_signals(targets: Vec<((Arc<Mapping>, usize), u64)>) -> Result<()> {
+    for ((m, off), v) in targets {
+        match m.atomic_u64(off) {
+            Some(a) => a.store(v, Ordering::Release),
+            None => {
+                // Only DWORD-aligned: a plain store, ordered before what follows.
+                m.write(off, &v.to_ne_bytes()).map_err(|e| Error::NoMemory(e.to_string()))?;
+                fence(Ordering::Release);
             }
         }
-        Ok(())
     }
+    Ok(())
 }

@@ -8,7 +8,7 @@ use super::relay;
 use crate::transport::{FlowUse, PeerMemory};
 use crate::{Node, Stats};
 use remora_proto::link::{PeerReply, ScifPeerRequest};
-use remora_proto::{Error, MAX_DATA_IO};
+use remora_proto::{Error, MAX_DATA_IO, SCIF_CHECK_ONE_WINDOW};
 use remora_sys::Mapping;
 use std::sync::{Arc, Weak};
 
@@ -51,7 +51,11 @@ pub(crate) async fn serve(
             Ok(PeerReply::Ok)
         }
         ScifPeerRequest::Check { conn, offset, len, prot } => {
-            node.scif().remote_rma_pieces(from, conn, offset, len, prot & 3).map(|_| PeerReply::Ok)
+            let pieces = node.scif().remote_rma_pieces(from, conn, offset, len, prot & 3)?;
+            if prot & SCIF_CHECK_ONE_WINDOW != 0 && pieces.len() > 1 {
+                return Err(Error::OutOfRange);
+            }
+            Ok(PeerReply::Ok)
         }
         ScifPeerRequest::Read { conn, offset, len } => {
             if len as usize > MAX_DATA_IO {
