@@ -72,15 +72,17 @@ pub(crate) fn inval(why: &str) -> Error {
 /// cancelled (the wait then goes on in a new slice).
 pub(crate) const SLICE: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// A blocking transfer of `len` bytes (`scif_send`, `scif_recv` with the blocking flag)
-/// as a cancellation point: `slice(done)` moves bytes from offset `done` on, sleeping at
+/// The rest of a blocking transfer of `len` bytes (`scif_send`, `scif_recv` with the
+/// blocking flag) whose first slice moved `done`, as a cancellation point: `slice(done)`
+/// moves bytes from offset `done` on, sleeping at
 /// most [`SLICE`], and returns how many it moved (or -1, errno set); between two slices, at
 /// the entry point's outermost frame and outside the guard, a pending cancel of the thread
 /// acts, as in a blocking system call. An error after some bytes moved returns their
 /// count, as one blocking call does.
-pub(crate) fn in_slices(len: usize, mut slice: impl FnMut(usize) -> c_int) -> c_int {
-    let mut done = 0usize;
+pub(crate) fn in_slices(done: usize, len: usize, mut slice: impl FnMut(usize) -> c_int) -> c_int {
+    let mut done = done;
     loop {
+        remora_sys::cancel::point();
         let r = slice(done);
         if r < 0 {
             return if done > 0 { done as c_int } else { r };
@@ -89,6 +91,5 @@ pub(crate) fn in_slices(len: usize, mut slice: impl FnMut(usize) -> c_int) -> c_
         if done >= len {
             return done as c_int;
         }
-        remora_sys::cancel::point();
     }
 }

@@ -51,10 +51,22 @@ fn send(epd: scif_epd_t, data: &[u8], flags: c_int) -> c_int {
             })
         });
     }
-    if guard(-1, || hold(epd, checked(), true)) < 0 {
-        return -1;
+    // The first slice in one call (a send that ends there, the common case, costs what it
+    // did before slices); the side stays held for the rest.
+    let first = guard(-1, || {
+        with_ep(epd, |e| {
+            checked()?;
+            let (n, held) = e.send_first(data, SLICE)?;
+            keep(held);
+            Ok(n as c_int)
+        })
+    });
+    if first < 0 || first as usize == data.len() {
+        return first;
     }
-    let r = in_slices(data.len(), |done| guard(-1, || with_held(|h| h.send_for(&data[done..], SLICE))));
+    let r = in_slices(first as usize, data.len(), |done| {
+        guard(-1, || with_held(|h| h.send_for(&data[done..], SLICE)))
+    });
     HELD.with(|m| m.borrow_mut().take());
     r
 }
@@ -104,10 +116,22 @@ fn recv(epd: scif_epd_t, buf: &mut [u8], flags: c_int) -> c_int {
             })
         });
     }
-    if guard(-1, || hold(epd, checked(buf.len()), false)) < 0 {
-        return -1;
+    // As for sends: the first slice in one call, the side held for the rest.
+    let len = buf.len();
+    let first = guard(-1, || {
+        with_ep(epd, |e| {
+            checked(len)?;
+            let (n, held) = e.recv_first(buf, SLICE)?;
+            keep(held);
+            Ok(n as c_int)
+        })
+    });
+    if first < 0 || first as usize == len {
+        return first;
     }
-    let r = in_slices(buf.len(), |done| guard(-1, || with_held(|h| h.recv_for(&mut buf[done..], SLICE))));
+    let r = in_slices(first as usize, len, |done| {
+        guard(-1, || with_held(|h| h.recv_for(&mut buf[done..], SLICE)))
+    });
     HELD.with(|m| m.borrow_mut().take());
     r
 }
@@ -121,17 +145,14 @@ thread_local! {
     static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
 }
 
-/// Hold the sending (`send`) or receiving side of endpoint `epd` for a blocking transfer
-/// (after the call's own checks).
-fn hold(epd: scif_epd_t, checked: Result<(), Error>, send: bool) -> Result<c_int, Error> {
-    checked?;
-    let e = ep(epd)?;
-    let h = if send { e.hold_send()? } else { e.hold_recv()? };
-    HELD.with(|m| *m.borrow_mut() = Some(h));
-    Ok(0)
+/// Keep the side a first slice left held for the next slices (nothing when it ended).
+fn keep(held: Option<Held>) {
+    if held.is_some() {
+        HELD.with(|m| *m.borrow_mut() = held);
+    }
 }
 
-/// One slice of the transfer [`hold`] began.
+/// One slice of the transfer a first slice began ([`keep`]).
 fn with_held(slice: impl FnOnce(&Held) -> Result<usize, Error>) -> Result<c_int, Error> {
     HELD.with(|m| m.borrow().as_ref().map(|h| slice(h).map(|n| n as c_int)))
         .unwrap_or(Err(Error::BadEndpoint))

@@ -47,6 +47,44 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// The first slice of a blocking `scif_send` made in slices: holds the sending side,
+    /// sends for at most `slice`, and returns the bytes queued with, when some of `data`
+    /// is left, the side still held for the next slices ([`Held::send_for`]). A send that
+    /// ends in its first slice (the common case) costs no more than [`Endpoint::send`].
+    ///
+    /// # Errors
+    /// As [`Endpoint::send`].
+    pub fn send_first(&self, data: &[u8], slice: Duration) -> Result<(usize, Option<Held>)> {
+        let c = self.live_conn()?;
+        let g = c.send_lock.lock();
+        let n = self.send_inner(data, true, Limit::of(slice), true)?;
+        if n == data.len() {
+            return Ok((n, None));
+        }
+        // Kept held: the `Held` lets it go.
+        std::mem::forget(g);
+        Ok((n, Some(Held { ep: self.clone(), conn: c.clone(), send: true })))
+    }
+
+    /// The first slice of a blocking `scif_recv` made in slices, as
+    /// [`Endpoint::send_first`]: the bytes taken, and the receiving side still held when
+    /// `buf` is not full yet ([`Held::recv_for`]).
+    ///
+    /// # Errors
+    /// As [`Endpoint::recv`].
+    pub fn recv_first(&self, buf: &mut [u8], slice: Duration) -> Result<(usize, Option<Held>)> {
+        let c = self.conn()?;
+        let g = c.recv_lock.lock();
+        let n = self.recv_inner(buf, true, Limit::of(slice), true)?;
+        if n == buf.len() {
+            return Ok((n, None));
+        }
+        std::mem::forget(g);
+        Ok((n, Some(Held { ep: self.clone(), conn: c.clone(), send: false })))
+    }
+}
+
 impl Held {
     /// One slice of a blocking `scif_send`: sleeps for room at most `slice` in all and
     /// returns the bytes queued by then (all of `data`, or fewer, possibly none).
