@@ -136,13 +136,16 @@ pub extern "C-unwind" fn scif_writeto(
 }
 
 /// The checks `scif_vreadfrom` and `scif_vwriteto` share, then `op` on the endpoint with
-/// the buffer's address, the offset and the flags.
+/// the buffer's address, the offset and the flags. The buffer must be mapped readable, and
+/// writable when the RMA `fills` it (`scif_vreadfrom`): else `EFAULT`, as the driver's
+/// copy from or to user memory answers, rather than a fault in our copy.
 fn v_rma(
     epd: scif_epd_t,
     addr: *mut c_void,
     len: usize,
     off: i64,
     rma: c_int,
+    fills: bool,
     op: impl FnOnce(&Endpoint, *mut u8, u64, RmaFlags) -> Result<(), Error>,
 ) -> c_int {
     guard(-1, || {
@@ -155,6 +158,7 @@ fn v_rma(
         if len == 0 {
             return Err(inval("zero length"));
         }
+        remora_sys::probe::user_range(addr as usize, len, fills).map_err(|_| Error::Fault)?;
         op(&e, addr as *mut u8, o, f)?;
         Ok(0)
     })
@@ -163,7 +167,8 @@ fn v_rma(
 /// `scif_vreadfrom`.
 ///
 /// # Safety
-/// `addr` points to `len` writable bytes.
+/// `addr` points to `len` bytes the program lets the library write, or to memory not
+/// mapped writable (`EFAULT`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn scif_vreadfrom(
     epd: scif_epd_t,
@@ -172,8 +177,9 @@ pub unsafe extern "C-unwind" fn scif_vreadfrom(
     off: i64,
     rma: c_int,
 ) -> c_int {
-    v_rma(epd, addr, len, off, rma, |e, p, o, f| {
-        // SAFETY: `p` is non-NULL (checked) and, by the contract, `len` writable bytes.
+    v_rma(epd, addr, len, off, rma, true, |e, p, o, f| {
+        // SAFETY: `p` is non-NULL and its `len` bytes mapped writable (both checked) and, by
+        // the contract, not memory Rust code of this process holds references to.
         let buf = unsafe { std::slice::from_raw_parts_mut(p, len) };
         e.vread_from(buf, o, f)
     })
@@ -182,7 +188,8 @@ pub unsafe extern "C-unwind" fn scif_vreadfrom(
 /// `scif_vwriteto`.
 ///
 /// # Safety
-/// `addr` points to `len` readable bytes.
+/// `addr` points to `len` bytes the program lets the library read, or to memory not
+/// mapped readable (`EFAULT`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn scif_vwriteto(
     epd: scif_epd_t,
@@ -191,8 +198,8 @@ pub unsafe extern "C-unwind" fn scif_vwriteto(
     off: i64,
     rma: c_int,
 ) -> c_int {
-    v_rma(epd, addr, len, off, rma, |e, p, o, f| {
-        // SAFETY: `p` is non-NULL (checked) and, by the contract, `len` readable bytes.
+    v_rma(epd, addr, len, off, rma, false, |e, p, o, f| {
+        // SAFETY: `p` is non-NULL and its `len` bytes mapped readable (both checked).
         let data = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
         e.vwrite_to(data, o, f)
     })

@@ -37,6 +37,12 @@ fn scif_error_cases_get_documented_errno() {
 }
 
 #[test]
+fn scif_rma_given_bad_memory_fails_efault_and_fence_signal_needs_a_writable_window() {
+    let env = Env::new();
+    env.passes(&env.build_scif(&root().join("tests/c/scif/scif_rma_bad.c")), 4, "PASS");
+}
+
+#[test]
 fn scif_threads_cancelled_in_blocking_calls_end_alone_and_leave_the_library_usable() {
     let env = Env::new();
     env.passes(&env.build_scif(&root().join("tests/c/scif/scif_cancel.c")), 4, "PASS");

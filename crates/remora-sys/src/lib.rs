@@ -27,6 +27,7 @@ pub mod mapping;
 pub mod memfd;
 pub mod msgring;
 pub mod poller;
+pub mod probe;
 pub mod sched;
 pub mod seqpacket;
 pub mod sync;
