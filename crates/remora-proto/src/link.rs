@@ -368,6 +368,15 @@ pub enum ScifPeerRequest {
         /// The asking node's handle of the connection (for data and close it sends back).
         conn: u64,
     },
+    /// The RMA counts of the answering node's end of a connection (started, completed in
+    /// ticket order), as [`ScifRequest::PeerRmaCounts`](crate::ScifRequest::PeerRmaCounts)
+    /// asks them: two little-endian `u64` in [`PeerReply::Data`].
+    RmaCounts {
+        /// The answering node's connection handle.
+        conn: u64,
+        /// The completed count to wait for first (bounded), or none.
+        until: Option<u64>,
+    },
 }
 
 /// What the answering node says.

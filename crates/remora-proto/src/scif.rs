@@ -122,6 +122,30 @@ pub enum ScifRequest {
         /// The connecting endpoint's port.
         from_port: u16,
     },
+    /// The RMA counts of this endpoint's peer on another host, for `SCIF_FENCE_INIT_PEER`:
+    /// the RMAs it has started and those completed in ticket order (see
+    /// `remora_sys::msgring`), as two little-endian `u64` in [`Reply::Data`](crate::Reply::Data).
+    /// With `until` (a fence mark's count, modulo 2^[`SCIF_MARK_BITS`]), the peer's node
+    /// first waits, at most [`SCIF_RMA_WAIT_MS`], until the completed count reaches it.
+    PeerRmaCounts {
+        /// The count to wait for, or none.
+        until: Option<u64>,
+    },
+}
+
+/// The bits of the RMA counts a SCIF fence mark holds (a mark is a non-negative C `int`,
+/// with one bit for whose RMAs it counts).
+pub const SCIF_MARK_BITS: u32 = 30;
+
+/// How long a node waits in one [`ScifRequest::PeerRmaCounts`] with `until` before it
+/// answers the counts as they are (the caller asks again).
+pub const SCIF_RMA_WAIT_MS: u64 = 200;
+
+/// Whether a completed-RMA count `done` has reached the fence mark count `mark` (both taken
+/// modulo 2^[`SCIF_MARK_BITS`]; a count less than half that range ahead counts as reached).
+pub fn scif_mark_reached(done: u64, mark: u64) -> bool {
+    let mask = (1u64 << SCIF_MARK_BITS) - 1;
+    (done.wrapping_sub(mark) & mask) < (1 << (SCIF_MARK_BITS - 1))
 }
 
 /// In [`ScifRequest::RemoteCheck`]'s `prot`: the range must lie in one window (a fence

@@ -14,6 +14,7 @@ use crate::conn::{peer_windows, Conn};
 use crate::window::{resolve, resolve_one, Piece};
 use crate::{Endpoint, Error, Result};
 use remora_client::dsm::{Sink, Source};
+use remora_proto::scif_mark_reached;
 use remora_sys::Mapping;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
@@ -41,7 +42,7 @@ pub enum FenceInit {
     Peer,
 }
 
-const MARK_BITS: u32 = 30;
+const MARK_BITS: u32 = remora_proto::SCIF_MARK_BITS;
 const MARK_MASK: u64 = (1 << MARK_BITS) - 1;
 
 /// Copy `len` bytes from the `src` pieces to the `dst` pieces, skipping the first `skip`.
@@ -112,10 +113,7 @@ impl Conn {
     }
 
     fn wait_done(&self, side: usize, target: u64) -> Result<()> {
-        let reached = || {
-            let done = self.region.rma_done(side).load(Ordering::Acquire);
-            (done.wrapping_sub(target) & MARK_MASK) < (1 << (MARK_BITS - 1))
-        };
+        let reached = || scif_mark_reached(self.region.rma_done(side).load(Ordering::Acquire), target);
         let start = Instant::now();
         while !reached() {
             if side != self.side && self.peer_closed() {
@@ -135,6 +133,43 @@ impl Conn {
 }
 
 impl Conn {
+    /// The RMA counts of the peer on another host (started, completed in ticket order), as
+    /// its node reads them in its region; with `until`, once the completed count reaches
+    /// it or a bounded wait ends.
+    fn far_peer_counts(&self, until: Option<u64>) -> Result<(u64, u64)> {
+        let req = remora_proto::Request::Scif(remora_proto::ScifRequest::PeerRmaCounts { until });
+        match self.session.request(req, &[])? {
+            (remora_proto::Reply::Data(v), _) if v.len() == 16 => {
+                let word = |i: usize| u64::from_le_bytes(v[i..i + 8].try_into().expect("8 bytes"));
+                Ok((word(0), word(8)))
+            }
+            (other, _) => Err(Error::Invalid(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    /// Wait until the peer on another host has completed the RMAs before mark count
+    /// `target`: its node answers when they have (or after a bounded wait, and we ask
+    /// again). A peer that is gone has no RMA left in flight.
+    fn wait_far_peer(&self, target: u64) -> Result<()> {
+        loop {
+            if self.peer_closed() {
+                return Ok(());
+            }
+            let asked = Instant::now();
+            match self.far_peer_counts(Some(target)) {
+                Ok((_, done)) if scif_mark_reached(done, target) => return Ok(()),
+                Ok(_) => {
+                    // Answered early without reaching it: the peer's side closed there.
+                    if asked.elapsed() < Duration::from_millis(remora_proto::SCIF_RMA_WAIT_MS / 2) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                Err(Error::Reset | Error::NotConnected) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// RMA into the far peer's windows: over the endpoint's pager flow straight to the
     /// peer's node (from `src` itself: the caller's buffer or our windows' pieces), else (or
     /// for the precise error of a refused store) through the daemons, in chunks.
@@ -354,11 +389,12 @@ impl Endpoint {
             // Stores into maps of the far peer's windows are ordered by fences too.
             remora_client::dsm::settle();
         }
-        let (side, bit) = match init {
-            FenceInit::SelfInit => (c.side, 0),
-            FenceInit::Peer => (1 - c.side, 1),
+        let (started, bit) = match init {
+            FenceInit::SelfInit => (c.region.rma_started(c.side).load(Ordering::Acquire), 0),
+            // The far peer's RMAs are counted in its host's region: ask its node.
+            FenceInit::Peer if c.remote => (c.far_peer_counts(None)?.0, 1),
+            FenceInit::Peer => (c.region.rma_started(1 - c.side).load(Ordering::Acquire), 1),
         };
-        let started = c.region.rma_started(side).load(Ordering::Acquire);
         Ok((((started & MARK_MASK) << 1) | bit) as i32)
     }
 
@@ -373,14 +409,25 @@ impl Endpoint {
         let c = self.conn()?;
         let m = mark as u64;
         let side = if m & 1 == 0 { c.side } else { 1 - c.side };
+        let far = side != c.side && c.remote;
         // A mark names RMAs already started; one ahead of the count was never handed out
         // (waiting on it would never end).
-        let started = c.region.rma_started(side).load(Ordering::Acquire);
+        let started = match far {
+            true => match c.far_peer_counts(None) {
+                Ok((started, _)) => started,
+                Err(Error::Reset | Error::NotConnected) => return Ok(()),
+                Err(e) => return Err(e),
+            },
+            false => c.region.rma_started(side).load(Ordering::Acquire),
+        };
         let ahead = (m >> 1).wrapping_sub(started) & MARK_MASK;
         if ahead != 0 && ahead < (1 << (MARK_BITS - 1)) {
             return Err(Error::Invalid("not a mark this endpoint handed out".into()));
         }
-        c.wait_done(side, m >> 1)
+        match far {
+            true => c.wait_far_peer(m >> 1),
+            false => c.wait_done(side, m >> 1),
+        }
     }
 
     /// `scif_fence_signal`: once the RMAs started so far (by `init`) have completed, store

@@ -85,3 +85,49 @@ fn a_fence_waits_for_an_earlier_rma_a_later_one_overtook() {
     }
     assert!(in_flight >= 3, "the big RMA was still copying at the mark in {in_flight} of 9 rounds");
 }
+
+/// The peer on another host (nodes joined over TCP): `SCIF_FENCE_INIT_PEER` marks and waits
+/// for the RMAs the far process started, which stream into our windows through its node.
+#[test]
+fn a_peer_fence_across_hosts_waits_for_the_far_peers_rma() {
+    const FAR: usize = 32 << 20;
+    let h = over_tcp(&[4, 8]);
+    wait_for_link(&h);
+    let (c, s) = pair(&h, 8, 4);
+    let csrc = anon(FAR);
+    let sdst = anon(FAR + PG);
+    let coff = c.register(csrc, 0, Prot::RW, true).unwrap();
+    let soff = s.register(sdst, 0, Prot::RW, true).unwrap();
+    let flag = FAR as u64;
+    let mut in_flight = 0;
+    for round in 0..4u8 {
+        let v = round + 1;
+        csrc.write(0, &vec![v; FAR]).unwrap();
+        let c2 = c.clone();
+        let big = std::thread::spawn(move || c2.write_to(coff, FAR, soff, RmaFlags::default()).unwrap());
+        while byte_at(&sdst, 0) != v {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let copying = byte_at(&sdst, FAR - 1) != v;
+        if round % 2 == 0 {
+            let mark = s.fence_mark(FenceInit::Peer).unwrap();
+            s.fence_wait(mark).unwrap();
+        } else {
+            s.fence_signal(Some((soff + flag, v as u64)), None, FenceInit::Peer).unwrap();
+        }
+        let last = byte_at(&sdst, FAR - 1);
+        big.join().unwrap();
+        if copying {
+            in_flight += 1;
+            assert_eq!(
+                last, v,
+                "round {round}: the peer fence passed while the far peer's RMA still streamed"
+            );
+        }
+    }
+    assert!(in_flight >= 2, "the far RMA was still streaming at the mark in {in_flight} of 4 rounds");
+    // Marks of the far peer's RMAs stay marks: one never handed out is refused.
+    let mark = s.fence_mark(FenceInit::Peer).unwrap();
+    s.fence_wait(mark).unwrap();
+    assert!(matches!(s.fence_wait(mark + 2000), Err(Error::Invalid(_))), "a mark never handed out");
+}

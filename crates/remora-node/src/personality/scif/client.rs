@@ -171,6 +171,21 @@ pub(crate) async fn handle(s: &mut Session, req: ScifRequest, mut fds: Vec<Owned
             }
         }
         ScifRequest::Nodes => (Ok(Reply::ScifNodes(s.reachable_nodes())), vec![]),
+        ScifRequest::PeerRmaCounts { until } => {
+            let far = s.node.scif().far_of(sid);
+            let r = match far {
+                Ok((node, conn)) => s
+                    .ask(node, PeerRequest::Scif(ScifPeerRequest::RmaCounts { conn, until }))
+                    .await
+                    .map(|a| a.0),
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(PeerReply::Data(v)) if v.len() == 16 => (Ok(Reply::Data(v)), vec![]),
+                Ok(other) => (Err(Error::Protocol(format!("unexpected answer {other:?}"))), vec![]),
+                Err(e) => (Err(e), vec![]),
+            }
+        }
     }
 }
 

@@ -8,9 +8,12 @@ use super::relay;
 use crate::transport::{FlowUse, PeerMemory};
 use crate::{Node, Stats};
 use remora_proto::link::{PeerReply, ScifPeerRequest};
-use remora_proto::{Error, MAX_DATA_IO, SCIF_CHECK_ONE_WINDOW};
+use remora_proto::{scif_mark_reached, Error, MAX_DATA_IO, SCIF_CHECK_ONE_WINDOW, SCIF_RMA_WAIT_MS};
+use remora_sys::msgring::MsgRegion;
 use remora_sys::Mapping;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 /// Serve one SCIF request of node `from`, whose session here is `sid`.
 ///
@@ -57,6 +60,10 @@ pub(crate) async fn serve(
             }
             Ok(PeerReply::Ok)
         }
+        ScifPeerRequest::RmaCounts { conn, until } => {
+            let (region, side) = node.scif().far_rma_side(from, conn)?;
+            Ok(PeerReply::Data(rma_counts(&region, side, until).await))
+        }
         ScifPeerRequest::Read { conn, offset, len } => {
             if len as usize > MAX_DATA_IO {
                 return Err(Error::IllegalParameter(format!("read of {len} bytes")));
@@ -71,6 +78,26 @@ pub(crate) async fn serve(
             Ok(PeerReply::Data(out))
         }
     }
+}
+
+/// The RMA counts of `side` of `region` (started, then completed in ticket order, each a
+/// little-endian `u64`), once the completed count reaches `until` (a fence mark's), the
+/// side closes, or [`SCIF_RMA_WAIT_MS`] passed.
+async fn rma_counts(region: &MsgRegion, side: usize, until: Option<u64>) -> Vec<u8> {
+    if let Some(mark) = until {
+        let deadline = Instant::now() + Duration::from_millis(SCIF_RMA_WAIT_MS);
+        let mut pause = Duration::from_micros(20);
+        while !scif_mark_reached(region.rma_done(side).load(Ordering::Acquire), mark)
+            && region.closed(side).load(Ordering::Acquire) == 0
+            && Instant::now() < deadline
+        {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(2));
+        }
+    }
+    let started = region.rma_started(side).load(Ordering::Acquire);
+    let done = region.rma_done(side).load(Ordering::Acquire);
+    [started.to_le_bytes(), done.to_le_bytes()].concat()
 }
 
 /// Mappings of the windows that hold `len` bytes at `offset` of this node's end of `conn`,

@@ -69,6 +69,24 @@ impl Books {
         Ok(out)
     }
 
+    /// The region of relayed connection `conn` and the side of it this node's endpoint
+    /// uses, as node `from` (the far end) reaches them: for its `SCIF_FENCE_INIT_PEER`
+    /// fences, which count the RMAs our endpoint started there.
+    ///
+    /// # Errors
+    /// `NotConnected` when `conn` is not a connection of `from`'s.
+    pub fn far_rma_side(
+        &self,
+        from: u32,
+        conn: u64,
+    ) -> Result<(Arc<remora_sys::msgring::MsgRegion>, usize), Error> {
+        let c = self.conns.get(&conn).ok_or(Error::NotConnected)?;
+        match (c.far, c.proxy) {
+            (Some((f, _)), Some(p)) if f == from => Ok((c.region.clone(), 1 - p)),
+            _ => Err(Error::NotConnected),
+        }
+    }
+
     /// `scif_register`: returns the window's offset.
     ///
     /// # Errors
