@@ -158,7 +158,14 @@ fn v_rma(
         if len == 0 {
             return Err(inval("zero length"));
         }
-        remora_sys::probe::user_range(addr as usize, len, fills).map_err(|_| Error::Fault)?;
+        // The kernel's accesses cannot fetch the pages of a map of another host's windows
+        // that this process has not touched yet (its pager serves only the process's own
+        // faults): such a map is good memory, copied from as ever.
+        if remora_sys::probe::user_range(addr as usize, len, fills).is_err()
+            && !remora_scif::in_far_map(addr as usize, len)
+        {
+            return Err(Error::Fault);
+        }
         op(&e, addr as *mut u8, o, f)?;
         Ok(0)
     })
