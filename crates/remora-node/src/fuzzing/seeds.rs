@@ -161,6 +161,7 @@ fn requests() -> Vec<(&'static str, Request)> {
         ("scif_remote_read", Request::Scif(ScifRequest::RemoteRead { offset: 0x10_0000, len: 4096 })),
         ("scif_nodes", Request::Scif(ScifRequest::Nodes)),
         ("scif_pager_flow", Request::Scif(ScifRequest::PagerFlow)),
+        ("scif_peer_rma_counts", Request::Scif(ScifRequest::PeerRmaCounts { until: Some(17) })),
         ("rsm_create", Request::Rsm(RsmRequest::Create { mode: 0o600, signal: 3 })),
         ("rsm_publish", Request::Rsm(RsmRequest::Publish { seg: SEG, id: 0x4000_0001, acl: acl.clone() })),
         ("rsm_republish", Request::Rsm(RsmRequest::Republish { seg: SEG, acl })),
@@ -441,6 +442,10 @@ fn peer_frames() -> Vec<(String, Vec<u8>)> {
         (
             "scif_read",
             req(30, PeerRequest::Scif(ScifPeerRequest::Read { conn: 3, offset: 0x10_0000, len: 512 })),
+        ),
+        (
+            "scif_rma_counts",
+            req(40, PeerRequest::Scif(ScifPeerRequest::RmaCounts { conn: 3, until: Some(17) })),
         ),
         (
             "rsm_connect",
