@@ -64,9 +64,17 @@ fn send(epd: scif_epd_t, data: &[u8], flags: c_int) -> c_int {
     if first < 0 || first as usize == data.len() {
         return first;
     }
-    let r = in_slices(first as usize, data.len(), |done| {
-        guard(-1, || with_held(|h| h.send_for(&data[done..], SLICE)))
-    });
+    send_rest(data, first as usize)
+}
+
+/// The slices of a blocking send after its first, out of the way of the common case (the
+/// thread-local they use costs a lookup in a shared library, which the compiler may
+/// otherwise do at every call).
+#[cold]
+#[inline(never)]
+fn send_rest(data: &[u8], first: usize) -> c_int {
+    let r =
+        in_slices(first, data.len(), |done| guard(-1, || with_held(|h| h.send_for(&data[done..], SLICE))));
     HELD.with(|m| m.borrow_mut().take());
     r
 }
@@ -129,9 +137,15 @@ fn recv(epd: scif_epd_t, buf: &mut [u8], flags: c_int) -> c_int {
     if first < 0 || first as usize == len {
         return first;
     }
-    let r = in_slices(first as usize, len, |done| {
-        guard(-1, || with_held(|h| h.recv_for(&mut buf[done..], SLICE)))
-    });
+    recv_rest(buf, first as usize)
+}
+
+/// The slices of a blocking receive after its first (as [`send_rest`]).
+#[cold]
+#[inline(never)]
+fn recv_rest(buf: &mut [u8], first: usize) -> c_int {
+    let len = buf.len();
+    let r = in_slices(first, len, |done| guard(-1, || with_held(|h| h.recv_for(&mut buf[done..], SLICE))));
     HELD.with(|m| m.borrow_mut().take());
     r
 }
@@ -146,10 +160,17 @@ thread_local! {
 }
 
 /// Keep the side a first slice left held for the next slices (nothing when it ended).
+#[inline(always)]
 fn keep(held: Option<Held>) {
-    if held.is_some() {
-        HELD.with(|m| *m.borrow_mut() = held);
+    if let Some(h) = held {
+        keep_held(h);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn keep_held(h: Held) {
+    HELD.with(|m| *m.borrow_mut() = Some(h));
 }
 
 /// One slice of the transfer a first slice began ([`keep`]).
