@@ -10,12 +10,7 @@ use std::time::Duration;
 const PAGE: usize = 4096;
 const MIB: usize = 1 << 20;
 
-/// Page-aligned memory that lives for the rest of the test process.
-fn pages(n: usize) -> &'static mut [u8] {
-    let mem: &'static mut [u8] = Box::leak(vec![0u8; (n + 1) * PAGE].into_boxed_slice());
-    let skip = (PAGE - mem.as_ptr() as usize % PAGE) % PAGE;
-    &mut mem[skip..skip + n * PAGE]
-}
+use remora_testkit::data::leaked_pages as pages;
 
 /// A region of `len` fresh bytes of this process (not page-aligned on purpose).
 fn region(len: usize) -> UserRegion {

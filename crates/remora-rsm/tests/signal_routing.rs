@@ -6,14 +6,7 @@ use remora_rsm::*;
 use remora_testkit::Harness;
 use std::time::Duration;
 
-const PAGE: usize = 4096;
-
-/// Page-aligned memory that lives for the rest of the test process.
-fn pages(n: usize) -> &'static mut [u8] {
-    let mem: &'static mut [u8] = Box::leak(vec![0u8; (n + 1) * PAGE].into_boxed_slice());
-    let skip = (PAGE - mem.as_ptr() as usize % PAGE) % PAGE;
-    &mut mem[skip..skip + n * PAGE]
-}
+use remora_testkit::data::leaked_pages as pages;
 
 #[test]
 fn an_export_post_reaches_the_importer_connected_after_another_left() {

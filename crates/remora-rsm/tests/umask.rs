@@ -6,14 +6,9 @@ use remora_rsm::*;
 use remora_testkit::Harness;
 use std::process::Command;
 
-const PAGE: usize = 4096;
 const CHILD: &str = "REMORA_TEST_UMASK_CHILD";
 
-fn pages(n: usize) -> &'static mut [u8] {
-    let mem: &'static mut [u8] = Box::leak(vec![0u8; (n + 1) * PAGE].into_boxed_slice());
-    let skip = (PAGE - mem.as_ptr() as usize % PAGE) % PAGE;
-    &mut mem[skip..skip + n * PAGE]
-}
+use remora_testkit::data::leaked_pages as pages;
 
 /// What runs under `strace`: exports created, published and destroyed.
 fn creates() {
