@@ -29,8 +29,10 @@ pub const MAGIC: [u8; 2] = *b"RM";
 /// leaving a group across hosts, [`link::PeerRequest::GroupMembers`], [`Event::GroupLeg`],
 /// [`Request::GroupLegReady`]; 9: [`ServerMsg::Events`], events queued together; 10: a local
 /// segment's events kept by the daemon until its owner asks, [`Request::SegmentEvents`],
-/// [`Event::SegmentEventsOn`]).
-pub const VERSION: u16 = 10;
+/// [`Event::SegmentEventsOn`]; 11: SCIF's RMA counts asked of a far peer's node,
+/// `ScifRequest::PeerRmaCounts`, `ScifPeerRequest::RmaCounts`, and the one-window check
+/// of a fence signal's target).
+pub const VERSION: u16 = 11;
 /// The most events of one local segment a daemon keeps while its owner has not asked for
 /// them ([`Event`]): the one that fills the store sends them all to the owner.
 pub const KEPT_SEGMENT_EVENTS: usize = 256;
