@@ -120,7 +120,9 @@ impl Mapping {
     /// there (`MAP_FIXED`), as `scif_mmap` with `SCIF_MAP_FIXED` does.
     ///
     /// # Errors
-    /// As [`Mapping::new_pieces`]; `EINVAL` when `at` is not page-aligned.
+    /// As [`Mapping::new_pieces`]; `EINVAL` when `at` is not page-aligned. A map at `at`
+    /// that fails after its first step leaves an inaccessible reservation over the range
+    /// (what the program had there is gone, as with a failed `MAP_FIXED`).
     ///
     /// # Safety
     /// With `Some(at)`, the caller owns `at..at+total` (nothing else of the program relies on
@@ -163,9 +165,25 @@ impl Mapping {
                 )
             };
             if let Err(e) = r {
-                // SAFETY: the whole reservation is ours.
-                unsafe {
-                    let _ = rustix::mm::munmap(base.cast(), total);
+                if at.is_some() {
+                    // The caller's range (a reservation of its own, `RSM_MAP_RESERVED`):
+                    // an inaccessible reservation again rather than a hole another mapping
+                    // could land in.
+                    // SAFETY: the range is the caller's by this function's contract, and
+                    // holds only our reservation and pieces now; MAP_FIXED replaces them.
+                    let _ = unsafe {
+                        rustix::mm::mmap_anonymous(
+                            base.cast(),
+                            total,
+                            ProtFlags::empty(),
+                            MapFlags::PRIVATE | MapFlags::NORESERVE | MapFlags::FIXED,
+                        )
+                    };
+                } else {
+                    // SAFETY: the whole reservation is ours.
+                    unsafe {
+                        let _ = rustix::mm::munmap(base.cast(), total);
+                    }
                 }
                 return Err(e.into());
             }
@@ -538,5 +556,34 @@ mod tests {
         let again = Mapping::new(fd.as_fd(), 0, 4096, MapOptions { readonly: false, fixed_addr: Some(addr) })
             .unwrap();
         assert_eq!(again.as_ptr() as usize, addr);
+    }
+
+    /// A placed map over the program's reservation whose second piece cannot be mapped
+    /// leaves an inaccessible reservation there, not a hole.
+    #[test]
+    fn a_failed_placed_map_leaves_a_reservation() {
+        let page = crate::page_size();
+        // SAFETY: a fresh inaccessible reservation at an address the kernel picks.
+        let at = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                2 * page,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::NORESERVE,
+            )
+        }
+        .unwrap() as usize;
+        let good = Memfd::create("g", page as u64).unwrap();
+        // A socket cannot be mapped.
+        let (sock, _other) = std::os::unix::net::UnixStream::pair().unwrap();
+        let pieces = [(good.as_fd(), 0, page), (sock.as_fd(), 0, page)];
+        // SAFETY: the range is the reservation this test made.
+        assert!(unsafe { Mapping::new_pieces_at(&pieces, false, Some(at)) }.is_err());
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let here =
+            maps.lines().find(|l| l.starts_with(&format!("{at:x}-"))).expect("the range is still mapped");
+        assert!(here.contains(&format!("{:x} ---p", at + 2 * page)), "inaccessible, both pages: {here}");
+        // SAFETY: the test's own reservation.
+        unsafe { rustix::mm::munmap(at as *mut _, 2 * page) }.unwrap();
     }
 }
