@@ -15,6 +15,7 @@ use crate::window::{resolve, resolve_one, Piece};
 use crate::{Endpoint, Error, Result};
 use remora_client::dsm::{Sink, Source};
 use remora_proto::scif_mark_reached;
+use remora_sys::msgring::{RmaTicket, RMA_STALL};
 use remora_sys::Mapping;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
@@ -88,45 +89,76 @@ fn copy_all(dst: &[Piece], src: &[Piece], len: usize, ordered: bool) -> Result<(
 impl Conn {
     /// Run one RMA of this side under a ticket, so fences see it complete in order
     /// (`remora_sys::msgring`'s RMA ring): a fence mark covers exactly the RMAs started
-    /// before it, whatever order they finish in.
+    /// before it, whatever order they finish in. The ticket ends when it drops, also when
+    /// `f` panics.
     fn rma<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        let ticket = self.region.rma_begin(self.side);
-        if !self.region.rma_has_room(self.side, ticket) {
-            self.wait_for_room(ticket);
-        }
+        let ticket = self.rma_ticket()?;
         let r = f();
-        self.region.rma_end(self.side, ticket);
+        drop(ticket);
         r
     }
 
-    /// Wait until `ticket` may start (fewer than `RMA_RING_BITS` RMAs before it still in
-    /// flight): spin briefly, then sleep.
-    fn wait_for_room(&self, ticket: u64) {
-        let start = Instant::now();
-        while !self.region.rma_has_room(self.side, ticket) {
-            if start.elapsed() < Duration::from_micros(50) {
-                std::hint::spin_loop();
-            } else {
-                std::thread::sleep(Duration::from_micros(50));
+    /// A ticket that may start: wait for an owner entry, then until fewer than
+    /// `RMA_RING_BITS` RMAs before it are still in flight.
+    fn rma_ticket(&self) -> Result<RmaTicket<'_>> {
+        let mut wait = Stalled::new(self, self.side);
+        let ticket = loop {
+            match self.region.rma_try_begin(self.side) {
+                Some(t) => break t,
+                None => wait.pause()?,
             }
+        };
+        while !ticket.has_room() {
+            // Given up (an error), the ticket is left for a waiter to end once it has room.
+            wait.pause()?;
         }
+        Ok(ticket)
     }
 
     fn wait_done(&self, side: usize, target: u64) -> Result<()> {
-        let reached = || scif_mark_reached(self.region.rma_done(side).load(Ordering::Acquire), target);
-        let start = Instant::now();
-        while !reached() {
-            if side != self.side && self.peer_closed() {
-                return Ok(());
+        let mut wait = Stalled::new(self, side);
+        while !scif_mark_reached(self.region.rma_done(side).load(Ordering::Acquire), target) {
+            match wait.pause() {
+                Err(Error::Reset) if side != self.side && self.peer_closed() => return Ok(()),
+                r => r?,
             }
-            if start.elapsed() < Duration::from_micros(50) {
-                std::hint::spin_loop();
-            } else {
-                if self.session.hung_up() {
-                    return Err(Error::Reset);
-                }
-                std::thread::sleep(Duration::from_micros(50));
-            }
+        }
+        Ok(())
+    }
+}
+
+/// A wait on side `side`'s RMAs: spins briefly, then sleeps; ends in [`Error::Reset`] when
+/// the daemon hung up or the peer closed, and when the done count stands still for
+/// `RMA_STALL` looks for RMAs whose owners are gone (a slow RMA is waited for).
+struct Stalled<'a> {
+    c: &'a Conn,
+    side: usize,
+    start: Instant,
+    done: u64,
+    since: Instant,
+}
+
+impl<'a> Stalled<'a> {
+    fn new(c: &'a Conn, side: usize) -> Self {
+        let now = Instant::now();
+        Stalled { c, side, start: now, done: c.region.rma_done(side).load(Ordering::Acquire), since: now }
+    }
+
+    fn pause(&mut self) -> Result<()> {
+        if self.start.elapsed() < Duration::from_micros(50) {
+            std::hint::spin_loop();
+            return Ok(());
+        }
+        if self.c.peer_closed() || self.c.session.hung_up() {
+            return Err(Error::Reset);
+        }
+        std::thread::sleep(Duration::from_micros(50));
+        let done = self.c.region.rma_done(self.side).load(Ordering::Acquire);
+        if done != self.done {
+            (self.done, self.since) = (done, Instant::now());
+        } else if self.since.elapsed() >= RMA_STALL {
+            self.c.region.rma_recover(self.side);
+            self.since = Instant::now();
         }
         Ok(())
     }
@@ -164,7 +196,7 @@ impl Conn {
                         std::thread::sleep(Duration::from_millis(1));
                     }
                 }
-                Err(Error::Reset | Error::NotConnected) => return Ok(()),
+                Err(Error::Reset) if self.peer_closed() => return Ok(()),
                 Err(e) => return Err(e),
             }
         }
@@ -415,7 +447,8 @@ impl Endpoint {
         let started = match far {
             true => match c.far_peer_counts(None) {
                 Ok((started, _)) => started,
-                Err(Error::Reset | Error::NotConnected) => return Ok(()),
+                // A peer that closed has nothing left in flight.
+                Err(Error::Reset) if c.peer_closed() => return Ok(()),
                 Err(e) => return Err(e),
             },
             false => c.region.rma_started(side).load(Ordering::Acquire),

@@ -34,7 +34,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 mod rma;
-pub use rma::RMA_RING_BITS;
+pub use rma::{RmaTicket, RMA_OWNERS, RMA_RING_BITS, RMA_STALL};
 
 const SLOT: usize = 64;
 /// Payload bytes per slot.
@@ -101,6 +101,10 @@ const RMA_ADVANCING: usize = 80;
 // The RMA completion rings (see `rma`): one per side, after the side words.
 const fn rma_ring_base(s: usize) -> usize {
     2816 + (s & 1) * (RMA_RING_BITS as usize / 8)
+}
+// The owners of the RMAs in flight (see `rma`): one table per side, after the rings.
+const fn rma_owner_base(s: usize) -> usize {
+    3840 + (s & 1) * (rma::RMA_OWNERS * 8)
 }
 // Within a slot.
 const S_SEQ: usize = 0;
@@ -445,9 +449,15 @@ impl MsgRegion {
         (self.u64(rma_ring_base(s) + (bit / 64) as usize * 8), 1 << (bit % 64))
     }
 
-    /// Raised while a thread advances side `s`'s [`MsgRegion::rma_done`].
+    /// The pid of the process whose thread advances side `s`'s [`MsgRegion::rma_done`],
+    /// 0 when none does.
     fn rma_advancing(&self, s: usize) -> &AtomicU32 {
         self.u32(side_base(s) + RMA_ADVANCING)
+    }
+
+    /// Entry `i` (modulo [`rma::RMA_OWNERS`]) of side `s`'s table of RMA owners.
+    fn rma_owner(&self, s: usize, i: usize) -> &AtomicU64 {
+        self.u64(rma_owner_base(s) + (i % rma::RMA_OWNERS) * 8)
     }
 }
 
