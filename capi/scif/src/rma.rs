@@ -158,12 +158,10 @@ fn v_rma(
         if len == 0 {
             return Err(inval("zero length"));
         }
-        // The kernel's accesses cannot fetch the pages of a map of another host's windows
-        // that this process has not touched yet (its pager serves only the process's own
-        // faults): such a map is good memory, copied from as ever.
-        if remora_sys::probe::user_range(addr as usize, len, fills).is_err()
-            && !remora_scif::in_far_map(addr as usize, len)
-        {
+        // Parts in a map of another host's memory (a `scif_mmap` of far windows, a SISCI or
+        // RSM map of a far segment) are judged by the map's protection: the kernel cannot
+        // fetch their untouched pages, which the copy's own faults fill.
+        if remora_sys::probe::user_range(addr as usize, len, fills).is_err() {
             return Err(Error::Fault);
         }
         op(&e, addr as *mut u8, o, f)?;

@@ -46,7 +46,7 @@ pub use connecting::Connecting;
 pub use endpoint::{Accepting, Endpoint};
 pub use error::{Error, Result};
 pub use held::Held;
-pub use maps::{flush_at_exit, in_far_map, munmap_peer, PeerMapping};
+pub use maps::{flush_at_exit, munmap_peer, PeerMapping};
 pub use remora_sys::user_memory::UserRegion;
 pub use rma::{FenceInit, RmaFlags};
 pub use window::{PeerPiece, Prot};

@@ -64,15 +64,6 @@ pub fn munmap_peer(addr: usize) -> bool {
     }
 }
 
-/// Whether `addr..addr+len` lies inside one map [`Endpoint::mmap_peer`] keeps of another
-/// host's windows: memory whose pages a touch of this process fetches (its pager resolves
-/// the fault), though the kernel's own accesses to pages not fetched yet fail.
-pub fn in_far_map(addr: usize, len: usize) -> bool {
-    let Some(end) = addr.checked_add(len) else { return false };
-    let maps = far_maps().lock().unwrap_or_else(|p| p.into_inner());
-    maps.iter().any(|(&base, m)| base <= addr && end <= base + m.len())
-}
-
 /// Send the stores of every map of another host's memory home (at most 5 s), for a process
 /// that exits without unmapping. Never panics; `false` when a home could not be reached.
 pub fn flush_at_exit() -> bool {

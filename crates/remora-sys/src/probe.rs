@@ -15,6 +15,10 @@
 //! range is probed with `process_vm_readv` of one byte per page (and, to write, the same
 //! byte written back with `process_vm_writev`).
 //!
+//! A range inside a map of another host's memory (a region of this process's userfaultfd,
+//! [`crate::uffd::registered_parts`]) is judged by the map's protection instead: the kernel
+//! cannot fetch its missing pages, which only the process's own faults fill.
+//!
 //! The answer holds when it is given: another thread that unmaps the range before the copy
 //! still makes the copy fault, as it would in a system call's own copy after its check.
 
@@ -35,12 +39,41 @@ fn efault() -> io::Error {
 /// Check that `len` bytes at `addr` in this process are mapped readable, and writable when
 /// `write`.
 ///
+/// Parts of the range inside a region of this process's userfaultfd (a map of another
+/// host's memory: [`crate::uffd::registered_parts`]) are good when the region allows the
+/// access (a load always, a store where it is writable): the kernel cannot fetch their
+/// pages (the pager serves only the process's own faults), the copy that follows can. The
+/// rest is asked of the kernel; a range touching no such region costs one system call.
+///
 /// # Errors
 /// `EFAULT` when they are not (or the range wraps around the address space).
 pub fn user_range(addr: usize, len: usize, write: bool) -> io::Result<()> {
     if len == 0 {
         return Ok(());
     }
+    let end = addr.checked_add(len).ok_or_else(efault)?;
+    let parts = crate::uffd::registered_parts(addr, len);
+    if parts.is_empty() {
+        return populated(addr, len, write);
+    }
+    let mut at = addr;
+    for (start, stop, writable) in parts {
+        if at < start {
+            populated(at, start - at, write)?;
+        }
+        if write && !writable {
+            return Err(efault());
+        }
+        at = at.max(stop);
+    }
+    if at < end {
+        populated(at, end - at, write)?;
+    }
+    Ok(())
+}
+
+/// [`user_range`] asked of the kernel alone, `len` > 0.
+fn populated(addr: usize, len: usize, write: bool) -> io::Result<()> {
     let page = crate::page_size();
     let end = addr.checked_add(len).and_then(|e| e.checked_next_multiple_of(page)).ok_or_else(efault)?;
     let start = addr - addr % page;
@@ -176,6 +209,53 @@ mod tests {
     #[test]
     fn bad_ranges_are_efault() {
         check_all(user_range);
+    }
+
+    #[test]
+    fn a_map_of_another_hosts_memory_is_good_as_its_protection_says() {
+        let _one = crate::uffd::tests::ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        let u = match crate::uffd::Uffd::new() {
+            Ok(u) => u,
+            Err(e) => return eprintln!("userfaultfd unavailable here ({e}); skipping"),
+        };
+        let page = crate::page_size();
+        // No pager runs: the pages stay missing, as in a far map nobody touched yet.
+        let rw = u.register(2 * page, false).unwrap();
+        let ro = u.register(2 * page, true).unwrap();
+        assert!(user_range(rw.base() + 5, 2 * page - 5, true).is_ok());
+        assert!(user_range(ro.base(), 2 * page, false).is_ok());
+        assert_eq!(user_range(ro.base() + 1, 10, true).unwrap_err().raw_os_error(), Some(14));
+        // A range running from the map into ordinary memory right after it: each part by
+        // its own rule.
+        let after = rw.base() + 2 * page;
+        // SAFETY: a new private anonymous page, placed only where nothing is mapped
+        // (MAP_FIXED_NOREPLACE); leaked for the test process's life.
+        let got = unsafe {
+            rustix::mm::mmap_anonymous(
+                after as *mut c_void,
+                page,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE,
+            )
+        };
+        match got {
+            Ok(p) if p as usize == after => {
+                assert!(user_range(rw.base() + page, 2 * page, true).is_ok());
+                // SAFETY: our own page just mapped, which nothing else uses.
+                unsafe { rustix::mm::mprotect(p, page, rustix::mm::MprotectFlags::READ) }.unwrap();
+                assert!(user_range(rw.base() + page, 2 * page, false).is_ok());
+                assert_eq!(
+                    user_range(rw.base() + page, 2 * page, true).unwrap_err().raw_os_error(),
+                    Some(14)
+                );
+                // SAFETY: as above.
+                unsafe { rustix::mm::mprotect(p, page, rustix::mm::MprotectFlags::empty()) }.unwrap();
+                assert_eq!(user_range(rw.base(), 3 * page, false).unwrap_err().raw_os_error(), Some(14));
+            }
+            _ => eprintln!("the page after the map is taken; skipped the mixed ranges"),
+        }
+        drop(rw);
+        drop(ro);
     }
 
     #[test]

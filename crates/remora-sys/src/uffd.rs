@@ -118,15 +118,32 @@ pub struct UffdRegion {
     len: usize,
 }
 
-/// The regions of this process that exist (first address, length).
-static REGIONS: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+/// The regions of this process that exist (first address, length, writable).
+static REGIONS: std::sync::Mutex<Vec<(usize, usize, bool)>> = std::sync::Mutex::new(Vec::new());
 
 /// Whether `addr..addr + len` overlaps a registered region of this process: touching it
 /// may wait for the pager (a thread holding something the pager needs must not).
 pub fn overlaps_registered(addr: usize, len: usize) -> bool {
     let end = addr.saturating_add(len);
     let regions = REGIONS.lock().unwrap_or_else(|p| p.into_inner());
-    regions.iter().any(|&(b, l)| addr < b + l && b < end)
+    regions.iter().any(|&(b, l, _)| addr < b + l && b < end)
+}
+
+/// The parts of `addr..addr + len` that lie in registered regions of this process, in
+/// address order, each as (start, end, writable): memory a load of this process fetches
+/// (and a store, where writable) through the pager, though the kernel's own accesses to
+/// pages not fetched yet fail (only user-mode faults are served). Empty, and no
+/// allocation, when the range touches none.
+pub fn registered_parts(addr: usize, len: usize) -> Vec<(usize, usize, bool)> {
+    let end = addr.saturating_add(len);
+    let regions = REGIONS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut parts: Vec<(usize, usize, bool)> = regions
+        .iter()
+        .filter(|&&(b, l, _)| addr < b + l && b < end)
+        .map(|&(b, l, w)| (b.max(addr), (b + l).min(end), w))
+        .collect();
+    parts.sort_unstable_by_key(|p| p.0);
+    parts
 }
 
 /// One fault.
@@ -194,7 +211,7 @@ impl Uffd {
         }
         .map_err(err)? as usize;
         let region = UffdRegion { base, len };
-        REGIONS.lock().unwrap_or_else(|p| p.into_inner()).push((base, len));
+        REGIONS.lock().unwrap_or_else(|p| p.into_inner()).push((base, len, !readonly));
         let mut reg = Register {
             range: Range { start: base as u64, len: len as u64 },
             mode: REGISTER_MODE_MISSING | if readonly { 0 } else { REGISTER_MODE_WP },
@@ -452,7 +469,7 @@ impl UffdRegion {
 
 impl Drop for UffdRegion {
     fn drop(&mut self) {
-        REGIONS.lock().unwrap_or_else(|p| p.into_inner()).retain(|&(b, _)| b != self.base);
+        REGIONS.lock().unwrap_or_else(|p| p.into_inner()).retain(|&(b, _, _)| b != self.base);
         // SAFETY: the region's own mapping, no longer registered or used.
         unsafe {
             let _ = rustix::mm::munmap(self.base as *mut _, self.len);
@@ -461,14 +478,14 @@ impl Drop for UffdRegion {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
 
     /// The tests that register regions run one at a time (a region freed by one may come
     /// back at the same address in another).
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    pub(crate) static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     #[test]
     fn registered_regions_are_known_while_they_live() {
