@@ -180,20 +180,28 @@ impl Conn {
     }
 
     /// Wait until the peer on another host has completed the RMAs before mark count
-    /// `target`: its node answers when they have (or after a bounded wait, and we ask
-    /// again). A peer that is gone has no RMA left in flight.
+    /// `target`. Its node is asked for the counts without waiting (a waiting request would
+    /// hold up the session's other requests at the nodes), backing off to 2 ms between
+    /// asks; when the completed count stood still for `RMA_STALL`, one ask lets the node
+    /// wait (at most `SCIF_RMA_WAIT_MS`), and it first ends the tickets of RMAs whose
+    /// processes are gone there. A peer that closed has no RMA left in flight.
     fn wait_far_peer(&self, target: u64) -> Result<()> {
+        let mut pause = Duration::from_micros(20);
+        let (mut last, mut since) = (None, Instant::now());
         loop {
             if self.peer_closed() {
                 return Ok(());
             }
-            let asked = Instant::now();
-            match self.far_peer_counts(Some(target)) {
+            let stalled = since.elapsed() >= RMA_STALL;
+            match self.far_peer_counts(stalled.then_some(target)) {
                 Ok((_, done)) if scif_mark_reached(done, target) => return Ok(()),
-                Ok(_) => {
-                    // Answered early without reaching it: the peer's side closed there.
-                    if asked.elapsed() < Duration::from_millis(remora_proto::SCIF_RMA_WAIT_MS / 2) {
-                        std::thread::sleep(Duration::from_millis(1));
+                Ok((_, done)) => {
+                    if stalled || last != Some(done) {
+                        (last, since) = (Some(done), Instant::now());
+                    }
+                    if !stalled {
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(Duration::from_millis(2));
                     }
                 }
                 Err(Error::Reset) if self.peer_closed() => return Ok(()),

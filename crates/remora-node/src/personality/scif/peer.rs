@@ -82,9 +82,13 @@ pub(crate) async fn serve(
 
 /// The RMA counts of `side` of `region` (started, then completed in ticket order, each a
 /// little-endian `u64`), once the completed count reaches `until` (a fence mark's), the
-/// side closes, or [`SCIF_RMA_WAIT_MS`] passed.
+/// side closes, or [`SCIF_RMA_WAIT_MS`] passed. A waiting ask (sent when the count stood
+/// still) first ends the tickets of RMAs whose processes are gone.
 async fn rma_counts(region: &MsgRegion, side: usize, until: Option<u64>) -> Vec<u8> {
     if let Some(mark) = until {
+        if !scif_mark_reached(region.rma_done(side).load(Ordering::Acquire), mark) {
+            region.rma_recover(side);
+        }
         let deadline = Instant::now() + Duration::from_millis(SCIF_RMA_WAIT_MS);
         let mut pause = Duration::from_micros(20);
         while !scif_mark_reached(region.rma_done(side).load(Ordering::Acquire), mark)
