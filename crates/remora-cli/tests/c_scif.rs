@@ -49,6 +49,12 @@ fn scif_threads_cancelled_in_blocking_calls_end_alone_and_leave_the_library_usab
 }
 
 #[test]
+fn scif_rmas_and_fences_go_on_after_a_child_is_killed_mid_rma() {
+    let env = Env::new();
+    env.passes(&env.build_scif(&root().join("tests/c/scif/scif_rma_killed.c")), 4, "PASS");
+}
+
+#[test]
 fn scif_registered_memory_goes_back_after_unregister_unmap_and_close() {
     let env = Env::new();
     env.passes(&env.build_scif(&root().join("tests/c/scif/scif_release.c")), 4, "PASS");
