@@ -10,6 +10,9 @@
 //! the threads it starts later (the DMA engine's workers, which spin; the bulk flows,
 //! which stream; the runtime's blocking pool) start at the ordinary weight instead of
 //! inheriting its priority.
+//!
+//! Also [`own_pid`]: this process's id without a system call each time (RMA tickets name
+//! their owner by it).
 
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 
@@ -27,6 +30,40 @@ struct SchedParam {
 unsafe extern "C" {
     fn sched_setscheduler(pid: c_int, policy: c_int, param: *const SchedParam) -> c_int;
     fn sched_getscheduler(pid: c_int) -> c_int;
+    fn pthread_atfork(
+        prepare: Option<unsafe extern "C" fn()>,
+        parent: Option<unsafe extern "C" fn()>,
+        child: Option<unsafe extern "C" fn()>,
+    ) -> c_int;
+}
+
+/// This process's id, 0 until first asked (and again in a child of `fork`).
+static PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// This process's id, asked of the kernel once (and once again in each child of `fork`,
+/// which a handler registered at the first call tells). `getpid` is a system call in glibc
+/// (since 2.25), some 100 ns in a virtual machine, and an RMA takes the id every time.
+pub fn own_pid() -> u32 {
+    match PID.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => ask_pid(),
+        p => p,
+    }
+}
+
+#[cold]
+fn ask_pid() -> u32 {
+    static ATFORK: std::sync::Once = std::sync::Once::new();
+    ATFORK.call_once(|| {
+        unsafe extern "C" fn forget() {
+            PID.store(0, std::sync::atomic::Ordering::Relaxed);
+        }
+        // SAFETY: registers a handler the C library runs in the child right after `fork`;
+        // it only stores to an atomic, which is safe there (async-signal-safe, no lock).
+        unsafe { pthread_atfork(None, None, Some(forget)) };
+    });
+    let p = rustix::process::getpid().as_raw_nonzero().get() as u32;
+    PID.store(p, std::sync::atomic::Ordering::Relaxed);
+    p
 }
 
 /// Make the calling thread urgent (nice -20) without passing that on to the threads it

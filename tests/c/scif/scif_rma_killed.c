@@ -106,6 +106,10 @@ int main(void)
     CHECK_EQ_Q(scif_register(c, src, BIG, 0, RW, SCIF_MAP_FIXED), 0, "register the source window");
     CHECK_EQ_Q(scif_register(s, dstw, BIG, 0, RW, SCIF_MAP_FIXED), 0, "register the target window");
 
+    /* An RMA of the parent first: the library knows the parent's pid before the fork, and
+     * the child's tickets must still name the child (else nothing would end them). */
+    CHECK_EQ_Q(scif_writeto(c, 0, 4096, 0, SCIF_RMA_SYNC), 0, "an RMA before the fork");
+
     PHASE("kill a child mid-RMA");
     CHECK_EQ_Q(pipe(fds), 0, "pipe");
     fflush(NULL);

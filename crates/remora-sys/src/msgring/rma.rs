@@ -63,7 +63,7 @@ const _: () = assert!(super::rma_owner_base(1) + RMA_OWNERS * 8 <= super::HEADER
 const _: () = assert!(super::rma_ring_base(0) >= super::side_base(1) + 256);
 
 fn own_pid() -> u32 {
-    rustix::process::getpid().as_raw_nonzero().get() as u32
+    crate::sched::own_pid()
 }
 
 /// Whether process `pid` (of this host) may still end its tickets.
