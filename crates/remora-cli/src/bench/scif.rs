@@ -98,13 +98,15 @@ pub fn scif(batch: u32, rounds: u32) -> Result<(), String> {
     let (batch_s, rounds_s) = (batch.to_string(), rounds.to_string());
     let args = ["scif-child", "--raw-path", raw_path.as_str(), "--batch", &batch_s, "--rounds", &rounds_s];
     let (mut child, line) = spawn_responder(child_node, &args)?;
+    // Both processes have the file mapped once the child answered (or the child failed):
+    // its name goes now, so a run cut short leaves nothing in /dev/shm.
+    let _ = std::fs::remove_file(&raw_path);
     let Ok(port) = line.parse::<u16>() else {
         let _ = child.kill();
         return Err(format!("responder failed to start: {line:?}"));
     };
     let result = parent(&scif, child_node, port, &raw, batch, rounds);
     let _ = child.wait();
-    let _ = std::fs::remove_file(&raw_path);
     result?;
     rma_across_hosts()
 }
