@@ -44,19 +44,19 @@ pub enum ScifRequest {
         /// Wait for a request (`SCIF_ACCEPT_SYNC`) rather than fail with `Again`.
         sync: bool,
     },
-    /// `scif_register`: add a window to this endpoint's registered address space. Carries
-    /// the memfd holding the memory. Answer: [`Reply::ScifOffset`](crate::Reply::ScifOffset).
+    /// `scif_register`: add a window to this endpoint's registered address space. The
+    /// window is made of `pieces`, in order, and carries one memfd per piece, in the same
+    /// order (pages that back an earlier window stay in that window's memfd, so one page
+    /// may back several windows). Answer: [`Reply::ScifOffset`](crate::Reply::ScifOffset).
     Register {
         /// Where (`fixed`) or a hint.
         offset: u64,
-        /// Bytes (a page multiple).
-        len: u64,
         /// `SCIF_PROT_READ` (1) | `SCIF_PROT_WRITE` (2).
         prot: u8,
         /// `SCIF_MAP_FIXED`.
         fixed: bool,
-        /// Where the window's memory starts in the memfd.
-        memfd_offset: u64,
+        /// The window's memory, at most [`SCIF_MAX_PIECES`] pieces; its length is theirs.
+        pieces: Vec<ScifPiece>,
     },
     /// `scif_unregister`: remove the windows that `offset..offset+len` covers exactly.
     Unregister {
@@ -66,7 +66,8 @@ pub enum ScifRequest {
         len: u64,
     },
     /// List windows of this endpoint (`peer` false) or of its peer, from `from` on, at
-    /// most [`SCIF_WINDOWS_PER_REPLY`]; one memfd rides along per window.
+    /// most [`SCIF_WINDOWS_PER_REPLY`] and as many as fit with at most
+    /// [`SCIF_PIECES_PER_REPLY`] pieces in all; one memfd rides along per piece.
     Windows {
         /// The peer's windows rather than our own.
         peer: bool,
@@ -155,15 +156,34 @@ pub const SCIF_CHECK_ONE_WINDOW: u8 = 4;
 /// At most this many windows per [`ScifRequest::Windows`] answer.
 pub const SCIF_WINDOWS_PER_REPLY: usize = 16;
 
-/// A registered SCIF window.
+/// At most this many pieces (and memfds) in all per [`ScifRequest::Windows`] answer (the
+/// descriptors one message carries).
+pub const SCIF_PIECES_PER_REPLY: usize = 16;
+
+/// At most this many pieces make one window. An answer of [`ScifRequest::Windows`] that
+/// ends early for want of room therefore holds more than
+/// `SCIF_PIECES_PER_REPLY - SCIF_MAX_PIECES` pieces.
+pub const SCIF_MAX_PIECES: usize = 8;
+
+/// One piece of a window's memory: a run of pages of one memfd (which rides along with
+/// the message, one per piece, in order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScifPiece {
+    /// Where the piece starts in its memfd (a page multiple).
+    pub memfd_offset: u64,
+    /// Bytes (a page multiple).
+    pub len: u64,
+}
+
+/// A registered SCIF window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScifWindow {
     /// Start in the registered address space.
     pub offset: u64,
-    /// Bytes.
+    /// Bytes (the sum of the pieces').
     pub len: u64,
     /// `SCIF_PROT_READ` (1) | `SCIF_PROT_WRITE` (2).
     pub prot: u8,
-    /// Where the window starts in its memfd.
-    pub memfd_offset: u64,
+    /// The window's memory, in order, one memfd each.
+    pub pieces: Vec<ScifPiece>,
 }

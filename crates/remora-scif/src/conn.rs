@@ -145,12 +145,13 @@ impl Conn {
     }
 }
 
-/// One window as this process sees it: mapped, with its memfd.
+/// One window as this process sees it: mapped (its pieces in one map), with the memfd of
+/// each piece.
 pub(crate) struct Win {
     pub(crate) info: ScifWindow,
-    pub(crate) fd: Arc<OwnedFd>,
+    pub(crate) fds: Vec<Arc<OwnedFd>>,
     pub(crate) map: Arc<Mapping>,
-    pub(crate) ino: u64,
+    pub(crate) inos: Vec<u64>,
 }
 
 /// The windows of one end, valid for one generation of its window list.

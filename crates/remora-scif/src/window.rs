@@ -3,7 +3,9 @@
 
 use crate::conn::{peer_windows, Conn, Win};
 use crate::{Endpoint, Error, Result, UserRegion};
-use remora_proto::{Reply, Request, ScifRequest, SCIF_WINDOWS_PER_REPLY};
+use remora_proto::{
+    Reply, Request, ScifPiece, ScifRequest, SCIF_MAX_PIECES, SCIF_PIECES_PER_REPLY, SCIF_WINDOWS_PER_REPLY,
+};
 use remora_sys::Mapping;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
@@ -64,25 +66,34 @@ impl Conn {
             let Reply::ScifWindows(infos) = reply else {
                 return Err(Error::Invalid(format!("unexpected answer {reply:?}")));
             };
-            if infos.len() != fds.len() {
+            if infos.iter().map(|w| w.pieces.len()).sum::<usize>() != fds.len() {
                 return Err(Error::Invalid("window list without its memfds".into()));
             }
-            let more = infos.len() == SCIF_WINDOWS_PER_REPLY;
-            for (info, fd) in infos.into_iter().zip(fds) {
+            // A full answer, or one that may have ended for want of room for the next
+            // window's memfds.
+            let more = !infos.is_empty()
+                && (infos.len() == SCIF_WINDOWS_PER_REPLY
+                    || fds.len() > SCIF_PIECES_PER_REPLY - SCIF_MAX_PIECES);
+            let mut fds = fds.into_iter();
+            for info in infos {
                 from = info.offset + 1;
-                let ino = ino_of(&fd);
-                let old = cache.list.iter().find(|w| w.info == info && w.ino == ino);
+                let own: Vec<OwnedFd> = fds.by_ref().take(info.pieces.len()).collect();
+                let inos: Vec<u64> = own.iter().map(ino_of).collect();
+                let old = cache.list.iter().find(|w| w.info == info && w.inos == inos);
                 let w = match old {
-                    Some(w) => Win { info, fd: w.fd.clone(), map: w.map.clone(), ino },
+                    Some(w) => Win { info, fds: w.fds.clone(), map: w.map.clone(), inos },
                     None => {
-                        let map = Mapping::new(
-                            fd.as_fd(),
-                            info.memfd_offset,
-                            info.len as usize,
-                            Default::default(),
-                        )
-                        .map_err(|e| Error::NoMemory(e.to_string()))?;
-                        Win { info, fd: Arc::new(fd), map: Arc::new(map), ino }
+                        let parts: Vec<_> = own
+                            .iter()
+                            .zip(&info.pieces)
+                            .map(|(fd, p)| (fd.as_fd(), p.memfd_offset, p.len as usize))
+                            .collect();
+                        if parts.iter().map(|p| p.2 as u64).sum::<u64>() != info.len {
+                            return Err(Error::Invalid("a window unlike its pieces".into()));
+                        }
+                        let map =
+                            Mapping::new_pieces(&parts, false).map_err(|e| Error::NoMemory(e.to_string()))?;
+                        Win { info, fds: own.into_iter().map(Arc::new).collect(), map: Arc::new(map), inos }
                     }
                 };
                 list.push(w);
@@ -142,12 +153,17 @@ impl Endpoint {
     /// `scif_register`: make `mem` a window of this endpoint's registered address space,
     /// at `offset` exactly when `fixed` (`SCIF_MAP_FIXED`), else where the node chooses.
     /// The memory stays where it is (private pages move into shareable memory in place).
-    /// Returns the window's offset.
+    /// Pages that already back a window (of any endpoint of this process) stay in that
+    /// window's memory: the new window is made of pieces, so one page backs both windows
+    /// and a store or RMA through either is seen through the other. Returns the window's
+    /// offset.
     ///
     /// # Errors
     /// [`Error::Invalid`] for unaligned or empty input, [`Error::Fault`] for memory that
-    /// cannot be shared (a file mapping), [`Error::AddrInUse`] when a fixed range overlaps
-    /// a window, [`Error::NotConnected`], [`Error::Reset`] when the peer closed.
+    /// cannot be shared (a file mapping), [`Error::NoMemory`] when the memory runs over
+    /// more than 8 pieces (parts of earlier windows and fresh memory between them),
+    /// [`Error::AddrInUse`] when a fixed range overlaps a window, [`Error::NotConnected`],
+    /// [`Error::Reset`] when the peer closed.
     pub fn register(&self, mem: UserRegion, offset: u64, prot: Prot, fixed: bool) -> Result<u64> {
         let c = self.live_conn()?;
         let page = remora_sys::page_size() as u64;
@@ -160,15 +176,31 @@ impl Endpoint {
         if fixed && !offset.is_multiple_of(page) {
             return Err(Error::Invalid("offset must be a page multiple".into()));
         }
-        let (memfd, memfd_offset) = remora_sys::user_memory::share_region(mem, "scif-window")?;
+        // Cut where memory shared before begins or ends: parts inside it keep their memfd
+        // (the earlier window keeps seeing the same pages), fresh parts move.
+        remora_sys::user_memory::prune_shared();
+        let parts = remora_sys::user_memory::shared_splits(mem);
+        if parts.len() > SCIF_MAX_PIECES {
+            return Err(Error::NoMemory(format!(
+                "the memory runs over {} pieces of registered and fresh memory (at most {SCIF_MAX_PIECES})",
+                parts.len()
+            )));
+        }
+        let mut memfds = Vec::with_capacity(parts.len());
+        let mut pieces = Vec::with_capacity(parts.len());
+        for part in parts {
+            let (memfd, memfd_offset) = remora_sys::user_memory::share_region(part, "scif-window")?;
+            pieces.push(ScifPiece { memfd_offset, len: part.len() as u64 });
+            memfds.push(memfd);
+        }
         let req = Request::Scif(ScifRequest::Register {
             offset: if fixed { offset } else { offset - offset % page },
-            len: mem.len() as u64,
             prot: prot.bits(),
             fixed,
-            memfd_offset,
+            pieces,
         });
-        match c.session.request(req, &[memfd.as_fd()])? {
+        let fds: Vec<_> = memfds.iter().map(|m| m.as_fd()).collect();
+        match c.session.request(req, &fds)? {
             (Reply::ScifOffset { offset }, _) => Ok(offset),
             (other, _) => Err(Error::Invalid(format!("unexpected answer {other:?}"))),
         }
@@ -214,10 +246,20 @@ impl Endpoint {
             return Err(Error::Invalid("offset and length must be page multiples".into()));
         }
         let list = c.windows(peer)?;
-        Ok(walk(&list, offset, len as u64, prot.bits())?
-            .into_iter()
-            .map(|(w, o, n)| PeerPiece { fd: w.fd.clone(), offset: w.info.memfd_offset + o, len: n as usize })
-            .collect())
+        let mut out = Vec::new();
+        for (w, o, n) in walk(&list, offset, len as u64, prot.bits())? {
+            // The window's pieces that `o..o+n` runs through.
+            let mut start = 0u64;
+            for (p, fd) in w.info.pieces.iter().zip(&w.fds) {
+                let (lo, hi) = (o.max(start), (o + n).min(start + p.len));
+                if lo < hi {
+                    let offset = p.memfd_offset + (lo - start);
+                    out.push(PeerPiece { fd: fd.clone(), offset, len: (hi - lo) as usize });
+                }
+                start += p.len;
+            }
+        }
+        Ok(out)
     }
 
     /// `scif_mmap` without a fixed address: map the peer's registered range

@@ -123,3 +123,43 @@ fn large_rma(h: Harness) {
     // The flow still works after the refusals.
     c.write_to(coff + cskip as u64, len, soff + sskip as u64, RmaFlags::default()).unwrap();
 }
+
+/// Overlapping windows on the far side (one page backing two windows): RMA from another
+/// host into W1 at the shared page lands in the program's memory and is seen through W2;
+/// the program's store there is seen through both.
+#[test]
+fn overlapping_windows_share_their_pages_across_hosts() {
+    let h = Harness::with_cluster(&[4, 8], true);
+    let (sa, sb) = (Scif::with_config(h.config(4)), Scif::with_config(h.config(8)));
+    let l = Endpoint::open(&sb).unwrap();
+    let port = l.bind(0).unwrap();
+    l.listen(1).unwrap();
+    let t0 = Instant::now();
+    while !sa.node_ids().unwrap().contains(&8) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the link between nodes 4 and 8 came up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let c = Endpoint::open(&sa).unwrap();
+    let c2 = c.clone();
+    let t = std::thread::spawn(move || c2.connect(PortId { node: 8, port }).unwrap());
+    let (s, _) = l.accept(true).unwrap();
+    t.join().unwrap();
+    let buf = anon(3 * 4096);
+    let (w1, w2) = (0x300000u64, 0x400000u64);
+    s.register(buf.sub(0, 8192), w1, Prot::RW, true).unwrap();
+    s.register(buf.sub(4096, 8192), w2, Prot::RW, true).unwrap();
+    let read = |off: u64, len: usize| {
+        let mut v = vec![0u8; len];
+        c.vread_from(&mut v, off, RmaFlags::default()).unwrap();
+        v
+    };
+    c.vwrite_to(b"through W1", w1 + 4096 + 8, RmaFlags::default()).unwrap();
+    assert_eq!(&peek(&buf, 4096 + 8, 10), b"through W1", "the RMA reached the program's memory");
+    assert_eq!(&read(w2 + 8, 10), b"through W1", "seen through W2");
+    buf.write(4096 + 100, b"program's store").unwrap();
+    assert_eq!(&read(w1 + 4096 + 100, 15), b"program's store", "the store seen through W1");
+    assert_eq!(&read(w2 + 100, 15), b"program's store", "the store seen through W2");
+    let data = pattern(6000, 3);
+    c.vwrite_to(&data, w2 + 2000, RmaFlags::default()).unwrap();
+    assert!(peek(&buf, 4096 + 2000, 6000) == data, "RMA across W2's two pieces");
+}

@@ -501,3 +501,56 @@ fn remora_scif_queue_bytes_sizes_the_queue() {
     queue_holds(&c, &s, 16384);
     queue_holds(&s, &c, 16384);
 }
+
+/// One page backing two windows (the SCIF user guide's overlapping windows): W1 over
+/// pages 0-1 of a buffer, W2 over pages 1-2, W3 over all three. The peer's RMA into W1 at
+/// page 1 lands in the program's memory and is seen through W2 and W3; the program's own
+/// store there is seen through all of them; maps and RMA across W2's two pieces reach the
+/// right pages; W2 keeps working after W1 goes.
+#[test]
+fn overlapping_windows_share_their_pages() {
+    let h = Harness::new();
+    let (c, s) = pair(&h, 8, 4);
+    let buf = anon(3 * 4096);
+    let (w1, w2, w3) = (0x300000u64, 0x400000u64, 0x500000u64);
+    assert_eq!(s.register(buf.sub(0, 8192), w1, Prot::RW, true).unwrap(), w1);
+    assert_eq!(s.register(buf.sub(4096, 8192), w2, Prot::RW, true).unwrap(), w2);
+    assert_eq!(s.register(buf, w3, Prot::RW, true).unwrap(), w3);
+    let read = |off: u64, len: usize| {
+        let mut v = vec![0u8; len];
+        c.vread_from(&mut v, off, RmaFlags::default()).unwrap();
+        v
+    };
+    c.vwrite_to(b"through W1", w1 + 4096 + 8, RmaFlags::default()).unwrap();
+    assert_eq!(&peek(&buf, 4096 + 8, 10), b"through W1", "the RMA reached the program's memory");
+    assert_eq!(&read(w2 + 8, 10), b"through W1", "seen through W2");
+    assert_eq!(&read(w3 + 4096 + 8, 10), b"through W1", "seen through W3");
+    buf.write(4096 + 100, b"program's store").unwrap();
+    assert_eq!(&read(w1 + 4096 + 100, 15), b"program's store", "the store seen through W1");
+    assert_eq!(&read(w2 + 100, 15), b"program's store", "the store seen through W2");
+    // Across W2's two pieces (page 1 shared with W1, page 2 its own), by RMA and by map.
+    let data: Vec<u8> = (0..8192u32).map(|i| (i * 13 % 251) as u8).collect();
+    c.vwrite_to(&data[..6000], w2 + 2000, RmaFlags::default()).unwrap();
+    assert!(peek(&buf, 4096 + 2000, 6000) == data[..6000], "RMA across the pieces");
+    assert!(read(w1 + 4096 + 2000, 2096) == data[..2096], "W1 sees the shared part");
+    let m = c.map_peer(w2, 8192, Prot::RW).unwrap();
+    m.write(4090, b"0123456789").unwrap();
+    assert_eq!(&peek(&buf, 4096 + 4090, 10), b"0123456789", "a map across the pieces");
+    assert_eq!(&read(w3 + 4096 + 4090, 10), b"0123456789");
+    let own = s.map_own(w1, 8192, Prot::RW).unwrap();
+    let mut b = [0u8; 10];
+    own.read(4096 + 8, &mut b).unwrap();
+    assert_eq!(&b, b"through W1", "the program's own map of W1");
+    // W2 keeps its pages when W1 goes.
+    s.unregister(w1, 8192).unwrap();
+    c.vwrite_to(b"after W1", w2 + 300, RmaFlags::default()).unwrap();
+    assert_eq!(&peek(&buf, 4096 + 300, 8), b"after W1");
+    assert_eq!(&read(w3 + 4096 + 300, 8), b"after W1");
+    // A window over more than 8 pieces (windows on every other page, fresh pages between).
+    let many = anon(9 * 4096);
+    for i in (0..9).step_by(2) {
+        s.register(many.sub(i * 4096, 4096), 0x600000 + i as u64 * 4096, Prot::RW, true).unwrap();
+    }
+    assert!(matches!(s.register(many, 0x700000, Prot::RW, true), Err(Error::NoMemory(_))));
+    assert_eq!(s.register(many.sub(0, 8 * 4096), 0x700000, Prot::RW, true).unwrap(), 0x700000);
+}

@@ -420,9 +420,10 @@ pub fn share_region(region: UserRegion, name: &str) -> io::Result<(std::sync::Ar
             return Ok((fd.clone(), (addr - start) as u64));
         }
     }
-    // A range that is partly memory moved before (a window over pages of an earlier
-    // window and fresh pages) moves as a whole into a new memfd: earlier windows keep the
-    // pages they had, as a SCIF window keeps its pages when the addresses are remapped.
+    // A range that is partly memory moved before moves as a whole into a new memfd, and
+    // whatever was shared before no longer sees these addresses: callers that want one
+    // page to back several windows cut the range with `shared_splits` first and share the
+    // parts one by one (`scif_register`, `VipRegisterMem`).
     if !is_movable(addr, len) {
         return Err(errno(rustix::io::Errno::FAULT));
     }

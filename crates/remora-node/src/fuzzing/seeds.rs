@@ -141,10 +141,12 @@ fn requests() -> Vec<(&'static str, Request)> {
             "scif_register",
             Request::Scif(ScifRequest::Register {
                 offset: 0x10_0000,
-                len: 65536,
                 prot: 3,
                 fixed: true,
-                memfd_offset: 0,
+                pieces: vec![
+                    ScifPiece { memfd_offset: 0, len: 8192 },
+                    ScifPiece { memfd_offset: 4096, len: 57344 },
+                ],
             }),
         ),
         ("scif_unregister", Request::Scif(ScifRequest::Unregister { offset: 0x10_0000, len: 65536 })),
@@ -274,7 +276,10 @@ fn server_msgs() -> Vec<(&'static str, ServerMsg)> {
                         offset: 0x10_0000,
                         len: 65536,
                         prot: 3,
-                        memfd_offset: 0
+                        pieces: vec![
+                            ScifPiece { memfd_offset: 0, len: 8192 },
+                            ScifPiece { memfd_offset: 4096, len: 57344 },
+                        ],
                     };
                     3
                 ]),

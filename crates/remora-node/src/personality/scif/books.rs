@@ -121,8 +121,10 @@ impl Listener {
 struct Window {
     len: u64,
     prot: u8,
-    memfd: Memfd,
-    memfd_offset: u64,
+    /// The window's memory, in order: a memfd, where the piece starts in it, bytes (one
+    /// page may back several windows, so a window over pages of an earlier one holds
+    /// those pages in the earlier window's memfd).
+    pieces: Vec<(Memfd, u64, u64)>,
     /// The daemon's own mapping of the window, made on the first RMA from another host
     /// and kept while the window is registered (RMA frames reach it with no `mmap` and no
     /// page faults of their own).

@@ -102,16 +102,19 @@ pub(crate) async fn handle(s: &mut Session, req: ScifRequest, mut fds: Vec<Owned
                 Err(e) => (Err(e), vec![]),
             }
         }
-        ScifRequest::Register { offset, len, prot, fixed, memfd_offset } => {
-            if fds.len() != 1 || !is_memfd(&fds[0]) {
-                return (Err(Error::IllegalParameter("register needs exactly one memfd".into())), vec![]);
+        ScifRequest::Register { offset, prot, fixed, pieces } => {
+            if fds.len() != pieces.len() || !fds.iter().all(is_memfd) {
+                return (Err(Error::IllegalParameter("register needs one memfd per piece".into())), vec![]);
             }
-            let memfd = match remora_sys::Memfd::from_fd(fds.remove(0)) {
-                Ok(m) if m.is_size_sealed() => m,
-                Ok(_) => return (Err(Error::IllegalParameter("memfd not sealed".into())), vec![]),
-                Err(e) => return (Err(Error::System(e.to_string())), vec![]),
-            };
-            let r = s.node.scif().register(sid, offset, len, prot, fixed, memfd_offset, memfd);
+            let mut parts = Vec::with_capacity(pieces.len());
+            for (fd, p) in fds.drain(..).zip(pieces) {
+                match remora_sys::Memfd::from_fd(fd) {
+                    Ok(m) if m.is_size_sealed() => parts.push((m, p.memfd_offset, p.len)),
+                    Ok(_) => return (Err(Error::IllegalParameter("memfd not sealed".into())), vec![]),
+                    Err(e) => return (Err(Error::System(e.to_string())), vec![]),
+                }
+            }
+            let r = s.node.scif().register(sid, offset, prot, fixed, parts);
             (r.map(|offset| Reply::ScifOffset { offset }), vec![])
         }
         ScifRequest::Unregister { offset, len } => {

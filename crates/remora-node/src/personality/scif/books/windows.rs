@@ -2,7 +2,9 @@
 //! the list a peer maps from, and the pieces a far node's RMA reaches.
 
 use super::{sys, Books, Window, AUTO_BASE, OFFSET_LIMIT};
-use remora_proto::{Error, ScifWindow, SCIF_WINDOWS_PER_REPLY};
+use remora_proto::{
+    Error, ScifPiece, ScifWindow, SCIF_MAX_PIECES, SCIF_PIECES_PER_REPLY, SCIF_WINDOWS_PER_REPLY,
+};
 use remora_sys::{Mapping, Memfd};
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
@@ -15,8 +17,8 @@ impl Window {
         if let Some(m) = self.map.get() {
             return Ok(m.clone());
         }
-        let m = Mapping::new(self.memfd.as_fd(), self.memfd_offset, self.len as usize, Default::default())
-            .map_err(|e| Error::System(e.to_string()))?;
+        let parts: Vec<_> = self.pieces.iter().map(|(fd, o, n)| (fd.as_fd(), *o, *n as usize)).collect();
+        let m = Mapping::new_pieces(&parts, false).map_err(|e| Error::System(e.to_string()))?;
         Ok(self.map.get_or_init(|| Arc::new(m)).clone())
     }
 }
@@ -87,22 +89,21 @@ impl Books {
         }
     }
 
-    /// `scif_register`: returns the window's offset.
+    /// `scif_register`: a window made of `pieces` (a memfd, where the piece starts in it,
+    /// bytes), in order. Returns the window's offset.
     ///
     /// # Errors
     /// `NotConnected`, `ConnReset` when the peer closed, `IllegalParameter` for unaligned
-    /// or empty ranges, bad protections or memory the memfd does not hold, `AddrInUse`
-    /// when a fixed range overlaps a window, `NoSpace` when no range is free.
-    #[allow(clippy::too_many_arguments)]
+    /// or empty ranges, no pieces or more than [`SCIF_MAX_PIECES`], bad protections or
+    /// memory a memfd does not hold, `AddrInUse` when a fixed range overlaps a window,
+    /// `NoSpace` when no range is free.
     pub fn register(
         &mut self,
         sid: u64,
         offset: u64,
-        len: u64,
         prot: u8,
         fixed: bool,
-        memfd_offset: u64,
-        memfd: Memfd,
+        pieces: Vec<(Memfd, u64, u64)>,
     ) -> Result<u64, Error> {
         let page = remora_sys::page_size() as u64;
         let (c, s) = self.side_of(sid)?;
@@ -110,18 +111,24 @@ impl Books {
             return Err(Error::ConnReset);
         }
         let bad = |why: &str| Error::IllegalParameter(why.into());
-        if len == 0
-            || !len.is_multiple_of(page)
-            || !offset.is_multiple_of(page)
-            || !memfd_offset.is_multiple_of(page)
-        {
+        if pieces.is_empty() || pieces.len() > SCIF_MAX_PIECES {
+            return Err(bad(&format!("a window is made of 1 to {SCIF_MAX_PIECES} pieces")));
+        }
+        let mut len = 0u64;
+        for (memfd, memfd_offset, n) in &pieces {
+            if *n == 0 || !n.is_multiple_of(page) || !memfd_offset.is_multiple_of(page) {
+                return Err(bad("offset and length must be page multiples"));
+            }
+            if memfd_offset.checked_add(*n).is_none_or(|e| e > memfd.size()) {
+                return Err(bad("memory outside the memfd"));
+            }
+            len = len.checked_add(*n).ok_or_else(|| bad("offset out of range"))?;
+        }
+        if !offset.is_multiple_of(page) {
             return Err(bad("offset and length must be page multiples"));
         }
         if prot & !3 != 0 {
             return Err(bad("unknown protection flags"));
-        }
-        if memfd_offset.checked_add(len).is_none_or(|e| e > memfd.size()) {
-            return Err(bad("memory outside the memfd"));
         }
         let windows = &mut c.sides[s].windows;
         let free = |w: &BTreeMap<u64, Window>, at: u64| -> Result<bool, Error> {
@@ -147,7 +154,7 @@ impl Books {
                 at = o + w.len;
             }
         };
-        windows.insert(at, Window { len, prot, memfd, memfd_offset, map: Default::default() });
+        windows.insert(at, Window { len, prot, pieces, map: Default::default() });
         c.region.win_gen(s).fetch_add(1, Ordering::AcqRel);
         Ok(at)
     }
@@ -199,8 +206,14 @@ impl Books {
         let mut list = Vec::new();
         let mut fds = Vec::new();
         for (o, w) in c.sides[side].windows.range(from..).take(SCIF_WINDOWS_PER_REPLY) {
-            list.push(ScifWindow { offset: *o, len: w.len, prot: w.prot, memfd_offset: w.memfd_offset });
-            fds.push(w.memfd.try_clone().map_err(sys)?.into_fd());
+            if fds.len() + w.pieces.len() > SCIF_PIECES_PER_REPLY {
+                break;
+            }
+            let pieces = w.pieces.iter().map(|(_, o, n)| ScifPiece { memfd_offset: *o, len: *n }).collect();
+            list.push(ScifWindow { offset: *o, len: w.len, prot: w.prot, pieces });
+            for (fd, _, _) in &w.pieces {
+                fds.push(fd.try_clone().map_err(sys)?.into_fd());
+            }
         }
         Ok((list, fds))
     }
