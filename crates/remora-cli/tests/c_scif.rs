@@ -43,6 +43,12 @@ fn scif_rma_given_bad_memory_fails_efault_and_fence_signal_needs_a_writable_wind
 }
 
 #[test]
+fn scif_one_page_backs_two_overlapping_windows() {
+    let env = Env::new();
+    env.passes(&env.build_scif(&root().join("tests/c/scif/scif_overlap.c")), 4, "PASS");
+}
+
+#[test]
 fn scif_threads_cancelled_in_blocking_calls_end_alone_and_leave_the_library_usable() {
     let env = Env::new();
     env.passes(&env.build_scif(&root().join("tests/c/scif/scif_cancel.c")), 4, "PASS");

@@ -553,4 +553,8 @@ fn overlapping_windows_share_their_pages() {
     }
     assert!(matches!(s.register(many, 0x700000, Prot::RW, true), Err(Error::NoMemory(_))));
     assert_eq!(s.register(many.sub(0, 8 * 4096), 0x700000, Prot::RW, true).unwrap(), 0x700000);
+    // The peer's window list now holds more pieces than one answer carries.
+    c.vwrite_to(b"pages 6 and 7", 0x700000 + 7 * 4096 - 6, RmaFlags::default()).unwrap();
+    assert_eq!(&peek(&many, 7 * 4096 - 6, 13), b"pages 6 and 7");
+    assert_eq!(&read(0x606000 + 4096 - 6, 6), b"pages ", "seen through page 6's own window");
 }
