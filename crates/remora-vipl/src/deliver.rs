@@ -246,12 +246,12 @@ impl ViInner {
             let (c, inline) = Completion::from_words([self.map.load(at), self.map.load(at + 8)]);
             let Some(p) = q.posted.front() else { break };
             let mut st = c.status;
-            if let Some(n) = inline {
-                if !self.nic.still_registered_all(&p.bufs, p.epoch)
-                    || self.scatter_inline(at + INLINE_AT, n, &p.bufs).is_err()
-                {
-                    st |= status::PROTECTION_ERROR;
-                }
+            // Memory deregistered while the receive was posted fails it, whatever the
+            // peer wrote (its pages went private at the deregistration: nothing landed).
+            if !self.nic.still_registered_all(&p.bufs, p.epoch)
+                || inline.is_some_and(|n| self.scatter_inline(at + INLINE_AT, n, &p.bufs).is_err())
+            {
+                st |= status::PROTECTION_ERROR;
             }
             let imm = (st & status::IMMEDIATE != 0).then_some(c.immediate);
             if st & status::ERROR_MASK != 0 && broke.is_none() {

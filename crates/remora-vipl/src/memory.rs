@@ -40,6 +40,62 @@ struct Piece {
     /// Where the piece's first page lies in the segment.
     seg_off: usize,
     refs: usize,
+    /// Whether this library moved the piece's pages (counted in [`MOVED`]): the last
+    /// piece over them to go gives them private memory again.
+    moved: bool,
+}
+
+/// The page ranges `VipRegisterMem` moved into memfds in this process, by first address:
+/// the range and how many pieces (of any NIC) lie over it. When the last goes, the pages
+/// become private again with their bytes, so a peer that still holds the memfd writes
+/// into nothing the program sees (`VipDeregisterMem`).
+static MOVED: std::sync::Mutex<BTreeMap<usize, (UserRegion, usize)>> = std::sync::Mutex::new(BTreeMap::new());
+
+fn moved_book() -> std::sync::MutexGuard<'static, BTreeMap<usize, (UserRegion, usize)>> {
+    MOVED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A piece over pages this library moved is gone: the last one gives them back.
+fn let_go(start: usize) {
+    let back = {
+        let mut book = moved_book();
+        match book.get_mut(&start) {
+            Some((_, n)) if *n > 1 => {
+                *n -= 1;
+                None
+            }
+            Some(_) => book.remove(&start).map(|(r, _)| r),
+            None => None,
+        }
+    };
+    if let Some(r) = back {
+        let _ = remora_sys::user_memory::unshare_region(r);
+        remora_sys::user_memory::prune_shared();
+    }
+}
+
+/// A piece that is gone: its segment is removed, and pages this library moved for it
+/// become private again, with their bytes.
+#[derive(Debug)]
+pub(crate) struct Gone {
+    seg: LocalSegment,
+    start: Option<usize>,
+}
+
+impl Gone {
+    /// Remove the segment (peers lose it), then give the pages back.
+    pub(crate) fn release(self) {
+        let _ = self.seg.remove();
+        if let Some(s) = self.start {
+            let_go(s);
+        }
+    }
+}
+
+impl Piece {
+    fn gone(self, start: usize) -> Gone {
+        Gone { seg: self.seg, start: self.moved.then_some(start) }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -91,6 +147,9 @@ impl MemBook {
                         continue;
                     }
                 }
+                // Private memory is moved into a memfd of its own here; memory shared
+                // before (by another NIC of this process, or another library) is found.
+                let fresh = remora_sys::user_memory::is_private_anonymous(run.addr(), run.len());
                 let seg = LocalSegment::create(
                     desc,
                     None,
@@ -107,7 +166,19 @@ impl MemBook {
                 seg.set_available(remora_sisci::ADAPTER)?;
                 // The segment is the whole shared range the run lies in.
                 let start = run.addr() - off;
-                self.pieces.insert(start, Piece { len: seg.size(), seg, seg_off: 0, refs: 0 });
+                let moved = {
+                    let mut book = moved_book();
+                    if let Some((_, n)) = book.get_mut(&start) {
+                        *n += 1;
+                        true
+                    } else if fresh && off == 0 {
+                        book.insert(start, (run, 1));
+                        true
+                    } else {
+                        false
+                    }
+                };
+                self.pieces.insert(start, Piece { len: seg.size(), seg, seg_off: 0, refs: 0, moved });
                 made.push(start);
                 starts.push(start);
             }
@@ -122,7 +193,7 @@ impl MemBook {
         if let Err(e) = outcome {
             for s in made {
                 if let Some(p) = self.pieces.remove(&s) {
-                    let _ = p.seg.remove();
+                    p.gone(s).release();
                 }
             }
             return Err(e);
@@ -181,8 +252,8 @@ impl MemBook {
         }
     }
 
-    /// `VipDeregisterMem`: returns the pieces no region uses any more (to remove).
-    pub(crate) fn deregister(&mut self, handle: MemHandle, addr: usize) -> Result<Vec<LocalSegment>> {
+    /// `VipDeregisterMem`: returns the pieces no region uses any more (to release).
+    pub(crate) fn deregister(&mut self, handle: MemHandle, addr: usize) -> Result<Vec<Gone>> {
         self.region(handle, addr)?;
         let r = self.regions.remove(&handle).ok_or_else(|| Error::InvalidParameter("stale handle".into()))?;
         let mut gone = Vec::new();
@@ -193,7 +264,7 @@ impl MemBook {
             });
             if last {
                 if let Some(p) = self.pieces.remove(&s) {
-                    gone.push(p.seg);
+                    gone.push(p.gone(s));
                 }
             }
         }
@@ -265,8 +336,8 @@ impl MemBook {
     }
 
     /// Every piece (for closing the NIC).
-    pub(crate) fn drain(&mut self) -> Vec<LocalSegment> {
+    pub(crate) fn drain(&mut self) -> Vec<Gone> {
         self.regions.clear();
-        std::mem::take(&mut self.pieces).into_values().map(|p| p.seg).collect()
+        std::mem::take(&mut self.pieces).into_iter().map(|(s, p)| p.gone(s)).collect()
     }
 }

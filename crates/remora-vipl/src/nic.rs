@@ -138,8 +138,8 @@ impl std::fmt::Debug for NicInner {
 
 impl Drop for NicInner {
     fn drop(&mut self) {
-        for seg in self.mem.get_mut().unwrap_or_else(|p| p.into_inner()).drain() {
-            let _ = seg.remove();
+        for piece in self.mem.get_mut().unwrap_or_else(|p| p.into_inner()).drain() {
+            piece.release();
         }
         let _ = self.table.remove();
     }
@@ -344,8 +344,8 @@ impl Nic {
         };
         self.write_slot(handle, &Slot::default());
         self.table_changed();
-        for seg in gone {
-            let _ = seg.remove();
+        for piece in gone {
+            piece.release();
         }
         Ok(())
     }
