@@ -219,8 +219,21 @@ fn take_conn(conn: *mut c_void) -> Result<remora_vipl::ConnRequest, Code> {
 pub unsafe extern "C-unwind" fn VipConnectAccept(conn: *mut c_void, vi: *mut c_void) -> u32 {
     guard(|| {
         let v = handles::vi(vi)?;
-        if !matches!(handles::get(conn), Some(Entry::Conn(_))) {
+        let Some(Entry::Conn(c)) = handles::get(conn) else {
             return Err(bad());
+        };
+        // The checks `ConnRequest::accept` makes, made before the handle is taken: an
+        // accept that fails for them leaves the request to accept or reject again.
+        {
+            let req = c.lock().unwrap_or_else(|p| p.into_inner());
+            let req = req.as_ref().ok_or_else(bad)?;
+            let (state, attrs, _, _) = v.query();
+            if state != remora_vipl::ViState::Idle {
+                return Err(Error::InvalidState.into());
+            }
+            if attrs.reliability != req.remote_attributes().reliability {
+                return Err(Error::InvalidReliabilityLevel.into());
+            }
         }
         Ok(take_conn(conn)?.accept(&v)?)
     })

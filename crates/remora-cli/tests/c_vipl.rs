@@ -73,6 +73,12 @@ fn a_receive_into_memory_deregistered_meanwhile_fails_and_the_memory_stays_untou
 }
 
 #[test]
+fn a_failed_accept_leaves_the_request_to_reject_or_accept_again() {
+    let env = Env::new();
+    ok(env.run(&program(&env, "vipl_accept"), 4).output().unwrap());
+}
+
+#[test]
 fn server_and_client_on_one_node_and_on_two_nodes_of_this_host() {
     let env = Env::new();
     let (server, client) = (program(&env, "vipl_server"), program(&env, "vipl_client"));
