@@ -79,6 +79,12 @@ fn a_failed_accept_leaves_the_request_to_reject_or_accept_again() {
 }
 
 #[test]
+fn notifications_armed_before_anything_completes_fire_and_end_with_their_vi() {
+    let env = Env::new();
+    ok(env.run(&program(&env, "vipl_notify"), 4).output().unwrap());
+}
+
+#[test]
 fn server_and_client_on_one_node_and_on_two_nodes_of_this_host() {
     let env = Env::new();
     let (server, client) = (program(&env, "vipl_server"), program(&env, "vipl_client"));

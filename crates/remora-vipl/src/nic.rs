@@ -421,6 +421,12 @@ impl Nic {
         lock(&self.inner.vis).retain(|w| !w.ptr_eq(&gone) && w.strong_count() > 0);
     }
 
+    /// Whether `vi` was made on this NIC and not destroyed since.
+    pub(crate) fn has_vi(&self, vi: &Arc<ViInner>) -> bool {
+        let vi = Arc::downgrade(vi);
+        lock(&self.inner.vis).iter().any(|w| w.ptr_eq(&vi))
+    }
+
     pub(crate) fn add_vi(&self, vi: &Arc<ViInner>) {
         lock(&self.inner.vis).push(Arc::downgrade(vi));
         if !self.inner.watching.swap(true, Ordering::AcqRel) {
