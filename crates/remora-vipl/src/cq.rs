@@ -18,12 +18,25 @@ struct CqInner {
     bell: Interrupt,
     self_bell: RemoteInterrupt,
     waiting: AtomicBool,
+    /// `VipDestroyCQ` succeeded: a notification still waiting ends without a call.
+    destroyed: AtomicBool,
 }
 
 impl Drop for CqInner {
     fn drop(&mut self) {
         let _ = self.self_bell.disconnect();
         let _ = self.bell.remove();
+    }
+}
+
+/// A completion queue held weakly ([`CompletionQueue::downgrade`]).
+pub(crate) struct WeakCq(Weak<CqInner>);
+
+impl WeakCq {
+    /// The queue, unless it was destroyed or dropped.
+    pub(crate) fn live(&self) -> Option<CompletionQueue> {
+        let inner = self.0.upgrade()?;
+        (!inner.destroyed.load(Ordering::Acquire)).then_some(CompletionQueue { inner })
     }
 }
 
@@ -61,8 +74,14 @@ impl CompletionQueue {
                 bell,
                 self_bell,
                 waiting: AtomicBool::new(false),
+                destroyed: AtomicBool::new(false),
             }),
         })
+    }
+
+    /// The queue, held without keeping it (nor its NIC) alive: a notification's thread.
+    pub(crate) fn downgrade(&self) -> WeakCq {
+        WeakCq(Arc::downgrade(&self.inner))
     }
 
     /// The NIC it belongs to.
@@ -109,6 +128,7 @@ impl CompletionQueue {
         if !vis.is_empty() {
             return Err(Error::Resource("VIs still report to this completion queue".into()));
         }
+        self.inner.destroyed.store(true, Ordering::Release);
         Ok(())
     }
 

@@ -63,12 +63,15 @@ impl Vi {
 
 impl CompletionQueue {
     /// `VipCQNotify`: `handler` gets the next completion's VI and queue (`true`: receive).
+    /// The wait ends without a call when the queue is destroyed or dropped (it keeps
+    /// neither the queue nor its NIC alive).
     ///
     /// # Errors
     /// As [`Vi::recv_notify`].
     pub fn notify(&self, handler: impl FnOnce(&Vi, bool) + Send + 'static) -> Result<()> {
-        let cq = self.clone();
+        let weak = self.downgrade();
         spawn(move || loop {
+            let Some(cq) = weak.live() else { return };
             if let Ok((vi, recv)) = cq.wait(Some(SLICE)) {
                 return handler(&vi, recv);
             }

@@ -3,13 +3,15 @@
  * VipSendNotify armed 200 ms before the send is posted calls its handler with the
  * send; VipRecvNotify armed on an idle VI that is connected 300 ms later calls its
  * handler with the receive. (The library's notify threads once ended after their first
- * 50 ms slice when only the handle table and the thread held the VI.)
+ * 50 ms slice when only the handle table and the thread held the VI.) Notifications on
+ * a VI or a completion queue destroyed before anything completes end without a call,
+ * and after VipCloseNic no thread of the library is left.
  * Run with REMORA_NODE set; no arguments.
  */
 #include "vipl_test.h"
 #include <dirent.h>
 
-static vt_flag sent, recvd;
+static vt_flag sent, recvd, cqf;
 static VIP_DESCRIPTOR *sent_d, *recvd_d;
 static VIP_VI_HANDLE sent_vi, recvd_vi;
 
@@ -29,6 +31,15 @@ static void on_recv(VIP_PVOID ctx, VIP_NIC_HANDLE nic, VIP_VI_HANDLE vi, VIP_DES
 	recvd_vi = vi;
 	recvd_d = d;
 	vt_flag_set(&recvd);
+}
+
+static void on_cq(VIP_PVOID ctx, VIP_NIC_HANDLE nic, VIP_VI_HANDLE vi, VIP_BOOLEAN recv)
+{
+	(void)ctx;
+	(void)nic;
+	(void)vi;
+	(void)recv;
+	vt_flag_set(&cqf);
 }
 
 /* How many threads of this process have a name starting with prefix. */
@@ -71,11 +82,13 @@ int main(void)
 	vt_mem m;
 	vt_descs ds;
 	VIP_VI_HANDLE S, C, S3, C3;
+	VIP_CQ_HANDLE cq;
 	VIP_DESCRIPTOR *d = NULL;
 
 	VT_PHASE("setup");
 	vt_flag_init(&sent);
 	vt_flag_init(&recvd);
+	vt_flag_init(&cqf);
 	vt_open(&n, VT_DEVICE);
 	vt_reg(&n, &m, 65536, VIP_FALSE, VIP_FALSE);
 	vt_descs_new(&n, &ds, 32);
@@ -127,7 +140,15 @@ int main(void)
 	CHECK_EQ(vt_flag_wait(&recvd, 0), 1);
 	CHECK_EQ(vt_flag_wait(&sent, 0), 1);
 
-	/*CQ*/
+	VT_PHASE("a VipCQNotify that never fires ends with its queue");
+	CHECK_RET(VipCreateCQ(n.nic, 16, &cq), VIP_SUCCESS);
+	CHECK_RET(VipCQNotify(cq, NULL, on_cq), VIP_SUCCESS);
+	vt_sleep_ms(100);
+	CHECK_EQ(threads("vipl-notify"), 1);
+	CHECK_RET(VipDestroyCQ(cq), VIP_SUCCESS);
+	CHECK_EQ(threads_gone("vipl-notify", 3000), 0);
+	CHECK_EQ(vt_flag_wait(&cqf, 0), 0);
+
 	VT_PHASE("teardown");
 	CHECK_RET(VipDisconnect(C), VIP_SUCCESS);
 	vt_passive_teardown(S);
@@ -136,7 +157,9 @@ int main(void)
 	vt_descs_free(&n, &ds);
 	vt_unreg(&n, &m);
 	vt_close(&n);
-	/*CLOSED*/
+	/* Nothing of the library keeps the NIC: its threads end with it. */
+	CHECK_EQ(threads_gone("vipl-watch", 3000), 0);
+	CHECK_EQ(threads("vipl-notify"), 0);
 	printf("vipl_notify: VIPL OK\n");
 	return 0;
 }
