@@ -467,6 +467,12 @@ impl ViInner {
                 fail: Some((ErrorCode::ConnLost, false)),
                 ..Outcome::default()
             },
+            // Reliable reception completes the send with the receive's outcome: a receive
+            // that refused it (too short) fails the send too, and the VI breaks as below
+            // (the post path breaks it for an error bit, telling the peer).
+            Some(ErrorCode::PostDesc) if self.attrs().reliability == RELIABLE_RECEPTION => {
+                Outcome::bits(status::REMOTE_DESC_ERROR)
+            }
             Some(code) if reliable || code == ErrorCode::ConnLost => {
                 Outcome { fail: Some((code, true)), ..Outcome::default() }
             }
