@@ -87,6 +87,7 @@ impl ConnRequest {
             }
             *st = ViState::ConnectPending;
         }
+        v.clear_segment();
         let linked = Link::open(&v.nic, v.recv_cq.is_some(), self.peer.clone()).and_then(|link| {
             let req = Request::Vipl(ViplRequest::Accept { conn: self.conn, info: v.peer_info().encode() });
             match self.session.request(req, &[]) {
@@ -377,6 +378,7 @@ impl Vi {
 
     /// The connection request from `local` to `remote`, answered within `timeout`.
     fn ask(&self, local: &NetAddress, remote: &NetAddress, timeout: Option<Duration>) -> Result<Request> {
+        self.inner.clear_segment();
         let ask = ViplAsk {
             disc: remote.disc.clone(),
             from_disc: local.disc.clone(),

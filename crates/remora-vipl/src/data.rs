@@ -203,7 +203,9 @@ impl Vi {
         vi.nic.finish(&t.ctl, t.epoch, 0, None, None);
         // Filled in place in the queue's ring: no posted receive built and moved.
         q.posted.push(addr, handle, t);
-        if st == ViState::Connected {
+        // A peer that said it went is told nothing more (its VI may serve another
+        // connection by now); the receive waits for this VI's break or disconnect.
+        if st == ViState::Connected && vi.peer_said() == 0 {
             let link = q.link.take();
             let published = link.as_ref().is_none_or(|(l, _)| vi.publish(q, l));
             q.link = link;
@@ -260,7 +262,20 @@ impl Vi {
                     _ => status::OP_SEND,
                 };
                 match (state, link) {
-                    (ViState::Connected, Some(link)) => out = self.perform(sq, link, t, attrs),
+                    (ViState::Connected, Some(link)) => {
+                        // A reliable VI whose peer said it went delivers nothing: the
+                        // peer's VI may serve a new connection by now.
+                        let said = if attrs.reliability != UNRELIABLE { vi.peer_said() } else { 0 };
+                        out = if said == 0 {
+                            self.perform(sq, link, t, attrs)
+                        } else {
+                            Outcome {
+                                bits: status::DESC_FLUSHED_ERROR,
+                                fail: Some((crate::vi::said_code(said), false)),
+                                say: None,
+                            }
+                        };
+                    }
                     (ViState::Error, _) => out.bits = status::DESC_FLUSHED_ERROR,
                     _ => refused = Some(Error::InvalidState),
                 }

@@ -12,7 +12,9 @@
 //!  64  done          receives of the owner the peer has completed in ring B (a count;
 //!                    written only across hosts, where it orders the entries' arrival)
 //! 128  peer_waiting  the peer blocks for the owner's messages: ring its doorbell
-//! 192  peer_state    0 connected, 1 the peer disconnected, 2 the peer saw an error (+ code << 8)
+//! 192  peer_state    0 connected, 1 the peer disconnected, 2 the peer saw an error (+ code << 8);
+//!                    + the owner's connection number << 32 (a late word of an earlier
+//!                    peer names an older one and is not heard)
 //! 256  ring A        ENTRIES × 512 bytes: the peer's posted receives (where to write)
 //!      ring B        ENTRIES × 64 bytes: completions of the owner's receives
 //! ```

@@ -40,6 +40,9 @@ pub(crate) struct PeerInfo {
     pub(crate) ptag: u64,
     /// Its receives report to a completion queue: ring the bell on every completion.
     pub(crate) bell_always: bool,
+    /// Its connection number (`ViInner::conn`): what this side says about itself in the
+    /// peer's segment carries it, so the peer's next connection does not hear it.
+    pub(crate) conn: u32,
 }
 
 impl PeerInfo {
@@ -312,16 +315,22 @@ impl Link {
         let _ = self.bell.trigger();
     }
 
+    /// A word for the peer's [`layout::PEER_STATE`]: `what` under the peer's connection
+    /// number.
+    fn said(&self, what: u64) -> u64 {
+        (u64::from(self.peer.conn) << 32) | (what & 0xFFFF_FFFF)
+    }
+
     /// Tell the peer this side disconnected.
     pub(crate) fn say_gone(&self) {
-        self.store(layout::PEER_STATE, 1);
+        self.store(layout::PEER_STATE, self.said(1));
         self.settle();
         self.ring();
     }
 
     /// Tell the peer the connection broke on this side.
     pub(crate) fn say_error(&self, code: ErrorCode) {
-        self.store(layout::PEER_STATE, 2 | ((code as u64) << 8));
+        self.store(layout::PEER_STATE, self.said(2 | ((code as u64) << 8)));
         self.settle();
         self.ring();
     }

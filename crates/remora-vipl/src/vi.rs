@@ -145,6 +145,11 @@ pub(crate) struct ViInner {
     pub(crate) recv: Lock<RecvQ>,
     /// A peer-to-peer connect in progress: its outcome once known.
     pub(crate) peer_connect: Mutex<Option<Option<Result<ViAttributes>>>>,
+    /// This VI's connection number: told to the peer in [`PeerInfo`], carried by what the
+    /// peer says about itself ([`layout::PEER_STATE`]), bumped by every disconnect. A word
+    /// an earlier peer stores late (it still reaches the segment) names an older number
+    /// and is not heard.
+    pub(crate) conn: AtomicU32,
 }
 
 impl std::fmt::Debug for ViInner {
@@ -248,6 +253,7 @@ impl Vi {
             noted_seen: AtomicU64::new(0),
             recv: Lock::new(RecvQ::default()),
             peer_connect: Mutex::new(None),
+            conn: AtomicU32::new(1),
         });
         nic.add_vi(&inner);
         if let Some(cq) = recv_cq {
@@ -388,6 +394,7 @@ impl ViInner {
             rdma_read: a.rdma_read,
             ptag: a.ptag.0,
             bell_always: self.recv_cq.is_some(),
+            conn: self.conn.load(Ordering::Acquire),
         }
     }
 
@@ -410,9 +417,21 @@ impl ViInner {
         // A count, not a tally: no locked instruction on every poll.
         let n = self.polls.load(Ordering::Relaxed);
         self.polls.store(n.wrapping_add(1), Ordering::Relaxed);
-        if n.is_multiple_of(128) || self.map.load(layout::PEER_STATE) != 0 {
+        if n.is_multiple_of(128) || self.peer_said() != 0 {
             self.check_peer(&self.nic);
         }
+    }
+
+    /// What this connection's peer said about itself ([`layout::PEER_STATE`] without the
+    /// connection number): 0 while connected. A word stored by the peer of an earlier
+    /// connection (its number differs) reads as 0.
+    #[inline]
+    pub(crate) fn peer_said(&self) -> u64 {
+        let said = self.map.load(layout::PEER_STATE);
+        if said == 0 || (said >> 32) as u32 != self.conn.load(Ordering::Relaxed) {
+            return 0;
+        }
+        said & 0xFFFF_FFFF
     }
 
     pub(crate) fn check_peer(self: &Arc<Self>, _nic: &Nic) {
@@ -420,18 +439,9 @@ impl ViInner {
             return;
         }
         let Some(link) = self.link() else { return };
-        let said = self.map.load(layout::PEER_STATE);
+        let said = self.peer_said();
         if said != 0 {
-            let code = match said & 0xFF {
-                2 => match said >> 8 {
-                    2 => ErrorCode::RecvqEmpty,
-                    4 => ErrorCode::RdmawProt,
-                    7 => ErrorCode::RdmarProt,
-                    _ => ErrorCode::ConnLost,
-                },
-                _ => ErrorCode::ConnLost,
-            };
-            self.fail(code, None, false);
+            self.fail(said_code(said), None, false);
         } else if link.is_lost() || link.has_failed() {
             self.fail(ErrorCode::ConnLost, None, false);
         }
@@ -463,8 +473,31 @@ impl ViInner {
             s.seen = 0;
             s.cache.clear();
         }
+        // The next connection has another number: what the old peer still says about
+        // itself is not heard by it.
+        self.conn.fetch_add(1, Ordering::AcqRel);
+        self.clear_segment();
+    }
+
+    /// Zero the segment's words and both rings: after a disconnect, and again right before
+    /// this VI's description goes to a new peer, so a store the old peer had under way
+    /// when the disconnect came (across hosts, still in its channel) is wiped.
+    pub(crate) fn clear_segment(&self) {
         let _ = self.map.write(0, &[0u8; layout::RING_A]);
         let _ = self.map.write(layout::RING_B, &[0u8; layout::ENTRIES * layout::COMPLETION]);
+    }
+}
+
+/// The error a peer's word ([`ViInner::peer_said`], not 0) breaks the VI with.
+pub(crate) fn said_code(said: u64) -> ErrorCode {
+    match said & 0xFF {
+        2 => match (said >> 8) & 0xFF_FFFF {
+            2 => ErrorCode::RecvqEmpty,
+            4 => ErrorCode::RdmawProt,
+            7 => ErrorCode::RdmarProt,
+            _ => ErrorCode::ConnLost,
+        },
+        _ => ErrorCode::ConnLost,
     }
 }
 
