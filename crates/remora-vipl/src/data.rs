@@ -44,6 +44,21 @@ impl Outcome {
     pub(crate) fn bits(bits: u32) -> Outcome {
         Outcome { bits, ..Outcome::default() }
     }
+
+    /// A send on a VI whose peer said `said` about itself (it went): nothing is delivered.
+    /// A reliable VI breaks, the send flushed; an unreliable one's message is dropped.
+    #[cold]
+    #[inline(never)]
+    fn peer_gone(said: u64, reliability: u16) -> Outcome {
+        if reliability == UNRELIABLE {
+            return Outcome::default();
+        }
+        Outcome {
+            bits: status::DESC_FLUSHED_ERROR,
+            fail: Some((crate::vi::said_code(said), false)),
+            say: None,
+        }
+    }
 }
 
 pub(crate) fn aligned(addr: usize) -> Result<()> {
@@ -263,17 +278,14 @@ impl Vi {
                 };
                 match (state, link) {
                     (ViState::Connected, Some(link)) => {
-                        // A reliable VI whose peer said it went delivers nothing: the
-                        // peer's VI may serve a new connection by now.
-                        let said = if attrs.reliability != UNRELIABLE { vi.peer_said() } else { 0 };
+                        // A VI whose peer said it went delivers nothing (the peer's VI may
+                        // serve a new connection by now): a reliable one breaks, its send
+                        // flushed; an unreliable one's message is dropped.
+                        let said = vi.peer_said();
                         out = if said == 0 {
                             self.perform(sq, link, t, attrs)
                         } else {
-                            Outcome {
-                                bits: status::DESC_FLUSHED_ERROR,
-                                fail: Some((crate::vi::said_code(said), false)),
-                                say: None,
-                            }
+                            Outcome::peer_gone(said, attrs.reliability)
                         };
                     }
                     (ViState::Error, _) => out.bits = status::DESC_FLUSHED_ERROR,
