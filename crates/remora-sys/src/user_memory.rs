@@ -478,7 +478,10 @@ pub fn move_region(region: UserRegion, name: &str) -> io::Result<Memfd> {
 
 /// Give `region` private memory again, with the bytes it holds now: the addresses stop
 /// showing the memfd they were moved into (an RSM export destroyed or rebound elsewhere:
-/// what the program writes there afterwards is its own again).
+/// what the program writes there afterwards is its own again). A range that no longer
+/// shows a memfd of Remora's (the program freed it, or mapped something else there) is
+/// left alone: there is nothing to give back, and copying it would fault or overwrite
+/// what is there now.
 ///
 /// # Errors
 /// `EINVAL` when not page-aligned or empty; the errno of `mmap`.
@@ -487,6 +490,9 @@ pub fn unshare_region(region: UserRegion) -> io::Result<()> {
     let (addr, len) = (region.addr(), region.len());
     if len == 0 || !addr.is_multiple_of(page) || !len.is_multiple_of(page) {
         return Err(errno(rustix::io::Errno::INVAL));
+    }
+    if !all_mapped(addr, len, |perms, path| perms.ends_with('s') && path.starts_with("/memfd:remora:")) {
+        return Ok(());
     }
     // Fresh private pages elsewhere get the bytes, then move over the range in one step
     // (a store never finds the new pages before they hold the bytes); other threads'

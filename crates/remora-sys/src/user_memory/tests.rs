@@ -88,3 +88,52 @@ fn stores_another_thread_makes_during_a_move_are_not_lost() {
     // SAFETY: the test's page, no longer used.
     unsafe { rustix::mm::munmap(p as *mut _, page) }.unwrap();
 }
+
+/// A range the program freed, or mapped something else over, after it was shared is left
+/// alone by `unshare_region` (before, the copy faulted in the library, or the remap
+/// replaced the program's new mapping).
+#[test]
+fn unshare_leaves_a_freed_or_remapped_range_alone() {
+    let page = crate::page_size();
+    let fresh = || {
+        // SAFETY: a fresh private anonymous mapping, owned by this test.
+        unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                2 * page,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .unwrap() as usize
+    };
+    let region = |a: usize| {
+        // SAFETY: the test's own mapping of two pages, alive while the region is used.
+        unsafe { UserRegion::from_raw_parts(a as *mut u8, 2 * page) }
+    };
+    // Freed: unmapped after it was shared.
+    let a = fresh();
+    let _fd = share_region(region(a), "t").unwrap();
+    // SAFETY: the test's own range.
+    unsafe { rustix::mm::munmap(a as *mut _, 2 * page).unwrap() };
+    assert!(unshare_region(region(a)).is_ok(), "nothing to give back, no fault");
+    // Remapped: something else lies there now, and stays.
+    let b = fresh();
+    let _fd = share_region(region(b), "t").unwrap();
+    // SAFETY: replaces the test's own range with a private page of its own.
+    unsafe {
+        rustix::mm::mmap_anonymous(
+            b as *mut _,
+            2 * page,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE | MapFlags::FIXED,
+        )
+        .unwrap();
+        *(b as *mut u8) = 0x5a;
+    }
+    assert!(unshare_region(region(b)).is_ok());
+    // SAFETY: b is still the test's private mapping.
+    assert_eq!(unsafe { *(b as *const u8) }, 0x5a, "the program's new mapping is untouched");
+    // SAFETY: the test's own range.
+    unsafe { rustix::mm::munmap(b as *mut _, 2 * page).unwrap() };
+}
