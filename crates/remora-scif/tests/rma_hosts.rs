@@ -3,9 +3,10 @@
 //! at unaligned offsets: every byte lands where it should, and a refused range still gives
 //! the precise error. Over the tcp transport and over the ofi transport.
 
+mod common;
+use common::{pair, wait_for_link};
 use remora_scif::*;
 use remora_testkit::Harness;
-use std::time::{Duration, Instant};
 
 /// Page-aligned, private anonymous memory that lives for the rest of the test process.
 fn anon(len: usize) -> UserRegion {
@@ -41,20 +42,8 @@ fn large_rma_across_hosts_over_ofi_tcp() {
 }
 
 fn large_rma(h: Harness) {
-    let (sa, sb) = (Scif::with_config(h.config(4)), Scif::with_config(h.config(8)));
-    let l = Endpoint::open(&sb).unwrap();
-    let port = l.bind(0).unwrap();
-    l.listen(1).unwrap();
-    let t0 = Instant::now();
-    while !sa.node_ids().unwrap().contains(&8) {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the link between nodes 4 and 8 came up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let c = Endpoint::open(&sa).unwrap();
-    let c2 = c.clone();
-    let t = std::thread::spawn(move || c2.connect(PortId { node: 8, port }).unwrap());
-    let (s, _) = l.accept(true).unwrap();
-    t.join().unwrap();
+    wait_for_link(&h);
+    let (c, s) = pair(&h, 4, 8);
     // Three windows on each side, of sizes that cut the 1 MiB frames at odd places.
     const MIB: usize = 1 << 20;
     let ours = [anon(3 * MIB + 4096), anon(2 * MIB), anon(5 * MIB)];
@@ -130,20 +119,8 @@ fn large_rma(h: Harness) {
 #[test]
 fn overlapping_windows_share_their_pages_across_hosts() {
     let h = Harness::with_cluster(&[4, 8], true);
-    let (sa, sb) = (Scif::with_config(h.config(4)), Scif::with_config(h.config(8)));
-    let l = Endpoint::open(&sb).unwrap();
-    let port = l.bind(0).unwrap();
-    l.listen(1).unwrap();
-    let t0 = Instant::now();
-    while !sa.node_ids().unwrap().contains(&8) {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the link between nodes 4 and 8 came up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let c = Endpoint::open(&sa).unwrap();
-    let c2 = c.clone();
-    let t = std::thread::spawn(move || c2.connect(PortId { node: 8, port }).unwrap());
-    let (s, _) = l.accept(true).unwrap();
-    t.join().unwrap();
+    wait_for_link(&h);
+    let (c, s) = pair(&h, 4, 8);
     let buf = anon(3 * 4096);
     let (w1, w2) = (0x300000u64, 0x400000u64);
     s.register(buf.sub(0, 8192), w1, Prot::RW, true).unwrap();

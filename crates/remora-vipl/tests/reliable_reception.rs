@@ -12,18 +12,7 @@ use std::time::{Duration, Instant};
 const T: Option<Duration> = Some(Duration::from_secs(10));
 
 fn a_refused_send_fails_with_the_receive(h: Harness) {
-    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
-    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
-    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
-    let attrs = |ptag| ViAttributes {
-        reliability: RELIABLE_RECEPTION,
-        max_transfer: MAX_TRANSFER,
-        ptag,
-        rdma_write: false,
-        rdma_read: false,
-    };
-    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
-    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    let (_h, snic, cnic, sp, cp, server, client) = common::vis(h, RELIABLE_RECEPTION);
     common::connect(&snic, &server, &cnic, &client, b"rr");
     let (sdesc, cdesc) = (common::mem(&snic, 64, sp, false), common::mem(&cnic, 64, cp, false));
     let (rbuf, sbuf) = (common::mem(&snic, 4096, sp, false), common::mem(&cnic, 8192, cp, false));

@@ -41,12 +41,9 @@ static void *waiter(void *arg)
 int main(void)
 {
 	rsmapi_controller_handle_t c;
-	rsm_topology_t *t;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	CK(rsm_get_controller("sci0", &c), RSM_SUCCESS);
-	CK(rsm_get_interconnect_topology(&t), RSM_SUCCESS);
-	rsm_node_id_t me = t->topology_hdr.local_nodeid;
-	rsm_free_interconnect_topology(t);
+	rsm_node_id_t me = local_node();
 	void *buf = pages(1);
 	memset(buf, 0, 4096);
 	rsm_memseg_id_t id = 0x400200;

@@ -20,10 +20,7 @@ int main(void)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	rsmapi_controller_handle_t c;
 	CK(rsm_get_controller("remora0", &c), RSM_SUCCESS);
-	rsm_topology_t *t = NULL;
-	CK(rsm_get_interconnect_topology(&t), RSM_SUCCESS);
-	rsm_node_id_t me = t->topology_hdr.local_nodeid;
-	rsm_free_interconnect_topology(t);
+	rsm_node_id_t me = local_node();
 
 	unsigned char *mem = pages(SEG / 4096);
 	memset(mem, 0, SEG);

@@ -35,4 +35,13 @@ static inline void *pages(size_t n)
 	}
 	return p;
 }
+/* This node's id, from the interconnect topology. */
+static inline rsm_node_id_t local_node(void)
+{
+	rsm_topology_t *t = NULL;
+	CK(rsm_get_interconnect_topology(&t), RSM_SUCCESS);
+	rsm_node_id_t me = t->topology_hdr.local_nodeid;
+	rsm_free_interconnect_topology(t);
+	return me;
+}
 #endif

@@ -1,12 +1,16 @@
 /*
  * scif_check.h - the checking helpers the SCIF test programs share: CHECK macros that
  * name the failed check with file, line, phase and errno; a watchdog; message helpers;
- * a connect that retries while the server is not up yet.
+ * a connect that retries while the server is not up yet; a connection of the node to
+ * itself (loop_pair).
  *
  * A program defines SCIF_TEST_PROG (its name) and includes this once, after scif.h.
  */
 #ifndef SCIF_CHECK_H
 #define SCIF_CHECK_H
+
+#include <pthread.h>
+#include <string.h>
 
 #ifndef SCIF_TEST_PROG
 #error "define SCIF_TEST_PROG before including scif_check.h"
@@ -256,6 +260,50 @@ MAYBE_UNUSED static int parse_u16(const char *s, const char *what)
         exit(2);
     }
     return (int)v;
+}
+
+/* ---------------------------------------------------------------- a pair on this node */
+
+struct loop_accept {
+    scif_epd_t lep;
+    scif_epd_t nepd;
+    struct scif_portID peer;
+    int rc;
+};
+
+MAYBE_UNUSED static void *loop_accept_main(void *arg)
+{
+    struct loop_accept *a = (struct loop_accept *)arg;
+    a->rc = scif_accept(a->lep, &a->peer, &a->nepd, SCIF_ACCEPT_SYNC);
+    return NULL;
+}
+
+/* A connection of this node to itself: a listener bound to `port` (*lp), an endpoint
+ * that dialed it (*c) and the endpoint it accepted (*s), accepted on a thread of its own
+ * (scif_connect returns once the listener accepted). Any failure stops the program. */
+MAYBE_UNUSED static void loop_pair(uint16_t port, scif_epd_t *lp, scif_epd_t *c, scif_epd_t *s)
+{
+    uint16_t self = 0;
+    struct scif_portID dst;
+    struct loop_accept acc;
+    pthread_t th;
+    CHECK_Q(scif_get_nodeIDs(NULL, 0, &self) >= 1, "scif_get_nodeIDs");
+    *lp = scif_open();
+    CHECK_Q(*lp >= 0, "scif_open of the listener");
+    CHECK_EQ_Q(scif_bind(*lp, port), port, "scif_bind");
+    CHECK_EQ_Q(scif_listen(*lp, 1), 0, "scif_listen");
+    memset(&acc, 0, sizeof acc);
+    acc.lep = *lp;
+    acc.nepd = -1;
+    CHECK_EQ_Q(pthread_create(&th, NULL, loop_accept_main, &acc), 0, "start the accepting thread");
+    *c = scif_open();
+    CHECK_Q(*c >= 0, "scif_open");
+    dst.node = self;
+    dst.port = port;
+    CHECK_Q(scif_connect(*c, &dst) > 0, "scif_connect to the own node");
+    CHECK_EQ_Q(pthread_join(th, NULL), 0, "join the accepting thread");
+    CHECK_EQ_Q(acc.rc, 0, "scif_accept");
+    *s = acc.nepd;
 }
 
 #endif /* SCIF_CHECK_H */

@@ -40,27 +40,6 @@
 #define RO_OFF 0x100000
 #define W1_OFF 0x200000
 
-struct acceptor {
-    scif_epd_t lep;
-    scif_epd_t nepd;
-    struct scif_portID peer;
-    int rc;
-};
-
-static void *acceptor_main(void *arg)
-{
-    struct acceptor *a = (struct acceptor *)arg;
-    a->rc = scif_accept(a->lep, &a->peer, &a->nepd, SCIF_ACCEPT_SYNC);
-    return NULL;
-}
-
-static scif_epd_t open_ep(void)
-{
-    scif_epd_t e = scif_open();
-    CHECK_Q(e != SCIF_OPEN_FAILED && e >= 0, "scif_open");
-    return e;
-}
-
 static void *map(size_t len, int prot)
 {
     void *p = mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -70,11 +49,7 @@ static void *map(size_t len, int prot)
 
 int main(void)
 {
-    uint16_t self = 0;
     scif_epd_t lp, c, s;
-    struct scif_portID dst;
-    struct acceptor acc;
-    pthread_t th;
     uint8_t *win, *ro, *w1, *w2, *own_ro, *none, *half, *half_ro, *back;
     uint64_t v;
     int i;
@@ -85,21 +60,7 @@ int main(void)
     role = "single";
 
     PHASE("connect");
-    CHECK_Q(scif_get_nodeIDs(NULL, 0, &self) >= 1, "scif_get_nodeIDs");
-    lp = open_ep();
-    CHECK_EQ_Q(scif_bind(lp, PORT_LOOP), PORT_LOOP, "scif_bind");
-    CHECK_EQ_Q(scif_listen(lp, 1), 0, "scif_listen");
-    memset(&acc, 0, sizeof acc);
-    acc.lep = lp;
-    acc.nepd = -1;
-    CHECK_EQ_Q(pthread_create(&th, NULL, acceptor_main, &acc), 0, "start the accepting thread");
-    c = open_ep();
-    dst.node = self;
-    dst.port = PORT_LOOP;
-    CHECK_Q(scif_connect(c, &dst) > 0, "scif_connect to the own node");
-    CHECK_EQ_Q(pthread_join(th, NULL), 0, "join the accepting thread");
-    CHECK_EQ_Q(acc.rc, 0, "scif_accept");
-    s = acc.nepd;
+    loop_pair(PORT_LOOP, &lp, &c, &s);
 
     /* The accepting end's windows: one writable page at 0, a read-only page, two
      * adjacent writable pages. Ours: a read-only page. */

@@ -72,14 +72,23 @@ pub fn send(nic: &Nic, vi: &Vi, desc: &Mem, d: &Descriptor) -> u32 {
 /// Two nodes of the harness `h` (4 and 8), a NIC on each and a reliable VI on each (not
 /// connected yet): the harness (kept alive by the caller), the server's NIC and the
 /// client's, their protection tags, the server's VI and the client's.
+#[allow(dead_code)] // not every test binary that includes this module calls it
 pub fn reliable_vis(
     h: remora_testkit::Harness,
+) -> (remora_testkit::Harness, Nic, Nic, ProtectionTag, ProtectionTag, Vi, Vi) {
+    vis(h, RELIABLE_DELIVERY)
+}
+
+/// [`reliable_vis`] with VIs of the reliability level `reliability`.
+pub fn vis(
+    h: remora_testkit::Harness,
+    reliability: u16,
 ) -> (remora_testkit::Harness, Nic, Nic, ProtectionTag, ProtectionTag, Vi, Vi) {
     let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
     let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
     let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
     let attrs = |ptag| ViAttributes {
-        reliability: RELIABLE_DELIVERY,
+        reliability,
         max_transfer: MAX_TRANSFER,
         ptag,
         rdma_write: false,
