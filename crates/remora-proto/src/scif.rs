@@ -144,7 +144,7 @@ pub const SCIF_RMA_WAIT_MS: u64 = 200;
 
 /// Whether a completed-RMA count `done` has reached the fence mark count `mark` (both taken
 /// modulo 2^[`SCIF_MARK_BITS`]; a count less than half that range ahead counts as reached).
-pub fn scif_mark_reached(done: u64, mark: u64) -> bool {
+pub fn rma_mark_reached(done: u64, mark: u64) -> bool {
     let mask = (1u64 << SCIF_MARK_BITS) - 1;
     (done.wrapping_sub(mark) & mask) < (1 << (SCIF_MARK_BITS - 1))
 }

@@ -14,7 +14,7 @@ use crate::conn::{peer_windows, Conn};
 use crate::window::{resolve, resolve_one, Piece};
 use crate::{Endpoint, Error, Result};
 use remora_client::dsm::{Sink, Source};
-use remora_proto::scif_mark_reached;
+use remora_proto::rma_mark_reached;
 use remora_sys::msgring::{RmaTicket, RMA_STALL};
 use remora_sys::Mapping;
 use std::sync::atomic::{fence, Ordering};
@@ -117,7 +117,7 @@ impl Conn {
 
     fn wait_done(&self, side: usize, target: u64) -> Result<()> {
         let mut wait = Stalled::new(self, side);
-        while !scif_mark_reached(self.region.rma_done(side).load(Ordering::Acquire), target) {
+        while !rma_mark_reached(self.region.rma_done(side).load(Ordering::Acquire), target) {
             match wait.pause() {
                 Err(Error::Reset) if side != self.side && self.peer_closed() => return Ok(()),
                 r => r?,
@@ -194,7 +194,7 @@ impl Conn {
             }
             let stalled = since.elapsed() >= RMA_STALL;
             match self.far_peer_counts(stalled.then_some(target)) {
-                Ok((_, done)) if scif_mark_reached(done, target) => return Ok(()),
+                Ok((_, done)) if rma_mark_reached(done, target) => return Ok(()),
                 Ok((_, done)) => {
                     if stalled || last != Some(done) {
                         (last, since) = (Some(done), Instant::now());

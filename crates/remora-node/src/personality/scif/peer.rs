@@ -8,7 +8,7 @@ use super::relay;
 use crate::transport::{FlowUse, PeerMemory};
 use crate::{Node, Stats};
 use remora_proto::link::{PeerReply, ScifPeerRequest};
-use remora_proto::{scif_mark_reached, Error, MAX_DATA_IO, SCIF_CHECK_ONE_WINDOW, SCIF_RMA_WAIT_MS};
+use remora_proto::{rma_mark_reached, Error, MAX_DATA_IO, SCIF_CHECK_ONE_WINDOW, SCIF_RMA_WAIT_MS};
 use remora_sys::msgring::MsgRegion;
 use remora_sys::Mapping;
 use std::sync::atomic::Ordering;
@@ -86,12 +86,12 @@ pub(crate) async fn serve(
 /// still) first ends the tickets of RMAs whose processes are gone.
 async fn rma_counts(region: &MsgRegion, side: usize, until: Option<u64>) -> Vec<u8> {
     if let Some(mark) = until {
-        if !scif_mark_reached(region.rma_done(side).load(Ordering::Acquire), mark) {
+        if !rma_mark_reached(region.rma_done(side).load(Ordering::Acquire), mark) {
             region.rma_recover(side);
         }
         let deadline = Instant::now() + Duration::from_millis(SCIF_RMA_WAIT_MS);
         let mut pause = Duration::from_micros(20);
-        while !scif_mark_reached(region.rma_done(side).load(Ordering::Acquire), mark)
+        while !rma_mark_reached(region.rma_done(side).load(Ordering::Acquire), mark)
             && region.closed(side).load(Ordering::Acquire) == 0
             && Instant::now() < deadline
         {
