@@ -57,6 +57,21 @@ fn adapter(a: u32) -> Result<(), Error> {
 }
 
 impl Registry {
+    /// The next automatic segment id, round-robin from the last one handed out: an id comes
+    /// back only after every other one was used, so a process still holding a connection
+    /// to a removed segment by (node, id) never finds the next segment made under that id
+    /// (VIPL's senders keep the pieces of a peer's memory by id, and a piece deregistered
+    /// and registered again would otherwise get the id of the one it replaced).
+    fn next_free_seg_id(&mut self) -> Result<u32, Error> {
+        let start = self.next_seg_id.max(AUTO_ID_BASE);
+        let id = (start..=u32::MAX)
+            .chain(AUTO_ID_BASE..start)
+            .find(|i| !self.ids.contains_key(&(IdSpace::Sisci, *i)))
+            .ok_or(Error::NoSpace)?;
+        self.next_seg_id = id.checked_add(1).unwrap_or(AUTO_ID_BASE);
+        Ok(id)
+    }
+
     /// `SCICreateSegment`.
     ///
     /// # Errors
@@ -79,11 +94,7 @@ impl Registry {
             match id {
                 Some(id) if self.ids.contains_key(&(IdSpace::Sisci, id)) => return Err(Error::SegmentIdUsed),
                 Some(id) => Some(id),
-                None => Some(
-                    (AUTO_ID_BASE..=u32::MAX)
-                        .find(|i| !self.ids.contains_key(&(IdSpace::Sisci, *i)))
-                        .ok_or(Error::NoSpace)?,
-                ),
+                None => Some(self.next_free_seg_id()?),
             }
         };
         let memfd = if empty {

@@ -79,6 +79,8 @@ pub struct Registry {
     intnos: HashMap<(bool, u32), u64>,
     /// Where the search for the next automatic interrupt number starts (`notifiers.rs`).
     next_intno: u32,
+    /// Where the search for the next automatic segment id starts (`exports.rs`).
+    next_seg_id: u32,
     /// Interrupt connections by handle.
     pub intr_conns: BTreeMap<u64, IntrConn>,
     /// DMA queues by handle.
@@ -112,6 +114,7 @@ impl Registry {
             interrupts: BTreeMap::new(),
             intnos: HashMap::new(),
             next_intno: AUTO_INTNO_BASE,
+            next_seg_id: AUTO_ID_BASE,
             intr_conns: BTreeMap::new(),
             dma: BTreeMap::new(),
             epoch: Arc::default(),

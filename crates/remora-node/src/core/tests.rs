@@ -62,6 +62,14 @@ fn private_and_auto_ids() {
     let x = r.create_segment(a, None, 4096, false, false).unwrap().id.unwrap();
     let y = r.create_segment(a, None, 4096, false, false).unwrap().id.unwrap();
     assert!(x >= AUTO_ID_BASE && y != x);
+    // A removed segment's id is not handed to the next segment made.
+    r.remove_segment(a, r.ids[&(IdSpace::Sisci, y)], false).unwrap();
+    let z = r.create_segment(a, None, 4096, false, false).unwrap().id.unwrap();
+    assert_eq!(z, y + 1);
+    // At the end of the range the search wraps to the lowest free id.
+    r.next_seg_id = u32::MAX;
+    assert_eq!(r.create_segment(a, None, 4096, false, false).unwrap().id, Some(u32::MAX));
+    assert_eq!(r.create_segment(a, None, 4096, false, false).unwrap().id, Some(y));
     let e = r.create_segment(a, Some(9), 0, false, true).unwrap().seg;
     assert_eq!(r.prepare(a, e, 0), Err(Error::IllegalOperation));
 }
