@@ -49,29 +49,38 @@ struct Piece {
 /// the range and how many pieces (of any NIC) lie over it. When the last goes, the pages
 /// become private again with their bytes, so a peer that still holds the memfd writes
 /// into nothing the program sees (`VipDeregisterMem`).
+///
+/// Its lock covers the whole change of sharing on either side: a registration holds it
+/// from finding the pages shared (or moving them) until its piece is counted, and the
+/// last piece's give-back holds it until the pages are private again. Otherwise another
+/// NIC's registration could find the pages still shared, be counted after the last piece
+/// went, and have them unshared under it (peers would write into a memfd the program no
+/// longer sees).
 static MOVED: std::sync::Mutex<BTreeMap<usize, (UserRegion, usize)>> = std::sync::Mutex::new(BTreeMap::new());
 
-fn moved_book() -> std::sync::MutexGuard<'static, BTreeMap<usize, (UserRegion, usize)>> {
+type MovedBook = std::sync::MutexGuard<'static, BTreeMap<usize, (UserRegion, usize)>>;
+
+fn moved_book() -> MovedBook {
     MOVED.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A piece over pages this library moved is gone: the last one gives them back.
+/// A piece over pages this library moved is gone: the last one gives them back, under
+/// the book's lock (see [`MOVED`]).
 fn let_go(start: usize) {
-    let back = {
-        let mut book = moved_book();
-        match book.get_mut(&start) {
-            Some((_, n)) if *n > 1 => {
-                *n -= 1;
-                None
-            }
-            Some(_) => book.remove(&start).map(|(r, _)| r),
-            None => None,
+    let mut book = moved_book();
+    let back = match book.get_mut(&start) {
+        Some((_, n)) if *n > 1 => {
+            *n -= 1;
+            None
         }
+        Some(_) => book.remove(&start).map(|(r, _)| r),
+        None => None,
     };
     if let Some(r) = back {
         let _ = remora_sys::user_memory::unshare_region(r);
         remora_sys::user_memory::prune_shared();
     }
+    drop(book);
 }
 
 /// A piece that is gone: its segment is removed, and pages this library moved for it
@@ -137,6 +146,8 @@ impl MemBook {
         let span = user.page_span();
         let mut starts = Vec::new();
         let mut made = Vec::new();
+        // Held until every piece is counted (see [`MOVED`]).
+        let mut book = moved_book();
         let outcome: Result<()> = (|| {
             for run in remora_sys::user_memory::shared_splits(span) {
                 if let Some((start, p)) = self.piece_at(run.addr()) {
@@ -167,7 +178,6 @@ impl MemBook {
                 // The segment is the whole shared range the run lies in.
                 let start = run.addr() - off;
                 let moved = {
-                    let mut book = moved_book();
                     if let Some((_, n)) = book.get_mut(&start) {
                         *n += 1;
                         true
@@ -190,6 +200,7 @@ impl MemBook {
             }
             Ok(())
         })();
+        drop(book);
         if let Err(e) = outcome {
             for s in made {
                 if let Some(p) = self.pieces.remove(&s) {

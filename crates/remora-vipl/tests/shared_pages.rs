@@ -1,6 +1,10 @@
-//! Pages registered, deregistered and registered again: a peer's message into the
-//! registration of now lands in the program's memory. Registered again, the pages are new
-//! pieces, which a peer that wrote into the old ones never takes for those.
+//! Pages registered, deregistered and registered again, by one NIC or by several NICs of
+//! one process: a peer's message into the registration of now lands in the program's
+//! memory. Registered again, the pages are new pieces, which a peer that wrote into the
+//! old ones never takes for those; and while one NIC registers and deregisters a buffer
+//! again and again, another NIC's registration of the same pages stays shared all along
+//! (the deregistration's give-back of the pages never runs under a registration that
+//! found them shared).
 
 mod common;
 use common::{connect, mem};
@@ -8,6 +12,8 @@ use common::{connect, mem};
 use remora_testkit::Harness;
 use remora_vipl::layout::status;
 use remora_vipl::*;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 const T: Option<Duration> = Some(Duration::from_secs(10));
@@ -80,4 +86,55 @@ fn memory_registered_again_takes_the_next_message() {
         assert!(landed, "registration {round}: the message did not reach the program's memory");
         snic.deregister(buf.addr(), handle).unwrap();
     }
+}
+
+#[test]
+fn a_deregistration_on_another_nic_never_unshares_a_registration() {
+    let h = Harness::new();
+    let (h, snic, cnic, sp, cp, server, client) = common::reliable_vis(h);
+    connect(&snic, &server, &cnic, &client, b"shared-pages");
+    let churn_nic = Nic::open_with_config("remora0", h.config(4)).unwrap();
+    let churn_tag = churn_nic.create_ptag();
+    let buf = fresh_pages(2);
+    let (sdesc, cdesc) = (mem(&snic, 256, sp, false), mem(&cnic, 256, cp, false));
+    let cbuf = mem(&cnic, 4096, cp, false);
+
+    // Another NIC registers and deregisters the same pages meanwhile.
+    let stop = Arc::new(AtomicBool::new(false));
+    let churned = Arc::new(AtomicUsize::new(0));
+    let churn = {
+        let (stop, churned) = (stop.clone(), churned.clone());
+        std::thread::spawn(move || {
+            let attrs = MemAttributes { ptag: churn_tag, rdma_write: false, rdma_read: false };
+            while !stop.load(Ordering::Relaxed) {
+                let handle = churn_nic.register(buf, attrs).unwrap();
+                churn_nic.deregister(buf.addr(), handle).unwrap();
+                churned.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+
+    let attrs = MemAttributes { ptag: sp, rdma_write: false, rdma_read: false };
+    for round in 0..400 {
+        let handle = snic.register(buf, attrs).unwrap();
+        let landed = message_lands(
+            (&snic, &server, &sdesc),
+            (&cnic, &client, &cdesc, &cbuf),
+            buf,
+            handle,
+            (round % 2) * 4096,
+            4096,
+            round,
+        );
+        assert!(
+            landed,
+            "round {round} ({} churns): the message did not reach the program's memory \
+             (the pages were unshared under the registration)",
+            churned.load(Ordering::Relaxed)
+        );
+        snic.deregister(buf.addr(), handle).unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    churn.join().unwrap();
+    assert!(churned.load(Ordering::Relaxed) > 0, "the other NIC never registered");
 }
