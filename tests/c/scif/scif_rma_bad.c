@@ -5,12 +5,12 @@
  *   scif_rma_bad                  (run with REMORA_NODE=4; uses port 2094)
  *
  * scif_vwriteto from an unmapped address, from PROT_NONE memory and from a buffer that
- * runs into an unmapped page, and scif_vreadfrom into read-only memory, into the
- * program's text and into a buffer that runs into a read-only page: each fails EFAULT
- * (the driver's copy from or to user memory), the process lives and the connection keeps
- * working. scif_fence_signal into a window registered read-only (ours or the peer's)
- * fails EPERM and leaves its bytes; 8 bytes at a window's last DWORD, which would run
- * into the next window, fail ENXIO and touch neither.
+ * runs into an unmapped page or has one in its middle, and scif_vreadfrom into read-only
+ * memory, into the program's text and into a buffer that runs into a read-only page: each
+ * fails EFAULT (the driver's copy from or to user memory), the process lives and the
+ * connection keeps working. scif_fence_signal into a window registered read-only (ours or
+ * the peer's) fails EPERM and leaves its bytes; 8 bytes at a window's last DWORD, which
+ * would run into the next window, fail ENXIO and touch neither.
  *
  * Prints one "ok" line per check and "PASS" at the end; on failure prints where and why
  * and exits non-zero (3 if its 60 s alarm fired, or killed by the signal of a crash).
@@ -50,7 +50,7 @@ static void *map(size_t len, int prot)
 int main(void)
 {
     scif_epd_t lp, c, s;
-    uint8_t *win, *ro, *w1, *w2, *own_ro, *none, *half, *half_ro, *back;
+    uint8_t *win, *ro, *w1, *w2, *own_ro, *none, *half, *half_ro, *holed, *back;
     uint64_t v;
     int i;
 
@@ -91,6 +91,10 @@ int main(void)
               "scif_vwriteto from a buffer that runs into an unmapped page fails EFAULT");
     CHECK_ERR(scif_vwriteto(c, (void *)~(uintptr_t)0xfff, 8192, 0, 0), EFAULT,
               "scif_vwriteto from a range that wraps the address space fails EFAULT");
+    holed = map(3 * PAGE, PROT_READ | PROT_WRITE);
+    CHECK_EQ_Q(munmap(holed + PAGE, PAGE), 0, "unmap the middle page of three");
+    CHECK_ERR(scif_vwriteto(c, holed + PAGE - 16, PAGE + 32, W1_OFF, 0), EFAULT,
+              "scif_vwriteto from a buffer with an unmapped page in its middle fails EFAULT");
 
     PHASE("vreadfrom into bad memory");
     half_ro = map(2 * PAGE, PROT_READ | PROT_WRITE);
