@@ -16,7 +16,7 @@ use crate::session::{fd_of, is_memfd, Outcome, Session};
 use crate::Node;
 use remora_proto::link::{PeerReply, PeerRequest};
 use remora_proto::{AccessEntry, Credentials, Error, LostReason, Reply, RsmPeerRequest, RsmRequest};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::OwnedFd;
 
 /// The first id the node picks for a publish with id 0.
@@ -46,6 +46,26 @@ pub struct Books {
     pub exports: HashMap<u64, Export>,
     /// The importer's signal (node, interrupt number) of each import, by connection handle.
     pub imports: HashMap<u64, (u32, u32)>,
+    /// The number of imports at which [`Books::add_import`] next forgets ended ones.
+    prune_at: usize,
+}
+
+/// The fewest imports [`Books::add_import`] lets gather before it looks for ended ones.
+const PRUNE_MIN: usize = 64;
+
+impl Books {
+    /// Book import `conn` with its importer's signal. A process that connects and
+    /// disconnects without end must not grow the books until its session ends: when the
+    /// imports have doubled since the last look, those whose connection `live` (the node's
+    /// connection handles, asked only then) no longer holds are forgotten.
+    pub fn add_import(&mut self, conn: u64, signal: (u32, u32), live: impl FnOnce() -> HashSet<u64>) {
+        self.imports.insert(conn, signal);
+        if self.imports.len() >= self.prune_at.max(PRUNE_MIN) {
+            let live = live();
+            self.imports.retain(|c, _| live.contains(c));
+            self.prune_at = 2 * self.imports.len();
+        }
+    }
 }
 
 /// Whether an explicit id lies in a range reserved for the system.
@@ -283,7 +303,8 @@ fn connect_here(
         }
         (conn, size, memfd)
     };
-    node.rsm().imports.insert(conn, (importer, signal));
+    // The books' lock before the node's, as `owns` takes them.
+    node.rsm().add_import(conn, (importer, signal), || node.lock().conns.keys().copied().collect());
     let fd = match (readable, writable) {
         (false, _) => None,
         (true, true) => Some(fd_of(&memfd)?),
@@ -343,7 +364,7 @@ pub(crate) fn serve_peer(node: &Node, sid: u64, from: u32, req: RsmPeerRequest) 
 
 /// Forget what belonged to exports and imports that no longer exist (a session ended).
 pub(crate) fn end_session(node: &Node) {
-    let (segs, conns): (std::collections::HashSet<u64>, std::collections::HashSet<u64>) = {
+    let (segs, conns): (HashSet<u64>, HashSet<u64>) = {
         let reg = node.lock();
         (
             reg.segments.values().filter(|g| !g.removed).map(|g| g.seg).collect(),
@@ -358,6 +379,23 @@ pub(crate) fn end_session(node: &Node) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ended_imports_are_forgotten_as_new_ones_come() {
+        let mut books = Books::default();
+        // A process that connects and disconnects again and again: one connection live.
+        for conn in 0..10_000u64 {
+            books.add_import(conn, (1, 7), || HashSet::from([conn]));
+            assert!(books.imports.len() <= PRUNE_MIN, "{} imports booked", books.imports.len());
+            assert_eq!(books.imports.get(&conn), Some(&(1, 7)));
+        }
+        // Imports that stay connected are all kept, however many.
+        let mut books = Books::default();
+        for conn in 0..1000u64 {
+            books.add_import(conn, (2, conn as u32), || (0..=conn).collect());
+        }
+        assert_eq!(books.imports.len(), 1000);
+    }
 
     fn export(mode: u32, acl: Option<Vec<AccessEntry>>) -> Export {
         Export { uid: 1000, gid: 100, mode, acl, signal: 0 }
