@@ -346,6 +346,10 @@ pub enum Reply {
         /// its frames).
         conns: Vec<u64>,
     },
+    /// Answer to [`Request::TakeSegmentEvents`](crate::Request::TakeSegmentEvents): the
+    /// events the daemon kept for the segment, oldest first (none for a segment the
+    /// session does not own).
+    SegmentEvents(Vec<Event>),
 }
 
 /// A daemon's message to a process: a reply or an event.

@@ -316,6 +316,17 @@ pub enum Request {
         /// The interrupt handle.
         intr: u64,
     },
+
+    /// As [`Request::SegmentEvents`], asked by the process's event thread (a first wait for
+    /// a local segment's events made inside another resource's callback, which cannot read
+    /// the event socket's answer until it returns): the events the daemon kept for `seg` come
+    /// in the answer, [`Reply::SegmentEvents`](crate::Reply::SegmentEvents), and the next
+    /// ones go down the event socket as they happen (behind the answer: the event thread is
+    /// the one waiting for it).
+    TakeSegmentEvents {
+        /// The segment handle.
+        seg: u64,
+    },
 }
 
 /// A request with its id; replies carry the same id.

@@ -164,51 +164,19 @@ impl Dispatch {
     }
 
     pub(crate) fn deliver(&self, ev: &Event) {
+        if let Some((seg, e)) = local_event(ev) {
+            let target =
+                self.locals.lock().unwrap_or_else(|p| p.into_inner()).get(&seg).and_then(Weak::upgrade);
+            if let Some(inner) = target {
+                segment::LocalSegment::from_inner(inner).deliver(e);
+            }
+            return;
+        }
         match *ev {
-            Event::SegmentConnected { seg, node } | Event::SegmentDisconnected { seg, node } => {
-                let reason = if matches!(ev, Event::SegmentConnected { .. }) {
-                    SegmentReason::Connect
-                } else {
-                    SegmentReason::Disconnect
-                };
-                let target =
-                    self.locals.lock().unwrap_or_else(|p| p.into_inner()).get(&seg).and_then(Weak::upgrade);
-                if let Some(inner) = target {
-                    segment::LocalSegment::from_inner(inner).deliver(LocalEvent {
-                        reason,
-                        node,
-                        adapter: ADAPTER,
-                    });
-                }
-            }
-            Event::SegmentLink { seg, node, operational } => {
-                let reason =
-                    if operational { SegmentReason::Operational } else { SegmentReason::NotOperational };
-                let target =
-                    self.locals.lock().unwrap_or_else(|p| p.into_inner()).get(&seg).and_then(Weak::upgrade);
-                if let Some(inner) = target {
-                    segment::LocalSegment::from_inner(inner).deliver(LocalEvent {
-                        reason,
-                        node,
-                        adapter: ADAPTER,
-                    });
-                }
-            }
             Event::ConnectionLink { conn, operational } => {
                 let reason =
                     if operational { SegmentReason::Operational } else { SegmentReason::NotOperational };
                 self.remote(conn, reason, None)
-            }
-            Event::SegmentLost { seg, node } => {
-                let target =
-                    self.locals.lock().unwrap_or_else(|p| p.into_inner()).get(&seg).and_then(Weak::upgrade);
-                if let Some(inner) = target {
-                    segment::LocalSegment::from_inner(inner).deliver(LocalEvent {
-                        reason: SegmentReason::Lost,
-                        node,
-                        adapter: ADAPTER,
-                    });
-                }
             }
             Event::SegmentEventsOn { seg } => {
                 let target =
@@ -218,6 +186,11 @@ impl Dispatch {
                 }
             }
             Event::SegmentUnavailable { conn } => self.remote(conn, SegmentReason::Disconnect, None),
+            // A local segment's: delivered above.
+            Event::SegmentConnected { .. }
+            | Event::SegmentDisconnected { .. }
+            | Event::SegmentLink { .. }
+            | Event::SegmentLost { .. } => {}
             Event::GroupLeg { conn, leg, joined } => broadcast::on_leg(conn, leg, joined),
             Event::ConnectionLost { conn, reason } => match reason {
                 LostReason::ForcedDisconnect => {
@@ -237,6 +210,20 @@ impl Dispatch {
             segment::RemoteSegment::from_inner(inner).deliver(RemoteEvent { reason, status });
         }
     }
+}
+
+/// The local segment `ev` is about and the event as its waits and callbacks see it; `None`
+/// for an event of anything else.
+pub(crate) fn local_event(ev: &Event) -> Option<(u64, LocalEvent)> {
+    let (seg, node, reason) = match *ev {
+        Event::SegmentConnected { seg, node } => (seg, node, SegmentReason::Connect),
+        Event::SegmentDisconnected { seg, node } => (seg, node, SegmentReason::Disconnect),
+        Event::SegmentLink { seg, node, operational: true } => (seg, node, SegmentReason::Operational),
+        Event::SegmentLink { seg, node, operational: false } => (seg, node, SegmentReason::NotOperational),
+        Event::SegmentLost { seg, node } => (seg, node, SegmentReason::Lost),
+        _ => return None,
+    };
+    Some((seg, LocalEvent { reason, node, adapter: ADAPTER }))
 }
 
 #[derive(Debug)]

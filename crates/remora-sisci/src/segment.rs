@@ -314,7 +314,28 @@ impl LocalSegment {
     /// [`Error::IllegalOperation`] when the segment has a callback.
     pub fn wait_event(&self, timeout: Option<Duration>) -> Result<LocalEvent> {
         self.live()?;
+        if remora_client::events::on_event_thread() {
+            // Inside another resource's callback the event socket's answer could not come
+            // until the callback returns: the kept events come in the request's answer.
+            return self.inner.events.wait(timeout, || self.take_events());
+        }
         self.inner.events.wait(timeout, || self.ask_events())
+    }
+
+    /// [`LocalSegment::ask_events`] made on the event thread: the kept events are in the
+    /// answer (`Request::TakeSegmentEvents`); the next ones come down the event socket,
+    /// which this thread reads again only after them.
+    fn take_events(&self) -> Result<()> {
+        let req = Request::TakeSegmentEvents { seg: self.inner.seg };
+        let (reply, _) = self.inner.desc.session().request(req, &[])?;
+        let Reply::SegmentEvents(kept) = reply else {
+            return Err(Error::System(format!("unexpected reply {reply:?}")));
+        };
+        for (_, e) in kept.iter().filter_map(crate::local_event) {
+            self.deliver(e);
+        }
+        self.events_on();
+        Ok(())
     }
 
     /// `SCIRemoveSegment`. Succeeds while other nodes are connected (their memory lives

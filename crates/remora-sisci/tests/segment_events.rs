@@ -125,3 +125,35 @@ fn a_process_that_attached_a_segment_waits_its_time_and_the_owner_still_gets_the
     assert_eq!(got, want);
     attached.remove().unwrap();
 }
+
+#[test]
+fn a_first_wait_inside_another_resources_callback_gets_the_kept_events() {
+    let h = common::Harness::new();
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let s = exported(&a, 26, None);
+    let want = churn(&[(8, &b)], 26, 3);
+    // The first wait for `s`'s events runs on the event thread, inside `t`'s callback:
+    // the daemon's answer cannot come down the event socket, which that thread reads.
+    let (tx, rx) = mpsc::channel();
+    let waiter = s.clone();
+    let n = want.len();
+    let cb: LocalCallback = Box::new(move |_, e| {
+        if e.reason == SegmentReason::Connect {
+            let got: Vec<_> = (0..n).map(|_| waiter.wait_event(LONG).map(|e| (e.reason, e.node))).collect();
+            tx.send(got).unwrap();
+        }
+        CallbackAction::Continue
+    });
+    let _t = exported(&a, 27, Some(cb));
+    let r = RemoteSegment::connect(&b, 4, 27, 0, LONG).unwrap();
+    let got = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let got: Vec<_> = got.into_iter().map(Result::unwrap).collect();
+    assert_eq!(got, want);
+    r.disconnect().unwrap();
+    // The events after the answer come as usual, once, in order.
+    let more = churn(&[(8, &b)], 26, 2);
+    let got: Vec<_> = (0..more.len()).map(|_| next(&s, LONG)).collect();
+    assert_eq!(got, more);
+    assert_eq!(s.wait_event(Some(Duration::from_millis(20))).unwrap_err(), Error::Timeout);
+}

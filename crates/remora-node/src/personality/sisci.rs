@@ -85,6 +85,10 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
             s.node.lock().want_segment_events(sid, seg);
             ok(Ok(()))
         }
+        Request::TakeSegmentEvents { seg } => {
+            let events = s.node.lock().take_segment_events(sid, seg);
+            (Ok(Reply::SegmentEvents(events)), vec![])
+        }
         Request::AttachShared { id } => {
             let mut reg = s.node.lock();
             match reg.attach_shared(sid, id) {

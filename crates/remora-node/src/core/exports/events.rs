@@ -64,4 +64,17 @@ impl Registry {
         }
         self.tell(session, Event::SegmentEventsOn { seg });
     }
+
+    /// As [`Registry::want_segment_events`], the kept events returned (for the answer to
+    /// the request) instead of sent, and no [`Event::SegmentEventsOn`]. Events a full store
+    /// sent earlier are already on the event socket: the process sees them after these.
+    pub fn take_segment_events(&mut self, session: u64, seg: u64) -> Vec<Event> {
+        match self.segments.get_mut(&seg).filter(|s| s.owner == session && !s.removed) {
+            Some(s) => {
+                s.events.wanted = true;
+                std::mem::take(&mut s.events.kept).into()
+            }
+            None => Vec::new(),
+        }
+    }
 }
