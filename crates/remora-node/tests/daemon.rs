@@ -278,7 +278,7 @@ fn metrics_count_scif_rma_and_dsm_traffic_of_another_host() {
     assert!(matches!(reply, Reply::ScifConnected { .. }), "{reply:?}");
     let (near, _conn_fds, _ringer) = connecting.join().unwrap();
     let window = remora_sys::Memfd::create("window", 8192).unwrap();
-    let pieces = vec![remora_proto::ScifPiece { memfd_offset: 0, len: 8192 }];
+    let pieces = vec![remora_proto::ScifPiece { fd: 0, memfd_offset: 0, len: 8192 }];
     let req = Request::Scif(ScifRequest::Register { offset: 0, prot: 3, fixed: true, pieces });
     let (Reply::ScifOffset { offset: 0 }, _) = ask(&accepted, req, &[window.as_fd()]) else {
         panic!("not registered")

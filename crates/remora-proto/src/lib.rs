@@ -31,8 +31,10 @@ pub const MAGIC: [u8; 2] = *b"RM";
 /// segment's events kept by the daemon until its owner asks, [`Request::SegmentEvents`],
 /// [`Event::SegmentEventsOn`]; 11: SCIF's RMA counts asked of a far peer's node,
 /// `ScifRequest::PeerRmaCounts`, `ScifPeerRequest::RmaCounts`, and the one-window check
-/// of a fence signal's target).
-pub const VERSION: u16 = 11;
+/// of a fence signal's target; 12: a SCIF window's pieces name their memfd among the
+/// message's, each memfd sent once, up to [`SCIF_MAX_PIECES`] pieces; [`Reply::ScifWindows`]
+/// says whether more follow).
+pub const VERSION: u16 = 12;
 /// The most events of one local segment a daemon keeps while its owner has not asked for
 /// them ([`Event`]): the one that fills the store sends them all to the owner.
 pub const KEPT_SEGMENT_EVENTS: usize = 256;

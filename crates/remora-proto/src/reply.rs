@@ -286,8 +286,14 @@ pub enum Reply {
         /// The offset.
         offset: u64,
     },
-    /// Registered windows; their memfds ride along in the same order.
-    ScifWindows(Vec<ScifWindow>),
+    /// Registered windows, in order of offset; the memfds their pieces name ride along,
+    /// each once.
+    ScifWindows {
+        /// The windows.
+        windows: Vec<ScifWindow>,
+        /// More windows follow the last one (ask again from after it).
+        more: bool,
+    },
     /// Node ids.
     ScifNodes(Vec<u32>),
     /// An RSM export got its id (`rsm_memseg_export_publish`).

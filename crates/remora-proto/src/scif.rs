@@ -45,8 +45,9 @@ pub enum ScifRequest {
         sync: bool,
     },
     /// `scif_register`: add a window to this endpoint's registered address space. The
-    /// window is made of `pieces`, in order, and carries one memfd per piece, in the same
-    /// order (pages that back an earlier window stay in that window's memfd, so one page
+    /// window is made of `pieces`, in order; the memfds they lie in ride along, each once
+    /// (at most [`SCIF_MAX_FDS`]), and a piece names its memfd by its place among them
+    /// (pages that back an earlier window stay where that window has them, so one page
     /// may back several windows). Answer: [`Reply::ScifOffset`](crate::Reply::ScifOffset).
     Register {
         /// Where (`fixed`) or a hint.
@@ -67,7 +68,8 @@ pub enum ScifRequest {
     },
     /// List windows of this endpoint (`peer` false) or of its peer, from `from` on, at
     /// most [`SCIF_WINDOWS_PER_REPLY`] and as many as fit with at most
-    /// [`SCIF_PIECES_PER_REPLY`] pieces in all; one memfd rides along per piece.
+    /// [`SCIF_PIECES_PER_REPLY`] pieces and [`SCIF_MAX_FDS`] memfds in all; each memfd
+    /// rides along once. Answer: [`Reply::ScifWindows`](crate::Reply::ScifWindows).
     Windows {
         /// The peer's windows rather than our own.
         peer: bool,
@@ -154,21 +156,25 @@ pub fn rma_mark_reached(done: u64, mark: u64) -> bool {
 pub const SCIF_CHECK_ONE_WINDOW: u8 = 4;
 
 /// At most this many windows per [`ScifRequest::Windows`] answer.
-pub const SCIF_WINDOWS_PER_REPLY: usize = 16;
+pub const SCIF_WINDOWS_PER_REPLY: usize = 64;
 
-/// At most this many pieces (and memfds) in all per [`ScifRequest::Windows`] answer (the
-/// descriptors one message carries).
-pub const SCIF_PIECES_PER_REPLY: usize = 16;
+/// At most this many pieces in all per [`ScifRequest::Windows`] answer (a window of
+/// [`SCIF_MAX_PIECES`] always fits one answer, within [`MAX_FRAME`](crate::MAX_FRAME)).
+pub const SCIF_PIECES_PER_REPLY: usize = 2048;
 
-/// At most this many pieces make one window. An answer of [`ScifRequest::Windows`] that
-/// ends early for want of room therefore holds more than
-/// `SCIF_PIECES_PER_REPLY - SCIF_MAX_PIECES` pieces.
-pub const SCIF_MAX_PIECES: usize = 8;
+/// At most this many pieces make one window (a piece is at most 21 bytes encoded: a
+/// window's request fits [`MAX_FRAME`](crate::MAX_FRAME)).
+pub const SCIF_MAX_PIECES: usize = 2048;
 
-/// One piece of a window's memory: a run of pages of one memfd (which rides along with
-/// the message, one per piece, in order).
+/// At most this many memfds ride along with one [`ScifRequest::Register`] or one
+/// [`ScifRequest::Windows`] answer (the descriptors one message carries).
+pub const SCIF_MAX_FDS: usize = 16;
+
+/// One piece of a window's memory: a run of pages of one memfd.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScifPiece {
+    /// Which of the message's memfds the piece lies in (its place among them).
+    pub fd: u8,
     /// Where the piece starts in its memfd (a page multiple).
     pub memfd_offset: u64,
     /// Bytes (a page multiple).
@@ -184,6 +190,6 @@ pub struct ScifWindow {
     pub len: u64,
     /// `SCIF_PROT_READ` (1) | `SCIF_PROT_WRITE` (2).
     pub prot: u8,
-    /// The window's memory, in order, one memfd each.
+    /// The window's memory, in order; each piece names one of the answer's memfds.
     pub pieces: Vec<ScifPiece>,
 }

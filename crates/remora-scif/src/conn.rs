@@ -83,6 +83,11 @@ pub(crate) struct Conn {
     pub(crate) recv_lock: Excl,
     pub(crate) own_windows: Mutex<WinCache>,
     pub(crate) peer_windows: Mutex<WinCache>,
+    /// The leases of our registered windows on the process's arena, by window offset and
+    /// with the window's length: a window's pages keep their place while it lives.
+    pub(crate) leases: Mutex<std::collections::BTreeMap<u64, (u64, remora_sys::user_memory::Lease)>>,
+    /// The memfd our windows' pages move into (made at the first `scif_register`).
+    pub(crate) arena: Mutex<Option<remora_sys::user_memory::Arena>>,
     /// Non-blocking receives that found nothing: every 64th asks whether the node daemon
     /// is still there (a system call).
     pub(crate) empty_polls: AtomicU32,
@@ -138,6 +143,8 @@ impl Conn {
             send_lock: Excl::default(),
             recv_lock: Excl::default(),
             own_windows: Mutex::default(),
+            leases: Mutex::default(),
+            arena: Mutex::default(),
             peer_windows: Mutex::default(),
             empty_polls: AtomicU32::new(0),
         };

@@ -282,6 +282,8 @@ impl Endpoint {
                 remora_sys::flow::shutdown(self.as_fd(), false);
             }
             let _ = c.session.request(Request::Scif(ScifRequest::Close), &[]);
+            // Its windows are gone: their pages are free to move again.
+            std::mem::take(&mut *c.leases.lock().unwrap_or_else(|p| p.into_inner()));
         }
         bell::hang_up(self.inner.ringer.as_fd());
         *self.state() = State::Closed;

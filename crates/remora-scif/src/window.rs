@@ -3,9 +3,7 @@
 
 use crate::conn::{peer_windows, Conn, Win};
 use crate::{Endpoint, Error, Result, UserRegion};
-use remora_proto::{
-    Reply, Request, ScifPiece, ScifRequest, SCIF_MAX_PIECES, SCIF_PIECES_PER_REPLY, SCIF_WINDOWS_PER_REPLY,
-};
+use remora_proto::{Reply, Request, ScifPiece, ScifRequest, SCIF_MAX_FDS, SCIF_MAX_PIECES};
 use remora_sys::Mapping;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
@@ -63,37 +61,37 @@ impl Conn {
         loop {
             let (reply, fds) =
                 self.session.request(Request::Scif(ScifRequest::Windows { peer, from }), &[])?;
-            let Reply::ScifWindows(infos) = reply else {
+            let Reply::ScifWindows { windows: infos, more } = reply else {
                 return Err(Error::Invalid(format!("unexpected answer {reply:?}")));
             };
-            if infos.iter().map(|w| w.pieces.len()).sum::<usize>() != fds.len() {
-                return Err(Error::Invalid("window list without its memfds".into()));
-            }
-            // A full answer, or one that may have ended for want of room for the next
-            // window's memfds.
-            let more = !infos.is_empty()
-                && (infos.len() == SCIF_WINDOWS_PER_REPLY
-                    || fds.len() > SCIF_PIECES_PER_REPLY - SCIF_MAX_PIECES);
-            let mut fds = fds.into_iter();
+            let fds: Vec<Arc<OwnedFd>> = fds.into_iter().map(Arc::new).collect();
+            let inos: Vec<u64> = fds.iter().map(|f| ino_of(f)).collect();
             for info in infos {
                 from = info.offset + 1;
-                let own: Vec<OwnedFd> = fds.by_ref().take(info.pieces.len()).collect();
-                let inos: Vec<u64> = own.iter().map(ino_of).collect();
-                let old = cache.list.iter().find(|w| w.info == info && w.inos == inos);
+                let mut own = Vec::with_capacity(info.pieces.len());
+                for p in &info.pieces {
+                    let fd = fds
+                        .get(p.fd as usize)
+                        .ok_or_else(|| Error::Invalid("a piece names no memfd".into()))?;
+                    own.push((fd.clone(), inos[p.fd as usize]));
+                }
+                let win_inos: Vec<u64> = own.iter().map(|(_, i)| *i).collect();
+                let old = cache.list.iter().find(|w| w.info == info && w.inos == win_inos);
                 let w = match old {
-                    Some(w) => Win { info, fds: w.fds.clone(), map: w.map.clone(), inos },
+                    Some(w) => Win { info, fds: w.fds.clone(), map: w.map.clone(), inos: win_inos },
                     None => {
                         let parts: Vec<_> = own
                             .iter()
                             .zip(&info.pieces)
-                            .map(|(fd, p)| (fd.as_fd(), p.memfd_offset, p.len as usize))
+                            .map(|((fd, _), p)| (fd.as_fd(), p.memfd_offset, p.len as usize))
                             .collect();
                         if parts.iter().map(|p| p.2 as u64).sum::<u64>() != info.len {
                             return Err(Error::Invalid("a window unlike its pieces".into()));
                         }
                         let map =
                             Mapping::new_pieces(&parts, false).map_err(|e| Error::NoMemory(e.to_string()))?;
-                        Win { info, fds: own.into_iter().map(Arc::new).collect(), map: Arc::new(map), inos }
+                        let fds = own.into_iter().map(|(fd, _)| fd).collect();
+                        Win { info, fds, map: Arc::new(map), inos: win_inos }
                     }
                 };
                 list.push(w);
@@ -153,15 +151,17 @@ impl Endpoint {
     /// `scif_register`: make `mem` a window of this endpoint's registered address space,
     /// at `offset` exactly when `fixed` (`SCIF_MAP_FIXED`), else where the node chooses.
     /// The memory stays where it is (private pages move into shareable memory in place).
-    /// Pages that already back a window (of any endpoint of this process) stay in that
-    /// window's memory: the new window is made of pieces, so one page backs both windows
-    /// and a store or RMA through either is seen through the other. Returns the window's
-    /// offset.
+    /// Pages that back a live window (of any endpoint of this process) stay where that
+    /// window has them: the new window is made of pieces, so one page backs both windows
+    /// and a store or RMA through either is seen through the other. All other pages move
+    /// into the endpoint's arena (one memfd for all its windows), each run of them as one
+    /// piece. Returns the window's offset.
     ///
     /// # Errors
     /// [`Error::Invalid`] for unaligned or empty input, [`Error::Fault`] for memory that
     /// cannot be shared (a file mapping), [`Error::NoMemory`] when the memory runs over
-    /// more than 8 pieces (parts of earlier windows and fresh memory between them),
+    /// more than `SCIF_MAX_PIECES` (2048) pieces (parts of live windows and other memory
+    /// between them) or more than 16 memfds (memory other libraries shared),
     /// [`Error::AddrInUse`] when a fixed range overlaps a window, [`Error::NotConnected`],
     /// [`Error::Reset`] when the peer closed.
     pub fn register(&self, mem: UserRegion, offset: u64, prot: Prot, fixed: bool) -> Result<u64> {
@@ -176,22 +176,34 @@ impl Endpoint {
         if fixed && !offset.is_multiple_of(page) {
             return Err(Error::Invalid("offset must be a page multiple".into()));
         }
-        // Cut where memory shared before begins or ends: parts inside it keep their memfd
-        // (the earlier window keeps seeing the same pages), fresh parts move.
+        // Pages a live window uses keep their place (the earlier window keeps seeing the
+        // same pages); the rest moves into the process's arena, each run as one piece.
         remora_sys::user_memory::prune_shared();
-        let parts = remora_sys::user_memory::shared_splits(mem);
-        if parts.len() > SCIF_MAX_PIECES {
-            return Err(Error::NoMemory(format!(
-                "the memory runs over {} pieces of registered and fresh memory (at most {SCIF_MAX_PIECES})",
-                parts.len()
-            )));
+        let mem = {
+            let mut arena = c.arena.lock().unwrap_or_else(|p| p.into_inner());
+            let arena = match &mut *arena {
+                Some(a) => a,
+                slot => slot.insert(remora_sys::user_memory::Arena::new()?),
+            };
+            remora_sys::user_memory::share_window(arena, mem, SCIF_MAX_PIECES)?
+        };
+        let mut memfds: Vec<&Arc<remora_sys::Memfd>> = Vec::new();
+        let mut pieces = Vec::with_capacity(mem.pieces.len());
+        for (fd, memfd_offset, len) in &mem.pieces {
+            let at = match memfds.iter().position(|m| Arc::ptr_eq(m, fd)) {
+                Some(at) => at,
+                None => {
+                    memfds.push(fd);
+                    memfds.len() - 1
+                }
+            };
+            pieces.push(ScifPiece { fd: at as u8, memfd_offset: *memfd_offset, len: *len });
         }
-        let mut memfds = Vec::with_capacity(parts.len());
-        let mut pieces = Vec::with_capacity(parts.len());
-        for part in parts {
-            let (memfd, memfd_offset) = remora_sys::user_memory::share_region(part, "scif-window")?;
-            pieces.push(ScifPiece { memfd_offset, len: part.len() as u64 });
-            memfds.push(memfd);
+        if memfds.len() > SCIF_MAX_FDS {
+            return Err(Error::NoMemory(format!(
+                "the memory lies in {} memfds of registered memory (at most {SCIF_MAX_FDS})",
+                memfds.len()
+            )));
         }
         let req = Request::Scif(ScifRequest::Register {
             offset: if fixed { offset } else { offset - offset % page },
@@ -201,7 +213,11 @@ impl Endpoint {
         });
         let fds: Vec<_> = memfds.iter().map(|m| m.as_fd()).collect();
         match c.session.request(req, &fds)? {
-            (Reply::ScifOffset { offset }, _) => Ok(offset),
+            (Reply::ScifOffset { offset }, _) => {
+                let len = mem.pieces.iter().map(|p| p.2).sum();
+                c.leases.lock().unwrap_or_else(|p| p.into_inner()).insert(offset, (len, mem.lease));
+                Ok(offset)
+            }
             (other, _) => Err(Error::Invalid(format!("unexpected answer {other:?}"))),
         }
     }
@@ -216,7 +232,15 @@ impl Endpoint {
         let c = self.conn()?;
         match c.session.request(Request::Scif(ScifRequest::Unregister { offset, len }), &[])? {
             (Reply::Ok, _) => {
-                // Memory of windows gone that the program unmapped is let go now.
+                // The windows' pages are free to move again; memory of windows gone that
+                // the program unmapped is let go now.
+                let end = offset.saturating_add(len);
+                let gone = {
+                    let mut leases = c.leases.lock().unwrap_or_else(|p| p.into_inner());
+                    let inside: Vec<u64> = leases.range(offset..end).map(|(o, _)| *o).collect();
+                    inside.into_iter().filter_map(|o| leases.remove(&o)).collect::<Vec<_>>()
+                };
+                drop(gone);
                 remora_sys::user_memory::prune_shared();
                 Ok(())
             }

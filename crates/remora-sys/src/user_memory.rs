@@ -61,11 +61,15 @@ pub fn is_private_anonymous(addr: usize, len: usize) -> bool {
 /// Whether every byte of `addr..addr+len` is writable memory that [`share_region`] may
 /// move: private anonymous pages, or pages an earlier move put into a Remora memfd.
 fn is_movable(addr: usize, len: usize) -> bool {
-    all_mapped(addr, len, |perms, path| {
-        private_anonymous(perms, path)
-            || perms.starts_with("rw") && perms.ends_with('p') && path == "[stack]"
-            || perms.starts_with("rw") && perms.ends_with('s') && path.starts_with("/memfd:remora:")
-    })
+    all_mapped(addr, len, movable)
+}
+
+/// Whether a mapping with these permissions and path is memory a move may take: private
+/// anonymous pages, a stack, or pages an earlier move put into a Remora memfd.
+fn movable(perms: &str, path: &str) -> bool {
+    private_anonymous(perms, path)
+        || perms.starts_with("rw") && perms.ends_with('p') && path == "[stack]"
+        || perms.starts_with("rw") && perms.ends_with('s') && path.starts_with("/memfd:remora:")
 }
 
 /// Hold other threads' stores to `addr..addr+len` while it is copied and mapped anew
@@ -378,9 +382,18 @@ fn inode_in(maps: &str, addr: usize) -> Option<u64> {
 /// goes once every window, segment and map of it is gone, instead of staying with the
 /// process until it exits. Called at each [`share_region`] and when windows go
 /// (`scif_unregister`, `scif_close`).
+/// Arena ranges ([`share_window`]) that no live window uses and the program no longer
+/// maps are given back to the system too.
 pub fn prune_shared() {
-    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
-    prune_locked(&mut shared);
+    {
+        let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+        prune_locked(&mut shared);
+    }
+    if arena::holds_any() {
+        if let Ok(maps) = std::fs::read_to_string("/proc/self/maps") {
+            arena::prune(&maps);
+        }
+    }
 }
 
 fn prune_locked(shared: &mut Vec<Moved>) {
@@ -557,6 +570,10 @@ pub fn rebind_region(region: UserRegion, fd: &Memfd, offset: u64) -> io::Result<
     // outside it.
     unsafe { remap_held(addr as *mut u8, len, &tmp, fd, offset) }
 }
+
+mod arena;
+mod ranges;
+pub use arena::{share_window, Arena, Lease, WindowMemory};
 
 #[cfg(test)]
 mod tests;

@@ -144,8 +144,8 @@ fn requests() -> Vec<(&'static str, Request)> {
                 prot: 3,
                 fixed: true,
                 pieces: vec![
-                    ScifPiece { memfd_offset: 0, len: 8192 },
-                    ScifPiece { memfd_offset: 4096, len: 57344 },
+                    ScifPiece { fd: 0, memfd_offset: 0, len: 8192 },
+                    ScifPiece { fd: 1, memfd_offset: 4096, len: 57344 },
                 ],
             }),
         ),
@@ -271,18 +271,21 @@ fn server_msgs() -> Vec<(&'static str, ServerMsg)> {
             "scif_windows",
             ok(
                 41,
-                Reply::ScifWindows(vec![
-                    ScifWindow {
-                        offset: 0x10_0000,
-                        len: 65536,
-                        prot: 3,
-                        pieces: vec![
-                            ScifPiece { memfd_offset: 0, len: 8192 },
-                            ScifPiece { memfd_offset: 4096, len: 57344 },
-                        ],
-                    };
-                    3
-                ]),
+                Reply::ScifWindows {
+                    windows: vec![
+                        ScifWindow {
+                            offset: 0x10_0000,
+                            len: 65536,
+                            prot: 3,
+                            pieces: vec![
+                                ScifPiece { fd: 0, memfd_offset: 0, len: 8192 },
+                                ScifPiece { fd: 0, memfd_offset: 4096, len: 57344 },
+                            ],
+                        };
+                        3
+                    ],
+                    more: true,
+                },
             ),
         ),
         ("scif_nodes", ok(41, Reply::ScifNodes(vec![0, 4, 8, 12]))),

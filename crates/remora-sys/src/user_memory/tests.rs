@@ -137,3 +137,104 @@ fn unshare_leaves_a_freed_or_remapped_range_alone() {
     // SAFETY: the test's own range.
     unsafe { rustix::mm::munmap(b as *mut _, 2 * page).unwrap() };
 }
+
+fn fresh_pages(n: usize) -> UserRegion {
+    let len = n * crate::page_size();
+    // SAFETY: a fresh private anonymous mapping, owned by the test that asked for it.
+    let p = unsafe {
+        rustix::mm::mmap_anonymous(
+            std::ptr::null_mut(),
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE,
+        )
+    }
+    .unwrap();
+    // SAFETY: the mapping just made, alive while the test uses the region.
+    unsafe { UserRegion::from_raw_parts(p.cast(), len) }
+}
+
+/// Windows over the pages of live windows keep those pages where the live windows have
+/// them; once the windows are gone, a window over the same pages is one piece again, with
+/// the bytes; more pieces than allowed is ENOMEM and moves nothing.
+#[test]
+fn windows_share_live_pages_and_join_pages_no_window_uses() {
+    let page = crate::page_size();
+    let ar = Arena::new().unwrap();
+    let r = fresh_pages(3);
+    r.write(0, b"page zero").unwrap();
+    r.write(2 * page, b"page two").unwrap();
+    let w1 = share_window(&ar, r.sub(0, 2 * page), 8).unwrap();
+    assert_eq!(w1.pieces.len(), 1);
+    let (arena, o1, n1) = (w1.pieces[0].0.clone(), w1.pieces[0].1, w1.pieces[0].2);
+    assert_eq!(n1, 2 * page as u64);
+    let w2 = share_window(&ar, r.sub(page, 2 * page), 8).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&w2.pieces[0].0, &arena), "one memfd for every window");
+    assert_eq!(w2.pieces[0].1, o1 + page as u64, "page 1 stays where W1 has it");
+    assert_eq!(w2.pieces.iter().map(|p| p.2).sum::<u64>(), 2 * page as u64);
+    let view = crate::Mapping::new(arena.as_fd(), o1, 2 * page, Default::default()).unwrap();
+    r.write(page + 5, b"shared").unwrap();
+    let mut b = [0u8; 6];
+    view.read(page + 5, &mut b).unwrap();
+    assert_eq!(&b, b"shared", "the program's store is in the window's memory");
+    drop((w1, w2));
+    let w3 = share_window(&ar, r, 8).unwrap();
+    assert_eq!(w3.pieces.len(), 1, "pages no window uses are one piece again");
+    let mut b = [0u8; 9];
+    r.read(0, &mut b).unwrap();
+    assert_eq!(&b, b"page zero");
+    r.read(2 * page, &mut b[..8]).unwrap();
+    assert_eq!(&b[..8], b"page two");
+    let (o3, _) = (w3.pieces[0].1, w3.pieces[0].2);
+    let v3 = crate::Mapping::new(arena.as_fd(), o3, 3 * page, Default::default()).unwrap();
+    v3.read(page + 5, &mut b[..6]).unwrap();
+    assert_eq!(&b[..6], b"shared");
+    // Another endpoint's window over a live window's page keeps it in that arena; the
+    // page no window uses moves into its own.
+    let other = Arena::new().unwrap();
+    let w4 = share_window(&other, r.sub(page, page), 8).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&w4.pieces[0].0, &arena));
+    drop(w3);
+    let w5 = share_window(&other, r.sub(2 * page, page), 8).unwrap();
+    assert!(!std::sync::Arc::ptr_eq(&w5.pieces[0].0, &arena), "moved into the other arena");
+    r.read(2 * page, &mut b[..8]).unwrap();
+    assert_eq!(&b[..8], b"page two");
+    let w3 = share_window(&ar, r.sub(0, page), 8).unwrap();
+    drop((w4, w5));
+    // Live windows on every other page: a window over all of them has a piece each.
+    let many = fresh_pages(9);
+    let small: Vec<_> =
+        (0..9).step_by(2).map(|i| share_window(&ar, many.sub(i * page, page), 8).unwrap()).collect();
+    let e = share_window(&ar, many, 8).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::OutOfMemory);
+    assert!(is_private_anonymous(many.addr() + page, page), "nothing moved");
+    let all = share_window(&ar, many, 9).unwrap();
+    assert_eq!(all.pieces.len(), 9);
+    drop((small, all, w3));
+}
+
+/// Arena pages no window uses and the program unmapped are given back (a map of them
+/// sees zeros); pages a live window uses are kept even then.
+#[test]
+fn arena_pages_are_given_back_once_unused_and_unmapped() {
+    let page = crate::page_size();
+    let ar = Arena::new().unwrap();
+    let (a, b) = (fresh_pages(1), fresh_pages(1));
+    a.write(0, b"gone").unwrap();
+    b.write(0, b"kept").unwrap();
+    let (wa, wb) = (share_window(&ar, a, 8).unwrap(), share_window(&ar, b, 8).unwrap());
+    let (arena, oa, ob) = (wa.pieces[0].0.clone(), wa.pieces[0].1, wb.pieces[0].1);
+    drop(wa);
+    for r in [a, b] {
+        // SAFETY: the test's own page, no longer used through `r`.
+        unsafe { rustix::mm::munmap(r.addr() as *mut _, page).unwrap() };
+    }
+    prune_shared();
+    let view = |o| crate::Mapping::new(arena.as_fd(), o, page, Default::default()).unwrap();
+    let mut got = [0u8; 4];
+    view(oa).read(0, &mut got).unwrap();
+    assert_eq!(got, [0; 4], "given back");
+    view(ob).read(0, &mut got).unwrap();
+    assert_eq!(&got, b"kept", "a live window's page stays");
+    drop(wb);
+}

@@ -123,8 +123,8 @@ struct Window {
     prot: u8,
     /// The window's memory, in order: a memfd, where the piece starts in it, bytes (one
     /// page may back several windows, so a window over pages of an earlier one holds
-    /// those pages in the earlier window's memfd).
-    pieces: Vec<(Memfd, u64, u64)>,
+    /// those pages where the earlier window has them).
+    pieces: Vec<(std::sync::Arc<Memfd>, u64, u64)>,
     /// The daemon's own mapping of the window, made on the first RMA from another host
     /// and kept while the window is registered (RMA frames reach it with no `mmap` and no
     /// page faults of their own).

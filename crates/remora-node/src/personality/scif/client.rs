@@ -103,16 +103,23 @@ pub(crate) async fn handle(s: &mut Session, req: ScifRequest, mut fds: Vec<Owned
             }
         }
         ScifRequest::Register { offset, prot, fixed, pieces } => {
-            if fds.len() != pieces.len() || !fds.iter().all(is_memfd) {
-                return (Err(Error::IllegalParameter("register needs one memfd per piece".into())), vec![]);
+            if fds.is_empty() || !fds.iter().all(is_memfd) {
+                return (Err(Error::IllegalParameter("register needs the pieces' memfds".into())), vec![]);
             }
-            let mut parts = Vec::with_capacity(pieces.len());
-            for (fd, p) in fds.drain(..).zip(pieces) {
+            let mut memfds = Vec::with_capacity(fds.len());
+            for fd in fds.drain(..) {
                 match remora_sys::Memfd::from_fd(fd) {
-                    Ok(m) if m.is_size_sealed() => parts.push((m, p.memfd_offset, p.len)),
+                    Ok(m) if m.is_size_sealed() => memfds.push(std::sync::Arc::new(m)),
                     Ok(_) => return (Err(Error::IllegalParameter("memfd not sealed".into())), vec![]),
                     Err(e) => return (Err(Error::System(e.to_string())), vec![]),
                 }
+            }
+            let mut parts = Vec::with_capacity(pieces.len());
+            for p in pieces {
+                let Some(m) = memfds.get(p.fd as usize) else {
+                    return (Err(Error::IllegalParameter("a piece names no memfd".into())), vec![]);
+                };
+                parts.push((m.clone(), p.memfd_offset, p.len));
             }
             let r = s.node.scif().register(sid, offset, prot, fixed, parts);
             (r.map(|offset| Reply::ScifOffset { offset }), vec![])
@@ -121,7 +128,7 @@ pub(crate) async fn handle(s: &mut Session, req: ScifRequest, mut fds: Vec<Owned
             (s.node.scif().unregister(sid, offset, len).map(|_| Reply::Ok), vec![])
         }
         ScifRequest::Windows { peer, from } => match s.node.scif().windows(sid, peer, from) {
-            Ok((list, fds)) => (Ok(Reply::ScifWindows(list)), fds),
+            Ok((windows, more, fds)) => (Ok(Reply::ScifWindows { windows, more }), fds),
             Err(e) => (Err(e), vec![]),
         },
         ScifRequest::Close => {

@@ -3,7 +3,8 @@
 
 use super::{sys, Books, Window, AUTO_BASE, OFFSET_LIMIT};
 use remora_proto::{
-    Error, ScifPiece, ScifWindow, SCIF_MAX_PIECES, SCIF_PIECES_PER_REPLY, SCIF_WINDOWS_PER_REPLY,
+    Error, ScifPiece, ScifWindow, SCIF_MAX_FDS, SCIF_MAX_PIECES, SCIF_PIECES_PER_REPLY,
+    SCIF_WINDOWS_PER_REPLY,
 };
 use remora_sys::{Mapping, Memfd};
 use std::collections::BTreeMap;
@@ -103,7 +104,7 @@ impl Books {
         offset: u64,
         prot: u8,
         fixed: bool,
-        pieces: Vec<(Memfd, u64, u64)>,
+        pieces: Vec<(Arc<Memfd>, u64, u64)>,
     ) -> Result<u64, Error> {
         let page = remora_sys::page_size() as u64;
         let (c, s) = self.side_of(sid)?;
@@ -113,6 +114,15 @@ impl Books {
         let bad = |why: &str| Error::IllegalParameter(why.into());
         if pieces.is_empty() || pieces.len() > SCIF_MAX_PIECES {
             return Err(bad(&format!("a window is made of 1 to {SCIF_MAX_PIECES} pieces")));
+        }
+        let mut memfds: Vec<&Arc<Memfd>> = Vec::new();
+        for (fd, _, _) in &pieces {
+            if !memfds.iter().any(|m| Arc::ptr_eq(m, fd)) {
+                memfds.push(fd);
+            }
+        }
+        if memfds.len() > SCIF_MAX_FDS {
+            return Err(bad(&format!("a window lies in at most {SCIF_MAX_FDS} memfds")));
         }
         let mut len = 0u64;
         for (memfd, memfd_offset, n) in &pieces {
@@ -191,7 +201,8 @@ impl Books {
         Ok(())
     }
 
-    /// The windows of this side (or its peer's) from `from` on, with their memfds.
+    /// The windows of this side (or its peer's) from `from` on, whether more follow, and
+    /// the memfds their pieces name (each once).
     ///
     /// # Errors
     /// `NotConnected`; the errno of duplicating a descriptor.
@@ -200,21 +211,43 @@ impl Books {
         sid: u64,
         peer: bool,
         from: u64,
-    ) -> Result<(Vec<ScifWindow>, Vec<OwnedFd>), Error> {
+    ) -> Result<(Vec<ScifWindow>, bool, Vec<OwnedFd>), Error> {
         let (c, s) = self.side_of(sid)?;
         let side = if peer { 1 - s } else { s };
         let mut list = Vec::new();
-        let mut fds = Vec::new();
-        for (o, w) in c.sides[side].windows.range(from..).take(SCIF_WINDOWS_PER_REPLY) {
-            if fds.len() + w.pieces.len() > SCIF_PIECES_PER_REPLY {
+        let mut sent: Vec<&Arc<Memfd>> = Vec::new();
+        let mut npieces = 0;
+        let mut more = false;
+        for (o, w) in c.sides[side].windows.range(from..) {
+            let fresh: Vec<&Arc<Memfd>> = {
+                let mut fresh: Vec<&Arc<Memfd>> = Vec::new();
+                for (fd, _, _) in &w.pieces {
+                    if !sent.iter().chain(&fresh).any(|m| Arc::ptr_eq(m, fd)) {
+                        fresh.push(fd);
+                    }
+                }
+                fresh
+            };
+            if list.len() == SCIF_WINDOWS_PER_REPLY
+                || npieces + w.pieces.len() > SCIF_PIECES_PER_REPLY
+                || sent.len() + fresh.len() > SCIF_MAX_FDS
+            {
+                more = true;
                 break;
             }
-            let pieces = w.pieces.iter().map(|(_, o, n)| ScifPiece { memfd_offset: *o, len: *n }).collect();
+            sent.extend(fresh);
+            npieces += w.pieces.len();
+            let pieces = w
+                .pieces
+                .iter()
+                .map(|(fd, o, n)| {
+                    let at = sent.iter().position(|m| Arc::ptr_eq(m, fd)).expect("sent above");
+                    ScifPiece { fd: at as u8, memfd_offset: *o, len: *n }
+                })
+                .collect();
             list.push(ScifWindow { offset: *o, len: w.len, prot: w.prot, pieces });
-            for (fd, _, _) in &w.pieces {
-                fds.push(fd.try_clone().map_err(sys)?.into_fd());
-            }
         }
-        Ok((list, fds))
+        let fds = sent.iter().map(|m| m.try_clone().map(Memfd::into_fd)).collect::<Result<_, _>>();
+        Ok((list, more, fds.map_err(sys)?))
     }
 }
