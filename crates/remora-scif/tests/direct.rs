@@ -331,3 +331,51 @@ fn a_killed_peer_process_resets_its_blocked_sender() {
     let r = remora_sys::bell::wait(c.as_fd(), false, Some(Duration::from_secs(5))).unwrap();
     assert!(r.hung_up);
 }
+
+/// A first slice of a blocking send that ends short (the C library's `scif_send` in
+/// slices) keeps the sending side: another thread's send cannot slip its bytes into the
+/// middle of the call's message before the rest of it goes; the receiver reads the whole
+/// message, then the other one.
+fn first_slice_keeps_the_side(c: Endpoint, s: Endpoint) {
+    let big = pattern(8 << 20, 3);
+    let (n, held) = c.send_within(&big, Duration::from_millis(50)).unwrap();
+    assert!(n < big.len(), "the peer does not read: the first slice ends short");
+    let held = held.expect("a short first slice holds the side");
+    let other = {
+        let c = c.clone();
+        std::thread::spawn(move || c.send(b"other", true))
+    };
+    // The other send waits for the side; the receiver reads as the rest goes out.
+    let reader = std::thread::spawn(move || {
+        let mut got = vec![0u8; 8 << 20];
+        assert_eq!(s.recv(&mut got, true).unwrap(), got.len());
+        let mut tail = [0u8; 5];
+        assert_eq!(s.recv(&mut tail, true).unwrap(), 5);
+        (got, tail, s)
+    });
+    let mut done = n;
+    while done < big.len() {
+        done += held.send_for(&big[done..], Duration::from_millis(100)).unwrap();
+    }
+    drop(held);
+    assert_eq!(other.join().unwrap().unwrap(), 5);
+    let (got, tail, _s) = reader.join().unwrap();
+    assert!(got == big, "the message arrived whole, nothing in its middle");
+    assert_eq!(&tail, b"other");
+    // A first slice that moves everything holds nothing.
+    let (n, held) = c.send_within(b"x", Duration::from_millis(50)).unwrap();
+    assert_eq!((n, held.is_none()), (1, true));
+}
+
+#[test]
+fn a_short_first_slice_keeps_the_sending_side_on_one_host_and_on_a_flow() {
+    let h = remora_testkit::Harness::new();
+    let (c, s) = pair(&h, 4, 8);
+    assert!(!c.is_direct());
+    first_slice_keeps_the_side(c, s);
+    let h = over_tcp(&[4, 8]);
+    wait_for_link(&h);
+    let (c, s) = pair(&h, 4, 8);
+    assert!(c.is_direct());
+    first_slice_keeps_the_side(c, s);
+}
