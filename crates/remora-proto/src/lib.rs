@@ -33,7 +33,8 @@ pub const MAGIC: [u8; 2] = *b"RM";
 /// `ScifRequest::PeerRmaCounts`, `ScifPeerRequest::RmaCounts`, and the one-window check
 /// of a fence signal's target; 12: a SCIF window's pieces name their memfd among the
 /// message's, each memfd sent once, up to [`SCIF_MAX_PIECES`] pieces; [`Reply::ScifWindows`]
-/// says whether more follow).
+/// says whether more follow; a local segment's kept events taken in an answer,
+/// [`Request::TakeSegmentEvents`], [`Reply::SegmentEvents`]).
 pub const VERSION: u16 = 12;
 /// The most events of one local segment a daemon keeps while its owner has not asked for
 /// them ([`Event`]): the one that fills the store sends them all to the owner.

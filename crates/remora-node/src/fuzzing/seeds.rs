@@ -83,6 +83,7 @@ fn requests() -> Vec<(&'static str, Request)> {
         ("remove_segment", Request::RemoveSegment { seg: SEG, force: false }),
         ("share_segment", Request::ShareSegment { seg: SEG }),
         ("segment_events", Request::SegmentEvents { seg: SEG }),
+        ("take_segment_events", Request::TakeSegmentEvents { seg: SEG }),
         ("attach_shared", Request::AttachShared { id: 1200 }),
         ("connect", Request::Connect { node: 8, id: 1200, timeout_ms: Some(2000) }),
         ("disconnect", Request::Disconnect { conn: CONN }),
