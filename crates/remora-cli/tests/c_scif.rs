@@ -49,6 +49,12 @@ fn scif_one_page_backs_two_overlapping_windows() {
 }
 
 #[test]
+fn scif_two_thousand_windows_under_a_1024_descriptor_limit() {
+    let env = Env::new();
+    env.passes(&env.build_scif(&root().join("tests/c/scif/scif_many.c")), 4, "PASS");
+}
+
+#[test]
 fn scif_threads_cancelled_in_blocking_calls_end_alone_and_leave_the_library_usable() {
     let env = Env::new();
     env.passes(&env.build_scif(&root().join("tests/c/scif/scif_cancel.c")), 4, "PASS");

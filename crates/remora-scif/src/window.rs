@@ -58,14 +58,38 @@ impl Conn {
         }
         let mut list: Vec<Win> = Vec::new();
         let mut from = 0u64;
+        // One descriptor per memfd (by inode) for the whole list: every window of an
+        // endpoint lies in its arena, which each answer sends again.
+        let mut known: Vec<(u64, Arc<OwnedFd>)> = Vec::new();
+        for w in cache.list.iter() {
+            for (fd, ino) in w.fds.iter().zip(&w.inos) {
+                if !known.iter().any(|(i, _)| i == ino) {
+                    known.push((*ino, fd.clone()));
+                }
+            }
+        }
         loop {
             let (reply, fds) =
                 self.session.request(Request::Scif(ScifRequest::Windows { peer, from }), &[])?;
             let Reply::ScifWindows { windows: infos, more } = reply else {
                 return Err(Error::Invalid(format!("unexpected answer {reply:?}")));
             };
-            let fds: Vec<Arc<OwnedFd>> = fds.into_iter().map(Arc::new).collect();
-            let inos: Vec<u64> = fds.iter().map(|f| ino_of(f)).collect();
+            let mut inos = Vec::with_capacity(fds.len());
+            let fds: Vec<Arc<OwnedFd>> = fds
+                .into_iter()
+                .map(|fd| {
+                    let ino = ino_of(&fd);
+                    inos.push(ino);
+                    match known.iter().find(|(i, _)| *i == ino && ino != 0) {
+                        Some((_, held)) => held.clone(),
+                        None => {
+                            let fd = Arc::new(fd);
+                            known.push((ino, fd.clone()));
+                            fd
+                        }
+                    }
+                })
+                .collect();
             for info in infos {
                 from = info.offset + 1;
                 let mut own = Vec::with_capacity(info.pieces.len());
@@ -177,8 +201,9 @@ impl Endpoint {
             return Err(Error::Invalid("offset must be a page multiple".into()));
         }
         // Pages a live window uses keep their place (the earlier window keeps seeing the
-        // same pages); the rest moves into the process's arena, each run as one piece.
-        remora_sys::user_memory::prune_shared();
+        // same pages); the rest moves into the endpoint's arena, each run as one piece.
+        // (What the program unmapped is given back when windows go, not here: the maps
+        // are read once per register.)
         let mem = {
             let mut arena = c.arena.lock().unwrap_or_else(|p| p.into_inner());
             let arena = match &mut *arena {

@@ -135,6 +135,11 @@ struct Side {
     sid: Option<u64>,
     ringer: OwnedFd,
     windows: BTreeMap<u64, Window>,
+    /// The memfds this side's windows lie in, by device and inode: a register that sends
+    /// one again (every window of an endpoint lies in its arena) gets the one held, and the
+    /// new descriptor is closed, so the daemon holds one descriptor per memfd, not per
+    /// window.
+    memfds: Vec<((u64, u64), std::sync::Weak<Memfd>)>,
 }
 
 struct Conn {
@@ -338,8 +343,8 @@ impl Books {
             let theirs = dup(&p.ringer)?;
             let p_sid = p.sid;
             let sides = [
-                Side { sid: Some(p.sid), ringer: p.ringer, windows: BTreeMap::new() },
-                Side { sid: Some(sid), ringer: dup(ringer)?, windows: BTreeMap::new() },
+                Side { sid: Some(p.sid), ringer: p.ringer, windows: BTreeMap::new(), memfds: Vec::new() },
+                Side { sid: Some(sid), ringer: dup(ringer)?, windows: BTreeMap::new(), memfds: Vec::new() },
             ];
             let region_fd = memfd.try_clone().map_err(sys)?.into_fd();
             let proxy = remote_connector.then_some(0);
@@ -380,8 +385,8 @@ impl Books {
         let conn = self.id();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let sides = [
-            Side { sid: Some(sid), ringer, windows: BTreeMap::new() },
-            Side { sid: None, ringer: proxy_ringer, windows: BTreeMap::new() },
+            Side { sid: Some(sid), ringer, windows: BTreeMap::new(), memfds: Vec::new() },
+            Side { sid: None, ringer: proxy_ringer, windows: BTreeMap::new(), memfds: Vec::new() },
         ];
         let fd = memfd.try_clone().map_err(sys)?.into_fd();
         self.conns.insert(

@@ -24,6 +24,41 @@ impl Window {
     }
 }
 
+/// `pieces` with each memfd replaced by the one `known` holds of the same file, if any
+/// (the new descriptor is closed); the others become known. Dead entries are forgotten.
+fn one_per_memfd(
+    known: &mut Vec<((u64, u64), std::sync::Weak<Memfd>)>,
+    pieces: Vec<(Arc<Memfd>, u64, u64)>,
+) -> Vec<(Arc<Memfd>, u64, u64)> {
+    known.retain(|(_, w)| w.strong_count() > 0);
+    // The memfds of this message, and the one held for each.
+    let mut chosen: Vec<(Arc<Memfd>, Arc<Memfd>)> = Vec::new();
+    let mut out = Vec::with_capacity(pieces.len());
+    for (fd, o, n) in pieces {
+        let held = match chosen.iter().find(|(sent, _)| Arc::ptr_eq(sent, &fd)) {
+            Some((_, held)) => held.clone(),
+            None => {
+                let file = rustix::fs::fstat(fd.as_fd()).ok().map(|st| (st.st_dev, st.st_ino));
+                let old =
+                    known.iter().find(|(f, _)| file.is_some_and(|x| x == *f)).and_then(|(_, w)| w.upgrade());
+                let held = match old {
+                    Some(old) => old,
+                    None => {
+                        if let Some(file) = file {
+                            known.push((file, Arc::downgrade(&fd)));
+                        }
+                        fd.clone()
+                    }
+                };
+                chosen.push((fd, held.clone()));
+                held
+            }
+        };
+        out.push((held, o, n));
+    }
+    out
+}
+
 impl Books {
     /// The windows of the local endpoint of relayed connection `conn` that
     /// `offset..offset+len` covers, checked for `need` protections (RMA from another host):
@@ -164,7 +199,8 @@ impl Books {
                 at = o + w.len;
             }
         };
-        windows.insert(at, Window { len, prot, pieces, map: Default::default() });
+        let pieces = one_per_memfd(&mut c.sides[s].memfds, pieces);
+        c.sides[s].windows.insert(at, Window { len, prot, pieces, map: Default::default() });
         c.region.win_gen(s).fetch_add(1, Ordering::AcqRel);
         Ok(at)
     }
