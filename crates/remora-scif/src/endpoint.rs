@@ -282,8 +282,10 @@ impl Endpoint {
                 remora_sys::flow::shutdown(self.as_fd(), false);
             }
             let _ = c.session.request(Request::Scif(ScifRequest::Close), &[]);
-            // Its windows are gone: their pages are free to move again.
+            // Its windows are gone: their pages are free to move again, and its arena goes
+            // once the program maps none of it.
             std::mem::take(&mut *c.leases.lock().unwrap_or_else(|p| p.into_inner()));
+            c.arena.lock().unwrap_or_else(|p| p.into_inner()).take();
         }
         bell::hang_up(self.inner.ringer.as_fd());
         *self.state() = State::Closed;

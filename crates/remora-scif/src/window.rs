@@ -202,8 +202,6 @@ impl Endpoint {
         }
         // Pages a live window uses keep their place (the earlier window keeps seeing the
         // same pages); the rest moves into the endpoint's arena, each run as one piece.
-        // (What the program unmapped is given back when windows go, not here: the maps
-        // are read once per register.)
         let mem = {
             let mut arena = c.arena.lock().unwrap_or_else(|p| p.into_inner());
             let arena = match &mut *arena {

@@ -391,7 +391,7 @@ pub fn prune_shared() {
     }
     if arena::holds_any() {
         if let Ok(maps) = std::fs::read_to_string("/proc/self/maps") {
-            arena::prune(&maps);
+            arena::prune(&mut arena::book(), &maps);
         }
     }
 }
@@ -402,9 +402,14 @@ fn prune_locked(shared: &mut Vec<Moved>) {
     }
     // Unreadable maps (no descriptor left, say): keep everything rather than guess.
     let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return };
+    prune_in(shared, &maps);
+}
+
+/// [`prune_locked`] as `maps` (`/proc/self/maps`' text) shows the process.
+fn prune_in(shared: &mut Vec<Moved>, maps: &str) {
     let page = crate::page_size();
     shared.retain(|(s, l, _, ino)| {
-        inode_in(&maps, *s) == Some(*ino) && inode_in(&maps, s + l - page) == Some(*ino)
+        inode_in(maps, *s) == Some(*ino) && inode_in(maps, s + l - page) == Some(*ino)
     });
 }
 

@@ -18,7 +18,7 @@
 //! one new range: a window over many earlier, unregistered windows is one piece again.
 
 use super::ranges::{uncovered, Counts};
-use super::{errno, movable, remap_held, UserRegion, SHARED};
+use super::{errno, movable, prune_in, remap_held, UserRegion, SHARED};
 use crate::Memfd;
 use std::io;
 use std::os::fd::AsFd;
@@ -46,14 +46,16 @@ struct State {
 
 /// Every arena of the process: the endpoints', and those of endpoints gone whose ranges
 /// the program still maps (given back as the program lets them go).
-struct Book {
+pub(super) struct Book {
     next_id: u64,
+    /// Windows made ([`share_window`]).
+    made: u64,
     arenas: Vec<State>,
 }
 
-static ARENAS: Mutex<Book> = Mutex::new(Book { next_id: 1, arenas: Vec::new() });
+static ARENAS: Mutex<Book> = Mutex::new(Book { next_id: 1, made: 0, arenas: Vec::new() });
 
-fn book() -> MutexGuard<'static, Book> {
+pub(super) fn book() -> MutexGuard<'static, Book> {
     ARENAS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -116,9 +118,12 @@ impl Arena {
 impl Drop for Arena {
     fn drop(&mut self) {
         let id = *self.id.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(a) = book().get(id) {
+        let mut book = book();
+        if let Some(a) = book.get(id) {
             a.held = false;
         }
+        // Nothing of it left: its descriptor goes now.
+        book.arenas.retain(|a| a.id != id || a.held || !a.allocated.is_empty());
     }
 }
 
@@ -305,6 +310,13 @@ pub fn share_window(arena: &Arena, region: UserRegion, max_pieces: usize) -> io:
         *id
     };
     let maps = std::fs::read_to_string("/proc/self/maps")?;
+    // What the program let go since is given back, as at every window's end, but only at
+    // every 32nd window made (the maps of a process with thousands of windows are long).
+    book.made += 1;
+    if book.made.is_multiple_of(32) {
+        prune_in(&mut SHARED.lock().unwrap_or_else(|p| p.into_inner()), &maps);
+        prune(&mut book, &maps);
+    }
     let planned = plan(classify(&book, own, &maps, addr, end)?);
     if planned.len() > max_pieces {
         return Err(io::Error::new(
@@ -347,8 +359,7 @@ pub fn share_window(arena: &Arena, region: UserRegion, max_pieces: usize) -> io:
 /// Give back the arena ranges no live window uses and the program no longer maps (it
 /// unmapped them, or a later window moved its pages to a new range), as `maps` shows; an
 /// arena no endpoint holds goes once nothing of it is left.
-pub(super) fn prune(maps: &str) {
-    let mut book = book();
+pub(super) fn prune(book: &mut Book, maps: &str) {
     let pid = crate::sched::own_pid();
     let mode = rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
     for a in book.arenas.iter_mut().filter(|a| a.pid == pid && !a.allocated.is_empty()) {
