@@ -55,6 +55,12 @@ fn scif_two_thousand_windows_under_a_1024_descriptor_limit() {
 }
 
 #[test]
+fn scif_register_of_a_sealed_memfd_shares_it_and_other_shared_files_are_efault() {
+    let env = Env::new();
+    env.passes(&env.build_scif(&root().join("tests/c/scif/scif_shared.c")), 4, "PASS");
+}
+
+#[test]
 fn scif_threads_cancelled_in_blocking_calls_end_alone_and_leave_the_library_usable() {
     let env = Env::new();
     env.passes(&env.build_scif(&root().join("tests/c/scif/scif_cancel.c")), 4, "PASS");

@@ -183,7 +183,8 @@ impl Endpoint {
     ///
     /// # Errors
     /// [`Error::Invalid`] for unaligned or empty input, [`Error::Fault`] for memory that
-    /// cannot be shared (a file mapping), [`Error::NoMemory`] when the memory runs over
+    /// cannot be shared (a file mapping, or shared memory other than a memfd sealed
+    /// against shrinking, which is shared as it is), [`Error::NoMemory`] when the memory runs over
     /// more than `SCIF_MAX_PIECES` (2048) pieces (parts of live windows and other memory
     /// between them) or more than 16 memfds (memory other libraries shared),
     /// [`Error::AddrInUse`] when a fixed range overlaps a window, [`Error::NotConnected`],

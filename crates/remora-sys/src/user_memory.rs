@@ -578,6 +578,7 @@ pub fn rebind_region(region: UserRegion, fd: &Memfd, offset: u64) -> io::Result<
 
 mod arena;
 mod ranges;
+mod shared_file;
 pub use arena::{share_window, Arena, Lease, WindowMemory};
 
 #[cfg(test)]

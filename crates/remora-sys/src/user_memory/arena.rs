@@ -159,12 +159,14 @@ pub struct WindowMemory {
 }
 
 /// One mapping of `/proc/self/maps`.
-struct Vma<'a> {
-    lo: usize,
-    hi: usize,
+pub(super) struct Vma<'a> {
+    pub(super) lo: usize,
+    pub(super) hi: usize,
     perms: &'a str,
-    off: u64,
-    ino: u64,
+    pub(super) off: u64,
+    /// The file's device, major and minor.
+    pub(super) dev: (u32, u32),
+    pub(super) ino: u64,
     path: &'a str,
 }
 
@@ -174,11 +176,12 @@ fn vmas(maps: &str) -> impl Iterator<Item = Vma<'_>> {
         let (lo, hi) = parts.next()?.split_once('-')?;
         let perms = parts.next()?;
         let off = u64::from_str_radix(parts.next()?, 16).ok()?;
-        let _dev = parts.next()?;
+        let (major, minor) = parts.next()?.split_once(':')?;
+        let dev = (u32::from_str_radix(major, 16).ok()?, u32::from_str_radix(minor, 16).ok()?);
         let ino = parts.next()?.parse().ok()?;
         let path = parts.next().unwrap_or("");
         let (lo, hi) = (usize::from_str_radix(lo, 16).ok()?, usize::from_str_radix(hi, 16).ok()?);
-        Some(Vma { lo, hi, perms, off, ino, path })
+        Some(Vma { lo, hi, perms, off, dev, ino, path })
     })
 }
 
@@ -198,6 +201,7 @@ fn classify(book: &Book, own: u64, maps: &str, addr: usize, end: usize) -> io::R
     let shared: Vec<(usize, usize, Arc<Memfd>, u64)> =
         SHARED.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
     let pid = crate::sched::own_pid();
+    let mut files = super::shared_file::Files::default();
     let mut parts = Vec::new();
     let mut cursor = addr;
     for v in vmas(maps) {
@@ -232,6 +236,11 @@ fn classify(book: &Book, own: u64, maps: &str, addr: usize, end: usize) -> io::R
                 cursor = upto;
             } else if movable(v.perms, v.path) {
                 parts.push(Part::Move(cursor, stop - cursor, None));
+                cursor = stop;
+            } else if let Some(fd) = shared_file.then(|| files.sealed(&v)).flatten() {
+                // The program's own shared memory (a sealed memfd): the window is that
+                // memory, where it lies in the file.
+                parts.push(Part::Keep(fd, file_off, (stop - cursor) as u64));
                 cursor = stop;
             } else {
                 return Err(fault());

@@ -238,3 +238,40 @@ fn arena_pages_are_given_back_once_unused_and_unmapped() {
     assert_eq!(&got, b"kept", "a live window's page stays");
     drop(wb);
 }
+
+/// A window over the program's own shared memory is that memory when it is a memfd sealed
+/// against shrinking (pages of the file, where the mapping lies in it; the mapping is not
+/// moved); an unsealed one is EFAULT.
+#[test]
+fn a_sealed_memfd_of_the_program_is_shared_as_it_is() {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let page = crate::page_size();
+    let make = |seal: bool| {
+        let fd =
+            rustix::fs::memfd_create("program", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).unwrap();
+        rustix::fs::ftruncate(&fd, 4 * page as u64).unwrap();
+        if seal {
+            rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW).unwrap();
+        }
+        let m = crate::Mapping::new(fd.as_fd(), 0, 4 * page, Default::default()).unwrap();
+        (fd, m)
+    };
+    let ar = Arena::new().unwrap();
+    let (fd, m) = make(true);
+    // SAFETY: the test's own mapping, alive while the region is used.
+    let r = unsafe { UserRegion::from_raw_parts(m.as_ptr().add(page), 2 * page) };
+    let w = share_window(&ar, r, 8).unwrap();
+    assert_eq!(w.pieces.len(), 1);
+    let (got, off, len) = &w.pieces[0];
+    assert_eq!((*off, *len), (page as u64, 2 * page as u64), "where the mapping lies in the file");
+    assert_eq!(crate::inode_of(got.as_fd()), crate::inode_of(fd.as_fd()), "the program's own memfd");
+    let view = crate::Mapping::new(got.as_fd(), page as u64, page, Default::default()).unwrap();
+    view.write(10, b"through the window").unwrap();
+    let mut b = [0u8; 18];
+    m.read(page + 10, &mut b).unwrap();
+    assert_eq!(&b, b"through the window");
+    let (_fd2, m2) = make(false);
+    // SAFETY: as above.
+    let r2 = unsafe { UserRegion::from_raw_parts(m2.as_ptr(), page) };
+    assert_eq!(share_window(&ar, r2, 8).unwrap_err().raw_os_error(), Some(14), "unsealed: EFAULT");
+}
