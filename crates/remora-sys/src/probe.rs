@@ -216,6 +216,21 @@ mod tests {
             as usize
     }
 
+    /// A fresh private anonymous mapping of three writable pages.
+    fn three_pages() -> usize {
+        // SAFETY: a new private anonymous mapping at an address the kernel picks; leaked
+        // for the test process's life, changed only by the test that asked for it.
+        unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                3 * crate::page_size(),
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .unwrap() as usize
+    }
+
     fn check_all(probe: impl Fn(usize, usize, bool) -> io::Result<()>) {
         let rw = map(ProtFlags::READ | ProtFlags::WRITE);
         let ro = map(ProtFlags::READ);
@@ -248,17 +263,7 @@ mod tests {
     #[test]
     fn a_hole_in_the_middle_is_efault() {
         let page = crate::page_size();
-        // SAFETY: a new private anonymous mapping of three pages at an address the kernel
-        // picks; its middle page is unmapped at once, the rest leaked for the test's life.
-        let base = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                3 * page,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE,
-            )
-        }
-        .unwrap() as usize;
+        let base = three_pages();
         // SAFETY: the middle page of our own fresh mapping, which nothing else uses.
         unsafe { rustix::mm::munmap((base + page) as *mut c_void, page) }.unwrap();
         assert!(user_range(base, page, true).is_ok());
@@ -297,17 +302,7 @@ mod tests {
     #[test]
     fn a_range_across_maps_and_ordinary_memory_is_judged_part_by_part() {
         let page = crate::page_size();
-        // SAFETY: a new private anonymous mapping of three pages at an address the kernel
-        // picks; leaked for the test process's life, touched only through the kernel.
-        let base = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                3 * page,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE,
-            )
-        }
-        .unwrap() as usize;
+        let base = three_pages();
         let mid = (base + page, base + 2 * page);
         let end = base + 3 * page;
         // The middle page stands for a map of another host's memory: the kernel is not
