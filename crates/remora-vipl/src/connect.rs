@@ -125,7 +125,7 @@ fn establish(v: &Arc<ViInner>, linked: Result<Link>) -> Result<()> {
             q.link = Some((link.clone(), attrs.ptag));
             let published = v.publish(&mut q, &link);
             drop(q);
-            link.store(layout::PEER_READY, 1);
+            link.store(layout::PEER_READY, link.tag(1));
             if !published || !link.push() || link.has_failed() {
                 // The peer on another host did not get them: broken from the start.
                 v.fail(crate::ErrorCode::ConnLost, None, false);

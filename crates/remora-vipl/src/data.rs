@@ -491,7 +491,7 @@ impl Vi {
             }
             let flagged = link.as_ref().filter(|l| !l.peer.bell_always && vi.recv_cq.is_none());
             if let Some(l) = flagged {
-                l.store(layout::PEER_WAITING, 1);
+                l.store(layout::PEER_WAITING, l.tag(1));
                 if !l.map.is_local() {
                     l.settle();
                 } else {
@@ -516,7 +516,7 @@ impl Vi {
                 }
             }
             if let Some(l) = flagged {
-                l.store(layout::PEER_WAITING, 0);
+                l.store(layout::PEER_WAITING, l.tag(0));
             }
             if let Ok(d) = got {
                 return Ok(d);

@@ -47,6 +47,9 @@ const FAR_NAP_AFTER: Duration = Duration::from_millis(1);
 const FAR_NAP: Duration = Duration::from_micros(100);
 /// How long a send waits for a freshly connected peer to describe its receives.
 const READY_WAIT: Duration = Duration::from_secs(10);
+/// The room of a ring A entry that is not of this connection ([`layout::ENTRY_CONN`]): no
+/// receive (a real one holds at most [`crate::MAX_TRANSFER`] bytes).
+const NOT_OURS: u32 = u32::MAX;
 
 /// A completed receive as `VipRecvDone` gives it: (descriptor address, its memory handle).
 type Reaped = (usize, u32);
@@ -139,21 +142,22 @@ impl ViInner {
                 }
                 if q.described[i] != Some(short) {
                     let mut e = [0u8; 48];
-                    let n = layout::encode_entry_into(p.total, &p.chunks, &mut e);
+                    let n = layout::encode_entry_into(p.total, link.peer.conn, &p.chunks, &mut e);
                     put(at, &e[..n]);
                     q.described[i] = Some(short);
                 }
             } else {
                 let mut e = [0u8; ENTRY];
-                let n = layout::encode_entry(p.total, &p.chunks, &mut e);
+                let n = layout::encode_entry(p.total, link.peer.conn, &p.chunks, &mut e);
                 put(at, &e[..n]);
                 q.described[i] = None;
             }
             q.pushed += 1;
         }
-        link.store(layout::PEER_POSTED, q.pushed);
+        link.store(layout::PEER_POSTED, link.tag(q.pushed));
         if far {
-            if self.nic.watcher_runs() && link.posted_later(q.pushed, self.map.load(layout::DONE)) {
+            let landed = layout::count_in(self.conn(), self.map.load(layout::DONE), q.consumed);
+            if self.nic.watcher_runs() && link.posted_later(q.pushed, landed) {
                 return !link.has_failed();
             }
             return link.push_posted(q.pushed) && !link.has_failed();
@@ -205,10 +209,11 @@ impl ViInner {
     /// answer only delays a completion to the next poll).
     fn completion_in_sight(&self) -> bool {
         let k = self.recv_next.load(Ordering::Acquire);
+        let conn = self.conn();
         if self.peer_here.load(Ordering::Relaxed) {
-            self.map.load(layout::completion_at(k) + SEQ) == k + 1
+            self.map.load(layout::completion_at(k) + SEQ) == layout::tagged(conn, k + 1)
         } else {
-            self.map.load(layout::DONE) > k
+            layout::count_in(conn, self.map.load(layout::DONE), k) > k
         }
     }
 
@@ -228,17 +233,22 @@ impl ViInner {
         mut pop: bool,
     ) -> Result<(Option<usize>, Option<Reaped>)> {
         let here = self.peer_here.load(Ordering::Relaxed);
+        let conn = self.conn();
         let mut first = None;
         pop &= q.done.is_empty() && self.recv_cq.is_none();
         let mut broke = None;
         let mut done = None;
         while !q.posted.is_empty() {
             let k = q.consumed;
-            if !here && *done.get_or_insert_with(|| self.map.load(layout::DONE)) <= k {
+            if !here
+                && *done.get_or_insert_with(|| layout::count_in(conn, self.map.load(layout::DONE), k)) <= k
+            {
                 break;
             }
             let at = layout::completion_at(k);
-            if self.map.load(at + SEQ) != k + 1 {
+            // A completion of an earlier connection of this VI (a store that landed late)
+            // carries another number: not this receive's.
+            if self.map.load(at + SEQ) != layout::tagged(conn, k + 1) {
                 break;
             }
             // This VI's own segment, always on this host: the entry's words are read in
@@ -276,22 +286,39 @@ impl ViInner {
         self.map.load(off)
     }
 
+    /// A flag of this VI's segment the peer raises ([`layout::PEER_READY`],
+    /// [`layout::PEER_WAITING`]): up only when raised by this connection's peer.
+    #[inline]
+    fn flag_up(&self, off: usize) -> bool {
+        layout::untagged(self.conn(), self.own(off)).is_some_and(|v| v != 0)
+    }
+
+    /// The count of receives the peer described, near `k`: 0 when the word is of an
+    /// earlier connection.
+    #[inline]
+    fn peer_posted(&self, k: u64) -> u64 {
+        layout::count_in(self.conn(), self.own(layout::PEER_POSTED), k)
+    }
+
     /// The size of the peer's receive number `k`, once it is described; `None` when it is
     /// not within the grace (or the peer never linked).
     fn peer_room(&self, sq: &mut SendQ, k: u64, grace: Duration) -> Option<u32> {
         if k >= sq.seen && !self.learn_posted(sq, k, grace) {
             return None;
         }
-        sq.rooms.get(k as usize % ENTRIES).copied()
+        sq.rooms.get(k as usize % ENTRIES).copied().filter(|r| *r != NOT_OURS)
     }
 
     /// Read the peer's posted count (waiting for receive `k` a moment) and the sizes of
     /// the receives new since the last look.
     fn learn_posted(&self, sq: &mut SendQ, k: u64, grace: Duration) -> bool {
-        let mut posted = self.own(layout::PEER_POSTED);
-        if posted <= k || self.own(layout::PEER_READY) == 0 {
+        let conn = self.conn();
+        let mut posted = layout::count_in(conn, self.own(layout::PEER_POSTED), k);
+        // A count of this connection's peer (its number) is one it stored after describing
+        // those receives: no need to look at its ready flag then.
+        if posted <= k {
             let start = Instant::now();
-            while self.own(layout::PEER_READY) == 0 {
+            while !self.flag_up(layout::PEER_READY) {
                 if start.elapsed() > READY_WAIT || *lock(&self.state) != ViState::Connected {
                     return false;
                 }
@@ -300,7 +327,7 @@ impl ViInner {
             let start = Instant::now();
             let mut n = 0u32;
             loop {
-                posted = self.own(layout::PEER_POSTED);
+                posted = self.peer_posted(k);
                 if posted > k {
                     break;
                 }
@@ -314,7 +341,8 @@ impl ViInner {
                         return false;
                     }
                     if !self.peer_here.load(Ordering::Relaxed) && start.elapsed() > FAR_NAP_AFTER {
-                        self.map.wait_word(layout::PEER_POSTED, posted as u32, FAR_NAP);
+                        let seen = self.own(layout::PEER_POSTED) as u32;
+                        self.map.wait_word(layout::PEER_POSTED, seen, FAR_NAP);
                     } else {
                         std::thread::yield_now();
                     }
@@ -325,9 +353,12 @@ impl ViInner {
             sq.rooms.resize(ENTRIES, 0);
         }
         for j in sq.seen.max(posted.saturating_sub(ENTRIES as u64))..posted {
-            let mut b = [0u8; 4];
-            let _ = self.map.read(layout::entry_at(j), &mut b);
-            sq.rooms[j as usize % ENTRIES] = u32::from_le_bytes(b);
+            // The entry's total, then its connection number: an entry an earlier peer
+            // stored late is no receive of this connection.
+            let at = layout::entry_at(j);
+            let room = self.map.load(at) as u32;
+            let of = self.map.load(at + layout::ENTRY_CONN) as u32;
+            sq.rooms[j as usize % ENTRIES] = if of == conn { room } else { NOT_OURS };
         }
         sq.seen = posted;
         true
@@ -423,7 +454,7 @@ impl ViInner {
             // landed first for reliable reception, and before a CQ's bell is rung (the
             // bell travels another path).
             let line = done.encode(carried.then(|| &inline[..size]));
-            let next = (k + 1).to_le_bytes();
+            let next = link.tag(k + 1).to_le_bytes();
             let wait = link.peer.bell_always || self.attrs().reliability == RELIABLE_RECEPTION;
             // The entry and its sequence number are one line: one frame (the peer's node
             // stores its bytes in order), then the count.
@@ -444,7 +475,7 @@ impl ViInner {
             }
         }
         if here {
-            link.store(at + SEQ, k + 1);
+            link.store(at + SEQ, link.tag(k + 1));
         }
         sq.consumed = k + 1;
         // On this host no barrier between the entry and the look at the peer's waiting
@@ -458,7 +489,7 @@ impl ViInner {
         }
         // A receiver on another host that sleeps waits on its done count, which its node
         // wakes after the count's store: only a CQ's bell is rung.
-        if link.peer.bell_always || (here && self.own(layout::PEER_WAITING) != 0) {
+        if link.peer.bell_always || (here && self.flag_up(layout::PEER_WAITING)) {
             link.ring();
         }
         match broke {
@@ -487,6 +518,9 @@ impl ViInner {
         self.map.read(at, &mut e[..16])?;
         let mut head = [0u8; 16];
         head.copy_from_slice(&e[..16]);
+        if layout::entry_conn(&head) != self.conn() {
+            return Err(Error::Descriptor("the receive is not of this connection".into()));
+        }
         let used = 16 + 16 * layout::entry_chunks(&head);
         self.map.read(at, &mut e[..used])?;
         let mut out = [Chunk::default(); MAX_CHUNKS];
@@ -526,7 +560,9 @@ impl ViInner {
     ) -> u32 {
         let total: usize = local.iter().map(|s| s.len()).sum();
         let allowed = if write { link.peer.rdma_write } else { link.peer.rdma_read };
-        let slot = match link.slot(&self.nic, remote.handle, self.map.load(layout::PEER_TABLE)) {
+        let table = layout::untagged(self.conn(), self.map.load(layout::PEER_TABLE));
+        let epoch = table.map_or(crate::link::NO_EPOCH, u64::from);
+        let slot = match link.slot(&self.nic, remote.handle, epoch) {
             Ok(Some(s)) => s,
             Ok(None) => return status::RDMA_PROT_ERROR,
             Err(_) => return status::TRANSPORT_ERROR,

@@ -9,7 +9,8 @@
 //! ```
 
 use crate::layout::{
-    decode_entry, encode_entry, Chunk, Completion, Descriptor, Slot, ENTRY, INLINE, MAX_CHUNKS, SEQ, SLOT,
+    count_in, decode_entry, encode_entry, entry_conn, tagged, untagged, Chunk, Completion, Descriptor, Slot,
+    ENTRY, INLINE, MAX_CHUNKS, SEQ, SLOT,
 };
 use crate::link::PeerInfo;
 
@@ -33,11 +34,28 @@ pub fn vipl_layout(data: &[u8]) {
     let (total, chunks) = decode_entry(&entry, &mut out);
     assert!(chunks.len() <= MAX_CHUNKS);
     let chunks = chunks.to_vec();
+    let head = window::<16>(&entry, 0);
+    let conn = entry_conn(&head);
     let mut again = [0u8; ENTRY];
-    encode_entry(total, &chunks, &mut again);
+    encode_entry(total, conn, &chunks, &mut again);
     let mut out2 = [Chunk::default(); MAX_CHUNKS];
     let (total2, chunks2) = decode_entry(&again, &mut out2);
     assert_eq!((total2, chunks2), (total, chunks.as_slice()), "ring entry round trip");
+    assert_eq!(entry_conn(&window::<16>(&again, 0)), conn, "ring entry's connection number");
+    // A word of the segment (a count, a flag, a sequence number) as another process stored
+    // it: heard only under its own connection number, and a count widens near any count.
+    let w = u64::from_le_bytes(window::<8>(data, 3));
+    let (conn, near) = ((w >> 32) as u32, u64::from_le_bytes(window::<8>(data, 11)));
+    if w != 0 {
+        assert_eq!(untagged(conn, w), Some(w as u32), "a word heard under its number");
+        assert_eq!(untagged(conn.wrapping_add(1), w), None, "and under no other");
+        assert_eq!(tagged(conn, u64::from(w as u32)), w, "word round trip");
+    }
+    let n = count_in(conn, w, near);
+    if n != 0 {
+        assert_eq!(n as u32, w as u32, "a count keeps its low half");
+        assert!(n.abs_diff(near) <= 1 << 31, "a count near the reader's");
+    }
     let seq: [u8; SEQ] = window(data, 1);
     let (c, inline) = Completion::decode(&seq);
     assert!(inline.is_none_or(|i| i.len() <= INLINE), "an inline payload within its room");

@@ -6,23 +6,31 @@
 //!
 //! ```text
 //!   0  peer_posted   receives the peer has described in ring A (a count)
-//!   8  peer_ready    the peer has linked to this VI and described its receives
+//!   8  peer_ready    the peer has linked to this VI and described its receives (1)
 //!  16  peer_table    the peer's count of changes to its memory table (across hosts only:
 //!                    a slot read earlier is used again while this has not moved)
 //!  64  done          receives of the owner the peer has completed in ring B (a count;
 //!                    written only across hosts, where it orders the entries' arrival)
-//! 128  peer_waiting  the peer blocks for the owner's messages: ring its doorbell
-//! 192  peer_state    0 connected, 1 the peer disconnected, 2 the peer saw an error (+ code << 8);
-//!                    + the owner's connection number << 32 (a late word of an earlier
-//!                    peer names an older one and is not heard)
+//! 128  peer_waiting  the peer blocks for the owner's messages: ring its doorbell (1)
+//! 192  peer_state    0 connected, 1 the peer disconnected, 2 the peer saw an error (+ code << 8)
 //! 256  ring A        ENTRIES × 512 bytes: the peer's posted receives (where to write)
 //!      ring B        ENTRIES × 64 bytes: completions of the owner's receives
 //! ```
 //!
+//! Every word the peer stores here, and every ring B entry's sequence number, is
+//! [`tagged`]: its value in the low 32 bits (a count's low 32 bits), the owner's
+//! connection number (which the peer learnt when they connected) in the high 32; a ring A
+//! entry carries the number too. A VI reused after a disconnect has a new number, so a
+//! store of its previous peer that lands late (across hosts one still in that peer's
+//! channel when the segment was zeroed for the next connection; on one host one of a
+//! peer that has not noticed the disconnect yet) is never taken for the new peer's: a
+//! completion of the old connection is not seen, an old count counts nothing, an old flag
+//! is down.
+//!
 //! The words sit on cache lines of their own, so a receiver polling one never shares its
 //! line with a word the peer writes for another reason. A ring B entry is one cache line:
 //! the completion, up to [`INLINE`] bytes of the payload itself, and last its sequence
-//! number (the receive's number plus one), stored after everything else. On one host a
+//! number (the receive's number plus one, [`tagged`]), stored after everything else. On one host a
 //! receiver polls only that word: one line crosses between the cores per message, as in a
 //! raw shared-memory ping-pong. A payload that fits travels in the entry and the receiver
 //! copies it into its buffer when it takes the completion; a longer one is written
@@ -67,6 +75,37 @@ pub const SEQ: usize = 56;
 pub fn completion_at(k: u64) -> usize {
     RING_B + (k as usize % ENTRIES) * COMPLETION
 }
+/// A word for the owner of a VI segment whose connection number is `conn`: `v`'s low 32
+/// bits (the low half of a count: a count is only ever compared with one near it), the
+/// number in the high 32 (see the module doc).
+#[inline]
+pub fn tagged(conn: u32, v: u64) -> u64 {
+    (u64::from(conn) << 32) | (v & 0xFFFF_FFFF)
+}
+
+/// The value of a [`tagged`] word for the owner whose connection number is `conn`, `None`
+/// when the word is of another connection. A zero word (the segment as zeroed) is 0.
+#[inline]
+pub fn untagged(conn: u32, w: u64) -> Option<u32> {
+    if w == 0 {
+        return Some(0);
+    }
+    ((w >> 32) as u32 == conn).then_some(w as u32)
+}
+
+/// The count a [`tagged`] word stands for, given a count `near` it (within 2^31 either
+/// way): its low 32 bits widened to 64. A word of another connection counts 0.
+#[inline]
+pub fn count_in(conn: u32, w: u64, near: u64) -> u64 {
+    let Some(low) = untagged(conn, w) else { return 0 };
+    let d = low.wrapping_sub(near as u32) as i32;
+    if d >= 0 {
+        near + d as u64
+    } else {
+        near.saturating_sub(u64::from(d.unsigned_abs()))
+    }
+}
+
 /// The byte offset of ring A entry `k`.
 pub fn entry_at(k: u64) -> usize {
     RING_A + (k as usize % ENTRIES) * ENTRY
@@ -282,17 +321,23 @@ pub struct Chunk {
     pub off: u64,
 }
 
-/// Encode a ring A entry into `b`; the bytes used.
-pub fn encode_entry(total: u32, chunks: &[Chunk], b: &mut [u8; ENTRY]) -> usize {
-    encode_entry_into(total, chunks, b)
+/// Where a ring A entry's connection number lies in it: the owner's of the segment it is
+/// written into (see [`tagged`]). An entry of another connection is no receive.
+pub const ENTRY_CONN: usize = 8;
+
+/// Encode a ring A entry for the segment owner whose connection number is `conn` into
+/// `b`; the bytes used.
+pub fn encode_entry(total: u32, conn: u32, chunks: &[Chunk], b: &mut [u8; ENTRY]) -> usize {
+    encode_entry_into(total, conn, chunks, b)
 }
 
 /// Encode a ring A entry into `b` (at least 16 bytes), with as many chunks as it holds;
 /// the bytes used.
-pub fn encode_entry_into(total: u32, chunks: &[Chunk], b: &mut [u8]) -> usize {
+pub fn encode_entry_into(total: u32, conn: u32, chunks: &[Chunk], b: &mut [u8]) -> usize {
     let n = chunks.len().min(MAX_CHUNKS).min(b.len().saturating_sub(16) / 16);
     b[0..4].copy_from_slice(&total.to_le_bytes());
     b[4..8].copy_from_slice(&(n as u32).to_le_bytes());
+    b[ENTRY_CONN..ENTRY_CONN + 4].copy_from_slice(&conn.to_le_bytes());
     for (i, c) in chunks.iter().take(n).enumerate() {
         let o = 16 + i * 16;
         b[o..o + 4].copy_from_slice(&c.seg.to_le_bytes());
@@ -305,6 +350,11 @@ pub fn encode_entry_into(total: u32, chunks: &[Chunk], b: &mut [u8]) -> usize {
 /// The chunk count in a ring A entry's first 16 bytes.
 pub fn entry_chunks(head: &[u8; 16]) -> usize {
     (u32_at(head, 4) as usize).min(MAX_CHUNKS)
+}
+
+/// The connection number in a ring A entry's first 16 bytes.
+pub fn entry_conn(head: &[u8; 16]) -> u32 {
+    u32_at(head, ENTRY_CONN)
 }
 
 /// Decode a ring A entry (at least its first `16 + 16 × count` bytes) into `out`: the
@@ -507,12 +557,12 @@ mod tests {
     fn entries_slots_and_completions_round_trip() {
         let chunks = vec![Chunk { seg: 3, len: 100, off: 4096 }, Chunk { seg: 9, len: 7, off: 0 }];
         let mut e = [0u8; ENTRY];
-        assert_eq!(encode_entry(107, &chunks, &mut e), 48);
+        assert_eq!(encode_entry(107, 5, &chunks, &mut e), 48);
         let mut out = [Chunk { seg: 0, len: 0, off: 0 }; MAX_CHUNKS];
         assert_eq!(decode_entry(&e[..48], &mut out), (107, &chunks[..]));
         let mut head = [0u8; 16];
         head.copy_from_slice(&e[..16]);
-        assert_eq!(entry_chunks(&head), 2);
+        assert_eq!((entry_chunks(&head), entry_conn(&head)), (2, 5));
         let s = Slot {
             base: 1,
             len: 2,
@@ -529,5 +579,22 @@ mod tests {
         assert!(RING_B + ENTRIES * COMPLETION <= vi_segment_size());
         assert_eq!(completion_at(ENTRIES as u64 + 1), RING_B + COMPLETION);
         assert_eq!(RING_B % 64, 0, "ring B entries are whole cache lines");
+    }
+
+    #[test]
+    fn a_tagged_word_is_heard_only_by_its_connection() {
+        let w = tagged(7, 5);
+        assert_eq!((untagged(7, w), untagged(6, w), untagged(8, 0)), (Some(5), None, Some(0)));
+        assert_eq!(untagged(7, tagged(7, 0)), Some(0));
+        // Counts widen to the one near the reader's, across a wrap of the low half.
+        assert_eq!(count_in(7, tagged(7, 5), 3), 5);
+        assert_eq!(count_in(7, tagged(7, 2), 3), 2);
+        assert_eq!(count_in(6, tagged(7, 5), 3), 0, "another connection's count");
+        assert_eq!(count_in(7, tagged(7, 1 << 32), (1 << 32) - 2), 1 << 32);
+        assert_eq!(count_in(7, tagged(7, (1 << 32) + 3), 1 << 32), (1 << 32) + 3);
+        assert_eq!(count_in(7, tagged(7, u64::from(u32::MAX)), 0), 0, "never below zero");
+        // A sequence number of an older connection is never the one expected.
+        assert_ne!(tagged(1, 1), tagged(2, 1));
+        assert_ne!(tagged(2, 0), 0, "a tagged zero is not the zeroed segment");
     }
 }

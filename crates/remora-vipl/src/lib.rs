@@ -39,6 +39,8 @@ mod deliver;
 mod error;
 mod few;
 pub mod fuzzing;
+#[cfg(test)]
+mod late_stores;
 mod later;
 pub mod layout;
 mod link;

@@ -40,8 +40,9 @@ pub(crate) struct PeerInfo {
     pub(crate) ptag: u64,
     /// Its receives report to a completion queue: ring the bell on every completion.
     pub(crate) bell_always: bool,
-    /// Its connection number (`ViInner::conn`): what this side says about itself in the
-    /// peer's segment carries it, so the peer's next connection does not hear it.
+    /// Its connection number (`ViInner::conn`): every word this side stores in the peer's
+    /// segment carries it ([`layout::tagged`]), so the peer's next connection does not hear
+    /// a store of this one that lands late.
     pub(crate) conn: u32,
 }
 
@@ -137,6 +138,9 @@ pub(crate) struct Link {
 }
 
 const CONNECT_WAIT: Duration = Duration::from_secs(10);
+/// A table count that was not this connection's ([`Link::slot`]): the slot is read afresh
+/// and not kept.
+pub(crate) const NO_EPOCH: u64 = u64::MAX;
 /// A peer on another host is told of new receives at once when this many wait to be
 /// told...
 const POSTED_BATCH: u64 = 8;
@@ -184,7 +188,7 @@ impl Link {
         };
         if rung_always {
             // Our receives report to a CQ: the peer rings on every completion.
-            link.store(layout::PEER_WAITING, 1);
+            link.store(layout::PEER_WAITING, link.tag(1));
             if !link.settle() {
                 return Err(Error::Resource("the peer's node did not take a store".into()));
             }
@@ -315,22 +319,23 @@ impl Link {
         let _ = self.bell.trigger();
     }
 
-    /// A word for the peer's [`layout::PEER_STATE`]: `what` under the peer's connection
-    /// number.
-    fn said(&self, what: u64) -> u64 {
-        (u64::from(self.peer.conn) << 32) | (what & 0xFFFF_FFFF)
+    /// A word for the peer's segment: `v` (a count's low half, a flag) under the peer's
+    /// connection number ([`layout::tagged`]).
+    #[inline]
+    pub(crate) fn tag(&self, v: u64) -> u64 {
+        layout::tagged(self.peer.conn, v)
     }
 
     /// Tell the peer this side disconnected.
     pub(crate) fn say_gone(&self) {
-        self.store(layout::PEER_STATE, self.said(1));
+        self.store(layout::PEER_STATE, self.tag(1));
         self.settle();
         self.ring();
     }
 
     /// Tell the peer the connection broke on this side.
     pub(crate) fn say_error(&self, code: ErrorCode) {
-        self.store(layout::PEER_STATE, self.said(2 | ((code as u64) << 8)));
+        self.store(layout::PEER_STATE, self.tag(2 | ((code as u64) << 8)));
         self.settle();
         self.ring();
     }
@@ -455,9 +460,10 @@ impl Link {
     /// The peer's table slot for memory handle `handle`, if that region is registered.
     /// `epoch` is the peer's count of table changes as this VI's segment holds it: for a
     /// peer on another host a slot read under the same count is used again (the peer tells
-    /// every change, landed, before its call returns), with no round trip.
+    /// every change, landed, before its call returns), with no round trip; [`NO_EPOCH`] (the
+    /// word was an earlier peer's) reads it afresh.
     pub(crate) fn slot(&self, nic: &Nic, handle: u32, epoch: u64) -> Result<Option<layout::FixedSlot>> {
-        if self.far.is_some() {
+        if self.far.is_some() && epoch != NO_EPOCH {
             let known = self.slots.lock().unwrap_or_else(|p| p.into_inner()).get(&handle).copied();
             if let Some((_, s)) = known.filter(|(e, _)| *e == epoch) {
                 return Ok(Some(s));

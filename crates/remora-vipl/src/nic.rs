@@ -384,7 +384,7 @@ impl Nic {
         let epoch = self.inner.mem_epoch.load(Ordering::SeqCst);
         for vi in self.live_vis() {
             if let Some(link) = vi.link().filter(|l| l.is_far()) {
-                link.store(crate::layout::PEER_TABLE, epoch);
+                link.store(crate::layout::PEER_TABLE, link.tag(epoch));
                 link.settle();
             }
         }

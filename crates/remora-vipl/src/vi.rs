@@ -145,10 +145,11 @@ pub(crate) struct ViInner {
     pub(crate) recv: Lock<RecvQ>,
     /// A peer-to-peer connect in progress: its outcome once known.
     pub(crate) peer_connect: Mutex<Option<Option<Result<ViAttributes>>>>,
-    /// This VI's connection number: told to the peer in [`PeerInfo`], carried by what the
-    /// peer says about itself ([`layout::PEER_STATE`]), bumped by every disconnect. A word
-    /// an earlier peer stores late (it still reaches the segment) names an older number
-    /// and is not heard.
+    /// This VI's connection number: told to the peer in [`PeerInfo`], carried by every word
+    /// the peer stores in this VI's segment ([`layout::tagged`]: counts, flags, what it
+    /// says about itself, each completion's sequence number, each receive it describes),
+    /// bumped by every disconnect. A word an earlier peer stores late (it still reaches the
+    /// segment) names an older number and is not heard.
     pub(crate) conn: AtomicU32,
 }
 
@@ -427,11 +428,13 @@ impl ViInner {
     /// connection (its number differs) reads as 0.
     #[inline]
     pub(crate) fn peer_said(&self) -> u64 {
-        let said = self.map.load(layout::PEER_STATE);
-        if said == 0 || (said >> 32) as u32 != self.conn.load(Ordering::Relaxed) {
-            return 0;
-        }
-        said & 0xFFFF_FFFF
+        layout::untagged(self.conn(), self.map.load(layout::PEER_STATE)).map_or(0, u64::from)
+    }
+
+    /// This VI's connection number now (what the words its peer stores carry).
+    #[inline]
+    pub(crate) fn conn(&self) -> u32 {
+        self.conn.load(Ordering::Relaxed)
     }
 
     pub(crate) fn check_peer(self: &Arc<Self>, _nic: &Nic) {
@@ -473,15 +476,16 @@ impl ViInner {
             s.seen = 0;
             s.cache.clear();
         }
-        // The next connection has another number: what the old peer still says about
-        // itself is not heard by it.
+        // The next connection has another number: what the old peer still stores is not
+        // heard by it.
         self.conn.fetch_add(1, Ordering::AcqRel);
         self.clear_segment();
     }
 
-    /// Zero the segment's words and both rings: after a disconnect, and again right before
-    /// this VI's description goes to a new peer, so a store the old peer had under way
-    /// when the disconnect came (across hosts, still in its channel) is wiped.
+    /// Zero the segment's words and ring B: after a disconnect, and again right before this
+    /// VI's description goes to a new peer, so a store the old peer had under way when the
+    /// disconnect came is wiped. One that lands later still carries the old connection
+    /// number (as ring A's entries do), and is not heard.
     pub(crate) fn clear_segment(&self) {
         let _ = self.map.write(0, &[0u8; layout::RING_A]);
         let _ = self.map.write(layout::RING_B, &[0u8; layout::ENTRIES * layout::COMPLETION]);

@@ -20,7 +20,7 @@ fn made() -> Vec<Vec<u8>> {
     let d = Descriptor { control: 1, immediate: 7, length: 64, status: 0, segments: vec![seg, seg] };
     let mut entry = [0u8; ENTRY];
     let chunks = [Chunk { seg: 9, len: 4096, off: 0 }, Chunk { seg: 10, len: 100, off: 8192 }];
-    encode_entry(4196, &chunks, &mut entry);
+    encode_entry(4196, 3, &chunks, &mut entry);
     let done = Completion { len: 5, immediate: 1, status: 1 }.encode(Some(b"hello"));
     vec![d.encode(), entry.to_vec(), done.to_vec(), vec![0xff; 700], Vec::new()]
 }

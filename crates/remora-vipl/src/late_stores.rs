@@ -1,0 +1,176 @@
+//! A VI reused after `VipDisconnect` never takes a store of its previous peer that lands
+//! late for one of the new connection's (`layout::tagged`). The old client here has not
+//! heard of the disconnect (its NIC's watcher no longer looks at it, and the server's
+//! word is wiped from its segment, as if still on its way): it describes a receive and
+//! sends a message after the server took the next client, which is what a store already in
+//! flight when the segment was zeroed does. The server must neither complete its new
+//! receive with the old message nor take the old client's receives for the new client's
+//! (it would write the next message into the old client's memory); the new connection then
+//! works both ways. On one node, across two nodes of one host and across two hosts.
+
+use crate::layout::{self, status};
+use crate::{
+    DataSegment, Descriptor, Error, MemAttributes, MemHandle, NetAddress, Nic, ProtectionTag, Vi,
+    ViAttributes, ViState, MAX_TRANSFER, RELIABLE_DELIVERY, UNRELIABLE,
+};
+use remora_sys::user_memory::UserRegion;
+use remora_testkit::Harness;
+use std::time::Duration;
+
+const T: Option<Duration> = Some(Duration::from_secs(20));
+
+#[derive(Clone, Copy)]
+struct Mem {
+    region: UserRegion,
+    handle: MemHandle,
+}
+
+impl Mem {
+    fn new(nic: &Nic, len: usize, ptag: ProtectionTag) -> Mem {
+        let buf: &'static mut [u8] = Box::leak(vec![0u8; len + 64].into_boxed_slice());
+        let skip = (64 - buf.as_ptr() as usize % 64) % 64;
+        let region = UserRegion::from_static(&mut buf[skip..skip + len]);
+        let attrs = MemAttributes { ptag, rdma_write: false, rdma_read: false };
+        Mem { region, handle: nic.register(region, attrs).unwrap() }
+    }
+    fn addr(&self, off: usize) -> usize {
+        self.region.addr() + off
+    }
+    fn get(&self, off: usize, len: usize) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        self.region.read(off, &mut v).unwrap();
+        v
+    }
+}
+
+/// Post a receive of `len` bytes at `buf[off..]`, its descriptor at `desc + at`.
+fn post_recv(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, off: usize, len: usize) {
+    let seg = DataSegment { addr: buf.addr(off) as u64, handle: buf.handle, len: len as u32 };
+    let d = Descriptor { length: len as u32, segments: vec![seg], ..Default::default() };
+    nic.write_descriptor(desc.addr(at), desc.handle, &d).unwrap();
+    vi.post_recv(desc.addr(at), desc.handle).unwrap();
+}
+
+/// Send `data` (put at `buf[off..]`), its descriptor at `desc + at`; its status bits.
+fn send(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, off: usize, data: &[u8]) -> u32 {
+    buf.region.write(off, data).unwrap();
+    let seg = DataSegment { addr: buf.addr(off) as u64, handle: buf.handle, len: data.len() as u32 };
+    let d = Descriptor { length: data.len() as u32, segments: vec![seg], ..Default::default() };
+    nic.write_descriptor(desc.addr(at), desc.handle, &d).unwrap();
+    vi.post_send(desc.addr(at), desc.handle).unwrap();
+    assert_eq!(vi.send_wait(T).unwrap(), (desc.addr(at), desc.handle));
+    nic.read_descriptor(desc.addr(at), desc.handle).unwrap().status
+}
+
+fn connect(snic: &Nic, server: &Vi, cnic: &Nic, client: &Vi, disc: &[u8]) {
+    let addr = NetAddress::new(snic.node(), disc);
+    let (s, a, nic) = (server.clone(), addr.clone(), snic.clone());
+    let waiter = std::thread::spawn(move || nic.connect_wait(&a, T).unwrap().accept(&s));
+    loop {
+        match client.connect_request(&NetAddress::new(cnic.node(), b"client"), &addr, T) {
+            Err(Error::NoMatch) => std::thread::sleep(Duration::from_millis(2)),
+            other => {
+                other.unwrap();
+                break;
+            }
+        }
+    }
+    waiter.join().unwrap().unwrap();
+}
+
+fn old_stores_land_late(h: &Harness, snode: u32, cnode: u32, reliability: u16) {
+    let what = format!("nodes {snode}/{cnode}, reliability {reliability}");
+    let snic = Nic::open_with_config("remora0", h.config(snode)).unwrap();
+    let cnic = Nic::open_with_config("remora0", h.config(cnode)).unwrap();
+    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
+    let attrs = |ptag| ViAttributes {
+        reliability,
+        max_transfer: MAX_TRANSFER,
+        ptag,
+        rdma_write: false,
+        rdma_read: false,
+    };
+    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
+    let old = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    let new = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    let (sbuf, sdesc) = (Mem::new(&snic, 16384, sp), Mem::new(&snic, 1024, sp));
+    let (cbuf, cdesc) = (Mem::new(&cnic, 16384, cp), Mem::new(&cnic, 1024, cp));
+
+    // The first connection: each side has a receive posted (described to the other).
+    post_recv(&snic, &server, &sdesc, 0, &sbuf, 0, 4096);
+    connect(&snic, &server, &cnic, &old, format!("late-old{snode}{cnode}{reliability}").as_bytes());
+    post_recv(&cnic, &old, &cdesc, 0, &cbuf, 0, 4096);
+    let old_link = old.inner.link().unwrap();
+    assert!(old_link.settle(), "{what}");
+    // The old client will not hear of the disconnect for a while.
+    cnic.remove_vi(&old.inner);
+    server.disconnect().unwrap();
+    assert_eq!(server.recv_wait(T).unwrap(), (sdesc.addr(0), sdesc.handle), "{what}");
+    old.inner.map.store(layout::PEER_STATE, 0);
+
+    // The server takes the next client on the same VI (its segment zeroed meanwhile).
+    post_recv(&snic, &server, &sdesc, 64, &sbuf, 4096, 4096);
+    connect(&snic, &server, &cnic, &new, format!("late-new{snode}{cnode}{reliability}").as_bytes());
+
+    // The old client's stores land now: a receive it describes, and a message.
+    post_recv(&cnic, &old, &cdesc, 64, &cbuf, 4096, 4096);
+    let st = send(&cnic, &old, &cdesc, 128, &cbuf, 8192, b"OLD-LATE");
+    assert_eq!(st & status::ERROR_MASK, 0, "{what}: the old client's send went out: {st:#x}");
+    assert!(old_link.settle(), "{what}");
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(
+        server.recv_done().err(),
+        Some(Error::NotDone),
+        "{what}: the old client's message completed the new connection's receive"
+    );
+
+    // The server sends before the new client posted its receive (it does a moment later):
+    // the message waits for that receive, not for one the old client described.
+    let data: Vec<u8> = (0..4096).map(|i| (i % 251) as u8).collect();
+    let poster = {
+        let (cnic, new) = (cnic.clone(), new.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(10));
+            post_recv(&cnic, &new, &cdesc, 192, &cbuf, 12288, 4096);
+        })
+    };
+    let st = send(&snic, &server, &sdesc, 128, &sbuf, 8192, &data);
+    poster.join().unwrap();
+    assert_eq!(st, status::DONE | status::OP_SEND, "{what}");
+    assert_eq!(new.recv_wait(T).unwrap(), (cdesc.addr(192), cdesc.handle), "{what}");
+    let got = cnic.read_descriptor(cdesc.addr(192), cdesc.handle).unwrap();
+    assert_eq!((got.status, got.length), (status::DONE | status::OP_RECEIVE, 4096), "{what}");
+    assert!(cbuf.get(12288, 4096) == data, "{what}: the message did not reach the new client's buffer");
+    assert_eq!(cbuf.get(0, 8), vec![0u8; 8], "{what}: the old client's memory was written");
+    assert_eq!(cbuf.get(4096, 8), vec![0u8; 8], "{what}: the old client's memory was written");
+
+    // The new connection works the other way too, and the server's receive is intact.
+    let st = send(&cnic, &new, &cdesc, 256, &cbuf, 8192, b"NEW-C2-1");
+    assert_eq!(st, status::DONE | status::OP_SEND, "{what}");
+    assert_eq!(server.recv_wait(T).unwrap(), (sdesc.addr(64), sdesc.handle), "{what}");
+    let got = snic.read_descriptor(sdesc.addr(64), sdesc.handle).unwrap();
+    assert_eq!((got.status, got.length), (status::DONE | status::OP_RECEIVE, 8), "{what}");
+    assert_eq!(sbuf.get(4096, 8), b"NEW-C2-1", "{what}");
+    assert_eq!((server.state(), new.state()), (ViState::Connected, ViState::Connected), "{what}");
+    new.disconnect().unwrap();
+    server.disconnect().unwrap();
+    let _ = old.disconnect();
+}
+
+#[test]
+fn late_stores_of_an_old_peer_reach_nothing_on_one_host() {
+    let h = Harness::new();
+    for (snode, cnode) in [(4, 4), (4, 8)] {
+        for reliability in [RELIABLE_DELIVERY, UNRELIABLE] {
+            old_stores_land_late(&h, snode, cnode, reliability);
+        }
+    }
+}
+
+#[test]
+fn late_stores_of_an_old_peer_reach_nothing_across_hosts() {
+    let h = Harness::with_cluster(&[4, 8], true);
+    for reliability in [RELIABLE_DELIVERY, UNRELIABLE] {
+        old_stores_land_late(&h, 4, 8, reliability);
+    }
+}
