@@ -22,10 +22,12 @@
 
 #![allow(unsafe_code)] // this crate is part of the unsafe layer: every block has a SAFETY comment
 
+mod data;
 mod errors;
 mod handles;
 mod vi;
 
+pub use data::*;
 pub use errors::*;
 pub use vi::*;
 
