@@ -164,11 +164,13 @@ impl Nic {
         let _ = ctl.write(28, &st.to_le_bytes());
     }
 
-    /// Whether every one of `rs`, registered at `epoch`, still is.
+    /// Whether every one of `rs`, registered at `epoch`, still is, in memory registered no
+    /// later ([`crate::memory`]'s `covers_since`: what lies there now, registered again
+    /// since, is in pieces the peer was never told of).
     pub(crate) fn still_registered_all(&self, rs: &[UserRegion], epoch: u64) -> bool {
         self.inner.mem_epoch.load(Ordering::Acquire) == epoch || {
             let mem = lock(&self.inner.mem);
-            rs.iter().all(|r| mem.covers(r.addr(), r.len()))
+            rs.iter().all(|r| mem.covers_since(r.addr(), r.len(), epoch))
         }
     }
 

@@ -113,6 +113,8 @@ pub(crate) struct Region {
     pub(crate) attrs: MemAttributes,
     /// Starts of the pieces, in address order.
     pieces: Vec<usize>,
+    /// The NIC's count of deregistrations when it was registered (`NicInner::mem_epoch`).
+    since: u64,
 }
 
 /// The NIC's registered memory.
@@ -130,12 +132,13 @@ impl MemBook {
         (addr < start + p.len).then_some((*start, p))
     }
 
-    /// `VipRegisterMem`.
+    /// `VipRegisterMem`, at `epoch`, the NIC's count of deregistrations now.
     pub(crate) fn register(
         &mut self,
         desc: &Descriptor,
         user: UserRegion,
         attrs: MemAttributes,
+        epoch: u64,
     ) -> Result<(MemHandle, Slot)> {
         if user.is_empty() || user.addr() == 0 {
             return Err(Error::InvalidParameter("empty or null memory".into()));
@@ -221,7 +224,7 @@ impl MemBook {
                 break h;
             }
         };
-        self.regions.insert(handle, Region { user, attrs, pieces: starts });
+        self.regions.insert(handle, Region { user, attrs, pieces: starts, since: epoch });
         let slot = self.slot(handle).unwrap_or_default();
         Ok((handle, slot))
     }
@@ -318,9 +321,17 @@ impl MemBook {
     }
 
     /// Whether `addr..addr+len` lies inside memory registered now (how the data path checks
-    /// memory it found registered earlier, after a deregistration).
+    /// memory it found registered earlier, after a deregistration: it is still mapped).
     pub(crate) fn covers(&self, addr: usize, len: usize) -> bool {
         self.regions.values().any(|r| r.user.within(addr, len).is_some())
+    }
+
+    /// Whether `addr..addr+len` lies inside memory registered no later than `epoch` (the
+    /// NIC's count of deregistrations when a receive found it registered) and still: in
+    /// the pieces the receive described. Memory deregistered since and registered again at
+    /// the same address lies in new pieces, which the peer was never told of.
+    pub(crate) fn covers_since(&self, addr: usize, len: usize, epoch: u64) -> bool {
+        self.regions.values().any(|r| r.since <= epoch && r.user.within(addr, len).is_some())
     }
 
     /// Where `addr..addr+len` of region `handle` lies in the NIC's pieces.

@@ -326,7 +326,12 @@ impl Nic {
         if !self.has_ptag(attrs.ptag) {
             return Err(Error::InvalidPtag);
         }
-        let (handle, slot) = lock(&self.inner.mem).register(&self.inner.desc, region, attrs)?;
+        let (handle, slot) = {
+            let mut mem = lock(&self.inner.mem);
+            // Read under the lock that deregistrations bump it under.
+            let epoch = self.inner.mem_epoch.load(Ordering::SeqCst);
+            mem.register(&self.inner.desc, region, attrs, epoch)?
+        };
         self.write_slot(handle, &slot);
         Ok(handle)
     }

@@ -4,7 +4,8 @@
 //! old ones never takes for those; and while one NIC registers and deregisters a buffer
 //! again and again, another NIC's registration of the same pages stays shared all along
 //! (the deregistration's give-back of the pages never runs under a registration that
-//! found them shared).
+//! found them shared). A receive posted before its memory was deregistered and registered
+//! again fails (the message went to the pieces it described, which are gone).
 
 mod common;
 use common::{connect, mem};
@@ -137,4 +138,44 @@ fn a_deregistration_on_another_nic_never_unshares_a_registration() {
     stop.store(true, Ordering::Relaxed);
     churn.join().unwrap();
     assert!(churned.load(Ordering::Relaxed) > 0, "the other NIC never registered");
+}
+
+#[test]
+fn a_receive_posted_before_its_memory_was_registered_again_fails() {
+    let h = Harness::new();
+    let (_h, snic, cnic, sp, cp, server, client) = common::reliable_vis(h);
+    connect(&snic, &server, &cnic, &client, b"posted-before");
+    let buf = fresh_pages(1);
+    let (sdesc, cdesc) = (mem(&snic, 256, sp, false), mem(&cnic, 256, cp, false));
+    let cbuf = mem(&cnic, 4096, cp, false);
+    let attrs = MemAttributes { ptag: sp, rdma_write: false, rdma_read: false };
+    let first = snic.register(buf, attrs).unwrap();
+    // A first message: the client learns the receive's pieces.
+    let landed =
+        message_lands((&snic, &server, &sdesc), (&cnic, &client, &cdesc, &cbuf), buf, first, 0, 4096, 0);
+    assert!(landed, "the first message did not reach the program's memory");
+    let seg = DataSegment { addr: buf.addr() as u64, handle: first, len: 4096 };
+    let rd = Descriptor { length: 4096, segments: vec![seg], ..Default::default() };
+    snic.write_descriptor(sdesc.addr(0), sdesc.handle, &rd).unwrap();
+    server.post_recv(sdesc.addr(0), sdesc.handle).unwrap();
+    // The memory goes, and comes back at the same address: new pieces, which the client
+    // was never told of (it writes into those the receive described, which it holds).
+    snic.deregister(buf.addr(), first).unwrap();
+    let again = snic.register(buf, attrs).unwrap();
+    let data = pattern(4096, 1);
+    cbuf.put(0, &data);
+    let sd = Descriptor { length: 4096, segments: vec![cbuf.seg(0, 4096)], ..Default::default() };
+    let _ = common::send(&cnic, &client, &cdesc, &sd);
+    assert_eq!(server.recv_wait(T).unwrap(), (sdesc.addr(0), sdesc.handle));
+    let got = snic.read_descriptor(sdesc.addr(0), sdesc.handle).unwrap();
+    let mut back = vec![0u8; 4096];
+    buf.read(0, &mut back).unwrap();
+    assert_ne!(
+        got.status & status::PROTECTION_ERROR,
+        0,
+        "the receive completed with status {:#x}, the message in its buffer: {}",
+        got.status,
+        back == data
+    );
+    snic.deregister(buf.addr(), again).unwrap();
 }
