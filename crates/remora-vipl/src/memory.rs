@@ -76,11 +76,35 @@ fn let_go(start: usize) {
         Some(_) => book.remove(&start).map(|(r, _)| r),
         None => None,
     };
-    if let Some(r) = back {
+    // Not pages of this thread's stack below this frame: the give-back's own calls write
+    // there between its copy and its remap, and would lose what they wrote. Such pages (of
+    // a frame that has returned) stay shared, as they did before stacks were given back.
+    let here = std::hint::black_box(&start) as *const usize as usize;
+    let written = here.saturating_sub(STACK_BELOW)..here;
+    if let Some(r) = back.filter(|r| r.addr() >= written.end || r.addr() + r.len() <= written.start) {
         let _ = remora_sys::user_memory::unshare_region(r);
         remora_sys::user_memory::prune_shared();
     }
     drop(book);
+}
+
+/// How far below a frame its calls may write the stack (as `remora_sys::user_memory`
+/// reckons for a move in place).
+const STACK_BELOW: usize = 256 << 10;
+
+/// Whether `run` lies in the main thread's stack (`[stack]`; other threads' stacks are
+/// anonymous maps): private memory too, moved here, given back as the rest is.
+fn on_main_stack(run: UserRegion) -> bool {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return false };
+    maps.lines().filter(|l| l.ends_with("[stack]")).any(|l| {
+        let mut parts = l.split_whitespace();
+        let range = parts.next().and_then(|r| r.split_once('-'));
+        let hex = |s: &str| usize::from_str_radix(s, 16).ok();
+        let writable = parts.next() == Some("rw-p");
+        range
+            .and_then(|(lo, hi)| Some((hex(lo)?, hex(hi)?)))
+            .is_some_and(|(lo, hi)| writable && lo <= run.addr() && run.addr() + run.len() <= hi)
+    })
 }
 
 /// A piece that is gone: its segment is removed, and pages this library moved for it
@@ -163,7 +187,8 @@ impl MemBook {
                 }
                 // Private memory is moved into a memfd of its own here; memory shared
                 // before (by another NIC of this process, or another library) is found.
-                let fresh = remora_sys::user_memory::is_private_anonymous(run.addr(), run.len());
+                let fresh = remora_sys::user_memory::is_private_anonymous(run.addr(), run.len())
+                    || on_main_stack(run);
                 let seg = LocalSegment::create(
                     desc,
                     None,
