@@ -294,13 +294,15 @@ fn plan(parts: Vec<Part>) -> Vec<Part> {
 
 /// Make the page-aligned `region` a window's memory, in `arena` (the endpoint's): pages a
 /// live window of this process uses stay where they are (one page backs both windows), as
-/// do pages another library shared ([`super::share_region`]); the rest — private memory,
-/// and arena pages no live window uses — moves into `arena` in place, each run of it as
-/// one range. At most `max_pieces` pieces.
+/// do pages another library shared ([`super::share_region`]) and the program's own maps
+/// of a memfd sealed against shrinking (`shared_file.rs`); the rest — private memory, and
+/// arena pages no live window uses — moves into `arena` in place, each run of it as one
+/// range. At most `max_pieces` pieces.
 ///
 /// # Errors
-/// `EINVAL` when not page-aligned or empty; `EFAULT` when a part is not memory that can
-/// be moved (a file mapping, read-only memory, a hole); `ENOMEM` when the window would be
+/// `EINVAL` when not page-aligned or empty; `EFAULT` when a part is neither memory that
+/// can be moved nor such a memfd (a file mapping, other shared memory, read-only memory,
+/// a hole); `ENOMEM` when the window would be
 /// more than `max_pieces` pieces or the arena is used up; the errno of `mmap`.
 pub fn share_window(arena: &Arena, region: UserRegion, max_pieces: usize) -> io::Result<WindowMemory> {
     let page = crate::page_size();
