@@ -59,9 +59,10 @@ pub fn is_private_anonymous(addr: usize, len: usize) -> bool {
 }
 
 /// Whether every byte of `addr..addr+len` is writable memory that [`share_region`] may
-/// move: private anonymous pages, or pages an earlier move put into a Remora memfd.
+/// move: private anonymous pages, or pages an earlier move put into a Remora memfd — save
+/// pages a live SCIF window uses (`arena.rs`): moving them would take them from it.
 fn is_movable(addr: usize, len: usize) -> bool {
-    all_mapped(addr, len, movable)
+    all_mapped(addr, len, movable) && !arena::in_live_window(addr, len)
 }
 
 /// Whether a mapping with these permissions and path is memory a move may take: private
@@ -354,9 +355,10 @@ impl UserRegion {
 }
 
 /// One range moved by [`share_region`]: `(start, len, memfd, inode)`.
-type Moved = (usize, usize, std::sync::Arc<Memfd>, u64);
+pub(crate) type Moved = (usize, usize, std::sync::Arc<Memfd>, u64);
 
-/// Memory already moved into memfds by [`share_region`].
+/// Memory already moved into memfds by [`share_region`]. Taken before the arenas' book
+/// (`arena.rs`) by whoever takes both.
 static SHARED: std::sync::Mutex<Vec<Moved>> = std::sync::Mutex::new(Vec::new());
 
 /// The inode of the file mapped at `addr` in this process, from `/proc/self/maps`.

@@ -196,10 +196,15 @@ enum Part {
 
 /// The parts of `addr..end` as the maps, the arenas' live ranges and the ranges other
 /// libraries shared say; `own` is the endpoint's arena.
-fn classify(book: &Book, own: u64, maps: &str, addr: usize, end: usize) -> io::Result<Vec<Part>> {
+fn classify(
+    book: &Book,
+    shared: &[super::Moved],
+    own: u64,
+    maps: &str,
+    addr: usize,
+    end: usize,
+) -> io::Result<Vec<Part>> {
     let fault = || errno(rustix::io::Errno::FAULT);
-    let shared: Vec<(usize, usize, Arc<Memfd>, u64)> =
-        SHARED.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
     let pid = crate::sched::own_pid();
     let mut files = super::shared_file::Files::default();
     let mut parts = Vec::new();
@@ -311,6 +316,8 @@ pub fn share_window(arena: &Arena, region: UserRegion, max_pieces: usize) -> io:
         return Err(errno(rustix::io::Errno::INVAL));
     }
     let end = addr.checked_add(len).ok_or_else(|| errno(rustix::io::Errno::INVAL))?;
+    // The ranges other libraries shared, then the arenas (always in this order).
+    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
     let mut book = book();
     let own = {
         let mut id = arena.id.lock().unwrap_or_else(|p| p.into_inner());
@@ -325,10 +332,10 @@ pub fn share_window(arena: &Arena, region: UserRegion, max_pieces: usize) -> io:
     // every 32nd window made (the maps of a process with thousands of windows are long).
     book.made += 1;
     if book.made.is_multiple_of(32) {
-        prune_in(&mut SHARED.lock().unwrap_or_else(|p| p.into_inner()), &maps);
+        prune_in(&mut shared, &maps);
         prune(&mut book, &maps);
     }
-    let planned = plan(classify(&book, own, &maps, addr, end)?);
+    let planned = plan(classify(&book, &shared, own, &maps, addr, end)?);
     if planned.len() > max_pieces {
         return Err(io::Error::new(
             io::ErrorKind::OutOfMemory,
@@ -404,4 +411,26 @@ pub(super) fn prune(book: &mut Book, maps: &str) {
 pub(super) fn holds_any() -> bool {
     let pid = crate::sched::own_pid();
     book().arenas.iter().any(|a| a.pid == pid && !a.allocated.is_empty())
+}
+
+/// Whether a page of `addr..addr+len` is arena memory a live window uses: another
+/// library's move of it ([`super::share_region`], [`super::move_region`],
+/// [`super::rebind_region`]) would take it from the window, which would no longer see the
+/// program's memory.
+pub(super) fn in_live_window(addr: usize, len: usize) -> bool {
+    let book = book();
+    let pid = crate::sched::own_pid();
+    if !book.arenas.iter().any(|a| a.pid == pid && !a.live.is_empty()) {
+        return false;
+    }
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return false };
+    let end = addr.saturating_add(len);
+    let used = vmas(&maps).filter(|v| v.lo < end && v.hi > addr).any(|v| {
+        let (lo, hi) = (v.lo.max(addr), v.hi.min(end));
+        let off = v.off + (lo - v.lo) as u64;
+        book.arenas.iter().filter(|a| a.pid == pid && a.ino == v.ino).any(|a| {
+            a.live.parts(off, off + (hi - lo) as u64).iter().any(|(_, _, live)| *live)
+        })
+    });
+    used
 }

@@ -275,3 +275,24 @@ fn a_sealed_memfd_of_the_program_is_shared_as_it_is() {
     let r2 = unsafe { UserRegion::from_raw_parts(m2.as_ptr(), page) };
     assert_eq!(share_window(&ar, r2, 8).unwrap_err().raw_os_error(), Some(14), "unsealed: EFAULT");
 }
+
+/// Another library's move of pages a live window uses is EFAULT (it would take them from
+/// the window); once the window is gone they move.
+#[test]
+fn pages_of_a_live_window_are_not_moved_by_other_libraries() {
+    let page = crate::page_size();
+    let ar = Arena::new().unwrap();
+    let r = fresh_pages(2);
+    r.write(page, b"window").unwrap();
+    let w = share_window(&ar, r.sub(page, page), 8).unwrap();
+    assert_eq!(share_region(r, "t").unwrap_err().raw_os_error(), Some(14));
+    assert_eq!(move_region(r.sub(page, page), "t").unwrap_err().raw_os_error(), Some(14));
+    let (_fd, off) = share_region(r.sub(0, page), "t").unwrap();
+    assert_eq!(off, 0, "the page beside it moves");
+    drop(w);
+    let (fd, off) = share_region(r.sub(page, page), "t").unwrap();
+    let view = crate::Mapping::new(fd.as_fd(), off, page, Default::default()).unwrap();
+    let mut b = [0u8; 6];
+    view.read(0, &mut b).unwrap();
+    assert_eq!(&b, b"window", "moved with its bytes once no window uses it");
+}
