@@ -132,10 +132,21 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
                 let (n, fds) = match r {
                     Ok((0, _)) => break,
                     Ok(x) => x,
-                    Err(e) => {
-                        tracing::warn!(sid, pid, "receive failed, closing session: {e}");
-                        break;
-                    }
+                    Err(e) => match remora_sys::seqpacket::descriptors_lost(&e) {
+                        // The request came without its descriptors (this daemon is out of
+                        // them, or too many were sent): refused, the session goes on.
+                        Some(n) => {
+                            tracing::warn!(sid, pid, "a request came without its descriptors: {e}");
+                            if refuse_without_fds(&s.conn, &buf[..n]).await.is_err() {
+                                break;
+                            }
+                            continue;
+                        }
+                        None => {
+                            tracing::warn!(sid, pid, "receive failed, closing session: {e}");
+                            break;
+                        }
+                    },
                 };
                 let frame = match decode::<RequestFrame>(&buf[..n]) {
                     Ok(f) => f,
@@ -176,6 +187,22 @@ pub async fn run(node: Arc<Node>, fd: OwnedFd) {
     node.end_session(sid);
     node.changed.notify_waiters();
     tracing::debug!(sid, pid, "session closed; its resources are released");
+}
+
+/// Answer the request in `bytes`, whose descriptors did not come, with the reason (nothing
+/// of it is done). A frame that is no request ends the session, as any other.
+async fn refuse_without_fds(conn: &AsyncConn, bytes: &[u8]) -> Result<(), ()> {
+    let frame = decode::<RequestFrame>(bytes).map_err(|_| ())?;
+    if frame.id == NO_REPLY {
+        return Ok(());
+    }
+    let reason = Error::System(format!(
+        "the daemon could not take the request's descriptors (it is out of them, or more than {} \
+         were sent); nothing was done",
+        remora_sys::seqpacket::MAX_FDS
+    ));
+    let msg = ServerMsg::Reply { id: frame.id, result: Err(reason) };
+    send_msg(conn, &msg, &[]).await.map_err(|_| ())
 }
 
 /// A message the process sent on its event socket: only [`Request::SegmentEvents`] is

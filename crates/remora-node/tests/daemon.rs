@@ -350,3 +350,51 @@ impl Drop for Killed {
         }
     }
 }
+
+/// A request whose descriptors the daemon could not take (more than a message carries
+/// here; the same as a daemon out of descriptors) is refused with the reason, and the
+/// session goes on: the client keeps its resources.
+#[test]
+fn a_request_without_its_descriptors_is_refused_and_the_session_goes_on() {
+    use remora_proto::{decode, encode, Error, Reply, Request, RequestFrame, Role, ServerMsg, MAX_FRAME};
+    use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+    let dir = tempfile::Builder::new().prefix("remora-fds").tempdir().unwrap();
+    let node = 45;
+    let _daemon = Killed(vec![Command::new(env!("CARGO_BIN_EXE_remorad"))
+        .args(["--node", &node.to_string(), "--runtime-dir"])
+        .arg(dir.path())
+        .spawn()
+        .unwrap()]);
+    let sock = remora_proto::paths::socket_path(dir.path(), node);
+    wait_until("the socket", || sock.exists());
+    let fd = remora_sys::seqpacket::connect(&sock, false).unwrap();
+    let reply = |fd: &OwnedFd| {
+        let mut buf = vec![0u8; MAX_FRAME];
+        let (n, _) = remora_sys::seqpacket::recv(fd.as_fd(), &mut buf).unwrap();
+        match decode::<ServerMsg>(&buf[..n]).unwrap() {
+            ServerMsg::Reply { result, .. } => result,
+            other => panic!("expected a reply, got {other:?}"),
+        }
+    };
+    let frame = |id, req| encode(&RequestFrame { id, req }).unwrap();
+    let hello = Request::Hello { version: remora_proto::VERSION, role: Role::Client };
+    remora_sys::seqpacket::send(fd.as_fd(), &frame(1, hello), &[]).unwrap();
+    reply(&fd).unwrap();
+    // A request with more descriptors than a receive takes.
+    let many: Vec<OwnedFd> =
+        (0..remora_sys::seqpacket::MAX_FDS + 4).map(|_| rustix::io::dup(fd.as_fd()).unwrap()).collect();
+    let borrowed: Vec<BorrowedFd<'_>> = many.iter().map(|f| f.as_fd()).collect();
+    let mut space = vec![std::mem::MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(32))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    assert!(control.push(SendAncillaryMessage::ScmRights(&borrowed)));
+    let bytes = frame(2, Request::Status);
+    sendmsg(fd.as_fd(), &[std::io::IoSlice::new(&bytes)], &mut control, SendFlags::NOSIGNAL).unwrap();
+    match reply(&fd) {
+        Err(Error::System(why)) => assert!(why.contains("descriptors"), "{why}"),
+        other => panic!("expected the refusal, got {other:?}"),
+    }
+    // The same session still answers.
+    remora_sys::seqpacket::send(fd.as_fd(), &frame(3, Request::Status), &[]).unwrap();
+    assert!(matches!(reply(&fd), Ok(Reply::Status(_))), "the session goes on");
+}

@@ -42,7 +42,8 @@ impl AsyncConn {
     /// means the peer closed. Cancel-safe.
     ///
     /// # Errors
-    /// The errno of `recvmsg`, or `EMSGSIZE` for an oversized message.
+    /// The errno of `recvmsg`, or `EMSGSIZE` for an oversized message, or
+    /// [`crate::seqpacket::DescriptorsLost`] for one that came without its descriptors.
     pub async fn recv(&self, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
         debug_assert!(buf.len() >= RECV_BUF);
         loop {

@@ -109,14 +109,33 @@ pub fn send(fd: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Resu
     Ok(())
 }
 
+/// What [`recv`] answers for a message that came whole without the descriptors sent with
+/// it (more than [`MAX_FDS`] were sent, or this process could not take them: it is out of
+/// descriptors): the message's bytes are in the buffer, this many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DescriptorsLost(pub usize);
+
+impl std::fmt::Display for DescriptorsLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a message of {} bytes came without its descriptors", self.0)
+    }
+}
+
+impl std::error::Error for DescriptorsLost {}
+
+/// The length of the message [`recv`] took without its descriptors, when `e` says so.
+pub fn descriptors_lost(e: &io::Error) -> Option<usize> {
+    e.get_ref().and_then(|i| i.downcast_ref::<DescriptorsLost>()).map(|d| d.0)
+}
+
 /// Receive one message into `buf`, with the descriptors that came with it.
 ///
 /// Returns `(0, [])` when the peer has closed the connection.
 ///
 /// # Errors
-/// `EMSGSIZE` when the message or its descriptors did not fit (the message is dropped and
-/// any descriptors that did arrive are closed); the errno of `recvmsg` (`EAGAIN` on an
-/// empty non-blocking socket).
+/// `EMSGSIZE` when the message did not fit (it is dropped); [`DescriptorsLost`] (see
+/// [`descriptors_lost`]) when it fit but its descriptors did not (any that did arrive are
+/// closed); the errno of `recvmsg` (`EAGAIN` on an empty non-blocking socket).
 pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
@@ -129,8 +148,11 @@ pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedF
             fds.extend(rights);
         }
     }
-    if msg.flags.contains(ReturnFlags::TRUNC) || msg.flags.contains(ReturnFlags::CTRUNC) {
+    if msg.flags.contains(ReturnFlags::TRUNC) {
         return Err(io::Error::from_raw_os_error(rustix::io::Errno::MSGSIZE.raw_os_error()));
+    }
+    if msg.flags.contains(ReturnFlags::CTRUNC) {
+        return Err(io::Error::other(DescriptorsLost(msg.bytes)));
     }
     Ok((msg.bytes, fds))
 }
@@ -225,6 +247,29 @@ mod tests {
         drop(b);
         let e = send(a.as_fd(), b"gone", &[]).unwrap_err();
         assert!(!unsendable(&e), "a closed peer is not a message's fault: {e}");
+    }
+
+    #[test]
+    fn a_message_whose_descriptors_did_not_fit_keeps_its_bytes() {
+        let (a, b) = pair().unwrap();
+        // More descriptors than a receive takes, sent as a client could.
+        let many: Vec<OwnedFd> = (0..MAX_FDS + 4).map(|_| rustix::io::dup(a.as_fd()).unwrap()).collect();
+        let borrowed: Vec<BorrowedFd<'_>> = many.iter().map(|f| f.as_fd()).collect();
+        let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS + 4))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        assert!(control.push(SendAncillaryMessage::ScmRights(&borrowed)));
+        let iov = [IoSlice::new(b"the body")];
+        rustix::net::sendmsg(a.as_fd(), &iov, &mut control, SendFlags::NOSIGNAL).unwrap();
+        let mut buf = [0u8; 64];
+        let e = recv(b.as_fd(), &mut buf).unwrap_err();
+        assert_eq!(descriptors_lost(&e), Some(8), "{e}");
+        assert_eq!(&buf[..8], b"the body");
+        // The next message comes as usual.
+        send(a.as_fd(), b"next", &[]).unwrap();
+        assert_eq!(recv(b.as_fd(), &mut buf).unwrap().0, 4);
+        let mut small = [0u8; 2];
+        send(a.as_fd(), b"longer", &[]).unwrap();
+        assert_eq!(descriptors_lost(&recv(b.as_fd(), &mut small).unwrap_err()), None);
     }
 
     #[test]
