@@ -240,3 +240,9 @@ fn scif_node_ids_are_whole_up_to_65535() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn scif_unregister_in_one_thread_never_gives_back_another_threads_buffer() {
+    let env = Env::new();
+    env.passes(&env.build_scif(&root().join("tests/c/scif/scif_prune_race.c")), 4, "PASS");
+}

@@ -387,15 +387,18 @@ fn inode_in(maps: &str, addr: usize) -> Option<u64> {
 /// Arena ranges ([`share_window`]) that no live window uses and the program no longer
 /// maps are given back to the system too.
 pub fn prune_shared() {
-    {
-        let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
-        prune_locked(&mut shared);
+    // Both books are locked before the maps are read (SHARED first, as everywhere): maps
+    // read earlier would not show memory another thread moved, registered and unregistered
+    // meanwhile, which the program still maps.
+    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    if shared.is_empty() && !arena::holds_any() {
+        return;
     }
-    if arena::holds_any() {
-        if let Ok(maps) = std::fs::read_to_string("/proc/self/maps") {
-            arena::prune(&mut arena::book(), &maps);
-        }
-    }
+    let mut book = arena::book();
+    // Unreadable maps (no descriptor left, say): keep everything rather than guess.
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return };
+    prune_in(&mut shared, &maps);
+    arena::prune(&mut book, &maps);
 }
 
 fn prune_locked(shared: &mut Vec<Moved>) {
