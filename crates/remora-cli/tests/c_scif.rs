@@ -246,3 +246,8 @@ fn scif_unregister_in_one_thread_never_gives_back_another_threads_buffer() {
     let env = Env::new();
     env.passes(&env.build_scif(&root().join("tests/c/scif/scif_prune_race.c")), 4, "PASS");
 }
+
+#[test]
+fn scif_memory_of_windows_gone_keeps_its_bytes_where_mapped_and_churn_holds_little() {
+    run_scif_pair("tests/c/scif/scif_keep.c", 2130);
+}

@@ -282,14 +282,14 @@ impl Endpoint {
                 remora_sys::flow::shutdown(self.as_fd(), false);
             }
             let _ = c.session.request(Request::Scif(ScifRequest::Close), &[]);
-            // Its windows are gone: their pages are free to move again, and its arena goes
-            // once the program maps none of it.
+            // Its windows are gone: their pages are free to move again, and its arenas go
+            // (their pages with the last map of them).
             std::mem::take(&mut *c.leases.lock().unwrap_or_else(|p| p.into_inner()));
             c.arena.lock().unwrap_or_else(|p| p.into_inner()).take();
         }
         bell::hang_up(self.inner.ringer.as_fd());
         *self.state() = State::Closed;
-        // Registered memory of this endpoint's windows that the program unmapped goes.
+        // Arenas of this endpoint that no live window uses any more go.
         remora_sys::user_memory::prune_shared();
         Ok(())
     }

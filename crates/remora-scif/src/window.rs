@@ -256,8 +256,8 @@ impl Endpoint {
         let c = self.conn()?;
         match c.session.request(Request::Scif(ScifRequest::Unregister { offset, len }), &[])? {
             (Reply::Ok, _) => {
-                // The windows' pages are free to move again; memory of windows gone that
-                // the program unmapped is let go now.
+                // The windows' pages are free to move again; an arena that wastes much
+                // takes no more moves, and arenas no live window uses are let go now.
                 let end = offset.saturating_add(len);
                 let gone = {
                     let mut leases = c.leases.lock().unwrap_or_else(|p| p.into_inner());

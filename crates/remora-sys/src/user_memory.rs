@@ -384,8 +384,9 @@ fn inode_in(maps: &str, addr: usize) -> Option<u64> {
 /// goes once every window, segment and map of it is gone, instead of staying with the
 /// process until it exits. Called at each [`share_region`] and when windows go
 /// (`scif_unregister`, `scif_close`).
-/// Arena ranges ([`share_window`]) that no live window uses and the program no longer
-/// maps are given back to the system too.
+/// Arenas ([`share_window`]) that waste much memory (handed out, used by no live window,
+/// no longer mapped by the program) stop taking moves, and arenas that take no moves and
+/// that no live window uses are let go (their pages go with the last map of them).
 pub fn prune_shared() {
     // Both books are locked before the maps are read (SHARED first, as everywhere): maps
     // read earlier would not show memory another thread moved, registered and unregistered

@@ -8,9 +8,20 @@
 //! that endpoint's windows only — save pages a window of another endpoint still used when
 //! this one was registered over them, which stay in that endpoint's arena (one page lives
 //! in one file), so this peer gets that arena too. Ranges are handed out once and never
-//! again (a peer's stale map of a window gone can never see memory moved later), and given
-//! back to the system (`fallocate(PUNCH_HOLE)`) once no live window uses them and the
-//! program no longer maps them ([`prune`]).
+//! again (a peer's stale map of a window gone can never see memory moved later).
+//!
+//! Nothing is ever cut out of an arena: pages the program let go may still be mapped
+//! elsewhere — by a child of `fork`, or by a peer's `scif_mmap` of a window unregistered
+//! since, which MPSS keeps valid until it is unmapped — and must keep their bytes there.
+//! Memory is given back by rotation instead ([`rotate_if_wasteful`]): once the endpoint's
+//! current arena holds much memory handed out that no live window uses and the program
+//! no longer maps (64 MiB, or more than half of what it handed out and at least 1 MiB),
+//! or once it is full, the endpoint starts a new arena for later moves. An arena that is
+//! no endpoint's current one and that no live window uses leaves the book (its descriptor
+//! is closed): the kernel frees its pages when the last map of them goes, the program's,
+//! a child's or a peer's. Pages of such an arena that the program still maps are its
+//! memory as any other shared memfd of Remora's: a later window copies them into its own
+//! arena.
 //!
 //! A window's pages that a live window of the process uses keep their place (one page
 //! backs both windows); pages no live window uses any more are free to move, and a run of
@@ -25,8 +36,16 @@ use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// An arena's size: sparse, only what is written takes memory; offsets are never used
-/// twice, so this bounds what one endpoint moves in its life (64 TiB).
+/// twice, so this bounds what one arena takes (64 TiB) before the endpoint starts another.
 const ARENA_SIZE: u64 = 1 << 46;
+
+/// Memory an arena handed out that no live window uses and the program no longer maps,
+/// from which the endpoint starts a new arena whatever the share (64 MiB).
+const WASTE_MAX: u64 = 64 << 20;
+
+/// Below this, the endpoint keeps its arena however much of it is let go (1 MiB): small
+/// windows do not each cost a new memfd.
+const WASTE_MIN: u64 = 1 << 20;
 
 struct State {
     id: u64,
@@ -34,18 +53,18 @@ struct State {
     pid: u32,
     fd: Arc<Memfd>,
     ino: u64,
-    /// The next offset never handed out.
+    /// Its size: offsets from here on are never handed out.
+    size: u64,
+    /// The next offset never handed out (everything below was).
     next: u64,
-    /// Ranges handed out and not given back yet.
-    allocated: Counts,
     /// How many live windows use each range.
     live: Counts,
-    /// An endpoint still holds it ([`Arena`]).
+    /// It is an endpoint's current arena ([`Arena`]), which later moves go into.
     held: bool,
 }
 
-/// Every arena of the process: the endpoints', and those of endpoints gone whose ranges
-/// the program still maps (given back as the program lets them go).
+/// Every arena of the process: the endpoints' current ones, and earlier ones that live
+/// windows still use.
 pub(super) struct Book {
     next_id: u64,
     /// Windows made ([`share_window`]).
@@ -70,8 +89,8 @@ impl Book {
             pid: crate::sched::own_pid(),
             fd: Arc::new(fd),
             ino,
+            size: ARENA_SIZE,
             next: 0,
-            allocated: Counts::default(),
             live: Counts::default(),
             held: true,
         });
@@ -83,22 +102,65 @@ impl Book {
         let pid = crate::sched::own_pid();
         self.arenas.iter_mut().find(|a| a.id == id && a.pid == pid)
     }
+
+    /// Drop the arenas of this process that are no endpoint's current one and that no
+    /// live window uses: their descriptors close, and their pages go with the last map.
+    fn drop_unused(&mut self) {
+        let pid = crate::sched::own_pid();
+        self.arenas.retain(|a| a.pid != pid || a.held || !a.live.is_empty());
+    }
+
+    /// The endpoint's current arena, `*id`: a new one when it has none in this process (a
+    /// child of `fork`) or it was retired ([`rotate_if_wasteful`]).
+    fn current(&mut self, id: &mut u64) -> io::Result<u64> {
+        if !self.get(*id).is_some_and(|a| a.held) {
+            *id = self.make()?;
+        }
+        Ok(*id)
+    }
+
+    /// Retire the arena `id` (later moves go into a new one) and drop it if no live
+    /// window uses it.
+    fn retire(&mut self, id: u64) {
+        if let Some(a) = self.get(id) {
+            a.held = false;
+        }
+        self.drop_unused();
+    }
 }
 
 impl State {
     /// A range of `len` bytes never handed out before.
     fn take(&mut self, len: u64) -> io::Result<u64> {
         let off = self.next;
-        let end = off.checked_add(len).filter(|e| *e <= ARENA_SIZE);
+        let end = off.checked_add(len).filter(|e| *e <= self.size);
         let end = end.ok_or_else(|| errno(rustix::io::Errno::NOMEM))?;
         self.next = end;
-        self.allocated.add(off, end);
         Ok(off)
+    }
+
+    /// Whether `len` more bytes fit.
+    fn fits(&self, len: u64) -> bool {
+        self.next.checked_add(len).is_some_and(|e| e <= self.size)
+    }
+
+    /// Bytes handed out that no live window uses and the program does not map, as `maps`
+    /// (`/proc/self/maps`' text) shows it.
+    fn wasted(&self, maps: &str) -> u64 {
+        let mut keep: Vec<(u64, u64)> =
+            vmas(maps).filter(|v| self.is(v)).map(|v| (v.off, v.off + (v.hi - v.lo) as u64)).collect();
+        keep.extend(self.live.held());
+        uncovered(0, self.next, &keep).iter().map(|(s, e)| e - s).sum()
+    }
+
+    /// Whether the mapping `v` maps this arena.
+    fn is(&self, v: &Vma<'_>) -> bool {
+        v.perms.ends_with('s') && v.ino == self.ino
     }
 }
 
-/// An endpoint's arena: the memfd its windows' pages move into. Dropping it lets the
-/// arena go once the program maps none of it.
+/// An endpoint's arena: the memfd its windows' pages move into now (a new one once it
+/// wastes much or is full). Dropping it lets the arena go once no live window uses it.
 #[derive(Debug)]
 pub struct Arena {
     /// Its id in the book: another one in a child of `fork`, which makes its own.
@@ -118,17 +180,13 @@ impl Arena {
 impl Drop for Arena {
     fn drop(&mut self) {
         let id = *self.id.lock().unwrap_or_else(|p| p.into_inner());
-        let mut book = book();
-        if let Some(a) = book.get(id) {
-            a.held = false;
-        }
-        // Nothing of it left: its descriptor goes now.
-        book.arenas.retain(|a| a.id != id || a.held || !a.allocated.is_empty());
+        // No live window uses it: its descriptor goes now.
+        book().retire(id);
     }
 }
 
 /// A live window's hold on the arena ranges it uses: while it lives, those pages keep
-/// their place (a later window over them shares them), and they are not given back.
+/// their place (a later window over them shares them), and their arena stays in the book.
 #[derive(Debug)]
 pub struct Lease {
     /// Arena id, range.
@@ -308,7 +366,8 @@ fn plan(parts: Vec<Part>) -> Vec<Part> {
 /// `EINVAL` when not page-aligned or empty; `EFAULT` when a part is neither memory that
 /// can be moved nor such a memfd (a file mapping, other shared memory, read-only memory,
 /// a hole); `ENOMEM` when the window would be
-/// more than `max_pieces` pieces or the arena is used up; the errno of `mmap`.
+/// more than `max_pieces` pieces or its memory to move is more than an arena holds; the
+/// errno of `memfd_create`, `ftruncate` or `mmap`.
 pub fn share_window(arena: &Arena, region: UserRegion, max_pieces: usize) -> io::Result<WindowMemory> {
     let page = crate::page_size();
     let (addr, len) = (region.addr(), region.len());
@@ -319,23 +378,36 @@ pub fn share_window(arena: &Arena, region: UserRegion, max_pieces: usize) -> io:
     // The ranges other libraries shared, then the arenas (always in this order).
     let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
     let mut book = book();
-    let own = {
-        let mut id = arena.id.lock().unwrap_or_else(|p| p.into_inner());
-        if book.get(*id).is_none() {
-            // A child of `fork`: the arena is its parent's.
-            *id = book.make()?;
-        }
-        *id
-    };
+    let mut id = arena.id.lock().unwrap_or_else(|p| p.into_inner());
+    // Read with both books locked: another thread's moves are all in it or all later.
     let maps = std::fs::read_to_string("/proc/self/maps")?;
-    // What the program let go since is given back, as at every window's end, but only at
-    // every 32nd window made (the maps of a process with thousands of windows are long).
+    // A new arena when the current one wastes much ([`rotate_if_wasteful`]) — checked at
+    // every window's end too, and here at every window made. SHARED is pruned at every
+    // 32nd only (the maps of a process with thousands of windows are long).
+    let own = book.current(&mut id)?;
+    rotate_if_wasteful(&mut book, own, &maps);
+    let mut own = book.current(&mut id)?;
     book.made += 1;
     if book.made.is_multiple_of(32) {
         prune_in(&mut shared, &maps);
-        prune(&mut book, &maps);
     }
-    let planned = plan(classify(&book, &shared, own, &maps, addr, end)?);
+    let mut planned = plan(classify(&book, &shared, own, &maps, addr, end)?);
+    let fresh = |planned: &[Part]| -> u64 {
+        planned.iter().map(|p| if let Part::Move(_, n, None) = p { *n as u64 } else { 0 }).sum()
+    };
+    if !book.get(own).expect("current").fits(fresh(&planned)) {
+        // Full: later moves, this one's first, go into a new arena (this window's pages in
+        // the old one move too, as one range).
+        book.retire(own);
+        own = book.current(&mut id)?;
+        planned = plan(classify(&book, &shared, own, &maps, addr, end)?);
+        if !book.get(own).expect("current").fits(fresh(&planned)) {
+            return Err(io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!("the window needs more than an arena holds ({len} bytes)"),
+            ));
+        }
+    }
     if planned.len() > max_pieces {
         return Err(io::Error::new(
             io::ErrorKind::OutOfMemory,
@@ -374,43 +446,39 @@ pub fn share_window(arena: &Arena, region: UserRegion, max_pieces: usize) -> io:
     Ok(WindowMemory { pieces, lease: Lease { ranges } })
 }
 
-/// Give back the arena ranges no live window uses and the program no longer maps (it
-/// unmapped them, or a later window moved its pages to a new range), as `maps` shows; an
-/// arena no endpoint holds goes once nothing of it is left.
-pub(super) fn prune(book: &mut Book, maps: &str) {
-    let pid = crate::sched::own_pid();
-    let mode = rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE;
-    for a in book.arenas.iter_mut().filter(|a| a.pid == pid && !a.allocated.is_empty()) {
-        let mut keep: Vec<(u64, u64)> =
-            vmas(maps).filter(|v| v.ino == a.ino).map(|v| (v.off, v.off + (v.hi - v.lo) as u64)).collect();
-        keep.extend(a.live.held());
-        keep.sort_unstable();
-        // Joined, so that each range handed out looks only at what lies over it.
-        let mut joined: Vec<(u64, u64)> = Vec::with_capacity(keep.len());
-        for (s, e) in keep {
-            match joined.last_mut() {
-                Some((_, je)) if s <= *je => *je = (*je).max(e),
-                _ => joined.push((s, e)),
-            }
-        }
-        let handed: Vec<(u64, u64)> = a.allocated.held().collect();
-        for (s, e) in handed {
-            let from = joined.partition_point(|(_, je)| *je <= s);
-            let upto = joined.partition_point(|(js, _)| *js < e).max(from);
-            for (gs, ge) in uncovered(s, e, &joined[from..upto]) {
-                if rustix::fs::fallocate(a.fd.as_fd(), mode, gs, ge - gs).is_ok() {
-                    a.allocated.sub(gs, ge);
-                }
-            }
-        }
-    }
-    book.arenas.retain(|a| a.pid != pid || a.held || !a.allocated.is_empty());
+/// Whether an arena that wasted `wasted` of the `handed` bytes it handed out should be
+/// retired: 64 MiB, or more than half and at least 1 MiB.
+fn wasteful(wasted: u64, handed: u64) -> bool {
+    wasted >= WASTE_MAX || wasted >= WASTE_MIN && wasted > handed / 2
 }
 
-/// Whether an arena of this process holds ranges that may be given back.
+/// Retire the arena `id` when it wastes much memory ([`wasteful`]) as `maps` shows the
+/// process: the endpoint's later moves go into a new arena, and this one leaves the book
+/// as soon as no live window uses it (its pages go with the last map of them).
+fn rotate_if_wasteful(book: &mut Book, id: u64, maps: &str) {
+    if let Some(a) = book.get(id) {
+        if a.held && a.next > 0 && wasteful(a.wasted(maps), a.next) {
+            book.retire(id);
+        }
+    }
+}
+
+/// Memory the program let go, as `maps` (read with the book locked) shows: every current
+/// arena of this process that wastes much is retired ([`rotate_if_wasteful`]), and arenas
+/// that are no endpoint's current one and that no live window uses leave the book.
+pub(super) fn prune(book: &mut Book, maps: &str) {
+    let pid = crate::sched::own_pid();
+    let current: Vec<u64> = book.arenas.iter().filter(|a| a.pid == pid && a.held).map(|a| a.id).collect();
+    for id in current {
+        rotate_if_wasteful(book, id, maps);
+    }
+    book.drop_unused();
+}
+
+/// Whether this process has an arena.
 pub(super) fn holds_any() -> bool {
     let pid = crate::sched::own_pid();
-    book().arenas.iter().any(|a| a.pid == pid && !a.allocated.is_empty())
+    book().arenas.iter().any(|a| a.pid == pid)
 }
 
 /// Whether a page of `addr..addr+len` is arena memory a live window uses: another
@@ -428,9 +496,10 @@ pub(super) fn in_live_window(addr: usize, len: usize) -> bool {
     let used = vmas(&maps).filter(|v| v.lo < end && v.hi > addr).any(|v| {
         let (lo, hi) = (v.lo.max(addr), v.hi.min(end));
         let off = v.off + (lo - v.lo) as u64;
-        book.arenas.iter().filter(|a| a.pid == pid && a.ino == v.ino).any(|a| {
-            a.live.parts(off, off + (hi - lo) as u64).iter().any(|(_, _, live)| *live)
-        })
+        book.arenas
+            .iter()
+            .filter(|a| a.pid == pid && a.ino == v.ino)
+            .any(|a| a.live.parts(off, off + (hi - lo) as u64).iter().any(|(_, _, live)| *live))
     });
     used
 }

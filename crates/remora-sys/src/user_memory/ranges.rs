@@ -1,5 +1,5 @@
 //! Counted ranges of a file: how many holders each byte range has, split and joined as
-//! holders come and go (the arena's live windows and its ranges handed out).
+//! holders come and go (the live windows over an arena).
 
 use std::collections::BTreeMap;
 

@@ -213,30 +213,50 @@ fn windows_share_live_pages_and_join_pages_no_window_uses() {
     drop((small, all, w3));
 }
 
-/// Arena pages no window uses and the program unmapped are given back (a map of them
-/// sees zeros); pages a live window uses are kept even then.
+/// Arena pages no window uses and the program unmapped keep their bytes for whoever else
+/// maps them (a child of `fork`, a peer's `scif_mmap`): nothing is cut out of an arena.
+/// Once the arena wastes much, the endpoint's next window goes into a new arena, and the
+/// old one leaves the book when no live window uses it; maps of it still see the bytes.
 #[test]
-fn arena_pages_are_given_back_once_unused_and_unmapped() {
+fn let_go_pages_keep_their_bytes_and_a_wasteful_arena_is_replaced() {
     let page = crate::page_size();
+    let big = 2 << 20;
     let ar = Arena::new().unwrap();
-    let (a, b) = (fresh_pages(1), fresh_pages(1));
+    let (a, b) = (fresh_pages(big / page), fresh_pages(1));
     a.write(0, b"gone").unwrap();
     b.write(0, b"kept").unwrap();
     let (wa, wb) = (share_window(&ar, a, 8).unwrap(), share_window(&ar, b, 8).unwrap());
     let (arena, oa, ob) = (wa.pieces[0].0.clone(), wa.pieces[0].1, wb.pieces[0].1);
-    drop(wa);
-    for r in [a, b] {
-        // SAFETY: the test's own page, no longer used through `r`.
-        unsafe { rustix::mm::munmap(r.addr() as *mut _, page).unwrap() };
-    }
-    prune_shared();
     let view = |o| crate::Mapping::new(arena.as_fd(), o, page, Default::default()).unwrap();
+    // Another's map of the window's memory (a child's, a peer's).
+    let elsewhere = view(oa);
+    drop(wa);
+    // SAFETY: the test's own pages, no longer used through `a`.
+    unsafe { rustix::mm::munmap(a.addr() as *mut _, big).unwrap() };
+    prune_shared();
     let mut got = [0u8; 4];
-    view(oa).read(0, &mut got).unwrap();
-    assert_eq!(got, [0; 4], "given back");
+    elsewhere.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"gone", "pages let go keep their bytes for other maps");
     view(ob).read(0, &mut got).unwrap();
     assert_eq!(&got, b"kept", "a live window's page stays");
+    // All but a page (the one mapped elsewhere here) of 2 MiB and a page is wasted: the
+    // next window lies in a new arena.
+    let c = fresh_pages(1);
+    let wc = share_window(&ar, c, 8).unwrap();
+    assert!(!std::sync::Arc::ptr_eq(&wc.pieces[0].0, &arena), "a new arena");
+    let wc2 = share_window(&ar, fresh_pages(1), 8).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&wc.pieces[0].0, &wc2.pieces[0].0), "later windows share it");
     drop(wb);
+    prune_shared();
+    assert_eq!(std::sync::Arc::strong_count(&arena), 1, "the old arena left the book");
+    elsewhere.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"gone");
+    // The program's page of the old arena is copied into the new one by a window over it.
+    let wb2 = share_window(&ar, b, 8).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&wb2.pieces[0].0, &wc.pieces[0].0));
+    b.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"kept");
+    drop((wc, wc2, wb2));
 }
 
 /// A window over the program's own shared memory is that memory when it is a memfd sealed
