@@ -332,11 +332,26 @@ impl Map {
         (off.checked_add(len)? <= self.inner.size).then_some(off)
     }
 
+    /// As [`Map::with`], for a copy through the map: one of another host's memory whose
+    /// connection or home is lost answers [`Error::TransferFailed`] rather than touch pages
+    /// that would raise `SIGBUS` in the library.
+    fn copy_with<R>(&self, f: impl FnOnce(&Backing) -> std::io::Result<R>) -> Result<R> {
+        self.with(|m| {
+            let far = matches!(m, Backing::Dsm(_));
+            if far && (m.lost() || self.remote_parent().is_some_and(|r| r.gone().is_some())) {
+                return Err(std::io::Error::from(std::io::ErrorKind::NotConnected));
+            }
+            f(m)
+        })
+    }
+
     fn with<R>(&self, f: impl FnOnce(&Backing) -> std::io::Result<R>) -> Result<R> {
         let g = self.inner.mapping.read().unwrap_or_else(|p| p.into_inner());
         let m = g.as_ref().ok_or_else(|| Error::IllegalParameter("map unmapped".into()))?;
-        f(m).map_err(|e| match e.raw_os_error() {
-            Some(13) => Error::IllegalOperation,
+        f(m).map_err(|e| match (e.raw_os_error(), e.kind()) {
+            (Some(13), _) => Error::IllegalOperation,
+            // A map of another host's memory whose home is lost.
+            (None, std::io::ErrorKind::NotConnected) => Error::TransferFailed,
             _ => Error::from(e),
         })
     }
@@ -344,40 +359,44 @@ impl Map {
     /// Store `data` at `offset` (the PIO path of `SCIMemCpy`).
     ///
     /// # Errors
-    /// [`Error::OutOfRange`]; [`Error::IllegalOperation`] on a read-only map.
+    /// [`Error::OutOfRange`]; [`Error::IllegalOperation`] on a read-only map;
+    /// [`Error::TransferFailed`] for a map of another host's memory whose home is lost.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         if self.inner.readonly {
             return Err(Error::IllegalOperation);
         }
-        self.with(|m| m.write(offset, data))
+        self.copy_with(|m| m.write(offset, data))
     }
 
     /// Load into `out` from `offset` (`SCIMemCpy` with `SCI_FLAG_BLOCK_READ`).
     ///
     /// # Errors
-    /// [`Error::OutOfRange`].
+    /// [`Error::OutOfRange`]; [`Error::TransferFailed`] for a map of another host's memory
+    /// whose home is lost.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.with(|m| m.read(offset, out))
+        self.copy_with(|m| m.read(offset, out))
     }
 
     /// Store `len` bytes of the program's memory `src` (from `src_off`) at `offset`: one
     /// copy for a map of this host's memory.
     ///
     /// # Errors
-    /// [`Error::OutOfRange`]; [`Error::IllegalOperation`] on a read-only map.
+    /// [`Error::OutOfRange`]; [`Error::IllegalOperation`] on a read-only map;
+    /// [`Error::TransferFailed`] for a map of another host's memory whose home is lost.
     pub fn write_from(&self, offset: usize, src: &UserRegion, src_off: usize, len: usize) -> Result<()> {
         if self.inner.readonly {
             return Err(Error::IllegalOperation);
         }
-        self.with(|m| m.write_from(offset, src, src_off, len))
+        self.copy_with(|m| m.write_from(offset, src, src_off, len))
     }
 
     /// Load `len` bytes at `offset` into the program's memory `dst` (from `dst_off`).
     ///
     /// # Errors
-    /// [`Error::OutOfRange`].
+    /// [`Error::OutOfRange`]; [`Error::TransferFailed`] for a map of another host's memory
+    /// whose home is lost.
     pub fn read_into(&self, offset: usize, dst: &UserRegion, dst_off: usize, len: usize) -> Result<()> {
-        self.with(|m| m.read_into(offset, dst, dst_off, len))
+        self.copy_with(|m| m.read_into(offset, dst, dst_off, len))
     }
 
     /// An atomic view of the 8 bytes at `offset`, for polling and flags.

@@ -96,6 +96,28 @@ pub fn is_flow(fd: BorrowedFd<'_>) -> bool {
     )
 }
 
+/// A stream socket as a [`std::io::Write`] whose writes never raise `SIGPIPE`: sends with
+/// `MSG_NOSIGNAL`, the gathering ones through `sendmsg` (`Write::write_vectored` on a
+/// `TcpStream` is a plain `writev`, which raises `SIGPIPE` in a C program that keeps the
+/// signal's default action when the peer is gone). Timeouts set on the socket apply.
+#[derive(Debug, Clone, Copy)]
+pub struct Quiet<'a>(pub BorrowedFd<'a>);
+
+impl io::Write for Quiet<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        rustix::net::send(self.0, buf, SendFlags::NOSIGNAL).map_err(io::Error::from)
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let mut control = rustix::net::SendAncillaryBuffer::default();
+        rustix::net::sendmsg(self.0, bufs, &mut control, SendFlags::NOSIGNAL).map_err(io::Error::from)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,5 +154,27 @@ mod tests {
         assert_eq!(recv(target.as_fd(), &mut r, true).unwrap(), 0);
         let ready = crate::bell::wait(target.as_fd(), false, Some(std::time::Duration::ZERO)).unwrap();
         assert!(ready.hung_up);
+    }
+
+    #[test]
+    fn quiet_writes_to_a_gone_peer_fail_with_epipe() {
+        use std::io::Write;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        drop(b);
+        let mut w = Quiet(a.as_fd());
+        let chunk = [7u8; 4096];
+        let t = std::time::Instant::now();
+        // The first sends may still be taken; then the reset peer refuses them.
+        let e = loop {
+            match w.write_vectored(&[io::IoSlice::new(&chunk), io::IoSlice::new(&chunk)]) {
+                Ok(_) => assert!(t.elapsed() < Duration::from_secs(5), "the gone peer took everything"),
+                Err(e) => break e,
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert!(matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset), "{e}");
+        assert!(w.write(&chunk).is_err());
     }
 }

@@ -264,7 +264,7 @@ impl Direct {
             from = *at;
         }
         parts.push(Gather::Bytes(&self.out[from..]));
-        UserRegion::write_gathered(&mut self.s, &parts)
+        UserRegion::write_gathered(&mut remora_sys::flow::Quiet(std::os::fd::AsFd::as_fd(&self.s)), &parts)
     }
 
     pub(super) fn frame(&mut self, op: BulkOp, offset: u64, len: usize, ok: bool) -> BulkFrame {
@@ -355,7 +355,8 @@ impl Direct {
             while at < len {
                 let n = (len - at).min(MAX_SCIF_FRAME);
                 let f = self.frame(BulkOp::Write, offset + at as u64, n, true);
-                src.send(f.as_bytes(), at, n, &mut self.s)?;
+                let mut w = remora_sys::flow::Quiet(std::os::fd::AsFd::as_fd(&self.s));
+                src.send(f.as_bytes(), at, n, &mut w)?;
                 at += n;
                 if self.tag + 1 - next > Self::WRITES_IN_FLIGHT {
                     take(self, &mut next)?;

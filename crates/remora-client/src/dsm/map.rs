@@ -261,9 +261,11 @@ impl DsmMap {
     /// home has the bytes (`pager/through.rs`).
     ///
     /// # Errors
-    /// `ERANGE` outside the map; the flow's error when a store straight home failed.
+    /// `ERANGE` outside the map; `ENOTCONN` once the home is lost (its pages would raise
+    /// `SIGBUS`); the flow's error when a store straight home failed.
     pub fn write(&self, off: usize, data: &[u8]) -> std::io::Result<()> {
         check(off, data.len(), self.len)?;
+        self.reachable()?;
         // Not bytes of a map of another host themselves: the kernel's copy into the flow
         // could not fault their missing pages in.
         let paged = || remora_sys::uffd::overlaps_registered(data.as_ptr() as usize, data.len());
@@ -407,10 +409,21 @@ impl DsmMap {
     /// Load from `off` into `out`.
     ///
     /// # Errors
-    /// `ERANGE` outside the map.
+    /// `ERANGE` outside the map; `ENOTCONN` once the home is lost.
     pub fn read(&self, off: usize, out: &mut [u8]) -> std::io::Result<()> {
         check(off, out.len(), self.len)?;
+        self.reachable()?;
         self.region.read_at(self.delta + off, out)
+    }
+
+    /// `ENOTCONN` once the home is lost: the map's missing pages are poisoned then, and a
+    /// copy through them would raise `SIGBUS` in the program (a load or store of its own
+    /// does; a call of the API answers an error instead).
+    fn reachable(&self) -> std::io::Result<()> {
+        if self.is_lost() {
+            return Err(std::io::Error::from(std::io::ErrorKind::NotConnected));
+        }
+        Ok(())
     }
 
     /// An atomic view of the 8 bytes at `off`.
