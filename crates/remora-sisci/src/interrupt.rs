@@ -145,7 +145,9 @@ impl Core {
     /// which goes through the daemons, can overtake them.
     fn drain_flow(&self) {
         if let Some(f) = &self.flow {
-            f.lock().unwrap_or_else(|p| p.into_inner()).drain();
+            let session = self.desc.session();
+            let down = || session.silent(self.handle) || session.lost(self.handle).is_some();
+            f.lock().unwrap_or_else(|p| p.into_inner()).drain(down);
         }
     }
 

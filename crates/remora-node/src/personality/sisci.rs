@@ -123,7 +123,7 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
             match r {
                 Ok((kind, node)) => {
                     if let Some(remote) = kind.remote() {
-                        let _ = s.ask(node, PeerRequest::Disconnect { conn: remote }).await;
+                        tell_gone(s, node, PeerRequest::Disconnect { conn: remote }).await;
                     }
                     (Ok(Reply::Ok), vec![])
                 }
@@ -212,7 +212,7 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
             match r {
                 Ok(c) => {
                     if let Some(remote) = c.target.remote() {
-                        let _ = s.ask(c.node, PeerRequest::DisconnectInterrupt { intr: remote }).await;
+                        tell_gone(s, c.node, PeerRequest::DisconnectInterrupt { intr: remote }).await;
                     }
                     (Ok(Reply::Ok), vec![])
                 }
@@ -265,13 +265,57 @@ async fn ask_while_up(
     }
 }
 
+/// Tell `node` that a connection of this session to it is gone (`req`, a disconnect),
+/// after this node's books already forgot it. Posted where the transport posts (in order
+/// with the session's later requests, no answer awaited: a silent link must not hold the
+/// disconnect up for the link's whole budget); asked where it shares memory with the node
+/// (this host: answered at once); sent in the background when the link is not up.
+async fn tell_gone(s: &Session, node: u32, req: PeerRequest) {
+    let Some(t) = s.node.transports().to(node).cloned() else { return };
+    match t.post(node, s.sid, req, None) {
+        Ok(posted) => t.unwatch(node, posted.id),
+        Err(req) if t.shares_memory() => {
+            let _ = s.ask_via(&t, node, req).await;
+        }
+        Err(req) => {
+            let sid = s.sid;
+            tokio::spawn(async move {
+                let _ = t.request(node, sid, req).await;
+            });
+        }
+    }
+}
+
+/// [`ask_while_up`] for a connect that the peer waits `timeout_ms` for: given up with
+/// `Timeout` once that time and [`ANSWER_GRACE`] have passed without an answer (a request
+/// in flight on a link that fell silent would otherwise wait for the link's budget).
+async fn ask_connect(
+    s: &Session,
+    t: &Arc<dyn Transport>,
+    node: u32,
+    req: PeerRequest,
+    timeout_ms: Option<u32>,
+) -> Result<crate::transport::Answer, Error> {
+    let ask = ask_while_up(s, t, node, req);
+    match timeout_ms {
+        None => ask.await,
+        Some(ms) => tokio::time::timeout(Duration::from_millis(ms.into()) + ANSWER_GRACE, ask)
+            .await
+            .unwrap_or(Err(Error::Timeout)),
+    }
+}
+
+/// How long past the caller's timeout a connect waits for the peer's answer (the round
+/// trip, and the peer's own work once its wait ended).
+const ANSWER_GRACE: Duration = Duration::from_secs(1);
+
 /// `SCIConnectSegment` to a segment of another node, through its transport.
 async fn connect_far(s: &Session, node: u32, id: u32, timeout_ms: Option<u32>) -> Outcome {
     let (t, shared) = match transport_to(s, node, timeout_ms).await {
         Ok(x) => x,
         Err(e) => return (Err(e), vec![]),
     };
-    match s.ask_via(&t, node, PeerRequest::Connect { id, timeout_ms }).await {
+    match ask_connect(s, &t, node, PeerRequest::Connect { id, timeout_ms }, timeout_ms).await {
         Ok((PeerReply::Connected { conn: remote, size }, fds)) if shared && fds.len() == 1 => {
             let keep = fds[0].try_clone().ok().and_then(|fd| remora_sys::Memfd::from_fd(fd).ok());
             // Never trust a size larger than the memory that came with it.
@@ -300,7 +344,7 @@ async fn connect_interrupt_far(
         Ok(x) => x,
         Err(e) => return (Err(e), vec![]),
     };
-    match s.ask_via(&t, node, PeerRequest::ConnectInterrupt { intno, data, timeout_ms }).await {
+    match ask_connect(s, &t, node, PeerRequest::ConnectInterrupt { intno, data, timeout_ms }, timeout_ms).await {
         Ok((PeerReply::Interrupt { intr: remote, intno }, fds))
             // Shared memory: the page, its eventfd and its bell's sending end.
             if fds.len() == if shared { 3 } else { 0 } =>

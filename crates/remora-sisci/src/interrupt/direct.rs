@@ -204,8 +204,9 @@ impl Flow {
 
     /// Wait (at most [`DRAIN`]) until the owner's node served every trigger sent on the
     /// flow, then close it: a disconnect that goes through the daemons must not overtake
-    /// them.
-    pub(super) fn drain(&mut self) {
+    /// them. Not while `silent` says our daemon reports the route down: nothing would
+    /// come back, and the disconnect must not wait for it.
+    pub(super) fn drain(&mut self, silent: impl Fn() -> bool) {
         if !self.unsynced || self.broken {
             return;
         }
@@ -215,13 +216,19 @@ impl Flow {
         if self.s.shutdown(std::net::Shutdown::Write).is_err() {
             return;
         }
-        let _ = self.s.set_read_timeout(Some(DRAIN));
+        let _ = self.s.set_read_timeout(Some(SLICE));
         let mut sink = [0u8; 256];
         let t = std::time::Instant::now();
-        while t.elapsed() < DRAIN {
+        while t.elapsed() < DRAIN && !silent() {
             match self.s.read(&mut sink) {
-                Ok(0) | Err(_) => break,
+                Ok(0) => break,
                 Ok(_) => {}
+                Err(e) => {
+                    use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
+                    if !matches!(e.kind(), WouldBlock | TimedOut | Interrupted) {
+                        break;
+                    }
+                }
             }
         }
         self.broken = true;
