@@ -302,7 +302,12 @@ async fn serve(node: Arc<Node>, sock: &std::path::Path, signals: Signals) -> Res
                         let node = node.clone();
                         tokio::spawn(async move { serve::run(node, fd).await });
                     }
-                    Ok(Err(e)) => tracing::warn!("accept: {e}"),
+                    Ok(Err(e)) => {
+                        // Out of descriptors, say: the listener stays readable, so wait a
+                        // little rather than spin (and log) on it.
+                        tracing::warn!("accept: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
                     Err(_) => {}
                 }
             }

@@ -161,7 +161,11 @@ pub(crate) async fn serve(node: Arc<Node>, addr: SocketAddr) {
     };
     tracing::info!(%addr, "metrics at http://{addr}/metrics");
     loop {
-        let Ok((mut sock, _)) = listener.accept().await else { continue };
+        let Ok((mut sock, _)) = listener.accept().await else {
+            // Out of descriptors, say: wait a little rather than spin on it.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
         let node = node.clone();
         tokio::spawn(async move {
             let mut req = Vec::new();

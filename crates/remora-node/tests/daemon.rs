@@ -398,3 +398,59 @@ fn a_request_without_its_descriptors_is_refused_and_the_session_goes_on() {
     remora_sys::seqpacket::send(fd.as_fd(), &frame(3, Request::Status), &[]).unwrap();
     assert!(matches!(reply(&fd), Ok(Reply::Status(_))), "the session goes on");
 }
+
+/// A connection to the peer port that drips its handshake, a byte at a time, is closed
+/// once the handshake's deadline passes (it held a thread of the daemon for as long as it
+/// kept dripping); the daemon goes on serving.
+#[test]
+fn a_dripping_handshake_is_cut_off_at_its_deadline() {
+    use std::io::{Read as _, Write as _};
+    let dir = tempfile::Builder::new().prefix("remora-drip").tempdir().unwrap();
+    let cluster = dir.path().join("cluster.toml");
+    let peer_port = remora_testkit::free_port();
+    let text = format!(
+        "secret = \"remora-test-secret-0123456789\"\n[[node]]\nid = 4\nhost = \"127.0.0.1\"\nport = {peer_port}\n\
+         [[node]]\nid = 8\nhost = \"127.0.0.1\"\nport = {}\n",
+        remora_testkit::free_port()
+    );
+    std::fs::write(&cluster, text).unwrap();
+    let _daemon = Killed(vec![Command::new(env!("CARGO_BIN_EXE_remorad"))
+        .args(["--node", "4", "--cluster"])
+        .arg(&cluster)
+        .arg("--runtime-dir")
+        .arg(dir.path())
+        .spawn()
+        .unwrap()]);
+    let sock = remora_proto::paths::socket_path(dir.path(), 4);
+    wait_until("the socket", || sock.exists());
+    wait_until("the peer port", || std::net::TcpStream::connect(("127.0.0.1", peer_port)).is_ok());
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", peer_port)).unwrap();
+    // A frame of 64 bytes announced, then a byte every 500 ms.
+    s.write_all(&64u32.to_le_bytes()).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let t = Instant::now();
+    let mut b = [0u8; 16];
+    loop {
+        assert!(t.elapsed() < Duration::from_secs(20), "the dripping handshake was never cut off");
+        if s.write_all(&[0]).is_err() {
+            break;
+        }
+        match s.read(&mut b) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => break,
+        }
+    }
+    assert!(t.elapsed() > Duration::from_secs(5), "cut off early: {:?}", t.elapsed());
+    // Still serving.
+    remora_client::Session::open(&remora_client::Config {
+        node: 4,
+        runtime_dir: dir.path().to_path_buf(),
+        daemon: None,
+        spawn: false,
+        idle_exit: Duration::from_secs(60),
+        cluster: Some(cluster.clone()),
+    })
+    .unwrap();
+}

@@ -24,11 +24,45 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
+/// How long a connection may take to authenticate, in all (each read also has its own
+/// bound): a peer that drips bytes must not hold a thread of ours for ever.
+const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Handshakes under way at most; connections beyond are closed at once.
+const HANDSHAKES_AT_ONCE: usize = 64;
+
+/// Handshakes under way now.
+static HANDSHAKES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One handshake's place among [`HANDSHAKES_AT_ONCE`], given back when dropped.
+struct Place;
+
+impl Place {
+    fn take() -> Option<Place> {
+        let n = HANDSHAKES.fetch_add(1, Ordering::AcqRel);
+        if n >= HANDSHAKES_AT_ONCE {
+            HANDSHAKES.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Place)
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        HANDSHAKES.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 pub(super) async fn accept_one(tcp: Arc<Tcp>, stream: TcpStream) -> std::io::Result<()> {
+    let place = Place::take()
+        .ok_or_else(|| std::io::Error::other(format!("more than {HANDSHAKES_AT_ONCE} handshakes at once")))?;
     let std = stream.into_std()?;
     std.set_nonblocking(false)?;
     std.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let (std, flow, inc, peer) = tokio::task::spawn_blocking(move || {
+    // Past the deadline the socket is shut down under the handshake, whose read then ends.
+    let watch = std.try_clone()?;
+    let handshake = tokio::task::spawn_blocking(move || {
         let mut s = std;
         // A node we keep no link with is refused by name before the welcome.
         let admit = |node: u32| {
@@ -37,10 +71,18 @@ pub(super) async fn accept_one(tcp: Arc<Tcp>, stream: TcpStream) -> std::io::Res
                     .unwrap_or_else(|| format!("no link for node {node}"))
             })
         };
-        accept_handshake(&mut s, &tcp.env, admit).map(|(_, f, i, peer)| (s, f, i, peer))
-    })
-    .await
-    .map_err(std::io::Error::other)??;
+        let r = accept_handshake(&mut s, &tcp.env, admit).map(|(_, f, i, peer)| (s, f, i, peer));
+        drop(place);
+        r
+    });
+    let (std, flow, inc, peer) = match tokio::time::timeout(HANDSHAKE_DEADLINE, handshake).await {
+        Ok(r) => r.map_err(std::io::Error::other)??,
+        Err(_) => {
+            let _ = watch.shutdown(std::net::Shutdown::Both);
+            return Err(std::io::Error::other("the handshake took too long"));
+        }
+    };
+    drop(watch);
     std.set_read_timeout(None)?;
     match flow {
         Flow::Control => {
@@ -72,7 +114,16 @@ pub(in crate::transport) fn accept_loop<T, F, Fut>(
 {
     tokio::spawn(async move {
         loop {
-            let Ok((stream, from)) = listener.accept().await else { continue };
+            let (stream, from) = match listener.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of descriptors, say: the error stays until some close, so wait a
+                    // little rather than spin on it.
+                    tracing::debug!("{what}: accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
             let t = t.clone();
             tokio::spawn(async move {
                 if let Err(e) = serve(t, stream).await {
