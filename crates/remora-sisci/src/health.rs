@@ -1,11 +1,15 @@
 //! What a connection's link has been through, as sequences need it: up, down for now (the
-//! route is silent: `SCI_CB_NOT_OPERATIONAL`), back after an outage, or gone for good.
+//! route is silent: `SCI_CB_NOT_OPERATIONAL`), back after an outage, or gone for good; and
+//! the route as a map's pager asks for it (`HomeRoute`).
 
 use crate::events::SegmentReason;
-use crate::segment::RemoteSegment;
+use crate::map::SegmentRange;
+use crate::segment::{RemoteInner, RemoteSegment};
 use crate::Error;
-use remora_proto::LostReason;
+use remora_client::dsm::Route;
+use remora_proto::{LostReason, Request};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Weak;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -84,6 +88,46 @@ impl RemoteSegment {
     /// The connection's link events.
     pub(crate) fn watch(&self) -> &LinkWatch {
         &self.inner.watch
+    }
+}
+
+/// The home of a map of another host's segment as its pager sees it: the requests of
+/// [`SegmentRange`], and the route as the connection's link events tell it, so that a flow
+/// that fails during an outage waits for the route instead of losing the map.
+#[derive(Debug)]
+pub(crate) struct HomeRoute {
+    pub(crate) range: SegmentRange,
+    /// The connection (the map holds it; gone, it is lost).
+    pub(crate) conn: Weak<RemoteInner>,
+}
+
+impl remora_client::dsm::RemoteRange for HomeRoute {
+    fn key(&self) -> u64 {
+        self.range.key()
+    }
+
+    fn flow_request(&self) -> Request {
+        self.range.flow_request()
+    }
+
+    fn read_request(&self, offset: u64, len: u32) -> Request {
+        self.range.read_request(offset, len)
+    }
+
+    fn write_requests(&self, runs: Vec<(u64, Vec<u8>)>) -> Vec<Request> {
+        self.range.write_requests(runs)
+    }
+
+    fn route(&self) -> Route {
+        let Some(inner) = self.conn.upgrade() else { return Route::Lost };
+        let seg = RemoteSegment::from_inner(inner);
+        if seg.gone().is_some() {
+            Route::Lost
+        } else if seg.watch().is_down() {
+            Route::Silent
+        } else {
+            Route::Up
+        }
     }
 }
 

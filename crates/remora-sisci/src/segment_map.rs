@@ -2,6 +2,7 @@
 //! this host's memory, of another host's segment through the DSM pager, or of a multicast
 //! connection through the broadcast module).
 
+use crate::health::HomeRoute;
 use crate::map::{Backing, Map, MapFlags, MapParent, SegmentRange};
 use crate::segment::{LocalSegment, RemoteSegment};
 use crate::{Error, Result};
@@ -97,7 +98,10 @@ impl RemoteSegment {
             let note = MapNote::new(pager.clone(), Map::note_of(number, target, offset, size, flags));
             let dsm = remora_client::dsm::DsmMap::on_pager_session(
                 pager.clone(),
-                Arc::new(SegmentRange { conn: l.conn }),
+                Arc::new(HomeRoute {
+                    range: SegmentRange { conn: l.conn },
+                    conn: Arc::downgrade(&self.inner),
+                }),
                 self.node(),
                 l.size as u64,
                 offset as u64,

@@ -71,8 +71,12 @@
 //!   to them stay local; an access to a page that is not resident (never touched, or
 //!   dropped by the last refresh, so within `refresh` every page) raises SIGBUS
 //!   (`UFFDIO_POISON`) rather than hanging. The connection reports the loss
-//!   (`SCI_CB_LOST`), sequences report NOT_RETRIABLE, flushes fail. A home that stops
-//!   answering without closing the flow is given up after 10 s.
+//!   (`SCI_CB_LOST`), sequences report NOT_RETRIABLE, flushes fail. A flow that fails
+//!   (no answer for 10 s, or closed) while the route is only down for now
+//!   ([`Route::Silent`]: a cable cut) does not lose the home: the pager waits until the
+//!   route is back, opens a new flow and does again what failed; the access that needed
+//!   it waits meanwhile. The home is given up only once the connection is lost, or no new
+//!   flow can be opened over a working route (`pager/revive.rs`).
 //!
 //! The pager lives in the client process (not the daemon) so that a fault is resolved by a
 //! thread of the faulting process: no userfaultfd crosses a socket, and a process that dies
@@ -159,6 +163,24 @@ pub trait RemoteRange: Send + Sync + std::fmt::Debug {
     /// The requests that store these runs through the daemon (at least one, so that the
     /// last can be waited for).
     fn write_requests(&self, runs: Vec<(u64, Vec<u8>)>) -> Vec<Request>;
+    /// The route to the memory's home as this process knows it now (from its connection's
+    /// link events). A pager whose flow failed waits while it is [`Route::Silent`] and
+    /// opens a new flow once it is [`Route::Up`] again (`pager/revive.rs`); the default,
+    /// [`Route::Lost`], gives the home up at the first failure.
+    fn route(&self) -> Route {
+        Route::Lost
+    }
+}
+
+/// The route to a map's home, as [`RemoteRange::route`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// The route works (or nothing was reported against it).
+    Up,
+    /// The route is down for now (`SCI_CB_NOT_OPERATIONAL`): the connection still exists.
+    Silent,
+    /// The connection is gone for good (lost, closed, or this node's daemon is gone).
+    Lost,
 }
 
 pub(super) fn check(off: usize, len: usize, total: usize) -> std::io::Result<()> {

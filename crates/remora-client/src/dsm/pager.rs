@@ -4,6 +4,7 @@
 
 pub(super) mod fanout;
 mod flush;
+mod revive;
 mod through;
 
 use super::flow::{Flow, Soon};
@@ -95,7 +96,8 @@ pub(super) enum Cmd {
         tx: Sender<Option<std::io::Result<()>>>,
     },
     /// After it: those pages drop what they hold (their next access refetches it);
-    /// `broken`: the flow failed on the store (the home is lost).
+    /// `broken`: the flow failed on the store (a new one is opened once the route is
+    /// back; the home is lost otherwise).
     Landed {
         id: u64,
         start: usize,
@@ -417,31 +419,7 @@ impl Pager {
             f.read(&m.session, off, &mut page[..len]).then_some(page)
         } else {
             let len = (m.seg_size - off).min(PAGE as u64) as u32;
-            if let Some(d) = &m.direct.get() {
-                let r = d.lock().unwrap_or_else(|p| p.into_inner()).read(off, &mut page[..len as usize]);
-                match &r {
-                    Err(e) => {
-                        tracing::warn!("DSM: a page could not be fetched from the home node: {e}");
-                        m.lost.store(true, Ordering::SeqCst);
-                    }
-                    // The home answers in order: every store the map sent on the flow
-                    // before this fetch is there (no settle point waits for them).
-                    Ok(()) => set_unanswered(m, false),
-                }
-                r.ok().map(|()| page)
-            } else {
-                let req = m.home.read_request(off, len);
-                match m.session.request(req, &[]) {
-                    Ok((Reply::Data(d), _)) if d.len() == len as usize => {
-                        page[..d.len()].copy_from_slice(&d);
-                        Some(page)
-                    }
-                    Ok(_) | Err(_) => {
-                        m.lost.store(true, Ordering::SeqCst);
-                        None
-                    }
-                }
-            }
+            fetch(m, off, &mut page[..len as usize]).then_some(page)
         };
         match fetched {
             Some(page) => {
@@ -549,6 +527,45 @@ impl Pager {
             }
         }
     }
+}
+
+/// Fetch `page` from byte `off` of the map's home: over its flow, or through this node's
+/// daemon. A failed path is revived while the route is only down (`revive.rs`); `false`
+/// (the map marked lost) once the home is lost.
+fn fetch(m: &mut PMap, off: u64, page: &mut [u8]) -> bool {
+    for attempt in 1..=revive::TRIES {
+        let failed = if let Some(d) = &m.direct.get() {
+            let r = d.lock().unwrap_or_else(|p| p.into_inner()).read(off, page);
+            match r {
+                Err(e) => {
+                    tracing::warn!("DSM: a page could not be fetched from the home node: {e}");
+                    // A refusal of the home is final; a flow that failed is revived.
+                    e.kind() != std::io::ErrorKind::PermissionDenied
+                }
+                // The home answers in order: every store the map sent on the flow
+                // before this fetch is there (no settle point waits for them).
+                Ok(()) => {
+                    set_unanswered(m, false);
+                    return true;
+                }
+            }
+        } else {
+            let req = m.home.read_request(off, page.len() as u32);
+            match m.session.request(req, &[]) {
+                Ok((Reply::Data(d), _)) if d.len() == page.len() => {
+                    page.copy_from_slice(&d);
+                    return true;
+                }
+                // Also a refusal: where the route is up, done again a few times at most.
+                Ok(_) | Err(_) => true,
+            }
+        };
+        if !failed || attempt == revive::TRIES || !m.revive() {
+            break;
+        }
+    }
+    m.lost.store(true, Ordering::SeqCst);
+    false
 }
 
 fn find_id(maps: &mut BTreeMap<usize, (u64, PMap)>, id: u64) -> Option<&mut PMap> {

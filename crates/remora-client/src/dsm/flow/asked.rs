@@ -130,6 +130,12 @@ impl Soon {
         self.0.got.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// The flow failed and a new one was opened (`pager/revive.rs`): every holder of this
+    /// answer (the map, its pager) uses the new one from now on.
+    pub(in crate::dsm) fn replace(&self, flow: Flow) {
+        self.set(Some(flow));
+    }
+
     fn booked(&self) -> Option<Booked> {
         self.0.booked.lock().unwrap_or_else(|p| p.into_inner()).take()
     }

@@ -137,10 +137,30 @@ pub(super) fn send(m: &mut PMap, runs: Vec<(u64, Vec<u8>)>, wait: bool) -> bool 
     if m.fan.is_some() {
         return fanout::send(m, runs, wait);
     }
+    for attempt in 1..=super::revive::TRIES {
+        match send_once(m, &runs, wait) {
+            Ok(ok) => return ok,
+            Err(e) => {
+                tracing::warn!("DSM: stores could not reach the home node: {e}");
+                // Done again over a new flow once the route is back (the runs are the
+                // bytes the pages hold: sending them twice stores the same bytes).
+                if attempt == super::revive::TRIES || !m.revive() {
+                    break;
+                }
+            }
+        }
+    }
+    m.lost.store(true, Ordering::SeqCst);
+    set_unanswered(m, false);
+    false
+}
+
+/// One try of [`send`]: `Ok(false)` when the home refused them, `Err` when the path failed.
+fn send_once(m: &mut PMap, runs: &[(u64, Vec<u8>)], wait: bool) -> std::io::Result<bool> {
     if let Some(d) = m.direct.get() {
         let r = {
             let mut d = d.lock().unwrap_or_else(|p| p.into_inner());
-            for (offset, data) in &runs {
+            for (offset, data) in runs {
                 d.push(*offset, data);
             }
             d.send(wait)
@@ -148,17 +168,18 @@ pub(super) fn send(m: &mut PMap, runs: Vec<(u64, Vec<u8>)>, wait: bool) -> bool 
         return match r {
             Ok(()) => {
                 set_unanswered(m, !wait);
-                true
+                Ok(true)
             }
-            Err(e) => {
-                tracing::warn!("DSM: stores could not reach the home node: {e}");
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                tracing::warn!("DSM: the home node refused stores: {e}");
                 m.lost.store(true, Ordering::SeqCst);
                 set_unanswered(m, false);
-                false
+                Ok(false)
             }
+            Err(e) => Err(e),
         };
     }
-    let reqs: Vec<Request> = m.home.write_requests(runs);
+    let reqs: Vec<Request> = m.home.write_requests(runs.to_vec());
     let last = reqs.len().saturating_sub(1);
     let mut r = Ok(());
     for (i, req) in reqs.into_iter().enumerate() {
@@ -168,12 +189,5 @@ pub(super) fn send(m: &mut PMap, runs: Vec<(u64, Vec<u8>)>, wait: bool) -> bool 
         }
     }
     set_unanswered(m, !wait && r.is_ok());
-    match r {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::warn!("DSM: stores could not reach the home node: {e}");
-            m.lost.store(true, Ordering::SeqCst);
-            false
-        }
-    }
+    r.map(|()| true).map_err(|e| std::io::Error::other(e.to_string()))
 }

@@ -53,15 +53,17 @@ impl Pager {
         Some((flow, m.seg_off + start as u64))
     }
 
-    /// The store of [`Pager::through`] went home (`broken`: the flow failed on it, the home
-    /// is lost): settle the pages it reached again and drop them. Returns whether that
+    /// The store of [`Pager::through`] went home (`broken`: the flow failed on it; the home
+    /// is lost unless the route comes back): settle the pages it reached again and drop them. Returns whether that
     /// sent changes (stores of other threads meanwhile).
     pub(super) fn landed(&self, m: &mut PMap, start: usize, len: usize, broken: bool) -> bool {
         let pages = Self::pages_of(start, len);
         if pages.end > m.pages.len() {
             return false;
         }
-        if broken {
+        // The store failed on the flow (its caller has the error): the home is lost only
+        // when the route does not come back (`revive.rs`).
+        if broken && !m.revive() {
             m.lost.store(true, Ordering::SeqCst);
         }
         let t = Instant::now();
