@@ -251,3 +251,9 @@ fn scif_unregister_in_one_thread_never_gives_back_another_threads_buffer() {
 fn scif_memory_of_windows_gone_keeps_its_bytes_where_mapped_and_churn_holds_little() {
     run_scif_pair("tests/c/scif/scif_keep.c", 2130);
 }
+
+#[test]
+fn scif_windows_register_under_a_file_size_limit_and_larger_ones_are_enomem() {
+    let env = Env::new();
+    env.passes(&env.build_scif(&root().join("tests/c/scif/scif_fsize.c")), 4, "PASS");
+}

@@ -37,7 +37,19 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// An arena's size: sparse, only what is written takes memory; offsets are never used
 /// twice, so this bounds what one arena takes (64 TiB) before the endpoint starts another.
+/// Less under a lower `RLIMIT_FSIZE` ([`arena_size`]).
 const ARENA_SIZE: u64 = 1 << 46;
+
+/// The size of a new arena: [`ARENA_SIZE`], or the soft `RLIMIT_FSIZE` (`ulimit -f`) when
+/// lower, in whole pages — a file made longer than the limit is `SIGXFSZ`, which kills the
+/// program; a window larger than that is `ENOMEM`.
+fn arena_size() -> u64 {
+    let page = crate::page_size() as u64;
+    match rustix::process::getrlimit(rustix::process::Resource::Fsize).current {
+        Some(limit) if limit < ARENA_SIZE => limit - limit % page,
+        _ => ARENA_SIZE,
+    }
+}
 
 /// Memory an arena handed out that no live window uses and the program no longer maps,
 /// from which the endpoint starts a new arena whatever the share (64 MiB).
@@ -80,7 +92,8 @@ pub(super) fn book() -> MutexGuard<'static, Book> {
 
 impl Book {
     fn make(&mut self) -> io::Result<u64> {
-        let fd = Memfd::create("scif-window", ARENA_SIZE)?;
+        let size = arena_size();
+        let fd = Memfd::create("scif-window", size)?;
         let ino = rustix::fs::fstat(&fd).map_err(errno)?.st_ino;
         let id = self.next_id;
         self.next_id += 1;
@@ -89,7 +102,7 @@ impl Book {
             pid: crate::sched::own_pid(),
             fd: Arc::new(fd),
             ino,
-            size: ARENA_SIZE,
+            size,
             next: 0,
             live: Counts::default(),
             held: true,
@@ -147,6 +160,11 @@ impl State {
     /// Bytes handed out that no live window uses and the program does not map, as `maps`
     /// (`/proc/self/maps`' text) shows it.
     fn wasted(&self, maps: &str) -> u64 {
+        let live: u64 = self.live.held().map(|(s, e)| e - s).sum();
+        if self.next.saturating_sub(live) < WASTE_MIN {
+            // Too little beside live windows to be wasteful: the maps need not be read.
+            return self.next.saturating_sub(live);
+        }
         let mut keep: Vec<(u64, u64)> =
             vmas(maps).filter(|v| self.is(v)).map(|v| (v.off, v.off + (v.hi - v.lo) as u64)).collect();
         keep.extend(self.live.held());
@@ -392,27 +410,39 @@ pub fn share_window(arena: &Arena, region: UserRegion, max_pieces: usize) -> io:
         prune_in(&mut shared, &maps);
     }
     let mut planned = plan(classify(&book, &shared, own, &maps, addr, end)?);
-    let fresh = |planned: &[Part]| -> u64 {
-        planned.iter().map(|p| if let Part::Move(_, n, None) = p { *n as u64 } else { 0 }).sum()
-    };
-    if !book.get(own).expect("current").fits(fresh(&planned)) {
-        // Full: later moves, this one's first, go into a new arena (this window's pages in
-        // the old one move too, as one range).
-        book.retire(own);
-        own = book.current(&mut id)?;
-        planned = plan(classify(&book, &shared, own, &maps, addr, end)?);
-        if !book.get(own).expect("current").fits(fresh(&planned)) {
-            return Err(io::Error::new(
-                io::ErrorKind::OutOfMemory,
-                format!("the window needs more than an arena holds ({len} bytes)"),
-            ));
-        }
-    }
+    // A plan in a new arena (below) is never more pieces.
     if planned.len() > max_pieces {
         return Err(io::Error::new(
             io::ErrorKind::OutOfMemory,
             format!("the memory runs over {} pieces (at most {max_pieces})", planned.len()),
         ));
+    }
+    // Bytes to move into new ranges; with `all`, those already in the arena too.
+    let fresh = |planned: &[Part], all: bool| -> u64 {
+        let moved = |p: &Part| match p {
+            Part::Move(_, n, at) if all || at.is_none() => *n as u64,
+            _ => 0,
+        };
+        planned.iter().map(moved).sum()
+    };
+    if !book.get(own).expect("current").fits(fresh(&planned, false)) {
+        let too_big = || {
+            io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!("the window's memory to move is more than an arena holds ({len} bytes)"),
+            )
+        };
+        if fresh(&planned, true) > arena_size() {
+            return Err(too_big());
+        }
+        // Full: later moves, this one's first, go into a new arena (this window's pages in
+        // the old one move too, as one range).
+        book.retire(own);
+        own = book.current(&mut id)?;
+        planned = plan(classify(&book, &shared, own, &maps, addr, end)?);
+        if !book.get(own).expect("current").fits(fresh(&planned, false)) {
+            return Err(too_big());
+        }
     }
     let a = book.get(own).expect("looked up above");
     let mut pieces: Vec<(Arc<Memfd>, u64, u64)> = Vec::with_capacity(planned.len());
