@@ -114,6 +114,12 @@ impl Liveness {
         self.heartbeat = heartbeat;
     }
 
+    /// How long the link may stay silent before it is given up ([`GIVE_UP_PERIODS`]
+    /// heartbeats): the budget a flow of the link's processes is kept for too.
+    pub fn budget(&self) -> Duration {
+        self.heartbeat * GIVE_UP_PERIODS
+    }
+
     /// The heartbeat period.
     pub fn heartbeat(&self) -> Duration {
         self.heartbeat

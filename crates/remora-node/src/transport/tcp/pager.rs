@@ -31,7 +31,6 @@ use std::io::{Read, Write};
 use std::net::TcpStream as StdStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The most pager flows one peer node may hold to this node at once.
 const MAX_PAGER_FLOWS: usize = 1024;
@@ -125,16 +124,11 @@ pub(in crate::transport) fn accept(peer: &Arc<TcpPeer>, std: StdStream, inc: u64
     }
     let _ = std.set_nodelay(true);
     // A process that stops reading cannot hold the thread forever, nor can a host that
-    // vanished without closing the connection.
-    let _ = std.set_write_timeout(Some(Duration::from_secs(30)));
-    let sock = socket2::SockRef::from(&std);
-    let _ = sock.set_tcp_keepalive(
-        &socket2::TcpKeepalive::new()
-            .with_time(Duration::from_secs(5))
-            .with_interval(Duration::from_secs(1))
-            .with_retries(5),
-    );
-    let _ = sock.set_tcp_user_timeout(Some(Duration::from_secs(10)));
+    // vanished without closing the connection (but a cable out for less than the link's
+    // budget loses nothing: the dialing end keeps its flows as long).
+    let budget = peer.live().budget();
+    let _ = std.set_write_timeout(Some(budget));
+    super::pool::keep_for(&std, budget);
     let p = peer.clone();
     let spawned = std::thread::Builder::new().name("remora-pager-flow".into()).spawn(move || {
         // The flow leaves the books however the thread ends.

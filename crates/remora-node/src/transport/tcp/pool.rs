@@ -92,10 +92,12 @@ impl Pool {
     /// The peer cannot be reached, refuses the handshake, or restarted since the link came
     /// up.
     pub(in crate::transport) fn flow(self: &Arc<Self>) -> std::io::Result<StdStream> {
-        match self.take()? {
-            Some(s) => Ok(s),
-            None => handshaken(&self.env, &self.peer).map(|(s, _)| s),
-        }
+        let s = match self.take()? {
+            Some(s) => s,
+            None => handshaken(&self.env, &self.peer).map(|(s, _)| s)?,
+        };
+        keep_for(&s, self.peer.live().budget());
+        Ok(s)
     }
 
     /// As [`Pool::flow`], on the runtime: a flow dialed now is dialed and authenticated
@@ -104,10 +106,12 @@ impl Pool {
     /// # Errors
     /// As [`Pool::flow`].
     pub(in crate::transport) async fn flow_async(self: &Arc<Self>) -> std::io::Result<StdStream> {
-        match self.take()? {
-            Some(s) => Ok(s),
-            None => handshaken_async(&self.env, &self.peer).await.map(|(s, _)| s),
-        }
+        let s = match self.take()? {
+            Some(s) => s,
+            None => handshaken_async(&self.env, &self.peer).await.map(|(s, _)| s)?,
+        };
+        keep_for(&s, self.peer.live().budget());
+        Ok(s)
     }
 
     /// A sound pooled flow, with the dial's timeouts (`None`: none pooled, or no pool);
@@ -309,4 +313,16 @@ pub(in crate::transport) async fn handshaken_async(
     s.set_read_timeout(Some(DIAL_ANSWER))?;
     s.set_write_timeout(Some(DIAL_ANSWER))?;
     Ok((s, inc))
+}
+
+/// Keep flow `s` of a process (pager, trigger or direct SCIF flow, either end) as long as
+/// its link is kept, `budget`: a cable out for less loses nothing, one out for longer (or a
+/// host that vanished) ends it, on both ends alike. Idle, keepalive probes from half the
+/// budget on, five of them a tenth of it apart; with bytes unacknowledged, the budget.
+pub(in crate::transport) fn keep_for(s: &StdStream, budget: std::time::Duration) {
+    let sock = socket2::SockRef::from(s);
+    let _ = sock.set_tcp_keepalive(
+        &socket2::TcpKeepalive::new().with_time(budget / 2).with_interval(budget / 10).with_retries(5),
+    );
+    let _ = sock.set_tcp_user_timeout(Some(budget));
 }
