@@ -158,7 +158,8 @@ pub(crate) struct Win {
     pub(crate) info: ScifWindow,
     pub(crate) fds: Vec<Arc<OwnedFd>>,
     pub(crate) map: Arc<Mapping>,
-    pub(crate) inos: Vec<u64>,
+    /// Each piece's memfd: device and inode.
+    pub(crate) files: Vec<(u64, u64)>,
 }
 
 /// The windows of one end, valid for one generation of its window list.

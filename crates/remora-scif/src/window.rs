@@ -42,8 +42,10 @@ pub struct PeerPiece {
     pub len: usize,
 }
 
-fn ino_of(fd: &OwnedFd) -> u64 {
-    remora_sys::inode_of(fd.as_fd())
+/// The file `fd` names: device and inode (an inode number alone may be another
+/// device's file's too).
+fn file_of(fd: &OwnedFd) -> (u64, u64) {
+    remora_sys::file_id_of(fd.as_fd())
 }
 
 impl Conn {
@@ -58,13 +60,13 @@ impl Conn {
         }
         let mut list: Vec<Win> = Vec::new();
         let mut from = 0u64;
-        // One descriptor per memfd (by inode) for the whole list: every window of an
-        // endpoint lies in its arena, which each answer sends again.
-        let mut known: Vec<(u64, Arc<OwnedFd>)> = Vec::new();
+        // One descriptor per memfd (by device and inode) for the whole list: every window
+        // of an endpoint lies in its arena, which each answer sends again.
+        let mut known: Vec<((u64, u64), Arc<OwnedFd>)> = Vec::new();
         for w in cache.list.iter() {
-            for (fd, ino) in w.fds.iter().zip(&w.inos) {
-                if !known.iter().any(|(i, _)| i == ino) {
-                    known.push((*ino, fd.clone()));
+            for (fd, id) in w.fds.iter().zip(&w.files) {
+                if !known.iter().any(|(i, _)| i == id) {
+                    known.push((*id, fd.clone()));
                 }
             }
         }
@@ -74,17 +76,17 @@ impl Conn {
             let Reply::ScifWindows { windows: infos, more } = reply else {
                 return Err(Error::Invalid(format!("unexpected answer {reply:?}")));
             };
-            let mut inos = Vec::with_capacity(fds.len());
+            let mut ids = Vec::with_capacity(fds.len());
             let fds: Vec<Arc<OwnedFd>> = fds
                 .into_iter()
                 .map(|fd| {
-                    let ino = ino_of(&fd);
-                    inos.push(ino);
-                    match known.iter().find(|(i, _)| *i == ino && ino != 0) {
+                    let id = file_of(&fd);
+                    ids.push(id);
+                    match known.iter().find(|(i, _)| *i == id && id.1 != 0) {
                         Some((_, held)) => held.clone(),
                         None => {
                             let fd = Arc::new(fd);
-                            known.push((ino, fd.clone()));
+                            known.push((id, fd.clone()));
                             fd
                         }
                     }
@@ -97,12 +99,12 @@ impl Conn {
                     let fd = fds
                         .get(p.fd as usize)
                         .ok_or_else(|| Error::Invalid("a piece names no memfd".into()))?;
-                    own.push((fd.clone(), inos[p.fd as usize]));
+                    own.push((fd.clone(), ids[p.fd as usize]));
                 }
-                let win_inos: Vec<u64> = own.iter().map(|(_, i)| *i).collect();
-                let old = cache.list.iter().find(|w| w.info == info && w.inos == win_inos);
+                let files: Vec<(u64, u64)> = own.iter().map(|(_, i)| *i).collect();
+                let old = cache.list.iter().find(|w| w.info == info && w.files == files);
                 let w = match old {
-                    Some(w) => Win { info, fds: w.fds.clone(), map: w.map.clone(), inos: win_inos },
+                    Some(w) => Win { info, fds: w.fds.clone(), map: w.map.clone(), files },
                     None => {
                         let parts: Vec<_> = own
                             .iter()
@@ -115,7 +117,7 @@ impl Conn {
                         let map =
                             Mapping::new_pieces(&parts, false).map_err(|e| Error::NoMemory(e.to_string()))?;
                         let fds = own.into_iter().map(|(fd, _)| fd).collect();
-                        Win { info, fds, map: Arc::new(map), inos: win_inos }
+                        Win { info, fds, map: Arc::new(map), files }
                     }
                 };
                 list.push(w);

@@ -89,10 +89,16 @@ pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-/// The inode number of an open file (0 when `fstat` fails): tells two descriptors of
-/// one memfd apart from descriptors of different ones.
+/// The inode number of an open file (0 when `fstat` fails).
 pub fn inode_of(fd: BorrowedFd<'_>) -> u64 {
     rustix::fs::fstat(fd).map(|s| s.st_ino).unwrap_or(0)
+}
+
+/// An open file's device and inode number (`(0, 0)` when `fstat` fails): tells two
+/// descriptors of one file apart from descriptors of different ones, which may have the
+/// same inode number on different devices (a hugetlbfs memfd and a tmpfs one, say).
+pub fn file_id_of(fd: BorrowedFd<'_>) -> (u64, u64) {
+    rustix::fs::fstat(fd).map(|s| (s.st_dev, s.st_ino)).unwrap_or((0, 0))
 }
 
 /// Try to take an advisory `flock` on `file` without waiting: shared when `shared`, else

@@ -354,29 +354,31 @@ impl UserRegion {
     }
 }
 
-/// One range moved by [`share_region`]: `(start, len, memfd, inode)`.
-pub(crate) type Moved = (usize, usize, std::sync::Arc<Memfd>, u64);
+/// One range moved by [`share_region`]: `(start, len, memfd, its file id)`.
+pub(crate) type Moved = (usize, usize, std::sync::Arc<Memfd>, FileId);
+
+/// A file as `/proc/self/maps` names it: device (major, minor) and inode number. The
+/// inode number alone is not enough: files of two filesystems may have the same one.
+pub(crate) type FileId = ((u32, u32), u64);
+
+/// The [`FileId`] of an open file.
+fn file_id(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<FileId> {
+    let st = rustix::fs::fstat(fd).map_err(errno)?;
+    Ok(((rustix::fs::major(st.st_dev), rustix::fs::minor(st.st_dev)), st.st_ino))
+}
 
 /// Memory already moved into memfds by [`share_region`]. Taken before the arenas' book
 /// (`arena.rs`) by whoever takes both.
 static SHARED: std::sync::Mutex<Vec<Moved>> = std::sync::Mutex::new(Vec::new());
 
-/// The inode of the file mapped at `addr` in this process, from `/proc/self/maps`.
-fn inode_at(addr: usize) -> Option<u64> {
-    inode_in(&std::fs::read_to_string("/proc/self/maps").ok()?, addr)
+/// The file mapped at `addr` in this process, from `/proc/self/maps`.
+fn file_at(addr: usize) -> Option<FileId> {
+    file_in(&std::fs::read_to_string("/proc/self/maps").ok()?, addr)
 }
 
-/// The inode of the file mapped at `addr` according to `maps` (`/proc/self/maps`' text).
-fn inode_in(maps: &str, addr: usize) -> Option<u64> {
-    for line in maps.lines() {
-        let mut parts = line.split_whitespace();
-        let (lo, hi) = parts.next()?.split_once('-')?;
-        let (lo, hi) = (usize::from_str_radix(lo, 16).ok()?, usize::from_str_radix(hi, 16).ok()?);
-        if addr >= lo && addr < hi {
-            return parts.nth(3)?.parse().ok();
-        }
-    }
-    None
+/// The file mapped at `addr` according to `maps` (`/proc/self/maps`' text).
+fn file_in(maps: &str, addr: usize) -> Option<FileId> {
+    arena::vmas(maps).find(|v| v.lo <= addr && addr < v.hi).map(|v| (v.dev, v.ino))
 }
 
 /// Forget the ranges [`share_region`] moved whose addresses no longer map their memfd
@@ -414,9 +416,7 @@ fn prune_locked(shared: &mut Vec<Moved>) {
 /// [`prune_locked`] as `maps` (`/proc/self/maps`' text) shows the process.
 fn prune_in(shared: &mut Vec<Moved>, maps: &str) {
     let page = crate::page_size();
-    shared.retain(|(s, l, _, ino)| {
-        inode_in(maps, *s) == Some(*ino) && inode_in(maps, s + l - page) == Some(*ino)
-    });
+    shared.retain(|(s, l, _, id)| file_in(maps, *s) == Some(*id) && file_in(maps, s + l - page) == Some(*id));
 }
 
 /// Make `region` shareable and say where it lives: the memfd that backs it and the byte
@@ -436,11 +436,11 @@ pub fn share_region(region: UserRegion, name: &str) -> io::Result<(std::sync::Ar
     }
     let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
     prune_locked(&mut shared);
-    if let Some((start, _, fd, ino)) =
+    if let Some((start, _, fd, id)) =
         shared.iter().find(|(s, l, _, _)| addr >= *s && addr.checked_add(len).is_some_and(|e| e <= s + l))
     {
-        let (mapped_first, mapped_last) = (inode_at(addr), inode_at(addr + len - 1));
-        if mapped_first == Some(*ino) && mapped_last == Some(*ino) {
+        let (mapped_first, mapped_last) = (file_at(addr), file_at(addr + len - 1));
+        if mapped_first == Some(*id) && mapped_last == Some(*id) {
             return Ok((fd.clone(), (addr - start) as u64));
         }
     }
@@ -455,10 +455,10 @@ pub fn share_region(region: UserRegion, name: &str) -> io::Result<(std::sync::Ar
     // and is not accessed in conflict while we move it; it was checked to be writable
     // memory of a movable kind; its bytes are preserved.
     let fd = unsafe { rehome(addr as *mut u8, len, name)? };
-    let ino = rustix::fs::fstat(&fd).map(|st| st.st_ino).map_err(errno)?;
+    let id = file_id(std::os::fd::AsFd::as_fd(&fd))?;
     shared.retain(|(s, l, _, _)| s + l <= addr || *s >= addr + len);
     let fd = std::sync::Arc::new(fd);
-    shared.push((addr, len, fd.clone(), ino));
+    shared.push((addr, len, fd.clone(), id));
     Ok((fd, 0))
 }
 

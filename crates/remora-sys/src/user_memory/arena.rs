@@ -29,7 +29,7 @@
 //! one new range: a window over many earlier, unregistered windows is one piece again.
 
 use super::ranges::{uncovered, Counts};
-use super::{errno, movable, prune_in, remap_held, UserRegion, SHARED};
+use super::{errno, file_id, movable, prune_in, remap_held, FileId, UserRegion, SHARED};
 use crate::Memfd;
 use std::io;
 use std::os::fd::AsFd;
@@ -64,7 +64,8 @@ struct State {
     /// The process that made it (a child of `fork` makes its own).
     pid: u32,
     fd: Arc<Memfd>,
-    ino: u64,
+    /// Device and inode, as the maps show it.
+    file: FileId,
     /// Its size: offsets from here on are never handed out.
     size: u64,
     /// The next offset never handed out (everything below was).
@@ -94,14 +95,14 @@ impl Book {
     fn make(&mut self) -> io::Result<u64> {
         let size = arena_size();
         let fd = Memfd::create("scif-window", size)?;
-        let ino = rustix::fs::fstat(&fd).map_err(errno)?.st_ino;
+        let file = file_id(fd.as_fd())?;
         let id = self.next_id;
         self.next_id += 1;
         self.arenas.push(State {
             id,
             pid: crate::sched::own_pid(),
             fd: Arc::new(fd),
-            ino,
+            file,
             size,
             next: 0,
             live: Counts::default(),
@@ -173,7 +174,7 @@ impl State {
 
     /// Whether the mapping `v` maps this arena.
     fn is(&self, v: &Vma<'_>) -> bool {
-        v.perms.ends_with('s') && v.ino == self.ino
+        v.perms.ends_with('s') && v.file() == self.file
     }
 }
 
@@ -246,7 +247,15 @@ pub(super) struct Vma<'a> {
     path: &'a str,
 }
 
-fn vmas(maps: &str) -> impl Iterator<Item = Vma<'_>> {
+impl Vma<'_> {
+    /// The file mapped: device and inode.
+    pub(super) fn file(&self) -> FileId {
+        (self.dev, self.ino)
+    }
+}
+
+/// The mappings `maps` (`/proc/self/maps`' text) lists.
+pub(super) fn vmas(maps: &str) -> impl Iterator<Item = Vma<'_>> {
     maps.lines().filter_map(|line| {
         let mut parts = line.split_whitespace();
         let (lo, hi) = parts.next()?.split_once('-')?;
@@ -294,7 +303,7 @@ fn classify(
         }
         let stop = v.hi.min(end);
         let shared_file = v.perms.starts_with("rw") && v.perms.ends_with('s');
-        let arena = book.arenas.iter().find(|a| shared_file && a.ino == v.ino && a.pid == pid);
+        let arena = book.arenas.iter().find(|a| shared_file && a.file == v.file() && a.pid == pid);
         while cursor < stop {
             let file_off = v.off + (cursor - v.lo) as u64;
             if let Some(a) = arena {
@@ -310,7 +319,7 @@ fn classify(
                 cursor = stop;
             } else if let Some((s, l, fd, _)) = shared
                 .iter()
-                .find(|(s, l, _, ino)| shared_file && *ino == v.ino && *s <= cursor && cursor < s + l)
+                .find(|(s, l, _, id)| shared_file && *id == v.file() && *s <= cursor && cursor < s + l)
             {
                 let upto = stop.min(s + l);
                 parts.push(Part::Keep(fd.clone(), file_off, (upto - cursor) as u64));
@@ -528,8 +537,33 @@ pub(super) fn in_live_window(addr: usize, len: usize) -> bool {
         let off = v.off + (lo - v.lo) as u64;
         book.arenas
             .iter()
-            .filter(|a| a.pid == pid && a.ino == v.ino)
+            .filter(|a| a.pid == pid && a.file == v.file())
             .any(|a| a.live.parts(off, off + (hi - lo) as u64).iter().any(|(_, _, live)| *live))
     });
     used
+}
+
+/// For tests: the file of `arena`'s current memfd, and what [`classify`] makes of
+/// `addr..end` as `maps` shows the process — each part `"keep"`, `"move"` (into a new
+/// range) or `"in place"` (a range of the arena already).
+#[cfg(test)]
+pub(super) fn classified(
+    arena: &Arena,
+    shared: &[super::Moved],
+    maps: &str,
+    addr: usize,
+    end: usize,
+) -> (FileId, io::Result<Vec<&'static str>>) {
+    let mut book = book();
+    let own = book.current(&mut arena.id.lock().unwrap()).unwrap();
+    let file = book.get(own).expect("current").file;
+    let names = classify(&book, shared, own, maps, addr, end).map(|parts| {
+        let name = |p: &Part| match p {
+            Part::Keep(..) => "keep",
+            Part::Move(_, _, None) => "move",
+            Part::Move(_, _, Some(_)) => "in place",
+        };
+        parts.iter().map(name).collect()
+    });
+    (file, names)
 }

@@ -13,18 +13,19 @@ use crate::Memfd;
 use rustix::fs::{Mode, OFlags};
 use std::sync::Arc;
 
-/// The sealed memfds found while one window is made, by inode (`None`: looked, none).
+/// The sealed memfds found while one window is made, by device and inode (`None`:
+/// looked, none).
 #[derive(Default)]
-pub(super) struct Files(Vec<(u64, Option<Arc<Memfd>>)>);
+pub(super) struct Files(Vec<(super::FileId, Option<Arc<Memfd>>)>);
 
 impl Files {
     /// A descriptor of the sealed memfd that `v` maps, holding all of the mapping.
     pub(super) fn sealed(&mut self, v: &Vma<'_>) -> Option<Arc<Memfd>> {
-        if let Some((_, found)) = self.0.iter().find(|(ino, _)| *ino == v.ino) {
+        if let Some((_, found)) = self.0.iter().find(|(id, _)| *id == v.file()) {
             return found.clone();
         }
         let found = find(v).map(Arc::new);
-        self.0.push((v.ino, found.clone()));
+        self.0.push((v.file(), found.clone()));
         found
     }
 }

@@ -316,3 +316,31 @@ fn pages_of_a_live_window_are_not_moved_by_other_libraries() {
     view.read(0, &mut b).unwrap();
     assert_eq!(&b, b"window", "moved with its bytes once no window uses it");
 }
+
+/// Arenas and memory other libraries shared are known by device and inode: a shared map
+/// of another device's file with the same inode number is neither (EFAULT, as any other
+/// shared file), and a range moved before is not taken for it.
+#[test]
+fn maps_of_another_device_with_the_same_inode_are_not_an_arena() {
+    let ar = Arena::new().unwrap();
+    let (lo, hi) = (0x7e00_0000_0000usize, 0x7e00_0000_2000usize);
+    let line = |dev: &str, ino: u64, path: &str| format!("{lo:x}-{hi:x} rw-s 00000000 {dev} {ino} {path}\n");
+    let (((major, minor), ino), _) = arena::classified(&ar, &[], "", lo, hi);
+    let classify = |shared: &[super::Moved], maps: &str| arena::classified(&ar, shared, maps, lo, hi).1;
+    let arena_dev = format!("{major:02x}:{minor:02x}");
+    let own = classify(&[], &line(&arena_dev, ino, "/memfd:remora:scif-window (deleted)")).unwrap();
+    assert_eq!(own, ["in place"], "the arena's own pages");
+    let other_dev = format!("{:02x}:{:02x}", major + 1, minor + 7);
+    let e = classify(&[], &line(&other_dev, ino, "/dev/hugepages/data")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(14), "another device's file: EFAULT");
+    // Memory another library shared, known by its device and inode too.
+    let fd = std::sync::Arc::new(crate::Memfd::create("t", 0x2000).unwrap());
+    let id = super::file_id(fd.as_fd()).unwrap();
+    let shared = [(lo, hi - lo, fd.clone(), id)];
+    let ((major, minor), ino) = id;
+    let kept =
+        classify(&shared, &line(&format!("{major:02x}:{minor:02x}"), ino, "/memfd:remora:t (deleted)"));
+    assert_eq!(kept.unwrap(), ["keep"], "the shared memfd stays as it is");
+    let e = classify(&shared, &line(&other_dev, ino, "/dev/hugepages/data")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(14), "another device's file is not the shared memfd");
+}
