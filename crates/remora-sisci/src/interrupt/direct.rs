@@ -27,6 +27,8 @@ use zerocopy::IntoBytes;
 const SLICE: Duration = Duration::from_millis(20);
 /// How often posted triggers look for a refusal waiting on the flow.
 const LOOK_EVERY: Duration = Duration::from_millis(1);
+/// How long a trigger waits for room on a flow whose route still looks up.
+const PATIENCE: Duration = Duration::from_secs(10);
 /// How long [`Flow::drain`] waits for the owner's node to have served every trigger sent.
 const DRAIN: Duration = Duration::from_secs(2);
 
@@ -67,7 +69,8 @@ impl Flow {
         let (Reply::DsmFlow { remote, .. }, Some(fd)) = (reply, fds.pop()) else { return None };
         let s = TcpStream::from(fd);
         s.set_nodelay(true).ok()?;
-        s.set_write_timeout(Some(Duration::from_secs(10))).ok()?;
+        // A trigger waits for room in slices, looking at the route between them (`send`).
+        s.set_write_timeout(Some(SLICE)).ok()?;
         s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
         Some(Flow {
             s,
@@ -113,17 +116,13 @@ impl Flow {
             len: payload.len() as u64,
             ok: data.is_some(),
         });
-        let sent = if payload.is_empty() {
-            self.s.write_all(head.as_bytes())
+        if payload.is_empty() {
+            self.send(head.as_bytes(), &silent)?;
         } else {
             let mut frame = [0u8; BULK_FRAME + MAX_TRIGGER_DATA];
             frame[..BULK_FRAME].copy_from_slice(head.as_bytes());
             frame[BULK_FRAME..BULK_FRAME + payload.len()].copy_from_slice(payload);
-            self.s.write_all(&frame[..BULK_FRAME + payload.len()])
-        };
-        if sent.is_err() {
-            self.broken = true;
-            return Err(Error::NodeNotResponding);
+            self.send(&frame[..BULK_FRAME + payload.len()], &silent)?;
         }
         self.unsynced = true;
         if data.is_none() {
@@ -153,6 +152,37 @@ impl Flow {
             }
             return self.refusal(h.offset).map_or(Ok(Outcome::Through), Err);
         }
+    }
+
+    /// Write one frame whole. A flow with no room (the owner's node stopped taking triggers:
+    /// a cable cut fills the socket within a moment) is waited on in slices, looking at the
+    /// route between them: once our daemon reports it silent or lost the trigger fails at
+    /// once, as one made after would, instead of waiting for the socket's patience (and
+    /// the flow stays usable when no byte of the frame went; otherwise it is out of step,
+    /// broken, and later triggers take the daemons' path).
+    fn send(&mut self, frame: &[u8], silent: &impl Fn() -> bool) -> Result<()> {
+        use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
+        let t = Instant::now();
+        let mut at = 0;
+        while at < frame.len() {
+            match self.s.write(&frame[at..]) {
+                Ok(0) => break,
+                Ok(n) => at += n,
+                Err(e) if matches!(e.kind(), WouldBlock | TimedOut | Interrupted) => {
+                    if !silent() && t.elapsed() < PATIENCE {
+                        continue;
+                    }
+                    self.broken |= at > 0;
+                    return Err(Error::NodeNotResponding);
+                }
+                Err(_) => break,
+            }
+        }
+        if at < frame.len() {
+            self.broken = true;
+            return Err(Error::NodeNotResponding);
+        }
+        Ok(())
     }
 
     /// Read one answer (a whole header).
