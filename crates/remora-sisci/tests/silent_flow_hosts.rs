@@ -1,6 +1,7 @@
 //! The calls that go over the process's own flow to another host answer at once during a
 //! cable cut instead of waiting for the flow's patience (10 s): a trigger in a tight loop
-//! (whose frames fill the flow's socket before the route is known silent). Needs a
+//! (whose frames fill the flow's socket before the route is known silent), and a small DMA
+//! started once the route is known silent (the engine's path ends it in ERROR). Needs a
 //! namespace cluster (root); skips without one. No map of another host's memory in this
 //! binary: a settle point of such a map (which triggers and DMA wait for, up to 5 s) would
 //! hold these calls up.
@@ -10,6 +11,23 @@ mod common;
 use remora_sisci::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// The next link event of `r` (skipping others), which must be `want`.
+fn expect_event(r: &RemoteSegment, want: SegmentReason) {
+    let t = Instant::now();
+    loop {
+        let left = Duration::from_secs(20).saturating_sub(t.elapsed());
+        let ev = r.wait_event(Some(left)).unwrap_or_else(|e| panic!("waiting for {want:?}: {e}"));
+        if ev.reason == want {
+            return;
+        }
+        assert!(
+            !matches!(ev.reason, SegmentReason::Lost | SegmentReason::Disconnect),
+            "{:?} while waiting for {want:?}",
+            ev.reason
+        );
+    }
+}
 
 #[test]
 fn triggers_in_a_tight_loop_never_block_through_a_cable_cut() {
@@ -57,4 +75,46 @@ fn triggers_in_a_tight_loop_never_block_through_a_cable_cut() {
         assert!(t.elapsed() < Duration::from_secs(20), "triggers never worked again");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn a_small_dma_to_a_silent_home_ends_in_error_at_once() {
+    let Some(c) = common::net_cluster(2) else { return };
+    let a = Descriptor::open(&common::net_sci(&c, 1)).unwrap();
+    let b = Descriptor::open(&common::net_sci(&c, 2)).unwrap();
+    let (_seg, home) = common::available(&a, 43, 8192);
+    let remote = RemoteSegment::connect(&b, c.node(1), 43, 0, Some(Duration::from_secs(10))).unwrap();
+    let src = LocalSegment::create(&b, Some(44), 8192, CreateFlags::default()).unwrap();
+    src.prepare(0).unwrap();
+    src.map(0, 8192, None, MapFlags::default()).unwrap().write(0, &[5u8; 4096]).unwrap();
+    let q = DmaQueue::create(&b, 0, 1).unwrap();
+    // Through the process's own flow while the route is up.
+    q.start(&src, &remote, 0, 4096, 0, DmaFlags::default(), None).unwrap();
+    assert_eq!(q.wait(Some(Duration::from_secs(10))).unwrap(), DmaState::Done);
+    c.link_down(1);
+    expect_event(&remote, SegmentReason::NotOperational);
+    let t = Instant::now();
+    let end = q
+        .start(&src, &remote, 0, 4096, 0, DmaFlags::default(), None)
+        .and_then(|_| q.wait(Some(Duration::from_secs(15))));
+    let took = t.elapsed();
+    c.link_up(1);
+    assert!(!matches!(end, Ok(DmaState::Done)), "a DMA to a silent home was DONE: {end:?}");
+    assert!(took < Duration::from_secs(2), "a 4 KiB DMA to a silent home ended after {took:?}");
+    expect_event(&remote, SegmentReason::Operational);
+    src.map(0, 8192, None, MapFlags::default()).unwrap().write(0, &[6u8; 4096]).unwrap();
+    let t = Instant::now();
+    loop {
+        let r = q
+            .start(&src, &remote, 0, 4096, 0, DmaFlags::default(), None)
+            .and_then(|_| q.wait(Some(Duration::from_secs(15))));
+        if let Ok(DmaState::Done) = r {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(15), "transfers never worked again: {r:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut got = [0u8; 4096];
+    home.read(0, &mut got).unwrap();
+    assert!(got.iter().all(|&x| x == 6), "the bytes of the transfer after the cut");
 }

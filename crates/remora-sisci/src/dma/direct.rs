@@ -108,7 +108,10 @@ impl Direct {
             return None;
         }
         let link = remote.link().ok()?;
-        if link.memfd.is_some() || !link.legs.is_empty() || remote.is_lost() {
+        // Nor over a route our daemon reports down: the flow would wait for the home up to
+        // its patience (10 s); the engine ends the transfer in ERROR at once, as it does
+        // for any transfer to a silent node.
+        if link.memfd.is_some() || !link.legs.is_empty() || remote.is_lost() || remote.watch().is_down() {
             return None;
         }
         let map = match near {
