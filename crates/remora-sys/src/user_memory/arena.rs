@@ -408,16 +408,15 @@ pub fn share_window(arena: &Arena, region: UserRegion, max_pieces: usize) -> io:
     let mut id = arena.id.lock().unwrap_or_else(|p| p.into_inner());
     // Read with both books locked: another thread's moves are all in it or all later.
     let maps = std::fs::read_to_string("/proc/self/maps")?;
-    // A new arena when the current one wastes much ([`rotate_if_wasteful`]) — checked at
-    // every window's end too, and here at every window made. SHARED is pruned at every
-    // 32nd only (the maps of a process with thousands of windows are long).
-    let own = book.current(&mut id)?;
-    rotate_if_wasteful(&mut book, own, &maps);
-    let mut own = book.current(&mut id)?;
+    // What the program let go since is dealt with as at every window's end (SHARED
+    // pruned, an arena that wastes much retired: [`prune`]), but only at every 32nd window
+    // made (the maps of a process with thousands of windows are long to read through).
     book.made += 1;
     if book.made.is_multiple_of(32) {
         prune_in(&mut shared, &maps);
+        prune(&mut book, &maps);
     }
+    let mut own = book.current(&mut id)?;
     let mut planned = plan(classify(&book, &shared, own, &maps, addr, end)?);
     // A plan in a new arena (below) is never more pieces.
     if planned.len() > max_pieces {
