@@ -34,8 +34,14 @@ pub const MAGIC: [u8; 2] = *b"RM";
 /// of a fence signal's target; 12: a SCIF window's pieces name their memfd among the
 /// message's, each memfd sent once, up to [`SCIF_MAX_PIECES`] pieces; [`Reply::ScifWindows`]
 /// says whether more follow; a local segment's kept events taken in an answer,
-/// [`Request::TakeSegmentEvents`], [`Reply::SegmentEvents`]).
-pub const VERSION: u16 = 12;
+/// [`Request::TakeSegmentEvents`], [`Reply::SegmentEvents`]; 13: credit for the SCIF
+/// relays' messages, `ScifPeerRequest::Credit`, [`SCIF_RELAY_WINDOW`]).
+pub const VERSION: u16 = 13;
+/// The most bytes of SCIF messages a daemon's relay sends to the far daemon's relay
+/// without credit back (`ScifPeerRequest::Credit`, given once the bytes are in the far
+/// endpoint's ring), plus the one message under way when the limit is reached: beyond it
+/// the bytes stay in the sender's ring, and the sender blocks as on a full ring.
+pub const SCIF_RELAY_WINDOW: usize = 1024 * 1024;
 /// The most events of one local segment a daemon keeps while its owner has not asked for
 /// them ([`Event`]): the one that fills the store sends them all to the owner.
 pub const KEPT_SEGMENT_EVENTS: usize = 256;

@@ -377,6 +377,17 @@ pub enum ScifPeerRequest {
         /// The completed count to wait for first (bounded), or none.
         until: Option<u64>,
     },
+    /// Credit for a relay's messages: `bytes` more of what the asking node's relay
+    /// received (as [`ScifPeerRequest::Data`]) are now in its endpoint's ring, so the
+    /// answering node's relay may send that many more. A relay keeps at most
+    /// [`SCIF_RELAY_WINDOW`](crate::SCIF_RELAY_WINDOW) bytes (and one message) without
+    /// credit on the way.
+    Credit {
+        /// The answering node's connection handle.
+        conn: u64,
+        /// Bytes given back.
+        bytes: u64,
+    },
 }
 
 /// What the answering node says.

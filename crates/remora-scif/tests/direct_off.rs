@@ -58,3 +58,78 @@ fn a_connector_without_direct_flows_asks_for_none() {
     exchange(&c, &s, 50, 1_000_000);
     last_words(&c, &s);
 }
+
+/// The pid of node `node`'s daemon of harness `h` (its command line names the node and
+/// the harness's runtime directory).
+fn daemon_pid(h: &remora_testkit::Harness, node: u32) -> u32 {
+    let dir = h.config(node).runtime_dir.into_os_string().into_string().unwrap();
+    let node = node.to_string();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let args: Vec<&[u8]> = cmd.split(|b| *b == 0).collect();
+        let after = |flag: &str| args.windows(2).find(|w| w[0] == flag.as_bytes()).map(|w| w[1]);
+        if after("--node") == Some(node.as_bytes()) && after("--runtime-dir") == Some(dir.as_bytes()) {
+            return pid;
+        }
+    }
+    panic!("no daemon of node {node} in {dir}");
+}
+
+/// A process's resident memory, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The relays carry messages on credit: a sender whose peer on the other host does not
+/// read fills the ring, then the relays' window, then blocks (a non-blocking send queues
+/// nothing) — the receiving daemon does not queue without bound. When the receiver reads,
+/// everything comes, intact and in order, and the sender goes on.
+#[test]
+fn a_sender_to_a_peer_that_does_not_read_blocks_and_the_daemons_stay_bounded() {
+    no_direct_flows();
+    let h = over_tcp(&[4, 8]);
+    wait_for_link(&h);
+    let (c, s) = pair(&h, 4, 8);
+    assert!(!c.is_direct() && !s.is_direct(), "REMORA_SCIF_DIRECT=0: the relays");
+    let far_daemon = daemon_pid(&h, 8);
+    let before = rss_kib(far_daemon);
+    // Offer 32 MiB without blocking; stop once a second passed with nothing taken.
+    let offered = 32 << 20;
+    let byte = |i: usize| (i % 251) as u8;
+    let chunk: Vec<u8> = (0..251 * 256).map(byte).collect();
+    let (mut sent, mut last) = (0usize, Instant::now());
+    while sent < offered && last.elapsed() < Duration::from_secs(1) {
+        let at = sent % 251;
+        let n = c.send(&chunk[at..at + (251 * 255).min(offered - sent)], false).unwrap();
+        if n == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        } else {
+            (sent, last) = (sent + n, Instant::now());
+        }
+    }
+    let grown = rss_kib(far_daemon).saturating_sub(before);
+    let window = remora_proto::SCIF_RELAY_WINDOW;
+    assert!(sent < 2 * window + (1 << 20), "the sender was held back: {sent} of {offered} bytes taken");
+    assert!(grown < 16 << 10, "the receiving daemon grew by {grown} KiB");
+    // The receiver reads: everything the sender queued comes, intact and in order, and
+    // the sender goes on (blocking) with as much again.
+    let more = sent + (3 << 20);
+    let t = std::thread::spawn(move || {
+        let mut got = vec![0u8; sent + more];
+        assert_eq!(s.recv(&mut got, true).unwrap(), got.len());
+        let bad = (0..sent).find(|&i| got[i] != byte(i));
+        assert_eq!(bad, None, "bytes intact and in order");
+        let bad = (0..more).find(|&i| got[sent + i] != byte(i));
+        assert_eq!(bad, None, "bytes after the wait intact and in order");
+        let mut b = [0u8; 1];
+        assert_eq!(s.recv(&mut b, false).unwrap(), 0, "nothing more");
+        s
+    });
+    let tail: Vec<u8> = (0..more).map(byte).collect();
+    assert_eq!(c.send(&tail, true).unwrap(), more);
+    let s = t.join().unwrap();
+    last_words(&c, &s);
+}

@@ -456,6 +456,7 @@ fn peer_frames() -> Vec<(String, Vec<u8>)> {
             "scif_rma_counts",
             req(40, PeerRequest::Scif(ScifPeerRequest::RmaCounts { conn: 3, until: Some(17) })),
         ),
+        ("scif_credit", req(41, PeerRequest::Scif(ScifPeerRequest::Credit { conn: 3, bytes: 48 * 1024 }))),
         (
             "rsm_connect",
             req(

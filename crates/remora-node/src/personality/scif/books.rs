@@ -74,6 +74,9 @@ pub struct RemoteEnd {
 pub enum RelayIn {
     /// Bytes from the peer on the other host, for the local endpoint.
     Data(Vec<u8>),
+    /// The far relay put this many more of our bytes into its endpoint's ring: we may
+    /// send that many more.
+    Credit(u64),
     /// The peer on the other host closed (or its node is lost).
     PeerClosed,
     /// The local endpoint closed: forward what it sent, then tell the peer.

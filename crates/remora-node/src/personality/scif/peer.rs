@@ -36,6 +36,9 @@ pub(crate) async fn serve(
         ScifPeerRequest::Data { conn, data } => {
             node.scif().to_relay(conn, super::RelayIn::Data(data)).map(|_| PeerReply::Ok)
         }
+        ScifPeerRequest::Credit { conn, bytes } => {
+            node.scif().to_relay(conn, super::RelayIn::Credit(bytes)).map(|_| PeerReply::Ok)
+        }
         ScifPeerRequest::Close { conn } => {
             node.scif().to_relay(conn, super::RelayIn::PeerClosed).map(|_| PeerReply::Ok)
         }

@@ -7,12 +7,19 @@
 //! (the endpoint's doorbell rings the relay) and the producer of its incoming ring (the
 //! relay rings the endpoint, and, when that ring is full, waits until the endpoint takes
 //! bytes, using the same doorbell stuffing as endpoints use between themselves).
+//!
+//! Messages flow on credit: a relay sends at most [`SCIF_RELAY_WINDOW`] bytes (and the
+//! message under way) that the far relay has not yet put into its endpoint's ring; beyond
+//! that it leaves the bytes in the local ring, so the local sender blocks (or sends short)
+//! as it would on a full ring to a peer on its own host. The far relay gives the credit
+//! back ([`ScifPeerRequest::Credit`]) once the bytes are in its endpoint's ring, every
+//! quarter window, so neither daemon holds more than a window of a connection's messages.
 
 use super::books::{RelayIn, RelayStart, RemoteEnd};
 use crate::transport::Posted;
 use crate::Node;
 use remora_proto::link::{PeerReply, PeerRequest, ScifPeerReply, ScifPeerRequest};
-use remora_proto::{Error, MAX_DATA_IO};
+use remora_proto::{Error, MAX_DATA_IO, SCIF_RELAY_WINDOW};
 use remora_sys::bell;
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd};
@@ -23,6 +30,31 @@ use std::sync::Arc;
 /// when the relay has delivered everything.
 pub fn origin_of(conn: u64) -> u64 {
     (1 << 63) | conn
+}
+
+/// The bytes a relay lets its endpoint's ring take before it gives credit back.
+const CREDIT_EVERY: u64 = (SCIF_RELAY_WINDOW / 4) as u64;
+/// The most bytes a relay queues for its endpoint: a window, the message under way and
+/// the credit still on its way back. A far relay that sends more ignores the credit: the
+/// connection is dropped rather than the daemon's memory.
+const INBOUND_LIMIT: usize = 2 * SCIF_RELAY_WINDOW + MAX_DATA_IO;
+
+/// Post `req` (in order with the relay's others), or ask it when the link cannot take a
+/// post now. `false`: it failed (the far relay hears nothing more from us).
+async fn forward(
+    peer: &Arc<dyn crate::transport::Transport>,
+    far_node: u32,
+    origin: u64,
+    req: PeerRequest,
+    watch: &mut Option<Posted>,
+) -> bool {
+    match peer.post(far_node, origin, req, watch.as_ref().map(|w| w.id)) {
+        Ok(w) => {
+            *watch = Some(w);
+            true
+        }
+        Err(req) => peer.request(far_node, origin, req).await.is_ok(),
+    }
 }
 
 /// Start the relay of a connection.
@@ -46,15 +78,22 @@ async fn run(node: Arc<Node>, st: RelayStart) {
     };
     let (out_dir, in_dir) = (local, proxy);
     let mut inbound: VecDeque<Vec<u8>> = VecDeque::new();
+    // Bytes queued in `inbound`; bytes sent without credit back; bytes put into the local
+    // ring not yet credited to the far relay; whether the far relay broke the window.
+    let (mut queued, mut unacked, mut delivered, mut overrun) = (0usize, 0u64, 0u64, false);
     let (mut local_closed, mut peer_closed) = (false, false);
     let mut buf = vec![0u8; MAX_DATA_IO];
     // The watch of the last chunk posted (the transport answers a post only when it failed,
     // so a chunk costs one packet and the next goes without waiting).
     let mut watch: Option<Posted> = None;
     loop {
-        // Forward what the endpoint sent, in order: posted where the transport can, else
-        // one chunk per round trip.
+        // Forward what the endpoint sent, in order, as far as the credit goes: posted where
+        // the transport can, else one chunk per round trip. Once the far end is gone, what
+        // the endpoint sends is dropped.
         loop {
+            if !peer_closed && unacked >= SCIF_RELAY_WINDOW as u64 {
+                break;
+            }
             let n = region.pop(out_dir, &mut buf);
             if n == 0 {
                 break;
@@ -65,13 +104,9 @@ async fn run(node: Arc<Node>, st: RelayStart) {
             }
             if !peer_closed {
                 let req = PeerRequest::Scif(ScifPeerRequest::Data { conn: far, data: buf[..n].to_vec() });
-                match peer.post(far_node, origin, req, watch.as_ref().map(|w| w.id)) {
-                    Ok(w) => watch = Some(w),
-                    Err(req) => {
-                        if peer.request(far_node, origin, req).await.is_err() {
-                            peer_closed = true;
-                        }
-                    }
+                unacked += n as u64;
+                if !forward(&peer, far_node, origin, req, &mut watch).await {
+                    peer_closed = true;
                 }
             }
         }
@@ -83,11 +118,21 @@ async fn run(node: Arc<Node>, st: RelayStart) {
                 bell::ring_once(region.bell_pending(in_dir), ringer.as_fd());
             }
             front.drain(..n);
+            queued -= n;
+            delivered += n as u64;
             if !front.is_empty() {
                 full = true;
                 break;
             }
             inbound.pop_front();
+        }
+        // Give the credit back for what the ring took.
+        if delivered >= CREDIT_EVERY && !peer_closed {
+            let req = PeerRequest::Scif(ScifPeerRequest::Credit { conn: far, bytes: delivered });
+            delivered = 0;
+            if !forward(&peer, far_node, origin, req, &mut watch).await {
+                peer_closed = true;
+            }
         }
         if full && region.tx_stuffed(in_dir).load(Ordering::SeqCst) == 0 {
             bell::stuff(reader.get_ref().as_fd());
@@ -142,7 +187,17 @@ async fn run(node: Arc<Node>, st: RelayStart) {
                 }
             }
             m = rx.recv() => match m {
-                Some(RelayIn::Data(d)) => inbound.push_back(d),
+                Some(RelayIn::Data(_)) if overrun => {}
+                Some(RelayIn::Data(d)) if queued + d.len() > INBOUND_LIMIT => {
+                    tracing::warn!(conn, far_node, "the far SCIF relay sent beyond its credit: connection dropped");
+                    (overrun, peer_closed, queued) = (true, true, 0);
+                    inbound.clear();
+                }
+                Some(RelayIn::Data(d)) => {
+                    queued += d.len();
+                    inbound.push_back(d);
+                }
+                Some(RelayIn::Credit(b)) => unacked = unacked.saturating_sub(b),
                 Some(RelayIn::PeerClosed) => peer_closed = true,
                 Some(RelayIn::LocalClosed) => local_closed = true,
                 None => break,
