@@ -16,7 +16,7 @@ use crate::data::Outcome;
 use crate::layout::{self, status, Chunk, Completion, ENTRIES, ENTRY, INLINE, INLINE_AT, MAX_CHUNKS, SEQ};
 use crate::link::Link;
 use crate::posted::Posted;
-use crate::vi::{lock, RecvQ, SendQ, Short, ViInner, ViState, RELIABLE_RECEPTION, UNRELIABLE};
+use crate::vi::{lock, RecvQ, SendQ, ViInner, ViState, RELIABLE_RECEPTION, UNRELIABLE};
 use crate::{Error, ErrorCode, Result};
 use remora_sisci::UserRegion;
 use std::sync::atomic::{fence, Ordering};
@@ -96,73 +96,6 @@ impl ViInner {
                 None,
             );
         }
-    }
-
-    /// Describe the receives not described yet in the peer's ring A. `false` when the
-    /// description could not be sent to a peer on another host (the caller breaks the VI).
-    #[must_use]
-    pub(crate) fn publish(&self, q: &mut RecvQ, link: &Link) -> bool {
-        let end = q.consumed + q.posted.len() as u64;
-        if q.pushed >= end {
-            return true;
-        }
-        if !link.is_far() && self.describe_later(q, end) {
-            return true;
-        }
-        self.describe(q, link, end)
-    }
-
-    /// Describe the receives posted up to `end` in the peer's ring A, and its posted
-    /// count.
-    pub(crate) fn describe(&self, q: &mut RecvQ, link: &Link, end: u64) -> bool {
-        // Another host's segment: the entries, then the count, down the link's channel
-        // (in order: the peer never reads an entry as it was a lap ago), without waiting,
-        // and sent now or a little later (`Link::posted_later`).
-        let far = link.is_far();
-        let put = |at: usize, b: &[u8]| {
-            if far {
-                let _ = link.far(|c| c.push_vi(at, b));
-            } else {
-                let _ = link.map.write(at, b);
-            }
-        };
-        if q.described.len() < ENTRIES {
-            q.described.resize(ENTRIES, None);
-        }
-        while q.pushed < end {
-            let Some(p) = q.posted.get((q.pushed - q.consumed) as usize) else { break };
-            let i = q.pushed as usize % ENTRIES;
-            let at = layout::entry_at(q.pushed);
-            if p.chunks.len() <= 2 {
-                // The common entry (one or two chunks): compared as values, and written
-                // only when it differs from what this index held.
-                let mut short: Short = (p.total, p.chunks.len(), [Chunk::default(); 2]);
-                for (d, c) in short.2.iter_mut().zip(p.chunks.iter()) {
-                    *d = *c;
-                }
-                if q.described[i] != Some(short) {
-                    let mut e = [0u8; 48];
-                    let n = layout::encode_entry_into(p.total, link.peer.conn, &p.chunks, &mut e);
-                    put(at, &e[..n]);
-                    q.described[i] = Some(short);
-                }
-            } else {
-                let mut e = [0u8; ENTRY];
-                let n = layout::encode_entry(p.total, link.peer.conn, &p.chunks, &mut e);
-                put(at, &e[..n]);
-                q.described[i] = None;
-            }
-            q.pushed += 1;
-        }
-        link.store(layout::PEER_POSTED, link.tag(q.pushed));
-        if far {
-            let landed = layout::count_in(self.conn(), self.map.load(layout::DONE), q.consumed);
-            if self.nic.watcher_runs() && link.posted_later(q.pushed, landed) {
-                return !link.has_failed();
-            }
-            return link.push_posted(q.pushed) && !link.has_failed();
-        }
-        true
     }
 
     /// Take in the completions the peer wrote. A completion with an error breaks a

@@ -36,6 +36,7 @@ mod connect;
 mod cq;
 mod data;
 mod deliver;
+mod describe;
 mod error;
 mod few;
 pub mod fuzzing;
