@@ -6,10 +6,10 @@ use crate::events::SegmentReason;
 use crate::map::SegmentRange;
 use crate::segment::{RemoteInner, RemoteSegment};
 use crate::Error;
-use remora_client::dsm::Route;
+use remora_client::dsm::{FlowStop, Route};
 use remora_proto::{LostReason, Request};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,9 @@ pub(crate) struct LinkWatch {
     down: AtomicBool,
     outages: AtomicU64,
     changed: (Mutex<()>, Condvar),
+    /// Flows of the process's own to the connection's memory (small DMA) stopped when the
+    /// route falls silent: a transfer blocked on one fails then, not after its patience.
+    stops: Mutex<Vec<Weak<FlowStop>>>,
 }
 
 impl LinkWatch {
@@ -31,11 +34,23 @@ impl LinkWatch {
                 if !self.down.swap(true, Ordering::SeqCst) {
                     self.outages.fetch_add(1, Ordering::SeqCst);
                 }
+                let stops = std::mem::take(&mut *self.stops.lock().unwrap_or_else(|p| p.into_inner()));
+                for s in stops.iter().filter_map(Weak::upgrade) {
+                    s.stop();
+                }
             }
             SegmentReason::Operational => self.down.store(false, Ordering::SeqCst),
             _ => return,
         }
         self.changed.1.notify_all();
+    }
+
+    /// Have `stop` stopped when the route next falls silent (kept only while its holder
+    /// keeps it).
+    pub(crate) fn stop_on_down(&self, stop: &Arc<FlowStop>) {
+        let mut stops = self.stops.lock().unwrap_or_else(|p| p.into_inner());
+        stops.retain(|w| w.strong_count() > 0);
+        stops.push(Arc::downgrade(stop));
     }
 
     /// Whether the route is down now.

@@ -1,7 +1,8 @@
 //! The calls that go over the process's own flow to another host answer at once during a
 //! cable cut instead of waiting for the flow's patience (10 s): a trigger in a tight loop
 //! (whose frames fill the flow's socket before the route is known silent), and a small DMA
-//! started once the route is known silent (the engine's path ends it in ERROR). Needs a
+//! started once the route is known silent (the engine's path ends it in ERROR) or already
+//! on the flow when the cable is cut (the flow is stopped when the route falls silent). Needs a
 //! namespace cluster (root); skips without one. No map of another host's memory in this
 //! binary: a settle point of such a map (which triggers and DMA wait for, up to 5 s) would
 //! hold these calls up.
@@ -117,4 +118,46 @@ fn a_small_dma_to_a_silent_home_ends_in_error_at_once() {
     let mut got = [0u8; 4096];
     home.read(0, &mut got).unwrap();
     assert!(got.iter().all(|&x| x == 6), "the bytes of the transfer after the cut");
+}
+
+#[test]
+fn a_small_dma_on_the_flow_when_the_cable_is_cut_ends_in_error_soon() {
+    let Some(c) = common::net_cluster(2) else { return };
+    let a = Descriptor::open(&common::net_sci(&c, 1)).unwrap();
+    let b = Descriptor::open(&common::net_sci(&c, 2)).unwrap();
+    let (_seg, home) = common::available(&a, 45, 8192);
+    let remote = RemoteSegment::connect(&b, c.node(1), 45, 0, Some(Duration::from_secs(10))).unwrap();
+    let src = LocalSegment::create(&b, Some(46), 8192, CreateFlags::default()).unwrap();
+    src.prepare(0).unwrap();
+    src.map(0, 8192, None, MapFlags::default()).unwrap().write(0, &[7u8; 4096]).unwrap();
+    let q = DmaQueue::create(&b, 0, 1).unwrap();
+    q.start(&src, &remote, 0, 4096, 0, DmaFlags::default(), None).unwrap();
+    assert_eq!(q.wait(Some(Duration::from_secs(10))).unwrap(), DmaState::Done);
+    // Cut before the route is known silent: the transfer is on the flow, waiting for the
+    // home's answer, when the link reports NOT_OPERATIONAL (within a second).
+    c.link_down(1);
+    let t = Instant::now();
+    let end = q
+        .start(&src, &remote, 0, 4096, 0, DmaFlags::default(), None)
+        .and_then(|_| q.wait(Some(Duration::from_secs(15))));
+    let took = t.elapsed();
+    c.link_up(1);
+    assert!(!matches!(end, Ok(DmaState::Done)), "a DMA to a home behind a cut cable was DONE: {end:?}");
+    assert!(took < Duration::from_secs(3), "a 4 KiB DMA on the flow at the cut ended after {took:?}");
+    expect_event(&remote, SegmentReason::Operational);
+    src.map(0, 8192, None, MapFlags::default()).unwrap().write(0, &[8u8; 4096]).unwrap();
+    let t = Instant::now();
+    loop {
+        let r = q
+            .start(&src, &remote, 0, 4096, 0, DmaFlags::default(), None)
+            .and_then(|_| q.wait(Some(Duration::from_secs(15))));
+        if let Ok(DmaState::Done) = r {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(15), "transfers never worked again: {r:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut got = [0u8; 4096];
+    home.read(0, &mut got).unwrap();
+    assert!(got.iter().all(|&x| x == 8), "the bytes of the transfer after the cut");
 }

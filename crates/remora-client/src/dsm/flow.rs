@@ -546,6 +546,15 @@ impl HeldFlow {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).unusable().is_some()
     }
 
+    /// A handle that stops this flow from another thread ([`FlowStop::stop`]), for a holder
+    /// that learns first that the home stopped answering (its route fell silent): a
+    /// transfer blocked on the flow fails at once instead of waiting for the flow's patience.
+    /// `None` when the socket cannot be shared.
+    pub fn stopper(&self) -> Option<FlowStop> {
+        let d = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        d.s.try_clone().ok().map(FlowStop)
+    }
+
     /// As [`range_write`], over this flow: returns once the home has the bytes.
     ///
     /// # Errors
@@ -560,6 +569,19 @@ impl HeldFlow {
     /// As [`range_read`].
     pub fn read(&self, roffset: u64, mut out: Sink<'_>) -> std::io::Result<()> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).read_many(roffset, &mut out)
+    }
+}
+
+/// Stops a [`HeldFlow`] from another thread (see [`HeldFlow::stopper`]). Holds the flow's
+/// socket open while it lives: keep it no longer than the flow.
+#[derive(Debug)]
+pub struct FlowStop(std::net::TcpStream);
+
+impl FlowStop {
+    /// Shut the flow's socket down: what waits on it fails now, and every later transfer
+    /// over it fails (its holder opens another, or leaves the transfer to the daemon).
+    pub fn stop(&self) {
+        let _ = self.0.shutdown(std::net::Shutdown::Both);
     }
 }
 

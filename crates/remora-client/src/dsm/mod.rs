@@ -96,7 +96,7 @@ mod rma;
 mod tests;
 
 pub use channel::{Channel, ChannelGuard};
-pub use flow::{range_read, range_write, HeldFlow};
+pub use flow::{range_read, range_write, FlowStop, HeldFlow};
 pub use map::{DsmMap, THROUGH};
 pub use note::MapNote;
 pub use pagers::{flush_all, send_all, settle};

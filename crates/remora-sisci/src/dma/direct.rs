@@ -23,14 +23,17 @@
 //! caller goes on while it moves), unless it is small.
 //!
 //! Anything else (large, pieces that do not follow each other, a callback, this host's
-//! segment, a multicast connection, no flow) goes to the engine; so does a transfer whose flow failed, which the
-//! engine then makes again (a copy made twice leaves the same bytes) and, when the home
-//! refused it, reports with the precise error.
+//! segment, a multicast connection, no flow, a route reported silent) goes to the engine;
+//! so does a transfer whose flow failed, which the engine then makes again (a copy made
+//! twice leaves the same bytes) and, when the home refused it, reports with the precise
+//! error. A flow is stopped when its connection's route falls silent
+//! (`LinkWatch::stop_on_down`): a transfer on it then fails over to the engine at once,
+//! which ends it in ERROR, rather than after the flow's 10 s patience.
 
 use crate::map::SegmentRange;
 use crate::segment::{LocalSegment, RemoteSegment};
 use crate::UserRegion;
-use remora_client::dsm::{HeldFlow, RemoteRange, Sink, Source};
+use remora_client::dsm::{FlowStop, HeldFlow, RemoteRange, Sink, Source};
 use remora_sys::dma::{DmaDesc, DMA_F_READ, DMA_F_USER_MEM};
 use remora_sys::Mapping;
 use std::os::fd::AsFd;
@@ -75,7 +78,9 @@ pub(super) enum Near<'a> {
 /// segment last reached and a mapping of the local segment last used.
 #[derive(Debug, Default)]
 pub(super) struct Direct {
-    flow: Option<(u64, HeldFlow)>,
+    /// The flow, with its stop handle (stopped when the route falls silent, so that a
+    /// transfer blocked on it fails at once: the engine then ends it in ERROR).
+    flow: Option<(u64, HeldFlow, Option<Arc<FlowStop>>)>,
     local: Option<(u64, Arc<Mapping>)>,
 }
 
@@ -119,9 +124,14 @@ impl Direct {
             Near::Mem(_) => None,
         };
         let conn = link.conn;
-        if !matches!(&self.flow, Some((c, f)) if *c == conn && !f.broken()) {
+        if !matches!(&self.flow, Some((c, f, _)) if *c == conn && !f.broken()) {
             let range: Arc<dyn RemoteRange> = Arc::new(SegmentRange { conn });
-            self.flow = Some((conn, HeldFlow::open(&link.session, &range)?));
+            let flow = HeldFlow::open(&link.session, &range)?;
+            let stop = flow.stopper().map(Arc::new);
+            if let Some(s) = &stop {
+                remote.watch().stop_on_down(s);
+            }
+            self.flow = Some((conn, flow, stop));
         }
         let flow = &self.flow.as_ref()?.1;
         let read = d.flags & DMA_F_READ != 0;
