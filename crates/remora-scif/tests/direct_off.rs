@@ -133,3 +133,59 @@ fn a_sender_to_a_peer_that_does_not_read_blocks_and_the_daemons_stay_bounded() {
     let s = t.join().unwrap();
     last_words(&c, &s);
 }
+
+/// Sends signal `sig` (`STOP`, `CONT`) to process `pid` (a daemon of this test's harness).
+fn signal(pid: u32, sig: &str) {
+    let st = std::process::Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().unwrap();
+    assert!(st.success(), "kill -{sig} {pid}");
+}
+
+/// Lets a stopped daemon go on, whatever the test's end.
+struct Resume(u32);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        signal(self.0, "CONT");
+    }
+}
+
+/// While the far daemon is stopped (a pause as of a pulled cable, which is not a loss), the
+/// sender's own daemon takes no more than the relays' window from its ring: the sender is
+/// held back and that daemon does not grow; once the far daemon goes on, everything comes,
+/// intact and in order.
+#[test]
+fn while_the_far_daemon_is_stopped_the_senders_daemon_holds_the_sender_back() {
+    no_direct_flows();
+    let h = over_tcp(&[4, 8]);
+    wait_for_link(&h);
+    let (c, s) = pair(&h, 4, 8);
+    assert!(!c.is_direct() && !s.is_direct(), "REMORA_SCIF_DIRECT=0: the relays");
+    let (own, far) = (daemon_pid(&h, 4), daemon_pid(&h, 8));
+    let before = rss_kib(own);
+    let byte = |i: usize| (i % 251) as u8;
+    let chunk: Vec<u8> = (0..251 * 256).map(byte).collect();
+    let offered = 32 << 20;
+    let mut sent = 0usize;
+    {
+        signal(far, "STOP");
+        let _resume = Resume(far);
+        // Offer 32 MiB without blocking for 700 ms (the link is silent that long: no loss).
+        let t0 = Instant::now();
+        while sent < offered && t0.elapsed() < Duration::from_millis(700) {
+            let at = sent % 251;
+            match c.send(&chunk[at..at + (251 * 255).min(offered - sent)], false).unwrap() {
+                0 => std::thread::sleep(Duration::from_millis(1)),
+                n => sent += n,
+            }
+        }
+        let grown = rss_kib(own).saturating_sub(before);
+        let window = remora_proto::SCIF_RELAY_WINDOW;
+        assert!(sent < 2 * window + (1 << 20), "the sender was held back: {sent} of {offered} bytes taken");
+        assert!(grown < 16 << 10, "the sending daemon grew by {grown} KiB");
+    }
+    let mut got = vec![0u8; sent];
+    assert_eq!(s.recv(&mut got, true).unwrap(), sent);
+    let bad = (0..sent).find(|&i| got[i] != byte(i));
+    assert_eq!(bad, None, "bytes intact and in order");
+    last_words(&c, &s);
+}
