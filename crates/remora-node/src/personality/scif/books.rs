@@ -405,8 +405,13 @@ impl Books {
         self.conns.get(&conn).and_then(|c| c.sides[side].ringer.try_clone().ok())
     }
 
-    /// News for connection `conn`'s relay (data or a close from the other host).
-    pub fn to_relay(&mut self, conn: u64, msg: RelayIn) -> Result<(), Error> {
+    /// News for connection `conn`'s relay (data, credit or a close from the other host),
+    /// sent by node `from`: only the connection's far node may send it (a connection whose
+    /// far end is not recorded yet, a moment after its connect, takes it from any).
+    pub fn to_relay(&mut self, conn: u64, from: u32, msg: RelayIn) -> Result<(), Error> {
+        if self.conns.get(&conn).and_then(|c| c.far).is_some_and(|(n, _)| n != from) {
+            return Err(Error::NotConnected);
+        }
         if matches!(msg, RelayIn::PeerClosed) {
             self.flows.peer_closed(conn);
         }
@@ -546,5 +551,27 @@ impl std::fmt::Debug for Books {
             .field("listeners", &listeners)
             .field("conns", &conns)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_far_node_reaches_a_connections_relay() {
+        let null = || OwnedFd::from(std::fs::File::open("/dev/null").unwrap());
+        let mut b = Books::default();
+        let (conn, _region, _fd, mut rx) = b.connect_out(7, null(), null()).unwrap();
+        // A moment after the connect its far end is not recorded yet: news is taken.
+        b.to_relay(conn, 12, RelayIn::Credit(1)).unwrap();
+        assert!(matches!(rx.try_recv(), Ok(RelayIn::Credit(1))));
+        b.set_far(conn, 8, 99);
+        // Then another node's data, credit or close is refused and reaches nothing.
+        assert_eq!(b.to_relay(conn, 12, RelayIn::Data(vec![1])).unwrap_err(), Error::NotConnected);
+        assert_eq!(b.to_relay(conn, 12, RelayIn::PeerClosed).unwrap_err(), Error::NotConnected);
+        assert!(rx.try_recv().is_err());
+        b.to_relay(conn, 8, RelayIn::Data(vec![2])).unwrap();
+        assert!(matches!(rx.try_recv(), Ok(RelayIn::Data(d)) if d == [2]));
     }
 }

@@ -34,13 +34,13 @@ pub(crate) async fn serve(
             relay::serve_connect(node, sid, (from, from_port), port, conn, false).await
         }
         ScifPeerRequest::Data { conn, data } => {
-            node.scif().to_relay(conn, super::RelayIn::Data(data)).map(|_| PeerReply::Ok)
+            node.scif().to_relay(conn, from, super::RelayIn::Data(data)).map(|_| PeerReply::Ok)
         }
         ScifPeerRequest::Credit { conn, bytes } => {
-            node.scif().to_relay(conn, super::RelayIn::Credit(bytes)).map(|_| PeerReply::Ok)
+            node.scif().to_relay(conn, from, super::RelayIn::Credit(bytes)).map(|_| PeerReply::Ok)
         }
         ScifPeerRequest::Close { conn } => {
-            node.scif().to_relay(conn, super::RelayIn::PeerClosed).map(|_| PeerReply::Ok)
+            node.scif().to_relay(conn, from, super::RelayIn::PeerClosed).map(|_| PeerReply::Ok)
         }
         ScifPeerRequest::Write { conn, offset, data } => {
             if data.len() > MAX_DATA_IO {
