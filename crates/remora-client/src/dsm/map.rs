@@ -189,6 +189,7 @@ impl DsmMap {
             spin_until: None,
             last_refresh: Instant::now(),
             unanswered: false,
+            doubtful: false,
             delay: p.flush_min,
             fan,
         };

@@ -61,6 +61,10 @@ pub(super) struct PMap {
     pub(super) last_refresh: Instant,
     /// Stores were sent without waiting for the home's answer.
     pub(super) unanswered: bool,
+    /// Stores went out on a flow that failed before the home answered them (a new flow
+    /// took over: `revive.rs`), so they may never have landed: the next flush that waits
+    /// for the home answers `false` once (a sequence's check says RETRIABLE).
+    pub(super) doubtful: bool,
     /// The current flush delay: short while pages are written now and then (a store goes
     /// home almost at once), doubled up to `flush` while pages are written again right
     /// after each flush (stores are batched).

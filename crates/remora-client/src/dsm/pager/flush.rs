@@ -14,7 +14,10 @@ impl Pager {
         if watching && m.next_tick.is_none() {
             m.next_tick = Some(t + m.delay);
         }
-        !before && !m.lost.load(Ordering::SeqCst)
+        // Stores a failed flow carried unanswered may be lost: said once, to a flush that
+        // waits for the home (a settle point, a sequence's check).
+        let doubtful = wait && std::mem::take(&mut m.doubtful);
+        !before && !m.lost.load(Ordering::SeqCst) && !doubtful
     }
 
     /// Send the changes of every watched page home (waiting for the home's answer with

@@ -30,6 +30,8 @@ impl PMap {
         if self.fan.is_some() {
             return false;
         }
+        // What the failed path carried unanswered is in doubt from now on.
+        self.doubtful |= self.unanswered;
         let mut up_since: Option<Instant> = None;
         loop {
             match self.home.route() {
