@@ -56,8 +56,10 @@ fn send(epd: scif_epd_t, data: &[u8], flags: c_int) -> c_int {
     let first = guard(-1, || {
         with_ep(epd, |e| {
             checked()?;
-            let (n, rest) = e.send_within(data, SLICE)?;
-            keep(rest);
+            let n = e.send_within(data, SLICE)?;
+            if n < data.len() {
+                keep(Some(e.held_send()?));
+            }
             Ok(n as c_int)
         })
     });
@@ -129,8 +131,10 @@ fn recv(epd: scif_epd_t, buf: &mut [u8], flags: c_int) -> c_int {
     let first = guard(-1, || {
         with_ep(epd, |e| {
             checked(len)?;
-            let (n, rest) = e.recv_within(buf, SLICE)?;
-            keep(rest);
+            let n = e.recv_within(buf, SLICE)?;
+            if n < len {
+                keep(Some(e.held_recv()?));
+            }
             Ok(n as c_int)
         })
     });

@@ -3,8 +3,8 @@
 //! while the call still holds its side of the endpoint throughout, as one blocking call
 //! does (no other thread's bytes come between the call's).
 
-use crate::conn::{Conn, ExclGuard};
-use crate::msg::Limit;
+use crate::conn::Conn;
+use crate::msg::{Limit, SideLock};
 use crate::{Endpoint, Result};
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,49 +49,60 @@ impl Endpoint {
 
 impl Endpoint {
     /// The first slice of a blocking `scif_send` made in slices: sends for at most
-    /// `slice` and returns the bytes queued (all of `data`, or fewer, possibly none), and,
-    /// when some are left, the sending side still held for the next slices (no other
-    /// thread's bytes come between the call's, as in one blocking call).
+    /// `slice` and returns the bytes queued (all of `data`, or fewer, possibly none). When
+    /// it returns fewer, the sending side stays held (no other thread's bytes come between
+    /// the call's, as in one blocking call): the caller must take it with
+    /// [`Endpoint::held_send`] for the next slices, whose drop lets it go.
     ///
     /// # Errors
-    /// As [`Endpoint::send`].
+    /// As [`Endpoint::send`] (the side is not held then).
     // Inlined into the C library's entry point: called across the crate boundary, the
     // C 8-byte ping-pong measured some 40 ns a call slower (12 runs: 330 ns one-way beside
     // 270 ns for the same code reached through `Endpoint::recv`; 280 ns inlined).
     #[inline]
-    pub fn send_within(&self, data: &[u8], slice: Duration) -> Result<(usize, Option<Held>)> {
-        let conn = self.live_conn()?;
-        let side = conn.send_lock.lock();
-        let n = self.send_inner(data, true, Limit::of(slice), true)?;
-        if n == data.len() {
-            return Ok((n, None));
-        }
-        Ok((n, Some(Held::keep(self, conn, side, true))))
+    pub fn send_within(&self, data: &[u8], slice: Duration) -> Result<usize> {
+        self.send_inner(data, true, Limit::of(slice), SideLock::KeepIfShort)
     }
 
     /// The first slice of a blocking `scif_recv` made in slices, as
-    /// [`Endpoint::send_within`] (the receiving side held when `buf` is not full).
+    /// [`Endpoint::send_within`] (the receiving side stays held when `buf` is not full:
+    /// take it with [`Endpoint::held_recv`]).
     ///
     /// # Errors
     /// As [`Endpoint::recv`].
     #[inline] // as `send_within`
-    pub fn recv_within(&self, buf: &mut [u8], slice: Duration) -> Result<(usize, Option<Held>)> {
-        let conn = self.conn()?;
-        let side = conn.recv_lock.lock();
-        let n = self.recv_inner(buf, true, Limit::of(slice), true)?;
-        if n == buf.len() {
-            return Ok((n, None));
-        }
-        Ok((n, Some(Held::keep(self, conn, side, false))))
+    pub fn recv_within(&self, buf: &mut [u8], slice: Duration) -> Result<usize> {
+        self.recv_inner(buf, true, Limit::of(slice), SideLock::KeepIfShort)
+    }
+
+    /// The sending side a [`Endpoint::send_within`] that returned short left held, for the
+    /// next slices. Only then: called otherwise, its drop lets go of a side another thread
+    /// may hold.
+    ///
+    /// # Errors
+    /// [`crate::Error::NotConnected`] on an endpoint that never connected (no first slice
+    /// could have returned short on it).
+    #[cold]
+    pub fn held_send(&self) -> Result<Held> {
+        Held::adopt(self, true)
+    }
+
+    /// The receiving side a [`Endpoint::recv_within`] that returned short left held (as
+    /// [`Endpoint::held_send`]).
+    ///
+    /// # Errors
+    /// As [`Endpoint::held_send`].
+    #[cold]
+    pub fn held_recv(&self) -> Result<Held> {
+        Held::adopt(self, false)
     }
 }
 
 impl Held {
-    /// The side `guard` locks, kept past the first slice.
-    #[cold]
-    fn keep(ep: &Endpoint, conn: &Arc<Conn>, guard: ExclGuard<'_>, send: bool) -> Held {
-        std::mem::forget(guard);
-        Held { ep: ep.clone(), conn: conn.clone(), send }
+    /// The side a first slice that ended short kept locked ([`SideLock::KeepIfShort`]).
+    fn adopt(ep: &Endpoint, send: bool) -> Result<Held> {
+        let conn = ep.inner_conn().ok_or(crate::Error::NotConnected)?.clone();
+        Ok(Held { ep: ep.clone(), conn, send })
     }
 
     /// One slice of a blocking `scif_send`: sleeps for room at most `slice` in all and
@@ -103,7 +114,7 @@ impl Held {
         if !self.send {
             return Err(crate::Error::Invalid("a held receiving side cannot send".into()));
         }
-        self.ep.send_inner(data, true, Limit::of(slice), true)
+        self.ep.send_inner(data, true, Limit::of(slice), SideLock::Held)
     }
 
     /// One slice of a blocking `scif_recv`: sleeps for bytes at most `slice` in all and
@@ -115,7 +126,7 @@ impl Held {
         if self.send {
             return Err(crate::Error::Invalid("a held sending side cannot receive".into()));
         }
-        self.ep.recv_inner(buf, true, Limit::of(slice), true)
+        self.ep.recv_inner(buf, true, Limit::of(slice), SideLock::Held)
     }
 }
 

@@ -9,6 +9,19 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
+/// How a send or receive treats its side of the endpoint (the lock that keeps other
+/// threads' transfers from coming between its bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SideLock {
+    /// Take it for the call.
+    Take,
+    /// The caller holds it already ([`crate::Held`]).
+    Held,
+    /// Take it, and keep it past the call when the call ends short (the first slice of a
+    /// transfer made in slices: the caller adopts it, [`crate::Held`]).
+    KeepIfShort,
+}
+
 impl Endpoint {
     /// `scif_send`: queue `data` for the peer. Blocking (`SCIF_SEND_BLOCK`) returns when
     /// all of it is queued; otherwise as much as fits now is queued (0 bytes when the
@@ -20,22 +33,32 @@ impl Endpoint {
     /// [`Error::NotConnected`], [`Error::Reset`] when the peer closed before anything was
     /// sent, [`Error::BadEndpoint`] when the endpoint was closed.
     pub fn send(&self, data: &[u8], block: bool) -> Result<usize> {
-        self.send_inner(data, block, Limit::NONE, false)
+        self.send_inner(data, block, Limit::NONE, SideLock::Take)
     }
 
-    /// The body of [`Endpoint::send`]; `held`: the caller holds the sending side already
-    /// ([`crate::Held`]).
-    pub(crate) fn send_inner(&self, data: &[u8], block: bool, mut limit: Limit, held: bool) -> Result<usize> {
+    /// The body of [`Endpoint::send`], the sending side taken and let go as `side` says.
+    pub(crate) fn send_inner(&self, data: &[u8], block: bool, limit: Limit, side: SideLock) -> Result<usize> {
         let c = self.live_conn()?;
         if c.remote {
             // Stores into maps of the far peer's windows reach it before this message (free
             // when none are on their way).
             remora_client::dsm::settle();
         }
-        let _g = (!held).then(|| c.send_lock.lock());
-        if c.direct {
-            return self.send_direct(c, data, block, limit);
+        let g = (side != SideLock::Held).then(|| c.send_lock.lock());
+        let r = if c.direct {
+            self.send_direct(c, data, block, limit)
+        } else {
+            self.send_ring(c, data, block, limit)
+        };
+        if side == SideLock::KeepIfShort && matches!(r, Ok(n) if n < data.len()) {
+            std::mem::forget(g);
         }
+        r
+    }
+
+    /// [`Endpoint::send_inner`] into the ring, the side held.
+    #[inline(always)]
+    fn send_ring(&self, c: &Conn, data: &[u8], block: bool, mut limit: Limit) -> Result<usize> {
         let d = c.side;
         let mut sent = 0;
         loop {
@@ -131,23 +154,34 @@ impl Endpoint {
     /// (or this node's daemon is gone and nothing is left: a non-blocking receive notices
     /// within 64 calls), [`Error::BadEndpoint`] when the endpoint was closed.
     pub fn recv(&self, buf: &mut [u8], block: bool) -> Result<usize> {
-        self.recv_inner(buf, block, Limit::NONE, false)
+        self.recv_inner(buf, block, Limit::NONE, SideLock::Take)
     }
 
-    /// The body of [`Endpoint::recv`]; `held`: the caller holds the receiving side already
-    /// ([`crate::Held`]).
+    /// The body of [`Endpoint::recv`], the receiving side taken and let go as `side` says.
     pub(crate) fn recv_inner(
         &self,
         buf: &mut [u8],
         block: bool,
-        mut limit: Limit,
-        held: bool,
+        limit: Limit,
+        side: SideLock,
     ) -> Result<usize> {
         let c = self.conn()?;
-        let _g = (!held).then(|| c.recv_lock.lock());
-        if c.direct {
-            return self.recv_direct(c, buf, block, limit);
+        let g = (side != SideLock::Held).then(|| c.recv_lock.lock());
+        let len = buf.len();
+        let r = if c.direct {
+            self.recv_direct(c, buf, block, limit)
+        } else {
+            self.recv_ring(c, buf, block, limit)
+        };
+        if side == SideLock::KeepIfShort && matches!(r, Ok(n) if n < len) {
+            std::mem::forget(g);
         }
+        r
+    }
+
+    /// [`Endpoint::recv_inner`] from the ring, the side held.
+    #[inline(always)]
+    fn recv_ring(&self, c: &Conn, buf: &mut [u8], block: bool, mut limit: Limit) -> Result<usize> {
         let d = 1 - c.side;
         let mut got = 0;
         let mut took = false;
