@@ -15,23 +15,6 @@ use std::time::{Duration, Instant};
 /// the link's budget before the connection is closed (~30 s).
 const CUT: Duration = Duration::from_secs(15);
 
-/// The next link event of `r` (skipping others), which must be `want`.
-fn expect_event(r: &RemoteSegment, want: SegmentReason) {
-    let t = Instant::now();
-    loop {
-        let left = Duration::from_secs(20).saturating_sub(t.elapsed());
-        let ev = r.wait_event(Some(left)).unwrap_or_else(|e| panic!("waiting for {want:?}: {e}"));
-        if ev.reason == want {
-            return;
-        }
-        assert!(
-            !matches!(ev.reason, SegmentReason::Lost | SegmentReason::Disconnect),
-            "{:?} while waiting for {want:?}",
-            ev.reason
-        );
-    }
-}
-
 #[test]
 fn a_map_rides_out_a_cable_cut_longer_than_the_flow_patience() {
     let Some(c) = common::net_cluster(2) else { return };
@@ -71,7 +54,7 @@ fn a_map_rides_out_a_cable_cut_longer_than_the_flow_patience() {
         });
         std::thread::sleep(Duration::from_millis(300));
         c.link_down(1);
-        expect_event(&remote, SegmentReason::NotOperational);
+        common::expect_event(&remote, SegmentReason::NotOperational, Duration::from_secs(20));
         let cut = Instant::now();
         let mut during = Vec::new();
         while cut.elapsed() < CUT {
@@ -79,7 +62,7 @@ fn a_map_rides_out_a_cable_cut_longer_than_the_flow_patience() {
             std::thread::sleep(Duration::from_millis(250));
         }
         c.link_up(1);
-        expect_event(&remote, SegmentReason::Operational);
+        common::expect_event(&remote, SegmentReason::Operational, Duration::from_secs(20));
         // Back: the accesses go on (the pager opened a new flow).
         let back = loads.load(Ordering::SeqCst);
         let t = Instant::now();

@@ -26,23 +26,6 @@ fn signal(pid: i32, sig: &str) {
         .success());
 }
 
-/// The next link event of `r` (skipping others), which must be `want`.
-fn expect_event(r: &RemoteSegment, want: SegmentReason) {
-    let t = Instant::now();
-    loop {
-        let left = Duration::from_secs(10).saturating_sub(t.elapsed());
-        let ev = r.wait_event(Some(left)).unwrap_or_else(|e| panic!("waiting for {want:?}: {e}"));
-        if ev.reason == want {
-            return;
-        }
-        assert!(
-            !matches!(ev.reason, SegmentReason::Lost | SegmentReason::Disconnect),
-            "{:?} while waiting for {want:?}",
-            ev.reason
-        );
-    }
-}
-
 fn exported(d: &Descriptor, id: u32, size: usize) -> LocalSegment {
     let s = LocalSegment::create(d, Some(id), size, CreateFlags::default()).unwrap();
     s.prepare(0).unwrap();
@@ -78,29 +61,29 @@ fn every_state(map: &Map, remote: &RemoteSegment, pause: &Edge<'_>, resume: &Edg
     // Down: the check cannot tell what became of the transfer; start waits a little, then
     // says so too. Nothing touches the map meanwhile (a load would wait for the home).
     pause();
-    expect_event(remote, SegmentReason::NotOperational);
+    common::expect_event(remote, SegmentReason::NotOperational, Duration::from_secs(10));
     assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::Pending);
     assert_eq!(seq.check(false, true).unwrap(), SequenceStatus::Pending);
     let t = Instant::now();
     assert_eq!(seq.start().unwrap(), SequenceStatus::Pending);
     assert!(t.elapsed() >= Duration::from_millis(9), "start waited {:?}", t.elapsed());
     resume();
-    expect_event(remote, SegmentReason::Operational);
+    common::expect_event(remote, SegmentReason::Operational, Duration::from_secs(10));
     // Back: the outage is a transient error, reported once.
     assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::Retriable);
     assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::Ok);
 
     // An outage a start clears (the guide: start after PENDING or NOT_RETRIABLE).
     pause();
-    expect_event(remote, SegmentReason::NotOperational);
+    common::expect_event(remote, SegmentReason::NotOperational, Duration::from_secs(10));
     resume();
-    expect_event(remote, SegmentReason::Operational);
+    common::expect_event(remote, SegmentReason::Operational, Duration::from_secs(10));
     assert_eq!(seq.start().unwrap(), SequenceStatus::Ok);
     assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::Ok);
 
     // The guide's loop around start rides out an outage: PENDING until the route is back.
     pause();
-    expect_event(remote, SegmentReason::NotOperational);
+    common::expect_event(remote, SegmentReason::NotOperational, Duration::from_secs(10));
     let pending = std::thread::scope(|s| {
         s.spawn(|| {
             std::thread::sleep(Duration::from_millis(300));
@@ -109,13 +92,13 @@ fn every_state(map: &Map, remote: &RemoteSegment, pause: &Edge<'_>, resume: &Edg
         start_until_ok(&seq, Duration::from_secs(20)).unwrap()
     });
     assert!(pending >= 1, "start never said PENDING");
-    expect_event(remote, SegmentReason::Operational);
+    common::expect_event(remote, SegmentReason::Operational, Duration::from_secs(10));
     map.write(0, b"after").unwrap();
     assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::Ok);
 
     // Gone for good: the check is NOT_RETRIABLE, the start an error (its loop ends).
     kill();
-    expect_event(remote, SegmentReason::Lost);
+    common::expect_event(remote, SegmentReason::Lost, Duration::from_secs(10));
     assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::NotRetriable);
     assert_eq!(seq.check(true, true).unwrap(), SequenceStatus::NotRetriable);
     assert_eq!(start_until_ok(&seq, Duration::from_secs(1)).unwrap_err(), Error::NodeNotResponding);
@@ -148,7 +131,7 @@ fn a_forced_disconnect_is_not_retriable_and_start_says_not_connected() {
         assert_eq!(seq.check(f, b).unwrap(), SequenceStatus::Ok);
     }
     seg.set_unavailable(0, true, false).unwrap();
-    expect_event(&remote, SegmentReason::Disconnect);
+    common::expect_event(&remote, SegmentReason::Disconnect, Duration::from_secs(10));
     assert_eq!(seq.check(false, false).unwrap(), SequenceStatus::NotRetriable);
     assert_eq!(start_until_ok(&seq, Duration::from_secs(1)).unwrap_err(), Error::NotConnected);
     // A sequence of a local segment's map never fails.

@@ -13,23 +13,6 @@ use remora_sisci::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// The next link event of `r` (skipping others), which must be `want`.
-fn expect_event(r: &RemoteSegment, want: SegmentReason) {
-    let t = Instant::now();
-    loop {
-        let left = Duration::from_secs(20).saturating_sub(t.elapsed());
-        let ev = r.wait_event(Some(left)).unwrap_or_else(|e| panic!("waiting for {want:?}: {e}"));
-        if ev.reason == want {
-            return;
-        }
-        assert!(
-            !matches!(ev.reason, SegmentReason::Lost | SegmentReason::Disconnect),
-            "{:?} while waiting for {want:?}",
-            ev.reason
-        );
-    }
-}
-
 #[test]
 fn triggers_in_a_tight_loop_never_block_through_a_cable_cut() {
     let Some(c) = common::net_cluster(2) else { return };
@@ -78,46 +61,71 @@ fn triggers_in_a_tight_loop_never_block_through_a_cable_cut() {
     }
 }
 
+/// Segment `id` of host 1 and segment `id + 1` of host 2 (its first 4 KiB `fill`), a
+/// one-entry DMA queue of host 2, and a first 4 KiB DMA through the process's own flow.
+struct Dma {
+    _seg: LocalSegment,
+    home: Map,
+    remote: RemoteSegment,
+    src: LocalSegment,
+    q: DmaQueue,
+}
+
+impl Dma {
+    fn new(a: &Descriptor, b: &Descriptor, node: u32, id: u32, fill: u8) -> Dma {
+        let (_seg, home) = common::available(a, id, 8192);
+        let remote = RemoteSegment::connect(b, node, id, 0, Some(Duration::from_secs(10))).unwrap();
+        let src = LocalSegment::create(b, Some(id + 1), 8192, CreateFlags::default()).unwrap();
+        src.prepare(0).unwrap();
+        src.map(0, 8192, None, MapFlags::default()).unwrap().write(0, &[fill; 4096]).unwrap();
+        let q = DmaQueue::create(b, 0, 1).unwrap();
+        q.start(&src, &remote, 0, 4096, 0, DmaFlags::default(), None).unwrap();
+        assert_eq!(q.wait(Some(Duration::from_secs(10))).unwrap(), DmaState::Done);
+        Dma { _seg, home, remote, src, q }
+    }
+
+    /// Start a 4 KiB DMA and wait for its end.
+    fn transfer(&self) -> Result<DmaState> {
+        self.q
+            .start(&self.src, &self.remote, 0, 4096, 0, DmaFlags::default(), None)
+            .and_then(|_| self.q.wait(Some(Duration::from_secs(15))))
+    }
+
+    /// Once the link is back, transfers work again: the bytes `fill` reach the home.
+    fn works_again(&self, fill: u8) {
+        common::expect_event(&self.remote, SegmentReason::Operational, Duration::from_secs(20));
+        self.src.map(0, 8192, None, MapFlags::default()).unwrap().write(0, &[fill; 4096]).unwrap();
+        let t = Instant::now();
+        loop {
+            let r = self.transfer();
+            if let Ok(DmaState::Done) = r {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(15), "transfers never worked again: {r:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let mut got = [0u8; 4096];
+        self.home.read(0, &mut got).unwrap();
+        assert!(got.iter().all(|&x| x == fill), "the bytes of the transfer after the cut");
+    }
+}
+
 #[test]
 fn a_small_dma_to_a_silent_home_ends_in_error_at_once() {
     let Some(c) = common::net_cluster(2) else { return };
     let a = Descriptor::open(&common::net_sci(&c, 1)).unwrap();
     let b = Descriptor::open(&common::net_sci(&c, 2)).unwrap();
-    let (_seg, home) = common::available(&a, 43, 8192);
-    let remote = RemoteSegment::connect(&b, c.node(1), 43, 0, Some(Duration::from_secs(10))).unwrap();
-    let src = LocalSegment::create(&b, Some(44), 8192, CreateFlags::default()).unwrap();
-    src.prepare(0).unwrap();
-    src.map(0, 8192, None, MapFlags::default()).unwrap().write(0, &[5u8; 4096]).unwrap();
-    let q = DmaQueue::create(&b, 0, 1).unwrap();
     // Through the process's own flow while the route is up.
-    q.start(&src, &remote, 0, 4096, 0, DmaFlags::default(), None).unwrap();
-    assert_eq!(q.wait(Some(Duration::from_secs(10))).unwrap(), DmaState::Done);
+    let d = Dma::new(&a, &b, c.node(1), 43, 5);
     c.link_down(1);
-    expect_event(&remote, SegmentReason::NotOperational);
+    common::expect_event(&d.remote, SegmentReason::NotOperational, Duration::from_secs(20));
     let t = Instant::now();
-    let end = q
-        .start(&src, &remote, 0, 4096, 0, DmaFlags::default(), None)
-        .and_then(|_| q.wait(Some(Duration::from_secs(15))));
+    let end = d.transfer();
     let took = t.elapsed();
     c.link_up(1);
     assert!(!matches!(end, Ok(DmaState::Done)), "a DMA to a silent home was DONE: {end:?}");
     assert!(took < Duration::from_secs(2), "a 4 KiB DMA to a silent home ended after {took:?}");
-    expect_event(&remote, SegmentReason::Operational);
-    src.map(0, 8192, None, MapFlags::default()).unwrap().write(0, &[6u8; 4096]).unwrap();
-    let t = Instant::now();
-    loop {
-        let r = q
-            .start(&src, &remote, 0, 4096, 0, DmaFlags::default(), None)
-            .and_then(|_| q.wait(Some(Duration::from_secs(15))));
-        if let Ok(DmaState::Done) = r {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(15), "transfers never worked again: {r:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let mut got = [0u8; 4096];
-    home.read(0, &mut got).unwrap();
-    assert!(got.iter().all(|&x| x == 6), "the bytes of the transfer after the cut");
+    d.works_again(6);
 }
 
 #[test]
@@ -125,39 +133,15 @@ fn a_small_dma_on_the_flow_when_the_cable_is_cut_ends_in_error_soon() {
     let Some(c) = common::net_cluster(2) else { return };
     let a = Descriptor::open(&common::net_sci(&c, 1)).unwrap();
     let b = Descriptor::open(&common::net_sci(&c, 2)).unwrap();
-    let (_seg, home) = common::available(&a, 45, 8192);
-    let remote = RemoteSegment::connect(&b, c.node(1), 45, 0, Some(Duration::from_secs(10))).unwrap();
-    let src = LocalSegment::create(&b, Some(46), 8192, CreateFlags::default()).unwrap();
-    src.prepare(0).unwrap();
-    src.map(0, 8192, None, MapFlags::default()).unwrap().write(0, &[7u8; 4096]).unwrap();
-    let q = DmaQueue::create(&b, 0, 1).unwrap();
-    q.start(&src, &remote, 0, 4096, 0, DmaFlags::default(), None).unwrap();
-    assert_eq!(q.wait(Some(Duration::from_secs(10))).unwrap(), DmaState::Done);
+    let d = Dma::new(&a, &b, c.node(1), 45, 7);
     // Cut before the route is known silent: the transfer is on the flow, waiting for the
     // home's answer, when the link reports NOT_OPERATIONAL (within a second).
     c.link_down(1);
     let t = Instant::now();
-    let end = q
-        .start(&src, &remote, 0, 4096, 0, DmaFlags::default(), None)
-        .and_then(|_| q.wait(Some(Duration::from_secs(15))));
+    let end = d.transfer();
     let took = t.elapsed();
     c.link_up(1);
     assert!(!matches!(end, Ok(DmaState::Done)), "a DMA to a home behind a cut cable was DONE: {end:?}");
     assert!(took < Duration::from_secs(3), "a 4 KiB DMA on the flow at the cut ended after {took:?}");
-    expect_event(&remote, SegmentReason::Operational);
-    src.map(0, 8192, None, MapFlags::default()).unwrap().write(0, &[8u8; 4096]).unwrap();
-    let t = Instant::now();
-    loop {
-        let r = q
-            .start(&src, &remote, 0, 4096, 0, DmaFlags::default(), None)
-            .and_then(|_| q.wait(Some(Duration::from_secs(15))));
-        if let Ok(DmaState::Done) = r {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(15), "transfers never worked again: {r:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let mut got = [0u8; 4096];
-    home.read(0, &mut got).unwrap();
-    assert!(got.iter().all(|&x| x == 8), "the bytes of the transfer after the cut");
+    d.works_again(8);
 }

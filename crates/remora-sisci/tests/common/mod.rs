@@ -388,3 +388,21 @@ pub fn word(m: &Map, off: usize) -> u64 {
     m.read(off, &mut b).unwrap();
     u64::from_le_bytes(b)
 }
+
+/// The next link event of `r` within `within` (skipping others), which must be `want`
+/// (a loss or a disconnect meanwhile fails the test).
+pub fn expect_event(r: &RemoteSegment, want: SegmentReason, within: Duration) {
+    let t = std::time::Instant::now();
+    loop {
+        let left = within.saturating_sub(t.elapsed());
+        let ev = r.wait_event(Some(left)).unwrap_or_else(|e| panic!("waiting for {want:?}: {e}"));
+        if ev.reason == want {
+            return;
+        }
+        assert!(
+            !matches!(ev.reason, SegmentReason::Lost | SegmentReason::Disconnect),
+            "{:?} while waiting for {want:?}",
+            ev.reason
+        );
+    }
+}
