@@ -378,7 +378,7 @@ fn file_at(addr: usize) -> Option<FileId> {
 
 /// The file mapped at `addr` according to `maps` (`/proc/self/maps`' text).
 fn file_in(maps: &str, addr: usize) -> Option<FileId> {
-    arena::vmas(maps).find(|v| v.lo <= addr && addr < v.hi).map(|v| (v.dev, v.ino))
+    maps::vmas(maps).find(|v| v.lo <= addr && addr < v.hi).map(|v| (v.dev, v.ino))
 }
 
 /// Forget the ranges [`share_region`] moved whose addresses no longer map their memfd
@@ -583,6 +583,7 @@ pub fn rebind_region(region: UserRegion, fd: &Memfd, offset: u64) -> io::Result<
 }
 
 mod arena;
+mod maps;
 mod ranges;
 mod shared_file;
 pub use arena::{share_window, Arena, Lease, WindowMemory};

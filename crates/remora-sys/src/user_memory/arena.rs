@@ -28,6 +28,7 @@
 //! them that is not one range of the arena yet moves, with the fresh memory beside it, into
 //! one new range: a window over many earlier, unregistered windows is one piece again.
 
+use super::maps::{vmas, Vma};
 use super::ranges::{uncovered, Counts};
 use super::{errno, file_id, movable, prune_in, remap_held, FileId, UserRegion, SHARED};
 use crate::Memfd;
@@ -233,41 +234,6 @@ pub struct WindowMemory {
     pub pieces: Vec<(Arc<Memfd>, u64, u64)>,
     /// Drop it when the window is gone.
     pub lease: Lease,
-}
-
-/// One mapping of `/proc/self/maps`.
-pub(super) struct Vma<'a> {
-    pub(super) lo: usize,
-    pub(super) hi: usize,
-    perms: &'a str,
-    pub(super) off: u64,
-    /// The file's device, major and minor.
-    pub(super) dev: (u32, u32),
-    pub(super) ino: u64,
-    path: &'a str,
-}
-
-impl Vma<'_> {
-    /// The file mapped: device and inode.
-    pub(super) fn file(&self) -> FileId {
-        (self.dev, self.ino)
-    }
-}
-
-/// The mappings `maps` (`/proc/self/maps`' text) lists.
-pub(super) fn vmas(maps: &str) -> impl Iterator<Item = Vma<'_>> {
-    maps.lines().filter_map(|line| {
-        let mut parts = line.split_whitespace();
-        let (lo, hi) = parts.next()?.split_once('-')?;
-        let perms = parts.next()?;
-        let off = u64::from_str_radix(parts.next()?, 16).ok()?;
-        let (major, minor) = parts.next()?.split_once(':')?;
-        let dev = (u32::from_str_radix(major, 16).ok()?, u32::from_str_radix(minor, 16).ok()?);
-        let ino = parts.next()?.parse().ok()?;
-        let path = parts.next().unwrap_or("");
-        let (lo, hi) = (usize::from_str_radix(lo, 16).ok()?, usize::from_str_radix(hi, 16).ok()?);
-        Some(Vma { lo, hi, perms, off, dev, ino, path })
-    })
 }
 
 /// What a part of a window's memory becomes.

@@ -8,7 +8,7 @@
 //! daemon would die of it. A `shm_open` or regular file, or a memfd without the seal, stays
 //! `EFAULT`.
 
-use super::arena::Vma;
+use super::maps::Vma;
 use crate::Memfd;
 use rustix::fs::{Mode, OFlags};
 use std::sync::Arc;
