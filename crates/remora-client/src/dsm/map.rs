@@ -192,6 +192,7 @@ impl DsmMap {
             doubtful: false,
             delay: p.flush_min,
             fan,
+            leaving: false,
         };
         if !readonly {
             p.writers.fetch_add(1, Ordering::SeqCst);

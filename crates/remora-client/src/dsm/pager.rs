@@ -72,6 +72,8 @@ pub(super) struct PMap {
     /// A multicast map: where its stores go and its pages come from (`home` and `direct`
     /// are then unused).
     pub(super) fan: Option<fanout::Fanout>,
+    /// The map is being unmapped: a failed path home is not waited for (`revive.rs`).
+    pub(super) leaving: bool,
 }
 
 pub(super) enum Cmd {
@@ -381,6 +383,9 @@ impl Pager {
                 }
                 Cmd::Remove(id, tx) => {
                     if let Some(m) = find_id(maps, id) {
+                        // Its stores go home if the path works; an unmap never waits out a
+                        // cable cut for them.
+                        m.leaving = true;
                         self.flush_map(m, true);
                         let watched = m.pages.iter().filter(|p| p.st.dirty).count();
                         self.pending.unwatch(watched);

@@ -21,6 +21,12 @@ const REDIAL: Duration = Duration::from_secs(5);
 /// How many times one step is done again after its path failed over a route that works
 /// (each time a new flow was opened): a home that keeps failing flows is given up.
 pub(super) const TRIES: u32 = 4;
+/// How long the pager waits in all for a route that stays down before it gives the home
+/// up, whatever the route says: the node declares a silent peer lost within its link's
+/// budget (150 heartbeats, 30 s by default, lost by 60 s); a route that is never seen to
+/// change (the thread that takes in link events is held up, as in a callback of the
+/// program's that waits on this map) must not hold the pager for ever.
+const SILENT_AT_MOST: Duration = Duration::from_secs(90);
 
 impl PMap {
     /// The map's path home failed: wait while the route is only down, then, for a map with
@@ -32,10 +38,16 @@ impl PMap {
         }
         // What the failed path carried unanswered is in doubt from now on.
         self.doubtful |= self.unanswered;
+        if self.leaving {
+            // Being unmapped: its stores are given up rather than waited for.
+            return false;
+        }
+        let start = Instant::now();
         let mut up_since: Option<Instant> = None;
         loop {
             match self.home.route() {
                 Route::Lost => return false,
+                Route::Silent if start.elapsed() >= SILENT_AT_MOST => return false,
                 Route::Silent => {
                     up_since = None;
                     std::thread::sleep(LOOK);
