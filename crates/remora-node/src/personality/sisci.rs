@@ -286,23 +286,48 @@ async fn tell_gone(s: &Session, node: u32, req: PeerRequest) {
     }
 }
 
-/// [`ask_while_up`] for a connect that the peer waits `timeout_ms` for: given up with
-/// `Timeout` once that time and [`ANSWER_GRACE`] have passed without an answer (a request
-/// in flight on a link that fell silent would otherwise wait for the link's budget).
+/// Ask for a connect that the peer waits `timeout_ms` for: given up with
+/// `NodeNotResponding` as soon as the route to `node` is known silent or lost (as
+/// [`ask_while_up`]), with `Timeout` once that time and [`ANSWER_GRACE`] passed without an
+/// answer, or when the caller hangs up. A request given up may still be served by the
+/// peer (it was on its way): its answer is then awaited in the background and the
+/// connection it made is let go (`undo` names the disconnect for it), so no connection
+/// nobody holds stays booked there.
 async fn ask_connect(
     s: &Session,
     t: &Arc<dyn Transport>,
     node: u32,
     req: PeerRequest,
     timeout_ms: Option<u32>,
+    undo: fn(&PeerReply) -> Option<PeerRequest>,
 ) -> Result<crate::transport::Answer, Error> {
-    let ask = ask_while_up(s, t, node, req);
-    match timeout_ms {
-        None => ask.await,
-        Some(ms) => tokio::time::timeout(Duration::from_millis(ms.into()) + ANSWER_GRACE, ask)
-            .await
-            .unwrap_or(Err(Error::Timeout)),
-    }
+    let (sid, far) = (s.sid, t.clone());
+    let mut ask = tokio::spawn(async move { far.request(node, sid, req).await });
+    let deadline =
+        timeout_ms.map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms.into()) + ANSWER_GRACE);
+    let why = loop {
+        tokio::select! {
+            r = &mut ask => return r.unwrap_or_else(|e| Err(Error::System(e.to_string()))),
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {
+                if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                    break Error::Timeout;
+                }
+                if route_down(t, node) {
+                    break Error::NodeNotResponding;
+                }
+            }
+            _ = s.hangup() => break Error::Protocol("caller hung up".into()),
+        }
+    };
+    let far = t.clone();
+    tokio::spawn(async move {
+        if let Ok(Ok((reply, _fds))) = ask.await {
+            if let Some(req) = undo(&reply) {
+                let _ = far.request(node, sid, req).await;
+            }
+        }
+    });
+    Err(why)
 }
 
 /// How long past the caller's timeout a connect waits for the peer's answer (the round
@@ -315,7 +340,11 @@ async fn connect_far(s: &Session, node: u32, id: u32, timeout_ms: Option<u32>) -
         Ok(x) => x,
         Err(e) => return (Err(e), vec![]),
     };
-    match ask_connect(s, &t, node, PeerRequest::Connect { id, timeout_ms }, timeout_ms).await {
+    let undo = |r: &PeerReply| match r {
+        PeerReply::Connected { conn, .. } => Some(PeerRequest::Disconnect { conn: *conn }),
+        _ => None,
+    };
+    match ask_connect(s, &t, node, PeerRequest::Connect { id, timeout_ms }, timeout_ms, undo).await {
         Ok((PeerReply::Connected { conn: remote, size }, fds)) if shared && fds.len() == 1 => {
             let keep = fds[0].try_clone().ok().and_then(|fd| remora_sys::Memfd::from_fd(fd).ok());
             // Never trust a size larger than the memory that came with it.
@@ -344,7 +373,12 @@ async fn connect_interrupt_far(
         Ok(x) => x,
         Err(e) => return (Err(e), vec![]),
     };
-    match ask_connect(s, &t, node, PeerRequest::ConnectInterrupt { intno, data, timeout_ms }, timeout_ms).await {
+    let undo = |r: &PeerReply| match r {
+        PeerReply::Interrupt { intr, .. } => Some(PeerRequest::DisconnectInterrupt { intr: *intr }),
+        _ => None,
+    };
+    let req = PeerRequest::ConnectInterrupt { intno, data, timeout_ms };
+    match ask_connect(s, &t, node, req, timeout_ms, undo).await {
         Ok((PeerReply::Interrupt { intr: remote, intno }, fds))
             // Shared memory: the page, its eventfd and its bell's sending end.
             if fds.len() == if shared { 3 } else { 0 } =>
