@@ -48,6 +48,13 @@ impl LinkWatch {
     /// Have `stop` stopped when the route next falls silent (kept only while its holder
     /// keeps it).
     pub(crate) fn stop_on_down(&self, stop: &Arc<FlowStop>) {
+        // Under the lock `note` takes: a route that fell silent since the caller looked
+        // (its stops already taken) stops this flow now.
+        let _g = self.changed.0.lock().unwrap_or_else(|p| p.into_inner());
+        if self.is_down() {
+            stop.stop();
+            return;
+        }
         let mut stops = self.stops.lock().unwrap_or_else(|p| p.into_inner());
         stops.retain(|w| w.strong_count() > 0);
         stops.push(Arc::downgrade(stop));

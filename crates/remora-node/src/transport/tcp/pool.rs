@@ -321,8 +321,13 @@ pub(in crate::transport) async fn handshaken_async(
 /// budget on, five of them a tenth of it apart; with bytes unacknowledged, the budget.
 pub(in crate::transport) fn keep_for(s: &StdStream, budget: std::time::Duration) {
     let sock = socket2::SockRef::from(s);
+    // The kernel counts keepalive times in whole seconds (0 is refused).
+    let second = std::time::Duration::from_secs(1);
     let _ = sock.set_tcp_keepalive(
-        &socket2::TcpKeepalive::new().with_time(budget / 2).with_interval(budget / 10).with_retries(5),
+        &socket2::TcpKeepalive::new()
+            .with_time((budget / 2).max(second))
+            .with_interval((budget / 10).max(second))
+            .with_retries(5),
     );
     let _ = sock.set_tcp_user_timeout(Some(budget));
 }
