@@ -192,6 +192,9 @@ async fn run(node: Arc<Node>, st: RelayStart) {
                     tracing::warn!(conn, far_node, "the far SCIF relay sent beyond its credit: connection dropped");
                     (overrun, peer_closed, queued) = (true, true, 0);
                     inbound.clear();
+                    // The far end hears of it as of a close, so its endpoint sees a reset.
+                    let req = PeerRequest::Scif(ScifPeerRequest::Close { conn: far });
+                    let _ = peer.request(far_node, origin, req).await;
                 }
                 Some(RelayIn::Data(d)) => {
                     queued += d.len();
