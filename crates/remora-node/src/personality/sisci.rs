@@ -266,24 +266,14 @@ async fn ask_while_up(
 }
 
 /// Tell `node` that a connection of this session to it is gone (`req`, a disconnect),
-/// after this node's books already forgot it. Posted where the transport posts (in order
-/// with the session's later requests, no answer awaited: a silent link must not hold the
-/// disconnect up for the link's whole budget); asked where it shares memory with the node
-/// (this host: answered at once); sent in the background when the link is not up.
+/// after this node's books already forgot it: its answer is awaited while the route
+/// works (the disconnect stays ordered before the session's later requests and its end,
+/// and a request, unlike a post, survives the link's reconnect), not while the route is
+/// known silent (a cut must not hold the disconnect up for the link's whole budget; the
+/// request still goes when the link comes back, and the session's end covers it).
 async fn tell_gone(s: &Session, node: u32, req: PeerRequest) {
     let Some(t) = s.node.transports().to(node).cloned() else { return };
-    match t.post(node, s.sid, req, None) {
-        Ok(posted) => t.unwatch(node, posted.id),
-        Err(req) if t.shares_memory() => {
-            let _ = s.ask_via(&t, node, req).await;
-        }
-        Err(req) => {
-            let sid = s.sid;
-            tokio::spawn(async move {
-                let _ = t.request(node, sid, req).await;
-            });
-        }
-    }
+    let _ = ask_while_up(s, &t, node, req).await;
 }
 
 /// Ask for a connect that the peer waits `timeout_ms` for: given up with
