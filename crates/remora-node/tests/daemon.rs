@@ -240,7 +240,7 @@ fn metrics_count_scif_rma_and_dsm_traffic_of_another_host() {
     // A flow is kept as long as its link (150 heartbeats of 50 ms), on the end its daemon
     // dialed as on the end the other accepted: not 10 s on one and unbounded on the other.
     assert_eq!(rustix::net::sockopt::tcp_user_timeout(&flow).unwrap(), 7500);
-    // Keepalive from half of it, probes a tenth apart, in whole seconds (at least one).
+    // Keepalive after half of it (5 s at most), five probes over the rest, in whole seconds.
     assert_eq!(rustix::net::sockopt::tcp_keepidle(&flow).unwrap(), Duration::from_secs(3));
     assert_eq!(rustix::net::sockopt::tcp_keepintvl(&flow).unwrap(), Duration::from_secs(1));
     let h = |op, tag, offset, len, ok| BulkHeader { op, tag, conn: remote, offset, len, ok };

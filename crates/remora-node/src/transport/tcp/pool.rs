@@ -317,16 +317,19 @@ pub(in crate::transport) async fn handshaken_async(
 
 /// Keep flow `s` of a process (pager, trigger or direct SCIF flow, either end) as long as
 /// its link is kept, `budget`: a cable out for less loses nothing, one out for longer (or a
-/// host that vanished) ends it, on both ends alike. Idle, keepalive probes from half the
-/// budget on, five of them a tenth of it apart; with bytes unacknowledged, the budget.
+/// host that vanished) ends it, on both ends alike. Idle, a first keepalive probe after 5 s
+/// at most (a peer whose process is gone answers it with a reset: the flow, and what it
+/// holds, goes at once), then five spread over the rest of the budget; with bytes
+/// unacknowledged, the budget.
 pub(in crate::transport) fn keep_for(s: &StdStream, budget: std::time::Duration) {
     let sock = socket2::SockRef::from(s);
     // The kernel counts keepalive times in whole seconds (0 is refused).
     let second = std::time::Duration::from_secs(1);
+    let idle = (budget / 2).min(5 * second).max(second);
     let _ = sock.set_tcp_keepalive(
         &socket2::TcpKeepalive::new()
-            .with_time((budget / 2).max(second))
-            .with_interval((budget / 10).max(second))
+            .with_time(idle)
+            .with_interval((budget.saturating_sub(idle) / 5).max(second))
             .with_retries(5),
     );
     let _ = sock.set_tcp_user_timeout(Some(budget));
