@@ -107,11 +107,10 @@ fn interrupt_triggers_fail_promptly_while_the_node_is_silent_and_work_after() {
     intr.wait(Some(Duration::from_secs(5))).unwrap();
 }
 
-/// While a node is silent, connects to it keep the caller's time limit and disconnects
-/// (this node's books already done) return at once: neither waits for the link's whole
-/// budget. Once it answers again, connects work.
+/// While a node is silent, disconnects (this node's books already done) return at once:
+/// an interrupt's flow is not drained for answers that cannot come.
 #[test]
-fn connects_keep_their_time_and_disconnects_return_while_the_node_is_silent() {
+fn disconnects_return_while_the_node_is_silent() {
     let h = common::Harness::with_cluster(&[4, 8], true);
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
@@ -125,16 +124,12 @@ fn connects_keep_their_time_and_disconnects_return_while_the_node_is_silent() {
         assert!(f(), "{what}");
         assert!(t.elapsed() < bound, "{what} took {:?}", t.elapsed());
     };
-    let (limit, late) = (Duration::from_secs(2), Duration::from_millis(3500));
-    within("a connect fails", late, &|| RemoteSegment::connect(&b, 4, 31, 0, Some(limit)).is_err());
-    within("an interrupt connect fails", late, &|| {
-        RemoteInterrupt::connect(&b, 4, 0, 77, Some(limit)).is_err()
-    });
     let fast = Duration::from_millis(500);
     within("a segment disconnect", fast, &|| remote.disconnect().is_ok());
     within("an interrupt disconnect", fast, &|| r.disconnect().is_ok());
     within("a data interrupt disconnect", fast, &|| rd.disconnect().is_ok());
     drop(stopped);
+    let limit = Duration::from_secs(2);
     retried(|| RemoteSegment::connect(&b, 4, 31, 0, Some(limit))).disconnect().unwrap();
 }
 

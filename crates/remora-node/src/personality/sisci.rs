@@ -123,7 +123,7 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
             match r {
                 Ok((kind, node)) => {
                     if let Some(remote) = kind.remote() {
-                        tell_gone(s, node, PeerRequest::Disconnect { conn: remote }).await;
+                        let _ = s.ask(node, PeerRequest::Disconnect { conn: remote }).await;
                     }
                     (Ok(Reply::Ok), vec![])
                 }
@@ -212,7 +212,7 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
             match r {
                 Ok(c) => {
                     if let Some(remote) = c.target.remote() {
-                        tell_gone(s, c.node, PeerRequest::DisconnectInterrupt { intr: remote }).await;
+                        let _ = s.ask(c.node, PeerRequest::DisconnectInterrupt { intr: remote }).await;
                     }
                     (Ok(Reply::Ok), vec![])
                 }
@@ -265,76 +265,13 @@ async fn ask_while_up(
     }
 }
 
-/// Tell `node` that a connection of this session to it is gone (`req`, a disconnect),
-/// after this node's books already forgot it: its answer is awaited while the route
-/// works (the disconnect stays ordered before the session's later requests and its end,
-/// and a request, unlike a post, survives the link's reconnect), not while the route is
-/// known silent (a cut must not hold the disconnect up for the link's whole budget; the
-/// request still goes when the link comes back, and the session's end covers it).
-async fn tell_gone(s: &Session, node: u32, req: PeerRequest) {
-    let Some(t) = s.node.transports().to(node).cloned() else { return };
-    let _ = ask_while_up(s, &t, node, req).await;
-}
-
-/// Ask for a connect that the peer waits `timeout_ms` for: given up with
-/// `NodeNotResponding` as soon as the route to `node` is known silent or lost (as
-/// [`ask_while_up`]), with `Timeout` once that time and [`ANSWER_GRACE`] passed without an
-/// answer, or when the caller hangs up. A request given up may still be served by the
-/// peer (it was on its way): its answer is then awaited in the background and the
-/// connection it made is let go (`undo` names the disconnect for it), so no connection
-/// nobody holds stays booked there.
-async fn ask_connect(
-    s: &Session,
-    t: &Arc<dyn Transport>,
-    node: u32,
-    req: PeerRequest,
-    timeout_ms: Option<u32>,
-    undo: fn(&PeerReply) -> Option<PeerRequest>,
-) -> Result<crate::transport::Answer, Error> {
-    let (sid, far) = (s.sid, t.clone());
-    let mut ask = tokio::spawn(async move { far.request(node, sid, req).await });
-    let deadline =
-        timeout_ms.map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms.into()) + ANSWER_GRACE);
-    let why = loop {
-        tokio::select! {
-            r = &mut ask => return r.unwrap_or_else(|e| Err(Error::System(e.to_string()))),
-            _ = tokio::time::sleep(Duration::from_millis(20)) => {
-                if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
-                    break Error::Timeout;
-                }
-                if route_down(t, node) {
-                    break Error::NodeNotResponding;
-                }
-            }
-            _ = s.hangup() => break Error::Protocol("caller hung up".into()),
-        }
-    };
-    let far = t.clone();
-    tokio::spawn(async move {
-        if let Ok(Ok((reply, _fds))) = ask.await {
-            if let Some(req) = undo(&reply) {
-                let _ = far.request(node, sid, req).await;
-            }
-        }
-    });
-    Err(why)
-}
-
-/// How long past the caller's timeout a connect waits for the peer's answer (the round
-/// trip, and the peer's own work once its wait ended).
-const ANSWER_GRACE: Duration = Duration::from_secs(1);
-
 /// `SCIConnectSegment` to a segment of another node, through its transport.
 async fn connect_far(s: &Session, node: u32, id: u32, timeout_ms: Option<u32>) -> Outcome {
     let (t, shared) = match transport_to(s, node, timeout_ms).await {
         Ok(x) => x,
         Err(e) => return (Err(e), vec![]),
     };
-    let undo = |r: &PeerReply| match r {
-        PeerReply::Connected { conn, .. } => Some(PeerRequest::Disconnect { conn: *conn }),
-        _ => None,
-    };
-    match ask_connect(s, &t, node, PeerRequest::Connect { id, timeout_ms }, timeout_ms, undo).await {
+    match s.ask_via(&t, node, PeerRequest::Connect { id, timeout_ms }).await {
         Ok((PeerReply::Connected { conn: remote, size }, fds)) if shared && fds.len() == 1 => {
             let keep = fds[0].try_clone().ok().and_then(|fd| remora_sys::Memfd::from_fd(fd).ok());
             // Never trust a size larger than the memory that came with it.
@@ -363,12 +300,7 @@ async fn connect_interrupt_far(
         Ok(x) => x,
         Err(e) => return (Err(e), vec![]),
     };
-    let undo = |r: &PeerReply| match r {
-        PeerReply::Interrupt { intr, .. } => Some(PeerRequest::DisconnectInterrupt { intr: *intr }),
-        _ => None,
-    };
-    let req = PeerRequest::ConnectInterrupt { intno, data, timeout_ms };
-    match ask_connect(s, &t, node, req, timeout_ms, undo).await {
+    match s.ask_via(&t, node, PeerRequest::ConnectInterrupt { intno, data, timeout_ms }).await {
         Ok((PeerReply::Interrupt { intr: remote, intno }, fds))
             // Shared memory: the page, its eventfd and its bell's sending end.
             if fds.len() == if shared { 3 } else { 0 } =>
