@@ -332,6 +332,15 @@ fn a_signal_storm_loses_no_call_and_keeps_the_session_in_step() {
     assert!(out.contains("all passed"), "{out}{err}");
 }
 
+/// Under a lowered `ulimit -f`, a segment past it (the daemon makes its memory) and memory
+/// past it given to `SCIRegisterSegmentMemory` (the library moves it) are `SCI_ERR_NOSPC`;
+/// `SIGXFSZ`, which ended the program (and its daemon), is never raised.
+#[test]
+fn memory_past_the_file_size_limit_is_nospc_and_the_program_lives() {
+    let env = Env::new();
+    env.passes(&env.build(&root().join("tests/c/file_size_limit.c"), &[]), 4, "PASS");
+}
+
 #[test]
 fn readonly_map_faults_on_store() {
     let env = Env::new();

@@ -189,6 +189,13 @@ fn error_codes_follow_the_illumos_library_contract() {
     alone_ok("tests/c/rsm/rsm_errors.c");
 }
 
+/// Under a lowered `ulimit -f`, exporting memory past it is `RSMERR_INSUFFICIENT_MEM`;
+/// `SIGXFSZ`, which ended the program, is never raised.
+#[test]
+fn an_export_past_the_file_size_limit_is_insufficient_mem_and_the_program_lives() {
+    alone_ok("tests/c/rsm/rsm_fsize.c");
+}
+
 #[test]
 fn stack_and_mmap_exports_and_rebind_snapshots() {
     alone_ok("tests/c/rsm/rsm_stack.c");

@@ -60,6 +60,14 @@ fn signals_without_sa_restart_lose_nothing_and_a_cancelled_wait_ends_alone() {
     ok(env.run(&program(&env, "vipl_signals"), 4).output().unwrap());
 }
 
+/// Under a lowered `ulimit -f`, registering memory past it is `VIP_ERROR_RESOURCE`;
+/// `SIGXFSZ`, which ended the program, is never raised.
+#[test]
+fn registering_memory_past_the_file_size_limit_is_error_resource_and_the_program_lives() {
+    let env = Env::new();
+    ok(env.run(&program(&env, "vipl_fsize"), 4).output().unwrap());
+}
+
 #[test]
 fn a_rejected_request_then_an_accepted_one() {
     let env = Env::new();

@@ -180,7 +180,8 @@ impl From<remora_sisci::Error> for Error {
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Error {
         match e.raw_os_error() {
-            Some(12) => Error::InsufficientMemory,
+            // Out of memory, or memory beyond the file size limit (`ulimit -f`: EFBIG).
+            Some(12 | 27) => Error::InsufficientMemory,
             Some(14) => Error::BadAddress,
             Some(4) => Error::Interrupted,
             _ => Error::Internal(e.to_string()),

@@ -153,7 +153,8 @@ impl From<ClientError> for Error {
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Error {
         match e.raw_os_error() {
-            Some(12) => Error::NoSpace,
+            // Out of memory, or memory beyond the file size limit (`ulimit -f`: EFBIG).
+            Some(12 | 27) => Error::NoSpace,
             Some(34) => Error::OutOfRange,
             Some(13) => Error::Access,
             Some(17) => Error::IllegalAddress,

@@ -18,9 +18,16 @@ impl Memfd {
     /// (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`) so no holder can truncate it under
     /// another's mapping.
     ///
+    /// A size beyond the process's soft file size limit (`ulimit -f`, [`file_size_limit`])
+    /// is refused with `EFBIG` before the file is sized: the kernel would raise `SIGXFSZ`
+    /// for it, whose default action ends the program (and the signal's disposition is the
+    /// program's, not ours to change).
+    ///
     /// # Errors
-    /// The errno of `memfd_create`, `ftruncate` or `fcntl(F_ADD_SEALS)`.
+    /// `EFBIG` for a size beyond the file size limit; the errno of `memfd_create`,
+    /// `ftruncate` or `fcntl(F_ADD_SEALS)`.
     pub fn create(name: &str, size: u64) -> io::Result<Memfd> {
+        check_file_size(size)?;
         let fd = rustix::fs::memfd_create(
             format!("remora:{name}"),
             MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
@@ -93,6 +100,27 @@ impl Memfd {
     }
 }
 
+/// The soft file size limit of the process (`RLIMIT_FSIZE`, `ulimit -f`) in bytes, `None`
+/// when unlimited. Making a file longer than this raises `SIGXFSZ`.
+pub fn file_size_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Fsize).current
+}
+
+/// `Ok` when a file may be made `size` bytes long under [`file_size_limit`] (the kernel
+/// signals a size above the limit; the limit itself is allowed).
+///
+/// The limit is read at each call: a thread that lowers it between this check and the
+/// sizing it guards can still see `SIGXFSZ`.
+///
+/// # Errors
+/// `EFBIG` when `size` is above the limit.
+pub fn check_file_size(size: u64) -> io::Result<()> {
+    match file_size_limit() {
+        Some(limit) if size > limit => Err(rustix::io::Errno::FBIG.into()),
+        _ => Ok(()),
+    }
+}
+
 impl AsFd for Memfd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -111,6 +139,39 @@ mod tests {
         assert!(rustix::fs::ftruncate(&m, 0).is_err());
         let c = Memfd::from_fd(m.try_clone().unwrap().into_fd()).unwrap();
         assert_eq!(c.size(), 4096);
+    }
+
+    /// Run as a child of its own (the limit is the process's): a size beyond a lowered
+    /// `ulimit -f` is `EFBIG`, where `ftruncate` raised `SIGXFSZ` and the child died of it;
+    /// a size at the limit is made.
+    #[test]
+    fn a_size_beyond_the_file_size_limit_is_efbig_without_a_signal() {
+        use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+        const CHILD: &str = "REMORA_SYS_FSIZE_CHILD";
+        if std::env::var_os(CHILD).is_some() {
+            let hard = getrlimit(Resource::Fsize).maximum;
+            let limit = hard.unwrap_or(u64::MAX).min(1 << 20);
+            setrlimit(Resource::Fsize, Rlimit { current: Some(limit), maximum: hard }).unwrap();
+            assert_eq!(file_size_limit(), Some(limit));
+            let e = Memfd::create("beyond", limit + 4096).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(rustix::io::Errno::FBIG.raw_os_error()));
+            assert_eq!(Memfd::create("at", limit).unwrap().size(), limit);
+            println!("child done");
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "memfd::tests::a_size_beyond_the_file_size_limit_is_efbig_without_a_signal"])
+            .args(["--nocapture", "--test-threads", "1"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("child done"),
+            "{:?}: {text}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     #[test]

@@ -103,7 +103,8 @@ impl Registry {
             let name =
                 format!("n{}-s{}", self.node, id.map(|i| i.to_string()).unwrap_or_else(|| "private".into()));
             Some(Memfd::create(&name, size).map_err(|e| {
-                if e.raw_os_error() == Some(12) {
+                // Out of memory, or beyond the daemon's file size limit (`ulimit -f`).
+                if matches!(e.raw_os_error(), Some(12 | 27)) {
                     Error::NoSpace
                 } else {
                     Error::System(e.to_string())

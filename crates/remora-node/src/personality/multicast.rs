@@ -175,7 +175,8 @@ async fn create_member(s: &Session, group: u32, size: u64, unicast: bool) -> Res
         Some((_, m)) => (m, false),
         None => {
             let m = Memfd::create(&format!("n{}-group{group}", s.me()), size).map_err(|e| {
-                if e.raw_os_error() == Some(12) {
+                // Out of memory, or beyond the daemon's file size limit (`ulimit -f`).
+                if matches!(e.raw_os_error(), Some(12 | 27)) {
                     Error::NoSpace
                 } else {
                     sys(e)

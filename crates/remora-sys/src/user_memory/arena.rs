@@ -46,7 +46,7 @@ const ARENA_SIZE: u64 = 1 << 46;
 /// program; a window larger than that is `ENOMEM`.
 fn arena_size() -> u64 {
     let page = crate::page_size() as u64;
-    match rustix::process::getrlimit(rustix::process::Resource::Fsize).current {
+    match crate::memfd::file_size_limit() {
         Some(limit) if limit < ARENA_SIZE => limit - limit % page,
         _ => ARENA_SIZE,
     }
