@@ -12,8 +12,8 @@ use super::fabric::Routing;
 use super::wire::{Body, Boot};
 use super::{rma, Ofi, OfiLink};
 use crate::transport::tcp::framing::{read_frame, write_frame};
-use crate::transport::tcp::handshake::{accept_handshake, dial_handshake};
-use crate::transport::tcp::link::{await_peer, connected, dial_failed};
+use crate::transport::tcp::handshake::dial_handshake;
+use crate::transport::tcp::link::{accept_in_place, await_peer, connected, dial_failed};
 use crate::transport::{Env, LinkState};
 use remora_proto::link::{Flow, LinkMsg};
 use std::collections::HashMap;
@@ -24,25 +24,18 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-/// Take one bootstrap connection: the handshake, then hand it to the peer's link.
+/// Take one bootstrap connection: the handshake (under a place and a deadline, as the tcp
+/// transport's), then hand it to the peer's link.
 pub(super) async fn accept_one(ofi: Arc<Ofi>, stream: TcpStream) -> std::io::Result<()> {
-    let std = stream.into_std()?;
-    std.set_nonblocking(false)?;
-    std.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let (std, flow, inc, link) = tokio::task::spawn_blocking(move || {
-        let mut s = std;
-        // A node this transport does not carry is refused before the welcome.
-        let admit = |node: u32| {
-            ofi.links.get(&node).cloned().ok_or_else(|| format!("node {node} is not reached over ofi here"))
-        };
-        accept_handshake(&mut s, &ofi.env, admit).map(|(_, f, i, link)| (s, f, i, link))
-    })
-    .await
-    .map_err(std::io::Error::other)??;
+    let o = ofi.clone();
+    // A node this transport does not carry is refused before the welcome.
+    let admit = move |node: u32| {
+        o.links.get(&node).cloned().ok_or_else(|| format!("node {node} is not reached over ofi here"))
+    };
+    let (std, flow, inc, link) = accept_in_place(&ofi.admission, ofi.env.clone(), stream, admit).await?;
     if flow == Flow::Pager {
         // A DSM pager's own flow (a TCP stream a process holds), served as the tcp
         // transport serves them.
-        std.set_read_timeout(None)?;
         return crate::transport::tcp::pager::accept(&link.peer, std, inc);
     }
     std.set_nonblocking(true)?;

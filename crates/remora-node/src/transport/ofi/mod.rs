@@ -76,6 +76,8 @@ pub struct Ofi {
     env: Arc<Env>,
     fabric: Arc<Fabric>,
     links: HashMap<u32, Arc<OfiLink>>,
+    /// The bootstrap listener's places for handshakes under way (as the tcp transport's).
+    admission: Arc<crate::transport::tcp::admission::Admission>,
 }
 
 /// The libfabric provider `env`'s node is configured for, if any.
@@ -148,7 +150,8 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
         links.insert(n.id, link.clone());
         starts.push((link, rx));
     }
-    let ofi = Arc::new(Ofi { env, fabric, links });
+    let admission = crate::transport::tcp::admission::Admission::new(&cluster);
+    let ofi = Arc::new(Ofi { env, fabric, links, admission });
     for (link, rx) in starts {
         tokio::spawn(link::run_link(ofi.clone(), link, rx));
     }

@@ -6,6 +6,7 @@
 //! are [`Liveness`](crate::transport::liveness::Liveness)'s: this file feeds it what the sockets and the
 //! timers show and carries out its actions.
 
+use super::admission::{Admission, KNOWN_AT_ONCE, STRANGERS_AT_ONCE};
 use super::bulk::start_bulk;
 use super::framing::read_frame_async;
 use super::handshake::{accept_handshake, dial_handshake};
@@ -28,54 +29,44 @@ use tokio::sync::mpsc;
 /// bound): a peer that drips bytes must not hold a thread of ours for ever.
 const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
 
-/// Handshakes under way at most; connections beyond are closed at once.
-const HANDSHAKES_AT_ONCE: usize = 64;
-
-/// Handshakes under way now.
-static HANDSHAKES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// One handshake's place among [`HANDSHAKES_AT_ONCE`], given back when dropped.
-struct Place;
-
-impl Place {
-    fn take() -> Option<Place> {
-        let n = HANDSHAKES.fetch_add(1, Ordering::AcqRel);
-        if n >= HANDSHAKES_AT_ONCE {
-            HANDSHAKES.fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
-        Some(Place)
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        HANDSHAKES.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-pub(super) async fn accept_one(tcp: Arc<Tcp>, stream: TcpStream) -> std::io::Result<()> {
-    let place = Place::take()
-        .ok_or_else(|| std::io::Error::other(format!("more than {HANDSHAKES_AT_ONCE} handshakes at once")))?;
+/// Authenticate an accepted connection (`accept_handshake`, with `admit`) on a blocking
+/// thread, under a place of `admission` (none free: closed at once) and within
+/// [`HANDSHAKE_DEADLINE`] (past it the socket is shut down under the handshake, whose read
+/// then ends). The node that authenticated makes its address known to `admission`. Returns
+/// the stream (blocking, no read timeout), its flow, the peer's incarnation and what
+/// `admit` gave.
+pub(in crate::transport) async fn accept_in_place<A, F>(
+    admission: &Arc<Admission>,
+    env: Arc<Env>,
+    stream: TcpStream,
+    admit: F,
+) -> std::io::Result<(StdStream, Flow, u64, A)>
+where
+    A: Send + 'static,
+    F: FnOnce(u32) -> Result<A, String> + Send + 'static,
+{
+    let from = stream.peer_addr()?.ip();
+    let place = admission.take(from).ok_or_else(|| {
+        std::io::Error::other(format!(
+            "no handshake place free ({STRANGERS_AT_ONCE} at once from strangers, {KNOWN_AT_ONCE} more \
+             from the cluster's addresses)"
+        ))
+    })?;
     let std = stream.into_std()?;
     std.set_nonblocking(false)?;
     std.set_read_timeout(Some(Duration::from_secs(5)))?;
-    // Past the deadline the socket is shut down under the handshake, whose read then ends.
     let watch = std.try_clone()?;
+    let learn = admission.clone();
     let handshake = tokio::task::spawn_blocking(move || {
         let mut s = std;
-        // A node we keep no link with is refused by name before the welcome.
-        let admit = |node: u32| {
-            tcp.peers.get(&node).cloned().ok_or_else(|| {
-                crate::transport::carrier::refusal(&tcp.env, node)
-                    .unwrap_or_else(|| format!("no link for node {node}"))
-            })
-        };
-        let r = accept_handshake(&mut s, &tcp.env, admit).map(|(_, f, i, peer)| (s, f, i, peer));
+        let r = accept_handshake(&mut s, &env, admit);
+        if let Ok((node, ..)) = &r {
+            learn.learn(*node, from);
+        }
         drop(place);
-        r
+        r.map(|(_, f, i, a)| (s, f, i, a))
     });
-    let (std, flow, inc, peer) = match tokio::time::timeout(HANDSHAKE_DEADLINE, handshake).await {
+    let (std, flow, inc, a) = match tokio::time::timeout(HANDSHAKE_DEADLINE, handshake).await {
         Ok(r) => r.map_err(std::io::Error::other)??,
         Err(_) => {
             let _ = watch.shutdown(std::net::Shutdown::Both);
@@ -84,6 +75,19 @@ pub(super) async fn accept_one(tcp: Arc<Tcp>, stream: TcpStream) -> std::io::Res
     };
     drop(watch);
     std.set_read_timeout(None)?;
+    Ok((std, flow, inc, a))
+}
+
+pub(super) async fn accept_one(tcp: Arc<Tcp>, stream: TcpStream) -> std::io::Result<()> {
+    let t = tcp.clone();
+    // A node we keep no link with is refused by name before the welcome.
+    let admit = move |node: u32| {
+        t.peers.get(&node).cloned().ok_or_else(|| {
+            crate::transport::carrier::refusal(&t.env, node)
+                .unwrap_or_else(|| format!("no link for node {node}"))
+        })
+    };
+    let (std, flow, inc, peer) = accept_in_place(&tcp.admission, tcp.env.clone(), stream, admit).await?;
     match flow {
         Flow::Control => {
             std.set_nonblocking(true)?;
@@ -228,7 +232,8 @@ fn refused_or_silent(peer: &Arc<TcpPeer>, e: &std::io::Error) {
 
 /// A connection to the peer's start `incarnation` is up, writing to `tx`. A restarted
 /// peer is lost before the sender is installed (what sessions ask from then on is held by
-/// the new start); the link is up, and remembered session ends go out, after.
+/// the new start); what the peer has not noted yet (`notices.rs`) goes out first on the
+/// new connection, then the link is up, and remembered session ends go out.
 pub(in crate::transport) fn connected(
     peer: &Arc<TcpPeer>,
     incarnation: u64,
@@ -237,7 +242,10 @@ pub(in crate::transport) fn connected(
     let mut acts = {
         let mut live = peer.live();
         let acts = live.connected(incarnation, Instant::now());
-        peer.peer_incarnation.store(incarnation, Ordering::SeqCst);
+        let old = peer.peer_incarnation.swap(incarnation, Ordering::SeqCst);
+        if old != 0 && old != incarnation {
+            peer.notices().clear();
+        }
         acts
     };
     if acts.contains(&Action::VoidPeerStart) {
@@ -249,6 +257,7 @@ pub(in crate::transport) fn connected(
     let after = acts.split_off(up.unwrap_or(acts.len()));
     peer.apply(acts);
     *peer.ctrl.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+    peer.tell_again();
     peer.apply(after);
 }
 

@@ -12,6 +12,7 @@
 //! | file | object |
 //! | --- | --- |
 //! | `handshake.rs` | challenge-response authentication of every flow |
+//! | `admission.rs` | places for handshakes under way: strangers' and the cluster's addresses' |
 //! | `framing.rs` | control frames and bulk headers on the wire |
 //! | `peer.rs` | one peer: link state, pending requests, sessions it holds for us |
 //! | `link.rs` | dialing, accepting, the control flow and its heartbeats |
@@ -24,6 +25,7 @@
 //! | `fuzzing.rs` | the decoders above driven with bytes, for the fuzz targets (`fuzz/`) |
 
 mod bulk;
+pub(in crate::transport) mod admission;
 mod bulk_tx;
 pub(in crate::transport) mod direct;
 pub(in crate::transport) mod framing;
@@ -53,6 +55,8 @@ pub struct Tcp {
     pools: HashMap<u32, Arc<pool::Pool>>,
 }
 
+    /// The listener's places for handshakes under way (`admission.rs`).
+    admission: Arc<admission::Admission>,
 /// Open the transport: bind the cluster listener and start one task per node of the
 /// cluster file on another host. Without a cluster file it reaches nothing.
 ///
@@ -61,7 +65,12 @@ pub struct Tcp {
 pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Transport>> {
     let env = Arc::new(env.clone());
     let Some(cluster) = env.cluster.clone() else {
-        return Ok(Arc::new(Tcp { env, peers: HashMap::new(), pools: HashMap::new() }));
+        return Ok(Arc::new(Tcp {
+            env,
+            peers: HashMap::new(),
+            pools: HashMap::new(),
+            admission: Arc::default(),
+        }));
     };
     let me = cluster
         .addr(env.node)
@@ -83,7 +92,8 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
         starts.push((peer, rx));
     }
     let pools = peers.iter().map(|(n, p)| (*n, pool::Pool::new(env.clone(), p.clone()))).collect();
-    let tcp = Arc::new(Tcp { env: env.clone(), peers, pools });
+    let admission = admission::Admission::new(&cluster);
+    let tcp = Arc::new(Tcp { env: env.clone(), peers, pools, admission });
     for (peer, rx) in starts {
         tokio::spawn(link::run_peer(env.clone(), peer, rx));
     }
