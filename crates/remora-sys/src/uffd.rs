@@ -23,6 +23,7 @@ const PAGE: usize = 4096;
 const UFFD_API: u64 = 0xAA;
 const UFFD_USER_MODE_ONLY: u32 = 1;
 const FEATURE_PAGEFAULT_FLAG_WP: u64 = 1 << 0;
+const FEATURE_THREAD_ID: u64 = 1 << 8;
 const FEATURE_POISON: u64 = 1 << 14;
 const REGISTER_MODE_MISSING: u64 = 1;
 const REGISTER_MODE_WP: u64 = 2;
@@ -155,6 +156,24 @@ pub struct Fault {
     pub wp: bool,
     /// The access was a write.
     pub write: bool,
+    /// The faulting thread's id, as [`this_thread`] gives it (0 where the kernel does not
+    /// tell).
+    pub tid: u32,
+}
+
+/// The calling thread's id (the kernel's), as a [`Fault`] names the thread that faulted:
+/// asked of the kernel once per thread (and again in a child of `fork`).
+pub fn this_thread() -> u32 {
+    thread_local!(static TID: std::cell::Cell<(u32, u32)> = const { std::cell::Cell::new((0, 0)) });
+    let pid = crate::sched::own_pid();
+    TID.with(|t| match t.get() {
+        (p, tid) if p == pid => tid,
+        _ => {
+            let tid = rustix::thread::gettid().as_raw_nonzero().get() as u32;
+            t.set((pid, tid));
+            tid
+        }
+    })
 }
 
 impl Uffd {
@@ -170,7 +189,8 @@ impl Uffd {
             | UserfaultfdFlags::from_bits_retain(UFFD_USER_MODE_ONLY);
         // SAFETY: userfaultfd(2) has no memory-safety preconditions; it returns a new fd.
         let fd = unsafe { rustix::mm::userfaultfd(flags) }.map_err(err)?;
-        let mut api = Api { api: UFFD_API, features: FEATURE_PAGEFAULT_FLAG_WP | FEATURE_POISON, ioctls: 0 };
+        let want = FEATURE_PAGEFAULT_FLAG_WP | FEATURE_THREAD_ID;
+        let mut api = Api { api: UFFD_API, features: want | FEATURE_POISON, ioctls: 0 };
         // SAFETY: UFFDIO_API takes a struct uffdio_api, which `Api` lays out exactly.
         let r = unsafe { rustix::ioctl::ioctl(&fd, Updater::<OP_API, Api>::new(&mut api)) };
         let poison = match r {
@@ -179,7 +199,7 @@ impl Uffd {
                 // Older kernels: ask again without poison (a fd accepts one UFFDIO_API).
                 // SAFETY: as above.
                 let fd = unsafe { rustix::mm::userfaultfd(flags) }.map_err(err)?;
-                let mut api = Api { api: UFFD_API, features: FEATURE_PAGEFAULT_FLAG_WP, ioctls: 0 };
+                let mut api = Api { api: UFFD_API, features: want, ioctls: 0 };
                 // SAFETY: as above.
                 unsafe { rustix::ioctl::ioctl(&fd, Updater::<OP_API, Api>::new(&mut api)) }.map_err(err)?;
                 return Ok(Uffd { fd, poison: false });
@@ -245,7 +265,14 @@ impl Uffd {
         }
         let flags = u64::from_ne_bytes(msg[8..16].try_into().expect("8 bytes"));
         let addr = u64::from_ne_bytes(msg[16..24].try_into().expect("8 bytes")) as usize & !(PAGE - 1);
-        Ok(Some(Fault { addr, wp: flags & PAGEFAULT_FLAG_WP != 0, write: flags & PAGEFAULT_FLAG_WRITE != 0 }))
+        // `feat.ptid`, filled with UFFD_FEATURE_THREAD_ID.
+        let tid = u32::from_ne_bytes(msg[24..28].try_into().expect("4 bytes"));
+        Ok(Some(Fault {
+            addr,
+            wp: flags & PAGEFAULT_FLAG_WP != 0,
+            write: flags & PAGEFAULT_FLAG_WRITE != 0,
+            tid,
+        }))
     }
 
     /// Fill the missing page at `addr` of `region` with `data` (one page), optionally
@@ -540,6 +567,8 @@ pub(crate) mod tests {
         word.store(1, Ordering::SeqCst);
         let seen = pager.join().unwrap();
         assert!(!seen[0].wp && seen[1].wp && seen[1].write);
+        // Each fault names the thread that took it.
+        assert!(seen.iter().all(|f| f.tid == this_thread()), "{seen:?} on thread {}", this_thread());
         let mut out = [0u8; PAGE];
         region.read_present_page(base, &mut out).unwrap();
         assert_eq!(out[0], 1);
