@@ -193,6 +193,7 @@ impl DsmMap {
             delay: p.flush_min,
             fan,
             leaving: false,
+            stand_ins: Vec::new(),
         };
         if !readonly {
             p.writers.fetch_add(1, Ordering::SeqCst);
@@ -264,7 +265,9 @@ impl DsmMap {
     ///
     /// # Errors
     /// `ERANGE` outside the map; `ENOTCONN` once the home is lost (its pages would raise
-    /// `SIGBUS`); the flow's error when a store straight home failed.
+    /// `SIGBUS`), also when it is lost while the store waits for a page (a cable cut that
+    /// ends in the loss of the connection); the flow's error when a store straight home
+    /// failed.
     pub fn write(&self, off: usize, data: &[u8]) -> std::io::Result<()> {
         check(off, data.len(), self.len)?;
         self.reachable()?;
@@ -276,7 +279,22 @@ impl DsmMap {
                 return r;
             }
         }
-        self.region.write_at(self.delta + off, data)
+        self.copy(|r| r.write_at(self.delta + off, data))
+    }
+
+    /// A copy through the map for a call of the API (`f` copies through the region): a page
+    /// that can never be filled, as the home is lost while the copy waits for it, gets a
+    /// stand-in rather than raise SIGBUS in the call (`pager/stand_in.rs`), and the call
+    /// answers `ENOTCONN`.
+    fn copy(&self, f: impl FnOnce(&UffdRegion) -> std::io::Result<()>) -> std::io::Result<()> {
+        let copying = self.pager.copying();
+        let r = f(&self.region);
+        drop(copying);
+        if self.is_lost() {
+            self.pager.ask(|tx| Cmd::Forget(self.id, tx));
+            return Err(std::io::Error::from(std::io::ErrorKind::NotConnected));
+        }
+        r
     }
 
     /// Store `data` at byte `start` of the region straight home; `None` when the pager says
@@ -361,7 +379,10 @@ impl DsmMap {
             let sent = self.pager.ask(|tx| Cmd::Store { id: self.id, start, data: data.to_vec(), tx });
             match sent.flatten() {
                 Some(r) => r?,
-                None => self.region.write_at(start, data)?,
+                None => self.copy(|r| r.write_at(start, data)).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::NotConnected => std::io::Error::from_raw_os_error(107),
+                    _ => e,
+                })?,
             }
         }
         if self.flush() {
@@ -411,11 +432,12 @@ impl DsmMap {
     /// Load from `off` into `out`.
     ///
     /// # Errors
-    /// `ERANGE` outside the map; `ENOTCONN` once the home is lost.
+    /// `ERANGE` outside the map; `ENOTCONN` once the home is lost (also while the load
+    /// waits for a page, as in [`DsmMap::write`]).
     pub fn read(&self, off: usize, out: &mut [u8]) -> std::io::Result<()> {
         check(off, out.len(), self.len)?;
         self.reachable()?;
-        self.region.read_at(self.delta + off, out)
+        self.copy(|r| r.read_at(self.delta + off, out))
     }
 
     /// `ENOTCONN` once the home is lost: the map's missing pages are poisoned then, and a

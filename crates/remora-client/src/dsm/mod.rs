@@ -70,7 +70,9 @@
 //! * When the home node is lost, pages still resident keep their last contents and stores
 //!   to them stay local; an access to a page that is not resident (never touched, or
 //!   dropped by the last refresh, so within `refresh` every page) raises SIGBUS
-//!   (`UFFDIO_POISON`) rather than hanging. The connection reports the loss
+//!   (`UFFDIO_POISON`) rather than hanging; [`DsmMap::write`] and [`DsmMap::read`]
+//!   (`SCIMemCpy`) answer `ENOTCONN` instead, also when the home is lost while they wait
+//!   for a page (`pager/stand_in.rs`). The connection reports the loss
 //!   (`SCI_CB_LOST`), sequences report NOT_RETRIABLE, flushes fail. A flow that fails
 //!   (no answer for 10 s, or closed) while the route is only down for now
 //!   ([`Route::Silent`]: a cable cut) does not lose the home: the pager waits until the

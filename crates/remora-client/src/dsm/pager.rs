@@ -5,6 +5,7 @@
 pub(super) mod fanout;
 mod flush;
 mod revive;
+mod stand_in;
 mod through;
 
 use super::flow::{Flow, Soon};
@@ -74,6 +75,8 @@ pub(super) struct PMap {
     pub(super) fan: Option<fanout::Fanout>,
     /// The map is being unmapped: a failed path home is not waited for (`revive.rs`).
     pub(super) leaving: bool,
+    /// Pages of a lost home filled with zeros for a copy of the API (`stand_in.rs`).
+    pub(super) stand_ins: Vec<usize>,
 }
 
 pub(super) enum Cmd {
@@ -84,6 +87,8 @@ pub(super) enum Cmd {
     Flush(u64, Sender<bool>, bool),
     Refresh(u64, Sender<bool>),
     Remove(u64, Sender<()>),
+    /// Drop the map's stand-ins (`stand_in.rs`).
+    Forget(u64, Sender<()>),
     /// Before a store of `len` bytes at byte `start` of a map goes home straight over its
     /// pager flow (`through.rs`): the flow and the home's offset of `start`, once the pages
     /// the store touches sent their changes (`None`: the store goes through the map).
@@ -144,6 +149,8 @@ pub(super) struct Pager {
     pub(super) used: Mutex<Instant>,
     /// Set by [`Cmd::Exit`]: the thread ends once it has no map.
     pub(super) quit: AtomicBool,
+    /// The threads copying through its maps for a call of the API now (`stand_in.rs`).
+    pub(super) copiers: Mutex<Vec<u32>>,
 }
 
 /// What a pager's maps hold that is not home yet, counted where every thread can look.
@@ -318,7 +325,7 @@ impl Pager {
                     if f.wp {
                         self.on_write(m, idx, f.addr);
                     } else {
-                        self.on_missing(m, idx, f.addr);
+                        self.on_missing(m, idx, f.addr, f.tid);
                     }
                 }
                 let now = Instant::now();
@@ -394,6 +401,12 @@ impl Pager {
                     maps.retain(|_, (i, _)| *i != id);
                     let _ = tx.send(());
                 }
+                Cmd::Forget(id, tx) => {
+                    if let Some(m) = find_id(maps, id) {
+                        self.forget_stand_ins(m);
+                    }
+                    let _ = tx.send(());
+                }
                 Cmd::Through { id, start, len, tx } => {
                     self.flush_siblings(maps, id);
                     let _ = tx.send(find_id(maps, id).and_then(|m| self.through(m, start, len)));
@@ -417,7 +430,7 @@ impl Pager {
         }
     }
 
-    fn on_missing(&self, m: &mut PMap, idx: usize, addr: usize) {
+    fn on_missing(&self, m: &mut PMap, idx: usize, addr: usize, tid: u32) {
         let first = m.resident.fetch_add(1, Ordering::SeqCst) == 0;
         let off = m.seg_off + (idx * PAGE) as u64;
         let mut page = vec![0u8; PAGE];
@@ -445,10 +458,8 @@ impl Pager {
             }
             None => {
                 m.resident.fetch_sub(1, Ordering::SeqCst);
-                // The page can never be filled: make the access fail instead of hanging.
-                if self.uffd.poison(&m.region, addr, PAGE).is_err() {
-                    let _ = self.uffd.copy_page(&m.region, addr, &[0u8; PAGE], false);
-                }
+                // The page can never be filled: the access fails instead of hanging.
+                self.unfillable(m, idx, addr, tid);
             }
         }
     }

@@ -1,0 +1,66 @@
+//! A page that can never be filled (its map's home is lost) while a call of the API copies
+//! through the map ([`DsmMap::write`](super::super::DsmMap::write) and
+//! [`DsmMap::read`](super::super::DsmMap::read): `SCIMemCpy`'s PIO path). The program's
+//! own loads and stores of such a page raise SIGBUS (`UFFDIO_POISON`), as documented; a
+//! call of the API must answer an error instead (`SCI_ERR_TRANSFER_FAILED`), also when the
+//! home is lost while the call waits for the page (a cable cut that ends in the loss of
+//! the connection).
+//!
+//! The copying thread names itself to its pager for the length of the copy
+//! ([`Pager::copying`]). A fault of such a thread on a page that can never be filled gets a
+//! *stand-in*, a page of zeros, and the copy goes on; the call then finds the map lost and,
+//! before it answers the error, has the pager drop its stand-ins (`Cmd::Forget`): their next
+//! access faults again and is poisoned. (Until then another thread's load of a stand-in
+//! reads zeros, not SIGBUS: a window of one command's length, on a lost home only.)
+
+use super::*;
+
+/// A thread copying through a map of the pager (see the module's documentation), until
+/// dropped.
+pub(in crate::dsm) struct Copying<'a> {
+    pager: &'a Pager,
+    tid: u32,
+}
+
+impl Drop for Copying<'_> {
+    fn drop(&mut self) {
+        let mut copiers = self.pager.copiers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = copiers.iter().position(|&t| t == self.tid) {
+            copiers.swap_remove(i);
+        }
+    }
+}
+
+impl Pager {
+    /// The calling thread copies through a map of this pager (a call of the API) until the
+    /// answer is dropped: a page that can never be filled gets a stand-in instead of
+    /// raising SIGBUS in it.
+    pub(in crate::dsm) fn copying(&self) -> Copying<'_> {
+        let tid = remora_sys::uffd::this_thread();
+        self.copiers.lock().unwrap_or_else(|p| p.into_inner()).push(tid);
+        Copying { pager: self, tid }
+    }
+
+    /// The page at `addr` (index `idx` of `m`), which thread `tid` faulted on, can never be
+    /// filled: a stand-in for a copy of the API on a lost home, otherwise poisoned (the
+    /// access fails instead of hanging).
+    pub(super) fn unfillable(&self, m: &mut PMap, idx: usize, addr: usize, tid: u32) {
+        let copier = tid != 0 && self.copiers.lock().unwrap_or_else(|p| p.into_inner()).contains(&tid);
+        if copier && m.lost.load(Ordering::SeqCst) {
+            if let Ok(true) = self.uffd.copy_page(&m.region, addr, &[0u8; PAGE], false) {
+                m.stand_ins.push(idx);
+                return;
+            }
+        }
+        if self.uffd.poison(&m.region, addr, PAGE).is_err() {
+            let _ = self.uffd.copy_page(&m.region, addr, &[0u8; PAGE], false);
+        }
+    }
+
+    /// Drop the map's stand-ins: their next access faults, and is poisoned.
+    pub(super) fn forget_stand_ins(&self, m: &mut PMap) {
+        for idx in m.stand_ins.drain(..) {
+            let _ = m.region.drop_pages(m.region.base() + idx * PAGE, PAGE);
+        }
+    }
+}
