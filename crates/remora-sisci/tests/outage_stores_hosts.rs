@@ -1,9 +1,10 @@
 //! Calls on a map of another host's segment made once a cable cut is known (the connection
 //! reported NOT_OPERATIONAL): a store through `Map::write` (`SCIMemCpy`'s PIO path) into
 //! pages the map does not hold waits for the cable and lands once it is back — or answers
-//! `SCI_ERR_TRANSFER_FAILED` when the connection is lost meanwhile —, never SIGBUS. The
-//! storing program is a child process, so that a SIGBUS fails the test instead of ending
-//! it. Needs a namespace cluster (root); skips without one.
+//! `SCI_ERR_TRANSFER_FAILED` when the connection is lost meanwhile —, never SIGBUS; and an
+//! unmap does not wait for the cable. The storing program is a child process, so that a
+//! SIGBUS fails the test instead of ending it. Needs a namespace cluster (root); skips
+//! without one.
 
 mod common;
 
@@ -175,3 +176,54 @@ fn store_child(spec: &str, back: bool) {
     }
     say("flushed");
 }
+
+/// An unmap while the route is silent does not wait for the cable: stores of the map not
+/// answered yet are sent without waiting for the answer (the map is leaving), and the
+/// connection rides the cut out. A watchdog brings the cable back after [`WATCHDOG`], so
+/// an unmap that waits for it returns then (and fails the bound) instead of hanging.
+#[test]
+fn an_unmap_during_a_cut_does_not_wait_for_the_link() {
+    let Some(c) = common::net_cluster(2) else { return };
+    let a = Descriptor::open(&common::net_sci(&c, 1)).unwrap();
+    let b = Descriptor::open(&common::net_sci(&c, 2)).unwrap();
+    let (_seg, home) = common::available(&a, 45, 8192);
+    let (remote, map) = common::mapped(&b, c.node(1), 45, 8192);
+    // A store the pager sends without waiting for the home's answer (no flush asks for it).
+    map.write(64, &5u64.to_le_bytes()).unwrap();
+    let t = Instant::now();
+    while common::word(&home, 64) != 5 {
+        assert!(t.elapsed() < Duration::from_secs(5), "the store never reached the home");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    c.link_down(1);
+    common::expect_event(&remote, SegmentReason::NotOperational, Duration::from_secs(20));
+    let (back, watchdog) = std::sync::mpsc::channel::<()>();
+    let took = std::thread::scope(|s| {
+        let c = &c;
+        s.spawn(move || {
+            let _ = watchdog.recv_timeout(WATCHDOG);
+            c.link_up(1);
+        });
+        let t = Instant::now();
+        map.unmap().unwrap();
+        let took = t.elapsed();
+        back.send(()).unwrap();
+        took
+    });
+    assert!(took < Duration::from_secs(5), "an unmap during a cut took {took:?}");
+    common::expect_event(&remote, SegmentReason::Operational, Duration::from_secs(30));
+    // The connection is whole: a new map of it stores and loads.
+    let again = remote.map(0, 8192, None, MapFlags::default()).unwrap();
+    again.write(4096, &6u64.to_le_bytes()).unwrap();
+    let t = Instant::now();
+    while !again.flush() {
+        assert!(t.elapsed() < Duration::from_secs(20), "a new map's store never went home");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(common::word(&home, 4096), 6);
+    assert_eq!(common::word(&again, 64), 5);
+}
+
+/// How long the cable of [`an_unmap_during_a_cut_does_not_wait_for_the_link`] stays out at
+/// most: longer than a pager flow's patience (10 s), within the link's budget (~30 s).
+const WATCHDOG: Duration = Duration::from_secs(20);

@@ -391,9 +391,12 @@ impl Pager {
                 Cmd::Remove(id, tx) => {
                     if let Some(m) = find_id(maps, id) {
                         // Its stores go home if the path works; an unmap never waits out a
-                        // cable cut for them.
+                        // cable cut for them: while the route is silent they are sent
+                        // without waiting for the home's answer (they land if the cable
+                        // comes back in time), and a path that fails is not revived.
                         m.leaving = true;
-                        self.flush_map(m, true);
+                        let wait = m.home.route() != Route::Silent;
+                        self.flush_map(m, wait);
                         let watched = m.pages.iter().filter(|p| p.st.dirty).count();
                         self.pending.unwatch(watched);
                         set_unanswered(m, false);
