@@ -9,7 +9,9 @@ use crate::core::{ConnKind, ConnectWait, DmaTarget, Registry};
 use crate::session::wait_changes;
 use crate::transport::{BoxFuture, FlowUse, Inbound, LinkState, PeerMemory, SharedFlow};
 
+mod gave_up;
 mod owner_flow;
+use gave_up::{Made, Ticket};
 use crate::Node;
 use remora_proto::link::{PeerReply, PeerRequest, RangeRef, Space};
 use remora_proto::{Error, Event, LostReason, Role};
@@ -22,12 +24,14 @@ pub struct NodeInbound {
     node: Weak<Node>,
     /// Sessions made here for peers' sessions: (peer, its session) → ours.
     served: Mutex<HashMap<(u32, u64), u64>>,
+    /// Peers' requests being served, and what served connects made (`gave_up.rs`).
+    asked: gave_up::Book,
 }
 
 impl NodeInbound {
     /// The handler of `node`.
     pub fn new(node: Weak<Node>) -> NodeInbound {
-        NodeInbound { node, served: Mutex::new(HashMap::new()) }
+        NodeInbound { node, served: Mutex::new(HashMap::new()), asked: Default::default() }
     }
 
     /// The session of this node that stands for `from`'s session `origin`.
@@ -52,6 +56,29 @@ impl NodeInbound {
     }
 }
 
+impl NodeInbound {
+    /// Serve a request of `from`'s session `origin`, with the ticket `ticket` makes (taken
+    /// now, in the order requests come).
+    fn serve_with(
+        &self,
+        from: u32,
+        origin: u64,
+        req: PeerRequest,
+        ticket: impl FnOnce(&gave_up::Book) -> Ticket,
+    ) -> BoxFuture<'static, Result<PeerReply, Error>> {
+        let Some(node) = self.node.upgrade() else {
+            return Box::pin(async { Err(Error::NodeNotResponding) });
+        };
+        let sid = self.served_session(&node, from, origin);
+        let ticket = ticket(&self.asked);
+        Box::pin(async move {
+            let r = serve(node.clone(), sid, from, req, &ticket).await;
+            node.changed.notify_waiters();
+            r
+        })
+    }
+}
+
 /// Retry `attempt` on the books whenever they change (see [`wait_changes`]).
 async fn wait_for<T>(
     node: &Node,
@@ -62,8 +89,15 @@ async fn wait_for<T>(
     wait_changes(node, timeout_ms, missing, || attempt(&mut node.lock()), std::future::pending()).await
 }
 
-/// Serve one core request of `from`, held by session `sid`.
-async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result<PeerReply, Error> {
+/// Serve one core request of `from`, held by session `sid`; `ticket` is refused once
+/// `from` gives it up.
+async fn serve(
+    node: Arc<Node>,
+    sid: u64,
+    from: u32,
+    req: PeerRequest,
+    ticket: &Ticket,
+) -> Result<PeerReply, Error> {
     let alive = move |reg: &Registry| match reg.sessions.contains_key(&sid) {
         true => Ok(()),
         false => Err(ConnectWait::Failed(Error::Protocol("the requesting session ended".into()))),
@@ -72,7 +106,10 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
         PeerRequest::Probe => Ok(PeerReply::Ok),
         PeerRequest::Connect { id, timeout_ms } => wait_for(&node, timeout_ms, Error::NoSuchSegment, |reg| {
             alive(reg)?;
-            reg.connect_for_peer(sid, from, id)
+            ticket.check()?;
+            let (conn, size) = reg.connect_for_peer(sid, from, id)?;
+            ticket.made(reg, sid, Made::Segment(conn));
+            Ok((conn, size))
         })
         .await
         .map(|(conn, size)| PeerReply::Connected { conn, size }),
@@ -80,7 +117,10 @@ async fn serve(node: Arc<Node>, sid: u64, from: u32, req: PeerRequest) -> Result
         PeerRequest::ConnectInterrupt { intno, data, timeout_ms } => {
             wait_for(&node, timeout_ms, Error::NoSuchIntno, |reg| {
                 alive(reg)?;
-                reg.connect_interrupt(sid, from, intno, data)
+                ticket.check()?;
+                let (intr, fds) = reg.connect_interrupt(sid, from, intno, data)?;
+                ticket.made(reg, sid, Made::Interrupt(intr));
+                Ok((intr, fds))
             })
             .await
             .map(|(intr, _)| PeerReply::Interrupt { intr, intno })
@@ -326,15 +366,23 @@ impl Inbound for NodeInbound {
         origin: u64,
         req: PeerRequest,
     ) -> BoxFuture<'static, Result<PeerReply, Error>> {
-        let Some(node) = self.node.upgrade() else {
-            return Box::pin(async { Err(Error::NodeNotResponding) });
-        };
-        let sid = self.served_session(&node, from, origin);
-        Box::pin(async move {
-            let r = serve(node.clone(), sid, from, req).await;
-            node.changed.notify_waiters();
-            r
-        })
+        self.serve_with(from, origin, req, |_| Ticket::none())
+    }
+
+    fn request_numbered(
+        &self,
+        from: u32,
+        origin: u64,
+        id: u64,
+        req: PeerRequest,
+    ) -> BoxFuture<'static, Result<PeerReply, Error>> {
+        self.serve_with(from, origin, req, |book| Ticket::new(book, from, id))
+    }
+
+    fn gave_up(&self, from: u32, id: u64) {
+        let Some(node) = self.node.upgrade() else { return };
+        gave_up::gave_up(&mut node.lock(), &self.asked, from, id);
+        node.changed.notify_waiters();
     }
 
     fn session_end(&self, from: u32, origin: u64) {
@@ -378,6 +426,7 @@ impl Inbound for NodeInbound {
                     let mine: Vec<(u32, u64)> = map.keys().filter(|(p, _)| *p == peer).copied().collect();
                     mine.into_iter().filter_map(|k| map.remove(&k)).collect()
                 };
+                gave_up::forget(&self.asked, peer);
                 lose_peer(&node, peer, served);
             }
             LinkState::Down => {}

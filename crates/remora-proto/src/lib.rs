@@ -35,8 +35,10 @@ pub const MAGIC: [u8; 2] = *b"RM";
 /// message's, each memfd sent once, up to [`SCIF_MAX_PIECES`] pieces; [`Reply::ScifWindows`]
 /// says whether more follow; a local segment's kept events taken in an answer,
 /// [`Request::TakeSegmentEvents`], [`Reply::SegmentEvents`]; 13: credit for the SCIF
-/// relays' messages, `ScifPeerRequest::Credit`, [`SCIF_RELAY_WINDOW`]).
-pub const VERSION: u16 = 13;
+/// relays' messages, `ScifPeerRequest::Credit`, [`SCIF_RELAY_WINDOW`]; 14: requests a node gave
+/// up and session ends, told again until noted, `link::LinkMsg::GaveUp`,
+/// `link::LinkMsg::GaveUpNoted`, `link::LinkMsg::SessionEndNoted`).
+pub const VERSION: u16 = 14;
 /// The most bytes of SCIF messages a daemon's relay sends to the far daemon's relay
 /// without credit back (`ScifPeerRequest::Credit`, given once the bytes are in the far
 /// endpoint's ring), plus the one message under way when the limit is reached: beyond it

@@ -161,6 +161,27 @@ pub enum LinkMsg {
         /// The word woken after each store that covers it.
         watch: Option<(u64, u64)>,
     },
+    /// The sender gave request `id` up (its caller's time ran out, the route fell silent,
+    /// or the connection it went on broke): it will never take its answer. The receiver
+    /// refuses it if it is still being served, and releases what it made if it was
+    /// served. Sent in order after the request (a request is never read after its
+    /// `GaveUp`), and again after every reconnection to the same start of the receiver
+    /// until [`LinkMsg::GaveUpNoted`] comes back.
+    GaveUp {
+        /// The request's id.
+        id: u64,
+    },
+    /// The receiver of [`LinkMsg::GaveUp`] acted on it.
+    GaveUpNoted {
+        /// The request's id.
+        id: u64,
+    },
+    /// The receiver of [`LinkMsg::SessionEnd`] released what it held for the session: the
+    /// sender stops telling it again after reconnections.
+    SessionEndNoted {
+        /// The sender's session.
+        origin: u64,
+    },
 }
 
 /// The most memories one [`LinkMsg::PagerBindMany`] flow reaches.

@@ -490,6 +490,9 @@ fn peer_frames() -> Vec<(String, Vec<u8>)> {
         ("reply_vipl_accepted", reply(Ok(PeerReply::ViplAccepted(vec![1; 80])))),
         ("reply_error", reply(Err(Error::NoSuchSegment))),
         ("pager_bind_interrupt", LinkMsg::PagerBind { target: RangeRef::interrupt(11) }),
+        ("session_end_noted", LinkMsg::SessionEndNoted { origin: 5 }),
+        ("gave_up", LinkMsg::GaveUp { id: 17 }),
+        ("gave_up_noted", LinkMsg::GaveUpNoted { id: 17 }),
     ];
     let mut out: Vec<(String, Vec<u8>)> = msgs.iter().map(|(n, m)| (n.to_string(), wire(m))).collect();
     // A stretch of a live link: heartbeats around a request and its answer.

@@ -13,14 +13,20 @@
 //!   descriptors when the transport shares memory with the peer (the `local` transport
 //!   hands memfds and interrupt pages over). A request to a node that cannot be reached
 //!   fails with [`Error::NodeNotResponding`] (or [`Error::NoSuchNode`]); it never waits
-//!   forever: a link that is coming up is waited for at most a few seconds.
+//!   forever: a link that is coming up is waited for at most a few seconds. A request
+//!   whose answer the caller never takes (it gave up and dropped the future, or the
+//!   connection broke first) is told to the peer as given up, after it in order and again
+//!   after every reconnection to the same start of the peer until the peer noted it: the
+//!   peer refuses it while it is still being served and releases what it made once it was
+//!   ([`Inbound::gave_up`]), so a connect given up leaves nothing booked there.
 //! * **Posts** ([`Transport::post`]): a request in order with the others that the peer
 //!   answers only when it fails (a SCIF relay's bytes: one packet per message instead of
 //!   two). A broken connection fails the caller's watch, as it fails requests. Transports
 //!   that cannot post give the request back.
 //! * **Session end** ([`Transport::session_end`]): the peer releases everything it holds for
 //!   that session. A transport remembers ends it could not deliver while a link was down
-//!   and delivers them when it comes back.
+//!   and delivers them when it comes back; one sent on a connection that broke before the
+//!   peer noted it is sent again on the next.
 //! * **Link state and events**: a transport reports a silent peer (not operational), its
 //!   return (operational) and its loss (its daemon restarted or is gone) through
 //!   [`Inbound::link_changed`] (for a whole link) or [`Inbound::route_lost`] (for one
@@ -335,6 +341,25 @@ pub trait Inbound: Send + Sync {
         origin: u64,
         req: PeerRequest,
     ) -> BoxFuture<'static, Result<PeerReply, Error>>;
+
+    /// Serve request `id` of `from`'s session `origin`: [`Inbound::request`] (the default),
+    /// for a handler that keeps the id to act on a later [`Inbound::gave_up`].
+    fn request_numbered(
+        &self,
+        from: u32,
+        origin: u64,
+        id: u64,
+        req: PeerRequest,
+    ) -> BoxFuture<'static, Result<PeerReply, Error>> {
+        let _ = id;
+        self.request(from, origin, req)
+    }
+
+    /// `from` gave its request `id` up (it never takes the answer): refuse it if it is
+    /// still being served, release what it made if it was served. Nothing by default.
+    fn gave_up(&self, from: u32, id: u64) {
+        let _ = (from, id);
+    }
 
     /// `from`'s session `origin` ended: release what was held for it.
     fn session_end(&self, from: u32, origin: u64);

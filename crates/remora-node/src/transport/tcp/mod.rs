@@ -15,6 +15,7 @@
 //! | `admission.rs` | places for handshakes under way: strangers' and the cluster's addresses' |
 //! | `framing.rs` | control frames and bulk headers on the wire |
 //! | `peer.rs` | one peer: link state, pending requests, sessions it holds for us |
+//! | `notices.rs` | requests given up and session ends, told again until the peer notes them |
 //! | `link.rs` | dialing, accepting, the control flow and its heartbeats |
 //! | `bulk.rs` | the bulk flows (lanes) and streaming reads and writes |
 //! | `bulk_tx.rs` | the bulk flow's sending side: frames written by their sender when idle |
@@ -24,8 +25,8 @@
 //! | `pool.rs` | flows dialed and authenticated ahead of need, bound when taken |
 //! | `fuzzing.rs` | the decoders above driven with bytes, for the fuzz targets (`fuzz/`) |
 
-mod bulk;
 pub(in crate::transport) mod admission;
+mod bulk;
 mod bulk_tx;
 pub(in crate::transport) mod direct;
 pub(in crate::transport) mod framing;
@@ -33,6 +34,7 @@ pub(in crate::transport) mod framing;
 pub mod fuzzing;
 pub(in crate::transport) mod handshake;
 pub(in crate::transport) mod link;
+mod notices;
 pub(in crate::transport) mod pager;
 mod pager_shared;
 pub(in crate::transport) mod peer;
@@ -53,10 +55,10 @@ pub struct Tcp {
     peers: HashMap<u32, Arc<TcpPeer>>,
     /// The flows dialed ahead of need, per peer (`pool.rs`).
     pools: HashMap<u32, Arc<pool::Pool>>,
-}
-
     /// The listener's places for handshakes under way (`admission.rs`).
     admission: Arc<admission::Admission>,
+}
+
 /// Open the transport: bind the cluster listener and start one task per node of the
 /// cluster file on another host. Without a cluster file it reaches nothing.
 ///

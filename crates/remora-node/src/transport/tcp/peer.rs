@@ -62,6 +62,8 @@ pub struct TcpPeer {
     pub(in crate::transport) bulk_wait: Mutex<HashMap<u64, BulkWait>>,
     pub(in crate::transport) accepted: Mutex<Option<mpsc::UnboundedSender<(TcpStream, u64)>>>,
     pub(in crate::transport) changed: Notify,
+    /// Requests given up and session ends the peer has not noted yet (`notices.rs`).
+    pub(in crate::transport) notices: Mutex<super::notices::Notices>,
 }
 
 impl std::fmt::Debug for TcpPeer {
@@ -89,6 +91,7 @@ impl TcpPeer {
             bulk_wait: Mutex::new(HashMap::new()),
             accepted: Mutex::new(None),
             changed: Notify::new(),
+            notices: Mutex::new(Default::default()),
         }
     }
 
@@ -113,6 +116,27 @@ impl TcpPeer {
         self.live.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    pub(in crate::transport) fn notices(&self) -> std::sync::MutexGuard<'_, super::notices::Notices> {
+        self.notices.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Request `id` was given up before its answer was taken: the peer is told (now if the
+    /// link is up, else on the next connection), so that it releases what it made.
+    fn gave_up(&self, id: u64) {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        let m = self.notices().gave_up(id);
+        self.send(m);
+    }
+
+    /// A new connection to the peer's start is up (its sender installed): tell again what
+    /// the peer has not noted yet, before anything else goes on it.
+    pub(in crate::transport) fn tell_again(&self) {
+        let again = self.notices().again();
+        for m in again {
+            self.send(m);
+        }
+    }
+
     /// The last heartbeat round trip.
     pub fn rtt_us(&self) -> u64 {
         self.rtt_us.load(Ordering::Relaxed)
@@ -126,7 +150,9 @@ impl TcpPeer {
     }
 
     /// Ask the peer, for session `origin` of this node; waits for the answer (or the link's
-    /// loss). Waits for a link that is coming up, for up to 5 seconds.
+    /// loss). Waits for a link that is coming up, for up to 5 seconds. A request sent whose
+    /// answer is not taken (the future is dropped, or the connection broke first) is told
+    /// to the peer as given up ([`LinkMsg::GaveUp`]).
     pub async fn request(&self, origin: u64, req: PeerRequest) -> Result<PeerReply, Error> {
         let t = Instant::now();
         while self.ctrl.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
@@ -145,7 +171,16 @@ impl TcpPeer {
             self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
             return Err(Error::NodeNotResponding);
         }
-        rx.await.unwrap_or(Err(Error::NodeNotResponding))
+        // From here the peer may serve it: unless its answer is taken, it is given up.
+        let mut untaken = Untaken { peer: self, id: Some(id) };
+        match rx.await {
+            Ok(answer) => {
+                untaken.id = None;
+                answer
+            }
+            // The connection broke first (its requests' senders were dropped).
+            Err(_) => Err(Error::NodeNotResponding),
+        }
     }
 
     /// Send a request that the peer answers only when it fails (`QUIET`), in order with
@@ -247,9 +282,9 @@ impl TcpPeer {
                 }
                 Action::Report(state) => self.inbound.link_changed(self.id, state),
                 Action::FailRequests => {
-                    for (_, tx) in self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain() {
-                        let _ = tx.send(Err(Error::NodeNotResponding));
-                    }
+                    // Dropped unanswered: each waiter fails with `NodeNotResponding` and
+                    // tells the peer its request was given up (the peer may have it).
+                    drop(std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner())));
                 }
                 Action::ResetDataFlows => {
                     self.bulk_wait.lock().unwrap_or_else(|p| p.into_inner()).clear();
@@ -262,7 +297,10 @@ impl TcpPeer {
                 // The control loop sends heartbeats and closes connections itself.
                 Action::Ping | Action::Close => {}
                 Action::SendSessionEnd(origin) => {
-                    if !self.send(LinkMsg::SessionEnd { origin }) {
+                    // Kept until the peer notes it (told again on the next connection).
+                    let m = self.notices().ended(origin);
+                    if !self.send(m) {
+                        self.notices().unsent_end(origin);
                         self.live().remember(origin);
                     }
                 }
@@ -291,7 +329,7 @@ impl TcpPeer {
             }
             LinkMsg::Request { id, origin, req } => {
                 let p = self.clone();
-                let mut served = self.inbound.request(self.id, origin, req);
+                let mut served = self.inbound.request_numbered(self.id, origin, id, req);
                 if id & QUIET != 0 {
                     // A post is served here and now as far as it goes, so that posts done at
                     // once (a relay's bytes) take effect in the order they came, whatever
@@ -317,7 +355,15 @@ impl TcpPeer {
                 }
             }
             LinkMsg::Event { origin, event } => self.inbound.event(self.id, origin, event),
-            LinkMsg::SessionEnd { origin } => self.inbound.session_end(self.id, origin),
+            LinkMsg::SessionEnd { origin } => {
+                self.inbound.session_end(self.id, origin);
+                self.send(LinkMsg::SessionEndNoted { origin });
+            }
+            LinkMsg::GaveUp { id } => {
+                self.inbound.gave_up(self.id, id);
+                self.send(LinkMsg::GaveUpNoted { id });
+            }
+            m @ (LinkMsg::GaveUpNoted { .. } | LinkMsg::SessionEndNoted { .. }) => self.notices().noted(&m),
             other => {
                 tracing::warn!(peer = self.id, "unexpected {other:?} on an established link; closing it");
                 return false;
@@ -363,6 +409,21 @@ impl TcpPeer {
     }
 }
 
+/// A request sent whose answer was not taken yet: dropped while it still names the
+/// request, it tells the peer the request was given up.
+struct Untaken<'a> {
+    peer: &'a TcpPeer,
+    id: Option<u64>,
+}
+
+impl Drop for Untaken<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            self.peer.gave_up(id);
+        }
+    }
+}
+
 type Lanes = [Option<Arc<super::bulk_tx::BulkTx>>; BULK_LANES];
 
 thread_local! {
@@ -399,7 +460,7 @@ fn stuck_lane(key: usize, lanes: &Lanes, lane: usize) -> Option<Arc<super::bulk_
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::transport::{BoxFuture, PeerMemory};
 
@@ -421,7 +482,8 @@ mod tests {
         }
     }
 
-    fn peer() -> (Arc<TcpPeer>, mpsc::UnboundedReceiver<LinkMsg>) {
+    /// A peer whose link is up, and what it sends.
+    pub(in crate::transport) fn peer() -> (Arc<TcpPeer>, mpsc::UnboundedReceiver<LinkMsg>) {
         let p = Arc::new(TcpPeer::new(Arc::new(Answers), 8, "nowhere:1".into()));
         let (tx, rx) = mpsc::unbounded_channel();
         *p.ctrl.lock().unwrap() = Some(tx);
