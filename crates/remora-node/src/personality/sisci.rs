@@ -265,13 +265,45 @@ async fn ask_while_up(
     }
 }
 
+/// Ask `node` for a connect that it waits `timeout_ms` for. Across hosts the caller's
+/// time is kept: given up with `NodeNotResponding` as soon as the route is known silent
+/// (as [`ask_while_up`]), with `Timeout` once that time and [`ANSWER_GRACE`] passed
+/// without an answer (a request on a link that fell silent would otherwise wait until the
+/// transport closes the link). The transport tells the peer a request given up so
+/// (`LinkMsg::GaveUp`, in order after it and again after reconnections until noted),
+/// and the peer refuses it or releases what it made: nothing stays booked there. A node
+/// of this host (a transport that shares memory, whose proxy serves the session's
+/// requests in turn) is asked and awaited as any request.
+async fn ask_connect(
+    s: &Session,
+    t: &Arc<dyn Transport>,
+    node: u32,
+    req: PeerRequest,
+    timeout_ms: Option<u32>,
+) -> Result<crate::transport::Answer, Error> {
+    if t.shares_memory() {
+        return s.ask_via(t, node, req).await;
+    }
+    let ask = ask_while_up(s, t, node, req);
+    match timeout_ms {
+        None => ask.await,
+        Some(ms) => tokio::time::timeout(Duration::from_millis(ms.into()) + ANSWER_GRACE, ask)
+            .await
+            .unwrap_or(Err(Error::Timeout)),
+    }
+}
+
+/// How long past the caller's timeout a connect to another host waits for the answer (the
+/// round trip, and the peer's own work once its wait ended).
+const ANSWER_GRACE: Duration = Duration::from_secs(1);
+
 /// `SCIConnectSegment` to a segment of another node, through its transport.
 async fn connect_far(s: &Session, node: u32, id: u32, timeout_ms: Option<u32>) -> Outcome {
     let (t, shared) = match transport_to(s, node, timeout_ms).await {
         Ok(x) => x,
         Err(e) => return (Err(e), vec![]),
     };
-    match s.ask_via(&t, node, PeerRequest::Connect { id, timeout_ms }).await {
+    match ask_connect(s, &t, node, PeerRequest::Connect { id, timeout_ms }, timeout_ms).await {
         Ok((PeerReply::Connected { conn: remote, size }, fds)) if shared && fds.len() == 1 => {
             let keep = fds[0].try_clone().ok().and_then(|fd| remora_sys::Memfd::from_fd(fd).ok());
             // Never trust a size larger than the memory that came with it.
@@ -300,7 +332,8 @@ async fn connect_interrupt_far(
         Ok(x) => x,
         Err(e) => return (Err(e), vec![]),
     };
-    match s.ask_via(&t, node, PeerRequest::ConnectInterrupt { intno, data, timeout_ms }).await {
+    let req = PeerRequest::ConnectInterrupt { intno, data, timeout_ms };
+    match ask_connect(s, &t, node, req, timeout_ms).await {
         Ok((PeerReply::Interrupt { intr: remote, intno }, fds))
             // Shared memory: the page, its eventfd and its bell's sending end.
             if fds.len() == if shared { 3 } else { 0 } =>

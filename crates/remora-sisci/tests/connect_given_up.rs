@@ -1,0 +1,112 @@
+//! Connects to a node of another host keep the caller's time while that node is silent
+//! (a connect with a 2 s timeout took 29 s during a cable cut), and a connect given up
+//! leaves nothing booked on the far node once it answers again: the far node is told,
+//! in order after the request, that it was given up, and refuses it or releases what it
+//! made. Two nodes of this host over TCP (`force_tcp`); node 4's daemon stopped with
+//! `SIGSTOP` is the silent node (as behind a pulled cable: the link's connection stays,
+//! nothing is read).
+
+mod common;
+use common::{daemon_pid, retried, Sci as _, Stopped};
+
+use remora_proto::{NodeStatus, Reply, Request, Role};
+use remora_sisci::*;
+use std::time::{Duration, Instant};
+
+fn status(h: &common::Harness, node: u32) -> NodeStatus {
+    let s = remora_client::Session::open_control(&h.config(node)).unwrap();
+    match s.request(Request::Status, &[]).unwrap().0 {
+        Reply::Status(st) => *st,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// What node 4 holds for sessions of node 8: (connections to segments, connections to
+/// interrupts).
+fn booked_for_node_8(h: &common::Harness) -> (usize, usize) {
+    let st = status(h, 4);
+    let peer = |sid: u64| st.sessions.iter().any(|s| s.session == sid && s.role == Role::Peer { node: 8 });
+    let conns = st.connections.iter().filter(|c| peer(c.session)).count();
+    let intr_conns = st.interrupts.iter().map(|i| i.3 as usize).sum();
+    (conns, intr_conns)
+}
+
+/// A segment `id` of `d`'s node, available.
+fn segment(d: &Descriptor, id: u32) -> LocalSegment {
+    let seg = LocalSegment::create(d, Some(id), 4096, CreateFlags::default()).unwrap();
+    seg.prepare(0).unwrap();
+    seg.set_available(0).unwrap();
+    seg
+}
+
+/// `connect` fails with a timeout or a silent node's error, within `bound`.
+fn fails_within(what: &str, bound: Duration, connect: impl FnOnce() -> Result<()>) {
+    let t = Instant::now();
+    let err = connect().expect_err(what);
+    let took = t.elapsed();
+    eprintln!("{what} failed with {err:?} after {took:?}");
+    assert!(matches!(err, Error::Timeout | Error::NodeNotResponding), "{what}: {err:?}");
+    assert!(took < bound, "{what} took {took:?}");
+}
+
+#[test]
+fn connects_keep_the_callers_time_while_the_node_is_silent() {
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let _seg = segment(&a, 41);
+    let _intr = Interrupt::create(&a, 0, Some(77), false, None).unwrap();
+    RemoteSegment::connect(&b, 4, 41, 0, Some(Duration::from_secs(10))).unwrap().disconnect().unwrap();
+    let stopped = Stopped::new(daemon_pid(&h, 4));
+    // The first request goes while the link still looks up; it waited (before) until the
+    // link was closed, 150 heartbeats (7.5 s) after node 4 fell silent. The second goes
+    // once the route is known silent (it waited 5 s for a new connection).
+    let (limit, bound) = (Duration::from_secs(2), Duration::from_millis(4500));
+    fails_within("a segment connect", bound, || RemoteSegment::connect(&b, 4, 41, 0, Some(limit)).map(drop));
+    fails_within("an interrupt connect", bound, || {
+        RemoteInterrupt::connect(&b, 4, 0, 77, Some(limit)).map(drop)
+    });
+    drop(stopped);
+    retried(|| RemoteSegment::connect(&b, 4, 41, 0, Some(limit))).disconnect().unwrap();
+    retried(|| RemoteInterrupt::connect(&b, 4, 0, 77, Some(limit))).disconnect().unwrap();
+}
+
+#[test]
+fn a_connect_given_up_leaves_nothing_booked_on_the_far_node() {
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let _seg = segment(&a, 42);
+    let _intr = Interrupt::create(&a, 0, Some(78), false, None).unwrap();
+    RemoteSegment::connect(&b, 4, 42, 0, Some(Duration::from_secs(10))).unwrap().disconnect().unwrap();
+    assert_eq!(booked_for_node_8(&h), (0, 0));
+
+    // Asked while node 4 is stopped, given up by node 8; the requests wait unread in node
+    // 4's socket. Segment 43 does not exist yet: node 4 would wait for it.
+    let limit = Duration::from_secs(2);
+    {
+        let _stopped = Stopped::new(daemon_pid(&h, 4));
+        assert!(RemoteSegment::connect(&b, 4, 42, 0, Some(limit)).is_err());
+        assert!(RemoteInterrupt::connect(&b, 4, 0, 78, Some(limit)).is_err());
+        assert!(RemoteSegment::connect(&b, 4, 43, 0, Some(limit)).is_err());
+    }
+    // Node 4 reads the requests (it made the connections before this change, and kept
+    // them for as long as `b` stays open), and that they were given up. Segment 43 comes
+    // within the time node 4 would have waited for it.
+    let _late = segment(&a, 43);
+    // A connect asked after them is served after them.
+    let kept = retried(|| RemoteSegment::connect(&b, 4, 42, 0, Some(limit)));
+    // Longer than node 4 would have waited for segment 43.
+    std::thread::sleep(limit + Duration::from_millis(500));
+    assert_eq!(booked_for_node_8(&h), (1, 0), "only the connection node 8 holds");
+    let st = status(&h, 4);
+    let importers: Vec<_> = st.segments.iter().map(|s| (s.id, s.importers)).collect();
+    assert!(importers.contains(&(Some(42), 1)) && importers.contains(&(Some(43), 0)), "{importers:?}");
+    // What node 8 holds works, and its disconnect leaves nothing.
+    let mut buf = [0u8; 4];
+    let map = kept.map(0, 4096, None, MapFlags::default()).unwrap();
+    map.read(0, &mut buf).unwrap();
+    map.unmap().unwrap();
+    kept.disconnect().unwrap();
+    assert_eq!(booked_for_node_8(&h), (0, 0));
+}
