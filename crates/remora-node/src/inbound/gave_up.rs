@@ -36,8 +36,12 @@ impl Made {
 /// Peers' requests being served, and what served connects made, by (peer, request id).
 #[derive(Debug, Default)]
 pub(super) struct Asked {
-    /// Requests being served: whether the peer gave one up meanwhile.
-    serving: HashMap<(u32, u64), bool>,
+    /// Requests being served: their ticket's number, and whether the peer gave one up
+    /// meanwhile. (A peer that restarted numbers its requests afresh: a ticket of its old
+    /// start still being served leaves the entry of the new one with the same id alone.)
+    serving: HashMap<(u32, u64), (u64, bool)>,
+    /// The last ticket's number.
+    tickets: u64,
     /// What served connects made (while it stands): the holding session and the thing.
     made: HashMap<(u32, u64), (u64, Made)>,
 }
@@ -49,14 +53,18 @@ fn lock(book: &Book) -> MutexGuard<'_, Asked> {
     book.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// One request of a peer being served (or none, for a request without an id).
-pub(super) struct Ticket(Option<(Book, (u32, u64))>);
+/// One request of a peer being served (or none, for a request without an id): the book,
+/// the request's (peer, id), the ticket's number.
+pub(super) struct Ticket(Option<(Book, (u32, u64), u64)>);
 
 impl Ticket {
     /// Request `id` of `from` is being served from now until the ticket drops.
     pub(super) fn new(book: &Book, from: u32, id: u64) -> Ticket {
-        lock(book).serving.insert((from, id), false);
-        Ticket(Some((book.clone(), (from, id))))
+        let mut b = lock(book);
+        b.tickets += 1;
+        let n = b.tickets;
+        b.serving.insert((from, id), (n, false));
+        Ticket(Some((book.clone(), (from, id), n)))
     }
 
     /// A request the peer cannot give up (no id).
@@ -68,7 +76,7 @@ impl Ticket {
     /// the request makes anything).
     pub(super) fn check(&self) -> Result<(), ConnectWait> {
         match &self.0 {
-            Some((book, key)) if lock(book).serving.get(key).copied().unwrap_or(false) => {
+            Some((book, key, n)) if lock(book).serving.get(key).is_some_and(|s| *s == (*n, true)) => {
                 Err(ConnectWait::Failed(Error::Protocol("the asking node gave the request up".into())))
             }
             _ => Ok(()),
@@ -79,7 +87,7 @@ impl Ticket {
     /// [`Ticket::check`]): kept while it stands, for a later give-up. What no longer
     /// stands is forgotten now.
     pub(super) fn made(&self, reg: &Registry, session: u64, what: Made) {
-        let Some((book, key)) = &self.0 else { return };
+        let Some((book, key, _)) = &self.0 else { return };
         let mut b = lock(book);
         b.made.retain(|_, (s, m)| m.held(reg, *s));
         b.made.insert(*key, (session, what));
@@ -88,8 +96,11 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        if let Some((book, key)) = &self.0 {
-            lock(book).serving.remove(key);
+        if let Some((book, key, n)) = &self.0 {
+            let mut b = lock(book);
+            if b.serving.get(key).is_some_and(|s| s.0 == *n) {
+                b.serving.remove(key);
+            }
         }
     }
 }
@@ -105,7 +116,7 @@ pub(super) fn gave_up(reg: &mut Registry, book: &Book, from: u32, id: u64) {
             Made::Interrupt(c) => reg.disconnect_interrupt(session, c).is_ok(),
         };
         tracing::debug!(peer = from, id, released, "a request given up by its node: {what:?} released");
-    } else if let Some(given_up) = b.serving.get_mut(&(from, id)) {
+    } else if let Some((_, given_up)) = b.serving.get_mut(&(from, id)) {
         *given_up = true;
     }
 }
