@@ -91,6 +91,10 @@ pub(crate) struct Conn {
     /// Non-blocking receives that found nothing: every 64th asks whether the node daemon
     /// is still there (a system call).
     pub(crate) empty_polls: AtomicU32,
+    /// A call on the connection answered ECONNRESET: the connection is lost for good, as
+    /// if the peer had closed (what was received can still be taken), whatever a later
+    /// look at the peer's node would say.
+    pub(crate) reset: AtomicBool,
 }
 
 impl Conn {
@@ -104,8 +108,25 @@ impl Conn {
         self.empty_polls.fetch_add(1, Ordering::Relaxed) % 64 == 63 && self.session.hung_up()
     }
 
+    /// Whether the peer is gone: it closed (or its node was lost, as the daemon tells), or
+    /// a call on the connection answered ECONNRESET before.
     pub(crate) fn peer_closed(&self) -> bool {
-        self.region.closed(1 - self.side).load(Ordering::Acquire) != 0
+        self.reset.load(Ordering::Acquire) || self.region.closed(1 - self.side).load(Ordering::Acquire) != 0
+    }
+
+    /// `r`, the outcome of a call on the connection; an ECONNRESET makes the connection
+    /// lost for good (every later call answers it too, never ENODEV or a success). So does
+    /// this node's daemon gone (ENODEV from it: it held the connection, and the peer has
+    /// lost it too).
+    pub(crate) fn lost_if<T>(&self, r: Result<T>) -> Result<T> {
+        let r = match r {
+            Err(Error::NoDevice) if self.session.hung_up() => Err(Error::Reset),
+            r => r,
+        };
+        if matches!(r, Err(Error::Reset)) {
+            self.reset.store(true, Ordering::Release);
+        }
+        r
     }
 }
 
@@ -147,6 +168,7 @@ impl Conn {
             arena: Mutex::default(),
             peer_windows: Mutex::default(),
             empty_polls: AtomicU32::new(0),
+            reset: AtomicBool::new(false),
         };
         Ok((conn, flow))
     }

@@ -86,6 +86,8 @@ impl Endpoint {
             return Ok(n);
         }
         let fd = self.as_fd();
+        // A connection lost for good waits for nothing: what is there, then ECONNRESET.
+        let block = block && !c.reset.load(Ordering::Acquire);
         let mut got = 0;
         let mut spin: Option<Instant> = None;
         let mut spinning = block;
@@ -102,9 +104,10 @@ impl Endpoint {
                 Ok(n) => got += n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     if !block {
-                        // Nothing, and the node daemon is gone: ECONNRESET, as over the
-                        // relay, rather than 0 bytes forever.
-                        if got == 0 && c.daemon_lost_lately() {
+                        // Nothing, and the node daemon is gone (or the connection is lost
+                        // for good): ECONNRESET, as over the relay, rather than 0 bytes
+                        // forever.
+                        if got == 0 && (c.reset.load(Ordering::Acquire) || c.daemon_lost_lately()) {
                             return Err(Error::Reset);
                         }
                         break;

@@ -45,11 +45,11 @@ impl Endpoint {
             remora_client::dsm::settle();
         }
         let g = (side != SideLock::Held).then(|| c.send_lock.lock());
-        let r = if c.direct {
+        let r = c.lost_if(if c.direct {
             self.send_direct(c, data, block, limit)
         } else {
             self.send_ring(c, data, block, limit)
-        };
+        });
         if side == SideLock::KeepIfShort && matches!(r, Ok(n) if n < data.len()) {
             std::mem::forget(g);
         }
@@ -168,11 +168,11 @@ impl Endpoint {
         let c = self.conn()?;
         let g = (side != SideLock::Held).then(|| c.recv_lock.lock());
         let len = buf.len();
-        let r = if c.direct {
+        let r = c.lost_if(if c.direct {
             self.recv_direct(c, buf, block, limit)
         } else {
             self.recv_ring(c, buf, block, limit)
-        };
+        });
         if side == SideLock::KeepIfShort && matches!(r, Ok(n) if n < len) {
             std::mem::forget(g);
         }

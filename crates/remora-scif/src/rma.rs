@@ -92,10 +92,10 @@ impl Conn {
     /// before it, whatever order they finish in. The ticket ends when it drops, also when
     /// `f` panics.
     fn rma<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        let ticket = self.rma_ticket()?;
+        let ticket = self.lost_if(self.rma_ticket())?;
         let r = f();
         drop(ticket);
-        r
+        self.lost_if(r)
     }
 
     /// A ticket that may start: wait for an owner entry, then until fewer than
@@ -432,7 +432,7 @@ impl Endpoint {
         let (started, bit) = match init {
             FenceInit::SelfInit => (c.region.rma_started(c.side).load(Ordering::Acquire), 0),
             // The far peer's RMAs are counted in its host's region: ask its node.
-            FenceInit::Peer if c.remote => (c.far_peer_counts(None)?.0, 1),
+            FenceInit::Peer if c.remote => (c.lost_if(c.far_peer_counts(None))?.0, 1),
             FenceInit::Peer => (c.region.rma_started(1 - c.side).load(Ordering::Acquire), 1),
         };
         Ok((((started & MARK_MASK) << 1) | bit) as i32)
@@ -447,7 +447,11 @@ impl Endpoint {
             return Err(Error::Invalid("not a fence mark".into()));
         }
         let c = self.conn()?;
-        let m = mark as u64;
+        c.lost_if(Self::fence_wait_on(c, mark as u64))
+    }
+
+    /// [`Endpoint::fence_wait`] on connection `c`, for a mark that is not negative.
+    fn fence_wait_on(c: &Conn, m: u64) -> Result<()> {
         let side = if m & 1 == 0 { c.side } else { 1 - c.side };
         let far = side != c.side && c.remote;
         // A mark names RMAs already started; one ahead of the count was never handed out
@@ -497,12 +501,12 @@ impl Endpoint {
         let lw = local.map(|(off, v)| signal_target(&c.windows(false)?, off).map(|t| (t, v))).transpose()?;
         if c.remote {
             if let Some((off, _)) = remote {
-                c.check_remote_signal(off)?;
+                c.lost_if(c.check_remote_signal(off))?;
             }
             let mark = self.fence_mark(init)?;
             self.fence_wait(mark)?;
             if let Some((off, v)) = remote {
-                c.remote_write(off, Source::Buf(&v.to_ne_bytes())).map_err(signal_error)?;
+                c.lost_if(c.remote_write(off, Source::Buf(&v.to_ne_bytes())).map_err(signal_error))?;
             }
             return store_signals(lw.into_iter().collect());
         }

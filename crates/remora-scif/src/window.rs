@@ -238,7 +238,7 @@ impl Endpoint {
             pieces,
         });
         let fds: Vec<_> = memfds.iter().map(|m| m.as_fd()).collect();
-        match c.session.request(req, &fds)? {
+        match c.lost_if(c.session.request(req, &fds).map_err(Error::from))? {
             (Reply::ScifOffset { offset }, _) => {
                 let len = mem.pieces.iter().map(|p| p.2).sum();
                 c.leases.lock().unwrap_or_else(|p| p.into_inner()).insert(offset, (len, mem.lease));

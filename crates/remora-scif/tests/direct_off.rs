@@ -7,7 +7,9 @@
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{exchange, last_words, over_tcp, pair, wait_for_link};
+use common::{
+    every_call, exchange, last_words, over_tcp, pair, pair_with_windows, reset_for_good, wait_for_link, Seen,
+};
 
 fn no_direct_flows() {
     // Every test of this binary sets the same value before it starts a daemon.
@@ -188,4 +190,31 @@ fn while_the_far_daemon_is_stopped_the_senders_daemon_holds_the_sender_back() {
     let bad = (0..sent).find(|&i| got[i] != byte(i));
     assert_eq!(bad, None, "bytes intact and in order");
     last_words(&c, &s);
+}
+
+/// The peer's daemon dies (SIGKILL) while our endpoint's ring is full of the peer's bytes
+/// and our daemon's relay holds more: from the first ECONNRESET on, every call answers it
+/// (the relay tells of the close only once it has put all it holds into the ring, which the
+/// program does not empty: sends and fences went through meanwhile, after RMAs and
+/// registrations answered ECONNRESET).
+#[test]
+fn a_connection_whose_peers_daemon_died_with_bytes_held_answers_econnreset_for_good() {
+    no_direct_flows();
+    let h = over_tcp(&[4, 8]);
+    wait_for_link(&h);
+    let (c, s, local, remote) = pair_with_windows(&h, 8, 4);
+    // The peer sends until its ring, the relays' window and our ring are full.
+    let chunk = vec![5u8; 1 << 16];
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(500) {
+        s.send(&chunk, false).unwrap();
+    }
+    signal(daemon_pid(&h, 4), "KILL");
+    let t0 = Instant::now();
+    let mut seen = Seen::new();
+    while t0.elapsed() < Duration::from_secs(3) {
+        every_call(&c, local, remote, t0, &mut seen);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    reset_for_good(&seen);
 }

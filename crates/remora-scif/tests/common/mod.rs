@@ -95,3 +95,59 @@ pub fn last_words(c: &Endpoint, s: &Endpoint) {
     let r = remora_sys::bell::wait(s.as_fd(), false, Some(Duration::from_secs(5))).unwrap();
     assert!(r.hung_up);
 }
+
+/// Page-aligned, private anonymous memory that lives for the rest of the test process.
+pub fn anon(len: usize) -> UserRegion {
+    let v = Box::leak(vec![0u8; len + 4096].into_boxed_slice());
+    let start = (4096 - (v.as_ptr() as usize % 4096)) % 4096;
+    UserRegion::from_static(&mut v[start..start + len])
+}
+
+/// What each call answered, in order, with when (since the test's reference instant).
+pub type Seen = Vec<(Duration, &'static str, Result<()>)>;
+
+/// One of each kind of call on connected endpoint `c`, whose window is at `local` and its
+/// peer's at `remote`, added to `seen` (a receive that finds nothing answers `Ok` as
+/// "recv", one that takes bytes received before as "recv bytes").
+pub fn every_call(c: &Endpoint, local: u64, remote: u64, t0: Instant, seen: &mut Seen) {
+    let sync = RmaFlags { sync: true, ..RmaFlags::default() };
+    let mut b = [0u8; 8];
+    let mut note = |what, r: Result<()>| seen.push((t0.elapsed(), what, r));
+    match c.recv(&mut b, false) {
+        Ok(n) if n > 0 => note("recv bytes", Ok(())),
+        r => note("recv", r.map(|_| ())),
+    }
+    note("send", c.send(b"x", false).map(|_| ()));
+    note("writeto", c.write_to(local, 4096, remote, sync));
+    note("readfrom", c.read_from(local, 4096, remote, sync));
+    note("vwriteto", c.vwrite_to(&[7u8; 64], remote, sync));
+    note("vreadfrom", c.vread_from(&mut [0u8; 64], remote, sync));
+    note("fence", c.fence_mark(FenceInit::SelfInit).and_then(|m| c.fence_wait(m)));
+    note("register", c.register(anon(4096), 0, Prot::RW, false).map(|_| ()));
+}
+
+/// A connected pair (client on node `a`, server on node `b`) with a window of a page on
+/// each side, and every kind of call working on the client: the client, the server, the
+/// client's window and the server's.
+pub fn pair_with_windows(h: &Harness, a: u32, b: u32) -> (Endpoint, Endpoint, u64, u64) {
+    let (c, s) = pair(h, a, b);
+    let local = c.register(anon(4096), 0, Prot::RW, false).unwrap();
+    let remote = s.register(anon(4096), 0, Prot::RW, false).unwrap();
+    let mut seen = Seen::new();
+    every_call(&c, local, remote, Instant::now(), &mut seen);
+    let bad: Vec<_> = seen.iter().filter(|(_, _, r)| r.is_err()).collect();
+    assert!(bad.is_empty(), "calls on a new connection: {bad:?}");
+    (c, s, local, remote)
+}
+
+/// `seen` holds an ECONNRESET, and from the first on nothing else: the connection is lost
+/// for good (no ENODEV, no success), save receives that take bytes received before.
+pub fn reset_for_good(seen: &Seen) {
+    let first = seen.iter().position(|(_, _, r)| matches!(r, Err(Error::Reset)));
+    let first = first.unwrap_or_else(|| panic!("no ECONNRESET: {seen:?}"));
+    let odd: Vec<_> = seen[first..]
+        .iter()
+        .filter(|(_, what, r)| *what != "recv bytes" && !matches!(r, Err(Error::Reset)))
+        .collect();
+    assert!(odd.is_empty(), "after the first ECONNRESET, at {:?}: {odd:?}", seen[first].0);
+}

@@ -155,6 +155,17 @@ struct Conn {
     proxy: Option<usize>,
     /// The far peer's node and its daemon's handle of the connection.
     far: Option<(u32, u64)>,
+    /// The far peer's node was lost (its daemon died or restarted): the connection is reset
+    /// for good, whatever the relay still delivers, and nothing of it reaches that node
+    /// again (a restarted daemon hands out the same connection handles anew).
+    lost: bool,
+}
+
+impl Conn {
+    /// Whether the peer of side `s` is gone: it closed, or its node was lost.
+    fn peer_gone(&self, s: usize) -> bool {
+        self.lost || self.region.closed(1 - s).load(Ordering::Acquire) != 0
+    }
 }
 
 /// The SCIF books.
@@ -351,7 +362,7 @@ impl Books {
             ];
             let region_fd = memfd.try_clone().map_err(sys)?.into_fd();
             let proxy = remote_connector.then_some(0);
-            self.conns.insert(conn, Conn { memfd, region, sides, relay: relay_tx, proxy, far });
+            self.conns.insert(conn, Conn { memfd, region, sides, relay: relay_tx, proxy, far, lost: false });
             if p.reply.send(Ok(accepted)).is_err() {
                 // The connector gave up meanwhile: forget this one and take the next.
                 self.conns.remove(&conn);
@@ -394,7 +405,15 @@ impl Books {
         let fd = memfd.try_clone().map_err(sys)?.into_fd();
         self.conns.insert(
             conn,
-            Conn { memfd, region: region.clone(), sides, relay: Some(tx), proxy: Some(1), far: None },
+            Conn {
+                memfd,
+                region: region.clone(),
+                sides,
+                relay: Some(tx),
+                proxy: Some(1),
+                far: None,
+                lost: false,
+            },
         );
         self.sides.insert(sid, (conn, 0));
         Ok((conn, region, fd, rx))
@@ -421,11 +440,13 @@ impl Books {
         }
     }
 
-    /// The far peer of every connection to `node` is gone: their endpoints see a reset.
+    /// The far peer of every connection to `node` is gone: their endpoints see a reset,
+    /// for good.
     pub fn lose_node(&mut self, node: u32) {
-        for (id, c) in &self.conns {
+        for (id, c) in &mut self.conns {
             if let (Some(tx), Some((n, _))) = (&c.relay, c.far) {
                 if n == node {
+                    c.lost = true;
                     self.flows.lost(*id);
                     let _ = tx.send(RelayIn::PeerClosed);
                 }
@@ -454,14 +475,15 @@ impl Books {
     }
 
     /// The far end (node, its handle) of session `sid`'s connection, when relayed; fails
-    /// with `ConnReset` once the far peer has closed.
+    /// with `ConnReset` once the far peer has closed or its node was lost.
     ///
     /// # Errors
-    /// `NotConnected` without a relayed connection, `ConnReset` after the far close.
+    /// `NotConnected` without a relayed connection, `ConnReset` after the far close or the
+    /// far node's loss.
     pub fn far_of(&self, sid: u64) -> Result<(u32, u64), Error> {
         let (conn, s) = self.sides.get(&sid).ok_or(Error::NotConnected)?;
         let c = self.conns.get(conn).ok_or(Error::NotConnected)?;
-        if c.region.closed(1 - s).load(Ordering::Acquire) != 0 {
+        if c.peer_gone(*s) {
             return Err(Error::ConnReset);
         }
         c.far.ok_or(Error::NotConnected)

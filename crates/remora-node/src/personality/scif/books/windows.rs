@@ -85,7 +85,7 @@ impl Books {
             Some(p) => 1 - p,
             None => return Err(Error::NotConnected),
         };
-        if c.sides[local].sid.is_none() {
+        if c.sides[local].sid.is_none() || c.lost {
             return Err(Error::ConnReset);
         }
         let windows = &c.sides[local].windows;
@@ -120,7 +120,7 @@ impl Books {
     ) -> Result<(Arc<remora_sys::msgring::MsgRegion>, usize), Error> {
         let c = self.conns.get(&conn).ok_or(Error::NotConnected)?;
         match (c.far, c.proxy) {
-            (Some((f, _)), Some(p)) if f == from => Ok((c.region.clone(), 1 - p)),
+            (Some((f, _)), Some(p)) if f == from && !c.lost => Ok((c.region.clone(), 1 - p)),
             _ => Err(Error::NotConnected),
         }
     }
@@ -143,7 +143,7 @@ impl Books {
     ) -> Result<u64, Error> {
         let page = remora_sys::page_size() as u64;
         let (c, s) = self.side_of(sid)?;
-        if c.region.closed(1 - s).load(Ordering::Acquire) != 0 {
+        if c.peer_gone(s) {
             return Err(Error::ConnReset);
         }
         let bad = |why: &str| Error::IllegalParameter(why.into());
