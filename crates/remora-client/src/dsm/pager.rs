@@ -150,7 +150,7 @@ pub(super) struct Pager {
     /// Set by [`Cmd::Exit`]: the thread ends once it has no map.
     pub(super) quit: AtomicBool,
     /// The threads copying through its maps for a call of the API now (`stand_in.rs`).
-    pub(super) copiers: Mutex<Vec<u32>>,
+    pub(super) copiers: stand_in::Copiers,
 }
 
 /// What a pager's maps hold that is not home yet, counted where every thread can look.

@@ -154,7 +154,7 @@ fn make(uffd: Uffd, pid: u32) -> Result<Arc<Pager>, String> {
         pid,
         used: Mutex::new(Instant::now()),
         quit: AtomicBool::new(false),
-        copiers: Mutex::default(),
+        copiers: Default::default(),
     });
     let runner = p.clone();
     std::thread::Builder::new()

@@ -14,19 +14,26 @@
 //! reads zeros, not SIGBUS: a window of one command's length, on a lost home only.)
 
 use super::*;
+use std::sync::atomic::AtomicU32;
+
+/// How many threads at once a pager knows as copying through its maps: each holds a slot
+/// for the length of its copy (one atomic exchange to take it, a store to give it back);
+/// a thread that finds none free copies on unnamed, and a page of a lost home raises
+/// SIGBUS in it, as in the program's own accesses.
+pub(super) const COPIERS: usize = 32;
+
+/// The threads copying through a pager's maps for a call of the API now, by id (0: a free
+/// slot).
+pub(super) type Copiers = [AtomicU32; COPIERS];
 
 /// A thread copying through a map of the pager (see the module's documentation), until
 /// dropped.
-pub(in crate::dsm) struct Copying<'a> {
-    pager: &'a Pager,
-    tid: u32,
-}
+pub(in crate::dsm) struct Copying<'a>(Option<&'a AtomicU32>);
 
 impl Drop for Copying<'_> {
     fn drop(&mut self) {
-        let mut copiers = self.pager.copiers.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = copiers.iter().position(|&t| t == self.tid) {
-            copiers.swap_remove(i);
+        if let Some(slot) = self.0 {
+            slot.store(0, Ordering::SeqCst);
         }
     }
 }
@@ -37,15 +44,18 @@ impl Pager {
     /// raising SIGBUS in it.
     pub(in crate::dsm) fn copying(&self) -> Copying<'_> {
         let tid = remora_sys::uffd::this_thread();
-        self.copiers.lock().unwrap_or_else(|p| p.into_inner()).push(tid);
-        Copying { pager: self, tid }
+        Copying(
+            self.copiers
+                .iter()
+                .find(|s| s.compare_exchange(0, tid, Ordering::SeqCst, Ordering::Relaxed).is_ok()),
+        )
     }
 
     /// The page at `addr` (index `idx` of `m`), which thread `tid` faulted on, can never be
     /// filled: a stand-in for a copy of the API on a lost home, otherwise poisoned (the
     /// access fails instead of hanging).
     pub(super) fn unfillable(&self, m: &mut PMap, idx: usize, addr: usize, tid: u32) {
-        let copier = tid != 0 && self.copiers.lock().unwrap_or_else(|p| p.into_inner()).contains(&tid);
+        let copier = tid != 0 && self.copiers.iter().any(|s| s.load(Ordering::SeqCst) == tid);
         if copier && m.lost.load(Ordering::SeqCst) {
             if let Ok(true) = self.uffd.copy_page(&m.region, addr, &[0u8; PAGE], false) {
                 m.stand_ins.push(idx);
