@@ -153,6 +153,33 @@ fn wait_until_up(
     }
 }
 
+/// Where the log goes: standard error, save that a line which would take a log file past
+/// the file size limit (`ulimit -f`, which a daemon the library starts inherits from the
+/// program) is dropped: writing it would raise `SIGXFSZ`, which ends the daemon. A log of
+/// earlier runs already past the limit ended it at its first line.
+struct LogOut;
+
+impl std::io::Write for LogOut {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        let err = std::io::stderr();
+        if let (Some(limit), Ok(st)) =
+            (remora_sys::memfd::file_size_limit(), rustix::fs::fstat(std::os::fd::AsFd::as_fd(&err)))
+        {
+            // A regular file (appended to: the write lands at its end) is limited; a pipe
+            // or a terminal is not.
+            let file = rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile;
+            if file && (st.st_size as u64).saturating_add(b.len() as u64) > limit {
+                return Ok(b.len());
+            }
+        }
+        err.lock().write(b)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 fn main() {
     let env = match remora_config::Config::from_env() {
         Ok(c) => c,
@@ -171,7 +198,7 @@ fn main() {
     let args = Args::parse();
     // Colours only for a terminal: a log file gets plain text (or JSON with --log-json).
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(|| LogOut);
     if args.log_json {
         fmt.json().init();
     } else {
