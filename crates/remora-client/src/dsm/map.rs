@@ -32,6 +32,8 @@ pub struct DsmMap {
     readonly: bool,
     /// The pager's count of the map's resident pages.
     resident: Arc<AtomicUsize>,
+    /// The map's home, whose route an unmap looks at (`release`).
+    home: Arc<dyn RemoteRange>,
 }
 
 impl std::fmt::Debug for DsmMap {
@@ -175,7 +177,7 @@ impl DsmMap {
         let pm = PMap {
             region: region.clone(),
             session,
-            home,
+            home: home.clone(),
             direct: direct.clone(),
             seg_off,
             seg_size,
@@ -213,6 +215,7 @@ impl DsmMap {
             seg_off,
             readonly,
             resident,
+            home,
         })
     }
 
@@ -483,12 +486,21 @@ impl DsmMap {
         self.pager.ask(|tx| Cmd::Refresh(self.id, tx)).unwrap_or(false) && !self.is_lost()
     }
 
-    /// Flush and unmap.
+    /// Flush and unmap. While the route home is silent (a cable cut), the unmap does not
+    /// wait for the pager: it may be waiting for the route on behalf of another access to
+    /// a map of the same home (a page fetch), and removes the map once it is free.
     pub fn release(&self) {
         if self.released.swap(true, Ordering::SeqCst) {
             return;
         }
-        self.pager.ask(|tx| Cmd::Remove(self.id, tx));
+        if let Some(done) = self.pager.asked(|tx| Cmd::Remove(self.id, tx)) {
+            use std::sync::mpsc::RecvTimeoutError::Timeout;
+            while let Err(Timeout) = done.recv_timeout(Duration::from_millis(50)) {
+                if self.home.route() == Route::Silent {
+                    break;
+                }
+            }
+        }
         if !self.readonly {
             self.pager.writers.fetch_sub(1, Ordering::SeqCst);
         }

@@ -78,7 +78,8 @@
 //!   ([`Route::Silent`]: a cable cut) does not lose the home: the pager waits until the
 //!   route is back, opens a new flow and does again what failed; the access that needed
 //!   it waits meanwhile. The home is given up only once the connection is lost, or no new
-//!   flow can be opened over a working route (`pager/revive.rs`).
+//!   flow can be opened over a working route (`pager/revive.rs`). An unmap while the route
+//!   is silent waits for neither the route nor the pager ([`DsmMap::release`]).
 //!
 //! The pager lives in the client process (not the daemon) so that a fault is resolved by a
 //! thread of the faulting process: no userfaultfd crosses a socket, and a process that dies

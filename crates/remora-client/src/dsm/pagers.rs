@@ -195,7 +195,7 @@ impl Pager {
     }
 
     /// Send the command without waiting for its answer.
-    fn asked<T>(&self, cmd: impl FnOnce(Sender<T>) -> Cmd) -> Option<Receiver<T>> {
+    pub(super) fn asked<T>(&self, cmd: impl FnOnce(Sender<T>) -> Cmd) -> Option<Receiver<T>> {
         if !self.runs_here() {
             return None;
         }
