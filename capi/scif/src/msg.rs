@@ -56,10 +56,8 @@ fn send(epd: scif_epd_t, data: &[u8], flags: c_int) -> c_int {
     let first = guard(-1, || {
         with_ep(epd, |e| {
             checked()?;
-            let n = e.send_within(data, SLICE)?;
-            if n < data.len() {
-                keep(Some(e.held_send()?));
-            }
+            let (n, held) = e.send_within(data, SLICE)?;
+            keep(held);
             Ok(n as c_int)
         })
     });
@@ -131,10 +129,8 @@ fn recv(epd: scif_epd_t, buf: &mut [u8], flags: c_int) -> c_int {
     let first = guard(-1, || {
         with_ep(epd, |e| {
             checked(len)?;
-            let n = e.recv_within(buf, SLICE)?;
-            if n < len {
-                keep(Some(e.held_recv()?));
-            }
+            let (n, held) = e.recv_within(buf, SLICE)?;
+            keep(held);
             Ok(n as c_int)
         })
     });

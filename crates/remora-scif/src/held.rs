@@ -50,9 +50,10 @@ impl Endpoint {
 impl Endpoint {
     /// The first slice of a blocking `scif_send` made in slices: sends for at most
     /// `slice` and returns the bytes queued (all of `data`, or fewer, possibly none). When
-    /// it returns fewer, the sending side stays held (no other thread's bytes come between
-    /// the call's, as in one blocking call): the caller must take it with
-    /// [`Endpoint::held_send`] for the next slices, whose drop lets it go.
+    /// it queued fewer, the sending side stays held (no other thread's bytes come between
+    /// the call's, as in one blocking call) and comes back as a [`Held`] for the next
+    /// slices ([`Held::send_for`]), whose drop lets it go; when it queued all, nothing is
+    /// held.
     ///
     /// # Errors
     /// As [`Endpoint::send`] (the side is not held then).
@@ -60,46 +61,36 @@ impl Endpoint {
     // C 8-byte ping-pong measured some 40 ns a call slower (12 runs: 330 ns one-way beside
     // 270 ns for the same code reached through `Endpoint::recv`; 280 ns inlined).
     #[inline]
-    pub fn send_within(&self, data: &[u8], slice: Duration) -> Result<usize> {
-        self.send_inner(data, true, Limit::of(slice), SideLock::KeepIfShort)
+    pub fn send_within(&self, data: &[u8], slice: Duration) -> Result<(usize, Option<Held>)> {
+        let n = self.send_inner(data, true, Limit::of(slice), SideLock::KeepIfShort)?;
+        if n < data.len() {
+            return Ok((n, Some(Held::adopt(self, true)?)));
+        }
+        Ok((n, None))
     }
 
     /// The first slice of a blocking `scif_recv` made in slices, as
-    /// [`Endpoint::send_within`] (the receiving side stays held when `buf` is not full:
-    /// take it with [`Endpoint::held_recv`]).
+    /// [`Endpoint::send_within`]: when `buf` is not full, the receiving side stays held
+    /// and comes back as a [`Held`] for the next slices ([`Held::recv_for`]).
     ///
     /// # Errors
     /// As [`Endpoint::recv`].
     #[inline] // as `send_within`
-    pub fn recv_within(&self, buf: &mut [u8], slice: Duration) -> Result<usize> {
-        self.recv_inner(buf, true, Limit::of(slice), SideLock::KeepIfShort)
-    }
-
-    /// The sending side a [`Endpoint::send_within`] that returned short left held, for the
-    /// next slices. Only then: called otherwise, its drop lets go of a side another thread
-    /// may hold.
-    ///
-    /// # Errors
-    /// [`crate::Error::NotConnected`] on an endpoint that never connected (no first slice
-    /// could have returned short on it).
-    #[cold]
-    pub fn held_send(&self) -> Result<Held> {
-        Held::adopt(self, true)
-    }
-
-    /// The receiving side a [`Endpoint::recv_within`] that returned short left held (as
-    /// [`Endpoint::held_send`]).
-    ///
-    /// # Errors
-    /// As [`Endpoint::held_send`].
-    #[cold]
-    pub fn held_recv(&self) -> Result<Held> {
-        Held::adopt(self, false)
+    pub fn recv_within(&self, buf: &mut [u8], slice: Duration) -> Result<(usize, Option<Held>)> {
+        let len = buf.len();
+        let n = self.recv_inner(buf, true, Limit::of(slice), SideLock::KeepIfShort)?;
+        if n < len {
+            return Ok((n, Some(Held::adopt(self, false)?)));
+        }
+        Ok((n, None))
     }
 }
 
 impl Held {
-    /// The side a first slice that ended short kept locked ([`SideLock::KeepIfShort`]).
+    /// The side a first slice that ended short kept locked ([`SideLock::KeepIfShort`]):
+    /// the slice moved bytes over the endpoint's connection, so it has one (and the lock
+    /// kept is that connection's).
+    #[cold]
     fn adopt(ep: &Endpoint, send: bool) -> Result<Held> {
         let conn = ep.inner_conn().ok_or(crate::Error::NotConnected)?.clone();
         Ok(Held { ep: ep.clone(), conn, send })
