@@ -11,8 +11,8 @@ use crate::transport::{BoxFuture, FlowUse, Inbound, LinkState, PeerMemory, Share
 
 mod gave_up;
 mod owner_flow;
-use gave_up::{Made, Ticket};
 use crate::Node;
+use gave_up::{Made, Ticket};
 use remora_proto::link::{PeerReply, PeerRequest, RangeRef, Space};
 use remora_proto::{Error, Event, LostReason, Role};
 use remora_sys::Mapping;
