@@ -4,7 +4,6 @@
 //! environment, so it sets the variable before any starts.
 
 use remora_scif::Endpoint;
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
