@@ -534,6 +534,13 @@ impl Session {
         self.state.lost.lock().unwrap_or_else(|p| p.into_inner()).get(&conn).copied()
     }
 
+    /// Whether the daemon has reported any connection of this session lost, and why: for a
+    /// session of one connection (a SCIF endpoint's), which does not know the daemon's
+    /// handle of it.
+    pub fn any_lost(&self) -> Option<LostReason> {
+        self.state.lost.lock().unwrap_or_else(|p| p.into_inner()).values().next().copied()
+    }
+
     /// Whether the daemon last reported the route of connection `conn` silent (not
     /// operational; it said so again when the route answered).
     pub fn silent(&self, conn: u64) -> bool {

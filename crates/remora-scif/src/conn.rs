@@ -2,13 +2,14 @@
 //! ends' window lists, and the port ids of both ends.
 
 use crate::{Error, Result};
+use remora_client::dsm::Route;
 use remora_client::Session;
 use remora_proto::{Reply, Request, ScifRequest, ScifWindow};
 use remora_sys::msgring::MsgRegion;
 use remora_sys::Mapping;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// One sender (or one receiver) at a time on an endpoint: the rings have one producer and
@@ -192,9 +193,15 @@ pub(crate) struct WinCache {
 }
 
 /// The registered windows of an endpoint's peer on another host, as the DSM pager and RMA
-/// reach them: through the endpoint session's pager flow, else through the daemons.
+/// reach them: through the endpoint session's pager flow, else through the daemons. A map's
+/// has the connection too, for the route to the peer's node.
 #[derive(Debug)]
-struct PeerWindows;
+struct PeerWindows {
+    /// The connection of a map (`None` for RMA, which never asks for the route).
+    conn: Option<Weak<Conn>>,
+    /// The route as last seen (a look while another request holds the session answers it).
+    seen: AtomicU8,
+}
 
 impl remora_client::dsm::RemoteRange for PeerWindows {
     fn key(&self) -> u64 {
@@ -218,9 +225,49 @@ impl remora_client::dsm::RemoteRange for PeerWindows {
             .map(|(offset, data)| Request::Scif(ScifRequest::RemoteWrite { offset, data }))
             .collect()
     }
+
+    /// Lost once the connection is (reset, the peer closed, its node or this node's daemon
+    /// lost); else up while this node's daemon counts the peer's node among those it
+    /// reaches now, silent while it does not (a cable cut): a pager whose flow failed waits
+    /// for the route then, as SISCI's maps do.
+    fn route(&self) -> Route {
+        let Some(c) = self.conn.as_ref().and_then(Weak::upgrade) else { return Route::Lost };
+        if c.peer_closed() || c.session.daemon_gone() {
+            return Route::Lost;
+        }
+        let asked = c.session.try_request(Request::Scif(ScifRequest::Nodes), &[]);
+        // The daemon's events (a lost node's connections) came in before its answer.
+        let route = match asked {
+            _ if c.session.any_lost().is_some() => Route::Lost,
+            None => return seen_route(self.seen.load(Ordering::Acquire)),
+            Some(Ok((Reply::ScifNodes(nodes), _))) if nodes.contains(&c.peer.node) => Route::Up,
+            Some(Ok((Reply::ScifNodes(_), _))) => Route::Silent,
+            Some(Err(remora_client::ClientError::DaemonGone)) => Route::Lost,
+            Some(_) => return seen_route(self.seen.load(Ordering::Acquire)),
+        };
+        if route == Route::Lost {
+            // Lost for good: every call on the connection answers ECONNRESET from now on.
+            c.reset.store(true, Ordering::Release);
+        }
+        self.seen.store(route as u8, Ordering::Release);
+        route
+    }
 }
 
-/// The peer's windows as a [`remora_client::dsm::RemoteRange`].
+fn seen_route(v: u8) -> Route {
+    match v {
+        x if x == Route::Up as u8 => Route::Up,
+        x if x == Route::Silent as u8 => Route::Silent,
+        _ => Route::Lost,
+    }
+}
+
+/// The peer's windows as a [`remora_client::dsm::RemoteRange`] for RMA.
 pub(crate) fn peer_windows() -> Arc<dyn remora_client::dsm::RemoteRange> {
-    Arc::new(PeerWindows)
+    Arc::new(PeerWindows { conn: None, seen: AtomicU8::new(Route::Up as u8) })
+}
+
+/// The peer's windows as a map of them reaches them: with the route to the peer's node.
+pub(crate) fn mapped_peer_windows(conn: &Arc<Conn>) -> Arc<dyn remora_client::dsm::RemoteRange> {
+    Arc::new(PeerWindows { conn: Some(Arc::downgrade(conn)), seen: AtomicU8::new(Route::Up as u8) })
 }

@@ -1,7 +1,7 @@
 //! Registered windows: `scif_register`, `scif_unregister`, `scif_mmap`, and the cached
 //! view of both ends' registered address spaces that RMA uses.
 
-use crate::conn::{peer_windows, Conn, Win};
+use crate::conn::{mapped_peer_windows, Conn, Win};
 use crate::{Endpoint, Error, Result, UserRegion};
 use remora_proto::{Reply, Request, ScifPiece, ScifRequest, SCIF_MAX_FDS, SCIF_MAX_PIECES};
 use remora_sys::Mapping;
@@ -343,7 +343,8 @@ impl Endpoint {
     /// `scif_mmap` of a window of a peer on another host: a software DSM map (pages fetched
     /// from the peer's node on first touch, stores sent back within the DSM's flush delay
     /// and at once before every `scif_send`, fence and unmap). The map ends with the
-    /// connection: after the peer closes, pages not yet here raise SIGBUS.
+    /// connection: after the peer closes or its node is lost, pages not yet here raise
+    /// SIGBUS; a cable cut alone holds its accesses until the cable is back.
     ///
     /// # Errors
     /// As [`Endpoint::map_peer`]; [`Error::NotSupported`] where userfaultfd is unavailable,
@@ -368,7 +369,7 @@ impl Endpoint {
         // other node's maps.
         remora_client::dsm::DsmMap::new(
             c.session.clone(),
-            peer_windows(),
+            mapped_peer_windows(c),
             c.peer.node,
             u64::MAX,
             offset,

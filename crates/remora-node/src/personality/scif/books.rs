@@ -441,17 +441,20 @@ impl Books {
     }
 
     /// The far peer of every connection to `node` is gone: their endpoints see a reset,
-    /// for good.
-    pub fn lose_node(&mut self, node: u32) {
+    /// for good. This node's ends of them (session, connection), to be told so.
+    pub fn lose_node(&mut self, node: u32) -> Vec<(u64, u64)> {
+        let mut ends = Vec::new();
         for (id, c) in &mut self.conns {
             if let (Some(tx), Some((n, _))) = (&c.relay, c.far) {
                 if n == node {
                     c.lost = true;
                     self.flows.lost(*id);
                     let _ = tx.send(RelayIn::PeerClosed);
+                    ends.extend(c.proxy.and_then(|p| c.sides[1 - p].sid).map(|sid| (sid, *id)));
                 }
             }
         }
+        ends
     }
 
     /// Record the far end of a connection made with [`Books::connect_out`].

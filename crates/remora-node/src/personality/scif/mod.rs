@@ -17,13 +17,21 @@ mod relay;
 pub use books::{Accepted, Books, RelayIn, RelayStart, RemoteEnd, ADMIN_PORT_END, PORT_RSVD};
 
 use crate::Node;
+use remora_proto::{Event, LostReason};
 
 /// Session `sid` ended: close its endpoint's port, listener and connection side.
 pub(crate) fn end_session(node: &Node, sid: u64) {
     node.scif().end_session(sid);
 }
 
-/// Node `peer` is lost: every connection to an endpoint there is reset.
+/// Node `peer` is lost: every connection to an endpoint there is reset, and the endpoint
+/// sessions of this node's ends hear it (`ConnectionLost`: a map of the peer's windows
+/// whose pager waits for the route gives it up at once).
 pub(crate) fn lose_node(node: &Node, peer: u32) {
-    node.scif().lose_node(peer);
+    let ends = node.scif().lose_node(peer);
+    tracing::debug!(peer, ends = ends.len(), "SCIF connections to a lost node are reset");
+    let reg = node.lock();
+    for (sid, conn) in ends {
+        reg.tell_session(sid, Event::ConnectionLost { conn, reason: LostReason::NodeGone });
+    }
 }

@@ -1,0 +1,176 @@
+//! A `scif_mmap` of a window of a peer on another host (namespace hosts joined by veth)
+//! across a pulled cable: the map waits for the route as SISCI's maps do, and goes on once
+//! the cable is back. Skipped where network namespaces cannot be made.
+
+mod common;
+use remora_scif::*;
+use remora_testkit::NetCluster;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long the cable stays pulled: longer than a pager flow's 10 s patience, shorter than
+/// the link's budget before the connection is closed (~30 s).
+const CUT: Duration = Duration::from_secs(15);
+
+fn net_cluster(hosts: usize) -> Option<NetCluster> {
+    let daemon = match remora_testkit::find_daemon() {
+        Ok(d) => d,
+        Err(s) => {
+            eprintln!("skipping multi-host test: {}", s.0);
+            return None;
+        }
+    };
+    match NetCluster::start(hosts, &daemon) {
+        Ok(c) => Some(c),
+        Err(s) => {
+            eprintln!("skipping multi-host test: {}", s.0);
+            None
+        }
+    }
+}
+
+/// A connected pair across hosts: (the endpoint on host 2, its peer on host 1).
+fn pair(c: &NetCluster) -> (Endpoint, Endpoint, Arc<Scif>) {
+    let s1 = Scif::with_config(remora_testkit::net_config(c, 1));
+    let s2 = Scif::with_config(remora_testkit::net_config(c, 2));
+    let l = Endpoint::open(&s1).unwrap();
+    let port = l.bind(0).unwrap();
+    l.listen(1).unwrap();
+    let node = c.node(1);
+    let t = std::thread::spawn(move || {
+        let e = Endpoint::open(&s2).unwrap();
+        e.connect(PortId { node, port }).unwrap();
+        e
+    });
+    let (server, _) = l.accept(true).unwrap();
+    let client = t.join().unwrap();
+    assert!(client.peer_is_far());
+    (client, server, Scif::with_config(remora_testkit::net_config(c, 2)))
+}
+
+fn word(r: &UserRegion, off: usize) -> u64 {
+    let mut w = [0u8; 8];
+    r.read(off, &mut w).unwrap();
+    u64::from_le_bytes(w)
+}
+
+/// Wait (at most 30 s) until host 2's daemon does (`true`) or does not count host 1's node
+/// among those it reaches.
+fn wait_reach(scif: &Scif, node: u32, reach: bool) {
+    let t = Instant::now();
+    while scif.node_ids().unwrap().contains(&node) != reach {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the link never went {}",
+            if reach { "up" } else { "silent" }
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_far_map_rides_out_a_cable_cut_longer_than_the_flow_patience() {
+    let Some(c) = net_cluster(2) else { return };
+    let (client, server, scif2) = pair(&c);
+    let home = common::anon(8192);
+    server.register(home, 0, Prot::RW, true).unwrap();
+    let map = client.map_far(0, 8192, Prot::RW).unwrap();
+    map.atomic_u64(64).unwrap().store(1, Ordering::SeqCst);
+    assert!(map.flush());
+    assert_eq!(word(&home, 64), 1);
+
+    let stop = AtomicBool::new(false);
+    let loads = AtomicU64::new(0);
+    let stored = AtomicU64::new(1);
+    std::thread::scope(|s| {
+        // A program polling a word of the map (its own loads)...
+        s.spawn(|| {
+            while !stop.load(Ordering::SeqCst) {
+                map.atomic_u64(0).unwrap().load(Ordering::SeqCst);
+                loads.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        // ...and one storing into the map (its own stores) every 100 ms, flushing each.
+        s.spawn(|| {
+            let mut n = 1u64;
+            while !stop.load(Ordering::SeqCst) {
+                n += 1;
+                map.atomic_u64(64).unwrap().store(n, Ordering::SeqCst);
+                map.flush();
+                stored.store(n, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        c.link_down(1);
+        wait_reach(&scif2, c.node(1), false);
+        std::thread::sleep(CUT);
+        c.link_up(1);
+        wait_reach(&scif2, c.node(1), true);
+        // Back: the accesses go on (the pager opened a new flow).
+        let back = loads.load(Ordering::SeqCst);
+        let t = Instant::now();
+        while loads.load(Ordering::SeqCst) < back + 3 {
+            assert!(t.elapsed() < Duration::from_secs(30), "loads never resumed after the link came back");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        stop.store(true, Ordering::SeqCst);
+    });
+    assert!(!map.is_lost(), "the map was given up during a cut of {CUT:?}");
+
+    // Stores made after the cable is back land in the peer's window.
+    let last = stored.load(Ordering::SeqCst) + 100;
+    map.atomic_u64(64).unwrap().store(last, Ordering::SeqCst);
+    map.write(128, b"after the cut").unwrap();
+    assert!(map.flush(), "a flush after the cut");
+    assert_eq!(word(&home, 64), last);
+    let mut got = [0u8; 13];
+    home.read(128, &mut got).unwrap();
+    assert_eq!(&got, b"after the cut");
+    // And the peer's store is seen through the map again.
+    home.write(256, &77u64.to_le_bytes()).unwrap();
+    let t = Instant::now();
+    loop {
+        assert!(map.refresh());
+        if map.atomic_u64(256).unwrap().load(Ordering::SeqCst) == 77 {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "the peer's store never showed in the map");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The connection itself still carries messages.
+    client.send(b"still here", true).unwrap();
+    let mut buf = [0u8; 10];
+    server.recv(&mut buf, true).unwrap();
+    assert_eq!(&buf, b"still here");
+    map.release();
+}
+
+/// The peer's node lost behind a map (its daemon killed): the map is given up once the node
+/// is judged lost, not after the pager's own limit on a silent route (90 s), and the
+/// connection answers ECONNRESET for good, as the SCIF guide says of a lost node.
+#[test]
+fn a_far_map_of_a_lost_node_is_given_up() {
+    let Some(mut c) = net_cluster(2) else { return };
+    let (client, server, _scif2) = pair(&c);
+    let home = common::anon(8192);
+    server.register(home, 0, Prot::RW, true).unwrap();
+    let map = client.map_far(0, 8192, Prot::RW).unwrap();
+    map.atomic_u64(0).unwrap().store(5, Ordering::SeqCst);
+    assert!(map.flush());
+    assert_eq!(word(&home, 0), 5);
+    c.kill_daemon(1);
+    let t = Instant::now();
+    // A store into the page not fetched yet: refused once the home is lost (a program's
+    // own store would raise SIGBUS).
+    let e = map.write(4096, b"lost").unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::NotConnected);
+    assert!(t.elapsed() < Duration::from_secs(30), "the map waited {:?} for a lost node", t.elapsed());
+    assert!(map.is_lost());
+    assert!(!map.flush());
+    assert!(matches!(client.send(b"x", false), Err(Error::Reset)));
+    assert!(matches!(client.send(b"x", false), Err(Error::Reset)));
+    map.release();
+}
