@@ -110,14 +110,20 @@ impl Endpoint {
     }
 
     /// Make our descriptor unwritable while ring `d` is full (the consumer undoes it).
+    ///
+    /// Stuffed even when the flag is up already: the consumer lowers the flag, then reads
+    /// our ringer until it is empty, so an unstuff of its still reading when we stuffed
+    /// anew took our new stuffing too, and a blocking send would spin on a descriptor that
+    /// stays writable (its peer's next `took` has nothing to read). A stuffing still there
+    /// costs one refused `send`.
     fn stuff(&self, c: &Conn, d: usize) {
-        if c.region.tx_stuffed(d).load(Ordering::SeqCst) != 0 {
-            return;
-        }
         bell::stuff(self.as_fd());
-        c.region.tx_stuffed(d).store(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        if c.region.stuffed_wait(d) && c.region.tx_stuffed(d).swap(0, Ordering::SeqCst) == 1 {
+        let flag = c.region.tx_stuffed(d);
+        // A fresh flag races with a release the consumer made an instant before without
+        // seeing it (`stuffed_wait`); one up since our last look was seen by every release.
+        let room =
+            if flag.swap(1, Ordering::SeqCst) == 0 { c.region.stuffed_wait(d) } else { c.region.has_room(d) };
+        if room && flag.swap(0, Ordering::SeqCst) == 1 {
             bell::unstuff(self.inner.ringer.as_fd());
         }
     }
