@@ -174,3 +174,53 @@ fn a_far_map_of_a_lost_node_is_given_up() {
     assert!(matches!(client.send(b"x", false), Err(Error::Reset)));
     map.release();
 }
+
+/// RMA across the same cut: an RMA the cut catches waits or answers ENODEV (as while the
+/// link is down), never ECONNRESET, which would reset the connection for good; once the
+/// cable is back RMAs work again.
+#[test]
+fn rma_across_a_cable_cut_never_resets_the_connection() {
+    let Some(c) = net_cluster(2) else { return };
+    let (client, server, scif2) = pair(&c);
+    let home = common::anon(1 << 20);
+    server.register(home, 0, Prot::RW, true).unwrap();
+    client.vwrite_to(&[1u8; 4096], 0, RmaFlags::default()).unwrap();
+    let stop = AtomicBool::new(false);
+    let answers = std::thread::scope(|s| {
+        let rma = s.spawn(|| {
+            let mut answers = Vec::new();
+            let mut n = 0u8;
+            while !stop.load(Ordering::SeqCst) {
+                n = n.wrapping_add(1);
+                let r = client.vwrite_to(&vec![n; 256 << 10], 0, RmaFlags::default());
+                let mut back = vec![0u8; 4096];
+                let r2 = client.vread_from(&mut back, 0, RmaFlags::default());
+                answers.push(r.map(|_| ()));
+                answers.push(r2.map(|_| ()));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            answers
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        c.link_down(1);
+        wait_reach(&scif2, c.node(1), false);
+        std::thread::sleep(CUT);
+        c.link_up(1);
+        wait_reach(&scif2, c.node(1), true);
+        std::thread::sleep(Duration::from_secs(2));
+        stop.store(true, Ordering::SeqCst);
+        rma.join().unwrap()
+    });
+    assert!(answers.iter().all(|r| matches!(r, Ok(()) | Err(Error::NoDevice))), "{answers:?}");
+    let t = Instant::now();
+    loop {
+        match client.vwrite_to(&[9u8; 4096], 0, RmaFlags::default()) {
+            Ok(()) => break,
+            Err(Error::NoDevice) if t.elapsed() < Duration::from_secs(30) => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            Err(e) => panic!("an RMA after the cut answered {e:?}"),
+        }
+    }
+    assert_eq!(word(&home, 0), u64::from_le_bytes([9; 8]));
+}
