@@ -82,11 +82,17 @@ pub fn stuff(reader: BorrowedFd<'_>) {
 }
 
 /// Make the reader writable again: read what [`stuff`] wrote, on the ringer.
+///
+/// Reads what is there and stops at the first read that leaves the socket empty: the
+/// stuffer may stuff anew as soon as it sees room (before this returns), and a reader
+/// that went on until a read came back empty took that new stuffing too, over and over,
+/// each time waking the stuffer for nothing.
 pub fn unstuff(ringer: BorrowedFd<'_>) {
-    let mut buf = [0u8; 4096];
-    for _ in 0..256 {
+    // More than a stuffing holds (the reader's small send buffer): one read takes it all.
+    let mut buf = [0u8; 32768];
+    for _ in 0..64 {
         match rustix::net::recv(ringer, &mut buf[..], RecvFlags::DONTWAIT) {
-            Ok((n, _)) if n > 0 => {}
+            Ok((n, _)) if n == buf.len() => {}
             _ => return,
         }
     }
