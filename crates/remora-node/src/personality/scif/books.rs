@@ -9,6 +9,7 @@
 
 mod windows;
 
+use super::queue_bytes;
 use remora_proto::Error;
 use remora_sys::bell;
 use remora_sys::msgring::MsgRegion;
@@ -316,7 +317,7 @@ impl Books {
                 .ok_or_else(|| Error::IllegalParameter("not a listening endpoint".into()))?;
             let Some(p) = l.pending.pop_front() else { return Err(Error::Again) };
             l.level();
-            let memfd = MsgRegion::create(remora_config::Config::get().scif_queue_bytes).map_err(sys)?;
+            let memfd = MsgRegion::create(queue_bytes(p.remote.is_some())).map_err(sys)?;
             let region = std::sync::Arc::new(MsgRegion::open(memfd.as_fd()).map_err(sys)?);
             let conn = self.id();
             let dup = |f: &OwnedFd| f.try_clone().map_err(sys);
@@ -394,7 +395,7 @@ impl Books {
         if self.sides.contains_key(&sid) {
             return Err(Error::IsConnected);
         }
-        let memfd = MsgRegion::create(remora_config::Config::get().scif_queue_bytes).map_err(sys)?;
+        let memfd = MsgRegion::create(queue_bytes(true)).map_err(sys)?;
         let region = std::sync::Arc::new(MsgRegion::open(memfd.as_fd()).map_err(sys)?);
         let conn = self.id();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
