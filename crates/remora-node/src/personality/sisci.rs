@@ -266,10 +266,12 @@ async fn ask_while_up(
 }
 
 /// Ask `node` for a connect that it waits `timeout_ms` for. Across hosts the caller's
-/// time is kept: given up with `NodeNotResponding` as soon as the route is known silent
-/// (as [`ask_while_up`]), with `Timeout` once that time and [`ANSWER_GRACE`] passed
+/// time is kept: given up with `Timeout` once that time and [`ANSWER_GRACE`] passed
 /// without an answer (a request on a link that fell silent would otherwise wait until the
-/// transport closes the link). The transport tells the peer a request given up so
+/// transport closes the link). A route reported silent alone does not end it: three
+/// missed heartbeats are also a far daemon descheduled on a loaded host, which answers a
+/// moment later (a connect without a time limit waits, as before, until the link is
+/// lost). The transport tells the peer a request given up so
 /// (`LinkMsg::GaveUp`, in order after it and again after reconnections until noted),
 /// and the peer refuses it or releases what it made: nothing stays booked there. A node
 /// of this host (a transport that shares memory, whose proxy serves the session's
@@ -284,7 +286,7 @@ async fn ask_connect(
     if t.shares_memory() {
         return s.ask_via(t, node, req).await;
     }
-    let ask = ask_while_up(s, t, node, req);
+    let ask = s.ask_via(t, node, req);
     match timeout_ms {
         None => ask.await,
         Some(ms) => tokio::time::timeout(Duration::from_millis(ms.into()) + ANSWER_GRACE, ask)
