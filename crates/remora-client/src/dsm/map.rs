@@ -290,7 +290,7 @@ impl DsmMap {
     /// stand-in rather than raise SIGBUS in the call (`pager/stand_in.rs`), and the call
     /// answers `ENOTCONN`.
     fn copy(&self, f: impl FnOnce(&UffdRegion) -> std::io::Result<()>) -> std::io::Result<()> {
-        let copying = self.pager.copying();
+        let copying = self.pager.copying(self.id);
         let r = f(&self.region);
         drop(copying);
         if self.is_lost() {

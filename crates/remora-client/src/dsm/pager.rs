@@ -317,7 +317,7 @@ impl Pager {
                     {
                         self.drain_cmds(&mut maps);
                     }
-                    let Some((_, (_, m))) = maps.range_mut(..=f.addr).next_back() else { continue };
+                    let Some((_, (id, m))) = maps.range_mut(..=f.addr).next_back() else { continue };
                     if !m.region.contains(f.addr, PAGE) {
                         continue;
                     }
@@ -325,7 +325,7 @@ impl Pager {
                     if f.wp {
                         self.on_write(m, idx, f.addr);
                     } else {
-                        self.on_missing(m, idx, f.addr, f.tid);
+                        self.on_missing(*id, m, idx, f.addr, f.tid);
                     }
                 }
                 let now = Instant::now();
@@ -433,7 +433,7 @@ impl Pager {
         }
     }
 
-    fn on_missing(&self, m: &mut PMap, idx: usize, addr: usize, tid: u32) {
+    fn on_missing(&self, id: u64, m: &mut PMap, idx: usize, addr: usize, tid: u32) {
         let first = m.resident.fetch_add(1, Ordering::SeqCst) == 0;
         let off = m.seg_off + (idx * PAGE) as u64;
         let mut page = vec![0u8; PAGE];
@@ -462,7 +462,7 @@ impl Pager {
             None => {
                 m.resident.fetch_sub(1, Ordering::SeqCst);
                 // The page can never be filled: the access fails instead of hanging.
-                self.unfillable(m, idx, addr, tid);
+                self.unfillable(id, m, idx, addr, tid);
             }
         }
     }
