@@ -67,6 +67,9 @@ struct Core {
     remote_page: Option<IntrPage>,
     /// For an interrupt of another host: the process's own flow to its node, if it has one.
     flow: Option<Mutex<direct::Flow>>,
+    /// A trigger found the route silent since the flow last took a whole frame
+    /// ([`direct::Flow::trigger`]: a flow full after an outage goes through the daemons).
+    outage: AtomicBool,
     token: Mutex<Option<DepToken>>,
     gone: AtomicBool,
     listener: Mutex<Option<u64>>,
@@ -83,6 +86,7 @@ impl Core {
             intno,
             remote_page: page,
             flow: None,
+            outage: AtomicBool::new(false),
             gone: AtomicBool::new(false),
             listener: Mutex::new(None),
             own: Mutex::new(owned::OwnFlows::default()),
@@ -119,11 +123,18 @@ impl Core {
                     let session = core.desc.session();
                     // A route our daemon reports silent fails at once, as through it.
                     if session.silent(core.handle) {
+                        core.outage.store(true, Ordering::Relaxed);
                         return Err(Error::NodeNotResponding);
                     }
-                    let down = || session.silent(core.handle) || session.lost(core.handle).is_some();
+                    let down = || {
+                        let down = session.silent(core.handle) || session.lost(core.handle).is_some();
+                        if down {
+                            core.outage.store(true, Ordering::Relaxed);
+                        }
+                        down
+                    };
                     let mut flow = flow.lock().unwrap_or_else(|p| p.into_inner());
-                    if let direct::Outcome::Sent = flow.trigger(data, down)? {
+                    if let direct::Outcome::Sent = flow.trigger(data, down, &core.outage)? {
                         return Ok(());
                     }
                 }

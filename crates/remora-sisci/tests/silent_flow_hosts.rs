@@ -1,6 +1,7 @@
 //! The calls that go over the process's own flow to another host answer at once during a
 //! cable cut instead of waiting for the flow's patience (10 s): a trigger in a tight loop
-//! (whose frames fill the flow's socket before the route is known silent), and a small DMA
+//! (whose frames fill the flow's socket before the route is known silent; and after the
+//! cut, while the flow's connection recovers, it goes through the daemons), and a small DMA
 //! started once the route is known silent (the engine's path ends it in ERROR) or already
 //! on the flow when the cable is cut (the flow is stopped when the route falls silent). Needs a
 //! namespace cluster (root); skips without one. No map of another host's memory in this
@@ -22,20 +23,26 @@ fn triggers_in_a_tight_loop_never_block_through_a_cable_cut() {
     let r = RemoteInterrupt::connect(&b, c.node(1), 0, 77, Some(Duration::from_secs(10))).unwrap();
     r.trigger().unwrap();
     intr.wait(Some(Duration::from_secs(5))).unwrap();
-    let stop = AtomicBool::new(false);
-    let (longest, failed) = std::thread::scope(|s| {
+    let (stop, back) = (AtomicBool::new(false), AtomicBool::new(false));
+    let (during, after, failed) = std::thread::scope(|s| {
         let looping = s.spawn(|| {
-            let (mut longest, mut failed) = (Duration::ZERO, 0u64);
+            // The longest trigger begun during the cut, and after the cable came back.
+            let (mut during, mut after, mut failed) = (Duration::ZERO, Duration::ZERO, 0u64);
             while !stop.load(Ordering::SeqCst) {
-                let t = Instant::now();
+                let (t, was_back) = (Instant::now(), back.load(Ordering::SeqCst));
                 let got = r.trigger();
-                longest = longest.max(t.elapsed());
+                let took = t.elapsed();
+                if was_back {
+                    after = after.max(took);
+                } else {
+                    during = during.max(took);
+                }
                 if let Err(e) = got {
                     assert_eq!(e, Error::NodeNotResponding);
                     failed += 1;
                 }
             }
-            (longest, failed)
+            (during, after, failed)
         });
         // The owner's waits go on meanwhile (as the program's would).
         s.spawn(|| {
@@ -47,13 +54,18 @@ fn triggers_in_a_tight_loop_never_block_through_a_cable_cut() {
         c.link_down(1);
         // Longer than the flow's 10 s patience.
         std::thread::sleep(Duration::from_secs(12));
+        back.store(true, Ordering::SeqCst);
         c.link_up(1);
         std::thread::sleep(Duration::from_secs(1));
         stop.store(true, Ordering::SeqCst);
         looping.join().unwrap()
     });
     assert!(failed > 0, "no trigger failed during the cut");
-    assert!(longest < Duration::from_secs(2), "a trigger blocked {longest:?} during the cut");
+    assert!(during < Duration::from_secs(2), "a trigger blocked {during:?} during the cut");
+    // Once the cable is back the flow's connection may sit in TCP's retry back-off for
+    // seconds: a trigger that finds it full goes through the daemons (it waited the flow's
+    // 10 s patience, in about one run of three).
+    assert!(after < Duration::from_secs(6), "a trigger blocked {after:?} after the cut");
     let t = Instant::now();
     while r.trigger().is_err() {
         assert!(t.elapsed() < Duration::from_secs(20), "triggers never worked again");

@@ -20,6 +20,7 @@ use remora_proto::{Reply, Request};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use zerocopy::IntoBytes;
 
@@ -85,8 +86,16 @@ impl Flow {
     }
 
     /// Trigger with `data` (a data interrupt's payload, waited for) or none (posted).
-    /// `silent` says whether our daemon reports the route down now.
-    pub(super) fn trigger(&mut self, data: Option<&[u8]>, silent: impl Fn() -> bool) -> Result<Outcome> {
+    /// `silent` says whether our daemon reports the route down now; `outage` whether a
+    /// trigger found it so since the flow last took a whole frame (cleared here once one
+    /// goes): a flow with no room then is given up for the daemons' path, see
+    /// [`Flow::send`].
+    pub(super) fn trigger(
+        &mut self,
+        data: Option<&[u8]>,
+        silent: impl Fn() -> bool,
+        outage: &AtomicBool,
+    ) -> Result<Outcome> {
         if let Some(e) = &self.refused {
             return Err(e.clone());
         }
@@ -116,13 +125,16 @@ impl Flow {
             len: payload.len() as u64,
             ok: data.is_some(),
         });
-        if payload.is_empty() {
-            self.send(head.as_bytes(), &silent)?;
+        let sent = if payload.is_empty() {
+            self.send(head.as_bytes(), &silent, outage)?
         } else {
             let mut frame = [0u8; BULK_FRAME + MAX_TRIGGER_DATA];
             frame[..BULK_FRAME].copy_from_slice(head.as_bytes());
             frame[BULK_FRAME..BULK_FRAME + payload.len()].copy_from_slice(payload);
-            self.send(&frame[..BULK_FRAME + payload.len()], &silent)?;
+            self.send(&frame[..BULK_FRAME + payload.len()], &silent, outage)?
+        };
+        if !sent {
+            return Ok(Outcome::Through);
         }
         self.unsynced = true;
         if data.is_none() {
@@ -154,13 +166,18 @@ impl Flow {
         }
     }
 
-    /// Write one frame whole. A flow with no room (the owner's node stopped taking triggers:
-    /// a cable cut fills the socket within a moment) is waited on in slices, looking at the
-    /// route between them: once our daemon reports it silent or lost the trigger fails at
-    /// once, as one made after would, instead of waiting for the socket's patience (and
-    /// the flow stays usable when no byte of the frame went; otherwise it is out of step,
-    /// broken, and later triggers take the daemons' path).
-    fn send(&mut self, frame: &[u8], silent: &impl Fn() -> bool) -> Result<()> {
+    /// Write one frame whole; `false` when it was not sent and the flow is given up (the
+    /// caller goes through the daemons). A flow with no room (the owner's node stopped
+    /// taking triggers: a cable cut fills the socket within a moment) is waited on in
+    /// slices, looking at the route between them: once our daemon reports it silent or
+    /// lost the trigger fails at once, as one made after would, instead of waiting for the
+    /// socket's patience (and the flow stays usable when no byte of the frame went;
+    /// otherwise it is out of step, broken, and later triggers take the daemons' path).
+    /// A flow with no room after an outage (`outage`: the route was silent since it last
+    /// took a frame) is given up before any byte of the frame goes: its connection may sit
+    /// in TCP's retry back-off for seconds after the route came back (a trigger waited
+    /// 10 s there), where the daemons' link has reconnected.
+    fn send(&mut self, frame: &[u8], silent: &impl Fn() -> bool, outage: &AtomicBool) -> Result<bool> {
         use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
         let t = Instant::now();
         let mut at = 0;
@@ -169,6 +186,10 @@ impl Flow {
                 Ok(0) => break,
                 Ok(n) => at += n,
                 Err(e) if matches!(e.kind(), WouldBlock | TimedOut | Interrupted) => {
+                    if at == 0 && outage.load(Ordering::Relaxed) && !silent() {
+                        self.broken = true;
+                        return Ok(false);
+                    }
                     if !silent() && t.elapsed() < PATIENCE {
                         continue;
                     }
@@ -182,7 +203,8 @@ impl Flow {
             self.broken = true;
             return Err(Error::NodeNotResponding);
         }
-        Ok(())
+        outage.store(false, Ordering::Relaxed);
+        Ok(true)
     }
 
     /// Read one answer (a whole header).
