@@ -5,7 +5,7 @@ use remora_testkit::Harness;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{every_call, over_tcp, pair, pair_with_windows, reset_for_good, ScifOf, Seen};
+use common::{every_call, every_call_for, over_tcp, pair, pair_with_windows, reset_for_good, ScifOf, Seen};
 
 fn kill_daemon(h: &Harness, node: u32) {
     let s = remora_client::Session::open_control(&h.config(node)).unwrap();
@@ -86,10 +86,7 @@ fn a_connection_whose_peers_daemon_died_answers_econnreset_for_good() {
     kill_daemon(&h, 4);
     let t0 = Instant::now();
     let mut seen = Seen::new();
-    while t0.elapsed() < Duration::from_secs(3) {
-        every_call(&c, local, remote, t0, &mut seen);
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    every_call_for(&c, local, remote, t0, 3, &mut seen);
     // Node 4 comes back (the library starts its daemon anew) and links with node 8 again;
     // a new connection between the two works.
     h.scif(4).node_ids().unwrap();
@@ -122,9 +119,6 @@ fn a_connection_whose_own_daemon_died_answers_econnreset_for_good() {
     kill_daemon(&h, 8);
     let t0 = Instant::now();
     let mut seen = Seen::new();
-    while t0.elapsed() < Duration::from_secs(3) {
-        every_call(&c, local, remote, t0, &mut seen);
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    every_call_for(&c, local, remote, t0, 3, &mut seen);
     reset_for_good(&seen);
 }

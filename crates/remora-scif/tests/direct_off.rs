@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::{
-    every_call, exchange, last_words, over_tcp, pair, pair_with_windows, reset_for_good, wait_for_link, Seen,
+    every_call_for, exchange, last_words, over_tcp, pair, pair_with_windows, reset_for_good, wait_for_link,
+    Seen,
 };
 
 fn no_direct_flows() {
@@ -212,9 +213,6 @@ fn a_connection_whose_peers_daemon_died_with_bytes_held_answers_econnreset_for_g
     signal(daemon_pid(&h, 4), "KILL");
     let t0 = Instant::now();
     let mut seen = Seen::new();
-    while t0.elapsed() < Duration::from_secs(3) {
-        every_call(&c, local, remote, t0, &mut seen);
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    every_call_for(&c, local, remote, t0, 3, &mut seen);
     reset_for_good(&seen);
 }

@@ -126,6 +126,14 @@ pub fn every_call(c: &Endpoint, local: u64, remote: u64, t0: Instant, seen: &mut
     note("register", c.register(anon(4096), 0, Prot::RW, false).map(|_| ()));
 }
 
+/// [`every_call`] every 20 ms for `secs` seconds from `t0`, added to `seen`.
+pub fn every_call_for(c: &Endpoint, local: u64, remote: u64, t0: Instant, secs: u64, seen: &mut Seen) {
+    while t0.elapsed() < Duration::from_secs(secs) {
+        every_call(c, local, remote, t0, seen);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A connected pair (client on node `a`, server on node `b`) with a window of a page on
 /// each side, and every kind of call working on the client: the client, the server, the
 /// client's window and the server's.
