@@ -18,7 +18,9 @@
 //!   connection broke first) is told to the peer as given up, after it in order and again
 //!   after every reconnection to the same start of the peer until the peer noted it: the
 //!   peer refuses it while it is still being served and releases what it made once it was
-//!   ([`Inbound::gave_up`]), so a connect given up leaves nothing booked there.
+//!   ([`Inbound::gave_up`]): a SISCI segment or interrupt connect given up leaves nothing
+//!   booked there (what other connects given up made stays booked until their session's
+//!   end, which the peer is also told until it noted it).
 //! * **Posts** ([`Transport::post`]): a request in order with the others that the peer
 //!   answers only when it fails (a SCIF relay's bytes: one packet per message instead of
 //!   two). A broken connection fails the caller's watch, as it fails requests. Transports

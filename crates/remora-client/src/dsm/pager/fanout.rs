@@ -110,7 +110,7 @@ fn drop_out(leg: &mut Leg, why: &str) {
     tracing::warn!("multicast: {why} from a member host; it drops out of this map ({:?})", leg.home);
 }
 
-/// [`super::send`] for a multicast map: the runs go into this host's group memory and down
+/// [`super::flush::send`] for a multicast map: the runs go into this host's group memory and down
 /// every leg (waiting for every leg's answer with `wait`). `false` once no member is left.
 pub(super) fn send(m: &mut PMap, runs: Vec<(u64, Vec<u8>)>, wait: bool) -> bool {
     let session = m.session.clone();
