@@ -68,7 +68,8 @@ struct Core {
     /// For an interrupt of another host: the process's own flow to its node, if it has one.
     flow: Option<Mutex<direct::Flow>>,
     /// A trigger found the route silent since the flow last took a whole frame
-    /// ([`direct::Flow::trigger`]: a flow full after an outage goes through the daemons).
+    /// ([`direct::Flow::trigger`]: while the flow has no room after an outage, triggers go
+    /// through the daemons).
     outage: AtomicBool,
     token: Mutex<Option<DepToken>>,
     gone: AtomicBool,

@@ -88,7 +88,7 @@ impl Flow {
     /// Trigger with `data` (a data interrupt's payload, waited for) or none (posted).
     /// `silent` says whether our daemon reports the route down now; `outage` whether a
     /// trigger found it so since the flow last took a whole frame (cleared here once one
-    /// goes): a flow with no room then is given up for the daemons' path, see
+    /// goes): while the flow has no room then, the trigger takes the daemons' path, see
     /// [`Flow::send`].
     pub(super) fn trigger(
         &mut self,
@@ -166,19 +166,28 @@ impl Flow {
         }
     }
 
-    /// Write one frame whole; `false` when it was not sent and the flow is given up (the
-    /// caller goes through the daemons). A flow with no room (the owner's node stopped
+    /// Write one frame whole; `false` when it was not sent (the caller goes through the
+    /// daemons this time). A flow with no room (the owner's node stopped
     /// taking triggers: a cable cut fills the socket within a moment) is waited on in
     /// slices, looking at the route between them: once our daemon reports it silent or
     /// lost the trigger fails at once, as one made after would, instead of waiting for the
     /// socket's patience (and the flow stays usable when no byte of the frame went;
     /// otherwise it is out of step, broken, and later triggers take the daemons' path).
-    /// A flow with no room after an outage (`outage`: the route was silent since it last
-    /// took a frame) is given up before any byte of the frame goes: its connection may sit
-    /// in TCP's retry back-off for seconds after the route came back (a trigger waited
-    /// 10 s there), where the daemons' link has reconnected.
+    /// After an outage (`outage`: the route was silent since the flow last took a frame)
+    /// a frame goes on the flow only when it has room at once; otherwise this trigger goes
+    /// through the daemons (`false`, no byte sent; the flow is kept, and the next trigger
+    /// tries it again): its connection may sit in TCP's retry back-off for seconds after
+    /// the route came back (a trigger waited the 10 s patience there), where the daemons'
+    /// link has reconnected.
     fn send(&mut self, frame: &[u8], silent: &impl Fn() -> bool, outage: &AtomicBool) -> Result<bool> {
         use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
+        let after_outage = || outage.load(Ordering::Relaxed) && !silent();
+        if after_outage() {
+            let now = remora_sys::bell::wait(self.s.as_fd(), true, Some(Duration::ZERO));
+            if !now.is_ok_and(|r| r.writable && !r.hung_up) {
+                return Ok(false);
+            }
+        }
         let t = Instant::now();
         let mut at = 0;
         while at < frame.len() {
@@ -186,8 +195,7 @@ impl Flow {
                 Ok(0) => break,
                 Ok(n) => at += n,
                 Err(e) if matches!(e.kind(), WouldBlock | TimedOut | Interrupted) => {
-                    if at == 0 && outage.load(Ordering::Relaxed) && !silent() {
-                        self.broken = true;
+                    if at == 0 && after_outage() {
                         return Ok(false);
                     }
                     if !silent() && t.elapsed() < PATIENCE {
