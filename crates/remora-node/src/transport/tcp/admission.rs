@@ -10,12 +10,16 @@
 //! keep a peer's (re)connect out. Places go by kind of address, not by address: every node
 //! of one host dials from that host's address (127.0.0.1 for nodes of a loopback cluster),
 //! so one address may carry many nodes' flows at once.
+//!
+//! The connections an accept loop refuses are logged at most ten every ten seconds
+//! ([`RefusalLog`]); the next warning says how many went unsaid.
 
 use crate::cluster::Cluster;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Handshakes under way at most from addresses that are not the cluster's.
 pub(in crate::transport) const STRANGERS_AT_ONCE: usize = 64;
@@ -88,6 +92,50 @@ impl Drop for Place {
     }
 }
 
+/// The warnings of one accept loop's refused connections, at most [`WARNINGS_PER_WINDOW`]
+/// every [`WARNING_WINDOW`]: a flood of strangers must not flood the daemon's log. The
+/// refusals left unsaid are counted in the next warning.
+#[derive(Debug)]
+pub(in crate::transport) struct RefusalLog {
+    per_window: u32,
+    window: Duration,
+    /// When the window began, the warnings in it, the refusals left unsaid since the last.
+    state: Mutex<(Option<Instant>, u32, u64)>,
+}
+
+/// Warnings of refused connections at most, per [`WARNING_WINDOW`].
+const WARNINGS_PER_WINDOW: u32 = 10;
+/// See [`WARNINGS_PER_WINDOW`].
+const WARNING_WINDOW: Duration = Duration::from_secs(10);
+
+impl Default for RefusalLog {
+    fn default() -> RefusalLog {
+        RefusalLog::new(WARNINGS_PER_WINDOW, WARNING_WINDOW)
+    }
+}
+
+impl RefusalLog {
+    fn new(per_window: u32, window: Duration) -> RefusalLog {
+        RefusalLog { per_window, window, state: Mutex::new((None, 0, 0)) }
+    }
+
+    /// A connection was refused: `Some(n)` when it is to be logged, `n` the refusals left
+    /// unsaid before it; `None` when it is left unsaid (counted).
+    pub(in crate::transport) fn refused(&self) -> Option<u64> {
+        let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        if g.0.is_none_or(|began| now.duration_since(began) >= self.window) {
+            (g.0, g.1) = (Some(now), 0);
+        }
+        if g.1 < self.per_window {
+            g.1 += 1;
+            return Some(std::mem::take(&mut g.2));
+        }
+        g.2 += 1;
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,5 +182,15 @@ mod tests {
         assert!(a.take(ip("192.0.2.7")).is_some_and(|p| p.known));
         a.learn(8, ip("192.0.2.8"));
         assert!(!a.is_known(ip("192.0.2.7")), "a node's address is the one it last came from");
+    }
+
+    #[test]
+    fn refusals_past_the_windows_quota_are_counted_into_the_next_warning() {
+        let log = RefusalLog::new(2, Duration::from_millis(300));
+        assert_eq!((log.refused(), log.refused()), (Some(0), Some(0)));
+        assert_eq!((log.refused(), log.refused(), log.refused()), (None, None, None));
+        std::thread::sleep(Duration::from_millis(350));
+        assert_eq!(log.refused(), Some(3), "the next window's first warning says how many went unsaid");
+        assert_eq!(log.refused(), Some(0));
     }
 }

@@ -116,6 +116,7 @@ pub(in crate::transport) fn accept_loop<T, F, Fut>(
     F: Fn(Arc<T>, TcpStream) -> Fut + Send + Sync + Copy + 'static,
     Fut: std::future::Future<Output = std::io::Result<()>> + Send + 'static,
 {
+    let log = Arc::new(super::admission::RefusalLog::default());
     tokio::spawn(async move {
         loop {
             let (stream, from) = match listener.accept().await {
@@ -128,10 +129,16 @@ pub(in crate::transport) fn accept_loop<T, F, Fut>(
                     continue;
                 }
             };
-            let t = t.clone();
+            let (t, log) = (t.clone(), log.clone());
             tokio::spawn(async move {
                 if let Err(e) = serve(t, stream).await {
-                    tracing::warn!(%from, "{what} refused: {e}");
+                    match log.refused() {
+                        Some(0) => tracing::warn!(%from, "{what} refused: {e}"),
+                        Some(unsaid) => {
+                            tracing::warn!(%from, "{what} refused: {e} ({unsaid} more refused before, not logged)")
+                        }
+                        None => {}
+                    }
                 }
             });
         }
