@@ -49,6 +49,20 @@ use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+/// Cap the retransmission back-off of a connection of this node (control, bulk lane, pager
+/// or direct flow, either end: [`remora_sys::flow::cap_backoff`]): after a cable cut what
+/// was sent meanwhile goes again within a second of the cable's return, so the requests,
+/// transfers and RMAs that waited on it resume then, not at TCP's next doubling retry.
+/// A kernel without the option (before 6.15) keeps its own back-off; that is said once.
+pub(in crate::transport) fn cap_backoff(s: &impl std::os::fd::AsFd) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    if let Err(e) = remora_sys::flow::cap_backoff(s.as_fd()) {
+        SAID.call_once(|| {
+            tracing::info!("TCP's retransmission back-off cannot be capped ({e}): after a cable cut, links resume at TCP's next retry")
+        });
+    }
+}
+
 /// The `tcp` transport of a running node.
 pub struct Tcp {
     env: Arc<Env>,
