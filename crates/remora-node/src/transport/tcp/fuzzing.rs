@@ -3,7 +3,7 @@
 //! headers and a pager flow's server. Each function is the body of one target: it must
 //! return for any input, never panic, and touch only the memory it was given.
 
-use super::framing::{discard, read_frame, read_frame_async, read_header};
+use super::framing::{discard, read_frame, read_header, FrameReader};
 use super::handshake::{accept_handshake, dial_handshake};
 use super::pager::serve_frames;
 use crate::cluster::{Cluster, NodeAddr};
@@ -102,8 +102,8 @@ pub fn peer_frames(data: &[u8]) {
         tokio::runtime::Builder::new_current_thread().build().expect("a current-thread runtime")
     });
     rt.block_on(async {
-        let mut rd = data;
-        while let Ok((m, n)) = read_frame_async(&mut rd).await {
+        let mut rd = FrameReader::new(data);
+        while let Ok((m, n)) = rd.next().await {
             let again = encode(&m).expect("a decoded message encodes");
             assert!(n <= 4 + remora_proto::link::MAX_LINK_FRAME);
             assert_eq!(decode::<LinkMsg>(&again).expect("and decodes"), m);

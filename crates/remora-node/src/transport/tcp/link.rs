@@ -8,7 +8,7 @@
 
 use super::admission::{Admission, KNOWN_AT_ONCE, STRANGERS_AT_ONCE};
 use super::bulk::start_bulk;
-use super::framing::read_frame_async;
+use super::framing::FrameReader;
 use super::handshake::{accept_handshake, dial_handshake};
 use super::peer::TcpPeer;
 use super::Tcp;
@@ -319,8 +319,9 @@ async fn run_control(
     let (rd, mut wr) = stream.into_split();
     // Frames are small and come in bursts (a request and a reply, a relayed message and the
     // next): one recv(2) takes all that is there, where reading the length and then the body
-    // took two per frame and a third to find the socket empty.
-    let mut rd = tokio::io::BufReader::with_capacity(64 << 10, rd);
+    // took two per frame and a third to find the socket empty. The reader keeps a frame read
+    // in part when the loop's `select!` takes another branch.
+    let mut rd = FrameReader::new(rd);
     let (tx, mut rx) = mpsc::unbounded_channel::<LinkMsg>();
     // Up (lost first if the peer restarted); sessions that ended while the link was down
     // are told now: the peer still holds their resources.
@@ -343,7 +344,7 @@ async fn run_control(
     let mut sent: HashMap<u64, Instant> = HashMap::new();
     loop {
         tokio::select! {
-            r = read_frame_async(&mut rd) => {
+            r = rd.next() => {
                 let (m, n) = match r {
                     Ok(x) => x,
                     Err(e) => {
