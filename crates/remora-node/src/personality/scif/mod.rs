@@ -49,7 +49,13 @@ pub(crate) fn end_session(node: &Node, sid: u64) {
 /// whose pager waits for the route gives it up at once).
 pub(crate) fn lose_node(node: &Node, peer: u32) {
     let ends = node.scif().lose_node(peer);
-    tracing::debug!(peer, ends = ends.len(), "SCIF connections to a lost node are reset");
+    if !ends.is_empty() {
+        tracing::warn!(
+            peer,
+            ends = ends.len(),
+            "SCIF connections to a lost node are reset (the node is lost)"
+        );
+    }
     let reg = node.lock();
     for (sid, conn) in ends {
         reg.tell_session(sid, Event::ConnectionLost { conn, reason: LostReason::NodeGone });

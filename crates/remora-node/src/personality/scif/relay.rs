@@ -41,11 +41,11 @@ const CREDIT_EVERY: u64 = (SCIF_RELAY_WINDOW / 4) as u64;
 const INBOUND_LIMIT: usize = 2 * SCIF_RELAY_WINDOW + MAX_DATA_IO;
 
 /// Post `req` (in order with the relay's others), or ask it when the link cannot take a
-/// post now. `false`: it failed (the far relay hears nothing more from us).
+/// post now. `false`: it failed (the far relay hears nothing more from us; logged, with
+/// why, as the end of connection `conn`).
 async fn forward(
     peer: &Arc<dyn crate::transport::Transport>,
-    far_node: u32,
-    origin: u64,
+    (far_node, origin, conn): (u32, u64, u64),
     req: PeerRequest,
     watch: &mut Option<Posted>,
 ) -> bool {
@@ -54,8 +54,20 @@ async fn forward(
             *watch = Some(w);
             true
         }
-        Err(req) => peer.request(far_node, origin, req).await.is_ok(),
+        Err(req) => match peer.request(far_node, origin, req).await {
+            Ok(_) => true,
+            Err(e) => {
+                dropped(conn, far_node, &format!("the link could not carry the relay's bytes ({e})"));
+                false
+            }
+        },
     }
+}
+
+/// Connection `conn` is reset because its relay can reach the far relay no more: said at
+/// warn level, with `why` (its endpoints see `ECONNRESET`).
+fn dropped(conn: u64, far_node: u32, why: &str) {
+    tracing::warn!(conn, far_node, "SCIF relayed connection reset: {why}");
 }
 
 /// Ring `d` (the endpoint's incoming one) is full: make our doorbell unwritable until the
@@ -131,7 +143,7 @@ async fn run(node: Arc<Node>, st: RelayStart) {
             if !peer_closed {
                 let req = PeerRequest::Scif(ScifPeerRequest::Data { conn: far, data: buf[..n].to_vec() });
                 unacked += n as u64;
-                if !forward(&peer, far_node, origin, req, &mut watch).await {
+                if !forward(&peer, (far_node, origin, conn), req, &mut watch).await {
                     peer_closed = true;
                 }
             }
@@ -156,7 +168,7 @@ async fn run(node: Arc<Node>, st: RelayStart) {
         if delivered >= CREDIT_EVERY && !peer_closed {
             let req = PeerRequest::Scif(ScifPeerRequest::Credit { conn: far, bytes: delivered });
             delivered = 0;
-            if !forward(&peer, far_node, origin, req, &mut watch).await {
+            if !forward(&peer, (far_node, origin, conn), req, &mut watch).await {
                 peer_closed = true;
             }
         }
@@ -202,7 +214,8 @@ async fn run(node: Arc<Node>, st: RelayStart) {
                 }
             }, if watch.is_some() => {
                 watch = None;
-                if r.is_err() {
+                if let Err(e) = r {
+                    dropped(conn, far_node, &format!("a message to the far relay failed there, or the link's connection broke under it ({e})"));
                     peer_closed = true;
                 }
             }
