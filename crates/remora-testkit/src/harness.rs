@@ -80,8 +80,35 @@ impl Default for Harness {
     }
 }
 
+/// The lines of a node's log a failed test shows (the end of it).
+const LOG_LINES_SHOWN: usize = 80;
+
+impl Harness {
+    /// The end of every daemon log of the runtime directory, written to standard error:
+    /// why a daemon ended a connection, in the output of the test that failed of it (the
+    /// directory goes with the harness).
+    pub fn show_logs(&self) {
+        let Ok(dir) = std::fs::read_dir(self.dir.path()) else { return };
+        let mut logs: Vec<PathBuf> =
+            dir.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "log")).collect();
+        logs.sort();
+        for log in logs {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let from = lines.len().saturating_sub(LOG_LINES_SHOWN);
+            eprintln!("---- {} (its last {} lines) ----", log.display(), lines.len() - from);
+            for l in &lines[from..] {
+                eprintln!("{l}");
+            }
+        }
+    }
+}
+
 impl Drop for Harness {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.show_logs();
+        }
         for node in remora_proto::paths::nodes_in(self.dir.path()) {
             let cfg = remora_client::Config { daemon: None, spawn: false, ..self.config(node) };
             if let Ok(s) = remora_client::Session::open_control(&cfg) {
