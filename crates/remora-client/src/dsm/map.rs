@@ -13,6 +13,10 @@ pub const THROUGH: usize = 32 << 10;
 /// and sent by the pager: one command to it instead of two).
 const THROUGH_HERE: usize = 1 << 20;
 
+/// The bytes a copy through a map moves between two looks at whether the home was lost
+/// ([`DsmMap::copy`]).
+const COPY_PIECE: usize = 1 << 20;
+
 /// A map of a segment of another host.
 pub struct DsmMap {
     /// The pager that serves the map (its home node's, or the shared one).
@@ -282,16 +286,35 @@ impl DsmMap {
                 return r;
             }
         }
-        self.copy(|r| r.write_at(self.delta + off, data))
+        self.copy_in(self.delta + off, data)
     }
 
-    /// A copy through the map for a call of the API (`f` copies through the region): a page
-    /// that can never be filled, as the home is lost while the copy waits for it, gets a
-    /// stand-in rather than raise SIGBUS in the call (`pager/stand_in.rs`), and the call
-    /// answers `ENOTCONN`.
-    fn copy(&self, f: impl FnOnce(&UffdRegion) -> std::io::Result<()>) -> std::io::Result<()> {
+    /// Copy `data` into the region at byte `at`, through the map ([`DsmMap::copy`]).
+    fn copy_in(&self, at: usize, data: &[u8]) -> std::io::Result<()> {
+        self.copy(at, data.len(), |r, off, part| r.write_at(off, &data[part]))
+    }
+
+    /// A copy through the map for a call of the API, `len` bytes from byte `at` of the
+    /// region (`f` copies the bytes of its range of the caller's buffer to or from the
+    /// region at the offset it is given): a page that can never be filled, as the home is
+    /// lost while the copy waits for it, gets a stand-in rather than raise SIGBUS in the
+    /// call (`pager/stand_in.rs`), and the call answers `ENOTCONN`. The copy goes in pieces
+    /// of [`COPY_PIECE`] bytes and stops at the first piece that finds the home lost: the
+    /// stand-ins, which other threads would read as zeros, are forgotten after one piece
+    /// at most, not after the rest of a long copy.
+    fn copy(
+        &self,
+        at: usize,
+        len: usize,
+        mut f: impl FnMut(&UffdRegion, usize, std::ops::Range<usize>) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
         let copying = self.pager.copying(self.id);
-        let r = f(&self.region);
+        let (mut done, mut r) = (0, Ok(()));
+        while done < len && r.is_ok() && !self.is_lost() {
+            let n = (len - done).min(COPY_PIECE);
+            r = f(&self.region, at + done, done..done + n);
+            done += n;
+        }
         drop(copying);
         if self.is_lost() {
             self.pager.ask(|tx| Cmd::Forget(self.id, tx));
@@ -382,7 +405,7 @@ impl DsmMap {
             let sent = self.pager.ask(|tx| Cmd::Store { id: self.id, start, data: data.to_vec(), tx });
             match sent.flatten() {
                 Some(r) => r?,
-                None => self.copy(|r| r.write_at(start, data)).map_err(|e| match e.kind() {
+                None => self.copy_in(start, data).map_err(|e| match e.kind() {
                     std::io::ErrorKind::NotConnected => std::io::Error::from_raw_os_error(107),
                     _ => e,
                 })?,
@@ -440,7 +463,7 @@ impl DsmMap {
     pub fn read(&self, off: usize, out: &mut [u8]) -> std::io::Result<()> {
         check(off, out.len(), self.len)?;
         self.reachable()?;
-        self.copy(|r| r.read_at(self.delta + off, out))
+        self.copy(self.delta + off, out.len(), |r, at, part| r.read_at(at, &mut out[part]))
     }
 
     /// `ENOTCONN` once the home is lost: the map's missing pages are poisoned then, and a

@@ -15,7 +15,8 @@
 //! call then finds the map lost and,
 //! before it answers the error, has the pager drop its stand-ins (`Cmd::Forget`): their next
 //! access faults again and is poisoned. (Until then another thread's load of a stand-in
-//! reads zeros, not SIGBUS: a window of one command's length, on a lost home only.)
+//! reads zeros, not SIGBUS: until the piece of the copy that met the loss ends, at most
+//! a mebibyte of it, on a lost home only.)
 
 use super::*;
 use std::sync::atomic::{AtomicU32, AtomicU64};
