@@ -7,6 +7,7 @@ use crate::Node;
 use remora_proto::link::PeerRequest;
 use remora_proto::{Error, Reply, Role};
 use remora_sys::async_conn::AsyncConn;
+use std::future::Future;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -90,6 +91,53 @@ impl Session {
     pub async fn ask(&self, node: u32, req: PeerRequest) -> Result<Answer, Error> {
         let t = self.node.transports().to(node).cloned().ok_or(Error::NoSuchNode)?;
         self.ask_via(&t, node, req).await
+    }
+
+    /// Tell node `node` something that releases what this session holds there (a
+    /// disconnect), waiting for its answer only while the route to `node` is up: once the
+    /// link is known silent (a cable cut, a daemon held up: three heartbeats) the caller
+    /// goes on and the answer is awaited in the background (a cut held the caller until the
+    /// cable came back or the link was closed). The request goes on the link at once, in
+    /// order with the session's requests. When the link's connection breaks before the
+    /// answer (the node may never have read it), it is sent again each time the link is up
+    /// again, until the node answers (a refusal too: nothing is left to release), the
+    /// transport no longer knows the node, or the session ends (its end, told to every node
+    /// it reached, releases all it held there).
+    pub async fn release_far(&self, node: u32, req: PeerRequest) {
+        let Some(t) = self.node.transports().to(node).cloned() else { return };
+        let (link, books, sid) = (t.clone(), self.node.clone(), self.sid);
+        let told = async move {
+            loop {
+                if !matches!(t.request(node, sid, req.clone()).await, Err(Error::NodeNotResponding)) {
+                    return;
+                }
+                loop {
+                    if !books.lock().sessions.contains_key(&sid) {
+                        return;
+                    }
+                    match t.link_state(node) {
+                        Some(LinkState::Up) => break,
+                        None => return,
+                        Some(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                    }
+                }
+            }
+        };
+        let mut told = Box::pin(told);
+        // A first look now: the request leaves in it when the link has a connection.
+        let sent = told.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+        if sent.is_ready() {
+            return;
+        }
+        // A transport without a link state (this host's nodes) is waited for as before.
+        while !matches!(link.link_state(node), Some(s) if s != LinkState::Up) {
+            tokio::select! {
+                _ = told.as_mut() => return,
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = self.conn.hangup() => break,
+            }
+        }
+        tokio::spawn(told);
     }
 
     /// The transport that reaches `node` for a connect. A node of this host whose daemon is

@@ -267,3 +267,29 @@ fn an_rma_started_during_a_cut_goes_through_soon_after_the_cable_is_back() {
     });
     assert_eq!(word(&home, 0), u64::from_le_bytes([7; 8]));
 }
+
+/// `scif_close` of an endpoint whose peer is behind a cut returns at once, and the peer
+/// learns of it once the cable is back: it sees the connection reset.
+#[test]
+fn a_close_during_a_cut_does_not_wait_for_the_cable() {
+    let Some(c) = net_cluster(2) else { return };
+    let (client, server, scif2) = pair(&c);
+    c.link_down(1);
+    wait_reach(&scif2, c.node(1), false);
+    let t = Instant::now();
+    client.close().unwrap();
+    let took = t.elapsed();
+    c.link_up(1);
+    assert!(took < Duration::from_secs(2), "the close took {took:?} during the cut");
+    let t = Instant::now();
+    let mut buf = [0u8; 8];
+    loop {
+        match server.recv(&mut buf, false) {
+            Err(Error::Reset) => break,
+            Ok(0) => {}
+            other => panic!("the peer's receive answered {other:?}"),
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "the peer never saw the close");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -204,3 +204,42 @@ fn a_session_end_sent_on_a_connection_that_broke_is_sent_again() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A disconnect from a node that does not answer is done at once (it waited until the
+/// link was closed, 150 silent heartbeats, 7.5 s here), and the node learns of it once it
+/// answers again: here after the connection the disconnects went on was given up (node 4
+/// may close it unread), so they are sent again on the next one.
+#[test]
+fn a_disconnect_does_not_wait_for_a_silent_node_which_learns_of_it_later() {
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let _seg = segment(&a, 45);
+    let _intr = Interrupt::create(&a, 0, Some(79), false, None).unwrap();
+    let remote = RemoteSegment::connect(&b, 4, 45, 0, Some(Duration::from_secs(10))).unwrap();
+    let intr = RemoteInterrupt::connect(&b, 4, 0, 79, Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(booked_for_node_8(&h), (1, 1));
+    {
+        let _stopped = Stopped::new(daemon_pid(&h, 4));
+        // Three silent heartbeats: the route is known silent.
+        std::thread::sleep(Duration::from_millis(300));
+        let t = Instant::now();
+        remote.disconnect().unwrap();
+        intr.disconnect().unwrap();
+        let took = t.elapsed();
+        eprintln!("both disconnects took {took:?}");
+        assert!(took < Duration::from_secs(3), "the disconnects took {took:?}");
+        // Past the link's budget: node 8 gives the connection up.
+        std::thread::sleep(Duration::from_secs(9));
+    }
+    let t = Instant::now();
+    while booked_for_node_8(&h) != (0, 0) {
+        assert!(t.elapsed() < Duration::from_secs(20), "node 4 still holds {:?}", booked_for_node_8(&h));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Node 8's books agree: a new connect works and is the only one booked.
+    let again = retried(|| RemoteSegment::connect(&b, 4, 45, 0, Some(Duration::from_secs(2))));
+    assert_eq!(booked_for_node_8(&h), (1, 0));
+    again.disconnect().unwrap();
+    assert_eq!(booked_for_node_8(&h), (0, 0));
+}

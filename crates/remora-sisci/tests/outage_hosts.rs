@@ -114,3 +114,43 @@ fn a_map_rides_out_a_cable_cut_longer_than_the_flow_patience() {
 fn during_ok(statuses: &[SequenceStatus]) -> bool {
     statuses.contains(&SequenceStatus::Pending) && !statuses.contains(&SequenceStatus::NotRetriable)
 }
+
+/// What host 1's node holds for sessions of host 2's: (connections to segments,
+/// connections to interrupts).
+fn booked_on_host_1_for_host_2(c: &remora_testkit::NetCluster) -> (usize, usize) {
+    use remora_proto::{Reply, Request, Role};
+    let s = remora_client::Session::open_control(&remora_testkit::net_config(c, 1)).unwrap();
+    let Reply::Status(st) = s.request(Request::Status, &[]).unwrap().0 else { panic!("no status") };
+    let far =
+        |sid: u64| st.sessions.iter().any(|s| s.session == sid && s.role == Role::Peer { node: c.node(2) });
+    let conns = st.connections.iter().filter(|k| far(k.session)).count();
+    (conns, st.interrupts.iter().map(|i| i.3 as usize).sum())
+}
+
+/// Disconnects during a cable cut are done at once (they waited for the cable, or for the
+/// link's close some 30 s into the cut); the far node learns of them once the cable is back.
+#[test]
+fn disconnects_during_a_cut_do_not_wait_for_the_cable() {
+    let Some(c) = common::net_cluster(2) else { return };
+    let a = Descriptor::open(&common::net_sci(&c, 1)).unwrap();
+    let b = Descriptor::open(&common::net_sci(&c, 2)).unwrap();
+    let (_seg, _home) = common::available(&a, 42, 4096);
+    let _intr = Interrupt::create(&a, 0, Some(78), false, None).unwrap();
+    let remote = RemoteSegment::connect(&b, c.node(1), 42, 0, Some(Duration::from_secs(10))).unwrap();
+    let intr = RemoteInterrupt::connect(&b, c.node(1), 0, 78, Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(booked_on_host_1_for_host_2(&c), (1, 1));
+    c.link_down(1);
+    common::expect_event(&remote, SegmentReason::NotOperational, Duration::from_secs(20));
+    let t = Instant::now();
+    remote.disconnect().unwrap();
+    intr.disconnect().unwrap();
+    let took = t.elapsed();
+    c.link_up(1);
+    assert!(took < Duration::from_secs(3), "the disconnects took {took:?} during the cut");
+    let t = Instant::now();
+    while booked_on_host_1_for_host_2(&c) != (0, 0) {
+        let held = booked_on_host_1_for_host_2(&c);
+        assert!(t.elapsed() < Duration::from_secs(20), "host 1 still holds {held:?} after the cut");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

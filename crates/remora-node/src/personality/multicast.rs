@@ -288,7 +288,7 @@ pub(crate) async fn disconnect_legs(s: &Session, conn: u64) {
         let r = s.node.lock().disconnect(s.sid, leg);
         if let Ok((kind, node)) = r {
             if let Some(remote) = kind.remote() {
-                let _ = s.ask(node, PeerRequest::Disconnect { conn: remote }).await;
+                s.release_far(node, PeerRequest::Disconnect { conn: remote }).await;
             }
         }
     }

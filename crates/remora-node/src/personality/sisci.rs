@@ -123,7 +123,7 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
             match r {
                 Ok((kind, node)) => {
                     if let Some(remote) = kind.remote() {
-                        let _ = s.ask(node, PeerRequest::Disconnect { conn: remote }).await;
+                        s.release_far(node, PeerRequest::Disconnect { conn: remote }).await;
                     }
                     (Ok(Reply::Ok), vec![])
                 }
@@ -212,7 +212,7 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
             match r {
                 Ok(c) => {
                     if let Some(remote) = c.target.remote() {
-                        let _ = s.ask(c.node, PeerRequest::DisconnectInterrupt { intr: remote }).await;
+                        s.release_far(c.node, PeerRequest::DisconnectInterrupt { intr: remote }).await;
                     }
                     (Ok(Reply::Ok), vec![])
                 }
