@@ -103,32 +103,12 @@ impl DescCache {
             self.ways.resize(ways(recv), None);
         }
         let epoch = nic.inner.mem_epoch.load(Ordering::Acquire);
-        // The ways are a power of two: a mask, not a division (tens of cycles).
-        let way = (addr / 64) & (self.ways.len() - 1);
-        let mut hit = false;
-        if let Some(s) = &mut self.ways[way] {
-            if s.addr == addr && s.handle == handle && s.ptag == ptag && s.epoch == epoch {
-                let mut c = [0u8; CONTROL];
-                s.taken.ctl.read(0, &mut c)?;
-                let n = Descriptor::seg_count(&c);
-                let control = u16::from_le_bytes([c[14], c[15]]);
-                let rdma = !recv && control & control::OP_MASK != control::OP_SENDRECV;
-                if n == s.n && rdma == s.rdma {
-                    let mut same = true;
-                    for (i, w) in s.segs[..n].iter().enumerate() {
-                        same &= segment(&s.taken.all, i)? == *w;
-                    }
-                    if same {
-                        s.taken.control = control;
-                        s.taken.immediate = u32::from_le_bytes([c[20], c[21], c[22], c[23]]);
-                        hit = true;
-                    }
-                }
-            }
-        }
-        if hit {
+        let way = self.seen_again(addr, handle, ptag, recv, epoch)?;
+        if let Some(way) = way {
             return self.ways[way].as_ref().map(|s| &s.taken).ok_or_else(forgotten);
         }
+        // The ways are a power of two: a mask, not a division (tens of cycles).
+        let way = (addr / 64) & (self.ways.len() - 1);
         let t = nic.take(addr, handle, ptag, recv)?;
         let n = (t.all.len() - CONTROL) / SEGMENT;
         self.ways[way] = None;
@@ -146,6 +126,62 @@ impl DescCache {
             None => self.spare = Some(Box::new(t)),
         }
         self.spare.as_deref().ok_or_else(forgotten)
+    }
+
+    /// The descriptor at `addr` as it was seen last (its control and immediate data read
+    /// afresh), when it comes back with the same segments under the same registrations;
+    /// `None` otherwise (nothing is looked up: see [`DescCache::take`]).
+    #[inline(always)]
+    pub(crate) fn hit(
+        &mut self,
+        nic: &Nic,
+        addr: usize,
+        handle: u32,
+        ptag: ProtectionTag,
+        recv: bool,
+    ) -> Option<&Taken> {
+        let epoch = nic.inner.mem_epoch.load(Ordering::Acquire);
+        let way = self.seen_again(addr, handle, ptag, recv, epoch).ok()??;
+        self.ways[way].as_ref().map(|s| &s.taken)
+    }
+
+    /// The way of the descriptor at `addr` when it was seen last there with the same
+    /// segments, under the same handle, tag and registrations (`epoch`): its control and
+    /// immediate data are read afresh into what it resolved to.
+    #[inline]
+    fn seen_again(
+        &mut self,
+        addr: usize,
+        handle: u32,
+        ptag: ProtectionTag,
+        recv: bool,
+        epoch: u64,
+    ) -> Result<Option<usize>> {
+        // The ways are a power of two: a mask, not a division (tens of cycles).
+        let Some(mask) = self.ways.len().checked_sub(1) else { return Ok(None) };
+        let way = (addr / 64) & mask;
+        let Some(s) = &mut self.ways[way] else { return Ok(None) };
+        if s.addr != addr || s.handle != handle || s.ptag != ptag || s.epoch != epoch {
+            return Ok(None);
+        }
+        let mut c = [0u8; CONTROL];
+        s.taken.ctl.read(0, &mut c)?;
+        let n = Descriptor::seg_count(&c);
+        let control = u16::from_le_bytes([c[14], c[15]]);
+        let rdma = !recv && control & control::OP_MASK != control::OP_SENDRECV;
+        if n != s.n || rdma != s.rdma {
+            return Ok(None);
+        }
+        let mut same = true;
+        for (i, w) in s.segs[..n].iter().enumerate() {
+            same &= segment(&s.taken.all, i)? == *w;
+        }
+        if !same {
+            return Ok(None);
+        }
+        s.taken.control = control;
+        s.taken.immediate = u32::from_le_bytes([c[20], c[21], c[22], c[23]]);
+        Ok(Some(way))
     }
 
     /// A receive descriptor at `addr` that this cache saw last there under the same memory

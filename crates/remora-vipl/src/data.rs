@@ -175,9 +175,15 @@ impl Nic {
     }
 
     /// Whether `r`, registered at `epoch`, still is.
+    #[inline]
     pub(crate) fn still_registered(&self, r: &UserRegion, epoch: u64) -> bool {
-        self.inner.mem_epoch.load(Ordering::Acquire) == epoch
-            || lock(&self.inner.mem).covers(r.addr(), r.len())
+        self.inner.mem_epoch.load(Ordering::Acquire) == epoch || self.covered(r)
+    }
+
+    /// Whether `r` lies in registered memory (registrations changed since it was found).
+    #[inline(never)]
+    fn covered(&self, r: &UserRegion) -> bool {
+        lock(&self.inner.mem).covers(r.addr(), r.len())
     }
 }
 
@@ -246,6 +252,11 @@ impl Vi {
     pub fn post_send(&self, addr: usize, handle: u32) -> Result<()> {
         let vi = &self.inner;
         let mut guard = vi.send.lock();
+        if vi.send_short(&mut guard, addr, handle) {
+            drop(guard);
+            vi.sent_now();
+            return Ok(());
+        }
         // While connected the link stays in the queue and is lent, not cloned (a clone and
         // its drop are two locked instructions on every send).
         let (state, other, attrs) = match &guard.link {
@@ -307,11 +318,7 @@ impl Vi {
             sq.link = own;
         }
         drop(guard);
-        // The completion is stored: what a post of this VI left undescribed goes now.
-        if !vi.sent_since_post.load(Ordering::Relaxed) {
-            vi.sent_since_post.store(true, Ordering::Relaxed);
-        }
-        vi.describe_pending();
+        vi.sent_now();
         if let Some(e) = refused {
             return Err(e);
         }

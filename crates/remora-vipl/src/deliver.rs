@@ -119,6 +119,11 @@ impl ViInner {
         let (broke, got) = {
             let mut q = self.recv.lock();
             self.settle(&mut q);
+            if pop {
+                if let Some(d) = self.recv_short(&mut q) {
+                    return Ok(Some(d));
+                }
+            }
             let (broke, first) = self.take_completions_locked(&mut q, pop)?;
             let got = if pop { first.or_else(|| q.done.pop_front()) } else { None };
             self.recv_ready.store(q.done.len(), Ordering::Release);
@@ -221,8 +226,8 @@ impl ViInner {
 
     /// A flag of this VI's segment the peer raises ([`layout::PEER_READY`],
     /// [`layout::PEER_WAITING`]): up only when raised by this connection's peer.
-    #[inline]
-    fn flag_up(&self, off: usize) -> bool {
+    #[inline(always)]
+    pub(crate) fn flag_up(&self, off: usize) -> bool {
         layout::untagged(self.conn(), self.own(off)).is_some_and(|v| v != 0)
     }
 
@@ -364,10 +369,17 @@ impl ViInner {
             link.map.store(at, w0);
             link.map.store(at + 8, w1);
             if carried {
-                let mut o = at + INLINE_AT;
+                // Gathered here, then stored as words: no copy routine called on the way.
+                let mut b = [0u8; INLINE];
+                let mut o = 0;
                 for s in sources {
-                    let _ = link.map.write_from(o, s, 0, s.len());
+                    let _ = s.read(0, &mut b[o..o + s.len()]);
                     o += s.len();
+                }
+                for (i, w) in b[..size.div_ceil(8) * 8].chunks_exact(8).enumerate() {
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(w);
+                    link.map.store(at + INLINE_AT + i * 8, u64::from_ne_bytes(a));
                 }
             }
         } else {

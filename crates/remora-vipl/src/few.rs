@@ -54,6 +54,7 @@ impl<T: Copy + Default, const N: usize> Few<T, N> {
     }
 
     /// The values, in order.
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[T] {
         if self.spill.is_empty() {
             &self.inline[..self.len]
@@ -65,6 +66,7 @@ impl<T: Copy + Default, const N: usize> Few<T, N> {
 
 impl<T: Copy + Default, const N: usize> std::ops::Deref for Few<T, N> {
     type Target = [T];
+    #[inline]
     fn deref(&self) -> &[T] {
         self.as_slice()
     }

@@ -114,6 +114,15 @@ impl ViInner {
         self.describe_pending();
     }
 
+    /// A send's completion is stored: what a post of this VI left undescribed goes now.
+    #[inline]
+    pub(crate) fn sent_now(&self) {
+        if !self.sent_since_post.load(Ordering::Relaxed) {
+            self.sent_since_post.store(true, Ordering::Relaxed);
+        }
+        self.describe_pending();
+    }
+
     /// Take in what posts left, and describe it to the peer.
     pub(crate) fn describe_pending(&self) {
         if !self.undescribed.load(Ordering::Relaxed) {

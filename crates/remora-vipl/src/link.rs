@@ -215,6 +215,7 @@ impl Link {
     }
 
     /// Whether a store to the peer failed.
+    #[inline]
     pub(crate) fn has_failed(&self) -> bool {
         self.failed.load(Ordering::Acquire)
     }
@@ -229,6 +230,7 @@ impl Link {
     /// Store `v` into the peer's VI segment at `off`, after everything stored before
     /// (another host's segment: queued on the channel, sent by the next
     /// [`Link::push`] or [`Link::settle`]; no page of the peer's segment is written here).
+    #[inline]
     pub(crate) fn store(&self, off: usize, v: u64) {
         let far = self.far(|c| c.push_vi(off, &v.to_le_bytes()));
         if far.is_none() {

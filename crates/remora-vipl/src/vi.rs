@@ -412,13 +412,18 @@ impl ViInner {
     }
 
     /// Look at what the peer wrote about itself: a disconnect, an error, its loss.
-    /// [`ViInner::check_peer`] when the peer said something, else on every 128th call:
-    /// for receive polls, which must stay cheap.
+    /// [`ViInner::check_peer`] when the peer said something, else on every 128th call, or
+    /// every 4096th while the NIC's watcher runs (it checks every VI's peer every 10 ms
+    /// itself): for receive polls, which must stay cheap (the check takes locks, and a
+    /// message that lands during one waits for it).
+    #[inline]
     pub(crate) fn check_peer_now_and_then(self: &Arc<Self>) {
         // A count, not a tally: no locked instruction on every poll.
         let n = self.polls.load(Ordering::Relaxed);
         self.polls.store(n.wrapping_add(1), Ordering::Relaxed);
-        if n.is_multiple_of(128) || self.peer_said() != 0 {
+        if self.peer_said() != 0
+            || (n.is_multiple_of(128) && (n.is_multiple_of(4096) || !self.nic.watcher_runs()))
+        {
             self.check_peer(&self.nic);
         }
     }
@@ -426,13 +431,13 @@ impl ViInner {
     /// What this connection's peer said about itself ([`layout::PEER_STATE`] without the
     /// connection number): 0 while connected. A word stored by the peer of an earlier
     /// connection (its number differs) reads as 0.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn peer_said(&self) -> u64 {
         layout::untagged(self.conn(), self.map.load(layout::PEER_STATE)).map_or(0, u64::from)
     }
 
     /// This VI's connection number now (what the words its peer stores carry).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn conn(&self) -> u32 {
         self.conn.load(Ordering::Relaxed)
     }

@@ -71,6 +71,7 @@ impl Window {
         }
     }
 
+    #[inline]
     pub(crate) fn read_into(&self, off: usize, dst: &UserRegion, dst_off: usize, len: usize) -> Result<()> {
         match &self.fast {
             Some(m) => m.read_into(off, dst, dst_off, len).map_err(|_| range()),
@@ -128,14 +129,31 @@ impl Window {
     }
 
     /// The word at `off` (0 when out of range).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn load(&self, off: usize) -> u64 {
+        // Memory of this host straight (the data path's every look), the rest out of line.
+        match self.fast.as_ref().and_then(|m| m.atomic_u64(off)) {
+            Some(a) => a.load(Ordering::Acquire),
+            None => self.load_slow(off),
+        }
+    }
+
+    #[inline(never)]
+    fn load_slow(&self, off: usize) -> u64 {
         self.with_atomic(off, |a| a.load(Ordering::Acquire)).unwrap_or(0)
     }
 
     /// Store `v` at `off`, after every store made before.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn store(&self, off: usize, v: u64) {
+        match self.fast.as_ref().and_then(|m| m.atomic_u64(off)) {
+            Some(a) => a.store(v, Ordering::Release),
+            None => self.store_slow(off, v),
+        }
+    }
+
+    #[inline(never)]
+    fn store_slow(&self, off: usize, v: u64) {
         let _ = self.with_atomic(off, |a| a.store(v, Ordering::Release));
     }
 }
@@ -158,11 +176,6 @@ impl PeerWindow {
     #[inline]
     pub(crate) fn write(&self, off: usize, data: &[u8]) -> Result<()> {
         self.0.as_ref().ok_or_else(lost)?.write(off, data)
-    }
-
-    /// See [`Window::write_from`].
-    pub(crate) fn write_from(&self, off: usize, src: &UserRegion, src_off: usize, len: usize) -> Result<()> {
-        self.0.as_ref().ok_or_else(lost)?.write_from(off, src, src_off, len)
     }
 
     /// See [`Window::store`].

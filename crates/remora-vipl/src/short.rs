@@ -1,0 +1,130 @@
+//! The short message between two VIs of this host, in one straight line: a send whose
+//! payload travels inside the completion entry ([`layout::INLINE`] bytes at most), from a
+//! descriptor posted before as it is now, into a receive whose size the sender knows
+//! already; and the taking of such a completion. Everything else (and anything unusual on
+//! the way: an error to report, a receive not described yet, a peer that asked for the
+//! bell on every message) goes the general way of `data.rs` and `deliver.rs`, which these
+//! two only shorten, never change: the same words are stored in the same order, the same
+//! descriptor fields written.
+//!
+//! On one host a message's latency is the receiver's work from seeing the entry to the
+//! answer's entry: its reap, its post of the receive again, and the answer's send up to its
+//! sequence number. Each layer of the general path (a descriptor's outcome built and
+//! matched, its link lent out of the queue and back, the registrations asked twice) costs a
+//! few nanoseconds there.
+
+use crate::layout::{self, control, status, Completion, ENTRIES, INLINE, INLINE_AT, SEQ};
+use crate::vi::{RecvQ, SendQ, ViInner};
+use std::sync::atomic::{fence, Ordering};
+
+/// The room of a ring A entry that is not of this connection (as `deliver.rs` records it).
+const NOT_OURS: u32 = u32::MAX;
+
+impl ViInner {
+    /// `VipPostSend` of a short send to a peer on this host (see the module doc), under
+    /// the send queue's lock. `false` when it is not one: nothing was done, the general
+    /// path takes it.
+    #[inline]
+    pub(crate) fn send_short(&self, sq: &mut SendQ, addr: usize, handle: u32) -> bool {
+        let SendQ { consumed, seen, rooms, cache, link, done, .. } = sq;
+        let Some((link, attrs)) = link.as_ref() else { return false };
+        let Some(map) = link.map.0.as_ref() else { return false };
+        let k = *consumed;
+        // A receive described already (else the general path looks at the count, and
+        // waits for it), not of another connection, and no bell wanted on every message.
+        if k >= *seen || link.peer.bell_always || link.broken.load(Ordering::Acquire) {
+            return false;
+        }
+        let Some(&room) = rooms.get(k as usize % ENTRIES) else { return false };
+        let Some(t) = cache.hit(&self.nic, addr, handle, attrs.ptag, false) else { return false };
+        // A send (no RDMA, no reserved bit), its memory registered under the VI's tag.
+        if t.control & (control::OP_MASK | control::RESERVED) != 0 || t.too_many {
+            return false;
+        }
+        let Some(sources) = &t.local else { return false };
+        let size: usize = sources.iter().map(|s| s.len()).sum();
+        let max = attrs.max_transfer.min(link.peer.max_transfer) as usize;
+        if size > INLINE || size > max || room == NOT_OURS || size > room as usize || self.peer_said() != 0 {
+            return false;
+        }
+        let imm = t.control & control::IMMEDIATE != 0;
+        let mut st = status::DONE | status::OP_RECEIVE;
+        if imm {
+            st |= status::IMMEDIATE;
+        }
+        let c = Completion { len: size as u32, immediate: if imm { t.immediate } else { 0 }, status: st };
+        // The payload gathered here and stored as words with the entry's: no copy routine
+        // called on the way.
+        let mut b = [0u8; INLINE];
+        let mut o = 0;
+        for s in sources.iter() {
+            let _ = s.read(0, &mut b[o..o + s.len()]);
+            o += s.len();
+        }
+        let at = layout::completion_at(k);
+        let [w0, w1] = c.words(Some(size));
+        map.store(at, w0);
+        map.store(at + 8, w1);
+        for (i, w) in b[..size.div_ceil(8) * 8].chunks_exact(8).enumerate() {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(w);
+            map.store(at + INLINE_AT + i * 8, u64::from_ne_bytes(a));
+        }
+        map.store(at + SEQ, link.tag(k + 1));
+        *consumed = k + 1;
+        // No barrier before the look at the flag (see `ViInner::deliver`).
+        if self.flag_up(layout::PEER_WAITING) {
+            link.ring();
+        }
+        self.nic.finish(&t.ctl, t.epoch, status::DONE | status::OP_SEND, None, None);
+        done.push_back((addr, handle));
+        if self.send_waiters.load(Ordering::Relaxed) > 0 {
+            self.send_seq.fetch_add(1, Ordering::SeqCst);
+            remora_sys::sync::futex_wake_all(&self.send_seq);
+        }
+        if let Some(cq) = &self.send_cq {
+            cq.push(self.id, false);
+        }
+        true
+    }
+
+    /// `VipRecvDone` of the next completion when it is a plain one from a peer on this
+    /// host (no error, registrations unchanged, its payload, if it travelled in the entry,
+    /// for one buffer), under the receive queue's lock, with no completed receive waiting
+    /// and no completion queue told. `None` when it is not: nothing was done.
+    #[inline]
+    pub(crate) fn recv_short(&self, q: &mut RecvQ) -> Option<(usize, u32)> {
+        if !q.done.is_empty() || self.recv_cq.is_some() || !self.peer_here.load(Ordering::Relaxed) {
+            return None;
+        }
+        let k = q.consumed;
+        let at = layout::completion_at(k);
+        if self.map.load(at + SEQ) != layout::tagged(self.conn(), k + 1) {
+            return None;
+        }
+        let (c, inline) = Completion::from_words([self.map.load(at), self.map.load(at + 8)]);
+        let p = q.posted.front()?;
+        if c.status & status::ERROR_MASK != 0
+            || self.nic.inner.mem_epoch.load(Ordering::Acquire) != p.epoch
+            || inline.is_some_and(|n| p.bufs.len() != 1 || n > p.bufs[0].len())
+        {
+            return None;
+        }
+        if let Some(n) = inline {
+            self.map.read_into(at + INLINE_AT, &p.bufs[0], 0, n).ok()?;
+        }
+        // The registrations are those the receive was posted under: its descriptor is
+        // written in place (as `Nic::finish` does), the status last.
+        if c.status & status::IMMEDIATE != 0 {
+            let _ = p.ctl.write(20, &c.immediate.to_le_bytes());
+        }
+        let _ = p.ctl.write(24, &c.len.to_le_bytes());
+        fence(Ordering::Release);
+        let _ = p.ctl.write(28, &c.status.to_le_bytes());
+        let d = (p.addr, p.handle);
+        q.posted.advance();
+        q.consumed = k + 1;
+        self.recv_next.store(q.consumed, Ordering::Release);
+        Some(d)
+    }
+}
