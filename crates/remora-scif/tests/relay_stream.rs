@@ -41,10 +41,11 @@ fn receive_all(ep: &Endpoint, dir: u8) {
     }
 }
 
+/// (It once failed in CI with a reset 0.2 s in: the daemons' control flow lost the part of a
+/// relayed message read when a heartbeat tick came first, the next length was read from the
+/// middle of a frame and the link closed as malformed, failing the relays' posts. The
+/// control reader keeps a partial frame since; `framing.rs` tests that.)
 #[test]
-#[ignore = "reset mid-stream once in the clean-clone CI (143aa6c: a blocking send and receive ended short, \
-            then ECONNRESET, 0.2 s in), never in 35 runs here: a relayed connection dropped under \
-            conditions not found yet; run with --ignored while that is looked into"]
 fn a_relayed_connection_streams_both_ways_at_once_with_blocking_and_non_blocking_sends() {
     std::env::set_var("REMORA_SCIF_DIRECT", "0");
     let h = over_tcp(&[4, 8]);
