@@ -188,6 +188,7 @@ impl DescCache {
     /// handle, protection tag and registrations, with as many segments as then (so it lies
     /// in registered memory, as it did): its control segment and the registrations' epoch.
     /// Its segments are not looked at (see `crate::later`).
+    #[inline(always)]
     pub(crate) fn unchanged(
         &self,
         nic: &Nic,

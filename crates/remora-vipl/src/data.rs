@@ -394,7 +394,11 @@ impl Vi {
     /// # Errors
     /// [`Error::NotDone`] when none has completed.
     pub fn recv_done(&self) -> Result<(usize, u32)> {
-        self.inner.reap_and(true)?.ok_or(Error::NotDone)
+        match self.inner.poll_short() {
+            Some(Some(d)) => Ok(d),
+            Some(None) => Err(Error::NotDone),
+            None => self.inner.reap_and(true)?.ok_or(Error::NotDone),
+        }
     }
 
     /// [`Vi::recv_done`], polled for up to `race`.

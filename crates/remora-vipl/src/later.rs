@@ -75,11 +75,17 @@ impl ViInner {
     /// Take in the posts [`ViInner::post_later`] noted, in order: each is queued, or
     /// completes at once as when posted (segments not registered: a protection error; the
     /// VI broke or disconnected meanwhile: flushed).
+    #[inline(always)]
     pub(crate) fn settle(&self, q: &mut RecvQ) {
-        let n = std::mem::take(&mut q.pending.n);
-        if n == 0 {
-            return;
+        if q.pending.n != 0 {
+            self.settle_noted(q);
         }
+    }
+
+    /// [`ViInner::settle`] when posts were noted.
+    #[inline(never)]
+    fn settle_noted(&self, q: &mut RecvQ) {
+        let n = std::mem::take(&mut q.pending.n);
         let usable = q.link.as_ref().is_some_and(|(l, _)| !l.broken.load(Ordering::Acquire));
         for i in 0..n {
             let (addr, handle, ptag) = q.pending.posts[i];

@@ -16,6 +16,7 @@
 use crate::layout::{self, control, status, Completion, ENTRIES, INLINE, INLINE_AT, SEQ};
 use crate::vi::{RecvQ, SendQ, ViInner};
 use std::sync::atomic::{fence, Ordering};
+use std::sync::Arc;
 
 /// The room of a ring A entry that is not of this connection (as `deliver.rs` records it).
 const NOT_OURS: u32 = u32::MAX;
@@ -86,6 +87,29 @@ impl ViInner {
             cq.push(self.id, false);
         }
         true
+    }
+
+    /// `VipRecvDone` with a peer on this host, no completed receive waiting and no post
+    /// waiting to be taken in: one look at the next completion's sequence number, and when
+    /// it is there and plain, [`ViInner::recv_short`]. `Some(None)` when nothing completed
+    /// (what [`ViInner::reap_and`] answers then, its look at the peer done), `Some(Some)`
+    /// the receive taken; `None`: ask `reap_and` (nothing was done).
+    #[inline(always)]
+    pub(crate) fn poll_short(self: &Arc<Self>) -> Option<Option<(usize, u32)>> {
+        if self.recv_ready.load(Ordering::Acquire) != 0
+            || !self.peer_here.load(Ordering::Relaxed)
+            || self.undescribed.load(Ordering::Relaxed)
+        {
+            return None;
+        }
+        let k = self.recv_next.load(Ordering::Acquire);
+        if self.map.load(layout::completion_at(k) + SEQ) != layout::tagged(self.conn(), k + 1) {
+            self.check_peer_now_and_then();
+            return Some(None);
+        }
+        let mut q = self.recv.lock();
+        self.settle(&mut q);
+        self.recv_short(&mut q).map(Some)
     }
 
     /// `VipRecvDone` of the next completion when it is a plain one from a peer on this
