@@ -220,6 +220,7 @@ impl ViInner {
         Ok((broke, first))
     }
 
+    #[inline(always)]
     fn own(&self, off: usize) -> u64 {
         self.map.load(off)
     }

@@ -15,6 +15,7 @@
 
 use crate::layout::{self, control, status, Completion, ENTRIES, INLINE, INLINE_AT, SEQ};
 use crate::vi::{RecvQ, SendQ, ViInner};
+use remora_sisci::UserRegion;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
@@ -59,7 +60,7 @@ impl ViInner {
         let mut b = [0u8; INLINE];
         let mut o = 0;
         for s in sources.iter() {
-            let _ = s.read(0, &mut b[o..o + s.len()]);
+            gather(s, &mut b[o..o + s.len()]);
             o += s.len();
         }
         let at = layout::completion_at(k);
@@ -135,7 +136,11 @@ impl ViInner {
             return None;
         }
         if let Some(n) = inline {
-            self.map.read_into(at + INLINE_AT, &p.bufs[0], 0, n).ok()?;
+            let mut b = [0u8; INLINE];
+            for i in 0..n.div_ceil(8) {
+                b[i * 8..i * 8 + 8].copy_from_slice(&self.map.load(at + INLINE_AT + i * 8).to_ne_bytes());
+            }
+            scatter(&p.bufs[0], &b[..n]);
         }
         // The registrations are those the receive was posted under: its descriptor is
         // written in place (as `Nic::finish` does), the status last.
@@ -150,5 +155,40 @@ impl ViInner {
         q.consumed = k + 1;
         self.recv_next.store(q.consumed, Ordering::Release);
         Some(d)
+    }
+}
+
+/// `out.len()` bytes of `src` from its start, whole words as words (a copy of a length
+/// known only when it runs is a call to `memmove`).
+#[inline(always)]
+fn gather(src: &UserRegion, out: &mut [u8]) {
+    let mut words = out.chunks_exact_mut(8);
+    let mut o = 0;
+    for w in &mut words {
+        let mut a = [0u8; 8];
+        let _ = src.read(o, &mut a);
+        w.copy_from_slice(&a);
+        o += 8;
+    }
+    let rest = words.into_remainder();
+    if !rest.is_empty() {
+        let _ = src.read(o, rest);
+    }
+}
+
+/// `data` into `dst` from its start, whole words as words (see [`gather`]).
+#[inline(always)]
+fn scatter(dst: &UserRegion, data: &[u8]) {
+    let mut words = data.chunks_exact(8);
+    let mut o = 0;
+    for w in &mut words {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(w);
+        let _ = dst.write(o, &a);
+        o += 8;
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let _ = dst.write(o, rest);
     }
 }
