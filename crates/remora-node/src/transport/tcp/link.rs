@@ -348,8 +348,16 @@ async fn run_control(
                 let (m, n) = match r {
                     Ok(x) => x,
                     Err(e) => {
-                        if e.kind() == std::io::ErrorKind::InvalidData {
-                            tracing::warn!(peer = peer.id, "malformed frame from peer, closing the link: {e}");
+                        // Said, as what waits on the connection fails with it (a relayed
+                        // SCIF connection is reset): the peer's close is ordinary.
+                        match e.kind() {
+                            std::io::ErrorKind::InvalidData => {
+                                tracing::warn!(peer = peer.id, "malformed frame from peer, closing the link: {e}")
+                            }
+                            std::io::ErrorKind::UnexpectedEof => {
+                                tracing::info!(peer = peer.id, "the peer closed the link's connection")
+                            }
+                            _ => tracing::warn!(peer = peer.id, "the link's connection broke: {e}"),
                         }
                         break;
                     }
