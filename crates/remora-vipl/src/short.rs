@@ -117,7 +117,7 @@ impl ViInner {
     /// host (no error, registrations unchanged, its payload, if it travelled in the entry,
     /// for one buffer), under the receive queue's lock, with no completed receive waiting
     /// and no completion queue told. `None` when it is not: nothing was done.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn recv_short(&self, q: &mut RecvQ) -> Option<(usize, u32)> {
         if !q.done.is_empty() || self.recv_cq.is_some() || !self.peer_here.load(Ordering::Relaxed) {
             return None;

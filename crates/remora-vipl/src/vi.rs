@@ -412,17 +412,18 @@ impl ViInner {
     }
 
     /// Look at what the peer wrote about itself: a disconnect, an error, its loss.
-    /// [`ViInner::check_peer`] when the peer said something, else on every 128th call, or
-    /// every 4096th while the NIC's watcher runs (it checks every VI's peer every 10 ms
-    /// itself): for receive polls, which must stay cheap (the check takes locks, and a
-    /// message that lands during one waits for it).
+    /// [`ViInner::check_peer`] when the peer said something (looked at every 8th call),
+    /// else on every 128th call, or every 4096th while the NIC's watcher runs (it checks
+    /// every VI's peer every 10 ms itself): for receive polls, which must stay cheap (the
+    /// check takes locks, and a message that lands during one waits for it).
     #[inline]
     pub(crate) fn check_peer_now_and_then(self: &Arc<Self>) {
         // A count, not a tally: no locked instruction on every poll.
         let n = self.polls.load(Ordering::Relaxed);
         self.polls.store(n.wrapping_add(1), Ordering::Relaxed);
-        if self.peer_said() != 0
-            || (n.is_multiple_of(128) && (n.is_multiple_of(4096) || !self.nic.watcher_runs()))
+        if n.is_multiple_of(8)
+            && (self.peer_said() != 0
+                || (n.is_multiple_of(128) && (n.is_multiple_of(4096) || !self.nic.watcher_runs())))
         {
             self.check_peer(&self.nic);
         }
