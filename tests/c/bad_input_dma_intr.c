@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "sisci_api.h"
 
 #define BIG      (16u << 20) /* big enough that a transfer is still POSTED right after it starts */
@@ -255,6 +256,20 @@ int main(void)
     SCIStartDmaTransferMem(dq, buf, rseg, 17, 300, NULL, NULL, SCI_FLAG_DMA_WAIT | SCI_FLAG_DMA_READ, &err);
     EXPECT(err, SCI_ERR_OK);
     CHECK(strcmp(buf, "from user memory") == 0);
+    /* Memory that is not mapped (any more): the transfer fails, the caller never faults. */
+    {
+        void *hole = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        CHECK(hole != MAP_FAILED);
+        CHECK(munmap(hole, 4096) == 0);
+        SCIStartDmaTransferMem(dq, hole, rseg, 16, 300, NULL, NULL, SCI_FLAG_DMA_WAIT, &err);
+        EXPECT(err, SCI_ERR_TRANSFER_FAILED);
+        SCIStartDmaTransferMem(dq, hole, rseg, 16, 300, NULL, NULL, SCI_FLAG_DMA_WAIT | SCI_FLAG_DMA_READ, &err);
+        EXPECT(err, SCI_ERR_TRANSFER_FAILED);
+        CHECK(SCIDMAQueueState(dq) == SCI_DMAQUEUE_ERROR);
+        /* The queue takes the next transfer. */
+        SCIStartDmaTransferMem(dq, buf, rseg, 17, 300, NULL, NULL, SCI_FLAG_DMA_WAIT, &err);
+        EXPECT(err, SCI_ERR_OK);
+    }
 
     /* A final state may be waited for (a no-op) and aborted (a no-op). */
     state = SCIWaitForDMAQueue(dq, 0, 0, &err);

@@ -301,6 +301,12 @@ impl DmaQueue {
         // The queue is POSTED meanwhile (another post, a reset or a removal is refused), but
         // its lock is let go: a transfer of any size must not hold up `SCIDMAQueueState`
         // or the event thread.
+        // The program's memory to or from a segment of this host: copied here (`dma/here.rs`).
+        if let (None, Some((direct::Near::Mem(mem), remote)), [d]) = (&callback, segments, descs.as_slice()) {
+            if self.made_here_mem(&mut st, mem, remote, d, wait) {
+                return Ok(());
+            }
+        }
         if let (None, Some((near, remote)), Some(d)) = (&callback, segments, direct::contiguous(&descs)) {
             st.with_callback = false;
             st.callback = None;

@@ -92,6 +92,46 @@ fn transfers_of_every_size_land_intact_both_ways_and_end_done() {
     assert_eq!(p.q.state(), DmaState::Done);
 }
 
+/// The program's own memory (`SCIStartDmaTransferMem`) to and from a segment of this host:
+/// copied by the posting thread up to the limits, by the engine beyond; bytes intact both
+/// ways, the queue DONE, waited for or not.
+#[test]
+fn the_programs_memory_moves_intact_both_ways_on_either_side_of_the_limits() {
+    let p = pair();
+    for (i, size) in
+        [1, 8, 4096, 64 << 10, (256 << 10) + 1, 1 << 20, (1 << 20) + 7, 3 << 20].into_iter().enumerate()
+    {
+        let roff = 100 + i * 17;
+        for waited in [true, false] {
+            let out = pattern(size, 20 + i as u64);
+            let mem: &'static mut [u8] = Box::leak(out.clone().into_boxed_slice());
+            p.tm.write(roff, &vec![0u8; size]).unwrap();
+            p.q.start_mem(
+                UserRegion::from_static(mem),
+                &p.remote,
+                roff,
+                DmaFlags { read: false, wait: waited },
+                None,
+            )
+            .unwrap();
+            assert_eq!(p.q.wait(Some(Duration::from_secs(20))).unwrap(), DmaState::Done, "{size} B");
+            assert!(
+                read(&p.tm, roff, size) == out,
+                "{size} B pushed from the program's memory (waited: {waited})"
+            );
+            let back = pattern(size, 40 + i as u64);
+            p.tm.write(roff, &back).unwrap();
+            let into: &'static mut [u8] = Box::leak(vec![0u8; size].into_boxed_slice());
+            let region = UserRegion::from_static(into);
+            p.q.start_mem(region, &p.remote, roff, DmaFlags { read: true, wait: waited }, None).unwrap();
+            assert_eq!(p.q.wait(Some(Duration::from_secs(20))).unwrap(), DmaState::Done, "{size} B");
+            let mut got = vec![0u8; size];
+            region.read(0, &mut got).unwrap();
+            assert!(got == back, "{size} B pulled into the program's memory (waited: {waited})");
+        }
+    }
+}
+
 #[test]
 fn vectors_scattered_adjacent_and_longer_than_the_queue_land_intact() {
     let p = pair();
