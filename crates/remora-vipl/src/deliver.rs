@@ -14,7 +14,7 @@
 use crate::cache::Taken;
 use crate::data::Outcome;
 use crate::layout::{self, status, Chunk, Completion, ENTRIES, ENTRY, INLINE, INLINE_AT, MAX_CHUNKS, SEQ};
-use crate::link::Link;
+use crate::link::{Link, Miss};
 use crate::posted::Posted;
 use crate::vi::{lock, RecvQ, SendQ, ViInner, ViState, RELIABLE_RECEPTION, UNRELIABLE};
 use crate::{Error, ErrorCode, Result};
@@ -357,9 +357,23 @@ impl ViInner {
             broke = Some(ErrorCode::PostDesc);
         } else if size <= INLINE {
             carried = true;
-        } else if self.scatter(link, k, sources).is_err() {
-            done.status |= status::TRANSPORT_ERROR;
-            broke = Some(ErrorCode::ConnLost);
+        } else {
+            match self.scatter(link, k, sources) {
+                Ok(()) => {}
+                // The receive's memory was deregistered since the peer described it (the
+                // piece is gone): a protection error of that receive, as the peer finds
+                // for memory deregistered under it; a reliable VI breaks as for a receive
+                // too short. Told at once, not after a connect's wait for the piece.
+                Err(Miss::Gone) => {
+                    done.status |= status::PROTECTION_ERROR;
+                    done.len = 0;
+                    broke = Some(ErrorCode::PostDesc);
+                }
+                Err(Miss::Failed) => {
+                    done.status |= status::TRANSPORT_ERROR;
+                    broke = Some(ErrorCode::ConnLost);
+                }
+            }
         }
         let at = layout::completion_at(k);
         let here = link.map.is_local();
@@ -458,14 +472,14 @@ impl ViInner {
     }
 
     /// Copy the sources, in order, into the buffers of the peer's receive `k`.
-    fn scatter(&self, link: &Link, k: u64, sources: &[UserRegion]) -> Result<()> {
+    fn scatter(&self, link: &Link, k: u64, sources: &[UserRegion]) -> std::result::Result<(), Miss> {
         let mut e = [0u8; ENTRY];
         let at = layout::entry_at(k);
         self.map.read(at, &mut e[..16])?;
         let mut head = [0u8; 16];
         head.copy_from_slice(&e[..16]);
         if layout::entry_conn(&head) != self.conn() {
-            return Err(Error::Descriptor("the receive is not of this connection".into()));
+            return Err(Error::Descriptor("the receive is not of this connection".into()).into());
         }
         let used = 16 + 16 * layout::entry_chunks(&head);
         self.map.read(at, &mut e[..used])?;
@@ -534,13 +548,17 @@ impl ViInner {
                 } else {
                     link.read_piece(&self.nic, seg, where_, l, off, n)
                 };
-                if r.is_err() {
+                if let Err(miss) = r {
                     // Whatever was queued goes now (the target's bytes are undefined after a
                     // failed write), not with a later message.
                     if write && link.is_far() {
                         link.push();
                     }
-                    return status::TRANSPORT_ERROR;
+                    // A piece removed since the slot was read: memory deregistered.
+                    return match miss {
+                        Miss::Gone => status::RDMA_PROT_ERROR,
+                        Miss::Failed => status::TRANSPORT_ERROR,
+                    };
                 }
                 off += n;
                 at += n as u64;

@@ -368,24 +368,36 @@ impl Link {
         nic: &Nic,
         id: u32,
         f: impl FnOnce(&RemoteSegment, Option<&Window>) -> R,
-    ) -> Result<R> {
+    ) -> std::result::Result<R, Miss> {
         let mut pieces = self.pieces.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((seg, w)) = pieces.get(&id) {
             if w.is_some() || !seg.is_lost() {
                 return Ok(f(seg, w.as_ref()));
             }
         }
-        let seg = RemoteSegment::connect(
-            &nic.inner.desc,
-            self.peer.node,
-            id,
-            remora_sisci::ADAPTER,
-            Some(CONNECT_WAIT),
-        )?;
+        let seg = self.connect_piece(nic, id)?;
         let w = window_of(&seg)?;
         let r = f(&seg, w.as_ref());
         pieces.insert(id, (seg, w));
         Ok(r)
+    }
+
+    /// Connect to piece `id` of the peer. A piece is described to this side only once its
+    /// segment exists and is available (`VipRegisterMem` makes it so before it returns a
+    /// handle), and the node gives no segment an id it gave before until its 2^32 ids wrap
+    /// around: a piece the peer's node does not know was removed ([`Miss::Gone`], its
+    /// memory deregistered).
+    /// The first ask does not wait for the segment to exist, only for the node's answer;
+    /// any other failure of it (no answer in time, the segment not available, the peer's
+    /// node not reached) is asked again with the usual wait.
+    fn connect_piece(&self, nic: &Nic, id: u32) -> std::result::Result<RemoteSegment, Miss> {
+        let ask =
+            |wait| RemoteSegment::connect(&nic.inner.desc, self.peer.node, id, remora_sisci::ADAPTER, wait);
+        match ask(Some(Duration::ZERO)) {
+            Ok(seg) => Ok(seg),
+            Err(remora_sisci::Error::NoSuchSegment) => Err(Miss::Gone),
+            Err(_) => Ok(ask(Some(CONNECT_WAIT))?),
+        }
     }
 
     fn dma(&self, nic: &Nic) -> bool {
@@ -405,7 +417,7 @@ impl Link {
         src: &UserRegion,
         src_off: usize,
         len: usize,
-    ) -> Result<()> {
+    ) -> std::result::Result<(), Miss> {
         let dma = self.dma(nic);
         self.with_piece(nic, id, |seg, map| {
             if dma {
@@ -427,6 +439,7 @@ impl Link {
                 map.ok_or_else(no_window)?.write_from(off, src, src_off, len).map_err(Error::from)
             }
         })?
+        .map_err(Miss::from)
     }
 
     /// Copy `len` bytes of piece `id` of the peer at `off` into the program's `dst`.
@@ -438,7 +451,7 @@ impl Link {
         dst: &UserRegion,
         dst_off: usize,
         len: usize,
-    ) -> Result<()> {
+    ) -> std::result::Result<(), Miss> {
         let dma = self.dma(nic);
         self.with_piece(nic, id, |seg, map| {
             if dma {
@@ -457,6 +470,7 @@ impl Link {
                 map.ok_or_else(no_window)?.read_into(off, dst, dst_off, len).map_err(Error::from)
             }
         })?
+        .map_err(Miss::from)
     }
 
     /// The peer's table slot for memory handle `handle`, if that region is registered.
@@ -518,6 +532,27 @@ impl Link {
         }
         let s = layout::FixedSlot::decode(&b);
         Ok((s.flags & layout::SLOT_VALID != 0 && s.handle == handle).then_some(s))
+    }
+}
+
+/// Why the peer's memory piece could not be written or read.
+#[derive(Debug)]
+pub(crate) enum Miss {
+    /// The peer removed the piece: the memory it described was deregistered since.
+    Gone,
+    /// Anything else (the node, the connection, the channel, a bad description).
+    Failed,
+}
+
+impl From<Error> for Miss {
+    fn from(_: Error) -> Miss {
+        Miss::Failed
+    }
+}
+
+impl From<remora_sisci::Error> for Miss {
+    fn from(_: remora_sisci::Error) -> Miss {
+        Miss::Failed
     }
 }
 
