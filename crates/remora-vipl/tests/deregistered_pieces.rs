@@ -2,7 +2,7 @@
 //! piece the receive names is gone, and the sender learns so at once (it used to wait the
 //! whole 10 s a connect to a piece may take, issue 15). The receive completes with a
 //! protection error, a reliable reception send with the remote descriptor error, and both
-//! reliable VIs break; on two nodes of one host and across hosts.
+//! reliable VIs break; on one node, on two nodes of one host and across hosts.
 
 mod common;
 
@@ -29,8 +29,25 @@ fn own_pages(nic: &Nic, len: usize, ptag: ProtectionTag) -> common::Mem {
     common::Mem { region, handle: nic.register(region, attrs).unwrap() }
 }
 
-fn a_send_into_deregistered_memory_fails_at_once(h: Harness, reliability: u16) {
-    let (_h, snic, cnic, sp, cp, server, client) = common::vis(h, reliability);
+/// Two VIs of the level `reliability` on nodes `nodes` of `h` (server, client).
+fn vis(h: &Harness, nodes: (u32, u32), reliability: u16) -> (Nic, Nic, ProtectionTag, ProtectionTag, Vi, Vi) {
+    let snic = Nic::open_with_config("remora0", h.config(nodes.0)).unwrap();
+    let cnic = Nic::open_with_config("remora0", h.config(nodes.1)).unwrap();
+    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
+    let attrs = |ptag| ViAttributes {
+        reliability,
+        max_transfer: MAX_TRANSFER,
+        ptag,
+        rdma_write: false,
+        rdma_read: false,
+    };
+    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
+    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    (snic, cnic, sp, cp, server, client)
+}
+
+fn a_send_into_deregistered_memory_fails_at_once(h: Harness, nodes: (u32, u32), reliability: u16) {
+    let (snic, cnic, sp, cp, server, client) = vis(&h, nodes, reliability);
     let codes = Arc::new(Mutex::new(Vec::new()));
     let k = codes.clone();
     cnic.set_error_handler(Some(Arc::new(move |e: &ErrorEvent| k.lock().unwrap().push(e.code))));
@@ -80,21 +97,34 @@ fn a_send_into_deregistered_memory_fails_at_once(h: Harness, reliability: u16) {
 }
 
 #[test]
-fn a_send_into_deregistered_memory_fails_at_once_on_one_host() {
-    a_send_into_deregistered_memory_fails_at_once(Harness::new(), RELIABLE_DELIVERY);
+fn a_send_into_deregistered_memory_fails_at_once_on_one_node() {
+    a_send_into_deregistered_memory_fails_at_once(Harness::new(), (1, 1), RELIABLE_DELIVERY);
+}
+
+#[test]
+fn a_send_into_deregistered_memory_fails_at_once_on_two_nodes_of_one_host() {
+    a_send_into_deregistered_memory_fails_at_once(Harness::new(), (4, 8), RELIABLE_DELIVERY);
 }
 
 #[test]
 fn a_reliable_reception_send_into_deregistered_memory_fails_at_once_on_one_host() {
-    a_send_into_deregistered_memory_fails_at_once(Harness::new(), RELIABLE_RECEPTION);
+    a_send_into_deregistered_memory_fails_at_once(Harness::new(), (4, 8), RELIABLE_RECEPTION);
 }
 
 #[test]
 fn a_send_into_deregistered_memory_fails_at_once_across_hosts() {
-    a_send_into_deregistered_memory_fails_at_once(Harness::with_cluster(&[4, 8], true), RELIABLE_DELIVERY);
+    a_send_into_deregistered_memory_fails_at_once(
+        Harness::with_cluster(&[4, 8], true),
+        (4, 8),
+        RELIABLE_DELIVERY,
+    );
 }
 
 #[test]
 fn a_reliable_reception_send_into_deregistered_memory_fails_at_once_across_hosts() {
-    a_send_into_deregistered_memory_fails_at_once(Harness::with_cluster(&[4, 8], true), RELIABLE_RECEPTION);
+    a_send_into_deregistered_memory_fails_at_once(
+        Harness::with_cluster(&[4, 8], true),
+        (4, 8),
+        RELIABLE_RECEPTION,
+    );
 }
