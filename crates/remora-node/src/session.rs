@@ -16,6 +16,10 @@ use std::time::{Duration, Instant};
 /// in milliseconds; this is many times that).
 pub const STARTUP_GRACE: Duration = Duration::from_secs(3);
 
+/// How long a disconnect waits for a node of this host (no link state tells whether its
+/// daemon runs) before it returns and the answer is awaited in the background.
+pub const RELEASE_WAIT: Duration = Duration::from_secs(1);
+
 /// One connection to the daemon, as the personalities see it.
 pub(crate) struct Session {
     /// The node.
@@ -103,6 +107,11 @@ impl Session {
     /// again, until the node answers (a refusal too: nothing is left to release), the
     /// transport no longer knows the node, or the session ends (its end, told to every node
     /// it reached, releases all it held there).
+    ///
+    /// A node of this host (a transport without a link state) is waited for at most
+    /// [`RELEASE_WAIT`]: its daemon held up longer (stopped, hung) serves the request,
+    /// which waits in its socket in order with the session's others, when it runs again;
+    /// the session's end, when its proxy closes, releases everything anyway.
     pub async fn release_far(&self, node: u32, req: PeerRequest) {
         let Some(t) = self.node.transports().to(node).cloned() else { return };
         let (link, books, sid) = (t.clone(), self.node.clone(), self.sid);
@@ -129,12 +138,16 @@ impl Session {
         if sent.is_ready() {
             return;
         }
-        // A transport without a link state (this host's nodes) is waited for as before.
+        // A transport without a link state (this host's nodes) is waited for up to
+        // `RELEASE_WAIT`.
+        let bound = tokio::time::sleep(RELEASE_WAIT);
+        tokio::pin!(bound);
         while !matches!(link.link_state(node), Some(s) if s != LinkState::Up) {
             tokio::select! {
                 _ = told.as_mut() => return,
                 _ = tokio::time::sleep(Duration::from_millis(50)) => {}
                 _ = self.conn.hangup() => break,
+                _ = &mut bound, if link.link_state(node).is_none() => break,
             }
         }
         tokio::spawn(told);

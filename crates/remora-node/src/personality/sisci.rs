@@ -265,8 +265,7 @@ async fn ask_while_up(
     }
 }
 
-/// Ask `node` for a connect that it waits `timeout_ms` for. Across hosts the caller's
-/// time is kept: given up with `Timeout` once that time and [`ANSWER_GRACE`] passed
+/// Ask `node` for a connect that it waits `timeout_ms` for. The caller's time is kept: given up with `Timeout` once that time and [`ANSWER_GRACE`] passed
 /// without an answer (a request on a link that fell silent would otherwise wait until the
 /// transport closes the link). A route reported silent alone does not end it: three
 /// missed heartbeats are also a far daemon descheduled on a loaded host, which answers a
@@ -274,8 +273,11 @@ async fn ask_while_up(
 /// lost). The transport tells the peer a request given up so
 /// (`LinkMsg::GaveUp`, in order after it and again after reconnections until noted),
 /// and the peer refuses it or releases what it made: nothing stays booked there. A node
-/// of this host (a transport that shares memory, whose proxy serves the session's
-/// requests in turn) is asked and awaited as any request.
+/// of this host whose daemon is held up (stopped, hung) is given up the same way: the
+/// session's proxy there serves its requests in turn, so a request given up is served
+/// when that daemon runs again, and the proxy undoes what it made (a disconnect sent
+/// after it, `transport/local/proxy.rs`). Without a time limit the connect waits until
+/// the answer comes, or the route is lost (that daemon dies: the proxy's socket closes).
 async fn ask_connect(
     s: &Session,
     t: &Arc<dyn Transport>,
@@ -283,9 +285,6 @@ async fn ask_connect(
     req: PeerRequest,
     timeout_ms: Option<u32>,
 ) -> Result<crate::transport::Answer, Error> {
-    if t.shares_memory() {
-        return s.ask_via(t, node, req).await;
-    }
     let ask = s.ask_via(t, node, req);
     match timeout_ms {
         None => ask.await,
@@ -295,7 +294,7 @@ async fn ask_connect(
     }
 }
 
-/// How long past the caller's timeout a connect to another host waits for the answer (the
+/// How long past the caller's timeout a connect to another node waits for the answer (the
 /// round trip, and the peer's own work once its wait ended).
 const ANSWER_GRACE: Duration = Duration::from_secs(1);
 

@@ -4,31 +4,78 @@
 //! keeps it for as long as it lives. So N's books for that link are exactly the session's
 //! imports: when the session ends, the link closes and N releases them; when N goes away,
 //! the link closes and the session's connections to N are lost.
+//!
+//! Requests may be in flight together (a disconnect awaited in the background, say); each
+//! reply goes to its request by id. N serves them in turn, so a request its caller gave up
+//! (N held up past the caller's time) is still served when N runs again: what its reply
+//! made (a connection to a segment or an interrupt) is then undone by a disconnect the
+//! proxy sends right after it, and N keeps nothing of it.
 
 use crate::transport::{Env, Inbound};
 use remora_proto::{
-    decode, encode, paths, Error, Reply, Request, RequestFrame, Role, ServerMsg, MAX_FRAME, VERSION,
+    decode, encode, paths, Error, Reply, Request, RequestFrame, Role, ServerMsg, MAX_FRAME, NO_REPLY, VERSION,
 };
 use remora_sys::async_conn::AsyncConn;
+use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::oneshot;
 
 type ReplyMsg = (Result<Reply, Error>, Vec<OwnedFd>);
 
 /// A session's link to another node's daemon.
 pub struct Proxy {
     conn: Arc<AsyncConn>,
-    replies: tokio::sync::Mutex<UnboundedReceiver<(u64, ReplyMsg)>>,
+    /// The requests waiting for their reply, by id (the reader hands each its reply).
+    pending: Pending,
+    /// What a given-up connect made, to be undone (sent by the reader).
+    undo: UnboundedSender<Request>,
     next: AtomicU64,
     reader: tokio::task::JoinHandle<()>,
 }
 
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<ReplyMsg>>>>;
+
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.reader.abort();
+    }
+}
+
+/// The request that undoes what the reply of a request given up made (a SISCI connection
+/// to a segment or an interrupt; anything else stays until the session's end).
+fn undo_of(msg: &ReplyMsg) -> Option<Request> {
+    match &msg.0 {
+        Ok(Reply::Connected { conn, .. }) => Some(Request::Disconnect { conn: *conn }),
+        Ok(Reply::Interrupt { intr, .. }) => Some(Request::DisconnectInterrupt { intr: *intr }),
+        _ => None,
+    }
+}
+
+/// A request sent and waiting for its reply. Dropped before the reply was taken (the
+/// caller gave the request up), it has what the reply made undone when it comes.
+struct Waiting<'a> {
+    proxy: &'a Proxy,
+    id: u64,
+    reply: Option<oneshot::Receiver<ReplyMsg>>,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let Some(mut reply) = self.reply.take() else { return };
+        // Under the lock the reader hands replies over with: either it comes later (and
+        // finds no one waits), or it came already and is here.
+        let came = {
+            let mut pending = self.proxy.pending.lock().unwrap_or_else(|p| p.into_inner());
+            pending.remove(&self.id);
+            reply.try_recv().ok()
+        };
+        if let Some(undo) = came.as_ref().and_then(undo_of) {
+            let _ = self.proxy.undo.send(undo);
+        }
     }
 }
 
@@ -86,44 +133,78 @@ impl Proxy {
         target: u32,
     ) -> Result<Proxy, Error> {
         let conn = Arc::new(dial(env, target, Role::Peer { node: env.node }).await?);
-        let (tx, rx) = unbounded_channel();
-        let reader = tokio::spawn(read_loop(inbound, session, target, conn.clone(), tx));
-        Ok(Proxy { conn, replies: tokio::sync::Mutex::new(rx), next: AtomicU64::new(1), reader })
+        let pending = Pending::default();
+        let (undo, undone) = unbounded_channel();
+        let link = Link { inbound, session, target, conn: conn.clone(), pending: pending.clone() };
+        let reader = tokio::spawn(read_loop(link, undo.clone(), undone));
+        Ok(Proxy { conn, pending, undo, next: AtomicU64::new(1), reader })
     }
 
-    /// Send a request and wait for its reply.
+    /// Send a request and wait for its reply. A request given up meanwhile (the future
+    /// dropped) is still served by the peer, which serves the session's requests in turn:
+    /// what its reply made (a connection) is then undone, by a disconnect sent after it.
     pub async fn request(&self, req: Request) -> Result<ReplyMsg, Error> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let bytes = encode(&RequestFrame { id, req }).map_err(|e| Error::Protocol(e.to_string()))?;
-        let mut replies = self.replies.lock().await;
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
+        let mut waiting = Waiting { proxy: self, id, reply: Some(rx) };
         self.conn.send(&bytes, &[]).await.map_err(|_| Error::NodeNotResponding)?;
-        loop {
-            match replies.recv().await {
-                Some((rid, msg)) if rid == id => return Ok(msg),
-                Some(_) => continue,
-                None => return Err(Error::NodeNotResponding),
-            }
-        }
+        let reply = waiting.reply.as_mut().expect("waiting").await;
+        waiting.reply = None;
+        reply.map_err(|_| Error::NodeNotResponding)
     }
 }
 
-async fn read_loop(
+/// What the reader of a proxy's socket serves.
+struct Link {
     inbound: Arc<dyn Inbound>,
     session: u64,
     target: u32,
     conn: Arc<AsyncConn>,
-    replies: UnboundedSender<(u64, ReplyMsg)>,
-) {
+    pending: Pending,
+}
+
+impl Link {
+    /// Hand reply `id` to whoever waits for it; the undo of what it made when no one does.
+    fn reply(&self, id: u64, msg: ReplyMsg, undo: &UnboundedSender<Request>) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let left = match pending.remove(&id) {
+            Some(waiter) => waiter.send(msg).err(),
+            None => Some(msg),
+        };
+        drop(pending);
+        if let Some(req) = left.as_ref().and_then(undo_of) {
+            tracing::debug!(node = self.target, id, "a request given up: {req:?}");
+            let _ = undo.send(req);
+        }
+    }
+}
+
+async fn read_loop(link: Link, undo: UnboundedSender<Request>, mut undone: UnboundedReceiver<Request>) {
+    let Link { inbound, session, target, .. } = &link;
+    let (session, target, conn) = (*session, *target, link.conn.clone());
     let mut buf = vec![0u8; MAX_FRAME];
     loop {
-        let (n, fds) = match conn.recv(&mut buf).await {
-            Ok((n, fds)) if n > 0 => (n, fds),
-            _ => break,
+        let (n, fds) = tokio::select! {
+            r = conn.recv(&mut buf) => match r {
+                Ok((n, fds)) if n > 0 => (n, fds),
+                _ => break,
+            },
+            Some(req) = undone.recv() => {
+                // No reply: the peer serves it after the request it undoes.
+                match encode(&RequestFrame { id: NO_REPLY, req }) {
+                    Ok(bytes) if conn.send(&bytes, &[]).await.is_ok() => continue,
+                    Ok(_) => break,
+                    Err(e) => {
+                        tracing::warn!(node = target, "an undo could not be encoded: {e}");
+                        continue;
+                    }
+                }
+            }
         };
         match decode::<ServerMsg>(&buf[..n]) {
-            Ok(ServerMsg::Reply { id, result }) => {
-                let _ = replies.send((id, (result, fds)));
-            }
+            Ok(ServerMsg::Reply { id, result }) => link.reply(id, (result, fds), &undo),
             Ok(ServerMsg::Event(ev)) => inbound.event(target, session, ev),
             Ok(ServerMsg::Events(evs)) => {
                 for ev in evs {
@@ -136,5 +217,7 @@ async fn read_loop(
             }
         }
     }
+    // Whoever still waits learns the link is gone.
+    link.pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
     inbound.route_lost(target, session);
 }
