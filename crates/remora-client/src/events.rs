@@ -4,7 +4,9 @@
 //! Handlers run on this thread, never in a signal handler, and may call the API again
 //! (including registering or unregistering handlers, their own among them). A handler
 //! returns `false` to be removed. The thread starts with the first registration and then
-//! sleeps in `epoll_wait` while nothing happens.
+//! sleeps in `epoll_wait` while nothing happens. A handler can also be run once more
+//! without its descriptor being readable ([`EventLoop::run_soon`]): a session's handler
+//! whose events another handler read off its socket, to deliver them after that one.
 
 use remora_sys::poller::Poller;
 use remora_sys::sync::EventFd;
@@ -25,6 +27,8 @@ pub struct EventLoop {
     poller: Poller,
     waker: EventFd,
     entries: Mutex<(u64, HashMap<u64, Entry>)>,
+    /// Handlers to run at the thread's next turn, readable or not ([`EventLoop::run_soon`]).
+    soon: Mutex<Vec<u64>>,
 }
 
 const WAKER: u64 = 0;
@@ -56,6 +60,7 @@ pub fn event_loop() -> std::io::Result<&'static Arc<EventLoop>> {
         poller: Poller::new()?,
         waker: EventFd::new()?,
         entries: Mutex::new((1, HashMap::new())),
+        soon: Mutex::new(Vec::new()),
     });
     l.poller.add(l.waker.as_fd(), WAKER)?;
     let runner = l.clone();
@@ -89,8 +94,16 @@ impl EventLoop {
         }
     }
 
-    /// Make the thread look at `token` now, as if its descriptor were readable.
+    /// Wake the thread (it looks at every descriptor again).
     pub fn kick(&self) {
+        self.waker.signal();
+    }
+
+    /// Run the handler of `token` at the thread's next turn, as if its descriptor were
+    /// readable (once; nothing when it is unregistered by then). Called on the event thread
+    /// inside a handler, it runs after that handler returns.
+    pub fn run_soon(&self, token: u64) {
+        self.soon.lock().unwrap_or_else(|p| p.into_inner()).push(token);
         self.waker.signal();
     }
 
@@ -107,26 +120,35 @@ impl EventLoop {
             for t in tokens {
                 if t == WAKER {
                     self.waker.drain();
+                    let soon = std::mem::take(&mut *self.soon.lock().unwrap_or_else(|p| p.into_inner()));
+                    for t in soon {
+                        self.run_handler(t);
+                    }
                     continue;
                 }
-                let handler = self.lock().1.get_mut(&t).and_then(|e| e.handler.take());
-                let Some(mut h) = handler else { continue };
-                let keep =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut h)).unwrap_or_else(|_| {
-                        tracing::error!("an event handler panicked; it is removed");
-                        false
-                    });
-                let mut g = self.lock();
-                match g.1.get_mut(&t) {
-                    Some(e) if keep => e.handler = Some(h),
-                    Some(_) => {
-                        if let Some(e) = g.1.remove(&t) {
-                            let _ = self.poller.delete(e.fd.as_fd());
-                        }
-                    }
-                    None => {}
+                self.run_handler(t);
+            }
+        }
+    }
+
+    /// Run the handler of `token` once (none when it is running or unregistered); remove it
+    /// when it says so or panics.
+    fn run_handler(&self, t: u64) {
+        let handler = self.lock().1.get_mut(&t).and_then(|e| e.handler.take());
+        let Some(mut h) = handler else { return };
+        let keep = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut h)).unwrap_or_else(|_| {
+            tracing::error!("an event handler panicked; it is removed");
+            false
+        });
+        let mut g = self.lock();
+        match g.1.get_mut(&t) {
+            Some(e) if keep => e.handler = Some(h),
+            Some(_) => {
+                if let Some(e) = g.1.remove(&t) {
+                    let _ = self.poller.delete(e.fd.as_fd());
                 }
             }
+            None => {}
         }
     }
 }

@@ -18,6 +18,7 @@
 
 pub mod dsm;
 pub mod events;
+mod pump;
 mod spawn;
 
 use remora_proto::{
@@ -131,6 +132,10 @@ struct EventState {
     silent: Mutex<std::collections::HashSet<u64>>,
     sink: Mutex<Option<EventSink>>,
     on_gone: Mutex<Option<Arc<dyn Fn() + Send + Sync>>>,
+    /// Events read off the event socket and not yet delivered, oldest first: the handler
+    /// delivers them one at a time, so that a callback that runs for one of them and pumps
+    /// the socket ([`Session::pump_events`]) finds the later ones here, in order.
+    pending: Mutex<VecDeque<Event>>,
 }
 
 impl EventState {
@@ -142,26 +147,41 @@ impl EventState {
     /// (a thread that sees one of them lost finds the others lost too), then each goes to
     /// the sink and the queue, in order.
     fn absorb_all(&self, evs: Vec<Event>) {
-        {
-            let mut lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
-            let mut silent = self.silent.lock().unwrap_or_else(|p| p.into_inner());
-            for ev in &evs {
-                match ev {
-                    Event::ConnectionLost { conn, reason } => {
-                        lost.insert(*conn, *reason);
-                    }
-                    Event::ConnectionLink { conn, operational: false } => {
-                        silent.insert(*conn);
-                    }
-                    Event::ConnectionLink { conn, operational: true } => {
-                        silent.remove(conn);
-                    }
-                    _ => {}
-                }
-            }
-        }
+        self.mark(&evs);
         for ev in evs {
             self.deliver(ev);
+        }
+    }
+
+    /// Events read together off the event socket: marked at once (as
+    /// [`EventState::absorb_all`]), then queued behind those not yet delivered.
+    fn read(&self, evs: Vec<Event>) {
+        self.mark(&evs);
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).extend(evs);
+    }
+
+    /// The oldest event read off the event socket and not yet delivered.
+    fn next_pending(&self) -> Option<Event> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).pop_front()
+    }
+
+    /// Mark the connections `evs` report lost or silent.
+    fn mark(&self, evs: &[Event]) {
+        let mut lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
+        let mut silent = self.silent.lock().unwrap_or_else(|p| p.into_inner());
+        for ev in evs {
+            match ev {
+                Event::ConnectionLost { conn, reason } => {
+                    lost.insert(*conn, *reason);
+                }
+                Event::ConnectionLink { conn, operational: false } => {
+                    silent.insert(*conn);
+                }
+                Event::ConnectionLink { conn, operational: true } => {
+                    silent.remove(conn);
+                }
+                _ => {}
+            }
         }
     }
 
@@ -321,14 +341,20 @@ impl Session {
         let handler: events::Handler = Box::new(move || {
             let Some(state) = state.upgrade() else { return false };
             loop {
+                // What was read before (by this loop, or by a handler that pumped the
+                // socket) first, one at a time: a callback of one may pump the rest.
+                if let Some(ev) = state.next_pending() {
+                    state.deliver(ev);
+                    continue;
+                }
                 match remora_sys::seqpacket::readable_now(sock.as_fd()) {
                     Ok(true) => {}
                     _ => return true,
                 }
                 match remora_sys::seqpacket::recv(sock.as_fd(), &mut buf) {
                     Ok((n, _)) if n > 0 => match decode::<ServerMsg>(&buf[..n]) {
-                        Ok(ServerMsg::Event(e)) => state.absorb(e),
-                        Ok(ServerMsg::Events(evs)) => state.absorb_all(evs),
+                        Ok(ServerMsg::Event(e)) => state.read(vec![e]),
+                        Ok(ServerMsg::Events(evs)) => state.read(evs),
                         Ok(other) => tracing::warn!("unexpected message on the event socket: {other:?}"),
                         Err(e) => {
                             tracing::warn!("malformed event from the daemon: {e}");
