@@ -322,7 +322,10 @@ pub enum Request {
     /// the event socket's answer until it returns): the events the daemon kept for `seg` come
     /// in the answer, [`Reply::SegmentEvents`](crate::Reply::SegmentEvents), and the next
     /// ones go down the event socket as they happen (behind the answer: the event thread is
-    /// the one waiting for it).
+    /// the one waiting for it). Events a full store sent earlier are still on the event
+    /// socket then, older than those of the answer: the library does not use this any more
+    /// (a wait inside a callback reads the event socket itself and asks with
+    /// [`Request::SegmentEvents`]); served for libraries of this protocol version.
     TakeSegmentEvents {
         /// The segment handle.
         seg: u64,

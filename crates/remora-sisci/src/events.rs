@@ -4,9 +4,13 @@
 //! A local segment's events are kept by the node daemon until the process asks for them
 //! (`remora_proto::Event`, `Request::SegmentEvents`): at the callback's registration, or at
 //! the first wait. The daemon answers with the events it kept, in order, then
-//! `SegmentEventsOn` (which makes the queue *ready*), then each event as it happens. A first
-//! wait whose time runs out before that answer waits for it [`ASK_GRACE`] longer, so that
-//! no event that happened before the wait is missed by it.
+//! `SegmentEventsOn` (which makes the queue *ready*), then each event as it happens, all
+//! down the session's one event socket, so they come once and in order. A first wait whose
+//! time runs out before that answer waits for it [`ASK_GRACE`] longer, so that no event that
+//! happened before the wait is missed by it. A wait on the event thread (inside another
+//! resource's callback) cannot count on that thread to read the socket: it reads it itself
+//! ([`EventQueue::wait_pumping`], `remora_client::Session::pump_events`), takes its
+//! resource's events and leaves the others, in order, for after the running callback.
 
 use crate::{Error, Result};
 use std::collections::VecDeque;
@@ -179,6 +183,23 @@ impl<H, E> EventQueue<H, E> {
     /// [`Error::IllegalOperation`] when the resource uses a callback, [`Error::Timeout`],
     /// [`Error::Cancelled`] when the resource is removed meanwhile; the error of `ask`.
     pub(crate) fn wait(&self, timeout: Option<Duration>, ask: impl FnOnce() -> Result<()>) -> Result<E> {
+        self.wait_pumping(timeout, ask, None::<fn(Option<Duration>) -> Result<()>>)
+    }
+
+    /// [`EventQueue::wait`], where the events do not come by themselves: instead of
+    /// sleeping, the wait calls `pump` (outside the lock) with the time left, which
+    /// delivers what comes within it (a wait on the event thread, which reads the event
+    /// socket itself). A first wait waits for the answer to its ask [`ASK_GRACE`] longer
+    /// here too.
+    ///
+    /// # Errors
+    /// As [`EventQueue::wait`]; the error of `pump`.
+    pub(crate) fn wait_pumping(
+        &self,
+        timeout: Option<Duration>,
+        ask: impl FnOnce() -> Result<()>,
+        mut pump: Option<impl FnMut(Option<Duration>) -> Result<()>>,
+    ) -> Result<E> {
         let start = Instant::now();
         let mut g = self.lock();
         if g.uses_callback {
@@ -193,6 +214,8 @@ impl<H, E> EventQueue<H, E> {
             }
             g = self.lock();
         }
+        // Whether the answer to the ask can come during this wait.
+        let answer_can_come = pump.is_some() || !remora_client::events::on_event_thread();
         loop {
             if g.cancelled {
                 return Err(Error::Cancelled);
@@ -200,22 +223,30 @@ impl<H, E> EventQueue<H, E> {
             if let Some(e) = g.queue.pop_front() {
                 return Ok(e);
             }
-            g = match timeout {
-                None => self.cond.wait(g).unwrap_or_else(|p| p.into_inner()),
+            let left = match timeout {
+                None => None,
                 Some(t) => {
                     let elapsed = start.elapsed();
-                    let left = match t.checked_sub(elapsed).filter(|l| !l.is_zero()) {
+                    Some(match t.checked_sub(elapsed).filter(|l| !l.is_zero()) {
                         Some(left) => left,
                         // Time is up. A first wait still waits a moment for the answer to
                         // its ask, after the events that happened before it.
-                        None if !g.ready && !remora_client::events::on_event_thread() => (t + ASK_GRACE)
+                        None if !g.ready && answer_can_come => (t + ASK_GRACE)
                             .checked_sub(elapsed)
                             .filter(|l| !l.is_zero())
                             .ok_or(Error::Timeout)?,
                         None => return Err(Error::Timeout),
-                    };
-                    self.cond.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0
+                    })
                 }
+            };
+            g = match (&mut pump, left) {
+                (Some(pump), left) => {
+                    drop(g);
+                    pump(left)?;
+                    self.lock()
+                }
+                (None, None) => self.cond.wait(g).unwrap_or_else(|p| p.into_inner()),
+                (None, Some(left)) => self.cond.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0,
             };
         }
     }

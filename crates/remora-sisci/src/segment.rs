@@ -315,27 +315,24 @@ impl LocalSegment {
     pub fn wait_event(&self, timeout: Option<Duration>) -> Result<LocalEvent> {
         self.live()?;
         if remora_client::events::on_event_thread() {
-            // Inside another resource's callback the event socket's answer could not come
-            // until the callback returns: the kept events come in the request's answer.
-            return self.inner.events.wait(timeout, || self.take_events());
+            // Inside another resource's callback: the event thread reads the event socket
+            // again only after it, so this wait reads it itself. It takes this segment's
+            // events (and the answer to the ask) in the order they came; the others are
+            // delivered after the running callback returns.
+            let seg = self.inner.seg;
+            let session = self.inner.desc.session();
+            let pick = move |ev: &remora_proto::Event| match ev {
+                remora_proto::Event::SegmentEventsOn { seg: s } => *s == seg,
+                ev => crate::local_event(ev).is_some_and(|(s, _)| s == seg),
+            };
+            let pump = |left| match session.pump_events(&pick, left) {
+                Ok(_) => Ok(()),
+                Err(remora_client::ClientError::DaemonGone) => Err(Error::Cancelled),
+                Err(e) => Err(Error::from(e)),
+            };
+            return self.inner.events.wait_pumping(timeout, || self.ask_events(), Some(pump));
         }
         self.inner.events.wait(timeout, || self.ask_events())
-    }
-
-    /// [`LocalSegment::ask_events`] made on the event thread: the kept events are in the
-    /// answer (`Request::TakeSegmentEvents`); the next ones come down the event socket,
-    /// which this thread reads again only after them.
-    fn take_events(&self) -> Result<()> {
-        let req = Request::TakeSegmentEvents { seg: self.inner.seg };
-        let (reply, _) = self.inner.desc.session().request(req, &[])?;
-        let Reply::SegmentEvents(kept) = reply else {
-            return Err(Error::System(format!("unexpected reply {reply:?}")));
-        };
-        for (_, e) in kept.iter().filter_map(crate::local_event) {
-            self.deliver(e);
-        }
-        self.events_on();
-        Ok(())
     }
 
     /// `SCIRemoveSegment`. Succeeds while other nodes are connected (their memory lives

@@ -8,7 +8,8 @@ use common::Sci as _;
 
 use remora_proto::KEPT_SEGMENT_EVENTS;
 use remora_sisci::*;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 const LONG: Option<Duration> = Some(Duration::from_secs(10));
@@ -153,6 +154,90 @@ fn a_first_wait_inside_another_resources_callback_gets_the_kept_events() {
     r.disconnect().unwrap();
     // The events after the answer come as usual, once, in order.
     let more = churn(&[(8, &b)], 26, 2);
+    let got: Vec<_> = (0..more.len()).map(|_| next(&s, LONG)).collect();
+    assert_eq!(got, more);
+    assert_eq!(s.wait_event(Some(Duration::from_millis(20))).unwrap_err(), Error::Timeout);
+}
+
+#[test]
+fn a_first_wait_inside_a_callback_gets_events_sent_past_the_store_first() {
+    first_wait_inside_a_callback_past_the_store(false);
+}
+
+#[test]
+fn a_first_wait_inside_another_descriptors_callback_gets_events_sent_past_the_store_first() {
+    first_wait_inside_a_callback_past_the_store(true);
+}
+
+/// More events of segment `s` than the daemon keeps, then the first wait for them inside
+/// `t`'s callback, `t` made through `s`'s descriptor or (`apart`) another one of node 4
+/// (another session, whose handler is the one running).
+fn first_wait_inside_a_callback_past_the_store(apart: bool) {
+    let h = common::Harness::new();
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let a2 = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let c = Descriptor::open(&h.sci(12)).unwrap();
+    let s = exported(&a, 28, None);
+    // `t`'s callback holds the event thread while `s`'s events happen: the daemon's store
+    // of them fills and is sent down the event socket, which nobody reads meanwhile; the
+    // newer ones are kept. Then the callback makes the first wait for `s`'s events.
+    let (started_tx, started_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<usize>();
+    let (tx, rx) = mpsc::channel();
+    let waiter = s.clone();
+    let inside = Arc::new(AtomicBool::new(false));
+    let inside_t = inside.clone();
+    let cb: LocalCallback = Box::new(move |_, e| {
+        if e.reason == SegmentReason::Connect {
+            inside_t.store(true, Ordering::SeqCst);
+            started_tx.send(()).unwrap();
+            let n = go_rx.recv().unwrap();
+            let mut got = Vec::new();
+            // Stop at the first error (a wait that timed out), so that a failure shows.
+            while got.len() < n {
+                match waiter.wait_event(LONG) {
+                    Ok(e) => got.push((e.reason, e.node)),
+                    Err(e) => {
+                        eprintln!("wait inside the callback: {e:?} after {} events", got.len());
+                        break;
+                    }
+                }
+            }
+            // Nothing more, and the socket is read to its end (what is left of other
+            // resources' events waits for their callbacks all the same).
+            let after = waiter.wait_event(Some(Duration::from_millis(50))).map(|e| (e.reason, e.node));
+            tx.send((got, after)).unwrap();
+            inside_t.store(false, Ordering::SeqCst);
+        }
+        CallbackAction::Continue
+    });
+    let _t = exported(if apart { &a2 } else { &a }, 29, Some(cb));
+    // A third segment's callback runs after `t`'s returns, never inside it (the wait reads
+    // its event off `s`'s session's socket too, and leaves it for that session's handler).
+    let (u_tx, u_rx) = mpsc::channel();
+    let cb: LocalCallback = Box::new(move |_, e| {
+        u_tx.send((e.reason, inside.load(Ordering::SeqCst))).unwrap();
+        CallbackAction::Continue
+    });
+    let _u = exported(&a, 30, Some(cb));
+    let r = RemoteSegment::connect(&b, 4, 29, 0, LONG).unwrap();
+    started_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let mut want = churn(&[(8, &b), (12, &c)], 28, KEPT_SEGMENT_EVENTS / 2);
+    let ru = RemoteSegment::connect(&c, 4, 30, 0, LONG).unwrap();
+    want.extend(churn(&[(8, &b), (12, &c)], 28, 40));
+    assert!(want.len() > KEPT_SEGMENT_EVENTS);
+    go_tx.send(want.len()).unwrap();
+    let (got, after) = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert_eq!(got.len(), want.len(), "every event reaches the wait inside the callback");
+    assert_eq!(got, want, "in the order they happened");
+    assert_eq!(after, Err(Error::Timeout), "none twice");
+    assert_eq!(u_rx.recv_timeout(Duration::from_secs(30)).unwrap(), (SegmentReason::Connect, false));
+    ru.disconnect().unwrap();
+    assert_eq!(u_rx.recv_timeout(Duration::from_secs(30)).unwrap(), (SegmentReason::Disconnect, false));
+    r.disconnect().unwrap();
+    // None came twice, and the next ones come as usual.
+    let more = churn(&[(12, &c)], 28, 2);
     let got: Vec<_> = (0..more.len()).map(|_| next(&s, LONG)).collect();
     assert_eq!(got, more);
     assert_eq!(s.wait_event(Some(Duration::from_millis(20))).unwrap_err(), Error::Timeout);

@@ -67,7 +67,9 @@ impl Registry {
 
     /// As [`Registry::want_segment_events`], the kept events returned (for the answer to
     /// the request) instead of sent, and no [`Event::SegmentEventsOn`]. Events a full store
-    /// sent earlier are already on the event socket: the process sees them after these.
+    /// sent earlier are already on the event socket: a process that reads these first sees
+    /// events out of order, so the library no longer asks this way (a wait on its event
+    /// thread reads the event socket itself and asks with `Request::SegmentEvents`).
     pub fn take_segment_events(&mut self, session: u64, seg: u64) -> Vec<Event> {
         match self.segments.get_mut(&seg).filter(|s| s.owner == session && !s.removed) {
             Some(s) => {
