@@ -10,35 +10,8 @@
 mod common;
 use common::{daemon_pid, retried, Sci as _, Stopped};
 
-use remora_proto::{NodeStatus, Reply, Request, Role};
 use remora_sisci::*;
 use std::time::{Duration, Instant};
-
-fn status(h: &common::Harness, node: u32) -> NodeStatus {
-    let s = remora_client::Session::open_control(&h.config(node)).unwrap();
-    match s.request(Request::Status, &[]).unwrap().0 {
-        Reply::Status(st) => *st,
-        other => panic!("{other:?}"),
-    }
-}
-
-/// What node 4 holds for sessions of node 8: (connections to segments, connections to
-/// interrupts).
-fn booked_for_node_8(h: &common::Harness) -> (usize, usize) {
-    let st = status(h, 4);
-    let peer = |sid: u64| st.sessions.iter().any(|s| s.session == sid && s.role == Role::Peer { node: 8 });
-    let conns = st.connections.iter().filter(|c| peer(c.session)).count();
-    let intr_conns = st.interrupts.iter().map(|i| i.3 as usize).sum();
-    (conns, intr_conns)
-}
-
-/// A segment `id` of `d`'s node, available.
-fn segment(d: &Descriptor, id: u32) -> LocalSegment {
-    let seg = LocalSegment::create(d, Some(id), 4096, CreateFlags::default()).unwrap();
-    seg.prepare(0).unwrap();
-    seg.set_available(0).unwrap();
-    seg
-}
 
 /// `connect` fails with a timeout or a silent node's error, within `bound`.
 fn fails_within(what: &str, bound: Duration, connect: impl FnOnce() -> Result<()>) {
@@ -55,7 +28,7 @@ fn connects_keep_the_callers_time_while_the_node_is_silent() {
     let h = common::Harness::with_cluster(&[4, 8], true);
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let _seg = segment(&a, 41);
+    let _seg = common::available_segment(&a, 41);
     let _intr = Interrupt::create(&a, 0, Some(77), false, None).unwrap();
     RemoteSegment::connect(&b, 4, 41, 0, Some(Duration::from_secs(10))).unwrap().disconnect().unwrap();
     let stopped = Stopped::new(daemon_pid(&h, 4));
@@ -81,7 +54,7 @@ fn a_connect_waits_out_a_far_daemon_held_up_a_moment() {
     let h = common::Harness::with_cluster(&[4, 8], true);
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let _seg = segment(&a, 51);
+    let _seg = common::available_segment(&a, 51);
     RemoteSegment::connect(&b, 4, 51, 0, Some(Duration::from_secs(10))).unwrap().disconnect().unwrap();
     for timeout in [None, Some(Duration::from_secs(30))] {
         let pid = daemon_pid(&h, 4);
@@ -104,10 +77,10 @@ fn a_connect_given_up_leaves_nothing_booked_on_the_far_node() {
     let h = common::Harness::with_cluster(&[4, 8], true);
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let _seg = segment(&a, 42);
+    let _seg = common::available_segment(&a, 42);
     let _intr = Interrupt::create(&a, 0, Some(78), false, None).unwrap();
     RemoteSegment::connect(&b, 4, 42, 0, Some(Duration::from_secs(10))).unwrap().disconnect().unwrap();
-    assert_eq!(booked_for_node_8(&h), (0, 0));
+    assert_eq!(common::booked_for_node_8(&h), (0, 0));
 
     // Asked while node 4 is stopped, given up by node 8; the requests wait unread in node
     // 4's socket. Segment 43 does not exist yet: node 4 would wait for it.
@@ -121,13 +94,13 @@ fn a_connect_given_up_leaves_nothing_booked_on_the_far_node() {
     // Node 4 reads the requests (it made the connections before this change, and kept
     // them for as long as `b` stays open), and that they were given up. Segment 43 comes
     // within the time node 4 would have waited for it.
-    let _late = segment(&a, 43);
+    let _late = common::available_segment(&a, 43);
     // A connect asked after them is served after them.
     let kept = retried(|| RemoteSegment::connect(&b, 4, 42, 0, Some(limit)));
     // Longer than node 4 would have waited for segment 43.
     std::thread::sleep(limit + Duration::from_millis(500));
-    assert_eq!(booked_for_node_8(&h), (1, 0), "only the connection node 8 holds");
-    let st = status(&h, 4);
+    assert_eq!(common::booked_for_node_8(&h), (1, 0), "only the connection node 8 holds");
+    let st = common::node_status(&h, 4);
     let importers: Vec<_> = st.segments.iter().map(|s| (s.id, s.importers)).collect();
     assert!(importers.contains(&(Some(42), 1)) && importers.contains(&(Some(43), 0)), "{importers:?}");
     // What node 8 holds works, and its disconnect leaves nothing.
@@ -136,7 +109,7 @@ fn a_connect_given_up_leaves_nothing_booked_on_the_far_node() {
     map.read(0, &mut buf).unwrap();
     map.unmap().unwrap();
     kept.disconnect().unwrap();
-    assert_eq!(booked_for_node_8(&h), (0, 0));
+    assert_eq!(common::booked_for_node_8(&h), (0, 0));
 }
 
 /// The child of [`a_session_end_sent_on_a_connection_that_broke_is_sent_again`]: a
@@ -175,7 +148,7 @@ fn a_session_end_sent_on_a_connection_that_broke_is_sent_again() {
     use std::io::BufRead as _;
     let h = common::Harness::with_cluster(&[4, 8], true);
     let a = Descriptor::open(&h.sci(4)).unwrap();
-    let _seg = segment(&a, 44);
+    let _seg = common::available_segment(&a, 44);
     let _b = Descriptor::open(&h.sci(8)).unwrap();
     let mut kid = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "a_session_end_sent_on_a_connection_that_broke_is_sent_again", "--nocapture"])
@@ -189,7 +162,7 @@ fn a_session_end_sent_on_a_connection_that_broke_is_sent_again() {
         line.clear();
         assert!(out.read_line(&mut line).unwrap() > 0, "the child died before it was ready");
     }
-    assert_eq!(booked_for_node_8(&h), (1, 0));
+    assert_eq!(common::booked_for_node_8(&h), (1, 0));
     {
         let _stopped = Stopped::new(daemon_pid(&h, 4));
         std::thread::sleep(Duration::from_millis(300));
@@ -199,8 +172,12 @@ fn a_session_end_sent_on_a_connection_that_broke_is_sent_again() {
         std::thread::sleep(Duration::from_secs(9));
     }
     let t = Instant::now();
-    while booked_for_node_8(&h) != (0, 0) {
-        assert!(t.elapsed() < Duration::from_secs(15), "node 4 still holds {:?}", booked_for_node_8(&h));
+    while common::booked_for_node_8(&h) != (0, 0) {
+        assert!(
+            t.elapsed() < Duration::from_secs(15),
+            "node 4 still holds {:?}",
+            common::booked_for_node_8(&h)
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -214,11 +191,11 @@ fn a_disconnect_does_not_wait_for_a_silent_node_which_learns_of_it_later() {
     let h = common::Harness::with_cluster(&[4, 8], true);
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let _seg = segment(&a, 45);
+    let _seg = common::available_segment(&a, 45);
     let _intr = Interrupt::create(&a, 0, Some(79), false, None).unwrap();
     let remote = RemoteSegment::connect(&b, 4, 45, 0, Some(Duration::from_secs(10))).unwrap();
     let intr = RemoteInterrupt::connect(&b, 4, 0, 79, Some(Duration::from_secs(10))).unwrap();
-    assert_eq!(booked_for_node_8(&h), (1, 1));
+    assert_eq!(common::booked_for_node_8(&h), (1, 1));
     {
         let _stopped = Stopped::new(daemon_pid(&h, 4));
         // Three silent heartbeats: the route is known silent.
@@ -233,13 +210,17 @@ fn a_disconnect_does_not_wait_for_a_silent_node_which_learns_of_it_later() {
         std::thread::sleep(Duration::from_secs(9));
     }
     let t = Instant::now();
-    while booked_for_node_8(&h) != (0, 0) {
-        assert!(t.elapsed() < Duration::from_secs(20), "node 4 still holds {:?}", booked_for_node_8(&h));
+    while common::booked_for_node_8(&h) != (0, 0) {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "node 4 still holds {:?}",
+            common::booked_for_node_8(&h)
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     // Node 8's books agree: a new connect works and is the only one booked.
     let again = retried(|| RemoteSegment::connect(&b, 4, 45, 0, Some(Duration::from_secs(2))));
-    assert_eq!(booked_for_node_8(&h), (1, 0));
+    assert_eq!(common::booked_for_node_8(&h), (1, 0));
     again.disconnect().unwrap();
-    assert_eq!(booked_for_node_8(&h), (0, 0));
+    assert_eq!(common::booked_for_node_8(&h), (0, 0));
 }

@@ -9,43 +9,16 @@
 mod common;
 use common::{daemon_pid, retried, signal, Sci as _, Watched};
 
-use remora_proto::{NodeStatus, Reply, Request, Role};
 use remora_sisci::*;
 use std::time::{Duration, Instant};
-
-fn status(h: &common::Harness, node: u32) -> NodeStatus {
-    let s = remora_client::Session::open_control(&h.config(node)).unwrap();
-    match s.request(Request::Status, &[]).unwrap().0 {
-        Reply::Status(st) => *st,
-        other => panic!("{other:?}"),
-    }
-}
-
-/// What node 4 holds for sessions of node 8 (its proxies): (connections to segments,
-/// connections to interrupts).
-fn booked_for_node_8(h: &common::Harness) -> (usize, usize) {
-    let st = status(h, 4);
-    let peer = |sid: u64| st.sessions.iter().any(|s| s.session == sid && s.role == Role::Peer { node: 8 });
-    let conns = st.connections.iter().filter(|c| peer(c.session)).count();
-    let intr_conns = st.interrupts.iter().map(|i| i.3 as usize).sum();
-    (conns, intr_conns)
-}
 
 /// Wait (at most 15 s) until node 4 holds `want` for node 8.
 fn until_booked(h: &common::Harness, want: (usize, usize)) {
     let t = Instant::now();
-    while booked_for_node_8(h) != want {
-        assert!(t.elapsed() < Duration::from_secs(15), "node 4 holds {:?}", booked_for_node_8(h));
+    while common::booked_for_node_8(h) != want {
+        assert!(t.elapsed() < Duration::from_secs(15), "node 4 holds {:?}", common::booked_for_node_8(h));
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// A segment `id` of `d`'s node, available.
-fn segment(d: &Descriptor, id: u32) -> LocalSegment {
-    let seg = LocalSegment::create(d, Some(id), 4096, CreateFlags::default()).unwrap();
-    seg.prepare(0).unwrap();
-    seg.set_available(0).unwrap();
-    seg
 }
 
 /// How long a held-up node of this host is left stopped at most: a call that waits for
@@ -67,11 +40,11 @@ fn a_connect_to_a_held_up_node_of_this_host_times_out_and_leaves_nothing_booked(
     let h = common::Harness::new();
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let _seg = segment(&a, 42);
+    let _seg = common::available_segment(&a, 42);
     let _intr = Interrupt::create(&a, 0, Some(78), false, None).unwrap();
     // The session's proxy on node 4 stands before node 4 is stopped.
     RemoteSegment::connect(&b, 4, 42, 0, Some(Duration::from_secs(10))).unwrap().disconnect().unwrap();
-    assert_eq!(booked_for_node_8(&h), (0, 0));
+    assert_eq!(common::booked_for_node_8(&h), (0, 0));
 
     // Asked while node 4 is stopped and given up by node 8; the requests wait unread in
     // node 4's socket. Segment 43 does not exist yet: node 4 would wait for it.
@@ -89,13 +62,13 @@ fn a_connect_to_a_held_up_node_of_this_host_times_out_and_leaves_nothing_booked(
     assert!(!held.resume(), "the connects waited for node 4");
     // Node 4 serves the requests (it makes the connections) and then learns they were
     // given up. Segment 43 comes within the time node 4 waits for it.
-    let _late = segment(&a, 43);
+    let _late = common::available_segment(&a, 43);
     // A connect asked after them is served after them.
     let kept = retried(|| RemoteSegment::connect(&b, 4, 42, 0, Some(limit)));
     // Longer than node 4 would have waited for segment 43.
     std::thread::sleep(limit + Duration::from_millis(500));
     until_booked(&h, (1, 0));
-    let st = status(&h, 4);
+    let st = common::node_status(&h, 4);
     let importers: Vec<_> = st.segments.iter().map(|s| (s.id, s.importers)).collect();
     assert!(importers.contains(&(Some(42), 1)) && importers.contains(&(Some(43), 0)), "{importers:?}");
     // What node 8 holds works, and its disconnect leaves nothing.
@@ -104,7 +77,7 @@ fn a_connect_to_a_held_up_node_of_this_host_times_out_and_leaves_nothing_booked(
     map.read(0, &mut buf).unwrap();
     map.unmap().unwrap();
     kept.disconnect().unwrap();
-    assert_eq!(booked_for_node_8(&h), (0, 0));
+    assert_eq!(common::booked_for_node_8(&h), (0, 0));
 }
 
 #[test]
@@ -112,11 +85,11 @@ fn a_disconnect_from_a_held_up_node_of_this_host_returns_and_the_node_learns_of_
     let h = common::Harness::new();
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let _seg = segment(&a, 45);
+    let _seg = common::available_segment(&a, 45);
     let _intr = Interrupt::create(&a, 0, Some(79), false, None).unwrap();
     let remote = RemoteSegment::connect(&b, 4, 45, 0, Some(Duration::from_secs(10))).unwrap();
     let intr = RemoteInterrupt::connect(&b, 4, 0, 79, Some(Duration::from_secs(10))).unwrap();
-    assert_eq!(booked_for_node_8(&h), (1, 1));
+    assert_eq!(common::booked_for_node_8(&h), (1, 1));
     let held = Watched::stop(daemon_pid(&h, 4), HELD);
     let t = Instant::now();
     remote.disconnect().unwrap();
@@ -128,9 +101,9 @@ fn a_disconnect_from_a_held_up_node_of_this_host_returns_and_the_node_learns_of_
     until_booked(&h, (0, 0));
     // Node 8's books agree: a new connect works and is the only one booked.
     let again = retried(|| RemoteSegment::connect(&b, 4, 45, 0, Some(Duration::from_secs(2))));
-    assert_eq!(booked_for_node_8(&h), (1, 0));
+    assert_eq!(common::booked_for_node_8(&h), (1, 0));
     again.disconnect().unwrap();
-    assert_eq!(booked_for_node_8(&h), (0, 0));
+    assert_eq!(common::booked_for_node_8(&h), (0, 0));
 }
 
 /// A connect without a time limit waits for a held-up node of this host (as for one of
@@ -140,7 +113,7 @@ fn a_connect_without_a_timeout_ends_when_the_held_up_node_dies() {
     let h = common::Harness::new();
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let _seg = segment(&a, 46);
+    let _seg = common::available_segment(&a, 46);
     RemoteSegment::connect(&b, 4, 46, 0, Some(Duration::from_secs(10))).unwrap().disconnect().unwrap();
     let pid = daemon_pid(&h, 4);
     signal(pid, "STOP");

@@ -29,25 +29,8 @@ fn own_pages(nic: &Nic, len: usize, ptag: ProtectionTag) -> common::Mem {
     common::Mem { region, handle: nic.register(region, attrs).unwrap() }
 }
 
-/// Two VIs of the level `reliability` on nodes `nodes` of `h` (server, client).
-fn vis(h: &Harness, nodes: (u32, u32), reliability: u16) -> (Nic, Nic, ProtectionTag, ProtectionTag, Vi, Vi) {
-    let snic = Nic::open_with_config("remora0", h.config(nodes.0)).unwrap();
-    let cnic = Nic::open_with_config("remora0", h.config(nodes.1)).unwrap();
-    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
-    let attrs = |ptag| ViAttributes {
-        reliability,
-        max_transfer: MAX_TRANSFER,
-        ptag,
-        rdma_write: false,
-        rdma_read: false,
-    };
-    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
-    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
-    (snic, cnic, sp, cp, server, client)
-}
-
 fn a_send_into_deregistered_memory_fails_at_once(h: Harness, nodes: (u32, u32), reliability: u16) {
-    let (snic, cnic, sp, cp, server, client) = vis(&h, nodes, reliability);
+    let (snic, cnic, sp, cp, server, client) = common::vis_on(&h, nodes, reliability);
     let codes = Arc::new(Mutex::new(Vec::new()));
     let k = codes.clone();
     cnic.set_error_handler(Some(Arc::new(move |e: &ErrorEvent| k.lock().unwrap().push(e.code))));

@@ -110,10 +110,7 @@ impl super::DmaQueue {
         if !self.inner.here.lock().unwrap_or_else(|p| p.into_inner()).run(node, local, remote, descs) {
             return false;
         }
-        st.with_callback = false;
-        st.callback = None;
-        st.phase = Some(super::DmaState::Done);
-        st.inflight.clear();
+        done_here(st);
         true
     }
 
@@ -136,12 +133,17 @@ impl super::DmaQueue {
         if !self.inner.here.lock().unwrap_or_else(|p| p.into_inner()).run_mem(node, mem, remote, d) {
             return false;
         }
-        st.with_callback = false;
-        st.callback = None;
-        st.phase = Some(super::DmaState::Done);
-        st.inflight.clear();
+        done_here(st);
         true
     }
+}
+
+/// The queue's state once a job was made here: DONE, nothing in flight, no callback.
+fn done_here(st: &mut super::QState) {
+    st.with_callback = false;
+    st.callback = None;
+    st.phase = Some(super::DmaState::Done);
+    st.inflight.clear();
 }
 
 impl Here {

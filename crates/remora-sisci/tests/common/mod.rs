@@ -406,3 +406,32 @@ pub fn expect_event(r: &RemoteSegment, want: SegmentReason, within: Duration) {
         );
     }
 }
+
+/// Node `node`'s books (`Request::Status`).
+pub fn node_status(h: &Harness, node: u32) -> remora_proto::NodeStatus {
+    let s = remora_client::Session::open_control(&h.config(node)).unwrap();
+    match s.request(remora_proto::Request::Status, &[]).unwrap().0 {
+        remora_proto::Reply::Status(st) => *st,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// What node 4 holds for sessions of node 8 (its peers' or proxies' sessions): (connections
+/// to segments, connections to interrupts).
+pub fn booked_for_node_8(h: &Harness) -> (usize, usize) {
+    let st = node_status(h, 4);
+    let peer = |sid: u64| {
+        st.sessions.iter().any(|s| s.session == sid && s.role == remora_proto::Role::Peer { node: 8 })
+    };
+    let conns = st.connections.iter().filter(|c| peer(c.session)).count();
+    let intr_conns = st.interrupts.iter().map(|i| i.3 as usize).sum();
+    (conns, intr_conns)
+}
+
+/// A segment `id` of `d`'s node, 4 KiB, prepared and available.
+pub fn available_segment(d: &Descriptor, id: u32) -> LocalSegment {
+    let seg = LocalSegment::create(d, Some(id), 4096, CreateFlags::default()).unwrap();
+    seg.prepare(0).unwrap();
+    seg.set_available(0).unwrap();
+    seg
+}

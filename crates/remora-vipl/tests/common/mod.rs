@@ -84,8 +84,19 @@ pub fn vis(
     h: remora_testkit::Harness,
     reliability: u16,
 ) -> (remora_testkit::Harness, Nic, Nic, ProtectionTag, ProtectionTag, Vi, Vi) {
-    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
-    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
+    let (snic, cnic, sp, cp, server, client) = vis_on(&h, (4, 8), reliability);
+    (h, snic, cnic, sp, cp, server, client)
+}
+
+/// Two VIs of the level `reliability` on nodes `nodes` of `h` (server, client), with their
+/// NICs and protection tags.
+pub fn vis_on(
+    h: &remora_testkit::Harness,
+    nodes: (u32, u32),
+    reliability: u16,
+) -> (Nic, Nic, ProtectionTag, ProtectionTag, Vi, Vi) {
+    let snic = Nic::open_with_config("remora0", h.config(nodes.0)).unwrap();
+    let cnic = Nic::open_with_config("remora0", h.config(nodes.1)).unwrap();
     let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
     let attrs = |ptag| ViAttributes {
         reliability,
@@ -96,5 +107,5 @@ pub fn vis(
     };
     let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
     let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
-    (h, snic, cnic, sp, cp, server, client)
+    (snic, cnic, sp, cp, server, client)
 }
