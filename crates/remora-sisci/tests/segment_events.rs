@@ -242,3 +242,37 @@ fn first_wait_inside_a_callback_past_the_store(apart: bool) {
     assert_eq!(got, more);
     assert_eq!(s.wait_event(Some(Duration::from_millis(20))).unwrap_err(), Error::Timeout);
 }
+
+/// A wait for a remote segment's event inside another resource's callback (on the event
+/// thread) sees the event when it comes: the wait reads its session's event socket itself.
+/// Before, the event stayed unread behind the running callback and the wait ran out its time.
+#[test]
+fn a_remote_segments_wait_inside_a_callback_sees_its_event() {
+    let h = common::Harness::new();
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let s = exported(&a, 31, None);
+    let r = RemoteSegment::connect(&b, 4, 31, 0, LONG).unwrap();
+    let (started_tx, started_rx) = mpsc::channel();
+    let (tx, rx) = mpsc::channel();
+    let waiter = r.clone();
+    let cb: LocalCallback = Box::new(move |_, e| {
+        if e.reason == SegmentReason::Connect {
+            started_tx.send(()).unwrap();
+            let t = std::time::Instant::now();
+            let got = waiter.wait_event(LONG).map(|e| e.reason);
+            tx.send((got, t.elapsed())).unwrap();
+        }
+        CallbackAction::Continue
+    });
+    // `t`, on `r`'s descriptor, runs its callback when node 4 connects to it.
+    let _t = exported(&b, 32, Some(cb));
+    let _to_t = RemoteSegment::connect(&a, 8, 32, 0, LONG).unwrap();
+    started_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    // Node 4 takes `s` away, telling its importers: `r` gets a disconnect.
+    s.set_unavailable(0, false, true).unwrap();
+    let (got, took) = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert_eq!(got, Ok(SegmentReason::Disconnect));
+    assert!(took < Duration::from_secs(5), "the wait inside the callback took {took:?}");
+}

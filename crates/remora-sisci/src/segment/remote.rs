@@ -286,6 +286,24 @@ impl RemoteSegment {
         if self.inner.disconnected.load(Ordering::Acquire) {
             return Err(Error::Cancelled);
         }
+        if let (true, Some(l)) = (remora_client::events::on_event_thread(), self.inner.link.get()) {
+            // Inside another resource's callback: the event thread reads the event socket
+            // again only after it returns, so this wait reads the socket itself and takes
+            // this connection's events as they come (the others are delivered after the
+            // running callback); a wait here used to miss them until its time ran out.
+            let conn = l.conn;
+            let pick = move |ev: &remora_proto::Event| {
+                use remora_proto::Event::{ConnectionLink, ConnectionLost, SegmentUnavailable};
+                matches!(*ev, ConnectionLink { conn: c, .. } | SegmentUnavailable { conn: c }
+                    | ConnectionLost { conn: c, .. } if c == conn)
+            };
+            let pump = |left| match l.session.pump_events(&pick, left) {
+                Ok(_) => Ok(()),
+                Err(remora_client::ClientError::DaemonGone) => Err(Error::Cancelled),
+                Err(e) => Err(Error::from(e)),
+            };
+            return self.inner.events.wait_pumping(timeout, || Ok(()), Some(pump));
+        }
         self.inner.events.wait(timeout, || Ok(()))
     }
 
