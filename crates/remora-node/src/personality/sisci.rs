@@ -265,7 +265,9 @@ async fn ask_while_up(
     }
 }
 
-/// Ask `node` for a connect that it waits `timeout_ms` for. The caller's time is kept: given up with `Timeout` once that time and [`ANSWER_GRACE`] passed
+/// Ask `node` for a connect that it waits `timeout_ms` for. The caller's time is kept:
+/// given up with `Timeout` once that time and [`ANSWER_GRACE`] ([`LOCAL_ANSWER_GRACE`] for a
+/// node of this host) passed
 /// without an answer (a request on a link that fell silent would otherwise wait until the
 /// transport closes the link). A route reported silent alone does not end it: three
 /// missed heartbeats are also a far daemon descheduled on a loaded host, which answers a
@@ -286,9 +288,12 @@ async fn ask_connect(
     timeout_ms: Option<u32>,
 ) -> Result<crate::transport::Answer, Error> {
     let ask = s.ask_via(t, node, req);
+    // A node of this host may first be dialled (its hello waits up to 2 s), and a host
+    // loaded enough to be slow is slow for both daemons: the answer is given longer.
+    let grace = if t.shares_memory() { LOCAL_ANSWER_GRACE } else { ANSWER_GRACE };
     match timeout_ms {
         None => ask.await,
-        Some(ms) => tokio::time::timeout(Duration::from_millis(ms.into()) + ANSWER_GRACE, ask)
+        Some(ms) => tokio::time::timeout(Duration::from_millis(ms.into()) + grace, ask)
             .await
             .unwrap_or(Err(Error::Timeout)),
     }
@@ -297,6 +302,11 @@ async fn ask_connect(
 /// How long past the caller's timeout a connect to another node waits for the answer (the
 /// round trip, and the peer's own work once its wait ended).
 const ANSWER_GRACE: Duration = Duration::from_secs(1);
+
+/// [`ANSWER_GRACE`] for a node of this host (reviewer 92: with 1 s, a connect with a short
+/// timeout to a segment missing there could answer `Timeout` instead of `NoSuchSegment` on a
+/// loaded machine, the proxy's dial included).
+const LOCAL_ANSWER_GRACE: Duration = Duration::from_secs(3);
 
 /// `SCIConnectSegment` to a segment of another node, through its transport.
 async fn connect_far(s: &Session, node: u32, id: u32, timeout_ms: Option<u32>) -> Outcome {

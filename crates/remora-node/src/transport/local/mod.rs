@@ -118,8 +118,12 @@ impl Transport for Local {
             match proxy.request(req).await {
                 Ok((result, fds)) => Ok((untranslate(result?)?, fds)),
                 Err(e) => {
-                    // The link itself failed: the next request dials afresh.
-                    self.proxies.lock().unwrap_or_else(|p| p.into_inner()).remove(&(origin, node));
+                    // The link itself failed: the next request dials afresh. Only this
+                    // proxy is forgotten, not one another request dialled meanwhile.
+                    let mut proxies = self.proxies.lock().unwrap_or_else(|p| p.into_inner());
+                    if proxies.get(&(origin, node)).is_some_and(|p| Arc::ptr_eq(p, &proxy)) {
+                        proxies.remove(&(origin, node));
+                    }
                     Err(e)
                 }
             }

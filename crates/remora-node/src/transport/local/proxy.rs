@@ -37,7 +37,15 @@ pub struct Proxy {
     reader: tokio::task::JoinHandle<()>,
 }
 
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<ReplyMsg>>>>;
+/// The requests waiting for their reply, by id, and whether the reader has stopped (no
+/// reply can come any more: a request then fails at once, and the transport dials afresh).
+type Pending = Arc<Mutex<Waiters>>;
+
+#[derive(Default)]
+struct Waiters {
+    by_id: HashMap<u64, oneshot::Sender<ReplyMsg>>,
+    closed: bool,
+}
 
 impl Drop for Proxy {
     fn drop(&mut self) {
@@ -70,7 +78,7 @@ impl Drop for Waiting<'_> {
         // finds no one waits), or it came already and is here.
         let came = {
             let mut pending = self.proxy.pending.lock().unwrap_or_else(|p| p.into_inner());
-            pending.remove(&self.id);
+            pending.by_id.remove(&self.id);
             reply.try_recv().ok()
         };
         if let Some(undo) = came.as_ref().and_then(undo_of) {
@@ -147,7 +155,15 @@ impl Proxy {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let bytes = encode(&RequestFrame { id, req }).map_err(|e| Error::Protocol(e.to_string()))?;
         let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            // The reader stopped (the peer closed the link, or sent what cannot be read):
+            // no reply would ever come.
+            if pending.closed {
+                return Err(Error::NodeNotResponding);
+            }
+            pending.by_id.insert(id, tx);
+        }
         let mut waiting = Waiting { proxy: self, id, reply: Some(rx) };
         self.conn.send(&bytes, &[]).await.map_err(|_| Error::NodeNotResponding)?;
         let reply = waiting.reply.as_mut().expect("waiting").await;
@@ -169,7 +185,7 @@ impl Link {
     /// Hand reply `id` to whoever waits for it; the undo of what it made when no one does.
     fn reply(&self, id: u64, msg: ReplyMsg, undo: &UnboundedSender<Request>) {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        let left = match pending.remove(&id) {
+        let left = match pending.by_id.remove(&id) {
             Some(waiter) => waiter.send(msg).err(),
             None => Some(msg),
         };
@@ -217,7 +233,78 @@ async fn read_loop(link: Link, undo: UnboundedSender<Request>, mut undone: Unbou
             }
         }
     }
-    // Whoever still waits learns the link is gone.
-    link.pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    // Whoever still waits learns the link is gone, and so does every later request (the
+    // transport then dials afresh); the peer sees the link end, and releases the session's
+    // books there.
+    {
+        let mut pending = link.pending.lock().unwrap_or_else(|p| p.into_inner());
+        pending.closed = true;
+        pending.by_id.clear();
+    }
+    let _ = rustix::net::shutdown(conn.fd(), rustix::net::Shutdown::Both);
     inbound.route_lost(target, session);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::{BoxFuture, LinkState, PeerMemory};
+    use remora_proto::link::{PeerReply, PeerRequest, RangeRef};
+    use remora_proto::Event;
+    use std::os::fd::AsFd;
+
+    /// A node that serves nothing.
+    struct Nobody;
+
+    impl Inbound for Nobody {
+        fn request(&self, _: u32, _: u64, _: PeerRequest) -> BoxFuture<'static, Result<PeerReply, Error>> {
+            Box::pin(async { Err(Error::NoSuchSegment) })
+        }
+        fn session_end(&self, _: u32, _: u64) {}
+        fn event(&self, _: u32, _: u64, _: Event) {}
+        fn link_changed(&self, _: u32, _: LinkState) {}
+        fn route_lost(&self, _: u32, _: u64) {}
+        fn memory(&self, _: u32, _: RangeRef) -> Option<Arc<dyn PeerMemory>> {
+            None
+        }
+    }
+
+    /// A proxy whose reader stopped on a frame it cannot read, its socket still open (the
+    /// peer alive, reading requests and never answering them): a later request fails at
+    /// once (the transport then dials afresh) instead of waiting for a reply no one reads.
+    #[test]
+    fn a_request_after_the_reader_stopped_fails_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = remora_sys::seqpacket::listen(&paths::socket_path(dir.path(), 9)).unwrap();
+        let peer = std::thread::spawn(move || {
+            // The listener does not block: look until the proxy dials.
+            let fd = loop {
+                match remora_sys::seqpacket::accept(listener.as_fd()) {
+                    Ok(fd) => break fd,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            };
+            remora_sys::seqpacket::set_nonblocking(fd.as_fd(), false).unwrap();
+            let mut buf = vec![0u8; MAX_FRAME];
+            let _ = remora_sys::seqpacket::recv(fd.as_fd(), &mut buf).unwrap();
+            let hello = ServerMsg::Reply { id: 1, result: Ok(Reply::Hello { node: 9 }) };
+            remora_sys::seqpacket::send(fd.as_fd(), &encode(&hello).unwrap(), &[]).unwrap();
+            remora_sys::seqpacket::send(fd.as_fd(), &[0xff; 7], &[]).unwrap();
+            // Read what comes until the proxy's side ends; answer nothing.
+            while matches!(remora_sys::seqpacket::recv(fd.as_fd(), &mut buf), Ok((n, _)) if n > 0) {}
+        });
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let env = Env { node: 4, runtime_dir: dir.path().to_path_buf(), cluster: None, incarnation: 1 };
+            let proxy = Proxy::open(&env, Arc::new(Nobody), 7, 9).await.unwrap();
+            // The reader meets the frame it cannot read and stops.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let asked = tokio::time::timeout(Duration::from_secs(10), proxy.request(Request::Status)).await;
+            assert!(matches!(asked, Ok(Err(Error::NodeNotResponding))), "{asked:?}");
+        });
+        peer.join().unwrap();
+    }
 }
