@@ -26,6 +26,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, TryLockError};
 use std::time::Duration;
 
+mod pieces;
+
 /// What a VI tells its peer about itself when they connect.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct PeerInfo {
@@ -358,46 +360,6 @@ impl Link {
         let _ = self.bell.disconnect();
         self.map.unmap();
         let _ = self.seg.disconnect();
-    }
-
-    /// Run `f` on piece `id` of the peer (connected on first use, again after a loss of
-    /// another host's segment). A piece on this host is used without asking whether it
-    /// was lost: its memory stays mapped, and the VI learns of the loss otherwise.
-    fn with_piece<R>(
-        &self,
-        nic: &Nic,
-        id: u32,
-        f: impl FnOnce(&RemoteSegment, Option<&Window>) -> R,
-    ) -> std::result::Result<R, Miss> {
-        let mut pieces = self.pieces.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((seg, w)) = pieces.get(&id) {
-            if w.is_some() || !seg.is_lost() {
-                return Ok(f(seg, w.as_ref()));
-            }
-        }
-        let seg = self.connect_piece(nic, id)?;
-        let w = window_of(&seg)?;
-        let r = f(&seg, w.as_ref());
-        pieces.insert(id, (seg, w));
-        Ok(r)
-    }
-
-    /// Connect to piece `id` of the peer. A piece is described to this side only once its
-    /// segment exists and is available (`VipRegisterMem` makes it so before it returns a
-    /// handle), and the node gives no segment an id it gave before until its 2^32 ids wrap
-    /// around: a piece the peer's node does not know was removed ([`Miss::Gone`], its
-    /// memory deregistered).
-    /// The first ask does not wait for the segment to exist, only for the node's answer;
-    /// any other failure of it (no answer in time, the segment not available, the peer's
-    /// node not reached) is asked again with the usual wait.
-    fn connect_piece(&self, nic: &Nic, id: u32) -> std::result::Result<RemoteSegment, Miss> {
-        let ask =
-            |wait| RemoteSegment::connect(&nic.inner.desc, self.peer.node, id, remora_sisci::ADAPTER, wait);
-        match ask(Some(Duration::ZERO)) {
-            Ok(seg) => Ok(seg),
-            Err(remora_sisci::Error::NoSuchSegment) => Err(Miss::Gone),
-            Err(_) => Ok(ask(Some(CONNECT_WAIT))?),
-        }
     }
 
     fn dma(&self, nic: &Nic) -> bool {
