@@ -88,25 +88,31 @@ pub fn shutdown(fd: BorrowedFd<'_>, write_only: bool) {
     let _ = rustix::net::shutdown(fd, how);
 }
 
-/// The longest wait between two retransmissions of a connection of the node's (a link, a
-/// bulk lane, a flow), [`cap_backoff`].
-pub const BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// The shortest cap [`cap_backoff`] sets.
+pub const BACKOFF_MIN_CAP: Duration = Duration::from_secs(1);
 
 /// `TCP_RTO_MAX_MS` (Linux 6.15 and later; not in the `libc` crate yet).
 const TCP_RTO_MAX_MS: libc::c_int = 44;
 
-/// Let the kernel wait at most [`BACKOFF_MAX`] between two retransmissions on TCP socket
-/// `fd` (`TCP_RTO_MAX_MS`; by default the back-off doubles up to 120 s). Bytes sent while a
-/// cable is out then go again within a second of its return, instead of at the next of
-/// the doubling retries (about 12 s after a 15 s cut): the connection itself resumes,
-/// nothing sent on it is lost or sent twice. What bounds the connection's life
-/// (`TCP_USER_TIMEOUT`, keepalive) is unchanged.
+/// Let the kernel wait at most `budget / 10` (at least [`BACKOFF_MIN_CAP`]) between two
+/// retransmissions on TCP socket `fd` (`TCP_RTO_MAX_MS`; by default the back-off doubles
+/// up to 120 s), `budget` being how long the connection may lose every packet and still
+/// live (a link's heartbeat budget). Bytes sent while a cable is out then go again soon
+/// after its return (within a tenth of the budget: 3 s by default, 1 s with a short
+/// heartbeat), instead of at the next of the doubling retries (about 12 s after a 15 s
+/// cut): the connection itself resumes, nothing sent on it is lost or sent twice.
+///
+/// The kernel also gives a connection up after `tcp_retries2` (15) retransmissions, timed
+/// with this cap (Linux 6.15 and later): a cap of 1 s ended every connection some 15 s
+/// into a cut whatever its budget (reviewer 88). A tenth of the budget keeps that end
+/// past the budget (the ramp to the cap, then eleven or so retries at it).
 ///
 /// # Errors
 /// `ENOPROTOOPT` on a kernel older than 6.15 (the back-off then stays the kernel's), or
 /// `fd` is not a TCP socket.
-pub fn cap_backoff(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let ms = BACKOFF_MAX.as_millis() as libc::c_int;
+pub fn cap_backoff(fd: BorrowedFd<'_>, budget: Duration) -> io::Result<()> {
+    let cap = (budget / 10).max(BACKOFF_MIN_CAP);
+    let ms = cap.as_millis().min(i32::MAX as u128) as libc::c_int;
     // SAFETY: `fd` is a live descriptor borrowed for the call; the option value is a
     // `c_int` on our stack, passed with its exact size, and only read by the kernel.
     let r = unsafe {
@@ -166,13 +172,13 @@ mod tests {
     fn the_backoff_cap_is_taken_by_tcp_sockets_only() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        match cap_backoff(a.as_fd()) {
+        match cap_backoff(a.as_fd(), Duration::from_secs(30)) {
             Ok(()) => {}
             // A kernel before 6.15 has no such option.
             Err(e) => assert_eq!(e.raw_os_error(), Some(92), "{e}"),
         }
         let (bell, _ringer) = crate::bell::pair().unwrap();
-        assert!(cap_backoff(bell.as_fd()).is_err());
+        assert!(cap_backoff(bell.as_fd(), Duration::from_secs(30)).is_err());
     }
 
     #[test]

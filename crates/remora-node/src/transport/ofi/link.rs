@@ -53,7 +53,7 @@ async fn dial(env: &Arc<Env>, link: &Arc<OfiLink>) -> std::io::Result<(TcpStream
         let addr: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&peer.addr)?.collect();
         let a = addr.first().ok_or_else(|| std::io::Error::other("address does not resolve"))?;
         let mut s = StdStream::connect_timeout(a, Duration::from_secs(1))?;
-        crate::transport::tcp::cap_backoff(&s);
+        crate::transport::tcp::cap_backoff(&s, &env);
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
         let inc = dial_handshake(&mut s, &env, peer.id, Flow::Control)?;
         Ok((s, inc))

@@ -54,7 +54,7 @@ where
     })?;
     let std = stream.into_std()?;
     std.set_nonblocking(false)?;
-    super::cap_backoff(&std);
+    super::cap_backoff(&std, &env);
     std.set_read_timeout(Some(Duration::from_secs(5)))?;
     let watch = std.try_clone()?;
     let learn = admission.clone();
@@ -286,7 +286,7 @@ async fn dial(env: &Arc<Env>, peer: &Arc<TcpPeer>) -> std::io::Result<(TcpStream
                 std::net::ToSocketAddrs::to_socket_addrs(&peer.addr)?.collect();
             let a = addr.first().ok_or_else(|| std::io::Error::other("address does not resolve"))?;
             let mut s = StdStream::connect_timeout(a, Duration::from_secs(1))?;
-            super::cap_backoff(&s);
+            super::cap_backoff(&s, &env);
             s.set_read_timeout(Some(Duration::from_secs(5)))?;
             let inc = dial_handshake(&mut s, &env, peer.id, flow)?;
             s.set_read_timeout(None)?;

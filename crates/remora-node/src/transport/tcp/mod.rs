@@ -48,15 +48,21 @@ use remora_sys::Mapping;
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Cap the retransmission back-off of a connection of this node (control, bulk lane, pager
-/// or direct flow, either end: [`remora_sys::flow::cap_backoff`]): after a cable cut what
-/// was sent meanwhile goes again within a second of the cable's return, so the requests,
-/// transfers and RMAs that waited on it resume then, not at TCP's next doubling retry.
-/// A kernel without the option (before 6.15) keeps its own back-off; that is said once.
-pub(in crate::transport) fn cap_backoff(s: &impl std::os::fd::AsFd) {
+/// or direct flow, either end: [`remora_sys::flow::cap_backoff`], at a tenth of the links'
+/// budget, [`GIVE_UP_PERIODS`](crate::transport::liveness::GIVE_UP_PERIODS) heartbeats of
+/// the cluster's): after a cable cut what was sent meanwhile goes again within that of the
+/// cable's return, so the requests, transfers and RMAs that waited on it resume then, not
+/// at TCP's next doubling retry; and TCP gives the connection up no sooner than the link's
+/// budget. A kernel without the option (before 6.15) keeps its own back-off; that is said
+/// once.
+pub(in crate::transport) fn cap_backoff(s: &impl std::os::fd::AsFd, env: &Env) {
     static SAID: std::sync::Once = std::sync::Once::new();
-    if let Err(e) = remora_sys::flow::cap_backoff(s.as_fd()) {
+    let heartbeat = env.cluster.as_ref().map(|c| c.heartbeat).unwrap_or(Duration::from_millis(200));
+    let budget = heartbeat * crate::transport::liveness::GIVE_UP_PERIODS;
+    if let Err(e) = remora_sys::flow::cap_backoff(s.as_fd(), budget) {
         SAID.call_once(|| {
             tracing::info!("TCP's retransmission back-off cannot be capped ({e}): after a cable cut, links resume at TCP's next retry")
         });

@@ -256,7 +256,7 @@ pub(in crate::transport) fn handshaken(env: &Env, peer: &TcpPeer) -> std::io::Re
     // A map waits for this dial before it falls back to the daemons' path: a home that
     // does not answer is given up within DIAL_CONNECT + DIAL_ANSWER.
     let mut s = StdStream::connect_timeout(a, DIAL_CONNECT)?;
-    super::cap_backoff(&s);
+    super::cap_backoff(&s, env);
     s.set_read_timeout(Some(DIAL_ANSWER))?;
     s.set_write_timeout(Some(DIAL_ANSWER))?;
     let inc = dial_handshake(&mut s, env, peer.id, Flow::Pager)?;
@@ -288,7 +288,7 @@ pub(in crate::transport) async fn handshaken_async(
     let late = |what: &str| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no {what} in time"));
     let mut s =
         timeout(DIAL_CONNECT, tokio::net::TcpStream::connect(a)).await.map_err(|_| late("connection"))??;
-    super::cap_backoff(&s);
+    super::cap_backoff(&s, env);
     let d = Dialer::new(env, peer.id);
     timeout(DIAL_ANSWER, write_frame_async(&mut s, &d.hello(Flow::Pager)))
         .await
