@@ -26,12 +26,50 @@ pub struct NodeInbound {
     served: Mutex<HashMap<(u32, u64), u64>>,
     /// Peers' requests being served, and what served connects made (`gave_up.rs`).
     asked: gave_up::Book,
+    /// Peers' sessions told ended here lately: a request of one that comes after its end
+    /// (a disconnect re-sent on a new connection behind the end) is refused, not served by
+    /// a new session that nothing would ever end (reviewer 88).
+    ended: Mutex<Ended>,
+}
+
+/// The last [`ENDED_KEPT`] peers' sessions told ended, oldest first.
+#[derive(Default)]
+struct Ended {
+    set: std::collections::HashSet<(u32, u64)>,
+    order: std::collections::VecDeque<(u32, u64)>,
+}
+
+/// How many ended peers' sessions [`NodeInbound`] remembers.
+const ENDED_KEPT: usize = 4096;
+
+impl Ended {
+    fn note(&mut self, key: (u32, u64)) {
+        if self.set.insert(key) {
+            self.order.push_back(key);
+        }
+        while self.order.len() > ENDED_KEPT {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+    }
+
+    /// A peer that restarted numbers its sessions afresh.
+    fn forget_peer(&mut self, peer: u32) {
+        self.order.retain(|(p, _)| *p != peer);
+        self.set.retain(|(p, _)| *p != peer);
+    }
 }
 
 impl NodeInbound {
     /// The handler of `node`.
     pub fn new(node: Weak<Node>) -> NodeInbound {
-        NodeInbound { node, served: Mutex::new(HashMap::new()), asked: Default::default() }
+        NodeInbound {
+            node,
+            served: Mutex::new(HashMap::new()),
+            asked: Default::default(),
+            ended: Mutex::default(),
+        }
     }
 
     /// The session of this node that stands for `from`'s session `origin`.
@@ -69,6 +107,10 @@ impl NodeInbound {
         let Some(node) = self.node.upgrade() else {
             return Box::pin(async { Err(Error::NodeNotResponding) });
         };
+        if self.ended.lock().unwrap_or_else(|p| p.into_inner()).set.contains(&(from, origin)) {
+            // Its end released everything it held here.
+            return Box::pin(async { Err(Error::Protocol("the requesting session ended".into())) });
+        }
         let sid = self.served_session(&node, from, origin);
         let ticket = ticket(&self.asked);
         Box::pin(async move {
@@ -386,6 +428,7 @@ impl Inbound for NodeInbound {
     }
 
     fn session_end(&self, from: u32, origin: u64) {
+        self.ended.lock().unwrap_or_else(|p| p.into_inner()).note((from, origin));
         let sid = self.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&(from, origin));
         if let (Some(sid), Some(node)) = (sid, self.node.upgrade()) {
             node.end_session(sid);
@@ -427,6 +470,7 @@ impl Inbound for NodeInbound {
                     mine.into_iter().filter_map(|k| map.remove(&k)).collect()
                 };
                 gave_up::forget(&self.asked, peer);
+                self.ended.lock().unwrap_or_else(|p| p.into_inner()).forget_peer(peer);
                 lose_peer(&node, peer, served);
             }
             LinkState::Down => {}
@@ -459,5 +503,30 @@ impl Inbound for NodeInbound {
     fn direct_flow(&self, from: u32, key: u64, token: u64) -> Option<crate::transport::HandOver> {
         let node = self.node.upgrade()?;
         crate::personality::scif::direct::arrived(&node, from, key, token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ended_sessions_are_remembered_per_peer_and_boundedly() {
+        let mut e = Ended::default();
+        e.note((4, 7));
+        e.note((4, 7));
+        e.note((8, 7));
+        assert!(e.set.contains(&(4, 7)) && e.set.contains(&(8, 7)));
+        assert_eq!(e.order.len(), 2, "a session noted twice is kept once");
+        // A peer that restarted numbers its sessions afresh: its ends are forgotten.
+        e.forget_peer(4);
+        assert!(!e.set.contains(&(4, 7)) && e.set.contains(&(8, 7)));
+        for s in 0..(ENDED_KEPT as u64 + 10) {
+            e.note((12, s));
+        }
+        assert_eq!(e.set.len(), ENDED_KEPT);
+        assert_eq!(e.order.len(), ENDED_KEPT);
+        assert!(!e.set.contains(&(8, 7)) && !e.set.contains(&(12, 0)), "the oldest go first");
+        assert!(e.set.contains(&(12, ENDED_KEPT as u64 + 9)));
     }
 }

@@ -93,7 +93,8 @@ impl Harness {
             dir.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "log")).collect();
         logs.sort();
         for log in logs {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            // Lossily: a log cut in the middle of a character still shows.
+            let text = String::from_utf8_lossy(&std::fs::read(&log).unwrap_or_default()).into_owned();
             let lines: Vec<&str> = text.lines().collect();
             let from = lines.len().saturating_sub(LOG_LINES_SHOWN);
             eprintln!("---- {} (its last {} lines) ----", log.display(), lines.len() - from);

@@ -214,9 +214,18 @@ async fn run(node: Arc<Node>, st: RelayStart) {
                 }
             }, if watch.is_some() => {
                 watch = None;
-                if let Err(e) = r {
-                    dropped(conn, far_node, &format!("a message to the far relay failed there, or the link's connection broke under it ({e})"));
-                    peer_closed = true;
+                match r {
+                    Ok(_) => {}
+                    // The far end closed (a message in flight when it did): an ordinary
+                    // close, not a reset worth a warning (reviewer 88).
+                    Err(e @ remora_proto::Error::NotConnected) => {
+                        tracing::debug!(conn, far_node, "a message to the far relay found it closed ({e})");
+                        peer_closed = true;
+                    }
+                    Err(e) => {
+                        dropped(conn, far_node, &format!("a message to the far relay failed there, or the link's connection broke under it ({e})"));
+                        peer_closed = true;
+                    }
                 }
             }
             m = rx.recv() => match m {
