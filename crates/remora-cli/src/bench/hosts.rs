@@ -184,12 +184,14 @@ fn ucx_row(h: &Hosts, before: Option<f64>) -> Result<(), String> {
         return Ok(());
     };
     let ucx = (before + after) / 2.0;
+    let l = h.label();
     let rows = super::verdict::rows();
-    let scif = rows.iter().find(|r| r.name.starts_with("scif_send→recv 8 B one-way"));
+    // This run's row between the hosts (`bench all` has printed `bench scif`'s one-host row
+    // of the same name before it, in nanoseconds).
+    let scif = rows.iter().rev().find(|r| r.name == format!("scif_send→recv 8 B one-way ({l})"));
     let Some(ours) = scif.and_then(|r| r.ours.strip_suffix(" µs")?.parse::<f64>().ok()) else {
         return Err("no SCIF 8-byte row to set beside UCX".into());
     };
-    let l = h.label();
     row_us(
         &format!("scif 8 B one-way vs UCX tag_lat tcp ({l})"),
         ours * 1e3,
