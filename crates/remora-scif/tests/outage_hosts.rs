@@ -55,6 +55,33 @@ fn word(r: &UserRegion, off: usize) -> u64 {
     u64::from_le_bytes(w)
 }
 
+/// `server`'s 8 KiB window at offset 0 (its memory returned) mapped by `client` across
+/// the hosts, `value` stored at `off` through the map and seen home.
+fn far_map(
+    client: &Endpoint,
+    server: &Endpoint,
+    off: usize,
+    value: u64,
+) -> (UserRegion, remora_client::dsm::DsmMap) {
+    let home = common::anon(8192);
+    server.register(home, 0, Prot::RW, true).unwrap();
+    let map = client.map_far(0, 8192, Prot::RW).unwrap();
+    map.atomic_u64(off).unwrap().store(value, Ordering::SeqCst);
+    assert!(map.flush());
+    assert_eq!(word(&home, off), value);
+    (home, map)
+}
+
+/// Pull host 1's cable for [`CUT`] (once host 2 sees it gone) and put it back (until host 2
+/// reaches host 1 again).
+fn cut(c: &NetCluster, scif2: &Scif) {
+    c.link_down(1);
+    wait_reach(scif2, c.node(1), false);
+    std::thread::sleep(CUT);
+    c.link_up(1);
+    wait_reach(scif2, c.node(1), true);
+}
+
 /// Wait (at most 30 s) until host 2's daemon does (`true`) or does not count host 1's node
 /// among those it reaches.
 fn wait_reach(scif: &Scif, node: u32, reach: bool) {
@@ -73,12 +100,7 @@ fn wait_reach(scif: &Scif, node: u32, reach: bool) {
 fn a_far_map_rides_out_a_cable_cut_longer_than_the_flow_patience() {
     let Some(c) = net_cluster(2) else { return };
     let (client, server, scif2) = pair(&c);
-    let home = common::anon(8192);
-    server.register(home, 0, Prot::RW, true).unwrap();
-    let map = client.map_far(0, 8192, Prot::RW).unwrap();
-    map.atomic_u64(64).unwrap().store(1, Ordering::SeqCst);
-    assert!(map.flush());
-    assert_eq!(word(&home, 64), 1);
+    let (home, map) = far_map(&client, &server, 64, 1);
 
     let stop = AtomicBool::new(false);
     let loads = AtomicU64::new(0);
@@ -104,11 +126,7 @@ fn a_far_map_rides_out_a_cable_cut_longer_than_the_flow_patience() {
             }
         });
         std::thread::sleep(Duration::from_millis(300));
-        c.link_down(1);
-        wait_reach(&scif2, c.node(1), false);
-        std::thread::sleep(CUT);
-        c.link_up(1);
-        wait_reach(&scif2, c.node(1), true);
+        cut(&c, &scif2);
         // Back: the accesses go on (the pager opened a new flow).
         let back = loads.load(Ordering::SeqCst);
         let t = Instant::now();
@@ -155,12 +173,7 @@ fn a_far_map_rides_out_a_cable_cut_longer_than_the_flow_patience() {
 fn a_far_map_of_a_lost_node_is_given_up() {
     let Some(mut c) = net_cluster(2) else { return };
     let (client, server, _scif2) = pair(&c);
-    let home = common::anon(8192);
-    server.register(home, 0, Prot::RW, true).unwrap();
-    let map = client.map_far(0, 8192, Prot::RW).unwrap();
-    map.atomic_u64(0).unwrap().store(5, Ordering::SeqCst);
-    assert!(map.flush());
-    assert_eq!(word(&home, 0), 5);
+    let (_home, map) = far_map(&client, &server, 0, 5);
     c.kill_daemon(1);
     let t = Instant::now();
     // A store into the page not fetched yet: refused once the home is lost (a program's
@@ -202,11 +215,7 @@ fn rma_across_a_cable_cut_never_resets_the_connection() {
             answers
         });
         std::thread::sleep(Duration::from_millis(300));
-        c.link_down(1);
-        wait_reach(&scif2, c.node(1), false);
-        std::thread::sleep(CUT);
-        c.link_up(1);
-        wait_reach(&scif2, c.node(1), true);
+        cut(&c, &scif2);
         std::thread::sleep(Duration::from_secs(2));
         stop.store(true, Ordering::SeqCst);
         rma.join().unwrap()

@@ -100,16 +100,7 @@ fn a_connect_given_up_leaves_nothing_booked_on_the_far_node() {
     // Longer than node 4 would have waited for segment 43.
     std::thread::sleep(limit + Duration::from_millis(500));
     assert_eq!(common::booked_for_node_8(&h), (1, 0), "only the connection node 8 holds");
-    let st = common::node_status(&h, 4);
-    let importers: Vec<_> = st.segments.iter().map(|s| (s.id, s.importers)).collect();
-    assert!(importers.contains(&(Some(42), 1)) && importers.contains(&(Some(43), 0)), "{importers:?}");
-    // What node 8 holds works, and its disconnect leaves nothing.
-    let mut buf = [0u8; 4];
-    let map = kept.map(0, 4096, None, MapFlags::default()).unwrap();
-    map.read(0, &mut buf).unwrap();
-    map.unmap().unwrap();
-    kept.disconnect().unwrap();
-    assert_eq!(common::booked_for_node_8(&h), (0, 0));
+    common::only_the_kept_connection_is_booked(&h, kept);
 }
 
 /// The child of [`a_session_end_sent_on_a_connection_that_broke_is_sent_again`]: a
@@ -191,11 +182,7 @@ fn a_disconnect_does_not_wait_for_a_silent_node_which_learns_of_it_later() {
     let h = common::Harness::with_cluster(&[4, 8], true);
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let _seg = common::available_segment(&a, 45);
-    let _intr = Interrupt::create(&a, 0, Some(79), false, None).unwrap();
-    let remote = RemoteSegment::connect(&b, 4, 45, 0, Some(Duration::from_secs(10))).unwrap();
-    let intr = RemoteInterrupt::connect(&b, 4, 0, 79, Some(Duration::from_secs(10))).unwrap();
-    assert_eq!(common::booked_for_node_8(&h), (1, 1));
+    let (_seg, _intr, remote, intr) = common::connected_to_segment_and_interrupt(&h, &a, &b);
     {
         let _stopped = Stopped::new(daemon_pid(&h, 4));
         // Three silent heartbeats: the route is known silent.

@@ -68,16 +68,7 @@ fn a_connect_to_a_held_up_node_of_this_host_times_out_and_leaves_nothing_booked(
     // Longer than node 4 would have waited for segment 43.
     std::thread::sleep(limit + Duration::from_millis(500));
     until_booked(&h, (1, 0));
-    let st = common::node_status(&h, 4);
-    let importers: Vec<_> = st.segments.iter().map(|s| (s.id, s.importers)).collect();
-    assert!(importers.contains(&(Some(42), 1)) && importers.contains(&(Some(43), 0)), "{importers:?}");
-    // What node 8 holds works, and its disconnect leaves nothing.
-    let mut buf = [0u8; 4];
-    let map = kept.map(0, 4096, None, MapFlags::default()).unwrap();
-    map.read(0, &mut buf).unwrap();
-    map.unmap().unwrap();
-    kept.disconnect().unwrap();
-    assert_eq!(common::booked_for_node_8(&h), (0, 0));
+    common::only_the_kept_connection_is_booked(&h, kept);
 }
 
 #[test]
@@ -85,11 +76,7 @@ fn a_disconnect_from_a_held_up_node_of_this_host_returns_and_the_node_learns_of_
     let h = common::Harness::new();
     let a = Descriptor::open(&h.sci(4)).unwrap();
     let b = Descriptor::open(&h.sci(8)).unwrap();
-    let _seg = common::available_segment(&a, 45);
-    let _intr = Interrupt::create(&a, 0, Some(79), false, None).unwrap();
-    let remote = RemoteSegment::connect(&b, 4, 45, 0, Some(Duration::from_secs(10))).unwrap();
-    let intr = RemoteInterrupt::connect(&b, 4, 0, 79, Some(Duration::from_secs(10))).unwrap();
-    assert_eq!(common::booked_for_node_8(&h), (1, 1));
+    let (_seg, _intr, remote, intr) = common::connected_to_segment_and_interrupt(&h, &a, &b);
     let held = Watched::stop(daemon_pid(&h, 4), HELD);
     let t = Instant::now();
     remote.disconnect().unwrap();

@@ -72,6 +72,8 @@
 pub mod carrier;
 pub mod liveness;
 pub mod local;
+#[cfg(test)]
+pub(crate) mod nobody;
 pub mod ofi;
 pub mod tcp;
 

@@ -435,3 +435,32 @@ pub fn available_segment(d: &Descriptor, id: u32) -> LocalSegment {
     seg.set_available(0).unwrap();
     seg
 }
+
+/// After connects of node 8 to node 4's segments 42 (held as `kept`) and 43 that node 8
+/// gave up: node 4 books only `kept`, which works, and its disconnect leaves nothing.
+pub fn only_the_kept_connection_is_booked(h: &Harness, kept: RemoteSegment) {
+    let st = node_status(h, 4);
+    let importers: Vec<_> = st.segments.iter().map(|s| (s.id, s.importers)).collect();
+    assert!(importers.contains(&(Some(42), 1)) && importers.contains(&(Some(43), 0)), "{importers:?}");
+    let mut buf = [0u8; 4];
+    let map = kept.map(0, 4096, None, MapFlags::default()).unwrap();
+    map.read(0, &mut buf).unwrap();
+    map.unmap().unwrap();
+    kept.disconnect().unwrap();
+    assert_eq!(booked_for_node_8(h), (0, 0));
+}
+
+/// Node 4's segment 45 and interrupt 79 (kept by the caller), and node 8's connections to
+/// both, booked on node 4.
+pub fn connected_to_segment_and_interrupt(
+    h: &Harness,
+    a: &Descriptor,
+    b: &Descriptor,
+) -> (LocalSegment, Interrupt, RemoteSegment, RemoteInterrupt) {
+    let seg = available_segment(a, 45);
+    let intr = Interrupt::create(a, 0, Some(79), false, None).unwrap();
+    let remote = RemoteSegment::connect(b, 4, 45, 0, Some(Duration::from_secs(10))).unwrap();
+    let rintr = RemoteInterrupt::connect(b, 4, 0, 79, Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(booked_for_node_8(h), (1, 1));
+    (seg, intr, remote, rintr)
+}

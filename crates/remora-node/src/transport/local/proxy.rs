@@ -248,26 +248,8 @@ async fn read_loop(link: Link, undo: UnboundedSender<Request>, mut undone: Unbou
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::{BoxFuture, LinkState, PeerMemory};
-    use remora_proto::link::{PeerReply, PeerRequest, RangeRef};
-    use remora_proto::Event;
+    use crate::transport::nobody::Nobody;
     use std::os::fd::AsFd;
-
-    /// A node that serves nothing.
-    struct Nobody;
-
-    impl Inbound for Nobody {
-        fn request(&self, _: u32, _: u64, _: PeerRequest) -> BoxFuture<'static, Result<PeerReply, Error>> {
-            Box::pin(async { Err(Error::NoSuchSegment) })
-        }
-        fn session_end(&self, _: u32, _: u64) {}
-        fn event(&self, _: u32, _: u64, _: Event) {}
-        fn link_changed(&self, _: u32, _: LinkState) {}
-        fn route_lost(&self, _: u32, _: u64) {}
-        fn memory(&self, _: u32, _: RangeRef) -> Option<Arc<dyn PeerMemory>> {
-            None
-        }
-    }
 
     /// A proxy whose reader stopped on a frame it cannot read, its socket still open (the
     /// peer alive, reading requests and never answering them): a later request fails at

@@ -425,25 +425,8 @@ fn deliver(f: &Fabric, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::{BoxFuture, Inbound, LinkState, PeerMemory};
-    use remora_proto::link::{LinkMsg, PeerReply, PeerRequest};
-    use remora_proto::{Error, Event};
-
-    /// A node that serves nothing.
-    struct Nobody;
-
-    impl Inbound for Nobody {
-        fn request(&self, _: u32, _: u64, _: PeerRequest) -> BoxFuture<'static, Result<PeerReply, Error>> {
-            Box::pin(async { Err(Error::NoSuchSegment) })
-        }
-        fn session_end(&self, _: u32, _: u64) {}
-        fn event(&self, _: u32, _: u64, _: Event) {}
-        fn link_changed(&self, _: u32, _: LinkState) {}
-        fn route_lost(&self, _: u32, _: u64) {}
-        fn memory(&self, _: u32, _: RangeRef) -> Option<Arc<dyn PeerMemory>> {
-            None
-        }
-    }
+    use crate::transport::nobody::Nobody;
+    use remora_proto::link::LinkMsg;
 
     #[test]
     fn a_mapping_is_registered_once_per_access_and_closed_when_it_goes() {
