@@ -20,6 +20,15 @@ pub const STARTUP_GRACE: Duration = Duration::from_secs(3);
 /// daemon runs) before it returns and the answer is awaited in the background.
 pub const RELEASE_WAIT: Duration = Duration::from_secs(1);
 
+/// How long past the caller's timeout a request to another node waits for the answer (the
+/// round trip, and the peer's own work once its wait ended).
+pub const ANSWER_GRACE: Duration = Duration::from_secs(1);
+
+/// [`ANSWER_GRACE`] for a node of this host (reviewer 92: with 1 s, a connect with a short
+/// timeout to a segment missing there could answer `Timeout` instead of `NoSuchSegment` on a
+/// loaded machine, the proxy's dial included).
+pub const LOCAL_ANSWER_GRACE: Duration = Duration::from_secs(3);
+
 /// One connection to the daemon, as the personalities see it.
 pub(crate) struct Session {
     /// The node.
@@ -191,6 +200,43 @@ impl Session {
         tokio::select! {
             r = t.request(node, self.sid, req) => r,
             _ = self.conn.hangup() => Err(Error::Protocol("caller hung up".into())),
+        }
+    }
+
+    /// Ask `node` for something it waits up to `timeout_ms` for (a connect, a VIPL
+    /// connection request), keeping the caller's time: given up with `Timeout` once that
+    /// time and [`ANSWER_GRACE`] ([`LOCAL_ANSWER_GRACE`] for a node of this host) passed
+    /// without an answer. Without this a request on a link that fell silent waits until
+    /// the transport closes the link, and one to a node of this host whose daemon is held
+    /// up (stopped, hung) waits until that daemon runs again. A route reported silent
+    /// alone does not end it: three missed heartbeats are also a far daemon descheduled on
+    /// a loaded host, which answers a moment later. Without a time limit the request waits
+    /// until the answer comes or the route is lost.
+    ///
+    /// What a request given up so made is not left behind: across hosts the transport
+    /// tells the peer (`LinkMsg::GaveUp`, in order after it and again after reconnections
+    /// until noted), which refuses it or releases what it made; on this host the
+    /// session's proxy, whose requests the held-up daemon serves in turn when it runs
+    /// again, undoes what the reply made (`transport/local/proxy.rs`).
+    ///
+    /// # Errors
+    /// `Timeout`; the peer's or the transport's error.
+    pub async fn ask_within(
+        &self,
+        t: &Arc<dyn Transport>,
+        node: u32,
+        req: PeerRequest,
+        timeout_ms: Option<u32>,
+    ) -> Result<Answer, Error> {
+        let ask = self.ask_via(t, node, req);
+        // A node of this host may first be dialled (its hello waits up to 2 s), and a host
+        // loaded enough to be slow is slow for both daemons: the answer is given longer.
+        let grace = if t.shares_memory() { LOCAL_ANSWER_GRACE } else { ANSWER_GRACE };
+        match timeout_ms {
+            None => ask.await,
+            Some(ms) => tokio::time::timeout(Duration::from_millis(ms.into()) + grace, ask)
+                .await
+                .unwrap_or(Err(Error::Timeout)),
         }
     }
 

@@ -1,5 +1,5 @@
 //! Test support shared by every Remora crate's tests: private runtime directories with their
-//! own daemons ([`harness`]), data patterns and checksums ([`data`]), and multi-host
+//! own daemons ([`harness`]; [`stop`] holds one up), data patterns and checksums ([`data`]), and multi-host
 //! clusters on one machine (`remora-netns`, re-exported here, with [`cluster_or_skip!`]).
 //!
 //! ```no_run
@@ -14,11 +14,13 @@
 pub mod data;
 pub mod harness;
 pub mod ports;
+pub mod stop;
 
 pub use data::{checksum, pattern};
 pub use harness::{daemon_path, net_config, Harness};
 pub use ports::free_port;
 pub use remora_netns::*;
+pub use stop::{daemon_pid, signal, Stopped, Watched};
 
 /// Start a [`NetCluster`] of `$hosts` hosts with the daemon [`find_daemon`] finds, or print
 /// why that is impossible here and `return` from the calling test.

@@ -265,56 +265,13 @@ async fn ask_while_up(
     }
 }
 
-/// Ask `node` for a connect that it waits `timeout_ms` for. The caller's time is kept:
-/// given up with `Timeout` once that time and [`ANSWER_GRACE`] ([`LOCAL_ANSWER_GRACE`] for a
-/// node of this host) passed
-/// without an answer (a request on a link that fell silent would otherwise wait until the
-/// transport closes the link). A route reported silent alone does not end it: three
-/// missed heartbeats are also a far daemon descheduled on a loaded host, which answers a
-/// moment later (a connect without a time limit waits, as before, until the link is
-/// lost). The transport tells the peer a request given up so
-/// (`LinkMsg::GaveUp`, in order after it and again after reconnections until noted),
-/// and the peer refuses it or releases what it made: nothing stays booked there. A node
-/// of this host whose daemon is held up (stopped, hung) is given up the same way: the
-/// session's proxy there serves its requests in turn, so a request given up is served
-/// when that daemon runs again, and the proxy undoes what it made (a disconnect sent
-/// after it, `transport/local/proxy.rs`). Without a time limit the connect waits until
-/// the answer comes, or the route is lost (that daemon dies: the proxy's socket closes).
-async fn ask_connect(
-    s: &Session,
-    t: &Arc<dyn Transport>,
-    node: u32,
-    req: PeerRequest,
-    timeout_ms: Option<u32>,
-) -> Result<crate::transport::Answer, Error> {
-    let ask = s.ask_via(t, node, req);
-    // A node of this host may first be dialled (its hello waits up to 2 s), and a host
-    // loaded enough to be slow is slow for both daemons: the answer is given longer.
-    let grace = if t.shares_memory() { LOCAL_ANSWER_GRACE } else { ANSWER_GRACE };
-    match timeout_ms {
-        None => ask.await,
-        Some(ms) => tokio::time::timeout(Duration::from_millis(ms.into()) + grace, ask)
-            .await
-            .unwrap_or(Err(Error::Timeout)),
-    }
-}
-
-/// How long past the caller's timeout a connect to another node waits for the answer (the
-/// round trip, and the peer's own work once its wait ended).
-const ANSWER_GRACE: Duration = Duration::from_secs(1);
-
-/// [`ANSWER_GRACE`] for a node of this host (reviewer 92: with 1 s, a connect with a short
-/// timeout to a segment missing there could answer `Timeout` instead of `NoSuchSegment` on a
-/// loaded machine, the proxy's dial included).
-const LOCAL_ANSWER_GRACE: Duration = Duration::from_secs(3);
-
 /// `SCIConnectSegment` to a segment of another node, through its transport.
 async fn connect_far(s: &Session, node: u32, id: u32, timeout_ms: Option<u32>) -> Outcome {
     let (t, shared) = match transport_to(s, node, timeout_ms).await {
         Ok(x) => x,
         Err(e) => return (Err(e), vec![]),
     };
-    match ask_connect(s, &t, node, PeerRequest::Connect { id, timeout_ms }, timeout_ms).await {
+    match s.ask_within(&t, node, PeerRequest::Connect { id, timeout_ms }, timeout_ms).await {
         Ok((PeerReply::Connected { conn: remote, size }, fds)) if shared && fds.len() == 1 => {
             let keep = fds[0].try_clone().ok().and_then(|fd| remora_sys::Memfd::from_fd(fd).ok());
             // Never trust a size larger than the memory that came with it.
@@ -344,7 +301,7 @@ async fn connect_interrupt_far(
         Err(e) => return (Err(e), vec![]),
     };
     let req = PeerRequest::ConnectInterrupt { intno, data, timeout_ms };
-    match ask_connect(s, &t, node, req, timeout_ms).await {
+    match s.ask_within(&t, node, req, timeout_ms).await {
         Ok((PeerReply::Interrupt { intr: remote, intno }, fds))
             // Shared memory: the page, its eventfd and its bell's sending end.
             if fds.len() == if shared { 3 } else { 0 } =>

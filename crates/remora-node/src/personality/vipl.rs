@@ -121,11 +121,14 @@ pub(crate) async fn handle(s: &mut Session, req: ViplRequest, _fds: Vec<OwnedFd>
             } else {
                 match s.reach(node, ask.timeout_ms).await {
                     Ok(t) => {
+                        let timeout_ms = ask.timeout_ms;
                         let req = PeerRequest::Vipl(ViplPeerRequest::Request(ask));
                         // A requester that gives up (its thread cancelled) hangs up: stop
                         // waiting for it; its session's end reaches the server's node.
+                        // The caller's time is kept also when the server's node is held
+                        // up or its link silent (its own wait would end the request).
                         let asked = tokio::select! {
-                            a = s.ask_via(&t, node, req) => a,
+                            a = s.ask_within(&t, node, req, timeout_ms) => a,
                             _ = s.hangup() => Err(Error::Protocol("caller hung up".into())),
                         };
                         match asked {

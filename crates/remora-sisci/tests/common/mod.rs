@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use remora_sisci::*;
 #[allow(unused_imports)]
-pub use remora_testkit::{checksum, daemon_path, free_port, pattern, Harness};
+pub use remora_testkit::{
+    checksum, daemon_path, daemon_pid, free_port, pattern, signal, Harness, Stopped, Watched,
+};
 use std::sync::mpsc;
 
 /// The conformance suite: node 4 (`sa`) exports, node 8 (`sb`) imports.
@@ -294,15 +296,6 @@ pub fn link_faults(c: &mut remora_testkit::NetCluster) {
     assert!(remote.is_lost());
 }
 
-/// The pid of node `node`'s daemon (its status answer).
-pub fn daemon_pid(h: &Harness, node: u32) -> u32 {
-    let s = remora_client::Session::open_control(&h.config(node)).unwrap();
-    match s.request(remora_proto::Request::Status, &[]).unwrap().0 {
-        remora_proto::Reply::Status(st) => st.pid,
-        other => panic!("{other:?}"),
-    }
-}
-
 /// `f` until it succeeds (at most 10 s).
 pub fn retried<T>(mut f: impl FnMut() -> Result<T>) -> T {
     let t = std::time::Instant::now();
@@ -312,56 +305,6 @@ pub fn retried<T>(mut f: impl FnMut() -> Result<T>) -> T {
             Err(e) => assert!(t.elapsed() < Duration::from_secs(10), "still failing: {e}"),
         }
         std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Send `sig` (`STOP`, `CONT`, `KILL`) to process `pid`.
-pub fn signal(pid: u32, sig: &str) {
-    assert!(std::process::Command::new("kill")
-        .args([&format!("-{sig}"), &pid.to_string()])
-        .status()
-        .unwrap()
-        .success());
-}
-
-/// A daemon stopped (`SIGSTOP`) until this drops, also when the test fails.
-pub struct Stopped(pub u32);
-
-impl Stopped {
-    pub fn new(pid: u32) -> Stopped {
-        signal(pid, "STOP");
-        Stopped(pid)
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        signal(self.0, "CONT");
-    }
-}
-
-/// A daemon stopped until [`Watched::resume`], or until a watchdog resumes it after
-/// `limit` (or at once when the test fails): work held up behind it fails the test's bound
-/// instead of hanging.
-pub struct Watched(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<bool>);
-
-impl Watched {
-    pub fn stop(pid: u32, limit: Duration) -> Watched {
-        let (stopped, (tx, rx)) = (Stopped::new(pid), std::sync::mpsc::channel());
-        Watched(
-            tx,
-            std::thread::spawn(move || {
-                let late = rx.recv_timeout(limit).is_err();
-                drop(stopped);
-                late
-            }),
-        )
-    }
-
-    /// Resume the daemon; whether the watchdog had done it already.
-    pub fn resume(self) -> bool {
-        let _ = self.0.send(());
-        self.1.join().unwrap()
     }
 }
 
