@@ -43,7 +43,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 mod owned;
-pub use owned::{sender_gone, shut_flow, take_frames, FlowStep, Taken, FRAMES_PER_LOOK, MAX_POLLED};
+pub use owned::{
+    sender_gone, shut_flow, take_frames, wait_sender_gone, FlowStep, Taken, FRAMES_PER_LOOK, MAX_POLLED,
+};
 
 /// The largest payload of one data interrupt, in bytes.
 pub const MAX_DATA: usize = 1024;

@@ -542,8 +542,10 @@ fn pager() -> Vec<(String, Vec<u8>)> {
 
 fn bulk() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    // The answers a pager loop really gave, as a pager (or a trigger's flow) reads them.
-    let answered = |n: &str| !["other_handle", "data_frame", "trigger_too_long"].contains(&n);
+    // The answers a pager loop really gave, as a pager (or a trigger's flow) reads them (a
+    // posted trigger's refusal ends the flow unanswered).
+    let answered =
+        |n: &str| !["other_handle", "data_frame", "trigger_too_long", "trigger_refused"].contains(&n);
     for (n, req) in pager_requests().into_iter().filter(|(n, _)| answered(n)) {
         out.push((format!("answer_{n}"), captured_pager(&req)));
     }

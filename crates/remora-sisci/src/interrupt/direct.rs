@@ -4,9 +4,11 @@
 //! the owner's daemon → the owner (two hops), not through our daemon as well (three).
 //!
 //! A plain interrupt's trigger is sent and not waited for (`SCITriggerInterrupt` returns
-//! once it left, as an adapter's posted write does); the owner's node answers only a
-//! refusal, which a following trigger reads (the first one a millisecond or more later): an interrupt removed meanwhile (its owner
-//! removed it or died) answers `NoSuchIntno` from then on. A data interrupt's trigger
+//! once it left, as an adapter's posted write does); the owner's node never answers one on
+//! the flow: a refusal (the interrupt was removed, or its owner died) ends the flow, which
+//! a following trigger notices (it looks for the hang-up a millisecond or more after the
+//! last look, or its write fails) and takes the daemons' path, which says the error
+//! (`NoSuchIntno`). So nothing is ever read from a plain flow here. A data interrupt's trigger
 //! waits for its answer, so that a payload that finds the queue full is said
 //! (`NoSpace`), never dropped silently. A route our daemon reports silent or lost fails the
 //! trigger at once, as the daemons' path does; a flow that broke leaves the triggers to
@@ -55,7 +57,8 @@ pub(super) struct Flow {
     broken: bool,
     /// Triggers were sent since the flow was last drained.
     unsynced: bool,
-    /// When the answers waiting on the flow were last read.
+    /// When the flow was last looked at (a data flow's answers read, a plain flow's
+    /// hang-up looked for).
     looked: Option<Instant>,
 }
 
@@ -105,15 +108,20 @@ impl Flow {
         if data.is_some_and(|d| d.len() > MAX_TRIGGER_DATA) {
             return Err(Error::OutOfRange);
         }
-        // A refusal of an earlier (posted) trigger is read first: before every data
-        // trigger (whose answer follows), and at most every millisecond between posted
-        // ones (a look is a system call, as long as the send itself).
-        if data.is_some() || self.looked.is_none_or(|t| t.elapsed() >= LOOK_EVERY) {
-            self.read_refusals()?;
+        // Before every data trigger, the answers of waits given up are read (its own
+        // follows). Between posted ones, at most every millisecond (a look is a system
+        // call, as long as the send itself), the flow is looked at for its end: the
+        // owner's node ends a plain flow on a refusal, and the daemons' path says why.
+        if data.is_some() {
+            self.read_stale()?;
+        } else if self.looked.is_none_or(|t| t.elapsed() >= LOOK_EVERY) {
             self.looked = Some(Instant::now());
-            if self.broken {
-                return Ok(Outcome::Through);
+            if remora_sys::intr::sender_gone(self.s.as_fd()) {
+                self.broken = true;
             }
+        }
+        if self.broken {
+            return Ok(Outcome::Through);
         }
         let payload = data.unwrap_or(&[]);
         self.tag += 1;
@@ -204,7 +212,14 @@ impl Flow {
                     self.broken |= at > 0;
                     return Err(Error::NodeNotResponding);
                 }
-                Err(_) => break,
+                // The flow ended (a plain flow's refusal ends it) or broke: the frame, whole
+                // or not, was not served (only whole frames are); the daemons' path says
+                // what became of the interrupt. (`TcpStream`'s writes pass `MSG_NOSIGNAL`:
+                // no `SIGPIPE` for a C program.)
+                Err(_) => {
+                    self.broken = true;
+                    return Ok(false);
+                }
             }
         }
         if at < frame.len() {
@@ -226,10 +241,11 @@ impl Flow {
         })
     }
 
-    /// The answers waiting on the flow: refusals of posted triggers (and answers of waits
-    /// given up). A refusal that removed the interrupt is the error of this trigger and
-    /// every later one; another leaves the triggers to the daemons' path.
-    fn read_refusals(&mut self) -> Result<()> {
+    /// The answers waiting on a data flow before a data trigger: those of waits given up
+    /// (a refusal among them, of a trigger whose caller was told the route failed, is
+    /// read as such). A refusal that removed the interrupt is the error of this trigger
+    /// and every later one; another leaves the triggers to the daemons' path.
+    fn read_stale(&mut self) -> Result<()> {
         while remora_sys::seqpacket::readable_now(self.s.as_fd()).unwrap_or(false) {
             let h = self.answer()?;
             if h.op != BulkOp::Ack {
@@ -265,7 +281,8 @@ impl Flow {
     /// Wait (at most [`DRAIN`]) until the owner's node served every trigger sent on the
     /// flow, then close it: a disconnect that goes through the daemons must not overtake
     /// them. Not while `silent` says our daemon reports the route down: nothing would
-    /// come back, and the disconnect must not wait for it.
+    /// come back, and the disconnect must not wait for it. Nothing is read meanwhile:
+    /// what else comes on the socket is not this connection's to take.
     pub(super) fn drain(&mut self, silent: impl Fn() -> bool) {
         if !self.unsynced || self.broken {
             return;
@@ -276,19 +293,10 @@ impl Flow {
         if self.s.shutdown(std::net::Shutdown::Write).is_err() {
             return;
         }
-        let _ = self.s.set_read_timeout(Some(SLICE));
-        let mut sink = [0u8; 256];
-        let t = std::time::Instant::now();
+        let t = Instant::now();
         while t.elapsed() < DRAIN && !silent() {
-            match self.s.read(&mut sink) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) => {
-                    use std::io::ErrorKind::{Interrupted, TimedOut, WouldBlock};
-                    if !matches!(e.kind(), WouldBlock | TimedOut | Interrupted) {
-                        break;
-                    }
-                }
+            if remora_sys::intr::wait_sender_gone(self.s.as_fd(), SLICE) {
+                break;
             }
         }
         self.broken = true;

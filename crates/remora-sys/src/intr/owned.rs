@@ -116,6 +116,23 @@ pub fn sender_gone(fd: BorrowedFd<'_>) -> bool {
     write_side_shut(fd).unwrap_or(true)
 }
 
+/// Wait at most `timeout` for the sender of flow `fd` to be done ([`sender_gone`]), without
+/// reading it (what waits stays for its reader): `true` once it is. An interruption
+/// returns `false` early.
+pub fn wait_sender_gone(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut fds = [PollFd::new(&fd, PollFlags::RDHUP)];
+    let ts =
+        rustix::time::Timespec { tv_sec: timeout.as_secs() as i64, tv_nsec: timeout.subsec_nanos() as _ };
+    match poll(&mut fds, Some(&ts)) {
+        Ok(_) => {
+            fds[0].revents().intersects(PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL)
+        }
+        Err(rustix::io::Errno::INTR) => false,
+        Err(_) => true,
+    }
+}
+
 /// Whether the other end of stream socket `fd` shut its sending side (or the socket broke).
 fn write_side_shut(fd: BorrowedFd<'_>) -> io::Result<bool> {
     use rustix::event::{poll, PollFd, PollFlags};

@@ -263,3 +263,37 @@ pub fn captured_pager(frames: &[u8]) -> Vec<u8> {
     serve_frames(PEER, [&counters[0], &counters[1]], frames, &mut out, BOUND, &mem, false);
     out.output
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use remora_proto::link::{BulkHeader, BulkOp};
+
+    fn frame(op: BulkOp, tag: u64, len: u64, ok: bool) -> Vec<u8> {
+        let h = BulkHeader { op, tag, conn: BOUND, offset: 0, len, ok };
+        let mut f = zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&h)).to_vec();
+        f.extend((0..len).map(|i| i as u8));
+        f
+    }
+
+    #[test]
+    fn a_refused_posted_trigger_ends_its_flow_unanswered_and_a_waited_one_is_answered() {
+        // The target refuses a 7-byte payload (the interrupt removed): posted, the flow
+        // ends, and the page read after it is never served.
+        let mut posted = frame(BulkOp::Trigger, 1, 7, false);
+        posted.extend(frame(BulkOp::Read, 2, 4096, true));
+        assert!(captured_pager(&posted).is_empty(), "nothing travels a plain flow back");
+        // Waited for (a data trigger): the refusal is answered with its code, and the flow
+        // goes on.
+        let mut waited = frame(BulkOp::Trigger, 1, 7, true);
+        waited.extend(frame(BulkOp::Read, 2, 4096, true));
+        let out = captured_pager(&waited);
+        let ack = BulkFrame::parse(&out[..BULK_FRAME]).unwrap();
+        assert_eq!((ack.op, ack.tag, ack.ok, ack.offset), (BulkOp::Ack, 1, false, 1));
+        let data = BulkFrame::parse(&out[BULK_FRAME..2 * BULK_FRAME]).unwrap();
+        assert_eq!((data.op, data.tag, data.ok), (BulkOp::Data, 2, true));
+        // A posted trigger served is not answered either.
+        let served = frame(BulkOp::Trigger, 3, 0, false);
+        assert!(captured_pager(&served).is_empty());
+    }
+}

@@ -12,10 +12,10 @@
 //! asks (`ok` set); a store that may not be made is said in that acknowledgement, or, when
 //! nobody waits for it, ends the flow (the pager sees the loss). `Trigger` (a process's
 //! own flow to an interrupt it connected to) triggers what the flow is bound to through
-//! [`PeerMemory::trigger`]; it is acknowledged when the frame asks, and a refusal always
-//! is (its code in the `Ack`'s `offset`). Any other frame, a frame that names another
-//! handle than a bound one, or a payload over [`MAX_PAGER_FRAME`] (over
-//! [`MAX_TRIGGER_DATA`] for a trigger) ends the flow.
+//! [`PeerMemory::trigger`]; it is acknowledged when the frame asks (a data trigger, a
+//! refusal's code in the `Ack`'s `offset`), and a posted one's refusal ends the flow. Any
+//! other frame, a frame that names another handle than a bound one, or a payload over
+//! [`MAX_PAGER_FRAME`] (over [`MAX_TRIGGER_DATA`] for a trigger) ends the flow.
 
 use super::framing::{read_frame, read_header, write_frame};
 use super::peer::TcpPeer;
@@ -399,13 +399,20 @@ fn serve_many(
                 r
             }
             // A trigger of the interrupt the flow is bound to: answered when the sender
-            // waits (`ok`) or when it was refused, in step with the frames before it.
+            // waits (`ok`, a data trigger), in step with the frames before it. A posted
+            // (plain) trigger's refusal ends the flow instead: nothing but triggers ever
+            // travels a plain flow back, and its sender takes the daemons' path, which
+            // says the error.
             BulkOp::Trigger if hdr.len as usize <= MAX_TRIGGER_DATA => {
                 let data = &mut buffer(&mut scratch)[..hdr.len as usize];
                 match rd.read_exact(data) {
                     Ok(()) => {
                         let done = mem.trigger(data);
-                        if hdr.ok || done.is_err() {
+                        if !hdr.ok && done.is_err() {
+                            tracing::debug!(peer, handle, "a posted trigger was refused; flow closed");
+                            break;
+                        }
+                        if hdr.ok {
                             let code = match done {
                                 Ok(()) => 0,
                                 Err(Error::NoSuchIntno) => TRIGGER_REMOVED,

@@ -2,14 +2,13 @@
 //! interrupt's trigger flow, whose owner reads it while it waits). Only plain triggers
 //! travel on it, a whole frame of [`BULK_FRAME`] bytes each; this thread reads while the
 //! owner does not, whole frames only and under the shared lock, and triggers through
-//! [`PeerMemory::trigger`] as [`super::pager`] does. A refusal is answered on the flow; any
-//! other frame ends it, as does its close (the owner is nudged away by the end itself).
+//! [`PeerMemory::trigger`] as [`super::pager`] does. Nothing is ever written back: a
+//! refusal ends the flow (its sender then takes the daemons' path, which says the error),
+//! as does any other frame and its close (the owner is nudged away by the end itself).
 
 use crate::transport::{PeerMemory, SharedFlow};
-use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, BULK_FRAME, TRIGGER_REFUSED, TRIGGER_REMOVED};
-use remora_proto::Error;
+use remora_proto::link::{BulkFrame, BulkOp, BULK_FRAME};
 use remora_sys::intr::{take_frames, Taken, FRAMES_PER_LOOK};
-use std::io::Write;
 use std::net::TcpStream as StdStream;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,7 +41,6 @@ pub(super) fn serve_shared(
     mut share: Box<dyn SharedFlow>,
 ) {
     let mut buf = [0u8; BULK_FRAME * FRAMES_PER_LOOK];
-    let mut wr = &s;
     // Looks in a row at which the owner read lately but frames waited all the same.
     let mut unread = 0;
     // The next nap's length (the lock taken, or no whole frame), and the lock failures in a
@@ -97,7 +95,7 @@ pub(super) fn serve_shared(
         };
         nap = LOCK_NAP;
         bytes_in.fetch_add((n * BULK_FRAME) as u64, Ordering::Relaxed);
-        if !serve_triggers(peer, &buf[..n * BULK_FRAME], handle, mem, &mut wr) {
+        if !serve_triggers(peer, &buf[..n * BULK_FRAME], handle, mem) {
             break;
         }
     }
@@ -110,23 +108,20 @@ fn hung_up(s: &StdStream) -> bool {
     remora_sys::intr::sender_gone(s.as_fd())
 }
 
-/// Trigger once per frame of `frames`; answer refusals on `wr`. `false` when a frame is not
-/// a plain trigger of `handle` or an answer cannot be written: the flow ends.
-fn serve_triggers(peer: u32, frames: &[u8], handle: u64, mem: &dyn PeerMemory, wr: &mut impl Write) -> bool {
+/// Trigger once per frame of `frames`. `false` when a frame is not a plain trigger of
+/// `handle` or a trigger was refused: the flow ends.
+fn serve_triggers(peer: u32, frames: &[u8], handle: u64, mem: &dyn PeerMemory) -> bool {
     for raw in frames.chunks_exact(BULK_FRAME) {
-        let hdr = match BulkFrame::parse(raw) {
-            Ok(h) if h.op == BulkOp::Trigger && h.conn == handle && h.len == 0 && !h.ok => h,
+        match BulkFrame::parse(raw) {
+            Ok(h) if h.op == BulkOp::Trigger && h.conn == handle && h.len == 0 && !h.ok => {}
             other => {
                 tracing::warn!(peer, "a shared interrupt flow sent {other:?}; closed");
                 return false;
             }
-        };
+        }
         if let Err(e) = mem.trigger(&[]) {
-            let code = if matches!(e, Error::NoSuchIntno) { TRIGGER_REMOVED } else { TRIGGER_REFUSED };
-            let ack = BulkHeader { op: BulkOp::Ack, ok: false, len: 0, offset: code, ..hdr };
-            if wr.write_all(zerocopy::IntoBytes::as_bytes(&BulkFrame::from_header(&ack))).is_err() {
-                return false;
-            }
+            tracing::debug!(peer, handle, "a posted trigger was refused ({e}); flow closed");
+            return false;
         }
     }
     true
