@@ -35,6 +35,42 @@ fn bench_rows_carry_target_and_verdict_in_json() {
         .output();
 }
 
+/// `bench intr` runs its two processes through every kind of batch (the blocked one with its
+/// pause, both processes pinned to one core, spinning) and reports each row beside raw
+/// futexes, and how many of the blocked waits slept.
+#[test]
+fn bench_intr_reports_blocked_one_core_and_spinning_rows() {
+    let rt = tempfile::Builder::new().prefix("remora-bench-intr").tempdir().unwrap();
+    let out = rt.path().join("rows.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_remora"))
+        .args(["bench", "--json"])
+        .arg(&out)
+        .args(["intr", "--batch", "20", "--rounds", "2", "--pause-us", "20"])
+        .env("REMORA_RUNTIME_DIR", rt.path())
+        .env("REMORA_DAEMON", remora_testkit::daemon_path())
+        .env("REMORA_IDLE_EXIT", "2")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("waits that slept: blocked raw"), "{text}");
+    let json = std::fs::read_to_string(&out).unwrap();
+    let rows: Vec<&str> = json.lines().filter(|l| l.contains("\"name\"")).collect();
+    for name in [
+        "interrupt wake, waiter blocked",
+        "interrupt wake, blocked, one core",
+        "interrupt wake, waiter spinning",
+    ] {
+        assert!(rows.iter().any(|r| r.contains(name)), "{name}: {json}");
+    }
+    assert_eq!(rows.len(), 3, "{json}");
+    assert!(rows.iter().all(|r| !r.contains("\"ratio\": null")), "{json}");
+    let _ = Command::new(env!("CARGO_BIN_EXE_remora"))
+        .args(["shutdown", "--all"])
+        .env("REMORA_RUNTIME_DIR", rt.path())
+        .output();
+}
+
 /// `bench hosts` runs its two processes (nodes joined over TCP on loopback), every path's
 /// data checks hold (a failed one ends the run with an error), and every row the measuring
 /// child takes reaches the parent's table and JSON.

@@ -9,9 +9,11 @@ use crate::core::{ConnKind, ConnectWait, DmaTarget, Registry};
 use crate::session::wait_changes;
 use crate::transport::{BoxFuture, FlowUse, Inbound, LinkState, PeerMemory, SharedFlow};
 
+mod back_flow;
 mod gave_up;
 mod owner_flow;
 use crate::Node;
+pub(crate) use back_flow::serve as serve_back_flow;
 use gave_up::{Made, Ticket};
 use remora_proto::link::{PeerReply, PeerRequest, RangeRef, Space};
 use remora_proto::{Error, Event, LostReason, Role};
@@ -318,7 +320,7 @@ impl PeerMemory for InterruptTarget {
     /// A plain interrupt's owner reads the flow too, while it waits.
     fn share_flow(&self, flow: std::os::fd::BorrowedFd<'_>) -> Option<Box<dyn SharedFlow>> {
         let node = self.node.upgrade()?;
-        let booking = node.lock().share_flow(self.peer, self.conn, flow)?;
+        let booking = node.lock().share_flow(self.peer, self.conn, flow, false)?;
         Some(Box::new(owner_flow::OwnerFlow { node: self.node.clone(), booking, polls: 0 }))
     }
 }

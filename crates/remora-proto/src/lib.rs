@@ -38,8 +38,10 @@ pub const MAGIC: [u8; 2] = *b"RM";
 /// relays' messages, `ScifPeerRequest::Credit`, [`SCIF_RELAY_WINDOW`]; 14: requests a node gave
 /// up and session ends, told again until noted, `link::LinkMsg::GaveUp`,
 /// `link::LinkMsg::GaveUpNoted`, `link::LinkMsg::SessionEndNoted`; 15: a posted
-/// interrupt trigger's refusal ends its flow instead of being answered on it).
-pub const VERSION: u16 = 15;
+/// interrupt trigger's refusal ends its flow instead of being answered on it; 16: a plain
+/// interrupt's flow carries its owner's triggers back, [`Reply::InterruptFlows`] names
+/// each flow's node).
+pub const VERSION: u16 = 16;
 /// The most bytes of SCIF messages a daemon's relay sends to the far daemon's relay
 /// without credit back (`ScifPeerRequest::Credit`, given once the bytes are in the far
 /// endpoint's ring), plus the one message under way when the limit is reached: beyond it

@@ -351,6 +351,9 @@ pub enum Reply {
         /// This node's handle of the connection each flow triggers through (the `conn` of
         /// its frames).
         conns: Vec<u64>,
+        /// The node each flow was dialed from, in the same order: a flow from a lower node
+        /// than the owner's may carry the owner's own plain triggers back to that node.
+        nodes: Vec<u32>,
     },
     /// Answer to [`Request::TakeSegmentEvents`](crate::Request::TakeSegmentEvents): the
     /// events the daemon kept for the segment, oldest first (none for a segment the

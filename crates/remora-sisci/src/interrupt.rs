@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+mod back;
 mod direct;
 mod flag;
 mod named;
@@ -64,6 +65,8 @@ struct Core {
     desc: Descriptor,
     handle: u64,
     intno: u32,
+    /// The interrupt's node.
+    node: u32,
     remote_page: Option<IntrPage>,
     /// For an interrupt of another host: the process's own flow to its node, if it has one.
     flow: Option<Mutex<direct::Flow>>,
@@ -85,6 +88,7 @@ impl Core {
             desc: desc.clone(),
             handle,
             intno,
+            node: desc.node(),
             remote_page: page,
             flow: None,
             outage: AtomicBool::new(false),
@@ -135,6 +139,11 @@ impl Core {
                         down
                     };
                     let mut flow = flow.lock().unwrap_or_else(|p| p.into_inner());
+                    // A plain trigger goes back on a flow from the interrupt's node to one
+                    // of ours when there is one (`back.rs`).
+                    if data.is_none() && flow.usable() && back::send(core.node, flow.remote()) {
+                        return Ok(());
+                    }
                     if let direct::Outcome::Sent = flow.trigger(data, down, &core.outage)? {
                         return Ok(());
                     }
@@ -153,14 +162,18 @@ impl Core {
         Ok(self)
     }
 
-    /// Let the owner's node serve the triggers sent over the flow before a disconnect,
-    /// which goes through the daemons, can overtake them.
+    /// Let the owner's node serve the triggers sent over the flow (and back on another
+    /// process's) before a disconnect, which goes through the daemons, can overtake them.
     fn drain_flow(&self) {
         if let Some(f) = &self.flow {
             let session = self.desc.session();
             let down = || session.silent(self.handle) || session.lost(self.handle).is_some();
-            f.lock().unwrap_or_else(|p| p.into_inner()).drain(down);
+            let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
+            back::release(self.node, f.remote(), down);
+            f.drain(down);
         }
+        // Our own interrupt's flows carry nothing back once it is gone.
+        back::forget(self.handle);
     }
 
     /// Release: tell the daemon (`req`), stop the callback, free the descriptor.

@@ -58,7 +58,8 @@ pub enum Which {
         #[arg(long, default_value_t = 300)]
         samples: u32,
     },
-    /// Interrupt trigger-to-wake latency between two processes, blocking and spinning.
+    /// Interrupt trigger-to-wake latency between two processes: the waiter blocked (on two
+    /// cores, and both processes on one core) and spinning, beside raw futexes.
     Intr {
         /// Round trips per blocking batch.
         #[arg(long, default_value_t = 200)]
@@ -66,6 +67,11 @@ pub enum Which {
         /// Batches of each kind (interleaved).
         #[arg(long, default_value_t = 9)]
         rounds: u32,
+        /// In the blocked row, how long each side spins once woken before it triggers back,
+        /// so that the other side sleeps by then (0: at once, where the raw reference on two
+        /// idle cores finds the trigger before it sleeps).
+        #[arg(long, default_value_t = 50)]
+        pause_us: u64,
     },
     /// DMA bandwidth (64 KiB to 64 MiB) beside memcpy, and 8-byte post-to-completion latency.
     Dma {
@@ -205,6 +211,8 @@ pub enum Which {
         batch: u32,
         #[arg(long)]
         rounds: u32,
+        #[arg(long)]
+        pause_us: u64,
     },
     /// The responder half of `dsm`'s ping-pong (started by `dsm` itself).
     #[command(hide = true)]
@@ -297,7 +305,7 @@ fn run_one(w: Which) -> Result<(), String> {
         Which::Pio { batch, rounds } => pio(batch, rounds),
         Which::Memcpy { reps } => memcpy(reps),
         Which::Connect { samples } => connect(samples),
-        Which::Intr { batch, rounds } => intr(batch, rounds),
+        Which::Intr { batch, rounds, pause_us } => intr(batch, rounds, pause_us),
         Which::Dma { reps } => dma(reps),
         Which::Dsm { rounds } => dsm(rounds),
         Which::Ofi { reps } => ofi::ofi(reps),
@@ -322,7 +330,7 @@ fn run_one(w: Which) -> Result<(), String> {
                 ("pio", || pio(2000, 15)),
                 ("memcpy", || memcpy(9)),
                 ("connect", || connect(300)),
-                ("intr", || intr(200, 9)),
+                ("intr", || intr(200, 9, 50)),
                 ("dma", || dma(7)),
                 ("dsm", || dsm(300)),
                 ("scif", || scif::scif(20000, 11)),
@@ -346,8 +354,8 @@ fn run_one(w: Which) -> Result<(), String> {
             bar.finish_and_clear();
             Ok(())
         }
-        Which::IntrChild { raw_path, peer_node, batch, rounds } => {
-            intr_child(&raw_path, peer_node, batch, rounds)
+        Which::IntrChild { raw_path, peer_node, batch, rounds, pause_us } => {
+            intr_child(&raw_path, peer_node, batch, rounds, pause_us)
         }
         Which::PioChild { raw_path, peer_node, peer_seg, own_seg, batch, rounds } => {
             pio_child(&raw_path, peer_node, peer_seg, own_seg, batch, rounds)

@@ -22,7 +22,7 @@ pub mod transfer;
 
 pub use connections::{ConnKind, Connection, DmaTarget};
 pub use exports::Segment;
-pub use notifiers::{Interrupt, IntrConn, OwnerFlowEntry, SharedBooking, SharedGroup};
+pub use notifiers::{BackFlowEntry, Interrupt, IntrConn, OwnerFlowEntry, SharedBooking, SharedGroup};
 pub use transfer::DmaQueue;
 
 use remora_proto::{
@@ -83,6 +83,9 @@ pub struct Registry {
     next_seg_id: u32,
     /// Interrupt connections by handle.
     pub intr_conns: BTreeMap<u64, IntrConn>,
+    /// This node's duplicates of the plain interrupt flows its processes dialed, read for
+    /// the triggers that come back on them (`notifiers/owned.rs`).
+    pub back_flows: Vec<BackFlowEntry>,
     /// DMA queues by handle.
     pub dma: BTreeMap<u64, DmaQueue>,
     /// Bumped whenever memory may stop being usable by the DMA engine (disconnect, loss,
@@ -116,6 +119,7 @@ impl Registry {
             next_intno: AUTO_INTNO_BASE,
             next_seg_id: AUTO_ID_BASE,
             intr_conns: BTreeMap::new(),
+            back_flows: Vec::new(),
             dma: BTreeMap::new(),
             epoch: Arc::default(),
             shared_ints: HashMap::new(),

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::os::fd::OwnedFd;
 
 mod owned;
-pub use owned::{OwnerFlowEntry, SharedBooking};
+pub use owned::{BackFlowEntry, OwnerFlowEntry, SharedBooking};
 
 /// An interrupt created on this node.
 #[derive(Debug)]
@@ -371,12 +371,20 @@ impl Registry {
                 if c.node != self.node {
                     i.page.far_connection(false);
                 }
-                // Its flows end for their owner too, who reads them without the books.
-                for f in i.owner_flows.iter().filter(|f| f.conn == conn) {
+                // Its flows end for their owner too, who reads them without the books. A flow
+                // that carried its triggers back is another connection's: it is only taken
+                // from the owner's set (its reader ends it if more come for this one).
+                for f in i.owner_flows.iter().filter(|f| f.conn == conn && !f.back) {
                     remora_sys::intr::shut_flow(std::os::fd::AsFd::as_fd(&f.fd));
+                }
+                let before = i.owner_flows.len();
+                i.owner_flows.retain(|f| !(f.conn == conn && f.back));
+                if i.owner_flows.len() != before {
+                    i.page.flows_changed();
                 }
             }
         }
+        self.end_back_flows(conn);
         Ok(c)
     }
 }

@@ -306,7 +306,10 @@ fn server_msgs() -> Vec<(&'static str, ServerMsg)> {
         ("vipl_accepted", ok(41, Reply::ViplAccepted(vec![1; 80]))),
         ("dsm_flow", ok(41, Reply::DsmFlow { remote: CONN, size: 1 << 20 })),
         ("dsm_flows", ok(42, Reply::DsmFlows { remotes: vec![CONN, CONN + 1] })),
-        ("interrupt_flows", ok(43, Reply::InterruptFlows { gen: 3, conns: vec![CONN, CONN + 2] })),
+        (
+            "interrupt_flows",
+            ok(43, Reply::InterruptFlows { gen: 3, conns: vec![CONN, CONN + 2], nodes: vec![8, 12] }),
+        ),
         ("err_no_such_segment", err(Error::NoSuchSegment)),
         ("err_timeout", err(Error::Timeout)),
         ("err_illegal_parameter", err(Error::IllegalParameter("size 0".into()))),

@@ -186,7 +186,7 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
         }
         Request::RemoveInterrupt { intr } => ok(s.node.lock().remove_interrupt(sid, intr)),
         Request::InterruptFlows { intr } => match s.node.lock().interrupt_flows(sid, intr) {
-            Ok((gen, conns, fds)) => (Ok(Reply::InterruptFlows { gen, conns }), fds),
+            Ok((gen, conns, nodes, fds)) => (Ok(Reply::InterruptFlows { gen, conns, nodes }), fds),
             Err(e) => (Err(e), vec![]),
         },
         Request::ConnectInterrupt { node, intno, data, timeout_ms } => {
@@ -399,15 +399,23 @@ async fn seg_write(s: &Session, conn: u64, runs: Vec<(u64, Vec<u8>)>) -> Result<
 async fn dsm_flow(s: &Session, conn: u64) -> Result<(Reply, OwnedFd), Error> {
     let intr = {
         let reg = s.node.lock();
-        reg.intr_conns.get(&conn).filter(|c| c.session == s.sid).map(|c| (c.node, c.target, c.lost))
+        reg.intr_conns.get(&conn).filter(|c| c.session == s.sid).map(|c| (c.node, c.target, c.lost, c.data))
     };
-    if let Some((node, target, lost)) = intr {
+    if let Some((node, target, lost, data)) = intr {
         let (ConnKind::Remote { remote }, None) = (target, lost) else {
             return Err(Error::IllegalParameter("not a live interrupt connection of another host".into()));
         };
         let t = s.node.transports().to(node).cloned().ok_or(Error::NoSuchNode)?;
         let fd = t.pager_flow(node, RangeRef::interrupt(remote)).await?;
         s.node.stats.pager_flows_dialed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // A plain interrupt's flow dialed from the lower node of the two may carry the far
+        // owner's triggers back: our duplicate reads them while nobody here does
+        // (`inbound/back_flow.rs`).
+        if !data && s.me() < node {
+            if let Ok(dup) = fd.try_clone() {
+                crate::inbound::serve_back_flow(&s.node, node, conn, dup);
+            }
+        }
         return Ok((Reply::DsmFlow { remote, size: 0 }, fd));
     }
     let target = s.node.lock().dma_remote(s.sid, conn).map_err(|_| Error::NotConnected)?;

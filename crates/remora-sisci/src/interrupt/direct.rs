@@ -12,7 +12,8 @@
 //! waits for its answer, so that a payload that finds the queue full is said
 //! (`NoSpace`), never dropped silently. A route our daemon reports silent or lost fails the
 //! trigger at once, as the daemons' path does; a flow that broke leaves the triggers to
-//! that path.
+//! that path. A plain trigger goes back on another process's flow instead when the pair
+//! shares one connection ([`super::back`]).
 
 use crate::{Descriptor, Error, Result};
 use remora_proto::link::{
@@ -86,6 +87,17 @@ impl Flow {
             unsynced: false,
             looked: None,
         })
+    }
+
+    /// The owner's node's handle of the connection.
+    pub(super) fn remote(&self) -> u64 {
+        self.remote
+    }
+
+    /// Whether triggers may go: the interrupt is not known gone, and the flow did not break
+    /// (a trigger carried back on another flow follows the same path's verdicts).
+    pub(super) fn usable(&self) -> bool {
+        self.refused.is_none() && !self.broken
     }
 
     /// Trigger with `data` (a data interrupt's payload, waited for) or none (posted).

@@ -38,14 +38,18 @@ impl OwnFlows {
             return;
         };
         match asked {
-            Ok((Reply::InterruptFlows { gen, conns }, fds)) if fds.len() == conns.len() => {
+            Ok((Reply::InterruptFlows { gen, conns, nodes }, fds))
+                if fds.len() == conns.len() && nodes.len() == conns.len() =>
+            {
                 self.gen = gen;
                 self.flows = fds.into_iter().zip(conns).collect();
+                super::back::offer(core.handle, core.desc.node(), &self.flows, &nodes);
             }
             // The daemon reads them all, as before; asked again at the next change.
             _ => {
                 self.gen = now;
                 self.flows.clear();
+                super::back::offer(core.handle, core.desc.node(), &[], &[]);
             }
         }
     }

@@ -43,7 +43,7 @@ fn connect(
     // An interrupt of another host comes without its page: its triggers go over a flow
     // of this process's own when one can be had.
     let flow = if page.is_none() { direct::Flow::open(desc, handle) } else { None };
-    Ok(Core { flow: flow.map(Mutex::new), ..Core::new(desc, handle, intno, page) })
+    Ok(Core { flow: flow.map(Mutex::new), node, ..Core::new(desc, handle, intno, page) })
 }
 
 /// A connection to an interrupt of some node (`sci_remote_interrupt_t`).
@@ -53,6 +53,13 @@ pub struct RemoteInterrupt {
 }
 
 impl RemoteInterrupt {
+    /// How many plain triggers this process sent back on a flow that another host's
+    /// process dialed to one of its interrupts (both directions of a process pair on one
+    /// connection), for diagnostics and tests.
+    pub fn triggers_sent_back() -> u64 {
+        super::back::sent()
+    }
+
     /// The descriptor it was made through (`SCIClose` of it with this still open tears this down).
     pub fn descriptor(&self) -> &Descriptor {
         &self.inner.core.desc

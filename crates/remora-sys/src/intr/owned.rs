@@ -133,6 +133,24 @@ pub fn wait_sender_gone(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
     }
 }
 
+/// The bytes written to stream socket `fd` that the other end's host has not yet
+/// acknowledged (`SIOCOUTQ`): 0 once everything sent reached it.
+///
+/// # Errors
+/// The errno of `ioctl`.
+#[allow(unsafe_code)] // the unsafe layer: the block has a SAFETY comment
+pub fn unsent(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: `fd` is a live descriptor for the call, and `TIOCOUTQ` (`SIOCOUTQ`) writes one
+    // `int` through the pointer, which points at `n`.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCOUTQ, &mut n as *mut libc::c_int) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n.max(0) as usize)
+}
+
 /// Whether the other end of stream socket `fd` shut its sending side (or the socket broke).
 fn write_side_shut(fd: BorrowedFd<'_>) -> io::Result<bool> {
     use rustix::event::{poll, PollFd, PollFlags};

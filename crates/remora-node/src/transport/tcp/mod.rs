@@ -36,7 +36,7 @@ pub(in crate::transport) mod handshake;
 pub(in crate::transport) mod link;
 mod notices;
 pub(in crate::transport) mod pager;
-mod pager_shared;
+pub(crate) mod pager_shared;
 pub(in crate::transport) mod peer;
 pub(in crate::transport) mod pool;
 

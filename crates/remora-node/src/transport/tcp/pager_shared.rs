@@ -1,5 +1,6 @@
 //! Serving a pager flow that the owner of its target reads too ([`SharedFlow`]: a plain
-//! interrupt's trigger flow, whose owner reads it while it waits). Only plain triggers
+//! interrupt's trigger flow, whose owner reads it while it waits; also the backward
+//! direction of such a flow this node dialed, `inbound/back_flow.rs`). Only plain triggers
 //! travel on it, a whole frame of [`BULK_FRAME`] bytes each; this thread reads while the
 //! owner does not, whole frames only and under the shared lock, and triggers through
 //! [`PeerMemory::trigger`] as [`super::pager`] does. Nothing is ever written back: a
@@ -32,7 +33,7 @@ const STALE_LOOKS: u32 = 2;
 /// Serve `s`, bound to connection `handle` of `mem`, shared with its owner by `share`,
 /// until the flow ends or breaks; then shut it down both ways (the owner's duplicate
 /// sees the end too).
-pub(super) fn serve_shared(
+pub(crate) fn serve_shared(
     peer: u32,
     bytes_in: &AtomicU64,
     s: StdStream,
