@@ -137,7 +137,7 @@ impl Direct {
     /// Why nothing may go through the flow now: it failed earlier, or this process is a
     /// child made by fork after it was opened (the socket is its parent's too).
     fn unusable(&self) -> Option<std::io::Error> {
-        if self.pid != std::process::id() {
+        if self.pid != remora_sys::sched::own_pid() {
             Some(std::io::Error::new(
                 std::io::ErrorKind::NotConnected,
                 "the pager flow is the parent process's (this is a child made by fork)",
@@ -162,7 +162,7 @@ impl Direct {
             tag: 0,
             out: Vec::new(),
             broken: false,
-            pid: std::process::id(),
+            pid: remora_sys::sched::own_pid(),
             regions: Vec::new(),
         })
     }
@@ -186,7 +186,7 @@ impl Direct {
                 tag: 0,
                 out: Vec::new(),
                 broken: false,
-                pid: std::process::id(),
+                pid: remora_sys::sched::own_pid(),
                 regions: Vec::new(),
             },
             remotes,
