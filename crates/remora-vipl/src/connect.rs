@@ -3,8 +3,8 @@
 //! (`VipConnectPeerRequest` / `Done` / `Wait`) on top of it, and `VipDisconnect`.
 
 use crate::layout;
-use crate::link::{Link, PeerInfo};
-use crate::vi::{lock, ViInner, ViState};
+use crate::link::{direct, Link, PeerInfo};
+use crate::vi::{lock, ViInner, ViState, RELIABLE_RECEPTION};
 use crate::{Error, Nic, ProtectionTag, Result, Vi, ViAttributes};
 use remora_client::Session;
 use remora_proto::{Reply, Request, ViplAsk, ViplRequest};
@@ -89,9 +89,19 @@ impl ConnRequest {
         }
         v.clear_segment();
         let linked = Link::open(&v.nic, v.recv_cq.is_some(), self.peer.clone()).and_then(|link| {
-            let req = Request::Vipl(ViplRequest::Accept { conn: self.conn, info: v.peer_info().encode() });
+            let offer = offer(v, &link);
+            let mut info = v.peer_info();
+            info.direct = offer.as_ref().map(|o| (o.port(), o.token));
+            let req = Request::Vipl(ViplRequest::Accept { conn: self.conn, info: info.encode() });
             match self.session.request(req, &[]) {
-                Ok(_) => Ok(link),
+                Ok(_) => {
+                    // The requester dials the offer once it has the answer; without it in
+                    // time, every message takes the channel.
+                    if let Some(o) = offer {
+                        o.accept(|d| link.attach(d));
+                    }
+                    Ok(link)
+                }
                 Err(e) => {
                     link.close();
                     Err(e.into())
@@ -108,6 +118,31 @@ impl ConnRequest {
     pub fn reject(self) -> Result<()> {
         self.session.request(Request::Vipl(ViplRequest::Reject { conn: self.conn }), &[])?;
         Ok(())
+    }
+}
+
+/// The accepting side's offer of the pair's own stream ([`direct`]): only across hosts,
+/// and only where completions are not rung on a bell nor waited for landed (a completion
+/// queue's receives, reliable reception), which take the channel always.
+fn offer(v: &ViInner, link: &Link) -> Option<direct::Offer> {
+    if !link.is_far()
+        || v.recv_cq.is_some()
+        || link.peer.bell_always
+        || v.attrs().reliability == RELIABLE_RECEPTION
+    {
+        return None;
+    }
+    let host = direct::host_of(v.nic.inner.sisci.config(), v.nic.node())?;
+    direct::Offer::open(&host)
+}
+
+/// The requesting side: dial the stream the acceptor offered (see [`offer`]); without it,
+/// every message takes the channel.
+fn take_offer(v: &ViInner, link: &Link, peer: &PeerInfo) {
+    let Some((port, token)) = peer.direct.filter(|_| link.is_far()) else { return };
+    let Some(host) = direct::host_of(v.nic.inner.sisci.config(), peer.node) else { return };
+    if let Some(d) = direct::dial(&host, port, token) {
+        link.attach(d);
     }
 }
 
@@ -148,6 +183,7 @@ fn link_of(v: &Arc<ViInner>, reply: Reply) -> Result<(Link, PeerInfo)> {
                 return Err(Error::InvalidReliabilityLevel);
             }
             let link = Link::open(&v.nic, v.recv_cq.is_some(), peer.clone())?;
+            take_offer(v, &link, &peer);
             Ok((link, peer))
         }
         other => Err(Error::Resource(format!("unexpected answer {other:?}"))),

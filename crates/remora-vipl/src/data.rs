@@ -12,6 +12,7 @@ use crate::few::Few;
 use crate::layout::{
     self, control, status, DataSegment, Descriptor, CONTROL, DESCRIPTOR_ALIGNMENT, ENTRIES, SEGMENT,
 };
+use crate::link::direct::{Pump, WAIT_SLICE};
 use crate::link::Link;
 use crate::posted::Posted;
 use crate::vi::{lock, SendQ, ViState, RELIABLE_DELIVERY, UNRELIABLE};
@@ -467,7 +468,9 @@ impl Vi {
         let (spin, yielding) =
             if vi.peer_here.load(Ordering::Relaxed) { (SPIN, false) } else { (Duration::ZERO, true) };
         let spin = spin.min(timeout.unwrap_or(spin));
-        loop {
+        // Across hosts the loop below looks first (and before its first sleep only as much
+        // as it must).
+        while vi.peer_here.load(Ordering::Relaxed) || vi.link().is_none() {
             if let Ok(d) = self.recv_done() {
                 return Ok(d);
             }
@@ -487,9 +490,20 @@ impl Vi {
                 // move and this host's node wakes after each (no flag, no bell: a store in
                 // flight cannot be missed). Slices of 10 ms notice a disconnect, which
                 // rings the bell instead.
-                let seen = vi.map.load(layout::DONE) as u32;
-                if let Ok(d) = self.recv_done() {
-                    return Ok(d);
+                let word = vi.map.load(layout::DONE);
+                let seen = word as u32;
+                let k = vi.recv_next.load(Ordering::Acquire);
+                let landed = layout::count_in(vi.conn(), word, k) > k;
+                let direct = link.as_ref().and_then(|l| l.direct());
+                // Waiting on the pair's own stream with nothing in sight: the wait below
+                // reads what came meanwhile (no read of an empty socket first).
+                let on_stream = direct.filter(|d| !landed && !d.has(k) && d.wait_here(k, false));
+                if on_stream.is_none() || vi.recv_ready.load(Ordering::Acquire) > 0 {
+                    if let Ok(d) = self.recv_done() {
+                        return Ok(d);
+                    }
+                } else {
+                    vi.describe_pending();
                 }
                 let left = match timeout {
                     Some(t) => t.checked_sub(start.elapsed()).unwrap_or_default(),
@@ -499,7 +513,23 @@ impl Vi {
                     return self.recv_done().map_err(|_| Error::Timeout);
                 }
                 vi.check_peer(&vi.nic);
-                vi.map.wait_word(layout::DONE, seen, left.min(FAR_SLICE));
+                // A short message comes on the pair's own stream: sleep in a read of its
+                // socket (woken by the sender's bytes themselves, which it takes in at
+                // once), else on the done count.
+                match direct.filter(|d| d.wait_here(k, landed)) {
+                    Some(d) if left >= WAIT_SLICE => d.pump(&vi.map, k, Pump::Wait),
+                    Some(d) => {
+                        d.wait(left);
+                        d.pump(&vi.map, k, Pump::Now);
+                    }
+                    None => {
+                        vi.map.wait_word(layout::DONE, seen, left.min(FAR_SLICE));
+                        // A slice that nothing ended: the stream is looked at all the same.
+                        if let Some(d) = direct.filter(|_| vi.map.load(layout::DONE) as u32 == seen) {
+                            d.pump(&vi.map, k, Pump::Now);
+                        }
+                    }
+                }
                 continue;
             }
             let flagged = link.as_ref().filter(|l| !l.peer.bell_always && vi.recv_cq.is_none());

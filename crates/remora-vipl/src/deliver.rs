@@ -14,6 +14,7 @@
 use crate::cache::Taken;
 use crate::data::Outcome;
 use crate::layout::{self, status, Chunk, Completion, ENTRIES, ENTRY, INLINE, INLINE_AT, MAX_CHUNKS, SEQ};
+use crate::link::direct::is_short;
 use crate::link::{Link, Miss};
 use crate::posted::Posted;
 use crate::vi::{lock, RecvQ, SendQ, ViInner, ViState, RELIABLE_RECEPTION, UNRELIABLE};
@@ -150,8 +151,11 @@ impl ViInner {
         let conn = self.conn();
         if self.peer_here.load(Ordering::Relaxed) {
             self.map.load(layout::completion_at(k) + SEQ) == layout::tagged(conn, k + 1)
+        } else if layout::count_in(conn, self.map.load(layout::DONE), k) > k {
+            true
         } else {
-            layout::count_in(conn, self.map.load(layout::DONE), k) > k
+            // The pair's own stream: what it holds is taken in (into this VI's ring).
+            self.link().is_some_and(|l| l.direct().is_some_and(|d| d.holds(&self.map, k)))
         }
     }
 
@@ -176,10 +180,16 @@ impl ViInner {
         pop &= q.done.is_empty() && self.recv_cq.is_none();
         let mut broke = None;
         let mut done = None;
+        let far_link = if here { None } else { q.link.as_ref().map(|(l, _)| l.clone()) };
+        let direct = far_link.as_deref().and_then(Link::direct);
+        // The pair's stream is read at most once per call, for the first completion.
+        let start = q.consumed;
         while !q.posted.is_empty() {
             let k = q.consumed;
+            // Not covered by the done count: it may have come on the pair's own stream.
             if !here
                 && *done.get_or_insert_with(|| layout::count_in(conn, self.map.load(layout::DONE), k)) <= k
+                && !direct.is_some_and(|d| if k == start { d.holds(&self.map, k) } else { d.has(k) })
             {
                 break;
             }
@@ -193,6 +203,9 @@ impl ViInner {
             // place, and a short payload goes from the entry straight into the buffers.
             let (c, inline) = Completion::from_words([self.map.load(at), self.map.load(at + 8)]);
             let Some(p) = q.posted.front() else { break };
+            if let Some(d) = direct {
+                d.took(is_short(c.status, inline.is_some()));
+            }
             let mut st = c.status;
             // Memory deregistered while the receive was posted fails it, whatever the
             // peer wrote (its pages went private at the deregistration: nothing landed).
@@ -421,7 +434,16 @@ impl ViInner {
             let mut whole = [0u8; SEQ + 8];
             whole[..SEQ].copy_from_slice(&line);
             whole[SEQ..].copy_from_slice(&next);
+            let short = is_short(done.status, carried);
             let sent = link.far(|c| {
+                // A short message after a short one goes on the pair's own stream, read by
+                // the receiving process itself; the channel's queued stores stay queued.
+                if let Some(d) = link.direct().filter(|_| !wait) {
+                    if d.send(k, &whole, short).map_err(|e| Error::Resource(e.to_string()))? {
+                        link.sent_direct();
+                        return Ok(());
+                    }
+                }
                 c.push_vi(at, &whole)?;
                 c.push_vi(layout::DONE, &next)?;
                 // Read under the channel's lock: a posted count queued before it leaves now.

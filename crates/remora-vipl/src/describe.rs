@@ -67,7 +67,10 @@ impl ViInner {
         }
         link.store(layout::PEER_POSTED, link.tag(q.pushed));
         if far {
-            let landed = layout::count_in(self.conn(), self.map.load(layout::DONE), q.consumed);
+            // Completions taken here landed too (those of the pair's own stream leave the
+            // done count behind).
+            let landed =
+                layout::count_in(self.conn(), self.map.load(layout::DONE), q.consumed).max(q.consumed);
             if self.nic.watcher_runs() && link.posted_later(q.pushed, landed) {
                 return !link.has_failed();
             }

@@ -23,10 +23,13 @@ use remora_sisci::{DmaFlags, MapFlags, RemoteInterrupt, RemoteSegment, UserRegio
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, TryLockError};
+use std::sync::{Mutex, OnceLock, TryLockError};
 use std::time::Duration;
 
+pub(crate) mod direct;
 mod pieces;
+
+pub(crate) use direct::Direct;
 
 /// What a VI tells its peer about itself when they connect.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +49,9 @@ pub(crate) struct PeerInfo {
     /// segment carries it ([`layout::tagged`]), so the peer's next connection does not hear
     /// a store of this one that lands late.
     pub(crate) conn: u32,
+    /// The accepting side's offer of a stream of the pair's own (across hosts): its port on
+    /// the host's address and the token the dialer sends ([`direct`]).
+    pub(crate) direct: Option<(u16, u128)>,
 }
 
 impl PeerInfo {
@@ -137,6 +143,8 @@ pub(crate) struct Link {
     /// Slots of a peer on another host read before, by handle, with the peer's count of
     /// table changes at the time ([`layout::PEER_TABLE`]): used again while it holds.
     slots: Mutex<HashMap<u32, (u64, layout::FixedSlot)>>,
+    /// The pair's own stream for short messages across hosts, once made ([`direct`]).
+    direct: OnceLock<Direct>,
 }
 
 const CONNECT_WAIT: Duration = Duration::from_secs(10);
@@ -187,6 +195,7 @@ impl Link {
             sends: AtomicU64::new(0),
             sends_seen: AtomicU64::new(0),
             slots: Mutex::new(HashMap::new()),
+            direct: OnceLock::new(),
         };
         if rung_always {
             // Our receives report to a CQ: the peer rings on every completion.
@@ -202,6 +211,17 @@ impl Link {
     #[inline]
     pub(crate) fn is_far(&self) -> bool {
         self.far.is_some()
+    }
+
+    /// The pair's own stream, when it was made.
+    #[inline]
+    pub(crate) fn direct(&self) -> Option<&Direct> {
+        self.direct.get()
+    }
+
+    /// Use `d` as the pair's own stream (made at connect, before either side uses it).
+    pub(crate) fn attach(&self, d: Direct) {
+        let _ = self.direct.set(d);
     }
 
     /// Run `f` on the channel to a peer on another host (`None` for a peer on this host).
@@ -279,6 +299,13 @@ impl Link {
         self.posted_sent.fetch_max(posted, Ordering::AcqRel);
     }
 
+    /// A send of this VI left on the pair's own stream: counted as a send (the VI answers
+    /// its peer), though a posted count queued on the channel stays there
+    /// ([`Link::posted_later`] sends it when enough wait, the NIC's watcher otherwise).
+    pub(crate) fn sent_direct(&self) {
+        self.sends.fetch_add(1, Ordering::AcqRel);
+    }
+
     /// Send the stores queued so far, among them the count `posted` of receives posted
     /// here. `false` when they could not be.
     pub(crate) fn push_posted(&self, posted: u64) -> bool {
@@ -332,6 +359,11 @@ impl Link {
 
     /// Tell the peer this side disconnected.
     pub(crate) fn say_gone(&self) {
+        // The stream's end goes after its last frame, before the word: the peer reads the
+        // stream to its end before it flushes its receives.
+        if let Some(d) = self.direct() {
+            d.end();
+        }
         self.store(layout::PEER_STATE, self.tag(1));
         self.settle();
         self.ring();
@@ -339,12 +371,18 @@ impl Link {
 
     /// Tell the peer the connection broke on this side.
     pub(crate) fn say_error(&self, code: ErrorCode) {
+        if let Some(d) = self.direct() {
+            d.end();
+        }
         self.store(layout::PEER_STATE, self.tag(2 | ((code as u64) << 8)));
         self.settle();
         self.ring();
     }
 
     pub(crate) fn close(&self) {
+        if let Some(d) = self.direct() {
+            d.close();
+        }
         for (_, (s, m)) in self.pieces.lock().unwrap_or_else(|p| p.into_inner()).drain() {
             if let Some(m) = m {
                 let _ = m.map.unmap();
@@ -388,6 +426,11 @@ impl Link {
                         .map_err(Error::from)
                 })
             } else if let Some(r) = self.far(|c| {
+                // Bytes on the channel: the next completion follows them there, not on the
+                // pair's stream (an RDMA write lands before a later send's completion).
+                if let Some(d) = self.direct() {
+                    d.after_channel_bytes();
+                }
                 let t = c.target(id, seg)?;
                 let mut g = c.guard();
                 if len >= DIRECT_PAYLOAD {

@@ -4,6 +4,7 @@
 
 use crate::cache::DescCache;
 use crate::layout::{self, Chunk};
+use crate::link::direct::Pump;
 use crate::link::{Link, PeerInfo};
 use crate::memory::ProtectionTag;
 use crate::posted::PostedQ;
@@ -361,7 +362,15 @@ impl ViInner {
             }
         }
         // The Error state completes every posted receive flushed, so no wait goes on; what
-        // the peer completed before it went is taken in first.
+        // the peer completed before it went is taken in first (a peer that said it is gone
+        // ended its own stream after its last frame: read to that end).
+        if self.peer_said() != 0 {
+            if let Some(l) = self.link() {
+                if let Some(d) = l.direct() {
+                    d.pump(&self.map, self.recv_next.load(Ordering::Acquire), Pump::ToEnd);
+                }
+            }
+        }
         let _ = self.take_completions();
         self.flush_receives();
         if tell_peer {
@@ -396,6 +405,7 @@ impl ViInner {
             ptag: a.ptag.0,
             bell_always: self.recv_cq.is_some(),
             conn: self.conn.load(Ordering::Acquire),
+            direct: None,
         }
     }
 

@@ -1,0 +1,358 @@
+//! A VI pair's own stream across hosts, for short messages: the completion entry of a send
+//! whose payload rides inside it goes straight from the sending process to the receiving
+//! one, which reads it from the socket itself (one wake-up, as raw TCP's reader has)
+//! instead of through its node's thread that serves the channel and then a `futex`.
+//!
+//! The stream is made at connect: the accepting side listens on its host's address (the
+//! cluster file's) with a one-time 128-bit token that travels in its VI description through
+//! the nodes, the requesting side dials it and sends the token, and the acceptor answers
+//! one byte once it holds the stream. Either side that cannot finish that within
+//! [`HANDSHAKE_WAIT`] goes on without it (every message then takes the channel).
+//!
+//! Frames are [`FRAME`] bytes: the message's sequence number, then its completion line as
+//! the channel would have stored it (entry and sequence word). A *mark* (the number's top
+//! bit) says that message goes by the channel. A message rides the stream only when it is
+//! short and the one before it was too: a receiver that took a short message last waits on
+//! the stream, one that took a long one on its done count, and a message after a short one
+//! that takes the channel (a long one, or a short one behind an RDMA write's bytes, which
+//! must land first) is announced on the stream by a mark, so a waiter always sleeps where
+//! its next message will wake it. At most [`ENTRIES`] messages are in flight, so the stream
+//! never holds more than a few KiB and a send never waits for the receiver to read.
+
+use crate::layout::{self, status, COMPLETION, ENTRIES};
+use crate::window::Window;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long either side waits for the other to finish making the stream.
+pub(crate) const HANDSHAKE_WAIT: Duration = Duration::from_secs(3);
+/// How long a waiter's read of the stream blocks before it looks at the VI again.
+pub(crate) const WAIT_SLICE: Duration = Duration::from_millis(10);
+/// How long a write may wait for room (never, in practice: see the module doc) before the
+/// stream counts as failed.
+const WRITE_WAIT: Duration = Duration::from_secs(10);
+/// A frame: the sequence number, then the completion line.
+pub(crate) const FRAME: usize = 8 + COMPLETION;
+/// The top bit of a frame's number: a mark (the message goes by the channel).
+const MARK: u64 = 1 << 63;
+/// Frames read in one look.
+const BATCH: usize = 32;
+
+/// Whether a completion rides the stream: a send's (not an RDMA write's immediate data,
+/// whose bytes go by the channel) with its payload inline. The sender and the receiver
+/// judge the same entry by the same rule.
+#[inline]
+pub(crate) fn is_short(st: u32, inline: bool) -> bool {
+    inline && st & 0x70000 == status::OP_RECEIVE
+}
+
+/// The cluster file's host of `node`, as the configuration of `cfg` finds it.
+pub(crate) fn host_of(cfg: &remora_client::Config, node: u32) -> Option<String> {
+    let cluster = match &cfg.cluster {
+        Some(p) => remora_config::cluster::Cluster::load(p).ok()?,
+        None => {
+            remora_config::cluster::Cluster::load(std::path::Path::new("/etc/remora/cluster.toml")).ok()?
+        }
+    };
+    cluster.addr(node).map(|a| a.host.clone())
+}
+
+fn token() -> Option<u128> {
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).ok()?;
+    Some(u128::from_le_bytes(b))
+}
+
+/// The accepting side's offer: a listener on its host's address and the token it awaits.
+#[derive(Debug)]
+pub(crate) struct Offer {
+    listener: TcpListener,
+    pub(crate) token: u128,
+}
+
+impl Offer {
+    /// Listen on `host` (any port); `None` when that cannot be done.
+    pub(crate) fn open(host: &str) -> Option<Offer> {
+        let addr = (host, 0).to_socket_addrs().ok()?.next()?;
+        let listener = TcpListener::bind(addr).ok()?;
+        Some(Offer { listener, token: token()? })
+    }
+
+    /// The port the requester dials.
+    pub(crate) fn port(&self) -> u16 {
+        self.listener.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    /// Wait up to [`HANDSHAKE_WAIT`] for the requester's dial with the token; `ready` is
+    /// called with the stream before the answer goes (so the stream is in place before the
+    /// requester may use it).
+    pub(crate) fn accept(self, ready: impl FnOnce(Direct)) -> bool {
+        let deadline = Instant::now() + HANDSHAKE_WAIT;
+        if self.listener.set_nonblocking(true).is_err() {
+            return false;
+        }
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            match self.listener.accept() {
+                Ok((mut s, _)) => {
+                    let mut got = [0u8; 16];
+                    let ok = s.set_nonblocking(false).is_ok()
+                        && s.set_read_timeout(Some(left)).is_ok()
+                        && s.read_exact(&mut got).is_ok()
+                        && u128::from_le_bytes(got) == self.token;
+                    if !ok {
+                        continue;
+                    }
+                    let Some(d) = Direct::new(s) else { return false };
+                    let answer = d.s.try_clone();
+                    ready(d);
+                    return answer.and_then(|mut a| a.write_all(&[1])).is_ok();
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    let _ = remora_sys::poller::wait_readable(&[self.listener.as_fd()], Some(left));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+/// The requesting side: dial `host:port`, send `token`, and wait for the acceptor's byte.
+pub(crate) fn dial(host: &str, port: u16, token: u128) -> Option<Direct> {
+    let addr = (host, port).to_socket_addrs().ok()?.next()?;
+    let mut s = TcpStream::connect_timeout(&addr, HANDSHAKE_WAIT).ok()?;
+    s.set_read_timeout(Some(HANDSHAKE_WAIT)).ok()?;
+    s.write_all(&token.to_le_bytes()).ok()?;
+    let mut b = [0u8; 1];
+    s.read_exact(&mut b).ok()?;
+    (b[0] == 1).then_some(())?;
+    Direct::new(s)
+}
+
+/// What the receiving side has read but not yet looked at (part of a frame).
+#[derive(Debug)]
+struct Rx {
+    buf: Vec<u8>,
+    have: usize,
+}
+
+/// The stream of a connected VI pair (see the module doc).
+#[derive(Debug)]
+pub(crate) struct Direct {
+    s: TcpStream,
+    /// The sending side: the last message this side sent was short.
+    prev_short: AtomicBool,
+    /// The sending side: bytes went by the channel since the last message (an RDMA
+    /// write's), so the next completion must follow them there.
+    after_bytes: AtomicBool,
+    /// The receiving side: per ring slot, the number (plus one) of the message whose entry
+    /// came on the stream, or with [`MARK`] of the one announced to come by the channel.
+    seen: Vec<AtomicU64>,
+    rx: Mutex<Rx>,
+    /// The last message taken here was short: the next comes on the stream (or a mark).
+    last_short: AtomicBool,
+    /// The stream ended or broke (nothing more comes on it).
+    ended: AtomicBool,
+}
+
+impl Direct {
+    fn new(s: TcpStream) -> Option<Direct> {
+        s.set_nodelay(true).ok()?;
+        s.set_read_timeout(Some(WAIT_SLICE)).ok()?;
+        s.set_write_timeout(Some(WRITE_WAIT)).ok()?;
+        Some(Direct {
+            s,
+            prev_short: AtomicBool::new(false),
+            after_bytes: AtomicBool::new(false),
+            seen: (0..ENTRIES).map(|_| AtomicU64::new(0)).collect(),
+            rx: Mutex::new(Rx { buf: vec![0u8; FRAME * BATCH], have: 0 }),
+            last_short: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+        })
+    }
+
+    /// The sender's choice for message `k` of completion `line` (`short`: [`is_short`] of
+    /// it): `true` when it went here (the caller sends nothing of it by the channel);
+    /// `false` when it must take the channel (after a mark here when the receiver waits on
+    /// this stream: the message before was short). A short message takes the channel too
+    /// when bytes went there since the last message (an RDMA write's, which land first).
+    /// An error is a broken stream: the connection is lost.
+    pub(crate) fn send(&self, k: u64, line: &[u8; COMPLETION], short: bool) -> std::io::Result<bool> {
+        let after_bytes = self.after_bytes.swap(false, Ordering::AcqRel);
+        // The receiver judges the same entries by the same rule: it waits here for `k`
+        // exactly when the message before was short.
+        if !self.prev_short.swap(short, Ordering::AcqRel) {
+            return Ok(false);
+        }
+        let mut f = [0u8; FRAME];
+        let here = short && !after_bytes;
+        if here {
+            f[..8].copy_from_slice(&k.to_le_bytes());
+            f[8..].copy_from_slice(line);
+        } else {
+            f[..8].copy_from_slice(&(k | MARK).to_le_bytes());
+        }
+        (&self.s).write_all(&f)?;
+        Ok(here)
+    }
+
+    /// Bytes went by the channel (an RDMA write's): the next completion goes there too.
+    pub(crate) fn after_channel_bytes(&self) {
+        self.after_bytes.store(true, Ordering::Release);
+    }
+
+    /// Say the end of the stream after what was sent (before this side says it is gone).
+    pub(crate) fn end(&self) {
+        remora_sys::flow::shutdown(self.s.as_fd(), true);
+    }
+
+    /// Shut the stream both ways.
+    pub(crate) fn close(&self) {
+        remora_sys::flow::shutdown(self.s.as_fd(), false);
+    }
+
+    /// Whether message `k`'s entry came on the stream (and lies in the ring).
+    #[inline]
+    pub(crate) fn has(&self, k: u64) -> bool {
+        self.seen[k as usize % ENTRIES].load(Ordering::Acquire) == k + 1
+    }
+
+    /// Whether message `k`'s entry is in the ring, the stream read first when `k` comes
+    /// on it and is not there yet (a stream of long messages never reads the socket).
+    pub(crate) fn holds(&self, own: &Window, k: u64) -> bool {
+        if !self.has(k) && self.wait_here(k, false) {
+            self.pump(own, k, Pump::Now);
+        }
+        self.has(k)
+    }
+
+    /// Whether message `k` was announced to come by the channel.
+    #[inline]
+    fn marked(&self, k: u64) -> bool {
+        self.seen[k as usize % ENTRIES].load(Ordering::Acquire) == (k + 1) | MARK
+    }
+
+    /// Note that the message just taken was `short` (or not).
+    #[inline]
+    pub(crate) fn took(&self, short: bool) {
+        self.last_short.store(short, Ordering::Relaxed);
+    }
+
+    /// Whether message `k` comes on this stream (its entry, or a mark): a waiter for it
+    /// sleeps on the stream (else on the done count), and only then is the stream read.
+    /// `landed`: the done count covers `k`.
+    pub(crate) fn wait_here(&self, k: u64, landed: bool) -> bool {
+        if self.ended.load(Ordering::Acquire) {
+            return false;
+        }
+        // The count covers it but the entry is not here: it is on its way on the stream.
+        landed || (!self.marked(k) && self.last_short.load(Ordering::Relaxed))
+    }
+
+    /// Sleep until the stream has bytes (or ends), at most `t`.
+    pub(crate) fn wait(&self, t: Duration) {
+        let _ = remora_sys::poller::wait_readable(&[self.s.as_fd()], Some(t));
+    }
+
+    /// Take in what the stream holds now (see [`Pump`]): each entry into its ring slot of
+    /// `own` (this VI's segment), each mark noted. `next` is the next message the receiver
+    /// takes: a number far past the ring's window ends the stream (a broken peer).
+    pub(crate) fn pump(&self, own: &Window, next: u64, how: Pump) {
+        if self.ended.load(Ordering::Acquire) {
+            return;
+        }
+        let mut rx = match how {
+            Pump::Now => match self.rx.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                // Another thread reads it: what comes is taken in there.
+                Err(std::sync::TryLockError::WouldBlock) => return,
+            },
+            _ => self.rx.lock().unwrap_or_else(|p| p.into_inner()),
+        };
+        let deadline = Instant::now() + HANDSHAKE_WAIT;
+        // A waiter blocks in its first read (for at most the socket's [`WAIT_SLICE`]).
+        let mut block = matches!(how, Pump::Wait);
+        loop {
+            let have = rx.have;
+            let room = rx.buf.len() - have;
+            match remora_sys::flow::recv(self.s.as_fd(), &mut rx.buf[have..], block) {
+                Ok(0) => {
+                    self.ended.store(true, Ordering::Release);
+                    return;
+                }
+                Ok(n) => {
+                    rx.have += n;
+                    if !self.take_frames(&mut rx, own, next) {
+                        self.ended.store(true, Ordering::Release);
+                        return;
+                    }
+                    // A read that did not fill the room found the socket drained: no
+                    // second read to learn so (one system call less per message).
+                    if n < room && !matches!(how, Pump::ToEnd) {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if !matches!(how, Pump::ToEnd) || left.is_zero() {
+                        return;
+                    }
+                    let _ = remora_sys::poller::wait_readable(&[self.s.as_fd()], Some(left));
+                }
+                Err(_) => {
+                    self.ended.store(true, Ordering::Release);
+                    return;
+                }
+            }
+            block = false;
+        }
+    }
+
+    /// The whole frames `rx` holds, taken in; `false` for a frame no receiver can be
+    /// waiting for, or an entry that could not be stored.
+    fn take_frames(&self, rx: &mut Rx, own: &Window, next: u64) -> bool {
+        let whole = rx.have / FRAME * FRAME;
+        for f in rx.buf[..whole].chunks_exact(FRAME) {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&f[..8]);
+            let raw = u64::from_le_bytes(w);
+            let k = raw & !MARK;
+            if k >= next + 2 * ENTRIES as u64 {
+                return false;
+            }
+            if k < next {
+                // A mark of a message the channel brought and was taken already.
+                continue;
+            }
+            if raw & MARK == 0 && own.write(layout::completion_at(k), &f[8..]).is_err() {
+                return false;
+            }
+            self.seen[k as usize % ENTRIES].store((k + 1) | (raw & MARK), Ordering::Release);
+        }
+        let have = rx.have;
+        rx.buf.copy_within(whole..have, 0);
+        rx.have -= whole;
+        true
+    }
+}
+
+/// How [`Direct::pump`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pump {
+    /// What is there now, without waiting (nothing when another thread reads).
+    Now,
+    /// Wait for the first bytes, at most [`WAIT_SLICE`] (a waiter's sleep).
+    Wait,
+    /// Until the stream ends, at most [`HANDSHAKE_WAIT`] (a peer that said it is gone
+    /// ended it after its last frame).
+    ToEnd,
+}
