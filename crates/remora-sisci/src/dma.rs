@@ -87,8 +87,11 @@ struct QInner {
     asked: u32,
     /// Small transfers to another host, made over the process's own flow.
     direct: Mutex<direct::Direct>,
-    /// Transfers between memories of this host, made by the posting thread.
-    here: Mutex<here::Here>,
+    /// Transfers between memories of this host, made by the posting thread (behind the
+    /// data paths' lock: biased to the thread that posts again and again).
+    here: remora_sys::lock::Lock<here::Here>,
+    /// Raised by an abort of a job the posting thread makes here without the lock.
+    stop_here: AtomicBool,
 }
 
 impl std::fmt::Debug for QInner {
@@ -183,7 +186,8 @@ impl DmaQueue {
                 listener: Mutex::new(None),
                 asked,
                 direct: Mutex::default(),
-                here: Mutex::default(),
+                here: Default::default(),
+                stop_here: AtomicBool::new(false),
             }),
         })
     }
@@ -294,10 +298,10 @@ impl DmaQueue {
         if callback.is_some() {
             self.listen()?;
         }
-        // One small transfer to another host (or a vector of pieces that follow each other
-        // on both sides, which the engine would make as one), or one of the program's
-        // memory waited for: over the process's own flow, DONE when the home has the bytes
-        // (a failed flow leaves it to the engine).
+        // One transfer to another host waited for, or a small one (or a vector of pieces
+        // that follow each other on both sides, which the engine would make as one): over
+        // the process's own flow, DONE when the home has the bytes (a failed flow, or a
+        // large transfer whose flow is in use, leaves it to the engine: `dma/direct.rs`).
         // The queue is POSTED meanwhile (another post, a reset or a removal is refused), but
         // its lock is let go: a transfer of any size must not hold up `SCIDMAQueueState`
         // or the event thread.
@@ -390,6 +394,10 @@ impl DmaQueue {
         if self.made_here(&mut st, local, remote, &descs, flags.wait, callback.is_some()) {
             return Ok(());
         }
+        st = match self.made_here_long(st, local, remote, &descs, flags.wait, callback.is_some()) {
+            Ok(end) => return self.outcome(end),
+            Err(st) => st,
+        };
         // A vector longer than the queue holds goes in turns, each waited for; the last
         // turn ends as the caller asked (waited for, or with its callback).
         let cap = self.capacity() as usize;

@@ -87,8 +87,24 @@ impl Deps {
         self.0.fetch_add(1, Ordering::AcqRel);
         DepToken(self.clone())
     }
+    /// A token borrowed for a while on this thread (no reference count taken: the parent
+    /// outlives the borrow): what a transfer made by the calling thread holds.
+    pub(crate) fn hold(&self) -> DepHold<'_> {
+        self.0.fetch_add(1, Ordering::AcqRel);
+        DepHold(self)
+    }
     pub(crate) fn busy(&self) -> bool {
         self.0.load(Ordering::Acquire) > 0
+    }
+}
+
+/// [`Deps::hold`]'s token; its drop releases the parent.
+#[derive(Debug)]
+pub(crate) struct DepHold<'a>(&'a Deps);
+
+impl Drop for DepHold<'_> {
+    fn drop(&mut self) {
+        self.0 .0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -59,8 +59,10 @@ impl super::DmaQueue {
         let mut st = self.lock()?;
         self.settle(&mut st);
         match st.phase {
-            // A job over the process's flow is not stopped part-way: it ends soon.
+            // A job over the process's flow is not stopped part-way: it ends soon. One
+            // copied here stops at its next 4 MiB boundary.
             Some(DmaState::Posted) if st.on_flow => {
+                self.inner.stop_here.store(true, std::sync::atomic::Ordering::SeqCst);
                 drop(st);
                 return self.flow_ends(Some(Duration::from_secs(30))).map(|_| ());
             }
