@@ -154,3 +154,47 @@ fn a_stalled_transfer_over_the_flow_leaves_the_queue_answering() {
     hm.read(0, &mut got).unwrap();
     assert!(got.iter().all(|&x| x == 0x5a), "every byte home");
 }
+
+/// A large transfer waited for goes over the process's own flow too, both ways, so it
+/// needs no daemon of this host: with this host's daemon stopped, 1 MiB moves each way and
+/// the queue ends DONE (the engine, in that daemon, would make it only once it went on).
+#[test]
+fn a_waited_large_transfer_needs_no_daemon_of_this_host() {
+    use common::Sci;
+    const LEN: usize = 1 << 20;
+    let h = common::Harness::with_cluster(&[4, 8], true);
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let home = LocalSegment::create(&a, Some(24), 2 * LEN, CreateFlags::default()).unwrap();
+    home.prepare(0).unwrap();
+    home.set_available(0).unwrap();
+    let hm = home.map(0, 2 * LEN, None, MapFlags::default()).unwrap();
+    let remote = common::retried(|| RemoteSegment::connect(&b, 4, 24, 0, LONG));
+    let src = LocalSegment::create(&b, Some(25), LEN, CreateFlags::default()).unwrap();
+    src.prepare(0).unwrap();
+    let sm = src.map(0, LEN, None, MapFlags::default()).unwrap();
+    let q = DmaQueue::create(&b, 0, 4).unwrap();
+    // The first transfer asks this host's daemon for the flow.
+    q.start(&src, &remote, 0, LEN, 0, WAIT, None).unwrap();
+
+    let data: Vec<u8> = (0..LEN).map(|k| (k % 253) as u8).collect();
+    sm.write(0, &data).unwrap();
+    hm.write(0, &vec![0xc3; LEN]).unwrap();
+    let stopped = common::Stopped::new(common::daemon_pid(&h, 8));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (q2, src2, remote2) = (q.clone(), src.clone(), remote.clone());
+    let mover = std::thread::spawn(move || {
+        let w = q2.start(&src2, &remote2, 0, LEN, LEN, WAIT, None);
+        let r = w.and_then(|()| q2.start(&src2, &remote2, 0, LEN, 0, READ, None));
+        let _ = tx.send(r.map(|()| q2.state()));
+    });
+    let got = rx.recv_timeout(Duration::from_secs(20));
+    drop(stopped);
+    mover.join().unwrap();
+    assert_eq!(got, Ok(Ok(DmaState::Done)), "both transfers ended while this host's daemon was stopped");
+    let mut back = vec![0u8; LEN];
+    hm.read(LEN, &mut back).unwrap();
+    assert!(back == data, "the write's bytes are home");
+    sm.read(0, &mut back).unwrap();
+    assert!(back.iter().all(|&x| x == 0xc3), "the read brought the home's bytes");
+}

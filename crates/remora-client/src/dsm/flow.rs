@@ -2,8 +2,10 @@
 //! this node's daemon and handed over, shared by every map of one memory.
 
 mod asked;
+mod held;
 
 pub(super) use asked::Soon;
+pub use held::{FlowStop, HeldFlow};
 
 use super::rma::{Sink, Source};
 use super::*;
@@ -279,6 +281,14 @@ impl Direct {
         })
     }
 
+    /// The header of the next answer to a transfer's frame, waited for as a DMA wait does:
+    /// spinning `REMORA_SPIN_US` first (its core kept awake), then asleep.
+    fn answer_header(&mut self, raw: &mut [u8; BULK_FRAME]) -> std::io::Result<()> {
+        let spin = remora_config::Config::get().spin;
+        let got = remora_sys::flow::recv_spinning(std::os::fd::AsFd::as_fd(&self.s), raw, spin)?;
+        std::io::Read::read_exact(&mut self.s, &mut raw[got..])
+    }
+
     /// The next answer, which must be `op` for the last frame sent.
     pub(super) fn answer(&mut self, op: BulkOp, refusal_ok: bool) -> std::io::Result<BulkHeader> {
         use std::io::Read;
@@ -341,7 +351,7 @@ impl Direct {
             let mut refused = false;
             let mut take = |d: &mut Direct, next: &mut u64| -> std::io::Result<()> {
                 let mut raw = [0u8; BULK_FRAME];
-                std::io::Read::read_exact(&mut d.s, &mut raw)?;
+                d.answer_header(&mut raw)?;
                 let h = BulkFrame::parse(&raw).map_err(std::io::Error::other)?;
                 if h.op != BulkOp::Ack || h.tag != *next {
                     return Err(std::io::Error::other(format!("the home answered {h:?}")));
@@ -392,7 +402,7 @@ impl Direct {
     }
 
     fn try_read_many(&mut self, offset: u64, out: &mut Sink<'_>) -> std::io::Result<()> {
-        use std::io::{Read, Write};
+        use std::io::Write;
         if let Some(e) = self.unusable() {
             return Err(e);
         }
@@ -415,7 +425,7 @@ impl Direct {
                 ask.clear();
             }
             let mut raw = [0u8; BULK_FRAME];
-            self.s.read_exact(&mut raw)?;
+            self.answer_header(&mut raw)?;
             let h = BulkFrame::parse(&raw).map_err(std::io::Error::other)?;
             let at = i * MAX_SCIF_FRAME;
             let n = (len - at).min(MAX_SCIF_FRAME);
@@ -520,69 +530,6 @@ pub fn range_read(
     let flow = shared_flow(session, range)?;
     let mut d = flow.lock().unwrap_or_else(|p| p.into_inner());
     Some(d.read_many(roffset, &mut out))
-}
-
-/// A pager flow to one remote range, kept open by whoever holds it (the flows of
-/// [`range_write`] and [`range_read`] last only while someone uses them): small transfers
-/// that must not pay a dial each, a SISCI DMA of a few bytes.
-pub struct HeldFlow(Flow);
-
-impl std::fmt::Debug for HeldFlow {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HeldFlow").finish()
-    }
-}
-
-impl HeldFlow {
-    /// The session's pager flow to `range` (shared with its maps of that memory). `None`
-    /// where no pager flow can be had.
-    pub fn open(session: &Arc<Session>, range: &Arc<dyn RemoteRange>) -> Option<HeldFlow> {
-        shared_flow(session, range).map(HeldFlow)
-    }
-
-    /// Whether an error made the flow unusable (the holder opens another, or goes through
-    /// the daemon).
-    pub fn broken(&self) -> bool {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).unusable().is_some()
-    }
-
-    /// A handle that stops this flow from another thread ([`FlowStop::stop`]), for a holder
-    /// that learns first that the home stopped answering (its route fell silent): a
-    /// transfer blocked on the flow fails at once instead of waiting for the flow's patience.
-    /// `None` when the socket cannot be shared.
-    pub fn stopper(&self) -> Option<FlowStop> {
-        let d = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        d.s.try_clone().ok().map(FlowStop)
-    }
-
-    /// As [`range_write`], over this flow: returns once the home has the bytes.
-    ///
-    /// # Errors
-    /// As [`range_write`].
-    pub fn write(&self, roffset: u64, src: Source<'_>) -> std::io::Result<()> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).write_now(roffset, src)
-    }
-
-    /// As [`range_read`], over this flow.
-    ///
-    /// # Errors
-    /// As [`range_read`].
-    pub fn read(&self, roffset: u64, mut out: Sink<'_>) -> std::io::Result<()> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).read_many(roffset, &mut out)
-    }
-}
-
-/// Stops a [`HeldFlow`] from another thread (see [`HeldFlow::stopper`]). Holds the flow's
-/// socket open while it lives: keep it no longer than the flow.
-#[derive(Debug)]
-pub struct FlowStop(std::net::TcpStream);
-
-impl FlowStop {
-    /// Shut the flow's socket down: what waits on it fails now, and every later transfer
-    /// over it fails (its holder opens another, or leaves the transfer to the daemon).
-    pub fn stop(&self) {
-        let _ = self.0.shutdown(std::net::Shutdown::Both);
-    }
 }
 
 #[cfg(test)]

@@ -1,17 +1,26 @@
-//! Small DMA transfers (and waited-for ones of the program's own memory) to and from a
-//! segment of another host over the process's own pager flow to the segment's node, instead
-//! of through the node daemon's engine: the bytes leave from (or land in) this process's
-//! mapping of its local segment, or its own memory, and the job is DONE
-//! once the home has them (a write is acknowledged by the home; a read's bytes are here).
-//! One round trip, no daemon of this host on the way. A queue runs one job at a time, so
+//! DMA transfers waited for (and small ones) to and from a segment of another host over the
+//! process's own pager flow to the segment's node, instead of through the node daemon's
+//! engine: the bytes leave from (or land in) this process's mapping of its local segment,
+//! or its own memory, and the job is DONE once the home has them (a write is acknowledged
+//! by the home; a read's bytes are here). One round trip per piece, as a raw TCP transfer
+//! that waits for its answer, and no daemon of this host on the way (the engine's is two
+//! thread hand-offs more: post, worker, completion). A queue runs one job at a time, so
 //! such a transfer always comes after the queue's earlier ones have ended.
 //!
-//! Transfers of up to [`SMALL`] (8 KiB) go this way (a vector too when its pieces follow
-//! each other on both sides: [`contiguous`]). Up to 64 KiB was tried: between namespace
-//! hosts under load (2-4) 64 KiB moved over the flow at a median 4.6 GB/s written, 5.2
-//! read, beside the engine's 2.3-3.0 and 3.3, but on a quiet machine the flow sat in its
-//! slow state (0.84-0.93 GB/s, as a raw 64 KiB stream's idle state) in most runs while the
-//! engine's bulk lanes made 2.1-3.7 GB/s.
+//! A transfer between a local segment and another host's goes this way when it is waited
+//! for (`SCI_FLAG_DMA_WAIT`: the posting thread waits for it anyway), or when it is of at
+//! most [`SMALL`] bytes; a vector too when its pieces follow each other on both sides
+//! ([`contiguous`]). A large one whose flow another thread is using at that moment (a
+//! second queue to the same segment, a map's fetch) goes to the engine instead, so queues
+//! side by side move over the engine's bulk lanes side by side rather than one after the
+//! other. The flow's answers are waited for as a DMA wait is, spinning `REMORA_SPIN_US`
+//! first (`Direct::answer_header` in `remora-client`): with the answering thread asleep
+//! until woken, a 64 KiB transfer sat in the slow state of a raw 64 KiB exchange between
+//! idle cores (about 1 GB/s, where the engine's spinning threads made 2-3), while the raw
+//! reference in the same run did not. Measured between namespace hosts, `remora bench
+//! hosts --only bulk,copy`, interleaved, load 2-3: 64 KiB written 0.90-0.92 of raw TCP
+//! (each transfer acknowledged) where the engine made 0.56-0.66; 1 MiB 0.95-1.00; 16 MiB
+//! 0.98-0.99 (the engine 0.90-1.21).
 //!
 //! A transfer of the program's own memory (`SCIStartDmaTransferMem`, and RSM's `put`/`get`
 //! across hosts, which stand on it) goes this way at any size when it is waited for: the
@@ -22,8 +31,8 @@
 //! on a loaded machine). One not waited for goes to the engine, as the call promises (the
 //! caller goes on while it moves), unless it is small.
 //!
-//! Anything else (large, pieces that do not follow each other, a callback, this host's
-//! segment, a multicast connection, no flow, a route reported silent) goes to the engine;
+//! Anything else (large and not waited for, pieces that do not follow each other, a
+//! callback, this host's segment, a multicast connection, no flow, a route reported silent) goes to the engine;
 //! so does a transfer whose flow failed, which the engine then makes again (a copy made
 //! twice leaves the same bytes) and, when the home refused it, reports with the precise
 //! error. A flow is stopped when its connection's route falls silent
@@ -39,11 +48,16 @@ use remora_sys::Mapping;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
-/// Transfers of at most this many bytes go over the flow. (64 KiB for a while: faster on a
-/// loaded machine, but on a quiet one a 64 KiB transfer over the flow took ~75 µs in most
-/// runs, 0.84-0.93 GB/s, where the engine's bulk lanes made 2.1-3.7 GB/s, three runs each,
-/// interleaved.)
+/// Transfers not waited for go over the flow up to this many bytes (the posting thread
+/// makes them: the caller, who asked to go on while it moves, waits this long at most).
 pub(super) const SMALL: u64 = 8 << 10;
+
+/// Transfers of a local segment waited for go over the flow up to this many bytes. Larger
+/// ones go to the engine, whose worker streams 4 MiB chunks over a bulk lane of its own per
+/// queue: 16 MiB over the flow made 0.89-0.98 of raw TCP beside the engine's 0.90-1.27, and
+/// four queues at once of 16 MiB each 0.55-0.71 beside 0.94-1.75 (namespace hosts, load
+/// 3-5, interleaved).
+pub(super) const WAITED: u64 = 1 << 20;
 
 /// The one transfer `descs` make when each piece follows the one before on both sides
 /// (one piece, or a vector of adjacent pieces, as the engine would join them).
@@ -86,7 +100,8 @@ pub(super) struct Direct {
 
 impl Direct {
     /// Make the one transfer `d` between `near` and `remote` here when it reaches another
-    /// host and is small, or is of the program's memory and waited for (`wait`). `None`:
+    /// host and is waited for (`wait`) or small (a large one of a local segment only while
+    /// no other thread uses the flow). `None`:
     /// not made (the engine makes it); `Some(Err)`: the flow failed, the bytes may or may
     /// not have moved.
     pub(super) fn run(
@@ -97,7 +112,7 @@ impl Direct {
         wait: bool,
     ) -> Option<std::io::Result<()>> {
         let mine = match near {
-            Near::Seg(_) => d.flags & DMA_F_USER_MEM == 0 && d.size <= SMALL,
+            Near::Seg(_) => d.flags & DMA_F_USER_MEM == 0 && d.size <= if wait { WAITED } else { SMALL },
             // Not memory a map of another host's segment pages in: the kernel's copy into
             // the socket cannot fault its missing pages in (the userfaultfd serves faults of
             // user mode only) and would break the flow the maps share; the engine, which
@@ -136,6 +151,15 @@ impl Direct {
         let flow = &self.flow.as_ref()?.1;
         let read = d.flags & DMA_F_READ != 0;
         Some(match (near, map) {
+            // A large transfer whose flow another queue (or a map) is using now goes over the
+            // engine's bulk lanes meanwhile, side by side, rather than queue behind it.
+            (_, Some(map)) if d.size > SMALL => {
+                let piece = [(map, d.local_off as usize, d.size as usize)];
+                match read {
+                    true => flow.read_if_free(d.remote_off, Sink::Pieces(&piece))?,
+                    false => flow.write_if_free(d.remote_off, Source::Pieces(&piece))?,
+                }
+            }
             (_, Some(map)) => {
                 let piece = [(map, d.local_off as usize, d.size as usize)];
                 match read {
