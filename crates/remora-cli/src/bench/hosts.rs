@@ -146,7 +146,9 @@ impl Hosts {
 pub(crate) fn hosts(reps: u32, netns: bool, only: &[String]) -> Result<(), String> {
     let h = Hosts::start(2, netns)?;
     let (mut peer, line) = spawn_ready(h.child(2, &["peer", &h.addr(2)])?)?;
-    let ucx_before = h.ucx_tcp();
+    // UCX's latency is set beside the SCIF row, which only the latency group measures.
+    let latency = only.is_empty() || only.iter().any(|g| g == "latency");
+    let ucx_before = if latency { h.ucx_tcp() } else { None };
     let bulk = only.is_empty() || only.iter().any(|g| g == "bulk" || g == "concurrent");
     let iperf_before = bulk.then(|| super::iperf::Before::measure(&h));
     let reps = reps.to_string();
@@ -173,7 +175,10 @@ pub(crate) fn hosts(reps: u32, netns: bool, only: &[String]) -> Result<(), Strin
     if let Some(before) = iperf_before {
         before.rows(&h);
     }
-    ucx_row(&h, ucx_before)
+    if latency {
+        ucx_row(&h, ucx_before)?;
+    }
+    Ok(())
 }
 
 /// The SCIF 8-byte one-way row beside UCX's tagged-message latency over TCP between the
