@@ -6,7 +6,8 @@
 //! triggers (its dialer disconnected) leaves them to the own path with nothing lost or
 //! counted twice; neither side's disconnect loses triggers sent back before it; the death
 //! of the other process fails triggers to it with `NoSuchIntno` and leaves waits to time
-//! out. Needs root and iproute2; elsewhere each test says why it skips.
+//! out. The namespace hosts' tests need root and iproute2 (elsewhere each says why it
+//! skips); one pair of two loopback-TCP nodes of this host runs everywhere.
 
 mod common;
 
@@ -44,10 +45,15 @@ fn pair(c: &remora_testkit::NetCluster, lo_no: u32, hi_no: u32) -> Pair {
     let (l, h) = lower_first(c);
     let lo = Descriptor::open(&common::net_sci(c, l)).unwrap();
     let hi = Descriptor::open(&common::net_sci(c, h)).unwrap();
+    pair_of(lo, hi, (c.node(l), c.node(h)), lo_no, hi_no)
+}
+
+/// The pair of descriptors `lo` and `hi` of nodes `nodes` (lower first).
+fn pair_of(lo: Descriptor, hi: Descriptor, nodes: (u32, u32), lo_no: u32, hi_no: u32) -> Pair {
     let lo_intr = Interrupt::create(&lo, 0, Some(lo_no), true, None).unwrap();
     let hi_intr = Interrupt::create(&hi, 0, Some(hi_no), true, None).unwrap();
-    let to_hi = RemoteInterrupt::connect(&lo, c.node(h), 0, hi_no, LONG).unwrap();
-    let to_lo = RemoteInterrupt::connect(&hi, c.node(l), 0, lo_no, LONG).unwrap();
+    let to_hi = RemoteInterrupt::connect(&lo, nodes.1, 0, hi_no, LONG).unwrap();
+    let to_lo = RemoteInterrupt::connect(&hi, nodes.0, 0, lo_no, LONG).unwrap();
     Pair { lo_intr, hi_intr, to_hi, to_lo, lo, hi }
 }
 
@@ -113,6 +119,34 @@ fn a_pair_shares_one_connection_and_counts_exactly_both_ways() {
     for _ in 0..100 {
         p.lo_intr.wait(LONG).unwrap();
         p.hi_intr.wait(LONG).unwrap();
+    }
+    assert_eq!(p.lo_intr.wait(QUIET).unwrap_err(), Error::Timeout);
+    assert_eq!(p.hi_intr.wait(QUIET).unwrap_err(), Error::Timeout);
+}
+
+#[test]
+fn a_pair_of_loopback_tcp_nodes_shares_one_connection_too() {
+    // Two nodes of this host that talk over TCP (the path of two hosts), no root needed.
+    use common::Sci;
+    let h = remora_testkit::Harness::with_cluster(&[4, 8], true);
+    let lo = Descriptor::open(&h.sci(4)).unwrap();
+    let hi = Descriptor::open(&h.sci(8)).unwrap();
+    let p = pair_of(lo, hi, (4, 8), 81, 82);
+    engage(&p);
+    let before = RemoteInterrupt::triggers_sent_back();
+    for _ in 0..100 {
+        p.to_hi.trigger().unwrap();
+        p.hi_intr.wait_with_spin(LONG, Duration::ZERO).unwrap();
+        p.to_lo.trigger().unwrap();
+        p.lo_intr.wait_with_spin(LONG, Duration::ZERO).unwrap();
+    }
+    assert!(RemoteInterrupt::triggers_sent_back() - before >= 100);
+    for _ in 0..50 {
+        p.to_lo.trigger().unwrap();
+    }
+    p.to_lo.disconnect().unwrap();
+    for _ in 0..50 {
+        p.lo_intr.wait(LONG).unwrap();
     }
     assert_eq!(p.lo_intr.wait(QUIET).unwrap_err(), Error::Timeout);
     assert_eq!(p.hi_intr.wait(QUIET).unwrap_err(), Error::Timeout);
