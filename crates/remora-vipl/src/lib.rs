@@ -50,6 +50,7 @@ mod names;
 mod nic;
 mod notify;
 mod posted;
+mod rdma;
 mod short;
 mod vi;
 mod window;
