@@ -8,19 +8,19 @@
 //! such a transfer always comes after the queue's earlier ones have ended.
 //!
 //! A transfer between a local segment and another host's goes this way when it is waited
-//! for (`SCI_FLAG_DMA_WAIT`: the posting thread waits for it anyway), or when it is of at
-//! most [`SMALL`] bytes; a vector too when its pieces follow each other on both sides
-//! ([`contiguous`]). A large one whose flow another thread is using at that moment (a
-//! second queue to the same segment, a map's fetch) goes to the engine instead, so queues
-//! side by side move over the engine's bulk lanes side by side rather than one after the
-//! other. The flow's answers are waited for as a DMA wait is, spinning `REMORA_SPIN_US`
-//! first (`Direct::answer_header` in `remora-client`): with the answering thread asleep
-//! until woken, a 64 KiB transfer sat in the slow state of a raw 64 KiB exchange between
-//! idle cores (about 1 GB/s, where the engine's spinning threads made 2-3), while the raw
-//! reference in the same run did not. Measured between namespace hosts, `remora bench
-//! hosts --only bulk,copy`, interleaved, load 2-3: 64 KiB written 0.90-0.92 of raw TCP
-//! (each transfer acknowledged) where the engine made 0.56-0.66; 1 MiB 0.95-1.00; 16 MiB
-//! 0.98-0.99 (the engine 0.90-1.21).
+//! for (`SCI_FLAG_DMA_WAIT`: the posting thread waits for it anyway) and of at most
+//! [`WAITED`] bytes, or when it is of at most [`SMALL`] bytes; a vector too when its pieces
+//! follow each other on both sides ([`contiguous`]). A large one whose flow another thread
+//! is using at that moment (a second queue to the same segment, a map's fetch) goes to the
+//! engine instead, so queues side by side move over the engine's bulk lanes side by side
+//! rather than one after the other. The flow's answers are waited for as a DMA wait is,
+//! spinning `REMORA_SPIN_US` first (`Direct::answer_header` in `remora-client`): with the
+//! waiting thread asleep, a 64 KiB transfer fell into the slow state of a 64 KiB exchange
+//! between idle cores (1.0 GB/s beside the raw reference's 2.46 in the same run) in one run
+//! of four. Measured between namespace hosts (`remora bench hosts --only
+//! bulk,copy,concurrent`, five runs interleaved with the engine's path, load 5-11): 64 KiB
+//! written / read 0.90 / 0.98 of raw TCP moving the same pieces, each answered, where the
+//! engine made 0.62 / 0.61; 1 MiB 0.99 / 0.84 beside 0.83 / 0.91.
 //!
 //! A transfer of the program's own memory (`SCIStartDmaTransferMem`, and RSM's `put`/`get`
 //! across hosts, which stand on it) goes this way at any size when it is waited for: the
