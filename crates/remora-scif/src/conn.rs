@@ -82,8 +82,13 @@ pub(crate) struct Conn {
     pub(crate) peer: PortId,
     pub(crate) send_lock: Excl,
     pub(crate) recv_lock: Excl,
-    pub(crate) own_windows: Mutex<WinCache>,
-    pub(crate) peer_windows: Mutex<WinCache>,
+    /// Both ends' window lists as last fetched, behind the data paths' lock (taken by every
+    /// RMA, most often by one thread again and again: biased to it, no locked instruction).
+    pub(crate) own_windows: remora_sys::lock::Lock<WinCache>,
+    pub(crate) peer_windows: remora_sys::lock::Lock<WinCache>,
+    /// Both lists together, for `scif_writeto` and `scif_readfrom` (one reference taken
+    /// an RMA instead of two): the generations of both ends they were fetched at.
+    pub(crate) both_windows: remora_sys::lock::Lock<Option<BothWindows>>,
     /// The leases of our registered windows on the process's arena, by window offset and
     /// with the window's length: a window's pages keep their place while it lives.
     pub(crate) leases: Mutex<std::collections::BTreeMap<u64, (u64, remora_sys::user_memory::Lease)>>,
@@ -164,10 +169,11 @@ impl Conn {
             peer: PortId { node: peer_node, port: peer_port },
             send_lock: Excl::default(),
             recv_lock: Excl::default(),
-            own_windows: Mutex::default(),
+            own_windows: Default::default(),
             leases: Mutex::default(),
             arena: Mutex::default(),
-            peer_windows: Mutex::default(),
+            peer_windows: Default::default(),
+            both_windows: Default::default(),
             empty_polls: AtomicU32::new(0),
             reset: AtomicBool::new(false),
         };
@@ -184,6 +190,12 @@ pub(crate) struct Win {
     /// Each piece's memfd: device and inode.
     pub(crate) files: Vec<(u64, u64)>,
 }
+
+/// Our windows and the peer's, as [`Conn::windows`](crate::conn::Conn) gave them.
+pub(crate) type WinPair = (Arc<Vec<Win>>, Arc<Vec<Win>>);
+
+/// A [`WinPair`] and the generations of our list and the peer's it was made at.
+pub(crate) type BothWindows = ((u32, u32), Arc<WinPair>);
 
 /// The windows of one end, valid for one generation of its window list.
 #[derive(Default)]

@@ -101,16 +101,19 @@ impl Conn {
     /// A ticket that may start: wait for an owner entry, then until fewer than
     /// `RMA_RING_BITS` RMAs before it are still in flight.
     fn rma_ticket(&self) -> Result<RmaTicket<'_>> {
-        let mut wait = Stalled::new(self, self.side);
+        // The wait (and its reading of the clock, a tenth of a 64 KiB copy's time) is made
+        // only when the ticket cannot start at once.
+        let mut wait: Option<Stalled<'_>> = None;
+        let mut pause = || wait.get_or_insert_with(|| Stalled::new(self, self.side)).pause();
         let ticket = loop {
             match self.region.rma_try_begin(self.side) {
                 Some(t) => break t,
-                None => wait.pause()?,
+                None => pause()?,
             }
         };
         while !ticket.has_room() {
             // Given up (an error), the ticket is left for a waiter to end once it has room.
-            wait.pause()?;
+            pause()?;
         }
         Ok(ticket)
     }
@@ -325,15 +328,16 @@ impl Endpoint {
     pub fn write_to(&self, loffset: u64, len: usize, roffset: u64, flags: RmaFlags) -> Result<()> {
         check_len(len)?;
         let c = self.live_conn()?;
-        let own = c.windows(false)?;
         if !c.remote && !flags.ordered {
-            let peer = c.windows(true)?;
+            let both = c.both_windows()?;
+            let (own, peer) = &*both;
             if let (Some((sm, so)), Some((dm, dof))) =
-                (resolve_one(&own, loffset, len as u64, 1), resolve_one(&peer, roffset, len as u64, 2))
+                (resolve_one(own, loffset, len as u64, 1), resolve_one(peer, roffset, len as u64, 2))
             {
                 return c.rma(|| dm.copy_from(dof, sm, so, len).map_err(|e| Error::NoMemory(e.to_string())));
             }
         }
+        let own = c.windows(false)?;
         let src = resolve(&own, loffset, len as u64, 1)?;
         if c.remote {
             return c.rma(|| c.remote_write(roffset, Source::Pieces(&src)));

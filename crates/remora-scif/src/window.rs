@@ -1,7 +1,7 @@
 //! Registered windows: `scif_register`, `scif_unregister`, `scif_mmap`, and the cached
 //! view of both ends' registered address spaces that RMA uses.
 
-use crate::conn::{mapped_peer_windows, Conn, Win};
+use crate::conn::{mapped_peer_windows, Conn, Win, WinPair};
 use crate::{Endpoint, Error, Result, UserRegion};
 use remora_proto::{Reply, Request, ScifPiece, ScifRequest, SCIF_MAX_FDS, SCIF_MAX_PIECES};
 use remora_sys::Mapping;
@@ -54,7 +54,7 @@ impl Conn {
         let side = if peer { 1 - self.side } else { self.side };
         let gen = self.region.win_gen(side).load(Ordering::Acquire);
         let cache = if peer { &self.peer_windows } else { &self.own_windows };
-        let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cache = cache.lock();
         if cache.gen == Some(gen) {
             return Ok(cache.list.clone());
         }
@@ -128,7 +128,31 @@ impl Conn {
         }
         cache.gen = Some(gen);
         cache.list = Arc::new(list);
+        // The pair of lists must not keep the old one's mappings alive.
+        *self.both_windows.lock() = None;
         Ok(cache.list.clone())
+    }
+}
+
+impl Conn {
+    /// [`Conn::windows`] of both ends (ours first), as one reference: valid while neither
+    /// end's generation changed.
+    pub(crate) fn both_windows(&self) -> Result<Arc<WinPair>> {
+        let gens = |c: &Conn| {
+            let g = |s: usize| c.region.win_gen(s).load(Ordering::Acquire);
+            (g(c.side), g(1 - c.side))
+        };
+        let now = gens(self);
+        if let Some((g, pair)) = &*self.both_windows.lock() {
+            if *g == now {
+                return Ok(pair.clone());
+            }
+        }
+        // Each list is at least as new as the generations read above: a label older than
+        // its lists only costs one more refresh.
+        let pair = Arc::new((self.windows(false)?, self.windows(true)?));
+        *self.both_windows.lock() = Some((now, pair.clone()));
+        Ok(pair)
     }
 }
 

@@ -224,6 +224,32 @@ fn windows_rma_fences_and_maps() {
     assert_eq!(c.write_to(coff, 64, roff, RmaFlags::default()).unwrap_err(), Error::Reset);
 }
 
+/// `scif_writeto` keeps both ends' window lists as one (one reference an RMA): a window
+/// registered anew at the offset of one unregistered, on either end, gets the bytes, the
+/// old memory none.
+#[test]
+fn writeto_follows_windows_registered_anew_at_the_same_offset() {
+    let h = Harness::new();
+    let (c, s) = pair(&h, 4, 8);
+    let (src1, src2, dst1, dst2) = (anon(4096), anon(4096), anon(4096), anon(4096));
+    src1.write(0, &[1u8; 64]).unwrap();
+    src2.write(0, &[2u8; 64]).unwrap();
+    let (coff, soff) = (0x300000, 0x500000);
+    c.register(src1, coff, Prot::RW, true).unwrap();
+    s.register(dst1, soff, Prot::RW, true).unwrap();
+    c.write_to(coff, 64, soff, RmaFlags::default()).unwrap();
+    assert_eq!(peek(&dst1, 0, 64), vec![1u8; 64]);
+    s.unregister(soff, 4096).unwrap();
+    s.register(dst2, soff, Prot::RW, true).unwrap();
+    c.write_to(coff, 64, soff, RmaFlags::default()).unwrap();
+    assert_eq!(peek(&dst2, 0, 64), vec![1u8; 64], "the peer's new window got the bytes");
+    c.unregister(coff, 4096).unwrap();
+    c.register(src2, coff, Prot::RW, true).unwrap();
+    c.write_to(coff, 64, soff, RmaFlags::default()).unwrap();
+    assert_eq!(peek(&dst2, 0, 64), vec![2u8; 64], "our new window was the source");
+    assert_eq!(peek(&dst1, 0, 64), vec![1u8; 64], "the unregistered window was written");
+}
+
 #[test]
 fn windows_span_contiguous_registrations() {
     let h = Harness::new();

@@ -15,7 +15,8 @@
 //! holder looks again after letting it go, so a set bit is never left behind. All of it
 //! sequentially consistent: of "set my bit, then look at the done count" and "move the
 //! done count, then look at the next bit", at least one of the two threads sees the
-//! other's store.
+//! other's store. (The owner entries below are the exception: a live owner records its
+//! ticket and clears its entry with plain stores, as no one else writes them.)
 //!
 //! At most [`RMA_RING_BITS`] RMAs of a side are in flight: a ticket that far ahead of
 //! the done count waits ([`RmaTicket::has_room`]) before it starts.
@@ -37,7 +38,7 @@
 //! reach outside the region.
 
 use super::MsgRegion;
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::Ordering::{Release, SeqCst};
 use std::time::Duration;
 
 /// RMAs of one side that may be in flight at once (the bits of its completion ring).
@@ -106,10 +107,11 @@ impl Drop for RmaTicket<'_> {
         let e = r.rma_owner(s, self.slot);
         if r.rma_has_room(s, t) {
             // Whoever clears the entry ends the ticket: a recovering waiter only clears
-            // entries of owners that are gone, so this one is ours.
-            if e.compare_exchange(self.entry, 0, SeqCst, SeqCst).is_ok() {
-                r.rma_end(s, t);
-            }
+            // entries of owners that are gone (or gave up), so this one is ours, cleared
+            // with a plain store (the compare-exchange it was cost a locked instruction an
+            // RMA and could not fail). `rma_end`'s compare-exchange then orders it.
+            e.store(0, Release);
+            r.rma_end(s, t);
         } else {
             // Its bit is still another ticket's: left for a waiter to end once it is free.
             let gave_up = TICKETED | (u64::from(ABANDONED) << 32) | (t & 0xffff_ffff);
@@ -132,7 +134,9 @@ impl MsgRegion {
             }
             let ticket = self.rma_started(s).fetch_add(1, SeqCst);
             let entry = TICKETED | claim | (ticket & 0xffff_ffff);
-            e.store(entry, SeqCst);
+            // A plain store: only this thread writes a live owner's entry, and a recovering
+            // waiter reads it only after the done count stood still for `RMA_STALL`.
+            e.store(entry, Release);
             return Some(RmaTicket { r: self, s, slot, ticket, entry });
         }
         None
