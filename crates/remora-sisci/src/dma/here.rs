@@ -154,7 +154,9 @@ impl super::DmaQueue {
         with_callback: bool,
     ) -> Result<super::DmaState, std::sync::MutexGuard<'a, super::QState>> {
         let total = descs.iter().try_fold(0u64, |t, d| t.checked_add(d.size));
-        if !wait || with_callback || total.is_none_or(|t| t <= LIMIT) {
+        // Another host's segment (no memfd here) is not one for this thread: told before
+        // the queue is marked POSTED for it.
+        if !wait || with_callback || total.is_none_or(|t| t <= LIMIT) || !remote.is_on_this_host() {
             return Err(st);
         }
         let before = st.phase;
