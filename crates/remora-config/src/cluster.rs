@@ -6,6 +6,8 @@
 //! force_tcp = false              # optional: reach even same-host nodes over TCP
 //! transport = "tcp"              # optional: "tcp" (default), "ofi+tcp", "ofi+shm", "ofi+<provider>"
 //! fallback = "tcp"               # optional: a node whose ofi provider is missing uses tcp
+//! intr_pair = false              # optional: a process pair's plain interrupt triggers share
+//!                                #   one TCP connection both ways (default false; see below)
 //! [[node]]
 //! id = 4
 //! host = "10.0.0.1"
@@ -16,6 +18,15 @@
 //!
 //! Two nodes of different hosts talk over libfabric when both name the same `ofi+`
 //! transport, over TCP otherwise.
+//!
+//! `intr_pair = true` lets the higher node's process send its plain interrupt triggers back
+//! on the flow the lower node's process dialed to it (issue 19: one TCP connection per
+//! process pair, not two one-way ones). It is off by default while known faults of it are
+//! open (a disconnect can lose triggers sent back just before it; the triggers that come back
+//! are checked per node, not per process); off, each direction takes its own flow. Every
+//! daemon reads it from its cluster file: the lower node's daemon reads what comes back only
+//! when it is on there, the higher node's daemon offers its processes flows to send back on
+//! only when it is on there, so the key must be the same on every node (one file for all).
 //!
 //! Found at `REMORA_CLUSTER`, else `/etc/remora/cluster.toml`; with neither, a node knows only
 //! the nodes of its own host.
@@ -97,6 +108,7 @@ struct File {
     force_tcp: Option<bool>,
     transport: Option<String>,
     fallback: Option<String>,
+    intr_pair: Option<bool>,
     #[serde(default)]
     node: Vec<NodeAddr>,
 }
@@ -118,6 +130,9 @@ pub struct Cluster {
     /// A node whose libfabric provider is missing falls back to TCP (`fallback = "tcp"`);
     /// otherwise it refuses to start.
     pub fallback_tcp: bool,
+    /// `intr_pair`: a process pair's plain interrupt triggers share one TCP connection both
+    /// ways (see the module's documentation; default off).
+    pub intr_pair: bool,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -129,6 +144,7 @@ impl std::fmt::Debug for Cluster {
             .field("force_tcp", &self.force_tcp)
             .field("transport", &self.transport)
             .field("fallback_tcp", &self.fallback_tcp)
+            .field("intr_pair", &self.intr_pair)
             .finish()
     }
 }
@@ -219,6 +235,7 @@ impl Cluster {
             force_tcp: f.force_tcp.unwrap_or(false),
             transport,
             fallback_tcp,
+            intr_pair: f.intr_pair.unwrap_or(false),
         })
     }
 
@@ -274,6 +291,12 @@ mod tests {
         assert_eq!(c.nodes.len(), 2);
         assert_eq!(c.addr(8).unwrap().host, "10.0.0.2");
         assert_eq!(c.heartbeat, Duration::from_millis(200));
+        assert!(!c.intr_pair, "the interrupt pairing is off unless the file turns it on");
+        let on = Cluster::parse("secret = \"0123456789abcdef\"\nintr_pair = true\n", Path::new("/")).unwrap();
+        assert!(on.intr_pair);
+        let bad =
+            Cluster::parse("secret = \"0123456789abcdef\"\nintr_pair = 1\n", Path::new("/")).unwrap_err();
+        assert!(bad.contains("intr_pair"), "{bad}");
         assert!(Cluster::parse("[[node]]\nid=1\nhost=\"a\"\nport=1\n", Path::new("/")).is_err());
         assert!(Cluster::parse("secret=\"short\"\n", Path::new("/")).is_err());
         let shown = format!("{c:?}");

@@ -142,6 +142,12 @@ pub struct Node {
 }
 
 impl Node {
+    /// Whether a process pair's plain interrupt triggers may share one TCP connection both
+    /// ways (the cluster file's `intr_pair`, off by default; `inbound/back_flow.rs`).
+    pub fn intr_pair(&self) -> bool {
+        self.config.cluster.as_ref().is_some_and(|c| c.intr_pair)
+    }
+
     /// The books, locked.
     pub fn lock(&self) -> std::sync::MutexGuard<'_, Registry> {
         // A panic while holding the lock would poison it; the books are still consistent

@@ -1,5 +1,5 @@
 //! Two processes of two namespace hosts that trigger each other's plain interrupts use one
-//! TCP connection for both directions (issue 19): the higher node's process sends its
+//! TCP connection for both directions when the cluster file says `intr_pair = true` (issue 19): the higher node's process sends its
 //! triggers back on the flow the lower node's process dialed to it. Every trigger is
 //! counted exactly once both ways, also while the owner is not waiting (a later wait, a
 //! callback); a removed interrupt answers `NoSuchIntno`; a flow that ends under the
@@ -15,6 +15,17 @@ use remora_sisci::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The cluster file's key that turns the pairing on (it is off by default).
+const PAIRING: &str = "intr_pair = true\n";
+
+/// Two namespace hosts whose cluster file turns the pairing on, or `None` (the test skips).
+fn paired_hosts() -> Option<remora_testkit::NetCluster> {
+    let daemon = remora_testkit::find_daemon().map_err(|s| eprintln!("skipping: {}", s.0)).ok()?;
+    remora_testkit::NetCluster::start_with(2, &daemon, PAIRING)
+        .map_err(|s| eprintln!("skipping: {}", s.0))
+        .ok()
+}
 
 const LONG: Option<Duration> = Some(Duration::from_secs(10));
 const QUIET: Option<Duration> = Some(Duration::from_millis(100));
@@ -89,7 +100,7 @@ fn fails_within(mut trigger: impl FnMut() -> Result<()>, limit: Duration, each: 
 
 #[test]
 fn a_pair_shares_one_connection_and_counts_exactly_both_ways() {
-    let Some(c) = common::net_cluster(2) else { return };
+    let Some(c) = paired_hosts() else { return };
     let p = Arc::new(pair(&c, 61, 62));
     engage(&p);
     const ROUNDS: u64 = 300;
@@ -128,7 +139,7 @@ fn a_pair_shares_one_connection_and_counts_exactly_both_ways() {
 fn a_pair_of_loopback_tcp_nodes_shares_one_connection_too() {
     // Two nodes of this host that talk over TCP (the path of two hosts), no root needed.
     use common::Sci;
-    let h = remora_testkit::Harness::with_cluster(&[4, 8], true);
+    let h = remora_testkit::Harness::with_cluster_keys(&[4, 8], &format!("force_tcp = true\n{PAIRING}"));
     let lo = Descriptor::open(&h.sci(4)).unwrap();
     let hi = Descriptor::open(&h.sci(8)).unwrap();
     let p = pair_of(lo, hi, (4, 8), 81, 82);
@@ -154,7 +165,7 @@ fn a_pair_of_loopback_tcp_nodes_shares_one_connection_too() {
 
 #[test]
 fn triggers_sent_back_count_while_the_owner_does_not_wait_and_reach_a_callback() {
-    let Some(c) = common::net_cluster(2) else { return };
+    let Some(c) = paired_hosts() else { return };
     let p = pair(&c, 63, 64);
     engage(&p);
     // Read by the lower node's daemon while its owner does not wait, counted for later.
@@ -205,7 +216,7 @@ fn triggers_sent_back_count_while_the_owner_does_not_wait_and_reach_a_callback()
 
 #[test]
 fn a_trigger_sent_back_after_the_interrupt_was_removed_says_so() {
-    let Some(c) = common::net_cluster(2) else { return };
+    let Some(c) = paired_hosts() else { return };
     let p = pair(&c, 67, 68);
     engage(&p);
     p.lo_intr.remove().unwrap();
@@ -222,7 +233,7 @@ fn a_trigger_sent_back_after_the_interrupt_was_removed_says_so() {
 fn a_shared_flow_that_ends_under_the_triggers_loses_and_doubles_none() {
     // The lower process disconnects (its flow, the shared one, ends) while the higher one
     // triggers back on it: the triggers after the end take the own path.
-    let Some(c) = common::net_cluster(2) else { return };
+    let Some(c) = paired_hosts() else { return };
     let p = Arc::new(pair(&c, 69, 70));
     engage(&p);
     const N: usize = 400;
@@ -249,7 +260,7 @@ fn a_shared_flow_that_ends_under_the_triggers_loses_and_doubles_none() {
 
 #[test]
 fn neither_disconnect_loses_triggers_sent_back_before_it() {
-    let Some(c) = common::net_cluster(2) else { return };
+    let Some(c) = paired_hosts() else { return };
     // The dialing side's disconnect: its drain leaves what came back to its daemon.
     let p = pair(&c, 71, 72);
     engage(&p);
@@ -279,7 +290,7 @@ fn neither_disconnect_loses_triggers_sent_back_before_it() {
 
 #[test]
 fn the_death_of_the_higher_process_fails_triggers_to_it_and_lets_waits_time_out() {
-    let Some(c) = common::net_cluster(2) else { return };
+    let Some(c) = paired_hosts() else { return };
     let (l, h) = lower_first(&c);
     let lo = Descriptor::open(&common::net_sci(&c, l)).unwrap();
     let lo_intr = Interrupt::create(&lo, 0, Some(75), true, None).unwrap();

@@ -186,7 +186,14 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
         }
         Request::RemoveInterrupt { intr } => ok(s.node.lock().remove_interrupt(sid, intr)),
         Request::InterruptFlows { intr } => match s.node.lock().interrupt_flows(sid, intr) {
-            Ok((gen, conns, nodes, fds)) => (Ok(Reply::InterruptFlows { gen, conns, nodes }), fds),
+            Ok((gen, conns, mut nodes, fds)) => {
+                // Without the pairing no flow carries the owner's triggers back: each is named
+                // as from the owner's own node, which the owner's library never sends back on.
+                if !s.node.intr_pair() {
+                    nodes.fill(s.me());
+                }
+                (Ok(Reply::InterruptFlows { gen, conns, nodes }), fds)
+            }
             Err(e) => (Err(e), vec![]),
         },
         Request::ConnectInterrupt { node, intno, data, timeout_ms } => {
@@ -410,8 +417,8 @@ async fn dsm_flow(s: &Session, conn: u64) -> Result<(Reply, OwnedFd), Error> {
         s.node.stats.pager_flows_dialed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // A plain interrupt's flow dialed from the lower node of the two may carry the far
         // owner's triggers back: our duplicate reads them while nobody here does
-        // (`inbound/back_flow.rs`).
-        if !data && s.me() < node {
+        // (`inbound/back_flow.rs`), when the cluster file turns the pairing on.
+        if !data && s.me() < node && s.node.intr_pair() {
             if let Ok(dup) = fd.try_clone() {
                 crate::inbound::serve_back_flow(&s.node, node, conn, dup);
             }

@@ -1,4 +1,6 @@
-//! Plain triggers carried back on another host's process's flow (issue 19). A process of a
+//! Plain triggers carried back on another host's process's flow (issue 19), when the
+//! cluster file says `intr_pair = true` (off by default: the owner's daemon then names every
+//! flow as from its own node, and nothing is offered here). A process of a
 //! lower node that connected to one of our interrupts triggers it over a flow of its own
 //! (a TCP connection its daemon dialed to ours); when we trigger an interrupt of that node
 //! too, our triggers go back on the same connection, so that a ping-pong between the two
@@ -14,8 +16,9 @@
 //! path ([`super::direct`], or the daemons'), so nothing is lost and nothing counted twice
 //! (only whole frames are served). A refusal (the interrupt removed) ends the flow, and the
 //! next trigger learns the error through the own path. A disconnect waits until what went
-//! back was taken by the far host's kernel, so that the disconnect, which goes through the
-//! daemons, does not overtake it.
+//! back was taken by the far host's kernel; that is not yet served, and the disconnect,
+//! which goes through the daemons, can overtake it there (the far daemon then drops it: a
+//! known fault, one reason the pairing is off by default).
 
 use remora_proto::link::{BulkFrame, BulkHeader, BulkOp};
 use std::os::fd::{AsFd, OwnedFd};
