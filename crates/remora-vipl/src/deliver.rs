@@ -13,7 +13,7 @@
 
 use crate::cache::Taken;
 use crate::data::Outcome;
-use crate::layout::{self, status, Chunk, Completion, ENTRIES, ENTRY, INLINE, INLINE_AT, MAX_CHUNKS, SEQ};
+use crate::layout::{self, status, Chunk, Completion, ENTRIES, INLINE, INLINE_AT, SEQ};
 use crate::link::direct::is_short;
 use crate::link::{Link, Miss};
 use crate::posted::Posted;
@@ -493,34 +493,42 @@ impl ViInner {
         }
     }
 
-    /// Copy the sources, in order, into the buffers of the peer's receive `k`.
+    /// Copy the sources, in order, into the buffers of the peer's receive `k`. Its
+    /// pieces are read from the ring A entry one at a time, as the copy reaches them (most
+    /// receives have one: no buffer for all the entry could hold is cleared per message).
     fn scatter(&self, link: &Link, k: u64, sources: &[UserRegion]) -> std::result::Result<(), Miss> {
-        let mut e = [0u8; ENTRY];
         let at = layout::entry_at(k);
-        self.map.read(at, &mut e[..16])?;
         let mut head = [0u8; 16];
-        head.copy_from_slice(&e[..16]);
+        self.map.read(at, &mut head)?;
         if layout::entry_conn(&head) != self.conn() {
             return Err(Error::Descriptor("the receive is not of this connection".into()).into());
         }
-        let used = 16 + 16 * layout::entry_chunks(&head);
-        self.map.read(at, &mut e[..used])?;
-        let mut out = [Chunk::default(); MAX_CHUNKS];
-        let (_, chunks) = layout::decode_entry(&e[..used], &mut out);
+        let chunks = layout::entry_chunks(&head);
+        let chunk = |i: usize| -> Result<Chunk> {
+            if i >= chunks {
+                return Err(Error::Descriptor("receive smaller than described".into()));
+            }
+            let mut b = [0u8; 16];
+            self.map.read(at + 16 + 16 * i, &mut b)?;
+            Ok(layout::chunk_at(&b, 0))
+        };
         let mut ci = 0usize;
+        let mut c = None;
         let mut coff = 0usize;
         for src in sources {
             let mut soff = 0usize;
             while soff < src.len() {
-                let c = chunks
-                    .get(ci)
-                    .ok_or_else(|| Error::Descriptor("receive smaller than described".into()))?;
-                let n = (c.len as usize - coff).min(src.len() - soff);
-                link.write_piece(&self.nic, c.seg, c.off as usize + coff, src, soff, n)?;
+                let now = match c {
+                    Some(now) => now,
+                    None => *c.insert(chunk(ci)?),
+                };
+                let n = (now.len as usize - coff).min(src.len() - soff);
+                link.write_piece(&self.nic, now.seg, now.off as usize + coff, src, soff, n)?;
                 soff += n;
                 coff += n;
-                if coff == c.len as usize {
+                if coff == now.len as usize {
                     ci += 1;
+                    c = None;
                     coff = 0;
                 }
             }

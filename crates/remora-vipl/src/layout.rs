@@ -362,10 +362,14 @@ pub fn entry_conn(head: &[u8; 16]) -> u32 {
 pub fn decode_entry<'a>(b: &[u8], out: &'a mut [Chunk; MAX_CHUNKS]) -> (u32, &'a [Chunk]) {
     let n = (u32_at(b, 4) as usize).min(MAX_CHUNKS).min(b.len().saturating_sub(16) / 16);
     for (i, c) in out.iter_mut().take(n).enumerate() {
-        let o = 16 + i * 16;
-        *c = Chunk { seg: u32_at(b, o), len: u32_at(b, o + 4), off: u64_at(b, o + 8) };
+        *c = chunk_at(b, 16 + i * 16);
     }
     (u32_at(b, 0), &out[..n])
+}
+
+/// The piece of a ring A entry whose 16 bytes start at `o` of `b`.
+pub(crate) fn chunk_at(b: &[u8], o: usize) -> Chunk {
+    Chunk { seg: u32_at(b, o), len: u32_at(b, o + 4), off: u64_at(b, o + 8) }
 }
 
 /// A ring B entry: a completed receive.

@@ -21,13 +21,13 @@ use remora_client::dsm::{Channel, ChannelGuard};
 use remora_config::ViplTransfer;
 use remora_sisci::{DmaFlags, MapFlags, RemoteInterrupt, RemoteSegment, UserRegion};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, TryLockError};
 use std::time::Duration;
 
 pub(crate) mod direct;
 mod pieces;
+use pieces::IdMap;
 
 pub(crate) use direct::Direct;
 
@@ -125,7 +125,7 @@ pub(crate) struct Link {
     /// The peer's VI segment mapped, when it is on this host (`None`: the channel only).
     pub(crate) map: PeerWindow,
     bell: RemoteInterrupt,
-    pieces: Mutex<HashMap<u32, Piece>>,
+    pieces: Mutex<IdMap<Piece>>,
     table: Mutex<Option<Piece>>,
     /// The peer on another host: its channel.
     far: Option<Mutex<Far>>,
@@ -142,7 +142,7 @@ pub(crate) struct Link {
     sends_seen: AtomicU64,
     /// Slots of a peer on another host read before, by handle, with the peer's count of
     /// table changes at the time ([`layout::PEER_TABLE`]): used again while it holds.
-    slots: Mutex<HashMap<u32, (u64, layout::FixedSlot)>>,
+    slots: Mutex<IdMap<(u64, layout::FixedSlot)>>,
     /// The pair's own stream for short messages across hosts, once made ([`direct`]).
     direct: OnceLock<Direct>,
 }
@@ -185,7 +185,7 @@ impl Link {
             seg,
             map: window,
             bell,
-            pieces: Mutex::new(HashMap::new()),
+            pieces: Mutex::new(IdMap::default()),
             table: Mutex::new(None),
             far,
             broken: AtomicBool::new(false),
@@ -194,7 +194,7 @@ impl Link {
             posted_sent: AtomicU64::new(0),
             sends: AtomicU64::new(0),
             sends_seen: AtomicU64::new(0),
-            slots: Mutex::new(HashMap::new()),
+            slots: Mutex::new(IdMap::default()),
             direct: OnceLock::new(),
         };
         if rung_always {
