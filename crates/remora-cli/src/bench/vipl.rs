@@ -2,7 +2,8 @@
 //! run: an 8-byte send→receive ping-pong with polling receivers beside the raw
 //! shared-memory ping-pong and beside SCIF's 8-byte message, 64 KiB send/receive and
 //! RDMA-write streams beside `memcpy` over the same buffers, in both of VIA2SISCI's
-//! transfer modes (memory copy and DMA), then the same between two nodes joined over TCP
+//! transfer modes (memory copy and DMA; copy mode's also beside the same messages handed
+//! between two threads by bare shared memory), then the same between two nodes joined over TCP
 //! beside raw TCP (the streams beside raw TCP moving the same 64 KiB messages into the same
 //! kind of buffers). The paper's own figures are printed for the record. Both sides are
 //! threads of this process, each with a NIC of its own node.
@@ -17,7 +18,7 @@ use remora_vipl::{
     DataSegment, Descriptor, Error, MemAttributes, MemHandle, NetAddress, Nic, UserRegion, Vi, ViAttributes,
     ViState, ViplTransfer, RELIABLE_DELIVERY,
 };
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -273,6 +274,58 @@ fn memcpy_same(a: &Side, b: &Side, n: usize, rdma: bool) -> f64 {
     n as f64 * KIB64 as f64 / t.elapsed().as_secs_f64()
 }
 
+/// A count of the raw message stream, on a line of its own (the two counts are written by
+/// two threads).
+#[repr(align(128))]
+struct Count(AtomicU64);
+
+/// Spin until `word` reaches `want` (10 s at most: a stopped peer cannot hang the bench).
+fn wait_past(word: &Count, want: u64) -> Result<(), String> {
+    let mut spins = 0u64;
+    let mut since = None;
+    while word.0.load(Ordering::Acquire) < want {
+        spins += 1;
+        if spins.is_multiple_of(1 << 16)
+            && since.get_or_insert_with(Instant::now).elapsed() > Duration::from_secs(10)
+        {
+            return Err("the raw stream's peer stopped".into());
+        }
+    }
+    Ok(())
+}
+
+/// The same `n` messages between the same buffers as [`stream`], handed from one thread to
+/// another on the other core the barest way shared memory allows: the sender copies a
+/// source into the receiver's next slot (waiting for a free one once all [`DEPTH`] are
+/// full) and publishes its count, the receiver polls the count and frees the slot (its
+/// repost) by publishing its own. No descriptors, no completion entries: what a message
+/// stream between two cores costs beyond `memcpy` (which runs on one core and hands
+/// nothing over), the fair reference beside it.
+fn raw_shm_messages(a: &Side, b: &Side, n: usize, rdma: bool) -> Result<f64, String> {
+    let (sent, freed) = (Count(AtomicU64::new(0)), Count(AtomicU64::new(0)));
+    let go = Barrier::new(2);
+    std::thread::scope(|sc| -> Result<f64, String> {
+        let rx = sc.spawn(|| -> Result<Instant, String> {
+            go.wait();
+            for i in 0..n as u64 {
+                wait_past(&sent, i + 1)?;
+                freed.0.store(i + 1, Ordering::Release);
+            }
+            Ok(Instant::now())
+        });
+        go.wait();
+        let t = Instant::now();
+        for i in 0..n {
+            wait_past(&freed, (i + 1).saturating_sub(DEPTH) as u64)?;
+            let dst = if rdma { 0 } else { (i % DEPTH) * KIB64 };
+            b.buf.copy_from(dst, &a.buf, (DEPTH + i % SOURCES) * KIB64, KIB64).map_err(e)?;
+            sent.0.store(i as u64 + 1, Ordering::Release);
+        }
+        let end = rx.join().map_err(|_| "receiver panicked")??;
+        Ok(n as f64 * KIB64 as f64 / end.duration_since(t).as_secs_f64())
+    })
+}
+
 fn raw_shm(n: u32) -> Result<f64, String> {
     let path = format!("/dev/shm/remora-bench-vipl-{}", std::process::id());
     let (m1, m2) = (raw_file(&path, true)?, raw_file(&path, false)?);
@@ -369,16 +422,32 @@ pub(crate) fn vipl(batch: u32, rounds: u32, only_across_hosts: bool) -> Result<(
     for (mode, name) in [(ViplTransfer::Copy, "copy"), (ViplTransfer::Dma, "dma")] {
         a.nic.set_transfer_mode(mode);
         for rdma in [false, true] {
-            let (mut ours, mut cpy) = (Vec::new(), Vec::new());
+            let (mut ours, mut cpy, mut shm) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..rounds {
                 cpy.push(memcpy_same(&a, &b, 1024, rdma));
+                if name == "copy" {
+                    shm.push(raw_shm_messages(&a, &b, 512, rdma)?);
+                }
                 ours.push(stream(&a, &b, 512, rdma)?);
             }
-            let (o, c) = (median(&mut ours), median(&mut cpy));
             let what = if rdma { "RDMA write" } else { "send→recv" };
             let target =
                 if name == "copy" { "≥ 0.80 (memcpy)" } else { "(memcpy; DMA mode, for the record)" };
+            let vs_shm = (!shm.is_empty()).then(|| median_ratio(&ours, &shm));
+            let (o, c) = (median(&mut ours), median(&mut cpy));
             row(&format!("vipl {what} 64 KiB ({name})"), gbs(o), gbs(c), o / c, target);
+            // Beside it, the fair reference: the same messages handed between the two
+            // cores by bare shared memory (ratio per round, as the rows across hosts).
+            if let Some(r) = vs_shm {
+                let s = median(&mut shm);
+                row(
+                    &format!("vipl {what} 64 KiB vs raw shm"),
+                    gbs(o),
+                    gbs(s),
+                    r,
+                    "≥ 0.80 (raw shm messages)",
+                );
+            }
         }
     }
     a.nic.set_transfer_mode(ViplTransfer::Auto);
