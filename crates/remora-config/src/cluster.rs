@@ -6,8 +6,8 @@
 //! force_tcp = false              # optional: reach even same-host nodes over TCP
 //! transport = "tcp"              # optional: "tcp" (default), "ofi+tcp", "ofi+shm", "ofi+<provider>"
 //! fallback = "tcp"               # optional: a node whose ofi provider is missing uses tcp
-//! intr_pair = false              # optional: a process pair's plain interrupt triggers share
-//!                                #   one TCP connection both ways (default false; see below)
+//! intr_pair = true               # optional: a process pair's plain interrupt triggers share
+//!                                #   one TCP connection both ways (default true; see below)
 //! [[node]]
 //! id = 4
 //! host = "10.0.0.1"
@@ -19,14 +19,13 @@
 //! Two nodes of different hosts talk over libfabric when both name the same `ofi+`
 //! transport, over TCP otherwise.
 //!
-//! `intr_pair = true` lets the higher node's process send its plain interrupt triggers back
-//! on the flow the lower node's process dialed to it (issue 19: one TCP connection per
-//! process pair, not two one-way ones). It is off by default while known faults of it are
-//! open (a disconnect can lose triggers sent back just before it; the triggers that come back
-//! are checked per node, not per process); off, each direction takes its own flow. Every
-//! daemon reads it from its cluster file: the lower node's daemon reads what comes back only
-//! when it is on there, the higher node's daemon offers its processes flows to send back on
-//! only when it is on there, so the key must be the same on every node (one file for all).
+//! `intr_pair` (default true) lets the higher node's process send its plain interrupt
+//! triggers back on the flow the lower node's process dialed to it (issue 19: one TCP
+//! connection per process pair, not two one-way ones); `intr_pair = false` gives each
+//! direction its own flow. Every daemon reads it from its cluster file: the lower node's
+//! daemon reads what comes back only when it is on there, the higher node's daemon offers
+//! its processes flows to send back on only when it is on there, so the key must be the
+//! same on every node (one file for all).
 //!
 //! Found at `REMORA_CLUSTER`, else `/etc/remora/cluster.toml`; with neither, a node knows only
 //! the nodes of its own host.
@@ -131,7 +130,7 @@ pub struct Cluster {
     /// otherwise it refuses to start.
     pub fallback_tcp: bool,
     /// `intr_pair`: a process pair's plain interrupt triggers share one TCP connection both
-    /// ways (see the module's documentation; default off).
+    /// ways (see the module's documentation; default on).
     pub intr_pair: bool,
 }
 
@@ -235,7 +234,7 @@ impl Cluster {
             force_tcp: f.force_tcp.unwrap_or(false),
             transport,
             fallback_tcp,
-            intr_pair: f.intr_pair.unwrap_or(false),
+            intr_pair: f.intr_pair.unwrap_or(true),
         })
     }
 
@@ -291,9 +290,10 @@ mod tests {
         assert_eq!(c.nodes.len(), 2);
         assert_eq!(c.addr(8).unwrap().host, "10.0.0.2");
         assert_eq!(c.heartbeat, Duration::from_millis(200));
-        assert!(!c.intr_pair, "the interrupt pairing is off unless the file turns it on");
-        let on = Cluster::parse("secret = \"0123456789abcdef\"\nintr_pair = true\n", Path::new("/")).unwrap();
-        assert!(on.intr_pair);
+        assert!(c.intr_pair, "the interrupt pairing is on unless the file turns it off");
+        let off =
+            Cluster::parse("secret = \"0123456789abcdef\"\nintr_pair = false\n", Path::new("/")).unwrap();
+        assert!(!off.intr_pair);
         let bad =
             Cluster::parse("secret = \"0123456789abcdef\"\nintr_pair = 1\n", Path::new("/")).unwrap_err();
         assert!(bad.contains("intr_pair"), "{bad}");

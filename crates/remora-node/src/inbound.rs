@@ -116,7 +116,7 @@ impl NodeInbound {
         let sid = self.served_session(&node, from, origin);
         let ticket = ticket(&self.asked);
         Box::pin(async move {
-            let r = serve(node.clone(), sid, from, req, &ticket).await;
+            let r = serve(node.clone(), sid, (from, origin), req, &ticket).await;
             node.changed.notify_waiters();
             r
         })
@@ -133,12 +133,12 @@ async fn wait_for<T>(
     wait_changes(node, timeout_ms, missing, || attempt(&mut node.lock()), std::future::pending()).await
 }
 
-/// Serve one core request of `from`, held by session `sid`; `ticket` is refused once
-/// `from` gives it up.
+/// Serve one core request of `from`'s session `origin`, held here by session `sid`;
+/// `ticket` is refused once `from` gives it up.
 async fn serve(
     node: Arc<Node>,
     sid: u64,
-    from: u32,
+    (from, origin): (u32, u64),
     req: PeerRequest,
     ticket: &Ticket,
 ) -> Result<PeerReply, Error> {
@@ -164,10 +164,13 @@ async fn serve(
                 ticket.check()?;
                 let (intr, fds) = reg.connect_interrupt(sid, from, intno, data)?;
                 ticket.made(reg, sid, Made::Interrupt(intr));
-                Ok((intr, fds))
+                // The connecting process there, and the interrupt's owner here (issue 19:
+                // what may come back on a flow dialed to it).
+                let owner = reg.bind_far_session(intr, origin);
+                Ok((intr, owner, fds))
             })
             .await
-            .map(|(intr, _)| PeerReply::Interrupt { intr, intno })
+            .map(|(intr, owner, _)| PeerReply::Interrupt { intr, intno, owner })
         }
         PeerRequest::DisconnectInterrupt { intr } => {
             node.lock().disconnect_interrupt(sid, intr).map(|_| PeerReply::Ok)
@@ -287,6 +290,9 @@ struct InterruptTarget {
     node: Weak<Node>,
     peer: u32,
     conn: u64,
+    /// The back flow (`inbound/back_flow.rs`) these triggers come on, if so: once `conn`
+    /// ended, what the flow carried for it is still counted.
+    via: Option<u64>,
 }
 
 impl InterruptTarget {
@@ -308,19 +314,30 @@ impl PeerMemory for InterruptTarget {
     fn trigger(&self, data: &[u8]) -> Result<(), Error> {
         let node = self.node.upgrade().ok_or(Error::NodeNotResponding)?;
         let mut reg = node.lock();
-        let (session, is_data) =
-            InterruptTarget::held(&reg, self.peer, self.conn).ok_or(Error::NoSuchIntno)?;
-        match (is_data, data.is_empty()) {
+        let Some((session, is_data)) = InterruptTarget::held(&reg, self.peer, self.conn) else {
+            // Sent back before its connection's disconnect, which overtook it.
+            return match (self.via, data.is_empty()) {
+                (Some(id), true) => reg.trigger_carried(id, self.conn),
+                _ => Err(Error::NoSuchIntno),
+            };
+        };
+        let r = match (is_data, data.is_empty()) {
             (true, _) => reg.trigger_interrupt(session, self.conn, Some(data)),
             (false, true) => reg.trigger_interrupt(session, self.conn, None),
             (false, false) => Err(Error::IllegalParameter("a payload for a plain interrupt".into())),
+        };
+        // The back flow carries this connection from its first trigger on (under the same
+        // lock as the trigger, so that a disconnect cannot fall between the two).
+        if let (Ok(()), Some(id)) = (&r, self.via) {
+            reg.carry_back(id, self.conn);
         }
+        r
     }
 
     /// A plain interrupt's owner reads the flow too, while it waits.
     fn share_flow(&self, flow: std::os::fd::BorrowedFd<'_>) -> Option<Box<dyn SharedFlow>> {
         let node = self.node.upgrade()?;
-        let booking = node.lock().share_flow(self.peer, self.conn, flow, false)?;
+        let booking = node.lock().share_flow(self.peer, self.conn, flow, None)?;
         Some(Box::new(owner_flow::OwnerFlow { node: self.node.clone(), booking, polls: 0 }))
     }
 }
@@ -496,7 +513,12 @@ impl Inbound for NodeInbound {
             Space::Interrupt => {
                 let node = self.node.upgrade()?;
                 InterruptTarget::held(&node.lock(), from, target.handle)?;
-                Some(Arc::new(InterruptTarget { node: self.node.clone(), peer: from, conn: target.handle }))
+                Some(Arc::new(InterruptTarget {
+                    node: self.node.clone(),
+                    peer: from,
+                    conn: target.handle,
+                    via: None,
+                }))
             }
         }
     }

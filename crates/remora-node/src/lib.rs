@@ -143,7 +143,7 @@ pub struct Node {
 
 impl Node {
     /// Whether a process pair's plain interrupt triggers may share one TCP connection both
-    /// ways (the cluster file's `intr_pair`, off by default; `inbound/back_flow.rs`).
+    /// ways (the cluster file's `intr_pair`, on unless it says false; `inbound/back_flow.rs`).
     pub fn intr_pair(&self) -> bool {
         self.config.cluster.as_ref().is_some_and(|c| c.intr_pair)
     }

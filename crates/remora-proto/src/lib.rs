@@ -41,8 +41,10 @@ pub const MAGIC: [u8; 2] = *b"RM";
 /// interrupt trigger's refusal ends its flow instead of being answered on it; 16: a plain
 /// interrupt's flow carries its owner's triggers back, [`Reply::InterruptFlows`] names
 /// each flow's node; 17: the VI description a VIPL connection carries, [`ViplAsk::info`]
-/// and the accept's, offers the VI pair's own stream across hosts).
-pub const VERSION: u16 = 17;
+/// and the accept's, offers the VI pair's own stream across hosts; 18: an interrupt
+/// connection's answer names the interrupt's owner, [`link::PeerReply::Interrupt`]'s
+/// `owner`).
+pub const VERSION: u16 = 18;
 /// The most bytes of SCIF messages a daemon's relay sends to the far daemon's relay
 /// without credit back (`ScifPeerRequest::Credit`, given once the bytes are in the far
 /// endpoint's ring), plus the one message under way when the limit is reached: beyond it

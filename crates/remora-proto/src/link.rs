@@ -343,6 +343,10 @@ pub enum PeerReply {
         intr: u64,
         /// Its number.
         intno: u32,
+        /// The answering node's session that owns the interrupt (0: a shared number's).
+        /// A plain flow dialed to it carries back only the triggers of connections that
+        /// session made to the asking node's interrupts (issue 19).
+        owner: u64,
     },
     /// An answer of the SCIF personality.
     Scif(ScifPeerReply),

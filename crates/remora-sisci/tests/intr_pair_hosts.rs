@@ -1,6 +1,7 @@
 //! Two processes of two namespace hosts that trigger each other's plain interrupts use one
-//! TCP connection for both directions when the cluster file says `intr_pair = true` (issue 19): the higher node's process sends its
-//! triggers back on the flow the lower node's process dialed to it. Every trigger is
+//! TCP connection for both directions (issue 19; unless the cluster file says
+//! `intr_pair = false`, `intr_pair_off.rs`): the higher node's process sends its triggers
+//! back on the flow the lower node's process dialed to it. Every trigger is
 //! counted exactly once both ways, also while the owner is not waiting (a later wait, a
 //! callback); a removed interrupt answers `NoSuchIntno`; a flow that ends under the
 //! triggers (its dialer disconnected) leaves them to the own path with nothing lost or
@@ -16,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The cluster file's key that turns the pairing on (it is off by default).
+/// The cluster file's key that turns the pairing on (the default, said all the same).
 const PAIRING: &str = "intr_pair = true\n";
 
 /// Two namespace hosts whose cluster file turns the pairing on, or `None` (the test skips).
@@ -286,6 +287,88 @@ fn neither_disconnect_loses_triggers_sent_back_before_it() {
     // Its shared flow still carries the lower process's triggers.
     p.to_hi.trigger().unwrap();
     p.hi_intr.wait(LONG).unwrap();
+}
+
+/// Review 99's loss: after a few round trips between two processes the flow is the lower
+/// process's to read, and the daemon's reader of it parks while that owner reads; a burst
+/// sent back and the sending connection's disconnect at once then had the disconnect
+/// (through the daemons) overtake the frames waiting on the flow, which named an ended
+/// connection and were dropped (15 of 200 counted). The higher node's process is a process
+/// of its own (`pair_process_of_the_burst_test`), as there.
+#[test]
+fn a_burst_sent_back_then_a_disconnect_at_once_is_counted_whole() {
+    use common::Sci;
+    use std::io::BufRead;
+    let h = remora_testkit::Harness::with_cluster_keys(&[4, 8], &format!("force_tcp = true\n{PAIRING}"));
+    let lo = Descriptor::open(&h.sci(4)).unwrap();
+    let mine = Interrupt::create(&lo, 0, Some(87), true, None).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut peer = std::process::Command::new(exe)
+        .args(["--exact", "pair_process_of_the_burst_test", "--nocapture", "--include-ignored"])
+        .env("REMORA_PAIR_RUNTIME", h.runtime_dir())
+        .env("REMORA_PAIR_CLUSTER", h.cluster.clone().unwrap())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let to_hi = RemoteInterrupt::connect(&lo, 8, 0, 88, Some(Duration::from_secs(30))).unwrap();
+    // The higher process's wait learns this one's flow, then round trips on it.
+    for _ in 0..5 {
+        to_hi.trigger().unwrap();
+    }
+    for i in 0..20 {
+        to_hi.trigger().unwrap();
+        mine.wait_with_spin(Some(Duration::from_secs(30)), Duration::ZERO)
+            .unwrap_or_else(|e| panic!("round {i}: {e:?}"));
+    }
+    // The burst and the disconnect come while nobody here waits.
+    let mut out = std::io::BufReader::new(peer.stdout.take().unwrap());
+    let mut line = String::new();
+    while line.trim() != "sent" {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "the higher process ended before its burst");
+    }
+    let mut got = 0;
+    while mine.wait(Some(Duration::from_secs(2))).is_ok() {
+        got += 1;
+    }
+    let _ = std::io::copy(&mut out, &mut std::io::sink());
+    assert!(peer.wait().unwrap().success());
+    assert_eq!(got, 200, "triggers sent back before the disconnect counted");
+}
+
+/// The higher node's process of `a_burst_sent_back_then_...`: owns 88, answers 20 round
+/// trips, sends 200 triggers back and disconnects at once.
+#[test]
+#[ignore = "run by a_burst_sent_back_then_a_disconnect_at_once_is_counted_whole"]
+fn pair_process_of_the_burst_test() {
+    let (Ok(dir), Ok(cluster)) = (std::env::var("REMORA_PAIR_RUNTIME"), std::env::var("REMORA_PAIR_CLUSTER"))
+    else {
+        return;
+    };
+    let cfg = remora_client::Config {
+        node: 8,
+        runtime_dir: dir.into(),
+        daemon: Some(remora_testkit::daemon_path()),
+        spawn: true,
+        idle_exit: Duration::from_secs(60),
+        cluster: Some(cluster.into()),
+    };
+    let hi = Descriptor::open(&Sisci::with_config(cfg)).unwrap();
+    let mine = Interrupt::create(&hi, 0, Some(88), true, None).unwrap();
+    let to_lo = RemoteInterrupt::connect(&hi, 4, 0, 87, Some(Duration::from_secs(30))).unwrap();
+    let long = Some(Duration::from_secs(30));
+    for _ in 0..5 {
+        mine.wait_with_spin(long, Duration::ZERO).unwrap();
+    }
+    for _ in 0..20 {
+        mine.wait_with_spin(long, Duration::ZERO).unwrap();
+        to_lo.trigger().unwrap();
+    }
+    for _ in 0..200 {
+        to_lo.trigger().unwrap();
+    }
+    to_lo.disconnect().unwrap();
+    println!("sent");
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! Without `intr_pair = true` in the cluster file (the default), two processes of two
-//! nodes that trigger each other's plain interrupts over TCP each take a flow of their own:
+//! With `intr_pair = false` in the cluster file, two processes of two nodes that trigger
+//! each other's plain interrupts over TCP each take a flow of their own:
 //! nothing goes back on the other's flow, and every trigger is counted exactly once both
 //! ways, also across a burst and a disconnect. (Its own test binary: the count of triggers
 //! sent back is the process's.)
@@ -14,8 +14,8 @@ const LONG: Option<Duration> = Some(Duration::from_secs(10));
 const QUIET: Option<Duration> = Some(Duration::from_millis(100));
 
 #[test]
-fn without_the_key_each_direction_takes_its_own_flow() {
-    let h = remora_testkit::Harness::with_cluster(&[4, 8], true);
+fn with_the_pairing_off_each_direction_takes_its_own_flow() {
+    let h = remora_testkit::Harness::with_cluster_keys(&[4, 8], "force_tcp = true\nintr_pair = false\n");
     let lo = Descriptor::open(&h.sci(4)).unwrap();
     let hi = Descriptor::open(&h.sci(8)).unwrap();
     let lo_intr = Interrupt::create(&lo, 0, Some(91), true, None).unwrap();

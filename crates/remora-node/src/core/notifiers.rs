@@ -76,6 +76,12 @@ pub struct IntrConn {
     /// The interrupt's node went away (or restarted): triggers fail from then on, and
     /// never reach whatever the other daemon's handle names after a restart.
     pub lost: Option<LostReason>,
+    /// The session of the other node it stands for: for a connection another node made to
+    /// an interrupt of this one, the connecting session there; for one to another node's
+    /// interrupt, the interrupt's owner there (0: unknown, a shared number's). A plain flow
+    /// dialed for the latter carries back only triggers of connections of the former kind
+    /// whose session is that owner (`inbound/back_flow.rs`).
+    pub far: u64,
 }
 
 impl Registry {
@@ -268,12 +274,15 @@ impl Registry {
                 data,
                 target: ConnKind::Local { seg: h },
                 lost: None,
+                far: 0,
             },
         );
         Ok((conn, fds))
     }
 
-    /// Record an interrupt connection made through a proxy.
+    /// Record an interrupt connection made through a proxy; `far`: the interrupt's owner's
+    /// session on `node` ([`IntrConn::far`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn add_proxied_interrupt(
         &mut self,
         session: u64,
@@ -282,10 +291,11 @@ impl Registry {
         data: bool,
         remote: u64,
         moves_bytes: bool,
+        far: u64,
     ) -> u64 {
         let conn = self.handle();
         let target = if moves_bytes { ConnKind::Remote { remote } } else { ConnKind::Proxied { remote } };
-        self.intr_conns.insert(conn, IntrConn { session, node, intno, data, target, lost: None });
+        self.intr_conns.insert(conn, IntrConn { session, node, intno, data, target, lost: None, far });
         conn
     }
 
@@ -330,6 +340,11 @@ impl Registry {
             _ => return Err(Error::UnknownHandle),
         };
         let ConnKind::Local { seg: h } = c.target else { return Err(Error::UnknownHandle) };
+        self.trigger_target(h, data)
+    }
+
+    /// Trigger interrupt `h` of this node (every member of a shared number's fan-out).
+    pub(crate) fn trigger_target(&mut self, h: u64, data: Option<&[u8]>) -> Result<(), Error> {
         let i = self.interrupts.get(&h).ok_or(Error::NoSuchIntno)?;
         if i.owner == 0 && !i.page.is_removed() {
             // A shared number: every member hears it.
@@ -385,6 +400,7 @@ impl Registry {
             }
         }
         self.end_back_flows(conn);
+        self.note_ended_for_back_flows(conn, &c);
         Ok(c)
     }
 }

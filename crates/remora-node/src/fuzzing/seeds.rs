@@ -480,7 +480,10 @@ fn peer_frames() -> Vec<(String, Vec<u8>)> {
             reply(Ok(PeerReply::GroupConnected { conn: CONN, size: 1 << 20, memory: 0x1234_5678_9abc })),
         ),
         ("reply_data", reply(Ok(PeerReply::Data(vec![0x5a; 4096])))),
-        ("reply_interrupt", reply(Ok(PeerReply::Interrupt { intr: 0x3_0000_0002, intno: 7 }))),
+        (
+            "reply_interrupt",
+            reply(Ok(PeerReply::Interrupt { intr: 0x3_0000_0002, intno: 7, owner: 0x1_0000_0003 })),
+        ),
         ("reply_scif_accepted", reply(Ok(PeerReply::Scif(ScifPeerReply::Accepted { conn: 3, port: 2050 })))),
         (
             "reply_scif_accepted_direct",

@@ -1,20 +1,28 @@
-//! The backward direction of a plain interrupt flow this node dialed (issue 19). A process
-//! here triggers another host's interrupt over its own flow; the owner of that interrupt,
-//! when its node is the higher one, sends its own plain triggers of this host's interrupts
-//! back on the same connection, so that a ping-pong between the two processes takes one
-//! TCP connection, not two one-way ones each of whose segments gets a bare ACK.
+//! The backward direction of a plain interrupt flow this node dialed (issue 19; unless
+//! the cluster file says `intr_pair = false`). A process here triggers another host's
+//! interrupt over its own flow; the owner of that interrupt, when its node is the higher
+//! one, sends its own plain triggers of this host's interrupts back on the same connection,
+//! so that a ping-pong between the two processes takes one TCP connection, not two one-way
+//! ones each of whose segments gets a bare ACK.
 //!
-//! This thread reads those triggers while the owner here does not: each is checked against
-//! the books (a plain interrupt connection of the flow's node to an interrupt of this one)
-//! and triggered through them, as the serving side does forward (`pager_shared.rs`). At
-//! the first valid one the flow is booked for the owner of the interrupt it triggers
-//! (`Registry::share_flow`), who then reads it itself while it waits; from then on the
-//! transport's shared reader serves it. One flow carries one connection's triggers back: a
-//! frame naming another connection, or anything but a plain trigger, ends the flow. A
-//! trigger refused (the interrupt removed) ends it too, so its sender falls back to its own
-//! path, which says the error; one naming a connection already ended (it raced the
-//! disconnect) is dropped. The flow ends when the far node closes it: after the dialing
-//! connection's end (`Registry::end_back_flows` shuts our side for writing).
+//! This thread reads those triggers while the owner here does not. The first is checked
+//! against the books (`Registry::may_carry_back`): a plain connection the flow's node made
+//! to an interrupt of this one, made by the very process there that owns the interrupt the
+//! flow was dialed to (another process of that node never triggers through it what it did
+//! not connect to); anything else ends the flow. It is triggered as the serving side does
+//! forward (`pager_shared.rs`), and from then on the flow carries that connection only: a
+//! frame naming another ends it. The flow is then booked for the owner of the interrupt it
+//! triggers when that owner is the process that dialed it (`Registry::share_flow`; another
+//! process never gets its socket), who reads it itself while it waits, and the transport's
+//! shared reader serves it; otherwise this thread goes on reading it alone. The books keep
+//! which connection and interrupt the flow carries as long as the flow lives
+//! (`BackFlowEntry::carries`): a trigger of that connection that its disconnect overtook
+//! (the disconnect goes through the daemons, the triggers wait on this flow) is still
+//! counted (`Registry::trigger_carried`). A trigger refused (the interrupt removed) ends
+//! the flow, so its sender falls back to its own path, which says the error. Part of a
+//! frame is waited for with naps doubling up to 20 ms, and ends the flow after 5 s. The
+//! flow ends when the far node closes it: after the dialing connection's end
+//! (`Registry::end_back_flows` shuts our side for writing).
 
 use super::owner_flow::OwnerFlow;
 use super::InterruptTarget;
@@ -26,12 +34,18 @@ use std::net::TcpStream;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long one `poll` of the flow lasts before the dialing connection is looked at.
 const LOOK: Duration = Duration::from_millis(100);
-/// The nap when only part of a frame came.
+/// The first nap when only part of a frame came; each next one is twice as long, up to
+/// [`MAX_NAP`].
 const NAP: Duration = Duration::from_micros(50);
+/// The longest nap while part of a frame waits.
+const MAX_NAP: Duration = Duration::from_millis(20);
+/// How long part of a frame may wait for its rest before the flow ends (the sender writes
+/// a frame's rest at once, or gives up within 2 s and shuts the flow).
+const PARTIAL_LIMIT: Duration = Duration::from_secs(5);
 /// Looks after the dialing connection ended at which the thread stops waiting for the far
 /// node's close (a route that went silent never brings it).
 const ENDED_LOOKS: u32 = 100;
@@ -45,7 +59,7 @@ pub(crate) fn serve(node: &Arc<Node>, peer: u32, conn: u64, fd: OwnedFd) {
     let spawned = std::thread::Builder::new().name("remora-back-flow".into()).spawn({
         let weak = weak.clone();
         move || {
-            read(&weak, peer, conn, TcpStream::from(fd));
+            read(&weak, Flow { id, peer, conn }, TcpStream::from(fd));
             if let Some(n) = weak.upgrade() {
                 n.lock().forget_back_flow(id);
             }
@@ -56,26 +70,37 @@ pub(crate) fn serve(node: &Arc<Node>, peer: u32, conn: u64, fd: OwnedFd) {
     }
 }
 
+/// The flow read: its entry in the books, the node it was dialed to, the dialing
+/// connection.
+#[derive(Clone, Copy)]
+struct Flow {
+    id: u64,
+    peer: u32,
+    conn: u64,
+}
+
 /// What one frame read back came to.
+#[derive(Debug, PartialEq, Eq)]
 enum Step {
     /// Triggered (its connection, the first time).
     Served,
-    /// Its connection ended meanwhile: dropped.
-    Dropped,
     /// Not a plain trigger of the flow's connection, or refused: the flow ends.
     End,
 }
 
-fn read(node: &Weak<Node>, peer: u32, conn: u64, s: TcpStream) {
+fn read(node: &Weak<Node>, f: Flow, s: TcpStream) {
     let mut buf = [0u8; BULK_FRAME * FRAMES_PER_LOOK];
     // The connection the flow carries back, once a trigger named it.
     let mut carried: Option<u64> = None;
     let mut ended_looks = 0;
+    // While part of a frame waits: the next nap, and since when.
+    let mut nap = NAP;
+    let mut partial: Option<Instant> = None;
     loop {
         match remora_sys::poller::wait_ready(&[s.as_fd()], Some(LOOK)) {
             Ok(0) => {
                 let Some(n) = node.upgrade() else { return };
-                if n.lock().intr_conns.contains_key(&conn) {
+                if n.lock().intr_conns.contains_key(&f.conn) {
                     ended_looks = 0;
                 } else {
                     ended_looks += 1;
@@ -92,30 +117,44 @@ fn read(node: &Weak<Node>, peer: u32, conn: u64, s: TcpStream) {
         let n = match take_frames(s.as_fd(), BULK_FRAME, &mut buf) {
             Ok(Taken::Frames(n)) => n,
             Ok(Taken::Nothing) => {
-                std::thread::sleep(NAP);
+                // Part of a frame: its rest follows at once, or the sender gives up and
+                // shuts the flow; a sender that does neither ends it.
+                if partial.get_or_insert_with(Instant::now).elapsed() > PARTIAL_LIMIT {
+                    tracing::warn!(
+                        peer = f.peer,
+                        "part of a frame waited on a flow dialed to node {}; closed",
+                        f.peer
+                    );
+                    break;
+                }
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(MAX_NAP);
                 continue;
             }
             Ok(Taken::Closed) | Err(_) => return,
         };
+        (nap, partial) = (NAP, None);
         for raw in buf[..n * BULK_FRAME].chunks_exact(BULK_FRAME) {
-            match one(node, peer, &mut carried, raw) {
-                Step::Served | Step::Dropped => {}
-                Step::End => {
-                    shut_flow(s.as_fd());
-                    return;
-                }
+            if one(node, f, &mut carried, raw) == Step::End {
+                shut_flow(s.as_fd());
+                return;
             }
         }
-        // The first trigger named the connection: the flow is its owner's to read too,
-        // and the transport's shared reader serves it from now on.
+        // The first trigger named the connection: the flow is its owner's to read too (when
+        // that owner is the process that dialed it), and the transport's shared reader
+        // serves it from now on.
         if let Some(c) = carried {
             let Some(n) = node.upgrade() else { return };
-            let booking = n.lock().share_flow(peer, c, s.as_fd(), true);
+            let booking = {
+                let mut reg = n.lock();
+                let dialer = reg.back_flow_dialer(f.id);
+                reg.share_flow(f.peer, c, s.as_fd(), Some(dialer))
+            };
             if let Some(booking) = booking {
-                let target = InterruptTarget { node: node.clone(), peer, conn: c };
+                let target = InterruptTarget { node: node.clone(), peer: f.peer, conn: c, via: Some(f.id) };
                 let share = Box::new(OwnerFlow { node: node.clone(), booking, polls: 0 });
                 let bytes = AtomicU64::new(0);
-                crate::transport::tcp::pager_shared::serve_shared(peer, &bytes, s, c, &target, share);
+                crate::transport::tcp::pager_shared::serve_shared(f.peer, &bytes, s, c, &target, share);
                 return;
             }
         }
@@ -125,36 +164,31 @@ fn read(node: &Weak<Node>, peer: u32, conn: u64, s: TcpStream) {
 }
 
 /// Check one frame read back and trigger it.
-fn one(node: &Weak<Node>, peer: u32, carried: &mut Option<u64>, raw: &[u8]) -> Step {
+fn one(node: &Weak<Node>, f: Flow, carried: &mut Option<u64>, raw: &[u8]) -> Step {
     let h = match BulkFrame::parse(raw) {
         Ok(h) if h.op == BulkOp::Trigger && h.len == 0 && !h.ok && carried.is_none_or(|c| c == h.conn) => h,
         other => {
-            tracing::warn!(peer, "a flow dialed to node {peer} sent back {other:?}; closed");
+            tracing::warn!(peer = f.peer, "a flow dialed to node {} sent back {other:?}; closed", f.peer);
             return Step::End;
         }
     };
     let Some(n) = node.upgrade() else { return Step::End };
-    let held = InterruptTarget::held(&n.lock(), peer, h.conn);
-    match held {
-        // A connection that ended: a trigger that raced its disconnect.
-        None if carried.is_some() => return Step::Dropped,
-        None => {
-            tracing::warn!(peer, conn = h.conn, "a flow dialed to node {peer} triggers no connection of it");
+    // Once the flow carries a connection, a trigger of it after the connection ended (its
+    // disconnect, through the daemons, overtook it) is still counted (`trigger_carried`).
+    if carried.is_none() {
+        if let Err(why) = n.lock().may_carry_back(f.id, f.peer, h.conn) {
+            tracing::warn!(
+                peer = f.peer,
+                conn = h.conn,
+                "a flow dialed to node {} sent back {why}; closed",
+                f.peer
+            );
             return Step::End;
         }
-        Some((_, true)) => {
-            tracing::warn!(peer, "a data interrupt's trigger came back on a plain flow; closed");
-            return Step::End;
-        }
-        Some((_, false)) => {}
     }
-    let target = InterruptTarget { node: node.clone(), peer, conn: h.conn };
+    let target = InterruptTarget { node: node.clone(), peer: f.peer, conn: h.conn, via: Some(f.id) };
     if let Err(e) = target.trigger(&[]) {
-        // Its connection ended since it was looked at: the same race as above.
-        if carried.is_some() && InterruptTarget::held(&n.lock(), peer, h.conn).is_none() {
-            return Step::Dropped;
-        }
-        tracing::debug!(peer, conn = h.conn, "a trigger back was refused ({e}); flow closed");
+        tracing::debug!(peer = f.peer, conn = h.conn, "a trigger back was refused ({e}); flow closed");
         return Step::End;
     }
     *carried = Some(h.conn);

@@ -309,11 +309,11 @@ async fn connect_interrupt_far(
     };
     let req = PeerRequest::ConnectInterrupt { intno, data, timeout_ms };
     match s.ask_within(&t, node, req, timeout_ms).await {
-        Ok((PeerReply::Interrupt { intr: remote, intno }, fds))
+        Ok((PeerReply::Interrupt { intr: remote, intno, owner }, fds))
             // Shared memory: the page, its eventfd and its bell's sending end.
             if fds.len() == if shared { 3 } else { 0 } =>
         {
-            let conn = s.node.lock().add_proxied_interrupt(s.sid, node, intno, data, remote, !shared);
+            let conn = s.node.lock().add_proxied_interrupt(s.sid, node, intno, data, remote, !shared, owner);
             (Ok(Reply::Interrupt { intr: conn, intno }), fds)
         }
         Ok(other) => (Err(unexpected(other.0)), vec![]),
@@ -417,7 +417,7 @@ async fn dsm_flow(s: &Session, conn: u64) -> Result<(Reply, OwnedFd), Error> {
         s.node.stats.pager_flows_dialed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // A plain interrupt's flow dialed from the lower node of the two may carry the far
         // owner's triggers back: our duplicate reads them while nobody here does
-        // (`inbound/back_flow.rs`), when the cluster file turns the pairing on.
+        // (`inbound/back_flow.rs`), unless the cluster file turns the pairing off.
         if !data && s.me() < node && s.node.intr_pair() {
             if let Ok(dup) = fd.try_clone() {
                 crate::inbound::serve_back_flow(&s.node, node, conn, dup);

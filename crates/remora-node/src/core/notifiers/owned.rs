@@ -6,10 +6,13 @@
 //! owner of the interrupt they trigger here too.
 
 use super::Interrupt;
-use crate::core::{ConnKind, Registry};
+use crate::core::{ConnKind, IntrConn, Registry};
 use remora_proto::{Error, Role};
 use remora_sys::intr::IntrPage;
 use std::os::fd::{BorrowedFd, OwnedFd};
+
+/// The most ended connections a back flow that carries none yet remembers.
+pub const ENDED_KEPT: usize = 64;
 
 /// A flow set as [`Registry::interrupt_flows`] gives it: the generation, each flow's
 /// connection handle and node, and a duplicate of each socket.
@@ -44,6 +47,20 @@ pub struct BackFlowEntry {
     pub id: u64,
     /// The dialing connection (this node's handle).
     pub conn: u64,
+    /// The session that dialed it (the process whose socket it is).
+    pub dialer: u64,
+    /// The node it was dialed to.
+    pub peer: u32,
+    /// That node's session that owns the interrupt it was dialed to ([`IntrConn::far`]).
+    pub far: u64,
+    /// The connection whose triggers it carries back once one came, and that connection's
+    /// interrupt here: kept while the flow lives, so that triggers sent before that
+    /// connection's disconnect, which the disconnect overtook, are still counted.
+    pub carries: Option<(u64, u64)>,
+    /// While it carries none: that process's connections that ended meanwhile, with their
+    /// interrupts here (at most [`ENDED_KEPT`]), so that triggers of one sent back before its
+    /// disconnect, which overtook them, are still counted.
+    pub ended: Vec<(u64, u64)>,
     /// The socket.
     pub fd: OwnedFd,
 }
@@ -65,14 +82,16 @@ pub struct SharedBooking {
 impl Registry {
     /// Book flow `fd` of `peer`'s connection `conn` for the owner of the interrupt it
     /// triggers: only a plain interrupt of a process of this node, not removed, and not
-    /// a shared number's fan-out. `back`: the flow was dialed from here and carries
-    /// `conn`'s triggers back. `None`: the daemon alone reads it.
+    /// a shared number's fan-out. `back`: the flow was dialed from here by that session and
+    /// carries `conn`'s triggers back; it is booked only when the interrupt is that
+    /// session's own (another process never gets its socket). `None`: the daemon alone
+    /// reads it.
     pub fn share_flow(
         &mut self,
         peer: u32,
         conn: u64,
         fd: BorrowedFd<'_>,
-        back: bool,
+        back: Option<u64>,
     ) -> Option<SharedBooking> {
         let c = self.intr_conns.get(&conn)?;
         let by_peer = self.sessions.get(&c.session).is_some_and(|s| s.role == Role::Peer { node: peer });
@@ -85,6 +104,10 @@ impl Registry {
         if i.owner == 0 || i.data || i.page.is_removed() || i.owner_flows.len() >= MAX_OWNER_FLOWS {
             return None;
         }
+        if back.is_some_and(|dialer| dialer != i.owner) {
+            return None;
+        }
+        let back = back.is_some();
         let dup = fd.try_clone_to_owned().ok()?;
         let page = IntrPage::open(&i.memfd, i.event.try_clone().ok()?).ok()?;
         i.owner_flows.push(OwnerFlowEntry { id, conn, peer, back, fd: dup });
@@ -127,8 +150,103 @@ impl Registry {
     /// `conn`, to read what comes back on it; its id.
     pub fn keep_back_flow(&mut self, conn: u64, fd: OwnedFd) -> u64 {
         let id = self.handle();
-        self.back_flows.push(BackFlowEntry { id, conn, fd });
+        let (dialer, peer, far) =
+            self.intr_conns.get(&conn).map_or((0, 0, 0), |c| (c.session, c.node, c.far));
+        let ended = Vec::new();
+        self.back_flows.push(BackFlowEntry { id, conn, dialer, peer, far, carries: None, ended, fd });
         id
+    }
+
+    /// The session that dialed back flow `id` (0: none kept).
+    pub fn back_flow_dialer(&self, id: u64) -> u64 {
+        self.back_flows.iter().find(|f| f.id == id).map_or(0, |f| f.dialer)
+    }
+
+    /// Connection `conn` (this node's handle) was made by `peer`'s session `far`: note it;
+    /// the owner of the interrupt it reaches (0: a shared number's).
+    pub fn bind_far_session(&mut self, conn: u64, far: u64) -> u64 {
+        let Some(c) = self.intr_conns.get_mut(&conn) else { return 0 };
+        c.far = far;
+        let ConnKind::Local { seg: h } = c.target else { return 0 };
+        self.interrupts.get(&h).map_or(0, |i| i.owner)
+    }
+
+    /// Whether back flow `id`, dialed from here to `peer`, may carry connection `conn`'s
+    /// triggers: a plain connection `peer` made to an interrupt of this node, made by the
+    /// very session there that owns the interrupt the flow was dialed to (another process
+    /// of `peer` never triggers through it what it did not connect to). Why not, if not.
+    ///
+    /// # Errors
+    /// What is wrong with the frame, for the log.
+    pub fn may_carry_back(&self, id: u64, peer: u32, conn: u64) -> Result<(), &'static str> {
+        let f = self.back_flows.iter().find(|f| f.id == id).ok_or("the flow is no longer kept")?;
+        if f.peer == peer && f.carries.is_none() && f.ended.iter().any(|(c, _)| *c == conn) {
+            // Ended since it was sent (`trigger_carried` counts it).
+            return Ok(());
+        }
+        let c: &IntrConn = self.intr_conns.get(&conn).ok_or("no such connection")?;
+        let by_peer = self.sessions.get(&c.session).is_some_and(|s| s.role == Role::Peer { node: peer });
+        if !by_peer || c.node != peer || !matches!(c.target, ConnKind::Local { .. }) {
+            return Err("not a connection of the flow's node to an interrupt of this one");
+        }
+        if c.data {
+            return Err("a data interrupt's connection");
+        }
+        if f.far == 0 || c.far != f.far {
+            return Err("a connection of another process than the one the flow was dialed to");
+        }
+        if f.carries.is_some_and(|(carried, _)| carried != conn) {
+            return Err("a second connection on a flow that carries another");
+        }
+        Ok(())
+    }
+
+    /// Back flow `id` carries connection `conn`'s triggers from now on (the first time).
+    pub fn carry_back(&mut self, id: u64, conn: u64) {
+        let Some(ConnKind::Local { seg: h }) = self.intr_conns.get(&conn).map(|c| c.target) else { return };
+        if let Some(f) = self.back_flows.iter_mut().find(|f| f.id == id && f.carries.is_none()) {
+            f.carries = Some((conn, h));
+        }
+    }
+
+    /// A plain trigger of connection `conn` that came back on flow `id` after `conn`
+    /// ended: counted on the interrupt the flow carried it to (the disconnect, through the
+    /// daemons, overtook it).
+    ///
+    /// # Errors
+    /// `NoSuchIntno` when the flow did not carry `conn`, or the interrupt is gone.
+    pub fn trigger_carried(&mut self, id: u64, conn: u64) -> Result<(), Error> {
+        let f = self.back_flows.iter_mut().find(|f| f.id == id).ok_or(Error::NoSuchIntno)?;
+        let h = match f.carries {
+            Some((c, h)) if c == conn => h,
+            Some(_) => return Err(Error::NoSuchIntno),
+            // Its first trigger back, and its connection ended meanwhile.
+            None => {
+                let (_, h) = *f.ended.iter().find(|(c, _)| *c == conn).ok_or(Error::NoSuchIntno)?;
+                f.carries = Some((conn, h));
+                f.ended = Vec::new();
+                h
+            }
+        };
+        self.trigger_target(h, None)
+    }
+
+    /// Plain connection `conn` (`c`), which another node's process made to an interrupt of
+    /// this node, ended: the back flows dialed to that process that carry nothing yet
+    /// remember it ([`BackFlowEntry::ended`]).
+    pub(super) fn note_ended_for_back_flows(&mut self, conn: u64, c: &IntrConn) {
+        let ConnKind::Local { seg: h } = c.target else { return };
+        if c.data || c.far == 0 {
+            return;
+        }
+        for f in
+            self.back_flows.iter_mut().filter(|f| f.carries.is_none() && f.peer == c.node && f.far == c.far)
+        {
+            if f.ended.len() >= ENDED_KEPT {
+                f.ended.remove(0);
+            }
+            f.ended.push((conn, h));
+        }
     }
 
     /// The flow kept as `id` ended.
@@ -173,10 +291,10 @@ mod tests {
         let Ok((dconn, _)) = r.connect_interrupt(peer, 9, dno, true) else { panic!("connect") };
         let (mine, mut far) = UnixStream::pair().unwrap();
         // Only the connecting node's session books; data interrupts stay the daemon's.
-        assert!(r.share_flow(8, conn, mine.as_fd(), false).is_none());
-        assert!(r.share_flow(9, dconn, mine.as_fd(), false).is_none());
+        assert!(r.share_flow(8, conn, mine.as_fd(), None).is_none());
+        assert!(r.share_flow(9, dconn, mine.as_fd(), None).is_none());
         let before = r.interrupt_flows(owner, intr).unwrap().0;
-        let b = r.share_flow(9, conn, mine.as_fd(), false).unwrap();
+        let b = r.share_flow(9, conn, mine.as_fd(), None).unwrap();
         assert_eq!(b.intr, intr);
         let (gen, conns, nodes, fds) = r.interrupt_flows(owner, intr).unwrap();
         assert_eq!(nodes, vec![9]);
@@ -202,10 +320,10 @@ mod tests {
         let Ok((conn, _)) = r.connect_interrupt(peer, 9, intno, false) else { panic!("connect") };
         // A flow our process dialed to node 9 for its own connection `mine`, whose backward
         // direction carries node 9's connection `conn` to our interrupt.
-        let mine = r.add_proxied_interrupt(owner, 9, 7, false, 77, true);
+        let mine = r.add_proxied_interrupt(owner, 9, 7, false, 77, true, 0);
         let (dialed, mut far) = UnixStream::pair().unwrap();
         r.keep_back_flow(mine, dialed.as_fd().try_clone_to_owned().unwrap());
-        r.share_flow(9, conn, dialed.as_fd(), true).unwrap();
+        r.share_flow(9, conn, dialed.as_fd(), Some(owner)).unwrap();
         let (_, conns, nodes, _) = r.interrupt_flows(owner, intr).unwrap();
         assert_eq!((conns, nodes), (vec![conn], vec![9]));
         // The carried connection's end takes it from the owner's set, and leaves it open.
@@ -220,6 +338,83 @@ mod tests {
         assert_eq!(r.back_flows.len(), 1, "kept until its reader ends");
     }
 
+    /// Review 99: what comes back on a flow is bound to the far process the flow was dialed
+    /// to (not any process of its node), the flow is booked only for the process that
+    /// dialed it, it carries one connection, and a trigger of that connection that its
+    /// disconnect overtook is still counted while the flow lives.
+    #[test]
+    fn what_comes_back_is_bound_to_the_processes_of_the_flow() {
+        let (mut r, owner, x) = books();
+        let (tx, _) = unbounded_channel();
+        let y = r.add_session(0, Role::Peer { node: 9 }, tx);
+        let (tx, _) = unbounded_channel();
+        let other = r.add_session(2, Role::Client, tx);
+        let (intr, intno, _, _) = r.create_interrupt(owner, Some(5), false, false).unwrap();
+        let (theirs, tno, _, _) = r.create_interrupt(other, Some(6), false, false).unwrap();
+        let (_, dno, _, _) = r.create_interrupt(owner, Some(7), true, false).unwrap();
+        // Node 9's process X (session 100 there) and Y (200) connect to our interrupts.
+        let connect = |r: &mut Registry, s: u64, no: u32, data: bool, far: u64| {
+            let Ok((c, _)) = r.connect_interrupt(s, 9, no, data) else { panic!("connect") };
+            (c, r.bind_far_session(c, far))
+        };
+        let (cx, named) = connect(&mut r, x, intno, false, 100);
+        assert_eq!(named, owner, "the connect's answer names the interrupt's owner");
+        let (cy, _) = connect(&mut r, y, intno, false, 200);
+        let (cx_theirs, _) = connect(&mut r, x, tno, false, 100);
+        let (cx_data, _) = connect(&mut r, x, dno, true, 100);
+        // Our process dialed a flow to X's interrupt.
+        let mine = r.add_proxied_interrupt(owner, 9, 8, false, 77, true, 100);
+        let (dialed, _far) = UnixStream::pair().unwrap();
+        let id = r.keep_back_flow(mine, dialed.as_fd().try_clone_to_owned().unwrap());
+        assert!(r.may_carry_back(id, 9, cy).unwrap_err().contains("another process"));
+        assert!(r.may_carry_back(id, 8, cx).is_err(), "another node");
+        assert!(r.may_carry_back(id, 9, cx_data).unwrap_err().contains("data"));
+        assert!(r.may_carry_back(id, 9, 12345).is_err(), "no such connection");
+        assert!(r.may_carry_back(id, 9, cx_theirs).is_ok());
+        // Another process's interrupt: the daemon reads the flow alone.
+        assert!(r.share_flow(9, cx_theirs, dialed.as_fd(), Some(owner)).is_none());
+        assert!(r.interrupt_flows(other, theirs).unwrap().1.is_empty());
+        assert!(r.may_carry_back(id, 9, cx).is_ok());
+        r.trigger_interrupt(x, cx, None).unwrap();
+        r.carry_back(id, cx);
+        assert!(r.may_carry_back(id, 9, cx_theirs).unwrap_err().contains("second connection"));
+        assert!(r.share_flow(9, cx, dialed.as_fd(), Some(owner)).is_some());
+        // The disconnect overtook a trigger: still counted, on our interrupt.
+        r.disconnect_interrupt(x, cx).unwrap();
+        let pending = |r: &Registry| r.interrupts[&intr].page.pending();
+        let before = pending(&r);
+        r.trigger_carried(id, cx).unwrap();
+        assert_eq!(pending(&r), before + 1);
+        assert_eq!(r.trigger_carried(id, cy).unwrap_err(), Error::NoSuchIntno, "not what it carried");
+        r.disconnect_interrupt(y, cy).unwrap();
+        assert_eq!(r.trigger_carried(id, cy).unwrap_err(), Error::NoSuchIntno, "nor another process's");
+        // Until the flow ends.
+        r.forget_back_flow(id);
+        assert_eq!(r.trigger_carried(id, cx).unwrap_err(), Error::NoSuchIntno);
+    }
+
+    /// A connection whose very first triggers back its disconnect overtook: still counted.
+    #[test]
+    fn a_first_trigger_back_that_its_disconnect_overtook_is_counted() {
+        let (mut r, owner, x) = books();
+        let (intr, intno, _, _) = r.create_interrupt(owner, Some(5), false, false).unwrap();
+        let Ok((cx, _)) = r.connect_interrupt(x, 9, intno, false) else { panic!("connect") };
+        r.bind_far_session(cx, 100);
+        let mine = r.add_proxied_interrupt(owner, 9, 8, false, 77, true, 100);
+        let other = r.add_proxied_interrupt(owner, 9, 8, false, 78, true, 300);
+        let (dialed, _far) = UnixStream::pair().unwrap();
+        let id = r.keep_back_flow(mine, dialed.as_fd().try_clone_to_owned().unwrap());
+        let id2 = r.keep_back_flow(other, dialed.as_fd().try_clone_to_owned().unwrap());
+        r.disconnect_interrupt(x, cx).unwrap();
+        assert!(r.may_carry_back(id, 9, cx).is_ok());
+        assert!(r.may_carry_back(id2, 9, cx).is_err(), "a flow dialed to another process");
+        let before = r.interrupts[&intr].page.pending();
+        r.trigger_carried(id, cx).unwrap();
+        r.trigger_carried(id, cx).unwrap();
+        assert_eq!(r.interrupts[&intr].page.pending(), before + 2);
+        assert_eq!(r.back_flows.iter().find(|f| f.id == id).unwrap().carries, Some((cx, intr)));
+    }
+
     #[test]
     fn no_more_flows_are_booked_than_one_reply_carries() {
         let (mut r, owner, peer) = books();
@@ -229,7 +424,7 @@ mod tests {
             .iter()
             .map(|(mine, _)| {
                 let Ok((conn, _)) = r.connect_interrupt(peer, 9, intno, false) else { panic!("connect") };
-                r.share_flow(9, conn, mine.as_fd(), false)
+                r.share_flow(9, conn, mine.as_fd(), None)
             })
             .collect();
         assert!(booked[..MAX_OWNER_FLOWS].iter().all(Option::is_some));

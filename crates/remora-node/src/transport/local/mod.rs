@@ -70,7 +70,8 @@ fn untranslate(reply: Reply) -> Result<PeerReply, Error> {
     Ok(match reply {
         Reply::Ok => PeerReply::Ok,
         Reply::Connected { conn, size } => PeerReply::Connected { conn, size },
-        Reply::Interrupt { intr, intno } => PeerReply::Interrupt { intr, intno },
+        // A node of this host: its flows never carry triggers back (no owner named).
+        Reply::Interrupt { intr, intno } => PeerReply::Interrupt { intr, intno, owner: 0 },
         Reply::Data(d) => PeerReply::Data(d),
         Reply::RsmConnected { conn, size, signal, writable } => {
             PeerReply::RsmConnected { conn, size, signal, writable }

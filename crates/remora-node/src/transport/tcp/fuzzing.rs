@@ -67,7 +67,7 @@ fn env() -> Env {
             force_tcp: true,
             transport: remora_config::cluster::LinkKind::Tcp,
             fallback_tcp: false,
-            intr_pair: false,
+            intr_pair: true,
         }),
         incarnation: 1,
     }
