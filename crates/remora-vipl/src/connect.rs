@@ -88,8 +88,9 @@ impl ConnRequest {
             *st = ViState::ConnectPending;
         }
         v.clear_segment();
+        let mut unsure = false;
         let linked = Link::open(&v.nic, v.recv_cq.is_some(), self.peer.clone()).and_then(|link| {
-            let offer = offer(v, &link);
+            let offer = offer(v, &link, &self.peer);
             let mut info = v.peer_info();
             info.direct = offer.as_ref().map(|o| (o.port(), o.token));
             let req = Request::Vipl(ViplRequest::Accept { conn: self.conn, info: info.encode() });
@@ -98,7 +99,7 @@ impl ConnRequest {
                     // The requester dials the offer once it has the answer; without it in
                     // time, every message takes the channel.
                     if let Some(o) = offer {
-                        o.accept(|d| link.attach(d));
+                        unsure = o.accept(|d| link.attach(d)) == direct::Made::Unsure;
                     }
                     Ok(link)
                 }
@@ -108,7 +109,9 @@ impl ConnRequest {
                 }
             }
         });
-        establish(v, linked)
+        // A requester that may hold a stream this side does not: broken before any receive
+        // is described, so no message goes where nobody reads.
+        establish(v, linked, unsure)
     }
 
     /// `VipConnectReject`: the requester gets `VIP_REJECT`.
@@ -121,11 +124,13 @@ impl ConnRequest {
     }
 }
 
-/// The accepting side's offer of the pair's own stream ([`direct`]): only across hosts,
-/// and only where completions are not rung on a bell nor waited for landed (a completion
-/// queue's receives, reliable reception), which take the channel always.
-fn offer(v: &ViInner, link: &Link) -> Option<direct::Offer> {
+/// The accepting side's offer of the pair's own stream ([`direct`]): only across hosts, to
+/// a requester that said it can dial, and only where completions are not rung on a bell
+/// nor waited for landed (a completion queue's receives, reliable reception), which take
+/// the channel always.
+fn offer(v: &ViInner, link: &Link, peer: &PeerInfo) -> Option<direct::Offer> {
     if !link.is_far()
+        || peer.direct.is_none()
         || v.recv_cq.is_some()
         || link.peer.bell_always
         || v.attrs().reliability == RELIABLE_RECEPTION
@@ -136,18 +141,20 @@ fn offer(v: &ViInner, link: &Link) -> Option<direct::Offer> {
     direct::Offer::open(&host)
 }
 
-/// The requesting side: dial the stream the acceptor offered (see [`offer`]); without it,
-/// every message takes the channel.
-fn take_offer(v: &ViInner, link: &Link, peer: &PeerInfo) {
-    let Some((port, token)) = peer.direct.filter(|_| link.is_far()) else { return };
+/// The requesting side: dial the stream the acceptor offered (see [`offer`]) within what
+/// is left of the request's time (`deadline`); without it, every message takes the channel.
+fn take_offer(v: &ViInner, link: &Link, peer: &PeerInfo, deadline: Option<Instant>) {
+    let Some((port, token)) = peer.direct.filter(|(port, _)| *port != 0 && link.is_far()) else { return };
     let Some(host) = direct::host_of(v.nic.inner.sisci.config(), peer.node) else { return };
-    if let Some(d) = direct::dial(&host, port, token) {
+    let wait = deadline.map_or(direct::HANDSHAKE_WAIT, |d| d.saturating_duration_since(Instant::now()));
+    if let Some(d) = direct::dial(&host, port, token, wait) {
         link.attach(d);
     }
 }
 
-/// The VI is linked (or not): finish the state change.
-fn establish(v: &Arc<ViInner>, linked: Result<Link>) -> Result<()> {
+/// The VI is linked (or not): finish the state change. `unsure`: the pair's stream was
+/// left half made (see [`direct::Made::Unsure`]), the VI breaks at once.
+fn establish(v: &Arc<ViInner>, linked: Result<Link>, unsure: bool) -> Result<()> {
     match linked {
         Ok(link) => {
             let link = Arc::new(link);
@@ -158,8 +165,12 @@ fn establish(v: &Arc<ViInner>, linked: Result<Link>) -> Result<()> {
             v.send.lock().link = Some((link.clone(), attrs));
             let mut q = v.recv.lock();
             q.link = Some((link.clone(), attrs.ptag));
-            let published = v.publish(&mut q, &link);
+            let published = !unsure && v.publish(&mut q, &link);
             drop(q);
+            if unsure {
+                v.fail(crate::ErrorCode::ConnLost, None, true);
+                return Ok(());
+            }
             link.store(layout::PEER_READY, link.tag(1));
             if !published || !link.push() || link.has_failed() {
                 // The peer on another host did not get them: broken from the start.
@@ -175,7 +186,7 @@ fn establish(v: &Arc<ViInner>, linked: Result<Link>) -> Result<()> {
 }
 
 /// The link to the server VI a request's answer describes.
-fn link_of(v: &Arc<ViInner>, reply: Reply) -> Result<(Link, PeerInfo)> {
+fn link_of(v: &Arc<ViInner>, reply: Reply, deadline: Option<Instant>) -> Result<(Link, PeerInfo)> {
     match reply {
         Reply::ViplAccepted(info) => {
             let peer = PeerInfo::decode(&info)?;
@@ -183,7 +194,7 @@ fn link_of(v: &Arc<ViInner>, reply: Reply) -> Result<(Link, PeerInfo)> {
                 return Err(Error::InvalidReliabilityLevel);
             }
             let link = Link::open(&v.nic, v.recv_cq.is_some(), peer.clone())?;
-            take_offer(v, &link, &peer);
+            take_offer(v, &link, &peer, deadline);
             Ok((link, peer))
         }
         other => Err(Error::Resource(format!("unexpected answer {other:?}"))),
@@ -196,6 +207,8 @@ pub struct ConnectAttempt {
     vi: Arc<ViInner>,
     /// The private session the request went out on, and its id; `None` once answered.
     asked: Option<(Session, u64)>,
+    /// When the request's timeout ends (`None`: never).
+    deadline: Option<Instant>,
 }
 
 impl ConnectAttempt {
@@ -212,9 +225,9 @@ impl ConnectAttempt {
             Err(e) => Err(Error::from(e)),
         };
         self.asked = None;
-        let linked = got.and_then(|reply| link_of(&self.vi, reply));
+        let linked = got.and_then(|reply| link_of(&self.vi, reply, self.deadline));
         let attrs = linked.as_ref().map(|(_, p)| attrs_of(p)).ok();
-        establish(&self.vi, linked.map(|(l, _)| l))?;
+        establish(&self.vi, linked.map(|(l, _)| l), false)?;
         attrs.ok_or(Error::InvalidState).map(Some)
     }
 }
@@ -297,7 +310,8 @@ impl Vi {
             *st = ViState::ConnectPending;
         }
         // From here on the attempt's drop puts the VI back to idle unless it connected.
-        let mut attempt = ConnectAttempt { vi: self.inner.clone(), asked: None };
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut attempt = ConnectAttempt { vi: self.inner.clone(), asked: None, deadline };
         let req = self.ask(local, remote, timeout)?;
         let session = self.inner.nic.session()?;
         let id = session.begin(req, &[])?;
@@ -407,21 +421,29 @@ impl Vi {
         remote: &NetAddress,
         timeout: Option<Duration>,
     ) -> Result<(Link, PeerInfo)> {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let req = self.ask(local, remote, timeout)?;
         let reply = self.inner.nic.session()?.request(req, &[])?.0;
-        link_of(&self.inner, reply)
+        link_of(&self.inner, reply, deadline)
     }
 
     /// The connection request from `local` to `remote`, answered within `timeout`.
     fn ask(&self, local: &NetAddress, remote: &NetAddress, timeout: Option<Duration>) -> Result<Request> {
         self.inner.clear_segment();
+        let node = remote.node()?;
+        let mut info = self.inner.peer_info();
+        // Whether this side can dial the acceptor's stream: it finds the acceptor's host
+        // (else the acceptor offers none, and waits for no dial).
+        if direct::host_of(self.inner.nic.inner.sisci.config(), node).is_some() {
+            info.direct = Some(direct::CAN_DIAL);
+        }
         let ask = ViplAsk {
             disc: remote.disc.clone(),
             from_disc: local.disc.clone(),
-            info: self.inner.peer_info().encode(),
+            info: info.encode(),
             timeout_ms: millis(timeout),
         };
-        Ok(Request::Vipl(ViplRequest::Request { node: remote.node()?, ask }))
+        Ok(Request::Vipl(ViplRequest::Request { node, ask }))
     }
 
     fn peer_request_side(
@@ -440,7 +462,7 @@ impl Vi {
                 }
                 other => {
                     let attrs = other.as_ref().map(|(_, p)| attrs_of(p)).ok();
-                    establish(&self.inner, other.map(|(l, _)| l))?;
+                    establish(&self.inner, other.map(|(l, _)| l), false)?;
                     return attrs.ok_or(Error::InvalidState);
                 }
             }

@@ -517,16 +517,16 @@ impl Vi {
                 // socket (woken by the sender's bytes themselves, which it takes in at
                 // once), else on the done count.
                 match direct.filter(|d| d.wait_here(k, landed)) {
-                    Some(d) if left >= WAIT_SLICE => d.pump(&vi.map, k, Pump::Wait),
+                    Some(d) if left >= WAIT_SLICE => d.pump(&vi.map, &vi.recv_next, Pump::Wait),
                     Some(d) => {
                         d.wait(left);
-                        d.pump(&vi.map, k, Pump::Now);
+                        d.pump(&vi.map, &vi.recv_next, Pump::Now);
                     }
                     None => {
                         vi.map.wait_word(layout::DONE, seen, left.min(FAR_SLICE));
                         // A slice that nothing ended: the stream is looked at all the same.
                         if let Some(d) = direct.filter(|_| vi.map.load(layout::DONE) as u32 == seen) {
-                            d.pump(&vi.map, k, Pump::Now);
+                            d.pump(&vi.map, &vi.recv_next, Pump::Now);
                         }
                     }
                 }

@@ -14,7 +14,7 @@
 use crate::cache::Taken;
 use crate::data::Outcome;
 use crate::layout::{self, status, Chunk, Completion, ENTRIES, INLINE, INLINE_AT, SEQ};
-use crate::link::direct::is_short;
+use crate::link::direct::{is_short, Pump};
 use crate::link::{Link, Miss};
 use crate::posted::Posted;
 use crate::vi::{lock, RecvQ, SendQ, ViInner, ViState, RELIABLE_RECEPTION, UNRELIABLE};
@@ -155,7 +155,7 @@ impl ViInner {
             true
         } else {
             // The pair's own stream: what it holds is taken in (into this VI's ring).
-            self.link().is_some_and(|l| l.direct().is_some_and(|d| d.holds(&self.map, k)))
+            self.link().is_some_and(|l| l.direct().is_some_and(|d| d.holds(&self.map, &self.recv_next, k)))
         }
     }
 
@@ -189,14 +189,24 @@ impl ViInner {
             // Not covered by the done count: it may have come on the pair's own stream.
             if !here
                 && *done.get_or_insert_with(|| layout::count_in(conn, self.map.load(layout::DONE), k)) <= k
-                && !direct.is_some_and(|d| if k == start { d.holds(&self.map, k) } else { d.has(k) })
+                && !direct.is_some_and(|d| {
+                    if k == start {
+                        d.holds(&self.map, &self.recv_next, k)
+                    } else {
+                        d.has(k)
+                    }
+                })
             {
                 break;
             }
             let at = layout::completion_at(k);
             // A completion of an earlier connection of this VI (a store that landed late)
-            // carries another number: not this receive's.
-            if self.map.load(at + SEQ) != layout::tagged(conn, k + 1) {
+            // carries another number: not this receive's. Or one the count covers (a later
+            // message's, by the channel) that came on the pair's stream and waits in its
+            // socket: read once (a poll reads nothing else).
+            if self.map.load(at + SEQ) != layout::tagged(conn, k + 1)
+                && !direct.is_some_and(|d| k == start && !d.has(k) && d.holds(&self.map, &self.recv_next, k))
+            {
                 break;
             }
             // This VI's own segment, always on this host: the entry's words are read in
@@ -204,6 +214,11 @@ impl ViInner {
             let (c, inline) = Completion::from_words([self.map.load(at), self.map.load(at + 8)]);
             let Some(p) = q.posted.front() else { break };
             if let Some(d) = direct {
+                // Taken by the channel right after a short one: its mark is read off the
+                // stream (else marks pile up there behind a receiver that lags).
+                if d.owes_mark(k) {
+                    d.pump(&self.map, &self.recv_next, Pump::Now);
+                }
                 d.took(is_short(c.status, inline.is_some()));
             }
             let mut st = c.status;
@@ -222,6 +237,8 @@ impl ViInner {
             let d = (p.addr, p.handle);
             q.posted.advance();
             q.consumed += 1;
+            // At once: the stream's reader lets no frame into a slot not taken yet.
+            self.recv_next.store(q.consumed, Ordering::Release);
             if pop {
                 first = Some(d);
                 pop = false;

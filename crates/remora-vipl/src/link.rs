@@ -50,7 +50,8 @@ pub(crate) struct PeerInfo {
     /// a store of this one that lands late.
     pub(crate) conn: u32,
     /// The accepting side's offer of a stream of the pair's own (across hosts): its port on
-    /// the host's address and the token the dialer sends ([`direct`]).
+    /// the host's address and the token the dialer sends ([`direct`]); the requesting
+    /// side's [`direct::CAN_DIAL`] when it can dial one.
     pub(crate) direct: Option<(u16, u128)>,
 }
 

@@ -363,13 +363,11 @@ impl ViInner {
         }
         // The Error state completes every posted receive flushed, so no wait goes on; what
         // the peer completed before it went is taken in first (a peer that said it is gone
-        // ended its own stream after its last frame: read to that end).
-        if self.peer_said() != 0 {
-            if let Some(l) = self.link() {
-                if let Some(d) = l.direct() {
-                    d.pump(&self.map, self.recv_next.load(Ordering::Acquire), Pump::ToEnd);
-                }
-            }
+        // ended its own stream after its last frame: read to that end; else what the
+        // stream holds now, a crashed peer's last frames among it).
+        if let Some(d) = self.link().as_deref().and_then(|l| l.direct()) {
+            let how = if self.peer_said() != 0 { Pump::ToEnd } else { Pump::Now };
+            d.pump(&self.map, &self.recv_next, how);
         }
         let _ = self.take_completions();
         self.flush_receives();
@@ -463,6 +461,10 @@ impl ViInner {
             self.fail(said_code(said), None, false);
         } else if link.is_lost() || link.has_failed() {
             self.fail(ErrorCode::ConnLost, None, false);
+        } else if link.direct().is_some_and(|d| d.broken()) {
+            // The pair's stream broke (or ended without the peer's word): what it held may
+            // be lost, so the VI breaks, and the peer hears it.
+            self.fail(ErrorCode::ConnLost, None, true);
         }
     }
 

@@ -6,123 +6,13 @@
 //! messages sent right before a disconnect all complete before the rest is flushed.
 
 mod common;
-use common::{mem, Mem};
+use common::pair::{bytes, pair, Side, SLOT, SLOTS, T};
 
 use remora_testkit::Harness;
-use remora_vipl::layout::{control, status};
+use remora_vipl::layout::status;
 use remora_vipl::*;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-const T: Option<Duration> = Some(Duration::from_secs(20));
-/// Receive slots of each side, and their size.
-const SLOTS: usize = 48;
-const SLOT: usize = 64 << 10;
-
-struct Side {
-    nic: Nic,
-    vi: Vi,
-    desc: Mem,
-    buf: Mem,
-}
-
-impl Side {
-    fn new(h: &Harness, node: u32) -> Side {
-        let nic = Nic::open_with_config("remora0", h.config(node)).unwrap();
-        let ptag = nic.create_ptag();
-        let attrs = ViAttributes {
-            reliability: RELIABLE_DELIVERY,
-            max_transfer: MAX_TRANSFER,
-            ptag,
-            rdma_write: true,
-            rdma_read: true,
-        };
-        let vi = Vi::create(&nic, attrs, None, None).unwrap();
-        // Descriptors: one per receive slot, then the sends'.
-        let desc = mem(&nic, 64 * (SLOTS + 64), ptag, true);
-        let buf = mem(&nic, SLOT * (SLOTS + 2), ptag, true);
-        Side { nic, vi, desc, buf }
-    }
-
-    /// Post receive `i` (slot `i`, a whole slot long).
-    fn post(&self, i: usize) {
-        let d = Descriptor {
-            length: SLOT as u32,
-            segments: vec![self.buf.seg(i * SLOT, SLOT)],
-            ..Default::default()
-        };
-        self.nic.write_descriptor(self.desc.addr(64 * i), self.desc.handle, &d).unwrap();
-        self.vi.post_recv(self.desc.addr(64 * i), self.desc.handle).unwrap();
-    }
-
-    /// Post send number `n` (its own descriptor) of `data` from the slot after the
-    /// receives', with immediate data `imm`, as an RDMA write into `rdma` when given.
-    fn send(&self, n: usize, data: &[u8], imm: Option<u32>, rdma: Option<DataSegment>) {
-        let src = SLOTS * SLOT + (n % 2) * SLOT;
-        self.buf.put(src, data);
-        let mut control = if imm.is_some() { control::IMMEDIATE } else { 0 };
-        let mut segments = vec![];
-        if let Some(r) = rdma {
-            control |= control::OP_RDMAWRITE;
-            segments.push(r);
-        }
-        if !data.is_empty() {
-            segments.push(self.buf.seg(src, data.len()));
-        }
-        let d = Descriptor {
-            control,
-            length: data.len() as u32,
-            immediate: imm.unwrap_or(0),
-            segments,
-            ..Default::default()
-        };
-        let at = 64 * (SLOTS + n % 64);
-        self.nic.write_descriptor(self.desc.addr(at), self.desc.handle, &d).unwrap();
-        self.vi.post_send(self.desc.addr(at), self.desc.handle).unwrap();
-        let (addr, _) = self.vi.send_wait(T).unwrap();
-        assert_eq!(addr, self.desc.addr(at));
-        assert_eq!(self.nic.read_descriptor(addr, self.desc.handle).unwrap().status & status::ERROR_MASK, 0);
-    }
-
-    /// Wait for the next receive (expected in slot `i`) and check it holds `data` with
-    /// `imm`, then post it again.
-    fn expect(&self, i: usize, data: &[u8], imm: Option<u32>, what: &str) {
-        self.take(i, data, imm, what);
-        self.post(i);
-    }
-
-    /// [`Side::expect`] without posting the receive again.
-    fn take(&self, i: usize, data: &[u8], imm: Option<u32>, what: &str) {
-        let (addr, _) = self.vi.recv_wait(T).unwrap_or_else(|e| panic!("{what}: {e:?}"));
-        assert_eq!(addr, self.desc.addr(64 * i), "{what}: the receives complete in order");
-        let d = self.nic.read_descriptor(addr, self.desc.handle).unwrap();
-        let mut st = status::DONE | status::OP_RECEIVE;
-        if imm.is_some() {
-            st |= status::IMMEDIATE;
-        }
-        assert_eq!(d.status, st, "{what}: status");
-        assert_eq!(d.length as usize, data.len(), "{what}: length");
-        if let Some(imm) = imm {
-            assert_eq!(d.immediate, imm, "{what}: immediate data");
-        }
-        assert!(self.buf.get(i * SLOT, data.len()) == data, "{what}: bytes");
-    }
-}
-
-fn bytes(n: usize, seed: usize) -> Vec<u8> {
-    (0..n).map(|i| (i * 7 + seed * 13 + 1) as u8).collect()
-}
-
-/// Two connected sides: the server on node 4, the client on node 8, every receive posted.
-fn pair(h: &Harness, disc: &[u8]) -> (Side, Side) {
-    let (s, c) = (Side::new(h, 4), Side::new(h, 8));
-    for i in 0..SLOTS {
-        s.post(i);
-        c.post(i);
-    }
-    common::connect(&s.nic, &s.vi, &c.nic, &c.vi, disc);
-    (s, c)
-}
 
 fn daemon_pid(h: &Harness, node: u32) -> u32 {
     let s = remora_client::Session::open_control(&h.config(node)).unwrap();

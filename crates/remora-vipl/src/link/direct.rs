@@ -3,11 +3,18 @@
 //! one, which reads it from the socket itself (one wake-up, as raw TCP's reader has)
 //! instead of through its node's thread that serves the channel and then a `futex`.
 //!
-//! The stream is made at connect: the accepting side listens on its host's address (the
-//! cluster file's) with a one-time 128-bit token that travels in its VI description through
-//! the nodes, the requesting side dials it and sends the token, and the acceptor answers
-//! one byte once it holds the stream. Either side that cannot finish that within
-//! [`HANDSHAKE_WAIT`] goes on without it (every message then takes the channel).
+//! The stream is made at connect: a requester that can dial (it finds the acceptor's host
+//! in its cluster file) says so in its VI description; the accepting side then listens on
+//! its host's address (the cluster file's) with a one-time 128-bit token that travels in
+//! its VI description through the nodes, the requesting side dials it (within the
+//! request's timeout) and sends the token, the acceptor answers one byte, and the
+//! requester, which holds the stream from then on, confirms with one byte, upon which the
+//! acceptor holds it too. So each side sends on it only once it knows the other reads it:
+//! the requester once the acceptor answered, the acceptor once confirmed. A side that
+//! cannot finish its part within [`HANDSHAKE_WAIT`] goes on without the stream (every
+//! message then takes the channel); an acceptor that answered and then heard neither the
+//! confirmation nor the end within [`CONFIRM_WAIT`] cannot know which the requester chose,
+//! and breaks the VI (`VIP_ERROR_CONN_LOST`) before it describes a receive.
 //!
 //! Frames are [`FRAME`] bytes: the message's sequence number, then its completion line as
 //! the channel would have stored it (entry and sequence word). A *mark* (the number's top
@@ -16,12 +23,18 @@
 //! the stream, one that took a long one on its done count, and a message after a short one
 //! that takes the channel (a long one, or a short one behind an RDMA write's bytes, which
 //! must land first) is announced on the stream by a mark, so a waiter always sleeps where
-//! its next message will wake it. At most [`ENTRIES`] messages are in flight, so the stream
-//! never holds more than a few KiB and a send never waits for the receiver to read.
+//! its next message will wake it. At most [`ENTRIES`] messages are in flight (the receives
+//! posted), but a mark stays in the socket until the receiver reads the stream: a receiver
+//! that takes a message by the channel right after a short one reads the stream once for
+//! its mark ([`Direct::owes_mark`]), and one whose done count covers a message that is not
+//! in its ring reads it for the entry, so neither pile up while the receiver keeps taking
+//! messages. A stream that breaks on the receiving side (a frame outside the ring's window,
+//! an entry that cannot be stored, a read error, or its end without the peer saying it is
+//! gone within [`END_GRACE`]) breaks the VI with `VIP_ERROR_CONN_LOST` ([`Direct::broken`]).
 
 use crate::layout::{self, status, COMPLETION, ENTRIES};
 use crate::window::Window;
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,6 +43,13 @@ use std::time::{Duration, Instant};
 
 /// How long either side waits for the other to finish making the stream.
 pub(crate) const HANDSHAKE_WAIT: Duration = Duration::from_secs(3);
+/// How long an acceptor that answered waits for the requester's confirmation (or its
+/// end): longer than the requester waits for the answer, so it hears one of the two unless
+/// the requester's host stalls.
+const CONFIRM_WAIT: Duration = Duration::from_secs(6);
+/// How long after the stream's end the peer's word that it is gone may take to come (it
+/// ends the stream, then says so by the channel) before the VI breaks.
+const END_GRACE: Duration = Duration::from_secs(5);
 /// How long a waiter's read of the stream blocks before it looks at the VI again.
 pub(crate) const WAIT_SLICE: Duration = Duration::from_millis(10);
 /// How long a write may wait for room (never, in practice: see the module doc) before the
@@ -50,6 +70,11 @@ pub(crate) fn is_short(st: u32, inline: bool) -> bool {
     inline && st & 0x70000 == status::OP_RECEIVE
 }
 
+/// What a requester's VI description carries in place of an offer when it can dial one
+/// (an acceptor's offer never names port 0). A description without it (an older library's
+/// too) gets no offer: no acceptor waits for a dial that cannot come.
+pub(crate) const CAN_DIAL: (u16, u128) = (0, 0);
+
 /// The cluster file's host of `node`, as the configuration of `cfg` finds it.
 pub(crate) fn host_of(cfg: &remora_client::Config, node: u32) -> Option<String> {
     let cluster = match &cfg.cluster {
@@ -59,6 +84,12 @@ pub(crate) fn host_of(cfg: &remora_client::Config, node: u32) -> Option<String> 
         }
     };
     cluster.addr(node).map(|a| a.host.clone())
+}
+
+/// Whether two tokens are equal, in a time that does not depend on where they differ.
+fn same_token(a: u128, b: u128) -> bool {
+    let (a, b) = (a.to_le_bytes(), b.to_le_bytes());
+    a.iter().zip(b.iter()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 fn token() -> Option<u128> {
@@ -87,18 +118,18 @@ impl Offer {
         self.listener.local_addr().map(|a| a.port()).unwrap_or(0)
     }
 
-    /// Wait up to [`HANDSHAKE_WAIT`] for the requester's dial with the token; `ready` is
-    /// called with the stream before the answer goes (so the stream is in place before the
-    /// requester may use it).
-    pub(crate) fn accept(self, ready: impl FnOnce(Direct)) -> bool {
+    /// Wait up to [`HANDSHAKE_WAIT`] for the requester's dial with the token, answer it,
+    /// and wait up to [`CONFIRM_WAIT`] for its confirmation; `ready` is called with the
+    /// stream once confirmed (before this side sends on it).
+    pub(crate) fn accept(self, ready: impl FnOnce(Direct)) -> Made {
         let deadline = Instant::now() + HANDSHAKE_WAIT;
         if self.listener.set_nonblocking(true).is_err() {
-            return false;
+            return Made::No;
         }
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return false;
+                return Made::No;
             }
             match self.listener.accept() {
                 Ok((mut s, _)) => {
@@ -106,35 +137,77 @@ impl Offer {
                     let ok = s.set_nonblocking(false).is_ok()
                         && s.set_read_timeout(Some(left)).is_ok()
                         && s.read_exact(&mut got).is_ok()
-                        && u128::from_le_bytes(got) == self.token;
+                        && same_token(u128::from_le_bytes(got), self.token);
                     if !ok {
                         continue;
                     }
-                    let Some(d) = Direct::new(s) else { return false };
-                    let answer = d.s.try_clone();
-                    ready(d);
-                    return answer.and_then(|mut a| a.write_all(&[1])).is_ok();
+                    if s.write_all(&[1]).is_err() || s.set_read_timeout(Some(CONFIRM_WAIT)).is_err() {
+                        return Made::No;
+                    }
+                    let mut b = [0u8; 1];
+                    return match read_byte(&mut s, &mut b) {
+                        Ok(true) if b[0] == 1 => match Direct::new(s) {
+                            Some(d) => {
+                                ready(d);
+                                Made::Yes
+                            }
+                            None => Made::Unsure,
+                        },
+                        // Its end or an error: the requester did not take the stream.
+                        Ok(_) => Made::No,
+                        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                            Made::Unsure
+                        }
+                        Err(_) => Made::No,
+                    };
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     let _ = remora_sys::poller::wait_readable(&[self.listener.as_fd()], Some(left));
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return false,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Made::No,
             }
         }
     }
 }
 
-/// The requesting side: dial `host:port`, send `token`, and wait for the acceptor's byte.
-pub(crate) fn dial(host: &str, port: u16, token: u128) -> Option<Direct> {
+/// How [`Offer::accept`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Made {
+    /// Both sides hold the stream.
+    Yes,
+    /// Neither does.
+    No,
+    /// The requester may hold it: the VI must break before it is used.
+    Unsure,
+}
+
+/// Read one byte (surviving `EINTR`): `Ok(false)` at the stream's end.
+fn read_byte(s: &mut TcpStream, b: &mut [u8; 1]) -> std::io::Result<bool> {
+    loop {
+        match s.read(b) {
+            Ok(n) => return Ok(n == 1),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The requesting side: dial `host:port`, send `token`, wait for the acceptor's byte, and
+/// confirm (the stream is this side's from the confirmation on). All within `wait`
+/// (at most [`HANDSHAKE_WAIT`]; the rest of the request's timeout).
+pub(crate) fn dial(host: &str, port: u16, token: u128, wait: Duration) -> Option<Direct> {
+    let deadline = Instant::now() + wait.min(HANDSHAKE_WAIT);
+    let left = || Some(deadline.saturating_duration_since(Instant::now())).filter(|l| !l.is_zero());
     let addr = (host, port).to_socket_addrs().ok()?.next()?;
-    let mut s = TcpStream::connect_timeout(&addr, HANDSHAKE_WAIT).ok()?;
-    s.set_read_timeout(Some(HANDSHAKE_WAIT)).ok()?;
+    let mut s = TcpStream::connect_timeout(&addr, left()?).ok()?;
+    s.set_read_timeout(Some(left()?)).ok()?;
     s.write_all(&token.to_le_bytes()).ok()?;
     let mut b = [0u8; 1];
-    s.read_exact(&mut b).ok()?;
-    (b[0] == 1).then_some(())?;
-    Direct::new(s)
+    (read_byte(&mut s, &mut b).ok()? && b[0] == 1).then_some(())?;
+    let d = Direct::new(s)?;
+    (&d.s).write_all(&[1]).ok()?;
+    Some(d)
 }
 
 /// What the receiving side has read but not yet looked at (part of a frame).
@@ -161,6 +234,10 @@ pub(crate) struct Direct {
     last_short: AtomicBool,
     /// The stream ended or broke (nothing more comes on it).
     ended: AtomicBool,
+    /// It broke (see the module doc): the VI must break.
+    lost: AtomicBool,
+    /// When its end was read (the peer's word that it is gone follows it).
+    ended_at: Mutex<Option<Instant>>,
 }
 
 impl Direct {
@@ -176,6 +253,8 @@ impl Direct {
             rx: Mutex::new(Rx { buf: vec![0u8; FRAME * BATCH], have: 0 }),
             last_short: AtomicBool::new(false),
             ended: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
+            ended_at: Mutex::new(None),
         })
     }
 
@@ -227,11 +306,49 @@ impl Direct {
 
     /// Whether message `k`'s entry is in the ring, the stream read first when `k` comes
     /// on it and is not there yet (a stream of long messages never reads the socket).
-    pub(crate) fn holds(&self, own: &Window, k: u64) -> bool {
+    /// `next`: the receiver's next message (see [`Direct::pump`]).
+    pub(crate) fn holds(&self, own: &Window, next: &AtomicU64, k: u64) -> bool {
         if !self.has(k) && self.wait_here(k, false) {
-            self.pump(own, k, Pump::Now);
+            self.pump(own, next, Pump::Now);
         }
         self.has(k)
+    }
+
+    /// Whether message `k`, which the receiver takes from the channel right after a short
+    /// one, was announced by a mark not read yet: the receiver reads the stream once then,
+    /// else the marks of a receiver that lags behind a short-then-long pattern pile up in
+    /// the socket until the sender's write blocks.
+    #[inline]
+    pub(crate) fn owes_mark(&self, k: u64) -> bool {
+        self.last_short.load(Ordering::Relaxed)
+            && !self.marked(k)
+            && !self.has(k)
+            && !self.ended.load(Ordering::Acquire)
+    }
+
+    /// Whether the stream broke on this side (see the module doc): the VI must break with
+    /// `VIP_ERROR_CONN_LOST`. An end read is one only once [`END_GRACE`] passed without the
+    /// peer's word that it is gone (the caller looks at the word first).
+    pub(crate) fn broken(&self) -> bool {
+        if self.lost.load(Ordering::Acquire) {
+            return true;
+        }
+        self.ended.load(Ordering::Acquire)
+            && self
+                .ended_at
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some_and(|t| t.elapsed() >= END_GRACE)
+    }
+
+    /// Nothing more comes on the stream: it ended (`lost`: it broke).
+    fn stop(&self, lost: bool) {
+        if lost {
+            self.lost.store(true, Ordering::Release);
+        } else {
+            self.ended_at.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(Instant::now);
+        }
+        self.ended.store(true, Ordering::Release);
     }
 
     /// Whether message `k` was announced to come by the channel.
@@ -263,9 +380,10 @@ impl Direct {
     }
 
     /// Take in what the stream holds now (see [`Pump`]): each entry into its ring slot of
-    /// `own` (this VI's segment), each mark noted. `next` is the next message the receiver
-    /// takes: a number far past the ring's window ends the stream (a broken peer).
-    pub(crate) fn pump(&self, own: &Window, next: u64, how: Pump) {
+    /// `own` (this VI's segment), each mark noted. `next` is the receiver's count of
+    /// messages taken (read under the reading lock): a number past the ring's window
+    /// (whose slot still holds an entry not taken) breaks the stream (a broken peer).
+    pub(crate) fn pump(&self, own: &Window, next: &AtomicU64, how: Pump) {
         if self.ended.load(Ordering::Acquire) {
             return;
         }
@@ -286,13 +404,14 @@ impl Direct {
             let room = rx.buf.len() - have;
             match remora_sys::flow::recv(self.s.as_fd(), &mut rx.buf[have..], block) {
                 Ok(0) => {
-                    self.ended.store(true, Ordering::Release);
+                    // Its end; part of a frame before it is a broken stream.
+                    self.stop(rx.have != 0);
                     return;
                 }
                 Ok(n) => {
                     rx.have += n;
-                    if !self.take_frames(&mut rx, own, next) {
-                        self.ended.store(true, Ordering::Release);
+                    if !self.take_frames(&mut rx, own, next.load(Ordering::Acquire)) {
+                        self.stop(true);
                         return;
                     }
                     // A read that did not fill the room found the socket drained: no
@@ -308,8 +427,9 @@ impl Direct {
                     }
                     let _ = remora_sys::poller::wait_readable(&[self.s.as_fd()], Some(left));
                 }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => {
-                    self.ended.store(true, Ordering::Release);
+                    self.stop(true);
                     return;
                 }
             }
@@ -326,15 +446,25 @@ impl Direct {
             w.copy_from_slice(&f[..8]);
             let raw = u64::from_le_bytes(w);
             let k = raw & !MARK;
-            if k >= next + 2 * ENTRIES as u64 {
+            // Its ring slot still holds an entry not taken: no sender does that.
+            if k >= next + ENTRIES as u64 {
                 return false;
             }
             if k < next {
                 // A mark of a message the channel brought and was taken already.
                 continue;
             }
-            if raw & MARK == 0 && own.write(layout::completion_at(k), &f[8..]).is_err() {
-                return false;
+            if raw & MARK == 0 {
+                // The entry's words, then its sequence word after them: a thread that
+                // reads the ring without this lock sees the entry whole once the word
+                // matches.
+                let at = layout::completion_at(k);
+                let mut seq = [0u8; 8];
+                seq.copy_from_slice(&f[8 + layout::SEQ..]);
+                if own.write(at, &f[8..8 + layout::SEQ]).is_err() {
+                    return false;
+                }
+                own.store(at + layout::SEQ, u64::from_le_bytes(seq));
             }
             self.seen[k as usize % ENTRIES].store((k + 1) | (raw & MARK), Ordering::Release);
         }

@@ -6,6 +6,8 @@
 use remora_vipl::*;
 use std::time::Duration;
 
+pub mod pair;
+
 /// How long a connection set-up of these helpers waits.
 const CONNECT_WAIT: Option<Duration> = Some(Duration::from_secs(20));
 
