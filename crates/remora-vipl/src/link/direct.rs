@@ -486,3 +486,77 @@ pub(crate) enum Pump {
     /// ended it after its last frame).
     ToEnd,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A requester that sends `token` on a plain socket to `port`, reads the answer, then
+    /// does `then` with the socket.
+    fn requester(port: u16, token: u128, then: fn(TcpStream)) -> std::thread::JoinHandle<u8> {
+        std::thread::spawn(move || {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            s.write_all(&token.to_le_bytes()).unwrap();
+            let mut b = [0u8; 1];
+            let got = if s.read(&mut b).unwrap_or(0) == 1 { b[0] } else { 0 };
+            then(s);
+            got
+        })
+    }
+
+    #[test]
+    fn both_sides_hold_the_stream_once_the_requester_confirms_and_a_wrong_token_gets_nothing() {
+        let o = Offer::open("127.0.0.1").unwrap();
+        let (port, token) = (o.port(), o.token);
+        let wrong = requester(port, token ^ 1, drop);
+        let right = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            dial("127.0.0.1", port, token, HANDSHAKE_WAIT).is_some()
+        });
+        let mut held = false;
+        assert_eq!(o.accept(|_| held = true), Made::Yes);
+        assert!(held, "the acceptor holds the stream");
+        assert!(right.join().unwrap(), "the requester holds the stream");
+        assert_eq!(wrong.join().unwrap(), 0, "a wrong token is not answered");
+    }
+
+    #[test]
+    fn a_requester_that_leaves_after_the_answer_leaves_the_acceptor_without_the_stream() {
+        let o = Offer::open("127.0.0.1").unwrap();
+        let r = requester(o.port(), o.token, drop);
+        assert_eq!(o.accept(|_| panic!("no stream without the confirmation")), Made::No);
+        assert_eq!(r.join().unwrap(), 1);
+    }
+
+    /// An acceptor that answered and then hears nothing cannot know whether the requester
+    /// took the stream (the connect breaks the VI then).
+    #[test]
+    fn an_acceptor_that_hears_no_confirmation_is_unsure() {
+        let o = Offer::open("127.0.0.1").unwrap();
+        let r = requester(o.port(), o.token, |s| {
+            std::thread::sleep(CONFIRM_WAIT + Duration::from_secs(1));
+            drop(s);
+        });
+        assert_eq!(o.accept(|_| panic!("no stream without the confirmation")), Made::Unsure);
+        assert_eq!(r.join().unwrap(), 1);
+    }
+
+    /// A dial to a listener that never answers gives up within the wait it was given.
+    #[test]
+    fn a_dial_keeps_within_its_wait() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let t = Instant::now();
+        assert!(dial("127.0.0.1", port, 7, Duration::from_millis(200)).is_none());
+        assert!(t.elapsed() < Duration::from_millis(2500), "the dial took {:?}", t.elapsed());
+        drop(l);
+    }
+
+    #[test]
+    fn tokens_compare_by_every_byte() {
+        assert!(same_token(u128::MAX - 5, u128::MAX - 5));
+        assert!(!same_token(1, 1 << 127));
+        assert!(!same_token(0, 1));
+    }
+}
