@@ -139,16 +139,22 @@ impl Direct {
             Near::Mem(_) => None,
         };
         let conn = link.conn;
+        // Neither looking at the flow nor taking its stop handle waits for a thread using
+        // it (a map's fetch from a home gone silent may hold it up to its patience).
         if !matches!(&self.flow, Some((c, f, _)) if *c == conn && !f.broken()) {
             let range: Arc<dyn RemoteRange> = Arc::new(SegmentRange { conn });
             let flow = HeldFlow::open(&link.session, &range)?;
-            let stop = flow.stopper().map(Arc::new);
-            if let Some(s) = &stop {
+            self.flow = Some((conn, flow, None));
+        }
+        let (_, flow, stop) = self.flow.as_mut()?;
+        if stop.is_none() {
+            // Taken once the flow is free a moment (a later post asks again).
+            *stop = flow.stopper().map(Arc::new);
+            if let Some(s) = stop {
                 remote.watch().stop_on_down(s);
             }
-            self.flow = Some((conn, flow, stop));
         }
-        let flow = &self.flow.as_ref()?.1;
+        let flow = &*flow;
         let read = d.flags & DMA_F_READ != 0;
         Some(match (near, map) {
             // A large transfer whose flow another queue (or a map) is using now goes over the

@@ -26,9 +26,14 @@ impl HeldFlow {
     }
 
     /// Whether an error made the flow unusable (the holder opens another, or goes through
-    /// the daemon).
+    /// the daemon). Never waits: a flow another thread is using now counts as sound, as the
+    /// process's books count it (its user would find out otherwise).
     pub fn broken(&self) -> bool {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).unusable().is_some()
+        match self.0.try_lock() {
+            Ok(d) => d.unusable().is_some(),
+            Err(std::sync::TryLockError::WouldBlock) => false,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().unusable().is_some(),
+        }
     }
 
     /// As [`HeldFlow::write`], unless another thread moves bytes over the flow now (a
@@ -47,9 +52,14 @@ impl HeldFlow {
     /// A handle that stops this flow from another thread ([`FlowStop::stop`]), for a holder
     /// that learns first that the home stopped answering (its route fell silent): a
     /// transfer blocked on the flow fails at once instead of waiting for the flow's patience.
-    /// `None` when the socket cannot be shared.
+    /// Never waits: `None` while another thread is using the flow (ask again later), or
+    /// when the socket cannot be shared.
     pub fn stopper(&self) -> Option<FlowStop> {
-        let d = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let d = match self.0.try_lock() {
+            Ok(d) => d,
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        };
         d.s.try_clone().ok().map(FlowStop)
     }
 
