@@ -15,7 +15,7 @@ use remora_proto::{Reply, Request};
 use remora_sys::dma::*;
 use remora_sys::sync::EventFd;
 use remora_sys::Memfd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 mod direct;
@@ -92,6 +92,9 @@ struct QInner {
     here: remora_sys::lock::Lock<here::Here>,
     /// Raised by an abort of a job the posting thread makes here without the lock.
     stop_here: AtomicBool,
+    /// Why the last job made here without the lock ended in ERROR (a `DMA_ERR_*` code; 0:
+    /// the last ERROR is the engine's, its page says why).
+    here_error: AtomicU32,
 }
 
 impl std::fmt::Debug for QInner {
@@ -188,6 +191,7 @@ impl DmaQueue {
                 direct: Mutex::default(),
                 here: Default::default(),
                 stop_here: AtomicBool::new(false),
+                here_error: AtomicU32::new(0),
             }),
         })
     }
@@ -226,7 +230,16 @@ impl DmaQueue {
         match state {
             DmaState::Done => Ok(()),
             DmaState::Aborted => Err(Error::Cancelled),
-            _ => Err(detail(self.inner.page.error())),
+            _ => Err(detail(self.error_code())),
+        }
+    }
+
+    /// Why the last job ended in ERROR: said by the thread that made it here, or by the
+    /// engine in the queue's page.
+    fn error_code(&self) -> u32 {
+        match self.inner.here_error.load(Ordering::SeqCst) {
+            0 => self.inner.page.error(),
+            code => code,
         }
     }
 
@@ -330,6 +343,7 @@ impl DmaQueue {
         st.with_callback = callback.is_some();
         st.callback = callback;
         self.inner.page.set_armed(st.with_callback);
+        self.inner.here_error.store(0, Ordering::SeqCst);
         self.inner.page.post(&descs).map_err(|_| Error::IllegalParameter("empty DMA job".into()))?;
         st.phase = Some(DmaState::Posted);
         st.inflight = refs;
@@ -522,7 +536,7 @@ impl DmaQueue {
 
     /// Why the last job ended in ERROR, if it did.
     pub fn last_error(&self) -> Option<Error> {
-        (self.state() == DmaState::Error).then(|| detail(self.inner.page.error()))
+        (self.state() == DmaState::Error).then(|| detail(self.error_code()))
     }
 
     /// `SCIRemoveDMAQueue`.

@@ -34,7 +34,8 @@
 //! VIPL's DMA mode moved 64 KiB messages at 1.3-4 GB/s, 0.01-0.03 of `memcpy`.
 //!
 //! A connection its exporter revoked (forced disconnect) a moment ago may, until this
-//! process has heard of it, still take one such copy, as stores through a map of it would.
+//! process has heard of it, still take one such copy, as stores through a map of it would;
+//! a long one stops at the first 4 MiB boundary after, in ERROR (`NotConnected`).
 
 use crate::segment::{LocalSegment, RemoteSegment};
 use crate::UserRegion;
@@ -65,6 +66,9 @@ pub(super) enum Made {
     Done,
     /// An abort stopped it between two pieces.
     Stopped,
+    /// The connection was lost between two pieces (the exporter made the segment
+    /// unavailable, or went away): what moved before stays, the job ends in ERROR.
+    Lost,
     /// Not made here, nothing moved: the engine makes it.
     No,
 }
@@ -130,7 +134,7 @@ impl super::DmaQueue {
         let _busy = (local.inner.deps.hold(), remote.inner.deps.hold());
         let node = self.inner.desc.node();
         let mut here = self.inner.here.lock();
-        if here.run(node, local, remote, descs, None) != Made::Done {
+        if here.run(node, local, remote, descs) != Made::Done {
             return false;
         }
         done_here(st);
@@ -141,8 +145,11 @@ impl super::DmaQueue {
     /// too: the queue is POSTED meanwhile but its lock is let go (`QState::on_flow`, as for
     /// a job over the process's own flow), so state queries and the event thread go on,
     /// another thread's wait waits for the end, and an abort stops the copy at the next
-    /// 4 MiB boundary (as the engine's would). `Ok`: made (DONE) or stopped (ABORTED);
-    /// `Err` gives the lock back when it is not one for this thread, nothing moved.
+    /// 4 MiB boundary (as the engine's would); so does the connection's loss (the exporter
+    /// forced it unavailable, or went away), which ends the job in ERROR, `NotConnected`,
+    /// as the engine ends it. `Ok`: made (DONE), stopped (ABORTED) or lost (ERROR); `Err`
+    /// gives the lock back when it is not one for this thread, nothing moved. Every check
+    /// is made before the queue is marked POSTED.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn made_here_long<'a>(
         &'a self,
@@ -154,25 +161,37 @@ impl super::DmaQueue {
         with_callback: bool,
     ) -> Result<super::DmaState, std::sync::MutexGuard<'a, super::QState>> {
         let total = descs.iter().try_fold(0u64, |t, d| t.checked_add(d.size));
-        // Another host's segment (no memfd here) is not one for this thread: told before
-        // the queue is marked POSTED for it.
+        // Another host's segment (no memfd here) is not one for this thread.
         if !wait || with_callback || total.is_none_or(|t| t <= LIMIT) || !remote.is_on_this_host() {
             return Err(st);
         }
-        let before = st.phase;
-        st.phase = Some(super::DmaState::Posted);
-        st.on_flow = true;
-        self.inner.stop_here.store(false, Ordering::SeqCst);
-        drop(st);
+        remora_client::dsm::settle();
+        let _busy = (local.inner.deps.hold(), remote.inner.deps.hold());
+        let node = self.inner.desc.node();
+        // The queue's lock, then the here state's (as `made_here`); the latter is let go
+        // before the former is taken again.
         let made = {
-            remora_client::dsm::settle();
-            let _busy = (local.inner.deps.hold(), remote.inner.deps.hold());
-            let node = self.inner.desc.node();
             let mut here = self.inner.here.lock();
-            here.run(node, local, remote, descs, Some(&self.inner.stop_here))
+            let Some((near, far)) = here.plan(node, local, remote, descs) else {
+                return Err(st);
+            };
+            let before = st.phase;
+            st.phase = Some(super::DmaState::Posted);
+            st.on_flow = true;
+            self.inner.stop_here.store(false, Ordering::SeqCst);
+            drop(st);
+            let made = copy(near, far, descs, PIECE, Some((&self.inner.stop_here, remote)));
+            (made, before)
         };
         let mut st = self.inner.st.lock().unwrap_or_else(|p| p.into_inner());
         st.on_flow = false;
+        let (made, before) = made;
+        // A copy that failed part-way (not reached: both mappings were checked) is the
+        // engine's to make again, unless an abort came meanwhile.
+        let made = match made {
+            Made::No if self.inner.stop_here.load(Ordering::SeqCst) => Made::Stopped,
+            m => m,
+        };
         match made {
             Made::No => {
                 st.phase = before;
@@ -186,6 +205,12 @@ impl super::DmaQueue {
                 done_here(&mut st);
                 st.phase = Some(super::DmaState::Aborted);
                 Ok(super::DmaState::Aborted)
+            }
+            Made::Lost => {
+                done_here(&mut st);
+                st.phase = Some(super::DmaState::Error);
+                self.inner.here_error.store(remora_sys::dma::DMA_ERR_NOT_CONNECTED, Ordering::SeqCst);
+                Ok(super::DmaState::Error)
             }
         }
     }
@@ -224,63 +249,54 @@ fn done_here(st: &mut super::QState) {
 
 impl Here {
     /// Make the job `descs` (checked: every range inside its segment, the connection not
-    /// lost, a moment ago by `DmaQueue::descs`) between `local` and `remote` here, for a
-    /// queue of descriptor node `node`; with `stop`, in pieces of at most [`PIECE`] bytes,
-    /// ending [`Made::Stopped`] between two once it is raised.
+    /// lost, a moment ago by `DmaQueue::descs`) between `local` and `remote` here, in one
+    /// go, for a queue of descriptor node `node`.
     pub(super) fn run(
         &mut self,
         node: u32,
         local: &LocalSegment,
         remote: &RemoteSegment,
         descs: &[DmaDesc],
-        stop: Option<&AtomicBool>,
     ) -> Made {
+        match self.plan(node, local, remote, descs) {
+            Some((near, far)) => copy(near, far, descs, usize::MAX, None),
+            None => Made::No,
+        }
+    }
+
+    /// The mappings of `local` and of `remote` the checked job `descs` moves between, for
+    /// a queue of descriptor node `node`, when it is one for this thread: not the program's
+    /// memory, every side of the queue's node, not a multicast, both memories mappable
+    /// here and every piece inside them. `None`: the engine makes it.
+    fn plan(
+        &mut self,
+        node: u32,
+        local: &LocalSegment,
+        remote: &RemoteSegment,
+        descs: &[DmaDesc],
+    ) -> Option<(&Mapping, &Mapping)> {
         if descs.iter().any(|d| d.flags & DMA_F_USER_MEM != 0) {
-            return Made::No;
+            return None;
         }
         if local.node() != node || remote.descriptor().node() != node {
-            return Made::No;
+            return None;
         }
-        let Ok(link) = remote.link() else { return Made::No };
+        let link = remote.link().ok()?;
         if !link.legs.is_empty() {
-            return Made::No;
+            return None;
         }
-        let Some(far) = self.remote.of(&remote.inner, link.memfd.as_ref(), link.size) else {
-            return Made::No;
-        };
+        let far = self.remote.of(&remote.inner, link.memfd.as_ref(), link.size)?;
         let near = {
             let memfd = local.inner.memfd.read().unwrap_or_else(|p| p.into_inner());
             self.local.of(&local.inner, memfd.as_ref(), local.size())
-        };
-        let Some(near) = near else { return Made::No };
+        }?;
         // Every piece is checked before the first moves, so that a refusal moves nothing.
         let fits =
             |m: &Mapping, off: u64, size: u64| off.checked_add(size).is_some_and(|e| e <= m.len() as u64);
-        if !descs.iter().all(|d| fits(near, d.local_off, d.size) && fits(far, d.remote_off, d.size)) {
-            return Made::No;
-        }
-        let piece = if stop.is_some() { PIECE } else { usize::MAX };
-        for d in descs {
-            let (l, r, size) = (d.local_off as usize, d.remote_off as usize, d.size as usize);
-            let mut done = 0;
-            while done < size {
-                if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
-                    return Made::Stopped;
-                }
-                let n = (size - done).min(piece);
-                let moved = match d.flags & DMA_F_READ != 0 {
-                    true => near.copy_from(l + done, far, r + done, n),
-                    false => far.copy_from(r + done, near, l + done, n),
-                };
-                // Not reached (both ranges were checked, both mappings are writable); should
-                // it be, the engine makes the whole job again, which leaves the same bytes.
-                if moved.is_err() {
-                    return Made::No;
-                }
-                done += n;
-            }
-        }
-        Made::Done
+        descs
+            .iter()
+            .all(|d| fits(near, d.local_off, d.size) && fits(far, d.remote_off, d.size))
+            .then_some((near, far))
     }
 
     /// Make the one transfer `d` (checked: inside the remote segment) between the program's
@@ -317,4 +333,43 @@ impl Here {
         };
         moved.is_ok()
     }
+}
+
+/// Copy the checked job `descs` between `near` (the local segment's mapping) and `far` (the
+/// remote one's) in pieces of at most `piece` bytes; with `watch`, ending [`Made::Stopped`]
+/// between two once its flag is raised (an abort), [`Made::Lost`] once its connection is
+/// lost (no byte lands after the exporter's forced unavailability is known here).
+fn copy(
+    near: &Mapping,
+    far: &Mapping,
+    descs: &[DmaDesc],
+    piece: usize,
+    watch: Option<(&AtomicBool, &RemoteSegment)>,
+) -> Made {
+    for d in descs {
+        let (l, r, size) = (d.local_off as usize, d.remote_off as usize, d.size as usize);
+        let mut done = 0;
+        while done < size {
+            if let Some((stop, remote)) = watch {
+                if stop.load(Ordering::SeqCst) {
+                    return Made::Stopped;
+                }
+                if remote.is_lost() {
+                    return Made::Lost;
+                }
+            }
+            let n = (size - done).min(piece);
+            let moved = match d.flags & DMA_F_READ != 0 {
+                true => near.copy_from(l + done, far, r + done, n),
+                false => far.copy_from(r + done, near, l + done, n),
+            };
+            // Not reached (both ranges were checked, both mappings are writable); should it
+            // be, the engine makes the whole job again, which leaves the same bytes.
+            if moved.is_err() {
+                return Made::No;
+            }
+            done += n;
+        }
+    }
+    Made::Done
 }

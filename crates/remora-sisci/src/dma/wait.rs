@@ -50,8 +50,12 @@ impl super::DmaQueue {
         }
     }
 
-    /// `SCIAbortDMAQueue`: stop the posted job (at the engine's next 4 MiB boundary) and
-    /// wait for it to stop; the state is then ABORTED, or DONE/ERROR if it ended first.
+    /// `SCIAbortDMAQueue`: stop the posted job (at the engine's next 4 MiB boundary, or
+    /// the posting thread's when it copies a long job between segments of this host) and
+    /// wait for it to stop; the state is then ABORTED, or DONE/ERROR if it ended first. A
+    /// job the posting thread makes over the process's flow (at most 1 MiB, or the
+    /// program's memory) is not stopped part-way: the abort waits for its end, up to 30 s,
+    /// and, should the flow fail and the job go to the engine, for the engine's end.
     ///
     /// # Errors
     /// [`Error::IllegalOperation`] when idle or gathering.
