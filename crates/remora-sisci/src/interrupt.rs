@@ -141,7 +141,10 @@ impl Core {
                     let mut flow = flow.lock().unwrap_or_else(|p| p.into_inner());
                     // A plain trigger goes back on a flow from the interrupt's node to one
                     // of ours when there is one (`back.rs`).
-                    if data.is_none() && flow.usable() && back::send(core.node, flow.remote()) {
+                    if data.is_none()
+                        && flow.usable()
+                        && back::send(core.node, core.desc.node(), flow.remote())
+                    {
                         return Ok(());
                     }
                     if let direct::Outcome::Sent = flow.trigger(data, down, &core.outage)? {
@@ -168,9 +171,16 @@ impl Core {
         if let Some(f) = &self.flow {
             let session = self.desc.session();
             let down = || session.silent(self.handle) || session.lost(self.handle).is_some();
-            let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
-            back::release(self.node, f.remote(), down);
-            f.drain(down);
+            // Neither waits holding the flow's lock (a wait is a cancellation point of a C
+            // program's thread; the lock must not stay held after it).
+            let (remote, drained) = {
+                let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
+                (f.remote(), f.begin_drain())
+            };
+            back::release(self.node, self.desc.node(), remote, down);
+            if let Some(s) = drained {
+                direct::wait_drained(&s, down);
+            }
         }
         // Our own interrupt's flows carry nothing back once it is gone.
         back::forget(self.handle);

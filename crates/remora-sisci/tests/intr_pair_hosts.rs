@@ -289,6 +289,32 @@ fn neither_disconnect_loses_triggers_sent_back_before_it() {
     p.hi_intr.wait(LONG).unwrap();
 }
 
+/// Review 99: a process with descriptors of two nodes (6 and 8) sends a trigger of its node
+/// 6 connection back only on a flow to node 6, never on node 4's flow to its interrupt of
+/// node 8 (which the far daemon ends as naming another node's connection: lost).
+#[test]
+fn a_trigger_goes_back_only_on_a_flow_to_its_own_descriptors_node() {
+    use common::Sci;
+    let h = remora_testkit::Harness::with_cluster_keys(&[4, 6, 8], &format!("force_tcp = true\n{PAIRING}"));
+    let d4 = Descriptor::open(&h.sci(4)).unwrap();
+    let d6 = Descriptor::open(&h.sci(6)).unwrap();
+    let d8 = Descriptor::open(&h.sci(8)).unwrap();
+    let i4 = Interrupt::create(&d4, 0, Some(95), true, None).unwrap();
+    let i8 = Interrupt::create(&d8, 0, Some(96), true, None).unwrap();
+    let to8 = RemoteInterrupt::connect(&d4, 8, 0, 96, LONG).unwrap();
+    let to4_from6 = RemoteInterrupt::connect(&d6, 4, 0, 95, LONG).unwrap();
+    // Node 8's wait learns node 4's flow (offered back).
+    for _ in 0..5 {
+        to8.trigger().unwrap();
+        i8.wait_with_spin(LONG, Duration::ZERO).unwrap();
+    }
+    for i in 0..20 {
+        to4_from6.trigger().unwrap();
+        i4.wait(Some(Duration::from_secs(5))).unwrap_or_else(|e| panic!("trigger {i} from node 6: {e:?}"));
+    }
+    assert_eq!(i4.wait(QUIET).unwrap_err(), Error::Timeout);
+}
+
 /// Review 99's loss: after a few round trips between two processes the flow is the lower
 /// process's to read, and the daemon's reader of it parks while that owner reads; a burst
 /// sent back and the sending connection's disconnect at once then had the disconnect

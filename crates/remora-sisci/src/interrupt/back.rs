@@ -1,28 +1,31 @@
-//! Plain triggers carried back on another host's process's flow (issue 19), when the
-//! cluster file says `intr_pair = true` (off by default: the owner's daemon then names every
-//! flow as from its own node, and nothing is offered here). A process of a
-//! lower node that connected to one of our interrupts triggers it over a flow of its own
-//! (a TCP connection its daemon dialed to ours); when we trigger an interrupt of that node
-//! too, our triggers go back on the same connection, so that a ping-pong between the two
-//! processes takes one connection, not two one-way ones each of whose segments gets a bare
-//! ACK. The owner's wait learns the flows from our daemon with the node each comes from
-//! ([`super::owned`]), and offers those of lower nodes here; the far daemon checks every
-//! frame against its books and books the flow for the interrupt's owner there, who reads
-//! it directly.
+//! Plain triggers carried back on another host's process's flow (issue 19; unless the
+//! cluster file says `intr_pair = false`: the owner's daemon then names every flow as from
+//! its own node, and nothing is offered here). A process of a lower node that connected to
+//! one of our interrupts triggers it over a flow of its own (a TCP connection its daemon
+//! dialed to ours); when we trigger an interrupt of that node too, our triggers go back on
+//! the same connection, so that a ping-pong between the two processes takes one
+//! connection, not two one-way ones each of whose segments gets a bare ACK. The owner's
+//! wait learns the flows from our daemon with the node each comes from
+//! ([`super::owned`]), and offers those of lower nodes here; the far daemon takes from a
+//! flow only triggers of connections this process made (the process the flow was dialed
+//! to), books the flow only for the process that dialed it, and reads it alone otherwise.
 //!
 //! A flow carries one connection's triggers back (the first that takes it), and is never
-//! taken by another after that connection ended. A trigger goes back only when the whole
-//! frame fits at once; otherwise, or once the flow failed, it takes the connection's own
-//! path ([`super::direct`], or the daemons'), so nothing is lost and nothing counted twice
-//! (only whole frames are served). A refusal (the interrupt removed) ends the flow, and the
-//! next trigger learns the error through the own path. A disconnect waits until what went
-//! back was taken by the far host's kernel; that is not yet served, and the disconnect,
-//! which goes through the daemons, can overtake it there (the far daemon then drops it: a
-//! known fault, one reason the pairing is off by default).
+//! taken by another after that connection ended; a trigger goes back only on a flow from
+//! the node of its connection to the node of its own descriptor. A trigger goes back only
+//! when the whole frame fits at once; otherwise, or once the flow failed, it takes the
+//! connection's own path ([`super::direct`], or the daemons'), so nothing is lost and
+//! nothing counted twice (only whole frames are served). A refusal (the interrupt removed)
+//! ends the flow, and the next trigger learns the error through the own path. A disconnect
+//! waits until what went back was taken by the far host's kernel (not yet served there):
+//! the disconnect, which goes through the daemons, can overtake it, and the far daemon
+//! then counts it all the same on the interrupt the flow carried it to, as long as the
+//! flow lives. A child made by `fork` never touches the table (the sockets are its
+//! parent's): its triggers take their own path.
 
 use remora_proto::link::{BulkFrame, BulkHeader, BulkOp};
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use zerocopy::IntoBytes;
@@ -38,16 +41,26 @@ struct Back {
     /// Our interrupt it triggers, and our node's handle of the far process's connection.
     intr: u64,
     conn: u64,
-    /// The node it comes from (where the triggers it carries back go).
+    /// The node it comes from (where the triggers it carries back go), and our interrupt's
+    /// node (a process may hold descriptors of several nodes: a trigger goes back only on
+    /// a flow to the node of its own connection).
     node: u32,
+    mine: u32,
     fd: OwnedFd,
     /// The far node's handle of the connection of ours whose triggers it carries.
     carries: Option<u64>,
     /// That connection ended, or the flow failed: it carries no more.
     spent: bool,
+    /// A trigger finishes a frame on it without the table's lock: others take their own path
+    /// meanwhile.
+    busy: bool,
 }
 
 static FLOWS: Mutex<Vec<Back>> = Mutex::new(Vec::new());
+/// The process that offered flows (0: none yet). A child made by `fork` never touches the
+/// table (its lock may have been held at the fork; its sockets are the parent's): its
+/// triggers take their own path.
+static OFFERED_BY: AtomicU32 = AtomicU32::new(0);
 /// Triggers sent back so far ([`sent`]).
 static SENT: AtomicU64 = AtomicU64::new(0);
 
@@ -56,45 +69,52 @@ pub(super) fn sent() -> u64 {
     SENT.load(Ordering::Relaxed)
 }
 
-fn flows() -> std::sync::MutexGuard<'static, Vec<Back>> {
-    FLOWS.lock().unwrap_or_else(|p| p.into_inner())
+/// The table, unless no flow was ever offered or this process is a child made by `fork`.
+fn flows() -> Option<std::sync::MutexGuard<'static, Vec<Back>>> {
+    let by = OFFERED_BY.load(Ordering::Relaxed);
+    (by != 0 && by == remora_sys::sched::own_pid()).then(|| FLOWS.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
 /// The set of flows our interrupt `intr` (of node `mine`) reads is now `set`, each with the
 /// node it comes from: those from lower nodes may carry triggers back.
 pub(super) fn offer(intr: u64, mine: u32, set: &[(OwnedFd, u64)], nodes: &[u32]) {
-    let mut all = flows();
+    let me = remora_sys::sched::own_pid();
+    if OFFERED_BY.load(Ordering::Relaxed) == 0 && nodes.iter().any(|n| *n < mine) {
+        let _ = OFFERED_BY.compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    let Some(mut all) = flows() else { return };
     all.retain(|b| b.intr != intr || set.iter().any(|(_, c)| *c == b.conn));
     for ((fd, conn), node) in set.iter().zip(nodes) {
         if *node >= mine || all.iter().any(|b| b.intr == intr && b.conn == *conn) {
             continue;
         }
         if let Ok(fd) = fd.try_clone() {
-            all.push(Back { intr, conn: *conn, node: *node, fd, carries: None, spent: false });
+            all.push(Back {
+                intr,
+                conn: *conn,
+                node: *node,
+                mine,
+                fd,
+                carries: None,
+                spent: false,
+                busy: false,
+            });
         }
     }
 }
 
 /// Our interrupt `intr` is gone: its flows carry nothing back any more.
 pub(super) fn forget(intr: u64) {
-    flows().retain(|b| b.intr != intr);
+    if let Some(mut all) = flows() {
+        all.retain(|b| b.intr != intr);
+    }
 }
 
-/// Send a plain trigger of connection `remote` (the far node's handle) to an interrupt of
-/// `node` back on a flow from there; `false` when none can take it whole now (the caller
-/// takes the connection's own path).
-pub(super) fn send(node: u32, remote: u64) -> bool {
-    let mut all = flows();
-    let usable = |b: &Back| b.node == node && !b.spent;
-    let at = match all.iter().position(|b| usable(b) && b.carries == Some(remote)) {
-        Some(i) => i,
-        None => match all.iter().position(|b| usable(b) && b.carries.is_none()) {
-            Some(i) => i,
-            None => return false,
-        },
-    };
-    let b = &mut all[at];
-    b.carries = Some(remote);
+/// Send a plain trigger of connection `remote` (the far node's handle), made by our
+/// descriptor of node `mine`, to an interrupt of `node` back on a flow from there to
+/// `mine`; `false` when none can take it whole now (the caller takes the connection's own
+/// path).
+pub(super) fn send(node: u32, mine: u32, remote: u64) -> bool {
     let frame = BulkFrame::from_header(&BulkHeader {
         op: BulkOp::Trigger,
         tag: 0,
@@ -104,26 +124,57 @@ pub(super) fn send(node: u32, remote: u64) -> bool {
         ok: false,
     });
     let bytes = frame.as_bytes();
-    let done = match remora_sys::flow::send(b.fd.as_fd(), bytes, false) {
-        Ok(n) if n == bytes.len() => true,
-        Ok(n) if n > 0 => {
-            // Part went (the socket had less room than a frame): the rest must follow, or
-            // the stream is out of step for good.
-            let done = finish(b.fd.as_fd(), &bytes[n..]);
-            if !done {
-                remora_sys::intr::shut_flow(b.fd.as_fd());
-                b.spent = true;
+    // Under the table's lock: the whole frame went, or none did, or part did (its rest is
+    // written after the lock is let go: a full socket may take up to [`FINISH`]).
+    let (fd, n, key) = {
+        let Some(mut all) = flows() else { return false };
+        let usable = |b: &Back| b.node == node && b.mine == mine && !b.spent && !b.busy;
+        let at = match all.iter().position(|b| usable(b) && b.carries == Some(remote)) {
+            Some(i) => i,
+            None => match all.iter().position(|b| usable(b) && b.carries.is_none()) {
+                Some(i) => i,
+                None => return false,
+            },
+        };
+        let b = &mut all[at];
+        b.carries = Some(remote);
+        match remora_sys::flow::send(b.fd.as_fd(), bytes, false) {
+            Ok(n) if n == bytes.len() => {
+                SENT.fetch_add(1, Ordering::Relaxed);
+                return true;
             }
-            done
-        }
-        // No room now: this one takes the own path, the flow is kept.
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
-        // Ended (a refusal ends it) or broken.
-        _ => {
-            b.spent = true;
-            false
+            Ok(n) if n > 0 => match b.fd.try_clone() {
+                Ok(fd) => {
+                    b.busy = true;
+                    (fd, n, (b.intr, b.conn))
+                }
+                Err(_) => {
+                    remora_sys::intr::shut_flow(b.fd.as_fd());
+                    b.spent = true;
+                    return false;
+                }
+            },
+            // No room now: this one takes the own path, the flow is kept.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            // Ended (a refusal ends it) or broken.
+            _ => {
+                b.spent = true;
+                return false;
+            }
         }
     };
+    // Part went (the socket had less room than a frame): the rest must follow, or the
+    // stream is out of step for good.
+    let done = finish(fd.as_fd(), &bytes[n..]);
+    if !done {
+        remora_sys::intr::shut_flow(fd.as_fd());
+    }
+    if let Some(mut all) = flows() {
+        if let Some(b) = all.iter_mut().find(|b| (b.intr, b.conn) == key) {
+            b.busy = false;
+            b.spent |= !done;
+        }
+    }
     if done {
         SENT.fetch_add(1, Ordering::Relaxed);
     }
@@ -148,10 +199,11 @@ fn finish(fd: std::os::fd::BorrowedFd<'_>, mut rest: &[u8]) -> bool {
 /// Connection `remote` to an interrupt of `node` ends: its flow back carries no more, and
 /// this waits (at most [`SETTLE`], not while `silent`) until what it sent back was taken by
 /// the far host, before the disconnect goes through the daemons.
-pub(super) fn release(node: u32, remote: u64, silent: impl Fn() -> bool) {
+pub(super) fn release(node: u32, mine: u32, remote: u64, silent: impl Fn() -> bool) {
     let fd = {
-        let mut all = flows();
-        let Some(b) = all.iter_mut().find(|b| b.node == node && b.carries == Some(remote)) else { return };
+        let Some(mut all) = flows() else { return };
+        let at = |b: &Back| b.node == node && b.mine == mine && b.carries == Some(remote);
+        let Some(b) = all.iter_mut().find(|b| at(b)) else { return };
         b.spent = true;
         b.fd.try_clone()
     };
@@ -162,5 +214,25 @@ pub(super) fn release(node: u32, remote: u64, silent: impl Fn() -> bool) {
             Ok(0) | Err(_) => break,
             Ok(_) => std::thread::sleep(Duration::from_micros(200)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// In a child made by `fork` (the parent offered the flows, and another of its threads
+    /// may have held the table's lock at the fork) nothing here touches the table: a trigger
+    /// takes its own path, and nothing waits for the lock.
+    #[test]
+    fn a_child_made_by_fork_never_touches_the_table() {
+        OFFERED_BY.store(remora_sys::sched::own_pid().wrapping_add(1), Ordering::Relaxed);
+        let held = FLOWS.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(!send(4, 8, 1), "a child's trigger takes its own path");
+        release(4, 8, 1, || false);
+        forget(1);
+        offer(1, 8, &[], &[4]);
+        drop(held);
+        OFFERED_BY.store(0, Ordering::Relaxed);
     }
 }

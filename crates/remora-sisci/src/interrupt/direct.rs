@@ -33,7 +33,7 @@ const SLICE: Duration = Duration::from_millis(20);
 const LOOK_EVERY: Duration = Duration::from_millis(1);
 /// How long a trigger waits for room on a flow whose route still looks up.
 const PATIENCE: Duration = Duration::from_secs(10);
-/// How long [`Flow::drain`] waits for the owner's node to have served every trigger sent.
+/// How long [`wait_drained`] waits for the owner's node to have served every trigger sent.
 const DRAIN: Duration = Duration::from_secs(2);
 
 /// What a trigger over the flow came to when it did not decide the call.
@@ -61,6 +61,9 @@ pub(super) struct Flow {
     /// When the flow was last looked at (a data flow's answers read, a plain flow's
     /// hang-up looked for).
     looked: Option<Instant>,
+    /// The process that opened it: a child made by `fork` never writes on (or shuts) its
+    /// parent's socket; its triggers go through the daemons.
+    pid: u32,
 }
 
 impl Flow {
@@ -86,6 +89,7 @@ impl Flow {
             broken: false,
             unsynced: false,
             looked: None,
+            pid: remora_sys::sched::own_pid(),
         })
     }
 
@@ -97,7 +101,7 @@ impl Flow {
     /// Whether triggers may go: the interrupt is not known gone, and the flow did not break
     /// (a trigger carried back on another flow follows the same path's verdicts).
     pub(super) fn usable(&self) -> bool {
-        self.refused.is_none() && !self.broken
+        self.refused.is_none() && !self.broken && self.pid == remora_sys::sched::own_pid()
     }
 
     /// Trigger with `data` (a data interrupt's payload, waited for) or none (posted).
@@ -114,7 +118,7 @@ impl Flow {
         if let Some(e) = &self.refused {
             return Err(e.clone());
         }
-        if self.broken {
+        if self.broken || self.pid != remora_sys::sched::own_pid() {
             return Ok(Outcome::Through);
         }
         if data.is_some_and(|d| d.len() > MAX_TRIGGER_DATA) {
@@ -290,27 +294,35 @@ impl Flow {
         }
     }
 
-    /// Wait (at most [`DRAIN`]) until the owner's node served every trigger sent on the
-    /// flow, then close it: a disconnect that goes through the daemons must not overtake
-    /// them. Not while `silent` says our daemon reports the route down: nothing would
-    /// come back, and the disconnect must not wait for it. Nothing is read meanwhile:
-    /// what else comes on the socket is not this connection's to take.
-    pub(super) fn drain(&mut self, silent: impl Fn() -> bool) {
-        if !self.unsynced || self.broken {
-            return;
+    /// Before a disconnect, which goes through the daemons and must not overtake the
+    /// triggers sent on the flow: shut the flow for writing (nothing more goes on it) and
+    /// give a duplicate of it to wait on, without this flow's lock, until the owner's node
+    /// served them ([`wait_drained`]); `None` when nothing needs waiting for (nothing sent
+    /// since the last drain, the flow broken, or this a child made by `fork`).
+    pub(super) fn begin_drain(&mut self) -> Option<TcpStream> {
+        if !self.unsynced || self.broken || self.pid != remora_sys::sched::own_pid() {
+            return None;
         }
         self.unsynced = false;
         // The owner's node closes its end once it read our end's close and everything
-        // before it.
-        if self.s.shutdown(std::net::Shutdown::Write).is_err() {
-            return;
-        }
-        let t = Instant::now();
-        while t.elapsed() < DRAIN && !silent() {
-            if remora_sys::intr::wait_sender_gone(self.s.as_fd(), SLICE) {
-                break;
-            }
-        }
+        // before it ([`wait_drained`]); nothing more goes on this flow.
         self.broken = true;
+        let s = self.s.try_clone().ok()?;
+        s.shutdown(std::net::Shutdown::Write).ok()?;
+        Some(s)
+    }
+}
+
+/// Wait (at most [`DRAIN`]) until the owner's node closed flow `s`, which
+/// [`Flow::begin_drain`] shut for writing: it served everything before. Not while `silent`
+/// says our daemon reports the route down (nothing would come back, and the disconnect
+/// must not wait for it). Nothing is read meanwhile: what else comes on the socket is not
+/// this connection's to take.
+pub(super) fn wait_drained(s: &TcpStream, silent: impl Fn() -> bool) {
+    let t = Instant::now();
+    while t.elapsed() < DRAIN && !silent() {
+        if remora_sys::intr::wait_sender_gone(s.as_fd(), SLICE) {
+            break;
+        }
     }
 }
