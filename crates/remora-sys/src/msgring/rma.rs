@@ -16,7 +16,8 @@
 //! sequentially consistent: of "set my bit, then look at the done count" and "move the
 //! done count, then look at the next bit", at least one of the two threads sees the
 //! other's store. (The owner entries below are the exception: a live owner records its
-//! ticket and clears its entry with plain stores, as no one else writes them.)
+//! ticket and clears its entry with plain loads and stores, as no one else writes them
+//! while it lives; it clears only an entry still holding its own ticket.)
 //!
 //! At most [`RMA_RING_BITS`] RMAs of a side are in flight: a ticket that far ahead of
 //! the done count waits ([`RmaTicket::has_room`]) before it starts.
@@ -38,7 +39,7 @@
 //! reach outside the region.
 
 use super::MsgRegion;
-use std::sync::atomic::Ordering::{Release, SeqCst};
+use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 use std::time::Duration;
 
 /// RMAs of one side that may be in flight at once (the bits of its completion ring).
@@ -107,11 +108,15 @@ impl Drop for RmaTicket<'_> {
         let e = r.rma_owner(s, self.slot);
         if r.rma_has_room(s, t) {
             // Whoever clears the entry ends the ticket: a recovering waiter only clears
-            // entries of owners that are gone (or gave up), so this one is ours, cleared
-            // with a plain store (the compare-exchange it was cost a locked instruction an
-            // RMA and could not fail). `rma_end`'s compare-exchange then orders it.
-            e.store(0, Release);
-            r.rma_end(s, t);
+            // entries of owners that are gone (or gave up), so this one is ours unless a
+            // waiter misjudged this owner gone and the entry is now another's claim: then
+            // it is left alone (the waiter ended this ticket). The guard is a plain load
+            // and a plain store (the compare-exchange it was cost a locked instruction an
+            // RMA); `rma_end`'s compare-exchange then orders the clear.
+            if e.load(Relaxed) == self.entry {
+                e.store(0, Release);
+                r.rma_end(s, t);
+            }
         } else {
             // Its bit is still another ticket's: left for a waiter to end once it is free.
             let gave_up = TICKETED | (u64::from(ABANDONED) << 32) | (t & 0xffff_ffff);
@@ -375,6 +380,25 @@ mod tests {
         assert!(r.rma_recover(0));
         assert_eq!(r.rma_done(0).load(SeqCst), RMA_RING_BITS + 1);
         assert_eq!(free_entries(&r, 0), RMA_OWNERS);
+    }
+
+    #[test]
+    fn an_owner_misjudged_gone_leaves_the_next_claim_of_its_entry_alone() {
+        let r = region();
+        let first = r.rma_try_begin(0).unwrap();
+        let t = r.rma_try_begin(0).unwrap();
+        // A waiter took the second ticket's owner for gone, ended the ticket (its bit set,
+        // the first still in flight) and freed its entry, which another process (the
+        // parent shell, alive) then claimed.
+        let e = r.rma_owner(0, t.slot);
+        let parent = rustix::process::getppid().unwrap().as_raw_nonzero().get() as u32;
+        r.rma_end(0, t.ticket);
+        let claim = u64::from(parent) << 32;
+        e.store(claim, SeqCst);
+        drop(t);
+        assert_eq!(e.load(SeqCst), claim, "the new owner's claim stays");
+        drop(first);
+        assert_eq!(r.rma_done(0).load(SeqCst), 2, "each ticket ended once");
     }
 
     #[test]
