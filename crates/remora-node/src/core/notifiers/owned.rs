@@ -58,7 +58,7 @@ pub struct BackFlowEntry {
     /// connection's disconnect, which the disconnect overtook, are still counted.
     pub carries: Option<(u64, u64)>,
     /// While it carries none: that process's connections that ended meanwhile, with their
-    /// interrupts here (at most [`ENDED_KEPT`]), so that triggers of one sent back before its
+    /// interrupts here (at most `ENDED_KEPT`), so that triggers of one sent back before its
     /// disconnect, which overtook them, are still counted.
     pub ended: Vec<(u64, u64)>,
     /// The socket.
