@@ -55,7 +55,16 @@ fn a_large_transfer_whose_flow_is_busy_goes_to_the_engine() {
     while qa.state() != DmaState::Posted && t.elapsed() < Duration::from_secs(10) {
         std::hint::spin_loop();
     }
-    std::thread::sleep(Duration::from_millis(20));
+    // Its first bytes home: its thread holds the flow (review 105: a fixed 20 ms sleep
+    // could end before that thread took the flow's lock).
+    let mut first = [0u8; 1];
+    while t.elapsed() < Duration::from_secs(10) {
+        hm.read(0, &mut first).unwrap();
+        if first[0] == 7 {
+            break;
+        }
+        std::hint::spin_loop();
+    }
     sm.write(0, &vec![9u8; MIB]).unwrap();
     qb.start(&src, &remote, 0, MIB, BIG, WAIT, None).unwrap();
     let after = engine_jobs(&h, 8);

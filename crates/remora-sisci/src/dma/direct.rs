@@ -148,11 +148,17 @@ impl Direct {
         }
         let (_, flow, stop) = self.flow.as_mut()?;
         if stop.is_none() {
-            // Taken once the flow is free a moment (a later post asks again).
+            // Taken once the flow is free a moment (a later post asks again; meanwhile the
+            // engine makes the transfers).
             *stop = flow.stopper().map(Arc::new);
             if let Some(s) = stop {
                 remote.watch().stop_on_down(s);
             }
+        }
+        // Without it nothing would stop the transfer when the route falls silent (review
+        // 105): until a post finds the flow free a moment, the engine makes them.
+        if stop.is_none() {
+            return None;
         }
         let flow = &*flow;
         let read = d.flags & DMA_F_READ != 0;

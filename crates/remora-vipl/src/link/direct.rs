@@ -135,17 +135,19 @@ impl Offer {
                 Ok((mut s, _)) => {
                     let mut got = [0u8; 16];
                     let ok = s.set_nonblocking(false).is_ok()
-                        && s.set_read_timeout(Some(left)).is_ok()
-                        && s.read_exact(&mut got).is_ok()
+                        && matches!(read_by(&mut s, &mut got, deadline), Ok(true))
                         && same_token(u128::from_le_bytes(got), self.token);
                     if !ok {
                         continue;
                     }
-                    if s.write_all(&[1]).is_err() || s.set_read_timeout(Some(CONFIRM_WAIT)).is_err() {
+                    // The time for the confirmation is set before the answer goes: once it
+                    // went, the requester may hold the stream.
+                    let confirm_by = Instant::now() + CONFIRM_WAIT;
+                    if s.set_read_timeout(Some(CONFIRM_WAIT)).is_err() || s.write_all(&[1]).is_err() {
                         return Made::No;
                     }
                     let mut b = [0u8; 1];
-                    return match read_byte(&mut s, &mut b) {
+                    return match read_by(&mut s, &mut b, confirm_by) {
                         Ok(true) if b[0] == 1 => match Direct::new(s) {
                             Some(d) => {
                                 ready(d);
@@ -153,12 +155,14 @@ impl Offer {
                             }
                             None => Made::Unsure,
                         },
-                        // Its end or an error: the requester did not take the stream.
+                        // Its end, or a byte that is no confirmation: the requester did not
+                        // take the stream.
                         Ok(_) => Made::No,
-                        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                            Made::Unsure
+                        Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
+                            Made::No
                         }
-                        Err(_) => Made::No,
+                        // No word within the time, or a read that failed: it may hold it.
+                        Err(_) => Made::Unsure,
                     };
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -182,15 +186,25 @@ pub(crate) enum Made {
     Unsure,
 }
 
-/// Read one byte (surviving `EINTR`): `Ok(false)` at the stream's end.
-fn read_byte(s: &mut TcpStream, b: &mut [u8; 1]) -> std::io::Result<bool> {
-    loop {
-        match s.read(b) {
-            Ok(n) => return Ok(n == 1),
+/// Fill `buf` by `deadline`: `Ok(false)` at the stream's end first, `TimedOut` at the
+/// deadline. A read that `EINTR` ends is made again with what is left of the time, not the
+/// whole of it (a process with a periodic signal would otherwise never time out).
+fn read_by(s: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> std::io::Result<bool> {
+    let mut have = 0;
+    while have < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ErrorKind::TimedOut.into());
+        }
+        s.set_read_timeout(Some(left))?;
+        match s.read(&mut buf[have..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => have += n,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
+    Ok(true)
 }
 
 /// The requesting side: dial `host:port`, send `token`, wait for the acceptor's byte, and
@@ -201,10 +215,9 @@ pub(crate) fn dial(host: &str, port: u16, token: u128, wait: Duration) -> Option
     let left = || Some(deadline.saturating_duration_since(Instant::now())).filter(|l| !l.is_zero());
     let addr = (host, port).to_socket_addrs().ok()?.next()?;
     let mut s = TcpStream::connect_timeout(&addr, left()?).ok()?;
-    s.set_read_timeout(Some(left()?)).ok()?;
     s.write_all(&token.to_le_bytes()).ok()?;
     let mut b = [0u8; 1];
-    (read_byte(&mut s, &mut b).ok()? && b[0] == 1).then_some(())?;
+    (read_by(&mut s, &mut b, deadline).ok()? && b[0] == 1).then_some(())?;
     let d = Direct::new(s)?;
     (&d.s).write_all(&[1]).ok()?;
     Some(d)
@@ -509,16 +522,18 @@ mod tests {
     fn both_sides_hold_the_stream_once_the_requester_confirms_and_a_wrong_token_gets_nothing() {
         let o = Offer::open("127.0.0.1").unwrap();
         let (port, token) = (o.port(), o.token);
-        let wrong = requester(port, token ^ 1, drop);
-        let right = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(100));
-            dial("127.0.0.1", port, token, HANDSHAKE_WAIT).is_some()
-        });
+        // The wrong token first in the listener's queue (dialled here, before the right
+        // one: a thread of its own could come after the acceptor closed its listener).
+        let mut wrong = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        wrong.write_all(&(token ^ 1).to_le_bytes()).unwrap();
+        wrong.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let right = std::thread::spawn(move || dial("127.0.0.1", port, token, HANDSHAKE_WAIT).is_some());
         let mut held = false;
         assert_eq!(o.accept(|_| held = true), Made::Yes);
         assert!(held, "the acceptor holds the stream");
         assert!(right.join().unwrap(), "the requester holds the stream");
-        assert_eq!(wrong.join().unwrap(), 0, "a wrong token is not answered");
+        let mut b = [0u8; 1];
+        assert_eq!(wrong.read(&mut b).unwrap_or(0), 0, "a wrong token is not answered");
     }
 
     #[test]
