@@ -70,6 +70,9 @@ struct Core {
     remote_page: Option<IntrPage>,
     /// For an interrupt of another host: the process's own flow to its node, if it has one.
     flow: Option<Mutex<direct::Flow>>,
+    /// The process that made the handle (and its flow): a child made by `fork` never takes
+    /// the flow's lock, which a thread of the parent may have held at the fork (review 106).
+    made_by: u32,
     /// A trigger found the route silent since the flow last took a whole frame
     /// ([`direct::Flow::trigger`]: while the flow has no room after an outage, triggers go
     /// through the daemons).
@@ -91,6 +94,7 @@ impl Core {
             node: desc.node(),
             remote_page: page,
             flow: None,
+            made_by: remora_sys::sched::own_pid(),
             outage: AtomicBool::new(false),
             gone: AtomicBool::new(false),
             listener: Mutex::new(None),
@@ -124,7 +128,7 @@ impl Core {
                 if data.is_some_and(|d| d.len() > MAX_DATA_INTERRUPT) {
                     return Err(Error::OutOfRange);
                 }
-                if let Some(flow) = &core.flow {
+                if let Some(flow) = core.own_flow() {
                     let session = core.desc.session();
                     // A route our daemon reports silent fails at once, as through it.
                     if session.silent(core.handle) {
@@ -143,7 +147,7 @@ impl Core {
                     // of ours when there is one (`back.rs`).
                     if data.is_none()
                         && flow.usable()
-                        && back::send(core.node, core.desc.node(), flow.remote())
+                        && back::send(core.node, back::side(&core.desc), flow.remote())
                     {
                         return Ok(());
                     }
@@ -158,6 +162,12 @@ impl Core {
         }
     }
 
+    /// The flow, unless this is a child made by `fork` (its parent's socket; the lock may
+    /// have been held at the fork): the child's triggers go through the daemons.
+    fn own_flow(&self) -> Option<&Mutex<direct::Flow>> {
+        self.flow.as_ref().filter(|_| self.made_by == remora_sys::sched::own_pid())
+    }
+
     fn live(&self) -> Result<&Core> {
         if self.gone.load(Ordering::Acquire) {
             return Err(Error::IllegalParameter("interrupt released".into()));
@@ -168,7 +178,7 @@ impl Core {
     /// Let the owner's node serve the triggers sent over the flow (and back on another
     /// process's) before a disconnect, which goes through the daemons, can overtake them.
     fn drain_flow(&self) {
-        if let Some(f) = &self.flow {
+        if let Some(f) = self.own_flow() {
             let session = self.desc.session();
             let down = || session.silent(self.handle) || session.lost(self.handle).is_some();
             // Neither waits holding the flow's lock (a wait is a cancellation point of a C
@@ -177,7 +187,7 @@ impl Core {
                 let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
                 (f.remote(), f.begin_drain())
             };
-            back::release(self.node, self.desc.node(), remote, down);
+            back::release(self.node, back::side(&self.desc), remote, down);
             if let Some(s) = drained {
                 direct::wait_drained(&s, down);
             }

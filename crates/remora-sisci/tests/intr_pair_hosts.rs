@@ -315,6 +315,32 @@ fn a_trigger_goes_back_only_on_a_flow_to_its_own_descriptors_node() {
     assert_eq!(i4.wait(QUIET).unwrap_err(), Error::Timeout);
 }
 
+/// Review 106's loss: a process that owns its interrupt through one descriptor and
+/// connects to the other's through another (common in SISCI programs). The lower process's
+/// flow was dialed to the owning descriptor's session, whose daemon takes back only that
+/// session's connections: a trigger of the other descriptor's connection sent back on it
+/// was refused there, the flow shut, the trigger lost.
+#[test]
+fn a_trigger_of_another_descriptor_of_the_process_is_not_sent_back_on_the_owners_flow() {
+    use common::Sci;
+    let h = remora_testkit::Harness::with_cluster_keys(&[4, 8], &format!("force_tcp = true\n{PAIRING}"));
+    let d4 = Descriptor::open(&h.sci(4)).unwrap();
+    let owns = Descriptor::open(&h.sci(8)).unwrap();
+    let connects = Descriptor::open(&h.sci(8)).unwrap();
+    let i4 = Interrupt::create(&d4, 0, Some(97), true, None).unwrap();
+    let i8 = Interrupt::create(&owns, 0, Some(98), true, None).unwrap();
+    let to8 = RemoteInterrupt::connect(&d4, 8, 0, 98, LONG).unwrap();
+    let to4 = RemoteInterrupt::connect(&connects, 4, 0, 97, LONG).unwrap();
+    for i in 0..30 {
+        to8.trigger().unwrap();
+        i8.wait_with_spin(LONG, Duration::ZERO).unwrap();
+        to4.trigger().unwrap();
+        i4.wait(Some(Duration::from_secs(5))).unwrap_or_else(|e| panic!("round {i}: {e:?}"));
+    }
+    assert_eq!(i4.wait(QUIET).unwrap_err(), Error::Timeout);
+    assert_eq!(i8.wait(QUIET).unwrap_err(), Error::Timeout);
+}
+
 /// Review 99's loss: after a few round trips between two processes the flow is the lower
 /// process's to read, and the daemon's reader of it parks while that owner reads; a burst
 /// sent back and the sending connection's disconnect at once then had the disconnect

@@ -12,7 +12,9 @@
 //!
 //! A flow carries one connection's triggers back (the first that takes it), and is never
 //! taken by another after that connection ended; a trigger goes back only on a flow from
-//! the node of its connection to the node of its own descriptor. A trigger goes back only
+//! the node of its connection to its own descriptor (the one that owns the interrupt the
+//! flow was dialed to: the far daemon takes back only that session's connections). A
+//! trigger goes back only
 //! when the whole frame fits at once; otherwise, or once the flow failed, it takes the
 //! connection's own path ([`super::direct`], or the daemons'), so nothing is lost and
 //! nothing counted twice (only whole frames are served). A refusal (the interrupt removed)
@@ -30,6 +32,18 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use zerocopy::IntoBytes;
 
+/// Which descriptor of this process a flow serves: its node, and its session (the daemon
+/// takes back only triggers of connections made by the session that owns the interrupt
+/// the flow was dialed to: a process may create its interrupt through one descriptor and
+/// connect through another, review 106).
+pub(super) type Side = (u32, usize);
+
+/// The [`Side`] of descriptor `desc`. (Its session lives as long as the descriptor, and a
+/// flow's entry no longer than its interrupt, which holds the descriptor.)
+pub(super) fn side(desc: &crate::Descriptor) -> Side {
+    (desc.node(), std::sync::Arc::as_ptr(desc.session()) as usize)
+}
+
 /// How long a trigger waits to finish a frame of which part went.
 const FINISH: Duration = Duration::from_secs(2);
 /// How long a disconnect waits for what went back to be taken.
@@ -42,10 +56,10 @@ struct Back {
     intr: u64,
     conn: u64,
     /// The node it comes from (where the triggers it carries back go), and our interrupt's
-    /// node (a process may hold descriptors of several nodes: a trigger goes back only on
-    /// a flow to the node of its own connection).
+    /// descriptor (a process may hold descriptors of several nodes, or several of one: a
+    /// trigger goes back only on a flow to its own connection's descriptor).
     node: u32,
-    mine: u32,
+    mine: Side,
     fd: OwnedFd,
     /// The far node's handle of the connection of ours whose triggers it carries.
     carries: Option<u64>,
@@ -75,17 +89,17 @@ fn flows() -> Option<std::sync::MutexGuard<'static, Vec<Back>>> {
     (by != 0 && by == remora_sys::sched::own_pid()).then(|| FLOWS.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
-/// The set of flows our interrupt `intr` (of node `mine`) reads is now `set`, each with the
-/// node it comes from: those from lower nodes may carry triggers back.
-pub(super) fn offer(intr: u64, mine: u32, set: &[(OwnedFd, u64)], nodes: &[u32]) {
+/// The set of flows our interrupt `intr` (of descriptor `mine`) reads is now `set`, each
+/// with the node it comes from: those from lower nodes may carry triggers back.
+pub(super) fn offer(intr: u64, mine: Side, set: &[(OwnedFd, u64)], nodes: &[u32]) {
     let me = remora_sys::sched::own_pid();
-    if OFFERED_BY.load(Ordering::Relaxed) == 0 && nodes.iter().any(|n| *n < mine) {
+    if OFFERED_BY.load(Ordering::Relaxed) == 0 && nodes.iter().any(|n| *n < mine.0) {
         let _ = OFFERED_BY.compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed);
     }
     let Some(mut all) = flows() else { return };
     all.retain(|b| b.intr != intr || set.iter().any(|(_, c)| *c == b.conn));
     for ((fd, conn), node) in set.iter().zip(nodes) {
-        if *node >= mine || all.iter().any(|b| b.intr == intr && b.conn == *conn) {
+        if *node >= mine.0 || all.iter().any(|b| b.intr == intr && b.conn == *conn) {
             continue;
         }
         if let Ok(fd) = fd.try_clone() {
@@ -111,10 +125,9 @@ pub(super) fn forget(intr: u64) {
 }
 
 /// Send a plain trigger of connection `remote` (the far node's handle), made by our
-/// descriptor of node `mine`, to an interrupt of `node` back on a flow from there to
-/// `mine`; `false` when none can take it whole now (the caller takes the connection's own
-/// path).
-pub(super) fn send(node: u32, mine: u32, remote: u64) -> bool {
+/// descriptor `mine`, to an interrupt of `node` back on a flow from there to `mine`;
+/// `false` when none can take it whole now (the caller takes the connection's own path).
+pub(super) fn send(node: u32, mine: Side, remote: u64) -> bool {
     let frame = BulkFrame::from_header(&BulkHeader {
         op: BulkOp::Trigger,
         tag: 0,
@@ -199,7 +212,7 @@ fn finish(fd: std::os::fd::BorrowedFd<'_>, mut rest: &[u8]) -> bool {
 /// Connection `remote` to an interrupt of `node` ends: its flow back carries no more, and
 /// this waits (at most [`SETTLE`], not while `silent`) until what it sent back was taken by
 /// the far host, before the disconnect goes through the daemons.
-pub(super) fn release(node: u32, mine: u32, remote: u64, silent: impl Fn() -> bool) {
+pub(super) fn release(node: u32, mine: Side, remote: u64, silent: impl Fn() -> bool) {
     let fd = {
         let Some(mut all) = flows() else { return };
         let at = |b: &Back| b.node == node && b.mine == mine && b.carries == Some(remote);
@@ -228,10 +241,10 @@ mod tests {
     fn a_child_made_by_fork_never_touches_the_table() {
         OFFERED_BY.store(remora_sys::sched::own_pid().wrapping_add(1), Ordering::Relaxed);
         let held = FLOWS.lock().unwrap_or_else(|p| p.into_inner());
-        assert!(!send(4, 8, 1), "a child's trigger takes its own path");
-        release(4, 8, 1, || false);
+        assert!(!send(4, (8, 1), 1), "a child's trigger takes its own path");
+        release(4, (8, 1), 1, || false);
         forget(1);
-        offer(1, 8, &[], &[4]);
+        offer(1, (8, 1), &[], &[4]);
         drop(held);
         OFFERED_BY.store(0, Ordering::Relaxed);
     }

@@ -43,13 +43,13 @@ impl OwnFlows {
             {
                 self.gen = gen;
                 self.flows = fds.into_iter().zip(conns).collect();
-                super::back::offer(core.handle, core.desc.node(), &self.flows, &nodes);
+                super::back::offer(core.handle, super::back::side(&core.desc), &self.flows, &nodes);
             }
             // The daemon reads them all, as before; asked again at the next change.
             _ => {
                 self.gen = now;
                 self.flows.clear();
-                super::back::offer(core.handle, core.desc.node(), &[], &[]);
+                super::back::offer(core.handle, super::back::side(&core.desc), &[], &[]);
             }
         }
     }
