@@ -37,12 +37,14 @@ int main(int argc, char **argv)
 	rsmapi_controller_handle_t ctrl;
 	CHECK(rsm_get_controller("sci0", &ctrl), RSM_SUCCESS);
 
-	/* The exporter may start after us: retry for up to 20 s. */
+	/* The exporter may start after us: retry for up to 20 s. Its node's daemon may not be
+	 * up yet either (it starts with the exporter; on a loaded machine that can take longer
+	 * than a connect waits for it): unreachable until then. */
 	rsm_memseg_import_handle_t im = NULL;
 	int rc = RSMERR_SEG_NOT_PUBLISHED;
 	for (int tries = 0; tries < 2000; tries++) {
 		rc = rsm_memseg_import_connect(ctrl, node, id, RSM_PERM_RDWR, &im);
-		if (rc != RSMERR_SEG_NOT_PUBLISHED)
+		if (rc != RSMERR_SEG_NOT_PUBLISHED && rc != RSMERR_REMOTE_NODE_UNREACHABLE)
 			break;
 		nap_ms(10);
 	}
