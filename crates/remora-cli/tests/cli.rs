@@ -5,24 +5,37 @@
 
 use std::process::Command;
 
-#[test]
-fn bench_rows_carry_target_and_verdict_in_json() {
-    let rt = tempfile::Builder::new().prefix("remora-bench-json").tempdir().unwrap();
+/// `remora bench --json <file> <args>` in a runtime directory of its own (its daemons leave
+/// `idle_exit` seconds after their last client): asserts it succeeded, and gives the
+/// directory (for the caller's shutdown), the table it printed, and the JSON.
+fn bench_json(prefix: &str, args: &[&str], idle_exit: &str) -> (tempfile::TempDir, String, String) {
+    let rt = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
     let out = rt.path().join("rows.json");
     let o = Command::new(env!("CARGO_BIN_EXE_remora"))
         .args(["bench", "--json"])
         .arg(&out)
-        .args(["connect", "--samples", "20"])
+        .args(args)
         .env("REMORA_RUNTIME_DIR", rt.path())
         .env("REMORA_DAEMON", remora_testkit::daemon_path())
-        .env("REMORA_IDLE_EXIT", "2")
+        .env("REMORA_IDLE_EXIT", idle_exit)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
-    assert!(text.contains("verdict"), "the table has a verdict column: {text}");
     let json = std::fs::read_to_string(&out).unwrap();
-    let rows: Vec<&str> = json.lines().filter(|l| l.contains("\"name\"")).collect();
+    (rt, text, json)
+}
+
+/// The JSON's row lines.
+fn rows(json: &str) -> Vec<&str> {
+    json.lines().filter(|l| l.contains("\"name\"")).collect()
+}
+
+#[test]
+fn bench_rows_carry_target_and_verdict_in_json() {
+    let (rt, text, json) = bench_json("remora-bench-json", &["connect", "--samples", "20"], "2");
+    assert!(text.contains("verdict"), "the table has a verdict column: {text}");
+    let rows = rows(&json);
     assert!(!rows.is_empty(), "{json}");
     assert!(json.trim_start().starts_with('[') && json.trim_end().ends_with(']'), "{json}");
     for r in rows {
@@ -40,22 +53,10 @@ fn bench_rows_carry_target_and_verdict_in_json() {
 /// futexes, and how many of the blocked waits slept.
 #[test]
 fn bench_intr_reports_blocked_one_core_and_spinning_rows() {
-    let rt = tempfile::Builder::new().prefix("remora-bench-intr").tempdir().unwrap();
-    let out = rt.path().join("rows.json");
-    let o = Command::new(env!("CARGO_BIN_EXE_remora"))
-        .args(["bench", "--json"])
-        .arg(&out)
-        .args(["intr", "--batch", "20", "--rounds", "2", "--pause-us", "20"])
-        .env("REMORA_RUNTIME_DIR", rt.path())
-        .env("REMORA_DAEMON", remora_testkit::daemon_path())
-        .env("REMORA_IDLE_EXIT", "2")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    let (rt, text, json) =
+        bench_json("remora-bench-intr", &["intr", "--batch", "20", "--rounds", "2", "--pause-us", "20"], "2");
     assert!(text.contains("waits that slept: blocked raw"), "{text}");
-    let json = std::fs::read_to_string(&out).unwrap();
-    let rows: Vec<&str> = json.lines().filter(|l| l.contains("\"name\"")).collect();
+    let rows = rows(&json);
     for name in [
         "interrupt wake, waiter blocked",
         "interrupt wake, blocked, one core",
@@ -76,21 +77,8 @@ fn bench_intr_reports_blocked_one_core_and_spinning_rows() {
 /// child takes reaches the parent's table and JSON.
 #[test]
 fn bench_hosts_rows_reach_the_parent() {
-    let rt = tempfile::Builder::new().prefix("remora-bench-hosts").tempdir().unwrap();
-    let out = rt.path().join("rows.json");
-    let o = Command::new(env!("CARGO_BIN_EXE_remora"))
-        .args(["bench", "--json"])
-        .arg(&out)
-        .args(["hosts", "--loopback", "--reps", "1"])
-        .env("REMORA_RUNTIME_DIR", rt.path())
-        .env("REMORA_DAEMON", remora_testkit::daemon_path())
-        .env("REMORA_IDLE_EXIT", "5")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
-    let json = std::fs::read_to_string(&out).unwrap();
-    let rows: Vec<&str> = json.lines().filter(|l| l.contains("\"name\"")).collect();
+    let (_rt, _, json) = bench_json("remora-bench-hosts", &["hosts", "--loopback", "--reps", "1"], "5");
+    let rows = rows(&json);
     for name in [
         "scif_send→recv 8 B",
         "DMA 16 MiB read, vec 16",

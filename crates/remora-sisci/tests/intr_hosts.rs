@@ -13,21 +13,6 @@ use std::time::{Duration, Instant};
 
 const LONG: Option<Duration> = Some(Duration::from_secs(10));
 
-/// Trigger until it fails (within `limit`; each trigger within `each`): the error.
-fn fails_within(mut trigger: impl FnMut() -> Result<()>, limit: Duration, each: Duration) -> Error {
-    let t = Instant::now();
-    loop {
-        let one = Instant::now();
-        let got = trigger();
-        assert!(one.elapsed() < each, "a trigger took {:?}", one.elapsed());
-        if let Err(e) = got {
-            return e;
-        }
-        assert!(t.elapsed() < limit, "triggers still succeed {limit:?} after the interrupt went");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn triggers_across_hosts_arrive_with_their_data_in_order() {
     let Some(c) = common::net_cluster(2) else { return };
@@ -231,7 +216,7 @@ fn a_trigger_across_hosts_after_the_interrupt_was_removed_says_so() {
     assert_eq!(rd.trigger(b"late").unwrap_err(), Error::NoSuchIntno);
     // A plain one is posted: the owner's refusal is read by a following trigger.
     let limit = Duration::from_secs(2);
-    assert_eq!(fails_within(|| r.trigger(), limit, Duration::from_millis(500)), Error::NoSuchIntno);
+    assert_eq!(common::fails_within(|| r.trigger(), limit, Duration::from_millis(500)), Error::NoSuchIntno);
     // And it stays so; the same number made again is another interrupt.
     let again = Interrupt::create(&a, 0, Some(43), false, None).unwrap();
     assert_eq!(r.trigger().unwrap_err(), Error::NoSuchIntno);
@@ -262,8 +247,8 @@ fn triggers_across_hosts_to_a_killed_owner_fail_without_hanging() {
     owner.wait().unwrap();
     let limit = Duration::from_secs(3);
     let each = Duration::from_millis(1000);
-    assert_eq!(fails_within(|| rd.trigger(b"x"), limit, each), Error::NoSuchIntno);
-    assert_eq!(fails_within(|| r.trigger(), limit, each), Error::NoSuchIntno);
+    assert_eq!(common::fails_within(|| rd.trigger(b"x"), limit, each), Error::NoSuchIntno);
+    assert_eq!(common::fails_within(|| r.trigger(), limit, each), Error::NoSuchIntno);
 }
 
 /// The owner of `triggers_across_hosts_to_a_killed_owner_fail_without_hanging` (run by it

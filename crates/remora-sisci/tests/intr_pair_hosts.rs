@@ -84,21 +84,6 @@ fn engage(p: &Pair) {
     panic!("the higher node's triggers never went back on the lower's flow");
 }
 
-/// Trigger until it fails (within `limit`; each trigger within `each`): the error.
-fn fails_within(mut trigger: impl FnMut() -> Result<()>, limit: Duration, each: Duration) -> Error {
-    let t = Instant::now();
-    loop {
-        let one = Instant::now();
-        let got = trigger();
-        assert!(one.elapsed() < each, "a trigger took {:?}", one.elapsed());
-        if let Err(e) = got {
-            return e;
-        }
-        assert!(t.elapsed() < limit, "triggers still succeed {limit:?} after the interrupt went");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn a_pair_shares_one_connection_and_counts_exactly_both_ways() {
     let Some(c) = paired_hosts() else { return };
@@ -222,7 +207,10 @@ fn a_trigger_sent_back_after_the_interrupt_was_removed_says_so() {
     engage(&p);
     p.lo_intr.remove().unwrap();
     let limit = Duration::from_secs(2);
-    assert_eq!(fails_within(|| p.to_lo.trigger(), limit, Duration::from_millis(500)), Error::NoSuchIntno);
+    assert_eq!(
+        common::fails_within(|| p.to_lo.trigger(), limit, Duration::from_millis(500)),
+        Error::NoSuchIntno
+    );
     assert_eq!(p.to_lo.trigger().unwrap_err(), Error::NoSuchIntno);
     // The other direction still works (on its own path if the shared flow ended).
     p.to_hi.trigger().unwrap();
@@ -450,7 +438,7 @@ fn the_death_of_the_higher_process_fails_triggers_to_it_and_lets_waits_time_out(
     assert_eq!(lo_intr.wait(Some(Duration::from_millis(300))).unwrap_err(), Error::Timeout);
     assert!(t.elapsed() < Duration::from_secs(5), "a 300 ms wait took {:?}", t.elapsed());
     let each = Duration::from_millis(1000);
-    assert_eq!(fails_within(|| to_hi.trigger(), Duration::from_secs(3), each), Error::NoSuchIntno);
+    assert_eq!(common::fails_within(|| to_hi.trigger(), Duration::from_secs(3), each), Error::NoSuchIntno);
     // The interrupt still wakes for another process's trigger.
     let hi = Descriptor::open(&common::net_sci(&c, h)).unwrap();
     let r = RemoteInterrupt::connect(&hi, c.node(l), 0, 75, LONG).unwrap();

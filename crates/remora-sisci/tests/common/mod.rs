@@ -407,3 +407,18 @@ pub fn connected_to_segment_and_interrupt(
     assert_eq!(booked_for_node_8(h), (1, 1));
     (seg, intr, remote, rintr)
 }
+
+/// Trigger until it fails (within `limit`; each trigger within `each`): the error.
+pub fn fails_within(mut trigger: impl FnMut() -> Result<()>, limit: Duration, each: Duration) -> Error {
+    let t = std::time::Instant::now();
+    loop {
+        let one = std::time::Instant::now();
+        let got = trigger();
+        assert!(one.elapsed() < each, "a trigger took {:?}", one.elapsed());
+        if let Err(e) = got {
+            return e;
+        }
+        assert!(t.elapsed() < limit, "triggers still succeed {limit:?} after the interrupt went");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
