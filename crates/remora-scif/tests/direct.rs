@@ -268,14 +268,8 @@ fn a_background_connect_keeps_the_file_an_epoll_set_watches() {
 #[test]
 fn child_peer_process() {
     let Ok(dir) = std::env::var("SCIF_TEST_CHILD") else { return };
-    let cfg = remora_client::Config {
-        node: 8,
-        runtime_dir: dir.into(),
-        daemon: Some(remora_testkit::daemon_path()),
-        spawn: true,
-        idle_exit: Duration::from_secs(60),
-        cluster: std::env::var_os("SCIF_TEST_CLUSTER").map(Into::into),
-    };
+    let cluster = std::env::var_os("SCIF_TEST_CLUSTER").map(std::path::PathBuf::from);
+    let cfg = remora_testkit::child_config(8, dir, cluster.as_deref(), true);
     let scif = Scif::with_config(cfg);
     let l = Endpoint::open(&scif).unwrap();
     l.bind(3001).unwrap();

@@ -75,12 +75,8 @@ fn a_connect_waits_out_a_far_daemon_held_up_a_moment() {
 #[test]
 fn a_connect_given_up_leaves_nothing_booked_on_the_far_node() {
     let h = common::Harness::with_cluster(&[4, 8], true);
-    let a = Descriptor::open(&h.sci(4)).unwrap();
-    let b = Descriptor::open(&h.sci(8)).unwrap();
-    let _seg = common::available_segment(&a, 42);
-    let _intr = Interrupt::create(&a, 0, Some(78), false, None).unwrap();
-    RemoteSegment::connect(&b, 4, 42, 0, Some(Duration::from_secs(10))).unwrap().disconnect().unwrap();
-    assert_eq!(common::booked_for_node_8(&h), (0, 0));
+    // The session's route to node 4 (here its proxy there) stands before node 4 is stopped.
+    let (a, b, _seg, _intr) = common::given_up_start(&h);
 
     // Asked while node 4 is stopped, given up by node 8; the requests wait unread in node
     // 4's socket. Segment 43 does not exist yet: node 4 would wait for it.

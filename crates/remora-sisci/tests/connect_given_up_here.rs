@@ -38,13 +38,8 @@ fn times_out_within(what: &str, bound: Duration, connect: impl FnOnce() -> Resul
 #[test]
 fn a_connect_to_a_held_up_node_of_this_host_times_out_and_leaves_nothing_booked() {
     let h = common::Harness::new();
-    let a = Descriptor::open(&h.sci(4)).unwrap();
-    let b = Descriptor::open(&h.sci(8)).unwrap();
-    let _seg = common::available_segment(&a, 42);
-    let _intr = Interrupt::create(&a, 0, Some(78), false, None).unwrap();
-    // The session's proxy on node 4 stands before node 4 is stopped.
-    RemoteSegment::connect(&b, 4, 42, 0, Some(Duration::from_secs(10))).unwrap().disconnect().unwrap();
-    assert_eq!(common::booked_for_node_8(&h), (0, 0));
+    // The session's route to node 4 (here its proxy there) stands before node 4 is stopped.
+    let (a, b, _seg, _intr) = common::given_up_start(&h);
 
     // Asked while node 4 is stopped and given up by node 8; the requests wait unread in
     // node 4's socket. Segment 43 does not exist yet: node 4 would wait for it.

@@ -261,14 +261,7 @@ fn owner_process_of_the_kill_test() {
     else {
         return;
     };
-    let cfg = remora_client::Config {
-        node: node.parse().unwrap(),
-        runtime_dir: dir.into(),
-        daemon: None,
-        spawn: false,
-        idle_exit: Duration::from_secs(60),
-        cluster: None,
-    };
+    let cfg = remora_testkit::child_config(node.parse().unwrap(), dir, None, false);
     let a = Descriptor::open(&Sisci::with_config(cfg)).unwrap();
     let _i = Interrupt::create(&a, 0, Some(45), false, None).unwrap();
     let _d = DataInterrupt::create(&a, 0, Some(46), None).unwrap();

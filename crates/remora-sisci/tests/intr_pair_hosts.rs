@@ -385,14 +385,7 @@ fn pair_process_of_the_burst_test() {
     else {
         return;
     };
-    let cfg = remora_client::Config {
-        node: 8,
-        runtime_dir: dir.into(),
-        daemon: Some(remora_testkit::daemon_path()),
-        spawn: true,
-        idle_exit: Duration::from_secs(60),
-        cluster: Some(cluster.into()),
-    };
+    let cfg = remora_testkit::child_config(8, dir, Some(cluster.as_ref()), true);
     let hi = Descriptor::open(&Sisci::with_config(cfg)).unwrap();
     let mine = Interrupt::create(&hi, 0, Some(88), true, None).unwrap();
     let to_lo = RemoteInterrupt::connect(&hi, 4, 0, 87, Some(Duration::from_secs(30))).unwrap();
@@ -458,14 +451,7 @@ fn pair_process_of_the_death_test() {
     ) else {
         return;
     };
-    let cfg = remora_client::Config {
-        node: node.parse().unwrap(),
-        runtime_dir: dir.into(),
-        daemon: None,
-        spawn: false,
-        idle_exit: Duration::from_secs(60),
-        cluster: None,
-    };
+    let cfg = remora_testkit::child_config(node.parse().unwrap(), dir, None, false);
     let hi = Descriptor::open(&Sisci::with_config(cfg)).unwrap();
     let mine = Interrupt::create(&hi, 0, Some(76), true, None).unwrap();
     let to_lo =

@@ -63,14 +63,7 @@ impl Harness {
     /// The client configuration of a process of node `node` (the library starts the
     /// node's daemon when none runs).
     pub fn config(&self, node: u32) -> remora_client::Config {
-        remora_client::Config {
-            node,
-            runtime_dir: self.dir.path().to_path_buf(),
-            daemon: Some(daemon_path()),
-            spawn: true,
-            idle_exit: Duration::from_secs(60),
-            cluster: self.cluster.clone(),
-        }
+        child_config(node, self.dir.path(), self.cluster.as_deref(), true)
     }
 }
 
@@ -123,4 +116,23 @@ impl Drop for Harness {
 /// already runs there).
 pub fn net_config(c: &crate::NetCluster, k: usize) -> remora_client::Config {
     c.client_config(k)
+}
+
+/// The client configuration of a process of node `node` in `runtime_dir` (a test's child
+/// process, given the directory by its parent), with the cluster file `cluster`; with
+/// `spawn`, the library starts the node's daemon (the test kit's) when none runs.
+pub fn child_config(
+    node: u32,
+    runtime_dir: impl Into<PathBuf>,
+    cluster: Option<&Path>,
+    spawn: bool,
+) -> remora_client::Config {
+    remora_client::Config {
+        node,
+        runtime_dir: runtime_dir.into(),
+        daemon: spawn.then(daemon_path),
+        spawn,
+        idle_exit: Duration::from_secs(60),
+        cluster: cluster.map(Path::to_path_buf),
+    }
 }

@@ -17,7 +17,7 @@ pub mod ports;
 pub mod stop;
 
 pub use data::{checksum, pattern};
-pub use harness::{daemon_path, net_config, Harness};
+pub use harness::{child_config, daemon_path, net_config, Harness};
 pub use ports::free_port;
 pub use remora_netns::*;
 pub use stop::{daemon_pid, signal, Stopped, Watched};

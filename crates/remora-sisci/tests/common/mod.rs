@@ -393,6 +393,19 @@ pub fn only_the_kept_connection_is_booked(h: &Harness, kept: RemoteSegment) {
     assert_eq!(booked_for_node_8(h), (0, 0));
 }
 
+/// The given-up connect tests' start: descriptors of nodes 4 and 8 of `h`, segment 42
+/// available and interrupt 78 on node 4, and node 8's route to node 4 made once (a connect
+/// and its disconnect), with nothing booked for node 8 there.
+pub fn given_up_start(h: &Harness) -> (Descriptor, Descriptor, LocalSegment, Interrupt) {
+    let a = Descriptor::open(&h.sci(4)).unwrap();
+    let b = Descriptor::open(&h.sci(8)).unwrap();
+    let seg = available_segment(&a, 42);
+    let intr = Interrupt::create(&a, 0, Some(78), false, None).unwrap();
+    RemoteSegment::connect(&b, 4, 42, 0, Some(Duration::from_secs(10))).unwrap().disconnect().unwrap();
+    assert_eq!(booked_for_node_8(h), (0, 0));
+    (a, b, seg, intr)
+}
+
 /// Node 4's segment 45 and interrupt 79 (kept by the caller), and node 8's connections to
 /// both, booked on node 4.
 pub fn connected_to_segment_and_interrupt(
