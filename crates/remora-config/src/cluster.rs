@@ -22,10 +22,9 @@
 //! `intr_pair` (default true) lets the higher node's process send its plain interrupt
 //! triggers back on the flow the lower node's process dialed to it (issue 19: one TCP
 //! connection per process pair, not two one-way ones); `intr_pair = false` gives each
-//! direction its own flow. Every daemon reads it from its cluster file: the lower node's
-//! daemon reads what comes back only when it is on there, the higher node's daemon offers
-//! its processes flows to send back on only when it is on there, so the key must be the
-//! same on every node (one file for all).
+//! direction its own flow. Every daemon reads it from its cluster file and says it to each
+//! peer in the link handshake: two nodes pair only when both say yes (a node with
+//! `false` beside others with `true` pairs with none of them, and loses nothing).
 //!
 //! Found at `REMORA_CLUSTER`, else `/etc/remora/cluster.toml`; with neither, a node knows only
 //! the nodes of its own host.

@@ -139,6 +139,8 @@ pub struct Node {
     pub stats: Stats,
     /// The transports, opened when the daemon's runtime starts.
     transports: std::sync::OnceLock<transport::Transports>,
+    /// What each peer said of the interrupt pairing (the transports' handshakes note it).
+    pairing: Arc<transport::pairing::Pairing>,
 }
 
 impl Node {
@@ -146,6 +148,14 @@ impl Node {
     /// ways (the cluster file's `intr_pair`, on unless it says false; `inbound/back_flow.rs`).
     pub fn intr_pair(&self) -> bool {
         self.config.cluster.as_ref().is_some_and(|c| c.intr_pair)
+    }
+
+    /// Whether the pairing is used with `node`: this node's cluster file allows it
+    /// ([`Node::intr_pair`]) and so did `node`'s in its last link handshake (a lower node
+    /// that does not read what comes back on its flows, or a higher one that never sends
+    /// back, would otherwise lose or never use it).
+    pub fn intr_pair_with(&self, node: u32) -> bool {
+        self.intr_pair() && self.pairing.agreed(node)
     }
 
     /// The books, locked.
@@ -236,6 +246,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         vipl: Mutex::new(Default::default()),
         stats: Stats::default(),
         transports: std::sync::OnceLock::new(),
+        pairing: Arc::default(),
     });
     // The runtime's thread (this one) is a hop of every request, SCIF message relayed to
     // another host and interrupt triggered across hosts; its work per wake is short. At the
@@ -285,6 +296,7 @@ async fn serve(node: Arc<Node>, sock: &std::path::Path, signals: Signals) -> Res
         runtime_dir: node.config.runtime_dir.clone(),
         cluster: node.config.cluster.clone(),
         incarnation: node.incarnation,
+        pairing: node.pairing.clone(),
     };
     let inbound = Arc::new(inbound::NodeInbound::new(Arc::downgrade(&node)));
     let transports =

@@ -356,17 +356,19 @@ fn handshakes() -> Vec<(String, Vec<u8>)> {
         }
     }
     let refused = LinkMsg::Refused { reason: "node 8 is not in the cluster file".into() };
-    let hello = |version, to| LinkMsg::Hello {
+    let hello = |version, to, intr_pair| LinkMsg::Hello {
         version,
         node: 8,
         to,
         flow: Flow::Control,
         nonce: [9; 32],
         incarnation: 77,
+        intr_pair,
     };
     out.push(("refused".into(), wire(&refused)));
-    out.push(("hello_other_version".into(), wire(&hello(VERSION + 1, 4))));
-    out.push(("hello_other_node".into(), wire(&hello(VERSION, 12))));
+    out.push(("hello_other_version".into(), wire(&hello(VERSION + 1, 4, true))));
+    out.push(("hello_other_node".into(), wire(&hello(VERSION, 12, true))));
+    out.push(("hello_without_pairing".into(), wire(&hello(VERSION, 4, false))));
     out
 }
 

@@ -187,10 +187,12 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
         Request::RemoveInterrupt { intr } => ok(s.node.lock().remove_interrupt(sid, intr)),
         Request::InterruptFlows { intr } => match s.node.lock().interrupt_flows(sid, intr) {
             Ok((gen, conns, mut nodes, fds)) => {
-                // Without the pairing no flow carries the owner's triggers back: each is named
-                // as from the owner's own node, which the owner's library never sends back on.
-                if !s.node.intr_pair() {
-                    nodes.fill(s.me());
+                // Without the pairing (this node's cluster file, or the flow's node's, says
+                // no) a flow carries none of the owner's triggers back: it is named as from the
+                // owner's own node, which the owner's library never sends back on.
+                let me = s.me();
+                for n in nodes.iter_mut().filter(|n| **n != me && !s.node.intr_pair_with(**n)) {
+                    *n = me;
                 }
                 (Ok(Reply::InterruptFlows { gen, conns, nodes }), fds)
             }
@@ -417,8 +419,8 @@ async fn dsm_flow(s: &Session, conn: u64) -> Result<(Reply, OwnedFd), Error> {
         s.node.stats.pager_flows_dialed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // A plain interrupt's flow dialed from the lower node of the two may carry the far
         // owner's triggers back: our duplicate reads them while nobody here does
-        // (`inbound/back_flow.rs`), unless the cluster file turns the pairing off.
-        if !data && s.me() < node && s.node.intr_pair() {
+        // (`inbound/back_flow.rs`), unless either node's cluster file turns the pairing off.
+        if !data && s.me() < node && s.node.intr_pair_with(node) {
             if let Ok(dup) = fd.try_clone() {
                 crate::inbound::serve_back_flow(&s.node, node, conn, dup);
             }

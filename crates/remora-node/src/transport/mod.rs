@@ -75,6 +75,7 @@ pub mod local;
 #[cfg(test)]
 pub(crate) mod nobody;
 pub mod ofi;
+pub mod pairing;
 pub mod tcp;
 
 use remora_proto::link::{PeerReply, PeerRequest, RangeRef};
@@ -164,6 +165,9 @@ pub struct Env {
     pub cluster: Option<crate::cluster::Cluster>,
     /// This daemon's start (peers tell a restart from a pause by it).
     pub incarnation: u64,
+    /// What each peer said of the interrupt pairing in its last handshake (shared with
+    /// the node, `Node::intr_pair_with`).
+    pub pairing: std::sync::Arc<pairing::Pairing>,
 }
 
 /// A way to reach other nodes. See the module doc for the contract.

@@ -280,7 +280,13 @@ mod tests {
         });
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
-            let env = Env { node: 4, runtime_dir: dir.path().to_path_buf(), cluster: None, incarnation: 1 };
+            let env = Env {
+                node: 4,
+                runtime_dir: dir.path().to_path_buf(),
+                cluster: None,
+                incarnation: 1,
+                pairing: Default::default(),
+            };
             let proxy = Proxy::open(&env, Arc::new(Nobody), 7, 9).await.unwrap();
             // The reader meets the frame it cannot read and stops.
             tokio::time::sleep(Duration::from_millis(200)).await;

@@ -70,6 +70,7 @@ fn env() -> Env {
             intr_pair: true,
         }),
         incarnation: 1,
+        pairing: Default::default(),
     }
 }
 

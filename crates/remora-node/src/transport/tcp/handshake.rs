@@ -1,6 +1,8 @@
 //! The handshake of every flow: both sides prove they know the cluster secret (HMAC-SHA256
-//! over both nonces and both node ids), the listener checks the dialer is a node of the
-//! cluster and that it is the node asked for. MACs are compared in constant time.
+//! over both nonces, both node ids and both `intr_pair` settings), the listener checks the
+//! dialer is a node of the cluster and that it is the node asked for. MACs are compared in
+//! constant time. Each side notes the other's `intr_pair` (`Env::pairing`) once the other's
+//! proof checked.
 
 use super::framing::{read_frame, write_frame};
 use crate::transport::Env;
@@ -10,24 +12,39 @@ use remora_proto::VERSION;
 use sha2::Sha256;
 use std::io::{Read, Write};
 
-fn mac_state(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], x: u32, y: u32) -> Hmac<Sha256> {
+/// What a handshake's MAC covers besides its label and nonces: both nodes and both
+/// `intr_pair` settings, the dialer's first.
+#[derive(Clone, Copy)]
+struct Sides {
+    dialer: u32,
+    listener: u32,
+    pair: [bool; 2],
+}
+
+fn mac_state(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], sides: Sides) -> Hmac<Sha256> {
     let mut m = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC takes any key length");
     m.update(label);
     m.update(a);
     m.update(b);
-    m.update(&x.to_le_bytes());
-    m.update(&y.to_le_bytes());
+    m.update(&sides.dialer.to_le_bytes());
+    m.update(&sides.listener.to_le_bytes());
+    m.update(&[u8::from(sides.pair[0]), u8::from(sides.pair[1])]);
     m
 }
 
-fn mac(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], x: u32, y: u32) -> [u8; 32] {
-    mac_state(secret, label, a, b, x, y).finalize().into_bytes().into()
+fn mac(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], sides: Sides) -> [u8; 32] {
+    mac_state(secret, label, a, b, sides).finalize().into_bytes().into()
 }
 
 /// Whether `given` is the MAC of these inputs, compared in constant time (a timing
 /// difference must not tell a forger how many leading bytes were right).
-fn mac_ok(given: &[u8; 32], secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], x: u32, y: u32) -> bool {
-    mac_state(secret, label, a, b, x, y).verify_slice(given).is_ok()
+fn mac_ok(given: &[u8; 32], secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], sides: Sides) -> bool {
+    mac_state(secret, label, a, b, sides).verify_slice(given).is_ok()
+}
+
+/// Whether this node's cluster file allows the interrupt pairing.
+fn pairs(me: &Env) -> bool {
+    me.cluster.as_ref().is_some_and(|c| c.intr_pair)
 }
 
 pub(super) fn nonce() -> [u8; 32] {
@@ -64,6 +81,7 @@ impl<'a> Dialer<'a> {
             flow,
             nonce: self.mine,
             incarnation: self.me.incarnation,
+            intr_pair: pairs(self.me),
         }
     }
 
@@ -85,15 +103,17 @@ impl<'a> Dialer<'a> {
             )
         };
         match answer {
-            LinkMsg::Challenge { node, nonce: theirs, incarnation, mac: m } => {
+            LinkMsg::Challenge { node, nonce: theirs, incarnation, intr_pair, mac: m } => {
                 if node != to {
                     return Err(refused(format!("expected node {to}, answered by node {node}")));
                 }
-                if !mac_ok(&m, secret, b"remora-listener", &self.mine, &theirs, me, to) {
+                let sides = Sides { dialer: me, listener: to, pair: [pairs(self.me), intr_pair] };
+                if !mac_ok(&m, secret, b"remora-listener", &self.mine, &theirs, sides) {
                     return Err(refused(format!("node {to} failed authentication")));
                 }
+                self.me.pairing.note(to, intr_pair);
                 Ok((
-                    LinkMsg::Auth { mac: mac(secret, b"remora-dialer", &theirs, &self.mine, me, to) },
+                    LinkMsg::Auth { mac: mac(secret, b"remora-dialer", &theirs, &self.mine, sides) },
                     incarnation,
                 ))
             }
@@ -153,12 +173,12 @@ pub(in crate::transport) fn accept_handshake<A>(
     admit: impl FnOnce(u32) -> Result<A, String>,
 ) -> std::io::Result<(u32, Flow, u64, A)> {
     let cluster = me.cluster.as_ref().expect("tcp needs a cluster");
-    let (node, to, flow, theirs, incarnation) = match read_frame::<LinkMsg>(s)? {
-        LinkMsg::Hello { version, node, to, flow, nonce, incarnation } => {
+    let (node, to, flow, theirs, incarnation, their_pair) = match read_frame::<LinkMsg>(s)? {
+        LinkMsg::Hello { version, node, to, flow, nonce, incarnation, intr_pair } => {
             if version != VERSION {
                 return Err(refuse(s, format!("protocol version {version}, this node speaks {VERSION}")));
             }
-            (node, to, flow, nonce, incarnation)
+            (node, to, flow, nonce, incarnation, intr_pair)
         }
         other => return Err(refuse(s, format!("expected a hello, got {other:?}"))),
     };
@@ -169,13 +189,22 @@ pub(in crate::transport) fn accept_handshake<A>(
         return Err(refuse(s, format!("node {node} is not in the cluster file")));
     }
     let mine = nonce();
-    let m = mac(&cluster.secret, b"remora-listener", &theirs, &mine, node, me.node);
-    write_frame(s, &LinkMsg::Challenge { node: me.node, nonce: mine, incarnation: me.incarnation, mac: m })?;
+    let sides = Sides { dialer: node, listener: me.node, pair: [their_pair, pairs(me)] };
+    let m = mac(&cluster.secret, b"remora-listener", &theirs, &mine, sides);
+    write_frame(
+        s,
+        &LinkMsg::Challenge {
+            node: me.node,
+            nonce: mine,
+            incarnation: me.incarnation,
+            intr_pair: sides.pair[1],
+            mac: m,
+        },
+    )?;
     match read_frame::<LinkMsg>(s)? {
-        LinkMsg::Auth { mac: m }
-            if mac_ok(&m, &cluster.secret, b"remora-dialer", &mine, &theirs, node, me.node) =>
-        {
+        LinkMsg::Auth { mac: m } if mac_ok(&m, &cluster.secret, b"remora-dialer", &mine, &theirs, sides) => {
             let link = admit(node).map_err(|why| refuse(s, why))?;
+            me.pairing.note(node, their_pair);
             write_frame(s, &LinkMsg::Welcome)?;
             Ok((node, flow, incarnation, link))
         }
