@@ -10,7 +10,7 @@
 //! to an interrupt of this one, made by the very process there that owns the interrupt the
 //! flow was dialed to (another process of that node never triggers through it what it did
 //! not connect to); anything else ends the flow. It is triggered as the serving side does
-//! forward (`pager_shared.rs`), and from then on the flow carries that connection only: a
+//! forward (`transport/shared_flow.rs`), and from then on the flow carries that connection only: a
 //! frame naming another ends it. The flow is then booked for the owner of the interrupt it
 //! triggers when that owner is the process that dialed it (`Registry::share_flow`; another
 //! process never gets its socket), who reads it itself while it waits, and the transport's
@@ -154,7 +154,7 @@ fn read(node: &Weak<Node>, f: Flow, s: TcpStream) {
                 let target = InterruptTarget { node: node.clone(), peer: f.peer, conn: c, via: Some(f.id) };
                 let share = Box::new(OwnerFlow { node: node.clone(), booking, polls: 0 });
                 let bytes = AtomicU64::new(0);
-                crate::transport::tcp::pager_shared::serve_shared(f.peer, &bytes, s, c, &target, share);
+                crate::transport::shared_flow::serve_shared(f.peer, &bytes, s, c, &target, share);
                 return;
             }
         }
@@ -163,34 +163,121 @@ fn read(node: &Weak<Node>, f: Flow, s: TcpStream) {
     shut_flow(s.as_fd());
 }
 
-/// Check one frame read back and trigger it.
+/// Check one frame read back and trigger it, on the node's books.
 fn one(node: &Weak<Node>, f: Flow, carried: &mut Option<u64>, raw: &[u8]) -> Step {
+    let Some(n) = node.upgrade() else { return Step::End };
+    let may_carry = |conn| n.lock().may_carry_back(f.id, f.peer, conn);
+    let trigger =
+        |conn| InterruptTarget { node: node.clone(), peer: f.peer, conn, via: Some(f.id) }.trigger(&[]);
+    check_and_trigger(f.peer, carried, raw, may_carry, trigger)
+}
+
+/// One frame read back from `peer`: a plain trigger of the connection the flow carries
+/// (`carried`; the first names it, and must pass `may_carry`), triggered by `trigger`.
+/// Anything else, or a refusal, ends the flow.
+fn check_and_trigger(
+    peer: u32,
+    carried: &mut Option<u64>,
+    raw: &[u8],
+    may_carry: impl FnOnce(u64) -> Result<(), &'static str>,
+    trigger: impl FnOnce(u64) -> Result<(), remora_proto::Error>,
+) -> Step {
     let h = match BulkFrame::parse(raw) {
         Ok(h) if h.op == BulkOp::Trigger && h.len == 0 && !h.ok && carried.is_none_or(|c| c == h.conn) => h,
         other => {
-            tracing::warn!(peer = f.peer, "a flow dialed to node {} sent back {other:?}; closed", f.peer);
+            tracing::warn!(peer, "a flow dialed to node {peer} sent back {other:?}; closed");
             return Step::End;
         }
     };
-    let Some(n) = node.upgrade() else { return Step::End };
     // Once the flow carries a connection, a trigger of it after the connection ended (its
     // disconnect, through the daemons, overtook it) is still counted (`trigger_carried`).
     if carried.is_none() {
-        if let Err(why) = n.lock().may_carry_back(f.id, f.peer, h.conn) {
-            tracing::warn!(
-                peer = f.peer,
-                conn = h.conn,
-                "a flow dialed to node {} sent back {why}; closed",
-                f.peer
-            );
+        if let Err(why) = may_carry(h.conn) {
+            tracing::warn!(peer, conn = h.conn, "a flow dialed to node {peer} sent back {why}; closed");
             return Step::End;
         }
     }
-    let target = InterruptTarget { node: node.clone(), peer: f.peer, conn: h.conn, via: Some(f.id) };
-    if let Err(e) = target.trigger(&[]) {
-        tracing::debug!(peer = f.peer, conn = h.conn, "a trigger back was refused ({e}); flow closed");
+    if let Err(e) = trigger(h.conn) {
+        tracing::debug!(peer, conn = h.conn, "a trigger back was refused ({e}); flow closed");
         return Step::End;
     }
     *carried = Some(h.conn);
     Step::Served
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use remora_proto::link::BulkHeader;
+    use remora_proto::Error;
+    use std::cell::Cell;
+    use zerocopy::IntoBytes;
+
+    fn frame(op: BulkOp, conn: u64, len: u64, ok: bool) -> Vec<u8> {
+        let h = BulkHeader { op, tag: 0, conn, offset: 0, len, ok };
+        BulkFrame::from_header(&h).as_bytes().to_vec()
+    }
+
+    fn trigger_of(conn: u64) -> Vec<u8> {
+        frame(BulkOp::Trigger, conn, 0, false)
+    }
+
+    /// Runs `check_and_trigger` on `raw` with books that allow `allowed` only and refuse
+    /// triggers of `refused`; gives the step and the connections triggered.
+    fn step(carried: &mut Option<u64>, raw: &[u8], allowed: u64, refused: u64) -> (Step, Vec<u64>) {
+        let fired = Cell::new(Vec::new());
+        let may = |c| if c == allowed { Ok(()) } else { Err("another process's connection") };
+        let trigger = |c| {
+            if c == refused {
+                return Err(Error::NoSuchIntno);
+            }
+            let mut v = fired.take();
+            v.push(c);
+            fired.set(v);
+            Ok(())
+        };
+        let s = check_and_trigger(9, carried, raw, may, trigger);
+        (s, fired.take())
+    }
+
+    #[test]
+    fn the_first_trigger_names_the_connection_the_flow_carries_from_then_on() {
+        let mut carried = None;
+        assert_eq!(step(&mut carried, &trigger_of(5), 5, 0), (Step::Served, vec![5]));
+        assert_eq!(carried, Some(5));
+        // Later ones of it are not asked of the books again (its disconnect may have
+        // overtaken them: still counted).
+        assert_eq!(step(&mut carried, &trigger_of(5), 0, 0), (Step::Served, vec![5]));
+        // Another connection ends the flow, untriggered.
+        assert_eq!(step(&mut carried, &trigger_of(6), 6, 0), (Step::End, vec![]));
+        assert_eq!(carried, Some(5));
+    }
+
+    #[test]
+    fn a_first_trigger_the_books_do_not_allow_ends_the_flow_untriggered() {
+        let mut carried = None;
+        assert_eq!(step(&mut carried, &trigger_of(5), 6, 0), (Step::End, vec![]));
+        assert_eq!(carried, None, "it carries nothing");
+    }
+
+    #[test]
+    fn anything_but_a_plain_trigger_ends_the_flow_untriggered() {
+        for raw in [
+            frame(BulkOp::Trigger, 5, 8, false),
+            frame(BulkOp::Trigger, 5, 0, true),
+            frame(BulkOp::Write, 5, 0, false),
+            vec![0xa5; BULK_FRAME],
+        ] {
+            let mut carried = None;
+            assert_eq!(step(&mut carried, &raw, 5, 0), (Step::End, vec![]), "{raw:?}");
+            assert_eq!(carried, None);
+        }
+    }
+
+    #[test]
+    fn a_refusal_ends_the_flow_and_names_nothing() {
+        let mut carried = None;
+        assert_eq!(step(&mut carried, &trigger_of(5), 5, 5), (Step::End, vec![]));
+        assert_eq!(carried, None);
+    }
 }

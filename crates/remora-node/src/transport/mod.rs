@@ -76,6 +76,7 @@ pub mod local;
 pub(crate) mod nobody;
 pub mod ofi;
 pub mod pairing;
+pub(crate) mod shared_flow;
 pub mod tcp;
 
 use remora_proto::link::{PeerReply, PeerRequest, RangeRef};

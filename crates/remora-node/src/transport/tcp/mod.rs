@@ -20,7 +20,6 @@
 //! | `bulk.rs` | the bulk flows (lanes) and streaming reads and writes |
 //! | `bulk_tx.rs` | the bulk flow's sending side: frames written by their sender when idle |
 //! | `pager.rs` | pager flows: dialing, binding, serving |
-//! | `pager_shared.rs` | serving a pager flow whose target's owner reads it too |
 //! | `direct.rs` | direct flows between two processes: dialing, binding, the hand-over |
 //! | `pool.rs` | flows dialed and authenticated ahead of need, bound when taken |
 //! | `fuzzing.rs` | the decoders above driven with bytes, for the fuzz targets (`fuzz/`) |
@@ -36,7 +35,6 @@ pub(in crate::transport) mod handshake;
 pub(in crate::transport) mod link;
 mod notices;
 pub(in crate::transport) mod pager;
-pub(crate) mod pager_shared;
 pub(in crate::transport) mod peer;
 pub(in crate::transport) mod pool;
 

@@ -200,7 +200,14 @@ pub(in crate::transport) fn accept(peer: &Arc<TcpPeer>, std: StdStream, inc: u64
             // A plain interrupt's trigger flow, which its owner reads too while it waits.
             if let ([(handle, mem)], None) = (&mems[..], &watch) {
                 if let Some(share) = mem.share_flow(std::os::fd::AsFd::as_fd(&s)) {
-                    super::pager_shared::serve_shared(p.id, &p.bytes_in, s, *handle, mem.as_ref(), share);
+                    crate::transport::shared_flow::serve_shared(
+                        p.id,
+                        &p.bytes_in,
+                        s,
+                        *handle,
+                        mem.as_ref(),
+                        share,
+                    );
                     return;
                 }
             }

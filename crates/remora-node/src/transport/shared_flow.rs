@@ -1,9 +1,12 @@
 //! Serving a pager flow that the owner of its target reads too ([`SharedFlow`]: a plain
 //! interrupt's trigger flow, whose owner reads it while it waits; also the backward
-//! direction of such a flow this node dialed, `inbound/back_flow.rs`). Only plain triggers
+//! direction of such a flow this node dialed, `inbound/back_flow.rs`). Neutral: it knows
+//! the flow as a stream socket and its target through [`PeerMemory`] and [`SharedFlow`]
+//! only, so a transport's pager loop (`tcp/pager.rs`, whose flows the `ofi` transport
+//! uses too) and the inbound side both call it without reaching into each other. Only plain triggers
 //! travel on it, a whole frame of [`BULK_FRAME`] bytes each; this thread reads while the
 //! owner does not, whole frames only and under the shared lock, and triggers through
-//! [`PeerMemory::trigger`] as [`super::pager`] does. Nothing is ever written back: a
+//! [`PeerMemory::trigger`] as the pager loop (`tcp/pager.rs`) does. Nothing is ever written back: a
 //! refusal ends the flow (its sender then takes the daemons' path, which says the error),
 //! as does any other frame and its close (the owner is nudged away by the end itself).
 
