@@ -2,8 +2,8 @@
 //!
 //! A receive posted on a connected VI is described in the peer's ring A (its size, and
 //! where its buffers lie: piece segments and offsets): at once on this host, across hosts
-//! at once, or with this VI's next send when it answers its peer (`Link::posted_later`). A
-//! send consumes the peer's next receive: it learns the receive's size from ring A (sizes are read in batches, when the
+//! at once, or a little later in batches, with this VI's next send when it answers its peer
+//! (`Link::posted_later`). A send consumes the peer's next receive: it learns the receive's size from ring A (sizes are read in batches, when the
 //! peer's posted count is looked at, which is only when the receives known are used up),
 //! writes the payload — inside the completion entry when it is short ([`layout::INLINE`]),
 //! else straight into the receiver's buffers (one copy on one host, one stream across

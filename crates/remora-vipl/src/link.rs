@@ -22,11 +22,12 @@ use remora_config::ViplTransfer;
 use remora_sisci::{DmaFlags, MapFlags, RemoteInterrupt, RemoteSegment, UserRegion};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock, TryLockError};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 pub(crate) mod direct;
 mod pieces;
+mod told;
 use pieces::IdMap;
 
 pub(crate) use direct::Direct;
@@ -152,12 +153,6 @@ const CONNECT_WAIT: Duration = Duration::from_secs(10);
 /// A table count that was not this connection's ([`Link::slot`]): the slot is read afresh
 /// and not kept.
 pub(crate) const NO_EPOCH: u64 = u64::MAX;
-/// A peer on another host is told of new receives at once when this many wait to be
-/// told...
-const POSTED_BATCH: u64 = 8;
-/// ...or when fewer than this many it was told of are still unused as far as this side
-/// knows (the completions landed here so far).
-const POSTED_LOW: u64 = 16;
 /// Payloads from this many bytes on go to a peer on another host straight from the
 /// program's memory (a gathering write), not copied into the channel's queue first.
 const DIRECT_PAYLOAD: usize = 16 << 10;
@@ -266,76 +261,6 @@ impl Link {
         match self.far(|c| c.send(false)) {
             Some(r) => r.is_ok(),
             None => self.map.send(),
-        }
-    }
-
-    /// Whether the count `posted` of receives posted here, just queued on the channel to a
-    /// peer on another host, may wait there for this VI's next send: the VI sent since its
-    /// last post (it answers its peer, and the answer carries the count), the peer still
-    /// knows at least [`POSTED_LOW`] receives not used as far as `landed` (the completions
-    /// that landed here) tells, and fewer than [`POSTED_BATCH`] wait. A count that waits
-    /// leaves with that send, a later post that is told at once, or the NIC's watcher
-    /// ([`Link::flush_posted`], every 10 ms): well inside the grace a sender gives a
-    /// receive to appear. An echo reposts and answers every message; the repost's own
-    /// write to the socket (and the wake-up of the peer node's thread that stores it) was
-    /// on the path of every round trip (issue 15). A VI that only receives tells each post
-    /// at once: its sender, at the end of its window, waits for them one by one.
-    pub(crate) fn posted_later(&self, posted: u64, landed: u64) -> bool {
-        self.posted_queued.store(posted, Ordering::Release);
-        let sends = self.sends.load(Ordering::Acquire);
-        let answering = self.sends_seen.swap(sends, Ordering::AcqRel) != sends;
-        let sent = self.posted_sent.load(Ordering::Acquire);
-        answering && posted.saturating_sub(sent) < POSTED_BATCH && sent.saturating_sub(landed) >= POSTED_LOW
-    }
-
-    /// The count of posted receives last queued on the channel (read under the channel's
-    /// lock before a send, it is one that send carries).
-    pub(crate) fn posted_queued(&self) -> u64 {
-        self.posted_queued.load(Ordering::Acquire)
-    }
-
-    /// A send of this VI left, carrying the count `posted` of receives posted here.
-    pub(crate) fn posted_left(&self, posted: u64) {
-        self.sends.fetch_add(1, Ordering::AcqRel);
-        self.posted_sent.fetch_max(posted, Ordering::AcqRel);
-    }
-
-    /// A send of this VI left on the pair's own stream: counted as a send (the VI answers
-    /// its peer), though a posted count queued on the channel stays there
-    /// ([`Link::posted_later`] sends it when enough wait, the NIC's watcher otherwise).
-    pub(crate) fn sent_direct(&self) {
-        self.sends.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// Send the stores queued so far, among them the count `posted` of receives posted
-    /// here. `false` when they could not be.
-    pub(crate) fn push_posted(&self, posted: u64) -> bool {
-        let ok = self.push();
-        if ok {
-            self.posted_sent.fetch_max(posted, Ordering::AcqRel);
-        }
-        ok
-    }
-
-    /// Send a count of posted receives that waited on the channel ([`Link::posted_later`]);
-    /// nothing when none waits, or when another thread holds the channel (what it sends
-    /// carries the count; the NIC's watcher never waits behind a long write). A failure
-    /// marks the link failed.
-    pub(crate) fn flush_posted(&self) {
-        let Some(far) = self.far.as_ref() else { return };
-        let queued = self.posted_queued.load(Ordering::Acquire);
-        if queued <= self.posted_sent.load(Ordering::Acquire) {
-            return;
-        }
-        let mut g = match far.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return,
-        };
-        if (Far2 { far: &mut g }).send(false).is_ok() {
-            self.posted_sent.fetch_max(queued, Ordering::AcqRel);
-        } else {
-            self.failed.store(true, Ordering::Release);
         }
     }
 

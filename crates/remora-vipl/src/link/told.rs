@@ -1,0 +1,122 @@
+//! Counts of receives posted here, told to a peer on another host down the link's channel:
+//! at once, or a little later in batches (see [`Link::posted_later`]).
+
+use super::{Far2, Link};
+use std::sync::atomic::Ordering;
+use std::sync::TryLockError;
+
+/// A peer on another host is told of new receives at once when this many wait to be
+/// told (a VI that answers its peer: the counts mostly leave with its answers)...
+const POSTED_BATCH: u64 = 8;
+/// ...or this many, for a VI that only receives (see [`Link::posted_later`])...
+const POSTED_BATCH_QUIET: u64 = 24;
+/// ...or when fewer than this many it was told of are still unused as far as this side
+/// knows (the completions landed here so far).
+const POSTED_LOW: u64 = 16;
+
+impl Link {
+    /// Whether the count `posted` of receives posted here, just queued on the channel to a
+    /// peer on another host, may wait there a little ([`tell_later`]): the peer still
+    /// knows at least [`POSTED_LOW`] receives not used as far as `landed` (the completions
+    /// that landed here) tells, and fewer than a batch wait. A count that waits leaves with
+    /// this VI's next send (a VI that sent since its last post answers its peer, and the
+    /// answer carries it), a later post that is told at once, or the NIC's watcher
+    /// ([`Link::flush_posted`], every 10 ms): well inside the grace a sender gives a
+    /// receive to appear. An echo reposts and answers every message; the repost's own
+    /// write to the socket (and the wake-up of the peer node's thread that stores it) was
+    /// on the path of every round trip (issue 15). A VI that only receives tells its posts
+    /// in batches of [`POSTED_BATCH_QUIET`]: told one by one, each repost of a 64 KiB
+    /// stream cost the receiver a write and the sender's node a wake-up per message, on a
+    /// machine whose cores also carry the stream (issue 15: the stream at 0.5-0.6 of raw
+    /// TCP moving the same messages, 0.73-0.8 with the posts told in batches).
+    pub(crate) fn posted_later(&self, posted: u64, landed: u64) -> bool {
+        self.posted_queued.store(posted, Ordering::Release);
+        let sends = self.sends.load(Ordering::Acquire);
+        let answering = self.sends_seen.swap(sends, Ordering::AcqRel) != sends;
+        tell_later(answering, posted, self.posted_sent.load(Ordering::Acquire), landed)
+    }
+
+    /// The count of posted receives last queued on the channel (read under the channel's
+    /// lock before a send, it is one that send carries).
+    pub(crate) fn posted_queued(&self) -> u64 {
+        self.posted_queued.load(Ordering::Acquire)
+    }
+
+    /// A send of this VI left, carrying the count `posted` of receives posted here.
+    pub(crate) fn posted_left(&self, posted: u64) {
+        self.sends.fetch_add(1, Ordering::AcqRel);
+        self.posted_sent.fetch_max(posted, Ordering::AcqRel);
+    }
+
+    /// A send of this VI left on the pair's own stream: counted as a send (the VI answers
+    /// its peer), though a posted count queued on the channel stays there
+    /// ([`Link::posted_later`] sends it when enough wait, the NIC's watcher otherwise).
+    pub(crate) fn sent_direct(&self) {
+        self.sends.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Send the stores queued so far, among them the count `posted` of receives posted
+    /// here. `false` when they could not be.
+    pub(crate) fn push_posted(&self, posted: u64) -> bool {
+        let ok = self.push();
+        if ok {
+            self.posted_sent.fetch_max(posted, Ordering::AcqRel);
+        }
+        ok
+    }
+
+    /// Send a count of posted receives that waited on the channel ([`Link::posted_later`]);
+    /// nothing when none waits, or when another thread holds the channel (what it sends
+    /// carries the count; the NIC's watcher never waits behind a long write). A failure
+    /// marks the link failed.
+    pub(crate) fn flush_posted(&self) {
+        let Some(far) = self.far.as_ref() else { return };
+        let queued = self.posted_queued.load(Ordering::Acquire);
+        if queued <= self.posted_sent.load(Ordering::Acquire) {
+            return;
+        }
+        let mut g = match far.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        if (Far2 { far: &mut g }).send(false).is_ok() {
+            self.posted_sent.fetch_max(queued, Ordering::AcqRel);
+        } else {
+            self.failed.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// Whether a count `posted` of receives posted here may wait before it is told to a peer on
+/// another host, which was told `sent` so far and whose completions of them landed here up
+/// to `landed` (see [`Link::posted_later`]; `answering`: the VI sent since its last post).
+fn tell_later(answering: bool, posted: u64, sent: u64, landed: u64) -> bool {
+    let batch = if answering { POSTED_BATCH } else { POSTED_BATCH_QUIET };
+    posted.saturating_sub(sent) < batch && sent.saturating_sub(landed) >= POSTED_LOW
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vi_that_only_receives_tells_its_posts_in_batches_while_the_peer_knows_enough() {
+        // 64 receives told, none landed yet: the next 23 posts wait, the 24th goes.
+        assert!(tell_later(false, 64 + 23, 64, 0));
+        assert!(!tell_later(false, 64 + 24, 64, 0));
+        // A VI that answers tells in smaller batches (its answers carry the count).
+        assert!(tell_later(true, 64 + 7, 64, 0));
+        assert!(!tell_later(true, 64 + 8, 64, 0));
+    }
+
+    #[test]
+    fn posts_are_told_at_once_when_the_peer_runs_low() {
+        // 16 of those told are still unused: waiting is allowed; 15: the count goes now,
+        // whether the VI answers or only receives.
+        for answering in [false, true] {
+            assert!(tell_later(answering, 41, 40, 24));
+            assert!(!tell_later(answering, 41, 40, 25));
+        }
+    }
+}
