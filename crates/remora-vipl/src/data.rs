@@ -491,6 +491,7 @@ impl Vi {
                 std::hint::spin_loop();
             }
         }
+        let mut polled = false;
         loop {
             let link = vi.link();
             if link.as_ref().is_some_and(|l| l.is_far()) && vi.recv_cq.is_none() {
@@ -532,8 +533,10 @@ impl Vi {
                     }
                     None => {
                         // With a pair's stream, a wait here is for a message after a long
-                        // one: looked at a moment first.
-                        if direct.is_some() {
+                        // one: looked at a moment first (once per call: an idle waiter's
+                        // slices sleep whole).
+                        if direct.is_some() && !polled {
+                            polled = true;
                             let until = Instant::now() + FAR_POLL.min(left);
                             while vi.map.load(layout::DONE) as u32 == seen && Instant::now() < until {
                                 std::thread::yield_now();
