@@ -2,6 +2,7 @@
 //! home node, or the multicast maps: `pagers.rs`), watches written pages against their
 //! twins and sends what changed home, refreshes clean pages, and answers flush commands.
 
+mod crowd;
 pub(super) mod fanout;
 mod flush;
 mod revive;
@@ -241,12 +242,12 @@ impl Pager {
 
     pub(super) fn run(&self) {
         remora_sys::sync::precise_timers();
-        // Programs that poll without ever yielding can hold every core. Once a spin of the
-        // pager finds it was kept from a core for long, the pager stops spinning for a while
+        // Programs that poll without ever yielding can hold every core. Once the spins of the
+        // pager find it kept from a core for long (`crowd.rs`), the pager stops spinning for a while
         // and runs urgent (nice -20, where allowed): its ticks and faults then preempt the
         // pollers at once. Otherwise it runs at the default priority, where yielding really
         // gives the core away.
-        let mut crowded_until: Option<Instant> = None;
+        let mut crowd = crowd::Crowd::default();
         let mut urgent = false;
         let mut looks = 0u32;
         let mut maps: BTreeMap<usize, (u64, PMap)> = BTreeMap::new();
@@ -260,7 +261,7 @@ impl Pager {
                     .flat_map(|(_, m)| [m.next_tick, m.refresh_due(self.refresh)])
                     .flatten()
                     .min();
-                let crowded = crowded_until.is_some_and(|c| now < c);
+                let crowded = crowd.crowded(now);
                 let spinning = !crowded && maps.values().any(|(_, m)| m.spin_until.is_some_and(|u| now < u));
                 if !spinning {
                     for (_, m) in maps.values_mut() {
@@ -275,11 +276,10 @@ impl Pager {
                     // Looking without sleeping: give the core to whoever else wants it first.
                     let y = Instant::now();
                     std::thread::yield_now();
-                    if y.elapsed() > CROWDED {
-                        crowded_until = Some(Instant::now() + Duration::from_millis(50));
-                    }
+                    crowd.yielded(y.elapsed(), Instant::now());
                     Some(Duration::ZERO)
                 } else {
+                    crowd.rested();
                     due.map(|d| d.saturating_duration_since(now))
                 };
                 // While spinning, the descriptors are polled every fourth look only (a fault or a
