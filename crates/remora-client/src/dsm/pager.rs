@@ -279,7 +279,6 @@ impl Pager {
                     crowd.yielded(y.elapsed(), Instant::now());
                     Some(Duration::ZERO)
                 } else {
-                    crowd.rested();
                     due.map(|d| d.saturating_duration_since(now))
                 };
                 // While spinning, the descriptors are polled every fourth look only (a fault or a
