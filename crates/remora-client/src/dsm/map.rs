@@ -193,6 +193,7 @@ impl DsmMap {
             next_tick: None,
             streaming: false,
             spin_until: None,
+            last_lone: None,
             last_refresh: Instant::now(),
             unanswered: false,
             doubtful: false,
@@ -205,7 +206,7 @@ impl DsmMap {
             p.writers.fetch_add(1, Ordering::SeqCst);
         }
         // Nothing for the pager to do before the map's first fault or command.
-        p.queue(Cmd::Add(id, pm));
+        p.queue(Cmd::Add(id, Box::new(pm)));
         Ok(DsmMap {
             pager: p,
             id,

@@ -32,13 +32,14 @@
 //! `refresh` after its next page arrives): a pager whose maps hold no page, as after a
 //! refresh of maps nobody touches, sleeps until a fault or a command. After a lone change
 //! the pager looks without sleeping for `REMORA_DSM_SPIN_US` (default 50), yielding between
-//! looks: in a ping-pong the next store comes one round trip later and leaves at once.
+//! looks: in a ping-pong the next store comes one round trip later and leaves at once
+//! (longer when lone changes come a little further apart: `pager/spin.rs`).
 //! `CROWDED_LOOKS` looks of a spin, most of its looks, each kept from a core for `CROWDED`
 //! mean programs that never yield hold the cores: the pager then stops spinning for a while
 //! and runs at nice -20 (where allowed) so that its ticks preempt them. Such a look among
 //! many short ones is another program's time slice (a compiler on a shared machine), not a
 //! crowd: ticking instead of spinning then would make a ping-pong several times slower for
-//! the whole while (`pager/crowd.rs`).
+//! the whole while (`pager/spin.rs`).
 //!
 //! Two copies in a row that agree are a consistent picture for every writer whose stores
 //! are seen in program order (x86): if the picture holds a store, the second copy, read

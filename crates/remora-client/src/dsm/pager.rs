@@ -2,10 +2,10 @@
 //! home node, or the multicast maps: `pagers.rs`), watches written pages against their
 //! twins and sends what changed home, refreshes clean pages, and answers flush commands.
 
-mod crowd;
 pub(super) mod fanout;
 mod flush;
 mod revive;
+mod spin;
 mod stand_in;
 mod through;
 
@@ -60,6 +60,8 @@ pub(super) struct PMap {
     /// Until when the pager keeps looking at the map without sleeping (after a lone change:
     /// the next one, in a ping-pong, comes one round trip later).
     pub(super) spin_until: Option<Instant>,
+    /// When the last lone change was found (`spin.rs`: how long the next spin lasts).
+    pub(super) last_lone: Option<Instant>,
     pub(super) last_refresh: Instant,
     /// Stores were sent without waiting for the home's answer.
     pub(super) unanswered: bool,
@@ -83,7 +85,7 @@ pub(super) struct PMap {
 pub(super) enum Cmd {
     /// Flush every map; wait for the homes' answers when set.
     FlushAll(Sender<bool>, bool),
-    Add(u64, PMap),
+    Add(u64, Box<PMap>),
     /// Flush one map; wait for the home's answer when set.
     Flush(u64, Sender<bool>, bool),
     Refresh(u64, Sender<bool>),
@@ -242,12 +244,11 @@ impl Pager {
 
     pub(super) fn run(&self) {
         remora_sys::sync::precise_timers();
-        // Programs that poll without ever yielding can hold every core. Once the spins of the
-        // pager find it kept from a core for long (`crowd.rs`), the pager stops spinning for a while
-        // and runs urgent (nice -20, where allowed): its ticks and faults then preempt the
-        // pollers at once. Otherwise it runs at the default priority, where yielding really
-        // gives the core away.
-        let mut crowd = crowd::Crowd::default();
+        // Programs that poll without ever yielding can hold every core (`spin.rs`): the pager
+        // then stops spinning for a while and runs urgent (nice -20, where allowed), so its
+        // ticks and faults preempt the pollers. Otherwise it runs at the default priority,
+        // where yielding really gives the core away.
+        let mut crowd = spin::Crowd::default();
         let mut urgent = false;
         let mut looks = 0u32;
         let mut maps: BTreeMap<usize, (u64, PMap)> = BTreeMap::new();
@@ -375,7 +376,7 @@ impl Pager {
                     let _ = tx.send(ok);
                 }
                 Cmd::Add(id, m) => {
-                    maps.insert(m.region.base(), (id, m));
+                    maps.insert(m.region.base(), (id, *m));
                 }
                 Cmd::Flush(id, tx, wait) => {
                     self.flush_siblings(maps, id);
@@ -501,7 +502,11 @@ impl Pager {
         if changed {
             // A lone change opens a spell of looking without sleeping; a writer that keeps
             // storing ends it (its stores batch at the tick).
-            m.spin_until = if m.streaming || self.spin.is_zero() { None } else { Some(t + self.spin) };
+            m.spin_until = if m.streaming || self.spin.is_zero() {
+                None
+            } else {
+                Some(t + spin::after_lone(m, self.spin, t))
+            };
         }
         if !watching {
             m.spin_until = None;

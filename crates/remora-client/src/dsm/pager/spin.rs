@@ -1,11 +1,38 @@
-//! Whether programs that never yield hold the cores (`CROWDED`, `CROWDED_LOOKS` in
-//! `dsm/mod.rs`): a spinning pager kept from a core that long at most of its looks stops
-//! spinning for a while and ticks at nice -20 instead. A long wait among many short ones is
-//! another program's time slice on a shared machine: ticking then would make a ping-pong
-//! several times slower for the whole while (140 µs one-way instead of 19 µs on one core).
+//! When a pager spins (looks at its maps without sleeping, yielding the core between looks).
+//!
+//! How long, after a lone change: `REMORA_DSM_SPIN_US`, or, when the last two lone changes
+//! of the map came at most [`SPIN_GAP`] apart, one and a half times their gap. In a
+//! ping-pong the next change comes one round trip later; once a loaded machine makes the
+//! round trip longer than the spin, the pager would tick instead (timer wake-ups, each late
+//! on a busy core), which makes the round trip longer still: the ping-pong stayed 10-17
+//! times raw TCP instead of 3 in the benchmark's loaded runs.
+//!
+//! Not at all while programs that never yield hold the cores (`CROWDED`, `CROWDED_LOOKS`
+//! in `dsm/mod.rs`): a spinning pager kept from a core that long at most of its looks
+//! stops spinning for a while and ticks at nice -20 instead. A long wait among many short
+//! ones is another program's time slice on a shared machine: ticking then would make a
+//! ping-pong several times slower for the whole while (140 µs one-way instead of 19 µs on
+//! one core).
 
 use super::super::{CROWDED, CROWDED_LOOKS};
+use super::PMap;
 use std::time::{Duration, Instant};
+
+/// Lone changes of a map at most this far apart make the spin after the next one last until
+/// about when the one after would come.
+const SPIN_GAP: Duration = Duration::from_micros(500);
+
+/// How long the pager spins after a lone change of `m` found at `t`, at least `spin`.
+pub(super) fn after_lone(m: &mut PMap, spin: Duration, t: Instant) -> Duration {
+    spin_for(&mut m.last_lone, spin, t)
+}
+
+/// [`after_lone`] with the map's last lone change `last` (set to `t`).
+fn spin_for(last: &mut Option<Instant>, spin: Duration, t: Instant) -> Duration {
+    let gap = last.replace(t).map(|l| t.saturating_duration_since(l));
+    let longer = gap.filter(|g| *g <= SPIN_GAP).map_or(Duration::ZERO, |g| g + g / 2);
+    spin.max(longer)
+}
 
 /// How long the pager stops spinning once the cores are found crowded; twice as long as the
 /// last time (up to [`CROWDED_MOST`]) when they are found crowded again right after.
@@ -62,6 +89,19 @@ mod tests {
 
     const LONG: Duration = Duration::from_millis(3);
     const SHORT: Duration = Duration::from_micros(2);
+
+    #[test]
+    fn a_spin_lasts_until_about_the_next_lone_change() {
+        let spin = Duration::from_micros(50);
+        let (mut last, t) = (None, Instant::now());
+        assert_eq!(spin_for(&mut last, spin, t), spin, "the first change");
+        let us = Duration::from_micros;
+        assert_eq!(spin_for(&mut last, spin, t + us(20)), spin, "changes closer than the spin");
+        assert_eq!(spin_for(&mut last, spin, t + us(220)), us(300), "a round trip of 200 µs");
+        assert_eq!(spin_for(&mut last, spin, t + us(220) + SPIN_GAP), SPIN_GAP * 3 / 2);
+        let far = t + us(221) + SPIN_GAP * 2;
+        assert_eq!(spin_for(&mut last, spin, far), spin, "changes far apart");
+    }
 
     #[test]
     fn long_waits_among_short_ones_are_no_crowd() {
