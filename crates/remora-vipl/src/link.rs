@@ -20,6 +20,7 @@ use crate::{Error, ErrorCode, Nic, Result};
 use remora_client::dsm::{Channel, ChannelGuard};
 use remora_config::ViplTransfer;
 use remora_sisci::{DmaFlags, MapFlags, RemoteInterrupt, RemoteSegment, UserRegion};
+use remora_sys::lock::Lock;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -127,8 +128,11 @@ pub(crate) struct Link {
     /// The peer's VI segment mapped, when it is on this host (`None`: the channel only).
     pub(crate) map: PeerWindow,
     bell: RemoteInterrupt,
-    pieces: Mutex<IdMap<Piece>>,
-    table: Mutex<Option<Piece>>,
+    /// The peer's pieces and its table, looked up on every payload and RDMA (under the send
+    /// queue's lock): behind a lock let go by a plain store (the standard mutex lets go
+    /// with a locked instruction, which after a 64 KiB copy waits for the copy's stores).
+    pieces: Lock<IdMap<Piece>>,
+    table: Lock<Option<Piece>>,
     /// The peer on another host: its channel.
     far: Option<Mutex<Far>>,
     /// The VI broke (its ERROR state), read by the data path without the state's lock.
@@ -181,8 +185,8 @@ impl Link {
             seg,
             map: window,
             bell,
-            pieces: Mutex::new(IdMap::default()),
-            table: Mutex::new(None),
+            pieces: Lock::new(IdMap::default()),
+            table: Lock::new(None),
             far,
             broken: AtomicBool::new(false),
             failed: AtomicBool::new(false),
@@ -309,13 +313,13 @@ impl Link {
         if let Some(d) = self.direct() {
             d.close();
         }
-        for (_, (s, m)) in self.pieces.lock().unwrap_or_else(|p| p.into_inner()).drain() {
+        for (_, (s, m)) in self.pieces.lock().drain() {
             if let Some(m) = m {
                 let _ = m.map.unmap();
             }
             let _ = s.disconnect();
         }
-        if let Some((s, m)) = self.table.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some((s, m)) = self.table.lock().take() {
             if let Some(m) = m {
                 let _ = m.map.unmap();
             }
@@ -434,7 +438,7 @@ impl Link {
     }
 
     fn read_slot(&self, nic: &Nic, handle: u32) -> Result<Option<layout::FixedSlot>> {
-        let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        let mut t = self.table.lock();
         if t.is_none() {
             let seg = RemoteSegment::connect(
                 &nic.inner.desc,

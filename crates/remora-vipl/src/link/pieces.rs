@@ -45,7 +45,7 @@ impl Link {
         id: u32,
         f: impl FnOnce(&RemoteSegment, Option<&Window>) -> R,
     ) -> std::result::Result<R, Miss> {
-        let mut pieces = self.pieces.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pieces = self.pieces.lock();
         if let Some((seg, w)) = pieces.get(&id) {
             if w.is_some() || !seg.is_lost() {
                 return Ok(f(seg, w.as_ref()));
