@@ -22,7 +22,9 @@
 //! the flow, so its sender falls back to its own path, which says the error. Part of a
 //! frame is waited for with naps doubling up to 20 ms, and ends the flow after 5 s. The
 //! flow ends when the far node closes it: after the dialing connection's end
-//! (`Registry::end_back_flows` shuts our side for writing).
+//! (`Registry::end_back_flows` shuts our side for writing and rings the flow's bell,
+//! `BackFlowEntry::bell`), waited for at most 10 s. Until a frame comes or the bell rings
+//! the thread blocks: no periodic wake-up (it looked at the books every 100 ms before).
 
 use super::owner_flow::OwnerFlow;
 use super::InterruptTarget;
@@ -30,13 +32,16 @@ use crate::transport::PeerMemory;
 use crate::Node;
 use remora_proto::link::{BulkFrame, BulkOp, BULK_FRAME};
 use remora_sys::intr::{shut_flow, take_frames, Taken, FRAMES_PER_LOOK};
+use remora_sys::sync::EventFd;
 use std::net::TcpStream;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-/// How long one `poll` of the flow lasts before the dialing connection is looked at.
+/// How long one `poll` of the flow lasts before the dialing connection is looked at, when
+/// the flow has no bell (`BackFlowEntry::bell`; with one, the reader blocks until a frame
+/// comes or the connection's end rings it).
 const LOOK: Duration = Duration::from_millis(100);
 /// The first nap when only part of a frame came; each next one is twice as long, up to
 /// [`MAX_NAP`].
@@ -46,20 +51,24 @@ const MAX_NAP: Duration = Duration::from_millis(20);
 /// How long part of a frame may wait for its rest before the flow ends (the sender writes
 /// a frame's rest at once, or gives up within 2 s and shuts the flow).
 const PARTIAL_LIMIT: Duration = Duration::from_secs(5);
-/// Looks after the dialing connection ended at which the thread stops waiting for the far
-/// node's close (a route that went silent never brings it).
-const ENDED_LOOKS: u32 = 100;
+/// How long after the dialing connection ended the thread waits for the far node's close
+/// (a route that went silent never brings it).
+const ENDED_WAIT: Duration = Duration::from_secs(10);
 
 /// Read the backward direction of `fd`, the flow dialed to `peer` for this node's plain
 /// interrupt connection `conn`, on a thread of its own.
 pub(crate) fn serve(node: &Arc<Node>, peer: u32, conn: u64, fd: OwnedFd) {
     let Ok(kept) = fd.try_clone() else { return };
-    let id = node.lock().keep_back_flow(conn, kept);
+    let (id, bell) = {
+        let mut reg = node.lock();
+        let id = reg.keep_back_flow(conn, kept);
+        (id, reg.back_flow_bell(id))
+    };
     let weak = Arc::downgrade(node);
     let spawned = std::thread::Builder::new().name("remora-back-flow".into()).spawn({
         let weak = weak.clone();
         move || {
-            read(&weak, Flow { id, peer, conn }, TcpStream::from(fd));
+            read(&weak, Flow { id, peer, conn }, TcpStream::from(fd), bell);
             if let Some(n) = weak.upgrade() {
                 n.lock().forget_back_flow(id);
             }
@@ -88,31 +97,50 @@ enum Step {
     End,
 }
 
-fn read(node: &Weak<Node>, f: Flow, s: TcpStream) {
+/// Read the flow until it ends or is booked for its owner (then serve it shared). Blocks
+/// on the socket and `bell` (rung when the dialing connection ends) with no periodic
+/// wake-up; without a bell it looks at the books every [`LOOK`].
+fn read(node: &Weak<Node>, f: Flow, s: TcpStream, bell: Option<EventFd>) {
     let mut buf = [0u8; BULK_FRAME * FRAMES_PER_LOOK];
     // The connection the flow carries back, once a trigger named it.
     let mut carried: Option<u64> = None;
-    let mut ended_looks = 0;
+    // Since when the dialing connection is known ended.
+    let mut ended: Option<Instant> = None;
     // While part of a frame waits: the next nap, and since when.
     let mut nap = NAP;
     let mut partial: Option<Instant> = None;
     loop {
-        match remora_sys::poller::wait_ready(&[s.as_fd()], Some(LOOK)) {
-            Ok(0) => {
-                let Some(n) = node.upgrade() else { return };
-                if n.lock().intr_conns.contains_key(&f.conn) {
-                    ended_looks = 0;
-                } else {
-                    ended_looks += 1;
-                    if ended_looks >= ENDED_LOOKS {
-                        break;
-                    }
-                }
-                continue;
-            }
-            Ok(_) => {}
+        let timeout = match (ended, &bell) {
+            (Some(t), _) => match ENDED_WAIT.checked_sub(t.elapsed()) {
+                Some(left) => Some(left),
+                None => break,
+            },
+            (None, Some(_)) => None,
+            (None, None) => Some(LOOK),
+        };
+        let ready = match &bell {
+            Some(b) => remora_sys::poller::wait_ready(&[s.as_fd(), b.as_fd()], timeout),
+            None => remora_sys::poller::wait_ready(&[s.as_fd()], timeout),
+        };
+        let ready = match ready {
+            Ok(r) => r,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => break,
+        };
+        if ready & 2 != 0 {
+            if let Some(b) = &bell {
+                b.drain();
+            }
+            ended.get_or_insert_with(Instant::now);
+        }
+        if ready & 1 == 0 {
+            if bell.is_none() && ended.is_none() {
+                let Some(n) = node.upgrade() else { return };
+                if !n.lock().intr_conns.contains_key(&f.conn) {
+                    ended = Some(Instant::now());
+                }
+            }
+            continue;
         }
         let n = match take_frames(s.as_fd(), BULK_FRAME, &mut buf) {
             Ok(Taken::Frames(n)) => n,

@@ -63,6 +63,9 @@ pub struct BackFlowEntry {
     pub ended: Vec<(u64, u64)>,
     /// The socket.
     pub fd: OwnedFd,
+    /// Signalled when the dialing connection ends (`end_back_flows`): the reader blocks on
+    /// the socket and this, with no periodic look (`None`: none could be made; it looks).
+    pub bell: Option<remora_sys::sync::EventFd>,
 }
 
 /// What the transport's thread of a shared flow needs: which booking, and its own map of
@@ -153,8 +156,14 @@ impl Registry {
         let (dialer, peer, far) =
             self.intr_conns.get(&conn).map_or((0, 0, 0), |c| (c.session, c.node, c.far));
         let ended = Vec::new();
-        self.back_flows.push(BackFlowEntry { id, conn, dialer, peer, far, carries: None, ended, fd });
+        let bell = remora_sys::sync::EventFd::new().ok();
+        self.back_flows.push(BackFlowEntry { id, conn, dialer, peer, far, carries: None, ended, fd, bell });
         id
+    }
+
+    /// A duplicate of back flow `id`'s bell, which rings when its dialing connection ends.
+    pub fn back_flow_bell(&self, id: u64) -> Option<remora_sys::sync::EventFd> {
+        self.back_flows.iter().find(|f| f.id == id)?.bell.as_ref()?.try_clone().ok()
     }
 
     /// The session that dialed back flow `id` (0: none kept).
@@ -260,6 +269,9 @@ impl Registry {
     pub(super) fn end_back_flows(&mut self, conn: u64) {
         for f in self.back_flows.iter().filter(|f| f.conn == conn) {
             let _ = rustix::net::shutdown(&f.fd, rustix::net::Shutdown::Write);
+            if let Some(b) = &f.bell {
+                b.signal();
+            }
         }
     }
 }
