@@ -162,7 +162,9 @@ pub enum LinkMsg {
     /// segments land in the order they were sent (a VIPL payload, then its completion).
     /// With `watch` `(handle, offset)`, every store that covers the 4-byte word at `offset`
     /// of that target is followed by a futex wake of the word (a waiter on the listener's
-    /// host sleeps on it without missing the store).
+    /// host sleeps on it without missing the store); so is every store that covers the
+    /// target's first word (offset 0), of that word (a second word the flow's writer moves:
+    /// a VIPL VI's count of its peer's posted receives, the watched one its done count).
     PagerBindMany {
         /// What the flow reaches.
         targets: Vec<RangeRef>,

@@ -288,7 +288,8 @@ pub enum Request {
     /// order ([`link::LinkMsg::PagerBindMany`](crate::link::LinkMsg::PagerBindMany)): stores into
     /// several segments sent over it land in the order sent. With `watch`
     /// `(index into conns, offset)`, the home wakes futex waiters of that word after each
-    /// store covering it. Answer: [`Reply::DsmFlows`](crate::Reply::DsmFlows) with the socket.
+    /// store covering it, and those of that segment's first word after each store covering
+    /// that. Answer: [`Reply::DsmFlows`](crate::Reply::DsmFlows) with the socket.
     DsmFlows {
         /// The connection handles.
         conns: Vec<u64>,

@@ -185,13 +185,18 @@ pub(in crate::transport) fn accept(peer: &Arc<TcpPeer>, std: StdStream, inc: u64
             };
             mems.push((target.handle, mem));
         }
-        // The watched word, resolved once (its mapping stays valid while held).
+        // The watched word, and the target's first word, resolved once (their mappings
+        // stay valid while held).
         let watch = watch.and_then(|(h, off)| {
             let (_, mem) = mems.iter().find(|(x, _)| *x == h)?;
-            let pieces = mem.resolve(off, 4, true)?;
-            let (m, at, _) = pieces.into_iter().next()?;
-            m.atomic_u32(at)?;
-            Some(Watch { handle: h, offset: off, mem: m, at })
+            let word = |off: u64| {
+                let (m, at, _) = mem.resolve(off, 4, true)?.into_iter().next()?;
+                m.atomic_u32(at)?;
+                Some((m, at))
+            };
+            let (mem, at) = word(off)?;
+            let first = if off == 0 { None } else { word(0) };
+            Some(Watch { handle: h, offset: off, mem, at, first })
         });
         if s.set_read_timeout(None).is_ok() {
             for (_, mem) in &mems {
@@ -231,19 +236,33 @@ fn store(pieces: &[(Arc<Mapping>, usize, usize)], rd: &mut impl Read) -> std::io
 }
 
 /// The word of a [`LinkMsg::PagerBindMany`] flow that is woken after every store covering
-/// it: bytes `offset..offset + 4` of target `handle`, at `at` of `mem`.
+/// it: bytes `offset..offset + 4` of target `handle`, at `at` of `mem`; and the target's
+/// first word likewise, at `first` (a VIPL VI segment: the done count is the watched word,
+/// the count of receives its peer posted the first, which a sender short of receives
+/// sleeps on).
 pub(super) struct Watch {
     handle: u64,
     offset: u64,
     mem: Arc<Mapping>,
     at: usize,
+    first: Option<(Arc<Mapping>, usize)>,
 }
 
 impl Watch {
-    /// Wake the word's waiters when a store of `len` bytes at `offset` of `handle` covered it.
+    /// Wake the word's waiters when a store of `len` bytes at `offset` of `handle` covered
+    /// it, and the first word's when it covered that.
     fn after_store(&self, handle: u64, offset: u64, len: u64) {
-        if handle == self.handle && offset <= self.offset && self.offset + 4 <= offset.saturating_add(len) {
+        if handle != self.handle {
+            return;
+        }
+        let end = offset.saturating_add(len);
+        if offset <= self.offset && self.offset + 4 <= end {
             if let Some(w) = self.mem.atomic_u32(self.at) {
+                remora_sys::sync::futex_wake_all(w);
+            }
+        }
+        if let Some((m, at)) = self.first.as_ref().filter(|_| offset == 0 && end >= 4) {
+            if let Some(w) = m.atomic_u32(*at) {
                 remora_sys::sync::futex_wake_all(w);
             }
         }
