@@ -40,12 +40,18 @@ const RECEIVE_GRACE_FAR: Duration = Duration::from_millis(500);
 /// for each).
 const RECEIVE_GRACE_FAR_UNRELIABLE: Duration = Duration::from_millis(100);
 /// A send waiting for a peer on another host to post a receive yields the core for this
-/// long, then sleeps in slices of [`FAR_NAP`] (the post needs this host's node thread, and
-/// the peer's threads on a shared machine, to run; nothing wakes the word, the slice bounds
-/// how late the post is seen).
-const FAR_NAP_AFTER: Duration = Duration::from_millis(1);
-/// See [`FAR_NAP_AFTER`].
-const FAR_NAP: Duration = Duration::from_micros(100);
+/// long, then sleeps on the peer's posted count (the post needs this host's node thread,
+/// and the peer's threads on a shared machine, to run: a sender that kept yielding took a
+/// core from them). The node thread that stores the count wakes its sleepers (the word is
+/// the first of the VI segment, which the channel's flow wakes after each store of it,
+/// `Request::DsmFlows`): a stream short of receives runs at its receiver's pace. Before,
+/// nothing woke the word and the sender slept in slices of 100 µs after 1 ms of yielding
+/// (issue 15).
+const FAR_NAP_AFTER: Duration = Duration::from_micros(100);
+/// The longest sleep of [`FAR_NAP_AFTER`]'s sender before it looks again: a safety net for
+/// a wake missed (a node that does not wake the word), and how soon a VI that left
+/// CONNECTED (a disconnect, a lost peer) is noticed by a sender short of receives.
+const FAR_NAP: Duration = Duration::from_millis(5);
 /// How long a send waits for a freshly connected peer to describe its receives.
 const READY_WAIT: Duration = Duration::from_secs(10);
 /// The room of a ring A entry that is not of this connection ([`layout::ENTRY_CONN`]): no
@@ -310,8 +316,18 @@ impl ViInner {
                         return false;
                     }
                     if !self.peer_here.load(Ordering::Relaxed) && start.elapsed() > FAR_NAP_AFTER {
+                        // The word read, then the count looked at once more: a store after
+                        // the read changed the word (the wait returns at once), and its wake
+                        // follows it. Every sleep ends with a look at the VI's state.
                         let seen = self.own(layout::PEER_POSTED) as u32;
-                        self.map.wait_word(layout::PEER_POSTED, seen, FAR_NAP);
+                        if self.peer_posted(k) > k {
+                            continue;
+                        }
+                        let left = grace.saturating_sub(start.elapsed());
+                        self.map.wait_word(layout::PEER_POSTED, seen, left.min(FAR_NAP));
+                        if *lock(&self.state) != ViState::Connected {
+                            return false;
+                        }
                     } else {
                         std::thread::yield_now();
                     }

@@ -22,6 +22,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+mod starved;
+
 const KIB64: usize = 64 << 10;
 /// Receives kept posted on each side.
 const DEPTH: usize = 64;
@@ -138,9 +140,19 @@ impl Side {
 
 /// Two connected sides on the nodes of `a` and `b`.
 fn pair(a: &remora_sisci::Sisci, b: &remora_sisci::Sisci, blocking: bool) -> Result<(Side, Side), String> {
+    pair_with(a, b, blocking, DEPTH)
+}
+
+/// [`pair`], with `depth` receives posted on each side (at most [`DEPTH`]).
+fn pair_with(
+    a: &remora_sisci::Sisci,
+    b: &remora_sisci::Sisci,
+    blocking: bool,
+    depth: usize,
+) -> Result<(Side, Side), String> {
     let sa = Side::new(Nic::open_with_config("remora0", a.config().clone()).map_err(e)?, blocking)?;
     let sb = Side::new(Nic::open_with_config("remora0", b.config().clone()).map_err(e)?, blocking)?;
-    for i in 0..DEPTH {
+    for i in 0..depth.min(DEPTH) {
         sa.post_recv(i)?;
         sb.post_recv(i)?;
     }
@@ -497,5 +509,5 @@ fn across_hosts(batch: u32, rounds: u32) -> Result<(), String> {
     // the reference of these rows before: not the shape of a message stream.
     println!("{:<34} {:>14} {:>14}", "raw TCP 16 MiB bulk (for the record)", "", gbs(median(&mut bulk)));
     drop((a, b));
-    Ok(())
+    starved::rows(&tp, rounds)
 }
