@@ -253,6 +253,10 @@ impl ViInner {
             }
         }
         self.recv_next.store(q.consumed, Ordering::Release);
+        // Receives taken: a count of posts that waits goes when the peer runs low.
+        if let Some(l) = far_link.filter(|_| q.consumed > start) {
+            l.posted_landed(done.unwrap_or(0).max(q.consumed));
+        }
         Ok((broke, first))
     }
 
@@ -474,6 +478,13 @@ impl ViInner {
                 if let Some(d) = link.direct().filter(|_| !wait) {
                     if d.send(k, &whole, short).map_err(|e| Error::Resource(e.to_string()))? {
                         link.sent_direct();
+                        // A posted count that waits goes too: a loop of sends holding the
+                        // channel's lock keeps the NIC's watcher from sending it.
+                        if link.posted_waits() {
+                            let posted = link.posted_queued();
+                            c.send(false)?;
+                            link.posted_told(posted);
+                        }
                         return Ok(());
                     }
                 }

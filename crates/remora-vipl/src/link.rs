@@ -143,6 +143,8 @@ pub(crate) struct Link {
     /// channel, and the highest known to have left on it (see [`Link::posted_later`]).
     posted_queued: AtomicU64,
     posted_sent: AtomicU64,
+    /// Counts of posted receives the NIC's watcher sent ([`Link::told_late`]).
+    told_late: AtomicU64,
     /// Sends of this VI to a peer on another host so far, and that count at the last post.
     sends: AtomicU64,
     sends_seen: AtomicU64,
@@ -192,6 +194,7 @@ impl Link {
             failed: AtomicBool::new(false),
             posted_queued: AtomicU64::new(0),
             posted_sent: AtomicU64::new(0),
+            told_late: AtomicU64::new(0),
             sends: AtomicU64::new(0),
             sends_seen: AtomicU64::new(0),
             slots: Mutex::new(IdMap::default()),

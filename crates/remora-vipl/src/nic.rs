@@ -482,15 +482,33 @@ impl Nic {
 /// VIs nobody is waiting on, so that the error callback comes anyway; and sends the counts
 /// of posted receives that waited on a channel to another host (`Link::posted_later`).
 fn watch(nic: Weak<NicInner>) {
+    let watching = Watching(nic);
     loop {
         std::thread::sleep(Duration::from_millis(10));
-        let Some(inner) = nic.upgrade() else { return };
+        let Some(inner) = watching.0.upgrade() else { return };
         let nic = Nic { inner };
         for vi in nic.live_vis() {
             vi.check_peer(&nic);
             // Receives posts left to a peer on this host are taken in and described now.
             vi.describe_stale();
             // Counts of posted receives that waited on a channel go now.
+            if let Some(link) = vi.link() {
+                link.flush_posted_late();
+            }
+        }
+    }
+}
+
+/// The NIC's watcher runs: when it ends (its NIC gone, or a panic unwinding it), no count
+/// of posted receives waits any more, and those waiting go (the next VI made starts
+/// another watcher).
+struct Watching(Weak<NicInner>);
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let Some(inner) = self.0.upgrade() else { return };
+        inner.watching.store(false, Ordering::Release);
+        for vi in (Nic { inner }).live_vis() {
             if let Some(link) = vi.link() {
                 link.flush_posted();
             }

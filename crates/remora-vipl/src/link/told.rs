@@ -20,8 +20,10 @@ impl Link {
     /// knows at least [`POSTED_LOW`] receives not used as far as `landed` (the completions
     /// that landed here) tells, and fewer than a batch wait. A count that waits leaves with
     /// this VI's next send (a VI that sent since its last post answers its peer, and the
-    /// answer carries it), a later post that is told at once, or the NIC's watcher
-    /// ([`Link::flush_posted`], every 10 ms): well inside the grace a sender gives a
+    /// answer carries it), a later post that is told at once, the receiver's taking of
+    /// completions once the peer knows fewer than [`POSTED_LOW`] unused
+    /// ([`Link::posted_landed`]), or the NIC's watcher ([`Link::flush_posted`], every
+    /// 10 ms; none waits while no watcher runs): well inside the grace a sender gives a
     /// receive to appear. An echo reposts and answers every message; the repost's own
     /// write to the socket (and the wake-up of the peer node's thread that stores it) was
     /// on the path of every round trip (issue 15). A VI that only receives tells its posts
@@ -65,25 +67,68 @@ impl Link {
         ok
     }
 
+    /// Whether a count of posted receives waits on the channel, not told yet.
+    pub(crate) fn posted_waits(&self) -> bool {
+        self.posted_queued.load(Ordering::Acquire) > self.posted_sent.load(Ordering::Acquire)
+    }
+
+    /// The stores queued on the channel left (sent under its lock), carrying the count
+    /// `posted` of receives posted here (read under that lock before).
+    pub(crate) fn posted_told(&self, posted: u64) {
+        self.posted_sent.fetch_max(posted, Ordering::AcqRel);
+    }
+
+    /// Receives completed here up to `landed` (taken, or their completions landed): a count
+    /// that waits goes now when the peer knows fewer than [`POSTED_LOW`] unused (a sender
+    /// that used them would wait for the NIC's watcher otherwise: a receiver that posts a
+    /// window of 32 and takes it whole held 16 of every window's posts).
+    #[inline]
+    pub(crate) fn posted_landed(&self, landed: u64) {
+        let sent = self.posted_sent.load(Ordering::Acquire);
+        if self.posted_queued.load(Ordering::Acquire) > sent && sent.saturating_sub(landed) < POSTED_LOW {
+            self.flush_posted();
+        }
+    }
+
+    /// [`Link::flush_posted`] by the NIC's watcher, counted ([`Link::told_late`]).
+    pub(crate) fn flush_posted_late(&self) {
+        if self.flush_posted() {
+            self.told_late.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// How many counts of posted receives the NIC's watcher sent ([`Link::posted_later`]:
+    /// each kept a sender that used up the receives it knew waiting for the watcher).
+    pub(crate) fn told_late(&self) -> u64 {
+        self.told_late.load(Ordering::Relaxed)
+    }
+
     /// Send a count of posted receives that waited on the channel ([`Link::posted_later`]);
     /// nothing when none waits, or when another thread holds the channel (what it sends
     /// carries the count; the NIC's watcher never waits behind a long write). A failure
-    /// marks the link failed.
-    pub(crate) fn flush_posted(&self) {
-        let Some(far) = self.far.as_ref() else { return };
+    /// marks the link failed. `true` when a waiting count was sent.
+    pub(crate) fn flush_posted(&self) -> bool {
+        let Some(far) = self.far.as_ref() else { return false };
         let queued = self.posted_queued.load(Ordering::Acquire);
         if queued <= self.posted_sent.load(Ordering::Acquire) {
-            return;
+            return false;
         }
         let mut g = match far.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return,
+            Err(TryLockError::WouldBlock) => return false,
         };
+        // Read again under the lock: a send that held it may have carried the count.
+        let queued = self.posted_queued.load(Ordering::Acquire);
+        if queued <= self.posted_sent.load(Ordering::Acquire) {
+            return false;
+        }
         if (Far2 { far: &mut g }).send(false).is_ok() {
             self.posted_sent.fetch_max(queued, Ordering::AcqRel);
+            true
         } else {
             self.failed.store(true, Ordering::Release);
+            false
         }
     }
 }

@@ -23,14 +23,19 @@ pub struct Side {
 
 impl Side {
     pub fn new(h: &Harness, node: u32) -> Side {
+        Side::with(h, node, RELIABLE_DELIVERY)
+    }
+
+    /// [`Side::new`] of a VI of the given reliability level (no RDMA read when unreliable).
+    pub fn with(h: &Harness, node: u32, reliability: u16) -> Side {
         let nic = Nic::open_with_config("remora0", h.config(node)).unwrap();
         let ptag = nic.create_ptag();
         let attrs = ViAttributes {
-            reliability: RELIABLE_DELIVERY,
+            reliability,
             max_transfer: MAX_TRANSFER,
             ptag,
             rdma_write: true,
-            rdma_read: true,
+            rdma_read: reliability != UNRELIABLE,
         };
         let vi = Vi::create(&nic, attrs, None, None).unwrap();
         // Descriptors: one per receive slot, then the sends'.
