@@ -535,13 +535,17 @@ impl Vi {
                         // With a pair's stream, a wait here is for a message after a long
                         // one: looked at a moment first (once per call: an idle waiter's
                         // slices sleep whole).
-                        if direct.is_some() && !polled {
+                        let left = if direct.is_some() && !polled {
                             polled = true;
                             let until = Instant::now() + FAR_POLL.min(left);
                             while vi.map.load(layout::DONE) as u32 == seen && Instant::now() < until {
                                 std::thread::yield_now();
                             }
-                        }
+                            // The sleep ends by the timeout all the same.
+                            timeout.map_or(left, |t| t.saturating_sub(start.elapsed()))
+                        } else {
+                            left
+                        };
                         vi.map.wait_word(layout::DONE, seen, left.min(FAR_SLICE));
                         // A slice that nothing ended: the stream is looked at all the same.
                         if let Some(d) = direct.filter(|_| vi.map.load(layout::DONE) as u32 == seen) {
