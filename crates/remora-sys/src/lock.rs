@@ -27,10 +27,15 @@
 //! instant: sleeps are therefore short ([`NAP`]) and the sleeper tries again after each
 //! one, so such a miss costs at most that long, never a hang. A thread waiting for an
 //! owner to leave spins a moment too, then naps: the owner wakes no one.
+//!
+//! A guard stays on the thread that took it (it is not `Send`). A thread that takes a lock
+//! it already holds as its owner panics (a second guard would alias the value); one that
+//! holds it through the lock word waits for ever, as with a mutex.
 
 #![allow(unsafe_code)] // this file is part of the unsafe layer: every block has a SAFETY comment
 use rustix::thread::{membarrier, MembarrierCommand};
 use std::cell::{Cell, UnsafeCell};
+use std::marker::PhantomData;
 use std::sync::atomic::{compiler_fence, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -177,11 +182,52 @@ impl<T: std::fmt::Debug> std::fmt::Debug for Lock<T> {
 }
 
 /// The lock, held: the value is reachable through it until it is dropped.
+///
+/// A guard stays on the thread that took the lock (it is not `Send`): an owner's guard
+/// is let go through that thread's flag, and a guard sent away would leave the thread
+/// free to take the lock again. It is shared between threads only when the value may be
+/// (`T: Sync`), as the standard library's `MutexGuard` is.
+///
+/// ```compile_fail
+/// let l = remora_sys::lock::Lock::new(0u32);
+/// let g = l.lock();
+/// std::thread::scope(|s| {
+///     s.spawn(move || drop(g));
+/// });
+/// ```
+///
+/// Nor is a guard of a value that is not `Sync` shared:
+///
+/// ```compile_fail
+/// let l = remora_sys::lock::Lock::new(std::cell::Cell::new(0u32));
+/// let g = l.lock();
+/// std::thread::scope(|s| {
+///     s.spawn(|| g.set(1));
+///     g.set(2);
+/// });
+/// ```
+///
+/// while one of a `Sync` value is:
+///
+/// ```
+/// let l = remora_sys::lock::Lock::new(5u32);
+/// let g = l.lock();
+/// std::thread::scope(|s| {
+///     s.spawn(|| assert_eq!(*g, 5));
+/// });
+/// ```
 pub struct Guard<'a, T> {
     lock: &'a Lock<T>,
     /// The owner's flag, when taken as its owner.
     flag: Option<&'static Flag>,
+    /// Not `Send` (see above); `Sync` only as below.
+    _here: PhantomData<*const ()>,
 }
+
+// SAFETY: a shared guard gives only `&T` (`Deref`), never `&mut T` (`DerefMut` needs the
+// guard borrowed exclusively) nor the lock's release (`Drop` needs it owned), so sharing
+// it between threads shares `&T`, which is sound exactly when `T: Sync`.
+unsafe impl<T: Sync> Sync for Guard<'_, T> {}
 
 impl<T> Lock<T> {
     /// `value`, behind a lock.
@@ -209,7 +255,7 @@ impl<T> Lock<T> {
                 // core, the barrier a taker asks for orders them, see the module doc).
                 compiler_fence(Ordering::SeqCst);
                 if self.owner.load(Ordering::Acquire) == n {
-                    return Guard { lock: self, flag: Some(flag) };
+                    return Guard { lock: self, flag: Some(flag), _here: PhantomData };
                 }
                 flag.0.store(0, Ordering::Release);
             }
@@ -219,14 +265,26 @@ impl<T> Lock<T> {
 
     /// Take `held`; take the bias away from another thread; give it to this one after
     /// [`BIAS_AFTER`] takings in a row.
+    ///
+    /// Panics when this thread is already inside this lock as its owner (a re-entry):
+    /// `held` was never taken by it, so the compare-exchange below would succeed and hand
+    /// out a second guard to the value.
     fn take_slow(&self, me: Option<usize>) -> Guard<'_, T> {
+        if let Some(n) = me {
+            // Only this thread writes its flag, and it holds this lock's address only
+            // while this thread has an owner's guard of it.
+            if FLAG[n - 1].0.load(Ordering::Relaxed) == self.address() {
+                panic!("remora_sys::lock::Lock taken again by the thread that holds it");
+            }
+        }
         if self.held.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_err() {
             self.contended();
         }
         let owner = self.owner.load(Ordering::Relaxed);
         if owner != 0 && Some(owner) == me {
             // Biased to this thread, which is inside another lock as its owner: it is not in
-            // this one, and no other thread enters this one as owner.
+            // this one (its flag was looked at above), and no other thread enters this one
+            // as owner.
             self.owner.store(0, Ordering::Relaxed);
         } else if owner != 0 {
             self.owner.store(0, Ordering::Relaxed);
@@ -252,7 +310,7 @@ impl<T> Lock<T> {
                 self.streak.set((0, 0));
             }
         }
-        Guard { lock: self, flag: None }
+        Guard { lock: self, flag: None, _here: PhantomData }
     }
 
     /// What an owner's flag holds while it is inside this lock.
@@ -472,6 +530,33 @@ mod tests {
         });
         assert_eq!(l.owner.load(Ordering::Relaxed), 0, "another thread's taking left the bias");
         assert_eq!(*l.lock(), BIAS_AFTER + 2);
+    }
+
+    #[test]
+    fn a_biased_owner_taking_the_lock_again_panics_instead_of_a_second_guard() {
+        let l = Lock::new(7u32);
+        for _ in 0..=BIAS_AFTER {
+            drop(l.lock());
+        }
+        if !super::can_bias() {
+            eprintln!("no membarrier here: no lock is biased, nothing to test");
+            return;
+        }
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut g = l.lock();
+            assert!(g.flag.is_some(), "not taken as the biased owner");
+            let g2 = l.lock(); // before the fix: a second guard to the same value
+            *g += 1;
+            drop(g2);
+        }));
+        let msg = r.expect_err("the re-entry gave a second guard");
+        let msg = msg.downcast_ref::<&str>().copied().unwrap_or_default();
+        assert!(msg.contains("taken again"), "another panic: {msg:?}");
+        // The unwinding let the first guard go: this thread and another take it again.
+        std::thread::scope(|s| {
+            s.spawn(|| *l.lock() += 1);
+        });
+        assert_eq!(*l.lock(), 8);
     }
 
     #[test]
