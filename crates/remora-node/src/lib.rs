@@ -139,9 +139,15 @@ pub struct Node {
     pub stats: Stats,
     /// The transports, opened when the daemon's runtime starts.
     transports: std::sync::OnceLock<transport::Transports>,
-    /// What each peer said of the interrupt pairing (the transports' handshakes note it).
-    pairing: Arc<transport::pairing::Pairing>,
+    /// The feature word each peer said in its last link handshake (the transports note it;
+    /// the bits' meanings are the node's, [`FEATURE_INTR_PAIR`]).
+    peer_features: Arc<transport::features::PeerFeatures>,
 }
+
+/// Bit of a node's feature word (said to every peer in the link handshake,
+/// `transport::Env::features`): its cluster file allows the interrupt pairing
+/// (`intr_pair`, [`Node::intr_pair`]).
+pub const FEATURE_INTR_PAIR: u32 = 1 << 0;
 
 impl Node {
     /// Whether a process pair's plain interrupt triggers may share one TCP connection both
@@ -155,7 +161,16 @@ impl Node {
     /// that does not read what comes back on its flows, or a higher one that never sends
     /// back, would otherwise lose or never use it).
     pub fn intr_pair_with(&self, node: u32) -> bool {
-        self.intr_pair() && self.pairing.agreed(node)
+        self.intr_pair() && self.peer_features.of(node) & FEATURE_INTR_PAIR != 0
+    }
+
+    /// This node's feature word, said to every peer in the link handshake.
+    pub fn features(&self) -> u32 {
+        if self.intr_pair() {
+            FEATURE_INTR_PAIR
+        } else {
+            0
+        }
     }
 
     /// The books, locked.
@@ -246,7 +261,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
         vipl: Mutex::new(Default::default()),
         stats: Stats::default(),
         transports: std::sync::OnceLock::new(),
-        pairing: Arc::default(),
+        peer_features: Arc::default(),
     });
     // The runtime's thread (this one) is a hop of every request, SCIF message relayed to
     // another host and interrupt triggered across hosts; its work per wake is short. At the
@@ -296,7 +311,8 @@ async fn serve(node: Arc<Node>, sock: &std::path::Path, signals: Signals) -> Res
         runtime_dir: node.config.runtime_dir.clone(),
         cluster: node.config.cluster.clone(),
         incarnation: node.incarnation,
-        pairing: node.pairing.clone(),
+        features: node.features(),
+        peer_features: node.peer_features.clone(),
     };
     let inbound = Arc::new(inbound::NodeInbound::new(Arc::downgrade(&node)));
     let transports =

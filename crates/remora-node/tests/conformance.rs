@@ -250,7 +250,8 @@ fn tcp_env(node: u32, dir: &std::path::Path, p4: u16, p8: u16) -> Env {
         runtime_dir: dir.join(format!("n{node}")),
         cluster: Some(cluster),
         incarnation: remora_node::new_incarnation(),
-        pairing: Default::default(),
+        features: 0,
+        peer_features: Default::default(),
     }
 }
 
@@ -472,7 +473,8 @@ fn local() {
         runtime_dir: d.dir.path().to_path_buf(),
         cluster: None,
         incarnation: remora_node::new_incarnation(),
-        pairing: Default::default(),
+        features: 0,
+        peer_features: Default::default(),
     };
     let near = Near::open(env);
     assert_eq!(near.to8().name(), "local");

@@ -109,7 +109,8 @@ impl Host {
             runtime_dir: dir.join(format!("n{node}")),
             cluster: Some(remora_node::cluster::Cluster::parse(cluster, dir).unwrap()),
             incarnation: remora_node::new_incarnation(),
-            pairing: Default::default(),
+            features: 0,
+            peer_features: Default::default(),
         };
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let mem = mapping(MEM);

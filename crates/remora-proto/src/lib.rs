@@ -43,8 +43,8 @@ pub const MAGIC: [u8; 2] = *b"RM";
 /// each flow's node; 17: the VI description a VIPL connection carries, [`ViplAsk::info`]
 /// and the accept's, offers the VI pair's own stream across hosts; 18: an interrupt
 /// connection's answer names the interrupt's owner, [`link::PeerReply::Interrupt`]'s
-/// `owner`; 19: each node says its `intr_pair` setting in the link handshake,
-/// `link::LinkMsg::Hello`'s and `link::LinkMsg::Challenge`'s `intr_pair`).
+/// `owner`; 19: each node says its feature word in the link handshake,
+/// `link::LinkMsg::Hello`'s and `link::LinkMsg::Challenge`'s `features`).
 pub const VERSION: u16 = 19;
 /// The most bytes of SCIF messages a daemon's relay sends to the far daemon's relay
 /// without credit back (`ScifPeerRequest::Credit`, given once the bytes are in the far

@@ -70,10 +70,9 @@ pub enum LinkMsg {
         nonce: [u8; 32],
         /// Changes every time the dialer's daemon starts.
         incarnation: u64,
-        /// Whether the dialer's cluster file lets a process pair's plain interrupt triggers
-        /// share one connection both ways (`intr_pair`): the pairing is used only between
-        /// two nodes that both say yes.
-        intr_pair: bool,
+        /// The dialer's node features: a bit set the link carries without reading it (the
+        /// nodes give their bits their meanings).
+        features: u32,
     },
     /// Listener → dialer: its nonce, incarnation and proof.
     Challenge {
@@ -83,16 +82,16 @@ pub enum LinkMsg {
         nonce: [u8; 32],
         /// Changes every time the listener's daemon starts.
         incarnation: u64,
-        /// Whether the listener's cluster file says `intr_pair` (as the dialer's hello).
-        intr_pair: bool,
+        /// The listener's node features (as the dialer's hello).
+        features: u32,
         /// HMAC-SHA256(secret, "remora-listener" ‖ dialer nonce ‖ listener nonce ‖ nodes ‖
-        /// both `intr_pair` settings, the dialer's first).
+        /// both feature words, the dialer's first).
         mac: [u8; 32],
     },
     /// Dialer → listener: the dialer's proof.
     Auth {
         /// HMAC-SHA256(secret, "remora-dialer" ‖ listener nonce ‖ dialer nonce ‖ nodes ‖
-        /// both `intr_pair` settings, the dialer's first).
+        /// both feature words, the dialer's first).
         mac: [u8; 32],
     },
     /// The link is up.

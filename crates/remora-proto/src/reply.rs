@@ -353,8 +353,8 @@ pub enum Reply {
         conns: Vec<u64>,
         /// The node each flow was dialed from, in the same order: a flow from a lower node
         /// than the owner's may carry the owner's own plain triggers back to that node. A
-        /// node whose cluster file says `intr_pair = false` names its own node for every
-        /// flow (none carries anything back).
+        /// flow is named as from the owner's own node (it carries nothing back) when either
+        /// node's cluster file says `intr_pair = false`.
         nodes: Vec<u32>,
     },
     /// Answer to [`Request::TakeSegmentEvents`](crate::Request::TakeSegmentEvents): the

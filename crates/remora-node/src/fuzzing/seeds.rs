@@ -356,19 +356,20 @@ fn handshakes() -> Vec<(String, Vec<u8>)> {
         }
     }
     let refused = LinkMsg::Refused { reason: "node 8 is not in the cluster file".into() };
-    let hello = |version, to, intr_pair| LinkMsg::Hello {
+    let hello = |version, to, features| LinkMsg::Hello {
         version,
         node: 8,
         to,
         flow: Flow::Control,
         nonce: [9; 32],
         incarnation: 77,
-        intr_pair,
+        features,
     };
     out.push(("refused".into(), wire(&refused)));
-    out.push(("hello_other_version".into(), wire(&hello(VERSION + 1, 4, true))));
-    out.push(("hello_other_node".into(), wire(&hello(VERSION, 12, true))));
-    out.push(("hello_without_pairing".into(), wire(&hello(VERSION, 4, false))));
+    out.push(("hello_other_version".into(), wire(&hello(VERSION + 1, 4, crate::FEATURE_INTR_PAIR))));
+    out.push(("hello_other_node".into(), wire(&hello(VERSION, 12, crate::FEATURE_INTR_PAIR))));
+    // A node whose cluster file turns the interrupt pairing off says no feature.
+    out.push(("hello_without_pairing".into(), wire(&hello(VERSION, 4, 0))));
     out
 }
 

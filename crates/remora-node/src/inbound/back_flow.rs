@@ -1,5 +1,5 @@
-//! The backward direction of a plain interrupt flow this node dialed (issue 19; unless
-//! the cluster file says `intr_pair = false`). A process here triggers another host's
+//! The backward direction of a plain interrupt flow this node dialed (issue 19; unless either
+//! node's cluster file says `intr_pair = false`). A process here triggers another host's
 //! interrupt over its own flow; the owner of that interrupt, when its node is the higher
 //! one, sends its own plain triggers of this host's interrupts back on the same connection,
 //! so that a ping-pong between the two processes takes one TCP connection, not two one-way

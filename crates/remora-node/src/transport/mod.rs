@@ -70,12 +70,12 @@
 //! over every transport in the table.
 
 pub mod carrier;
+pub mod features;
 pub mod liveness;
 pub mod local;
 #[cfg(test)]
 pub(crate) mod nobody;
 pub mod ofi;
-pub mod pairing;
 pub(crate) mod shared_flow;
 pub mod tcp;
 
@@ -166,9 +166,11 @@ pub struct Env {
     pub cluster: Option<crate::cluster::Cluster>,
     /// This daemon's start (peers tell a restart from a pause by it).
     pub incarnation: u64,
-    /// What each peer said of the interrupt pairing in its last handshake (shared with
-    /// the node, `Node::intr_pair_with`).
-    pub pairing: std::sync::Arc<pairing::Pairing>,
+    /// This node's features, a bit set the link handshake carries to every peer as it is
+    /// (what each bit means is the node's, not the transport's).
+    pub features: u32,
+    /// The feature word each peer said in its last handshake (shared with the node).
+    pub peer_features: std::sync::Arc<features::PeerFeatures>,
 }
 
 /// A way to reach other nodes. See the module doc for the contract.

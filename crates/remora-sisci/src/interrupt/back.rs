@@ -1,6 +1,6 @@
-//! Plain triggers carried back on another host's process's flow (issue 19; unless the
-//! cluster file says `intr_pair = false`: the owner's daemon then names every flow as from
-//! its own node, and nothing is offered here). A process of a lower node that connected to
+//! Plain triggers carried back on another host's process's flow (issue 19; unless either
+//! node's cluster file says `intr_pair = false`: the owner's daemon then names that flow as
+//! from its own node, and it is not offered here). A process of a lower node that connected to
 //! one of our interrupts triggers it over a flow of its own (a TCP connection its daemon
 //! dialed to ours); when we trigger an interrupt of that node too, our triggers go back on
 //! the same connection, so that a ping-pong between the two processes takes one

@@ -285,7 +285,8 @@ mod tests {
                 runtime_dir: dir.path().to_path_buf(),
                 cluster: None,
                 incarnation: 1,
-                pairing: Default::default(),
+                features: 0,
+                peer_features: Default::default(),
             };
             let proxy = Proxy::open(&env, Arc::new(Nobody), 7, 9).await.unwrap();
             // The reader meets the frame it cannot read and stops.

@@ -70,7 +70,9 @@ fn env() -> Env {
             intr_pair: true,
         }),
         incarnation: 1,
-        pairing: Default::default(),
+        // A daemon's word with one bit set (what it means is the node's, not the transport's).
+        features: 1,
+        peer_features: Default::default(),
     }
 }
 

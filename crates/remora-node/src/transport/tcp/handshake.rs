@@ -1,8 +1,8 @@
 //! The handshake of every flow: both sides prove they know the cluster secret (HMAC-SHA256
-//! over both nonces, both node ids and both `intr_pair` settings), the listener checks the
+//! over both nonces, both node ids and both nodes' feature words), the listener checks the
 //! dialer is a node of the cluster and that it is the node asked for. MACs are compared in
-//! constant time. Each side notes the other's `intr_pair` (`Env::pairing`) once the other's
-//! proof checked.
+//! constant time. Each side notes the other's feature word (`Env::peer_features`) once the
+//! other's proof checked; what its bits mean is the node's.
 
 use super::framing::{read_frame, write_frame};
 use crate::transport::Env;
@@ -13,12 +13,12 @@ use sha2::Sha256;
 use std::io::{Read, Write};
 
 /// What a handshake's MAC covers besides its label and nonces: both nodes and both
-/// `intr_pair` settings, the dialer's first.
+/// feature words, the dialer's first.
 #[derive(Clone, Copy)]
 struct Sides {
     dialer: u32,
     listener: u32,
-    pair: [bool; 2],
+    features: [u32; 2],
 }
 
 fn mac_state(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], sides: Sides) -> Hmac<Sha256> {
@@ -28,7 +28,8 @@ fn mac_state(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], sides: Sid
     m.update(b);
     m.update(&sides.dialer.to_le_bytes());
     m.update(&sides.listener.to_le_bytes());
-    m.update(&[u8::from(sides.pair[0]), u8::from(sides.pair[1])]);
+    m.update(&sides.features[0].to_le_bytes());
+    m.update(&sides.features[1].to_le_bytes());
     m
 }
 
@@ -40,11 +41,6 @@ fn mac(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], sides: Sides) ->
 /// difference must not tell a forger how many leading bytes were right).
 fn mac_ok(given: &[u8; 32], secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], sides: Sides) -> bool {
     mac_state(secret, label, a, b, sides).verify_slice(given).is_ok()
-}
-
-/// Whether this node's cluster file allows the interrupt pairing.
-fn pairs(me: &Env) -> bool {
-    me.cluster.as_ref().is_some_and(|c| c.intr_pair)
 }
 
 pub(super) fn nonce() -> [u8; 32] {
@@ -81,7 +77,7 @@ impl<'a> Dialer<'a> {
             flow,
             nonce: self.mine,
             incarnation: self.me.incarnation,
-            intr_pair: pairs(self.me),
+            features: self.me.features,
         }
     }
 
@@ -103,15 +99,15 @@ impl<'a> Dialer<'a> {
             )
         };
         match answer {
-            LinkMsg::Challenge { node, nonce: theirs, incarnation, intr_pair, mac: m } => {
+            LinkMsg::Challenge { node, nonce: theirs, incarnation, features, mac: m } => {
                 if node != to {
                     return Err(refused(format!("expected node {to}, answered by node {node}")));
                 }
-                let sides = Sides { dialer: me, listener: to, pair: [pairs(self.me), intr_pair] };
+                let sides = Sides { dialer: me, listener: to, features: [self.me.features, features] };
                 if !mac_ok(&m, secret, b"remora-listener", &self.mine, &theirs, sides) {
                     return Err(refused(format!("node {to} failed authentication")));
                 }
-                self.me.pairing.note(to, intr_pair);
+                self.me.peer_features.note(to, features);
                 Ok((
                     LinkMsg::Auth { mac: mac(secret, b"remora-dialer", &theirs, &self.mine, sides) },
                     incarnation,
@@ -173,12 +169,12 @@ pub(in crate::transport) fn accept_handshake<A>(
     admit: impl FnOnce(u32) -> Result<A, String>,
 ) -> std::io::Result<(u32, Flow, u64, A)> {
     let cluster = me.cluster.as_ref().expect("tcp needs a cluster");
-    let (node, to, flow, theirs, incarnation, their_pair) = match read_frame::<LinkMsg>(s)? {
-        LinkMsg::Hello { version, node, to, flow, nonce, incarnation, intr_pair } => {
+    let (node, to, flow, theirs, incarnation, their_features) = match read_frame::<LinkMsg>(s)? {
+        LinkMsg::Hello { version, node, to, flow, nonce, incarnation, features } => {
             if version != VERSION {
                 return Err(refuse(s, format!("protocol version {version}, this node speaks {VERSION}")));
             }
-            (node, to, flow, nonce, incarnation, intr_pair)
+            (node, to, flow, nonce, incarnation, features)
         }
         other => return Err(refuse(s, format!("expected a hello, got {other:?}"))),
     };
@@ -189,7 +185,7 @@ pub(in crate::transport) fn accept_handshake<A>(
         return Err(refuse(s, format!("node {node} is not in the cluster file")));
     }
     let mine = nonce();
-    let sides = Sides { dialer: node, listener: me.node, pair: [their_pair, pairs(me)] };
+    let sides = Sides { dialer: node, listener: me.node, features: [their_features, me.features] };
     let m = mac(&cluster.secret, b"remora-listener", &theirs, &mine, sides);
     write_frame(
         s,
@@ -197,18 +193,142 @@ pub(in crate::transport) fn accept_handshake<A>(
             node: me.node,
             nonce: mine,
             incarnation: me.incarnation,
-            intr_pair: sides.pair[1],
+            features: me.features,
             mac: m,
         },
     )?;
     match read_frame::<LinkMsg>(s)? {
         LinkMsg::Auth { mac: m } if mac_ok(&m, &cluster.secret, b"remora-dialer", &mine, &theirs, sides) => {
             let link = admit(node).map_err(|why| refuse(s, why))?;
-            me.pairing.note(node, their_pair);
+            me.peer_features.note(node, their_features);
             write_frame(s, &LinkMsg::Welcome)?;
             Ok((node, flow, incarnation, link))
         }
         LinkMsg::Auth { .. } => Err(refuse(s, format!("node {node} failed authentication"))),
         other => Err(refuse(s, format!("expected auth, got {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Both MACs cover both feature words: a word changed on the way (by anyone without the
+    //! secret) fails the handshake, and nothing is noted of the peer.
+    use super::*;
+    use crate::cluster::{Cluster, NodeAddr};
+    use std::io::ErrorKind;
+    use std::os::unix::net::UnixStream;
+    use std::time::Duration;
+
+    const SECRET: &[u8] = b"handshake-test-secret-0123456789";
+    /// The words the two sides say (any bits: the transport does not read them).
+    const DIALER_WORD: u32 = 0b101;
+    const LISTENER_WORD: u32 = 0b011;
+
+    fn env(node: u32, features: u32) -> Env {
+        let addr = |id| NodeAddr { id, host: "127.0.0.1".into(), port: 1, transport: None, ofi_port: None };
+        Env {
+            node,
+            runtime_dir: std::path::PathBuf::from("/nonexistent"),
+            cluster: Some(Cluster {
+                secret: SECRET.to_vec(),
+                nodes: vec![addr(4), addr(8)],
+                heartbeat: Duration::from_millis(200),
+                force_tcp: true,
+                transport: remora_config::cluster::LinkKind::Tcp,
+                fallback_tcp: false,
+                intr_pair: true,
+            }),
+            incarnation: 1,
+            features,
+            peer_features: Default::default(),
+        }
+    }
+
+    /// Node 8 dials node 4, whose side the test plays by hand: its challenge says
+    /// `said` as its word, under a MAC over `signed`.
+    fn dial_against(said: u32, signed: u32) -> (std::io::Result<u64>, LinkMsg, Env) {
+        let (mut a, mut b) = UnixStream::pair().unwrap();
+        let dialer = std::thread::spawn(move || {
+            let me = env(8, DIALER_WORD);
+            (dial_handshake(&mut a, &me, 4, Flow::Control), me)
+        });
+        let LinkMsg::Hello { nonce: theirs, features, .. } = read_frame::<LinkMsg>(&mut b).unwrap() else {
+            panic!("a hello first")
+        };
+        assert_eq!(features, DIALER_WORD, "the hello says the node's word as it is");
+        let mine = nonce();
+        let sides = Sides { dialer: 8, listener: 4, features: [DIALER_WORD, signed] };
+        let m = mac(SECRET, b"remora-listener", &theirs, &mine, sides);
+        write_frame(
+            &mut b,
+            &LinkMsg::Challenge { node: 4, nonce: mine, incarnation: 3, features: said, mac: m },
+        )
+        .unwrap();
+        let answer = read_frame::<LinkMsg>(&mut b).unwrap();
+        if matches!(answer, LinkMsg::Auth { .. }) {
+            write_frame(&mut b, &LinkMsg::Welcome).unwrap();
+        }
+        let (dialed, me) = dialer.join().unwrap();
+        (dialed, answer, me)
+    }
+
+    #[test]
+    fn the_dialer_refuses_a_challenge_whose_word_was_changed() {
+        // As signed: accepted, and the listener's word noted.
+        let (dialed, answer, me) = dial_against(LISTENER_WORD, LISTENER_WORD);
+        assert_eq!(dialed.unwrap(), 3);
+        assert!(matches!(answer, LinkMsg::Auth { .. }), "{answer:?}");
+        assert_eq!(me.peer_features.of(4), LISTENER_WORD);
+        // One bit flipped after signing: refused, nothing noted.
+        let (dialed, answer, me) = dial_against(LISTENER_WORD ^ 1, LISTENER_WORD);
+        assert_eq!(dialed.unwrap_err().kind(), ErrorKind::PermissionDenied);
+        assert!(matches!(answer, LinkMsg::Refused { .. }), "{answer:?}");
+        assert_eq!(me.peer_features.of(4), 0);
+    }
+
+    /// Node 4 listens; node 8's side is played by hand: its hello says `said` as its
+    /// word, and its proof is a MAC over `signed`.
+    fn accept_from(said: u32, signed: u32) -> (std::io::Result<(u32, Flow, u64)>, LinkMsg, Env) {
+        let (mut a, mut b) = UnixStream::pair().unwrap();
+        let listener = std::thread::spawn(move || {
+            let me = env(4, LISTENER_WORD);
+            (accept_handshake(&mut a, &me, |_| Ok(())).map(|(n, f, i, ())| (n, f, i)), me)
+        });
+        let mine = nonce();
+        let hello = LinkMsg::Hello {
+            version: VERSION,
+            node: 8,
+            to: 4,
+            flow: Flow::Bulk,
+            nonce: mine,
+            incarnation: 5,
+            features: said,
+        };
+        write_frame(&mut b, &hello).unwrap();
+        let LinkMsg::Challenge { nonce: theirs, features, .. } = read_frame::<LinkMsg>(&mut b).unwrap()
+        else {
+            panic!("a challenge")
+        };
+        assert_eq!(features, LISTENER_WORD, "the challenge says the node's word as it is");
+        let sides = Sides { dialer: 8, listener: 4, features: [signed, LISTENER_WORD] };
+        write_frame(&mut b, &LinkMsg::Auth { mac: mac(SECRET, b"remora-dialer", &theirs, &mine, sides) })
+            .unwrap();
+        let last = read_frame::<LinkMsg>(&mut b).unwrap();
+        let (accepted, me) = listener.join().unwrap();
+        (accepted, last, me)
+    }
+
+    #[test]
+    fn the_listener_refuses_a_hello_whose_word_was_changed() {
+        // As signed: welcomed, and the dialer's word noted.
+        let (accepted, last, me) = accept_from(DIALER_WORD, DIALER_WORD);
+        assert_eq!(accepted.unwrap(), (8, Flow::Bulk, 5));
+        assert_eq!(last, LinkMsg::Welcome);
+        assert_eq!(me.peer_features.of(8), DIALER_WORD);
+        // The hello's word flipped on the way (the dialer signed the one it sent): refused.
+        let (accepted, last, me) = accept_from(DIALER_WORD ^ 1, DIALER_WORD);
+        assert_eq!(accepted.unwrap_err().kind(), ErrorKind::PermissionDenied);
+        assert!(matches!(last, LinkMsg::Refused { .. }), "{last:?}");
+        assert_eq!(me.peer_features.of(8), 0);
     }
 }
