@@ -288,12 +288,12 @@ pub enum Request {
     /// order ([`link::LinkMsg::PagerBindMany`](crate::link::LinkMsg::PagerBindMany)): stores into
     /// several segments sent over it land in the order sent. With `watch`
     /// `(index into conns, offset)`, the home wakes futex waiters of that word after each
-    /// store covering it, and those of that segment's first word after each store covering
+    /// store touching it, and those of that segment's first word after each store touching
     /// that. Answer: [`Reply::DsmFlows`](crate::Reply::DsmFlows) with the socket.
     DsmFlows {
         /// The connection handles.
         conns: Vec<u64>,
-        /// The word the home wakes after each store covering it.
+        /// The word the home wakes after each store touching it.
         watch: Option<(u32, u64)>,
     },
 

@@ -40,8 +40,8 @@ pub struct ChannelGuard<'a> {
 impl Channel {
     /// A channel to the segments of connections `conns` of `session` (all on one node of
     /// another host). With `watch` `(index into conns, offset)`, the home wakes futex
-    /// waiters of the 4-byte word at `offset` of that segment after each store covering it,
-    /// and those of the segment's first word after each store covering that.
+    /// waiters of the 4-byte word at `offset` of that segment after each store touching it,
+    /// and those of the segment's first word after each store touching that.
     ///
     /// # Errors
     /// The node's refusal (a segment on this host, segments on several nodes, no pager

@@ -343,8 +343,8 @@ impl RemoteSegment {
     /// descriptor to segments of one node of another host), whose stores land in the order
     /// they were sent, whichever segment each reaches (`remora_client::dsm::Channel`).
     /// With `watch` `(index into segs, offset)`, the home wakes futex waiters of the
-    /// 4-byte word at `offset` of that segment after each store covering it, and those of
-    /// the segment's first word after each store covering that.
+    /// 4-byte word at `offset` of that segment after each store touching it, and those of
+    /// the segment's first word after each store touching that.
     ///
     /// # Errors
     /// [`Error::NotConnected`] for a segment not connected; [`Error::IllegalParameter`] for

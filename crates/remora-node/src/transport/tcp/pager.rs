@@ -235,11 +235,12 @@ fn store(pieces: &[(Arc<Mapping>, usize, usize)], rd: &mut impl Read) -> std::io
     Ok(())
 }
 
-/// The word of a [`LinkMsg::PagerBindMany`] flow that is woken after every store covering
-/// it: bytes `offset..offset + 4` of target `handle`, at `at` of `mem`; and the target's
-/// first word likewise, at `first` (a VIPL VI segment: the done count is the watched word,
-/// the count of receives its peer posted the first, which a sender short of receives
-/// sleeps on).
+/// The word of a [`LinkMsg::PagerBindMany`] flow that is woken after every store touching
+/// it (any of its bytes: a store of part of a word changes it too): bytes
+/// `offset..offset + 4` of target `handle`, at `at` of `mem`; and the target's first word
+/// likewise, at `first` (a VIPL VI segment: the done count is the watched word, the count
+/// of receives its peer posted the first, which a sender short of receives sleeps on;
+/// `remora_vipl::layout` asserts that count stays the first word).
 pub(super) struct Watch {
     handle: u64,
     offset: u64,
@@ -249,24 +250,29 @@ pub(super) struct Watch {
 }
 
 impl Watch {
-    /// Wake the word's waiters when a store of `len` bytes at `offset` of `handle` covered
-    /// it, and the first word's when it covered that.
+    /// Wake the word's waiters when a store of `len` bytes at `offset` of `handle` touched
+    /// it, and the first word's when it touched that.
     fn after_store(&self, handle: u64, offset: u64, len: u64) {
         if handle != self.handle {
             return;
         }
         let end = offset.saturating_add(len);
-        if offset <= self.offset && self.offset + 4 <= end {
+        if overlaps(offset, end, self.offset) {
             if let Some(w) = self.mem.atomic_u32(self.at) {
                 remora_sys::sync::futex_wake_all(w);
             }
         }
-        if let Some((m, at)) = self.first.as_ref().filter(|_| offset == 0 && end >= 4) {
+        if let Some((m, at)) = self.first.as_ref().filter(|_| overlaps(offset, end, 0)) {
             if let Some(w) = m.atomic_u32(*at) {
                 remora_sys::sync::futex_wake_all(w);
             }
         }
     }
+}
+
+/// Whether the bytes `offset..end` touch the 4-byte word at `word`.
+fn overlaps(offset: u64, end: u64, word: u64) -> bool {
+    offset < word.saturating_add(4) && end > word && end > offset
 }
 
 /// Serve one flow until it breaks.
