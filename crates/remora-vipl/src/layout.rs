@@ -51,6 +51,11 @@ pub const ENTRY: usize = 512;
 pub const MAX_CHUNKS: usize = (ENTRY - 16) / 16;
 /// Offsets in a VI segment.
 pub const PEER_POSTED: usize = 0;
+// Across hosts a sender short of receives sleeps on this count, and the node wakes it only
+// because it is the segment's first word: remora-node's channel watch wakes the watched
+// word (the done count) and the first word after a store touching them
+// (`transport/tcp/pager.rs`, `Watch::after_store`). Moving the count needs a wake there.
+const _: () = assert!(PEER_POSTED == 0, "the node wakes the first word: see above");
 /// See the module doc.
 pub const PEER_READY: usize = 8;
 /// See the module doc.

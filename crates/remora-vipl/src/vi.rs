@@ -418,8 +418,10 @@ impl ViInner {
     /// Wake whoever waits on this VI's queues or its completion queues.
     pub(crate) fn wake(&self) {
         let _ = self.self_bell.trigger();
-        // A waiter for a peer on another host sleeps on the done count.
+        // A waiter for a peer on another host sleeps on the done count, a sender short of
+        // receives on the peer's posted count.
         self.map.wake_word(layout::DONE);
+        self.map.wake_word(layout::PEER_POSTED);
         self.send_seq.fetch_add(1, Ordering::SeqCst);
         remora_sys::sync::futex_wake_all(&self.send_seq);
         for cq in self.send_cq.iter().chain(self.recv_cq.iter()) {
