@@ -54,7 +54,8 @@ pub struct DsmTiming {
     /// pages written lately.
     pub flush_min: Duration,
     /// `REMORA_DSM_SPIN_US` (default 50; 0: never): how long the pager keeps looking without
-    /// sleeping after a lone store.
+    /// sleeping after a lone store; up to 15 times longer when lone stores come a little
+    /// further apart (at most 500 µs), never 10 ms in a row without a rest.
     pub spin: Duration,
     /// `REMORA_DSM_REFRESH_US` (default 1000): how often a map drops clean pages.
     pub refresh: Duration,

@@ -33,13 +33,14 @@
 //! refresh of maps nobody touches, sleeps until a fault or a command. After a lone change
 //! the pager looks without sleeping for `REMORA_DSM_SPIN_US` (default 50), yielding between
 //! looks: in a ping-pong the next store comes one round trip later and leaves at once
-//! (longer when lone changes come a little further apart: `pager/spin.rs`).
-//! `CROWDED_LOOKS` looks of a spin, most of its looks, each kept from a core for `CROWDED`
-//! mean programs that never yield hold the cores: the pager then stops spinning for a while
-//! and runs at nice -20 (where allowed) so that its ticks preempt them. Such a look among
-//! many short ones is another program's time slice (a compiler on a shared machine), not a
-//! crowd: ticking instead of spinning then would make a ping-pong several times slower for
-//! the whole while (`pager/spin.rs`).
+//! (longer, up to 15 times, when lone changes come a little further apart; never long
+//! without a rest, as a heartbeat store would keep it spinning: `pager/spin.rs`).
+//! `CROWDED_LOOKS` looks of a spin, most of its looks or waiting most of the time, each kept
+//! from a core for `CROWDED` mean programs that never yield hold the cores: the pager then
+//! stops spinning for a while and runs at nice -20 (where allowed) so that its ticks
+//! preempt them. Such a look among many short ones is another program's time slice (a
+//! compiler on a shared machine), not a crowd: ticking instead of spinning then would make
+//! a ping-pong several times slower for the whole while (`pager/spin.rs`).
 //!
 //! Two copies in a row that agree are a consistent picture for every writer whose stores
 //! are seen in program order (x86): if the picture holds a store, the second copy, read
@@ -150,10 +151,10 @@ const QUIET: Duration = Duration::from_millis(1);
 /// A spinning pager that was kept from a core this long yields to the programs that hold
 /// them (spinning stops for a while).
 const CROWDED: Duration = Duration::from_micros(200);
-/// How many looks of a spinning pager, more than half of its looks since the first, must
-/// each be kept from a core for [`CROWDED`] before the pager stops spinning: pollers that
-/// never yield keep every look waiting, while a busy program that merely had its time
-/// slice delays one among many.
+/// How many looks of a spinning pager, more than half of its looks since the first (or
+/// waiting with them more than half the time since), must each be kept from a core for
+/// [`CROWDED`] before the pager stops spinning: pollers that never yield keep every look
+/// waiting, while a busy program that merely had its time slice delays one among many.
 const CROWDED_LOOKS: u32 = 2;
 /// How long after a change the pager keeps looking at the short interval before it backs
 /// off (a writer answering a peer writes again about one round trip later).

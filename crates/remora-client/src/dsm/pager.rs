@@ -249,6 +249,8 @@ impl Pager {
         // ticks and faults preempt the pollers. Otherwise it runs at the default priority,
         // where yielding really gives the core away.
         let mut crowd = spin::Crowd::default();
+        // Spinning without a rest for long makes spins plain for a while.
+        let mut budget = spin::Budget::default();
         let mut urgent = false;
         let mut looks = 0u32;
         let mut maps: BTreeMap<usize, (u64, PMap)> = BTreeMap::new();
@@ -264,6 +266,7 @@ impl Pager {
                     .min();
                 let crowded = crowd.crowded(now);
                 let spinning = !crowded && maps.values().any(|(_, m)| m.spin_until.is_some_and(|u| now < u));
+                budget.look(spinning, now);
                 if !spinning {
                     for (_, m) in maps.values_mut() {
                         m.spin_until = None;
@@ -329,9 +332,10 @@ impl Pager {
                     }
                 }
                 let now = Instant::now();
+                let longer = budget.longer(now);
                 for (_, m) in maps.values_mut() {
                     if m.next_tick.is_some_and(|d| now >= d) || m.spin_until.is_some_and(|u| now < u) {
-                        self.tick(m);
+                        self.tick(m, longer);
                     }
                     if now >= m.last_refresh + self.refresh {
                         self.refresh_map(m);
@@ -496,7 +500,9 @@ impl Pager {
     /// Look at the watched pages: send what changed, protect those quiet for [`QUIET`], and
     /// plan the next look: soon after a change (later while a writer streams, to batch its
     /// stores), backing off while nothing changes.
-    fn tick(&self, m: &mut PMap) {
+    /// `longer`: the spin after a lone change may last longer than `REMORA_DSM_SPIN_US`
+    /// (`spin.rs`).
+    fn tick(&self, m: &mut PMap, longer: bool) {
         let t = Instant::now();
         let (changed, watching) = self.flush_pages(m, false, false, t);
         if changed {
@@ -505,7 +511,7 @@ impl Pager {
             m.spin_until = if m.streaming || self.spin.is_zero() {
                 None
             } else {
-                Some(t + spin::after_lone(m, self.spin, t))
+                Some(t + spin::after_lone(m, self.spin, longer, t))
             };
         }
         if !watching {
