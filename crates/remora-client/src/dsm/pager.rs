@@ -248,9 +248,8 @@ impl Pager {
         // then stops spinning for a while and runs urgent (nice -20, where allowed), so its
         // ticks and faults preempt the pollers. Otherwise it runs at the default priority,
         // where yielding really gives the core away.
-        let mut crowd = spin::Crowd::default();
-        // Spinning without a rest for long makes spins plain for a while.
-        let mut budget = spin::Budget::default();
+        // Spinning without a rest for long makes spins plain for a while (`spin.rs`).
+        let (mut crowd, mut budget) = (spin::Crowd::default(), spin::Budget::default());
         let mut urgent = false;
         let mut looks = 0u32;
         let mut maps: BTreeMap<usize, (u64, PMap)> = BTreeMap::new();
@@ -499,20 +498,15 @@ impl Pager {
 
     /// Look at the watched pages: send what changed, protect those quiet for [`QUIET`], and
     /// plan the next look: soon after a change (later while a writer streams, to batch its
-    /// stores), backing off while nothing changes.
-    /// `longer`: the spin after a lone change may last longer than `REMORA_DSM_SPIN_US`
-    /// (`spin.rs`).
+    /// stores), backing off while nothing changes. `longer`: spins may outlast the setting.
     fn tick(&self, m: &mut PMap, longer: bool) {
         let t = Instant::now();
         let (changed, watching) = self.flush_pages(m, false, false, t);
         if changed {
             // A lone change opens a spell of looking without sleeping; a writer that keeps
             // storing ends it (its stores batch at the tick).
-            m.spin_until = if m.streaming || self.spin.is_zero() {
-                None
-            } else {
-                Some(t + spin::after_lone(m, self.spin, longer, t))
-            };
+            let lone = !m.streaming && !self.spin.is_zero();
+            m.spin_until = lone.then(|| t + spin::after_lone(m, self.spin, longer, t));
         }
         if !watching {
             m.spin_until = None;
