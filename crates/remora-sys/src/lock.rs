@@ -148,6 +148,11 @@ fn barrier_everywhere() {
 }
 
 /// A value behind a lock; see the module doc.
+///
+/// Forgetting a guard (`mem::forget`) leaks the lock, as with a mutex, and more: an
+/// owner's guard forgotten leaves its thread's flag naming the lock's address for as long
+/// as the thread lives: no lock is biased to that thread again, and it panics (a
+/// re-entry) taking a new lock placed at the same address.
 pub struct Lock<T> {
     held: AtomicU32,
     sleepers: AtomicU32,
@@ -186,7 +191,8 @@ impl<T: std::fmt::Debug> std::fmt::Debug for Lock<T> {
 /// A guard stays on the thread that took the lock (it is not `Send`): an owner's guard
 /// is let go through that thread's flag, and a guard sent away would leave the thread
 /// free to take the lock again. It is shared between threads only when the value may be
-/// (`T: Sync`), as the standard library's `MutexGuard` is.
+/// (`T: Sync`), as the standard library's `MutexGuard` is. Forgetting one leaks the lock
+/// for this thread beyond the lock itself (see [`Lock`]).
 ///
 /// ```compile_fail
 /// let l = remora_sys::lock::Lock::new(0u32);
@@ -304,13 +310,31 @@ impl<T> Lock<T> {
             let (last, run) = self.streak.get();
             let run = if last == n { run.saturating_add(1) } else { 1 };
             self.streak.set((n, run));
-            if run >= BIAS_AFTER && can_bias() {
-                // Ours from the next taking on; this one lets `held` go as usual.
-                self.owner.store(n, Ordering::Relaxed);
+            let flag = &FLAG[n - 1];
+            // Only when this thread is inside no other lock as its owner (its flag names
+            // one lock); else the streak stays and a later taking gives the bias.
+            if run >= BIAS_AFTER && flag.0.load(Ordering::Relaxed) == 0 && can_bias() {
                 self.streak.set((0, 0));
+                return self.grant(n, flag);
             }
         }
         Guard { lock: self, flag: None, _here: PhantomData }
+    }
+
+    /// Bias the lock to thread `n`, which holds `held`, and hand this taking out as an
+    /// owner's guard: had it a guard through `held` while the lock is biased to it with
+    /// its flag lowered, a taking again would pass the owner's way and get a second guard.
+    #[cold]
+    fn grant(&self, n: usize, flag: &'static Flag) -> Guard<'_, T> {
+        // Both stores are seen by the next thread to take `held` (the release below): it
+        // takes the bias away and waits for the flag to be lowered, as for any owner.
+        flag.0.store(self.address(), Ordering::Relaxed);
+        self.owner.store(n, Ordering::Relaxed);
+        self.held.store(0, Ordering::Release);
+        if self.sleepers.load(Ordering::Relaxed) != 0 {
+            crate::sync::futex_wake_all(&self.held);
+        }
+        Guard { lock: self, flag: Some(flag), _here: PhantomData }
     }
 
     /// What an owner's flag holds while it is inside this lock.
@@ -534,29 +558,34 @@ mod tests {
 
     #[test]
     fn a_biased_owner_taking_the_lock_again_panics_instead_of_a_second_guard() {
-        let l = Lock::new(7u32);
-        for _ in 0..=BIAS_AFTER {
-            drop(l.lock());
-        }
         if !super::can_bias() {
             eprintln!("no membarrier here: no lock is biased, nothing to test");
             return;
         }
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut g = l.lock();
-            assert!(g.flag.is_some(), "not taken as the biased owner");
-            let g2 = l.lock(); // before the fix: a second guard to the same value
-            *g += 1;
-            drop(g2);
-        }));
-        let msg = r.expect_err("the re-entry gave a second guard");
-        let msg = msg.downcast_ref::<&str>().copied().unwrap_or_default();
-        assert!(msg.contains("taken again"), "another panic: {msg:?}");
-        // The unwinding let the first guard go: this thread and another take it again.
-        std::thread::scope(|s| {
-            s.spawn(|| *l.lock() += 1);
-        });
-        assert_eq!(*l.lock(), 8);
+        let l = Lock::new(7u32);
+        // Held by the taking that gave the lock its bias (the BIAS_AFTER-th in a row), and
+        // by one through the owner's flag after it.
+        for (case, before) in [(1, BIAS_AFTER - 1), (2, BIAS_AFTER + 1)] {
+            for _ in 0..before {
+                drop(l.lock());
+            }
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut g = l.lock();
+                assert!(g.flag.is_some(), "case {case}: not taken as the biased owner");
+                let g2 = l.lock(); // before the fix: a second guard to the same value
+                *g += 1;
+                drop(g2);
+            }));
+            let msg = r.expect_err("the re-entry gave a second guard");
+            let msg = msg.downcast_ref::<&str>().copied().unwrap_or_default();
+            assert!(msg.contains("taken again"), "case {case}: another panic: {msg:?}");
+            // The unwinding let the first guard go: another thread and this one take it
+            // again (the other's taking restarts this thread's streak).
+            std::thread::scope(|s| {
+                s.spawn(|| *l.lock() += 1);
+            });
+            assert_eq!(*l.lock(), 7 + case);
+        }
     }
 
     #[test]
