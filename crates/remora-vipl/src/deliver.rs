@@ -478,12 +478,16 @@ impl ViInner {
                 if let Some(d) = link.direct().filter(|_| !wait) {
                     if d.send(k, &whole, short).map_err(|e| Error::Resource(e.to_string()))? {
                         link.sent_direct();
-                        // A posted count that waits goes too: a loop of sends holding the
-                        // channel's lock keeps the NIC's watcher from sending it.
-                        if link.posted_waits() {
+                        // A posted count that waits goes too when the peer runs low or the
+                        // watcher could not send it (a loop of sends holding the channel's
+                        // lock). The message is sent: a failure here only marks the link.
+                        if link.posted_urgent() {
                             let posted = link.posted_queued();
-                            c.send(false)?;
-                            link.posted_told(posted);
+                            if c.send(false).is_ok() {
+                                link.posted_told(posted);
+                            } else {
+                                link.failed.store(true, Ordering::Release);
+                            }
                         }
                         return Ok(());
                     }

@@ -76,7 +76,12 @@ impl ViInner {
                 && self.nic.watcher_runs()
                 && link.posted_later(q.pushed, landed)
             {
-                return !link.has_failed();
+                // Held: unless the watcher ended meanwhile (its end sends only the counts
+                // held before it: see `Watching`'s drop, whose fence pairs with this one).
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+                if self.nic.watcher_runs() {
+                    return !link.has_failed();
+                }
             }
             return link.push_posted(q.pushed) && !link.has_failed();
         }

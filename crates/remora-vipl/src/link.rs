@@ -145,6 +145,11 @@ pub(crate) struct Link {
     posted_sent: AtomicU64,
     /// Counts of posted receives the NIC's watcher sent ([`Link::told_late`]).
     told_late: AtomicU64,
+    /// The highest count of receives completed here seen when posting or taking them
+    /// ([`Link::posted_urgent`]), and whether the watcher found the channel taken while
+    /// a count waited.
+    landed: AtomicU64,
+    watcher_missed: AtomicBool,
     /// Sends of this VI to a peer on another host so far, and that count at the last post.
     sends: AtomicU64,
     sends_seen: AtomicU64,
@@ -195,6 +200,8 @@ impl Link {
             posted_queued: AtomicU64::new(0),
             posted_sent: AtomicU64::new(0),
             told_late: AtomicU64::new(0),
+            landed: AtomicU64::new(0),
+            watcher_missed: AtomicBool::new(false),
             sends: AtomicU64::new(0),
             sends_seen: AtomicU64::new(0),
             slots: Mutex::new(IdMap::default()),

@@ -11,6 +11,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+/// How often the NIC's watcher looks (see `watch`).
+const WATCH_EVERY: Duration = Duration::from_millis(10);
+
 /// The device names programs hard-code; each opens the node's NIC.
 pub const DEVICE_NAMES: &[&str] =
     &["remora0", "/dev/via0", "/dev/via_lo", "/dev/clanvi0", "nic0", "via0", "/dev/remora0"];
@@ -127,6 +130,8 @@ pub(crate) struct NicInner {
     /// payload, so an atomic.
     transfer: AtomicU8,
     watching: AtomicBool,
+    /// The NIC watcher's period in microseconds ([`WATCH_EVERY`] unless a test set it).
+    watch_us: AtomicU64,
     pub(crate) ns_up: AtomicBool,
 }
 
@@ -225,6 +230,7 @@ impl Nic {
                 dma: Mutex::new(None),
                 transfer: AtomicU8::new(mode_code(transfer)),
                 watching: AtomicBool::new(false),
+                watch_us: AtomicU64::new(WATCH_EVERY.as_micros() as u64),
                 ns_up: AtomicBool::new(false),
             }),
         })
@@ -252,6 +258,15 @@ impl Nic {
     /// Choose how VIs of this NIC move payloads: the paper's memory copy or DMA.
     pub fn set_transfer_mode(&self, mode: ViplTransfer) {
         self.inner.transfer.store(mode_code(mode), Ordering::Relaxed);
+    }
+
+    /// For tests only (hidden from the docs): the NIC's watcher looks every `period`
+    /// instead of every 10 ms from its next look on, so a test can tell what the watcher
+    /// did from what the VIs' own calls did without racing its ticks.
+    #[doc(hidden)]
+    pub fn set_watch_period(&self, period: Duration) {
+        let us = u64::try_from(period.as_micros()).unwrap_or(u64::MAX).max(1);
+        self.inner.watch_us.store(us, Ordering::Relaxed);
     }
 
     /// `VipQueryNic`.
@@ -483,9 +498,11 @@ impl Nic {
 /// of posted receives that waited on a channel to another host (`Link::posted_later`).
 fn watch(nic: Weak<NicInner>) {
     let watching = Watching(nic);
+    let mut period = WATCH_EVERY;
     loop {
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(period);
         let Some(inner) = watching.0.upgrade() else { return };
+        period = Duration::from_micros(inner.watch_us.load(Ordering::Relaxed));
         let nic = Nic { inner };
         for vi in nic.live_vis() {
             vi.check_peer(&nic);
@@ -508,9 +525,16 @@ impl Drop for Watching {
     fn drop(&mut self) {
         let Some(inner) = self.0.upgrade() else { return };
         inner.watching.store(false, Ordering::Release);
+        // Against a post that looked before the store above and holds its count after:
+        // either this flush sees the count, or the post sees the watcher gone and sends it
+        // (`ViInner::describe`).
+        std::sync::atomic::fence(Ordering::SeqCst);
         for vi in (Nic { inner }).live_vis() {
             if let Some(link) = vi.link() {
-                link.flush_posted();
+                // Waiting for the channel: a holder's send may have carried the count,
+                // or left it queued. The unwinding let go of every lock this thread held,
+                // and no holder of the channel waits for the watcher.
+                link.flush_posted_waiting();
             }
         }
     }

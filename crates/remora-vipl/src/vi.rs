@@ -334,6 +334,8 @@ impl Vi {
     /// host of receives posted here that waited to be told (0 with a peer on this host, or
     /// none connected): each time a sender that used up the receives it knew may have
     /// waited up to the watcher's 10 ms. For tests and diagnostics.
+    // Public only for the crate's integration tests: not part of the VIPL API.
+    #[doc(hidden)]
     pub fn posts_told_late(&self) -> u64 {
         self.inner.link().map_or(0, |l| l.told_late())
     }

@@ -32,6 +32,7 @@ impl Link {
     /// machine whose cores also carry the stream (issue 15: the stream at 0.5-0.6 of raw
     /// TCP moving the same messages, 0.73-0.8 with the posts told in batches).
     pub(crate) fn posted_later(&self, posted: u64, landed: u64) -> bool {
+        self.landed.fetch_max(landed, Ordering::Relaxed);
         self.posted_queued.store(posted, Ordering::Release);
         let sends = self.sends.load(Ordering::Acquire);
         let answering = self.sends_seen.swap(sends, Ordering::AcqRel) != sends;
@@ -67,15 +68,25 @@ impl Link {
         ok
     }
 
-    /// Whether a count of posted receives waits on the channel, not told yet.
-    pub(crate) fn posted_waits(&self) -> bool {
-        self.posted_queued.load(Ordering::Acquire) > self.posted_sent.load(Ordering::Acquire)
+    /// Whether a count of posted receives that waits should leave with a send on the
+    /// pair's own stream (which does not carry it): the peer knows fewer than
+    /// [`POSTED_LOW`] unused as far as the completions seen here tell, or the NIC's
+    /// watcher found the channel taken (a loop of sends holding its lock). Otherwise it
+    /// waits for its batch: a flush on every short send put a socket write, a store by
+    /// the peer's node and its wake-up back on every round trip of a ping-pong.
+    #[inline]
+    pub(crate) fn posted_urgent(&self) -> bool {
+        let sent = self.posted_sent.load(Ordering::Acquire);
+        self.posted_queued.load(Ordering::Acquire) > sent
+            && (sent.saturating_sub(self.landed.load(Ordering::Relaxed)) < POSTED_LOW
+                || self.watcher_missed.load(Ordering::Relaxed))
     }
 
     /// The stores queued on the channel left (sent under its lock), carrying the count
     /// `posted` of receives posted here (read under that lock before).
     pub(crate) fn posted_told(&self, posted: u64) {
         self.posted_sent.fetch_max(posted, Ordering::AcqRel);
+        self.watcher_missed.store(false, Ordering::Relaxed);
     }
 
     /// Receives completed here up to `landed` (taken, or their completions landed): a count
@@ -84,6 +95,7 @@ impl Link {
     /// window of 32 and takes it whole held 16 of every window's posts).
     #[inline]
     pub(crate) fn posted_landed(&self, landed: u64) {
+        self.landed.fetch_max(landed, Ordering::Relaxed);
         let sent = self.posted_sent.load(Ordering::Acquire);
         if self.posted_queued.load(Ordering::Acquire) > sent && sent.saturating_sub(landed) < POSTED_LOW {
             self.flush_posted();
@@ -92,9 +104,15 @@ impl Link {
 
     /// [`Link::flush_posted`] by the NIC's watcher, counted ([`Link::told_late`]).
     pub(crate) fn flush_posted_late(&self) {
-        if self.flush_posted() {
+        if self.flush(Taking::Late) {
             self.told_late.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// [`Link::flush_posted`], waiting for the channel's lock (the watcher's end: it
+    /// holds no lock of the link then, and no holder of the channel waits for it).
+    pub(crate) fn flush_posted_waiting(&self) -> bool {
+        self.flush(Taking::Wait)
     }
 
     /// How many counts of posted receives the NIC's watcher sent ([`Link::posted_later`]:
@@ -108,15 +126,29 @@ impl Link {
     /// carries the count; the NIC's watcher never waits behind a long write). A failure
     /// marks the link failed. `true` when a waiting count was sent.
     pub(crate) fn flush_posted(&self) -> bool {
+        self.flush(Taking::Try)
+    }
+
+    fn flush(&self, taking: Taking) -> bool {
         let Some(far) = self.far.as_ref() else { return false };
         let queued = self.posted_queued.load(Ordering::Acquire);
         if queued <= self.posted_sent.load(Ordering::Acquire) {
             return false;
         }
-        let mut g = match far.try_lock() {
+        let got = match taking {
+            Taking::Wait => far.lock().map_err(TryLockError::from),
+            _ => far.try_lock(),
+        };
+        let mut g = match got {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return false,
+            Err(TryLockError::WouldBlock) => {
+                if taking == Taking::Late {
+                    // The next short send on the pair's stream sends it.
+                    self.watcher_missed.store(true, Ordering::Relaxed);
+                }
+                return false;
+            }
         };
         // Read again under the lock: a send that held it may have carried the count.
         let queued = self.posted_queued.load(Ordering::Acquire);
@@ -124,13 +156,24 @@ impl Link {
             return false;
         }
         if (Far2 { far: &mut g }).send(false).is_ok() {
-            self.posted_sent.fetch_max(queued, Ordering::AcqRel);
+            self.posted_told(queued);
             true
         } else {
             self.failed.store(true, Ordering::Release);
             false
         }
     }
+}
+
+/// How [`Link::flush`] takes the channel's lock.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Taking {
+    /// Not at all when another thread holds it.
+    Try,
+    /// Likewise, for the NIC's watcher: noted ([`Link::posted_urgent`]).
+    Late,
+    /// Waiting for it.
+    Wait,
 }
 
 /// Whether a count `posted` of receives posted here may wait before it is told to a peer on
