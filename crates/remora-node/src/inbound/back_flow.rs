@@ -144,7 +144,7 @@ fn read(node: &Weak<Node>, f: Flow, s: TcpStream, bell: Option<EventFd>) {
         }
         let n = match take_frames(s.as_fd(), BULK_FRAME, &mut buf) {
             Ok(Taken::Frames(n)) => n,
-            Ok(Taken::Nothing) => {
+            Ok(Taken::Nothing | Taken::Partial) => {
                 // Part of a frame: its rest follows at once, or the sender gives up and
                 // shuts the flow; a sender that does neither ends it.
                 if partial.get_or_insert_with(Instant::now).elapsed() > PARTIAL_LIMIT {

@@ -37,6 +37,14 @@ impl SharedFlow for OwnerFlow {
     fn unlock(&self) {
         self.booking.page.read_unlock();
     }
+
+    /// Unbooked: the page's generation of the set moves on, which an owner that waits
+    /// sees before it reads any flow again (`remora-sisci`'s `interrupt/owned.rs`).
+    fn leave(&mut self) {
+        if let Some(node) = self.node.upgrade() {
+            node.lock().unshare_flow(self.booking.intr, self.booking.id);
+        }
+    }
 }
 
 impl Drop for OwnerFlow {

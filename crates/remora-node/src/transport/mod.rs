@@ -447,6 +447,10 @@ pub trait SharedFlow: Send {
     /// Whether the owner reads no more (its target is gone; it may have died holding the
     /// right): the transport then reads without it once it waited a little.
     fn abandoned(&self) -> bool;
+    /// Take the flow from the owner for good (called with the right held): the owner
+    /// reads it no more from the moment the right is given back, and the transport reads
+    /// it alone, split frames included.
+    fn leave(&mut self);
 }
 
 /// What a pager flow did with the memory it is bound to ([`PeerMemory::flow_used`]).

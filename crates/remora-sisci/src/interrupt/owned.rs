@@ -72,16 +72,26 @@ pub(super) fn wait(
     own.refresh(core);
     let fds: Vec<_> = own.flows.iter().map(|(f, _)| f.as_fd()).collect();
     let mut buf = [0u8; BULK_FRAME * FRAMES_PER_LOOK];
-    let mut on_flow = |i: usize| take(page, &own.flows[i], &mut buf);
-    page.wait_owned(spin, timeout, &fds, own.gen, &mut on_flow, ready)
+    let gen = own.gen;
+    let mut on_flow = |i: usize| take(page, gen, &own.flows[i], &mut buf);
+    page.wait_owned(spin, timeout, &fds, gen, &mut on_flow, ready)
 }
 
-/// Read the whole trigger frames waiting on `flow` and count them in the page.
-fn take(page: &IntrPage, flow: &(OwnedFd, u64), buf: &mut [u8]) -> FlowStep {
+/// Read the whole trigger frames waiting on `flow` (of the set of generation `gen`) and
+/// count them in the page.
+fn take(page: &IntrPage, gen: u32, flow: &(OwnedFd, u64), buf: &mut [u8]) -> FlowStep {
     let (fd, conn) = (flow.0.as_fd(), flow.1);
     if !page.try_read_lock() {
         // The daemon's thread reads it now; its ring wakes us.
         return FlowStep::Idle;
+    }
+    if page.flows_generation() != gen {
+        // The set changed: the daemon's thread may have taken this flow for itself (it
+        // does so under the lock, before it reads a split frame), so none is read here
+        // until the next wait asks for the set again.
+        page.read_unlock();
+        page.owner_leaves();
+        return FlowStep::Drop;
     }
     let taken = take_frames(fd, BULK_FRAME, buf);
     page.read_unlock();
@@ -104,6 +114,13 @@ fn take(page: &IntrPage, flow: &(OwnedFd, u64), buf: &mut [u8]) -> FlowStep {
             FlowStep::Drop
         }
         Ok(Taken::Nothing) => FlowStep::Idle,
+        Ok(Taken::Partial) => {
+            // Part of a frame: its rest may be held back until the part is read, which
+            // only the daemon's thread does (it takes the flow for itself when the part
+            // stays): the daemon reads the flows for the rest of this wait.
+            page.owner_leaves();
+            FlowStep::Drop
+        }
         Ok(Taken::Closed) | Err(_) => {
             // Its end is the daemon's thread's to see and close.
             page.nudge();

@@ -54,6 +54,8 @@ pub enum Taken {
     Frames(usize),
     /// Nothing to read now.
     Nothing,
+    /// Only part of a frame waits (its rest is on its way, or held up: see [`take_frames`]).
+    Partial,
     /// The other end closed the flow (everything before the close was read).
     Closed,
 }
@@ -76,6 +78,13 @@ pub enum FlowStep {
 /// stays until its rest came), so the stream is always left at a frame's edge and nobody
 /// ever waits with the lock held.
 ///
+/// A split frame's first part is [`Taken::Partial`] when nothing else waits. Its rest may
+/// never come while it stays unread: the kernel charges the part's whole buffer (up to a
+/// loopback burst's 64 KiB and more) to the socket's receive space, and once that space
+/// is short of a segment the receiver advertises a zero window, so the sender holds the
+/// rest back (issue 19's two-way flood). Whoever sees it persist must read the part
+/// (the daemon's thread takes such a flow for itself, `transport/shared_flow.rs`).
+///
 /// # Errors
 /// The errno of `ioctl(FIONREAD)` or `recv` (a reset or broken flow).
 pub fn take_frames(fd: BorrowedFd<'_>, frame: usize, buf: &mut [u8]) -> io::Result<Taken> {
@@ -86,7 +95,7 @@ pub fn take_frames(fd: BorrowedFd<'_>, frame: usize, buf: &mut [u8]) -> io::Resu
         if waiting > 0 {
             // Part of a frame: its rest is on its way, unless the sender shut its side (the
             // rest can never come: the flow is over, as at its end).
-            return if write_side_shut(fd)? { Ok(Taken::Closed) } else { Ok(Taken::Nothing) };
+            return if write_side_shut(fd)? { Ok(Taken::Closed) } else { Ok(Taken::Partial) };
         }
         // Nothing waits: the end of the stream, or nothing yet.
         let mut b = [0u8; 1];
@@ -208,6 +217,13 @@ impl IntrPage {
     pub fn park(&self, max: Duration) {
         let w = self.u32(NUDGE);
         futex_wait(w, w.load(Ordering::SeqCst), Some(max));
+    }
+
+    /// The owner stops reading its flows until its next wait (one held a split frame, or
+    /// the set changed under it): the daemon's threads read them from now on, told at once.
+    pub fn owner_leaves(&self) {
+        self.u32(OWNER_GEN).store(0, Ordering::SeqCst);
+        self.nudge();
     }
 
     /// Wake the daemon's parked flow threads (a flow ended: its thread must see it).
@@ -402,7 +418,7 @@ mod tests {
                 page.count_read(n as u32);
                 FlowStep::Read
             }
-            Taken::Nothing => FlowStep::Idle,
+            Taken::Nothing | Taken::Partial => FlowStep::Idle,
             Taken::Closed => FlowStep::Drop,
         }
     }
@@ -415,8 +431,8 @@ mod tests {
         // A frame split by the stream stays until its rest came: nothing is consumed.
         rustix::io::write(&wr, &[7u8; FRAME + 10]).unwrap();
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(1));
-        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Nothing);
-        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Nothing);
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Partial);
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Partial);
         rustix::io::write(&wr, &[8u8; FRAME - 10]).unwrap();
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(1));
         assert_eq!(&buf[..10], &[7u8; 10]);
@@ -427,7 +443,7 @@ mod tests {
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(1));
         // Part of a frame whose sender closed: the rest can never come, the flow is over.
         rustix::io::write(&wr, &[1u8; 3]).unwrap();
-        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Nothing, "3 bytes wait");
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Partial, "3 bytes wait");
         drop(wr);
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Closed);
     }
