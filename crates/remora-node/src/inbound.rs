@@ -162,7 +162,8 @@ async fn serve(
             wait_for(&node, timeout_ms, Error::NoSuchIntno, |reg| {
                 alive(reg)?;
                 ticket.check()?;
-                let (intr, fds) = reg.connect_interrupt(sid, from, intno, data)?;
+                // A link's peer: its triggers come through this daemon (the page stays here).
+                let (intr, fds) = reg.connect_interrupt(sid, from, intno, data, true)?;
                 ticket.made(reg, sid, Made::Interrupt(intr));
                 // The connecting process there, and the interrupt's owner here (issue 19:
                 // what may come back on a flow dialed to it).

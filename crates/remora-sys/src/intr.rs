@@ -12,7 +12,8 @@
 //! 16  tail      u64  data interrupts: next ticket a producer claims
 //! 24  head      u64  data interrupts: next ticket the owner consumes; a plain interrupt
 //!                     used as an RSM signal: triggers consumed so far
-//! 32  far       u32  connections from other hosts (the owner then waits on the bell)
+//! 32  far       u32  connections whose triggers come through the daemon (the owner
+//!                     then waits on the bell)
 //! 36  ringing   u32  threads blocked on the bell (a trigger rings it only if > 0)
 //! 40..64            the flows the owner reads itself (`intr/owned.rs`)
 //! 64  slots     DATA_SLOTS × SLOT_SIZE: seq u64, len u32, pad u32, data [MAX_DATA]
@@ -26,14 +27,20 @@
 //!
 //! **The bell.** Besides the futex word, an interrupt has a bell: a Unix stream socket pair
 //! whose sending end every holder of the page has, and whose receiving end only the owner
-//! has. While the interrupt has connections from other hosts (`far`, kept by the daemon),
-//! the owner's blocked waiter sleeps in `poll` on the bell instead of on the futex, and a
-//! trigger that sees it there (`ringing`) writes one byte. A trigger from another host is
+//! has. While the interrupt has connections whose triggers come through the daemon (`far`,
+//! kept by the daemon: those of a link transport's peer, another host or a node joined
+//! over TCP), the owner's blocked waiter sleeps in `poll` on the bell instead of on the
+//! futex, and a trigger that sees it there (`ringing`) writes one byte. Such a trigger is
 //! made by the owner's daemon, whose thread read it from a TCP socket and goes back to
 //! reading at once: a socket's wake-up is a synchronous one, which the scheduler may hand
 //! to the waker's own core, where a futex wake-up goes to an idle core; on a virtual
 //! machine whose idle cores halt, that wake-up cost about 30 µs (issue 19: an interrupt
-//! across hosts, the waiter blocked, took 29 µs one-way beside raw TCP's 3).
+//! across hosts, the waiter blocked, took 29 µs one-way beside raw TCP's 3). A process of
+//! this host holding the page, of this node or of another one reached over the `local`
+//! transport, triggers it itself and is not counted: with only such connections the owner
+//! sleeps on the futex (one `futex` call each side; the bell's `ppoll` and `sendto` made
+//! a one-core ping-pong 1.6 times raw futexes'). Every trigger, counted or not, wakes
+//! both kinds of sleeper (`waiters`, `ringing`), so the count may change under a waiter.
 
 use crate::sync::{futex_wake_all, spin_then_block, EventFd, WaitOutcome};
 use crate::{Mapping, Memfd};
@@ -162,12 +169,13 @@ impl IntrPage {
         self.bell_tx.as_ref().map(|t| t.as_fd())
     }
 
-    /// Whether the interrupt has connections from other hosts now.
+    /// Whether the interrupt has connections whose triggers come through the daemon now.
     pub fn far_connected(&self) -> bool {
         self.u32(FAR).load(Ordering::SeqCst) > 0
     }
 
-    /// Count a connection from another host in (`true`) or out (daemon side).
+    /// Count a connection whose triggers come through the daemon in (`true`) or out
+    /// (daemon side).
     pub fn far_connection(&self, added: bool) {
         let far = self.u32(FAR);
         if added {

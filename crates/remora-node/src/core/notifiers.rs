@@ -82,6 +82,10 @@ pub struct IntrConn {
     /// dialed for the latter carries back only triggers of connections of the former kind
     /// whose session is that owner (`inbound/back_flow.rs`).
     pub far: u64,
+    /// Counted in its interrupt's page as a connection whose triggers come through this
+    /// daemon (a link transport's: another host, or a node joined over TCP), which makes
+    /// the owner's blocked waits sleep on the bell; its disconnect counts it out.
+    pub afar: bool,
 }
 
 impl Registry {
@@ -245,22 +249,27 @@ impl Registry {
         Ok(())
     }
 
-    /// Connect `session` to interrupt `intno` of this node.
+    /// Connect `session` to interrupt `intno` of this node. `afar`: the connection's
+    /// triggers come through this daemon's threads (a link transport's peer, which cannot
+    /// hold the page); else the connecting process, of this node or of another node of
+    /// this host reached over the `local` transport, holds the page and triggers it itself.
     pub fn connect_interrupt(
         &mut self,
         session: u64,
         importer_node: u32,
         intno: u32,
         data: bool,
+        afar: bool,
     ) -> Result<(u64, Vec<OwnedFd>), ConnectWait> {
         let h = *self.intnos.get(&(data, intno)).ok_or(ConnectWait::Missing)?;
         let sys = |e: std::io::Error| ConnectWait::Failed(Error::System(e.to_string()));
         let i = self.interrupts.get(&h).ok_or(ConnectWait::Missing)?;
         let fds = i.page_fds().map_err(sys)?;
-        if importer_node != self.node {
-            // Another node's connection (another host's triggers come through this daemon's
-            // flow threads; another node of this host triggers the page itself, and rings
-            // the bell it holds too): the owner waits on the bell now.
+        if afar {
+            // Its triggers come through this daemon's threads, which read them from a
+            // socket: the owner waits on the bell now (a socket's synchronous wake-up may
+            // run the owner on the reading thread's core; a futex wake-up goes to an idle
+            // one). A process holding the page (this host's) futex-wakes the owner itself.
             i.page.far_connection(true);
         }
         let conn = self.handle();
@@ -275,6 +284,7 @@ impl Registry {
                 target: ConnKind::Local { seg: h },
                 lost: None,
                 far: 0,
+                afar,
             },
         );
         Ok((conn, fds))
@@ -295,7 +305,8 @@ impl Registry {
     ) -> u64 {
         let conn = self.handle();
         let target = if moves_bytes { ConnKind::Remote { remote } } else { ConnKind::Proxied { remote } };
-        self.intr_conns.insert(conn, IntrConn { session, node, intno, data, target, lost: None, far });
+        self.intr_conns
+            .insert(conn, IntrConn { session, node, intno, data, target, lost: None, far, afar: false });
         conn
     }
 
@@ -383,7 +394,7 @@ impl Registry {
         if let ConnKind::Local { seg: h } = c.target {
             if let Some(i) = self.interrupts.get_mut(&h) {
                 i.conns.remove(&conn);
-                if c.node != self.node {
+                if c.afar {
                     i.page.far_connection(false);
                 }
                 // Its flows end for their owner too, who reads them without the books. A flow

@@ -241,3 +241,42 @@ fn automatic_interrupt_numbers_are_not_reused_at_once() {
     let (_, wrapped, _, _) = r.create_interrupt(a, None, false, false).unwrap();
     assert_eq!(wrapped, AUTO_INTNO_BASE);
 }
+
+#[test]
+fn only_connections_whose_triggers_come_through_the_daemon_put_the_owner_on_the_bell() {
+    // Another node of this host (the `local` transport) holds the page and futex-wakes the
+    // owner itself; a link's peer (another host, or a node joined over TCP) triggers
+    // through this daemon, whose socket wake-up is the bell's. Each disconnect counts out
+    // what its connect counted in, in any order.
+    let mut r = Registry::new(4);
+    let (tx, _o) = unbounded_channel();
+    let owner = r.add_session(1, Role::Client, tx);
+    let (tx, _n) = unbounded_channel();
+    let near = r.add_session(0, Role::Peer { node: 8 }, tx);
+    let (tx, _f) = unbounded_channel();
+    let far = r.add_session(0, Role::Peer { node: 9 }, tx);
+    let (intr, intno, _, _) = r.create_interrupt(owner, Some(5), false, false).unwrap();
+    let afar = |r: &Registry| r.interrupts[&intr].page.far_connected();
+    let Ok((n1, fds)) = r.connect_interrupt(near, 8, intno, false, false) else { panic!("connect") };
+    assert_eq!(fds.len(), 3, "the page, its eventfd and its bell's sending end");
+    assert!(!afar(&r), "a node of this host holding the page");
+    let Ok((f1, _)) = r.connect_interrupt(far, 9, intno, false, true) else { panic!("connect") };
+    let Ok((f2, _)) = r.connect_interrupt(far, 9, intno, false, true) else { panic!("connect") };
+    assert!(afar(&r));
+    r.disconnect_interrupt(far, f1).unwrap();
+    assert!(afar(&r), "one far connection left");
+    r.disconnect_interrupt(near, n1).unwrap();
+    assert!(afar(&r), "a near one's end counts nothing out");
+    let Ok((n2, _)) = r.connect_interrupt(near, 8, intno, false, false) else { panic!("connect") };
+    r.disconnect_interrupt(far, f2).unwrap();
+    assert!(!afar(&r), "the last far connection ended");
+    // Triggers of both kinds still count (the page's, whoever waits where).
+    let before = r.interrupts[&intr].page.triggers();
+    r.trigger_interrupt(near, n2, None).unwrap();
+    let Ok((f3, _)) = r.connect_interrupt(far, 9, intno, false, true) else { panic!("connect") };
+    r.trigger_interrupt(far, f3, None).unwrap();
+    assert_eq!(r.interrupts[&intr].page.triggers().wrapping_sub(before), 2);
+    // A session's end disconnects its connections: the count goes back to none.
+    r.end_session(far);
+    assert!(!afar(&r));
+}

@@ -201,9 +201,11 @@ pub(crate) async fn handle(s: &mut Session, req: Request, mut fds: Vec<OwnedFd>)
         Request::ConnectInterrupt { node, intno, data, timeout_ms } => {
             if node == s.me() {
                 let importer = s.importer_node();
+                // The session's process (or, through the `local` transport, a process of
+                // another node of this host) gets the page and triggers it itself.
                 let r = s
                     .wait_until(timeout_ms, Error::NoSuchIntno, |reg| {
-                        reg.connect_interrupt(sid, importer, intno, data)
+                        reg.connect_interrupt(sid, importer, intno, data, false)
                     })
                     .await;
                 match r {

@@ -299,8 +299,8 @@ mod tests {
         let (mut r, owner, peer) = books();
         let (intr, intno, _, _) = r.create_interrupt(owner, Some(5), false, false).unwrap();
         let (data, dno, _, _) = r.create_interrupt(owner, Some(6), true, false).unwrap();
-        let Ok((conn, _)) = r.connect_interrupt(peer, 9, intno, false) else { panic!("connect") };
-        let Ok((dconn, _)) = r.connect_interrupt(peer, 9, dno, true) else { panic!("connect") };
+        let Ok((conn, _)) = r.connect_interrupt(peer, 9, intno, false, true) else { panic!("connect") };
+        let Ok((dconn, _)) = r.connect_interrupt(peer, 9, dno, true, true) else { panic!("connect") };
         let (mine, mut far) = UnixStream::pair().unwrap();
         // Only the connecting node's session books; data interrupts stay the daemon's.
         assert!(r.share_flow(8, conn, mine.as_fd(), None).is_none());
@@ -329,7 +329,7 @@ mod tests {
     fn a_flow_carrying_triggers_back_is_not_its_connections_to_end() {
         let (mut r, owner, peer) = books();
         let (intr, intno, _, _) = r.create_interrupt(owner, Some(5), false, false).unwrap();
-        let Ok((conn, _)) = r.connect_interrupt(peer, 9, intno, false) else { panic!("connect") };
+        let Ok((conn, _)) = r.connect_interrupt(peer, 9, intno, false, true) else { panic!("connect") };
         // A flow our process dialed to node 9 for its own connection `mine`, whose backward
         // direction carries node 9's connection `conn` to our interrupt.
         let mine = r.add_proxied_interrupt(owner, 9, 7, false, 77, true, 0);
@@ -366,7 +366,7 @@ mod tests {
         let (_, dno, _, _) = r.create_interrupt(owner, Some(7), true, false).unwrap();
         // Node 9's process X (session 100 there) and Y (200) connect to our interrupts.
         let connect = |r: &mut Registry, s: u64, no: u32, data: bool, far: u64| {
-            let Ok((c, _)) = r.connect_interrupt(s, 9, no, data) else { panic!("connect") };
+            let Ok((c, _)) = r.connect_interrupt(s, 9, no, data, true) else { panic!("connect") };
             (c, r.bind_far_session(c, far))
         };
         let (cx, named) = connect(&mut r, x, intno, false, 100);
@@ -410,7 +410,7 @@ mod tests {
     fn a_first_trigger_back_that_its_disconnect_overtook_is_counted() {
         let (mut r, owner, x) = books();
         let (intr, intno, _, _) = r.create_interrupt(owner, Some(5), false, false).unwrap();
-        let Ok((cx, _)) = r.connect_interrupt(x, 9, intno, false) else { panic!("connect") };
+        let Ok((cx, _)) = r.connect_interrupt(x, 9, intno, false, true) else { panic!("connect") };
         r.bind_far_session(cx, 100);
         let mine = r.add_proxied_interrupt(owner, 9, 8, false, 77, true, 100);
         let other = r.add_proxied_interrupt(owner, 9, 8, false, 78, true, 300);
@@ -435,7 +435,9 @@ mod tests {
         let booked: Vec<_> = socks
             .iter()
             .map(|(mine, _)| {
-                let Ok((conn, _)) = r.connect_interrupt(peer, 9, intno, false) else { panic!("connect") };
+                let Ok((conn, _)) = r.connect_interrupt(peer, 9, intno, false, true) else {
+                    panic!("connect")
+                };
                 r.share_flow(9, conn, mine.as_fd(), None)
             })
             .collect();
