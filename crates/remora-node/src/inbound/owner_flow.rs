@@ -39,8 +39,11 @@ impl SharedFlow for OwnerFlow {
     }
 
     /// Unbooked: the page's generation of the set moves on, which an owner that waits
-    /// sees before it reads any flow again (`remora-sisci`'s `interrupt/owned.rs`).
+    /// sees before it reads any flow again (`remora-sisci`'s `interrupt/owned.rs`). The
+    /// generation is moved here, under the reader lock, whether or not the node is still
+    /// there to unbook the flow (a node that is going away must not leave both reading).
     fn leave(&mut self) {
+        self.booking.page.flows_changed();
         if let Some(node) = self.node.upgrade() {
             node.lock().unshare_flow(self.booking.intr, self.booking.id);
         }
@@ -52,5 +55,97 @@ impl Drop for OwnerFlow {
         if let Some(node) = self.node.upgrade() {
             node.lock().unshare_flow(self.booking.intr, self.booking.id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::shared_flow::serve_shared;
+    use crate::transport::PeerMemory;
+    use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, BULK_FRAME};
+    use remora_sys::intr::IntrPage;
+    use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use std::time::Instant;
+    use zerocopy::IntoBytes;
+
+    /// An interrupt that counts its triggers.
+    #[derive(Default)]
+    struct Counted(AtomicU64);
+
+    impl PeerMemory for Counted {
+        fn resolve(&self, _: u64, _: u64, _: bool) -> Option<Vec<(Arc<remora_sys::Mapping>, usize, usize)>> {
+            None
+        }
+
+        fn trigger(&self, _: &[u8]) -> Result<(), remora_proto::Error> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    fn wait_for(what: impl Fn() -> bool) -> bool {
+        let t = Instant::now();
+        while !what() {
+            if t.elapsed() > Duration::from_secs(10) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        true
+    }
+
+    /// A flow booked for the owner whose split frame stays: the daemon's thread takes it
+    /// and the page's generation of the set moves on even though the node is gone (no
+    /// `unshare_flow` can run), so an owner that holds the old set reads it no more (it
+    /// sees the generation under the lock it takes, `remora-sisci`'s `interrupt/owned.rs`:
+    /// checked here as it does). Once the frame's rest comes the daemon's thread serves it.
+    #[test]
+    fn a_flow_taken_alone_moves_the_generation_on_without_its_node() {
+        let memfd = IntrPage::create("owner-flow-test").unwrap();
+        let page = IntrPage::open(&memfd, remora_sys::sync::EventFd::new().unwrap()).unwrap();
+        let owners = IntrPage::open(&memfd, remora_sys::sync::EventFd::new().unwrap()).unwrap();
+        // Booked: the owner's set of this generation holds the flow.
+        let joined = page.flows_changed();
+        let share = OwnerFlow {
+            node: std::sync::Weak::new(),
+            booking: SharedBooking { intr: 1, id: 2, joined, page },
+            polls: 0,
+        };
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tx = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (rx, _) = listener.accept().unwrap();
+        tx.set_nodelay(true).unwrap();
+        tx.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+        let frame = BulkFrame::from_header(&BulkHeader {
+            op: BulkOp::Trigger,
+            tag: 0,
+            conn: 7,
+            offset: 0,
+            len: 0,
+            ok: false,
+        });
+        let (mem, bytes) = (Counted::default(), AtomicU64::new(0));
+        std::thread::scope(|sc| {
+            let server = sc.spawn(|| serve_shared(4, &bytes, rx, 7, &mem, Box::new(share)));
+            tx.write_all(&frame.as_bytes()[..BULK_FRAME / 2]).unwrap();
+            let moved = wait_for(|| owners.flows_generation() != joined);
+            // The owner's look with the set of generation `joined`: the lock, then the
+            // generation, and no read.
+            let locked = wait_for(|| owners.try_read_lock());
+            let owner_reads = locked && owners.flows_generation() == joined;
+            if locked {
+                owners.read_unlock();
+            }
+            tx.write_all(&frame.as_bytes()[BULK_FRAME / 2..]).unwrap();
+            let served = wait_for(|| mem.0.load(Ordering::SeqCst) == 1);
+            drop(tx);
+            server.join().unwrap();
+            assert!(moved, "the generation stayed at {joined}: the owner would read the flow too");
+            assert!(!owner_reads, "the owner with the old set may still read the flow");
+            assert!(served, "the frame whose rest came was not served");
+        });
     }
 }

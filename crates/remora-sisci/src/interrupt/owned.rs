@@ -12,7 +12,12 @@ use remora_proto::link::{BulkFrame, BulkOp, BULK_FRAME};
 use remora_proto::{Reply, Request};
 use remora_sys::intr::{shut_flow, take_frames, FlowStep, IntrPage, IntrWait, Taken, FRAMES_PER_LOOK};
 use std::os::fd::{AsFd, OwnedFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How long the owner waits for the rest of a split frame before it leaves its flows to
+/// the daemon's threads: across hosts most segments end in the middle of a frame (40-byte
+/// frames, 1448-byte segments), and their rest follows within microseconds.
+const SPLIT_GRACE: Duration = Duration::from_millis(1);
 
 /// The flows of one interrupt its owner has (empty for everyone else).
 #[derive(Debug, Default)]
@@ -73,13 +78,21 @@ pub(super) fn wait(
     let fds: Vec<_> = own.flows.iter().map(|(f, _)| f.as_fd()).collect();
     let mut buf = [0u8; BULK_FRAME * FRAMES_PER_LOOK];
     let gen = own.gen;
-    let mut on_flow = |i: usize| take(page, gen, &own.flows[i], &mut buf);
+    // Since when each flow held only part of a frame.
+    let mut split = vec![None; own.flows.len()];
+    let mut on_flow = |i: usize| take(page, gen, &own.flows[i], &mut split[i], &mut buf);
     page.wait_owned(spin, timeout, &fds, gen, &mut on_flow, ready)
 }
 
 /// Read the whole trigger frames waiting on `flow` (of the set of generation `gen`) and
-/// count them in the page.
-fn take(page: &IntrPage, gen: u32, flow: &(OwnedFd, u64), buf: &mut [u8]) -> FlowStep {
+/// count them in the page. `split`: since when the flow held only part of a frame.
+fn take(
+    page: &IntrPage,
+    gen: u32,
+    flow: &(OwnedFd, u64),
+    split: &mut Option<Instant>,
+    buf: &mut [u8],
+) -> FlowStep {
     let (fd, conn) = (flow.0.as_fd(), flow.1);
     if !page.try_read_lock() {
         // The daemon's thread reads it now; its ring wakes us.
@@ -95,6 +108,9 @@ fn take(page: &IntrPage, gen: u32, flow: &(OwnedFd, u64), buf: &mut [u8]) -> Flo
     }
     let taken = take_frames(fd, BULK_FRAME, buf);
     page.read_unlock();
+    if !matches!(taken, Ok(Taken::Partial)) {
+        *split = None;
+    }
     match taken {
         Ok(Taken::Frames(n)) => {
             let valid = buf[..n * BULK_FRAME]
@@ -114,10 +130,16 @@ fn take(page: &IntrPage, gen: u32, flow: &(OwnedFd, u64), buf: &mut [u8]) -> Flo
             FlowStep::Drop
         }
         Ok(Taken::Nothing) => FlowStep::Idle,
+        Ok(Taken::Partial) if split.is_none_or(|t| t.elapsed() < SPLIT_GRACE) => {
+            // Part of a frame: its rest is most likely on its way (a segment ended
+            // inside the frame).
+            split.get_or_insert_with(Instant::now);
+            FlowStep::Idle
+        }
         Ok(Taken::Partial) => {
-            // Part of a frame: its rest may be held back until the part is read, which
-            // only the daemon's thread does (it takes the flow for itself when the part
-            // stays): the daemon reads the flows for the rest of this wait.
+            // Part of a frame that stays: its rest may be held back until the part is
+            // read, which only the daemon's thread does (it takes the flow for itself when
+            // the part stays): the daemon reads the flows for the rest of this wait.
             page.owner_leaves();
             FlowStep::Drop
         }
@@ -126,5 +148,91 @@ fn take(page: &IntrPage, gen: u32, flow: &(OwnedFd, u64), buf: &mut [u8]) -> Flo
             page.nudge();
             FlowStep::Drop
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn page() -> IntrPage {
+        let memfd = IntrPage::create("sisci-owned-test").unwrap();
+        IntrPage::open(&memfd, remora_sys::sync::EventFd::new().unwrap()).unwrap()
+    }
+
+    /// The sending end, the flow, and a copy of the flow to peek with.
+    fn flow() -> (std::net::TcpStream, (OwnedFd, u64), std::net::TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let tx = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (rx, _) = l.accept().unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let peek = rx.try_clone().unwrap();
+        (tx, (OwnedFd::from(rx), 7), peek)
+    }
+
+    fn trigger() -> BulkFrame {
+        BulkFrame::from_header(&remora_proto::link::BulkHeader {
+            op: BulkOp::Trigger,
+            tag: 0,
+            conn: 7,
+            offset: 0,
+            len: 0,
+            ok: false,
+        })
+    }
+
+    /// The bytes waiting on the flow `peek` is a copy of (after they had time to come).
+    fn waiting(peek: &std::net::TcpStream) -> usize {
+        std::thread::sleep(Duration::from_millis(20));
+        peek.peek(&mut [0u8; 4 * BULK_FRAME]).unwrap_or(0)
+    }
+
+    /// The daemon's thread took a flow for itself (`SharedFlow::leave` moved the set's
+    /// generation on, under the lock): the owner's look with the old set drops the flow and
+    /// reads none of it, not even whole frames (they are the daemon's thread's now).
+    #[test]
+    fn a_flow_whose_set_moved_on_is_not_read() {
+        let page = page();
+        let (mut tx, f, peek) = flow();
+        let gen = page.flows_changed();
+        let mut buf = [0u8; BULK_FRAME * FRAMES_PER_LOOK];
+        tx.write_all(zerocopy::IntoBytes::as_bytes(&trigger())).unwrap();
+        assert_eq!(waiting(&peek), BULK_FRAME);
+        // The daemon's thread leaves (with the lock, as `OwnerFlow::leave` does).
+        assert!(page.try_read_lock());
+        page.flows_changed();
+        page.read_unlock();
+        assert_eq!(take(&page, gen, &f, &mut None, &mut buf), FlowStep::Drop);
+        assert_eq!(waiting(&peek), BULK_FRAME, "the owner read a flow no longer its own");
+        assert_eq!(page.triggers(), 0);
+    }
+
+    /// Part of a frame: the owner waits a little for the rest (a segment that ended inside
+    /// a frame), then leaves its flows to the daemon's threads, the part unread.
+    #[test]
+    fn a_split_frame_is_awaited_briefly_then_left() {
+        let page = page();
+        let (mut tx, f, peek) = flow();
+        let gen = page.flows_changed();
+        let mut buf = [0u8; BULK_FRAME * FRAMES_PER_LOOK];
+        let frame = trigger();
+        let bytes = zerocopy::IntoBytes::as_bytes(&frame);
+        let mut split = None;
+        tx.write_all(&bytes[..BULK_FRAME / 2]).unwrap();
+        assert_eq!(waiting(&peek), BULK_FRAME / 2);
+        // Its first sight: the rest is awaited.
+        assert_eq!(take(&page, gen, &f, &mut split, &mut buf), FlowStep::Idle);
+        tx.write_all(&bytes[BULK_FRAME / 2..]).unwrap();
+        assert_eq!(waiting(&peek), BULK_FRAME);
+        assert_eq!(take(&page, gen, &f, &mut split, &mut buf), FlowStep::Read);
+        assert_eq!(split, None, "a whole frame ends the grace");
+        // A part that stays past the grace: the flow is left, the part unread.
+        tx.write_all(&bytes[..BULK_FRAME / 2]).unwrap();
+        assert_eq!(waiting(&peek), BULK_FRAME / 2);
+        assert_eq!(take(&page, gen, &f, &mut split, &mut buf), FlowStep::Idle);
+        std::thread::sleep(SPLIT_GRACE * 2);
+        assert_eq!(take(&page, gen, &f, &mut split, &mut buf), FlowStep::Drop);
+        assert_eq!(waiting(&peek), BULK_FRAME / 2);
     }
 }
