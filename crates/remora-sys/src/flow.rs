@@ -119,6 +119,47 @@ pub fn shutdown(fd: BorrowedFd<'_>, write_only: bool) {
     let _ = rustix::net::shutdown(fd, how);
 }
 
+/// End stream socket `fd` for every holder of it without a reset: shut its sending side
+/// (what was queued still goes, then the end of the stream; a holder's next send fails),
+/// then read and drop what the other end still sends until it ends its own side, or until
+/// `within` passed, and only then shut it both ways. `true` when the other end ended in
+/// time.
+///
+/// A socket shut for reading answers the other end's next bytes with a reset, which throws
+/// away what our end sent and the other end has not yet acknowledged (what another holder
+/// of ours wrote just before, on a flow that carries both directions), and what the other
+/// end sent that we had not yet acknowledged. Blocks the caller at most `within`;
+/// interruptions are waited through.
+pub fn end(fd: BorrowedFd<'_>, within: Duration) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let _ = rustix::net::shutdown(fd, Shutdown::Write);
+    let start = std::time::Instant::now();
+    let mut scratch = [0u8; 4096];
+    let mut ended = false;
+    while let Some(left) = within.checked_sub(start.elapsed()) {
+        let mut fds = [PollFd::new(&fd, PollFlags::IN | PollFlags::RDHUP)];
+        let ts = rustix::time::Timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as _ };
+        match poll(&mut fds, Some(&ts)) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => break,
+        }
+        match recv(fd, &mut scratch, false) {
+            Ok(0) => {
+                ended = true;
+                break;
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            // Broken: nothing more can come.
+            Err(_) => break,
+        }
+    }
+    let _ = rustix::net::shutdown(fd, Shutdown::Both);
+    ended
+}
+
 /// The shortest cap [`cap_backoff`] sets.
 pub const BACKOFF_MIN_CAP: Duration = Duration::from_secs(1);
 
@@ -241,6 +282,51 @@ mod tests {
         assert_eq!(recv(target.as_fd(), &mut r, true).unwrap(), 0);
         let ready = crate::bell::wait(target.as_fd(), false, Some(std::time::Duration::ZERO)).unwrap();
         assert!(ready.hung_up);
+    }
+
+    /// A flow ended while the other end still sends: everything we had sent reaches it
+    /// (queued, not yet taken there), then the end of the stream. A socket shut both ways
+    /// answered the other end's next bytes with a reset, which threw our queued bytes away.
+    #[test]
+    fn an_end_loses_nothing_sent_while_the_other_end_still_sends() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut b, _) = l.accept().unwrap();
+        // More than the other end takes before it reads: some stays queued here.
+        let mut sent = 0usize;
+        let chunk = [7u8; 4096];
+        loop {
+            match send(a.as_fd(), &chunk, false) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        b.write_all(b"before").unwrap();
+        let ender = std::thread::spawn(move || end(a.as_fd(), Duration::from_secs(20)));
+        std::thread::sleep(Duration::from_millis(100));
+        // The other end sends on after the end began (these are read and dropped).
+        for _ in 0..10 {
+            b.write_all(b"after").unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut got = 0usize;
+        let mut buf = [0u8; 65536];
+        loop {
+            match b.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    assert!(buf[..n].iter().all(|x| *x == 7));
+                    got += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => panic!("after {got} of {sent} bytes: {e}"),
+            }
+        }
+        assert_eq!(got, sent);
+        // The other end ends its side: the end saw it in time.
+        b.shutdown(std::net::Shutdown::Write).unwrap();
+        assert!(ender.join().unwrap());
     }
 
     #[test]

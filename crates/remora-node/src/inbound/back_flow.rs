@@ -19,12 +19,35 @@
 //! (`BackFlowEntry::carries`): a trigger of that connection that its disconnect overtook
 //! (the disconnect goes through the daemons, the triggers wait on this flow) is still
 //! counted (`Registry::trigger_carried`). A trigger refused (the interrupt removed) ends
-//! the flow, so its sender falls back to its own path, which says the error. Part of a
-//! frame is waited for with naps doubling up to 20 ms, and ends the flow after 5 s. The
+//! the flow, so its sender falls back to its own path, which says the error. The
 //! flow ends when the far node closes it: after the dialing connection's end
 //! (`Registry::end_back_flows` shuts our side for writing and rings the flow's bell,
 //! `BackFlowEntry::bell`), waited for at most 10 s. Until a frame comes or the bell rings
 //! the thread blocks: no periodic wake-up (it looked at the books every 100 ms before).
+//!
+//! This thread reads the flow alone until it is booked, so a frame split by the stream is
+//! read as far as it came and kept ([`Frames`]), its rest taken from the next bytes: a
+//! part left in the socket may keep the receive window shut, so that its rest never comes
+//! (`remora_sys::intr::take_frames`; issue 19's two-way flood). Before, it was waited for
+//! in the socket and ended the flow after 5 s, losing what the far process had sent after
+//! it, triggers that had returned `Ok`. The flow is booked only at a frame's edge (the
+//! owner and the shared reader take whole frames). A frame that is not a plain trigger of
+//! the flow's connection still ends it, with a warning.
+//!
+//! How a flow ends (a refusal, a frame that does not belong, the far node's end) is
+//! `remora_sys::flow::end`: shut for writing, what still comes read and dropped until the
+//! far node ends its side too (at most [`DRAIN`]), never a reset. The flow carries both
+//! directions: a refusal ends the removed interrupt's direction, but it cannot end that
+//! one alone, and the other direction's interrupt is live. A socket shut for reading
+//! answers the next bytes with a reset, which throws away what the dialing process sent
+//! and the far node did not yet acknowledge (triggers of the live interrupt, `Ok` to their
+//! sender). Ended for writing only, what the dialing process wrote before the end goes
+//! out ahead of the end of the stream, and the far node's reader takes all of it before
+//! it sees the end; the dialing process's next write fails, and it takes the daemons'
+//! path. What comes here meanwhile are triggers of the removed interrupt (the flow
+//! carries one connection back), which no one can count: dropped. The far node, seeing the
+//! end, ends its side the same way (`transport/shared_flow.rs`), so its process's next
+//! trigger takes its own path too and learns the error, and our drain stops there.
 
 use super::owner_flow::OwnerFlow;
 use super::InterruptTarget;
@@ -34,7 +57,7 @@ use remora_proto::link::{BulkFrame, BulkOp, BULK_FRAME};
 use remora_sys::intr::{shut_flow, take_frames, Taken, FRAMES_PER_LOOK};
 use remora_sys::sync::EventFd;
 use std::net::TcpStream;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -43,14 +66,8 @@ use std::time::{Duration, Instant};
 /// the flow has no bell (`BackFlowEntry::bell`; with one, the reader blocks until a frame
 /// comes or the connection's end rings it).
 const LOOK: Duration = Duration::from_millis(100);
-/// The first nap when only part of a frame came; each next one is twice as long, up to
-/// [`MAX_NAP`].
-const NAP: Duration = Duration::from_micros(50);
-/// The longest nap while part of a frame waits.
-const MAX_NAP: Duration = Duration::from_millis(20);
-/// How long part of a frame may wait for its rest before the flow ends (the sender writes
-/// a frame's rest at once, or gives up within 2 s and shuts the flow).
-const PARTIAL_LIMIT: Duration = Duration::from_secs(5);
+/// How long an ended flow is read (what comes dropped) until the far node ends it too.
+const DRAIN: Duration = Duration::from_secs(2);
 /// How long after the dialing connection ended the thread waits for the far node's close
 /// (a route that went silent never brings it).
 const ENDED_WAIT: Duration = Duration::from_secs(10);
@@ -102,13 +119,11 @@ enum Step {
 /// wake-up; without a bell it looks at the books every [`LOOK`].
 fn read(node: &Weak<Node>, f: Flow, s: TcpStream, bell: Option<EventFd>) {
     let mut buf = [0u8; BULK_FRAME * FRAMES_PER_LOOK];
+    let mut frames = Frames::default();
     // The connection the flow carries back, once a trigger named it.
     let mut carried: Option<u64> = None;
     // Since when the dialing connection is known ended.
     let mut ended: Option<Instant> = None;
-    // While part of a frame waits: the next nap, and since when.
-    let mut nap = NAP;
-    let mut partial: Option<Instant> = None;
     loop {
         let timeout = match (ended, &bell) {
             (Some(t), _) => match ENDED_WAIT.checked_sub(t.elapsed()) {
@@ -142,36 +157,26 @@ fn read(node: &Weak<Node>, f: Flow, s: TcpStream, bell: Option<EventFd>) {
             }
             continue;
         }
-        let n = match take_frames(s.as_fd(), BULK_FRAME, &mut buf) {
-            Ok(Taken::Frames(n)) => n,
-            Ok(Taken::Nothing | Taken::Partial) => {
-                // Part of a frame: its rest follows at once, or the sender gives up and
-                // shuts the flow; a sender that does neither ends it.
-                if partial.get_or_insert_with(Instant::now).elapsed() > PARTIAL_LIMIT {
-                    tracing::warn!(
-                        peer = f.peer,
-                        "part of a frame waited on a flow dialed to node {}; closed",
-                        f.peer
-                    );
-                    break;
-                }
-                std::thread::sleep(nap);
-                nap = (nap * 2).min(MAX_NAP);
-                continue;
+        let n = match frames.take(s.as_fd(), &mut buf) {
+            Ok(Some(n)) => n,
+            // The far node ended it (a part of a frame left is dropped: its sender gave up
+            // on it and took its own path): so does this side, for its process's sender.
+            Ok(None) => {
+                remora_sys::flow::end(s.as_fd(), DRAIN);
+                return;
             }
-            Ok(Taken::Closed) | Err(_) => return,
+            Err(_) => return,
         };
-        (nap, partial) = (NAP, None);
         for raw in buf[..n * BULK_FRAME].chunks_exact(BULK_FRAME) {
             if one(node, f, &mut carried, raw) == Step::End {
-                shut_flow(s.as_fd());
+                remora_sys::flow::end(s.as_fd(), DRAIN);
                 return;
             }
         }
         // The first trigger named the connection: the flow is its owner's to read too (when
         // that owner is the process that dialed it), and the transport's shared reader
-        // serves it from now on.
-        if let Some(c) = carried {
+        // serves it from now on; only at a frame's edge, as they read whole frames.
+        if let Some(c) = carried.filter(|_| !frames.split()) {
             let Some(n) = node.upgrade() else { return };
             let booking = {
                 let mut reg = n.lock();
@@ -189,6 +194,54 @@ fn read(node: &Weak<Node>, f: Flow, s: TcpStream, bell: Option<EventFd>) {
     }
     // The far node never closed it after the dialing connection ended.
     shut_flow(s.as_fd());
+}
+
+/// A flow read by this thread alone: the whole frames that wait are taken, and a frame
+/// split by the stream is read as far as it came, kept here and completed from the next
+/// bytes (left in the socket, its part may keep the receive window shut for good,
+/// `remora_sys::intr::take_frames`).
+struct Frames {
+    /// The first part of a split frame, `have` bytes of it.
+    part: [u8; BULK_FRAME],
+    have: usize,
+}
+
+impl Default for Frames {
+    fn default() -> Self {
+        Self { part: [0; BULK_FRAME], have: 0 }
+    }
+}
+
+impl Frames {
+    /// Whether part of a frame is kept (the stream is not at a frame's edge).
+    fn split(&self) -> bool {
+        self.have > 0
+    }
+
+    /// Read what waits on `fd` without blocking: `Some(n)` whole frames into the start of
+    /// `buf` (`n` may be 0: nothing yet, or only part of a frame), `None` at the flow's end.
+    fn take(&mut self, fd: BorrowedFd<'_>, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+        if self.have == 0 {
+            match take_frames(fd, BULK_FRAME, buf)? {
+                Taken::Frames(n) => return Ok(Some(n)),
+                Taken::Nothing => return Ok(Some(0)),
+                Taken::Closed => return Ok(None),
+                Taken::Partial => {}
+            }
+        }
+        match remora_sys::flow::recv(fd, &mut self.part[self.have..], false) {
+            Ok(0) => return Ok(None),
+            Ok(k) => self.have += k,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(Some(0)),
+            Err(e) => return Err(e),
+        }
+        if self.have < BULK_FRAME {
+            return Ok(Some(0));
+        }
+        buf[..BULK_FRAME].copy_from_slice(&self.part);
+        self.have = 0;
+        Ok(Some(1))
+    }
 }
 
 /// Check one frame read back and trigger it, on the node's books.
@@ -300,6 +353,54 @@ mod tests {
             assert_eq!(step(&mut carried, &raw, 5, 0), (Step::End, vec![]), "{raw:?}");
             assert_eq!(carried, None);
         }
+    }
+
+    /// Issue 19's two-way flood on a flow read back before it is booked: frames that pile
+    /// up unread shut the receive window with a frame split at its edge, and the part's
+    /// buffer keeps the window shut until the part is read. Left in the socket, its rest and
+    /// everything after it never came (the flow ended after 5 s), though every trigger had
+    /// returned `Ok` to its sender. Every frame sent is taken, each one whole.
+    #[test]
+    fn frames_that_piled_up_unread_are_all_served() {
+        use std::io::Write;
+        const FRAMES: u64 = 20_000;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tx = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (rx, _) = listener.accept().unwrap();
+        tx.set_nodelay(true).unwrap();
+        let one = trigger_of(7);
+        let sent = one.clone();
+        // One trigger after the other, whole frames each, while nobody reads.
+        let sender = std::thread::spawn(move || {
+            for _ in 0..FRAMES {
+                if tx.write_all(&sent).is_err() {
+                    break;
+                }
+            }
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let (mut frames, mut buf) = (Frames::default(), [0u8; BULK_FRAME * FRAMES_PER_LOOK]);
+        let mut got = 0u64;
+        let t = Instant::now();
+        while got < FRAMES && t.elapsed() < Duration::from_secs(20) {
+            match remora_sys::poller::wait_ready(&[rx.as_fd()], Some(Duration::from_millis(100))) {
+                Ok(0) => continue,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+            let Ok(Some(n)) = frames.take(rx.as_fd(), &mut buf) else { break };
+            for raw in buf[..n * BULK_FRAME].chunks_exact(BULK_FRAME) {
+                assert_eq!(raw, &one[..], "frame {got} came whole");
+                got += 1;
+            }
+        }
+        let stalled = !sender.is_finished();
+        // The flow's end lets a stalled sender go.
+        let _ = rx.shutdown(std::net::Shutdown::Both);
+        sender.join().unwrap();
+        assert_eq!(got, FRAMES, "triggers sent but never taken (sender stalled: {stalled})");
+        assert!(!frames.split());
     }
 
     #[test]

@@ -19,6 +19,19 @@
 //! starts the count again. The flow is not given back: the owner's one-wake-up path (and
 //! with `intr_pair` the backward direction) is lost for that flow's life, a cost
 //! ARCHITECTURE.md states.
+//!
+//! A flow ends (a refusal, a frame that does not belong, the far end's end) through
+//! `remora_sys::flow::end`: shut for writing, then what still comes is read and dropped
+//! until the far end ends its side too (at most [`DRAIN`]), never shut for reading. The
+//! flow may carry the owner's own triggers back the other way (`inbound/back_flow.rs`), to
+//! an interrupt that lives on: a socket shut for reading answers the far end's next bytes
+//! with a reset, which threw away what the owner had sent and the far end had not yet
+//! acknowledged, triggers that had returned `Ok`. Shut for writing only, what the owner
+//! sent before goes out ahead of the end of the stream and the far end's reader takes it
+//! all before it sees the end; the owner's next write fails and takes its own path. What
+//! is dropped here are triggers of the connection the flow was bound to, which a refusal
+//! says is gone (or sent after a frame that did not belong). The far end ends its side on
+//! seeing ours, so its sender learns on its next write, and the drain stops then.
 
 use crate::transport::{PeerMemory, SharedFlow};
 use remora_proto::link::{BulkFrame, BulkOp, BULK_FRAME};
@@ -47,10 +60,12 @@ const STALE_LOOKS: u32 = 2;
 const SPLIT_HELD: Duration = Duration::from_millis(10);
 /// The longest nap between looks while part of a frame waits (several looks see it stay).
 const SPLIT_NAP: Duration = Duration::from_millis(2);
+/// How long an ended flow is read (what comes dropped) until the far end ends it too.
+const DRAIN: Duration = Duration::from_secs(2);
 
 /// Serve `s`, bound to connection `handle` of `mem`, shared with its owner by `share`,
-/// until the flow ends or breaks; then shut it down both ways (the owner's duplicate
-/// sees the end too).
+/// until the flow ends or breaks; then end it without a reset (`remora_sys::flow::end`; the
+/// owner's duplicate sees the end too).
 pub(crate) fn serve_shared(
     peer: u32,
     bytes_in: &AtomicU64,
@@ -139,7 +154,7 @@ pub(crate) fn serve_shared(
             break;
         }
     }
-    let _ = s.shutdown(std::net::Shutdown::Both);
+    remora_sys::flow::end(s.as_fd(), DRAIN);
 }
 
 /// Serve flow `s` that nobody else reads any more ([`SharedFlow::leave`]): whole frames

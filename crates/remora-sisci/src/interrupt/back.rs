@@ -18,7 +18,10 @@
 //! when the whole frame fits at once; otherwise, or once the flow failed, it takes the
 //! connection's own path ([`super::direct`], or the daemons'), so nothing is lost and
 //! nothing counted twice (only whole frames are served). A refusal (the interrupt removed)
-//! ends the flow, and the next trigger learns the error through the own path. A disconnect
+//! ends the flow, and the next trigger learns the error through the own path. A flow out of
+//! step (part of a frame went, its rest did not within 2 s) is ended for writing only: the
+//! far process's triggers of our interrupt still come on it until its daemon sees the end
+//! and ends its side (never a reset, which would lose those sent and not yet here). A disconnect
 //! waits until what went back was taken by the far host's kernel (not yet served there):
 //! the disconnect, which goes through the daemons, can overtake it, and the far daemon
 //! then counts it all the same on the interrupt the flow carried it to, as long as the
@@ -162,7 +165,10 @@ pub(super) fn send(node: u32, mine: Side, remote: u64) -> bool {
                     (fd, n, (b.intr, b.conn))
                 }
                 Err(_) => {
-                    remora_sys::intr::shut_flow(b.fd.as_fd());
+                    // Out of step for good: ended for writing only (ended for reading too,
+                    // the far process's triggers that come next would be answered with a
+                    // reset, which throws away what they sent before and is not yet here).
+                    remora_sys::flow::shutdown(b.fd.as_fd(), true);
                     b.spent = true;
                     return false;
                 }
@@ -180,7 +186,7 @@ pub(super) fn send(node: u32, mine: Side, remote: u64) -> bool {
     // stream is out of step for good.
     let done = finish(fd.as_fd(), &bytes[n..]);
     if !done {
-        remora_sys::intr::shut_flow(fd.as_fd());
+        remora_sys::flow::shutdown(fd.as_fd(), true);
     }
     if let Some(mut all) = flows() {
         if let Some(b) = all.iter_mut().find(|b| (b.intr, b.conn) == key) {
