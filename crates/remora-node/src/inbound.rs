@@ -302,7 +302,9 @@ impl InterruptTarget {
     fn held(reg: &Registry, peer: u32, conn: u64) -> Option<(u64, bool)> {
         let c = reg.intr_conns.get(&conn)?;
         let by_peer = reg.sessions.get(&c.session).is_some_and(|s| s.role == Role::Peer { node: peer });
-        (by_peer && c.node == peer && matches!(c.target, ConnKind::Local { .. }))
+        // Only a connection counted far (`IntrConn::afar`) has its triggers come through
+        // this daemon: the owner's waits are on the bell then, which a flow relies on.
+        (by_peer && c.afar && c.node == peer && matches!(c.target, ConnKind::Local { .. }))
             .then_some((c.session, c.data))
     }
 }

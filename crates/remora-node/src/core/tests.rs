@@ -276,6 +276,14 @@ fn only_connections_whose_triggers_come_through_the_daemon_put_the_owner_on_the_
     let Ok((f3, _)) = r.connect_interrupt(far, 9, intno, false, true) else { panic!("connect") };
     r.trigger_interrupt(far, f3, None).unwrap();
     assert_eq!(r.interrupts[&intr].page.triggers().wrapping_sub(before), 2);
+    // A flow (whose triggers the owner reads on the bell) only for a connection counted
+    // far, though the near one is a peer's too.
+    let (flow, _other) = std::os::unix::net::UnixStream::pair().unwrap();
+    assert!(
+        r.share_flow(8, n2, std::os::fd::AsFd::as_fd(&flow), None).is_none(),
+        "a flow of a near connection"
+    );
+    assert!(r.share_flow(9, f3, std::os::fd::AsFd::as_fd(&flow), None).is_some());
     // A session's end disconnects its connections: the count goes back to none.
     r.end_session(far);
     assert!(!afar(&r));

@@ -99,7 +99,8 @@ impl Registry {
         let c = self.intr_conns.get(&conn)?;
         let by_peer = self.sessions.get(&c.session).is_some_and(|s| s.role == Role::Peer { node: peer });
         let ConnKind::Local { seg: h } = c.target else { return None };
-        if !by_peer || c.node != peer || c.data {
+        // A flow implies the connection counted far: the owner's waits are on the bell.
+        if !by_peer || !c.afar || c.node != peer || c.data {
             return None;
         }
         let id = self.handle();
