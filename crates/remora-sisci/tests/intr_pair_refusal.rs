@@ -83,6 +83,19 @@ fn race(removed: &Interrupt, flood: impl Fn() -> Result<()> + Sync, live: impl F
     })
 }
 
+/// The removed interrupt's sender learns it: within a generous bound, its triggers say
+/// `NoSuchIntno` (the flow's end reached it, and its own path says why).
+fn learns_the_removal(trigger: impl Fn() -> Result<()>, what: &str) {
+    let t = std::time::Instant::now();
+    loop {
+        match trigger() {
+            Err(Error::NoSuchIntno) => return,
+            other if t.elapsed() > Duration::from_secs(10) => panic!("{what}: still {other:?}"),
+            _ => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+}
+
 #[test]
 fn a_refusal_loses_none_of_the_other_directions_triggers() {
     let h = remora_testkit::Harness::with_cluster_keys(&[4, 8], "force_tcp = true\n");
@@ -98,6 +111,7 @@ fn a_refusal_loses_none_of_the_other_directions_triggers() {
         assert_eq!(ok, TRIGGERS, "round {round}: node 8's interrupt lives");
         let got = count(&p.hi_intr);
         assert_eq!(got, ok, "round {round}: triggers of node 8's live interrupt that returned Ok");
+        learns_the_removal(|| p.to_lo.trigger(), "triggers of node 4's removed interrupt");
         // The higher process's interrupt removed (its daemon refuses the lower process's
         // triggers, which come on the flow) while the higher process triggers back on it.
         let p = engaged(&lo, &hi, 102 + 4 * round, 103 + 4 * round);
@@ -105,5 +119,6 @@ fn a_refusal_loses_none_of_the_other_directions_triggers() {
         assert_eq!(ok, TRIGGERS, "round {round}: node 4's interrupt lives");
         let got = count(&p.lo_intr);
         assert_eq!(got, ok, "round {round}: triggers of node 4's live interrupt that returned Ok");
+        learns_the_removal(|| p.to_hi.trigger(), "triggers of node 8's removed interrupt");
     }
 }

@@ -21,7 +21,10 @@
 //! ends the flow, and the next trigger learns the error through the own path. A flow out of
 //! step (part of a frame went, its rest did not within 2 s) is ended for writing only: the
 //! far process's triggers of our interrupt still come on it until its daemon sees the end
-//! and ends its side (never a reset, which would lose those sent and not yet here). A disconnect
+//! and ends its side (never a reset, which would lose those sent and not yet here). The
+//! far daemon ends a flow the same way (`remora_sys::flow::end`): it drops what still
+//! comes, so a trigger looks (at most every millisecond) whether the far node ended the
+//! flow before it sends on it, and takes its own path once it did. A disconnect
 //! waits until what went back was taken by the far host's kernel (not yet served there):
 //! the disconnect, which goes through the daemons, can overtake it, and the far daemon
 //! then counts it all the same on the interrupt the flow carried it to, as long as the
@@ -51,6 +54,9 @@ pub(super) fn side(desc: &crate::Descriptor) -> Side {
 const FINISH: Duration = Duration::from_secs(2);
 /// How long a disconnect waits for what went back to be taken.
 const SETTLE: Duration = Duration::from_secs(2);
+/// How often triggers look whether the far node ended the flow (a look is a system call,
+/// as long as the send itself).
+const LOOK_EVERY: Duration = Duration::from_millis(1);
 
 /// A flow that may carry our triggers back.
 #[derive(Debug)]
@@ -71,6 +77,8 @@ struct Back {
     /// A trigger finishes a frame on it without the table's lock: others take their own path
     /// meanwhile.
     busy: bool,
+    /// When the far node's end of it was last looked for ([`LOOK_EVERY`]).
+    looked: Option<Instant>,
 }
 
 static FLOWS: Mutex<Vec<Back>> = Mutex::new(Vec::new());
@@ -115,6 +123,7 @@ pub(super) fn offer(intr: u64, mine: Side, set: &[(OwnedFd, u64)], nodes: &[u32]
                 carries: None,
                 spent: false,
                 busy: false,
+                looked: None,
             });
         }
     }
@@ -153,6 +162,16 @@ pub(super) fn send(node: u32, mine: Side, remote: u64) -> bool {
             },
         };
         let b = &mut all[at];
+        // The far node ended the flow (a refusal ends it for writing only, and drops what
+        // still comes: `remora_sys::flow::end`): this and later triggers take their own
+        // path, which says the error.
+        if b.looked.is_none_or(|t| t.elapsed() >= LOOK_EVERY) {
+            b.looked = Some(Instant::now());
+            if remora_sys::intr::sender_gone(b.fd.as_fd()) {
+                b.spent = true;
+                return false;
+            }
+        }
         b.carries = Some(remote);
         match remora_sys::flow::send(b.fd.as_fd(), bytes, false) {
             Ok(n) if n == bytes.len() => {
