@@ -53,9 +53,10 @@ pub struct DsmTiming {
     /// `REMORA_DSM_FLUSH_MIN_US` (default 10, at most `flush`): how often the pager looks at
     /// pages written lately.
     pub flush_min: Duration,
-    /// `REMORA_DSM_SPIN_US` (default 50; 0: never): how long the pager keeps looking without
-    /// sleeping after a lone store; up to 15 times longer when lone stores come a little
-    /// further apart (at most 500 µs), never 10 ms in a row without a rest.
+    /// `REMORA_DSM_SPIN_US` (default 50, at most 10000; 0: never): how long the pager keeps
+    /// looking without sleeping after a lone store; up to 15 times longer when the last two
+    /// lone stores came at most 500 µs apart (1.5 times their gap); never more than about
+    /// 80% of the time, whatever the stores.
     pub spin: Duration,
     /// `REMORA_DSM_REFRESH_US` (default 1000): how often a map drops clean pages.
     pub refresh: Duration,
@@ -332,7 +333,7 @@ impl Config {
             dsm: DsmTiming {
                 flush,
                 flush_min,
-                spin: us("REMORA_DSM_SPIN_US", 50, 1_000_000)?,
+                spin: us("REMORA_DSM_SPIN_US", 50, 10_000)?,
                 refresh: match us("REMORA_DSM_REFRESH_US", 1000, 60_000_000)? {
                     d if d.is_zero() => {
                         return Err(ConfigError::new(
@@ -444,6 +445,14 @@ mod tests {
         }
         assert!(err(&[("REMORA_IDLE_EXIT", "1m")]).contains("(seconds)"));
         assert!(err(&[("REMORA_DSM_REFRESH_US", "0")]).contains("1..="));
+        // The pager's spin is at most 10 ms.
+        let c = Config::from_vars([("REMORA_DSM_SPIN_US", "10000")]).unwrap();
+        assert_eq!(c.dsm.spin, Duration::from_millis(10));
+        let m = err(&[("REMORA_DSM_SPIN_US", "10001")]);
+        assert!(
+            m.starts_with("REMORA_DSM_SPIN_US=\"10001\": allowed: a decimal integer 0..=10000 (µs)"),
+            "{m}"
+        );
         // flush_min never exceeds flush.
         let c = Config::from_vars([("REMORA_DSM_FLUSH_US", "5"), ("REMORA_DSM_FLUSH_MIN_US", "40")]).unwrap();
         assert_eq!(c.dsm.flush_min, Duration::from_micros(5));

@@ -33,8 +33,8 @@
 //! refresh of maps nobody touches, sleeps until a fault or a command. After a lone change
 //! the pager looks without sleeping for `REMORA_DSM_SPIN_US` (default 50), yielding between
 //! looks: in a ping-pong the next store comes one round trip later and leaves at once
-//! (longer, up to 15 times, when lone changes come a little further apart; never long
-//! without a rest, as a heartbeat store would keep it spinning: `pager/spin.rs`).
+//! (longer, up to 15 times, when lone changes come a little further apart; never more than
+//! about 4/5 of the time, as a heartbeat or a flag would keep it spinning: `pager/spin.rs`).
 //! `CROWDED_LOOKS` looks of a spin, most of its looks or waiting most of the time, each kept
 //! from a core for `CROWDED` mean programs that never yield hold the cores: the pager then
 //! stops spinning for a while and runs at nice -20 (where allowed) so that its ticks

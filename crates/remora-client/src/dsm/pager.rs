@@ -247,9 +247,8 @@ impl Pager {
         // Programs that poll without ever yielding can hold every core (`spin.rs`): the pager
         // then stops spinning for a while and runs urgent (nice -20, where allowed), so its
         // ticks and faults preempt the pollers. Otherwise it runs at the default priority,
-        // where yielding really gives the core away.
-        // Spinning without a rest for long makes spins plain for a while (`spin.rs`).
-        let (mut crowd, mut budget) = (spin::Crowd::default(), spin::Budget::default());
+        // where yielding really gives the core away. It never spins most of the time.
+        let (mut crowd, mut share) = (spin::Crowd::default(), spin::Share::default());
         let mut urgent = false;
         let mut looks = 0u32;
         let mut maps: BTreeMap<usize, (u64, PMap)> = BTreeMap::new();
@@ -264,8 +263,8 @@ impl Pager {
                     .flatten()
                     .min();
                 let crowded = crowd.crowded(now);
-                let spinning = !crowded && maps.values().any(|(_, m)| m.spin_until.is_some_and(|u| now < u));
-                budget.look(spinning, now);
+                let wants = !crowded && maps.values().any(|(_, m)| m.spin_until.is_some_and(|u| now < u));
+                let spinning = share.look(wants, now);
                 if !spinning {
                     for (_, m) in maps.values_mut() {
                         m.spin_until = None;
@@ -279,7 +278,9 @@ impl Pager {
                     // Looking without sleeping: give the core to whoever else wants it first.
                     let y = Instant::now();
                     std::thread::yield_now();
-                    crowd.yielded(y.elapsed(), Instant::now());
+                    let (waited, back) = (y.elapsed(), Instant::now());
+                    crowd.yielded(waited, back);
+                    share.gave_away(waited, back);
                     Some(Duration::ZERO)
                 } else {
                     due.map(|d| d.saturating_duration_since(now))
@@ -331,10 +332,9 @@ impl Pager {
                     }
                 }
                 let now = Instant::now();
-                let longer = budget.longer(now);
                 for (_, m) in maps.values_mut() {
                     if m.next_tick.is_some_and(|d| now >= d) || m.spin_until.is_some_and(|u| now < u) {
-                        self.tick(m, longer);
+                        self.tick(m);
                     }
                     if now >= m.last_refresh + self.refresh {
                         self.refresh_map(m);
@@ -498,15 +498,15 @@ impl Pager {
 
     /// Look at the watched pages: send what changed, protect those quiet for [`QUIET`], and
     /// plan the next look: soon after a change (later while a writer streams, to batch its
-    /// stores), backing off while nothing changes. `longer`: spins may outlast the setting.
-    fn tick(&self, m: &mut PMap, longer: bool) {
+    /// stores), backing off while nothing changes.
+    fn tick(&self, m: &mut PMap) {
         let t = Instant::now();
         let (changed, watching) = self.flush_pages(m, false, false, t);
         if changed {
             // A lone change opens a spell of looking without sleeping; a writer that keeps
             // storing ends it (its stores batch at the tick).
             let lone = !m.streaming && !self.spin.is_zero();
-            m.spin_until = lone.then(|| t + spin::after_lone(m, self.spin, longer, t));
+            m.spin_until = lone.then(|| t + spin::after_lone(m, self.spin, t));
         }
         if !watching {
             m.spin_until = None;

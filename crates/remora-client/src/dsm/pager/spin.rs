@@ -8,13 +8,15 @@
 //! round trip longer still: the ping-pong stayed 10-17 times raw TCP instead of 3 in the
 //! benchmark's loaded runs.
 //!
-//! Never for long without a rest ([`Budget`]): the pager cannot tell a ping-pong from a
-//! program that stores a heartbeat every few hundred µs, whose every store would come
-//! within the spin after the last, so that the pager would spin a core forever. After
-//! [`SPIN_BUDGET`] of spinning without a rest, spins are `REMORA_DSM_SPIN_US` only for a
-//! while ([`REST`], twice as long when the budget is spent again right after, up to
-//! [`REST_MOST`]). Lone changes closer together than even the plain spin keep it spinning,
-//! as ticking instead would cost about as much (a look every `REMORA_DSM_FLUSH_MIN_US`).
+//! Never most of the time ([`Share`]): the pager cannot tell a ping-pong from a program that
+//! stores a heartbeat every few hundred µs, or a flag every few µs, whose every store comes
+//! within the spin after the last, so that the pager would spin a core forever. Once it has
+//! spun more than [`SHARE_NUM`]/[`SHARE_DEN`] of the time lately (a leaky bucket: the time
+//! spun fills it, [`SHARE_NUM`]/[`SHARE_DEN`] of all time drains it, full at [`SHARE_CAP`]),
+//! it does not spin at all until the bucket is half empty; it then ticks every
+//! `REMORA_DSM_FLUSH_MIN_US` to `REMORA_DSM_FLUSH_US` after a change, which keeps the flush
+//! promise. Over any while T it spins at most 4/5 T + [`SHARE_CAP`]. Time a look gave the
+//! core away (another thread ran) is no spinning.
 //!
 //! Not at all while programs that never yield hold the cores (`CROWDED`, `CROWDED_LOOKS`
 //! in `dsm/mod.rs`): a spinning pager kept from a core that long at most of its looks, or
@@ -34,60 +36,60 @@ const SPIN_GAP: Duration = Duration::from_micros(500);
 const LONGER_MOST: u32 = 15;
 
 /// How long the pager spins after a lone change of `m` found at `t`: at least `spin`,
-/// longer (up to [`LONGER_MOST`] × `spin`) when `longer` and lone changes come a little
-/// further apart than `spin`.
-pub(super) fn after_lone(m: &mut PMap, spin: Duration, longer: bool, t: Instant) -> Duration {
-    spin_for(&mut m.last_lone, spin, longer, t)
+/// longer (up to [`LONGER_MOST`] × `spin`) when lone changes come a little further apart
+/// than `spin`.
+pub(super) fn after_lone(m: &mut PMap, spin: Duration, t: Instant) -> Duration {
+    spin_for(&mut m.last_lone, spin, t)
 }
 
 /// [`after_lone`] with the map's last lone change `last` (set to `t`).
-fn spin_for(last: &mut Option<Instant>, spin: Duration, longer: bool, t: Instant) -> Duration {
+fn spin_for(last: &mut Option<Instant>, spin: Duration, t: Instant) -> Duration {
     let gap = last.replace(t).map(|l| t.saturating_duration_since(l));
-    let ext = gap.filter(|g| longer && *g <= SPIN_GAP).map_or(Duration::ZERO, |g| g + g / 2);
+    let ext = gap.filter(|g| *g <= SPIN_GAP).map_or(Duration::ZERO, |g| g + g / 2);
     spin.max(ext.min(spin * LONGER_MOST))
 }
 
-/// Spinning without a rest this long spends the pager's budget.
-const SPIN_BUDGET: Duration = Duration::from_millis(10);
-/// How long spins are plain once the budget is spent; twice as long as the last time (up
-/// to [`REST_MOST`]) when it is spent again within that long after the last while ended.
-const REST: Duration = Duration::from_millis(50);
-const REST_MOST: Duration = Duration::from_secs(1);
+/// The share of the time the pager may spin: [`SHARE_NUM`]/[`SHARE_DEN`].
+const SHARE_NUM: u32 = 4;
+const SHARE_DEN: u32 = 5;
+/// How far spinning may run ahead of that share before the pager stops spinning.
+const SHARE_CAP: Duration = Duration::from_millis(1);
 
-/// How long the pager has spun without a rest, and what it may spin now.
+/// How much of the time the pager has spun lately.
 #[derive(Debug, Default)]
-pub(super) struct Budget {
-    /// When the pager's spinning without a rest began.
-    since: Option<Instant>,
-    /// Until when spins are plain, and how long the last such while was.
-    until: Option<Instant>,
-    span: Duration,
+pub(super) struct Share {
+    /// Time spun, less the share of all time, since the bucket was last empty.
+    level: Duration,
+    /// The last look, and whether the pager spun since.
+    last: Option<(Instant, bool)>,
+    /// Full: no spinning until the level is down to half [`SHARE_CAP`].
+    full: bool,
 }
 
-impl Budget {
-    /// Whether a spin may last longer than `REMORA_DSM_SPIN_US` at `now`.
-    pub(super) fn longer(&self, now: Instant) -> bool {
-        self.until.is_none_or(|u| now >= u)
+impl Share {
+    /// A look of the pager's loop at `now` that would spin if `wants`: whether it spins.
+    pub(super) fn look(&mut self, wants: bool, now: Instant) -> bool {
+        if let Some((t, spun)) = self.last {
+            let dt = now.saturating_duration_since(t);
+            let spun = if spun { dt } else { Duration::ZERO };
+            self.level = (self.level + spun).saturating_sub(dt * SHARE_NUM / SHARE_DEN);
+        }
+        if self.level >= SHARE_CAP {
+            self.full = true;
+        } else if self.level <= SHARE_CAP / 2 {
+            self.full = false;
+        }
+        let spins = wants && !self.full;
+        self.last = Some((now, spins));
+        spins
     }
 
-    /// A look of the pager's loop at `now`: spinning (no sleep) or not (a rest).
-    pub(super) fn look(&mut self, spinning: bool, now: Instant) {
-        if !spinning {
-            self.since = None;
-            return;
+    /// A look gave the core away for `waited`, up to `now`: the pager did not spin meanwhile.
+    pub(super) fn gave_away(&mut self, waited: Duration, now: Instant) {
+        if let Some((t, true)) = self.last {
+            let rest = waited.min(now.saturating_duration_since(t));
+            self.level = self.level.saturating_sub(rest);
         }
-        let since = *self.since.get_or_insert(now);
-        if now.saturating_duration_since(since) <= SPIN_BUDGET {
-            return;
-        }
-        self.since = Some(now);
-        if self.until.is_some_and(|u| now < u) {
-            return;
-        }
-        // Spent again within the last span after the last while ended: longer.
-        let again = self.until.is_some_and(|u| now.saturating_duration_since(u) < self.span);
-        self.span = if again { (self.span * 2).min(REST_MOST) } else { REST };
-        self.until = Some(now + self.span);
     }
 }
 
@@ -158,88 +160,116 @@ mod tests {
     fn a_spin_lasts_until_about_the_next_lone_change() {
         let spin = US(50);
         let (mut last, t) = (None, Instant::now());
-        assert_eq!(spin_for(&mut last, spin, true, t), spin, "the first change");
-        assert_eq!(spin_for(&mut last, spin, true, t + US(20)), spin, "changes closer than the spin");
-        assert_eq!(spin_for(&mut last, spin, true, t + US(220)), US(300), "a round trip of 200 µs");
-        assert_eq!(spin_for(&mut last, spin, true, t + US(220) + SPIN_GAP), SPIN_GAP * 3 / 2);
+        assert_eq!(spin_for(&mut last, spin, t), spin, "the first change");
+        assert_eq!(spin_for(&mut last, spin, t + US(20)), spin, "changes closer than the spin");
+        assert_eq!(spin_for(&mut last, spin, t + US(220)), US(300), "a round trip of 200 µs");
+        assert_eq!(spin_for(&mut last, spin, t + US(220) + SPIN_GAP), SPIN_GAP * 3 / 2);
         let far = t + US(221) + SPIN_GAP * 2;
-        assert_eq!(spin_for(&mut last, spin, true, far), spin, "changes far apart");
-        assert_eq!(spin_for(&mut last, spin, false, far + US(200)), spin, "the budget spent");
+        assert_eq!(spin_for(&mut last, spin, far), spin, "changes far apart");
     }
 
     #[test]
     fn the_longer_spin_is_tied_to_the_setting() {
         let (mut last, t) = (None, Instant::now());
-        spin_for(&mut last, US(5), true, t);
-        assert_eq!(spin_for(&mut last, US(5), true, t + US(200)), US(5) * LONGER_MOST);
-        assert_eq!(spin_for(&mut last, Duration::ZERO, true, t + US(400)), Duration::ZERO, "0: never");
+        spin_for(&mut last, US(5), t);
+        assert_eq!(spin_for(&mut last, US(5), t + US(200)), US(5) * LONGER_MOST);
+        assert_eq!(spin_for(&mut last, Duration::ZERO, t + US(400)), Duration::ZERO, "0: never");
     }
 
-    /// Simulates a pager watching a program that makes a lone store every `every` for
-    /// `total`, looking every 10 µs: what share of the last `tail` it spent spinning, and
-    /// its longest spinning without a rest.
-    fn periodic_writer(every: Duration, total: Duration, tail: Duration) -> (f64, Duration) {
-        let (spin, step, t0) = (US(50), US(10), Instant::now());
-        let (mut b, mut last, mut spin_until) = (Budget::default(), None, None::<Instant>);
-        let (mut next_store, mut spun, mut run, mut longest) = (t0, Duration::ZERO, None, Duration::ZERO);
-        let mut now = t0;
+    /// Simulates a pager watching a program whose `i`th lone store comes `gap(i)` after the
+    /// one before, for 5 s, looking every 10 µs (each look, when spinning, giving the core
+    /// away for `away`): the share of the last 3 s it spun, and the largest share of any
+    /// 20 ms.
+    fn writer(gap: impl Fn(u64) -> Duration, away: Duration) -> (f64, f64) {
+        let (spin, step, t0, total) = (US(50), US(10), Instant::now(), Duration::from_secs(5));
+        let window = (Duration::from_millis(20).as_micros() / step.as_micros()) as usize;
+        let (mut share, mut last, mut spin_until) = (Share::default(), None, None::<Instant>);
+        let (mut next_store, mut i, mut now) = (t0, 0, t0);
+        let (mut looks, mut in_window, mut most) = (Vec::new(), 0usize, 0usize);
         while now < t0 + total {
-            let spinning = spin_until.is_some_and(|u| now < u);
-            b.look(spinning, now);
-            if spinning {
-                let s = *run.get_or_insert(now);
-                longest = longest.max(now - s + step);
-                if now >= t0 + total - tail {
-                    spun += step;
-                }
+            let spins = share.look(spin_until.is_some_and(|u| now < u), now);
+            if spins {
+                share.gave_away(away, now + step);
             } else {
-                run = None;
+                spin_until = None;
             }
+            looks.push(spins);
+            in_window += usize::from(spins);
+            if looks.len() > window {
+                in_window -= usize::from(looks[looks.len() - 1 - window]);
+                most = most.max(in_window);
+            }
+            // The pager sees the store at once when spinning, else at its next tick (every
+            // 10 µs after a change): at the next look either way.
             if now >= next_store {
-                next_store += every;
-                spin_until = Some(now + spin_for(&mut last, spin, b.longer(now), now));
+                next_store += gap(i);
+                i += 1;
+                spin_until = Some(now + spin_for(&mut last, spin, now));
             }
             now += step;
         }
-        (spun.as_secs_f64() / tail.as_secs_f64(), longest)
+        let tail = &looks[looks.len() * 2 / 5..];
+        let spun = tail.iter().filter(|s| **s).count() as f64 / tail.len() as f64;
+        (spun, most as f64 / window as f64)
     }
 
-    #[test]
-    fn a_periodic_writers_spinning_ends() {
-        // A heartbeat every 490 µs: each store comes within the longer spin after the last.
-        let (share, longest) = periodic_writer(US(490), Duration::from_secs(5), Duration::from_secs(3));
-        // The budget, and the longer spin open when it was spent.
-        assert!(longest <= SPIN_BUDGET + US(50) * LONGER_MOST, "spun {longest:?} without a rest");
-        // Plain spins (50 µs of every 490) and a budget now and then.
-        assert!(share < 0.15, "spinning {:.0}% of the time", share * 100.0);
-    }
+    const NOTHING: Duration = Duration::ZERO;
 
     #[test]
-    fn a_spent_budget_rests_twice_as_long_when_spent_again_at_once() {
-        let (mut b, t) = (Budget::default(), Instant::now());
-        let spend = |b: &mut Budget, t: Instant| {
-            b.look(true, t);
-            b.look(true, t + SPIN_BUDGET + US(1));
-            t + SPIN_BUDGET + US(1)
-        };
-        let t1 = spend(&mut b, t);
-        assert!(!b.longer(t1));
-        assert!(b.longer(t1 + REST));
-        let mut span = REST;
-        let mut t = t1 + REST;
-        while span < REST_MOST {
-            b.look(false, t);
-            let ti = spend(&mut b, t);
-            span = (span * 2).min(REST_MOST);
-            assert!(!b.longer(ti + span - US(1)), "a rest of {span:?}");
-            assert!(b.longer(ti + span));
-            t = ti + span;
+    fn no_pattern_of_stores_keeps_the_pager_spinning_most_of_the_time() {
+        let patterns: [(&str, &dyn Fn(u64) -> Duration); 5] = [
+            ("a heartbeat every 490 µs", &|_| US(490)),
+            ("490 µs, every 18th 760 µs", &|i| if i % 18 == 17 { US(760) } else { US(490) }),
+            ("300 µs, every 30th 460 µs", &|i| if i % 30 == 29 { US(460) } else { US(300) }),
+            ("250..450 µs", &|i| US(250 + (i * 2_654_435_761) % 201)),
+            ("a flag every 40 µs", &|_| US(40)),
+        ];
+        for (name, gap) in patterns {
+            let (spun, most) = writer(gap, NOTHING);
+            // 4/5 of the time, and the bucket (1 ms) in a window of 20 ms.
+            assert!(spun <= 0.81, "{name}: spinning {:.0}% of the time", spun * 100.0);
+            assert!(most <= 0.86, "{name}: spinning {:.0}% of 20 ms", most * 100.0);
         }
-        assert_eq!(span, REST_MOST);
-        // A rest now and then: the first span again.
-        b.look(false, t + REST_MOST * 2);
-        let tl = spend(&mut b, t + REST_MOST * 2);
-        assert!(b.longer(tl + REST));
+    }
+
+    #[test]
+    fn a_ping_pong_keeps_spinning_most_of_the_time() {
+        let (spun, _) = writer(|_| US(30), NOTHING);
+        assert!(spun >= 0.75, "spinning {:.0}% of the time", spun * 100.0);
+        // A round trip of 300 µs: the longer spin covers it.
+        let (spun, _) = writer(|_| US(300), NOTHING);
+        assert!(spun >= 0.75, "spinning {:.0}% of the time", spun * 100.0);
+        // Lone stores far apart: a plain spin after each.
+        let (spun, _) = writer(|_| US(2000), NOTHING);
+        assert!(spun < 0.05, "spinning {:.0}% of the time", spun * 100.0);
+    }
+
+    #[test]
+    fn time_given_away_is_no_spinning() {
+        // Each look of the flag's pager gives the core away for 5 of its 10 µs: it spins
+        // about half of the time, so the share never stops it.
+        let (spun, _) = writer(|_| US(40), US(5));
+        assert!(spun >= 0.99, "spinning {:.0}% of the time", spun * 100.0);
+        // Given away for 1 of 10 µs: its own time (9/10 of the spinning) is 4/5.
+        let (spun, _) = writer(|_| US(40), US(1));
+        assert!(spun * 0.9 <= 0.81, "spinning {:.0}% of the time", spun * 100.0);
+    }
+
+    #[test]
+    fn a_full_bucket_stops_spinning_until_half_empty() {
+        let (mut s, t) = (Share::default(), Instant::now());
+        assert!(s.look(true, t));
+        // Spinning 5 ms fills 1 ms (a fifth of the time).
+        assert!(s.look(true, t + SHARE_CAP * 5 - US(10)));
+        assert!(!s.look(true, t + SHARE_CAP * 5), "full");
+        // Resting drains 4/5 of the time: half of 1 ms in 625 µs.
+        let t2 = t + SHARE_CAP * 5;
+        assert!(!s.look(true, t2 + US(600)), "not half empty yet");
+        assert!(s.look(true, t2 + US(625)), "half empty");
+        // A long rest empties it.
+        assert!(!s.look(false, t2 + US(626)));
+        assert!(!s.look(false, t2 + Duration::from_secs(1)));
+        assert_eq!(s.level, Duration::ZERO);
     }
 
     /// A look that waited `waited`, `gap` after the last one ended at `*t`.
