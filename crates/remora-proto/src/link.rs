@@ -472,6 +472,19 @@ impl BulkFrame {
         }
     }
 
+    /// A plain trigger of connection `conn`: no payload, nobody waits for an answer (tag 0,
+    /// offset 0, `ok` false), the frame a trigger flow carries.
+    pub fn trigger(conn: u64) -> BulkFrame {
+        BulkFrame::from_header(&BulkHeader {
+            op: BulkOp::Trigger,
+            tag: 0,
+            conn,
+            offset: 0,
+            len: 0,
+            ok: false,
+        })
+    }
+
     /// Check and decode a received header.
     ///
     /// # Errors
@@ -526,5 +539,11 @@ mod tests {
         assert!(BulkFrame::parse(&long).is_err());
         long.truncate(10);
         assert!(BulkFrame::parse(&long).is_err());
+    }
+
+    #[test]
+    fn a_plain_trigger_is_a_bare_trigger_of_its_connection() {
+        let want = BulkHeader { op: BulkOp::Trigger, tag: 0, conn: 7, offset: 0, len: 0, ok: false };
+        assert_eq!(BulkFrame::parse(BulkFrame::trigger(7).as_bytes()).unwrap(), want);
     }
 }

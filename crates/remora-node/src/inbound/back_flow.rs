@@ -300,7 +300,7 @@ mod tests {
     }
 
     fn trigger_of(conn: u64) -> Vec<u8> {
-        frame(BulkOp::Trigger, conn, 0, false)
+        BulkFrame::trigger(conn).as_bytes().to_vec()
     }
 
     /// Runs `check_and_trigger` on `raw` with books that allow `allowed` only and refuse
@@ -364,10 +364,7 @@ mod tests {
     fn frames_that_piled_up_unread_are_all_served() {
         use std::io::Write;
         const FRAMES: u64 = 20_000;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut tx = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (rx, _) = listener.accept().unwrap();
-        tx.set_nodelay(true).unwrap();
+        let (mut tx, rx) = crate::transport::shared_flow::testing::flow_pair();
         let one = trigger_of(7);
         let sent = one.clone();
         // One trigger after the other, whole frames each, while nobody reads.

@@ -62,40 +62,12 @@ impl Drop for OwnerFlow {
 mod tests {
     use super::*;
     use crate::transport::shared_flow::serve_shared;
-    use crate::transport::PeerMemory;
-    use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, BULK_FRAME};
+    use crate::transport::shared_flow::testing::{flow_pair, wait_for, Counted};
+    use remora_proto::link::{BulkFrame, BULK_FRAME};
     use remora_sys::intr::IntrPage;
     use std::io::Write;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
-    use std::time::Instant;
+    use std::sync::atomic::AtomicU64;
     use zerocopy::IntoBytes;
-
-    /// An interrupt that counts its triggers.
-    #[derive(Default)]
-    struct Counted(AtomicU64);
-
-    impl PeerMemory for Counted {
-        fn resolve(&self, _: u64, _: u64, _: bool) -> Option<Vec<(Arc<remora_sys::Mapping>, usize, usize)>> {
-            None
-        }
-
-        fn trigger(&self, _: &[u8]) -> Result<(), remora_proto::Error> {
-            self.0.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        }
-    }
-
-    fn wait_for(what: impl Fn() -> bool) -> bool {
-        let t = Instant::now();
-        while !what() {
-            if t.elapsed() > Duration::from_secs(10) {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        true
-    }
 
     /// A flow booked for the owner whose split frame stays: the daemon's thread takes it
     /// and the page's generation of the set moves on even though the node is gone (no
@@ -114,19 +86,8 @@ mod tests {
             booking: SharedBooking { intr: 1, id: 2, joined, page },
             polls: 0,
         };
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut tx = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (rx, _) = listener.accept().unwrap();
-        tx.set_nodelay(true).unwrap();
-        tx.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
-        let frame = BulkFrame::from_header(&BulkHeader {
-            op: BulkOp::Trigger,
-            tag: 0,
-            conn: 7,
-            offset: 0,
-            len: 0,
-            ok: false,
-        });
+        let (mut tx, rx) = flow_pair();
+        let frame = BulkFrame::trigger(7);
         let (mem, bytes) = (Counted::default(), AtomicU64::new(0));
         std::thread::scope(|sc| {
             let server = sc.spawn(|| serve_shared(4, &bytes, rx, 7, &mem, Box::new(share)));
@@ -140,7 +101,7 @@ mod tests {
                 owners.read_unlock();
             }
             tx.write_all(&frame.as_bytes()[BULK_FRAME / 2..]).unwrap();
-            let served = wait_for(|| mem.0.load(Ordering::SeqCst) == 1);
+            let served = wait_for(|| mem.count() == 1);
             drop(tx);
             server.join().unwrap();
             assert!(moved, "the generation stayed at {joined}: the owner would read the flow too");

@@ -41,6 +41,9 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+#[cfg(test)]
+pub(crate) mod testing;
+
 /// How long the thread sleeps while the owner reads (it looks again after that). Long: a
 /// flow's end wakes it at once, frames nobody waits for may wait, and a thread that woke
 /// often would change how the machine's idle cores sleep (a ping-pong of blocked waits is
@@ -202,29 +205,12 @@ fn serve_triggers(peer: u32, frames: &[u8], handle: u64, mem: &dyn PeerMemory) -
 
 #[cfg(test)]
 mod tests {
+    use super::testing::{flow_pair, wait_for, Counted};
     use super::*;
-    use remora_proto::link::BulkHeader;
-    use remora_proto::Error;
     use std::io::Write;
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
-    use std::time::Instant;
     use zerocopy::IntoBytes;
-
-    /// An interrupt that counts its triggers.
-    #[derive(Default)]
-    struct Counted(AtomicU64);
-
-    impl PeerMemory for Counted {
-        fn resolve(&self, _: u64, _: u64, _: bool) -> Option<Vec<(Arc<remora_sys::Mapping>, usize, usize)>> {
-            None
-        }
-
-        fn trigger(&self, _: &[u8]) -> Result<(), Error> {
-            self.0.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        }
-    }
 
     /// An owner that says it reads while `reads` says so, with a reader lock the test may
     /// hold (`lock`), that tells when the thread took the flow from it (`left`).
@@ -270,20 +256,9 @@ mod tests {
     #[test]
     fn frames_that_piled_up_unread_are_all_served() {
         const FRAMES: u64 = 20_000;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut tx = StdStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (rx, _) = listener.accept().unwrap();
-        tx.set_nodelay(true).unwrap();
         // A write held back for good fails (the test reports it) instead of hanging.
-        tx.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
-        let frame = BulkFrame::from_header(&BulkHeader {
-            op: BulkOp::Trigger,
-            tag: 0,
-            conn: 7,
-            offset: 0,
-            len: 0,
-            ok: false,
-        });
+        let (mut tx, rx) = flow_pair();
+        let frame = BulkFrame::trigger(7);
         // The owner holds the lock and reads (it says), then stops.
         let (reads, lock) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicBool::new(true)));
         let left = Arc::new(AtomicBool::new(false));
@@ -304,14 +279,11 @@ mod tests {
             std::thread::sleep(Duration::from_millis(300));
             reads.store(false, Ordering::SeqCst);
             lock.store(false, Ordering::SeqCst);
-            let t = Instant::now();
-            while mem.0.load(Ordering::SeqCst) < FRAMES && t.elapsed() < Duration::from_secs(20) {
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            wait_for(|| mem.count() >= FRAMES);
             let stalled = !sender.is_finished();
             // The flow's end lets the server go, and a stalled sender.
             let _ = rx_end.shutdown(std::net::Shutdown::Both);
-            (mem.0.load(Ordering::SeqCst), stalled)
+            (mem.count(), stalled)
         });
         let left = left.load(Ordering::SeqCst);
         assert_eq!(

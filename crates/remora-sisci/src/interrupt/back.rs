@@ -31,7 +31,7 @@
 //! flow lives. A child made by `fork` never touches the table (the sockets are its
 //! parent's): its triggers take their own path.
 
-use remora_proto::link::{BulkFrame, BulkHeader, BulkOp};
+use remora_proto::link::BulkFrame;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -140,14 +140,7 @@ pub(super) fn forget(intr: u64) {
 /// descriptor `mine`, to an interrupt of `node` back on a flow from there to `mine`;
 /// `false` when none can take it whole now (the caller takes the connection's own path).
 pub(super) fn send(node: u32, mine: Side, remote: u64) -> bool {
-    let frame = BulkFrame::from_header(&BulkHeader {
-        op: BulkOp::Trigger,
-        tag: 0,
-        conn: remote,
-        offset: 0,
-        len: 0,
-        ok: false,
-    });
+    let frame = BulkFrame::trigger(remote);
     let bytes = frame.as_bytes();
     // Under the table's lock: the whole frame went, or none did, or part did (its rest is
     // written after the lock is let go: a full socket may take up to [`FINISH`]).

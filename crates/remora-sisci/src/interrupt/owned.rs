@@ -172,14 +172,7 @@ mod tests {
     }
 
     fn trigger() -> BulkFrame {
-        BulkFrame::from_header(&remora_proto::link::BulkHeader {
-            op: BulkOp::Trigger,
-            tag: 0,
-            conn: 7,
-            offset: 0,
-            len: 0,
-            ok: false,
-        })
+        BulkFrame::trigger(7)
     }
 
     /// The bytes waiting on the flow `peek` is a copy of (after they had time to come).
