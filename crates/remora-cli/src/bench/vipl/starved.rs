@@ -27,26 +27,12 @@ fn busy(work: Duration) {
 /// posts the receive again; messages per second from the first send to the last repost.
 fn stream(a: &Side, b: &Side, n: u32, work: Duration) -> Result<f64, String> {
     a.prepare_send(8, None)?;
-    let go = Barrier::new(2);
-    std::thread::scope(|sc| -> Result<f64, String> {
-        let rx = sc.spawn(|| -> Result<Instant, String> {
-            go.wait();
-            for _ in 0..n {
-                let (addr, _) = b.vi.recv_wait(Some(Duration::from_secs(10))).map_err(e)?;
-                busy(work);
-                b.repost(addr)?;
-            }
-            Ok(Instant::now())
-        });
-        go.wait();
-        let t = Instant::now();
-        for _ in 0..n {
-            a.send()?;
-        }
-        let end = rx.join().map_err(|_| "receiver panicked")??;
-        intact(a, b)?;
-        Ok(n as f64 / end.duration_since(t).as_secs_f64())
-    })
+    let took = timed_sends(a, b, n, || {
+        let (addr, _) = b.vi.recv_wait(Some(Duration::from_secs(10))).map_err(e)?;
+        busy(work);
+        b.repost(addr)
+    })?;
+    Ok(n as f64 / took.as_secs_f64())
 }
 
 /// The reference of [`stream`]: `n` 8-byte messages over raw TCP on loopback between two
