@@ -12,6 +12,7 @@
 
 mod common;
 
+use common::intr_pair::IntrPair;
 use remora_sisci::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -41,16 +42,19 @@ fn lower_first(c: &remora_testkit::NetCluster) -> (usize, usize) {
 }
 
 /// A process pair (two descriptors of this test process, one per host): each owns a plain
-/// interrupt and is connected to the other's.
+/// interrupt and is connected to the other's (dropped before the descriptors).
 struct Pair {
-    lo_intr: Interrupt,
-    hi_intr: Interrupt,
-    /// The lower node's process's connection to the higher's interrupt (its flow is the
-    /// one both directions share), and the other way.
-    to_hi: RemoteInterrupt,
-    to_lo: RemoteInterrupt,
+    intrs: IntrPair,
     lo: Descriptor,
     hi: Descriptor,
+}
+
+impl std::ops::Deref for Pair {
+    type Target = IntrPair;
+
+    fn deref(&self) -> &IntrPair {
+        &self.intrs
+    }
 }
 
 fn pair(c: &remora_testkit::NetCluster, lo_no: u32, hi_no: u32) -> Pair {
@@ -62,33 +66,14 @@ fn pair(c: &remora_testkit::NetCluster, lo_no: u32, hi_no: u32) -> Pair {
 
 /// The pair of descriptors `lo` and `hi` of nodes `nodes` (lower first).
 fn pair_of(lo: Descriptor, hi: Descriptor, nodes: (u32, u32), lo_no: u32, hi_no: u32) -> Pair {
-    let lo_intr = Interrupt::create(&lo, 0, Some(lo_no), true, None).unwrap();
-    let hi_intr = Interrupt::create(&hi, 0, Some(hi_no), true, None).unwrap();
-    let to_hi = RemoteInterrupt::connect(&lo, nodes.1, 0, hi_no, LONG).unwrap();
-    let to_lo = RemoteInterrupt::connect(&hi, nodes.0, 0, lo_no, LONG).unwrap();
-    Pair { lo_intr, hi_intr, to_hi, to_lo, lo, hi }
-}
-
-/// Ping-pong until a trigger of the higher node's process went back on the shared flow.
-fn engage(p: &Pair) {
-    for _ in 0..50 {
-        p.to_hi.trigger().unwrap();
-        p.hi_intr.wait_with_spin(LONG, Duration::ZERO).unwrap();
-        let before = RemoteInterrupt::triggers_sent_back();
-        p.to_lo.trigger().unwrap();
-        p.lo_intr.wait_with_spin(LONG, Duration::ZERO).unwrap();
-        if RemoteInterrupt::triggers_sent_back() > before {
-            return;
-        }
-    }
-    panic!("the higher node's triggers never went back on the lower's flow");
+    Pair { intrs: IntrPair::connect(&lo, &hi, nodes, lo_no, hi_no), lo, hi }
 }
 
 #[test]
 fn a_pair_shares_one_connection_and_counts_exactly_both_ways() {
     let Some(c) = paired_hosts() else { return };
     let p = Arc::new(pair(&c, 61, 62));
-    engage(&p);
+    p.engage();
     const ROUNDS: u64 = 300;
     let before = RemoteInterrupt::triggers_sent_back();
     let q = p.clone();
@@ -129,7 +114,7 @@ fn a_pair_of_loopback_tcp_nodes_shares_one_connection_too() {
     let lo = Descriptor::open(&h.sci(4)).unwrap();
     let hi = Descriptor::open(&h.sci(8)).unwrap();
     let p = pair_of(lo, hi, (4, 8), 81, 82);
-    engage(&p);
+    p.engage();
     let before = RemoteInterrupt::triggers_sent_back();
     for _ in 0..100 {
         p.to_hi.trigger().unwrap();
@@ -153,7 +138,7 @@ fn a_pair_of_loopback_tcp_nodes_shares_one_connection_too() {
 fn triggers_sent_back_count_while_the_owner_does_not_wait_and_reach_a_callback() {
     let Some(c) = paired_hosts() else { return };
     let p = pair(&c, 63, 64);
-    engage(&p);
+    p.engage();
     // Read by the lower node's daemon while its owner does not wait, counted for later.
     for _ in 0..150 {
         p.to_lo.trigger().unwrap();
@@ -204,7 +189,7 @@ fn triggers_sent_back_count_while_the_owner_does_not_wait_and_reach_a_callback()
 fn a_trigger_sent_back_after_the_interrupt_was_removed_says_so() {
     let Some(c) = paired_hosts() else { return };
     let p = pair(&c, 67, 68);
-    engage(&p);
+    p.engage();
     p.lo_intr.remove().unwrap();
     let limit = Duration::from_secs(2);
     assert_eq!(
@@ -224,7 +209,7 @@ fn a_shared_flow_that_ends_under_the_triggers_loses_and_doubles_none() {
     // triggers back on it: the triggers after the end take the own path.
     let Some(c) = paired_hosts() else { return };
     let p = Arc::new(pair(&c, 69, 70));
-    engage(&p);
+    p.engage();
     const N: usize = 400;
     let q = p.clone();
     let hi = std::thread::spawn(move || {
@@ -252,7 +237,7 @@ fn neither_disconnect_loses_triggers_sent_back_before_it() {
     let Some(c) = paired_hosts() else { return };
     // The dialing side's disconnect: its drain leaves what came back to its daemon.
     let p = pair(&c, 71, 72);
-    engage(&p);
+    p.engage();
     for _ in 0..200 {
         p.to_lo.trigger().unwrap();
     }
@@ -263,7 +248,7 @@ fn neither_disconnect_loses_triggers_sent_back_before_it() {
     assert_eq!(p.lo_intr.wait(QUIET).unwrap_err(), Error::Timeout);
     // The sending side's disconnect waits until what it sent back was taken.
     let p = pair(&c, 73, 74);
-    engage(&p);
+    p.engage();
     for _ in 0..200 {
         p.to_lo.trigger().unwrap();
     }

@@ -10,43 +10,25 @@
 //! it failed 5 runs in 15 with three copies running at a time (about 1000 of the live
 //! interrupt's 3000 triggers lost, both ways round), and 0 in 9 after.
 
+mod common;
+
+use common::intr_pair::IntrPair;
 use remora_sisci::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-const LONG: Option<Duration> = Some(Duration::from_secs(10));
 /// How long a count waits for one more trigger (they come in microseconds).
 const QUIET: Option<Duration> = Some(Duration::from_millis(500));
 const TRIGGERS: u64 = 3000;
 /// The live trigger at which the flooded interrupt is removed.
 const REMOVED_AT: u64 = 1000;
 
-/// Two processes' interrupts (nodes 4 and 8), each connected to by the other.
-struct Pair {
-    lo_intr: Interrupt,
-    hi_intr: Interrupt,
-    to_hi: RemoteInterrupt,
-    to_lo: RemoteInterrupt,
-}
-
-/// A pair whose higher process's triggers went back on the lower's flow.
-fn engaged(lo: &Descriptor, hi: &Descriptor, lo_no: u32, hi_no: u32) -> Pair {
-    let lo_intr = Interrupt::create(lo, 0, Some(lo_no), true, None).unwrap();
-    let hi_intr = Interrupt::create(hi, 0, Some(hi_no), true, None).unwrap();
-    let to_hi = RemoteInterrupt::connect(lo, 8, 0, hi_no, LONG).unwrap();
-    let to_lo = RemoteInterrupt::connect(hi, 4, 0, lo_no, LONG).unwrap();
-    let p = Pair { lo_intr, hi_intr, to_hi, to_lo };
-    for _ in 0..50 {
-        p.to_hi.trigger().unwrap();
-        p.hi_intr.wait_with_spin(LONG, Duration::ZERO).unwrap();
-        let before = RemoteInterrupt::triggers_sent_back();
-        p.to_lo.trigger().unwrap();
-        p.lo_intr.wait_with_spin(LONG, Duration::ZERO).unwrap();
-        if RemoteInterrupt::triggers_sent_back() > before {
-            return p;
-        }
-    }
-    panic!("the higher process's triggers never went back on the lower's flow");
+/// Two processes' interrupts (nodes 4 and 8), each connected to by the other, whose
+/// higher process's triggers went back on the lower's flow.
+fn engaged(lo: &Descriptor, hi: &Descriptor, lo_no: u32, hi_no: u32) -> IntrPair {
+    let p = IntrPair::connect(lo, hi, (4, 8), lo_no, hi_no);
+    p.engage();
+    p
 }
 
 /// How many triggers `intr` takes until it stays quiet.

@@ -9,6 +9,9 @@
 //! Frames pile up the more, the busier the machine: it failed about one run in three with
 //! two other copies of the test beside it; `shared_flow.rs`'s unit test fails every time.
 
+mod common;
+
+use common::intr_pair::IntrPair;
 use remora_sisci::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -19,26 +22,13 @@ const QUIET: Option<Duration> = Some(Duration::from_millis(200));
 const TRIGGERS: u64 = 3000;
 
 /// Nodes 4's and 8's interrupts and each one's connection to the other's.
-struct Pair {
-    lo_intr: Interrupt,
-    hi_intr: Interrupt,
-    to_hi: RemoteInterrupt,
-    to_lo: RemoteInterrupt,
-}
-
-fn pair(lo: &Descriptor, hi: &Descriptor, lo_no: u32, hi_no: u32) -> Pair {
-    let lo_intr = Interrupt::create(lo, 0, Some(lo_no), true, None).unwrap();
-    let hi_intr = Interrupt::create(hi, 0, Some(hi_no), true, None).unwrap();
-    let to_hi = RemoteInterrupt::connect(lo, 8, 0, hi_no, LONG).unwrap();
-    let to_lo = RemoteInterrupt::connect(hi, 4, 0, lo_no, LONG).unwrap();
+fn pair(lo: &Descriptor, hi: &Descriptor, lo_no: u32, hi_no: u32) -> IntrPair {
+    let p = IntrPair::connect(lo, hi, (4, 8), lo_no, hi_no);
     // A few ping-pongs first: each owner has waited on (and read) its flows lately.
     for _ in 0..20 {
-        to_hi.trigger().unwrap();
-        hi_intr.wait_with_spin(LONG, Duration::ZERO).unwrap();
-        to_lo.trigger().unwrap();
-        lo_intr.wait_with_spin(LONG, Duration::ZERO).unwrap();
+        p.ping_pong();
     }
-    Pair { lo_intr, hi_intr, to_hi, to_lo }
+    p
 }
 
 /// How many triggers `intr` takes: waits for `ok` of them (each within [`LONG`]), then

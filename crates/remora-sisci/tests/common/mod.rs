@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod intr_pair;
+
 use std::time::Duration;
 
 use remora_sisci::*;
