@@ -121,43 +121,162 @@ pub fn shutdown(fd: BorrowedFd<'_>, write_only: bool) {
 
 /// End stream socket `fd` for every holder of it without a reset: shut its sending side
 /// (what was queued still goes, then the end of the stream; a holder's next send fails),
-/// then read and drop what the other end still sends until it ends its own side, or until
-/// `within` passed, and only then shut it both ways. `true` when the other end ended in
-/// time.
+/// then read and drop what the other end still sends until it ends its own side, and only
+/// then shut it both ways. `true` when the other end ended (or the flow broke) within
+/// `within`; otherwise the socket is handed to this process's reaper thread, which goes on
+/// reading and dropping until the other end ends, for up to [`REAP_LIMIT`] more, and
+/// returns `false` at once.
 ///
 /// A socket shut for reading answers the other end's next bytes with a reset, which throws
 /// away what our end sent and the other end has not yet acknowledged (what another holder
 /// of ours wrote just before, on a flow that carries both directions), and what the other
-/// end sent that we had not yet acknowledged. Blocks the caller at most `within`;
+/// end sent that we had not yet acknowledged. So it is never shut for reading while the
+/// other end may still send: a route down for longer than `within` (a cable out) delivers
+/// its retransmissions to a socket that still reads. Blocks the caller at most `within`;
 /// interruptions are waited through.
-pub fn end(fd: BorrowedFd<'_>, within: Duration) -> bool {
-    use rustix::event::{poll, PollFd, PollFlags};
-    let _ = rustix::net::shutdown(fd, Shutdown::Write);
+pub fn end(fd: OwnedFd, within: Duration) -> bool {
+    let _ = rustix::net::shutdown(&fd, Shutdown::Write);
     let start = std::time::Instant::now();
     let mut scratch = [0u8; 4096];
-    let mut ended = false;
+    let mut done = false;
     while let Some(left) = within.checked_sub(start.elapsed()) {
+        match drain_step(fd.as_fd(), Some(left), &mut scratch) {
+            Drained::Waiting => {}
+            Drained::Quiet => break,
+            Drained::Ended => {
+                done = true;
+                break;
+            }
+        }
+    }
+    if done {
+        let _ = rustix::net::shutdown(&fd, Shutdown::Both);
+    } else {
+        reaper::hand(fd);
+    }
+    done
+}
+
+/// How long the reaper thread ([`end`]) reads an ended flow at most before it shuts it
+/// both ways all the same: longer than a link's default heartbeat budget, so that a cable
+/// out for the whole budget still finds the flow reading when it comes back.
+pub const REAP_LIMIT: Duration = Duration::from_secs(60);
+
+/// What one look at an ended flow found.
+enum Drained {
+    /// Bytes were read and dropped (or the look was interrupted): look again.
+    Waiting,
+    /// Nothing came within the wait.
+    Quiet,
+    /// The other end ended its side, or the flow broke: nothing more can come.
+    Ended,
+}
+
+/// Wait up to `wait` (`None`: not at all) for `fd` to be readable, then read and drop what
+/// waits.
+fn drain_step(fd: BorrowedFd<'_>, wait: Option<Duration>, scratch: &mut [u8]) -> Drained {
+    use rustix::event::{poll, PollFd, PollFlags};
+    if let Some(left) = wait {
         let mut fds = [PollFd::new(&fd, PollFlags::IN | PollFlags::RDHUP)];
         let ts = rustix::time::Timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as _ };
         match poll(&mut fds, Some(&ts)) {
-            Ok(0) => break,
+            Ok(0) => return Drained::Quiet,
             Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(_) => break,
-        }
-        match recv(fd, &mut scratch, false) {
-            Ok(0) => {
-                ended = true;
-                break;
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            // Broken: nothing more can come.
-            Err(_) => break,
+            Err(rustix::io::Errno::INTR) => return Drained::Waiting,
+            Err(_) => return Drained::Ended,
         }
     }
-    let _ = rustix::net::shutdown(fd, Shutdown::Both);
-    ended
+    match recv(fd, scratch, false) {
+        Ok(0) => Drained::Ended,
+        Ok(_) => Drained::Waiting,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Drained::Quiet,
+        // Broken: nothing more can come.
+        Err(_) => Drained::Ended,
+    }
+}
+
+/// One thread per process that keeps reading the flows [`end`] could not finish, until
+/// each other end ends its side or [`REAP_LIMIT`] passed; started at the first.
+mod reaper {
+    use super::{drain_step, Drained, REAP_LIMIT};
+    use rustix::net::Shutdown;
+    use std::os::fd::{AsFd, OwnedFd};
+    use std::sync::{Condvar, Mutex, OnceLock};
+    use std::time::{Duration, Instant};
+
+    /// How often the reaper looks at its flows (and takes in new ones).
+    const LOOK: Duration = Duration::from_millis(100);
+    /// The most reads of one flow at one look.
+    const READS_PER_LOOK: usize = 64;
+    /// The most flows it reads at once: past that the oldest is shut both ways.
+    const MOST: usize = 4096;
+
+    #[derive(Default)]
+    struct Reaper {
+        flows: Mutex<Vec<(OwnedFd, Instant)>>,
+        more: Condvar,
+    }
+
+    fn reaper() -> Option<&'static Reaper> {
+        static R: OnceLock<Option<Reaper>> = OnceLock::new();
+        R.get_or_init(|| {
+            std::thread::Builder::new()
+                .name("remora-flow-reaper".into())
+                .spawn(run)
+                .ok()
+                .map(|_| Reaper::default())
+        })
+        .as_ref()
+    }
+
+    /// Read `fd` until its other end ends (or [`REAP_LIMIT`]), then shut it both ways.
+    /// Without a thread it is shut both ways now.
+    pub(super) fn hand(fd: OwnedFd) {
+        let Some(r) = reaper() else {
+            let _ = rustix::net::shutdown(&fd, Shutdown::Both);
+            return;
+        };
+        let mut flows = r.flows.lock().unwrap_or_else(|e| e.into_inner());
+        if flows.len() >= MOST {
+            let (old, _) = flows.remove(0);
+            let _ = rustix::net::shutdown(&old, Shutdown::Both);
+        }
+        flows.push((fd, Instant::now()));
+        r.more.notify_one();
+    }
+
+    fn run() {
+        // The thread starts inside `reaper()`'s first call, which this call waits for.
+        let Some(r) = reaper() else { return };
+        let mut scratch = [0u8; 4096];
+        loop {
+            let mut flows = r.flows.lock().unwrap_or_else(|e| e.into_inner());
+            while flows.is_empty() {
+                flows = r.more.wait(flows).unwrap_or_else(|e| e.into_inner());
+            }
+            flows.retain(|(fd, since)| {
+                // What waits is read, a bounded amount per look (a far end that keeps
+                // sending must not hold the others).
+                let mut over = since.elapsed() >= REAP_LIMIT;
+                for _ in 0..READS_PER_LOOK {
+                    match drain_step(fd.as_fd(), None, &mut scratch) {
+                        Drained::Waiting => {}
+                        Drained::Quiet => break,
+                        Drained::Ended => {
+                            over = true;
+                            break;
+                        }
+                    }
+                }
+                if over {
+                    let _ = rustix::net::shutdown(fd, Shutdown::Both);
+                }
+                !over
+            });
+            drop(flows);
+            std::thread::sleep(LOOK);
+        }
+    }
 }
 
 /// The shortest cap [`cap_backoff`] sets.
@@ -303,7 +422,7 @@ mod tests {
             }
         }
         b.write_all(b"before").unwrap();
-        let ender = std::thread::spawn(move || end(a.as_fd(), Duration::from_secs(20)));
+        let ender = std::thread::spawn(move || end(a.into(), Duration::from_secs(20)));
         std::thread::sleep(Duration::from_millis(100));
         // The other end sends on after the end began (these are read and dropped).
         for _ in 0..10 {
@@ -327,6 +446,46 @@ mod tests {
         // The other end ends its side: the end saw it in time.
         b.shutdown(std::net::Shutdown::Write).unwrap();
         assert!(ender.join().unwrap());
+    }
+
+    /// The other end sends on after the end's own wait passed (a route out for longer):
+    /// the flow still reads (the reaper thread), so nothing we had sent is thrown away by a
+    /// reset, and it is shut once the other end ends. Shut both ways after the wait, the
+    /// other end's next bytes were answered with a reset.
+    #[test]
+    fn an_end_that_waited_out_its_time_still_reads_until_the_other_end_ends() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut b, _) = l.accept().unwrap();
+        let mut sent = 0usize;
+        let chunk = [9u8; 4096];
+        loop {
+            match send(a.as_fd(), &chunk, false) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        // Nothing comes within the end's wait: it hands the flow on and says so.
+        assert!(!end(a.into(), Duration::from_millis(50)));
+        std::thread::sleep(Duration::from_millis(300));
+        for _ in 0..10 {
+            b.write_all(b"late").unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut got = 0usize;
+        let mut buf = [0u8; 65536];
+        loop {
+            match b.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => panic!("after {got} of {sent} bytes: {e}"),
+            }
+        }
+        assert_eq!(got, sent);
+        // The other end ends its side: the reaper then lets the flow go.
+        b.shutdown(std::net::Shutdown::Write).unwrap();
     }
 
     #[test]

@@ -36,7 +36,9 @@
 //!
 //! How a flow ends (a refusal, a frame that does not belong, the far node's end) is
 //! `remora_sys::flow::end`: shut for writing, what still comes read and dropped until the
-//! far node ends its side too (at most [`DRAIN`]), never a reset. The flow carries both
+//! far node ends its side too (by this thread for [`DRAIN`], then by the process's reaper
+//! thread), never a reset; a flow the far node never closed after the dialing connection
+//! ended ([`ENDED_WAIT`]) too. The flow carries both
 //! directions: a refusal ends the removed interrupt's direction, but it cannot end that
 //! one alone, and the other direction's interrupt is live. A socket shut for reading
 //! answers the next bytes with a reset, which throws away what the dialing process sent
@@ -54,7 +56,7 @@ use super::InterruptTarget;
 use crate::transport::PeerMemory;
 use crate::Node;
 use remora_proto::link::{BulkFrame, BulkOp, BULK_FRAME};
-use remora_sys::intr::{shut_flow, take_frames, Taken, FRAMES_PER_LOOK};
+use remora_sys::intr::{take_frames, Taken, FRAMES_PER_LOOK};
 use remora_sys::sync::EventFd;
 use std::net::TcpStream;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -162,14 +164,14 @@ fn read(node: &Weak<Node>, f: Flow, s: TcpStream, bell: Option<EventFd>) {
             // The far node ended it (a part of a frame left is dropped: its sender gave up
             // on it and took its own path): so does this side, for its process's sender.
             Ok(None) => {
-                remora_sys::flow::end(s.as_fd(), DRAIN);
+                remora_sys::flow::end(s.into(), DRAIN);
                 return;
             }
             Err(_) => return,
         };
         for raw in buf[..n * BULK_FRAME].chunks_exact(BULK_FRAME) {
             if one(node, f, &mut carried, raw) == Step::End {
-                remora_sys::flow::end(s.as_fd(), DRAIN);
+                remora_sys::flow::end(s.into(), DRAIN);
                 return;
             }
         }
@@ -192,8 +194,10 @@ fn read(node: &Weak<Node>, f: Flow, s: TcpStream, bell: Option<EventFd>) {
             }
         }
     }
-    // The far node never closed it after the dialing connection ended.
-    shut_flow(s.as_fd());
+    // The far node never closed it after the dialing connection ended: ended the same way
+    // (shut for writing and read until the far end ends), a reset would throw away what
+    // the process had sent on it and the far end had not yet acknowledged.
+    remora_sys::flow::end(s.into(), DRAIN);
 }
 
 /// A flow read by this thread alone: the whole frames that wait are taken, and a frame

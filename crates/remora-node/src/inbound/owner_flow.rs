@@ -8,6 +8,10 @@ use crate::Node;
 use std::sync::Weak;
 use std::time::Duration;
 
+/// How often a flow given back tries the reader lock (some 200 µs apart) before it moves
+/// the set's generation on without it.
+const LOCK_TRIES: u32 = 50;
+
 /// A booked flow ([`crate::core::Registry::share_flow`]).
 pub(super) struct OwnerFlow {
     pub(super) node: Weak<Node>,
@@ -51,12 +55,32 @@ impl SharedFlow for OwnerFlow {
 }
 
 impl Drop for OwnerFlow {
+    /// The flow is the owner's no more: the set's generation moves on under the reader
+    /// lock, so an owner that waits reads none of it from then on (the flow's end drains
+    /// it next). The lock is waited for a little only: an owner holds it for microseconds,
+    /// and one that died holding it must not hold the end.
     fn drop(&mut self) {
+        let page = &self.booking.page;
+        let mut locked = page.try_read_lock();
+        for _ in 0..LOCK_TRIES {
+            if locked {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+            locked = page.try_read_lock();
+        }
+        page.flows_changed();
+        if locked {
+            page.read_unlock();
+        }
         if let Some(node) = self.node.upgrade() {
             node.lock().unshare_flow(self.booking.intr, self.booking.id);
         }
     }
 }
+
+#[cfg(test)]
+mod given_back;
 
 #[cfg(test)]
 mod tests {

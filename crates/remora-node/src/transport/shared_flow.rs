@@ -21,8 +21,9 @@
 //! ARCHITECTURE.md states.
 //!
 //! A flow ends (a refusal, a frame that does not belong, the far end's end) through
-//! `remora_sys::flow::end`: shut for writing, then what still comes is read and dropped
-//! until the far end ends its side too (at most [`DRAIN`]), never shut for reading. The
+//! `remora_sys::flow::end`, once the flow is taken from the owner: shut for writing, then
+//! what still comes is read and dropped until the far end ends its side too (by this
+//! thread for [`DRAIN`], then by the process's reaper thread), never shut for reading. The
 //! flow may carry the owner's own triggers back the other way (`inbound/back_flow.rs`), to
 //! an interrupt that lives on: a socket shut for reading answers the far end's next bytes
 //! with a reset, which threw away what the owner had sent and the far end had not yet
@@ -63,7 +64,8 @@ const STALE_LOOKS: u32 = 2;
 const SPLIT_HELD: Duration = Duration::from_millis(10);
 /// The longest nap between looks while part of a frame waits (several looks see it stay).
 const SPLIT_NAP: Duration = Duration::from_millis(2);
-/// How long an ended flow is read (what comes dropped) until the far end ends it too.
+/// How long this thread reads an ended flow (what comes dropped) for the far end to end it
+/// too, before it hands the flow to the reaper thread (`remora_sys::flow::end`).
 const DRAIN: Duration = Duration::from_secs(2);
 
 /// Serve `s`, bound to connection `handle` of `mem`, shared with its owner by `share`,
@@ -157,7 +159,11 @@ pub(crate) fn serve_shared(
             break;
         }
     }
-    remora_sys::flow::end(s.as_fd(), DRAIN);
+    // The flow is taken from the owner first (the set's generation moves on under the
+    // lock): what the end drains is dropped, and read in chunks of any size, which an
+    // owner still reading would count, or find a frame cut in two.
+    drop(share);
+    remora_sys::flow::end(s.into(), DRAIN);
 }
 
 /// Serve flow `s` that nobody else reads any more ([`SharedFlow::leave`]): whole frames

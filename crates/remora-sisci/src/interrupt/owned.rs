@@ -10,7 +10,7 @@
 use super::Core;
 use remora_proto::link::{BulkFrame, BulkOp, BULK_FRAME};
 use remora_proto::{Reply, Request};
-use remora_sys::intr::{shut_flow, take_frames, FlowStep, IntrPage, IntrWait, Taken, FRAMES_PER_LOOK};
+use remora_sys::intr::{take_frames, FlowStep, IntrPage, IntrWait, Taken, FRAMES_PER_LOOK};
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
@@ -124,8 +124,13 @@ fn take(
             if valid == n {
                 return FlowStep::Read;
             }
-            // Not a plain trigger of this connection: the flow ends, as the daemon ends it.
-            shut_flow(fd);
+            // Not a plain trigger of this connection: the flow ends, as the daemon ends it,
+            // shut for writing only. Shut for reading too, the far end's next bytes would
+            // be answered with a reset, which throws away what this process sent back on
+            // the flow and the far end had not yet acknowledged (triggers of a live
+            // interrupt that returned `Ok`). The far end ends its side on seeing ours, and
+            // the daemon's thread then ends the flow (`remora_sys::flow::end`).
+            remora_sys::flow::shutdown(fd, true);
             page.nudge();
             FlowStep::Drop
         }
