@@ -397,14 +397,19 @@ impl Registry {
                 if c.afar {
                     i.page.far_connection(false);
                 }
-                // Its flows end for their owner too, who reads them without the books. A flow
-                // that carried its triggers back is another connection's: it is only taken
-                // from the owner's set (its reader ends it if more come for this one).
+                // Its flows are taken from the owner's set, and those it dialed end too,
+                // shut for writing only: the far end ends its side on seeing ours, and the
+                // flow's reader then ends it (`remora_sys::flow::end`; what comes meanwhile
+                // is refused there). Shut for reading, the far end's next bytes were answered
+                // with a reset, which threw away the owner's triggers back to the far
+                // process's interrupt on that flow that it had not yet acknowledged. A flow
+                // that carried the connection's triggers back is another connection's: its
+                // reader ends it if more come for this one.
                 for f in i.owner_flows.iter().filter(|f| f.conn == conn && !f.back) {
-                    remora_sys::intr::shut_flow(std::os::fd::AsFd::as_fd(&f.fd));
+                    remora_sys::flow::shutdown(std::os::fd::AsFd::as_fd(&f.fd), true);
                 }
                 let before = i.owner_flows.len();
-                i.owner_flows.retain(|f| !(f.conn == conn && f.back));
+                i.owner_flows.retain(|f| f.conn != conn);
                 if i.owner_flows.len() != before {
                     i.page.flows_changed();
                 }

@@ -280,7 +280,7 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
+    use std::io::{Read, Write};
     use std::os::fd::AsFd;
     use std::os::unix::net::UnixStream;
     use tokio::sync::mpsc::unbounded_channel;
@@ -317,10 +317,16 @@ mod tests {
         // Only the owner asks for them.
         assert_eq!(r.interrupt_flows(peer, intr).unwrap_err(), Error::UnknownHandle);
         assert!(r.interrupt_flows(owner, data).unwrap().1.is_empty());
-        // The connection's end ends the flow for its owner too.
+        // The connection's end takes the flow from its owner at once, and ends it for
+        // writing only: the far end may still send (a socket shut for reading answered
+        // with a reset, which threw away what the owner had sent back on it).
         r.disconnect_interrupt(peer, conn).unwrap();
+        let (moved, conns, _, _) = r.interrupt_flows(owner, intr).unwrap();
+        assert!(conns.is_empty());
+        assert_ne!(moved, gen);
         let mut sink = [0u8; 1];
         assert_eq!(far.read(&mut sink).unwrap(), 0, "the flow was shut");
+        far.write_all(b"late").expect("the flow was shut for reading");
         r.unshare_flow(b.intr, b.id);
         assert!(r.interrupt_flows(owner, intr).unwrap().1.is_empty());
         assert_ne!(r.interrupt_flows(owner, intr).unwrap().0, gen);
