@@ -403,6 +403,19 @@ mod tests {
         assert!(ready.hung_up);
     }
 
+    /// Sends `byte`s on `fd` until the socket takes no more; how many it took.
+    fn fill(fd: BorrowedFd<'_>, byte: u8) -> usize {
+        let mut sent = 0usize;
+        let chunk = [byte; 4096];
+        loop {
+            match send(fd, &chunk, false) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return sent,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
     /// A flow ended while the other end still sends: everything we had sent reaches it
     /// (queued, not yet taken there), then the end of the stream. A socket shut both ways
     /// answered the other end's next bytes with a reset, which threw our queued bytes away.
@@ -412,15 +425,7 @@ mod tests {
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (mut b, _) = l.accept().unwrap();
         // More than the other end takes before it reads: some stays queued here.
-        let mut sent = 0usize;
-        let chunk = [7u8; 4096];
-        loop {
-            match send(a.as_fd(), &chunk, false) {
-                Ok(n) => sent += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => panic!("{e}"),
-            }
-        }
+        let sent = fill(a.as_fd(), 7);
         b.write_all(b"before").unwrap();
         let ender = std::thread::spawn(move || end(a.into(), Duration::from_secs(20)));
         std::thread::sleep(Duration::from_millis(100));
@@ -457,15 +462,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (mut b, _) = l.accept().unwrap();
-        let mut sent = 0usize;
-        let chunk = [9u8; 4096];
-        loop {
-            match send(a.as_fd(), &chunk, false) {
-                Ok(n) => sent += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => panic!("{e}"),
-            }
-        }
+        let sent = fill(a.as_fd(), 9);
         // Nothing comes within the end's wait: it hands the flow on and says so.
         assert!(!end(a.into(), Duration::from_millis(50)));
         std::thread::sleep(Duration::from_millis(300));

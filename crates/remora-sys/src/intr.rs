@@ -51,8 +51,7 @@ use std::time::Duration;
 
 mod owned;
 pub use owned::{
-    sender_gone, shut_flow, take_frames, unsent, wait_sender_gone, FlowStep, Taken, FRAMES_PER_LOOK,
-    MAX_POLLED,
+    sender_gone, take_frames, unsent, wait_sender_gone, FlowStep, Taken, FRAMES_PER_LOOK, MAX_POLLED,
 };
 
 /// The largest payload of one data interrupt, in bytes.

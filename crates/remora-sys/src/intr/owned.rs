@@ -172,11 +172,6 @@ fn write_side_shut(fd: BorrowedFd<'_>) -> io::Result<bool> {
     }
 }
 
-/// End stream socket `fd` both ways, for every holder of it (a flow that sent what it may not).
-pub fn shut_flow(fd: BorrowedFd<'_>) {
-    let _ = rustix::net::shutdown(fd, rustix::net::Shutdown::Both);
-}
-
 impl IntrPage {
     /// The generation of the set of flows the owner may read.
     pub fn flows_generation(&self) -> u32 {
