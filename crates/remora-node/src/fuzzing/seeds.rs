@@ -370,6 +370,8 @@ fn handshakes() -> Vec<(String, Vec<u8>)> {
     out.push(("hello_other_node".into(), wire(&hello(VERSION, 12, crate::FEATURE_INTR_PAIR))));
     // A node whose cluster file turns the interrupt pairing off says no feature.
     out.push(("hello_without_pairing".into(), wire(&hello(VERSION, 4, 0))));
+    // A later node's word: bits this node gives no meaning (ignored), a multi-byte varint.
+    out.push(("hello_future_bits".into(), wire(&hello(VERSION, 4, 0x8000_0001))));
     out
 }
 
