@@ -416,6 +416,24 @@ mod tests {
         }
     }
 
+    /// Reads `s` until its end of stream, every byte `byte`; how many came (`sent` only
+    /// names what was sent, in a failure's message).
+    fn read_to_end(s: &mut TcpStream, byte: u8, sent: usize) -> usize {
+        let mut got = 0usize;
+        let mut buf = [0u8; 65536];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return got,
+                Ok(n) => {
+                    assert!(buf[..n].iter().all(|x| *x == byte));
+                    got += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => panic!("after {got} of {sent} bytes: {e}"),
+            }
+        }
+    }
+
     /// A flow ended while the other end still sends: everything we had sent reaches it
     /// (queued, not yet taken there), then the end of the stream. A socket shut both ways
     /// answered the other end's next bytes with a reset, which threw our queued bytes away.
@@ -434,20 +452,7 @@ mod tests {
             b.write_all(b"after").unwrap();
             std::thread::sleep(Duration::from_millis(10));
         }
-        let mut got = 0usize;
-        let mut buf = [0u8; 65536];
-        loop {
-            match b.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    assert!(buf[..n].iter().all(|x| *x == 7));
-                    got += n;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => panic!("after {got} of {sent} bytes: {e}"),
-            }
-        }
-        assert_eq!(got, sent);
+        assert_eq!(read_to_end(&mut b, 7, sent), sent);
         // The other end ends its side: the end saw it in time.
         b.shutdown(std::net::Shutdown::Write).unwrap();
         assert!(ender.join().unwrap());
@@ -470,17 +475,7 @@ mod tests {
             b.write_all(b"late").unwrap();
             std::thread::sleep(Duration::from_millis(10));
         }
-        let mut got = 0usize;
-        let mut buf = [0u8; 65536];
-        loop {
-            match b.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => panic!("after {got} of {sent} bytes: {e}"),
-            }
-        }
-        assert_eq!(got, sent);
+        assert_eq!(read_to_end(&mut b, 9, sent), sent);
         // The other end ends its side: the reaper then lets the flow go.
         b.shutdown(std::net::Shutdown::Write).unwrap();
     }

@@ -50,7 +50,15 @@ impl Write for Duplex<'_> {
 }
 
 fn env() -> Env {
-    let node = |id| NodeAddr {
+    // A daemon's word with one bit set (what it means is the node's, not the transport's).
+    loopback_env(ME, b"fuzzing-secret-0123456789", 1)
+}
+
+/// The environment of node `node` of a two-node cluster ([`ME`] and [`PEER`] on loopback)
+/// sharing `secret`, saying the feature word `features`: the fuzz targets' and the
+/// handshake tests'.
+pub(in crate::transport) fn loopback_env(node: u32, secret: &[u8], features: u32) -> Env {
+    let addr = |id| NodeAddr {
         id,
         host: "127.0.0.1".into(),
         port: 7400 + id as u16,
@@ -58,11 +66,11 @@ fn env() -> Env {
         ofi_port: None,
     };
     Env {
-        node: ME,
+        node,
         runtime_dir: std::path::PathBuf::from("/nonexistent"),
         cluster: Some(Cluster {
-            secret: b"fuzzing-secret-0123456789".to_vec(),
-            nodes: vec![node(ME), node(PEER)],
+            secret: secret.to_vec(),
+            nodes: vec![addr(ME), addr(PEER)],
             heartbeat: Duration::from_millis(200),
             force_tcp: true,
             transport: remora_config::cluster::LinkKind::Tcp,
@@ -70,8 +78,7 @@ fn env() -> Env {
             intr_pair: true,
         }),
         incarnation: 1,
-        // A daemon's word with one bit set (what it means is the node's, not the transport's).
-        features: 1,
+        features,
         peer_features: Default::default(),
     }
 }

@@ -214,10 +214,8 @@ mod tests {
     //! Both MACs cover both feature words: a word changed on the way (by anyone without the
     //! secret) fails the handshake, and nothing is noted of the peer.
     use super::*;
-    use crate::cluster::{Cluster, NodeAddr};
     use std::io::ErrorKind;
     use std::os::unix::net::UnixStream;
-    use std::time::Duration;
 
     const SECRET: &[u8] = b"handshake-test-secret-0123456789";
     /// The words the two sides say (any bits: the transport does not read them).
@@ -225,23 +223,7 @@ mod tests {
     const LISTENER_WORD: u32 = 0b011;
 
     fn env(node: u32, features: u32) -> Env {
-        let addr = |id| NodeAddr { id, host: "127.0.0.1".into(), port: 1, transport: None, ofi_port: None };
-        Env {
-            node,
-            runtime_dir: std::path::PathBuf::from("/nonexistent"),
-            cluster: Some(Cluster {
-                secret: SECRET.to_vec(),
-                nodes: vec![addr(4), addr(8)],
-                heartbeat: Duration::from_millis(200),
-                force_tcp: true,
-                transport: remora_config::cluster::LinkKind::Tcp,
-                fallback_tcp: false,
-                intr_pair: true,
-            }),
-            incarnation: 1,
-            features,
-            peer_features: Default::default(),
-        }
+        super::super::fuzzing::loopback_env(node, SECRET, features)
     }
 
     /// Node 8 dials node 4, whose side the test plays by hand: its challenge says
