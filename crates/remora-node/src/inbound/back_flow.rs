@@ -53,6 +53,7 @@
 
 use super::owner_flow::OwnerFlow;
 use super::InterruptTarget;
+use crate::transport::shared_flow::DRAIN;
 use crate::transport::PeerMemory;
 use crate::Node;
 use remora_proto::link::{BulkFrame, BulkOp, BULK_FRAME};
@@ -68,8 +69,6 @@ use std::time::{Duration, Instant};
 /// the flow has no bell (`BackFlowEntry::bell`; with one, the reader blocks until a frame
 /// comes or the connection's end rings it).
 const LOOK: Duration = Duration::from_millis(100);
-/// How long an ended flow is read (what comes dropped) until the far node ends it too.
-const DRAIN: Duration = Duration::from_secs(2);
 /// How long after the dialing connection ended the thread waits for the far node's close
 /// (a route that went silent never brings it).
 const ENDED_WAIT: Duration = Duration::from_secs(10);
@@ -230,7 +229,7 @@ impl Frames {
                 Taken::Frames(n) => return Ok(Some(n)),
                 Taken::Nothing => return Ok(Some(0)),
                 Taken::Closed => return Ok(None),
-                Taken::Partial => {}
+                Taken::Partial(_) => {}
             }
         }
         match remora_sys::flow::recv(fd, &mut self.part[self.have..], false) {

@@ -70,11 +70,13 @@ impl Drop for OwnerFlow {
             locked = page.try_read_lock();
         }
         page.flows_changed();
-        if locked {
-            page.read_unlock();
-        }
+        // Unbooked before the lock goes (as `leave`): an owner asking for the set right
+        // after must not be handed the flow back while its end drains it.
         if let Some(node) = self.node.upgrade() {
             node.lock().unshare_flow(self.booking.intr, self.booking.id);
+        }
+        if locked {
+            page.read_unlock();
         }
     }
 }

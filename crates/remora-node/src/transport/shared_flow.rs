@@ -66,7 +66,7 @@ const SPLIT_HELD: Duration = Duration::from_millis(10);
 const SPLIT_NAP: Duration = Duration::from_millis(2);
 /// How long this thread reads an ended flow (what comes dropped) for the far end to end it
 /// too, before it hands the flow to the reaper thread (`remora_sys::flow::end`).
-const DRAIN: Duration = Duration::from_secs(2);
+pub(crate) const DRAIN: Duration = Duration::from_secs(2);
 
 /// Serve `s`, bound to connection `handle` of `mem`, shared with its owner by `share`,
 /// until the flow ends or breaks; then end it without a reset (`remora_sys::flow::end`; the
@@ -123,7 +123,7 @@ pub(crate) fn serve_shared(
         let taken = take_frames(s.as_fd(), BULK_FRAME, &mut buf);
         // The bytes of the part of a frame that waits alone (seen with the lock held).
         let part = match taken {
-            Ok(Taken::Partial) if locked => rustix::io::ioctl_fionread(s.as_fd()).ok().map(|n| n as usize),
+            Ok(Taken::Partial(n)) if locked => Some(n),
             _ => None,
         };
         // The same part at the last look: since when it waits.
@@ -144,7 +144,7 @@ pub(crate) fn serve_shared(
         split = same.or_else(|| part.map(|b| (std::time::Instant::now(), b)));
         let n = match taken {
             Ok(Taken::Frames(n)) => n,
-            Ok(Taken::Nothing | Taken::Partial) => {
+            Ok(Taken::Nothing | Taken::Partial(_)) => {
                 // Part of a frame (its rest is on its way), or the owner took them.
                 std::thread::sleep(nap);
                 let most = if split.is_some() { SPLIT_NAP } else { Duration::from_millis(20) };
@@ -170,7 +170,8 @@ pub(crate) fn serve_shared(
 /// read blocking, a split one's rest awaited, until the flow ends or a trigger is refused.
 fn serve_alone(peer: u32, bytes_in: &AtomicU64, s: &StdStream, handle: u64, mem: &dyn PeerMemory) {
     use std::io::Read;
-    if s.set_nonblocking(false).is_err() || s.set_read_timeout(None).is_err() {
+    if let Err(e) = s.set_nonblocking(false).and_then(|()| s.set_read_timeout(None)) {
+        tracing::warn!(peer, handle, "a flow taken to be read alone could not block ({e}); flow ended");
         return;
     }
     let mut rd = std::io::BufReader::with_capacity(BULK_FRAME * FRAMES_PER_LOOK, s);

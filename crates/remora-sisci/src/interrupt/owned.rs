@@ -108,7 +108,7 @@ fn take(
     }
     let taken = take_frames(fd, BULK_FRAME, buf);
     page.read_unlock();
-    if !matches!(taken, Ok(Taken::Partial)) {
+    if !matches!(taken, Ok(Taken::Partial(_))) {
         *split = None;
     }
     match taken {
@@ -135,13 +135,13 @@ fn take(
             FlowStep::Drop
         }
         Ok(Taken::Nothing) => FlowStep::Idle,
-        Ok(Taken::Partial) if split.is_none_or(|t| t.elapsed() < SPLIT_GRACE) => {
+        Ok(Taken::Partial(_)) if split.is_none_or(|t| t.elapsed() < SPLIT_GRACE) => {
             // Part of a frame: its rest is most likely on its way (a segment ended
             // inside the frame).
             split.get_or_insert_with(Instant::now);
             FlowStep::Idle
         }
-        Ok(Taken::Partial) => {
+        Ok(Taken::Partial(_)) => {
             // Part of a frame that stays: its rest may be held back until the part is
             // read, which only the daemon's thread does (it takes the flow for itself when
             // the part stays): the daemon reads the flows for the rest of this wait.

@@ -54,8 +54,9 @@ pub enum Taken {
     Frames(usize),
     /// Nothing to read now.
     Nothing,
-    /// Only part of a frame waits (its rest is on its way, or held up: see [`take_frames`]).
-    Partial,
+    /// Only part of a frame waits, this many bytes (its rest is on its way, or held up:
+    /// see [`take_frames`]).
+    Partial(usize),
     /// The other end closed the flow (everything before the close was read).
     Closed,
 }
@@ -95,7 +96,7 @@ pub fn take_frames(fd: BorrowedFd<'_>, frame: usize, buf: &mut [u8]) -> io::Resu
         if waiting > 0 {
             // Part of a frame: its rest is on its way, unless the sender shut its side (the
             // rest can never come: the flow is over, as at its end).
-            return if write_side_shut(fd)? { Ok(Taken::Closed) } else { Ok(Taken::Partial) };
+            return if write_side_shut(fd)? { Ok(Taken::Closed) } else { Ok(Taken::Partial(waiting)) };
         }
         // Nothing waits: the end of the stream, or nothing yet.
         let mut b = [0u8; 1];
@@ -413,7 +414,7 @@ mod tests {
                 page.count_read(n as u32);
                 FlowStep::Read
             }
-            Taken::Nothing | Taken::Partial => FlowStep::Idle,
+            Taken::Nothing | Taken::Partial(_) => FlowStep::Idle,
             Taken::Closed => FlowStep::Drop,
         }
     }
@@ -426,8 +427,8 @@ mod tests {
         // A frame split by the stream stays until its rest came: nothing is consumed.
         rustix::io::write(&wr, &[7u8; FRAME + 10]).unwrap();
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(1));
-        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Partial);
-        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Partial);
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Partial(10));
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Partial(10));
         rustix::io::write(&wr, &[8u8; FRAME - 10]).unwrap();
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(1));
         assert_eq!(&buf[..10], &[7u8; 10]);
@@ -438,7 +439,7 @@ mod tests {
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Frames(1));
         // Part of a frame whose sender closed: the rest can never come, the flow is over.
         rustix::io::write(&wr, &[1u8; 3]).unwrap();
-        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Partial, "3 bytes wait");
+        assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Partial(3), "3 bytes wait");
         drop(wr);
         assert_eq!(take_frames(rd.as_fd(), FRAME, &mut buf).unwrap(), Taken::Closed);
     }

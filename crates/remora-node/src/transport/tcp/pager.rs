@@ -472,3 +472,20 @@ fn serve_many(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::overlaps;
+
+    /// A store wakes a word's sleepers when it touches any of the word's four bytes.
+    #[test]
+    fn a_store_touching_any_byte_of_a_word_overlaps_it() {
+        assert!(overlaps(0, 4, 0), "the whole word");
+        assert!(overlaps(2, 3, 0), "one byte inside");
+        assert!(overlaps(3, 5, 4), "straddling its start");
+        assert!(overlaps(60, 72, 64), "covering it and more");
+        assert!(!overlaps(4, 8, 0), "the next word");
+        assert!(!overlaps(0, 4, 4), "the word before");
+        assert!(!overlaps(8, 8, 8), "nothing stored");
+    }
+}
