@@ -17,6 +17,8 @@
 //! * **Errors** come from one table (`errors::code_of`).
 //! * **No unwinding into C.** Every entry point runs its body under `catch_unwind`, with
 //!   thread cancellation deferred; waits are sliced, a cancellation point between slices.
+//!   One wait is not: `VipConnectAccept` across hosts holds cancellation off while it waits
+//!   for the requester's dial of the pair's stream and its confirmation, up to 9 s.
 //! * **Pointers from the caller** are checked for NULL and used only for the sizes the
 //!   call names; descriptors and buffers are reached only inside registered memory.
 

@@ -329,6 +329,7 @@ impl DmaQueue {
             st.callback = None;
             st.phase = Some(DmaState::Posted);
             st.on_flow = true;
+            self.inner.here_error.store(0, Ordering::SeqCst);
             drop(st);
             let done =
                 self.inner.direct.lock().unwrap_or_else(|p| p.into_inner()).run(near, remote, &d, wait);

@@ -181,8 +181,8 @@ impl Core {
         if let Some(f) = self.own_flow() {
             let session = self.desc.session();
             let down = || session.silent(self.handle) || session.lost(self.handle).is_some();
-            // Neither waits holding the flow's lock (a wait is a cancellation point of a C
-            // program's thread; the lock must not stay held after it).
+            // Neither waits holding the flow's lock: the drain can take up to 2 s, and other
+            // threads' triggers on this connection are not held up meanwhile.
             let (remote, drained) = {
                 let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
                 (f.remote(), f.begin_drain())

@@ -75,6 +75,9 @@ impl ConnRequest {
     /// # Errors
     /// [`Error::InvalidState`] unless `vi` is idle; [`Error::InvalidReliabilityLevel`]
     /// when the levels differ; [`Error::Timeout`] when the requester gave up meanwhile.
+    /// Across hosts, when the requester's pair stream came but its confirmation did not
+    /// (the requester may or may not have taken the connection), the call succeeds and the
+    /// VI is already broken: ERROR, `VIP_ERROR_CONN_LOST` through the error handler.
     pub fn accept(self, vi: &Vi) -> Result<()> {
         let v = &vi.inner;
         {

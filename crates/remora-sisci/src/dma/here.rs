@@ -179,6 +179,8 @@ impl super::DmaQueue {
             st.phase = Some(super::DmaState::Posted);
             st.on_flow = true;
             self.inner.stop_here.store(false, Ordering::SeqCst);
+            // A new job: the last one's reason (a lost connection) is not this one's.
+            self.inner.here_error.store(0, Ordering::SeqCst);
             drop(st);
             let made = copy(near, far, descs, PIECE, Some((&self.inner.stop_here, remote)));
             (made, before)
