@@ -36,7 +36,9 @@ pub(crate) fn figure(text: &str) -> Option<f64> {
 }
 
 /// Whether `ratio` (or `ours`, for a target with a unit) meets `target`; `None` when the
-/// target sets no bound.
+/// target sets no bound. A ratio is judged as the table prints it, to two decimals: a row
+/// reading `1.00` against `≤ 1.00` is met (a difference below the last printed digit is
+/// far inside the machine's noise, and a verdict the printed figures contradict misleads).
 pub(crate) fn judge(target: &str, ours: &str, ratio: f64) -> Option<bool> {
     let t = target.trim();
     let (le, rest) = if let Some(r) = t.strip_prefix('≤') {
@@ -53,7 +55,7 @@ pub(crate) fn judge(target: &str, ours: &str, ratio: f64) -> Option<bool> {
             let limit = figure(&format!("{bound} {unit}"))?;
             return figure(ours).map(|v| if le { v <= limit } else { v >= limit });
         }
-        _ => ratio,
+        _ => (ratio * 100.0).round() / 100.0,
     };
     if !value.is_finite() {
         return Some(false);
@@ -156,6 +158,11 @@ mod tests {
         assert_eq!(judge("reported (memcpy 8 B)", "1 µs", 9.0), None);
         assert_eq!(judge("(SISCI sequence start+check)", "0.2 µs", 1.1), None);
         assert_eq!(judge("≤ 2 (rsm map store)", "x", f64::NAN), Some(false));
+        // Judged as printed: 1.004 reads 1.00, 0.796 reads 0.80; 1.006 reads 1.01.
+        assert_eq!(judge("≤ 1.00 (N unicast stores + flush)", "45 ns", 1.004), Some(true));
+        assert_eq!(judge("≥ 0.80 (memcpy)", "9 GB/s", 0.796), Some(true));
+        assert_eq!(judge("≤ 1.00 (N unicast stores + flush)", "45 ns", 1.006), Some(false));
+        assert_eq!(judge("≥ 0.80 (memcpy)", "9 GB/s", 0.794), Some(false));
     }
 
     #[test]
