@@ -208,6 +208,29 @@ impl Node {
     }
 }
 
+#[cfg(test)]
+impl Node {
+    /// A node with its books only (no runtime, socket nor transports), for the unit tests
+    /// of what the daemon's threads do with the books.
+    pub(crate) fn bare(node: u32) -> Arc<Node> {
+        Arc::new(Node {
+            reg: Mutex::new(Registry::new(node)),
+            config: Config::new(node, PathBuf::from("/nonexistent")),
+            changed: Notify::new(),
+            shutdown: Notify::new(),
+            started: Instant::now(),
+            last_active: Mutex::new(Instant::now()),
+            incarnation: new_incarnation(),
+            scif: Mutex::new(Default::default()),
+            rsm: Mutex::new(Default::default()),
+            vipl: Mutex::new(Default::default()),
+            stats: Stats::default(),
+            transports: std::sync::OnceLock::new(),
+            peer_features: Arc::default(),
+        })
+    }
+}
+
 /// A fresh number for this daemon start: peers tell a restart from a pause by it, and
 /// handles differ from one start to the next.
 pub fn new_incarnation() -> u64 {

@@ -42,14 +42,17 @@ impl SharedFlow for OwnerFlow {
         self.booking.page.read_unlock();
     }
 
-    /// Unbooked: the page's generation of the set moves on, which an owner that waits
-    /// sees before it reads any flow again (`remora-sisci`'s `interrupt/owned.rs`). The
-    /// generation is moved here, under the reader lock, whether or not the node is still
-    /// there to unbook the flow (a node that is going away must not leave both reading).
+    /// Out of the owner's set: the page's generation of the set moves on, which an owner
+    /// that waits sees before it reads any flow again (`remora-sisci`'s
+    /// `interrupt/owned.rs`). The generation is moved here, under the reader lock, whether
+    /// or not the node is still there to change the books (a node that is going away must
+    /// not leave both reading). The booking stays, marked read alone
+    /// (`Registry::read_flow_alone`), until the flow ends: its connection's end shuts it
+    /// for writing, as it does the flows still shared, and the far end's answer ends it.
     fn leave(&mut self) {
         self.booking.page.flows_changed();
         if let Some(node) = self.node.upgrade() {
-            node.lock().unshare_flow(self.booking.intr, self.booking.id);
+            node.lock().read_flow_alone(self.booking.intr, self.booking.id);
         }
     }
 }
@@ -81,6 +84,8 @@ impl Drop for OwnerFlow {
     }
 }
 
+#[cfg(test)]
+mod alone;
 #[cfg(test)]
 mod given_back;
 

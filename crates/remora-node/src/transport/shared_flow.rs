@@ -18,7 +18,11 @@
 //! that had returned `Ok`). A part that grows or is replaced by another is on its way and
 //! starts the count again. The flow is not given back: the owner's one-wake-up path (and
 //! with `intr_pair` the backward direction) is lost for that flow's life, a cost
-//! ARCHITECTURE.md states.
+//! ARCHITECTURE.md states. It stays in the books, read alone
+//! (`Registry::read_flow_alone`), so that its connection's end shuts it for writing as it
+//! does the flows still shared, and the far end's answering end ends it here. The thread
+//! reads it without changing the socket's settings, which are its other holders' too
+//! (`serve_alone`).
 //!
 //! A flow ends (a refusal, a frame that does not belong, the far end's end) through
 //! `remora_sys::flow::end`, once the flow is taken from the owner: shut for writing, then
@@ -166,21 +170,45 @@ pub(crate) fn serve_shared(
     remora_sys::flow::end(s.into(), DRAIN);
 }
 
-/// Serve flow `s` that nobody else reads any more ([`SharedFlow::leave`]): whole frames
-/// read blocking, a split one's rest awaited, until the flow ends or a trigger is refused.
+/// Serve flow `s` that nobody else reads any more ([`SharedFlow::leave`]): what comes is
+/// read as it comes, a split frame's part kept until its rest follows, until the flow ends
+/// (the far end's end, or a break) or a trigger is refused.
+///
+/// The socket's settings are left as they are: they are every holder's. Its file status
+/// flags (`O_NONBLOCK`) are shared with every duplicate of the descriptor, and its timeouts
+/// (`SO_RCVTIMEO`) with every descriptor of the socket: the process that dialed a flow
+/// (`inbound/back_flow.rs`, whose duplicate this may be) holds it with its own timeouts
+/// (`remora-sisci`'s `interrupt/direct.rs`). So nothing here blocks in a read: a read
+/// that does not wait, and `poll` (with no timeout: the far end's end wakes it, and the
+/// connection's end makes the far end end it, `Registry::read_flow_alone`) while nothing
+/// waits. (It made the socket blocking with no read timeout before, which took away the
+/// dialer's read timeout; a plain flow's dialer reads nothing, but nothing else should
+/// depend on that.)
 fn serve_alone(peer: u32, bytes_in: &AtomicU64, s: &StdStream, handle: u64, mem: &dyn PeerMemory) {
-    use std::io::Read;
-    if let Err(e) = s.set_nonblocking(false).and_then(|()| s.set_read_timeout(None)) {
-        tracing::warn!(peer, handle, "a flow taken to be read alone could not block ({e}); flow ended");
-        return;
-    }
-    let mut rd = std::io::BufReader::with_capacity(BULK_FRAME * FRAMES_PER_LOOK, s);
-    let mut frame = [0u8; BULK_FRAME];
-    // `read_exact` retries `EINTR`; a flow's end (or a break) ends the loop.
-    while rd.read_exact(&mut frame).is_ok() {
-        bytes_in.fetch_add(BULK_FRAME as u64, Ordering::Relaxed);
-        if !serve_triggers(peer, &frame, handle, mem) {
-            break;
+    let fd = s.as_fd();
+    let mut buf = [0u8; BULK_FRAME * FRAMES_PER_LOOK];
+    // Bytes held at the start of `buf`: less than a frame between two reads.
+    let mut held = 0;
+    loop {
+        match remora_sys::flow::recv(fd, &mut buf[held..], false) {
+            Ok(0) => return,
+            Ok(n) => {
+                held += n;
+                let whole = held - held % BULK_FRAME;
+                bytes_in.fetch_add(whole as u64, Ordering::Relaxed);
+                if !serve_triggers(peer, &buf[..whole], handle, mem) {
+                    return;
+                }
+                buf.copy_within(whole..held, 0);
+                held -= whole;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                // An interrupted wait answers 0: read again.
+                if remora_sys::poller::wait_ready(&[fd], None).is_err() {
+                    return;
+                }
+            }
+            Err(_) => return,
         }
     }
 }
@@ -252,6 +280,40 @@ mod tests {
             assert!(self.lock.load(Ordering::SeqCst), "left without the lock");
             self.left.store(true, Ordering::SeqCst);
         }
+    }
+
+    /// A flow taken to be read alone keeps the settings its other holders gave the
+    /// socket: the dialing process's read timeout (the socket's, for every descriptor of
+    /// it) and `O_NONBLOCK` (every duplicate's). Before, the thread made the socket
+    /// blocking with no read timeout. What comes is still served, the split frame too.
+    #[test]
+    fn a_flow_read_alone_keeps_its_holders_settings() {
+        let (mut tx, rx) = flow_pair();
+        let dialer = rx.try_clone().unwrap();
+        let patience = Some(Duration::from_secs(7));
+        dialer.set_read_timeout(patience).unwrap();
+        dialer.set_nonblocking(true).unwrap();
+        let reads = Arc::new(AtomicBool::new(false));
+        let (lock, left) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let owner = Owner { reads, lock, left: left.clone() };
+        let frame = BulkFrame::trigger(7);
+        let (mem, bytes) = (Counted::default(), AtomicU64::new(0));
+        std::thread::scope(|sc| {
+            let server = sc.spawn(|| serve_shared(4, &bytes, rx, 7, &mem, Box::new(owner)));
+            tx.write_all(frame.as_bytes()).unwrap();
+            tx.write_all(&frame.as_bytes()[..BULK_FRAME / 3]).unwrap();
+            assert!(wait_for(|| left.load(Ordering::SeqCst)), "the split frame's flow was not taken");
+            assert!(wait_for(|| mem.count() == 1), "the whole frame was not served");
+            tx.write_all(&frame.as_bytes()[BULK_FRAME / 3..]).unwrap();
+            tx.write_all(frame.as_bytes()).unwrap();
+            assert!(wait_for(|| mem.count() == 3), "the split frame's rest, or the next, not served");
+            assert_eq!(dialer.read_timeout().unwrap(), patience, "the dialer's read timeout was changed");
+            let flags = rustix::fs::fcntl_getfl(&dialer).unwrap();
+            assert!(flags.contains(rustix::fs::OFlags::NONBLOCK), "the descriptors were made blocking");
+            drop(tx);
+            assert!(wait_for(|| server.is_finished()), "the far end's close did not end the thread");
+        });
+        assert_eq!(bytes.load(Ordering::SeqCst), 3 * BULK_FRAME as u64);
     }
 
     /// Issue 19's two-way flood: frames that pile up unread (nobody read while the

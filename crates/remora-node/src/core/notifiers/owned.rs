@@ -35,6 +35,9 @@ pub struct OwnerFlowEntry {
     /// A flow this node dialed, whose backward direction carries `conn`'s triggers: it is
     /// not `conn`'s to end.
     pub back: bool,
+    /// Taken from the owner to be read by the daemon alone ([`Registry::read_flow_alone`]):
+    /// not in the owner's set, but kept so that `conn`'s end still ends it.
+    pub alone: bool,
     /// A duplicate of the socket.
     pub fd: OwnedFd,
 }
@@ -105,7 +108,8 @@ impl Registry {
         }
         let id = self.handle();
         let i: &mut Interrupt = self.interrupts.get_mut(&h)?;
-        if i.owner == 0 || i.data || i.page.is_removed() || i.owner_flows.len() >= MAX_OWNER_FLOWS {
+        let offered = i.owner_flows.iter().filter(|f| !f.alone).count();
+        if i.owner == 0 || i.data || i.page.is_removed() || offered >= MAX_OWNER_FLOWS {
             return None;
         }
         if back.is_some_and(|dialer| dialer != i.owner) {
@@ -114,7 +118,7 @@ impl Registry {
         let back = back.is_some();
         let dup = fd.try_clone_to_owned().ok()?;
         let page = IntrPage::open(&i.memfd, i.event.try_clone().ok()?).ok()?;
-        i.owner_flows.push(OwnerFlowEntry { id, conn, peer, back, fd: dup });
+        i.owner_flows.push(OwnerFlowEntry { id, conn, peer, back, alone: false, fd: dup });
         let joined = i.page.flows_changed();
         Some(SharedBooking { intr: h, id, joined, page })
     }
@@ -125,6 +129,21 @@ impl Registry {
             let before = i.owner_flows.len();
             i.owner_flows.retain(|f| f.id != id);
             if i.owner_flows.len() != before {
+                i.page.flows_changed();
+            }
+        }
+    }
+
+    /// The flow booked as `id` for interrupt `intr` is read by the daemon alone from now on
+    /// (`SharedFlow::leave`): it leaves the owner's set (its generation moves on), and stays
+    /// in the books until the flow ends ([`Registry::unshare_flow`]), so that its
+    /// connection's end shuts it for writing as it does the flows still shared
+    /// (`disconnect_interrupt`). Forgotten here, the daemon's thread read it on until the
+    /// far end closed it, which a far host that stayed silent never did.
+    pub fn read_flow_alone(&mut self, intr: u64, id: u64) {
+        if let Some(i) = self.interrupts.get_mut(&intr) {
+            if let Some(f) = i.owner_flows.iter_mut().find(|f| f.id == id && !f.alone) {
+                f.alone = true;
                 i.page.flows_changed();
             }
         }
@@ -142,7 +161,7 @@ impl Registry {
         let mut conns = Vec::with_capacity(i.owner_flows.len());
         let mut nodes = Vec::with_capacity(i.owner_flows.len());
         let mut fds = Vec::with_capacity(i.owner_flows.len());
-        for f in &i.owner_flows {
+        for f in i.owner_flows.iter().filter(|f| !f.alone) {
             conns.push(f.conn);
             nodes.push(f.peer);
             fds.push(f.fd.try_clone().map_err(|e| Error::System(e.to_string()))?);
@@ -451,5 +470,15 @@ mod tests {
         assert!(booked[..MAX_OWNER_FLOWS].iter().all(Option::is_some));
         assert!(booked[MAX_OWNER_FLOWS].is_none(), "the daemon alone reads one more");
         assert_eq!(r.interrupt_flows(owner, intr).unwrap().3.len(), remora_sys::seqpacket::MAX_FDS);
+        // A flow the daemon took to read alone leaves the set, and makes room for another.
+        let first = booked[0].as_ref().unwrap();
+        let gen = r.interrupt_flows(owner, intr).unwrap().0;
+        r.read_flow_alone(first.intr, first.id);
+        let (moved, _, _, fds) = r.interrupt_flows(owner, intr).unwrap();
+        assert_ne!(moved, gen);
+        assert_eq!(fds.len(), MAX_OWNER_FLOWS - 1);
+        let Ok((conn, _)) = r.connect_interrupt(peer, 9, intno, false, true) else { panic!("connect") };
+        assert!(r.share_flow(9, conn, socks[0].0.as_fd(), None).is_some());
+        assert_eq!(r.interrupt_flows(owner, intr).unwrap().3.len(), MAX_OWNER_FLOWS);
     }
 }
