@@ -99,6 +99,31 @@ fn bench_hosts_rows_reach_the_parent() {
     assert!(rows.iter().all(|r| !r.contains("\"ratio\": null")), "{json}");
 }
 
+/// `bench vipl --across-hosts` ends with its two rows of a starved receiver (one receive
+/// kept posted, work after each message), each with its figures beside raw TCP and a
+/// verdict (no figure is judged here: a loaded machine's are its own).
+#[test]
+fn bench_vipl_across_hosts_reports_the_starved_receiver_rows() {
+    let (rt, text, json) = bench_json(
+        "remora-bench-vipl-far",
+        &["vipl", "--across-hosts", "--batch", "100", "--rounds", "1"],
+        "5",
+    );
+    let rows = rows(&json);
+    for work in [200, 1500] {
+        let name = format!("vipl 8 B, 1 posted, {work} µs work");
+        let row = rows.iter().find(|r| r.contains(&name)).unwrap_or_else(|| panic!("{name}: {json}"));
+        assert!(row.contains("msg/s") && row.contains("raw TCP, same work"), "{row}");
+        assert!(row.contains("\"verdict\": \"met\"") || row.contains("\"verdict\": \"missed\""), "{row}");
+        let line = text.lines().find(|l| l.starts_with(&name)).unwrap_or_else(|| panic!("{name}: {text}"));
+        assert!(line.contains(" met ") || line.contains(" missed "), "{line}");
+    }
+    let _ = Command::new(env!("CARGO_BIN_EXE_remora"))
+        .args(["shutdown", "--all"])
+        .env("REMORA_RUNTIME_DIR", rt.path())
+        .output();
+}
+
 #[test]
 fn status_json_lists_every_node() {
     let rt = tempfile::Builder::new().prefix("remora-status-json").tempdir().unwrap();

@@ -20,13 +20,13 @@ use std::time::Duration;
 const T: Option<Duration> = Some(Duration::from_secs(20));
 
 #[derive(Clone, Copy)]
-struct Mem {
+pub(crate) struct Mem {
     region: UserRegion,
     handle: MemHandle,
 }
 
 impl Mem {
-    fn new(nic: &Nic, len: usize, ptag: ProtectionTag) -> Mem {
+    pub(crate) fn new(nic: &Nic, len: usize, ptag: ProtectionTag) -> Mem {
         let buf: &'static mut [u8] = Box::leak(vec![0u8; len + 64].into_boxed_slice());
         let skip = (64 - buf.as_ptr() as usize % 64) % 64;
         let region = UserRegion::from_static(&mut buf[skip..skip + len]);
@@ -44,7 +44,7 @@ impl Mem {
 }
 
 /// Post a receive of `len` bytes at `buf[off..]`, its descriptor at `desc + at`.
-fn post_recv(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, off: usize, len: usize) {
+pub(crate) fn post_recv(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, off: usize, len: usize) {
     let seg = DataSegment { addr: buf.addr(off) as u64, handle: buf.handle, len: len as u32 };
     let d = Descriptor { length: len as u32, segments: vec![seg], ..Default::default() };
     nic.write_descriptor(desc.addr(at), desc.handle, &d).unwrap();
@@ -62,7 +62,7 @@ fn send(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, off: usize, data: 
     nic.read_descriptor(desc.addr(at), desc.handle).unwrap().status
 }
 
-fn connect(snic: &Nic, server: &Vi, cnic: &Nic, client: &Vi, disc: &[u8]) {
+pub(crate) fn connect(snic: &Nic, server: &Vi, cnic: &Nic, client: &Vi, disc: &[u8]) {
     let addr = NetAddress::new(snic.node(), disc);
     let (s, a, nic) = (server.clone(), addr.clone(), snic.clone());
     let waiter = std::thread::spawn(move || nic.connect_wait(&a, T).unwrap().accept(&s));

@@ -261,8 +261,9 @@ impl Nic {
     }
 
     /// For tests only (hidden from the docs): the NIC's watcher looks every `period`
-    /// instead of every 10 ms from its next look on, so a test can tell what the watcher
-    /// did from what the VIs' own calls did without racing its ticks.
+    /// instead of every 10 ms from its next look on (from its first when set before the
+    /// NIC's first VI), so a test can tell what the watcher did from what the VIs' own
+    /// calls did without racing its ticks.
     #[doc(hidden)]
     pub fn set_watch_period(&self, period: Duration) {
         let us = u64::try_from(period.as_micros()).unwrap_or(u64::MAX).max(1);
@@ -498,7 +499,8 @@ impl Nic {
 /// of posted receives that waited on a channel to another host (`Link::posted_later`).
 fn watch(nic: Weak<NicInner>) {
     let watching = Watching(nic);
-    let mut period = WATCH_EVERY;
+    let set = |i: Arc<NicInner>| Duration::from_micros(i.watch_us.load(Ordering::Relaxed));
+    let mut period = watching.0.upgrade().map_or(WATCH_EVERY, set);
     loop {
         std::thread::sleep(period);
         let Some(inner) = watching.0.upgrade() else { return };
@@ -539,3 +541,6 @@ impl Drop for Watching {
         }
     }
 }
+
+#[cfg(test)]
+mod watcher_end;

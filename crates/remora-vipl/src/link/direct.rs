@@ -501,6 +501,9 @@ pub(crate) enum Pump {
 }
 
 #[cfg(test)]
+mod broken;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
