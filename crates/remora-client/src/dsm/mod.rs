@@ -35,9 +35,10 @@
 //! looks: in a ping-pong the next store comes one round trip later and leaves at once
 //! (longer, up to 15 times, when lone changes come a little further apart; never more than
 //! about 4/5 of the time, as a heartbeat or a flag would keep it spinning: `pager/spin.rs`).
-//! `CROWDED_LOOKS` looks of a spin, most of its looks or waiting most of the time, each kept
-//! from a core for `CROWDED` mean programs that never yield hold the cores: the pager then
-//! stops spinning for a while and runs at nice -20 (where allowed) so that its ticks
+//! Two looks of a spin or more (most of its looks, or waiting most of the time), each kept
+//! from a core for over 200 µs (those bounds and how long the pager then stops spinning are
+//! `pager/spin.rs`'s constants), mean programs that never yield hold the cores: the pager
+//! then stops spinning for a while and runs at nice -20 (where allowed) so that its ticks
 //! preempt them. Such a look among many short ones is another program's time slice (a
 //! compiler on a shared machine), not a crowd: ticking instead of spinning then would make
 //! a ping-pong several times slower for the whole while (`pager/spin.rs`).
@@ -148,14 +149,6 @@ struct Page {
 /// How long a watched page may stay unchanged before the pager protects it again (its next
 /// store faults, and it costs nothing until then).
 const QUIET: Duration = Duration::from_millis(1);
-/// A spinning pager that was kept from a core this long yields to the programs that hold
-/// them (spinning stops for a while).
-const CROWDED: Duration = Duration::from_micros(200);
-/// How many looks of a spinning pager, more than half of its looks since the first (or
-/// waiting with them more than half the time since), must each be kept from a core for
-/// [`CROWDED`] before the pager stops spinning: pollers that never yield keep every look
-/// waiting, while a busy program that merely had its time slice delays one among many.
-const CROWDED_LOOKS: u32 = 2;
 /// How long after a change the pager keeps looking at the short interval before it backs
 /// off (a writer answering a peer writes again about one round trip later).
 const HOT: Duration = Duration::from_micros(100);

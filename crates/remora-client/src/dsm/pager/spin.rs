@@ -18,14 +18,13 @@
 //! promise. Over any while T it spins at most 4/5 T + [`SHARE_CAP`]. Time a look gave the
 //! core away (another thread ran) is no spinning.
 //!
-//! Not at all while programs that never yield hold the cores (`CROWDED`, `CROWDED_LOOKS`
-//! in `dsm/mod.rs`): a spinning pager kept from a core that long at most of its looks, or
-//! for most of the time since the first such look, stops spinning for a while and ticks at
-//! nice -20 instead. A long wait among many short ones is another program's time slice on a
+//! Not at all while programs that never yield hold the cores ([`Crowd`]): a spinning pager
+//! kept from a core for [`CROWDED`] at [`CROWDED_LOOKS`] looks or more, most of its looks or
+//! for most of the time since the first such look, stops spinning for a while
+//! ([`CROWDED_FOR`], up to [`CROWDED_MOST`]) and ticks at nice -20 instead. A long wait among many short ones is another program's time slice on a
 //! shared machine: ticking then would make a ping-pong several times slower for the whole
 //! while (140 µs one-way instead of 19 µs on one core).
 
-use super::super::{CROWDED, CROWDED_LOOKS};
 use super::PMap;
 use std::time::{Duration, Instant};
 
@@ -49,8 +48,9 @@ fn spin_for(last: &mut Option<Instant>, spin: Duration, t: Instant) -> Duration 
     spin.max(ext.min(spin * LONGER_MOST))
 }
 
-/// The share of the time the pager may spin: [`SHARE_NUM`]/[`SHARE_DEN`].
+/// The share of the time the pager may spin: [`SHARE_NUM`]/[`SHARE_DEN`] (its numerator).
 const SHARE_NUM: u32 = 4;
+/// The denominator of that share.
 const SHARE_DEN: u32 = 5;
 /// How far spinning may run ahead of that share before the pager stops spinning.
 const SHARE_CAP: Duration = Duration::from_millis(1);
@@ -93,9 +93,19 @@ impl Share {
     }
 }
 
+/// The wait for a core at one look of a spin past which the look counts as kept from the
+/// cores (a long wait): shorter waits are other threads' turns, not a crowd.
+const CROWDED: Duration = Duration::from_micros(200);
+/// The fewest long waits (of looks counted together, [`WINDOW`]) that find the cores
+/// crowded, and only when they are more than half of those looks or waited more than half
+/// the time since the first: pollers that never yield keep every look waiting, while a
+/// busy program that merely had its time slice delays one among many.
+const CROWDED_LOOKS: u32 = 2;
 /// How long the pager stops spinning once the cores are found crowded; twice as long as the
-/// last time (up to [`CROWDED_MOST`]) when they are found crowded again right after.
+/// last time when they are found crowded again right after.
 const CROWDED_FOR: Duration = Duration::from_millis(50);
+/// The longest the pager stops spinning at once however often the cores are found crowded
+/// (the doubling of [`CROWDED_FOR`] ends here).
 const CROWDED_MOST: Duration = Duration::from_secs(1);
 /// The looks counted together start at a long wait and end this long after it.
 const WINDOW: Duration = Duration::from_millis(20);
