@@ -22,7 +22,7 @@ const READS_PER_LOOK: usize = 64;
 /// The most flows it reads at once: past that the oldest is shut both ways.
 const MOST: usize = 4096;
 /// How long the reaper naps after a look at which a flow still had bytes after
-/// [`READS_PER_LOOK`] reads (a far end that keeps sending).
+/// [`READS_PER_LOOK`] reads (a far end that keeps sending), or when it cannot wait.
 const BUSY_NAP: Duration = Duration::from_millis(100);
 
 /// The reaper's books.
@@ -110,8 +110,13 @@ impl Reaper {
         let mut fds = Vec::with_capacity(flows.len() + 1);
         fds.push(PollFd::new(&self.bell, PollFlags::IN));
         fds.extend(flows.iter().map(|(fd, _)| PollFd::new(fd, PollFlags::IN | PollFlags::RDHUP)));
-        // An interruption or a failure: the loop looks and waits again.
-        let _ = poll(&mut fds, ts.as_ref());
+        match poll(&mut fds, ts.as_ref()) {
+            // Something to read, a flow handed over, the time up, or an interruption: the
+            // loop looks, then waits again.
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            // No wait at all (out of memory, say): a nap, not a spinning loop.
+            Err(_) => std::thread::sleep(BUSY_NAP),
+        }
     }
 }
 
