@@ -28,6 +28,9 @@ pub(super) struct Direct {
     /// Regions of the program's memory queued after `out[..at]` (`write_region` of a
     /// channel), gathered into the next send without a copy.
     regions: Vec<(usize, remora_sys::user_memory::UserRegion)>,
+    /// The last answer came later than the spin would have waited (a long transfer's):
+    /// the next wait sleeps at once instead of spinning (`answer_header`).
+    late: bool,
 }
 
 /// A pager flow shared by every map of one connection (one stream keeps their stores in
@@ -166,6 +169,7 @@ impl Direct {
             broken: false,
             pid: remora_sys::sched::own_pid(),
             regions: Vec::new(),
+            late: false,
         })
     }
 
@@ -190,6 +194,7 @@ impl Direct {
                 broken: false,
                 pid: remora_sys::sched::own_pid(),
                 regions: Vec::new(),
+                late: false,
             },
             remotes,
         ))
@@ -282,11 +287,24 @@ impl Direct {
     }
 
     /// The header of the next answer to a transfer's frame, waited for as a DMA wait does:
-    /// spinning `REMORA_SPIN_US` first (its core kept awake), then asleep.
+    /// spinning `REMORA_SPIN_US` first (its core kept awake), then asleep — unless the last
+    /// answer on this flow came after the spin would have ended (`late`). An answer the spin
+    /// does not catch is woken for either way, so such a spin only takes a core from the
+    /// threads doing the work (the home's reader, the other transfers: `bench scale` runs up
+    /// to 56 such waits at once on two cores). Each wait that sleeps times itself, so once
+    /// waits are answered within the spin again (small transfers), the next one spins.
     fn answer_header(&mut self, raw: &mut [u8; BULK_FRAME]) -> std::io::Result<()> {
         let spin = remora_config::Config::get().spin;
-        let got = remora_sys::flow::recv_spinning(std::os::fd::AsFd::as_fd(&self.s), raw, spin)?;
-        std::io::Read::read_exact(&mut self.s, &mut raw[got..])
+        let fd = std::os::fd::AsFd::as_fd(&self.s);
+        let started = std::time::Instant::now();
+        let got = remora_sys::flow::recv_spinning(fd, raw, if self.late { Duration::ZERO } else { spin })?;
+        if got == raw.len() {
+            self.late = false;
+            return Ok(());
+        }
+        std::io::Read::read_exact(&mut self.s, &mut raw[got..])?;
+        self.late = started.elapsed() > spin;
+        Ok(())
     }
 
     /// The next answer, which must be `op` for the last frame sent.
