@@ -28,7 +28,7 @@ pub(super) struct Direct {
     /// Regions of the program's memory queued after `out[..at]` (`write_region` of a
     /// channel), gathered into the next send without a copy.
     regions: Vec<(usize, remora_sys::user_memory::UserRegion)>,
-    /// The last answer came later than the spin would have waited (a long transfer's):
+    /// The last answer came later than twice the spin (a long transfer's):
     /// the next wait sleeps at once instead of spinning (`answer_header`).
     late: bool,
 }
@@ -291,8 +291,10 @@ impl Direct {
     /// answer on this flow came after the spin would have ended (`late`). An answer the spin
     /// does not catch is woken for either way, so such a spin only takes a core from the
     /// threads doing the work (the home's reader, the other transfers: `bench scale` runs up
-    /// to 56 such waits at once on two cores). Each wait that sleeps times itself, so once
-    /// waits are answered within the spin again (small transfers), the next one spins.
+    /// to 56 such waits at once on two cores). Each wait that sleeps times itself against
+    /// twice the spin (a sleeper's time includes its wake-up, which must not keep a flow
+    /// whose answers come within the spin marked late), so once waits are answered within
+    /// the spin again (small transfers), the next one spins.
     fn answer_header(&mut self, raw: &mut [u8; BULK_FRAME]) -> std::io::Result<()> {
         let spin = remora_config::Config::get().spin;
         let fd = std::os::fd::AsFd::as_fd(&self.s);
@@ -303,7 +305,7 @@ impl Direct {
             return Ok(());
         }
         std::io::Read::read_exact(&mut self.s, &mut raw[got..])?;
-        self.late = started.elapsed() > spin;
+        self.late = started.elapsed() > 2 * spin;
         Ok(())
     }
 
