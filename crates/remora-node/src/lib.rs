@@ -208,14 +208,13 @@ impl Node {
     }
 }
 
-#[cfg(test)]
 impl Node {
-    /// A node with its books only (no runtime, socket nor transports), for the unit tests
-    /// of what the daemon's threads do with the books.
-    pub(crate) fn bare(node: u32) -> Arc<Node> {
+    /// A node's books for `config`: no runtime, socket nor transports yet (`run` adds them;
+    /// the unit tests of what the daemon's threads do with the books use them bare).
+    fn with_config(config: Config) -> Arc<Node> {
         Arc::new(Node {
-            reg: Mutex::new(Registry::new(node)),
-            config: Config::new(node, PathBuf::from("/nonexistent")),
+            reg: Mutex::new(Registry::new(config.node)),
+            config,
             changed: Notify::new(),
             shutdown: Notify::new(),
             started: Instant::now(),
@@ -228,6 +227,12 @@ impl Node {
             transports: std::sync::OnceLock::new(),
             peer_features: Arc::default(),
         })
+    }
+
+    /// A node with its books only, for unit tests.
+    #[cfg(test)]
+    pub(crate) fn bare(node: u32) -> Arc<Node> {
+        Node::with_config(Config::new(node, PathBuf::from("/nonexistent")))
     }
 }
 
@@ -271,21 +276,7 @@ pub fn run(config: Config) -> Result<(), StartError> {
     };
     let sock = paths::socket_path(&config.runtime_dir, config.node);
     let _ = std::fs::remove_file(&sock);
-    let node = Arc::new(Node {
-        reg: Mutex::new(Registry::new(config.node)),
-        config,
-        changed: Notify::new(),
-        shutdown: Notify::new(),
-        started: Instant::now(),
-        last_active: Mutex::new(Instant::now()),
-        incarnation: new_incarnation(),
-        scif: Mutex::new(Default::default()),
-        rsm: Mutex::new(Default::default()),
-        vipl: Mutex::new(Default::default()),
-        stats: Stats::default(),
-        transports: std::sync::OnceLock::new(),
-        peer_features: Arc::default(),
-    });
+    let node = Node::with_config(config);
     // The runtime's thread (this one) is a hop of every request, SCIF message relayed to
     // another host and interrupt triggered across hosts; its work per wake is short. At the
     // ordinary weight a wake waited behind the programs that keep a small machine's cores

@@ -36,7 +36,7 @@
 //! (longer, up to 15 times, when lone changes come a little further apart; never more than
 //! about 4/5 of the time, as a heartbeat or a flag would keep it spinning: `pager/spin.rs`).
 //! Two looks of a spin or more (most of its looks, or waiting most of the time), each kept
-//! from a core for over 200 µs (those bounds and how long the pager then stops spinning are
+//! from a core for long (`CROWDED`; those bounds and how long the pager then stops spinning are
 //! `pager/spin.rs`'s constants), mean programs that never yield hold the cores: the pager
 //! then stops spinning for a while and runs at nice -20 (where allowed) so that its ticks
 //! preempt them. Such a look among many short ones is another program's time slice (a

@@ -5,8 +5,9 @@
 //! readable (bytes, the other end's end, a break) or the next flow's time is up: a reaper
 //! that holds flows whose other ends stay silent does not wake at all (it looked every
 //! 100 ms before, for up to a minute after each flow it was handed). A flow that keeps
-//! sending is read a bounded amount per look, and while one does the reaper looks every
-//! [`BUSY_NAP`] only: a far end that floods must not take a core for a minute.
+//! sending is read a bounded amount per look, and while any does the reaper looks every
+//! [`BUSY_NAP`] only: a far end that floods (or keeps sending small frames, each its own
+//! wake-up) must not take a core for a minute.
 
 use super::{drain_step, Drained, REAP_LIMIT};
 use crate::sync::EventFd;
@@ -14,15 +15,15 @@ use rustix::event::{poll, PollFd, PollFlags};
 use rustix::net::Shutdown;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The most reads of one flow at one look.
 const READS_PER_LOOK: usize = 64;
 /// The most flows it reads at once: past that the oldest is shut both ways.
 const MOST: usize = 4096;
-/// How long the reaper naps after a look at which a flow still had bytes after
-/// [`READS_PER_LOOK`] reads (a far end that keeps sending), or when it cannot wait.
+/// How long the reaper naps after a look at which a flow not yet ended had bytes (a far
+/// end that keeps sending), or when it cannot wait.
 const BUSY_NAP: Duration = Duration::from_millis(100);
 
 /// The reaper's books.
@@ -64,8 +65,8 @@ impl Reaper {
             // this rings it again, and the next wait does not sleep.
             self.bell.drain();
             flows.append(&mut self.handed.lock().unwrap_or_else(|e| e.into_inner()));
-            while flows.len() > MOST {
-                let (old, _) = flows.remove(0);
+            let extra = flows.len().saturating_sub(MOST);
+            for (old, _) in flows.drain(..extra) {
                 let _ = rustix::net::shutdown(&old, Shutdown::Both);
             }
             let mut busy = false;
@@ -84,7 +85,7 @@ impl Reaper {
                         }
                     }
                 }
-                busy |= reads == READS_PER_LOOK && !over;
+                busy |= reads > 0 && !over;
                 if over {
                     let _ = rustix::net::shutdown(fd, Shutdown::Both);
                 }
@@ -120,14 +121,25 @@ impl Reaper {
     }
 }
 
-/// The process's reaper, its thread started at the first call (`None`: no thread could be).
+/// The process's reaper, its thread started at the first call that can start it (`None`:
+/// none could be, now — no descriptor for the bell or no thread, as when the process is out
+/// of descriptors: the next call tries again, so one bad moment does not leave every later
+/// flow to be shut with a reset).
 fn reaper() -> Option<&'static Reaper> {
-    static R: OnceLock<Option<&'static Reaper>> = OnceLock::new();
-    *R.get_or_init(|| {
-        let r: &'static Reaper = Box::leak(Box::new(Reaper::new(REAP_LIMIT).ok()?));
-        std::thread::Builder::new().name("remora-flow-reaper".into()).spawn(move || r.run()).ok()?;
-        Some(r)
-    })
+    static R: Mutex<Option<&'static Reaper>> = Mutex::new(None);
+    let mut r = R.lock().unwrap_or_else(|e| e.into_inner());
+    if r.is_none() {
+        let made = Reaper::new(REAP_LIMIT).ok().and_then(|new| {
+            let leaked: &'static Reaper = Box::leak(Box::new(new));
+            std::thread::Builder::new()
+                .name("remora-flow-reaper".into())
+                .spawn(move || leaked.run())
+                .ok()
+                .map(|_| leaked)
+        });
+        *r = made;
+    }
+    *r
 }
 
 /// Read `fd` until its other end ends (or [`REAP_LIMIT`]), then shut it both ways.

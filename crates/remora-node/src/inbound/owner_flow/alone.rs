@@ -57,3 +57,40 @@ fn a_flow_read_alone_is_shut_when_its_connection_ends() {
     });
     assert!(node.lock().interrupts[&intr].owner_flows.is_empty(), "the booking outlived the flow");
 }
+
+/// A flow read alone whose far end closes while its connection lives: the thread ends and
+/// the booking goes with it (the connection stays). The disconnect of the test above
+/// removes every booking of its connection itself, so only this one shows the flow's own
+/// end unbooking it.
+#[test]
+fn a_flow_read_alone_is_unbooked_when_its_far_end_closes() {
+    let node = Node::bare(4);
+    let (owner, peer, intr, conn) = {
+        let mut r = node.lock();
+        let owner = r.add_session(1, Role::Client, unbounded_channel().0);
+        let peer = r.add_session(0, Role::Peer { node: 9 }, unbounded_channel().0);
+        let (intr, intno, _, _) = r.create_interrupt(owner, Some(5), false, false).unwrap();
+        let Ok((conn, _)) = r.connect_interrupt(peer, 9, intno, false, true) else { panic!("connect") };
+        (owner, peer, intr, conn)
+    };
+    let (mut tx, rx) = flow_pair();
+    let booking = node.lock().share_flow(9, conn, rx.as_fd(), None).expect("booked for the owner");
+    let share = OwnerFlow { node: Arc::downgrade(&node), booking, polls: 0 };
+    let in_set = || !node.lock().interrupt_flows(owner, intr).unwrap().1.is_empty();
+    let booked = || !node.lock().interrupts[&intr].owner_flows.is_empty();
+    let frame = BulkFrame::trigger(conn);
+    let (mem, bytes) = (Counted::default(), AtomicU64::new(0));
+    std::thread::scope(|sc| {
+        let server = sc.spawn(|| serve_shared(9, &bytes, rx, conn, &mem, Box::new(share)));
+        tx.write_all(&frame.as_bytes()[..BULK_FRAME / 2]).unwrap();
+        assert!(wait_for(|| !in_set()), "the split frame's flow stayed in the owner's set");
+        assert!(booked(), "taking the flow to read alone forgot its booking");
+        // The rest of the frame, then the far end's close.
+        tx.write_all(&frame.as_bytes()[BULK_FRAME / 2..]).unwrap();
+        drop(tx);
+        assert!(wait_for(|| server.is_finished()), "the thread outlived the far end's close");
+    });
+    assert_eq!(mem.count(), 1, "the frame split across the take was not served whole");
+    assert!(!booked(), "the booking outlived the flow");
+    let _ = node.lock().disconnect_interrupt(peer, conn);
+}

@@ -69,3 +69,27 @@ fn a_flow_is_shut_both_ways_when_its_time_is_up() {
     assert_eq!(std::io::Read::read(&mut far, &mut b).unwrap(), 0, "the far end did not see the end");
     assert!(wait_for(|| r.held.load(Ordering::Acquire) == 0), "the flow is still held");
 }
+
+/// A far end that keeps sending small frames (each would be a wake-up of its own) is looked
+/// at about every `BUSY_NAP`, not at each frame: a second of a frame every 200 µs wakes the
+/// reaper at most a few dozen times (thousands before), and what it sent is still read.
+#[test]
+fn a_far_end_sending_small_frames_does_not_wake_it_for_each() {
+    let r = started(Duration::from_secs(600));
+    let (ours, mut far) = pair();
+    r.hand(ours.into());
+    assert!(wait_for(|| r.held.load(Ordering::Acquire) == 1), "the flow was not taken in");
+    let before = r.wakes.load(Ordering::Relaxed);
+    let t = Instant::now();
+    let mut sent = 0u32;
+    while t.elapsed() < Duration::from_secs(1) {
+        std::io::Write::write_all(&mut far, &[7u8; 40]).unwrap();
+        sent += 1;
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let woke = r.wakes.load(Ordering::Relaxed) - before;
+    assert!(sent > 100, "only {sent} frames went out");
+    assert!(woke <= 40, "the reaper woke {woke} times for {sent} frames in a second");
+    drop(far);
+    assert!(wait_for(|| r.held.load(Ordering::Acquire) == 0), "the far end's end did not let the flow go");
+}
