@@ -379,7 +379,7 @@ impl Vi {
             }
             (control::OP_RDMAWRITE, Some(r)) => {
                 // With immediate data, the completion goes down the channel with the bytes.
-                let bits = vi.rdma(link, r, sources, true, imm.is_some());
+                let bits = vi.rdma(&mut sq.hint, link, r, sources, true, imm.is_some());
                 if bits != 0 || imm.is_none() {
                     return Outcome::bits(bits);
                 }
@@ -390,7 +390,7 @@ impl Vi {
                 if attrs.reliability < RELIABLE_DELIVERY {
                     return Outcome::bits(status::FORMAT_ERROR);
                 }
-                Outcome::bits(vi.rdma(link, r, sources, false, false))
+                Outcome::bits(vi.rdma(&mut sq.hint, link, r, sources, false, false))
             }
             _ => Outcome::bits(status::FORMAT_ERROR),
         }

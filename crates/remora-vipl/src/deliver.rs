@@ -13,7 +13,7 @@
 
 use crate::cache::Taken;
 use crate::data::Outcome;
-use crate::layout::{self, status, Chunk, Completion, ENTRIES, INLINE, INLINE_AT, SEQ};
+use crate::layout::{self, status, Completion, ENTRIES, INLINE, INLINE_AT, SEQ};
 use crate::link::direct::{is_short, Pump};
 use crate::link::{Link, Miss};
 use crate::posted::Posted;
@@ -345,9 +345,14 @@ impl ViInner {
             // The entry's total, then its connection number: an entry an earlier peer
             // stored late is no receive of this connection.
             let at = layout::entry_at(j);
-            let room = self.map.load(at) as u32;
+            let head = self.map.load(at);
             let of = self.map.load(at + layout::ENTRY_CONN) as u32;
-            sq.rooms[j as usize % ENTRIES] = if of == conn { room } else { NOT_OURS };
+            sq.rooms[j as usize % ENTRIES] = if of == conn { head as u32 } else { NOT_OURS };
+            if of == conn {
+                // Where its buffers lie too, from the same line: the copy needs no look at
+                // the entry, whose line is long gone from this core's caches by then.
+                self.note_head(sq, j, head);
+            }
         }
         sq.seen = posted;
         true
@@ -408,7 +413,7 @@ impl ViInner {
         } else if size <= INLINE {
             carried = true;
         } else {
-            match self.scatter(link, k, sources) {
+            match self.scatter(sq, link, k, sources) {
                 Ok(()) => {}
                 // The receive's memory was deregistered since the peer described it (the
                 // piece is gone): a protection error of that receive, as the peer finds
@@ -539,49 +544,6 @@ impl ViInner {
             }
             _ => Outcome::default(),
         }
-    }
-
-    /// Copy the sources, in order, into the buffers of the peer's receive `k`. Its
-    /// pieces are read from the ring A entry one at a time, as the copy reaches them (most
-    /// receives have one: no buffer for all the entry could hold is cleared per message).
-    fn scatter(&self, link: &Link, k: u64, sources: &[UserRegion]) -> std::result::Result<(), Miss> {
-        let at = layout::entry_at(k);
-        let mut head = [0u8; 16];
-        self.map.read(at, &mut head)?;
-        if layout::entry_conn(&head) != self.conn() {
-            return Err(Error::Descriptor("the receive is not of this connection".into()).into());
-        }
-        let chunks = layout::entry_chunks(&head);
-        let chunk = |i: usize| -> Result<Chunk> {
-            if i >= chunks {
-                return Err(Error::Descriptor("receive smaller than described".into()));
-            }
-            let mut b = [0u8; 16];
-            self.map.read(at + 16 + 16 * i, &mut b)?;
-            Ok(layout::chunk_at(&b, 0))
-        };
-        let mut ci = 0usize;
-        let mut c = None;
-        let mut coff = 0usize;
-        for src in sources {
-            let mut soff = 0usize;
-            while soff < src.len() {
-                let now = match c {
-                    Some(now) => now,
-                    None => *c.insert(chunk(ci)?),
-                };
-                let n = (now.len as usize - coff).min(src.len() - soff);
-                link.write_piece(&self.nic, now.seg, now.off as usize + coff, src, soff, n)?;
-                soff += n;
-                coff += n;
-                if coff == now.len as usize {
-                    ci += 1;
-                    c = None;
-                    coff = 0;
-                }
-            }
-        }
-        Ok(())
     }
 }
 

@@ -51,6 +51,7 @@ mod nic;
 mod notify;
 mod posted;
 mod rdma;
+mod scatter;
 mod short;
 mod vi;
 mod window;

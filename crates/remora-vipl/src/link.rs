@@ -30,6 +30,7 @@ pub(crate) mod direct;
 mod pieces;
 mod told;
 use pieces::IdMap;
+pub(crate) use pieces::PieceHint;
 
 pub(crate) use direct::Direct;
 
@@ -133,6 +134,9 @@ pub(crate) struct Link {
     /// with a locked instruction, which after a 64 KiB copy waits for the copy's stores).
     pieces: Lock<IdMap<Piece>>,
     table: Lock<Option<Piece>>,
+    /// Changed with the two above ([`Link::pieces_changed`]): what a send queue's
+    /// [`PieceHint`] was taken under.
+    pieces_gen: AtomicU64,
     /// The peer on another host: its channel.
     far: Option<Mutex<Far>>,
     /// The VI broke (its ERROR state), read by the data path without the state's lock.
@@ -194,6 +198,7 @@ impl Link {
             bell,
             pieces: Lock::new(IdMap::default()),
             table: Lock::new(None),
+            pieces_gen: AtomicU64::new(pieces::fresh_gen()),
             far,
             broken: AtomicBool::new(false),
             failed: AtomicBool::new(false),
@@ -323,18 +328,24 @@ impl Link {
         if let Some(d) = self.direct() {
             d.close();
         }
-        for (_, (s, m)) in self.pieces.lock().drain() {
+        let mut pieces = self.pieces.lock();
+        self.pieces_changed();
+        for (_, (s, m)) in pieces.drain() {
             if let Some(m) = m {
                 let _ = m.map.unmap();
             }
             let _ = s.disconnect();
         }
-        if let Some((s, m)) = self.table.lock().take() {
+        drop(pieces);
+        let mut table = self.table.lock();
+        self.pieces_changed();
+        if let Some((s, m)) = table.take() {
             if let Some(m) = m {
                 let _ = m.map.unmap();
             }
             let _ = s.disconnect();
         }
+        drop(table);
         let _ = self.bell.disconnect();
         self.map.unmap();
         let _ = self.seg.disconnect();
@@ -459,6 +470,7 @@ impl Link {
             )?;
             let w = window_of(&seg)?;
             *t = Some((seg, w));
+            self.pieces_changed();
         }
         let Some((seg, map)) = t.as_ref() else { return Ok(None) };
         let mut b = [0u8; SLOT];

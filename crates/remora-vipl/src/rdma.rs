@@ -4,17 +4,18 @@
 //! hosts).
 
 use crate::layout::{self, status};
-use crate::link::{Link, Miss};
+use crate::link::{Link, Miss, PieceHint};
 use crate::vi::{ViInner, RELIABLE_RECEPTION};
 use remora_sisci::UserRegion;
 
 impl ViInner {
-    /// An RDMA write or read of `local` against the peer's memory at `remote`. Returns
-    /// the error bits. With `completion_follows` (a write with immediate data), the bytes
+    /// An RDMA write or read of `local` against the peer's memory at `remote` (`hint`: the
+    /// send queue's, see `Link::write_piece_hinted`). Returns the error bits. With `completion_follows` (a write with immediate data), the bytes
     /// of a write to a peer on another host are left queued on the channel for the
     /// completion's [`ViInner::deliver`] to send with it.
     pub(crate) fn rdma(
         &self,
+        hint: &mut PieceHint,
         link: &Link,
         remote: layout::DataSegment,
         local: &[UserRegion],
@@ -33,7 +34,7 @@ impl ViInner {
         } else {
             crate::link::NO_EPOCH
         };
-        let slot = match link.slot(&self.nic, remote.handle, epoch) {
+        let slot = match link.slot_hinted(&self.nic, hint, remote.handle, epoch) {
             Ok(Some(s)) => s,
             Ok(None) => return status::RDMA_PROT_ERROR,
             Err(_) => return status::TRANSPORT_ERROR,
@@ -55,7 +56,7 @@ impl ViInner {
                 let n = ((start + len - at) as usize).min(l.len() - off);
                 let where_ = (seg_off + at - start) as usize;
                 let r = if write {
-                    link.write_piece(&self.nic, seg, where_, l, off, n)
+                    link.write_piece_hinted(&self.nic, hint, seg, where_, l, off, n)
                 } else {
                     link.read_piece(&self.nic, seg, where_, l, off, n)
                 };

@@ -70,6 +70,11 @@ pub(crate) struct SendQ {
     pub(crate) link: Option<(Arc<Link>, ViAttributes)>,
     /// Completed sends not yet reaped: (descriptor address, its memory handle).
     pub(crate) done: VecDeque<(usize, u32)>,
+    /// Where the buffers of the peer's receives below `seen` lie, by ring index, as noted
+    /// when they were learned (`crate::scatter`).
+    pub(crate) heads: Vec<crate::scatter::Head>,
+    /// The peer's piece written last and its table, straight (`Link::write_piece_hinted`).
+    pub(crate) hint: crate::link::PieceHint,
 }
 
 #[derive(Debug, Default)]
@@ -483,7 +488,11 @@ impl ViInner {
     /// Forget the link in the queues (the first step of a disconnect): sends and receives
     /// posted from now on find the VI by its state.
     pub(crate) fn unlink(&self) {
-        self.send.lock().link = None;
+        {
+            let mut s = self.send.lock();
+            s.link = None;
+            s.hint = Default::default();
+        }
         self.recv.lock().link = None;
     }
 
@@ -505,6 +514,8 @@ impl ViInner {
             s.consumed = 0;
             s.seen = 0;
             s.cache.clear();
+            s.heads.clear();
+            s.hint = Default::default();
         }
         // The next connection has another number: what the old peer still stores is not
         // heard by it.

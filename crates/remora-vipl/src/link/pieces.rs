@@ -2,10 +2,12 @@
 //! them: connected on first use, and told apart when missing (removed, or its peer gone).
 
 use super::{window_of, Link, Miss, CONNECT_WAIT};
+use crate::layout::{self, SLOT, SLOTS};
 use crate::window::Window;
-use crate::Nic;
-use remora_sisci::RemoteSegment;
+use crate::{Error, Nic, Result};
+use remora_sisci::{RemoteSegment, UserRegion};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A map keyed by a node's segment id or a memory handle: looked up on every message's
@@ -55,7 +57,77 @@ impl Link {
         let w = window_of(&seg)?;
         let r = f(&seg, w.as_ref());
         pieces.insert(id, (seg, w));
+        self.pieces_changed();
         Ok(r)
+    }
+
+    /// The peer's pieces or table changed (under their lock): every [`PieceHint`] taken
+    /// before is looked up again.
+    pub(super) fn pieces_changed(&self) {
+        self.pieces_gen.store(fresh_gen(), Ordering::Release);
+    }
+
+    /// [`Link::write_piece`], for a peer on this host in copy mode straight into the window
+    /// `hint` kept of the piece, with no look at the piece table (its lock is a locked
+    /// instruction, which waits for every store before it to leave the core: the last
+    /// message's copy and completion). The hint is looked up again whenever the table
+    /// changed since.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn write_piece_hinted(
+        &self,
+        nic: &Nic,
+        hint: &mut PieceHint,
+        id: u32,
+        off: usize,
+        src: &UserRegion,
+        src_off: usize,
+        len: usize,
+    ) -> std::result::Result<(), Miss> {
+        if self.is_far() || self.dma(nic) {
+            return self.write_piece(nic, id, off, src, src_off, len);
+        }
+        let gen = self.pieces_gen.load(Ordering::Acquire);
+        if hint.gen != gen || hint.piece.as_ref().is_none_or(|(i, _)| *i != id) {
+            // Read before the look: a change after it leaves the hint older than the table.
+            let w = self.with_piece(nic, id, |_, w| w.cloned())?;
+            let Some(w) = w else { return self.write_piece(nic, id, off, src, src_off, len) };
+            *hint = PieceHint { gen, piece: Some((id, w)), table: None };
+        }
+        match &hint.piece {
+            Some((_, w)) => w.write_from(off, src, src_off, len).map_err(|e| Miss::from(Error::from(e))),
+            None => self.write_piece(nic, id, off, src, src_off, len),
+        }
+    }
+
+    /// The peer's table slot for `handle` as [`Link::slot`] reads it, for a peer on this
+    /// host straight from the table's window kept in `hint` (read afresh every time, as
+    /// there; only the table's lock is left out).
+    pub(crate) fn slot_hinted(
+        &self,
+        nic: &Nic,
+        hint: &mut PieceHint,
+        handle: u32,
+        epoch: u64,
+    ) -> Result<Option<layout::FixedSlot>> {
+        if self.is_far() {
+            return self.slot(nic, handle, epoch);
+        }
+        let gen = self.pieces_gen.load(Ordering::Acquire);
+        if hint.gen != gen || hint.table.is_none() {
+            let s = self.slot(nic, handle, epoch)?;
+            let w = self.table.lock().as_ref().and_then(|(_, w)| w.clone());
+            if hint.gen != gen {
+                hint.piece = None;
+            }
+            hint.gen = gen;
+            hint.table = w;
+            return Ok(s);
+        }
+        let Some(w) = &hint.table else { return self.slot(nic, handle, epoch) };
+        let mut b = [0u8; SLOT];
+        w.read((handle as usize % SLOTS) * SLOT, &mut b)?;
+        let s = layout::FixedSlot::decode(&b);
+        Ok((s.flags & layout::SLOT_VALID != 0 && s.handle == handle).then_some(s))
     }
 
     /// Connect to piece `id` of the peer. A piece is described to this side only once its
@@ -100,6 +172,23 @@ impl Link {
             Err(_) => Miss::Failed,
         }
     }
+}
+
+/// A fresh number for [`Link::pieces_changed`], never given before in this process: a hint
+/// of one link never matches another's.
+pub(super) fn fresh_gen() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The window of the peer's piece a send queue wrote last, and of its table, as the
+/// link's tables were at `gen` (a send queue's, under its lock: see
+/// [`Link::write_piece_hinted`]).
+#[derive(Debug, Default)]
+pub(crate) struct PieceHint {
+    gen: u64,
+    piece: Option<(u32, Window)>,
+    table: Option<Window>,
 }
 
 #[cfg(test)]
