@@ -122,6 +122,9 @@ pub enum Which {
         /// Only the rows across two nodes joined over TCP.
         #[arg(long)]
         across_hosts: bool,
+        /// Only the 8-byte rows on one host (VIPL, raw shared memory, SCIF).
+        #[arg(long, conflicts_with = "across_hosts")]
+        latency: bool,
     },
     /// Reflective memory: one store through a group's multicast map reaching 2 to 4
     /// members on nodes of this host, beside as many unicast stores; then one store and
@@ -313,7 +316,9 @@ fn run_one(w: Which) -> Result<(), String> {
         Which::OfiRawSource { to, reps } => ofi::raw_source(&to, reps),
         Which::Scif { batch, rounds } => scif::scif(batch, rounds),
         Which::Rsm { batch, rounds, reps } => rsm::rsm(batch, rounds, reps),
-        Which::Vipl { batch, rounds, across_hosts } => vipl::vipl(batch, rounds, across_hosts),
+        Which::Vipl { batch, rounds, across_hosts, latency } => {
+            vipl::vipl(batch, rounds, across_hosts, latency)
+        }
         Which::Multicast { batch, rounds } => multicast::multicast(batch, rounds),
         Which::Hosts { reps, loopback, latency, mut only } => {
             if latency {
@@ -335,7 +340,7 @@ fn run_one(w: Which) -> Result<(), String> {
                 ("dsm", || dsm(300)),
                 ("scif", || scif::scif(20000, 11)),
                 ("rsm", || rsm::rsm(20000, 9, 21)),
-                ("vipl", || vipl::vipl(20000, 7, false)),
+                ("vipl", || vipl::vipl(20000, 7, false, false)),
                 ("multicast", || multicast::multicast(100_000, 9)),
                 ("hosts", || hosts::hosts(9, true, &[])),
                 ("scale", || scale::scale(64)),

@@ -417,7 +417,12 @@ fn scif_pingpong(c: &Endpoint, s: &Endpoint, n: u32) -> Result<f64, String> {
     })
 }
 
-pub(crate) fn vipl(batch: u32, rounds: u32, only_across_hosts: bool) -> Result<(), String> {
+pub(crate) fn vipl(
+    batch: u32,
+    rounds: u32,
+    only_across_hosts: bool,
+    only_latency: bool,
+) -> Result<(), String> {
     if only_across_hosts {
         header();
         return across_hosts(batch, rounds);
@@ -443,6 +448,9 @@ pub(crate) fn vipl(batch: u32, rounds: u32, only_across_hosts: bool) -> Result<(
     row("vipl send→recv 8 B one-way", ns(o), ns(r), vs_raw, "≤ 1.50 (raw shm ping-pong)");
     row("vipl send→recv 8 B vs SCIF", ns(o), ns(s), vs_scif, "≤ 1.00 (scif_send→recv 8 B)");
     let _ = (sc.close(), ss.close());
+    if only_latency {
+        return Ok(());
+    }
     let gbs = |x: f64| format!("{:.2} GB/s", x / 1e9);
     for (mode, name) in [(ViplTransfer::Copy, "copy"), (ViplTransfer::Dma, "dma")] {
         a.nic.set_transfer_mode(mode);
