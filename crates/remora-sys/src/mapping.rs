@@ -342,6 +342,23 @@ impl Mapping {
         Some(unsafe { &*(self.ptr.add(off) as *const AtomicU64) })
     }
 
+    /// An atomic view of the `N` words at `off` (8-byte aligned, inside, writable mapping):
+    /// one check for a whole run of words (a cache line's), where [`Mapping::atomic_u64`]
+    /// checks each.
+    #[inline]
+    pub fn atomic_u64s<const N: usize>(&self, off: usize) -> Option<&[AtomicU64; N]> {
+        if self.readonly
+            || !(self.ptr as usize).wrapping_add(off).is_multiple_of(8)
+            || self.check(off, 8 * N).is_err()
+        {
+            return None;
+        }
+        // SAFETY: as in `atomic_u64`, for `N` consecutive words: 8-aligned, all inside the
+        // mapping (checked above), which outlives the returned reference; an array of
+        // AtomicU64 has the layout of `N` of them in a row.
+        Some(unsafe { &*(self.ptr.add(off) as *const [AtomicU64; N]) })
+    }
+
     /// An atomic view of the 4 bytes at `off` (4-byte aligned, inside, writable mapping).
     #[inline]
     pub fn atomic_u32(&self, off: usize) -> Option<&AtomicU32> {
@@ -518,72 +535,4 @@ impl Drop for Mapping {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Memfd;
-    use std::os::fd::AsFd;
-
-    #[test]
-    fn unaligned_offset_and_shared_views() {
-        let fd = Memfd::create("m", 3 * 4096).unwrap();
-        let a = Mapping::new(fd.as_fd(), 0, 3 * 4096, MapOptions::default()).unwrap();
-        let b = Mapping::new(fd.as_fd(), 5000, 100, MapOptions::default()).unwrap();
-        a.write(5000, b"xyz").unwrap();
-        let mut out = [0u8; 3];
-        b.read(0, &mut out).unwrap();
-        assert_eq!(&out, b"xyz");
-        assert!(b.read(98, &mut out).is_err());
-        assert!(b.write(usize::MAX, b"a").is_err());
-    }
-
-    #[test]
-    fn readonly_refuses_writes() {
-        let fd = Memfd::create("r", 4096).unwrap();
-        let m = Mapping::new(fd.as_fd(), 0, 4096, MapOptions { readonly: true, fixed_addr: None }).unwrap();
-        assert!(m.write(0, b"a").is_err());
-        assert!(m.atomic_u64(0).is_none());
-        assert_eq!(m.load_u64(0), Some(0));
-    }
-
-    #[test]
-    fn fixed_address_no_replace() {
-        let fd = Memfd::create("f", 4096).unwrap();
-        let first = Mapping::new(fd.as_fd(), 0, 4096, MapOptions::default()).unwrap();
-        let addr = first.as_ptr() as usize;
-        let clash = Mapping::new(fd.as_fd(), 0, 4096, MapOptions { readonly: false, fixed_addr: Some(addr) });
-        assert!(clash.is_err());
-        drop(first);
-        let again = Mapping::new(fd.as_fd(), 0, 4096, MapOptions { readonly: false, fixed_addr: Some(addr) })
-            .unwrap();
-        assert_eq!(again.as_ptr() as usize, addr);
-    }
-
-    /// A placed map over the program's reservation whose second piece cannot be mapped
-    /// leaves an inaccessible reservation there, not a hole.
-    #[test]
-    fn a_failed_placed_map_leaves_a_reservation() {
-        let page = crate::page_size();
-        // SAFETY: a fresh inaccessible reservation at an address the kernel picks.
-        let at = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                2 * page,
-                ProtFlags::empty(),
-                MapFlags::PRIVATE | MapFlags::NORESERVE,
-            )
-        }
-        .unwrap() as usize;
-        let good = Memfd::create("g", page as u64).unwrap();
-        // A socket cannot be mapped.
-        let (sock, _other) = std::os::unix::net::UnixStream::pair().unwrap();
-        let pieces = [(good.as_fd(), 0, page), (sock.as_fd(), 0, page)];
-        // SAFETY: the range is the reservation this test made.
-        assert!(unsafe { Mapping::new_pieces_at(&pieces, false, Some(at)) }.is_err());
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        let here =
-            maps.lines().find(|l| l.starts_with(&format!("{at:x}-"))).expect("the range is still mapped");
-        assert!(here.contains(&format!("{:x} ---p", at + 2 * page)), "inaccessible, both pages: {here}");
-        // SAFETY: the test's own reservation.
-        unsafe { rustix::mm::munmap(at as *mut _, 2 * page) }.unwrap();
-    }
-}
+mod tests;

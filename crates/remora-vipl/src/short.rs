@@ -19,6 +19,12 @@ use remora_sisci::UserRegion;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
+// A ring B entry is one line of words: the completion's two, the inline payload's, the
+// sequence number last (what `Window::line` hands out).
+const _: () = assert!(
+    layout::COMPLETION == 64 && INLINE_AT.is_multiple_of(8) && INLINE_AT + INLINE <= SEQ && SEQ == 56
+);
+
 /// The room of a ring A entry that is not of this connection (as `deliver.rs` records it).
 const NOT_OURS: u32 = u32::MAX;
 
@@ -38,6 +44,8 @@ impl ViInner {
             return false;
         }
         let Some(&room) = rooms.get(k as usize % ENTRIES) else { return false };
+        // The entry's line, checked once for its four stores.
+        let Some(e) = map.line(layout::completion_at(k)) else { return false };
         let Some(t) = cache.hit(&self.nic, addr, handle, attrs.ptag, false) else { return false };
         // A send (no RDMA, no reserved bit), its memory registered under the VI's tag.
         if t.control & (control::OP_MASK | control::RESERVED) != 0 || t.too_many {
@@ -63,16 +71,15 @@ impl ViInner {
             gather(s, &mut b[o..o + s.len()]);
             o += s.len();
         }
-        let at = layout::completion_at(k);
         let [w0, w1] = c.words(Some(size));
-        map.store(at, w0);
-        map.store(at + 8, w1);
+        e[0].store(w0, Ordering::Release);
+        e[1].store(w1, Ordering::Release);
         for (i, w) in b[..size.div_ceil(8) * 8].chunks_exact(8).enumerate() {
             let mut a = [0u8; 8];
             a.copy_from_slice(w);
-            map.store(at + INLINE_AT + i * 8, u64::from_ne_bytes(a));
+            e[INLINE_AT / 8 + i].store(u64::from_ne_bytes(a), Ordering::Release);
         }
-        map.store(at + SEQ, link.tag(k + 1));
+        e[SEQ / 8].store(link.tag(k + 1), Ordering::Release);
         *consumed = k + 1;
         // No barrier before the look at the flag (see `ViInner::deliver`).
         if self.flag_up(layout::PEER_WAITING) {
@@ -137,7 +144,17 @@ impl ViInner {
         }
         let mut q = self.recv.lock();
         self.settle(&mut q);
-        self.recv_short(&mut q).map(Some)
+        self.recv_short_seen(&mut q, k).map(Some)
+    }
+
+    /// [`ViInner::recv_short`] when completion `k` was seen there already (its sequence
+    /// number looked at since the last receive was taken): not looked at again while the
+    /// queue still waits for that one (another thread may have taken it meanwhile). A
+    /// completion stays in its entry until its receive is taken and posted again, so what
+    /// was seen is still there.
+    #[inline(always)]
+    fn recv_short_seen(&self, q: &mut RecvQ, k: u64) -> Option<(usize, u32)> {
+        self.take_short(q, q.consumed == k)
     }
 
     /// `VipRecvDone` of the next completion when it is a plain one from a peer on this
@@ -146,15 +163,24 @@ impl ViInner {
     /// and no completion queue told. `None` when it is not: nothing was done.
     #[inline(always)]
     pub(crate) fn recv_short(&self, q: &mut RecvQ) -> Option<(usize, u32)> {
+        self.take_short(q, false)
+    }
+
+    /// [`ViInner::recv_short`], the next completion's sequence number looked at unless
+    /// `seen` (the caller saw it there).
+    #[inline(always)]
+    fn take_short(&self, q: &mut RecvQ, seen: bool) -> Option<(usize, u32)> {
         if !q.done.is_empty() || self.recv_cq.is_some() || !self.peer_here.load(Ordering::Relaxed) {
             return None;
         }
         let k = q.consumed;
-        let at = layout::completion_at(k);
-        if self.map.load(at + SEQ) != layout::tagged(self.conn(), k + 1) {
+        // The entry's line, checked once for its loads.
+        let e = self.map.line(layout::completion_at(k))?;
+        if !seen && e[SEQ / 8].load(Ordering::Acquire) != layout::tagged(self.conn(), k + 1) {
             return None;
         }
-        let (c, inline) = Completion::from_words([self.map.load(at), self.map.load(at + 8)]);
+        let (c, inline) =
+            Completion::from_words([e[0].load(Ordering::Acquire), e[1].load(Ordering::Acquire)]);
         let p = q.posted.front()?;
         if c.status & status::ERROR_MASK != 0
             || self.nic.inner.mem_epoch.load(Ordering::Acquire) != p.epoch
@@ -165,7 +191,8 @@ impl ViInner {
         if let Some(n) = inline {
             let mut b = [0u8; INLINE];
             for i in 0..n.div_ceil(8) {
-                b[i * 8..i * 8 + 8].copy_from_slice(&self.map.load(at + INLINE_AT + i * 8).to_ne_bytes());
+                let w = e[INLINE_AT / 8 + i].load(Ordering::Acquire);
+                b[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
             }
             scatter(&p.bufs[0], &b[..n]);
         }

@@ -138,6 +138,14 @@ impl Window {
         }
     }
 
+    /// The cache line at `off` (a ring B entry) as words, when the memory is on this host
+    /// and holds it: one check for the line's every load and store, where [`Window::load`]
+    /// and [`Window::store`] check each word.
+    #[inline(always)]
+    pub(crate) fn line(&self, off: usize) -> Option<&[AtomicU64; 8]> {
+        self.fast.as_ref()?.atomic_u64s::<8>(off)
+    }
+
     #[inline(never)]
     fn load_slow(&self, off: usize) -> u64 {
         self.with_atomic(off, |a| a.load(Ordering::Acquire)).unwrap_or(0)
