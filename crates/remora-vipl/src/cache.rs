@@ -147,8 +147,10 @@ impl DescCache {
 
     /// The way of the descriptor at `addr` when it was seen last there with the same
     /// segments, under the same handle, tag and registrations (`epoch`): its control and
-    /// immediate data are read afresh into what it resolved to.
-    #[inline]
+    /// immediate data are read afresh into what it resolved to. Inlined into its callers
+    /// (a short send's look on the message's path: a call was register saves and an
+    /// answer through memory).
+    #[inline(always)]
     fn seen_again(
         &mut self,
         addr: usize,
