@@ -351,7 +351,7 @@ impl ViInner {
             if of == conn {
                 // Where its buffers lie too, from the same line: the copy needs no look at
                 // the entry, whose line is long gone from this core's caches by then.
-                self.note_head(sq, j, head);
+                self.note_head(sq, j, head, conn);
             }
         }
         sq.seen = posted;

@@ -10,7 +10,8 @@ use remora_sisci::UserRegion;
 
 impl ViInner {
     /// An RDMA write or read of `local` against the peer's memory at `remote` (`hint`: the
-    /// send queue's, see `Link::write_piece_hinted`). Returns the error bits. With `completion_follows` (a write with immediate data), the bytes
+    /// send queue's, see `Link::write_piece_hinted`). Returns the error bits. With
+    /// `completion_follows` (a write with immediate data), the bytes
     /// of a write to a peer on another host are left queued on the channel for the
     /// completion's [`ViInner::deliver`] to send with it.
     pub(crate) fn rdma(

@@ -35,7 +35,7 @@ impl ViInner {
     /// Note where receive `j`'s buffers lie; `head` is its entry's first word (its total and
     /// its chunk count).
     #[inline]
-    pub(crate) fn note_head(&self, sq: &mut SendQ, j: u64, head: u64) {
+    pub(crate) fn note_head(&self, sq: &mut SendQ, j: u64, head: u64, conn: u32) {
         if sq.heads.len() < ENTRIES {
             sq.heads.resize(ENTRIES, Head::default());
         }
@@ -43,7 +43,7 @@ impl ViInner {
         let (w0, w1) = (self.map.load(at + 16), self.map.load(at + 24));
         sq.heads[j as usize % ENTRIES] = Head {
             k: j + 1,
-            conn: self.conn(),
+            conn,
             chunks: ((head >> 32) as u32).min(layout::MAX_CHUNKS as u32),
             first: Chunk { seg: w0 as u32, len: (w0 >> 32) as u32, off: w1 },
         };
