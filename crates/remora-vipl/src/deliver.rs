@@ -39,16 +39,16 @@ const RECEIVE_GRACE_FAR: Duration = Duration::from_millis(500);
 /// its receiver loses those messages, as VIA allows, without being held up half a second
 /// for each).
 const RECEIVE_GRACE_FAR_UNRELIABLE: Duration = Duration::from_millis(100);
-/// A send waiting for a peer on another host to post a receive yields the core for this
-/// long, then sleeps on the peer's posted count (the post needs this host's node thread,
-/// and the peer's threads on a shared machine, to run: a sender that kept yielding took a
-/// core from them). The node thread that stores the count wakes its sleepers (the word is
-/// the first of the VI segment, which the channel's flow wakes after each store of it,
-/// `Request::DsmFlows`): a stream short of receives runs at its receiver's pace. Before,
-/// nothing woke the word and the sender slept in slices of 100 µs after 1 ms of yielding
-/// (issue 15).
-const FAR_NAP_AFTER: Duration = Duration::from_micros(100);
-/// The longest sleep of [`FAR_NAP_AFTER`]'s sender before it looks again: a safety net for
+/// A send waiting for a peer on another host to post a receive sleeps on the peer's posted
+/// count after a brief look (the post needs this host's node thread, and the peer's threads
+/// on a shared machine, to run). The node thread that stores the count wakes its sleepers
+/// (the word is the first of the VI segment, which the channel's flow wakes after each
+/// store of it, `Request::DsmFlows`): a stream short of receives runs at its receiver's
+/// pace. Before, nothing woke the word and the sender slept in slices of 100 µs after 1 ms
+/// of yielding; then it yielded for 100 µs before it slept (issue 15): on two cores beside
+/// a busy process a yield gave the core away for a whole time slice, milliseconds, in
+/// which the count came and nothing woke the sender.
+/// The longest sleep of a sender short of receives of another host before it looks again: a safety net for
 /// a wake missed (a node that does not wake the word), and how soon a VI that left
 /// CONNECTED (a disconnect, a lost peer) is noticed by a sender short of receives.
 const FAR_NAP: Duration = Duration::from_millis(5);
@@ -253,9 +253,12 @@ impl ViInner {
             }
         }
         self.recv_next.store(q.consumed, Ordering::Release);
-        // Receives taken: a count of posts that waits goes when the peer runs low.
-        if let Some(l) = far_link.filter(|_| q.consumed > start) {
-            l.posted_landed(done.unwrap_or(0).max(q.consumed));
+        // A count of posts that waits goes when the peer runs low and the program is
+        // about to run out of messages (looked at on every take: also one that found
+        // nothing new, by a program that took what it had).
+        if let Some(l) = far_link {
+            let landed = done.unwrap_or(0).max(q.consumed);
+            l.posted_landed(landed, landed - q.consumed + q.done.len() as u64);
         }
         Ok((broke, first))
     }
@@ -319,7 +322,7 @@ impl ViInner {
                     if n.is_multiple_of(64) && *lock(&self.state) != ViState::Connected {
                         return false;
                     }
-                    if !self.peer_here.load(Ordering::Relaxed) && start.elapsed() > FAR_NAP_AFTER {
+                    if !self.peer_here.load(Ordering::Relaxed) {
                         // The word read, then the count looked at once more: a store after
                         // the read changed the word (the wait returns at once), and its wake
                         // follows it. Every sleep ends with a look at the VI's state.

@@ -68,13 +68,15 @@ impl ViInner {
         link.store(layout::PEER_POSTED, link.tag(q.pushed));
         if far {
             // Completions taken here landed too (those of the pair's own stream leave the
-            // done count behind).
+            // done count behind); those landed or taken in and not yet taken out by the
+            // program are its work ahead.
             let landed =
                 layout::count_in(self.conn(), self.map.load(layout::DONE), q.consumed).max(q.consumed);
+            let unread = landed - q.consumed + q.done.len() as u64;
             // An unreliable VI's sender drops a message after a short grace: told at once.
             if link.peer.reliability != crate::UNRELIABLE
                 && self.nic.watcher_runs()
-                && link.posted_later(q.pushed, landed)
+                && link.posted_later(q.pushed, landed, unread)
             {
                 // Held: unless the watcher ended meanwhile (its end sends only the counts
                 // held before it: see `Watching`'s drop, whose fence pairs with this one).

@@ -148,12 +148,15 @@ pub(crate) struct Link {
     /// channel, and the highest known to have left on it (see [`Link::posted_later`]).
     posted_queued: AtomicU64,
     posted_sent: AtomicU64,
-    /// Counts of posted receives the NIC's watcher sent ([`Link::told_late`]).
+    /// Counts of posted receives the NIC's watcher sent ([`Link::told_late`]), and those
+    /// sent on their own, the watcher's among them ([`Link::told_alone`]).
     told_late: AtomicU64,
+    told_alone: AtomicU64,
     /// The highest count of receives completed here seen when posting or taking them
-    /// ([`Link::posted_urgent`]), and whether the watcher found the channel taken while
-    /// a count waited.
+    /// ([`Link::posted_urgent`]), how many of those the program had not taken yet at the
+    /// last look, and whether the watcher found the channel taken while a count waited.
     landed: AtomicU64,
+    unread: AtomicU64,
     watcher_missed: AtomicBool,
     /// Sends of this VI to a peer on another host so far, and that count at the last post.
     sends: AtomicU64,
@@ -206,7 +209,9 @@ impl Link {
             posted_queued: AtomicU64::new(0),
             posted_sent: AtomicU64::new(0),
             told_late: AtomicU64::new(0),
+            told_alone: AtomicU64::new(0),
             landed: AtomicU64::new(0),
+            unread: AtomicU64::new(0),
             watcher_missed: AtomicBool::new(false),
             sends: AtomicU64::new(0),
             sends_seen: AtomicU64::new(0),

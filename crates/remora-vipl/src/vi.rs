@@ -344,6 +344,15 @@ impl Vi {
     pub fn posts_told_late(&self) -> u64 {
         self.inner.link().map_or(0, |l| l.told_late())
     }
+
+    /// How many times counts of receives posted here went to a peer on another host on
+    /// their own, not carried by a send of this VI (each a socket write, and a wake-up of
+    /// the peer's node): the NIC's watcher's among them. For tests and diagnostics.
+    // Public only for the crate's integration tests: not part of the VIPL API.
+    #[doc(hidden)]
+    pub fn posts_told_alone(&self) -> u64 {
+        self.inner.link().map_or(0, |l| l.told_alone())
+    }
 }
 
 impl ViInner {

@@ -11,14 +11,22 @@ const POSTED_BATCH: u64 = 8;
 /// ...or this many, for a VI that only receives (see [`Link::posted_later`])...
 const POSTED_BATCH_QUIET: u64 = 24;
 /// ...or when fewer than this many it was told of are still unused as far as this side
-/// knows (the completions landed here so far).
+/// knows (the completions landed here so far)...
 const POSTED_LOW: u64 = 16;
+/// ...while fewer than this many messages that landed here wait for the program to take
+/// them. A receiver further behind has that much work before it could run dry: its
+/// sender waiting for the batch costs the stream nothing, where a count told on every
+/// repost (a socket write here, a wake-up of the sender's node and of the sender per
+/// message) kept such a receiver behind for good (issue 15: a 64 KiB stream locked at
+/// 0.55-0.6 of its speed, the sender waiting for every receive).
+const UNREAD_LOW: u64 = 8;
 
 impl Link {
     /// Whether the count `posted` of receives posted here, just queued on the channel to a
-    /// peer on another host, may wait there a little ([`tell_later`]): the peer still
-    /// knows at least [`POSTED_LOW`] receives not used as far as `landed` (the completions
-    /// that landed here) tells, and fewer than a batch wait. A count that waits leaves with
+    /// peer on another host, may wait there a little ([`tell_later`]): fewer than a batch
+    /// wait, and the peer still knows at least [`POSTED_LOW`] receives not used as far as
+    /// `landed` (the completions that landed here) tells, or at least [`UNREAD_LOW`] of
+    /// those completions (`unread`) wait for the program to take them. A count that waits leaves with
     /// this VI's next send (a VI that sent since its last post answers its peer, and the
     /// answer carries it), a later post that is told at once, the receiver's taking of
     /// completions once the peer knows fewer than [`POSTED_LOW`] unused
@@ -31,12 +39,13 @@ impl Link {
     /// stream cost the receiver a write and the sender's node a wake-up per message, on a
     /// machine whose cores also carry the stream (issue 15: the stream at 0.5-0.6 of raw
     /// TCP moving the same messages, 0.73-0.8 with the posts told in batches).
-    pub(crate) fn posted_later(&self, posted: u64, landed: u64) -> bool {
+    pub(crate) fn posted_later(&self, posted: u64, landed: u64, unread: u64) -> bool {
         self.landed.fetch_max(landed, Ordering::Relaxed);
+        self.unread.store(unread, Ordering::Relaxed);
         self.posted_queued.store(posted, Ordering::Release);
         let sends = self.sends.load(Ordering::Acquire);
         let answering = self.sends_seen.swap(sends, Ordering::AcqRel) != sends;
-        tell_later(answering, posted, self.posted_sent.load(Ordering::Acquire), landed)
+        tell_later(answering, posted, self.posted_sent.load(Ordering::Acquire), landed, unread)
     }
 
     /// The count of posted receives last queued on the channel (read under the channel's
@@ -64,21 +73,23 @@ impl Link {
         let ok = self.push();
         if ok {
             self.posted_sent.fetch_max(posted, Ordering::AcqRel);
+            self.told_alone.fetch_add(1, Ordering::Relaxed);
         }
         ok
     }
 
     /// Whether a count of posted receives that waits should leave with a send on the
     /// pair's own stream (which does not carry it): the peer knows fewer than
-    /// [`POSTED_LOW`] unused as far as the completions seen here tell, or the NIC's
-    /// watcher found the channel taken (a loop of sends holding its lock). Otherwise it
+    /// [`POSTED_LOW`] unused as far as the completions seen here tell while fewer than
+    /// [`UNREAD_LOW`] of them wait to be taken, or the NIC's watcher found the channel
+    /// taken (a loop of sends holding its lock). Otherwise it
     /// waits for its batch: a flush on every short send put a socket write, a store by
     /// the peer's node and its wake-up back on every round trip of a ping-pong.
     #[inline]
     pub(crate) fn posted_urgent(&self) -> bool {
         let sent = self.posted_sent.load(Ordering::Acquire);
         self.posted_queued.load(Ordering::Acquire) > sent
-            && (sent.saturating_sub(self.landed.load(Ordering::Relaxed)) < POSTED_LOW
+            && (is_low(sent, self.landed.load(Ordering::Relaxed), self.unread.load(Ordering::Relaxed))
                 || self.watcher_missed.load(Ordering::Relaxed))
     }
 
@@ -89,15 +100,19 @@ impl Link {
         self.watcher_missed.store(false, Ordering::Relaxed);
     }
 
-    /// Receives completed here up to `landed` (taken, or their completions landed): a count
-    /// that waits goes now when the peer knows fewer than [`POSTED_LOW`] unused (a sender
-    /// that used them would wait for the NIC's watcher otherwise: a receiver that posts a
-    /// window of 32 and takes it whole held 16 of every window's posts).
+    /// Receives completed here up to `landed` (taken, or their completions landed), of
+    /// which `unread` the program has not taken yet, as the receiver looks for completions:
+    /// a count that waits goes now when the peer knows fewer than [`POSTED_LOW`] unused and
+    /// fewer than [`UNREAD_LOW`] wait to be taken (a sender that used them would wait for
+    /// the NIC's watcher otherwise: a receiver that posts a window of 32 and takes it whole
+    /// held 16 of every window's posts). Looked at on every look, whether or not it found
+    /// a completion: a receiver that took the messages it had learns it here.
     #[inline]
-    pub(crate) fn posted_landed(&self, landed: u64) {
+    pub(crate) fn posted_landed(&self, landed: u64, unread: u64) {
         self.landed.fetch_max(landed, Ordering::Relaxed);
+        self.unread.store(unread, Ordering::Relaxed);
         let sent = self.posted_sent.load(Ordering::Acquire);
-        if self.posted_queued.load(Ordering::Acquire) > sent && sent.saturating_sub(landed) < POSTED_LOW {
+        if self.posted_queued.load(Ordering::Acquire) > sent && is_low(sent, landed, unread) {
             self.flush_posted();
         }
     }
@@ -119,6 +134,12 @@ impl Link {
     /// each kept a sender that used up the receives it knew waiting for the watcher).
     pub(crate) fn told_late(&self) -> u64 {
         self.told_late.load(Ordering::Relaxed)
+    }
+
+    /// How many counts of posted receives went to the peer on their own, not carried by a
+    /// send of this VI (each a socket write here and a wake-up of the peer's node).
+    pub(crate) fn told_alone(&self) -> u64 {
+        self.told_alone.load(Ordering::Relaxed)
     }
 
     /// Send a count of posted receives that waited on the channel ([`Link::posted_later`]);
@@ -157,6 +178,7 @@ impl Link {
         }
         if (Far2 { far: &mut g }).send(false).is_ok() {
             self.posted_told(queued);
+            self.told_alone.fetch_add(1, Ordering::Relaxed);
             true
         } else {
             self.failed.store(true, Ordering::Release);
@@ -178,10 +200,19 @@ enum Taking {
 
 /// Whether a count `posted` of receives posted here may wait before it is told to a peer on
 /// another host, which was told `sent` so far and whose completions of them landed here up
-/// to `landed` (see [`Link::posted_later`]; `answering`: the VI sent since its last post).
-fn tell_later(answering: bool, posted: u64, sent: u64, landed: u64) -> bool {
+/// to `landed`, `unread` of them not taken yet (see [`Link::posted_later`]; `answering`:
+/// the VI sent since its last post).
+fn tell_later(answering: bool, posted: u64, sent: u64, landed: u64, unread: u64) -> bool {
     let batch = if answering { POSTED_BATCH } else { POSTED_BATCH_QUIET };
-    posted.saturating_sub(sent) < batch && sent.saturating_sub(landed) >= POSTED_LOW
+    posted.saturating_sub(sent) < batch && !is_low(sent, landed, unread)
+}
+
+/// Whether a receiver's peer, told of `sent` receives, runs low: fewer than [`POSTED_LOW`]
+/// of them unused as far as the completions landed here (`landed`) tell, while fewer than
+/// [`UNREAD_LOW`] of those (`unread`) wait for the program to take them.
+#[inline]
+fn is_low(sent: u64, landed: u64, unread: u64) -> bool {
+    sent.saturating_sub(landed) < POSTED_LOW && unread < UNREAD_LOW
 }
 
 #[cfg(test)]
@@ -191,11 +222,11 @@ mod tests {
     #[test]
     fn a_vi_that_only_receives_tells_its_posts_in_batches_while_the_peer_knows_enough() {
         // 64 receives told, none landed yet: the next 23 posts wait, the 24th goes.
-        assert!(tell_later(false, 64 + 23, 64, 0));
-        assert!(!tell_later(false, 64 + 24, 64, 0));
+        assert!(tell_later(false, 64 + 23, 64, 0, 0));
+        assert!(!tell_later(false, 64 + 24, 64, 0, 0));
         // A VI that answers tells in smaller batches (its answers carry the count).
-        assert!(tell_later(true, 64 + 7, 64, 0));
-        assert!(!tell_later(true, 64 + 8, 64, 0));
+        assert!(tell_later(true, 64 + 7, 64, 0, 0));
+        assert!(!tell_later(true, 64 + 8, 64, 0, 0));
     }
 
     #[test]
@@ -203,8 +234,20 @@ mod tests {
         // 16 of those told are still unused: waiting is allowed; 15: the count goes now,
         // whether the VI answers or only receives.
         for answering in [false, true] {
-            assert!(tell_later(answering, 41, 40, 24));
-            assert!(!tell_later(answering, 41, 40, 25));
+            assert!(tell_later(answering, 41, 40, 24, 0));
+            assert!(!tell_later(answering, 41, 40, 25, 0));
+            assert!(!tell_later(answering, 41, 40, 25, UNREAD_LOW - 1));
         }
+    }
+
+    #[test]
+    fn a_receiver_with_messages_waiting_to_be_taken_keeps_to_its_batches() {
+        // All 64 told receives used and landed, 40 of them not taken yet: the reposts
+        // wait for their batch (told one by one, each repost's write kept the receiver
+        // behind); once fewer than 8 wait to be taken, a repost goes at once.
+        assert!(tell_later(false, 64 + 23, 64, 64, 40));
+        assert!(!tell_later(false, 64 + 24, 64, 64, 40));
+        assert!(tell_later(false, 64 + 1, 64, 64, UNREAD_LOW));
+        assert!(!tell_later(false, 64 + 1, 64, 64, UNREAD_LOW - 1));
     }
 }
