@@ -39,16 +39,18 @@ const RECEIVE_GRACE_FAR: Duration = Duration::from_millis(500);
 /// its receiver loses those messages, as VIA allows, without being held up half a second
 /// for each).
 const RECEIVE_GRACE_FAR_UNRELIABLE: Duration = Duration::from_millis(100);
-/// A send waiting for a peer on another host to post a receive sleeps on the peer's posted
-/// count after a brief look (the post needs this host's node thread, and the peer's threads
-/// on a shared machine, to run). The node thread that stores the count wakes its sleepers
-/// (the word is the first of the VI segment, which the channel's flow wakes after each
-/// store of it, `Request::DsmFlows`): a stream short of receives runs at its receiver's
-/// pace. Before, nothing woke the word and the sender slept in slices of 100 µs after 1 ms
-/// of yielding; then it yielded for 100 µs before it slept (issue 15): on two cores beside
-/// a busy process a yield gave the core away for a whole time slice, milliseconds, in
-/// which the count came and nothing woke the sender.
-/// The longest sleep of a sender short of receives of another host before it looks again: a safety net for
+/// A send waiting for a peer on another host to post a receive yields the core for this
+/// long, then sleeps on the peer's posted count (the post needs this host's node thread,
+/// and the peer's threads on a shared machine, to run: a sender that kept yielding took a
+/// core from them). The node thread that stores the count wakes its sleepers (the word is
+/// the first of the VI segment, which the channel's flow wakes after each store of it,
+/// `Request::DsmFlows`): a stream short of receives runs at its receiver's pace. Before,
+/// nothing woke the word and the sender slept in slices of 100 µs after 1 ms of yielding
+/// (issue 15). Sleeping at once (no yielding) made the 64 KiB stream across hosts slower
+/// on a loaded machine (2026-11-28: median 0.69 of raw TCP beside 0.92 in eight
+/// interleaved runs at load 6-7): a sender woken there waits for a core.
+const FAR_NAP_AFTER: Duration = Duration::from_micros(100);
+/// The longest sleep of [`FAR_NAP_AFTER`]'s sender before it looks again: a safety net for
 /// a wake missed (a node that does not wake the word), and how soon a VI that left
 /// CONNECTED (a disconnect, a lost peer) is noticed by a sender short of receives.
 const FAR_NAP: Duration = Duration::from_millis(5);
@@ -322,7 +324,7 @@ impl ViInner {
                     if n.is_multiple_of(64) && *lock(&self.state) != ViState::Connected {
                         return false;
                     }
-                    if !self.peer_here.load(Ordering::Relaxed) {
+                    if !self.peer_here.load(Ordering::Relaxed) && start.elapsed() > FAR_NAP_AFTER {
                         // The word read, then the count looked at once more: a store after
                         // the read changed the word (the wait returns at once), and its wake
                         // follows it. Every sleep ends with a look at the VI's state.
