@@ -5,8 +5,11 @@ use super::{Far2, Link};
 use std::sync::atomic::Ordering;
 use std::sync::TryLockError;
 
-/// A peer on another host is told of new receives at once when this many wait to be
-/// told (a VI that answers its peer: the counts mostly leave with its answers)...
+/// A peer on another host is told of new receives with the next send of a VI that answers
+/// its peer when this many wait to be told (on the channel the send carries them; after
+/// a short one on the pair's own stream they follow it, [`Link::posted_urgent`], off the
+/// answer's path: told at the post, they were a socket write between the message and the
+/// answer on every eighth round trip of each side of a ping-pong)...
 const POSTED_BATCH: u64 = 8;
 /// ...or this many, for a VI that only receives (see [`Link::posted_later`])...
 const POSTED_BATCH_QUIET: u64 = 24;
@@ -81,15 +84,18 @@ impl Link {
     /// Whether a count of posted receives that waits should leave with a send on the
     /// pair's own stream (which does not carry it): the peer knows fewer than
     /// [`POSTED_LOW`] unused as far as the completions seen here tell while fewer than
-    /// [`UNREAD_LOW`] of them wait to be taken, or the NIC's watcher found the channel
+    /// [`UNREAD_LOW`] of them wait to be taken, a batch of [`POSTED_BATCH`] waits (a VI
+    /// that answers leaves its batch to its answer), or the NIC's watcher found the channel
     /// taken (a loop of sends holding its lock). Otherwise it
     /// waits for its batch: a flush on every short send put a socket write, a store by
     /// the peer's node and its wake-up back on every round trip of a ping-pong.
     #[inline]
     pub(crate) fn posted_urgent(&self) -> bool {
         let sent = self.posted_sent.load(Ordering::Acquire);
-        self.posted_queued.load(Ordering::Acquire) > sent
-            && (is_low(sent, self.landed.load(Ordering::Relaxed), self.unread.load(Ordering::Relaxed))
+        let queued = self.posted_queued.load(Ordering::Acquire);
+        queued > sent
+            && (queued - sent >= POSTED_BATCH
+                || is_low(sent, self.landed.load(Ordering::Relaxed), self.unread.load(Ordering::Relaxed))
                 || self.watcher_missed.load(Ordering::Relaxed))
     }
 
@@ -203,8 +209,11 @@ enum Taking {
 /// to `landed`, `unread` of them not taken yet (see [`Link::posted_later`]; `answering`:
 /// the VI sent since its last post).
 fn tell_later(answering: bool, posted: u64, sent: u64, landed: u64, unread: u64) -> bool {
-    let batch = if answering { POSTED_BATCH } else { POSTED_BATCH_QUIET };
-    posted.saturating_sub(sent) < batch && !is_low(sent, landed, unread)
+    if answering {
+        // Its batch leaves with its answer (after it, on the pair's own stream).
+        return !is_low(sent, landed, unread);
+    }
+    posted.saturating_sub(sent) < POSTED_BATCH_QUIET && !is_low(sent, landed, unread)
 }
 
 /// Whether a receiver's peer, told of `sent` receives, runs low: fewer than [`POSTED_LOW`]
@@ -224,9 +233,9 @@ mod tests {
         // 64 receives told, none landed yet: the next 23 posts wait, the 24th goes.
         assert!(tell_later(false, 64 + 23, 64, 0, 0));
         assert!(!tell_later(false, 64 + 24, 64, 0, 0));
-        // A VI that answers tells in smaller batches (its answers carry the count).
+        // A VI that answers leaves its batch to its answer ([`Link::posted_urgent`]).
         assert!(tell_later(true, 64 + 7, 64, 0, 0));
-        assert!(!tell_later(true, 64 + 8, 64, 0, 0));
+        assert!(tell_later(true, 64 + 8, 64, 0, 0));
     }
 
     #[test]
