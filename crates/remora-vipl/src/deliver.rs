@@ -46,9 +46,7 @@ const RECEIVE_GRACE_FAR_UNRELIABLE: Duration = Duration::from_millis(100);
 /// the first of the VI segment, which the channel's flow wakes after each store of it,
 /// `Request::DsmFlows`): a stream short of receives runs at its receiver's pace. Before,
 /// nothing woke the word and the sender slept in slices of 100 µs after 1 ms of yielding
-/// (issue 15). Sleeping at once (no yielding) made the 64 KiB stream across hosts slower
-/// on a loaded machine (2026-11-28: median 0.69 of raw TCP beside 0.92 in eight
-/// interleaved runs at load 6-7): a sender woken there waits for a core.
+/// (issue 15). Sleeping at once was slower on a loaded machine (README, issue 15).
 const FAR_NAP_AFTER: Duration = Duration::from_micros(100);
 /// The longest sleep of [`FAR_NAP_AFTER`]'s sender before it looks again: a safety net for
 /// a wake missed (a node that does not wake the word), and how soon a VI that left
