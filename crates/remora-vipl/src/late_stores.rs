@@ -52,7 +52,7 @@ pub(crate) fn post_recv(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, of
 }
 
 /// Send `data` (put at `buf[off..]`), its descriptor at `desc + at`; its status bits.
-fn send(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, off: usize, data: &[u8]) -> u32 {
+pub(crate) fn send(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, off: usize, data: &[u8]) -> u32 {
     buf.region.write(off, data).unwrap();
     let seg = DataSegment { addr: buf.addr(off) as u64, handle: buf.handle, len: data.len() as u32 };
     let d = Descriptor { length: data.len() as u32, segments: vec![seg], ..Default::default() };

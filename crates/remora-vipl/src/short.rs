@@ -138,23 +138,26 @@ impl ViInner {
             return None;
         }
         let k = self.recv_next.load(Ordering::Acquire);
-        if self.map.load(layout::completion_at(k) + SEQ) != layout::tagged(self.conn(), k + 1) {
+        let conn = self.conn();
+        if self.map.load(layout::completion_at(k) + SEQ) != layout::tagged(conn, k + 1) {
             self.check_peer_now_and_then();
             return Some(None);
         }
         let mut q = self.recv.lock();
         self.settle(&mut q);
-        self.recv_short_seen(&mut q, k).map(Some)
+        self.recv_short_seen(&mut q, k, conn).map(Some)
     }
 
     /// [`ViInner::recv_short`] when completion `k` was seen there already (its sequence
     /// number looked at since the last receive was taken): not looked at again while the
-    /// queue still waits for that one (another thread may have taken it meanwhile). A
-    /// completion stays in its entry until its receive is taken and posted again, so what
-    /// was seen is still there.
+    /// queue still waits for that one (another thread may have taken it meanwhile) under
+    /// the same connection (`conn`, the number it was seen under: a disconnect meanwhile
+    /// starts the count at zero again, and a receive posted after it must not be completed
+    /// with the old connection's entry). A completion stays in its entry until its receive
+    /// is taken and posted again, so what was seen is still there.
     #[inline(always)]
-    fn recv_short_seen(&self, q: &mut RecvQ, k: u64) -> Option<(usize, u32)> {
-        self.take_short(q, q.consumed == k)
+    fn recv_short_seen(&self, q: &mut RecvQ, k: u64, conn: u32) -> Option<(usize, u32)> {
+        self.take_short(q, q.consumed == k && self.conn() == conn)
     }
 
     /// `VipRecvDone` of the next completion when it is a plain one from a peer on this
@@ -246,3 +249,6 @@ fn scatter(dst: &UserRegion, data: &[u8]) {
         let _ = dst.write(o, rest);
     }
 }
+
+#[cfg(test)]
+mod tests;

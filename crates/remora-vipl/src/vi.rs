@@ -511,6 +511,11 @@ impl ViInner {
         self.flush_receives();
         {
             let mut q = self.recv.lock();
+            // The next connection has another number (what the old peer still stores is
+            // not heard by it), taken before the count starts again under this lock: a
+            // receive poll that saw the old connection's entry and waits for the lock then
+            // finds the count back at its number, but not the connection.
+            self.conn.fetch_add(1, Ordering::AcqRel);
             q.pushed = 0;
             q.consumed = 0;
             self.recv_next.store(0, Ordering::Release);
@@ -526,9 +531,6 @@ impl ViInner {
             s.heads.clear();
             s.hint = Default::default();
         }
-        // The next connection has another number: what the old peer still stores is not
-        // heard by it.
-        self.conn.fetch_add(1, Ordering::AcqRel);
         self.clear_segment();
     }
 
