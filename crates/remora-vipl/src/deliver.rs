@@ -258,7 +258,9 @@ impl ViInner {
         // nothing new, by a program that took what it had).
         if let Some(l) = far_link {
             let landed = done.unwrap_or(0).max(q.consumed);
-            l.posted_landed(landed, landed - q.consumed + q.done.len() as u64);
+            // The message the caller takes from the done queue right after is not unread.
+            let taken_next = u64::from(pop && first.is_none() && !q.done.is_empty());
+            l.posted_landed(landed, (landed - q.consumed + q.done.len() as u64).saturating_sub(taken_next));
         }
         Ok((broke, first))
     }
@@ -486,7 +488,8 @@ impl ViInner {
                 if let Some(d) = link.direct().filter(|_| !wait) {
                     if d.send(k, &whole, short).map_err(|e| Error::Resource(e.to_string()))? {
                         link.sent_direct();
-                        // A posted count that waits goes too when the peer runs low or the
+                        // A posted count that waits goes too when a batch waits, the peer runs
+                        // low (while fewer than 8 of its messages wait here to be taken) or the
                         // watcher could not send it (a loop of sends holding the channel's
                         // lock). The message is sent: a failure here only marks the link.
                         if link.posted_urgent() {

@@ -30,8 +30,9 @@ impl Link {
     /// wait, and the peer still knows at least [`POSTED_LOW`] receives not used as far as
     /// `landed` (the completions that landed here) tells, or at least [`UNREAD_LOW`] of
     /// those completions (`unread`) wait for the program to take them. A count that waits leaves with
-    /// this VI's next send (a VI that sent since its last post answers its peer, and the
-    /// answer carries it), a later post that is told at once, the receiver's taking of
+    /// this VI's next send through the channel (a VI that sent since its last post answers
+    /// its peer; a short answer on the pair's own stream does not carry it, and takes it only
+    /// as [`Link::posted_urgent`] says), a later post that is told at once, the receiver's taking of
     /// completions once the peer knows fewer than [`POSTED_LOW`] unused
     /// ([`Link::posted_landed`]), or the NIC's watcher ([`Link::flush_posted`], every
     /// 10 ms; none waits while no watcher runs): well inside the grace a sender gives a
@@ -64,8 +65,8 @@ impl Link {
     }
 
     /// A send of this VI left on the pair's own stream: counted as a send (the VI answers
-    /// its peer), though a posted count queued on the channel stays there
-    /// ([`Link::posted_later`] sends it when enough wait, the NIC's watcher otherwise).
+    /// its peer), though a posted count queued on the channel stays there (the send flushes
+    /// it when [`Link::posted_urgent`] says so, the NIC's watcher otherwise).
     pub(crate) fn sent_direct(&self) {
         self.sends.fetch_add(1, Ordering::AcqRel);
     }
