@@ -491,11 +491,12 @@ impl ViInner {
                         // A posted count that waits goes too when a batch waits, the peer runs
                         // low (while fewer than 8 of its messages wait here to be taken) or the
                         // watcher could not send it (a loop of sends holding the channel's
-                        // lock). The message is sent: a failure here only marks the link.
+                        // lock), a write of its own (counted). The message is sent: a failure
+                        // here only marks the link.
                         if link.posted_urgent() {
                             let posted = link.posted_queued();
                             if c.send(false).is_ok() {
-                                link.posted_told(posted);
+                                link.posted_told_alone(posted);
                             } else {
                                 link.failed.store(true, Ordering::Release);
                             }

@@ -107,6 +107,14 @@ impl Link {
         self.watcher_missed.store(false, Ordering::Relaxed);
     }
 
+    /// [`Link::posted_told`] for the stores queued on the channel sent right after a short
+    /// send on the pair's own stream ([`Link::posted_urgent`]): a write of their own, not
+    /// carried by the send, counted ([`Link::told_alone`]).
+    pub(crate) fn posted_told_alone(&self, posted: u64) {
+        self.posted_told(posted);
+        self.told_alone.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Receives completed here up to `landed` (taken, or their completions landed), of
     /// which `unread` the program has not taken yet, as the receiver looks for completions:
     /// a count that waits goes now when the peer knows fewer than [`POSTED_LOW`] unused and
@@ -144,7 +152,9 @@ impl Link {
     }
 
     /// How many counts of posted receives went to the peer on their own, not carried by a
-    /// send of this VI (each a socket write here and a wake-up of the peer's node).
+    /// send of this VI (each a socket write here and a wake-up of the peer's node): the
+    /// NIC's watcher's, and those that follow a short send on the pair's own stream, among
+    /// them.
     pub(crate) fn told_alone(&self) -> u64 {
         self.told_alone.load(Ordering::Relaxed)
     }

@@ -12,6 +12,9 @@ pub const T: Option<Duration> = Some(Duration::from_secs(20));
 /// Receive slots of each side, and their size.
 pub const SLOTS: usize = 48;
 pub const SLOT: usize = 64 << 10;
+/// A watch period ([`Side::watched`]) no test lasts: the NIC's watcher never looks (it
+/// sends no count of posted receives that waited for it).
+pub const NO_WATCH: Option<Duration> = Some(Duration::from_secs(3600));
 
 /// One side: its NIC, its VI, its descriptors and its buffers.
 pub struct Side {
@@ -28,7 +31,17 @@ impl Side {
 
     /// [`Side::new`] of a VI of the given reliability level (no RDMA read when unreliable).
     pub fn with(h: &Harness, node: u32, reliability: u16) -> Side {
+        Side::watched(h, node, reliability, None)
+    }
+
+    /// [`Side::with`], the NIC's watcher looking every `watch` when given (set before the
+    /// VI is made, so from its first look on: [`NO_WATCH`] for one that never looks within
+    /// a test).
+    pub fn watched(h: &Harness, node: u32, reliability: u16, watch: Option<Duration>) -> Side {
         let nic = Nic::open_with_config("remora0", h.config(node)).unwrap();
+        if let Some(period) = watch {
+            nic.set_watch_period(period);
+        }
         let ptag = nic.create_ptag();
         let attrs = ViAttributes {
             reliability,
@@ -115,7 +128,14 @@ pub fn bytes(n: usize, seed: usize) -> Vec<u8> {
 
 /// Two connected sides: the server on node 4, the client on node 8, every receive posted.
 pub fn pair(h: &Harness, disc: &[u8]) -> (Side, Side) {
-    let (s, c) = (Side::new(h, 4), Side::new(h, 8));
+    pair_watched(h, disc, [None, None])
+}
+
+/// [`pair`], the server's NIC's watcher and the client's looking every `watch[0]` and
+/// `watch[1]` when given ([`Side::watched`]).
+pub fn pair_watched(h: &Harness, disc: &[u8], watch: [Option<Duration>; 2]) -> (Side, Side) {
+    let s = Side::watched(h, 4, RELIABLE_DELIVERY, watch[0]);
+    let c = Side::watched(h, 8, RELIABLE_DELIVERY, watch[1]);
     for i in 0..SLOTS {
         s.post(i);
         c.post(i);
