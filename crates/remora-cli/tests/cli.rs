@@ -42,10 +42,7 @@ fn bench_rows_carry_target_and_verdict_in_json() {
         assert!(r.contains("\"target\": \"") && r.contains("\"verdict\": "), "{r}");
         assert!(r.contains("\"ratio\": "), "{r}");
     }
-    let _ = Command::new(env!("CARGO_BIN_EXE_remora"))
-        .args(["shutdown", "--all"])
-        .env("REMORA_RUNTIME_DIR", rt.path())
-        .output();
+    shutdown_all(rt.path());
 }
 
 /// `bench intr` runs its two processes through every kind of batch (the blocked one with its
@@ -66,10 +63,7 @@ fn bench_intr_reports_blocked_one_core_and_spinning_rows() {
     }
     assert_eq!(rows.len(), 3, "{json}");
     assert!(rows.iter().all(|r| !r.contains("\"ratio\": null")), "{json}");
-    let _ = Command::new(env!("CARGO_BIN_EXE_remora"))
-        .args(["shutdown", "--all"])
-        .env("REMORA_RUNTIME_DIR", rt.path())
-        .output();
+    shutdown_all(rt.path());
 }
 
 /// `bench hosts` runs its two processes (nodes joined over TCP on loopback), every path's
@@ -118,10 +112,7 @@ fn bench_vipl_across_hosts_reports_the_starved_receiver_rows() {
         let line = text.lines().find(|l| l.starts_with(&name)).unwrap_or_else(|| panic!("{name}: {text}"));
         assert!(line.contains(" met ") || line.contains(" MISSED "), "{line}");
     }
-    let _ = Command::new(env!("CARGO_BIN_EXE_remora"))
-        .args(["shutdown", "--all"])
-        .env("REMORA_RUNTIME_DIR", rt.path())
-        .output();
+    shutdown_all(rt.path());
 }
 
 #[test]
@@ -224,8 +215,13 @@ fn top_once_shows_nodes_and_their_segments() {
         "{text}"
     );
     drop(s);
+    shutdown_all(rt.path());
+}
+
+/// Stop every daemon a test started under runtime directory `rt` (`remora shutdown --all`).
+fn shutdown_all(rt: &std::path::Path) {
     let _ = Command::new(env!("CARGO_BIN_EXE_remora"))
         .args(["shutdown", "--all"])
-        .env("REMORA_RUNTIME_DIR", rt.path())
+        .env("REMORA_RUNTIME_DIR", rt)
         .output();
 }

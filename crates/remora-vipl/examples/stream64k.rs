@@ -4,7 +4,9 @@
 //! sees nothing else: `cargo run --release -p remora-vipl --example stream64k -- send 5`
 //! (mode, seconds); it starts the nodes of this host it needs (`REMORA_DAEMON` names
 //! `remorad`). Prints the rounds' median, mean and best; `SLOW=1` also prints every round
-//! under 20 GB/s, `WATCH_US` sets the NICs' watcher period.
+//! under 20 GB/s, `WATCH_US` sets the NICs' watcher period. On a machine others use, give
+//! it a `REMORA_RUNTIME_DIR` of its own (its nodes are those of that directory) and
+//! `REMORA_IDLE_EXIT=1`.
 
 use remora_sisci::Sisci;
 use remora_vipl::layout::control;
@@ -72,6 +74,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or("send").to_string();
     let secs: f64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5.0);
+    if !["send", "rdma", "raw", "rawrdma", "memcpy"].contains(&mode.as_str()) || secs.is_nan() || secs <= 0.0 {
+        eprintln!("usage: stream64k [send|rdma|raw|rawrdma|memcpy] [seconds > 0]");
+        std::process::exit(2);
+    }
     let a = Sisci::initialize().unwrap();
     let mut cfg = a.config().clone();
     cfg.node = a.local_node_id() + 4;

@@ -56,7 +56,7 @@ const FAR_NAP: Duration = Duration::from_millis(5);
 const READY_WAIT: Duration = Duration::from_secs(10);
 /// The room of a ring A entry that is not of this connection ([`layout::ENTRY_CONN`]): no
 /// receive (a real one holds at most [`crate::MAX_TRANSFER`] bytes).
-const NOT_OURS: u32 = u32::MAX;
+pub(crate) const NOT_OURS: u32 = u32::MAX;
 
 /// A completed receive as `VipRecvDone` gives it: (descriptor address, its memory handle).
 type Reaped = (usize, u32);

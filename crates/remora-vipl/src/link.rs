@@ -131,8 +131,9 @@ pub(crate) struct Link {
     bell: RemoteInterrupt,
     /// The peer's pieces and its table, looked up for a payload or RDMA (under the send
     /// queue's lock) unless the send queue's hint of the last piece still holds (one host,
-    /// copy mode; `write_piece_hinted`, checked against the number bumped at each change): behind a lock let go by a plain store (the standard mutex lets go
-    /// with a locked instruction, which after a 64 KiB copy waits for the copy's stores).
+    /// copy mode; `write_piece_hinted`, checked against the number bumped at each change):
+    /// behind a lock let go by a plain store (the standard mutex lets go with a locked
+    /// instruction, which after a 64 KiB copy waits for the copy's stores).
     pieces: Lock<IdMap<Piece>>,
     table: Lock<Option<Piece>>,
     /// Changed with the two above ([`Link::pieces_changed`]): what a send queue's

@@ -13,6 +13,7 @@
 //! matched, its link lent out of the queue and back, the registrations asked twice) costs a
 //! few nanoseconds there.
 
+use crate::deliver::NOT_OURS;
 use crate::layout::{self, control, status, Completion, ENTRIES, INLINE, INLINE_AT, SEQ};
 use crate::vi::{RecvQ, SendQ, ViInner};
 use remora_sisci::UserRegion;
@@ -24,9 +25,6 @@ use std::sync::Arc;
 const _: () = assert!(
     layout::COMPLETION == 64 && INLINE_AT.is_multiple_of(8) && INLINE_AT + INLINE <= SEQ && SEQ == 56
 );
-
-/// The room of a ring A entry that is not of this connection (as `deliver.rs` records it).
-const NOT_OURS: u32 = u32::MAX;
 
 impl ViInner {
     /// `VipPostSend` of a short send to a peer on this host (see the module doc), under

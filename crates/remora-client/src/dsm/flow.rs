@@ -31,6 +31,8 @@ pub(super) struct Direct {
     /// The last answer came later than twice the spin (a long transfer's):
     /// the next wait sleeps at once instead of spinning (`answer_header`).
     late: bool,
+    /// Waits since the flow was marked late: every [`Direct::PROBE`]th spins anyway.
+    slept: u32,
 }
 
 /// A pager flow shared by every map of one connection (one stream keeps their stores in
@@ -138,6 +140,8 @@ impl Direct {
     const WRITES_IN_FLIGHT: u64 = 64;
     /// Read frames asked ahead of the answer being read.
     const READS_IN_FLIGHT: usize = 8;
+    /// A late flow's waits that sleep at once for one that spins (`answer_header`).
+    const PROBE: u32 = 8;
 
     /// Why nothing may go through the flow now: it failed earlier, or this process is a
     /// child made by fork after it was opened (the socket is its parent's too).
@@ -170,6 +174,7 @@ impl Direct {
             pid: remora_sys::sched::own_pid(),
             regions: Vec::new(),
             late: false,
+            slept: 0,
         })
     }
 
@@ -195,6 +200,7 @@ impl Direct {
                 pid: remora_sys::sched::own_pid(),
                 regions: Vec::new(),
                 late: false,
+                slept: 0,
             },
             remotes,
         ))
@@ -288,24 +294,33 @@ impl Direct {
 
     /// The header of the next answer to a transfer's frame, waited for as a DMA wait does:
     /// spinning `REMORA_SPIN_US` first (its core kept awake), then asleep — unless the last
-    /// answer on this flow came after the spin would have ended (`late`). An answer the spin
-    /// does not catch is woken for either way, so such a spin only takes a core from the
-    /// threads doing the work (the home's reader, the other transfers: `bench scale` runs up
-    /// to 56 such waits at once on two cores). Each wait that sleeps times itself against
-    /// twice the spin (a sleeper's time includes its wake-up, which must not keep a flow
-    /// whose answers come within the spin marked late), so once waits are answered within
-    /// the spin again (small transfers), the next one spins.
+    /// answer on this flow came later than twice the spin (`late`). An answer the spin does
+    /// not catch is woken for either way, so such a spin only takes a core from the threads
+    /// doing the work (the home's reader, the other transfers: `bench scale` runs up to 56
+    /// such waits at once on two cores). A wait that sleeps at once times itself against
+    /// twice the spin (its time includes its wake-up, which must not keep a flow whose
+    /// answers come within the spin marked late), and every [`Direct::PROBE`]th wait of a
+    /// late flow spins anyway: a flow whose answers came back within the spin (small
+    /// transfers after a long one) spins again, even where wake-ups are slower than that.
     fn answer_header(&mut self, raw: &mut [u8; BULK_FRAME]) -> std::io::Result<()> {
         let spin = remora_config::Config::get().spin;
         let fd = std::os::fd::AsFd::as_fd(&self.s);
+        let asleep = self.late && {
+            self.slept = self.slept.wrapping_add(1);
+            !self.slept.is_multiple_of(Self::PROBE)
+        };
         let started = std::time::Instant::now();
-        let got = remora_sys::flow::recv_spinning(fd, raw, if self.late { Duration::ZERO } else { spin })?;
+        let got = remora_sys::flow::recv_spinning(fd, raw, if asleep { Duration::ZERO } else { spin })?;
         if got == raw.len() {
             self.late = false;
             return Ok(());
         }
         std::io::Read::read_exact(&mut self.s, &mut raw[got..])?;
-        self.late = started.elapsed() > 2 * spin;
+        let late = started.elapsed() > 2 * spin;
+        if late && !self.late {
+            self.slept = 0;
+        }
+        self.late = late;
         Ok(())
     }
 

@@ -126,20 +126,20 @@ impl Reaper {
 /// of descriptors: the next call tries again, so one bad moment does not leave every later
 /// flow to be shut with a reset).
 fn reaper() -> Option<&'static Reaper> {
-    static R: Mutex<Option<&'static Reaper>> = Mutex::new(None);
+    // The reaper made (kept when its thread could not be started, so that a retry makes no
+    // second bell), and whether its thread runs.
+    static R: Mutex<Option<(&'static Reaper, bool)>> = Mutex::new(None);
     let mut r = R.lock().unwrap_or_else(|e| e.into_inner());
     if r.is_none() {
-        let made = Reaper::new(REAP_LIMIT).ok().and_then(|new| {
-            let leaked: &'static Reaper = Box::leak(Box::new(new));
-            std::thread::Builder::new()
-                .name("remora-flow-reaper".into())
-                .spawn(move || leaked.run())
-                .ok()
-                .map(|_| leaked)
-        });
-        *r = made;
+        *r = Reaper::new(REAP_LIMIT).ok().map(|new| (&*Box::leak(Box::new(new)), false));
     }
-    *r
+    let (made, running) = r.as_mut()?;
+    if !*running {
+        let made: &'static Reaper = made;
+        *running =
+            std::thread::Builder::new().name("remora-flow-reaper".into()).spawn(move || made.run()).is_ok();
+    }
+    running.then_some(*made)
 }
 
 /// Read `fd` until its other end ends (or [`REAP_LIMIT`]), then shut it both ways.

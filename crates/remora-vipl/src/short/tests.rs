@@ -45,10 +45,12 @@ fn a_completion_seen_under_the_last_connection_completes_no_receive_posted_after
     }
     // The disconnect, the flushed receive taken, a new receive posted.
     server.disconnect().unwrap();
-    let _ = server.recv_done();
+    server.recv_done().expect("the receive posted before the disconnect completed");
     post_recv(&snic, &server, &sdesc, 64, &sbuf, 64, 64);
-    // Now the poll has the lock.
+    // Now the poll has the lock: nothing waits in the done queue (the look at the entry is
+    // what decides), the new receive is posted.
     let mut q = server.inner.recv.lock();
+    assert!(q.done.is_empty() && q.posted.len() == 1, "the queue is not as the poll finds it");
     assert_eq!(
         server.inner.recv_short_seen(&mut q, k, conn),
         None,

@@ -22,8 +22,9 @@
 //! kept from a core for [`CROWDED`] at [`CROWDED_LOOKS`] looks or more, most of its looks or
 //! for most of the time since the first such look, stops spinning for a while
 //! ([`CROWDED_FOR`], up to [`CROWDED_MOST`]) and ticks at nice -20 instead. A long wait
-//! among many short ones is another program's time slice on a shared machine: ticking then would make a ping-pong several times slower for the whole
-//! while (140 µs one-way instead of 19 µs on one core).
+//! among many short ones is another program's time slice on a shared machine: ticking
+//! then would make a ping-pong several times slower for the whole while (140 µs one-way
+//! instead of 19 µs on one core).
 
 use super::PMap;
 use std::time::{Duration, Instant};

@@ -15,15 +15,20 @@ use std::time::Duration;
 use tokio::sync::mpsc::unbounded_channel;
 use zerocopy::IntoBytes;
 
-/// A split frame that stays makes the daemon's thread take the flow from the owner; the
-/// connection's disconnect (a peer's session ending after its link was lost does the
-/// same) then shuts the flow for writing, so the far end sees its end, and the far end's
-/// close ends the thread, which forgets the booking. Before, taking the flow forgot the
-/// booking at once: the disconnect did not reach the flow, and the thread read it until
-/// the far end closed it on its own, which a silent far host never did (the far end's
-/// read here waited out its timeout).
-#[test]
-fn a_flow_read_alone_is_shut_when_its_connection_ends() {
+/// A bare node 4 whose session 1 owns interrupt 5, connected from node 9's session, and a
+/// flow of that connection booked for the owner.
+struct Setup {
+    node: Arc<Node>,
+    owner: u64,
+    peer: u64,
+    intr: u64,
+    conn: u64,
+    tx: std::net::TcpStream,
+    rx: std::net::TcpStream,
+    share: OwnerFlow,
+}
+
+fn setup() -> Setup {
     let node = Node::bare(4);
     let (owner, peer, intr, conn) = {
         let mut r = node.lock();
@@ -33,9 +38,22 @@ fn a_flow_read_alone_is_shut_when_its_connection_ends() {
         let Ok((conn, _)) = r.connect_interrupt(peer, 9, intno, false, true) else { panic!("connect") };
         (owner, peer, intr, conn)
     };
-    let (mut tx, rx) = flow_pair();
+    let (tx, rx) = flow_pair();
     let booking = node.lock().share_flow(9, conn, rx.as_fd(), None).expect("booked for the owner");
     let share = OwnerFlow { node: Arc::downgrade(&node), booking, polls: 0 };
+    Setup { node, owner, peer, intr, conn, tx, rx, share }
+}
+
+/// A split frame that stays makes the daemon's thread take the flow from the owner; the
+/// connection's disconnect (a peer's session ending after its link was lost does the
+/// same) then shuts the flow for writing, so the far end sees its end, and the far end's
+/// close ends the thread, which forgets the booking. Before, taking the flow forgot the
+/// booking at once: the disconnect did not reach the flow, and the thread read it until
+/// the far end closed it on its own, which a silent far host never did (the far end's
+/// read here waited out its timeout).
+#[test]
+fn a_flow_read_alone_is_shut_when_its_connection_ends() {
+    let Setup { node, owner, peer, intr, conn, mut tx, rx, share } = setup();
     let in_set = || !node.lock().interrupt_flows(owner, intr).unwrap().1.is_empty();
     assert!(in_set());
     let frame = BulkFrame::trigger(conn);
@@ -64,18 +82,7 @@ fn a_flow_read_alone_is_shut_when_its_connection_ends() {
 /// end unbooking it.
 #[test]
 fn a_flow_read_alone_is_unbooked_when_its_far_end_closes() {
-    let node = Node::bare(4);
-    let (owner, peer, intr, conn) = {
-        let mut r = node.lock();
-        let owner = r.add_session(1, Role::Client, unbounded_channel().0);
-        let peer = r.add_session(0, Role::Peer { node: 9 }, unbounded_channel().0);
-        let (intr, intno, _, _) = r.create_interrupt(owner, Some(5), false, false).unwrap();
-        let Ok((conn, _)) = r.connect_interrupt(peer, 9, intno, false, true) else { panic!("connect") };
-        (owner, peer, intr, conn)
-    };
-    let (mut tx, rx) = flow_pair();
-    let booking = node.lock().share_flow(9, conn, rx.as_fd(), None).expect("booked for the owner");
-    let share = OwnerFlow { node: Arc::downgrade(&node), booking, polls: 0 };
+    let Setup { node, owner, peer, intr, conn, mut tx, rx, share } = setup();
     let in_set = || !node.lock().interrupt_flows(owner, intr).unwrap().1.is_empty();
     let booked = || !node.lock().interrupts[&intr].owner_flows.is_empty();
     let frame = BulkFrame::trigger(conn);
