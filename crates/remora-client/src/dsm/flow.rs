@@ -142,6 +142,11 @@ impl Direct {
     const READS_IN_FLIGHT: usize = 8;
     /// A late flow's waits that sleep at once for one that spins (`answer_header`).
     const PROBE: u32 = 8;
+    /// The least bytes of a transfer whose answers may be waited for asleep at once
+    /// (`answer_header`): a shorter one's (a DSM map's write-through, an 8-byte DMA)
+    /// always spin first, as a late mark taken from one slow answer cost the DSM ping-pong
+    /// half again its time (the pager asleep for its acknowledgements, not looking).
+    const LONG: usize = 64 << 10;
 
     /// Why nothing may go through the flow now: it failed earlier, or this process is a
     /// child made by fork after it was opened (the socket is its parent's too).
@@ -293,8 +298,9 @@ impl Direct {
     }
 
     /// The header of the next answer to a transfer's frame, waited for as a DMA wait does:
-    /// spinning `REMORA_SPIN_US` first (its core kept awake), then asleep — unless the last
-    /// answer on this flow came later than twice the spin (`late`). An answer the spin does
+    /// spinning `REMORA_SPIN_US` first (its core kept awake), then asleep — unless the
+    /// transfer is `long` (at least [`Direct::LONG`] bytes) and the last answer to such a
+    /// transfer on this flow came later than twice the spin (`late`). An answer the spin does
     /// not catch is woken for either way, so such a spin only takes a core from the threads
     /// doing the work (the home's reader, the other transfers: `bench scale` runs up to 56
     /// such waits at once on two cores). A wait that sleeps at once times itself against
@@ -302,9 +308,13 @@ impl Direct {
     /// answers come within the spin marked late), and every [`Direct::PROBE`]th wait of a
     /// late flow spins anyway: a flow whose answers came back within the spin (small
     /// transfers after a long one) spins again, even where wake-ups are slower than that.
-    fn answer_header(&mut self, raw: &mut [u8; BULK_FRAME]) -> std::io::Result<()> {
+    fn answer_header(&mut self, raw: &mut [u8; BULK_FRAME], long: bool) -> std::io::Result<()> {
         let spin = remora_config::Config::get().spin;
         let fd = std::os::fd::AsFd::as_fd(&self.s);
+        if !long {
+            let got = remora_sys::flow::recv_spinning(fd, raw, spin)?;
+            return std::io::Read::read_exact(&mut self.s, &mut raw[got..]);
+        }
         let asleep = self.late && {
             self.slept = self.slept.wrapping_add(1);
             !self.slept.is_multiple_of(Self::PROBE)
@@ -382,11 +392,13 @@ impl Direct {
             // Every frame asks for an answer (so a refusal is told, not fatal). Answers are
             // read as they come once `WRITES_IN_FLIGHT` are outstanding, and the rest after
             // the last frame.
+            let len = src.len();
+            let long = len >= Self::LONG;
             let mut next = self.tag + 1;
             let mut refused = false;
             let mut take = |d: &mut Direct, next: &mut u64| -> std::io::Result<()> {
                 let mut raw = [0u8; BULK_FRAME];
-                d.answer_header(&mut raw)?;
+                d.answer_header(&mut raw, long)?;
                 let h = BulkFrame::parse(&raw).map_err(std::io::Error::other)?;
                 if h.op != BulkOp::Ack || h.tag != *next {
                     return Err(std::io::Error::other(format!("the home answered {h:?}")));
@@ -395,7 +407,6 @@ impl Direct {
                 *next += 1;
                 Ok(())
             };
-            let len = src.len();
             let mut at = 0;
             while at < len {
                 let n = (len - at).min(MAX_SCIF_FRAME);
@@ -460,7 +471,7 @@ impl Direct {
                 ask.clear();
             }
             let mut raw = [0u8; BULK_FRAME];
-            self.answer_header(&mut raw)?;
+            self.answer_header(&mut raw, len >= Self::LONG)?;
             let h = BulkFrame::parse(&raw).map_err(std::io::Error::other)?;
             let at = i * MAX_SCIF_FRAME;
             let n = (len - at).min(MAX_SCIF_FRAME);

@@ -66,20 +66,24 @@ fn a_flow_whose_answers_come_after_the_spin_stops_spinning_until_one_comes_withi
     let (mut d, mut home) = flow();
     let spin = remora_config::Config::get().spin;
     let late = spin * 4 + Duration::from_millis(20);
+    let long = vec![1u8; Direct::LONG];
     let home_thread = std::thread::spawn(move || {
-        ack_one(&mut home, late);
-        ack_one(&mut home, late);
+        for _ in 0..3 {
+            ack_one(&mut home, late);
+        }
         home
     });
-    assert!(!d.late, "a new flow spins for its first answer");
+    // A short transfer's late answer marks nothing: its waits always spin first.
     d.write_now(0, Source::Buf(&[1u8; 64])).unwrap();
-    assert!(d.late, "an answer that came after twice the spin marks the flow late");
-    d.write_now(64, Source::Buf(&[2u8; 64])).unwrap();
+    assert!(!d.late, "a short transfer's late answer marked the flow late");
+    d.write_now(0, Source::Buf(&long)).unwrap();
+    assert!(d.late, "a long transfer's answer that came after twice the spin marks the flow late");
+    d.write_now(0, Source::Buf(&long)).unwrap();
     assert!(d.late, "a late answer waited for asleep keeps it late");
     let mut home = home_thread.join().unwrap();
     // The next answer is there before the wait starts: asleep at once or not, it is read
     // at once, and the mark goes.
     ack_ahead(&mut home, d.tag + 1);
-    d.write_now(128, Source::Buf(&[3u8; 64])).unwrap();
+    d.write_now(0, Source::Buf(&long)).unwrap();
     assert!(!d.late, "an answer there at once left the flow marked late");
 }
