@@ -142,8 +142,8 @@ impl Direct {
     const READS_IN_FLIGHT: usize = 8;
     /// A late flow's waits that sleep at once for one that spins (`answer_header`).
     const PROBE: u32 = 8;
-    /// The least bytes of a transfer whose answers may be waited for asleep at once
-    /// (`answer_header`): a shorter one's (a DSM map's write-through, an 8-byte DMA)
+    /// The least bytes of a write whose answers may be waited for asleep at once
+    /// (`answer_header`; a read's never are): a shorter one's (a DSM map's write-through, an 8-byte DMA)
     /// always spin first, as a late mark taken from one slow answer cost the DSM ping-pong
     /// half again its time (the pager asleep for its acknowledgements, not looking).
     const LONG: usize = 64 << 10;
@@ -299,8 +299,8 @@ impl Direct {
 
     /// The header of the next answer to a transfer's frame, waited for as a DMA wait does:
     /// spinning `REMORA_SPIN_US` first (its core kept awake), then asleep — unless the
-    /// transfer is `long` (at least [`Direct::LONG`] bytes) and the last answer to such a
-    /// transfer on this flow came later than twice the spin (`late`). An answer the spin does
+    /// transfer is `long` (a write of at least [`Direct::LONG`] bytes) and the last answer
+    /// to such a transfer on this flow came later than twice the spin (`late`). An answer the spin does
     /// not catch is woken for either way, so such a spin only takes a core from the threads
     /// doing the work (the home's reader, the other transfers: `bench scale` runs up to 56
     /// such waits at once on two cores). A wait that sleeps at once times itself against
@@ -471,7 +471,9 @@ impl Direct {
                 ask.clear();
             }
             let mut raw = [0u8; BULK_FRAME];
-            self.answer_header(&mut raw, len >= Self::LONG)?;
+            // Each frame's answer follows the last one's bytes: a read never waits asleep at
+            // once (a wake-up per frame where the spin catches the next header).
+            self.answer_header(&mut raw, false)?;
             let h = BulkFrame::parse(&raw).map_err(std::io::Error::other)?;
             let at = i * MAX_SCIF_FRAME;
             let n = (len - at).min(MAX_SCIF_FRAME);
