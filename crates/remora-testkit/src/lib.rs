@@ -48,3 +48,16 @@ macro_rules! cluster_or_skip {
         }
     };
 }
+
+/// Wait, generously (up to 20 s: a loaded machine's tests must not flake on it), until
+/// `what` holds, looking every 2 ms; `false` if it never did.
+pub fn wait_until(what: impl Fn() -> bool) -> bool {
+    let t = std::time::Instant::now();
+    while !what() {
+        if t.elapsed() > std::time::Duration::from_secs(20) {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    true
+}

@@ -74,7 +74,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str).unwrap_or("send").to_string();
     let secs: f64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5.0);
-    if !["send", "rdma", "raw", "rawrdma", "memcpy"].contains(&mode.as_str()) || secs.is_nan() || secs <= 0.0 {
+    if !["send", "rdma", "raw", "rawrdma", "memcpy"].contains(&mode.as_str()) || secs.is_nan() || secs <= 0.0
+    {
         eprintln!("usage: stream64k [send|rdma|raw|rawrdma|memcpy] [seconds > 0]");
         std::process::exit(2);
     }

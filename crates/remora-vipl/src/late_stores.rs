@@ -62,6 +62,37 @@ pub(crate) fn send(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, off: us
     nic.read_descriptor(desc.addr(at), desc.handle).unwrap().status
 }
 
+/// Two ends of a reliable connection to be made: the NICs of nodes 4 and 8 of `h`, a
+/// protection tag and a VI (no RDMA) on each, the server's NIC watching every `watch`
+/// when given (set before its first VI starts the watcher).
+pub(crate) struct Two {
+    pub(crate) snic: Nic,
+    pub(crate) cnic: Nic,
+    pub(crate) sp: ProtectionTag,
+    pub(crate) cp: ProtectionTag,
+    pub(crate) server: Vi,
+    pub(crate) client: Vi,
+}
+
+pub(crate) fn two(h: &Harness, watch: Option<Duration>) -> Two {
+    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
+    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
+    if let Some(w) = watch {
+        snic.set_watch_period(w);
+    }
+    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
+    let attrs = |ptag| ViAttributes {
+        reliability: RELIABLE_DELIVERY,
+        max_transfer: MAX_TRANSFER,
+        ptag,
+        rdma_write: false,
+        rdma_read: false,
+    };
+    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
+    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    Two { snic, cnic, sp, cp, server, client }
+}
+
 pub(crate) fn connect(snic: &Nic, server: &Vi, cnic: &Nic, client: &Vi, disc: &[u8]) {
     let addr = NetAddress::new(snic.node(), disc);
     let (s, a, nic) = (server.clone(), addr.clone(), snic.clone());

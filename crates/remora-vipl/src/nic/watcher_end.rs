@@ -3,24 +3,13 @@
 //! is left with a count nobody sends.
 
 use super::Watching;
-use crate::late_stores::{connect, post_recv, Mem};
+use crate::late_stores::{connect, post_recv, two, Mem, Two};
 use crate::layout;
-use crate::{Nic, Vi, ViAttributes, MAX_TRANSFER, RELIABLE_DELIVERY};
 use remora_testkit::Harness;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Waits (generously: up to 20 s) until `what` holds; `false` if it never did.
-fn wait_for(what: impl Fn() -> bool) -> bool {
-    let t = Instant::now();
-    while !what() {
-        if t.elapsed() > Duration::from_secs(20) {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    true
-}
+use remora_testkit::wait_until as wait_for;
 
 /// A receiver on another host posts one receive more than its sender knows enough of: the
 /// count waits for the NIC's watcher (here one that never looks again), and reaches the
@@ -28,20 +17,8 @@ fn wait_for(what: impl Fn() -> bool) -> bool {
 #[test]
 fn a_count_held_for_the_watcher_goes_when_the_watcher_ends() {
     let h = Harness::with_cluster(&[4, 8], true);
-    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
-    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
-    // Set before the first VI starts the watcher: it never looks within the test.
-    snic.set_watch_period(Duration::from_secs(3600));
-    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
-    let attrs = |ptag| ViAttributes {
-        reliability: RELIABLE_DELIVERY,
-        max_transfer: MAX_TRANSFER,
-        ptag,
-        rdma_write: false,
-        rdma_read: false,
-    };
-    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
-    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    // The server's watcher never looks within the test.
+    let Two { snic, cnic, sp, server, client, .. } = two(&h, Some(Duration::from_secs(3600)));
     let (sbuf, sdesc) = (Mem::new(&snic, 64 * 32, sp), Mem::new(&snic, 64 * 32, sp));
     connect(&snic, &server, &cnic, &client, b"watcher-end");
     // What the client's segment says the server posted.

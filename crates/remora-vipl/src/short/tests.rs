@@ -1,8 +1,7 @@
 //! The short path's poll against a disconnect that comes between its look and its lock.
 
-use crate::late_stores::{connect, post_recv, send, Mem};
+use crate::late_stores::{connect, post_recv, send, two, Mem, Two};
 use crate::layout;
-use crate::{Nic, Vi, ViAttributes, MAX_TRANSFER, RELIABLE_DELIVERY};
 use remora_testkit::Harness;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -15,18 +14,7 @@ use std::time::{Duration, Instant};
 #[test]
 fn a_completion_seen_under_the_last_connection_completes_no_receive_posted_after_it() {
     let h = Harness::with_cluster(&[4, 8], false);
-    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
-    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
-    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
-    let attrs = |ptag| ViAttributes {
-        reliability: RELIABLE_DELIVERY,
-        max_transfer: MAX_TRANSFER,
-        ptag,
-        rdma_write: false,
-        rdma_read: false,
-    };
-    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
-    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    let Two { snic, cnic, sp, cp, server, client } = two(&h, None);
     let (sbuf, sdesc) = (Mem::new(&snic, 4096, sp), Mem::new(&snic, 1024, sp));
     let (cbuf, cdesc) = (Mem::new(&cnic, 4096, cp), Mem::new(&cnic, 1024, cp));
     post_recv(&snic, &server, &sdesc, 0, &sbuf, 0, 64);

@@ -7,7 +7,7 @@ use remora_proto::Error;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// An interrupt that counts its triggers.
 #[derive(Default)]
@@ -31,17 +31,7 @@ impl PeerMemory for Counted {
     }
 }
 
-/// Waits (generously: up to 20 s) until `what` holds; `false` if it never did.
-pub(crate) fn wait_for(what: impl Fn() -> bool) -> bool {
-    let t = Instant::now();
-    while !what() {
-        if t.elapsed() > Duration::from_secs(20) {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    true
-}
+pub(crate) use remora_testkit::wait_until as wait_for;
 
 /// A loopback connection `(tx, rx)`: `tx` sends each write at once, and a write held back
 /// for good fails after 10 s (the test reports it) instead of hanging.
