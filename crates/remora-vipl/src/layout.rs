@@ -538,5 +538,19 @@ impl FixedSlot {
     }
 }
 
+/// Where the buffers of one receive of the peer lie, as the sender noted them when it
+/// learned the receive (`crate::scatter`).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Head {
+    /// The receive's number + 1 (0: none noted).
+    pub(crate) k: u64,
+    /// The connection it was learned under.
+    pub(crate) conn: u32,
+    /// Chunks of the entry.
+    pub(crate) chunks: u32,
+    /// Its first chunk.
+    pub(crate) first: Chunk,
+}
+
 #[cfg(test)]
 mod tests;

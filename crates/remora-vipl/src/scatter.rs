@@ -12,24 +12,11 @@
 //! and the connection's: a receive learned another way (`crate::short`) or under an earlier
 //! connection reads the entry as before.
 
-use crate::layout::{self, Chunk, ENTRIES};
+use crate::layout::{self, Chunk, Head, ENTRIES};
 use crate::link::{Link, Miss};
 use crate::vi::{SendQ, ViInner};
 use crate::{Error, Result};
 use remora_sisci::UserRegion;
-
-/// Where the buffers of one receive of the peer lie, as noted when it was learned.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Head {
-    /// The receive's number + 1 (0: none noted).
-    k: u64,
-    /// The connection it was learned under.
-    conn: u32,
-    /// Chunks of the entry.
-    chunks: u32,
-    /// Its first chunk.
-    first: Chunk,
-}
 
 impl ViInner {
     /// Note where receive `j`'s buffers lie; `head` is its entry's first word (its total and

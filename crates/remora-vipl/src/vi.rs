@@ -72,7 +72,7 @@ pub(crate) struct SendQ {
     pub(crate) done: VecDeque<(usize, u32)>,
     /// Where the buffers of the peer's receives below `seen` lie, by ring index, as noted
     /// when they were learned (`crate::scatter`).
-    pub(crate) heads: Vec<crate::scatter::Head>,
+    pub(crate) heads: Vec<crate::layout::Head>,
     /// The peer's piece written last and its table, straight (`Link::write_piece_hinted`).
     pub(crate) hint: crate::link::PieceHint,
 }
