@@ -28,6 +28,7 @@ pub(in crate::transport) mod admission;
 mod bulk;
 mod bulk_tx;
 pub(in crate::transport) mod direct;
+mod follow;
 pub(in crate::transport) mod framing;
 #[doc(hidden)]
 pub mod fuzzing;

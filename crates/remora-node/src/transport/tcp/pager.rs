@@ -284,7 +284,9 @@ fn serve(peer: &TcpPeer, s: StdStream, targets: &[(u64, &dyn PeerMemory)], watch
     // one made the 64 KiB stream about a quarter faster, the 8-byte row the same).
     let cap = if watch.is_some() { 8 << 10 } else { 64 << 10 };
     let rd = std::io::BufReader::with_capacity(cap, rd);
-    serve_many(peer.id, [&peer.bytes_in, &peer.bytes_out], rd, s, targets, watch, true);
+    let mut follow = s.try_clone().ok().and_then(|d| super::follow::Follow::new(d.into()));
+    let counters = [&peer.bytes_in, &peer.bytes_out];
+    serve_many(peer.id, counters, rd, s, targets, watch, true, follow.as_mut());
 }
 
 /// The size of a flow's frame buffers (a page read answered from it with its header, a
@@ -318,11 +320,13 @@ pub(super) fn serve_frames(
     mem: &dyn PeerMemory,
     urgent: bool,
 ) {
-    serve_many(peer, counters, rd, wr, &[(handle, mem)], None, urgent);
+    serve_many(peer, counters, rd, wr, &[(handle, mem)], None, urgent, None);
 }
 
 /// [`serve_frames`] for a flow bound to several targets (each frame names one by its
-/// handle), waking `watch` after every store that covers it.
+/// handle), waking `watch` after every store that covers it, its thread kept on the core
+/// the frames come in on by `follow` (`follow.rs`).
+#[allow(clippy::too_many_arguments)]
 fn serve_many(
     peer: u32,
     counters: [&AtomicU64; 2],
@@ -331,6 +335,7 @@ fn serve_many(
     targets: &[(u64, &dyn PeerMemory)],
     watch: Option<&Watch>,
     urgent: bool,
+    mut follow: Option<&mut super::follow::Follow>,
 ) {
     let [bytes_in, bytes_out] = counters;
     if urgent {
@@ -469,6 +474,9 @@ fn serve_many(
         };
         if r.is_err() {
             break;
+        }
+        if let Some(f) = follow.as_deref_mut() {
+            f.served();
         }
     }
 }
