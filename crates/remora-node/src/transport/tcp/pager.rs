@@ -284,7 +284,11 @@ fn serve(peer: &TcpPeer, s: StdStream, targets: &[(u64, &dyn PeerMemory)], watch
     // one made the 64 KiB stream about a quarter faster, the 8-byte row the same).
     let cap = if watch.is_some() { 8 << 10 } else { 64 << 10 };
     let rd = std::io::BufReader::with_capacity(cap, rd);
-    let mut follow = s.try_clone().ok().and_then(|d| super::follow::Follow::new(d.into()));
+    // Not a VIPL channel's (`follow.rs`).
+    let mut follow = match watch {
+        None => s.try_clone().ok().and_then(|d| super::follow::Follow::new(d.into())),
+        Some(_) => None,
+    };
     let counters = [&peer.bytes_in, &peer.bytes_out];
     serve_many(peer.id, counters, rd, s, targets, watch, true, follow.as_mut());
 }
@@ -476,7 +480,7 @@ fn serve_many(
             break;
         }
         if let Some(f) = follow.as_deref_mut() {
-            f.served();
+            f.served(hdr.len);
         }
     }
 }
