@@ -15,10 +15,19 @@
 //! frames are short ([`SMALL`]), and only on a map's or a DMA's flow (a VIPL channel's,
 //! which a watched word marks, streams 64 KiB messages, each after a short frame: its
 //! thread held to the sender's core between them made the stream across hosts half as
-//! fast).
+//! fast). At most [`MOST_PER_CORE`] threads are held to one core: on a real NIC the core
+//! frames come in on is its interrupt's, the same for every flow of a single-queue card,
+//! and the scheduler must stay free to spread the rest.
 
 use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
 use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU16, Ordering};
+
+/// The most flow threads held to one core at once.
+const MOST_PER_CORE: u16 = 2;
+
+/// How many flow threads are held to each core (this daemon's).
+static HELD: [AtomicU16; CpuSet::MAX_CPU] = [const { AtomicU16::new(0) }; CpuSet::MAX_CPU];
 
 /// Frames longer than this are a stream's (RMA, a long flush): its sender and the serving
 /// thread then each need a core, and holding the thread to the sender's made the 64 KiB
@@ -78,17 +87,36 @@ impl Follow {
             self.free();
             return;
         }
+        // A place on that core first (at most `MOST_PER_CORE`), then the one held let go.
+        if HELD[cpu].fetch_add(1, Ordering::AcqRel) >= MOST_PER_CORE {
+            HELD[cpu].fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
         let mut one = CpuSet::new();
         one.set(cpu);
         if sched_setaffinity(None, &one).is_ok() {
-            self.held = Some(cpu);
+            if let Some(old) = self.held.replace(cpu) {
+                HELD[old].fetch_sub(1, Ordering::AcqRel);
+            }
+        } else {
+            HELD[cpu].fetch_sub(1, Ordering::AcqRel);
         }
     }
 
     /// Let the thread run on all the cores it was allowed at its start again.
     fn free(&mut self) {
-        if self.held.take().is_some() {
+        if let Some(old) = self.held.take() {
+            HELD[old].fetch_sub(1, Ordering::AcqRel);
             let _ = sched_setaffinity(None, &self.allowed);
+        }
+    }
+}
+
+impl Drop for Follow {
+    /// The flow ended (its thread with it): its place on the core it was held to is free.
+    fn drop(&mut self) {
+        if let Some(old) = self.held.take() {
+            HELD[old].fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -163,6 +191,46 @@ mod tests {
         })
         .join()
         .expect("the flow's thread");
+    }
+
+    /// No more than `MOST_PER_CORE` flow threads are held to one core: of three flows whose
+    /// frames all come in on the same core, at most two hold their threads there (another
+    /// test may hold one more meanwhile, never this test's third), and every place is
+    /// given back when the flows end.
+    #[test]
+    fn no_more_than_two_threads_are_held_to_one_core() {
+        let all = cores();
+        if all.len() < 2 {
+            eprintln!("(one core: nothing to follow)");
+            return;
+        }
+        let a = all[all.len() - 1];
+        let (mut flows, mut held) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+            let tx = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+            let (mut rx, _) = l.accept().expect("accept");
+            let (go, wait) = std::sync::mpsc::channel::<()>();
+            let (said, heard) = std::sync::mpsc::channel::<bool>();
+            std::thread::spawn(move || {
+                let mut f = Follow::new(rx.try_clone().expect("clone").into()).expect("two cores");
+                let mut byte = [0u8; 1];
+                for _ in 0..2 {
+                    rx.read_exact(&mut byte).expect("frame");
+                    f.served(1);
+                }
+                said.send(cores() == vec![a]).expect("tell");
+                // Held until the test has heard all three (the sender dropped).
+                let _ = wait.recv();
+                drop(f);
+            });
+            send_from(&tx, a);
+            send_from(&tx, a);
+            held.push(heard.recv().expect("the flow's thread"));
+            flows.push((go, tx));
+        }
+        drop(flows);
+        assert!(held.iter().filter(|h| **h).count() <= 2, "{held:?}: a third thread held to core {a}");
     }
 
     /// A thread allowed one core only is never moved.
