@@ -28,11 +28,6 @@ pub(super) struct Direct {
     /// Regions of the program's memory queued after `out[..at]` (`write_region` of a
     /// channel), gathered into the next send without a copy.
     regions: Vec<(usize, remora_sys::user_memory::UserRegion)>,
-    /// The last answer came later than twice the spin (a long transfer's):
-    /// the next wait sleeps at once instead of spinning (`answer_header`).
-    late: bool,
-    /// Waits since the flow was marked late: every [`Direct::PROBE`]th spins anyway.
-    slept: u32,
 }
 
 /// A pager flow shared by every map of one connection (one stream keeps their stores in
@@ -140,13 +135,6 @@ impl Direct {
     const WRITES_IN_FLIGHT: u64 = 64;
     /// Read frames asked ahead of the answer being read.
     const READS_IN_FLIGHT: usize = 8;
-    /// A late flow's waits that sleep at once for one that spins (`answer_header`).
-    const PROBE: u32 = 8;
-    /// The least bytes of a write whose answers may be waited for asleep at once
-    /// (`answer_header`; a read's never are): a shorter one's (a DSM map's write-through, an 8-byte DMA)
-    /// always spin first, as a late mark taken from one slow answer cost the DSM ping-pong
-    /// half again its time (the pager asleep for its acknowledgements, not looking).
-    const LONG: usize = 64 << 10;
 
     /// Why nothing may go through the flow now: it failed earlier, or this process is a
     /// child made by fork after it was opened (the socket is its parent's too).
@@ -178,8 +166,6 @@ impl Direct {
             broken: false,
             pid: remora_sys::sched::own_pid(),
             regions: Vec::new(),
-            late: false,
-            slept: 0,
         })
     }
 
@@ -204,8 +190,6 @@ impl Direct {
                 broken: false,
                 pid: remora_sys::sched::own_pid(),
                 regions: Vec::new(),
-                late: false,
-                slept: 0,
             },
             remotes,
         ))
@@ -298,40 +282,11 @@ impl Direct {
     }
 
     /// The header of the next answer to a transfer's frame, waited for as a DMA wait does:
-    /// spinning `REMORA_SPIN_US` first (its core kept awake), then asleep — unless the
-    /// transfer is `long` (a write of at least [`Direct::LONG`] bytes) and the last answer
-    /// to such a transfer on this flow came later than twice the spin (`late`). An answer the spin does
-    /// not catch is woken for either way, so such a spin only takes a core from the threads
-    /// doing the work (the home's reader, the other transfers: `bench scale` runs up to 56
-    /// such waits at once on two cores). A wait that sleeps at once times itself against
-    /// twice the spin (its time includes its wake-up, which must not keep a flow whose
-    /// answers come within the spin marked late), and every [`Direct::PROBE`]th wait of a
-    /// late flow spins anyway: a flow whose answers came back within the spin (small
-    /// transfers after a long one) spins again, even where wake-ups are slower than that.
-    fn answer_header(&mut self, raw: &mut [u8; BULK_FRAME], long: bool) -> std::io::Result<()> {
+    /// spinning `REMORA_SPIN_US` first (its core kept awake), then asleep.
+    fn answer_header(&mut self, raw: &mut [u8; BULK_FRAME]) -> std::io::Result<()> {
         let spin = remora_config::Config::get().spin;
-        let fd = std::os::fd::AsFd::as_fd(&self.s);
-        if !long {
-            let got = remora_sys::flow::recv_spinning(fd, raw, spin)?;
-            return std::io::Read::read_exact(&mut self.s, &mut raw[got..]);
-        }
-        let asleep = self.late && {
-            self.slept = self.slept.wrapping_add(1);
-            !self.slept.is_multiple_of(Self::PROBE)
-        };
-        let started = std::time::Instant::now();
-        let got = remora_sys::flow::recv_spinning(fd, raw, if asleep { Duration::ZERO } else { spin })?;
-        if got == raw.len() {
-            self.late = false;
-            return Ok(());
-        }
-        std::io::Read::read_exact(&mut self.s, &mut raw[got..])?;
-        let late = started.elapsed() > 2 * spin;
-        if late && !self.late {
-            self.slept = 0;
-        }
-        self.late = late;
-        Ok(())
+        let got = remora_sys::flow::recv_spinning(std::os::fd::AsFd::as_fd(&self.s), raw, spin)?;
+        std::io::Read::read_exact(&mut self.s, &mut raw[got..])
     }
 
     /// The next answer, which must be `op` for the last frame sent.
@@ -392,13 +347,11 @@ impl Direct {
             // Every frame asks for an answer (so a refusal is told, not fatal). Answers are
             // read as they come once `WRITES_IN_FLIGHT` are outstanding, and the rest after
             // the last frame.
-            let len = src.len();
-            let long = len >= Self::LONG;
             let mut next = self.tag + 1;
             let mut refused = false;
             let mut take = |d: &mut Direct, next: &mut u64| -> std::io::Result<()> {
                 let mut raw = [0u8; BULK_FRAME];
-                d.answer_header(&mut raw, long)?;
+                d.answer_header(&mut raw)?;
                 let h = BulkFrame::parse(&raw).map_err(std::io::Error::other)?;
                 if h.op != BulkOp::Ack || h.tag != *next {
                     return Err(std::io::Error::other(format!("the home answered {h:?}")));
@@ -407,6 +360,7 @@ impl Direct {
                 *next += 1;
                 Ok(())
             };
+            let len = src.len();
             let mut at = 0;
             while at < len {
                 let n = (len - at).min(MAX_SCIF_FRAME);
@@ -471,9 +425,7 @@ impl Direct {
                 ask.clear();
             }
             let mut raw = [0u8; BULK_FRAME];
-            // Each frame's answer follows the last one's bytes: a read never waits asleep at
-            // once (a wake-up per frame where the spin catches the next header).
-            self.answer_header(&mut raw, false)?;
+            self.answer_header(&mut raw)?;
             let h = BulkFrame::parse(&raw).map_err(std::io::Error::other)?;
             let at = i * MAX_SCIF_FRAME;
             let n = (len - at).min(MAX_SCIF_FRAME);
