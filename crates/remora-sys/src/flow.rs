@@ -270,12 +270,40 @@ impl io::Write for Quiet<'_> {
     }
 }
 
+/// The CPU that handled the last segment `fd` received (`SO_INCOMING_CPU`: on a loopback
+/// or veth stream, the sending thread's; on a NIC, its interrupt's). `None` when the kernel
+/// does not say.
+pub fn incoming_cpu(fd: BorrowedFd<'_>) -> Option<usize> {
+    let cpu = rustix::net::sockopt::socket_incoming_cpu(fd).ok()?;
+    (cpu as i32 >= 0).then_some(cpu as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     use std::os::fd::AsFd;
+
+    /// A loopback stream says which CPU sent what it received last: one the sending thread,
+    /// held to one CPU, ran on (the kernel's loopback delivery runs on the sender's CPU).
+    #[test]
+    fn a_loopback_stream_says_the_cpu_its_bytes_came_in_on() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut rx, _) = l.accept().unwrap();
+        let cpus = crate::sched::thread_cpus().unwrap();
+        let last = (0..crate::sched::MAX_CPUS).rev().find(|c| cpus.has(*c)).unwrap();
+        std::thread::spawn(move || {
+            crate::sched::hold_thread_to(last).unwrap();
+            tx.write_all(&[1]).unwrap();
+        })
+        .join()
+        .unwrap();
+        rx.read_exact(&mut [0u8; 1]).unwrap();
+        assert_eq!(incoming_cpu(rx.as_fd()), Some(last));
+        assert!(crate::sched::hold_thread_to(crate::sched::MAX_CPUS).is_err(), "a CPU past the set's end");
+    }
 
     #[test]
     fn the_backoff_cap_is_taken_by_tcp_sockets_only() {

@@ -111,6 +111,55 @@ pub fn background_thread() -> bool {
     unsafe { sched_setscheduler(0, SCHED_BATCH, &param) == 0 }
 }
 
+/// The most CPUs a [`Cpus`] set names.
+pub const MAX_CPUS: usize = rustix::thread::CpuSet::MAX_CPU;
+
+/// A set of CPUs a thread may run on.
+#[derive(Clone, Debug)]
+pub struct Cpus(rustix::thread::CpuSet);
+
+impl Cpus {
+    /// How many CPUs the set names.
+    pub fn count(&self) -> u32 {
+        self.0.count()
+    }
+
+    /// Whether CPU `cpu` is in the set.
+    pub fn has(&self, cpu: usize) -> bool {
+        cpu < MAX_CPUS && self.0.is_set(cpu)
+    }
+}
+
+/// The CPUs the calling thread may run on (`sched_getaffinity`).
+///
+/// # Errors
+/// The errno of `sched_getaffinity`.
+pub fn thread_cpus() -> std::io::Result<Cpus> {
+    Ok(Cpus(rustix::thread::sched_getaffinity(None)?))
+}
+
+/// Keep the calling thread on CPU `cpu` alone (`sched_setaffinity`).
+///
+/// # Errors
+/// `EINVAL` for a CPU past [`MAX_CPUS`]; the errno of `sched_setaffinity` (a CPU outside
+/// the thread's cpuset).
+pub fn hold_thread_to(cpu: usize) -> std::io::Result<()> {
+    if cpu >= MAX_CPUS {
+        return Err(std::io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error()));
+    }
+    let mut one = rustix::thread::CpuSet::new();
+    one.set(cpu);
+    Ok(rustix::thread::sched_setaffinity(None, &one)?)
+}
+
+/// Let the calling thread run on the CPUs of `cpus` again (`sched_setaffinity`).
+///
+/// # Errors
+/// The errno of `sched_setaffinity`.
+pub fn let_thread_run_on(cpus: &Cpus) -> std::io::Result<()> {
+    Ok(rustix::thread::sched_setaffinity(None, &cpus.0)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,15 +19,15 @@
 //! frames come in on is its interrupt's, the same for every flow of a single-queue card,
 //! and the scheduler must stay free to spread the rest.
 
-use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
-use std::os::fd::OwnedFd;
+use remora_sys::sched::{hold_thread_to, let_thread_run_on, thread_cpus, Cpus, MAX_CPUS};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU16, Ordering};
 
 /// The most flow threads held to one core at once.
 const MOST_PER_CORE: u16 = 2;
 
 /// How many flow threads are held to each core (this daemon's).
-static HELD: [AtomicU16; CpuSet::MAX_CPU] = [const { AtomicU16::new(0) }; CpuSet::MAX_CPU];
+static HELD: [AtomicU16; MAX_CPUS] = [const { AtomicU16::new(0) }; MAX_CPUS];
 
 /// Frames longer than this are a stream's (RMA, a long flush): its sender and the serving
 /// thread then each need a core, and holding the thread to the sender's made the 64 KiB
@@ -45,7 +45,7 @@ pub(super) struct Follow {
     /// A duplicate of the flow's socket (the incoming core is the socket's).
     fd: OwnedFd,
     /// The cores the thread was allowed at its start.
-    allowed: CpuSet,
+    allowed: Cpus,
     /// The core the thread is held to, if any.
     held: Option<usize>,
     /// The core the last frame came in on.
@@ -58,7 +58,7 @@ impl Follow {
     /// Follow the frames of the socket `fd`; `None` where the thread may run on one core
     /// only or its cores cannot be read.
     pub(super) fn new(fd: OwnedFd) -> Option<Follow> {
-        let allowed = sched_getaffinity(None).ok()?;
+        let allowed = thread_cpus().ok()?;
         (allowed.count() > 1).then_some(Follow { fd, allowed, held: None, seen: None, short: SHORT_AGAIN })
     }
 
@@ -76,13 +76,12 @@ impl Follow {
         if self.short < SHORT_AGAIN {
             return;
         }
-        let Ok(cpu) = rustix::net::sockopt::socket_incoming_cpu(&self.fd) else { return };
-        let cpu = cpu as usize;
+        let Some(cpu) = remora_sys::flow::incoming_cpu(self.fd.as_fd()) else { return };
         let twice = self.seen.replace(cpu) == Some(cpu);
         if !twice || self.held == Some(cpu) {
             return;
         }
-        if cpu >= CpuSet::MAX_CPU || !self.allowed.is_set(cpu) {
+        if !self.allowed.has(cpu) {
             // Not a core of ours (a NIC's interrupt core outside the daemon's set).
             self.free();
             return;
@@ -92,9 +91,7 @@ impl Follow {
             HELD[cpu].fetch_sub(1, Ordering::AcqRel);
             return;
         }
-        let mut one = CpuSet::new();
-        one.set(cpu);
-        if sched_setaffinity(None, &one).is_ok() {
+        if hold_thread_to(cpu).is_ok() {
             if let Some(old) = self.held.replace(cpu) {
                 HELD[old].fetch_sub(1, Ordering::AcqRel);
             }
@@ -107,7 +104,7 @@ impl Follow {
     fn free(&mut self) {
         if let Some(old) = self.held.take() {
             HELD[old].fetch_sub(1, Ordering::AcqRel);
-            let _ = sched_setaffinity(None, &self.allowed);
+            let _ = let_thread_run_on(&self.allowed);
         }
     }
 }
