@@ -422,8 +422,14 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(read_to_end(&mut b, 9, sent), sent);
-        // The other end ends its side: the reaper then lets the flow go.
+        // The other end ends its side: the reaper then lets the flow go (closes it), and a
+        // write from the other end soon fails (answered with a reset).
         b.shutdown(std::net::Shutdown::Write).unwrap();
+        let t = std::time::Instant::now();
+        while b.write(b"x").is_ok() {
+            assert!(t.elapsed() < Duration::from_secs(20), "the reaper never let the flow go");
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     #[test]

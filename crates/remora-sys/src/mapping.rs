@@ -330,16 +330,7 @@ impl Mapping {
     /// An atomic view of the 8 bytes at `off` (8-byte aligned, inside, writable mapping).
     #[inline]
     pub fn atomic_u64(&self, off: usize) -> Option<&AtomicU64> {
-        if self.readonly
-            || !(self.ptr as usize).wrapping_add(off).is_multiple_of(8)
-            || self.check(off, 8).is_err()
-        {
-            return None;
-        }
-        // SAFETY: the address is 8-aligned, inside the mapping, and the mapping outlives the
-        // returned reference (it is tied to &self). AtomicU64 permits shared mutation, which
-        // is what shared memory is.
-        Some(unsafe { &*(self.ptr.add(off) as *const AtomicU64) })
+        self.atomic_u64s::<1>(off).map(|[w]| w)
     }
 
     /// An atomic view of the `N` words at `off` (8-byte aligned, inside, writable mapping):
@@ -353,9 +344,10 @@ impl Mapping {
         {
             return None;
         }
-        // SAFETY: as in `atomic_u64`, for `N` consecutive words: 8-aligned, all inside the
-        // mapping (checked above), which outlives the returned reference; an array of
-        // AtomicU64 has the layout of `N` of them in a row.
+        // SAFETY: `N` consecutive words, 8-aligned and all inside the mapping (checked
+        // above), which outlives the returned reference (it is tied to &self); an array of
+        // AtomicU64 has the layout of `N` of them in a row, and AtomicU64 permits shared
+        // mutation, which is what shared memory is.
         Some(unsafe { &*(self.ptr.add(off) as *const [AtomicU64; N]) })
     }
 

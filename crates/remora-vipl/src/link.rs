@@ -481,7 +481,7 @@ impl Link {
         }
         let Some((seg, map)) = t.as_ref() else { return Ok(None) };
         let mut b = [0u8; SLOT];
-        let at = (handle as usize % SLOTS) * SLOT;
+        let at = slot_at(handle);
         if let Some(map) = map {
             map.read(at, &mut b)?;
         } else {
@@ -494,9 +494,20 @@ impl Link {
             })
             .unwrap_or_else(|| Err(Error::Resource("no channel".into())))?;
         }
-        let s = layout::FixedSlot::decode(&b);
-        Ok((s.flags & layout::SLOT_VALID != 0 && s.handle == handle).then_some(s))
+        Ok(valid_slot(&b, handle))
     }
+}
+
+/// Where the table slot of `handle` lies in the peer's table.
+fn slot_at(handle: u32) -> usize {
+    (handle as usize % SLOTS) * SLOT
+}
+
+/// The slot read into `b`, when it is valid and of `handle` (the slot's other user took it
+/// otherwise).
+fn valid_slot(b: &[u8; SLOT], handle: u32) -> Option<layout::FixedSlot> {
+    let s = layout::FixedSlot::decode(b);
+    (s.flags & layout::SLOT_VALID != 0 && s.handle == handle).then_some(s)
 }
 
 /// Why the peer's memory piece could not be written or read.

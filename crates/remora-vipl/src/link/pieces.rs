@@ -1,8 +1,8 @@
 //! The peer's pieces (its registered memory, exported as segments) as a [`Link`] reaches
 //! them: connected on first use, and told apart when missing (removed, or its peer gone).
 
-use super::{window_of, Link, Miss, CONNECT_WAIT};
-use crate::layout::{self, SLOT, SLOTS};
+use super::{slot_at, valid_slot, window_of, Link, Miss, CONNECT_WAIT};
+use crate::layout::{self, SLOT};
 use crate::window::Window;
 use crate::{Error, Nic, Result};
 use remora_sisci::{RemoteSegment, UserRegion};
@@ -91,7 +91,10 @@ impl Link {
             // Read before the look: a change after it leaves the hint older than the table.
             let w = self.with_piece(nic, id, |_, w| w.cloned())?;
             let Some(w) = w else { return self.write_piece(nic, id, off, src, src_off, len) };
-            *hint = PieceHint { gen, piece: Some((id, w)), table: None };
+            // The table's window stays while the tables did not change (an RDMA stream
+            // alternating between two targets keeps it).
+            let table = if hint.gen == gen { hint.table.take() } else { None };
+            *hint = PieceHint { gen, piece: Some((id, w)), table };
         }
         match &hint.piece {
             Some((_, w)) => w.write_from(off, src, src_off, len).map_err(|e| Miss::from(Error::from(e))),
@@ -125,9 +128,8 @@ impl Link {
         }
         let Some(w) = &hint.table else { return self.slot(nic, handle, epoch) };
         let mut b = [0u8; SLOT];
-        w.read((handle as usize % SLOTS) * SLOT, &mut b)?;
-        let s = layout::FixedSlot::decode(&b);
-        Ok((s.flags & layout::SLOT_VALID != 0 && s.handle == handle).then_some(s))
+        w.read(slot_at(handle), &mut b)?;
+        Ok(valid_slot(&b, handle))
     }
 
     /// Connect to piece `id` of the peer. A piece is described to this side only once its

@@ -121,23 +121,21 @@ impl Drop for Follow {
 #[cfg(test)]
 mod tests {
     use super::Follow;
-    use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+    use remora_sys::sched::{hold_thread_to, thread_cpus, MAX_CPUS};
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
 
     /// The allowed cores of the calling thread, in order.
     fn cores() -> Vec<usize> {
-        let set = sched_getaffinity(None).expect("affinity");
-        (0..CpuSet::MAX_CPU).filter(|c| set.is_set(*c)).collect()
+        let set = thread_cpus().expect("affinity");
+        (0..MAX_CPUS).filter(|c| set.has(*c)).collect()
     }
 
     /// Send one byte on `s` from a thread held to `core`.
     fn send_from(s: &TcpStream, core: usize) {
         let mut s = s.try_clone().expect("clone");
         std::thread::spawn(move || {
-            let mut one = CpuSet::new();
-            one.set(core);
-            sched_setaffinity(None, &one).expect("pin the sender");
+            hold_thread_to(core).expect("pin the sender");
             s.write_all(&[1]).expect("send");
         })
         .join()
@@ -235,9 +233,7 @@ mod tests {
     fn one_allowed_core_follows_nothing() {
         let core = cores()[0];
         std::thread::spawn(move || {
-            let mut one = CpuSet::new();
-            one.set(core);
-            sched_setaffinity(None, &one).expect("pin");
+            hold_thread_to(core).expect("pin");
             let l = TcpListener::bind("127.0.0.1:0").expect("bind");
             let s = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
             assert!(Follow::new(s.into()).is_none());
