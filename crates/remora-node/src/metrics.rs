@@ -106,6 +106,12 @@ pub fn render(st: &NodeStatus, stats: &crate::Stats) -> String {
         "Pager flows of other hosts bound to this node's memory",
         stats.pager_flows_served.load(Relaxed),
     );
+    gauge(
+        &mut reg,
+        "flow_threads_held",
+        "Pager-flow threads held to the core their short frames come in on",
+        i64::from(crate::transport::tcp::flow_threads_held()),
+    );
     let clients = st.sessions.iter().filter(|s| s.role != Role::Control).count() as i64;
     gauge(&mut reg, "node", "This daemon's node id", i64::from(st.node));
     gauge(&mut reg, "uptime_seconds", "Seconds since the daemon started", st.uptime_s as i64);

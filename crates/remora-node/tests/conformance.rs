@@ -21,6 +21,10 @@ use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// Pager-flow following, over tcp.
+#[path = "conformance/follow.rs"]
+mod follow;
+
 const MEM: usize = 16 << 20;
 /// The handle a peer's recording inbound serves memory under.
 const HANDLE: u64 = 7;

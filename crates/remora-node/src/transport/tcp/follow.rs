@@ -40,6 +40,11 @@ const SMALL: u64 = 4096;
 /// once in so many frames.
 const SHORT_AGAIN: u32 = 64;
 
+/// How many flow threads of this process are held to a core now.
+pub(super) fn held_total() -> u32 {
+    HELD.iter().map(|h| u32::from(h.load(Ordering::Acquire))).sum()
+}
+
 /// The flow's socket and where its thread is held.
 pub(super) struct Follow {
     /// A duplicate of the flow's socket (the incoming core is the socket's).

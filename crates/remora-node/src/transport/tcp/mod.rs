@@ -49,6 +49,12 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How many pager-flow threads of this process are held to the core their frames come in
+/// on (`follow.rs`): the metric `remora_flow_threads_held`. Infallible.
+pub fn flow_threads_held() -> u32 {
+    follow::held_total()
+}
+
 /// Cap the retransmission back-off of a connection of this node (control, bulk lane, pager
 /// or direct flow, either end: [`remora_sys::flow::cap_backoff`], at a tenth of the links'
 /// budget, [`GIVE_UP_PERIODS`](crate::transport::liveness::GIVE_UP_PERIODS) heartbeats of
