@@ -164,8 +164,7 @@ pub fn wait(fd: BorrowedFd<'_>, want_write: bool, timeout: Option<Duration>) -> 
         flags |= PollFlags::OUT;
     }
     let mut p = [PollFd::new(&fd, flags)];
-    let ts = timeout
-        .map(|t| rustix::time::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as _ });
+    let ts = timeout.map(crate::timespec);
     match rustix::event::poll(&mut p, ts.as_ref()) {
         Ok(_) | Err(rustix::io::Errno::INTR) => {}
         Err(e) => return Err(e.into()),

@@ -178,7 +178,7 @@ fn drain_step(fd: BorrowedFd<'_>, wait: Option<Duration>, scratch: &mut [u8]) ->
     use rustix::event::{poll, PollFd, PollFlags};
     if let Some(left) = wait {
         let mut fds = [PollFd::new(&fd, PollFlags::IN | PollFlags::RDHUP)];
-        let ts = rustix::time::Timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as _ };
+        let ts = crate::timespec(left);
         match poll(&mut fds, Some(&ts)) {
             Ok(0) => return Drained::Quiet,
             Ok(_) => {}

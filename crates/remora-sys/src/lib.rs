@@ -45,6 +45,15 @@ pub fn memlock_limit() -> Option<u64> {
     rustix::process::getrlimit(rustix::process::Resource::Memlock).current
 }
 
+/// `d` as a `timespec` for `poll`, `epoll_wait` and `futex` (seconds past `i64::MAX`
+/// saturate: a wait that long is a wait for ever).
+pub(crate) fn timespec(d: std::time::Duration) -> rustix::time::Timespec {
+    rustix::time::Timespec {
+        tv_sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: d.subsec_nanos().into(),
+    }
+}
+
 /// The size of a page on this machine.
 pub fn page_size() -> usize {
     rustix::param::page_size()

@@ -47,8 +47,7 @@ impl Poller {
     /// The errno of `epoll_wait` (`EINTR` is reported as no events).
     pub fn wait(&self, timeout: Option<Duration>) -> io::Result<Vec<u64>> {
         let mut events = Vec::with_capacity(32);
-        let ts = timeout
-            .map(|t| rustix::time::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as _ });
+        let ts = timeout.map(crate::timespec);
         match epoll::wait(&self.ep, rustix::buffer::spare_capacity(&mut events), ts.as_ref()) {
             Ok(_) => Ok(events.iter().map(|e| e.data.u64()).collect()),
             Err(rustix::io::Errno::INTR) => Ok(Vec::new()),
@@ -71,8 +70,7 @@ impl AsFd for Poller {
 pub fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<()> {
     use rustix::event::{poll, PollFd, PollFlags};
     let mut p: Vec<PollFd<'_>> = fds.iter().map(|f| PollFd::new(f, PollFlags::IN)).collect();
-    let ts = timeout
-        .map(|t| rustix::time::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as _ });
+    let ts = timeout.map(crate::timespec);
     match poll(&mut p, ts.as_ref()) {
         Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
         Err(e) => Err(e.into()),
@@ -87,8 +85,7 @@ pub fn wait_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::R
 pub fn wait_ready(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<u64> {
     use rustix::event::{poll, PollFd, PollFlags};
     let mut p: Vec<PollFd<'_>> = fds.iter().take(64).map(|f| PollFd::new(f, PollFlags::IN)).collect();
-    let ts = timeout
-        .map(|t| rustix::time::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as _ });
+    let ts = timeout.map(crate::timespec);
     match poll(&mut p, ts.as_ref()) {
         Ok(_) => {
             Ok(p.iter().enumerate().filter(|(_, f)| !f.revents().is_empty()).fold(0, |m, (i, _)| m | 1 << i))

@@ -71,10 +71,7 @@ impl AsFd for EventFd {
 /// Block while `word` holds `expected`, at most `timeout` (shared futex: works across
 /// processes on `MAP_SHARED` memory). Returns early on any wake or change.
 pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-    let ts = timeout.map(|t| rustix::time::Timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as i64,
-        tv_nsec: t.subsec_nanos() as _,
-    });
+    let ts = timeout.map(crate::timespec);
     let _ = futex::wait(word, futex::Flags::empty(), expected, ts.as_ref());
 }
 
@@ -187,8 +184,7 @@ pub fn spin_then_poll(
 ) -> WaitOutcome {
     use rustix::event::{poll, PollFd, PollFlags};
     let sleep = |(), slice: Duration| {
-        let ts =
-            rustix::time::Timespec { tv_sec: slice.as_secs() as i64, tv_nsec: slice.subsec_nanos() as _ };
+        let ts = crate::timespec(slice);
         let mut fds = [PollFd::new(&bell, PollFlags::IN)];
         if let Ok(n) = poll(&mut fds, Some(&ts)) {
             if n > 0 {

@@ -106,8 +106,7 @@ impl Reaper {
     fn wait(&self, flows: &[(OwnedFd, Instant)]) {
         let due = flows.iter().map(|(_, since)| *since + self.limit).min();
         let left = due.map(|d| d.saturating_duration_since(Instant::now()));
-        let ts = left
-            .map(|l| rustix::time::Timespec { tv_sec: l.as_secs() as i64, tv_nsec: l.subsec_nanos() as _ });
+        let ts = left.map(crate::timespec);
         let mut fds = Vec::with_capacity(flows.len() + 1);
         fds.push(PollFd::new(&self.bell, PollFlags::IN));
         fds.extend(flows.iter().map(|(fd, _)| PollFd::new(fd, PollFlags::IN | PollFlags::RDHUP)));

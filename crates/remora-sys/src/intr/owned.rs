@@ -132,8 +132,7 @@ pub fn sender_gone(fd: BorrowedFd<'_>) -> bool {
 pub fn wait_sender_gone(fd: BorrowedFd<'_>, timeout: Duration) -> bool {
     use rustix::event::{poll, PollFd, PollFlags};
     let mut fds = [PollFd::new(&fd, PollFlags::RDHUP)];
-    let ts =
-        rustix::time::Timespec { tv_sec: timeout.as_secs() as i64, tv_nsec: timeout.subsec_nanos() as _ };
+    let ts = crate::timespec(timeout);
     match poll(&mut fds, Some(&ts)) {
         Ok(_) => {
             fds[0].revents().intersects(PollFlags::RDHUP | PollFlags::HUP | PollFlags::ERR | PollFlags::NVAL)
@@ -351,8 +350,7 @@ fn poll_once<'a>(
             fds.push(PollFd::new(f, PollFlags::IN));
         }
     }
-    let ts =
-        slice.map(|s| rustix::time::Timespec { tv_sec: s.as_secs() as i64, tv_nsec: s.subsec_nanos() as _ });
+    let ts = slice.map(crate::timespec);
     let Ok(n) = poll(fds, ts.as_ref()) else { return false };
     if n == 0 {
         return false;
