@@ -9,7 +9,7 @@
 //! * Store latency through a `scif_mmap`ed peer window beside the raw ping-pong (the
 //!   reference of the SISCI PIO figure).
 
-use super::common::{e, header, median, row, spawn_responder};
+use super::common::{e, header, median, median_ratio, row, spawn_responder};
 use remora_scif::{Endpoint, PortId, Prot, RmaFlags, Scif, UserRegion};
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -138,7 +138,8 @@ fn rma_across_hosts() -> Result<(), String> {
     src.write(0, &vec![0x3c; LEN]).map_err(e)?;
     let coff = c.register(src, 0, Prot::RW, true).map_err(e)?;
     let (mut w, mut r, mut raw) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..5 {
+    // Nine rounds, each judged beside its own raw transfer (as `dma.rs` across hosts).
+    for _ in 0..9 {
         let t = Instant::now();
         c.write_to(coff, LEN, soff, RmaFlags::default()).map_err(e)?;
         w.push(LEN as f64 / t.elapsed().as_secs_f64() / 1e9);
@@ -147,19 +148,20 @@ fn rma_across_hosts() -> Result<(), String> {
         r.push(LEN as f64 / t.elapsed().as_secs_f64() / 1e9);
         raw.push(super::tcp::raw_tcp_bulk(LEN)?);
     }
+    let (wr, rr) = (median_ratio(&w, &raw), median_ratio(&r, &raw));
     let (w, r, raw) = (median(&mut w), median(&mut r), median(&mut raw));
     row(
         "scif_writeto 16 MiB across hosts (TCP)",
         format!("{w:.2} GB/s"),
         format!("{raw:.2} GB/s"),
-        w / raw,
+        wr,
         "≥ 0.80 (raw TCP, loopback)",
     );
     row(
         "scif_readfrom 16 MiB across hosts (TCP)",
         format!("{r:.2} GB/s"),
         format!("{raw:.2} GB/s"),
-        r / raw,
+        rr,
         "≥ 0.80 (raw TCP, loopback)",
     );
     let stream = message_stream(&c, &s)?;
