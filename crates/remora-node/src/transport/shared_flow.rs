@@ -308,8 +308,8 @@ mod tests {
             tx.write_all(frame.as_bytes()).unwrap();
             assert!(wait_for(|| mem.count() == 3), "the split frame's rest, or the next, not served");
             assert_eq!(dialer.read_timeout().unwrap(), patience, "the dialer's read timeout was changed");
-            let flags = rustix::fs::fcntl_getfl(&dialer).unwrap();
-            assert!(flags.contains(rustix::fs::OFlags::NONBLOCK), "the descriptors were made blocking");
+            let nonblocking = remora_sys::bell::is_nonblocking(std::os::fd::AsFd::as_fd(&dialer));
+            assert!(nonblocking, "the descriptors were made blocking");
             drop(tx);
             assert!(wait_for(|| server.is_finished()), "the far end's close did not end the thread");
         });
