@@ -128,6 +128,9 @@ struct EventState {
     gone: std::sync::atomic::AtomicBool,
     events: Mutex<VecDeque<Event>>,
     lost: Mutex<HashMap<u64, LostReason>>,
+    /// Whether `lost` holds any connection: set (under its lock) with the first, so that a
+    /// check on a hot path (every RSM `put`) takes no lock while none is lost.
+    any_lost: std::sync::atomic::AtomicBool,
     /// Connections whose route the daemon last reported silent (not operational).
     silent: Mutex<std::collections::HashSet<u64>>,
     sink: Mutex<Option<EventSink>>,
@@ -173,6 +176,7 @@ impl EventState {
             match ev {
                 Event::ConnectionLost { conn, reason } => {
                     lost.insert(*conn, *reason);
+                    self.any_lost.store(true, Ordering::Release);
                 }
                 Event::ConnectionLink { conn, operational: false } => {
                     silent.insert(*conn);
@@ -557,6 +561,11 @@ impl Session {
 
     /// Whether the daemon has reported connection `conn` lost, and why.
     pub fn lost(&self, conn: u64) -> Option<LostReason> {
+        // Marked under the lock, with every connection of the same batch of events: a
+        // thread that finds the flag set and takes the lock sees them all.
+        if !self.state.any_lost.load(Ordering::Acquire) {
+            return None;
+        }
         self.state.lost.lock().unwrap_or_else(|p| p.into_inner()).get(&conn).copied()
     }
 
@@ -564,6 +573,9 @@ impl Session {
     /// session of one connection (a SCIF endpoint's), which does not know the daemon's
     /// handle of it.
     pub fn any_lost(&self) -> Option<LostReason> {
+        if !self.state.any_lost.load(Ordering::Acquire) {
+            return None;
+        }
         self.state.lost.lock().unwrap_or_else(|p| p.into_inner()).values().next().copied()
     }
 

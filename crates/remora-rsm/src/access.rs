@@ -13,6 +13,7 @@ use crate::{Error, Result};
 use remora_proto::{Reply, Request, MAX_DATA_IO};
 use remora_sisci::{DmaFlags, DmaQueue, Map, MapFlags};
 use remora_sys::user_memory::UserRegion;
+use remora_sys::Mapping;
 
 /// Below this many bytes a transfer across hosts goes as one request through the node
 /// (one round trip) rather than through the transfer engine.
@@ -83,9 +84,20 @@ impl ImportSegment {
         }
         if st.access.is_none() {
             let flags = MapFlags { readonly: !self.inner.writable };
-            st.access = Some(self.inner.remote.map(0, self.inner.size, None, flags)?);
+            let map = self.inner.remote.map(0, self.inner.size, None, flags)?;
+            st.near = map.local_mapping();
+            st.access = Some(map);
         }
         Ok(st.access.as_ref())
+    }
+
+    /// The memory of the library's own map when the export is on this host (made on first
+    /// use): `put`/`get` copy straight into and out of it, without the map's lock.
+    fn near<'a>(&self, st: &'a mut State) -> Result<Option<&'a Mapping>> {
+        if st.near.is_none() {
+            self.access(st)?;
+        }
+        Ok(st.near.as_deref())
     }
 
     /// Solaris's rule: while the import is mapped, an access must lie inside the map
@@ -157,7 +169,9 @@ impl ImportSegment {
             return Err(Error::PermDenied);
         }
         self.check_range(&st, offset, data.len())?;
-        self.access_with(&mut st, |me, st| match me.access(st)? {
+        self.access_with(&mut st, |me, st| match me.near(st)? {
+            // The range was checked against the segment (or the map inside it) and the
+            // import is writable: the mapping's own checks cannot fail.
             Some(m) => m.write(offset, data).map_err(Error::from),
             None => me.far_write(offset, data),
         })
@@ -174,7 +188,7 @@ impl ImportSegment {
             return Err(Error::PermDenied);
         }
         self.check_range(&st, offset, out.len())?;
-        self.access_with(&mut st, |me, st| match me.access(st)? {
+        self.access_with(&mut st, |me, st| match me.near(st)? {
             Some(m) => m.read(offset, out).map_err(Error::from),
             None => me.far_read(offset, out),
         })

@@ -105,6 +105,8 @@ pub(crate) struct State {
     /// Barriers initialised and not destroyed.
     pub(crate) barriers: u32,
     pub(crate) access: Option<Map>,
+    /// The memory of `access` when the export is on this host (held while `access` is).
+    pub(crate) near: Option<Arc<remora_sys::Mapping>>,
     outbox: Option<Outbox>,
     /// The queue `put_region`/`get_region` use across hosts, made on first use.
     pub(crate) dma: Option<DmaQueue>,
@@ -173,6 +175,7 @@ impl ImportSegment {
                     map_range: (0, 0),
                     barriers: 0,
                     access: None,
+                    near: None,
                     outbox: None,
                     dma: None,
                     mode: BarrierMode::Implicit,
@@ -388,6 +391,7 @@ impl ImportSegment {
         if self.inner.inbox.pollfds() > 0 {
             return Err(Error::PollFdInUse);
         }
+        st.near = None;
         if let Some(m) = st.access.take() {
             let _ = m.unmap();
         }

@@ -3,13 +3,14 @@
 //! a `put64` (8-byte `put`) ping-pong beside the map's; 1 MiB `put`/`get` beside `memcpy`;
 //! barrier open+close beside a SISCI sequence start+check; signal ping-pong beside a SISCI
 //! interrupt ping-pong. Both sides are threads of this process, each with a controller of
-//! its own node (the memory path is the same as between processes).
+//! its own node (the memory path is the same as between processes). The three ping-pong
+//! rows are timed alike, in chunks of round trips, and each is the median of its chunks.
 
 use super::common::*;
 use remora_rsm::{
     BarrierMode, BarrierType, Controller, CreateFlags, ExportSegment, ImportSegment, MapAttr, Permission,
 };
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const ID_A: u32 = 0x7e10_0001;
@@ -45,87 +46,110 @@ fn side(
     Ok(Side { own, other })
 }
 
-/// Wait for `want` at word `off` of a side's own export.
-fn wait_word(s: &Side, off: usize, want: u64) -> Result<(), String> {
-    s.own.with_atomic(off, |w: &AtomicU64| wait_for(w, want)).map_err(e)?
-}
-
 /// One word into the other side's export with `put` (what `rsm_memseg_import_put64` and an
 /// 8-byte `rsm_memseg_import_put` both do).
 fn send(s: &Side, off: usize, v: u64) -> Result<(), String> {
     s.other.put(off, &v.to_ne_bytes()).map_err(e)
 }
 
+/// Round trips per timed chunk of a ping-pong batch. Every ping-pong row is the median over
+/// the chunks of all its batches: on this machine's two shared cores a batch often loses a
+/// core for a scheduler slice (or starts before its echo thread runs), which, spread over
+/// a whole batch, moved a row's figure by several times from run to run; a chunk median
+/// counts such a moment once, and every row (raw, map, put) is measured alike.
+const CHUNK: u64 = 100;
+
+/// `n` round trips `trip(1..=n)` (each sends its number and waits for the echo): ns per
+/// one-way trip of each chunk of [`CHUNK`].
+fn chunked(n: u64, mut trip: impl FnMut(u64) -> Result<(), String>) -> Result<Vec<f64>, String> {
+    let mut out = Vec::with_capacity((n / CHUNK) as usize);
+    let mut t = Instant::now();
+    for i in 1..=n {
+        trip(i)?;
+        if i % CHUNK == 0 {
+            out.push(t.elapsed().as_nanos() as f64 / (2 * CHUNK) as f64);
+            t = Instant::now();
+        }
+    }
+    Ok(out)
+}
+
+/// The main side of a ping-pong of plain words: store into `out`, wait for the echo in `inp`.
+fn chunked_words(out: &AtomicU64, inp: &AtomicU64, base: u64, n: u32) -> Result<Vec<f64>, String> {
+    chunked(n as u64, |i| {
+        out.store(base + i, Ordering::Release);
+        wait_for(inp, base + i)
+    })
+}
+
 /// Map ping-pongs: each side stores into its map of the other's export and polls its map
 /// of its own, holding both words for the batch (as the raw reference holds its mapping).
-fn pingpong_map(a: &Side, b: &Side, n: u32, base: u64) -> Result<f64, String> {
-    std::thread::scope(|sc| -> Result<f64, String> {
+fn pingpong_map(a: &Side, b: &Side, n: u32, base: u64) -> Result<Vec<f64>, String> {
+    std::thread::scope(|sc| -> Result<Vec<f64>, String> {
         let echo_t = sc.spawn(move || -> Result<(), String> {
             b.other
                 .with_atomic(0, |o| b.own.with_atomic(0, |i| echo(o, i, base, n)))
                 .map_err(e)?
                 .map_err(e)?
         });
-        let ns = a
+        let v = a
             .other
-            .with_atomic(0, |o| a.own.with_atomic(0, |i| pingpong(o, i, base, n)))
+            .with_atomic(0, |o| a.own.with_atomic(0, |i| chunked_words(o, i, base, n)))
             .map_err(e)?
             .map_err(e)??;
         echo_t.join().map_err(|_| "echo thread panicked".to_string())??;
-        Ok(ns)
+        Ok(v)
     })
 }
 
-/// Ping-pongs of `n` round trips per batch, `rounds` batches: ns per one-way trip.
-fn pingpong_put(a: &Side, b: &Side, off: usize, n: u32, rounds: u32) -> Result<Vec<f64>, String> {
-    let mut out = Vec::new();
-    std::thread::scope(|sc| -> Result<(), String> {
-        let echo = sc.spawn(move || -> Result<(), String> {
-            for r in 0..rounds as u64 {
-                for i in 1..=n as u64 {
-                    let v = r * 1_000_000 + i;
-                    wait_word(b, off, v)?;
-                    send(b, off, v)?;
-                }
-            }
-            Ok(())
+/// `put` ping-pongs: each side puts the word into the other's export and polls its own
+/// export as the map ping-pong does (an exporter reads its own memory), so that the row
+/// differs from the map's only in how the word is stored.
+fn pingpong_put(a: &Side, b: &Side, off: usize, n: u32, base: u64) -> Result<Vec<f64>, String> {
+    std::thread::scope(|sc| -> Result<Vec<f64>, String> {
+        let echo_t = sc.spawn(move || -> Result<(), String> {
+            b.own
+                .with_atomic(off, |w| -> Result<(), String> {
+                    for i in 1..=n as u64 {
+                        wait_for(w, base + i)?;
+                        send(b, off, base + i)?;
+                    }
+                    Ok(())
+                })
+                .map_err(e)?
         });
-        for r in 0..rounds as u64 {
-            let t = Instant::now();
-            for i in 1..=n as u64 {
-                let v = r * 1_000_000 + i;
-                send(a, off, v)?;
-                wait_word(a, off, v)?;
-            }
-            out.push(t.elapsed().as_nanos() as f64 / (2.0 * n as f64));
-        }
-        echo.join().map_err(|_| "echo thread panicked".to_string())?
-    })?;
-    Ok(out)
+        let v = a
+            .own
+            .with_atomic(off, |w| {
+                chunked(n as u64, |i| {
+                    send(a, off, base + i)?;
+                    wait_for(w, base + i)
+                })
+            })
+            .map_err(e)??;
+        echo_t.join().map_err(|_| "echo thread panicked".to_string())??;
+        Ok(v)
+    })
 }
 
-fn raw_pingpong(n: u32, rounds: u32) -> Result<Vec<f64>, String> {
+/// The reference: the same ping-pong through a shared-memory file of our own, a word on
+/// each of two pages.
+fn raw_pingpong(n: u32, base: u64) -> Result<Vec<f64>, String> {
     let path = format!("/dev/shm/remora-bench-rsm-{}", std::process::id());
     let m1 = raw_file(&path, true)?;
     let m2 = raw_file(&path, false)?;
     let _ = std::fs::remove_file(&path);
-    let mut out = Vec::new();
-    std::thread::scope(|sc| -> Result<(), String> {
+    std::thread::scope(|sc| -> Result<Vec<f64>, String> {
         let m2 = &m2;
         let echo_t = sc.spawn(move || -> Result<(), String> {
             let (o, i) = (m2.atomic_u64(4096).ok_or("raw")?, m2.atomic_u64(0).ok_or("raw")?);
-            for r in 0..rounds as u64 {
-                echo(o, i, r * 1_000_000, n)?;
-            }
-            Ok(())
+            echo(o, i, base, n)
         });
         let (o, i) = (m1.atomic_u64(0).ok_or("raw")?, m1.atomic_u64(4096).ok_or("raw")?);
-        for r in 0..rounds as u64 {
-            out.push(pingpong(o, i, r * 1_000_000, n)?);
-        }
-        echo_t.join().map_err(|_| "echo thread panicked".to_string())?
-    })?;
-    Ok(out)
+        let v = chunked_words(o, i, base, n)?;
+        echo_t.join().map_err(|_| "echo thread panicked".to_string())??;
+        Ok(v)
+    })
 }
 
 pub(crate) fn rsm(batch: u32, rounds: u32, reps: u32) -> Result<(), String> {
@@ -144,9 +168,10 @@ pub(crate) fn rsm(batch: u32, rounds: u32, reps: u32) -> Result<(), String> {
     // Interleave the kinds so that a noisy moment hits all of them alike.
     let (mut raw, mut map, mut put) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
-        raw.extend(raw_pingpong(batch, 1)?);
-        map.push(pingpong_map(&a, &b, batch, r as u64 * 1_000_000)?);
-        put.extend(pingpong_put(&a, &b, 8 * (1 + r as usize % 64), batch / 4, 1)?);
+        let base = r as u64 * 1_000_000;
+        raw.extend(raw_pingpong(batch, base)?);
+        map.extend(pingpong_map(&a, &b, batch, base)?);
+        put.extend(pingpong_put(&a, &b, 8 * (1 + r as usize % 64), batch, base)?);
     }
     let (raw, map, p64) = (median(&mut raw), median(&mut map), median(&mut put));
     row(
