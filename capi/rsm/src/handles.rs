@@ -39,9 +39,49 @@ impl Entry {
     }
 }
 
-fn table() -> &'static RwLock<HashMap<usize, Entry>> {
-    static T: OnceLock<RwLock<HashMap<usize, Entry>>> = OnceLock::new();
-    T.get_or_init(Default::default)
+/// Parts of the table, each with its own lock on a cache line of its own: threads using
+/// different handles (two threads each putting into its own import) take different locks,
+/// and no lock word moves between their cores on every call.
+const SHARDS: usize = 16;
+
+#[derive(Default)]
+#[repr(align(128))]
+struct Shard(RwLock<HashMap<usize, Entry, BuildHandleHasher>>);
+
+/// Hashes handles: numbers the library makes itself, each once, so a multiply spreads
+/// them well enough and costs far less than the default keyed hash on every call.
+#[derive(Default, Clone, Copy)]
+struct BuildHandleHasher;
+
+#[derive(Default)]
+struct HandleHasher(u64);
+
+impl std::hash::BuildHasher for BuildHandleHasher {
+    type Hasher = HandleHasher;
+    fn build_hasher(&self) -> HandleHasher {
+        HandleHasher(0)
+    }
+}
+
+impl std::hash::Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        let m = self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        m ^ (m >> 29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) ^ u64::from(*b) ^ (self.0 >> 56);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 ^= n as u64;
+    }
+}
+
+/// The part of the table that holds handle `h` (consecutive handles in different parts).
+fn table(h: usize) -> &'static RwLock<HashMap<usize, Entry, BuildHandleHasher>> {
+    static T: OnceLock<[Shard; SHARDS]> = OnceLock::new();
+    &T.get_or_init(Default::default)[(h >> KIND_BITS) % SHARDS].0
 }
 
 static NEXT: AtomicUsize = AtomicUsize::new(1);
@@ -49,18 +89,18 @@ static NEXT: AtomicUsize = AtomicUsize::new(1);
 /// Put `e` in the table; its handle.
 pub(crate) fn insert(e: Entry) -> usize {
     let key = (NEXT.fetch_add(1, Ordering::Relaxed) << KIND_BITS) | e.kind();
-    table().write().unwrap_or_else(|p| p.into_inner()).insert(key, e);
+    table(key).write().unwrap_or_else(|p| p.into_inner()).insert(key, e);
     key
 }
 
 /// The object `h` names, cloned (the table is not held while it is used).
 pub(crate) fn get(h: usize) -> Option<Entry> {
-    table().read().unwrap_or_else(|p| p.into_inner()).get(&h).cloned()
+    table(h).read().unwrap_or_else(|p| p.into_inner()).get(&h).cloned()
 }
 
 /// Take `h` out of the table.
 pub(crate) fn remove(h: usize) -> Option<Entry> {
-    table().write().unwrap_or_else(|p| p.into_inner()).remove(&h)
+    table(h).write().unwrap_or_else(|p| p.into_inner()).remove(&h)
 }
 
 /// The controller `h` names.

@@ -180,16 +180,21 @@ unsafe fn get_items(
         let i = handles::import(h(im))?;
         let off = check_items(offset, datap, size)?;
         let len = (rep_cnt as usize).checked_mul(size).ok_or(Code(RSMERR_BAD_LENGTH))?;
-        i.check_access(off, len, false)?;
-        check_barrier(&i)?;
         if !i.is_on_this_host() {
+            i.check_access(off, len, false)?;
+            check_barrier(&i)?;
             // SAFETY: `len` writable bytes of the caller's, by contract, for the call.
             return Ok(i.get_region(off, unsafe { region(datap, len) })?);
         }
-        // SAFETY: `len` writable bytes by contract.
+        if len > i.size() {
+            // The access's error, before a slice of that length is made.
+            i.check_access(off, len, false)?;
+        }
+        // SAFETY: `len` writable bytes by contract, no more than the segment's size.
         let out = unsafe { std::slice::from_raw_parts_mut(datap.cast::<u8>(), len) };
-        i.get(off, out)?;
-        Ok(())
+        // The access, the range and the barrier checked in that order, then the copy, all
+        // under the import's lock taken once.
+        Ok(i.get_needing_barrier(off, out)?)
     })
 }
 
@@ -208,17 +213,22 @@ unsafe fn put_items(
         let i = handles::import(h(im))?;
         let off = check_items(offset, datap, size)?;
         let len = (rep_cnt as usize).checked_mul(size).ok_or(Code(RSMERR_BAD_LENGTH))?;
-        i.check_access(off, len, true)?;
-        check_barrier(&i)?;
         if !i.is_on_this_host() {
+            i.check_access(off, len, true)?;
+            check_barrier(&i)?;
             // SAFETY: `len` readable bytes of the caller's, by contract, for the call (the
             // engine only reads them).
             return Ok(i.put_region(off, unsafe { region(datap.cast_mut(), len) })?);
         }
-        // SAFETY: `len` readable bytes by contract.
+        if len > i.size() {
+            // The access's error, before a slice of that length is made.
+            i.check_access(off, len, true)?;
+        }
+        // SAFETY: `len` readable bytes by contract, no more than the segment's size.
         let data = unsafe { std::slice::from_raw_parts(datap.cast::<u8>(), len) };
-        i.put(off, data)?;
-        Ok(())
+        // The access, the range and the barrier checked in that order, then the copy, all
+        // under the import's lock taken once.
+        Ok(i.put_needing_barrier(off, data)?)
     })
 }
 

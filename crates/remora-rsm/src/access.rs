@@ -76,6 +76,15 @@ pub struct IoVec {
     pub len: usize,
 }
 
+/// Solaris's library's rule for `put`/`get` (when `applies`): in implicit barrier mode a
+/// barrier must be initialised on the import.
+fn check_barrier_rule(st: &State, applies: bool) -> Result<()> {
+    if applies && st.mode == BarrierMode::Implicit && st.barriers == 0 {
+        return Err(Error::BarrierUninitialized);
+    }
+    Ok(())
+}
+
 impl ImportSegment {
     /// The library's own map of the whole segment (this host only), made on first use.
     fn access<'a>(&self, st: &'a mut State) -> Result<Option<&'a Map>> {
@@ -164,11 +173,27 @@ impl ImportSegment {
     /// range outside the map while mapped, [`Error::BadLength`] for one outside the
     /// segment; [`Error::ConnAborted`] once the export is gone.
     pub fn put(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.put_ruled(offset, data, false)
+    }
+
+    /// [`ImportSegment::put`] with Solaris's library's rule that in implicit barrier mode a
+    /// barrier must be initialised on the import (checked after the access and the range),
+    /// in one call: what `rsm_memseg_import_put` and `put8`..`put64` do.
+    ///
+    /// # Errors
+    /// As [`ImportSegment::put`]; [`Error::BadSegment`] once disconnected;
+    /// [`Error::BarrierUninitialized`] in implicit mode without a barrier.
+    pub fn put_needing_barrier(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.put_ruled(offset, data, true)
+    }
+
+    fn put_ruled(&self, offset: usize, data: &[u8], barrier_rule: bool) -> Result<()> {
         let mut st = self.state()?;
         if !self.inner.writable {
             return Err(Error::PermDenied);
         }
         self.check_range(&st, offset, data.len())?;
+        check_barrier_rule(&st, barrier_rule)?;
         self.access_with(&mut st, |me, st| match me.near(st)? {
             // The range was checked against the segment (or the map inside it) and the
             // import is writable: the mapping's own checks cannot fail.
@@ -183,11 +208,27 @@ impl ImportSegment {
     /// [`Error::PermDenied`] on an import without read access; [`Error::BadOffset`],
     /// [`Error::BadLength`] as for [`ImportSegment::put`]; [`Error::ConnAborted`].
     pub fn get(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.get_ruled(offset, out, false)
+    }
+
+    /// [`ImportSegment::get`] with the barrier rule of
+    /// [`ImportSegment::put_needing_barrier`]: what `rsm_memseg_import_get` and
+    /// `get8`..`get64` do.
+    ///
+    /// # Errors
+    /// As [`ImportSegment::get`]; [`Error::BadSegment`] once disconnected;
+    /// [`Error::BarrierUninitialized`] in implicit mode without a barrier.
+    pub fn get_needing_barrier(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.get_ruled(offset, out, true)
+    }
+
+    fn get_ruled(&self, offset: usize, out: &mut [u8], barrier_rule: bool) -> Result<()> {
         let mut st = self.state()?;
         if !self.inner.readable {
             return Err(Error::PermDenied);
         }
         self.check_range(&st, offset, out.len())?;
+        check_barrier_rule(&st, barrier_rule)?;
         self.access_with(&mut st, |me, st| match me.near(st)? {
             Some(m) => m.read(offset, out).map_err(Error::from),
             None => me.far_read(offset, out),

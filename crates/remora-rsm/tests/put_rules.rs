@@ -1,0 +1,69 @@
+//! `put`/`get` as the C library makes them on this host (`put_needing_barrier`,
+//! `get_needing_barrier`): Solaris's checks in their order under one lock, the barrier
+//! rule of implicit mode, the bytes through the library's own map of the export's memory,
+//! and the loss of the export seen by the next access.
+
+use remora_rsm::*;
+use remora_testkit::Harness;
+use std::time::Duration;
+
+const PAGE: usize = 4096;
+
+use remora_testkit::data::leaked_pages as pages;
+
+#[test]
+fn puts_and_gets_keep_the_checks_order_and_the_barrier_rule() {
+    let h = Harness::new();
+    let ctl = Controller::with_config("remora0", h.config(4)).unwrap();
+    let export = ExportSegment::create(&ctl, pages(2), CreateFlags::default()).unwrap();
+    let id = export.publish(0x40_0301, Some(&[AccessEntry { node: 8, perm: 0o666 }])).unwrap();
+    let c8 = Controller::with_config("remora0", h.config(8)).unwrap();
+    let imp = ImportSegment::connect(&c8, 4, id, Permission::READ_WRITE).unwrap();
+    let mut out = [0u8; 8];
+
+    // Implicit mode (the default) without a barrier: refused, after the range.
+    assert_eq!(imp.put_needing_barrier(8, &7u64.to_ne_bytes()), Err(Error::BarrierUninitialized));
+    assert_eq!(imp.get_needing_barrier(8, &mut out), Err(Error::BarrierUninitialized));
+    assert_eq!(imp.put_needing_barrier(2 * PAGE, &[1; 8]), Err(Error::BadLength));
+    assert_eq!(imp.get_needing_barrier(2 * PAGE - 4, &mut out), Err(Error::BadLength));
+    // The plain forms have no such rule.
+    imp.put(8, &1u64.to_ne_bytes()).unwrap();
+
+    // Explicit mode needs no barrier for the access itself.
+    imp.set_mode(BarrierMode::Explicit).unwrap();
+    imp.put_needing_barrier(16, &2u64.to_ne_bytes()).unwrap();
+    imp.set_mode(BarrierMode::Implicit).unwrap();
+
+    let bar = imp.init_barrier(BarrierType::Segment).unwrap();
+    for i in 0..64u64 {
+        imp.put_needing_barrier(8 * (i as usize % 32), &(1000 + i).to_ne_bytes()).unwrap();
+    }
+    imp.get_needing_barrier(8, &mut out).unwrap();
+    assert_eq!(u64::from_ne_bytes(out), 1033);
+    // The bytes are in the export's memory: a second import reads them.
+    let other = ImportSegment::connect(&c8, 4, id, Permission::READ).unwrap();
+    other.get(0, &mut out).unwrap();
+    assert_eq!(u64::from_ne_bytes(out), 1032);
+
+    // A map narrows the range: outside it is BadOffset, before the barrier rule.
+    imp.map(None, MapAttr::None, Permission::READ_WRITE, 0, PAGE).unwrap();
+    assert_eq!(imp.put_needing_barrier(PAGE, &[1; 8]), Err(Error::BadOffset));
+    imp.unmap().unwrap();
+
+    // A read-only import: PermDenied first.
+    assert_eq!(other.put_needing_barrier(2 * PAGE, &[1; 8]), Err(Error::PermDenied));
+
+    // Once the export is gone the next access says so.
+    export.unpublish().unwrap();
+    let t = std::time::Instant::now();
+    while imp.put_needing_barrier(0, &[3; 8]).is_ok() {
+        assert!(t.elapsed() < Duration::from_secs(5), "puts still pass after unpublish");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(imp.put_needing_barrier(0, &[3; 8]), Err(Error::ConnAborted));
+    assert_eq!(imp.get_needing_barrier(0, &mut out), Err(Error::ConnAborted));
+    bar.destroy().unwrap();
+    imp.disconnect().unwrap();
+    assert_eq!(imp.put_needing_barrier(0, &[3; 8]), Err(Error::BadSegment));
+    assert_eq!(imp.get_needing_barrier(0, &mut out), Err(Error::BadSegment));
+}
