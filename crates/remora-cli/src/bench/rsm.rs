@@ -60,14 +60,15 @@ fn send(s: &Side, off: usize, v: u64) -> Result<(), String> {
 const CHUNK: u64 = 100;
 
 /// `n` round trips `trip(1..=n)` (each sends its number and waits for the echo): ns per
-/// one-way trip of each chunk of [`CHUNK`].
+/// one-way trip of each chunk of [`CHUNK`] (of `n` when `--batch` asks fewer: never no row).
 fn chunked(n: u64, mut trip: impl FnMut(u64) -> Result<(), String>) -> Result<Vec<f64>, String> {
-    let mut out = Vec::with_capacity((n / CHUNK) as usize);
+    let chunk = CHUNK.min(n).max(1);
+    let mut out = Vec::with_capacity((n / chunk) as usize);
     let mut t = Instant::now();
     for i in 1..=n {
         trip(i)?;
-        if i % CHUNK == 0 {
-            out.push(t.elapsed().as_nanos() as f64 / (2 * CHUNK) as f64);
+        if i % chunk == 0 {
+            out.push(t.elapsed().as_nanos() as f64 / (2 * chunk) as f64);
             t = Instant::now();
         }
     }
