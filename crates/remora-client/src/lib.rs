@@ -18,6 +18,7 @@
 
 pub mod dsm;
 pub mod events;
+mod lost;
 mod pump;
 mod spawn;
 
@@ -32,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use lost::LostSeen;
 pub use spawn::find_daemon;
 
 /// Errors of the client runtime.
@@ -128,9 +130,12 @@ struct EventState {
     gone: std::sync::atomic::AtomicBool,
     events: Mutex<VecDeque<Event>>,
     lost: Mutex<HashMap<u64, LostReason>>,
-    /// Whether `lost` holds any connection: set (under its lock) with the first, so that a
-    /// check on a hot path (every RSM `put`) takes no lock while none is lost.
-    any_lost: std::sync::atomic::AtomicBool,
+    /// How many batches of events have marked connections lost (bumped once per batch,
+    /// under `lost`'s lock, after the batch's entries): 0 while none is lost, so that a
+    /// check takes no lock then; a holder of one connection that remembers the count at
+    /// which it found the connection not lost takes it again only when the count moved
+    /// ([`LostSeen`]).
+    lost_batches: AtomicU64,
     /// Connections whose route the daemon last reported silent (not operational).
     silent: Mutex<std::collections::HashSet<u64>>,
     sink: Mutex<Option<EventSink>>,
@@ -172,11 +177,12 @@ impl EventState {
     fn mark(&self, evs: &[Event]) {
         let mut lost = self.lost.lock().unwrap_or_else(|p| p.into_inner());
         let mut silent = self.silent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut any_lost = false;
         for ev in evs {
             match ev {
                 Event::ConnectionLost { conn, reason } => {
                     lost.insert(*conn, *reason);
-                    self.any_lost.store(true, Ordering::Release);
+                    any_lost = true;
                 }
                 Event::ConnectionLink { conn, operational: false } => {
                     silent.insert(*conn);
@@ -186,6 +192,11 @@ impl EventState {
                 }
                 _ => {}
             }
+        }
+        if any_lost {
+            // Still under the lock, after every entry of the batch: a thread that reads the
+            // new count (Acquire) and takes the lock finds the whole batch.
+            self.lost_batches.fetch_add(1, Ordering::Release);
         }
     }
 
@@ -557,26 +568,6 @@ impl Session {
     /// Take the queued events (the last 1024 at most).
     pub fn take_events(&self) -> Vec<Event> {
         self.state.events.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect()
-    }
-
-    /// Whether the daemon has reported connection `conn` lost, and why.
-    pub fn lost(&self, conn: u64) -> Option<LostReason> {
-        // Marked under the lock, with every connection of the same batch of events: a
-        // thread that finds the flag set and takes the lock sees them all.
-        if !self.state.any_lost.load(Ordering::Acquire) {
-            return None;
-        }
-        self.state.lost.lock().unwrap_or_else(|p| p.into_inner()).get(&conn).copied()
-    }
-
-    /// Whether the daemon has reported any connection of this session lost, and why: for a
-    /// session of one connection (a SCIF endpoint's), which does not know the daemon's
-    /// handle of it.
-    pub fn any_lost(&self) -> Option<LostReason> {
-        if !self.state.any_lost.load(Ordering::Acquire) {
-            return None;
-        }
-        self.state.lost.lock().unwrap_or_else(|p| p.into_inner()).values().next().copied()
     }
 
     /// Whether the daemon last reported the route of connection `conn` silent (not

@@ -101,7 +101,7 @@ impl RemoteSegment {
         if l.session.daemon_gone() {
             return Some(Error::NodeNotResponding);
         }
-        match l.session.lost(l.conn)? {
+        match l.session.lost_seen(l.conn, &self.inner.lost_seen)? {
             LostReason::ForcedDisconnect => Some(Error::NotConnected),
             LostReason::OwnerGone | LostReason::NodeGone => Some(Error::NodeNotResponding),
         }

@@ -46,6 +46,8 @@ pub(crate) struct RemoteInner {
     disconnected: AtomicBool,
     events: EventQueue<RemoteSegment, RemoteEvent>,
     pub(crate) watch: crate::health::LinkWatch,
+    /// What `gone` last learned of the connection's loss (it runs on every RSM `put`).
+    pub(crate) lost_seen: remora_client::LostSeen,
 }
 
 impl Drop for RemoteInner {
@@ -136,6 +138,7 @@ impl RemoteSegment {
             disconnected: AtomicBool::new(false),
             events: EventQueue::new(callback),
             watch: Default::default(),
+            lost_seen: Default::default(),
         });
         if !flags.asynchronous {
             let (conn, size, memfd) = connect_on(&live.session, node, id, timeout)?;
@@ -221,6 +224,7 @@ impl RemoteSegment {
             disconnected: AtomicBool::new(false),
             events: EventQueue::new(None),
             watch: Default::default(),
+            lost_seen: Default::default(),
         });
         RemoteSegment::attach_link(&inner, Link { session: live.session.clone(), conn, size, memfd, legs });
         Ok(RemoteSegment { inner })
