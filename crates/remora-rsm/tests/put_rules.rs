@@ -34,6 +34,14 @@ fn puts_and_gets_keep_the_checks_order_and_the_barrier_rule() {
     imp.put_needing_barrier(16, &2u64.to_ne_bytes()).unwrap();
     imp.set_mode(BarrierMode::Implicit).unwrap();
 
+    // A map narrows the range: outside it is BadOffset, before the barrier rule (no
+    // barrier yet); inside it the barrier rule still holds.
+    imp.map(None, MapAttr::None, Permission::READ_WRITE, 0, PAGE).unwrap();
+    assert_eq!(imp.put_needing_barrier(PAGE, &[1; 8]), Err(Error::BadOffset));
+    assert_eq!(imp.get_needing_barrier(PAGE, &mut out), Err(Error::BadOffset));
+    assert_eq!(imp.put_needing_barrier(0, &[1; 8]), Err(Error::BarrierUninitialized));
+    imp.unmap().unwrap();
+
     let bar = imp.init_barrier(BarrierType::Segment).unwrap();
     for i in 0..64u64 {
         imp.put_needing_barrier(8 * (i as usize % 32), &(1000 + i).to_ne_bytes()).unwrap();
@@ -44,11 +52,6 @@ fn puts_and_gets_keep_the_checks_order_and_the_barrier_rule() {
     let other = ImportSegment::connect(&c8, 4, id, Permission::READ).unwrap();
     other.get(0, &mut out).unwrap();
     assert_eq!(u64::from_ne_bytes(out), 1032);
-
-    // A map narrows the range: outside it is BadOffset, before the barrier rule.
-    imp.map(None, MapAttr::None, Permission::READ_WRITE, 0, PAGE).unwrap();
-    assert_eq!(imp.put_needing_barrier(PAGE, &[1; 8]), Err(Error::BadOffset));
-    imp.unmap().unwrap();
 
     // A read-only import: PermDenied first.
     assert_eq!(other.put_needing_barrier(2 * PAGE, &[1; 8]), Err(Error::PermDenied));
@@ -66,4 +69,42 @@ fn puts_and_gets_keep_the_checks_order_and_the_barrier_rule() {
     imp.disconnect().unwrap();
     assert_eq!(imp.put_needing_barrier(0, &[3; 8]), Err(Error::BadSegment));
     assert_eq!(imp.get_needing_barrier(0, &mut out), Err(Error::BadSegment));
+}
+
+#[test]
+fn the_loss_of_one_import_leaves_the_others_of_the_session_working() {
+    let h = Harness::new();
+    let ctl = Controller::with_config("remora0", h.config(4)).unwrap();
+    let acl = [AccessEntry { node: 8, perm: 0o666 }];
+    let gone = ExportSegment::create(&ctl, pages(1), CreateFlags::default()).unwrap();
+    let gone_id = gone.publish(0x40_0311, Some(&acl)).unwrap();
+    let kept = ExportSegment::create(&ctl, pages(1), CreateFlags::default()).unwrap();
+    let kept_id = kept.publish(0x40_0312, Some(&acl)).unwrap();
+    // Both imports on one controller: one session, as a C program's imports share.
+    let c8 = Controller::with_config("remora0", h.config(8)).unwrap();
+    let lost = ImportSegment::connect(&c8, 4, gone_id, Permission::READ_WRITE).unwrap();
+    let alive = ImportSegment::connect(&c8, 4, kept_id, Permission::READ_WRITE).unwrap();
+    let (_b1, _b2) =
+        (lost.init_barrier(BarrierType::Segment).unwrap(), alive.init_barrier(BarrierType::Segment).unwrap());
+    alive.put_needing_barrier(0, &1u64.to_ne_bytes()).unwrap();
+
+    gone.unpublish().unwrap();
+    let t = std::time::Instant::now();
+    while lost.put_needing_barrier(0, &[3; 8]).is_ok() {
+        assert!(t.elapsed() < Duration::from_secs(5), "puts still pass after unpublish");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut out = [0u8; 8];
+    for i in 0..100u64 {
+        alive.put_needing_barrier(8 * (i as usize % 16), &(500 + i).to_ne_bytes()).unwrap();
+        assert_eq!(lost.put_needing_barrier(0, &[3; 8]), Err(Error::ConnAborted));
+        assert_eq!(lost.get_needing_barrier(0, &mut out), Err(Error::ConnAborted));
+    }
+    alive.get_needing_barrier(8 * 3, &mut out).unwrap();
+    assert_eq!(u64::from_ne_bytes(out), 599);
+    assert!(lost.is_lost() && !alive.is_lost());
+    // A later import of the session works too.
+    let again = ImportSegment::connect(&c8, 4, kept_id, Permission::READ).unwrap();
+    again.get(8 * 3, &mut out).unwrap();
+    assert_eq!(u64::from_ne_bytes(out), 599);
 }
