@@ -186,15 +186,10 @@ unsafe fn get_items(
             // SAFETY: `len` writable bytes of the caller's, by contract, for the call.
             return Ok(i.get_region(off, unsafe { region(datap, len) })?);
         }
-        if len > i.size() {
-            // The access's error, before a slice of that length is made.
-            i.check_access(off, len, false)?;
-        }
-        // SAFETY: `len` writable bytes by contract, no more than the segment's size.
-        let out = unsafe { std::slice::from_raw_parts_mut(datap.cast::<u8>(), len) };
-        // The access, the range and the barrier checked in that order, then the copy, all
-        // under the import's lock taken once.
-        Ok(i.get_needing_barrier(off, out)?)
+        // SAFETY: `len` writable bytes of the caller's, by contract, for the call; no slice
+        // is made over them: they are written only once the access, the range and the
+        // barrier were checked, in that order, under the import's lock taken once.
+        Ok(i.get_region_needing_barrier(off, unsafe { region(datap, len) })?)
     })
 }
 
@@ -220,15 +215,10 @@ unsafe fn put_items(
             // engine only reads them).
             return Ok(i.put_region(off, unsafe { region(datap.cast_mut(), len) })?);
         }
-        if len > i.size() {
-            // The access's error, before a slice of that length is made.
-            i.check_access(off, len, true)?;
-        }
-        // SAFETY: `len` readable bytes by contract, no more than the segment's size.
-        let data = unsafe { std::slice::from_raw_parts(datap.cast::<u8>(), len) };
-        // The access, the range and the barrier checked in that order, then the copy, all
-        // under the import's lock taken once.
-        Ok(i.put_needing_barrier(off, data)?)
+        // SAFETY: `len` readable bytes of the caller's, by contract, for the call (only
+        // read); no slice is made over them: they are read only once the access, the range
+        // and the barrier were checked, in that order, under the import's lock taken once.
+        Ok(i.put_region_needing_barrier(off, unsafe { region(datap.cast_mut(), len) })?)
     })
 }
 

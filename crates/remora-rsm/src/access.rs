@@ -173,7 +173,10 @@ impl ImportSegment {
     /// range outside the map while mapped, [`Error::BadLength`] for one outside the
     /// segment; [`Error::ConnAborted`] once the export is gone.
     pub fn put(&self, offset: usize, data: &[u8]) -> Result<()> {
-        self.put_ruled(offset, data, false)
+        self.put_ruled(offset, data.len(), false, |me, m| match m {
+            Some(m) => Ok(m.write(offset, data)?),
+            None => me.far_write(offset, data),
+        })
     }
 
     /// [`ImportSegment::put`] with Solaris's library's rule that in implicit barrier mode a
@@ -184,22 +187,49 @@ impl ImportSegment {
     /// As [`ImportSegment::put`]; [`Error::BadSegment`] once disconnected;
     /// [`Error::BarrierUninitialized`] in implicit mode without a barrier.
     pub fn put_needing_barrier(&self, offset: usize, data: &[u8]) -> Result<()> {
-        self.put_ruled(offset, data, true)
+        self.put_ruled(offset, data.len(), true, |me, m| match m {
+            Some(m) => Ok(m.write(offset, data)?),
+            None => me.far_write(offset, data),
+        })
     }
 
-    fn put_ruled(&self, offset: usize, data: &[u8], barrier_rule: bool) -> Result<()> {
+    /// [`ImportSegment::put_needing_barrier`] of memory the caller names by region (what
+    /// the C library's `put` does on this host): the region's bytes are read only once
+    /// every check has passed, straight into the export's memory, so a caller's length
+    /// that the checks refuse never covers more than its memory.
+    ///
+    /// # Errors
+    /// As [`ImportSegment::put_needing_barrier`].
+    pub fn put_region_needing_barrier(&self, offset: usize, region: UserRegion) -> Result<()> {
+        self.put_ruled(offset, region.len(), true, |me, m| match m {
+            Some(m) => Ok(m.write_from(offset, &region, 0, region.len())?),
+            None => {
+                let mut buf = vec![0u8; region.len()];
+                region.read(0, &mut buf)?;
+                me.far_write(offset, &buf)
+            }
+        })
+    }
+
+    /// The checks of a `put` of `len` bytes (the access, the range, the barrier rule when
+    /// `barrier_rule`), under the import's lock, then `copy`: into the library's map of the
+    /// export's memory on this host (the mapping given), through the node otherwise.
+    fn put_ruled(
+        &self,
+        offset: usize,
+        len: usize,
+        barrier_rule: bool,
+        copy: impl FnOnce(&Self, Option<&Mapping>) -> Result<()>,
+    ) -> Result<()> {
         let mut st = self.state()?;
         if !self.inner.writable {
             return Err(Error::PermDenied);
         }
-        self.check_range(&st, offset, data.len())?;
+        self.check_range(&st, offset, len)?;
         check_barrier_rule(&st, barrier_rule)?;
-        self.access_with(&mut st, |me, st| match me.near(st)? {
-            // The range was checked against the segment (or the map inside it) and the
-            // import is writable: the mapping's own checks cannot fail.
-            Some(m) => m.write(offset, data).map_err(Error::from),
-            None => me.far_write(offset, data),
-        })
+        // The range was checked against the segment (or the map inside it) and the import
+        // is writable: the mapping's own checks cannot fail.
+        self.access_with(&mut st, |me, st| copy(me, me.near(st)?))
     }
 
     /// `rsm_memseg_import_get`: copy bytes of the segment at `offset` into `out`.
@@ -208,7 +238,10 @@ impl ImportSegment {
     /// [`Error::PermDenied`] on an import without read access; [`Error::BadOffset`],
     /// [`Error::BadLength`] as for [`ImportSegment::put`]; [`Error::ConnAborted`].
     pub fn get(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.get_ruled(offset, out, false)
+        self.get_ruled(offset, out.len(), false, |me, m| match m {
+            Some(m) => Ok(m.read(offset, out)?),
+            None => me.far_read(offset, out),
+        })
     }
 
     /// [`ImportSegment::get`] with the barrier rule of
@@ -219,20 +252,44 @@ impl ImportSegment {
     /// As [`ImportSegment::get`]; [`Error::BadSegment`] once disconnected;
     /// [`Error::BarrierUninitialized`] in implicit mode without a barrier.
     pub fn get_needing_barrier(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.get_ruled(offset, out, true)
+        self.get_ruled(offset, out.len(), true, |me, m| match m {
+            Some(m) => Ok(m.read(offset, out)?),
+            None => me.far_read(offset, out),
+        })
     }
 
-    fn get_ruled(&self, offset: usize, out: &mut [u8], barrier_rule: bool) -> Result<()> {
+    /// [`ImportSegment::get_needing_barrier`] into memory the caller names by region (what
+    /// the C library's `get` does on this host): the region is written only once every
+    /// check has passed (see [`ImportSegment::put_region_needing_barrier`]).
+    ///
+    /// # Errors
+    /// As [`ImportSegment::get_needing_barrier`].
+    pub fn get_region_needing_barrier(&self, offset: usize, region: UserRegion) -> Result<()> {
+        self.get_ruled(offset, region.len(), true, |me, m| match m {
+            Some(m) => Ok(m.read_into(offset, &region, 0, region.len())?),
+            None => {
+                let mut buf = vec![0u8; region.len()];
+                me.far_read(offset, &mut buf)?;
+                Ok(region.write(0, &buf)?)
+            }
+        })
+    }
+
+    /// The checks of a `get` of `len` bytes, then the copy (as [`ImportSegment::put_ruled`]).
+    fn get_ruled(
+        &self,
+        offset: usize,
+        len: usize,
+        barrier_rule: bool,
+        copy: impl FnOnce(&Self, Option<&Mapping>) -> Result<()>,
+    ) -> Result<()> {
         let mut st = self.state()?;
         if !self.inner.readable {
             return Err(Error::PermDenied);
         }
-        self.check_range(&st, offset, out.len())?;
+        self.check_range(&st, offset, len)?;
         check_barrier_rule(&st, barrier_rule)?;
-        self.access_with(&mut st, |me, st| match me.near(st)? {
-            Some(m) => m.read(offset, out).map_err(Error::from),
-            None => me.far_read(offset, out),
-        })
+        self.access_with(&mut st, |me, st| copy(me, me.near(st)?))
     }
 
     /// `rsm_memseg_import_put` of memory the caller names by region: on this host as

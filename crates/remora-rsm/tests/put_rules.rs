@@ -108,3 +108,46 @@ fn the_loss_of_one_import_leaves_the_others_of_the_session_working() {
     again.get(8 * 3, &mut out).unwrap();
     assert_eq!(u64::from_ne_bytes(out), 599);
 }
+
+#[test]
+fn region_puts_and_gets_check_before_they_touch_the_callers_memory() {
+    let h = Harness::new();
+    let ctl = Controller::with_config("remora0", h.config(4)).unwrap();
+    let export = ExportSegment::create(&ctl, pages(2), CreateFlags::default()).unwrap();
+    let id = export.publish(0x40_0321, Some(&[AccessEntry { node: 8, perm: 0o666 }])).unwrap();
+    let c8 = Controller::with_config("remora0", h.config(8)).unwrap();
+    let imp = ImportSegment::connect(&c8, 4, id, Permission::READ_WRITE).unwrap();
+    let src: &'static mut [u8] = pages(3);
+    for (i, b) in src.iter_mut().enumerate() {
+        *b = (i % 251) as u8;
+    }
+    let src = UserRegion::from_static(src);
+    let dst = UserRegion::from_static(pages(3));
+
+    // The same checks in the same order as the slice forms, before any byte moves.
+    assert_eq!(imp.put_region_needing_barrier(0, src.sub(0, 8)), Err(Error::BarrierUninitialized));
+    assert_eq!(imp.put_region_needing_barrier(PAGE, src), Err(Error::BadLength));
+    assert_eq!(imp.get_region_needing_barrier(PAGE, dst), Err(Error::BadLength));
+    imp.map(None, MapAttr::None, Permission::READ_WRITE, 0, PAGE).unwrap();
+    assert_eq!(imp.put_region_needing_barrier(PAGE - 4, src.sub(0, 8)), Err(Error::BadOffset));
+    imp.unmap().unwrap();
+    let _bar = imp.init_barrier(BarrierType::Segment).unwrap();
+    assert_eq!(imp.put_region_needing_barrier(8, src), Err(Error::BadLength));
+
+    // Through: the bytes land in the export and come back.
+    imp.put_region_needing_barrier(100, src.sub(7, 5000)).unwrap();
+    imp.get_region_needing_barrier(0, dst.sub(1, 2 * PAGE)).unwrap();
+    let mut back = vec![0u8; 5000];
+    dst.read(101, &mut back).unwrap();
+    let want: Vec<u8> = (7..5007).map(|i| (i % 251) as u8).collect();
+    assert_eq!(back, want);
+    let mut head = [9u8; 8];
+    dst.read(1, &mut head).unwrap();
+    assert_eq!(head, [0; 8]);
+
+    let ro = ImportSegment::connect(&c8, 4, id, Permission::READ).unwrap();
+    assert_eq!(ro.put_region_needing_barrier(0, src.sub(0, 8)), Err(Error::PermDenied));
+    imp.disconnect().unwrap();
+    assert_eq!(imp.put_region_needing_barrier(0, src.sub(0, 8)), Err(Error::BadSegment));
+    assert_eq!(imp.get_region_needing_barrier(0, dst.sub(0, 8)), Err(Error::BadSegment));
+}
