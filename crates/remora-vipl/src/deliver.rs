@@ -343,22 +343,7 @@ impl ViInner {
                 }
             }
         }
-        if sq.rooms.len() < ENTRIES {
-            sq.rooms.resize(ENTRIES, 0);
-        }
-        for j in sq.seen.max(posted.saturating_sub(ENTRIES as u64))..posted {
-            // The entry's total, then its connection number: an entry an earlier peer
-            // stored late is no receive of this connection.
-            let at = layout::entry_at(j);
-            let head = self.map.load(at);
-            let of = self.map.load(at + layout::ENTRY_CONN) as u32;
-            sq.rooms[j as usize % ENTRIES] = if of == conn { head as u32 } else { NOT_OURS };
-            if of == conn {
-                // Where its buffers lie too, from the same line: the copy needs no look at
-                // the entry, whose line is long gone from this core's caches by then.
-                self.note_head(sq, j, head, conn);
-            }
-        }
+        self.learn_entries(&mut sq.rooms, &mut sq.heads, sq.seen, posted);
         sq.seen = posted;
         true
     }

@@ -14,7 +14,7 @@
 //! few nanoseconds there.
 
 use crate::deliver::NOT_OURS;
-use crate::layout::{self, control, status, Completion, ENTRIES, INLINE, INLINE_AT, SEQ};
+use crate::layout::{self, control, status, Completion, Head, ENTRIES, INLINE, INLINE_AT, SEQ};
 use crate::vi::{RecvQ, SendQ, ViInner};
 use remora_sisci::UserRegion;
 use std::sync::atomic::{fence, Ordering};
@@ -32,7 +32,7 @@ impl ViInner {
     /// path takes it.
     #[inline]
     pub(crate) fn send_short(&self, sq: &mut SendQ, addr: usize, handle: u32) -> bool {
-        let SendQ { consumed, seen, rooms, cache, link, done, .. } = sq;
+        let SendQ { consumed, seen, rooms, heads, cache, link, done, .. } = sq;
         let Some((link, attrs)) = link.as_ref() else { return false };
         let Some(map) = link.map.0.as_ref() else { return false };
         let k = *consumed;
@@ -84,7 +84,7 @@ impl ViInner {
             link.ring();
         }
         if *consumed == *seen {
-            self.learn_ahead(seen, rooms, k + 1);
+            self.learn_ahead(seen, rooms, heads, k + 1);
         }
         self.nic.finish(&t.ctl, t.epoch, status::DONE | status::OP_SEND, None, None);
         done.push_back((addr, handle));
@@ -103,22 +103,15 @@ impl ViInner {
     /// next send would otherwise read the count (its line last written by the peer's core)
     /// and the new ring A entries on its own path, and go the general way for it. What
     /// `learn_posted` (`deliver.rs`) does, without its wait: nothing new, nothing learnt.
+    /// The entries are read as there ([`ViInner::learn_entries`]: sizes and where the
+    /// buffers lie), so a long send to a receive learned here reads no entry again.
     #[inline(never)]
-    fn learn_ahead(&self, seen: &mut u64, rooms: &mut [u32], k: u64) {
-        let conn = self.conn();
-        let posted = layout::count_in(conn, self.map.load(layout::PEER_POSTED), k);
-        if posted <= *seen || rooms.len() < ENTRIES {
+    fn learn_ahead(&self, seen: &mut u64, rooms: &mut Vec<u32>, heads: &mut Vec<Head>, k: u64) {
+        let posted = layout::count_in(self.conn(), self.map.load(layout::PEER_POSTED), k);
+        if posted <= *seen {
             return;
         }
-        for j in (*seen).max(posted.saturating_sub(ENTRIES as u64))..posted {
-            // The entry's total, then its connection number (as `learn_posted`).
-            let at = layout::entry_at(j);
-            let room = self.map.load(at) as u32;
-            let of = self.map.load(at + layout::ENTRY_CONN) as u32;
-            if let Some(r) = rooms.get_mut(j as usize % ENTRIES) {
-                *r = if of == conn { room } else { NOT_OURS };
-            }
-        }
+        self.learn_entries(rooms, heads, *seen, posted);
         *seen = posted;
     }
 

@@ -45,3 +45,39 @@ fn a_completion_seen_under_the_last_connection_completes_no_receive_posted_after
         "a receive completed from the last connection's entry"
     );
 }
+
+/// A receive the sender learns right after a short send (`learn_ahead`) is noted with
+/// where its buffers lie, as one learned by a send's look at the count: a long send to it
+/// then copies without reading its ring A entry again (before, only the sizes were noted
+/// that way, and a mixed short/long stream read the entry of every such receive twice).
+#[test]
+fn a_receive_learned_after_a_short_send_is_noted_with_its_buffers() {
+    let h = Harness::with_cluster(&[4, 8], false);
+    let Two { snic, cnic, sp, cp, server, client } = two(&h, None);
+    let (sbuf, sdesc) = (Mem::new(&snic, 3 * 4096, sp), Mem::new(&snic, 1024, sp));
+    let (cbuf, cdesc) = (Mem::new(&cnic, 4096, cp), Mem::new(&cnic, 1024, cp));
+    post_recv(&snic, &server, &sdesc, 0, &sbuf, 0, 4096);
+    post_recv(&snic, &server, &sdesc, 64, &sbuf, 4096, 4096);
+    connect(&snic, &server, &cnic, &client, b"short-ahead");
+    assert!(client.inner.peer_here.load(Ordering::Relaxed), "the pair is not on one host");
+    // The first send looks at the count: receives 0 and 1 are learned.
+    send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[1u8; 8]);
+    assert_eq!(client.inner.send.lock().seen, 2, "the first send did not learn both receives");
+    // Receive 2, described at once (the server never sends); then the short send that uses
+    // receive 1, the last one known, which learns receive 2 right after (the descriptor
+    // of the first send again: the short path takes only a descriptor it has seen).
+    post_recv(&snic, &server, &sdesc, 128, &sbuf, 8192, 3000);
+    let t = Instant::now();
+    while layout::count_in(client.inner.conn(), client.inner.map.load(layout::PEER_POSTED), 2) < 3 {
+        assert!(t.elapsed() < Duration::from_secs(20), "receive 2 was never described");
+        std::thread::yield_now();
+    }
+    send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[2u8; 8]);
+    let sq = client.inner.send.lock();
+    assert_eq!(sq.seen, 3, "the short send did not learn receive 2");
+    assert_eq!(sq.rooms[2], 3000, "receive 2's size");
+    let head = sq.heads.get(2).copied().unwrap_or_default();
+    assert_eq!(head.k, 3, "receive 2's buffers were not noted");
+    assert_eq!(head.conn, client.inner.conn(), "noted under another connection");
+    assert_eq!((head.chunks, head.first.len), (1, 3000), "receive 2's piece as noted");
+}
