@@ -10,19 +10,20 @@
 //! hosts) —, writes the completion entry with its sequence number last, and rings the
 //! receiver's doorbell only when it sleeps. Across hosts the sender also stores the done
 //! count after the entry, and the receiver reads the entry only once the count covers it.
+//!
+//! What the sender knows of the peer's receives (the posted count and ring A's entries)
+//! is in `deliver/learn.rs`; the receiver's taking of completions in `deliver/reap.rs`.
 
 use crate::cache::Taken;
 use crate::data::Outcome;
-use crate::layout::{self, status, Completion, ENTRIES, INLINE, INLINE_AT, SEQ};
-use crate::link::direct::{is_short, Pump};
+use crate::layout::{self, status, Completion, INLINE, INLINE_AT, SEQ};
+use crate::link::direct::is_short;
 use crate::link::{Link, Miss};
-use crate::posted::Posted;
-use crate::vi::{lock, RecvQ, SendQ, ViInner, ViState, RELIABLE_RECEPTION, UNRELIABLE};
-use crate::{Error, ErrorCode, Result};
+use crate::vi::{SendQ, ViInner, RELIABLE_RECEPTION};
+use crate::{Error, ErrorCode};
 use remora_sisci::UserRegion;
 use std::sync::atomic::{fence, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a send waits for a peer of this host to post a receive before the message
 /// counts as one that found none. (5 ms broke streams under load: their receiving thread,
@@ -39,44 +40,11 @@ const RECEIVE_GRACE_FAR: Duration = Duration::from_millis(500);
 /// its receiver loses those messages, as VIA allows, without being held up half a second
 /// for each).
 const RECEIVE_GRACE_FAR_UNRELIABLE: Duration = Duration::from_millis(100);
-/// A send waiting for a peer on another host to post a receive yields the core for this
-/// long, then sleeps on the peer's posted count (the post needs this host's node thread,
-/// and the peer's threads on a shared machine, to run: a sender that kept yielding took a
-/// core from them). The node thread that stores the count wakes its sleepers (the word is
-/// the first of the VI segment, which the channel's flow wakes after each store of it,
-/// `Request::DsmFlows`): a stream short of receives runs at its receiver's pace. Before,
-/// nothing woke the word and the sender slept in slices of 100 µs after 1 ms of yielding
-/// (issue 15). Sleeping at once was slower on a loaded machine (README, issue 15).
-const FAR_NAP_AFTER: Duration = Duration::from_micros(100);
-/// The longest sleep of [`FAR_NAP_AFTER`]'s sender before it looks again: a safety net for
-/// a wake missed (a node that does not wake the word), and how soon a VI that left
-/// CONNECTED (a disconnect, a lost peer) is noticed by a sender short of receives.
-const FAR_NAP: Duration = Duration::from_millis(5);
-/// How long a send waits for a freshly connected peer to describe its receives.
-const READY_WAIT: Duration = Duration::from_secs(10);
 /// The room of a ring A entry that is not of this connection ([`layout::ENTRY_CONN`]): no
 /// receive (a real one holds at most [`crate::MAX_TRANSFER`] bytes).
 pub(crate) const NOT_OURS: u32 = u32::MAX;
 
-/// A completed receive as `VipRecvDone` gives it: (descriptor address, its memory handle).
-type Reaped = (usize, u32);
-
 impl ViInner {
-    /// Record a completed receive (the descriptor in user memory, the done queue, the CQ).
-    pub(crate) fn complete_recv(&self, q: &mut RecvQ, p: &Posted, st: u32, len: u32, imm: Option<u32>) {
-        self.nic.finish(&p.ctl, p.epoch, st, Some(len), imm);
-        self.record_recv(q, (p.addr, p.handle));
-    }
-
-    /// Queue a receive whose descriptor is complete for reaping.
-    pub(crate) fn record_recv(&self, q: &mut RecvQ, d: (usize, u32)) {
-        q.done.push_back(d);
-        self.recv_ready.store(q.done.len(), Ordering::Release);
-        if let Some(cq) = &self.recv_cq {
-            cq.push(self.id, true);
-        }
-    }
-
     /// Record a completed send, RDMA write or RDMA read.
     pub(crate) fn complete_send(&self, sq: &mut SendQ, addr: usize, handle: u32, t: &Taken, st: u32) {
         self.nic.finish(&t.ctl, t.epoch, st, None, None);
@@ -88,264 +56,6 @@ impl ViInner {
         if let Some(cq) = &self.send_cq {
             cq.push(self.id, false);
         }
-    }
-
-    /// Every receive still posted completes flushed (the VI broke or disconnected).
-    pub(crate) fn flush_receives(&self) {
-        let mut q = self.recv.lock();
-        self.settle(&mut q);
-        while let Some(p) = q.posted.pop_front() {
-            self.complete_recv(
-                &mut q,
-                &p,
-                status::DONE | status::OP_RECEIVE | status::DESC_FLUSHED_ERROR,
-                0,
-                None,
-            );
-        }
-    }
-
-    /// Take in the completions the peer wrote. A completion with an error breaks a
-    /// reliable VI at once (the peer's side broke when it wrote it).
-    pub(crate) fn reap(self: &Arc<Self>) -> Result<()> {
-        self.reap_and(false).map(|_| ())
-    }
-
-    /// [`ViInner::reap`], and take the oldest completed receive out (`VipRecvDone`) when
-    /// `pop`, under the same lock.
-    pub(crate) fn reap_and(self: &Arc<Self>, pop: bool) -> Result<Option<(usize, u32)>> {
-        if self.recv_ready.load(Ordering::Acquire) == 0 && !self.completion_in_sight() {
-            // Nothing to take: the time to take in and describe what posts left (one may
-            // complete at once).
-            self.describe_pending();
-            if self.recv_ready.load(Ordering::Acquire) == 0 {
-                self.check_peer_now_and_then();
-                return Ok(None);
-            }
-        }
-        let (broke, got) = {
-            let mut q = self.recv.lock();
-            self.settle(&mut q);
-            if pop {
-                if let Some(d) = self.recv_short(&mut q) {
-                    return Ok(Some(d));
-                }
-            }
-            let (broke, first) = self.take_completions_locked(&mut q, pop)?;
-            let got = if pop { first.or_else(|| q.done.pop_front()) } else { None };
-            self.recv_ready.store(q.done.len(), Ordering::Release);
-            (broke, got)
-        };
-        if let Some(addr) = broke {
-            if self.attrs().reliability != UNRELIABLE {
-                self.fail(ErrorCode::PostDesc, Some(addr), false);
-            }
-        }
-        // A receive taken out for `VipRecvDone` goes back at once: what the peer said is
-        // looked at by the polls that find nothing (this one was on the path of every
-        // message).
-        if got.is_none() {
-            self.check_peer_now_and_then();
-        }
-        Ok(got)
-    }
-
-    /// Whether the peer wrote the next completion (a look without the lock: a stale
-    /// answer only delays a completion to the next poll).
-    fn completion_in_sight(&self) -> bool {
-        let k = self.recv_next.load(Ordering::Acquire);
-        let conn = self.conn();
-        if self.peer_here.load(Ordering::Relaxed) {
-            self.map.load(layout::completion_at(k) + SEQ) == layout::tagged(conn, k + 1)
-        } else if layout::count_in(conn, self.map.load(layout::DONE), k) > k {
-            true
-        } else {
-            // The pair's own stream: what it holds is taken in (into this VI's ring).
-            self.link().is_some_and(|l| l.direct().is_some_and(|d| d.holds(&self.map, &self.recv_next, k)))
-        }
-    }
-
-    /// Complete the receives the peer completed; the first that failed, if one did.
-    pub(crate) fn take_completions(&self) -> Result<Option<usize>> {
-        let mut q = self.recv.lock();
-        self.settle(&mut q);
-        self.take_completions_locked(&mut q, false).map(|(broke, _)| broke)
-    }
-
-    /// [`ViInner::take_completions`]; with `pop`, the oldest completed receive comes back
-    /// too when none waited to be reaped and no completion queue is told (it goes straight
-    /// to `VipRecvDone`, not through the done queue).
-    fn take_completions_locked(
-        &self,
-        q: &mut RecvQ,
-        mut pop: bool,
-    ) -> Result<(Option<usize>, Option<Reaped>)> {
-        let here = self.peer_here.load(Ordering::Relaxed);
-        let conn = self.conn();
-        let mut first = None;
-        pop &= q.done.is_empty() && self.recv_cq.is_none();
-        let mut broke = None;
-        let mut done = None;
-        let far_link = if here { None } else { q.link.as_ref().map(|(l, _)| l.clone()) };
-        let direct = far_link.as_deref().and_then(Link::direct);
-        // The pair's stream is read at most once per call, for the first completion.
-        let start = q.consumed;
-        while !q.posted.is_empty() {
-            let k = q.consumed;
-            // Not covered by the done count: it may have come on the pair's own stream.
-            if !here
-                && *done.get_or_insert_with(|| layout::count_in(conn, self.map.load(layout::DONE), k)) <= k
-                && !direct.is_some_and(|d| {
-                    if k == start {
-                        d.holds(&self.map, &self.recv_next, k)
-                    } else {
-                        d.has(k)
-                    }
-                })
-            {
-                break;
-            }
-            let at = layout::completion_at(k);
-            // A completion of an earlier connection of this VI (a store that landed late)
-            // carries another number: not this receive's. Or one the count covers (a later
-            // message's, by the channel) that came on the pair's stream and waits in its
-            // socket: read once (a poll reads nothing else).
-            if self.map.load(at + SEQ) != layout::tagged(conn, k + 1)
-                && !direct.is_some_and(|d| k == start && !d.has(k) && d.holds(&self.map, &self.recv_next, k))
-            {
-                break;
-            }
-            // This VI's own segment, always on this host: the entry's words are read in
-            // place, and a short payload goes from the entry straight into the buffers.
-            let (c, inline) = Completion::from_words([self.map.load(at), self.map.load(at + 8)]);
-            let Some(p) = q.posted.front() else { break };
-            if let Some(d) = direct {
-                // Taken by the channel right after a short one: its mark is read off the
-                // stream (else marks pile up there behind a receiver that lags).
-                if d.owes_mark(k) {
-                    d.pump(&self.map, &self.recv_next, Pump::Now);
-                }
-                d.took(is_short(c.status, inline.is_some()));
-            }
-            let mut st = c.status;
-            // Memory deregistered while the receive was posted fails it, whatever the
-            // peer wrote (its pages went private at the deregistration: nothing landed).
-            if !self.nic.still_registered_all(&p.bufs, p.epoch)
-                || inline.is_some_and(|n| self.scatter_inline(at + INLINE_AT, n, &p.bufs).is_err())
-            {
-                st |= status::PROTECTION_ERROR;
-            }
-            let imm = (st & status::IMMEDIATE != 0).then_some(c.immediate);
-            if st & status::ERROR_MASK != 0 && broke.is_none() {
-                broke = Some(p.addr);
-            }
-            self.nic.finish(&p.ctl, p.epoch, st, Some(c.len), imm);
-            let d = (p.addr, p.handle);
-            q.posted.advance();
-            q.consumed += 1;
-            // At once: the stream's reader lets no frame into a slot not taken yet.
-            self.recv_next.store(q.consumed, Ordering::Release);
-            if pop {
-                first = Some(d);
-                pop = false;
-            } else {
-                self.record_recv(q, d);
-            }
-        }
-        self.recv_next.store(q.consumed, Ordering::Release);
-        // A count of posts that waits goes when the peer runs low and the program is
-        // about to run out of messages (looked at on every take: also one that found
-        // nothing new, by a program that took what it had).
-        if let Some(l) = far_link {
-            let landed = done.unwrap_or(0).max(q.consumed);
-            // The message the caller takes from the done queue right after is not unread.
-            let taken_next = u64::from(pop && first.is_none() && !q.done.is_empty());
-            l.posted_landed(landed, (landed - q.consumed + q.done.len() as u64).saturating_sub(taken_next));
-        }
-        Ok((broke, first))
-    }
-
-    #[inline(always)]
-    fn own(&self, off: usize) -> u64 {
-        self.map.load(off)
-    }
-
-    /// A flag of this VI's segment the peer raises ([`layout::PEER_READY`],
-    /// [`layout::PEER_WAITING`]): up only when raised by this connection's peer.
-    #[inline(always)]
-    pub(crate) fn flag_up(&self, off: usize) -> bool {
-        layout::untagged(self.conn(), self.own(off)).is_some_and(|v| v != 0)
-    }
-
-    /// The count of receives the peer described, near `k`: 0 when the word is of an
-    /// earlier connection.
-    #[inline]
-    fn peer_posted(&self, k: u64) -> u64 {
-        layout::count_in(self.conn(), self.own(layout::PEER_POSTED), k)
-    }
-
-    /// The size of the peer's receive number `k`, once it is described; `None` when it is
-    /// not within the grace (or the peer never linked).
-    fn peer_room(&self, sq: &mut SendQ, k: u64, grace: Duration) -> Option<u32> {
-        if k >= sq.seen && !self.learn_posted(sq, k, grace) {
-            return None;
-        }
-        sq.rooms.get(k as usize % ENTRIES).copied().filter(|r| *r != NOT_OURS)
-    }
-
-    /// Read the peer's posted count (waiting for receive `k` a moment) and the sizes of
-    /// the receives new since the last look.
-    fn learn_posted(&self, sq: &mut SendQ, k: u64, grace: Duration) -> bool {
-        let conn = self.conn();
-        let mut posted = layout::count_in(conn, self.own(layout::PEER_POSTED), k);
-        // A count of this connection's peer (its number) is one it stored after describing
-        // those receives: no need to look at its ready flag then.
-        if posted <= k {
-            let start = Instant::now();
-            while !self.flag_up(layout::PEER_READY) {
-                if start.elapsed() > READY_WAIT || *lock(&self.state) != ViState::Connected {
-                    return false;
-                }
-                std::thread::yield_now();
-            }
-            let start = Instant::now();
-            let mut n = 0u32;
-            loop {
-                posted = self.peer_posted(k);
-                if posted > k {
-                    break;
-                }
-                if start.elapsed() > grace {
-                    return false;
-                }
-                n += 1;
-                if n > 64 {
-                    // A VI that left CONNECTED (a disconnect, a lost peer) waits no longer.
-                    if n.is_multiple_of(64) && *lock(&self.state) != ViState::Connected {
-                        return false;
-                    }
-                    if !self.peer_here.load(Ordering::Relaxed) && start.elapsed() > FAR_NAP_AFTER {
-                        // The word read, then the count looked at once more: a store after
-                        // the read changed the word (the wait returns at once), and its wake
-                        // follows it. Every sleep ends with a look at the VI's state.
-                        let seen = self.own(layout::PEER_POSTED) as u32;
-                        if self.peer_posted(k) > k {
-                            continue;
-                        }
-                        let left = grace.saturating_sub(start.elapsed());
-                        self.map.wait_word(layout::PEER_POSTED, seen, left.min(FAR_NAP));
-                        if *lock(&self.state) != ViState::Connected {
-                            return false;
-                        }
-                    } else {
-                        std::thread::yield_now();
-                    }
-                }
-            }
-        }
-        self.learn_entries(&mut sq.rooms, &mut sq.heads, sq.seen, posted);
-        sq.seen = posted;
-        true
     }
 
     /// Consume the peer's next receive with `len` bytes from `sources` (none for an RDMA
@@ -539,16 +249,5 @@ impl ViInner {
     }
 }
 
-impl ViInner {
-    /// Copy the `len` payload bytes that arrived inside a completion (at `at` of this VI's
-    /// segment) into the receive's buffers.
-    fn scatter_inline(&self, mut at: usize, mut len: usize, bufs: &[UserRegion]) -> Result<()> {
-        for b in bufs {
-            let n = b.len().min(len);
-            self.map.read_into(at, b, 0, n)?;
-            at += n;
-            len -= n;
-        }
-        Ok(())
-    }
-}
+mod learn;
+mod reap;

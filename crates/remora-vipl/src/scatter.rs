@@ -12,54 +12,15 @@
 //! and the connection's: a receive learned another way (`crate::short`) or under an earlier
 //! connection reads the entry as before.
 
-use crate::deliver::NOT_OURS;
-use crate::layout::{self, Chunk, Head, ENTRIES};
+use crate::layout::{self, Chunk, ENTRIES};
 use crate::link::{Link, Miss};
 use crate::vi::{SendQ, ViInner};
 use crate::{Error, Result};
 use remora_sisci::UserRegion;
 
 impl ViInner {
-    /// Read the peer's ring A entries `from..to` (its receives new since the last look,
-    /// at most a ring's worth) and note what a send needs of each: its size in `rooms`
-    /// ([`NOT_OURS`] for an entry of another connection, which an earlier peer stored late)
-    /// and where its buffers lie in `heads`. Each entry's first line is read once, by the
-    /// one path both ways of learning receives take (`ViInner::learn_posted`, and
-    /// `learn_ahead` after a short send): a receive learned either way is copied into
-    /// without a look at its entry.
-    #[inline]
-    pub(crate) fn learn_entries(&self, rooms: &mut Vec<u32>, heads: &mut Vec<Head>, from: u64, to: u64) {
-        if rooms.len() < ENTRIES {
-            rooms.resize(ENTRIES, 0);
-        }
-        if heads.len() < ENTRIES {
-            heads.resize(ENTRIES, Head::default());
-        }
-        let conn = self.conn();
-        for j in from.max(to.saturating_sub(ENTRIES as u64))..to {
-            // The entry's total, then its connection number; its first chunk lies on the
-            // same line.
-            let at = layout::entry_at(j);
-            let head = self.map.load(at);
-            let of = self.map.load(at + layout::ENTRY_CONN) as u32;
-            let i = j as usize % ENTRIES;
-            if of != conn {
-                rooms[i] = NOT_OURS;
-                continue;
-            }
-            rooms[i] = head as u32;
-            let (w0, w1) = (self.map.load(at + 16), self.map.load(at + 24));
-            heads[i] = Head {
-                k: j + 1,
-                conn,
-                chunks: ((head >> 32) as u32).min(layout::MAX_CHUNKS as u32),
-                first: Chunk { seg: w0 as u32, len: (w0 >> 32) as u32, off: w1 },
-            };
-        }
-    }
-
     /// Copy the sources, in order, into the buffers of the peer's receive `k`. Its pieces
-    /// come from the note taken when it was learned ([`Head`]), else from the ring A entry,
+    /// come from the note taken when it was learned ([`layout::Head`]), else from the ring A entry,
     /// read one at a time as the copy reaches them (most receives have one: no buffer for
     /// all the entry could hold is cleared per message).
     pub(crate) fn scatter(
