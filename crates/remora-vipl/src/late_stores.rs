@@ -22,7 +22,7 @@ const T: Option<Duration> = Some(Duration::from_secs(20));
 #[derive(Clone, Copy)]
 pub(crate) struct Mem {
     region: UserRegion,
-    handle: MemHandle,
+    pub(crate) handle: MemHandle,
 }
 
 impl Mem {
@@ -33,10 +33,10 @@ impl Mem {
         let attrs = MemAttributes { ptag, rdma_write: false, rdma_read: false };
         Mem { region, handle: nic.register(region, attrs).unwrap() }
     }
-    fn addr(&self, off: usize) -> usize {
+    pub(crate) fn addr(&self, off: usize) -> usize {
         self.region.addr() + off
     }
-    fn get(&self, off: usize, len: usize) -> Vec<u8> {
+    pub(crate) fn get(&self, off: usize, len: usize) -> Vec<u8> {
         let mut v = vec![0u8; len];
         self.region.read(off, &mut v).unwrap();
         v

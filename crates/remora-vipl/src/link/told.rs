@@ -236,6 +236,9 @@ fn is_low(sent: u64, landed: u64, unread: u64) -> bool {
 }
 
 #[cfg(test)]
+mod missed;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
