@@ -124,6 +124,8 @@ impl ViInner {
         let here = self.peer_here.load(Ordering::Relaxed);
         let conn = self.conn();
         let mut first = None;
+        // The caller takes the oldest completed receive out right after (`reap_and`).
+        let taking = pop;
         pop &= q.done.is_empty() && self.recv_cq.is_none();
         let mut broke = None;
         let mut done = None;
@@ -200,7 +202,8 @@ impl ViInner {
         if let Some(l) = far_link {
             let landed = done.unwrap_or(0).max(q.consumed);
             // The message the caller takes from the done queue right after is not unread.
-            let taken_next = u64::from(pop && first.is_none() && !q.done.is_empty());
+            // (`pop` no longer tells: it is cleared whenever the done queue held one.)
+            let taken_next = u64::from(taking && first.is_none() && !q.done.is_empty());
             l.posted_landed(landed, (landed - q.consumed + q.done.len() as u64).saturating_sub(taken_next));
         }
         Ok((broke, first))
@@ -218,3 +221,5 @@ impl ViInner {
         Ok(())
     }
 }
+#[cfg(test)]
+mod tests;
