@@ -73,20 +73,42 @@ impl ViInner {
             let landed =
                 layout::count_in(self.conn(), self.map.load(layout::DONE), q.consumed).max(q.consumed);
             let unread = landed - q.consumed + q.done.len() as u64;
-            // An unreliable VI's sender drops a message after a short grace: told at once.
-            if link.peer.reliability != crate::UNRELIABLE
-                && self.nic.watcher_runs()
-                && link.posted_later(q.pushed, landed, unread)
-            {
-                // Held: unless the watcher ended meanwhile (its end sends only the counts
-                // held before it: see `Watching`'s drop, whose fence pairs with this one).
-                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-                if self.nic.watcher_runs() {
-                    return !link.has_failed();
-                }
-            }
-            return link.push_posted(q.pushed) && !link.has_failed();
+            return self.tell_posted(link, q.pushed, landed, unread, || self.nic.watcher_runs());
         }
         true
     }
+
+    /// Tell a peer on another host the count `posted` of receives described (queued on the
+    /// link's channel with their entries), or leave it there for a batch
+    /// (`Link::posted_later`, given `landed` and `unread` as it reads them) while the NIC's
+    /// watcher runs, which sends what waits when it ends. `watcher_runs` is asked before the
+    /// hold and once more after it: a watcher that ended between the two may have flushed
+    /// before this count was queued, so the count goes now. `false` when the description
+    /// could not be sent (the caller breaks the VI).
+    #[must_use]
+    pub(crate) fn tell_posted(
+        &self,
+        link: &Link,
+        posted: u64,
+        landed: u64,
+        unread: u64,
+        watcher_runs: impl Fn() -> bool,
+    ) -> bool {
+        // An unreliable VI's sender drops a message after a short grace: told at once.
+        if link.peer.reliability != crate::UNRELIABLE
+            && watcher_runs()
+            && link.posted_later(posted, landed, unread)
+        {
+            // Held: unless the watcher ended meanwhile (its end sends only the counts held
+            // before it: see `Watching`'s drop, whose fence pairs with this one).
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            if watcher_runs() {
+                return !link.has_failed();
+            }
+        }
+        link.push_posted(posted) && !link.has_failed()
+    }
 }
+
+#[cfg(test)]
+mod tests;

@@ -529,7 +529,7 @@ impl Drop for Watching {
         inner.watching.store(false, Ordering::Release);
         // Against a post that looked before the store above and holds its count after:
         // either this flush sees the count, or the post sees the watcher gone and sends it
-        // (`ViInner::describe`).
+        // (`ViInner::tell_posted`).
         std::sync::atomic::fence(Ordering::SeqCst);
         for vi in (Nic { inner }).live_vis() {
             if let Some(link) = vi.link() {
