@@ -24,6 +24,7 @@ const FAR_NAP_AFTER: Duration = Duration::from_micros(100);
 const FAR_NAP: Duration = Duration::from_millis(5);
 /// How long a send waits for a freshly connected peer to describe its receives.
 const READY_WAIT: Duration = Duration::from_secs(10);
+
 impl ViInner {
     #[inline(always)]
     fn own(&self, off: usize) -> u64 {
