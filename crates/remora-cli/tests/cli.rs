@@ -84,12 +84,16 @@ fn bench_hosts_rows_reach_the_parent() {
     ] {
         assert!(rows.iter().any(|r| r.contains(name) && r.contains("loopback TCP")), "{name}: {json}");
     }
-    // 23 rows, one beside UCX where ucx_perftest is installed, and two beside iperf3
-    // where iperf3 is.
+    // The blocked interrupt on two cores where the test may use two.
+    let two = remora_sys::sched::thread_cpus().is_ok_and(|c| c.count() >= 2);
+    let two_cores = rows.iter().any(|r| r.contains("interrupt trigger→wake (blocked), two cores"));
+    assert_eq!(two_cores, two, "{json}");
+    // 23 rows (24 with the two-core one), one beside UCX where ucx_perftest is installed,
+    // and two beside iperf3 where iperf3 is.
     let ucx = rows.iter().any(|r| r.contains("UCX tag_lat"));
     let iperf = rows.iter().filter(|r| r.contains("vs iperf3")).count();
     assert!(iperf == 0 || iperf == 2, "{json}");
-    assert_eq!(rows.len(), 23 + usize::from(ucx) + iperf, "{json}");
+    assert_eq!(rows.len(), 23 + usize::from(two) + usize::from(ucx) + iperf, "{json}");
     assert!(rows.iter().all(|r| !r.contains("\"ratio\": null")), "{json}");
 }
 

@@ -6,8 +6,8 @@
 //!   trigger→wake and data interrupt (one-way: half a ping-pong) beside a raw TCP
 //!   ping-pong of 8 bytes (`TCP_NODELAY`); DMA of 8 bytes, post to completion, beside the
 //!   raw TCP round trip. The interrupt again with both threads of the ping-pong kept on one
-//!   CPU (both processes), beside raw TCP kept there too: the path's own cost, apart from
-//!   where the scheduler sends each wake-up.
+//!   CPU (both processes), then on two (one each), beside raw TCP placed alike: the path's
+//!   own cost in each placement, apart from which one the scheduler picks.
 //! * DMA by size (64 KiB, 1 MiB, 16 MiB), write and read, one transfer per post and a
 //!   vector of 16 (`SCIStartDmaTransferVec`), each transfer waited for, beside raw TCP
 //!   moving the same pieces over one warmed connection, each piece answered by the peer
@@ -261,24 +261,34 @@ fn latency(a: &mut Active, reps: u32) -> Result<(), String> {
             dma.push(2.0 * m);
         }
     }
-    // The blocked interrupt again with the two threads of the ping-pong (the peer's too) on
-    // one core, beside raw TCP the same way: the path's own cost, apart from where the
-    // scheduler sends the wake-ups (on a virtual machine whose idle core halts, a wake-up
-    // sent there costs ~25 µs). Where this thread may not be pinned the row is left out.
-    let (mut tcp1, mut it1) = (vec![], vec![]);
+    // The blocked interrupt again with its two threads placed, beside raw TCP placed the
+    // same way: both on one core (the peer's too), then on two (this one on the first CPU it
+    // may use, the peer's on the last). The path's own cost in each placement, apart from
+    // which one the scheduler picks: on a virtual machine whose idle cores halt, each
+    // wake-up sent to the other core costs ~10 µs more, and a placement, once taken, lasts
+    // (the unplaced row above compares whichever each side landed in). Where this thread
+    // may not be pinned the rows are left out; the two-core row where it has one CPU.
+    let two = remora_sys::sched::thread_cpus().is_ok_and(|c| c.count() >= 2);
+    let placed: &[(u64, u64)] =
+        if two { &[(D_ECHO_ONE_CORE, 1), (D_ECHO_OTHER_CORE, 2)] } else { &[(D_ECHO_ONE_CORE, 1)] };
+    let mut pinned: Vec<(Vec<f64>, Vec<f64>)> = vec![];
     if let Ok(_pin) = remora_sys::sync::pin_thread() {
-        for r in 0..=reps {
-            let x = super::tcp::ping_loop(a.data(D_ECHO_ONE_CORE, 8, N as u64, 0)?, 8, N)?;
-            write_words(&mut a.ctl, &[OP_INTR, N as u64, ME as u64, 0, 1]).map_err(e)?;
-            let i = one_way(N, |_| {
-                theirs.trigger().map_err(e)?;
-                mine.wait_with_spin(LONG, Duration::ZERO).map_err(e)
-            })?;
-            a.answer()?;
-            if r > 0 {
-                tcp1.push(x);
-                it1.push(i);
+        for &(mode, place) in placed {
+            let (mut tcp1, mut it1) = (vec![], vec![]);
+            for r in 0..=reps {
+                let x = super::tcp::ping_loop(a.data(mode, 8, N as u64, 0)?, 8, N)?;
+                write_words(&mut a.ctl, &[OP_INTR, N as u64, ME as u64, 0, place]).map_err(e)?;
+                let i = one_way(N, |_| {
+                    theirs.trigger().map_err(e)?;
+                    mine.wait_with_spin(LONG, Duration::ZERO).map_err(e)
+                })?;
+                a.answer()?;
+                if r > 0 {
+                    tcp1.push(x);
+                    it1.push(i);
+                }
             }
+            pinned.push((tcp1, it1));
         }
     }
     // The DMA of 8 bytes moved them.
@@ -293,13 +303,13 @@ fn latency(a: &mut Active, reps: u32) -> Result<(), String> {
     ] {
         a.row(name, v, &tcp, us, target);
     }
-    if !it1.is_empty() {
+    for ((tcp1, it1), cores) in pinned.iter().zip(["one core", "two cores"]) {
         a.row(
-            "interrupt trigger→wake (blocked), one core",
-            &it1,
-            &tcp1,
+            &format!("interrupt trigger→wake (blocked), {cores}"),
+            it1,
+            tcp1,
             us,
-            "≤ 1.30 (raw TCP 8 B ping-pong, one core",
+            &format!("≤ 1.30 (raw TCP 8 B ping-pong, {cores}"),
         );
     }
     a.row("DMA 8 B post→completion", &dma, &rtt, us, "≤ 1.30 (raw TCP 8 B round trip");
