@@ -403,13 +403,17 @@ impl Peer {
                 echo.join().map_err(|_| "the interrupt echo thread panicked".to_string())?
             }
             OP_DATA => {
-                let back = self.back(b as u32)?.1.clone();
-                let mut buf = [0u8; 64];
-                for _ in 0..a {
-                    let n = self.data.wait(&mut buf, LONG).map_err(e)?;
-                    back.trigger(&buf[..n]).map_err(e)?;
-                }
-                Ok(a)
+                // On a thread made for it, as the plain interrupt's echo (`OP_INTR`).
+                let (back, data) = (self.back(b as u32)?.1.clone(), self.data.clone());
+                let echo = std::thread::spawn(move || -> Result<u64, String> {
+                    let mut buf = [0u8; 64];
+                    for _ in 0..a {
+                        let n = data.wait(&mut buf, LONG).map_err(e)?;
+                        back.trigger(&buf[..n]).map_err(e)?;
+                    }
+                    Ok(a)
+                });
+                echo.join().map_err(|_| "the data interrupt echo thread panicked".to_string())?
             }
             OP_SCIF => {
                 if self.scif.is_none() {
