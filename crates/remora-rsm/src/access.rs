@@ -173,7 +173,7 @@ impl ImportSegment {
     /// range outside the map while mapped, [`Error::BadLength`] for one outside the
     /// segment; [`Error::ConnAborted`] once the export is gone.
     pub fn put(&self, offset: usize, data: &[u8]) -> Result<()> {
-        self.put_ruled(offset, data.len(), false, |me, m| match m {
+        self.ruled(true, offset, data.len(), false, |me, m| match m {
             Some(m) => Ok(m.write(offset, data)?),
             None => me.far_write(offset, data),
         })
@@ -187,7 +187,7 @@ impl ImportSegment {
     /// As [`ImportSegment::put`]; [`Error::BadSegment`] once disconnected;
     /// [`Error::BarrierUninitialized`] in implicit mode without a barrier.
     pub fn put_needing_barrier(&self, offset: usize, data: &[u8]) -> Result<()> {
-        self.put_ruled(offset, data.len(), true, |me, m| match m {
+        self.ruled(true, offset, data.len(), true, |me, m| match m {
             Some(m) => Ok(m.write(offset, data)?),
             None => me.far_write(offset, data),
         })
@@ -201,7 +201,7 @@ impl ImportSegment {
     /// # Errors
     /// As [`ImportSegment::put_needing_barrier`].
     pub fn put_region_needing_barrier(&self, offset: usize, region: UserRegion) -> Result<()> {
-        self.put_ruled(offset, region.len(), true, |me, m| match m {
+        self.ruled(true, offset, region.len(), true, |me, m| match m {
             Some(m) => Ok(m.write_from(offset, &region, 0, region.len())?),
             None => {
                 let mut buf = vec![0u8; region.len()];
@@ -211,24 +211,26 @@ impl ImportSegment {
         })
     }
 
-    /// The checks of a `put` of `len` bytes (the access, the range, the barrier rule when
-    /// `barrier_rule`), under the import's lock, then `copy`: into the library's map of the
-    /// export's memory on this host (the mapping given), through the node otherwise.
-    fn put_ruled(
+    /// The checks of a `put` (`write`) or a `get` of `len` bytes (the access, the range,
+    /// the barrier rule when `barrier_rule`), under the import's lock, then `copy`: with
+    /// the library's map of the export's memory on this host (the mapping given), through
+    /// the node otherwise.
+    fn ruled(
         &self,
+        write: bool,
         offset: usize,
         len: usize,
         barrier_rule: bool,
         copy: impl FnOnce(&Self, Option<&Mapping>) -> Result<()>,
     ) -> Result<()> {
         let mut st = self.state()?;
-        if !self.inner.writable {
+        if !(if write { self.inner.writable } else { self.inner.readable }) {
             return Err(Error::PermDenied);
         }
         self.check_range(&st, offset, len)?;
         check_barrier_rule(&st, barrier_rule)?;
-        // The range was checked against the segment (or the map inside it) and the import
-        // is writable: the mapping's own checks cannot fail.
+        // The range was checked against the segment (or the map inside it) and the access
+        // is granted: the mapping's own checks cannot fail.
         self.access_with(&mut st, |me, st| copy(me, me.near(st)?))
     }
 
@@ -238,7 +240,7 @@ impl ImportSegment {
     /// [`Error::PermDenied`] on an import without read access; [`Error::BadOffset`],
     /// [`Error::BadLength`] as for [`ImportSegment::put`]; [`Error::ConnAborted`].
     pub fn get(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.get_ruled(offset, out.len(), false, |me, m| match m {
+        self.ruled(false, offset, out.len(), false, |me, m| match m {
             Some(m) => Ok(m.read(offset, out)?),
             None => me.far_read(offset, out),
         })
@@ -252,7 +254,7 @@ impl ImportSegment {
     /// As [`ImportSegment::get`]; [`Error::BadSegment`] once disconnected;
     /// [`Error::BarrierUninitialized`] in implicit mode without a barrier.
     pub fn get_needing_barrier(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.get_ruled(offset, out.len(), true, |me, m| match m {
+        self.ruled(false, offset, out.len(), true, |me, m| match m {
             Some(m) => Ok(m.read(offset, out)?),
             None => me.far_read(offset, out),
         })
@@ -265,7 +267,7 @@ impl ImportSegment {
     /// # Errors
     /// As [`ImportSegment::get_needing_barrier`].
     pub fn get_region_needing_barrier(&self, offset: usize, region: UserRegion) -> Result<()> {
-        self.get_ruled(offset, region.len(), true, |me, m| match m {
+        self.ruled(false, offset, region.len(), true, |me, m| match m {
             Some(m) => Ok(m.read_into(offset, &region, 0, region.len())?),
             None => {
                 let mut buf = vec![0u8; region.len()];
@@ -273,23 +275,6 @@ impl ImportSegment {
                 Ok(region.write(0, &buf)?)
             }
         })
-    }
-
-    /// The checks of a `get` of `len` bytes, then the copy (as [`ImportSegment::put_ruled`]).
-    fn get_ruled(
-        &self,
-        offset: usize,
-        len: usize,
-        barrier_rule: bool,
-        copy: impl FnOnce(&Self, Option<&Mapping>) -> Result<()>,
-    ) -> Result<()> {
-        let mut st = self.state()?;
-        if !self.inner.readable {
-            return Err(Error::PermDenied);
-        }
-        self.check_range(&st, offset, len)?;
-        check_barrier_rule(&st, barrier_rule)?;
-        self.access_with(&mut st, |me, st| copy(me, me.near(st)?))
     }
 
     /// `rsm_memseg_import_put` of memory the caller names by region: on this host as
