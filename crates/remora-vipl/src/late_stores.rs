@@ -133,6 +133,7 @@ fn old_stores_land_late(h: &Harness, snode: u32, cnode: u32, reliability: u16) {
     post_recv(&cnic, &old, &cdesc, 0, &cbuf, 0, 4096);
     let old_link = old.inner.link().unwrap();
     assert!(old_link.settle(), "{what}");
+    let old_conn = server.inner.conn();
     // The old client will not hear of the disconnect for a while.
     cnic.remove_vi(&old.inner);
     server.disconnect().unwrap();
@@ -142,12 +143,29 @@ fn old_stores_land_late(h: &Harness, snode: u32, cnode: u32, reliability: u16) {
     // The server takes the next client on the same VI (its segment zeroed meanwhile).
     post_recv(&snic, &server, &sdesc, 64, &sbuf, 4096, 4096);
     connect(&snic, &server, &cnic, &new, format!("late-new{snode}{cnode}{reliability}").as_bytes());
+    // What the new client stored on connecting has landed: the old client's stores below
+    // are the last to reach the server's segment.
+    assert!(new.inner.link().unwrap().settle(), "{what}");
+    let conn = server.inner.conn();
+    assert_ne!(conn, old_conn, "{what}: the new connection kept the old one's number");
 
     // The old client's stores land now: a receive it describes, and a message.
     post_recv(&cnic, &old, &cdesc, 64, &cbuf, 4096, 4096);
     let st = send(&cnic, &old, &cdesc, 128, &cbuf, 8192, b"OLD-LATE");
     assert_eq!(st & status::ERROR_MASK, 0, "{what}: the old client's send went out: {st:#x}");
     assert!(old_link.settle(), "{what}");
+    // They landed in the server's segment, under the old connection's number, and the
+    // server does not count them as the new client's: no receive posted, ring A's entry 1
+    // (the old client's second receive) no receive of this connection.
+    let posted = server.inner.map.load(layout::PEER_POSTED);
+    assert_eq!(layout::untagged(old_conn, posted), Some(2), "{what}: the old client's count did not land");
+    assert_eq!(
+        layout::count_in(conn, posted, 0),
+        0,
+        "{what}: the old client's count counts for the new client"
+    );
+    let entry = server.inner.map.load(layout::entry_at(1) + layout::ENTRY_CONN) as u32;
+    assert_eq!(entry, old_conn, "{what}: the old client's receive did not land");
     std::thread::sleep(Duration::from_millis(20));
     assert_eq!(
         server.recv_done().err(),
@@ -155,18 +173,13 @@ fn old_stores_land_late(h: &Harness, snode: u32, cnode: u32, reliability: u16) {
         "{what}: the old client's message completed the new connection's receive"
     );
 
-    // The server sends before the new client posted its receive (it does a moment later):
-    // the message waits for that receive, not for one the old client described.
+    // The new client posts its receive (landed before the server sends: the send waits for
+    // no store in flight, however slow the machine): the message goes there, not to a
+    // receive the old client described.
     let data: Vec<u8> = (0..4096).map(|i| (i % 251) as u8).collect();
-    let poster = {
-        let (cnic, new) = (cnic.clone(), new.clone());
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(10));
-            post_recv(&cnic, &new, &cdesc, 192, &cbuf, 12288, 4096);
-        })
-    };
+    post_recv(&cnic, &new, &cdesc, 192, &cbuf, 12288, 4096);
+    assert!(new.inner.link().unwrap().settle(), "{what}");
     let st = send(&snic, &server, &sdesc, 128, &sbuf, 8192, &data);
-    poster.join().unwrap();
     assert_eq!(st, status::DONE | status::OP_SEND, "{what}");
     assert_eq!(new.recv_wait(T).unwrap(), (cdesc.addr(192), cdesc.handle), "{what}");
     let got = cnic.read_descriptor(cdesc.addr(192), cdesc.handle).unwrap();
