@@ -9,8 +9,7 @@
 //! An entry's bytes do not change while the receive is posted (the peer writes entry `k`
 //! before its posted count covers `k`, and entry `k` again only for receive `k + 256`, once
 //! `k` completed), so the note is as good as the entry. A note carries the receive's number
-//! and the connection's: a receive learned another way (`crate::short`) or under an earlier
-//! connection reads the entry as before.
+//! and the connection's: a receive learned under an earlier connection reads the entry.
 
 use crate::layout::{self, Chunk, ENTRIES};
 use crate::link::{Link, Miss};

@@ -102,9 +102,9 @@ impl ViInner {
     /// after the send that used the last one known, while that message is on its way: the
     /// next send would otherwise read the count (its line last written by the peer's core)
     /// and the new ring A entries on its own path, and go the general way for it. What
-    /// `learn_posted` (`deliver.rs`) does, without its wait: nothing new, nothing learnt.
-    /// The entries are read as there ([`ViInner::learn_entries`]: sizes and where the
-    /// buffers lie), so a long send to a receive learned here reads no entry again.
+    /// `learn_posted` (`deliver/learn.rs`) does, without its wait: nothing new, nothing
+    /// learnt. The entries are read as there ([`ViInner::learn_entries`]: sizes and where
+    /// the buffers lie), so a long send to a receive learned here reads no entry again.
     #[inline(never)]
     fn learn_ahead(&self, seen: &mut u64, rooms: &mut Vec<u32>, heads: &mut Vec<Head>, k: u64) {
         let posted = layout::count_in(self.conn(), self.map.load(layout::PEER_POSTED), k);

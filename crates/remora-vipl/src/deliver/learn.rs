@@ -55,7 +55,7 @@ impl ViInner {
     }
 
     /// Read the peer's posted count (waiting for receive `k` a moment) and the sizes of
-    /// the receives new since the last look.
+    /// the receives new since the last look, and where their buffers lie.
     fn learn_posted(&self, sq: &mut SendQ, k: u64, grace: Duration) -> bool {
         let conn = self.conn();
         let mut posted = layout::count_in(conn, self.own(layout::PEER_POSTED), k);

@@ -221,5 +221,6 @@ impl ViInner {
         Ok(())
     }
 }
+
 #[cfg(test)]
 mod tests;
