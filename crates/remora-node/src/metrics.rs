@@ -109,7 +109,7 @@ pub fn render(st: &NodeStatus, stats: &crate::Stats) -> String {
     gauge(
         &mut reg,
         "flow_threads_held",
-        "Pager-flow threads held to the core their short frames come in on",
+        "Pager-flow threads of this daemon process held to the core their short frames come in on",
         i64::from(crate::transport::tcp::flow_threads_held()),
     );
     let clients = st.sessions.iter().filter(|s| s.role != Role::Control).count() as i64;

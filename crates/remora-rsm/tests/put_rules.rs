@@ -60,7 +60,7 @@ fn puts_and_gets_keep_the_checks_order_and_the_barrier_rule() {
     export.unpublish().unwrap();
     let t = std::time::Instant::now();
     while imp.put_needing_barrier(0, &[3; 8]).is_ok() {
-        assert!(t.elapsed() < Duration::from_secs(5), "puts still pass after unpublish");
+        assert!(t.elapsed() < Duration::from_secs(20), "puts still pass after unpublish");
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(imp.put_needing_barrier(0, &[3; 8]), Err(Error::ConnAborted));
@@ -91,7 +91,7 @@ fn the_loss_of_one_import_leaves_the_others_of_the_session_working() {
     gone.unpublish().unwrap();
     let t = std::time::Instant::now();
     while lost.put_needing_barrier(0, &[3; 8]).is_ok() {
-        assert!(t.elapsed() < Duration::from_secs(5), "puts still pass after unpublish");
+        assert!(t.elapsed() < Duration::from_secs(20), "puts still pass after unpublish");
         std::thread::sleep(Duration::from_millis(1));
     }
     let mut out = [0u8; 8];

@@ -157,3 +157,18 @@ pub fn send_signal(pid: u32, sig: ProcessSignal) -> std::io::Result<()> {
     };
     kill_process(p, s).map_err(std::io::Error::from)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    /// A wait too long for `i64` seconds saturates instead of turning negative (a wait of
+    /// no time at all, or an error, where the caller meant for ever).
+    #[test]
+    fn a_timespec_saturates() {
+        let t = super::timespec(Duration::MAX);
+        assert_eq!((t.tv_sec, t.tv_nsec), (i64::MAX, 999_999_999));
+        let t = super::timespec(Duration::new(3, 25));
+        assert_eq!((t.tv_sec, t.tv_nsec), (3, 25));
+    }
+}

@@ -2,11 +2,7 @@
 //! completed in the program's memory (`data/descriptors.rs`), reaping and waiting for
 //! completions (`data/wait.rs`). How a payload reaches the peer is in `deliver.rs`.
 //!
-//! A descriptor is read once, under one look at the registered memory: its control
-//! segment, its data segments, and the memory they name. The descriptor's control segment
-//! is kept, so completing it later writes the program's memory directly, unless memory was
-//! deregistered meanwhile (then it is looked up again). Sends, RDMA writes and RDMA reads
-//! complete before `post_send` returns.
+//! Sends, RDMA writes and RDMA reads complete before `post_send` returns.
 
 use crate::cache::Taken;
 use crate::layout::{control, status, ENTRIES};

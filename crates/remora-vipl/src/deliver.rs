@@ -3,7 +3,8 @@
 //! A receive posted on a connected VI is described in the peer's ring A (its size, and
 //! where its buffers lie: piece segments and offsets): at once on this host, across hosts
 //! at once, or a little later in batches, with this VI's next send when it answers its peer
-//! (`Link::posted_later`). A send consumes the peer's next receive: it learns the receive's size from ring A (sizes are read in batches, when the
+//! (`Link::posted_later`). A send consumes the peer's next receive: it learns the
+//! receive's size from ring A (sizes are read in batches, when the
 //! peer's posted count is looked at, which is only when the receives known are used up),
 //! writes the payload — inside the completion entry when it is short ([`layout::INLINE`]),
 //! else straight into the receiver's buffers (one copy on one host, one stream across
@@ -40,9 +41,6 @@ const RECEIVE_GRACE_FAR: Duration = Duration::from_millis(500);
 /// its receiver loses those messages, as VIA allows, without being held up half a second
 /// for each).
 const RECEIVE_GRACE_FAR_UNRELIABLE: Duration = Duration::from_millis(100);
-/// The room of a ring A entry that is not of this connection ([`layout::ENTRY_CONN`]): no
-/// receive (a real one holds at most [`crate::MAX_TRANSFER`] bytes).
-pub(crate) const NOT_OURS: u32 = u32::MAX;
 
 impl ViInner {
     /// Record a completed send, RDMA write or RDMA read.
@@ -250,4 +248,5 @@ impl ViInner {
 }
 
 mod learn;
+pub(crate) use learn::NOT_OURS;
 mod reap;

@@ -166,6 +166,9 @@ fn old_stores_land_late(h: &Harness, snode: u32, cnode: u32, reliability: u16) {
     );
     let entry = server.inner.map.load(layout::entry_at(1) + layout::ENTRY_CONN) as u32;
     assert_eq!(entry, old_conn, "{what}: the old client's receive did not land");
+    // Nor does the server's own send path (what a send reads of the peer's receives).
+    let room = server.inner.peer_room(&mut server.inner.send.lock(), 0, Duration::ZERO);
+    assert_eq!(room, None, "{what}: a send would take the old client's receive");
     std::thread::sleep(Duration::from_millis(20));
     assert_eq!(
         server.recv_done().err(),

@@ -354,6 +354,14 @@ impl Vi {
     pub fn posts_told_alone(&self) -> u64 {
         self.inner.link().map_or(0, |l| l.told_alone())
     }
+
+    /// How many receives the connected peer has posted, as far as this VI's segment was
+    /// told (0 before a count of this connection came). For tests and diagnostics.
+    // Public only for the crate's integration tests: not part of the VIPL API.
+    #[doc(hidden)]
+    pub fn peer_posted_known(&self) -> u64 {
+        layout::count_in(self.inner.conn(), self.inner.map.load(layout::PEER_POSTED), 0)
+    }
 }
 
 impl ViInner {

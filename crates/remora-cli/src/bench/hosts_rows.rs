@@ -95,13 +95,13 @@ impl Active {
         Ok(s)
     }
 
-    /// A row of samples taken side by side: the medians, and the median of the samples'
-    /// ratios.
     /// One DMA write of `len` bytes at `off` on both sides through `q`, waited for.
     fn q_start(&self, q: &DmaQueue, off: usize, len: usize) -> Result<(), String> {
         q.start(&self.src, &self.remote, off, len, off, W, None).map_err(e)
     }
 
+    /// A row of samples taken side by side: the medians, and the median of the samples'
+    /// ratios.
     fn row(&self, name: &str, ours: &[f64], theirs: &[f64], show: fn(f64) -> String, target: &str) {
         let l = &self.label;
         let ratio = median_ratio(ours, theirs);

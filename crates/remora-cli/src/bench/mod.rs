@@ -99,8 +99,8 @@ pub enum Which {
     /// RSM between two nodes of this host: map, put64 and put ping-pongs, 1 MiB put/get
     /// beside memcpy, barrier open+close and signal wake-up beside their SISCI counterparts.
     Rsm {
-        /// Round trips per measured batch.
-        #[arg(long, default_value_t = 20000)]
+        /// Round trips per measured batch (at least 1).
+        #[arg(long, default_value_t = 20000, value_parser = clap::value_parser!(u32).range(1..))]
         batch: u32,
         /// Batches of each kind (interleaved).
         #[arg(long, default_value_t = 9)]

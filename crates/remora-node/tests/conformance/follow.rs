@@ -30,7 +30,9 @@ fn threads_held_to(core: usize) -> usize {
 /// A pager flow's serving thread is held to the core its short frames come in on (a
 /// loopback stream's: the sender's), let go after a long frame, held again after many
 /// short ones, and its place freed when the flow ends (`tcp/follow.rs`, called from
-/// `tcp/pager.rs`): fails if the serving loop never reports its frames.
+/// `tcp/pager.rs`): fails if the serving loop never reports its frames. The count is the
+/// process's: no other test of this binary may hold a flow thread (their flows send a long
+/// frame first, or fewer than two short ones).
 #[test]
 fn tcp_pager_flow_thread_follows_its_frames() {
     use remora_node::transport::tcp::flow_threads_held;

@@ -1,6 +1,11 @@
 //! Descriptors in the program's memory: read and written for the program
-//! (`VipPostSend`'s caller builds them with these), taken for a post (read once, under one
-//! look at the registered memory) and completed in place.
+//! (`VipPostSend`'s caller builds them with these), taken for a post and completed in
+//! place.
+//!
+//! A descriptor is read once, under one look at the registered memory: its control
+//! segment, its data segments, and the memory they name. The descriptor's control segment
+//! is kept, so completing it later writes the program's memory directly, unless memory was
+//! deregistered meanwhile (then it is looked up again).
 
 use crate::cache::Taken;
 use crate::few::Few;

@@ -3,11 +3,14 @@
 //! entries of those new since the last look, read once for their sizes and where their
 //! buffers lie ([`ViInner::learn_entries`], which `crate::short` uses too).
 
-use super::NOT_OURS;
 use crate::layout::{self, Chunk, Head, ENTRIES};
 use crate::vi::{lock, SendQ, ViInner, ViState};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+/// The room of a ring A entry that is not of this connection ([`layout::ENTRY_CONN`]): no
+/// receive (a real one holds at most [`crate::MAX_TRANSFER`] bytes).
+pub(crate) const NOT_OURS: u32 = u32::MAX;
 
 /// A send waiting for a peer on another host to post a receive yields the core for this
 /// long, then sleeps on the peer's posted count (the post needs this host's node thread,
@@ -47,7 +50,7 @@ impl ViInner {
 
     /// The size of the peer's receive number `k`, once it is described; `None` when it is
     /// not within the grace (or the peer never linked).
-    pub(super) fn peer_room(&self, sq: &mut SendQ, k: u64, grace: Duration) -> Option<u32> {
+    pub(crate) fn peer_room(&self, sq: &mut SendQ, k: u64, grace: Duration) -> Option<u32> {
         if k >= sq.seen && !self.learn_posted(sq, k, grace) {
             return None;
         }

@@ -13,9 +13,9 @@ use std::time::Duration;
 fn a_count_held_as_the_watcher_ends_goes_with_the_post() {
     let h = Harness::with_cluster(&[4, 8], true);
     // The server's watcher never looks within the test: what it would send stays held.
-    let Two { snic, cnic: _cnic, sp, server, client, .. } = two(&h, Some(Duration::from_secs(3600)));
+    let Two { snic, cnic, sp, server, client, .. } = two(&h, Some(Duration::from_secs(3600)));
     let (sbuf, sdesc) = (Mem::new(&snic, 64 * 32, sp), Mem::new(&snic, 64 * 32, sp));
-    connect(&snic, &server, &_cnic, &client, b"post-after-watcher");
+    connect(&snic, &server, &cnic, &client, b"post-after-watcher");
     // What the client's segment says the server posted.
     let known = || layout::count_in(client.inner.conn(), client.inner.map.load(layout::PEER_POSTED), 0);
     // Told one by one while the client knows fewer than 16 unused; the 17th is held (the
