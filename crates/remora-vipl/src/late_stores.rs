@@ -7,6 +7,10 @@
 //! receive with the old message nor take the old client's receives for the new client's
 //! (it would write the next message into the old client's memory); the new connection then
 //! works both ways. On one node, across two nodes of one host and across two hosts.
+//!
+//! Its helpers (`Mem`, `post_recv`, `send`, `two`, `connect`) also serve the crate's other
+//! unit tests that need a connected pair (`deliver/reap`, `describe`, `short`,
+//! `link/told/missed`, `nic/watcher_end`).
 
 use crate::layout::{self, status};
 use crate::{
