@@ -317,12 +317,26 @@ impl Drop for Pinned {
 /// # Errors
 /// The errno of `sched_getaffinity` or `sched_setaffinity`.
 pub fn pin_thread() -> io::Result<Pinned> {
+    pin_to_end(false)
+}
+
+/// [`pin_thread`] on the last CPU the thread may use (with another thread on the first:
+/// a pair kept on two cores).
+///
+/// # Errors
+/// The errno of `sched_getaffinity` or `sched_setaffinity`.
+pub fn pin_thread_last() -> io::Result<Pinned> {
+    pin_to_end(true)
+}
+
+/// Keep the calling thread on the first (or `last`) CPU it may use.
+fn pin_to_end(last: bool) -> io::Result<Pinned> {
     let before = rustix::thread::sched_getaffinity(None)?;
-    let first = (0..rustix::thread::CpuSet::MAX_CPU)
-        .find(|c| before.is_set(*c))
+    let mut cpus = (0..rustix::thread::CpuSet::MAX_CPU).filter(|c| before.is_set(*c));
+    let cpu = if last { cpus.next_back() } else { cpus.next() }
         .ok_or_else(|| io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error()))?;
     let mut one = rustix::thread::CpuSet::new();
-    one.set(first);
+    one.set(cpu);
     rustix::thread::sched_setaffinity(None, &one)?;
     Ok(Pinned(Some(before)))
 }

@@ -256,7 +256,7 @@ fn serve_data(mut s: TcpStream, [mode, len, iters, pat]: [u64; 4]) -> std::io::R
             super::tcp::echo_loop(s, len, iters as u32)
         }
         D_ECHO_OTHER_CORE => {
-            let _held = Held::to(Core::Last)?;
+            let _pin = remora_sys::sync::pin_thread_last()?;
             super::tcp::echo_loop(s, len, iters as u32)
         }
         D_SINK => {
@@ -391,8 +391,8 @@ impl Peer {
                 let echo = std::thread::spawn(move || -> Result<u64, String> {
                     let _held = match d {
                         0 => None,
-                        1 => Some(Held::to(Core::First).map_err(e)?),
-                        _ => Some(Held::to(Core::Last).map_err(e)?),
+                        1 => Some(remora_sys::sync::pin_thread().map_err(e)?),
+                        _ => Some(remora_sys::sync::pin_thread_last().map_err(e)?),
                     };
                     for _ in 0..a {
                         intr.wait_with_spin(LONG, Duration::ZERO).map_err(e)?;
@@ -460,36 +460,5 @@ impl super::iperf::Hosts for Hosts {
 
     fn label(&self) -> &'static str {
         Hosts::label(self)
-    }
-}
-
-/// Which of the CPUs a thread may use [`Held::to`] keeps it on.
-#[derive(Clone, Copy)]
-pub(crate) enum Core {
-    First,
-    Last,
-}
-
-/// The calling thread kept on one CPU until dropped (then let run where it could before).
-pub(crate) struct Held(remora_sys::sched::Cpus);
-
-impl Held {
-    /// Keep the calling thread on the first or the last CPU it may use.
-    pub(crate) fn to(which: Core) -> std::io::Result<Held> {
-        let before = remora_sys::sched::thread_cpus()?;
-        let mut all = (0..remora_sys::sched::MAX_CPUS).filter(|&c| before.has(c));
-        let cpu = match which {
-            Core::First => all.next(),
-            Core::Last => all.next_back(),
-        };
-        let cpu = cpu.ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-        remora_sys::sched::hold_thread_to(cpu)?;
-        Ok(Held(before))
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        let _ = remora_sys::sched::let_thread_run_on(&self.0);
     }
 }
