@@ -4,6 +4,7 @@
 //! `rsm_intr_signal_post` can take either) and both from the rest. NULL is never issued.
 
 use crate::errors::Code;
+use remora_client::id_hash::IdMap;
 use remora_rsm::{Barrier, Controller, ExportSegment, ImportSegment, LocalMemory};
 use std::collections::HashMap;
 use std::ffi::c_int;
@@ -44,42 +45,14 @@ impl Entry {
 /// and no lock word moves between their cores on every call.
 const SHARDS: usize = 16;
 
+/// One part: handles are numbers the library makes itself, each once, so its map hashes
+/// them by one multiplication ([`IdMap`]), far cheaper than the default keyed hash.
 #[derive(Default)]
 #[repr(align(128))]
-struct Shard(RwLock<HashMap<usize, Entry, BuildHandleHasher>>);
-
-/// Hashes handles: numbers the library makes itself, each once, so a multiply spreads
-/// them well enough and costs far less than the default keyed hash on every call.
-#[derive(Default, Clone, Copy)]
-struct BuildHandleHasher;
-
-#[derive(Default)]
-struct HandleHasher(u64);
-
-impl std::hash::BuildHasher for BuildHandleHasher {
-    type Hasher = HandleHasher;
-    fn build_hasher(&self) -> HandleHasher {
-        HandleHasher(0)
-    }
-}
-
-impl std::hash::Hasher for HandleHasher {
-    fn finish(&self) -> u64 {
-        let m = self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        m ^ (m >> 29)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 << 8) ^ u64::from(*b) ^ (self.0 >> 56);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 ^= n as u64;
-    }
-}
+struct Shard(RwLock<IdMap<usize, Entry>>);
 
 /// The part of the table that holds handle `h` (consecutive handles in different parts).
-fn table(h: usize) -> &'static RwLock<HashMap<usize, Entry, BuildHandleHasher>> {
+fn table(h: usize) -> &'static RwLock<IdMap<usize, Entry>> {
     static T: OnceLock<[Shard; SHARDS]> = OnceLock::new();
     &T.get_or_init(Default::default)[(h >> KIND_BITS) % SHARDS].0
 }

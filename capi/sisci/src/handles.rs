@@ -18,12 +18,11 @@
 
 use crate::consts::{SCI_ERR_ILLEGAL_PARAMETER, SCI_ERR_NOSPC};
 use crate::errors::{Fail, Outcome};
+use remora_client::id_hash::IdMap;
 use remora_sisci::{
     BlockTransfer, DataInterrupt, Descriptor, DmaChannel, DmaQueue, Interrupt, LocalSegment, Map,
     RemoteDataInterrupt, RemoteInterrupt, RemoteSegment, Sequence,
 };
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -122,41 +121,13 @@ object!(RemoteDataInterrupt, RemoteDataIntr, 10);
 object!(BlockTransfer, Block, 11);
 object!(DmaChannel, Channel, 12);
 
-/// Hashes the table's keys (already unique integers) cheaply: no SipHash on the data path.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    fn finish(&self) -> u64 {
-        // Fold the well-mixed high half into the low bits that pick the bucket.
-        self.0 ^ (self.0 >> 32)
-    }
-}
-
-/// Builds [`KeyHasher`]s.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct KeyBuild;
-
-impl BuildHasher for KeyBuild {
-    type Hasher = KeyHasher;
-    fn build_hasher(&self) -> KeyHasher {
-        KeyHasher::default()
-    }
-}
-
-type Table = HashMap<usize, Entry, KeyBuild>;
+/// Handles are numbers the library hands out itself: hashed by one multiplication, no
+/// SipHash on the data path.
+type Table = IdMap<usize, Entry>;
 
 fn table() -> &'static RwLock<Table> {
     static TABLE: OnceLock<RwLock<Table>> = OnceLock::new();
-    TABLE.get_or_init(|| RwLock::new(HashMap::with_hasher(KeyBuild)))
+    TABLE.get_or_init(|| RwLock::new(Table::default()))
 }
 
 fn read() -> RwLockReadGuard<'static, Table> {

@@ -18,6 +18,7 @@
 
 pub mod dsm;
 pub mod events;
+pub mod id_hash;
 mod lost;
 mod pump;
 mod spawn;

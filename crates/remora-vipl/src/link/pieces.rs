@@ -6,36 +6,14 @@ use crate::layout::{self, SLOT};
 use crate::window::Window;
 use crate::{Error, Nic, Result};
 use remora_sisci::{RemoteSegment, UserRegion};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A map keyed by a node's segment id or a memory handle: looked up on every message's
-/// payload, so hashed by one multiplication, not by the default keyed hash (SipHash, a
-/// few dozen ns a look). Nothing outside the process chooses these keys to collide: they
-/// are numbers the node and this library hand out.
-pub(crate) type IdMap<V> = std::collections::HashMap<u32, V, BuildHasherDefault<IdHash>>;
-
-/// The hasher of [`IdMap`]: the key times an odd constant (Fibonacci hashing), whose top
-/// bits, which the table's probe tags use, depend on every bit of the key.
-#[derive(Default)]
-pub(crate) struct IdHash(u64);
-
-impl Hasher for IdHash {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = (self.0 ^ u64::from(n)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
+/// payload, so hashed by one multiplication ([`remora_client::id_hash`]), not by the default
+/// keyed hash (SipHash, a few dozen ns a look). Nothing outside the process chooses these
+/// keys to collide: they are numbers the node and this library hand out.
+pub(crate) type IdMap<V> = remora_client::id_hash::IdMap<u32, V>;
 
 impl Link {
     /// Run `f` on piece `id` of the peer (connected on first use, again after a loss of
@@ -191,22 +169,4 @@ pub(crate) struct PieceHint {
     gen: u64,
     piece: Option<(u32, Window)>,
     table: Option<Window>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::IdMap;
-
-    #[test]
-    fn id_map_keeps_every_key() {
-        let mut m = IdMap::default();
-        for k in (0..5000u32).chain([u32::MAX, u32::MAX - 1, 1 << 31]) {
-            m.insert(k, k ^ 0x5a5a);
-        }
-        assert_eq!(m.len(), 5003);
-        for k in (0..5000u32).chain([u32::MAX, u32::MAX - 1, 1 << 31]) {
-            assert_eq!(m.get(&k), Some(&(k ^ 0x5a5a)));
-        }
-        assert_eq!(m.get(&5000), None);
-    }
 }
