@@ -7,111 +7,13 @@
 //! receive with the old message nor take the old client's receives for the new client's
 //! (it would write the next message into the old client's memory); the new connection then
 //! works both ways. On one node, across two nodes of one host and across two hosts.
-//!
-//! Its helpers (`Mem`, `post_recv`, `send`, `two`, `connect`) also serve the crate's other
-//! unit tests that need a connected pair (`deliver/reap`, `describe`, `short`,
-//! `link/told/missed`, `nic/watcher_end`).
+//! (Its pair helpers are in `testing.rs`.)
 
 use crate::layout::{self, status};
-use crate::{
-    DataSegment, Descriptor, Error, MemAttributes, MemHandle, NetAddress, Nic, ProtectionTag, Vi,
-    ViAttributes, ViState, MAX_TRANSFER, RELIABLE_DELIVERY, UNRELIABLE,
-};
-use remora_sys::user_memory::UserRegion;
+use crate::testing::{connect, post_recv, send, Mem, T};
+use crate::{Error, Nic, Vi, ViAttributes, ViState, MAX_TRANSFER, RELIABLE_DELIVERY, UNRELIABLE};
 use remora_testkit::Harness;
 use std::time::Duration;
-
-const T: Option<Duration> = Some(Duration::from_secs(20));
-
-#[derive(Clone, Copy)]
-pub(crate) struct Mem {
-    region: UserRegion,
-    pub(crate) handle: MemHandle,
-}
-
-impl Mem {
-    pub(crate) fn new(nic: &Nic, len: usize, ptag: ProtectionTag) -> Mem {
-        let buf: &'static mut [u8] = Box::leak(vec![0u8; len + 64].into_boxed_slice());
-        let skip = (64 - buf.as_ptr() as usize % 64) % 64;
-        let region = UserRegion::from_static(&mut buf[skip..skip + len]);
-        let attrs = MemAttributes { ptag, rdma_write: false, rdma_read: false };
-        Mem { region, handle: nic.register(region, attrs).unwrap() }
-    }
-    pub(crate) fn addr(&self, off: usize) -> usize {
-        self.region.addr() + off
-    }
-    pub(crate) fn get(&self, off: usize, len: usize) -> Vec<u8> {
-        let mut v = vec![0u8; len];
-        self.region.read(off, &mut v).unwrap();
-        v
-    }
-}
-
-/// Post a receive of `len` bytes at `buf[off..]`, its descriptor at `desc + at`.
-pub(crate) fn post_recv(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, off: usize, len: usize) {
-    let seg = DataSegment { addr: buf.addr(off) as u64, handle: buf.handle, len: len as u32 };
-    let d = Descriptor { length: len as u32, segments: vec![seg], ..Default::default() };
-    nic.write_descriptor(desc.addr(at), desc.handle, &d).unwrap();
-    vi.post_recv(desc.addr(at), desc.handle).unwrap();
-}
-
-/// Send `data` (put at `buf[off..]`), its descriptor at `desc + at`; its status bits.
-pub(crate) fn send(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, off: usize, data: &[u8]) -> u32 {
-    buf.region.write(off, data).unwrap();
-    let seg = DataSegment { addr: buf.addr(off) as u64, handle: buf.handle, len: data.len() as u32 };
-    let d = Descriptor { length: data.len() as u32, segments: vec![seg], ..Default::default() };
-    nic.write_descriptor(desc.addr(at), desc.handle, &d).unwrap();
-    vi.post_send(desc.addr(at), desc.handle).unwrap();
-    assert_eq!(vi.send_wait(T).unwrap(), (desc.addr(at), desc.handle));
-    nic.read_descriptor(desc.addr(at), desc.handle).unwrap().status
-}
-
-/// Two ends of a reliable connection to be made: the NICs of nodes 4 and 8 of `h`, a
-/// protection tag and a VI (no RDMA) on each, the server's NIC watching every `watch`
-/// when given (set before its first VI starts the watcher).
-pub(crate) struct Two {
-    pub(crate) snic: Nic,
-    pub(crate) cnic: Nic,
-    pub(crate) sp: ProtectionTag,
-    pub(crate) cp: ProtectionTag,
-    pub(crate) server: Vi,
-    pub(crate) client: Vi,
-}
-
-pub(crate) fn two(h: &Harness, watch: Option<Duration>) -> Two {
-    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
-    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
-    if let Some(w) = watch {
-        snic.set_watch_period(w);
-    }
-    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
-    let attrs = |ptag| ViAttributes {
-        reliability: RELIABLE_DELIVERY,
-        max_transfer: MAX_TRANSFER,
-        ptag,
-        rdma_write: false,
-        rdma_read: false,
-    };
-    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
-    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
-    Two { snic, cnic, sp, cp, server, client }
-}
-
-pub(crate) fn connect(snic: &Nic, server: &Vi, cnic: &Nic, client: &Vi, disc: &[u8]) {
-    let addr = NetAddress::new(snic.node(), disc);
-    let (s, a, nic) = (server.clone(), addr.clone(), snic.clone());
-    let waiter = std::thread::spawn(move || nic.connect_wait(&a, T).unwrap().accept(&s));
-    loop {
-        match client.connect_request(&NetAddress::new(cnic.node(), b"client"), &addr, T) {
-            Err(Error::NoMatch) => std::thread::sleep(Duration::from_millis(2)),
-            other => {
-                other.unwrap();
-                break;
-            }
-        }
-    }
-    waiter.join().unwrap().unwrap();
-}
 
 fn old_stores_land_late(h: &Harness, snode: u32, cnode: u32, reliability: u16) {
     let what = format!("nodes {snode}/{cnode}, reliability {reliability}");

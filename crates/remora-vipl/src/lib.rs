@@ -53,6 +53,8 @@ mod posted;
 mod rdma;
 mod scatter;
 mod short;
+#[cfg(test)]
+mod testing;
 mod vi;
 mod window;
 

@@ -380,6 +380,26 @@ impl ViInner {
     pub(crate) fn vi(self: &Arc<Self>) -> Vi {
         Vi { inner: self.clone() }
     }
+
+    /// This VI's connection number now (what the words its peer stores carry).
+    #[inline(always)]
+    pub(crate) fn conn(&self) -> u32 {
+        self.conn.load(Ordering::Relaxed)
+    }
+
+    /// Wake whoever waits on this VI's queues or its completion queues.
+    pub(crate) fn wake(&self) {
+        let _ = self.self_bell.trigger();
+        // A waiter for a peer on another host sleeps on the done count, a sender short of
+        // receives on the peer's posted count.
+        self.map.wake_word(layout::DONE);
+        self.map.wake_word(layout::PEER_POSTED);
+        self.send_seq.fetch_add(1, Ordering::SeqCst);
+        remora_sys::sync::futex_wake_all(&self.send_seq);
+        for cq in self.send_cq.iter().chain(self.recv_cq.iter()) {
+            cq.wake();
+        }
+    }
 }
 
 /// Posts noted and not yet taken in, at most (`later.rs`).

@@ -2,8 +2,8 @@
 //! between its first look and the hold (the watcher's end may have flushed before the
 //! count was queued); while the watcher still runs, it leaves the count held.
 
-use crate::late_stores::{connect, post_recv, two, Mem, Two};
 use crate::layout;
+use crate::testing::{connect, post_recv, two, Mem, Two};
 use remora_testkit::wait_until as wait_for;
 use remora_testkit::Harness;
 use std::cell::Cell;

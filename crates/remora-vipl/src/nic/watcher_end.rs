@@ -3,8 +3,8 @@
 //! is left with a count nobody sends.
 
 use super::Watching;
-use crate::late_stores::{connect, post_recv, two, Mem, Two};
 use crate::layout;
+use crate::testing::{connect, post_recv, two, Mem, Two};
 use remora_testkit::Harness;
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The short path's poll against a disconnect that comes between its look and its lock.
 
-use crate::late_stores::{connect, post_recv, send, two, Mem, Two};
 use crate::layout;
+use crate::testing::{connect, post_recv, send, two, Mem, Two};
 use remora_testkit::Harness;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

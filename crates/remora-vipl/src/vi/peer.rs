@@ -70,20 +70,6 @@ impl ViInner {
         }
     }
 
-    /// Wake whoever waits on this VI's queues or its completion queues.
-    pub(crate) fn wake(&self) {
-        let _ = self.self_bell.trigger();
-        // A waiter for a peer on another host sleeps on the done count, a sender short of
-        // receives on the peer's posted count.
-        self.map.wake_word(layout::DONE);
-        self.map.wake_word(layout::PEER_POSTED);
-        self.send_seq.fetch_add(1, Ordering::SeqCst);
-        remora_sys::sync::futex_wake_all(&self.send_seq);
-        for cq in self.send_cq.iter().chain(self.recv_cq.iter()) {
-            cq.wake();
-        }
-    }
-
     /// Look at what the peer wrote about itself: a disconnect, an error, its loss.
     /// [`ViInner::check_peer`] when the peer said something (looked at every 8th call),
     /// else on every 128th call, or every 4096th while the NIC's watcher runs (it checks
@@ -108,12 +94,6 @@ impl ViInner {
     #[inline(always)]
     pub(crate) fn peer_said(&self) -> u64 {
         layout::untagged(self.conn(), self.map.load(layout::PEER_STATE)).map_or(0, u64::from)
-    }
-
-    /// This VI's connection number now (what the words its peer stores carry).
-    #[inline(always)]
-    pub(crate) fn conn(&self) -> u32 {
-        self.conn.load(Ordering::Relaxed)
     }
 
     pub(crate) fn check_peer(self: &Arc<Self>, _nic: &Nic) {

@@ -2,8 +2,8 @@
 //! judges whether a held count of posts goes: with 8 messages left to take after it (one
 //! less than before), a count held because 8 or more waited goes with that take.
 
-use crate::late_stores::{connect, post_recv, send, two, Mem, Two};
 use crate::layout::{self, status};
+use crate::testing::{connect, post_recv, send, two, Mem, Two};
 use remora_testkit::wait_until as wait_for;
 use remora_testkit::Harness;
 use std::time::Duration;

@@ -2,9 +2,9 @@
 //! channel) leaves with the next short send on the pair's own stream
 //! ([`Link::posted_urgent`]'s `watcher_missed`), which otherwise does not carry it.
 
-use crate::late_stores::{connect, post_recv, send, two, Mem, Two};
 use crate::layout::{self, status};
 use crate::link::Link;
+use crate::testing::{connect, post_recv, send, two, Mem, Two};
 use remora_testkit::wait_until as wait_for;
 use remora_testkit::Harness;
 use std::sync::atomic::Ordering;

@@ -1,0 +1,110 @@
+//! What the crate's unit tests that need a connected pair share: registered memory
+//! (`Mem`), posting a receive and sending a message (`post_recv`, `send`), two ends of a
+//! reliable connection on nodes 4 and 8 (`two`) and connecting them (`connect`). Used by
+//! `late_stores`, `deliver/reap`, `describe`, `short`, `link/told/missed`
+//! and `nic/watcher_end`.
+
+use crate::{
+    DataSegment, Descriptor, Error, MemAttributes, MemHandle, NetAddress, Nic, ProtectionTag, Vi,
+    ViAttributes, MAX_TRANSFER, RELIABLE_DELIVERY,
+};
+use remora_sys::user_memory::UserRegion;
+use remora_testkit::Harness;
+use std::time::Duration;
+
+/// How long a test waits for a completion or a connection.
+pub(crate) const T: Option<Duration> = Some(Duration::from_secs(20));
+
+/// A buffer registered with a NIC (leaked: it lives as long as the test process).
+#[derive(Clone, Copy)]
+pub(crate) struct Mem {
+    region: UserRegion,
+    pub(crate) handle: MemHandle,
+}
+
+impl Mem {
+    pub(crate) fn new(nic: &Nic, len: usize, ptag: ProtectionTag) -> Mem {
+        let buf: &'static mut [u8] = Box::leak(vec![0u8; len + 64].into_boxed_slice());
+        let skip = (64 - buf.as_ptr() as usize % 64) % 64;
+        let region = UserRegion::from_static(&mut buf[skip..skip + len]);
+        let attrs = MemAttributes { ptag, rdma_write: false, rdma_read: false };
+        Mem { region, handle: nic.register(region, attrs).unwrap() }
+    }
+    pub(crate) fn addr(&self, off: usize) -> usize {
+        self.region.addr() + off
+    }
+    pub(crate) fn get(&self, off: usize, len: usize) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        self.region.read(off, &mut v).unwrap();
+        v
+    }
+}
+
+/// Post a receive of `len` bytes at `buf[off..]`, its descriptor at `desc + at`.
+pub(crate) fn post_recv(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, off: usize, len: usize) {
+    let seg = DataSegment { addr: buf.addr(off) as u64, handle: buf.handle, len: len as u32 };
+    let d = Descriptor { length: len as u32, segments: vec![seg], ..Default::default() };
+    nic.write_descriptor(desc.addr(at), desc.handle, &d).unwrap();
+    vi.post_recv(desc.addr(at), desc.handle).unwrap();
+}
+
+/// Send `data` (put at `buf[off..]`), its descriptor at `desc + at`; its status bits.
+pub(crate) fn send(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, off: usize, data: &[u8]) -> u32 {
+    buf.region.write(off, data).unwrap();
+    let seg = DataSegment { addr: buf.addr(off) as u64, handle: buf.handle, len: data.len() as u32 };
+    let d = Descriptor { length: data.len() as u32, segments: vec![seg], ..Default::default() };
+    nic.write_descriptor(desc.addr(at), desc.handle, &d).unwrap();
+    vi.post_send(desc.addr(at), desc.handle).unwrap();
+    assert_eq!(vi.send_wait(T).unwrap(), (desc.addr(at), desc.handle));
+    nic.read_descriptor(desc.addr(at), desc.handle).unwrap().status
+}
+
+/// Two ends of a reliable connection to be made: the NICs of nodes 4 and 8 of `h`, a
+/// protection tag and a VI (no RDMA) on each, the server's NIC watching every `watch`
+/// when given (set before its first VI starts the watcher).
+pub(crate) struct Two {
+    pub(crate) snic: Nic,
+    pub(crate) cnic: Nic,
+    pub(crate) sp: ProtectionTag,
+    pub(crate) cp: ProtectionTag,
+    pub(crate) server: Vi,
+    pub(crate) client: Vi,
+}
+
+/// The NICs, protection tags and VIs of [`Two`].
+pub(crate) fn two(h: &Harness, watch: Option<Duration>) -> Two {
+    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
+    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
+    if let Some(w) = watch {
+        snic.set_watch_period(w);
+    }
+    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
+    let attrs = |ptag| ViAttributes {
+        reliability: RELIABLE_DELIVERY,
+        max_transfer: MAX_TRANSFER,
+        ptag,
+        rdma_write: false,
+        rdma_read: false,
+    };
+    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
+    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    Two { snic, cnic, sp, cp, server, client }
+}
+
+/// Connect `client` to `server` under discriminator `disc` (retried until the server
+/// waits for it).
+pub(crate) fn connect(snic: &Nic, server: &Vi, cnic: &Nic, client: &Vi, disc: &[u8]) {
+    let addr = NetAddress::new(snic.node(), disc);
+    let (s, a, nic) = (server.clone(), addr.clone(), snic.clone());
+    let waiter = std::thread::spawn(move || nic.connect_wait(&a, T).unwrap().accept(&s));
+    loop {
+        match client.connect_request(&NetAddress::new(cnic.node(), b"client"), &addr, T) {
+            Err(Error::NoMatch) => std::thread::sleep(Duration::from_millis(2)),
+            other => {
+                other.unwrap();
+                break;
+            }
+        }
+    }
+    waiter.join().unwrap().unwrap();
+}
