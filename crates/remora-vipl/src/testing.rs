@@ -1,7 +1,7 @@
 //! What the crate's unit tests that need a connected pair share: registered memory
 //! (`Mem`), posting a receive and sending a message (`post_recv`, `send`), two ends of a
 //! reliable connection on nodes 4 and 8 (`two`) and connecting them (`connect`). Used by
-//! `late_stores`, `deliver/reap`, `describe`, `short`, `link/told/missed`
+//! `late_stores`, `deliver/learn`, `deliver/reap`, `describe`, `short`, `link/told/missed`
 //! and `nic/watcher_end`.
 
 use crate::{

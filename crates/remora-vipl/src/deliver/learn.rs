@@ -150,3 +150,6 @@ impl ViInner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
