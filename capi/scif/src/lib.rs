@@ -53,9 +53,9 @@ pub use msg::*;
 pub use rma::*;
 
 use errors::{guard, inval};
+use remora_client::id_hash::IdMap;
 use remora_scif::{Endpoint, Error, FenceInit, PortId, Prot, RmaFlags, Scif, UserRegion};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::{c_int, c_long, c_short, c_uint, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -121,13 +121,13 @@ pub const SCIF_REGISTER_FAILED: i64 = -1;
 
 struct Lib {
     scif: Arc<Scif>,
-    eps: RwLock<HashMap<c_int, Endpoint>>,
+    eps: RwLock<IdMap<c_int, Endpoint>>,
 }
 
 static LIB: OnceLock<Result<Lib, Error>> = OnceLock::new();
 
 fn lib() -> Result<&'static Lib, Error> {
-    LIB.get_or_init(|| Ok(Lib { scif: Scif::new()?, eps: RwLock::new(HashMap::new()) }))
+    LIB.get_or_init(|| Ok(Lib { scif: Scif::new()?, eps: RwLock::new(IdMap::default()) }))
         .as_ref()
         .map_err(Clone::clone)
 }

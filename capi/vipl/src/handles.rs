@@ -4,8 +4,8 @@
 //! the safe API's tag numbers themselves (checked against the NIC on every use).
 
 use crate::errors::{Code, VIP_INVALID_PARAMETER};
+use remora_client::id_hash::IdMap;
 use remora_vipl::{CompletionQueue, ConnRequest, Nic, Vi};
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -31,14 +31,14 @@ impl Entry {
     }
 }
 
-fn table() -> &'static RwLock<HashMap<usize, Entry>> {
-    static T: OnceLock<RwLock<HashMap<usize, Entry>>> = OnceLock::new();
+fn table() -> &'static RwLock<IdMap<usize, Entry>> {
+    static T: OnceLock<RwLock<IdMap<usize, Entry>>> = OnceLock::new();
     T.get_or_init(Default::default)
 }
 
 /// The handle of each VI and NIC, by the safe API's identity (for callbacks).
-fn reverse() -> &'static RwLock<HashMap<(usize, u64), usize>> {
-    static T: OnceLock<RwLock<HashMap<(usize, u64), usize>>> = OnceLock::new();
+fn reverse() -> &'static RwLock<IdMap<(usize, u64), usize>> {
+    static T: OnceLock<RwLock<IdMap<(usize, u64), usize>>> = OnceLock::new();
     T.get_or_init(Default::default)
 }
 

@@ -5,8 +5,8 @@
 //! payload), where the standard map's keyed hash (SipHash, a few dozen ns a look-up) would
 //! cost more than the rest of the look-up. Nothing outside the process chooses these keys
 //! to collide (the counters and the node hand them out), so a keyless hash will do:
-//! [`IdHasher`] multiplies by an odd constant (Fibonacci hashing) and folds the high half
-//! of the product into the low one. Do not use it for keys a peer or a C caller picks
+//! [`IdHasher`] multiplies by an odd constant into 128 bits (Fibonacci hashing) and folds
+//! the product's high half into its low one. Do not use it for keys a peer or a C caller picks
 //! (names, addresses): without a key, whoever picks them can make them collide.
 //!
 //! ```
@@ -27,14 +27,17 @@ const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 ///
 /// An integer written (`write_u8` … `write_u64`, `write_usize`, and the signed ones, which
 /// come to these) is mixed in as one number: the state so far xor the number, times
-/// [`GOLDEN`]. A key of one integer, the common case, is one multiplication. [`finish`]
-/// folds the product's high half into its low half: the map picks a bucket by the low bits
-/// and tags the entry by the top seven, so both depend on every bit of the key — handles
-/// whose low bits are a constant kind tag (`(n << 4) | tag`) still spread over the buckets.
+/// [`GOLDEN`] as a 128-bit product whose high half is folded (xor) into its low half. A key
+/// of one integer, the common case, is one multiplication (`mul` gives both halves on
+/// x86-64). The map picks a bucket by the low bits and tags the entry by the top seven;
+/// with the fold both depend on every bit of the key — handles whose low bits are a
+/// constant kind tag (`(n << 4) | tag`) spread over the buckets, and so do keys that
+/// differ only in their high bits (`n << 40`).
 ///
 /// Bytes written with [`write`] (the keys that are not integers: strings, byte slices,
-/// `u128`) are mixed in one at a time, each byte like an integer: correct, and well spread,
-/// but a multiplication per byte, so slow for long keys. The same value written as an
+/// `u128`) are mixed in one at a time, each byte like an integer with a ninth bit set (so
+/// a zero byte counts too: `""` and `"\0"` differ): correct, and well spread, but a
+/// multiplication per byte, so slow for long keys. The same value written as an
 /// integer and as its bytes hashes differently; a key type's [`Hash`](std::hash::Hash)
 /// always takes the same way, so a map never sees both.
 ///
@@ -46,20 +49,21 @@ pub struct IdHasher(u64);
 impl IdHasher {
     #[inline]
     fn mix(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(GOLDEN);
+        let p = u128::from(self.0 ^ n) * u128::from(GOLDEN);
+        self.0 = (p as u64) ^ ((p >> 64) as u64);
     }
 }
 
 impl Hasher for IdHasher {
     #[inline]
     fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 32)
+        self.0
     }
 
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
         for b in bytes {
-            self.mix(u64::from(*b));
+            self.mix(u64::from(*b) | 0x100);
         }
     }
 
@@ -137,6 +141,22 @@ mod tests {
         }
     }
 
+    /// Keys that differ only in their high bits (page-sized strides, ids in a high field)
+    /// spread too: the fold brings the product's high half down to the bucket bits. And
+    /// RSMAPI's handles within one of its 16 table parts: `(16m + part) << 3 | kind`.
+    #[test]
+    fn keys_differing_in_high_bits_spread() {
+        for shift in [12u32, 32, 40, 48, 53] {
+            let n = 1024u64;
+            let h = buckets((1..=n).map(|k| hash(&(k << shift))), 10);
+            assert!(h >= n as usize / 2, "keys k << {shift}: {h} buckets of {n}");
+        }
+        for part in [0usize, 7, 15] {
+            let h = buckets((1..=1024usize).map(|m| hash(&(((16 * m + part) << 3) | 2))), 10);
+            assert!(h >= 512, "RSMAPI handles of part {part}: {h} buckets of 1024");
+        }
+    }
+
     /// The map tags entries by the top seven bits of the hash: consecutive ids must not
     /// all share a tag (which would make every probe compare keys).
     #[test]
@@ -167,6 +187,8 @@ mod tests {
         assert_ne!(hash("ab"), hash("ba"));
         assert_ne!(hash(&[1u8, 2, 3][..]), hash(&[1u8, 2, 4][..]));
         assert_ne!(hash(&[0u8][..]), hash(&[0u8, 0][..]));
+        assert_ne!(hash(""), hash("\0"), "a zero byte counts");
+        assert_ne!(hash("\0\0a"), hash("a"), "leading zero bytes count");
         let names: Vec<String> = (0..1000).map(|i| format!("name-{i}")).collect();
         let distinct: HashSet<u64> = names.iter().map(|s| hash(s.as_str())).collect();
         assert_eq!(distinct.len(), names.len());

@@ -29,8 +29,8 @@ use std::time::Duration;
 pub(crate) mod direct;
 mod pieces;
 mod told;
-use pieces::IdMap;
 pub(crate) use pieces::PieceHint;
+use pieces::PieceMap;
 
 pub(crate) use direct::Direct;
 
@@ -134,7 +134,7 @@ pub(crate) struct Link {
     /// copy mode; `write_piece_hinted`, checked against the number bumped at each change):
     /// behind a lock let go by a plain store (the standard mutex lets go with a locked
     /// instruction, which after a 64 KiB copy waits for the copy's stores).
-    pieces: Lock<IdMap<Piece>>,
+    pieces: Lock<PieceMap<Piece>>,
     table: Lock<Option<Piece>>,
     /// Changed with the two above ([`Link::pieces_changed`]): what a send queue's
     /// [`PieceHint`] was taken under.
@@ -164,7 +164,7 @@ pub(crate) struct Link {
     sends_seen: AtomicU64,
     /// Slots of a peer on another host read before, by handle, with the peer's count of
     /// table changes at the time ([`layout::PEER_TABLE`]): used again while it holds.
-    slots: Mutex<IdMap<(u64, layout::FixedSlot)>>,
+    slots: Mutex<PieceMap<(u64, layout::FixedSlot)>>,
     /// The pair's own stream for short messages across hosts, once made ([`direct`]).
     direct: OnceLock<Direct>,
 }
@@ -201,7 +201,7 @@ impl Link {
             seg,
             map: window,
             bell,
-            pieces: Lock::new(IdMap::default()),
+            pieces: Lock::new(PieceMap::default()),
             table: Lock::new(None),
             pieces_gen: AtomicU64::new(pieces::fresh_gen()),
             far,
@@ -216,7 +216,7 @@ impl Link {
             watcher_missed: AtomicBool::new(false),
             sends: AtomicU64::new(0),
             sends_seen: AtomicU64::new(0),
-            slots: Mutex::new(IdMap::default()),
+            slots: Mutex::new(PieceMap::default()),
             direct: OnceLock::new(),
         };
         if rung_always {

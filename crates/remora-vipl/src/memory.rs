@@ -11,8 +11,9 @@ use crate::layout::{
     Chunk, Slot, MAX_CHUNKS, MAX_PIECES, SLOTS, SLOT_RDMA_READ, SLOT_RDMA_WRITE, SLOT_VALID,
 };
 use crate::{Error, Result};
+use remora_client::id_hash::IdMap;
 use remora_sisci::{CreateFlags, Descriptor, LocalSegment, UserRegion};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// A protection tag (`VIP_PROTECTION_HANDLE`): memory and a VI work together only when
 /// they carry the same one.
@@ -145,7 +146,7 @@ pub(crate) struct Region {
 #[derive(Debug, Default)]
 pub(crate) struct MemBook {
     pieces: BTreeMap<usize, Piece>,
-    regions: HashMap<MemHandle, Region>,
+    regions: IdMap<MemHandle, Region>,
     next: u32,
 }
 

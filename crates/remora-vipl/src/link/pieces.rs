@@ -13,7 +13,7 @@ use std::time::Duration;
 /// payload, so hashed by one multiplication ([`remora_client::id_hash`]), not by the default
 /// keyed hash (SipHash, a few dozen ns a look). Nothing outside the process chooses these
 /// keys to collide: they are numbers the node and this library hand out.
-pub(crate) type IdMap<V> = remora_client::id_hash::IdMap<u32, V>;
+pub(crate) type PieceMap<V> = remora_client::id_hash::IdMap<u32, V>;
 
 impl Link {
     /// Run `f` on piece `id` of the peer (connected on first use, again after a loss of
