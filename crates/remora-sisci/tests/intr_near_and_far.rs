@@ -2,7 +2,7 @@
 //! process holds the page and triggers it itself) and from a node joined over TCP (its
 //! triggers come through the owner's daemon). Only the latter puts the owner's blocked
 //! waits on the bell: with the near node alone the owner sleeps in `futex` (it slept in
-//! `ppoll` before, making a one-core ping-pong 1.6 times raw futexes'). Whichever is
+//! `ppoll` on the bell before, making a one-core ping-pong 1.6 times raw futexes'). Whichever is
 //! connected, and while the counts change under a sleeping waiter, every trigger of
 //! either wakes the owner, two waiting threads at once, and a removal too. Wake-ups are
 //! timed: a lost one would still end the wait when its 100 ms slice ends, so rounds that
@@ -17,20 +17,22 @@ use std::time::Duration;
 const LONG: Option<Duration> = Some(Duration::from_secs(10));
 const QUIET: Option<Duration> = Some(Duration::from_millis(100));
 
-/// The system call numbers of `futex` and `ppoll` (what `/proc/<tid>/syscall` shows a
-/// thread asleep in): a wait sleeps on the page's futex, or on the bell in `ppoll`.
+/// The system call numbers of `futex`, `poll` and `ppoll` (what `/proc/<tid>/syscall`
+/// shows a thread asleep in): a wait sleeps on the page's futex, or on the bell in `poll`
+/// (`ppoll` for the last part of a slice under a millisecond, and where there is no
+/// `poll`: aarch64).
 #[cfg(target_arch = "x86_64")]
-const SLEEPS: Option<(u64, u64)> = Some((202, 271));
+const SLEEPS: Option<(u64, u64, u64)> = Some((202, 7, 271));
 #[cfg(target_arch = "aarch64")]
-const SLEEPS: Option<(u64, u64)> = Some((98, 73));
+const SLEEPS: Option<(u64, u64, u64)> = Some((98, 73, 73));
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-const SLEEPS: Option<(u64, u64)> = None;
+const SLEEPS: Option<(u64, u64, u64)> = None;
 const SYS_FUTEX: Option<u64> = match SLEEPS {
-    Some((futex, _)) => Some(futex),
+    Some((futex, _, _)) => Some(futex),
     None => None,
 };
-const SYS_PPOLL: Option<u64> = match SLEEPS {
-    Some((_, ppoll)) => Some(ppoll),
+const SYS_POLL: Option<u64> = match SLEEPS {
+    Some((_, poll, _)) => Some(poll),
     None => None,
 };
 
@@ -50,9 +52,9 @@ fn blocked(intr: &Interrupt) -> (std::thread::JoinHandle<Result<()>>, std::path:
     (t, rx.recv().unwrap())
 }
 
-/// The call, `futex` or `ppoll`, the thread sleeps in once it sleeps there (seen in three
-/// samples in a row: not a lock's futex on the way, nor another call such as the
-/// `recvmsg` of a flow's refresh). `None`, said on stderr: not known here (another
+/// The call, `futex` or `poll` (`ppoll` counts as `poll`), the thread sleeps in once it
+/// sleeps there (seen in three samples in a row: not a lock's futex on the way, nor
+/// another call such as the `recvmsg` of a flow's refresh). `None`, said on stderr: not known here (another
 /// architecture, or `/proc` not readable); then it waits 20 ms instead.
 ///
 /// # Panics
@@ -63,7 +65,7 @@ fn asleep_in(task: &std::path::Path) -> Option<u64> {
         std::thread::sleep(Duration::from_millis(20));
         None
     };
-    let Some((futex, ppoll)) = SLEEPS else { return unknown("its system calls' numbers") };
+    let Some((futex, poll, ppoll)) = SLEEPS else { return unknown("its system calls' numbers") };
     let (mut last, mut seen) = (None, 0);
     for _ in 0..500 {
         let text = match std::fs::read_to_string(task.join("syscall")) {
@@ -72,7 +74,7 @@ fn asleep_in(task: &std::path::Path) -> Option<u64> {
         };
         // "running", "-1 …" (blocked outside a call), or the call's number and arguments.
         let nr = text.split_whitespace().next().and_then(|n| n.parse::<u64>().ok());
-        let nr = nr.filter(|&n| n == futex || n == ppoll);
+        let nr = nr.map(|n| if n == ppoll { poll } else { n }).filter(|&n| n == futex || n == poll);
         seen = if nr.is_some() && nr == last { seen + 1 } else { 1 };
         last = nr;
         if let (Some(nr), 3..) = (nr, seen) {
@@ -80,7 +82,7 @@ fn asleep_in(task: &std::path::Path) -> Option<u64> {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    panic!("the waiter did not fall asleep in futex or ppoll within 5 s (last: {last:?})");
+    panic!("the waiter did not fall asleep in futex or poll within 5 s (last: {last:?})");
 }
 
 /// Rounds of a waiter asleep (as far as `/proc` shows) woken by one trigger, timed from
@@ -134,8 +136,8 @@ fn only_a_node_joined_over_tcp_puts_the_owner_on_the_bell() {
     // either, is one wake.
     for round in 0..20 {
         let slept = rounds.run(&intr, || if round % 2 == 0 { far.trigger() } else { near.trigger() });
-        if let (Some(want), Some(got)) = (SYS_PPOLL, slept) {
-            assert_eq!(got, want, "with a node joined over TCP the owner slept in {got}, not ppoll");
+        if let (Some(want), Some(got)) = (SYS_POLL, slept) {
+            assert_eq!(got, want, "with a node joined over TCP the owner slept in {got}, not poll");
         }
     }
     // Two waiters at once (one on the bell, one on the futex): two triggers wake both.

@@ -182,17 +182,45 @@ pub fn spin_then_poll(
     timeout: Option<Duration>,
     ready: impl FnMut() -> bool,
 ) -> WaitOutcome {
-    use rustix::event::{poll, PollFd, PollFlags};
+    use std::os::fd::AsRawFd;
     let sleep = |(), slice: Duration| {
-        let ts = crate::timespec(slice);
-        let mut fds = [PollFd::new(&bell, PollFlags::IN)];
-        if let Ok(n) = poll(&mut fds, Some(&ts)) {
+        let mut fds = [libc::pollfd { fd: bell.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        if let Ok(n) = poll_for(&mut fds, slice) {
             if n > 0 {
                 drain_bell(bell);
             }
         }
     };
     spin_then_sleep(ringing, spin, timeout, ready, || (), sleep)
+}
+
+/// `poll` of `fds` for at most `slice`: the blocking call of a wait's wake-up path, made
+/// without `ppoll`'s copy of the time left back to the caller on every return (a
+/// measurable part of a blocked trigger→wake). Whole milliseconds go through `poll`, a
+/// slice under one millisecond through `ppoll`; a slice of `n` ms and a fraction sleeps
+/// `n` ms at most (never longer than asked: the callers' loops ask again for what is
+/// left). Returns how many of `fds` have events.
+///
+/// # Errors
+/// The errno of the call, `EINTR` included (the callers look again).
+#[allow(unsafe_code)] // the unsafe layer: the blocks have SAFETY comments
+pub(crate) fn poll_for(fds: &mut [libc::pollfd], slice: Duration) -> io::Result<usize> {
+    let nfds = fds.len() as libc::nfds_t;
+    let ms = slice.as_millis();
+    let n = if ms > 0 || slice.is_zero() {
+        let ms = libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX);
+        // SAFETY: `fds` points at `nfds` live `pollfd`s, writable for the call.
+        unsafe { libc::poll(fds.as_mut_ptr(), nfds, ms) }
+    } else {
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: slice.subsec_nanos() as libc::c_long };
+        // SAFETY: as for `poll`; `ts` lives for the call, and a null signal mask leaves the
+        // thread's mask as it is.
+        unsafe { libc::ppoll(fds.as_mut_ptr(), nfds, &ts, std::ptr::null()) }
+    };
+    match usize::try_from(n) {
+        Ok(n) => Ok(n),
+        Err(_) => Err(io::Error::last_os_error()),
+    }
 }
 
 /// Take what was rung into `bell` so far (bounded: wakers may keep ringing). A bell whose
@@ -262,6 +290,29 @@ mod tests {
         e.signal();
         e.signal();
         assert_eq!(e.try_clone().unwrap().drain(), 2);
+    }
+
+    /// `poll_for` sleeps no longer than asked and never returns early without an event: a
+    /// slice under a millisecond (through `ppoll`) is slept, not taken for zero; a slice
+    /// of milliseconds and a fraction sleeps its whole milliseconds; a readable descriptor
+    /// is reported at once.
+    #[test]
+    fn poll_for_sleeps_its_slice_and_sees_events() {
+        use std::os::fd::AsRawFd;
+        let (tx, rx) = crate::intr::bell().unwrap();
+        let mut fds = [libc::pollfd { fd: rx.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        assert_eq!(poll_for(&mut fds, Duration::ZERO).unwrap(), 0);
+        for (slice, least) in [
+            (Duration::from_micros(300), Duration::from_micros(300)),
+            (Duration::from_micros(2500), Duration::from_millis(2)),
+        ] {
+            let t = Instant::now();
+            assert_eq!(poll_for(&mut fds, slice).unwrap(), 0);
+            assert!(t.elapsed() >= least, "{slice:?} slept only {:?}", t.elapsed());
+        }
+        rustix::io::write(&tx, &[1]).unwrap();
+        assert_eq!(poll_for(&mut fds, Duration::from_secs(5)).unwrap(), 1);
+        assert_eq!(fds[0].revents, libc::POLLIN);
     }
 
     #[test]

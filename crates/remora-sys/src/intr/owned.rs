@@ -282,12 +282,12 @@ impl IntrPage {
             }
             let spinning = !spin.is_zero() && start.elapsed() < spin;
             let slice = if spinning {
-                Some(Duration::ZERO)
+                Duration::ZERO
             } else {
                 match crate::sync::next_slice(start, timeout) {
-                    Some(s) => Some(s),
+                    Some(s) => s,
                     // A wait without time still looks at the flows once.
-                    None if !looked => Some(Duration::ZERO),
+                    None if !looked => Duration::ZERO,
                     None => break true,
                 }
             };
@@ -333,35 +333,35 @@ pub const MAX_POLLED: usize = 64;
 /// reads what is readable. `fds` is scratch space kept between calls (no allocation per
 /// wake-up). Returns whether a flow was readable but gave nothing and nothing else came
 /// (the caller naps).
-fn poll_once<'a>(
-    fds: &mut Vec<rustix::event::PollFd<'a>>,
-    bell: &'a OwnedFd,
-    flows: &'a [BorrowedFd<'a>],
+fn poll_once(
+    fds: &mut Vec<libc::pollfd>,
+    bell: &OwnedFd,
+    flows: &[BorrowedFd<'_>],
     live: &mut u64,
-    slice: Option<Duration>,
+    slice: Duration,
     on_flow: &mut dyn FnMut(usize) -> FlowStep,
 ) -> bool {
-    use rustix::event::{poll, PollFd, PollFlags};
+    use std::os::fd::AsRawFd;
+    let watch = |fd: i32| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
     fds.clear();
-    fds.push(PollFd::new(bell, PollFlags::IN));
+    fds.push(watch(bell.as_raw_fd()));
     let polled = flows.len().min(MAX_POLLED);
     for (i, f) in flows[..polled].iter().enumerate() {
         if *live & (1 << i) != 0 {
-            fds.push(PollFd::new(f, PollFlags::IN));
+            fds.push(watch(f.as_raw_fd()));
         }
     }
-    let ts = slice.map(crate::timespec);
-    let Ok(n) = poll(fds, ts.as_ref()) else { return false };
+    let Ok(n) = crate::sync::poll_for(fds, slice) else { return false };
     if n == 0 {
         return false;
     }
-    let rung = !fds[0].revents().is_empty();
+    let rung = fds[0].revents != 0;
     // The flows that are readable, as a bit each (the n-th live flow is the n-th polled).
     let mut readable = 0u64;
     let mut k = 1;
     for i in 0..polled {
         if *live & (1 << i) != 0 {
-            if !fds[k].revents().is_empty() {
+            if fds[k].revents != 0 {
                 readable |= 1 << i;
             }
             k += 1;
@@ -493,6 +493,19 @@ mod tests {
             |_| false,
         );
         assert_eq!(got, IntrWait::TimedOut);
+        // A time-out with a part of a millisecond (its last slice under one, `ppoll`'s) is
+        // waited out whole.
+        let t = Instant::now();
+        let got = owner.wait_owned(
+            Duration::ZERO,
+            Some(Duration::from_micros(2500)),
+            &fds,
+            gen,
+            &mut on_flow,
+            |_| false,
+        );
+        assert_eq!(got, IntrWait::TimedOut);
+        assert!(t.elapsed() >= Duration::from_micros(2500), "timed out after {:?}", t.elapsed());
         // A removed interrupt's flows are the daemon's.
         daemon.remove();
         let mut polls = 0;
