@@ -26,6 +26,9 @@ pub(super) struct OwnFlows {
     gen: u32,
     /// Each flow, with the owner's node's handle of the connection it triggers through.
     flows: Vec<(OwnedFd, u64)>,
+    /// Since when each flow held only part of a frame, in the current wait (kept between
+    /// waits so that a wait allocates nothing).
+    split: Vec<Option<Instant>>,
 }
 
 impl OwnFlows {
@@ -70,17 +73,20 @@ pub(super) fn wait(
     let page = core.page();
     // Another thread of the process holds the flows: it reads them; this one sleeps on
     // the page's futex, which every trigger wakes.
-    let Ok(mut own) = core.own.try_lock() else { return page.wait(spin, timeout, ready) };
+    let Ok(mut guard) = core.own.try_lock() else { return page.wait(spin, timeout, ready) };
     if !page.far_connected() {
         return page.wait(spin, timeout, ready);
     }
-    own.refresh(core);
+    guard.refresh(core);
+    let own = &mut *guard;
     let fds: Vec<_> = own.flows.iter().map(|(f, _)| f.as_fd()).collect();
     let mut buf = [0u8; BULK_FRAME * FRAMES_PER_LOOK];
     let gen = own.gen;
-    // Since when each flow held only part of a frame.
-    let mut split = vec![None; own.flows.len()];
-    let mut on_flow = |i: usize| take(page, gen, &own.flows[i], &mut split[i], &mut buf);
+    // No flow held part of a frame yet in this wait.
+    own.split.clear();
+    own.split.resize(own.flows.len(), None);
+    let (flows, split) = (&own.flows, &mut own.split);
+    let mut on_flow = |i: usize| take(page, gen, &flows[i], &mut split[i], &mut buf);
     page.wait_owned(spin, timeout, &fds, gen, &mut on_flow, ready)
 }
 

@@ -271,7 +271,7 @@ impl IntrPage {
         self.u32(POLLS).fetch_add(1, Ordering::SeqCst);
         self.u32(RINGING).fetch_add(1, Ordering::SeqCst);
         let mut live = if flows.len() >= MAX_POLLED { u64::MAX } else { (1u64 << flows.len()) - 1 };
-        let mut fds = Vec::with_capacity(flows.len().min(MAX_POLLED) + 1);
+        let mut fds = [libc::pollfd { fd: -1, events: 0, revents: 0 }; MAX_POLLED + 1];
         let start = Instant::now();
         let mut ready = || self.is_removed() || ready(t.load(Ordering::SeqCst));
         let mut nap = IDLE_NAP;
@@ -331,10 +331,10 @@ pub const MAX_POLLED: usize = 64;
 
 /// One `poll` of the bell and the live flows (a bit each in `live`) for at most `slice`;
 /// reads what is readable. `fds` is scratch space kept between calls (no allocation per
-/// wake-up). Returns whether a flow was readable but gave nothing and nothing else came
-/// (the caller naps).
+/// wait). Returns whether a flow was readable but gave nothing and nothing else came (the
+/// caller naps).
 fn poll_once(
-    fds: &mut Vec<libc::pollfd>,
+    fds: &mut [libc::pollfd; MAX_POLLED + 1],
     bell: &OwnedFd,
     flows: &[BorrowedFd<'_>],
     live: &mut u64,
@@ -343,15 +343,16 @@ fn poll_once(
 ) -> bool {
     use std::os::fd::AsRawFd;
     let watch = |fd: i32| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    fds.clear();
-    fds.push(watch(bell.as_raw_fd()));
+    fds[0] = watch(bell.as_raw_fd());
+    let mut watched = 1;
     let polled = flows.len().min(MAX_POLLED);
     for (i, f) in flows[..polled].iter().enumerate() {
         if *live & (1 << i) != 0 {
-            fds.push(watch(f.as_raw_fd()));
+            fds[watched] = watch(f.as_raw_fd());
+            watched += 1;
         }
     }
-    let Ok(n) = crate::sync::poll_for(fds, slice) else { return false };
+    let Ok(n) = crate::sync::poll_for(&mut fds[..watched], slice) else { return false };
     if n == 0 {
         return false;
     }
