@@ -10,8 +10,9 @@
 //! and SCIF messages, and to check or fill its segments. The active process prints its
 //! rows as tab-separated lines, which the parent (this process) prints and keeps. Where
 //! `ucx_perftest` is installed, the parent also sets the SCIF message row beside UCX's
-//! tagged-message latency over TCP between the same two hosts (before and after the rows),
-//! and where iperf3 is, the bulk rows beside iperf3's stream ([`super::iperf`]).
+//! tagged-message latency over TCP between the same two hosts (before and after the rows);
+//! where iperf3 is, it keeps iperf3's server on host 2, and the active process sets two
+//! bulk rows beside iperf3's streams in rounds of its own ([`super::iperf`]).
 
 use super::common::*;
 use super::tcp::TcpNodes;
@@ -152,15 +153,17 @@ pub(crate) fn hosts(reps: u32, netns: bool, only: &[String]) -> Result<(), Strin
     // UCX's latency is set beside the SCIF row, which only the latency group measures.
     let latency = only.is_empty() || only.iter().any(|g| g == "latency");
     let ucx_before = if latency { h.ucx_tcp() } else { None };
+    // iperf3's server for the bulk rows the measuring process sets beside it.
     let bulk = only.is_empty() || only.iter().any(|g| g == "bulk" || g == "concurrent");
-    let iperf_before = bulk.then(|| super::iperf::Before::measure(&h));
+    let iperf = bulk.then(|| super::iperf::Server::start(&h));
+    let iperf_at = iperf.as_ref().map_or_else(|| "-".into(), super::iperf::Server::arg);
     let reps = reps.to_string();
     let rows = if only.is_empty() { "all".to_string() } else { only.join(",") };
     let (tport, sport) = line.split_once(' ').ok_or_else(|| format!("peer said {line:?}"))?;
     let to = format!("{}:{tport}", h.addr(2));
     let run = (|| -> Result<(), String> {
         let (mut active, lines, _) =
-            spawn_lines(h.child(1, &["active", &to, sport, &reps, &rows, h.label()])?)?;
+            spawn_lines(h.child(1, &["active", &to, sport, &reps, &rows, &iperf_at, h.label()])?)?;
         header();
         let relayed = relay(lines);
         let status = active.wait().map_err(e)?;
@@ -174,10 +177,8 @@ pub(crate) fn hosts(reps: u32, netns: bool, only: &[String]) -> Result<(), Strin
         let _ = peer.kill();
     }
     let _ = peer.wait();
+    drop(iperf);
     run?;
-    if let Some(before) = iperf_before {
-        before.rows(&h);
-    }
     if latency {
         ucx_row(&h, ucx_before)?;
     }
@@ -456,9 +457,5 @@ impl super::iperf::Hosts for Hosts {
 
     fn addr(&self, k: usize) -> String {
         Hosts::addr(self, k)
-    }
-
-    fn label(&self) -> &'static str {
-        Hosts::label(self)
     }
 }

@@ -13,8 +13,10 @@
 //!   moving the same pieces over one warmed connection, each piece answered by the peer
 //!   (a one-byte answer once it has read it all; a read: a one-byte request, then the
 //!   piece) before the next goes: the same work as a post and its wait, one round trip
-//!   per piece. The stream that never waits is iperf3's ([`super::iperf`]: 16 MiB write
-//!   and four queues at once, where a round trip per piece costs well under 1 %).
+//!   per piece. The stream that never waits is iperf3's: 16 MiB written through one queue
+//!   and through four queues at once, each for a second, in rounds alternating with iperf3
+//!   (one stream, four) between the same hosts ([`super::iperf`]; a round trip per piece
+//!   costs well under 1 % there).
 //! * `SCIMemCpy` into a map of the peer's segment, then the map flushed (the bytes home:
 //!   one round trip per piece), beside the same raw TCP pieces, each answered.
 //! * Connect + map of the peer's segment beside a raw TCP connect + one round trip.
@@ -33,6 +35,7 @@
 
 use super::common::{e, median, median_ratio};
 use super::hosts::*;
+use super::iperf::{steady, ROUNDS};
 use remora_sisci::{
     CreateFlags, DataInterrupt, Descriptor, DmaFlags, DmaQueue, DmaVec, Interrupt, LocalSegment, Map,
     MapFlags, RemoteDataInterrupt, RemoteInterrupt, RemoteSegment, Sisci,
@@ -57,6 +60,7 @@ struct Active {
     smap: Map,
     remote: RemoteSegment,
     q: DmaQueue,
+    iperf: super::iperf::Reference,
 }
 
 fn gbs(x: f64) -> String {
@@ -148,8 +152,16 @@ fn vec16(size: usize, base: usize) -> Vec<DmaVec> {
 }
 
 /// The rows of the groups in `rows` (comma-separated: latency, bulk, copy, connect,
-/// concurrent; "all" for every one), as [`emit`] hands them on.
-pub(crate) fn active(to: &str, scif_port: u16, reps: u32, rows: &str, label: &str) -> Result<(), String> {
+/// concurrent; "all" for every one), as [`emit`] hands them on; `iperf`: where iperf3's
+/// server listens (`address:port`; `-`: nowhere).
+pub(crate) fn active(
+    to: &str,
+    scif_port: u16,
+    reps: u32,
+    rows: &str,
+    iperf: &str,
+    label: &str,
+) -> Result<(), String> {
     let on = |g: &str| rows == "all" || rows.split(',').any(|r| r == g);
     let sci = Sisci::initialize().map_err(e)?;
     let dev = Descriptor::open(&sci).map_err(e)?;
@@ -162,7 +174,9 @@ pub(crate) fn active(to: &str, scif_port: u16, reps: u32, rows: &str, label: &st
     ctl.set_nodelay(true).map_err(e)?;
     println!("ready");
     std::io::stdout().flush().map_err(e)?;
-    let mut a = Active { to: to.into(), scif_port, ctl, label: label.into(), dev, src, smap, remote, q };
+    let iperf = super::iperf::Reference::new(iperf);
+    let mut a =
+        Active { to: to.into(), scif_port, ctl, label: label.into(), dev, src, smap, remote, q, iperf };
     let reps = reps.max(3);
     if on("latency") {
         latency(&mut a, reps)?;
@@ -390,6 +404,17 @@ fn bulk(a: &mut Active, reps: u32) -> Result<(), String> {
         a.row(&format!("DMA {name} read, vec 16"), &vec, &raw, gbs, target);
         a.smap.write(0, &bufs[0][..size]).map_err(e)?;
     }
+    // 16 MiB writes through one queue for a second, rounds alternating with iperf3's stream.
+    const M: usize = 16 << 20;
+    let one = || steady(1, M as u64, |_| a.q.start(&a.src, &a.remote, 0, M, 0, W, None).map_err(e));
+    if let Some(f) = a.iperf.rounds(reps.min(ROUNDS), 1, one)? {
+        a.ask([OP_FILL, 0, 0, M as u64, 0])?;
+        a.q.start(&a.src, &a.remote, 0, M, 0, W, None).map_err(e)?;
+        a.check(0, 0, M, PW, "DMA 16 MiB write beside iperf3")?;
+        let target = "≥ 0.80 (iperf3, 1 stream, alternating rounds";
+        a.row("DMA 16 MiB write vs iperf3", &f.0, &f.1, gbs, target);
+        super::iperf::print_rounds(&f);
+    }
     Ok(())
 }
 
@@ -530,6 +555,11 @@ fn concurrent(a: &mut Active, reps: u32) -> Result<(), String> {
         ours.push(dma(a, ITERS)?);
         scif_rma.push(rma(ITERS)?);
     }
+    // The four queues for a second, rounds alternating with iperf3's four streams.
+    let (src, remote) = (&a.src, &a.remote);
+    let four =
+        || steady(4, LEN as u64, |k| qs[k].start(src, remote, k * LEN, LEN, k * LEN, W, None).map_err(e));
+    let beside_iperf = a.iperf.rounds(reps.min(ROUNDS), 4, four)?;
     a.ask([OP_FILL, 0, 0, BULK as u64, 0])?;
     dma(a, 1)?;
     a.check(0, 0, BULK, P, "4 DMA queues")?;
@@ -540,6 +570,11 @@ fn concurrent(a: &mut Active, reps: u32) -> Result<(), String> {
     }
     a.row("4 DMA queues × 16 MiB at once", &ours, &raw, gbs, "≥ 0.80 (4 raw TCP streams at once");
     a.row("4 scif_writeto × 16 MiB at once", &scif_rma, &raw, gbs, "≥ 0.80 (4 raw TCP streams at once");
+    if let Some(f) = beside_iperf {
+        let target = "≥ 0.80 (iperf3, 4 streams, alternating rounds";
+        a.row("4 DMA queues vs iperf3 -P 4", &f.0, &f.1, gbs, target);
+        super::iperf::print_rounds(&f);
+    }
     for q in qs {
         q.remove().map_err(e)?;
     }

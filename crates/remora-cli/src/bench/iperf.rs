@@ -1,11 +1,27 @@
 //! iperf3 beside the bulk rows of `remora bench hosts`: the TCP stream a network engineer
-//! would measure between the same two hosts, one stream and four at once, set beside the
-//! DMA of 16 MiB and the four DMA queues. iperf3 runs before and after the rows (their
-//! mean is the reference, as for UCX's latency row); where it is not installed the rows
-//! are left out with a note.
+//! would measure between the same two hosts, one stream and four at once, set beside one
+//! DMA queue writing 16 MiB at a time and four such queues at once. Where iperf3 is not
+//! installed the rows are left out with a note.
+//!
+//! iperf3 -P 4 alone swings 2.9–6.6 GB/s between runs minutes apart on the development VM,
+//! so the two sides are measured alike in time: several rounds, each of iperf3 and of ours
+//! back to back (which goes first alternates), the row's ratio the median of the rounds'
+//! ratios and its figures each side's median, as the other noisy rows of the benches do.
+//! Each side's round is one second of steady state after a warm-up that is not counted:
+//! iperf3 `-t 1 -O 1` (new connections: the first second, slow start, is omitted), and
+//! ours the same second of transfers after one transfer per queue (its connections are
+//! warm, but idle while iperf3 ran). Before, ours was the row's few tens of milliseconds
+//! measured once between an iperf3 run before all the rows and one after them.
+//!
+//! The parent keeps iperf3's server on host 2 for the run ([`Server`]); the measuring
+//! process on host 1 runs the client between its own rounds ([`Reference`]).
 
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+/// Each side's figures (GB/s), round by round: ours, then iperf3's.
+pub(crate) type Figures = (Vec<f64>, Vec<f64>);
 
 /// The two hosts iperf3 runs between (`bench hosts`' namespace or loopback hosts).
 pub(crate) trait Hosts {
@@ -13,43 +29,114 @@ pub(crate) trait Hosts {
     fn command(&self, k: usize, program: &str) -> Command;
     /// The address of host `k`.
     fn addr(&self, k: usize) -> String;
-    /// How the rows name these hosts.
-    fn label(&self) -> &'static str;
 }
 
-/// How long each iperf3 run streams.
-const SECONDS: &str = "2";
+/// Rounds of each side at most (fewer when the bench is asked for fewer samples).
+pub(crate) const ROUNDS: u32 = 5;
 
-/// iperf3's TCP bandwidth from host 1 to host 2 with `streams` streams at once, in bytes
-/// per second (what the receiver got); `None` when iperf3 is missing or fails.
-pub(crate) fn stream(h: &dyn Hosts, streams: u32) -> Option<f64> {
-    // A port free on this host now (the namespace hosts have ports of their own).
-    let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port().to_string();
-    let mut server = h
-        .command(2, "iperf3")
-        .args(["-s", "-1", "-p", &port])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let p = streams.to_string();
-    let args = ["-c", &h.addr(2), "-p", &port, "-t", SECONDS, "-P", &p, "-J"];
-    // The server listens within a moment; the client is tried again until it does.
-    let mut out = None;
-    for _ in 0..20 {
-        std::thread::sleep(Duration::from_millis(100));
-        match h.command(1, "iperf3").args(args).stderr(Stdio::null()).output() {
-            Ok(o) if o.status.success() => {
-                out = Some(o.stdout);
-                break;
-            }
-            Ok(_) => continue,
-            Err(_) => break,
+/// The seconds each side's round counts (iperf3's `-t`; its `-O` omits as many before).
+const SECONDS: u64 = 1;
+
+/// What is printed where iperf3 is missing or fails.
+const NOTE: &str = "(iperf3 unavailable: apt-get install iperf3 for the iperf3 reference)";
+
+/// iperf3's server on host 2, kept by the parent for the whole run (killed when dropped).
+pub(crate) struct Server(Option<(Child, String)>);
+
+impl Server {
+    /// Start it on a port free now (nothing when iperf3 is missing).
+    pub(crate) fn start(h: &dyn Hosts) -> Server {
+        // The namespace hosts have ports of their own; one free here is almost surely free
+        // there too (if not, the server exits and the client's failure notes it).
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port());
+        let Ok(port) = port else { return Server(None) };
+        let child = h
+            .command(2, "iperf3")
+            .args(["-s", "-p", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        Server(child.ok().map(|c| (c, format!("{}:{port}", h.addr(2)))))
+    }
+
+    /// Where the client finds it (`address:port`), or `-` when there is none: the argument
+    /// [`Reference::new`] takes.
+    pub(crate) fn arg(&self) -> String {
+        self.0.as_ref().map_or_else(|| "-".into(), |(_, at)| at.clone())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some((child, _)) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
-    let _ = server.kill();
-    let _ = server.wait();
-    received(&out?)
+}
+
+/// iperf3's client on this host, to the server the parent keeps; notes once that it is
+/// unavailable.
+pub(crate) struct Reference {
+    /// The server's address and port; `None` once iperf3 is known unavailable.
+    to: Option<(String, String)>,
+    noted: bool,
+}
+
+impl Reference {
+    /// From [`Server::arg`]'s text.
+    pub(crate) fn new(arg: &str) -> Reference {
+        let to = arg.rsplit_once(':').map(|(a, p)| (a.to_string(), p.to_string()));
+        Reference { to, noted: false }
+    }
+
+    /// `n` rounds of `ours` (GB/s) beside iperf3 with `streams` streams: each side's
+    /// figures, round by round (see [`rounds`]); `None`, with the note printed the first
+    /// time, when iperf3 is unavailable.
+    pub(crate) fn rounds(
+        &mut self,
+        n: u32,
+        streams: u32,
+        ours: impl FnMut() -> Result<f64, String>,
+    ) -> Result<Option<Figures>, String> {
+        let got = match &self.to {
+            Some(to) => rounds(n, ours, || stream(to, streams).map(|b| b / 1e9))?,
+            None => None,
+        };
+        if got.is_none() {
+            self.to = None;
+            if !self.noted {
+                println!("{NOTE}");
+                self.noted = true;
+            }
+        }
+        Ok(got)
+    }
+}
+
+/// The rounds' figures under their row, in order (the reference's swing shows in them).
+pub(crate) fn print_rounds((ours, theirs): &Figures) {
+    let list = |v: &[f64]| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(" ");
+    println!("  (rounds, GB/s: ours {}; iperf3 {})", list(ours), list(theirs));
+}
+
+/// iperf3's TCP bandwidth to the server at `to` with `streams` streams at once, in bytes
+/// per second (what the receiver got in the counted second); `None` when iperf3 is missing
+/// or fails.
+fn stream((addr, port): &(String, String), streams: u32) -> Option<f64> {
+    let (p, t) = (streams.to_string(), SECONDS.to_string());
+    let args = ["-c", addr, "-p", port, "-t", &t, "-O", &t, "-P", &p, "-J"];
+    // The server listens within a moment of its start, and takes the next test a moment
+    // after the last: the client is tried again until it does.
+    for _ in 0..20 {
+        match Command::new("iperf3").args(args).stdin(Stdio::null()).stderr(Stdio::null()).output() {
+            Ok(o) if o.status.success() => return received(&o.stdout),
+            Ok(_) => std::thread::sleep(Duration::from_millis(100)),
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 /// The receiver's bits per second in iperf3's JSON report, as bytes per second.
@@ -59,56 +146,144 @@ fn received(json: &[u8]) -> Option<f64> {
     (bits > 0.0).then_some(bits / 8.0)
 }
 
-/// iperf3 with one stream and with four, before the rows.
-pub(crate) struct Before(Option<(f64, f64)>);
-
-impl Before {
-    /// Measure now (nothing when iperf3 is missing).
-    pub(crate) fn measure(h: &dyn Hosts) -> Before {
-        Before(stream(h, 1).zip(stream(h, 4)))
+/// `n` rounds, each of `ours` and `theirs` back to back, iperf3 first in even rounds and
+/// ours first in odd ones (a drift during a round favours neither side): each side's
+/// figures, round by round; `None` as soon as `theirs` fails.
+pub(crate) fn rounds(
+    n: u32,
+    mut ours: impl FnMut() -> Result<f64, String>,
+    mut theirs: impl FnMut() -> Option<f64>,
+) -> Result<Option<Figures>, String> {
+    let (mut o, mut t) = (vec![], vec![]);
+    for r in 0..n {
+        let (x, y) = if r % 2 == 0 {
+            let Some(y) = theirs() else { return Ok(None) };
+            (ours()?, y)
+        } else {
+            let x = ours()?;
+            let Some(y) = theirs() else { return Ok(None) };
+            (x, y)
+        };
+        o.push(x);
+        t.push(y);
     }
+    Ok(Some((o, t)))
+}
 
-    /// Measure again, after the rows, and set the bulk rows beside the mean of both runs.
-    pub(crate) fn rows(self, h: &dyn Hosts) {
-        let after = self.0.and_then(|_| stream(h, 1).zip(stream(h, 4)));
-        let (Some((one0, four0)), Some((one1, four1))) = (self.0, after) else {
-            println!("(iperf3 unavailable: apt-get install iperf3 for the iperf3 reference)");
-            return;
-        };
-        let l = h.label();
-        let rows = super::verdict::rows();
-        let ours = |start: &str| {
-            let r = rows.iter().find(|r| r.name.starts_with(start))?;
-            super::verdict::figure(&r.ours)
-        };
-        for (start, name, reference, streams) in [
-            ("DMA 16 MiB write (", "DMA 16 MiB write vs iperf3", (one0 + one1) / 2.0, "1 stream"),
-            (
-                "4 DMA queues × 16 MiB at once",
-                "4 DMA queues vs iperf3 -P 4",
-                (four0 + four1) / 2.0,
-                "4 streams",
-            ),
-        ] {
-            let Some(o) = ours(start) else { continue };
-            super::common::row(
-                &format!("{name} ({l})"),
-                format!("{:.2} GB/s", o / 1e9),
-                format!("{:.2} GB/s", reference / 1e9),
-                o / reference,
-                &format!("≥ 0.80 (iperf3, {streams}, before and after, {l})"),
-            );
+/// One second of ours in steady state: `threads` threads each make one call of `f(k)` (it
+/// moves `bytes`) untimed, the warm-up, then all repeat it until a second has passed since
+/// they all were warm. The aggregate GB/s of the timed calls, over the time until the last
+/// one ended.
+pub(crate) fn steady(
+    threads: usize,
+    bytes: u64,
+    f: impl Fn(usize) -> Result<(), String> + Sync,
+) -> Result<f64, String> {
+    let (f, warm) = (&f, &Barrier::new(threads + 1));
+    let dur = Duration::from_secs(SECONDS);
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..threads)
+            .map(|k| {
+                sc.spawn(move || -> Result<u64, String> {
+                    let first = f(k);
+                    warm.wait();
+                    first?;
+                    let (t, mut calls) = (Instant::now(), 0u64);
+                    while t.elapsed() < dur {
+                        f(k)?;
+                        calls += 1;
+                    }
+                    Ok(calls)
+                })
+            })
+            .collect();
+        warm.wait();
+        let t = Instant::now();
+        let mut calls = 0;
+        for h in hs {
+            calls += h.join().map_err(|_| "transfer thread panicked".to_string())??;
         }
-    }
+        Ok((calls * bytes) as f64 / t.elapsed().as_secs_f64() / 1e9)
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::common::{median, median_ratio};
+
     #[test]
     fn the_receivers_rate_is_read_from_the_report() {
         let json = br#"{"start":{},"end":{"sum_sent":{"bits_per_second":9e9},"sum_received":{"bits_per_second":8e9}}}"#;
         assert_eq!(super::received(json), Some(1e9));
         assert_eq!(super::received(b"{\"error\":\"unable to connect\"}"), None);
         assert_eq!(super::received(b"not json"), None);
+    }
+
+    #[test]
+    fn rounds_alternate_which_side_goes_first() {
+        let order = std::cell::RefCell::new(String::new());
+        let got = super::rounds(
+            4,
+            || {
+                order.borrow_mut().push('o');
+                Ok(order.borrow().len() as f64)
+            },
+            || {
+                order.borrow_mut().push('t');
+                Some(order.borrow().len() as f64)
+            },
+        );
+        assert_eq!(order.borrow().as_str(), "toottoot");
+        // Each round's two figures stay paired, whichever went first.
+        assert_eq!(got, Ok(Some((vec![2.0, 3.0, 6.0, 7.0], vec![1.0, 4.0, 5.0, 8.0]))));
+    }
+
+    #[test]
+    fn a_failed_reference_ends_the_rounds_without_figures() {
+        let mut n = 0;
+        let got = super::rounds(
+            5,
+            || Ok(1.0),
+            || {
+                n += 1;
+                (n < 3).then_some(1.0)
+            },
+        );
+        assert_eq!(got, Ok(None));
+        assert_eq!(n, 3, "no round after the failed one");
+        let failed: Result<Option<super::Figures>, String> = Err("DMA failed".into());
+        assert_eq!(super::rounds(3, || Err("DMA failed".into()), || Some(1.0)), failed);
+    }
+
+    #[test]
+    fn the_rows_ratio_is_the_median_of_the_rounds_ratios() {
+        // The reference swings between rounds as iperf3 -P 4 does on the VM (2.9–6.6 GB/s);
+        // ours follows it. The ratio of the medians (4/4.5) would blame ours for the swing.
+        let ours = [2.8, 6.0, 4.0, 3.0, 5.0];
+        let theirs = [3.0, 6.5, 4.5, 3.1, 5.3];
+        let r = median_ratio(&ours, &theirs);
+        assert!((r - 2.8 / 3.0).abs() < 1e-12, "{r}");
+        assert_eq!(median(&mut ours.to_vec()), 4.0);
+        assert_eq!(median(&mut theirs.to_vec()), 4.5);
+    }
+
+    #[test]
+    fn a_steady_second_counts_only_the_timed_calls() {
+        let calls = std::sync::atomic::AtomicU64::new(0);
+        let t = std::time::Instant::now();
+        let gbs = super::steady(2, 1_000_000_000, |_| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            Ok(())
+        })
+        .expect("no call fails");
+        let all = calls.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(t.elapsed() >= std::time::Duration::from_secs(1));
+        // Two warm-up calls are not counted: at most (all - 2) GB over at least a second.
+        assert!(all > 2 && gbs > 0.0 && gbs <= (all - 2) as f64, "{gbs} GB/s of {all} calls");
+        assert_eq!(
+            super::steady(2, 1, |k| if k == 1 { Err("lost".into()) } else { Ok(()) }),
+            Err("lost".into())
+        );
     }
 }

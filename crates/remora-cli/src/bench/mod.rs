@@ -378,9 +378,9 @@ pub(crate) fn hosts_child(args: &[String]) -> Result<(), String> {
     let num = |s: &str| s.parse::<u32>().map_err(|_| format!("not a number: {s:?}"));
     match a.as_slice() {
         ["peer", bind] => hosts::peer(bind),
-        ["active", to, sport, reps, rows, label @ ..] => {
+        ["active", to, sport, reps, rows, iperf, label @ ..] => {
             let sport = sport.parse::<u16>().map_err(|_| format!("not a port: {sport:?}"))?;
-            hosts_rows::active(to, sport, num(reps)?, rows, &label.join(" "))
+            hosts_rows::active(to, sport, num(reps)?, rows, iperf, &label.join(" "))
         }
         ["scale-node", k, n, mib, bind] => scale::node(num(k)?, num(n)?, num(mib)?, bind),
         _ => Err(format!("hosts-child: unknown arguments {a:?}")),
