@@ -10,8 +10,18 @@
 //! Each side's round is one second of steady state after a warm-up that is not counted:
 //! iperf3 `-t 1 -O 1` (new connections: the first second, slow start, is omitted), and
 //! ours the same second of transfers after one transfer per queue (its connections are
-//! warm, but idle while iperf3 ran). Before, ours was the row's few tens of milliseconds
-//! measured once between an iperf3 run before all the rows and one after them.
+//! warm, but idle while iperf3 ran). A second is what iperf3 counts at the least (`-t`
+//! takes whole seconds); ours moves 1.2–3.6 GB in it on the VM, 70–210 transfers of 16 MiB,
+//! so a post's round trip and the end of the second (one transfer late at most) weigh
+//! about 1 %. Before, ours was the few tens of milliseconds of the rows beside raw TCP
+//! (2 transfers per queue), measured once between an iperf3 run before all the rows and
+//! one after them.
+//!
+//! What the rounds do not remove: on a machine whose cores other work keeps busy, the
+//! scheduler shares them out by thread, and ours runs more threads (a worker per queue and
+//! a reader per lane in each daemon) than iperf3's one a side, so loaded runs favour ours
+//! (runs of 2026-11-28 with two cores busy elsewhere: iperf3 -P 4 1.1–2.2 GB/s, below its
+//! one stream; ours 2.0–3.6). Quote quiet runs for this row.
 //!
 //! The parent keeps iperf3's server on host 2 for the run ([`Server`]); the measuring
 //! process on host 1 runs the client between its own rounds ([`Reference`]).
