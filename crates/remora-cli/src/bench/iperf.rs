@@ -21,7 +21,8 @@
 //! scheduler shares them out by thread, and ours runs more threads (a worker per queue and
 //! a reader per lane in each daemon) than iperf3's one a side, so loaded runs favour ours
 //! (runs of 2026-11-28 with two cores busy elsewhere: iperf3 -P 4 1.1–2.2 GB/s, below its
-//! one stream; ours 2.0–3.6). Quote quiet runs for this row.
+//! one stream; ours 2.0–3.6). Quote quiet runs for this row: in those iperf3 -P 4 read
+//! 5.0–6.3 GB/s in most rounds (now and then 1.2–3.1 in a round), ours 3.3–3.9.
 //!
 //! The parent keeps iperf3's server on host 2 for the run ([`Server`]); the measuring
 //! process on host 1 runs the client between its own rounds ([`Reference`]).
