@@ -27,7 +27,7 @@ pub(super) struct OwnFlows {
     /// Each flow, with the owner's node's handle of the connection it triggers through.
     flows: Vec<(OwnedFd, u64)>,
     /// Since when each flow held only part of a frame, in the current wait (kept between
-    /// waits so that a wait allocates nothing).
+    /// waits so that the record is not allocated per wait; reset at each).
     split: Vec<Option<Instant>>,
 }
 

@@ -247,8 +247,9 @@ impl IntrPage {
 
     /// [`IntrPage::wait`] of the owner that also reads `flows` (the set of generation
     /// `gen`) itself: `on_flow(i)` reads flow `i` when `poll` says it is readable. Falls
-    /// back to [`IntrPage::wait`] without flows, without the bell, when no other host is
-    /// connected, or while another thread of the process waits on the bell.
+    /// back to [`IntrPage::wait`] without flows or with more than [`MAX_POLLED`], without
+    /// the bell, when no other host is connected, or while another thread of the process
+    /// waits on the bell.
     pub fn wait_owned(
         &self,
         spin: Duration,
@@ -259,7 +260,9 @@ impl IntrPage {
         mut ready: impl FnMut(u32) -> bool,
     ) -> IntrWait {
         let far = self.u32(FAR).load(Ordering::SeqCst) > 0;
-        let Some(bell) = self.bell_rx.as_ref().filter(|_| far && !flows.is_empty()) else {
+        let Some(bell) =
+            self.bell_rx.as_ref().filter(|_| far && !flows.is_empty() && flows.len() <= MAX_POLLED)
+        else {
             return self.wait(spin, timeout, ready);
         };
         if self.bell_busy.swap(true, Ordering::Acquire) {
@@ -296,7 +299,9 @@ impl IntrPage {
                 // The daemon holds the lock (it will ring), or part of a frame came. The
                 // lock is in a page every process connected on this host may write: naps
                 // that grow, not a spin, while it stays taken.
-                std::thread::sleep(nap);
+                // Never past the wait's end: a short time-out ends on time.
+                let left = crate::sync::next_slice(start, timeout).unwrap_or(Duration::ZERO);
+                std::thread::sleep(nap.min(left));
                 nap = (nap * 2).min(Duration::from_millis(5));
             } else {
                 nap = IDLE_NAP;
@@ -326,7 +331,9 @@ impl IntrPage {
     }
 }
 
-/// The most flows [`IntrPage::wait_owned`] polls (any more are left to the daemon).
+/// The most flows [`IntrPage::wait_owned`] polls; given more, it waits as
+/// [`IntrPage::wait`] does and leaves them all to the daemon (a node books at most 16 per
+/// owner).
 pub const MAX_POLLED: usize = 64;
 
 /// One `poll` of the bell and the live flows (a bit each in `live`) for at most `slice`;
@@ -494,8 +501,8 @@ mod tests {
             |_| false,
         );
         assert_eq!(got, IntrWait::TimedOut);
-        // A time-out with a part of a millisecond (its last slice under one, `ppoll`'s) is
-        // waited out whole.
+        // A time-out with a part of a millisecond is waited out whole (the sub-millisecond
+        // slice itself is checked by `sync`'s `poll_for` test).
         let t = Instant::now();
         let got = owner.wait_owned(
             Duration::ZERO,
