@@ -20,8 +20,8 @@
 //! What the rounds do not remove: on a machine whose cores other work keeps busy, the
 //! scheduler shares them out by thread, and ours runs more threads (a worker per queue and
 //! a reader per lane in each daemon) than iperf3's one a side, so loaded runs favour ours
-//! (runs of 2026-11-28 with two cores busy elsewhere: iperf3 -P 4 1.1–2.2 GB/s, below its
-//! one stream; ours 2.0–3.6). Quote quiet runs for this row: in those iperf3 -P 4 read
+//! (six runs of 2026-11-28 with two cores busy elsewhere: iperf3 -P 4's medians 1.3–2.7
+//! GB/s, about its own one stream; ours 2.0–3.6). Quote quiet runs for this row: in those iperf3 -P 4 read
 //! 5.0–6.3 GB/s in most rounds (now and then 1.2–3.1 in a round), ours 3.3–3.9.
 //!
 //! The parent keeps iperf3's server on host 2 for the run ([`Server`]); the measuring
@@ -49,7 +49,8 @@ pub(crate) const ROUNDS: u32 = 5;
 const SECONDS: u64 = 1;
 
 /// What is printed where iperf3 is missing or fails.
-const NOTE: &str = "(iperf3 unavailable: apt-get install iperf3 for the iperf3 reference)";
+const NOTE: &str =
+    "(iperf3 unavailable, or it failed or outran its time: apt-get install iperf3 for the iperf3 reference)";
 
 /// iperf3's server on host 2, kept by the parent for the whole run (killed when dropped).
 pub(crate) struct Server(Option<(Child, String)>);
@@ -137,17 +138,48 @@ pub(crate) fn print_rounds((ours, theirs): &Figures) {
 /// or fails.
 fn stream((addr, port): &(String, String), streams: u32) -> Option<f64> {
     let (p, t) = (streams.to_string(), SECONDS.to_string());
-    let args = ["-c", addr, "-p", port, "-t", &t, "-O", &t, "-P", &p, "-J"];
+    let args = ["-c", addr, "-p", port, "-t", &t, "-O", &t, "-P", &p, "-J", "--connect-timeout", "2000"];
     // The server listens within a moment of its start, and takes the next test a moment
     // after the last: the client is tried again until it does.
     for _ in 0..20 {
-        match Command::new("iperf3").args(args).stdin(Stdio::null()).stderr(Stdio::null()).output() {
-            Ok(o) if o.status.success() => return received(&o.stdout),
-            Ok(_) => std::thread::sleep(Duration::from_millis(100)),
-            Err(_) => return None,
+        let mut client = Command::new("iperf3");
+        client.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+        match output_within(client, Duration::from_secs(2 * SECONDS + 8)) {
+            Some((true, out)) => return received(&out),
+            Some((false, _)) => std::thread::sleep(Duration::from_millis(100)),
+            None => return None,
         }
     }
     None
+}
+
+/// Run `cmd` (its stdout piped) for at most `limit`: whether it succeeded, and what it
+/// wrote; `None` when it could not start or outran the limit (then it is killed: a wedged
+/// server or data connection never holds the bench).
+fn output_within(mut cmd: Command, limit: Duration) -> Option<(bool, Vec<u8>)> {
+    use std::io::Read;
+    let mut child = cmd.spawn().ok()?;
+    // Read while it runs: a report larger than the pipe's buffer must not stall it.
+    let mut pipe = child.stdout.take()?;
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = pipe.read_to_end(&mut out);
+        out
+    });
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if start.elapsed() < limit => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let out = reader.join().unwrap_or_default();
+    status.map(|s| (s.success(), out))
 }
 
 /// The receiver's bits per second in iperf3's JSON report, as bytes per second.
@@ -221,6 +253,24 @@ pub(crate) fn steady(
 #[cfg(test)]
 mod tests {
     use super::super::common::{median, median_ratio};
+
+    /// A client that hangs is killed at its limit (the bench goes on without the row); one
+    /// that ends gives its status and all it wrote.
+    #[test]
+    fn a_command_is_held_to_its_time() {
+        use std::process::{Command, Stdio};
+        use std::time::{Duration, Instant};
+        let mut slow = Command::new("sleep");
+        slow.arg("30").stdout(Stdio::piped());
+        let t = Instant::now();
+        assert_eq!(super::output_within(slow, Duration::from_millis(200)), None);
+        assert!(t.elapsed() < Duration::from_secs(20), "the hung command was not killed");
+        let mut echo = Command::new("sh");
+        echo.args(["-c", "head -c 200000 /dev/zero; exit 3"]).stdout(Stdio::piped());
+        let (ok, out) = super::output_within(echo, Duration::from_secs(20)).expect("sh ran");
+        assert!(!ok, "exit 3 is a failure");
+        assert_eq!(out.len(), 200_000, "a report past the pipe's buffer arrives whole");
+    }
 
     #[test]
     fn the_receivers_rate_is_read_from_the_report() {
