@@ -3,10 +3,11 @@
 //!
 //! Such tables are looked up on every data-path call (a `SCIMemCpy`, an RSMAPI put, a VIPL
 //! payload), where the standard map's keyed hash (SipHash, a few dozen ns a look-up) would
-//! cost more than the rest of the look-up. Nothing outside the process chooses these keys
-//! to collide (the counters and the node hand them out), so a keyless hash will do:
-//! [`IdHasher`] multiplies by an odd constant into 128 bits (Fibonacci hashing) and folds
-//! the product's high half into its low one. Do not use it for keys a peer or a C caller picks
+//! cost more than the rest of the look-up. Nothing chooses these keys to collide (this
+//! process's counters, the node and Remora's libraries in peer processes hand them out;
+//! VIPL's tables of a peer's memory handles are bounded by the slots it has), so a keyless
+//! hash will do: [`IdHasher`] multiplies by an odd constant (2⁶⁴ over the golden ratio)
+//! into 128 bits and folds the product's high half into its low one. Do not use it for keys a peer or a C caller picks
 //! (names, addresses): without a key, whoever picks them can make them collide.
 //!
 //! ```
