@@ -111,7 +111,7 @@ impl ViInner {
         } else if size <= INLINE {
             carried = true;
         } else {
-            match self.scatter(sq, link, k, sources) {
+            match self.scatter(&sq.heads, &mut sq.hint, link, k, sources) {
                 Ok(()) => {}
                 // The receive's memory was deregistered since the peer described it (the
                 // piece is gone): a protection error of that receive, as the peer finds

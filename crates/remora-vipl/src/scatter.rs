@@ -11,9 +11,9 @@
 //! `k` completed), so the note is as good as the entry. A note carries the receive's number
 //! and the connection's: a receive learned under an earlier connection reads the entry.
 
-use crate::layout::{self, Chunk, ENTRIES};
-use crate::link::{Link, Miss};
-use crate::vi::{SendQ, ViInner};
+use crate::layout::{self, Chunk, Head, ENTRIES};
+use crate::link::{Link, Miss, PieceHint};
+use crate::vi::ViInner;
 use crate::{Error, Result};
 use remora_sisci::UserRegion;
 
@@ -21,17 +21,19 @@ impl ViInner {
     /// Copy the sources, in order, into the buffers of the peer's receive `k`. Its pieces
     /// come from the note taken when it was learned ([`layout::Head`]), else from the ring A entry,
     /// read one at a time as the copy reaches them (most receives have one: no buffer for
-    /// all the entry could hold is cleared per message).
+    /// all the entry could hold is cleared per message). `heads` and `hint` are the send
+    /// queue's.
     pub(crate) fn scatter(
         &self,
-        sq: &mut SendQ,
+        heads: &[Head],
+        hint: &mut PieceHint,
         link: &Link,
         k: u64,
         sources: &[UserRegion],
     ) -> std::result::Result<(), Miss> {
         let at = layout::entry_at(k);
         let noted =
-            sq.heads.get(k as usize % ENTRIES).filter(|h| h.k == k + 1 && h.conn == self.conn()).copied();
+            heads.get(k as usize % ENTRIES).filter(|h| h.k == k + 1 && h.conn == self.conn()).copied();
         let (chunks, first) = match noted {
             Some(h) => (h.chunks as usize, Some(h.first)),
             None => {
@@ -65,15 +67,7 @@ impl ViInner {
                     None => *c.insert(chunk(ci)?),
                 };
                 let n = (now.len as usize - coff).min(src.len() - soff);
-                link.write_piece_hinted(
-                    &self.nic,
-                    &mut sq.hint,
-                    now.seg,
-                    now.off as usize + coff,
-                    src,
-                    soff,
-                    n,
-                )?;
+                link.write_piece_hinted(&self.nic, hint, now.seg, now.off as usize + coff, src, soff, n)?;
                 soff += n;
                 coff += n;
                 if coff == now.len as usize {

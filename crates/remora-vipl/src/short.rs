@@ -32,7 +32,7 @@ impl ViInner {
     /// path takes it.
     #[inline]
     pub(crate) fn send_short(&self, sq: &mut SendQ, addr: usize, handle: u32) -> bool {
-        let SendQ { consumed, seen, rooms, heads, cache, link, done, .. } = sq;
+        let SendQ { consumed, seen, rooms, heads, cache, link, done, hint } = sq;
         let Some((link, attrs)) = link.as_ref() else { return false };
         let Some(map) = link.map.0.as_ref() else { return false };
         let k = *consumed;
@@ -45,14 +45,23 @@ impl ViInner {
         // The entry's line, checked once for its four stores.
         let Some(e) = map.line(layout::completion_at(k)) else { return false };
         let Some(t) = cache.hit(&self.nic, addr, handle, attrs.ptag, false) else { return false };
-        // A send (no RDMA, no reserved bit), its memory registered under the VI's tag.
-        if t.control & (control::OP_MASK | control::RESERVED) != 0 || t.too_many {
+        // No reserved bit, its memory registered under the VI's tag.
+        if t.control & control::RESERVED != 0 || t.too_many {
             return false;
         }
         let Some(sources) = &t.local else { return false };
         let size: usize = sources.iter().map(|s| s.len()).sum();
         let max = attrs.max_transfer.min(link.peer.max_transfer) as usize;
-        if size > INLINE || size > max || room == NOT_OURS || size > room as usize || self.peer_said() != 0 {
+        if size > max || room == NOT_OURS || self.peer_said() != 0 {
+            return false;
+        }
+        // A long send or an RDMA write: its own straight line (`short/long.rs`), from
+        // this descriptor as found here.
+        if size > INLINE || t.control & control::OP_MASK != 0 {
+            let q = Long { consumed, seen, rooms, heads, done, hint };
+            return self.send_long(q, link, e, t, sources, size, room, (addr, handle));
+        }
+        if size > room as usize {
             return false;
         }
         let imm = t.control & control::IMMEDIATE != 0;
@@ -240,6 +249,9 @@ fn scatter(dst: &UserRegion, data: &[u8]) {
         let _ = dst.write(o, rest);
     }
 }
+
+mod long;
+use long::Long;
 
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,7 @@
 //! What the crate's unit tests that need a connected pair share: registered memory
 //! (`Mem`), posting a receive and sending a message (`post_recv`, `send`), two ends of a
 //! reliable connection on nodes 4 and 8 (`two`) and connecting them (`connect`). Used by
-//! `late_stores`, `deliver/learn`, `deliver/reap`, `describe`, `short`, `link/told/missed`
+//! `late_stores`, `deliver/learn`, `deliver/reap`, `describe`, `short`, `short/long`, `link/told/missed`
 //! and `nic/watcher_end`.
 
 use crate::{
@@ -24,11 +24,17 @@ pub(crate) struct Mem {
 
 impl Mem {
     pub(crate) fn new(nic: &Nic, len: usize, ptag: ProtectionTag) -> Mem {
+        Mem::with(nic, len, MemAttributes { ptag, rdma_write: false, rdma_read: false })
+    }
+    /// Registered with `attrs`.
+    pub(crate) fn with(nic: &Nic, len: usize, attrs: MemAttributes) -> Mem {
         let buf: &'static mut [u8] = Box::leak(vec![0u8; len + 64].into_boxed_slice());
         let skip = (64 - buf.as_ptr() as usize % 64) % 64;
         let region = UserRegion::from_static(&mut buf[skip..skip + len]);
-        let attrs = MemAttributes { ptag, rdma_write: false, rdma_read: false };
         Mem { region, handle: nic.register(region, attrs).unwrap() }
+    }
+    pub(crate) fn region(&self) -> UserRegion {
+        self.region
     }
     pub(crate) fn addr(&self, off: usize) -> usize {
         self.region.addr() + off

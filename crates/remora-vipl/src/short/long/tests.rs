@@ -1,0 +1,159 @@
+//! The straight line of a long send and an RDMA write (`short/long.rs`): what it carries
+//! arrives as on the general path, and what it leaves to that path (a receive too small,
+//! an RDMA write the peer does not allow) ends with the same statuses. Each descriptor is
+//! posted twice, so that its second post finds it in the send queue's cache with the
+//! peer's receive learned: the straight line's case.
+
+use crate::layout::{control, status};
+use crate::testing::{connect, post_recv, send, two, Mem, Two, T};
+use crate::{DataSegment, Descriptor, MemAttributes, Nic, ProtectionTag, Vi, ViAttributes, ViState};
+use crate::{MAX_TRANSFER, UNRELIABLE};
+use remora_testkit::Harness;
+use std::sync::atomic::Ordering;
+
+/// The status and length of the receive `vi` completes next (its descriptor in `desc`).
+fn received(nic: &Nic, vi: &Vi) -> Descriptor {
+    let (addr, handle) = vi.recv_wait(T).unwrap();
+    nic.read_descriptor(addr, handle).unwrap()
+}
+
+/// Post the RDMA write (with immediate data `imm`) of `buf[..len]` to the peer's memory
+/// `to` at `at`, its descriptor at `desc`; its status bits.
+fn rdma_write(nic: &Nic, vi: &Vi, desc: &Mem, buf: &Mem, len: usize, to: DataSegment, imm: u32) -> u32 {
+    let seg = DataSegment { addr: buf.addr(0) as u64, handle: buf.handle, len: len as u32 };
+    let d = Descriptor {
+        control: control::OP_RDMAWRITE | control::IMMEDIATE,
+        immediate: imm,
+        length: len as u32,
+        segments: vec![to, seg],
+        ..Default::default()
+    };
+    nic.write_descriptor(desc.addr(0), desc.handle, &d).unwrap();
+    vi.post_send(desc.addr(0), desc.handle).unwrap();
+    assert_eq!(vi.send_wait(T).unwrap(), (desc.addr(0), desc.handle));
+    nic.read_descriptor(desc.addr(0), desc.handle).unwrap().status
+}
+
+#[test]
+fn long_sends_and_rdma_writes_arrive_whole_with_their_completions() {
+    let h = Harness::with_cluster(&[4, 8], false);
+    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
+    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
+    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
+    let attrs = |ptag| ViAttributes {
+        reliability: crate::RELIABLE_DELIVERY,
+        max_transfer: MAX_TRANSFER,
+        ptag,
+        rdma_write: true,
+        rdma_read: false,
+    };
+    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
+    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    let (sbuf, sdesc) = (Mem::new(&snic, 4 * 8192, sp), Mem::new(&snic, 1024, sp));
+    let target = register(&snic, 8192, sp, true);
+    let (cbuf, cdesc) = (Mem::new(&cnic, 8192, cp), Mem::new(&cnic, 1024, cp));
+    for i in 0..4 {
+        post_recv(&snic, &server, &sdesc, 64 * i, &sbuf, 8192 * i, 8192);
+    }
+    connect(&snic, &server, &cnic, &client, b"long-whole");
+    assert!(client.inner.peer_here.load(Ordering::Relaxed), "the pair is not on one host");
+    for (i, byte) in [7u8, 9].into_iter().enumerate() {
+        let st = send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[byte; 5000]);
+        assert_eq!(st, status::DONE | status::OP_SEND, "send {i}");
+        let r = received(&snic, &server);
+        assert_eq!((r.status, r.length), (status::DONE | status::OP_RECEIVE, 5000), "receive {i}");
+        assert_eq!(sbuf.get(8192 * i, 5000), vec![byte; 5000], "payload {i}");
+    }
+    let to = DataSegment { addr: target.addr(100) as u64, handle: target.handle, len: 0 };
+    for (i, imm) in [11u32, 12].into_iter().enumerate() {
+        fill(&cbuf, 3000, imm as u8);
+        let st = rdma_write(&cnic, &client, &cdesc, &cbuf, 3000, to, imm);
+        assert_eq!(st, status::DONE | status::OP_RDMA_WRITE, "write {i}");
+        let r = received(&snic, &server);
+        let want = status::DONE | status::OP_REMOTE_RDMA_WRITE | status::IMMEDIATE;
+        assert_eq!((r.status, r.length, r.immediate), (want, 3000, imm), "write {i}'s completion");
+        assert_eq!(target.get(100, 3000), vec![imm as u8; 3000], "write {i}'s bytes");
+    }
+}
+
+/// A long send whose receive is too small: the receive completes with a length error and
+/// the (reliable) VI breaks, as the general path ends it.
+#[test]
+fn a_long_send_to_a_receive_too_small_ends_as_on_the_general_path() {
+    let h = Harness::with_cluster(&[4, 8], false);
+    let Two { snic, cnic, sp, cp, server, client } = two(&h, None);
+    let (sbuf, sdesc) = (Mem::new(&snic, 8192, sp), Mem::new(&snic, 1024, sp));
+    let (cbuf, cdesc) = (Mem::new(&cnic, 8192, cp), Mem::new(&cnic, 1024, cp));
+    post_recv(&snic, &server, &sdesc, 0, &sbuf, 0, 4096);
+    post_recv(&snic, &server, &sdesc, 64, &sbuf, 4096, 1000);
+    connect(&snic, &server, &cnic, &client, b"long-small");
+    assert!(client.inner.peer_here.load(Ordering::Relaxed), "the pair is not on one host");
+    assert_eq!(send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[3u8; 2000]), status::DONE | status::OP_SEND);
+    assert_eq!(client.inner.send.lock().seen, 2, "the small receive was not learned");
+    assert_eq!(received(&snic, &server).length, 2000);
+    // The same descriptor again, into the 1000-byte receive.
+    let st = send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[4u8; 2000]);
+    assert_eq!(st, status::DONE | status::OP_SEND, "the sender's status");
+    let r = received(&snic, &server);
+    assert_eq!(r.status, status::DONE | status::OP_RECEIVE | status::LENGTH_ERROR, "the receive's status");
+    assert_eq!(sbuf.get(4096, 1000), vec![0u8; 1000], "bytes landed in a receive too small");
+    let t = std::time::Instant::now();
+    while client.state() != ViState::Error {
+        assert!(t.elapsed() < std::time::Duration::from_secs(20), "the sender's VI did not break");
+        std::thread::yield_now();
+    }
+}
+
+/// An RDMA write the peer does not allow (its VI without RDMA write, or its memory),
+/// posted twice on an unreliable VI (which does not break): both times a protection
+/// error, nothing written, no receive consumed.
+#[test]
+fn an_rdma_write_the_peer_does_not_allow_fails_the_same_each_time() {
+    for (vi_allows, mem_allows) in [(false, true), (true, false)] {
+        let h = Harness::with_cluster(&[4, 8], false);
+        let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
+        let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
+        let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
+        let attrs = |ptag, rdma_write| ViAttributes {
+            reliability: UNRELIABLE,
+            max_transfer: MAX_TRANSFER,
+            ptag,
+            rdma_write,
+            rdma_read: false,
+        };
+        let server = Vi::create(&snic, attrs(sp, vi_allows), None, None).unwrap();
+        let client = Vi::create(&cnic, attrs(cp, true), None, None).unwrap();
+        let (sbuf, sdesc) = (Mem::new(&snic, 3 * 4096, sp), Mem::new(&snic, 1024, sp));
+        let target = register(&snic, 8192, sp, mem_allows);
+        let (cbuf, cdesc) = (Mem::new(&cnic, 8192, cp), Mem::new(&cnic, 1024, cp));
+        for i in 0..3 {
+            post_recv(&snic, &server, &sdesc, 64 * i, &sbuf, 4096 * i, 4096);
+        }
+        connect(&snic, &server, &cnic, &client, b"long-refused");
+        assert!(client.inner.peer_here.load(Ordering::Relaxed), "the pair is not on one host");
+        // A send learns the three receives.
+        send(&cnic, &client, &cdesc, 64, &cbuf, 0, &[1u8; 8]);
+        assert_eq!(received(&snic, &server).length, 8);
+        assert_eq!(client.inner.send.lock().seen, 3, "the receives were not learned");
+        fill(&cbuf, 3000, 5);
+        let to = DataSegment { addr: target.addr(0) as u64, handle: target.handle, len: 0 };
+        for i in 0..2 {
+            let st = rdma_write(&cnic, &client, &cdesc, &cbuf, 3000, to, 77);
+            let want = status::DONE | status::OP_RDMA_WRITE | status::RDMA_PROT_ERROR;
+            assert_eq!(st, want, "write {i} (VI allows: {vi_allows}, memory: {mem_allows})");
+        }
+        assert_eq!(target.get(0, 3000), vec![0u8; 3000], "a refused write landed");
+        assert_eq!(client.inner.send.lock().consumed, 1, "a refused write consumed a receive");
+        assert_eq!(client.state(), ViState::Connected, "the unreliable VI broke");
+    }
+}
+
+/// `len` bytes of `fill` at the start of `m`.
+fn fill(m: &Mem, len: usize, fill: u8) {
+    m.region().write(0, &vec![fill; len]).unwrap();
+}
+
+/// Memory registered with RDMA write allowed or not.
+fn register(nic: &Nic, len: usize, ptag: ProtectionTag, rdma_write: bool) -> Mem {
+    Mem::with(nic, len, MemAttributes { ptag, rdma_write, rdma_read: false })
+}
