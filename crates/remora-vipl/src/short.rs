@@ -1,11 +1,12 @@
 //! The short message between two VIs of this host, in one straight line: a send whose
 //! payload travels inside the completion entry ([`layout::INLINE`] bytes at most), from a
 //! descriptor posted before as it is now, into a receive whose size the sender knows
-//! already; and the taking of such a completion. Everything else (and anything unusual on
-//! the way: an error to report, a receive not described yet, a peer that asked for the
-//! bell on every message) goes the general way of `data.rs` and `deliver.rs`, which these
-//! two only shorten, never change: the same words are stored in the same order, the same
-//! descriptor fields written.
+//! already; and the taking of such a completion. A long send or an RDMA write found the
+//! same way goes on from here in a straight line of its own (`short/long.rs`). Everything
+//! else (and anything unusual on the way: an error to report, a receive not described
+//! yet, a peer that asked for the bell on every message) goes the general way of `data.rs`
+//! and `deliver.rs`, which these only shorten, never change: the same words are stored in
+//! the same order, the same descriptor fields written.
 //!
 //! On one host a message's latency is the receiver's work from seeing the entry to the
 //! answer's entry: its reap, its post of the receive again, and the answer's send up to its
