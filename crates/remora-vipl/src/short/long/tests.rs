@@ -17,13 +17,21 @@ fn received(nic: &Nic, vi: &Vi) -> Descriptor {
     nic.read_descriptor(addr, handle).unwrap()
 }
 
-/// Post the RDMA write (with immediate data `imm`) of `buf[..len]` to the peer's memory
-/// `to` at `at`, its descriptor at `desc`; its status bits.
-fn rdma_write(nic: &Nic, vi: &Vi, desc: &Mem, buf: &Mem, len: usize, to: DataSegment, imm: u32) -> u32 {
+/// Post the RDMA write (with immediate data `imm`, when given) of `buf[..len]` to the
+/// peer's memory at `to`, its descriptor at `desc`; its status bits.
+fn rdma_write(
+    nic: &Nic,
+    vi: &Vi,
+    desc: &Mem,
+    buf: &Mem,
+    len: usize,
+    to: DataSegment,
+    imm: Option<u32>,
+) -> u32 {
     let seg = DataSegment { addr: buf.addr(0) as u64, handle: buf.handle, len: len as u32 };
     let d = Descriptor {
-        control: control::OP_RDMAWRITE | control::IMMEDIATE,
-        immediate: imm,
+        control: control::OP_RDMAWRITE | if imm.is_some() { control::IMMEDIATE } else { 0 },
+        immediate: imm.unwrap_or(0),
         length: len as u32,
         segments: vec![to, seg],
         ..Default::default()
@@ -49,10 +57,10 @@ fn long_sends_and_rdma_writes_arrive_whole_with_their_completions() {
     };
     let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
     let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
-    let (sbuf, sdesc) = (Mem::new(&snic, 4 * 8192, sp), Mem::new(&snic, 1024, sp));
+    let (sbuf, sdesc) = (Mem::new(&snic, 6 * 8192, sp), Mem::new(&snic, 1024, sp));
     let target = register(&snic, 8192, sp, true);
     let (cbuf, cdesc) = (Mem::new(&cnic, 8192, cp), Mem::new(&cnic, 1024, cp));
-    for i in 0..4 {
+    for i in 0..6 {
         post_recv(&snic, &server, &sdesc, 64 * i, &sbuf, 8192 * i, 8192);
     }
     connect(&snic, &server, &cnic, &client, b"long-whole");
@@ -67,13 +75,26 @@ fn long_sends_and_rdma_writes_arrive_whole_with_their_completions() {
     let to = DataSegment { addr: target.addr(100) as u64, handle: target.handle, len: 0 };
     for (i, imm) in [11u32, 12].into_iter().enumerate() {
         fill(&cbuf, 3000, imm as u8);
-        let st = rdma_write(&cnic, &client, &cdesc, &cbuf, 3000, to, imm);
+        let st = rdma_write(&cnic, &client, &cdesc, &cbuf, 3000, to, Some(imm));
         assert_eq!(st, status::DONE | status::OP_RDMA_WRITE, "write {i}");
         let r = received(&snic, &server);
         let want = status::DONE | status::OP_REMOTE_RDMA_WRITE | status::IMMEDIATE;
         assert_eq!((r.status, r.length, r.immediate), (want, 3000, imm), "write {i}'s completion");
         assert_eq!(target.get(100, 3000), vec![imm as u8; 3000], "write {i}'s bytes");
     }
+    // Without immediate data: the bytes land, no receive is consumed (the fifth stays
+    // posted, and the next send's payload reaches it).
+    for (i, byte) in [21u8, 22].into_iter().enumerate() {
+        fill(&cbuf, 3000, byte);
+        let st = rdma_write(&cnic, &client, &cdesc, &cbuf, 3000, to, None);
+        assert_eq!(st, status::DONE | status::OP_RDMA_WRITE, "plain write {i}");
+        assert_eq!(target.get(100, 3000), vec![byte; 3000], "plain write {i}'s bytes");
+    }
+    assert_eq!(client.inner.send.lock().consumed, 4, "a write without immediate data consumed a receive");
+    send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[6u8; 5000]);
+    let r = received(&snic, &server);
+    assert_eq!((r.status, r.length), (status::DONE | status::OP_RECEIVE, 5000), "the fifth receive");
+    assert_eq!(sbuf.get(8192 * 4, 5000), vec![6u8; 5000], "the fifth receive's payload");
 }
 
 /// A long send whose receive is too small: the receive completes with a length error and
@@ -138,7 +159,7 @@ fn an_rdma_write_the_peer_does_not_allow_fails_the_same_each_time() {
         fill(&cbuf, 3000, 5);
         let to = DataSegment { addr: target.addr(0) as u64, handle: target.handle, len: 0 };
         for i in 0..2 {
-            let st = rdma_write(&cnic, &client, &cdesc, &cbuf, 3000, to, 77);
+            let st = rdma_write(&cnic, &client, &cdesc, &cbuf, 3000, to, Some(77));
             let want = status::DONE | status::OP_RDMA_WRITE | status::RDMA_PROT_ERROR;
             assert_eq!(st, want, "write {i} (VI allows: {vi_allows}, memory: {mem_allows})");
         }
