@@ -28,9 +28,11 @@ const _: () = assert!(
 );
 
 impl ViInner {
-    /// `VipPostSend` of a short send to a peer on this host (see the module doc), under
-    /// the send queue's lock. `false` when it is not one: nothing was done, the general
-    /// path takes it.
+    /// `VipPostSend` of a send or RDMA write to a peer on this host in a straight line (a
+    /// short send here, a long one or an RDMA write in `long.rs`: see the module docs),
+    /// under the send queue's lock. `false` when it is not one: no entry stored and no
+    /// queue state changed (a long one's bytes may have been copied), the general path
+    /// takes it.
     #[inline]
     pub(crate) fn send_short(&self, sq: &mut SendQ, addr: usize, handle: u32) -> bool {
         let SendQ { consumed, seen, rooms, heads, cache, link, done, hint } = sq;

@@ -4,10 +4,16 @@
 //! from the note taken then, the peer's piece through the queue's hint), the completion
 //! stored as the general path stores it. What the general path (`data.rs`'s `perform`,
 //! `deliver.rs`) would answer with an error bit, or anything unusual (an RDMA read, a
-//! receive too small, a piece or slot the hint does not reach), is left to it: `false`,
+//! receive too small, a piece gone, a transport failure, a slot refused; a piece or slot
+//! the hint does not reach is looked up as the general path looks it up), is left to it:
+//! `false`,
 //! and the descriptor goes the general way, which does all of it again. Bytes copied on
 //! the way are copied again there, to the same place: the receiver sees nothing before the
 //! entry's sequence number, and an RDMA write's target is undefined until it completes.
+//!
+//! An RDMA write without immediate data takes this line too, but only while a receive of
+//! this connection is learned (the short path's first steps need one); a stream of RDMA
+//! writes to a peer that posts no receives goes the general way.
 
 use crate::layout::{self, control, status, Completion, Head, SEQ};
 use crate::link::{Link, PieceHint};
@@ -34,7 +40,8 @@ impl ViInner {
     /// consumes that receive, as the general path's). `send_short` checked the rest: a
     /// connected peer of this host that did not go and wants no bell on every message,
     /// the descriptor's reserved bits clear and its memory registered under the VI's tag.
-    /// `false`: nothing the peer can see was done, the general path takes it.
+    /// `false`: no entry stored and no queue state changed (bytes may have been copied, to
+    /// the places the general path copies them again); the general path takes it.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     pub(super) fn send_long(

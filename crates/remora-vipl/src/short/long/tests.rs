@@ -11,7 +11,7 @@ use crate::{MAX_TRANSFER, UNRELIABLE};
 use remora_testkit::Harness;
 use std::sync::atomic::Ordering;
 
-/// The status and length of the receive `vi` completes next (its descriptor in `desc`).
+/// The descriptor of the receive `vi` completes next (its status and length).
 fn received(nic: &Nic, vi: &Vi) -> Descriptor {
     let (addr, handle) = vi.recv_wait(T).unwrap();
     nic.read_descriptor(addr, handle).unwrap()
