@@ -27,10 +27,10 @@ const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 /// A hasher for integer keys the process hands out itself (see the [module](self) doc).
 ///
 /// An integer written (`write_u8` … `write_u64`, `write_usize`, and the signed ones, which
-/// come to these) is mixed in as one number: the state so far xor the number, times
-/// [`GOLDEN`] as a 128-bit product whose high half is folded (xor) into its low half. A key
-/// of one integer, the common case, is one multiplication (`mul` gives both halves on
-/// x86-64). The map picks a bucket by the low bits and tags the entry by the top seven;
+/// come to these) is mixed in as one number: the state so far xor the number, times an
+/// odd constant (2⁶⁴ over the golden ratio) as a 128-bit product whose high half is folded
+/// (xor) into its low half. A key of one integer, the common case, is one multiplication
+/// (`mul` gives both halves on x86-64). The map picks a bucket by the low bits and tags the entry by the top seven;
 /// with the fold both depend on every bit of the key — handles whose low bits are a
 /// constant kind tag (`(n << 4) | tag`) spread over the buckets, and so do keys that
 /// differ only in their high bits (`n << 40`).
