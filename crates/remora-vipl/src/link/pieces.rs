@@ -12,7 +12,8 @@ use std::time::Duration;
 /// A map keyed by a node's segment id or a memory handle: looked up on every message's
 /// payload, so hashed by one multiplication ([`remora_client::id_hash`]), not by the default
 /// keyed hash (SipHash, a few dozen ns a look). Nothing outside the process chooses these
-/// keys to collide: they are numbers the node and this library hand out.
+/// keys to collide: they are numbers the node, this library and the peer's library hand
+/// out (a peer's memory handles, bounded by the slots it has).
 pub(crate) type PieceMap<V> = remora_client::id_hash::IdMap<u32, V>;
 
 impl Link {
