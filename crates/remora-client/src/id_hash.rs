@@ -7,8 +7,9 @@
 //! process's counters, the node and Remora's libraries in peer processes hand them out;
 //! VIPL's tables of a peer's memory handles are bounded by the slots it has), so a keyless
 //! hash will do: [`IdHasher`] multiplies by an odd constant (2⁶⁴ over the golden ratio)
-//! into 128 bits and folds the product's high half into its low one. Do not use it for keys a peer or a C caller picks
-//! (names, addresses): without a key, whoever picks them can make them collide.
+//! into 128 bits and folds the product's high half into its low one. Do not use it for
+//! keys a peer or a C caller picks (names, addresses): without a key, whoever picks them
+//! can make them collide. Descriptors the kernel hands out (capi/scif's endpoints) do.
 //!
 //! ```
 //! use remora_client::id_hash::IdMap;
@@ -30,9 +31,9 @@ const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 /// come to these) is mixed in as one number: the state so far xor the number, times an
 /// odd constant (2⁶⁴ over the golden ratio) as a 128-bit product whose high half is folded
 /// (xor) into its low half. A key of one integer, the common case, is one multiplication
-/// (`mul` gives both halves on x86-64). The map picks a bucket by the low bits and tags the entry by the top seven;
-/// with the fold both depend on every bit of the key — handles whose low bits are a
-/// constant kind tag (`(n << 4) | tag`) spread over the buckets, and so do keys that
+/// (`mul` gives both halves on x86-64). The map picks a bucket by the low bits and tags
+/// the entry by the top seven; with the fold both depend on every bit of the key —
+/// handles whose low bits are a constant kind tag (`(n << 4) | tag`) spread over the buckets, and so do keys that
 /// differ only in their high bits (`n << 40`).
 ///
 /// Bytes written with [`write`] (the keys that are not integers: strings, byte slices,

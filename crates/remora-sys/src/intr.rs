@@ -38,9 +38,9 @@
 //! across hosts, the waiter blocked, took 29 µs one-way beside raw TCP's 3). A process of
 //! this host holding the page, of this node or of another one reached over the `local`
 //! transport, triggers it itself and is not counted: with only such connections the owner
-//! sleeps on the futex (one `futex` call each side; the bell's `ppoll` and `sendto` made
-//! a one-core ping-pong 1.6 times raw futexes'). Every trigger, counted or not, wakes
-//! both kinds of sleeper (`waiters`, `ringing`), so the count may change under a waiter.
+//! sleeps on the futex (one `futex` call each side; the bell's `ppoll` then, `poll` now,
+//! and `sendto` made a one-core ping-pong 1.6 times raw futexes'). Every trigger, counted
+//! or not, wakes both kinds of sleeper (`waiters`, `ringing`), so the count may change under a waiter.
 
 use crate::sync::{futex_wake_all, spin_then_block, EventFd, WaitOutcome};
 use crate::{Mapping, Memfd};

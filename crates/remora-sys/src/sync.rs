@@ -198,8 +198,9 @@ pub fn spin_then_poll(
 /// without `ppoll`'s copy of the time left back to the caller on every return (a
 /// measurable part of a blocked trigger→wake). Whole milliseconds go through `poll`, a
 /// slice under one millisecond through `ppoll`; a slice of `n` ms and a fraction sleeps
-/// its whole `n` ms (plus timer slack) and leaves the fraction to the caller's next slice,
-/// so no slice sleeps longer than asked (the callers' loops ask again for what is left). Returns how many of `fds` have events.
+/// its whole `n` ms and leaves the fraction to the caller's next slice, so no slice sleeps
+/// more than asked beyond timer slack (the callers' loops ask again for what is left).
+/// Returns how many of `fds` have events.
 ///
 /// # Errors
 /// The errno of the call, `EINTR` included (the callers look again).

@@ -160,7 +160,11 @@ fn output_within(mut cmd: Command, limit: Duration) -> Option<(bool, Vec<u8>)> {
     use std::io::Read;
     let mut child = cmd.spawn().ok()?;
     // Read while it runs: a report larger than the pipe's buffer must not stall it.
-    let mut pipe = child.stdout.take()?;
+    let Some(mut pipe) = child.stdout.take() else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return None;
+    };
     let reader = std::thread::spawn(move || {
         let mut out = Vec::new();
         let _ = pipe.read_to_end(&mut out);
@@ -228,7 +232,9 @@ pub(crate) fn steady(
         let hs: Vec<_> = (0..threads)
             .map(|k| {
                 sc.spawn(move || -> Result<u64, String> {
-                    let first = f(k);
+                    // A warm-up that panics still reaches the barrier (the others wait there).
+                    let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(k)))
+                        .unwrap_or_else(|_| Err("transfer thread panicked".into()));
                     warm.wait();
                     first?;
                     let (t, mut calls) = (Instant::now(), 0u64);
