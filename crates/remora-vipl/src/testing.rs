@@ -33,6 +33,16 @@ impl Mem {
         let region = UserRegion::from_static(&mut buf[skip..skip + len]);
         Mem { region, handle: nic.register(region, attrs).unwrap() }
     }
+    /// `len` bytes (a multiple of the page size) of whole pages of their own: no other
+    /// region shares their piece, so deregistering them removes it.
+    pub(crate) fn own_pages(nic: &Nic, len: usize, ptag: ProtectionTag) -> Mem {
+        let page = 4096;
+        let buf: &'static mut [u8] = Box::leak(vec![0u8; len + page].into_boxed_slice());
+        let skip = (page - buf.as_ptr() as usize % page) % page;
+        let region = UserRegion::from_static(&mut buf[skip..skip + len]);
+        let attrs = MemAttributes { ptag, rdma_write: false, rdma_read: false };
+        Mem { region, handle: nic.register(region, attrs).unwrap() }
+    }
     pub(crate) fn region(&self) -> UserRegion {
         self.region
     }
