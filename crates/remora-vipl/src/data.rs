@@ -162,7 +162,7 @@ impl Vi {
                     _ => refused = Some(Error::InvalidState),
                 }
                 if refused.is_none() {
-                    vi.complete_send(sq, addr, handle, t, status::DONE | opbits | out.bits);
+                    vi.complete_send(&mut sq.done, addr, handle, t, status::DONE | opbits | out.bits);
                 }
             }
         }

@@ -23,6 +23,7 @@ use crate::link::{Link, Miss};
 use crate::vi::{SendQ, ViInner, RELIABLE_RECEPTION};
 use crate::{Error, ErrorCode};
 use remora_sisci::UserRegion;
+use std::collections::VecDeque;
 use std::sync::atomic::{fence, Ordering};
 use std::time::Duration;
 
@@ -43,10 +44,21 @@ const RECEIVE_GRACE_FAR: Duration = Duration::from_millis(500);
 const RECEIVE_GRACE_FAR_UNRELIABLE: Duration = Duration::from_millis(100);
 
 impl ViInner {
-    /// Record a completed send, RDMA write or RDMA read.
-    pub(crate) fn complete_send(&self, sq: &mut SendQ, addr: usize, handle: u32, t: &Taken, st: u32) {
+    /// Record a completed send, RDMA write or RDMA read (its descriptor at `addr`,
+    /// `handle`; `done`: the send queue's completed ones): its status `st` written, the
+    /// descriptor queued as done, a thread asleep in `send_wait` woken, the send completion
+    /// queue told. The general path's and both straight lines' (`short.rs`, `short/long.rs`).
+    #[inline(always)]
+    pub(crate) fn complete_send(
+        &self,
+        done: &mut VecDeque<(usize, u32)>,
+        addr: usize,
+        handle: u32,
+        t: &Taken,
+        st: u32,
+    ) {
         self.nic.finish(&t.ctl, t.epoch, st, None, None);
-        sq.done.push_back((addr, handle));
+        done.push_back((addr, handle));
         if self.send_waiters.load(Ordering::Relaxed) > 0 {
             self.send_seq.fetch_add(1, Ordering::SeqCst);
             remora_sys::sync::futex_wake_all(&self.send_seq);

@@ -16,9 +16,10 @@
 
 use crate::deliver::NOT_OURS;
 use crate::layout::{self, control, status, Completion, Head, ENTRIES, INLINE, INLINE_AT, SEQ};
+use crate::link::Link;
 use crate::vi::{RecvQ, SendQ, ViInner};
 use remora_sisci::UserRegion;
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
 // A ring B entry is one line of words: the completion's two, the inline payload's, the
@@ -89,6 +90,25 @@ impl ViInner {
             a.copy_from_slice(w);
             e[INLINE_AT / 8 + i].store(u64::from_ne_bytes(a), Ordering::Release);
         }
+        self.entry_stored(link, e, k, (consumed, seen), rooms, heads);
+        self.complete_send(done, addr, handle, t, status::DONE | status::OP_SEND);
+        true
+    }
+
+    /// The end of a straight line's entry `e` for the peer's receive `k` (its other words
+    /// stored already): its sequence number last, the receive consumed, the peer rung when
+    /// it waits, and the receives it described since taken in when this used the last one
+    /// known.
+    #[inline(always)]
+    fn entry_stored(
+        &self,
+        link: &Link,
+        e: &[AtomicU64; 8],
+        k: u64,
+        (consumed, seen): (&mut u64, &mut u64),
+        rooms: &mut Vec<u32>,
+        heads: &mut Vec<Head>,
+    ) {
         e[SEQ / 8].store(link.tag(k + 1), Ordering::Release);
         *consumed = k + 1;
         // No barrier before the look at the flag (see `ViInner::deliver`).
@@ -98,16 +118,6 @@ impl ViInner {
         if *consumed == *seen {
             self.learn_ahead(seen, rooms, heads, k + 1);
         }
-        self.nic.finish(&t.ctl, t.epoch, status::DONE | status::OP_SEND, None, None);
-        done.push_back((addr, handle));
-        if self.send_waiters.load(Ordering::Relaxed) > 0 {
-            self.send_seq.fetch_add(1, Ordering::SeqCst);
-            remora_sys::sync::futex_wake_all(&self.send_seq);
-        }
-        if let Some(cq) = &self.send_cq {
-            cq.push(self.id, false);
-        }
-        true
     }
 
     /// The receives the peer described since its count was read last, taken in right

@@ -15,7 +15,7 @@
 //! this connection is learned (the short path's first steps need one); a stream of RDMA
 //! writes to a peer that posts no receives goes the general way.
 
-use crate::layout::{self, control, status, Completion, Head, SEQ};
+use crate::layout::{control, status, Completion, Head};
 use crate::link::{Link, PieceHint};
 use crate::vi::ViInner;
 use remora_sisci::UserRegion;
@@ -86,25 +86,9 @@ impl ViInner {
             let [w0, w1] = c.words(carried);
             e[0].store(w0, Ordering::Release);
             e[1].store(w1, Ordering::Release);
-            e[SEQ / 8].store(link.tag(k + 1), Ordering::Release);
-            *q.consumed = k + 1;
-            // No barrier before the look at the flag (see `ViInner::deliver`).
-            if self.flag_up(layout::PEER_WAITING) {
-                link.ring();
-            }
-            if *q.consumed == *q.seen {
-                self.learn_ahead(q.seen, q.rooms, q.heads, k + 1);
-            }
+            self.entry_stored(link, e, k, (q.consumed, q.seen), q.rooms, q.heads);
         }
-        self.nic.finish(&t.ctl, t.epoch, status::DONE | mine, None, None);
-        q.done.push_back((addr, handle));
-        if self.send_waiters.load(Ordering::Relaxed) > 0 {
-            self.send_seq.fetch_add(1, Ordering::SeqCst);
-            remora_sys::sync::futex_wake_all(&self.send_seq);
-        }
-        if let Some(cq) = &self.send_cq {
-            cq.push(self.id, false);
-        }
+        self.complete_send(q.done, addr, handle, t, status::DONE | mine);
         true
     }
 }
