@@ -32,8 +32,8 @@ impl ViInner {
     /// `VipPostSend` of a send or RDMA write to a peer on this host in a straight line (a
     /// short send here, a long one or an RDMA write in `long.rs`: see the module docs),
     /// under the send queue's lock. `false` when it is not one: no entry stored and no
-    /// queue state changed (a long one's bytes may have been copied), the general path
-    /// takes it.
+    /// queue state changed but the piece hint, which only caches (a long one's bytes may
+    /// have been copied), the general path takes it.
     #[inline]
     pub(crate) fn send_short(&self, sq: &mut SendQ, addr: usize, handle: u32) -> bool {
         let SendQ { consumed, seen, rooms, heads, cache, link, done, hint } = sq;

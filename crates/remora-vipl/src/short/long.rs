@@ -6,9 +6,10 @@
 //! `deliver.rs`) would answer with an error bit, or anything unusual (an RDMA read, a
 //! receive too small, a piece gone, a transport failure, a slot refused; a piece or slot
 //! the hint does not reach is looked up as the general path looks it up), is left to it:
-//! `false`,
-//! and the descriptor goes the general way, which does all of it again. Bytes copied on
-//! the way are copied again there, to the same place: the receiver sees nothing before the
+//! `false`, and the descriptor goes the general way, which does all of it again. Bytes
+//! copied on the way are copied again there, to the same place, if it copies at all (a
+//! peer that went meanwhile gets nothing, and a receive that never completes holds them
+//! unseen): the receiver sees nothing before the
 //! entry's sequence number, and an RDMA write's target is undefined until it completes.
 //!
 //! An RDMA write without immediate data takes this line too, but only while a receive of
@@ -21,6 +22,13 @@ use crate::vi::ViInner;
 use remora_sisci::UserRegion;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+#[cfg(test)]
+thread_local! {
+    /// Posts of this thread the straight line carried out: the tests tell it from the
+    /// general path, whose results are the same.
+    pub(crate) static LINES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 /// The parts of the send queue a long send uses besides its cache (which lends the
 /// descriptor).
@@ -40,8 +48,9 @@ impl ViInner {
     /// consumes that receive, as the general path's). `send_short` checked the rest: a
     /// connected peer of this host that did not go and wants no bell on every message,
     /// the descriptor's reserved bits clear and its memory registered under the VI's tag.
-    /// `false`: no entry stored and no queue state changed (bytes may have been copied, to
-    /// the places the general path copies them again); the general path takes it.
+    /// `false`: no entry stored and no queue state changed but the piece hint, which only
+    /// caches (bytes may have been copied, to the places the general path copies them
+    /// again); the general path takes it.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     pub(super) fn send_long(
@@ -89,6 +98,8 @@ impl ViInner {
             self.entry_stored(link, e, k, (q.consumed, q.seen), q.rooms, q.heads);
         }
         self.complete_send(q.done, addr, handle, t, status::DONE | mine);
+        #[cfg(test)]
+        LINES.with(|n| n.set(n.get() + 1));
         true
     }
 }

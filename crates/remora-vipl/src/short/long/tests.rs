@@ -13,6 +13,11 @@ use crate::{MAX_TRANSFER, UNRELIABLE};
 use remora_testkit::Harness;
 use std::sync::atomic::Ordering;
 
+/// Posts of this thread the straight line carried out so far.
+fn lines() -> u64 {
+    super::LINES.with(|n| n.get())
+}
+
 /// The descriptor of the receive `vi` completes next (its status and length).
 fn received(nic: &Nic, vi: &Vi) -> Descriptor {
     let (addr, handle) = vi.recv_wait(T).unwrap();
@@ -67,6 +72,7 @@ fn long_sends_and_rdma_writes_arrive_whole_with_their_completions() {
     }
     connect(&snic, &server, &cnic, &client, b"long-whole");
     assert!(client.inner.peer_here.load(Ordering::Relaxed), "the pair is not on one host");
+    let l0 = lines();
     for (i, byte) in [7u8, 9].into_iter().enumerate() {
         let st = send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[byte; 5000]);
         assert_eq!(st, status::DONE | status::OP_SEND, "send {i}");
@@ -74,6 +80,8 @@ fn long_sends_and_rdma_writes_arrive_whole_with_their_completions() {
         assert_eq!((r.status, r.length), (status::DONE | status::OP_RECEIVE, 5000), "receive {i}");
         assert_eq!(sbuf.get(8192 * i, 5000), vec![byte; 5000], "payload {i}");
     }
+    assert_eq!(lines() - l0, 1, "the second send did not take the straight line");
+    let l0 = lines();
     let to = DataSegment { addr: target.addr(100) as u64, handle: target.handle, len: 0 };
     for (i, imm) in [11u32, 12].into_iter().enumerate() {
         fill(&cbuf, 3000, imm as u8);
@@ -84,6 +92,8 @@ fn long_sends_and_rdma_writes_arrive_whole_with_their_completions() {
         assert_eq!((r.status, r.length, r.immediate), (want, 3000, imm), "write {i}'s completion");
         assert_eq!(target.get(100, 3000), vec![imm as u8; 3000], "write {i}'s bytes");
     }
+    assert!(lines() - l0 >= 1, "no RDMA write took the straight line");
+    let l0 = lines();
     // Without immediate data: the bytes land, no receive is consumed (the fifth stays
     // posted, and the next send's payload reaches it).
     for (i, byte) in [21u8, 22].into_iter().enumerate() {
@@ -92,6 +102,7 @@ fn long_sends_and_rdma_writes_arrive_whole_with_their_completions() {
         assert_eq!(st, status::DONE | status::OP_RDMA_WRITE, "plain write {i}");
         assert_eq!(target.get(100, 3000), vec![byte; 3000], "plain write {i}'s bytes");
     }
+    assert!(lines() - l0 >= 1, "no plain RDMA write took the straight line");
     assert_eq!(client.inner.send.lock().consumed, 4, "a write without immediate data consumed a receive");
     send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[6u8; 5000]);
     let r = received(&snic, &server);
@@ -114,8 +125,10 @@ fn a_long_send_to_a_receive_too_small_ends_as_on_the_general_path() {
     assert_eq!(send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[3u8; 2000]), status::DONE | status::OP_SEND);
     assert_eq!(client.inner.send.lock().seen, 2, "the small receive was not learned");
     assert_eq!(received(&snic, &server).length, 2000);
-    // The same descriptor again, into the 1000-byte receive.
+    // The same descriptor again, into the 1000-byte receive: the straight line leaves it.
+    let l0 = lines();
     let st = send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[4u8; 2000]);
+    assert_eq!(lines(), l0, "a receive too small was taken on the straight line");
     assert_eq!(st, status::DONE | status::OP_SEND, "the sender's status");
     let r = received(&snic, &server);
     assert_eq!(r.status, status::DONE | status::OP_RECEIVE | status::LENGTH_ERROR, "the receive's status");
@@ -305,8 +318,9 @@ fn a_long_send_on_the_straight_line_wakes_its_waiters() {
     }
     // Past their spins, asleep.
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let seq = client.inner.send_seq.load(Ordering::SeqCst);
+    let (seq, l0) = (client.inner.send_seq.load(Ordering::SeqCst), lines());
     post_long(&cnic, &client, &cdesc, &cbuf, &[2u8; 5000]);
+    assert_eq!(lines() - l0, 1, "the second post did not take the straight line");
     assert_eq!(sender.join().unwrap(), (cdesc.addr(0), cdesc.handle), "the waiting sender's descriptor");
     assert_ne!(client.inner.send_seq.load(Ordering::SeqCst), seq, "the sleeping sender was not woken");
     assert_eq!(
@@ -323,7 +337,9 @@ fn a_long_send_on_the_straight_line_wakes_its_waiters() {
     while bell.wait_with_spin(Some(std::time::Duration::from_millis(1)), std::time::Duration::ZERO).is_ok() {}
     let l = server.inner.link().unwrap();
     l.store(layout::PEER_WAITING, l.tag(1));
+    let l0 = lines();
     post_long(&cnic, &client, &cdesc, &cbuf, &[3u8; 5000]);
+    assert_eq!(lines() - l0, 1, "the third post did not take the straight line");
     assert!(
         bell.wait_with_spin(T, std::time::Duration::ZERO).is_ok(),
         "the waiting receiver's bell was not rung"
