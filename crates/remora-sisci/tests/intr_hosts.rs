@@ -111,11 +111,18 @@ fn a_blocked_owner_wakes_for_triggers_from_either_host() {
     std::thread::sleep(Duration::from_millis(2));
     near.trigger().unwrap();
     waiter.join().unwrap().unwrap();
-    // A removal wakes a waiter on the bell with "cancelled".
+    // A removal wakes a waiter on the bell with "cancelled". The waiter says it runs before
+    // it waits, and is given time to fall asleep: a thread that started after the removal
+    // (a loaded machine's late start) would find the interrupt released, not be woken.
     let _far = RemoteInterrupt::connect(&b, c.node(1), 0, 47, LONG).unwrap();
     let w = intr.clone();
-    let waiter = std::thread::spawn(move || blocked(&w));
-    std::thread::sleep(Duration::from_millis(5));
+    let (runs, running) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        runs.send(()).unwrap();
+        blocked(&w)
+    });
+    running.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
     intr.remove().unwrap();
     assert_eq!(waiter.join().unwrap().unwrap_err(), Error::Cancelled);
 }
