@@ -115,7 +115,32 @@ pub(crate) fn maps_pingpong(
     });
     let _ = child.wait();
     result.map_err(e)?.map_err(e)??;
+    if remora_config::Config::get().bench_spread {
+        spread(&v);
+    }
     Ok(v)
+}
+
+/// With `REMORA_BENCH_SPREAD`: how the ping-pong's one-way times spread (a few trips of a
+/// time slice or a tick, or every trip slow), on stderr.
+fn spread(v: &[f64]) {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let Some(&max) = s.last() else { return };
+    let at = |q: f64| s[((s.len() - 1) as f64 * q) as usize] / 1e3;
+    let over = |us: f64| s.iter().filter(|t| **t > us * 1e3).count();
+    eprintln!(
+        "ping-pong one-way µs: p10 {:.1} p50 {:.1} p90 {:.1} p99 {:.1} max {:.1}; \
+         over 100 µs {}, over 1 ms {} of {}",
+        at(0.1),
+        at(0.5),
+        at(0.9),
+        at(0.99),
+        max / 1e3,
+        over(100.0),
+        over(1000.0),
+        s.len()
+    );
 }
 
 /// The DSM ping-pong between two hosts of a namespace cluster (veth and a bridge between
