@@ -63,21 +63,79 @@ pub(crate) fn wait_for(word: &AtomicU64, want: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// Like [`wait_for`], but yields the core between looks: on this machine both "hosts" share
-/// two cores, and a pure spinner on each would leave none for the threads that move data
-/// between them (on two real hosts each has cores of its own).
+/// Like [`wait_for`], but gives the core away between looks: on this machine both "hosts"
+/// share two cores, and a pure spinner on each would leave none for the threads that move
+/// data between them (on two real hosts each has cores of its own).
+///
+/// It yields between looks, except while CPU-bound work (a compiler, a busy loop) shares its
+/// core: then each `sched_yield` lets that work run on until the scheduler's next tick (the
+/// yielder's deadline moves a whole slice later at every yield), up to 4 ms at 250 Hz per
+/// look, so that a ping-pong polled this way takes milliseconds a trip (raw TCP polled with
+/// yields does too). The looks then sleep instead ([`Kept`]): a thread woken from a sleep
+/// gets the core before the busy one.
 pub(crate) fn wait_yielding(word: &AtomicU64, want: u64) -> Result<(), String> {
     if remora_config::Config::get().bench_spin {
         return wait_for(word, want);
     }
+    thread_local!(static KEPT: std::cell::Cell<Kept> = const { std::cell::Cell::new(Kept::NONE) });
     let t = Instant::now();
     while word.load(Ordering::Acquire) != want {
         if t.elapsed() > Duration::from_secs(10) {
             return Err("peer stopped answering".into());
         }
+        let mut kept = KEPT.get();
+        let y = Instant::now();
+        if kept.sleeps(y) {
+            std::thread::sleep(Duration::from_micros(1));
+            continue;
+        }
         std::thread::yield_now();
+        let back = Instant::now();
+        kept.yielded(back - y, back);
+        KEPT.set(kept);
     }
     Ok(())
+}
+
+/// What a polling thread's yields found of its core ([`wait_yielding`]): two yields kept from
+/// the core for [`YIELD_KEPT`] or more within [`KEPT_WITHIN`] found CPU-bound work there (the
+/// other pollers' and helpers' turns are much shorter, and one such yield alone may be a
+/// single time slice of another program); the looks sleep for [`SLEEP_FOR`] after that.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Kept {
+    /// When the last yield kept from the core for long got it back.
+    last: Option<Instant>,
+    /// Until when the looks sleep instead of yielding.
+    until: Option<Instant>,
+}
+
+/// A yield that gave the core away this long may have found CPU-bound work on it.
+const YIELD_KEPT: Duration = Duration::from_millis(1);
+/// Two such yields this close together did.
+const KEPT_WITHIN: Duration = Duration::from_millis(20);
+/// How long the looks sleep once such work was found (the default timer slack makes each
+/// sleep about 50 µs); then they yield again, and find out whether it is still there.
+const SLEEP_FOR: Duration = Duration::from_millis(50);
+
+impl Kept {
+    const NONE: Kept = Kept { last: None, until: None };
+
+    /// Whether a look at `now` sleeps rather than yields.
+    fn sleeps(&self, now: Instant) -> bool {
+        self.until.is_some_and(|u| now < u)
+    }
+
+    /// A yield gave the core away for `waited` and got it back at `now`.
+    fn yielded(&mut self, waited: Duration, now: Instant) {
+        if waited < YIELD_KEPT {
+            return;
+        }
+        *self = if self.last.is_some_and(|l| now.saturating_duration_since(l) <= KEPT_WITHIN) {
+            Kept { last: None, until: Some(now + SLEEP_FOR) }
+        } else {
+            Kept { last: Some(now), until: None }
+        };
+    }
 }
 
 /// One batch of ping-pongs: we store `i` into `out` and wait for the peer to echo it into
@@ -178,4 +236,37 @@ pub(crate) fn row_us(name: &str, ours_ns: f64, theirs_ns: f64, target: &str) {
 pub(crate) fn netns_hosts(n: usize) -> Result<remora_netns::NetCluster, String> {
     let daemon = crate::daemon_binary()?;
     remora_netns::NetCluster::start(n, &daemon).map_err(|s| s.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
+    #[test]
+    fn two_long_yields_close_together_make_the_looks_sleep_for_a_while() {
+        let (mut k, t) = (Kept::NONE, Instant::now());
+        k.yielded(MS(4), t);
+        assert!(!k.sleeps(t), "one long yield alone (another program's time slice)");
+        k.yielded(Duration::from_micros(30), t + MS(1));
+        assert!(!k.sleeps(t + MS(1)), "short yields are other pollers' turns");
+        k.yielded(MS(4), t + MS(10));
+        assert!(k.sleeps(t + MS(10)), "CPU-bound work on the core");
+        assert!(k.sleeps(t + MS(10) + SLEEP_FOR - MS(1)));
+        assert!(!k.sleeps(t + MS(10) + SLEEP_FOR), "then the looks yield again");
+        // The two yields that found the work are spent: one more long yield alone is not.
+        k.yielded(MS(4), t + MS(70));
+        assert!(!k.sleeps(t + MS(70)));
+    }
+
+    #[test]
+    fn long_yields_far_apart_never_make_the_looks_sleep() {
+        let (mut k, t) = (Kept::NONE, Instant::now());
+        for i in 0..10 {
+            let now = t + (KEPT_WITHIN + MS(1)) * i;
+            k.yielded(MS(2), now);
+            assert!(!k.sleeps(now), "long yield {i}");
+        }
+    }
 }
