@@ -77,24 +77,38 @@ pub(crate) fn wait_yielding(word: &AtomicU64, want: u64) -> Result<(), String> {
     if remora_config::Config::get().bench_spin {
         return wait_for(word, want);
     }
-    thread_local!(static KEPT: std::cell::Cell<Kept> = const { std::cell::Cell::new(Kept::NONE) });
     let t = Instant::now();
     while word.load(Ordering::Acquire) != want {
         if t.elapsed() > Duration::from_secs(10) {
             return Err("peer stopped answering".into());
         }
-        let mut kept = KEPT.get();
-        let y = Instant::now();
-        if kept.sleeps(y) {
-            std::thread::sleep(Duration::from_micros(1));
-            continue;
-        }
-        std::thread::yield_now();
-        let back = Instant::now();
-        kept.yielded(back - y, back);
-        KEPT.set(kept);
+        give_way();
     }
     Ok(())
+}
+
+thread_local!(static KEPT: std::cell::Cell<Kept> = const { std::cell::Cell::new(Kept::NONE) });
+
+/// A polling thread's pause between two looks ([`wait_yielding`]'s, and the raw TCP polling
+/// reference's, so both poll alike): a yield, or a short sleep while CPU-bound work was
+/// found on its core ([`Kept`]).
+pub(crate) fn give_way() {
+    let mut kept = KEPT.get();
+    let y = Instant::now();
+    if kept.sleeps(y) {
+        std::thread::sleep(Duration::from_micros(1));
+        return;
+    }
+    std::thread::yield_now();
+    let back = Instant::now();
+    kept.yielded(back - y, back);
+    KEPT.set(kept);
+}
+
+/// Forget what this thread's yields found: every ping-pong starts polling as on a quiet
+/// machine (a row must not inherit the sleeping looks of the row before it).
+pub(crate) fn fresh_looks() {
+    KEPT.set(Kept::NONE);
 }
 
 /// What a polling thread's yields found of its core ([`wait_yielding`]): two yields kept from

@@ -63,6 +63,7 @@ pub(crate) fn dsm_child(
     std::io::stdout().flush().map_err(e)?;
     ra.with_atomic(64, |out| {
         lb.with_atomic(64, |inp| -> Result<(), String> {
+            super::common::fresh_looks();
             for i in 1..=rounds as u64 {
                 wait_yielding(inp, i)?;
                 out.store(i, Ordering::Release);
@@ -104,6 +105,7 @@ pub(crate) fn maps_pingpong(
     let mut v = Vec::new();
     let result = rb.with_atomic(64, |out| {
         la.with_atomic(64, |inp| -> Result<(), String> {
+            super::common::fresh_looks();
             for i in 1..=rounds as u64 {
                 let t = Instant::now();
                 out.store(i, Ordering::Release);

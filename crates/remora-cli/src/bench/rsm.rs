@@ -257,6 +257,7 @@ fn across_hosts(rounds: u32, reps: u32) -> Result<(), String> {
                 b.other
                     .with_atomic(0, |o| {
                         b.own.with_atomic(0, |i| -> Result<(), String> {
+                            super::common::fresh_looks();
                             for k in 1..=n as u64 {
                                 wait_yielding(i, base + k)?;
                                 o.store(base + k, std::sync::atomic::Ordering::Release);
@@ -271,6 +272,7 @@ fn across_hosts(rounds: u32, reps: u32) -> Result<(), String> {
             a.other
                 .with_atomic(0, |o| {
                     a.own.with_atomic(0, |i| -> Result<(), String> {
+                        super::common::fresh_looks();
                         for k in 1..=n as u64 {
                             let t = Instant::now();
                             o.store(base + k, std::sync::atomic::Ordering::Release);

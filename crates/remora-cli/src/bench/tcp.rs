@@ -121,8 +121,9 @@ pub(crate) fn ping_loop(mut s: std::net::TcpStream, size: usize, rounds: u32) ->
 }
 
 /// Raw TCP ping-pong on loopback between two processes' worth of threads that poll their
-/// sockets without blocking, yielding between looks (the mode of the DSM ping-pong's
-/// pollers): median one-way time of `size`-byte messages.
+/// sockets without blocking, giving way between looks as the DSM ping-pong's pollers do
+/// (`common::give_way`: a yield, or a short sleep beside CPU-bound work): median one-way
+/// time of `size`-byte messages.
 pub(crate) fn raw_tcp_polling(size: usize, rounds: u32) -> Result<f64, String> {
     use std::io::{Read as _, Write as _};
     fn read_polling(s: &mut std::net::TcpStream, buf: &mut [u8]) -> std::io::Result<()> {
@@ -136,7 +137,7 @@ pub(crate) fn raw_tcp_polling(size: usize, rounds: u32) -> Result<f64, String> {
                     if t.elapsed() > Duration::from_secs(10) {
                         return Err(std::io::ErrorKind::TimedOut.into());
                     }
-                    std::thread::yield_now();
+                    super::common::give_way();
                 }
                 Err(e) => return Err(e),
             }
@@ -150,6 +151,7 @@ pub(crate) fn raw_tcp_polling(size: usize, rounds: u32) -> Result<f64, String> {
         s.set_nodelay(true)?;
         s.set_nonblocking(true)?;
         let mut buf = vec![0u8; size];
+        super::common::fresh_looks();
         for _ in 0..rounds {
             read_polling(&mut s, &mut buf)?;
             s.write_all(&buf)?;
@@ -161,6 +163,7 @@ pub(crate) fn raw_tcp_polling(size: usize, rounds: u32) -> Result<f64, String> {
     s.set_nonblocking(true).map_err(e)?;
     let mut buf = vec![0u8; size];
     let mut v = Vec::new();
+    super::common::fresh_looks();
     for _ in 0..rounds {
         let t = Instant::now();
         s.write_all(&buf).map_err(e)?;
