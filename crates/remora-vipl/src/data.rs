@@ -8,8 +8,9 @@ use crate::cache::Taken;
 use crate::layout::{control, status, ENTRIES};
 use crate::link::Link;
 use crate::posted::Posted;
-use crate::vi::{lock, SendQ, ViState, RELIABLE_DELIVERY, UNRELIABLE};
+use crate::vi::{lock, RecvQ, SendQ, ViState, RELIABLE_DELIVERY, UNRELIABLE};
 use crate::{Error, ErrorCode, Result, Vi};
+use remora_sys::lock::Guard;
 use std::sync::atomic::Ordering;
 
 /// What a send did: the error bits for its descriptor, and what follows once the send
@@ -51,11 +52,19 @@ impl Vi {
     /// [`Error::InvalidParameter`] for a descriptor that is not 64-byte aligned or not in
     /// that memory; [`Error::Resource`] when the queue is full.
     pub fn post_recv(&self, addr: usize, handle: u32) -> Result<()> {
-        let vi = &self.inner;
-        let mut guard = vi.recv.lock();
-        if let Some(r) = vi.post_later(&mut guard, addr, handle) {
+        let mut guard = self.inner.recv.lock();
+        if let Some(r) = self.inner.post_later(&mut guard, addr, handle) {
             return r;
         }
+        self.post_recv_now(guard, addr, handle)
+    }
+
+    /// [`Vi::post_recv`] of a receive taken in now (a call of its own: the post noted
+    /// for later, on an echo's path between a message and its answer, saves and restores
+    /// only the registers it needs).
+    #[inline(never)]
+    fn post_recv_now<'a>(&'a self, mut guard: Guard<'a, RecvQ>, addr: usize, handle: u32) -> Result<()> {
+        let vi = &self.inner;
         vi.settle(&mut guard);
         let (st, ptag) = match &guard.link {
             Some((l, ptag)) if !l.broken.load(Ordering::Acquire) => (ViState::Connected, *ptag),

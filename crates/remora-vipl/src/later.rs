@@ -26,6 +26,12 @@ use std::sync::atomic::Ordering;
 /// not used (as far as the completions taken in here tell).
 const DESCRIBED_LOW: u64 = 16;
 
+/// A post refused: the receive queue is full.
+#[cold]
+fn full() -> Error {
+    Error::Resource(format!("{ENTRIES} receives posted"))
+}
+
 impl ViInner {
     /// Whether the receives posted up to `end` may be described a little later (see the
     /// module doc; the receives themselves are queued).
@@ -58,12 +64,14 @@ impl ViInner {
         {
             return None;
         }
-        let (ctl, epoch) = q.cache.unchanged(&self.nic, addr, handle, *ptag)?;
+        // Found registered as it was, at the registrations' epoch of now.
+        let (ctl, _) = q.cache.unchanged(&self.nic, addr, handle, *ptag)?;
         if q.posted.len() + q.pending.n >= ENTRIES {
-            return Some(Err(Error::Resource(format!("{ENTRIES} receives posted"))));
+            return Some(Err(full()));
         }
         self.sent_since_post.store(false, Ordering::Relaxed);
-        self.nic.finish(&ctl, epoch, 0, None, None);
+        // Its status cleared, as `Nic::finish` would (which would look at the epoch again).
+        let _ = ctl.write(28, &0u32.to_le_bytes());
         q.pending.posts[q.pending.n] = (addr, handle, *ptag);
         q.pending.n += 1;
         // Counted under the queue's lock: a plain store, no locked instruction.
@@ -148,3 +156,6 @@ impl ViInner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,8 +1,8 @@
 //! What the crate's unit tests that need a connected pair share: registered memory
 //! (`Mem`), posting a receive and sending a message (`post_recv`, `send`), two ends of a
 //! reliable connection on nodes 4 and 8 (`two`) and connecting them (`connect`). Used by
-//! `late_stores`, `deliver/learn`, `deliver/reap`, `describe`, `short`, `short/long`, `link/told/missed`
-//! and `nic/watcher_end`.
+//! `late_stores`, `later`, `deliver/learn`, `deliver/reap`, `describe`, `short`,
+//! `short/long`, `link/told/missed` and `nic/watcher_end`.
 
 use crate::{
     DataSegment, Descriptor, Error, MemAttributes, MemHandle, NetAddress, Nic, ProtectionTag, Vi,
