@@ -80,7 +80,7 @@ impl Vi {
         let q = &mut *guard;
         let t = q.cache.take(&vi.nic, addr, handle, ptag, true)?;
         if q.posted.len() >= ENTRIES {
-            return Err(Error::Resource(format!("{ENTRIES} receives posted")));
+            return Err(crate::later::full());
         }
         let bad = t.too_many || t.local.is_none();
         if bad || st == ViState::Error {

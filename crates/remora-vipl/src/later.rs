@@ -28,7 +28,7 @@ const DESCRIBED_LOW: u64 = 16;
 
 /// A post refused: the receive queue is full.
 #[cold]
-fn full() -> Error {
+pub(crate) fn full() -> Error {
     Error::Resource(format!("{ENTRIES} receives posted"))
 }
 
