@@ -66,13 +66,19 @@ pub(crate) fn post_recv(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, of
 
 /// Send `data` (put at `buf[off..]`), its descriptor at `desc + at`; its status bits.
 pub(crate) fn send(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, off: usize, data: &[u8]) -> u32 {
+    post_send(nic, vi, desc, at, buf, off, data);
+    assert_eq!(vi.send_wait(T).unwrap(), (desc.addr(at), desc.handle));
+    nic.read_descriptor(desc.addr(at), desc.handle).unwrap().status
+}
+
+/// Post the send of `data` (put at `buf[off..]`), its descriptor at `desc + at`, without
+/// waiting for it.
+pub(crate) fn post_send(nic: &Nic, vi: &Vi, desc: &Mem, at: usize, buf: &Mem, off: usize, data: &[u8]) {
     buf.region.write(off, data).unwrap();
     let seg = DataSegment { addr: buf.addr(off) as u64, handle: buf.handle, len: data.len() as u32 };
     let d = Descriptor { length: data.len() as u32, segments: vec![seg], ..Default::default() };
     nic.write_descriptor(desc.addr(at), desc.handle, &d).unwrap();
     vi.post_send(desc.addr(at), desc.handle).unwrap();
-    assert_eq!(vi.send_wait(T).unwrap(), (desc.addr(at), desc.handle));
-    nic.read_descriptor(desc.addr(at), desc.handle).unwrap().status
 }
 
 /// Two ends of a reliable connection to be made: the NICs of nodes 4 and 8 of `h`, a
@@ -89,6 +95,11 @@ pub(crate) struct Two {
 
 /// The NICs, protection tags and VIs of [`Two`].
 pub(crate) fn two(h: &Harness, watch: Option<Duration>) -> Two {
+    two_with(h, watch, false)
+}
+
+/// [`two`], both VIs allowing RDMA write when `rdma_write`.
+pub(crate) fn two_with(h: &Harness, watch: Option<Duration>, rdma_write: bool) -> Two {
     let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
     let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
     if let Some(w) = watch {
@@ -99,7 +110,7 @@ pub(crate) fn two(h: &Harness, watch: Option<Duration>) -> Two {
         reliability: RELIABLE_DELIVERY,
         max_transfer: MAX_TRANSFER,
         ptag,
-        rdma_write: false,
+        rdma_write,
         rdma_read: false,
     };
     let server = Vi::create(&snic, attrs(sp), None, None).unwrap();

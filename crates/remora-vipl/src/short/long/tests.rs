@@ -5,7 +5,7 @@
 //! peer's receive learned: the straight line's case.
 
 use crate::layout::{self, control, status};
-use crate::testing::{connect, post_recv, send, two, Mem, Two, T};
+use crate::testing::{connect, post_recv, post_send, send, two, two_with, Mem, Two, T};
 use crate::{
     CompletionQueue, DataSegment, Descriptor, MemAttributes, Nic, ProtectionTag, Vi, ViAttributes, ViState,
 };
@@ -52,18 +52,7 @@ fn rdma_write(
 #[test]
 fn long_sends_and_rdma_writes_arrive_whole_with_their_completions() {
     let h = Harness::with_cluster(&[4, 8], false);
-    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
-    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
-    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
-    let attrs = |ptag| ViAttributes {
-        reliability: crate::RELIABLE_DELIVERY,
-        max_transfer: MAX_TRANSFER,
-        ptag,
-        rdma_write: true,
-        rdma_read: false,
-    };
-    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
-    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+    let Two { snic, cnic, sp, cp, server, client } = two_with(&h, None, true);
     let (sbuf, sdesc) = (Mem::new(&snic, 6 * 8192, sp), Mem::new(&snic, 1024, sp));
     let target = register(&snic, 8192, sp, true);
     let (cbuf, cdesc) = (Mem::new(&cnic, 8192, cp), Mem::new(&cnic, 1024, cp));
@@ -230,7 +219,7 @@ fn a_long_send_into_deregistered_memory_ends_as_on_the_general_path() {
 fn an_rdma_write_refused_on_the_straight_line_breaks_a_reliable_vi() {
     for imm in [None, Some(31u32)] {
         let h = Harness::with_cluster(&[4, 8], false);
-        let Two { snic, cnic, sp, cp, server, client } = rdma_two(&h);
+        let Two { snic, cnic, sp, cp, server, client } = two_with(&h, None, true);
         let (sbuf, sdesc) = (Mem::new(&snic, 3 * 4096, sp), Mem::new(&snic, 1024, sp));
         let target = register(&snic, 8192, sp, true);
         let (cbuf, cdesc) = (Mem::new(&cnic, 8192, cp), Mem::new(&cnic, 1024, cp));
@@ -319,7 +308,7 @@ fn a_long_send_on_the_straight_line_wakes_its_waiters() {
     // Past their spins, asleep.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let (seq, l0) = (client.inner.send_seq.load(Ordering::SeqCst), lines());
-    post_long(&cnic, &client, &cdesc, &cbuf, &[2u8; 5000]);
+    post_send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[2u8; 5000]);
     assert_eq!(lines() - l0, 1, "the second post did not take the straight line");
     assert_eq!(sender.join().unwrap(), (cdesc.addr(0), cdesc.handle), "the waiting sender's descriptor");
     assert_ne!(client.inner.send_seq.load(Ordering::SeqCst), seq, "the sleeping sender was not woken");
@@ -338,7 +327,7 @@ fn a_long_send_on_the_straight_line_wakes_its_waiters() {
     let l = server.inner.link().unwrap();
     l.store(layout::PEER_WAITING, l.tag(1));
     let l0 = lines();
-    post_long(&cnic, &client, &cdesc, &cbuf, &[3u8; 5000]);
+    post_send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[3u8; 5000]);
     assert_eq!(lines() - l0, 1, "the third post did not take the straight line");
     assert!(
         bell.wait_with_spin(T, std::time::Duration::ZERO).is_ok(),
@@ -349,33 +338,6 @@ fn a_long_send_on_the_straight_line_wakes_its_waiters() {
     sent(3);
     assert_eq!(received(&snic, &server).length, 5000);
     assert_eq!(sbuf.get(2 * 8192, 5000), vec![3u8; 5000], "the third payload");
-}
-
-/// Post the send of `data` (put at the start of `buf`), its descriptor at `desc`, without
-/// waiting for it.
-fn post_long(nic: &Nic, vi: &Vi, desc: &Mem, buf: &Mem, data: &[u8]) {
-    buf.region().write(0, data).unwrap();
-    let seg = DataSegment { addr: buf.addr(0) as u64, handle: buf.handle, len: data.len() as u32 };
-    let d = Descriptor { length: data.len() as u32, segments: vec![seg], ..Default::default() };
-    nic.write_descriptor(desc.addr(0), desc.handle, &d).unwrap();
-    vi.post_send(desc.addr(0), desc.handle).unwrap();
-}
-
-/// [`Two`] with RDMA write allowed on both reliable VIs.
-fn rdma_two(h: &Harness) -> Two {
-    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
-    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
-    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
-    let attrs = |ptag| ViAttributes {
-        reliability: crate::RELIABLE_DELIVERY,
-        max_transfer: MAX_TRANSFER,
-        ptag,
-        rdma_write: true,
-        rdma_read: false,
-    };
-    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
-    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
-    Two { snic, cnic, sp, cp, server, client }
 }
 
 /// `len` bytes of `fill` at the start of `m`.
