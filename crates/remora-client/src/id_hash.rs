@@ -33,8 +33,8 @@ const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 /// (xor) into its low half. A key of one integer, the common case, is one multiplication
 /// (`mul` gives both halves on x86-64). The map picks a bucket by the low bits and tags
 /// the entry by the top seven; with the fold both depend on every bit of the key —
-/// handles whose low bits are a constant kind tag (`(n << 4) | tag`) spread over the buckets, and so do keys that
-/// differ only in their high bits (`n << 40`).
+/// handles whose low bits are a constant kind tag (`(n << 4) | tag`) spread over the
+/// buckets, and so do keys that differ only in their high bits (`n << 40`).
 ///
 /// Bytes written with [`write`] (the keys that are not integers: strings, byte slices,
 /// `u128`) are mixed in one at a time, each byte like an integer with a ninth bit set (so

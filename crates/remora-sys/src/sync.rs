@@ -196,11 +196,14 @@ pub fn spin_then_poll(
 
 /// `poll` of `fds` for at most `slice`: the blocking call of a wait's wake-up path, made
 /// without `ppoll`'s copy of the time left back to the caller on every return (a
-/// measurable part of a blocked trigger→wake). Whole milliseconds go through `poll`, a
-/// slice under one millisecond through `ppoll`; a slice of `n` ms and a fraction sleeps
-/// its whole `n` ms and leaves the fraction to the caller's next slice, so no slice sleeps
-/// more than asked beyond timer slack (the callers' loops ask again for what is left).
-/// Returns how many of `fds` have events.
+/// measurable part of a blocked trigger→wake). Whole milliseconds go through `poll` (where
+/// the architecture has it), a slice under one millisecond through `ppoll`; a slice of `n`
+/// ms and a fraction sleeps its whole `n` ms and leaves the fraction to the caller's next
+/// slice, so no slice sleeps more than asked beyond timer slack (the callers' loops ask
+/// again for what is left). Returns how many of `fds` have events.
+///
+/// Both are raw system calls, not glibc's wrappers: those are cancellation points, and the
+/// C libraries' waits must have none (see [`crate::cancel`]).
 ///
 /// # Errors
 /// The errno of the call, `EINTR` included (the callers look again).
@@ -208,19 +211,40 @@ pub fn spin_then_poll(
 pub(crate) fn poll_for(fds: &mut [libc::pollfd], slice: Duration) -> io::Result<usize> {
     let nfds = fds.len() as libc::nfds_t;
     let ms = slice.as_millis();
+    #[cfg(target_arch = "x86_64")]
     let n = if ms > 0 || slice.is_zero() {
         let ms = libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX);
         // SAFETY: `fds` points at `nfds` live `pollfd`s, writable for the call.
-        unsafe { libc::poll(fds.as_mut_ptr(), nfds, ms) }
+        unsafe { libc::syscall(libc::SYS_poll, fds.as_mut_ptr(), nfds, ms) }
     } else {
-        let ts = libc::timespec { tv_sec: 0, tv_nsec: slice.subsec_nanos() as libc::c_long };
-        // SAFETY: as for `poll`; `ts` lives for the call, and a null signal mask leaves the
-        // thread's mask as it is.
-        unsafe { libc::ppoll(fds.as_mut_ptr(), nfds, &ts, std::ptr::null()) }
+        ppoll_raw(fds, slice)
     };
+    #[cfg(not(target_arch = "x86_64"))]
+    let n = ppoll_raw(fds, if ms > 0 { Duration::from_millis(ms as u64) } else { slice });
     match usize::try_from(n) {
         Ok(n) => Ok(n),
         Err(_) => Err(io::Error::last_os_error()),
+    }
+}
+
+/// The raw `ppoll` of `fds` for `slice` (no signal mask): the kernel's answer, -1 with
+/// `errno` set on failure.
+#[allow(unsafe_code)] // the unsafe layer: the block has a SAFETY comment
+fn ppoll_raw(fds: &mut [libc::pollfd], slice: Duration) -> libc::c_long {
+    let secs = libc::time_t::try_from(slice.as_secs()).unwrap_or(libc::time_t::MAX);
+    let mut ts = libc::timespec { tv_sec: secs, tv_nsec: slice.subsec_nanos() as libc::c_long };
+    // SAFETY: `fds` points at `fds.len()` live `pollfd`s, writable for the call; `ts` lives
+    // for it and is writable (the kernel writes the time left back); a null signal mask
+    // leaves the thread's as it is (its size argument is then not read).
+    unsafe {
+        libc::syscall(
+            libc::SYS_ppoll,
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &mut ts as *mut libc::timespec,
+            std::ptr::null::<libc::sigset_t>(),
+            8usize, // the kernel's signal set, in bytes
+        )
     }
 }
 
