@@ -27,9 +27,11 @@
 //! unwinding (SIGKILL, abort) are removed by the next process that starts a cluster.
 
 mod host;
+mod reap;
 mod stale;
 
 use host::*;
+pub use reap::wait_until;
 use std::ffi::OsStr;
 use std::fmt;
 use std::fs;
@@ -414,18 +416,9 @@ impl NetCluster {
             let _ = child.wait();
             panic!("cannot send SIGTERM to the daemon of host {k} (pid {pid}) with `kill`: {sent:?}");
         }
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                return status;
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("the daemon of host {k} ignored SIGTERM for {STOP_TIMEOUT:?}; killed it");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until(&mut child, Instant::now() + STOP_TIMEOUT).unwrap_or_else(|| {
+            panic!("the daemon of host {k} ignored SIGTERM for {STOP_TIMEOUT:?}; killed it")
+        })
     }
 
     /// Start host `k`'s daemon again (same node id, runtime directory and cluster file) and

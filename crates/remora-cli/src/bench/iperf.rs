@@ -170,18 +170,7 @@ fn output_within(mut cmd: Command, limit: Duration) -> Option<(bool, Vec<u8>)> {
         let _ = pipe.read_to_end(&mut out);
         out
     });
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if start.elapsed() < limit => std::thread::sleep(Duration::from_millis(10)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-        }
-    };
+    let status = remora_netns::wait_until(&mut child, Instant::now() + limit);
     let out = reader.join().unwrap_or_default();
     status.map(|s| (s.success(), out))
 }

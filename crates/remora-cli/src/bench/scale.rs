@@ -57,11 +57,9 @@ impl Nodes {
 
 impl Drop for Nodes {
     fn drop(&mut self) {
+        // A process still running now is killed; every one is reaped.
         for (c, _, _) in &mut self.0 {
-            if !matches!(c.try_wait(), Ok(Some(_))) {
-                let _ = c.kill();
-            }
-            let _ = c.wait();
+            remora_netns::wait_until(c, Instant::now());
         }
     }
 }

@@ -242,14 +242,8 @@ fn soak(a: &SoakArgs, at: &Nodes, netem: bool, skipped: &mut Vec<String>) -> Res
     let mut stuck = 0;
     let deadline = Instant::now() + Duration::from_secs(30);
     for mut p in procs {
-        while !matches!(p.child.try_wait(), Ok(Some(_))) {
-            if Instant::now() > deadline {
-                stuck += 1;
-                let _ = p.child.kill();
-                let _ = p.child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if remora_netns::wait_until(&mut p.child, deadline).is_none() {
+            stuck += 1;
         }
         readers.push(p.reader);
     }
