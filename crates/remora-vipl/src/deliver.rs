@@ -108,10 +108,7 @@ impl ViInner {
                 say: Some(ErrorCode::RecvqEmpty),
             };
         };
-        let mut done = Completion { len, immediate: imm.unwrap_or(0), status: st };
-        if imm.is_some() {
-            done.status |= status::IMMEDIATE;
-        }
+        let mut done = Completion::new(len, st, imm);
         let sources = sources.unwrap_or(&[]);
         let size: usize = sources.iter().map(|s| s.len()).sum();
         let mut carried = false;

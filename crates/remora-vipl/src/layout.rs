@@ -395,6 +395,16 @@ const INLINE_FLAG: u32 = 1 << 31;
 pub const INLINE_AT: usize = 16;
 
 impl Completion {
+    /// A completion of `len` bytes with status bits `bits`, carrying `immediate` data (and
+    /// [`status::IMMEDIATE`] set) when there is some.
+    #[inline(always)]
+    pub(crate) fn new(len: u32, bits: u32, immediate: Option<u32>) -> Completion {
+        match immediate {
+            Some(immediate) => Completion { len, immediate, status: bits | status::IMMEDIATE },
+            None => Completion { len, immediate: 0, status: bits },
+        }
+    }
+
     /// The entry's bytes before its sequence number, with `inline` payload bytes (at most
     /// [`INLINE`]) when the payload travels in it.
     pub fn encode(&self, inline: Option<&[u8]>) -> [u8; SEQ] {

@@ -87,11 +87,8 @@ impl ViInner {
             }
             _ => return false,
         };
-        if let Some((mut st, carried)) = entry {
-            if imm {
-                st |= status::IMMEDIATE;
-            }
-            let c = Completion { len: size as u32, immediate: if imm { t.immediate } else { 0 }, status: st };
+        if let Some((st, carried)) = entry {
+            let c = Completion::new(size as u32, st, imm.then_some(t.immediate));
             let [w0, w1] = c.words(carried);
             e[0].store(w0, Ordering::Release);
             e[1].store(w1, Ordering::Release);
