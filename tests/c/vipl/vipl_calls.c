@@ -3,8 +3,9 @@
  * ptags, memory registration, CQs, VIs in the idle state, the name service,
  * then a loopback connection (server thread A, requester B on the main
  * thread) carrying sends of 1 B .. 1 MiB, immediate data, RDMA write (with
- * and without immediate), RDMA read, a receive CQ, VipRecvNotify and the
- * flush of posted receives on disconnect.
+ * and without immediate), RDMA read, a receive queue filled (one receive more
+ * is VIP_ERROR_RESOURCE), a receive CQ, VipRecvNotify and the flush of posted
+ * receives on disconnect.
  * Run with REMORA_NODE set; no arguments.
  */
 #include "vipl_test.h"
@@ -316,6 +317,67 @@ static void transfer(VIP_VI_HANDLE viA, VIP_VI_HANDLE viB, VIP_CQ_HANDLE cq, vt_
 	CHECK_EQ(r0[l0], SENTINEL); /* the gap between the two segments */
 }
 
+/* A sends message i of full_queue: 1..64 bytes of pattern 100 + i. */
+static void full_send(VIP_VI_HANDLE viA, vt_descs *da, vt_mem *am, unsigned long i)
+{
+	size_t len = 1 + (i * 37) % 64;
+	vt_pat_fill(am->p + A_INFO, len, 100 + (unsigned)i);
+	vt_fill(&da->d[5], VIP_CONTROL_OP_SENDRECV, am->mh, am->p + A_INFO, len, NULL, 0);
+	CHECK_RET(VipPostSend(viA, &da->d[5], da->mh), VIP_SUCCESS);
+	CHECK_DONE_OK(send_wait(viA, &da->d[5]), VIP_STATUS_OP_SEND);
+}
+
+/* B's next receive is q[i], holding full_queue's message i. */
+static void full_take(VIP_VI_HANDLE viB, vt_descs *q, vt_mem *r, unsigned long i)
+{
+	size_t len = 1 + (i * 37) % 64;
+	VIP_DESCRIPTOR *d = NULL;
+	CHECK_RET(VipRecvWait(viB, VT_WAIT, &d), VIP_SUCCESS);
+	CHECK_PTR(d, &q->d[i]);
+	CHECK_DONE_OK(d, VIP_STATUS_OP_RECEIVE);
+	CHECK_EQ(d->CS.Length, len);
+	CHECK_PAT(r->p + 64 * i, len, 100 + (unsigned)i, 0, 0);
+}
+
+/*
+ * B's receive queue filled to MaxDescriptorsPerQueue: one more receive is
+ * VIP_ERROR_RESOURCE and changes nothing (its descriptor untouched, never
+ * completed); the receives posted before it take A's messages in order with
+ * their bytes intact, and the refused descriptor posts once there is room.
+ */
+static void full_queue(VIP_VI_HANDLE viA, VIP_VI_HANDLE viB, vt_descs *da, vt_mem *am)
+{
+	unsigned long n = N.attr.MaxDescriptorsPerQueue, i;
+	vt_descs q;
+	vt_mem r;
+	VIP_DESCRIPTOR *d = NULL;
+
+	VT_PHASE("a receive past a full queue");
+	CHECK_MSG(n >= 2 && n <= 4096, "MaxDescriptorsPerQueue %lu", n);
+	vt_descs_new(&N, &q, (int)n + 1);
+	vt_reg(&N, &r, 64 * (n + 1), VIP_FALSE, VIP_FALSE);
+	for (i = 0; i <= n; i++)
+		vt_fill(&q.d[i], VIP_CONTROL_OP_SENDRECV, r.mh, r.p + 64 * i, 64, NULL, 0);
+	for (i = 0; i < n; i++)
+		CHECK_RET(VipPostRecv(viB, &q.d[i], q.mh), VIP_SUCCESS);
+	CHECK_RET(VipPostRecv(viB, &q.d[n], q.mh), VIP_ERROR_RESOURCE);
+	CHECK_RET(VipPostRecv(viB, &q.d[n], q.mh), VIP_ERROR_RESOURCE);
+	for (i = 0; i < n; i++)
+		full_send(viA, da, am, i);
+	for (i = 0; i < n; i++)
+		full_take(viB, &q, &r, i);
+	CHECK_RET(VipRecvDone(viB, &d), VIP_NOT_DONE);
+	CHECK_EQ(q.d[n].CS.Status, 0);
+
+	VT_PHASE("the refused receive posted once the queue has room");
+	CHECK_RET(VipPostRecv(viB, &q.d[n], q.mh), VIP_SUCCESS);
+	full_send(viA, da, am, n);
+	full_take(viB, &q, &r, n);
+	CHECK_RET(VipRecvDone(viB, &d), VIP_NOT_DONE);
+	vt_unreg(&N, &r);
+	vt_descs_free(&N, &q);
+}
+
 static void connected(VIP_CQ_HANDLE cq, VIP_VI_HANDLE viA, VIP_VI_HANDLE viB, vt_descs *da, vt_descs *db)
 {
 	vt_mem am, bm;
@@ -430,6 +492,8 @@ static void connected(VIP_CQ_HANDLE cq, VIP_VI_HANDLE viA, VIP_VI_HANDLE viB, vt
 	CHECK_EQ(st, VIP_STATE_CONNECTED);
 	CHECK(se);
 	CHECK(re);
+
+	full_queue(viA, viB, da, &am);
 
 	VT_PHASE("VipRecvNotify");
 	vt_flag_init(&notified);
