@@ -187,9 +187,9 @@ impl DescCache {
     }
 
     /// A receive descriptor at `addr` that this cache saw last there under the same memory
-    /// handle, protection tag and registrations, with as many segments as then (so it lies
-    /// in registered memory, as it did): its control segment and the registrations' epoch.
-    /// Its segments are not looked at (see `crate::later`).
+    /// handle, protection tag and registrations (their epoch of now, so the caller need not
+    /// look at it again), with as many segments as then (so it lies in registered memory,
+    /// as it did): its control segment. Its segments are not looked at (see `crate::later`).
     #[inline(always)]
     pub(crate) fn unchanged(
         &self,
@@ -197,7 +197,7 @@ impl DescCache {
         addr: usize,
         handle: u32,
         ptag: ProtectionTag,
-    ) -> Option<(UserRegion, u64)> {
+    ) -> Option<UserRegion> {
         let way = (addr / 64) & self.ways.len().checked_sub(1)?;
         let s = self.ways.get(way)?.as_ref()?;
         if s.addr != addr
@@ -210,7 +210,7 @@ impl DescCache {
         }
         let mut count = [0u8; 2];
         s.taken.ctl.read(12, &mut count).ok()?;
-        (usize::from(u16::from_le_bytes(count)) == s.n).then_some((s.taken.ctl, s.epoch))
+        (usize::from(u16::from_le_bytes(count)) == s.n).then_some(s.taken.ctl)
     }
 
     /// Forget everything (the queue's VI changed its protection tag or reconnected).

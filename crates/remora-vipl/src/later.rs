@@ -65,7 +65,7 @@ impl ViInner {
             return None;
         }
         // Found registered as it was, at the registrations' epoch of now.
-        let (ctl, _) = q.cache.unchanged(&self.nic, addr, handle, *ptag)?;
+        let ctl = q.cache.unchanged(&self.nic, addr, handle, *ptag)?;
         if q.posted.len() + q.pending.n >= ENTRIES {
             return Some(Err(full()));
         }
