@@ -3,8 +3,8 @@
 //! way): every trigger arrives, data intact and in order; a trigger after the interrupt was
 //! removed, or after its owner process was killed, answers `NoSuchIntno`
 //! (`SCI_ERR_NO_SUCH_INTNO`) within a bound and never hangs; triggers sent just before a
-//! disconnect are not overtaken by it, also while the owner reads the flows itself. Needs root and iproute2; elsewhere each test says
-//! why it skips.
+//! disconnect are not overtaken by it, also while the owner reads the flows itself. Needs
+//! root and iproute2; elsewhere each test says why it skips.
 
 mod common;
 
@@ -111,18 +111,17 @@ fn a_blocked_owner_wakes_for_triggers_from_either_host() {
     std::thread::sleep(Duration::from_millis(2));
     near.trigger().unwrap();
     waiter.join().unwrap().unwrap();
-    // A removal wakes a waiter on the bell with "cancelled". The waiter says it runs before
-    // it waits, and is given time to fall asleep: a thread that started after the removal
-    // (a loaded machine's late start) would find the interrupt released, not be woken.
+    // A removal wakes a waiter on the bell with "cancelled". The waiter is seen asleep
+    // first: a thread that started after the removal (a loaded machine's late start) would
+    // find the interrupt released, not be woken.
     let _far = RemoteInterrupt::connect(&b, c.node(1), 0, 47, LONG).unwrap();
     let w = intr.clone();
-    let (runs, running) = std::sync::mpsc::channel();
+    let (tx, task) = std::sync::mpsc::channel();
     let waiter = std::thread::spawn(move || {
-        runs.send(()).unwrap();
+        tx.send(common::asleep::this_task()).unwrap();
         blocked(&w)
     });
-    running.recv().unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    common::asleep::asleep_in(&task.recv().unwrap());
     intr.remove().unwrap();
     assert_eq!(waiter.join().unwrap().unwrap_err(), Error::Cancelled);
 }

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod asleep;
 pub mod intr_pair;
 
 use std::time::Duration;
