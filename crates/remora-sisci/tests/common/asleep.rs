@@ -28,14 +28,14 @@ pub const SYS_POLL: Option<u64> = match SLEEPS {
 /// The call, `futex` or `poll` (`ppoll` counts as `poll`), the thread sleeps in once it
 /// sleeps there (seen in three samples in a row: not a lock's futex on the way, nor
 /// another call such as the `recvmsg` of a flow's refresh). `None`, said on stderr: not
-/// known here (another architecture, or `/proc` not readable); then it waits 20 ms instead.
+/// known here (another architecture, or `/proc` not readable); then it waits 100 ms instead.
 ///
 /// # Panics
-/// When the thread did not sleep in either within 5 s.
+/// When the thread did not sleep in either within 500 samples 5 ms apart (2.5 s at least).
 pub fn asleep_in(task: &Path) -> Option<u64> {
     let unknown = |why: &str| {
         eprintln!("where the waiter sleeps is not checked: {why}");
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(100));
         None
     };
     let Some((futex, poll, ppoll)) = SLEEPS else { return unknown("its system calls' numbers") };
@@ -55,7 +55,7 @@ pub fn asleep_in(task: &Path) -> Option<u64> {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    panic!("the waiter did not fall asleep in futex or poll within 5 s (last: {last:?})");
+    panic!("the waiter did not fall asleep in futex or poll in 500 samples 5 ms apart (last: {last:?})");
 }
 
 /// The calling thread's `/proc` directory (its `task` for [`asleep_in`]).
