@@ -4,6 +4,7 @@
 //! and hands each message to the link whose token it carries, and each RMA completion to
 //! whoever waits for it.
 
+use super::window::Window;
 use super::wire::{Body, Wire};
 use crate::transport::tcp::peer::TcpPeer;
 use remora_ofi_sys::{Access, Endpoint, Region};
@@ -60,11 +61,19 @@ pub(super) struct Routing {
     pub served: Served,
 }
 
+/// An RMA operation waiting for its completion: who waits, and the link's window its
+/// bytes are given back to when it completes (`window.rs`).
+struct Op {
+    done: std::sync::mpsc::Sender<Result<(), String>>,
+    window: Arc<Window>,
+    bytes: usize,
+}
+
 /// The endpoint, the routes of live links, and the RMA operations waiting for completion.
 pub(super) struct Fabric {
     pub(super) ep: Arc<Endpoint>,
     routes: Mutex<HashMap<u64, Route>>,
-    ops: Mutex<HashMap<u64, std::sync::mpsc::Sender<Result<(), String>>>>,
+    ops: Mutex<HashMap<u64, Op>>,
     /// Registrations of this node's mappings, made once per mapping and kind of access and
     /// closed once nothing but them holds the mapping ([`Fabric::region`]).
     regs: Mutex<Registrations>,
@@ -133,16 +142,26 @@ impl Fabric {
         }
     }
 
-    /// Wait for RMA operation `id`'s completion on `rx` (registered by [`Fabric::expect`]).
-    pub(super) fn expect(&self, id: u64) -> std::sync::mpsc::Receiver<Result<(), String>> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        self.ops.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
+    /// Wait for RMA operation `id`'s completion on the receiver returned; its `bytes`,
+    /// taken from `window`, are given back when it completes.
+    pub(super) fn expect(
+        &self,
+        id: u64,
+        window: &Arc<Window>,
+        bytes: usize,
+    ) -> std::sync::mpsc::Receiver<Result<(), String>> {
+        let (done, rx) = std::sync::mpsc::channel();
+        let op = Op { done, window: window.clone(), bytes };
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).insert(id, op);
         rx
     }
 
-    /// Forget a wait (the operation was not posted).
+    /// Forget a wait (the operation was not posted): its bytes go back to its window.
     pub(super) fn forget(&self, id: u64) {
-        self.ops.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        let op = self.ops.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        if let Some(op) = op {
+            op.window.give(op.bytes);
+        }
     }
 
     /// `map` registered for `access`: made at the first use, then the same registration
@@ -261,8 +280,9 @@ fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
                 None => {
                     let waiter = f.ops.lock().unwrap_or_else(|p| p.into_inner()).remove(&c.id);
                     match (waiter, c.error) {
-                        (Some(tx), e) => {
-                            let _ = tx.send(e.map_or(Ok(()), |e| Err(e.what)));
+                        (Some(op), e) => {
+                            op.window.give(op.bytes);
+                            let _ = op.done.send(e.map_or(Ok(()), |e| Err(e.what)));
                         }
                         (None, Some(e)) => tracing::debug!("ofi send failed: {e}"),
                         (None, None) => {}

@@ -19,6 +19,7 @@
 //! | `wire.rs` | the bootstrap frame and the fabric messages |
 //! | `link.rs` | bootstrap (dial, accept, exchange) and the link's loop |
 //! | `rma.rs` | streaming reads and writes as RMA, and the ranges opened for peers |
+//! | `window.rs` | the bytes of RMA a link keeps in flight, so that its control messages never wait behind more |
 //! | `fuzzing.rs` | the message decoders driven with bytes, for the fuzz target `ofi_messages` |
 //!
 //! Pager flows (a DSM pager's, or SCIF RMA's, own connection to the home node) stay TCP
@@ -41,6 +42,7 @@ mod fabric;
 pub mod fuzzing;
 mod link;
 mod rma;
+mod window;
 mod wire;
 
 use crate::transport::carrier;
@@ -69,6 +71,8 @@ pub(super) struct OfiLink {
     told_fallback: std::sync::atomic::AtomicBool,
     /// Pager and direct flows dialed ahead of need (`tcp/pool.rs`).
     pool: Arc<crate::transport::tcp::pool::Pool>,
+    /// The bytes of RMA in flight to it (`window.rs`).
+    window: Arc<window::Window>,
 }
 
 /// The `ofi` transport of a running node.
@@ -146,6 +150,7 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
             rma_wait: Arc::new(Mutex::new(HashMap::new())),
             served: fabric::Served::default(),
             told_fallback: std::sync::atomic::AtomicBool::new(false),
+            window: Arc::new(window::Window::new(window::WINDOW)),
         });
         links.insert(n.id, link.clone());
         starts.push((link, rx));

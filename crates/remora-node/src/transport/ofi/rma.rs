@@ -22,16 +22,21 @@
 //! registration's time (`fi_mr_reg` may pin pages). This node's own mappings are registered
 //! once for local use and kept while they live.
 //!
+//! A transfer's `fi_write`s / `fi_read`s are pieces of 1 MiB, posted only while the link
+//! has less than 2 MiB in flight (`window.rs`): the link's control messages share the
+//! provider's connection with them, in order, and a heartbeat must not wait behind a whole
+//! large transfer (a loaded machine took the link for not operational).
+//!
 //! Transfers of up to 32 KiB travel in the messages themselves instead ([`Body::Put`],
 //! [`Body::Get`], answered by [`Body::Done`]): one round trip, checked by the peer in the
 //! same way (the eager and rendezvous protocols of fabric libraries).
 
 use super::fabric::{Fabric, EAGER};
+use super::window::CHUNK;
 use super::wire::Body;
 use super::OfiLink;
 use crate::transport::{LinkState, Pending};
 use remora_ofi_sys::{Access, Remote};
-use remora_proto::link::MAX_BULK_CHUNK;
 use remora_proto::Error;
 use remora_sys::Mapping;
 use std::sync::Arc;
@@ -46,6 +51,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 pub(super) fn link_down(link: &OfiLink) {
     link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).clear();
     link.served.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    link.window.reset();
 }
 
 /// Serve an RMA message of the peer (on the link's task; registering runs beside it). The
@@ -205,10 +211,18 @@ pub(super) fn start(
     let mut waits = Vec::new();
     let mut done = 0usize;
     let mut failed = false;
+    let began = Instant::now();
     while done < len && !failed {
-        let n = (len - done).min(MAX_BULK_CHUNK);
+        let n = (len - done).min(CHUNK);
+        // Posted only while the link has room: its control messages never queue behind
+        // more than the window (`window.rs`).
+        let gone = || link.peer.state() != LinkState::Up || began.elapsed() > PATIENCE;
+        if !link.window.take(n, gone) {
+            failed = true;
+            break;
+        }
         let id = ofi.ep.next_id();
-        let rx = ofi.expect(id);
+        let rx = ofi.expect(id, &link.window, n);
         let t = Instant::now();
         loop {
             let at = Remote { dest, addr: addr + done as u64, key };
