@@ -24,7 +24,10 @@
 //!
 //! * A connected link with no frame for more than three heartbeat periods is reported
 //!   [`LinkState::NotOperational`] at the next tick; a broken connection at once. A frame
-//!   coming again makes it [`LinkState::Up`] again, reported.
+//!   coming again makes it [`LinkState::Up`] again, reported. Time this node itself was held
+//!   off its clock is not the peer's silence: a tick that comes more than a whole period late
+//!   (a starved process, a stopped machine: the peer's frames may be waiting unread) counts
+//!   only one period since the tick before it.
 //! * [`LinkState::Lost`] is reported when the peer comes back with another incarnation (its
 //!   daemon restarted: everything it held for us is gone), when its host refuses
 //!   connections (its daemon is gone), or after 150 heartbeat periods without a
@@ -89,6 +92,8 @@ pub struct Liveness {
     incarnation: u64,
     connected: bool,
     last_heard: Option<Instant>,
+    /// The last tick of the current connection.
+    last_tick: Option<Instant>,
     down_since: Option<Instant>,
     held: BTreeSet<u64>,
     ended: Vec<u64>,
@@ -103,6 +108,7 @@ impl Liveness {
             incarnation: 0,
             connected: false,
             last_heard: None,
+            last_tick: None,
             down_since: None,
             held: BTreeSet::new(),
             ended: Vec::new(),
@@ -182,6 +188,7 @@ impl Liveness {
         }
         self.connected = true;
         self.last_heard = Some(now);
+        self.last_tick = None;
         self.down_since = None;
         self.set(LinkState::Up, &mut out);
         out.extend(std::mem::take(&mut self.ended).into_iter().map(Action::SendSessionEnd));
@@ -208,6 +215,14 @@ impl Liveness {
             return out;
         }
         out.push(Action::Ping);
+        // More than a whole period late: this node was held off (its frames from the peer
+        // may be waiting unread); that time is not the peer's silence.
+        if let Some(prev) = self.last_tick.replace(now) {
+            let late = now.saturating_duration_since(prev).saturating_sub(self.heartbeat);
+            if late > self.heartbeat {
+                self.last_heard = self.last_heard.map(|t| (t + late).min(now));
+            }
+        }
         let silent = self.last_heard.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
         if silent > self.heartbeat * SILENT_PERIODS && self.state == LinkState::Up {
             self.set(LinkState::NotOperational, &mut out);
@@ -283,5 +298,54 @@ impl Liveness {
         if !self.ended.contains(&origin) {
             self.ended.push(origin);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HB: Duration = Duration::from_millis(50);
+
+    fn reported(acts: &[Action]) -> Vec<LinkState> {
+        acts.iter().filter_map(|a| if let Action::Report(s) = a { Some(*s) } else { None }).collect()
+    }
+
+    /// Found under load: a node held off its cores for 200 ms ticks late, with the peer's
+    /// frames waiting unread; its own pause is not the peer's silence. A peer that stays
+    /// silent once the node is back on time is still not operational after three periods.
+    #[test]
+    fn a_tick_late_by_this_nodes_own_pause_does_not_count_it_as_the_peers_silence() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(HB);
+        l.connected(7, t0);
+        assert!(reported(&l.tick(t0 + HB)).is_empty());
+        // Held off from 50 ms to 250 ms: 250 ms since the peer was last heard, 200 since
+        // the last tick. Not reported: only one period of it counts.
+        assert!(reported(&l.tick(t0 + 5 * HB)).is_empty(), "our own pause taken for the peer's silence");
+        assert_eq!(l.state(), LinkState::Up);
+        // The peer's frames waiting are read: up, nothing to report.
+        assert!(reported(&l.heard(t0 + 5 * HB)).is_empty());
+        // Then the peer falls silent while this node ticks on time: not operational after
+        // more than three periods, at the next tick.
+        for k in 6..=8 {
+            assert!(reported(&l.tick(t0 + k * HB)).is_empty(), "tick {k}");
+        }
+        assert_eq!(reported(&l.tick(t0 + 9 * HB)), vec![LinkState::NotOperational]);
+    }
+
+    /// A pause of this node that the peer did not break: the silence before it and after it
+    /// still add up to not operational (only the pause itself is not counted).
+    #[test]
+    fn silence_before_and_after_this_nodes_pause_still_counts() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(HB);
+        l.connected(7, t0);
+        for k in 1..=2 {
+            assert!(reported(&l.tick(t0 + k * HB)).is_empty());
+        }
+        // 400 ms late (from 100 to 550): 100 ms of silence before, one period counted.
+        assert!(reported(&l.tick(t0 + 11 * HB)).is_empty());
+        assert_eq!(reported(&l.tick(t0 + 12 * HB)), vec![LinkState::NotOperational]);
     }
 }
