@@ -15,21 +15,17 @@ pub use remora_testkit::{
 };
 use std::sync::mpsc;
 
-/// The next event of `target` that is not news of the route: across hosts a link that a
-/// loaded machine's missed heartbeats took down for a moment says so first, and that is
-/// right (a few such skipped, within 15 s); on one host there is no route to lose, and any
-/// such event is returned to fail the caller's check.
-fn next_event(target: &LocalSegment, over_tcp: bool) -> SegmentReason {
-    let start = std::time::Instant::now();
-    for _ in 0..8 {
-        let left = Duration::from_secs(15).saturating_sub(start.elapsed()).max(Duration::from_millis(1));
-        let reason = target.wait_event(Some(left.min(Duration::from_secs(5)))).unwrap().reason;
-        match reason {
-            SegmentReason::NotOperational | SegmentReason::Operational if over_tcp => continue,
-            other => return other,
-        }
-    }
-    panic!("the link kept flapping: no segment event but news of the route");
+/// The next event of `target`, which must not be news of the route: the link between the
+/// two nodes is never down in this suite, only busy (8 MiB DMA, on a loaded machine too),
+/// and a busy link that says NOT_OPERATIONAL is a defect (the `ofi` transport's heartbeats
+/// once queued behind whole transfers and flapped the link), not something to skip.
+fn next_event(target: &LocalSegment) -> SegmentReason {
+    let reason = target.wait_event(Some(Duration::from_secs(15))).unwrap().reason;
+    assert!(
+        !matches!(reason, SegmentReason::NotOperational | SegmentReason::Operational),
+        "the link flapped ({reason:?}) while both nodes were up: a false link down"
+    );
+    reason
 }
 
 /// The conformance suite: node 4 (`sa`) exports, node 8 (`sb`) imports.
@@ -47,7 +43,7 @@ pub fn conformance(sa: &Sisci, sb: &Sisci, over_tcp: bool) {
     target.set_available(0).unwrap();
     let remote = RemoteSegment::connect(&b, 4, 1, 0, Some(Duration::from_secs(5))).unwrap();
     assert_eq!((remote.node(), remote.id(), remote.size()), (4, 1, SIZE));
-    assert_eq!(next_event(&target, over_tcp), SegmentReason::Connect);
+    assert_eq!(next_event(&target), SegmentReason::Connect);
     assert_eq!(remote.is_on_this_host(), !over_tcp);
     dsm_rules(&target, &remote);
 
@@ -129,11 +125,10 @@ pub fn conformance(sa: &Sisci, sb: &Sisci, over_tcp: bool) {
     di.remove().unwrap();
     assert_eq!(rdi.trigger(b"gone").unwrap_err(), Error::NoSuchIntno);
 
-    // Disconnect is seen by the owner (after any news of the route: a link that a loaded
-    // machine's missed heartbeat took down for a moment says so first, and that is right).
+    // Disconnect is seen by the owner (and no news of the route before it).
     q.remove().unwrap();
     remote.disconnect().unwrap();
-    assert_eq!(next_event(&target, over_tcp), SegmentReason::Disconnect);
+    assert_eq!(next_event(&target), SegmentReason::Disconnect);
 }
 
 /// Loads and stores through a map of `remote` (this host's memory, or the DSM across
