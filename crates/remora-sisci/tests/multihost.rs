@@ -20,7 +20,7 @@ fn sci(c: &NetCluster, k: usize) -> Sisci {
 fn conformance_across_two_hosts() {
     let Some(c) = cluster(2) else { return };
     assert_eq!((c.node(1), c.node(2)), (4, 8));
-    common::conformance(&sci(&c, 1), &sci(&c, 2), true);
+    common::conformance(&sci(&c, 1), &sci(&c, 2), common::Route::Hosts);
 }
 
 #[test]

@@ -36,7 +36,7 @@ fn cluster(transport: &str) -> Option<NetCluster> {
 fn across(transport: &str) {
     let Some(c) = cluster(transport) else { return };
     let (a, b) = (common::net_sci(&c, 1), common::net_sci(&c, 2));
-    common::conformance(&a, &b, true);
+    common::conformance(&a, &b, common::Route::Hosts);
     for k in 1..=2 {
         let log = c.daemon_log(k);
         assert!(log.contains("ofi transport: provider"), "host {k} runs the ofi transport:\n{log}");

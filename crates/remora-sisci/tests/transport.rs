@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 #[test]
 fn local_transport() {
     let h = common::Harness::with_cluster(&[4, 8], false);
-    common::conformance(&h.sci(4), &h.sci(8), false);
+    common::conformance(&h.sci(4), &h.sci(8), common::Route::Shared);
 }
 
 #[test]
 fn tcp_transport() {
     let h = common::Harness::with_cluster(&[4, 8], true);
-    common::conformance(&h.sci(4), &h.sci(8), true);
+    common::conformance(&h.sci(4), &h.sci(8), common::Route::Loopback);
 }
 
 fn daemon_pid(h: &common::Harness, node: u32) -> i32 {
