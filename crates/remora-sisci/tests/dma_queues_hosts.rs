@@ -170,3 +170,54 @@ fn a_vector_of_adjacent_pieces_across_hosts_is_intact_both_ways() {
     assert_eq!(q.start_vec(&src, &remote, &past, WAIT, None).unwrap_err(), Error::OutOfRange);
     q.remove().unwrap();
 }
+
+#[test]
+fn an_aborted_queue_leaves_another_queue_to_the_same_host_intact_and_is_usable_again() {
+    let Some(c) = common::net_cluster(2) else { return };
+    let a = Descriptor::open(&common::net_sci(&c, 1)).unwrap();
+    let b = Descriptor::open(&common::net_sci(&c, 2)).unwrap();
+    // Queue 0's part is long (many of the engine's chunks), so the abort lands mid-way.
+    const LONG_PART: usize = 64 << 20;
+    const LEN: usize = LONG_PART + PART;
+    let home = LocalSegment::create(&a, Some(36), LEN, CreateFlags::default()).unwrap();
+    home.prepare(0).unwrap();
+    home.set_available(0).unwrap();
+    let hm = home.map(0, LEN, None, MapFlags::default()).unwrap();
+    let remote = RemoteSegment::connect(&b, c.node(1), 36, 0, LONG).unwrap();
+    let src = LocalSegment::create(&b, Some(37), LEN, CreateFlags::default()).unwrap();
+    src.prepare(0).unwrap();
+    let sm = src.map(0, LEN, None, MapFlags::default()).unwrap();
+    let qs: Vec<DmaQueue> = (0..2).map(|_| DmaQueue::create(&b, 0, 4).unwrap()).collect();
+    let mut aborted = 0;
+    for r in 0..3 {
+        let data: Vec<u8> = (0..LEN).map(|at| byte(usize::from(at >= LONG_PART), r, at)).collect();
+        sm.write(0, &data).unwrap();
+        hm.write(0, &vec![0u8; LEN]).unwrap();
+        let nowait = DmaFlags { read: false, wait: false };
+        qs[0].start(&src, &remote, 0, LONG_PART, 0, nowait, None).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| qs[1].start(&src, &remote, LONG_PART, PART, LONG_PART, WAIT, None).unwrap());
+            qs[0].abort().unwrap();
+        });
+        // The other queue's transfer is whole; the aborted one stopped (or ended first).
+        assert_eq!(qs[1].state(), DmaState::Done, "round {r}: the other queue");
+        let mut got = vec![0u8; PART];
+        hm.read(LONG_PART, &mut got).unwrap();
+        assert!(got == data[LONG_PART..], "round {r}: the other queue's part at the home");
+        match qs[0].state() {
+            DmaState::Aborted => aborted += 1,
+            DmaState::Done => {}
+            s => panic!("round {r}: the aborted queue ended {s:?}"),
+        }
+        // The aborted queue moves its whole part again, intact.
+        qs[0].start(&src, &remote, 0, LONG_PART, 0, WAIT, None).unwrap();
+        assert_eq!(qs[0].state(), DmaState::Done, "round {r}: the aborted queue again");
+        let mut got = vec![0u8; LONG_PART];
+        hm.read(0, &mut got).unwrap();
+        assert!(got == data[..LONG_PART], "round {r}: the aborted queue's part, sent again");
+    }
+    eprintln!("{aborted} of 3 rounds aborted mid-way (the others ended first)");
+    for q in qs {
+        q.remove().unwrap();
+    }
+}

@@ -26,6 +26,8 @@
 
 pub(in crate::transport) mod admission;
 mod bulk;
+#[cfg(test)]
+mod bulk_tests;
 mod bulk_tx;
 pub(in crate::transport) mod direct;
 mod follow;
