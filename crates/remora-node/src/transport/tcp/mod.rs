@@ -34,6 +34,7 @@ mod follow;
 pub(in crate::transport) mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
+mod gather;
 pub(in crate::transport) mod handshake;
 pub(in crate::transport) mod link;
 mod notices;

@@ -282,14 +282,16 @@ fn serve(peer: &TcpPeer, s: StdStream, targets: &[(u64, &dyn PeerMemory)], watch
     // each small frame: a small buffer lets most of a payload go straight from the socket
     // into the memory, where a 64 KiB one copied it through the buffer first (the 8 KiB
     // one made the 64 KiB stream about a quarter faster, the 8-byte row the same).
-    let cap = if watch.is_some() { 8 << 10 } else { 64 << 10 };
-    let rd = std::io::BufReader::with_capacity(cap, rd);
-    // Not a VIPL channel's (`follow.rs`).
-    let mut follow = match watch {
-        None => s.try_clone().ok().and_then(|d| super::follow::Follow::new(d.into())),
-        Some(_) => None,
-    };
     let counters = [&peer.bytes_in, &peer.bytes_out];
+    if watch.is_some() {
+        let rd = std::io::BufReader::with_capacity(8 << 10, rd);
+        serve_many(peer.id, counters, rd, s, targets, watch, true, None);
+        return;
+    }
+    // A map's or a DMA's: its short stores land before their ACK goes (`gather.rs`), its
+    // thread follows its frames (`follow.rs`).
+    let rd = super::gather::Gather::new(rd, BULK_FRAME, 64 << 10);
+    let mut follow = s.try_clone().ok().and_then(|d| super::follow::Follow::new(d.into()));
     serve_many(peer.id, counters, rd, s, targets, watch, true, follow.as_mut());
 }
 
