@@ -15,8 +15,10 @@
 
 use std::io::{IoSliceMut, Read, Result};
 
-/// A reader that serves reads up to `exact` bytes with a plain read of that size when it
-/// holds nothing buffered, and larger ones with a read gathering its buffer behind.
+/// A reader that serves a read of exactly `exact` bytes (a frame's header) with a plain read
+/// of that size when it holds nothing buffered, and every other read with one gathering its
+/// buffer behind: a short payload — a 4- or 8-byte word of a flush — still reads the frames
+/// that came running behind it in the same call.
 pub(super) struct Gather<R> {
     inner: R,
     exact: usize,
@@ -40,7 +42,7 @@ impl<R: Read> Read for Gather<R> {
             self.pos += n;
             return Ok(n);
         }
-        if dst.len() <= self.exact {
+        if dst.len() == self.exact {
             return self.inner.read(dst);
         }
         let want = dst.len();
@@ -56,17 +58,44 @@ mod tests {
     use super::Gather;
     use std::io::Read;
 
-    /// A reader that hands out its bytes at most `step` at a time, counting its calls.
+    /// A reader that hands out its bytes at most `step` at a time (in all the slices of a
+    /// gathering read together, as `readv` does), counting its calls.
     struct Chunks<'a>(&'a [u8], usize, usize);
 
     impl Read for Chunks<'_> {
         fn read(&mut self, dst: &mut [u8]) -> std::io::Result<usize> {
-            self.2 += 1;
-            let n = dst.len().min(self.1).min(self.0.len());
-            dst[..n].copy_from_slice(&self.0[..n]);
-            self.0 = &self.0[n..];
-            Ok(n)
+            self.read_vectored(&mut [std::io::IoSliceMut::new(dst)])
         }
+
+        fn read_vectored(&mut self, dsts: &mut [std::io::IoSliceMut<'_>]) -> std::io::Result<usize> {
+            self.2 += 1;
+            let mut left = self.1.min(self.0.len());
+            let mut done = 0;
+            for d in dsts.iter_mut() {
+                let n = d.len().min(left);
+                d[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                (left, done) = (left - n, done + n);
+            }
+            Ok(done)
+        }
+    }
+
+    /// A flush's run of short stores that came in together: each 40-byte header alone, each
+    /// 8-byte payload gathering the frames behind it, so a hundred frames take a few reads
+    /// (two each if a short payload were read alone).
+    #[test]
+    fn short_payloads_read_the_frames_behind_them() {
+        let frame: Vec<u8> = (0..48u8).collect();
+        let src: Vec<u8> = frame.iter().copied().cycle().take(48 * 100).collect();
+        let mut g = Gather::new(Chunks(&src, usize::MAX, 0), 40, 64 << 10);
+        for _ in 0..100 {
+            let (mut hdr, mut word) = ([0u8; 40], [0u8; 8]);
+            g.read_exact(&mut hdr).unwrap();
+            g.read_exact(&mut word).unwrap();
+            assert_eq!((&hdr[..], &word[..]), (&frame[..40], &frame[40..]));
+        }
+        assert!(g.inner.2 <= 3, "{} reads for 100 frames", g.inner.2);
     }
 
     /// Bytes come out in order whatever the mix of small and large reads and of the
