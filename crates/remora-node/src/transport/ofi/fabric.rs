@@ -42,8 +42,9 @@ struct Route {
     peer: Arc<TcpPeer>,
     tx: mpsc::UnboundedSender<Body>,
     waiters: Waiters,
-    /// Where answers to the peer go, and their token.
-    reply: (u64, u64),
+    /// Where answers to the peer go, and their token (`None` until the peer's bootstrap
+    /// frame is read: its requests go to the link's task meanwhile).
+    reply: Option<(u64, u64)>,
     served: Served,
 }
 
@@ -55,8 +56,9 @@ pub(super) struct Routing {
     pub tx: mpsc::UnboundedSender<Body>,
     /// Our transfers waiting for its answers.
     pub waiters: Waiters,
-    /// Its endpoint and the token its messages must carry.
-    pub reply: (u64, u64),
+    /// Its endpoint and the token its messages must carry, once known
+    /// ([`Fabric::reply_to`]).
+    pub reply: Option<(u64, u64)>,
     /// The registrations its open transfers reach.
     pub served: Served,
 }
@@ -104,10 +106,19 @@ impl Fabric {
         Ok(f)
     }
 
-    /// Messages carrying `token` go to `tx` (a link came up).
+    /// Messages carrying `token` go to `tx` (a link is coming up: routed before the token
+    /// is handed to the peer, so that nothing it sends under it is dropped).
     pub(super) fn route(&self, token: u64, r: Routing) {
         let route = Route { peer: r.peer, tx: r.tx, waiters: r.waiters, reply: r.reply, served: r.served };
         self.routes.lock().unwrap_or_else(|p| p.into_inner()).insert(token, route);
+    }
+
+    /// The peer of the link routed under `token` is at `dest` and wants `theirs` in its
+    /// messages: its requests are answered by this thread from now on.
+    pub(super) fn reply_to(&self, token: u64, dest: u64, theirs: u64) {
+        if let Some(r) = self.routes.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&token) {
+            r.reply = Some((dest, theirs));
+        }
     }
 
     /// Messages carrying `token` are dropped from now on (the link went down).
@@ -351,7 +362,7 @@ pub(super) fn open_range(
 
 /// Serve a small transfer of `peer` carried in messages (here, on the progress thread, as
 /// the tcp transport's bulk reader serves its frames): its answer.
-fn serve_small(peer: &TcpPeer, body: Body) -> Option<Body> {
+pub(super) fn serve_small(peer: &TcpPeer, body: Body) -> Option<Body> {
     match body {
         Body::Put { tag, conn, offset, data } => {
             let ok = reach(peer, conn, offset, data.len() as u64, true)
@@ -381,8 +392,14 @@ fn deliver(f: &Fabric, bytes: &[u8]) {
             .unwrap_or_else(|p| p.into_inner())
             .get(&w.token)
             .map(|r| (r.peer.clone(), r.reply, r.served.clone(), r.tx.clone()));
-        let Some((peer, (dest, token), served, tx)) = route else { return };
+        let Some((peer, reply, served, tx)) = route else { return };
         peer.bytes_in.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        let Some((dest, token)) = reply else {
+            // The peer read our bootstrap frame before we read its own: its request waits
+            // for the link's task, which serves it once the link is up here too.
+            let _ = tx.send(w.body);
+            return;
+        };
         let answer = match w.body {
             // Opened here when the connection's memory is registered already; else by the
             // link's task, which may register it.
@@ -488,7 +505,10 @@ mod tests {
         let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 8, "127.0.0.1:1".into());
         let (tx, mut rx) = mpsc::unbounded_channel();
         let waiters = Waiters::default();
-        f.route(42, Routing { peer, tx, waiters: waiters.clone(), reply: (0, 0), served: Served::default() });
+        f.route(
+            42,
+            Routing { peer, tx, waiters: waiters.clone(), reply: Some((0, 0)), served: Served::default() },
+        );
         let msg = |token, body| encode(&Wire { token, body }).unwrap();
         let ping = |seq| Body::Link(LinkMsg::Ping { seq });
         deliver(&f, &msg(41, ping(1)));
@@ -504,5 +524,31 @@ mod tests {
         f.unroute(42);
         deliver(&f, &msg(42, ping(2)));
         assert!(rx.try_recv().is_err(), "a link's token is dead once the link went down");
+    }
+
+    #[test]
+    fn requests_before_the_peer_is_known_wait_for_the_links_task() {
+        if !remora_ofi_sys::installed() {
+            eprintln!("SKIP: libfabric is not installed");
+            return;
+        }
+        let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
+        let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 8, "127.0.0.1:1".into());
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        // Routed before our token was handed out; the peer's address is not known yet.
+        f.route(
+            42,
+            Routing { peer, tx, waiters: Waiters::default(), reply: None, served: Served::default() },
+        );
+        let put = Body::Put { tag: 1, conn: 7, offset: 0, data: vec![1, 2, 3] };
+        let open = Body::RmaOpen { tag: 2, conn: 7, offset: 0, len: 16, write: true };
+        let ping = Body::Link(LinkMsg::Ping { seq: 1 });
+        for b in
+            [put, open, Body::RmaClose { tag: 3 }, Body::Get { tag: 4, conn: 7, offset: 0, len: 3 }, ping]
+        {
+            let want = format!("{b:?}");
+            deliver(&f, &encode(&Wire { token: 42, body: b }).unwrap());
+            assert_eq!(rx.try_recv().map(|b| format!("{b:?}")).ok(), Some(want), "kept for the link's task");
+        }
     }
 }

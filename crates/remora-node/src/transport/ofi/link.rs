@@ -1,7 +1,9 @@
 //! An `ofi` link to one peer. Its bootstrap is a TCP connection to the peer's `ofi_port`
 //! that starts with the tcp transport's authenticated handshake (the cluster secret, both
 //! ways); only then do the two nodes exchange their endpoint names and the tokens their
-//! fabric messages must carry ([`Boot`]). The connection stays open as the link's life line:
+//! fabric messages must carry ([`Boot`]); each side routes its token before its frame goes
+//! out, so a peer that is up first and sends at once loses nothing to a side still reading
+//! (what comes early waits in the link's queue). The connection stays open as the link's life line:
 //! when it breaks, the link is down and redialled (the node with the smaller id dials), and
 //! a refused redial means the peer's daemon is gone. Control messages (requests, replies,
 //! events, heartbeats, session ends) then travel as fabric messages; the decisions about
@@ -154,9 +156,24 @@ pub(super) async fn run_link(
         };
         let Some((stream, incarnation)) = got else { return };
         let mine = token();
+        // Our token is routed before our bootstrap frame hands it to the peer: the peer
+        // declares the link up and sends as soon as it has read that frame, which may be
+        // before we have read its own (each side writes, then reads), and a message under a
+        // token not yet routed would be dropped — a request lost with no answer ever. What
+        // comes before the link is up here waits in the link's queue until it is.
+        let (in_tx, in_rx) = mpsc::unbounded_channel::<Body>();
+        let routing = Routing {
+            peer: peer.clone(),
+            tx: in_tx,
+            waiters: link.rma_wait.clone(),
+            reply: None,
+            served: link.served.clone(),
+        };
+        ofi.fabric.route(mine, routing);
         let (stream, theirs) = match boot(&ofi, stream, mine).await {
             Ok(x) => x,
             Err(e) => {
+                ofi.fabric.unroute(mine);
                 tracing::warn!(peer = peer.id, "ofi bootstrap failed: {e}");
                 tokio::time::sleep(backoff).await;
                 continue;
@@ -165,15 +182,18 @@ pub(super) async fn run_link(
         let dest = match ofi.fabric.ep.insert(&theirs.name) {
             Ok(d) => d,
             Err(e) => {
+                ofi.fabric.unroute(mine);
                 tracing::warn!(peer = peer.id, "the peer's endpoint name is refused: {e}");
                 tokio::time::sleep(backoff).await;
                 continue;
             }
         };
+        #[cfg(test)]
+        tests::pause_after_boot(&peer.addr).await;
         backoff = Duration::from_millis(50);
         link.told_fallback.store(false, Ordering::Relaxed);
-        next =
-            run_connected(&ofi, &link, stream, incarnation, (dest, mine, theirs.token), &mut accepted).await;
+        let to = (dest, mine, theirs.token);
+        next = run_connected(&ofi, &link, stream, incarnation, to, in_rx, &mut accepted).await;
         ofi.fabric.unroute(mine);
         *link.dest.lock().unwrap_or_else(|p| p.into_inner()) = None;
         rma::link_down(&link);
@@ -187,25 +207,18 @@ pub(super) async fn run_link(
 }
 
 /// Run a connected link until its bootstrap connection breaks, the peer falls silent for
-/// good, or it redials (returned, to be served next).
+/// good, or it redials (returned, to be served next). `mine` is routed to `in_rx` already.
 async fn run_connected(
     ofi: &Arc<Ofi>,
     link: &Arc<OfiLink>,
     stream: TcpStream,
     incarnation: u64,
     (dest, mine, theirs): (u64, u64, u64),
+    mut in_rx: mpsc::UnboundedReceiver<Body>,
     accepted: &mut mpsc::UnboundedReceiver<(TcpStream, u64)>,
 ) -> Option<(TcpStream, u64)> {
     let peer = &link.peer;
-    let (in_tx, mut in_rx) = mpsc::unbounded_channel::<Body>();
-    let routing = Routing {
-        peer: peer.clone(),
-        tx: in_tx,
-        waiters: link.rma_wait.clone(),
-        reply: (dest, theirs),
-        served: link.served.clone(),
-    };
-    ofi.fabric.route(mine, routing);
+    ofi.fabric.reply_to(mine, dest, theirs);
     *link.dest.lock().unwrap_or_else(|p| p.into_inner()) = Some((dest, theirs));
     let (tx, mut rx) = mpsc::unbounded_channel::<LinkMsg>();
     let (f, p) = (ofi.fabric.clone(), peer.clone());
@@ -276,3 +289,7 @@ async fn run_connected(
     writer.abort();
     next
 }
+
+#[cfg(test)]
+#[path = "link_tests.rs"]
+mod tests;

@@ -82,8 +82,14 @@ pub(super) fn serve(ofi: &Arc<Fabric>, link: &Arc<OfiLink>, body: Body) {
                 let _ = tx.send(body);
             }
         }
-        // Small transfers are served by the progress thread.
-        Body::Link(_) | Body::Put { .. } | Body::Get { .. } => {}
+        // Small transfers are served by the progress thread, but for those that came before
+        // the peer's bootstrap frame was read here (`fabric.rs`: handed to the link's task).
+        Body::Put { .. } | Body::Get { .. } => {
+            if let Some(answer) = super::fabric::serve_small(&link.peer, body) {
+                send(ofi, link, answer);
+            }
+        }
+        Body::Link(_) => {}
     }
 }
 

@@ -1,0 +1,81 @@
+//! The link's bring-up: a peer that is slow to finish its side loses nothing sent to it.
+
+use crate::transport::nobody::Nobody;
+use crate::transport::{Env, LinkState};
+use remora_proto::link::PeerRequest;
+use remora_proto::Error;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Links (by their peer's bootstrap address) that stop once, after their bootstrap
+/// exchange and before they are up: the other side is up and sending meanwhile.
+static PAUSES: Mutex<Vec<(String, Duration)>> = Mutex::new(Vec::new());
+
+/// The bring-up's hook: pause the link to `peer` if a test asked for it.
+pub(super) async fn pause_after_boot(peer: &str) {
+    let pause = {
+        let mut p = PAUSES.lock().unwrap_or_else(|p| p.into_inner());
+        let at = p.iter().position(|(a, _)| a == peer);
+        at.map(|i| p.remove(i).1)
+    };
+    if let Some(d) = pause {
+        tokio::time::sleep(d).await;
+    }
+}
+
+fn env(node: u32, dir: &std::path::Path, [p4, o4, p8, o8]: [u16; 4]) -> Env {
+    // A heartbeat long enough that node 4 does not take node 8's pause for silence.
+    let text = format!(
+        "secret = \"link-tests-secret-0123456789\"\nheartbeat_ms = 3000\ntransport = \"ofi+tcp\"\n\
+         [[node]]\nid = 4\nhost = \"127.0.0.1\"\nport = {p4}\nofi_port = {o4}\n\
+         [[node]]\nid = 8\nhost = \"127.0.0.1\"\nport = {p8}\nofi_port = {o8}\n"
+    );
+    Env {
+        node,
+        runtime_dir: dir.join(format!("n{node}")),
+        cluster: Some(crate::cluster::Cluster::parse(&text, dir).unwrap()),
+        incarnation: crate::new_incarnation(),
+        features: 0,
+        peer_features: Default::default(),
+    }
+}
+
+/// Node 8 reads node 4's bootstrap frame and then stalls (a loaded machine) before its side
+/// of the link is up; node 4 has read node 8's frame, is up and asks at once. The request
+/// was dropped at node 8 for want of its token's route, and node 4 waited for ever (a user's
+/// call hung): now the token is routed before it is handed out, and the request waits at
+/// node 8 until its side is up.
+#[test]
+fn a_request_sent_before_the_peer_is_up_is_answered() {
+    if !remora_ofi_sys::installed() {
+        eprintln!("SKIP: libfabric is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ports = [(); 4].map(|_| remora_testkit::free_port());
+    PAUSES.lock().unwrap().push((format!("127.0.0.1:{}", ports[1]), Duration::from_secs(3)));
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (far, near) = {
+        let _g = rt.enter();
+        let far = super::super::open(&env(8, dir.path(), ports), Arc::new(Nobody)).unwrap();
+        let near = super::super::open(&env(4, dir.path(), ports), Arc::new(Nobody)).unwrap();
+        (far, near)
+    };
+    let t = Instant::now();
+    while near.link_state(8) != Some(LinkState::Up) {
+        assert!(t.elapsed() < Duration::from_secs(30), "node 4's link never came up");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_ne!(
+        far.link_state(4),
+        Some(LinkState::Up),
+        "node 8 is still in its pause (the window under test)"
+    );
+    let ask =
+        async { tokio::time::timeout(Duration::from_secs(30), near.request(8, 1, PeerRequest::Probe)).await };
+    let asked = rt.block_on(ask);
+    // Nobody refuses every request: the refusal is node 8's answer.
+    assert!(matches!(asked, Ok(Err(Error::NoSuchSegment))), "node 8 answers the request: {asked:?}");
+    assert_eq!(far.link_state(4), Some(LinkState::Up));
+    drop((far, near));
+}
