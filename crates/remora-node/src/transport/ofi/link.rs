@@ -224,7 +224,7 @@ async fn run_connected(
     let (f, p) = (ofi.fabric.clone(), peer.clone());
     // The writer: control messages in order, as fabric messages (a full queue is waited
     // for in the blocking pool, not on a runtime thread).
-    let writer = tokio::spawn(async move {
+    let mut writer = tokio::spawn(async move {
         while let Some(m) = rx.recv().await {
             let Ok(bytes) = remora_proto::encode(&super::wire::Wire { token: theirs, body: Body::Link(m) })
             else {
@@ -277,6 +277,13 @@ async fn run_connected(
                     tracing::info!(peer = peer.id, "the ofi link's bootstrap connection closed");
                     break None;
                 }
+            }
+            _ = &mut writer => {
+                // A send was refused (or its queue stayed full): that message is lost, and
+                // what waits for its answer must not wait for the peer's silence to end the
+                // link (the peer still pings us, so this side would not see any).
+                tracing::warn!(peer = peer.id, "sending to the peer over the fabric failed: closing the ofi link");
+                break None;
             }
             Some(newer) = accepted.recv() => {
                 // The peer redialled (its side saw the old link die): switch to it.
