@@ -4,7 +4,8 @@
 //! Each transport gets a harness that builds "node 4" (the transports under test, with a
 //! recording [`Inbound`]) and "node 8" (the peer: for `tcp` another set of transports in a
 //! runtime of its own; for `local` a real daemon, as the transport's peers are). The checks:
-//! request/response (answers and refusals travel intact), streaming writes and reads of a
+//! request/response (answers and refusals travel intact, a message too large for a frame
+//! fails its request at once), streaming writes and reads of a
 //! remote range from 0 B to 16 MiB with every byte checked (or "unsupported" from a
 //! transport that shares memory, whose connect hands the memory over instead), pager flows
 //! (stores, loads, a frame for another handle closing the flow), malformed and truncated
@@ -172,6 +173,16 @@ fn check_request_response(near: &Near) {
     assert!(matches!(refused, Err(Error::NoSuchSegment)), "a refusal travels back: {refused:?}");
 }
 
+/// A message too large for a link frame fails its request at once: the writer skipped it
+/// and the caller waited for ever (a request too large; an answer too large, refused).
+fn check_too_large(near: &Near) {
+    let n = remora_proto::link::MAX_LINK_FRAME + 1;
+    let asked = near.ask(PeerRequest::Write { conn: HANDLE, runs: vec![(0, vec![0u8; n])] });
+    assert!(matches!(asked, Err(Error::IllegalParameter(_))), "a request too large fails: {asked:?}");
+    let asked = near.ask(PeerRequest::Read { conn: HANDLE, offset: 0, len: n as u32 });
+    assert!(matches!(asked, Err(Error::System(_))), "an answer too large is refused: {asked:?}");
+}
+
 /// Streaming writes and reads of every size, each byte checked; `peer` is the peer's view
 /// of the memory behind `handle`.
 fn check_streaming(t: &dyn Transport, handle: u64, peer: &Mapping) {
@@ -296,6 +307,7 @@ fn tcp() {
     wait("the link to come up", || near.transports.link_state(8) == Some(LinkState::Up));
 
     check_request_response(&near);
+    check_too_large(&near);
     let data = pattern(3000, 5);
     far.heard.mem.write(100, &data).unwrap();
     assert_eq!(
@@ -354,6 +366,7 @@ fn ofi(transport: &str) {
     wait("the link to come up", || near.transports.link_state(8) == Some(LinkState::Up));
 
     check_request_response(&near);
+    check_too_large(&near);
     let data = pattern(3000, 5);
     far.heard.mem.write(100, &data).unwrap();
     assert_eq!(

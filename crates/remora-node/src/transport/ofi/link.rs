@@ -226,9 +226,18 @@ async fn run_connected(
     // for in the blocking pool, not on a runtime thread).
     let mut writer = tokio::spawn(async move {
         while let Some(m) = rx.recv().await {
-            let Ok(bytes) = remora_proto::encode(&super::wire::Wire { token: theirs, body: Body::Link(m) })
-            else {
-                continue;
+            let wire = |m| super::wire::Wire { token: theirs, body: Body::Link(m) };
+            let w = wire(m);
+            let bytes = match remora_proto::encode(&w) {
+                Ok(b) => b,
+                // Too large for a message: its caller (or the peer's) is answered instead.
+                Err(_) => {
+                    let Body::Link(m) = w.body else { continue };
+                    match p.unsendable(m).map(|r| remora_proto::encode(&wire(r))) {
+                        Some(Ok(b)) => b,
+                        _ => continue,
+                    }
+                }
             };
             let sent = match f.send_bytes(dest, &bytes, false) {
                 Err(true) => {

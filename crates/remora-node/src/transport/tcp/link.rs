@@ -329,7 +329,14 @@ async fn run_control(
     let p = peer.clone();
     let writer = tokio::spawn(async move {
         while let Some(m) = rx.recv().await {
-            let Ok(body) = encode(&m) else { continue };
+            let body = match encode(&m) {
+                Ok(b) => b,
+                // Too large for a frame: its caller (or the peer's) is answered instead.
+                Err(_) => match p.unsendable(m).map(|r| encode(&r)) {
+                    Some(Ok(b)) => b,
+                    _ => continue,
+                },
+            };
             let mut out = Vec::with_capacity(4 + body.len());
             out.extend_from_slice(&(body.len() as u32).to_le_bytes());
             out.extend_from_slice(&body);

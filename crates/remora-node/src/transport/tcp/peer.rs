@@ -128,6 +128,35 @@ impl TcpPeer {
         self.send(m);
     }
 
+    /// `m` does not fit in a frame, so the link's writer cannot send it: a request fails at
+    /// once (its caller would wait for ever for the answer to a message that never left),
+    /// and a reply becomes a refusal (or the peer's caller would). What to send instead.
+    pub(in crate::transport) fn unsendable(&self, m: LinkMsg) -> Option<LinkMsg> {
+        match m {
+            LinkMsg::Request { id, .. } => {
+                tracing::warn!(peer = self.id, "a request too large for a link frame failed");
+                let waiter = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                if let Some(tx) = waiter {
+                    let _ = tx.send(Err(Error::IllegalParameter(
+                        "the request does not fit in a link frame".into(),
+                    )));
+                }
+                None
+            }
+            LinkMsg::Reply { id, .. } => {
+                tracing::warn!(peer = self.id, "an answer too large for a link frame was refused");
+                Some(LinkMsg::Reply {
+                    id,
+                    result: Err(Error::System("the answer does not fit in a link frame".into())),
+                })
+            }
+            _ => {
+                tracing::warn!(peer = self.id, "a link message too large for a frame was not sent");
+                None
+            }
+        }
+    }
+
     /// A new connection to the peer's start is up (its sender installed): tell again what
     /// the peer has not noted yet, before anything else goes on it.
     pub(in crate::transport) fn tell_again(&self) {
