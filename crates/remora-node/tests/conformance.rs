@@ -390,6 +390,11 @@ fn ofi(transport: &str) {
     let mut seen = vec![0u8; 4 << 20];
     far.heard.mem.read(0, &mut seen).unwrap();
     assert!(seen == data, "pipelined writes arrive intact");
+    // The transfers above (16 MiB ones, four of 1 MiB at once) kept at most the link's
+    // window (2 MiB, `ofi/window.rs`) in flight: its control messages never queued behind more.
+    let info = near.transports.links().into_iter().find(|l| l.node == 8).expect("the link to node 8");
+    assert!(info.rma_peak > 0, "RMA went over the link: {info:?}");
+    assert!(info.rma_peak <= 2 << 20, "at most the window in flight: {info:?}");
     // Large transfers (RMA into a range the peer registers) are refused past the end too.
     assert!(t.write_range(8, HANDLE, (MEM - 4096) as u64, &local, 0, 1 << 20).is_err());
     assert!(t.read_range(8, HANDLE + 1, 0, &local, 0, 1 << 20).is_err());

@@ -153,6 +153,9 @@ pub struct LinkInfo {
     pub bytes_in: u64,
     /// Bytes sent to the peer.
     pub bytes_out: u64,
+    /// The most bytes of RMA the link ever had in flight at once (0 for a transport that
+    /// keeps no RMA window: the `ofi` one keeps it, `ofi/window.rs`).
+    pub rma_peak: u64,
 }
 
 /// What a transport needs to know of the node it serves.

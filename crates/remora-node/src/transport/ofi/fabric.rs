@@ -69,6 +69,8 @@ struct Op {
     done: std::sync::mpsc::Sender<Result<(), String>>,
     window: Arc<Window>,
     bytes: usize,
+    /// The window's generation they were taken under.
+    gen: u64,
 }
 
 /// The endpoint, the routes of live links, and the RMA operations waiting for completion.
@@ -154,15 +156,15 @@ impl Fabric {
     }
 
     /// Wait for RMA operation `id`'s completion on the receiver returned; its `bytes`,
-    /// taken from `window`, are given back when it completes.
+    /// taken from `window` under generation `gen`, are given back when it completes.
     pub(super) fn expect(
         &self,
         id: u64,
         window: &Arc<Window>,
-        bytes: usize,
+        (bytes, gen): (usize, u64),
     ) -> std::sync::mpsc::Receiver<Result<(), String>> {
         let (done, rx) = std::sync::mpsc::channel();
-        let op = Op { done, window: window.clone(), bytes };
+        let op = Op { done, window: window.clone(), bytes, gen };
         self.ops.lock().unwrap_or_else(|p| p.into_inner()).insert(id, op);
         rx
     }
@@ -171,7 +173,7 @@ impl Fabric {
     pub(super) fn forget(&self, id: u64) {
         let op = self.ops.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
         if let Some(op) = op {
-            op.window.give(op.bytes);
+            op.window.give(op.bytes, op.gen);
         }
     }
 
@@ -292,7 +294,7 @@ fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
                     let waiter = f.ops.lock().unwrap_or_else(|p| p.into_inner()).remove(&c.id);
                     match (waiter, c.error) {
                         (Some(op), e) => {
-                            op.window.give(op.bytes);
+                            op.window.give(op.bytes, op.gen);
                             let _ = op.done.send(e.map_or(Ok(()), |e| Err(e.what)));
                         }
                         (None, Some(e)) => tracing::debug!("ofi send failed: {e}"),

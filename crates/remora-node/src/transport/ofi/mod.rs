@@ -222,7 +222,7 @@ impl Transport for Ofi {
     }
 
     fn links(&self) -> Vec<LinkInfo> {
-        self.links.values().map(|l| l.peer.info()).collect()
+        self.links.values().map(|l| LinkInfo { rma_peak: l.window.peak() as u64, ..l.peer.info() }).collect()
     }
 
     fn link_state(&self, node: u32) -> Option<crate::transport::LinkState> {

@@ -201,7 +201,8 @@ pub(super) fn start(
     if mem_off.checked_add(len).is_none_or(|e| e > mem.len()) {
         return Err(Error::OutOfRange);
     }
-    let Some((dest, _)) = *link.dest.lock().unwrap_or_else(|p| p.into_inner()) else {
+    let to = *link.dest.lock().unwrap_or_else(|p| p.into_inner());
+    let Some((dest, _)) = to else {
         return Err(Error::NodeNotResponding);
     };
     let tag = link.peer.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -221,14 +222,22 @@ pub(super) fn start(
     while done < len && !failed {
         let n = (len - done).min(CHUNK);
         // Posted only while the link has room: its control messages never queue behind
-        // more than the window (`window.rs`).
-        let gone = || link.peer.state() != LinkState::Up || began.elapsed() > PATIENCE;
-        if !link.window.take(n, gone) {
+        // more than the window (`window.rs`). Should the link's connection change meanwhile
+        // (a redial keeps the state `Up`), the key and `dest` are of the old one: the
+        // transfer fails as on a lost link.
+        let moved = || *link.dest.lock().unwrap_or_else(|p| p.into_inner()) != to;
+        let gone = || link.peer.state() != LinkState::Up || began.elapsed() > PATIENCE || moved();
+        let Some(gen) = link.window.take(n, gone) else {
+            failed = true;
+            break;
+        };
+        if moved() {
+            link.window.give(n, gen);
             failed = true;
             break;
         }
         let id = ofi.ep.next_id();
-        let rx = ofi.expect(id, &link.window, n);
+        let rx = ofi.expect(id, &link.window, (n, gen));
         let t = Instant::now();
         loop {
             let at = Remote { dest, addr: addr + done as u64, key };

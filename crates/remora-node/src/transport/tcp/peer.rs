@@ -434,6 +434,7 @@ impl TcpPeer {
             rtt_us: self.rtt_us(),
             bytes_in: self.bytes_in.load(Ordering::Relaxed),
             bytes_out: self.bytes_out.load(Ordering::Relaxed),
+            rma_peak: 0,
         }
     }
 }
