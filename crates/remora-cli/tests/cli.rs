@@ -89,10 +89,16 @@ fn bench_hosts_rows_reach_the_parent() {
     let two_cores = rows.iter().any(|r| r.contains("interrupt trigger→wake (blocked), two cores"));
     assert_eq!(two_cores, two, "{json}");
     // 23 rows (24 with the two-core one), one beside UCX where ucx_perftest is installed,
-    // and two beside iperf3 where iperf3 is.
+    // and three beside iperf3 where iperf3 is: one queue; four queues each writing a cached
+    // 128 KiB piece, as iperf3's streams send; and the four queues' 16 MiB, only reported.
     let ucx = rows.iter().any(|r| r.contains("UCX tag_lat"));
     let iperf = rows.iter().filter(|r| r.contains("vs iperf3")).count();
-    assert!(iperf == 0 || iperf == 2, "{json}");
+    assert!(iperf == 0 || iperf == 3, "{json}");
+    if iperf == 3 {
+        assert!(rows.iter().any(|r| r.contains("128 KiB cached each, vs iperf3 -P 4")), "{json}");
+        let whole = rows.iter().find(|r| r.contains("4 DMA queues × 16 MiB vs iperf3 -P 4"));
+        assert!(whole.is_some_and(|r| r.contains("reported (footprint differs")), "{json}");
+    }
     assert_eq!(rows.len(), 23 + usize::from(two) + usize::from(ucx) + iperf, "{json}");
     assert!(rows.iter().all(|r| !r.contains("\"ratio\": null")), "{json}");
 }

@@ -1,28 +1,43 @@
 //! iperf3 beside the bulk rows of `remora bench hosts`: the TCP stream a network engineer
-//! would measure between the same two hosts, one stream and four at once, set beside one
-//! DMA queue writing 16 MiB at a time and four such queues at once. Where iperf3 is not
-//! installed the rows are left out with a note.
+//! would measure between the same two hosts, one stream and four at once. Where iperf3 is
+//! not installed the rows are left out with a note.
+//!
+//! What each side moves. iperf3 sends one buffer per stream (128 KiB, its default `-l`)
+//! again and again, from cache, and refuses a block over 1 MiB. Four streams of it are set
+//! beside four DMA queues moving what it moves: each queue writes its own 128 KiB piece of
+//! the local segment into its own piece of the peer's, the same piece again and again, 16
+//! times a post (a vector, so the post's round trip, some 7 µs, is spread over 2 MiB; one
+//! 128 KiB post each time paid it every 128 KiB). That row has the target. In the same
+//! rounds the four queues also write 16 MiB each, 64 MiB of segment memory through the
+//! caches, a second row reported without a target: raw TCP with one thread a side moved
+//! 5.8-7.6 GB/s cycling through 1 MiB but 3.2-4.9 GB/s through 64 MiB (remora-node's
+//! `transport/tcp/bulk.rs`), so that ratio is the footprint's as much as the engine's; its
+//! like-for-like reference is four raw TCP streams of 16 MiB each (the row beside it).
+//! One stream is set beside one queue writing 16 MiB at a time, as before: that row met
+//! (0.85-1.06) with the footprints unlike, so it was left as it is.
 //!
 //! iperf3 -P 4 alone swings 2.9–6.6 GB/s between runs minutes apart on the development VM,
 //! so the two sides are measured alike in time: several rounds, each of iperf3 and of ours
-//! back to back (which goes first alternates), the row's ratio the median of the rounds'
-//! ratios and its figures each side's median, as the other noisy rows of the benches do.
+//! back to back (which goes first alternates; of the four queues' two kinds, the cached
+//! pieces go next to iperf3), the row's ratio the median of the rounds' ratios and its
+//! figures each side's median, as the other noisy rows of the benches do.
 //! Each side's round is one second of steady state after a warm-up that is not counted:
 //! iperf3 `-t 1 -O 1` (new connections: the first second, slow start, is omitted), and
 //! ours the same second of transfers after one transfer per queue (its connections are
 //! warm, but idle while iperf3 ran). A second is what iperf3 counts at the least (`-t`
-//! takes whole seconds); ours moves 1.2–3.6 GB in it on the VM, 70–210 transfers of 16 MiB,
-//! so a post's round trip and the end of the second (one transfer late at most) weigh
-//! about 1 %. Before, ours was the few tens of milliseconds of the rows beside raw TCP
-//! (2 transfers per queue), measured once between an iperf3 run before all the rows and
-//! one after them.
+//! takes whole seconds); ours moves 1.2–3.6 GB in it on the VM, 70–210 transfers of 16 MiB
+//! (or 600-1800 posts of 2 MiB), so a post's round trip and the end of the second (one
+//! transfer late at most) weigh about 1 %. Before, ours was the few tens of milliseconds of
+//! the rows beside raw TCP (2 transfers per queue), measured once between an iperf3 run
+//! before all the rows and one after them.
 //!
 //! What the rounds do not remove: on a machine whose cores other work keeps busy, the
 //! scheduler shares them out by thread, and ours runs more threads (a worker per queue and
 //! a reader per lane in each daemon) than iperf3's one a side, so loaded runs favour ours
 //! (six runs of 2026-11-28 with two cores busy elsewhere: iperf3 -P 4's medians 1.3–2.7
-//! GB/s, about its own one stream; ours 2.0–3.6). Quote quiet runs for this row: in those iperf3 -P 4 read
-//! 5.0–6.3 GB/s in most rounds (now and then 1.2–3.1 in a round), ours 3.3–3.9.
+//! GB/s, about its own one stream; the queues' 16 MiB 2.0–3.6). Quote quiet runs for these
+//! rows: in those iperf3 -P 4 read 5.0–6.3 GB/s in most rounds (now and then 1.2–3.1 in a
+//! round), the queues' 16 MiB 3.3–3.9 (0.59-0.62 of it, the footprint's gap).
 //!
 //! The parent keeps iperf3's server on host 2 for the run ([`Server`]); the measuring
 //! process on host 1 runs the client between its own rounds ([`Reference`]).
@@ -31,8 +46,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-/// Each side's figures (GB/s), round by round: ours, then iperf3's.
-pub(crate) type Figures = (Vec<f64>, Vec<f64>);
+/// Each side's figures, round by round: ours (GB/s, or several kinds of ours in a `T`),
+/// then iperf3's (GB/s).
+pub(crate) type Figures<T = f64> = (Vec<T>, Vec<f64>);
 
 /// The two hosts iperf3 runs between (`bench hosts`' namespace or loopback hosts).
 pub(crate) trait Hosts {
@@ -103,15 +119,15 @@ impl Reference {
         Reference { to, noted: false }
     }
 
-    /// `n` rounds of `ours` (GB/s) beside iperf3 with `streams` streams: each side's
-    /// figures, round by round (see [`rounds`]); `None`, with the note printed the first
-    /// time, when iperf3 is unavailable.
-    pub(crate) fn rounds(
+    /// `n` rounds of `ours` (its figures: GB/s, one or several) beside iperf3 with `streams`
+    /// streams: each side's figures, round by round (see [`rounds`]); `None`, with the note
+    /// printed the first time, when iperf3 is unavailable.
+    pub(crate) fn rounds<T>(
         &mut self,
         n: u32,
         streams: u32,
-        ours: impl FnMut() -> Result<f64, String>,
-    ) -> Result<Option<Figures>, String> {
+        ours: impl FnMut(u32) -> Result<T, String>,
+    ) -> Result<Option<Figures<T>>, String> {
         let got = match &self.to {
             Some(to) => rounds(n, ours, || stream(to, streams).map(|b| b / 1e9))?,
             None => None,
@@ -183,20 +199,20 @@ fn received(json: &[u8]) -> Option<f64> {
 }
 
 /// `n` rounds, each of `ours` and `theirs` back to back, iperf3 first in even rounds and
-/// ours first in odd ones (a drift during a round favours neither side): each side's
-/// figures, round by round; `None` as soon as `theirs` fails.
-pub(crate) fn rounds(
+/// ours first in odd ones (a drift during a round favours neither side; `ours` is told the
+/// round): each side's figures, round by round; `None` as soon as `theirs` fails.
+pub(crate) fn rounds<T>(
     n: u32,
-    mut ours: impl FnMut() -> Result<f64, String>,
+    mut ours: impl FnMut(u32) -> Result<T, String>,
     mut theirs: impl FnMut() -> Option<f64>,
-) -> Result<Option<Figures>, String> {
+) -> Result<Option<Figures<T>>, String> {
     let (mut o, mut t) = (vec![], vec![]);
     for r in 0..n {
         let (x, y) = if r % 2 == 0 {
             let Some(y) = theirs() else { return Ok(None) };
-            (ours()?, y)
+            (ours(r)?, y)
         } else {
-            let x = ours()?;
+            let x = ours(r)?;
             let Some(y) = theirs() else { return Ok(None) };
             (x, y)
         };
@@ -280,7 +296,9 @@ mod tests {
         let order = std::cell::RefCell::new(String::new());
         let got = super::rounds(
             4,
-            || {
+            |r| {
+                // Ours is told its round (it orders its own kinds by which side went first).
+                order.borrow_mut().push(char::from(b'0' + r as u8));
                 order.borrow_mut().push('o');
                 Ok(order.borrow().len() as f64)
             },
@@ -289,9 +307,9 @@ mod tests {
                 Some(order.borrow().len() as f64)
             },
         );
-        assert_eq!(order.borrow().as_str(), "toottoot");
+        assert_eq!(order.borrow().as_str(), "t0o1ott2o3ot");
         // Each round's two figures stay paired, whichever went first.
-        assert_eq!(got, Ok(Some((vec![2.0, 3.0, 6.0, 7.0], vec![1.0, 4.0, 5.0, 8.0]))));
+        assert_eq!(got, Ok(Some((vec![3.0, 5.0, 9.0, 11.0], vec![1.0, 6.0, 7.0, 12.0]))));
     }
 
     #[test]
@@ -299,7 +317,7 @@ mod tests {
         let mut n = 0;
         let got = super::rounds(
             5,
-            || Ok(1.0),
+            |_| Ok(1.0),
             || {
                 n += 1;
                 (n < 3).then_some(1.0)
@@ -308,7 +326,7 @@ mod tests {
         assert_eq!(got, Ok(None));
         assert_eq!(n, 3, "no round after the failed one");
         let failed: Result<Option<super::Figures>, String> = Err("DMA failed".into());
-        assert_eq!(super::rounds(3, || Err("DMA failed".into()), || Some(1.0)), failed);
+        assert_eq!(super::rounds(3, |_| Err("DMA failed".into()), || Some(1.0)), failed);
     }
 
     #[test]
