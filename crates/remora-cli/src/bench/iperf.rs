@@ -12,7 +12,9 @@
 //! caches, a second row reported without a target: raw TCP with one thread a side moved
 //! 5.8-7.6 GB/s cycling through 1 MiB but 3.2-4.9 GB/s through 64 MiB (remora-node's
 //! `transport/tcp/bulk.rs`), so that ratio is the footprint's as much as the engine's; its
-//! like-for-like reference is four raw TCP streams of 16 MiB each (the row beside it).
+//! like-for-like reference is four raw TCP streams of 16 MiB each (the row beside it). In
+//! the first quieter runs (2026-11-29) the cached pieces were no faster than the 16 MiB
+//! (0.63-0.96 of iperf3 -P 4 beside 0.70-1.20): the engine's cost per 128 KiB chunk shows.
 //! One stream is set beside one queue writing 16 MiB at a time, as before: that row met
 //! (0.85-1.06) with the footprints unlike, so it was left as it is.
 //!
@@ -37,7 +39,7 @@
 //! (six runs of 2026-11-28 with two cores busy elsewhere: iperf3 -P 4's medians 1.3–2.7
 //! GB/s, about its own one stream; the queues' 16 MiB 2.0–3.6). Quote quiet runs for these
 //! rows: in those iperf3 -P 4 read 5.0–6.3 GB/s in most rounds (now and then 1.2–3.1 in a
-//! round), the queues' 16 MiB 3.3–3.9 (0.59-0.62 of it, the footprint's gap).
+//! round), the queues' 16 MiB 3.3–3.9 (0.59–0.62 of it).
 //!
 //! The parent keeps iperf3's server on host 2 for the run ([`Server`]); the measuring
 //! process on host 1 runs the client between its own rounds ([`Reference`]).
