@@ -13,10 +13,12 @@
 //! One sending and one receiving thread per link for all lanes, as iperf3 drives its
 //! streams, was tried and not kept (2026-11-29): 20–25 % fewer switches per GB, but the
 //! same CPU per GB and the same throughput on the two-core VM (four queues about 0.65 of
-//! iperf3 -P 4 in quiet rounds either way). The gap is memory, not threads: iperf3 sends
-//! one 128 KiB buffer per stream again and again, from cache; raw TCP with one thread a
-//! side moved 5.8–7.6 GB/s cycling through 1 MiB, 3.2–4.9 through 64 MiB (the four queues'
-//! 16 MiB each), which is what the queues move.
+//! iperf3 -P 4 in quiet rounds either way). Not threads, then. Part of the gap is memory:
+//! iperf3 sends one 128 KiB buffer per stream again and again, from cache; raw TCP with one
+//! thread a side moved 5.8–7.6 GB/s cycling through 1 MiB, 3.2–4.9 through 64 MiB (the
+//! four queues' 16 MiB each). But four queues writing cached 128 KiB pieces (`bench
+//! hosts`' row beside iperf3 -P 4) moved no more than with 16 MiB each, and 1 MiB pieces
+//! more than 128 KiB ones: a cost per chunk in the engine is what is left to find.
 
 use super::bulk_tx::BulkTx;
 use super::framing::{discard, read_header};
