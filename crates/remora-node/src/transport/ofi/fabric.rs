@@ -12,7 +12,7 @@ use remora_proto::link::{RangeRef, MAX_LINK_FRAME};
 use remora_proto::{decode, encode};
 use remora_sys::Mapping;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -46,6 +46,7 @@ struct Route {
     /// frame is read: its requests go to the link's task meanwhile).
     reply: Option<(u64, u64)>,
     served: Served,
+    early: Arc<AtomicUsize>,
 }
 
 /// A link's routing, as [`Fabric::route`] takes it.
@@ -61,6 +62,16 @@ pub(super) struct Routing {
     pub reply: Option<(u64, u64)>,
     /// The registrations its open transfers reach.
     pub served: Served,
+    /// Its RMA requests queued for the link's task and not yet served there ([`served_early`]):
+    /// while any are, later ones queue behind them, so that none overtakes them.
+    pub early: Arc<AtomicUsize>,
+}
+
+/// The link's task served an RMA request of the peer (`rma::serve`): if it was one queued
+/// while the link came up, one fewer waits (never below none: requests queued once the link
+/// is up, behind the early ones, are not counted).
+pub(super) fn served_early(early: &AtomicUsize) {
+    let _ = early.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
 }
 
 /// An RMA operation waiting for its completion: who waits, and the link's window its
@@ -111,7 +122,14 @@ impl Fabric {
     /// Messages carrying `token` go to `tx` (a link is coming up: routed before the token
     /// is handed to the peer, so that nothing it sends under it is dropped).
     pub(super) fn route(&self, token: u64, r: Routing) {
-        let route = Route { peer: r.peer, tx: r.tx, waiters: r.waiters, reply: r.reply, served: r.served };
+        let route = Route {
+            peer: r.peer,
+            tx: r.tx,
+            waiters: r.waiters,
+            reply: r.reply,
+            served: r.served,
+            early: r.early,
+        };
         self.routes.lock().unwrap_or_else(|p| p.into_inner()).insert(token, route);
     }
 
@@ -388,20 +406,24 @@ fn deliver(f: &Fabric, bytes: &[u8]) {
         return;
     };
     if matches!(w.body, Body::Put { .. } | Body::Get { .. } | Body::RmaOpen { .. } | Body::RmaClose { .. }) {
-        let route = f
-            .routes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&w.token)
-            .map(|r| (r.peer.clone(), r.reply, r.served.clone(), r.tx.clone()));
-        let Some((peer, reply, served, tx)) = route else { return };
-        peer.bytes_in.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        let Some((dest, token)) = reply else {
-            // The peer read our bootstrap frame before we read its own: its request waits
-            // for the link's task, which serves it once the link is up here too.
-            let _ = tx.send(w.body);
-            return;
+        let routes = f.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(r) = routes.get(&w.token) else { return };
+        r.peer.bytes_in.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        let (dest, token) = match r.reply {
+            Some(reply) if r.early.load(Ordering::SeqCst) == 0 => reply,
+            _ => {
+                // The peer read our bootstrap frame before we read its own: its request
+                // waits for the link's task, which serves it once the link is up here too —
+                // and so do the requests after it, until the task has served the early ones
+                // (a put served here at once could land before an earlier one still queued).
+                // Counted and queued under the routes' lock, so that none slips between.
+                r.early.fetch_add(1, Ordering::SeqCst);
+                let _ = r.tx.send(w.body);
+                return;
+            }
         };
+        let (peer, served, tx) = (r.peer.clone(), r.served.clone(), r.tx.clone());
+        drop(routes);
         let answer = match w.body {
             // Opened here when the connection's memory is registered already; else by the
             // link's task, which may register it.
@@ -462,95 +484,5 @@ fn deliver(f: &Fabric, bytes: &[u8]) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::transport::nobody::Nobody;
-    use remora_proto::link::LinkMsg;
-
-    #[test]
-    fn a_mapping_is_registered_once_per_access_and_closed_when_it_goes() {
-        if !remora_ofi_sys::installed() {
-            eprintln!("SKIP: libfabric is not installed");
-            return;
-        }
-        let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
-        let fd = remora_sys::Memfd::create("ofi-regs", 1 << 20).unwrap();
-        let map =
-            Arc::new(Mapping::new(remora_sys::AsFd::as_fd(&fd), 0, 1 << 20, Default::default()).unwrap());
-        let w = f.region(&map, Access::RemoteWrite).unwrap();
-        for _ in 0..5 {
-            let again = f.region(&map, Access::RemoteWrite).unwrap();
-            assert!(Arc::ptr_eq(&w, &again), "the same registration serves every transfer");
-        }
-        let r = f.region(&map, Access::RemoteRead).unwrap();
-        assert_ne!(r.key(), w.key(), "reads and writes have registrations (and keys) of their own");
-        assert_eq!(f.registrations(), (2, 2));
-        // The mapping's holder (a connection) goes; a transfer still holds the write
-        // registration: it stays open for it, and is not handed out again.
-        drop((map, r));
-        f.sweep();
-        assert_eq!(f.registrations(), (2, 0), "registrations of a mapping that went are closed");
-        assert!(
-            w.mapping().is_some_and(|m| m.len() == 1 << 20),
-            "a transfer's registration outlives the sweep"
-        );
-        drop(w);
-    }
-
-    #[test]
-    fn messages_without_a_live_links_token_are_dropped() {
-        if !remora_ofi_sys::installed() {
-            eprintln!("SKIP: libfabric is not installed");
-            return;
-        }
-        let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
-        let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 8, "127.0.0.1:1".into());
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let waiters = Waiters::default();
-        f.route(
-            42,
-            Routing { peer, tx, waiters: waiters.clone(), reply: Some((0, 0)), served: Served::default() },
-        );
-        let msg = |token, body| encode(&Wire { token, body }).unwrap();
-        let ping = |seq| Body::Link(LinkMsg::Ping { seq });
-        deliver(&f, &msg(41, ping(1)));
-        assert!(rx.try_recv().is_err(), "a message under another token is dropped");
-        deliver(&f, b"not a message");
-        assert!(rx.try_recv().is_err(), "a malformed message is dropped");
-        let (wtx, wrx) = std::sync::mpsc::channel();
-        waiters.lock().unwrap().insert(5, wtx);
-        deliver(&f, &msg(41, Body::RmaKey { tag: 5, ok: true, addr: 0, key: 1 }));
-        assert!(wrx.try_recv().is_err(), "nor does an answer under another token reach a waiter");
-        deliver(&f, &msg(42, ping(1)));
-        assert_eq!(rx.try_recv().ok(), Some(ping(1)), "the link's own token is served");
-        f.unroute(42);
-        deliver(&f, &msg(42, ping(2)));
-        assert!(rx.try_recv().is_err(), "a link's token is dead once the link went down");
-    }
-
-    #[test]
-    fn requests_before_the_peer_is_known_wait_for_the_links_task() {
-        if !remora_ofi_sys::installed() {
-            eprintln!("SKIP: libfabric is not installed");
-            return;
-        }
-        let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
-        let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 8, "127.0.0.1:1".into());
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        // Routed before our token was handed out; the peer's address is not known yet.
-        f.route(
-            42,
-            Routing { peer, tx, waiters: Waiters::default(), reply: None, served: Served::default() },
-        );
-        let put = Body::Put { tag: 1, conn: 7, offset: 0, data: vec![1, 2, 3] };
-        let open = Body::RmaOpen { tag: 2, conn: 7, offset: 0, len: 16, write: true };
-        let ping = Body::Link(LinkMsg::Ping { seq: 1 });
-        for b in
-            [put, open, Body::RmaClose { tag: 3 }, Body::Get { tag: 4, conn: 7, offset: 0, len: 3 }, ping]
-        {
-            let want = format!("{b:?}");
-            deliver(&f, &encode(&Wire { token: 42, body: b }).unwrap());
-            assert_eq!(rx.try_recv().map(|b| format!("{b:?}")).ok(), Some(want), "kept for the link's task");
-        }
-    }
-}
+#[path = "fabric_tests.rs"]
+mod tests;

@@ -162,12 +162,15 @@ pub(super) async fn run_link(
         // token not yet routed would be dropped — a request lost with no answer ever. What
         // comes before the link is up here waits in the link's queue until it is.
         let (in_tx, in_rx) = mpsc::unbounded_channel::<Body>();
+        // The last link's queue went with its task (its token is unrouted): nothing waits.
+        link.early.store(0, Ordering::SeqCst);
         let routing = Routing {
             peer: peer.clone(),
             tx: in_tx,
             waiters: link.rma_wait.clone(),
             reply: None,
             served: link.served.clone(),
+            early: link.early.clone(),
         };
         ofi.fabric.route(mine, routing);
         let (stream, theirs) = match boot(&ofi, stream, mine).await {

@@ -73,6 +73,9 @@ pub(super) struct OfiLink {
     pool: Arc<crate::transport::tcp::pool::Pool>,
     /// The bytes of RMA in flight to it (`window.rs`).
     window: Arc<window::Window>,
+    /// Its RMA requests that came while the link came up, queued for the link's task and
+    /// not yet served there (`fabric.rs`; set to none at each link-up).
+    early: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// The `ofi` transport of a running node.
@@ -151,6 +154,7 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
             served: fabric::Served::default(),
             told_fallback: std::sync::atomic::AtomicBool::new(false),
             window: Arc::new(window::Window::new(window::WINDOW)),
+            early: Arc::default(),
         });
         links.insert(n.id, link.clone());
         starts.push((link, rx));

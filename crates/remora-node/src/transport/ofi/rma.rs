@@ -57,6 +57,16 @@ pub(super) fn link_down(link: &OfiLink) {
 /// Serve an RMA message of the peer (on the link's task; registering runs beside it). The
 /// progress thread serves opens of connections registered already, and closes, itself.
 pub(super) fn serve(ofi: &Arc<Fabric>, link: &Arc<OfiLink>, body: Body) {
+    let request =
+        matches!(body, Body::Put { .. } | Body::Get { .. } | Body::RmaOpen { .. } | Body::RmaClose { .. });
+    serve_one(ofi, link, body);
+    if request {
+        // Served (a put's bytes are written): the progress thread may serve what follows.
+        super::fabric::served_early(&link.early);
+    }
+}
+
+fn serve_one(ofi: &Arc<Fabric>, link: &Arc<OfiLink>, body: Body) {
     match body {
         // The first open of a connection registers its memory: here for a small
         // connection's range (a short lock of the books, a cheap registration), beside the

@@ -1,0 +1,153 @@
+//! The fabric's routing and registrations (`fabric.rs`).
+
+use super::*;
+use crate::transport::nobody::Nobody;
+use remora_proto::link::LinkMsg;
+
+#[test]
+fn a_mapping_is_registered_once_per_access_and_closed_when_it_goes() {
+    if !remora_ofi_sys::installed() {
+        eprintln!("SKIP: libfabric is not installed");
+        return;
+    }
+    let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
+    let fd = remora_sys::Memfd::create("ofi-regs", 1 << 20).unwrap();
+    let map = Arc::new(Mapping::new(remora_sys::AsFd::as_fd(&fd), 0, 1 << 20, Default::default()).unwrap());
+    let w = f.region(&map, Access::RemoteWrite).unwrap();
+    for _ in 0..5 {
+        let again = f.region(&map, Access::RemoteWrite).unwrap();
+        assert!(Arc::ptr_eq(&w, &again), "the same registration serves every transfer");
+    }
+    let r = f.region(&map, Access::RemoteRead).unwrap();
+    assert_ne!(r.key(), w.key(), "reads and writes have registrations (and keys) of their own");
+    assert_eq!(f.registrations(), (2, 2));
+    // The mapping's holder (a connection) goes; a transfer still holds the write
+    // registration: it stays open for it, and is not handed out again.
+    drop((map, r));
+    f.sweep();
+    assert_eq!(f.registrations(), (2, 0), "registrations of a mapping that went are closed");
+    assert!(w.mapping().is_some_and(|m| m.len() == 1 << 20), "a transfer's registration outlives the sweep");
+    drop(w);
+}
+
+#[test]
+fn messages_without_a_live_links_token_are_dropped() {
+    if !remora_ofi_sys::installed() {
+        eprintln!("SKIP: libfabric is not installed");
+        return;
+    }
+    let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
+    let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 8, "127.0.0.1:1".into());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let waiters = Waiters::default();
+    f.route(
+        42,
+        Routing {
+            peer,
+            tx,
+            waiters: waiters.clone(),
+            reply: Some((0, 0)),
+            served: Served::default(),
+            early: Arc::default(),
+        },
+    );
+    let msg = |token, body| encode(&Wire { token, body }).unwrap();
+    let ping = |seq| Body::Link(LinkMsg::Ping { seq });
+    deliver(&f, &msg(41, ping(1)));
+    assert!(rx.try_recv().is_err(), "a message under another token is dropped");
+    deliver(&f, b"not a message");
+    assert!(rx.try_recv().is_err(), "a malformed message is dropped");
+    let (wtx, wrx) = std::sync::mpsc::channel();
+    waiters.lock().unwrap().insert(5, wtx);
+    deliver(&f, &msg(41, Body::RmaKey { tag: 5, ok: true, addr: 0, key: 1 }));
+    assert!(wrx.try_recv().is_err(), "nor does an answer under another token reach a waiter");
+    deliver(&f, &msg(42, ping(1)));
+    assert_eq!(rx.try_recv().ok(), Some(ping(1)), "the link's own token is served");
+    f.unroute(42);
+    deliver(&f, &msg(42, ping(2)));
+    assert!(rx.try_recv().is_err(), "a link's token is dead once the link went down");
+}
+
+#[test]
+fn requests_before_the_peer_is_known_wait_for_the_links_task() {
+    if !remora_ofi_sys::installed() {
+        eprintln!("SKIP: libfabric is not installed");
+        return;
+    }
+    let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
+    let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 8, "127.0.0.1:1".into());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    // Routed before our token was handed out; the peer's address is not known yet.
+    f.route(
+        42,
+        Routing {
+            peer,
+            tx,
+            waiters: Waiters::default(),
+            reply: None,
+            served: Served::default(),
+            early: Arc::default(),
+        },
+    );
+    let put = Body::Put { tag: 1, conn: 7, offset: 0, data: vec![1, 2, 3] };
+    let open = Body::RmaOpen { tag: 2, conn: 7, offset: 0, len: 16, write: true };
+    let ping = Body::Link(LinkMsg::Ping { seq: 1 });
+    for b in [put, open, Body::RmaClose { tag: 3 }, Body::Get { tag: 4, conn: 7, offset: 0, len: 3 }, ping] {
+        let want = format!("{b:?}");
+        deliver(&f, &encode(&Wire { token: 42, body: b }).unwrap());
+        assert_eq!(rx.try_recv().map(|b| format!("{b:?}")).ok(), Some(want), "kept for the link's task");
+    }
+}
+
+#[test]
+fn requests_after_early_ones_wait_until_the_task_served_those() {
+    if !remora_ofi_sys::installed() {
+        eprintln!("SKIP: libfabric is not installed");
+        return;
+    }
+    let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
+    let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 8, "127.0.0.1:1".into());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let early = Arc::new(AtomicUsize::new(0));
+    f.route(
+        42,
+        Routing {
+            peer,
+            tx,
+            waiters: Waiters::default(),
+            reply: None,
+            served: Served::default(),
+            early: early.clone(),
+        },
+    );
+    let msg = |body| encode(&Wire { token: 42, body }).unwrap();
+    let put = |tag, byte| Body::Put { tag, conn: 7, offset: 0, data: vec![byte; 8] };
+    // Two puts come before the peer is known: both wait for the link's task.
+    deliver(&f, &msg(put(1, 1)));
+    deliver(&f, &msg(put(2, 2)));
+    // The link is up here now (answers go to our own endpoint, under a token nobody routes).
+    let me = f.ep.insert(&f.ep.name().unwrap()).unwrap();
+    f.reply_to(42, me, 99);
+    // A third overlapping put: the early ones are not served yet, so it queues behind them
+    // rather than being written at once by this thread, before them.
+    deliver(&f, &msg(put(3, 3)));
+    deliver(&f, &msg(Body::RmaClose { tag: 4 }));
+    let queued: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok()).map(|b| format!("{b:?}")).collect();
+    let want = [put(1, 1), put(2, 2), put(3, 3), Body::RmaClose { tag: 4 }].map(|b| format!("{b:?}"));
+    assert_eq!(queued, want, "later requests wait behind the early ones, in order");
+    assert_eq!(early.load(Ordering::SeqCst), 4);
+    // The task serves them one by one; until the last is served, newcomers still queue.
+    for _ in 0..3 {
+        served_early(&early);
+    }
+    deliver(&f, &msg(Body::RmaClose { tag: 5 }));
+    assert!(rx.try_recv().is_ok(), "one early request unserved: the next still queues");
+    served_early(&early);
+    served_early(&early);
+    assert_eq!(early.load(Ordering::SeqCst), 0, "all served (and never below none)");
+    deliver(&f, &msg(Body::RmaClose { tag: 6 }));
+    assert!(rx.try_recv().is_err(), "all early requests served: this thread serves the next");
+    served_early(&early);
+    assert_eq!(early.load(Ordering::SeqCst), 0, "a request not queued early is not counted");
+    f.unroute(42);
+}
