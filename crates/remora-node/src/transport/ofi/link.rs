@@ -193,10 +193,20 @@ pub(super) async fn run_link(
         };
         #[cfg(test)]
         tests::pause_after_boot(&peer.addr).await;
-        backoff = Duration::from_millis(50);
         link.told_fallback.store(false, Ordering::Relaxed);
         let to = (dest, mine, theirs.token);
-        next = run_connected(&ofi, &link, stream, incarnation, to, in_rx, &mut accepted).await;
+        let (end, heard) = run_connected(&ofi, &link, stream, incarnation, to, in_rx, &mut accepted).await;
+        // The back-off starts over only once a link has worked (the peer was heard from,
+        // or the link stayed up a heartbeat): a link that comes up and fails at once, again
+        // and again, is redialled ever more slowly (below).
+        if heard {
+            backoff = Duration::from_millis(50);
+        }
+        let failed = matches!(end, End::SendFailed);
+        next = match end {
+            End::Newer(n) => Some(n),
+            End::SendFailed | End::Closed => None,
+        };
         ofi.fabric.unroute(mine);
         *link.dest.lock().unwrap_or_else(|p| p.into_inner()) = None;
         rma::link_down(&link);
@@ -206,11 +216,29 @@ pub(super) async fn run_link(
             let acts = peer.live().disconnected(Instant::now());
             peer.apply(acts);
         }
+        if failed {
+            // The fabric refused a send while the bootstrap port answers: redialling at
+            // once would make a loop of millisecond-long links, each told to user code as
+            // down, then up.
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
     }
 }
 
+/// Why a connected link ended.
+enum End {
+    /// The peer redialled: this bootstrap connection is served next.
+    Newer((TcpStream, u64)),
+    /// A send over the fabric was refused (or its queue stayed full).
+    SendFailed,
+    /// Its bootstrap connection closed, or the peer fell silent for good.
+    Closed,
+}
+
 /// Run a connected link until its bootstrap connection breaks, the peer falls silent for
-/// good, or it redials (returned, to be served next). `mine` is routed to `in_rx` already.
+/// good, or it redials; says why it ended, and whether the link worked meanwhile (the peer
+/// was heard from, or it stayed up a heartbeat). `mine` is routed to `in_rx` already.
 async fn run_connected(
     ofi: &Arc<Ofi>,
     link: &Arc<OfiLink>,
@@ -219,7 +247,7 @@ async fn run_connected(
     (dest, mine, theirs): (u64, u64, u64),
     mut in_rx: mpsc::UnboundedReceiver<Body>,
     accepted: &mut mpsc::UnboundedReceiver<(TcpStream, u64)>,
-) -> Option<(TcpStream, u64)> {
+) -> (End, bool) {
     let peer = &link.peer;
     ofi.fabric.reply_to(mine, dest, theirs);
     *link.dest.lock().unwrap_or_else(|p| p.into_inner()) = Some((dest, theirs));
@@ -242,6 +270,10 @@ async fn run_connected(
                     }
                 }
             };
+            #[cfg(test)]
+            if tests::refuse_send(&p.addr) {
+                break;
+            }
             let sent = match f.send_bytes(dest, &bytes, false) {
                 Err(true) => {
                     let f = f.clone();
@@ -264,22 +296,25 @@ async fn run_connected(
     let mut seq = 0u64;
     let mut sent: HashMap<u64, Instant> = HashMap::new();
     let mut scratch = [0u8; 64];
-    let next = loop {
+    let (up, mut heard) = (Instant::now(), false);
+    let end = loop {
         tokio::select! {
             b = in_rx.recv() => {
-                let Some(b) = b else { break None };
+                let Some(b) = b else { break End::Closed };
+                heard = true;
                 match b {
                     Body::Link(m) => {
                         if !peer.serve_ctrl(m, &mut sent) {
-                            break None;
+                            break End::Closed;
                         }
                     }
                     other => rma::serve(&ofi.fabric, link, other),
                 }
             }
             _ = tick.tick() => {
+                heard |= up.elapsed() >= peer.live().heartbeat();
                 if !peer.heartbeat_tick(&mut seq, &mut sent) {
-                    break None;
+                    break End::Closed;
                 }
             }
             r = stream.readable() => {
@@ -287,7 +322,7 @@ async fn run_connected(
                 // readiness is its end (or junk, which ends it too).
                 if r.is_err() || !matches!(stream.try_read(&mut scratch), Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock) {
                     tracing::info!(peer = peer.id, "the ofi link's bootstrap connection closed");
-                    break None;
+                    break End::Closed;
                 }
             }
             _ = &mut writer => {
@@ -295,18 +330,18 @@ async fn run_connected(
                 // what waits for its answer must not wait for the peer's silence to end the
                 // link (the peer still pings us, so this side would not see any).
                 tracing::warn!(peer = peer.id, "sending to the peer over the fabric failed: closing the ofi link");
-                break None;
+                break End::SendFailed;
             }
             Some(newer) = accepted.recv() => {
                 // The peer redialled (its side saw the old link die): switch to it.
                 let acts = peer.live().superseded();
                 peer.apply(acts);
-                break Some(newer);
+                break End::Newer(newer);
             }
         }
     };
     writer.abort();
-    next
+    (end, heard)
 }
 
 #[cfg(test)]

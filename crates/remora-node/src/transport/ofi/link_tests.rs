@@ -23,6 +23,16 @@ pub(super) async fn pause_after_boot(peer: &str) {
     }
 }
 
+/// Links (by their peer's bootstrap address) whose fabric sends are refused, and how many
+/// were (one a link-up: the writer stops at the first).
+static REFUSED: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
+
+/// The writer's hook: refuse this send to `peer` if a test asked for it.
+pub(super) fn refuse_send(peer: &str) -> bool {
+    let mut r = REFUSED.lock().unwrap_or_else(|p| p.into_inner());
+    r.iter_mut().find(|(a, _)| a == peer).map(|(_, n)| *n += 1).is_some()
+}
+
 fn env(node: u32, dir: &std::path::Path, [p4, o4, p8, o8]: [u16; 4]) -> Env {
     // A heartbeat long enough that node 4 does not take node 8's pause for silence.
     let text = format!(
@@ -77,5 +87,51 @@ fn a_request_sent_before_the_peer_is_up_is_answered() {
     // Nobody refuses every request: the refusal is node 8's answer.
     assert!(matches!(asked, Ok(Err(Error::NoSuchSegment))), "node 8 answers the request: {asked:?}");
     assert_eq!(far.link_state(4), Some(LinkState::Up));
+    drop((far, near));
+}
+
+/// A fabric that refuses every send while the bootstrap ports answer: each link-up fails at
+/// its first message. The dialer redialled at once and the back-off started over at every
+/// bootstrap, a loop of millisecond-long links (hundreds a second, each told to user code
+/// as down, then up); now a link that failed before it worked is redialled ever more slowly.
+#[test]
+fn a_link_whose_sends_fail_is_redialled_with_back_off() {
+    if !remora_ofi_sys::installed() {
+        eprintln!("SKIP: libfabric is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ports = [(); 4].map(|_| remora_testkit::free_port());
+    let (to8, to4) = (format!("127.0.0.1:{}", ports[3]), format!("127.0.0.1:{}", ports[1]));
+    REFUSED.lock().unwrap().extend([(to8.clone(), 0), (to4.clone(), 0)]);
+    let count = |a: &str| REFUSED.lock().unwrap().iter().find(|(x, _)| x == a).map_or(0, |(_, n)| *n);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (far, near) = {
+        let _g = rt.enter();
+        let far = super::super::open(&env(8, dir.path(), ports), Arc::new(Nobody)).unwrap();
+        let near = super::super::open(&env(4, dir.path(), ports), Arc::new(Nobody)).unwrap();
+        (far, near)
+    };
+    let t = Instant::now();
+    while count(&to8) < 2 {
+        assert!(t.elapsed() < Duration::from_secs(30), "node 4 never redialled its failing link");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    // 50 + 100 + 200 + 400 + 800 + 1000 ms of back-off: about seven links in these 3 s
+    // (fewer under load); without it, hundreds.
+    let links = count(&to8);
+    assert!(links <= 20, "node 4 redialled {links} times in 3 s: no back-off");
+    // The fabric works again: the link comes up and serves requests.
+    REFUSED.lock().unwrap().retain(|(a, _)| a != &to8 && a != &to4);
+    let t = Instant::now();
+    while near.link_state(8) != Some(LinkState::Up) || far.link_state(4) != Some(LinkState::Up) {
+        assert!(t.elapsed() < Duration::from_secs(30), "the link never came back up");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let ask =
+        async { tokio::time::timeout(Duration::from_secs(30), near.request(8, 1, PeerRequest::Probe)).await };
+    let asked = rt.block_on(ask);
+    assert!(matches!(asked, Ok(Err(Error::NoSuchSegment))), "node 8 answers the request: {asked:?}");
     drop((far, near));
 }
