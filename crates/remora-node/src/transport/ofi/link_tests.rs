@@ -6,20 +6,23 @@ use remora_proto::link::PeerRequest;
 use remora_proto::Error;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::Notify;
 
 /// Links (by their peer's bootstrap address) that stop once, after their bootstrap
-/// exchange and before they are up: the other side is up and sending meanwhile.
-static PAUSES: Mutex<Vec<(String, Duration)>> = Mutex::new(Vec::new());
+/// exchange and before they are up, until the test opens their gate: the other side is up
+/// and sending meanwhile.
+static GATES: Mutex<Vec<(String, Arc<Notify>)>> = Mutex::new(Vec::new());
 
-/// The bring-up's hook: pause the link to `peer` if a test asked for it.
+/// The bring-up's hook: hold the link to `peer` at its gate if a test asked for it (a
+/// minute at most: a failing test must not hang).
 pub(super) async fn pause_after_boot(peer: &str) {
-    let pause = {
-        let mut p = PAUSES.lock().unwrap_or_else(|p| p.into_inner());
+    let gate = {
+        let mut p = GATES.lock().unwrap_or_else(|p| p.into_inner());
         let at = p.iter().position(|(a, _)| a == peer);
         at.map(|i| p.remove(i).1)
     };
-    if let Some(d) = pause {
-        tokio::time::sleep(d).await;
+    if let Some(g) = gate {
+        let _ = tokio::time::timeout(Duration::from_secs(60), g.notified()).await;
     }
 }
 
@@ -63,7 +66,8 @@ fn a_request_sent_before_the_peer_is_up_is_answered() {
     }
     let dir = tempfile::tempdir().unwrap();
     let ports = [(); 4].map(|_| remora_testkit::free_port());
-    PAUSES.lock().unwrap().push((format!("127.0.0.1:{}", ports[1]), Duration::from_secs(3)));
+    let gate = Arc::new(Notify::new());
+    GATES.lock().unwrap().push((format!("127.0.0.1:{}", ports[1]), gate.clone()));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (far, near) = {
         let _g = rt.enter();
@@ -76,14 +80,32 @@ fn a_request_sent_before_the_peer_is_up_is_answered() {
         assert!(t.elapsed() < Duration::from_secs(30), "node 4's link never came up");
         std::thread::sleep(Duration::from_millis(2));
     }
-    assert_ne!(
-        far.link_state(4),
-        Some(LinkState::Up),
-        "node 8 is still in its pause (the window under test)"
-    );
-    let ask =
-        async { tokio::time::timeout(Duration::from_secs(30), near.request(8, 1, PeerRequest::Probe)).await };
-    let asked = rt.block_on(ask);
+    assert_ne!(far.link_state(4), Some(LinkState::Up), "node 8 is held at its gate (the window under test)");
+    // Bytes in and out of a node's link to another.
+    let io = |t: &Arc<dyn crate::transport::Transport>, node| {
+        t.links().into_iter().find(|l| l.node == node).map_or((0, 0), |l| (l.bytes_in, l.bytes_out))
+    };
+    let before = io(&near, 8).1;
+    let n = near.clone();
+    let ask = rt.spawn(async move {
+        tokio::time::timeout(Duration::from_secs(30), n.request(8, 1, PeerRequest::Probe)).await
+    });
+    // The request left node 4 and reached node 8, whose side of the link is not up yet.
+    let t = Instant::now();
+    loop {
+        let out = io(&near, 8).1;
+        if out > before && io(&far, 4).0 >= out {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "node 4's request never reached node 8's link (dropped for want of its token's route?)"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_ne!(far.link_state(4), Some(LinkState::Up), "node 8 is still held at its gate");
+    gate.notify_one();
+    let asked = rt.block_on(ask).unwrap();
     // Nobody refuses every request: the refusal is node 8's answer.
     assert!(matches!(asked, Ok(Err(Error::NoSuchSegment))), "node 8 answers the request: {asked:?}");
     assert_eq!(far.link_state(4), Some(LinkState::Up));
