@@ -80,7 +80,9 @@ fn forgotten() -> Error {
     Error::Descriptor("the descriptor was not remembered".into())
 }
 
-/// Segment `i` of the descriptor `all` as one word.
+/// Segment `i` of the descriptor `all` as one word (inlined: the short send compares a
+/// descriptor's segments on the message's path).
+#[inline(always)]
 fn segment(all: &UserRegion, i: usize) -> Result<u128> {
     let mut v = [0u8; SEGMENT];
     all.read(CONTROL + i * SEGMENT, &mut v)?;

@@ -5,6 +5,7 @@
 //! Sends, RDMA writes and RDMA reads complete before `post_send` returns.
 
 use crate::cache::Taken;
+use crate::later::Later;
 use crate::layout::{control, status, ENTRIES};
 use crate::link::Link;
 use crate::posted::Posted;
@@ -53,10 +54,11 @@ impl Vi {
     /// that memory; [`Error::Resource`] when the queue is full.
     pub fn post_recv(&self, addr: usize, handle: u32) -> Result<()> {
         let mut guard = self.inner.recv.lock();
-        if let Some(r) = self.inner.post_later(&mut guard, addr, handle) {
-            return r;
+        match self.inner.post_later(&mut guard, addr, handle) {
+            Later::Noted => Ok(()),
+            Later::Full => Err(crate::later::full()),
+            Later::Now => self.post_recv_now(guard, addr, handle),
         }
-        self.post_recv_now(guard, addr, handle)
     }
 
     /// [`Vi::post_recv`] of a receive taken in now (a call of its own: the post noted

@@ -53,8 +53,9 @@ impl<T: Copy + Default, const N: usize> Few<T, N> {
         self.spill.push(v);
     }
 
-    /// The values, in order.
-    #[inline]
+    /// The values, in order (inlined into its callers: the short send and receive look
+    /// at a descriptor's one buffer through it, and a call cost them its saves and loads).
+    #[inline(always)]
     pub(crate) fn as_slice(&self) -> &[T] {
         if self.spill.is_empty() {
             &self.inline[..self.len]
@@ -66,7 +67,7 @@ impl<T: Copy + Default, const N: usize> Few<T, N> {
 
 impl<T: Copy + Default, const N: usize> std::ops::Deref for Few<T, N> {
     type Target = [T];
-    #[inline]
+    #[inline(always)]
     fn deref(&self) -> &[T] {
         self.as_slice()
     }

@@ -19,12 +19,24 @@
 use crate::layout::{status, ENTRIES};
 use crate::posted::Posted;
 use crate::vi::{RecvQ, ViInner, DEFER_MAX};
-use crate::{Error, Result};
+use crate::Error;
 use std::sync::atomic::Ordering;
 
 /// Receives are described later only while the peer still knows at least this many it has
 /// not used (as far as the completions taken in here tell).
 const DESCRIBED_LOW: u64 = 16;
+
+/// What [`ViInner::post_later`] did with a post (a word, where an answer with the error
+/// in it was built and copied out on the echo's path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Later {
+    /// Noted, to be taken in later: the post succeeded.
+    Noted,
+    /// Refused: the receive queue is full ([`full`]).
+    Full,
+    /// Not noted: it must be taken in now (nothing was done).
+    Now,
+}
 
 /// A post refused: the receive queue is full.
 #[cold]
@@ -51,10 +63,11 @@ impl ViInner {
     }
 
     /// `VipPostRecv` on a connected VI with a peer on this host, noted to be taken in
-    /// later when it may be (see the module doc); `None` when the post must be taken in
-    /// now.
-    pub(crate) fn post_later(&self, q: &mut RecvQ, addr: usize, handle: u32) -> Option<Result<()>> {
-        let (link, ptag) = q.link.as_ref()?;
+    /// later when it may be (see the module doc): [`Later::Now`] when the post must be
+    /// taken in now.
+    #[inline(always)]
+    pub(crate) fn post_later(&self, q: &mut RecvQ, addr: usize, handle: u32) -> Later {
+        let Some((link, ptag)) = q.link.as_ref() else { return Later::Now };
         if q.pending.n >= DEFER_MAX
             || !link.map.is_local()
             || link.broken.load(Ordering::Acquire)
@@ -62,12 +75,12 @@ impl ViInner {
             || q.pushed.saturating_sub(q.consumed) < DESCRIBED_LOW
             || !self.nic.watcher_runs()
         {
-            return None;
+            return Later::Now;
         }
         // Found registered as it was, at the registrations' epoch of now.
-        let ctl = q.cache.unchanged(&self.nic, addr, handle, *ptag)?;
+        let Some(ctl) = q.cache.unchanged(&self.nic, addr, handle, *ptag) else { return Later::Now };
         if q.posted.len() + q.pending.n >= ENTRIES {
-            return Some(Err(full()));
+            return Later::Full;
         }
         self.sent_since_post.store(false, Ordering::Relaxed);
         // Its status cleared, as `Nic::finish` would (which would look at the epoch again).
@@ -77,7 +90,7 @@ impl ViInner {
         // Counted under the queue's lock: a plain store, no locked instruction.
         self.noted.store(self.noted.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         self.undescribed.store(true, Ordering::Relaxed);
-        Some(Ok(()))
+        Later::Noted
     }
 
     /// Take in the posts [`ViInner::post_later`] noted, in order: each is queued, or

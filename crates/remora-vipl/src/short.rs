@@ -54,7 +54,9 @@ impl ViInner {
             return false;
         }
         let Some(sources) = &t.local else { return false };
-        let size: usize = sources.iter().map(|s| s.len()).sum();
+        // The sources' lengths summed when it was read (a send's every segment is a
+        // source; its segments compared equal since): no loop over them here.
+        let size = t.total as usize;
         let max = attrs.max_transfer.min(link.peer.max_transfer) as usize;
         if size > max || room == NOT_OURS || self.peer_said() != 0 {
             return false;
@@ -74,21 +76,28 @@ impl ViInner {
             st |= status::IMMEDIATE;
         }
         let c = Completion { len: size as u32, immediate: if imm { t.immediate } else { 0 }, status: st };
-        // The payload gathered here and stored as words with the entry's: no copy routine
-        // called on the way.
-        let mut b = [0u8; INLINE];
-        let mut o = 0;
-        for s in sources.iter() {
-            gather(s, &mut b[o..o + s.len()]);
-            o += s.len();
-        }
+        // The entry's words, then the payload's, stored as words: no copy routine called
+        // on the way.
         let [w0, w1] = c.words(Some(size));
         e[0].store(w0, Ordering::Release);
         e[1].store(w1, Ordering::Release);
-        for (i, w) in b[..size.div_ceil(8) * 8].chunks_exact(8).enumerate() {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(w);
-            e[INLINE_AT / 8 + i].store(u64::from_ne_bytes(a), Ordering::Release);
+        let words = &e[INLINE_AT / 8..SEQ / 8];
+        if let [src] = sources.as_slice() {
+            // One source (`size` bytes: its length): its words straight into the entry.
+            words_from(src, size, words);
+        } else {
+            // Several: gathered here first.
+            let mut b = [0u8; INLINE];
+            let mut o = 0;
+            for s in sources.iter() {
+                gather(s, &mut b[o..o + s.len()]);
+                o += s.len();
+            }
+            for (w, c) in words.iter().zip(b[..size.div_ceil(8) * 8].chunks_exact(8)) {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(c);
+                w.store(u64::from_ne_bytes(a), Ordering::Release);
+            }
         }
         self.entry_stored(link, e, k, (consumed, seen), rooms, heads);
         self.complete_send(done, addr, handle, t, status::DONE | status::OP_SEND);
@@ -147,30 +156,40 @@ impl ViInner {
         if self.recv_ready.load(Ordering::Acquire) != 0
             || !self.peer_here.load(Ordering::Relaxed)
             || self.undescribed.load(Ordering::Relaxed)
+            || self.recv_cq.is_some()
         {
             return None;
         }
         let k = self.recv_next.load(Ordering::Acquire);
         let conn = self.conn();
-        if self.map.load(layout::completion_at(k) + SEQ) != layout::tagged(conn, k + 1) {
+        // The entry's line (this VI's own segment, always mapped here), checked once for
+        // the look and the loads after it.
+        let e = self.map.line(layout::completion_at(k))?;
+        if e[SEQ / 8].load(Ordering::Acquire) != layout::tagged(conn, k + 1) {
             self.check_peer_now_and_then();
             return Some(None);
         }
         let mut q = self.recv.lock();
         self.settle(&mut q);
-        self.recv_short_seen(&mut q, k, conn).map(Some)
+        self.recv_short_seen(&mut q, k, conn, e).map(Some)
     }
 
-    /// [`ViInner::recv_short`] when completion `k` was seen there already (its sequence
-    /// number looked at since the last receive was taken): not looked at again while the
-    /// queue still waits for that one (another thread may have taken it meanwhile) under
-    /// the same connection (`conn`, the number it was seen under: a disconnect meanwhile
-    /// starts the count at zero again, and a receive posted after it must not be completed
-    /// with the old connection's entry). A completion stays in its entry until its receive
-    /// is taken and posted again, so what was seen is still there.
+    /// [`ViInner::recv_short`] when completion `k` (its entry `e`) was seen there already
+    /// under connection `conn` (its sequence number looked at since the last receive was
+    /// taken, with no completion queue told and a peer on this host): not looked at again
+    /// while the queue still waits for that one (another thread may have taken it
+    /// meanwhile) under the same connection (a disconnect meanwhile starts the count at
+    /// zero again, under a new number taken under this lock, and a receive posted after it
+    /// must not be completed with the old connection's entry; the peer stays on this host
+    /// until then, and the completion queue is the VI's for life). A completion stays in
+    /// its entry until its receive is taken and posted again, so what was seen is still
+    /// there.
     #[inline(always)]
-    fn recv_short_seen(&self, q: &mut RecvQ, k: u64, conn: u32) -> Option<(usize, u32)> {
-        self.take_short(q, q.consumed == k && self.conn() == conn)
+    fn recv_short_seen(&self, q: &mut RecvQ, k: u64, conn: u32, e: &[AtomicU64; 8]) -> Option<(usize, u32)> {
+        if q.done.is_empty() && q.consumed == k && self.conn() == conn {
+            return self.take_entry(q, k, e);
+        }
+        self.take_short(q)
     }
 
     /// `VipRecvDone` of the next completion when it is a plain one from a peer on this
@@ -179,38 +198,43 @@ impl ViInner {
     /// and no completion queue told. `None` when it is not: nothing was done.
     #[inline(always)]
     pub(crate) fn recv_short(&self, q: &mut RecvQ) -> Option<(usize, u32)> {
-        self.take_short(q, false)
+        self.take_short(q)
     }
 
-    /// [`ViInner::recv_short`], the next completion's sequence number looked at unless
-    /// `seen` (the caller saw it there).
+    /// [`ViInner::recv_short`].
     #[inline(always)]
-    fn take_short(&self, q: &mut RecvQ, seen: bool) -> Option<(usize, u32)> {
+    fn take_short(&self, q: &mut RecvQ) -> Option<(usize, u32)> {
         if !q.done.is_empty() || self.recv_cq.is_some() || !self.peer_here.load(Ordering::Relaxed) {
             return None;
         }
         let k = q.consumed;
         // The entry's line, checked once for its loads.
         let e = self.map.line(layout::completion_at(k))?;
-        if !seen && e[SEQ / 8].load(Ordering::Acquire) != layout::tagged(self.conn(), k + 1) {
+        if e[SEQ / 8].load(Ordering::Acquire) != layout::tagged(self.conn(), k + 1) {
             return None;
         }
+        self.take_entry(q, k, e)
+    }
+
+    /// Take completion `k` (its entry `e`, its sequence number seen there) for the oldest
+    /// posted receive, when it is plain (see [`ViInner::recv_short`]); `None`: nothing was
+    /// done.
+    #[inline(always)]
+    fn take_entry(&self, q: &mut RecvQ, k: u64, e: &[AtomicU64; 8]) -> Option<(usize, u32)> {
         let (c, inline) =
             Completion::from_words([e[0].load(Ordering::Acquire), e[1].load(Ordering::Acquire)]);
         let p = q.posted.front()?;
-        if c.status & status::ERROR_MASK != 0
-            || self.nic.inner.mem_epoch.load(Ordering::Acquire) != p.epoch
-            || inline.is_some_and(|n| p.bufs.len() != 1 || n > p.bufs[0].len())
-        {
+        // A payload in the entry goes to a receive of one buffer that holds it.
+        let into = match (inline, p.bufs.as_slice()) {
+            (None, _) => None,
+            (Some(n), [buf]) if n <= buf.len() => Some((n, buf)),
+            _ => return None,
+        };
+        if c.status & status::ERROR_MASK != 0 || self.nic.inner.mem_epoch.load(Ordering::Acquire) != p.epoch {
             return None;
         }
-        if let Some(n) = inline {
-            let mut b = [0u8; INLINE];
-            for i in 0..n.div_ceil(8) {
-                let w = e[INLINE_AT / 8 + i].load(Ordering::Acquire);
-                b[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
-            }
-            scatter(&p.bufs[0], &b[..n]);
+        if let Some((n, buf)) = into {
+            words_to(&e[INLINE_AT / 8..SEQ / 8], n, buf);
         }
         // The registrations are those the receive was posted under: its descriptor is
         // written in place (as `Nic::finish` does), the status last.
@@ -246,20 +270,26 @@ fn gather(src: &UserRegion, out: &mut [u8]) {
     }
 }
 
-/// `data` into `dst` from its start, whole words as words (see [`gather`]).
+/// The first `len` bytes of `src` into the words `out`, a word at a time (the last one's
+/// bytes past `len` zero): a short payload's one source straight into its entry.
 #[inline(always)]
-fn scatter(dst: &UserRegion, data: &[u8]) {
-    let mut words = data.chunks_exact(8);
-    let mut o = 0;
-    for w in &mut words {
+fn words_from(src: &UserRegion, len: usize, out: &[AtomicU64]) {
+    for (i, w) in out.iter().enumerate().take(len.div_ceil(8)) {
         let mut a = [0u8; 8];
-        a.copy_from_slice(w);
-        let _ = dst.write(o, &a);
-        o += 8;
+        let rest = len - i * 8;
+        let _ = if rest >= 8 { src.read(i * 8, &mut a) } else { src.read(i * 8, &mut a[..rest]) };
+        w.store(u64::from_ne_bytes(a), Ordering::Release);
     }
-    let rest = words.remainder();
-    if !rest.is_empty() {
-        let _ = dst.write(o, rest);
+}
+
+/// The first `len` bytes the words `words` hold into `dst` from its start, a word at a
+/// time: a short payload out of its entry into its receive's one buffer.
+#[inline(always)]
+fn words_to(words: &[AtomicU64], len: usize, dst: &UserRegion) {
+    for (i, w) in words.iter().enumerate().take(len.div_ceil(8)) {
+        let a = w.load(Ordering::Acquire).to_ne_bytes();
+        let rest = len - i * 8;
+        let _ = if rest >= 8 { dst.write(i * 8, &a) } else { dst.write(i * 8, &a[..rest]) };
     }
 }
 

@@ -39,8 +39,9 @@ fn a_completion_seen_under_the_last_connection_completes_no_receive_posted_after
     // what decides), the new receive is posted.
     let mut q = server.inner.recv.lock();
     assert!(q.done.is_empty() && q.posted.len() == 1, "the queue is not as the poll finds it");
+    let e = server.inner.map.line(layout::completion_at(k)).expect("the entry's line");
     assert_eq!(
-        server.inner.recv_short_seen(&mut q, k, conn),
+        server.inner.recv_short_seen(&mut q, k, conn, e),
         None,
         "a receive completed from the last connection's entry"
     );
