@@ -56,6 +56,43 @@ struct Seen {
     taken: Taken,
 }
 
+impl Seen {
+    /// Whether this is the descriptor at `addr` seen again with the same segments, under
+    /// the same handle, tag and registrations (`epoch`): its control and immediate data
+    /// are read afresh into what it resolved to then.
+    #[inline(always)]
+    fn again(
+        &mut self,
+        addr: usize,
+        handle: u32,
+        ptag: ProtectionTag,
+        recv: bool,
+        epoch: u64,
+    ) -> Result<bool> {
+        if self.addr != addr || self.handle != handle || self.ptag != ptag || self.epoch != epoch {
+            return Ok(false);
+        }
+        let mut c = [0u8; CONTROL];
+        self.taken.ctl.read(0, &mut c)?;
+        let n = Descriptor::seg_count(&c);
+        let control = u16::from_le_bytes([c[14], c[15]]);
+        let rdma = !recv && control & control::OP_MASK != control::OP_SENDRECV;
+        if n != self.n || rdma != self.rdma {
+            return Ok(false);
+        }
+        let mut same = true;
+        for (i, w) in self.segs[..n].iter().enumerate() {
+            same &= segment(&self.taken.all, i)? == *w;
+        }
+        if !same {
+            return Ok(false);
+        }
+        self.taken.control = control;
+        self.taken.immediate = u32::from_le_bytes([c[20], c[21], c[22], c[23]]);
+        Ok(true)
+    }
+}
+
 /// The descriptors a queue saw last.
 #[derive(Debug, Default)]
 pub(crate) struct DescCache {
@@ -143,8 +180,11 @@ impl DescCache {
         recv: bool,
     ) -> Option<&Taken> {
         let epoch = nic.inner.mem_epoch.load(Ordering::Acquire);
-        let way = self.seen_again(addr, handle, ptag, recv, epoch).ok()??;
-        self.ways[way].as_ref().map(|s| &s.taken)
+        // The way looked up once (the look answers its entry, not its index to index by
+        // again).
+        let way = (addr / 64) & self.ways.len().checked_sub(1)?;
+        let s = self.ways.get_mut(way)?.as_mut()?;
+        s.again(addr, handle, ptag, recv, epoch).ok()?.then_some(&s.taken)
     }
 
     /// The way of the descriptor at `addr` when it was seen last there with the same
@@ -165,27 +205,7 @@ impl DescCache {
         let Some(mask) = self.ways.len().checked_sub(1) else { return Ok(None) };
         let way = (addr / 64) & mask;
         let Some(s) = &mut self.ways[way] else { return Ok(None) };
-        if s.addr != addr || s.handle != handle || s.ptag != ptag || s.epoch != epoch {
-            return Ok(None);
-        }
-        let mut c = [0u8; CONTROL];
-        s.taken.ctl.read(0, &mut c)?;
-        let n = Descriptor::seg_count(&c);
-        let control = u16::from_le_bytes([c[14], c[15]]);
-        let rdma = !recv && control & control::OP_MASK != control::OP_SENDRECV;
-        if n != s.n || rdma != s.rdma {
-            return Ok(None);
-        }
-        let mut same = true;
-        for (i, w) in s.segs[..n].iter().enumerate() {
-            same &= segment(&s.taken.all, i)? == *w;
-        }
-        if !same {
-            return Ok(None);
-        }
-        s.taken.control = control;
-        s.taken.immediate = u32::from_le_bytes([c[20], c[21], c[22], c[23]]);
-        Ok(Some(way))
+        Ok(s.again(addr, handle, ptag, recv, epoch)?.then_some(way))
     }
 
     /// A receive descriptor at `addr` that this cache saw last there under the same memory
