@@ -70,12 +70,8 @@ impl ViInner {
         if size > room as usize {
             return false;
         }
-        let imm = t.control & control::IMMEDIATE != 0;
-        let mut st = status::DONE | status::OP_RECEIVE;
-        if imm {
-            st |= status::IMMEDIATE;
-        }
-        let c = Completion { len: size as u32, immediate: if imm { t.immediate } else { 0 }, status: st };
+        let imm = (t.control & control::IMMEDIATE != 0).then_some(t.immediate);
+        let c = Completion::new(size as u32, status::DONE | status::OP_RECEIVE, imm);
         // The entry's words, then the payload's, stored as words: no copy routine called
         // on the way.
         let [w0, w1] = c.words(Some(size));
