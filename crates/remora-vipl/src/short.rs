@@ -176,13 +176,19 @@ impl ViInner {
     /// while the queue still waits for that one (another thread may have taken it
     /// meanwhile) under the same connection (a disconnect meanwhile starts the count at
     /// zero again, under a new number taken under this lock, and a receive posted after it
-    /// must not be completed with the old connection's entry; the peer stays on this host
-    /// until then, and the completion queue is the VI's for life). A completion stays in
-    /// its entry until its receive is taken and posted again, so what was seen is still
-    /// there.
+    /// must not be completed with the old connection's entry) with the peer still on this
+    /// host (looked at again: the number is taken at the disconnect's reset, but where the
+    /// peer is changes only at the next connection, under that same number, so a poll that
+    /// looked before a reconnect to another host would match it; the completion queue is
+    /// the VI's for life). A completion stays in its entry until its receive is taken and
+    /// posted again, so what was seen is still there.
     #[inline(always)]
     fn recv_short_seen(&self, q: &mut RecvQ, k: u64, conn: u32, e: &[AtomicU64; 8]) -> Option<(usize, u32)> {
-        if q.done.is_empty() && q.consumed == k && self.conn() == conn {
+        if q.done.is_empty()
+            && q.consumed == k
+            && self.conn() == conn
+            && self.peer_here.load(Ordering::Relaxed)
+        {
             return self.take_entry(q, k, e);
         }
         self.take_short(q)

@@ -47,6 +47,40 @@ fn a_completion_seen_under_the_last_connection_completes_no_receive_posted_after
     );
 }
 
+/// A poll saw a completion of this connection and waits for the lock; meanwhile the VI,
+/// reset after a disconnect (its number already the next connection's), connects to a peer
+/// on another host (`establish` says so, the number unchanged). The poll, given the lock,
+/// must not take the entry by its number alone: a far peer's completions go the general
+/// way (its stream's bookkeeping).
+#[test]
+fn a_completion_seen_before_the_peer_moved_away_is_not_taken_short() {
+    let h = Harness::with_cluster(&[4, 8], false);
+    let Two { snic, cnic, sp, cp, server, client } = two(&h, None);
+    let (sbuf, sdesc) = (Mem::new(&snic, 4096, sp), Mem::new(&snic, 1024, sp));
+    let (cbuf, cdesc) = (Mem::new(&cnic, 4096, cp), Mem::new(&cnic, 1024, cp));
+    post_recv(&snic, &server, &sdesc, 0, &sbuf, 0, 64);
+    connect(&snic, &server, &cnic, &client, b"short-moved");
+    send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[6u8; 8]);
+    let k = server.inner.recv_next.load(Ordering::Acquire);
+    let conn = server.inner.conn();
+    let seen =
+        || server.inner.map.load(layout::completion_at(k) + layout::SEQ) == layout::tagged(conn, k + 1);
+    let t = Instant::now();
+    while !seen() {
+        assert!(t.elapsed() < Duration::from_secs(20), "completion 0 never appeared");
+        std::thread::yield_now();
+    }
+    // Where the peer is, as `establish` writes it for one on another host.
+    server.inner.peer_here.store(false, Ordering::Relaxed);
+    let mut q = server.inner.recv.lock();
+    let e = server.inner.map.line(layout::completion_at(k)).expect("the entry's line");
+    let got = server.inner.recv_short_seen(&mut q, k, conn, e);
+    drop(q);
+    server.inner.peer_here.store(true, Ordering::Relaxed);
+    assert_eq!(got, None, "a far peer's completion taken by its number alone");
+    server.recv_done().expect("the completion, the general way");
+}
+
 /// A receive the sender learns right after a short send (`learn_ahead`) is noted with
 /// where its buffers lie, as one learned by a send's look at the count: a long send to it
 /// then copies without reading its ring A entry again (before, only the sizes were noted
