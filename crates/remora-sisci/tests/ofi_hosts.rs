@@ -2,8 +2,8 @@
 //! transport) instead of TCP: the whole across-hosts conformance (connect, the DSM's rules
 //! through a map, DMA push, pull, vector and from user memory with checksums, out-of-range
 //! refusal, interrupts and data interrupts, disconnect), over `ofi+tcp` and over `ofi+shm`
-//! (namespace hosts share `/dev/shm`); and the link's faults over `ofi+tcp`. Needs root, iproute2 and libfabric; elsewhere each
-//! test says why it skips.
+//! (namespace hosts share `/dev/shm`); and the link's faults over `ofi+tcp`. Needs root,
+//! iproute2 and libfabric; elsewhere each test says why it skips.
 
 mod common;
 
