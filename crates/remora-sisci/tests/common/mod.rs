@@ -20,7 +20,7 @@ use std::sync::mpsc;
 pub enum Route {
     /// Nodes of one host sharing memory: no route to lose.
     Shared,
-    /// Namespace hosts, heartbeats of 200 ms (`remora_testkit::HEARTBEAT_MS`): the link is
+    /// Namespace hosts, heartbeats of 200 ms (`remora_netns::HEARTBEAT_MS`): the link is
     /// never down in this suite, only busy; news of the route fails the check but for one
     /// flap in the run (a daemon process starved for three heartbeats, [`next_event`]).
     Hosts,

@@ -329,7 +329,8 @@ async fn run_connected(
                 // A send was refused (or its queue stayed full): that message is lost, and
                 // what waits for its answer must not wait for the peer's silence to end the
                 // link (the peer still pings us, so this side would not see any).
-                tracing::warn!(peer = peer.id, "sending to the peer over the fabric failed: closing the ofi link");
+                let why = "sending to the peer over the fabric failed: closing the ofi link";
+                tracing::warn!(peer = peer.id, "{why}");
                 break End::SendFailed;
             }
             Some(newer) = accepted.recv() => {

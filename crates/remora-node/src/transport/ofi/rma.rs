@@ -228,9 +228,11 @@ pub(super) fn start(
     let mut waits = Vec::new();
     let mut done = 0usize;
     let mut failed = false;
-    let began = Instant::now();
     while done < len && !failed {
         let n = (len - done).min(CHUNK);
+        // Patience for this piece's room, not for the whole transfer: a long transfer
+        // that advances never runs out of it.
+        let began = Instant::now();
         // Posted only while the link has room: its control messages never queue behind
         // more than the window (`window.rs`). Should the link's connection change meanwhile
         // (a redial keeps the state `Up`), the key and `dest` are of the old one: the

@@ -28,8 +28,11 @@ pub(super) struct Gather<R> {
     buf: Box<[u8]>,
     pos: usize,
     end: usize,
-    /// The last payload read was over [`BULK_AFTER`].
+    /// The last payload was over [`BULK_AFTER`] (the first read after a header asked for
+    /// more: a payload's last, short read does not count).
     bulk: bool,
+    /// The last read was a header's.
+    after_header: bool,
 }
 
 /// A payload over this many bytes puts the reader in its bulk way (see [`Gather`]).
@@ -38,12 +41,25 @@ const BULK_AFTER: usize = 4096;
 impl<R: Read> Gather<R> {
     /// Read `inner` through a buffer of `cap` bytes, reads of up to `exact` bytes alone.
     pub(super) fn new(inner: R, exact: usize, cap: usize) -> Gather<R> {
-        Gather { inner, exact, buf: vec![0; cap].into_boxed_slice(), pos: 0, end: 0, bulk: false }
+        Gather {
+            inner,
+            exact,
+            buf: vec![0; cap].into_boxed_slice(),
+            pos: 0,
+            end: 0,
+            bulk: false,
+            after_header: false,
+        }
     }
 }
 
 impl<R: Read> Read for Gather<R> {
     fn read(&mut self, dst: &mut [u8]) -> Result<usize> {
+        if dst.len() == self.exact {
+            self.after_header = true;
+        } else if self.after_header {
+            (self.bulk, self.after_header) = (dst.len() > BULK_AFTER, false);
+        }
         if self.pos < self.end {
             let n = dst.len().min(self.end - self.pos);
             dst[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
@@ -54,11 +70,8 @@ impl<R: Read> Read for Gather<R> {
             if !self.bulk {
                 return self.inner.read(dst);
             }
-        } else {
-            self.bulk = dst.len() > BULK_AFTER;
-            if dst.len() >= self.buf.len() {
-                return self.inner.read(dst);
-            }
+        } else if dst.len() >= self.buf.len() {
+            return self.inner.read(dst);
         }
         let want = dst.len();
         let n = self.inner.read_vectored(&mut [IoSliceMut::new(dst), IoSliceMut::new(&mut self.buf)])?;
@@ -135,23 +148,27 @@ mod tests {
         }
     }
 
-    /// After a large payload a header gathers what follows it (one call for a header and
-    /// 60 KiB behind it), and a payload as large as the buffer is read straight.
+    /// After a large payload read in pieces, the last one short, a header gathers what
+    /// follows it (one call for a header and 60 000 bytes behind it); a payload as large as
+    /// the buffer is read straight.
     #[test]
     fn after_a_large_payload_headers_gather_as_a_buffered_reader_does() {
         let src: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
-        let mut g = Gather::new(Chunks(&src, usize::MAX, 0), 40, 64 << 10);
-        let mut big = vec![0u8; 100_000];
+        // The first frame alone at first: a header, then its payload in two reads.
+        let mut g = Gather::new(Chunks(&src[..100_000], 99_000, 0), 40, 64 << 10);
+        let mut first = [0u8; 40];
+        g.read_exact(&mut first).unwrap();
+        let mut big = vec![0u8; 99_960];
         g.read_exact(&mut big).unwrap();
-        assert_eq!(g.inner.2, 1, "a payload as large as the buffer, straight");
+        assert_eq!(g.inner.2, 3, "a header, the payload straight, its short rest");
+        // The next frames come, all at once.
+        (g.inner.0, g.inner.1, g.inner.2) = (&src[100_000..], usize::MAX, 0);
         let mut hdr = [0u8; 40];
         g.read_exact(&mut hdr).unwrap();
         let mut rest = vec![0u8; 60_000];
         g.read_exact(&mut rest).unwrap();
-        assert_eq!(g.inner.2, 2, "the header gathered the payload behind it");
-        assert_eq!(
-            (&big[..], &hdr[..], &rest[..]),
-            (&src[..100_000], &src[100_000..100_040], &src[100_040..160_040])
-        );
+        assert_eq!(g.inner.2, 1, "the header gathered the payload behind it");
+        let got = [&first[..], &big[..], &hdr[..], &rest[..]].concat();
+        assert_eq!(got, &src[..160_040]);
     }
 }
