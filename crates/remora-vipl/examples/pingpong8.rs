@@ -123,8 +123,15 @@ fn one(sa: &Side, sb: &Side, before: bool, n: u64) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).cloned().unwrap_or_else(|| "one".into());
-    let before = args.get(2).is_some_and(|o| o == "before");
-    let n: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let order = args.get(2).map(String::as_str).unwrap_or("after");
+    let n: Option<u64> = args.get(3).map_or(Some(1_000_000), |s| s.parse().ok());
+    let (true, true, Some(n)) =
+        (["one", "two"].contains(&mode.as_str()), ["before", "after"].contains(&order), n)
+    else {
+        eprintln!("usage: pingpong8 [one|two] [before|after] [round trips]");
+        std::process::exit(2);
+    };
+    let before = order == "before";
     let a = Sisci::initialize().unwrap();
     let mut cfg = a.config().clone();
     cfg.node = a.local_node_id() + 4;

@@ -70,6 +70,7 @@ fn a_completion_seen_before_the_peer_moved_away_is_not_taken_short() {
         assert!(t.elapsed() < Duration::from_secs(20), "completion 0 never appeared");
         std::thread::yield_now();
     }
+    assert!(server.inner.peer_here.load(Ordering::Relaxed), "the pair is not on one host");
     // Where the peer is, as `establish` writes it for one on another host.
     server.inner.peer_here.store(false, Ordering::Relaxed);
     let mut q = server.inner.recv.lock();
