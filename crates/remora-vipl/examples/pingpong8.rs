@@ -16,63 +16,23 @@
 //! never mapped. It starts the nodes of this host it needs (`REMORA_DAEMON` names
 //! `remorad`); give it a `REMORA_RUNTIME_DIR` of its own on a shared machine.
 
-use remora_sisci::Sisci;
-use remora_vipl::{
-    DataSegment, Descriptor, Error, MemAttributes, MemHandle, NetAddress, Nic, UserRegion, Vi, ViAttributes,
-    RELIABLE_DELIVERY,
-};
-use std::sync::atomic::{AtomicUsize, Ordering};
+#[allow(dead_code)]
+mod common;
+
+use common::{pair, Side, DEPTH, SLOT, SOURCES};
+use remora_vipl::{Descriptor, Error};
+use std::sync::atomic::Ordering;
 use std::sync::Barrier;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-const DEPTH: usize = 64;
-const SOURCES: usize = 3;
-const SLOT: usize = 64 << 10;
-
-#[repr(align(128))]
-struct Side {
-    nic: Nic,
-    vi: Vi,
-    desc: UserRegion,
-    dh: MemHandle,
-    buf: UserRegion,
-    bh: MemHandle,
-    sent: AtomicUsize,
+/// What a side of the ping-pong does.
+trait Leg {
+    fn send(&self);
+    fn take(&self) -> usize;
+    fn repost(&self, addr: usize);
 }
 
-fn leak(len: usize) -> UserRegion {
-    let m: &'static mut [u8] = Box::leak(vec![0u8; len + 4096].into_boxed_slice());
-    let skip = (4096 - m.as_ptr() as usize % 4096) % 4096;
-    UserRegion::from_static(&mut m[skip..skip + len])
-}
-
-fn side(nic: Nic) -> Side {
-    let ptag = nic.create_ptag();
-    let attrs = ViAttributes {
-        reliability: RELIABLE_DELIVERY,
-        max_transfer: 1 << 20,
-        ptag,
-        rdma_write: true,
-        rdma_read: true,
-    };
-    let vi = Vi::create(&nic, attrs, None, None).unwrap();
-    let (desc, buf) = (leak((DEPTH + SOURCES) * 64), leak((DEPTH + SOURCES) * SLOT));
-    for s in 0..SOURCES {
-        buf.write((DEPTH + s) * SLOT, &vec![0x11 * (s as u8 + 1); SLOT]).unwrap();
-    }
-    let m = MemAttributes { ptag, rdma_write: true, rdma_read: true };
-    let dh = nic.register(desc, m).unwrap();
-    let bh = nic.register(buf, m).unwrap();
-    Side { nic, vi, desc, dh, buf, bh, sent: AtomicUsize::new(0) }
-}
-
-impl Side {
-    fn d(&self, i: usize) -> usize {
-        self.desc.addr() + i * 64
-    }
-    fn seg(&self, slot: usize, len: usize) -> DataSegment {
-        DataSegment { addr: (self.buf.addr() + slot * SLOT) as u64, handle: self.bh, len: len as u32 }
-    }
+impl Leg for Side {
     fn send(&self) {
         let s = self.sent.load(Ordering::Relaxed);
         self.sent.store(s + 1, Ordering::Relaxed);
@@ -132,13 +92,7 @@ fn main() {
         std::process::exit(2);
     };
     let before = order == "before";
-    let a = Sisci::initialize().unwrap();
-    let mut cfg = a.config().clone();
-    cfg.node = a.local_node_id() + 4;
-    let b = Sisci::with_config(cfg);
-    let sa = side(Nic::open_with_config("remora0", a.config().clone()).unwrap());
-    let sb = side(Nic::open_with_config("remora0", b.config().clone()).unwrap());
-    for s in [&sa, &sb] {
+    let (sa, sb) = pair(|s| {
         for i in 0..DEPTH {
             let d = Descriptor { length: SLOT as u32, segments: vec![s.seg(i, SLOT)], ..Default::default() };
             s.nic.write_descriptor(s.d(i), s.dh, &d).unwrap();
@@ -148,26 +102,6 @@ fn main() {
             let d = Descriptor { length: 8, segments: vec![s.seg(DEPTH + k, 8)], ..Default::default() };
             s.nic.write_descriptor(s.d(DEPTH + k), s.dh, &d).unwrap();
         }
-    }
-    let addr = NetAddress::new(sb.nic.node(), b"bench");
-    std::thread::scope(|sc| {
-        let w = sc.spawn(|| {
-            sb.nic.connect_wait(&addr, Some(Duration::from_secs(10))).and_then(|r| r.accept(&sb.vi))
-        });
-        loop {
-            match sa.vi.connect_request(
-                &NetAddress::new(sa.nic.node(), b"c"),
-                &addr,
-                Some(Duration::from_secs(10)),
-            ) {
-                Err(Error::NoMatch) => std::thread::sleep(Duration::from_millis(2)),
-                r => {
-                    r.unwrap();
-                    break;
-                }
-            }
-        }
-        w.join().unwrap().unwrap();
     });
     // The side's order: take, then (before) repost and send, or (after) send and repost.
     let leg = |s: &Side, took: &mut Option<usize>| {

@@ -8,67 +8,18 @@
 //! it a `REMORA_RUNTIME_DIR` of its own (its nodes are those of that directory) and
 //! `REMORA_IDLE_EXIT=1`.
 
-use remora_sisci::Sisci;
+#[allow(dead_code)]
+mod common;
+
+use common::{pair, DEPTH, SLOT as KIB64, SOURCES};
 use remora_vipl::layout::control;
-use remora_vipl::{
-    DataSegment, Descriptor, Error, MemAttributes, MemHandle, NetAddress, Nic, UserRegion, Vi, ViAttributes,
-    RELIABLE_DELIVERY,
-};
+use remora_vipl::{DataSegment, Descriptor, Error};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-const KIB64: usize = 64 << 10;
-const DEPTH: usize = 64;
-const SOURCES: usize = 3;
-
-#[repr(align(128))]
-struct Side {
-    nic: Nic,
-    vi: Vi,
-    desc: UserRegion,
-    dh: MemHandle,
-    buf: UserRegion,
-    bh: MemHandle,
-}
-
 #[repr(align(128))]
 struct Count(AtomicU64);
-
-fn leak(len: usize) -> UserRegion {
-    let m: &'static mut [u8] = Box::leak(vec![0u8; len + 4096].into_boxed_slice());
-    let skip = (4096 - m.as_ptr() as usize % 4096) % 4096;
-    UserRegion::from_static(&mut m[skip..skip + len])
-}
-
-fn side(nic: Nic) -> Side {
-    let ptag = nic.create_ptag();
-    let attrs = ViAttributes {
-        reliability: RELIABLE_DELIVERY,
-        max_transfer: 1 << 20,
-        ptag,
-        rdma_write: true,
-        rdma_read: true,
-    };
-    let vi = Vi::create(&nic, attrs, None, None).unwrap();
-    let (desc, buf) = (leak((DEPTH + SOURCES) * 64), leak((DEPTH + SOURCES) * KIB64));
-    for s in 0..SOURCES {
-        buf.write((DEPTH + s) * KIB64, &vec![0x11 * (s as u8 + 1); KIB64]).unwrap();
-    }
-    let m = MemAttributes { ptag, rdma_write: true, rdma_read: true };
-    let dh = nic.register(desc, m).unwrap();
-    let bh = nic.register(buf, m).unwrap();
-    Side { nic, vi, desc, dh, buf, bh }
-}
-
-impl Side {
-    fn d(&self, i: usize) -> usize {
-        self.desc.addr() + i * 64
-    }
-    fn seg(&self, slot: usize, len: usize) -> DataSegment {
-        DataSegment { addr: (self.buf.addr() + slot * KIB64) as u64, handle: self.bh, len: len as u32 }
-    }
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -79,37 +30,12 @@ fn main() {
         eprintln!("usage: stream64k [send|rdma|raw|rawrdma|memcpy] [seconds > 0]");
         std::process::exit(2);
     }
-    let a = Sisci::initialize().unwrap();
-    let mut cfg = a.config().clone();
-    cfg.node = a.local_node_id() + 4;
-    let b = Sisci::with_config(cfg);
-    let sa = side(Nic::open_with_config("remora0", a.config().clone()).unwrap());
-    let sb = side(Nic::open_with_config("remora0", b.config().clone()).unwrap());
+    let (sa, sb) = pair(|_| ());
     for i in 0..DEPTH {
         let d = Descriptor { length: KIB64 as u32, segments: vec![sb.seg(i, KIB64)], ..Default::default() };
         sb.nic.write_descriptor(sb.d(i), sb.dh, &d).unwrap();
         sb.vi.post_recv(sb.d(i), sb.dh).unwrap();
     }
-    let addr = NetAddress::new(sb.nic.node(), b"bench");
-    std::thread::scope(|sc| {
-        let w = sc.spawn(|| {
-            sb.nic.connect_wait(&addr, Some(Duration::from_secs(10))).and_then(|r| r.accept(&sb.vi))
-        });
-        loop {
-            match sa.vi.connect_request(
-                &NetAddress::new(sa.nic.node(), b"c"),
-                &addr,
-                Some(Duration::from_secs(10)),
-            ) {
-                Err(Error::NoMatch) => std::thread::sleep(Duration::from_millis(2)),
-                r => {
-                    r.unwrap();
-                    break;
-                }
-            }
-        }
-        w.join().unwrap().unwrap();
-    });
     sa.nic.set_transfer_mode(remora_vipl::ViplTransfer::Copy);
     if let Ok(us) = std::env::var("WATCH_US") {
         let p = Duration::from_micros(us.parse().unwrap());

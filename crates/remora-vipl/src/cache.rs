@@ -57,6 +57,12 @@ struct Seen {
 }
 
 impl Seen {
+    /// Whether this was seen at `addr` under the same handle, tag and registrations.
+    #[inline(always)]
+    fn is(&self, addr: usize, handle: u32, ptag: ProtectionTag, epoch: u64) -> bool {
+        self.addr == addr && self.handle == handle && self.ptag == ptag && self.epoch == epoch
+    }
+
     /// Whether this is the descriptor at `addr` seen again with the same segments, under
     /// the same handle, tag and registrations (`epoch`): its control and immediate data
     /// are read afresh into what it resolved to then.
@@ -69,7 +75,7 @@ impl Seen {
         recv: bool,
         epoch: u64,
     ) -> Result<bool> {
-        if self.addr != addr || self.handle != handle || self.ptag != ptag || self.epoch != epoch {
+        if !self.is(addr, handle, ptag, epoch) {
             return Ok(false);
         }
         let mut c = [0u8; CONTROL];
@@ -146,8 +152,7 @@ impl DescCache {
         if let Some(way) = way {
             return self.ways[way].as_ref().map(|s| &s.taken).ok_or_else(forgotten);
         }
-        // The ways are a power of two: a mask, not a division (tens of cycles).
-        let way = (addr / 64) & (self.ways.len() - 1);
+        let way = self.way(addr).ok_or_else(forgotten)?;
         let t = nic.take(addr, handle, ptag, recv)?;
         let n = (t.all.len() - CONTROL) / SEGMENT;
         self.ways[way] = None;
@@ -182,7 +187,7 @@ impl DescCache {
         let epoch = nic.inner.mem_epoch.load(Ordering::Acquire);
         // The way looked up once (the look answers its entry, not its index to index by
         // again).
-        let way = (addr / 64) & self.ways.len().checked_sub(1)?;
+        let way = self.way(addr)?;
         let s = self.ways.get_mut(way)?.as_mut()?;
         s.again(addr, handle, ptag, recv, epoch).ok()?.then_some(&s.taken)
     }
@@ -201,9 +206,7 @@ impl DescCache {
         recv: bool,
         epoch: u64,
     ) -> Result<Option<usize>> {
-        // The ways are a power of two: a mask, not a division (tens of cycles).
-        let Some(mask) = self.ways.len().checked_sub(1) else { return Ok(None) };
-        let way = (addr / 64) & mask;
+        let Some(way) = self.way(addr) else { return Ok(None) };
         let Some(s) = &mut self.ways[way] else { return Ok(None) };
         Ok(s.again(addr, handle, ptag, recv, epoch)?.then_some(way))
     }
@@ -220,19 +223,20 @@ impl DescCache {
         handle: u32,
         ptag: ProtectionTag,
     ) -> Option<UserRegion> {
-        let way = (addr / 64) & self.ways.len().checked_sub(1)?;
-        let s = self.ways.get(way)?.as_ref()?;
-        if s.addr != addr
-            || s.handle != handle
-            || s.ptag != ptag
-            || s.epoch != nic.inner.mem_epoch.load(Ordering::Acquire)
-            || s.taken.local.is_none()
-        {
+        let s = self.ways.get(self.way(addr)?)?.as_ref()?;
+        if !s.is(addr, handle, ptag, nic.inner.mem_epoch.load(Ordering::Acquire)) || s.taken.local.is_none() {
             return None;
         }
         let mut count = [0u8; 2];
         s.taken.ctl.read(12, &mut count).ok()?;
         (usize::from(u16::from_le_bytes(count)) == s.n).then_some(s.taken.ctl)
+    }
+
+    /// The way a descriptor at `addr` falls in (the ways are a power of two: a mask, not a
+    /// division, which costs tens of cycles); `None` before the queue's first take.
+    #[inline(always)]
+    fn way(&self, addr: usize) -> Option<usize> {
+        Some((addr / 64) & self.ways.len().checked_sub(1)?)
     }
 
     /// Forget everything (the queue's VI changed its protection tag or reconnected).

@@ -6,6 +6,39 @@ use remora_testkit::Harness;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+/// A one-host pair with one receive of 64 bytes posted on the server and an 8-byte
+/// message sent to it, and what a poll looks at before it takes the receive queue's lock:
+/// the completion's number `k` and the connection `conn`, once the entry shows it.
+struct Seen {
+    two: Two,
+    sbuf: Mem,
+    sdesc: Mem,
+    _client: (Mem, Mem),
+    k: u64,
+    conn: u32,
+}
+
+fn seen(h: &Harness, disc: &[u8]) -> Seen {
+    let two = two(h, None);
+    let Two { snic, cnic, sp, cp, server, client } = &two;
+    let (sbuf, sdesc) = (Mem::new(snic, 4096, *sp), Mem::new(snic, 1024, *sp));
+    let (cbuf, cdesc) = (Mem::new(cnic, 4096, *cp), Mem::new(cnic, 1024, *cp));
+    post_recv(snic, server, &sdesc, 0, &sbuf, 0, 64);
+    connect(snic, server, cnic, client, disc);
+    assert!(server.inner.peer_here.load(Ordering::Relaxed), "the pair is not on one host");
+    send(cnic, client, &cdesc, 0, &cbuf, 0, &[5u8; 8]);
+    let k = server.inner.recv_next.load(Ordering::Acquire);
+    let conn = server.inner.conn();
+    let shown =
+        || server.inner.map.load(layout::completion_at(k) + layout::SEQ) == layout::tagged(conn, k + 1);
+    let t = Instant::now();
+    while !shown() {
+        assert!(t.elapsed() < Duration::from_secs(20), "completion 0 never appeared");
+        std::thread::yield_now();
+    }
+    Seen { two, sbuf, sdesc, _client: (cbuf, cdesc), k, conn }
+}
+
 /// A poll saw the last connection's completion 0 and waits for the receive queue's lock;
 /// meanwhile the VI is disconnected (the count starts at zero again, the entries are
 /// wiped), the flushed receive is taken and a new one posted. The poll, given the lock,
@@ -14,27 +47,12 @@ use std::time::{Duration, Instant};
 #[test]
 fn a_completion_seen_under_the_last_connection_completes_no_receive_posted_after_it() {
     let h = Harness::with_cluster(&[4, 8], false);
-    let Two { snic, cnic, sp, cp, server, client } = two(&h, None);
-    let (sbuf, sdesc) = (Mem::new(&snic, 4096, sp), Mem::new(&snic, 1024, sp));
-    let (cbuf, cdesc) = (Mem::new(&cnic, 4096, cp), Mem::new(&cnic, 1024, cp));
-    post_recv(&snic, &server, &sdesc, 0, &sbuf, 0, 64);
-    connect(&snic, &server, &cnic, &client, b"short-seen");
-    assert!(server.inner.peer_here.load(Ordering::Relaxed), "the pair is not on one host");
-    send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[5u8; 8]);
-    // What the poll looks at before it takes the lock.
-    let k = server.inner.recv_next.load(Ordering::Acquire);
-    let conn = server.inner.conn();
-    let seen =
-        || server.inner.map.load(layout::completion_at(k) + layout::SEQ) == layout::tagged(conn, k + 1);
-    let t = Instant::now();
-    while !seen() {
-        assert!(t.elapsed() < Duration::from_secs(20), "completion 0 never appeared");
-        std::thread::yield_now();
-    }
+    let Seen { two, sbuf, sdesc, k, conn, .. } = seen(&h, b"short-seen");
+    let server = &two.server;
     // The disconnect, the flushed receive taken, a new receive posted.
     server.disconnect().unwrap();
     server.recv_done().expect("the receive posted before the disconnect completed");
-    post_recv(&snic, &server, &sdesc, 64, &sbuf, 64, 64);
+    post_recv(&two.snic, server, &sdesc, 64, &sbuf, 64, 64);
     // Now the poll has the lock: nothing waits in the done queue (the look at the entry is
     // what decides), the new receive is posted.
     let mut q = server.inner.recv.lock();
@@ -55,22 +73,8 @@ fn a_completion_seen_under_the_last_connection_completes_no_receive_posted_after
 #[test]
 fn a_completion_seen_before_the_peer_moved_away_is_not_taken_short() {
     let h = Harness::with_cluster(&[4, 8], false);
-    let Two { snic, cnic, sp, cp, server, client } = two(&h, None);
-    let (sbuf, sdesc) = (Mem::new(&snic, 4096, sp), Mem::new(&snic, 1024, sp));
-    let (cbuf, cdesc) = (Mem::new(&cnic, 4096, cp), Mem::new(&cnic, 1024, cp));
-    post_recv(&snic, &server, &sdesc, 0, &sbuf, 0, 64);
-    connect(&snic, &server, &cnic, &client, b"short-moved");
-    send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[6u8; 8]);
-    let k = server.inner.recv_next.load(Ordering::Acquire);
-    let conn = server.inner.conn();
-    let seen =
-        || server.inner.map.load(layout::completion_at(k) + layout::SEQ) == layout::tagged(conn, k + 1);
-    let t = Instant::now();
-    while !seen() {
-        assert!(t.elapsed() < Duration::from_secs(20), "completion 0 never appeared");
-        std::thread::yield_now();
-    }
-    assert!(server.inner.peer_here.load(Ordering::Relaxed), "the pair is not on one host");
+    let Seen { two, k, conn, .. } = seen(&h, b"short-moved");
+    let server = &two.server;
     // Where the peer is, as `establish` writes it for one on another host.
     server.inner.peer_here.store(false, Ordering::Relaxed);
     let mut q = server.inner.recv.lock();

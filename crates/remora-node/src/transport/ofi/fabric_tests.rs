@@ -4,6 +4,25 @@ use super::*;
 use crate::transport::nobody::Nobody;
 use remora_proto::link::LinkMsg;
 
+/// A fabric on loopback with token 42 routed to a link of node 8 (`reply`: the peer's
+/// endpoint and token, once known), and that link's queue; `None`, said, where libfabric
+/// is missing.
+fn routed(
+    reply: Option<(u64, u64)>,
+    waiters: Waiters,
+    early: Arc<AtomicUsize>,
+) -> Option<(Arc<Fabric>, mpsc::UnboundedReceiver<Body>)> {
+    if !remora_ofi_sys::installed() {
+        eprintln!("SKIP: libfabric is not installed");
+        return None;
+    }
+    let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
+    let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 8, "127.0.0.1:1".into());
+    let (tx, rx) = mpsc::unbounded_channel();
+    f.route(42, Routing { peer, tx, waiters, reply, served: Served::default(), early });
+    Some((f, rx))
+}
+
 #[test]
 fn a_mapping_is_registered_once_per_access_and_closed_when_it_goes() {
     if !remora_ofi_sys::installed() {
@@ -32,25 +51,8 @@ fn a_mapping_is_registered_once_per_access_and_closed_when_it_goes() {
 
 #[test]
 fn messages_without_a_live_links_token_are_dropped() {
-    if !remora_ofi_sys::installed() {
-        eprintln!("SKIP: libfabric is not installed");
-        return;
-    }
-    let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
-    let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 8, "127.0.0.1:1".into());
-    let (tx, mut rx) = mpsc::unbounded_channel();
     let waiters = Waiters::default();
-    f.route(
-        42,
-        Routing {
-            peer,
-            tx,
-            waiters: waiters.clone(),
-            reply: Some((0, 0)),
-            served: Served::default(),
-            early: Arc::default(),
-        },
-    );
+    let Some((f, mut rx)) = routed(Some((0, 0)), waiters.clone(), Arc::default()) else { return };
     let msg = |token, body| encode(&Wire { token, body }).unwrap();
     let ping = |seq| Body::Link(LinkMsg::Ping { seq });
     deliver(&f, &msg(41, ping(1)));
@@ -70,25 +72,8 @@ fn messages_without_a_live_links_token_are_dropped() {
 
 #[test]
 fn requests_before_the_peer_is_known_wait_for_the_links_task() {
-    if !remora_ofi_sys::installed() {
-        eprintln!("SKIP: libfabric is not installed");
-        return;
-    }
-    let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
-    let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 8, "127.0.0.1:1".into());
-    let (tx, mut rx) = mpsc::unbounded_channel();
     // Routed before our token was handed out; the peer's address is not known yet.
-    f.route(
-        42,
-        Routing {
-            peer,
-            tx,
-            waiters: Waiters::default(),
-            reply: None,
-            served: Served::default(),
-            early: Arc::default(),
-        },
-    );
+    let Some((f, mut rx)) = routed(None, Waiters::default(), Arc::default()) else { return };
     let put = Body::Put { tag: 1, conn: 7, offset: 0, data: vec![1, 2, 3] };
     let open = Body::RmaOpen { tag: 2, conn: 7, offset: 0, len: 16, write: true };
     let ping = Body::Link(LinkMsg::Ping { seq: 1 });
@@ -101,25 +86,8 @@ fn requests_before_the_peer_is_known_wait_for_the_links_task() {
 
 #[test]
 fn requests_after_early_ones_wait_until_the_task_served_those() {
-    if !remora_ofi_sys::installed() {
-        eprintln!("SKIP: libfabric is not installed");
-        return;
-    }
-    let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
-    let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 8, "127.0.0.1:1".into());
-    let (tx, mut rx) = mpsc::unbounded_channel();
     let early = Arc::new(AtomicUsize::new(0));
-    f.route(
-        42,
-        Routing {
-            peer,
-            tx,
-            waiters: Waiters::default(),
-            reply: None,
-            served: Served::default(),
-            early: early.clone(),
-        },
-    );
+    let Some((f, mut rx)) = routed(None, Waiters::default(), early.clone()) else { return };
     let msg = |body| encode(&Wire { token: 42, body }).unwrap();
     let put = |tag, byte| Body::Put { tag, conn: 7, offset: 0, data: vec![byte; 8] };
     // Two puts come before the peer is known: both wait for the link's task.

@@ -53,6 +53,20 @@ fn env(node: u32, dir: &std::path::Path, [p4, o4, p8, o8]: [u16; 4]) -> Env {
     }
 }
 
+/// A runtime, and nodes 8 (`far`) and 4 (`near`) over ofi on loopback at `ports` (the
+/// test's hooks set before).
+fn nodes(
+    dir: &std::path::Path,
+    ports: [u16; 4],
+) -> (tokio::runtime::Runtime, Arc<dyn crate::transport::Transport>, Arc<dyn crate::transport::Transport>) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let _g = rt.enter();
+    let far = super::super::open(&env(8, dir, ports), Arc::new(Nobody)).unwrap();
+    let near = super::super::open(&env(4, dir, ports), Arc::new(Nobody)).unwrap();
+    drop(_g);
+    (rt, far, near)
+}
+
 /// Node 8 reads node 4's bootstrap frame and then stalls (a loaded machine) before its side
 /// of the link is up; node 4 has read node 8's frame, is up and asks at once. The request
 /// was dropped at node 8 for want of its token's route, and node 4 waited for ever (a user's
@@ -68,13 +82,7 @@ fn a_request_sent_before_the_peer_is_up_is_answered() {
     let ports = [(); 4].map(|_| remora_testkit::free_port());
     let gate = Arc::new(Notify::new());
     GATES.lock().unwrap().push((format!("127.0.0.1:{}", ports[1]), gate.clone()));
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let (far, near) = {
-        let _g = rt.enter();
-        let far = super::super::open(&env(8, dir.path(), ports), Arc::new(Nobody)).unwrap();
-        let near = super::super::open(&env(4, dir.path(), ports), Arc::new(Nobody)).unwrap();
-        (far, near)
-    };
+    let (rt, far, near) = nodes(dir.path(), ports);
     let t = Instant::now();
     while near.link_state(8) != Some(LinkState::Up) {
         assert!(t.elapsed() < Duration::from_secs(30), "node 4's link never came up");
@@ -127,13 +135,7 @@ fn a_link_whose_sends_fail_is_redialled_with_back_off() {
     let (to8, to4) = (format!("127.0.0.1:{}", ports[3]), format!("127.0.0.1:{}", ports[1]));
     REFUSED.lock().unwrap().extend([(to8.clone(), 0), (to4.clone(), 0)]);
     let count = |a: &str| REFUSED.lock().unwrap().iter().find(|(x, _)| x == a).map_or(0, |(_, n)| *n);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let (far, near) = {
-        let _g = rt.enter();
-        let far = super::super::open(&env(8, dir.path(), ports), Arc::new(Nobody)).unwrap();
-        let near = super::super::open(&env(4, dir.path(), ports), Arc::new(Nobody)).unwrap();
-        (far, near)
-    };
+    let (rt, far, near) = nodes(dir.path(), ports);
     let t = Instant::now();
     while count(&to8) < 2 {
         assert!(t.elapsed() < Duration::from_secs(30), "node 4 never redialled its failing link");
