@@ -3,12 +3,12 @@
 //! paper's compromises.
 //!
 //! A [`Nic`] is the node's VI NIC (`VipOpenNic`). Memory is registered in place under a
-//! [`ProtectionTag`]; a [`Vi`] is a pair of work queues connected to one peer VI, through
-//! the node's connection manager (client/server or peer-to-peer). Descriptors live in
-//! registered memory, laid out as VIA's `VIP_DESCRIPTOR` ([`Descriptor`]); a send writes
-//! its payload straight into the receive buffer the peer posted, and completions wake
-//! waiters with SISCI interrupts only when they sleep. [`CompletionQueue`]s gather the
-//! completions of several VIs.
+//! [`ProtectionTag`] (a [`MemoryRegion`] deregisters itself when dropped); a [`Vi`] is a
+//! pair of work queues connected to one peer VI, through the node's connection manager
+//! (client/server or peer-to-peer). Descriptors live in registered memory, laid out as
+//! VIA's `VIP_DESCRIPTOR` ([`Descriptor`]); a send writes its payload straight into the
+//! receive buffer the peer posted, and completions wake waiters with SISCI interrupts only
+//! when they sleep. [`CompletionQueue`]s gather the completions of several VIs.
 //!
 //! ```no_run
 //! use remora_vipl::*;
@@ -51,6 +51,7 @@ mod nic;
 mod notify;
 mod posted;
 mod rdma;
+mod region;
 mod scatter;
 mod short;
 #[cfg(test)]
@@ -64,6 +65,7 @@ pub use error::{Error, Result};
 pub use layout::{DataSegment, Descriptor};
 pub use memory::{MemAttributes, MemHandle, ProtectionTag};
 pub use nic::{ErrorCode, ErrorEvent, ErrorHandler, Nic, NicAttributes, DEVICE_NAMES};
+pub use region::MemoryRegion;
 pub use remora_config::ViplTransfer;
 pub use remora_sys::user_memory::UserRegion;
 pub use vi::Vi;

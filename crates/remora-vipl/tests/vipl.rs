@@ -5,7 +5,7 @@
 //! the error paths of a reliable VI.
 
 mod common;
-use common::{connect, mem};
+use common::{connect, mem, send};
 
 use remora_testkit::Harness;
 use remora_vipl::layout::{control, status};
@@ -336,4 +336,41 @@ fn a_destroyed_vi_frees_its_ptag_while_another_thread_holds_it() {
     vi.destroy().unwrap();
     nic.destroy_ptag(p).unwrap();
     drop(held);
+}
+
+/// A `MemoryRegion` answers for its memory while it lives (attributes read and changed,
+/// a send from it arrives) and deregisters it when dropped: the handle is stale then, and
+/// the protection tag is free.
+#[test]
+fn a_memory_region_deregisters_its_memory_when_dropped() {
+    let h = Harness::new();
+    let (snic, server, cnic, client, sp, cp) = pair(&h, 4, 4, RELIABLE_DELIVERY);
+    connect(&snic, &server, &cnic, &client, b"region");
+    let (sdesc, cdesc) = (mem(&snic, 4096, sp, false), mem(&cnic, 4096, cp, false));
+    let rbuf = mem(&snic, 4096, sp, false);
+    let buf: &'static mut [u8] = Box::leak(vec![0u8; 4096].into_boxed_slice());
+    let plain = MemAttributes { ptag: cp, rdma_write: false, rdma_read: false };
+    let region = cnic.register_region(UserRegion::from_static(buf), plain).unwrap();
+    assert_eq!(region.attributes().unwrap(), plain);
+    let rdma = MemAttributes { rdma_write: true, ..plain };
+    region.set_attributes(rdma).unwrap();
+    assert_eq!(cnic.query_mem(region.addr(0), region.handle()).unwrap(), rdma);
+    let data = pattern(300, 7);
+    region.region().write(0, &data).unwrap();
+    let rd = Descriptor { length: 300, segments: vec![rbuf.seg(0, 300)], ..Default::default() };
+    snic.write_descriptor(sdesc.addr(0), sdesc.handle, &rd).unwrap();
+    server.post_recv(sdesc.addr(0), sdesc.handle).unwrap();
+    let sd = Descriptor { length: 300, segments: vec![region.segment(0, 300)], ..Default::default() };
+    assert_eq!(send(&cnic, &client, &cdesc, &sd) & status::DONE, status::DONE);
+    assert_eq!(server.recv_wait(T).unwrap().0, sdesc.addr(0));
+    assert_eq!(rbuf.get(0, 300), data);
+    let (addr, handle) = (region.addr(0), region.handle());
+    drop(region);
+    assert!(matches!(cnic.query_mem(addr, handle), Err(Error::InvalidParameter(_))));
+    // Deregistered by hand: the answer is given, and nothing is deregistered twice.
+    let buf: &'static mut [u8] = Box::leak(vec![0u8; 4096].into_boxed_slice());
+    let other = cnic.register_region(UserRegion::from_static(buf), plain).unwrap();
+    let (addr, handle) = (other.addr(0), other.handle());
+    other.deregister().unwrap();
+    assert!(matches!(cnic.query_mem(addr, handle), Err(Error::InvalidParameter(_))));
 }
