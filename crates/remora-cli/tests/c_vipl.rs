@@ -195,3 +195,37 @@ fn libvipl_exports_every_call_and_nothing_else() {
     let d = Command::new("objdump").arg("-p").arg(&lib).output().unwrap();
     assert!(String::from_utf8_lossy(&d.stdout).contains("SONAME               libvipl.so.1"), "soname");
 }
+
+/// `vipl_reliability` as a server on `snode` and a client on `cnode` of this host.
+fn reliability_pair(env: &Env, snode: u32, cnode: u32, disc: &str) {
+    let prog = program(env, "vipl_reliability");
+    let mut s = env.run(&prog, snode);
+    s.args(["server", disc]);
+    let mut c = env.run(&prog, cnode);
+    c.args(["client", &snode.to_string(), disc]);
+    both_ok(s, c);
+}
+
+/// The reliability levels' consequences with exact status words and callback codes: no
+/// receive posted (reliable delivery and reception), a receive too short (both), RDMA read
+/// of memory without EnableRdmaRead, RDMA write to a VI without EnableRdmaWrite, and an
+/// unreliable send dropped; on one node and on two nodes of this host.
+#[test]
+fn reliability_levels_break_with_exact_status_and_callback_codes_on_one_and_two_nodes() {
+    let env = Env::new();
+    reliability_pair(&env, 4, 4, "r-same");
+    reliability_pair(&env, 4, 8, "r-other");
+}
+
+/// As above, across two hosts (network namespaces).
+#[test]
+fn reliability_levels_break_with_exact_status_and_callback_codes_across_hosts() {
+    let cl = remora_testkit::cluster_or_skip!(2);
+    let env = Env::new();
+    let prog = program(&env, "vipl_reliability");
+    let mut s = cl.command(1, &prog);
+    s.args(["server", "r-hosts"]);
+    let mut c = cl.command(2, &prog);
+    c.args(["client", &cl.node(1).to_string(), "r-hosts"]);
+    both_ok(s, c);
+}
