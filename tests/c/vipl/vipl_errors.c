@@ -1,41 +1,91 @@
 /*
  * Error completions on in-process loopback connections (server thread A,
  * requester B on the main thread):
- *   1. reliable delivery: a send longer than the receive posted at A
- *      completes there with VIP_STATUS_LENGTH_ERROR, both VIs go to
- *      VIP_STATE_ERROR, the NIC's error callback runs, and VipDisconnect in
+ *   1. reliable delivery: a send longer than the receive posted at A: the
+ *      receive completes DONE|OP_RECEIVE|LENGTH_ERROR, the send (on its way)
+ *      DONE|OP_SEND; both VIs go to VIP_STATE_ERROR, the error callback is
+ *      called once for each (A: VIP_RESOURCE_DESCRIPTOR naming the receive,
+ *      B: VIP_RESOURCE_VI, both VIP_ERROR_POST_DESC), and VipDisconnect in
  *      ERROR succeeds and returns the VIs to IDLE;
  *   2. unreliable: a send with no receive posted completes at the sender
- *      with VIP_STATUS_DONE and the connection stays up;
+ *      DONE|OP_SEND, the connection stays up, no callback; B's disconnect
+ *      then moves A to ERROR with VIP_ERROR_CONN_LOST;
  *   3. reliable delivery: an RDMA write into memory registered without
- *      EnableRdmaWrite completes at the sender with VIP_STATUS_RDMA_PROT_ERROR
- *      and the sender's VI goes to VIP_STATE_ERROR.
+ *      EnableRdmaWrite completes DONE|OP_RDMA_WRITE|RDMA_PROT_ERROR, the
+ *      target's bytes untouched, both VIs to VIP_STATE_ERROR with
+ *      VIP_ERROR_RDMAW_PROT (B's callback names the descriptor).
+ * Every status word is compared whole; every error callback is recorded and
+ * asserted after (exactly the calls expected).
  * Run with REMORA_NODE set; no arguments.
  */
 #include "vipl_test.h"
 
 static vt_nic N;
 
-/* Error callback record. */
-static vt_flag errored;
+/* Error callback records: every call, asserted after. */
 static pthread_mutex_t err_mu = PTHREAD_MUTEX_INITIALIZER;
 static int err_ctx;
 static struct {
 	VIP_PVOID ctx;
-	VIP_ERROR_DESCRIPTOR first;
-	int count;
-} err;
+	VIP_ERROR_DESCRIPTOR e;
+} errs[8];
+static int nerr;
 
 static void on_error(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
 {
 	pthread_mutex_lock(&err_mu);
-	if (err.count == 0) {
-		err.ctx = ctx;
-		err.first = *e;
+	if (nerr < 8) {
+		errs[nerr].ctx = ctx;
+		errs[nerr].e = *e;
 	}
-	err.count++;
+	nerr++;
 	pthread_mutex_unlock(&err_mu);
-	vt_flag_set(&errored);
+}
+
+static int err_count(void)
+{
+	int n;
+	pthread_mutex_lock(&err_mu);
+	n = nerr;
+	pthread_mutex_unlock(&err_mu);
+	return n;
+}
+
+/* Waits (VT_WAIT) for n calls, then checks there were exactly n, and forgets them. */
+static void err_expect(int n)
+{
+	unsigned long long end = vt_now_ms() + VT_WAIT;
+	while (err_count() < n && vt_now_ms() < end)
+		vt_sleep_ms(2);
+	vt_sleep_ms(50);
+	CHECK_EQ(err_count(), n);
+}
+
+/* Checks the one call for VI vi: exact resource, error code and descriptor. */
+static void err_check(VIP_VI_HANDLE vi, int resource, int code, VIP_DESCRIPTOR *desc)
+{
+	int i, found = -1;
+	pthread_mutex_lock(&err_mu);
+	for (i = 0; i < nerr && i < 8; i++)
+		if (errs[i].e.ViHandle == vi) {
+			CHECK_MSG(found < 0, "two error callbacks for VI %p", vi);
+			found = i;
+		}
+	CHECK_MSG(found >= 0, "no error callback for VI %p", vi);
+	CHECK_PTR(errs[found].ctx, &err_ctx);
+	CHECK_PTR(errs[found].e.NicHandle, N.nic);
+	CHECK_PTR(errs[found].e.CQHandle, NULL);
+	CHECK_EQ(errs[found].e.ResourceCode, resource);
+	CHECK_EQ(errs[found].e.ErrorCode, code);
+	CHECK_PTR(errs[found].e.DescriptorPtr, desc);
+	pthread_mutex_unlock(&err_mu);
+}
+
+static void err_clear(void)
+{
+	pthread_mutex_lock(&err_mu);
+	nerr = 0;
+	pthread_mutex_unlock(&err_mu);
 }
 
 static VIP_DESCRIPTOR *wait_send(VIP_VI_HANDLE vi, VIP_DESCRIPTOR *want)
@@ -74,8 +124,6 @@ static void length_error(vt_descs *da, vt_descs *db, vt_mem *am, vt_mem *bm)
 {
 	VIP_VI_HANDLE a = NULL, b = NULL;
 	VIP_DESCRIPTOR *d;
-	int calls;
-
 	VT_PHASE("length error: connect");
 	make_pair(VIP_SERVICE_RELIABLE_DELIVERY, VIP_TRUE, &a, &b);
 	vt_fill(&da->d[0], VIP_CONTROL_OP_SENDRECV, am->mh, am->p, 64, NULL, 0);
@@ -87,24 +135,18 @@ static void length_error(vt_descs *da, vt_descs *db, vt_mem *am, vt_mem *bm)
 	vt_fill(&db->d[0], VIP_CONTROL_OP_SENDRECV, bm->mh, bm->p, 256, NULL, 0);
 	CHECK_RET(VipPostSend(b, &db->d[0], db->mh), VIP_SUCCESS);
 	d = wait_recv(a, &da->d[0]);
-	CHECK_BITS(d->CS.Status, VIP_STATUS_LENGTH_ERROR);
-	CHECK_EQ(vt_state(a), VIP_STATE_ERROR);
-	/* the send descriptor comes back (done or with an error; status not checked) */
+	CHECK_EQ(d->CS.Status, VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_LENGTH_ERROR);
+	CHECK_STATE_WITHIN(a, VIP_STATE_ERROR, VT_WAIT);
+	/* the send was on its way: it completes as a success, and its VI breaks */
 	d = wait_send(b, &db->d[0]);
-	printf("length error: sender status 0x%lx\n", (unsigned long)d->CS.Status);
-	CHECK_STATE_WITHIN(b, VIP_STATE_ERROR, VT_WAIT);
+	CHECK_EQ(d->CS.Status, VIP_STATUS_DONE | VIP_STATUS_OP_SEND);
+	CHECK_EQ(vt_state(b), VIP_STATE_ERROR);
 
 	VT_PHASE("length error: error callback");
-	calls = vt_flag_wait(&errored, VT_WAIT);
-	CHECK_MSG(calls >= 1, "the error callback was not called within %d ms", VT_WAIT);
-	pthread_mutex_lock(&err_mu);
-	CHECK_PTR(err.ctx, &err_ctx);
-	CHECK_PTR(err.first.NicHandle, N.nic);
-	CHECK_MSG(err.first.ViHandle == a || err.first.ViHandle == b, "ViHandle %p is neither %p nor %p",
-	    err.first.ViHandle, a, b);
-	printf("length error: callback ResourceCode %d ErrorCode %d\n", (int)err.first.ResourceCode,
-	    (int)err.first.ErrorCode);
-	pthread_mutex_unlock(&err_mu);
+	err_expect(2);
+	err_check(a, VIP_RESOURCE_DESCRIPTOR, VIP_ERROR_POST_DESC, &da->d[0]);
+	err_check(b, VIP_RESOURCE_VI, VIP_ERROR_POST_DESC, NULL);
+	err_clear();
 
 	VT_PHASE("length error: VipDisconnect in ERROR");
 	CHECK_RET(VipDisconnect(a), VIP_SUCCESS);
@@ -136,6 +178,7 @@ static void unreliable(vt_descs *da, vt_descs *db, vt_mem *am, vt_mem *bm)
 	CHECK_EQ(vt_state(b), VIP_STATE_CONNECTED);
 	CHECK_EQ(vt_state(a), VIP_STATE_CONNECTED);
 	CHECK_RET(VipRecvDone(a, &d), VIP_NOT_DONE);
+	CHECK_EQ(err_count(), 0);
 
 	VT_PHASE("unreliable: the connection still carries messages");
 	memset(am->p, 0, 256);
@@ -152,9 +195,17 @@ static void unreliable(vt_descs *da, vt_descs *db, vt_mem *am, vt_mem *bm)
 	CHECK_EQ(vt_state(a), VIP_STATE_CONNECTED);
 
 	VT_PHASE("unreliable: disconnect");
+	CHECK_EQ(err_count(), 0);
 	CHECK_RET(VipDisconnect(b), VIP_SUCCESS);
 	CHECK_EQ(vt_state(b), VIP_STATE_IDLE);
-	vt_passive_teardown(a);
+	/* the peer's disconnect moves A to ERROR, told as a lost connection */
+	CHECK_STATE_WITHIN(a, VIP_STATE_ERROR, VT_WAIT);
+	err_expect(1);
+	err_check(a, VIP_RESOURCE_VI, VIP_ERROR_CONN_LOST, NULL);
+	err_clear();
+	CHECK_RET(VipDisconnect(a), VIP_SUCCESS);
+	CHECK_EQ(vt_drain_flushed(a), 0);
+	CHECK_EQ(vt_state(a), VIP_STATE_IDLE);
 	destroy_pair(a, b);
 }
 
@@ -192,14 +243,21 @@ static void rdma_protection(vt_descs *da, vt_descs *db, vt_mem *am, vt_mem *bm)
 	vt_fill_rdma(&db->d[4], VIP_CONTROL_OP_RDMAWRITE, info.addr, info.handle, bm->p, bm->mh, 256);
 	CHECK_RET(VipPostSend(b, &db->d[4], db->mh), VIP_SUCCESS);
 	d = wait_send(b, &db->d[4]);
-	CHECK_BITS(d->CS.Status, VIP_STATUS_RDMA_PROT_ERROR);
-	CHECK_STATE_WITHIN(b, VIP_STATE_ERROR, VT_WAIT);
+	CHECK_EQ(d->CS.Status, VIP_STATUS_DONE | VIP_STATUS_OP_RDMA_WRITE | VIP_STATUS_RDMA_PROT_ERROR);
+	CHECK_EQ(vt_state(b), VIP_STATE_ERROR);
+	CHECK_STATE_WITHIN(a, VIP_STATE_ERROR, VT_WAIT);
 	CHECK_FILL(nw.p, 4096, 0xEE);
+	err_expect(2);
+	err_check(b, VIP_RESOURCE_DESCRIPTOR, VIP_ERROR_RDMAW_PROT, &db->d[4]);
+	err_check(a, VIP_RESOURCE_VI, VIP_ERROR_RDMAW_PROT, NULL);
+	err_clear();
 
 	VT_PHASE("RDMA protection: disconnect");
 	CHECK_RET(VipDisconnect(b), VIP_SUCCESS);
 	CHECK_EQ(vt_state(b), VIP_STATE_IDLE);
-	vt_passive_teardown(a);
+	CHECK_RET(VipDisconnect(a), VIP_SUCCESS);
+	CHECK_EQ(vt_state(a), VIP_STATE_IDLE);
+	vt_drain_flushed(a);
 	destroy_pair(a, b);
 	vt_unreg(&N, &nw);
 }
@@ -210,7 +268,6 @@ int main(void)
 	vt_mem am, bm;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	vt_flag_init(&errored);
 	vt_open(&N, "remora0");
 	VT_PHASE("VipErrorCallback");
 	CHECK_RET(VipErrorCallback(N.nic, &err_ctx, on_error), VIP_SUCCESS);
