@@ -229,3 +229,12 @@ fn reliability_levels_break_with_exact_status_and_callback_codes_across_hosts() 
     c.args(["client", &cl.node(1).to_string(), "r-hosts"]);
     both_ok(s, c);
 }
+
+/// `VIP_INVALID_STATE` for VipDestroyVi, VipConnectRequest and VipSetViAttributes on a
+/// connected VI and on one in ERROR, VipPostSend on an idle one; `VIP_INVALID_RDMAREAD`;
+/// a send fenced behind an RDMA read carries the bytes read.
+#[test]
+fn calls_refused_by_the_vi_state_the_rdma_read_attribute_and_the_queue_fence() {
+    let env = Env::new();
+    ok(env.run(&program(&env, "vipl_states"), 4).output().unwrap());
+}
