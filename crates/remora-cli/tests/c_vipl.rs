@@ -238,3 +238,18 @@ fn calls_refused_by_the_vi_state_the_rdma_read_attribute_and_the_queue_fence() {
     let env = Env::new();
     ok(env.run(&program(&env, "vipl_states"), 4).output().unwrap());
 }
+
+/// The name service: a name gives its node's address, which gives the name back. Without a
+/// cluster file a node's name is its decimal id; across hosts the host of the cluster file
+/// (a host shared by nodes of one machine names the first of them: `names.rs`'s test).
+#[test]
+fn names_go_to_addresses_and_back_on_one_host_and_across_hosts() {
+    let env = Env::new();
+    let prog = program(&env, "vipl_names");
+    ok(env.run(&prog, 4).args(["localhost", "4", "4", "4", "4", "4", "8", "8", "8"]).output().unwrap());
+    let cl = remora_testkit::cluster_or_skip!(2);
+    let (n1, n2) = (cl.node(1).to_string(), cl.node(2).to_string());
+    let (a1, a2) = (cl.addr(1).to_string(), cl.addr(2).to_string());
+    let args = [&a1, &n1, &a1, &a2, &n2, &a2, &"localhost".to_string(), &n1, &a1, &n2, &n2, &a2];
+    ok(cl.command(1, &prog).args(args).output().unwrap());
+}

@@ -483,14 +483,15 @@ impl Nic {
         crate::names::resolve(self, name).map(u32::to_be_bytes)
     }
 
-    /// `VipNSGetHostByAddr`: the node's name.
+    /// `VipNSGetHostByAddr`: the node's name (its host in the cluster file when that host
+    /// stands for it, else its decimal id; see `names`).
     ///
     /// # Errors
     /// [`Error::NameService`] for an address that is not four bytes.
     pub fn host_by_addr(&self, addr: &[u8]) -> Result<String> {
         let node: [u8; 4] =
             addr.try_into().map_err(|_| Error::NameService(format!("address of {} bytes", addr.len())))?;
-        Ok(crate::names::name_of(self, u32::from_be_bytes(node)))
+        Ok(crate::names::name_of(u32::from_be_bytes(node)))
     }
 }
 
