@@ -36,7 +36,8 @@ fn table() -> &'static RwLock<IdMap<usize, Entry>> {
     T.get_or_init(Default::default)
 }
 
-/// The handle of each VI and NIC, by the safe API's identity (for callbacks).
+/// The handle of each VI, NIC and completion queue, by the safe API's identity (for
+/// callbacks).
 fn reverse() -> &'static RwLock<IdMap<(usize, u64), usize>> {
     static T: OnceLock<RwLock<IdMap<(usize, u64), usize>>> = OnceLock::new();
     T.get_or_init(Default::default)
@@ -48,7 +49,8 @@ fn identity(e: &Entry) -> Option<(usize, u64)> {
     match e {
         Entry::Vi(v) => Some((2, v.id())),
         Entry::Nic(n) => Some((1, n.id())),
-        _ => None,
+        Entry::Cq(c) => Some((3, c.id())),
+        Entry::Conn(_) => None,
     }
 }
 
@@ -79,6 +81,12 @@ pub(crate) fn remove(h: *mut c_void) -> Option<Entry> {
 /// The handle of VI `vi`, or NULL.
 pub(crate) fn vi_handle(vi: &Vi) -> *mut c_void {
     reverse().read().unwrap_or_else(|p| p.into_inner()).get(&(2, vi.id())).copied().unwrap_or(0)
+        as *mut c_void
+}
+
+/// The handle of completion queue `cq`, or NULL.
+pub(crate) fn cq_handle(cq: &CompletionQueue) -> *mut c_void {
+    reverse().read().unwrap_or_else(|p| p.into_inner()).get(&(3, cq.id())).copied().unwrap_or(0)
         as *mut c_void
 }
 

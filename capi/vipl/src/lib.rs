@@ -322,7 +322,7 @@ pub unsafe extern "C-unwind" fn VipErrorCallback(
             let mut d = VipErrorDescriptor {
                 nic: nic_h as *mut c_void,
                 vi: e.vi.as_ref().map_or(std::ptr::null_mut(), handles::vi_handle),
-                cq: std::ptr::null_mut(),
+                cq: e.cq.as_ref().map_or(std::ptr::null_mut(), handles::cq_handle),
                 descriptor: e.descriptor.unwrap_or(0) as *mut c_void,
                 opcode: e.opcode as c_ulong,
                 resource: e.resource,

@@ -253,3 +253,12 @@ fn names_go_to_addresses_and_back_on_one_host_and_across_hosts() {
     let args = [&a1, &n1, &a1, &a2, &n2, &a2, &"localhost".to_string(), &n1, &a1, &n2, &n2, &a2];
     ok(cl.command(1, &prog).args(args).output().unwrap());
 }
+
+/// A completion queue holds the entries it was given: counts refused, a resize below what
+/// it holds refused, a completion that finds it full not queued (its descriptor stays on
+/// the VI) and told to the error callback; `VipCQNotify` fires with the VI and the queue.
+#[test]
+fn completion_queues_hold_their_count_and_notify_with_the_vi_and_queue() {
+    let env = Env::new();
+    ok(env.run(&program(&env, "vipl_cq"), 4).output().unwrap());
+}

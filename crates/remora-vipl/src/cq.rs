@@ -1,17 +1,25 @@
 //! Completion queues (`VipCreateCQ`): one place to learn which VI's queue has a completed
 //! descriptor. Receives of attached VIs ring the CQ's doorbell on every completion; sends
 //! complete in this process and wake it directly.
+//!
+//! A queue holds at most the entries it was created (or last resized) with: a completion
+//! that finds it full is not queued (its descriptor stays on its VI's work queue, for
+//! `VipSendDone` / `VipRecvDone`), and the error callback is told `VIP_ERROR_CATASTROPHIC`
+//! for the queue (`VIP_RESOURCE_CQ`), once until the queue has room again.
 
 use crate::vi::{lock, ViInner};
-use crate::{Error, Nic, Result, Vi};
+use crate::{Error, ErrorCode, ErrorEvent, Nic, Result, Vi};
 use remora_sisci::{Interrupt, RemoteInterrupt};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 struct CqInner {
+    id: u64,
     nic: Nic,
+    /// A completion found the queue full since it last had room (told once).
+    overflowed: AtomicBool,
     entries: Mutex<VecDeque<(u64, bool)>>,
     capacity: AtomicUsize,
     vis: Mutex<Vec<(Weak<ViInner>, u64, bool)>>,
@@ -52,21 +60,36 @@ impl std::fmt::Debug for CompletionQueue {
     }
 }
 
+static NEXT_CQ: AtomicU64 = AtomicU64::new(1);
+
+/// Whether a queue of `entries` can be had: not 0, not more than the NIC's `MaxCQEntries`.
+fn check_entries(nic: &Nic, entries: usize) -> Result<()> {
+    if entries == 0 {
+        return Err(Error::InvalidParameter("a completion queue of 0 entries".into()));
+    }
+    let max = nic.attributes().max_cq_entries;
+    if entries as u64 > max {
+        return Err(Error::Resource(format!("{entries} entries: a completion queue holds at most {max}")));
+    }
+    Ok(())
+}
+
 impl CompletionQueue {
     /// `VipCreateCQ` with room for `entries` completions.
     ///
     /// # Errors
-    /// [`Error::InvalidParameter`] for 0 entries; [`Error::Resource`].
+    /// [`Error::InvalidParameter`] for 0 entries; [`Error::Resource`] for more than the
+    /// NIC's `max_cq_entries`, or when its doorbell cannot be made.
     pub fn create(nic: &Nic, entries: usize) -> Result<CompletionQueue> {
-        if entries == 0 {
-            return Err(Error::InvalidParameter("a completion queue of 0 entries".into()));
-        }
+        check_entries(nic, entries)?;
         let desc = &nic.inner.desc;
         let bell = Interrupt::create(desc, remora_sisci::ADAPTER, None, true, None)?;
         let self_bell =
             RemoteInterrupt::connect(desc, nic.node(), remora_sisci::ADAPTER, bell.number(), None)?;
         Ok(CompletionQueue {
             inner: Arc::new(CqInner {
+                id: NEXT_CQ.fetch_add(1, Ordering::Relaxed),
+                overflowed: AtomicBool::new(false),
                 nic: nic.clone(),
                 entries: Mutex::new(VecDeque::new()),
                 capacity: AtomicUsize::new(entries),
@@ -82,6 +105,11 @@ impl CompletionQueue {
     /// The queue, held without keeping it (nor its NIC) alive: a notification's thread.
     pub(crate) fn downgrade(&self) -> WeakCq {
         WeakCq(Arc::downgrade(&self.inner))
+    }
+
+    /// A number naming this queue for the life of the process (never given again).
+    pub fn id(&self) -> u64 {
+        self.inner.id
     }
 
     /// The NIC it belongs to.
@@ -107,9 +135,37 @@ impl CompletionQueue {
         lock(&self.inner.entries).retain(|(v, _)| *v != id);
     }
 
+    /// Queue VI `vi`'s completion (`recv`: of its receive queue); a full queue drops it and
+    /// tells the error callback (see the module's doc).
     pub(crate) fn push(&self, vi: u64, recv: bool) {
-        lock(&self.inner.entries).push_back((vi, recv));
+        {
+            let mut e = lock(&self.inner.entries);
+            if e.len() >= self.capacity() {
+                drop(e);
+                if !self.inner.overflowed.swap(true, Ordering::AcqRel) {
+                    self.inner.nic.report(ErrorEvent {
+                        vi: self.vi_of(vi),
+                        cq: Some(self.clone()),
+                        descriptor: None,
+                        opcode: 0,
+                        resource: 2,
+                        code: ErrorCode::Catastrophic,
+                    });
+                }
+                return;
+            }
+            e.push_back((vi, recv));
+        }
         self.wake();
+    }
+
+    /// Take in the receives of the attached VIs: their completions join the queue.
+    fn reap_receives(&self) {
+        let recv_vis: Vec<Arc<ViInner>> =
+            lock(&self.inner.vis).iter().filter(|(_, _, r)| *r).filter_map(|(w, _, _)| w.upgrade()).collect();
+        for vi in recv_vis {
+            let _ = vi.reap();
+        }
     }
 
     pub(crate) fn wake(&self) {
@@ -132,19 +188,23 @@ impl CompletionQueue {
         Ok(())
     }
 
-    /// `VipResizeCQ`.
+    /// `VipResizeCQ`: room for `entries` completions from now on (those queued stay).
     ///
     /// # Errors
-    /// [`Error::InvalidParameter`] for 0; [`Error::Resource`] for fewer entries than it
-    /// holds now.
+    /// [`Error::InvalidParameter`] for 0; [`Error::Resource`] for more than the NIC's
+    /// `max_cq_entries`, or for fewer entries than it holds now (completions that landed
+    /// and were not taken count); the size is unchanged then.
     pub fn resize(&self, entries: usize) -> Result<()> {
-        if entries == 0 {
-            return Err(Error::InvalidParameter("a completion queue of 0 entries".into()));
-        }
-        if lock(&self.inner.entries).len() > entries {
-            return Err(Error::Resource("more completions queued than the new size".into()));
+        check_entries(&self.inner.nic, entries)?;
+        self.reap_receives();
+        let e = lock(&self.inner.entries);
+        if e.len() > entries {
+            return Err(Error::Resource(format!("{} completions queued, more than {entries}", e.len())));
         }
         self.inner.capacity.store(entries, Ordering::Relaxed);
+        if e.len() < entries {
+            self.inner.overflowed.store(false, Ordering::Release);
+        }
         Ok(())
     }
 
@@ -161,13 +221,11 @@ impl CompletionQueue {
     /// # Errors
     /// [`Error::NotDone`] when there is none.
     pub fn done(&self) -> Result<(Vi, bool)> {
-        let recv_vis: Vec<Arc<ViInner>> =
-            lock(&self.inner.vis).iter().filter(|(_, _, r)| *r).filter_map(|(w, _, _)| w.upgrade()).collect();
-        for vi in recv_vis {
-            let _ = vi.reap();
-        }
+        self.reap_receives();
         loop {
             let Some((id, recv)) = lock(&self.inner.entries).pop_front() else { return Err(Error::NotDone) };
+            // Room again: a later overflow is told again.
+            self.inner.overflowed.store(false, Ordering::Release);
             if let Some(vi) = self.vi_of(id) {
                 return Ok((vi, recv));
             }
