@@ -13,7 +13,8 @@
  *               VIP_ERROR_CONN_LOST); the receiver's VI goes to ERROR with
  *               VIP_ERROR_RECVQ_EMPTY (VIP_RESOURCE_VI);
  *   rr-norecv   the same at reliable reception;
- *   rd-length   reliable delivery, 256 bytes into a 64-byte receive: the
+ *   rd-length   reliable delivery, 32 bytes into a 64-byte receive (a plain
+ *               success on both sides), then 256 bytes into one: the
  *               send completes DONE|OP_SEND (it was on its way), the
  *               receive DONE|OP_RECEIVE|LENGTH_ERROR; both VIs to ERROR with
  *               VIP_ERROR_POST_DESC (the sender's VIP_RESOURCE_VI, the
@@ -43,8 +44,8 @@ static const char *const case_name[NCASES] = { "rd-norecv", "rr-norecv", "rd-len
 	"rdma-read", "rdma-write", "unrel" };
 
 static vt_nic N;
-static vt_descs D; /* 0: receive, 1: send */
-static vt_mem M;   /* 0..4095 receive buffer, 4096.. send buffer */
+static vt_descs D; /* 0: receive, 1: send, 2: the length cases' first receive */
+static vt_mem M;   /* 0..2047 receive buffer, 2048..4095 the first receive's, 4096.. send buffer */
 static vt_mem T;   /* the RDMA target (server) or local RDMA buffer (client) */
 
 /* ------------------------------------------------------------------------
@@ -154,13 +155,21 @@ static void post_recv(VIP_VI_HANDLE vi, size_t len)
 	CHECK_RET(VipPostRecv(vi, &D.d[0], D.mh), VIP_SUCCESS);
 }
 
-static VIP_DESCRIPTOR *recv_wait(VIP_VI_HANDLE vi)
+static VIP_DESCRIPTOR *recv_wait_for(VIP_VI_HANDLE vi, VIP_DESCRIPTOR *want)
 {
 	VIP_DESCRIPTOR *d = NULL;
 	CHECK_RET(VipRecvWait(vi, VT_WAIT, &d), VIP_SUCCESS);
-	CHECK_PTR(d, &D.d[0]);
+	CHECK_PTR(d, want);
 	return d;
 }
+
+static VIP_DESCRIPTOR *recv_wait(VIP_VI_HANDLE vi)
+{
+	return recv_wait_for(vi, &D.d[0]);
+}
+
+/* The send of n bytes (seed) posted at the client, its completion taken. */
+static VIP_DESCRIPTOR *send_bytes(VIP_VI_HANDLE vi, size_t n, unsigned seed);
 
 static VIP_DESCRIPTOR *send_wait(VIP_VI_HANDLE vi)
 {
@@ -168,6 +177,14 @@ static VIP_DESCRIPTOR *send_wait(VIP_VI_HANDLE vi)
 	CHECK_RET(VipSendWait(vi, VT_WAIT, &d), VIP_SUCCESS);
 	CHECK_PTR(d, &D.d[1]);
 	return d;
+}
+
+static VIP_DESCRIPTOR *send_bytes(VIP_VI_HANDLE vi, size_t n, unsigned seed)
+{
+	vt_pat_fill(M.p + 4096, n, seed);
+	vt_fill(&D.d[1], VIP_CONTROL_OP_SENDRECV, M.mh, M.p + 4096, n, NULL, 0);
+	CHECK_RET(VipPostSend(vi, &D.d[1], D.mh), VIP_SUCCESS);
+	return send_wait(vi);
 }
 
 /* A broken VI: disconnected from ERROR (to IDLE), its flushed receives taken, destroyed. */
@@ -194,8 +211,13 @@ static void server_case(int k, const char *disc)
 	snprintf(name, sizeof name, "%s-%d", disc, k);
 	local = vt_addr(&N, vt_node(), name);
 	records_clear();
-	if (k == RD_LENGTH || k == RR_LENGTH)
+	if (k == RD_LENGTH || k == RR_LENGTH) {
+		/* one that fits comes first, then one too long for the second */
+		memset(M.p + 2048, 0, 64);
+		vt_fill(&D.d[2], VIP_CONTROL_OP_SENDRECV, M.mh, M.p + 2048, 64, NULL, 0);
+		CHECK_RET(VipPostRecv(vi, &D.d[2], D.mh), VIP_SUCCESS);
 		post_recv(vi, 64);
+	}
 	VT_PHASE("server: VipConnectWait");
 	CHECK_RET(VipConnectWait(N.nic, local, 30000, remote, &ra, &conn), VIP_SUCCESS);
 	CHECK_EQ(ra.ReliabilityLevel, level_of(k));
@@ -223,6 +245,10 @@ static void server_case(int k, const char *disc)
 		break;
 	case RD_LENGTH:
 	case RR_LENGTH:
+		d = recv_wait_for(vi, &D.d[2]);
+		CHECK_EQ(d->CS.Status, VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE);
+		CHECK_EQ(d->CS.Length, 32);
+		CHECK_PAT(M.p + 2048, 32, 30 + (unsigned)k, 0, 0);
 		d = recv_wait(vi);
 		CHECK_EQ(d->CS.Status, VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_LENGTH_ERROR);
 		CHECK_STATE_WITHIN(vi, VIP_STATE_ERROR, VT_WAIT);
@@ -278,6 +304,13 @@ static void client_case(int k, const char *server, const char *disc)
 		CHECK_EQ(info.len, T.len);
 	}
 	memset(T.p, 0x5A, T.len);
+	if (k == RD_LENGTH || k == RR_LENGTH) {
+		/* one that fits: a plain success, at reliable reception as well */
+		d = send_bytes(vi, 32, 30 + (unsigned)k);
+		CHECK_EQ(d->CS.Status, VIP_STATUS_DONE | VIP_STATUS_OP_SEND);
+		CHECK_EQ(vt_state(vi), VIP_STATE_CONNECTED);
+		CHECK_EQ(records(), 0);
+	}
 	vt_pat_fill(M.p + 4096, 256, 40 + (unsigned)k);
 	switch (k) {
 	case RD_NORECV:
@@ -359,7 +392,7 @@ int main(int argc, char **argv)
 	VT_PHASE("setup");
 	vt_open(&N, VT_DEVICE);
 	CHECK_RET(VipErrorCallback(N.nic, &ctx_word, on_error), VIP_SUCCESS);
-	vt_descs_new(&N, &D, 2);
+	vt_descs_new(&N, &D, 3);
 	vt_reg(&N, &M, 8192, VIP_FALSE, VIP_FALSE);
 	/* The server's target: RDMA write allowed, RDMA read not. The client's local buffer. */
 	vt_reg(&N, &T, 4096, VIP_TRUE, VIP_FALSE);
