@@ -106,7 +106,11 @@ impl ViInner {
             // What the peer completed before its word is taken in first: a receive it
             // refused (too short, its memory gone) breaks this VI with that receive's own
             // error, as when it is reaped, not with the word's (whichever thread looks
-            // first, the error callback gets the same code).
+            // first, the error callback gets the same code). The pair's own stream, which the
+            // peer ended after its last frame, is read to that end first (as `fail` does).
+            if let Some(d) = link.direct() {
+                d.pump(&self.map, &self.recv_next, Pump::ToEnd);
+            }
             if let Ok(Some(addr)) = self.take_completions() {
                 if self.attrs().reliability != super::UNRELIABLE {
                     self.fail(ErrorCode::PostDesc, Some(addr), false);
