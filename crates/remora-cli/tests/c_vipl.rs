@@ -1,8 +1,10 @@
 //! VIPL C programs built against the installed `<vipl.h>` and `libvipl.so`, run as real
-//! clients: every family in one process, the error paths with exact status bits, a
-//! rejected then accepted request, a server and a client on one node, on two nodes of
-//! this host and on two hosts (network namespaces), the peer-to-peer model, a peer that
-//! dies, and the library's exported symbols.
+//! clients: every family in one process, the error paths with exact status bits, the
+//! reliability levels' consequences between two processes (one node, two nodes, two
+//! hosts), the calls each VI state refuses, completion queues' counts and notifications,
+//! the name service, a rejected then accepted request, a server and a client on one node,
+//! on two nodes of this host and on two hosts (network namespaces), the peer-to-peer
+//! model, a peer that dies, and the library's exported symbols.
 
 mod c_support;
 use c_support::*;
