@@ -337,7 +337,9 @@ pub unsafe extern "C-unwind" fn VipConnectPeerDone(
     })
 }
 
-/// `VipConnectPeerWait`.
+/// `VipConnectPeerWait`: polls the outcome every millisecond, a cancellation point
+/// between looks. It loops here rather than in `sliced`: the outcome, `VIP_TIMEOUT`
+/// among them, is taken by the look that finds it, so no look may follow it.
 ///
 /// # Safety
 /// `remote_attrs` is NULL or writable.
@@ -346,17 +348,23 @@ pub unsafe extern "C-unwind" fn VipConnectPeerWait(
     vi: *mut c_void,
     remote_attrs: *mut VipViAttributes,
 ) -> u32 {
-    sliced(0xFFFF_FFFF, |_| {
-        guard(|| match handles::vi(vi)?.connect_peer_done() {
+    loop {
+        let mut pending = false;
+        let code = guard(|| match handles::vi(vi)?.connect_peer_done() {
             Err(Error::NotDone) => {
-                std::thread::sleep(Duration::from_millis(1));
-                Err(Code(VIP_TIMEOUT))
+                pending = true;
+                Ok(())
             }
             Ok(a) => {
                 put_attrs(remote_attrs, a);
                 Ok(())
             }
             Err(e) => Err(e.into()),
-        })
-    })
+        });
+        if !pending {
+            return code;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+        remora_sys::cancel::point();
+    }
 }

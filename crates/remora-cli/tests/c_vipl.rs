@@ -263,4 +263,24 @@ fn names_go_to_addresses_and_back_on_one_host_and_across_hosts() {
 fn completion_queues_hold_their_count_and_notify_with_the_vi_and_queue() {
     let env = Env::new();
     ok(env.run(&program(&env, "vipl_cq"), 4).output().unwrap());
+
+/// Two processes of one node connect peer to peer, and two nodes of this host again, one
+/// side of each pair blocking in `VipConnectPeerWait`. Each first asks for a peer nobody is
+/// with a finite timeout: `VIP_TIMEOUT` (from `VipConnectPeerWait` too, which answered
+/// `VIP_INVALID_STATE` once the timed-out outcome was taken), the VI idle, and the same VI
+/// then connects.
+#[test]
+fn peer_to_peer_on_one_node_with_connect_peer_wait_and_a_timed_out_request_first() {
+    let env = Env::new();
+    let peer = program(&env, "vipl_peer");
+    let mut a = env.run(&peer, 4);
+    a.args(["4", "p-one", "p-two"]);
+    let mut b = env.run(&peer, 4);
+    b.args(["4", "p-two", "p-one", "wait"]);
+    both_ok(a, b);
+    let mut a = env.run(&peer, 4);
+    a.args(["8", "w-left", "w-right", "wait"]);
+    let mut b = env.run(&peer, 8);
+    b.args(["4", "w-right", "w-left"]);
+    both_ok(a, b);
 }

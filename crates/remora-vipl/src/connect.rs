@@ -349,7 +349,9 @@ impl Vi {
     /// `VipConnectPeerRequest`: start connecting to the VI at `remote` that asks for this
     /// one in turn; [`Vi::connect_peer_done`] or [`Vi::connect_peer_wait`] learn the end.
     /// Of the two sides, the one with the smaller (node, discriminator) waits for the
-    /// other's request through the node; the other requests until it is there.
+    /// other's request through the node; the other requests until it is there. A peer that
+    /// did not come within `timeout` makes the outcome [`Error::Timeout`] on either side,
+    /// and the VI idle again.
     ///
     /// # Errors
     /// [`Error::InvalidState`] unless idle; [`Error::InvalidParameter`] for a bad address.
@@ -464,6 +466,10 @@ impl Vi {
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 other => {
+                    // Nobody waiting to the end is a peer that never came: a timeout, as
+                    // on the waiting side.
+                    let other =
+                        other.map_err(|e| if matches!(e, Error::NoMatch) { Error::Timeout } else { e });
                     let attrs = other.as_ref().map(|(_, p)| attrs_of(p)).ok();
                     establish(&self.inner, other.map(|(l, _)| l), false)?;
                     return attrs.ok_or(Error::InvalidState);

@@ -218,6 +218,22 @@ fn peer_to_peer_across_two_nodes() {
     let _ = (a, b);
 }
 
+/// A peer that never comes: `Timeout` on the side that waits for the other's request and on
+/// the side that requests (which heard "nobody waits there" to the end), the VI idle.
+#[test]
+fn a_peer_request_to_nobody_times_out_on_either_side_and_leaves_the_vi_idle() {
+    let h = Harness::new();
+    let (a, va, b, vb, _, _) = pair(&h, 4, 8, RELIABLE_RECEPTION);
+    let short = Some(Duration::from_millis(200));
+    // Node 4 is the smaller: it waits; node 8 requests.
+    va.connect_peer_request(&NetAddress::new(4, b"a"), &NetAddress::new(8, b"nobody"), short).unwrap();
+    vb.connect_peer_request(&NetAddress::new(8, b"b"), &NetAddress::new(4, b"nobody"), short).unwrap();
+    assert_eq!(va.connect_peer_wait(), Err(Error::Timeout));
+    assert_eq!(vb.connect_peer_wait(), Err(Error::Timeout));
+    assert_eq!((va.state(), vb.state()), (ViState::Idle, ViState::Idle));
+    let _ = (a, b);
+}
+
 #[test]
 fn reliable_errors_unreliable_drops_and_completion_queues() {
     let h = Harness::new();

@@ -1,12 +1,15 @@
 /*
  * The peer-to-peer connection model.  Both sides run this program:
- *   vipl_peer <other node id> <my discriminator> <other's discriminator>
- * Each posts its receives, calls VipConnectPeerRequest(vi, local, remote,
+ *   vipl_peer <other node id> <my discriminator> <other's discriminator> [wait]
+ * Each posts its receives, then first asks for a peer nobody is (its own
+ * discriminator and the other's with "-t" and "nobody-" before them) with a
+ * 300 ms timeout: the outcome is VIP_TIMEOUT and the VI is IDLE again.  On
+ * the same VI it then calls VipConnectPeerRequest(vi, local, remote,
  * VIP_INFINITE) and polls VipConnectPeerDone (VIP_NOT_DONE meanwhile) for up
- * to 30 s.  Then each sends one message (pattern seeded by its own
- * discriminator) and checks the other's; a short "fin" message from each
- * side tells the other that its data send has completed, and both
- * disconnect.  (REMORA_NODE set.)
+ * to 30 s, or with "wait" blocks in VipConnectPeerWait (both outcomes).  Then
+ * each sends one message (pattern seeded by its own discriminator) and checks
+ * the other's; a short "fin" message from each side tells the other that its
+ * data send has completed, and both disconnect.  (REMORA_NODE set.)
  */
 #include "vipl_test.h"
 
@@ -21,6 +24,27 @@ static unsigned seed_of(const char *disc)
 	return h & 0xffffu;
 }
 
+/* The outcome of the peer request on `vi`: VipConnectPeerWait with `wait`,
+ * else VipConnectPeerDone polled every 10 ms (VIP_NOT_DONE meanwhile) for up
+ * to 30 s. */
+static VIP_RETURN peer_outcome(VIP_VI_HANDLE vi, int wait, VIP_VI_ATTRIBUTES *ra, int *polls)
+{
+	unsigned long long end = vt_now_ms() + 30000;
+	VIP_RETURN rc;
+
+	memset(ra, 0, sizeof *ra);
+	if (wait)
+		return VipConnectPeerWait(vi, ra);
+	for (;;) {
+		rc = VipConnectPeerDone(vi, ra);
+		(*polls)++;
+		if (rc != VIP_NOT_DONE)
+			return rc;
+		CHECK_MSG(vt_now_ms() < end, "no peer connection outcome after 30 s (%d polls)", *polls);
+		vt_sleep_ms(10);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	vt_nic n;
@@ -30,14 +54,16 @@ int main(int argc, char **argv)
 	VIP_VI_ATTRIBUTES va, ra;
 	VIP_NET_ADDRESS *local, *remote;
 	VIP_DESCRIPTOR *d = NULL;
-	unsigned long long end;
+	VIP_NET_ADDRESS *alone, *nobody;
+	char disc[80];
 	VIP_RETURN rc;
-	int polls = 0;
+	int polls = 0, wait;
 
-	if (argc != 4) {
-		printf("usage: vipl_peer <other node id> <my discriminator> <other's discriminator>\n");
+	if (argc != 4 && !(argc == 5 && strcmp(argv[4], "wait") == 0)) {
+		printf("usage: vipl_peer <other node id> <my discriminator> <other's discriminator> [wait]\n");
 		return 2;
 	}
+	wait = argc == 5;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	VT_PHASE("setup");
 	vt_open(&n, VT_DEVICE);
@@ -52,20 +78,23 @@ int main(int argc, char **argv)
 	vt_fill(&D.d[1], VIP_CONTROL_OP_SENDRECV, M.mh, M.p + 4096, 64, NULL, 0);
 	CHECK_RET(VipPostRecv(vi, &D.d[1], D.mh), VIP_SUCCESS);
 
-	VT_PHASE("VipConnectPeerRequest / VipConnectPeerDone");
+	VT_PHASE(wait ? "a peer nobody is: VipConnectPeerWait times out" : "a peer nobody is: VipConnectPeerDone times out");
+	snprintf(disc, sizeof disc, "%s-t", argv[2]);
+	alone = vt_addr(&n, vt_node(), disc);
+	snprintf(disc, sizeof disc, "nobody-%s", argv[3]);
+	nobody = vt_addr(&n, argv[1], disc);
+	CHECK_RET(VipConnectPeerRequest(vi, alone, nobody, 300), VIP_SUCCESS);
+	CHECK_RET(peer_outcome(vi, wait, &ra, &polls), VIP_TIMEOUT);
+	CHECK_EQ(vt_state(vi), VIP_STATE_IDLE);
+	/* The outcome was taken: a second look finds no request. */
+	CHECK_RET(VipConnectPeerDone(vi, &ra), VIP_INVALID_STATE);
+
+	VT_PHASE(wait ? "VipConnectPeerRequest / VipConnectPeerWait" : "VipConnectPeerRequest / VipConnectPeerDone");
+	polls = 0;
 	CHECK_RET(VipConnectPeerRequest(vi, local, remote, VIP_INFINITE), VIP_SUCCESS);
-	end = vt_now_ms() + 30000;
-	for (;;) {
-		memset(&ra, 0, sizeof ra);
-		rc = VipConnectPeerDone(vi, &ra);
-		polls++;
-		if (rc == VIP_SUCCESS)
-			break;
-		CHECK_RET(rc, VIP_NOT_DONE);
-		CHECK_MSG(vt_now_ms() < end, "no peer connection after 30 s (%d polls)", polls);
-		vt_sleep_ms(10);
-	}
-	printf("vipl_peer: %s connected to node %s %s after %d poll(s)\n", argv[2], argv[1], argv[3], polls);
+	CHECK_RET(peer_outcome(vi, wait, &ra, &polls), VIP_SUCCESS);
+	printf("vipl_peer: %s connected to node %s %s (%s, %d poll(s))\n", argv[2], argv[1], argv[3],
+	    wait ? "VipConnectPeerWait" : "VipConnectPeerDone", polls);
 	CHECK_EQ(ra.ReliabilityLevel, VIP_SERVICE_RELIABLE_DELIVERY);
 	CHECK_EQ(vt_state(vi), VIP_STATE_CONNECTED);
 
@@ -113,6 +142,8 @@ int main(int argc, char **argv)
 	vt_descs_free(&n, &D);
 	free(local);
 	free(remote);
+	free(alone);
+	free(nobody);
 	vt_close(&n);
 	printf("vipl_peer: VIPL OK\n");
 	return 0;
