@@ -263,7 +263,12 @@ pub unsafe extern "C-unwind" fn VipQueryNic(nic: *mut c_void, attrs: *mut VipNic
     })
 }
 
-/// `VipQuerySystemManagementInfo`: `VIP_SMI_AUTODISCOVERY` lists the nodes this NIC knows.
+/// `VipQuerySystemManagementInfo`: `VIP_SMI_AUTODISCOVERY` lists the nodes this NIC knows
+/// (this node, then the other nodes of the cluster file in its order) into the first
+/// `NumAdAddrs` entries of `ADAddrArray`, each a host address of 4 bytes without a
+/// discriminator, and sets `NumAdAddrs` to how many it wrote; `NumberOfHops` is not used.
+/// Another `InfoType`, a NULL `SysManInfo`, a NULL array with `NumAdAddrs` above 0, or a
+/// NULL entry among those it would fill is `VIP_INVALID_PARAMETER`, with nothing written.
 ///
 /// # Safety
 /// `info` is NULL or a `VIP_AUTODISCOVERY_LIST` whose array holds `NumAdAddrs` addresses
@@ -282,20 +287,24 @@ pub unsafe extern "C-unwind" fn VipQuerySystemManagementInfo(
         // SAFETY: by contract a writable list.
         let list = unsafe { &mut *(info as *mut VipAutodiscoveryList) };
         let nodes = n.known_nodes();
-        let mut written = 0;
-        for (i, node) in nodes.iter().enumerate().take(list.count as usize) {
-            if list.addrs.is_null() {
-                break;
-            }
-            // SAFETY: the array has `count` entries by contract.
-            let a = unsafe { *list.addrs.add(i) };
-            if !a.is_null() {
-                // SAFETY: each entry has room for the header and 4 bytes, by contract.
-                unsafe { write_address(a, &node.to_be_bytes(), Some(&[])) };
-                written += 1;
-            }
+        let fill = nodes.len().min(usize::try_from(list.count).unwrap_or(usize::MAX));
+        if fill > 0 && list.addrs.is_null() {
+            return Err(bad());
         }
-        list.count = written;
+        let mut entries = Vec::with_capacity(fill);
+        for i in 0..fill {
+            // SAFETY: the array has `count` entries by contract, and `i` < `count`.
+            let a = unsafe { *list.addrs.add(i) };
+            if a.is_null() {
+                return Err(bad());
+            }
+            entries.push(a);
+        }
+        for (a, node) in entries.into_iter().zip(&nodes) {
+            // SAFETY: each entry has room for the header and 4 bytes, by contract.
+            unsafe { write_address(a, &node.to_be_bytes(), Some(&[])) };
+        }
+        list.count = fill as c_ulong;
         Ok(())
     })
 }

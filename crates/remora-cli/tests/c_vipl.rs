@@ -312,3 +312,35 @@ fn dma_transfer_mode_moves_the_same_bytes() {
     c.args([&cl.node(1).to_string(), "dma-hosts"]).env("REMORA_VIPL_TRANSFER", "dma");
     both_ok(s, c);
 }
+
+/// `VipQuerySystemManagementInfo(VIP_SMI_AUTODISCOVERY)` as docs/vipl.md says: this node
+/// alone without a cluster file, then this node and the cluster file's others in its
+/// order; a short list the first ones; `VIP_INVALID_PARAMETER` for a bad type, list, array
+/// or entry, nothing written.
+#[test]
+fn system_management_info_lists_the_known_nodes() {
+    let env = Env::new();
+    let prog = program(&env, "vipl_sysman");
+    ok(env.run(&prog, 4).env_remove("REMORA_CLUSTER").output().unwrap());
+    // Its own runtime directory: the node's daemon starts with the cluster file.
+    let rt = env.runtime.path().join("sysman");
+    let cluster = env.runtime.path().join("sysman.toml");
+    let mut text = String::from("secret = \"a test secret of enough length\"\n");
+    for id in [9, 4, 12] {
+        let port = remora_testkit::free_port();
+        text += &format!("[[node]]\nid = {id}\nhost = \"127.0.0.1\"\nport = {port}\n");
+    }
+    std::fs::write(&cluster, text).unwrap();
+    let out = env
+        .run(&prog, 4)
+        .args(["4", "9", "12"])
+        .env("REMORA_RUNTIME_DIR", &rt)
+        .env("REMORA_CLUSTER", &cluster)
+        .output()
+        .unwrap();
+    let _ = Command::new(env!("CARGO_BIN_EXE_remora"))
+        .args(["shutdown", "--all"])
+        .env("REMORA_RUNTIME_DIR", &rt)
+        .output();
+    ok(out);
+}
