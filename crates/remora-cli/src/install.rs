@@ -1,5 +1,13 @@
-//! `remora install --prefix DIR`: what a C program needs, where Dolphin's layout puts it.
+//! `remora install --prefix DIR`: what a C program needs, where Dolphin's layout puts it
+//! (`lib64`) and where C compilers and the runtime loader look (`lib`, links to the same
+//! files); every path written is recorded (`install/record.rs`) so that
+//! `remora install --uninstall` removes exactly that. `install/loader.rs` tells whether the
+//! loader searches the prefix's `lib` and refreshes its cache.
 
+mod loader;
+mod record;
+
+use record::Record;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -16,15 +24,24 @@ const HEADERS: &[(&str, &str)] = &[
     ("vipl.h", include_str!("../../../include/vipl.h")),
 ];
 
-fn write(path: &Path, text: &str) -> Result<(), String> {
+fn write(rec: &mut Record, path: &Path, text: &str) -> Result<(), String> {
+    rec.file(path);
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn copy(from: &Path, to: &Path) -> Result<(), String> {
+fn copy(rec: &mut Record, from: &Path, to: &Path) -> Result<(), String> {
     // Copy to a temporary name and rename, so a running program keeps its old file.
     let tmp = to.with_extension("remora-new");
     std::fs::copy(from, &tmp).map_err(|e| format!("{} -> {}: {e}", from.display(), tmp.display()))?;
+    rec.file(to);
     std::fs::rename(&tmp, to).map_err(|e| format!("{}: {e}", to.display()))
+}
+
+/// Make `at` a symbolic link to `target` (replacing what is there).
+fn link(rec: &mut Record, target: &str, at: &Path) -> Result<(), String> {
+    let _ = std::fs::remove_file(at);
+    rec.file(at);
+    std::os::unix::fs::symlink(target, at).map_err(|e| format!("{}: {e}", at.display()))
 }
 
 /// Where the build put `name`: beside this executable.
@@ -66,16 +83,18 @@ fn systemd_unit(remorad: &Path) -> String {
 /// Install `from` at `to`; with `strip`, without its debug information, which goes beside
 /// it in `.debug/NAME.debug` (where gdb looks, through the debug link the stripped file
 /// carries). Without `objcopy` on the machine the file is copied whole.
-fn place(from: &Path, to: &Path, strip: bool) -> Result<(), String> {
+fn place(rec: &mut Record, from: &Path, to: &Path, strip: bool) -> Result<(), String> {
     let objcopy_ok =
         strip && Command::new("objcopy").arg("--version").output().is_ok_and(|o| o.status.success());
     if !objcopy_ok {
-        return copy(from, to);
+        return copy(rec, from, to);
     }
     let dir = to.parent().ok_or("no directory")?.join(".debug");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    rec.dir(&dir)?;
     let name = to.file_name().ok_or("no file name")?.to_string_lossy().into_owned();
     let debug = dir.join(format!("{name}.debug"));
+    rec.file(&debug);
+    rec.file(to);
     let tmp = to.with_extension("remora-new");
     let run = |args: &[&std::ffi::OsStr]| -> Result<(), String> {
         let o = Command::new("objcopy").args(args).output().map_err(|e| format!("objcopy: {e}"))?;
@@ -86,8 +105,8 @@ fn place(from: &Path, to: &Path, strip: bool) -> Result<(), String> {
         }
     };
     run(&["--only-keep-debug".as_ref(), from.as_os_str(), debug.as_os_str()])?;
-    let link = format!("--add-gnu-debuglink={}", debug.display());
-    run(&["--strip-debug".as_ref(), link.as_ref(), from.as_os_str(), tmp.as_os_str()])?;
+    let debuglink = format!("--add-gnu-debuglink={}", debug.display());
+    run(&["--strip-debug".as_ref(), debuglink.as_ref(), from.as_os_str(), tmp.as_os_str()])?;
     std::fs::rename(&tmp, to).map_err(|e| format!("{}: {e}", to.display()))
 }
 
@@ -102,56 +121,81 @@ fn pc_file(prefix: &Path, name: &str, what: &str, cflags: &str) -> String {
     )
 }
 
+/// The libraries: the file the build makes, the name it is installed as (its soname but
+/// for libsisci, which Dolphin ships unversioned), and the links beside it.
+const LIBS: &[(&str, &str, &[&str])] = &[
+    ("libsisci.so", "libsisci.so", &[]),
+    // libscif as MPSS shipped it: the versioned file, its soname link and the dev link.
+    ("libscif.so", "libscif.so.0.0.1", &["libscif.so.0", "libscif.so"]),
+    // librsm as Solaris shipped it: the soname file and the dev link.
+    ("librsm.so", "librsm.so.2", &["librsm.so"]),
+    // libvipl: the soname file and the dev link.
+    ("libvipl.so", "libvipl.so.1", &["libvipl.so"]),
+];
+
+/// The prefixes whose `include` and `lib` every C compiler of the system searches.
+fn compiler_searches(prefix: &Path) -> bool {
+    [Path::new("/usr/local"), Path::new("/usr")].contains(&prefix)
+}
+
+/// `prefix` absolute and without `.` parts (the paths written into the pkg-config files,
+/// the unit and the manifest must not depend on the directory `install` ran in).
+fn absolute(prefix: &Path) -> Result<PathBuf, String> {
+    let p = std::path::absolute(prefix).map_err(|e| format!("{}: {e}", prefix.display()))?;
+    Ok(p.components().collect())
+}
+
 /// `remora install --prefix DIR [--no-strip]`.
 pub fn install(prefix: &Path, strip: bool) -> Result<(), String> {
+    let prefix = &absolute(prefix)?;
+    let mut rec = Record::read(prefix)?;
+    let rec = &mut rec;
     let inc = prefix.join("include");
     let dis = inc.join("dis");
-    let lib = prefix.join("lib64");
+    let lib64 = prefix.join("lib64");
+    let lib = prefix.join("lib");
     let bin = prefix.join("bin");
     let pkg = prefix.join("share/pkgconfig");
-    let ld = prefix.join("etc/ld.so.conf.d");
     for d in [
         &inc,
         &dis,
+        &lib64,
         &lib,
         &bin,
-        &lib.join("pkgconfig"),
+        &lib64.join("pkgconfig"),
         &pkg,
-        &ld,
         &inc.join("sys/rsm"),
         &dis.join("sys/rsm"),
     ] {
-        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        rec.dir(d)?;
     }
     for (name, text) in HEADERS {
-        write(&inc.join(name), text)?;
+        write(rec, &inc.join(name), text)?;
         // Programs that add -I/opt/DIS/include/dis find the same headers there.
-        write(&dis.join(name), text)?;
+        write(rec, &dis.join(name), text)?;
     }
-    place(&built("libsisci.so")?, &lib.join("libsisci.so"), strip)?;
-    // libscif as MPSS shipped it: the versioned file, its soname link and the dev link.
-    place(&built("libscif.so")?, &lib.join("libscif.so.0.0.1"), strip)?;
-    for link in ["libscif.so.0", "libscif.so"] {
-        let p = lib.join(link);
-        let _ = std::fs::remove_file(&p);
-        std::os::unix::fs::symlink("libscif.so.0.0.1", &p).map_err(|e| format!("{}: {e}", p.display()))?;
+    // Where one is a link to the other (a system that merged them) the files are there once.
+    let merged = matches!((lib.canonicalize(), lib64.canonicalize()), (Ok(a), Ok(b)) if a == b);
+    for (built_name, name, links) in LIBS {
+        place(rec, &built(built_name)?, &lib64.join(name), strip)?;
+        for l in *links {
+            link(rec, name, &lib64.join(l))?;
+        }
+        // `lib` holds the same names, the files as links into `lib64`: where C compilers
+        // and the loader look for a system prefix (`-L<prefix>/lib`, `/usr/local/lib`).
+        if !merged {
+            link(rec, &format!("../lib64/{name}"), &lib.join(name))?;
+            for l in *links {
+                link(rec, name, &lib.join(l))?;
+            }
+        }
     }
-    // librsm as Solaris shipped it: the soname file and the dev link.
-    place(&built("librsm.so")?, &lib.join("librsm.so.2"), strip)?;
-    let p = lib.join("librsm.so");
-    let _ = std::fs::remove_file(&p);
-    std::os::unix::fs::symlink("librsm.so.2", &p).map_err(|e| format!("{}: {e}", p.display()))?;
-    // libvipl: the soname file and the dev link.
-    place(&built("libvipl.so")?, &lib.join("libvipl.so.1"), strip)?;
-    let p = lib.join("libvipl.so");
-    let _ = std::fs::remove_file(&p);
-    std::os::unix::fs::symlink("libvipl.so.1", &p).map_err(|e| format!("{}: {e}", p.display()))?;
-    place(&built("remorad")?, &bin.join("remorad"), strip)?;
-    place(&built("remora")?, &bin.join("remora"), strip)?;
+    place(rec, &built("remorad")?, &bin.join("remorad"), strip)?;
+    place(rec, &built("remora")?, &bin.join("remora"), strip)?;
     // One node per instance: `systemctl enable --now remorad@4`.
     let unit_dir = prefix.join("lib/systemd/system");
-    std::fs::create_dir_all(&unit_dir).map_err(|e| format!("{}: {e}", unit_dir.display()))?;
-    write(&unit_dir.join("remorad@.service"), &systemd_unit(&bin.join("remorad")))?;
+    rec.dir(&unit_dir)?;
+    write(rec, &unit_dir.join("remorad@.service"), &systemd_unit(&bin.join("remorad")))?;
     // pkg-config files where pkg-config looks for a system prefix (share/pkgconfig) and
     // where Dolphin's layout puts them (lib64/pkgconfig).
     for (name, what, cflags) in [
@@ -161,37 +205,69 @@ pub fn install(prefix: &Path, strip: bool) -> Result<(), String> {
         ("vipl", "VIPL (the VI Provider Library of VIA 1.0)", ""),
     ] {
         let text = pc_file(prefix, name, what, cflags);
-        write(&lib.join(format!("pkgconfig/{name}.pc")), &text)?;
-        write(&pkg.join(format!("{name}.pc")), &text)?;
+        write(rec, &lib64.join(format!("pkgconfig/{name}.pc")), &text)?;
+        write(rec, &pkg.join(format!("{name}.pc")), &text)?;
     }
     // Manual pages, generated from the command-line definitions.
     let man1 = prefix.join("share/man/man1");
     let man8 = prefix.join("share/man/man8");
     for d in [&man1, &man8] {
-        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        rec.dir(d)?;
     }
     let mut page = Vec::new();
     {
         use clap::CommandFactory;
         clap_mangen::Man::new(crate::Cli::command()).render(&mut page).map_err(|e| e.to_string())?;
     }
+    rec.file(&man1.join("remora.1"));
     std::fs::write(man1.join("remora.1"), &page).map_err(|e| format!("remora.1: {e}"))?;
     let o =
         Command::new(bin.join("remorad")).arg("--man").output().map_err(|e| format!("remorad --man: {e}"))?;
     if !o.status.success() {
         return Err(format!("remorad --man: {}", String::from_utf8_lossy(&o.stderr)));
     }
+    rec.file(&man8.join("remorad.8"));
     std::fs::write(man8.join("remorad.8"), &o.stdout).map_err(|e| format!("remorad.8: {e}"))?;
-    // For programs built without a run path: the line a system's ld.so.conf.d takes.
-    write(&ld.join("remora.conf"), &format!("{}\n", lib.display()))?;
-    println!("installed Remora under {}", prefix.display());
-    for (api, lib_name) in [("a SISCI", "sisci"), ("a SCIF", "scif"), ("an RSM", "rsm"), ("a VIPL", "vipl")] {
+    // The runtime loader: a `lib` it searches (`/usr/local/lib` on Debian and most others)
+    // needs only its cache refreshed, which root's install does; for another prefix, the
+    // line a system's ld.so.conf.d takes, for programs built without a run path.
+    let found = loader::finds(&lib);
+    let conf = prefix.join("etc/ld.so.conf.d/remora.conf");
+    if !found {
+        rec.dir(conf.parent().ok_or("no directory")?)?;
+        write(rec, &conf, &format!("{}\n", lib64.display()))?;
+    }
+    rec.save(prefix)?;
+    let cached = found && remora_sys::is_root() && loader::ldconfig().is_ok();
+    summary(prefix, &pkg, found, cached, &conf);
+    Ok(())
+}
+
+/// What `install` prints: how to build a program of each API, and what is left to do.
+fn summary(prefix: &Path, pkg: &Path, found: bool, cached: bool, conf: &Path) {
+    let p = prefix.display();
+    println!("installed Remora under {p} (what it wrote: {})", record::manifest_path(prefix).display());
+    let plain = found && compiler_searches(prefix);
+    if found && cached {
+        println!("  ran ldconfig: programs find the libraries in {p}/lib without a run path");
+    } else if found {
         println!(
-            "  build {api} program:{:pad$}cc -I {1}/include prog.c -L {1}/lib64 -Wl,-rpath,{1}/lib64 -l{lib_name}",
-            "",
-            prefix.display(),
-            pad = 10 - api.len()
+            "  run `sudo ldconfig` once: then programs find the libraries in {p}/lib without a run path"
         );
+    }
+    for (api, lib_name) in [("a SISCI", "sisci"), ("a SCIF", "scif"), ("an RSM", "rsm"), ("a VIPL", "vipl")] {
+        let pad = 10 - api.len();
+        if plain {
+            println!("  build {api} program:{:pad$}cc prog.c -l{lib_name}", "");
+        } else {
+            println!(
+                "  build {api} program:{:pad$}cc -I {p}/include prog.c -L {p}/lib -Wl,-rpath,{p}/lib -l{lib_name}",
+                ""
+            );
+        }
+    }
+    if !plain {
+        println!("  (or -L {p}/lib64, Dolphin's layout: the same files)");
     }
     let searched = Command::new("pkg-config")
         .args(["--variable", "pc_path", "pkg-config"])
@@ -201,9 +277,36 @@ pub fn install(prefix: &Path, strip: bool) -> Result<(), String> {
     if !searched {
         println!("  for pkg-config:         export PKG_CONFIG_PATH={}", pkg.display());
     }
+    if !found {
+        println!("  without a run path:     cp {} /etc/ld.so.conf.d/ && ldconfig", conf.display());
+    }
+    println!("  to remove it all:       remora install --uninstall --prefix {p}");
+}
+
+/// `remora install --uninstall --prefix DIR`: remove what an install there wrote (its
+/// manifest says what), and refresh the loader's cache where it searched the prefix.
+pub fn uninstall(prefix: &Path) -> Result<(), String> {
+    let prefix = &absolute(prefix)?;
+    if !Record::exists(prefix) {
+        return Err(format!(
+            "{} not found: no install of `remora install` is recorded under {}",
+            record::manifest_path(prefix).display(),
+            prefix.display()
+        ));
+    }
+    let rec = Record::read(prefix)?;
+    let kept = rec.remove()?;
+    let lib = prefix.join("lib");
+    if loader::finds(&lib) && remora_sys::is_root() {
+        loader::ldconfig()?;
+    }
     println!(
-        "  without a run path:     cp {} /etc/ld.so.conf.d/ && ldconfig",
-        ld.join("remora.conf").display()
+        "removed the {} files and links `remora install` wrote under {}",
+        rec.file_count(),
+        prefix.display()
     );
+    for d in kept {
+        println!("  kept {} (other files are in it)", d.display());
+    }
     Ok(())
 }

@@ -52,7 +52,24 @@ enum Cmd {
         #[arg(long)]
         all: bool,
     },
-    /// Install headers, libsisci.so, pkg-config file and binaries under a prefix.
+    /// Install headers, the four C libraries, pkg-config files and binaries under a prefix.
+    ///
+    /// Headers go to PREFIX/include (and include/dis), the libraries to PREFIX/lib64 (Dolphin's
+    /// layout) with links to them in PREFIX/lib (where C compilers and the runtime loader
+    /// look), the binaries to PREFIX/bin, pkg-config files to PREFIX/share/pkgconfig and
+    /// PREFIX/lib64/pkgconfig.
+    ///
+    /// Where the system's ld.so.conf lists PREFIX/lib (/usr/local on Debian and most
+    /// distributions), an install as root runs ldconfig, and a program builds and runs with
+    /// `cc prog.c -lvipl` (or -lsisci, -lscif, -lrsm); as another user it says to run
+    /// `sudo ldconfig`. For another prefix it touches nothing outside PREFIX: programs are
+    /// built with -I PREFIX/include -L PREFIX/lib -Wl,-rpath,PREFIX/lib (or pkg-config),
+    /// and it writes PREFIX/etc/ld.so.conf.d/remora.conf for a system that wants those
+    /// libraries found without a run path (copy it to /etc/ld.so.conf.d and run ldconfig).
+    /// The summary prints the commands.
+    ///
+    /// Every path written is recorded in PREFIX/share/remora/install-manifest; `--uninstall`
+    /// removes them (and the directories it made, once empty).
     Install {
         /// The prefix (e.g. /usr/local or /opt/DIS).
         #[arg(long)]
@@ -61,6 +78,10 @@ enum Cmd {
         /// (by default it is split off into `.debug/` beside each file).
         #[arg(long)]
         no_strip: bool,
+        /// Remove what an earlier install under the prefix wrote (its manifest says what),
+        /// and refresh the loader's cache where the install did.
+        #[arg(long, conflicts_with = "no_strip")]
+        uninstall: bool,
     },
     /// Measure Remora beside its raw reference in the same run; each row says whether it
     /// meets its target, and a summary of every target ends the run.
@@ -108,7 +129,8 @@ fn main() {
         Cmd::Diag => diag::diag(),
         Cmd::Top { once } => top::top(once),
         Cmd::Shutdown { node, all } => status::shutdown(node, all),
-        Cmd::Install { prefix, no_strip } => install::install(&prefix, !no_strip),
+        Cmd::Install { prefix, uninstall: true, .. } => install::uninstall(&prefix),
+        Cmd::Install { prefix, no_strip, uninstall: false } => install::install(&prefix, !no_strip),
         Cmd::Bench { which, json, plot } => bench::run(which, json.as_deref(), plot.as_deref()),
         Cmd::Soak(a) => soak::run(a),
         Cmd::SoakWorker(a) => soak::worker::run(a),

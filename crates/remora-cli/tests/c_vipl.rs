@@ -4,7 +4,8 @@
 //! hosts), the calls each VI state refuses, completion queues' counts and notifications,
 //! the name service, a rejected then accepted request, a server and a client on one node,
 //! on two nodes of this host and on two hosts (network namespaces), the peer-to-peer
-//! model, a peer that dies, and the library's exported symbols.
+//! model (with a timed-out request first; one node too), a peer that dies, the DMA
+//! transfer mode, system management information, and the library's exported symbols.
 
 mod c_support;
 use c_support::*;
