@@ -286,16 +286,44 @@ fn peer_to_peer_on_one_node_with_connect_peer_wait_and_a_timed_out_request_first
     both_ok(a, b);
 }
 
+/// How many `process_vm_readv` / `process_vm_writev` calls `cmd` made (its threads
+/// included), counted by strace; `None` without strace.
+fn own_copies(cmd: &Command) -> Option<u64> {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut st = Command::new("strace");
+    st.args(["-f", "-qq", "-e", "trace=process_vm_readv,process_vm_writev", "-o"]).arg(log.path());
+    st.arg(cmd.get_program()).args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => st.env(k, v),
+            None => st.env_remove(k),
+        };
+    }
+    let out = st.output().ok()?;
+    ok(out);
+    let text = std::fs::read_to_string(log.path()).unwrap();
+    Some(text.lines().filter(|l| l.contains("process_vm_")).count() as u64)
+}
+
 /// The paper's second transfer mode, chosen by configuration: every family in one process,
 /// and a server and a client on one node and on two nodes of this host, with
 /// `REMORA_VIPL_TRANSFER=dma`, every byte checked as in the default mode; then the pair
-/// across two hosts. (On one host the
-/// DMA queue makes each transfer in the posting process, `remora-sisci`'s `dma/here.rs`:
-/// the node's engine counts none of them, so no count tells the mode apart here.)
+/// across two hosts. On one host the DMA queue makes each transfer in the posting process
+/// (`remora-sisci`'s `dma/here.rs`: the node's engine counts none of them), through the
+/// kernel's `process_vm_readv`, which a memory copy does not call: strace (where installed)
+/// tells that the mode was taken.
 #[test]
 fn dma_transfer_mode_moves_the_same_bytes() {
     let env = Env::new();
-    ok(env.run(&program(&env, "vipl_calls"), 4).env("REMORA_VIPL_TRANSFER", "dma").output().unwrap());
+    let calls = program(&env, "vipl_calls");
+    let mut dma = env.run(&calls, 4);
+    // The daemon stays up for the traced run, which must not trace its start.
+    dma.env("REMORA_VIPL_TRANSFER", "dma").env("REMORA_IDLE_EXIT", "60");
+    ok(dma.output().unwrap());
+    match (own_copies(&dma), own_copies(dma.env("REMORA_VIPL_TRANSFER", "copy"))) {
+        (Some(d), Some(c)) => assert!(d > c, "kernel copies: {d} in DMA mode, {c} in copy mode"),
+        _ => eprintln!("SKIP (the check that DMA mode was taken): strace is not installed"),
+    }
     let (server, client) = (program(&env, "vipl_server"), program(&env, "vipl_client"));
     for (snode, cnode, disc) in [(4, 4, "dma-same"), (4, 8, "dma-other")] {
         let mut s = env.run(&server, snode);
