@@ -149,7 +149,20 @@ fn absolute(prefix: &Path) -> Result<PathBuf, String> {
 pub fn install(prefix: &Path, strip: bool) -> Result<(), String> {
     let prefix = &absolute(prefix)?;
     let mut rec = Record::read(prefix)?;
-    let rec = &mut rec;
+    // The manifest is written even when the install stops half-way, so that
+    // `--uninstall` removes what it wrote until then.
+    let laid = lay_out(prefix, &mut rec, strip);
+    let saved = rec.save(prefix);
+    let found = laid?;
+    saved?;
+    let cached = found && remora_sys::is_root() && loader::ldconfig().is_ok();
+    summary(prefix, found, cached);
+    Ok(())
+}
+
+/// Write everything under `prefix`, noting it in `rec`. Returns whether the loader
+/// searches the prefix's `lib`.
+fn lay_out(prefix: &Path, rec: &mut Record, strip: bool) -> Result<bool, String> {
     let inc = prefix.join("include");
     let dis = inc.join("dis");
     let lib64 = prefix.join("lib64");
@@ -232,19 +245,22 @@ pub fn install(prefix: &Path, strip: bool) -> Result<(), String> {
     // needs only its cache refreshed, which root's install does; for another prefix, the
     // line a system's ld.so.conf.d takes, for programs built without a run path.
     let found = loader::finds(&lib);
-    let conf = prefix.join("etc/ld.so.conf.d/remora.conf");
     if !found {
+        let conf = ld_conf(prefix);
         rec.dir(conf.parent().ok_or("no directory")?)?;
         write(rec, &conf, &format!("{}\n", lib64.display()))?;
     }
-    rec.save(prefix)?;
-    let cached = found && remora_sys::is_root() && loader::ldconfig().is_ok();
-    summary(prefix, &pkg, found, cached, &conf);
-    Ok(())
+    Ok(found)
+}
+
+/// The ld.so.conf.d file an install writes for a prefix the loader does not search.
+fn ld_conf(prefix: &Path) -> PathBuf {
+    prefix.join("etc/ld.so.conf.d/remora.conf")
 }
 
 /// What `install` prints: how to build a program of each API, and what is left to do.
-fn summary(prefix: &Path, pkg: &Path, found: bool, cached: bool, conf: &Path) {
+fn summary(prefix: &Path, found: bool, cached: bool) {
+    let (pkg, conf) = (prefix.join("share/pkgconfig"), ld_conf(prefix));
     let p = prefix.display();
     println!("installed Remora under {p} (what it wrote: {})", record::manifest_path(prefix).display());
     let plain = found && compiler_searches(prefix);
@@ -297,7 +313,8 @@ pub fn uninstall(prefix: &Path) -> Result<(), String> {
     let rec = Record::read(prefix)?;
     let kept = rec.remove()?;
     let lib = prefix.join("lib");
-    if loader::finds(&lib) && remora_sys::is_root() {
+    let found = loader::finds(&lib);
+    if found && remora_sys::is_root() {
         loader::ldconfig()?;
     }
     println!(
@@ -307,6 +324,9 @@ pub fn uninstall(prefix: &Path) -> Result<(), String> {
     );
     for d in kept {
         println!("  kept {} (other files are in it)", d.display());
+    }
+    if found && !remora_sys::is_root() {
+        println!("  run `sudo ldconfig` so that the loader's cache forgets the libraries");
     }
     Ok(())
 }
