@@ -264,6 +264,7 @@ fn names_go_to_addresses_and_back_on_one_host_and_across_hosts() {
 fn completion_queues_hold_their_count_and_notify_with_the_vi_and_queue() {
     let env = Env::new();
     ok(env.run(&program(&env, "vipl_cq"), 4).output().unwrap());
+}
 
 /// Two processes of one node connect peer to peer, and two nodes of this host again, one
 /// side of each pair blocking in `VipConnectPeerWait`. Each first asks for a peer nobody is
