@@ -2,7 +2,10 @@
 //! peer, receive buffers posted once, and one thread that waits for completions without
 //! spinning (the endpoint's wait: `fi_trywait`, then `poll` on the completion queue's fd)
 //! and hands each message to the link whose token it carries, and each RMA completion to
-//! whoever waits for it.
+//! whoever waits for it. A message to a peer that is lost — its send refused, or completed
+//! with an error — takes the link of its connection down ([`Fabric::broke`]), as a write
+//! error ends a TCP link: nothing waits for an answer that cannot come, and notices are
+//! told again on the next connection.
 
 use super::window::Window;
 use super::wire::{Body, Wire};
@@ -15,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 /// Receive buffers posted (each takes one message of up to a control frame).
 const RECVS: usize = 64;
@@ -47,6 +50,11 @@ struct Route {
     reply: Option<(u64, u64)>,
     served: Served,
     early: Arc<AtomicUsize>,
+    /// Told when a message to the peer was lost on the fabric (a send refused, or one that
+    /// completed with an error): the link's task takes the link down.
+    broken: Arc<Notify>,
+    /// That loss was said (once per connection).
+    said: bool,
 }
 
 /// A link's routing, as [`Fabric::route`] takes it.
@@ -65,6 +73,8 @@ pub(super) struct Routing {
     /// Its RMA requests queued for the link's task and not yet served there ([`served_early`]):
     /// while any are, later ones queue behind them, so that none overtakes them.
     pub early: Arc<AtomicUsize>,
+    /// Told when a message to the peer was lost on the fabric ([`Fabric::broke`]).
+    pub broken: Arc<Notify>,
 }
 
 /// The link's task served an RMA request of the peer (`rma::serve`): if it was one queued
@@ -84,15 +94,32 @@ struct Op {
     gen: u64,
 }
 
-/// The endpoint, the routes of live links, and the RMA operations waiting for completion.
+/// An operation posted and not completed yet.
+enum Waiting {
+    /// An RMA operation, and who waits for it.
+    Rma(Op),
+    /// A message to the peer's endpoint under its token (its connection): should it fail,
+    /// that connection lost it.
+    Send {
+        to: (u64, u64),
+        /// Tests: a message the test lost on its way (`fabric_tests.rs`).
+        #[cfg(test)]
+        lost: bool,
+    },
+}
+
+/// The endpoint, the routes of live links, and the operations waiting for completion.
 pub(super) struct Fabric {
     pub(super) ep: Arc<Endpoint>,
     routes: Mutex<HashMap<u64, Route>>,
-    ops: Mutex<HashMap<u64, Op>>,
+    ops: Mutex<HashMap<u64, Waiting>>,
     /// Registrations of this node's mappings, made once per mapping and kind of access and
     /// closed once nothing but them holds the mapping ([`Fabric::region`]).
     regs: Mutex<Registrations>,
     stop: AtomicBool,
+    /// Tests: the node's bootstrap address, which names its fabric in the tests' hooks.
+    #[cfg(test)]
+    pub(super) label: Mutex<String>,
     /// The progress thread, which holds the endpoint too (joined at the drop).
     progress: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -107,6 +134,8 @@ impl Fabric {
             ops: Mutex::new(HashMap::new()),
             regs: Mutex::new(Registrations::default()),
             stop: AtomicBool::new(false),
+            #[cfg(test)]
+            label: Mutex::default(),
             progress: Mutex::new(None),
         });
         let weak = Arc::downgrade(&f);
@@ -129,6 +158,8 @@ impl Fabric {
             reply: r.reply,
             served: r.served,
             early: r.early,
+            broken: r.broken,
+            said: false,
         };
         self.routes.lock().unwrap_or_else(|p| p.into_inner()).insert(token, route);
     }
@@ -147,30 +178,95 @@ impl Fabric {
     }
 
     /// Send `body` to `dest` under its `token`; `None` when the endpoint refuses it or its
-    /// queue stays full (blocking while it is full: for threads).
+    /// queue stays full (blocking while it is full: for threads), and then the link of that
+    /// connection is taken down ([`Fabric::broke`]).
     pub(super) fn send(&self, dest: u64, token: u64, body: Body) -> Option<usize> {
         let bytes = encode(&Wire { token, body }).ok()?;
-        self.send_bytes(dest, &bytes, true).ok()
+        self.send_bytes((dest, token), &bytes, true).ok()
     }
 
-    /// Send an encoded message; with `wait`, again while the queue is full (up to a few
-    /// seconds), else `Err(true)` at once when it is full. `Err(false)`: refused.
-    pub(super) fn send_bytes(&self, dest: u64, bytes: &[u8], wait: bool) -> Result<usize, bool> {
+    /// Send an encoded message to the peer's endpoint under its token (`to`); with `wait`,
+    /// again while the queue is full (up to a few seconds), else `Err(true)` at once when it
+    /// is full. `Err(false)`: refused, and the link of that connection is taken down
+    /// ([`Fabric::broke`]), as is one whose message fails after it was posted.
+    pub(super) fn send_bytes(&self, to: (u64, u64), bytes: &[u8], wait: bool) -> Result<usize, bool> {
+        let sent = self.post_send(None, to, bytes, wait);
+        if sent == Err(false) {
+            self.broke(to, "the endpoint refused it");
+        }
+        sent
+    }
+
+    /// [`Fabric::send_bytes`] without taking the link down (for callers that hold the
+    /// routes' lock, given as `held`: they call [`Fabric::broke`] once they let it go).
+    /// Each attempt is made under the routes' lock while the connection is still routed,
+    /// as the link's task takes the peer's address out of the endpoint only after
+    /// unrouting it: a send to an address removed crashes the provider (rxm).
+    fn post_send(
+        &self,
+        held: Option<&HashMap<u64, Route>>,
+        to: (u64, u64),
+        bytes: &[u8],
+        wait: bool,
+    ) -> Result<usize, bool> {
         let id = self.ep.next_id();
+        #[cfg(test)]
+        let lost = tests::lose(self, bytes);
+        #[cfg(test)]
+        let bytes: &[u8] = if lost { b"lost by the test" } else { bytes };
+        // Known before it is posted: its completion may come at once.
+        let waiting = Waiting::Send {
+            to,
+            #[cfg(test)]
+            lost,
+        };
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).insert(id, waiting);
         let t = Instant::now();
-        loop {
-            match self.ep.send(dest, bytes, id) {
+        let attempt = |routes: &HashMap<u64, Route>| match routes.values().any(|r| r.reply == Some(to)) {
+            true => self.ep.send(to.0, bytes, id).map_err(Some),
+            false => Err(None),
+        };
+        let failed = loop {
+            let sent = match held {
+                Some(routes) => attempt(routes),
+                None => attempt(&self.routes.lock().unwrap_or_else(|p| p.into_inner())),
+            };
+            match sent {
                 Ok(()) => return Ok(bytes.len()),
-                Err(e) if e.code == 11 && !wait => return Err(true),
-                Err(e) if e.code == 11 && t.elapsed() < SEND_PATIENCE => {
+                // The connection is gone (its link went down meanwhile).
+                Err(None) => break false,
+                Err(Some(e)) if e.code == 11 && !wait => break true,
+                Err(Some(e)) if e.code == 11 && t.elapsed() < SEND_PATIENCE => {
                     std::thread::sleep(Duration::from_micros(50))
                 }
-                Err(e) => {
+                Err(Some(e)) => {
                     tracing::warn!("ofi send: {e}");
-                    return Err(false);
+                    break false;
                 }
             }
+        };
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        Err(failed)
+    }
+
+    /// A message to the peer's endpoint under its token `to` was lost (refused, or failed
+    /// after it was posted): the link of that connection goes down, as a TCP link whose
+    /// connection broke (its task closes the bootstrap connection, so the peer's side goes
+    /// down too; requests in flight fail, notices are told again on the next connection).
+    /// Nothing when that connection is gone already.
+    pub(super) fn broke(&self, to: (u64, u64), why: &str) {
+        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(r) = routes.values_mut().find(|r| r.reply == Some(to)) else {
+            tracing::debug!("an ofi message of a connection gone already failed: {why}");
+            return;
+        };
+        if !std::mem::replace(&mut r.said, true) {
+            tracing::warn!(
+                peer = r.peer.id,
+                "a message to the peer was lost on the fabric ({why}): closing the ofi link"
+            );
         }
+        r.broken.notify_one();
     }
 
     /// Wait for RMA operation `id`'s completion on the receiver returned; its `bytes`,
@@ -183,14 +279,14 @@ impl Fabric {
     ) -> std::sync::mpsc::Receiver<Result<(), String>> {
         let (done, rx) = std::sync::mpsc::channel();
         let op = Op { done, window: window.clone(), bytes, gen };
-        self.ops.lock().unwrap_or_else(|p| p.into_inner()).insert(id, op);
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Waiting::Rma(op));
         rx
     }
 
     /// Forget a wait (the operation was not posted): its bytes go back to its window.
     pub(super) fn forget(&self, id: u64) {
         let op = self.ops.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-        if let Some(op) = op {
+        if let Some(Waiting::Rma(op)) = op {
             op.window.give(op.bytes, op.gen);
         }
     }
@@ -311,12 +407,17 @@ fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
                 None => {
                     let waiter = f.ops.lock().unwrap_or_else(|p| p.into_inner()).remove(&c.id);
                     match (waiter, c.error) {
-                        (Some(op), e) => {
+                        (Some(Waiting::Rma(op)), e) => {
                             op.window.give(op.bytes, op.gen);
                             let _ = op.done.send(e.map_or(Ok(()), |e| Err(e.what)));
                         }
-                        (None, Some(e)) => tracing::debug!("ofi send failed: {e}"),
-                        (None, None) => {}
+                        // A message lost after it was posted (a request, an answer, a
+                        // notice...): its connection goes, as a TCP link's on a write error.
+                        (Some(Waiting::Send { to, .. }), Some(e)) => f.broke(to, &e.what),
+                        #[cfg(test)]
+                        (Some(Waiting::Send { to, lost: true }), None) => f.broke(to, "lost by the test"),
+                        (Some(Waiting::Send { .. }), None) | (None, None) => {}
+                        (None, Some(e)) => tracing::debug!("an ofi operation nobody waits for failed: {e}"),
                     }
                 }
             }
@@ -400,7 +501,7 @@ pub(super) fn serve_small(peer: &TcpPeer, body: Body) -> Option<Body> {
 }
 
 /// A received message: to the link whose token it carries, or dropped.
-fn deliver(f: &Fabric, bytes: &[u8]) {
+fn deliver(f: &Arc<Fabric>, bytes: &[u8]) {
     let Ok(w) = decode::<Wire>(bytes) else {
         tracing::warn!("malformed ofi message of {} bytes dropped", bytes.len());
         return;
@@ -442,23 +543,23 @@ fn deliver(f: &Fabric, bytes: &[u8]) {
         };
         let answer = answer.and_then(|b| encode(&Wire { token, body: b }).ok());
         if let Some(bytes) = answer {
-            // Sent while the link is still routed (the routes' lock keeps its address in the
-            // endpoint: the link's task takes it out only after unrouting). This thread drives
-            // the provider's progress: it never waits for room in a full send queue itself.
+            // Sent while the link is still routed (`post_send`). This thread drives the
+            // provider's progress: it never waits for room in a full send queue itself.
             let routes = f.routes.lock().unwrap_or_else(|p| p.into_inner());
-            if !routes.contains_key(&w.token) {
-                return;
-            }
-            let full = f.send_bytes(dest, &bytes, false) == Err(true);
+            let to = (dest, token);
+            let sent = f.post_send(Some(&routes), to, &bytes, false);
             drop(routes);
-            if full {
-                let ep = f.ep.clone();
-                std::thread::spawn(move || {
-                    let t = Instant::now();
-                    while ep.send(dest, &bytes, ep.next_id()).is_err() && t.elapsed() < SEND_PATIENCE {
-                        std::thread::sleep(Duration::from_micros(50));
-                    }
-                });
+            match sent {
+                // Refused: the answer is lost, and so is its link.
+                Err(false) => f.broke(to, "the endpoint refused it"),
+                // A thread waits for room (a few seconds at most, then the link goes).
+                Err(true) => {
+                    let f = f.clone();
+                    std::thread::spawn(move || {
+                        let _ = f.send_bytes(to, &bytes, true);
+                    });
+                }
+                Ok(_) => {}
             }
         }
         return;
@@ -485,4 +586,4 @@ fn deliver(f: &Fabric, bytes: &[u8]) {
 
 #[cfg(test)]
 #[path = "fabric_tests.rs"]
-mod tests;
+pub(super) mod tests;

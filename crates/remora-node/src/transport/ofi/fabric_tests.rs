@@ -4,6 +4,25 @@ use super::*;
 use crate::transport::nobody::Nobody;
 use remora_proto::link::LinkMsg;
 
+/// Messages a test loses on their way, as a provider loses one whose connection breaks
+/// under it, and reports it in the send's completion (libfabric's tcp provider gives no way
+/// to break one connection of an endpoint): by the sending node's bootstrap address, what
+/// the message carries (a part of its `Debug`), and how many more to lose.
+pub(in crate::transport::ofi) static LOSE: Mutex<Vec<(String, &str, usize)>> = Mutex::new(Vec::new());
+
+/// The send hook: whether `f` loses `bytes` (sent in their stead: bytes its peer drops as
+/// malformed; the send's completion then says it failed).
+pub(super) fn lose(f: &Fabric, bytes: &[u8]) -> bool {
+    let mut lose = LOSE.lock().unwrap_or_else(|p| p.into_inner());
+    if lose.is_empty() {
+        return false;
+    }
+    let what = decode::<Wire>(bytes).map(|w| format!("{:?}", w.body)).unwrap_or_default();
+    let me = f.label.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let hit = lose.iter_mut().find(|(at, w, n)| *at == me && *n > 0 && what.contains(w));
+    hit.map(|(_, _, n)| *n -= 1).is_some()
+}
+
 /// A fabric on loopback with token 42 routed to a link of node 8 (`reply`: the peer's
 /// endpoint and token, once known), and that link's queue; `None`, said, where libfabric
 /// is missing.
@@ -19,7 +38,8 @@ fn routed(
     let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
     let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 8, "127.0.0.1:1".into());
     let (tx, rx) = mpsc::unbounded_channel();
-    f.route(42, Routing { peer, tx, waiters, reply, served: Served::default(), early });
+    let broken = Arc::new(Notify::new());
+    f.route(42, Routing { peer, tx, waiters, reply, served: Served::default(), early, broken });
     Some((f, rx))
 }
 
@@ -118,4 +138,47 @@ fn requests_after_early_ones_wait_until_the_task_served_those() {
     served_early(&early);
     assert_eq!(early.load(Ordering::SeqCst), 0, "a request not queued early is not counted");
     f.unroute(42);
+}
+
+#[test]
+fn a_lost_message_breaks_its_connection_and_none_is_sent_once_it_is_gone() {
+    if !remora_ofi_sys::installed() {
+        eprintln!("SKIP: libfabric is not installed");
+        return;
+    }
+    let f = Fabric::open("tcp;ofi_rxm", Some("127.0.0.1")).unwrap();
+    let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 8, "127.0.0.1:1".into());
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let broken = Arc::new(Notify::new());
+    // The peer's endpoint (our own here) and its token: this connection's address.
+    let me = f.ep.insert(&f.ep.name().unwrap()).unwrap();
+    let routing = |broken| Routing {
+        peer: peer.clone(),
+        tx: tx.clone(),
+        waiters: Waiters::default(),
+        reply: Some((me, 99)),
+        served: Served::default(),
+        early: Arc::default(),
+        broken,
+    };
+    f.route(42, routing(broken.clone()));
+    let told = |n: &Notify| ready_at_once(n.notified());
+    // A loss of another connection (an older token of the peer) is not this one's.
+    f.broke((me, 98), "test");
+    assert!(!told(&broken), "another connection's loss does not break this one");
+    f.broke((me, 99), "test");
+    assert!(told(&broken), "the link's task is told its connection lost a message");
+    // Gone: a message for it is not posted to an address the link's task may have
+    // removed from the endpoint (rxm crashed on one), and breaks nothing.
+    f.unroute(42);
+    let bytes = encode(&Wire { token: 99, body: Body::Link(LinkMsg::Ping { seq: 1 }) }).unwrap();
+    assert_eq!(f.send_bytes((me, 99), &bytes, true), Err(false));
+    assert!(!told(&broken));
+}
+
+/// Whether `fut` is ready at its first poll.
+fn ready_at_once<F: std::future::Future>(fut: F) -> bool {
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    fut.as_mut().poll(&mut cx).is_ready()
 }

@@ -5,7 +5,9 @@
 //! out, so a peer that is up first and sends at once loses nothing to a side still reading
 //! (what comes early waits in the link's queue). The connection stays open as the link's life line:
 //! when it breaks, the link is down and redialled (the node with the smaller id dials), and
-//! a refused redial means the peer's daemon is gone. Control messages (requests, replies,
+//! a refused redial means the peer's daemon is gone; so is it when a message to the peer is
+//! lost on the fabric (the closed bootstrap takes the peer's side down too). A link that
+//! fails before it stayed up a few heartbeats is redialled ever more slowly. Control messages (requests, replies,
 //! events, heartbeats, session ends) then travel as fabric messages; the decisions about
 //! the link's state are the shared [`crate::transport::liveness`] machine's, carried out by
 //! the same peer type as the tcp transport's.
@@ -24,7 +26,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
 /// Take one bootstrap connection: the handshake (under a place and a deadline, as the tcp
 /// transport's), then hand it to the peer's link.
@@ -162,6 +164,8 @@ pub(super) async fn run_link(
         // token not yet routed would be dropped — a request lost with no answer ever. What
         // comes before the link is up here waits in the link's queue until it is.
         let (in_tx, in_rx) = mpsc::unbounded_channel::<Body>();
+        // Told when a message of this connection is lost on the fabric (`fabric.rs`).
+        let broken = Arc::new(Notify::new());
         // The last link's queue went with its task (its token is unrouted): nothing waits.
         link.early.store(0, Ordering::SeqCst);
         let routing = Routing {
@@ -171,6 +175,7 @@ pub(super) async fn run_link(
             reply: None,
             served: link.served.clone(),
             early: link.early.clone(),
+            broken: broken.clone(),
         };
         ofi.fabric.route(mine, routing);
         let (stream, theirs) = match boot(&ofi, stream, mine).await {
@@ -195,11 +200,12 @@ pub(super) async fn run_link(
         tests::pause_after_boot(&peer.addr).await;
         link.told_fallback.store(false, Ordering::Relaxed);
         let to = (dest, mine, theirs.token);
-        let (end, heard) = run_connected(&ofi, &link, stream, incarnation, to, in_rx, &mut accepted).await;
-        // The back-off starts over only once a link has worked (the peer was heard from,
-        // or the link stayed up a heartbeat): a link that comes up and fails at once, again
-        // and again, is redialled ever more slowly (below).
-        if heard {
+        let up = Instant::now();
+        let end = run_connected(&ofi, &link, stream, incarnation, to, (in_rx, broken), &mut accepted).await;
+        // The back-off starts over only once a link has worked: stayed up a few heartbeats.
+        // A link that comes up and fails at once, again and again, is redialled ever more
+        // slowly (below) — also when the peer was heard from meanwhile (only our sends fail).
+        if up.elapsed() >= hb * WORKED {
             backoff = Duration::from_millis(50);
         }
         let failed = matches!(end, End::SendFailed);
@@ -226,28 +232,33 @@ pub(super) async fn run_link(
     }
 }
 
+/// Heartbeat periods a link stays up before it counts as working (its redial back-off
+/// starts over).
+const WORKED: u32 = 3;
+
 /// Why a connected link ended.
 enum End {
     /// The peer redialled: this bootstrap connection is served next.
     Newer((TcpStream, u64)),
-    /// A send over the fabric was refused (or its queue stayed full).
+    /// A send over the fabric was refused (or its queue stayed full), or failed after it
+    /// was posted.
     SendFailed,
     /// Its bootstrap connection closed, or the peer fell silent for good.
     Closed,
 }
 
 /// Run a connected link until its bootstrap connection breaks, the peer falls silent for
-/// good, or it redials; says why it ended, and whether the link worked meanwhile (the peer
-/// was heard from, or it stayed up a heartbeat). `mine` is routed to `in_rx` already.
+/// good, it redials, or a message to it is lost on the fabric (`broken` is told); says why
+/// it ended. `mine` is routed to `in_rx` and `broken` already.
 async fn run_connected(
     ofi: &Arc<Ofi>,
     link: &Arc<OfiLink>,
     stream: TcpStream,
     incarnation: u64,
     (dest, mine, theirs): (u64, u64, u64),
-    mut in_rx: mpsc::UnboundedReceiver<Body>,
+    (mut in_rx, broken): (mpsc::UnboundedReceiver<Body>, Arc<Notify>),
     accepted: &mut mpsc::UnboundedReceiver<(TcpStream, u64)>,
-) -> (End, bool) {
+) -> End {
     let peer = &link.peer;
     ofi.fabric.reply_to(mine, dest, theirs);
     *link.dest.lock().unwrap_or_else(|p| p.into_inner()) = Some((dest, theirs));
@@ -274,10 +285,10 @@ async fn run_connected(
             if tests::refuse_send(&p.addr) {
                 break;
             }
-            let sent = match f.send_bytes(dest, &bytes, false) {
+            let sent = match f.send_bytes((dest, theirs), &bytes, false) {
                 Err(true) => {
                     let f = f.clone();
-                    tokio::task::spawn_blocking(move || f.send_bytes(dest, &bytes, true))
+                    tokio::task::spawn_blocking(move || f.send_bytes((dest, theirs), &bytes, true))
                         .await
                         .unwrap_or(Err(false))
                 }
@@ -296,12 +307,10 @@ async fn run_connected(
     let mut seq = 0u64;
     let mut sent: HashMap<u64, Instant> = HashMap::new();
     let mut scratch = [0u8; 64];
-    let (up, mut heard) = (Instant::now(), false);
     let end = loop {
         tokio::select! {
             b = in_rx.recv() => {
                 let Some(b) = b else { break End::Closed };
-                heard = true;
                 match b {
                     Body::Link(m) => {
                         if !peer.serve_ctrl(m, &mut sent) {
@@ -312,7 +321,6 @@ async fn run_connected(
                 }
             }
             _ = tick.tick() => {
-                heard |= up.elapsed() >= peer.live().heartbeat();
                 if !peer.heartbeat_tick(&mut seq, &mut sent) {
                     break End::Closed;
                 }
@@ -333,6 +341,13 @@ async fn run_connected(
                 tracing::warn!(peer = peer.id, "{why}");
                 break End::SendFailed;
             }
+            _ = broken.notified() => {
+                // A message was lost after it left (`Fabric::broke` said which): whatever
+                // it was — a request, an answer, a notice, an event — the link goes down
+                // as a TCP link whose connection broke, so that nothing waits for it and
+                // notices are told again on the next connection.
+                break End::SendFailed;
+            }
             Some(newer) = accepted.recv() => {
                 // The peer redialled (its side saw the old link die): switch to it.
                 let acts = peer.live().superseded();
@@ -342,7 +357,7 @@ async fn run_connected(
         }
     };
     writer.abort();
-    (end, heard)
+    end
 }
 
 #[cfg(test)]

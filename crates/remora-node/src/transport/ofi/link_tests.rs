@@ -53,15 +53,20 @@ fn env(node: u32, dir: &std::path::Path, [p4, o4, p8, o8]: [u16; 4]) -> Env {
     }
 }
 
+type Nodes =
+    (tokio::runtime::Runtime, Arc<dyn crate::transport::Transport>, Arc<dyn crate::transport::Transport>);
+
 /// A runtime, and nodes 8 (`far`) and 4 (`near`) over ofi on loopback at `ports` (the
 /// test's hooks set before).
-fn nodes(
-    dir: &std::path::Path,
-    ports: [u16; 4],
-) -> (tokio::runtime::Runtime, Arc<dyn crate::transport::Transport>, Arc<dyn crate::transport::Transport>) {
+fn nodes(dir: &std::path::Path, ports: [u16; 4]) -> Nodes {
+    nodes_with(dir, ports, Arc::new(Nobody))
+}
+
+/// As [`nodes`], with node 8's inbound.
+fn nodes_with(dir: &std::path::Path, ports: [u16; 4], far_in: Arc<dyn crate::transport::Inbound>) -> Nodes {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let _g = rt.enter();
-    let far = super::super::open(&env(8, dir, ports), Arc::new(Nobody)).unwrap();
+    let far = super::super::open(&env(8, dir, ports), far_in).unwrap();
     let near = super::super::open(&env(4, dir, ports), Arc::new(Nobody)).unwrap();
     drop(_g);
     (rt, far, near)
@@ -157,5 +162,145 @@ fn a_link_whose_sends_fail_is_redialled_with_back_off() {
         async { tokio::time::timeout(Duration::from_secs(30), near.request(8, 1, PeerRequest::Probe)).await };
     let asked = rt.block_on(ask);
     assert!(matches!(asked, Ok(Err(Error::NoSuchSegment))), "node 8 answers the request: {asked:?}");
+    drop((far, near));
+}
+
+/// Wait until both nodes' links are up (half a minute at most).
+fn both_up(far: &Arc<dyn crate::transport::Transport>, near: &Arc<dyn crate::transport::Transport>) {
+    let t = Instant::now();
+    while near.link_state(8) != Some(LinkState::Up) || far.link_state(4) != Some(LinkState::Up) {
+        assert!(t.elapsed() < Duration::from_secs(30), "the link never came up");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Lose `n` messages node `from` (by its bootstrap address) sends carrying `what`.
+fn lose(from: &str, what: &'static str, n: usize) {
+    super::super::fabric::tests::LOSE.lock().unwrap().push((from.to_string(), what, n));
+}
+
+/// How many of the losses a test asked for are still to come.
+fn unlost(from: &str, what: &str) -> usize {
+    let lose = super::super::fabric::tests::LOSE.lock().unwrap();
+    lose.iter().filter(|(a, w, _)| a == from && *w == what).map(|(_, _, n)| n).sum()
+}
+
+/// Node 8's answer to a request is lost after it left (the provider completes its send with
+/// an error, as when the connection under it breaks). It was logged at debug and the link
+/// stayed up: node 4's caller waited for ever (the heartbeats still came). Now the lost
+/// message takes the link down as a broken TCP connection does: the request fails with the
+/// transport's error, and the link comes back and serves.
+#[test]
+fn an_answer_lost_on_the_fabric_takes_the_link_down_and_its_request_fails() {
+    if !remora_ofi_sys::installed() {
+        eprintln!("SKIP: libfabric is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ports = [(); 4].map(|_| remora_testkit::free_port());
+    let (rt, far, near) = nodes(dir.path(), ports);
+    both_up(&far, &near);
+    let at8 = format!("127.0.0.1:{}", ports[3]);
+    lose(&at8, "Reply {", 1);
+    let ask = || async {
+        tokio::time::timeout(Duration::from_secs(30), near.request(8, 1, PeerRequest::Probe)).await
+    };
+    let asked = rt.block_on(ask());
+    assert_eq!(unlost(&at8, "Reply {"), 0, "node 8's answer was lost");
+    assert!(matches!(asked, Ok(Err(Error::NodeNotResponding))), "the request fails with its link: {asked:?}");
+    both_up(&far, &near);
+    let asked = rt.block_on(ask());
+    assert!(matches!(asked, Ok(Err(Error::NoSuchSegment))), "node 8 answers again: {asked:?}");
+    drop((far, near));
+}
+
+/// Sessions of node 4 whose ends node 8 was told, by origin.
+#[derive(Default)]
+struct Ends(Mutex<Vec<u64>>);
+
+impl crate::transport::Inbound for Ends {
+    fn request(
+        &self,
+        _: u32,
+        _: u64,
+        _: PeerRequest,
+    ) -> crate::transport::BoxFuture<'static, Result<remora_proto::link::PeerReply, Error>> {
+        Box::pin(async { Err(Error::NoSuchSegment) })
+    }
+    fn session_end(&self, _: u32, origin: u64) {
+        self.0.lock().unwrap().push(origin);
+    }
+    fn event(&self, _: u32, _: u64, _: remora_proto::Event) {}
+    fn link_changed(&self, _: u32, _: LinkState) {}
+    fn route_lost(&self, _: u32, _: u64) {}
+    fn memory(
+        &self,
+        _: u32,
+        _: remora_proto::link::RangeRef,
+    ) -> Option<Arc<dyn crate::transport::PeerMemory>> {
+        None
+    }
+}
+
+/// The end of a session that held something at node 8 is lost after it left node 4. It
+/// vanished (the link stayed up, so it was never told again): node 8 kept what the session
+/// held. Now the link goes down and the end is told again on the next connection.
+#[test]
+fn a_session_end_lost_on_the_fabric_is_told_again_on_the_next_connection() {
+    if !remora_ofi_sys::installed() {
+        eprintln!("SKIP: libfabric is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ports = [(); 4].map(|_| remora_testkit::free_port());
+    let ends = Arc::new(Ends::default());
+    let (rt, far, near) = nodes_with(dir.path(), ports, ends.clone());
+    both_up(&far, &near);
+    // Session 5 asks node 8 something: its end must reach node 8.
+    let asked = rt.block_on(async { near.request(8, 5, PeerRequest::Probe).await });
+    assert!(matches!(asked, Err(Error::NoSuchSegment)), "{asked:?}");
+    let at4 = format!("127.0.0.1:{}", ports[1]);
+    lose(&at4, "SessionEnd {", 1);
+    near.session_end(5);
+    let t = Instant::now();
+    while !ends.0.lock().unwrap().contains(&5) {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "node 8 never heard of session 5's end (lost: {})",
+            unlost(&at4, "SessionEnd {") == 0
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(unlost(&at4, "SessionEnd {"), 0, "the first telling was lost");
+    both_up(&far, &near);
+    drop((far, near));
+}
+
+/// Only node 4's sends are refused; node 8's reach it, so node 4 hears its peer before its
+/// own first send fails. The back-off started over whenever the peer was heard from: a
+/// redial every 50 ms. Now it starts over only once a link stayed up a few heartbeats.
+#[test]
+fn a_link_whose_sends_fail_one_way_is_redialled_with_back_off() {
+    if !remora_ofi_sys::installed() {
+        eprintln!("SKIP: libfabric is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ports = [(); 4].map(|_| remora_testkit::free_port());
+    let to8 = format!("127.0.0.1:{}", ports[3]);
+    REFUSED.lock().unwrap().push((to8.clone(), 0));
+    let count = |a: &str| REFUSED.lock().unwrap().iter().find(|(x, _)| x == a).map_or(0, |(_, n)| *n);
+    let (_rt, far, near) = nodes(dir.path(), ports);
+    let t = Instant::now();
+    while count(&to8) < 2 {
+        assert!(t.elapsed() < Duration::from_secs(30), "node 4 never redialled its failing link");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    // About seven links in these 3 s with the back-off (fewer under load); without it, 60.
+    let links = count(&to8);
+    assert!(links <= 20, "node 4 redialled {links} times in 3 s: no back-off");
+    REFUSED.lock().unwrap().retain(|(a, _)| a != &to8);
+    both_up(&far, &near);
     drop((far, near));
 }

@@ -135,6 +135,10 @@ pub fn open(env: &Env, inbound: Arc<dyn Inbound>) -> std::io::Result<Arc<dyn Tra
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     tracing::info!("ofi transport: provider {}, bootstrap on {}:{port}", fabric.ep.provider(), me.host);
+    #[cfg(test)]
+    {
+        *fabric.label.lock().unwrap_or_else(|p| p.into_inner()) = format!("{}:{port}", me.host);
+    }
     carrier::fabric_opened(env);
     let env = Arc::new(env.clone());
     let mut links = HashMap::new();
