@@ -20,6 +20,7 @@
 #![allow(unsafe_code)]
 
 mod ffi;
+mod recv;
 mod region;
 
 pub use region::Region;
@@ -162,6 +163,12 @@ pub struct Endpoint {
     provider: String,
     keep: Mutex<HashMap<u64, Arc<Region>>>,
     recv: Mutex<Vec<RecvBuf>>,
+    /// Receive buffers whose posting failed: posted again at each read of completions, so
+    /// that the endpoint never runs out of them.
+    unposted: Mutex<Vec<usize>>,
+    /// Tests: postings of receive buffers to refuse.
+    #[cfg(test)]
+    refuse_posts: std::sync::atomic::AtomicUsize,
     recv_size: usize,
     closed: AtomicBool,
     idle: std::sync::atomic::AtomicU32,
@@ -235,6 +242,9 @@ impl Endpoint {
             provider: name.to_string_lossy().into_owned(),
             keep: Mutex::new(HashMap::new()),
             recv: Mutex::new(Vec::new()),
+            unposted: Mutex::new(Vec::new()),
+            #[cfg(test)]
+            refuse_posts: Default::default(),
             recv_size,
             closed: AtomicBool::new(false),
             idle: std::sync::atomic::AtomicU32::new(0),
@@ -248,7 +258,7 @@ impl Endpoint {
                 _ => Some(ep.register_raw(buf, recv_size, Access::Local, None)?),
             };
             ep.recv.lock().unwrap_or_else(|p| p.into_inner()).push(RecvBuf(buf, recv_size, region));
-            ep.post_recv(slot)?;
+            ep.repost(slot);
         }
         Ok(ep)
     }
@@ -305,38 +315,6 @@ impl Endpoint {
     pub fn remove(&self, addr: u64) {
         // SAFETY: removing an address the vector does not hold only fails.
         let _ = unsafe { ffi::rofi_av_remove(self.raw, addr) };
-    }
-
-    fn post_recv(&self, slot: usize) -> Result<(), Error> {
-        let recv = self.recv.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(b) = recv.get(slot) else { return Ok(()) };
-        let desc = b.2.as_ref().map_or(std::ptr::null_mut(), |r| r.desc);
-        loop {
-            // SAFETY: the buffer is owned by the endpoint and freed only after it is closed.
-            let rc = unsafe { ffi::rofi_recv(self.raw, b.0.cast(), b.1, desc, RECV_ID + slot as u64) };
-            match rc {
-                0 => return Ok(()),
-                -11 => std::thread::yield_now(), // FI_EAGAIN: progress, then again
-                _ => return Err(Error::from_rc("fi_recv", rc)),
-            }
-        }
-    }
-
-    /// The `len` bytes a receive completion put in `slot`; the buffer is posted again.
-    ///
-    /// # Errors
-    /// `fi_recv`'s failure to post it again.
-    pub fn received(&self, slot: usize, len: usize) -> Result<Vec<u8>, Error> {
-        let out = {
-            let recv = self.recv.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(b) = recv.get(slot) else { return Ok(Vec::new()) };
-            let n = len.min(b.1);
-            // SAFETY: the slot's receive completed, so the provider no longer writes it
-            // until it is posted again below; n is within the buffer.
-            unsafe { std::slice::from_raw_parts(b.0, n) }.to_vec()
-        };
-        self.post_recv(slot)?;
-        Ok(out)
     }
 
     /// The size of each receive buffer (the largest message that can be received).
@@ -495,6 +473,7 @@ impl Endpoint {
     /// `fi_cq_read`'s failure (other than "nothing yet").
     pub fn completions(&self, timeout: Duration) -> Result<Vec<Completion>, Error> {
         let got = self.read_cq()?;
+        self.repost_failed();
         if !got.is_empty() || self.closed.load(Ordering::Relaxed) {
             self.idle.store(0, Ordering::Relaxed);
             return Ok(got);

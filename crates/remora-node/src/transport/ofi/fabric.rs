@@ -142,7 +142,7 @@ impl Fabric {
         let ep = f.ep.clone();
         let thread = std::thread::Builder::new()
             .name("remora-ofi".into())
-            .spawn(move || progress(ep, weak))
+            .spawn(move || progress::progress(ep, weak))
             .map_err(|e| remora_ofi_sys::Error { code: 0, what: e.to_string() })?;
         *f.progress.lock().unwrap_or_else(|p| p.into_inner()) = Some(thread);
         Ok(f)
@@ -369,62 +369,6 @@ impl Drop for Fabric {
     }
 }
 
-/// The progress thread: completions until the fabric is dropped.
-fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
-    let mut swept = Instant::now();
-    loop {
-        let got = match ep.completions(Duration::from_millis(200)) {
-            Ok(g) => g,
-            Err(e) => {
-                tracing::warn!("ofi completion queue: {e}");
-                std::thread::sleep(Duration::from_millis(100));
-                Vec::new()
-            }
-        };
-        let Some(f) = fabric.upgrade() else { return };
-        if f.stop.load(Ordering::Relaxed) {
-            return;
-        }
-        if swept.elapsed() > SWEEP {
-            f.sweep();
-            swept = Instant::now();
-        }
-        for c in got {
-            match c.slot {
-                Some(slot) => {
-                    let bytes = match ep.received(slot, c.len) {
-                        Ok(b) => b,
-                        Err(e) => {
-                            tracing::warn!("ofi receive buffer: {e}");
-                            continue;
-                        }
-                    };
-                    if c.error.is_some() {
-                        continue;
-                    }
-                    deliver(&f, &bytes);
-                }
-                None => {
-                    let waiter = f.ops.lock().unwrap_or_else(|p| p.into_inner()).remove(&c.id);
-                    match (waiter, c.error) {
-                        (Some(Waiting::Rma(op)), e) => {
-                            op.window.give(op.bytes, op.gen);
-                            let _ = op.done.send(e.map_or(Ok(()), |e| Err(e.what)));
-                        }
-                        // A message lost after it was posted (a request, an answer, a
-                        // notice...): its connection goes, as a TCP link's on a write error.
-                        (Some(Waiting::Send { to, .. }), Some(e)) => f.broke(to, &e.what),
-                        #[cfg(test)]
-                        (Some(Waiting::Send { to, lost: true }), None) => f.broke(to, "lost by the test"),
-                        (Some(Waiting::Send { .. }), None) | (None, None) => {}
-                        (None, Some(e)) => tracing::debug!("an ofi operation nobody waits for failed: {e}"),
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// Transfers up to this size travel in the messages themselves (a receive buffer holds a
 /// control frame of 64 KiB).
 pub(super) const EAGER: usize = 32 << 10;
@@ -583,6 +527,9 @@ fn deliver(f: &Arc<Fabric>, bytes: &[u8]) {
         None => tracing::debug!("ofi message without a live link's token dropped"),
     }
 }
+
+#[path = "progress.rs"]
+mod progress;
 
 #[cfg(test)]
 #[path = "fabric_tests.rs"]

@@ -15,7 +15,8 @@
 //!
 //! | file | object |
 //! | --- | --- |
-//! | `fabric.rs` | the endpoint, its progress thread, routes by token, local registrations |
+//! | `fabric.rs` | the endpoint, routes by token, sends (a lost one takes its link down), local registrations |
+//! | `progress.rs` | the progress thread: completions, messages to their links, failed receives |
 //! | `wire.rs` | the bootstrap frame and the fabric messages |
 //! | `link.rs` | bootstrap (dial, accept, exchange) and the link's loop |
 //! | `rma.rs` | streaming reads and writes as RMA, and the ranges opened for peers |
