@@ -249,6 +249,16 @@ impl Fabric {
         Err(failed)
     }
 
+    /// `op` (an RMA posted to the peer's endpoint), run while the connection `to` (the
+    /// peer's endpoint and token) is routed, under the routes' lock: the link's task takes
+    /// the peer's address out of the endpoint only after unrouting it, and an operation
+    /// posted to an address removed crashes the provider (rxm). `None`: the connection is
+    /// gone, `op` was not run.
+    pub(super) fn while_routed<R>(&self, to: (u64, u64), op: impl FnOnce() -> R) -> Option<R> {
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        routes.values().any(|r| r.reply == Some(to)).then(op)
+    }
+
     /// A message to the peer's endpoint under its token `to` was lost (refused, or failed
     /// after it was posted): the link of that connection goes down, as a TCP link whose
     /// connection broke (its task closes the bootstrap connection, so the peer's side goes

@@ -212,7 +212,7 @@ pub(super) fn start(
         return Err(Error::OutOfRange);
     }
     let to = *link.dest.lock().unwrap_or_else(|p| p.into_inner());
-    let Some((dest, _)) = to else {
+    let Some(conn_to @ (dest, _)) = to else {
         return Err(Error::NodeNotResponding);
     };
     let tag = link.peer.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -253,9 +253,15 @@ pub(super) fn start(
         let t = Instant::now();
         loop {
             let at = Remote { dest, addr: addr + done as u64, key };
-            let r = match write {
+            // Posted only while the connection is routed (its address is in the endpoint).
+            let r = ofi.while_routed(conn_to, || match write {
                 true => ofi.ep.write(&local, mem_off + done, n, at, id),
                 false => ofi.ep.read(&local, mem_off + done, n, at, id),
+            });
+            let Some(r) = r else {
+                ofi.forget(id);
+                failed = true;
+                break;
             };
             match r {
                 Ok(()) => {
