@@ -5,12 +5,13 @@
 //! out, so a peer that is up first and sends at once loses nothing to a side still reading
 //! (what comes early waits in the link's queue). The connection stays open as the link's life line:
 //! when it breaks, the link is down and redialled (the node with the smaller id dials), and
-//! a refused redial means the peer's daemon is gone; so is it when a message to the peer is
-//! lost on the fabric (the closed bootstrap takes the peer's side down too). A link that
-//! fails before it stayed up a few heartbeats is redialled ever more slowly. Control messages (requests, replies,
-//! events, heartbeats, session ends) then travel as fabric messages; the decisions about
-//! the link's state are the shared [`crate::transport::liveness`] machine's, carried out by
-//! the same peer type as the tcp transport's.
+//! a refused redial means the peer's daemon is gone. The link goes down too when a message
+//! to the peer is lost on the fabric (its bootstrap connection is closed, which takes the
+//! peer's side down as well); a link that fails before it stayed up a few heartbeats is
+//! redialled ever more slowly. Control messages (requests, replies, events, heartbeats,
+//! session ends) then travel as fabric messages; the decisions about the link's state are
+//! the shared [`crate::transport::liveness`] machine's, carried out by the same peer type
+//! as the tcp transport's.
 
 use super::fabric::Routing;
 use super::wire::{Body, Boot};
