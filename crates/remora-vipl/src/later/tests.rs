@@ -2,9 +2,10 @@
 //! order of an echo that keeps few receives posted): noted (its descriptor's status
 //! cleared, the rest left for the next send), and read again when it is taken in, so a
 //! descriptor rewritten between the two posts is the one used; one whose memory was
-//! deregistered meanwhile fails as a post does.
+//! deregistered meanwhile fails as a post does; one that finds the queue full is refused
+//! there, and nothing is noted.
 
-use crate::layout::status;
+use crate::layout::{status, ENTRIES};
 use crate::testing::{connect, post_recv, send, two, Mem, Two, T};
 use crate::{DataSegment, Descriptor, Error, Nic, Vi};
 use remora_testkit::Harness;
@@ -178,4 +179,54 @@ fn a_receive_whose_memory_went_before_its_repost_fails_as_before() {
         other => panic!("a repost of a descriptor in deregistered memory: {other:?}"),
     }
     assert_eq!(p.noted(), 0);
+}
+
+/// A repost that finds the receive queue full is refused by the noted path itself
+/// (`Later::Full`, `VIP_ERROR_RESOURCE`): nothing is noted, the status of the receive
+/// already queued there is left alone, and every receive queued before takes its message.
+#[test]
+fn a_repost_that_finds_the_queue_full_is_refused_and_nothing_is_noted() {
+    let h = Harness::with_cluster(&[4, 8], false);
+    let p = pair(&h, b"took-full");
+    let (snic, server) = (&p.two.snic, &p.two.server);
+    // The server's queue filled: its `POSTED` receives and as many more as it holds.
+    let more = Mem::new(snic, 64 * ENTRIES, p.two.sp);
+    for i in 0..ENTRIES - POSTED {
+        post_recv(snic, server, &more, 64 * i, &p.sbuf, 32 * 1024, 64);
+    }
+    // One taken (the first) and answered; posted again (at once: the descriptor cache
+    // has seen others since it was first posted), and the queue is full.
+    let took = p.message_and_answer(&[1u8; 8]);
+    server.post_recv(took.0, took.1).unwrap();
+    // A send of the server's makes the next post one the noted path looks at (the VI sent
+    // since its last post), and the descriptor is the one the cache saw last there.
+    let at = 64 * (POSTED + 1);
+    assert_eq!(send(snic, server, &p.sdesc, at, &p.sbuf, 60 * 1024, b"x") & status::ERROR_MASK, 0);
+    {
+        let mut q = server.inner.recv.lock();
+        assert_eq!(server.inner.post_later(&mut q, took.0, took.1), super::Later::Full);
+    }
+    match server.post_recv(took.0, took.1) {
+        Err(Error::Resource(_)) => {}
+        other => panic!("a post into a full queue: {other:?}"),
+    }
+    assert_eq!(p.noted(), 0, "a refused post was noted");
+    assert_eq!(snic.read_descriptor(took.0, took.1).unwrap().status, 0, "the queued receive's status");
+    // The client's receive the server's send took, posted again; then the queue drains in
+    // order: the `POSTED - 1` left of the first ones, the extra ones, the first again.
+    let answered = poll(&p.two.client);
+    p.two.client.post_recv(answered.0, answered.1).unwrap();
+    for k in 0..ENTRIES {
+        let d = p.message_and_answer(&[(k % 200) as u8 + 2; 8]);
+        let want = if k < POSTED - 1 {
+            p.sdesc.addr(64 * (k + 1))
+        } else if k < ENTRIES - 1 {
+            more.addr(64 * (k + 1 - POSTED))
+        } else {
+            took.0
+        };
+        assert_eq!(d.0, want, "receive {k} taken out of order");
+    }
+    let last = ((ENTRIES - 1) % 200) as u8 + 2;
+    assert_eq!(p.sbuf.get(0, 8), vec![last; 8], "the reposted first receive's message");
 }
