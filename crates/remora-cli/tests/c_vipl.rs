@@ -3,9 +3,13 @@
 //! reliability levels' consequences between two processes (one node, two nodes, two
 //! hosts), the calls each VI state refuses, completion queues' counts and notifications,
 //! the name service, a rejected then accepted request, a server and a client on one node,
-//! on two nodes of this host and on two hosts (network namespaces), the peer-to-peer
-//! model (with a timed-out request first; one node too), a peer that dies, the DMA
-//! transfer mode, system management information, and the library's exported symbols.
+//! on two nodes of this host and on two hosts (network namespaces), every data family
+//! between two processes on the same three footings (`vipl_pair`: `VIP_NO_MATCH` with
+//! receives posted before it, a rejected then accepted request, immediate data, RDMA with
+//! and without it, completion queues and notifications fired by the peer, the flush on
+//! disconnect), the peer-to-peer model (with a timed-out request first; one node too), a
+//! peer that dies, the DMA transfer mode, system management information, and the
+//! library's exported symbols.
 
 mod c_support;
 use c_support::*;
@@ -373,4 +377,91 @@ fn system_management_info_lists_the_known_nodes() {
         .env("REMORA_RUNTIME_DIR", &rt)
         .output();
     ok(out);
+}
+
+/// Read `r`'s lines into `log` until one contains `marker`; whether one did (else EOF).
+fn read_until(r: &mut impl std::io::BufRead, log: &mut String, marker: &str) -> bool {
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap_or(0) == 0 {
+            return false;
+        }
+        log.push_str(&line);
+        if line.contains(marker) {
+            return true;
+        }
+    }
+}
+
+/// Run a `vipl_pair` server and client in the order the program needs: the server until it
+/// is ready (its NIC open, its receives posted), the client until a request of its got
+/// `VIP_NO_MATCH`, then the server goes on (a line on its stdin) and both must end with
+/// `VIPL OK`.
+fn ordered_pair(mut server: Command, mut client: Command) {
+    use std::io::{BufReader, Read, Write};
+    let spawn = |c: &mut Command| {
+        Reap(c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap())
+    };
+    let rest = |c: &mut Reap, r: &mut BufReader<std::process::ChildStdout>, log: &mut String| {
+        r.read_to_string(log).unwrap();
+        let status = wait_with_timeout(c, Duration::from_secs(60));
+        c.stderr.take().unwrap().read_to_string(log).unwrap();
+        status
+    };
+    let mut s = spawn(&mut server);
+    let mut sr = BufReader::new(s.stdout.take().unwrap());
+    let mut slog = String::new();
+    if !read_until(&mut sr, &mut slog, "ready") {
+        rest(&mut s, &mut sr, &mut slog);
+        panic!("the server never got ready: {slog}");
+    }
+    let mut c = spawn(&mut client);
+    let mut cr = BufReader::new(c.stdout.take().unwrap());
+    let mut clog = String::new();
+    let matched = read_until(&mut cr, &mut clog, "no match");
+    if matched {
+        s.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    }
+    drop(s.stdin.take());
+    let cstatus = rest(&mut c, &mut cr, &mut clog);
+    let sstatus = rest(&mut s, &mut sr, &mut slog);
+    assert!(matched && cstatus.success() && clog.contains("VIPL OK"), "client: {clog}\nserver: {slog}");
+    assert!(sstatus.success() && slog.contains("VIPL OK"), "server: {slog}\nclient: {clog}");
+}
+
+/// Every data family between two processes (`vipl_pair`): a request that finds nobody
+/// waiting (`VIP_NO_MATCH`, made certain by holding the server back), rejected, then
+/// accepted, the server's first sends landing in receives the client posted before its
+/// first request; a send with immediate data and an RDMA write with immediate data, each
+/// consuming a receive that the server's completion queue reports; an RDMA write and an
+/// RDMA read; VipCQNotify, VipSendNotify and VipRecvNotify fired by the peer's traffic;
+/// VipDisconnect completing posted receives `DONE|OP_RECEIVE|DESC_FLUSHED_ERROR` on both
+/// sides. Exact status words and bytes. Two processes of one node, and two nodes of this
+/// host either way round.
+#[test]
+fn every_family_between_two_processes_on_one_node_and_two_nodes() {
+    let env = Env::new();
+    let prog = program(&env, "vipl_pair");
+    for (snode, cnode, disc) in [(4, 4, "pair-same"), (4, 8, "pair-4-8"), (8, 4, "pair-8-4")] {
+        let mut s = env.run(&prog, snode);
+        s.args(["server", disc]);
+        let mut c = env.run(&prog, cnode);
+        c.args(["client", &snode.to_string(), disc]);
+        ordered_pair(s, c);
+    }
+}
+
+/// As above, across two hosts (network namespaces), either way round.
+#[test]
+fn every_family_between_two_processes_across_hosts() {
+    let cl = remora_testkit::cluster_or_skip!(2);
+    let env = Env::new();
+    let prog = program(&env, "vipl_pair");
+    for (sh, ch) in [(1, 2), (2, 1)] {
+        let mut s = cl.command(sh, &prog);
+        s.args(["server", "pair-hosts"]);
+        let mut c = cl.command(ch, &prog);
+        c.args(["client", &cl.node(sh).to_string(), "pair-hosts"]);
+        ordered_pair(s, c);
+    }
 }

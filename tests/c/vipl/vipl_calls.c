@@ -527,7 +527,7 @@ static void connected(VIP_CQ_HANDLE cq, VIP_VI_HANDLE viA, VIP_VI_HANDLE viB, vt
 		d = NULL;
 		CHECK_RET(VipRecvDone(viB, &d), VIP_SUCCESS);
 		CHECK_PTR(d, &db->d[i]);
-		CHECK_BITS(d->CS.Status, VIP_STATUS_DESC_FLUSHED_ERROR);
+		CHECK_EQ(d->CS.Status, VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_DESC_FLUSHED_ERROR);
 	}
 	CHECK_RET(VipRecvDone(viB, &d), VIP_NOT_DONE);
 	CHECK_EQ(vt_state(viB), VIP_STATE_IDLE);

@@ -354,14 +354,14 @@ static inline VIP_VI_STATE vt_wait_state_not(VIP_VI_HANDLE vi, VIP_VI_STATE st, 
 		CHECK_EQ(now_, (st));                                                           \
 	} while (0)
 
-/* Removes every completed receive, each of which must be flushed; returns how many. */
+/* Removes every completed receive, each of which must be flushed (the whole status word); returns how many. */
 static inline int vt_drain_flushed(VIP_VI_HANDLE vi)
 {
 	VIP_DESCRIPTOR *d = NULL;
 	int n = 0;
 	VIP_RETURN rc;
 	while ((rc = VipRecvDone(vi, &d)) == VIP_SUCCESS) {
-		CHECK_BITS(d->CS.Status, VIP_STATUS_DESC_FLUSHED_ERROR);
+		CHECK_EQ(d->CS.Status, VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE | VIP_STATUS_DESC_FLUSHED_ERROR);
 		n++;
 	}
 	CHECK_RET(rc, VIP_NOT_DONE);
