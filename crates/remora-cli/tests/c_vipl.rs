@@ -436,18 +436,21 @@ fn ordered_pair(mut server: Command, mut client: Command) {
 /// consuming a receive that the server's completion queue reports; an RDMA write and an
 /// RDMA read; VipCQNotify, VipSendNotify and VipRecvNotify fired by the peer's traffic;
 /// VipDisconnect completing posted receives `DONE|OP_RECEIVE|DESC_FLUSHED_ERROR` on both
-/// sides. Exact status words and bytes. Two processes of one node, and two nodes of this
-/// host either way round.
+/// sides. Exact status words and bytes, at reliable delivery and reliable reception. Two
+/// processes of one node, and two nodes of this host either way round.
 #[test]
 fn every_family_between_two_processes_on_one_node_and_two_nodes() {
     let env = Env::new();
     let prog = program(&env, "vipl_pair");
-    for (snode, cnode, disc) in [(4, 4, "pair-same"), (4, 8, "pair-4-8"), (8, 4, "pair-8-4")] {
-        let mut s = env.run(&prog, snode);
-        s.args(["server", disc]);
-        let mut c = env.run(&prog, cnode);
-        c.args(["client", &snode.to_string(), disc]);
-        ordered_pair(s, c);
+    for level in ["delivery", "reception"] {
+        for (snode, cnode) in [(4, 4), (4, 8), (8, 4)] {
+            let disc = format!("p{snode}-{cnode}-{level}");
+            let mut s = env.run(&prog, snode);
+            s.args(["server", &disc, level]);
+            let mut c = env.run(&prog, cnode);
+            c.args(["client", &snode.to_string(), &disc, level]);
+            ordered_pair(s, c);
+        }
     }
 }
 
@@ -457,11 +460,13 @@ fn every_family_between_two_processes_across_hosts() {
     let cl = remora_testkit::cluster_or_skip!(2);
     let env = Env::new();
     let prog = program(&env, "vipl_pair");
-    for (sh, ch) in [(1, 2), (2, 1)] {
-        let mut s = cl.command(sh, &prog);
-        s.args(["server", "pair-hosts"]);
-        let mut c = cl.command(ch, &prog);
-        c.args(["client", &cl.node(sh).to_string(), "pair-hosts"]);
-        ordered_pair(s, c);
+    for level in ["delivery", "reception"] {
+        for (sh, ch) in [(1, 2), (2, 1)] {
+            let mut s = cl.command(sh, &prog);
+            s.args(["server", "pair-hosts", level]);
+            let mut c = cl.command(ch, &prog);
+            c.args(["client", &cl.node(sh).to_string(), "pair-hosts", level]);
+            ordered_pair(s, c);
+        }
     }
 }

@@ -1,29 +1,20 @@
 /*
- * Every data family between two processes, which may be on one node, on two
- * nodes of one host or on two hosts.  The server (acceptor) and the client
- * (requester) are ordered by the test harness:
- *
- *   1. the server opens its NIC, posts four receives, prints "ready" and
- *      waits for a line on its stdin;
- *   2. the client posts three receives, then VipConnectRequest must give
- *      VIP_NO_MATCH (nobody waits yet); it prints "no match" and retries;
- *   3. the harness then writes a line to the server, which rejects the first
- *      request (the client sees VIP_REJECT, its VI IDLE, its receives still
- *      posted) and accepts the second;
- *   4. the server's first three sends land in the client's early receives
- *      (1000 B, 3000 B, then the addresses of an RDMA target and source);
- *   5. the client sends with immediate data, RDMA-writes 64 KiB, RDMA-writes
- *      4 KiB with immediate data (consuming a receive) and RDMA-reads 64 KiB;
- *      the server's receive completion queue gathers the two receives;
- *   6. the server arms VipCQNotify and VipSendNotify and sends "armed"; the
- *      client arms VipRecvNotify and sends, which fires the server's CQ
- *      notification; the server's answer fires the client's;
- *   7. the client posts three receives and disconnects: each completes
- *      DONE|OP_RECEIVE|DESC_FLUSHED_ERROR; the server's VI goes to ERROR and
- *      its last posted receive completes the same way.
- * Status words and return codes are compared whole; data bytes are checked.
- * Usage: vipl_pair server DISC | vipl_pair client SERVER_NODE DISC
- *        (REMORA_NODE set)
+ * Every data family between two processes: one node, two nodes of one host or
+ * two hosts.  The harness orders them: the server posts four receives, prints
+ * "ready" and waits for a line on stdin; the client posts three receives and
+ * its first VipConnectRequest must give VIP_NO_MATCH (nobody waits yet); it
+ * prints "no match" and retries; the harness lets the server go on.  Then:
+ * the first request is rejected (VIP_REJECT, VI IDLE, receives still posted),
+ * the next accepted; the server's first three sends land in the client's
+ * early receives; the client sends with immediate data, RDMA-writes 64 KiB,
+ * RDMA-writes 4 KiB with immediate data and RDMA-reads 64 KiB (the server's
+ * receive CQ reports the two receives consumed); VipSendNotify, VipCQNotify
+ * (server) and VipRecvNotify (client) fire on the peer's traffic; the client
+ * disconnects with three receives posted (each completes DONE|OP_RECEIVE|
+ * DESC_FLUSHED_ERROR); the server's VI goes to ERROR, its last receive alike.
+ * Status words and return codes compared whole; data bytes checked.
+ * Usage: vipl_pair server DISC LEVEL | vipl_pair client SERVER_NODE DISC LEVEL
+ *        (LEVEL "delivery" or "reception", the reliability level; REMORA_NODE set)
  */
 #include "vipl_test.h"
 #include <unistd.h>
@@ -38,6 +29,7 @@
 #define FLUSHED_ST (RECV_ST | VIP_STATUS_DESC_FLUSHED_ERROR)
 
 static vt_nic N;
+static VIP_RELIABILITY_LEVEL LEVEL;
 static VIP_VI_HANDLE V;
 static vt_descs D;      /* 0..7 receives, 8..15 sends */
 static vt_mem M;        /* 8 receive slots, 8 send slots, then W_LEN, then R_LEN */
@@ -142,15 +134,16 @@ static VIP_CQ_HANDLE setup(int rcq)
 	vt_reg(&N, &M, 16 * SLOT + W_LEN + R_LEN, VIP_TRUE, VIP_TRUE);
 	if (rcq)
 		CHECK_RET(VipCreateCQ(N.nic, 8, &cq), VIP_SUCCESS);
-	va = vt_vi_attr(&N, VIP_SERVICE_RELIABLE_DELIVERY, 65536, VIP_TRUE, VIP_TRUE);
+	va = vt_vi_attr(&N, LEVEL, 65536, VIP_TRUE, VIP_TRUE);
 	CHECK_RET(VipCreateVi(N.nic, &va, NULL, cq, &V), VIP_SUCCESS);
 	return cq;
 }
 
-static void teardown(void)
+static void teardown(VIP_CQ_HANDLE cq)
 {
-	if (V != NULL)
-		CHECK_RET(VipDestroyVi(V), VIP_SUCCESS);
+	CHECK_RET(VipDestroyVi(V), VIP_SUCCESS);
+	if (cq != NULL)
+		CHECK_RET(VipDestroyCQ(cq), VIP_SUCCESS);
 	vt_unreg(&N, &M);
 	vt_descs_free(&N, &D);
 	vt_close(&N);
@@ -192,7 +185,7 @@ static int server(const char *disc)
 
 	VT_PHASE("server: reject the first request");
 	CHECK_RET(VipConnectWait(N.nic, me, 30000, rem, &ra, &conn), VIP_SUCCESS);
-	CHECK_EQ(ra.ReliabilityLevel, VIP_SERVICE_RELIABLE_DELIVERY);
+	CHECK_EQ(ra.ReliabilityLevel, LEVEL);
 	CHECK_RET(VipConnectReject(conn), VIP_SUCCESS);
 	CHECK_EQ(vt_state(V), VIP_STATE_IDLE);
 
@@ -272,10 +265,7 @@ static int server(const char *disc)
 	CHECK_EQ(vt_state(V), VIP_STATE_IDLE);
 
 	VT_PHASE("server: teardown");
-	CHECK_RET(VipDestroyVi(V), VIP_SUCCESS);
-	CHECK_RET(VipDestroyCQ(cq), VIP_SUCCESS);
-	V = NULL;
-	teardown();
+	teardown(cq);
 	free(me);
 	free(rem);
 	printf("vipl_pair server: VIPL OK\n");
@@ -294,7 +284,7 @@ static VIP_RETURN request(VIP_NET_ADDRESS *me, VIP_NET_ADDRESS *srv, int *tries)
 		memset(&ra, 0, sizeof ra);
 		rc = VipConnectRequest(V, me, srv, VT_WAIT, &ra);
 		if (rc == VIP_SUCCESS)
-			CHECK_EQ(ra.ReliabilityLevel, VIP_SERVICE_RELIABLE_DELIVERY);
+			CHECK_EQ(ra.ReliabilityLevel, LEVEL);
 		if (rc != VIP_NO_MATCH || vt_now_ms() >= end)
 			return rc;
 		CHECK_EQ(vt_state(V), VIP_STATE_IDLE);
@@ -395,7 +385,7 @@ static int client(const char *node, const char *disc)
 	CHECK_RET(VipRecvDone(V, &d), VIP_NOT_DONE);
 
 	VT_PHASE("client: teardown");
-	teardown();
+	teardown(NULL);
 	free(me);
 	free(srv);
 	printf("vipl_pair client: VIPL OK\n");
@@ -404,11 +394,15 @@ static int client(const char *node, const char *disc)
 
 int main(int argc, char **argv)
 {
+	const char *level = argc > 1 ? argv[argc - 1] : "";
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc == 3 && strcmp(argv[1], "server") == 0)
-		return server(argv[2]);
-	if (argc == 4 && strcmp(argv[1], "client") == 0)
-		return client(argv[2], argv[3]);
-	printf("usage: vipl_pair server DISC | vipl_pair client SERVER_NODE DISC\n");
+	LEVEL = strcmp(level, "reception") == 0 ? VIP_SERVICE_RELIABLE_RECEPTION : VIP_SERVICE_RELIABLE_DELIVERY;
+	if (strcmp(level, "delivery") == 0 || strcmp(level, "reception") == 0) {
+		if (argc == 4 && strcmp(argv[1], "server") == 0)
+			return server(argv[2]);
+		if (argc == 5 && strcmp(argv[1], "client") == 0)
+			return client(argv[2], argv[3]);
+	}
+	printf("usage: vipl_pair server DISC LEVEL | vipl_pair client SERVER_NODE DISC LEVEL\n");
 	return 2;
 }
