@@ -258,6 +258,8 @@ static int server(const char *disc)
 	CHECK_RET(VipRecvWait(V, VT_WAIT, &d), VIP_SUCCESS);
 	CHECK_PTR(d, &D.d[3]);
 	CHECK_EQ(d->CS.Status, FLUSHED_ST);
+	CHECK_EQ(d->CS.Length, 0);
+	CHECK_FILL(slot(3), SLOT, SENTINEL);
 	CHECK_RET(VipRecvDone(V, &d), VIP_NOT_DONE);
 	cq_entry(cq);
 	CHECK_RET(VipCQDone(cq, &vi, &rq), VIP_NOT_DONE);
@@ -380,6 +382,7 @@ static int client(const char *node, const char *disc)
 		CHECK_RET(VipRecvDone(V, &d), VIP_SUCCESS);
 		CHECK_PTR(d, &D.d[k]);
 		CHECK_EQ(d->CS.Status, FLUSHED_ST);
+		CHECK_EQ(d->CS.Length, 0);
 		CHECK_FILL(slot(k), SLOT, SENTINEL);
 	}
 	CHECK_RET(VipRecvDone(V, &d), VIP_NOT_DONE);
