@@ -6,8 +6,8 @@
  * prints "no match" and retries; the harness lets the server go on.  Then:
  * the first request is rejected (VIP_REJECT, VI IDLE, receives still posted),
  * the next accepted; the server's first three sends land in the client's
- * early receives; the client sends with immediate data, RDMA-writes 64 KiB,
- * RDMA-writes 4 KiB with immediate data and RDMA-reads 64 KiB (the server's
+ * early receives (one of two segments); the client sends with immediate
+ * data, RDMA-writes 64 KiB, 4 KiB with immediate data, RDMA-reads 64 KiB (the server's
  * receive CQ reports the two receives consumed); VipSendNotify, VipCQNotify
  * (server) and VipRecvNotify (client) fire on the peer's traffic; the client
  * disconnects with three receives posted (each completes DONE|OP_RECEIVE|
@@ -198,7 +198,7 @@ static int server(const char *disc)
 
 	VT_PHASE("server: first sends, into the client's early receives");
 	send_pat(8, 1000, 1);
-	send_pat(9, 3000, 2);
+	send_pat(14, 6000, 2); /* slots 14 and 15 */
 	memset(&info, 0, sizeof info);
 	info.addr = vt_bits(AREA_W);
 	info.handle = M.mh;
@@ -309,8 +309,13 @@ static int client(const char *node, const char *disc)
 	snprintf(mine, sizeof mine, "p%ld", (long)getpid() % 100000);
 	me = vt_addr(&N, vt_node(), mine);
 	srv = vt_addr(&N, node, disc);
-	for (k = 0; k < 3; k++)
-		post_recv(k);
+	post_recv(0);
+	/* receive 1 over two segments: slots 1 and 5 */
+	memset(slot(1), SENTINEL, SLOT);
+	memset(slot(5), SENTINEL, SLOT);
+	vt_fill(&D.d[1], VIP_CONTROL_OP_SENDRECV, M.mh, slot(1), SLOT, slot(5), SLOT);
+	CHECK_RET(VipPostRecv(V, &D.d[1], D.mh), VIP_SUCCESS);
+	post_recv(2);
 	memset(AREA_R, SENTINEL, R_LEN);
 
 	VT_PHASE("client: VIP_NO_MATCH while the server does not wait");
@@ -329,7 +334,13 @@ static int client(const char *node, const char *disc)
 
 	VT_PHASE("client: the server's first sends in the early receives");
 	recv_is(recv_wait(), 0, RECV_ST, 1000, 1);
-	recv_is(recv_wait(), 1, RECV_ST, 3000, 2);
+	d = recv_wait();
+	CHECK_PTR(d, &D.d[1]);
+	CHECK_EQ(d->CS.Status, RECV_ST);
+	CHECK_EQ(d->CS.Length, 6000);
+	CHECK_PAT(slot(1), SLOT, 2, 0, 0);
+	CHECK_PAT(slot(5), 6000 - SLOT, 2, SLOT, 0);
+	CHECK_FILL(slot(5) + 6000 - SLOT, 2 * SLOT - 6000, SENTINEL);
 	d = recv_wait();
 	CHECK_PTR(d, &D.d[2]);
 	CHECK_EQ(d->CS.Status, RECV_ST);
