@@ -199,13 +199,7 @@ static int server(const char *disc)
 	VT_PHASE("server: first sends, into the client's early receives");
 	send_pat(8, 1000, 1);
 	send_pat(14, 6000, 2); /* slots 14 and 15 */
-	memset(&info, 0, sizeof info);
-	info.addr = vt_bits(AREA_W);
-	info.handle = M.mh;
-	info.len = W_LEN;
-	info.addr2 = vt_bits(AREA_R);
-	info.handle2 = M.mh;
-	info.len2 = R_LEN;
+	info = (vt_region_msg){ vt_bits(AREA_W), M.mh, W_LEN, vt_bits(AREA_R), M.mh, R_LEN };
 	memcpy(slot(10), &info, sizeof info);
 	vt_fill(&D.d[10], VIP_CONTROL_OP_SENDRECV, M.mh, slot(10), sizeof info, NULL, 0);
 	send_check(10, VIP_STATUS_DONE | VIP_STATUS_OP_SEND);
