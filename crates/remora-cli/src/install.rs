@@ -1,8 +1,9 @@
 //! `remora install --prefix DIR`: what a C program needs, where Dolphin's layout puts it
 //! (`lib64`) and where C compilers and the runtime loader look (`lib`, links to the same
-//! files); every path written is recorded (`install/record.rs`) so that
+//! files); every path is written through a temporary name renamed into place (never through
+//! a link already there) and recorded once written (`install/record.rs`), so that
 //! `remora install --uninstall` removes exactly that. `install/loader.rs` tells whether the
-//! loader searches the prefix's `lib` and refreshes its cache.
+//! loader searches the prefix's `lib` or `lib64` and refreshes its cache.
 
 mod loader;
 mod record;
@@ -23,26 +24,6 @@ const HEADERS: &[(&str, &str)] = &[
     ("sys/rsm/rsmapi_common.h", include_str!("../../../include/sys/rsm/rsmapi_common.h")),
     ("vipl.h", include_str!("../../../include/vipl.h")),
 ];
-
-fn write(rec: &mut Record, path: &Path, text: &str) -> Result<(), String> {
-    rec.file(path);
-    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-fn copy(rec: &mut Record, from: &Path, to: &Path) -> Result<(), String> {
-    // Copy to a temporary name and rename, so a running program keeps its old file.
-    let tmp = to.with_extension("remora-new");
-    std::fs::copy(from, &tmp).map_err(|e| format!("{} -> {}: {e}", from.display(), tmp.display()))?;
-    rec.file(to);
-    std::fs::rename(&tmp, to).map_err(|e| format!("{}: {e}", to.display()))
-}
-
-/// Make `at` a symbolic link to `target` (replacing what is there).
-fn link(rec: &mut Record, target: &str, at: &Path) -> Result<(), String> {
-    let _ = std::fs::remove_file(at);
-    rec.file(at);
-    std::os::unix::fs::symlink(target, at).map_err(|e| format!("{}: {e}", at.display()))
-}
 
 /// Where the build put `name`: beside this executable.
 fn built(name: &str) -> Result<PathBuf, String> {
@@ -87,15 +68,12 @@ fn place(rec: &mut Record, from: &Path, to: &Path, strip: bool) -> Result<(), St
     let objcopy_ok =
         strip && Command::new("objcopy").arg("--version").output().is_ok_and(|o| o.status.success());
     if !objcopy_ok {
-        return copy(rec, from, to);
+        return rec.copy(from, to);
     }
     let dir = to.parent().ok_or("no directory")?.join(".debug");
     rec.dir(&dir)?;
     let name = to.file_name().ok_or("no file name")?.to_string_lossy().into_owned();
     let debug = dir.join(format!("{name}.debug"));
-    rec.file(&debug);
-    rec.file(to);
-    let tmp = to.with_extension("remora-new");
     let run = |args: &[&std::ffi::OsStr]| -> Result<(), String> {
         let o = Command::new("objcopy").args(args).output().map_err(|e| format!("objcopy: {e}"))?;
         if o.status.success() {
@@ -104,10 +82,11 @@ fn place(rec: &mut Record, from: &Path, to: &Path, strip: bool) -> Result<(), St
             Err(format!("objcopy {args:?}: {}", String::from_utf8_lossy(&o.stderr)))
         }
     };
-    run(&["--only-keep-debug".as_ref(), from.as_os_str(), debug.as_os_str()])?;
+    rec.made(&debug, |tmp| run(&["--only-keep-debug".as_ref(), from.as_os_str(), tmp.as_os_str()]))?;
     let debuglink = format!("--add-gnu-debuglink={}", debug.display());
-    run(&["--strip-debug".as_ref(), debuglink.as_ref(), from.as_os_str(), tmp.as_os_str()])?;
-    std::fs::rename(&tmp, to).map_err(|e| format!("{}: {e}", to.display()))
+    rec.made(to, |tmp| {
+        run(&["--strip-debug".as_ref(), debuglink.as_ref(), from.as_os_str(), tmp.as_os_str()])
+    })
 }
 
 /// The pkg-config file of one library.
@@ -149,20 +128,27 @@ fn absolute(prefix: &Path) -> Result<PathBuf, String> {
 pub fn install(prefix: &Path, strip: bool) -> Result<(), String> {
     let prefix = &absolute(prefix)?;
     let mut rec = Record::read(prefix)?;
-    // The manifest is written even when the install stops half-way, so that
-    // `--uninstall` removes what it wrote until then.
+    // The manifest is written even when the install stops half-way, so that `--uninstall`
+    // removes what it wrote until then (a path is recorded only once written).
     let laid = lay_out(prefix, &mut rec, strip);
-    let saved = rec.save(prefix);
+    let saved = rec.save();
     let found = laid?;
     saved?;
-    let cached = found && remora_sys::is_root() && loader::ldconfig().is_ok();
-    summary(prefix, found, cached);
+    let cached = found.is_some() && remora_sys::is_root() && loader::ldconfig().is_ok();
+    summary(prefix, found.as_deref(), cached);
     Ok(())
 }
 
-/// Write everything under `prefix`, noting it in `rec`. Returns whether the loader
-/// searches the prefix's `lib`.
-fn lay_out(prefix: &Path, rec: &mut Record, strip: bool) -> Result<bool, String> {
+/// The prefix's library directory the loader searches without a run path (`lib`, where
+/// `/usr/local` has it, or `lib64`, which `remora.conf` names once copied to
+/// `/etc/ld.so.conf.d`), if any.
+fn loader_finds(prefix: &Path) -> Option<PathBuf> {
+    loader::listing(&[prefix.join("lib"), prefix.join("lib64")]).into_iter().next().map(|(d, _)| d)
+}
+
+/// Write everything under `prefix`, noting it in `rec`. Returns the prefix's library
+/// directory the loader searches, if any.
+fn lay_out(prefix: &Path, rec: &mut Record, strip: bool) -> Result<Option<PathBuf>, String> {
     let inc = prefix.join("include");
     let dis = inc.join("dis");
     let lib64 = prefix.join("lib64");
@@ -183,23 +169,23 @@ fn lay_out(prefix: &Path, rec: &mut Record, strip: bool) -> Result<bool, String>
         rec.dir(d)?;
     }
     for (name, text) in HEADERS {
-        write(rec, &inc.join(name), text)?;
+        rec.write(&inc.join(name), text)?;
         // Programs that add -I/opt/DIS/include/dis find the same headers there.
-        write(rec, &dis.join(name), text)?;
+        rec.write(&dis.join(name), text)?;
     }
     // Where one is a link to the other (a system that merged them) the files are there once.
     let merged = matches!((lib.canonicalize(), lib64.canonicalize()), (Ok(a), Ok(b)) if a == b);
     for (built_name, name, links) in LIBS {
         place(rec, &built(built_name)?, &lib64.join(name), strip)?;
         for l in *links {
-            link(rec, name, &lib64.join(l))?;
+            rec.link(name, &lib64.join(l))?;
         }
         // `lib` holds the same names, the files as links into `lib64`: where C compilers
         // and the loader look for a system prefix (`-L<prefix>/lib`, `/usr/local/lib`).
         if !merged {
-            link(rec, &format!("../lib64/{name}"), &lib.join(name))?;
+            rec.link(&format!("../lib64/{name}"), &lib.join(name))?;
             for l in *links {
-                link(rec, name, &lib.join(l))?;
+                rec.link(name, &lib.join(l))?;
             }
         }
     }
@@ -208,7 +194,7 @@ fn lay_out(prefix: &Path, rec: &mut Record, strip: bool) -> Result<bool, String>
     // One node per instance: `systemctl enable --now remorad@4`.
     let unit_dir = prefix.join("lib/systemd/system");
     rec.dir(&unit_dir)?;
-    write(rec, &unit_dir.join("remorad@.service"), &systemd_unit(&bin.join("remorad")))?;
+    rec.write(&unit_dir.join("remorad@.service"), systemd_unit(&bin.join("remorad")))?;
     // pkg-config files where pkg-config looks for a system prefix (share/pkgconfig) and
     // where Dolphin's layout puts them (lib64/pkgconfig).
     for (name, what, cflags) in [
@@ -218,8 +204,8 @@ fn lay_out(prefix: &Path, rec: &mut Record, strip: bool) -> Result<bool, String>
         ("vipl", "VIPL (the VI Provider Library of VIA 1.0)", ""),
     ] {
         let text = pc_file(prefix, name, what, cflags);
-        write(rec, &lib64.join(format!("pkgconfig/{name}.pc")), &text)?;
-        write(rec, &pkg.join(format!("{name}.pc")), &text)?;
+        rec.write(&lib64.join(format!("pkgconfig/{name}.pc")), &text)?;
+        rec.write(&pkg.join(format!("{name}.pc")), &text)?;
     }
     // Manual pages, generated from the command-line definitions.
     let man1 = prefix.join("share/man/man1");
@@ -232,23 +218,22 @@ fn lay_out(prefix: &Path, rec: &mut Record, strip: bool) -> Result<bool, String>
         use clap::CommandFactory;
         clap_mangen::Man::new(crate::Cli::command()).render(&mut page).map_err(|e| e.to_string())?;
     }
-    rec.file(&man1.join("remora.1"));
-    std::fs::write(man1.join("remora.1"), &page).map_err(|e| format!("remora.1: {e}"))?;
+    rec.write(&man1.join("remora.1"), &page)?;
     let o =
         Command::new(bin.join("remorad")).arg("--man").output().map_err(|e| format!("remorad --man: {e}"))?;
     if !o.status.success() {
         return Err(format!("remorad --man: {}", String::from_utf8_lossy(&o.stderr)));
     }
-    rec.file(&man8.join("remorad.8"));
-    std::fs::write(man8.join("remorad.8"), &o.stdout).map_err(|e| format!("remorad.8: {e}"))?;
-    // The runtime loader: a `lib` it searches (`/usr/local/lib` on Debian and most others)
-    // needs only its cache refreshed, which root's install does; for another prefix, the
-    // line a system's ld.so.conf.d takes, for programs built without a run path.
-    let found = loader::finds(&lib);
-    if !found {
+    rec.write(&man8.join("remorad.8"), &o.stdout)?;
+    // The runtime loader: a `lib` it searches (`/usr/local/lib` on Debian and most others,
+    // or a `lib64` named by an earlier install's `remora.conf` copied to /etc) needs only its
+    // cache refreshed, which root's install does; for another prefix, the line a system's
+    // ld.so.conf.d takes, for programs built without a run path.
+    let found = loader_finds(prefix);
+    if found.is_none() {
         let conf = ld_conf(prefix);
         rec.dir(conf.parent().ok_or("no directory")?)?;
-        write(rec, &conf, &format!("{}\n", lib64.display()))?;
+        rec.write(&conf, format!("{}\n", lib64.display()))?;
     }
     Ok(found)
 }
@@ -259,17 +244,20 @@ fn ld_conf(prefix: &Path) -> PathBuf {
 }
 
 /// What `install` prints: how to build a program of each API, and what is left to do.
-fn summary(prefix: &Path, found: bool, cached: bool) {
+fn summary(prefix: &Path, found: Option<&Path>, cached: bool) {
     let (pkg, conf) = (prefix.join("share/pkgconfig"), ld_conf(prefix));
     let p = prefix.display();
     println!("installed Remora under {p} (what it wrote: {})", record::manifest_path(prefix).display());
-    let plain = found && compiler_searches(prefix);
-    if found && cached {
-        println!("  ran ldconfig: programs find the libraries in {p}/lib without a run path");
-    } else if found {
-        println!(
-            "  run `sudo ldconfig` once: then programs find the libraries in {p}/lib without a run path"
-        );
+    let plain = found.is_some() && compiler_searches(prefix);
+    match found {
+        Some(dir) if cached => {
+            println!("  ran ldconfig: programs find the libraries in {} without a run path", dir.display())
+        }
+        Some(dir) => println!(
+            "  run `sudo ldconfig` once: then programs find the libraries in {} without a run path",
+            dir.display()
+        ),
+        None => {}
     }
     for (api, lib_name) in [("a SISCI", "sisci"), ("a SCIF", "scif"), ("an RSM", "rsm"), ("a VIPL", "vipl")] {
         let pad = 10 - api.len();
@@ -293,7 +281,7 @@ fn summary(prefix: &Path, found: bool, cached: bool) {
     if !searched {
         println!("  for pkg-config:         export PKG_CONFIG_PATH={}", pkg.display());
     }
-    if !found {
+    if found.is_none() {
         println!("  without a run path:     cp {} /etc/ld.so.conf.d/ && ldconfig", conf.display());
     }
     println!("  to remove it all:       remora install --uninstall --prefix {p}");
@@ -311,19 +299,36 @@ pub fn uninstall(prefix: &Path) -> Result<(), String> {
         ));
     }
     let rec = Record::read(prefix)?;
-    let kept = rec.remove()?;
-    let lib = prefix.join("lib");
-    let found = loader::finds(&lib);
+    let left = rec.remove()?;
+    let listed = loader::listing(&[prefix.join("lib"), prefix.join("lib64")]);
+    let found = !listed.is_empty();
     if found && remora_sys::is_root() {
         loader::ldconfig()?;
     }
     println!(
         "removed the {} files and links `remora install` wrote under {}",
-        rec.file_count(),
+        rec.file_count() - left.outside.len(),
         prefix.display()
     );
-    for d in kept {
+    for d in left.dirs {
         println!("  kept {} (other files are in it)", d.display());
+    }
+    for f in left.outside {
+        println!(
+            "  left {} alone: its directory leads out of {} (a symbolic link)",
+            f.display(),
+            prefix.display()
+        );
+    }
+    // A `remora.conf` copied from the install into the loader's configuration outlives it.
+    for (dir, conf) in listed {
+        if let Some(conf) = conf.filter(|c| c.file_name().is_some_and(|n| n == "remora.conf")) {
+            println!(
+                "  {} still names {}: remove it (then run `sudo ldconfig`) unless another install goes there",
+                conf.display(),
+                dir.display()
+            );
+        }
     }
     if found && !remora_sys::is_root() {
         println!("  run `sudo ldconfig` so that the loader's cache forgets the libraries");

@@ -60,16 +60,20 @@ enum Cmd {
     /// PREFIX/lib64/pkgconfig.
     ///
     /// Where the system's ld.so.conf lists PREFIX/lib (/usr/local on Debian and most
-    /// distributions), an install as root runs ldconfig, and a program builds and runs with
-    /// `cc prog.c -lvipl` (or -lsisci, -lscif, -lrsm); as another user it says to run
-    /// `sudo ldconfig`. For another prefix it touches nothing outside PREFIX: programs are
-    /// built with -I PREFIX/include -L PREFIX/lib -Wl,-rpath,PREFIX/lib (or pkg-config),
+    /// distributions) or PREFIX/lib64 (a copied remora.conf), an install as root runs
+    /// ldconfig, and a program builds and runs with `cc prog.c -lvipl` (or -lsisci, -lscif,
+    /// -lrsm); as another user it says to run `sudo ldconfig`. For another prefix it touches
+    /// nothing outside PREFIX: programs are built with -I PREFIX/include -L PREFIX/lib
+    /// -Wl,-rpath,PREFIX/lib (or pkg-config),
     /// and it writes PREFIX/etc/ld.so.conf.d/remora.conf for a system that wants those
     /// libraries found without a run path (copy it to /etc/ld.so.conf.d and run ldconfig).
     /// The summary prints the commands.
     ///
-    /// Every path written is recorded in PREFIX/share/remora/install-manifest; `--uninstall`
-    /// removes them (and the directories it made, once empty).
+    /// Every file and link is written under a temporary name and renamed into place (a link
+    /// already there is replaced, never written through), then recorded in
+    /// PREFIX/share/remora/install-manifest; `--uninstall` removes them (and the directories
+    /// it made, once empty). It refuses a manifest that names a path outside PREFIX, and
+    /// leaves alone an entry whose directory leads out of PREFIX through a symbolic link.
     Install {
         /// The prefix (e.g. /usr/local or /opt/DIS).
         #[arg(long)]
@@ -79,7 +83,8 @@ enum Cmd {
         #[arg(long)]
         no_strip: bool,
         /// Remove what an earlier install under the prefix wrote (its manifest says what),
-        /// and refresh the loader's cache where the install did.
+        /// and refresh the loader's cache where the install did (a remora.conf copied to
+        /// /etc/ld.so.conf.d is named, for you to remove).
         #[arg(long, conflicts_with = "no_strip")]
         uninstall: bool,
     },

@@ -6,6 +6,7 @@
 
 mod c_support;
 use c_support::*;
+use std::path::Path;
 use std::process::Command;
 
 /// The four libraries and their pkg-config files, as every install lays them out: the
@@ -45,6 +46,32 @@ fn check_layout(prefix: &std::path::Path) {
         }
         assert!(pc.lines().any(|l| l.starts_with("Cflags: -I${includedir}")), "{name}.pc: {pc}");
     }
+}
+
+/// Every path under `dir` (not following links), relative to it, sorted.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut all: Vec<String> = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            all.push(e.path().strip_prefix(dir).unwrap().display().to_string());
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    all.sort();
+    all
+}
+
+/// Run `remora ARGS --prefix PREFIX` (with `path` as PATH when given).
+fn remora_at(args: &[&str], prefix: &Path, path: Option<&std::ffi::OsStr>) -> std::process::Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_remora"));
+    c.args(args).arg("--prefix").arg(prefix);
+    if let Some(path) = path {
+        c.env("PATH", path);
+    }
+    c.output().unwrap()
 }
 
 /// Run a built `vipl_hello` as a process of node 4 of `env`; `ld_path` for the loader.
@@ -255,19 +282,122 @@ fn uninstall_removes_what_install_wrote_and_nothing_else() {
     check_layout(p);
     let o = Command::new(remora).args(["install", "--uninstall", "--prefix"]).arg(p).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mut left: Vec<String> = Vec::new();
-    let mut stack = vec![p.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            left.push(e.path().strip_prefix(p).unwrap().display().to_string());
-            if e.file_type().unwrap().is_dir() {
-                stack.push(e.path());
-            }
-        }
-    }
-    left.sort();
-    assert_eq!(left, ["include", "include/mine.h", "lib", "lib/libmine.so"]);
+    assert_eq!(tree(p), ["include", "include/mine.h", "lib", "lib/libmine.so"]);
     let o = Command::new(remora).args(["install", "--uninstall", "--prefix"]).arg(p).output().unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("install-manifest not found"), "{o:?}");
+}
+
+/// An install that stops half-way (here `objcopy` fails once it has begun writing its
+/// output) records only what it wrote: a file of the user's it was about to replace (a
+/// vendor's `libsisci.so`) is not in the manifest, so `--uninstall` leaves it, and no
+/// temporary file is left behind.
+#[test]
+fn a_failed_install_records_only_what_it_wrote() {
+    let prefix = tempfile::Builder::new().prefix("remora-failed").tempdir().unwrap();
+    let p = prefix.path();
+    std::fs::create_dir(p.join("lib64")).unwrap();
+    std::fs::write(p.join("lib64/libsisci.so"), "the vendor's library").unwrap();
+    // An objcopy that answers `--version` and fails after writing part of its output.
+    let bin = tempfile::Builder::new().prefix("remora-fake-bin").tempdir().unwrap();
+    let fake = bin.path().join("objcopy");
+    let script = "#!/bin/sh\n[ \"$1\" = --version ] && exit 0\nfor a; do last=$a; done\n\
+                  echo partial > \"$last\"\necho 'objcopy: disk full' >&2\nexit 1\n";
+    std::fs::write(&fake, script).unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut path = std::ffi::OsString::from(bin.path());
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    let o = remora_at(&["install"], p, Some(&path));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!o.status.success() && err.contains("disk full"), "the install fails at objcopy: {o:?}");
+    assert_eq!(std::fs::read_to_string(p.join("lib64/libsisci.so")).unwrap(), "the vendor's library");
+    let manifest = std::fs::read_to_string(p.join("share/remora/install-manifest")).unwrap();
+    assert!(manifest.contains(&format!("file {}\n", p.join("include/vipl.h").display())), "{manifest}");
+    assert!(!manifest.contains("libsisci"), "the manifest names only what was written: {manifest}");
+    let all = tree(p);
+    assert!(!all.iter().any(|f| f.contains("remora-new")), "a temporary file is left: {all:?}");
+    let o = remora_at(&["install", "--uninstall"], p, None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(tree(p), ["lib64", "lib64/libsisci.so"]);
+    assert_eq!(std::fs::read_to_string(p.join("lib64/libsisci.so")).unwrap(), "the vendor's library");
+}
+
+/// A manifest is not trusted (a user may own the prefix and run `sudo remora install
+/// --uninstall` on it): one naming a path outside the prefix, with `..` or relative, makes
+/// the uninstall (and an install over it) refuse, nothing removed; an entry whose directory
+/// leads out of the prefix through a link is left alone (and said so), and a link the
+/// install wrote is removed itself, never what it leads to.
+#[test]
+fn uninstall_removes_nothing_outside_the_prefix() {
+    let outer = tempfile::Builder::new().prefix("remora-outer").tempdir().unwrap();
+    let p = outer.path().join("prefix");
+    let victim = outer.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    std::fs::create_dir_all(p.join("share/remora")).unwrap();
+    let manifest = p.join("share/remora/install-manifest");
+    for line in [
+        format!("file {}", victim.display()),
+        format!("file {}/../victim", p.display()),
+        format!("dir {}", outer.path().display()),
+        "file victim".into(),
+        format!("file {}/lib/../../victim", p.display()),
+    ] {
+        std::fs::write(&manifest, format!("file {}/include/vipl.h\n{line}\n", p.display())).unwrap();
+        for args in [&["install", "--uninstall"][..], &["install", "--no-strip"]] {
+            let o = remora_at(args, &p, None);
+            let err = String::from_utf8_lossy(&o.stderr).into_owned();
+            assert!(!o.status.success() && err.contains("outside"), "{args:?} with {line:?}: {o:?}");
+            assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious", "{args:?} with {line:?}");
+        }
+    }
+    // `include` a link to a directory outside; `lib/escape` a link to the victim.
+    let elsewhere = outer.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("vipl.h"), "/* M-VIA */").unwrap();
+    std::os::unix::fs::symlink(&elsewhere, p.join("include")).unwrap();
+    std::fs::create_dir(p.join("lib")).unwrap();
+    std::os::unix::fs::symlink(&victim, p.join("lib/escape")).unwrap();
+    let text = format!(
+        "file {0}/include/vipl.h\nfile {0}/lib/escape\nfile {1}\ndir {0}/include\ndir {0}/lib\n",
+        p.display(),
+        manifest.display()
+    );
+    std::fs::write(&manifest, text).unwrap();
+    let o = remora_at(&["install", "--uninstall"], &p, None);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{o:?}");
+    assert!(out.contains(&format!("left {}/include/vipl.h alone", p.display())), "{out}");
+    assert_eq!(std::fs::read_to_string(elsewhere.join("vipl.h")).unwrap(), "/* M-VIA */");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert_eq!(tree(&p), ["include", "share", "share/remora"]);
+}
+
+/// An install replaces a link at a path it writes (a `vipl.h` leading to M-VIA's header
+/// outside the prefix) with its own file, never writing through it, and leaves no
+/// temporary files.
+#[test]
+fn install_replaces_a_link_and_leaves_its_target() {
+    let outer = tempfile::Builder::new().prefix("remora-outer").tempdir().unwrap();
+    let p = outer.path().join("prefix");
+    let mvia = outer.path().join("mvia");
+    std::fs::create_dir_all(&mvia).unwrap();
+    std::fs::create_dir_all(p.join("include")).unwrap();
+    std::fs::write(mvia.join("vipl.h"), "/* M-VIA */").unwrap();
+    std::os::unix::fs::symlink(mvia.join("vipl.h"), p.join("include/vipl.h")).unwrap();
+    let o = remora_at(&["install", "--no-strip"], &p, None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let theirs = std::fs::read_to_string(mvia.join("vipl.h")).unwrap();
+    assert!(theirs == "/* M-VIA */", "M-VIA's header was written through the link");
+    assert!(std::fs::symlink_metadata(p.join("include/vipl.h")).unwrap().is_file());
+    assert_eq!(
+        std::fs::read_to_string(p.join("include/vipl.h")).unwrap(),
+        std::fs::read_to_string(root().join("include/vipl.h")).unwrap()
+    );
+    let all = tree(&p);
+    assert!(!all.iter().any(|f| f.contains("remora-new")), "a temporary file is left: {all:?}");
+    let o = remora_at(&["install", "--uninstall"], &p, None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let theirs = std::fs::read_to_string(mvia.join("vipl.h")).unwrap();
+    assert!(theirs == "/* M-VIA */", "the uninstall touched M-VIA's header");
 }

@@ -1,39 +1,110 @@
 //! What `remora install` wrote under a prefix, kept in `share/remora/install-manifest` so that
 //! `remora install --uninstall` removes exactly that: every file and link it wrote, and every
 //! directory it made that is empty once they are gone.
+//!
+//! A path is recorded only once it is written: every file and link is made under a temporary
+//! name in its directory (`NAME.remora-new`, removed again when that fails) and renamed over
+//! the destination, so a link there is replaced, never written through. A manifest is read
+//! with suspicion (a user may own the prefix and `--uninstall` run as root): every entry must
+//! be an absolute path under the prefix without `..`, and nothing is removed whose directory
+//! leads out of the prefix through a symbolic link.
 
+use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path, PathBuf};
 
 /// Where the manifest of an install under `prefix` lives.
 pub(super) fn manifest_path(prefix: &Path) -> PathBuf {
     prefix.join("share/remora/install-manifest")
 }
 
-/// The files (and links) an install wrote and the directories it made, as absolute paths.
+/// The temporary name `path` is made under before it is renamed into place.
+pub(super) fn temp_of(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!("{name}.remora-new"))
+}
+
+/// Run `make` (which creates `tmp`), then rename `tmp` to `to`; on any failure `tmp` is
+/// removed. A file or link left at `tmp` by an earlier run is removed first.
+fn via_temp(tmp: &Path, to: &Path, make: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    match std::fs::remove_file(tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("{}: {e}", tmp.display())),
+    }
+    let done = make().and_then(|()| std::fs::rename(tmp, to).map_err(|e| format!("{}: {e}", to.display())));
+    if done.is_err() {
+        let _ = std::fs::remove_file(tmp);
+    }
+    done
+}
+
+/// Create `tmp` (never following a link there) holding what `from` reads.
+fn create(tmp: &Path, mut from: impl std::io::Read) -> Result<std::fs::File, String> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(tmp)
+        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::io::copy(&mut from, &mut f).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    f.flush().map_err(|e| format!("{}: {e}", tmp.display()))?;
+    Ok(f)
+}
+
+/// What [`Record::remove`] left in place.
 #[derive(Default)]
+pub(super) struct Left {
+    /// Directories the install made that hold other files.
+    pub(super) dirs: Vec<PathBuf>,
+    /// Entries whose directory leads out of the prefix (through a symbolic link).
+    pub(super) outside: Vec<PathBuf>,
+}
+
+/// The files (and links) an install wrote and the directories it made, as absolute paths,
+/// all under `prefix`.
 pub(super) struct Record {
+    prefix: PathBuf,
     files: BTreeSet<PathBuf>,
     dirs: BTreeSet<PathBuf>,
 }
 
 impl Record {
-    /// The record of an earlier install under `prefix` (empty without one): an install over
-    /// it keeps what it made, so the directories an earlier install created go on being
-    /// removed by the uninstall.
+    /// The record of an earlier install under `prefix` (an absolute path without `.` or `..`
+    /// parts; empty without one): an install over it keeps what it made, so the directories an
+    /// earlier install created go on being removed by the uninstall.
+    ///
+    /// Fails for a manifest that names a path not absolute, with `..`, or not under `prefix`.
     pub(super) fn read(prefix: &Path) -> Result<Record, String> {
+        let mut r = Record { prefix: prefix.to_path_buf(), files: BTreeSet::new(), dirs: BTreeSet::new() };
         let path = manifest_path(prefix);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Record::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(r),
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
-        let mut r = Record::default();
         for line in text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
-            match line.split_once(' ') {
-                Some(("file", p)) => r.files.insert(PathBuf::from(p)),
-                Some(("dir", p)) => r.dirs.insert(PathBuf::from(p)),
+            let (kind, p) = match line.split_once(' ') {
+                Some((k @ ("file" | "dir"), p)) => (k, Path::new(p)),
                 _ => return Err(format!("{}: not a manifest line: {line:?}", path.display())),
+            };
+            let inside = p.is_absolute()
+                && !p.components().any(|c| c == Component::ParentDir)
+                && p.starts_with(prefix)
+                && (kind == "dir" || p != prefix);
+            if !inside {
+                return Err(format!(
+                    "{}: {line:?} names a path outside {}: the manifest is not one `remora install` \
+                     wrote; nothing was touched",
+                    path.display(),
+                    prefix.display()
+                ));
+            }
+            match kind {
+                "file" => r.files.insert(p.to_path_buf()),
+                _ => r.dirs.insert(p.to_path_buf()),
             };
         }
         Ok(r)
@@ -44,7 +115,7 @@ impl Record {
         manifest_path(prefix).is_file()
     }
 
-    /// Make `dir` and its missing parents, recording each one made.
+    /// Make `dir` and its missing parents, recording each one made at or under the prefix.
     pub(super) fn dir(&mut self, dir: &Path) -> Result<(), String> {
         let mut missing = Vec::new();
         let mut at = Some(dir);
@@ -54,9 +125,10 @@ impl Record {
         }
         for d in missing.into_iter().rev() {
             match std::fs::create_dir(&d) {
-                Ok(()) => {
+                Ok(()) if d.starts_with(&self.prefix) => {
                     self.dirs.insert(d);
                 }
+                Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(format!("{}: {e}", d.display())),
             }
@@ -64,16 +136,56 @@ impl Record {
         Ok(())
     }
 
-    /// Note `file` (a file or a link) as written by the install.
-    pub(super) fn file(&mut self, file: &Path) {
-        self.files.insert(file.to_path_buf());
+    /// Write `bytes` to `path` (replacing a file or link there, not writing through it) and
+    /// record it.
+    pub(super) fn write(&mut self, path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), String> {
+        via_temp(&temp_of(path), path, || create(&temp_of(path), bytes.as_ref()).map(drop))?;
+        self.files.insert(path.to_path_buf());
+        Ok(())
     }
 
-    /// Write the manifest (itself recorded in it) under `prefix`.
-    pub(super) fn save(&mut self, prefix: &Path) -> Result<(), String> {
-        let path = manifest_path(prefix);
+    /// Copy `from` to `to` with its permissions (through a temporary name, so a running
+    /// program keeps its old file) and record it.
+    pub(super) fn copy(&mut self, from: &Path, to: &Path) -> Result<(), String> {
+        let tmp = temp_of(to);
+        via_temp(&tmp, to, || {
+            let src = std::fs::File::open(from).map_err(|e| format!("{}: {e}", from.display()))?;
+            let perm = src.metadata().map_err(|e| format!("{}: {e}", from.display()))?.permissions();
+            let f = create(&tmp, src)?;
+            f.set_permissions(perm).map_err(|e| format!("{}: {e}", tmp.display()))
+        })?;
+        self.files.insert(to.to_path_buf());
+        Ok(())
+    }
+
+    /// Make `at` a symbolic link to `target` (replacing what is there) and record it.
+    pub(super) fn link(&mut self, target: &str, at: &Path) -> Result<(), String> {
+        let tmp = temp_of(at);
+        via_temp(&tmp, at, || {
+            std::os::unix::fs::symlink(target, &tmp).map_err(|e| format!("{}: {e}", tmp.display()))
+        })?;
+        self.files.insert(at.to_path_buf());
+        Ok(())
+    }
+
+    /// Let `make` create `temp_of(to)` (e.g. a tool writing its output there), rename it to
+    /// `to` and record it.
+    pub(super) fn made(
+        &mut self,
+        to: &Path,
+        make: impl FnOnce(&Path) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let tmp = temp_of(to);
+        via_temp(&tmp, to, || make(&tmp))?;
+        self.files.insert(to.to_path_buf());
+        Ok(())
+    }
+
+    /// Write the manifest (itself recorded in it) under the prefix.
+    pub(super) fn save(&mut self) -> Result<(), String> {
+        let path = manifest_path(&self.prefix);
         self.dir(path.parent().ok_or("no manifest directory")?)?;
-        self.file(&path);
+        self.files.insert(path.clone());
         let mut text = String::from(
             "# Written by `remora install`; `remora install --uninstall --prefix DIR` removes\n\
              # these files and links, and these directories once empty.\n",
@@ -84,32 +196,88 @@ impl Record {
         for d in &self.dirs {
             text += &format!("dir {}\n", d.display());
         }
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+        self.write(&path, text.as_bytes())
     }
 
-    /// Remove what the record names: every file and link (one already gone is no error),
-    /// then every directory it made, deepest first, that is empty by then. Returns the
-    /// directories kept because something else is in them.
-    pub(super) fn remove(&self) -> Result<Vec<PathBuf>, String> {
+    /// The directory `path` is in, opened so that nothing is removed outside the prefix:
+    /// resolved (links inside the prefix are fine), checked to lie under the prefix, then
+    /// opened part by part from `/` following no link (one swapped in since fails), with
+    /// `path`'s name in it. `Ok(None)`: the directory leads out of the prefix.
+    fn parent_inside(&self, path: &Path) -> std::io::Result<Option<(OwnedFd, PathBuf)>> {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Ok(None);
+        };
+        let parent = parent.canonicalize()?;
+        if !parent.starts_with(self.prefix.canonicalize()?) {
+            return Ok(None);
+        }
+        let at = |dir: &OwnedFd, part: &std::ffi::OsStr| {
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            rustix::fs::openat(dir, part, flags, Mode::empty())
+        };
+        let mut dir =
+            rustix::fs::open("/", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        for part in parent.components() {
+            match part {
+                Component::RootDir => {}
+                Component::Normal(part) => match at(&dir, part) {
+                    Ok(d) => dir = d,
+                    Err(Errno::LOOP | Errno::NOTDIR) => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                },
+                _ => return Ok(None),
+            }
+        }
+        Ok(Some((dir, PathBuf::from(name))))
+    }
+
+    /// Remove `path` (a file or link, or with `dir` an empty directory) unless its directory
+    /// leads out of the prefix. Whether it was inside (gone already counts).
+    fn remove_one(&self, path: &Path, dir: bool) -> std::io::Result<bool> {
+        let (fd, name) = match self.parent_inside(path) {
+            Ok(Some(found)) => found,
+            Ok(None) => return Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+            Err(e) => return Err(e),
+        };
+        let flags = if dir { AtFlags::REMOVEDIR } else { AtFlags::empty() };
+        match rustix::fs::unlinkat(&fd, &name, flags) {
+            Ok(()) | Err(Errno::NOENT) => Ok(true),
+            // A link (or a file) where the install made a directory is not the install's.
+            Err(Errno::NOTDIR) if dir => Ok(true),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Remove what the record names: every file and link (one already gone is no error; a
+    /// link itself, never what it leads to), then every directory it made, deepest first,
+    /// that is empty by then. Nothing is removed whose directory leads out of the prefix.
+    pub(super) fn remove(&self) -> Result<Left, String> {
+        let mut left = Left::default();
         for f in &self.files {
-            match std::fs::remove_file(f) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(format!("{}: {e}", f.display())),
+            if !self.remove_one(f, false).map_err(|e| format!("{}: {e}", f.display()))? {
+                left.outside.push(f.clone());
             }
         }
         let mut dirs: Vec<&PathBuf> = self.dirs.iter().collect();
         dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
-        let mut kept = Vec::new();
         for d in dirs {
-            match std::fs::remove_dir(d) {
-                Ok(()) => {}
+            // The prefix itself is what the user named: its own directory is outside it.
+            let removed = if *d == self.prefix {
+                std::fs::remove_dir(d).map(|()| true)
+            } else {
+                self.remove_one(d, true)
+            };
+            match removed {
+                Ok(true) => {}
+                Ok(false) => left.outside.push(d.clone()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => kept.push(d.clone()),
+                Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => left.dirs.push(d.clone()),
+                Err(e) if *d == self.prefix && e.raw_os_error() == Some(Errno::NOTDIR.raw_os_error()) => {}
                 Err(e) => return Err(format!("{}: {e}", d.display())),
             }
         }
-        Ok(kept)
+        Ok(left)
     }
 
     /// How many files and links the record names.
