@@ -166,8 +166,8 @@ impl Drop for UsrLocal {
 /// LD_LIBRARY_PATH) and `./prog`, whose library starts the node's daemon from
 /// `/usr/local/bin`. Everything the install wrote is removed after, and the loader's cache
 /// no longer names the library. Only as root (it writes /usr/local and runs ldconfig), and
-/// only where /usr/local holds no Remora (nor a `vipl.h`) already; one such test at a time
-/// on a machine (a lock on /usr/local itself).
+/// only where /usr/local holds none of the paths the install writes (a scratch install's
+/// manifest lists them); one such test at a time on a machine (a lock on /usr/local itself).
 #[test]
 fn cc_prog_c_lvipl_builds_and_runs_after_remora_install_to_usr_local() {
     if !rustix::process::geteuid().is_root() {
@@ -177,17 +177,32 @@ fn cc_prog_c_lvipl_builds_and_runs_after_remora_install_to_usr_local() {
     let usr_local = std::path::Path::new("/usr/local");
     let lock = std::fs::File::open(usr_local).expect("/usr/local");
     rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
-    for p in [
-        "share/remora/install-manifest",
-        "bin/remorad",
-        "lib64/libvipl.so.1",
-        "lib/libvipl.so.1",
-        "include/vipl.h",
-    ] {
-        if std::fs::symlink_metadata(usr_local.join(p)).is_ok() {
-            eprintln!("SKIP: /usr/local/{p} exists already: this test installs and removes its own Remora and leaves that alone");
-            return;
-        }
+    let remora = env!("CARGO_BIN_EXE_remora");
+    // What the install would write there, and the uninstall remove: the manifest of the same
+    // install into a scratch prefix says, its paths mapped onto /usr/local. Any of them there
+    // already (a Dolphin or MPSS install, an earlier Remora) and the test leaves it alone.
+    let scratch = tempfile::Builder::new().prefix("remora-scratch").tempdir().unwrap();
+    let o = Command::new(remora).args(["install", "--prefix"]).arg(scratch.path()).output().unwrap();
+    assert!(
+        o.status.success(),
+        "remora install into a scratch prefix: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let listed = std::fs::read_to_string(scratch.path().join("share/remora/install-manifest")).unwrap();
+    let writes: Vec<std::path::PathBuf> = listed
+        .lines()
+        .filter_map(|l| l.strip_prefix("file "))
+        .map(|p| usr_local.join(std::path::Path::new(p).strip_prefix(scratch.path()).unwrap()))
+        .collect();
+    assert!(writes.len() > 30, "the scratch install's manifest: {listed}");
+    if let Some(p) = writes.iter().find(|p| std::fs::symlink_metadata(p).is_ok()) {
+        eprintln!(
+            "SKIP: {} exists already, and the install would replace it (and the uninstall remove it): \
+             this test installs and removes its own Remora only where /usr/local holds none of its {} paths",
+            p.display(),
+            writes.len()
+        );
+        return;
     }
     // The loader's own view of what it searches: `ldconfig -v` without touching anything.
     let scan = Command::new("/sbin/ldconfig").args(["-v", "-N", "-X"]).output().unwrap();
@@ -197,7 +212,6 @@ fn cc_prog_c_lvipl_builds_and_runs_after_remora_install_to_usr_local() {
     }
     let dir = tempfile::Builder::new().prefix("remora-usr-local").tempdir().unwrap();
     let runtime = dir.path().join("rt");
-    let remora = env!("CARGO_BIN_EXE_remora");
     let o = Command::new(remora).args(["install", "--prefix", "/usr/local"]).output().unwrap();
     // Declared after the lock: on a failure it is dropped (and the install removed) first.
     let installed = UsrLocal { runtime: runtime.clone() };
@@ -232,7 +246,9 @@ fn cc_prog_c_lvipl_builds_and_runs_after_remora_install_to_usr_local() {
     let mut run = Command::new(&prog);
     run.env("REMORA_RUNTIME_DIR", &runtime)
         .env("REMORA_NODE", "4")
-        .env("REMORA_IDLE_EXIT", "2")
+        // Up until `remora status` below has asked it, even on a loaded machine (dropping
+        // `installed` shuts it down).
+        .env("REMORA_IDLE_EXIT", "60")
         .env_remove("REMORA_DAEMON");
     clean(&mut run);
     let out = run.output().unwrap();
