@@ -11,7 +11,7 @@ use remora_proto::link::LinkMsg;
 pub(in crate::transport::ofi) static LOSE: Mutex<Vec<(String, &str, usize)>> = Mutex::new(Vec::new());
 
 /// The send hook: whether `f` loses `bytes` (sent in their stead: bytes its peer drops as
-/// malformed; the send's completion then says it failed).
+/// malformed; the send's completion is then made an error completion, [`fail_lost`]).
 pub(super) fn lose(f: &Fabric, bytes: &[u8]) -> bool {
     let mut lose = LOSE.lock().unwrap_or_else(|p| p.into_inner());
     if lose.is_empty() {
@@ -21,6 +21,19 @@ pub(super) fn lose(f: &Fabric, bytes: &[u8]) -> bool {
     let me = f.label.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let hit = lose.iter_mut().find(|(at, w, n)| *at == me && *n > 0 && what.contains(w));
     hit.map(|(_, _, n)| *n -= 1).is_some()
+}
+
+/// The completion hook: the completion of a message the test lost (`lose`) reports an
+/// error, as a provider's does when the connection under it breaks, so that the production
+/// path takes it.
+pub(super) fn fail_lost(
+    waiter: Option<&Waiting>,
+    mut c: remora_ofi_sys::Completion,
+) -> remora_ofi_sys::Completion {
+    if matches!(waiter, Some(Waiting::Send { lost: true, .. })) && c.error.is_none() {
+        c.error = Some(remora_ofi_sys::Error { code: 5, what: "lost by the test".into() });
+    }
+    c
 }
 
 /// A fabric on loopback with token 42 routed to a link of node 8 (`reply`: the peer's

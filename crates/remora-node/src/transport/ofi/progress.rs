@@ -75,6 +75,10 @@ pub(super) fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
                 }
                 None => {
                     let waiter = f.ops.lock().unwrap_or_else(|p| p.into_inner()).remove(&c.id);
+                    // Tests: a message the test lost completes with an error, as on a
+                    // connection that broke under it.
+                    #[cfg(test)]
+                    let c = super::tests::fail_lost(waiter.as_ref(), c);
                     match (waiter, c.error) {
                         (Some(Waiting::Rma(op)), e) => {
                             op.window.give(op.bytes, op.gen);
@@ -83,8 +87,6 @@ pub(super) fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
                         // A message lost after it was posted (a request, an answer, a
                         // notice...): its connection goes, as a TCP link's on a write error.
                         (Some(Waiting::Send { to, .. }), Some(e)) => f.broke(to, &e.what),
-                        #[cfg(test)]
-                        (Some(Waiting::Send { to, lost: true }), None) => f.broke(to, "lost by the test"),
                         (Some(Waiting::Send { .. }), None) | (None, None) => {}
                         (None, Some(e)) => tracing::debug!("an ofi operation nobody waits for failed: {e}"),
                     }
