@@ -166,9 +166,6 @@ pub struct Endpoint {
     /// Receive buffers whose posting failed: posted again at each read of completions, so
     /// that the endpoint never runs out of them.
     unposted: Mutex<Vec<usize>>,
-    /// Tests: postings of receive buffers to refuse.
-    #[cfg(test)]
-    refuse_posts: std::sync::atomic::AtomicUsize,
     recv_size: usize,
     closed: AtomicBool,
     idle: std::sync::atomic::AtomicU32,
@@ -195,7 +192,9 @@ impl Endpoint {
     ///
     /// # Errors
     /// [`Error::not_installed`]; the provider is missing or cannot open an endpoint with
-    /// messages and RMA (the failing call is named).
+    /// messages and RMA, or a receive buffer cannot be posted (the failing call is named;
+    /// a full queue is not a failure: that buffer is posted at the next read of
+    /// completions, [`Endpoint::unposted`]).
     pub fn open(
         provider: &str,
         node: Option<&str>,
@@ -243,8 +242,6 @@ impl Endpoint {
             keep: Mutex::new(HashMap::new()),
             recv: Mutex::new(Vec::new()),
             unposted: Mutex::new(Vec::new()),
-            #[cfg(test)]
-            refuse_posts: Default::default(),
             recv_size,
             closed: AtomicBool::new(false),
             idle: std::sync::atomic::AtomicU32::new(0),
@@ -258,7 +255,7 @@ impl Endpoint {
                 _ => Some(ep.register_raw(buf, recv_size, Access::Local, None)?),
             };
             ep.recv.lock().unwrap_or_else(|p| p.into_inner()).push(RecvBuf(buf, recv_size, region));
-            ep.repost(slot);
+            ep.post_first(slot)?;
         }
         Ok(ep)
     }

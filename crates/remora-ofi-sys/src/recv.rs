@@ -1,46 +1,79 @@
 //! The endpoint's receive buffers: posted at the open, posted again after each receive
-//! completion (one that failed too), and, should a posting fail, again at each read of
-//! completions until it succeeds, so that the endpoint never runs out of them.
+//! completion (one that failed too). A posting that finds the queue full (`FI_EAGAIN`) is
+//! tried once and the buffer parked, then posted again at each read of completions (which
+//! drives the provider's progress) until it succeeds, so that the endpoint never runs out
+//! of them; [`Endpoint::unposted`] says how many wait. At the open any other failure of
+//! `fi_recv` fails the open (naming the call); after it, such a buffer is parked too.
 
 use crate::{ffi, Endpoint, Error, RECV_ID};
 
+/// `FI_EAGAIN`, as the calls return it.
+const EAGAIN: i32 = 11;
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: how many postings of receive buffers made on this thread are refused next,
+    /// and the (positive) code they fail with.
+    pub(crate) static REFUSE: std::cell::Cell<(usize, i32)> = const { std::cell::Cell::new((0, 0)) };
+}
+
 impl Endpoint {
+    /// Post receive buffer `slot`, once (the progress thread must not spin here).
     fn post_recv(&self, slot: usize) -> Result<(), Error> {
         #[cfg(test)]
-        use std::sync::atomic::Ordering::Relaxed;
-        #[cfg(test)]
-        if self.refuse_posts.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1)).is_ok() {
-            return Err(Error { code: 5, what: "fi_recv: refused by the test".into() });
+        if let Some(code) = REFUSE.with(|r| {
+            let (n, code) = r.get();
+            (n > 0).then(|| {
+                r.set((n - 1, code));
+                code
+            })
+        }) {
+            return Err(Error::from_rc("fi_recv", -code));
         }
         let recv = self.recv.lock().unwrap_or_else(|p| p.into_inner());
         let Some(b) = recv.get(slot) else { return Ok(()) };
         let desc = b.2.as_ref().map_or(std::ptr::null_mut(), |r| r.desc);
-        for _ in 0..100 {
-            // SAFETY: the buffer is owned by the endpoint and freed only after it is closed.
-            let rc = unsafe { ffi::rofi_recv(self.raw, b.0.cast(), b.1, desc, RECV_ID + slot as u64) };
-            match rc {
-                0 => return Ok(()),
-                -11 => std::thread::yield_now(), // FI_EAGAIN: again (later, after progress)
-                _ => return Err(Error::from_rc("fi_recv", rc)),
-            }
+        // SAFETY: the buffer is owned by the endpoint and freed only after it is closed.
+        let rc = unsafe { ffi::rofi_recv(self.raw, b.0.cast(), b.1, desc, RECV_ID + slot as u64) };
+        match rc {
+            0 => Ok(()),
+            _ => Err(Error::from_rc("fi_recv", rc)),
         }
-        Err(Error::from_rc("fi_recv", -11))
+    }
+
+    /// Post receive buffer `slot` at the open: a full queue parks it (posted at the next read
+    /// of completions); any other failure is the open's.
+    pub(crate) fn post_first(&self, slot: usize) -> Result<(), Error> {
+        match self.post_recv(slot) {
+            Err(e) if e.code == EAGAIN => {
+                self.unposted.lock().unwrap_or_else(|p| p.into_inner()).push(slot);
+                Ok(())
+            }
+            other => other,
+        }
     }
 
     /// Post receive buffer `slot`; should that fail, it is posted again at the next read of
-    /// completions (which drives the provider's progress).
+    /// completions.
     pub(crate) fn repost(&self, slot: usize) {
         if self.post_recv(slot).is_err() {
             self.unposted.lock().unwrap_or_else(|p| p.into_inner()).push(slot);
         }
     }
 
-    /// Post again the receive buffers whose posting failed.
+    /// Post again the receive buffers whose posting failed (each once).
     pub(crate) fn repost_failed(&self) {
         let slots = std::mem::take(&mut *self.unposted.lock().unwrap_or_else(|p| p.into_inner()));
         for slot in slots {
             self.repost(slot);
         }
+    }
+
+    /// How many receive buffers are not posted now (their posting failed; they are posted
+    /// again at each read of completions). While any is not, fewer messages can arrive at
+    /// once; should they stay so, the caller says it.
+    pub fn unposted(&self) -> usize {
+        self.unposted.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// The `len` bytes a receive completion put in `slot` (none for a receive that failed:

@@ -5,39 +5,104 @@
 //!
 //! A receive that failed (truncated: a message larger than any frame, which only a sender
 //! that does not speak this protocol sends; or lost on its way in) has its buffer posted
-//! again and is logged, at most once every ten seconds. It takes no link down: its sender
+//! again and is logged, at most once every ten seconds with how many failed since (those
+//! of the last ten seconds are said when the failures stop too). It takes no link down: its sender
 //! is not known (the providers here do not give the source of a failed receive,
 //! `FI_SOURCE_ERR`, and the buffer holds none of the message), and a stranger's junk must
 //! not close the cluster's links. A message of a peer lost on a connection that broke
 //! fails the peer's own send, which takes that link down on the peer's side, and so here
 //! too (its bootstrap connection closes).
+//!
+//! A receive buffer whose posting failed is posted again at each read of completions
+//! (`remora-ofi-sys`, `recv.rs`); meanwhile those reads wait only briefly, and buffers left
+//! unposted over a second are said, at most every ten seconds, until they are posted again.
 
-use super::{deliver, Fabric, Waiting, SWEEP};
+use super::{deliver, Fabric, Waiting, RECVS, SWEEP};
 use remora_ofi_sys::Endpoint;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How often failed receives are said, at most.
+/// How often failed receives, and receive buffers left unposted, are said, at most.
 const SAY_EVERY: Duration = Duration::from_secs(10);
+/// How long receive buffers stay unposted before it is said.
+const UNPOSTED_SAY_AFTER: Duration = Duration::from_secs(1);
+/// How long a read of completions waits while something waits for the next read (a receive
+/// buffer to post, an answer to send): briefly, so that it is tried again soon.
+const RETRY_SOON: Duration = Duration::from_millis(10);
 
-/// Receives that failed since they were last said.
+/// Something said at most once every [`SAY_EVERY`], with how often it happened since.
 #[derive(Default)]
-struct FailedIn {
+struct Throttled {
     said: Option<Instant>,
     unsaid: u64,
 }
 
-impl FailedIn {
-    fn note(&mut self, e: &remora_ofi_sys::Error) {
+impl Throttled {
+    /// It happened once more at `now`: how often to say it happened, if now is the time.
+    fn note(&mut self, now: Instant) -> Option<u64> {
         self.unsaid += 1;
-        if self.said.is_none_or(|t| t.elapsed() > SAY_EVERY) {
+        self.due(now)
+    }
+
+    /// How often it happened since it was last said, if it did and the time has come
+    /// (asked when nothing new happens too, so that the last ones are said).
+    fn due(&mut self, now: Instant) -> Option<u64> {
+        if self.unsaid == 0 || self.said.is_some_and(|t| now.saturating_duration_since(t) < SAY_EVERY) {
+            return None;
+        }
+        self.said = Some(now);
+        Some(std::mem::take(&mut self.unsaid))
+    }
+}
+
+/// What the progress thread says about the receive path, at most every [`SAY_EVERY`].
+#[derive(Default)]
+struct Said {
+    /// Failed receives, and the last one's error.
+    failed_in: Throttled,
+    last: String,
+    /// Since when receive buffers are left unposted, and that it was said.
+    unposted_since: Option<Instant>,
+    unposted: Throttled,
+}
+
+impl Said {
+    fn failed_in(&mut self, e: &remora_ofi_sys::Error, now: Instant) {
+        self.last = e.to_string();
+        if let Some(n) = self.failed_in.note(now) {
             tracing::warn!(
-                "{} ofi receive(s) failed, the last: {e} (a message lost on its way in; its sender is \
-                 not known, so no link is closed for it)",
-                self.unsaid
+                "{n} ofi receive(s) failed, the last: {e} (a message lost on its way in; its sender is \
+                 not known, so no link is closed for it)"
             );
-            *self = FailedIn { said: Some(Instant::now()), unsaid: 0 };
+        }
+    }
+
+    /// After each read of completions: the failed receives not said yet, and receive
+    /// buffers left unposted (`unposted` of them now).
+    fn tick(&mut self, unposted: usize, now: Instant) {
+        if let Some(n) = self.failed_in.due(now) {
+            tracing::warn!("{n} more ofi receive(s) failed, the last: {}", self.last);
+        }
+        match (unposted, self.unposted_since) {
+            (0, None) => {}
+            (0, Some(_)) => {
+                if self.unposted.said.is_some() {
+                    tracing::info!("every ofi receive buffer is posted again");
+                }
+                (self.unposted_since, self.unposted) = (None, Throttled::default());
+            }
+            (n, Some(since)) if now.saturating_duration_since(since) > UNPOSTED_SAY_AFTER => {
+                if self.unposted.note(now).is_some() {
+                    tracing::warn!(
+                        "{n} of the endpoint's {RECVS} ofi receive buffers are not posted (fi_recv \
+                         keeps failing; tried again at each read of completions): fewer messages \
+                         can arrive at once"
+                    );
+                }
+            }
+            (_, Some(_)) => {}
+            (_, None) => self.unposted_since = Some(now),
         }
     }
 }
@@ -45,9 +110,10 @@ impl FailedIn {
 /// The progress thread: completions until the fabric is dropped.
 pub(super) fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
     let mut swept = Instant::now();
-    let mut failed_in = FailedIn::default();
+    let mut said = Said::default();
+    let mut wait = Duration::from_millis(200);
     loop {
-        let got = match ep.completions(Duration::from_millis(200)) {
+        let got = match ep.completions(wait) {
             Ok(g) => g,
             Err(e) => {
                 tracing::warn!("ofi completion queue: {e}");
@@ -70,7 +136,7 @@ pub(super) fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
                     let bytes = ep.received(slot, if c.error.is_none() { c.len } else { 0 });
                     match c.error {
                         None => deliver(&f, &bytes),
-                        Some(e) => failed_in.note(&e),
+                        Some(e) => said.failed_in(&e, Instant::now()),
                     }
                 }
                 None => {
@@ -93,5 +159,31 @@ pub(super) fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
                 }
             }
         }
+        let unposted = ep.unposted();
+        said.tick(unposted, Instant::now());
+        wait = match unposted {
+            0 => Duration::from_millis(200),
+            _ => RETRY_SOON,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Said at the first time, then not until ten seconds passed, then with how many came
+    /// meanwhile — also when none came since (the last ones were never said before).
+    #[test]
+    fn failures_are_said_at_most_every_ten_seconds_and_the_last_ones_too() {
+        let (mut t, t0) = (Throttled::default(), Instant::now());
+        assert_eq!(t.due(t0), None, "nothing happened");
+        assert_eq!(t.note(t0), Some(1), "the first is said at once");
+        assert_eq!(t.note(t0 + Duration::from_secs(1)), None);
+        assert_eq!(t.note(t0 + Duration::from_secs(2)), None);
+        assert_eq!(t.due(t0 + Duration::from_secs(5)), None, "not yet");
+        assert_eq!(t.due(t0 + Duration::from_secs(11)), Some(2), "the two unsaid, though none came since");
+        assert_eq!(t.due(t0 + Duration::from_secs(30)), None, "each said once");
+        assert_eq!(t.note(t0 + Duration::from_secs(31)), Some(1));
     }
 }
