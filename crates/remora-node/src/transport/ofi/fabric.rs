@@ -2,10 +2,12 @@
 //! peer, receive buffers posted once, and one thread that waits for completions without
 //! spinning (the endpoint's wait: `fi_trywait`, then `poll` on the completion queue's fd)
 //! and hands each message to the link whose token it carries, and each RMA completion to
-//! whoever waits for it. A message to a peer that is lost — its send refused, or completed
-//! with an error — takes the link of its connection down ([`Fabric::broke`]), as a write
-//! error ends a TCP link: nothing waits for an answer that cannot come, and notices are
-//! told again on the next connection.
+//! whoever waits for it. A message to a peer that is lost — its send refused, its queue
+//! full past the link's patience, or completed with an error — takes the link of its
+//! connection down ([`Fabric::broke`]), as a write error ends a TCP link: nothing waits for
+//! an answer that cannot come, and notices are told again on the next connection. Sends and
+//! RMA pieces are posted only while their connection is routed; answers that find the send
+//! queue full wait, in order, for the progress thread to try them again (`send.rs`).
 
 use super::window::Window;
 use super::wire::{Body, Wire};
@@ -17,15 +19,13 @@ use remora_sys::Mapping;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 
 /// Receive buffers posted (each takes one message of up to a control frame).
 const RECVS: usize = 64;
 /// Room for the token and the body's framing around the largest control frame.
 const RECV_SIZE: usize = MAX_LINK_FRAME + 1024;
-/// How long a send waits for room in a full queue before the link is given up.
-const SEND_PATIENCE: Duration = Duration::from_secs(5);
 /// How often registrations whose mapping went away are closed, at most.
 const SWEEP: Duration = Duration::from_millis(500);
 
@@ -87,6 +87,8 @@ pub(super) fn served_early(early: &AtomicUsize) {
 /// An RMA operation waiting for its completion: who waits, and the link's window its
 /// bytes are given back to when it completes (`window.rs`).
 struct Op {
+    /// The peer's endpoint and token (the connection it went on).
+    to: (u64, u64),
     done: std::sync::mpsc::Sender<Result<(), String>>,
     window: Arc<Window>,
     bytes: usize,
@@ -113,6 +115,8 @@ pub(super) struct Fabric {
     pub(super) ep: Arc<Endpoint>,
     routes: Mutex<HashMap<u64, Route>>,
     ops: Mutex<HashMap<u64, Waiting>>,
+    /// Answers waiting for room in the send queue, oldest first (`send.rs`).
+    unsent: Mutex<std::collections::VecDeque<send::Unsent>>,
     /// Registrations of this node's mappings, made once per mapping and kind of access and
     /// closed once nothing but them holds the mapping ([`Fabric::region`]).
     regs: Mutex<Registrations>,
@@ -132,6 +136,7 @@ impl Fabric {
             ep,
             routes: Mutex::new(HashMap::new()),
             ops: Mutex::new(HashMap::new()),
+            unsent: Mutex::default(),
             regs: Mutex::new(Registrations::default()),
             stop: AtomicBool::new(false),
             #[cfg(test)]
@@ -172,123 +177,27 @@ impl Fabric {
         }
     }
 
-    /// Messages carrying `token` are dropped from now on (the link went down).
+    /// Messages carrying `token` are dropped from now on (the link went down); what its
+    /// connection had in flight or waiting is forgotten ([`Fabric::forget_connection`]).
     pub(super) fn unroute(&self, token: u64) {
-        self.routes.lock().unwrap_or_else(|p| p.into_inner()).remove(&token);
-    }
-
-    /// Send `body` to `dest` under its `token`; `None` when the endpoint refuses it or its
-    /// queue stays full (blocking while it is full: for threads), and then the link of that
-    /// connection is taken down ([`Fabric::broke`]).
-    pub(super) fn send(&self, dest: u64, token: u64, body: Body) -> Option<usize> {
-        let bytes = encode(&Wire { token, body }).ok()?;
-        self.send_bytes((dest, token), &bytes, true).ok()
-    }
-
-    /// Send an encoded message to the peer's endpoint under its token (`to`); with `wait`,
-    /// again while the queue is full (up to a few seconds), else `Err(true)` at once when it
-    /// is full. `Err(false)`: refused, and the link of that connection is taken down
-    /// ([`Fabric::broke`]), as is one whose message fails after it was posted.
-    pub(super) fn send_bytes(&self, to: (u64, u64), bytes: &[u8], wait: bool) -> Result<usize, bool> {
-        let sent = self.post_send(None, to, bytes, wait);
-        if sent == Err(false) {
-            self.broke(to, "the endpoint refused it");
+        let gone = self.routes.lock().unwrap_or_else(|p| p.into_inner()).remove(&token);
+        if let Some(to) = gone.and_then(|r| r.reply) {
+            self.forget_connection(to);
         }
-        sent
-    }
-
-    /// [`Fabric::send_bytes`] without taking the link down (for callers that hold the
-    /// routes' lock, given as `held`: they call [`Fabric::broke`] once they let it go).
-    /// Each attempt is made under the routes' lock while the connection is still routed,
-    /// as the link's task takes the peer's address out of the endpoint only after
-    /// unrouting it: a send to an address removed crashes the provider (rxm).
-    fn post_send(
-        &self,
-        held: Option<&HashMap<u64, Route>>,
-        to: (u64, u64),
-        bytes: &[u8],
-        wait: bool,
-    ) -> Result<usize, bool> {
-        let id = self.ep.next_id();
-        #[cfg(test)]
-        let lost = tests::lose(self, bytes);
-        #[cfg(test)]
-        let bytes: &[u8] = if lost { b"lost by the test" } else { bytes };
-        // Known before it is posted: its completion may come at once.
-        let waiting = Waiting::Send {
-            to,
-            #[cfg(test)]
-            lost,
-        };
-        self.ops.lock().unwrap_or_else(|p| p.into_inner()).insert(id, waiting);
-        let t = Instant::now();
-        let attempt = |routes: &HashMap<u64, Route>| match routes.values().any(|r| r.reply == Some(to)) {
-            true => self.ep.send(to.0, bytes, id).map_err(Some),
-            false => Err(None),
-        };
-        let failed = loop {
-            let sent = match held {
-                Some(routes) => attempt(routes),
-                None => attempt(&self.routes.lock().unwrap_or_else(|p| p.into_inner())),
-            };
-            match sent {
-                Ok(()) => return Ok(bytes.len()),
-                // The connection is gone (its link went down meanwhile).
-                Err(None) => break false,
-                Err(Some(e)) if e.code == 11 && !wait => break true,
-                Err(Some(e)) if e.code == 11 && t.elapsed() < SEND_PATIENCE => {
-                    std::thread::sleep(Duration::from_micros(50))
-                }
-                Err(Some(e)) => {
-                    tracing::warn!("ofi send: {e}");
-                    break false;
-                }
-            }
-        };
-        self.ops.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-        Err(failed)
-    }
-
-    /// `op` (an RMA posted to the peer's endpoint), run while the connection `to` (the
-    /// peer's endpoint and token) is routed, under the routes' lock: the link's task takes
-    /// the peer's address out of the endpoint only after unrouting it, and an operation
-    /// posted to an address removed crashes the provider (rxm). `None`: the connection is
-    /// gone, `op` was not run.
-    pub(super) fn while_routed<R>(&self, to: (u64, u64), op: impl FnOnce() -> R) -> Option<R> {
-        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        routes.values().any(|r| r.reply == Some(to)).then(op)
-    }
-
-    /// A message to the peer's endpoint under its token `to` was lost (refused, or failed
-    /// after it was posted): the link of that connection goes down, as a TCP link whose
-    /// connection broke (its task closes the bootstrap connection, so the peer's side goes
-    /// down too; requests in flight fail, notices are told again on the next connection).
-    /// Nothing when that connection is gone already.
-    pub(super) fn broke(&self, to: (u64, u64), why: &str) {
-        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(r) = routes.values_mut().find(|r| r.reply == Some(to)) else {
-            tracing::debug!("an ofi message of a connection gone already failed: {why}");
-            return;
-        };
-        if !std::mem::replace(&mut r.said, true) {
-            tracing::warn!(
-                peer = r.peer.id,
-                "a message to the peer was lost on the fabric ({why}): closing the ofi link"
-            );
-        }
-        r.broken.notify_one();
     }
 
     /// Wait for RMA operation `id`'s completion on the receiver returned; its `bytes`,
-    /// taken from `window` under generation `gen`, are given back when it completes.
+    /// taken from `window` under generation `gen`, are given back when it completes (or
+    /// when its connection `to` is unrouted first, and then it fails).
     pub(super) fn expect(
         &self,
         id: u64,
+        to: (u64, u64),
         window: &Arc<Window>,
         (bytes, gen): (usize, u64),
     ) -> std::sync::mpsc::Receiver<Result<(), String>> {
         let (done, rx) = std::sync::mpsc::channel();
-        let op = Op { done, window: window.clone(), bytes, gen };
+        let op = Op { to, done, window: window.clone(), bytes, gen };
         self.ops.lock().unwrap_or_else(|p| p.into_inner()).insert(id, Waiting::Rma(op));
         rx
     }
@@ -495,26 +404,10 @@ fn deliver(f: &Arc<Fabric>, bytes: &[u8]) {
             }
             body => serve_small(&peer, body),
         };
-        let answer = answer.and_then(|b| encode(&Wire { token, body: b }).ok());
-        if let Some(bytes) = answer {
-            // Sent while the link is still routed (`post_send`). This thread drives the
-            // provider's progress: it never waits for room in a full send queue itself.
-            let routes = f.routes.lock().unwrap_or_else(|p| p.into_inner());
-            let to = (dest, token);
-            let sent = f.post_send(Some(&routes), to, &bytes, false);
-            drop(routes);
-            match sent {
-                // Refused: the answer is lost, and so is its link.
-                Err(false) => f.broke(to, "the endpoint refused it"),
-                // A thread waits for room (a few seconds at most, then the link goes).
-                Err(true) => {
-                    let f = f.clone();
-                    std::thread::spawn(move || {
-                        let _ = f.send_bytes(to, &bytes, true);
-                    });
-                }
-                Ok(_) => {}
-            }
+        // This thread drives the provider's progress: it never waits for room in a full
+        // send queue itself (the answer waits in the queue of unsent answers, `send.rs`).
+        if let Some(bytes) = answer.and_then(|b| encode(&Wire { token, body: b }).ok()) {
+            f.answer((dest, token), bytes);
         }
         return;
     }
@@ -540,6 +433,9 @@ fn deliver(f: &Arc<Fabric>, bytes: &[u8]) {
 
 #[path = "progress.rs"]
 mod progress;
+#[path = "send.rs"]
+mod send;
+pub(super) use send::NotPosted;
 
 #[cfg(test)]
 #[path = "fabric_tests.rs"]

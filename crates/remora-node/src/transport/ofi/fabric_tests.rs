@@ -3,24 +3,43 @@
 use super::*;
 use crate::transport::nobody::Nobody;
 use remora_proto::link::LinkMsg;
+use std::time::Instant;
 
 /// Messages a test loses on their way, as a provider loses one whose connection breaks
 /// under it, and reports it in the send's completion (libfabric's tcp provider gives no way
 /// to break one connection of an endpoint): by the sending node's bootstrap address, what
 /// the message carries (a part of its `Debug`), and how many more to lose.
-pub(in crate::transport::ofi) static LOSE: Mutex<Vec<(String, &str, usize)>> = Mutex::new(Vec::new());
+pub(in crate::transport::ofi) static LOSE: Mutex<Vec<(String, &'static str, usize)>> = Mutex::new(Vec::new());
 
 /// The send hook: whether `f` loses `bytes` (sent in their stead: bytes its peer drops as
 /// malformed; the send's completion is then made an error completion, [`fail_lost`]).
 pub(super) fn lose(f: &Fabric, bytes: &[u8]) -> bool {
-    let mut lose = LOSE.lock().unwrap_or_else(|p| p.into_inner());
-    if lose.is_empty() {
+    hit(&LOSE, f, bytes)
+}
+
+/// Sends a test finds the queue full for (`FULL.hit`), as LOSE names them.
+pub(in crate::transport::ofi) static FULL: Hook = Hook(Mutex::new(Vec::new()));
+
+/// Messages a test names: by the sending node's bootstrap address, what they carry (a part
+/// of their `Debug`), and how many more.
+pub(in crate::transport::ofi) struct Hook(pub Mutex<Vec<(String, &'static str, usize)>>);
+
+impl Hook {
+    /// Whether `f`'s message `bytes` is one of them (one fewer to come).
+    pub(super) fn hit(&self, f: &Fabric, bytes: &[u8]) -> bool {
+        hit(&self.0, f, bytes)
+    }
+}
+
+fn hit(list: &Mutex<Vec<(String, &'static str, usize)>>, f: &Fabric, bytes: &[u8]) -> bool {
+    let mut list = list.lock().unwrap_or_else(|p| p.into_inner());
+    if list.is_empty() {
         return false;
     }
     let what = decode::<Wire>(bytes).map(|w| format!("{:?}", w.body)).unwrap_or_default();
     let me = f.label.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let hit = lose.iter_mut().find(|(at, w, n)| *at == me && *n > 0 && what.contains(w));
-    hit.map(|(_, _, n)| *n -= 1).is_some()
+    let found = list.iter_mut().find(|(at, w, n)| *at == me && *n > 0 && what.contains(w));
+    found.map(|(_, _, n)| *n -= 1).is_some()
 }
 
 /// The completion hook: the completion of a message the test lost (`lose`) reports an
@@ -247,4 +266,123 @@ fn failed_receives_lose_no_buffer_and_close_no_link() {
     };
     assert_eq!(got, Body::Link(LinkMsg::Ping { seq: 1 }));
     assert!(!ready_at_once(broken.notified()), "a stranger's junk closes no link");
+}
+
+/// A fabric whose token 42 is a link to node 8 at our own endpoint under token 99 (so that
+/// its answers come back here), and token 99 routed to `waiters` (where they arrive); the
+/// fabric's test label is `label`.
+fn answering_itself(label: &str, waiters: Waiters, broken: Arc<Notify>) -> Option<(Arc<Fabric>, (u64, u64))> {
+    let (f, _) = routed_as(None, Waiters::default(), Arc::default(), broken)?;
+    *f.label.lock().unwrap() = label.into();
+    let me = f.ep.insert(&f.ep.name().unwrap()).unwrap();
+    f.reply_to(42, me, 99);
+    let (peer, _) = TcpPeer::with_accepts(Arc::new(Nobody), 9, "127.0.0.1:1".into());
+    let (tx, _) = mpsc::unbounded_channel();
+    let early = Arc::default();
+    f.route(
+        99,
+        Routing { peer, tx, waiters, reply: None, served: Served::default(), early, broken: Arc::default() },
+    );
+    Some((f, (me, 99)))
+}
+
+/// A get of tag `tag` under token 42, as the peer sends it.
+fn get(tag: u64) -> Vec<u8> {
+    encode(&Wire { token: 42, body: Body::Get { tag, conn: 7, offset: 0, len: 8 } }).unwrap()
+}
+
+/// The first answer finds the send queue full, again and again; four more answers follow.
+/// A thread was spawned for each answer that found the queue full while the others went at
+/// once: they overtook it (and a full queue could spawn threads without bound). Now the
+/// answers queue behind it on the progress thread and go, in order, once there is room.
+#[test]
+fn answers_that_find_the_send_queue_full_wait_and_go_in_order() {
+    let waiters = Waiters::default();
+    let label = "answers-in-order";
+    let Some((f, _)) = answering_itself(label, waiters.clone(), Arc::default()) else { return };
+    let (tx, rx) = std::sync::mpsc::channel();
+    for tag in 1..=5 {
+        waiters.lock().unwrap().insert(tag, tx.clone());
+    }
+    FULL.0.lock().unwrap().push((label.into(), "tag: 1,", 1 << 30));
+    for tag in 1..=5 {
+        deliver(&f, &get(tag));
+    }
+    assert!(f.has_unsent(), "the first answer waits for room");
+    // Long enough for answers sent at once to come back (they take a millisecond).
+    let early = rx.recv_timeout(Duration::from_millis(500));
+    assert!(early.is_err(), "an answer overtook the first, which waits for room: {early:?}");
+    FULL.0.lock().unwrap().retain(|(at, _, _)| at != label);
+    let tags: Vec<u64> = (0..5)
+        .map(|_| match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(Body::Done { tag, .. }) => tag,
+            other => panic!("an answer did not come: {other:?}"),
+        })
+        .collect();
+    assert_eq!(tags, [1, 2, 3, 4, 5], "in the order they were asked");
+    assert!(!f.has_unsent());
+}
+
+/// An answer finds the send queue full past the link's patience (its budget, at least
+/// 5 s): the link is told broken, and its waiting answers are dropped. (A thread did this
+/// before the queue of unsent answers, with a fixed 5 s; this passed then too.)
+#[test]
+fn an_answer_that_waits_past_the_patience_takes_its_link_down() {
+    let broken = Arc::new(Notify::new());
+    let label = "answer-past-patience";
+    let Some((f, to)) = answering_itself(label, Waiters::default(), broken.clone()) else { return };
+    // A 10 ms heartbeat: a budget of 1.5 s, so the least patience (5 s) applies.
+    send::peer_of(&f, to).unwrap().live().set_heartbeat(Duration::from_millis(10));
+    FULL.0.lock().unwrap().push((label.into(), "tag: 1,", 1 << 30));
+    let t = Instant::now();
+    deliver(&f, &get(1));
+    deliver(&f, &get(2));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let told = rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), broken.notified()).await });
+    assert!(told.is_ok(), "the link was never told");
+    assert!(t.elapsed() >= send::MIN_PATIENCE, "told after {:?}, before its patience", t.elapsed());
+    assert!(!f.has_unsent(), "its waiting answers are dropped");
+    FULL.0.lock().unwrap().retain(|(at, _, _)| at != label);
+}
+
+/// A send waits for room as long as the link's liveness gives a silent peer (its budget),
+/// not a fixed 5 s (a peer paused 5 to 30 s lost its link on ofi, not on tcp); at least
+/// 5 s.
+#[test]
+fn a_sends_patience_is_its_links_budget() {
+    let Some((f, to)) = answering_itself("patience", Waiters::default(), Arc::default()) else { return };
+    let peer = send::peer_of(&f, to).unwrap();
+    peer.live().set_heartbeat(Duration::from_millis(200));
+    assert_eq!(f.patience_of(to), Some(Duration::from_secs(30)), "150 heartbeats, as tcp's bulk writes wait");
+    peer.live().set_heartbeat(Duration::from_millis(10));
+    assert_eq!(f.patience_of(to), Some(send::MIN_PATIENCE));
+    f.unroute(42);
+    assert_eq!(f.patience_of(to), None, "a connection gone has none");
+}
+
+/// The link's task unroutes a connection while a message and an RMA of it are in flight
+/// and an answer waits for room. Their entries stayed for ever (a completion may never
+/// come once the address leaves the endpoint); now the send is forgotten, the RMA's waiter
+/// fails with its bytes given back to the window, the answer is dropped, and the
+/// operations of another connection stay.
+#[test]
+fn unrouting_a_connection_forgets_what_it_had_in_flight() {
+    let label = "unroute-forgets";
+    let Some((f, to)) = answering_itself(label, Waiters::default(), Arc::default()) else { return };
+    let other = (to.0, 98);
+    let send = |to| Waiting::Send { to, lost: false };
+    f.ops.lock().unwrap().extend([(1 << 40, send(to)), ((1 << 40) + 1, send(other))]);
+    let window = Arc::new(Window::new(1 << 20));
+    let gen = window.take(4096, || false).unwrap();
+    let rma = f.expect((1 << 40) + 2, to, &window, (4096, gen));
+    FULL.0.lock().unwrap().push((label.into(), "tag: 1,", 1 << 30));
+    deliver(&f, &get(1));
+    assert!(f.has_unsent());
+    f.unroute(42);
+    let left: Vec<u64> = f.ops.lock().unwrap().keys().copied().filter(|id| *id >= 1 << 40).collect();
+    assert_eq!(left, [(1 << 40) + 1], "only the other connection's operation stays");
+    assert!(matches!(rma.try_recv(), Ok(Err(_))), "the RMA's waiter is failed");
+    assert_eq!(window.in_flight(), 0, "its bytes are given back");
+    assert!(!f.has_unsent(), "the waiting answer is dropped");
+    FULL.0.lock().unwrap().retain(|(at, _, _)| at != label);
 }

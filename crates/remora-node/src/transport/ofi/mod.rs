@@ -15,7 +15,8 @@
 //!
 //! | file | object |
 //! | --- | --- |
-//! | `fabric.rs` | the endpoint, routes by token, sends (a lost one takes its link down), local registrations |
+//! | `fabric.rs` | the endpoint, routes by token, local registrations, serving small transfers |
+//! | `send.rs` | sends and RMA pieces while routed, the link's patience, answers waiting for room (a lost message takes its link down) |
 //! | `progress.rs` | the progress thread: completions, messages to their links, failed receives |
 //! | `wire.rs` | the bootstrap frame and the fabric messages |
 //! | `link.rs` | bootstrap (dial, accept, exchange) and the link's loop |

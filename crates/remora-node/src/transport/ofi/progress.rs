@@ -1,7 +1,8 @@
 //! The fabric's progress thread: it reads the endpoint's completions, without spinning,
 //! until the fabric is dropped; hands each message received to the link whose token it
 //! carries (`deliver`), each RMA completion to whoever waits for it, and a send that failed
-//! to the link of its connection, which goes down ([`Fabric::broke`]).
+//! to the link of its connection, which goes down ([`Fabric::broke`]); after each read it
+//! tries again the answers that found the send queue full (`send.rs`).
 //!
 //! A receive that failed (truncated: a message larger than any frame, which only a sender
 //! that does not speak this protocol sends; or lost on its way in) has its buffer posted
@@ -159,11 +160,13 @@ pub(super) fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
                 }
             }
         }
+        // Completions read: room for answers that waited for it, in order.
+        f.retry_unsent();
         let unposted = ep.unposted();
         said.tick(unposted, Instant::now());
-        wait = match unposted {
-            0 => Duration::from_millis(200),
-            _ => RETRY_SOON,
+        wait = match unposted > 0 || f.has_unsent() {
+            false => Duration::from_millis(200),
+            true => RETRY_SOON,
         };
     }
 }

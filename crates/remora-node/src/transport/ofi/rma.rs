@@ -25,13 +25,23 @@
 //! A transfer's `fi_write`s / `fi_read`s are pieces of 1 MiB, posted only while the link
 //! has less than 2 MiB in flight (`window.rs`): the link's control messages share the
 //! provider's connection with them, in order, and a heartbeat must not wait behind a whole
-//! large transfer (a loaded machine took the link for not operational).
+//! large transfer (a loaded machine took the link for not operational). Each piece is
+//! posted only while the link's connection is routed, under the routes' lock (`send.rs`:
+//! the provider crashes on an operation posted to an address the link's task removed), and
+//! waits for room in a full queue up to the link's patience (its budget, as liveness gives
+//! a silent peer); a connection gone, or a queue full past that, fails the transfer as a
+//! lost link does, and a piece in flight when its connection is unrouted fails at once.
+//!
+//! The link's task answers the peer's requests without waiting for room (it runs on the
+//! runtime): an answer that finds the queue full waits in the fabric's queue of unsent
+//! answers, as the progress thread's own do (`send.rs`). Our own requests are sent by the
+//! transfer's thread, which may wait.
 //!
 //! Transfers of up to 32 KiB travel in the messages themselves instead ([`Body::Put`],
 //! [`Body::Get`], answered by [`Body::Done`]): one round trip, checked by the peer in the
 //! same way (the eager and rendezvous protocols of fabric libraries).
 
-use super::fabric::{Fabric, EAGER};
+use super::fabric::{Fabric, NotPosted, EAGER};
 use super::window::CHUNK;
 use super::wire::Body;
 use super::OfiLink;
@@ -73,18 +83,18 @@ fn serve_one(ofi: &Arc<Fabric>, link: &Arc<OfiLink>, body: Body) {
         // link's task for large ones (a provider may pin pages).
         Body::RmaOpen { tag, conn, offset, len, write } if len <= SMALL => {
             let answer = open(ofi, link, tag, conn, offset, len, write);
-            send(ofi, link, answer);
+            answer_peer(ofi, link, answer);
         }
         Body::RmaOpen { tag, conn, offset, len, write } => {
             let (ofi, link) = (ofi.clone(), link.clone());
             tokio::task::spawn_blocking(move || {
                 let answer = open(&ofi, &link, tag, conn, offset, len, write);
-                send(&ofi, &link, answer);
+                answer_peer(&ofi, &link, answer);
             });
         }
         Body::RmaClose { tag } => {
             link.served.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
-            send(ofi, link, Body::RmaClosed { tag });
+            answer_peer(ofi, link, Body::RmaClosed { tag });
         }
         Body::RmaKey { tag, .. } | Body::RmaClosed { tag } | Body::Done { tag, .. } => {
             let w = link.rma_wait.lock().unwrap_or_else(|p| p.into_inner()).remove(&tag);
@@ -96,16 +106,29 @@ fn serve_one(ofi: &Arc<Fabric>, link: &Arc<OfiLink>, body: Body) {
         // the peer's bootstrap frame was read here (`fabric.rs`: handed to the link's task).
         Body::Put { .. } | Body::Get { .. } => {
             if let Some(answer) = super::fabric::serve_small(&link.peer, body) {
-                send(ofi, link, answer);
+                answer_peer(ofi, link, answer);
             }
         }
         Body::Link(_) => {}
     }
 }
 
+/// Send a request of ours to the peer, waiting for room in a full send queue (on the
+/// transfer's own thread); whether it was sent (not: the link goes down, `Fabric::broke`).
 fn send(ofi: &Fabric, link: &OfiLink, body: Body) -> bool {
     let dest = *link.dest.lock().unwrap_or_else(|p| p.into_inner());
     dest.and_then(|(d, token)| ofi.send(d, token, body)).is_some()
+}
+
+/// Answer a request of the peer without waiting (on the link's task, a runtime thread):
+/// should the send queue be full, the answer waits for the progress thread, in order with
+/// the answers it sends itself (`send.rs`).
+fn answer_peer(ofi: &Fabric, link: &OfiLink, body: Body) {
+    let dest = *link.dest.lock().unwrap_or_else(|p| p.into_inner());
+    let Some((d, token)) = dest else { return };
+    if let Ok(bytes) = remora_proto::encode(&super::wire::Wire { token, body }) {
+        ofi.answer((d, token), bytes);
+    }
 }
 
 /// Check a range the peer asks for, registering the connection's memory if it is the first.
@@ -249,34 +272,28 @@ pub(super) fn start(
             break;
         }
         let id = ofi.ep.next_id();
-        let rx = ofi.expect(id, &link.window, (n, gen));
-        let t = Instant::now();
-        loop {
-            let at = Remote { dest, addr: addr + done as u64, key };
-            // Posted only while the connection is routed (its address is in the endpoint).
-            let r = ofi.while_routed(conn_to, || match write {
-                true => ofi.ep.write(&local, mem_off + done, n, at, id),
-                false => ofi.ep.read(&local, mem_off + done, n, at, id),
-            });
-            let Some(r) = r else {
+        let rx = ofi.expect(id, conn_to, &link.window, (n, gen));
+        let at = Remote { dest, addr: addr + done as u64, key };
+        // Posted only while the connection is routed (its address is in the endpoint),
+        // waiting for room in a full queue up to the link's patience.
+        let posted = ofi.post_routed(conn_to, true, || match write {
+            true => ofi.ep.write(&local, mem_off + done, n, at, id),
+            false => ofi.ep.read(&local, mem_off + done, n, at, id),
+        });
+        match posted {
+            Ok(()) => waits.push(rx),
+            Err(e) => {
+                // Gone: the link went down meanwhile, which says so itself.
+                match e {
+                    NotPosted::Gone => {}
+                    NotPosted::Full => tracing::warn!(
+                        peer = link.peer.id,
+                        "ofi rma: the send queue stayed full past the link's patience"
+                    ),
+                    NotPosted::Failed(e) => tracing::warn!(peer = link.peer.id, "ofi rma: {e}"),
+                }
                 ofi.forget(id);
                 failed = true;
-                break;
-            };
-            match r {
-                Ok(()) => {
-                    waits.push(rx);
-                    break;
-                }
-                Err(e) if e.code == 11 && t.elapsed() < Duration::from_secs(5) => {
-                    std::thread::sleep(Duration::from_micros(50))
-                }
-                Err(e) => {
-                    tracing::warn!(peer = link.peer.id, "ofi rma: {e}");
-                    ofi.forget(id);
-                    failed = true;
-                    break;
-                }
             }
         }
         done += n;
