@@ -53,7 +53,11 @@
 //!
 //! An operation a transport cannot do answers [`unsupported`] rather than pretending. Bytes
 //! that arrive malformed close that one link (or flow), with the reason logged, and never
-//! the daemon.
+//! the daemon — but over [`ofi`], where they are dropped (logged, rate-limited) and close
+//! nothing: a fabric message is tied to its link only by the token it carries, and a
+//! receive that fails does not say its sender, so a stranger's junk must not close a
+//! cluster's link (a message lost on its way breaks its sender's side instead, whose send
+//! fails, and so the link on both sides).
 //!
 //! # The transports
 //!

@@ -7,8 +7,10 @@
 //! when it breaks, the link is down and redialled (the node with the smaller id dials), and
 //! a refused redial means the peer's daemon is gone. The link goes down too when a message
 //! to the peer is lost on the fabric (its bootstrap connection is closed, which takes the
-//! peer's side down as well); a link that fails before it stayed up a few heartbeats is
-//! redialled ever more slowly. Control messages (requests, replies, events, heartbeats,
+//! peer's side down as well). A link that ends before it stayed up a few heartbeats (its
+//! bootstrap connection closed, or a send failed), or whose bootstrap fails, is followed by
+//! a pause that doubles each time (50 ms up to a second; a failed send pauses even a link
+//! that worked), as a refused dial is: a link that flaps is redialled ever more slowly. Control messages (requests, replies, events, heartbeats,
 //! session ends) then travel as fabric messages; the decisions about the link's state are
 //! the shared [`crate::transport::liveness`] machine's, carried out by the same peer type
 //! as the tcp transport's.
@@ -184,7 +186,7 @@ pub(super) async fn run_link(
             Err(e) => {
                 ofi.fabric.unroute(mine);
                 tracing::warn!(peer = peer.id, "ofi bootstrap failed: {e}");
-                tokio::time::sleep(backoff).await;
+                pause(&mut backoff).await;
                 continue;
             }
         };
@@ -193,7 +195,7 @@ pub(super) async fn run_link(
             Err(e) => {
                 ofi.fabric.unroute(mine);
                 tracing::warn!(peer = peer.id, "the peer's endpoint name is refused: {e}");
-                tokio::time::sleep(backoff).await;
+                pause(&mut backoff).await;
                 continue;
             }
         };
@@ -204,12 +206,17 @@ pub(super) async fn run_link(
         let up = Instant::now();
         let end = run_connected(&ofi, &link, stream, incarnation, to, (in_rx, broken), &mut accepted).await;
         // The back-off starts over only once a link has worked: stayed up a few heartbeats.
-        // A link that comes up and fails at once, again and again, is redialled ever more
+        // A link that comes up and ends at once, again and again, is redialled ever more
         // slowly (below) — also when the peer was heard from meanwhile (only our sends fail).
-        if up.elapsed() >= hb * WORKED {
+        let worked = up.elapsed() >= hb * WORKED;
+        if worked {
             backoff = Duration::from_millis(50);
         }
-        let failed = matches!(end, End::SendFailed);
+        let wait = match end {
+            End::Newer(_) => false,
+            End::SendFailed => true,
+            End::Closed => !worked,
+        };
         next = match end {
             End::Newer(n) => Some(n),
             End::SendFailed | End::Closed => None,
@@ -223,14 +230,19 @@ pub(super) async fn run_link(
             let acts = peer.live().disconnected(Instant::now());
             peer.apply(acts);
         }
-        if failed {
-            // The fabric refused a send while the bootstrap port answers: redialling at
-            // once would make a loop of millisecond-long links, each told to user code as
-            // down, then up.
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(1));
+        if wait {
+            // A send failed, or the link ended before it worked, while the bootstrap port
+            // answers: redialling at once would make a loop of millisecond-long links, each
+            // told to user code as down, then up.
+            pause(&mut backoff).await;
         }
     }
+}
+
+/// Wait `backoff` before the next link, and double it (up to a second).
+async fn pause(backoff: &mut Duration) {
+    tokio::time::sleep(*backoff).await;
+    *backoff = (*backoff * 2).min(Duration::from_secs(1));
 }
 
 /// Heartbeat periods a link stays up before it counts as working (its redial back-off
@@ -304,6 +316,11 @@ async fn run_connected(
         }
     });
     connected(peer, incarnation, tx);
+    #[cfg(test)]
+    if tests::close_at_once(&peer.addr) {
+        writer.abort();
+        return End::Closed;
+    }
     let mut tick = tokio::time::interval(peer.live().heartbeat());
     let mut seq = 0u64;
     let mut sent: HashMap<u64, Instant> = HashMap::new();
