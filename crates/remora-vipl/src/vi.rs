@@ -99,6 +99,10 @@ pub(crate) struct RecvQ {
     pub(crate) link: Option<(Arc<Link>, ProtectionTag)>,
     /// Posts noted, to be taken in a little later (`crate::later`).
     pub(crate) pending: Pending,
+    /// A reliable VI's first receive whose completion came with an error (its descriptor
+    /// address), noted when it was taken in: whichever thread breaks the VI then
+    /// ([`ViInner::fail`]) reports that receive, not what it looked at itself.
+    pub(crate) broke: Option<usize>,
 }
 
 /// A ring A entry of at most two chunks, as remembered: its total, its chunk count, its

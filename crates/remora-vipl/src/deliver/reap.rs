@@ -181,6 +181,11 @@ impl ViInner {
             let imm = (st & status::IMMEDIATE != 0).then_some(c.immediate);
             if st & status::ERROR_MASK != 0 && broke.is_none() {
                 broke = Some(p.addr);
+                // Noted before the lock goes: a thread that breaks the VI before this
+                // one does (the watcher, seeing the peer's word) reports this receive.
+                if q.broke.is_none() && self.attrs().reliability != UNRELIABLE {
+                    q.broke = Some(p.addr);
+                }
             }
             self.nic.finish(&p.ctl, p.epoch, st, Some(c.len), imm);
             let d = (p.addr, p.handle);

@@ -34,9 +34,17 @@ impl ViInner {
         }
         let _ = self.take_completions();
         self.flush_receives();
+        // A receive that completed with an error, taken in here or by another thread that
+        // has not broken the VI yet (it let the queue's lock go, and this thread came
+        // first): the VI broke with that receive, and the callback names it, whichever
+        // thread got here first. A caller that names its own descriptor keeps it.
+        let (code, descriptor, told) = match (descriptor, self.recv.lock().broke) {
+            (None, Some(addr)) => (ErrorCode::PostDesc, Some(addr), code),
+            _ => (code, descriptor, code),
+        };
         if tell_peer {
             if let Some(l) = self.link() {
-                l.say_error(code);
+                l.say_error(told);
             }
         }
         self.wake();
@@ -154,6 +162,7 @@ impl ViInner {
             q.described.clear();
             q.cache.clear();
             q.link = None;
+            q.broke = None;
         }
         {
             let mut s = self.send.lock();
