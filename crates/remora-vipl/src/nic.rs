@@ -491,7 +491,7 @@ impl Nic {
     pub fn host_by_addr(&self, addr: &[u8]) -> Result<String> {
         let node: [u8; 4] =
             addr.try_into().map_err(|_| Error::NameService(format!("address of {} bytes", addr.len())))?;
-        Ok(crate::names::name_of(u32::from_be_bytes(node)))
+        Ok(crate::names::name_of(self, u32::from_be_bytes(node)))
     }
 }
 
