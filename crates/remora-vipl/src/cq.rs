@@ -5,7 +5,9 @@
 //! A queue holds at most the entries it was created (or last resized) with: a completion
 //! that finds it full is not queued (its descriptor stays on its VI's work queue, for
 //! `VipSendDone` / `VipRecvDone`), and the error callback is told `VIP_ERROR_CATASTROPHIC`
-//! for the queue (`VIP_RESOURCE_CQ`), once until the queue has room again.
+//! for the queue (`VIP_RESOURCE_CQ`) with the VI and the dropped descriptor, once for every
+//! completion dropped (so the calls and the queue's entries together count every
+//! completion of the VIs' work queues).
 
 use crate::vi::{lock, ViInner};
 use crate::{Error, ErrorCode, ErrorEvent, Nic, Result, Vi};
@@ -18,8 +20,7 @@ use std::time::{Duration, Instant};
 struct CqInner {
     id: u64,
     nic: Nic,
-    /// A completion found the queue full since it last had room (told once).
-    overflowed: AtomicBool,
+    /// (VI id, `true` for its receive queue), oldest first.
     entries: Mutex<VecDeque<(u64, bool)>>,
     capacity: AtomicUsize,
     vis: Mutex<Vec<(Weak<ViInner>, u64, bool)>>,
@@ -89,7 +90,6 @@ impl CompletionQueue {
         Ok(CompletionQueue {
             inner: Arc::new(CqInner {
                 id: NEXT_CQ.fetch_add(1, Ordering::Relaxed),
-                overflowed: AtomicBool::new(false),
                 nic: nic.clone(),
                 entries: Mutex::new(VecDeque::new()),
                 capacity: AtomicUsize::new(entries),
@@ -135,23 +135,22 @@ impl CompletionQueue {
         lock(&self.inner.entries).retain(|(v, _)| *v != id);
     }
 
-    /// Queue VI `vi`'s completion (`recv`: of its receive queue); a full queue drops it and
-    /// tells the error callback (see the module's doc).
-    pub(crate) fn push(&self, vi: u64, recv: bool) {
+    /// Queue the completion of descriptor `desc` of VI `vi` (`recv`: of its receive queue);
+    /// a full queue drops it and tells the error callback, naming the VI and the descriptor
+    /// (see the module's doc).
+    pub(crate) fn push(&self, vi: u64, recv: bool, desc: usize) {
         {
             let mut e = lock(&self.inner.entries);
             if e.len() >= self.capacity() {
                 drop(e);
-                if !self.inner.overflowed.swap(true, Ordering::AcqRel) {
-                    self.inner.nic.report(ErrorEvent {
-                        vi: self.vi_of(vi),
-                        cq: Some(self.clone()),
-                        descriptor: None,
-                        opcode: 0,
-                        resource: 2,
-                        code: ErrorCode::Catastrophic,
-                    });
-                }
+                self.inner.nic.report(ErrorEvent {
+                    vi: self.vi_of(vi),
+                    cq: Some(self.clone()),
+                    descriptor: Some(desc),
+                    opcode: 0,
+                    resource: 2,
+                    code: ErrorCode::Catastrophic,
+                });
                 return;
             }
             e.push_back((vi, recv));
@@ -189,6 +188,8 @@ impl CompletionQueue {
     }
 
     /// `VipResizeCQ`: room for `entries` completions from now on (those queued stay).
+    /// Grown, the queue has its new room before the completions that landed are taken in
+    /// (none of them finds it full).
     ///
     /// # Errors
     /// [`Error::InvalidParameter`] for 0; [`Error::Resource`] for more than the NIC's
@@ -196,15 +197,22 @@ impl CompletionQueue {
     /// and were not taken count); the size is unchanged then.
     pub fn resize(&self, entries: usize) -> Result<()> {
         check_entries(&self.inner.nic, entries)?;
+        let held = lock(&self.inner.entries);
+        if entries > self.capacity() {
+            // Room first (it holds at most its old size, fewer than `entries`), then what
+            // landed is taken in.
+            self.inner.capacity.store(entries, Ordering::Relaxed);
+            drop(held);
+            self.reap_receives();
+            return Ok(());
+        }
+        drop(held);
         self.reap_receives();
         let e = lock(&self.inner.entries);
         if e.len() > entries {
             return Err(Error::Resource(format!("{} completions queued, more than {entries}", e.len())));
         }
         self.inner.capacity.store(entries, Ordering::Relaxed);
-        if e.len() < entries {
-            self.inner.overflowed.store(false, Ordering::Release);
-        }
         Ok(())
     }
 
@@ -224,8 +232,6 @@ impl CompletionQueue {
         self.reap_receives();
         loop {
             let Some((id, recv)) = lock(&self.inner.entries).pop_front() else { return Err(Error::NotDone) };
-            // Room again: a later overflow is told again.
-            self.inner.overflowed.store(false, Ordering::Release);
             if let Some(vi) = self.vi_of(id) {
                 return Ok((vi, recv));
             }

@@ -64,7 +64,7 @@ impl ViInner {
             remora_sys::sync::futex_wake_all(&self.send_seq);
         }
         if let Some(cq) = &self.send_cq {
-            cq.push(self.id, false);
+            cq.push(self.id, false, addr);
         }
     }
 

@@ -27,7 +27,7 @@ impl ViInner {
         q.done.push_back(d);
         self.recv_ready.store(q.done.len(), Ordering::Release);
         if let Some(cq) = &self.recv_cq {
-            cq.push(self.id, true);
+            cq.push(self.id, true, d.0);
         }
     }
 
