@@ -337,9 +337,10 @@ pub unsafe extern "C-unwind" fn VipConnectPeerDone(
     })
 }
 
-/// `VipConnectPeerWait`: polls the outcome every millisecond, a cancellation point
-/// between looks. It loops here rather than in `sliced`: the outcome, `VIP_TIMEOUT`
-/// among them, is taken by the look that finds it, so no look may follow it.
+/// `VipConnectPeerWait`: asleep until the outcome is known (the thread making the
+/// connection wakes it), in slices of 100 ms with a cancellation point between them. It
+/// loops here rather than in `sliced`: the outcome, `VIP_TIMEOUT` among them, is taken by
+/// the look that finds it, so no look may follow it.
 ///
 /// # Safety
 /// `remote_attrs` is NULL or writable.
@@ -348,9 +349,10 @@ pub unsafe extern "C-unwind" fn VipConnectPeerWait(
     vi: *mut c_void,
     remote_attrs: *mut VipViAttributes,
 ) -> u32 {
+    const SLICE: Duration = Duration::from_millis(100);
     loop {
         let mut pending = false;
-        let code = guard(|| match handles::vi(vi)?.connect_peer_done() {
+        let code = guard(|| match handles::vi(vi)?.connect_peer_wait_for(Some(SLICE)) {
             Err(Error::NotDone) => {
                 pending = true;
                 Ok(())
@@ -364,7 +366,6 @@ pub unsafe extern "C-unwind" fn VipConnectPeerWait(
         if !pending {
             return code;
         }
-        std::thread::sleep(Duration::from_millis(1));
         remora_sys::cancel::point();
     }
 }

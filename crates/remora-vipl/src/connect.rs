@@ -380,6 +380,7 @@ impl Vi {
                 vi.peer_request_side(&local, &remote, timeout)
             };
             *lock(&vi.inner.peer_connect) = Some(Some(r));
+            vi.inner.peer_outcome.notify_all();
         });
         if spawned.is_err() {
             *lock(&self.inner.state) = ViState::Idle;
@@ -484,27 +485,48 @@ impl Vi {
     /// [`Error::NotDone`] while it is being made; [`Error::InvalidState`] without a
     /// request; the request's error.
     pub fn connect_peer_done(&self) -> Result<ViAttributes> {
-        let mut g = lock(&self.inner.peer_connect);
-        match g.as_mut() {
-            None => Err(Error::InvalidState),
-            Some(None) => Err(Error::NotDone),
-            Some(Some(_)) => match g.take() {
-                Some(Some(r)) => r,
-                _ => Err(Error::InvalidState),
-            },
-        }
+        self.connect_peer_wait_for(Some(Duration::ZERO))
     }
 
-    /// `VipConnectPeerWait`: wait for the peer connection's outcome.
+    /// `VipConnectPeerWait`: wait for the peer connection's outcome (asleep until the
+    /// thread that makes the connection tells it).
     ///
     /// # Errors
     /// As [`Vi::connect_peer_done`], without `NotDone`.
     pub fn connect_peer_wait(&self) -> Result<ViAttributes> {
+        self.connect_peer_wait_for(None)
+    }
+
+    /// [`Vi::connect_peer_wait`] for at most `limit` (`None`: until the outcome is known),
+    /// asleep meanwhile: the outcome, taken by this call, once known.
+    ///
+    /// # Errors
+    /// As [`Vi::connect_peer_done`]: [`Error::NotDone`] when `limit` passed first.
+    pub fn connect_peer_wait_for(&self, limit: Option<Duration>) -> Result<ViAttributes> {
+        let deadline = limit.map(|l| Instant::now().checked_add(l));
+        let mut g = lock(&self.inner.peer_connect);
         loop {
-            match self.connect_peer_done() {
-                Err(Error::NotDone) => std::thread::sleep(Duration::from_millis(1)),
-                other => return other,
+            match g.as_mut() {
+                None => return Err(Error::InvalidState),
+                Some(Some(_)) => {
+                    return match g.take() {
+                        Some(Some(r)) => r,
+                        _ => Err(Error::InvalidState),
+                    }
+                }
+                Some(None) => {}
             }
+            // A wake-up without the outcome (spurious, a signal) looks again.
+            g = match deadline {
+                None | Some(None) => self.inner.peer_outcome.wait(g).unwrap_or_else(|p| p.into_inner()),
+                Some(Some(d)) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(Error::NotDone);
+                    }
+                    self.inner.peer_outcome.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0
+                }
+            };
         }
     }
 }

@@ -16,7 +16,7 @@ use remora_sys::lock::Lock;
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 /// `VIP_SERVICE_UNRELIABLE`.
 pub const UNRELIABLE: u16 = 0x01;
@@ -156,6 +156,9 @@ pub(crate) struct ViInner {
     pub(crate) recv: Lock<RecvQ>,
     /// A peer-to-peer connect in progress: its outcome once known.
     pub(crate) peer_connect: Mutex<Option<Option<Result<ViAttributes>>>>,
+    /// Notified when a peer-to-peer connect's outcome becomes known (`VipConnectPeerWait`
+    /// sleeps on it).
+    pub(crate) peer_outcome: Condvar,
     /// This VI's connection number: told to the peer in [`crate::link::PeerInfo`], carried by every word
     /// the peer stores in this VI's segment ([`layout::tagged`]: counts, flags, what it
     /// says about itself, each completion's sequence number, each receive it describes),
@@ -265,6 +268,7 @@ impl Vi {
             noted_seen: AtomicU64::new(0),
             recv: Lock::new(RecvQ::default()),
             peer_connect: Mutex::new(None),
+            peer_outcome: Condvar::new(),
             conn: AtomicU32::new(1),
         });
         nic.add_vi(&inner);

@@ -12,6 +12,11 @@
  *      took with VipConnectWait but never answers, is cancelled: it must end within
  *      5 s, its VI must be idle again, the server's late accept must fail, and the
  *      same VI must then connect normally.
+ *   4. A thread blocked in VipConnectPeerWait (a peer request with VIP_INFINITE
+ *      that nobody answers yet) sleeps: fewer than 50 voluntary context switches
+ *      in 500 ms (a poll every millisecond made about 500); under a SIGALRM every
+ *      200 us it stays blocked; cancelled, it ends within 5 s; then the peer comes
+ *      and the same VI's VipConnectPeerWait gives the connection.
  * No arguments; REMORA_NODE set.
  */
 #define _GNU_SOURCE
@@ -40,8 +45,8 @@ static void on_alarm(int sig)
 	alarms++;
 }
 
-/* SIGALRM every 200 us to the calling thread; returns the timer. */
-static timer_t storm(void)
+/* SIGALRM every 200 us to thread tid; returns the timer. */
+static timer_t storm_at(pid_t tid)
 {
 	struct itimerspec every = {{0, 200 * 1000}, {0, 200 * 1000}};
 	struct sigevent sev;
@@ -49,10 +54,16 @@ static timer_t storm(void)
 	memset(&sev, 0, sizeof sev);
 	sev.sigev_notify = SIGEV_THREAD_ID;
 	sev.sigev_signo = SIGALRM;
-	sev.sigev_notify_thread_id = (pid_t)syscall(SYS_gettid);
+	sev.sigev_notify_thread_id = tid;
 	CHECK(timer_create(CLOCK_MONOTONIC, &sev, &t) == 0);
 	CHECK(timer_settime(t, 0, &every, NULL) == 0);
 	return t;
+}
+
+/* SIGALRM every 200 us to the calling thread; returns the timer. */
+static timer_t storm(void)
+{
+	return storm_at((pid_t)syscall(SYS_gettid));
 }
 
 static unsigned char *slot(int k)
@@ -195,6 +206,99 @@ static void cancel_a_request(VIP_VI_ATTRIBUTES *va)
 	free(e_addr);
 }
 
+static VIP_VI_HANDLE p, q;
+static VIP_NET_ADDRESS *p_addr, *q_addr;
+static volatile pid_t waiter_tid;
+
+static void *blocked_peer_waiter(void *arg)
+{
+	VIP_VI_ATTRIBUTES ra;
+	VIP_RETURN rc;
+	(void)arg;
+	waiter_tid = (pid_t)syscall(SYS_gettid);
+	rc = VipConnectPeerWait(p, &ra);
+	printf("vipl_signals: VipConnectPeerWait returned %d in the thread that was to be cancelled\n", (int)rc);
+	return (void *)1;
+}
+
+/* The voluntary context switches of thread tid of this process so far. */
+static unsigned long voluntary_switches(pid_t tid)
+{
+	char path[64], line[256];
+	unsigned long n = 0;
+	int found = 0;
+	FILE *f;
+	snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+	f = fopen(path, "r");
+	CHECK_MSG(f != NULL, "cannot open %s", path);
+	while (fgets(line, sizeof line, f) != NULL)
+		if (sscanf(line, "voluntary_ctxt_switches: %lu", &n) == 1) {
+			found = 1;
+			break;
+		}
+	fclose(f);
+	CHECK_MSG(found, "no voluntary_ctxt_switches in %s", path);
+	return n;
+}
+
+/* Phase 4: see the head of the file. */
+static void cancel_a_peer_wait(VIP_VI_ATTRIBUTES *va)
+{
+	VIP_VI_ATTRIBUTES ra;
+	unsigned long before, after;
+	unsigned long long end;
+	void *res = NULL;
+	pthread_t th;
+	timer_t t;
+
+	CHECK_RET(VipCreateVi(N.nic, va, NULL, NULL, &p), VIP_SUCCESS);
+	CHECK_RET(VipCreateVi(N.nic, va, NULL, NULL, &q), VIP_SUCCESS);
+	/* p's address is the smaller: p waits for q's request through the node. */
+	p_addr = vt_addr(&N, vt_node(), "peer-wait-a");
+	q_addr = vt_addr(&N, vt_node(), "peer-wait-z");
+	CHECK_RET(VipConnectPeerRequest(p, p_addr, q_addr, VIP_INFINITE), VIP_SUCCESS);
+	waiter_tid = 0;
+	CHECK(pthread_create(&th, NULL, blocked_peer_waiter, NULL) == 0);
+	end = vt_now_ms() + 5000;
+	while (waiter_tid == 0) {
+		CHECK_MSG(vt_now_ms() < end, "the waiting thread never started");
+		vt_sleep_ms(1);
+	}
+	vt_sleep_ms(200);
+	before = voluntary_switches(waiter_tid);
+	vt_sleep_ms(500);
+	after = voluntary_switches(waiter_tid);
+	printf("vipl_signals: the thread in VipConnectPeerWait switched %lu times in 500 ms\n", after - before);
+	CHECK_MSG(after - before < 50, "VipConnectPeerWait woke %lu times in 500 ms: it polls", after - before);
+	t = storm_at(waiter_tid);
+	vt_sleep_ms(300);
+	CHECK_MSG(pthread_tryjoin_np(th, &res) != 0, "VipConnectPeerWait returned under the signals");
+	timer_delete(t);
+	CHECK(pthread_cancel(th) == 0);
+	end = vt_now_ms() + 5000;
+	for (;;) {
+		if (pthread_tryjoin_np(th, &res) == 0)
+			break;
+		CHECK_MSG(vt_now_ms() < end, "the thread cancelled in VipConnectPeerWait still runs after 5 s");
+		vt_sleep_ms(10);
+	}
+	CHECK_PTR(res, PTHREAD_CANCELED);
+	CHECK_EQ(vt_state(p), VIP_STATE_CONNECT_PENDING);
+
+	VT_PHASE("the VI whose peer wait was cancelled connects when its peer comes");
+	CHECK_RET(VipConnectPeerRequest(q, q_addr, p_addr, VIP_INFINITE), VIP_SUCCESS);
+	CHECK_RET(VipConnectPeerWait(q, &ra), VIP_SUCCESS);
+	CHECK_RET(VipConnectPeerWait(p, &ra), VIP_SUCCESS);
+	CHECK_EQ(vt_state(p), VIP_STATE_CONNECTED);
+	CHECK_EQ(vt_state(q), VIP_STATE_CONNECTED);
+	CHECK_RET(VipDisconnect(p), VIP_SUCCESS);
+	vt_passive_teardown(q);
+	CHECK_RET(VipDestroyVi(p), VIP_SUCCESS);
+	CHECK_RET(VipDestroyVi(q), VIP_SUCCESS);
+	free(p_addr);
+	free(q_addr);
+}
+
 int main(void)
 {
 	struct sigaction sa;
@@ -272,6 +376,9 @@ int main(void)
 
 	VT_PHASE("cancel a thread blocked in VipConnectRequest");
 	cancel_a_request(&va);
+
+	VT_PHASE("a thread in VipConnectPeerWait sleeps, survives signals, and is cancelled");
+	cancel_a_peer_wait(&va);
 
 	VT_PHASE("teardown");
 	CHECK_RET(VipDisconnect(a), VIP_SUCCESS);
