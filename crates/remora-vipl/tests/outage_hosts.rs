@@ -1,8 +1,8 @@
 //! A cable cut between the two hosts of a connected VI pair, longer than the link's budget
 //! (150 heartbeats: 30 s in the test cluster): both VIs move to ERROR with `ConnLost`
 //! through the error callback (here about 60 s after the cut: the link's budget, then the
-//! connection's), a receive wait with no limit (`VIP_INFINITE`) ends, and a send posted
-//! after the loss completes flushed. Once the cable is back the same VIs
+//! connection's), a receive wait with a limit far beyond that (180 s) ends well before it,
+//! and a send posted after the loss completes flushed. Once the cable is back the same VIs
 //! disconnect, connect again and carry data. A cut of a few seconds is ridden out. Needs a
 //! namespace cluster (root); skips without one.
 
@@ -76,10 +76,15 @@ fn a_cable_cut_past_the_link_budget_moves_both_vis_to_error_with_conn_lost() {
     assert_eq!(server.recv_wait(Some(Duration::from_secs(20))).unwrap().0, sdesc.addr(0));
     assert_eq!(rbuf.get(0, 512), vec![1u8; 512]);
 
-    // A receive posted and waited for with no limit when the cable goes.
+    // A receive posted and waited for when the cable goes, with a limit far beyond the loss
+    // (not none: a wait that never ended would hang the test at the join).
+    const LONG: Duration = Duration::from_secs(180);
     post_recv(1);
     let waiting = server.clone();
-    let waiter = std::thread::spawn(move || waiting.recv_wait(None));
+    let waiter = std::thread::spawn(move || {
+        let start = Instant::now();
+        (waiting.recv_wait(Some(LONG)), start.elapsed())
+    });
     std::thread::sleep(Duration::from_millis(200));
     c.link_down(1);
     let cut = Instant::now();
@@ -92,8 +97,14 @@ fn a_cable_cut_past_the_link_budget_moves_both_vis_to_error_with_conn_lost() {
     assert_eq!(ccodes.lock().unwrap().first(), Some(&ErrorCode::ConnLost), "the client's callback");
     assert_eq!(server.state(), ViState::Error);
     assert_eq!(client.state(), ViState::Error);
-    // The waiter ends: with the receive completed flushed, or with the VI's error.
-    match waiter.join().unwrap() {
+    // The waiter ends, before its limit: with the receive completed flushed, or with the
+    // VI's error.
+    let (got, took) = waiter.join().unwrap();
+    assert!(
+        took < LONG && !matches!(got, Err(Error::Timeout)),
+        "the receive wait did not end with the loss: {got:?} after {took:?}"
+    );
+    match got {
         Ok((addr, _)) => {
             assert_eq!(addr, sdesc.addr(64));
             let st = snic.read_descriptor(sdesc.addr(64), sdesc.handle).unwrap().status;

@@ -356,7 +356,8 @@ fn a_destroyed_vi_frees_its_ptag_while_another_thread_holds_it() {
 
 /// A `MemoryRegion` answers for its memory while it lives (attributes read and changed,
 /// a send from it arrives) and deregisters it when dropped: the handle is stale then, and
-/// the protection tag is free.
+/// the protection tag is free (a region under a tag of its own, which no VI carries: the
+/// first region's tag is the client VI's, busy while the VI lives).
 #[test]
 fn a_memory_region_deregisters_its_memory_when_dropped() {
     let h = Harness::new();
@@ -389,4 +390,13 @@ fn a_memory_region_deregisters_its_memory_when_dropped() {
     let (addr, handle) = (other.addr(0), other.handle());
     other.deregister().unwrap();
     assert!(matches!(cnic.query_mem(addr, handle), Err(Error::InvalidParameter(_))));
+    // A tag that only a region carries is busy while the region lives, free once it is
+    // dropped.
+    let own = cnic.create_ptag();
+    let buf: &'static mut [u8] = Box::leak(vec![0u8; 4096].into_boxed_slice());
+    let attrs = MemAttributes { ptag: own, ..plain };
+    let region = cnic.register_region(UserRegion::from_static(buf), attrs).unwrap();
+    assert!(matches!(cnic.destroy_ptag(own), Err(Error::Resource(_))), "the region's tag was free");
+    drop(region);
+    cnic.destroy_ptag(own).unwrap();
 }
