@@ -27,20 +27,22 @@ use std::collections::VecDeque;
 use std::sync::atomic::{fence, Ordering};
 use std::time::Duration;
 
-/// How long a send waits for a peer of this host to post a receive before the message
-/// counts as one that found none. (5 ms broke streams under load: their receiving thread,
-/// kept off the two cores that long, reposted too late.)
+/// How long an unreliable VI's send waits for a peer of this host to post a receive before
+/// the message counts as one that found none (and is dropped). (5 ms broke streams under
+/// load: their receiving thread, kept off the two cores that long, reposted too late.)
 const RECEIVE_GRACE: Duration = Duration::from_millis(50);
-/// The same for a peer on another host, whose posted count comes down the receiver's
-/// channel and its node's thread (kept off the cores by a loaded machine, that took longer
-/// than 5 ms to tell a receive posted before the send: the send broke the VI). 100 ms, the
-/// next choice, broke a 64 KiB stream's VI in 5 of 30 runs of `remora bench vipl
-/// --across-hosts` on two cores beside three CPU-bound processes (threads waited up to
-/// 80 ms for a core there); 500 ms in none of 30.
-const RECEIVE_GRACE_FAR: Duration = Duration::from_millis(500);
-/// The same for an unreliable VI (the wait's length before 500 ms: a sender that outruns
-/// its receiver loses those messages, as VIA allows, without being held up half a second
-/// for each).
+/// The same for a reliable VI, on this host or another (where the posted count comes down
+/// the receiver's channel and its node's thread): a send that finds none breaks the VI, so
+/// the wait covers a loaded machine's threads waiting for a core. 100 ms broke a 64 KiB
+/// stream's VI across hosts in 5 of 30 runs of `remora bench vipl --across-hosts` on two
+/// cores beside three CPU-bound processes (threads waited up to 80 ms for a core there);
+/// 500 ms in none of 30. On one host 50 ms broke a VI whose receiver reposted while
+/// answering and then went quiet, its repost taken in by the NIC's watcher (`later.rs`),
+/// in 1 of 12 runs beside three CPU-bound processes (`tests/receive_rooms.rs`).
+const RECEIVE_GRACE_RELIABLE: Duration = Duration::from_millis(500);
+/// An unreliable VI's wait for a peer on another host (the wait's length before 500 ms: a
+/// sender that outruns its receiver loses those messages, as VIA allows, without being
+/// held up half a second for each).
 const RECEIVE_GRACE_FAR_UNRELIABLE: Duration = Duration::from_millis(100);
 
 impl ViInner {
@@ -86,8 +88,8 @@ impl ViInner {
         // An unreliable VI's sender is not held up long by a receiver it outruns: its
         // messages may be dropped, and are after the shorter wait.
         let grace = match (link.map.is_local(), reliable) {
-            (true, _) => RECEIVE_GRACE,
-            (false, true) => RECEIVE_GRACE_FAR,
+            (_, true) => RECEIVE_GRACE_RELIABLE,
+            (true, false) => RECEIVE_GRACE,
             (false, false) => RECEIVE_GRACE_FAR_UNRELIABLE,
         };
         let Some(room) = self.peer_room(sq, k, grace) else {
