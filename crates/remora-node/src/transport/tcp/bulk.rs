@@ -19,6 +19,21 @@
 //! four queues' 16 MiB each). But four queues writing cached 128 KiB pieces (`bench
 //! hosts`' row beside iperf3 -P 4) moved no more than with 16 MiB each, and 1 MiB pieces
 //! more than 128 KiB ones: a cost per chunk in the engine is what is left to find.
+//!
+//! Timestamps per chunk on both daemons (16 MiB writes, 2026-11-29): on the loaded VM the
+//! lost time was waiting for a core, not computing: the writer thread taking the last
+//! 3 KiB of a frame the worker began (the socket holds 4 MiB, a frame is 4 MiB and 40
+//! bytes) got a core up to 3 ms later, and an answer the peer had sent reached the waiting
+//! worker up to 2 ms later (this node's reader waiting for a core); at moderate load the
+//! worker was on its core 97 % of the time, writing (272 ms of CPU per GB, where a raw TCP
+//! sender spends 190-210 in its fast state and about 265 in its slow one, when the
+//! receiver is woken about 19 000 times a second instead of 2 800). Tried and not kept:
+//! the worker writing its own frames whole, waiting for room in `poll` in 20 ms slices,
+//! with 16 MiB kept on the link (interleaved with the build before: 16 MiB writes 1.11 in
+//! 13 rounds under heavy load, 0.98 in 38 at moderate load, reads unchanged; four queues
+//! of 16 MiB at once 0.885 in 6 rounds, all six lower); and holding a worker's read
+//! requests back (`MSG_MORE`) until it waits, so the peer's reader is woken once for all of
+//! them (reads 1.02, 38 rounds).
 
 use super::bulk_tx::BulkTx;
 use super::framing::{discard, read_header};
