@@ -7,7 +7,7 @@
 //! namespace cluster (root); skips without one.
 
 mod common;
-use common::mem;
+use common::{mem, Mem};
 
 use remora_vipl::layout::status;
 use remora_vipl::*;
@@ -38,49 +38,91 @@ fn connect_patiently(snic: &Nic, server: &Vi, cnic: &Nic, client: &Vi, disc: &[u
     waiter.join().unwrap().unwrap();
 }
 
+/// A reliable VI on each host of `c` (the server on host 1), connected, with error
+/// callbacks recorded, four receive descriptors of 4 KiB slots on the server and one send
+/// descriptor on the client.
+struct Pair {
+    snic: Nic,
+    cnic: Nic,
+    server: Vi,
+    client: Vi,
+    scodes: Arc<Mutex<Vec<ErrorCode>>>,
+    ccodes: Arc<Mutex<Vec<ErrorCode>>>,
+    sdesc: Mem,
+    cdesc: Mem,
+    rbuf: Mem,
+    sbuf: Mem,
+}
+
+const SLOT: usize = 4096;
+
+impl Pair {
+    fn new(c: &remora_testkit::NetCluster, disc: &[u8]) -> Pair {
+        let snic = Nic::open_with_config("remora0", remora_testkit::net_config(c, 1)).unwrap();
+        let cnic = Nic::open_with_config("remora0", remora_testkit::net_config(c, 2)).unwrap();
+        let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
+        let attrs = |ptag| ViAttributes {
+            reliability: RELIABLE_DELIVERY,
+            max_transfer: MAX_TRANSFER,
+            ptag,
+            rdma_write: false,
+            rdma_read: false,
+        };
+        let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
+        let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+        let (scodes, ccodes) = (recorded(&snic), recorded(&cnic));
+        connect_patiently(&snic, &server, &cnic, &client, disc);
+        let (sdesc, cdesc) = (mem(&snic, 4 * 64, sp, false), mem(&cnic, 64, cp, false));
+        let (rbuf, sbuf) = (mem(&snic, 4 * SLOT, sp, false), mem(&cnic, SLOT, cp, false));
+        let d = Descriptor { length: SLOT as u32, segments: vec![sbuf.seg(0, SLOT)], ..Default::default() };
+        cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &d).unwrap();
+        Pair { snic, cnic, server, client, scodes, ccodes, sdesc, cdesc, rbuf, sbuf }
+    }
+
+    /// Post the server's receive `i` (of 4).
+    fn post_recv(&self, i: usize) {
+        let d = Descriptor {
+            length: SLOT as u32,
+            segments: vec![self.rbuf.seg(SLOT * i, SLOT)],
+            ..Default::default()
+        };
+        self.snic.write_descriptor(self.sdesc.addr(64 * i), self.sdesc.handle, &d).unwrap();
+        self.server.post_recv(self.sdesc.addr(64 * i), self.sdesc.handle).unwrap();
+    }
+
+    /// The client sends a slot of `seed` bytes and waits for its completion: its status.
+    fn send(&self, seed: u8) -> u32 {
+        self.sbuf.put(0, &[seed; SLOT]);
+        self.client.post_send(self.cdesc.addr(0), self.cdesc.handle).unwrap();
+        self.client.send_wait(Some(Duration::from_secs(60))).unwrap();
+        self.cnic.read_descriptor(self.cdesc.addr(0), self.cdesc.handle).unwrap().status
+    }
+
+    /// The server takes receive `i`, which holds a slot of `seed` bytes.
+    fn takes(&self, i: usize, seed: u8) {
+        assert_eq!(self.server.recv_wait(Some(Duration::from_secs(60))).unwrap().0, self.sdesc.addr(64 * i));
+        assert_eq!(self.rbuf.get(SLOT * i, SLOT), vec![seed; SLOT], "receive {i}");
+    }
+
+    /// Neither NIC's error callback was called.
+    fn no_callback(&self) -> bool {
+        self.scodes.lock().unwrap().is_empty() && self.ccodes.lock().unwrap().is_empty()
+    }
+}
+
 #[test]
 fn a_cable_cut_past_the_link_budget_moves_both_vis_to_error_with_conn_lost() {
     let c = remora_testkit::cluster_or_skip!(2);
-    let snic = Nic::open_with_config("remora0", remora_testkit::net_config(&c, 1)).unwrap();
-    let cnic = Nic::open_with_config("remora0", remora_testkit::net_config(&c, 2)).unwrap();
-    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
-    let attrs = |ptag| ViAttributes {
-        reliability: RELIABLE_DELIVERY,
-        max_transfer: MAX_TRANSFER,
-        ptag,
-        rdma_write: false,
-        rdma_read: false,
-    };
-    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
-    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
-    let (scodes, ccodes) = (recorded(&snic), recorded(&cnic));
-    connect_patiently(&snic, &server, &cnic, &client, b"cut");
-
-    let (sdesc, cdesc) = (mem(&snic, 4 * 64, sp, false), mem(&cnic, 64, cp, false));
-    let (rbuf, sbuf) = (mem(&snic, 4 * 512, sp, false), mem(&cnic, 512, cp, false));
-    let post_recv = |i: usize| {
-        let d = Descriptor { length: 512, segments: vec![rbuf.seg(512 * i, 512)], ..Default::default() };
-        snic.write_descriptor(sdesc.addr(64 * i), sdesc.handle, &d).unwrap();
-        server.post_recv(sdesc.addr(64 * i), sdesc.handle).unwrap();
-    };
-    let send = |seed: u8| {
-        sbuf.put(0, &[seed; 512]);
-        let d = Descriptor { length: 512, segments: vec![sbuf.seg(0, 512)], ..Default::default() };
-        cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &d).unwrap();
-        client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
-        client.send_wait(Some(Duration::from_secs(60))).unwrap();
-        cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status
-    };
-    post_recv(0);
-    assert_eq!(send(1) & status::ERROR_MASK, 0);
-    assert_eq!(server.recv_wait(Some(Duration::from_secs(20))).unwrap().0, sdesc.addr(0));
-    assert_eq!(rbuf.get(0, 512), vec![1u8; 512]);
+    let p = Pair::new(&c, b"cut");
+    p.post_recv(0);
+    assert_eq!(p.send(1) & status::ERROR_MASK, 0);
+    p.takes(0, 1);
 
     // A receive posted and waited for when the cable goes, with a limit far beyond the loss
     // (not none: a wait that never ended would hang the test at the join).
     const LONG: Duration = Duration::from_secs(180);
-    post_recv(1);
-    let waiting = server.clone();
+    p.post_recv(1);
+    let waiting = p.server.clone();
     let waiter = std::thread::spawn(move || {
         let start = Instant::now();
         (waiting.recv_wait(Some(LONG)), start.elapsed())
@@ -89,14 +131,16 @@ fn a_cable_cut_past_the_link_budget_moves_both_vis_to_error_with_conn_lost() {
     c.link_down(1);
     let cut = Instant::now();
     let until = cut + Duration::from_secs(120);
-    while (scodes.lock().unwrap().is_empty() || ccodes.lock().unwrap().is_empty()) && Instant::now() < until {
+    while (p.scodes.lock().unwrap().is_empty() || p.ccodes.lock().unwrap().is_empty())
+        && Instant::now() < until
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
     eprintln!("both sides heard the loss {:?} after the cut", cut.elapsed());
-    assert_eq!(scodes.lock().unwrap().first(), Some(&ErrorCode::ConnLost), "the server's callback");
-    assert_eq!(ccodes.lock().unwrap().first(), Some(&ErrorCode::ConnLost), "the client's callback");
-    assert_eq!(server.state(), ViState::Error);
-    assert_eq!(client.state(), ViState::Error);
+    assert_eq!(p.scodes.lock().unwrap().first(), Some(&ErrorCode::ConnLost), "the server's callback");
+    assert_eq!(p.ccodes.lock().unwrap().first(), Some(&ErrorCode::ConnLost), "the client's callback");
+    assert_eq!(p.server.state(), ViState::Error);
+    assert_eq!(p.client.state(), ViState::Error);
     // The waiter ends, before its limit: with the receive completed flushed, or with the
     // VI's error.
     let (got, took) = waiter.join().unwrap();
@@ -106,27 +150,26 @@ fn a_cable_cut_past_the_link_budget_moves_both_vis_to_error_with_conn_lost() {
     );
     match got {
         Ok((addr, _)) => {
-            assert_eq!(addr, sdesc.addr(64));
-            let st = snic.read_descriptor(sdesc.addr(64), sdesc.handle).unwrap().status;
+            assert_eq!(addr, p.sdesc.addr(64));
+            let st = p.snic.read_descriptor(p.sdesc.addr(64), p.sdesc.handle).unwrap().status;
             assert_ne!(st & status::DESC_FLUSHED_ERROR, 0, "status {st:#x}");
         }
-        Err(e) => eprintln!("the unlimited receive wait ended with {e:?}"),
+        Err(e) => eprintln!("the receive wait ended with {e:?}"),
     }
     // A send posted now completes at once, flushed.
-    assert_ne!(send(2) & status::DESC_FLUSHED_ERROR, 0);
+    assert_ne!(p.send(2) & status::DESC_FLUSHED_ERROR, 0);
 
     // The cable back: the same VIs go back to IDLE, connect again and carry data.
     c.link_up(1);
-    server.disconnect().unwrap();
-    client.disconnect().unwrap();
-    assert_eq!(server.state(), ViState::Idle);
-    assert_eq!(client.state(), ViState::Idle);
-    connect_patiently(&snic, &server, &cnic, &client, b"cut-again");
-    post_recv(2);
-    assert_eq!(send(3) & status::ERROR_MASK, 0);
-    assert_eq!(server.recv_wait(Some(Duration::from_secs(20))).unwrap().0, sdesc.addr(128));
-    assert_eq!(rbuf.get(1024, 512), vec![3u8; 512]);
-    client.disconnect().unwrap();
+    p.server.disconnect().unwrap();
+    p.client.disconnect().unwrap();
+    assert_eq!(p.server.state(), ViState::Idle);
+    assert_eq!(p.client.state(), ViState::Idle);
+    connect_patiently(&p.snic, &p.server, &p.cnic, &p.client, b"cut-again");
+    p.post_recv(2);
+    assert_eq!(p.send(3) & status::ERROR_MASK, 0);
+    p.takes(2, 3);
+    p.client.disconnect().unwrap();
 }
 
 /// A cable cut of a few seconds, well inside the link's budget, is ridden out: a send
@@ -135,51 +178,24 @@ fn a_cable_cut_past_the_link_budget_moves_both_vis_to_error_with_conn_lost() {
 #[test]
 fn a_short_cable_cut_is_ridden_out() {
     let c = remora_testkit::cluster_or_skip!(2);
-    let snic = Nic::open_with_config("remora0", remora_testkit::net_config(&c, 1)).unwrap();
-    let cnic = Nic::open_with_config("remora0", remora_testkit::net_config(&c, 2)).unwrap();
-    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
-    let attrs = |ptag| ViAttributes {
-        reliability: RELIABLE_DELIVERY,
-        max_transfer: MAX_TRANSFER,
-        ptag,
-        rdma_write: false,
-        rdma_read: false,
-    };
-    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
-    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
-    let (scodes, ccodes) = (recorded(&snic), recorded(&cnic));
-    connect_patiently(&snic, &server, &cnic, &client, b"short");
-    let (sdesc, cdesc) = (mem(&snic, 2 * 64, sp, false), mem(&cnic, 64, cp, false));
-    let (rbuf, sbuf) = (mem(&snic, 2 * 4096, sp, false), mem(&cnic, 4096, cp, false));
-    for i in 0..2 {
-        let d = Descriptor { length: 4096, segments: vec![rbuf.seg(4096 * i, 4096)], ..Default::default() };
-        snic.write_descriptor(sdesc.addr(64 * i), sdesc.handle, &d).unwrap();
-        server.post_recv(sdesc.addr(64 * i), sdesc.handle).unwrap();
-    }
-    let d = Descriptor { length: 4096, segments: vec![sbuf.seg(0, 4096)], ..Default::default() };
-    cnic.write_descriptor(cdesc.addr(0), cdesc.handle, &d).unwrap();
-    let send = |seed: u8| {
-        sbuf.put(0, &[seed; 4096]);
-        client.post_send(cdesc.addr(0), cdesc.handle).unwrap();
-        client.send_wait(Some(Duration::from_secs(60))).unwrap();
-        cnic.read_descriptor(cdesc.addr(0), cdesc.handle).unwrap().status
-    };
-    assert_eq!(send(1) & status::ERROR_MASK, 0);
-    assert_eq!(server.recv_wait(Some(Duration::from_secs(20))).unwrap().0, sdesc.addr(0));
+    let p = Pair::new(&c, b"short");
+    p.post_recv(0);
+    p.post_recv(1);
+    assert_eq!(p.send(1) & status::ERROR_MASK, 0);
+    p.takes(0, 1);
     c.link_down(1);
     let cable = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(4));
         c.link_up(1);
         c
     });
-    let st = send(2);
+    let st = p.send(2);
     let c = cable.join().unwrap();
     assert_eq!(st & status::ERROR_MASK, 0, "the send during the cut: {st:#x}");
-    assert_eq!(server.recv_wait(Some(Duration::from_secs(60))).unwrap().0, sdesc.addr(64));
-    assert_eq!(rbuf.get(4096, 4096), vec![2u8; 4096]);
-    assert_eq!(server.state(), ViState::Connected);
-    assert_eq!(client.state(), ViState::Connected);
-    assert!(scodes.lock().unwrap().is_empty() && ccodes.lock().unwrap().is_empty());
-    client.disconnect().unwrap();
+    p.takes(1, 2);
+    assert_eq!(p.server.state(), ViState::Connected);
+    assert_eq!(p.client.state(), ViState::Connected);
+    assert!(p.no_callback());
+    p.client.disconnect().unwrap();
     drop(c);
 }
