@@ -117,11 +117,23 @@ fn compiler_searches(prefix: &Path) -> bool {
     [Path::new("/usr/local"), Path::new("/usr")].contains(&prefix)
 }
 
-/// `prefix` absolute and without `.` parts (the paths written into the pkg-config files,
-/// the unit and the manifest must not depend on the directory `install` ran in).
+/// `prefix` absolute and without `.` or `..` parts (the paths written into the pkg-config
+/// files, the unit and the manifest must not depend on the directory `install` ran in, and a
+/// manifest naming `..` is refused): each `..` takes away the part before it, as the shell's
+/// `cd` does (not following links).
 fn absolute(prefix: &Path) -> Result<PathBuf, String> {
     let p = std::path::absolute(prefix).map_err(|e| format!("{}: {e}", prefix.display()))?;
-    Ok(p.components().collect())
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    Ok(out)
 }
 
 /// `remora install --prefix DIR [--no-strip]`.
@@ -135,7 +147,7 @@ pub fn install(prefix: &Path, strip: bool) -> Result<(), String> {
     let found = laid?;
     saved?;
     let cached = found.is_some() && remora_sys::is_root() && loader::ldconfig().is_ok();
-    summary(prefix, found.as_deref(), cached);
+    summary(prefix, found.as_deref(), cached, rec.replaced());
     Ok(())
 }
 
@@ -244,10 +256,16 @@ fn ld_conf(prefix: &Path) -> PathBuf {
 }
 
 /// What `install` prints: how to build a program of each API, and what is left to do.
-fn summary(prefix: &Path, found: Option<&Path>, cached: bool) {
+fn summary(prefix: &Path, found: Option<&Path>, cached: bool, replaced: &[PathBuf]) {
     let (pkg, conf) = (prefix.join("share/pkgconfig"), ld_conf(prefix));
     let p = prefix.display();
     println!("installed Remora under {p} (what it wrote: {})", record::manifest_path(prefix).display());
+    if !replaced.is_empty() {
+        println!("  replaced files it had not written (`--uninstall` removes them too):");
+        for f in replaced {
+            println!("    replaced: {}", f.display());
+        }
+    }
     let plain = found.is_some() && compiler_searches(prefix);
     match found {
         Some(dir) if cached => {
@@ -334,4 +352,24 @@ pub fn uninstall(prefix: &Path) -> Result<(), String> {
         println!("  run `sudo ldconfig` so that the loader's cache forgets the libraries");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::absolute;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn a_prefix_with_dot_dot_is_made_plain() {
+        assert_eq!(absolute(Path::new("/tmp/x/../y")).unwrap(), PathBuf::from("/tmp/y"));
+        assert_eq!(absolute(Path::new("/tmp/./x/a/b/../../y/")).unwrap(), PathBuf::from("/tmp/x/y"));
+        assert_eq!(absolute(Path::new("/../..")).unwrap(), PathBuf::from("/"));
+        let cwd = std::env::current_dir().unwrap();
+        let up = cwd.parent().unwrap_or(&cwd).join("y");
+        assert_eq!(absolute(Path::new("../y")).unwrap(), up);
+        assert!(!absolute(Path::new("../y"))
+            .unwrap()
+            .components()
+            .any(|c| c == std::path::Component::ParentDir));
+    }
 }

@@ -73,7 +73,10 @@ enum Cmd {
     /// already there is replaced, never written through), then recorded in
     /// PREFIX/share/remora/install-manifest; `--uninstall` removes them (and the directories
     /// it made, once empty). It refuses a manifest that names a path outside PREFIX, and
-    /// leaves alone an entry whose directory leads out of PREFIX through a symbolic link.
+    /// leaves alone an entry whose directory leads out of PREFIX through a symbolic link;
+    /// an install refuses to write where a directory of PREFIX is a link leading out of it.
+    /// A file already there that no earlier install wrote (e.g. a vendor's lib64/libsisci.so)
+    /// is replaced and named in the summary ("replaced: PATH"): `--uninstall` removes it too.
     Install {
         /// The prefix (e.g. /usr/local or /opt/DIS).
         #[arg(long)]

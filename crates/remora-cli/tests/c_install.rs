@@ -294,6 +294,9 @@ fn uninstall_removes_what_install_wrote_and_nothing_else() {
     for _ in 0..2 {
         let o = Command::new(remora).args(["install", "--no-strip", "--prefix"]).arg(p).output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // Nothing of the user's is in the way, and the second install replaces only its own.
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(!out.contains("replaced"), "{out}");
     }
     check_layout(p);
     let o = Command::new(remora).args(["install", "--uninstall", "--prefix"]).arg(p).output().unwrap();
@@ -403,6 +406,10 @@ fn install_replaces_a_link_and_leaves_its_target() {
     std::os::unix::fs::symlink(mvia.join("vipl.h"), p.join("include/vipl.h")).unwrap();
     let o = remora_at(&["install", "--no-strip"], &p, None);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The summary names the path it replaced (which `--uninstall` removes).
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(out.contains(&format!("replaced: {}\n", p.join("include/vipl.h").display())), "{out}");
+    assert_eq!(out.matches("replaced: ").count(), 1, "{out}");
     let theirs = std::fs::read_to_string(mvia.join("vipl.h")).unwrap();
     assert!(theirs == "/* M-VIA */", "M-VIA's header was written through the link");
     assert!(std::fs::symlink_metadata(p.join("include/vipl.h")).unwrap().is_file());
@@ -416,4 +423,31 @@ fn install_replaces_a_link_and_leaves_its_target() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let theirs = std::fs::read_to_string(mvia.join("vipl.h")).unwrap();
     assert!(theirs == "/* M-VIA */", "the uninstall touched M-VIA's header");
+}
+
+/// A directory of the prefix that is a link to one outside it (`include` or `lib64` leading
+/// to another tree) makes the install refuse, naming the path, before it writes anything
+/// there; what it wrote inside is still removed by `--uninstall`.
+#[test]
+fn install_refuses_a_directory_of_the_prefix_leading_out_of_it() {
+    for dir in ["include", "lib64"] {
+        let outer = tempfile::Builder::new().prefix("remora-outer").tempdir().unwrap();
+        let p = outer.path().join("prefix");
+        let elsewhere = outer.path().join("elsewhere");
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, p.join(dir)).unwrap();
+        let o = remora_at(&["install", "--no-strip"], &p, None);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(!o.status.success(), "{dir}: {o:?}");
+        assert!(
+            err.contains(&format!("{}/", p.join(dir).display())) && err.contains("leads out of"),
+            "{dir}: {err}"
+        );
+        assert_eq!(tree(&elsewhere), Vec::<String>::new(), "{dir}: written outside the prefix");
+        let o = remora_at(&["install", "--uninstall"], &p, None);
+        assert!(o.status.success(), "{dir}: {o:?}");
+        assert_eq!(tree(&elsewhere), Vec::<String>::new(), "{dir}");
+        assert!(std::fs::symlink_metadata(p.join(dir)).unwrap().file_type().is_symlink(), "{dir}");
+    }
 }

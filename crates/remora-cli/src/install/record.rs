@@ -69,6 +69,8 @@ pub(super) struct Record {
     prefix: PathBuf,
     files: BTreeSet<PathBuf>,
     dirs: BTreeSet<PathBuf>,
+    /// Files and links this install wrote over that no earlier install recorded.
+    replaced: Vec<PathBuf>,
 }
 
 impl Record {
@@ -78,7 +80,12 @@ impl Record {
     ///
     /// Fails for a manifest that names a path not absolute, with `..`, or not under `prefix`.
     pub(super) fn read(prefix: &Path) -> Result<Record, String> {
-        let mut r = Record { prefix: prefix.to_path_buf(), files: BTreeSet::new(), dirs: BTreeSet::new() };
+        let mut r = Record {
+            prefix: prefix.to_path_buf(),
+            files: BTreeSet::new(),
+            dirs: BTreeSet::new(),
+            replaced: Vec::new(),
+        };
         let path = manifest_path(prefix);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
@@ -116,6 +123,8 @@ impl Record {
     }
 
     /// Make `dir` and its missing parents, recording each one made at or under the prefix.
+    /// Fails, making nothing there, where one under the prefix would be made in a directory
+    /// that leads out of it (through a symbolic link).
     pub(super) fn dir(&mut self, dir: &Path) -> Result<(), String> {
         let mut missing = Vec::new();
         let mut at = Some(dir);
@@ -124,6 +133,9 @@ impl Record {
             at = d.parent();
         }
         for d in missing.into_iter().rev() {
+            if d.starts_with(&self.prefix) && d != self.prefix {
+                self.check_inside(&d)?;
+            }
             match std::fs::create_dir(&d) {
                 Ok(()) if d.starts_with(&self.prefix) => {
                     self.dirs.insert(d);
@@ -139,46 +151,67 @@ impl Record {
     /// Write `bytes` to `path` (replacing a file or link there, not writing through it) and
     /// record it.
     pub(super) fn write(&mut self, path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), String> {
-        via_temp(&temp_of(path), path, || create(&temp_of(path), bytes.as_ref()).map(drop))?;
-        self.files.insert(path.to_path_buf());
-        Ok(())
+        self.made(path, |tmp| create(tmp, bytes.as_ref()).map(drop))
     }
 
     /// Copy `from` to `to` with its permissions (through a temporary name, so a running
     /// program keeps its old file) and record it.
     pub(super) fn copy(&mut self, from: &Path, to: &Path) -> Result<(), String> {
-        let tmp = temp_of(to);
-        via_temp(&tmp, to, || {
+        self.made(to, |tmp| {
             let src = std::fs::File::open(from).map_err(|e| format!("{}: {e}", from.display()))?;
             let perm = src.metadata().map_err(|e| format!("{}: {e}", from.display()))?.permissions();
-            let f = create(&tmp, src)?;
+            let f = create(tmp, src)?;
             f.set_permissions(perm).map_err(|e| format!("{}: {e}", tmp.display()))
-        })?;
-        self.files.insert(to.to_path_buf());
-        Ok(())
+        })
     }
 
     /// Make `at` a symbolic link to `target` (replacing what is there) and record it.
     pub(super) fn link(&mut self, target: &str, at: &Path) -> Result<(), String> {
-        let tmp = temp_of(at);
-        via_temp(&tmp, at, || {
-            std::os::unix::fs::symlink(target, &tmp).map_err(|e| format!("{}: {e}", tmp.display()))
-        })?;
-        self.files.insert(at.to_path_buf());
-        Ok(())
+        self.made(at, |tmp| {
+            std::os::unix::fs::symlink(target, tmp).map_err(|e| format!("{}: {e}", tmp.display()))
+        })
+    }
+
+    /// Fails unless `path`'s directory lies under the prefix once its links are followed (a
+    /// directory of the prefix that is a link out of it would put the file elsewhere, where
+    /// `--uninstall` leaves it alone).
+    fn check_inside(&self, path: &Path) -> Result<(), String> {
+        match self.parent_inside(path) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(format!(
+                "{}: its directory leads out of {} (a symbolic link): `remora install` writes only \
+                 inside the prefix; nothing was written there",
+                path.display(),
+                self.prefix.display()
+            )),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
     }
 
     /// Let `make` create `temp_of(to)` (e.g. a tool writing its output there), rename it to
-    /// `to` and record it.
+    /// `to` and record it. Fails, writing nothing, where `to`'s directory leads out of the
+    /// prefix. A file or link already at `to` that no earlier install recorded is noted in
+    /// [`Record::replaced`].
     pub(super) fn made(
         &mut self,
         to: &Path,
         make: impl FnOnce(&Path) -> Result<(), String>,
     ) -> Result<(), String> {
+        self.check_inside(to)?;
+        let existed = to.symlink_metadata().is_ok() && !self.files.contains(to);
         let tmp = temp_of(to);
         via_temp(&tmp, to, || make(&tmp))?;
+        if existed {
+            self.replaced.push(to.to_path_buf());
+        }
         self.files.insert(to.to_path_buf());
         Ok(())
+    }
+
+    /// The files and links this install replaced that no earlier install recorded (another
+    /// program's, e.g. a vendor's library): `--uninstall` removes them with the rest.
+    pub(super) fn replaced(&self) -> &[PathBuf] {
+        &self.replaced
     }
 
     /// Write the manifest (itself recorded in it) under the prefix.
