@@ -37,6 +37,7 @@ mod cq;
 mod data;
 mod deliver;
 mod describe;
+mod dispatch;
 mod error;
 mod few;
 pub mod fuzzing;

@@ -124,6 +124,8 @@ pub(crate) struct NicInner {
     ptags: Mutex<Vec<ProtectionTag>>,
     next_ptag: AtomicU64,
     handler: Mutex<Option<ErrorHandler>>,
+    /// The error handler's thread and the events queued to it.
+    errors: crate::dispatch::ErrorDispatch,
     pub(crate) vis: Mutex<Vec<Weak<ViInner>>>,
     dma: Mutex<Option<DmaQueue>>,
     /// The transfer mode ([`ViplTransfer`] as 0 auto, 1 copy, 2 DMA): read on every
@@ -226,6 +228,7 @@ impl Nic {
                 ptags: Mutex::new(Vec::new()),
                 next_ptag: AtomicU64::new(1),
                 handler: Mutex::new(None),
+                errors: Default::default(),
                 vis: Mutex::new(Vec::new()),
                 dma: Mutex::new(None),
                 transfer: AtomicU8::new(mode_code(transfer)),
@@ -411,16 +414,18 @@ impl Nic {
         }
     }
 
-    /// `VipErrorCallback`: `handler` hears every asynchronous error of this NIC's VIs, on
-    /// a thread of the library (never inside the call that caused it). `None` restores the
+    /// `VipErrorCallback`: `handler` hears every asynchronous error of this NIC's VIs, in
+    /// order, on one thread of the library per NIC (never inside the call that caused it). `None` restores the
     /// default, which keeps quiet.
     pub fn set_error_handler(&self, handler: Option<ErrorHandler>) {
         *lock(&self.inner.handler) = handler;
     }
 
+    /// Tell the error handler (if one is set) about `ev`, on the NIC's error thread
+    /// (`dispatch.rs`): queued only here, so a caller may hold the library's locks.
     pub(crate) fn report(&self, ev: ErrorEvent) {
         let Some(h) = lock(&self.inner.handler).clone() else { return };
-        let _ = std::thread::Builder::new().name("vipl-error".into()).spawn(move || h(&ev));
+        self.inner.errors.report(h, ev);
     }
 
     /// Run `f` with the NIC's DMA queue (made on first use).
