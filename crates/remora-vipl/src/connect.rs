@@ -383,6 +383,9 @@ impl Vi {
             vi.inner.peer_outcome.notify_all();
         });
         if spawned.is_err() {
+            // No attempt runs: a VipConnectPeerWait finds none (it would wait forever for
+            // `Some(None)` to be answered).
+            *lock(&self.inner.peer_connect) = None;
             *lock(&self.inner.state) = ViState::Idle;
             return Err(Error::Resource("no thread for the peer connection".into()));
         }
