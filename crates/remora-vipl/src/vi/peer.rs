@@ -111,19 +111,11 @@ impl ViInner {
         let Some(link) = self.link() else { return };
         let said = self.peer_said();
         if said != 0 {
-            // What the peer completed before its word is taken in first: a receive it
-            // refused (too short, its memory gone) breaks this VI with that receive's own
-            // error, as when it is reaped, not with the word's (whichever thread looks
-            // first, the error callback gets the same code). The pair's own stream, which the
-            // peer ended after its last frame, is read to that end first (as `fail` does).
-            if let Some(d) = link.direct() {
-                d.pump(&self.map, &self.recv_next, Pump::ToEnd);
-            }
-            if let Ok(Some(addr)) = self.take_completions() {
-                if self.attrs().reliability != super::UNRELIABLE {
-                    self.fail(ErrorCode::PostDesc, Some(addr), false);
-                }
-            }
+            // `fail` takes in what the peer completed before its word first (its stream read
+            // to the end it made after its last frame): a receive it refused (too short, its
+            // memory gone) breaks a reliable VI with that receive's own error, as when it is
+            // reaped, not with the word's (whichever thread looks first, the callback gets
+            // the same code).
             self.fail(said_code(said), None, false);
         } else if link.is_lost() || link.has_failed() {
             self.fail(ErrorCode::ConnLost, None, false);
