@@ -6,7 +6,9 @@
  *   1. VipCreateCQ / VipResizeCQ of 0 entries: VIP_INVALID_PARAMETER; of more
  *      than MaxCQEntries: VIP_ERROR_RESOURCE;
  *   2. RCQ of 4 entries holding 2 completions: VipResizeCQ to 1 is
- *      VIP_ERROR_RESOURCE (the size stays 4), to 2 succeeds;
+ *      VIP_ERROR_RESOURCE and the size stays 4 (a third completion is queued,
+ *      with no callback); drained and two completions queued again, to 2
+ *      succeeds;
  *   3. a third completion finds RCQ (2 entries) full: it is not queued
  *      (VipCQDone gives the first two, then VIP_NOT_DONE), its descriptor is
  *      still on A's receive queue (VipRecvDone gives all three, in order),
@@ -31,7 +33,7 @@ static VIP_CQ_HANDLE RCQ, SCQ;
 static vt_descs DA, DB, DC, DD;
 static vt_mem MA, MB, MC, MD;
 
-/* Error callback records, in the order the calls came (each on a thread of its own). */
+/* Error callback records, in the order the calls came (on the NIC's error thread). */
 #define MAX_ERR 8
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int nerr;
@@ -212,6 +214,22 @@ int main(void)
 	send_one(1);
 	send_one(2);
 	CHECK_RET(VipResizeCQ(RCQ, 1), VIP_ERROR_RESOURCE);
+	/* The size stayed 4: a third completion is queued, with no callback. */
+	send_one(3);
+	vt_sleep_ms(50);
+	CHECK_EQ(errors(), 0);
+	for (k = 0; k < 3; k++)
+		cq_done_a();
+	CHECK_RET(VipCQDone(RCQ, &vi, &rq), VIP_NOT_DONE);
+	recv_done(0, 1);
+	recv_done(1, 2);
+	recv_done(2, 3);
+	CHECK_EQ(errors(), 0);
+	/* Again two completions queued (receives 0..2 posted anew), then the resize to 2. */
+	for (k = 0; k < 3; k++)
+		post_recv(k);
+	send_one(1);
+	send_one(2);
 	CHECK_RET(VipResizeCQ(RCQ, 2), VIP_SUCCESS);
 
 	VT_PHASE("3: a completion that finds the queue full");
