@@ -4,11 +4,11 @@
 //! queue dropped makes no threads). A thread that could not be started is tried again at the
 //! next report, the events meanwhile kept.
 
-use crate::nic::{ErrorEvent, ErrorHandler};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-type Queued = (ErrorHandler, ErrorEvent);
+/// A call of the handler with one event (`nic.rs` makes it; this module knows neither).
+pub(crate) type Queued = Box<dyn FnOnce() + Send>;
 
 /// The queue of one NIC's errors to its dispatch thread. Dropping it (with the NIC) ends the
 /// thread once it has called the handler with every event queued.
@@ -29,22 +29,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl ErrorDispatch {
-    /// Queue `ev` for `handler`, starting the thread if none runs yet.
-    pub(crate) fn report(&self, handler: ErrorHandler, ev: ErrorEvent) {
+    /// Queue `call` (the handler with one event), starting the thread if none runs yet.
+    pub(crate) fn report(&self, call: Queued) {
         let mut g = lock(&self.inner);
         let q = g.get_or_insert_with(|| {
             let (tx, rx) = channel();
             Queue { tx, rx: Arc::new(Mutex::new(Some(rx))), running: false }
         });
         // The receiver lives (here or on the thread) as long as the sender: this never fails.
-        let _ = q.tx.send((handler, ev));
+        let _ = q.tx.send(call);
         if !q.running {
             let rx = Arc::clone(&q.rx);
             let started = std::thread::Builder::new().name("vipl-error".into()).spawn(move || {
                 let Some(rx) = lock(&rx).take() else { return };
                 // Ends when the NIC's sender is dropped and every event has been handled.
-                while let Ok((h, ev)) = rx.recv() {
-                    h(&ev);
+                while let Ok(call) = rx.recv() {
+                    call();
                 }
             });
             q.running = started.is_ok();
@@ -55,42 +55,26 @@ impl ErrorDispatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nic::ErrorCode;
     use std::sync::mpsc::sync_channel;
-
-    fn event(descriptor: usize) -> ErrorEvent {
-        ErrorEvent {
-            vi: None,
-            cq: None,
-            descriptor: Some(descriptor),
-            opcode: 0,
-            resource: 2,
-            code: ErrorCode::Catastrophic,
-        }
-    }
 
     /// Many reports are handled in their order on one thread, which ends with the queue.
     #[test]
     fn events_are_handled_in_order_on_one_thread_that_ends_with_the_queue() {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let s = Arc::clone(&seen);
-        let h: ErrorHandler = Arc::new(move |ev: &ErrorEvent| {
-            lock(&s).push((ev.descriptor, std::thread::current().id()));
-        });
         let d = ErrorDispatch::default();
         for i in 0..2000 {
-            d.report(Arc::clone(&h), event(i));
+            let s = Arc::clone(&seen);
+            d.report(Box::new(move || lock(&s).push((i, std::thread::current().id()))));
         }
-        // A last handler that says when it ran; dropping the queue lets the thread finish.
+        // A last call that says when it ran; dropping the queue lets the thread finish.
         let (done_tx, done_rx) = sync_channel(1);
-        let last: ErrorHandler = Arc::new(move |_: &ErrorEvent| {
+        d.report(Box::new(move || {
             let _ = done_tx.send(std::thread::current().id());
-        });
-        d.report(last, event(2000));
+        }));
         drop(d);
         let thread = done_rx.recv().unwrap();
         let seen = lock(&seen);
-        assert_eq!(seen.iter().map(|(d, _)| d.unwrap()).collect::<Vec<_>>(), (0..2000).collect::<Vec<_>>());
+        assert_eq!(seen.iter().map(|(d, _)| *d).collect::<Vec<_>>(), (0..2000).collect::<Vec<_>>());
         assert!(seen.iter().all(|(_, t)| *t == thread), "every event on the one thread");
         assert_ne!(thread, std::thread::current().id());
     }

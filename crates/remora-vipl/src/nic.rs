@@ -415,8 +415,8 @@ impl Nic {
     }
 
     /// `VipErrorCallback`: `handler` hears every asynchronous error of this NIC's VIs, in
-    /// order, on one thread of the library per NIC (never inside the call that caused it). `None` restores the
-    /// default, which keeps quiet.
+    /// order, on one thread of the library per NIC (never inside the call that caused it).
+    /// `None` restores the default, which keeps quiet.
     pub fn set_error_handler(&self, handler: Option<ErrorHandler>) {
         *lock(&self.inner.handler) = handler;
     }
@@ -425,7 +425,7 @@ impl Nic {
     /// (`dispatch.rs`): queued only here, so a caller may hold the library's locks.
     pub(crate) fn report(&self, ev: ErrorEvent) {
         let Some(h) = lock(&self.inner.handler).clone() else { return };
-        self.inner.errors.report(h, ev);
+        self.inner.errors.report(Box::new(move || h(&ev)));
     }
 
     /// Run `f` with the NIC's DMA queue (made on first use).
