@@ -363,15 +363,14 @@ pub(super) fn serve_small(peer: &TcpPeer, body: Body) -> Option<Body> {
     }
 }
 
-/// A received message: to the link whose token it carries, or dropped.
-fn deliver(f: &Arc<Fabric>, bytes: &[u8]) {
-    let Ok(w) = decode::<Wire>(bytes) else {
-        tracing::warn!("malformed ofi message of {} bytes dropped", bytes.len());
-        return;
-    };
+/// A received message: to the link whose token it carries, or dropped. `false`: it was
+/// malformed (dropped; the caller says so, rate-limited, as anyone who reaches the endpoint
+/// can send them).
+fn deliver(f: &Arc<Fabric>, bytes: &[u8]) -> bool {
+    let Ok(w) = decode::<Wire>(bytes) else { return false };
     if matches!(w.body, Body::Put { .. } | Body::Get { .. } | Body::RmaOpen { .. } | Body::RmaClose { .. }) {
         let routes = f.routes.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(r) = routes.get(&w.token) else { return };
+        let Some(r) = routes.get(&w.token) else { return true };
         r.peer.bytes_in.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         let (dest, token) = match r.reply {
             Some(reply) if r.early.load(Ordering::SeqCst) == 0 => reply,
@@ -383,7 +382,7 @@ fn deliver(f: &Arc<Fabric>, bytes: &[u8]) {
                 // Counted and queued under the routes' lock, so that none slips between.
                 r.early.fetch_add(1, Ordering::SeqCst);
                 let _ = r.tx.send(w.body);
-                return;
+                return true;
             }
         };
         let (peer, served, tx) = (r.peer.clone(), r.served.clone(), r.tx.clone());
@@ -409,7 +408,7 @@ fn deliver(f: &Arc<Fabric>, bytes: &[u8]) {
         if let Some(bytes) = answer.and_then(|b| encode(&Wire { token, body: b }).ok()) {
             f.answer((dest, token), bytes);
         }
-        return;
+        return true;
     }
     let routes = f.routes.lock().unwrap_or_else(|p| p.into_inner());
     match routes.get(&w.token) {
@@ -429,6 +428,7 @@ fn deliver(f: &Arc<Fabric>, bytes: &[u8]) {
         }
         None => tracing::debug!("ofi message without a live link's token dropped"),
     }
+    true
 }
 
 #[path = "progress.rs"]

@@ -125,7 +125,7 @@ fn messages_without_a_live_links_token_are_dropped() {
     let ping = |seq| Body::Link(LinkMsg::Ping { seq });
     deliver(&f, &msg(41, ping(1)));
     assert!(rx.try_recv().is_err(), "a message under another token is dropped");
-    deliver(&f, b"not a message");
+    assert!(!deliver(&f, b"not a message"), "a malformed message is reported, to be said rate-limited");
     assert!(rx.try_recv().is_err(), "a malformed message is dropped");
     let (wtx, wrx) = std::sync::mpsc::channel();
     waiters.lock().unwrap().insert(5, wtx);

@@ -4,6 +4,9 @@
 //! to the link of its connection, which goes down ([`Fabric::broke`]); after each read it
 //! tries again the answers that found the send queue full (`send.rs`).
 //!
+//! A malformed message is dropped and said at most once every ten seconds, with how many
+//! since (anyone who reaches the endpoint can send them: one line each would flood the log).
+//!
 //! A receive that failed (truncated: a message larger than any frame, which only a sender
 //! that does not speak this protocol sends; or lost on its way in) has its buffer posted
 //! again and is logged, at most once every ten seconds with how many failed since (those
@@ -60,6 +63,9 @@ impl Throttled {
 /// What the progress thread says about the receive path, at most every [`SAY_EVERY`].
 #[derive(Default)]
 struct Said {
+    /// Malformed messages dropped, and the last one's length.
+    malformed: Throttled,
+    malformed_len: usize,
     /// Failed receives, and the last one's error.
     failed_in: Throttled,
     last: String,
@@ -69,6 +75,16 @@ struct Said {
 }
 
 impl Said {
+    /// A malformed message of `len` bytes was dropped: whether it was said now.
+    fn malformed(&mut self, len: usize, now: Instant) -> bool {
+        self.malformed_len = len;
+        let said = self.malformed.note(now);
+        if let Some(n) = said {
+            tracing::warn!("{n} malformed ofi message(s) dropped, the last of {len} bytes");
+        }
+        said.is_some()
+    }
+
     fn failed_in(&mut self, e: &remora_ofi_sys::Error, now: Instant) {
         self.last = e.to_string();
         if let Some(n) = self.failed_in.note(now) {
@@ -84,6 +100,12 @@ impl Said {
     fn tick(&mut self, unposted: usize, now: Instant) {
         if let Some(n) = self.failed_in.due(now) {
             tracing::warn!("{n} more ofi receive(s) failed, the last: {}", self.last);
+        }
+        if let Some(n) = self.malformed.due(now) {
+            tracing::warn!(
+                "{n} more malformed ofi message(s) dropped, the last of {} bytes",
+                self.malformed_len
+            );
         }
         match (unposted, self.unposted_since) {
             (0, None) => {}
@@ -136,7 +158,11 @@ pub(super) fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
                     // The buffer is posted again whatever came (a failed receive took it too).
                     let bytes = ep.received(slot, if c.error.is_none() { c.len } else { 0 });
                     match c.error {
-                        None => deliver(&f, &bytes),
+                        None => {
+                            if !deliver(&f, &bytes) {
+                                said.malformed(bytes.len(), Instant::now());
+                            }
+                        }
                         Some(e) => said.failed_in(&e, Instant::now()),
                     }
                 }
@@ -188,5 +214,16 @@ mod tests {
         assert_eq!(t.due(t0 + Duration::from_secs(11)), Some(2), "the two unsaid, though none came since");
         assert_eq!(t.due(t0 + Duration::from_secs(30)), None, "each said once");
         assert_eq!(t.note(t0 + Duration::from_secs(31)), Some(1));
+    }
+
+    /// Malformed messages, however many, are said at most once every ten seconds (with how
+    /// many came since), not one line each.
+    #[test]
+    fn malformed_messages_are_said_at_most_every_ten_seconds() {
+        let (mut said, t0) = (Said::default(), Instant::now());
+        let lines = (0..1000u64).filter(|i| said.malformed(13, t0 + Duration::from_millis(9 * i))).count();
+        assert_eq!(lines, 1, "a thousand in nine seconds: one line");
+        assert_eq!(said.malformed.due(t0 + Duration::from_secs(10)), Some(999), "the rest said together");
+        assert!(!said.malformed(13, t0 + Duration::from_secs(11)), "not again before ten seconds");
     }
 }
