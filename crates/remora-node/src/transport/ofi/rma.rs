@@ -283,14 +283,17 @@ pub(super) fn start(
         match posted {
             Ok(()) => waits.push(rx),
             Err(e) => {
-                // Gone: the link went down meanwhile, which says so itself.
+                // Gone: the link went down meanwhile, which says so itself. Else the link
+                // goes down now, as for a message (`send_bytes`): left up, the write's
+                // `RmaClose` below would wait a second patience for the same full queue.
                 match e {
                     NotPosted::Gone => {}
-                    NotPosted::Full => tracing::warn!(
-                        peer = link.peer.id,
-                        "ofi rma: the send queue stayed full past the link's patience"
-                    ),
-                    NotPosted::Failed(e) => tracing::warn!(peer = link.peer.id, "ofi rma: {e}"),
+                    NotPosted::Full => {
+                        ofi.broke(conn_to, "an rma piece found its send queue full past the link's patience")
+                    }
+                    NotPosted::Failed(e) => {
+                        ofi.broke(conn_to, &format!("the endpoint refused an rma piece: {e}"))
+                    }
                 }
                 ofi.forget(id);
                 failed = true;
