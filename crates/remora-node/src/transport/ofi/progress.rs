@@ -18,8 +18,10 @@
 //! too (its bootstrap connection closes).
 //!
 //! A receive buffer whose posting failed is posted again at each read of completions
-//! (`remora-ofi-sys`, `recv.rs`); meanwhile those reads wait only briefly, and buffers left
-//! unposted over a second are said, at most every ten seconds, until they are posted again.
+//! (`remora-ofi-sys`, `recv.rs`); meanwhile those reads wait briefly at first, then twice as
+//! long at each read that posted none of them, up to 200 ms (10 ms again once one is posted,
+//! and always while answers wait to be sent), and buffers left unposted over a second are
+//! said, at most every ten seconds, until they are posted again.
 
 use super::{deliver, Fabric, Waiting, RECVS, SWEEP};
 use remora_ofi_sys::Endpoint;
@@ -31,9 +33,29 @@ use std::time::{Duration, Instant};
 const SAY_EVERY: Duration = Duration::from_secs(10);
 /// How long receive buffers stay unposted before it is said.
 const UNPOSTED_SAY_AFTER: Duration = Duration::from_secs(1);
-/// How long a read of completions waits while something waits for the next read (a receive
-/// buffer to post, an answer to send): briefly, so that it is tried again soon.
+/// How long a read of completions waits while something waits for the next read (an answer
+/// to send, a receive buffer to post): briefly, so that it is tried again soon.
 const RETRY_SOON: Duration = Duration::from_millis(10);
+/// How long a read of completions waits when nothing waits for it; also the longest wait
+/// between tries of receive buffers whose posting keeps failing.
+const IDLE: Duration = Duration::from_millis(200);
+
+/// The wait of the next read of completions: [`RETRY_SOON`] while answers wait (`unsent`),
+/// [`IDLE`] when nothing waits; while receive buffers are unposted (`unposted`, `before` at
+/// the read before), `backoff`, which starts at [`RETRY_SOON`] and doubles (up to [`IDLE`])
+/// at each read that posted none of them (a failing `fi_recv` is not tried every 10 ms for
+/// ever).
+fn next_wait(backoff: &mut Duration, unposted: usize, before: usize, unsent: bool) -> Duration {
+    *backoff = match unposted == 0 || before == 0 || unposted < before {
+        true => RETRY_SOON,
+        false => (*backoff * 2).min(IDLE),
+    };
+    match (unsent, unposted) {
+        (true, _) => RETRY_SOON,
+        (false, 0) => IDLE,
+        (false, _) => *backoff,
+    }
+}
 
 /// Something said at most once every [`SAY_EVERY`], with how often it happened since.
 #[derive(Default)]
@@ -134,7 +156,8 @@ impl Said {
 pub(super) fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
     let mut swept = Instant::now();
     let mut said = Said::default();
-    let mut wait = Duration::from_millis(200);
+    let mut wait = IDLE;
+    let (mut backoff, mut before) = (RETRY_SOON, 0);
     loop {
         let got = match ep.completions(wait) {
             Ok(g) => g,
@@ -190,10 +213,8 @@ pub(super) fn progress(ep: Arc<Endpoint>, fabric: std::sync::Weak<Fabric>) {
         f.retry_unsent();
         let unposted = ep.unposted();
         said.tick(unposted, Instant::now());
-        wait = match unposted > 0 || f.has_unsent() {
-            false => Duration::from_millis(200),
-            true => RETRY_SOON,
-        };
+        wait = next_wait(&mut backoff, unposted, before, f.has_unsent());
+        before = unposted;
     }
 }
 
@@ -225,5 +246,22 @@ mod tests {
         assert_eq!(lines, 1, "a thousand in nine seconds: one line");
         assert_eq!(said.malformed.due(t0 + Duration::from_secs(10)), Some(999), "the rest said together");
         assert!(!said.malformed(13, t0 + Duration::from_secs(11)), "not again before ten seconds");
+    }
+
+    /// Receive buffers whose posting keeps failing are tried again at a doubling wait, up
+    /// to 200 ms; at 10 ms again once one is posted; at 10 ms while answers wait anyway.
+    #[test]
+    fn unposted_buffers_are_retried_with_back_off_and_answers_soon() {
+        let ms = Duration::from_millis;
+        let mut backoff = RETRY_SOON;
+        assert_eq!(next_wait(&mut backoff, 0, 0, false), IDLE, "nothing waits");
+        assert_eq!(next_wait(&mut backoff, 0, 0, true), RETRY_SOON, "an answer waits");
+        assert_eq!(next_wait(&mut backoff, 4, 0, false), ms(10), "a buffer just left unposted: soon");
+        let waits: Vec<_> = (0..6).map(|_| next_wait(&mut backoff, 4, 4, false)).collect();
+        assert_eq!(waits, [ms(20), ms(40), ms(80), ms(160), ms(200), ms(200)], "none posted: backing off");
+        assert_eq!(next_wait(&mut backoff, 4, 4, true), RETRY_SOON, "answers wait: soon anyway");
+        assert_eq!(next_wait(&mut backoff, 3, 4, false), ms(10), "one was posted: soon again");
+        assert_eq!(next_wait(&mut backoff, 3, 3, false), ms(20));
+        assert_eq!(next_wait(&mut backoff, 0, 3, false), IDLE, "all posted");
     }
 }
