@@ -234,8 +234,9 @@ fn ready_at_once<F: std::future::Future>(fut: F) -> bool {
 /// A stranger sends more messages too large for any receive buffer than the endpoint has
 /// buffers (each receive fails, truncated), then a link's peer sends a ping: every failed
 /// receive's buffer was posted again (none is lost, so the ping finds one), and no link is
-/// closed for them (their sender is not known). This passed before the receive path was
-/// changed too (the buffer was posted again already); it keeps both promises.
+/// closed for them (their sender is not known: the link is routed to the stranger's own
+/// endpoint, and still not closed). This passed before the receive path was changed too
+/// (the buffer was posted again already); it keeps both promises.
 #[test]
 fn failed_receives_lose_no_buffer_and_close_no_link() {
     let broken = Arc::new(Notify::new());
@@ -243,6 +244,10 @@ fn failed_receives_lose_no_buffer_and_close_no_link() {
     let me = f.ep.name().unwrap();
     let stranger = Endpoint::open("tcp;ofi_rxm", Some("127.0.0.1"), 4, 4096).unwrap();
     let to = stranger.insert(&me).unwrap();
+    // The link's connection is known (its peer's endpoint is the stranger's), so that a
+    // `broke` for it would find it: the last assertion means something.
+    let theirs = f.ep.insert(&stranger.name().unwrap()).unwrap();
+    f.reply_to(42, theirs, 99);
     let big = vec![7u8; RECV_SIZE + 1];
     let ping = encode(&Wire { token: 42, body: Body::Link(LinkMsg::Ping { seq: 1 }) }).unwrap();
     let (mut sent, mut done) = (0, 0);
