@@ -365,6 +365,23 @@ fn a_sends_patience_is_its_links_budget() {
     assert_eq!(f.patience_of(to), None, "a connection gone has none");
 }
 
+/// A sender that waits for room itself (the link's writer, a transfer's pieces, its close:
+/// `post_routed`) waits the link's budget too: a queue full for 5.5 s does not fail a send
+/// whose link's budget is 9 s (it did with a fixed 5 s).
+#[test]
+fn a_waiting_sender_waits_its_links_budget() {
+    let Some((f, to)) = answering_itself("patience-posted", Waiters::default(), Arc::default()) else {
+        return;
+    };
+    send::peer_of(&f, to).unwrap().live().set_heartbeat(Duration::from_millis(60));
+    let t = Instant::now();
+    let posted = f.post_routed(to, true, || match t.elapsed() < Duration::from_millis(5500) {
+        true => Err(remora_ofi_sys::Error { code: 11, what: "full, says the test".into() }),
+        false => Ok(()),
+    });
+    assert_eq!(posted, Ok(()), "gave up after {:?}", t.elapsed());
+}
+
 /// The link's task unroutes a connection while a message and an RMA of it are in flight
 /// and an answer waits for room. Their entries stayed for ever (a completion may never
 /// come once the address leaves the endpoint); now the send is forgotten, the RMA's waiter

@@ -50,12 +50,6 @@ pub(super) struct Unsent {
     since: Instant,
 }
 
-/// How long an operation to `peer` waits for room: its link's budget, at least
-/// [`MIN_PATIENCE`].
-fn patience(peer: &TcpPeer) -> Duration {
-    peer.live().budget().max(MIN_PATIENCE)
-}
-
 impl Fabric {
     /// The peer of the connection `to` while it is routed (in `held`, the routes' map when
     /// the caller holds its lock).
@@ -63,13 +57,17 @@ impl Fabric {
         routes.values().find(|r| r.reply == Some(to))
     }
 
-    /// How long an operation of the connection `to` waits for room (`None`: it is gone).
+    /// How long an operation of the connection `to` waits for room (`None`: it is gone):
+    /// its link's budget, at least [`MIN_PATIENCE`]. The one measure of both the senders
+    /// that wait themselves ([`Fabric::post_routed`]) and the unsent answers
+    /// ([`Fabric::retry_unsent`]).
     pub(super) fn patience_of(&self, to: (u64, u64)) -> Option<Duration> {
-        let peer = {
+        let peer: std::sync::Arc<TcpPeer> = {
             let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
             Self::routed(&routes, to)?.peer.clone()
         };
-        Some(patience(&peer))
+        let budget = peer.live().budget();
+        Some(budget.max(MIN_PATIENCE))
     }
 
     /// Run `post` (an operation to the peer of the connection `to`) while `to` is routed,
@@ -85,16 +83,24 @@ impl Fabric {
         let mut nap = Duration::from_micros(50);
         let mut patience: Option<Duration> = None;
         loop {
-            let (posted, peer) = {
+            let posted = {
                 let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-                let Some(r) = Self::routed(&routes, to) else { return Err(NotPosted::Gone) };
-                (post(), r.peer.clone())
+                if Self::routed(&routes, to).is_none() {
+                    return Err(NotPosted::Gone);
+                }
+                post()
             };
             match posted {
                 Ok(()) => return Ok(()),
                 Err(e) if e.code == EAGAIN => {
-                    let patience = *patience.get_or_insert_with(|| self::patience(&peer));
-                    if !wait || t.elapsed() > patience {
+                    if !wait {
+                        return Err(NotPosted::Full);
+                    }
+                    let patience = match patience {
+                        Some(p) => p,
+                        None => *patience.insert(self.patience_of(to).ok_or(NotPosted::Gone)?),
+                    };
+                    if t.elapsed() > patience {
                         return Err(NotPosted::Full);
                     }
                     std::thread::sleep(nap);
