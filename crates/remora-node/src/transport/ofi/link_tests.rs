@@ -286,9 +286,11 @@ fn a_session_end_lost_on_the_fabric_is_told_again_on_the_next_connection() {
     drop((far, near));
 }
 
-/// Only node 4's sends are refused; node 8's reach it, so node 4 hears its peer before its
-/// own first send fails. The back-off started over whenever the peer was heard from: a
-/// redial every 50 ms. Now it starts over only once a link stayed up a few heartbeats.
+/// Node 4's answers to node 8's pings are lost on the fabric (the send's completion fails,
+/// `Fabric::broke`): node 4 has heard its peer (the ping) before its link fails. The back-off
+/// started over whenever the peer was heard from: a redial every 50 ms. Now it starts over
+/// only once a link stayed up a few heartbeats. (The test refused node 4's first send
+/// before: its own ping, sent before node 8's could arrive, so it passed with the old rule.)
 #[test]
 fn a_link_whose_sends_fail_one_way_is_redialled_with_back_off() {
     if !remora_ofi_sys::installed() {
@@ -297,20 +299,22 @@ fn a_link_whose_sends_fail_one_way_is_redialled_with_back_off() {
     }
     let dir = tempfile::tempdir().unwrap();
     let ports = [(); 4].map(|_| remora_testkit::free_port());
-    let to8 = format!("127.0.0.1:{}", ports[3]);
-    REFUSED.lock().unwrap().push((to8.clone(), 0));
-    let count = |a: &str| REFUSED.lock().unwrap().iter().find(|(x, _)| x == a).map_or(0, |(_, n)| *n);
+    let at4 = format!("127.0.0.1:{}", ports[1]);
+    const MANY: usize = 1 << 20;
+    lose(&at4, "Pong {", MANY);
+    let count = || MANY - unlost(&at4, "Pong {");
     let (_rt, far, near) = nodes(dir.path(), ports);
     let t = Instant::now();
-    while count(&to8) < 2 {
+    while count() < 2 {
         assert!(t.elapsed() < Duration::from_secs(30), "node 4 never redialled its failing link");
         std::thread::sleep(Duration::from_millis(5));
     }
+    let first = count();
     std::thread::sleep(Duration::from_secs(3));
     // About seven links in these 3 s with the back-off (fewer under load); without it, 60.
-    let links = count(&to8);
+    let links = count() - first;
     assert!(links <= 20, "node 4 redialled {links} times in 3 s: no back-off");
-    REFUSED.lock().unwrap().retain(|(a, _)| a != &to8);
+    super::super::fabric::tests::LOSE.lock().unwrap().retain(|(a, w, _)| !(a == &at4 && *w == "Pong {"));
     both_up(&far, &near);
     drop((far, near));
 }
