@@ -295,7 +295,7 @@ async fn run_connected(
                 }
             };
             #[cfg(test)]
-            if tests::refuse_send(&p.addr) {
+            if tests::REFUSED.hit(&p.addr) {
                 break;
             }
             let sent = match f.send_bytes((dest, theirs), &bytes, false) {
@@ -317,7 +317,7 @@ async fn run_connected(
     });
     connected(peer, incarnation, tx);
     #[cfg(test)]
-    if tests::close_at_once(&peer.addr) {
+    if tests::CLOSING.hit(&peer.addr) {
         writer.abort();
         return End::Closed;
     }

@@ -26,25 +26,37 @@ pub(super) async fn pause_after_boot(peer: &str) {
     }
 }
 
-/// Links (by their peer's bootstrap address) whose fabric sends are refused, and how many
-/// were (one a link-up: the writer stops at the first).
-static REFUSED: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
+/// Links a test acts on, by their peer's bootstrap address, and how many times it did.
+pub(super) struct Counted(Mutex<Vec<(String, usize)>>);
 
-/// The writer's hook: refuse this send to `peer` if a test asked for it.
-pub(super) fn refuse_send(peer: &str) -> bool {
-    let mut r = REFUSED.lock().unwrap_or_else(|p| p.into_inner());
-    r.iter_mut().find(|(a, _)| a == peer).map(|(_, n)| *n += 1).is_some()
+impl Counted {
+    /// The link's hook: whether to act on this link to `peer` (counted).
+    pub(super) fn hit(&self, peer: &str) -> bool {
+        let mut r = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        r.iter_mut().find(|(a, _)| a == peer).map(|(_, n)| *n += 1).is_some()
+    }
+
+    /// How many times it acted on links to `peer`.
+    fn count(&self, peer: &str) -> usize {
+        self.0.lock().unwrap().iter().find(|(a, _)| a == peer).map_or(0, |(_, n)| *n)
+    }
+
+    /// Act on links to each of `peers` from now on.
+    fn on(&self, peers: &[&str]) {
+        self.0.lock().unwrap().extend(peers.iter().map(|a| (a.to_string(), 0)));
+    }
+
+    /// No more on links to `peers`.
+    fn off(&self, peers: &[&str]) {
+        self.0.lock().unwrap().retain(|(a, _)| !peers.contains(&a.as_str()));
+    }
 }
 
-/// Links (by their peer's bootstrap address) that end as soon as they are up, as if their
-/// bootstrap connection closed, and how many did.
-static CLOSING: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
+/// Links whose fabric sends the writer refuses (one count a link-up: it stops at the first).
+pub(super) static REFUSED: Counted = Counted(Mutex::new(Vec::new()));
 
-/// The link's hook: end this link to `peer` at once if a test asked for it.
-pub(super) fn close_at_once(peer: &str) -> bool {
-    let mut c = CLOSING.lock().unwrap_or_else(|p| p.into_inner());
-    c.iter_mut().find(|(a, _)| a == peer).map(|(_, n)| *n += 1).is_some()
-}
+/// Links that end as soon as they are up, as if their bootstrap connection closed.
+pub(super) static CLOSING: Counted = Counted(Mutex::new(Vec::new()));
 
 fn env(node: u32, dir: &std::path::Path, [p4, o4, p8, o8]: [u16; 4]) -> Env {
     // A heartbeat long enough that node 4 does not take node 8's pause for silence.
@@ -135,6 +147,21 @@ fn a_request_sent_before_the_peer_is_up_is_answered() {
     drop((far, near));
 }
 
+/// Node 4 redials a link that fails (`count`: how many of its links failed so far) ever
+/// more slowly: at most 20 links in 3 s (50 + 100 + 200 + 400 + 800 + 1000 ms of back-off:
+/// about seven, fewer under load; without it, dozens to hundreds).
+fn assert_redialled_with_back_off(count: impl Fn() -> usize) {
+    let t = Instant::now();
+    while count() < 2 {
+        assert!(t.elapsed() < Duration::from_secs(30), "node 4 never redialled its failing link");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let first = count();
+    std::thread::sleep(Duration::from_secs(3));
+    let links = count() - first;
+    assert!(links <= 20, "node 4 redialled {links} times in 3 s: no back-off");
+}
+
 /// A fabric that refuses every send while the bootstrap ports answer: each link-up fails at
 /// its first message. The dialer redialled at once and the back-off started over at every
 /// bootstrap, a loop of millisecond-long links (hundreds a second, each told to user code
@@ -148,26 +175,12 @@ fn a_link_whose_sends_fail_is_redialled_with_back_off() {
     let dir = tempfile::tempdir().unwrap();
     let ports = [(); 4].map(|_| remora_testkit::free_port());
     let (to8, to4) = (format!("127.0.0.1:{}", ports[3]), format!("127.0.0.1:{}", ports[1]));
-    REFUSED.lock().unwrap().extend([(to8.clone(), 0), (to4.clone(), 0)]);
-    let count = |a: &str| REFUSED.lock().unwrap().iter().find(|(x, _)| x == a).map_or(0, |(_, n)| *n);
+    REFUSED.on(&[&to8, &to4]);
     let (rt, far, near) = nodes(dir.path(), ports);
-    let t = Instant::now();
-    while count(&to8) < 2 {
-        assert!(t.elapsed() < Duration::from_secs(30), "node 4 never redialled its failing link");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    std::thread::sleep(Duration::from_secs(3));
-    // 50 + 100 + 200 + 400 + 800 + 1000 ms of back-off: about seven links in these 3 s
-    // (fewer under load); without it, hundreds.
-    let links = count(&to8);
-    assert!(links <= 20, "node 4 redialled {links} times in 3 s: no back-off");
+    assert_redialled_with_back_off(|| REFUSED.count(&to8));
     // The fabric works again: the link comes up and serves requests.
-    REFUSED.lock().unwrap().retain(|(a, _)| a != &to8 && a != &to4);
-    let t = Instant::now();
-    while near.link_state(8) != Some(LinkState::Up) || far.link_state(4) != Some(LinkState::Up) {
-        assert!(t.elapsed() < Duration::from_secs(30), "the link never came back up");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    REFUSED.off(&[&to8, &to4]);
+    both_up(&far, &near);
     let ask =
         async { tokio::time::timeout(Duration::from_secs(30), near.request(8, 1, PeerRequest::Probe)).await };
     let asked = rt.block_on(ask);
@@ -302,18 +315,8 @@ fn a_link_whose_sends_fail_one_way_is_redialled_with_back_off() {
     let at4 = format!("127.0.0.1:{}", ports[1]);
     const MANY: usize = 1 << 20;
     lose(&at4, "Pong {", MANY);
-    let count = || MANY - unlost(&at4, "Pong {");
     let (_rt, far, near) = nodes(dir.path(), ports);
-    let t = Instant::now();
-    while count() < 2 {
-        assert!(t.elapsed() < Duration::from_secs(30), "node 4 never redialled its failing link");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let first = count();
-    std::thread::sleep(Duration::from_secs(3));
-    // About seven links in these 3 s with the back-off (fewer under load); without it, 60.
-    let links = count() - first;
-    assert!(links <= 20, "node 4 redialled {links} times in 3 s: no back-off");
+    assert_redialled_with_back_off(|| MANY - unlost(&at4, "Pong {"));
     super::super::fabric::tests::LOSE.lock().unwrap().retain(|(a, w, _)| !(a == &at4 && *w == "Pong {"));
     both_up(&far, &near);
     drop((far, near));
@@ -332,21 +335,10 @@ fn a_link_that_ends_at_once_is_redialled_with_back_off() {
     let dir = tempfile::tempdir().unwrap();
     let ports = [(); 4].map(|_| remora_testkit::free_port());
     let to8 = format!("127.0.0.1:{}", ports[3]);
-    CLOSING.lock().unwrap().push((to8.clone(), 0));
-    let count = |a: &str| CLOSING.lock().unwrap().iter().find(|(x, _)| x == a).map_or(0, |(_, n)| *n);
+    CLOSING.on(&[&to8]);
     let (_rt, far, near) = nodes(dir.path(), ports);
-    let t = Instant::now();
-    while count(&to8) < 2 {
-        assert!(t.elapsed() < Duration::from_secs(30), "node 4 never redialled its closing link");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let first = count(&to8);
-    std::thread::sleep(Duration::from_secs(3));
-    // About seven links in these 3 s with the back-off (fewer under load); without it,
-    // hundreds.
-    let links = count(&to8) - first;
-    assert!(links <= 20, "node 4 redialled {links} times in 3 s: no back-off");
-    CLOSING.lock().unwrap().retain(|(a, _)| a != &to8);
+    assert_redialled_with_back_off(|| CLOSING.count(&to8));
+    CLOSING.off(&[&to8]);
     both_up(&far, &near);
     drop((far, near));
 }
