@@ -5,19 +5,14 @@ use crate::transport::nobody::Nobody;
 use remora_proto::link::LinkMsg;
 use std::time::Instant;
 
-/// Messages a test loses on their way, as a provider loses one whose connection breaks
-/// under it, and reports it in the send's completion (libfabric's tcp provider gives no way
-/// to break one connection of an endpoint): by the sending node's bootstrap address, what
-/// the message carries (a part of its `Debug`), and how many more to lose.
-pub(in crate::transport::ofi) static LOSE: Mutex<Vec<(String, &'static str, usize)>> = Mutex::new(Vec::new());
+/// Messages a test loses on their way (`LOSE.hit`), as a provider loses one whose
+/// connection breaks under it, and reports it in the send's completion (libfabric's tcp
+/// provider gives no way to break one connection of an endpoint): sent in their stead are
+/// bytes the peer drops as malformed, and the send's completion is made an error
+/// completion ([`fail_lost`]).
+pub(in crate::transport::ofi) static LOSE: Hook = Hook(Mutex::new(Vec::new()));
 
-/// The send hook: whether `f` loses `bytes` (sent in their stead: bytes its peer drops as
-/// malformed; the send's completion is then made an error completion, [`fail_lost`]).
-pub(super) fn lose(f: &Fabric, bytes: &[u8]) -> bool {
-    hit(&LOSE, f, bytes)
-}
-
-/// Sends a test finds the queue full for (`FULL.hit`), as LOSE names them.
+/// Sends a test finds the queue full for (`FULL.hit`).
 pub(in crate::transport::ofi) static FULL: Hook = Hook(Mutex::new(Vec::new()));
 
 /// Messages a test names: by the sending node's bootstrap address, what they carry (a part
@@ -27,22 +22,18 @@ pub(in crate::transport::ofi) struct Hook(pub Mutex<Vec<(String, &'static str, u
 impl Hook {
     /// Whether `f`'s message `bytes` is one of them (one fewer to come).
     pub(super) fn hit(&self, f: &Fabric, bytes: &[u8]) -> bool {
-        hit(&self.0, f, bytes)
+        let mut list = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if list.is_empty() {
+            return false;
+        }
+        let what = decode::<Wire>(bytes).map(|w| format!("{:?}", w.body)).unwrap_or_default();
+        let me = f.label.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let found = list.iter_mut().find(|(at, w, n)| *at == me && *n > 0 && what.contains(w));
+        found.map(|(_, _, n)| *n -= 1).is_some()
     }
 }
 
-fn hit(list: &Mutex<Vec<(String, &'static str, usize)>>, f: &Fabric, bytes: &[u8]) -> bool {
-    let mut list = list.lock().unwrap_or_else(|p| p.into_inner());
-    if list.is_empty() {
-        return false;
-    }
-    let what = decode::<Wire>(bytes).map(|w| format!("{:?}", w.body)).unwrap_or_default();
-    let me = f.label.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let found = list.iter_mut().find(|(at, w, n)| *at == me && *n > 0 && what.contains(w));
-    found.map(|(_, _, n)| *n -= 1).is_some()
-}
-
-/// The completion hook: the completion of a message the test lost (`lose`) reports an
+/// The completion hook: the completion of a message the test lost (`LOSE`) reports an
 /// error, as a provider's does when the connection under it breaks, so that the production
 /// path takes it.
 pub(super) fn fail_lost(

@@ -199,12 +199,12 @@ fn both_up(far: &Arc<dyn crate::transport::Transport>, near: &Arc<dyn crate::tra
 
 /// Lose `n` messages node `from` (by its bootstrap address) sends carrying `what`.
 fn lose(from: &str, what: &'static str, n: usize) {
-    super::super::fabric::tests::LOSE.lock().unwrap().push((from.to_string(), what, n));
+    super::super::fabric::tests::LOSE.0.lock().unwrap().push((from.to_string(), what, n));
 }
 
 /// How many of the losses a test asked for are still to come.
 fn unlost(from: &str, what: &str) -> usize {
-    let lose = super::super::fabric::tests::LOSE.lock().unwrap();
+    let lose = super::super::fabric::tests::LOSE.0.lock().unwrap();
     lose.iter().filter(|(a, w, _)| a == from && *w == what).map(|(_, _, n)| n).sum()
 }
 
@@ -317,7 +317,7 @@ fn a_link_whose_sends_fail_one_way_is_redialled_with_back_off() {
     lose(&at4, "Pong {", MANY);
     let (_rt, far, near) = nodes(dir.path(), ports);
     assert_redialled_with_back_off(|| MANY - unlost(&at4, "Pong {"));
-    super::super::fabric::tests::LOSE.lock().unwrap().retain(|(a, w, _)| !(a == &at4 && *w == "Pong {"));
+    super::super::fabric::tests::LOSE.0.lock().unwrap().retain(|(a, w, _)| !(a == &at4 && *w == "Pong {"));
     both_up(&far, &near);
     drop((far, near));
 }

@@ -152,7 +152,7 @@ impl Fabric {
     fn post_send(&self, to: (u64, u64), bytes: &[u8], wait: bool) -> Result<usize, NotPosted> {
         let id = self.ep.next_id();
         #[cfg(test)]
-        let (lost, full) = (super::tests::lose(self, bytes), super::tests::FULL.hit(self, bytes));
+        let (lost, full) = (super::tests::LOSE.hit(self, bytes), super::tests::FULL.hit(self, bytes));
         #[cfg(test)]
         let bytes: &[u8] = if lost { b"lost by the test" } else { bytes };
         // Known before it is posted: its completion may come at once.
