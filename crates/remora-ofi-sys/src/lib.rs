@@ -41,6 +41,18 @@ pub struct Error {
     pub what: String,
 }
 
+/// `FI_EAGAIN`, as [`Error::code`] holds it: the queue is full for now.
+pub const EAGAIN: i32 = 11;
+
+impl Error {
+    /// Whether the operation found its queue full (`FI_EAGAIN`): it may succeed once
+    /// completions are read (which drives the provider's progress); any other error is a
+    /// failure.
+    pub fn is_full(&self) -> bool {
+        self.code == EAGAIN
+    }
+}
+
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.what)

@@ -7,9 +7,6 @@
 
 use crate::{ffi, Endpoint, Error, RECV_ID};
 
-/// `FI_EAGAIN`, as the calls return it.
-const EAGAIN: i32 = 11;
-
 #[cfg(test)]
 thread_local! {
     /// Tests: how many postings of receive buffers made on this thread are refused next,
@@ -45,7 +42,7 @@ impl Endpoint {
     /// of completions); any other failure is the open's.
     pub(crate) fn post_first(&self, slot: usize) -> Result<(), Error> {
         match self.post_recv(slot) {
-            Err(e) if e.code == EAGAIN => {
+            Err(e) if e.is_full() => {
                 self.unposted.lock().unwrap_or_else(|p| p.into_inner()).push(slot);
                 Ok(())
             }

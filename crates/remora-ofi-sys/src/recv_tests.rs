@@ -6,6 +6,20 @@ use crate::Endpoint;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Whether libfabric is missing (said: the test is skipped).
+fn skipped() -> bool {
+    let missing = !crate::installed();
+    if missing {
+        eprintln!("SKIP: libfabric is not installed");
+    }
+    missing
+}
+
+/// An endpoint on loopback with two receive buffers (as the postings refused say).
+fn open() -> Result<Arc<Endpoint>, crate::Error> {
+    Endpoint::open("tcp;ofi_rxm", Some("127.0.0.1"), 2, 4096)
+}
+
 /// Send `n` one-byte messages from `a` to `b` (reading both sides' completions meanwhile,
 /// on this thread) and return what `b` received, in order.
 fn exchange(a: &Endpoint, b: &Arc<Endpoint>, n: u8) -> Vec<u8> {
@@ -35,12 +49,11 @@ fn exchange(a: &Endpoint, b: &Arc<Endpoint>, n: u8) -> Vec<u8> {
 /// again at the next read of completions, and every message arrives, in order.
 #[test]
 fn a_receive_buffer_whose_posting_failed_is_posted_again() {
-    if !crate::installed() {
-        eprintln!("SKIP: libfabric is not installed");
+    if skipped() {
         return;
     }
-    let a = Endpoint::open("tcp;ofi_rxm", Some("127.0.0.1"), 2, 4096).unwrap();
-    let b = Endpoint::open("tcp;ofi_rxm", Some("127.0.0.1"), 2, 4096).unwrap();
+    let a = open().unwrap();
+    let b = open().unwrap();
     // The next two postings (b's, after its first two messages: `received` runs here) fail.
     REFUSE.with(|r| r.set((2, 5)));
     assert_eq!(exchange(&a, &b, 6), [0, 1, 2, 3, 4, 5]);
@@ -54,12 +67,11 @@ fn a_receive_buffer_whose_posting_failed_is_posted_again() {
 /// receive buffers.
 #[test]
 fn an_open_whose_receive_buffers_cannot_be_posted_fails() {
-    if !crate::installed() {
-        eprintln!("SKIP: libfabric is not installed");
+    if skipped() {
         return;
     }
     REFUSE.with(|r| r.set((1, 5)));
-    let e = Endpoint::open("tcp;ofi_rxm", Some("127.0.0.1"), 2, 4096).unwrap_err();
+    let e = open().unwrap_err();
     assert!(e.what.starts_with("fi_recv"), "the failing call is named: {e}");
     assert_eq!(e.code, 5);
 }
@@ -68,13 +80,12 @@ fn an_open_whose_receive_buffers_cannot_be_posted_fails() {
 /// wait, counted, and are posted at the first reads of completions; every message arrives.
 #[test]
 fn receive_buffers_a_full_queue_refuses_at_the_open_are_posted_later() {
-    if !crate::installed() {
-        eprintln!("SKIP: libfabric is not installed");
+    if skipped() {
         return;
     }
-    let a = Endpoint::open("tcp;ofi_rxm", Some("127.0.0.1"), 2, 4096).unwrap();
-    REFUSE.with(|r| r.set((2, 11)));
-    let b = Endpoint::open("tcp;ofi_rxm", Some("127.0.0.1"), 2, 4096).unwrap();
+    let a = open().unwrap();
+    REFUSE.with(|r| r.set((2, crate::EAGAIN)));
+    let b = open().unwrap();
     assert_eq!(b.unposted(), 2, "both buffers wait for their posting");
     assert_eq!(exchange(&a, &b, 4), [0, 1, 2, 3]);
     assert_eq!(b.unposted(), 0);

@@ -367,7 +367,9 @@ fn a_waiting_sender_waits_its_links_budget() {
     send::peer_of(&f, to).unwrap().live().set_heartbeat(Duration::from_millis(60));
     let t = Instant::now();
     let posted = f.post_routed(to, true, || match t.elapsed() < Duration::from_millis(5500) {
-        true => Err(remora_ofi_sys::Error { code: 11, what: "full, says the test".into() }),
+        true => {
+            Err(remora_ofi_sys::Error { code: remora_ofi_sys::EAGAIN, what: "full, says the test".into() })
+        }
         false => Ok(()),
     });
     assert_eq!(posted, Ok(()), "gave up after {:?}", t.elapsed());

@@ -27,8 +27,6 @@ use std::time::{Duration, Instant};
 pub(super) const MIN_PATIENCE: Duration = Duration::from_secs(5);
 /// Answers to one connection that may wait for room at once; one more takes its link down.
 const MAX_UNSENT: usize = 1024;
-/// `FI_EAGAIN`: the queue is full.
-const EAGAIN: i32 = 11;
 
 /// Why an operation was not posted.
 #[derive(Debug, PartialEq, Eq)]
@@ -92,7 +90,7 @@ impl Fabric {
             };
             match posted {
                 Ok(()) => return Ok(()),
-                Err(e) if e.code == EAGAIN => {
+                Err(e) if e.is_full() => {
                     if !wait {
                         return Err(NotPosted::Full);
                     }
@@ -165,7 +163,10 @@ impl Fabric {
         let posted = self.post_routed(to, wait, || {
             #[cfg(test)]
             if full {
-                return Err(remora_ofi_sys::Error { code: EAGAIN, what: "full, says the test".into() });
+                return Err(remora_ofi_sys::Error {
+                    code: remora_ofi_sys::EAGAIN,
+                    what: "full, says the test".into(),
+                });
             }
             self.ep.send(to.0, bytes, id)
         });
