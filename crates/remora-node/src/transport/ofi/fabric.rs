@@ -435,7 +435,6 @@ fn deliver(f: &Arc<Fabric>, bytes: &[u8]) -> bool {
 mod progress;
 #[path = "send.rs"]
 mod send;
-pub(super) use send::NotPosted;
 
 #[cfg(test)]
 #[path = "fabric_tests.rs"]

@@ -328,7 +328,7 @@ fn an_answer_that_waits_past_the_patience_takes_its_link_down() {
     let label = "answer-past-patience";
     let Some((f, to)) = answering_itself(label, Waiters::default(), broken.clone()) else { return };
     // A 10 ms heartbeat: a budget of 1.5 s, so the least patience (5 s) applies.
-    send::peer_of(&f, to).unwrap().live().set_heartbeat(Duration::from_millis(10));
+    f.peer_of(to).unwrap().live().set_heartbeat(Duration::from_millis(10));
     FULL.0.lock().unwrap().push((label.into(), "tag: 1,", 1 << 30));
     let t = Instant::now();
     deliver(&f, &get(1));
@@ -347,7 +347,7 @@ fn an_answer_that_waits_past_the_patience_takes_its_link_down() {
 #[test]
 fn a_sends_patience_is_its_links_budget() {
     let Some((f, to)) = answering_itself("patience", Waiters::default(), Arc::default()) else { return };
-    let peer = send::peer_of(&f, to).unwrap();
+    let peer = f.peer_of(to).unwrap();
     peer.live().set_heartbeat(Duration::from_millis(200));
     assert_eq!(f.patience_of(to), Some(Duration::from_secs(30)), "150 heartbeats, as tcp's bulk writes wait");
     peer.live().set_heartbeat(Duration::from_millis(10));
@@ -364,7 +364,7 @@ fn a_waiting_sender_waits_its_links_budget() {
     let Some((f, to)) = answering_itself("patience-posted", Waiters::default(), Arc::default()) else {
         return;
     };
-    send::peer_of(&f, to).unwrap().live().set_heartbeat(Duration::from_millis(60));
+    f.peer_of(to).unwrap().live().set_heartbeat(Duration::from_millis(60));
     let t = Instant::now();
     let posted = f.post_routed(to, true, || match t.elapsed() < Duration::from_millis(5500) {
         true => {

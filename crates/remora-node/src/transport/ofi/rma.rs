@@ -41,7 +41,7 @@
 //! [`Body::Get`], answered by [`Body::Done`]): one round trip, checked by the peer in the
 //! same way (the eager and rendezvous protocols of fabric libraries).
 
-use super::fabric::{Fabric, NotPosted, EAGER};
+use super::fabric::{Fabric, EAGER};
 use super::window::CHUNK;
 use super::wire::Body;
 use super::OfiLink;
@@ -286,14 +286,8 @@ pub(super) fn start(
                 // Gone: the link went down meanwhile, which says so itself. Else the link
                 // goes down now, as for a message (`send_bytes`): left up, the write's
                 // `RmaClose` below would wait a second patience for the same full queue.
-                match e {
-                    NotPosted::Gone => {}
-                    NotPosted::Full => {
-                        ofi.broke(conn_to, "an rma piece found its send queue full past the link's patience")
-                    }
-                    NotPosted::Failed(e) => {
-                        ofi.broke(conn_to, &format!("the endpoint refused an rma piece: {e}"))
-                    }
+                if let Some(why) = e.why() {
+                    ofi.broke(conn_to, &format!("an rma piece: {why}"));
                 }
                 ofi.forget(id);
                 failed = true;

@@ -39,6 +39,17 @@ pub(in crate::transport::ofi) enum NotPosted {
     Failed(remora_ofi_sys::Error),
 }
 
+impl NotPosted {
+    /// Why its link is taken down ([`Fabric::broke`]); `None`: its connection is gone.
+    pub(in crate::transport::ofi) fn why(&self) -> Option<String> {
+        match self {
+            NotPosted::Gone => None,
+            NotPosted::Full => Some("its send queue stayed full past the link's patience".into()),
+            NotPosted::Failed(e) => Some(format!("the endpoint refused it: {e}")),
+        }
+    }
+}
+
 /// An answer to a peer waiting for room in the send queue.
 pub(super) struct Unsent {
     /// The peer's endpoint and token (its connection).
@@ -55,16 +66,18 @@ impl Fabric {
         routes.values().find(|r| r.reply == Some(to))
     }
 
+    /// The peer of the connection `to`, while it is routed.
+    pub(super) fn peer_of(&self, to: (u64, u64)) -> Option<std::sync::Arc<TcpPeer>> {
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        Self::routed(&routes, to).map(|r| r.peer.clone())
+    }
+
     /// How long an operation of the connection `to` waits for room (`None`: it is gone):
     /// its link's budget, at least [`MIN_PATIENCE`]. The one measure of both the senders
     /// that wait themselves ([`Fabric::post_routed`]) and the unsent answers
     /// ([`Fabric::retry_unsent`]).
     pub(super) fn patience_of(&self, to: (u64, u64)) -> Option<Duration> {
-        let peer: std::sync::Arc<TcpPeer> = {
-            let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-            Self::routed(&routes, to)?.peer.clone()
-        };
-        let budget = peer.live().budget();
+        let budget = self.peer_of(to)?.live().budget();
         Some(budget.max(MIN_PATIENCE))
     }
 
@@ -132,13 +145,10 @@ impl Fabric {
         match self.post_send(to, bytes, wait) {
             Ok(n) => Ok(n),
             Err(NotPosted::Full) if !wait => Err(true),
-            Err(NotPosted::Gone) => Err(false),
-            Err(NotPosted::Full) => {
-                self.broke(to, "its send queue stayed full past the link's patience");
-                Err(false)
-            }
-            Err(NotPosted::Failed(e)) => {
-                self.broke(to, &format!("the endpoint refused it: {e}"));
+            Err(e) => {
+                if let Some(why) = e.why() {
+                    self.broke(to, &why);
+                }
                 Err(false)
             }
         }
@@ -196,9 +206,9 @@ impl Fabric {
         match self.post_send(to, &bytes, false) {
             Ok(_) | Err(NotPosted::Gone) => {}
             Err(NotPosted::Full) => unsent.push_back(Unsent { to, bytes, since: Instant::now() }),
-            Err(NotPosted::Failed(e)) => {
+            Err(e) => {
                 drop(unsent);
-                self.broke(to, &format!("the endpoint refused it: {e}"));
+                self.broke(to, &e.why().unwrap_or_default());
             }
         }
     }
@@ -240,8 +250,8 @@ impl Fabric {
                     }
                     i += 1;
                 }
-                Err(NotPosted::Failed(e)) => {
-                    broken.push((u.to, format!("the endpoint refused it: {e}")));
+                Err(e) => {
+                    broken.push((u.to, e.why().unwrap_or_default()));
                     i += 1;
                 }
             }
@@ -296,11 +306,4 @@ impl Fabric {
             }
         }
     }
-}
-
-/// The peer of the connection `to`, while it is routed (tests).
-#[cfg(test)]
-pub(super) fn peer_of(f: &Fabric, to: (u64, u64)) -> Option<std::sync::Arc<TcpPeer>> {
-    let routes = f.routes.lock().unwrap_or_else(|p| p.into_inner());
-    Fabric::routed(&routes, to).map(|r| r.peer.clone())
 }
