@@ -10,7 +10,8 @@
 //! link has less than [`WINDOW`] bytes in flight: a control message waits behind that much
 //! at most. A piece's bytes are given back by the progress thread when its completion comes
 //! (not when its transfer's waiter reads it), so a transfer waiting for room never waits on
-//! a waiter that has not run yet.
+//! a waiter that has not run yet; or, when its connection is unrouted before that (its
+//! completion may then never come), by `Fabric::forget_connection`.
 
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
