@@ -1,9 +1,9 @@
 //! What the fabric sends to peers: messages and RMA pieces, each posted only while its
 //! connection is routed, and under the routes' lock (the link's task takes the peer's
 //! address out of the endpoint only after unrouting it, and the provider, rxm, crashes on
-//! an operation posted to an address removed). A send refused, one whose queue stays full
-//! past the link's patience, or one that completes with an error takes the link of its
-//! connection down ([`Fabric::broke`]).
+//! an operation posted to an address removed). A send or RMA piece refused, one whose queue
+//! stays full past the link's patience, or one that completes with an error takes the link
+//! of its connection down ([`Fabric::broke`]; why: [`NotPosted::why`]).
 //!
 //! The patience is the link's own budget ([`GIVE_UP_PERIODS`] heartbeats, as its liveness
 //! gives a silent peer; at least [`MIN_PATIENCE`]): a peer paused that long keeps its link
