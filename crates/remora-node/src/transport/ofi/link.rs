@@ -380,4 +380,4 @@ async fn run_connected(
 
 #[cfg(test)]
 #[path = "link_tests.rs"]
-mod tests;
+pub(super) mod tests;

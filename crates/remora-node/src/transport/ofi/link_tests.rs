@@ -27,11 +27,11 @@ pub(super) async fn pause_after_boot(peer: &str) {
 }
 
 /// Links a test acts on, by their peer's bootstrap address, and how many times it did.
-pub(super) struct Counted(Mutex<Vec<(String, usize)>>);
+pub(in crate::transport::ofi) struct Counted(Mutex<Vec<(String, usize)>>);
 
 impl Counted {
     /// The link's hook: whether to act on this link to `peer` (counted).
-    pub(super) fn hit(&self, peer: &str) -> bool {
+    pub(in crate::transport::ofi) fn hit(&self, peer: &str) -> bool {
         let mut r = self.0.lock().unwrap_or_else(|p| p.into_inner());
         r.iter_mut().find(|(a, _)| a == peer).map(|(_, n)| *n += 1).is_some()
     }
@@ -57,6 +57,9 @@ pub(super) static REFUSED: Counted = Counted(Mutex::new(Vec::new()));
 
 /// Links that end as soon as they are up, as if their bootstrap connection closed.
 pub(super) static CLOSING: Counted = Counted(Mutex::new(Vec::new()));
+
+/// Links whose RMA pieces the endpoint refuses (`rma.rs`).
+pub(in crate::transport::ofi) static RMA_REFUSED: Counted = Counted(Mutex::new(Vec::new()));
 
 fn env(node: u32, dir: &std::path::Path, [p4, o4, p8, o8]: [u16; 4]) -> Env {
     // A heartbeat long enough that node 4 does not take node 8's pause for silence.
@@ -237,9 +240,32 @@ fn an_answer_lost_on_the_fabric_takes_the_link_down_and_its_request_fails() {
     drop((far, near));
 }
 
-/// Sessions of node 4 whose ends node 8 was told, by origin.
+/// Sessions of node 4 whose ends node 8 was told, by origin; node 8's link states, as
+/// they changed; and its memory of every connection (`None`: none).
 #[derive(Default)]
-struct Ends(Mutex<Vec<u64>>);
+struct Ends(Mutex<Vec<u64>>, Mutex<Vec<LinkState>>, Option<Arc<remora_sys::Mapping>>);
+
+/// All of a connection's memory: one mapping.
+struct Whole(Arc<remora_sys::Mapping>);
+
+impl crate::transport::PeerMemory for Whole {
+    fn resolve(
+        &self,
+        offset: u64,
+        len: u64,
+        _: bool,
+    ) -> Option<Vec<(Arc<remora_sys::Mapping>, usize, usize)>> {
+        let end = offset.checked_add(len)?;
+        (end <= self.0.len() as u64).then(|| vec![(self.0.clone(), offset as usize, len as usize)])
+    }
+}
+
+/// A mapping of `len` bytes of fresh memory.
+fn mapping(len: usize) -> Arc<remora_sys::Mapping> {
+    use remora_sys::AsFd;
+    let fd = remora_sys::Memfd::create("ofi-link-tests", len as u64).unwrap();
+    Arc::new(remora_sys::Mapping::new(fd.as_fd(), 0, len, Default::default()).unwrap())
+}
 
 impl crate::transport::Inbound for Ends {
     fn request(
@@ -254,14 +280,16 @@ impl crate::transport::Inbound for Ends {
         self.0.lock().unwrap().push(origin);
     }
     fn event(&self, _: u32, _: u64, _: remora_proto::Event) {}
-    fn link_changed(&self, _: u32, _: LinkState) {}
+    fn link_changed(&self, _: u32, to: LinkState) {
+        self.1.lock().unwrap().push(to);
+    }
     fn route_lost(&self, _: u32, _: u64) {}
     fn memory(
         &self,
         _: u32,
         _: remora_proto::link::RangeRef,
     ) -> Option<Arc<dyn crate::transport::PeerMemory>> {
-        None
+        self.2.clone().map(|m| Arc::new(Whole(m)) as Arc<dyn crate::transport::PeerMemory>)
     }
 }
 
@@ -339,6 +367,43 @@ fn a_link_that_ends_at_once_is_redialled_with_back_off() {
     let (_rt, far, near) = nodes(dir.path(), ports);
     assert_redialled_with_back_off(|| CLOSING.count(&to8));
     CLOSING.off(&[&to8]);
+    both_up(&far, &near);
+    drop((far, near));
+}
+
+/// A piece of node 4's RMA write to node 8 is refused by the endpoint. The transfer failed
+/// but its link stayed up (the write's close then waited on the same link: a second
+/// patience when the queue was full); now the link goes down at once, as for a refused
+/// message: node 8 sees it leave `Up`, and it comes back.
+#[test]
+fn a_refused_rma_piece_takes_its_link_down() {
+    if !remora_ofi_sys::installed() {
+        eprintln!("SKIP: libfabric is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ports = [(); 4].map(|_| remora_testkit::free_port());
+    let to8 = format!("127.0.0.1:{}", ports[3]);
+    let ends = Arc::new(Ends(Mutex::default(), Mutex::default(), Some(mapping(1 << 20))));
+    let (_rt, far, near) = nodes_with(dir.path(), ports, ends.clone());
+    both_up(&far, &near);
+    let local = mapping(1 << 20);
+    let len = 256 << 10;
+    let write = || near.start_range(8, 5, 0, &local, 0, len, true).map(|wait| wait());
+    let done = write();
+    assert!(matches!(done, Ok(Ok(()))), "a write works: {done:?}");
+    let states = ends.1.lock().unwrap().len();
+    RMA_REFUSED.on(&[&to8]);
+    let done = write();
+    let refused = RMA_REFUSED.count(&to8);
+    RMA_REFUSED.off(&[&to8]);
+    assert!(refused >= 1, "the write's piece was refused");
+    assert!(!matches!(done, Ok(Ok(()))), "the refused write fails: {done:?}");
+    let t = Instant::now();
+    while !ends.1.lock().unwrap()[states..].iter().any(|s| *s != LinkState::Up) {
+        assert!(t.elapsed() < Duration::from_secs(20), "the link stayed up: {:?}", ends.1.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(5));
+    }
     both_up(&far, &near);
     drop((far, near));
 }

@@ -276,9 +276,15 @@ pub(super) fn start(
         let at = Remote { dest, addr: addr + done as u64, key };
         // Posted only while the connection is routed (its address is in the endpoint),
         // waiting for room in a full queue up to the link's patience.
-        let posted = ofi.post_routed(conn_to, true, || match write {
-            true => ofi.ep.write(&local, mem_off + done, n, at, id),
-            false => ofi.ep.read(&local, mem_off + done, n, at, id),
+        let posted = ofi.post_routed(conn_to, true, || {
+            #[cfg(test)]
+            if super::link::tests::RMA_REFUSED.hit(&link.peer.addr) {
+                return Err(remora_ofi_sys::Error { code: 5, what: "refused, says the test".into() });
+            }
+            match write {
+                true => ofi.ep.write(&local, mem_off + done, n, at, id),
+                false => ofi.ep.read(&local, mem_off + done, n, at, id),
+            }
         });
         match posted {
             Ok(()) => waits.push(rx),
