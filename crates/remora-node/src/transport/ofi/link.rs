@@ -10,8 +10,9 @@
 //! peer's side down as well). A link that ends before it stayed up a few heartbeats (its
 //! bootstrap connection closed, or a send failed), or whose bootstrap fails, is followed by
 //! a pause that doubles each time (50 ms up to a second; a failed send pauses even a link
-//! that worked), as a refused dial is: a link that flaps is redialled ever more slowly. Control messages (requests, replies, events, heartbeats,
-//! session ends) then travel as fabric messages; the decisions about the link's state are
+//! that worked), as a refused dial is: a link that flaps is redialled ever more slowly.
+//! Control messages (requests, replies, events, heartbeats, session ends) then travel as
+//! fabric messages; the decisions about the link's state are
 //! the shared [`crate::transport::liveness`] machine's, carried out by the same peer type
 //! as the tcp transport's.
 
