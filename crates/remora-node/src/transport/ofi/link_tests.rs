@@ -97,6 +97,16 @@ fn nodes_with(dir: &std::path::Path, ports: [u16; 4], far_in: Arc<dyn crate::tra
     (rt, far, near)
 }
 
+/// A directory for the nodes' files and four free ports, or `None` (said) where libfabric
+/// is not installed.
+fn ready() -> Option<(tempfile::TempDir, [u16; 4])> {
+    if !remora_ofi_sys::installed() {
+        eprintln!("SKIP: libfabric is not installed");
+        return None;
+    }
+    Some((tempfile::tempdir().unwrap(), [(); 4].map(|_| remora_testkit::free_port())))
+}
+
 /// Node 8 reads node 4's bootstrap frame and then stalls (a loaded machine) before its side
 /// of the link is up; node 4 has read node 8's frame, is up and asks at once. The request
 /// was dropped at node 8 for want of its token's route, and node 4 waited for ever (a user's
@@ -104,12 +114,7 @@ fn nodes_with(dir: &std::path::Path, ports: [u16; 4], far_in: Arc<dyn crate::tra
 /// node 8 until its side is up.
 #[test]
 fn a_request_sent_before_the_peer_is_up_is_answered() {
-    if !remora_ofi_sys::installed() {
-        eprintln!("SKIP: libfabric is not installed");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let ports = [(); 4].map(|_| remora_testkit::free_port());
+    let Some((dir, ports)) = ready() else { return };
     let gate = Arc::new(Notify::new());
     GATES.lock().unwrap().push((format!("127.0.0.1:{}", ports[1]), gate.clone()));
     let (rt, far, near) = nodes(dir.path(), ports);
@@ -171,12 +176,7 @@ fn assert_redialled_with_back_off(count: impl Fn() -> usize) {
 /// as down, then up); now a link that failed before it worked is redialled ever more slowly.
 #[test]
 fn a_link_whose_sends_fail_is_redialled_with_back_off() {
-    if !remora_ofi_sys::installed() {
-        eprintln!("SKIP: libfabric is not installed");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let ports = [(); 4].map(|_| remora_testkit::free_port());
+    let Some((dir, ports)) = ready() else { return };
     let (to8, to4) = (format!("127.0.0.1:{}", ports[3]), format!("127.0.0.1:{}", ports[1]));
     REFUSED.on(&[&to8, &to4]);
     let (rt, far, near) = nodes(dir.path(), ports);
@@ -218,12 +218,7 @@ fn unlost(from: &str, what: &str) -> usize {
 /// transport's error, and the link comes back and serves.
 #[test]
 fn an_answer_lost_on_the_fabric_takes_the_link_down_and_its_request_fails() {
-    if !remora_ofi_sys::installed() {
-        eprintln!("SKIP: libfabric is not installed");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let ports = [(); 4].map(|_| remora_testkit::free_port());
+    let Some((dir, ports)) = ready() else { return };
     let (rt, far, near) = nodes(dir.path(), ports);
     both_up(&far, &near);
     let at8 = format!("127.0.0.1:{}", ports[3]);
@@ -298,12 +293,7 @@ impl crate::transport::Inbound for Ends {
 /// held. Now the link goes down and the end is told again on the next connection.
 #[test]
 fn a_session_end_lost_on_the_fabric_is_told_again_on_the_next_connection() {
-    if !remora_ofi_sys::installed() {
-        eprintln!("SKIP: libfabric is not installed");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let ports = [(); 4].map(|_| remora_testkit::free_port());
+    let Some((dir, ports)) = ready() else { return };
     let ends = Arc::new(Ends::default());
     let (rt, far, near) = nodes_with(dir.path(), ports, ends.clone());
     both_up(&far, &near);
@@ -334,12 +324,7 @@ fn a_session_end_lost_on_the_fabric_is_told_again_on_the_next_connection() {
 /// before: its own ping, sent before node 8's could arrive, so it passed with the old rule.)
 #[test]
 fn a_link_whose_sends_fail_one_way_is_redialled_with_back_off() {
-    if !remora_ofi_sys::installed() {
-        eprintln!("SKIP: libfabric is not installed");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let ports = [(); 4].map(|_| remora_testkit::free_port());
+    let Some((dir, ports)) = ready() else { return };
     let at4 = format!("127.0.0.1:{}", ports[1]);
     const MANY: usize = 1 << 20;
     lose(&at4, "Pong {", MANY);
@@ -356,12 +341,7 @@ fn a_link_whose_sends_fail_one_way_is_redialled_with_back_off() {
 /// worked is followed by a pause that doubles.
 #[test]
 fn a_link_that_ends_at_once_is_redialled_with_back_off() {
-    if !remora_ofi_sys::installed() {
-        eprintln!("SKIP: libfabric is not installed");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let ports = [(); 4].map(|_| remora_testkit::free_port());
+    let Some((dir, ports)) = ready() else { return };
     let to8 = format!("127.0.0.1:{}", ports[3]);
     CLOSING.on(&[&to8]);
     let (_rt, far, near) = nodes(dir.path(), ports);
@@ -377,12 +357,7 @@ fn a_link_that_ends_at_once_is_redialled_with_back_off() {
 /// message: node 8 sees it leave `Up`, and it comes back.
 #[test]
 fn a_refused_rma_piece_takes_its_link_down() {
-    if !remora_ofi_sys::installed() {
-        eprintln!("SKIP: libfabric is not installed");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let ports = [(); 4].map(|_| remora_testkit::free_port());
+    let Some((dir, ports)) = ready() else { return };
     let to8 = format!("127.0.0.1:{}", ports[3]);
     let ends = Arc::new(Ends(Mutex::default(), Mutex::default(), Some(mapping(1 << 20))));
     let (_rt, far, near) = nodes_with(dir.path(), ports, ends.clone());
