@@ -386,6 +386,8 @@ impl Vi {
             // No attempt runs: a VipConnectPeerWait finds none (it would wait forever for
             // `Some(None)` to be answered).
             *lock(&self.inner.peer_connect) = None;
+            // One that began to wait meanwhile looks again, and finds none.
+            self.inner.peer_outcome.notify_all();
             *lock(&self.inner.state) = ViState::Idle;
             return Err(Error::Resource("no thread for the peer connection".into()));
         }

@@ -1,8 +1,9 @@
 //! The error callback's thread: one per NIC, started on its first error and ended with the
 //! NIC, calling the handler with each event in the order they were reported and never under
 //! a lock of the library (a report only queues the event, so a flood of completions a full
-//! queue dropped makes no threads). A thread that could not be started is tried again at the
-//! next report, the events meanwhile kept.
+//! queue dropped makes no threads). When no thread can be started the events queued are
+//! dropped (they hold the NIC), and the next report tries again; a handler that panics
+//! loses only its own call.
 
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -44,10 +45,17 @@ impl ErrorDispatch {
                 let Some(rx) = lock(&rx).take() else { return };
                 // Ends when the NIC's sender is dropped and every event has been handled.
                 while let Ok(call) = rx.recv() {
-                    call();
+                    // A handler that panics loses its own call, not the thread (the calls
+                    // after it would all be lost).
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call));
                 }
             });
             q.running = started.is_ok();
+            if !q.running {
+                // No thread: the events go (they hold the NIC, which would never be freed
+                // if no later error came to start one).
+                *g = None;
+            }
         }
     }
 }
@@ -56,6 +64,21 @@ impl ErrorDispatch {
 mod tests {
     use super::*;
     use std::sync::mpsc::sync_channel;
+
+    /// A call that panics does not end the thread: the next call still runs.
+    #[test]
+    fn a_panicking_call_loses_only_itself() {
+        let d = ErrorDispatch::default();
+        d.report(Box::new(|| panic!("a handler's panic")));
+        let (tx, rx) = sync_channel(1);
+        d.report(Box::new(move || {
+            let _ = tx.send(());
+        }));
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_secs(20)).is_ok(),
+            "the call after a panic never ran"
+        );
+    }
 
     /// Many reports are handled in their order on one thread, which ends with the queue.
     #[test]
