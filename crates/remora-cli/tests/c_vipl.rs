@@ -486,3 +486,12 @@ fn every_family_between_two_processes_across_hosts() {
         }
     }
 }
+
+/// Requests for a prefix of the waited discriminator and for one it is a prefix of find
+/// no match (the VI stays idle) while the server waits; the right one connects and the
+/// server learns the requester's discriminator.
+#[test]
+fn a_waiter_on_another_discriminator_is_no_match_and_the_right_one_connects() {
+    let env = Env::new();
+    ok(env.run(&program(&env, "vipl_match"), 4).output().unwrap());
+}
