@@ -495,3 +495,12 @@ fn a_waiter_on_another_discriminator_is_no_match_and_the_right_one_connects() {
     let env = Env::new();
     ok(env.run(&program(&env, "vipl_match"), 4).output().unwrap());
 }
+
+/// A request the server took but answers after the requester's 300 ms: the requester gets
+/// VIP_TIMEOUT with its VI idle; the late accept (and a late reject) is VIP_TIMEOUT and
+/// leaves the server's VI idle.
+#[test]
+fn a_request_held_past_its_timeout_times_out_and_the_late_answer_is_timeout() {
+    let env = Env::new();
+    ok(env.run(&program(&env, "vipl_late"), 4).output().unwrap());
+}
