@@ -200,14 +200,14 @@ pub unsafe extern "C-unwind" fn VipConnectWait(
 }
 
 fn take_conn(conn: *mut c_void) -> Result<remora_vipl::ConnRequest, Code> {
+    // Another kind of handle is left in the table untouched: only a connection handle is
+    // taken out.
+    if !matches!(handles::get(conn), Some(Entry::Conn(_))) {
+        return Err(bad());
+    }
     match handles::remove(conn) {
         Some(Entry::Conn(c)) => c.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or_else(bad),
-        Some(other) => {
-            // Not a connection handle: put it back untouched.
-            let _ = other;
-            Err(bad())
-        }
-        None => Err(bad()),
+        _ => Err(bad()),
     }
 }
 
