@@ -26,7 +26,9 @@ struct CqInner {
     vis: Mutex<Vec<(Weak<ViInner>, u64, bool)>>,
     bell: Interrupt,
     self_bell: RemoteInterrupt,
-    waiting: AtomicBool,
+    /// Threads sleeping on `bell` (`VipCQWait`, `VipRecvWait` of an attached receive
+    /// queue): a completion taken in here rings it for them.
+    waiting: AtomicUsize,
     /// `VipDestroyCQ` succeeded: a notification still waiting ends without a call.
     destroyed: AtomicBool,
 }
@@ -96,7 +98,7 @@ impl CompletionQueue {
                 vis: Mutex::new(Vec::new()),
                 bell,
                 self_bell,
-                waiting: AtomicBool::new(false),
+                waiting: AtomicUsize::new(0),
                 destroyed: AtomicBool::new(false),
             }),
         })
@@ -168,7 +170,7 @@ impl CompletionQueue {
     }
 
     pub(crate) fn wake(&self) {
-        if self.inner.waiting.load(Ordering::SeqCst) {
+        if self.inner.waiting.load(Ordering::SeqCst) > 0 {
             let _ = self.inner.self_bell.trigger();
         }
     }
@@ -252,16 +254,43 @@ impl CompletionQueue {
                 Some(t) => t.checked_sub(start.elapsed()).filter(|l| !l.is_zero()).ok_or(Error::Timeout)?,
                 None => Duration::from_millis(50),
             };
-            self.inner.waiting.store(true, Ordering::SeqCst);
+            let waiter = self.waiter();
             if let Ok(x) = self.done() {
-                self.inner.waiting.store(false, Ordering::SeqCst);
                 return Ok(x);
             }
             let _ = self
                 .inner
                 .bell
                 .wait_with_spin(Some(left.min(Duration::from_millis(50))), Duration::from_micros(20));
-            self.inner.waiting.store(false, Ordering::SeqCst);
+            drop(waiter);
         }
+    }
+
+    /// Count the caller among the threads sleeping on the queue's doorbell until the
+    /// guard drops: a completion taken in from now on rings it.
+    pub(crate) fn waiter(&self) -> CqWaiter<'_> {
+        self.inner.waiting.fetch_add(1, Ordering::SeqCst);
+        CqWaiter(self)
+    }
+
+    /// Sleep up to `slice` on the doorbell for `VipRecvWait` of an attached receive queue
+    /// (its peer rings this bell, not the VI's, on every completion), as a counted
+    /// [`CompletionQueue::waiter`]. A ring takes in the receives of every attached VI: one
+    /// meant for another VI's waiter (or a `VipCQWait`) that this thread took records that
+    /// completion, which rings the bell again for them.
+    pub(crate) fn sleep_for_recv(&self, _waiter: &CqWaiter<'_>, slice: Duration) {
+        if self.inner.bell.wait_with_spin(Some(slice), Duration::ZERO).is_ok() {
+            self.reap_receives();
+        }
+    }
+}
+
+/// A thread counted as sleeping on a completion queue's doorbell
+/// ([`CompletionQueue::waiter`]); no longer when dropped.
+pub(crate) struct CqWaiter<'a>(&'a CompletionQueue);
+
+impl Drop for CqWaiter<'_> {
+    fn drop(&mut self) {
+        self.0.inner.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -17,6 +17,10 @@
  *      in 500 ms (a poll every millisecond made about 500); under a SIGALRM every
  *      200 us it stays blocked; cancelled, it ends within 5 s; then the peer comes
  *      and the same VI's VipConnectPeerWait gives the connection.
+ *   5. A thread in VipRecvWait(VIP_INFINITE) on a VI whose receive queue feeds a
+ *      CQ, one in VipRecvWait on a VI without a CQ, and one in VipCQWait each
+ *      sleep (fewer than 50 voluntary switches in 500 ms; a 200 us sleep loop
+ *      made about 2500), then return the completion when the peer sends.
  * No arguments; REMORA_NODE set.
  */
 #define _GNU_SOURCE
@@ -299,6 +303,106 @@ static void cancel_a_peer_wait(VIP_VI_ATTRIBUTES *va)
 	free(q_addr);
 }
 
+/* Phase 5: a thread waiting for a completion sleeps, then returns when it comes. */
+static VIP_VI_HANDLE wx, wy; /* wx's receive queue feeds wcq; wy has no CQ */
+static VIP_CQ_HANDLE wcq;
+static int wait_kind;        /* 0: VipRecvWait(wx), 1: VipRecvWait(wy), 2: VipCQWait(wcq) */
+static VIP_DESCRIPTOR *wait_desc;
+static VIP_VI_HANDLE wait_vi;
+static VIP_BOOLEAN wait_recvq;
+
+static void *sleeping_waiter(void *arg)
+{
+	VIP_RETURN rc;
+	(void)arg;
+	waiter_tid = (pid_t)syscall(SYS_gettid);
+	if (wait_kind == 2)
+		rc = VipCQWait(wcq, VIP_INFINITE, &wait_vi, &wait_recvq);
+	else
+		rc = VipRecvWait(wait_kind == 0 ? wx : wy, VIP_INFINITE, &wait_desc);
+	return rc == VIP_SUCCESS ? NULL : (void *)1;
+}
+
+/* A thread in wait `kind` switches fewer than 50 times in 500 ms, then the send from
+ * `from` (descriptor k) ends its wait. */
+static void sleeps_then_returns(int kind, const char *what, VIP_VI_HANDLE from, int k, unsigned seed)
+{
+	unsigned long before, after;
+	unsigned long long end;
+	void *res = (void *)2;
+	pthread_t th;
+
+	wait_kind = kind;
+	waiter_tid = 0;
+	CHECK(pthread_create(&th, NULL, sleeping_waiter, NULL) == 0);
+	end = vt_now_ms() + 5000;
+	while (waiter_tid == 0) {
+		CHECK_MSG(vt_now_ms() < end, "the waiting thread never started");
+		vt_sleep_ms(1);
+	}
+	vt_sleep_ms(200);
+	before = voluntary_switches(waiter_tid);
+	vt_sleep_ms(500);
+	after = voluntary_switches(waiter_tid);
+	printf("vipl_signals: the thread in %s switched %lu times in 500 ms\n", what, after - before);
+	CHECK_MSG(after - before < 50, "%s woke %lu times in 500 ms: it polls", what, after - before);
+	CHECK_MSG(pthread_tryjoin_np(th, &res) != 0, "%s returned with nothing sent", what);
+	send_one(from, k, seed);
+	end = vt_now_ms() + VT_WAIT;
+	while (pthread_tryjoin_np(th, &res) != 0) {
+		CHECK_MSG(vt_now_ms() < end, "%s did not return within %d ms of the send", what, VT_WAIT);
+		vt_sleep_ms(2);
+	}
+	CHECK_PTR(res, NULL);
+}
+
+static void waits_sleep(VIP_VI_ATTRIBUTES *va)
+{
+	VIP_DESCRIPTOR *d = NULL;
+	VIP_VI_HANDLE vi = NULL;
+	VIP_BOOLEAN rq = VIP_FALSE;
+
+	CHECK_RET(VipCreateCQ(N.nic, 8, &wcq), VIP_SUCCESS);
+	CHECK_RET(VipCreateVi(N.nic, va, NULL, wcq, &wx), VIP_SUCCESS);
+	CHECK_RET(VipCreateVi(N.nic, va, NULL, NULL, &wy), VIP_SUCCESS);
+	/* a and b are gone, D's slots free: 0, 1 receives of wx; 3 of wy; 2, 5 sends */
+	post_recv(wx, 0);
+	post_recv(wx, 1);
+	post_recv(wy, 3);
+	vt_connect_local(&N, wx, wy, "sleep-x", "sleep-y", VIP_SERVICE_RELIABLE_DELIVERY);
+
+	VT_PHASE("a thread in VipRecvWait on a VI whose receive queue feeds a CQ sleeps");
+	sleeps_then_returns(0, "VipRecvWait (receive queue on a CQ)", wy, 2, 31);
+	CHECK_PTR(wait_desc, &D.d[0]);
+	CHECK_DONE_OK(wait_desc, VIP_STATUS_OP_RECEIVE);
+	CHECK_PAT(slot(0), LEN, 31, 0, 0);
+	CHECK_RET(VipCQDone(wcq, &vi, &rq), VIP_SUCCESS);
+	CHECK_PTR(vi, wx);
+	CHECK_EQ(rq, VIP_TRUE);
+	CHECK_RET(VipCQDone(wcq, &vi, &rq), VIP_NOT_DONE);
+
+	VT_PHASE("a thread in VipRecvWait on a VI without a CQ sleeps");
+	sleeps_then_returns(1, "VipRecvWait (no CQ)", wx, 5, 32);
+	CHECK_PTR(wait_desc, &D.d[3]);
+	CHECK_DONE_OK(wait_desc, VIP_STATUS_OP_RECEIVE);
+	CHECK_PAT(slot(3), LEN, 32, 0, 0);
+
+	VT_PHASE("a thread in VipCQWait sleeps");
+	sleeps_then_returns(2, "VipCQWait", wy, 2, 33);
+	CHECK_PTR(wait_vi, wx);
+	CHECK_EQ(wait_recvq, VIP_TRUE);
+	CHECK_RET(VipRecvDone(wx, &d), VIP_SUCCESS);
+	CHECK_PTR(d, &D.d[1]);
+	CHECK_DONE_OK(d, VIP_STATUS_OP_RECEIVE);
+	CHECK_PAT(slot(1), LEN, 33, 0, 0);
+
+	CHECK_RET(VipDisconnect(wy), VIP_SUCCESS);
+	vt_passive_teardown(wx);
+	CHECK_RET(VipDestroyVi(wx), VIP_SUCCESS);
+	CHECK_RET(VipDestroyVi(wy), VIP_SUCCESS);
+	CHECK_RET(VipDestroyCQ(wcq), VIP_SUCCESS);
+}
+
 int main(void)
 {
 	struct sigaction sa;
@@ -385,6 +489,11 @@ int main(void)
 	vt_passive_teardown(b);
 	CHECK_RET(VipDestroyVi(a), VIP_SUCCESS);
 	CHECK_RET(VipDestroyVi(b), VIP_SUCCESS);
+
+	VT_PHASE("threads waiting for completions sleep");
+	waits_sleep(&va);
+
+	VT_PHASE("release");
 	vt_unreg(&N, &M);
 	vt_descs_free(&N, &D);
 	free(ss.s.local);

@@ -90,7 +90,9 @@ impl Vi {
     }
 
     /// `VipRecvWait`: wait up to `timeout` (`None`: forever) for a completed receive:
-    /// polls a moment, then sleeps on the VI's doorbell (the peer rings it only then).
+    /// polls a moment, then sleeps on the VI's doorbell (the peer rings it only then), or
+    /// on its completion queue's when the receive queue feeds one (the peer rings that one
+    /// on every completion).
     ///
     /// # Errors
     /// [`Error::Timeout`].
@@ -193,6 +195,9 @@ impl Vi {
                     fence(Ordering::SeqCst);
                 }
             }
+            // With a CQ, counted among its doorbell's sleepers before the last look: an
+            // error or a completion taken in by another thread from then on rings it.
+            let cq_waiter = vi.recv_cq.as_ref().map(|cq| cq.waiter());
             // A sender on this host does not fence its entry before it looks at the flag:
             // watch the ring the moment an entry takes to become visible.
             let got = if flagged.is_some() { self.recv_done_within(SETTLE) } else { self.recv_done() };
@@ -203,13 +208,17 @@ impl Vi {
             if got.is_err() {
                 if let Some(left) = left.filter(|l| !l.is_zero()) {
                     let slice = left.min(Duration::from_millis(50));
-                    if vi.recv_cq.is_some() {
-                        std::thread::sleep(slice.min(Duration::from_micros(200)));
-                    } else {
-                        let _ = vi.bell.wait_with_spin(Some(slice), Duration::ZERO);
+                    // The peer rings the CQ's doorbell for a receive queue that feeds one,
+                    // the VI's otherwise.
+                    match (vi.recv_cq.as_ref(), cq_waiter.as_ref()) {
+                        (Some(cq), Some(w)) => cq.sleep_for_recv(w, slice),
+                        _ => {
+                            let _ = vi.bell.wait_with_spin(Some(slice), Duration::ZERO);
+                        }
                     }
                 }
             }
+            drop(cq_waiter);
             if let Some(l) = flagged {
                 l.store(layout::PEER_WAITING, l.tag(0));
             }
