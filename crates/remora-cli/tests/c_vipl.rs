@@ -504,3 +504,13 @@ fn a_request_held_past_its_timeout_times_out_and_the_late_answer_is_timeout() {
     let env = Env::new();
     ok(env.run(&program(&env, "vipl_late"), 4).output().unwrap());
 }
+
+/// Sends from memory of another protection tag or deregistered, with a reserved control
+/// bit, opcode 0x3 or 253 segments: whole status words (PROTECTION_ERROR, FORMAT_ERROR);
+/// a reliable VI goes to ERROR with one `VIP_ERROR_POST_DESC` naming the descriptor, an
+/// unreliable one stays connected and carries a good send after them.
+#[test]
+fn send_side_errors_give_exact_status_words_and_break_only_a_reliable_vi() {
+    let env = Env::new();
+    ok(env.run(&program(&env, "vipl_send_errors"), 4).output().unwrap());
+}
