@@ -26,6 +26,7 @@ pub mod lock;
 pub mod mapping;
 pub mod memfd;
 pub mod msgring;
+pub mod nofollow;
 pub mod own_copy;
 pub mod poller;
 pub mod probe;

@@ -9,8 +9,6 @@
 //! be an absolute path under the prefix without `..`, and nothing is removed whose directory
 //! leads out of the prefix through a symbolic link.
 
-use rustix::fs::{AtFlags, Mode, OFlags};
-use rustix::io::Errno;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::os::fd::OwnedFd;
@@ -244,24 +242,7 @@ impl Record {
         if !parent.starts_with(self.prefix.canonicalize()?) {
             return Ok(None);
         }
-        let at = |dir: &OwnedFd, part: &std::ffi::OsStr| {
-            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            rustix::fs::openat(dir, part, flags, Mode::empty())
-        };
-        let mut dir =
-            rustix::fs::open("/", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-        for part in parent.components() {
-            match part {
-                Component::RootDir => {}
-                Component::Normal(part) => match at(&dir, part) {
-                    Ok(d) => dir = d,
-                    Err(Errno::LOOP | Errno::NOTDIR) => return Ok(None),
-                    Err(e) => return Err(e.into()),
-                },
-                _ => return Ok(None),
-            }
-        }
-        Ok(Some((dir, PathBuf::from(name))))
+        Ok(remora_sys::nofollow::open_dir(&parent)?.map(|dir| (dir, PathBuf::from(name))))
     }
 
     /// Remove `path` (a file or link, or with `dir` an empty directory) unless its directory
@@ -273,13 +254,8 @@ impl Record {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
             Err(e) => return Err(e),
         };
-        let flags = if dir { AtFlags::REMOVEDIR } else { AtFlags::empty() };
-        match rustix::fs::unlinkat(&fd, &name, flags) {
-            Ok(()) | Err(Errno::NOENT) => Ok(true),
-            // A link (or a file) where the install made a directory is not the install's.
-            Err(Errno::NOTDIR) if dir => Ok(true),
-            Err(e) => Err(e.into()),
-        }
+        remora_sys::nofollow::unlink(&fd, name.as_os_str(), dir)?;
+        Ok(true)
     }
 
     /// Remove what the record names: every file and link (one already gone is no error; a
@@ -306,7 +282,7 @@ impl Record {
                 Ok(false) => left.outside.push(d.clone()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => left.dirs.push(d.clone()),
-                Err(e) if *d == self.prefix && e.raw_os_error() == Some(Errno::NOTDIR.raw_os_error()) => {}
+                Err(e) if *d == self.prefix && e.kind() == std::io::ErrorKind::NotADirectory => {}
                 Err(e) => return Err(format!("{}: {e}", d.display())),
             }
         }
