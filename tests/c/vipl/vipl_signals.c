@@ -245,11 +245,31 @@ static unsigned long voluntary_switches(pid_t tid)
 	return n;
 }
 
+/* Start thread *th running fn (which sets waiter_tid), wait until it runs, and check it
+ * then sleeps in `what`: fewer than 50 voluntary switches in 500 ms. */
+static void start_sleeper(pthread_t *th, void *(*fn)(void *), const char *what)
+{
+	unsigned long before, after;
+	unsigned long long end = vt_now_ms() + 5000;
+
+	waiter_tid = 0;
+	CHECK(pthread_create(th, NULL, fn, NULL) == 0);
+	while (waiter_tid == 0) {
+		CHECK_MSG(vt_now_ms() < end, "the waiting thread never started");
+		vt_sleep_ms(1);
+	}
+	vt_sleep_ms(200);
+	before = voluntary_switches(waiter_tid);
+	vt_sleep_ms(500);
+	after = voluntary_switches(waiter_tid);
+	printf("vipl_signals: the thread in %s switched %lu times in 500 ms\n", what, after - before);
+	CHECK_MSG(after - before < 50, "%s woke %lu times in 500 ms: it polls", what, after - before);
+}
+
 /* Phase 4: see the head of the file. */
 static void cancel_a_peer_wait(VIP_VI_ATTRIBUTES *va)
 {
 	VIP_VI_ATTRIBUTES ra;
-	unsigned long before, after;
 	unsigned long long end;
 	void *res = NULL;
 	pthread_t th;
@@ -261,19 +281,7 @@ static void cancel_a_peer_wait(VIP_VI_ATTRIBUTES *va)
 	p_addr = vt_addr(&N, vt_node(), "peer-wait-a");
 	q_addr = vt_addr(&N, vt_node(), "peer-wait-z");
 	CHECK_RET(VipConnectPeerRequest(p, p_addr, q_addr, VIP_INFINITE), VIP_SUCCESS);
-	waiter_tid = 0;
-	CHECK(pthread_create(&th, NULL, blocked_peer_waiter, NULL) == 0);
-	end = vt_now_ms() + 5000;
-	while (waiter_tid == 0) {
-		CHECK_MSG(vt_now_ms() < end, "the waiting thread never started");
-		vt_sleep_ms(1);
-	}
-	vt_sleep_ms(200);
-	before = voluntary_switches(waiter_tid);
-	vt_sleep_ms(500);
-	after = voluntary_switches(waiter_tid);
-	printf("vipl_signals: the thread in VipConnectPeerWait switched %lu times in 500 ms\n", after - before);
-	CHECK_MSG(after - before < 50, "VipConnectPeerWait woke %lu times in 500 ms: it polls", after - before);
+	start_sleeper(&th, blocked_peer_waiter, "VipConnectPeerWait");
 	t = storm_at(waiter_tid);
 	vt_sleep_ms(300);
 	CHECK_MSG(pthread_tryjoin_np(th, &res) != 0, "VipConnectPeerWait returned under the signals");
@@ -327,25 +335,12 @@ static void *sleeping_waiter(void *arg)
  * `from` (descriptor k) ends its wait. */
 static void sleeps_then_returns(int kind, const char *what, VIP_VI_HANDLE from, int k, unsigned seed)
 {
-	unsigned long before, after;
 	unsigned long long end;
 	void *res = (void *)2;
 	pthread_t th;
 
 	wait_kind = kind;
-	waiter_tid = 0;
-	CHECK(pthread_create(&th, NULL, sleeping_waiter, NULL) == 0);
-	end = vt_now_ms() + 5000;
-	while (waiter_tid == 0) {
-		CHECK_MSG(vt_now_ms() < end, "the waiting thread never started");
-		vt_sleep_ms(1);
-	}
-	vt_sleep_ms(200);
-	before = voluntary_switches(waiter_tid);
-	vt_sleep_ms(500);
-	after = voluntary_switches(waiter_tid);
-	printf("vipl_signals: the thread in %s switched %lu times in 500 ms\n", what, after - before);
-	CHECK_MSG(after - before < 50, "%s woke %lu times in 500 ms: it polls", what, after - before);
+	start_sleeper(&th, sleeping_waiter, what);
 	CHECK_MSG(pthread_tryjoin_np(th, &res) != 0, "%s returned with nothing sent", what);
 	send_one(from, k, seed);
 	end = vt_now_ms() + VT_WAIT;
