@@ -327,6 +327,7 @@ async fn serve(node: Arc<Node>, sock: &std::path::Path, signals: Signals) -> Res
         incarnation: node.incarnation,
         features: node.features(),
         peer_features: node.peer_features.clone(),
+        congestion: remora_config::Config::get().tcp_congestion.clone(),
     };
     let inbound = Arc::new(inbound::NodeInbound::new(Arc::downgrade(&node)));
     let transports =

@@ -299,6 +299,7 @@ fn tcp_env(node: u32, dir: &std::path::Path, p4: u16, p8: u16) -> Env {
         incarnation: remora_node::new_incarnation(),
         features: 0,
         peer_features: Default::default(),
+        congestion: Default::default(),
     }
 }
 
@@ -531,6 +532,7 @@ fn local() {
         incarnation: remora_node::new_incarnation(),
         features: 0,
         peer_features: Default::default(),
+        congestion: Default::default(),
     };
     let near = Near::open(env);
     assert_eq!(near.to8().name(), "local");

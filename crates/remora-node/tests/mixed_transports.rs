@@ -111,6 +111,7 @@ impl Host {
             incarnation: remora_node::new_incarnation(),
             features: 0,
             peer_features: Default::default(),
+            congestion: Default::default(),
         };
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let mem = mapping(MEM);

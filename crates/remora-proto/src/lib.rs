@@ -44,8 +44,9 @@ pub const MAGIC: [u8; 2] = *b"RM";
 /// and the accept's, offers the VI pair's own stream across hosts; 18: an interrupt
 /// connection's answer names the interrupt's owner, [`link::PeerReply::Interrupt`]'s
 /// `owner`; 19: each node says its feature word in the link handshake,
-/// `link::LinkMsg::Hello`'s and `link::LinkMsg::Challenge`'s `features`).
-pub const VERSION: u16 = 19;
+/// `link::LinkMsg::Hello`'s and `link::LinkMsg::Challenge`'s `features`; 20: and its
+/// kernel, their `kernel`, so two nodes of one machine know it).
+pub const VERSION: u16 = 20;
 /// The most bytes of SCIF messages a daemon's relay sends to the far daemon's relay
 /// without credit back (`ScifPeerRequest::Credit`, given once the bytes are in the far
 /// endpoint's ring), plus the one message under way when the limit is reached: beyond it

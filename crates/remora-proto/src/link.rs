@@ -73,6 +73,9 @@ pub enum LinkMsg {
         /// The dialer's node features: a bit set the link carries without reading it (the
         /// nodes give their bits their meanings).
         features: u32,
+        /// The dialer's kernel (`remora_sys::flow::kernel_id`): equal to the listener's
+        /// when both run on one machine, whatever their network namespaces.
+        kernel: u64,
     },
     /// Listener → dialer: its nonce, incarnation and proof.
     Challenge {
@@ -84,14 +87,16 @@ pub enum LinkMsg {
         incarnation: u64,
         /// The listener's node features (as the dialer's hello).
         features: u32,
+        /// The listener's kernel (as the dialer's hello).
+        kernel: u64,
         /// HMAC-SHA256(secret, "remora-listener" ‖ dialer nonce ‖ listener nonce ‖ nodes ‖
-        /// both feature words, the dialer's first).
+        /// both feature words ‖ both kernels, the dialer's first).
         mac: [u8; 32],
     },
     /// Dialer → listener: the dialer's proof.
     Auth {
         /// HMAC-SHA256(secret, "remora-dialer" ‖ listener nonce ‖ dialer nonce ‖ nodes ‖
-        /// both feature words, the dialer's first).
+        /// both feature words ‖ both kernels, the dialer's first).
         mac: [u8; 32],
     },
     /// The link is up.

@@ -25,6 +25,24 @@ pub(crate) fn median_ratio(ours: &[f64], theirs: &[f64]) -> f64 {
     median(&mut r)
 }
 
+/// The congestion control Remora's TCP links run between two nodes of this machine
+/// (`REMORA_TCP_CONGESTION`: `auto` sets [`remora_config::LOCAL_CONGESTION`] there), which
+/// every raw TCP reference of the bench takes too: all of them run within this machine
+/// (loopback or network namespaces), and a reference paced by another algorithm would
+/// measure the kernel's pacing, not Remora's engine. `None`: the machine's default.
+pub(crate) fn links_congestion() -> Option<&'static str> {
+    remora_config::Config::get().tcp_congestion.for_link(true)
+}
+
+/// Give a raw TCP reference's socket [`links_congestion`] (nothing when that is the
+/// machine's default, or when the kernel refuses it: the reference then runs the
+/// machine's default, as the links do).
+pub(crate) fn like_links(s: &std::net::TcpStream) {
+    if let Some(name) = links_congestion() {
+        let _ = remora_sys::flow::set_congestion(std::os::fd::AsFd::as_fd(s), name);
+    }
+}
+
 pub(crate) fn header() {
     println!(
         "{:<34} {:>14} {:>14} {:>8}  {:<7} target",

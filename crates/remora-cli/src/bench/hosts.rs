@@ -330,6 +330,7 @@ pub(crate) fn peer(bind: &str) -> Result<(), String> {
         // A lone round trip (the connect reference) is answered here, so no thread start
         // is in its time; longer exchanges get a thread each.
         for mut s in l.incoming().flatten() {
+            like_links(&s);
             let Ok(h) = s.set_nodelay(true).and_then(|()| read_words::<4>(&mut s)) else { continue };
             if h[0] == D_ECHO && h[2] == 1 {
                 let _ = serve_data(s, h);

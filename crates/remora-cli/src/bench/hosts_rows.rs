@@ -100,6 +100,7 @@ impl Active {
     fn data(&self, mode: u64, len: usize, iters: u64, pat: u8) -> Result<TcpStream, String> {
         let mut s = TcpStream::connect(&self.to).map_err(e)?;
         s.set_nodelay(true).map_err(e)?;
+        crate::bench::common::like_links(&s);
         write_words(&mut s, &[mode, len as u64, iters, pat as u64]).map_err(e)?;
         Ok(s)
     }
@@ -349,6 +350,7 @@ fn connect(a: &mut Active, reps: u32) -> Result<(), String> {
         let t = Instant::now();
         let mut s = TcpStream::connect(&a.to).map_err(e)?;
         s.set_nodelay(true).map_err(e)?;
+        crate::bench::common::like_links(&s);
         let mut hello: Vec<u8> = [D_ECHO, 8, 1, 0].iter().flat_map(|x| x.to_le_bytes()).collect();
         hello.extend_from_slice(&i.to_le_bytes());
         s.write_all(&hello).map_err(e)?;

@@ -156,12 +156,17 @@ pub(crate) fn print_rounds((ours, theirs): &Figures) {
 /// or fails.
 fn stream((addr, port): &(String, String), streams: u32) -> Option<f64> {
     let (p, t) = (streams.to_string(), SECONDS.to_string());
-    let args = ["-c", addr, "-p", port, "-t", &t, "-O", &t, "-P", &p, "-J", "--connect-timeout", "2000"];
+    let mut args =
+        vec!["-c", addr, "-p", port, "-t", &t, "-O", &t, "-P", &p, "-J", "--connect-timeout", "2000"];
+    // The congestion control Remora's links run here (`common::links_congestion`).
+    if let Some(cc) = super::common::links_congestion() {
+        args.extend(["-C", cc]);
+    }
     // The server listens within a moment of its start, and takes the next test a moment
     // after the last: the client is tried again until it does.
     for _ in 0..20 {
         let mut client = Command::new("iperf3");
-        client.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+        client.args(&args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
         match output_within(client, Duration::from_secs(2 * SECONDS + 8)) {
             Some((true, out)) => return received(&out),
             Some((false, _)) => std::thread::sleep(Duration::from_millis(100)),

@@ -288,6 +288,15 @@ pub fn run(w: Which, json: Option<&std::path::Path>, plot: Option<&std::path::Pa
             | Which::PioChild { .. }
             | Which::HostsChild { .. }
     );
+    if summarise {
+        let machine = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control");
+        let machine = machine.as_deref().map_or("unknown", str::trim).to_string();
+        let links = common::links_congestion().unwrap_or(&machine);
+        println!(
+            "TCP congestion control: {links} on Remora's links within this machine and on every raw TCP \
+             reference (REMORA_TCP_CONGESTION); the machine's default: {machine}"
+        );
+    }
     let r = run_one(w);
     if summarise {
         verdict::summary();

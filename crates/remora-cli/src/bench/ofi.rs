@@ -321,6 +321,7 @@ pub(crate) fn raw_sink(bind: &str) -> Result<(), String> {
     println!("ready");
     std::io::stdout().flush().map_err(e)?;
     let (mut s, _) = l.accept().map_err(e)?;
+    crate::bench::common::like_links(&s);
     let mut buf = vec![0u8; 1 << 20];
     loop {
         let mut got = 0;
@@ -340,6 +341,7 @@ pub(crate) fn raw_sink(bind: &str) -> Result<(), String> {
 pub(crate) fn raw_source(to: &str, reps: u32) -> Result<(), String> {
     let mut s = std::net::TcpStream::connect(to).map_err(e)?;
     let _ = s.set_nodelay(true);
+    crate::bench::common::like_links(&s);
     let buf = vec![7u8; 1 << 20];
     let mut ack = [0u8; 1];
     for i in 0..=reps {

@@ -171,12 +171,14 @@ pub(crate) fn node(k: u32, n: u32, mib: u32, bind: &str) -> Result<(), String> {
     for &j in &others {
         let mut s = TcpStream::connect(&addrs[j as usize - 1]).map_err(e)?;
         s.set_nodelay(true).map_err(e)?;
+        like_links(&s);
         write_words(&mut s, &[k as u64]).map_err(e)?;
         outs.push(s);
     }
     for _ in &others {
         let (mut s, _) = l.accept().map_err(e)?;
         s.set_nodelay(true).map_err(e)?;
+        like_links(&s);
         let mut b = [0u8; 8];
         s.read_exact(&mut b).map_err(e)?;
         std::thread::spawn(move || receive(s, u64::from_le_bytes(b) as u32));

@@ -96,6 +96,7 @@ pub(crate) fn raw_tcp(size: usize, rounds: u32) -> Result<f64, String> {
 pub(crate) fn echo_loop(mut s: std::net::TcpStream, size: usize, rounds: u32) -> std::io::Result<()> {
     use std::io::{Read as _, Write as _};
     s.set_nodelay(true)?;
+    like_links(&s);
     let mut buf = vec![0u8; size];
     for _ in 0..rounds {
         s.read_exact(&mut buf)?;
@@ -109,6 +110,7 @@ pub(crate) fn echo_loop(mut s: std::net::TcpStream, size: usize, rounds: u32) ->
 pub(crate) fn ping_loop(mut s: std::net::TcpStream, size: usize, rounds: u32) -> Result<f64, String> {
     use std::io::{Read as _, Write as _};
     s.set_nodelay(true).map_err(e)?;
+    like_links(&s);
     let mut buf = vec![0u8; size];
     let mut v = Vec::new();
     for _ in 0..rounds {
@@ -149,6 +151,7 @@ pub(crate) fn raw_tcp_polling(size: usize, rounds: u32) -> Result<f64, String> {
     let echo = std::thread::spawn(move || -> std::io::Result<()> {
         let (mut s, _) = l.accept()?;
         s.set_nodelay(true)?;
+        like_links(&s);
         s.set_nonblocking(true)?;
         let mut buf = vec![0u8; size];
         super::common::fresh_looks();
@@ -160,6 +163,7 @@ pub(crate) fn raw_tcp_polling(size: usize, rounds: u32) -> Result<f64, String> {
     });
     let mut s = std::net::TcpStream::connect(addr).map_err(e)?;
     s.set_nodelay(true).map_err(e)?;
+    like_links(&s);
     s.set_nonblocking(true).map_err(e)?;
     let mut buf = vec![0u8; size];
     let mut v = Vec::new();
@@ -219,6 +223,7 @@ fn second_pass(
     let addr = l.local_addr().map_err(e)?;
     let rx = std::thread::spawn(move || -> std::io::Result<()> {
         let (mut s, _) = l.accept()?;
+        like_links(&s);
         for _ in 0..2 {
             recv(&mut s)?;
             s.write_all(b"k")?;
@@ -226,6 +231,7 @@ fn second_pass(
         Ok(())
     });
     let mut s = std::net::TcpStream::connect(addr).map_err(e)?;
+    like_links(&s);
     let mut k = [0u8; 1];
     let mut pass = |s: &mut std::net::TcpStream| -> Result<(), String> {
         send(s).map_err(e)?;

@@ -364,6 +364,7 @@ fn handshakes() -> Vec<(String, Vec<u8>)> {
         nonce: [9; 32],
         incarnation: 77,
         features,
+        kernel: 0x1234_5678_9abc_def0,
     };
     out.push(("refused".into(), wire(&refused)));
     out.push(("hello_other_version".into(), wire(&hello(VERSION + 1, 4, crate::FEATURE_INTR_PAIR))));

@@ -178,6 +178,8 @@ pub struct Env {
     pub features: u32,
     /// The feature word each peer said in its last handshake (shared with the node).
     pub peer_features: std::sync::Arc<features::PeerFeatures>,
+    /// The congestion control of the TCP transport's sockets (`REMORA_TCP_CONGESTION`).
+    pub congestion: remora_config::TcpCongestion,
 }
 
 /// A way to reach other nodes. See the module doc for the contract.

@@ -47,6 +47,8 @@ fn raw_credit(n: u32, work: Duration) -> Result<f64, String> {
     let mut rx = l.accept().map_err(e)?.0;
     tx.set_nodelay(true).map_err(e)?;
     rx.set_nodelay(true).map_err(e)?;
+    crate::bench::common::like_links(&tx);
+    crate::bench::common::like_links(&rx);
     let go = Barrier::new(2);
     std::thread::scope(|sc| -> Result<f64, String> {
         // Nothing fails before the barrier; after it, an error on one side drops its end

@@ -287,6 +287,7 @@ mod tests {
                 incarnation: 1,
                 features: 0,
                 peer_features: Default::default(),
+                congestion: Default::default(),
             };
             let proxy = Proxy::open(&env, Arc::new(Nobody), 7, 9).await.unwrap();
             // The reader meets the frame it cannot read and stops.

@@ -75,6 +75,7 @@ fn env(node: u32, dir: &std::path::Path, [p4, o4, p8, o8]: [u16; 4]) -> Env {
         incarnation: crate::new_incarnation(),
         features: 0,
         peer_features: Default::default(),
+        congestion: Default::default(),
     }
 }
 

@@ -80,6 +80,7 @@ pub(in crate::transport) fn loopback_env(node: u32, secret: &[u8], features: u32
         incarnation: 1,
         features,
         peer_features: Default::default(),
+        congestion: Default::default(),
     }
 }
 

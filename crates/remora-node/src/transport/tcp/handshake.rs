@@ -1,8 +1,9 @@
 //! The handshake of every flow: both sides prove they know the cluster secret (HMAC-SHA256
-//! over both nonces, both node ids and both nodes' feature words), the listener checks the
-//! dialer is a node of the cluster and that it is the node asked for. MACs are compared in
-//! constant time. Each side notes the other's feature word (`Env::peer_features`) once the
-//! other's proof checked; what its bits mean is the node's.
+//! over both nonces, both node ids, both nodes' feature words and both kernels), the
+//! listener checks the dialer is a node of the cluster and that it is the node asked for.
+//! MACs are compared in constant time. Each side notes the other's feature word and kernel
+//! (`Env::peer_features`) once the other's proof checked; what the word's bits mean is the
+//! node's, and the kernels tell a link within one machine (`congestion.rs`).
 
 use super::framing::{read_frame, write_frame};
 use crate::transport::Env;
@@ -12,13 +13,14 @@ use remora_proto::VERSION;
 use sha2::Sha256;
 use std::io::{Read, Write};
 
-/// What a handshake's MAC covers besides its label and nonces: both nodes and both
-/// feature words, the dialer's first.
+/// What a handshake's MAC covers besides its label and nonces: both nodes, both feature
+/// words and both kernels, the dialer's first.
 #[derive(Clone, Copy)]
 struct Sides {
     dialer: u32,
     listener: u32,
     features: [u32; 2],
+    kernels: [u64; 2],
 }
 
 fn mac_state(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], sides: Sides) -> Hmac<Sha256> {
@@ -30,6 +32,8 @@ fn mac_state(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], sides: Sid
     m.update(&sides.listener.to_le_bytes());
     m.update(&sides.features[0].to_le_bytes());
     m.update(&sides.features[1].to_le_bytes());
+    m.update(&sides.kernels[0].to_le_bytes());
+    m.update(&sides.kernels[1].to_le_bytes());
     m
 }
 
@@ -78,6 +82,7 @@ impl<'a> Dialer<'a> {
             nonce: self.mine,
             incarnation: self.me.incarnation,
             features: self.me.features,
+            kernel: remora_sys::flow::kernel_id(),
         }
     }
 
@@ -99,15 +104,20 @@ impl<'a> Dialer<'a> {
             )
         };
         match answer {
-            LinkMsg::Challenge { node, nonce: theirs, incarnation, features, mac: m } => {
+            LinkMsg::Challenge { node, nonce: theirs, incarnation, features, kernel, mac: m } => {
                 if node != to {
                     return Err(refused(format!("expected node {to}, answered by node {node}")));
                 }
-                let sides = Sides { dialer: me, listener: to, features: [self.me.features, features] };
+                let sides = Sides {
+                    dialer: me,
+                    listener: to,
+                    features: [self.me.features, features],
+                    kernels: [remora_sys::flow::kernel_id(), kernel],
+                };
                 if !mac_ok(&m, secret, b"remora-listener", &self.mine, &theirs, sides) {
                     return Err(refused(format!("node {to} failed authentication")));
                 }
-                self.me.peer_features.note(to, features);
+                self.me.peer_features.note(to, features, kernel);
                 Ok((
                     LinkMsg::Auth { mac: mac(secret, b"remora-dialer", &theirs, &self.mine, sides) },
                     incarnation,
@@ -169,12 +179,13 @@ pub(in crate::transport) fn accept_handshake<A>(
     admit: impl FnOnce(u32) -> Result<A, String>,
 ) -> std::io::Result<(u32, Flow, u64, A)> {
     let cluster = me.cluster.as_ref().expect("tcp needs a cluster");
-    let (node, to, flow, theirs, incarnation, their_features) = match read_frame::<LinkMsg>(s)? {
-        LinkMsg::Hello { version, node, to, flow, nonce, incarnation, features } => {
+    let (node, to, flow, theirs, incarnation, their_features, their_kernel) = match read_frame::<LinkMsg>(s)?
+    {
+        LinkMsg::Hello { version, node, to, flow, nonce, incarnation, features, kernel } => {
             if version != VERSION {
                 return Err(refuse(s, format!("protocol version {version}, this node speaks {VERSION}")));
             }
-            (node, to, flow, nonce, incarnation, features)
+            (node, to, flow, nonce, incarnation, features, kernel)
         }
         other => return Err(refuse(s, format!("expected a hello, got {other:?}"))),
     };
@@ -185,7 +196,13 @@ pub(in crate::transport) fn accept_handshake<A>(
         return Err(refuse(s, format!("node {node} is not in the cluster file")));
     }
     let mine = nonce();
-    let sides = Sides { dialer: node, listener: me.node, features: [their_features, me.features] };
+    let kernel = remora_sys::flow::kernel_id();
+    let sides = Sides {
+        dialer: node,
+        listener: me.node,
+        features: [their_features, me.features],
+        kernels: [their_kernel, kernel],
+    };
     let m = mac(&cluster.secret, b"remora-listener", &theirs, &mine, sides);
     write_frame(
         s,
@@ -194,13 +211,14 @@ pub(in crate::transport) fn accept_handshake<A>(
             nonce: mine,
             incarnation: me.incarnation,
             features: me.features,
+            kernel,
             mac: m,
         },
     )?;
     match read_frame::<LinkMsg>(s)? {
         LinkMsg::Auth { mac: m } if mac_ok(&m, &cluster.secret, b"remora-dialer", &mine, &theirs, sides) => {
             let link = admit(node).map_err(|why| refuse(s, why))?;
-            me.peer_features.note(node, their_features);
+            me.peer_features.note(node, their_features, their_kernel);
             write_frame(s, &LinkMsg::Welcome)?;
             Ok((node, flow, incarnation, link))
         }
@@ -211,8 +229,8 @@ pub(in crate::transport) fn accept_handshake<A>(
 
 #[cfg(test)]
 mod tests {
-    //! Both MACs cover both feature words: a word changed on the way (by anyone without the
-    //! secret) fails the handshake, and nothing is noted of the peer.
+    //! Both MACs cover both feature words and both kernels: either changed on the way (by
+    //! anyone without the secret) fails the handshake, and nothing is noted of the peer.
     use super::*;
     use std::io::ErrorKind;
     use std::os::unix::net::UnixStream;
@@ -222,30 +240,37 @@ mod tests {
     const DIALER_WORD: u32 = 0b101;
     const LISTENER_WORD: u32 = 0b011;
 
+    /// What the side the test plays says: its feature word and its kernel.
+    type Said = (u32, u64);
+
     fn env(node: u32, features: u32) -> Env {
         super::super::fuzzing::loopback_env(node, SECRET, features)
     }
 
-    /// Node 8 dials node 4, whose side the test plays by hand: its challenge says
-    /// `said` as its word, under a MAC over `signed`.
-    fn dial_against(said: u32, signed: u32) -> (std::io::Result<u64>, LinkMsg, Env) {
+    fn mine() -> u64 {
+        remora_sys::flow::kernel_id()
+    }
+
+    /// Node 8 dials node 4, whose side the test plays by hand: its challenge says `said`,
+    /// under a MAC over `signed`.
+    fn dial_against(said: Said, signed: Said) -> (std::io::Result<u64>, LinkMsg, Env) {
         let (mut a, mut b) = UnixStream::pair().unwrap();
         let dialer = std::thread::spawn(move || {
             let me = env(8, DIALER_WORD);
             (dial_handshake(&mut a, &me, 4, Flow::Control), me)
         });
-        let LinkMsg::Hello { nonce: theirs, features, .. } = read_frame::<LinkMsg>(&mut b).unwrap() else {
+        let LinkMsg::Hello { nonce: theirs, features, kernel, .. } = read_frame::<LinkMsg>(&mut b).unwrap()
+        else {
             panic!("a hello first")
         };
-        assert_eq!(features, DIALER_WORD, "the hello says the node's word as it is");
-        let mine = nonce();
-        let sides = Sides { dialer: 8, listener: 4, features: [DIALER_WORD, signed] };
-        let m = mac(SECRET, b"remora-listener", &theirs, &mine, sides);
-        write_frame(
-            &mut b,
-            &LinkMsg::Challenge { node: 4, nonce: mine, incarnation: 3, features: said, mac: m },
-        )
-        .unwrap();
+        assert_eq!((features, kernel), (DIALER_WORD, mine()), "the hello says the node's word and kernel");
+        let nonce = nonce();
+        let sides =
+            Sides { dialer: 8, listener: 4, features: [DIALER_WORD, signed.0], kernels: [mine(), signed.1] };
+        let m = mac(SECRET, b"remora-listener", &theirs, &nonce, sides);
+        let challenge =
+            LinkMsg::Challenge { node: 4, nonce, incarnation: 3, features: said.0, kernel: said.1, mac: m };
+        write_frame(&mut b, &challenge).unwrap();
         let answer = read_frame::<LinkMsg>(&mut b).unwrap();
         if matches!(answer, LinkMsg::Auth { .. }) {
             write_frame(&mut b, &LinkMsg::Welcome).unwrap();
@@ -255,45 +280,60 @@ mod tests {
     }
 
     #[test]
-    fn the_dialer_refuses_a_challenge_whose_word_was_changed() {
-        // As signed: accepted, and the listener's word noted.
-        let (dialed, answer, me) = dial_against(LISTENER_WORD, LISTENER_WORD);
+    fn the_dialer_refuses_a_challenge_whose_word_or_kernel_was_changed() {
+        // As signed: accepted, and the listener's word and kernel noted.
+        let (dialed, answer, me) = dial_against((LISTENER_WORD, mine()), (LISTENER_WORD, mine()));
         assert_eq!(dialed.unwrap(), 3);
         assert!(matches!(answer, LinkMsg::Auth { .. }), "{answer:?}");
         assert_eq!(me.peer_features.of(4), LISTENER_WORD);
-        // One bit flipped after signing: refused, nothing noted.
-        let (dialed, answer, me) = dial_against(LISTENER_WORD ^ 1, LISTENER_WORD);
-        assert_eq!(dialed.unwrap_err().kind(), ErrorKind::PermissionDenied);
-        assert!(matches!(answer, LinkMsg::Refused { .. }), "{answer:?}");
-        assert_eq!(me.peer_features.of(4), 0);
+        assert!(me.peer_features.same_kernel(4));
+        // Another machine's kernel, as signed: accepted, and not this kernel.
+        let (dialed, _, me) = dial_against((LISTENER_WORD, mine() ^ 1), (LISTENER_WORD, mine() ^ 1));
+        assert_eq!(dialed.unwrap(), 3);
+        assert!(!me.peer_features.same_kernel(4));
+        // One bit of the word, or of the kernel, flipped after signing: refused, nothing noted.
+        for said in [(LISTENER_WORD ^ 1, mine()), (LISTENER_WORD, mine() ^ 1)] {
+            let (dialed, answer, me) = dial_against(said, (LISTENER_WORD, mine()));
+            assert_eq!(dialed.unwrap_err().kind(), ErrorKind::PermissionDenied);
+            assert!(matches!(answer, LinkMsg::Refused { .. }), "{answer:?}");
+            assert_eq!(me.peer_features.of(4), 0);
+            assert!(!me.peer_features.same_kernel(4));
+        }
     }
 
-    /// Node 4 listens; node 8's side is played by hand: its hello says `said` as its
-    /// word, and its proof is a MAC over `signed`.
-    fn accept_from(said: u32, signed: u32) -> (std::io::Result<(u32, Flow, u64)>, LinkMsg, Env) {
+    /// Node 4 listens; node 8's side is played by hand: its hello says `said`, and its
+    /// proof is a MAC over `signed`.
+    fn accept_from(said: Said, signed: Said) -> (std::io::Result<(u32, Flow, u64)>, LinkMsg, Env) {
         let (mut a, mut b) = UnixStream::pair().unwrap();
         let listener = std::thread::spawn(move || {
             let me = env(4, LISTENER_WORD);
             (accept_handshake(&mut a, &me, |_| Ok(())).map(|(n, f, i, ())| (n, f, i)), me)
         });
-        let mine = nonce();
+        let nonce = nonce();
         let hello = LinkMsg::Hello {
             version: VERSION,
             node: 8,
             to: 4,
             flow: Flow::Bulk,
-            nonce: mine,
+            nonce,
             incarnation: 5,
-            features: said,
+            features: said.0,
+            kernel: said.1,
         };
         write_frame(&mut b, &hello).unwrap();
-        let LinkMsg::Challenge { nonce: theirs, features, .. } = read_frame::<LinkMsg>(&mut b).unwrap()
+        let LinkMsg::Challenge { nonce: theirs, features, kernel, .. } =
+            read_frame::<LinkMsg>(&mut b).unwrap()
         else {
             panic!("a challenge")
         };
-        assert_eq!(features, LISTENER_WORD, "the challenge says the node's word as it is");
-        let sides = Sides { dialer: 8, listener: 4, features: [signed, LISTENER_WORD] };
-        write_frame(&mut b, &LinkMsg::Auth { mac: mac(SECRET, b"remora-dialer", &theirs, &mine, sides) })
+        assert_eq!((features, kernel), (LISTENER_WORD, mine()), "the challenge says the word and kernel");
+        let sides = Sides {
+            dialer: 8,
+            listener: 4,
+            features: [signed.0, LISTENER_WORD],
+            kernels: [signed.1, mine()],
+        };
+        write_frame(&mut b, &LinkMsg::Auth { mac: mac(SECRET, b"remora-dialer", &theirs, &nonce, sides) })
             .unwrap();
         let last = read_frame::<LinkMsg>(&mut b).unwrap();
         let (accepted, me) = listener.join().unwrap();
@@ -301,16 +341,19 @@ mod tests {
     }
 
     #[test]
-    fn the_listener_refuses_a_hello_whose_word_was_changed() {
-        // As signed: welcomed, and the dialer's word noted.
-        let (accepted, last, me) = accept_from(DIALER_WORD, DIALER_WORD);
+    fn the_listener_refuses_a_hello_whose_word_or_kernel_was_changed() {
+        // As signed: welcomed, and the dialer's word and kernel noted.
+        let (accepted, last, me) = accept_from((DIALER_WORD, mine()), (DIALER_WORD, mine()));
         assert_eq!(accepted.unwrap(), (8, Flow::Bulk, 5));
         assert_eq!(last, LinkMsg::Welcome);
         assert_eq!(me.peer_features.of(8), DIALER_WORD);
-        // The hello's word flipped on the way (the dialer signed the one it sent): refused.
-        let (accepted, last, me) = accept_from(DIALER_WORD ^ 1, DIALER_WORD);
-        assert_eq!(accepted.unwrap_err().kind(), ErrorKind::PermissionDenied);
-        assert!(matches!(last, LinkMsg::Refused { .. }), "{last:?}");
-        assert_eq!(me.peer_features.of(8), 0);
+        assert!(me.peer_features.same_kernel(8));
+        // The hello's word or kernel changed on the way (the dialer signed the one it sent).
+        for said in [(DIALER_WORD ^ 1, mine()), (DIALER_WORD, mine() ^ 1)] {
+            let (accepted, last, me) = accept_from(said, (DIALER_WORD, mine()));
+            assert_eq!(accepted.unwrap_err().kind(), ErrorKind::PermissionDenied);
+            assert!(matches!(last, LinkMsg::Refused { .. }), "{last:?}");
+            assert_eq!(me.peer_features.of(8), 0);
+        }
     }
 }

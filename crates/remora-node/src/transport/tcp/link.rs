@@ -63,6 +63,7 @@ where
         let r = accept_handshake(&mut s, &env, admit);
         if let Ok((node, ..)) = &r {
             learn.learn(*node, from);
+            super::tune_congestion(&s, &env, *node);
         }
         drop(place);
         r.map(|(_, f, i, a)| (s, f, i, a))
@@ -289,6 +290,7 @@ async fn dial(env: &Arc<Env>, peer: &Arc<TcpPeer>) -> std::io::Result<(TcpStream
             super::cap_backoff(&s, &env);
             s.set_read_timeout(Some(Duration::from_secs(5)))?;
             let inc = dial_handshake(&mut s, &env, peer.id, flow)?;
+            super::tune_congestion(&s, &env, peer.id);
             s.set_read_timeout(None)?;
             Ok((s, inc))
         })

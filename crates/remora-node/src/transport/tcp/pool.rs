@@ -260,6 +260,7 @@ pub(in crate::transport) fn handshaken(env: &Env, peer: &TcpPeer) -> std::io::Re
     s.set_read_timeout(Some(DIAL_ANSWER))?;
     s.set_write_timeout(Some(DIAL_ANSWER))?;
     let inc = dial_handshake(&mut s, env, peer.id, Flow::Pager)?;
+    super::tune_congestion(&s, env, peer.id);
     if peer.peer_incarnation.load(Ordering::SeqCst) != inc {
         return Err(std::io::Error::other(format!("node {} restarted", peer.id)));
     }
@@ -311,6 +312,7 @@ pub(in crate::transport) async fn handshaken_async(
         return Err(std::io::Error::other(format!("node {} restarted", peer.id)));
     }
     let s = s.into_std()?;
+    super::tune_congestion(&s, env, peer.id);
     s.set_nonblocking(false)?;
     s.set_read_timeout(Some(DIAL_ANSWER))?;
     s.set_write_timeout(Some(DIAL_ANSWER))?;
