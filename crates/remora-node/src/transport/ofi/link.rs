@@ -21,7 +21,7 @@ use super::wire::{Body, Boot};
 use super::{rma, Ofi, OfiLink};
 use crate::transport::tcp::framing::{read_frame, write_frame};
 use crate::transport::tcp::handshake::dial_handshake;
-use crate::transport::tcp::link::{accept_in_place, await_peer, connected, dial_failed};
+use crate::transport::tcp::link::{accept_in_place, await_peer, connected, dial_failed, STABLE_PERIODS};
 use crate::transport::{Env, LinkState};
 use remora_proto::link::{Flow, LinkMsg};
 use std::collections::HashMap;
@@ -206,10 +206,11 @@ pub(super) async fn run_link(
         let to = (dest, mine, theirs.token);
         let up = Instant::now();
         let end = run_connected(&ofi, &link, stream, incarnation, to, (in_rx, broken), &mut accepted).await;
-        // The back-off starts over only once a link has worked: stayed up a few heartbeats.
-        // A link that comes up and ends at once, again and again, is redialled ever more
-        // slowly (below) — also when the peer was heard from meanwhile (only our sends fail).
-        let worked = up.elapsed() >= hb * WORKED;
+        // The back-off starts over only once a link has worked: stayed up a few heartbeats
+        // (stable, by the tcp transport's rule). A link that comes up and ends at once, again
+        // and again, is redialled ever more slowly (below) — also when the peer was heard
+        // from meanwhile (only our sends fail).
+        let worked = up.elapsed() >= hb * STABLE_PERIODS;
         if worked {
             backoff = Duration::from_millis(50);
         }
@@ -245,10 +246,6 @@ async fn pause(backoff: &mut Duration) {
     tokio::time::sleep(*backoff).await;
     *backoff = (*backoff * 2).min(Duration::from_secs(1));
 }
-
-/// Heartbeat periods a link stays up before it counts as working (its redial back-off
-/// starts over).
-const WORKED: u32 = 3;
 
 /// Why a connected link ended.
 enum End {

@@ -1,6 +1,11 @@
 //! The link to one peer: dial (the node with the smaller id dials) or take the peer's
 //! connections, run the control flow (requests, replies, events, heartbeats), and redial
-//! with back-off. Three silent heartbeat periods make the link *not operational*; frames
+//! with back-off. The connection's end, seen by a read (an error, the peer's close) or by a
+//! write that failed, takes the link down at once (what waits on it fails) and it is
+//! redialled: at once after a link that was stable ([`STABLE_PERIODS`] heartbeats up),
+//! else after a pause that doubles from 50 ms up to a second, as after a failed dial, so a
+//! peer that accepts and then drops the link again and again is redialled ever more
+//! slowly. Three silent heartbeat periods make the link *not operational*; frames
 //! coming again make it *operational*; a peer that refuses connections (its daemon is
 //! gone) or comes back with another incarnation (it restarted) is *lost*. Those decisions
 //! are [`Liveness`](crate::transport::liveness::Liveness)'s: this file feeds it what the sockets and the
@@ -157,7 +162,7 @@ pub(super) async fn run_peer(
     let dialer = env.node < peer.id;
     let hb = env.cluster.as_ref().map(|c| c.heartbeat).unwrap_or(Duration::from_millis(200));
     peer.live().set_heartbeat(hb);
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = FIRST_PAUSE;
     loop {
         let got = if dialer {
             match dial(&env, &peer).await {
@@ -179,17 +184,44 @@ pub(super) async fn run_peer(
         *peer.ctrl.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let acts = peer.live().disconnected(Instant::now());
         peer.apply(acts);
-        // A connection that ends at once (the peer closes it right after the handshake; a
-        // peer that keeps no link with us refuses us in the handshake instead, and the dial
-        // fails) is redialled with back-off, not in a loop.
-        match up.elapsed() < hb {
-            true => {
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-            }
-            false => backoff = Duration::from_millis(50),
+        // A connection that ends before it was stable (the peer closes it right after the
+        // handshake, or a while later, again and again; a peer that keeps no link with us
+        // refuses us in the handshake instead, and the dial fails) is redialled with
+        // back-off, not in a loop.
+        if let Some(pause) = after_link(&mut backoff, up.elapsed(), hb) {
+            tokio::time::sleep(pause).await;
         }
     }
+}
+
+/// Heartbeat periods a link must stay up to count as stable, for the tcp and ofi transports
+/// alike: only a link that ends after that long starts its redial back-off over (and is
+/// redialled at once). One that ends sooner is followed by the back-off's pause, which
+/// doubles up to [`MAX_PAUSE`]: a flapping peer (one that accepts, then drops the link a
+/// heartbeat or two later, again and again) is redialled ever more slowly, at most once in
+/// this many heartbeats however long its links last.
+pub(in crate::transport) const STABLE_PERIODS: u32 = 3;
+/// The redial back-off's first pause.
+pub(in crate::transport) const FIRST_PAUSE: Duration = Duration::from_millis(50);
+/// The redial back-off's longest pause.
+pub(in crate::transport) const MAX_PAUSE: Duration = Duration::from_secs(1);
+
+/// A link that was up for `up_for` (heartbeat `hb`) ended: the pause before the next one
+/// (`None`: redial at once), and the back-off after it. A stable link
+/// ([`STABLE_PERIODS`] heartbeats) starts the back-off over at [`FIRST_PAUSE`]; one that
+/// ended sooner waits `backoff`, which then doubles (up to [`MAX_PAUSE`]).
+pub(in crate::transport) fn after_link(
+    backoff: &mut Duration,
+    up_for: Duration,
+    hb: Duration,
+) -> Option<Duration> {
+    if up_for >= hb * STABLE_PERIODS {
+        *backoff = FIRST_PAUSE;
+        return None;
+    }
+    let pause = *backoff;
+    *backoff = (pause * 2).min(MAX_PAUSE);
+    Some(pause)
 }
 
 /// A dial failed: say why when the peer answered, but not with a handshake we accept (as
@@ -206,7 +238,7 @@ pub(in crate::transport) async fn dial_failed(
     }
     refused_or_silent(peer, e);
     tokio::time::sleep(*backoff).await;
-    *backoff = (*backoff * 2).min(Duration::from_secs(1));
+    *backoff = (*backoff * 2).min(MAX_PAUSE);
 }
 
 /// Not our turn to dial: wait up to a heartbeat period for the peer's connection
@@ -329,7 +361,9 @@ async fn run_control(
     // are told now: the peer still holds their resources.
     connected(peer, incarnation, tx);
     let p = peer.clone();
-    let writer = tokio::spawn(async move {
+    // The writer ends with the error of a write that failed (`None`: the link's sender is
+    // gone); the loop below takes the link down with it, as for a read error.
+    let mut writer = tokio::spawn(async move {
         while let Some(m) = rx.recv().await {
             let body = match encode(&m) {
                 Ok(b) => b,
@@ -343,10 +377,11 @@ async fn run_control(
             out.extend_from_slice(&(body.len() as u32).to_le_bytes());
             out.extend_from_slice(&body);
             p.bytes_out.fetch_add(out.len() as u64, Ordering::Relaxed);
-            if wr.write_all(&out).await.is_err() {
-                break;
+            if let Err(e) = wr.write_all(&out).await {
+                return Some(e);
             }
         }
+        None
     });
     let mut tick = tokio::time::interval(hb);
     let mut seq = 0u64;
@@ -381,6 +416,18 @@ async fn run_control(
                     break;
                 }
             }
+            w = &mut writer => {
+                // A write failed (the connection broke under it, or was reset): the message
+                // is lost, and the peer may still be heard (its frames were sent before),
+                // so the read side would see nothing until its heartbeat budget ran out.
+                // The link goes down now, as on a read error: its waiters fail and it is
+                // redialled.
+                match w {
+                    Ok(Some(e)) => tracing::warn!(peer = peer.id, "writing to the link's connection failed: {e}"),
+                    _ => tracing::warn!(peer = peer.id, "the link's writer ended"),
+                }
+                break;
+            }
             Some((newer, inc)) = inbound.recv() => {
                 // The peer redialled (its side saw the old connection die): switch to it.
                 writer.abort();
@@ -397,3 +444,7 @@ async fn run_control(
     }
     writer.abort();
 }
+
+#[cfg(test)]
+#[path = "link_tests.rs"]
+mod tests;
