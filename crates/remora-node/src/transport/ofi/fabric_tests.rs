@@ -15,6 +15,15 @@ pub(in crate::transport::ofi) static LOSE: Hook = Hook(Mutex::new(Vec::new()));
 /// Sends a test finds the queue full for (`FULL.hit`).
 pub(in crate::transport::ofi) static FULL: Hook = Hook(Mutex::new(Vec::new()));
 
+/// Fabrics (by their node's bootstrap address) whose patience a test shortens.
+pub(in crate::transport::ofi) static PATIENCE: Mutex<Vec<(String, Duration)>> = Mutex::new(Vec::new());
+
+/// The patience hook: `f`'s patience if a test shortened it.
+pub(super) fn patience(f: &Fabric) -> Option<Duration> {
+    let me = f.label.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    PATIENCE.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|(at, _)| *at == me).map(|(_, p)| *p)
+}
+
 /// Messages a test names: by the sending node's bootstrap address, what they carry (a part
 /// of their `Debug`), and how many more.
 pub(in crate::transport::ofi) struct Hook(pub Mutex<Vec<(String, &'static str, usize)>>);

@@ -61,6 +61,9 @@ pub(super) static CLOSING: Counted = Counted(Mutex::new(Vec::new()));
 /// Links whose RMA pieces the endpoint refuses (`rma.rs`).
 pub(in crate::transport::ofi) static RMA_REFUSED: Counted = Counted(Mutex::new(Vec::new()));
 
+/// Links whose RMA pieces find the queue full (`FI_EAGAIN`, `rma.rs`), at every try.
+pub(in crate::transport::ofi) static RMA_FULL: Counted = Counted(Mutex::new(Vec::new()));
+
 fn env(node: u32, dir: &std::path::Path, [p4, o4, p8, o8]: [u16; 4]) -> Env {
     // A heartbeat long enough that node 4 does not take node 8's pause for silence.
     let text = format!(
@@ -375,6 +378,44 @@ fn a_refused_rma_piece_takes_its_link_down() {
     RMA_REFUSED.off(&[&to8]);
     assert!(refused >= 1, "the write's piece was refused");
     assert!(!matches!(done, Ok(Ok(()))), "the refused write fails: {done:?}");
+    let t = Instant::now();
+    while !ends.1.lock().unwrap()[states..].iter().any(|s| *s != LinkState::Up) {
+        assert!(t.elapsed() < Duration::from_secs(20), "the link stayed up: {:?}", ends.1.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    both_up(&far, &near);
+    drop((far, near));
+}
+
+/// A piece of node 4's RMA write to node 8 finds the queue full (`FI_EAGAIN`) at every try,
+/// past the link's patience (shortened here to 300 ms; the link's budget otherwise). It
+/// takes its link down through the refused piece's branch (`Fabric::broke`), after waiting
+/// for room (tried again and again, not failed at the first): the write fails, node 8 sees
+/// the link leave `Up`, and it comes back.
+#[test]
+fn an_rma_piece_whose_queue_stays_full_takes_its_link_down() {
+    let Some((dir, ports)) = ready() else { return };
+    let (at4, to8) = (format!("127.0.0.1:{}", ports[1]), format!("127.0.0.1:{}", ports[3]));
+    let ends = Arc::new(Ends(Mutex::default(), Mutex::default(), Some(mapping(1 << 20))));
+    let (_rt, far, near) = nodes_with(dir.path(), ports, ends.clone());
+    both_up(&far, &near);
+    let local = mapping(1 << 20);
+    let len = 256 << 10;
+    let write = || near.start_range(8, 5, 0, &local, 0, len, true).map(|wait| wait());
+    let done = write();
+    assert!(matches!(done, Ok(Ok(()))), "a write works: {done:?}");
+    let states = ends.1.lock().unwrap().len();
+    let patience = Duration::from_millis(300);
+    super::super::fabric::tests::PATIENCE.lock().unwrap().push((at4.clone(), patience));
+    RMA_FULL.on(&[&to8]);
+    let t = Instant::now();
+    let done = write();
+    let (waited, tries) = (t.elapsed(), RMA_FULL.count(&to8));
+    RMA_FULL.off(&[&to8]);
+    super::super::fabric::tests::PATIENCE.lock().unwrap().retain(|(a, _)| *a != at4);
+    assert!(tries >= 2, "the full queue was tried again ({tries} tries)");
+    assert!(waited >= patience, "the piece waited its patience for room (failed after {waited:?})");
+    assert!(!matches!(done, Ok(Ok(()))), "the write fails: {done:?}");
     let t = Instant::now();
     while !ends.1.lock().unwrap()[states..].iter().any(|s| *s != LinkState::Up) {
         assert!(t.elapsed() < Duration::from_secs(20), "the link stayed up: {:?}", ends.1.lock().unwrap());

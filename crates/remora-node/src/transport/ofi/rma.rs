@@ -281,6 +281,11 @@ pub(super) fn start(
             if super::link::tests::RMA_REFUSED.hit(&link.peer.addr) {
                 return Err(remora_ofi_sys::Error { code: 5, what: "refused, says the test".into() });
             }
+            #[cfg(test)]
+            if super::link::tests::RMA_FULL.hit(&link.peer.addr) {
+                let what = "queue full, says the test".into();
+                return Err(remora_ofi_sys::Error { code: remora_ofi_sys::EAGAIN, what });
+            }
             match write {
                 true => ofi.ep.write(&local, mem_off + done, n, at, id),
                 false => ofi.ep.read(&local, mem_off + done, n, at, id),
