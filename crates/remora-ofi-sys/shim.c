@@ -191,6 +191,17 @@ static int getinfo(const char *prov, const char *node, struct fi_info **info)
 	return rc;
 }
 
+/* Close the endpoint object alone (the operations still outstanding on it are discarded:
+ * the provider touches their buffers and registrations no more); rofi_close closes the rest
+ * once every registration of the domain is closed too. */
+void rofi_close_ep(struct rofi *r)
+{
+	if (r && r->ep) {
+		fi_close(&r->ep->fid);
+		r->ep = NULL;
+	}
+}
+
 void rofi_close(struct rofi *r)
 {
 	if (!r)

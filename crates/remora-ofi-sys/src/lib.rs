@@ -12,7 +12,11 @@
 //! * [`Region`]: a registered range of a [`Mapping`] (`fi_mr_reg`), closed when dropped.
 //!
 //! Every buffer an operation uses is kept alive by the endpoint until its completion has
-//! been read, so no safe call can free memory the provider still writes.
+//! been read, or else until the endpoint is closed (an operation whose completion never
+//! comes, its peer's address removed under it, holds its registration no longer than
+//! that), so no safe call can free memory, or close a registration, the provider still
+//! uses. A registration outlives its endpoint if something else holds it: the provider's
+//! domain is closed after the last one ([`Endpoint::registrations`] counts them).
 //!
 //! When `pkg-config` did not find libfabric at build time the crate still builds and every
 //! call answers [`Error::not_installed`].
@@ -23,7 +27,8 @@ mod ffi;
 mod recv;
 mod region;
 
-pub use region::Region;
+use region::Core;
+pub use region::{Region, Registrations};
 
 use remora_sys::Mapping;
 use std::collections::HashMap;
@@ -171,6 +176,8 @@ struct RecvBuf(*mut u8, usize, Option<Region>);
 /// One RDM endpoint of one provider. Thread-safe (the domain is opened `FI_THREAD_SAFE`).
 pub struct Endpoint {
     raw: *mut ffi::Rofi,
+    /// The provider's objects under `raw`, held by every registration too.
+    core: Arc<Core>,
     mr_mode: i32,
     provider: String,
     keep: Mutex<HashMap<u64, Arc<Region>>>,
@@ -247,8 +254,10 @@ impl Endpoint {
         let (mr_mode, fd, name) = unsafe {
             (ffi::rofi_mr_mode(raw), ffi::rofi_wait_fd(raw), CStr::from_ptr(ffi::rofi_provider(raw)))
         };
+        let core = Arc::new(Core { raw, open: Arc::default() });
         let ep = Arc::new(Endpoint {
             raw,
+            core,
             mr_mode,
             provider: name.to_string_lossy().into_owned(),
             keep: Mutex::new(HashMap::new()),
@@ -275,6 +284,12 @@ impl Endpoint {
     /// The provider's name as libfabric gives it.
     pub fn provider(&self) -> &str {
         &self.provider
+    }
+
+    /// The count of this endpoint's open registrations (its receive buffers', where the
+    /// provider wants them registered, among them), readable after the endpoint is gone.
+    pub fn registrations(&self) -> Registrations {
+        Registrations(self.core.open.clone())
     }
 
     /// Whether completions are waited for on a file descriptor (else in the provider).
@@ -378,7 +393,9 @@ impl Endpoint {
         if rc != 0 {
             return Err(Error::from_rc("fi_mr_reg", rc));
         }
-        Ok(Region { mr, key, desc, ptr, len, mapping: keep, virt: self.mr_mode & 2 != 0, ep: None })
+        self.core.open.fetch_add(1, Ordering::SeqCst);
+        let virt = self.mr_mode & 2 != 0;
+        Ok(Region { mr, key, desc, ptr, len, mapping: keep, virt, core: self.core.clone() })
     }
 
     /// Register `len` bytes of `map` at `off` for `access`.
@@ -401,9 +418,7 @@ impl Endpoint {
         }
         // SAFETY: off + len is within the mapping (checked above).
         let ptr = unsafe { map.as_ptr().add(off) };
-        let mut r = self.register_raw(ptr, len, access, Some(map.clone()))?;
-        r.ep = Some(self.clone());
-        Ok(Arc::new(r))
+        Ok(Arc::new(self.register_raw(ptr, len, access, Some(map.clone()))?))
     }
 
     /// Write `len` bytes of `local` at `off` to a peer's region at `to`; completes with
@@ -552,24 +567,23 @@ impl Endpoint {
 impl Drop for Endpoint {
     fn drop(&mut self) {
         self.closed.store(true, Ordering::Relaxed);
-        // The receive buffers' registrations close before the endpoint.
-        let bufs: Vec<RecvBuf> = std::mem::take(&mut *self.recv.lock().unwrap_or_else(|p| p.into_inner()));
-        let bufs: Vec<(*mut u8, usize)> = bufs
-            .into_iter()
-            .map(|RecvBuf(p, n, r)| {
-                drop(r);
-                (p, n)
-            })
-            .collect();
+        // SAFETY: nothing else holds the endpoint (it is being dropped), so nothing posts on
+        // it any more; the shim closes the endpoint object once. From here the provider
+        // touches no buffer and no registration of an operation posted on it: libfabric
+        // discards what is still outstanding at the close.
+        unsafe { ffi::rofi_close_ep(self.raw) };
+        // Registrations of operations whose completion never came (their peer's address
+        // was removed under them, say) close now: they were held until the provider could
+        // no longer touch them, and no longer.
         self.keep.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        // SAFETY: no operation of ours is in flight any more that Rust could observe (the
-        // endpoint is being dropped, so no other thread holds it); the shim closes the
-        // endpoint and its objects once.
-        unsafe { ffi::rofi_close(self.raw) };
-        for (p, n) in bufs {
+        let bufs: Vec<RecvBuf> = std::mem::take(&mut *self.recv.lock().unwrap_or_else(|p| p.into_inner()));
+        for RecvBuf(p, n, r) in bufs {
+            drop(r);
             // SAFETY: each buffer came from Box::into_raw of a boxed slice of n bytes, and
-            // the endpoint that wrote into it is closed.
+            // the endpoint object that wrote into it is closed.
             drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) });
         }
+        // The domain and the rest close with `core`, after the last registration held
+        // elsewhere (a transfer's, the node's books') is closed too.
     }
 }

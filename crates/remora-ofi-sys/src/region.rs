@@ -1,11 +1,55 @@
 //! A registered range of memory (`fi_mr_reg`): its key, the address peers name it by, and
-//! what keeps the memory and the endpoint alive while it is registered.
+//! what keeps the memory and the provider's objects alive while it is registered.
+//!
+//! When a registration may be closed: once the provider can no longer touch it. For one
+//! an operation uses (the local side of a write or a read), that is when the operation's
+//! completion (or error completion) is read, or else once the endpoint is closed: the
+//! endpoint holds it until then (`keep`), never closing it under an operation in flight
+//! (`fi_close` of a registration an operation still uses is not safe). And a registration
+//! is closed before its domain: the domain (with the fabric, address vector and queue)
+//! closes only after the endpoint and the last registration are gone ([`Core`]).
 
 #![allow(unsafe_code)]
 
-use crate::{ffi, Endpoint};
+use crate::ffi;
 use remora_sys::Mapping;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+
+/// The shim's objects under an endpoint (fabric, domain, address vector, completion queue,
+/// endpoint). The endpoint object is closed when the [`crate::Endpoint`] goes
+/// (`rofi_close_ep`); the rest when this goes, once the last registration of the domain is
+/// closed too.
+pub(crate) struct Core {
+    pub(crate) raw: *mut ffi::Rofi,
+    /// Registrations open in its domain.
+    pub(crate) open: Arc<AtomicUsize>,
+}
+
+// SAFETY: the shim's objects are opened FI_THREAD_SAFE; closing them is done once, here.
+unsafe impl Send for Core {}
+// SAFETY: as for Send.
+unsafe impl Sync for Core {}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        // SAFETY: the last holder of the objects: the endpoint object is closed already
+        // (its `Endpoint` is gone) and so is every registration (each holds this).
+        unsafe { ffi::rofi_close(self.raw) };
+    }
+}
+
+/// How many registrations of an endpoint's domain are open, readable after the endpoint
+/// is gone ([`crate::Endpoint::registrations`]).
+#[derive(Debug, Clone)]
+pub struct Registrations(pub(crate) Arc<AtomicUsize>);
+
+impl Registrations {
+    /// The registrations open now.
+    pub fn open(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
 
 /// A registered range of memory (`fi_mr_reg`), closed when dropped.
 pub struct Region {
@@ -16,9 +60,8 @@ pub struct Region {
     pub(crate) len: usize,
     pub(crate) mapping: Option<Arc<Mapping>>,
     pub(crate) virt: bool,
-    /// The endpoint whose domain holds the registration (none for the endpoint's own
-    /// receive buffers, closed before it).
-    pub(crate) ep: Option<Arc<Endpoint>>,
+    /// The provider's objects whose domain holds the registration (closed after it).
+    pub(crate) core: Arc<Core>,
 }
 
 // SAFETY: a registration is a provider object usable from any thread (FI_THREAD_SAFE);
@@ -60,9 +103,12 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
-        // SAFETY: the registration is closed once, before its endpoint (held by `ep`, or
-        // closing this region first in its drop) and while the mapping it covers is held.
+        // SAFETY: the registration is closed once, before its domain (held by `core`), while
+        // the mapping it covers is held, and when no operation uses it any more: the last
+        // holder of a registration an operation used is the endpoint's `keep`, which lets go
+        // of it at the operation's completion or after the endpoint object is closed.
         let _ = unsafe { ffi::rofi_mr_close(self.mr) };
-        let _ = (&self.mapping, &self.ep);
+        self.core.open.fetch_sub(1, Ordering::SeqCst);
+        let _ = &self.mapping;
     }
 }

@@ -410,3 +410,56 @@ fn unrouting_a_connection_forgets_what_it_had_in_flight() {
     assert!(!f.has_unsent(), "the waiting answer is dropped");
     FULL.0.lock().unwrap().retain(|(at, _, _)| at != label);
 }
+
+/// `len` bytes of fresh memory.
+fn memory(len: usize) -> Arc<Mapping> {
+    let fd = remora_sys::Memfd::create("ofi-fabric-tests", len as u64).unwrap();
+    Arc::new(Mapping::new(remora_sys::AsFd::as_fd(&fd), 0, len, Default::default()).unwrap())
+}
+
+/// An RMA write to a peer that stops driving its progress never completes; its link goes
+/// and unroutes the connection, which fails the write's waiter. The endpoint still held the
+/// write's registration for its completion, and the registration held the endpoint: when
+/// the fabric went, neither was closed (for the life of the process). Now the registration
+/// is held until the endpoint is closed (no sooner: the provider may still touch it), and
+/// closed with it.
+#[test]
+fn a_write_that_never_completes_holds_its_registration_until_the_endpoint_closes() {
+    let Some((f, _)) = routed(None, Waiters::default(), Arc::default()) else { return };
+    let regs = f.ep.registrations();
+    let base = regs.open();
+    let silent = remora_ofi_sys::Endpoint::open("tcp;ofi_rxm", Some("127.0.0.1"), 8, 4096).unwrap();
+    let to = f.ep.insert(&silent.name().unwrap()).unwrap();
+    let _ = silent.insert(&f.ep.name().unwrap()).unwrap();
+    // The connection is made (the fabric's progress thread drives its side), then the peer
+    // reads its queue no more.
+    let t = Instant::now();
+    while f.ep.send(to, b"hello", f.ep.next_id()).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(20), "the hello never left");
+        let _ = silent.completions(Duration::from_millis(1));
+    }
+    while !silent.completions(Duration::from_millis(1)).unwrap().iter().any(|c| c.slot.is_some()) {
+        assert!(t.elapsed() < Duration::from_secs(20), "the hello never came");
+    }
+    f.reply_to(42, to, 7);
+    // Larger than the sockets' buffers: it cannot all leave while the peer does not read.
+    const N: usize = 64 << 20;
+    let theirs = silent.register(&memory(N), 0, N, Access::RemoteWrite).unwrap();
+    let (map, window) = (memory(N), Arc::new(Window::new(1 << 20)));
+    let local = f.region(&map, Access::Local).unwrap();
+    let gen = window.take(4096, || false).unwrap();
+    let id = f.ep.next_id();
+    let done = f.expect(id, (to, 7), &window, (4096, gen));
+    let at = remora_ofi_sys::Remote { dest: to, addr: theirs.remote_addr(0), key: theirs.key() };
+    assert_eq!(f.post_routed((to, 7), true, || f.ep.write(&local, 0, N, at, id)), Ok(()));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(done.try_recv().is_err(), "the write completed: the peer read its queue");
+    f.unroute(42);
+    assert!(matches!(done.try_recv(), Ok(Err(_))), "its waiter fails with the link");
+    drop((local, map));
+    f.sweep();
+    assert_eq!(regs.open(), base + 1, "the write's registration is held while the endpoint is open");
+    drop(f);
+    assert_eq!(regs.open(), 0, "the endpoint closed, the registration is closed");
+    drop((theirs, silent));
+}

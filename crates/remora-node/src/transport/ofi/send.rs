@@ -290,6 +290,8 @@ impl Fabric {
     /// The connection routed under `token` went: its answers waiting for room are dropped,
     /// and so are its operations in flight (their completions may never come once its
     /// address leaves the endpoint): an RMA's waiter fails, its bytes go back to its window.
+    /// Its local registration stays held by the endpoint, which the provider may still touch
+    /// it through, until its completion comes or the endpoint closes (`remora-ofi-sys`).
     pub(super) fn forget_connection(&self, to: (u64, u64)) {
         self.unsent.lock().unwrap_or_else(|p| p.into_inner()).retain(|u| u.to != to);
         let mut ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
