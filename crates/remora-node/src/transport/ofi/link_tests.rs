@@ -355,6 +355,35 @@ fn a_link_that_ends_at_once_is_redialled_with_back_off() {
     drop((far, near));
 }
 
+/// Nodes 8 (`far`, lending 1 MiB of memory to every connection) and 4 (`near`) with their
+/// link up and a first RMA write of node 4 done; node 8's link states, and node 4's memory.
+fn rma_nodes(dir: &std::path::Path, ports: [u16; 4]) -> (Nodes, Arc<Ends>, Arc<remora_sys::Mapping>) {
+    let ends = Arc::new(Ends(Mutex::default(), Mutex::default(), Some(mapping(1 << 20))));
+    let (rt, far, near) = nodes_with(dir, ports, ends.clone());
+    both_up(&far, &near);
+    let local = mapping(1 << 20);
+    let done = rma_write(&near, &local);
+    assert!(matches!(done, Ok(Ok(()))), "a write works: {done:?}");
+    ((rt, far, near), ends, local)
+}
+
+/// Node 4 writes 256 KiB of `local` into node 8 by RMA: how it went.
+fn rma_write(
+    near: &Arc<dyn crate::transport::Transport>,
+    local: &Arc<remora_sys::Mapping>,
+) -> Result<Result<(), Error>, Error> {
+    near.start_range(8, 5, 0, local, 0, 256 << 10, true).map(|wait| wait())
+}
+
+/// Wait until node 8 saw its link leave `Up` (after the first `states` changes it saw).
+fn left_up(ends: &Ends, states: usize) {
+    let t = Instant::now();
+    while !ends.1.lock().unwrap()[states..].iter().any(|s| *s != LinkState::Up) {
+        assert!(t.elapsed() < Duration::from_secs(20), "the link stayed up: {:?}", ends.1.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// A piece of node 4's RMA write to node 8 is refused by the endpoint. The transfer failed
 /// but its link stayed up (the write's close then waited on the same link: a second
 /// patience when the queue was full); now the link goes down at once, as for a refused
@@ -363,26 +392,15 @@ fn a_link_that_ends_at_once_is_redialled_with_back_off() {
 fn a_refused_rma_piece_takes_its_link_down() {
     let Some((dir, ports)) = ready() else { return };
     let to8 = format!("127.0.0.1:{}", ports[3]);
-    let ends = Arc::new(Ends(Mutex::default(), Mutex::default(), Some(mapping(1 << 20))));
-    let (_rt, far, near) = nodes_with(dir.path(), ports, ends.clone());
-    both_up(&far, &near);
-    let local = mapping(1 << 20);
-    let len = 256 << 10;
-    let write = || near.start_range(8, 5, 0, &local, 0, len, true).map(|wait| wait());
-    let done = write();
-    assert!(matches!(done, Ok(Ok(()))), "a write works: {done:?}");
+    let ((_rt, far, near), ends, local) = rma_nodes(dir.path(), ports);
     let states = ends.1.lock().unwrap().len();
     RMA_REFUSED.on(&[&to8]);
-    let done = write();
+    let done = rma_write(&near, &local);
     let refused = RMA_REFUSED.count(&to8);
     RMA_REFUSED.off(&[&to8]);
     assert!(refused >= 1, "the write's piece was refused");
     assert!(!matches!(done, Ok(Ok(()))), "the refused write fails: {done:?}");
-    let t = Instant::now();
-    while !ends.1.lock().unwrap()[states..].iter().any(|s| *s != LinkState::Up) {
-        assert!(t.elapsed() < Duration::from_secs(20), "the link stayed up: {:?}", ends.1.lock().unwrap());
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    left_up(&ends, states);
     both_up(&far, &near);
     drop((far, near));
 }
@@ -396,31 +414,20 @@ fn a_refused_rma_piece_takes_its_link_down() {
 fn an_rma_piece_whose_queue_stays_full_takes_its_link_down() {
     let Some((dir, ports)) = ready() else { return };
     let (at4, to8) = (format!("127.0.0.1:{}", ports[1]), format!("127.0.0.1:{}", ports[3]));
-    let ends = Arc::new(Ends(Mutex::default(), Mutex::default(), Some(mapping(1 << 20))));
-    let (_rt, far, near) = nodes_with(dir.path(), ports, ends.clone());
-    both_up(&far, &near);
-    let local = mapping(1 << 20);
-    let len = 256 << 10;
-    let write = || near.start_range(8, 5, 0, &local, 0, len, true).map(|wait| wait());
-    let done = write();
-    assert!(matches!(done, Ok(Ok(()))), "a write works: {done:?}");
+    let ((_rt, far, near), ends, local) = rma_nodes(dir.path(), ports);
     let states = ends.1.lock().unwrap().len();
     let patience = Duration::from_millis(300);
     super::super::fabric::tests::PATIENCE.lock().unwrap().push((at4.clone(), patience));
     RMA_FULL.on(&[&to8]);
     let t = Instant::now();
-    let done = write();
+    let done = rma_write(&near, &local);
     let (waited, tries) = (t.elapsed(), RMA_FULL.count(&to8));
     RMA_FULL.off(&[&to8]);
     super::super::fabric::tests::PATIENCE.lock().unwrap().retain(|(a, _)| *a != at4);
     assert!(tries >= 2, "the full queue was tried again ({tries} tries)");
     assert!(waited >= patience, "the piece waited its patience for room (failed after {waited:?})");
     assert!(!matches!(done, Ok(Ok(()))), "the write fails: {done:?}");
-    let t = Instant::now();
-    while !ends.1.lock().unwrap()[states..].iter().any(|s| *s != LinkState::Up) {
-        assert!(t.elapsed() < Duration::from_secs(20), "the link stayed up: {:?}", ends.1.lock().unwrap());
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    left_up(&ends, states);
     both_up(&far, &near);
     drop((far, near));
 }
