@@ -47,6 +47,7 @@ fn env(node: u32, dir: &std::path::Path, [p4, p8]: [u16; 2]) -> Env {
         incarnation: 77,
         features: 0,
         peer_features: Default::default(),
+        congestion: Default::default(),
     }
 }
 
@@ -134,6 +135,7 @@ fn a_write_that_fails_takes_the_link_down_at_once() {
         incarnation: 1,
         features: 0,
         peer_features: Default::default(),
+        congestion: Default::default(),
     };
     // Node 8's address answers (the listener): a probe while the link is down finds it.
     let (peer, inbound) = TcpPeer::with_accepts(Arc::new(Nobody), 8, addr.to_string());
