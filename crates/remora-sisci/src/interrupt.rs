@@ -392,6 +392,35 @@ impl Interrupt {
         }
     }
 
+    /// How many triggers came so far (wrapping), for [`Interrupt::wait_past`].
+    ///
+    /// # Errors
+    /// [`Error::IllegalParameter`] when removed by this process.
+    pub fn triggers(&self) -> Result<u32> {
+        Ok(self.inner.core.live()?.page().triggers())
+    }
+
+    /// Wait up to `timeout` (`None`: forever; spinning `spin` first) until a trigger came
+    /// after `seen` (a count [`Interrupt::triggers`] gave), consuming none: every thread
+    /// waiting so wakes at every trigger, and none takes one another waited for. For
+    /// waiters that each look for work of their own after a trigger (a bell shared by
+    /// several queues); it does not mix with [`Interrupt::wait`] on the same interrupt.
+    /// The count it returns is the next wait's `seen`.
+    ///
+    /// # Errors
+    /// As [`Interrupt::wait`].
+    pub fn wait_past(&self, seen: u32, timeout: Option<Duration>, spin: Duration) -> Result<u32> {
+        let core = self.inner.core.live()?;
+        if self.inner.uses_callback {
+            return Err(Error::IllegalOperation);
+        }
+        match watched_wait(core, spin, timeout, |n| n != seen)? {
+            IntrWait::Triggered(n) => Ok(n),
+            IntrWait::TimedOut => Err(Error::Timeout),
+            IntrWait::Removed => Err(Error::Cancelled),
+        }
+    }
+
     /// `SCIRemoveInterrupt`: blocked waiters return [`Error::Cancelled`]; triggers fail.
     ///
     /// # Errors

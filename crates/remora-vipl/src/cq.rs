@@ -31,6 +31,9 @@ struct CqInner {
     waiting: AtomicUsize,
     /// `VipDestroyCQ` succeeded: a notification still waiting ends without a call.
     destroyed: AtomicBool,
+    /// Rings of `bell` by this process (tests count them).
+    #[cfg(test)]
+    rung: AtomicUsize,
 }
 
 impl Drop for CqInner {
@@ -100,6 +103,8 @@ impl CompletionQueue {
                 self_bell,
                 waiting: AtomicUsize::new(0),
                 destroyed: AtomicBool::new(false),
+                #[cfg(test)]
+                rung: AtomicUsize::new(0),
             }),
         })
     }
@@ -169,8 +174,16 @@ impl CompletionQueue {
         }
     }
 
+    /// Ring the doorbell when a thread other than this one sleeps on it (is counted by
+    /// [`CompletionQueue::waiter`]): a waiter that takes a completion in itself (its last
+    /// look before it sleeps, its look after a ring) does not ring for itself, which would
+    /// wake the others for nothing.
     pub(crate) fn wake(&self) {
-        if self.inner.waiting.load(Ordering::SeqCst) > 0 {
+        let me = Arc::as_ptr(&self.inner) as usize;
+        let mine = COUNTED_ON.with(|c| c.get() == me) as usize;
+        if self.inner.waiting.load(Ordering::SeqCst) > mine {
+            #[cfg(test)]
+            self.inner.rung.fetch_add(1, Ordering::Relaxed);
             let _ = self.inner.self_bell.trigger();
         }
     }
@@ -258,39 +271,69 @@ impl CompletionQueue {
             if let Ok(x) = self.done() {
                 return Ok(x);
             }
-            let _ = self
-                .inner
-                .bell
-                .wait_with_spin(Some(left.min(Duration::from_millis(50))), Duration::from_micros(20));
-            drop(waiter);
+            waiter.sleep(left.min(Duration::from_millis(50)), Duration::from_micros(20));
         }
     }
 
     /// Count the caller among the threads sleeping on the queue's doorbell until the
-    /// guard drops: a completion taken in from now on rings it.
+    /// guard drops: a completion taken in from now on (by another thread) rings it, and a
+    /// ring from now on ends its [`CqWaiter::sleep`]. Taken before the caller's last look.
     pub(crate) fn waiter(&self) -> CqWaiter<'_> {
+        // The count of rings first: a completion the look after this misses (it lands
+        // later) is rung after it, for a peer's ring follows its stores and a completion
+        // taken in here rings once this thread is counted.
+        let seen = self.inner.bell.triggers().unwrap_or(0);
         self.inner.waiting.fetch_add(1, Ordering::SeqCst);
-        CqWaiter(self)
+        COUNTED_ON.with(|c| c.set(Arc::as_ptr(&self.inner) as usize));
+        CqWaiter { cq: self, seen }
     }
 
-    /// Sleep up to `slice` on the doorbell for `VipRecvWait` of an attached receive queue
-    /// (its peer rings this bell, not the VI's, on every completion), as a counted
-    /// [`CompletionQueue::waiter`]. A ring takes in the receives of every attached VI: one
-    /// meant for another VI's waiter (or a `VipCQWait`) that this thread took records that
-    /// completion, which rings the bell again for them.
-    pub(crate) fn sleep_for_recv(&self, _waiter: &CqWaiter<'_>, slice: Duration) {
-        if self.inner.bell.wait_with_spin(Some(slice), Duration::ZERO).is_ok() {
-            self.reap_receives();
-        }
+    /// Rings of the doorbell by this process ([`CompletionQueue::wake`]) so far.
+    #[cfg(test)]
+    pub(crate) fn rung(&self) -> usize {
+        self.inner.rung.load(Ordering::Relaxed)
     }
+
+    /// Every ring of the doorbell so far, the peers' and this process's.
+    #[cfg(test)]
+    pub(crate) fn rings(&self) -> u32 {
+        self.inner.bell.triggers().unwrap()
+    }
+}
+
+thread_local! {
+    /// The completion queue (its `CqInner`'s address) whose doorbell this thread is
+    /// counted on, 0 for none: its own completions do not ring for it.
+    static COUNTED_ON: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// A thread counted as sleeping on a completion queue's doorbell
 /// ([`CompletionQueue::waiter`]); no longer when dropped.
-pub(crate) struct CqWaiter<'a>(&'a CompletionQueue);
+pub(crate) struct CqWaiter<'a> {
+    cq: &'a CompletionQueue,
+    /// The doorbell's count of rings before the thread's last look.
+    seen: u32,
+}
+
+impl CqWaiter<'_> {
+    /// Sleep up to `slice` (spinning `spin` first) until the doorbell rings after the
+    /// caller's last look, then stop being counted. `VipCQWait` and `VipRecvWait` of an
+    /// attached receive queue (its peer rings this bell, not the VI's, on every completion)
+    /// sleep so: a ring consumes nothing, every sleeper wakes and looks for its own
+    /// completion (none takes a ring another needed, to sleep on to its slice's end), and
+    /// a thread that takes a completion in after the ring is not counted any more (it
+    /// rings for the others only).
+    pub(crate) fn sleep(self, slice: Duration, spin: Duration) {
+        let _ = self.cq.inner.bell.wait_past(self.seen, Some(slice), spin);
+    }
+}
 
 impl Drop for CqWaiter<'_> {
     fn drop(&mut self) {
-        self.0.inner.waiting.fetch_sub(1, Ordering::SeqCst);
+        COUNTED_ON.with(|c| c.set(0));
+        self.cq.inner.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 }
+
+#[cfg(test)]
+mod tests;

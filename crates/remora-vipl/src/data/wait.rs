@@ -205,20 +205,17 @@ impl Vi {
                 Some(t) => t.checked_sub(start.elapsed()),
                 None => Some(Duration::from_millis(50)),
             };
-            if got.is_err() {
-                if let Some(left) = left.filter(|l| !l.is_zero()) {
-                    let slice = left.min(Duration::from_millis(50));
-                    // The peer rings the CQ's doorbell for a receive queue that feeds one,
-                    // the VI's otherwise.
-                    match (vi.recv_cq.as_ref(), cq_waiter.as_ref()) {
-                        (Some(cq), Some(w)) => cq.sleep_for_recv(w, slice),
-                        _ => {
-                            let _ = vi.bell.wait_with_spin(Some(slice), Duration::ZERO);
-                        }
+            match left.filter(|l| !l.is_zero() && got.is_err()).map(|l| l.min(Duration::from_millis(50))) {
+                // The peer rings the CQ's doorbell for a receive queue that feeds one (every
+                // sleeper wakes, and looks at its own VI's ring), the VI's otherwise.
+                Some(slice) => match cq_waiter {
+                    Some(w) => w.sleep(slice, Duration::ZERO),
+                    None => {
+                        let _ = vi.bell.wait_with_spin(Some(slice), Duration::ZERO);
                     }
-                }
+                },
+                None => drop(cq_waiter),
             }
-            drop(cq_waiter);
             if let Some(l) = flagged {
                 l.store(layout::PEER_WAITING, l.tag(0));
             }
