@@ -11,6 +11,18 @@ use remora_proto::{Reply, Request, ViplAsk, ViplRequest};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Start the thread that makes VI `vi`'s peer connection. A test can make it fail as a
+/// spawn can (`tests::fail_peer_spawn`), after a step of its own.
+fn spawn_peer(vi: u64, work: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    #[cfg(test)]
+    if let Some(before) = tests::peer_spawn_fault(vi) {
+        before();
+        return Err(std::io::Error::other("no thread (a test's fault)"));
+    }
+    let _ = vi;
+    std::thread::Builder::new().name("vipl-peer".into()).spawn(work).map(|_| ())
+}
+
 /// A VIA network address (`VIP_NET_ADDRESS`): a NIC address (a node) and a discriminator.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NetAddress {
@@ -373,7 +385,7 @@ impl Vi {
         let me = (self.inner.nic.node(), local.disc.clone());
         let waits = me < (their_node, remote.disc.clone());
         let (vi, local, remote) = (self.clone(), local.clone(), remote.clone());
-        let spawned = std::thread::Builder::new().name("vipl-peer".into()).spawn(move || {
+        let spawned = spawn_peer(self.inner.id, move || {
             let r = if waits {
                 vi.peer_wait_side(&local, &remote, timeout)
             } else {
@@ -535,3 +547,6 @@ impl Vi {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
