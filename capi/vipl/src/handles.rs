@@ -1,14 +1,21 @@
 //! The handle table: C handles are numbers that name safe-API objects, never pointers the
-//! library dereferences. A handle is `(n << 3) | kind`, `n` from a counter that only grows
-//! (a stale handle never names a newer object). NULL is never issued. Protection tags are
-//! the safe API's tag numbers themselves (checked against the NIC on every use).
+//! library dereferences. NULL is never issued. Protection tags are the safe API's tag
+//! numbers themselves (checked against the NIC on every use).
+//!
+//! A handle names a slot of one of `SHARDS` tables, each behind a read-mostly lock of its
+//! own on a line of its own: `(((generation << INDEX_BITS | index) << SHARD_BITS | shard)
+//! << 3) | kind`. A slot taken again gets the next generation, so a stale handle never
+//! names a newer object (its generation would have to wrap, after 2^34 reuses of one
+//! slot). A lookup is the slot's index, its handle compared, under its shard's read lock:
+//! no hash, and calls on different VIs (handles made one after another land in different
+//! shards) share no lock word.
 
 use crate::errors::{Code, VIP_INVALID_PARAMETER};
 use remora_client::id_hash::IdMap;
 use remora_vipl::{CompletionQueue, ConnRequest, Nic, Vi};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// One object the table holds.
 #[derive(Debug, Clone)]
@@ -31,9 +38,46 @@ impl Entry {
     }
 }
 
-fn table() -> &'static RwLock<IdMap<usize, Entry>> {
-    static T: OnceLock<RwLock<IdMap<usize, Entry>>> = OnceLock::new();
+const SHARD_BITS: u32 = 3;
+const SHARDS: usize = 1 << SHARD_BITS;
+const INDEX_BITS: u32 = 24;
+
+/// A slot: the handle it was last given under (its generation), and the object while the
+/// handle is live.
+#[derive(Default)]
+struct Slot {
+    handle: usize,
+    entry: Option<Entry>,
+}
+
+/// One shard: its slots, and the free ones.
+#[derive(Default)]
+struct Shard {
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+}
+
+/// A shard's lock on a line of its own (two, for the adjacent-line prefetch).
+#[derive(Default)]
+#[repr(align(128))]
+struct Padded(RwLock<Shard>);
+
+fn shards() -> &'static [Padded; SHARDS] {
+    static T: OnceLock<[Padded; SHARDS]> = OnceLock::new();
     T.get_or_init(Default::default)
+}
+
+/// The shard of handle `h` (any number), and the slot it names.
+fn split(h: usize) -> (&'static Padded, usize) {
+    (&shards()[(h >> 3) % SHARDS], (h >> (3 + SHARD_BITS)) & ((1 << INDEX_BITS) - 1))
+}
+
+fn read(p: &Padded) -> RwLockReadGuard<'_, Shard> {
+    p.0.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write(p: &Padded) -> RwLockWriteGuard<'_, Shard> {
+    p.0.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The handle of each VI, NIC and completion queue, by the safe API's identity (for
@@ -43,7 +87,8 @@ fn reverse() -> &'static RwLock<IdMap<(usize, u64), usize>> {
     T.get_or_init(Default::default)
 }
 
-static NEXT: AtomicUsize = AtomicUsize::new(1);
+/// Which shard the next handle goes to.
+static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 fn identity(e: &Entry) -> Option<(usize, u64)> {
     match e {
@@ -54,24 +99,55 @@ fn identity(e: &Entry) -> Option<(usize, u64)> {
     }
 }
 
-/// Put `e` in the table; its handle.
+/// Put `e` in the table; its handle (NULL when the shard's `2^INDEX_BITS` slots are all
+/// live, which the callers answer as any NULL handle).
 pub(crate) fn insert(e: Entry) -> *mut c_void {
-    let key = (NEXT.fetch_add(1, Ordering::Relaxed) << 3) | e.kind();
-    if let Some(id) = identity(&e) {
+    let shard = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    let (kind, id) = (e.kind(), identity(&e));
+    let key = {
+        let mut t = write(&shards()[shard]);
+        let index = match t.free.pop() {
+            Some(i) => i,
+            None if t.slots.len() < 1 << INDEX_BITS => {
+                t.slots.push(Slot::default());
+                t.slots.len() - 1
+            }
+            None => return std::ptr::null_mut(),
+        };
+        let slot = &mut t.slots[index];
+        let generation = (slot.handle >> (3 + SHARD_BITS + INDEX_BITS)).wrapping_add(1);
+        let key = (((generation << INDEX_BITS | index) << SHARD_BITS | shard) << 3) | kind;
+        *slot = Slot { handle: key, entry: Some(e) };
+        key
+    };
+    if let Some(id) = id {
         reverse().write().unwrap_or_else(|p| p.into_inner()).insert(id, key);
     }
-    table().write().unwrap_or_else(|p| p.into_inner()).insert(key, e);
     key as *mut c_void
+}
+
+/// `f` of the object `h` names, under its shard's read lock.
+fn with<T>(h: *mut c_void, f: impl FnOnce(&Entry) -> Option<T>) -> Option<T> {
+    let (shard, index) = split(h as usize);
+    read(shard).slots.get(index).filter(|s| s.handle == h as usize).and_then(|s| s.entry.as_ref()).and_then(f)
 }
 
 /// The object `h` names, cloned (the table is not held while it is used).
 pub(crate) fn get(h: *mut c_void) -> Option<Entry> {
-    table().read().unwrap_or_else(|p| p.into_inner()).get(&(h as usize)).cloned()
+    with(h, |e| Some(e.clone()))
 }
 
 /// Take `h` out of the table.
 pub(crate) fn remove(h: *mut c_void) -> Option<Entry> {
-    let e = table().write().unwrap_or_else(|p| p.into_inner()).remove(&(h as usize));
+    let (shard, index) = split(h as usize);
+    let e = {
+        let mut t = write(shard);
+        let e = t.slots.get_mut(index).filter(|s| s.handle == h as usize).and_then(|s| s.entry.take());
+        if e.is_some() {
+            t.free.push(index);
+        }
+        e
+    };
     if let Some(id) = e.as_ref().and_then(identity) {
         reverse().write().unwrap_or_else(|p| p.into_inner()).remove(&id);
     }
@@ -100,24 +176,15 @@ const BAD: Code = Code(VIP_INVALID_PARAMETER);
 
 /// The NIC `h` names.
 pub(crate) fn nic(h: *mut c_void) -> Result<Nic, Code> {
-    match get(h) {
-        Some(Entry::Nic(n)) => Ok(n),
-        _ => Err(BAD),
-    }
+    with(h, |e| if let Entry::Nic(n) = e { Some(n.clone()) } else { None }).ok_or(BAD)
 }
 
-/// The VI `h` names.
+/// The VI `h` names (cloned from its slot: no other entry is cloned and dropped).
 pub(crate) fn vi(h: *mut c_void) -> Result<Vi, Code> {
-    match get(h) {
-        Some(Entry::Vi(v)) => Ok(v),
-        _ => Err(BAD),
-    }
+    with(h, |e| if let Entry::Vi(v) = e { Some(v.clone()) } else { None }).ok_or(BAD)
 }
 
 /// The completion queue `h` names.
 pub(crate) fn cq(h: *mut c_void) -> Result<CompletionQueue, Code> {
-    match get(h) {
-        Some(Entry::Cq(c)) => Ok(c),
-        _ => Err(BAD),
-    }
+    with(h, |e| if let Entry::Cq(c) = e { Some(c.clone()) } else { None }).ok_or(BAD)
 }

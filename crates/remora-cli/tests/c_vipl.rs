@@ -9,7 +9,7 @@
 //! and without it, completion queues and notifications fired by the peer, the flush on
 //! disconnect), the peer-to-peer model (with a timed-out request first; one node too), a
 //! peer that dies, the DMA transfer mode, system management information, and the
-//! library's exported symbols.
+//! library's exported symbols, and handles destroyed under data-path calls.
 
 mod c_support;
 use c_support::*;
@@ -59,6 +59,22 @@ fn every_vipl_family_in_one_process_with_exact_codes() {
 fn error_paths_set_the_status_bits_the_state_and_call_the_callback() {
     let env = Env::new();
     ok(env.run(&program(&env, "vipl_errors"), 4).output().unwrap());
+}
+
+/// A VI and a CQ destroyed while another thread calls the data path on their handles:
+/// codes only, `VIP_INVALID_PARAMETER` from the destroy on, also after newer objects reuse
+/// the table's slots.
+#[test]
+fn a_handle_destroyed_under_data_path_calls_is_invalid_parameter_and_stays_so() {
+    let env = Env::new();
+    ok(env.run(&program(&env, "vipl_stale"), 4).output().unwrap());
+}
+
+/// The ping-pong callgrind measures the C entry points with runs intact (a short run).
+#[test]
+fn the_entry_point_ping_pong_runs() {
+    let env = Env::new();
+    ok(env.run(&program(&env, "vipl_pingpong"), 4).arg("200").output().unwrap());
 }
 
 #[test]
