@@ -100,22 +100,31 @@ pub(crate) fn two(h: &Harness, watch: Option<Duration>) -> Two {
 
 /// [`two`], both VIs allowing RDMA write when `rdma_write`.
 pub(crate) fn two_with(h: &Harness, watch: Option<Duration>, rdma_write: bool) -> Two {
-    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
-    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
+    let (snic, cnic) = nics(h);
     if let Some(w) = watch {
         snic.set_watch_period(w);
     }
     let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
-    let attrs = |ptag| ViAttributes {
+    let server = Vi::create(&snic, reliable(sp, rdma_write), None, None).unwrap();
+    let client = Vi::create(&cnic, reliable(cp, rdma_write), None, None).unwrap();
+    Two { snic, cnic, sp, cp, server, client }
+}
+
+/// The NICs of nodes 4 and 8 of `h`.
+pub(crate) fn nics(h: &Harness) -> (Nic, Nic) {
+    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
+    (snic, Nic::open_with_config("remora0", h.config(8)).unwrap())
+}
+
+/// A reliable VI's attributes under `ptag` (no RDMA read; RDMA write when `rdma_write`).
+pub(crate) fn reliable(ptag: ProtectionTag, rdma_write: bool) -> ViAttributes {
+    ViAttributes {
         reliability: RELIABLE_DELIVERY,
         max_transfer: MAX_TRANSFER,
         ptag,
         rdma_write,
         rdma_read: false,
-    };
-    let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
-    let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
-    Two { snic, cnic, sp, cp, server, client }
+    }
 }
 
 /// Connect `client` to `server` under discriminator `disc` (retried until the server

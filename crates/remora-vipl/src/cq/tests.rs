@@ -3,8 +3,8 @@
 //! do with it, leaving the right one asleep to its slice's end), and a waiter that takes
 //! in its own completion does not ring the bell for itself.
 
-use crate::testing::{connect, post_recv, post_send, Mem, T};
-use crate::{CompletionQueue, Nic, Vi, ViAttributes, MAX_TRANSFER, RELIABLE_DELIVERY};
+use crate::testing::{connect, nics, post_recv, post_send, reliable, Mem, T};
+use crate::{CompletionQueue, Nic, Vi};
 use remora_testkit::Harness;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -24,23 +24,15 @@ struct Pairs {
 const POSTED: usize = 16;
 
 fn pairs(h: &Harness, n: usize, disc: &str) -> Pairs {
-    let snic = Nic::open_with_config("remora0", h.config(4)).unwrap();
-    let cnic = Nic::open_with_config("remora0", h.config(8)).unwrap();
+    let (snic, cnic) = nics(h);
     let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
-    let attrs = |ptag| ViAttributes {
-        reliability: RELIABLE_DELIVERY,
-        max_transfer: MAX_TRANSFER,
-        ptag,
-        rdma_write: false,
-        rdma_read: false,
-    };
     let cq = CompletionQueue::create(&snic, 1024).unwrap();
     let (sbuf, sdesc) = (Mem::new(&snic, 64 * POSTED * n, sp), Mem::new(&snic, 64 * POSTED * n, sp));
     let (cbuf, cdesc) = (Mem::new(&cnic, 64 * n, cp), Mem::new(&cnic, 64 * n, cp));
     let (mut servers, mut clients) = (Vec::new(), Vec::new());
     for i in 0..n {
-        let server = Vi::create(&snic, attrs(sp), None, Some(&cq)).unwrap();
-        let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+        let server = Vi::create(&snic, reliable(sp, false), None, Some(&cq)).unwrap();
+        let client = Vi::create(&cnic, reliable(cp, false), None, None).unwrap();
         for j in 0..POSTED {
             let at = 64 * (POSTED * i + j);
             post_recv(&snic, &server, &sdesc, at, &sbuf, at, 64);
