@@ -154,9 +154,10 @@ impl TcpCongestion {
 
 /// The congestion control [`TcpCongestion::Auto`] sets on a link within one kernel: Linux's
 /// own default, which does not pace. On loopback and veth, BBR (a common system default)
-/// paces a long-lived stream at the rate it measured before, and so holds it to it: a
-/// 16 MiB stream on loopback ran 5.2-5.7 GB/s with BBR, spread 4.5-6.3 between quartiles,
-/// and 7.9-8.1 with CUBIC, spread 7.7-8.2 (2026-11-29, two cores).
+/// paces a long-lived stream at the rate it measured before, and so holds it to it:
+/// Remora's 16 MiB transfers on loopback swung between 2 and 7 GB/s from run to run; a raw
+/// 16 MiB stream ran 5.2-5.7 GB/s with BBR (quartiles 4.5-6.3) and 7.9-8.1 with CUBIC
+/// (quartiles 7.7-8.2; 2026-11-29, two cores).
 pub const LOCAL_CONGESTION: &str = "cubic";
 
 /// The default `REMORA_PAGER_POOL`: none. A pooled flow saves the dial (~100 µs) where a

@@ -73,8 +73,9 @@ pub enum LinkMsg {
         /// The dialer's node features: a bit set the link carries without reading it (the
         /// nodes give their bits their meanings).
         features: u32,
-        /// The dialer's kernel (`remora_sys::flow::kernel_id`): equal to the listener's
-        /// when both run on one machine, whatever their network namespaces.
+        /// The dialer's kernel word (its kernel id keyed with the cluster's secret): equal
+        /// to the listener's when both run on one machine, whatever their network
+        /// namespaces; `0` when its kernel does not say.
         kernel: u64,
     },
     /// Listener → dialer: its nonce, incarnation and proof.
@@ -87,7 +88,7 @@ pub enum LinkMsg {
         incarnation: u64,
         /// The listener's node features (as the dialer's hello).
         features: u32,
-        /// The listener's kernel (as the dialer's hello).
+        /// The listener's kernel word (as the dialer's hello).
         kernel: u64,
         /// HMAC-SHA256(secret, "remora-listener" ‖ dialer nonce ‖ listener nonce ‖ nodes ‖
         /// both feature words ‖ both kernels, the dialer's first).

@@ -29,9 +29,16 @@ pub(crate) fn median_ratio(ours: &[f64], theirs: &[f64]) -> f64 {
 /// (`REMORA_TCP_CONGESTION`: `auto` sets [`remora_config::LOCAL_CONGESTION`] there), which
 /// every raw TCP reference of the bench takes too: all of them run within this machine
 /// (loopback or network namespaces), and a reference paced by another algorithm would
-/// measure the kernel's pacing, not Remora's engine. `None`: the machine's default.
+/// measure the kernel's pacing, not Remora's engine. `None`: the machine's default, also
+/// where the kernel lacks or refuses the algorithm (the links then keep the default too).
 pub(crate) fn links_congestion() -> Option<&'static str> {
-    remora_config::Config::get().tcp_congestion.for_link(true)
+    static TAKEN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let name = remora_config::Config::get().tcp_congestion.for_link(true)?;
+    let taken = TAKEN.get_or_init(|| {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .is_ok_and(|l| remora_sys::flow::set_congestion(std::os::fd::AsFd::as_fd(&l), name).is_ok())
+    });
+    taken.then_some(name)
 }
 
 /// Give a raw TCP reference's socket [`links_congestion`] (nothing when that is the

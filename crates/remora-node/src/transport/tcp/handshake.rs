@@ -1,9 +1,11 @@
 //! The handshake of every flow: both sides prove they know the cluster secret (HMAC-SHA256
 //! over both nonces, both node ids, both nodes' feature words and both kernels), the
 //! listener checks the dialer is a node of the cluster and that it is the node asked for.
-//! MACs are compared in constant time. Each side notes the other's feature word and kernel
-//! (`Env::peer_features`) once the other's proof checked; what the word's bits mean is the
-//! node's, and the kernels tell a link within one machine (`congestion.rs`).
+//! MACs are compared in constant time. Each side notes the other's feature word, and
+//! whether the other's kernel word is its own (`Env::peer_features`), once the other's proof
+//! checked; what the word's bits mean is the node's, and the kernels tell a link within one
+//! machine (`tcp/mod.rs`'s `tune_congestion`). A kernel word is keyed with the cluster's
+//! secret ([`kernel_word`]): a stranger who sends a hello learns nothing of the machine.
 
 use super::framing::{read_frame, write_frame};
 use crate::transport::Env;
@@ -35,6 +37,27 @@ fn mac_state(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], sides: Sid
     m.update(&sides.kernels[0].to_le_bytes());
     m.update(&sides.kernels[1].to_le_bytes());
     m
+}
+
+/// This node's kernel word for a cluster with `secret`: the first 8 bytes of
+/// HMAC-SHA256(secret, "remora-kernel" ‖ kernel id), equal for every node of one machine
+/// and of one cluster, and nothing a stranger can tell a machine or its reboots by. `0`
+/// where the kernel does not say its id (never equal to a peer's then).
+pub(super) fn kernel_word(secret: &[u8]) -> u64 {
+    let id = remora_sys::flow::kernel_id();
+    if id == 0 {
+        return 0;
+    }
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC takes any key length");
+    m.update(b"remora-kernel");
+    m.update(&id.to_le_bytes());
+    let out = m.finalize().into_bytes();
+    u64::from_le_bytes(out[..8].try_into().expect("8 bytes")).max(1)
+}
+
+/// Whether a peer's kernel word `theirs` is this node's `mine` (neither unsaid).
+fn same_kernel(mine: u64, theirs: u64) -> bool {
+    mine != 0 && mine == theirs
 }
 
 fn mac(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], sides: Sides) -> [u8; 32] {
@@ -82,7 +105,7 @@ impl<'a> Dialer<'a> {
             nonce: self.mine,
             incarnation: self.me.incarnation,
             features: self.me.features,
-            kernel: remora_sys::flow::kernel_id(),
+            kernel: self.me.cluster.as_ref().map_or(0, |c| kernel_word(&c.secret)),
         }
     }
 
@@ -108,16 +131,17 @@ impl<'a> Dialer<'a> {
                 if node != to {
                     return Err(refused(format!("expected node {to}, answered by node {node}")));
                 }
+                let mine = kernel_word(secret);
                 let sides = Sides {
                     dialer: me,
                     listener: to,
                     features: [self.me.features, features],
-                    kernels: [remora_sys::flow::kernel_id(), kernel],
+                    kernels: [mine, kernel],
                 };
                 if !mac_ok(&m, secret, b"remora-listener", &self.mine, &theirs, sides) {
                     return Err(refused(format!("node {to} failed authentication")));
                 }
-                self.me.peer_features.note(to, features, kernel);
+                self.me.peer_features.note(to, features, same_kernel(mine, kernel));
                 Ok((
                     LinkMsg::Auth { mac: mac(secret, b"remora-dialer", &theirs, &self.mine, sides) },
                     incarnation,
@@ -196,7 +220,7 @@ pub(in crate::transport) fn accept_handshake<A>(
         return Err(refuse(s, format!("node {node} is not in the cluster file")));
     }
     let mine = nonce();
-    let kernel = remora_sys::flow::kernel_id();
+    let kernel = kernel_word(&cluster.secret);
     let sides = Sides {
         dialer: node,
         listener: me.node,
@@ -218,7 +242,7 @@ pub(in crate::transport) fn accept_handshake<A>(
     match read_frame::<LinkMsg>(s)? {
         LinkMsg::Auth { mac: m } if mac_ok(&m, &cluster.secret, b"remora-dialer", &mine, &theirs, sides) => {
             let link = admit(node).map_err(|why| refuse(s, why))?;
-            me.peer_features.note(node, their_features, their_kernel);
+            me.peer_features.note(node, their_features, same_kernel(kernel, their_kernel));
             write_frame(s, &LinkMsg::Welcome)?;
             Ok((node, flow, incarnation, link))
         }
@@ -247,8 +271,9 @@ mod tests {
         super::super::fuzzing::loopback_env(node, SECRET, features)
     }
 
+    /// The kernel word of every node of this machine in the test's cluster.
     fn mine() -> u64 {
-        remora_sys::flow::kernel_id()
+        kernel_word(SECRET)
     }
 
     /// Node 8 dials node 4, whose side the test plays by hand: its challenge says `said`,
@@ -277,6 +302,16 @@ mod tests {
         }
         let (dialed, me) = dialer.join().unwrap();
         (dialed, answer, me)
+    }
+
+    /// The word is keyed: another secret gives another word for this machine, and the word
+    /// is not the kernel id itself.
+    #[test]
+    fn the_kernel_word_depends_on_the_secret() {
+        assert_ne!(mine(), 0);
+        assert_eq!(mine(), kernel_word(SECRET), "stable");
+        assert_ne!(mine(), kernel_word(b"another-cluster-secret-0123456789"));
+        assert_ne!(mine(), remora_sys::flow::kernel_id());
     }
 
     #[test]
