@@ -439,7 +439,9 @@ impl Direct {
             if h.len != n as u64 {
                 return Err(std::io::Error::other(format!("the home sent {} bytes", h.len)));
             }
-            out.fill(at, n, &mut self.s)?;
+            // The payload read polling while its segments come (`remora_sys::flow::Eager`).
+            let spin = remora_config::Config::get().spin;
+            out.fill(at, n, &mut remora_sys::flow::Eager::new(&self.s, spin, 64 << 10))?;
         }
         if refused {
             return Err(std::io::Error::new(

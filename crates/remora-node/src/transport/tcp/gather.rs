@@ -79,6 +79,30 @@ impl<R: Read> Read for Gather<R> {
         (self.pos, self.end) = (0, n - direct);
         Ok(direct)
     }
+
+    /// A payload at least as large as the buffer: what is gathered first, then the rest
+    /// straight from the stream with the stream's own `read_exact` (which polls while the
+    /// frame's bytes come, `remora_sys::flow::Eager`); any other read as [`Read::read`]s.
+    fn read_exact(&mut self, mut dst: &mut [u8]) -> Result<()> {
+        if dst.len() >= self.buf.len() && dst.len() != self.exact {
+            if self.after_header {
+                (self.bulk, self.after_header) = (dst.len() > BULK_AFTER, false);
+            }
+            let n = dst.len().min(self.end - self.pos);
+            dst[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+            self.pos += n;
+            return self.inner.read_exact(&mut dst[n..]);
+        }
+        while !dst.is_empty() {
+            match self.read(dst) {
+                Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => dst = &mut dst[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -124,6 +148,46 @@ mod tests {
             assert_eq!((&hdr[..], &word[..]), (&frame[..40], &frame[40..]));
         }
         assert!(g.inner.2 <= 3, "{} reads for 100 frames", g.inner.2);
+    }
+
+    /// A source that counts the `read_exact` calls made on it (the eager stream's way).
+    struct Exacts<'a>(Chunks<'a>, usize);
+
+    impl Read for Exacts<'_> {
+        fn read(&mut self, dst: &mut [u8]) -> std::io::Result<usize> {
+            self.0.read(dst)
+        }
+
+        fn read_vectored(&mut self, dsts: &mut [std::io::IoSliceMut<'_>]) -> std::io::Result<usize> {
+            self.0.read_vectored(dsts)
+        }
+
+        fn read_exact(&mut self, dst: &mut [u8]) -> std::io::Result<()> {
+            self.1 += 1;
+            let mut at = 0;
+            while at < dst.len() {
+                at += self.0.read(&mut dst[at..])?;
+            }
+            Ok(())
+        }
+    }
+
+    /// A payload as large as the buffer takes what was gathered, then the rest in one
+    /// `read_exact` of the stream (which polls while the frame comes); a short one never
+    /// reaches it.
+    #[test]
+    fn a_large_payload_is_the_streams_own_exact_read() {
+        let src: Vec<u8> = (0..(40 + 300 + 40 + 8) as u32).map(|i| (i % 253) as u8).collect();
+        let mut g = Gather::new(Exacts(Chunks(&src, 100, 0), 0), 40, 64);
+        let (mut hdr, mut payload, mut word) = ([0u8; 40], [0u8; 300], [0u8; 8]);
+        g.read_exact(&mut hdr).unwrap();
+        g.read_exact(&mut payload).unwrap();
+        assert_eq!(g.inner.1, 1, "one exact read of the stream for the payload");
+        g.read_exact(&mut hdr).unwrap();
+        g.read_exact(&mut word).unwrap();
+        assert_eq!(g.inner.1, 1, "headers and short payloads are gathered reads");
+        assert_eq!(&payload[..], &src[40..340]);
+        assert_eq!((&hdr[..], &word[..]), (&src[340..380], &src[380..]));
     }
 
     /// Bytes come out in order whatever the mix of small and large reads and of the

@@ -290,7 +290,7 @@ fn serve(peer: &TcpPeer, s: StdStream, targets: &[(u64, &dyn PeerMemory)], watch
     }
     // A map's or a DMA's: its short stores land before their ACK goes (`gather.rs`), its
     // thread follows its frames (`follow.rs`).
-    let rd = super::gather::Gather::new(rd, BULK_FRAME, 64 << 10);
+    let rd = super::gather::Gather::new(super::eager(rd), BULK_FRAME, 64 << 10);
     let mut follow = s.try_clone().ok().and_then(|d| super::follow::Follow::new(d.into()));
     serve_many(peer.id, counters, rd, s, targets, watch, true, follow.as_mut());
 }
