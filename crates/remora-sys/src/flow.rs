@@ -126,13 +126,20 @@ pub fn recv_spinning(fd: BorrowedFd<'_>, buf: &mut [u8], spin: Duration) -> io::
 pub fn recv_exact_eager(fd: BorrowedFd<'_>, buf: &mut [u8], gap: Duration) -> io::Result<()> {
     let mut at = 0;
     let mut idle: Option<std::time::Instant> = None;
+    // Only one reader of the process polls at a time: readers of several streams at once
+    // (four DMA queues, an all-to-all) polling side by side took the cores their senders
+    // and each other needed; the others sleep as before.
+    let mut polling = Poller::take();
     while at < buf.len() {
-        let wait = idle.is_some_and(|t| t.elapsed() >= gap);
+        let wait = polling.is_none() || idle.is_some_and(|t| t.elapsed() >= gap);
         match recv(fd, &mut buf[at..], wait) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => {
                 at += n;
                 idle = None;
+                if polling.is_none() && at < buf.len() {
+                    polling = Poller::take();
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock && !wait => {
                 idle.get_or_insert_with(std::time::Instant::now);
@@ -140,8 +147,32 @@ pub fn recv_exact_eager(fd: BorrowedFd<'_>, buf: &mut [u8], gap: Duration) -> io
             }
             Err(e) => return Err(e),
         }
+        if wait {
+            // It slept: another reader may poll meanwhile.
+            polling = None;
+        }
     }
     Ok(())
+}
+
+/// Whether a reader of this process polls now ([`recv_exact_eager`]).
+static POLLING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The one place to poll, held while a reader polls.
+struct Poller;
+
+impl Poller {
+    /// The place, if no other reader holds it.
+    fn take() -> Option<Poller> {
+        use std::sync::atomic::Ordering;
+        (!POLLING.load(Ordering::Relaxed) && !POLLING.swap(true, Ordering::Acquire)).then_some(Poller)
+    }
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        POLLING.store(false, std::sync::atomic::Ordering::Release);
+    }
 }
 
 /// A stream socket read as [`io::Read`], whose `read_exact` of at least `min` bytes (a
@@ -423,6 +454,18 @@ mod tests {
         let e = r.read_exact(&mut short).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
         assert!(short[..10].iter().all(|&b| b == 9), "the bytes that came are there");
+    }
+
+    /// One reader of the process polls at a time; the place is free again once it is done.
+    #[test]
+    fn one_reader_polls_at_a_time() {
+        let first = Poller::take();
+        // Another test's eager read may hold the place: then this one gets none either.
+        if let Some(held) = first {
+            assert!(Poller::take().is_none(), "a second poller while one polls");
+            drop(held);
+            assert!(Poller::take().is_some(), "free again");
+        }
     }
 
     #[test]
