@@ -193,32 +193,48 @@ static int getinfo(const char *prov, const char *node, struct fi_info **info)
 
 /* Close the endpoint object alone (the operations still outstanding on it are discarded:
  * the provider touches their buffers and registrations no more); rofi_close closes the rest
- * once every registration of the domain is closed too. */
-void rofi_close_ep(struct rofi *r)
+ * once every registration of the domain is closed too. 0, or fi_close's failure: then the
+ * endpoint is still open (the provider may still use what its operations name) and stays
+ * in `r`. */
+int rofi_close_ep(struct rofi *r)
 {
-	if (r && r->ep) {
-		fi_close(&r->ep->fid);
-		r->ep = NULL;
-	}
+	int rc;
+	if (!r || !r->ep)
+		return 0;
+	rc = fi_close(&r->ep->fid);
+	if (rc)
+		return rc;
+	r->ep = NULL;
+	return 0;
 }
 
-void rofi_close(struct rofi *r)
+/* Close the objects of `r` (each once, in order) and free it: 0; or the first close that
+ * failed (-FI_EBUSY: something of the domain is still open), and then that object and
+ * those after it stay open and `r` is not freed (the provider may still use them). */
+int rofi_close(struct rofi *r)
 {
+	int rc;
 	if (!r)
-		return;
-	if (r->ep)
-		fi_close(&r->ep->fid);
-	if (r->cq)
-		fi_close(&r->cq->fid);
-	if (r->av)
-		fi_close(&r->av->fid);
-	if (r->domain)
-		fi_close(&r->domain->fid);
-	if (r->fabric)
-		fi_close(&r->fabric->fid);
+		return 0;
+#define ROFI_CLOSE(obj)                          \
+	do {                                     \
+		if (obj) {                       \
+			rc = fi_close(&(obj)->fid); \
+			if (rc)                  \
+				return rc;       \
+			(obj) = NULL;            \
+		}                                \
+	} while (0)
+	ROFI_CLOSE(r->ep);
+	ROFI_CLOSE(r->cq);
+	ROFI_CLOSE(r->av);
+	ROFI_CLOSE(r->domain);
+	ROFI_CLOSE(r->fabric);
+#undef ROFI_CLOSE
 	if (r->info)
 		lf.freeinfo(r->info);
 	free(r);
+	return 0;
 }
 
 static int open_at(const char *prov, const char *node, struct rofi **out, char *err, size_t errlen)
@@ -293,7 +309,7 @@ static int open_at(const char *prov, const char *node, struct rofi **out, char *
 	*out = r;
 	return 0;
 fail:
-	rofi_close(r);
+	(void)rofi_close(r); /* a failure leaves the rest open: nothing was registered yet */
 	return rc ? rc : -FI_EOTHER;
 }
 

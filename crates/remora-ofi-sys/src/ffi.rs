@@ -33,8 +33,8 @@ extern "C" {
         err: *mut c_char,
         errlen: usize,
     ) -> c_int;
-    pub fn rofi_close(r: *mut Rofi);
-    pub fn rofi_close_ep(r: *mut Rofi);
+    pub fn rofi_close(r: *mut Rofi) -> c_int;
+    pub fn rofi_close_ep(r: *mut Rofi) -> c_int;
     pub fn rofi_provider(r: *const Rofi) -> *const c_char;
     pub fn rofi_wait_fd(r: *const Rofi) -> c_int;
     pub fn rofi_mr_mode(r: *const Rofi) -> c_int;
@@ -105,8 +105,12 @@ mod absent {
     ) -> c_int {
         NOSYS
     }
-    pub unsafe fn rofi_close(_: *mut Rofi) {}
-    pub unsafe fn rofi_close_ep(_: *mut Rofi) {}
+    pub unsafe fn rofi_close(_: *mut Rofi) -> c_int {
+        0
+    }
+    pub unsafe fn rofi_close_ep(_: *mut Rofi) -> c_int {
+        0
+    }
     pub unsafe fn rofi_provider(_: *const Rofi) -> *const c_char {
         c"none".as_ptr()
     }

@@ -12,11 +12,14 @@
 //! * [`Region`]: a registered range of a [`Mapping`] (`fi_mr_reg`), closed when dropped.
 //!
 //! Every buffer an operation uses is kept alive by the endpoint until its completion has
-//! been read, or else until the endpoint is closed (an operation whose completion never
-//! comes, its peer's address removed under it, holds its registration no longer than
-//! that), so no safe call can free memory, or close a registration, the provider still
-//! uses. A registration outlives its endpoint if something else holds it: the provider's
-//! domain is closed after the last one ([`Endpoint::registrations`] counts them).
+//! been read, or else until the endpoint is closed, so no safe call can free memory, or
+//! close a registration, the provider still uses. A registration outlives its endpoint if
+//! something else holds it: the provider's domain is closed after the last one
+//! ([`Endpoint::registrations`] counts them).
+//!
+//! An operation whose completion never comes (its peer's address removed under it, say)
+//! holds its registration until the endpoint closes: a leak, bounded and counted
+//! ([`Endpoint::stranded`]; why it cannot be released earlier: `keep.rs`).
 //!
 //! When `pkg-config` did not find libfabric at build time the crate still builds and every
 //! call answers [`Error::not_installed`].
@@ -24,6 +27,7 @@
 #![allow(unsafe_code)]
 
 mod ffi;
+mod keep;
 mod recv;
 mod region;
 
@@ -31,7 +35,6 @@ use region::Core;
 pub use region::{Region, Registrations};
 
 use remora_sys::Mapping;
-use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -180,7 +183,7 @@ pub struct Endpoint {
     core: Arc<Core>,
     mr_mode: i32,
     provider: String,
-    keep: Mutex<HashMap<u64, Arc<Region>>>,
+    keep: keep::Keep,
     recv: Mutex<Vec<RecvBuf>>,
     /// Receive buffers whose posting failed: posted again at each read of completions, so
     /// that the endpoint never runs out of them.
@@ -260,7 +263,7 @@ impl Endpoint {
             core,
             mr_mode,
             provider: name.to_string_lossy().into_owned(),
-            keep: Mutex::new(HashMap::new()),
+            keep: keep::Keep::default(),
             recv: Mutex::new(Vec::new()),
             unposted: Mutex::new(Vec::new()),
             recv_size,
@@ -335,12 +338,6 @@ impl Endpoint {
         }
     }
 
-    /// Forget a peer's address.
-    pub fn remove(&self, addr: u64) {
-        // SAFETY: removing an address the vector does not hold only fails.
-        let _ = unsafe { ffi::rofi_av_remove(self.raw, addr) };
-    }
-
     /// The size of each receive buffer (the largest message that can be received).
     pub fn recv_size(&self) -> usize {
         self.recv_size
@@ -350,15 +347,17 @@ impl Endpoint {
     /// with `id`.
     ///
     /// # Errors
-    /// `fi_send`'s failure (`code` 11 when the queue is full: try again after reading
-    /// completions).
+    /// `id` is taken ([`Endpoint::write`]); `fi_send`'s failure (`code` 11 when the queue is
+    /// full: try again after reading completions).
     pub fn send(&self, dest: u64, msg: &[u8], id: u64) -> Result<(), Error> {
+        self.keep.hold(id, dest, None)?;
         // SAFETY: the shim copies the message before it returns.
         let rc = unsafe { ffi::rofi_send(self.raw, msg.as_ptr().cast(), msg.len(), dest, id) };
-        match rc {
-            0 => Ok(()),
-            _ => Err(Error::from_rc("fi_send", rc)),
+        if rc != 0 {
+            self.keep.release([id]);
+            return Err(Error::from_rc("fi_send", rc));
         }
+        Ok(())
     }
 
     fn register_raw(
@@ -425,7 +424,9 @@ impl Endpoint {
     /// `id`.
     ///
     /// # Errors
-    /// The range is outside `local`; `fi_write`'s failure (`code` 11: queue full).
+    /// The range is outside `local`, or `local` was registered on another endpoint; `id` is
+    /// in flight already (`code` 17: each operation needs its own, [`Endpoint::next_id`]) or
+    /// is a receive buffer's; `fi_write`'s failure (`code` 11: queue full).
     pub fn write(
         &self,
         local: &Arc<Region>,
@@ -472,7 +473,12 @@ impl Endpoint {
                 what: format!("{len} bytes at {off} of a region of {}", local.len),
             });
         }
-        self.keep.lock().unwrap_or_else(|p| p.into_inner()).insert(id, local.clone());
+        if !Arc::ptr_eq(&local.core, &self.core) {
+            // Its key and descriptor belong to another domain, which this endpoint's
+            // operations would not hold open.
+            return Err(Error { code: 22, what: "the region is registered on another endpoint".into() });
+        }
+        self.keep.hold(id, dest, Some(local))?;
         // SAFETY: the range is within the region (checked above), whose memory the keep
         // table holds alive until the completion is read.
         let rc = unsafe {
@@ -483,7 +489,7 @@ impl Endpoint {
             }
         };
         if rc != 0 {
-            self.keep.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+            self.keep.release([id]);
             return Err(Error::from_rc(if write { "fi_write" } else { "fi_read" }, rc));
         }
         Ok(())
@@ -491,7 +497,8 @@ impl Endpoint {
 
     /// Read the completions there are; when there are none, wait up to `timeout` for some
     /// without spinning (`fi_trywait`, then `poll` on the wait fd; or a blocking read in the
-    /// provider when it has no fd: sleeps that grow while nothing comes). Returns the completions read (maybe none).
+    /// provider when it has no fd: sleeps that grow while nothing comes). Returns the completions
+    /// read (maybe none).
     ///
     /// # Errors
     /// `fi_cq_read`'s failure (other than "nothing yet").
@@ -542,14 +549,11 @@ impl Endpoint {
         if n < 0 {
             return Err(Error::from_rc("fi_cq_read", n));
         }
-        let mut keep = self.keep.lock().unwrap_or_else(|p| p.into_inner());
+        self.keep.release(raw[..n as usize].iter().filter(|c| c.id < RECV_ID).map(|c| c.id));
         Ok(raw[..n as usize]
             .iter()
             .map(|c| {
                 let slot = (c.id >= RECV_ID).then(|| (c.id - RECV_ID) as usize);
-                if slot.is_none() {
-                    keep.remove(&c.id);
-                }
                 Completion {
                     id: c.id,
                     len: c.len as usize,
@@ -561,29 +565,5 @@ impl Endpoint {
                 }
             })
             .collect())
-    }
-}
-
-impl Drop for Endpoint {
-    fn drop(&mut self) {
-        self.closed.store(true, Ordering::Relaxed);
-        // SAFETY: nothing else holds the endpoint (it is being dropped), so nothing posts on
-        // it any more; the shim closes the endpoint object once. From here the provider
-        // touches no buffer and no registration of an operation posted on it: libfabric
-        // discards what is still outstanding at the close.
-        unsafe { ffi::rofi_close_ep(self.raw) };
-        // Registrations of operations whose completion never came (their peer's address
-        // was removed under them, say) close now: they were held until the provider could
-        // no longer touch them, and no longer.
-        self.keep.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        let bufs: Vec<RecvBuf> = std::mem::take(&mut *self.recv.lock().unwrap_or_else(|p| p.into_inner()));
-        for RecvBuf(p, n, r) in bufs {
-            drop(r);
-            // SAFETY: each buffer came from Box::into_raw of a boxed slice of n bytes, and
-            // the endpoint object that wrote into it is closed.
-            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, n)) });
-        }
-        // The domain and the rest close with `core`, after the last registration held
-        // elsewhere (a transfer's, the node's books') is closed too.
     }
 }

@@ -35,12 +35,21 @@ impl Drop for Core {
     fn drop(&mut self) {
         // SAFETY: the last holder of the objects: the endpoint object is closed already
         // (its `Endpoint` is gone) and so is every registration (each holds this).
-        unsafe { ffi::rofi_close(self.raw) };
+        let rc = unsafe { ffi::rofi_close(self.raw) };
+        if rc != 0 {
+            // The domain (or an object before it) is still open, and with it whatever the
+            // provider holds: counted as one registration still open, so that no one is told
+            // the domain is gone (the objects are left as they are: a leak, not a use after
+            // free).
+            tracing::error!("libfabric: the domain's objects could not close: {}", crate::strerror(rc));
+            self.open.fetch_add(1, Ordering::SeqCst);
+        }
     }
 }
 
 /// How many registrations of an endpoint's domain are open, readable after the endpoint
-/// is gone ([`crate::Endpoint::registrations`]).
+/// is gone ([`crate::Endpoint::registrations`]). A registration that could not be closed
+/// counts as open, and so does the domain if it could not be closed (as one more).
 #[derive(Debug, Clone)]
 pub struct Registrations(pub(crate) Arc<AtomicUsize>);
 
@@ -107,8 +116,14 @@ impl Drop for Region {
         // the mapping it covers is held, and when no operation uses it any more: the last
         // holder of a registration an operation used is the endpoint's `keep`, which lets go
         // of it at the operation's completion or after the endpoint object is closed.
-        let _ = unsafe { ffi::rofi_mr_close(self.mr) };
+        let rc = unsafe { ffi::rofi_mr_close(self.mr) };
+        if rc != 0 {
+            // Still registered: the memory stays mapped (peers may still reach it) and the
+            // registration counts as open.
+            tracing::error!("libfabric: a registration could not close: {}", crate::strerror(rc));
+            std::mem::forget(self.mapping.take());
+            return;
+        }
         self.core.open.fetch_sub(1, Ordering::SeqCst);
-        let _ = &self.mapping;
     }
 }
