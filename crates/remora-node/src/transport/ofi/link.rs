@@ -64,6 +64,7 @@ async fn dial(env: &Arc<Env>, link: &Arc<OfiLink>) -> std::io::Result<(TcpStream
         crate::transport::tcp::cap_backoff(&s, &env);
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
         let inc = dial_handshake(&mut s, &env, peer.id, Flow::Control)?;
+        crate::transport::tcp::tune_congestion(&s, &env, peer.id);
         Ok((s, inc))
     })
     .await
@@ -226,16 +227,28 @@ pub(super) async fn run_link(
         ofi.fabric.unroute(mine);
         *link.dest.lock().unwrap_or_else(|p| p.into_inner()) = None;
         rma::link_down(&link);
-        ofi.fabric.ep.remove(dest);
+        let stranded = ofi.fabric.ep.remove(dest);
+        if stranded > 0 {
+            // libfabric may never complete them (fi_av_remove leaves them undefined), and
+            // their registrations cannot be closed safely before: held until the endpoint
+            // closes (remora-ofi-sys, keep.rs).
+            tracing::warn!(
+                "ofi link to node {}: {stranded} operations still in flight to it may never \
+                 complete; their registrations stay held ({} such in all)",
+                peer.id,
+                ofi.fabric.ep.stranded()
+            );
+        }
         *peer.ctrl.lock().unwrap_or_else(|p| p.into_inner()) = None;
         if next.is_none() {
             let acts = peer.live().disconnected(Instant::now());
             peer.apply(acts);
         }
-        if wait {
+        if wait && dialer {
             // A send failed, or the link ended before it worked, while the bootstrap port
             // answers: redialling at once would make a loop of millisecond-long links, each
-            // told to user code as down, then up.
+            // told to user code as down, then up. (The side that does not dial makes no
+            // link: a pause would only delay serving the dialer's next one.)
             pause(&mut backoff).await;
         }
     }
