@@ -187,8 +187,11 @@ pub(super) async fn run_peer(
         // A connection that ends before it was stable (the peer closes it right after the
         // handshake, or a while later, again and again; a peer that keeps no link with us
         // refuses us in the handshake instead, and the dial fails) is redialled with
-        // back-off, not in a loop.
-        if let Some(pause) = after_link(&mut backoff, up.elapsed(), hb) {
+        // back-off, not in a loop. Only by the side that dials: the other makes no
+        // connection, and a pause would only keep it from serving one already
+        // authenticated (the dialer's next try, after its own pause).
+        let pause = after_link(&mut backoff, up.elapsed(), hb);
+        if let (true, Some(pause)) = (dialer, pause) {
             tokio::time::sleep(pause).await;
         }
     }

@@ -51,14 +51,39 @@ fn env(node: u32, dir: &std::path::Path, [p4, p8]: [u16; 2]) -> Env {
     }
 }
 
+/// A fake node 8 ([`flapping_peer`]): the control flows it took; its listener and accept
+/// thread end when it is dropped.
+struct Flapping {
+    links: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    addr: std::net::SocketAddr,
+    accepts: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Flapping {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept (a connection it takes, sees the stop, and drops with the listener).
+        let _ = std::net::TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(t) = self.accepts.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// A fake node 8 at `listener`: it authenticates every flow node 4 dials, reads the first
 /// frame of each control flow and holds it `hold` after that, then drops it (its bulk flows
 /// too); counts the control flows it took.
-fn flapping_peer(env: Env, listener: std::net::TcpListener, hold: Duration) -> Arc<AtomicUsize> {
+fn flapping_peer(env: Env, listener: std::net::TcpListener, hold: Duration) -> Flapping {
     let (count, env) = (Arc::new(AtomicUsize::new(0)), Arc::new(env));
-    let c = count.clone();
-    std::thread::spawn(move || {
+    let stop = Arc::new(AtomicBool::new(false));
+    let addr = listener.local_addr().unwrap();
+    let (c, halt) = (count.clone(), stop.clone());
+    let accepts = std::thread::spawn(move || {
         for s in listener.incoming() {
+            if halt.load(Ordering::SeqCst) {
+                return;
+            }
             let Ok(mut s) = s else { return };
             let (env, c) = (env.clone(), c.clone());
             std::thread::spawn(move || {
@@ -72,7 +97,7 @@ fn flapping_peer(env: Env, listener: std::net::TcpListener, hold: Duration) -> A
             });
         }
     });
-    count
+    Flapping { links: count, stop, addr, accepts: Some(accepts) }
 }
 
 /// Node 8 takes node 4's links and drops each a heartbeat and a half after it is up (a
@@ -84,7 +109,8 @@ fn a_peer_that_drops_its_links_after_a_heartbeat_is_redialled_with_back_off() {
     let dir = tempfile::tempdir().unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let ports = [remora_testkit::free_port(), listener.local_addr().unwrap().port()];
-    let links = flapping_peer(env(8, dir.path(), ports), listener, MS(150));
+    let node8 = flapping_peer(env(8, dir.path(), ports), listener, MS(150));
+    let links = node8.links.clone();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (peer, rx) = TcpPeer::with_accepts(Arc::new(Nobody), 8, format!("127.0.0.1:{}", ports[1]));
     let task = rt.spawn(run_peer(Arc::new(env(4, dir.path(), ports)), peer, rx));
@@ -97,7 +123,64 @@ fn a_peer_that_drops_its_links_after_a_heartbeat_is_redialled_with_back_off() {
     std::thread::sleep(Duration::from_secs(3));
     let n = links.load(Ordering::SeqCst) - first;
     task.abort();
+    let at = node8.addr;
+    drop(node8);
+    assert!(std::net::TcpStream::connect(at).is_err(), "node 8's listener closed with the test");
     assert!(n <= 9, "node 4 redialled a flapping peer {n} times in 3 s: no back-off");
+}
+
+/// Node `node` with no cluster file (a heartbeat of 200 ms).
+fn lone(node: u32) -> Env {
+    Env {
+        node,
+        runtime_dir: std::env::temp_dir(),
+        cluster: None,
+        incarnation: 1,
+        features: 0,
+        peer_features: Default::default(),
+        congestion: Default::default(),
+    }
+}
+
+/// Node 8 does not dial node 4 (the smaller id dials), it serves the connections node 4
+/// makes. After links that did not last it waited the back-off's pause all the same before
+/// serving the next, already authenticated (50, 100, ... ms: 2.5 s over seven links);
+/// only the dialer pauses now, so each new link is up at once.
+#[test]
+fn the_side_that_does_not_dial_serves_each_new_link_at_once() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let env = lone(8);
+    let (peer, inbound) = TcpPeer::with_accepts(Arc::new(Nobody), 4, addr.to_string());
+    let task = rt.spawn(run_peer(Arc::new(env), peer.clone(), inbound));
+    let tx = peer.accepted.lock().unwrap().clone().unwrap();
+    let mut waited = Duration::ZERO;
+    for _ in 0..7 {
+        // Node 4's next link (authenticated: the handshake is the listener's, before this).
+        let ours = std::net::TcpStream::connect(addr).unwrap();
+        let (theirs, _) = listener.accept().unwrap();
+        let (stop, twin) = (Arc::new(AtomicBool::new(false)), theirs.try_clone().unwrap());
+        pinging(theirs, stop.clone());
+        ours.set_nonblocking(true).unwrap();
+        let t = Instant::now();
+        rt.block_on(async { tx.send((TcpStream::from_std(ours).unwrap(), 5)).unwrap() });
+        while peer.state() != LinkState::Up {
+            assert!(t.elapsed() < Duration::from_secs(30), "the link never came up");
+            std::thread::sleep(MS(1));
+        }
+        waited += t.elapsed();
+        // Node 4 drops it at once: a link that did not last.
+        stop.store(true, Ordering::SeqCst);
+        twin.shutdown(std::net::Shutdown::Both).unwrap();
+        let t = Instant::now();
+        while peer.state() == LinkState::Up {
+            assert!(t.elapsed() < Duration::from_secs(30), "the link never went down");
+            std::thread::sleep(MS(1));
+        }
+    }
+    task.abort();
+    assert!(waited < Duration::from_millis(1200), "node 8 served 7 links in {waited:?}: it paused");
 }
 
 /// Node 8's side of an accepted control connection that keeps pinging node 4 (every
@@ -128,15 +211,7 @@ fn a_write_that_fails_takes_the_link_down_at_once() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let env = Env {
-        node: 9,
-        runtime_dir: std::env::temp_dir(),
-        cluster: None,
-        incarnation: 1,
-        features: 0,
-        peer_features: Default::default(),
-        congestion: Default::default(),
-    };
+    let env = lone(9);
     // Node 8's address answers (the listener): a probe while the link is down finds it.
     let (peer, inbound) = TcpPeer::with_accepts(Arc::new(Nobody), 8, addr.to_string());
     rt.spawn(run_peer(Arc::new(env), peer.clone(), inbound));
