@@ -132,6 +132,10 @@ pub fn recv_exact_eager(fd: BorrowedFd<'_>, buf: &mut [u8], gap: Duration) -> io
     let mut polling = Poller::take();
     while at < buf.len() {
         let wait = polling.is_none() || idle.is_some_and(|t| t.elapsed() >= gap);
+        if wait {
+            // About to sleep: another reader may poll meanwhile.
+            polling = None;
+        }
         match recv(fd, &mut buf[at..], wait) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => {
@@ -146,10 +150,6 @@ pub fn recv_exact_eager(fd: BorrowedFd<'_>, buf: &mut [u8], gap: Duration) -> io
                 std::hint::spin_loop();
             }
             Err(e) => return Err(e),
-        }
-        if wait {
-            // It slept: another reader may poll meanwhile.
-            polling = None;
         }
     }
     Ok(())
@@ -174,6 +174,10 @@ impl Drop for Poller {
         POLLING.store(false, std::sync::atomic::Ordering::Release);
     }
 }
+
+/// The payloads read eagerly ([`Eager`]): a frame's of at least this many bytes (a page
+/// fetch's or a flush's shorter ones come in one or two segments).
+pub const EAGER_PAYLOAD: usize = 64 << 10;
 
 /// A stream socket read as [`io::Read`], whose `read_exact` of at least `min` bytes (a
 /// frame's payload, on its way) is [`recv_exact_eager`] with `gap`; every other read is

@@ -441,7 +441,11 @@ impl Direct {
             }
             // The payload read polling while its segments come (`remora_sys::flow::Eager`).
             let spin = remora_config::Config::get().spin;
-            out.fill(at, n, &mut remora_sys::flow::Eager::new(&self.s, spin, 64 << 10))?;
+            out.fill(
+                at,
+                n,
+                &mut remora_sys::flow::Eager::new(&self.s, spin, remora_sys::flow::EAGER_PAYLOAD),
+            )?;
         }
         if refused {
             return Err(std::io::Error::new(

@@ -247,7 +247,7 @@ pub(super) fn start_bulk(peer: &Arc<TcpPeer>, s: StdStream, lane: usize) -> std:
 /// Serve the incoming side of the bulk flow `lane` until it breaks; requests are answered
 /// on the same lane.
 fn bulk_reader(peer: Arc<TcpPeer>, s: StdStream, lane: usize) {
-    let mut s = super::eager(s);
+    let mut s = super::eager(s, remora_sys::flow::EAGER_PAYLOAD);
     let mut scratch = vec![0u8; 64 << 10];
     while let Some(hdr) = read_header(&mut s, peer.id, "bulk") {
         peer.bytes_in.fetch_add(hdr.len, Ordering::Relaxed);

@@ -96,14 +96,11 @@ pub(in crate::transport) fn tune_congestion(s: &impl std::os::fd::AsFd, env: &En
     }
 }
 
-/// Payloads of at least this many bytes are read eagerly ([`eager`]).
-pub(super) const EAGER_MIN: usize = 64 << 10;
-
-/// A flow's stream as this node reads it: a frame's payload of [`EAGER_MIN`] bytes or more
-/// is read polling while its segments come, up to `REMORA_SPIN_US` between two
+/// A flow's stream as this node reads it: a frame's payload of `min` bytes or more is read
+/// polling while its segments come, up to `REMORA_SPIN_US` between two
 /// ([`remora_sys::flow::Eager`]); a reader waiting for a frame sleeps at once.
-pub(super) fn eager<S>(s: S) -> remora_sys::flow::Eager<S> {
-    remora_sys::flow::Eager::new(s, remora_config::Config::get().spin, EAGER_MIN)
+pub(super) fn eager<S>(s: S, min: usize) -> remora_sys::flow::Eager<S> {
+    remora_sys::flow::Eager::new(s, remora_config::Config::get().spin, min)
 }
 
 /// The `tcp` transport of a running node.

@@ -290,7 +290,9 @@ fn serve(peer: &TcpPeer, s: StdStream, targets: &[(u64, &dyn PeerMemory)], watch
     }
     // A map's or a DMA's: its short stores land before their ACK goes (`gather.rs`), its
     // thread follows its frames (`follow.rs`).
-    let rd = super::gather::Gather::new(super::eager(rd), BULK_FRAME, 64 << 10);
+    // Gather hands its stream only the rest of a payload at least as large as its buffer
+    // (`EAGER_PAYLOAD`), after what it gathered: that rest is read eagerly whatever its size.
+    let rd = super::gather::Gather::new(super::eager(rd, 1), BULK_FRAME, remora_sys::flow::EAGER_PAYLOAD);
     let mut follow = s.try_clone().ok().and_then(|d| super::follow::Follow::new(d.into()));
     serve_many(peer.id, counters, rd, s, targets, watch, true, follow.as_mut());
 }
