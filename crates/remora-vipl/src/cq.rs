@@ -27,14 +27,27 @@ struct CqInner {
     bell: Interrupt,
     self_bell: RemoteInterrupt,
     /// Threads sleeping on `bell` (`VipCQWait`, `VipRecvWait` of an attached receive
-    /// queue): a completion taken in here rings it for them.
+    /// queue): an error or a disconnect ([`CompletionQueue::wake`]) rings it for them.
     waiting: AtomicUsize,
+    /// Those of `waiting` in `VipCQWait`: a completion taken in here rings the bell for
+    /// them ([`CompletionQueue::push`]). A `VipRecvWait` needs no such ring: the peer rang
+    /// for its own message.
+    cq_waiting: AtomicUsize,
     /// `VipDestroyCQ` succeeded: a notification still waiting ends without a call.
     destroyed: AtomicBool,
     /// Rings of `bell` by this process (tests count them).
     #[cfg(test)]
     rung: AtomicUsize,
+    /// Threads inside [`CqWaiter::sleep`] (tests wait for them to sleep).
+    #[cfg(test)]
+    asleep: AtomicUsize,
 }
+
+/// The longest sleep of a `VipCQWait` (and a `VipRecvWait` on the queue's doorbell) before
+/// it looks again. Tests sleep 2 s: a ring missed shows as seconds, not as the 50 ms that
+/// a loaded machine's late thread also takes.
+pub(crate) const SLICE: Duration =
+    if cfg!(test) { Duration::from_secs(2) } else { Duration::from_millis(50) };
 
 impl Drop for CqInner {
     fn drop(&mut self) {
@@ -102,9 +115,12 @@ impl CompletionQueue {
                 bell,
                 self_bell,
                 waiting: AtomicUsize::new(0),
+                cq_waiting: AtomicUsize::new(0),
                 destroyed: AtomicBool::new(false),
                 #[cfg(test)]
                 rung: AtomicUsize::new(0),
+                #[cfg(test)]
+                asleep: AtomicUsize::new(0),
             }),
         })
     }
@@ -162,7 +178,7 @@ impl CompletionQueue {
             }
             e.push_back((vi, recv));
         }
-        self.wake();
+        self.ring_unless_alone(&self.inner.cq_waiting, CQ_WAIT);
     }
 
     /// Take in the receives of the attached VIs: their completions join the queue.
@@ -175,17 +191,31 @@ impl CompletionQueue {
     }
 
     /// Ring the doorbell when a thread other than this one sleeps on it (is counted by
-    /// [`CompletionQueue::waiter`]): a waiter that takes a completion in itself (its last
-    /// look before it sleeps, its look after a ring) does not ring for itself, which would
-    /// wake the others for nothing.
+    /// [`CompletionQueue::waiter`]), of either kind: an error or a disconnect of a VI.
     pub(crate) fn wake(&self) {
-        let me = Arc::as_ptr(&self.inner) as usize;
-        let mine = COUNTED_ON.with(|c| c.get() == me) as usize;
-        if self.inner.waiting.load(Ordering::SeqCst) > mine {
-            #[cfg(test)]
-            self.inner.rung.fetch_add(1, Ordering::Relaxed);
-            let _ = self.inner.self_bell.trigger();
+        self.ring_unless_alone(&self.inner.waiting, ANY_WAIT);
+    }
+
+    /// Ring the doorbell when `count` counts a thread other than this one; this one is
+    /// counted there when it is counted on this queue with a kind bit `kind` takes. A
+    /// waiter that takes a completion in itself (its last look before it sleeps, its look
+    /// after a ring) does not ring for itself, which would wake the others for nothing.
+    fn ring_unless_alone(&self, count: &AtomicUsize, kind: usize) {
+        // The count first: a thread-local look only when one sleeper might be this one.
+        let n = count.load(Ordering::SeqCst);
+        if n == 0 {
+            return;
         }
+        if n == 1 {
+            let me = Arc::as_ptr(&self.inner) as usize;
+            let on = COUNTED_ON.with(|c| c.get());
+            if on & !CQ_WAIT == me && on & kind == kind {
+                return;
+            }
+        }
+        #[cfg(test)]
+        self.inner.rung.fetch_add(1, Ordering::Relaxed);
+        let _ = self.inner.self_bell.trigger();
     }
 
     /// `VipDestroyCQ`.
@@ -265,27 +295,32 @@ impl CompletionQueue {
             }
             let left = match timeout {
                 Some(t) => t.checked_sub(start.elapsed()).filter(|l| !l.is_zero()).ok_or(Error::Timeout)?,
-                None => Duration::from_millis(50),
+                None => SLICE,
             };
-            let waiter = self.waiter();
+            let waiter = self.waiter(true);
             if let Ok(x) = self.done() {
                 return Ok(x);
             }
-            waiter.sleep(left.min(Duration::from_millis(50)), Duration::from_micros(20));
+            waiter.sleep(left.min(SLICE), Duration::from_micros(20));
         }
     }
 
     /// Count the caller among the threads sleeping on the queue's doorbell until the
-    /// guard drops: a completion taken in from now on (by another thread) rings it, and a
+    /// guard drops (`cq_wait`: as a `VipCQWait`): an error or a disconnect from now on
+    /// (and, for a `VipCQWait`, a completion taken in by another thread) rings it, and a
     /// ring from now on ends its [`CqWaiter::sleep`]. Taken before the caller's last look.
-    pub(crate) fn waiter(&self) -> CqWaiter<'_> {
+    pub(crate) fn waiter(&self, cq_wait: bool) -> CqWaiter<'_> {
         // The count of rings first: a completion the look after this misses (it lands
         // later) is rung after it, for a peer's ring follows its stores and a completion
         // taken in here rings once this thread is counted.
         let seen = self.inner.bell.triggers().unwrap_or(0);
+        if cq_wait {
+            self.inner.cq_waiting.fetch_add(1, Ordering::SeqCst);
+        }
         self.inner.waiting.fetch_add(1, Ordering::SeqCst);
-        COUNTED_ON.with(|c| c.set(Arc::as_ptr(&self.inner) as usize));
-        CqWaiter { cq: self, seen }
+        let kind = if cq_wait { CQ_WAIT } else { ANY_WAIT };
+        COUNTED_ON.with(|c| c.set(Arc::as_ptr(&self.inner) as usize | kind));
+        CqWaiter { cq: self, seen, cq_wait }
     }
 
     /// Rings of the doorbell by this process ([`CompletionQueue::wake`]) so far.
@@ -299,11 +334,23 @@ impl CompletionQueue {
     pub(crate) fn rings(&self) -> u32 {
         self.inner.bell.triggers().unwrap()
     }
+
+    /// Threads asleep on the doorbell now (inside [`CqWaiter::sleep`]).
+    #[cfg(test)]
+    pub(crate) fn asleep(&self) -> usize {
+        self.inner.asleep.load(Ordering::SeqCst)
+    }
 }
 
+/// The kind bit of [`COUNTED_ON`] for a `VipCQWait` (a `CqInner` is aligned to 8 bytes,
+/// so the address's low bits are free), and the mask that any kind passes.
+const CQ_WAIT: usize = 1;
+const ANY_WAIT: usize = 0;
+
 thread_local! {
-    /// The completion queue (its `CqInner`'s address) whose doorbell this thread is
-    /// counted on, 0 for none: its own completions do not ring for it.
+    /// The completion queue (its `CqInner`'s address, with [`CQ_WAIT`] for a `VipCQWait`)
+    /// whose doorbell this thread is counted on, 0 for none: its own completions do not
+    /// ring for it.
     static COUNTED_ON: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
@@ -313,18 +360,25 @@ pub(crate) struct CqWaiter<'a> {
     cq: &'a CompletionQueue,
     /// The doorbell's count of rings before the thread's last look.
     seen: u32,
+    /// Counted as a `VipCQWait` too.
+    cq_wait: bool,
 }
 
 impl CqWaiter<'_> {
     /// Sleep up to `slice` (spinning `spin` first) until the doorbell rings after the
-    /// caller's last look, then stop being counted. `VipCQWait` and `VipRecvWait` of an
+    /// count read before the caller's last look ([`CompletionQueue::waiter`]), then stop
+    /// being counted. `VipCQWait` and `VipRecvWait` of an
     /// attached receive queue (its peer rings this bell, not the VI's, on every completion)
     /// sleep so: a ring consumes nothing, every sleeper wakes and looks for its own
     /// completion (none takes a ring another needed, to sleep on to its slice's end), and
     /// a thread that takes a completion in after the ring is not counted any more (it
     /// rings for the others only).
     pub(crate) fn sleep(self, slice: Duration, spin: Duration) {
+        #[cfg(test)]
+        self.cq.inner.asleep.fetch_add(1, Ordering::SeqCst);
         let _ = self.cq.inner.bell.wait_past(self.seen, Some(slice), spin);
+        #[cfg(test)]
+        self.cq.inner.asleep.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -332,6 +386,9 @@ impl Drop for CqWaiter<'_> {
     fn drop(&mut self) {
         COUNTED_ON.with(|c| c.set(0));
         self.cq.inner.waiting.fetch_sub(1, Ordering::SeqCst);
+        if self.cq_wait {
+            self.cq.inner.cq_waiting.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 

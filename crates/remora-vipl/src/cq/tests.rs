@@ -61,9 +61,20 @@ impl Pairs {
 }
 
 /// Rounds of each multi-waiter test, and how long after its completion a waiter must be
-/// back (a ring taken by another thread left it asleep to the end of its 50 ms slice).
+/// back: a ring taken by another thread left it asleep to the end of its slice
+/// ([`crate::cq::SLICE`], 2 s in tests), where a loaded machine's late thread takes tens of
+/// milliseconds.
 const ROUNDS: usize = 8;
-const PROMPT: Duration = Duration::from_millis(30);
+const PROMPT: Duration = Duration::from_millis(500);
+
+/// Wait until `n` threads sleep on `cq`'s doorbell.
+fn until_asleep(cq: &CompletionQueue, n: usize) {
+    let end = Instant::now() + Duration::from_secs(20);
+    while cq.asleep() != n {
+        assert!(Instant::now() < end, "{} of {n} waiters asleep", cq.asleep());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
 
 /// Run `ROUNDS` rounds: `n` threads each wait once per round (`wait(i)`); once they sleep,
 /// the clients `first(round)` send one message each, and when every thread of `first` is
@@ -87,9 +98,7 @@ fn prompt_rounds(
                     tx.send((i, Instant::now())).unwrap();
                 });
             }
-            // Asleep by now (they spin 20 µs at most), not long: one left asleep to the end
-            // of its slice comes back some 45 ms after the message.
-            std::thread::sleep(Duration::from_millis(5));
+            until_asleep(&p.cq, n);
             let last = p.send(first.iter().copied());
             let mut worst = Duration::ZERO;
             for _ in 0..first.len() {
@@ -112,6 +121,8 @@ fn prompt_rounds(
 /// one of them, and its waiter is back at once. Before, the thread that took the peer's
 /// ring took in every VI's completion and rang again; a thread with nothing of its own
 /// that took the ring again left the message's waiter asleep to the end of its slice.
+/// Nor does a waiter ring the bell for the others once it takes its message in (each
+/// message is the peer's ring, which woke them all).
 #[test]
 fn every_receive_waiter_on_a_completion_queue_wakes_for_its_own_message() {
     let h = Harness::with_cluster(&[4, 8], false);
@@ -127,6 +138,7 @@ fn every_receive_waiter_on_a_completion_queue_wakes_for_its_own_message() {
         },
     );
     assert!(prompt >= ROUNDS - 1, "only {prompt} of {ROUNDS} rounds had the receive waiter back at once");
+    assert_eq!(p.cq.rung(), 0, "receive waiters rang the bell for each other");
 }
 
 /// Several `VipCQWait`s on one queue, as many completions: each waiter takes one, at once.
@@ -159,7 +171,7 @@ fn a_receive_waiter_does_not_ring_its_completion_queue_for_itself() {
         let before = p.cq.rings();
         std::thread::scope(|s| {
             let waiter = s.spawn(|| p.servers[0].recv_wait(T).unwrap());
-            std::thread::sleep(Duration::from_millis(20));
+            until_asleep(&p.cq, 1);
             p.send([0]);
             waiter.join().unwrap();
         });
@@ -169,4 +181,66 @@ fn a_receive_waiter_does_not_ring_its_completion_queue_for_itself() {
         assert!(p.cq.done().is_ok());
     }
     let _ = &p.snic;
+}
+
+/// A `VipCQWait` asleep on a queue that a VI's sends feed: a send completes in this process
+/// (no peer rings for it), and the thread that takes it in rings the bell for the waiter,
+/// which is back at once.
+#[test]
+fn a_send_completion_rings_for_a_completion_queue_waiter() {
+    let h = Harness::with_cluster(&[4, 8], false);
+    let (snic, cnic) = nics(&h);
+    let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
+    let cq = CompletionQueue::create(&cnic, 16).unwrap();
+    let server = Vi::create(&snic, reliable(sp, false), None, None).unwrap();
+    let client = Vi::create(&cnic, reliable(cp, false), Some(&cq), None).unwrap();
+    let (sbuf, sdesc) = (Mem::new(&snic, 64 * 4, sp), Mem::new(&snic, 64 * 4, sp));
+    let (cbuf, cdesc) = (Mem::new(&cnic, 64, cp), Mem::new(&cnic, 64, cp));
+    for j in 0..4 {
+        post_recv(&snic, &server, &sdesc, 64 * j, &sbuf, 64 * j, 64);
+    }
+    connect(&snic, &server, &cnic, &client, b"cq-send-waiter");
+    for round in 0..4 {
+        let before = cq.rung();
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                let (vi, recv) = cq.wait(T).unwrap();
+                assert!(!recv && vi.id() == client.id());
+                vi.send_done().unwrap();
+                Instant::now()
+            });
+            until_asleep(&cq, 1);
+            let posted = Instant::now();
+            post_send(&cnic, &client, &cdesc, 0, &cbuf, 0, &[round as u8; 8]);
+            let late = waiter.join().unwrap().saturating_duration_since(posted);
+            assert!(late < PROMPT, "round {round}: the waiter came back {late:?} after the send");
+        });
+        assert_eq!(cq.rung() - before, 1, "round {round}: rings for the waiter");
+    }
+}
+
+/// Who rings the doorbell: a completion taken in rings it for the `VipCQWait`s other than
+/// the taker, an error (`wake`) for every sleeper other than the caller. A `VipRecvWait`
+/// is rung for errors only (the peer rings for its messages).
+#[test]
+fn completions_ring_for_other_completion_queue_waiters_and_errors_for_every_sleeper() {
+    let h = Harness::with_cluster(&[4, 8], false);
+    let (nic, _) = nics(&h);
+    let cq = CompletionQueue::create(&nic, 64).unwrap();
+    let elsewhere = |f: &(dyn Fn() + Sync)| std::thread::scope(|s| s.spawn(f).join().unwrap());
+    let rung = |what: &(dyn Fn() + Sync)| {
+        let before = cq.rung();
+        what();
+        cq.rung() - before
+    };
+    let (push, wake) = (|| cq.push(0, true, 0), || cq.wake());
+    assert_eq!((rung(&push), rung(&wake)), (0, 0), "nobody sleeps");
+    let w = cq.waiter(true);
+    assert_eq!((rung(&push), rung(&wake)), (0, 0), "a VipCQWait rang for itself");
+    assert_eq!((rung(&|| elsewhere(&push)), rung(&|| elsewhere(&wake))), (1, 1), "for a VipCQWait");
+    drop(w);
+    let w = cq.waiter(false);
+    assert_eq!((rung(&push), rung(&wake)), (0, 0), "a VipRecvWait rang for itself");
+    assert_eq!((rung(&|| elsewhere(&push)), rung(&|| elsewhere(&wake))), (0, 1), "for a VipRecvWait");
+    drop(w);
 }

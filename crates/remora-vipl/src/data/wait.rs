@@ -2,8 +2,8 @@
 //! (polling a moment on one host, sleeping on the done count or the pair's own stream
 //! across hosts, on the doorbell otherwise).
 
-use crate::layout;
 use crate::link::direct::{Pump, WAIT_SLICE};
+use crate::{cq, layout};
 use crate::{Error, Result, Vi};
 use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
@@ -197,15 +197,16 @@ impl Vi {
             }
             // With a CQ, counted among its doorbell's sleepers before the last look: an
             // error or a completion taken in by another thread from then on rings it.
-            let cq_waiter = vi.recv_cq.as_ref().map(|cq| cq.waiter());
+            let cq_waiter = vi.recv_cq.as_ref().map(|cq| cq.waiter(false));
             // A sender on this host does not fence its entry before it looks at the flag:
             // watch the ring the moment an entry takes to become visible.
             let got = if flagged.is_some() { self.recv_done_within(SETTLE) } else { self.recv_done() };
+            let most = if cq_waiter.is_some() { cq::SLICE } else { Duration::from_millis(50) };
             let left = match timeout {
                 Some(t) => t.checked_sub(start.elapsed()),
-                None => Some(Duration::from_millis(50)),
+                None => Some(most),
             };
-            match left.filter(|l| !l.is_zero() && got.is_err()).map(|l| l.min(Duration::from_millis(50))) {
+            match left.filter(|l| !l.is_zero() && got.is_err()).map(|l| l.min(most)) {
                 // The peer rings the CQ's doorbell for a receive queue that feeds one (every
                 // sleeper wakes, and looks at its own VI's ring), the VI's otherwise.
                 Some(slice) => match cq_waiter {
