@@ -535,18 +535,36 @@ impl Vi {
             }
             // A wake-up without the outcome (spurious, a signal) looks again.
             g = match deadline {
-                None | Some(None) => self.inner.peer_outcome.wait(g).unwrap_or_else(|p| p.into_inner()),
+                None | Some(None) => self.sleep_on_outcome(g, None),
                 Some(Some(d)) => {
                     let left = d.saturating_duration_since(Instant::now());
                     if left.is_zero() {
                         return Err(Error::NotDone);
                     }
-                    self.inner.peer_outcome.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0
+                    self.sleep_on_outcome(g, Some(left))
                 }
             };
         }
     }
+
+    /// Sleep on the peer connection's outcome up to `left` (`None`: until notified),
+    /// counted among its sleepers meanwhile (tests wait for a sleeper).
+    fn sleep_on_outcome<'a>(&self, g: PeerGuard<'a>, left: Option<Duration>) -> PeerGuard<'a> {
+        #[cfg(test)]
+        self.inner.peer_sleepers.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let cv = &self.inner.peer_outcome;
+        let g = match left {
+            None => cv.wait(g).unwrap_or_else(|p| p.into_inner()),
+            Some(l) => cv.wait_timeout(g, l).unwrap_or_else(|p| p.into_inner()).0,
+        };
+        #[cfg(test)]
+        self.inner.peer_sleepers.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        g
+    }
 }
+
+/// The lock of a VI's peer connection outcome ([`ViInner::peer_connect`]).
+type PeerGuard<'a> = std::sync::MutexGuard<'a, Option<Option<Result<ViAttributes>>>>;
 
 #[cfg(test)]
 mod tests;

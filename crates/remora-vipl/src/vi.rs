@@ -159,6 +159,9 @@ pub(crate) struct ViInner {
     /// Notified when a peer-to-peer connect's outcome becomes known (`VipConnectPeerWait`
     /// sleeps on it).
     pub(crate) peer_outcome: Condvar,
+    /// Threads asleep on `peer_outcome` now (counted under `peer_connect`'s lock).
+    #[cfg(test)]
+    pub(crate) peer_sleepers: std::sync::atomic::AtomicUsize,
     /// This VI's connection number: told to the peer in [`crate::link::PeerInfo`], carried by every word
     /// the peer stores in this VI's segment ([`layout::tagged`]: counts, flags, what it
     /// says about itself, each completion's sequence number, each receive it describes),
@@ -269,6 +272,8 @@ impl Vi {
             recv: Lock::new(RecvQ::default()),
             peer_connect: Mutex::new(None),
             peer_outcome: Condvar::new(),
+            #[cfg(test)]
+            peer_sleepers: std::sync::atomic::AtomicUsize::new(0),
             conn: AtomicU32::new(1),
         });
         nic.add_vi(&inner);

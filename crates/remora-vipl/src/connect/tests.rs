@@ -6,8 +6,9 @@
 use crate::testing::{two, T};
 use crate::{Error, NetAddress, Vi, ViState};
 use remora_testkit::Harness;
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A step to run before the peer connection's thread fails to start.
 type Fault = Box<dyn FnOnce() + Send>;
@@ -41,10 +42,15 @@ fn a_peer_connection_without_its_thread_wakes_its_waiter_and_leaves_the_vi_usabl
         started.recv().unwrap();
         let _ = tell.send(vi.connect_peer_wait());
     });
+    let server = t.server.clone();
     fail_peer_spawn(&t.server, move || {
         go.send(()).unwrap();
-        // Asleep in its wait by now.
-        std::thread::sleep(Duration::from_millis(100));
+        // Until it sleeps in its wait (counted under the lock the failure takes to wake it).
+        let asleep = Instant::now() + Duration::from_secs(10);
+        while server.inner.peer_sleepers.load(Ordering::SeqCst) != 1 {
+            assert!(Instant::now() < asleep, "the waiter never slept");
+            std::thread::sleep(Duration::from_millis(1));
+        }
     });
     let asked = t.server.connect_peer_request(&la, &lb, T);
     assert!(matches!(asked, Err(Error::Resource(_))), "the request: {asked:?}");
