@@ -149,7 +149,7 @@ pub unsafe extern "C-unwind" fn VipCreateCQ(nic: *mut c_void, entries: c_ulong, 
             return Err(bad());
         }
         let c = CompletionQueue::create(&n, entries as usize)?;
-        put(cq, handles::insert(Entry::Cq(c)))
+        put(cq, handles::insert(Entry::Cq(c)).ok_or(handles::FULL)?)
     })
 }
 

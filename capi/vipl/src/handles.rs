@@ -10,7 +10,7 @@
 //! no hash, and calls on different VIs (handles made one after another land in different
 //! shards) share no lock word.
 
-use crate::errors::{Code, VIP_INVALID_PARAMETER};
+use crate::errors::{Code, VIP_ERROR_RESOURCE, VIP_INVALID_PARAMETER};
 use remora_client::id_hash::IdMap;
 use remora_vipl::{CompletionQueue, ConnRequest, Nic, Vi};
 use std::ffi::c_void;
@@ -40,7 +40,12 @@ impl Entry {
 
 const SHARD_BITS: u32 = 3;
 const SHARDS: usize = 1 << SHARD_BITS;
-const INDEX_BITS: u32 = 24;
+/// Slots of a shard, as bits (tests fill a shard of 4).
+const INDEX_BITS: u32 = if cfg!(test) { 2 } else { 24 };
+
+// The generation has the 34 bits a 64-bit handle leaves: on 32 bits it would have 2 and
+// wrap after 4 reuses of a slot, a stale handle naming a newer object.
+const _: () = assert!(usize::BITS == 64, "the handle table's generations need 64-bit handles");
 
 /// A slot: the handle it was last given under (its generation), and the object while the
 /// handle is live.
@@ -99,9 +104,13 @@ fn identity(e: &Entry) -> Option<(usize, u64)> {
     }
 }
 
-/// Put `e` in the table; its handle (NULL when the shard's `2^INDEX_BITS` slots are all
-/// live, which the callers answer as any NULL handle).
-pub(crate) fn insert(e: Entry) -> *mut c_void {
+/// `VIP_ERROR_RESOURCE`: the table has no room for an object ([`insert`]).
+pub(crate) const FULL: Code = Code(VIP_ERROR_RESOURCE);
+
+/// Put `e` in the table; its handle, never NULL. `None` when the shard's `2^INDEX_BITS`
+/// slots are all live: the object is let go (a VI and a CQ destroyed, a connection request
+/// rejected), and the callers answer [`FULL`].
+pub(crate) fn insert(e: Entry) -> Option<*mut c_void> {
     let shard = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
     let (kind, id) = (e.kind(), identity(&e));
     let key = {
@@ -112,7 +121,11 @@ pub(crate) fn insert(e: Entry) -> *mut c_void {
                 t.slots.push(Slot::default());
                 t.slots.len() - 1
             }
-            None => return std::ptr::null_mut(),
+            None => {
+                drop(t);
+                discard(e);
+                return None;
+            }
         };
         let slot = &mut t.slots[index];
         let generation = (slot.handle >> (3 + SHARD_BITS + INDEX_BITS)).wrapping_add(1);
@@ -123,7 +136,25 @@ pub(crate) fn insert(e: Entry) -> *mut c_void {
     if let Some(id) = id {
         reverse().write().unwrap_or_else(|p| p.into_inner()).insert(id, key);
     }
-    key as *mut c_void
+    Some(key as *mut c_void)
+}
+
+/// Let go of an object the table had no room for: nothing the program could name stays.
+fn discard(e: Entry) {
+    match e {
+        Entry::Vi(v) => {
+            let _ = v.destroy();
+        }
+        Entry::Cq(c) => {
+            let _ = c.destroy();
+        }
+        Entry::Conn(req) => {
+            if let Some(r) = req.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                let _ = r.reject();
+            }
+        }
+        Entry::Nic(_) => {}
+    }
 }
 
 /// `f` of the object `h` names, under its shard's read lock.
@@ -187,4 +218,27 @@ pub(crate) fn vi(h: *mut c_void) -> Result<Vi, Code> {
 /// The completion queue `h` names.
 pub(crate) fn cq(h: *mut c_void) -> Result<CompletionQueue, Code> {
     with(h, |e| if let Entry::Cq(c) = e { Some(c.clone()) } else { None }).ok_or(BAD)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table whose shards are all full: `insert` is `None` and lets the object go; once a
+    /// handle is removed there is room again, under a handle the stale one is not.
+    #[test]
+    fn a_full_table_refuses_and_lets_the_object_go() {
+        let conn = || Arc::new(Mutex::new(None));
+        let handles: Vec<_> =
+            (0..SHARDS << INDEX_BITS).map(|_| insert(Entry::Conn(conn())).expect("room")).collect();
+        assert!(handles.iter().all(|h| !h.is_null()));
+        let refused = conn();
+        assert!(insert(Entry::Conn(refused.clone())).is_none(), "a full table took an object");
+        assert_eq!(Arc::strong_count(&refused), 1, "the table kept what it refused");
+        for &h in &handles {
+            assert!(remove(h).is_some());
+        }
+        let again = insert(Entry::Conn(conn())).expect("room after removes");
+        assert!(!handles.contains(&again) && get(handles[0]).is_none());
+    }
 }

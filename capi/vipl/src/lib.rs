@@ -198,8 +198,9 @@ pub unsafe extern "C-unwind" fn VipOpenNic(name: *const c_char, nic: *mut *mut c
         // SAFETY: a C string by contract.
         let name = unsafe { CStr::from_ptr(name) }.to_str().map_err(|_| bad())?;
         let n = Nic::open(name)?;
+        let h = handles::insert(Entry::Nic(n)).ok_or(handles::FULL)?;
         // SAFETY: checked non-NULL; writable by contract.
-        unsafe { *nic = handles::insert(Entry::Nic(n)) };
+        unsafe { *nic = h };
         Ok(())
     })
 }

@@ -111,7 +111,7 @@ pub unsafe extern "C-unwind" fn VipCreateVi(
         }
         let (s, r) = (optional_cq(send_cq)?, optional_cq(recv_cq)?);
         let v = Vi::create(&n, a, s.as_ref(), r.as_ref())?;
-        put(vi, handles::insert(Entry::Vi(v)))
+        put(vi, handles::insert(Entry::Vi(v)).ok_or(handles::FULL)?)
     })
 }
 
@@ -194,7 +194,7 @@ pub unsafe extern "C-unwind" fn VipConnectWait(
                 unsafe { write_address(remote, &req.remote.host, Some(&req.remote.disc)) };
             }
             put_attrs(remote_attrs, req.remote_attributes());
-            put(conn, handles::insert(Entry::Conn(Arc::new(Mutex::new(Some(req))))))
+            put(conn, handles::insert(Entry::Conn(Arc::new(Mutex::new(Some(req))))).ok_or(handles::FULL)?)
         })
     })
 }
