@@ -4,6 +4,8 @@
  * every call begun after VipDestroyVi returned is VIP_INVALID_PARAMETER. The
  * stale handle stays so after the library has made many VIs and CQs since
  * (their handles reuse the table's slots): it never names a newer object.
+ * Each round makes three objects (a spare CQ too), so over the table's eight
+ * shards a slot a VI had is taken by a CQ later, and the other way round.
  */
 #include "vipl_test.h"
 #include <stdatomic.h>
@@ -49,6 +51,14 @@ static void calls(race *r, int stale)
 	}
 }
 
+/* Whether handles a and b name the same slot of the library's table (its shard and index:
+ * the handle without its kind, the low 3 bits, and its generation, the bits above 30). */
+static int same_slot(void *a, void *b)
+{
+	uintptr_t mask = ((uintptr_t)1 << 30) - 8;
+	return ((uintptr_t)a & mask) == ((uintptr_t)b & mask);
+}
+
 static void *racer(void *arg)
 {
 	race *r = (race *)arg;
@@ -82,8 +92,10 @@ int main(void)
 		memset(&r, 0, sizeof r);
 		r.send = vt_fill(&ds.d[0], 0, buf.mh, buf.p, 8, NULL, 0);
 		r.mh = ds.mh;
+		VIP_CQ_HANDLE spare;
 		CHECK_RET(VipCreateCQ(n.nic, 4, &r.cq), VIP_SUCCESS);
 		CHECK_RET(VipCreateVi(n.nic, &va, NULL, NULL, &r.vi), VIP_SUCCESS);
+		CHECK_RET(VipCreateCQ(n.nic, 4, &spare), VIP_SUCCESS);
 		CHECK(pthread_create(&t, NULL, racer, &r) == 0);
 		while (!atomic_load(&r.going))
 			;
@@ -92,6 +104,7 @@ int main(void)
 		CHECK_RET(VipDestroyCQ(r.cq), VIP_SUCCESS);
 		atomic_store(&r.gone, 1);
 		CHECK(pthread_join(t, NULL) == 0);
+		CHECK_RET(VipDestroyCQ(spare), VIP_SUCCESS);
 		stale_vi[k] = r.vi;
 		stale_cq[k] = r.cq;
 	}
@@ -99,15 +112,20 @@ int main(void)
 	VT_PHASE("stale handles after newer objects");
 	{
 		VIP_VI_HANDLE vis[MADE];
-		VIP_CQ_HANDLE cqs[MADE];
+		VIP_CQ_HANDLE cqs[MADE], spares[MADE];
+		int crossed = 0; /* newer objects in a slot a stale handle of the other kind had */
 		for (int i = 0; i < MADE; i++) {
 			CHECK_RET(VipCreateCQ(n.nic, 4, &cqs[i]), VIP_SUCCESS);
 			CHECK_RET(VipCreateVi(n.nic, &va, NULL, NULL, &vis[i]), VIP_SUCCESS);
+			CHECK_RET(VipCreateCQ(n.nic, 4, &spares[i]), VIP_SUCCESS);
 			for (int k = 0; k < ROUNDS; k++) {
-				CHECK(vis[i] != stale_vi[k] && cqs[i] != stale_cq[k]);
-				CHECK(vis[i] != stale_cq[k] && cqs[i] != stale_vi[k]);
+				CHECK(vis[i] != stale_vi[k] && cqs[i] != stale_cq[k] && spares[i] != stale_cq[k]);
+				CHECK(vis[i] != stale_cq[k] && cqs[i] != stale_vi[k] && spares[i] != stale_vi[k]);
+				crossed += same_slot(vis[i], stale_cq[k]) || same_slot(cqs[i], stale_vi[k]) ||
+				    same_slot(spares[i], stale_vi[k]);
 			}
 		}
+		CHECK_MSG(crossed > 0, "no newer object took a slot a stale handle of the other kind had");
 		for (int k = 0; k < ROUNDS; k++) {
 			race r;
 			memset(&r, 0, sizeof r);
@@ -122,6 +140,7 @@ int main(void)
 		for (int i = 0; i < MADE; i++) {
 			CHECK_RET(VipDestroyVi(vis[i]), VIP_SUCCESS);
 			CHECK_RET(VipDestroyCQ(cqs[i]), VIP_SUCCESS);
+			CHECK_RET(VipDestroyCQ(spares[i]), VIP_SUCCESS);
 		}
 	}
 
