@@ -404,8 +404,9 @@ impl Interrupt {
     /// after `seen` (a count [`Interrupt::triggers`] gave), consuming none: every thread
     /// waiting so wakes at every trigger, and none takes one another waited for. For
     /// waiters that each look for work of their own after a trigger (a bell shared by
-    /// several queues); it does not mix with [`Interrupt::wait`] on the same interrupt.
-    /// The count it returns is the next wait's `seen`.
+    /// several queues). It leaves the count [`Interrupt::wait`] consumes from alone: a
+    /// thread in `wait` on the same interrupt still takes every trigger once. The count it
+    /// returns is the next wait's `seen`.
     ///
     /// # Errors
     /// As [`Interrupt::wait`].
