@@ -43,7 +43,11 @@
 //! pieces between namespace hosts, each answered, went from 2.1-5.4 GB/s (bimodal) to
 //! 7.0-8.7, beside raw TCP's 6.0-6.5 in the same runs. `SO_RCVLOWAT` set to the frame's
 //! rest, tried first in a C model, stalled: the receive window never let the sender put
-//! that much in flight.
+//! that much in flight. Writers polling for room the same way (the client's RMA and DMA
+//! frames, the pager flows' read answers, the lanes' writer thread) were tried and not
+//! kept: in seven interleaved pairs of `bench hosts --only bulk,copy` the medians were the
+//! same (1 MiB writes 1.34 and 1.31 of raw TCP, 16 MiB 0.99 and 0.98), and four queues at
+//! once read lower in three (0.97 and 0.76).
 
 use super::bulk_tx::BulkTx;
 use super::framing::{discard, read_header};
