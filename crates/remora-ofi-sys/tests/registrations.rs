@@ -22,22 +22,29 @@ fn two() -> Option<(Arc<Endpoint>, Arc<Endpoint>)> {
     Some((open(), open()))
 }
 
-/// Drive both endpoints' progress until `a` has sent `b` a message and `b` received it:
-/// the connection between them is made. Returns `b`'s address in `a`.
+/// Drive both endpoints' progress until `a` has sent `b` a message, `b` received it and
+/// `a` read the send's completion: the connection between them is made, and nothing of it
+/// is in flight any more (the tests' `in_flight` counts start from 0). Returns `b`'s
+/// address in `a`.
 fn connect(a: &Endpoint, b: &Endpoint) -> u64 {
     let to = a.insert(&b.name().unwrap()).unwrap();
     let _ = b.insert(&a.name().unwrap()).unwrap();
     let t = Instant::now();
     let id = a.next_id();
-    let (mut sent, mut got) = (false, false);
-    while !(sent && got) {
-        assert!(t.elapsed() < Duration::from_secs(20), "no connection (sent: {sent}, received: {got})");
+    let (mut sent, mut done, mut got) = (false, false, false);
+    while !(done && got) {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "no connection (sent: {sent}, completed: {done}, received: {got})"
+        );
         if !sent {
             sent = a.send(to, b"hello", id).is_ok();
         }
-        let _ = a.completions(Duration::from_millis(1)).unwrap();
+        let mine = a.completions(Duration::from_millis(1)).unwrap().iter().any(|c| c.id == id);
+        done |= sent && mine;
         got |= b.completions(Duration::from_millis(1)).unwrap().iter().any(|c| c.slot.is_some());
     }
+    assert_eq!(a.in_flight(), 0, "the hello's completion was read");
     to
 }
 
