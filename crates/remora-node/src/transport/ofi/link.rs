@@ -188,7 +188,10 @@ pub(super) async fn run_link(
             Err(e) => {
                 ofi.fabric.unroute(mine);
                 tracing::warn!(peer = peer.id, "ofi bootstrap failed: {e}");
-                pause(&mut backoff).await;
+                if dialer {
+                    // The side that does not dial waits for the dialer's next link anyway.
+                    pause(&mut backoff).await;
+                }
                 continue;
             }
         };
@@ -197,7 +200,10 @@ pub(super) async fn run_link(
             Err(e) => {
                 ofi.fabric.unroute(mine);
                 tracing::warn!(peer = peer.id, "the peer's endpoint name is refused: {e}");
-                pause(&mut backoff).await;
+                if dialer {
+                    // The side that does not dial waits for the dialer's next link anyway.
+                    pause(&mut backoff).await;
+                }
                 continue;
             }
         };
@@ -233,7 +239,7 @@ pub(super) async fn run_link(
             // their registrations cannot be closed safely before: held until the endpoint
             // closes (remora-ofi-sys, keep.rs).
             tracing::warn!(
-                "ofi link to node {}: {stranded} operations still in flight to it may never \
+                "ofi link to node {}: {stranded} RMA operations still in flight to it may never \
                  complete; their registrations stay held ({} such in all)",
                 peer.id,
                 ofi.fabric.ep.stranded()
