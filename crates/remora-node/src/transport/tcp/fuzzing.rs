@@ -188,8 +188,9 @@ fn pager_memory() -> std::io::Result<TwoPieces> {
 }
 
 /// Target `pager_stream`: `data` is what a process sends on a pager flow bound to
-/// [`BOUND`], served by the node's pager loop over [`PAGER_MEMORY`] bytes; every answer the
-/// node writes is a well-formed frame.
+/// [`BOUND`], served by the node's pager loop over [`PAGER_MEMORY`] bytes, read through the
+/// reader a map's flow is read with (`gather.rs`); every answer the node writes is a
+/// well-formed frame.
 pub fn pager_stream(data: &[u8]) {
     thread_local! {
         static MEM: Option<TwoPieces> = pager_memory().ok();

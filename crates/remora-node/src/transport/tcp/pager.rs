@@ -292,9 +292,15 @@ fn serve(peer: &TcpPeer, s: StdStream, targets: &[(u64, &dyn PeerMemory)], watch
     // thread follows its frames (`follow.rs`).
     // Gather hands its stream only the rest of a payload at least as large as its buffer
     // (`EAGER_PAYLOAD`), after what it gathered: that rest is read eagerly whatever its size.
-    let rd = super::gather::Gather::new(super::eager(rd, 1), BULK_FRAME, remora_sys::flow::EAGER_PAYLOAD);
+    let rd = gathered(super::eager(rd, 1));
     let mut follow = s.try_clone().ok().and_then(|d| super::follow::Follow::new(d.into()));
     serve_many(peer.id, counters, rd, s, targets, watch, true, follow.as_mut());
+}
+
+/// `rd` wrapped as [`serve`] reads a map's or a DMA's flow (after the socket-only `eager`),
+/// and as [`serve_frames`] reads the fuzz targets' bytes: the production reader is fuzzed.
+fn gathered<R: Read>(rd: R) -> super::gather::Gather<R> {
+    super::gather::Gather::new(rd, BULK_FRAME, remora_sys::flow::EAGER_PAYLOAD)
 }
 
 /// The size of a flow's frame buffers (a page read answered from it with its header, a
@@ -314,7 +320,8 @@ fn buffer(v: &mut Vec<u8>) -> &mut [u8] {
 const URGENT_FRAME: u64 = 64 << 10;
 
 /// The loop of [`serve`]: answer the frames read from `rd` on `wr` until the flow breaks
-/// or sends a frame it may not (the fuzz target `pager_stream` drives it with bytes).
+/// or sends a frame it may not (the fuzz target `pager_stream` drives it with bytes). `rd`
+/// is read through [`gathered`]'s reader, as a map's flow is (its `read_exact` included).
 /// `counters` are the peer's bytes in and out. With `urgent`, the thread runs urgent
 /// (`remora_sys::sync::urgent_thread`) while it serves pages and small stores, someone's
 /// critical path, and at its ordinary weight while it streams bulk frames: a sender at
@@ -328,7 +335,7 @@ pub(super) fn serve_frames(
     mem: &dyn PeerMemory,
     urgent: bool,
 ) {
-    serve_many(peer, counters, rd, wr, &[(handle, mem)], None, urgent, None);
+    serve_many(peer, counters, gathered(rd), wr, &[(handle, mem)], None, urgent, None);
 }
 
 /// [`serve_frames`] for a flow bound to several targets (each frame names one by its
