@@ -281,10 +281,13 @@ fn serve(peer: &TcpPeer, s: StdStream, targets: &[(u64, &dyn PeerMemory)], watch
     // A channel (a VIPL VI's, with a watched word) carries payloads of tens of KiB after
     // each small frame: a small buffer lets most of a payload go straight from the socket
     // into the memory, where a 64 KiB one copied it through the buffer first (the 8 KiB
-    // one made the 64 KiB stream about a quarter faster, the 8-byte row the same).
+    // one made the 64 KiB stream about a quarter faster, the 8-byte row the same). Read
+    // through `Gather` (a payload over its buffer's size goes eagerly, `super::eager`) rather
+    // than a `BufReader` (whose reads of a payload slept between segments): the 64 KiB
+    // stream across hosts 0.74-0.97 of raw TCP before, 0.99-1.16 after (three pairs).
     let counters = [&peer.bytes_in, &peer.bytes_out];
     if watch.is_some() {
-        let rd = std::io::BufReader::with_capacity(8 << 10, rd);
+        let rd = super::gather::Gather::new(super::eager(rd, 1), BULK_FRAME, 8 << 10);
         serve_many(peer.id, counters, rd, s, targets, watch, true, None);
         return;
     }
