@@ -5,7 +5,8 @@
 //! whether the other's kernel word is its own (`Env::peer_features`), once the other's proof
 //! checked; what the word's bits mean is the node's, and the kernels tell a link within one
 //! machine (`tcp/mod.rs`'s `tune_congestion`). A kernel word is keyed with the cluster's
-//! secret ([`kernel_word`]): a stranger who sends a hello learns nothing of the machine.
+//! secret and its sender's nonce ([`kernel_word`]): a stranger who sends a hello, or reads
+//! one, cannot tell from the words which nodes share a machine, nor when one rebooted.
 
 use super::framing::{read_frame, write_frame};
 use crate::transport::Env;
@@ -39,24 +40,28 @@ fn mac_state(secret: &[u8], label: &[u8], a: &[u8; 32], b: &[u8; 32], sides: Sid
     m
 }
 
-/// This node's kernel word for a cluster with `secret`: the first 8 bytes of
-/// HMAC-SHA256(secret, "remora-kernel" ‖ kernel id), equal for every node of one machine
-/// and of one cluster, and nothing a stranger can tell a machine or its reboots by. `0`
+/// The kernel word a side whose nonce is `nonce` says in a cluster with `secret`: the first
+/// 8 bytes of HMAC-SHA256(secret, "remora-kernel" ‖ nonce ‖ kernel id). The other side
+/// computes the word its own kernel would give with that nonce and compares: equal only
+/// on one machine, and, with a fresh nonce each handshake, never the same word twice. `0`
 /// where the kernel does not say its id (never equal to a peer's then).
-pub(super) fn kernel_word(secret: &[u8]) -> u64 {
+pub(super) fn kernel_word(secret: &[u8], nonce: &[u8; 32]) -> u64 {
     let id = remora_sys::flow::kernel_id();
     if id == 0 {
         return 0;
     }
     let mut m = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC takes any key length");
     m.update(b"remora-kernel");
+    m.update(nonce);
     m.update(&id.to_le_bytes());
     let out = m.finalize().into_bytes();
     u64::from_le_bytes(out[..8].try_into().expect("8 bytes")).max(1)
 }
 
-/// Whether a peer's kernel word `theirs` is this node's `mine` (neither unsaid).
-fn same_kernel(mine: u64, theirs: u64) -> bool {
+/// Whether the peer whose nonce is `nonce` said, in `theirs`, the word this node's kernel
+/// gives with that nonce (neither unsaid).
+fn same_kernel(secret: &[u8], nonce: &[u8; 32], theirs: u64) -> bool {
+    let mine = kernel_word(secret, nonce);
     mine != 0 && mine == theirs
 }
 
@@ -105,7 +110,7 @@ impl<'a> Dialer<'a> {
             nonce: self.mine,
             incarnation: self.me.incarnation,
             features: self.me.features,
-            kernel: self.me.cluster.as_ref().map_or(0, |c| kernel_word(&c.secret)),
+            kernel: self.me.cluster.as_ref().map_or(0, |c| kernel_word(&c.secret, &self.mine)),
         }
     }
 
@@ -131,17 +136,16 @@ impl<'a> Dialer<'a> {
                 if node != to {
                     return Err(refused(format!("expected node {to}, answered by node {node}")));
                 }
-                let mine = kernel_word(secret);
                 let sides = Sides {
                     dialer: me,
                     listener: to,
                     features: [self.me.features, features],
-                    kernels: [mine, kernel],
+                    kernels: [kernel_word(secret, &self.mine), kernel],
                 };
                 if !mac_ok(&m, secret, b"remora-listener", &self.mine, &theirs, sides) {
                     return Err(refused(format!("node {to} failed authentication")));
                 }
-                self.me.peer_features.note(to, features, same_kernel(mine, kernel));
+                self.me.peer_features.note(to, features, same_kernel(secret, &theirs, kernel));
                 Ok((
                     LinkMsg::Auth { mac: mac(secret, b"remora-dialer", &theirs, &self.mine, sides) },
                     incarnation,
@@ -220,7 +224,7 @@ pub(in crate::transport) fn accept_handshake<A>(
         return Err(refuse(s, format!("node {node} is not in the cluster file")));
     }
     let mine = nonce();
-    let kernel = kernel_word(&cluster.secret);
+    let kernel = kernel_word(&cluster.secret, &mine);
     let sides = Sides {
         dialer: node,
         listener: me.node,
@@ -242,7 +246,7 @@ pub(in crate::transport) fn accept_handshake<A>(
     match read_frame::<LinkMsg>(s)? {
         LinkMsg::Auth { mac: m } if mac_ok(&m, &cluster.secret, b"remora-dialer", &mine, &theirs, sides) => {
             let link = admit(node).map_err(|why| refuse(s, why))?;
-            me.peer_features.note(node, their_features, same_kernel(kernel, their_kernel));
+            me.peer_features.note(node, their_features, same_kernel(&cluster.secret, &theirs, their_kernel));
             write_frame(s, &LinkMsg::Welcome)?;
             Ok((node, flow, incarnation, link))
         }
@@ -264,16 +268,18 @@ mod tests {
     const DIALER_WORD: u32 = 0b101;
     const LISTENER_WORD: u32 = 0b011;
 
-    /// What the side the test plays says: its feature word and its kernel.
-    type Said = (u32, u64);
+    /// What the side the test plays says: its feature word, and whether its kernel word is
+    /// this machine's (else another's).
+    type Said = (u32, bool);
 
     fn env(node: u32, features: u32) -> Env {
         super::super::fuzzing::loopback_env(node, SECRET, features)
     }
 
-    /// The kernel word of every node of this machine in the test's cluster.
-    fn mine() -> u64 {
-        kernel_word(SECRET)
+    /// The kernel word a side with `nonce` says in the test's cluster: this machine's, or
+    /// (`here` false) another's.
+    fn word(nonce: &[u8; 32], here: bool) -> u64 {
+        kernel_word(SECRET, nonce) ^ u64::from(!here)
     }
 
     /// Node 8 dials node 4, whose side the test plays by hand: its challenge says `said`,
@@ -288,13 +294,23 @@ mod tests {
         else {
             panic!("a hello first")
         };
-        assert_eq!((features, kernel), (DIALER_WORD, mine()), "the hello says the node's word and kernel");
+        assert_eq!((features, kernel), (DIALER_WORD, word(&theirs, true)), "the hello says both words");
         let nonce = nonce();
-        let sides =
-            Sides { dialer: 8, listener: 4, features: [DIALER_WORD, signed.0], kernels: [mine(), signed.1] };
+        let sides = Sides {
+            dialer: 8,
+            listener: 4,
+            features: [DIALER_WORD, signed.0],
+            kernels: [kernel, word(&nonce, signed.1)],
+        };
         let m = mac(SECRET, b"remora-listener", &theirs, &nonce, sides);
-        let challenge =
-            LinkMsg::Challenge { node: 4, nonce, incarnation: 3, features: said.0, kernel: said.1, mac: m };
+        let challenge = LinkMsg::Challenge {
+            node: 4,
+            nonce,
+            incarnation: 3,
+            features: said.0,
+            kernel: word(&nonce, said.1),
+            mac: m,
+        };
         write_frame(&mut b, &challenge).unwrap();
         let answer = read_frame::<LinkMsg>(&mut b).unwrap();
         if matches!(answer, LinkMsg::Auth { .. }) {
@@ -307,28 +323,30 @@ mod tests {
     /// The word is keyed: another secret gives another word for this machine, and the word
     /// is not the kernel id itself.
     #[test]
-    fn the_kernel_word_depends_on_the_secret() {
-        assert_ne!(mine(), 0);
-        assert_eq!(mine(), kernel_word(SECRET), "stable");
-        assert_ne!(mine(), kernel_word(b"another-cluster-secret-0123456789"));
-        assert_ne!(mine(), remora_sys::flow::kernel_id());
+    fn the_kernel_word_depends_on_the_secret_and_the_nonce() {
+        let (a, b) = (nonce(), nonce());
+        assert_ne!(kernel_word(SECRET, &a), 0);
+        assert_eq!(kernel_word(SECRET, &a), kernel_word(SECRET, &a), "stable");
+        assert_ne!(kernel_word(SECRET, &a), kernel_word(SECRET, &b), "another nonce");
+        assert_ne!(kernel_word(SECRET, &a), kernel_word(b"another-cluster-secret-0123456789", &a));
+        assert_ne!(kernel_word(SECRET, &a), remora_sys::flow::kernel_id());
     }
 
     #[test]
     fn the_dialer_refuses_a_challenge_whose_word_or_kernel_was_changed() {
         // As signed: accepted, and the listener's word and kernel noted.
-        let (dialed, answer, me) = dial_against((LISTENER_WORD, mine()), (LISTENER_WORD, mine()));
+        let (dialed, answer, me) = dial_against((LISTENER_WORD, true), (LISTENER_WORD, true));
         assert_eq!(dialed.unwrap(), 3);
         assert!(matches!(answer, LinkMsg::Auth { .. }), "{answer:?}");
         assert_eq!(me.peer_features.of(4), LISTENER_WORD);
         assert!(me.peer_features.same_kernel(4));
         // Another machine's kernel, as signed: accepted, and not this kernel.
-        let (dialed, _, me) = dial_against((LISTENER_WORD, mine() ^ 1), (LISTENER_WORD, mine() ^ 1));
+        let (dialed, _, me) = dial_against((LISTENER_WORD, false), (LISTENER_WORD, false));
         assert_eq!(dialed.unwrap(), 3);
         assert!(!me.peer_features.same_kernel(4));
         // One bit of the word, or of the kernel, flipped after signing: refused, nothing noted.
-        for said in [(LISTENER_WORD ^ 1, mine()), (LISTENER_WORD, mine() ^ 1)] {
-            let (dialed, answer, me) = dial_against(said, (LISTENER_WORD, mine()));
+        for said in [(LISTENER_WORD ^ 1, true), (LISTENER_WORD, false)] {
+            let (dialed, answer, me) = dial_against(said, (LISTENER_WORD, true));
             assert_eq!(dialed.unwrap_err().kind(), ErrorKind::PermissionDenied);
             assert!(matches!(answer, LinkMsg::Refused { .. }), "{answer:?}");
             assert_eq!(me.peer_features.of(4), 0);
@@ -353,7 +371,7 @@ mod tests {
             nonce,
             incarnation: 5,
             features: said.0,
-            kernel: said.1,
+            kernel: word(&nonce, said.1),
         };
         write_frame(&mut b, &hello).unwrap();
         let LinkMsg::Challenge { nonce: theirs, features, kernel, .. } =
@@ -361,12 +379,12 @@ mod tests {
         else {
             panic!("a challenge")
         };
-        assert_eq!((features, kernel), (LISTENER_WORD, mine()), "the challenge says the word and kernel");
+        assert_eq!((features, kernel), (LISTENER_WORD, word(&theirs, true)), "the challenge says both words");
         let sides = Sides {
             dialer: 8,
             listener: 4,
             features: [signed.0, LISTENER_WORD],
-            kernels: [signed.1, mine()],
+            kernels: [word(&nonce, signed.1), kernel],
         };
         write_frame(&mut b, &LinkMsg::Auth { mac: mac(SECRET, b"remora-dialer", &theirs, &nonce, sides) })
             .unwrap();
@@ -378,14 +396,14 @@ mod tests {
     #[test]
     fn the_listener_refuses_a_hello_whose_word_or_kernel_was_changed() {
         // As signed: welcomed, and the dialer's word and kernel noted.
-        let (accepted, last, me) = accept_from((DIALER_WORD, mine()), (DIALER_WORD, mine()));
+        let (accepted, last, me) = accept_from((DIALER_WORD, true), (DIALER_WORD, true));
         assert_eq!(accepted.unwrap(), (8, Flow::Bulk, 5));
         assert_eq!(last, LinkMsg::Welcome);
         assert_eq!(me.peer_features.of(8), DIALER_WORD);
         assert!(me.peer_features.same_kernel(8));
         // The hello's word or kernel changed on the way (the dialer signed the one it sent).
-        for said in [(DIALER_WORD ^ 1, mine()), (DIALER_WORD, mine() ^ 1)] {
-            let (accepted, last, me) = accept_from(said, (DIALER_WORD, mine()));
+        for said in [(DIALER_WORD ^ 1, true), (DIALER_WORD, false)] {
+            let (accepted, last, me) = accept_from(said, (DIALER_WORD, true));
             assert_eq!(accepted.unwrap_err().kind(), ErrorKind::PermissionDenied);
             assert!(matches!(last, LinkMsg::Refused { .. }), "{last:?}");
             assert_eq!(me.peer_features.of(8), 0);

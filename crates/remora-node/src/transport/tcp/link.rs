@@ -426,7 +426,9 @@ async fn run_control(
                 // The link goes down now, as on a read error: its waiters fail and it is
                 // redialled.
                 match w {
-                    Ok(Some(e)) => tracing::warn!(peer = peer.id, "writing to the link's connection failed: {e}"),
+                    Ok(Some(e)) => {
+                        tracing::warn!(peer = peer.id, "writing to the link's connection failed: {e}")
+                    }
                     _ => tracing::warn!(peer = peer.id, "the link's writer ended"),
                 }
                 break;
