@@ -14,7 +14,10 @@ use std::time::Duration;
 /// tens of microseconds on a virtual machine, where the segments of a 1 MiB frame come a
 /// few microseconds apart (a raw TCP stream of 1 MiB pieces, each answered, moved 5.6 GB/s
 /// with a sleeping reader and 7.5-8.0 with one polling up to 20 µs, loopback, two cores).
-/// `EINTR` is retried.
+/// Between two looks it yields its core to any thread waiting for it, so a machine whose
+/// cores are all busy (an all-to-all) loses nothing to the poll: a yield where no thread
+/// waits returns at once. Only one reader of the process polls at a time. `EINTR` is
+/// retried.
 ///
 /// # Errors
 /// `UnexpectedEof` when the peer's stream ended first; the socket's error (its receive
@@ -43,7 +46,7 @@ pub fn recv_exact_eager(fd: BorrowedFd<'_>, buf: &mut [u8], gap: Duration) -> io
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock && !wait => {
                 idle.get_or_insert_with(std::time::Instant::now);
-                std::hint::spin_loop();
+                std::thread::yield_now();
             }
             Err(e) => return Err(e),
         }
