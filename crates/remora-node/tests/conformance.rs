@@ -13,7 +13,7 @@
 //! link is not a down one), and the peer's loss turning into an event.
 
 use remora_node::transport::{
-    BoxFuture, Env, Inbound, LinkState, PeerMemory, Transport, Transports, TRANSPORTS,
+    BoxFuture, Env, HandOver, Inbound, LinkState, PeerMemory, Transport, Transports, TRANSPORTS,
 };
 use remora_proto::link::{BulkFrame, BulkHeader, BulkOp, PeerReply, PeerRequest, RangeRef, BULK_FRAME};
 use remora_proto::{Error, Event};
@@ -26,6 +26,10 @@ use std::time::{Duration, Instant};
 /// Pager-flow following, over tcp.
 #[path = "conformance/follow.rs"]
 mod follow;
+
+/// The congestion control of every connection of a tcp link.
+#[path = "conformance/congestion.rs"]
+mod congestion;
 
 const MEM: usize = 16 << 20;
 /// The heartbeat of both nodes: the product's default, as the suite checks that the link
@@ -64,11 +68,13 @@ enum Heard {
 struct Recorder {
     mem: Arc<Mapping>,
     heard: Mutex<Vec<Heard>>,
+    /// The direct flows that came (kept open).
+    direct: Arc<Mutex<Vec<std::os::fd::OwnedFd>>>,
 }
 
 impl Recorder {
     fn new() -> Arc<Recorder> {
-        Arc::new(Recorder { mem: mapping(MEM), heard: Mutex::new(Vec::new()) })
+        Arc::new(Recorder { mem: mapping(MEM), heard: Mutex::default(), direct: Arc::default() })
     }
 
     fn heard(&self, h: &Heard) -> bool {
@@ -131,6 +137,11 @@ impl Inbound for Recorder {
     fn memory(&self, _from: u32, target: RangeRef) -> Option<Arc<dyn PeerMemory>> {
         (target == RangeRef::connection(HANDLE))
             .then(|| Arc::new(Window(self.mem.clone())) as Arc<dyn PeerMemory>)
+    }
+
+    fn direct_flow(&self, _from: u32, _key: u64, _token: u64) -> Option<HandOver> {
+        let direct = self.direct.clone();
+        Some(Box::new(move |fd| direct.lock().unwrap().push(fd)))
     }
 }
 

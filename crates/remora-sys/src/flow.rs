@@ -199,7 +199,7 @@ mod eager;
 mod reaper;
 mod tcp;
 pub use eager::{recv_exact_eager, Eager, EAGER_PAYLOAD};
-pub use tcp::{congestion, kernel_id, set_congestion};
+pub use tcp::{congestion, copy_own, kernel_id, set_congestion};
 
 /// The shortest cap [`cap_backoff`] sets.
 pub const BACKOFF_MIN_CAP: Duration = Duration::from_secs(1);

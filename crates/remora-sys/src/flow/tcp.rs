@@ -2,7 +2,7 @@
 //! ends compare to know they run on one machine.
 
 use std::io;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 
 /// Set the TCP congestion control of `fd` to `name` (`TCP_CONGESTION`; it applies from the
 /// next segment sent, on a connected socket too).
@@ -21,6 +21,18 @@ pub fn set_congestion(fd: BorrowedFd<'_>, name: &str) -> io::Result<()> {
 /// `fd` is not a TCP socket.
 pub fn congestion(fd: BorrowedFd<'_>) -> io::Result<String> {
     rustix::net::sockopt::tcp_congestion(fd).map_err(io::Error::from)
+}
+
+/// A copy of this process's descriptor number `fd` (`pidfd_getfd` on this very process):
+/// a look at a connection the caller holds no handle to (a test's view of every socket of
+/// its process), that stays valid whatever closes the number meanwhile.
+///
+/// # Errors
+/// `fd` is not open (`EBADF`), or the kernel lacks `pidfd_getfd` (before 5.6).
+pub fn copy_own(fd: i32) -> io::Result<OwnedFd> {
+    use rustix::process::{getpid, pidfd_getfd, pidfd_open, PidfdFlags, PidfdGetfdFlags};
+    let me = pidfd_open(getpid(), PidfdFlags::empty())?;
+    Ok(pidfd_getfd(&me, fd, PidfdGetfdFlags::empty())?)
 }
 
 /// An id of the running kernel: the same for every process of this boot of this machine,
