@@ -58,18 +58,8 @@ const SLOT: usize = 4096;
 
 impl Pair {
     fn new(c: &remora_testkit::NetCluster, disc: &[u8]) -> Pair {
-        let snic = Nic::open_with_config("remora0", remora_testkit::net_config(c, 1)).unwrap();
-        let cnic = Nic::open_with_config("remora0", remora_testkit::net_config(c, 2)).unwrap();
-        let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
-        let attrs = |ptag| ViAttributes {
-            reliability: RELIABLE_DELIVERY,
-            max_transfer: MAX_TRANSFER,
-            ptag,
-            rdma_write: false,
-            rdma_read: false,
-        };
-        let server = Vi::create(&snic, attrs(sp), None, None).unwrap();
-        let client = Vi::create(&cnic, attrs(cp), None, None).unwrap();
+        let configs = (remora_testkit::net_config(c, 1), remora_testkit::net_config(c, 2));
+        let (snic, cnic, sp, cp, server, client) = common::vis_with(configs, RELIABLE_DELIVERY);
         let (scodes, ccodes) = (recorded(&snic), recorded(&cnic));
         connect_patiently(&snic, &server, &cnic, &client, disc);
         let (sdesc, cdesc) = (mem(&snic, 4 * 64, sp, false), mem(&cnic, 64, cp, false));

@@ -79,10 +79,7 @@ int main(void)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	VT_PHASE("setup");
-	vt_open(&n, VT_DEVICE);
-	VIP_VI_ATTRIBUTES va = vt_vi_attr(&n, VIP_SERVICE_RELIABLE_DELIVERY, 65536, VIP_FALSE, VIP_FALSE);
-	CHECK_RET(VipCreateVi(n.nic, &va, NULL, NULL, &srv_vi), VIP_SUCCESS);
-	CHECK_RET(VipCreateVi(n.nic, &va, NULL, NULL, &cli_vi), VIP_SUCCESS);
+	vt_open_two_vis(&n, &srv_vi, &cli_vi);
 	VIP_NET_ADDRESS *me = vt_addr(&n, vt_node(), "late-cli"), *s = vt_addr(&n, vt_node(), "late-srv");
 	for (i = 0; i < 2; i++) {
 		vt_flag_init(&took[i]);
@@ -100,12 +97,9 @@ int main(void)
 
 	VT_PHASE("both VIs connect after");
 	vt_connect_local(&n, srv_vi, cli_vi, "late-srv2", "late-cli2", VIP_SERVICE_RELIABLE_DELIVERY);
-	CHECK_RET(VipDisconnect(cli_vi), VIP_SUCCESS);
-	vt_passive_teardown(srv_vi);
 
 	VT_PHASE("teardown");
-	CHECK_RET(VipDestroyVi(cli_vi), VIP_SUCCESS);
-	CHECK_RET(VipDestroyVi(srv_vi), VIP_SUCCESS);
+	vt_end_pair(cli_vi, srv_vi);
 	free(me);
 	free(s);
 	vt_close(&n);

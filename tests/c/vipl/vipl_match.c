@@ -75,10 +75,7 @@ int main(void)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	VT_PHASE("setup");
-	vt_open(&n, VT_DEVICE);
-	VIP_VI_ATTRIBUTES va = vt_vi_attr(&n, VIP_SERVICE_RELIABLE_DELIVERY, 65536, VIP_FALSE, VIP_FALSE);
-	CHECK_RET(VipCreateVi(n.nic, &va, NULL, NULL, &srv_vi), VIP_SUCCESS);
-	CHECK_RET(VipCreateVi(n.nic, &va, NULL, NULL, &cli_vi), VIP_SUCCESS);
+	vt_open_two_vis(&n, &srv_vi, &cli_vi);
 	rem = vt_addr_space(&n);
 	mine = vt_addr(&n, vt_node(), "cli-srv");
 	vt_flag_init(&waiting);
@@ -107,10 +104,7 @@ int main(void)
 	CHECK_EQ(vt_state(cli_vi), VIP_STATE_CONNECTED);
 
 	VT_PHASE("teardown");
-	CHECK_RET(VipDisconnect(cli_vi), VIP_SUCCESS);
-	vt_passive_teardown(srv_vi);
-	CHECK_RET(VipDestroyVi(cli_vi), VIP_SUCCESS);
-	CHECK_RET(VipDestroyVi(srv_vi), VIP_SUCCESS);
+	vt_end_pair(cli_vi, srv_vi);
 	free(mine);
 	free(rem);
 	vt_close(&n);

@@ -16,7 +16,6 @@ int main(void)
 	VIP_VI_HANDLE a = NULL, b = NULL;
 	VIP_VI_ATTRIBUTES va, ra;
 	VIP_NET_ADDRESS *saddr, *caddr;
-	VIP_DESCRIPTOR *d = NULL;
 	VIP_VI_STATE st;
 	VIP_BOOLEAN se, re;
 
@@ -63,14 +62,7 @@ int main(void)
 	VT_PHASE("one message over the accepted connection");
 	vt_pat_fill(bm.p, 1000, 9);
 	vt_fill(&db.d[0], VIP_CONTROL_OP_SENDRECV, bm.mh, bm.p, 1000, NULL, 0);
-	CHECK_RET(VipPostSend(b, &db.d[0], db.mh), VIP_SUCCESS);
-	CHECK_RET(VipSendWait(b, VT_WAIT, &d), VIP_SUCCESS);
-	CHECK_PTR(d, &db.d[0]);
-	CHECK_DONE_OK(d, VIP_STATUS_OP_SEND);
-	CHECK_RET(VipRecvWait(a, VT_WAIT, &d), VIP_SUCCESS);
-	CHECK_PTR(d, &da.d[0]);
-	CHECK_DONE_OK(d, VIP_STATUS_OP_RECEIVE);
-	CHECK_EQ(d->CS.Length, 1000);
+	vt_send_arrives(b, &db.d[0], db.mh, a, &da.d[0], 1000);
 	CHECK_PAT(am.p, 1000, 9, 0, 0);
 
 	VT_PHASE("disconnect");

@@ -303,10 +303,7 @@ static void cancel_a_peer_wait(VIP_VI_ATTRIBUTES *va)
 	CHECK_RET(VipConnectPeerWait(p, &ra), VIP_SUCCESS);
 	CHECK_EQ(vt_state(p), VIP_STATE_CONNECTED);
 	CHECK_EQ(vt_state(q), VIP_STATE_CONNECTED);
-	CHECK_RET(VipDisconnect(p), VIP_SUCCESS);
-	vt_passive_teardown(q);
-	CHECK_RET(VipDestroyVi(p), VIP_SUCCESS);
-	CHECK_RET(VipDestroyVi(q), VIP_SUCCESS);
+	vt_end_pair(p, q);
 	free(p_addr);
 	free(q_addr);
 }

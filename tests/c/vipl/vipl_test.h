@@ -383,6 +383,37 @@ static inline void vt_passive_teardown(VIP_VI_HANDLE vi)
 	CHECK_EQ(vt_state(vi), VIP_STATE_IDLE);
 }
 
+/*
+ * Post the filled send `sd` (its descriptors' memory `dmh`) on `tx` and wait for it, then
+ * wait on `rx` for the receive `rd`: both complete without error, in `len` bytes.
+ */
+static inline void vt_send_arrives(VIP_VI_HANDLE tx, VIP_DESCRIPTOR *sd, VIP_MEM_HANDLE dmh, VIP_VI_HANDLE rx,
+				   VIP_DESCRIPTOR *rd, VIP_ULONG len)
+{
+	VIP_DESCRIPTOR *d = NULL;
+
+	CHECK_RET(VipPostSend(tx, sd, dmh), VIP_SUCCESS);
+	CHECK_RET(VipSendWait(tx, VT_WAIT, &d), VIP_SUCCESS);
+	CHECK_PTR(d, sd);
+	CHECK_DONE_OK(d, VIP_STATUS_OP_SEND);
+	CHECK_RET(VipRecvWait(rx, VT_WAIT, &d), VIP_SUCCESS);
+	CHECK_PTR(d, rd);
+	CHECK_DONE_OK(d, VIP_STATUS_OP_RECEIVE);
+	CHECK_EQ(d->CS.Length, len);
+}
+
+/*
+ * End a connected pair: `active` disconnects, `passive` sees it (vt_passive_teardown),
+ * then both VIs are destroyed.
+ */
+static inline void vt_end_pair(VIP_VI_HANDLE active, VIP_VI_HANDLE passive)
+{
+	CHECK_RET(VipDisconnect(active), VIP_SUCCESS);
+	vt_passive_teardown(passive);
+	CHECK_RET(VipDestroyVi(active), VIP_SUCCESS);
+	CHECK_RET(VipDestroyVi(passive), VIP_SUCCESS);
+}
+
 /* VI attributes under the NIC's ptag. */
 static inline VIP_VI_ATTRIBUTES vt_vi_attr(const vt_nic *n, VIP_RELIABILITY_LEVEL level, VIP_ULONG mts,
     VIP_BOOLEAN rdma_write, VIP_BOOLEAN rdma_read)
@@ -396,6 +427,18 @@ static inline VIP_VI_ATTRIBUTES vt_vi_attr(const vt_nic *n, VIP_RELIABILITY_LEVE
 	va.EnableRdmaWrite = rdma_write;
 	va.EnableRdmaRead = rdma_read;
 	return va;
+}
+
+/*
+ * Open `n` on VT_DEVICE and create two reliable-delivery VIs on it (64 KiB transfers, no
+ * RDMA), `srv` and `cli`, as the connection-model tests use them.
+ */
+static inline void vt_open_two_vis(vt_nic *n, VIP_VI_HANDLE *srv, VIP_VI_HANDLE *cli)
+{
+	vt_open(n, VT_DEVICE);
+	VIP_VI_ATTRIBUTES va = vt_vi_attr(n, VIP_SERVICE_RELIABLE_DELIVERY, 65536, VIP_FALSE, VIP_FALSE);
+	CHECK_RET(VipCreateVi(n->nic, &va, NULL, NULL, srv), VIP_SUCCESS);
+	CHECK_RET(VipCreateVi(n->nic, &va, NULL, NULL, cli), VIP_SUCCESS);
 }
 
 /* ------------------------------------------------------------------------

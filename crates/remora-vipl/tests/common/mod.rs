@@ -97,8 +97,17 @@ pub fn vis_on(
     nodes: (u32, u32),
     reliability: u16,
 ) -> (Nic, Nic, ProtectionTag, ProtectionTag, Vi, Vi) {
-    let snic = Nic::open_with_config("remora0", h.config(nodes.0)).unwrap();
-    let cnic = Nic::open_with_config("remora0", h.config(nodes.1)).unwrap();
+    vis_with((h.config(nodes.0), h.config(nodes.1)), reliability)
+}
+
+/// Two VIs of the level `reliability` on NICs opened with `configs` (server, client),
+/// with their NICs and protection tags.
+pub fn vis_with(
+    configs: (remora_client::Config, remora_client::Config),
+    reliability: u16,
+) -> (Nic, Nic, ProtectionTag, ProtectionTag, Vi, Vi) {
+    let snic = Nic::open_with_config("remora0", configs.0).unwrap();
+    let cnic = Nic::open_with_config("remora0", configs.1).unwrap();
     let (sp, cp) = (snic.create_ptag(), cnic.create_ptag());
     let attrs = |ptag| ViAttributes {
         reliability,
